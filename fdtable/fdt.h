@@ -1,0 +1,111 @@
+/* fdt.h: libosf.so's operations on the fd table (layout in fdtable.h).
+ *
+ * Lookups are lock-free: a chunk pointer, once published, stays valid for
+ * the life of the process image. Structural changes (creating the table or
+ * a chunk, moving a hidden fd, the copy after fork) take one lock.
+ * Entries for different fds are written by the threads that own those fds;
+ * two threads racing on one fd number are racing in the application too.
+ */
+#ifndef OSF_FDT_H
+#define OSF_FDT_H
+
+#include "fdtable.h"
+
+extern struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
+
+/* osf_fdt_lookup returns fd's entry, or NULL when no chunk covers fd (the
+ * common case for a process osf has nothing to do with). */
+static inline struct osf_fdt_entry *osf_fdt_lookup(int fd)
+{
+	unsigned u = (unsigned)fd;
+	struct osf_fdt_entry *c;
+
+	if (__builtin_expect(u >= OSF_FDT_MAX_FDS, 0))
+		return 0;
+	c = __atomic_load_n(&osf_fdt_chunks[u >> OSF_FDT_CHUNK_SHIFT],
+			    __ATOMIC_ACQUIRE);
+	return c ? c + (u & (OSF_FDT_CHUNK_ENTRIES - 1)) : 0;
+}
+
+/* osf_fdt_kind returns fd's kind, OSF_FD_NONE when untracked. */
+static inline int osf_fdt_kind(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+
+	return e ? __atomic_load_n(&e->kind, __ATOMIC_ACQUIRE) : OSF_FD_NONE;
+}
+
+/* osf_fdt_get returns fd's entry, creating the table and the chunk when
+ * needed; NULL with errno set when that fails (the fd then simply stays
+ * untracked) or when called re-entrantly from a signal handler that
+ * interrupted a structural change. */
+struct osf_fdt_entry *osf_fdt_get(int fd);
+
+/* osf_fdt_set publishes a filled-in entry for fd: the fields first, the
+ * kind last, so lock-free readers never see a half-written entry. */
+int osf_fdt_set(int fd, const struct osf_fdt_entry *src);
+
+/* osf_fdt_clear forgets fd (kind first, then the rest). */
+void osf_fdt_clear(int fd);
+
+/* osf_fdt_hide moves fd to osf's hidden range (high numbers, so the
+ * application's lowest-free-fd numbering is undisturbed), records it as
+ * OSF_FD_HIDDEN serving owner, closes the original number and returns the
+ * new one; -1 with errno on failure (fd is then left untouched). */
+int osf_fdt_hide(int fd, int owner, int cloexec);
+
+/* osf_fdt_close_hidden closes a hidden fd and forgets it. */
+void osf_fdt_close_hidden(int hfd);
+
+/* osf_fdt_is_hidden reports whether fd is one of osf's own fds, checking
+ * its identity so that a stale entry (an fd closed behind osf's back and
+ * reused by the application) is forgotten rather than protected. */
+int osf_fdt_is_hidden(int fd);
+
+/* osf_fdt_relocate_hidden moves the hidden fd at number fd elsewhere so the
+ * application can use that number (dup2 onto it); 0 or -1 with errno. */
+int osf_fdt_relocate_hidden(int fd);
+
+/* osf_fdt_next_hidden returns the smallest hidden fd >= from, or -1. */
+int osf_fdt_next_hidden(int from);
+
+/* osf_fdt_ensure creates the table if there is none yet; 0 or -1. */
+int osf_fdt_ensure(void);
+
+/* osf_fdt_core_loaded records in the header that this process loaded the
+ * Go core (osfstat reads it). */
+void osf_fdt_core_loaded(void);
+
+/* osf_fdt_table_fd returns the table's memfd, -1 when there is none. */
+int osf_fdt_table_fd(void);
+
+/* osf_fdt_set_header_flag sets or clears an OSF_FDTH_* flag. */
+void osf_fdt_set_header_flag(uint32_t flag, int on);
+
+/* osf_fdt_touch bumps the generation so readers (osfstat) notice. */
+void osf_fdt_touch(void);
+
+/* osf_fdt_lock/unlock serialise structural changes; fork holds the lock so
+ * the child copies a consistent table. */
+void osf_fdt_lock(void);
+void osf_fdt_unlock(void);
+
+/* osf_fdt_child_after_fork gives a fork child its private copy of the
+ * table (the parent keeps the original). Called with the lock held in
+ * the parent at fork time; resets the lock in the child. */
+void osf_fdt_child_after_fork(void);
+
+/* osf_fdt_adopt takes over the table an exec'd image inherited at fd
+ * (validated first; a copy is made when it belongs to another process),
+ * dropping entries whose fds did not survive the exec. */
+int osf_fdt_adopt(int fd, uint64_t image);
+
+/* osf_fdt_find_inherited returns the fd of an inherited table, found via
+ * the OSF_FDTABLE environment value (may be NULL) or, failing that, at
+ * the number osf would have placed it; -1 when there is none. */
+int osf_fdt_find_inherited(const char *envval);
+
+/* osf_fdt_set_image records the current image id (constructor). */
+void osf_fdt_set_image(uint64_t image);
+
+#endif

@@ -1,0 +1,564 @@
+//go:build osf_make
+
+/* fdtable.c: the fd table of libosf.so (layout: fdtable.h, API: fdt.h).
+ *
+ * The table lives in a memfd so that it survives exec and so that osfstat
+ * can read it from outside. Calls that libosf.so itself hooks (close,
+ * fcntl, dup3) are made as raw system calls here, so the table never
+ * re-enters the hooks.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fdt.h"
+
+struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
+
+static struct osf_fdt_header *hdr; /* NULL until the first tracked fd */
+static int tfd = -1;               /* the table's memfd */
+static off_t tsize;                /* current size of the memfd */
+static uint64_t cur_image;
+static int lock_word; /* 0 free, else the owner's tid */
+
+static int sys_close(int fd) { return (int)syscall(SYS_close, fd); }
+static int sys_fcntl(int fd, int cmd, long arg)
+{
+	return (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
+static int sys_dup3(int oldfd, int newfd, int flags)
+{
+	return (int)syscall(SYS_dup3, oldfd, newfd, flags);
+}
+static int my_tid(void) { return (int)syscall(SYS_gettid); }
+
+void osf_fdt_lock(void)
+{
+	int me = my_tid();
+
+	for (;;) {
+		int cur = 0;
+		if (__atomic_compare_exchange_n(&lock_word, &cur, me, 0,
+						__ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return;
+		syscall(SYS_futex, &lock_word, FUTEX_WAIT_PRIVATE, cur, NULL,
+			NULL, 0);
+	}
+}
+
+void osf_fdt_unlock(void)
+{
+	__atomic_store_n(&lock_word, 0, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &lock_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+#define OSF_FDT_EDEADLK() (errno = EDEADLK, -1)
+
+/* held_by_me reports a re-entrant call (a signal handler that interrupted
+ * this thread inside a structural change). */
+static int held_by_me(void)
+{
+	return __atomic_load_n(&lock_word, __ATOMIC_RELAXED) == my_tid();
+}
+
+/* hidden_base is where osf's own fds start: half the soft fd limit, at
+ * most 4096 so that the kernel's fd array stays small. */
+static int hidden_base(void)
+{
+	struct rlimit rl;
+	rlim_t soft = 1024;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		soft = rl.rlim_cur;
+	if (soft >= 128)
+		return soft / 2 > 4096 ? 4096 : (int)(soft / 2);
+	return soft > 19 ? (int)soft - 16 : 3;
+}
+
+static uint64_t ino_of(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+static int grow_to(off_t size)
+{
+	if (size <= tsize)
+		return 0;
+	if (ftruncate(tfd, size) < 0)
+		return -1;
+	tsize = size;
+	return 0;
+}
+
+static struct osf_fdt_entry *map_chunk(int fd, unsigned i)
+{
+	off_t off = OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES;
+	void *p = mmap(NULL, OSF_FDT_CHUNK_BYTES, PROT_READ | PROT_WRITE,
+		       MAP_SHARED, fd, off);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* chunk_create maps chunk i; the lock is held. */
+static struct osf_fdt_entry *chunk_create(unsigned i)
+{
+	struct osf_fdt_entry *c = osf_fdt_chunks[i];
+
+	if (c)
+		return c;
+	if (grow_to(OSF_FDT_HDR_BYTES + (off_t)(i + 1) * OSF_FDT_CHUNK_BYTES) <
+	    0)
+		return NULL;
+	c = map_chunk(tfd, i);
+	if (!c)
+		return NULL;
+	hdr->chunk_present[i] = 1;
+	__atomic_store_n(&osf_fdt_chunks[i], c, __ATOMIC_RELEASE);
+	return c;
+}
+
+static struct osf_fdt_entry *entry_locked(int fd)
+{
+	struct osf_fdt_entry *c = chunk_create((unsigned)fd >> OSF_FDT_CHUNK_SHIFT);
+
+	return c ? c + ((unsigned)fd & (OSF_FDT_CHUNK_ENTRIES - 1)) : NULL;
+}
+
+static void set_hidden_locked(int fd, int owner)
+{
+	struct osf_fdt_entry *e = entry_locked(fd);
+
+	if (!e)
+		return;
+	memset(e, 0, sizeof(*e));
+	e->aux_fd = -1;
+	e->owner_fd = owner;
+	e->ino = ino_of(fd);
+	e->rule = -1;
+	__atomic_store_n(&e->kind, OSF_FD_HIDDEN, __ATOMIC_RELEASE);
+}
+
+static void header_init(struct osf_fdt_header *h)
+{
+	h->version = OSF_FDT_VERSION;
+	h->entry_bytes = OSF_FDT_ENTRY_BYTES;
+	h->chunk_entries = OSF_FDT_CHUNK_ENTRIES;
+	h->nchunks_max = OSF_FDT_MAX_CHUNKS;
+	h->pid = getpid();
+	h->image = cur_image;
+	__atomic_store_n(&h->magic, OSF_FDT_MAGIC, __ATOMIC_RELEASE);
+}
+
+/* table_create makes the memfd, maps the header and records the table's
+ * own fd as hidden; the lock is held. */
+static int table_create(void)
+{
+	int fd, hfd;
+	void *h;
+
+	fd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	hfd = sys_fcntl(fd, F_DUPFD_CLOEXEC, hidden_base());
+	if (hfd < 0)
+		hfd = fd;
+	else
+		sys_close(fd);
+	(void)fchmod(hfd, 0600);
+	if (ftruncate(hfd, OSF_FDT_HDR_BYTES) < 0)
+		goto fail;
+	h = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 hfd, 0);
+	if (h == MAP_FAILED)
+		goto fail;
+	tfd = hfd;
+	tsize = OSF_FDT_HDR_BYTES;
+	hdr = h;
+	header_init(hdr);
+	set_hidden_locked(tfd, -1);
+	return 0;
+fail:
+	sys_close(hfd);
+	return -1;
+}
+
+struct osf_fdt_entry *osf_fdt_get(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+
+	if (e)
+		return e;
+	if (fd < 0 || (unsigned)fd >= OSF_FDT_MAX_FDS) {
+		errno = EBADF;
+		return NULL;
+	}
+	if (held_by_me()) {
+		errno = EDEADLK;
+		return NULL;
+	}
+	osf_fdt_lock();
+	if (!hdr && table_create() < 0)
+		e = NULL;
+	else
+		e = entry_locked(fd);
+	osf_fdt_unlock();
+	return e;
+}
+
+void osf_fdt_touch(void)
+{
+	if (hdr)
+		__atomic_add_fetch(&hdr->generation, 1, __ATOMIC_RELEASE);
+}
+
+int osf_fdt_set(int fd, const struct osf_fdt_entry *src)
+{
+	struct osf_fdt_entry *e = osf_fdt_get(fd);
+
+	if (!e)
+		return -1;
+	__atomic_store_n(&e->kind, OSF_FD_NONE, __ATOMIC_RELEASE);
+	memcpy((char *)e + 1, (const char *)src + 1, sizeof(*e) - 1);
+	__atomic_store_n(&e->kind, src->kind, __ATOMIC_RELEASE);
+	osf_fdt_touch();
+	return 0;
+}
+
+void osf_fdt_clear(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+
+	if (!e || e->kind == OSF_FD_NONE)
+		return;
+	__atomic_store_n(&e->kind, OSF_FD_NONE, __ATOMIC_RELEASE);
+	memset((char *)e + 1, 0, sizeof(*e) - 1);
+	osf_fdt_touch();
+}
+
+int osf_fdt_hide(int fd, int owner, int cloexec)
+{
+	int cmd = cloexec ? F_DUPFD_CLOEXEC : F_DUPFD;
+	int nfd = sys_fcntl(fd, cmd, hidden_base());
+	struct osf_fdt_entry *e;
+
+	if (nfd < 0 && errno == EINVAL) /* base above a lowered limit */
+		nfd = sys_fcntl(fd, cmd, 3);
+	if (nfd < 0)
+		return -1;
+	if (held_by_me()) {
+		sys_close(nfd);
+		errno = EDEADLK;
+		return -1;
+	}
+	osf_fdt_lock();
+	if (!hdr && table_create() < 0) {
+		osf_fdt_unlock();
+		sys_close(nfd);
+		return -1;
+	}
+	e = entry_locked(nfd);
+	if (e)
+		set_hidden_locked(nfd, owner);
+	osf_fdt_unlock();
+	if (!e) {
+		sys_close(nfd);
+		return -1;
+	}
+	sys_close(fd);
+	osf_fdt_touch();
+	return nfd;
+}
+
+void osf_fdt_close_hidden(int hfd)
+{
+	if (hfd < 0)
+		return;
+	osf_fdt_clear(hfd);
+	sys_close(hfd);
+}
+
+int osf_fdt_is_hidden(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int saved = errno;
+
+	if (!e || e->kind != OSF_FD_HIDDEN)
+		return 0;
+	if (ino_of(fd) != e->ino) { /* closed behind our back, reused */
+		osf_fdt_clear(fd);
+		errno = saved;
+		return 0;
+	}
+	errno = saved;
+	return 1;
+}
+
+int osf_fdt_relocate_hidden(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd), *o;
+	int fdflags, nfd, owner;
+
+	if (!e || e->kind != OSF_FD_HIDDEN)
+		return 0;
+	fdflags = sys_fcntl(fd, F_GETFD, 0);
+	if (fdflags < 0)
+		return -1;
+	owner = e->owner_fd;
+	nfd = sys_fcntl(fd, (fdflags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD,
+			fd + 1);
+	if (nfd < 0)
+		return -1;
+	if (osf_fdt_set(nfd, e) < 0) {
+		sys_close(nfd);
+		return -1;
+	}
+	if (owner < 0) {
+		tfd = nfd;
+	} else {
+		o = osf_fdt_lookup(owner);
+		if (o && o->aux_fd == fd)
+			o->aux_fd = nfd;
+	}
+	osf_fdt_clear(fd);
+	sys_close(fd);
+	return 0;
+}
+
+int osf_fdt_next_hidden(int from)
+{
+	unsigned fd = from < 0 ? 0 : (unsigned)from;
+
+	for (; fd < OSF_FDT_MAX_FDS; fd++) {
+		struct osf_fdt_entry *c =
+			osf_fdt_chunks[fd >> OSF_FDT_CHUNK_SHIFT];
+		if (!c) {
+			fd |= OSF_FDT_CHUNK_ENTRIES - 1; /* skip the chunk */
+			continue;
+		}
+		if (c[fd & (OSF_FDT_CHUNK_ENTRIES - 1)].kind == OSF_FD_HIDDEN)
+			return (int)fd;
+	}
+	return -1;
+}
+
+int osf_fdt_table_fd(void) { return hdr ? tfd : -1; }
+
+int osf_fdt_ensure(void)
+{
+	int r = 0;
+
+	if (hdr)
+		return 0;
+	if (held_by_me())
+		return OSF_FDT_EDEADLK();
+	osf_fdt_lock();
+	if (!hdr)
+		r = table_create();
+	osf_fdt_unlock();
+	return r;
+}
+
+void osf_fdt_core_loaded(void)
+{
+	if (osf_fdt_ensure() < 0)
+		return;
+	__atomic_add_fetch(&hdr->core_loads, 1, __ATOMIC_RELAXED);
+	osf_fdt_set_header_flag(OSF_FDTH_CORE_LOADED, 1);
+}
+
+void osf_fdt_set_header_flag(uint32_t flag, int on)
+{
+	if (!hdr)
+		return;
+	if (on)
+		__atomic_or_fetch(&hdr->flags, flag, __ATOMIC_RELEASE);
+	else
+		__atomic_and_fetch(&hdr->flags, ~flag, __ATOMIC_RELEASE);
+	osf_fdt_touch();
+}
+
+void osf_fdt_set_image(uint64_t image)
+{
+	cur_image = image;
+	if (hdr)
+		hdr->image = image;
+}
+
+/* copy_private moves the table into a new memfd of this process's own,
+ * keeping the fd number; used after fork and when an exec'd image
+ * inherited another process's table. */
+static int copy_private(void)
+{
+	int nfd, fdflags;
+	struct osf_fdt_header *nh;
+	unsigned i;
+
+	nfd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
+	if (nfd < 0)
+		return -1;
+	(void)fchmod(nfd, 0600);
+	if (ftruncate(nfd, tsize) < 0)
+		goto fail;
+	nh = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+		  nfd, 0);
+	if (nh == MAP_FAILED)
+		goto fail;
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		struct osf_fdt_entry *oc = osf_fdt_chunks[i], *nc;
+		if (!oc)
+			continue;
+		nc = map_chunk(nfd, i);
+		if (!nc) { /* keep what is copied; the rest stays shared */
+			munmap(nh, OSF_FDT_HDR_BYTES);
+			goto fail;
+		}
+		memcpy(nc, oc, OSF_FDT_CHUNK_BYTES);
+		__atomic_store_n(&osf_fdt_chunks[i], nc, __ATOMIC_RELEASE);
+		munmap(oc, OSF_FDT_CHUNK_BYTES);
+	}
+	memcpy(nh, hdr, OSF_FDT_HDR_BYTES);
+	munmap(hdr, OSF_FDT_HDR_BYTES);
+	hdr = nh;
+	hdr->pid = getpid();
+	hdr->image = cur_image;
+	hdr->flags &= ~OSF_FDTH_CORE_LOADED;
+	hdr->core_loads = 0;
+	fdflags = sys_fcntl(tfd, F_GETFD, 0);
+	if (sys_dup3(nfd, tfd, (fdflags > 0 && (fdflags & FD_CLOEXEC)) ?
+				       O_CLOEXEC : 0) < 0)
+		goto fail;
+	sys_close(nfd);
+	set_hidden_locked(tfd, -1);
+	return 0;
+fail:
+	sys_close(nfd);
+	return -1;
+}
+
+void osf_fdt_child_after_fork(void)
+{
+	lock_word = 0;
+	if (hdr)
+		(void)copy_private();
+}
+
+/* entry_survived reports whether an inherited entry still describes the
+ * same open file after exec. */
+static int entry_survived(int fd, const struct osf_fdt_entry *e)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return 0;
+	if (e->ino)
+		return (uint64_t)st.st_ino == e->ino;
+	return S_ISSOCK(st.st_mode);
+}
+
+int osf_fdt_adopt(int fd, uint64_t image)
+{
+	struct osf_fdt_header *h;
+	struct stat st;
+	unsigned i, j;
+
+	if (fstat(fd, &st) < 0 || st.st_size < (off_t)OSF_FDT_HDR_BYTES)
+		return -1;
+	h = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 fd, 0);
+	if (h == MAP_FAILED)
+		return -1;
+	if (h->magic != OSF_FDT_MAGIC || h->version != OSF_FDT_VERSION ||
+	    h->entry_bytes != OSF_FDT_ENTRY_BYTES ||
+	    h->chunk_entries != OSF_FDT_CHUNK_ENTRIES) {
+		munmap(h, OSF_FDT_HDR_BYTES);
+		return -1;
+	}
+	osf_fdt_lock();
+	cur_image = image;
+	hdr = h;
+	tfd = fd;
+	tsize = st.st_size;
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		if (!h->chunk_present[i] ||
+		    OSF_FDT_HDR_BYTES + (off_t)(i + 1) * OSF_FDT_CHUNK_BYTES >
+			    tsize)
+			continue;
+		osf_fdt_chunks[i] = map_chunk(fd, i);
+	}
+	if (h->pid != getpid())
+		(void)copy_private();
+	hdr->pid = getpid();
+	hdr->image = image;
+	hdr->flags &= ~OSF_FDTH_CORE_LOADED;
+	/* Drop what did not survive the exec (FD_CLOEXEC, closed by spawn
+	 * file actions); osf's own fds whose owner is gone are closed. */
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		struct osf_fdt_entry *c = osf_fdt_chunks[i];
+		if (!c)
+			continue;
+		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			int efd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j);
+			if (c[j].kind == OSF_FD_NONE || efd == tfd)
+				continue;
+			if (!entry_survived(efd, &c[j]))
+				memset(&c[j], 0, sizeof(c[j]));
+		}
+	}
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		struct osf_fdt_entry *c = osf_fdt_chunks[i];
+		if (!c)
+			continue;
+		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			int efd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j);
+			struct osf_fdt_entry *o;
+			if (c[j].kind != OSF_FD_HIDDEN || c[j].owner_fd < 0)
+				continue;
+			o = osf_fdt_lookup(c[j].owner_fd);
+			if (!o || o->kind == OSF_FD_NONE || o->aux_fd != efd) {
+				memset(&c[j], 0, sizeof(c[j]));
+				sys_close(efd);
+			}
+		}
+	}
+	set_hidden_locked(tfd, -1);
+	osf_fdt_unlock();
+	osf_fdt_touch();
+	return 0;
+}
+
+static int is_table(int fd)
+{
+	uint64_t magic = 0;
+
+	return pread(fd, &magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+	       magic == OSF_FDT_MAGIC;
+}
+
+int osf_fdt_find_inherited(const char *envval)
+{
+	int fd;
+
+	if (envval && *envval) {
+		char *end;
+		long v = strtol(envval, &end, 10);
+		if (*end == '\0' && v >= 0 && v < (long)OSF_FDT_MAX_FDS &&
+		    is_table((int)v))
+			return (int)v;
+	}
+	fd = hidden_base();
+	return is_table(fd) ? fd : -1;
+}

@@ -1,0 +1,143 @@
+/* fdtable.h: the per-process fd table that libosf.so keeps in a memfd.
+ *
+ * This header is the one definition of the layout, included by the C data
+ * path (libosf.so) and by Go through cgo (package fdtable, osfstat). See
+ * docs/ARCHITECTURE.md, "fd table".
+ *
+ * File layout (memfd named "osf-fdtable", mode 0600, sparse):
+ *
+ *   offset 0                 struct osf_fdt_header   (one page)
+ *   OSF_FDT_HDR_BYTES + i*OSF_FDT_CHUNK_BYTES
+ *                            chunk i: OSF_FDT_CHUNK_ENTRIES entries for
+ *                            fds [i*1024, (i+1)*1024)
+ *
+ * Chunks are created on demand and never unmapped while the process image
+ * lives, so a lookup is two loads and needs no lock. An fd whose entry has
+ * kind OSF_FD_NONE (all zero) is not osf's business: the hooks pass it
+ * straight to libc.
+ */
+#ifndef OSF_FDTABLE_H
+#define OSF_FDTABLE_H
+
+#include <stdint.h>
+
+#define OSF_FDT_MAGIC 0x3142544446465351ULL /* "QSFFDTB1" little endian */
+#define OSF_FDT_VERSION 1
+#define OSF_FDT_NAME "osf-fdtable"
+
+#define OSF_FDT_CHUNK_SHIFT 10
+#define OSF_FDT_CHUNK_ENTRIES (1u << OSF_FDT_CHUNK_SHIFT)
+#define OSF_FDT_MAX_CHUNKS 1024u /* 1M fds: /proc/sys/fs/nr_open default */
+#define OSF_FDT_MAX_FDS (OSF_FDT_CHUNK_ENTRIES * OSF_FDT_MAX_CHUNKS)
+#define OSF_FDT_HDR_BYTES 4096u
+#define OSF_FDT_ENTRY_BYTES 128u
+#define OSF_FDT_CHUNK_BYTES (OSF_FDT_CHUNK_ENTRIES * OSF_FDT_ENTRY_BYTES)
+
+/* Kinds of fd. The order matters: the data hooks take over only kinds
+ * >= OSF_FD_SHM, readiness hooks kinds >= OSF_FD_EPOLL. */
+enum osf_fd_kind {
+	OSF_FD_NONE = 0,   /* not tracked: pass through */
+	OSF_FD_HIDDEN = 1, /* osf's own fd (table, segment, companion); the
+	                      application must not see or close it */
+	OSF_FD_INET = 2,   /* AF_INET/AF_INET6 stream socket, no decision yet */
+	OSF_FD_KERNEL = 3, /* decided: kernel TCP (reason says why) */
+	OSF_FD_EPOLL = 4,  /* epoll instance with osf state */
+	OSF_FD_LISTEN = 5, /* listener with an osf companion */
+	OSF_FD_SHM = 6,    /* connection offloaded over shared memory */
+	OSF_FD_RDMA = 7,   /* connection offloaded over RDMA */
+};
+
+/* Transport recorded for osfstat. */
+enum osf_transport {
+	OSF_TP_NONE = 0,
+	OSF_TP_KERNEL = 1,
+	OSF_TP_SHM = 2,
+	OSF_TP_RDMA = 3,
+};
+
+/* Reasons a socket is on the kernel. The numbers are an ABI shared with
+ * the Go core (internal/policy.Reason); never renumber. */
+enum osf_reason {
+	OSF_R_NONE = 0,
+	OSF_R_RULE = 1,
+	OSF_R_NO_RULE = 2,
+	OSF_R_NO_LISTENER = 3,
+	OSF_R_NO_RDMA_DEVICE = 4,
+	OSF_R_FORK_NO_RDMA = 5,
+	OSF_R_STRICT = 6,
+	OSF_R_RESOURCE = 7,
+	OSF_R_HANDSHAKE = 8,
+	OSF_R_TRANSPORT_KERNEL = 9,
+	OSF_R_DISABLED = 10,
+	OSF_R_BACKLOG = 11,
+	OSF_R_INHERITED = 12,
+	OSF_R_PEER_KERNEL = 13,
+	OSF_R_SHM_REMOTE = 14,
+	OSF_R_NOT_STREAM = 15,
+};
+
+/* Roles. */
+enum osf_role {
+	OSF_ROLE_NONE = 0,
+	OSF_ROLE_CLIENT = 1,   /* connect() */
+	OSF_ROLE_SERVER = 2,   /* accept()ed */
+	OSF_ROLE_LISTENER = 3, /* listen() */
+};
+
+/* Entry flags. */
+#define OSF_FDF_CLOEXEC 0x0001u   /* mirrors FD_CLOEXEC of the fd */
+#define OSF_FDF_V6 0x0002u        /* AF_INET6 socket */
+#define OSF_FDF_V6ONLY 0x0004u    /* IPV6_V6ONLY set on a listener */
+#define OSF_FDF_SHUT_RD 0x0008u   /* shutdown(SHUT_RD) done here */
+#define OSF_FDF_SHUT_WR 0x0010u   /* shutdown(SHUT_WR) done here */
+#define OSF_FDF_NODELAY 0x0020u   /* TCP_NODELAY as set by the app */
+#define OSF_FDF_KEEPALIVE 0x0040u /* SO_KEEPALIVE as set by the app */
+#define OSF_FDF_LINGER 0x0080u    /* SO_LINGER on, see linger_secs */
+
+struct osf_fdt_entry {
+	uint8_t kind;      /* enum osf_fd_kind */
+	uint8_t transport; /* enum osf_transport */
+	uint8_t reason;    /* enum osf_reason when transport is kernel */
+	uint8_t role;      /* enum osf_role */
+	uint32_t flags;    /* OSF_FDF_* */
+	int32_t aux_fd;    /* hidden fd: segment memfd, companion listener,
+	                      inner epoll; -1 none */
+	int32_t rule;      /* route rule that decided, 0 implicit, -1 none */
+	uint64_t ino;      /* st_ino of the fd's file: identity after exec */
+	uint64_t image;    /* image id for which priv is valid */
+	uint64_t priv;     /* process-private pointer (struct osf_conn *) */
+	int32_t owner_fd;  /* HIDDEN: the fd it serves; -1 for the table */
+	int32_t reason_errno; /* errno detail of the reason, 0 none */
+	uint32_t sndbuf;   /* SO_SNDBUF/SO_RCVBUF answers for offloaded fds */
+	uint32_t rcvbuf;
+	uint8_t local[28]; /* sockaddr_in/sockaddr_in6 TCP would report */
+	uint8_t peer[28];
+	uint32_t linger_secs;
+	uint32_t reserved[3];
+};
+
+struct osf_fdt_header {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t entry_bytes;
+	uint32_t chunk_entries;
+	uint32_t nchunks_max;
+	int32_t pid;         /* process that owns this copy */
+	uint32_t flags;      /* OSF_FDTH_* */
+	uint64_t image;      /* image id of the owner */
+	uint64_t generation; /* bumped on every change (readers' consistency) */
+	uint64_t core_loads; /* times this process loaded the Go core */
+	uint8_t chunk_present[OSF_FDT_MAX_CHUNKS]; /* 1 when chunk i exists */
+};
+
+#define OSF_FDTH_CORE_LOADED 0x1u /* the Go core is loaded in the owner */
+#define OSF_FDTH_DISABLED 0x2u    /* osf is pass-through (config error) */
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(sizeof(struct osf_fdt_entry) == OSF_FDT_ENTRY_BYTES,
+	       "fd table entry size");
+_Static_assert(sizeof(struct osf_fdt_header) <= OSF_FDT_HDR_BYTES,
+	       "fd table header size");
+#endif
+
+#endif
