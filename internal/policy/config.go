@@ -1,0 +1,403 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits of the numeric variables.
+const (
+	// MinRingSize is the smallest OSF_RING_SIZE, in bytes.
+	MinRingSize = 4 << 10
+	// MaxRingSize is the largest OSF_RING_SIZE, in bytes.
+	MaxRingSize = 64 << 20
+	// MaxSpinUS is the largest OSF_SPIN_US and OSF_POLL_SPIN_US.
+	MaxSpinUS = 1000000
+	// MaxConnectTimeoutMS is the largest OSF_CONNECT_TIMEOUT_MS.
+	MaxConnectTimeoutMS = 60000
+)
+
+// ErrMalformed is wrapped by every *ParseError: a configuration variable has
+// a value osf does not accept.
+var ErrMalformed = errors.New("policy: malformed variable")
+
+// ParseError reports a malformed configuration variable.
+type ParseError struct {
+	// Var is the variable's name, such as "OSF_ROUTES".
+	Var string
+	// Text is the smallest meaningful piece of the value that is wrong: the
+	// whole value, or for OSF_ROUTES the text of the offending rule.
+	Text string
+	// Rule is the 1-based number of the offending rule for OSF_ROUTES, and
+	// 0 for other variables.
+	Rule int
+	// Reason says what is wrong with Text.
+	Reason string
+}
+
+// Error returns the message osf prints for e, for example
+//
+//	osf: OSF_ROUTES="offload bogus 1.2.3.4:99999" (rule 2): port 99999 out of range 1-65535
+//
+// Text is quoted as by strconv.Quote, which leaves printable text unchanged.
+func (e *ParseError) Error() string {
+	s := "osf: " + e.Var + "=" + strconv.Quote(e.Text)
+	if e.Rule > 0 {
+		s += " (rule " + strconv.Itoa(e.Rule) + ")"
+	}
+	return s + ": " + e.Reason
+}
+
+// Unwrap returns ErrMalformed.
+func (e *ParseError) Unwrap() error { return ErrMalformed }
+
+// Config is osf's configuration, taken from the OSF_* variables.
+type Config struct {
+	// Routes are the route rules in order; the implicit final kernel rule is
+	// not included.
+	Routes []Rule
+	// DefaultRoutes is true when OSF_ROUTES was unset and Routes holds the
+	// default rules.
+	DefaultRoutes bool
+	// Transport is OSF_TRANSPORT.
+	Transport TransportMode
+	// Strict is OSF_STRICT: a connection that a rule offloads fails instead
+	// of falling back to kernel TCP (see Reason.Fallback).
+	Strict bool
+	// LogLevel is OSF_LOG_LEVEL.
+	LogLevel LogLevel
+	// LogFile is OSF_LOG_FILE; "" means standard error.
+	LogFile string
+	// RingSize is OSF_RING_SIZE: bytes per ring direction, a power of two
+	// from MinRingSize to MaxRingSize.
+	RingSize int
+	// Spin is OSF_SPIN_US: how long a blocking call spins in user space
+	// before it sleeps.
+	Spin time.Duration
+	// PollSpin is OSF_POLL_SPIN_US: how long poll, select and epoll spin
+	// before they sleep.
+	PollSpin time.Duration
+	// ConnectTimeout is OSF_CONNECT_TIMEOUT_MS: how long an offload
+	// handshake may take.
+	ConnectTimeout time.Duration
+	// DebugLoadCore is OSF_DEBUG_LOAD_CORE: load the core at start-up.
+	DebugLoadCore bool
+}
+
+// defaultRoutes is the text of the rules used when OSF_ROUTES is unset.
+const defaultRoutes = "kernel both * *:53; offload both * local"
+
+var defaultRules = mustParseRoutes(defaultRoutes)
+
+// implicitRule ends every rule list.
+var implicitRule = mustParseRoutes("kernel both * *")[0]
+
+// Default returns the configuration used when no OSF_* variable is set.
+func Default() *Config {
+	return &Config{
+		Routes:         slices.Clone(defaultRules),
+		DefaultRoutes:  true,
+		Transport:      Auto,
+		LogLevel:       LogError,
+		RingSize:       256 << 10,
+		Spin:           20 * time.Microsecond,
+		ConnectTimeout: 1000 * time.Millisecond,
+	}
+}
+
+// Var describes one configuration variable.
+type Var struct {
+	// Name is the variable's name, such as "OSF_RING_SIZE".
+	Name string
+	// Default is the value that applies when the variable is unset; "" for
+	// OSF_LOG_FILE means standard error.
+	Default string
+	// Doc is a one-line description.
+	Doc string
+}
+
+// variable is a Var with its parser; a nil parse accepts any value.
+type variable struct {
+	Var
+	parse func(c *Config, value string) error
+}
+
+// Variable names used in more than one place.
+const (
+	varRoutes = "OSF_ROUTES"
+	varStrict = "OSF_STRICT"
+)
+
+var variables = []variable{
+	{Var{varRoutes, defaultRoutes, "route rules: action [role [program]] target, separated by ';' or newlines"}, parseRoutesVar},
+	{Var{"OSF_TRANSPORT", "auto", "transports osf may use: auto, shm, rdma or kernel"}, parseTransport},
+	{Var{varStrict, "0", "1 makes a connection fail instead of falling back to kernel TCP"}, boolVar(func(c *Config) *bool { return &c.Strict })},
+	{Var{"OSF_LOG_LEVEL", "error", "log level: debug, info, warn or error"}, parseLogLevel},
+	{Var{"OSF_LOG_FILE", "", "log file; unset or empty means standard error"}, func(c *Config, v string) error { c.LogFile = v; return nil }},
+	{Var{"OSF_RING_SIZE", "256K", "bytes per ring direction: a power of two from 4K to 64M"}, parseRingSize},
+	{Var{"OSF_SPIN_US", "20", "microseconds a blocking call spins before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.Spin })},
+	{Var{"OSF_POLL_SPIN_US", "0", "microseconds poll, select and epoll spin before they sleep, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
+	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
+	{Var{"OSF_DEBUG_LOAD_CORE", "0", "1 loads the osf core at start-up (debugging)"}, boolVar(func(c *Config) *bool { return &c.DebugLoadCore })},
+	{Var{"OSF_LIB", "", "libosf.so for osfrun to preload; default: found next to osfrun"}, nil},
+	{Var{"OSF_FDTABLE", "", "state, set by osf itself across exec: the fd number of the inherited fd table"}, nil},
+}
+
+// Vars returns every variable osf reads, in the order Parse checks them.
+func Vars() []Var {
+	vs := make([]Var, len(variables))
+	for i, v := range variables {
+		vs[i] = v.Var
+	}
+	return vs
+}
+
+// Parse builds a Config from env, a list of "KEY=VALUE" strings such as
+// os.Environ returns. Only OSF_* variables matter; unset ones take their
+// defaults, and unknown ones are ignored (see Unknown). When a name occurs
+// more than once the first occurrence counts, as with getenv.
+//
+// A malformed variable gives a *ParseError, which wraps ErrMalformed;
+// variables are checked in the order of Vars and the first error is
+// returned. Parse never panics.
+func Parse(env []string) (*Config, error) {
+	values := osfValues(env)
+	c := Default()
+	for _, v := range variables {
+		value, ok := values[v.Name]
+		if !ok || v.parse == nil {
+			continue
+		}
+		if err := v.parse(c, value); err != nil {
+			var pe *ParseError
+			if errors.As(err, &pe) {
+				return nil, err
+			}
+			return nil, &ParseError{Var: v.Name, Text: value, Reason: err.Error()}
+		}
+	}
+	return c, nil
+}
+
+// Unknown returns the names of the OSF_* variables in env that osf does not
+// know, in the order they appear and without repeats. They are not errors,
+// but most likely typos.
+func Unknown(env []string) []string {
+	var unknown []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "OSF_") || known(name) || slices.Contains(unknown, name) {
+			continue
+		}
+		unknown = append(unknown, name)
+	}
+	return unknown
+}
+
+// known reports whether name is a variable osf reads.
+func known(name string) bool {
+	for _, v := range variables {
+		if v.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// osfValues returns the OSF_* variables of env; the first occurrence of a
+// name wins.
+func osfValues(env []string) map[string]string {
+	values := make(map[string]string)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "OSF_") {
+			continue
+		}
+		name, value, _ := strings.Cut(kv, "=")
+		if _, dup := values[name]; !dup {
+			values[name] = value
+		}
+	}
+	return values
+}
+
+func parseRoutesVar(c *Config, v string) error {
+	rules, err := ParseRoutes(v)
+	if err != nil {
+		return err
+	}
+	c.Routes, c.DefaultRoutes = rules, false
+	return nil
+}
+
+func parseTransport(c *Config, v string) error {
+	for m, name := range modeNames {
+		if strings.EqualFold(v, name) {
+			c.Transport = TransportMode(m)
+			return nil
+		}
+	}
+	return errors.New("want auto, shm, rdma or kernel")
+}
+
+func parseLogLevel(c *Config, v string) error {
+	for _, l := range [...]LogLevel{LogDebug, LogInfo, LogWarn, LogError} {
+		if strings.EqualFold(v, l.String()) {
+			c.LogLevel = l
+			return nil
+		}
+	}
+	return errors.New("want debug, info, warn or error")
+}
+
+// boolVar returns a parser that accepts "0" and "1" into the field that
+// field selects.
+func boolVar(field func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		switch v {
+		case "0":
+			*field(c) = false
+		case "1":
+			*field(c) = true
+		default:
+			return errors.New("want 0 or 1")
+		}
+		return nil
+	}
+}
+
+// spinVar returns a parser for a microsecond count from 0 to MaxSpinUS into
+// the field that field selects.
+func spinVar(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := parseUintVar(v, 0, MaxSpinUS)
+		if err != nil {
+			return err
+		}
+		*field(c) = time.Duration(n) * time.Microsecond
+		return nil
+	}
+}
+
+func parseConnectTimeout(c *Config, v string) error {
+	n, err := parseUintVar(v, 1, MaxConnectTimeoutMS)
+	if err != nil {
+		return err
+	}
+	c.ConnectTimeout = time.Duration(n) * time.Millisecond
+	return nil
+}
+
+func parseRingSize(c *Config, v string) error {
+	digits, unit := v, uint64(1)
+	if n := len(v); n > 0 {
+		switch v[n-1] {
+		case 'K', 'k':
+			digits, unit = v[:n-1], 1<<10
+		case 'M', 'm':
+			digits, unit = v[:n-1], 1<<20
+		}
+	}
+	n, err := parseUint(digits, 0, MaxRingSize)
+	if errors.Is(err, errDigits) {
+		return errors.New("want decimal digits with an optional K or M suffix")
+	}
+	n *= unit
+	if err != nil || n < MinRingSize || n > MaxRingSize {
+		return errors.New("out of range 4K-64M")
+	}
+	if n&(n-1) != 0 {
+		return errors.New("not a power of two")
+	}
+	c.RingSize = int(n)
+	return nil
+}
+
+// Errors of parseUint.
+var (
+	errDigits = errors.New("want decimal digits")
+	errRange  = errors.New("out of range")
+)
+
+// parseUint parses s by the rule the C data path shares: one or more decimal
+// digits, no sign and no blanks, with a value from lo to hi. It returns
+// errDigits or errRange; hi must be below 1<<60.
+func parseUint(s string, lo, hi uint64) (uint64, error) {
+	if s == "" {
+		return 0, errDigits
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, errDigits
+		}
+		if n <= hi {
+			n = n*10 + uint64(c-'0')
+		}
+	}
+	if n < lo || n > hi {
+		return 0, errRange
+	}
+	return n, nil
+}
+
+// parseUintVar is parseUint with the error stating the range.
+func parseUintVar(s string, lo, hi uint64) (uint64, error) {
+	n, err := parseUint(s, lo, hi)
+	if errors.Is(err, errRange) {
+		return 0, fmt.Errorf("out of range %d-%d", lo, hi)
+	}
+	return n, err
+}
+
+// Summary returns c on one line for logs, for example
+//
+//	routes="kernel both * *:53; offload both * local" (default) transport=auto strict=0 ...
+func (c *Config) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "routes=%q", c.routesText())
+	if c.DefaultRoutes {
+		b.WriteString(" (default)")
+	}
+	logFile := "stderr"
+	if c.LogFile != "" {
+		logFile = strconv.Quote(c.LogFile)
+	}
+	fmt.Fprintf(&b, " transport=%s strict=%s log-level=%s log-file=%s ring-size=%s spin-us=%d poll-spin-us=%d connect-timeout-ms=%d debug-load-core=%s",
+		c.Transport, flag01(c.Strict), c.LogLevel, logFile, formatSize(c.RingSize),
+		c.Spin.Microseconds(), c.PollSpin.Microseconds(), c.ConnectTimeout.Milliseconds(), flag01(c.DebugLoadCore))
+	return b.String()
+}
+
+// routesText returns the texts of c's rules joined by "; ".
+func (c *Config) routesText() string {
+	texts := make([]string, len(c.Routes))
+	for i, r := range c.Routes {
+		texts[i] = r.Text
+	}
+	return strings.Join(texts, "; ")
+}
+
+// flag01 returns "1" for true and "0" for false.
+func flag01(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// formatSize returns n in OSF_RING_SIZE syntax, using a K or M suffix when n
+// is a multiple of it.
+func formatSize(n int) string {
+	switch {
+	case n != 0 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + "M"
+	case n != 0 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + "K"
+	}
+	return strconv.Itoa(n)
+}
