@@ -1,0 +1,387 @@
+//go:build osf_make
+
+/* core.c: loading libosfcore.so (the Go core) on demand and calling it.
+ *
+ * Application threads never run Go code. The first slow path that needs
+ * the core starts one osf thread, "osf-core", with every signal blocked;
+ * that thread dlopens the core (so the Go runtime's threads inherit a
+ * mask with all asynchronous signals blocked and never steal a signal a
+ * program waits for with sigwait or signalfd), runs its init, puts back
+ * the dispositions of asynchronous signals that the Go runtime changed,
+ * and then serves calls one at a time. A caller hands its request over
+ * and sleeps on a futex until the answer is there.
+ *
+ * After fork the child never calls the inherited core (DESIGN.md D1: a
+ * forked child that re-enters the parent's Go runtime hangs). If the child
+ * needs the core, it loads a fresh copy of the library from a memfd, since
+ * dlopen of the same path would return the stale, already-mapped one.
+ */
+#include "osf.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum core_state { CORE_NONE, CORE_LOADING, CORE_READY, CORE_FAILED };
+enum core_op { CORE_OP_ROUTE = 1 };
+
+#define CORE_LOAD_TIMEOUT_MS 5000
+
+static struct {
+	int state;      /* enum core_state, for this process only */
+	pid_t pid;      /* process in which state is meaningful */
+	int mapped;     /* some copy of the core is mapped in this image */
+	int fresh;      /* the next load must use a memfd copy */
+	pthread_mutex_t start_mu;
+	pthread_mutex_t call_mu;
+	uint32_t state_seq; /* futex: bumped when state changes */
+	uint32_t req_seq;   /* futex: bumped by a caller */
+	uint32_t done_seq;  /* futex: bumped by the core thread */
+	int op;
+	const void *in;
+	void *out;
+	int ret;
+	struct osf_core_fns fns;
+	struct osf_core_init_out cfg;
+	char err[4400];
+	struct sigaction before[NSIG]; /* dispositions before the load */
+	void *go_handler[NSIG];        /* what the Go runtime installed */
+} core = {
+	.start_mu = PTHREAD_MUTEX_INITIALIZER,
+	.call_mu = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP,
+};
+
+static void futex_wake_all(uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* futex_wait_ms sleeps while *w == val, at most ms milliseconds (ms < 0:
+ * no limit); a signal just makes it return early. */
+static void futex_wait_ms(uint32_t *w, uint32_t val, int ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, ms < 0 ? NULL : &ts,
+		NULL, 0);
+}
+
+static void set_state(int st)
+{
+	__atomic_store_n(&core.state, st, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&core.state_seq, 1, __ATOMIC_RELEASE);
+	futex_wake_all(&core.state_seq);
+}
+
+/* is_sync reports the signals the Go runtime must keep handling: faults in
+ * Go code are turned into panics by its handlers. */
+static int is_sync(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+	       sig == SIGILL || sig == SIGTRAP || sig == SIGSYS;
+}
+
+static void snapshot_signals(void)
+{
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++)
+		if (REAL(sigaction)(sig, NULL, &core.before[sig]) < 0)
+			core.before[sig].sa_handler = SIG_ERR;
+}
+
+/* restore_async_signals undoes what the Go runtime did to asynchronous
+ * signals (SIGPIPE, SIGURG): with asynchronous preemption off the core
+ * never needs them, and the program's dispositions must stay its own. */
+static void restore_async_signals(void)
+{
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++) {
+		struct sigaction cur;
+		if (core.before[sig].sa_handler == SIG_ERR ||
+		    REAL(sigaction)(sig, NULL, &cur) < 0)
+			continue;
+		if (cur.sa_handler == core.before[sig].sa_handler)
+			continue;
+		core.go_handler[sig] = (void *)cur.sa_handler;
+		if (!is_sync(sig))
+			REAL(sigaction)(sig, &core.before[sig], NULL);
+	}
+}
+
+static void core_path(char *buf, size_t n)
+{
+	const char *slash = strrchr(osf.lib_path, '/');
+	int dir = slash ? (int)(slash - osf.lib_path) : 0;
+
+	if (slash)
+		snprintf(buf, n, "%.*s/libosfcore.so", dir, osf.lib_path);
+	else
+		snprintf(buf, n, "libosfcore.so");
+}
+
+/* memfd_copy copies the core into a memfd and returns its /proc path in
+ * buf, with the fd (to close after dlopen), or -1. */
+static int memfd_copy(const char *src, char *buf, size_t n)
+{
+	int in, out;
+	struct stat st;
+	off_t off = 0;
+
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -1;
+	out = memfd_create("osfcore", MFD_CLOEXEC);
+	if (out < 0 || fstat(in, &st) < 0)
+		goto fail;
+	while (off < st.st_size)
+		if (sendfile(out, in, &off, (size_t)(st.st_size - off)) <= 0)
+			goto fail;
+	REAL(close)(in);
+	snprintf(buf, n, "/proc/self/fd/%d", out);
+	return out;
+fail:
+	if (out >= 0)
+		REAL(close)(out);
+	REAL(close)(in);
+	return -1;
+}
+
+static int core_load(void)
+{
+	char path[4200], mpath[64];
+	struct osf_core_init_in in;
+	const char *load = path;
+	void *h;
+	int mfd = -1, rc;
+
+	core_path(path, sizeof(path));
+	if (core.fresh) {
+		mfd = memfd_copy(path, mpath, sizeof(mpath));
+		if (mfd < 0) {
+			snprintf(core.err, sizeof(core.err),
+				 "cannot copy %s: %s", path, strerror(errno));
+			return -1;
+		}
+		load = mpath;
+	}
+	snapshot_signals();
+	h = dlopen(load, RTLD_NOW | RTLD_LOCAL);
+	if (mfd >= 0)
+		REAL(close)(mfd);
+	if (!h) {
+		snprintf(core.err, sizeof(core.err), "%s", dlerror());
+		return -1;
+	}
+	core.mapped = 1;
+	core.fns.init = (osf_core_init_fn)dlsym(h, "osfcore_init");
+	core.fns.route = (osf_core_route_fn)dlsym(h, "osfcore_route");
+	if (!core.fns.init || !core.fns.route) {
+		snprintf(core.err, sizeof(core.err),
+			 "%s lacks the osfcore_* entry points", path);
+		return -1;
+	}
+	memset(&in, 0, sizeof(in));
+	in.abi = OSF_CORE_ABI;
+	in.fresh_copy = core.fresh;
+	in.pid = getpid();
+	in.env_len = osf.env_len;
+	in.env = osf.env;
+	in.prog = osf.prog;
+	in.lib_path = osf.lib_path;
+	rc = core.fns.init(&in, &core.cfg);
+	restore_async_signals();
+	if (rc != 0) {
+		snprintf(core.err, sizeof(core.err), "core init: %s",
+			 strerror(rc));
+		return -1;
+	}
+	if (core.cfg.disabled)
+		osf.disabled = 1; /* the core reported the malformed value */
+	return 0;
+}
+
+static void serve(void)
+{
+	uint32_t seen = __atomic_load_n(&core.req_seq, __ATOMIC_ACQUIRE);
+
+	for (;;) {
+		uint32_t r = __atomic_load_n(&core.req_seq, __ATOMIC_ACQUIRE);
+		if (r == seen) {
+			futex_wait_ms(&core.req_seq, seen, -1);
+			continue;
+		}
+		seen = r;
+		switch (core.op) {
+		case CORE_OP_ROUTE:
+			core.ret = core.fns.route(core.in, core.out);
+			break;
+		default:
+			core.ret = ENOSYS;
+		}
+		__atomic_store_n(&core.done_seq, seen, __ATOMIC_RELEASE);
+		futex_wake_all(&core.done_seq);
+	}
+}
+
+static void *core_main(void *arg)
+{
+	(void)arg;
+	if (core_load() < 0) {
+		osf_report("cannot load the core (%s); continuing without "
+			   "offload",
+			   core.err);
+		set_state(CORE_FAILED);
+		return NULL;
+	}
+	osf_fdt_core_loaded();
+	set_state(CORE_READY);
+	serve();
+	return NULL;
+}
+
+/* start_thread creates osf-core with every signal blocked; start_mu is
+ * held. */
+static int start_thread(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&t, &attr, core_main, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc == 0)
+		pthread_setname_np(t, "osf-core");
+	return rc;
+}
+
+/* begin starts loading in this process unless that is under way. */
+static int begin(void)
+{
+	int st;
+
+	pthread_mutex_lock(&core.start_mu);
+	if (core.pid != osf.pid) { /* first use in this process */
+		core.pid = osf.pid;
+		core.state = CORE_NONE;
+	}
+	st = core.state;
+	if (st == CORE_NONE) {
+		set_state(CORE_LOADING);
+		if (start_thread() != 0) {
+			snprintf(core.err, sizeof(core.err),
+				 "cannot start the core thread");
+			set_state(CORE_FAILED);
+		}
+		st = core.state;
+	}
+	pthread_mutex_unlock(&core.start_mu);
+	return st;
+}
+
+void osf_core_start_async(void) { (void)begin(); }
+
+int osf_core_ready(void)
+{
+	struct timespec t0, t;
+	int st;
+
+	if (osf.disabled)
+		return 0;
+	st = __atomic_load_n(&core.state, __ATOMIC_ACQUIRE);
+	if (likely(st == CORE_READY && core.pid == osf.pid))
+		return 1;
+	st = begin();
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (st == CORE_LOADING) {
+		uint32_t seq =
+			__atomic_load_n(&core.state_seq, __ATOMIC_ACQUIRE);
+		long ms;
+		st = __atomic_load_n(&core.state, __ATOMIC_ACQUIRE);
+		if (st != CORE_LOADING)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		ms = (t.tv_sec - t0.tv_sec) * 1000 +
+		     (t.tv_nsec - t0.tv_nsec) / 1000000;
+		if (ms >= CORE_LOAD_TIMEOUT_MS)
+			return 0; /* e.g. loader lock held by our caller */
+		futex_wait_ms(&core.state_seq, seq,
+			      (int)(CORE_LOAD_TIMEOUT_MS - ms));
+	}
+	return st == CORE_READY && !osf.disabled;
+}
+
+/* call runs one operation on the core thread and waits for it. */
+static int call(int op, const void *in, void *out)
+{
+	uint32_t seq;
+
+	if (!osf_core_ready())
+		return ENOSYS;
+	if (pthread_mutex_lock(&core.call_mu) != 0)
+		return EDEADLK; /* re-entered from a signal handler */
+	core.op = op;
+	core.in = in;
+	core.out = out;
+	seq = __atomic_add_fetch(&core.req_seq, 1, __ATOMIC_RELEASE);
+	futex_wake_all(&core.req_seq);
+	for (;;) {
+		uint32_t d = __atomic_load_n(&core.done_seq, __ATOMIC_ACQUIRE);
+		if (d == seq)
+			break;
+		futex_wait_ms(&core.done_seq, d, -1);
+	}
+	op = core.ret;
+	pthread_mutex_unlock(&core.call_mu);
+	return op;
+}
+
+int osf_core_route(const struct osf_core_route_in *in,
+		   struct osf_core_route_out *out)
+{
+	return call(CORE_OP_ROUTE, in, out);
+}
+
+const struct osf_core_init_out *osf_core_config(void) { return &core.cfg; }
+
+void osf_core_child_after_fork(void)
+{
+	int sig;
+	pthread_mutex_t fresh_start = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_t fresh_call = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
+
+	core.start_mu = fresh_start;
+	core.call_mu = fresh_call;
+	core.state = CORE_NONE;
+	core.pid = 0;
+	core.req_seq = core.done_seq = 0;
+	if (!core.mapped)
+		return;
+	core.fresh = 1;
+	/* The parent's Go handlers would run a runtime that has no threads
+	 * here; faults must reach the program's own dispositions. */
+	for (sig = 1; sig < NSIG; sig++) {
+		struct sigaction cur;
+		if (!core.go_handler[sig] ||
+		    REAL(sigaction)(sig, NULL, &cur) < 0)
+			continue;
+		if ((void *)cur.sa_handler == core.go_handler[sig])
+			REAL(sigaction)(sig, &core.before[sig], NULL);
+		core.go_handler[sig] = NULL;
+	}
+}

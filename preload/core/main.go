@@ -1,0 +1,144 @@
+package main
+
+/*
+#include <sys/socket.h>
+#include "../core_api.h"
+#include "../../fdtable/fdtable.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"unsafe"
+
+	"github.com/osfproject/osf/internal/policy"
+	"golang.org/x/sys/unix"
+)
+
+func main() {}
+
+// core is the state of the loaded core; written once by osfcore_init and
+// then only read, by the single osf-core thread that calls into Go.
+var core struct {
+	cfg     *policy.Config
+	prog    string
+	isLocal func(netip.Addr) bool
+	rdma    func(netip.Addr) (string, bool, string)
+	log     *logger
+}
+
+//export osfcore_init
+func osfcore_init(in *C.struct_osf_core_init_in, out *C.struct_osf_core_init_out) C.int {
+	if in.abi != C.OSF_CORE_ABI {
+		return C.int(unix.EPROTO)
+	}
+	env := splitEnv(C.GoBytes(unsafe.Pointer(in.env), C.int(in.env_len)))
+	core.prog = C.GoString(in.prog)
+	cfg, err := policy.Parse(env)
+	if err != nil {
+		// Reported once, with the exact offending text; osf then stays
+		// out of the way for the life of this process.
+		fmt.Fprintf(os.Stderr, "%v; osf is disabled (pass-through) in this process\n", err)
+		out.disabled = 1
+		return 0
+	}
+	core.cfg = cfg
+	core.isLocal = policy.HostIsLocal()
+	core.rdma = rdmaProbe
+	core.log = newLogger(cfg, int(in.pid), core.prog)
+	core.log.Infof("core loaded: pid=%d prog=%s fresh_copy=%d lib=%s config: %s",
+		int(in.pid), core.prog, int(in.fresh_copy), C.GoString(in.lib_path), cfg.Summary())
+	if cfg.Strict {
+		out.strict = 1
+	}
+	out.transport = C.uint32_t(cfg.Transport)
+	out.ring_size = C.uint32_t(cfg.RingSize)
+	out.connect_timeout_ms = C.uint32_t(cfg.ConnectTimeout.Milliseconds())
+	return 0
+}
+
+// splitEnv splits the "K=V\0K=V\0" block libosf.so captured.
+func splitEnv(b []byte) []string {
+	var env []string
+	start := 0
+	for i, c := range b {
+		if c == 0 {
+			if i > start {
+				env = append(env, string(b[start:i]))
+			}
+			start = i + 1
+		}
+	}
+	return env
+}
+
+//export osfcore_route
+func osfcore_route(in *C.struct_osf_core_route_in, out *C.struct_osf_core_route_out) C.int {
+	if core.cfg == nil {
+		return C.int(unix.ENOSYS)
+	}
+	ap, err := routeAddr(in)
+	if err != nil {
+		return C.int(unix.EAFNOSUPPORT)
+	}
+	q := policy.Query{
+		Role:       policy.Client,
+		Program:    core.prog,
+		Addr:       ap,
+		IsLocal:    core.isLocal,
+		RDMADevice: core.rdma,
+	}
+	if in.role == C.OSF_CORE_ROLE_SERVER {
+		q.Role = policy.Server
+	}
+	d := core.cfg.Decide(q)
+	core.log.Debugf("route %s %s: %s", q.Role, ap, d)
+	out.transport = C.int32_t(transportCode(d.Transport))
+	out.rule = C.int32_t(d.Rule)
+	out.reason = C.int32_t(d.Reason)
+	if d.RDMA {
+		out.rdma = 1
+	}
+	setDetail(&out.detail, d.Detail)
+	return 0
+}
+
+var errFamily = errors.New("core: address family not supported")
+
+// routeAddr converts the C query's address.
+func routeAddr(in *C.struct_osf_core_route_in) (netip.AddrPort, error) {
+	var raw [16]byte
+	for i := range raw {
+		raw[i] = byte(in.addr[i])
+	}
+	switch in.family {
+	case C.AF_INET:
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(raw[:4])), uint16(in.port)), nil
+	case C.AF_INET6:
+		return netip.AddrPortFrom(netip.AddrFrom16(raw), uint16(in.port)), nil
+	}
+	return netip.AddrPort{}, errFamily
+}
+
+// transportCode maps a policy transport to enum osf_transport.
+func transportCode(t policy.Transport) int {
+	switch t {
+	case policy.Shm:
+		return C.OSF_TP_SHM
+	case policy.RDMA:
+		return C.OSF_TP_RDMA
+	}
+	return C.OSF_TP_KERNEL
+}
+
+// setDetail copies s, truncated and NUL-terminated, into a C char array.
+func setDetail(dst *[96]C.char, s string) {
+	n := min(len(s), len(dst)-1)
+	for i := 0; i < n; i++ {
+		dst[i] = C.char(s[i])
+	}
+	dst[n] = 0
+}

@@ -1,0 +1,275 @@
+//go:build osf_make
+
+/* fd.c: hooks that create, copy and destroy descriptors, keeping the fd
+ * table exact at every moment (posix_spawn and vfork+exec run none of
+ * our code in between, DESIGN.md D3), and protecting osf's own fds from
+ * programs that close everything they do not know. */
+#include "conn.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+void osf_fd_closed(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int saved = errno;
+
+	if (!e || e->kind == OSF_FD_NONE || e->kind == OSF_FD_HIDDEN)
+		return;
+	if (e->kind >= OSF_FD_SHM)
+		osf_conn_close(fd, e);
+	else if (e->aux_fd >= 0 && e->kind != OSF_FD_INET &&
+		 e->kind != OSF_FD_KERNEL)
+		osf_fdt_close_hidden(e->aux_fd);
+	osf_fdt_clear(fd);
+	errno = saved;
+}
+
+void osf_fd_dup(int oldfd, int newfd, int cloexec)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(oldfd), copy;
+	int saved = errno;
+
+	if (!e || e->kind == OSF_FD_NONE || e->kind == OSF_FD_HIDDEN)
+		return;
+	copy = *e;
+	copy.flags = cloexec ? (copy.flags | OSF_FDF_CLOEXEC)
+			     : (copy.flags & ~OSF_FDF_CLOEXEC);
+	(void)osf_fdt_set(newfd, &copy);
+	errno = saved;
+}
+
+OSF_EXPORT int close(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+
+	if (likely(!e || e->kind == OSF_FD_NONE))
+		return REAL(close)(fd);
+	if (e->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(fd))
+		return OSF_FAIL(EBADF); /* not the program's to close */
+	osf_fd_closed(fd);
+	return REAL(close)(fd);
+}
+
+OSF_EXPORT int dup(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int nfd;
+
+	if (likely(!e || e->kind == OSF_FD_NONE))
+		return REAL(dup)(fd);
+	if (e->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(fd))
+		return OSF_FAIL(EBADF);
+	nfd = REAL(dup)(fd);
+	if (nfd >= 0)
+		osf_fd_dup(fd, nfd, 0);
+	return nfd;
+}
+
+/* dup_onto implements dup2 and dup3 once: newfd's old tenant is released
+ * only after the kernel has replaced it. */
+static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
+{
+	struct osf_fdt_entry *o = osf_fdt_lookup(oldfd);
+	struct osf_fdt_entry *n = osf_fdt_lookup(newfd);
+	int r;
+
+	if ((!o || o->kind == OSF_FD_NONE) && (!n || n->kind == OSF_FD_NONE))
+		return is_dup3 ? REAL(dup3)(oldfd, newfd, flags)
+			       : REAL(dup2)(oldfd, newfd);
+	if (o && o->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(oldfd))
+		return OSF_FAIL(EBADF);
+	if (oldfd == newfd)
+		return is_dup3 ? OSF_FAIL(EINVAL) : REAL(dup2)(oldfd, newfd);
+	if (n && n->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(newfd) &&
+	    osf_fdt_relocate_hidden(newfd) < 0)
+		return -1;
+	r = is_dup3 ? REAL(dup3)(oldfd, newfd, flags)
+		    : REAL(dup2)(oldfd, newfd);
+	if (r < 0)
+		return r;
+	osf_fd_closed(newfd);
+	osf_fd_dup(oldfd, newfd, (flags & O_CLOEXEC) != 0);
+	return r;
+}
+
+OSF_EXPORT int dup2(int oldfd, int newfd)
+{
+	return dup_onto(oldfd, newfd, 0, 0);
+}
+
+OSF_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	return dup_onto(oldfd, newfd, flags, 1);
+}
+
+/* fcntl_tracked handles the commands that change what the table knows. */
+static int fcntl_tracked(int (*real)(int, int, ...), int fd,
+			 struct osf_fdt_entry *e, int cmd, void *arg)
+{
+	int r;
+
+	if (e->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(fd))
+		return OSF_FAIL(EBADF);
+	r = real(fd, cmd, arg);
+	if (r < 0)
+		return r;
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		osf_fd_dup(fd, r, cmd == F_DUPFD_CLOEXEC);
+		break;
+	case F_SETFD:
+		if ((long)arg & FD_CLOEXEC)
+			e->flags |= OSF_FDF_CLOEXEC;
+		else
+			e->flags &= ~OSF_FDF_CLOEXEC;
+		osf_fdt_touch();
+		break;
+	}
+	return r;
+}
+
+/* Every fcntl command takes no argument, an int or a pointer; reading the
+ * argument slot as a pointer passes each of them on unchanged. */
+#define FCNTL_ARG(cmd, arg)                                                    \
+	do {                                                                   \
+		va_list ap;                                                    \
+		va_start(ap, cmd);                                             \
+		arg = va_arg(ap, void *);                                      \
+		va_end(ap);                                                    \
+	} while (0)
+
+OSF_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	void *arg;
+
+	FCNTL_ARG(cmd, arg);
+	if (likely(!e || e->kind == OSF_FD_NONE))
+		return REAL(fcntl)(fd, cmd, arg);
+	return fcntl_tracked(REAL(fcntl), fd, e, cmd, arg);
+}
+
+OSF_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	void *arg;
+
+	FCNTL_ARG(cmd, arg);
+	if (likely(!e || e->kind == OSF_FD_NONE))
+		return REAL(fcntl64)(fd, cmd, arg);
+	return fcntl_tracked(REAL(fcntl64), fd, e, cmd, arg);
+}
+
+OSF_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (likely(!e || e->kind < OSF_FD_SHM))
+		return REAL(ioctl)(fd, req, arg);
+	return osf_conn_ioctl(fd, e, req, arg);
+}
+
+/* close_span applies close_range to [first, last] in pieces that step
+ * around osf's hidden fds. */
+static int close_span(unsigned first, unsigned last, int flags)
+{
+	while (first <= last) {
+		int h = osf_fdt_next_hidden((int)first);
+		unsigned end = last;
+		if (h >= 0 && (unsigned)h <= last) {
+			if (!osf_fdt_is_hidden(h)) /* stale: not ours now */
+				continue;
+			if ((unsigned)h == first) {
+				if (first == last)
+					break;
+				first++;
+				continue;
+			}
+			end = (unsigned)h - 1;
+		}
+		if (REAL(close_range)(first, end, flags) < 0)
+			return -1;
+		if (end == last)
+			break;
+		first = end + 1;
+	}
+	return 0;
+}
+
+/* forget_span releases osf's state for the fds close_range closes. */
+static void forget_span(unsigned first, unsigned last)
+{
+	unsigned fd;
+
+	for (fd = first; fd < OSF_FDT_MAX_FDS && fd <= last; fd++) {
+		struct osf_fdt_entry *c =
+			osf_fdt_chunks[fd >> OSF_FDT_CHUNK_SHIFT];
+		int k;
+		if (!c) {
+			fd |= OSF_FDT_CHUNK_ENTRIES - 1;
+			continue;
+		}
+		k = c[fd & (OSF_FDT_CHUNK_ENTRIES - 1)].kind;
+		if (k != OSF_FD_NONE && k != OSF_FD_HIDDEN)
+			osf_fd_closed((int)fd);
+	}
+}
+
+/* cloexec_span mirrors CLOSE_RANGE_CLOEXEC into the table. */
+static void cloexec_span(unsigned first, unsigned last)
+{
+	unsigned fd;
+
+	for (fd = first; fd < OSF_FDT_MAX_FDS && fd <= last; fd++) {
+		struct osf_fdt_entry *e = osf_fdt_lookup((int)fd);
+		if (!osf_fdt_chunks[fd >> OSF_FDT_CHUNK_SHIFT]) {
+			fd |= OSF_FDT_CHUNK_ENTRIES - 1;
+			continue;
+		}
+		if (e && e->kind != OSF_FD_NONE && e->kind != OSF_FD_HIDDEN)
+			e->flags |= OSF_FDF_CLOEXEC;
+	}
+	osf_fdt_touch();
+}
+
+OSF_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	if (likely(osf_fdt_table_fd() < 0) || first > last)
+		return REAL(close_range)(first, last, flags);
+	if (flags & CLOSE_RANGE_CLOEXEC) {
+		if (close_span(first, last, flags) < 0)
+			return -1;
+		cloexec_span(first, last);
+		return 0;
+	}
+	forget_span(first, last);
+	return close_span(first, last, flags);
+}
+
+OSF_EXPORT void closefrom(int lowfd)
+{
+	if (likely(osf_fdt_table_fd() < 0) || lowfd < 0) {
+		REAL(closefrom)(lowfd);
+		return;
+	}
+	forget_span((unsigned)lowfd, ~0U);
+	if (close_span((unsigned)lowfd, ~0U, 0) < 0) {
+		/* close_range is missing: close what is open, one by one */
+		int fd;
+		for (fd = lowfd; fd < 65536; fd++)
+			if (!osf_fdt_is_hidden(fd))
+				REAL(close)(fd);
+	}
+}

@@ -1,0 +1,176 @@
+//go:build osf_make
+
+/* init.c: libosf.so's constructor, the real-function table and the
+ * configuration snapshot (DESIGN.md D1: configuration is captured once,
+ * before main, because programs wipe their environment). */
+#include "osf.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+struct osf_real osf_real;
+struct osf_state osf;
+
+extern char **environ;
+
+void *osf_resolve(const char *name, const char *version)
+{
+	int saved = errno;
+	void *p = version ? dlvsym(RTLD_NEXT, name, version)
+			  : dlsym(RTLD_NEXT, name);
+
+	if (!p) {
+		osf_report("cannot resolve %s in the C library", name);
+		abort();
+	}
+	errno = saved;
+	return p;
+}
+
+void osf_report(const char *fmt, ...)
+{
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "osf: ");
+	va_list ap;
+
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	(void)!REAL(write)(2, buf, (size_t)n);
+}
+
+const char *osf_env(const char *name)
+{
+	size_t nl = strlen(name);
+	const char *p = osf.env, *end = osf.env + osf.env_len;
+
+	while (p < end) {
+		size_t l = strlen(p);
+		if (l > nl && p[nl] == '=' && memcmp(p, name, nl) == 0)
+			return p + nl + 1;
+		p += l + 1;
+	}
+	return NULL;
+}
+
+int osf_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	unsigned long v = 0;
+
+	if (!s || !*s || strlen(s) > 10)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		v = v * 10 + (unsigned long)(*s - '0');
+	}
+	if (v < lo || v > hi)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* snapshot_env copies the OSF_* configuration variables (not the state
+ * variable OSF_FDTABLE) into process memory. */
+static void snapshot_env(void)
+{
+	char **e;
+
+	for (e = environ; e && *e; e++) {
+		size_t l;
+		if (strncmp(*e, "OSF_", 4) != 0)
+			continue;
+		if (strncmp(*e, "OSF_FDTABLE=", 12) == 0) {
+			snprintf(osf.fdtable_env, sizeof(osf.fdtable_env), "%s",
+				 *e + 12);
+			continue;
+		}
+		l = strlen(*e) + 1;
+		if (osf.env_len + l > sizeof(osf.env)) {
+			osf_report("OSF_* environment larger than %zu bytes; "
+				   "ignoring %.40s...",
+				   sizeof(osf.env), *e);
+			continue;
+		}
+		memcpy(osf.env + osf.env_len, *e, l);
+		osf.env_len += (uint32_t)l;
+	}
+}
+
+static void find_lib_path(void)
+{
+	Dl_info info;
+	char *abs;
+
+	if (!dladdr((void *)find_lib_path, &info) || !info.dli_fname)
+		return;
+	if (info.dli_fname[0] == '/') {
+		snprintf(osf.lib_path, sizeof(osf.lib_path), "%s",
+			 info.dli_fname);
+		return;
+	}
+	abs = realpath(info.dli_fname, NULL);
+	snprintf(osf.lib_path, sizeof(osf.lib_path), "%s",
+		 abs ? abs : info.dli_fname);
+	free(abs);
+}
+
+/* tunable parses one C-owned data-path variable; a malformed value is
+ * reported once and turns osf into pass-through for this process. */
+static void tunable(const char *name, unsigned hi, unsigned *v)
+{
+	const char *s = osf_env(name);
+
+	if (!s)
+		return;
+	if (osf_parse_uint(s, 0, hi, v) < 0) {
+		osf_report("%s=\"%s\": want a decimal integer 0-%u; osf is "
+			   "disabled (pass-through) in this process",
+			   name, s, hi);
+		osf.disabled = 1;
+	}
+}
+
+static void load_config(void)
+{
+	const char *dbg;
+
+	osf.spin_us = 20;
+	osf.poll_spin_us = 0;
+	tunable("OSF_SPIN_US", 1000000, &osf.spin_us);
+	tunable("OSF_POLL_SPIN_US", 1000000, &osf.poll_spin_us);
+	dbg = osf_env("OSF_DEBUG_LOAD_CORE");
+	osf.debug_load_core = dbg && strcmp(dbg, "1") == 0;
+}
+
+__attribute__((constructor)) static void osf_constructor(void)
+{
+	int tfd;
+
+	osf.pid = getpid();
+	osf.image = __rdtsc() ^ ((uint64_t)(unsigned)osf.pid << 32) ^
+		    (uint64_t)(uintptr_t)&tfd;
+	if (!osf.image)
+		osf.image = 1;
+	snprintf(osf.prog, sizeof(osf.prog), "%s",
+		 program_invocation_short_name);
+	snapshot_env();
+	find_lib_path();
+	load_config();
+	osf_fdt_set_image(osf.image);
+	tfd = osf_fdt_find_inherited(osf.fdtable_env);
+	if (tfd >= 0 && osf_fdt_adopt(tfd, osf.image) < 0)
+		osf_report("inherited fd table at fd %d is unusable", tfd);
+	__atomic_store_n(&osf.ready, 1, __ATOMIC_RELEASE);
+	if (osf.debug_load_core && !osf.disabled)
+		osf_core_start_async();
+}

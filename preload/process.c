@@ -1,0 +1,302 @@
+//go:build osf_make
+
+/* process.c: fork, vfork, daemon, the exec family and posix_spawn.
+ *
+ * fork: the child takes a private copy of the fd table and forgets the
+ * parent's Go core (DESIGN.md D1). vfork runs as fork, since a vfork child
+ * would otherwise edit the parent's table. daemon is reimplemented on top
+ * of our fork because glibc's calls its internal fork.
+ * exec: when the process holds offloaded fds the new image inherits, the
+ * environment handed to exec gets LD_PRELOAD and osf's state back (nginx
+ * workers, for one, run with an empty environment).
+ */
+#include "osf.h"
+
+#include <fcntl.h>
+#include <paths.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+extern char **environ;
+
+OSF_EXPORT pid_t fork(void)
+{
+	pid_t pid;
+
+	if (!__atomic_load_n(&osf.ready, __ATOMIC_ACQUIRE))
+		return REAL(fork)();
+	osf_fdt_lock(); /* the child copies a consistent table */
+	pid = REAL(fork)();
+	if (pid == 0) {
+		osf.pid = getpid();
+		osf_fdt_child_after_fork();
+		osf_core_child_after_fork();
+		return 0;
+	}
+	osf_fdt_unlock();
+	return pid;
+}
+
+OSF_EXPORT pid_t vfork(void) { return fork(); }
+
+/* daemon follows glibc's implementation, with our fork and dup2. */
+OSF_EXPORT int daemon(int nochdir, int noclose)
+{
+	struct stat st;
+	int fd;
+
+	switch (fork()) {
+	case -1:
+		return -1;
+	case 0:
+		break;
+	default:
+		_exit(0);
+	}
+	if (setsid() == -1)
+		return -1;
+	if (!nochdir)
+		(void)!chdir("/");
+	if (noclose)
+		return 0;
+	fd = open(_PATH_DEVNULL, O_RDWR, 0);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		REAL(close)(fd);
+		return OSF_FAIL(e);
+	}
+	if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3)) {
+		REAL(close)(fd);
+		return OSF_FAIL(ENODEV);
+	}
+	(void)dup2(fd, STDIN_FILENO);
+	(void)dup2(fd, STDOUT_FILENO);
+	(void)dup2(fd, STDERR_FILENO);
+	if (fd > 2)
+		REAL(close)(fd);
+	return 0;
+}
+
+/* inherits_offload reports whether an exec'd image would inherit an fd
+ * whose bytes live in osf's rings or whose clients arrive through osf. */
+static int inherits_offload(void)
+{
+	unsigned i, j;
+
+	if (osf_fdt_table_fd() < 0)
+		return 0;
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		struct osf_fdt_entry *c = osf_fdt_chunks[i];
+		if (!c)
+			continue;
+		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++)
+			if (c[j].kind >= OSF_FD_LISTEN &&
+			    !(c[j].flags & OSF_FDF_CLOEXEC))
+				return 1;
+	}
+	return 0;
+}
+
+static int is_var(const char *s, const char *name)
+{
+	size_t n = strlen(name);
+
+	return strncmp(s, name, n) == 0 && s[n] == '=';
+}
+
+/* with_lib returns the LD_PRELOAD value to use: old with osf's library
+ * added in front unless it is already there. */
+static void with_lib(char *buf, size_t n, const char *old)
+{
+	if (old && strstr(old, osf.lib_path))
+		snprintf(buf, n, "LD_PRELOAD=%s", old);
+	else if (old && *old)
+		snprintf(buf, n, "LD_PRELOAD=%s %s", osf.lib_path, old);
+	else
+		snprintf(buf, n, "LD_PRELOAD=%s", osf.lib_path);
+}
+
+char **osf_exec_env(char *const envp[])
+{
+	size_t count = 0, i, k = 0, bytes;
+	const char *old_preload = NULL;
+	char **out, *p, *region;
+	const char *s;
+	int tfd;
+
+	if (!inherits_offload())
+		return (char **)envp;
+	tfd = osf_fdt_table_fd();
+	for (i = 0; envp && envp[i]; i++) {
+		count++;
+		if (is_var(envp[i], "LD_PRELOAD"))
+			old_preload = envp[i] + 11;
+	}
+	bytes = (count + 4 + osf.env_len / 2) * sizeof(char *) + osf.env_len +
+		sizeof(osf.lib_path) + (old_preload ? strlen(old_preload) : 0) +
+		128;
+	bytes += 16; /* the size, for osf_exec_env_free */
+	region = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (region == MAP_FAILED)
+		return (char **)envp;
+	*(size_t *)region = bytes;
+	out = (char **)(region + 16);
+	p = (char *)(out + count + 4 + osf.env_len / 2);
+	for (i = 0; envp && envp[i]; i++)
+		if (!is_var(envp[i], "LD_PRELOAD") &&
+		    strncmp(envp[i], "OSF_", 4) != 0)
+			out[k++] = envp[i];
+	for (s = osf.env; s < osf.env + osf.env_len; s += strlen(s) + 1)
+		out[k++] = (char *)s;
+	out[k++] = p;
+	with_lib(p, sizeof(osf.lib_path) + 128 +
+			    (old_preload ? strlen(old_preload) : 0),
+		 old_preload);
+	p += strlen(p) + 1;
+	out[k++] = p;
+	sprintf(p, "OSF_FDTABLE=%d", tfd);
+	out[k] = NULL;
+	/* The table must cross this exec (and only this one). */
+	(void)REAL(fcntl)(tfd, F_SETFD, 0);
+	return out;
+}
+
+void osf_exec_env_free(char **env, char *const envp[])
+{
+	int saved = errno, tfd = osf_fdt_table_fd();
+	char *region = (char *)env - 16;
+
+	if (env == (char **)envp)
+		return;
+	if (tfd >= 0)
+		(void)REAL(fcntl)(tfd, F_SETFD, FD_CLOEXEC);
+	munmap(region, *(size_t *)region);
+	errno = saved;
+}
+
+OSF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	char **env = osf_exec_env(envp);
+	int r = REAL(execve)(path, argv, env);
+
+	osf_exec_env_free(env, envp);
+	return r;
+}
+
+OSF_EXPORT int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+OSF_EXPORT int execvpe(const char *file, char *const argv[],
+		       char *const envp[])
+{
+	char **env = osf_exec_env(envp);
+	int r = REAL(execvpe)(file, argv, env);
+
+	osf_exec_env_free(env, envp);
+	return r;
+}
+
+OSF_EXPORT int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+OSF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	char **env = osf_exec_env(envp);
+	int r = REAL(fexecve)(fd, argv, env);
+
+	osf_exec_env_free(env, envp);
+	return r;
+}
+
+OSF_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
+			char *const envp[], int flags)
+{
+	char **env = osf_exec_env(envp);
+	int r = REAL(execveat)(dirfd, path, argv, env, flags);
+
+	osf_exec_env_free(env, envp);
+	return r;
+}
+
+/* VARARGS collects execl-style arguments into a NULL-terminated array on
+ * the stack, as glibc does; envp (execle) follows the NULL. */
+#define VARARGS(arg0, argv, envp_out)                                          \
+	do {                                                                   \
+		va_list ap;                                                    \
+		size_t n = 1, i;                                               \
+		va_start(ap, arg0);                                            \
+		while (va_arg(ap, const char *))                               \
+			n++;                                                   \
+		va_end(ap);                                                    \
+		argv = __builtin_alloca((n + 1) * sizeof(char *));             \
+		argv[0] = (char *)arg0;                                        \
+		va_start(ap, arg0);                                            \
+		for (i = 1; i <= n; i++)                                       \
+			argv[i] = va_arg(ap, char *);                          \
+		envp_out = va_arg(ap, char **);                                \
+		va_end(ap);                                                    \
+	} while (0)
+
+OSF_EXPORT int execl(const char *path, const char *arg0, ...)
+{
+	char **argv, **unused;
+
+	VARARGS(arg0, argv, unused);
+	(void)unused;
+	return execve(path, argv, environ);
+}
+
+OSF_EXPORT int execle(const char *path, const char *arg0, ...)
+{
+	char **argv, **envp;
+
+	VARARGS(arg0, argv, envp);
+	return execve(path, argv, envp);
+}
+
+OSF_EXPORT int execlp(const char *file, const char *arg0, ...)
+{
+	char **argv, **unused;
+
+	VARARGS(arg0, argv, unused);
+	(void)unused;
+	return execvpe(file, argv, environ);
+}
+
+OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,
+			   const posix_spawn_file_actions_t *fa,
+			   const posix_spawnattr_t *attr, char *const argv[],
+			   char *const envp[])
+{
+	char **env = osf_exec_env(envp);
+	int r = OSF_REAL_V(posix_spawn, "GLIBC_2.15")(pid, path, fa, attr,
+						      argv, env);
+
+	osf_exec_env_free(env, envp);
+	return r;
+}
+
+OSF_EXPORT int posix_spawnp(pid_t *pid, const char *file,
+			    const posix_spawn_file_actions_t *fa,
+			    const posix_spawnattr_t *attr, char *const argv[],
+			    char *const envp[])
+{
+	char **env = osf_exec_env(envp);
+	int r = OSF_REAL_V(posix_spawnp, "GLIBC_2.15")(pid, file, fa, attr,
+						       argv, env);
+
+	osf_exec_env_free(env, envp);
+	return r;
+}
