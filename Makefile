@@ -22,7 +22,7 @@ CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
 LIB_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden
 
 LIB_SRCS := $(wildcard preload/*.c) fdtable/fdtable.c $(wildcard selectmux/*.c)
-LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) include/osf/qsock.h
+LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) include/osf/qsock.h
 GO_SRCS := go.mod $(shell find . -name '*.go' -not -path './build/*') \
 	$(wildcard */*.h */*/*.h)
 CORE_LDFLAGS := -X=runtime.godebugDefault=asyncpreemptoff=1 \

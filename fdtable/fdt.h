@@ -90,10 +90,14 @@ void osf_fdt_touch(void);
 void osf_fdt_lock(void);
 void osf_fdt_unlock(void);
 
-/* osf_fdt_child_after_fork gives a fork child its private copy of the
- * table (the parent keeps the original). Called with the lock held in
- * the parent at fork time; resets the lock in the child. */
-void osf_fdt_child_after_fork(void);
+/* Fork: with the lock held, the parent takes a snapshot of the table
+ * (osf_fdt_fork_prepare, an fd or -1) before fork; the child makes the
+ * snapshot its own table (osf_fdt_child_after_fork, which also resets the
+ * lock), the parent closes it (osf_fdt_fork_parent). A copy made in the
+ * child would race with a parent that closes fds right after fork. */
+int osf_fdt_fork_prepare(void);
+void osf_fdt_fork_parent(int prepared);
+void osf_fdt_child_after_fork(int prepared);
 
 /* osf_fdt_adopt takes over the table an exec'd image inherited at fd
  * (validated first; a copy is made when it belongs to another process),

@@ -398,13 +398,12 @@ void osf_fdt_set_image(uint64_t image)
 		hdr->image = image;
 }
 
-/* copy_private moves the table into a new memfd of this process's own,
- * keeping the fd number; used after fork and when an exec'd image
- * inherited another process's table. */
-static int copy_private(void)
+/* snapshot copies the table into a new memfd (close-on-exec) and returns
+ * it, or -1; the lock is held. */
+static int snapshot(void)
 {
-	int nfd, fdflags;
-	struct osf_fdt_header *nh;
+	int nfd;
+	void *nh;
 	unsigned i;
 
 	nfd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
@@ -417,20 +416,48 @@ static int copy_private(void)
 		  nfd, 0);
 	if (nh == MAP_FAILED)
 		goto fail;
+	memcpy(nh, hdr, OSF_FDT_HDR_BYTES);
+	munmap(nh, OSF_FDT_HDR_BYTES);
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		struct osf_fdt_entry *nc;
+		if (!osf_fdt_chunks[i])
+			continue;
+		nc = map_chunk(nfd, i);
+		if (!nc)
+			goto fail;
+		memcpy(nc, osf_fdt_chunks[i], OSF_FDT_CHUNK_BYTES);
+		munmap(nc, OSF_FDT_CHUNK_BYTES);
+	}
+	return nfd;
+fail:
+	sys_close(nfd);
+	return -1;
+}
+
+/* switch_to makes the copy in nfd this process's table, at the table's fd
+ * number; nfd is consumed. */
+static int switch_to(int nfd)
+{
+	struct osf_fdt_header *nh;
+	int fdflags;
+	unsigned i;
+
+	nh = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+		  nfd, 0);
+	if (nh == MAP_FAILED)
+		goto fail;
 	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
 		struct osf_fdt_entry *oc = osf_fdt_chunks[i], *nc;
 		if (!oc)
 			continue;
 		nc = map_chunk(nfd, i);
-		if (!nc) { /* keep what is copied; the rest stays shared */
+		if (!nc) { /* keep what is switched; the rest stays shared */
 			munmap(nh, OSF_FDT_HDR_BYTES);
 			goto fail;
 		}
-		memcpy(nc, oc, OSF_FDT_CHUNK_BYTES);
 		__atomic_store_n(&osf_fdt_chunks[i], nc, __ATOMIC_RELEASE);
 		munmap(oc, OSF_FDT_CHUNK_BYTES);
 	}
-	memcpy(nh, hdr, OSF_FDT_HDR_BYTES);
 	munmap(hdr, OSF_FDT_HDR_BYTES);
 	hdr = nh;
 	hdr->pid = getpid();
@@ -449,10 +476,34 @@ fail:
 	return -1;
 }
 
-void osf_fdt_child_after_fork(void)
+/* copy_private gives this process its own copy of the table it shares
+ * (an exec'd image that inherited another process's table). */
+static int copy_private(void)
+{
+	int nfd = snapshot();
+
+	return nfd < 0 ? -1 : switch_to(nfd);
+}
+
+int osf_fdt_fork_prepare(void)
+{
+	return hdr ? snapshot() : -1;
+}
+
+void osf_fdt_fork_parent(int prepared)
+{
+	if (prepared >= 0)
+		sys_close(prepared);
+}
+
+void osf_fdt_child_after_fork(int prepared)
 {
 	lock_word = 0;
-	if (hdr)
+	if (!hdr)
+		return;
+	/* The snapshot was taken before fork: the parent may already be
+	 * changing the table we shared a moment ago. */
+	if (prepared < 0 || switch_to(prepared) < 0)
 		(void)copy_private();
 }
 

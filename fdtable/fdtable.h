@@ -93,6 +93,8 @@ enum osf_role {
 #define OSF_FDF_NODELAY 0x0020u   /* TCP_NODELAY as set by the app */
 #define OSF_FDF_KEEPALIVE 0x0040u /* SO_KEEPALIVE as set by the app */
 #define OSF_FDF_LINGER 0x0080u    /* SO_LINGER on, see linger_secs */
+#define OSF_FDF_INPROGRESS 0x0100u /* connect said EINPROGRESS; the next
+				      connect returns 0, then EISCONN */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */
@@ -113,7 +115,9 @@ struct osf_fdt_entry {
 	uint8_t local[28]; /* sockaddr_in/sockaddr_in6 TCP would report */
 	uint8_t peer[28];
 	uint32_t linger_secs;
-	uint32_t reserved[3];
+	uint32_t ring_bytes; /* SHM/RDMA: ring size agreed at the handshake
+				(never re-read from the peer-writable segment) */
+	uint32_t reserved[2];
 };
 
 struct osf_fdt_header {

@@ -23,8 +23,46 @@ int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,
 		     struct sockaddr *sa, socklen_t *len);
 int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 		   void *arg);
+
+/* osf_conn_install turns fd into an offloaded connection described by the
+ * core's handshake result cc: for a client (dup_wake) the wake socket is
+ * moved onto fd, for a server fd already is the wake socket. The segment
+ * fd is hidden. Returns 0, or -1 with errno (fd then is unchanged). */
+int osf_conn_install(int fd, const struct osf_core_conn *cc, int role,
+		     int cloexec, int nonblock, int dup_wake);
+
+/* osf_conn_dup notes one more fd for the connection of entry e. */
+void osf_conn_dup(struct osf_fdt_entry *e);
+
 /* osf_conn_close releases this process's hold on the connection behind
  * fd (the fd itself is closed by the caller). */
 void osf_conn_close(int fd, struct osf_fdt_entry *e);
+
+/* osf_conn_setfl mirrors F_SETFL / FIONBIO into the connection. */
+void osf_conn_setfl(struct osf_fdt_entry *e, int nonblock);
+
+/* Readiness, for poll/select/epoll and qsock_*. */
+
+/* osf_conn_poll returns the poll(2) events fd would report now, computed
+ * from the rings (POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR). */
+short osf_conn_poll(int fd, struct osf_fdt_entry *e);
+
+/* osf_conn_arm asks the peer to wake this side (a wake token on fd) when
+ * any of events (POLLIN, POLLOUT) may become true, and returns the events
+ * ready after arming: when it is not 0 the caller must not sleep. */
+short osf_conn_arm(int fd, struct osf_fdt_entry *e, short events);
+
+/* osf_conn_woken drains wake tokens after the kernel reported fd
+ * readable, noting the peer's end if it came. */
+void osf_conn_woken(int fd, struct osf_fdt_entry *e);
+
+/* osf_conn_cookie returns a pointer identifying fd's connection for the
+ * qsock_* cookie, and osf_conn_cookie_poll the events it reports. */
+void *osf_conn_cookie(int fd, struct osf_fdt_entry *e);
+short osf_conn_cookie_poll(void *cookie);
+
+/* osf_conn_child_after_fork resets per-thread and pool state in a fork
+ * child (its only thread is the one that forked). */
+void osf_conn_child_after_fork(void);
 
 #endif

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 enum core_state { CORE_NONE, CORE_LOADING, CORE_READY, CORE_FAILED };
-enum core_op { CORE_OP_ROUTE = 1 };
+enum core_op { CORE_OP_ROUTE = 1, CORE_OP_LISTEN, CORE_OP_CONNECT, CORE_OP_ACCEPT };
 
 #define CORE_LOAD_TIMEOUT_MS 5000
 
@@ -185,7 +185,11 @@ static int core_load(void)
 	core.mapped = 1;
 	core.fns.init = (osf_core_init_fn)dlsym(h, "osfcore_init");
 	core.fns.route = (osf_core_route_fn)dlsym(h, "osfcore_route");
-	if (!core.fns.init || !core.fns.route) {
+	core.fns.listen = (osf_core_listen_fn)dlsym(h, "osfcore_listen");
+	core.fns.connect = (osf_core_connect_fn)dlsym(h, "osfcore_connect");
+	core.fns.accept = (osf_core_accept_fn)dlsym(h, "osfcore_accept");
+	if (!core.fns.init || !core.fns.route || !core.fns.listen ||
+	    !core.fns.connect || !core.fns.accept) {
 		snprintf(core.err, sizeof(core.err),
 			 "%s lacks the osfcore_* entry points", path);
 		return -1;
@@ -210,25 +214,34 @@ static int core_load(void)
 	return 0;
 }
 
+/* serve runs requests forever: one is pending whenever the request
+ * counter differs from the completion counter. */
 static void serve(void)
 {
-	uint32_t seen = __atomic_load_n(&core.req_seq, __ATOMIC_ACQUIRE);
-
 	for (;;) {
 		uint32_t r = __atomic_load_n(&core.req_seq, __ATOMIC_ACQUIRE);
-		if (r == seen) {
-			futex_wait_ms(&core.req_seq, seen, -1);
+		uint32_t d = __atomic_load_n(&core.done_seq, __ATOMIC_ACQUIRE);
+		if (r == d) {
+			futex_wait_ms(&core.req_seq, r, -1);
 			continue;
 		}
-		seen = r;
 		switch (core.op) {
 		case CORE_OP_ROUTE:
 			core.ret = core.fns.route(core.in, core.out);
 			break;
+		case CORE_OP_LISTEN:
+			core.ret = core.fns.listen(core.in, core.out);
+			break;
+		case CORE_OP_CONNECT:
+			core.ret = core.fns.connect(core.in, core.out);
+			break;
+		case CORE_OP_ACCEPT:
+			core.ret = core.fns.accept(core.in, core.out);
+			break;
 		default:
 			core.ret = ENOSYS;
 		}
-		__atomic_store_n(&core.done_seq, seen, __ATOMIC_RELEASE);
+		__atomic_store_n(&core.done_seq, r, __ATOMIC_RELEASE);
 		futex_wake_all(&core.done_seq);
 	}
 }
@@ -355,6 +368,24 @@ int osf_core_route(const struct osf_core_route_in *in,
 		   struct osf_core_route_out *out)
 {
 	return call(CORE_OP_ROUTE, in, out);
+}
+
+int osf_core_listen(const struct osf_core_listen_in *in,
+		    struct osf_core_listen_out *out)
+{
+	return call(CORE_OP_LISTEN, in, out);
+}
+
+int osf_core_connect(const struct osf_core_connect_in *in,
+		     struct osf_core_conn *out)
+{
+	return call(CORE_OP_CONNECT, in, out);
+}
+
+int osf_core_accept(const struct osf_core_accept_in *in,
+		    struct osf_core_conn *out)
+{
+	return call(CORE_OP_ACCEPT, in, out);
 }
 
 const struct osf_core_init_out *osf_core_config(void) { return &core.cfg; }

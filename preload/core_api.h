@@ -61,15 +61,83 @@ struct osf_core_route_out {
 	char detail[96];      /* NUL-terminated detail for the reason */
 };
 
+/* listen: route decision for a listening socket and, when it is
+ * offloaded, the companion listener (a pollable, non-blocking fd). */
+struct osf_core_listen_in {
+	int32_t family;    /* of the listening socket */
+	uint8_t addr[16];  /* bound address, network byte order */
+	uint16_t port;     /* bound port (after listen: never 0) */
+	uint16_t pad;
+	int32_t backlog;
+	int32_t v6only;    /* IPV6_V6ONLY of an AF_INET6 listener */
+};
+
+struct osf_core_listen_out {
+	int32_t fd;           /* companion listener, -1 when kernel only */
+	int32_t rule;
+	int32_t reason;       /* enum osf_reason when fd is -1 */
+	int32_t reason_errno;
+	char detail[96];
+};
+
+/* Outcomes of connect. */
+#define OSF_CORE_OFFLOADED 0 /* conn describes the offloaded connection */
+#define OSF_CORE_KERNEL 1    /* use kernel TCP; reason says why */
+#define OSF_CORE_REFUSE 2    /* OSF_STRICT: fail the connect instead */
+
+struct osf_core_connect_in {
+	int32_t family;     /* of the application's socket */
+	uint8_t addr[16];   /* destination, network byte order (AF_INET6
+			       sockets may use v4-mapped addresses) */
+	uint16_t port;
+	uint16_t pad;
+	uint8_t bound[28];  /* sockaddr the socket is bound to, or zero */
+};
+
+/* An offloaded connection, handed from the core to the C data path, which
+ * takes over both fds and the mapping. */
+struct osf_core_conn {
+	int32_t status;       /* OSF_CORE_* (connect only) */
+	int32_t wake_fd;      /* unix socket: becomes the application's fd */
+	int32_t seg_fd;       /* the segment's memfd */
+	int32_t side;         /* OSF_SIDE_CLIENT or OSF_SIDE_SERVER */
+	uint64_t seg_addr;    /* the segment, mapped MAP_SHARED */
+	uint32_t ring_bytes;
+	int32_t rule;
+	int32_t reason;       /* when not offloaded */
+	int32_t reason_errno;
+	uint8_t local[28];    /* sockaddr getsockname reports */
+	uint8_t peer[28];     /* sockaddr getpeername reports */
+	char detail[96];
+};
+
+/* accept: the handshake on a connection accepted from a companion. */
+struct osf_core_accept_in {
+	int32_t conn_fd;     /* accepted unix socket; closed by C on error */
+	int32_t family;      /* of the listening socket */
+	uint8_t addr[16];    /* its bound address */
+	uint16_t port;
+	uint16_t pad;
+};
+
 typedef int (*osf_core_init_fn)(const struct osf_core_init_in *,
 				struct osf_core_init_out *);
 typedef int (*osf_core_route_fn)(const struct osf_core_route_in *,
 				 struct osf_core_route_out *);
+typedef int (*osf_core_listen_fn)(const struct osf_core_listen_in *,
+				  struct osf_core_listen_out *);
+typedef int (*osf_core_connect_fn)(const struct osf_core_connect_in *,
+				   struct osf_core_conn *);
+typedef int (*osf_core_accept_fn)(const struct osf_core_accept_in *,
+				  struct osf_core_conn *);
 
 /* Entry points, resolved by name. */
 struct osf_core_fns {
-	osf_core_init_fn init;   /* "osfcore_init" */
-	osf_core_route_fn route; /* "osfcore_route" */
+	osf_core_init_fn init;       /* "osfcore_init" */
+	osf_core_route_fn route;     /* "osfcore_route" */
+	osf_core_listen_fn listen;   /* "osfcore_listen" */
+	osf_core_connect_fn connect; /* "osfcore_connect" */
+	osf_core_accept_fn accept;   /* "osfcore_accept" */
 };
 
 #endif

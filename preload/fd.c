@@ -14,6 +14,24 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* aux_shared reports whether another fd (a dup) still uses the hidden fd
+ * of fd's entry e. */
+static int aux_shared(int fd, const struct osf_fdt_entry *e)
+{
+	unsigned i, j;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		struct osf_fdt_entry *c = osf_fdt_chunks[i];
+		if (!c)
+			continue;
+		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++)
+			if (c[j].kind == e->kind && c[j].aux_fd == e->aux_fd &&
+			    (int)(i * OSF_FDT_CHUNK_ENTRIES + j) != fd)
+				return 1;
+	}
+	return 0;
+}
+
 void osf_fd_closed(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
@@ -21,11 +39,12 @@ void osf_fd_closed(int fd)
 
 	if (!e || e->kind == OSF_FD_NONE || e->kind == OSF_FD_HIDDEN)
 		return;
+	if (e->kind >= OSF_FD_SHM || e->kind == OSF_FD_INET)
+		osf_mux_forget(fd);
 	if (e->kind >= OSF_FD_SHM)
 		osf_conn_close(fd, e);
-	else if (e->aux_fd >= 0 && e->kind != OSF_FD_INET &&
-		 e->kind != OSF_FD_KERNEL)
-		osf_fdt_close_hidden(e->aux_fd);
+	else if (e->kind == OSF_FD_EPOLL || e->kind == OSF_FD_LISTEN)
+		osf_mux_closed(fd, e, aux_shared(fd, e));
 	osf_fdt_clear(fd);
 	errno = saved;
 }
@@ -40,6 +59,8 @@ void osf_fd_dup(int oldfd, int newfd, int cloexec)
 	copy = *e;
 	copy.flags = cloexec ? (copy.flags | OSF_FDF_CLOEXEC)
 			     : (copy.flags & ~OSF_FDF_CLOEXEC);
+	if (copy.kind >= OSF_FD_SHM)
+		osf_conn_dup(e); /* the new entry's reference */
 	(void)osf_fdt_set(newfd, &copy);
 	errno = saved;
 }
@@ -123,6 +144,10 @@ static int fcntl_tracked(int (*real)(int, int, ...), int fd,
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:
 		osf_fd_dup(fd, r, cmd == F_DUPFD_CLOEXEC);
+		break;
+	case F_SETFL:
+		if (e->kind >= OSF_FD_SHM)
+			osf_conn_setfl(e, ((long)arg & O_NONBLOCK) != 0);
 		break;
 	case F_SETFD:
 		if ((long)arg & FD_CLOEXEC)

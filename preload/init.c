@@ -145,7 +145,7 @@ static void load_config(void)
 	const char *dbg;
 
 	osf.spin_us = 20;
-	osf.poll_spin_us = 0;
+	osf.poll_spin_us = 20;
 	tunable("OSF_SPIN_US", 1000000, &osf.spin_us);
 	tunable("OSF_POLL_SPIN_US", 1000000, &osf.poll_spin_us);
 	dbg = osf_env("OSF_DEBUG_LOAD_CORE");

@@ -167,6 +167,21 @@ int osf_core_ready(void);
 int osf_core_route(const struct osf_core_route_in *in,
 		   struct osf_core_route_out *out);
 
+/* osf_core_listen, osf_core_connect and osf_core_accept run the core's
+ * connection management (core_api.h); 0 or an errno when the core is
+ * unavailable. */
+int osf_core_listen(const struct osf_core_listen_in *in,
+		    struct osf_core_listen_out *out);
+int osf_core_connect(const struct osf_core_connect_in *in,
+		     struct osf_core_conn *out);
+int osf_core_accept(const struct osf_core_accept_in *in,
+		    struct osf_core_conn *out);
+
+/* osf_restartable reports whether every signal handler installed has
+ * SA_RESTART: then a poll osf uses in place of a restartable call (accept)
+ * is restarted after a signal, as the kernel would restart that call. */
+int osf_restartable(void);
+
 /* osf_core_start_async begins loading the core without waiting
  * (OSF_DEBUG_LOAD_CORE=1). */
 void osf_core_start_async(void);
@@ -189,6 +204,18 @@ void osf_fd_closed(int fd);
 
 /* osf_fd_dup mirrors a successful dup of oldfd onto newfd. */
 void osf_fd_dup(int oldfd, int newfd, int cloexec);
+
+/* osf_mux_closed (selectmux/) releases what osf keeps for a listener or
+ * an epoll instance being closed; shared says another fd (a dup) still
+ * uses its hidden fd. */
+void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared);
+
+/* osf_mux_forget drops a connection or undecided socket being closed from
+ * this process's epolls; osf_mux_offloaded redoes the epoll registrations
+ * of a socket that just became offloaded (or an offloaded listener). */
+void osf_mux_forget(int fd);
+void osf_mux_offloaded(int fd);
+void osf_mux_child_after_fork(void);
 
 /* Exec environment, preload/process.c. */
 

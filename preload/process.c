@@ -10,7 +10,7 @@
  * environment handed to exec gets LD_PRELOAD and osf's state back (nginx
  * workers, for one, run with an empty environment).
  */
-#include "osf.h"
+#include "conn.h"
 
 #include <fcntl.h>
 #include <paths.h>
@@ -27,18 +27,25 @@ extern char **environ;
 OSF_EXPORT pid_t fork(void)
 {
 	pid_t pid;
+	int snap, saved;
 
 	if (!__atomic_load_n(&osf.ready, __ATOMIC_ACQUIRE))
 		return REAL(fork)();
-	osf_fdt_lock(); /* the child copies a consistent table */
+	osf_fdt_lock(); /* the snapshot is the table at fork */
+	snap = osf_fdt_fork_prepare();
 	pid = REAL(fork)();
 	if (pid == 0) {
 		osf.pid = getpid();
-		osf_fdt_child_after_fork();
+		osf_conn_child_after_fork();
+		osf_mux_child_after_fork();
+		osf_fdt_child_after_fork(snap);
 		osf_core_child_after_fork();
 		return 0;
 	}
+	saved = errno;
+	osf_fdt_fork_parent(snap);
 	osf_fdt_unlock();
+	errno = saved;
 	return pid;
 }
 

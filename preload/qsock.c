@@ -1,7 +1,9 @@
 //go:build osf_make
 
-/* qsock.c: qsock_readable and qsock_writable (include/osf/qsock.h). */
-#include "osf.h"
+/* qsock.c: qsock_readable and qsock_writable (include/osf/qsock.h).
+ * The cookie caches fd's table entry, so a call on an offloaded fd is a
+ * check of the entry and a look at the rings: no lookup, no system call. */
+#include "conn.h"
 
 #include "../include/osf/qsock.h"
 
@@ -18,16 +20,32 @@ static int poll_now(int fd, short ev)
 	return r > 0 ? 1 : 0;
 }
 
+static int ask(int fd, void **cookie, short ev)
+{
+	struct osf_fdt_entry *e = cookie ? *cookie : NULL;
+	short r;
+
+	if (!e || e->kind < OSF_FD_SHM)
+		e = osf_fdt_lookup(fd);
+	if (!e || e->kind < OSF_FD_SHM) {
+		if (cookie)
+			*cookie = NULL;
+		return poll_now(fd, ev);
+	}
+	if (cookie)
+		*cookie = e;
+	r = osf_conn_poll(fd, e);
+	if (r & POLLNVAL)
+		return OSF_FAIL(EBADF);
+	return (r & (ev | POLLERR | POLLHUP)) ? 1 : 0;
+}
+
 OSF_EXPORT int qsock_readable(int fd, void **cookie)
 {
-	if (cookie)
-		*cookie = NULL;
-	return poll_now(fd, POLLIN);
+	return ask(fd, cookie, POLLIN);
 }
 
 OSF_EXPORT int qsock_writable(int fd, void **cookie)
 {
-	if (cookie)
-		*cookie = NULL;
-	return poll_now(fd, POLLOUT);
+	return ask(fd, cookie, POLLOUT);
 }

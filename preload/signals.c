@@ -11,6 +11,7 @@
 #include "osf.h"
 
 static uint64_t added_onstack; /* bit sig-1: osf added SA_ONSTACK */
+static uint64_t no_restart;    /* bit sig-1: a handler without SA_RESTART */
 
 static int is_handler(sighandler_t h) { return h != SIG_DFL && h != SIG_IGN; }
 
@@ -25,6 +26,24 @@ static void mark(int sig, int added)
 		__atomic_or_fetch(&added_onstack, bit, __ATOMIC_RELAXED);
 	else
 		__atomic_and_fetch(&added_onstack, ~bit, __ATOMIC_RELAXED);
+}
+
+static void note_restart(int sig, const struct sigaction *act)
+{
+	uint64_t bit;
+
+	if (sig < 1 || sig > 64 || !act)
+		return;
+	bit = 1ULL << (sig - 1);
+	if (is_handler(act->sa_handler) && !(act->sa_flags & SA_RESTART))
+		__atomic_or_fetch(&no_restart, bit, __ATOMIC_RELAXED);
+	else
+		__atomic_and_fetch(&no_restart, ~bit, __ATOMIC_RELAXED);
+}
+
+int osf_restartable(void)
+{
+	return __atomic_load_n(&no_restart, __ATOMIC_RELAXED) == 0;
 }
 
 static int was_added(int sig)
@@ -52,8 +71,10 @@ OSF_EXPORT int sigaction(int sig, const struct sigaction *act,
 		return r;
 	if (old && hid)
 		old->sa_flags &= ~SA_ONSTACK;
-	if (act)
+	if (act) {
 		mark(sig, added);
+		note_restart(sig, act);
+	}
 	return r;
 }
 
@@ -65,13 +86,15 @@ OSF_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 
 	if (old == SIG_ERR)
 		return old;
-	if (is_handler(handler) && REAL(sigaction)(sig, NULL, &cur) == 0 &&
-	    !(cur.sa_flags & SA_ONSTACK)) {
-		cur.sa_flags |= SA_ONSTACK;
-		REAL(sigaction)(sig, &cur, NULL);
-		mark(sig, 1);
-	} else if (!is_handler(handler)) {
-		mark(sig, 0);
+	if (REAL(sigaction)(sig, NULL, &cur) == 0) {
+		note_restart(sig, &cur);
+		if (is_handler(handler) && !(cur.sa_flags & SA_ONSTACK)) {
+			cur.sa_flags |= SA_ONSTACK;
+			REAL(sigaction)(sig, &cur, NULL);
+			mark(sig, 1);
+		} else if (!is_handler(handler)) {
+			mark(sig, 0);
+		}
 	}
 	errno = saved;
 	return old;

@@ -1,11 +1,27 @@
 //go:build osf_make
 
-/* sockets.c: hooks for socket creation and connection set-up, and the
- * bookkeeping of which fds are AF_INET/AF_INET6 stream sockets. */
+/* sockets.c: socket creation and connection set-up.
+ *
+ * socket records AF_INET/AF_INET6 stream sockets. listen asks the core for
+ * a route decision and, when the listener is offloaded, for a companion
+ * listener (a hidden fd) that offloaded clients connect to. connect asks
+ * the core to open an offloaded connection; when it can, the wake socket
+ * it returns replaces the application's TCP socket under the same fd
+ * number (dup3), else the connect goes to the kernel. accept on an
+ * offloaded listener takes whichever of the two listeners is ready.
+ */
 #include "conn.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* osf_restartable (signals.c) reports whether a poll interrupted by a
+ * signal should be restarted, as the kernel would restart an accept. */
+int osf_restartable(void);
 
 static int osf_on(void)
 {
@@ -49,62 +65,32 @@ static void record_kernel(int fd, int role, int reason, int rule,
 	e->reason = (uint8_t)reason;
 	e->rule = rule;
 	e->reason_errno = reason_errno;
-	if (e->aux_fd == 0)
-		e->aux_fd = -1;
+	e->aux_fd = -1;
 	__atomic_store_n(&e->kind, OSF_FD_KERNEL, __ATOMIC_RELEASE);
 	osf_fdt_touch();
 }
 
-/* route_query fills a route request from a socket address; 0 when the
- * address is not AF_INET/AF_INET6. */
-static int route_query(struct osf_core_route_in *q, int role,
-		       const struct sockaddr *sa, socklen_t len)
+/* sa_split takes family, address and port out of a sockaddr; 0 when it is
+ * not a complete AF_INET/AF_INET6 address. */
+static int sa_split(const struct sockaddr *sa, socklen_t len, int32_t *family,
+		    uint8_t addr[16], uint16_t *port)
 {
-	memset(q, 0, sizeof(*q));
-	q->role = role;
 	if (sa && sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
 		const struct sockaddr_in *in = (const void *)sa;
-		q->family = AF_INET;
-		memcpy(q->addr, &in->sin_addr, 4);
-		q->port = ntohs(in->sin_port);
+		*family = AF_INET;
+		memcpy(addr, &in->sin_addr, 4);
+		*port = ntohs(in->sin_port);
 		return 1;
 	}
 	if (sa && sa->sa_family == AF_INET6 &&
 	    len >= sizeof(struct sockaddr_in6)) {
 		const struct sockaddr_in6 *in6 = (const void *)sa;
-		q->family = AF_INET6;
-		memcpy(q->addr, &in6->sin6_addr, 16);
-		q->port = ntohs(in6->sin6_port);
+		*family = AF_INET6;
+		memcpy(addr, &in6->sin6_addr, 16);
+		*port = ntohs(in6->sin6_port);
 		return 1;
 	}
 	return 0;
-}
-
-/* decide asks the core where fd should go and records the outcome; until
- * an offloaded transport takes the connection, it is kernel TCP. */
-static void decide(int fd, int role, const struct sockaddr *sa,
-		   socklen_t len)
-{
-	struct osf_core_route_in q;
-	struct osf_core_route_out d;
-	int saved = errno, rc, table_role;
-
-	table_role = role == OSF_CORE_ROLE_SERVER ? OSF_ROLE_LISTENER
-						  : OSF_ROLE_CLIENT;
-	if (!route_query(&q, role, sa, len)) {
-		record_kernel(fd, table_role, OSF_R_NOT_STREAM, -1, 0);
-		errno = saved;
-		return;
-	}
-	memset(&d, 0, sizeof(d));
-	rc = osf_core_route(&q, &d);
-	if (rc != 0)
-		record_kernel(fd, table_role, OSF_R_DISABLED, -1, rc);
-	else if (d.transport == OSF_TP_KERNEL)
-		record_kernel(fd, table_role, d.reason, d.rule, 0);
-	else /* no offloaded transport in this build answers yet */
-		record_kernel(fd, table_role, OSF_R_NO_LISTENER, d.rule, 0);
-	errno = saved;
 }
 
 OSF_EXPORT int socket(int domain, int type, int protocol)
@@ -126,35 +112,212 @@ OSF_EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
 	return REAL(bind)(fd, sa, len);
 }
 
+/* ---- listen ------------------------------------------------------------ */
+
+static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
+{
+	struct osf_core_listen_in in;
+	struct osf_core_listen_out out;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int v6only = 0, rc, hfd, cloexec = (e->flags & OSF_FDF_CLOEXEC) != 0;
+	socklen_t vl = sizeof(v6only);
+
+	memset(&in, 0, sizeof(in));
+	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    !sa_split((struct sockaddr *)&ss, sl, &in.family, in.addr, &in.port))
+		return;
+	if (in.family == AF_INET6)
+		REAL(getsockopt)(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &vl);
+	in.backlog = backlog;
+	in.v6only = v6only;
+	memset(&out, 0, sizeof(out));
+	rc = osf_core_listen(&in, &out);
+	if (rc != 0) {
+		record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_DISABLED, -1, rc);
+		return;
+	}
+	if (out.fd < 0) {
+		record_kernel(fd, OSF_ROLE_LISTENER, out.reason, out.rule,
+			      out.reason_errno);
+		return;
+	}
+	hfd = osf_fdt_hide(out.fd, fd, cloexec);
+	if (hfd < 0)
+		hfd = out.fd;
+	e->transport = OSF_TP_SHM;
+	e->role = OSF_ROLE_LISTENER;
+	e->reason = OSF_R_NONE;
+	e->rule = out.rule;
+	e->aux_fd = hfd;
+	if (v6only)
+		e->flags |= OSF_FDF_V6ONLY;
+	memset(e->local, 0, sizeof(e->local));
+	memcpy(e->local, &ss, sl < sizeof(e->local) ? sl : sizeof(e->local));
+	__atomic_store_n(&e->kind, OSF_FD_LISTEN, __ATOMIC_RELEASE);
+	osf_fdt_touch();
+	osf_mux_offloaded(fd);
+}
+
 OSF_EXPORT int listen(int fd, int backlog)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
 	int rc;
 
-	if (likely(!e || e->kind != OSF_FD_INET))
+	if (likely(!e || (e->kind != OSF_FD_INET && e->kind != OSF_FD_LISTEN)))
 		return REAL(listen)(fd, backlog);
 	rc = REAL(listen)(fd, backlog);
-	if (rc == 0 && osf_on() &&
-	    REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
-		decide(fd, OSF_CORE_ROLE_SERVER, (struct sockaddr *)&ss, sl);
+	if (rc < 0)
+		return rc;
+	if (e->kind == OSF_FD_LISTEN) /* again: a new backlog for both */
+		(void)REAL(listen)(e->aux_fd, backlog);
+	else if (osf_on())
+		listen_offload(fd, e, backlog);
 	return rc;
+}
+
+/* ---- options carried from a TCP socket to an offloaded one -------------- */
+
+struct carried {
+	struct timeval rcvtimeo, sndtimeo;
+	struct linger linger;
+	int keepalive, nodelay;
+};
+
+static void carry_read(int fd, struct carried *o)
+{
+	socklen_t l;
+
+	memset(o, 0, sizeof(*o));
+	l = sizeof(o->rcvtimeo);
+	REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &o->rcvtimeo, &l);
+	l = sizeof(o->sndtimeo);
+	REAL(getsockopt)(fd, SOL_SOCKET, SO_SNDTIMEO, &o->sndtimeo, &l);
+	l = sizeof(o->linger);
+	REAL(getsockopt)(fd, SOL_SOCKET, SO_LINGER, &o->linger, &l);
+	l = sizeof(int);
+	REAL(getsockopt)(fd, SOL_SOCKET, SO_KEEPALIVE, &o->keepalive, &l);
+	l = sizeof(int);
+	REAL(getsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &o->nodelay, &l);
+}
+
+static void carry_apply(int fd, const struct carried *o)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int saved = errno;
+
+	if (!e || e->kind < OSF_FD_SHM)
+		return;
+	if (o->rcvtimeo.tv_sec || o->rcvtimeo.tv_usec)
+		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_RCVTIMEO,
+				    &o->rcvtimeo, sizeof(o->rcvtimeo));
+	if (o->sndtimeo.tv_sec || o->sndtimeo.tv_usec)
+		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_SNDTIMEO,
+				    &o->sndtimeo, sizeof(o->sndtimeo));
+	if (o->linger.l_onoff)
+		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_LINGER, &o->linger,
+				    sizeof(o->linger));
+	if (o->keepalive)
+		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_KEEPALIVE,
+				    &o->keepalive, sizeof(int));
+	if (o->nodelay)
+		osf_conn_setsockopt(fd, e, IPPROTO_TCP, TCP_NODELAY,
+				    &o->nodelay, sizeof(int));
+	errno = saved;
+}
+
+/* abandon releases what the core handed over when it cannot be used. */
+static void abandon(const struct osf_core_conn *cc)
+{
+	if (cc->seg_addr)
+		munmap((void *)(uintptr_t)cc->seg_addr,
+		       (size_t)cc->ring_bytes * 2 + 4096);
+	if (cc->seg_fd >= 0)
+		REAL(close)(cc->seg_fd);
+	if (cc->wake_fd >= 0)
+		REAL(close)(cc->wake_fd);
+}
+
+/* ---- connect ------------------------------------------------------------ */
+
+static int connect_offload(int fd, struct osf_fdt_entry *e,
+			   const struct sockaddr *sa, socklen_t len)
+{
+	struct osf_core_connect_in in;
+	struct osf_core_conn cc;
+	struct sockaddr_storage ss;
+	struct carried opts;
+	socklen_t sl = sizeof(ss);
+	int rc, fl, fdfl, want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
+	int saved = errno;
+
+	memset(&in, 0, sizeof(in));
+	if (!sa_split(sa, len, &in.family, in.addr, &in.port) ||
+	    in.family != want || in.port == 0)
+		return REAL(connect)(fd, sa, len); /* the kernel's errno */
+	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
+		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
+	memset(&cc, 0, sizeof(cc));
+	cc.wake_fd = cc.seg_fd = -1;
+	rc = osf_core_connect(&in, &cc);
+	errno = saved;
+	if (rc != 0) {
+		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_DISABLED, -1, rc);
+		return REAL(connect)(fd, sa, len);
+	}
+	if (cc.status == OSF_CORE_KERNEL) {
+		record_kernel(fd, OSF_ROLE_CLIENT, cc.reason, cc.rule,
+			      cc.reason_errno);
+		return REAL(connect)(fd, sa, len);
+	}
+	if (cc.status == OSF_CORE_REFUSE) {
+		record_kernel(fd, OSF_ROLE_CLIENT, cc.reason, cc.rule,
+			      cc.reason_errno);
+		return OSF_FAIL(EPROTONOSUPPORT);
+	}
+	fl = REAL(fcntl)(fd, F_GETFL);
+	fdfl = REAL(fcntl)(fd, F_GETFD);
+	carry_read(fd, &opts);
+	if (fl < 0 || fdfl < 0 ||
+	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
+			     (fl & O_NONBLOCK) != 0, 1) < 0) {
+		abandon(&cc);
+		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc.rule, errno);
+		errno = saved;
+		return REAL(connect)(fd, sa, len);
+	}
+	carry_apply(fd, &opts);
+	osf_mux_offloaded(fd);
+	if (fl & O_NONBLOCK) { /* as loopback TCP: in progress, then done */
+		e->flags |= OSF_FDF_INPROGRESS;
+		return OSF_FAIL(EINPROGRESS);
+	}
+	return 0;
 }
 
 OSF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind != OSF_FD_INET))
+	if (likely(!e || e->kind < OSF_FD_INET))
 		return REAL(connect)(fd, sa, len);
-	if (osf_on() && sa && (sa->sa_family == AF_INET ||
-			       sa->sa_family == AF_INET6))
-		decide(fd, OSF_CORE_ROLE_CLIENT, sa, len);
-	return REAL(connect)(fd, sa, len);
+	if (e->kind >= OSF_FD_SHM) {
+		if (e->flags & OSF_FDF_INPROGRESS) {
+			e->flags &= ~OSF_FDF_INPROGRESS;
+			return 0;
+		}
+		return OSF_FAIL(EISCONN);
+	}
+	if (e->kind != OSF_FD_INET || !osf_on() || !sa ||
+	    (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+		return REAL(connect)(fd, sa, len);
+	return connect_offload(fd, e, sa, len);
 }
 
-/* accepted records a connection accepted from a tracked listener. */
+/* ---- accept ------------------------------------------------------------- */
+
+/* accepted records a kernel TCP connection accepted from a tracked
+ * listener. */
 static void accepted(int lfd, int nfd, int flags)
 {
 	struct osf_fdt_entry *l = osf_fdt_lookup(lfd);
@@ -166,6 +329,116 @@ static void accepted(int lfd, int nfd, int flags)
 	record_kernel(nfd, OSF_ROLE_SERVER, OSF_R_PEER_KERNEL, -1, 0);
 }
 
+/* accept_companion takes one offloaded connection from the companion:
+ * its fd, or -2 when there was none after all (another process took it,
+ * or its handshake failed), or -1 with errno. */
+static int accept_companion(int lfd, struct osf_fdt_entry *e,
+			    struct sockaddr *sa, socklen_t *len, int flags)
+{
+	struct osf_core_accept_in in;
+	struct osf_core_conn cc;
+	struct carried opts;
+	socklen_t sl;
+	sa_family_t fam;
+	int cfd, rc, saved = errno;
+
+	cfd = REAL(accept4)(e->aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (cfd < 0) {
+		if (errno == EAGAIN || errno == ECONNABORTED || errno == EINTR) {
+			errno = saved;
+			return -2;
+		}
+		return -1;
+	}
+	memset(&in, 0, sizeof(in));
+	in.conn_fd = cfd;
+	(void)sa_split((struct sockaddr *)e->local, sizeof(e->local), &in.family,
+		       in.addr, &in.port);
+	memset(&cc, 0, sizeof(cc));
+	cc.wake_fd = cc.seg_fd = -1;
+	rc = osf_core_accept(&in, &cc);
+	if (rc != 0) {
+		REAL(close)(cfd);
+		errno = saved;
+		return -2;
+	}
+	carry_read(lfd, &opts);
+	if (osf_conn_install(cfd, &cc, OSF_ROLE_SERVER, flags & SOCK_CLOEXEC,
+			     (flags & SOCK_NONBLOCK) != 0, 0) < 0) {
+		cc.wake_fd = -1; /* that is cfd */
+		abandon(&cc);
+		REAL(close)(cfd);
+		errno = saved;
+		return -2;
+	}
+	carry_apply(cfd, &opts);
+	if (sa && len) {
+		memcpy(&fam, cc.peer, sizeof(fam));
+		sl = fam == AF_INET6 ? sizeof(struct sockaddr_in6)
+				     : sizeof(struct sockaddr_in);
+		memcpy(sa, cc.peer, *len < sl ? *len : sl);
+		*len = sl;
+	}
+	errno = saved;
+	return cfd;
+}
+
+/* listener_timeout returns the poll timeout of a blocking accept: the
+ * listener's SO_RCVTIMEO, or -1. */
+static int listener_timeout(int fd)
+{
+	struct timeval tv = {0, 0};
+	socklen_t l = sizeof(tv);
+
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) < 0 ||
+	    (!tv.tv_sec && !tv.tv_usec))
+		return -1;
+	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+}
+
+static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
+			  socklen_t *len, int flags)
+{
+	static unsigned turn;
+	int fl, timeout;
+
+	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
+		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
+	fl = REAL(fcntl)(fd, F_GETFL);
+	if (fl < 0)
+		return -1;
+	timeout = (fl & O_NONBLOCK) ? 0 : listener_timeout(fd);
+	for (;;) {
+		struct pollfd p[2] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
+		int n = REAL(poll)(p, 2, timeout), first, nfd;
+		if (n < 0) {
+			if (errno == EINTR && timeout < 0 && osf_restartable())
+				continue;
+			return -1;
+		}
+		if (n == 0)
+			return OSF_FAIL(EAGAIN);
+		if (p[0].revents & POLLNVAL)
+			return OSF_FAIL(EBADF);
+		first = __atomic_fetch_add(&turn, 1, __ATOMIC_RELAXED) & 1;
+		if ((p[1].revents & POLLIN) && (first || !(p[0].revents & POLLIN))) {
+			nfd = accept_companion(fd, e, sa, len, flags);
+			if (nfd != -2)
+				return nfd;
+			continue;
+		}
+		if (p[0].revents) {
+			nfd = REAL(accept4)(fd, sa, len, flags);
+			if (nfd >= 0) {
+				accepted(fd, nfd, flags);
+				return nfd;
+			}
+			if (errno != EAGAIN || (fl & O_NONBLOCK))
+				return -1;
+		}
+	}
+}
+
 OSF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
@@ -173,6 +446,8 @@ OSF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 
 	if (likely(!e || e->kind < OSF_FD_KERNEL))
 		return REAL(accept4)(fd, sa, len, flags);
+	if (e->kind == OSF_FD_LISTEN)
+		return accept_offload(fd, e, sa, len, flags);
 	nfd = REAL(accept4)(fd, sa, len, flags);
 	accepted(fd, nfd, flags);
 	return nfd;
@@ -185,10 +460,14 @@ OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 
 	if (likely(!e || e->kind < OSF_FD_KERNEL))
 		return REAL(accept)(fd, sa, len);
+	if (e->kind == OSF_FD_LISTEN)
+		return accept_offload(fd, e, sa, len, 0);
 	nfd = REAL(accept)(fd, sa, len);
 	accepted(fd, nfd, 0);
 	return nfd;
 }
+
+/* ---- per-connection calls --------------------------------------------------- */
 
 OSF_EXPORT int shutdown(int fd, int how)
 {

@@ -1,42 +1,705 @@
 //go:build osf_make
 
-/* mux.c: select, poll and epoll hooks of libosf.so. */
-#include "../preload/osf.h"
+/* mux.c: select, poll and epoll over any mix of kernel and offloaded fds.
+ *
+ * Readiness of an offloaded connection is the state of its rings
+ * (osf_conn_poll), never the wake socket's: the kernel object is only used
+ * to sleep. Before sleeping, each offloaded fd is armed (its peer will send
+ * a wake token when the awaited event may have happened), and the wake
+ * socket stands in for it in the kernel wait. An offloaded listener is
+ * watched together with its companion listener.
+ *
+ * epoll: the offloaded fds registered in an application epoll E1 live in a
+ * hidden inner epoll E2 (edge-triggered on their wake sockets), and E2 is
+ * registered in E1 under a marker that no application value can equal (the
+ * address of osf's own state). So E1 itself becomes readable when an
+ * offloaded fd may be ready — programs that poll their epoll fd, or nest
+ * it, keep working. epoll_wait reports from a list of items that may be
+ * ready (new registrations, woken ones, level-triggered ones still ready);
+ * an item found not ready is armed and leaves the list. A wait costs
+ * O(ready), not O(registered).
+ */
+#include "../preload/conn.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* glibc declares poll's array write-only (__attr_access); a poll hook
+ * must read it, which gcc would report as a read of uninitialized data. */
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+extern int __poll_chk(struct pollfd *, nfds_t, int, size_t);
+extern void __chk_fail(void) __attribute__((noreturn));
+
+/* involved reports an fd whose readiness osf must compute. */
+static inline int involved(int fd)
+{
+	int k = osf_fdt_kind(fd);
+
+	return k == OSF_FD_LISTEN || k >= OSF_FD_SHM || k == OSF_FD_EPOLL;
+}
+
+static long ts_ms(const struct timespec *ts)
+{
+	if (!ts)
+		return -1;
+	if (ts->tv_sec > INT_MAX / 1000)
+		return INT_MAX;
+	return ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+}
+
+static long mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* spin_until returns when a wait that begins now may stop spinning (in
+ * microseconds of CLOCK_MONOTONIC), per OSF_POLL_SPIN_US. */
+static long spin_until(long timeout)
+{
+	struct timespec t;
+	long us = osf.poll_spin_us;
+
+	if (!us || timeout == 0)
+		return 0;
+	if (timeout > 0 && timeout * 1000 < us)
+		us = timeout * 1000;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000 + t.tv_nsec / 1000 + us;
+}
+
+/* spinning reports whether a spin that ends at end is still on. */
+static int spinning(long end)
+{
+	struct timespec t;
+
+	if (!end)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000 + t.tv_nsec / 1000 < end;
+}
+
+/* remaining returns what is left of a timeout begun at start (-1: none). */
+static int remaining(long timeout, long start)
+{
+	long left;
+
+	if (timeout < 0)
+		return -1;
+	left = timeout - (mono_ms() - start);
+	return left < 0 ? 0 : (int)left;
+}
+
+/* ---- a small futex mutex ------------------------------------------------ */
+
+static void mu_lock(int *m)
+{
+	int c = 0;
+
+	if (__atomic_compare_exchange_n(m, &c, 1, 0, __ATOMIC_ACQUIRE,
+					__ATOMIC_RELAXED))
+		return;
+	if (c != 2)
+		c = __atomic_exchange_n(m, 2, __ATOMIC_ACQUIRE);
+	while (c != 0) {
+		syscall(SYS_futex, m, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+		c = __atomic_exchange_n(m, 2, __ATOMIC_ACQUIRE);
+	}
+}
+
+static void mu_unlock(int *m)
+{
+	if (__atomic_exchange_n(m, 0, __ATOMIC_RELEASE) == 2)
+		syscall(SYS_futex, m, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* ---- poll ------------------------------------------------------------------ */
+
+/* Per pollfd slot, how the kernel array kfds stands in for it. */
+enum { SLOT_KERNEL, SLOT_CONN, SLOT_LISTEN };
+
+/* conn_events filters a connection's readiness as poll reports it. */
+static short conn_events(short ready, short events)
+{
+	return ready & (events | POLLERR | POLLHUP | POLLNVAL);
+}
+
+/* mux_poll implements poll and ppoll when offloaded fds are involved. */
+static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
+		    const sigset_t *mask)
+{
+	struct pollfd stack_k[64];
+	unsigned char stack_kind[64];
+	struct pollfd *k = stack_k;
+	unsigned char *kind = stack_kind;
+	nfds_t i, m = n, extra = 0;
+	long start = mono_ms(), spin_end = spin_until(timeout);
+	int result = -1;
+
+	for (i = 0; i < n; i++)
+		if (osf_fdt_kind(fds[i].fd) == OSF_FD_LISTEN)
+			extra++;
+	if (n + extra > 64) {
+		k = malloc((n + extra) * (sizeof(*k) + 1));
+		if (!k)
+			return OSF_FAIL(ENOMEM);
+		kind = (unsigned char *)(k + n + extra);
+	}
+	for (i = 0; i < n; i++) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
+		int kd = e ? e->kind : OSF_FD_NONE;
+		k[i] = fds[i];
+		k[i].revents = 0;
+		kind[i] = SLOT_KERNEL;
+		if (kd >= OSF_FD_SHM) {
+			kind[i] = SLOT_CONN;
+			k[i].events = POLLIN | POLLRDHUP; /* tokens and the end */
+		} else if (kd == OSF_FD_LISTEN) {
+			kind[i] = SLOT_LISTEN;
+			k[m].fd = e->aux_fd;
+			k[m].events = POLLIN;
+			k[m].revents = 0;
+			m++;
+		}
+	}
+	for (;;) {
+		int ready = 0, armed_ready = 0, r, to;
+		nfds_t l = n;
+		/* What the rings say now. */
+		for (i = 0; i < n; i++) {
+			fds[i].revents = 0;
+			if (kind[i] != SLOT_CONN || fds[i].fd < 0)
+				continue;
+			fds[i].revents = conn_events(
+				osf_conn_poll(fds[i].fd, osf_fdt_lookup(fds[i].fd)),
+				fds[i].events);
+			if (fds[i].revents)
+				ready++;
+		}
+		/* Spin first (rings and a zero-timeout look at the kernel),
+		 * then arm the connections and sleep. */
+		if (!ready && timeout != 0 && !spinning(spin_end)) {
+			spin_end = 0;
+			for (i = 0; i < n; i++) {
+				if (kind[i] != SLOT_CONN || fds[i].fd < 0)
+					continue;
+				fds[i].revents = conn_events(
+					osf_conn_arm(fds[i].fd,
+						     osf_fdt_lookup(fds[i].fd),
+						     fds[i].events),
+					fds[i].events);
+				if (fds[i].revents)
+					armed_ready++;
+			}
+			ready = armed_ready;
+		}
+		to = (ready || spin_end) ? 0 : remaining(timeout, start);
+		r = mask ? REAL(ppoll)(k, m,
+				       to < 0 ? NULL
+					      : &(struct timespec){to / 1000,
+								   (to % 1000) *
+									   1000000L},
+				       mask)
+			 : REAL(poll)(k, m, to);
+		if (r < 0)
+			goto out;
+		/* Merge what the kernel said. */
+		for (i = 0; i < n; i++) {
+			if (kind[i] == SLOT_CONN) {
+				if (k[i].revents & POLLNVAL)
+					fds[i].revents = POLLNVAL;
+				else if (k[i].revents && !fds[i].revents &&
+					 fds[i].fd >= 0) {
+					struct osf_fdt_entry *e =
+						osf_fdt_lookup(fds[i].fd);
+					osf_conn_woken(fds[i].fd, e);
+					fds[i].revents = conn_events(
+						osf_conn_poll(fds[i].fd, e),
+						fds[i].events);
+				}
+			} else {
+				fds[i].revents = k[i].revents;
+				if (kind[i] == SLOT_LISTEN &&
+				    (k[l++].revents & POLLIN) &&
+				    (fds[i].events & POLLIN))
+					fds[i].revents |= POLLIN;
+			}
+			k[i].revents = 0;
+		}
+		for (i = n; i < m; i++)
+			k[i].revents = 0;
+		result = 0;
+		for (i = 0; i < n; i++)
+			if (fds[i].revents)
+				result++;
+		if (result > 0 || remaining(timeout, start) == 0)
+			goto out;
+	}
+out:
+	if (k != stack_k)
+		free(k);
+	return result;
+}
+
+static int needs_mux(const struct pollfd *fds, nfds_t n)
+{
+	nfds_t i;
+
+	if (likely(osf_fdt_table_fd() < 0))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (involved(fds[i].fd))
+			return 1;
+	return 0;
+}
 
 OSF_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
-	return REAL(poll)(fds, n, timeout);
+	if (likely(!needs_mux(fds, n)))
+		return REAL(poll)(fds, n, timeout);
+	return mux_poll(fds, n, timeout < 0 ? -1 : timeout, NULL);
 }
 
 OSF_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout,
 			  size_t fdslen)
 {
-	return REAL(__poll_chk)(fds, n, timeout, fdslen);
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	if (likely(!needs_mux(fds, n)))
+		return REAL(__poll_chk)(fds, n, timeout, fdslen);
+	return mux_poll(fds, n, timeout < 0 ? -1 : timeout, NULL);
 }
 
 OSF_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 		     const sigset_t *mask)
 {
-	return REAL(ppoll)(fds, n, ts, mask);
+	if (likely(!needs_mux(fds, n)))
+		return REAL(ppoll)(fds, n, ts, mask);
+	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+		return OSF_FAIL(EINVAL);
+	return mux_poll(fds, n, ts_ms(ts), mask);
 }
 
 OSF_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n,
 			   const struct timespec *ts, const sigset_t *mask,
 			   size_t fdslen)
 {
-	return REAL(__ppoll_chk)(fds, n, ts, mask, fdslen);
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return ppoll(fds, n, ts, mask);
+}
+
+/* ---- select ------------------------------------------------------------------ */
+
+#define BITS (8 * sizeof(unsigned long))
+
+static int fd_isset(const fd_set *s, int fd)
+{
+	return s && ((const unsigned long *)s)[fd / BITS] & (1UL << (fd % BITS));
+}
+
+static int select_needs_mux(int n, fd_set *r, fd_set *w, fd_set *x)
+{
+	int fd;
+
+	if (likely(osf_fdt_table_fd() < 0) || n <= 0)
+		return 0;
+	for (fd = 0; fd < n; fd++) {
+		unsigned long word = 0;
+		if (fd % BITS == 0) {
+			size_t i = fd / BITS;
+			word = (r ? ((unsigned long *)r)[i] : 0) |
+			       (w ? ((unsigned long *)w)[i] : 0) |
+			       (x ? ((unsigned long *)x)[i] : 0);
+			if (!word) {
+				fd += BITS - 1;
+				continue;
+			}
+		}
+		if ((fd_isset(r, fd) || fd_isset(w, fd) || fd_isset(x, fd)) &&
+		    involved(fd))
+			return 1;
+	}
+	return 0;
+}
+
+/* mux_select implements select and pselect through mux_poll. */
+static int mux_select(int n, fd_set *r, fd_set *w, fd_set *x, long timeout,
+		      const sigset_t *mask)
+{
+	struct pollfd *p;
+	int fd, cnt = 0, ret, i;
+
+	if (n > FD_SETSIZE * 64)
+		return OSF_FAIL(EINVAL);
+	p = malloc(sizeof(*p) * (size_t)n);
+	if (!p)
+		return OSF_FAIL(ENOMEM);
+	for (fd = 0; fd < n; fd++) {
+		short ev = 0;
+		if (fd_isset(r, fd))
+			ev |= POLLIN;
+		if (fd_isset(w, fd))
+			ev |= POLLOUT;
+		if (fd_isset(x, fd))
+			ev |= POLLPRI;
+		if (ev)
+			p[cnt++] = (struct pollfd){fd, ev, 0};
+	}
+	ret = mux_poll(p, (nfds_t)cnt, timeout, mask);
+	if (ret < 0) {
+		free(p);
+		return -1;
+	}
+	for (i = 0; i < cnt; i++)
+		if (p[i].revents & POLLNVAL) {
+			free(p);
+			return OSF_FAIL(EBADF);
+		}
+	if (r)
+		memset(r, 0, (size_t)(n + BITS - 1) / BITS * sizeof(long));
+	if (w)
+		memset(w, 0, (size_t)(n + BITS - 1) / BITS * sizeof(long));
+	if (x)
+		memset(x, 0, (size_t)(n + BITS - 1) / BITS * sizeof(long));
+	ret = 0;
+	for (i = 0; i < cnt; i++) {
+		short re = p[i].revents;
+		if (r && (p[i].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
+			FD_SET(p[i].fd, r);
+			ret++;
+		}
+		if (w && (p[i].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
+			FD_SET(p[i].fd, w);
+			ret++;
+		}
+		if (x && (p[i].events & POLLPRI) && (re & POLLPRI)) {
+			FD_SET(p[i].fd, x);
+			ret++;
+		}
+	}
+	free(p);
+	return ret;
 }
 
 OSF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *x,
 		      struct timeval *tv)
 {
-	return REAL(select)(n, r, w, x, tv);
+	long timeout, start;
+	int ret;
+
+	if (likely(!select_needs_mux(n, r, w, x)))
+		return REAL(select)(n, r, w, x, tv);
+	if (tv && (tv->tv_sec < 0 || tv->tv_usec < 0))
+		return OSF_FAIL(EINVAL);
+	timeout = tv ? tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000 : -1;
+	start = mono_ms();
+	ret = mux_select(n, r, w, x, timeout, NULL);
+	if (tv) { /* Linux reports the time not slept */
+		long left = remaining(timeout, start);
+		tv->tv_sec = left / 1000;
+		tv->tv_usec = (left % 1000) * 1000;
+	}
+	return ret;
 }
 
 OSF_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *x,
 		       const struct timespec *ts, const sigset_t *mask)
 {
-	return REAL(pselect)(n, r, w, x, ts, mask);
+	if (likely(!select_needs_mux(n, r, w, x)))
+		return REAL(pselect)(n, r, w, x, ts, mask);
+	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+		return OSF_FAIL(EINVAL);
+	return mux_select(n, r, w, x, ts_ms(ts), mask);
+}
+
+/* ---- epoll ---------------------------------------------------------------------- */
+
+struct epi {
+	int fd;
+	uint32_t events;
+	epoll_data_t data;
+	int disabled; /* EPOLLONESHOT fired: off until EPOLL_CTL_MOD */
+	int listed;
+	struct epi *prev, *next; /* the may-be-ready list */
+};
+
+struct ep {
+	int epfd;
+	int inner;      /* hidden epoll of wake sockets; -1 until needed */
+	int lock;
+	int turn;
+	struct epi **byfd;
+	int cap;
+	struct epi head; /* list sentinel */
+	int *listeners;  /* listener fds whose companions are in epfd */
+	int nlisteners, caplisteners;
+	struct epoll_event *pend; /* registrations of undecided TCP sockets */
+	int *pendfd;
+	int npend, cappend;
+	struct ep *next_ep;
+};
+
+static struct ep *all_eps;
+static int all_lock;
+
+static uint64_t marker(struct ep *ep) { return (uint64_t)(uintptr_t)ep + 1; }
+
+static void list_add(struct ep *ep, struct epi *it)
+{
+	if (it->listed)
+		return;
+	it->listed = 1;
+	it->prev = ep->head.prev;
+	it->next = &ep->head;
+	ep->head.prev->next = it;
+	ep->head.prev = it;
+}
+
+static void list_del(struct epi *it)
+{
+	if (!it->listed)
+		return;
+	it->listed = 0;
+	it->prev->next = it->next;
+	it->next->prev = it->prev;
+}
+
+/* ep_of returns the state of epoll fd epfd in this image, or NULL. */
+static struct ep *ep_of(struct osf_fdt_entry *e)
+{
+	if (!e || e->kind != OSF_FD_EPOLL ||
+	    __atomic_load_n(&e->image, __ATOMIC_ACQUIRE) != osf.image)
+		return NULL;
+	return (struct ep *)(uintptr_t)e->priv;
+}
+
+static struct ep *ep_create(int epfd)
+{
+	struct osf_fdt_entry ent, *e = osf_fdt_lookup(epfd);
+	struct ep *ep;
+	int fdfl;
+
+	if (e && ep_of(e))
+		return ep_of(e);
+	fdfl = REAL(fcntl)(epfd, F_GETFD);
+	if (fdfl < 0)
+		return NULL;
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return NULL;
+	ep->epfd = epfd;
+	ep->inner = -1;
+	ep->head.prev = ep->head.next = &ep->head;
+	memset(&ent, 0, sizeof(ent));
+	ent.kind = OSF_FD_EPOLL;
+	ent.aux_fd = -1;
+	ent.rule = -1;
+	ent.flags = (fdfl & FD_CLOEXEC) ? OSF_FDF_CLOEXEC : 0;
+	ent.image = osf.image;
+	ent.priv = (uint64_t)(uintptr_t)ep;
+	if (osf_fdt_set(epfd, &ent) < 0) {
+		free(ep);
+		return NULL;
+	}
+	mu_lock(&all_lock);
+	ep->next_ep = all_eps;
+	all_eps = ep;
+	mu_unlock(&all_lock);
+	return ep;
+}
+
+/* ep_inner creates the inner epoll and nests it in the application's. */
+static int ep_inner(struct ep *ep)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(ep->epfd);
+	struct epoll_event ev;
+	int in, hin;
+
+	if (ep->inner >= 0)
+		return 0;
+	in = REAL(epoll_create1)(EPOLL_CLOEXEC);
+	if (in < 0)
+		return -1;
+	hin = osf_fdt_hide(in, ep->epfd, e && (e->flags & OSF_FDF_CLOEXEC));
+	if (hin < 0)
+		hin = in;
+	ev.events = EPOLLIN;
+	ev.data.u64 = marker(ep);
+	if (REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, hin, &ev) < 0) {
+		int err = errno;
+		osf_fdt_close_hidden(hin);
+		return OSF_FAIL(err);
+	}
+	ep->inner = hin;
+	if (e)
+		e->aux_fd = hin;
+	return 0;
+}
+
+static int ep_grow(struct ep *ep, int fd)
+{
+	struct epi **n;
+	int cap;
+
+	if (fd < ep->cap)
+		return 0;
+	cap = ep->cap ? ep->cap : 64;
+	while (cap <= fd)
+		cap *= 2;
+	n = realloc(ep->byfd, (size_t)cap * sizeof(*n));
+	if (!n)
+		return OSF_FAIL(ENOMEM);
+	memset(n + ep->cap, 0, (size_t)(cap - ep->cap) * sizeof(*n));
+	ep->byfd = n;
+	ep->cap = cap;
+	return 0;
+}
+
+/* ctl_conn registers, changes or removes an offloaded connection. */
+static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
+{
+	struct epi *it = fd < ep->cap ? ep->byfd[fd] : NULL;
+	struct epoll_event iev;
+
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (it)
+			return OSF_FAIL(EEXIST);
+		if (ep_inner(ep) < 0 || ep_grow(ep, fd) < 0)
+			return -1;
+		it = calloc(1, sizeof(*it));
+		if (!it)
+			return OSF_FAIL(ENOMEM);
+		iev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+		iev.data.ptr = it;
+		if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, fd, &iev) < 0) {
+			int err = errno;
+			free(it);
+			return OSF_FAIL(err);
+		}
+		it->fd = fd;
+		ep->byfd[fd] = it;
+		/* fallthrough */
+	case EPOLL_CTL_MOD:
+		if (!it)
+			return OSF_FAIL(ENOENT);
+		if (op == EPOLL_CTL_MOD && (ev->events & EPOLLEXCLUSIVE))
+			return OSF_FAIL(EINVAL);
+		it->events = ev->events;
+		it->data = ev->data;
+		it->disabled = 0;
+		list_add(ep, it);
+		return 0;
+	case EPOLL_CTL_DEL:
+		if (!it)
+			return OSF_FAIL(ENOENT);
+		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, fd, NULL);
+		list_del(it);
+		ep->byfd[fd] = NULL;
+		free(it);
+		return 0;
+	}
+	return OSF_FAIL(EINVAL);
+}
+
+static void note_listener(struct ep *ep, int fd, int add)
+{
+	int i;
+
+	for (i = 0; i < ep->nlisteners; i++)
+		if (ep->listeners[i] == fd) {
+			if (!add)
+				ep->listeners[i] = ep->listeners[--ep->nlisteners];
+			return;
+		}
+	if (!add)
+		return;
+	if (ep->nlisteners == ep->caplisteners) {
+		int cap = ep->caplisteners ? 2 * ep->caplisteners : 8;
+		int *n = realloc(ep->listeners, (size_t)cap * sizeof(int));
+		if (!n)
+			return;
+		ep->listeners = n;
+		ep->caplisteners = cap;
+	}
+	ep->listeners[ep->nlisteners++] = fd;
+}
+
+/* note_pending remembers (or forgets) how an undecided TCP socket is
+ * registered: if it becomes offloaded, its wake socket replaces it and
+ * the kernel silently drops the registration, which osf then redoes. */
+static void note_pending(struct ep *ep, int op, int fd, struct epoll_event *ev)
+{
+	int i;
+
+	for (i = 0; i < ep->npend; i++)
+		if (ep->pendfd[i] == fd)
+			break;
+	if (op == EPOLL_CTL_DEL || !ev) {
+		if (i < ep->npend) {
+			ep->npend--;
+			ep->pendfd[i] = ep->pendfd[ep->npend];
+			ep->pend[i] = ep->pend[ep->npend];
+		}
+		return;
+	}
+	if (i == ep->npend) {
+		if (ep->npend == ep->cappend) {
+			int cap = ep->cappend ? 2 * ep->cappend : 8;
+			struct epoll_event *p = realloc(ep->pend, (size_t)cap * sizeof(*p));
+			int *f;
+			if (!p)
+				return;
+			ep->pend = p;
+			f = realloc(ep->pendfd, (size_t)cap * sizeof(int));
+			if (!f)
+				return;
+			ep->pendfd = f;
+			ep->cappend = cap;
+		}
+		ep->npend++;
+	}
+	ep->pendfd[i] = fd;
+	ep->pend[i] = *ev;
+}
+
+void osf_mux_offloaded(int fd)
+{
+	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
+	struct ep *ep;
+	int i;
+
+	if (!all_eps || !t)
+		return;
+	mu_lock(&all_lock);
+	for (ep = all_eps; ep; ep = ep->next_ep) {
+		mu_lock(&ep->lock);
+		for (i = 0; i < ep->npend; i++) {
+			struct epoll_event ev;
+			if (ep->pendfd[i] != fd)
+				continue;
+			ev = ep->pend[i];
+			if (t->kind >= OSF_FD_SHM) {
+				ctl_conn(ep, EPOLL_CTL_ADD, fd, &ev);
+			} else if (t->kind == OSF_FD_LISTEN) {
+				REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, t->aux_fd, &ev);
+				note_listener(ep, fd, 1);
+			}
+			note_pending(ep, EPOLL_CTL_DEL, fd, NULL);
+			break;
+		}
+		mu_unlock(&ep->lock);
+	}
+	mu_unlock(&all_lock);
 }
 
 OSF_EXPORT int epoll_create(int size) { return REAL(epoll_create)(size); }
@@ -45,23 +708,278 @@ OSF_EXPORT int epoll_create1(int flags) { return REAL(epoll_create1)(flags); }
 
 OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	return REAL(epoll_ctl)(epfd, op, fd, ev);
+	struct osf_fdt_entry *t = osf_fdt_lookup(fd), *e;
+	struct ep *ep;
+	int r;
+
+	if (likely(!t || t->kind < OSF_FD_INET || t->kind == OSF_FD_KERNEL ||
+		   t->kind == OSF_FD_EPOLL))
+		return REAL(epoll_ctl)(epfd, op, fd, ev);
+	if (t->kind == OSF_FD_INET) {
+		r = REAL(epoll_ctl)(epfd, op, fd, ev);
+		if (r == 0 && (ep = ep_create(epfd)) != NULL) {
+			mu_lock(&ep->lock);
+			note_pending(ep, op, fd, ev);
+			mu_unlock(&ep->lock);
+		}
+		return r;
+	}
+	if (t->kind == OSF_FD_LISTEN) {
+		/* The companion joins with the application's own data. */
+		r = REAL(epoll_ctl)(epfd, op, fd, ev);
+		if (r < 0)
+			return r;
+		(void)REAL(epoll_ctl)(epfd, op, t->aux_fd, ev);
+		ep = ep_create(epfd);
+		if (ep) {
+			mu_lock(&ep->lock);
+			note_listener(ep, fd, op != EPOLL_CTL_DEL);
+			mu_unlock(&ep->lock);
+		}
+		return r;
+	}
+	if (epfd == fd)
+		return OSF_FAIL(EINVAL);
+	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev)
+		return OSF_FAIL(EFAULT);
+	e = osf_fdt_lookup(epfd);
+	ep = ep_of(e);
+	if (!ep) {
+		/* Is epfd an epoll fd at all? Let the kernel say. */
+		struct epoll_event probe = {0, {0}};
+		if (REAL(epoll_ctl)(epfd, EPOLL_CTL_DEL, fd, &probe) < 0 &&
+		    errno != ENOENT)
+			return -1;
+		ep = ep_create(epfd);
+		if (!ep)
+			return -1;
+	}
+	mu_lock(&ep->lock);
+	r = ctl_conn(ep, op, fd, ev);
+	mu_unlock(&ep->lock);
+	return r;
+}
+
+static uint32_t poll_to_epoll(short r)
+{
+	return (uint32_t)(unsigned short)r &
+	       (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLRDHUP |
+		EPOLLRDNORM | EPOLLWRNORM | EPOLLPRI);
+}
+
+/* collect reports the items of the may-be-ready list into out. */
+static int collect(struct ep *ep, struct epoll_event *out, int max)
+{
+	struct epi *it = ep->head.next, *next;
+	int n = 0;
+
+	for (; it != &ep->head && n < max; it = next) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
+		uint32_t want = it->events | EPOLLERR | EPOLLHUP, ev;
+		short arm = 0;
+		next = it->next;
+		if (it->disabled) {
+			list_del(it);
+			continue;
+		}
+		ev = poll_to_epoll(osf_conn_poll(it->fd, e)) & want;
+		if (ev) {
+			out[n].events = ev;
+			out[n].data = it->data;
+			n++;
+			if (it->events & EPOLLONESHOT) {
+				it->disabled = 1;
+				list_del(it);
+			} else if (it->events & EPOLLET) {
+				list_del(it); /* the next token is the next edge */
+				arm = 1;
+			}
+		} else {
+			list_del(it);
+			arm = 1;
+		}
+		if (arm) {
+			short ev2 = (it->events & EPOLLIN ? POLLIN : 0) |
+				    (it->events & EPOLLOUT ? POLLOUT : 0) |
+				    (it->events & EPOLLRDHUP ? POLLRDHUP : 0);
+			uint32_t now = poll_to_epoll(osf_conn_arm(it->fd, e, ev2)) & want;
+			if (now && !ev && !it->disabled)
+				list_add(ep, it); /* it raced to ready */
+		}
+	}
+	return n;
+}
+
+/* absorb takes the inner epoll's events: woken items join the list. */
+static void absorb(struct ep *ep)
+{
+	struct epoll_event tmp[64];
+	int n, i;
+
+	if (ep->inner < 0)
+		return;
+	do {
+		n = REAL(epoll_wait)(ep->inner, tmp, 64, 0);
+		for (i = 0; i < n; i++) {
+			struct epi *it = tmp[i].data.ptr;
+			osf_conn_woken(it->fd, osf_fdt_lookup(it->fd));
+			if (!it->disabled)
+				list_add(ep, it);
+		}
+	} while (n == 64);
+}
+
+/* strip removes osf's marker from kernel results; 1 when it was there. */
+static int strip(struct ep *ep, struct epoll_event *ev, int *n)
+{
+	int i, found = 0;
+
+	for (i = 0; i < *n; i++)
+		if (ev[i].data.u64 == marker(ep)) {
+			ev[i] = ev[--*n];
+			found = 1;
+			i--;
+		}
+	return found;
+}
+
+static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
+		     long timeout, const sigset_t *mask)
+{
+	long start = mono_ms(), spin_end = spin_until(timeout);
+
+	if (max <= 0 || max > INT_MAX / (int)sizeof(*ev))
+		return OSF_FAIL(EINVAL);
+	for (;;) {
+		int n, k, kfirst, to;
+		mu_lock(&ep->lock);
+		kfirst = ep->turn++ & 1;
+		n = kfirst ? 0 : collect(ep, ev, max);
+		mu_unlock(&ep->lock);
+		if (spin_end && !spinning(spin_end))
+			spin_end = 0;
+		to = (n || spin_end) ? 0 : remaining(timeout, start);
+		k = REAL(epoll_pwait)(ep->epfd, ev + n, max - n, to, mask);
+		if (k < 0) {
+			if (n > 0)
+				return n;
+			return -1;
+		}
+		mu_lock(&ep->lock);
+		if (strip(ep, ev + n, &k))
+			absorb(ep);
+		n += k;
+		if (n < max)
+			n += collect(ep, ev + n, max - n);
+		mu_unlock(&ep->lock);
+		if (n > 0 || remaining(timeout, start) == 0)
+			return n;
+	}
 }
 
 OSF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
 			  int timeout)
 {
-	return REAL(epoll_wait)(epfd, ev, max, timeout);
+	struct ep *ep = ep_of(osf_fdt_lookup(epfd));
+
+	if (likely(!ep || ep->inner < 0))
+		return REAL(epoll_wait)(epfd, ev, max, timeout);
+	return mux_epoll(ep, ev, max, timeout < 0 ? -1 : timeout, NULL);
 }
 
 OSF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max,
 			   int timeout, const sigset_t *mask)
 {
-	return REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+	struct ep *ep = ep_of(osf_fdt_lookup(epfd));
+
+	if (likely(!ep || ep->inner < 0))
+		return REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+	return mux_epoll(ep, ev, max, timeout < 0 ? -1 : timeout, mask);
 }
 
 OSF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 			    const struct timespec *ts, const sigset_t *mask)
 {
-	return REAL(epoll_pwait2)(epfd, ev, max, ts, mask);
+	struct ep *ep = ep_of(osf_fdt_lookup(epfd));
+
+	if (likely(!ep || ep->inner < 0))
+		return REAL(epoll_pwait2)(epfd, ev, max, ts, mask);
+	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+		return OSF_FAIL(EINVAL);
+	return mux_epoll(ep, ev, max, ts_ms(ts), mask);
+}
+
+/* ---- closing ------------------------------------------------------------------- */
+
+/* osf_mux_forget drops fd from every epoll of this process: the program
+ * is closing it. */
+void osf_mux_forget(int fd)
+{
+	struct ep *ep;
+
+	if (!all_eps)
+		return;
+	mu_lock(&all_lock);
+	for (ep = all_eps; ep; ep = ep->next_ep) {
+		mu_lock(&ep->lock);
+		if (fd < ep->cap && ep->byfd[fd])
+			ctl_conn(ep, EPOLL_CTL_DEL, fd, NULL);
+		note_pending(ep, EPOLL_CTL_DEL, fd, NULL);
+		mu_unlock(&ep->lock);
+	}
+	mu_unlock(&all_lock);
+}
+
+void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared)
+{
+	struct ep *ep, **pp;
+	int i;
+
+	if (e->kind == OSF_FD_LISTEN) {
+		/* Take the companion out of every epoll it was added to. */
+		mu_lock(&all_lock);
+		for (ep = all_eps; ep; ep = ep->next_ep) {
+			mu_lock(&ep->lock);
+			for (i = 0; i < ep->nlisteners; i++)
+				if (ep->listeners[i] == fd) {
+					REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_DEL,
+							e->aux_fd, NULL);
+					note_listener(ep, fd, 0);
+					break;
+				}
+			mu_unlock(&ep->lock);
+		}
+		mu_unlock(&all_lock);
+		if (!shared)
+			osf_fdt_close_hidden(e->aux_fd);
+		return;
+	}
+	ep = ep_of(e);
+	if (!ep || shared)
+		return;
+	mu_lock(&all_lock);
+	for (pp = &all_eps; *pp; pp = &(*pp)->next_ep)
+		if (*pp == ep) {
+			*pp = ep->next_ep;
+			break;
+		}
+	mu_unlock(&all_lock);
+	for (i = 0; i < ep->cap; i++)
+		free(ep->byfd[i]);
+	free(ep->byfd);
+	free(ep->listeners);
+	free(ep->pend);
+	free(ep->pendfd);
+	if (ep->inner >= 0)
+		osf_fdt_close_hidden(ep->inner);
+	free(ep);
+}
+
+void osf_mux_child_after_fork(void)
+{
+	struct ep *ep;
+
+	all_lock = 0;
+	for (ep = all_eps; ep; ep = ep->next_ep)
+		ep->lock = 0;
 }

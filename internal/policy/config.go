@@ -103,8 +103,9 @@ func Default() *Config {
 		DefaultRoutes:  true,
 		Transport:      Auto,
 		LogLevel:       LogError,
-		RingSize:       256 << 10,
+		RingSize:       1 << 20,
 		Spin:           20 * time.Microsecond,
+		PollSpin:       20 * time.Microsecond,
 		ConnectTimeout: 1000 * time.Millisecond,
 	}
 }
@@ -138,9 +139,9 @@ var variables = []variable{
 	{Var{varStrict, "0", "1 makes a connection fail instead of falling back to kernel TCP"}, boolVar(func(c *Config) *bool { return &c.Strict })},
 	{Var{"OSF_LOG_LEVEL", "error", "log level: debug, info, warn or error"}, parseLogLevel},
 	{Var{"OSF_LOG_FILE", "", "log file; unset or empty means standard error"}, func(c *Config, v string) error { c.LogFile = v; return nil }},
-	{Var{"OSF_RING_SIZE", "256K", "bytes per ring direction: a power of two from 4K to 64M"}, parseRingSize},
+	{Var{"OSF_RING_SIZE", "1M", "bytes per ring direction: a power of two from 4K to 64M"}, parseRingSize},
 	{Var{"OSF_SPIN_US", "20", "microseconds a blocking call spins before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.Spin })},
-	{Var{"OSF_POLL_SPIN_US", "0", "microseconds poll, select and epoll spin before they sleep, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
+	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select and epoll spin before they sleep, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
 	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
 	{Var{"OSF_DEBUG_LOAD_CORE", "0", "1 loads the osf core at start-up (debugging)"}, boolVar(func(c *Config) *bool { return &c.DebugLoadCore })},
 	{Var{"OSF_LIB", "", "libosf.so for osfrun to preload; default: found next to osfrun"}, nil},

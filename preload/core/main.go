@@ -80,20 +80,15 @@ func osfcore_route(in *C.struct_osf_core_route_in, out *C.struct_osf_core_route_
 	if core.cfg == nil {
 		return C.int(unix.ENOSYS)
 	}
-	ap, err := routeAddr(in)
+	ap, err := addrPort(in.family, &in.addr, in.port)
 	if err != nil {
 		return C.int(unix.EAFNOSUPPORT)
 	}
-	q := policy.Query{
-		Role:       policy.Client,
-		Program:    core.prog,
-		Addr:       ap,
-		IsLocal:    core.isLocal,
-		RDMADevice: core.rdma,
-	}
+	role := policy.Client
 	if in.role == C.OSF_CORE_ROLE_SERVER {
-		q.Role = policy.Server
+		role = policy.Server
 	}
+	q := query(role, ap)
 	d := core.cfg.Decide(q)
 	core.log.Debugf("route %s %s: %s", q.Role, ap, d)
 	out.transport = C.int32_t(transportCode(d.Transport))
@@ -107,21 +102,6 @@ func osfcore_route(in *C.struct_osf_core_route_in, out *C.struct_osf_core_route_
 }
 
 var errFamily = errors.New("core: address family not supported")
-
-// routeAddr converts the C query's address.
-func routeAddr(in *C.struct_osf_core_route_in) (netip.AddrPort, error) {
-	var raw [16]byte
-	for i := range raw {
-		raw[i] = byte(in.addr[i])
-	}
-	switch in.family {
-	case C.AF_INET:
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(raw[:4])), uint16(in.port)), nil
-	case C.AF_INET6:
-		return netip.AddrPortFrom(netip.AddrFrom16(raw), uint16(in.port)), nil
-	}
-	return netip.AddrPort{}, errFamily
-}
 
 // transportCode maps a policy transport to enum osf_transport.
 func transportCode(t policy.Transport) int {

@@ -1,0 +1,205 @@
+package main
+
+/*
+#include <sys/socket.h>
+#include "../core_api.h"
+#include "../../fdtable/fdtable.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"net/netip"
+	"unsafe"
+
+	"github.com/osfproject/osf/internal/policy"
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/shm"
+	"golang.org/x/sys/unix"
+)
+
+var shmTransport shm.Transport
+
+//export osfcore_listen
+func osfcore_listen(in *C.struct_osf_core_listen_in, out *C.struct_osf_core_listen_out) C.int {
+	out.fd = -1
+	if core.cfg == nil {
+		return C.int(unix.ENOSYS)
+	}
+	ap, err := addrPort(in.family, &in.addr, in.port)
+	if err != nil {
+		return C.int(unix.EAFNOSUPPORT)
+	}
+	d := core.cfg.Decide(query(policy.Server, ap))
+	out.rule = C.int32_t(d.Rule)
+	if d.Transport == policy.Kernel {
+		out.reason = C.int32_t(d.Reason)
+		core.log.Debugf("listen %s: %s", ap, d)
+		return 0
+	}
+	fd, err := shmTransport.Listen(ap, int(in.backlog), in.v6only != 0)
+	if err != nil {
+		out.reason = C.int32_t(policy.ReasonResource)
+		out.reason_errno = C.int32_t(errnoOf(err))
+		setDetail(&out.detail, err.Error())
+		core.log.Errorf("listen %s: no offload listener: %v", ap, err)
+		return 0
+	}
+	out.fd = C.int32_t(fd)
+	core.log.Debugf("listen %s: %s, companion fd %d", ap, d, fd)
+	return 0
+}
+
+//export osfcore_connect
+func osfcore_connect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_conn) C.int {
+	out.wake_fd, out.seg_fd = -1, -1
+	if core.cfg == nil {
+		return C.int(unix.ENOSYS)
+	}
+	dst, err := addrPort(in.family, &in.addr, in.port)
+	if err != nil {
+		return C.int(unix.EAFNOSUPPORT)
+	}
+	d := core.cfg.Decide(query(policy.Client, dst))
+	out.rule = C.int32_t(d.Rule)
+	switch d.Transport {
+	case policy.Kernel:
+		return kernel(out, dst, d.Reason, "", nil)
+	case policy.RDMA:
+		return kernel(out, dst, policy.ReasonNoRDMADevice, d.Detail, nil)
+	}
+	local, err := clientAddr(in, dst)
+	if err != nil {
+		return kernel(out, dst, policy.ReasonHandshake, "", err)
+	}
+	real := netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	ep, err := shmTransport.Dial(real, shm.AsFamily(local, real.Addr()), uint32(core.cfg.RingSize), core.cfg.ConnectTimeout)
+	switch {
+	case errors.Is(err, sdp.ErrNoListener):
+		return kernel(out, dst, policy.ReasonNoListener, "", nil)
+	case errors.Is(err, sdp.ErrBacklog):
+		return kernel(out, dst, policy.ReasonBacklog, "", nil)
+	case err != nil:
+		return kernel(out, dst, policy.ReasonHandshake, "", err)
+	}
+	ep.Local, ep.Remote = local, dst
+	fill(out, ep)
+	core.log.Debugf("connect %s: shm (rule %d), local %s", dst, d.Rule, local)
+	return 0
+}
+
+//export osfcore_accept
+func osfcore_accept(in *C.struct_osf_core_accept_in, out *C.struct_osf_core_conn) C.int {
+	out.wake_fd, out.seg_fd = -1, -1
+	if core.cfg == nil {
+		return C.int(unix.ENOSYS)
+	}
+	listen, err := addrPort(in.family, &in.addr, in.port)
+	if err != nil {
+		return C.int(unix.EAFNOSUPPORT)
+	}
+	ep, err := shmTransport.Accept(int(in.conn_fd), listen, core.cfg.ConnectTimeout)
+	if err != nil {
+		core.log.Errorf("accept on %s: %v", listen, err)
+		return C.int(errnoOr(err, unix.EPROTO))
+	}
+	fill(out, ep)
+	core.log.Debugf("accept on %s: shm from %s", listen, ep.Remote)
+	return 0
+}
+
+// kernel answers "use kernel TCP" for a connect, or "refuse" in strict mode
+// when the reason is a fallback.
+func kernel(out *C.struct_osf_core_conn, dst netip.AddrPort, r policy.Reason, detail string, err error) C.int {
+	out.status = C.OSF_CORE_KERNEL
+	if core.cfg.Strict && r.Fallback() {
+		out.status = C.OSF_CORE_REFUSE
+	}
+	out.reason = C.int32_t(r)
+	if err != nil {
+		out.reason_errno = C.int32_t(errnoOf(err))
+		detail = err.Error()
+	}
+	setDetail(&out.detail, detail)
+	if out.status == C.OSF_CORE_REFUSE {
+		core.log.Errorf("connect %s refused (OSF_STRICT=1): %s", dst, r.Describe(int(out.rule), detail))
+	} else {
+		core.log.Debugf("connect %s: kernel: %s", dst, r.Describe(int(out.rule), detail))
+	}
+	return 0
+}
+
+// clientAddr is the address the client reports as its own: the one it is
+// bound to, else the kernel's source address for dst; with a synthesized
+// port unless it bound one.
+func clientAddr(in *C.struct_osf_core_connect_in, dst netip.AddrPort) (netip.AddrPort, error) {
+	var raw [28]byte
+	for i := range raw {
+		raw[i] = byte(in.bound[i])
+	}
+	bound, ok := sdp.Sockaddr(raw[:])
+	src, err := shm.SourceFor(netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()))
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	a, port := src.Addr(), src.Port()
+	if ok && !bound.Addr().IsUnspecified() {
+		a = bound.Addr()
+	}
+	if ok && bound.Port() != 0 {
+		port = bound.Port()
+	}
+	return shm.AsFamily(netip.AddrPortFrom(a, port), dst.Addr()), nil
+}
+
+// fill hands an endpoint's fds and mapping to C.
+func fill(out *C.struct_osf_core_conn, ep *sdp.Endpoint) {
+	out.status = C.OSF_CORE_OFFLOADED
+	out.ring_bytes = C.uint32_t(ep.Segment.RingBytes)
+	addr, segFD := ep.Segment.Release()
+	out.seg_addr = C.uint64_t(addr)
+	out.seg_fd = C.int32_t(segFD)
+	out.wake_fd = C.int32_t(ep.WakeFD)
+	out.side = C.int32_t(ep.Side)
+	putSockaddr(&out.local, ep.Local)
+	putSockaddr(&out.peer, ep.Remote)
+}
+
+func putSockaddr(dst *[28]C.uint8_t, ap netip.AddrPort) {
+	var b [28]byte
+	sdp.PutSockaddr(b[:], ap)
+	for i := range b {
+		dst[i] = C.uint8_t(b[i])
+	}
+}
+
+func query(role policy.Role, ap netip.AddrPort) policy.Query {
+	return policy.Query{Role: role, Program: core.prog, Addr: ap, IsLocal: core.isLocal, RDMADevice: core.rdma}
+}
+
+// addrPort converts a C family/address/port triple.
+func addrPort(family C.int32_t, addr *[16]C.uint8_t, port C.uint16_t) (netip.AddrPort, error) {
+	raw := (*[16]byte)(unsafe.Pointer(addr))
+	switch family {
+	case C.AF_INET:
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(raw[:4])), uint16(port)), nil
+	case C.AF_INET6:
+		return netip.AddrPortFrom(netip.AddrFrom16(*raw), uint16(port)), nil
+	}
+	return netip.AddrPort{}, errFamily
+}
+
+func errnoOf(err error) unix.Errno {
+	var e unix.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return 0
+}
+
+func errnoOr(err error, def unix.Errno) unix.Errno {
+	if e := errnoOf(err); e != 0 {
+		return e
+	}
+	return def
+}

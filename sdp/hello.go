@@ -1,0 +1,111 @@
+package sdp
+
+/*
+#include "segment.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrHello means a hello message is malformed.
+var ErrHello = errors.New("sdp: malformed hello")
+
+// Hello is the message a client sends with a new segment.
+type Hello struct {
+	RingBytes uint32
+	Flags     uint32
+	// Client is the address the server's getpeername reports.
+	Client netip.AddrPort
+	// Server is the address the client connected to.
+	Server netip.AddrPort
+}
+
+// Marshal encodes h in the layout of struct osf_hello (host byte order:
+// both ends are on this host).
+func (h Hello) Marshal() []byte {
+	b := make([]byte, SizeofHello)
+	binary.NativeEndian.PutUint32(b[0:], HelloMagic)
+	binary.NativeEndian.PutUint16(b[4:], Version)
+	binary.NativeEndian.PutUint16(b[6:], SizeofHello)
+	binary.NativeEndian.PutUint32(b[8:], h.RingBytes)
+	binary.NativeEndian.PutUint32(b[12:], h.Flags)
+	putSockaddrBytes(b[16:44], h.Client)
+	putSockaddrBytes(b[44:72], h.Server)
+	return b
+}
+
+// DecodeHello parses a hello; it never trusts lengths or sizes inside it
+// beyond checking them.
+func DecodeHello(b []byte) (Hello, error) {
+	var h Hello
+	if len(b) != SizeofHello {
+		return h, fmt.Errorf("%w: %d bytes", ErrHello, len(b))
+	}
+	if binary.NativeEndian.Uint32(b[0:]) != HelloMagic || binary.NativeEndian.Uint16(b[4:]) != Version ||
+		binary.NativeEndian.Uint16(b[6:]) != SizeofHello {
+		return h, fmt.Errorf("%w: bad magic or version", ErrHello)
+	}
+	h.RingBytes = binary.NativeEndian.Uint32(b[8:])
+	h.Flags = binary.NativeEndian.Uint32(b[12:])
+	if !RingSizeOK(h.RingBytes) {
+		return h, fmt.Errorf("%w: %w: %d", ErrHello, ErrRingSize, h.RingBytes)
+	}
+	var ok1, ok2 bool
+	h.Client, ok1 = Sockaddr(b[16:44])
+	h.Server, ok2 = Sockaddr(b[44:72])
+	if !ok1 || !ok2 {
+		return h, fmt.Errorf("%w: bad address", ErrHello)
+	}
+	return h, nil
+}
+
+// PutSockaddr encodes ap as a sockaddr_in (IPv4) or sockaddr_in6 into the
+// 28 bytes of b, in the layout the kernel uses.
+func PutSockaddr(b []byte, ap netip.AddrPort) { putSockaddrBytes(b, ap) }
+
+func putSockaddrBytes(b []byte, ap netip.AddrPort) {
+	clear(b[:28])
+	a := ap.Addr()
+	if a.Is4() {
+		binary.NativeEndian.PutUint16(b[0:], unix.AF_INET)
+		binary.BigEndian.PutUint16(b[2:], ap.Port())
+		v4 := a.As4()
+		copy(b[4:8], v4[:])
+		return
+	}
+	binary.NativeEndian.PutUint16(b[0:], unix.AF_INET6)
+	binary.BigEndian.PutUint16(b[2:], ap.Port())
+	v6 := a.As16()
+	copy(b[8:24], v6[:])
+}
+
+func putSockaddr(dst []C.uint8_t, ap netip.AddrPort) {
+	var b [28]byte
+	putSockaddrBytes(b[:], ap)
+	for i := range b {
+		dst[i] = C.uint8_t(b[i])
+	}
+}
+
+// Sockaddr decodes a sockaddr_in or sockaddr_in6 from 28 bytes; ok is false
+// for any other family.
+func Sockaddr(b []byte) (netip.AddrPort, bool) {
+	if len(b) < 28 {
+		return netip.AddrPort{}, false
+	}
+	port := binary.BigEndian.Uint16(b[2:])
+	switch binary.NativeEndian.Uint16(b[0:]) {
+	case unix.AF_INET:
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port), true
+	case unix.AF_INET6:
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), port), true
+	}
+	return netip.AddrPort{}, false
+}

@@ -1,0 +1,182 @@
+package sdp
+
+/*
+#include "segment.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sizes and constants of the shared layout (segment.h).
+const (
+	SizeofHeader = C.OSF_SEG_HDR_BYTES
+	SizeofHello  = C.sizeof_struct_osf_hello
+	MinRing      = C.OSF_SEG_MIN_RING
+	MaxRing      = C.OSF_SEG_MAX_RING
+	Magic        = C.OSF_SEG_MAGIC
+	Version      = C.OSF_SEG_VERSION
+	HelloMagic   = C.OSF_HELLO_MAGIC
+	SideClient   = C.OSF_SIDE_CLIENT
+	SideServer   = C.OSF_SIDE_SERVER
+	SegmentName  = C.OSF_SEG_NAME
+)
+
+// RawHeader, RawSide and RawHello are the C layouts.
+type (
+	RawHeader = C.struct_osf_seg_hdr
+	RawSide   = C.struct_osf_seg_side
+	RawHello  = C.struct_osf_hello
+)
+
+// Errors about segments; they wrap unix errnos where a system call failed.
+var (
+	// ErrRingSize means a ring size is not a power of two in [MinRing, MaxRing].
+	ErrRingSize = errors.New("sdp: bad ring size")
+	// ErrSegment means a segment a peer sent failed validation.
+	ErrSegment = errors.New("sdp: invalid segment")
+)
+
+// requiredSeals are the seals a peer's segment must carry: without them
+// the peer could shrink the memfd under us and turn every access into
+// SIGBUS.
+const requiredSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+
+// RingSizeOK reports whether n is a usable ring size.
+func RingSizeOK(n uint32) bool { return C.osf_ring_size_ok(C.uint32_t(n)) != 0 }
+
+// Bytes returns the size of a segment whose rings have ringBytes each.
+func Bytes(ringBytes uint32) int { return int(C.osf_seg_bytes(C.uint32_t(ringBytes))) }
+
+// Segment is a mapped connection segment. Its memory comes from mmap, never
+// the Go heap: the peer writes it concurrently.
+type Segment struct {
+	FD        int
+	Mem       []byte
+	RingBytes uint32
+}
+
+// CreateSegment makes a new sealed memfd segment with rings of ringBytes
+// and maps it; the header is zero until InitHeader.
+func CreateSegment(ringBytes uint32) (*Segment, error) {
+	if !RingSizeOK(ringBytes) {
+		return nil, fmt.Errorf("%w: %d", ErrRingSize, ringBytes)
+	}
+	fd, err := unix.MemfdCreate(SegmentName, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("sdp: memfd_create: %w", err)
+	}
+	s, err := setup(fd, ringBytes)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return s, nil
+}
+
+func setup(fd int, ringBytes uint32) (*Segment, error) {
+	if err := unix.Fchmod(fd, 0o600); err != nil {
+		return nil, fmt.Errorf("sdp: fchmod segment: %w", err)
+	}
+	size := Bytes(ringBytes)
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return nil, fmt.Errorf("sdp: size segment: %w", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, requiredSeals); err != nil {
+		return nil, fmt.Errorf("sdp: seal segment: %w", err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("sdp: map segment: %w", err)
+	}
+	return &Segment{FD: fd, Mem: mem, RingBytes: ringBytes}, nil
+}
+
+// OpenSegment validates and maps a segment a peer sent. ringBytes comes
+// from the hello; the memfd must be sealed against shrinking and growing,
+// have exactly the size the hello implies, and carry a matching header.
+// It never trusts the peer further than that: sizes are never read back
+// from the segment afterwards.
+func OpenSegment(fd int, ringBytes uint32) (*Segment, error) {
+	if !RingSizeOK(ringBytes) {
+		return nil, fmt.Errorf("%w: %w: %d", ErrSegment, ErrRingSize, ringBytes)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("sdp: stat segment: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(Bytes(ringBytes)) {
+		return nil, fmt.Errorf("%w: size %d, want %d", ErrSegment, st.Size, Bytes(ringBytes))
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&requiredSeals != requiredSeals {
+		return nil, fmt.Errorf("%w: seals %#x, want %#x", ErrSegment, seals, requiredSeals)
+	}
+	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("sdp: map segment: %w", err)
+	}
+	s := &Segment{FD: fd, Mem: mem, RingBytes: ringBytes}
+	h := s.header()
+	if atomic.LoadUint64((*uint64)(unsafe.Pointer(&h.magic))) != Magic || h.version != Version ||
+		uint32(h.ring_bytes) != ringBytes || h.hdr_bytes != SizeofHeader {
+		s.Unmap()
+		return nil, fmt.Errorf("%w: header does not match the hello", ErrSegment)
+	}
+	return s, nil
+}
+
+func (s *Segment) header() *RawHeader { return (*RawHeader)(unsafe.Pointer(&s.Mem[0])) }
+
+// InitHeader writes the header of a new segment: sizes, the two addresses
+// (informational) and the client's pid. The magic goes last.
+func (s *Segment) InitHeader(client, server netip.AddrPort, pid int) {
+	h := s.header()
+	h.version = Version
+	h.hdr_bytes = SizeofHeader
+	h.ring_bytes = C.uint32_t(s.RingBytes)
+	h.client_pid = C.int32_t(pid)
+	putSockaddr(h.client_addr[:], client)
+	putSockaddr(h.server_addr[:], server)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&h.magic)), Magic)
+}
+
+// SetServerPID records the accepting process (informational).
+func (s *Segment) SetServerPID(pid int) { s.header().server_pid = C.int32_t(pid) }
+
+// Addr returns the address of the mapping, for the C data path.
+func (s *Segment) Addr() uintptr { return uintptr(unsafe.Pointer(&s.Mem[0])) }
+
+// Unmap releases the mapping; the fd stays open.
+func (s *Segment) Unmap() {
+	if s.Mem != nil {
+		unix.Munmap(s.Mem)
+		s.Mem = nil
+	}
+}
+
+// Close unmaps the segment and closes its fd.
+func (s *Segment) Close() error {
+	s.Unmap()
+	if s.FD < 0 {
+		return nil
+	}
+	err := unix.Close(s.FD)
+	s.FD = -1
+	return err
+}
+
+// Release gives the mapping and fd to the C data path: s no longer owns
+// them and Close becomes a no-op.
+func (s *Segment) Release() (addr uintptr, fd int) {
+	addr, fd = s.Addr(), s.FD
+	s.Mem, s.FD = nil, -1
+	return addr, fd
+}

@@ -1,0 +1,177 @@
+/* segment.h: the connection segment of an offloaded stream, and the hello
+ * that introduces it. The one definition, included by libosf.so's data path
+ * (C) and by the Go core through cgo (packages sdp, shm, verbs users).
+ * docs/ARCHITECTURE.md, "Connection segment", explains it in prose.
+ *
+ * A segment is a memfd (mode 0600, sealed against shrinking and growing
+ * before it is shared):
+ *
+ *   0                      struct osf_seg_hdr (one page)
+ *   OSF_SEG_HDR_BYTES      ring 0 data: bytes side 0 (client) sends
+ *   + ring_bytes           ring 1 data: bytes side 1 (server) sends
+ *
+ * Each ring has exactly one producing side and one consuming side. Head and
+ * tail are free-running byte counts (they never wrap in practice), on
+ * separate cache lines; the ring offset of a position is pos & (size - 1).
+ *
+ * Everything in the segment can be written by the peer, so everything read
+ * from it is hostile input: positions are checked (0 <= head - tail <= size)
+ * and only ever used masked, so a consumer or producer can never touch
+ * memory outside its ring, whatever the peer writes. Sizes are never read
+ * back from the segment after the handshake.
+ */
+#ifndef OSF_SDP_SEGMENT_H
+#define OSF_SDP_SEGMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define OSF_SEG_MAGIC 0x3147455346534f51ULL /* "QOSFSEG1" */
+#define OSF_SEG_VERSION 1
+#define OSF_SEG_HDR_BYTES 4096u
+#define OSF_SEG_MIN_RING 4096u
+#define OSF_SEG_MAX_RING (64u << 20)
+#define OSF_SEG_NAME "osf-seg"
+
+/* Sides. The connecting side (client) is 0, the accepting side 1; side s
+ * produces into ring s and consumes ring 1 - s. */
+#define OSF_SIDE_CLIENT 0
+#define OSF_SIDE_SERVER 1
+
+/* Side state flags (osf_seg_side.flags), set only by the side itself. */
+#define OSF_SIDE_FIN 0x1u   /* shutdown(SHUT_WR): no data after head */
+#define OSF_SIDE_RESET 0x2u /* abortive close (SO_LINGER 0): the peer
+			       sees ECONNRESET */
+#define OSF_SIDE_RDSHUT 0x4u /* shutdown(SHUT_RD) here: reads end at once */
+
+struct osf_seg_side {
+	/* Cache line 0: what the peer looks at. */
+	uint32_t flags;     /* OSF_SIDE_* */
+	uint32_t close_seq; /* bumped when a process drops its last fd for
+			       this side: a hint to check for the end */
+	uint32_t rx_want;   /* 1: this side sleeps until data arrives; the
+			       peer clears it and sends wake tokens */
+	uint32_t tx_want;   /* 1: this side sleeps until there is room */
+	uint32_t sleepers;  /* threads of this side asleep in the kernel */
+	uint32_t holders;   /* processes holding this side */
+	uint8_t pad0[40];
+	/* Cache line 1: locks of this side's producers and consumers; 0 when
+	 * free, else the owner's tid, | OSF_LOCK_WAITERS when contended. */
+	uint32_t tx_lock;
+	uint32_t rx_lock;
+	uint8_t pad1[56];
+	/* Cache line 2: this side's counters (osfstat). */
+	uint64_t send_calls;
+	uint64_t recv_calls;
+	uint64_t sleeps;     /* times a reader or writer slept */
+	uint64_t wakes_sent; /* wake-ups sent to the peer */
+	uint8_t pad2[32];
+};
+
+#define OSF_LOCK_WAITERS 0x80000000u
+
+struct osf_seg_ring {
+	uint64_t head; /* written by the producer */
+	uint8_t pad0[56];
+	uint64_t tail; /* written by the consumer */
+	uint8_t pad1[56];
+};
+
+struct osf_seg_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t hdr_bytes;
+	uint32_t ring_bytes;
+	uint32_t flags;
+	int32_t client_pid;
+	int32_t server_pid;
+	uint8_t client_addr[28]; /* sockaddr_in/in6, informational */
+	uint8_t server_addr[28];
+	uint8_t pad[32];
+	struct osf_seg_side side[2];
+	struct osf_seg_ring ring[2];
+};
+
+/* The hello: the first and only message the client sends on the unix
+ * socket, with the segment's memfd attached (SCM_RIGHTS). */
+#define OSF_HELLO_MAGIC 0x48465351u /* "QSFH" */
+struct osf_hello {
+	uint32_t magic;
+	uint16_t version;    /* OSF_SEG_VERSION */
+	uint16_t size;       /* sizeof(struct osf_hello) */
+	uint32_t ring_bytes; /* per direction */
+	uint32_t flags;
+	uint8_t client[28];  /* the client's address, as getpeername at the
+				server should report it */
+	uint8_t server[28];  /* the address the client connected to */
+};
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(sizeof(struct osf_seg_side) == 192, "side layout");
+_Static_assert(sizeof(struct osf_seg_ring) == 128, "ring layout");
+_Static_assert(sizeof(struct osf_seg_hdr) <= OSF_SEG_HDR_BYTES,
+	       "segment header fits its page");
+_Static_assert(sizeof(struct osf_hello) == 72, "hello layout");
+#endif
+
+/* osf_seg_bytes is the size of a segment with rings of ring_bytes. */
+static inline uint64_t osf_seg_bytes(uint32_t ring_bytes)
+{
+	return (uint64_t)OSF_SEG_HDR_BYTES + 2 * (uint64_t)ring_bytes;
+}
+
+/* osf_ring_size_ok reports whether ring_bytes is a usable ring size. */
+static inline int osf_ring_size_ok(uint32_t ring_bytes)
+{
+	return ring_bytes >= OSF_SEG_MIN_RING && ring_bytes <= OSF_SEG_MAX_RING &&
+	       (ring_bytes & (ring_bytes - 1)) == 0;
+}
+
+/* osf_ring_used returns the bytes between tail and head, or -1 when the
+ * positions are impossible (the peer corrupted them). */
+static inline int64_t osf_ring_used(uint64_t head, uint64_t tail,
+				    uint32_t size)
+{
+	uint64_t used = head - tail;
+
+	return used <= size ? (int64_t)used : -1;
+}
+
+/* osf_ring_copy_out copies n <= size bytes starting at position pos out of
+ * a ring of size mask + 1. */
+static inline void osf_ring_copy_out(const uint8_t *data, uint32_t mask,
+				     uint64_t pos, void *dst, size_t n)
+{
+	size_t off = (size_t)(pos & mask), first = (size_t)mask + 1 - off;
+
+	if (first > n)
+		first = n;
+	memcpy(dst, data + off, first);
+	if (n > first)
+		memcpy((uint8_t *)dst + first, data, n - first);
+}
+
+/* osf_ring_copy_in copies n <= size bytes into a ring at position pos. */
+static inline void osf_ring_copy_in(uint8_t *data, uint32_t mask, uint64_t pos,
+				    const void *src, size_t n)
+{
+	size_t off = (size_t)(pos & mask), first = (size_t)mask + 1 - off;
+
+	if (first > n)
+		first = n;
+	memcpy(data + off, src, first);
+	if (n > first)
+		memcpy(data, (const uint8_t *)src + first, n - first);
+}
+
+/* osf_ring_span returns the contiguous bytes from pos to the ring's end,
+ * at most n: where a single read() or pread() may land. */
+static inline size_t osf_ring_span(uint32_t mask, uint64_t pos, size_t n)
+{
+	size_t first = (size_t)mask + 1 - (size_t)(pos & mask);
+
+	return first < n ? first : n;
+}
+
+#endif

@@ -1,0 +1,260 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/osfproject/osf/sdp"
+	"golang.org/x/sys/unix"
+)
+
+// Transport implements sdp.Transport between processes of this host.
+type Transport struct{}
+
+var _ sdp.Transport = Transport{}
+
+// Name returns "shm".
+func (Transport) Name() string { return "shm" }
+
+// Listen binds and listens on the companion of a listener bound to addr;
+// the returned fd is non-blocking and close-on-exec. It fails with
+// EADDRINUSE when another listener already serves the address (for
+// example a second SO_REUSEPORT socket); that one then serves offloaded
+// clients alone.
+func (Transport) Listen(addr netip.AddrPort, backlog int, v6only bool) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return -1, fmt.Errorf("shm: listen: %w", err)
+	}
+	if err := unix.Bind(fd, abstract(ListenName(addr, v6only))); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("shm: bind companion of %s: %w", addr, err)
+	}
+	if err := unix.Listen(fd, backlog); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("shm: listen companion of %s: %w", addr, err)
+	}
+	return fd, nil
+}
+
+func abstract(name string) *unix.SockaddrUnix { return &unix.SockaddrUnix{Name: "@" + name} }
+
+// Dial connects to the companion serving dst, creates the segment and
+// sends the hello. It never waits: a companion either takes the
+// connection now or the caller uses kernel TCP.
+func (Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, _ time.Duration) (*sdp.Endpoint, error) {
+	fd, err := connectCompanion(dst)
+	if err != nil {
+		return nil, err
+	}
+	seg, err := sdp.CreateSegment(ringBytes)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	seg.InitHeader(local, dst, os.Getpid())
+	hello := sdp.Hello{RingBytes: ringBytes, Client: local, Server: dst}
+	err = unix.Sendmsg(fd, hello.Marshal(), unix.UnixRights(seg.FD), nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+	if err != nil {
+		seg.Close()
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: send hello: %w", sdp.ErrHandshake, err)
+	}
+	return &sdp.Endpoint{WakeFD: fd, Segment: seg, Side: sdp.SideClient, Local: local, Remote: dst}, nil
+}
+
+// connectCompanion tries each name that could serve dst.
+func connectCompanion(dst netip.AddrPort) (int, error) {
+	full := false
+	for _, n := range DialNames(dst, IsLocal(dst.Addr())) {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+		if err != nil {
+			return -1, fmt.Errorf("%w: socket: %w", sdp.ErrHandshake, err)
+		}
+		err = unix.Connect(fd, abstract(n))
+		if err == nil {
+			return fd, nil
+		}
+		unix.Close(fd)
+		if errors.Is(err, unix.EAGAIN) {
+			full = true
+		}
+	}
+	if full {
+		return -1, sdp.ErrBacklog
+	}
+	return -1, sdp.ErrNoListener
+}
+
+// Accept reads the hello from a connection accepted on a companion
+// listener, validates and maps the segment that came with it, and returns
+// the server's endpoint. It waits at most timeout for the hello (a client
+// sends it right after connecting). On error connFD is left open for the
+// caller to close.
+func (Transport) Accept(connFD int, listen netip.AddrPort, timeout time.Duration) (*sdp.Endpoint, error) {
+	if err := waitReadable(connFD, timeout); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, sdp.SizeofHello+1)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	n, oobn, _, _, err := unix.Recvmsg(connFD, buf, oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read hello: %w", sdp.ErrHandshake, err)
+	}
+	fds := rights(oob[:oobn])
+	if len(fds) != 1 {
+		closeAll(fds)
+		return nil, fmt.Errorf("%w: hello carried %d fds, want 1", sdp.ErrHandshake, len(fds))
+	}
+	h, err := sdp.DecodeHello(buf[:n])
+	if err != nil {
+		closeAll(fds)
+		return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
+	}
+	seg, err := sdp.OpenSegment(fds[0], h.RingBytes)
+	if err != nil {
+		closeAll(fds)
+		return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
+	}
+	seg.SetServerPID(os.Getpid())
+	return &sdp.Endpoint{
+		WakeFD:  connFD,
+		Segment: seg,
+		Side:    sdp.SideServer,
+		Local:   AsFamily(netip.AddrPortFrom(h.Server.Addr(), listen.Port()), listen.Addr()),
+		Remote:  AsFamily(h.Client, listen.Addr()),
+	}, nil
+}
+
+func waitReadable(fd int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ms := int(time.Until(deadline) / time.Millisecond)
+		if ms < 0 {
+			return fmt.Errorf("%w: no hello within %v", sdp.ErrHandshake, timeout)
+		}
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(p, ms)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: wait for hello: %w", sdp.ErrHandshake, err)
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+}
+
+func rights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if r, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// AsFamily returns ap in the family of a socket whose address is like: an
+// IPv4 address is mapped into IPv6 for an IPv6 socket (a dual-stack
+// listener reports IPv4 clients as ::ffff:a.b.c.d), and a v4-mapped
+// address is unmapped for an IPv4 socket.
+func AsFamily(ap netip.AddrPort, like netip.Addr) netip.AddrPort {
+	a := ap.Addr()
+	switch {
+	case like.Is4() && a.Is4In6():
+		a = a.Unmap()
+	case like.Is6() && !like.Is4In6() && a.Is4():
+		a = netip.AddrFrom16(a.As16())
+	}
+	return netip.AddrPortFrom(a, ap.Port())
+}
+
+// IsLocal reports whether a is an address of this host (in this network
+// namespace): loopback, unspecified, or one a socket can bind to.
+func IsLocal(a netip.Addr) bool {
+	a = a.Unmap()
+	if a.IsLoopback() || a.IsUnspecified() {
+		return true
+	}
+	fam, sa := sockaddr(netip.AddrPortFrom(a, 0))
+	fd, err := unix.Socket(fam, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	return unix.Bind(fd, sa) == nil
+}
+
+// SourceFor returns the local address the kernel would use to reach dst,
+// with a synthesized client port (see ClientPort).
+func SourceFor(dst netip.AddrPort) (netip.AddrPort, error) {
+	fam, sa := sockaddr(dst)
+	fd, err := unix.Socket(fam, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("shm: source address: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, sa); err != nil {
+		return netip.AddrPort{}, fmt.Errorf("shm: source address: %w", err)
+	}
+	local, err := unix.Getsockname(fd)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("shm: source address: %w", err)
+	}
+	var a netip.Addr
+	switch s := local.(type) {
+	case *unix.SockaddrInet4:
+		a = netip.AddrFrom4(s.Addr)
+	case *unix.SockaddrInet6:
+		a = netip.AddrFrom16(s.Addr)
+	}
+	return netip.AddrPortFrom(a, ClientPort()), nil
+}
+
+func sockaddr(ap netip.AddrPort) (int, unix.Sockaddr) {
+	if ap.Addr().Is4() {
+		return unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	}
+	return unix.AF_INET6, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+}
+
+var portSeq atomic.Uint32
+
+// ClientPort returns the port an offloaded client reports as its own: no
+// kernel socket holds one, so it is synthesized in the ephemeral range,
+// stable for the connection and distinct among this process's connections
+// until the range wraps (other processes' may coincide).
+func ClientPort() uint16 {
+	lo, hi := ephemeralRange()
+	span := uint32(hi - lo + 1)
+	seq := portSeq.Add(1)
+	return lo + uint16((uint32(os.Getpid())*2654435761+seq*40503)%span)
+}
+
+func ephemeralRange() (uint16, uint16) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	var lo, hi int
+	if err == nil {
+		if _, err := fmt.Sscan(string(b), &lo, &hi); err == nil && lo > 0 && hi <= 65535 && lo <= hi {
+			return uint16(lo), uint16(hi)
+		}
+	}
+	return 32768, 60999
+}
