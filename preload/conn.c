@@ -516,6 +516,24 @@ static int rx_ready(struct osf_conn *c)
 	       (cstate(c) & CS_GONE) || c->pending_err;
 }
 
+/* arm_rx and arm_tx ask the other side for a wake token at the next data
+ * (room), as a caller that got EAGAIN will wait for readiness (edge-
+ * triggered epoll included); they return 1 when the state changed while
+ * arming, so that the caller must look again instead of failing. */
+static int arm_rx(struct osf_conn *c)
+{
+	__atomic_store_n(&c->me->rx_want, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return rx_ready(c);
+}
+
+static int arm_tx(struct osf_conn *c)
+{
+	__atomic_store_n(&c->me->tx_want, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return tx_free(c) != 0 || cstate(c) != 0;
+}
+
 /* ---- sleeping ------------------------------------------------------------ */
 
 /* spin waits in user space for up to OSF_SPIN_US for cond. */
@@ -712,6 +730,8 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 	if (!(st & CS_GONE) && nonblock) {
 		drain(fd, c);
 		st = cstate(c);
+		if (!(st & CS_GONE) && arm_rx(c))
+			return 2;
 	}
 	if (st & CS_GONE) {
 		if (rx_used(c) != 0)
@@ -885,6 +905,8 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			drain(fd, c);
 			if (cstate(c))
 				break;
+			if (arm_tx(c))
+				continue;
 			if (sent == 0) {
 				conn_put(c);
 				return OSF_FAIL(EAGAIN);
@@ -951,6 +973,8 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 				break;
 			if (c->nonblock) {
 				drain(fd, c);
+				if (!cstate(c) && arm_tx(c))
+					continue;
 				if (sent == 0 && !cstate(c))
 					err = EAGAIN;
 				break;

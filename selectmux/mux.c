@@ -429,6 +429,7 @@ struct epi {
 	epoll_data_t data;
 	int disabled; /* EPOLLONESHOT fired: off until EPOLL_CTL_MOD */
 	int listed;
+	unsigned seen; /* the wait that last reported it */
 	struct epi *prev, *next; /* the may-be-ready list */
 };
 
@@ -437,6 +438,7 @@ struct ep {
 	int inner;      /* hidden epoll of wake sockets; -1 until needed */
 	int lock;
 	int turn;
+	unsigned wait; /* counts waits, so an item is reported once per wait */
 	struct epi **byfd;
 	int cap;
 	struct epi head; /* list sentinel */
@@ -767,7 +769,8 @@ static uint32_t poll_to_epoll(short r)
 		EPOLLRDNORM | EPOLLWRNORM | EPOLLPRI);
 }
 
-/* collect reports the items of the may-be-ready list into out. */
+/* collect reports the items of the may-be-ready list into out, each at
+ * most once per wait. */
 static int collect(struct ep *ep, struct epoll_event *out, int max)
 {
 	struct epi *it = ep->head.next, *next;
@@ -782,10 +785,13 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 			list_del(it);
 			continue;
 		}
+		if (it->seen == ep->wait)
+			continue;
 		ev = poll_to_epoll(osf_conn_poll(it->fd, e)) & want;
 		if (ev) {
 			out[n].events = ev;
 			out[n].data = it->data;
+			it->seen = ep->wait;
 			n++;
 			if (it->events & EPOLLONESHOT) {
 				it->disabled = 1;
@@ -853,6 +859,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 	for (;;) {
 		int n, k, kfirst, to;
 		mu_lock(&ep->lock);
+		ep->wait++;
 		kfirst = ep->turn++ & 1;
 		n = kfirst ? 0 : collect(ep, ev, max);
 		mu_unlock(&ep->lock);
