@@ -25,7 +25,9 @@ LIB_SRCS := $(wildcard preload/*.c) fdtable/fdtable.c $(wildcard selectmux/*.c)
 LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) include/osf/qsock.h
 GO_SRCS := go.mod $(shell find . -name '*.go' -not -path './build/*') \
 	$(wildcard */*.h */*/*.h)
-CORE_LDFLAGS := -X=runtime.godebugDefault=asyncpreemptoff=1 \
+# asyncpreemptoff: no SIGURG; updatemaxprocs/containermaxprocs: the runtime
+# keeps no cgroup files open in the program's fd space.
+CORE_LDFLAGS := -X=runtime.godebugDefault=asyncpreemptoff=1,updatemaxprocs=0,containermaxprocs=0 \
 	-extldflags=-Wl,--version-script=$(CURDIR)/preload/core/core.map
 TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,$(wildcard tests/progs/*.c))
 
@@ -57,8 +59,9 @@ $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 $(BUILD)/libosfcore.so: $(GO_SRCS) preload/core/core.map
 	@mkdir -p $(BUILD)
 	$(GO) build -buildmode=c-shared -trimpath -ldflags='$(CORE_LDFLAGS)' \
-		-o $@ ./preload/core
-	@rm -f $(BUILD)/libosfcore.h
+		-o $@.tmp ./preload/core
+	$(GO) run ./preload/core/sigpatch $@.tmp
+	@mv $@.tmp $@ && rm -f $(BUILD)/libosfcore.tmp.h $(BUILD)/libosfcore.h
 
 $(BIN)/osfrun: $(GO_SRCS)
 	@mkdir -p $(BIN)

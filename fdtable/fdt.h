@@ -54,6 +54,12 @@ void osf_fdt_clear(int fd);
  * new one; -1 with errno on failure (fd is then left untouched). */
 int osf_fdt_hide(int fd, int owner, int cloexec);
 
+/* osf_fdt_hidden_base is the first fd number of osf's hidden range. */
+int osf_fdt_hidden_base(void);
+
+/* osf_fdt_mark_hidden records fd, already in place, as osf's own. */
+void osf_fdt_mark_hidden(int fd);
+
 /* osf_fdt_close_hidden closes a hidden fd and forgets it. */
 void osf_fdt_close_hidden(int hfd);
 

@@ -75,7 +75,7 @@ static int held_by_me(void)
 
 /* hidden_base is where osf's own fds start: half the soft fd limit, at
  * most 4096 so that the kernel's fd array stays small. */
-static int hidden_base(void)
+int osf_fdt_hidden_base(void)
 {
 	struct rlimit rl;
 	rlim_t soft = 1024;
@@ -173,7 +173,7 @@ static int table_create(void)
 	fd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	hfd = sys_fcntl(fd, F_DUPFD_CLOEXEC, hidden_base());
+	hfd = sys_fcntl(fd, F_DUPFD_CLOEXEC, osf_fdt_hidden_base());
 	if (hfd < 0)
 		hfd = fd;
 	else
@@ -252,7 +252,7 @@ void osf_fdt_clear(int fd)
 int osf_fdt_hide(int fd, int owner, int cloexec)
 {
 	int cmd = cloexec ? F_DUPFD_CLOEXEC : F_DUPFD;
-	int nfd = sys_fcntl(fd, cmd, hidden_base());
+	int nfd = sys_fcntl(fd, cmd, osf_fdt_hidden_base());
 	struct osf_fdt_entry *e;
 
 	if (nfd < 0 && errno == EINVAL) /* base above a lowered limit */
@@ -281,6 +281,17 @@ int osf_fdt_hide(int fd, int owner, int cloexec)
 	sys_close(fd);
 	osf_fdt_touch();
 	return nfd;
+}
+
+void osf_fdt_mark_hidden(int fd)
+{
+	if (held_by_me())
+		return;
+	osf_fdt_lock();
+	if (hdr || table_create() == 0)
+		set_hidden_locked(fd, -1);
+	osf_fdt_unlock();
+	osf_fdt_touch();
 }
 
 void osf_fdt_close_hidden(int hfd)
@@ -610,6 +621,6 @@ int osf_fdt_find_inherited(const char *envval)
 		    is_table((int)v))
 			return (int)v;
 	}
-	fd = hidden_base();
+	fd = osf_fdt_hidden_base();
 	return is_table(fd) ? fd : -1;
 }

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -54,6 +55,8 @@ static struct {
 	char err[4400];
 	struct sigaction before[NSIG]; /* dispositions before the load */
 	void *go_handler[NSIG];        /* what the Go runtime installed */
+	char path[4200];               /* the object dlopen was given */
+	int loading;                   /* a copy is mapped or being mapped */
 } core = {
 	.start_mu = PTHREAD_MUTEX_INITIALIZER,
 	.call_mu = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP,
@@ -98,9 +101,21 @@ static void snapshot_signals(void)
 			core.before[sig].sa_handler = SIG_ERR;
 }
 
+int osf_core_owns(const void *addr)
+{
+	Dl_info info;
+
+	if (!__atomic_load_n(&core.loading, __ATOMIC_ACQUIRE) || !addr)
+		return 0;
+	return dladdr(addr, &info) && info.dli_fname &&
+	       strcmp(info.dli_fname, core.path) == 0;
+}
+
 /* restore_async_signals undoes what the Go runtime did to asynchronous
  * signals (SIGPIPE, SIGURG): with asynchronous preemption off the core
- * never needs them, and the program's dispositions must stay its own. */
+ * never needs them, and the program's dispositions must stay its own.
+ * Only handlers that belong to the core are touched: a handler the
+ * program installed meanwhile (another thread) stays. */
 static void restore_async_signals(void)
 {
 	int sig;
@@ -108,9 +123,8 @@ static void restore_async_signals(void)
 	for (sig = 1; sig < NSIG; sig++) {
 		struct sigaction cur;
 		if (core.before[sig].sa_handler == SIG_ERR ||
-		    REAL(sigaction)(sig, NULL, &cur) < 0)
-			continue;
-		if (cur.sa_handler == core.before[sig].sa_handler)
+		    REAL(sigaction)(sig, NULL, &cur) < 0 ||
+		    !osf_core_owns((void *)cur.sa_handler))
 			continue;
 		core.go_handler[sig] = (void *)cur.sa_handler;
 		if (!is_sync(sig))
@@ -175,6 +189,8 @@ static int core_load(void)
 		load = mpath;
 	}
 	snapshot_signals();
+	snprintf(core.path, sizeof(core.path), "%s", load);
+	__atomic_store_n(&core.loading, 1, __ATOMIC_RELEASE);
 	h = dlopen(load, RTLD_NOW | RTLD_LOCAL);
 	if (mfd >= 0)
 		REAL(close)(mfd);
@@ -202,8 +218,12 @@ static int core_load(void)
 	in.env = osf.env;
 	in.prog = osf.prog;
 	in.lib_path = osf.lib_path;
+	in.hidden_base = osf_fdt_hidden_base();
+	core.cfg.log_fd = -1;
 	rc = core.fns.init(&in, &core.cfg);
 	restore_async_signals();
+	if (core.cfg.log_fd >= 0)
+		osf_fdt_mark_hidden(core.cfg.log_fd);
 	if (rc != 0) {
 		snprintf(core.err, sizeof(core.err), "core init: %s",
 			 strerror(rc));
@@ -309,6 +329,30 @@ static int begin(void)
 
 void osf_core_start_async(void) { (void)begin(); }
 
+/* GO_VM_NEEDED is the address space the Go runtime reserves when it starts
+ * (measured: about 1.5 GiB; DESIGN.md D1). */
+#define GO_VM_NEEDED (2ULL << 30)
+
+/* room_for_go reports whether RLIMIT_AS leaves room for the Go runtime; a
+ * program run under `ulimit -v` would otherwise be killed by it. */
+static int room_for_go(void)
+{
+	struct rlimit rl;
+	unsigned long long pages = 0;
+	FILE *f;
+
+	if (getrlimit(RLIMIT_AS, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 1;
+	f = fopen("/proc/self/statm", "re");
+	if (f) {
+		if (fscanf(f, "%llu", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	return (unsigned long long)rl.rlim_cur >
+	       pages * (unsigned long long)sysconf(_SC_PAGESIZE) + GO_VM_NEEDED;
+}
+
 int osf_core_ready(void)
 {
 	struct timespec t0, t;
@@ -319,6 +363,10 @@ int osf_core_ready(void)
 	st = __atomic_load_n(&core.state, __ATOMIC_ACQUIRE);
 	if (likely(st == CORE_READY && core.pid == osf.pid))
 		return 1;
+	if (st != CORE_LOADING && !room_for_go()) {
+		errno = ENOMEM;
+		return 0;
+	}
 	st = begin();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (st == CORE_LOADING) {
@@ -345,7 +393,7 @@ static int call(int op, const void *in, void *out)
 	uint32_t seq;
 
 	if (!osf_core_ready())
-		return ENOSYS;
+		return errno == ENOMEM ? ENOMEM : ENOSYS;
 	if (pthread_mutex_lock(&core.call_mu) != 0)
 		return EDEADLK; /* re-entered from a signal handler */
 	core.op = op;

@@ -28,6 +28,8 @@ struct osf_core_init_in {
 	const char *env;       /* "OSF_X=v\0OSF_Y=w\0" */
 	const char *prog;      /* program short name (argv[0] basename) */
 	const char *lib_path;  /* absolute path of libosf.so */
+	int32_t hidden_base;   /* first fd number of osf's hidden range */
+	int32_t pad;
 };
 
 /* What the core tells libosf.so after parsing the configuration. */
@@ -37,7 +39,8 @@ struct osf_core_init_out {
 	uint32_t transport;     /* 0 auto, 1 shm, 2 rdma, 3 kernel */
 	uint32_t ring_size;     /* bytes per ring direction */
 	uint32_t connect_timeout_ms;
-	uint32_t reserved[3];
+	int32_t log_fd;         /* the core's OSF_LOG_FILE fd (hidden), or -1 */
+	uint32_t reserved[2];
 };
 
 /* Roles for a route query (match enum osf_role in fdtable.h). */

@@ -191,6 +191,10 @@ void osf_core_start_async(void);
  * it installed are put back to what they were before it loaded. */
 void osf_core_child_after_fork(void);
 
+/* osf_core_owns reports whether addr lies in the loaded Go core (a
+ * handler it installed, or the return address of a call it made). */
+int osf_core_owns(const void *addr);
+
 /* osf_core_config returns the configuration the core reported. */
 const struct osf_core_init_out *osf_core_config(void);
 

@@ -57,8 +57,13 @@ OSF_EXPORT int sigaction(int sig, const struct sigaction *act,
 			 struct sigaction *old)
 {
 	struct sigaction a;
-	int added = 0, hid = was_added(sig), r;
+	int added = 0, hid, r;
 
+	/* The Go core's runtime installs its own handlers: no bookkeeping,
+	 * so that the program's read-backs stay as the program set them. */
+	if (unlikely(osf_core_owns(__builtin_return_address(0))))
+		return REAL(sigaction)(sig, act, old);
+	hid = was_added(sig);
 	if (act && is_handler(act->sa_handler) &&
 	    !(act->sa_flags & SA_ONSTACK)) {
 		a = *act;

@@ -52,6 +52,13 @@ void osf_track_inet(int fd, int domain, int type)
 	errno = saved;
 }
 
+/* core_reason is the reason recorded when the core could not be asked:
+ * no room for it under RLIMIT_AS (ENOMEM), else it is unavailable. */
+static int core_reason(int rc)
+{
+	return rc == ENOMEM ? OSF_R_RESOURCE : OSF_R_DISABLED;
+}
+
 /* record_kernel notes that fd is on kernel TCP, in a role, and why. */
 static void record_kernel(int fd, int role, int reason, int rule,
 			  int reason_errno)
@@ -134,7 +141,7 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	memset(&out, 0, sizeof(out));
 	rc = osf_core_listen(&in, &out);
 	if (rc != 0) {
-		record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_DISABLED, -1, rc);
+		record_kernel(fd, OSF_ROLE_LISTENER, core_reason(rc), -1, rc);
 		return;
 	}
 	if (out.fd < 0) {
@@ -262,7 +269,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	rc = osf_core_connect(&in, &cc);
 	errno = saved;
 	if (rc != 0) {
-		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_DISABLED, -1, rc);
+		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc);
 		return REAL(connect)(fd, sa, len);
 	}
 	if (cc.status == OSF_CORE_KERNEL) {

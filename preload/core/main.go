@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"unsafe"
 
 	"github.com/osfproject/osf/internal/policy"
@@ -41,14 +40,16 @@ func osfcore_init(in *C.struct_osf_core_init_in, out *C.struct_osf_core_init_out
 	if err != nil {
 		// Reported once, with the exact offending text; osf then stays
 		// out of the way for the life of this process.
-		fmt.Fprintf(os.Stderr, "%v; osf is disabled (pass-through) in this process\n", err)
+		report("%v; osf is disabled (pass-through) in this process\n", err)
 		out.disabled = 1
 		return 0
 	}
 	core.cfg = cfg
 	core.isLocal = policy.HostIsLocal()
 	core.rdma = rdmaProbe
-	core.log = newLogger(cfg, int(in.pid), core.prog)
+	var logFD int
+	core.log, logFD = newLogger(cfg, int(in.pid), core.prog, int(in.hidden_base))
+	out.log_fd = C.int32_t(logFD)
 	core.log.Infof("core loaded: pid=%d prog=%s fresh_copy=%d lib=%s config: %s",
 		int(in.pid), core.prog, int(in.fresh_copy), C.GoString(in.lib_path), cfg.Summary())
 	if cfg.Strict {
@@ -58,6 +59,11 @@ func osfcore_init(in *C.struct_osf_core_init_in, out *C.struct_osf_core_init_out
 	out.ring_size = C.uint32_t(cfg.RingSize)
 	out.connect_timeout_ms = C.uint32_t(cfg.ConnectTimeout.Milliseconds())
 	return 0
+}
+
+// report writes a message to standard error with one raw write.
+func report(format string, a ...any) {
+	stderr.Write([]byte(fmt.Sprintf(format, a...)))
 }
 
 // splitEnv splits the "K=V\0K=V\0" block libosf.so captured.
