@@ -1,15 +1,18 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"testing"
 )
 
 // knownBugs are libosf.so bugs these tests found and that are not fixed
-// yet. A test (or subtest) whose expectation one of them breaks calls
-// knownBug first: it is skipped, naming the bug, unless
-// OSFTEST_KNOWN_BUGS=1. Remove an entry (and its knownBug calls) with the
-// fix.
+// yet. A test whose expectation one of them breaks either calls knownBug
+// first (when reproducing it is slow: a hang) and is skipped, or checks
+// its expectation and calls knownBugFailed when it does not hold, which
+// skips the test saying the bug reproduced. With OSFTEST_KNOWN_BUGS=1
+// both enforce the expectation instead. Remove an entry (and its calls)
+// with the fix.
 var knownBugs = map[string]string{
 	"go-threads-unblock": "the Go runtime's threads unblock SIGCHLD and SIGPROF (runtime sigtable " +
 		"_SigUnblock, applied in minitSignalMask even in c-shared mode), so a process-directed SIGCHLD " +
@@ -21,22 +24,51 @@ var knownBugs = map[string]string{
 	"onstack-readback": "after the core is loaded, sigaction read-back shows SA_ONSTACK on every " +
 		"handler the program installed: the Go runtime's initsig calls setsigstack through libc's " +
 		"sigaction, which is osf's hook, and the hook then forgets that osf itself added the flag",
+	"core-fds": "the Go core holds program-visible low fds once loaded: the runtime's cgroup-aware " +
+		"GOMAXPROCS keeps /sys/fs/cgroup/cpu/cpu.cfs_{quota,period}_us open (fds 3-5 typically), and " +
+		"with OSF_LOG_FILE the log file plus the netpoller's epoll and eventfd; the program's next " +
+		"open() gets other numbers than without osf, and a program that closes or dup2()s over " +
+		"them changes what the runtime reads (building the core with " +
+		"-X=runtime.godebugDefault=...,updatemaxprocs=0,containermaxprocs=0 removes the cgroup fds)",
 	"ulimit-v": "under `ulimit -v 600000` a program that listens or connects on TCP is killed by " +
 		"the Go runtime (\"fatal error: failed to reserve page summary memory\", exit 2) when osf " +
 		"loads the core; osf should not load the core (pass-through, reason resource limit) when " +
 		"RLIMIT_AS is too small for the Go runtime",
 }
 
-// knownBug skips t because of bug id unless OSFTEST_KNOWN_BUGS=1.
-func knownBug(t *testing.T, id string) {
+// enforceKnownBugs reports whether OSFTEST_KNOWN_BUGS=1 asks for the
+// expectations that known bugs break to be enforced.
+func enforceKnownBugs() bool { return os.Getenv("OSFTEST_KNOWN_BUGS") == "1" }
+
+func bugText(t *testing.T, id string) string {
 	t.Helper()
 	desc, ok := knownBugs[id]
 	if !ok {
-		t.Fatalf("knownBug: no bug %q", id)
+		t.Fatalf("no known bug %q", id)
 	}
-	if os.Getenv("OSFTEST_KNOWN_BUGS") == "1" {
+	return desc
+}
+
+// knownBug skips t because of bug id unless OSFTEST_KNOWN_BUGS=1.
+func knownBug(t *testing.T, id string) {
+	t.Helper()
+	desc := bugText(t, id)
+	if enforceKnownBugs() {
 		t.Logf("known libosf.so bug %s, enforced: %s", id, desc)
 		return
 	}
 	t.Skipf("known libosf.so bug %s (OSFTEST_KNOWN_BUGS=1 runs this): %s", id, desc)
+}
+
+// knownBugFailed reports an expectation that bug id breaks: a test error
+// with OSFTEST_KNOWN_BUGS=1, else a skip that says the bug reproduced.
+func knownBugFailed(t *testing.T, id, format string, args ...any) {
+	t.Helper()
+	desc := bugText(t, id)
+	msg := fmt.Sprintf(format, args...)
+	if enforceKnownBugs() {
+		t.Errorf("%s [known libosf.so bug %s: %s]", msg, id, desc)
+		return
+	}
+	t.Skipf("known libosf.so bug %s reproduced (OSFTEST_KNOWN_BUGS=1 fails the test): %s\nbug: %s", id, msg, desc)
 }

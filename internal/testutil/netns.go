@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall" // exec.ProcessState.Sys is a syscall.WaitStatus
 	"testing"
@@ -34,10 +35,13 @@ func InNetns() bool { return os.Getenv(NetnsMarker) == "1" }
 //
 // forwards SIGINT, SIGTERM and SIGQUIT to it, and exits with its status. A
 // private namespace gives the tests all 28,000 ephemeral ports and listeners
-// nobody else sees. When that is impossible (not root, no unshare or ip),
+// nobody else sees. Fds the test binary inherited (beyond 0, 1 and 2) are
+// made close-on-exec first, so that programs under test see only what the
+// tests give them. When that is impossible (not root, no unshare or ip),
 // it prints why and runs the tests in place, with a loud warning. It never
 // returns.
 func MainInNetns(m *testing.M) {
+	CloexecInherited()
 	if InNetns() {
 		os.Exit(m.Run())
 	}
@@ -111,5 +115,23 @@ func reexecInNetns() int {
 	default:
 		fmt.Fprintf(os.Stderr, "testutil: unshare: %v\n", err)
 		return 1
+	}
+}
+
+// CloexecInherited marks every open fd above 2 close-on-exec, so that fds
+// this process inherited from whoever started it (a shell, an IDE, a CI
+// runner) do not leak into the programs the tests start: Go's os/exec
+// passes on every fd that is not close-on-exec.
+func CloexecInherited() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= 2 {
+			continue
+		}
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
 	}
 }
