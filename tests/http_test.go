@@ -105,6 +105,10 @@ func TestHTTPDownload(t *testing.T) {
 				}
 				curl := m.cmd(t, nil, testutil.Tool(t, "curl"), append(args, url)...).Start()
 				if m.osf {
+					testutil.WaitFor(t, shortRun, "libosf.so in curl", func() bool {
+						ok, _ := testutil.LibMapped(curl.Pid)
+						return ok
+					})
 					testutil.WaitFor(t, shortRun, "curl's connected socket in osfstat", func() bool {
 						return len(testutil.OsfStat(t, curl.Pid).Select(testutil.ByRole("client"))) > 0
 					})
