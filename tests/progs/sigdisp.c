@@ -16,7 +16,14 @@
  * prints "child checked N signals, M changed" (its lines say "child-changed").
  * Finally "mask unchanged yes|no" compares the thread's signal mask. The
  * program's own settings are chosen to cover handlers, SIG_IGN, SIG_DFL,
- * SA_SIGINFO, SA_RESTART, SA_NODEFER, SA_RESETHAND, SA_ONSTACK and masks. */
+ * SA_SIGINFO, SA_RESTART, SA_NODEFER, SA_RESETHAND, SA_ONSTACK and masks.
+ *
+ * sigdisp --wait-core is for OSF_DEBUG_LOAD_CORE=1, where osf loads the
+ * core on its own thread while main runs: main sets the dispositions at
+ * once (while the core may still be loading), waits (at most 5 s, and
+ * only if libosf.so is mapped) until the core is mapped and 200 ms more, and checks every handler against
+ * what it set: "reverted SIG handler=EXPECTED->NOW" per difference, then
+ * "async checked N settings, M reverted". */
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +31,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void h(int sig) { (void)sig; }
@@ -182,7 +190,51 @@ static int maps_has(const char *s)
 	return found;
 }
 
-int main(void)
+static void *expected(const struct setting *s)
+{
+	switch (s->kind) {
+	case 0:
+		return (void *)h;
+	case 1:
+		return (void *)hinfo;
+	case 2:
+		return (void *)SIG_IGN;
+	default:
+		return (void *)SIG_DFL;
+	}
+}
+
+/* wait_core applies the settings at once and checks them after the core
+ * (loaded by osf on its own thread) is there. */
+static int wait_core(void)
+{
+	struct timespec ts = {0, 10 * 1000000L};
+	size_t i;
+	int ms, reverted = 0;
+
+	apply();
+	for (ms = 0; ms < 5000 && maps_has("/libosf.so") && !maps_has("osfcore"); ms += 10)
+		nanosleep(&ts, NULL);
+	fprintf(stderr, "maps: libosf=%d libosfcore=%d\n", maps_has("/libosf.so"),
+		maps_has("/libosfcore.so") || maps_has("/memfd:osfcore"));
+	ts.tv_nsec = 200 * 1000000L;
+	nanosleep(&ts, NULL);
+	for (i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+		struct sigaction now;
+		char nb[16];
+		if (sigaction(settings[i].sig, NULL, &now) < 0)
+			continue;
+		if ((void *)now.sa_handler == expected(&settings[i]))
+			continue;
+		reverted++;
+		printf("reverted %s handler=%p->%p\n", name(settings[i].sig, nb, sizeof nb),
+		       expected(&settings[i]), (void *)now.sa_handler);
+	}
+	printf("async checked %zu settings, %d reverted\n", i, reverted);
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET,
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -192,6 +244,8 @@ int main(void)
 	pid_t pid;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc > 1 && strcmp(argv[1], "--wait-core") == 0)
+		return wait_core();
 	apply();
 	snapshot(before, valid);
 	pthread_sigmask(SIG_SETMASK, NULL, &mask_before);
