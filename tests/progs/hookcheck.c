@@ -3,7 +3,13 @@
 /* hookcheck: calls every function libosf.so hooks with arguments that
  * fail (or succeed trivially) and prints "name ret errno" per call, so a
  * test can diff the output bare and under LD_PRELOAD: osf must not change
- * a single return value or errno for fds it does not own. */
+ * a single return value or errno for fds it does not own.
+ *
+ * hookcheck --core first makes a TCP connection on loopback (under osf,
+ * that loads the Go core, so the checks run with the core loaded); the
+ * output on stdout is the same either way. At the end it reports on stderr
+ * which osf libraries its /proc/self/maps shows:
+ * "maps: libosf=1 libosfcore=1". */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -37,7 +43,43 @@ extern int __ppoll_chk(struct pollfd *, nfds_t, const struct timespec *,
 		printf("%-16s %ld %s\n", name, r_, r_ < 0 ? strerrorname_np(errno) : "-"); \
 	} while (0)
 
-int main(void)
+/* maps_has reports whether a line of /proc/self/maps contains s. */
+static int maps_has(const char *s)
+{
+	char line[4096];
+	int found = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, s) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* tcp_loopback connects a TCP socket to a listener on 127.0.0.1 and closes
+ * both: under osf, listen and connect ask the core for a route. */
+static int tcp_loopback(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof a;
+	int l = socket(AF_INET, SOCK_STREAM, 0), c = -1, rc = -1;
+
+	if (l >= 0 && bind(l, (struct sockaddr *)&a, al) == 0 &&
+	    listen(l, 4) == 0 && getsockname(l, (struct sockaddr *)&a, &al) == 0 &&
+	    (c = socket(AF_INET, SOCK_STREAM, 0)) >= 0 &&
+	    connect(c, (struct sockaddr *)&a, al) == 0)
+		rc = 0;
+	if (c >= 0)
+		close(c);
+	if (l >= 0)
+		close(l);
+	return rc;
+}
+
+int main(int argc, char **args)
 {
 	char buf[16];
 	struct iovec iov = {buf, sizeof buf};
@@ -55,6 +97,10 @@ int main(void)
 	pid_t pid;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc > 1 && strcmp(args[1], "--core") == 0 && tcp_loopback() < 0) {
+		perror("hookcheck: tcp connection on loopback");
+		return 1;
+	}
 	FD_ZERO(&rs);
 	CHECK("socket", socket(12345, SOCK_STREAM, 0));
 	CHECK("socketpair", socketpair(AF_INET, SOCK_STREAM, 0, sv));
@@ -136,5 +182,7 @@ int main(void)
 		_exit(9);
 	waitpid(pid, &v, 0);
 	printf("vfork-child      %d\n", WEXITSTATUS(v));
+	fprintf(stderr, "maps: libosf=%d libosfcore=%d\n", maps_has("/libosf.so"),
+		maps_has("/libosfcore.so") || maps_has("/memfd:osfcore"));
 	return 0;
 }

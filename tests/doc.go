@@ -1,0 +1,15 @@
+// Package tests holds osf's integration tests: real programs (the C helpers
+// in progs/, coreutils, bash, python3, nginx, curl) run bare and under
+// LD_PRELOAD=libosf.so, with the same expectations, and with proof that
+// the library (and, where it matters, the Go core) really was loaded.
+//
+// The test binary moves itself into a private network namespace
+// (testutil.MainInNetns), so it needs root; `make build` must have run.
+//
+//	make build && go test -count=1 ./tests/
+//
+// Tests of behaviour that a known libosf.so bug breaks are skipped, saying
+// which bug, unless OSFTEST_KNOWN_BUGS=1 (see bugs_test.go).
+// OSFTEST_BUILD_DIR=DIR runs the tests against the artifacts in DIR (a
+// patched library, for one) instead of build/.
+package tests

@@ -1,0 +1,156 @@
+package tests
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/osfproject/osf/internal/testutil"
+)
+
+// echoServer is a forking TCP echo server (one child per connection, as
+// pre-fork servers do) on 127.0.0.1:PORT.
+const echoServer = `
+import socketserver, sys
+class Echo(socketserver.BaseRequestHandler):
+    def handle(self):
+        while True:
+            d = self.request.recv(65536)
+            if not d:
+                break
+            self.request.sendall(d)
+class Server(socketserver.ForkingTCPServer):
+    allow_reuse_address = True
+    request_queue_size = 128
+    max_children = 100
+srv = Server(("127.0.0.1", int(sys.argv[1])), Echo)
+print("listening", flush=True)
+srv.serve_forever()
+`
+
+// forkClients makes one TCP connection to 127.0.0.1:PORT itself (under osf
+// that loads the core before any fork), then forks N children that each
+// connect, send 256 KiB of random bytes in 8 KiB chunks, read every chunk
+// back and compare SHA-256 digests. Each child prints "child I ok
+// fresh_core=0|1" (1: a fresh copy of the core, from a memfd, is mapped in
+// the child) and exits 0; the parent prints how many failed.
+const forkClients = `
+import hashlib, os, socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+
+def recv_exact(s, k):
+    buf = bytearray()
+    while len(buf) < k:
+        d = s.recv(k - len(buf))
+        if not d:
+            raise EOFError("connection closed after %d of %d bytes" % (len(buf), k))
+        buf += d
+    return bytes(buf)
+
+def maps():
+    m = open("/proc/self/maps").read()
+    return int("/libosf.so" in m), int("/libosfcore.so" in m), int("/memfd:osfcore" in m)
+
+c = socket.create_connection(("127.0.0.1", port), timeout=20)
+c.sendall(b"parent"); assert recv_exact(c, 6) == b"parent"; c.close()
+print("parent lib=%d core=%d fresh_core=%d" % maps(), flush=True)
+
+pids = []
+for i in range(n):
+    pid = os.fork()
+    if pid == 0:
+        code = 2
+        try:
+            payload = os.urandom(256 * 1024)
+            s = socket.create_connection(("127.0.0.1", port), timeout=20)
+            got = bytearray()
+            for off in range(0, len(payload), 8192):
+                chunk = payload[off:off + 8192]
+                s.sendall(chunk)
+                got += recv_exact(s, len(chunk))
+            s.shutdown(socket.SHUT_WR)
+            assert s.recv(1) == b"", "data after the echo"
+            s.close()
+            if hashlib.sha256(got).hexdigest() == hashlib.sha256(payload).hexdigest():
+                os.write(1, b"child %d ok fresh_core=%d\n" % (i, maps()[2]))
+                code = 0
+            else:
+                os.write(1, b"child %d checksum mismatch\n" % i)
+                code = 3
+        except BaseException as e:
+            os.write(2, b"child %d: %r\n" % (i, e))
+        os._exit(code)
+    pids.append(pid)
+
+failed = 0
+for pid in pids:
+    _, st = os.waitpid(pid, 0)
+    if not (os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0):
+        failed += 1
+print("children %d failed %d" % (n, failed), flush=True)
+sys.exit(1 if failed else 0)
+`
+
+// TestForkChildrenConnect forks 50 children from a python process that
+// made a TCP connection first, so that under osf every child has a stale
+// core and must load a fresh copy for its own connection; each child
+// checks a 256 KiB echo by SHA-256. The echo server is a forking python
+// server, bare or under osf; the whole run is bounded by 60 s.
+func TestForkChildrenConnect(t *testing.T) {
+	t.Parallel()
+	const children = 50
+	cases := []struct {
+		name           string
+		client, server mode
+	}{
+		{"bare", bare, bare},
+		{"osf-client/bare-server", underOsf, bare},
+		{"osf-client/osf-server", underOsf, underOsf},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			port := testutil.FreePort(t)
+			srv := tc.server.cmd(t, nil, python(t), "-c", echoServer, strconv.Itoa(port)).Start()
+			srv.WaitOutput("listening\n", shortRun)
+			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
+			if tc.server.osf {
+				// The listener decided its route, so the core is loaded.
+				testutil.AssertCoreLoaded(t, srv.Pid, true)
+				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportKernel)
+			}
+
+			start := time.Now()
+			r := tc.client.cmd(t, nil, python(t), "-c", forkClients, strconv.Itoa(port), strconv.Itoa(children)).Run(longRun)
+			t.Logf("%d children took %v", children, time.Since(start).Round(time.Millisecond))
+			if !r.OK() {
+				t.Fatalf("fork clients: %s", r)
+			}
+			wantParent := "parent lib=0 core=0 fresh_core=0\n"
+			if tc.client.osf {
+				wantParent = "parent lib=1 core=1 fresh_core=0\n"
+			}
+			if !strings.HasPrefix(r.Stdout, wantParent) {
+				t.Errorf("parent reported %q, want %q", strings.SplitN(r.Stdout, "\n", 2)[0], wantParent)
+			}
+			wantFresh := 0
+			if tc.client.osf {
+				wantFresh = 1
+			}
+			for i := range children {
+				line := fmt.Sprintf("child %d ok fresh_core=%d\n", i, wantFresh)
+				if !strings.Contains(r.Stdout, line) {
+					t.Errorf("no %q in the output", strings.TrimSpace(line))
+				}
+			}
+			if !strings.Contains(r.Stdout, fmt.Sprintf("children %d failed 0\n", children)) {
+				t.Errorf("some children failed:\n%s", r)
+			}
+			if srv.Exited() {
+				t.Errorf("the echo server died: %s", srv.Wait(time.Second))
+			}
+		})
+	}
+}

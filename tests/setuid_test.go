@@ -1,0 +1,100 @@
+package tests
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/osfproject/osf/internal/testutil"
+)
+
+// TestSetuidIgnoresOsf copies progs/mapscheck.c's binary to a directory on
+// a filesystem that honours setuid bits, makes one copy setuid root, and
+// runs both as user nobody with LD_PRELOAD=libosf.so: the dynamic loader
+// must ignore the library for the setuid copy ("not loaded", euid 0) and
+// load it for the plain one.
+func TestSetuidIgnoresOsf(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a setuid-root binary")
+	}
+	setpriv := testutil.Tool(t, "setpriv")
+	dir, err := os.MkdirTemp(testutil.BuildDir(t), "setuid-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := exec.Command(testutil.Tool(t, "findmnt"), "-n", "-o", "OPTIONS", "-T", dir).Output()
+	if err != nil {
+		t.Fatalf("findmnt -T %s: %v", dir, err)
+	}
+	if strings.Contains(","+strings.TrimSpace(string(opts))+",", ",nosuid,") {
+		t.Skipf("%s is on a nosuid filesystem (%s)", dir, strings.TrimSpace(string(opts)))
+	}
+	// nobody must be able to reach libosf.so and the binaries.
+	for d := filepath.Dir(testutil.Lib(t)); d != "/"; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err != nil || st.Mode().Perm()&0o001 == 0 {
+			t.Skipf("%s is not traversable by other users", d)
+		}
+	}
+
+	suid := filepath.Join(dir, "mapscheck-suid")
+	plain := filepath.Join(dir, "mapscheck")
+	copyFile(t, testutil.Prog(t, "mapscheck"), suid)
+	copyFile(t, testutil.Prog(t, "mapscheck"), plain)
+	for _, f := range []string{suid, plain} {
+		if err := os.Chown(f, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(plain, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	asNobody := []string{"--reuid=65534", "--regid=65534", "--clear-groups", "--"}
+
+	cases := []struct {
+		prog string
+		m    mode
+		want string
+	}{
+		{suid, underOsf, "libosf: not loaded\nuid 65534 euid 0\n"},
+		{plain, underOsf, "libosf: loaded\nuid 65534 euid 65534\n"},
+		{suid, bare, "libosf: not loaded\nuid 65534 euid 0\n"},
+		{plain, bare, "libosf: not loaded\nuid 65534 euid 65534\n"},
+	}
+	for _, tc := range cases {
+		r := tc.m.cmd(t, nil, setpriv, append(asNobody, tc.prog)...).MustRun(shortRun)
+		if r.Stdout != tc.want {
+			t.Errorf("%s %s as nobody: stdout %q, want %q (stderr %q)", tc.m.name, filepath.Base(tc.prog), r.Stdout, tc.want, r.Stderr)
+		}
+	}
+}
+
+// copyFile copies src to dst (mode 0700 until the caller sets it).
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o700)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
