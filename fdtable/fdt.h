@@ -60,6 +60,20 @@ int osf_fdt_hidden_base(void);
 /* osf_fdt_mark_hidden records fd, already in place, as osf's own. */
 void osf_fdt_mark_hidden(int fd);
 
+/* osf_fdt_reserve_low fills every free fd number below limit with a
+ * placeholder recorded as OSF_FD_RESERVED (bits marks them);
+ * osf_fdt_release_low closes those still reserved: a number the program
+ * claimed meanwhile (dup2 onto it) is its own. */
+#define OSF_FDT_RESERVE_MAX 1024
+void osf_fdt_reserve_low(int limit, uint64_t bits[OSF_FDT_RESERVE_MAX / 64]);
+void osf_fdt_release_low(int limit, const uint64_t bits[OSF_FDT_RESERVE_MAX / 64]);
+
+/* osf_fdt_is_reserved reports a placeholder of osf_fdt_reserve_low. */
+static inline int osf_fdt_is_reserved(int fd)
+{
+	return osf_fdt_kind(fd) == OSF_FD_RESERVED;
+}
+
 /* osf_fdt_close_hidden closes a hidden fd and forgets it. */
 void osf_fdt_close_hidden(int hfd);
 

@@ -73,8 +73,9 @@ static int held_by_me(void)
 	return __atomic_load_n(&lock_word, __ATOMIC_RELAXED) == my_tid();
 }
 
-/* hidden_base is where osf's own fds start: half the soft fd limit, at
- * most 4096 so that the kernel's fd array stays small. */
+/* osf_fdt_hidden_base is where osf's own fds start: half the soft fd
+ * limit, at most 1024 so that the kernel's fd array stays small and the
+ * Go core's start-up can fill the range below it cheaply (core.c). */
 int osf_fdt_hidden_base(void)
 {
 	struct rlimit rl;
@@ -83,7 +84,7 @@ int osf_fdt_hidden_base(void)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
 		soft = rl.rlim_cur;
 	if (soft >= 128)
-		return soft / 2 > 4096 ? 4096 : (int)(soft / 2);
+		return soft / 2 > 1024 ? 1024 : (int)(soft / 2);
 	return soft > 19 ? (int)soft - 16 : 3;
 }
 
@@ -294,6 +295,55 @@ void osf_fdt_mark_hidden(int fd)
 	osf_fdt_touch();
 }
 
+void osf_fdt_reserve_low(int limit, uint64_t bits[OSF_FDT_RESERVE_MAX / 64])
+{
+	int ph, fd;
+
+	memset(bits, 0, OSF_FDT_RESERVE_MAX / 8);
+	if (limit > (int)OSF_FDT_RESERVE_MAX)
+		limit = OSF_FDT_RESERVE_MAX;
+	if (osf_fdt_ensure() < 0)
+		return;
+	ph = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (ph < 0)
+		return;
+	for (fd = ph; fd >= 0 && fd < limit;
+	     fd = sys_fcntl(ph, F_DUPFD_CLOEXEC, 0)) {
+		struct osf_fdt_entry e;
+		memset(&e, 0, sizeof(e));
+		e.kind = OSF_FD_RESERVED;
+		e.aux_fd = e.owner_fd = -1;
+		e.rule = -1;
+		if (osf_fdt_set(fd, &e) < 0) {
+			sys_close(fd);
+			break;
+		}
+		bits[fd / 64] |= 1ULL << (fd % 64);
+	}
+	if (fd >= limit)
+		sys_close(fd);
+}
+
+void osf_fdt_release_low(int limit, const uint64_t bits[OSF_FDT_RESERVE_MAX / 64])
+{
+	int fd;
+
+	if (limit > (int)OSF_FDT_RESERVE_MAX)
+		limit = OSF_FDT_RESERVE_MAX;
+	for (fd = 0; fd < limit; fd++) {
+		struct osf_fdt_entry *e;
+		if (!(bits[fd / 64] & (1ULL << (fd % 64))))
+			continue;
+		e = osf_fdt_lookup(fd);
+		if (!e || !__atomic_compare_exchange_n(&e->kind, &(uint8_t){OSF_FD_RESERVED},
+						       OSF_FD_NONE, 0, __ATOMIC_ACQ_REL,
+						       __ATOMIC_RELAXED))
+			continue; /* the program claimed it */
+		sys_close(fd);
+	}
+	osf_fdt_touch();
+}
+
 void osf_fdt_close_hidden(int hfd)
 {
 	if (hfd < 0)
@@ -307,6 +357,8 @@ int osf_fdt_is_hidden(int fd)
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	int saved = errno;
 
+	if (e && e->kind == OSF_FD_RESERVED)
+		return 1;
 	if (!e || e->kind != OSF_FD_HIDDEN)
 		return 0;
 	if (ino_of(fd) != e->ino) { /* closed behind our back, reused */
@@ -360,7 +412,8 @@ int osf_fdt_next_hidden(int from)
 			fd |= OSF_FDT_CHUNK_ENTRIES - 1; /* skip the chunk */
 			continue;
 		}
-		if (c[fd & (OSF_FDT_CHUNK_ENTRIES - 1)].kind == OSF_FD_HIDDEN)
+		int k = c[fd & (OSF_FDT_CHUNK_ENTRIES - 1)].kind;
+		if (k == OSF_FD_HIDDEN || k == OSF_FD_RESERVED)
 			return (int)fd;
 	}
 	return -1;
@@ -509,6 +562,8 @@ void osf_fdt_fork_parent(int prepared)
 
 void osf_fdt_child_after_fork(int prepared)
 {
+	unsigned fd;
+
 	lock_word = 0;
 	if (!hdr)
 		return;
@@ -516,6 +571,12 @@ void osf_fdt_child_after_fork(int prepared)
 	 * changing the table we shared a moment ago. */
 	if (prepared < 0 || switch_to(prepared) < 0)
 		(void)copy_private();
+	/* Placeholders of a core start under way in the parent are not ours. */
+	for (fd = 0; fd < OSF_FDT_RESERVE_MAX; fd++)
+		if (osf_fdt_is_reserved((int)fd)) {
+			osf_fdt_clear((int)fd);
+			sys_close((int)fd);
+		}
 }
 
 /* entry_survived reports whether an inherited entry still describes the

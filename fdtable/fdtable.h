@@ -36,15 +36,18 @@
 /* Kinds of fd. The order matters: the data hooks take over only kinds
  * >= OSF_FD_SHM, readiness hooks kinds >= OSF_FD_EPOLL. */
 enum osf_fd_kind {
-	OSF_FD_NONE = 0,   /* not tracked: pass through */
-	OSF_FD_HIDDEN = 1, /* osf's own fd (table, segment, companion); the
-	                      application must not see or close it */
-	OSF_FD_INET = 2,   /* AF_INET/AF_INET6 stream socket, no decision yet */
-	OSF_FD_KERNEL = 3, /* decided: kernel TCP (reason says why) */
-	OSF_FD_EPOLL = 4,  /* epoll instance with osf state */
-	OSF_FD_LISTEN = 5, /* listener with an osf companion */
-	OSF_FD_SHM = 6,    /* connection offloaded over shared memory */
-	OSF_FD_RDMA = 7,   /* connection offloaded over RDMA */
+	OSF_FD_NONE = 0,     /* not tracked: pass through */
+	OSF_FD_HIDDEN = 1,   /* osf's own fd (table, segment, companion); the
+	                        application must not see or close it */
+	OSF_FD_RESERVED = 2, /* a placeholder held while the Go core starts,
+	                        so that the runtime's fds land in the hidden
+	                        range; the program may claim the number */
+	OSF_FD_INET = 3,     /* AF_INET/AF_INET6 stream socket, undecided */
+	OSF_FD_KERNEL = 4,   /* decided: kernel TCP (reason says why) */
+	OSF_FD_EPOLL = 5,    /* epoll instance with osf state */
+	OSF_FD_LISTEN = 6,   /* listener with an osf companion */
+	OSF_FD_SHM = 7,      /* connection offloaded over shared memory */
+	OSF_FD_RDMA = 8,     /* connection offloaded over RDMA */
 };
 
 /* Transport recorded for osfstat. */

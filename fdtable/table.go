@@ -50,6 +50,7 @@ type Kind uint8
 const (
 	KindNone   Kind = C.OSF_FD_NONE
 	KindHidden Kind = C.OSF_FD_HIDDEN
+	KindReserved Kind = C.OSF_FD_RESERVED
 	KindInet   Kind = C.OSF_FD_INET
 	KindKernel Kind = C.OSF_FD_KERNEL
 	KindEpoll  Kind = C.OSF_FD_EPOLL
@@ -59,7 +60,7 @@ const (
 )
 
 var kindNames = map[Kind]string{
-	KindNone: "none", KindHidden: "osf", KindInet: "tcp", KindKernel: "kernel",
+	KindNone: "none", KindHidden: "osf", KindReserved: "reserved", KindInet: "tcp", KindKernel: "kernel",
 	KindEpoll: "epoll", KindListen: "listen", KindShm: "shm", KindRDMA: "rdma",
 }
 

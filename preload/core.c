@@ -111,6 +111,16 @@ int osf_core_owns(const void *addr)
 	       strcmp(info.dli_fname, core.path) == 0;
 }
 
+void osf_core_note_prior(int sig)
+{
+	struct sigaction cur;
+
+	if (sig < 1 || sig >= NSIG || REAL(sigaction)(sig, NULL, &cur) < 0 ||
+	    osf_core_owns((void *)cur.sa_handler))
+		return;
+	core.before[sig] = cur; /* what the runtime is about to replace */
+}
+
 /* restore_async_signals undoes what the Go runtime did to asynchronous
  * signals (SIGPIPE, SIGURG): with asynchronous preemption off the core
  * never needs them, and the program's dispositions must stay its own.
@@ -170,11 +180,80 @@ fail:
 	return -1;
 }
 
+/* The Go runtime opens fds of its own while it starts (the netpoller's
+ * epoll and eventfd) and keeps their numbers in private variables, so they
+ * cannot be moved later. While the core starts, every free fd number below
+ * osf's hidden range holds a placeholder (osf_fdt_reserve_low), so that
+ * the runtime's fds are born in the hidden range and the program's fd
+ * numbering is unchanged. Another thread of the program may meanwhile
+ * claim a placeholder's number (dup2) or close it (EBADF, as if free). */
+/* mark_runtime_fds records the fds that appeared in the hidden range while
+ * the core started (the runtime's) as osf's own, so the program cannot
+ * close them; before says which were open then. */
+static void mark_runtime_fds(int base, const uint64_t *before)
+{
+	int fd;
+
+	for (fd = base; fd < base + 64; fd++) {
+		if (before[0] & (1ULL << (fd - base)))
+			continue;
+		if (REAL(fcntl)(fd, F_GETFD) >= 0 && osf_fdt_kind(fd) == OSF_FD_NONE)
+			osf_fdt_mark_hidden(fd);
+	}
+}
+
+/* other_threads reports whether the process has threads besides the
+ * caller and osf-core, which could be opening fds while the core starts. */
+static int other_threads(void)
+{
+	char buf[2048];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC), n = 0;
+	ssize_t r;
+	char *p;
+
+	if (fd < 0)
+		return 1;
+	r = REAL(read)(fd, buf, sizeof(buf) - 1);
+	REAL(close)(fd);
+	if (r <= 0)
+		return 1;
+	buf[r] = 0;
+	p = strstr(buf, "\nThreads:");
+	if (!p || sscanf(p + 9, "%d", &n) != 1)
+		return 1;
+	return n > 2;
+}
+
+/* reserve_limit is how far the placeholders go: the hidden range when
+ * nothing else runs; with other threads, which would get any new fd above
+ * the placeholders meanwhile, only to 256 so that their fds stay usable
+ * with select (FD_SETSIZE). */
+static int reserve_limit(void)
+{
+	int base = osf_fdt_hidden_base();
+
+	return other_threads() && base > 256 ? 256 : base;
+}
+
+static uint64_t open_above(int base)
+{
+	uint64_t m = 0;
+	int fd;
+
+	for (fd = base; fd < base + 64; fd++)
+		if (REAL(fcntl)(fd, F_GETFD) >= 0)
+			m |= 1ULL << (fd - base);
+	return m;
+}
+
 static int core_load(void)
 {
 	char path[4200], mpath[64];
 	struct osf_core_init_in in;
 	const char *load = path;
+	uint64_t low[OSF_FDT_RESERVE_MAX / 64];
+	uint64_t above;
+	int limit;
 	void *h;
 	int mfd = -1, rc;
 
@@ -191,10 +270,14 @@ static int core_load(void)
 	snapshot_signals();
 	snprintf(core.path, sizeof(core.path), "%s", load);
 	__atomic_store_n(&core.loading, 1, __ATOMIC_RELEASE);
+	limit = reserve_limit();
+	above = open_above(limit);
+	osf_fdt_reserve_low(limit, low);
 	h = dlopen(load, RTLD_NOW | RTLD_LOCAL);
 	if (mfd >= 0)
 		REAL(close)(mfd);
 	if (!h) {
+		osf_fdt_release_low(limit, low);
 		snprintf(core.err, sizeof(core.err), "%s", dlerror());
 		return -1;
 	}
@@ -221,9 +304,11 @@ static int core_load(void)
 	in.hidden_base = osf_fdt_hidden_base();
 	core.cfg.log_fd = -1;
 	rc = core.fns.init(&in, &core.cfg);
+	osf_fdt_release_low(limit, low);
 	restore_async_signals();
 	if (core.cfg.log_fd >= 0)
 		osf_fdt_mark_hidden(core.cfg.log_fd);
+	mark_runtime_fds(limit, &above);
 	if (rc != 0) {
 		snprintf(core.err, sizeof(core.err), "core init: %s",
 			 strerror(rc));
@@ -326,8 +411,6 @@ static int begin(void)
 	pthread_mutex_unlock(&core.start_mu);
 	return st;
 }
-
-void osf_core_start_async(void) { (void)begin(); }
 
 /* GO_VM_NEEDED is the address space the Go runtime reserves when it starts
  * (measured: about 1.5 GiB; DESIGN.md D1). */

@@ -54,7 +54,8 @@ void osf_fd_dup(int oldfd, int newfd, int cloexec)
 	struct osf_fdt_entry *e = osf_fdt_lookup(oldfd), copy;
 	int saved = errno;
 
-	if (!e || e->kind == OSF_FD_NONE || e->kind == OSF_FD_HIDDEN)
+	if (!e || e->kind == OSF_FD_NONE || e->kind == OSF_FD_HIDDEN ||
+	    e->kind == OSF_FD_RESERVED)
 		return;
 	copy = *e;
 	copy.flags = cloexec ? (copy.flags | OSF_FDF_CLOEXEC)
@@ -71,7 +72,8 @@ OSF_EXPORT int close(int fd)
 
 	if (likely(!e || e->kind == OSF_FD_NONE))
 		return REAL(close)(fd);
-	if (e->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(fd))
+	if ((e->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(fd)) ||
+	    e->kind == OSF_FD_RESERVED)
 		return OSF_FAIL(EBADF); /* not the program's to close */
 	osf_fd_closed(fd);
 	return REAL(close)(fd);
@@ -84,7 +86,7 @@ OSF_EXPORT int dup(int fd)
 
 	if (likely(!e || e->kind == OSF_FD_NONE))
 		return REAL(dup)(fd);
-	if (e->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(fd))
+	if (osf_fdt_is_hidden(fd))
 		return OSF_FAIL(EBADF);
 	nfd = REAL(dup)(fd);
 	if (nfd >= 0)
@@ -103,10 +105,14 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 	if ((!o || o->kind == OSF_FD_NONE) && (!n || n->kind == OSF_FD_NONE))
 		return is_dup3 ? REAL(dup3)(oldfd, newfd, flags)
 			       : REAL(dup2)(oldfd, newfd);
-	if (o && o->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(oldfd))
+	if (o && osf_fdt_is_hidden(oldfd))
 		return OSF_FAIL(EBADF);
 	if (oldfd == newfd)
 		return is_dup3 ? OSF_FAIL(EINVAL) : REAL(dup2)(oldfd, newfd);
+	if (n && n->kind == OSF_FD_RESERVED) /* the program claims it */
+		__atomic_compare_exchange_n(&n->kind, &(uint8_t){OSF_FD_RESERVED},
+					    OSF_FD_NONE, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_RELAXED);
 	if (n && n->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(newfd) &&
 	    osf_fdt_relocate_hidden(newfd) < 0)
 		return -1;
@@ -135,7 +141,7 @@ static int fcntl_tracked(int (*real)(int, int, ...), int fd,
 {
 	int r;
 
-	if (e->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(fd))
+	if (osf_fdt_is_hidden(fd))
 		return OSF_FAIL(EBADF);
 	r = real(fd, cmd, arg);
 	if (r < 0)
@@ -247,7 +253,7 @@ static void forget_span(unsigned first, unsigned last)
 			continue;
 		}
 		k = c[fd & (OSF_FDT_CHUNK_ENTRIES - 1)].kind;
-		if (k != OSF_FD_NONE && k != OSF_FD_HIDDEN)
+		if (k != OSF_FD_NONE && k != OSF_FD_HIDDEN && k != OSF_FD_RESERVED)
 			osf_fd_closed((int)fd);
 	}
 }

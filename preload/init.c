@@ -171,6 +171,8 @@ __attribute__((constructor)) static void osf_constructor(void)
 	if (tfd >= 0 && osf_fdt_adopt(tfd, osf.image) < 0)
 		osf_report("inherited fd table at fd %d is unusable", tfd);
 	__atomic_store_n(&osf.ready, 1, __ATOMIC_RELEASE);
+	/* Loaded before main, so that nothing of the program runs while the
+	 * core starts (and its fds are placed out of the program's way). */
 	if (osf.debug_load_core && !osf.disabled)
-		osf_core_start_async();
+		(void)osf_core_ready();
 }

@@ -182,10 +182,6 @@ int osf_core_accept(const struct osf_core_accept_in *in,
  * is restarted after a signal, as the kernel would restart that call. */
 int osf_restartable(void);
 
-/* osf_core_start_async begins loading the core without waiting
- * (OSF_DEBUG_LOAD_CORE=1). */
-void osf_core_start_async(void);
-
 /* osf_core_child_after_fork forgets the parent's core in a fork child:
  * it is never called again here (DESIGN.md D1), and the signal handlers
  * it installed are put back to what they were before it loaded. */
@@ -194,6 +190,10 @@ void osf_core_child_after_fork(void);
 /* osf_core_owns reports whether addr lies in the loaded Go core (a
  * handler it installed, or the return address of a call it made). */
 int osf_core_owns(const void *addr);
+
+/* osf_core_note_prior records the disposition the Go runtime is about to
+ * replace for sig, so that the load puts back exactly that one. */
+void osf_core_note_prior(int sig);
 
 /* osf_core_config returns the configuration the core reported. */
 const struct osf_core_init_out *osf_core_config(void);

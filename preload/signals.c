@@ -61,8 +61,11 @@ OSF_EXPORT int sigaction(int sig, const struct sigaction *act,
 
 	/* The Go core's runtime installs its own handlers: no bookkeeping,
 	 * so that the program's read-backs stay as the program set them. */
-	if (unlikely(osf_core_owns(__builtin_return_address(0))))
+	if (unlikely(osf_core_owns(__builtin_return_address(0)))) {
+		if (act)
+			osf_core_note_prior(sig);
 		return REAL(sigaction)(sig, act, old);
+	}
 	hid = was_added(sig);
 	if (act && is_handler(act->sa_handler) &&
 	    !(act->sa_flags & SA_ONSTACK)) {

@@ -166,11 +166,7 @@ c.sendall(b"ok"); print(s.recv(2).decode())`
 			if r.OK() && r.Stdout == "ok\n" {
 				continue
 			}
-			if m.osf {
-				knownBugFailed(t, "ulimit-v", "python TCP under ulimit -v 600000: %s", r)
-			} else {
-				t.Errorf("bare: python TCP under ulimit -v 600000: %s", r)
-			}
+			t.Errorf("%s: python TCP under ulimit -v 600000: %s", m.name, r)
 		}
 	})
 }
@@ -198,7 +194,7 @@ func TestFdNumbering(t *testing.T) {
 			r := underOsf.cmd(t, tc.env, prog).MustRun(shortRun)
 			noOsfMessages(t, "fdnumbers", r.Stderr)
 			if r.Stdout != want {
-				knownBugFailed(t, "core-fds", "under osf: fd numbers and foreign fds %q, bare %q", r.Stdout, want)
+				t.Errorf("under osf: fd numbers and foreign fds %q, bare %q", r.Stdout, want)
 			}
 		})
 	}

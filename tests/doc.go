@@ -8,8 +8,6 @@
 //
 //	make build && go test -count=1 ./tests/
 //
-// Tests of behaviour that a known libosf.so bug breaks are skipped, saying
-// which bug, unless OSFTEST_KNOWN_BUGS=1 (see bugs_test.go).
 // OSFTEST_BUILD_DIR=DIR runs the tests against the artifacts in DIR (a
 // patched library, for one) instead of build/.
 package tests

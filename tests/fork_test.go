@@ -119,7 +119,7 @@ func TestForkChildrenConnect(t *testing.T) {
 			if tc.server.osf {
 				// The listener decided its route, so the core is loaded.
 				testutil.AssertCoreLoaded(t, srv.Pid, true)
-				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportKernel)
+				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
 			}
 
 			start := time.Now()

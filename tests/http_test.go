@@ -56,7 +56,7 @@ func startNginx(t *testing.T, m mode, dir string) (*testutil.Process, int) {
 // (master and two workers, sendfile) and from python's http.server, bare
 // and with server and client under osf, and compares SHA-256 digests.
 // Under osf it checks libosf.so in the nginx master and workers, the
-// core and the kernel-TCP listener in osfstat, and, while curl downloads
+// core and the offloaded (shm) listener in osfstat, and, while curl downloads
 // (rate-limited so that it lives long enough), curl's own client socket.
 func TestHTTPDownload(t *testing.T) {
 	t.Parallel()
@@ -94,7 +94,7 @@ func TestHTTPDownload(t *testing.T) {
 				}
 				if m.osf {
 					testutil.AssertCoreLoaded(t, srv.Pid, true)
-					testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportKernel)
+					testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
 				}
 
 				out := filepath.Join(t.TempDir(), "download")
@@ -113,7 +113,7 @@ func TestHTTPDownload(t *testing.T) {
 						return len(testutil.OsfStat(t, curl.Pid).Select(testutil.ByRole("client"))) > 0
 					})
 					testutil.AssertCoreLoaded(t, curl.Pid, true)
-					testutil.AssertTransport(t, curl.Pid, testutil.ByRole("client"), testutil.TransportKernel)
+					testutil.AssertTransport(t, curl.Pid, testutil.ByRole("client"), testutil.TransportShm)
 				}
 				r := curl.Wait(longRun)
 				if !r.OK() {

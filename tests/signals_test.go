@@ -61,9 +61,6 @@ func TestTimeoutNeverHangs(t *testing.T) {
 	for _, m := range []mode{bare, osfCore} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			if m.osf {
-				knownBug(t, "async-load-restore", "go-threads-unblock")
-			}
 			const runs, batch = 100, 10
 			var mu sync.Mutex
 			var failures []string
@@ -146,9 +143,6 @@ func TestSigwaitSignalfd(t *testing.T) {
 			})
 			t.Run("chld-"+how+"/"+m.name, func(t *testing.T) {
 				t.Parallel()
-				if m.osf {
-					knownBug(t, "go-threads-unblock")
-				}
 				r := m.cmd(t, nil, prog, "chld-"+how, "10", "--core").Run(longRun)
 				if !r.OK() || r.Stdout != "got 10/10 SIGCHLD\n" {
 					t.Errorf("sigwait chld-%s: %s", how, r)
@@ -187,11 +181,7 @@ func TestSIGPROFLargeFrame(t *testing.T) {
 			t.Parallel()
 			r := m.cmd(t, nil, testutil.Prog(t, "sigprof")).Run(shortRun)
 			want := "connections 300\nhandler ran yes\nhandler on other threads 0\n"
-			switch {
-			case r.OK() && r.Stdout == want:
-			case m.osf:
-				knownBugFailed(t, "go-threads-unblock", "sigprof: want %q: %s", want, r)
-			default:
+			if !r.OK() || r.Stdout != want {
 				t.Errorf("sigprof: want %q: %s", want, r)
 			}
 		})
@@ -256,9 +246,6 @@ func TestGoUpgradeSignalDispositions(t *testing.T) {
 				r := m.cmd(t, nil, prog, "--wait-core").MustRun(shortRun)
 				checkMaps(t, m, r.Stderr, true)
 				if want := "async checked 26 settings, 0 reverted\n"; r.Stdout != want {
-					if m.osf {
-						knownBugFailed(t, "async-load-restore", "%s: dispositions set while the core loaded:\n%s", m.name, r.Stdout)
-					}
 					t.Errorf("%s: stdout %q, want %q", m.name, r.Stdout, want)
 				}
 			}
@@ -266,7 +253,7 @@ func TestGoUpgradeSignalDispositions(t *testing.T) {
 	})
 	t.Run("flags-read-back", func(t *testing.T) {
 		if len(flagsOnly) > 0 {
-			knownBugFailed(t, "onstack-readback", "sa_flags read back differ:\n%s", strings.Join(flagsOnly, "\n"))
+			t.Errorf("sa_flags read back differ:\n%s", strings.Join(flagsOnly, "\n"))
 		}
 	})
 }

@@ -41,11 +41,23 @@ func TestOsfrun(t *testing.T) {
 // TestOsfstat runs a python program under osf that listens, connects to
 // itself and accepts, and checks what osfstat (JSON, with and without -p,
 // and the table) says about it: the process, core loaded, and its three
-// sockets in their roles on kernel TCP with a reason. osfstat -p on a bare
-// process fails.
+// sockets in their roles, offloaded over shm (both ends run under osf);
+// and, with a rule that keeps everything on the kernel, on kernel TCP with
+// a reason. osfstat -p on a bare process fails.
 func TestOsfstat(t *testing.T) {
 	t.Parallel()
-	c := underOsf.cmd(t, nil, python(t), "-c", loopbackScript)
+	t.Run("shm", func(t *testing.T) {
+		t.Parallel()
+		checkOsfstat(t, nil, testutil.TransportShm, "shm")
+	})
+	t.Run("kernel-rule", func(t *testing.T) {
+		t.Parallel()
+		checkOsfstat(t, []string{"OSF_ROUTES=kernel both * *"}, testutil.TransportKernel, "route rule 1 chose kernel")
+	})
+}
+
+func checkOsfstat(t *testing.T, env []string, transport, tableWord string) {
+	c := underOsf.cmd(t, env, python(t), "-c", loopbackScript)
 	stdin, err := c.Cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,9 +77,9 @@ func TestOsfstat(t *testing.T) {
 		fd   int
 		role string
 	}{{lfd, "listener"}, {cfd, "client"}, {sfd, "server"}} {
-		for _, s := range testutil.AssertTransport(t, p.Pid, testutil.ByFD(want.fd), testutil.TransportKernel) {
-			if s.Role != want.role || s.Reason == "" {
-				t.Errorf("fd %d: want role %s and a reason: %s", want.fd, want.role, s)
+		for _, s := range testutil.AssertTransport(t, p.Pid, testutil.ByFD(want.fd), transport) {
+			if s.Role != want.role || (transport == testutil.TransportKernel) != (s.Reason != "") {
+				t.Errorf("fd %d: want role %s, and a reason only on kernel TCP: %s", want.fd, want.role, s)
 			}
 		}
 	}
@@ -86,7 +98,7 @@ func TestOsfstat(t *testing.T) {
 	}
 
 	r := testutil.Cmd(t, nil, testutil.Bin(t, "osfstat"), "-p", strconv.Itoa(p.Pid)).MustRun(shortRun)
-	for _, want := range []string{strconv.Itoa(p.Pid), "python3", "loaded", "listener", "client", "server", "kernel"} {
+	for _, want := range []string{strconv.Itoa(p.Pid), "python3", "loaded", "listener", "client", "server", tableWord} {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("osfstat -p %d table does not show %q:\n%s", p.Pid, want, r.Stdout)
 		}

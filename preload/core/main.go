@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"unsafe"
 
 	"github.com/osfproject/osf/internal/policy"
@@ -52,6 +53,7 @@ func osfcore_init(in *C.struct_osf_core_init_in, out *C.struct_osf_core_init_out
 	out.log_fd = C.int32_t(logFD)
 	core.log.Infof("core loaded: pid=%d prog=%s fresh_copy=%d lib=%s config: %s",
 		int(in.pid), core.prog, int(in.fresh_copy), C.GoString(in.lib_path), cfg.Summary())
+	startNetpoller()
 	if cfg.Strict {
 		out.strict = 1
 	}
@@ -59,6 +61,20 @@ func osfcore_init(in *C.struct_osf_core_init_in, out *C.struct_osf_core_init_out
 	out.ring_size = C.uint32_t(cfg.RingSize)
 	out.connect_timeout_ms = C.uint32_t(cfg.ConnectTimeout.Milliseconds())
 	return 0
+}
+
+// startNetpoller makes the runtime create its netpoller (an epoll and an
+// eventfd) now, while libosf.so keeps the program's low fd numbers
+// occupied, so that those fds are born in osf's hidden range: registering a
+// non-blocking pipe with the poller initializes it.
+func startNetpoller() {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		return
+	}
+	r, w := os.NewFile(uintptr(p[0]), "osf-poller"), os.NewFile(uintptr(p[1]), "osf-poller")
+	r.Close()
+	w.Close()
 }
 
 // report writes a message to standard error with one raw write.
