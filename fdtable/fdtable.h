@@ -120,7 +120,9 @@ struct osf_fdt_entry {
 	uint32_t linger_secs;
 	uint32_t ring_bytes; /* SHM/RDMA: ring size agreed at the handshake
 				(never re-read from the peer-writable segment) */
-	uint32_t reserved[2];
+	uint32_t inherit_refs; /* HIDDEN: entries without FD_CLOEXEC that use
+				  this fd; it is inheritable while > 0 */
+	uint32_t reserved;
 };
 
 struct osf_fdt_header {

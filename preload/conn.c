@@ -1399,7 +1399,7 @@ int osf_conn_install(int fd, const struct osf_core_conn *cc, int role,
 	} else if (REAL(fcntl)(fd, F_SETFD, cloexec ? FD_CLOEXEC : 0) < 0) {
 		goto fail;
 	}
-	hfd = osf_fdt_hide(cc->seg_fd, fd, cloexec);
+	hfd = osf_fdt_hide(cc->seg_fd, fd);
 	if (hfd < 0)
 		hfd = cc->seg_fd; /* keep it where it is */
 	memcpy(&fam, cc->peer, sizeof(fam));

@@ -122,6 +122,8 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 		return r;
 	osf_fd_closed(newfd);
 	osf_fd_dup(oldfd, newfd, (flags & O_CLOEXEC) != 0);
+	if (newfd <= 2 && osf_fdt_kind(newfd) >= OSF_FD_SHM)
+		osf_stdio_take(newfd);
 	return r;
 }
 
@@ -156,11 +158,7 @@ static int fcntl_tracked(int (*real)(int, int, ...), int fd,
 			osf_conn_setfl(e, ((long)arg & O_NONBLOCK) != 0);
 		break;
 	case F_SETFD:
-		if ((long)arg & FD_CLOEXEC)
-			e->flags |= OSF_FDF_CLOEXEC;
-		else
-			e->flags &= ~OSF_FDF_CLOEXEC;
-		osf_fdt_touch();
+		osf_fdt_set_cloexec(fd, ((long)arg & FD_CLOEXEC) != 0);
 		break;
 	}
 	return r;
@@ -269,10 +267,10 @@ static void cloexec_span(unsigned first, unsigned last)
 			fd |= OSF_FDT_CHUNK_ENTRIES - 1;
 			continue;
 		}
-		if (e && e->kind != OSF_FD_NONE && e->kind != OSF_FD_HIDDEN)
-			e->flags |= OSF_FDF_CLOEXEC;
+		if (e && e->kind != OSF_FD_NONE && e->kind != OSF_FD_HIDDEN &&
+		    e->kind != OSF_FD_RESERVED)
+			osf_fdt_set_cloexec((int)fd, 1);
 	}
-	osf_fdt_touch();
 }
 
 OSF_EXPORT int close_range(unsigned int first, unsigned int last, int flags)

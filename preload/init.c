@@ -170,6 +170,9 @@ __attribute__((constructor)) static void osf_constructor(void)
 	tfd = osf_fdt_find_inherited(osf.fdtable_env);
 	if (tfd >= 0 && osf_fdt_adopt(tfd, osf.image) < 0)
 		osf_report("inherited fd table at fd %d is unusable", tfd);
+	for (int fd = 0; tfd >= 0 && fd <= 2; fd++)
+		if (osf_fdt_kind(fd) >= OSF_FD_SHM)
+			osf_stdio_take(fd);
 	__atomic_store_n(&osf.ready, 1, __ATOMIC_RELEASE);
 	/* Loaded before main, so that nothing of the program runs while the
 	 * core starts (and its fds are placed out of the program's way). */

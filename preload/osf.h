@@ -221,6 +221,12 @@ void osf_mux_forget(int fd);
 void osf_mux_offloaded(int fd);
 void osf_mux_child_after_fork(void);
 
+/* osf_stdio_take replaces the standard stream of fd (0, 1 or 2) with one
+ * that reads and writes through osf's hooks, when it is still glibc's own
+ * (preload/stdio.c). Called when an offloaded connection is or becomes
+ * that fd. */
+void osf_stdio_take(int fd);
+
 /* Exec environment, preload/process.c. */
 
 /* osf_exec_env returns the environment to exec with: envp itself, or a

@@ -17,6 +17,7 @@
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* osf_restartable (signals.c) reports whether a poll interrupted by a
@@ -125,9 +126,11 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 {
 	struct osf_core_listen_in in;
 	struct osf_core_listen_out out;
+	struct osf_fdt_entry ent;
 	struct sockaddr_storage ss;
+	struct stat st;
 	socklen_t sl = sizeof(ss);
-	int v6only = 0, rc, hfd, cloexec = (e->flags & OSF_FDF_CLOEXEC) != 0;
+	int v6only = 0, rc, hfd;
 	socklen_t vl = sizeof(v6only);
 
 	memset(&in, 0, sizeof(in));
@@ -149,20 +152,22 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 			      out.reason_errno);
 		return;
 	}
-	hfd = osf_fdt_hide(out.fd, fd, cloexec);
+	hfd = osf_fdt_hide(out.fd, fd);
 	if (hfd < 0)
 		hfd = out.fd;
-	e->transport = OSF_TP_SHM;
-	e->role = OSF_ROLE_LISTENER;
-	e->reason = OSF_R_NONE;
-	e->rule = out.rule;
-	e->aux_fd = hfd;
+	ent = *e;
+	ent.kind = OSF_FD_LISTEN;
+	ent.transport = OSF_TP_SHM;
+	ent.role = OSF_ROLE_LISTENER;
+	ent.reason = OSF_R_NONE;
+	ent.rule = out.rule;
+	ent.aux_fd = hfd;
+	ent.ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	if (v6only)
-		e->flags |= OSF_FDF_V6ONLY;
-	memset(e->local, 0, sizeof(e->local));
-	memcpy(e->local, &ss, sl < sizeof(e->local) ? sl : sizeof(e->local));
-	__atomic_store_n(&e->kind, OSF_FD_LISTEN, __ATOMIC_RELEASE);
-	osf_fdt_touch();
+		ent.flags |= OSF_FDF_V6ONLY;
+	memset(ent.local, 0, sizeof(ent.local));
+	memcpy(ent.local, &ss, sl < sizeof(ent.local) ? sl : sizeof(ent.local));
+	(void)osf_fdt_set(fd, &ent);
 	osf_mux_offloaded(fd);
 }
 
