@@ -54,3 +54,28 @@ func TestOpenNoTable(t *testing.T) {
 		t.Errorf("Open(self) = %v, want ErrNoTable", err)
 	}
 }
+
+// TestReadShrunkTable checks that a table whose owner shrank it under the
+// reader's mapping gives an error, not a crash (SIGBUS).
+func TestReadShrunkTable(t *testing.T) {
+	fd, err := unix.MemfdCreate("shrink", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, 2*SizeofHeader); err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(fd, 0, 2*SizeofHeader, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	if err := unix.Ftruncate(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	tab := &Table{}
+	if err := tab.readGuarded(m); err == nil {
+		t.Error("reading a shrunk table succeeded")
+	}
+}

@@ -134,3 +134,27 @@ func TestSideFlagsString(t *testing.T) {
 		}
 	}
 }
+
+// TestReadFault checks that a header that faults (a file shrunk under the
+// mapping, which the seals normally prevent) gives an error, not a crash.
+func TestReadFault(t *testing.T) {
+	fd, err := unix.MemfdCreate("shrink", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, SizeofHeader); err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(fd, 0, SizeofHeader, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	if err := unix.Ftruncate(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readGuarded(m); !errors.Is(err, ErrSegment) {
+		t.Errorf("reading a faulting header: err %v, want ErrSegment", err)
+	}
+}

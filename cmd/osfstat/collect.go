@@ -80,6 +80,9 @@ func collect(only int) ([]Proc, error) {
 			return nil, err
 		}
 	} else if !fdtable.HasLib(only) {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(only)); err != nil {
+			return nil, fmt.Errorf("process %d: no such process", only)
+		}
 		return nil, fmt.Errorf("process %d does not run under osf (libosf.so not mapped)", only)
 	}
 	c := &collector{tcp: map[string]tcpTable{}}
