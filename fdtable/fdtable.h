@@ -122,7 +122,8 @@ struct osf_fdt_entry {
 				(never re-read from the peer-writable segment) */
 	uint32_t inherit_refs; /* HIDDEN: entries without FD_CLOEXEC that use
 				  this fd; it is inheritable while > 0 */
-	uint32_t reserved;
+	uint8_t cause;       /* reason OSF_R_STRICT: the fallback refused */
+	uint8_t pad[3];
 };
 
 struct osf_fdt_header {

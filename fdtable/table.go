@@ -134,6 +134,9 @@ type Entry struct {
 	AuxFD       int
 	Rule        int
 	ReasonErrno unix.Errno
+	// Cause is, for reason "strict mode refused the fallback", the
+	// fallback reason that was refused.
+	Cause       uint8
 	Local, Peer netip.AddrPort
 	// Ino is the st_ino of the fd's file when libosf.so recorded it (for
 	// offloaded connections and hidden fds; 0 otherwise).
@@ -348,6 +351,7 @@ func decode(fd int, r *RawEntry) Entry {
 		AuxFD:       int(r.aux_fd),
 		Rule:        int(r.rule),
 		ReasonErrno: unix.Errno(r.reason_errno),
+		Cause:       uint8(r.cause),
 		Local:       sockaddr(r.local[:]),
 		Peer:        sockaddr(r.peer[:]),
 		Ino:         uint64(r.ino),

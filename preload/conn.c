@@ -84,6 +84,7 @@ struct osf_conn {
 	int tcpset[TCP_OPTS];
 	struct ipopt ipopt[IP_OPTS];
 	int v6;
+	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
 };
 
 /* Per-thread tid, for lock ownership (reset in a fork child). */
@@ -419,7 +420,7 @@ static void send_tokens(int fd, struct osf_conn *c)
 	r = REAL(send)(fd, tok, n, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (r < 0 && (errno == EPIPE || errno == ECONNRESET))
 		mark_gone(c);
-	c->me->wakes_sent++;
+	__atomic_add_fetch(&c->me->wakes_sent, 1, __ATOMIC_RELAXED);
 	errno = saved;
 }
 
@@ -565,7 +566,7 @@ static int sleep_token(int fd, struct osf_conn *c)
 	ssize_t r;
 	int err;
 
-	c->me->sleeps++;
+	__atomic_add_fetch(&c->me->sleeps, 1, __ATOMIC_RELAXED);
 	r = REAL(recv)(fd, &b, 1, 0);
 	err = errno;
 	if (r == 0 || (r < 0 && err == ECONNRESET)) {
@@ -607,7 +608,7 @@ static int wait_room(int fd, struct osf_conn *c)
 		if (c->sndtimeo_ms >= 0) {
 			struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
 			int n = REAL(poll)(&p, 1, c->sndtimeo_ms ? c->sndtimeo_ms : -1);
-			c->me->sleeps++;
+			__atomic_add_fetch(&c->me->sleeps, 1, __ATOMIC_RELAXED);
 			if (n < 0) {
 				r = -errno;
 				break;
@@ -766,7 +767,7 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		return 0;
 	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
-	c->me->recv_calls++;
+	__atomic_add_fetch(&c->me->recv_calls, 1, __ATOMIC_RELAXED);
 	for (;;) {
 		int64_t used;
 		if (seg_lock(&c->me->rx_lock) < 0) {
@@ -872,7 +873,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		return end != 1 ? end : 0;
 	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
-	c->me->send_calls++;
+	__atomic_add_fetch(&c->me->send_calls, 1, __ATOMIC_RELAXED);
 	while (sent < total) {
 		int64_t room;
 		if (seg_lock(&c->me->tx_lock) < 0) {
@@ -952,7 +953,7 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 		conn_put(c);
 		return end != 1 ? end : 0;
 	}
-	c->me->send_calls++;
+	__atomic_add_fetch(&c->me->send_calls, 1, __ATOMIC_RELAXED);
 	while ((size_t)sent < count) {
 		int64_t room;
 		uint64_t head;
@@ -1521,6 +1522,27 @@ out:
 fail:
 	__atomic_store_n(&rebuild_lock, 0, __ATOMIC_RELEASE);
 	return OSF_FAIL(EBADF);
+}
+
+void osf_conn_fork_holders(int delta)
+{
+	static uint32_t round;
+	unsigned i, j;
+
+	round++;
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
+			struct osf_conn *c;
+			if (e->kind < OSF_FD_SHM || e->image != osf.image || !e->priv)
+				continue;
+			c = (struct osf_conn *)(uintptr_t)e->priv;
+			if (c->fork_round == round)
+				continue; /* a dup of one already counted */
+			c->fork_round = round;
+			__atomic_add_fetch(&c->me->holders, (uint32_t)delta,
+					   __ATOMIC_RELAXED);
+		}
 }
 
 void osf_conn_child_after_fork(void)

@@ -61,6 +61,10 @@ void osf_conn_woken(int fd, struct osf_fdt_entry *e);
 void *osf_conn_cookie(int fd, struct osf_fdt_entry *e);
 short osf_conn_cookie_poll(void *cookie);
 
+/* osf_conn_fork_holders counts one more (delta 1) or one fewer (-1)
+ * process holding each connection of this process: around fork. */
+void osf_conn_fork_holders(int delta);
+
 /* osf_conn_child_after_fork resets per-thread and pool state in a fork
  * child (its only thread is the one that forked). */
 void osf_conn_child_after_fork(void);

@@ -33,6 +33,7 @@ OSF_EXPORT pid_t fork(void)
 		return REAL(fork)();
 	osf_fdt_lock(); /* the snapshot is the table at fork */
 	snap = osf_fdt_fork_prepare();
+	osf_conn_fork_holders(1);
 	pid = REAL(fork)();
 	if (pid == 0) {
 		osf.pid = getpid();
@@ -43,6 +44,8 @@ OSF_EXPORT pid_t fork(void)
 		return 0;
 	}
 	saved = errno;
+	if (pid < 0)
+		osf_conn_fork_holders(-1);
 	osf_fdt_fork_parent(snap);
 	osf_fdt_unlock();
 	errno = saved;

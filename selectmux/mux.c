@@ -531,7 +531,7 @@ static int ep_inner(struct ep *ep)
 	in = REAL(epoll_create1)(EPOLL_CLOEXEC);
 	if (in < 0)
 		return -1;
-	hin = osf_fdt_hide(in, ep->epfd, e && (e->flags & OSF_FDF_CLOEXEC));
+	hin = osf_fdt_hide(in, ep->epfd);
 	if (hin < 0)
 		hin = in;
 	ev.events = EPOLLIN;

@@ -160,6 +160,9 @@ func socket(e fdtable.Entry) Socket {
 			detail = e.ReasonErrno.Error()
 		}
 		r := policy.Reason(e.Reason)
+		if r == policy.ReasonStrict && e.Cause != 0 {
+			detail = policy.Reason(e.Cause).String()
+		}
 		s.Reason = r.Describe(e.Rule, detail)
 		s.Hint = r.Hint()
 	}
