@@ -187,9 +187,15 @@ func TestSIGPROFLargeFrame(t *testing.T) {
 			t.Parallel()
 			r := m.cmd(t, nil, testutil.Prog(t, "sigprof")).Run(shortRun)
 			want := "connections 300\nhandler ran yes\nhandler on other threads 0\n"
+			// The bug shows as a crash in the handler (on Go's signal
+			// stack) or as handler calls on other threads; anything else
+			// (a hang, for one) is not it.
+			crashed := r.Signal == unix.SIGSEGV || r.Signal == unix.SIGTRAP || r.Signal == unix.SIGBUS
+			elsewhere := strings.Contains(r.Stdout, "handler on other threads") &&
+				!strings.Contains(r.Stdout, "handler on other threads 0\n")
 			switch {
 			case r.OK() && r.Stdout == want:
-			case m.osf:
+			case m.osf && (crashed || elsewhere):
 				knownBugFailed(t, "go-threads-unblock", "sigprof: want %q: %s", want, r)
 			default:
 				t.Errorf("sigprof: want %q: %s", want, r)
