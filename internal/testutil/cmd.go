@@ -272,8 +272,8 @@ func (p *Process) AwaitOutput(substr string, timeout time.Duration) (string, err
 			return out, fmt.Errorf("%s exited (%s) before printing %q", p.c, r, substr)
 		}
 		if time.Now().After(deadline) {
-			return out, fmt.Errorf("%s did not print %q within %v; stdout %q, stderr %q",
-				p.c, substr, timeout, out, p.Stderr())
+			return out, fmt.Errorf("%s did not print %q within %v; stdout %q, stderr %q; threads:\n%s",
+				p.c, substr, timeout, out, p.Stderr(), GroupThreads(p.Pid))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
