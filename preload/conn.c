@@ -1617,6 +1617,20 @@ void osf_conn_woken(int fd, struct osf_fdt_entry *e)
 	conn_put(c);
 }
 
+uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	uint64_t st;
+
+	if (!c)
+		return 0;
+	st = __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE) +
+	     __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE) * 0x9e3779b97f4a7c15ULL +
+	     ((uint64_t)(peer_flags(c) | cstate(c) << 8) << 56);
+	conn_put(c);
+	return st;
+}
+
 void *osf_conn_cookie(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c = conn_get(fd, e);

@@ -52,6 +52,11 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e);
  * ready after arming: when it is not 0 the caller must not sleep. */
 short osf_conn_arm(int fd, struct osf_fdt_entry *e, short events);
 
+/* osf_conn_stamp returns a value that changes whenever data arrives,
+ * room appears or the other side's state changes: an edge-triggered
+ * waiter compares stamps to tell a new edge from an old readiness. */
+uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e);
+
 /* osf_conn_woken drains wake tokens after the kernel reported fd
  * readable, noting the peer's end if it came. */
 void osf_conn_woken(int fd, struct osf_fdt_entry *e);

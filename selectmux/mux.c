@@ -15,9 +15,13 @@
  * address of osf's own state). So E1 itself becomes readable when an
  * offloaded fd may be ready — programs that poll their epoll fd, or nest
  * it, keep working. epoll_wait reports from a list of items that may be
- * ready (new registrations, woken ones, level-triggered ones still ready);
- * an item found not ready is armed and leaves the list. A wait costs
- * O(ready), not O(registered).
+ * ready (new registrations, woken ones, level-triggered ones still ready).
+ * An item found not ready (or an edge-triggered one just reported) moves
+ * to a bounded idle list, which the spin phase checks in the rings; only a
+ * wait about to sleep in the kernel arms the idle items, so a busy peer
+ * sends no wake tokens. Edge-triggered items report an edge when their
+ * ring positions moved (osf_conn_stamp), as TCP reports one per arrival.
+ * A wait costs O(ready + idle), not O(registered).
  */
 #include "../preload/conn.h"
 
@@ -423,15 +427,20 @@ OSF_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *x,
 
 /* ---- epoll ---------------------------------------------------------------------- */
 
+enum { ON_NONE, ON_READY, ON_IDLE };
+
 struct epi {
 	int fd;
 	uint32_t events;
 	epoll_data_t data;
-	int disabled; /* EPOLLONESHOT fired: off until EPOLL_CTL_MOD */
-	int listed;
+	int disabled;  /* EPOLLONESHOT fired: off until EPOLL_CTL_MOD */
+	int listed;    /* ON_*: which list it is on */
 	unsigned seen; /* the wait that last reported it */
-	struct epi *prev, *next; /* the may-be-ready list */
+	uint64_t stamp; /* osf_conn_stamp when it went idle (edge detection) */
+	struct epi *prev, *next;
 };
+
+#define IDLE_MAX 256 /* idle items checked while spinning; more are armed */
 
 struct ep {
 	int epfd;
@@ -441,7 +450,9 @@ struct ep {
 	unsigned wait; /* counts waits, so an item is reported once per wait */
 	struct epi **byfd;
 	int cap;
-	struct epi head; /* list sentinel */
+	struct epi head; /* the may-be-ready list */
+	struct epi idle; /* not ready (or reported edge-triggered), not armed */
+	int nidle;
 	int *listeners;  /* listener fds whose companions are in epfd */
 	int nlisteners, caplisteners;
 	struct epoll_event *pend; /* registrations of undecided TCP sockets */
@@ -455,25 +466,34 @@ static int all_lock;
 
 static uint64_t marker(struct ep *ep) { return (uint64_t)(uintptr_t)ep + 1; }
 
-static void list_add(struct ep *ep, struct epi *it)
-{
-	if (it->listed)
-		return;
-	it->listed = 1;
-	it->prev = ep->head.prev;
-	it->next = &ep->head;
-	ep->head.prev->next = it;
-	ep->head.prev = it;
-}
-
-static void list_del(struct epi *it)
+static void list_del(struct ep *ep, struct epi *it)
 {
 	if (!it->listed)
 		return;
-	it->listed = 0;
+	if (it->listed == ON_IDLE)
+		ep->nidle--;
+	it->listed = ON_NONE;
 	it->prev->next = it->next;
 	it->next->prev = it->prev;
 }
+
+static void list_put(struct ep *ep, struct epi *it, int which)
+{
+	struct epi *head = which == ON_IDLE ? &ep->idle : &ep->head;
+
+	if (it->listed == which)
+		return;
+	list_del(ep, it);
+	it->listed = which;
+	it->prev = head->prev;
+	it->next = head;
+	head->prev->next = it;
+	head->prev = it;
+	if (which == ON_IDLE)
+		ep->nidle++;
+}
+
+static void list_add(struct ep *ep, struct epi *it) { list_put(ep, it, ON_READY); }
 
 /* ep_of returns the state of epoll fd epfd in this image, or NULL. */
 static struct ep *ep_of(struct osf_fdt_entry *e)
@@ -501,6 +521,7 @@ static struct ep *ep_create(int epfd)
 	ep->epfd = epfd;
 	ep->inner = -1;
 	ep->head.prev = ep->head.next = &ep->head;
+	ep->idle.prev = ep->idle.next = &ep->idle;
 	memset(&ent, 0, sizeof(ent));
 	ent.kind = OSF_FD_EPOLL;
 	ent.aux_fd = -1;
@@ -605,7 +626,7 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 		if (!it)
 			return OSF_FAIL(ENOENT);
 		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, fd, NULL);
-		list_del(it);
+		list_del(ep, it);
 		ep->byfd[fd] = NULL;
 		free(it);
 		return 0;
@@ -769,6 +790,29 @@ static uint32_t poll_to_epoll(short r)
 		EPOLLRDNORM | EPOLLWRNORM | EPOLLPRI);
 }
 
+static short poll_events(uint32_t events)
+{
+	return (events & EPOLLIN ? POLLIN : 0) | (events & EPOLLOUT ? POLLOUT : 0) |
+	       (events & EPOLLRDHUP ? POLLRDHUP : 0);
+}
+
+/* go_idle parks an item that needs a new edge (or readiness) on the idle
+ * list, unarmed; past IDLE_MAX it is armed at once instead. */
+static void go_idle(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
+{
+	uint32_t want = it->events | EPOLLERR | EPOLLHUP;
+
+	it->stamp = osf_conn_stamp(it->fd, e);
+	if (ep->nidle < IDLE_MAX) {
+		list_put(ep, it, ON_IDLE);
+		return;
+	}
+	list_del(ep, it);
+	if (poll_to_epoll(osf_conn_arm(it->fd, e, poll_events(it->events))) & want &&
+	    (!(it->events & EPOLLET) || osf_conn_stamp(it->fd, e) != it->stamp))
+		list_add(ep, it); /* it raced to ready */
+}
+
 /* collect reports the items of the may-be-ready list into out, each at
  * most once per wait. */
 static int collect(struct ep *ep, struct epoll_event *out, int max)
@@ -779,41 +823,74 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 	for (; it != &ep->head && n < max; it = next) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
 		uint32_t want = it->events | EPOLLERR | EPOLLHUP, ev;
-		short arm = 0;
 		next = it->next;
 		if (it->disabled) {
-			list_del(it);
+			list_del(ep, it);
 			continue;
 		}
 		if (it->seen == ep->wait)
 			continue;
 		ev = poll_to_epoll(osf_conn_poll(it->fd, e)) & want;
-		if (ev) {
-			out[n].events = ev;
-			out[n].data = it->data;
-			it->seen = ep->wait;
-			n++;
-			if (it->events & EPOLLONESHOT) {
-				it->disabled = 1;
-				list_del(it);
-			} else if (it->events & EPOLLET) {
-				list_del(it); /* the next token is the next edge */
-				arm = 1;
-			}
-		} else {
-			list_del(it);
-			arm = 1;
+		if (!ev) {
+			go_idle(ep, it, e);
+			continue;
 		}
-		if (arm) {
-			short ev2 = (it->events & EPOLLIN ? POLLIN : 0) |
-				    (it->events & EPOLLOUT ? POLLOUT : 0) |
-				    (it->events & EPOLLRDHUP ? POLLRDHUP : 0);
-			uint32_t now = poll_to_epoll(osf_conn_arm(it->fd, e, ev2)) & want;
-			if (now && !ev && !it->disabled)
-				list_add(ep, it); /* it raced to ready */
+		out[n].events = ev;
+		out[n].data = it->data;
+		it->seen = ep->wait;
+		n++;
+		if (it->events & EPOLLONESHOT) {
+			it->disabled = 1;
+			list_del(ep, it);
+		} else if (it->events & EPOLLET) {
+			go_idle(ep, it, e); /* the next edge: positions move */
 		}
 	}
 	return n;
+}
+
+/* idle_check moves idle items that became ready (edge-triggered: that saw
+ * a new edge) to the ready list; 1 when any did. */
+static int idle_check(struct ep *ep)
+{
+	struct epi *it = ep->idle.next, *next;
+	int moved = 0;
+
+	for (; it != &ep->idle; it = next) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
+		uint32_t want = it->events | EPOLLERR | EPOLLHUP;
+		next = it->next;
+		if ((it->events & EPOLLET) && osf_conn_stamp(it->fd, e) == it->stamp)
+			continue;
+		if (poll_to_epoll(osf_conn_poll(it->fd, e)) & want) {
+			list_add(ep, it);
+			moved = 1;
+		}
+	}
+	return moved;
+}
+
+/* arm_idle arms every idle item before the wait sleeps in the kernel; 1
+ * when one turned out ready meanwhile (then the wait must not sleep). */
+static int arm_idle(struct ep *ep)
+{
+	struct epi *it = ep->idle.next, *next;
+	int ready = 0;
+
+	for (; it != &ep->idle; it = next) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
+		uint32_t want = it->events | EPOLLERR | EPOLLHUP;
+		short r;
+		next = it->next;
+		list_del(ep, it);
+		r = osf_conn_arm(it->fd, e, poll_events(it->events));
+		if ((poll_to_epoll(r) & want) &&
+		    (!(it->events & EPOLLET) || osf_conn_stamp(it->fd, e) != it->stamp)) {
+			list_add(ep, it);
+			ready = 1;
+		}
+	}
+	return ready;
 }
 
 /* absorb takes the inner epoll's events: woken items join the list. */
@@ -857,15 +934,26 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 	if (max <= 0 || max > INT_MAX / (int)sizeof(*ev))
 		return OSF_FAIL(EINVAL);
 	for (;;) {
-		int n, k, kfirst, to;
+		int n = 0, k, to, sleep_ok = 0;
 		mu_lock(&ep->lock);
 		ep->wait++;
-		kfirst = ep->turn++ & 1;
-		n = kfirst ? 0 : collect(ep, ev, max);
-		mu_unlock(&ep->lock);
+		idle_check(ep);
+		/* Offloaded readiness first on every other wait, kernel events
+		 * first on the others (fairness when both keep coming). */
+		if (!(ep->turn++ & 1))
+			n = collect(ep, ev, max);
 		if (spin_end && !spinning(spin_end))
 			spin_end = 0;
-		to = (n || spin_end) ? 0 : remaining(timeout, start);
+		if (!n && !spin_end) {
+			/* May sleep only with nothing ready on the list and every
+			 * idle item armed, so that the peers wake us. */
+			n = collect(ep, ev, max);
+			if (!n && arm_idle(ep))
+				n = collect(ep, ev, max);
+			sleep_ok = !n;
+		}
+		mu_unlock(&ep->lock);
+		to = sleep_ok ? remaining(timeout, start) : 0;
 		k = REAL(epoll_pwait)(ep->epfd, ev + n, max - n, to, mask);
 		if (k < 0) {
 			if (n > 0)
