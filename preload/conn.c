@@ -624,7 +624,7 @@ static int wait_room(int fd, struct osf_conn *c)
 		}
 		r = sleep_token(fd, c);
 		if (r == -EAGAIN) {
-			int fl = REAL(fcntl)(fd, F_GETFL);
+			int fl = REAL(fcntl)(fd, F_GETFL, NULL);
 			if (fl >= 0 && (fl & O_NONBLOCK)) { /* stale cache */
 				c->nonblock = 1;
 				break;
@@ -940,7 +940,7 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 	ssize_t sent = 0, end;
 	int err = 0;
 
-	if (REAL(fcntl)(in_fd, F_GETFL) < 0)
+	if (REAL(fcntl)(in_fd, F_GETFL, NULL) < 0)
 		return -1; /* EBADF, as the kernel says first */
 	if (fstat(in_fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)))
 		return OSF_FAIL(EINVAL);
@@ -1388,16 +1388,18 @@ int osf_conn_install(int fd, const struct osf_core_conn *cc, int role,
 	c = conn_alloc();
 	if (!c)
 		return OSF_FAIL(ENOMEM);
-	fl = REAL(fcntl)(cc->wake_fd, F_GETFL);
+	fl = REAL(fcntl)(cc->wake_fd, F_GETFL, NULL);
 	if (fl < 0 ||
 	    REAL(fcntl)(cc->wake_fd, F_SETFL,
-			nonblock ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK)) < 0)
+			(void *)(long)(nonblock ? (fl | O_NONBLOCK)
+						: (fl & ~O_NONBLOCK))) < 0)
 		goto fail;
 	if (dup_wake) {
 		if (REAL(dup3)(cc->wake_fd, fd, cloexec ? O_CLOEXEC : 0) < 0)
 			goto fail;
 		REAL(close)(cc->wake_fd);
-	} else if (REAL(fcntl)(fd, F_SETFD, cloexec ? FD_CLOEXEC : 0) < 0) {
+	} else if (REAL(fcntl)(fd, F_SETFD,
+			       (void *)(long)(cloexec ? FD_CLOEXEC : 0)) < 0) {
 		goto fail;
 	}
 	hfd = osf_fdt_hide(cc->seg_fd, fd);
@@ -1511,7 +1513,7 @@ static int rebuild(int fd, struct osf_fdt_entry *e)
 			  e->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER
 						     : OSF_SIDE_CLIENT,
 			  e->aux_fd, (e->flags & OSF_FDF_V6) != 0);
-		fl = fd >= 0 ? REAL(fcntl)(fd, F_GETFL) : 0;
+		fl = fd >= 0 ? REAL(fcntl)(fd, F_GETFL, NULL) : 0;
 		c->nonblock = fl > 0 && (fl & O_NONBLOCK);
 	}
 	__atomic_store_n(&e->priv, (uint64_t)(uintptr_t)c, __ATOMIC_RELEASE);

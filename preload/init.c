@@ -14,7 +14,29 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-struct osf_real osf_real;
+/* The lazy stubs each real-function pointer starts at (see osf.h). */
+#define OSF_LAZY_STUB(ret, name, ver, params, args)                            \
+	static ret lazy_##name params                                          \
+	{                                                                      \
+		osf_real.name =                                                \
+			(__typeof__(osf_real.name))osf_resolve(#name, ver);    \
+		return osf_real.name args;                                     \
+	}
+OSF_REAL_FUNCS(OSF_LAZY_STUB)
+#undef OSF_LAZY_STUB
+
+static void lazy_closefrom(int low)
+{
+	osf_real.closefrom = (void (*)(int))osf_resolve("closefrom", NULL);
+	osf_real.closefrom(low);
+}
+
+#define OSF_LAZY_INIT(ret, name, ver, params, args) .name = lazy_##name,
+struct osf_real osf_real = {
+	OSF_REAL_FUNCS(OSF_LAZY_INIT).closefrom = lazy_closefrom,
+};
+#undef OSF_LAZY_INIT
+
 struct osf_state osf;
 
 extern char **environ;
@@ -24,6 +46,9 @@ void *osf_resolve(const char *name, const char *version)
 	int saved = errno;
 	void *p = version ? dlvsym(RTLD_NEXT, name, version)
 			  : dlsym(RTLD_NEXT, name);
+
+	/* osf_resolve is called from a lazy stub inside libosf.so, so
+	 * RTLD_NEXT names the definitions after libosf.so: libc's. */
 
 	if (!p) {
 		osf_report("cannot resolve %s in the C library", name);

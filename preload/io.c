@@ -17,26 +17,50 @@ static inline struct osf_fdt_entry *conn_entry(int fd)
 	return (e && e->kind >= OSF_FD_SHM) ? e : NULL;
 }
 
+/* The offloaded paths live out of line, so that each hook's pass-through
+ * is a check and a tail jump into libc, with no stack frame. */
+#define OSF_SLOW __attribute__((noinline))
+
+static OSF_SLOW ssize_t recv1(int fd, struct osf_fdt_entry *e, void *buf,
+			       size_t n, int flags)
+{
+	struct iovec v = {buf, n};
+
+	return osf_conn_recv(fd, e, &v, 1, flags);
+}
+
+static OSF_SLOW ssize_t send1(int fd, struct osf_fdt_entry *e, const void *buf,
+			       size_t n, int flags)
+{
+	struct iovec v = {(void *)buf, n};
+
+	return osf_conn_send(fd, e, &v, 1, flags);
+}
+
+static OSF_SLOW ssize_t recv1_chk(int fd, struct osf_fdt_entry *e, void *buf,
+				   size_t n, size_t buflen, int flags)
+{
+	if (n > buflen)
+		__chk_fail();
+	return recv1(fd, e, buf, n, flags);
+}
+
 OSF_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {buf, n};
 
 	if (likely(!e))
 		return REAL(read)(fd, buf, n);
-	return osf_conn_recv(fd, e, &v, 1, 0);
+	return recv1(fd, e, buf, n, 0);
 }
 
 OSF_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {buf, n};
 
 	if (likely(!e))
 		return REAL(__read_chk)(fd, buf, n, buflen);
-	if (n > buflen)
-		__chk_fail();
-	return osf_conn_recv(fd, e, &v, 1, 0);
+	return recv1_chk(fd, e, buf, n, buflen, 0);
 }
 
 OSF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
@@ -51,32 +75,28 @@ OSF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 OSF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {buf, n};
 
 	if (likely(!e))
 		return REAL(recv)(fd, buf, n, flags);
-	return osf_conn_recv(fd, e, &v, 1, flags);
+	return recv1(fd, e, buf, n, flags);
 }
 
 OSF_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
 			      int flags)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {buf, n};
 
 	if (likely(!e))
 		return REAL(__recv_chk)(fd, buf, n, buflen, flags);
-	if (n > buflen)
-		__chk_fail();
-	return osf_conn_recv(fd, e, &v, 1, flags);
+	return recv1_chk(fd, e, buf, n, buflen, flags);
 }
 
 /* TCP reports no source address: an address buffer gets length 0. */
-static ssize_t recvfrom_conn(int fd, struct osf_fdt_entry *e, void *buf,
-			     size_t n, int flags, socklen_t *alen)
+static OSF_SLOW ssize_t recvfrom_conn(int fd, struct osf_fdt_entry *e,
+				       void *buf, size_t n, int flags,
+				       socklen_t *alen)
 {
-	struct iovec v = {buf, n};
-	ssize_t r = osf_conn_recv(fd, e, &v, 1, flags);
+	ssize_t r = recv1(fd, e, buf, n, flags);
 
 	if (r >= 0 && alen)
 		*alen = 0;
@@ -107,7 +127,7 @@ OSF_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen,
 	return recvfrom_conn(fd, e, buf, n, flags, alen);
 }
 
-static ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
+static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 			    struct msghdr *msg, int flags)
 {
 	ssize_t r = osf_conn_recv(fd, e, msg->msg_iov, (int)msg->msg_iovlen,
@@ -158,11 +178,10 @@ OSF_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 OSF_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {(void *)buf, n};
 
 	if (likely(!e))
 		return REAL(write)(fd, buf, n);
-	return osf_conn_send(fd, e, &v, 1, 0);
+	return send1(fd, e, buf, n, 0);
 }
 
 OSF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -177,11 +196,10 @@ OSF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 OSF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {(void *)buf, n};
 
 	if (likely(!e))
 		return REAL(send)(fd, buf, n, flags);
-	return osf_conn_send(fd, e, &v, 1, flags);
+	return send1(fd, e, buf, n, flags);
 }
 
 /* TCP ignores a destination address on a connected socket. */
@@ -189,11 +207,10 @@ OSF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 			  const struct sockaddr *sa, socklen_t alen)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {(void *)buf, n};
 
 	if (likely(!e))
 		return REAL(sendto)(fd, buf, n, flags, sa, alen);
-	return osf_conn_send(fd, e, &v, 1, flags);
+	return send1(fd, e, buf, n, flags);
 }
 
 OSF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)

@@ -305,7 +305,7 @@ OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,
 {
 	int snap;
 	char **env = spawn_env(fa, envp, &snap);
-	int r = OSF_REAL_V(posix_spawn, "GLIBC_2.15")(pid, path, fa, attr,
+	int r = REAL(posix_spawn)(pid, path, fa, attr,
 						      argv, env);
 
 	spawn_done(env, envp, snap);
@@ -319,7 +319,7 @@ OSF_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 {
 	int snap;
 	char **env = spawn_env(fa, envp, &snap);
-	int r = OSF_REAL_V(posix_spawnp, "GLIBC_2.15")(pid, file, fa, attr,
+	int r = REAL(posix_spawnp)(pid, file, fa, attr,
 						       argv, env);
 
 	spawn_done(env, envp, snap);

@@ -330,8 +330,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 			e->cause = (uint8_t)cc.reason;
 		return OSF_FAIL(EPROTONOSUPPORT);
 	}
-	fl = REAL(fcntl)(fd, F_GETFL);
-	fdfl = REAL(fcntl)(fd, F_GETFD);
+	fl = REAL(fcntl)(fd, F_GETFL, NULL);
+	fdfl = REAL(fcntl)(fd, F_GETFD, NULL);
 	carry_read(fd, &opts);
 	if (fl < 0 || fdfl < 0 ||
 	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
@@ -472,7 +472,7 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
-	fl = REAL(fcntl)(fd, F_GETFL);
+	fl = REAL(fcntl)(fd, F_GETFL, NULL);
 	if (fl < 0)
 		return -1;
 	timeout = (fl & O_NONBLOCK) ? 0 : listener_timeout(fd);
