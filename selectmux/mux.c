@@ -512,7 +512,7 @@ static struct ep *ep_create(int epfd)
 
 	if (e && ep_of(e))
 		return ep_of(e);
-	fdfl = REAL(fcntl)(epfd, F_GETFD);
+	fdfl = REAL(fcntl)(epfd, F_GETFD, NULL);
 	if (fdfl < 0)
 		return NULL;
 	ep = calloc(1, sizeof(*ep));
