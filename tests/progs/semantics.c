@@ -939,6 +939,8 @@ static void s_epipe_own(void)
 static void s_peerclose(void)
 {
 	long rv;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
 	char buf[8];
 	int c, s, p0;
 
@@ -946,6 +948,7 @@ static void s_peerclose(void)
 	close(s);
 	say("recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
 	pmask("after peer close", c);
+	say("getpeername after peer close %s", R(DO(getpeername(c, (struct sockaddr *)&ss, &sl))));
 	p0 = sigpipes;
 	rv = DO(write(c, "abc", 3));
 	say("first write %s sigpipe %d", R(rv), sigpipes - p0);
@@ -958,6 +961,7 @@ static void s_peerclose(void)
 	rv = DO(send(c, "abc", 3, MSG_NOSIGNAL));
 	say("MSG_NOSIGNAL %s sigpipe %d", R(rv), sigpipes - p0);
 	say("recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	say("getpeername after the reset %s", R(DO(getpeername(c, (struct sockaddr *)&ss, &sl))));
 	close(c);
 }
 
@@ -1006,6 +1010,8 @@ static void s_peerclose_unread(void)
 static void s_linger0(void)
 {
 	long rv;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
 	struct linger lg = {1, 0}, got = {9, 9};
 	socklen_t gl = sizeof got;
 	char buf[8];
@@ -1020,6 +1026,7 @@ static void s_linger0(void)
 	pmask("after reset", c);
 	say("recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
 	pmask("after ECONNRESET was read", c);
+	say("getpeername after the reset %s", R(DO(getpeername(c, (struct sockaddr *)&ss, &sl))));
 	say("recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
 	p0 = sigpipes;
 	rv = DO(write(c, "x", 1));
