@@ -5,7 +5,7 @@
  *
  *   tcpx server [-w] [-n N] MODE ADDR PORT [SIZE]
  *   tcpx client [-w] [-d] [-m poll|select|epoll] [-c CONNS] [-k MSGS]
- *               [-M MAXSIZE] [-S SEED] MODE ADDR PORT [SIZE]
+ *               [-M MAXSIZE] [-S SEED] [-t SECONDS] MODE ADDR PORT [SIZE]
  *
  * ADDR is an IPv4 or IPv6 address; "::" listens dual-stack (IPV6_V6ONLY
  * 0), and a client given "::ffff:a.b.c.d" is an AF_INET6 socket. PORT 0
@@ -38,8 +38,11 @@
  *               SEED; one message of 1 byte and one of MAXSIZE included)
  *               and reading each echo back before the next message, driven
  *               by poll, select or epoll (-m); then it shuts down writing and
- *               waits for the end of file. Prints "echoed M messages B
- *               bytes pattern ok" and "transports unix=U tcp=T".
+ *               waits for the end of file, all within SECONDS (-t, default
+ *               60). Prints "transports unix=U tcp=T" once connected and
+ *               "echoed M messages B bytes pattern ok". The server listens
+ *               with a backlog of 1024: osf serves a connection that finds
+ *               the companion's backlog full over kernel TCP.
  *   halfclose SIZE  client: sends SIZE bytes, shuts down writing, reads the
  *               server's answer to EOF. server: reads to EOF, answers
  *               "received N hash H pattern ok|BAD\n" and SIZE bytes of its
