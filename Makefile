@@ -12,7 +12,7 @@ BIN := $(BUILD)/bin
 # real programs the tests and benchmarks run.
 BUILD_DEBS := gcc make libc6-dev libibverbs-dev librdmacm-dev rdma-core \
 	ibverbs-utils iproute2 util-linux
-TEST_DEBS := curl python3 iperf3 redis-server redis-tools nginx-light wrk \
+TEST_DEBS := curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
 	memcached socat ncat hyperfine sockperf procps psmisc coreutils bash \
 	file binutils
 DEBS := $(BUILD_DEBS) $(TEST_DEBS)

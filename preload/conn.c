@@ -49,6 +49,8 @@
 #define CS_BROKEN 0x2u     /* the segment is corrupt: reset */
 #define CS_WROTE_GONE 0x4u /* the one write TCP accepts after the peer
 			      closed has been accepted */
+#define CS_RESET 0x8u      /* TCP would have received a reset: the socket
+			      is in state CLOSE (ENOTCONN, POLLHUP) */
 
 #define LOCK_STUCK_MS 5000 /* a segment lock held this long is corrupt */
 #define TCP_OPTS 40        /* IPPROTO_TCP option numbers answered */
@@ -354,11 +356,39 @@ static int take_pending(struct osf_conn *c)
 	return __atomic_exchange_n(&c->pending_err, 0, __ATOMIC_ACQ_REL);
 }
 
+/* take_recv_error is take_pending for a read at the end of the stream.
+ * EPIPE (the reset that answers a write to a peer that had closed) is
+ * left for the next write: TCP's read sees the peer's FIN first and
+ * returns 0. */
+static int take_recv_error(struct osf_conn *c)
+{
+	int err = __atomic_load_n(&c->pending_err, __ATOMIC_ACQUIRE);
+
+	while (err != 0 && err != EPIPE &&
+	       !__atomic_compare_exchange_n(&c->pending_err, &err, 0, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+	return err == EPIPE ? 0 : err;
+}
+
+/* tcp_closed: TCP would be in state CLOSE (or TIME_WAIT, which the
+ * application sees as CLOSE): reset, or both directions shut down. */
+static int tcp_closed(struct osf_conn *c)
+{
+	uint32_t st = cstate(c);
+
+	if (st & CS_RESET)
+		return 1;
+	return (__atomic_load_n(&c->me->flags, __ATOMIC_ACQUIRE) & OSF_SIDE_FIN) &&
+	       ((__atomic_load_n(&c->peer->flags, __ATOMIC_ACQUIRE) & OSF_SIDE_FIN) ||
+		(st & CS_GONE));
+}
+
 static void broken(struct osf_conn *c)
 {
 	if (!(cstate(c) & CS_BROKEN)) {
 		set_pending(c, ECONNRESET);
-		set_state(c, CS_BROKEN | CS_GONE);
+		set_state(c, CS_BROKEN | CS_GONE | CS_RESET);
 	}
 }
 
@@ -375,8 +405,11 @@ static void mark_gone(struct osf_conn *c)
 	tail = __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE);
 	if (head != tail ||
 	    (__atomic_load_n(&c->peer->flags, __ATOMIC_ACQUIRE) &
-	     OSF_SIDE_RESET))
+	     OSF_SIDE_RESET)) {
 		set_pending(c, ECONNRESET);
+		set_state(c, CS_GONE | CS_RESET);
+		return;
+	}
 	set_state(c, CS_GONE);
 }
 
@@ -721,7 +754,7 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 	int err;
 
 	if (st & CS_BROKEN) {
-		err = take_pending(c);
+		err = take_recv_error(c);
 		return err ? OSF_FAIL(err) : 0;
 	}
 	if (peer_flags(c) & OSF_SIDE_FIN)
@@ -737,7 +770,7 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 	if (st & CS_GONE) {
 		if (rx_used(c) != 0)
 			return 2;
-		err = take_pending(c);
+		err = take_recv_error(c);
 		return err ? OSF_FAIL(err) : 0;
 	}
 	return nonblock ? OSF_FAIL(EAGAIN) : 1;
@@ -762,11 +795,22 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		conn_put(c);
 		return OSF_FAIL((flags & MSG_OOB) ? EINVAL : EAGAIN);
 	}
-	if (total == 0) {
-		conn_put(c);
-		return 0;
-	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
+	if (total == 0) {
+		/* TCP's recvmsg of 0 bytes waits as for 1 byte and returns 0
+		 * once there is data (read(2) of 0 bytes does not get here). */
+		for (;;) {
+			r = rx_used(c) != 0 ? 2 : recv_end(fd, c, nonblock);
+			if (r != 1) /* 2: data; 0: end; -1: errno set */
+				break;
+			if ((r = wait_data(fd, c)) < 0) {
+				r = OSF_FAIL(-r);
+				break;
+			}
+		}
+		conn_put(c);
+		return r == 2 ? 0 : r;
+	}
 	__atomic_add_fetch(&c->me->recv_calls, 1, __ATOMIC_RELAXED);
 	for (;;) {
 		int64_t used;
@@ -842,11 +886,23 @@ static ssize_t send_end(struct osf_conn *c, size_t total, int flags)
 	if (!(cstate(c) & CS_GONE))
 		return 1;
 	err = take_pending(c);
-	if (err)
+	if (err) {
+		/* The error the reset left; EPIPE (a reset in CLOSE_WAIT)
+		 * raises SIGPIPE as any EPIPE from a write does. */
+		if (err == EPIPE)
+			raise_sigpipe(flags);
 		return OSF_FAIL(err);
+	}
 	if (!(__atomic_fetch_or(&c->state, CS_WROTE_GONE, __ATOMIC_ACQ_REL) &
-	      CS_WROTE_GONE))
-		return (ssize_t)total; /* TCP accepts one write after FIN */
+	      CS_WROTE_GONE) &&
+	    !(cstate(c) & CS_RESET)) {
+		/* TCP accepts one write after the peer's FIN; the peer,
+		 * closed, answers it with a reset, which in CLOSE_WAIT
+		 * leaves EPIPE for the next call. */
+		set_pending(c, EPIPE);
+		set_state(c, CS_RESET);
+		return (ssize_t)total;
+	}
 	raise_sigpipe(flags);
 	return OSF_FAIL(EPIPE);
 }
@@ -1024,12 +1080,14 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 {
 	struct osf_conn *c;
+	int closed;
 
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return OSF_FAIL(EINVAL);
 	c = conn_get(fd, e);
 	if (!c)
 		return OSF_FAIL(EBADF);
+	closed = tcp_closed(c); /* TCP still records the shutdown */
 	if (how != SHUT_WR)
 		__atomic_or_fetch(&c->me->flags, OSF_SIDE_RDSHUT,
 				  __ATOMIC_ACQ_REL);
@@ -1043,7 +1101,7 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 		wake(fd, c, &c->peer->rx_want);
 	}
 	conn_put(c);
-	return 0;
+	return closed ? OSF_FAIL(ENOTCONN) : 0;
 }
 
 static int put_int(void *val, socklen_t *len, int v)
@@ -1106,8 +1164,14 @@ static int tcp_info(struct osf_conn *c, void *val, socklen_t *len)
 	socklen_t n;
 
 	memset(&ti, 0, sizeof(ti));
-	ti.tcpi_state = (peer_flags(c) & OSF_SIDE_FIN) ? TCP_CLOSE_WAIT
-						       : TCP_ESTABLISHED;
+	if (tcp_closed(c))
+		ti.tcpi_state = TCP_CLOSE;
+	else if (my_flags(c) & OSF_SIDE_FIN)
+		ti.tcpi_state = TCP_FIN_WAIT2;
+	else if ((peer_flags(c) & OSF_SIDE_FIN) || (cstate(c) & CS_GONE))
+		ti.tcpi_state = TCP_CLOSE_WAIT;
+	else
+		ti.tcpi_state = TCP_ESTABLISHED;
 	ti.tcpi_snd_mss = ti.tcpi_rcv_mss = 65483;
 	ti.tcpi_advmss = 65483;
 	ti.tcpi_pmtu = 65536;
@@ -1318,9 +1382,16 @@ int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,
 	socklen_t full;
 	sa_family_t fam;
 
-	(void)fd;
 	if (!len)
 		return OSF_FAIL(EFAULT);
+	if (peer) { /* a closed TCP socket has no peer */
+		struct osf_conn *c = conn_get(fd, e);
+		int closed = c && tcp_closed(c);
+		if (c)
+			conn_put(c);
+		if (closed)
+			return OSF_FAIL(ENOTCONN);
+	}
 	memcpy(&fam, src, sizeof(fam));
 	full = fam == AF_INET6 ? sizeof(struct sockaddr_in6)
 			       : sizeof(struct sockaddr_in);
@@ -1573,10 +1644,10 @@ static short revents(struct osf_conn *c)
 		r |= POLLRDHUP;
 	if ((uint64_t)room >= c->lowat || wrshut || (st & CS_GONE))
 		r |= POLLOUT | POLLWRNORM;
-	if (rdhup && wrshut)
+	if ((rdhup && wrshut) || tcp_closed(c))
 		r |= POLLHUP;
-	if (c->pending_err || ((st & CS_GONE) && (st & CS_WROTE_GONE)))
-		r |= POLLERR | POLLHUP;
+	if (c->pending_err)
+		r |= POLLERR;
 	return r;
 }
 

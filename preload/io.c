@@ -5,7 +5,14 @@
  * ring data path in conn.c. */
 #include "conn.h"
 
+#include <limits.h>
 #include <sys/sendfile.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#ifndef UIO_MAXIOV
+#define UIO_MAXIOV 1024 /* linux/uio.h: the most messages recvmmsg takes */
+#endif
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
@@ -37,12 +44,32 @@ static OSF_SLOW ssize_t send1(int fd, struct osf_fdt_entry *e, const void *buf,
 	return osf_conn_send(fd, e, &v, 1, flags);
 }
 
+/* read1 and readv1: read(2) of 0 bytes returns 0 at once, where
+ * recv(2) of 0 bytes waits for data. */
+static OSF_SLOW ssize_t read1(int fd, struct osf_fdt_entry *e, void *buf,
+			       size_t n)
+{
+	return n ? recv1(fd, e, buf, n, 0) : 0;
+}
+
+static OSF_SLOW ssize_t readv1(int fd, struct osf_fdt_entry *e,
+				const struct iovec *iov, int iovcnt)
+{
+	int i;
+
+	for (i = 0; i < iovcnt && iov && !iov[i].iov_len; i++)
+		;
+	if (iovcnt >= 0 && iovcnt <= IOV_MAX && i == iovcnt)
+		return 0;
+	return osf_conn_recv(fd, e, iov, iovcnt, 0);
+}
+
 static OSF_SLOW ssize_t recv1_chk(int fd, struct osf_fdt_entry *e, void *buf,
 				   size_t n, size_t buflen, int flags)
 {
 	if (n > buflen)
 		__chk_fail();
-	return recv1(fd, e, buf, n, flags);
+	return flags < 0 ? read1(fd, e, buf, n) : recv1(fd, e, buf, n, flags);
 }
 
 OSF_EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -51,7 +78,7 @@ OSF_EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 	if (likely(!e))
 		return REAL(read)(fd, buf, n);
-	return recv1(fd, e, buf, n, 0);
+	return read1(fd, e, buf, n);
 }
 
 OSF_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
@@ -60,7 +87,7 @@ OSF_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 
 	if (likely(!e))
 		return REAL(__read_chk)(fd, buf, n, buflen);
-	return recv1_chk(fd, e, buf, n, buflen, 0);
+	return recv1_chk(fd, e, buf, n, buflen, -1); /* -1: read */
 }
 
 OSF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
@@ -69,7 +96,7 @@ OSF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 
 	if (likely(!e))
 		return REAL(readv)(fd, iov, iovcnt);
-	return osf_conn_recv(fd, e, iov, iovcnt, 0);
+	return readv1(fd, e, iov, iovcnt);
 }
 
 OSF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -150,29 +177,68 @@ OSF_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	return recvmsg_conn(fd, e, msg, flags);
 }
 
+/* recvmmsg_conn is the kernel's do_recvmmsg for a stream: it fills up to
+ * vlen messages, each recvmsg blocking as the socket does (only
+ * MSG_WAITFORONE makes the later ones nonblocking), checks the timeout
+ * between messages only, and writes the time left back. */
+static OSF_SLOW int recvmmsg_conn(int fd, struct osf_fdt_entry *e,
+				  struct mmsghdr *vec, unsigned int vlen,
+				  int flags, struct timespec *timeout)
+{
+	struct timespec end, now;
+	unsigned int i;
+	int err = 0;
+
+	if (timeout) {
+		if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+		    timeout->tv_nsec >= 1000000000L)
+			return OSF_FAIL(EINVAL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		end.tv_sec = now.tv_sec + timeout->tv_sec;
+		end.tv_nsec = now.tv_nsec + timeout->tv_nsec;
+		if (end.tv_nsec >= 1000000000L) {
+			end.tv_sec++;
+			end.tv_nsec -= 1000000000L;
+		}
+	}
+	if (vlen > UIO_MAXIOV)
+		vlen = UIO_MAXIOV;
+	for (i = 0; i < vlen;) {
+		ssize_t r = recvmsg_conn(fd, e, &vec[i].msg_hdr,
+					 flags & ~MSG_WAITFORONE);
+		if (r < 0) {
+			err = errno;
+			break;
+		}
+		vec[i++].msg_len = (unsigned int)r;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+		if (timeout) {
+			long ns;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			ns = (end.tv_sec - now.tv_sec) * 1000000000L +
+			     (end.tv_nsec - now.tv_nsec);
+			if (ns <= 0) {
+				timeout->tv_sec = timeout->tv_nsec = 0;
+				break;
+			}
+			timeout->tv_sec = ns / 1000000000L;
+			timeout->tv_nsec = ns % 1000000000L;
+		}
+	}
+	if (i == 0 && err)
+		return OSF_FAIL(err);
+	return (int)i;
+}
+
 OSF_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			int flags, struct timespec *timeout)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	unsigned int i;
 
 	if (likely(!e))
 		return REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
-	/* As for TCP: the first message may block, later ones do not
-	 * (MSG_WAITFORONE semantics are the same for a stream). */
-	for (i = 0; i < vlen; i++) {
-		ssize_t r = recvmsg_conn(fd, e, &vec[i].msg_hdr,
-					 i ? (flags | MSG_DONTWAIT) : flags);
-		if (r < 0) {
-			if (i)
-				break;
-			return -1;
-		}
-		vec[i].msg_len = (unsigned int)r;
-		if (r == 0)
-			return (int)i + 1;
-	}
-	return (int)i;
+	return recvmmsg_conn(fd, e, vec, vlen, flags, timeout);
 }
 
 OSF_EXPORT ssize_t write(int fd, const void *buf, size_t n)

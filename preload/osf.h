@@ -219,10 +219,12 @@ int osf_core_connect(const struct osf_core_connect_in *in,
 int osf_core_accept(const struct osf_core_accept_in *in,
 		    struct osf_core_conn *out);
 
-/* osf_restartable reports whether every signal handler installed has
- * SA_RESTART: then a poll osf uses in place of a restartable call (accept)
- * is restarted after a signal, as the kernel would restart that call. */
-int osf_restartable(void);
+/* Where osf waits in poll in place of a call the kernel restarts after a
+ * handler with SA_RESTART (a blocking accept), osf_intr_begin is called
+ * before the wait and, when poll fails with EINTR, osf_intr_restart says
+ * whether every handler that ran had SA_RESTART (signals.c). */
+void osf_intr_begin(void);
+int osf_intr_restart(void);
 
 /* osf_core_child_after_fork forgets the parent's core in a fork child:
  * it is never called again here (DESIGN.md D1), and the signal handlers

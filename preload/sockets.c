@@ -20,10 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* osf_restartable (signals.c) reports whether a poll interrupted by a
- * signal should be restarted, as the kernel would restart an accept. */
-int osf_restartable(void);
-
 static int osf_on(void)
 {
 	return __atomic_load_n(&osf.ready, __ATOMIC_ACQUIRE) && !osf.disabled;
@@ -478,9 +474,13 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 	timeout = (fl & O_NONBLOCK) ? 0 : listener_timeout(fd);
 	for (;;) {
 		struct pollfd p[2] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
-		int n = REAL(poll)(p, 2, timeout), first, nfd;
+		int n, first, nfd;
+		osf_intr_begin();
+		n = REAL(poll)(p, 2, timeout);
 		if (n < 0) {
-			if (errno == EINTR && timeout < 0 && osf_restartable())
+			/* As accept: restarted after SA_RESTART handlers,
+			 * unless SO_RCVTIMEO is set. */
+			if (errno == EINTR && timeout < 0 && osf_intr_restart())
 				continue;
 			return -1;
 		}

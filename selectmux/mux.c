@@ -231,10 +231,13 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 				}
 			} else {
 				fds[i].revents = k[i].revents;
+				/* A pending connection on the companion
+				 * is one on the listener: POLLIN and
+				 * POLLRDNORM, as inet_csk_listen_poll. */
 				if (kind[i] == SLOT_LISTEN &&
-				    (k[l++].revents & POLLIN) &&
-				    (fds[i].events & POLLIN))
-					fds[i].revents |= POLLIN;
+				    (k[l++].revents & POLLIN))
+					fds[i].revents |= fds[i].events &
+							  (POLLIN | POLLRDNORM);
 			}
 			k[i].revents = 0;
 		}

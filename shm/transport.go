@@ -173,14 +173,15 @@ func closeAll(fds []int) {
 
 // AsFamily returns ap in the family of a socket whose address is like: an
 // IPv4 address is mapped into IPv6 for an IPv6 socket (a dual-stack
-// listener reports IPv4 clients as ::ffff:a.b.c.d), and a v4-mapped
-// address is unmapped for an IPv4 socket.
+// listener reports IPv4 clients as ::ffff:a.b.c.d, and an IPv6 client
+// connected to ::ffff:a.b.c.d reports its own address the same way), and
+// a v4-mapped address is unmapped for an IPv4 socket.
 func AsFamily(ap netip.AddrPort, like netip.Addr) netip.AddrPort {
 	a := ap.Addr()
 	switch {
 	case like.Is4() && a.Is4In6():
 		a = a.Unmap()
-	case like.Is6() && !like.Is4In6() && a.Is4():
+	case like.Is6() && a.Is4():
 		a = netip.AddrFrom16(a.As16())
 	}
 	return netip.AddrPortFrom(a, ap.Port())
