@@ -236,12 +236,23 @@ static int inheritable(const struct osf_fdt_entry *e)
 	return e->kind >= OSF_FD_LISTEN && !(e->flags & OSF_FDF_CLOEXEC);
 }
 
-/* account adds (delta 1) or removes (-1) entry e's share in what must
- * cross exec: its hidden fd, and the table. The lock is held. */
-static void account(const struct osf_fdt_entry *e, int delta)
+/* account_aux adds delta to the inheriting users of hidden fd afd: it is
+ * inheritable while it has any. The lock is held. */
+static void account_aux(int afd, int delta)
 {
 	struct osf_fdt_entry *a;
 
+	if (afd < 0 || !(a = osf_fdt_lookup(afd)) || a->kind != OSF_FD_HIDDEN)
+		return;
+	a->inherit_refs += (uint32_t)delta;
+	if (a->inherit_refs == 0 || (delta > 0 && a->inherit_refs == 1))
+		sys_fcntl(afd, F_SETFD, a->inherit_refs ? 0 : FD_CLOEXEC);
+}
+
+/* account adds (delta 1) or removes (-1) entry e's share in what must
+ * cross exec: its hidden fds, and the table. The lock is held. */
+static void account(const struct osf_fdt_entry *e, int delta)
+{
 	if (e->kind >= OSF_FD_LISTEN)
 		offload_count += delta;
 	if (!inheritable(e))
@@ -249,12 +260,9 @@ static void account(const struct osf_fdt_entry *e, int delta)
 	inherit_count += delta;
 	if (hdr && (inherit_count == 0 || (delta > 0 && inherit_count == 1)))
 		sys_fcntl(tfd, F_SETFD, inherit_count ? 0 : FD_CLOEXEC);
-	if (e->aux_fd < 0 || !(a = osf_fdt_lookup(e->aux_fd)) ||
-	    a->kind != OSF_FD_HIDDEN)
-		return;
-	a->inherit_refs += (uint32_t)delta;
-	if (a->inherit_refs == 0 || (delta > 0 && a->inherit_refs == 1))
-		sys_fcntl(e->aux_fd, F_SETFD, a->inherit_refs ? 0 : FD_CLOEXEC);
+	account_aux(e->aux_fd, delta);
+	if (e->kind >= OSF_FD_SHM)
+		account_aux(e->aux2_fd, delta);
 }
 
 int osf_fdt_set(int fd, const struct osf_fdt_entry *src)
@@ -508,6 +516,8 @@ int osf_fdt_relocate_hidden(int fd)
 		o = osf_fdt_lookup(owner);
 		if (o && o->aux_fd == fd)
 			o->aux_fd = nfd;
+		if (o && o->kind >= OSF_FD_SHM && o->aux2_fd == fd)
+			o->aux2_fd = nfd;
 	}
 	osf_fdt_clear(fd);
 	sys_close(fd);
@@ -747,6 +757,15 @@ static void remap_moved(void)
 	}
 }
 
+/* mark_in_use marks hidden fd afd as used by a surviving entry. */
+static void mark_in_use(int afd)
+{
+	struct osf_fdt_entry *a = afd >= 0 ? osf_fdt_lookup(afd) : NULL;
+
+	if (a && a->kind == OSF_FD_HIDDEN)
+		a->owner_fd = -2; /* in use */
+}
+
 /* recount rebuilds the inheritance accounting after adoption and closes
  * hidden fds that no surviving entry uses. The lock is held. */
 static void recount(void)
@@ -761,11 +780,10 @@ static void recount(void)
 	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
 		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
 			struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
-			if (c->kind >= OSF_FD_LISTEN && c->aux_fd >= 0) {
-				struct osf_fdt_entry *a = osf_fdt_lookup(c->aux_fd);
-				if (a && a->kind == OSF_FD_HIDDEN)
-					a->owner_fd = -2; /* in use */
-			}
+			if (c->kind >= OSF_FD_LISTEN)
+				mark_in_use(c->aux_fd);
+			if (c->kind >= OSF_FD_SHM)
+				mark_in_use(c->aux2_fd);
 			account(c, 1);
 		}
 	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)

@@ -19,7 +19,7 @@ var hooks = strings.Fields(`socket socketpair bind listen accept accept4 connect
 	fcntl fcntl64 ioctl getsockopt setsockopt getsockname getpeername poll ppoll
 	select pselect epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait
 	epoll_pwait2 fork vfork daemon execve execv execvp execvpe execl execlp execle
-	fexecve execveat posix_spawn posix_spawnp sigaction signal __read_chk
+	fexecve execveat posix_spawn posix_spawnp sigaction signal siginterrupt __read_chk
 	__recv_chk __recvfrom_chk __poll_chk __ppoll_chk fdopen`)
 
 var api = []string{"qsock_readable", "qsock_writable"}

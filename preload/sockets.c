@@ -282,6 +282,8 @@ static void abandon(const struct osf_core_conn *cc)
 		       (size_t)cc->ring_bytes * 2 + 4096);
 	if (cc->seg_fd >= 0)
 		REAL(close)(cc->seg_fd);
+	if (cc->wake_tx_fd >= 0)
+		REAL(close)(cc->wake_tx_fd);
 	if (cc->wake_fd >= 0)
 		REAL(close)(cc->wake_fd);
 }
@@ -306,7 +308,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
 		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
 	memset(&cc, 0, sizeof(cc));
-	cc.wake_fd = cc.seg_fd = -1;
+	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	rc = osf_core_connect(&in, &cc);
 	errno = saved;
 	if (rc != 0) {
@@ -419,7 +421,7 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 	(void)sa_split((struct sockaddr *)e->local, sizeof(e->local), &in.family,
 		       in.addr, &in.port);
 	memset(&cc, 0, sizeof(cc));
-	cc.wake_fd = cc.seg_fd = -1;
+	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	rc = osf_core_accept(&in, &cc);
 	if (rc != 0) {
 		REAL(close)(cfd);

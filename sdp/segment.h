@@ -28,7 +28,7 @@
 #include <string.h>
 
 #define OSF_SEG_MAGIC 0x3147455346534f51ULL /* "QOSFSEG1" */
-#define OSF_SEG_VERSION 1
+#define OSF_SEG_VERSION 2
 #define OSF_SEG_HDR_BYTES 4096u
 #define OSF_SEG_MIN_RING 4096u
 #define OSF_SEG_MAX_RING (64u << 20)
@@ -50,12 +50,18 @@ struct osf_seg_side {
 	uint32_t flags;     /* OSF_SIDE_* */
 	uint32_t close_seq; /* bumped when a process drops its last fd for
 			       this side: a hint to check for the end */
-	uint32_t rx_want;   /* 1: this side sleeps until data arrives; the
-			       peer clears it and sends wake tokens */
-	uint32_t tx_want;   /* 1: this side sleeps until there is room */
-	uint32_t sleepers;  /* threads of this side asleep in the kernel */
+	uint32_t rx_want;   /* 1: this side waits until data (or the end)
+			       arrives; the peer clears it and sends wake
+			       tokens on the wake socket */
+	uint32_t tx_want;   /* 1: this side waits until there is room; the
+			       tokens go on the writers' wake socket */
+	uint32_t rx_waiters; /* threads of this side waiting for data: asleep
+				in recv, or in poll/epoll with the fd armed.
+				The peer sends that many tokens (at least 1,
+				at most 32); each waiter takes one */
+	uint32_t tx_waiters; /* the same for room, on the writers' socket */
 	uint32_t holders;   /* processes holding this side */
-	uint8_t pad0[40];
+	uint8_t pad0[36];
 	/* Cache line 1: locks of this side's producers and consumers; 0 when
 	 * free, else the owner's tid, | OSF_LOCK_WAITERS when contended. */
 	uint32_t tx_lock;
@@ -94,7 +100,10 @@ struct osf_seg_hdr {
 };
 
 /* The hello: the first and only message the client sends on the unix
- * socket, with the segment's memfd attached (SCM_RIGHTS). */
+ * socket, with two fds attached (SCM_RIGHTS): the segment's memfd, and the
+ * server's end of the writers' wake socket (a socketpair the client made:
+ * tokens that wake a side's writers travel there, so that readers and
+ * writers of one side never take each other's tokens). */
 #define OSF_HELLO_MAGIC 0x48465351u /* "QSFH" */
 struct osf_hello {
 	uint32_t magic;

@@ -65,7 +65,8 @@ type SideView struct {
 	Flags     SideFlags
 	CloseSeq  uint32 // bumped each time a process drops its last fd for the side
 	Holders   uint32 // processes holding the side (a hint: see segment.h)
-	Sleepers  uint32
+	RxWaiters uint32 // threads waiting for data (asleep in recv, or polling)
+	TxWaiters uint32 // threads waiting for room
 	RxWant    uint32
 	TxWant    uint32
 	SendCalls uint64
@@ -145,7 +146,8 @@ func ReadHeader(mem []byte) (HeaderView, error) {
 			Flags:     SideFlags(load32(&s.flags)),
 			CloseSeq:  load32(&s.close_seq),
 			Holders:   load32(&s.holders),
-			Sleepers:  load32(&s.sleepers),
+			RxWaiters: load32(&s.rx_waiters),
+			TxWaiters: load32(&s.tx_waiters),
 			RxWant:    load32(&s.rx_want),
 			TxWant:    load32(&s.tx_want),
 			SendCalls: load64(&s.send_calls),

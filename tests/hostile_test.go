@@ -62,8 +62,8 @@ func TestHostileServer(t *testing.T) {
 
 // TestHostileClient attacks a server under osf through its companion
 // listener with bad hellos (an unsealed segment that could be truncated
-// under the server, a wrong size, a mismatched header, no fd, two fds, a
-// file that is not a memfd, a bad magic), tries to shrink a sealed segment
+// under the server, a wrong size, a mismatched header, no fd, three fds, a
+// file that is not a memfd, a wake socket that is a file, a bad magic), tries to shrink a sealed segment
 // after the hello, then scribbles on a truthful one while it is served.
 // The server must reject each, survive (it is one process), and serve a
 // good client afterwards with its bytes intact.
@@ -86,7 +86,7 @@ print(c.recv(100).decode())`, port, msg)).Run(shortRun)
 		t.Errorf("good client after the attack: %s", good)
 	}
 	checkSurvived(t, "victim server", srv.Wait(longRun))
-	for _, want := range []string{"seals 0x0", "want 1", "header does not match", "malformed hello"} {
+	for _, want := range []string{"seals 0x0", "carried 0 fds, want 2", "carried 3 fds, want 2", "header does not match", "not a stream socket", "malformed hello"} {
 		if !strings.Contains(srv.Stderr(), want) {
 			t.Errorf("the server's log does not show the rejection %q:\n%s", want, srv.Stderr())
 		}

@@ -250,12 +250,16 @@ func TestShmNginxWrk(t *testing.T) {
 			srv := m.cmd(t, nil, nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log")).Start()
 			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
 			testutil.WaitFor(t, shortRun, "two nginx workers", func() bool { return len(children(srv.Pid)) == 2 })
-			workers := children(srv.Pid)
-			for _, w := range workers {
-				if uid := procUID(t, w); uid != "65534" {
-					t.Errorf("nginx worker %d runs as uid %s, want nobody (65534)", w, uid)
+			// A worker is forked as root and drops to nobody a moment later.
+			testutil.WaitFor(t, shortRun, "nginx workers running as nobody (65534)", func() bool {
+				for _, w := range children(srv.Pid) {
+					if procUID(t, w) != "65534" {
+						return false
+					}
 				}
-			}
+				return true
+			})
+			workers := children(srv.Pid)
 			url := fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)
 
 			out := filepath.Join(t.TempDir(), "download")

@@ -100,7 +100,8 @@ static void scribble(uint8_t *seg, uint32_t ring, int wake)
 		s->rx_lock = (uint32_t)rnd();
 		break;
 	case 5:
-		s->sleepers = (uint32_t)rnd();
+		s->rx_waiters = (uint32_t)rnd();
+		s->tx_waiters = (uint32_t)rnd();
 		s->rx_want = (uint32_t)rnd();
 		s->tx_want = (uint32_t)rnd();
 		break;
@@ -191,15 +192,15 @@ static int serve(int port, double secs)
 }
 
 /* send_hello sends a hello over a fresh companion connection with up to
- * two fds; returns the connection. */
+ * three fds (a negative one is left out); returns the connection. */
 static int send_hello(const char *name, const void *msg, size_t len, int fd1,
-		      int fd2)
+		      int fd2, int fd3)
 {
 	struct sockaddr_un sun;
-	char cbuf[CMSG_SPACE(2 * sizeof(int))];
+	char cbuf[CMSG_SPACE(3 * sizeof(int))];
 	struct iovec iov = {(void *)msg, len};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), n = 0, fds[2];
+	int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), n = 0, fds[3];
 
 	if (connect(c, (struct sockaddr *)&sun, abstract(&sun, name)) < 0) {
 		close(c);
@@ -209,6 +210,8 @@ static int send_hello(const char *name, const void *msg, size_t len, int fd1,
 		fds[n++] = fd1;
 	if (fd2 >= 0)
 		fds[n++] = fd2;
+	if (fd3 >= 0)
+		fds[n++] = fd3;
 	if (n) {
 		struct cmsghdr *cm;
 		mh.msg_control = cbuf;
@@ -252,7 +255,7 @@ static int attack(int port)
 
 	/* The companion of a listener on 127.0.0.1, or on any address. */
 	snprintf(name, sizeof(name), "osf1/4/127.0.0.1/%d", port);
-	c = send_hello(name, "", 0, -1, -1);
+	c = send_hello(name, "", 0, -1, -1, -1);
 	if (c < 0)
 		snprintf(name, sizeof(name), "osf1/4/*/%d", port);
 	else
@@ -270,8 +273,12 @@ static int attack(int port)
 		memcpy(h.client, &cl, sizeof(cl));
 		memcpy(h.server, &sv, sizeof(sv));
 	}
-	for (i = 0; i < 9; i++) {
-		int fd2 = -1, bad;
+	for (i = 0; i < 10; i++) {
+		int fd2 = -1, fd3 = -1, bad, wake[2] = {-1, -1};
+		/* The writers' wake socket every hello carries after the segment. */
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wake) < 0)
+			return 1;
+		fd2 = wake[1];
 		switch (i) {
 		case 0: /* unsealed: could be truncated under the server */
 			fd = make_segment(ring, 0, (off_t)osf_seg_bytes(ring));
@@ -283,20 +290,24 @@ static int attack(int port)
 			fd = make_segment(ring * 2, 1, (off_t)osf_seg_bytes(ring));
 			break;
 		case 3: /* no fd */
-			fd = -1;
+			fd = fd2 = -1;
 			break;
-		case 4: /* two fds */
+		case 4: /* three fds */
 			fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
-			fd2 = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
+			fd3 = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
 			break;
 		case 5: /* not a memfd at all */
 			fd = open("/dev/zero", O_RDWR | O_CLOEXEC);
 			break;
-		case 6: /* garbage hello, good segment */
+		case 6: /* a wake "socket" that is a file */
+			fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
+			fd2 = open("/dev/null", O_RDWR | O_CLOEXEC);
+			break;
+		case 7: /* garbage hello, good segment */
 			fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
 			h.magic = (uint32_t)rnd();
 			break;
-		case 7: /* a truthful hello whose segment we then try to shrink */
+		case 8: /* a truthful hello whose segment we then try to shrink */
 			fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
 			h.magic = OSF_HELLO_MAGIC;
 			break;
@@ -304,17 +315,20 @@ static int attack(int port)
 			fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
 			break;
 		}
-		c = send_hello(name, &h, sizeof(h), fd, fd2);
+		c = send_hello(name, &h, sizeof(h), fd, fd2, fd3);
+		if (fd2 >= 0 && fd2 != wake[1])
+			close(fd2);
+		close(wake[1]);
 		if (c < 0) {
 			fprintf(stderr, "hostile: connect %s: %s\n", name, strerror(errno));
 			return 1;
 		}
-		if (i == 7) {
+		if (i == 8) {
 			bad = ftruncate(fd, 4096); /* the seal must refuse this */
 			printf("truncate after sealing: %s\n", bad < 0 ? strerror(errno) : "allowed");
 			usleep(200000);
 		}
-		if (i == 8) {
+		if (i == 9) {
 			uint8_t *seg = mmap(NULL, (size_t)osf_seg_bytes(ring),
 					    PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 			double until = now() + 1.0;
@@ -336,8 +350,9 @@ static int attack(int port)
 		close(c);
 		if (fd >= 0)
 			close(fd);
-		if (fd2 >= 0)
-			close(fd2);
+		if (fd3 >= 0)
+			close(fd3);
+		close(wake[0]);
 	}
 	printf("attacks done\n");
 	return 0;
