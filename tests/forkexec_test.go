@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/osfproject/osf/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // Offloaded connections must live and die by the rules of kernel sockets
@@ -726,4 +727,119 @@ func TestForkExecBlockedReader(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestForkExecSharedWriters has a parent and its fork child write 10,000
+// records each to one connection at once, one write() per record, as a
+// parent and child share a stdout. The reader tells every byte's writer
+// apart and requires each writer's records complete, uncorrupted and in
+// order. Writes that did not land whole (another writer's bytes in the
+// middle) are counted and logged: kernel TCP does not promise that a write
+// lands whole either (a writer that waits for send-buffer room mid-write
+// lets the other in), so the count is compared, not required to be 0.
+//
+// In the killed variant the child is SIGKILLed while both write 40,000
+// records (under osf most likely while it holds its side's ring lock): the
+// parent must go on and finish unhindered, and the reader gets all of the
+// parent's records and an intact prefix of the child's.
+func TestForkExecSharedWriters(t *testing.T) {
+	t.Parallel()
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			const records = 10000
+			r, _ := sharedWriters(t, m, records, false)
+			for _, w := range []string{"P", "C"} {
+				if want := fmt.Sprintf("writer %s records %d\n", w, records); !strings.Contains(r.Stdout, want) {
+					t.Errorf("reader: %q lacks %q", r.Stdout, want)
+				}
+			}
+		})
+		t.Run(m.name+"/child-killed", func(t *testing.T) {
+			t.Parallel()
+			const records = 40000
+			r, wr := sharedWriters(t, m, records, true)
+			if want := fmt.Sprintf("writer P records %d\n", records); !strings.Contains(r.Stdout, want) {
+				t.Errorf("reader: %q lacks %q", r.Stdout, want)
+			}
+			var c int
+			if i := strings.Index(r.Stdout, "writer C records "); i < 0 {
+				t.Errorf("reader: no count for the child: %q", r.Stdout)
+			} else if fmt.Sscanf(r.Stdout[i:], "writer C records %d", &c); c >= records {
+				t.Errorf("the killed child wrote all its %d records", c)
+			}
+			if !strings.Contains(wr.Stdout, "child failed: status 0x9\n") {
+				t.Errorf("parent writer: %q, want the child killed by SIGKILL", wr.Stdout)
+			}
+			t.Logf("%s: child killed after %d records; %s", m.name, c, strings.ReplaceAll(strings.TrimSpace(r.Stdout), "\n", "; "))
+		})
+	}
+}
+
+// sharedWriters runs progs/fxwriters.c's reader and writers in mode m; with
+// kill set it SIGKILLs the writing child once the reader got 64 MiB. It
+// returns the reader's and the writers' results.
+func sharedWriters(t *testing.T, m mode, records int, kill bool) (reader, writers testutil.Result) {
+	t.Helper()
+	port := testutil.FreePort(t)
+	args := []string{"read", strconv.Itoa(port)}
+	if kill {
+		args = append(args, "allow-cut")
+	}
+	rd := m.cmd(t, nil, testutil.Prog(t, "fxwriters"), args...).Start()
+	rd.WaitOutput("listening\n", shortRun)
+	wc := m.cmd(t, nil, testutil.Prog(t, "fxwriters"), "write", strconv.Itoa(port), strconv.Itoa(records), "pause")
+	stdin, err := wc.Cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr := wc.Start()
+	var wpid, wfd int
+	if _, err := fmt.Sscanf(waitLine(t, wr, "connected "), "connected %d %d", &wpid, &wfd); err != nil {
+		t.Fatal(err)
+	}
+	checkConn(t, m, "writer", wpid, wfd)
+	if m.osf {
+		testutil.WaitOsfStat(t, rd.Pid, shortRun, "the reader's offloaded connection", func(p testutil.StatProc) bool {
+			s := p.Select(testutil.ByRole("server"))
+			return len(s) == 1 && s[0].Transport == testutil.TransportShm
+		})
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	if kill {
+		var child int
+		testutil.WaitFor(t, shortRun, "the writer's fork child", func() bool {
+			kids := testutil.Children(wpid)
+			if len(kids) == 1 {
+				child = kids[0]
+			}
+			return child != 0
+		})
+		rd.WaitOutput("64 MiB read\n", shortRun)
+		if err := unix.Kill(child, unix.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	writers = wr.Wait(longRun)
+	if !kill && !writers.OK() {
+		t.Fatalf("writers: %s", writers)
+	}
+	if kill && (writers.TimedOut || writers.ExitCode != 1) {
+		t.Fatalf("writers: %s", writers)
+	}
+	reader = rd.Wait(longRun)
+	if !reader.OK() {
+		t.Fatalf("reader: %s", reader)
+	}
+	var bytes, split int
+	if _, err := fmt.Sscanf(waitLine(t, rd, "bytes "), "bytes %d split %d", &bytes, &split); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d bytes; %d writes did not land whole; the writers ended %v after the go-ahead or the kill",
+		m.name, bytes, split, time.Since(start).Round(time.Millisecond))
+	return reader, writers
 }
