@@ -843,3 +843,30 @@ func sharedWriters(t *testing.T, m mode, records int, kill bool) (reader, writer
 		m.name, bytes, split, time.Since(start).Round(time.Millisecond))
 	return reader, writers
 }
+
+// TestForkExecDuplex has two waiters on one connection wait for different
+// things, as every full-duplex program with a reader thread and a writer
+// thread does, and as a parent and its fork child sharing a connection do:
+// one waits for data that does not come (in a blocking read, in
+// poll(POLLIN), or in a blocking read in a fork child), the other writes
+// 64 MiB (blocking writes, or nonblocking writes and poll(POLLOUT)) to a
+// peer that drains everything. The writer must never stall (progs/
+// duplex.c gives up after 2 s without progress). Under osf the wake-up
+// meant for the writer can be taken by the other waiter, so each case runs
+// up to three times to catch it.
+func TestForkExecDuplex(t *testing.T) {
+	t.Parallel()
+	for _, m := range bareAndOsf {
+		for _, how := range []string{"block", "poll", "fork"} {
+			t.Run(m.name+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				for round := range 3 {
+					r := m.cmd(t, nil, testutil.Prog(t, "duplex"), how).Run(longRun)
+					if !r.OK() || r.Stdout != "result ok\n" {
+						t.Fatalf("round %d: %s", round, r)
+					}
+				}
+			})
+		}
+	}
+}
