@@ -82,7 +82,7 @@ func TestForkExecEnvReplaced(t *testing.T) {
 			t.Parallel()
 			runHandoff(t, m, handoff{mode: "envi", args: []string{"sha256sum"}, conns: 2, size: sizes(1 << 20),
 				holders: []holder{{"sha256sum", []int{0, 1}}}, expect: digest,
-				check: func(t *testing.T, m mode, child int) {
+				check: func(t *testing.T, m mode, _, _, child int) {
 					env, err := testutil.Environ(child)
 					if err != nil {
 						t.Fatal(err)
@@ -94,7 +94,7 @@ func TestForkExecEnvReplaced(t *testing.T) {
 			t.Parallel()
 			runHandoff(t, m, handoff{mode: "rawexec", args: []string{sha}, conns: 2, size: sizes(1 << 20),
 				holders: []holder{{"sha256sum", []int{0, 1}}}, expect: digest,
-				check: func(t *testing.T, m mode, child int) {
+				check: func(t *testing.T, m mode, _, _, child int) {
 					env, err := testutil.Environ(child)
 					if err != nil {
 						t.Fatal(err)
@@ -154,6 +154,90 @@ func TestForkExecVfork(t *testing.T) {
 			runHandoff(t, m, handoff{mode: "vfork", args: []string{"cat"}, conns: 3, size: sizes(2 << 20),
 				holders: []holder{{"cat", []int{0, 1}}}, expect: echoed})
 		})
+	}
+}
+
+// TestForkExecActivate is socket activation (inetd "wait" mode, systemd
+// sockets): a launcher listens and execs the server with the listener at
+// fd 3; the exec'd image accepts on it (under osf: the listener and its
+// companion crossed the exec, and the first accept loads the core in the
+// new image) and hands each connection to cat.
+func TestForkExecActivate(t *testing.T) {
+	t.Parallel()
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			runHandoff(t, m, handoff{mode: "fork", activate: true, args: []string{"cat"}, conns: 2,
+				size: sizes(1 << 20), holders: []holder{{"cat", []int{0, 1}}}, expect: echoed,
+				check: func(t *testing.T, m mode, i, srv, _ int) {
+					if !m.osf {
+						return
+					}
+					p := testutil.AssertCoreLoaded(t, srv, true)
+					if p.Program != "fxhand" {
+						t.Errorf("server %d runs %q, want the exec'd fxhand", srv, p.Program)
+					}
+					if i == 0 { // it closes the listener after its last accept
+						testutil.AssertTransport(t, srv, testutil.ByFD(3), testutil.TransportShm)
+					}
+				}})
+		})
+	}
+}
+
+// TestForkExecHold hands the connection to a program that does not know
+// it has it: the child execs `sleep 2` with the connection left at its fd.
+// Like a kernel socket, the connection then lives until sleep exits: the
+// client (which sends nothing) sees end of file only after about 2 s. Made
+// close-on-exec first, the connection must not reach sleep: the client
+// sees end of file while sleep still runs.
+func TestForkExecHold(t *testing.T) {
+	t.Parallel()
+	for _, m := range bareAndOsf {
+		for _, how := range []string{"hold", "hold-cloexec"} {
+			t.Run(m.name+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				port := testutil.FreePort(t)
+				srv := m.cmd(t, nil, testutil.Prog(t, "fxhand"), how, strconv.Itoa(port), "1", "sleep", "2").Start()
+				srv.WaitOutput("listening\n", shortRun)
+				empty := filepath.Join(t.TempDir(), "empty")
+				if err := os.WriteFile(empty, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				cl := m.cmd(t, nil, testutil.Prog(t, "fxclient"), strconv.Itoa(port), empty, empty+".out").Start()
+				var fd, child int
+				if _, err := fmt.Sscanf(waitLine(t, srv, "conn 0 fd "), "conn 0 fd %d", &fd); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := fmt.Sscanf(waitLine(t, srv, "child 0 "), "child 0 %d", &child); err != nil {
+					t.Fatal(err)
+				}
+				testutil.WaitFor(t, shortRun, "the child to exec sleep", func() bool { return testutil.ExeBase(child) == "sleep" })
+				if how == "hold" {
+					checkHolders(t, m, child, []holder{{"sleep", []int{fd}}})
+				} else if _, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", child, fd)); err == nil {
+					t.Errorf("sleep has fd %d, which was close-on-exec", fd)
+				}
+				r := cl.Wait(longRun)
+				if !r.OK() || !strings.Contains(r.Stdout, "done sent 0 received 0\n") {
+					t.Fatalf("client: %s", r)
+				}
+				st, err := testutil.ThreadState(child, child)
+				sleepAlive := err == nil && st != 'Z'
+				if how == "hold" && r.Elapsed < 1500*time.Millisecond {
+					t.Errorf("the client saw end of file after %v, while sleep (2 s) still held the connection",
+						r.Elapsed.Round(time.Millisecond))
+				}
+				if how == "hold-cloexec" && !sleepAlive {
+					t.Errorf("the client saw end of file only after %v, when sleep had exited",
+						r.Elapsed.Round(time.Millisecond))
+				}
+				t.Logf("%s: end of file after %v", how, r.Elapsed.Round(time.Millisecond))
+				if r := srv.Wait(longRun); !r.OK() {
+					t.Errorf("fxhand: %s", r)
+				}
+			})
+		}
 	}
 }
 

@@ -36,9 +36,13 @@ type handoff struct {
 	expect  func(in []byte) []byte
 	conns   int
 	size    func(i int) int
-	// check, if set, looks at the hand-off child (pid) while the
-	// connection is open.
-	check func(t *testing.T, m mode, child int)
+	// activate runs fxhand as an exec'd image that accepts on a listener
+	// it inherited at fd 3 (socket activation): `fxhand activate PORT 0
+	// fxhand MODE fd:3 N ARGS...`.
+	activate bool
+	// check, if set, looks at the server and the hand-off child while
+	// connection i is open.
+	check func(t *testing.T, m mode, i, srv, child int)
 }
 
 // echoed is the expectation of cat: the bytes themselves.
@@ -71,8 +75,12 @@ func runHandoff(t *testing.T, m mode, h handoff) {
 	t.Helper()
 	port := testutil.FreePort(t)
 	dir := t.TempDir()
-	srv := m.cmd(t, nil, testutil.Prog(t, "fxhand"),
-		append([]string{h.mode, strconv.Itoa(port), strconv.Itoa(h.conns)}, h.args...)...).Start()
+	args := append([]string{h.mode, strconv.Itoa(port), strconv.Itoa(h.conns)}, h.args...)
+	if h.activate {
+		args = append([]string{"activate", strconv.Itoa(port), "0", testutil.Prog(t, "fxhand"),
+			h.mode, "fd:3", strconv.Itoa(h.conns)}, h.args...)
+	}
+	srv := m.cmd(t, nil, testutil.Prog(t, "fxhand"), args...).Start()
 	srv.WaitOutput("listening\n", shortRun)
 	for i := range h.conns {
 		in := testutil.RandomBytes(t, h.size(i))
@@ -101,7 +109,7 @@ func runHandoff(t *testing.T, m mode, h handoff) {
 		checkHolders(t, m, child, h.holders)
 		checkConn(t, m, "client", cpid, cfd)
 		if h.check != nil {
-			h.check(t, m, child)
+			h.check(t, m, i, srv.Pid, child)
 		}
 		if _, err := io.WriteString(stdin, "go\n"); err != nil {
 			t.Fatalf("client stdin: %v", err)

@@ -5,8 +5,9 @@
  *
  *   fxhand MODE PORT N [PROG [ARG...]]
  *
- * It listens on 127.0.0.1:PORT (SO_REUSEADDR), prints "listening", then
- * accepts N connections one after the other. For each it prints
+ * It listens on 127.0.0.1:PORT (SO_REUSEADDR), or with PORT "fd:K" takes
+ * the listener it inherited at fd K, prints "listening", then accepts N
+ * connections one after the other. For each it prints
  * "conn I fd FD" and hands the connection over as MODE says:
  *
  *   fork          fork; the child dup2s the connection onto 0 and 1, closes
@@ -30,6 +31,14 @@
  *                 (read, write back) until end of file, then accepts the
  *                 other N-1 connections and echoes each the same way (so a
  *                 daemon child accepts for itself too)
+ *   hold          fork; the child execs PROG ARG... with the connection
+ *                 left where it is (not on 0 or 1, not close-on-exec): the
+ *                 program holds it without knowing
+ *   hold-cloexec  the same with the connection made close-on-exec first:
+ *                 the program must not hold it
+ *   activate      accept nothing: put the listener on fd 3 and exec
+ *                 PROG ARG... (socket activation: the program accepts on
+ *                 the listener it inherited); N must be 0
  *
  * After handing over a connection the parent prints "child I PID" and
  * closes its copy. When all N are handed over it waits for the children,
@@ -189,10 +198,21 @@ int main(int argc, char **argv)
 	kids = calloc((size_t)n, sizeof(*kids));
 	snprintf(lpvar, sizeof lpvar, "LD_PRELOAD=%s", lp ? lp : "");
 
-	l = socket(AF_INET, SOCK_STREAM, 0);
-	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-	    bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 64) < 0)
-		die("listen");
+	if (strncmp(argv[2], "fd:", 3) == 0) {
+		l = atoi(argv[2] + 3);
+	} else {
+		l = socket(AF_INET, SOCK_STREAM, 0);
+		if (l < 0 ||
+		    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+		    bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 64) < 0)
+			die("listen");
+	}
+	if (strcmp(mode, "activate") == 0) {
+		if (l != 3 && (dup2(l, 3) < 0 || close(l) < 0))
+			die("dup2");
+		execvp(prog, pargv);
+		die("exec");
+	}
 	printf("listening\n");
 
 	for (int i = 0; i < n; i++) {
@@ -226,12 +246,20 @@ int main(int argc, char **argv)
 				die("vfork");
 			close(c);
 		} else {
+			if (strcmp(mode, "hold-cloexec") == 0 &&
+			    fcntl(c, F_SETFD, FD_CLOEXEC) < 0)
+				die("fcntl");
 			pid = fork();
 			if (pid < 0)
 				die("fork");
 			if (pid == 0) {
-				onto01(c);
+				if (strncmp(mode, "hold", 4) != 0)
+					onto01(c);
 				if (strcmp(mode, "fork") == 0) {
+					close(l);
+					execvp(prog, pargv);
+				} else if (strcmp(mode, "hold") == 0 ||
+					   strcmp(mode, "hold-cloexec") == 0) {
 					close(l);
 					execvp(prog, pargv);
 				} else if (strcmp(mode, "closerange") == 0) {
