@@ -954,3 +954,29 @@ func TestForkExecDuplex(t *testing.T) {
 		}
 	}
 }
+
+// TestForkExecLingerZero sets SO_LINGER {1, 0} on an accepted connection,
+// forks a worker to serve it and closes the parent's copy, as a
+// fork-per-connection server with abortive close does (progs/
+// lingerfork.c). As with kernel TCP, the parent's close must change
+// nothing (the worker still holds the socket); the client, blocked in
+// read, gets the worker's data and then, when the worker closes as the
+// last holder, ECONNRESET, without burning CPU while it waits.
+func TestForkExecLingerZero(t *testing.T) {
+	t.Parallel()
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			r := m.cmd(t, nil, testutil.Prog(t, "lingerfork")).Run(shortRun)
+			var cpu int
+			i := strings.Index(r.Stdout, "client end ECONNRESET cpu_ms ")
+			if !r.OK() || !strings.HasPrefix(r.Stdout, "client got 2 bytes\n") || i < 0 {
+				t.Fatalf("want the 2 bytes, then ECONNRESET: %s", r)
+			}
+			fmt.Sscanf(r.Stdout[i:], "client end ECONNRESET cpu_ms %d", &cpu)
+			if cpu > 200 {
+				t.Errorf("the client used %d ms of CPU waiting about 0.6 s", cpu)
+			}
+		})
+	}
+}
