@@ -585,7 +585,10 @@ static inline uint32_t my_flags(struct osf_conn *c)
 /* rx_ready: a read would not block (data, end or error). */
 static int rx_ready(struct osf_conn *c)
 {
-	return rx_used(c) != 0 || (peer_flags(c) & (OSF_SIDE_FIN | OSF_SIDE_RESET)) ||
+	/* OSF_SIDE_RESET alone is not readiness: it says how the side ends
+	 * once its last holder is gone (mark_gone), and a process that closed
+	 * with linger 0 may not have been the last (a fork child serves on). */
+	return rx_used(c) != 0 || (peer_flags(c) & OSF_SIDE_FIN) ||
 	       (cstate(c) & CS_GONE) || c->pending_err;
 }
 
@@ -1348,6 +1351,12 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 				else
 					e->flags &= ~OSF_FDF_LINGER;
 				e->linger_secs = (uint32_t)l->l_linger;
+				/* An earlier holder's close with linger 0
+				 * no longer decides how the last one ends. */
+				if (!l->l_onoff || l->l_linger != 0)
+					__atomic_and_fetch(&c->me->flags,
+							   ~OSF_SIDE_RESET,
+							   __ATOMIC_ACQ_REL);
 			}
 			break;
 		}

@@ -41,8 +41,9 @@
 
 /* Side state flags (osf_seg_side.flags), set only by the side itself. */
 #define OSF_SIDE_FIN 0x1u   /* shutdown(SHUT_WR): no data after head */
-#define OSF_SIDE_RESET 0x2u /* abortive close (SO_LINGER 0): the peer
-			       sees ECONNRESET */
+#define OSF_SIDE_RESET 0x2u /* a holder closed with SO_LINGER 0: once
+			       the side's last holder is gone, the peer
+			       sees ECONNRESET (not readiness by itself) */
 #define OSF_SIDE_RDSHUT 0x4u /* shutdown(SHUT_RD) here: reads end at once */
 
 struct osf_seg_side {
