@@ -493,8 +493,12 @@ struct epi {
 	uint64_t stamp; /* osf_conn_stamp when it went idle (edge detection) */
 	int armed;      /* OSF_ARM_* kinds it is counted as waiting for */
 	int woken;      /* OSF_ARM_* kinds whose socket fired (absorb) */
-	int wsock;      /* the writers' wake socket registered for it */
+	int wsock;      /* the writers' wake socket registered for it, or -1
+			 * (registered at the first wait for EPOLLOUT) */
 	int wown;       /* wsock is a dup osf made for this item */
+	int parked;     /* EPOLL_CTL_DEL'd: invisible, but its inner
+			 * registrations stay until the fd is closed, so
+			 * that DEL/ADD churn costs no system call */
 	struct epi *prev, *next;
 };
 
@@ -670,12 +674,15 @@ static int reg_wsock(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 	struct epoll_event iev;
 	int w = e ? osf_conn_wake_tx_fd(e) : -1, d;
 
+	if (it->wsock >= 0)
+		return 0;
 	iev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
 	iev.data.u64 = (uint64_t)(uintptr_t)it | WSOCK_TAG;
-	it->wsock = w;
-	it->wown = 0;
-	if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, w, &iev) == 0)
+	if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, w, &iev) == 0) {
+		it->wsock = w;
+		it->wown = 0;
 		return 0;
+	}
 	if (errno != EEXIST)
 		return -1;
 	d = REAL(fcntl)(w, F_DUPFD_CLOEXEC, 0);
@@ -708,12 +715,17 @@ static void disarm_item(struct epi *it, struct osf_fdt_entry *e, int woken)
 }
 
 /* arm_item counts it as a waiter and asks its peer for tokens; 1 (and it
- * is not counted) when it turned out ready meanwhile. */
-static int arm_item(struct epi *it, struct osf_fdt_entry *e)
+ * is not counted) when it turned out ready meanwhile, or when it could not
+ * be armed (then the caller looks at it again rather than sleep past it). */
+static int arm_item(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 {
 	uint32_t want = it->events | EPOLLERR | EPOLLHUP;
 	int kinds = osf_conn_arm_kinds(poll_events(it->events));
-	short r = osf_conn_arm(it->fd, e, kinds, it->armed);
+	short r;
+
+	if ((kinds & OSF_ARM_TX) && reg_wsock(ep, it, e) < 0)
+		return 1;
+	r = osf_conn_arm(it->fd, e, kinds, it->armed);
 
 	it->armed |= kinds;
 	if ((poll_to_epoll(r) & want) &&
@@ -724,6 +736,23 @@ static int arm_item(struct epi *it, struct osf_fdt_entry *e)
 	return 0;
 }
 
+/* drop_item removes it from ep for good: its fd is being closed. */
+static void drop_item(struct ep *ep, struct epi *it)
+{
+	if (!it->parked)
+		disarm_item(it, osf_fdt_lookup(it->fd), 0);
+	REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->fd, NULL);
+	if (it->wsock >= 0) {
+		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->wsock, NULL);
+		if (it->wown)
+			osf_fdt_close_hidden(it->wsock);
+	}
+	if (!it->parked)
+		list_del(ep, it);
+	ep->byfd[it->fd] = NULL;
+	free(it);
+}
+
 /* ctl_conn registers, changes or removes an offloaded connection. */
 static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 {
@@ -732,31 +761,33 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 
 	switch (op) {
 	case EPOLL_CTL_ADD:
-		if (it)
+		if (it && !it->parked)
 			return OSF_FAIL(EEXIST);
-		if (ep_inner(ep) < 0 || ep_grow(ep, fd) < 0)
-			return -1;
-		it = calloc(1, sizeof(*it));
-		if (!it)
-			return OSF_FAIL(ENOMEM);
-		iev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
-		iev.data.ptr = it;
-		if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, fd, &iev) < 0) {
-			int err = errno;
-			free(it);
-			return OSF_FAIL(err);
+		if (it) {
+			/* Registered before and not closed since: the same
+			 * connection, still in the inner epoll. */
+			it->parked = 0;
+			it->woken = 0;
+		} else {
+			if (ep_inner(ep) < 0 || ep_grow(ep, fd) < 0)
+				return -1;
+			it = calloc(1, sizeof(*it));
+			if (!it)
+				return OSF_FAIL(ENOMEM);
+			iev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+			iev.data.ptr = it;
+			if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, fd, &iev) < 0) {
+				int err = errno;
+				free(it);
+				return OSF_FAIL(err);
+			}
+			it->fd = fd;
+			it->wsock = -1;
+			ep->byfd[fd] = it;
 		}
-		if (reg_wsock(ep, it, osf_fdt_lookup(fd)) < 0) {
-			int err = errno;
-			REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, fd, NULL);
-			free(it);
-			return OSF_FAIL(err);
-		}
-		it->fd = fd;
-		ep->byfd[fd] = it;
 		/* fallthrough */
 	case EPOLL_CTL_MOD:
-		if (!it)
+		if (!it || it->parked)
 			return OSF_FAIL(ENOENT);
 		if (op == EPOLL_CTL_MOD && (ev->events & EPOLLEXCLUSIVE))
 			return OSF_FAIL(EINVAL);
@@ -767,16 +798,11 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 		list_add(ep, it);
 		return 0;
 	case EPOLL_CTL_DEL:
-		if (!it)
+		if (!it || it->parked)
 			return OSF_FAIL(ENOENT);
 		disarm_item(it, osf_fdt_lookup(fd), 0);
-		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, fd, NULL);
-		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->wsock, NULL);
-		if (it->wown)
-			osf_fdt_close_hidden(it->wsock);
 		list_del(ep, it);
-		ep->byfd[fd] = NULL;
-		free(it);
+		it->parked = 1;
 		return 0;
 	}
 	return OSF_FAIL(EINVAL);
@@ -941,7 +967,7 @@ static void go_idle(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 		return;
 	}
 	list_del(ep, it);
-	if (arm_item(it, e))
+	if (arm_item(ep, it, e))
 		list_add(ep, it); /* it raced to ready */
 }
 
@@ -1012,7 +1038,7 @@ static int arm_idle(struct ep *ep)
 	for (; it != &ep->idle; it = next) {
 		next = it->next;
 		list_del(ep, it);
-		if (arm_item(it, osf_fdt_lookup(it->fd))) {
+		if (arm_item(ep, it, osf_fdt_lookup(it->fd))) {
 			list_add(ep, it);
 			ready = 1;
 		}
@@ -1033,7 +1059,8 @@ static void absorb(struct ep *ep)
 		for (i = 0; i < n; i++) {
 			uint64_t u = tmp[i].data.u64;
 			struct epi *it = (struct epi *)(uintptr_t)(u & ~(uint64_t)WSOCK_TAG);
-			it->woken |= (u & WSOCK_TAG) ? OSF_ARM_TX : OSF_ARM_RX;
+			if (!it->parked)
+				it->woken |= (u & WSOCK_TAG) ? OSF_ARM_TX : OSF_ARM_RX;
 		}
 		/* Then each woken item once: its tokens, and the list. */
 		for (i = 0; i < n; i++) {
@@ -1155,7 +1182,7 @@ void osf_mux_forget(int fd)
 	for (ep = all_eps; ep; ep = ep->next_ep) {
 		mu_lock(&ep->lock);
 		if (fd < ep->cap && ep->byfd[fd])
-			ctl_conn(ep, EPOLL_CTL_DEL, fd, NULL);
+			drop_item(ep, ep->byfd[fd]);
 		note_pending(ep, EPOLL_CTL_DEL, fd, NULL);
 		mu_unlock(&ep->lock);
 	}

@@ -157,8 +157,25 @@ func (p StatProc) Select(f SocketFilter) []StatSocket {
 // must not pass a test meant for an offloaded transport.
 func AssertTransport(t testing.TB, pid int, f SocketFilter, want string) []StatSocket {
 	t.Helper()
-	p := OsfStat(t, pid)
-	got := p.Select(f)
+	// A socket is in the table a moment before osf has decided its
+	// transport (listen and connect record the decision after the kernel
+	// call): give the decision up to 5 s to appear.
+	var p StatProc
+	var got []StatSocket
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		p = OsfStat(t, pid)
+		got = p.Select(f)
+		decided := len(got) > 0
+		for _, s := range got {
+			if s.Transport == "" || s.Transport == "-" {
+				decided = false
+			}
+		}
+		if decided || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if len(got) == 0 {
 		t.Fatalf("osfstat: process %d (%s) has no socket with %s; sockets:\n%s",
 			pid, p.Program, f, socketLines(p.Sockets))

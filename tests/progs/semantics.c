@@ -471,14 +471,14 @@ static void alarm_ms(int ms)
 
 /* ---- a helper thread that acts later ------------------------------------------ */
 
-enum { LATER_SEND, LATER_CONNECT, LATER_SHUTWR };
+enum { LATER_SEND, LATER_CONNECT, LATER_SHUTWR, LATER_DRAIN };
 
 struct later {
 	int op, fd, delay_ms, count, gap_ms;
 	size_t len;
 	const void *buf;
 	const struct sockaddr_storage *to;
-	int result; /* LATER_CONNECT: the connected fd */
+	int result; /* LATER_CONNECT: the connected fd; LATER_DRAIN: data ok */
 	pthread_t th;
 };
 
@@ -504,6 +504,9 @@ static void *later_run(void *p)
 		break;
 	case LATER_SHUTWR:
 		shutdown(l->fd, SHUT_WR);
+		break;
+	case LATER_DRAIN: /* read len bytes of the pattern fill() wrote */
+		read_all(l->fd, l->len, 0, 10000, &l->result);
 		break;
 	}
 	return NULL;
@@ -1780,6 +1783,91 @@ static void s_epoll_lt(void)
 	close(s);
 }
 
+/* s_epoll_readd: EPOLL_CTL_DEL and ADD again, as event loops that
+ * re-register per request do (redis' ae); a deleted fd closed and its
+ * number reused by another connection; a dup registered for room beside
+ * its original registered for data, woken while the wait sleeps. */
+static void s_epoll_readd(void)
+{
+	struct epoll_event ev = {EPOLLIN, {.u64 = 9}}, out[4];
+	struct later l = {.op = LATER_DRAIN, .delay_ms = 100};
+	int c, s, c2, s2, d, num, ep = epoll_create1(0), ep2 = epoll_create1(0);
+	int n, i, ok = 1, partial, eagain;
+	uint32_t e;
+	char b[16];
+
+	mkpair(AF_INET, &c, &s);
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	say("del %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL))));
+	say("del again %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL))));
+	say("mod after del %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev))));
+	send(c, "abc", 3, 0);
+	wait_bytes(s, 3, 1000);
+	n = ewait(ep, 50, &e);
+	say("data while deleted %s", R(n));
+	say("add back %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	say("add twice %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	n = ewait(ep, 1000, &e);
+	say("data after add %s events 0x%x", R(n), e);
+	recv(s, b, 3, 0);
+	for (i = 0; i < 100; i++) {
+		ev.events = i % 2 ? EPOLLIN : EPOLLIN | EPOLLOUT;
+		if (epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL) < 0 ||
+		    epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) < 0)
+			ok = 0;
+		n = ewait(ep, 0, &e);
+		if (n != (i % 2 ? 0 : 1) || e != (i % 2 ? 0u : (uint32_t)EPOLLOUT))
+			ok = 0;
+	}
+	say("100 del/add rounds, each reported right %s", YN(ok));
+	say("del before close %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL))));
+	num = s;
+	close(s);
+	close(c);
+	mkpair(AF_INET, &c2, &s2);
+	if (s2 != num) {
+		dup2(s2, num);
+		close(s2);
+		s2 = num;
+	}
+	ev.events = EPOLLIN;
+	ev.data.u64 = 10;
+	say("add the new connection on the old number %s",
+	    R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s2, &ev))));
+	n = ewait(ep, 0, &e);
+	say("new connection idle %s", R(n));
+	send(c2, "new", 3, 0);
+	n = (int)DO(epoll_wait(ep, out, 4, 1000));
+	say("new connection data %s events 0x%x data %llu", R(n), n > 0 ? out[0].events : 0,
+	    n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
+	recv(s2, b, 3, 0);
+
+	d = dup(c2);
+	set_nonblock(c2, 1);
+	ev.events = EPOLLIN;
+	ev.data.u64 = 11;
+	say("add original for data %s", R(DO(epoll_ctl(ep2, EPOLL_CTL_ADD, c2, &ev))));
+	ev.events = EPOLLOUT;
+	ev.data.u64 = 12;
+	say("add dup for room %s", R(DO(epoll_ctl(ep2, EPOLL_CTL_ADD, d, &ev))));
+	l.len = fill(c2, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+	say("filled until EAGAIN %s", YN(eagain));
+	n = ewait(ep2, 0, &e);
+	say("full: nothing ready %s", R(n));
+	l.fd = s2;
+	later_start(&l);
+	n = (int)DO(epoll_wait(ep2, out, 4, 5000));
+	say("room while asleep %s events 0x%x data %llu", R(n), n > 0 ? out[0].events : 0,
+	    n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
+	later_join(&l);
+	say("drained every byte %s", YN(l.result));
+	close(ep2);
+	close(ep);
+	close(d);
+	close(c2);
+	close(s2);
+}
+
 static void s_epoll_et(void)
 {
 	struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 5}};
@@ -2057,6 +2145,7 @@ static const struct {
 	{"sendfile", s_sendfile},
 	{"selectpoll", s_selectpoll},
 	{"epoll_lt", s_epoll_lt},
+	{"epoll_readd", s_epoll_readd},
 	{"epoll_et", s_epoll_et},
 	{"epoll_et_out", s_epoll_et_out},
 	{"epoll_oneshot", s_epoll_oneshot},
