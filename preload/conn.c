@@ -41,12 +41,15 @@
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define CS_GONE 0x1u       /* the last holder of the other side is gone */
@@ -1007,18 +1010,18 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	return sent;
 }
 
-ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
-			  off_t *offset, size_t count)
+/* fill_from reads from in_fd straight into the send ring: sendfile (a
+ * file, from *offset or the file position, until count bytes are sent) or
+ * splice from a pipe (splice: return after the first read that moved
+ * anything; pipe_nb: the pipe may not make it wait). As in the kernel, the
+ * connection's own O_NONBLOCK alone decides whether it waits for room. */
+static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
+			 off_t *offset, size_t count, int splice, int pipe_nb)
 {
 	struct osf_conn *c;
-	struct stat st;
 	ssize_t sent = 0, end;
 	int err = 0;
 
-	if (REAL(fcntl)(in_fd, F_GETFL, NULL) < 0)
-		return -1; /* EBADF, as the kernel says first */
-	if (fstat(in_fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)))
-		return OSF_FAIL(EINVAL);
 	c = conn_get(fd, e);
 	if (!c)
 		return OSF_FAIL(EBADF);
@@ -1064,6 +1067,15 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 				     (size_t)room < count - (size_t)sent
 					     ? (size_t)room
 					     : count - (size_t)sent);
+		if (splice && pipe_nb) {
+			struct pollfd p = {in_fd, POLLIN, 0};
+			if (REAL(poll)(&p, 1, 0) == 0) {
+				seg_unlock(&c->me->tx_lock);
+				if (sent == 0)
+					err = EAGAIN;
+				break;
+			}
+		}
 		if (offset)
 			n = pread(in_fd, c->txd + (head & c->mask), span,
 				  *offset + sent);
@@ -1080,6 +1092,8 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 		seg_unlock(&c->me->tx_lock);
 		wake_reader(fd, c);
 		sent += n;
+		if (splice)
+			break;
 	}
 	if (offset)
 		*offset += sent;
@@ -1092,6 +1106,64 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 	if (sent == 0 && err)
 		return OSF_FAIL(err);
 	return sent;
+}
+
+ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
+			  off_t *offset, size_t count)
+{
+	struct stat st;
+
+	if (REAL(fcntl)(in_fd, F_GETFL, NULL) < 0)
+		return -1; /* EBADF, as the kernel says first */
+	if (fstat(in_fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)))
+		return OSF_FAIL(EINVAL);
+	return fill_from(fd, e, in_fd, offset, count, 0, 0);
+}
+
+/* osf_conn_splice: from a pipe, the bytes are read straight into the ring;
+ * to a pipe, they are peeked at, written to the pipe, and only the bytes
+ * the pipe took are consumed, so that a full pipe never costs data. As in
+ * the kernel, SPLICE_F_NONBLOCK (or the pipe's O_NONBLOCK) concerns the
+ * pipe; the connection waits according to its own O_NONBLOCK. Without
+ * O_NONBLOCK on the pipe, a SPLICE_F_NONBLOCK call writes at most PIPE_BUF
+ * bytes once poll says the pipe has room, which a pipe then takes whole. */
+ssize_t osf_conn_splice(int fd, struct osf_fdt_entry *e, int pfd, int to_pipe,
+			size_t len, unsigned int flags)
+{
+	int pfl = REAL(fcntl)(pfd, F_GETFL, NULL);
+	int pipe_nb = (flags & SPLICE_F_NONBLOCK) || (pfl >= 0 && (pfl & O_NONBLOCK));
+	size_t chunk = len < 65536 ? len : 65536;
+	struct iovec iov;
+	ssize_t n, w;
+	char *buf;
+
+	if (!to_pipe)
+		return fill_from(fd, e, pfd, NULL, len, 1, pipe_nb);
+	buf = malloc(chunk);
+	if (!buf)
+		return OSF_FAIL(ENOMEM);
+	iov.iov_base = buf;
+	iov.iov_len = chunk;
+	n = osf_conn_recv(fd, e, &iov, 1, MSG_PEEK);
+	if (n > 0) {
+		struct pollfd p = {pfd, POLLOUT, 0};
+		if (pipe_nb && !(pfl & O_NONBLOCK)) {
+			if (n > PIPE_BUF)
+				n = PIPE_BUF;
+			if (REAL(poll)(&p, 1, 0) == 0) {
+				free(buf);
+				return OSF_FAIL(EAGAIN);
+			}
+		}
+		w = REAL(write)(pfd, buf, (size_t)n);
+		if (w > 0) {
+			iov.iov_len = (size_t)w;
+			(void)osf_conn_recv(fd, e, &iov, 1, MSG_DONTWAIT);
+		}
+		n = w;
+	}
+	free(buf);
+	return n;
 }
 
 /* ---- shutdown, options, names --------------------------------------------- */

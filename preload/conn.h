@@ -14,6 +14,11 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		      int iovcnt, int flags);
 ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 			  off_t *offset, size_t count);
+/* osf_conn_splice moves up to len bytes between offloaded connection fd
+ * and the pipe pfd, from the connection to the pipe when to_pipe, else
+ * from the pipe to the connection, as splice(2) would. */
+ssize_t osf_conn_splice(int fd, struct osf_fdt_entry *e, int pfd, int to_pipe,
+			size_t len, unsigned int flags);
 int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how);
 int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			void *val, socklen_t *len);

@@ -15,7 +15,7 @@ import (
 // fdopen (standard streams on offloaded fds, stdio.c).
 var hooks = strings.Fields(`socket socketpair bind listen accept accept4 connect
 	read readv write writev send sendto sendmsg sendmmsg recv recvfrom recvmsg
-	recvmmsg sendfile sendfile64 close close_range closefrom shutdown dup dup2 dup3
+	recvmmsg sendfile sendfile64 splice close close_range closefrom shutdown dup dup2 dup3
 	fcntl fcntl64 ioctl getsockopt setsockopt getsockname getpeername poll ppoll
 	select pselect epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait
 	epoll_pwait2 fork vfork daemon execve execv execvp execvpe execl execlp execle

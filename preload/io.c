@@ -5,8 +5,10 @@
  * ring data path in conn.c. */
 #include "conn.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 
@@ -317,6 +319,45 @@ OSF_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	if (likely(!e))
 		return REAL(sendfile)(out_fd, in_fd, offset, count);
 	return osf_conn_sendfile(out_fd, e, in_fd, offset, count);
+}
+
+/* splice: the kernel cannot move bytes into or out of the rings, so a
+ * splice with an offloaded connection on one side goes through osf
+ * (osf_conn_splice); the argument checks are the kernel's, in its order. */
+static OSF_SLOW ssize_t splice_conn(int in, loff_t *off_in, int out,
+				    loff_t *off_out, size_t len,
+				    unsigned int flags, int in_is_conn)
+{
+	int conn = in_is_conn ? in : out, pfd = in_is_conn ? out : in;
+	struct stat st;
+
+	if (flags & ~(unsigned)(SPLICE_F_MOVE | SPLICE_F_NONBLOCK |
+				SPLICE_F_MORE | SPLICE_F_GIFT))
+		return OSF_FAIL(EINVAL);
+	if (fstat(pfd, &st) < 0)
+		return -1;
+	if (!S_ISFIFO(st.st_mode))
+		return OSF_FAIL(EINVAL); /* neither end is a pipe */
+	if (in_is_conn ? off_out : off_in)
+		return OSF_FAIL(ESPIPE); /* an offset on the pipe */
+	if (in_is_conn ? off_in : off_out)
+		return OSF_FAIL(EINVAL); /* a socket has no position */
+	if (len == 0)
+		return 0;
+	return osf_conn_splice(conn, osf_fdt_lookup(conn), pfd, in_is_conn, len,
+			       flags);
+}
+
+OSF_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out,
+			  size_t len, unsigned int flags)
+{
+	struct osf_fdt_entry *ei = conn_entry(in), *eo = conn_entry(out);
+
+	if (likely(!ei && !eo))
+		return REAL(splice)(in, off_in, out, off_out, len, flags);
+	if (ei && eo)
+		return OSF_FAIL(EINVAL);
+	return splice_conn(in, off_in, out, off_out, len, flags, ei != NULL);
 }
 
 OSF_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,

@@ -71,6 +71,9 @@
 	X(ssize_t, sendfile, 0, (int a, int b, off_t *c, size_t d), (a, b, c, d)) \
 	X(ssize_t, sendfile64, 0, (int a, int b, off64_t *c, size_t d),        \
 	  (a, b, c, d))                                                        \
+	X(ssize_t, splice, 0,                                                  \
+	  (int a, loff_t *b, int c, loff_t *d, size_t e, unsigned int f),      \
+	  (a, b, c, d, e, f))                                                  \
 	X(int, close, 0, (int a), (a))                                        \
 	X(int, close_range, 0, (unsigned int a, unsigned int b, int c),        \
 	  (a, b, c))                                                           \

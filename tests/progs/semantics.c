@@ -1576,6 +1576,85 @@ static void reader_start(struct reader *r)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* s_splice: splice(2) between a connection and a pipe, both ways, with
+ * the errors the kernel gives for offsets, two sockets, an empty side and
+ * a full pipe (no byte may be lost when the pipe cannot take it). */
+static void s_splice(void)
+{
+	int c, s, p[2], ok, i;
+	char b[64];
+	size_t got = 0;
+	loff_t off = 0;
+	unsigned char *big = malloc(200000), *back = malloc(200000);
+
+	mkpair(AF_INET, &c, &s);
+	if (pipe(p) < 0 || !big || !back)
+		setup_failed("pipe");
+	send(c, "hello world", 11, 0);
+	wait_bytes(s, 11, 1000);
+	say("socket to pipe %s", R(DO(splice(s, NULL, p[1], NULL, 100, 0))));
+	memset(b, 0, sizeof(b));
+	say("pipe got %s %.11s", R(DO(read(p[0], b, sizeof(b)))), b);
+	set_nonblock(s, 1); /* SPLICE_F_NONBLOCK is about the pipe only */
+	say("socket empty, nonblocking socket %s", R(DO(splice(s, NULL, p[1], NULL, 100, 0))));
+	set_nonblock(s, 0);
+	say("offset on the socket %s", R(DO(splice(s, &off, p[1], NULL, 100, 0))));
+	say("offset on the pipe %s", R(DO(splice(s, NULL, p[1], &off, 100, 0))));
+	say("socket to socket %s", R(DO(splice(s, NULL, c, NULL, 100, 0))));
+	say("bad flags %s", R(DO(splice(s, NULL, p[1], NULL, 100, 0x100))));
+	say("length 0 %s", R(DO(splice(s, NULL, p[1], NULL, 0, 0))));
+	(void)!write(p[1], "abc", 3);
+	say("pipe to socket %s", R(DO(splice(p[0], NULL, c, NULL, 100, 0))));
+	wait_bytes(s, 3, 1000);
+	memset(b, 0, sizeof(b));
+	say("socket got %s %.3s", R(DO(recv(s, b, sizeof(b), 0))), b);
+	say("pipe empty, nonblock %s", R(DO(splice(p[0], NULL, c, NULL, 100, SPLICE_F_NONBLOCK))));
+
+	/* A full pipe: the connection's bytes stay in the connection. */
+	set_nonblock(p[1], 1);
+	while (write(p[1], b, sizeof(b)) > 0)
+		;
+	send(c, "0123456789", 10, 0);
+	wait_bytes(s, 10, 1000);
+	say("pipe full, nonblock %s", R(DO(splice(s, NULL, p[1], NULL, 100, SPLICE_F_NONBLOCK))));
+	set_nonblock(p[0], 1);
+	while (read(p[0], b, sizeof(b)) > 0)
+		;
+	say("after draining the pipe %s", R(DO(splice(s, NULL, p[1], NULL, 100, 0))));
+	memset(b, 0, sizeof(b));
+	say("pipe got %s %.10s", R(DO(read(p[0], b, sizeof(b)))), b);
+	set_nonblock(p[0], 0);
+	set_nonblock(p[1], 0);
+
+	/* 200,000 bytes through the pipe, in order. */
+	pat_fill(big, 200000, 0);
+	if (send(c, big, 200000, 0) != 200000)
+		setup_failed("send");
+	for (i = 0; i < 10000 && got < 200000; i++) {
+		ssize_t n = splice(s, NULL, p[1], NULL, 200000 - got, 0), r = 0;
+		while (n > 0 && r < n) {
+			ssize_t m = read(p[0], back + got + r, (size_t)(n - r));
+			if (m <= 0)
+				break;
+			r += m;
+		}
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	ok = got == 200000 && memcmp(big, back, 200000) == 0;
+	say("200000 bytes through the pipe in order %s", YN(ok));
+	shutdown(c, SHUT_WR);
+	say("socket at end of file %s", R(DO(splice(s, NULL, p[1], NULL, 100, 0))));
+	close(p[0]);
+	close(p[1]);
+	close(c);
+	close(s);
+	free(big);
+	free(back);
+}
+
+
 static void s_sendfile(void)
 {
 	char path[] = "/tmp/osf-semantics-XXXXXX";
@@ -2143,6 +2222,7 @@ static const struct {
 	{"accept_timeo", s_accept_timeo},
 	{"accept_eintr", s_accept_eintr},
 	{"sendfile", s_sendfile},
+	{"splice", s_splice},
 	{"selectpoll", s_selectpoll},
 	{"epoll_lt", s_epoll_lt},
 	{"epoll_readd", s_epoll_readd},
