@@ -366,7 +366,7 @@ func (l *recLink) PostImm(w verbs.WRID, imm uint32, sig bool) error {
 	l.writes = append(l.writes, fakeWR{wrid: w, imm: imm, withImm: true, signaled: sig})
 	return nil
 }
-func (l *recLink) PostRecv(verbs.WRID) error   { l.recvs++; return nil }
+func (l *recLink) PostRecv(verbs.WRID) error    { l.recvs++; return nil }
 func (l *recLink) Poll([]verbs.WC) (int, error) { return 0, nil }
 func (l *recLink) Notify() error                { return nil }
 func (l *recLink) Disconnect() error            { l.down = true; return nil }
