@@ -55,6 +55,7 @@ type Engine struct {
 
 	// Engine goroutine only.
 	nextID  uint32
+	pending map[uint32]bool
 	streams map[uint32]*stream
 	byWake  map[int]*stream
 	sources map[int]func()
@@ -80,6 +81,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		kick:    -1,
 		done:    make(chan struct{}),
 		nextID:  1,
+		pending: map[uint32]bool{},
 		streams: map[uint32]*stream{},
 		byWake:  map[int]*stream{},
 		sources: map[int]func(){},
@@ -208,23 +210,45 @@ func (e *Engine) after(d time.Duration, f func()) {
 // from now on) over link; wake is the engine's end of the application's
 // wake socket (the stream owns it too). Engine goroutine only.
 func (e *Engine) addStream(seg *sdp.Segment, side int, link Link, wake int) (*stream, error) {
+	id := e.allocID()
+	s, err := newStream(id, seg, side, link, wake, e.cfg.Logf)
+	if err != nil {
+		delete(e.pending, id)
+		return nil, err
+	}
+	if err := e.register(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// allocID reserves a connection number for a stream that register will
+// add (or abandon will give back). Engine goroutine only.
+func (e *Engine) allocID() uint32 {
 	id := e.nextID
-	for e.streams[id] != nil || id == 0 {
+	for id == 0 || e.streams[id] != nil || e.pending[id] {
 		id = (id + 1) & verbs.MaxWRIDConn
 	}
 	e.nextID = (id + 1) & verbs.MaxWRIDConn
-	s, err := newStream(id, seg, side, link, wake, e.cfg.Logf)
-	if err != nil {
-		return nil, err
+	e.pending[id] = true
+	return id
+}
+
+// abandon gives back a number allocID reserved for a stream that was never
+// registered. Engine goroutine only.
+func (e *Engine) abandon(id uint32) { delete(e.pending, id) }
+
+// register makes the engine move s from now on. Engine goroutine only.
+func (e *Engine) register(s *stream) error {
+	delete(e.pending, s.id)
+	if err := e.epollAdd(s.wake); err != nil {
+		return err
 	}
-	if err := e.epollAdd(wake); err != nil {
-		return nil, err
-	}
-	forkCloseAdd(wake)
+	forkCloseAdd(s.wake)
 	s.closeFD = e.closeWake
-	e.streams[id] = s
-	e.byWake[wake] = s
-	return s, nil
+	e.streams[s.id] = s
+	e.byWake[s.wake] = s
+	return nil
 }
 
 // closeWake closes a stream's wake socket end and forgets it.
