@@ -63,6 +63,11 @@ type Engine struct {
 	timers  []timer
 	wc      []verbs.WC
 	onIdle  []func() // run once per loop iteration before sleeping (tests)
+
+	// At exit (exit.go): the process's exit(3) waits for the streams.
+	exitArmed bool
+	exiting   bool
+	lastOpen  int
 }
 
 type timer struct {
@@ -278,6 +283,9 @@ func (e *Engine) loop() {
 		}
 		e.runTimers()
 		e.reap()
+		if e.exitArmed {
+			e.atExit()
+		}
 		now := time.Now()
 		if worked {
 			if now.Sub(lastWork) > e.cfg.PollSpin {
@@ -302,6 +310,36 @@ func (e *Engine) loop() {
 		}
 		e.dispatch(events, e.sleepMS())
 		lastWork = time.Time{} // asleep until now: quiet the streams once
+	}
+}
+
+// armExit makes the process's exit(3) wait (bounded) until every stream
+// of this engine is closed: one engine per process. Engine goroutine only.
+func (e *Engine) armExit() {
+	exitHook(e.kick)
+	e.exitArmed = true
+}
+
+// atExit publishes how many streams are still open for the exit handler
+// and, once the process is exiting, closes every stream as the kernel
+// closes a dying process's sockets: what was written is still sent, then
+// CLOSE (or a reset when received bytes were never read).
+func (e *Engine) atExit() {
+	if !e.exiting && exitRequested() {
+		e.exiting = true
+		for _, s := range e.streams {
+			s.onLocalEOF()
+		}
+	}
+	open := 0
+	for _, s := range e.streams {
+		if !s.settled() {
+			open++
+		}
+	}
+	if open != e.lastOpen {
+		e.lastOpen = open
+		exitOpen(open)
 	}
 }
 

@@ -556,6 +556,10 @@ func (s *stream) down() {
 	_ = s.link.Disconnect()
 }
 
+// settled reports whether nothing the local application wrote can be lost
+// any more: the peer acknowledged CLOSE, or the link is down.
+func (s *stream) settled() bool { return s.closeAck || s.linkDown || s.state.dead() }
+
 // finished reports whether the stream can be released: the link is down
 // (its remaining completions are flushes) and the local application has
 // been told.

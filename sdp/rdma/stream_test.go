@@ -628,3 +628,50 @@ func TestStreamStates(t *testing.T) {
 		t.Fatalf("state %v err %v", s.state, s.err)
 	}
 }
+
+// TestExitFlush: when the program calls exit(3) right after writing, the
+// exit handler holds the exit until the engine has delivered what was
+// written and closed the stream gracefully; the peer reads everything,
+// then end of file, not a reset.
+func TestExitFlush(t *testing.T) {
+	defer resetExit()
+	p := newPair(t, pairOpts{ring: 4096, maxDelay: 200 * time.Microsecond, seed: 12})
+	_ = p.eng[0].Do(func() { p.eng[0].armExit() })
+	msg := make([]byte, 4000)
+	for i := range msg {
+		msg[i] = pattern(3, uint64(i))
+	}
+	if _, err := p.app[0].write(msg, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for exitPending() != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := exitPending(); n != 1 {
+		t.Fatalf("exit handler would wait for %d streams, want 1", n)
+	}
+	start := time.Now()
+	runExitHandler() // what exit(3) runs; the application's fds are still open
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("exit handler took %v", d)
+	}
+	if n := exitPending(); n != 0 {
+		t.Fatalf("exit handler returned with %d streams open", n)
+	}
+	got := make([]byte, 0, len(msg))
+	buf := make([]byte, 1000)
+	for {
+		n, err := p.app[1].read(buf, 5*time.Second)
+		got = append(got, buf[:n]...)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("peer read after %d bytes: %v", len(got), err)
+		}
+	}
+	if string(got) != string(msg) {
+		t.Fatalf("peer got %d bytes, want the %d written before exit", len(got), len(msg))
+	}
+}

@@ -135,6 +135,7 @@ func Start(cfg Config) (*Transport, error) {
 	}
 	var werr error
 	if err := t.eng.Do(func() {
+		t.eng.armExit()
 		if werr = t.eng.watch(t.ch.Fd(), t.onCMEvents); werr != nil {
 			return
 		}
