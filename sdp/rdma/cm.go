@@ -270,6 +270,11 @@ func (t *Transport) cmEvent(ev *verbs.Event) {
 	if ev.ID == nil {
 		return
 	}
+	if ev.Type == verbs.EventDeviceRemoval {
+		if ctx, err := ev.ID.Context(); err == nil {
+			t.deviceRemoved(ctx)
+		}
+	}
 	if d := t.dials[ev.ID]; d != nil {
 		t.dialEvent(d, ev)
 		return
@@ -286,10 +291,58 @@ func (t *Transport) cmEvent(ev *verbs.Event) {
 		}
 		return
 	}
-	if l := t.listeners[ev.ID]; l != nil && ev.Type == verbs.EventDeviceRemoval {
-		t.cfg.Logf("rdma: listener on %s: device removed", l.addr)
-		t.closeListener(l)
+}
+
+// deviceRemoved releases everything on a device that is going away
+// (DEVICE_REMOVAL): its connections are reset (the applications see
+// ECONNRESET), dials fail, listeners close; then its protection domain
+// and completion channel, once nothing uses them, so that the kernel can
+// finish removing it.
+func (t *Transport) deviceRemoved(ctx *verbs.Context) {
+	dev := t.devs[ctx]
+	if dev == nil || dev.removed {
+		return
 	}
+	dev.removed = true
+	t.cfg.Logf("rdma: device %s removed", ctx.Name())
+	for _, d := range t.dials {
+		if c, err := d.id.Context(); err == nil && c == ctx {
+			t.dialFailed(d, fmt.Errorf("rdma: device %s removed: %w", ctx.Name(), verbs.ErrNoDevice))
+		}
+	}
+	for id, l := range t.listeners {
+		if c, err := id.Context(); err == nil && c == ctx {
+			t.closeListener(l)
+		}
+	}
+	for _, s := range t.conns {
+		if l, ok := s.link.(*verbsLink); ok && l.dev == dev {
+			t.eng.linkGone(s)
+		}
+	}
+	t.releaseDevice(dev, time.Now().Add(2*closeDeadline))
+}
+
+// releaseDevice frees a removed device's resources once its connections
+// are released, retrying until deadline.
+func (t *Transport) releaseDevice(dev *device, deadline time.Time) {
+	if dev.cc != nil {
+		fd := dev.cc.Fd()
+		if err := dev.cc.Close(); err != nil {
+			if time.Now().Before(deadline) {
+				t.eng.after(10*time.Millisecond, func() { t.releaseDevice(dev, deadline) })
+			} else {
+				t.cfg.Logf("rdma: device %s: %v", dev.ctx.Name(), err)
+			}
+			return
+		}
+		t.eng.unwatch(fd) // closing it took it out of the epoll set
+		dev.cc = nil
+	}
+	if err := dev.pd.Close(); err != nil {
+		t.cfg.Logf("rdma: device %s: %v", dev.ctx.Name(), err)
+	}
+	delete(t.devs, dev.ctx)
 }
 
 // accept handles a connection request on a replicated listener: it checks

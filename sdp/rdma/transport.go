@@ -72,9 +72,10 @@ var _ sdp.Transport = (*Transport)(nil)
 // device holds the per-device resources every connection on it shares:
 // the protection domain and the completion channel its CQs report to.
 type device struct {
-	ctx *verbs.Context
-	pd  *verbs.PD
-	cc  *verbs.CompChannel
+	ctx     *verbs.Context
+	pd      *verbs.PD
+	cc      *verbs.CompChannel
+	removed bool // DEVICE_REMOVAL: being released
 }
 
 // listener is an rdma_cm listener that replicates an application's TCP
@@ -191,6 +192,9 @@ func (t *Transport) watchDevice(d *device) error {
 // if the device appeared after Start. Engine goroutine only.
 func (t *Transport) device(ctx *verbs.Context) (*device, error) {
 	if d := t.devs[ctx]; d != nil {
+		if d.removed {
+			return nil, fmt.Errorf("rdma: device %s is being removed: %w", ctx.Name(), verbs.ErrNoDevice)
+		}
 		return d, nil
 	}
 	d, err := t.openDevice(ctx)
