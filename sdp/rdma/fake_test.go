@@ -635,6 +635,15 @@ func (p *pair) waitReleased(timeout time.Duration) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// Released means the links were closed (the QP, MR and CQ freed),
+	// and the engines' mappings unmapped.
+	for i := range 2 {
+		var closed, unmapped bool
+		_ = p.eng[i].Do(func() { closed, unmapped = p.net.ends[i].closed, p.strm[i].seg.Mem == nil })
+		if !closed || !unmapped {
+			p.t.Errorf("engine %d released its stream but link closed=%v, mapping released=%v", i, closed, unmapped)
+		}
+	}
 }
 
 // dump logs the state of both streams and applications (failures).
