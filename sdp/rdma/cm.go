@@ -406,6 +406,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, comp int) (*stream, er
 	if err != nil {
 		return nil, err
 	}
+	seg.FD = hideFD(seg.FD, t.cfg.HiddenBase) // until it is sent: out of the program's way
 	seg.InitHeader(cd.Client, cd.Server, 0)
 	seg.SetFlags(sdp.SegRDMA)
 	ctx, err := id.Context()
