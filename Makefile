@@ -12,7 +12,7 @@ BIN := $(BUILD)/bin
 # real programs the tests and benchmarks run.
 BUILD_DEBS := gcc make libc6-dev libibverbs-dev librdmacm-dev rdma-core \
 	ibverbs-utils iproute2 util-linux
-TEST_DEBS := curl python3 iperf3 redis-server redis-tools nginx-light wrk \
+TEST_DEBS := curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
 	memcached socat ncat hyperfine sockperf procps psmisc coreutils bash \
 	file binutils
 DEBS := $(BUILD_DEBS) $(TEST_DEBS)
@@ -27,7 +27,10 @@ GO_SRCS := go.mod $(shell find . -name '*.go' -not -path './build/*') \
 	$(wildcard */*.h */*/*.h)
 # asyncpreemptoff: no SIGURG; updatemaxprocs/containermaxprocs: the runtime
 # keeps no cgroup files open in the program's fd space.
-CORE_LDFLAGS := -X=runtime.godebugDefault=asyncpreemptoff=1,updatemaxprocs=0,containermaxprocs=0 \
+# -w: no DWARF; the library is copied into a memfd by every fork child
+# that needs the core, so its size is start-up time (the symbol table
+# stays: sigpatch and crash traces need it).
+CORE_LDFLAGS := -w -X=runtime.godebugDefault=asyncpreemptoff=1,updatemaxprocs=0,containermaxprocs=0 \
 	-extldflags=-Wl,--version-script=$(CURDIR)/preload/core/core.map
 TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,$(wildcard tests/progs/*.c))
 

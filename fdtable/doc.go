@@ -13,7 +13,6 @@
 //	if errors.Is(err, fdtable.ErrNoTable) {
 //		// the process never tracked a socket
 //	}
-//	defer t.Close()
 //	for _, e := range t.Entries() {
 //		fmt.Println(e.FD, e.Kind, e.Transport, e.Reason)
 //	}

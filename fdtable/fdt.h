@@ -48,11 +48,37 @@ int osf_fdt_set(int fd, const struct osf_fdt_entry *src);
 /* osf_fdt_clear forgets fd (kind first, then the rest). */
 void osf_fdt_clear(int fd);
 
+/* osf_fdt_set_cloexec mirrors FD_CLOEXEC of fd into its entry. Whether an
+ * offloaded fd (listener or connection) crosses exec decides whether the
+ * hidden fds it uses do, and whether the table itself does: the table is
+ * inheritable exactly while some offloaded fd is, so that an exec inside
+ * glibc (system, popen) still hands it on. */
+void osf_fdt_set_cloexec(int fd, int on);
+
+/* osf_fdt_inheritable reports whether an exec would hand on offloaded
+ * fds; osf_fdt_offloaded whether the process holds any at all. */
+int osf_fdt_inheritable(void);
+int osf_fdt_offloaded(void);
+
+/* osf_fdt_spawn_inherit (on) makes the table and every hidden fd cross
+ * the next exec, for a posix_spawn whose file actions may move offloaded
+ * fds where no hook sees it (the new image keeps what it received, by
+ * inode, and closes the rest); off puts the accounting's flags back. */
+void osf_fdt_spawn_inherit(int on);
+
+/* osf_fdt_spawn_snapshot returns an inheritable copy of the table for a
+ * spawned image to adopt (it cannot race with this process changing its
+ * own table right after the spawn), or -1; the caller closes it after the
+ * spawn. */
+int osf_fdt_spawn_snapshot(void);
+
 /* osf_fdt_hide moves fd to osf's hidden range (high numbers, so the
  * application's lowest-free-fd numbering is undisturbed), records it as
  * OSF_FD_HIDDEN serving owner, closes the original number and returns the
- * new one; -1 with errno on failure (fd is then left untouched). */
-int osf_fdt_hide(int fd, int owner, int cloexec);
+ * new one; -1 with errno on failure (fd is then left untouched). The new
+ * fd is close-on-exec until an owner that crosses exec uses it (see
+ * osf_fdt_set_cloexec). */
+int osf_fdt_hide(int fd, int owner);
 
 /* osf_fdt_hidden_base is the first fd number of osf's hidden range. */
 int osf_fdt_hidden_base(void);

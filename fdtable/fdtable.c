@@ -31,6 +31,8 @@ static int tfd = -1;               /* the table's memfd */
 static off_t tsize;                /* current size of the memfd */
 static uint64_t cur_image;
 static int lock_word; /* 0 free, else the owner's tid */
+static int inherit_count; /* offloaded entries without FD_CLOEXEC */
+static int offload_count; /* offloaded entries */
 
 static int sys_close(int fd) { return (int)syscall(SYS_close, fd); }
 static int sys_fcntl(int fd, int cmd, long arg)
@@ -65,6 +67,8 @@ void osf_fdt_unlock(void)
 }
 
 #define OSF_FDT_EDEADLK() (errno = EDEADLK, -1)
+
+static int snapshot(void);
 
 /* held_by_me reports a re-entrant call (a signal handler that interrupted
  * this thread inside a structural change). */
@@ -226,15 +230,60 @@ void osf_fdt_touch(void)
 		__atomic_add_fetch(&hdr->generation, 1, __ATOMIC_RELEASE);
 }
 
+/* inheritable: an offloaded fd (listener or connection) that crosses exec. */
+static int inheritable(const struct osf_fdt_entry *e)
+{
+	return e->kind >= OSF_FD_LISTEN && !(e->flags & OSF_FDF_CLOEXEC);
+}
+
+/* account_aux adds delta to the inheriting users of hidden fd afd: it is
+ * inheritable while it has any. The lock is held. */
+static void account_aux(int afd, int delta)
+{
+	struct osf_fdt_entry *a;
+
+	if (afd < 0 || !(a = osf_fdt_lookup(afd)) || a->kind != OSF_FD_HIDDEN)
+		return;
+	a->inherit_refs += (uint32_t)delta;
+	if (a->inherit_refs == 0 || (delta > 0 && a->inherit_refs == 1))
+		sys_fcntl(afd, F_SETFD, a->inherit_refs ? 0 : FD_CLOEXEC);
+}
+
+/* account adds (delta 1) or removes (-1) entry e's share in what must
+ * cross exec: its hidden fds, and the table. The lock is held. */
+static void account(const struct osf_fdt_entry *e, int delta)
+{
+	if (e->kind >= OSF_FD_LISTEN)
+		offload_count += delta;
+	if (!inheritable(e))
+		return;
+	inherit_count += delta;
+	if (hdr && (inherit_count == 0 || (delta > 0 && inherit_count == 1)))
+		sys_fcntl(tfd, F_SETFD, inherit_count ? 0 : FD_CLOEXEC);
+	account_aux(e->aux_fd, delta);
+	if (e->kind >= OSF_FD_SHM)
+		account_aux(e->aux2_fd, delta);
+}
+
 int osf_fdt_set(int fd, const struct osf_fdt_entry *src)
 {
 	struct osf_fdt_entry *e = osf_fdt_get(fd);
+	int mine;
 
 	if (!e)
 		return -1;
+	mine = !held_by_me() && (e->kind >= OSF_FD_LISTEN || src->kind >= OSF_FD_LISTEN);
+	if (mine) {
+		osf_fdt_lock();
+		account(e, -1);
+	}
 	__atomic_store_n(&e->kind, OSF_FD_NONE, __ATOMIC_RELEASE);
 	memcpy((char *)e + 1, (const char *)src + 1, sizeof(*e) - 1);
 	__atomic_store_n(&e->kind, src->kind, __ATOMIC_RELEASE);
+	if (mine) {
+		account(e, 1);
+		osf_fdt_unlock();
+	}
 	osf_fdt_touch();
 	return 0;
 }
@@ -242,17 +291,89 @@ int osf_fdt_set(int fd, const struct osf_fdt_entry *src)
 void osf_fdt_clear(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int mine;
 
 	if (!e || e->kind == OSF_FD_NONE)
 		return;
+	mine = e->kind >= OSF_FD_LISTEN && !held_by_me();
+	if (mine) {
+		osf_fdt_lock();
+		account(e, -1);
+	}
 	__atomic_store_n(&e->kind, OSF_FD_NONE, __ATOMIC_RELEASE);
 	memset((char *)e + 1, 0, sizeof(*e) - 1);
+	if (mine)
+		osf_fdt_unlock();
 	osf_fdt_touch();
 }
 
-int osf_fdt_hide(int fd, int owner, int cloexec)
+void osf_fdt_set_cloexec(int fd, int on)
 {
-	int cmd = cloexec ? F_DUPFD_CLOEXEC : F_DUPFD;
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+
+	if (!e || e->kind == OSF_FD_NONE || held_by_me())
+		return;
+	osf_fdt_lock();
+	account(e, -1);
+	if (on)
+		e->flags |= OSF_FDF_CLOEXEC;
+	else
+		e->flags &= ~OSF_FDF_CLOEXEC;
+	account(e, 1);
+	osf_fdt_unlock();
+	osf_fdt_touch();
+}
+
+int osf_fdt_inheritable(void)
+{
+	return __atomic_load_n(&inherit_count, __ATOMIC_RELAXED) > 0;
+}
+
+int osf_fdt_offloaded(void)
+{
+	return __atomic_load_n(&offload_count, __ATOMIC_RELAXED) > 0;
+}
+
+int osf_fdt_spawn_snapshot(void)
+{
+	int snap, hfd;
+
+	if (!hdr || held_by_me())
+		return -1;
+	osf_fdt_lock();
+	snap = snapshot();
+	osf_fdt_unlock();
+	if (snap < 0)
+		return -1;
+	hfd = sys_fcntl(snap, F_DUPFD, osf_fdt_hidden_base());
+	sys_close(snap);
+	return hfd; /* inheritable: the spawned image takes it */
+}
+
+void osf_fdt_spawn_inherit(int on)
+{
+	unsigned i, j;
+
+	if (!hdr || held_by_me())
+		return;
+	osf_fdt_lock();
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
+			int efd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j);
+			if (c->kind == OSF_FD_HIDDEN && efd != tfd)
+				sys_fcntl(efd, F_SETFD,
+					  on || c->inherit_refs ? 0 : FD_CLOEXEC);
+		}
+	/* The spawned image gets a snapshot (osf_fdt_spawn_snapshot), not
+	 * this table, which its parent goes on changing. */
+	sys_fcntl(tfd, F_SETFD, !on && inherit_count ? 0 : FD_CLOEXEC);
+	osf_fdt_unlock();
+}
+
+int osf_fdt_hide(int fd, int owner)
+{
+	int cmd = F_DUPFD_CLOEXEC;
 	int nfd = sys_fcntl(fd, cmd, osf_fdt_hidden_base());
 	struct osf_fdt_entry *e;
 
@@ -395,6 +516,8 @@ int osf_fdt_relocate_hidden(int fd)
 		o = osf_fdt_lookup(owner);
 		if (o && o->aux_fd == fd)
 			o->aux_fd = nfd;
+		if (o && o->kind >= OSF_FD_SHM && o->aux2_fd == fd)
+			o->aux2_fd = nfd;
 	}
 	osf_fdt_clear(fd);
 	sys_close(fd);
@@ -463,7 +586,8 @@ void osf_fdt_set_image(uint64_t image)
 }
 
 /* snapshot copies the table into a new memfd (close-on-exec) and returns
- * it, or -1; the lock is held. */
+ * it, or -1; the copy's header says no process owns it yet (pid 0), so
+ * the process that receives it adopts it in place. The lock is held. */
 static int snapshot(void)
 {
 	int nfd;
@@ -481,6 +605,7 @@ static int snapshot(void)
 	if (nh == MAP_FAILED)
 		goto fail;
 	memcpy(nh, hdr, OSF_FDT_HDR_BYTES);
+	((struct osf_fdt_header *)nh)->pid = 0;
 	munmap(nh, OSF_FDT_HDR_BYTES);
 	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
 		struct osf_fdt_entry *nc;
@@ -592,6 +717,91 @@ static int entry_survived(int fd, const struct osf_fdt_entry *e)
 	return S_ISSOCK(st.st_mode);
 }
 
+#define ADOPT_SCAN 1024 /* fds looked at for moved connections */
+
+/* remap_moved finds offloaded sockets that exec's file actions moved to
+ * other fd numbers (posix_spawn dup2s them without passing through osf's
+ * hooks), by their inode, and gives them their entries. The lock is held. */
+static void remap_moved(void)
+{
+	int fd, hi = 64;
+	unsigned i, j;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++)
+			if (osf_fdt_chunks[i][j].kind >= OSF_FD_LISTEN &&
+			    (int)(i * OSF_FDT_CHUNK_ENTRIES + j) + 1 > hi)
+				hi = (int)(i * OSF_FDT_CHUNK_ENTRIES + j) + 1;
+	if (hi > ADOPT_SCAN)
+		hi = ADOPT_SCAN;
+	for (fd = 0; fd < hi; fd++) {
+		struct osf_fdt_entry *at = osf_fdt_lookup(fd), *src = NULL;
+		struct stat st;
+		if (fd == tfd || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+			continue;
+		if (at && at->kind >= OSF_FD_LISTEN && at->ino == (uint64_t)st.st_ino)
+			continue;
+		for (i = 0; i < OSF_FDT_MAX_CHUNKS && !src; i++)
+			for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+				struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
+				if (c->kind >= OSF_FD_LISTEN && c->ino == (uint64_t)st.st_ino) {
+					src = c;
+					break;
+				}
+			}
+		if (src && (at = entry_locked(fd)) != NULL) {
+			*at = *src;
+			at->image = 0; /* rebuilt on first use */
+			at->priv = 0;
+		}
+	}
+}
+
+/* mark_in_use marks hidden fd afd as used by a surviving entry. */
+static void mark_in_use(int afd)
+{
+	struct osf_fdt_entry *a = afd >= 0 ? osf_fdt_lookup(afd) : NULL;
+
+	if (a && a->kind == OSF_FD_HIDDEN)
+		a->owner_fd = -2; /* in use */
+}
+
+/* recount rebuilds the inheritance accounting after adoption and closes
+ * hidden fds that no surviving entry uses. The lock is held. */
+static void recount(void)
+{
+	unsigned i, j;
+
+	inherit_count = offload_count = 0;
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++)
+			if (osf_fdt_chunks[i][j].kind == OSF_FD_HIDDEN)
+				osf_fdt_chunks[i][j].inherit_refs = 0;
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
+			if (c->kind >= OSF_FD_LISTEN)
+				mark_in_use(c->aux_fd);
+			if (c->kind >= OSF_FD_SHM)
+				mark_in_use(c->aux2_fd);
+			account(c, 1);
+		}
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
+			int efd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j);
+			if (c->kind != OSF_FD_HIDDEN || efd == tfd)
+				continue;
+			if (c->owner_fd == -2) {
+				c->owner_fd = -1;
+				continue;
+			}
+			memset(c, 0, sizeof(*c));
+			sys_close(efd); /* its owners did not cross the exec */
+		}
+	sys_fcntl(tfd, F_SETFD, inherit_count ? 0 : FD_CLOEXEC);
+}
+
 int osf_fdt_adopt(int fd, uint64_t image)
 {
 	struct osf_fdt_header *h;
@@ -622,42 +832,29 @@ int osf_fdt_adopt(int fd, uint64_t image)
 			continue;
 		osf_fdt_chunks[i] = map_chunk(fd, i);
 	}
-	if (h->pid != getpid())
+	if (h->pid != getpid() && h->pid != 0) /* another process's */
 		(void)copy_private();
 	hdr->pid = getpid();
 	hdr->image = image;
 	hdr->flags &= ~OSF_FDTH_CORE_LOADED;
+	remap_moved();
 	/* Drop what did not survive the exec (FD_CLOEXEC, closed by spawn
-	 * file actions); osf's own fds whose owner is gone are closed. */
+	 * file actions). */
 	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
 		struct osf_fdt_entry *c = osf_fdt_chunks[i];
 		if (!c)
 			continue;
 		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
 			int efd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j);
-			if (c[j].kind == OSF_FD_NONE || efd == tfd)
+			if (c[j].kind == OSF_FD_NONE || c[j].kind == OSF_FD_HIDDEN ||
+			    efd == tfd)
 				continue;
 			if (!entry_survived(efd, &c[j]))
 				memset(&c[j], 0, sizeof(c[j]));
 		}
 	}
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *c = osf_fdt_chunks[i];
-		if (!c)
-			continue;
-		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			int efd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j);
-			struct osf_fdt_entry *o;
-			if (c[j].kind != OSF_FD_HIDDEN || c[j].owner_fd < 0)
-				continue;
-			o = osf_fdt_lookup(c[j].owner_fd);
-			if (!o || o->kind == OSF_FD_NONE || o->aux_fd != efd) {
-				memset(&c[j], 0, sizeof(c[j]));
-				sys_close(efd);
-			}
-		}
-	}
 	set_hidden_locked(tfd, -1);
+	recount();
 	osf_fdt_unlock();
 	osf_fdt_touch();
 	return 0;

@@ -113,14 +113,18 @@ struct osf_fdt_entry {
 	uint64_t priv;     /* process-private pointer (struct osf_conn *) */
 	int32_t owner_fd;  /* HIDDEN: the fd it serves; -1 for the table */
 	int32_t reason_errno; /* errno detail of the reason, 0 none */
-	uint32_t sndbuf;   /* SO_SNDBUF/SO_RCVBUF answers for offloaded fds */
-	uint32_t rcvbuf;
+	int32_t aux2_fd;   /* SHM/RDMA: second hidden fd, the writers' wake
+			      socket; meaningless for other kinds */
+	uint32_t pad0;
 	uint8_t local[28]; /* sockaddr_in/sockaddr_in6 TCP would report */
 	uint8_t peer[28];
 	uint32_t linger_secs;
 	uint32_t ring_bytes; /* SHM/RDMA: ring size agreed at the handshake
 				(never re-read from the peer-writable segment) */
-	uint32_t reserved[2];
+	uint32_t inherit_refs; /* HIDDEN: entries without FD_CLOEXEC that use
+				  this fd; it is inheritable while > 0 */
+	uint8_t cause;       /* reason OSF_R_STRICT: the fallback refused */
+	uint8_t pad[3];
 };
 
 struct osf_fdt_header {

@@ -6,10 +6,13 @@ package fdtable
 import "C"
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -48,15 +51,15 @@ type Kind uint8
 
 // The kinds of fd.
 const (
-	KindNone   Kind = C.OSF_FD_NONE
-	KindHidden Kind = C.OSF_FD_HIDDEN
+	KindNone     Kind = C.OSF_FD_NONE
+	KindHidden   Kind = C.OSF_FD_HIDDEN
 	KindReserved Kind = C.OSF_FD_RESERVED
-	KindInet   Kind = C.OSF_FD_INET
-	KindKernel Kind = C.OSF_FD_KERNEL
-	KindEpoll  Kind = C.OSF_FD_EPOLL
-	KindListen Kind = C.OSF_FD_LISTEN
-	KindShm    Kind = C.OSF_FD_SHM
-	KindRDMA   Kind = C.OSF_FD_RDMA
+	KindInet     Kind = C.OSF_FD_INET
+	KindKernel   Kind = C.OSF_FD_KERNEL
+	KindEpoll    Kind = C.OSF_FD_EPOLL
+	KindListen   Kind = C.OSF_FD_LISTEN
+	KindShm      Kind = C.OSF_FD_SHM
+	KindRDMA     Kind = C.OSF_FD_RDMA
 )
 
 var kindNames = map[Kind]string{
@@ -131,7 +134,18 @@ type Entry struct {
 	AuxFD       int
 	Rule        int
 	ReasonErrno unix.Errno
+	// Cause is, for reason "strict mode refused the fallback", the
+	// fallback reason that was refused.
+	Cause       uint8
 	Local, Peer netip.AddrPort
+	// Ino is the st_ino of the fd's file when libosf.so recorded it (for
+	// offloaded connections and hidden fds; 0 otherwise).
+	Ino uint64
+	// OwnerFD is, for a hidden fd, the fd it serves; -1 for the table.
+	OwnerFD int
+	// RingBytes is the ring size of an offloaded connection, as agreed at
+	// the handshake.
+	RingBytes uint32
 }
 
 // Header flags.
@@ -152,21 +166,40 @@ type Table struct {
 // Entries returns the tracked fds in fd order.
 func (t *Table) Entries() []Entry { return t.entries }
 
+// Lookup returns the entry of fd, if the table tracks it.
+func (t *Table) Lookup(fd int) (Entry, bool) {
+	i, ok := slices.BinarySearchFunc(t.entries, fd, func(e Entry, fd int) int { return cmp.Compare(e.FD, fd) })
+	if !ok {
+		return Entry{}, false
+	}
+	return t.entries[i], true
+}
+
 // CoreLoaded reports whether the process has loaded the Go core.
 func (t *Table) CoreLoaded() bool { return t.Flags&HeaderCoreLoaded != 0 }
 
+// tableLink is what /proc/PID/fd/N reads for the table's memfd.
+const tableLink = "/memfd:" + Name + " (deleted)"
+
 // Find returns the fd number of pid's table by looking for its memfd among
-// the process's fds; ErrNoTable when there is none.
+// the process's fds; ErrNoTable when there is none. It looks first where
+// libosf.so puts the table (the start of its hidden fd range, which
+// depends on the process's RLIMIT_NOFILE), so that a process with
+// thousands of fds costs one readlink, not thousands.
 func Find(pid int) (int, error) {
-	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
+	if fd, ok := hiddenBase(pid); ok {
+		if link, err := os.Readlink(dir + strconv.Itoa(fd)); err == nil && link == tableLink {
+			return fd, nil
+		}
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return -1, fmt.Errorf("fdtable: read %s: %w", dir, err)
 	}
-	want := "/memfd:" + Name + " (deleted)"
 	for _, e := range ents {
-		link, err := os.Readlink(dir + "/" + e.Name())
-		if err != nil || link != want {
+		link, err := os.Readlink(dir + e.Name())
+		if err != nil || link != tableLink {
 			continue
 		}
 		fd, err := strconv.Atoi(e.Name())
@@ -177,6 +210,42 @@ func Find(pid int) (int, error) {
 	return -1, ErrNoTable
 }
 
+// hiddenBase returns the first fd of pid's hidden range as libosf.so
+// computes it (osf_fdt_hidden_base in fdtable.c) from the soft
+// RLIMIT_NOFILE in /proc/PID/limits. It is only a first guess: the limit
+// may have changed since the table was made, and Find falls back to a
+// scan.
+func hiddenBase(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/limits")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "Max open files")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return 0, false
+		}
+		soft := uint64(1024)
+		if f[0] != "unlimited" {
+			if soft, err = strconv.ParseUint(f[0], 10, 64); err != nil {
+				return 0, false
+			}
+		}
+		switch {
+		case soft >= 128:
+			return int(min(soft/2, 1024)), true
+		case soft > 19:
+			return int(soft - 16), true
+		}
+		return 3, true
+	}
+	return 0, false
+}
+
 // Open reads pid's table. It needs the same access as reading the
 // process's /proc/PID/fd (same user, or root).
 func Open(pid int) (*Table, error) {
@@ -184,28 +253,55 @@ func Open(pid int) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+	// The fd may have been closed and reused since Find: look before
+	// opening, so that osfstat never opens (and so disturbs) anything but
+	// a regular file, and open without blocking.
+	path := fmt.Sprintf("/proc/%d/fd/%d", pid, fd)
+	var before unix.Stat_t
+	if err := unix.Stat(path, &before); err != nil {
+		return nil, fmt.Errorf("fdtable: stat table of %d: %w", pid, err)
+	}
+	if before.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, ErrNoTable
+	}
+	tfd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("fdtable: open table of %d: %w", pid, err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
+	defer unix.Close(tfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(tfd, &st); err != nil {
 		return nil, fmt.Errorf("fdtable: stat table of %d: %w", pid, err)
 	}
-	if st.Size() < SizeofHeader {
+	if st.Dev != before.Dev || st.Ino != before.Ino {
+		return nil, ErrNoTable
+	}
+	if st.Size < SizeofHeader {
 		return nil, ErrLayout
 	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	m, err := unix.Mmap(tfd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("fdtable: map table of %d: %w", pid, err)
 	}
 	defer unix.Munmap(m)
 	t := &Table{PID: pid, FD: fd}
-	if err := t.read(m); err != nil {
+	if err := t.readGuarded(m); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// readGuarded is read with memory faults turned into an error: the table
+// is not sealed, and an owner that shrinks it while it is being read must
+// not crash the reader (SIGBUS).
+func (t *Table) readGuarded(m []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: fault while reading the table: %v", ErrLayout, r)
+		}
+	}()
+	return t.read(m)
 }
 
 // read copies the table out of its mapping, retrying while the owner
@@ -255,8 +351,12 @@ func decode(fd int, r *RawEntry) Entry {
 		AuxFD:       int(r.aux_fd),
 		Rule:        int(r.rule),
 		ReasonErrno: unix.Errno(r.reason_errno),
+		Cause:       uint8(r.cause),
 		Local:       sockaddr(r.local[:]),
 		Peer:        sockaddr(r.peer[:]),
+		Ino:         uint64(r.ino),
+		OwnerFD:     int(r.owner_fd),
+		RingBytes:   uint32(r.ring_bytes),
 	}
 }
 

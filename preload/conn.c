@@ -9,13 +9,17 @@
  * that the last holder of the other side is gone (the kernel counts the
  * holders across fork, exec and crashes).
  *
- * Sleeping and waking (DESIGN.md D2): a side about to sleep raises its
- * rx_want (or tx_want) flag in the segment, fences, and checks the ring
- * once more; the other side publishes, fences, and if it sees the flag
- * clears it and sends as many tokens as there are sleepers. A blocked
- * reader sleeps in a real blocking recv() of one token on the wake socket,
- * so the kernel applies SO_RCVTIMEO, SA_RESTART and EINTR exactly as it
- * would for TCP. Before sleeping, a blocking call spins for OSF_SPIN_US.
+ * Sleeping and waking (DESIGN.md D2): a side about to sleep counts itself
+ * as a waiter, raises its rx_want (or tx_want) flag in the segment,
+ * fences, and checks the ring once more; the other side publishes, fences,
+ * and if it sees the flag clears it and sends as many tokens as there are
+ * waiters. Readers' tokens travel on the application's fd, writers' on a
+ * second, hidden socket pair, so neither kind can take the other's. A
+ * blocked reader sleeps in a real blocking recv() of one token on the
+ * application's fd, so the kernel applies SO_RCVTIMEO, SA_RESTART and
+ * EINTR exactly as it would for TCP; a blocked writer does the same on the
+ * writers' socket, which carries the application's SO_SNDTIMEO as its
+ * SO_RCVTIMEO. Before sleeping, a blocking call spins for OSF_SPIN_US.
  *
  * The end of a connection follows Linux TCP: data already received is
  * readable first; then a peer that closed with data it never read (or with
@@ -49,6 +53,8 @@
 #define CS_BROKEN 0x2u     /* the segment is corrupt: reset */
 #define CS_WROTE_GONE 0x4u /* the one write TCP accepts after the peer
 			      closed has been accepted */
+#define CS_RESET 0x8u      /* TCP would have received a reset: the socket
+			      is in state CLOSE (ENOTCONN, POLLHUP) */
 
 #define LOCK_STUCK_MS 5000 /* a segment lock held this long is corrupt */
 #define TCP_OPTS 40        /* IPPROTO_TCP option numbers answered */
@@ -70,7 +76,8 @@ struct osf_conn {
 	size_t map_bytes;
 	uint32_t size, mask, lowat;
 	int side;
-	int seg_fd;
+	int seg_fd; /* hidden: the segment's memfd */
+	int wfd;    /* hidden: the writers' wake socket */
 	struct osf_seg_side *me, *peer;
 	struct osf_seg_ring *tx, *rx;
 	uint8_t *txd, *rxd;
@@ -78,12 +85,12 @@ struct osf_conn {
 	int pending_err;
 	uint32_t seen_close_seq;
 	int nonblock;
-	int sndtimeo_ms; /* -1: none */
 	int bufset;      /* SO_RCVBUF/SO_SNDBUF set by the application */
 	int tcpopt[TCP_OPTS];
 	int tcpset[TCP_OPTS];
 	struct ipopt ipopt[IP_OPTS];
 	int v6;
+	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
 };
 
 /* Per-thread tid, for lock ownership (reset in a fork child). */
@@ -167,7 +174,7 @@ static void conn_free(struct osf_conn *c)
 
 /* conn_init fills a fresh struct (refs still 0) for a mapped segment. */
 static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
-		      int side, int seg_fd, int v6)
+		      int side, int seg_fd, int wfd, int v6)
 {
 	struct osf_seg_hdr *h = (struct osf_seg_hdr *)base;
 	int i;
@@ -180,6 +187,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->lowat = ring_bytes / 2;
 	c->side = side;
 	c->seg_fd = seg_fd;
+	c->wfd = wfd;
 	c->me = &h->side[side];
 	c->peer = &h->side[1 - side];
 	c->tx = &h->ring[side];
@@ -190,7 +198,6 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->pending_err = 0;
 	c->seen_close_seq = __atomic_load_n(&c->peer->close_seq, __ATOMIC_RELAXED);
 	c->nonblock = 0;
-	c->sndtimeo_ms = -1;
 	c->bufset = 0;
 	c->v6 = v6;
 	memset(c->tcpopt, 0, sizeof(c->tcpopt));
@@ -204,6 +211,7 @@ static void conn_destroy(struct osf_conn *c)
 {
 	munmap(c->base, c->map_bytes);
 	osf_fdt_close_hidden(c->seg_fd);
+	osf_fdt_close_hidden(c->wfd);
 	c->base = NULL;
 	conn_free(c);
 }
@@ -353,11 +361,39 @@ static int take_pending(struct osf_conn *c)
 	return __atomic_exchange_n(&c->pending_err, 0, __ATOMIC_ACQ_REL);
 }
 
+/* take_recv_error is take_pending for a read at the end of the stream.
+ * EPIPE (the reset that answers a write to a peer that had closed) is
+ * left for the next write: TCP's read sees the peer's FIN first and
+ * returns 0. */
+static int take_recv_error(struct osf_conn *c)
+{
+	int err = __atomic_load_n(&c->pending_err, __ATOMIC_ACQUIRE);
+
+	while (err != 0 && err != EPIPE &&
+	       !__atomic_compare_exchange_n(&c->pending_err, &err, 0, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+	return err == EPIPE ? 0 : err;
+}
+
+/* tcp_closed: TCP would be in state CLOSE (or TIME_WAIT, which the
+ * application sees as CLOSE): reset, or both directions shut down. */
+static int tcp_closed(struct osf_conn *c)
+{
+	uint32_t st = cstate(c);
+
+	if (st & CS_RESET)
+		return 1;
+	return (__atomic_load_n(&c->me->flags, __ATOMIC_ACQUIRE) & OSF_SIDE_FIN) &&
+	       ((__atomic_load_n(&c->peer->flags, __ATOMIC_ACQUIRE) & OSF_SIDE_FIN) ||
+		(st & CS_GONE));
+}
+
 static void broken(struct osf_conn *c)
 {
 	if (!(cstate(c) & CS_BROKEN)) {
 		set_pending(c, ECONNRESET);
-		set_state(c, CS_BROKEN | CS_GONE);
+		set_state(c, CS_BROKEN | CS_GONE | CS_RESET);
 	}
 }
 
@@ -374,8 +410,11 @@ static void mark_gone(struct osf_conn *c)
 	tail = __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE);
 	if (head != tail ||
 	    (__atomic_load_n(&c->peer->flags, __ATOMIC_ACQUIRE) &
-	     OSF_SIDE_RESET))
+	     OSF_SIDE_RESET)) {
 		set_pending(c, ECONNRESET);
+		set_state(c, CS_GONE | CS_RESET);
+		return;
+	}
 	set_state(c, CS_GONE);
 }
 
@@ -405,39 +444,49 @@ static inline void peer_closing(int fd, struct osf_conn *c)
 
 /* ---- wake tokens ------------------------------------------------------ */
 
-static void send_tokens(int fd, struct osf_conn *c)
+/* Each side has two wake sockets, one per kind of waiter, so that a reader
+ * never takes a token meant for a writer (or the other way round): the
+ * application's fd carries the tokens that wake readers (data or the end
+ * arrived), the hidden writers' socket c->wfd those that wake writers
+ * (room appeared). A waiter counts itself in its side's rx_waiters or
+ * tx_waiters, sets the want flag, looks at the ring again, and only then
+ * sleeps; the other side, after publishing, clears the flag and sends as
+ * many tokens as there are waiters of that kind; each waiter takes one. */
+
+/* send_tokens sends the waiters counted in *waiters their tokens on sock. */
+static void send_tokens(int sock, struct osf_conn *c, uint32_t *waiters)
 {
 	static const char tok[32];
-	uint32_t n = __atomic_load_n(&c->peer->sleepers, __ATOMIC_RELAXED);
+	uint32_t n = __atomic_load_n(waiters, __ATOMIC_RELAXED);
 	int saved = errno;
 	ssize_t r;
 
-	if (n == 0)
+	if (n == 0) /* a waiter osf does not count: an application's own */
 		n = 1;
 	if (n > sizeof(tok))
 		n = sizeof(tok);
-	r = REAL(send)(fd, tok, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	r = REAL(send)(sock, tok, n, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (r < 0 && (errno == EPIPE || errno == ECONNRESET))
 		mark_gone(c);
-	c->me->wakes_sent++;
+	__atomic_add_fetch(&c->me->wakes_sent, 1, __ATOMIC_RELAXED);
 	errno = saved;
 }
 
-/* wake wakes the other side if it asked to be woken through *want; the
- * caller has published what it changed. */
-static inline void wake(int fd, struct osf_conn *c, uint32_t *want)
+/* wake_reader wakes the other side's readers if they asked for it; the
+ * caller has published what it changed (data, FIN). */
+static inline void wake_reader(int fd, struct osf_conn *c)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (likely(!__atomic_load_n(want, __ATOMIC_RELAXED)))
+	if (likely(!__atomic_load_n(&c->peer->rx_want, __ATOMIC_RELAXED)))
 		return;
-	if (__atomic_exchange_n(want, 0, __ATOMIC_ACQ_REL))
-		send_tokens(fd, c);
+	if (__atomic_exchange_n(&c->peer->rx_want, 0, __ATOMIC_ACQ_REL))
+		send_tokens(fd, c, &c->peer->rx_waiters);
 }
 
-/* wake_writer wakes a writer of the other side waiting for room, once
- * there is at least the low-water mark of it (as TCP wakes writers only
- * for a useful amount of space). */
-static inline void wake_writer(int fd, struct osf_conn *c, uint64_t head,
+/* wake_writer wakes the other side's writers waiting for room, once there
+ * is at least the low-water mark of it (as TCP wakes writers only for a
+ * useful amount of space). */
+static inline void wake_writer(struct osf_conn *c, uint64_t head,
 			       uint64_t tail)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -446,27 +495,27 @@ static inline void wake_writer(int fd, struct osf_conn *c, uint64_t head,
 	if (c->size - (head - tail) < c->lowat)
 		return;
 	if (__atomic_exchange_n(&c->peer->tx_want, 0, __ATOMIC_ACQ_REL))
-		send_tokens(fd, c);
+		send_tokens(c->wfd, c, &c->peer->tx_waiters);
 }
 
-/* drain reads the tokens no sleeper of this side is waiting for, and
- * notices the other side's end. */
-static void drain(int fd, struct osf_conn *c)
+/* drain reads from sock the tokens no counted waiter of this side will
+ * take (keep: the waiters counted in *waiters), and notices the other
+ * side's end. */
+static void drain(int sock, struct osf_conn *c, uint32_t *waiters)
 {
 	char buf[256];
-	int avail = 0, keep, saved = errno;
-	struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
+	int avail = 0, saved = errno;
+	struct pollfd p = {sock, POLLIN | POLLRDHUP, 0};
 
 	if (REAL(poll)(&p, 1, 0) <= 0)
 		goto out;
 	if (p.revents & (POLLHUP | POLLRDHUP))
 		mark_gone(c);
-	if (!(p.revents & POLLIN) || REAL(ioctl)(fd, FIONREAD, &avail) < 0)
+	if (!(p.revents & POLLIN) || REAL(ioctl)(sock, FIONREAD, &avail) < 0)
 		goto out;
-	keep = (int)__atomic_load_n(&c->me->sleepers, __ATOMIC_RELAXED);
-	avail -= keep;
+	avail -= (int)__atomic_load_n(waiters, __ATOMIC_RELAXED);
 	while (avail > 0) {
-		ssize_t r = REAL(recv)(fd, buf,
+		ssize_t r = REAL(recv)(sock, buf,
 				       avail < (int)sizeof(buf) ? (size_t)avail
 								: sizeof(buf),
 				       MSG_DONTWAIT);
@@ -475,6 +524,30 @@ static void drain(int fd, struct osf_conn *c)
 		avail -= (int)r;
 	}
 out:
+	errno = saved;
+}
+
+/* uncount removes a waiter from a count, never below 0 (a fork child may
+ * end a wait its parent counted, and the peer may write anything). */
+static void uncount(uint32_t *waiters)
+{
+	uint32_t v = __atomic_load_n(waiters, __ATOMIC_RELAXED);
+
+	while (v && !__atomic_compare_exchange_n(waiters, &v, v - 1, 0,
+						 __ATOMIC_ACQ_REL,
+						 __ATOMIC_RELAXED))
+		;
+}
+
+/* take_token takes the one token a waiter that was woken on sock is
+ * owed, if it is there (a poller: poll does not consume). */
+static void take_token(int sock, struct osf_conn *c)
+{
+	char b;
+	int saved = errno;
+
+	if (REAL(recv)(sock, &b, 1, MSG_DONTWAIT) == 0)
+		mark_gone(c);
 	errno = saved;
 }
 
@@ -512,7 +585,10 @@ static inline uint32_t my_flags(struct osf_conn *c)
 /* rx_ready: a read would not block (data, end or error). */
 static int rx_ready(struct osf_conn *c)
 {
-	return rx_used(c) != 0 || (peer_flags(c) & (OSF_SIDE_FIN | OSF_SIDE_RESET)) ||
+	/* OSF_SIDE_RESET alone is not readiness: it says how the side ends
+	 * once its last holder is gone (mark_gone), and a process that closed
+	 * with linger 0 may not have been the last (a fork child serves on). */
+	return rx_used(c) != 0 || (peer_flags(c) & OSF_SIDE_FIN) ||
 	       (cstate(c) & CS_GONE) || c->pending_err;
 }
 
@@ -555,18 +631,19 @@ static int arm_tx(struct osf_conn *c)
 		ok_;                                                           \
 	})
 
-/* sleep_token blocks in the kernel for one wake token. It returns 0 when
- * woken (or the other side is gone), else -errno from the recv: -EINTR for
- * a signal (the kernel restarted it if the handler had SA_RESTART and no
- * SO_RCVTIMEO is set), -EAGAIN when SO_RCVTIMEO expired. */
-static int sleep_token(int fd, struct osf_conn *c)
+/* sleep_token blocks in the kernel for one wake token on sock. It returns
+ * 0 when woken (or the other side is gone), else -errno from the recv:
+ * -EINTR for a signal (the kernel restarted it if the handler had
+ * SA_RESTART and no timeout is set on sock), -EAGAIN when the timeout
+ * expired. */
+static int sleep_token(int sock, struct osf_conn *c)
 {
 	char b;
 	ssize_t r;
 	int err;
 
-	c->me->sleeps++;
-	r = REAL(recv)(fd, &b, 1, 0);
+	__atomic_add_fetch(&c->me->sleeps, 1, __ATOMIC_RELAXED);
+	r = REAL(recv)(sock, &b, 1, 0);
 	err = errno;
 	if (r == 0 || (r < 0 && err == ECONNRESET)) {
 		mark_gone(c);
@@ -582,58 +659,34 @@ static int wait_data(int fd, struct osf_conn *c)
 
 	if (SPIN_UNTIL(rx_ready(c)))
 		return 0;
-	__atomic_add_fetch(&c->me->sleepers, 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&c->me->rx_waiters, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&c->me->rx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	r = rx_ready(c) ? 0 : sleep_token(fd, c);
-	__atomic_sub_fetch(&c->me->sleepers, 1, __ATOMIC_ACQ_REL);
+	uncount(&c->me->rx_waiters);
 	return r;
 }
 
-/* wait_room waits until there is room to write (or the end). A write has
- * its own timeout, SO_SNDTIMEO: with one set the wait is a poll. */
-static int wait_room(int fd, struct osf_conn *c)
+/* tx_ready: a write would not block (room, or the end). */
+static inline int tx_ready(struct osf_conn *c)
 {
-	int r = 0;
+	return tx_free(c) != 0 || cstate(c);
+}
 
-	if (SPIN_UNTIL(tx_free(c) != 0 || cstate(c)))
+/* wait_room waits until there is room to write (or the end), sleeping on
+ * the writers' socket: -EAGAIN when SO_SNDTIMEO (set on it as
+ * SO_RCVTIMEO) expired, -EINTR for a signal as a blocking send gets it. */
+static int wait_room(struct osf_conn *c)
+{
+	int r;
+
+	if (SPIN_UNTIL(tx_ready(c)))
 		return 0;
-	__atomic_add_fetch(&c->me->sleepers, 1, __ATOMIC_ACQ_REL);
-	for (;;) {
-		__atomic_store_n(&c->me->tx_want, 1, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		if (tx_free(c) != 0 || cstate(c))
-			break;
-		if (c->sndtimeo_ms >= 0) {
-			struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
-			int n = REAL(poll)(&p, 1, c->sndtimeo_ms ? c->sndtimeo_ms : -1);
-			c->me->sleeps++;
-			if (n < 0) {
-				r = -errno;
-				break;
-			}
-			if (n == 0) {
-				r = -EAGAIN;
-				break;
-			}
-			__atomic_sub_fetch(&c->me->sleepers, 1, __ATOMIC_ACQ_REL);
-			drain(fd, c);
-			__atomic_add_fetch(&c->me->sleepers, 1, __ATOMIC_ACQ_REL);
-			continue;
-		}
-		r = sleep_token(fd, c);
-		if (r == -EAGAIN) {
-			int fl = REAL(fcntl)(fd, F_GETFL);
-			if (fl >= 0 && (fl & O_NONBLOCK)) { /* stale cache */
-				c->nonblock = 1;
-				break;
-			}
-			r = 0; /* SO_RCVTIMEO expired: not a write timeout */
-		} else if (r < 0) {
-			break;
-		}
-	}
-	__atomic_sub_fetch(&c->me->sleepers, 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&c->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&c->me->tx_want, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	r = tx_ready(c) ? 0 : sleep_token(c->wfd, c);
+	uncount(&c->me->tx_waiters);
 	return r;
 }
 
@@ -720,7 +773,7 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 	int err;
 
 	if (st & CS_BROKEN) {
-		err = take_pending(c);
+		err = take_recv_error(c);
 		return err ? OSF_FAIL(err) : 0;
 	}
 	if (peer_flags(c) & OSF_SIDE_FIN)
@@ -728,7 +781,7 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 	if (my_flags(c) & OSF_SIDE_RDSHUT)
 		return 0;
 	if (!(st & CS_GONE) && nonblock) {
-		drain(fd, c);
+		drain(fd, c, &c->me->rx_waiters);
 		st = cstate(c);
 		if (!(st & CS_GONE) && arm_rx(c))
 			return 2;
@@ -736,7 +789,7 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 	if (st & CS_GONE) {
 		if (rx_used(c) != 0)
 			return 2;
-		err = take_pending(c);
+		err = take_recv_error(c);
 		return err ? OSF_FAIL(err) : 0;
 	}
 	return nonblock ? OSF_FAIL(EAGAIN) : 1;
@@ -761,12 +814,23 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		conn_put(c);
 		return OSF_FAIL((flags & MSG_OOB) ? EINVAL : EAGAIN);
 	}
-	if (total == 0) {
-		conn_put(c);
-		return 0;
-	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
-	c->me->recv_calls++;
+	if (total == 0) {
+		/* TCP's recvmsg of 0 bytes waits as for 1 byte and returns 0
+		 * once there is data (read(2) of 0 bytes does not get here). */
+		for (;;) {
+			r = rx_used(c) != 0 ? 2 : recv_end(fd, c, nonblock);
+			if (r != 1) /* 2: data; 0: end; -1: errno set */
+				break;
+			if ((r = wait_data(fd, c)) < 0) {
+				r = OSF_FAIL(-r);
+				break;
+			}
+		}
+		conn_put(c);
+		return r == 2 ? 0 : r;
+	}
+	__atomic_add_fetch(&c->me->recv_calls, 1, __ATOMIC_RELAXED);
 	for (;;) {
 		int64_t used;
 		if (seg_lock(&c->me->rx_lock) < 0) {
@@ -791,7 +855,7 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 				__atomic_store_n(&c->rx->tail, tail + n,
 						 __ATOMIC_RELEASE);
 				seg_unlock(&c->me->rx_lock);
-				wake_writer(fd, c, head, tail + n);
+				wake_writer(c, head, tail + n);
 			} else {
 				seg_unlock(&c->me->rx_lock);
 			}
@@ -841,11 +905,23 @@ static ssize_t send_end(struct osf_conn *c, size_t total, int flags)
 	if (!(cstate(c) & CS_GONE))
 		return 1;
 	err = take_pending(c);
-	if (err)
+	if (err) {
+		/* The error the reset left; EPIPE (a reset in CLOSE_WAIT)
+		 * raises SIGPIPE as any EPIPE from a write does. */
+		if (err == EPIPE)
+			raise_sigpipe(flags);
 		return OSF_FAIL(err);
+	}
 	if (!(__atomic_fetch_or(&c->state, CS_WROTE_GONE, __ATOMIC_ACQ_REL) &
-	      CS_WROTE_GONE))
-		return (ssize_t)total; /* TCP accepts one write after FIN */
+	      CS_WROTE_GONE) &&
+	    !(cstate(c) & CS_RESET)) {
+		/* TCP accepts one write after the peer's FIN; the peer,
+		 * closed, answers it with a reset, which in CLOSE_WAIT
+		 * leaves EPIPE for the next call. */
+		set_pending(c, EPIPE);
+		set_state(c, CS_RESET);
+		return (ssize_t)total;
+	}
 	raise_sigpipe(flags);
 	return OSF_FAIL(EPIPE);
 }
@@ -872,7 +948,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		return end != 1 ? end : 0;
 	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
-	c->me->send_calls++;
+	__atomic_add_fetch(&c->me->send_calls, 1, __ATOMIC_RELAXED);
 	while (sent < total) {
 		int64_t room;
 		if (seg_lock(&c->me->tx_lock) < 0) {
@@ -894,7 +970,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			__atomic_store_n(&c->tx->head, head + n,
 					 __ATOMIC_RELEASE);
 			seg_unlock(&c->me->tx_lock);
-			wake(fd, c, &c->peer->rx_want);
+			wake_reader(fd, c);
 			sent += (ssize_t)n;
 			continue;
 		}
@@ -902,7 +978,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		if (cstate(c))
 			break;
 		if (nonblock) {
-			drain(fd, c);
+			drain(c->wfd, c, &c->me->tx_waiters);
 			if (cstate(c))
 				break;
 			if (arm_tx(c))
@@ -913,7 +989,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			}
 			break;
 		}
-		r = wait_room(fd, c);
+		r = wait_room(c);
 		if (r < 0) {
 			if (sent == 0) {
 				conn_put(c);
@@ -939,7 +1015,7 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 	ssize_t sent = 0, end;
 	int err = 0;
 
-	if (REAL(fcntl)(in_fd, F_GETFL) < 0)
+	if (REAL(fcntl)(in_fd, F_GETFL, NULL) < 0)
 		return -1; /* EBADF, as the kernel says first */
 	if (fstat(in_fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)))
 		return OSF_FAIL(EINVAL);
@@ -952,7 +1028,7 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 		conn_put(c);
 		return end != 1 ? end : 0;
 	}
-	c->me->send_calls++;
+	__atomic_add_fetch(&c->me->send_calls, 1, __ATOMIC_RELAXED);
 	while ((size_t)sent < count) {
 		int64_t room;
 		uint64_t head;
@@ -972,14 +1048,14 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 			if (cstate(c))
 				break;
 			if (c->nonblock) {
-				drain(fd, c);
+				drain(c->wfd, c, &c->me->tx_waiters);
 				if (!cstate(c) && arm_tx(c))
 					continue;
 				if (sent == 0 && !cstate(c))
 					err = EAGAIN;
 				break;
 			}
-			if ((err = -wait_room(fd, c)) != 0)
+			if ((err = -wait_room(c)) != 0)
 				break;
 			continue;
 		}
@@ -1002,7 +1078,7 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 		__atomic_store_n(&c->tx->head, head + (uint64_t)n,
 				 __ATOMIC_RELEASE);
 		seg_unlock(&c->me->tx_lock);
-		wake(fd, c, &c->peer->rx_want);
+		wake_reader(fd, c);
 		sent += n;
 	}
 	if (offset)
@@ -1023,12 +1099,14 @@ ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 {
 	struct osf_conn *c;
+	int closed;
 
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return OSF_FAIL(EINVAL);
 	c = conn_get(fd, e);
 	if (!c)
 		return OSF_FAIL(EBADF);
+	closed = tcp_closed(c); /* TCP still records the shutdown */
 	if (how != SHUT_WR)
 		__atomic_or_fetch(&c->me->flags, OSF_SIDE_RDSHUT,
 				  __ATOMIC_ACQ_REL);
@@ -1039,10 +1117,10 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 				  __ATOMIC_ACQ_REL);
 		if (locked)
 			seg_unlock(&c->me->tx_lock);
-		wake(fd, c, &c->peer->rx_want);
+		wake_reader(fd, c);
 	}
 	conn_put(c);
-	return 0;
+	return closed ? OSF_FAIL(ENOTCONN) : 0;
 }
 
 static int put_int(void *val, socklen_t *len, int v)
@@ -1105,8 +1183,14 @@ static int tcp_info(struct osf_conn *c, void *val, socklen_t *len)
 	socklen_t n;
 
 	memset(&ti, 0, sizeof(ti));
-	ti.tcpi_state = (peer_flags(c) & OSF_SIDE_FIN) ? TCP_CLOSE_WAIT
-						       : TCP_ESTABLISHED;
+	if (tcp_closed(c))
+		ti.tcpi_state = TCP_CLOSE;
+	else if (my_flags(c) & OSF_SIDE_FIN)
+		ti.tcpi_state = TCP_FIN_WAIT2;
+	else if ((peer_flags(c) & OSF_SIDE_FIN) || (cstate(c) & CS_GONE))
+		ti.tcpi_state = TCP_CLOSE_WAIT;
+	else
+		ti.tcpi_state = TCP_ESTABLISHED;
 	ti.tcpi_snd_mss = ti.tcpi_rcv_mss = 65483;
 	ti.tcpi_advmss = 65483;
 	ti.tcpi_pmtu = 65536;
@@ -1250,17 +1334,14 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 						     ? 1
 						     : 2;
 			break;
-		case SO_SNDTIMEO: {
-			const struct timeval *tv = val;
+		case SO_SNDTIMEO:
+			/* A blocked writer sleeps in recv on the writers'
+			 * socket: the send timeout is its receive timeout. */
 			r = REAL(setsockopt)(fd, level, name, val, len);
-			if (r == 0 && tv)
-				c->sndtimeo_ms =
-					(tv->tv_sec || tv->tv_usec)
-						? (int)(tv->tv_sec * 1000 +
-							(tv->tv_usec + 999) / 1000)
-						: -1;
+			if (r == 0)
+				(void)REAL(setsockopt)(c->wfd, SOL_SOCKET,
+						       SO_RCVTIMEO, val, len);
 			break;
-		}
 		case SO_LINGER: {
 			const struct linger *l = val;
 			r = REAL(setsockopt)(fd, level, name, val, len);
@@ -1270,6 +1351,12 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 				else
 					e->flags &= ~OSF_FDF_LINGER;
 				e->linger_secs = (uint32_t)l->l_linger;
+				/* An earlier holder's close with linger 0
+				 * no longer decides how the last one ends. */
+				if (!l->l_onoff || l->l_linger != 0)
+					__atomic_and_fetch(&c->me->flags,
+							   ~OSF_SIDE_RESET,
+							   __ATOMIC_ACQ_REL);
 			}
 			break;
 		}
@@ -1317,9 +1404,16 @@ int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,
 	socklen_t full;
 	sa_family_t fam;
 
-	(void)fd;
 	if (!len)
 		return OSF_FAIL(EFAULT);
+	if (peer) { /* a closed TCP socket has no peer */
+		struct osf_conn *c = conn_get(fd, e);
+		int closed = c && tcp_closed(c);
+		if (c)
+			conn_put(c);
+		if (closed)
+			return OSF_FAIL(ENOTCONN);
+	}
 	memcpy(&fam, src, sizeof(fam));
 	full = fam == AF_INET6 ? sizeof(struct sockaddr_in6)
 			       : sizeof(struct sockaddr_in);
@@ -1375,36 +1469,61 @@ void osf_conn_setfl(struct osf_fdt_entry *e, int nonblock)
 
 /* ---- life cycle --------------------------------------------------------------- */
 
-int osf_conn_install(int fd, const struct osf_core_conn *cc, int role,
-		     int cloexec, int nonblock, int dup_wake)
+/* release_handed closes what the core handed over and install did not
+ * take, and marks it gone in cc. */
+static void release_handed(struct osf_core_conn *cc)
+{
+	if (cc->seg_addr)
+		munmap((void *)(uintptr_t)cc->seg_addr,
+		       (size_t)osf_seg_bytes(cc->ring_bytes));
+	if (cc->seg_fd >= 0)
+		REAL(close)(cc->seg_fd);
+	if (cc->wake_tx_fd >= 0)
+		REAL(close)(cc->wake_tx_fd);
+	cc->seg_addr = 0;
+	cc->seg_fd = cc->wake_tx_fd = -1;
+}
+
+int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
+		     int nonblock, int dup_wake)
 {
 	struct osf_fdt_entry ent;
 	struct osf_conn *c;
 	struct stat st;
-	int hfd, fl;
+	int hfd, hwfd, fl;
 	sa_family_t fam;
 
 	c = conn_alloc();
-	if (!c)
+	if (!c) {
+		release_handed(cc);
 		return OSF_FAIL(ENOMEM);
-	fl = REAL(fcntl)(cc->wake_fd, F_GETFL);
+	}
+	fl = REAL(fcntl)(cc->wake_fd, F_GETFL, NULL);
 	if (fl < 0 ||
 	    REAL(fcntl)(cc->wake_fd, F_SETFL,
-			nonblock ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK)) < 0)
+			(void *)(long)(nonblock ? (fl | O_NONBLOCK)
+						: (fl & ~O_NONBLOCK))) < 0)
 		goto fail;
 	if (dup_wake) {
 		if (REAL(dup3)(cc->wake_fd, fd, cloexec ? O_CLOEXEC : 0) < 0)
 			goto fail;
 		REAL(close)(cc->wake_fd);
-	} else if (REAL(fcntl)(fd, F_SETFD, cloexec ? FD_CLOEXEC : 0) < 0) {
+		cc->wake_fd = -1;
+	} else if (REAL(fcntl)(fd, F_SETFD,
+			       (void *)(long)(cloexec ? FD_CLOEXEC : 0)) < 0) {
 		goto fail;
 	}
-	hfd = osf_fdt_hide(cc->seg_fd, fd, cloexec);
+	hfd = osf_fdt_hide(cc->seg_fd, fd);
 	if (hfd < 0)
 		hfd = cc->seg_fd; /* keep it where it is */
+	hwfd = osf_fdt_hide(cc->wake_tx_fd, fd);
+	if (hwfd < 0)
+		hwfd = cc->wake_tx_fd;
 	memcpy(&fam, cc->peer, sizeof(fam));
 	conn_init(c, (uint8_t *)(uintptr_t)cc->seg_addr, cc->ring_bytes,
-		  cc->side, hfd, fam == AF_INET6);
+		  cc->side, hfd, hwfd, fam == AF_INET6);
+	cc->seg_addr = 0; /* the connection owns them now */
+	cc->seg_fd = cc->wake_tx_fd = -1;
 	c->nonblock = nonblock;
 	__atomic_add_fetch(&c->me->holders, 1, __ATOMIC_RELAXED);
 
@@ -1415,6 +1534,7 @@ int osf_conn_install(int fd, const struct osf_core_conn *cc, int role,
 	ent.flags = (cloexec ? OSF_FDF_CLOEXEC : 0) |
 		    (fam == AF_INET6 ? OSF_FDF_V6 : 0);
 	ent.aux_fd = hfd;
+	ent.aux2_fd = hwfd;
 	ent.rule = cc->rule;
 	ent.ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	ent.image = osf.image;
@@ -1423,12 +1543,13 @@ int osf_conn_install(int fd, const struct osf_core_conn *cc, int role,
 	memcpy(ent.local, cc->local, sizeof(ent.local));
 	memcpy(ent.peer, cc->peer, sizeof(ent.peer));
 	if (osf_fdt_set(fd, &ent) < 0) {
-		conn_put(c);
+		conn_put(c); /* unmaps, closes both hidden fds */
 		return -1;
 	}
 	return 0;
 fail:
 	conn_free(c);
+	release_handed(cc);
 	return -1;
 }
 
@@ -1509,8 +1630,8 @@ static int rebuild(int fd, struct osf_fdt_entry *e)
 		conn_init(c, base, e->ring_bytes,
 			  e->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER
 						     : OSF_SIDE_CLIENT,
-			  e->aux_fd, (e->flags & OSF_FDF_V6) != 0);
-		fl = fd >= 0 ? REAL(fcntl)(fd, F_GETFL) : 0;
+			  e->aux_fd, e->aux2_fd, (e->flags & OSF_FDF_V6) != 0);
+		fl = fd >= 0 ? REAL(fcntl)(fd, F_GETFL, NULL) : 0;
 		c->nonblock = fl > 0 && (fl & O_NONBLOCK);
 	}
 	__atomic_store_n(&e->priv, (uint64_t)(uintptr_t)c, __ATOMIC_RELEASE);
@@ -1521,6 +1642,27 @@ out:
 fail:
 	__atomic_store_n(&rebuild_lock, 0, __ATOMIC_RELEASE);
 	return OSF_FAIL(EBADF);
+}
+
+void osf_conn_fork_holders(int delta)
+{
+	static uint32_t round;
+	unsigned i, j;
+
+	round++;
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
+			struct osf_conn *c;
+			if (e->kind < OSF_FD_SHM || e->image != osf.image || !e->priv)
+				continue;
+			c = (struct osf_conn *)(uintptr_t)e->priv;
+			if (c->fork_round == round)
+				continue; /* a dup of one already counted */
+			c->fork_round = round;
+			__atomic_add_fetch(&c->me->holders, (uint32_t)delta,
+					   __ATOMIC_RELAXED);
+		}
 }
 
 void osf_conn_child_after_fork(void)
@@ -1549,10 +1691,10 @@ static short revents(struct osf_conn *c)
 		r |= POLLRDHUP;
 	if ((uint64_t)room >= c->lowat || wrshut || (st & CS_GONE))
 		r |= POLLOUT | POLLWRNORM;
-	if (rdhup && wrshut)
+	if ((rdhup && wrshut) || tcp_closed(c))
 		r |= POLLHUP;
-	if (c->pending_err || ((st & CS_GONE) && (st & CS_WROTE_GONE)))
-		r |= POLLERR | POLLHUP;
+	if (c->pending_err)
+		r |= POLLERR;
 	return r;
 }
 
@@ -1568,16 +1710,26 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 	return r;
 }
 
-short osf_conn_arm(int fd, struct osf_fdt_entry *e, short events)
+int osf_conn_arm_kinds(short events)
+{
+	return ((events & (POLLIN | POLLRDNORM | POLLRDHUP)) ? OSF_ARM_RX : 0) |
+	       ((events & (POLLOUT | POLLWRNORM)) ? OSF_ARM_TX : 0);
+}
+
+short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already)
 {
 	struct osf_conn *c = conn_get(fd, e);
 	short r;
 
 	if (!c)
 		return POLLNVAL;
-	if (events & (POLLIN | POLLRDNORM | POLLRDHUP))
+	if ((kinds & OSF_ARM_RX) && !(already & OSF_ARM_RX))
+		__atomic_add_fetch(&c->me->rx_waiters, 1, __ATOMIC_ACQ_REL);
+	if ((kinds & OSF_ARM_TX) && !(already & OSF_ARM_TX))
+		__atomic_add_fetch(&c->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
+	if (kinds & OSF_ARM_RX)
 		__atomic_store_n(&c->me->rx_want, 1, __ATOMIC_RELAXED);
-	if (events & (POLLOUT | POLLWRNORM))
+	if (kinds & OSF_ARM_TX)
 		__atomic_store_n(&c->me->tx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	r = revents(c);
@@ -1585,14 +1737,37 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, short events)
 	return r;
 }
 
-void osf_conn_woken(int fd, struct osf_fdt_entry *e)
+void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken)
 {
 	struct osf_conn *c = conn_get(fd, e);
 
 	if (!c)
 		return;
-	drain(fd, c);
+	if (woken & kinds & OSF_ARM_RX)
+		take_token(fd, c);
+	if (woken & kinds & OSF_ARM_TX)
+		take_token(c->wfd, c);
+	if (woken) /* a hang-up wakes too: the end, even behind tokens */
+		check_end((woken & OSF_ARM_RX) ? fd : c->wfd, c);
+	if (kinds & OSF_ARM_RX)
+		uncount(&c->me->rx_waiters);
+	if (kinds & OSF_ARM_TX)
+		uncount(&c->me->tx_waiters);
 	conn_put(c);
+}
+
+uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	uint64_t st;
+
+	if (!c)
+		return 0;
+	st = __atomic_load_n(&c->rx->head, __ATOMIC_ACQUIRE) +
+	     __atomic_load_n(&c->tx->tail, __ATOMIC_ACQUIRE) * 0x9e3779b97f4a7c15ULL +
+	     ((uint64_t)(peer_flags(c) | cstate(c) << 8) << 56);
+	conn_put(c);
+	return st;
 }
 
 void *osf_conn_cookie(int fd, struct osf_fdt_entry *e)

@@ -197,7 +197,7 @@ static void mark_runtime_fds(int base, const uint64_t *before)
 	for (fd = base; fd < base + 64; fd++) {
 		if (before[0] & (1ULL << (fd - base)))
 			continue;
-		if (REAL(fcntl)(fd, F_GETFD) >= 0 && osf_fdt_kind(fd) == OSF_FD_NONE)
+		if (REAL(fcntl)(fd, F_GETFD, NULL) >= 0 && osf_fdt_kind(fd) == OSF_FD_NONE)
 			osf_fdt_mark_hidden(fd);
 	}
 }
@@ -241,7 +241,7 @@ static uint64_t open_above(int base)
 	int fd;
 
 	for (fd = base; fd < base + 64; fd++)
-		if (REAL(fcntl)(fd, F_GETFD) >= 0)
+		if (REAL(fcntl)(fd, F_GETFD, NULL) >= 0)
 			m |= 1ULL << (fd - base);
 	return m;
 }

@@ -98,12 +98,15 @@ struct osf_core_connect_in {
 };
 
 /* An offloaded connection, handed from the core to the C data path, which
- * takes over both fds and the mapping. */
+ * takes over the three fds and the mapping. */
 struct osf_core_conn {
 	int32_t status;       /* OSF_CORE_* (connect only) */
-	int32_t wake_fd;      /* unix socket: becomes the application's fd */
+	int32_t wake_fd;      /* unix socket: becomes the application's fd;
+				 wakes its readers, and carries the end */
 	int32_t seg_fd;       /* the segment's memfd */
 	int32_t side;         /* OSF_SIDE_CLIENT or OSF_SIDE_SERVER */
+	int32_t wake_tx_fd;   /* unix socket that wakes its writers */
+	int32_t pad;
 	uint64_t seg_addr;    /* the segment, mapped MAP_SHARED */
 	uint32_t ring_bytes;
 	int32_t rule;

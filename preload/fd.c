@@ -8,7 +8,6 @@
 
 #include <fcntl.h>
 #include <linux/close_range.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
@@ -122,6 +121,8 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 		return r;
 	osf_fd_closed(newfd);
 	osf_fd_dup(oldfd, newfd, (flags & O_CLOEXEC) != 0);
+	if (newfd <= 2 && osf_fdt_kind(newfd) >= OSF_FD_SHM)
+		osf_stdio_take(newfd);
 	return r;
 }
 
@@ -136,7 +137,7 @@ OSF_EXPORT int dup3(int oldfd, int newfd, int flags)
 }
 
 /* fcntl_tracked handles the commands that change what the table knows. */
-static int fcntl_tracked(int (*real)(int, int, ...), int fd,
+static __attribute__((noinline)) int fcntl_tracked(int (*real)(int, int, void *), int fd,
 			 struct osf_fdt_entry *e, int cmd, void *arg)
 {
 	int r;
@@ -156,57 +157,43 @@ static int fcntl_tracked(int (*real)(int, int, ...), int fd,
 			osf_conn_setfl(e, ((long)arg & O_NONBLOCK) != 0);
 		break;
 	case F_SETFD:
-		if ((long)arg & FD_CLOEXEC)
-			e->flags |= OSF_FDF_CLOEXEC;
-		else
-			e->flags &= ~OSF_FDF_CLOEXEC;
-		osf_fdt_touch();
+		osf_fdt_set_cloexec(fd, ((long)arg & FD_CLOEXEC) != 0);
 		break;
 	}
 	return r;
 }
 
-/* Every fcntl command takes no argument, an int or a pointer; reading the
- * argument slot as a pointer passes each of them on unchanged. */
-#define FCNTL_ARG(cmd, arg)                                                    \
-	do {                                                                   \
-		va_list ap;                                                    \
-		va_start(ap, cmd);                                             \
-		arg = va_arg(ap, void *);                                      \
-		va_end(ap);                                                    \
-	} while (0)
+/* fcntl, fcntl64 and ioctl are variadic in C, but every command takes no
+ * argument, an int or a pointer, and on x86-64 a variadic call passes it in
+ * the same register as a plain third argument. Defining the hooks with
+ * three arguments (under the libc names, through asm labels) spares the
+ * variadic prologue, so the pass-through stays a check and a tail jump. */
+int osf_fcntl_hook(int fd, int cmd, void *arg) __asm__("fcntl");
+int osf_fcntl64_hook(int fd, int cmd, void *arg) __asm__("fcntl64");
+int osf_ioctl_hook(int fd, unsigned long req, void *arg) __asm__("ioctl");
 
-OSF_EXPORT int fcntl(int fd, int cmd, ...)
+OSF_EXPORT int osf_fcntl_hook(int fd, int cmd, void *arg)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
-	void *arg;
 
-	FCNTL_ARG(cmd, arg);
 	if (likely(!e || e->kind == OSF_FD_NONE))
 		return REAL(fcntl)(fd, cmd, arg);
 	return fcntl_tracked(REAL(fcntl), fd, e, cmd, arg);
 }
 
-OSF_EXPORT int fcntl64(int fd, int cmd, ...)
+OSF_EXPORT int osf_fcntl64_hook(int fd, int cmd, void *arg)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
-	void *arg;
 
-	FCNTL_ARG(cmd, arg);
 	if (likely(!e || e->kind == OSF_FD_NONE))
 		return REAL(fcntl64)(fd, cmd, arg);
 	return fcntl_tracked(REAL(fcntl64), fd, e, cmd, arg);
 }
 
-OSF_EXPORT int ioctl(int fd, unsigned long req, ...)
+OSF_EXPORT int osf_ioctl_hook(int fd, unsigned long req, void *arg)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
-	va_list ap;
-	void *arg;
 
-	va_start(ap, req);
-	arg = va_arg(ap, void *);
-	va_end(ap);
 	if (likely(!e || e->kind < OSF_FD_SHM))
 		return REAL(ioctl)(fd, req, arg);
 	return osf_conn_ioctl(fd, e, req, arg);
@@ -269,10 +256,10 @@ static void cloexec_span(unsigned first, unsigned last)
 			fd |= OSF_FDT_CHUNK_ENTRIES - 1;
 			continue;
 		}
-		if (e && e->kind != OSF_FD_NONE && e->kind != OSF_FD_HIDDEN)
-			e->flags |= OSF_FDF_CLOEXEC;
+		if (e && e->kind != OSF_FD_NONE && e->kind != OSF_FD_HIDDEN &&
+		    e->kind != OSF_FD_RESERVED)
+			osf_fdt_set_cloexec((int)fd, 1);
 	}
-	osf_fdt_touch();
 }
 
 OSF_EXPORT int close_range(unsigned int first, unsigned int last, int flags)

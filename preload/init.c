@@ -14,7 +14,29 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-struct osf_real osf_real;
+/* The lazy stubs each real-function pointer starts at (see osf.h). */
+#define OSF_LAZY_STUB(ret, name, ver, params, args)                            \
+	static ret lazy_##name params                                          \
+	{                                                                      \
+		osf_real.name =                                                \
+			(__typeof__(osf_real.name))osf_resolve(#name, ver);    \
+		return osf_real.name args;                                     \
+	}
+OSF_REAL_FUNCS(OSF_LAZY_STUB)
+#undef OSF_LAZY_STUB
+
+static void lazy_closefrom(int low)
+{
+	osf_real.closefrom = (void (*)(int))osf_resolve("closefrom", NULL);
+	osf_real.closefrom(low);
+}
+
+#define OSF_LAZY_INIT(ret, name, ver, params, args) .name = lazy_##name,
+struct osf_real osf_real = {
+	OSF_REAL_FUNCS(OSF_LAZY_INIT).closefrom = lazy_closefrom,
+};
+#undef OSF_LAZY_INIT
+
 struct osf_state osf;
 
 extern char **environ;
@@ -24,6 +46,9 @@ void *osf_resolve(const char *name, const char *version)
 	int saved = errno;
 	void *p = version ? dlvsym(RTLD_NEXT, name, version)
 			  : dlsym(RTLD_NEXT, name);
+
+	/* osf_resolve is called from a lazy stub inside libosf.so, so
+	 * RTLD_NEXT names the definitions after libosf.so: libc's. */
 
 	if (!p) {
 		osf_report("cannot resolve %s in the C library", name);
@@ -170,6 +195,9 @@ __attribute__((constructor)) static void osf_constructor(void)
 	tfd = osf_fdt_find_inherited(osf.fdtable_env);
 	if (tfd >= 0 && osf_fdt_adopt(tfd, osf.image) < 0)
 		osf_report("inherited fd table at fd %d is unusable", tfd);
+	for (int fd = 0; tfd >= 0 && fd <= 2; fd++)
+		if (osf_fdt_kind(fd) >= OSF_FD_SHM)
+			osf_stdio_take(fd);
 	__atomic_store_n(&osf.ready, 1, __ATOMIC_RELEASE);
 	/* Loaded before main, so that nothing of the program runs while the
 	 * core starts (and its fds are placed out of the program's way). */

@@ -5,7 +5,14 @@
  * ring data path in conn.c. */
 #include "conn.h"
 
+#include <limits.h>
 #include <sys/sendfile.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#ifndef UIO_MAXIOV
+#define UIO_MAXIOV 1024 /* linux/uio.h: the most messages recvmmsg takes */
+#endif
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
@@ -17,26 +24,70 @@ static inline struct osf_fdt_entry *conn_entry(int fd)
 	return (e && e->kind >= OSF_FD_SHM) ? e : NULL;
 }
 
+/* The offloaded paths live out of line, so that each hook's pass-through
+ * is a check and a tail jump into libc, with no stack frame. */
+#define OSF_SLOW __attribute__((noinline))
+
+static OSF_SLOW ssize_t recv1(int fd, struct osf_fdt_entry *e, void *buf,
+			       size_t n, int flags)
+{
+	struct iovec v = {buf, n};
+
+	return osf_conn_recv(fd, e, &v, 1, flags);
+}
+
+static OSF_SLOW ssize_t send1(int fd, struct osf_fdt_entry *e, const void *buf,
+			       size_t n, int flags)
+{
+	struct iovec v = {(void *)buf, n};
+
+	return osf_conn_send(fd, e, &v, 1, flags);
+}
+
+/* read1 and readv1: read(2) of 0 bytes returns 0 at once, where
+ * recv(2) of 0 bytes waits for data. */
+static OSF_SLOW ssize_t read1(int fd, struct osf_fdt_entry *e, void *buf,
+			       size_t n)
+{
+	return n ? recv1(fd, e, buf, n, 0) : 0;
+}
+
+static OSF_SLOW ssize_t readv1(int fd, struct osf_fdt_entry *e,
+				const struct iovec *iov, int iovcnt)
+{
+	int i;
+
+	for (i = 0; i < iovcnt && iov && !iov[i].iov_len; i++)
+		;
+	if (iovcnt >= 0 && iovcnt <= IOV_MAX && i == iovcnt)
+		return 0;
+	return osf_conn_recv(fd, e, iov, iovcnt, 0);
+}
+
+static OSF_SLOW ssize_t recv1_chk(int fd, struct osf_fdt_entry *e, void *buf,
+				   size_t n, size_t buflen, int flags)
+{
+	if (n > buflen)
+		__chk_fail();
+	return flags < 0 ? read1(fd, e, buf, n) : recv1(fd, e, buf, n, flags);
+}
+
 OSF_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {buf, n};
 
 	if (likely(!e))
 		return REAL(read)(fd, buf, n);
-	return osf_conn_recv(fd, e, &v, 1, 0);
+	return read1(fd, e, buf, n);
 }
 
 OSF_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {buf, n};
 
 	if (likely(!e))
 		return REAL(__read_chk)(fd, buf, n, buflen);
-	if (n > buflen)
-		__chk_fail();
-	return osf_conn_recv(fd, e, &v, 1, 0);
+	return recv1_chk(fd, e, buf, n, buflen, -1); /* -1: read */
 }
 
 OSF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
@@ -45,38 +96,34 @@ OSF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 
 	if (likely(!e))
 		return REAL(readv)(fd, iov, iovcnt);
-	return osf_conn_recv(fd, e, iov, iovcnt, 0);
+	return readv1(fd, e, iov, iovcnt);
 }
 
 OSF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {buf, n};
 
 	if (likely(!e))
 		return REAL(recv)(fd, buf, n, flags);
-	return osf_conn_recv(fd, e, &v, 1, flags);
+	return recv1(fd, e, buf, n, flags);
 }
 
 OSF_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
 			      int flags)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {buf, n};
 
 	if (likely(!e))
 		return REAL(__recv_chk)(fd, buf, n, buflen, flags);
-	if (n > buflen)
-		__chk_fail();
-	return osf_conn_recv(fd, e, &v, 1, flags);
+	return recv1_chk(fd, e, buf, n, buflen, flags);
 }
 
 /* TCP reports no source address: an address buffer gets length 0. */
-static ssize_t recvfrom_conn(int fd, struct osf_fdt_entry *e, void *buf,
-			     size_t n, int flags, socklen_t *alen)
+static OSF_SLOW ssize_t recvfrom_conn(int fd, struct osf_fdt_entry *e,
+				       void *buf, size_t n, int flags,
+				       socklen_t *alen)
 {
-	struct iovec v = {buf, n};
-	ssize_t r = osf_conn_recv(fd, e, &v, 1, flags);
+	ssize_t r = recv1(fd, e, buf, n, flags);
 
 	if (r >= 0 && alen)
 		*alen = 0;
@@ -107,7 +154,7 @@ OSF_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen,
 	return recvfrom_conn(fd, e, buf, n, flags, alen);
 }
 
-static ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
+static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 			    struct msghdr *msg, int flags)
 {
 	ssize_t r = osf_conn_recv(fd, e, msg->msg_iov, (int)msg->msg_iovlen,
@@ -130,39 +177,77 @@ OSF_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	return recvmsg_conn(fd, e, msg, flags);
 }
 
+/* recvmmsg_conn is the kernel's do_recvmmsg for a stream: it fills up to
+ * vlen messages, each recvmsg blocking as the socket does (only
+ * MSG_WAITFORONE makes the later ones nonblocking), checks the timeout
+ * between messages only, and writes the time left back. */
+static OSF_SLOW int recvmmsg_conn(int fd, struct osf_fdt_entry *e,
+				  struct mmsghdr *vec, unsigned int vlen,
+				  int flags, struct timespec *timeout)
+{
+	struct timespec end, now;
+	unsigned int i;
+	int err = 0;
+
+	if (timeout) {
+		if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+		    timeout->tv_nsec >= 1000000000L)
+			return OSF_FAIL(EINVAL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		end.tv_sec = now.tv_sec + timeout->tv_sec;
+		end.tv_nsec = now.tv_nsec + timeout->tv_nsec;
+		if (end.tv_nsec >= 1000000000L) {
+			end.tv_sec++;
+			end.tv_nsec -= 1000000000L;
+		}
+	}
+	if (vlen > UIO_MAXIOV)
+		vlen = UIO_MAXIOV;
+	for (i = 0; i < vlen;) {
+		ssize_t r = recvmsg_conn(fd, e, &vec[i].msg_hdr,
+					 flags & ~MSG_WAITFORONE);
+		if (r < 0) {
+			err = errno;
+			break;
+		}
+		vec[i++].msg_len = (unsigned int)r;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+		if (timeout) {
+			long ns;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			ns = (end.tv_sec - now.tv_sec) * 1000000000L +
+			     (end.tv_nsec - now.tv_nsec);
+			if (ns <= 0) {
+				timeout->tv_sec = timeout->tv_nsec = 0;
+				break;
+			}
+			timeout->tv_sec = ns / 1000000000L;
+			timeout->tv_nsec = ns % 1000000000L;
+		}
+	}
+	if (i == 0 && err)
+		return OSF_FAIL(err);
+	return (int)i;
+}
+
 OSF_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			int flags, struct timespec *timeout)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	unsigned int i;
 
 	if (likely(!e))
 		return REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
-	/* As for TCP: the first message may block, later ones do not
-	 * (MSG_WAITFORONE semantics are the same for a stream). */
-	for (i = 0; i < vlen; i++) {
-		ssize_t r = recvmsg_conn(fd, e, &vec[i].msg_hdr,
-					 i ? (flags | MSG_DONTWAIT) : flags);
-		if (r < 0) {
-			if (i)
-				break;
-			return -1;
-		}
-		vec[i].msg_len = (unsigned int)r;
-		if (r == 0)
-			return (int)i + 1;
-	}
-	return (int)i;
+	return recvmmsg_conn(fd, e, vec, vlen, flags, timeout);
 }
 
 OSF_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {(void *)buf, n};
 
 	if (likely(!e))
 		return REAL(write)(fd, buf, n);
-	return osf_conn_send(fd, e, &v, 1, 0);
+	return send1(fd, e, buf, n, 0);
 }
 
 OSF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -177,11 +262,10 @@ OSF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 OSF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {(void *)buf, n};
 
 	if (likely(!e))
 		return REAL(send)(fd, buf, n, flags);
-	return osf_conn_send(fd, e, &v, 1, flags);
+	return send1(fd, e, buf, n, flags);
 }
 
 /* TCP ignores a destination address on a connected socket. */
@@ -189,11 +273,10 @@ OSF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 			  const struct sockaddr *sa, socklen_t alen)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
-	struct iovec v = {(void *)buf, n};
 
 	if (likely(!e))
 		return REAL(sendto)(fd, buf, n, flags, sa, alen);
-	return osf_conn_send(fd, e, &v, 1, flags);
+	return send1(fd, e, buf, n, flags);
 }
 
 OSF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)

@@ -28,102 +28,144 @@
 /* OSF_FAIL sets errno and evaluates to -1: `return OSF_FAIL(EBADF);`. */
 #define OSF_FAIL(e) (errno = (e), -1)
 
-/* The real libc functions, resolved lazily (once each) with
- * dlsym(RTLD_NEXT) or dlvsym where glibc has several versions. */
+/* The real libc functions: X(return type, name, version, parameters,
+ * arguments). Each pointer starts at a stub that resolves the function
+ * once, with dlsym(RTLD_NEXT) or dlvsym where glibc has several versions,
+ * and forwards the call; so REAL(f) is a plain load, and a hook's
+ * pass-through is a table lookup and a tail jump. fcntl, fcntl64 and ioctl
+ * are declared with three arguments: every command passes none, an int or
+ * a pointer, in the register a variadic call uses too (x86-64). */
+#define OSF_REAL_FUNCS(X)                                                      \
+	X(int, socket, 0, (int a, int b, int c), (a, b, c))                   \
+	X(int, socketpair, 0, (int a, int b, int c, int d[2]), (a, b, c, d))  \
+	X(int, bind, 0, (int a, const struct sockaddr *b, socklen_t c),        \
+	  (a, b, c))                                                           \
+	X(int, listen, 0, (int a, int b), (a, b))                             \
+	X(int, accept, 0, (int a, struct sockaddr *b, socklen_t *c), (a, b, c)) \
+	X(int, accept4, 0, (int a, struct sockaddr *b, socklen_t *c, int d),   \
+	  (a, b, c, d))                                                        \
+	X(int, connect, 0, (int a, const struct sockaddr *b, socklen_t c),     \
+	  (a, b, c))                                                           \
+	X(ssize_t, read, 0, (int a, void *b, size_t c), (a, b, c))            \
+	X(ssize_t, readv, 0, (int a, const struct iovec *b, int c), (a, b, c)) \
+	X(ssize_t, write, 0, (int a, const void *b, size_t c), (a, b, c))     \
+	X(ssize_t, writev, 0, (int a, const struct iovec *b, int c), (a, b, c)) \
+	X(ssize_t, send, 0, (int a, const void *b, size_t c, int d),           \
+	  (a, b, c, d))                                                        \
+	X(ssize_t, sendto, 0,                                                  \
+	  (int a, const void *b, size_t c, int d, const struct sockaddr *e,    \
+	   socklen_t f),                                                       \
+	  (a, b, c, d, e, f))                                                  \
+	X(ssize_t, sendmsg, 0, (int a, const struct msghdr *b, int c),         \
+	  (a, b, c))                                                           \
+	X(int, sendmmsg, 0, (int a, struct mmsghdr *b, unsigned int c, int d), \
+	  (a, b, c, d))                                                        \
+	X(ssize_t, recv, 0, (int a, void *b, size_t c, int d), (a, b, c, d))  \
+	X(ssize_t, recvfrom, 0,                                                \
+	  (int a, void *b, size_t c, int d, struct sockaddr *e, socklen_t *f), \
+	  (a, b, c, d, e, f))                                                  \
+	X(ssize_t, recvmsg, 0, (int a, struct msghdr *b, int c), (a, b, c))   \
+	X(int, recvmmsg, 0,                                                    \
+	  (int a, struct mmsghdr *b, unsigned int c, int d, struct timespec *e), \
+	  (a, b, c, d, e))                                                     \
+	X(ssize_t, sendfile, 0, (int a, int b, off_t *c, size_t d), (a, b, c, d)) \
+	X(ssize_t, sendfile64, 0, (int a, int b, off64_t *c, size_t d),        \
+	  (a, b, c, d))                                                        \
+	X(int, close, 0, (int a), (a))                                        \
+	X(int, close_range, 0, (unsigned int a, unsigned int b, int c),        \
+	  (a, b, c))                                                           \
+	X(int, shutdown, 0, (int a, int b), (a, b))                           \
+	X(int, dup, 0, (int a), (a))                                          \
+	X(int, dup2, 0, (int a, int b), (a, b))                               \
+	X(int, dup3, 0, (int a, int b, int c), (a, b, c))                     \
+	X(int, fcntl, 0, (int a, int b, void *c), (a, b, c))                  \
+	X(int, fcntl64, 0, (int a, int b, void *c), (a, b, c))                \
+	X(int, ioctl, 0, (int a, unsigned long b, void *c), (a, b, c))        \
+	X(int, getsockopt, 0, (int a, int b, int c, void *d, socklen_t *e),    \
+	  (a, b, c, d, e))                                                     \
+	X(int, setsockopt, 0,                                                  \
+	  (int a, int b, int c, const void *d, socklen_t e), (a, b, c, d, e))  \
+	X(int, getsockname, 0, (int a, struct sockaddr *b, socklen_t *c),      \
+	  (a, b, c))                                                           \
+	X(int, getpeername, 0, (int a, struct sockaddr *b, socklen_t *c),      \
+	  (a, b, c))                                                           \
+	X(int, poll, 0, (struct pollfd *a, nfds_t b, int c), (a, b, c))       \
+	X(int, ppoll, 0,                                                       \
+	  (struct pollfd *a, nfds_t b, const struct timespec *c,               \
+	   const sigset_t *d),                                                 \
+	  (a, b, c, d))                                                        \
+	X(int, select, 0,                                                      \
+	  (int a, fd_set *b, fd_set *c, fd_set *d, struct timeval *e),         \
+	  (a, b, c, d, e))                                                     \
+	X(int, pselect, 0,                                                     \
+	  (int a, fd_set *b, fd_set *c, fd_set *d, const struct timespec *e,   \
+	   const sigset_t *f),                                                 \
+	  (a, b, c, d, e, f))                                                  \
+	X(int, epoll_create, 0, (int a), (a))                                 \
+	X(int, epoll_create1, 0, (int a), (a))                                \
+	X(int, epoll_ctl, 0, (int a, int b, int c, struct epoll_event *d),     \
+	  (a, b, c, d))                                                        \
+	X(int, epoll_wait, 0, (int a, struct epoll_event *b, int c, int d),    \
+	  (a, b, c, d))                                                        \
+	X(int, epoll_pwait, 0,                                                 \
+	  (int a, struct epoll_event *b, int c, int d, const sigset_t *e),     \
+	  (a, b, c, d, e))                                                     \
+	X(int, epoll_pwait2, 0,                                                \
+	  (int a, struct epoll_event *b, int c, const struct timespec *d,      \
+	   const sigset_t *e),                                                 \
+	  (a, b, c, d, e))                                                     \
+	X(pid_t, fork, 0, (void), ())                                         \
+	X(int, execve, 0, (const char *a, char *const b[], char *const c[]),   \
+	  (a, b, c))                                                           \
+	X(int, execvpe, 0, (const char *a, char *const b[], char *const c[]),  \
+	  (a, b, c))                                                           \
+	X(int, fexecve, 0, (int a, char *const b[], char *const c[]), (a, b, c)) \
+	X(int, execveat, 0,                                                    \
+	  (int a, const char *b, char *const c[], char *const d[], int e),     \
+	  (a, b, c, d, e))                                                     \
+	X(int, posix_spawn, "GLIBC_2.15",                                      \
+	  (pid_t * a, const char *b, const posix_spawn_file_actions_t *c,      \
+	   const posix_spawnattr_t *d, char *const e[], char *const f[]),      \
+	  (a, b, c, d, e, f))                                                  \
+	X(int, posix_spawnp, "GLIBC_2.15",                                     \
+	  (pid_t * a, const char *b, const posix_spawn_file_actions_t *c,      \
+	   const posix_spawnattr_t *d, char *const e[], char *const f[]),      \
+	  (a, b, c, d, e, f))                                                  \
+	X(int, sigaction, 0,                                                   \
+	  (int a, const struct sigaction *b, struct sigaction *c), (a, b, c))  \
+	X(sighandler_t, signal, 0, (int a, sighandler_t b), (a, b))           \
+	X(ssize_t, __read_chk, 0, (int a, void *b, size_t c, size_t d),        \
+	  (a, b, c, d))                                                        \
+	X(ssize_t, __recv_chk, 0, (int a, void *b, size_t c, size_t d, int e), \
+	  (a, b, c, d, e))                                                     \
+	X(ssize_t, __recvfrom_chk, 0,                                          \
+	  (int a, void *b, size_t c, size_t d, int e, struct sockaddr *f,      \
+	   socklen_t *g),                                                      \
+	  (a, b, c, d, e, f, g))                                               \
+	X(int, __poll_chk, 0, (struct pollfd *a, nfds_t b, int c, size_t d),   \
+	  (a, b, c, d))                                                        \
+	X(int, __ppoll_chk, 0,                                                 \
+	  (struct pollfd *a, nfds_t b, const struct timespec *c,               \
+	   const sigset_t *d, size_t e),                                       \
+	  (a, b, c, d, e))
+
+#define OSF_REAL_FIELD(ret, name, ver, params, args) ret(*name) params;
 struct osf_real {
-	int (*socket)(int, int, int);
-	int (*socketpair)(int, int, int, int[2]);
-	int (*bind)(int, const struct sockaddr *, socklen_t);
-	int (*listen)(int, int);
-	int (*accept)(int, struct sockaddr *, socklen_t *);
-	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
-	int (*connect)(int, const struct sockaddr *, socklen_t);
-	ssize_t (*read)(int, void *, size_t);
-	ssize_t (*readv)(int, const struct iovec *, int);
-	ssize_t (*write)(int, const void *, size_t);
-	ssize_t (*writev)(int, const struct iovec *, int);
-	ssize_t (*send)(int, const void *, size_t, int);
-	ssize_t (*sendto)(int, const void *, size_t, int,
-			  const struct sockaddr *, socklen_t);
-	ssize_t (*sendmsg)(int, const struct msghdr *, int);
-	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
-	ssize_t (*recv)(int, void *, size_t, int);
-	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *,
-			    socklen_t *);
-	ssize_t (*recvmsg)(int, struct msghdr *, int);
-	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int,
-			struct timespec *);
-	ssize_t (*sendfile)(int, int, off_t *, size_t);
-	ssize_t (*sendfile64)(int, int, off64_t *, size_t);
-	int (*close)(int);
-	int (*close_range)(unsigned int, unsigned int, int);
+	OSF_REAL_FUNCS(OSF_REAL_FIELD)
 	void (*closefrom)(int);
-	int (*shutdown)(int, int);
-	int (*dup)(int);
-	int (*dup2)(int, int);
-	int (*dup3)(int, int, int);
-	int (*fcntl)(int, int, ...);
-	int (*fcntl64)(int, int, ...);
-	int (*ioctl)(int, unsigned long, ...);
-	int (*getsockopt)(int, int, int, void *, socklen_t *);
-	int (*setsockopt)(int, int, int, const void *, socklen_t);
-	int (*getsockname)(int, struct sockaddr *, socklen_t *);
-	int (*getpeername)(int, struct sockaddr *, socklen_t *);
-	int (*poll)(struct pollfd *, nfds_t, int);
-	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *,
-		     const sigset_t *);
-	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
-	int (*pselect)(int, fd_set *, fd_set *, fd_set *,
-		       const struct timespec *, const sigset_t *);
-	int (*epoll_create)(int);
-	int (*epoll_create1)(int);
-	int (*epoll_ctl)(int, int, int, struct epoll_event *);
-	int (*epoll_wait)(int, struct epoll_event *, int, int);
-	int (*epoll_pwait)(int, struct epoll_event *, int, int,
-			   const sigset_t *);
-	int (*epoll_pwait2)(int, struct epoll_event *, int,
-			    const struct timespec *, const sigset_t *);
-	pid_t (*fork)(void);
-	int (*execve)(const char *, char *const[], char *const[]);
-	int (*execvpe)(const char *, char *const[], char *const[]);
-	int (*fexecve)(int, char *const[], char *const[]);
-	int (*execveat)(int, const char *, char *const[], char *const[], int);
-	int (*posix_spawn)(pid_t *, const char *,
-			   const posix_spawn_file_actions_t *,
-			   const posix_spawnattr_t *, char *const[],
-			   char *const[]);
-	int (*posix_spawnp)(pid_t *, const char *,
-			    const posix_spawn_file_actions_t *,
-			    const posix_spawnattr_t *, char *const[],
-			    char *const[]);
-	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
-	sighandler_t (*signal)(int, sighandler_t);
-	ssize_t (*__read_chk)(int, void *, size_t, size_t);
-	ssize_t (*__recv_chk)(int, void *, size_t, size_t, int);
-	ssize_t (*__recvfrom_chk)(int, void *, size_t, size_t, int,
-				  struct sockaddr *, socklen_t *);
-	int (*__poll_chk)(struct pollfd *, nfds_t, int, size_t);
-	int (*__ppoll_chk)(struct pollfd *, nfds_t, const struct timespec *,
-			   const sigset_t *, size_t);
 };
+#undef OSF_REAL_FIELD
 
 extern struct osf_real osf_real;
 
 /* osf_resolve returns the next definition of name after libosf.so (the
  * default version, or `version` when given); it aborts with a message if
  * libc lacks it, since no sensible fallback exists. */
-void *osf_resolve(const char *name, const char *version);
+void *osf_resolve(const char *name, const char *version)
+	__attribute__((cold, noinline));
 
-#define OSF_REAL_V(f, ver)                                                     \
-	({                                                                     \
-		__typeof__(osf_real.f) f_ = osf_real.f;                        \
-		if (unlikely(f_ == NULL))                                      \
-			f_ = osf_real.f =                                      \
-				(__typeof__(osf_real.f))osf_resolve(#f, ver);  \
-		f_;                                                            \
-	})
 /* REAL(read) is libc's read. */
-#define REAL(f) OSF_REAL_V(f, NULL)
+#define REAL(f) (osf_real.f)
 
 /* Process-wide state captured by the constructor before main. */
 #define OSF_ENV_MAX 16384
@@ -177,10 +219,12 @@ int osf_core_connect(const struct osf_core_connect_in *in,
 int osf_core_accept(const struct osf_core_accept_in *in,
 		    struct osf_core_conn *out);
 
-/* osf_restartable reports whether every signal handler installed has
- * SA_RESTART: then a poll osf uses in place of a restartable call (accept)
- * is restarted after a signal, as the kernel would restart that call. */
-int osf_restartable(void);
+/* Where osf waits in poll in place of a call the kernel restarts after a
+ * handler with SA_RESTART (a blocking accept), osf_intr_begin is called
+ * before the wait and, when poll fails with EINTR, osf_intr_restart says
+ * whether every handler that ran had SA_RESTART (signals.c). */
+void osf_intr_begin(void);
+int osf_intr_restart(void);
 
 /* osf_core_child_after_fork forgets the parent's core in a fork child:
  * it is never called again here (DESIGN.md D1), and the signal handlers
@@ -220,6 +264,12 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared);
 void osf_mux_forget(int fd);
 void osf_mux_offloaded(int fd);
 void osf_mux_child_after_fork(void);
+
+/* osf_stdio_take replaces the standard stream of fd (0, 1 or 2) with one
+ * that reads and writes through osf's hooks, when it is still glibc's own
+ * (preload/stdio.c). Called when an offloaded connection is or becomes
+ * that fd. */
+void osf_stdio_take(int fd);
 
 /* Exec environment, preload/process.c. */
 

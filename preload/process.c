@@ -33,6 +33,7 @@ OSF_EXPORT pid_t fork(void)
 		return REAL(fork)();
 	osf_fdt_lock(); /* the snapshot is the table at fork */
 	snap = osf_fdt_fork_prepare();
+	osf_conn_fork_holders(1);
 	pid = REAL(fork)();
 	if (pid == 0) {
 		osf.pid = getpid();
@@ -43,6 +44,8 @@ OSF_EXPORT pid_t fork(void)
 		return 0;
 	}
 	saved = errno;
+	if (pid < 0)
+		osf_conn_fork_holders(-1);
 	osf_fdt_fork_parent(snap);
 	osf_fdt_unlock();
 	errno = saved;
@@ -91,26 +94,6 @@ OSF_EXPORT int daemon(int nochdir, int noclose)
 	return 0;
 }
 
-/* inherits_offload reports whether an exec'd image would inherit an fd
- * whose bytes live in osf's rings or whose clients arrive through osf. */
-static int inherits_offload(void)
-{
-	unsigned i, j;
-
-	if (osf_fdt_table_fd() < 0)
-		return 0;
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *c = osf_fdt_chunks[i];
-		if (!c)
-			continue;
-		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++)
-			if (c[j].kind >= OSF_FD_LISTEN &&
-			    !(c[j].flags & OSF_FDF_CLOEXEC))
-				return 1;
-	}
-	return 0;
-}
-
 static int is_var(const char *s, const char *name)
 {
 	size_t n = strlen(name);
@@ -130,7 +113,10 @@ static void with_lib(char *buf, size_t n, const char *old)
 		snprintf(buf, n, "LD_PRELOAD=%s", osf.lib_path);
 }
 
-char **osf_exec_env(char *const envp[])
+/* exec_env is osf_exec_env; force injects even when no offloaded fd is
+ * inheritable as the table says (posix_spawn file actions); table is the
+ * table fd to name, -1 for this process's own. */
+static char **exec_env(char *const envp[], int force, int table)
 {
 	size_t count = 0, i, k = 0, bytes;
 	const char *old_preload = NULL;
@@ -138,9 +124,9 @@ char **osf_exec_env(char *const envp[])
 	const char *s;
 	int tfd;
 
-	if (!inherits_offload())
+	if (!force && !osf_fdt_inheritable())
 		return (char **)envp;
-	tfd = osf_fdt_table_fd();
+	tfd = table >= 0 ? table : osf_fdt_table_fd();
 	for (i = 0; envp && envp[i]; i++) {
 		count++;
 		if (is_var(envp[i], "LD_PRELOAD"))
@@ -171,20 +157,50 @@ char **osf_exec_env(char *const envp[])
 	out[k++] = p;
 	sprintf(p, "OSF_FDTABLE=%d", tfd);
 	out[k] = NULL;
-	/* The table must cross this exec (and only this one). */
-	(void)REAL(fcntl)(tfd, F_SETFD, 0);
 	return out;
+}
+
+char **osf_exec_env(char *const envp[]) { return exec_env(envp, 0, -1); }
+
+/* spawn_env prepares a posix_spawn in a process that holds offloaded fds:
+ * the spawned image gets a snapshot of the table (this process goes on
+ * changing its own right after the spawn returns) and, with file actions
+ * that may move fds where no hook sees it, every hidden fd. *snap is the
+ * snapshot's fd, for spawn_done. */
+static char **spawn_env(const posix_spawn_file_actions_t *fa,
+			char *const envp[], int *snap)
+{
+	int force = fa != NULL && osf_fdt_offloaded();
+
+	*snap = -1;
+	if (!force && !osf_fdt_inheritable())
+		return (char **)envp;
+	*snap = osf_fdt_spawn_snapshot();
+	if (*snap < 0)
+		return exec_env(envp, force, -1);
+	osf_fdt_spawn_inherit(1);
+	return exec_env(envp, 1, *snap);
+}
+
+static void spawn_done(char **env, char *const envp[], int snap)
+{
+	int saved = errno;
+
+	if (snap >= 0) {
+		osf_fdt_spawn_inherit(0);
+		REAL(close)(snap);
+	}
+	osf_exec_env_free(env, envp);
+	errno = saved;
 }
 
 void osf_exec_env_free(char **env, char *const envp[])
 {
-	int saved = errno, tfd = osf_fdt_table_fd();
+	int saved = errno;
 	char *region = (char *)env - 16;
 
 	if (env == (char **)envp)
 		return;
-	if (tfd >= 0)
-		(void)REAL(fcntl)(tfd, F_SETFD, FD_CLOEXEC);
 	munmap(region, *(size_t *)region);
 	errno = saved;
 }
@@ -287,11 +303,12 @@ OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,
 			   const posix_spawnattr_t *attr, char *const argv[],
 			   char *const envp[])
 {
-	char **env = osf_exec_env(envp);
-	int r = OSF_REAL_V(posix_spawn, "GLIBC_2.15")(pid, path, fa, attr,
+	int snap;
+	char **env = spawn_env(fa, envp, &snap);
+	int r = REAL(posix_spawn)(pid, path, fa, attr,
 						      argv, env);
 
-	osf_exec_env_free(env, envp);
+	spawn_done(env, envp, snap);
 	return r;
 }
 
@@ -300,10 +317,11 @@ OSF_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 			    const posix_spawnattr_t *attr, char *const argv[],
 			    char *const envp[])
 {
-	char **env = osf_exec_env(envp);
-	int r = OSF_REAL_V(posix_spawnp, "GLIBC_2.15")(pid, file, fa, attr,
+	int snap;
+	char **env = spawn_env(fa, envp, &snap);
+	int r = REAL(posix_spawnp)(pid, file, fa, attr,
 						       argv, env);
 
-	osf_exec_env_free(env, envp);
+	spawn_done(env, envp, snap);
 	return r;
 }

@@ -1,109 +1,187 @@
 //go:build osf_make
 
-/* signals.c: sigaction and signal.
+/* signals.c: sigaction, signal and siginterrupt.
  *
- * Handlers get SA_ONSTACK (DESIGN.md D1): a handler that runs on a thread
- * with an alternate signal stack must not run on whatever stack the thread
- * happened to be using. A thread without an alternate stack is unaffected.
- * The flag osf added is hidden again from the old action a program reads
- * back, so sigaction round trips are exact.
+ * A handler the program installs runs through a trampoline, for two
+ * reasons:
+ *
+ *   - It runs with SA_ONSTACK (DESIGN.md D1): a handler that runs on a
+ *     thread with an alternate signal stack must not run on whatever stack
+ *     the thread happened to be using. A thread without an alternate stack
+ *     is unaffected.
+ *   - The trampoline notes, per thread, that a handler ran and whether it
+ *     had SA_RESTART. Where osf waits in poll in place of a call the kernel
+ *     would restart after an SA_RESTART handler (a blocking accept on a
+ *     listener with a companion), it then knows what the kernel would have
+ *     done for the signal that actually arrived (osf_intr_restart).
+ *
+ * Reading an action back gives exactly what the program set: its handler
+ * and its flags, never the trampoline's.
  */
 #include "osf.h"
 
-static uint64_t added_onstack; /* bit sig-1: osf added SA_ONSTACK */
-static uint64_t no_restart;    /* bit sig-1: a handler without SA_RESTART */
+#include <string.h>
+
+#define NSIGS 65 /* 1..64 */
+
+/* The program's actions, for the signals whose kernel disposition is the
+ * trampoline: two slots per signal, the one in use named by cur[sig], so
+ * that a new action is written whole before the trampoline can see it. */
+struct uact {
+	void *handler; /* sa_handler or sa_sigaction */
+	int flags;     /* sa_flags as the program gave them */
+};
+static struct uact slots[NSIGS][2];
+static int cur[NSIGS];
+static uint8_t wrapped[NSIGS]; /* the last action set here was wrapped */
+
+static inline const struct uact *user(int sig)
+{
+	return &slots[sig][__atomic_load_n(&cur[sig], __ATOMIC_ACQUIRE)];
+}
+
+/* Per thread: INTR_RAN once a handler ran through the trampoline since
+ * osf_intr_begin, INTR_NORESTART once one without SA_RESTART did. */
+#define INTR_RAN 0x1u
+#define INTR_NORESTART 0x2u
+static __thread uint32_t tls_intr __attribute__((tls_model("initial-exec")));
 
 static int is_handler(sighandler_t h) { return h != SIG_DFL && h != SIG_IGN; }
 
-static void mark(int sig, int added)
+static void trampoline(int sig, siginfo_t *si, void *uc)
 {
-	uint64_t bit;
+	const struct uact *u;
+	void *h;
+	int fl;
 
-	if (sig < 1 || sig > 64)
+	if (sig < 1 || sig >= NSIGS)
 		return;
-	bit = 1ULL << (sig - 1);
-	if (added)
-		__atomic_or_fetch(&added_onstack, bit, __ATOMIC_RELAXED);
-	else
-		__atomic_and_fetch(&added_onstack, ~bit, __ATOMIC_RELAXED);
+	u = user(sig);
+	h = u->handler;
+	fl = u->flags;
+	tls_intr |= INTR_RAN | ((fl & SA_RESTART) ? 0 : INTR_NORESTART);
+	if (fl & SA_SIGINFO)
+		((void (*)(int, siginfo_t *, void *))h)(sig, si, uc);
+	else if (h != (void *)SIG_DFL && h != (void *)SIG_IGN)
+		((void (*)(int))h)(sig);
 }
 
-static void note_restart(int sig, const struct sigaction *act)
-{
-	uint64_t bit;
+void osf_intr_begin(void) { tls_intr = 0; }
 
-	if (sig < 1 || sig > 64 || !act)
+int osf_intr_restart(void)
+{
+	/* EINTR from poll means a handler ran. One osf did not see installed
+	 * (before osf loaded, or by a raw system call) is taken as one
+	 * without SA_RESTART: a needless EINTR is handled by every caller of
+	 * accept, a needless restart would ignore a program's stop signal. */
+	return tls_intr == INTR_RAN;
+}
+
+/* wrap rewrites a handler's action to go through the trampoline. */
+static void wrap(int sig, const struct sigaction *act, struct sigaction *out)
+{
+	int next = !__atomic_load_n(&cur[sig], __ATOMIC_RELAXED);
+
+	*out = *act;
+	slots[sig][next].flags = act->sa_flags;
+	slots[sig][next].handler = (act->sa_flags & SA_SIGINFO)
+					   ? (void *)act->sa_sigaction
+					   : (void *)act->sa_handler;
+	__atomic_store_n(&cur[sig], next, __ATOMIC_RELEASE);
+	out->sa_sigaction = trampoline;
+	out->sa_flags |= SA_SIGINFO | SA_ONSTACK;
+}
+
+/* unwrap turns an action read from the kernel back into the program's. */
+static void unwrap(int sig, struct sigaction *old)
+{
+	const struct uact *u;
+
+	if (sig < 1 || sig >= NSIGS || !wrapped[sig])
 		return;
-	bit = 1ULL << (sig - 1);
-	if (is_handler(act->sa_handler) && !(act->sa_flags & SA_RESTART))
-		__atomic_or_fetch(&no_restart, bit, __ATOMIC_RELAXED);
-	else
-		__atomic_and_fetch(&no_restart, ~bit, __ATOMIC_RELAXED);
-}
-
-int osf_restartable(void)
-{
-	return __atomic_load_n(&no_restart, __ATOMIC_RELAXED) == 0;
-}
-
-static int was_added(int sig)
-{
-	return sig >= 1 && sig <= 64 &&
-	       (__atomic_load_n(&added_onstack, __ATOMIC_RELAXED) &
-		(1ULL << (sig - 1)));
+	u = user(sig);
+	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction == trampoline) {
+		old->sa_flags = u->flags;
+		if (u->flags & SA_SIGINFO)
+			old->sa_sigaction =
+				(void (*)(int, siginfo_t *, void *))u->handler;
+		else
+			old->sa_handler = (sighandler_t)u->handler;
+	} else if (old->sa_handler == SIG_DFL && (u->flags & SA_RESETHAND)) {
+		old->sa_flags = u->flags; /* reset by the delivery */
+	}
 }
 
 OSF_EXPORT int sigaction(int sig, const struct sigaction *act,
 			 struct sigaction *old)
 {
 	struct sigaction a;
-	int added = 0, hid, r;
+	int r, prev = 0;
 
-	/* The Go core's runtime installs its own handlers: no bookkeeping,
-	 * so that the program's read-backs stay as the program set them. */
+	/* The Go core's runtime installs its own handlers: no trampoline,
+	 * so that the runtime sees and forwards to what the program set. */
 	if (unlikely(osf_core_owns(__builtin_return_address(0)))) {
 		if (act)
 			osf_core_note_prior(sig);
 		return REAL(sigaction)(sig, act, old);
 	}
-	hid = was_added(sig);
-	if (act && is_handler(act->sa_handler) &&
-	    !(act->sa_flags & SA_ONSTACK)) {
-		a = *act;
-		a.sa_flags |= SA_ONSTACK;
+	if (act && sig >= 1 && sig < NSIGS && is_handler(act->sa_handler)) {
+		prev = __atomic_load_n(&cur[sig], __ATOMIC_RELAXED);
+		wrap(sig, act, &a);
 		act = &a;
-		added = 1;
 	}
 	r = REAL(sigaction)(sig, act, old);
-	if (r < 0)
-		return r;
-	if (old && hid)
-		old->sa_flags &= ~SA_ONSTACK;
-	if (act) {
-		mark(sig, added);
-		note_restart(sig, act);
-	}
+	if (r < 0 && act == &a) /* still the action before */
+		__atomic_store_n(&cur[sig], prev, __ATOMIC_RELEASE);
+	if (r == 0 && old)
+		unwrap(sig, old);
+	if (r == 0 && act && sig >= 1 && sig < NSIGS)
+		wrapped[sig] = act == &a;
 	return r;
 }
 
+/* signal has glibc's BSD semantics: SA_RESTART unless siginterrupt asked
+ * otherwise, the signal blocked in its handler. */
+static uint64_t interrupting; /* bit sig-1: siginterrupt(sig, 1) */
+
 OSF_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 {
-	sighandler_t old = REAL(signal)(sig, handler);
-	struct sigaction cur;
-	int saved = errno;
+	struct sigaction act, old;
 
-	if (old == SIG_ERR)
-		return old;
-	if (REAL(sigaction)(sig, NULL, &cur) == 0) {
-		note_restart(sig, &cur);
-		if (is_handler(handler) && !(cur.sa_flags & SA_ONSTACK)) {
-			cur.sa_flags |= SA_ONSTACK;
-			REAL(sigaction)(sig, &cur, NULL);
-			mark(sig, 1);
-		} else if (!is_handler(handler)) {
-			mark(sig, 0);
-		}
+	if (sig < 1 || sig >= NSIGS || handler == SIG_ERR) {
+		errno = EINVAL;
+		return SIG_ERR;
 	}
-	errno = saved;
-	return old;
+	memset(&act, 0, sizeof(act));
+	act.sa_handler = handler;
+	sigemptyset(&act.sa_mask);
+	sigaddset(&act.sa_mask, sig);
+	act.sa_flags = (__atomic_load_n(&interrupting, __ATOMIC_RELAXED) &
+			(1ULL << (sig - 1)))
+			       ? 0
+			       : SA_RESTART;
+	if (sigaction(sig, &act, &old) < 0)
+		return SIG_ERR;
+	return old.sa_handler;
+}
+
+OSF_EXPORT int siginterrupt(int sig, int flag)
+{
+	struct sigaction act;
+
+	if (sig < 1 || sig >= NSIGS) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (sigaction(sig, NULL, &act) < 0)
+		return -1;
+	if (flag) {
+		__atomic_or_fetch(&interrupting, 1ULL << (sig - 1), __ATOMIC_RELAXED);
+		act.sa_flags &= ~SA_RESTART;
+	} else {
+		__atomic_and_fetch(&interrupting, ~(1ULL << (sig - 1)),
+				   __ATOMIC_RELAXED);
+		act.sa_flags |= SA_RESTART;
+	}
+	return sigaction(sig, &act, NULL);
 }

@@ -17,11 +17,8 @@
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
-
-/* osf_restartable (signals.c) reports whether a poll interrupted by a
- * signal should be restarted, as the kernel would restart an accept. */
-int osf_restartable(void);
 
 static int osf_on(void)
 {
@@ -59,11 +56,17 @@ static int core_reason(int rc)
 	return rc == ENOMEM ? OSF_R_RESOURCE : OSF_R_DISABLED;
 }
 
-/* record_kernel notes that fd is on kernel TCP, in a role, and why. */
+/* record_kernel notes that fd is on kernel TCP, in a role, and why; peer
+ * is the address it connects to (NULL: ask the kernel). */
 static void record_kernel(int fd, int role, int reason, int rule,
-			  int reason_errno)
+			  int reason_errno, const struct sockaddr *peer,
+			  socklen_t peerlen)
 {
 	struct osf_fdt_entry *e = osf_fdt_get(fd);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct stat st;
+	int saved = errno;
 
 	if (!e)
 		return;
@@ -73,8 +76,42 @@ static void record_kernel(int fd, int role, int reason, int rule,
 	e->rule = rule;
 	e->reason_errno = reason_errno;
 	e->aux_fd = -1;
+	e->ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+	if (role != OSF_ROLE_CLIENT &&
+	    REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
+		memcpy(e->local, &ss, sl < sizeof(e->local) ? sl : sizeof(e->local));
+	if (peer)
+		memcpy(e->peer, peer, peerlen < sizeof(e->peer) ? peerlen : sizeof(e->peer));
 	__atomic_store_n(&e->kind, OSF_FD_KERNEL, __ATOMIC_RELEASE);
 	osf_fdt_touch();
+	errno = saved;
+}
+
+/* kernel_connected records the local address of a kernel TCP client once
+ * connect has bound it. */
+static void kernel_connected(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int saved = errno;
+
+	if (e && e->kind == OSF_FD_KERNEL &&
+	    REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		memcpy(e->local, &ss, sl < sizeof(e->local) ? sl : sizeof(e->local));
+		osf_fdt_touch();
+	}
+	errno = saved;
+}
+
+/* kernel_connect connects fd over kernel TCP and records its address. */
+static int kernel_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	int r = REAL(connect)(fd, sa, len);
+
+	if (r == 0 || errno == EINPROGRESS)
+		kernel_connected(fd);
+	return r;
 }
 
 /* sa_split takes family, address and port out of a sockaddr; 0 when it is
@@ -125,9 +162,11 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 {
 	struct osf_core_listen_in in;
 	struct osf_core_listen_out out;
+	struct osf_fdt_entry ent;
 	struct sockaddr_storage ss;
+	struct stat st;
 	socklen_t sl = sizeof(ss);
-	int v6only = 0, rc, hfd, cloexec = (e->flags & OSF_FDF_CLOEXEC) != 0;
+	int v6only = 0, rc, hfd;
 	socklen_t vl = sizeof(v6only);
 
 	memset(&in, 0, sizeof(in));
@@ -141,28 +180,30 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	memset(&out, 0, sizeof(out));
 	rc = osf_core_listen(&in, &out);
 	if (rc != 0) {
-		record_kernel(fd, OSF_ROLE_LISTENER, core_reason(rc), -1, rc);
+		record_kernel(fd, OSF_ROLE_LISTENER, core_reason(rc), -1, rc, NULL, 0);
 		return;
 	}
 	if (out.fd < 0) {
 		record_kernel(fd, OSF_ROLE_LISTENER, out.reason, out.rule,
-			      out.reason_errno);
+			      out.reason_errno, NULL, 0);
 		return;
 	}
-	hfd = osf_fdt_hide(out.fd, fd, cloexec);
+	hfd = osf_fdt_hide(out.fd, fd);
 	if (hfd < 0)
 		hfd = out.fd;
-	e->transport = OSF_TP_SHM;
-	e->role = OSF_ROLE_LISTENER;
-	e->reason = OSF_R_NONE;
-	e->rule = out.rule;
-	e->aux_fd = hfd;
+	ent = *e;
+	ent.kind = OSF_FD_LISTEN;
+	ent.transport = OSF_TP_SHM;
+	ent.role = OSF_ROLE_LISTENER;
+	ent.reason = OSF_R_NONE;
+	ent.rule = out.rule;
+	ent.aux_fd = hfd;
+	ent.ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	if (v6only)
-		e->flags |= OSF_FDF_V6ONLY;
-	memset(e->local, 0, sizeof(e->local));
-	memcpy(e->local, &ss, sl < sizeof(e->local) ? sl : sizeof(e->local));
-	__atomic_store_n(&e->kind, OSF_FD_LISTEN, __ATOMIC_RELEASE);
-	osf_fdt_touch();
+		ent.flags |= OSF_FDF_V6ONLY;
+	memset(ent.local, 0, sizeof(ent.local));
+	memcpy(ent.local, &ss, sl < sizeof(ent.local) ? sl : sizeof(ent.local));
+	(void)osf_fdt_set(fd, &ent);
 	osf_mux_offloaded(fd);
 }
 
@@ -241,6 +282,8 @@ static void abandon(const struct osf_core_conn *cc)
 		       (size_t)cc->ring_bytes * 2 + 4096);
 	if (cc->seg_fd >= 0)
 		REAL(close)(cc->seg_fd);
+	if (cc->wake_tx_fd >= 0)
+		REAL(close)(cc->wake_tx_fd);
 	if (cc->wake_fd >= 0)
 		REAL(close)(cc->wake_fd);
 }
@@ -265,33 +308,37 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
 		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
 	memset(&cc, 0, sizeof(cc));
-	cc.wake_fd = cc.seg_fd = -1;
+	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	rc = osf_core_connect(&in, &cc);
 	errno = saved;
 	if (rc != 0) {
-		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc);
-		return REAL(connect)(fd, sa, len);
+		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc, sa, len);
+		return kernel_connect(fd, sa, len);
 	}
 	if (cc.status == OSF_CORE_KERNEL) {
 		record_kernel(fd, OSF_ROLE_CLIENT, cc.reason, cc.rule,
-			      cc.reason_errno);
-		return REAL(connect)(fd, sa, len);
+			      cc.reason_errno, sa, len);
+		return kernel_connect(fd, sa, len);
 	}
 	if (cc.status == OSF_CORE_REFUSE) {
-		record_kernel(fd, OSF_ROLE_CLIENT, cc.reason, cc.rule,
-			      cc.reason_errno);
+		/* The reason says strict mode; cause says what it refused. */
+		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_STRICT, cc.rule,
+			      cc.reason_errno, sa, len);
+		if ((e = osf_fdt_lookup(fd)) != NULL)
+			e->cause = (uint8_t)cc.reason;
 		return OSF_FAIL(EPROTONOSUPPORT);
 	}
-	fl = REAL(fcntl)(fd, F_GETFL);
-	fdfl = REAL(fcntl)(fd, F_GETFD);
+	fl = REAL(fcntl)(fd, F_GETFL, NULL);
+	fdfl = REAL(fcntl)(fd, F_GETFD, NULL);
 	carry_read(fd, &opts);
 	if (fl < 0 || fdfl < 0 ||
 	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
 			     (fl & O_NONBLOCK) != 0, 1) < 0) {
 		abandon(&cc);
-		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc.rule, errno);
+		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc.rule, errno,
+			      sa, len);
 		errno = saved;
-		return REAL(connect)(fd, sa, len);
+		return kernel_connect(fd, sa, len);
 	}
 	carry_apply(fd, &opts);
 	osf_mux_offloaded(fd);
@@ -324,16 +371,28 @@ OSF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 /* ---- accept ------------------------------------------------------------- */
 
 /* accepted records a kernel TCP connection accepted from a tracked
- * listener. */
-static void accepted(int lfd, int nfd, int flags)
+ * listener; sa is what accept returned (may be NULL). */
+static void accepted(int lfd, int nfd, int flags, const struct sockaddr *sa,
+		     const socklen_t *len)
 {
 	struct osf_fdt_entry *l = osf_fdt_lookup(lfd);
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof(peer);
+	int saved = errno;
 
 	if (nfd < 0 || !l || !osf_on())
 		return;
 	osf_track_inet(nfd, (l->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET,
 		       (flags & SOCK_CLOEXEC) ? SOCK_CLOEXEC : 0);
-	record_kernel(nfd, OSF_ROLE_SERVER, OSF_R_PEER_KERNEL, -1, 0);
+	if (sa && len && *len <= sizeof(peer)) {
+		memcpy(&peer, sa, *len);
+		pl = *len;
+	} else if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0) {
+		pl = 0;
+	}
+	record_kernel(nfd, OSF_ROLE_SERVER, OSF_R_PEER_KERNEL, -1, 0,
+		      pl ? (struct sockaddr *)&peer : NULL, pl);
+	errno = saved;
 }
 
 /* accept_companion takes one offloaded connection from the companion:
@@ -362,7 +421,7 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 	(void)sa_split((struct sockaddr *)e->local, sizeof(e->local), &in.family,
 		       in.addr, &in.port);
 	memset(&cc, 0, sizeof(cc));
-	cc.wake_fd = cc.seg_fd = -1;
+	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	rc = osf_core_accept(&in, &cc);
 	if (rc != 0) {
 		REAL(close)(cfd);
@@ -411,15 +470,19 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
-	fl = REAL(fcntl)(fd, F_GETFL);
+	fl = REAL(fcntl)(fd, F_GETFL, NULL);
 	if (fl < 0)
 		return -1;
 	timeout = (fl & O_NONBLOCK) ? 0 : listener_timeout(fd);
 	for (;;) {
 		struct pollfd p[2] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
-		int n = REAL(poll)(p, 2, timeout), first, nfd;
+		int n, first, nfd;
+		osf_intr_begin();
+		n = REAL(poll)(p, 2, timeout);
 		if (n < 0) {
-			if (errno == EINTR && timeout < 0 && osf_restartable())
+			/* As accept: restarted after SA_RESTART handlers,
+			 * unless SO_RCVTIMEO is set. */
+			if (errno == EINTR && timeout < 0 && osf_intr_restart())
 				continue;
 			return -1;
 		}
@@ -437,7 +500,7 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		if (p[0].revents) {
 			nfd = REAL(accept4)(fd, sa, len, flags);
 			if (nfd >= 0) {
-				accepted(fd, nfd, flags);
+				accepted(fd, nfd, flags, sa, len);
 				return nfd;
 			}
 			if (errno != EAGAIN || (fl & O_NONBLOCK))
@@ -456,7 +519,7 @@ OSF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	if (e->kind == OSF_FD_LISTEN)
 		return accept_offload(fd, e, sa, len, flags);
 	nfd = REAL(accept4)(fd, sa, len, flags);
-	accepted(fd, nfd, flags);
+	accepted(fd, nfd, flags, sa, len);
 	return nfd;
 }
 
@@ -470,7 +533,7 @@ OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 	if (e->kind == OSF_FD_LISTEN)
 		return accept_offload(fd, e, sa, len, 0);
 	nfd = REAL(accept)(fd, sa, len);
-	accepted(fd, nfd, 0);
+	accepted(fd, nfd, 0, sa, len);
 	return nfd;
 }
 

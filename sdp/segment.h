@@ -28,7 +28,7 @@
 #include <string.h>
 
 #define OSF_SEG_MAGIC 0x3147455346534f51ULL /* "QOSFSEG1" */
-#define OSF_SEG_VERSION 1
+#define OSF_SEG_VERSION 2
 #define OSF_SEG_HDR_BYTES 4096u
 #define OSF_SEG_MIN_RING 4096u
 #define OSF_SEG_MAX_RING (64u << 20)
@@ -41,8 +41,9 @@
 
 /* Side state flags (osf_seg_side.flags), set only by the side itself. */
 #define OSF_SIDE_FIN 0x1u   /* shutdown(SHUT_WR): no data after head */
-#define OSF_SIDE_RESET 0x2u /* abortive close (SO_LINGER 0): the peer
-			       sees ECONNRESET */
+#define OSF_SIDE_RESET 0x2u /* a holder closed with SO_LINGER 0: once
+			       the side's last holder is gone, the peer
+			       sees ECONNRESET (not readiness by itself) */
 #define OSF_SIDE_RDSHUT 0x4u /* shutdown(SHUT_RD) here: reads end at once */
 
 struct osf_seg_side {
@@ -50,12 +51,18 @@ struct osf_seg_side {
 	uint32_t flags;     /* OSF_SIDE_* */
 	uint32_t close_seq; /* bumped when a process drops its last fd for
 			       this side: a hint to check for the end */
-	uint32_t rx_want;   /* 1: this side sleeps until data arrives; the
-			       peer clears it and sends wake tokens */
-	uint32_t tx_want;   /* 1: this side sleeps until there is room */
-	uint32_t sleepers;  /* threads of this side asleep in the kernel */
+	uint32_t rx_want;   /* 1: this side waits until data (or the end)
+			       arrives; the peer clears it and sends wake
+			       tokens on the wake socket */
+	uint32_t tx_want;   /* 1: this side waits until there is room; the
+			       tokens go on the writers' wake socket */
+	uint32_t rx_waiters; /* threads of this side waiting for data: asleep
+				in recv, or in poll/epoll with the fd armed.
+				The peer sends that many tokens (at least 1,
+				at most 32); each waiter takes one */
+	uint32_t tx_waiters; /* the same for room, on the writers' socket */
 	uint32_t holders;   /* processes holding this side */
-	uint8_t pad0[40];
+	uint8_t pad0[36];
 	/* Cache line 1: locks of this side's producers and consumers; 0 when
 	 * free, else the owner's tid, | OSF_LOCK_WAITERS when contended. */
 	uint32_t tx_lock;
@@ -99,7 +106,10 @@ struct osf_seg_hdr {
 };
 
 /* The hello: the first and only message the client sends on the unix
- * socket, with the segment's memfd attached (SCM_RIGHTS). */
+ * socket, with two fds attached (SCM_RIGHTS): the segment's memfd, and the
+ * server's end of the writers' wake socket (a socketpair the client made:
+ * tokens that wake a side's writers travel there, so that readers and
+ * writers of one side never take each other's tokens). */
 #define OSF_HELLO_MAGIC 0x48465351u /* "QSFH" */
 #define OSF_HELLO_F_RDMA 0x1u /* the sender is an RDMA progress engine */
 struct osf_hello {

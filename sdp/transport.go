@@ -23,12 +23,15 @@ var (
 )
 
 // Endpoint is one side of an offloaded connection as the C data path needs
-// it: a kernel-pollable wake socket (it becomes the application's fd; wake
-// tokens and the end of the connection travel on it, never data) and the
+// it: a kernel-pollable wake socket (it becomes the application's fd; the
+// tokens that wake readers and the end of the connection travel on it,
+// never data), the writers' wake socket (tokens that wake writers: a
+// separate queue, so that a reader never takes a writer's token) and the
 // mapped segment holding the rings.
 type Endpoint struct {
-	WakeFD  int
-	Segment *Segment
+	WakeFD   int
+	WakeTxFD int
+	Segment  *Segment
 	Side    int
 	// Local and Remote are the addresses getsockname and getpeername
 	// report, as TCP would.
@@ -43,6 +46,10 @@ func (e *Endpoint) Close() {
 	if e.WakeFD >= 0 {
 		unix.Close(e.WakeFD)
 		e.WakeFD = -1
+	}
+	if e.WakeTxFD >= 0 {
+		unix.Close(e.WakeTxFD)
+		e.WakeTxFD = -1
 	}
 }
 

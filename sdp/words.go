@@ -65,8 +65,9 @@ func (s *Segment) OrSideFlags(i int, flags uint32) { atomic.OrUint32(u32(&s.side
 // Want names one of a side's two "wake me" words.
 type Want int
 
-// The want words: WantRx asks the other side for a wake token when data
-// (or the end) arrives, WantTx when room appears.
+// The want words: WantRx asks the other side for a wake token on the wake
+// socket (the application's fd) when data (or the end) arrives, WantTx for
+// one on the writers' wake socket when room appears.
 const (
 	WantRx Want = iota
 	WantTx
@@ -92,8 +93,17 @@ func (s *Segment) TakeWant(i int, w Want) bool {
 	return atomic.LoadUint32(p) != 0 && atomic.SwapUint32(p, 0) != 0
 }
 
-// Sleepers returns how many threads of side i sleep in the kernel.
-func (s *Segment) Sleepers(i int) uint32 { return atomic.LoadUint32(u32(&s.side(i).sleepers)) }
+func (s *Segment) waiters(i int, w Want) *uint32 {
+	if w == WantTx {
+		return u32(&s.side(i).tx_waiters)
+	}
+	return u32(&s.side(i).rx_waiters)
+}
+
+// Waiters returns how many threads of side i wait for what want word w
+// asks for (rx_waiters or tx_waiters): the other side sends that many wake
+// tokens, at least one, on the socket of that kind.
+func (s *Segment) Waiters(i int, w Want) uint32 { return atomic.LoadUint32(s.waiters(i, w)) }
 
 // RingData returns ring r's data bytes (mmap memory, written concurrently
 // by the other side: copy out before trusting).
@@ -133,8 +143,7 @@ func (s *Segment) Mirror() (*Segment, error) {
 // when it changed.
 func (s *Segment) BumpCloseSeq(i int) { atomic.AddUint32(u32(&s.side(i).close_seq), 1) }
 
-// AddSleepers adds delta to side i's count of threads asleep in the kernel
-// (the other side sends that many wake tokens).
-func (s *Segment) AddSleepers(i int, delta int32) {
-	atomic.AddUint32(u32(&s.side(i).sleepers), uint32(delta))
+// AddWaiters adds delta to side i's count of waiters of kind w.
+func (s *Segment) AddWaiters(i int, w Want, delta int32) {
+	atomic.AddUint32(s.waiters(i, w), uint32(delta))
 }

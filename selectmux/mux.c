@@ -15,9 +15,13 @@
  * address of osf's own state). So E1 itself becomes readable when an
  * offloaded fd may be ready — programs that poll their epoll fd, or nest
  * it, keep working. epoll_wait reports from a list of items that may be
- * ready (new registrations, woken ones, level-triggered ones still ready);
- * an item found not ready is armed and leaves the list. A wait costs
- * O(ready), not O(registered).
+ * ready (new registrations, woken ones, level-triggered ones still ready).
+ * An item found not ready (or an edge-triggered one just reported) moves
+ * to a bounded idle list, which the spin phase checks in the rings; only a
+ * wait about to sleep in the kernel arms the idle items, so a busy peer
+ * sends no wake tokens. Edge-triggered items report an edge when their
+ * ring positions moved (osf_conn_stamp), as TCP reports one per arrival.
+ * A wait costs O(ready + idle), not O(registered).
  */
 #include "../preload/conn.h"
 
@@ -132,26 +136,61 @@ static short conn_events(short ready, short events)
 	return ready & (events | POLLERR | POLLHUP | POLLNVAL);
 }
 
-/* mux_poll implements poll and ppoll when offloaded fds are involved. */
+/* disarm_all ends the waits mux_poll armed; woken tells, per slot, whether
+ * its sockets were found readable (only after a sleep: a wait that did not
+ * sleep takes no token, it would be someone else's). */
+static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
+		       const int *wx, unsigned char *arm, int slept)
+{
+	nfds_t i;
+
+	for (i = 0; i < n; i++) {
+		int woken = 0;
+		if (!arm[i])
+			continue;
+		if (slept) {
+			if (k[i].revents & (POLLIN | POLLHUP | POLLERR))
+				woken |= OSF_ARM_RX;
+			if (wx[i] >= 0 && k[wx[i]].revents)
+				woken |= OSF_ARM_TX;
+		}
+		osf_conn_disarm(fds[i].fd, osf_fdt_lookup(fds[i].fd), arm[i],
+				woken);
+		arm[i] = 0;
+	}
+}
+
+/* mux_poll implements poll and ppoll when offloaded fds are involved. An
+ * offloaded connection's fd stands for itself in the kernel's array (its
+ * readers' tokens and the end arrive there); one waiting for POLLOUT adds
+ * its writers' wake socket, an offloaded listener its companion. */
 static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		    const sigset_t *mask)
 {
 	struct pollfd stack_k[64];
-	unsigned char stack_kind[64];
+	unsigned char stack_kind[64], stack_arm[64];
+	int stack_wx[64];
 	struct pollfd *k = stack_k;
-	unsigned char *kind = stack_kind;
+	unsigned char *kind = stack_kind, *arm = stack_arm;
+	int *wx = stack_wx;
 	nfds_t i, m = n, extra = 0;
 	long start = mono_ms(), spin_end = spin_until(timeout);
 	int result = -1;
 
-	for (i = 0; i < n; i++)
-		if (osf_fdt_kind(fds[i].fd) == OSF_FD_LISTEN)
+	for (i = 0; i < n; i++) {
+		int kd = osf_fdt_kind(fds[i].fd);
+		if (kd == OSF_FD_LISTEN ||
+		    (kd >= OSF_FD_SHM && (fds[i].events & (POLLOUT | POLLWRNORM))))
 			extra++;
+	}
 	if (n + extra > 64) {
-		k = malloc((n + extra) * (sizeof(*k) + 1));
+		k = malloc((n + extra) * sizeof(*k) +
+			   n * (sizeof(*wx) + 2 * sizeof(*kind)));
 		if (!k)
 			return OSF_FAIL(ENOMEM);
-		kind = (unsigned char *)(k + n + extra);
+		wx = (int *)(k + n + extra);
+		kind = (unsigned char *)(wx + n);
+		arm = kind + n;
 	}
 	for (i = 0; i < n; i++) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
@@ -159,20 +198,26 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		k[i] = fds[i];
 		k[i].revents = 0;
 		kind[i] = SLOT_KERNEL;
+		arm[i] = 0;
+		wx[i] = -1;
 		if (kd >= OSF_FD_SHM) {
 			kind[i] = SLOT_CONN;
 			k[i].events = POLLIN | POLLRDHUP; /* tokens and the end */
+			if (!(fds[i].events & (POLLOUT | POLLWRNORM)))
+				continue;
+			k[m].fd = osf_conn_wake_tx_fd(e);
 		} else if (kd == OSF_FD_LISTEN) {
 			kind[i] = SLOT_LISTEN;
 			k[m].fd = e->aux_fd;
-			k[m].events = POLLIN;
-			k[m].revents = 0;
-			m++;
+		} else {
+			continue;
 		}
+		k[m].events = POLLIN;
+		k[m].revents = 0;
+		wx[i] = (int)m++;
 	}
 	for (;;) {
-		int ready = 0, armed_ready = 0, r, to;
-		nfds_t l = n;
+		int ready = 0, armed = 0, r, to;
 		/* What the rings say now. */
 		for (i = 0; i < n; i++) {
 			fds[i].revents = 0;
@@ -191,15 +236,20 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			for (i = 0; i < n; i++) {
 				if (kind[i] != SLOT_CONN || fds[i].fd < 0)
 					continue;
+				arm[i] = (unsigned char)osf_conn_arm_kinds(fds[i].events);
 				fds[i].revents = conn_events(
 					osf_conn_arm(fds[i].fd,
 						     osf_fdt_lookup(fds[i].fd),
-						     fds[i].events),
+						     arm[i], 0),
 					fds[i].events);
 				if (fds[i].revents)
-					armed_ready++;
+					ready++;
 			}
-			ready = armed_ready;
+			armed = 1;
+			if (ready) { /* raced to ready: no sleep, no tokens */
+				disarm_all(fds, n, k, wx, arm, 0);
+				armed = 0;
+			}
 		}
 		to = (ready || spin_end) ? 0 : remaining(timeout, start);
 		r = mask ? REAL(ppoll)(k, m,
@@ -209,6 +259,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 									   1000000L},
 				       mask)
 			 : REAL(poll)(k, m, to);
+		if (armed)
+			disarm_all(fds, n, k, wx, arm, r > 0);
 		if (r < 0)
 			goto out;
 		/* Merge what the kernel said. */
@@ -216,25 +268,31 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			if (kind[i] == SLOT_CONN) {
 				if (k[i].revents & POLLNVAL)
 					fds[i].revents = POLLNVAL;
-				else if (k[i].revents && !fds[i].revents &&
-					 fds[i].fd >= 0) {
+				else if ((k[i].revents ||
+					  (wx[i] >= 0 && k[wx[i]].revents)) &&
+					 !fds[i].revents && fds[i].fd >= 0) {
 					struct osf_fdt_entry *e =
 						osf_fdt_lookup(fds[i].fd);
-					osf_conn_woken(fds[i].fd, e);
+					if (!armed) /* the end, if it came */
+						osf_conn_disarm(fds[i].fd, e, 0,
+								k[i].revents ? OSF_ARM_RX
+									     : OSF_ARM_TX);
 					fds[i].revents = conn_events(
 						osf_conn_poll(fds[i].fd, e),
 						fds[i].events);
 				}
 			} else {
 				fds[i].revents = k[i].revents;
+				/* A pending connection on the companion
+				 * is one on the listener: POLLIN and
+				 * POLLRDNORM, as inet_csk_listen_poll. */
 				if (kind[i] == SLOT_LISTEN &&
-				    (k[l++].revents & POLLIN) &&
-				    (fds[i].events & POLLIN))
-					fds[i].revents |= POLLIN;
+				    (k[wx[i]].revents & POLLIN))
+					fds[i].revents |= fds[i].events &
+							  (POLLIN | POLLRDNORM);
 			}
-			k[i].revents = 0;
 		}
-		for (i = n; i < m; i++)
+		for (i = 0; i < m; i++)
 			k[i].revents = 0;
 		result = 0;
 		for (i = 0; i < n; i++)
@@ -423,15 +481,28 @@ OSF_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *x,
 
 /* ---- epoll ---------------------------------------------------------------------- */
 
+enum { ON_NONE, ON_READY, ON_IDLE };
+
 struct epi {
 	int fd;
 	uint32_t events;
 	epoll_data_t data;
-	int disabled; /* EPOLLONESHOT fired: off until EPOLL_CTL_MOD */
-	int listed;
+	int disabled;  /* EPOLLONESHOT fired: off until EPOLL_CTL_MOD */
+	int listed;    /* ON_*: which list it is on */
 	unsigned seen; /* the wait that last reported it */
-	struct epi *prev, *next; /* the may-be-ready list */
+	uint64_t stamp; /* osf_conn_stamp when it went idle (edge detection) */
+	int armed;      /* OSF_ARM_* kinds it is counted as waiting for */
+	int woken;      /* OSF_ARM_* kinds whose socket fired (absorb) */
+	int wsock;      /* the writers' wake socket registered for it */
+	int wown;       /* wsock is a dup osf made for this item */
+	struct epi *prev, *next;
 };
+
+/* The inner epoll's data: the item, with the low bit set for its writers'
+ * wake socket. */
+#define WSOCK_TAG 1u
+
+#define IDLE_MAX 256 /* idle items checked while spinning; more are armed */
 
 struct ep {
 	int epfd;
@@ -441,7 +512,9 @@ struct ep {
 	unsigned wait; /* counts waits, so an item is reported once per wait */
 	struct epi **byfd;
 	int cap;
-	struct epi head; /* list sentinel */
+	struct epi head; /* the may-be-ready list */
+	struct epi idle; /* not ready (or reported edge-triggered), not armed */
+	int nidle;
 	int *listeners;  /* listener fds whose companions are in epfd */
 	int nlisteners, caplisteners;
 	struct epoll_event *pend; /* registrations of undecided TCP sockets */
@@ -455,25 +528,34 @@ static int all_lock;
 
 static uint64_t marker(struct ep *ep) { return (uint64_t)(uintptr_t)ep + 1; }
 
-static void list_add(struct ep *ep, struct epi *it)
-{
-	if (it->listed)
-		return;
-	it->listed = 1;
-	it->prev = ep->head.prev;
-	it->next = &ep->head;
-	ep->head.prev->next = it;
-	ep->head.prev = it;
-}
-
-static void list_del(struct epi *it)
+static void list_del(struct ep *ep, struct epi *it)
 {
 	if (!it->listed)
 		return;
-	it->listed = 0;
+	if (it->listed == ON_IDLE)
+		ep->nidle--;
+	it->listed = ON_NONE;
 	it->prev->next = it->next;
 	it->next->prev = it->prev;
 }
+
+static void list_put(struct ep *ep, struct epi *it, int which)
+{
+	struct epi *head = which == ON_IDLE ? &ep->idle : &ep->head;
+
+	if (it->listed == which)
+		return;
+	list_del(ep, it);
+	it->listed = which;
+	it->prev = head->prev;
+	it->next = head;
+	head->prev->next = it;
+	head->prev = it;
+	if (which == ON_IDLE)
+		ep->nidle++;
+}
+
+static void list_add(struct ep *ep, struct epi *it) { list_put(ep, it, ON_READY); }
 
 /* ep_of returns the state of epoll fd epfd in this image, or NULL. */
 static struct ep *ep_of(struct osf_fdt_entry *e)
@@ -492,7 +574,7 @@ static struct ep *ep_create(int epfd)
 
 	if (e && ep_of(e))
 		return ep_of(e);
-	fdfl = REAL(fcntl)(epfd, F_GETFD);
+	fdfl = REAL(fcntl)(epfd, F_GETFD, NULL);
 	if (fdfl < 0)
 		return NULL;
 	ep = calloc(1, sizeof(*ep));
@@ -501,6 +583,7 @@ static struct ep *ep_create(int epfd)
 	ep->epfd = epfd;
 	ep->inner = -1;
 	ep->head.prev = ep->head.next = &ep->head;
+	ep->idle.prev = ep->idle.next = &ep->idle;
 	memset(&ent, 0, sizeof(ent));
 	ent.kind = OSF_FD_EPOLL;
 	ent.aux_fd = -1;
@@ -531,7 +614,7 @@ static int ep_inner(struct ep *ep)
 	in = REAL(epoll_create1)(EPOLL_CLOEXEC);
 	if (in < 0)
 		return -1;
-	hin = osf_fdt_hide(in, ep->epfd, e && (e->flags & OSF_FDF_CLOEXEC));
+	hin = osf_fdt_hide(in, ep->epfd);
 	if (hin < 0)
 		hin = in;
 	ev.events = EPOLLIN;
@@ -566,6 +649,81 @@ static int ep_grow(struct ep *ep, int fd)
 	return 0;
 }
 
+static uint32_t poll_to_epoll(short r)
+{
+	return (uint32_t)(unsigned short)r &
+	       (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLRDHUP |
+		EPOLLRDNORM | EPOLLWRNORM | EPOLLPRI);
+}
+
+static short poll_events(uint32_t events)
+{
+	return (events & EPOLLIN ? POLLIN : 0) | (events & EPOLLOUT ? POLLOUT : 0) |
+	       (events & EPOLLRDHUP ? POLLRDHUP : 0);
+}
+
+/* reg_wsock registers the writers' wake socket of connection entry e for
+ * item it. Two fds of one connection (dups) share that socket: the second
+ * item gets a hidden dup of it, as an epoll holds each fd once. */
+static int reg_wsock(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
+{
+	struct epoll_event iev;
+	int w = e ? osf_conn_wake_tx_fd(e) : -1, d;
+
+	iev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+	iev.data.u64 = (uint64_t)(uintptr_t)it | WSOCK_TAG;
+	it->wsock = w;
+	it->wown = 0;
+	if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, w, &iev) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return -1;
+	d = REAL(fcntl)(w, F_DUPFD_CLOEXEC, 0);
+	if (d < 0)
+		return -1;
+	w = osf_fdt_hide(d, ep->epfd);
+	if (w < 0) {
+		int err = errno;
+		REAL(close)(d);
+		return OSF_FAIL(err);
+	}
+	if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, w, &iev) < 0) {
+		int err = errno;
+		osf_fdt_close_hidden(w);
+		return OSF_FAIL(err);
+	}
+	it->wsock = w;
+	it->wown = 1;
+	return 0;
+}
+
+/* disarm_item ends the wait it was counted in, taking the tokens it is
+ * owed from the sockets that fired (woken). */
+static void disarm_item(struct epi *it, struct osf_fdt_entry *e, int woken)
+{
+	if (!it->armed && !woken)
+		return;
+	osf_conn_disarm(it->fd, e, it->armed, woken);
+	it->armed = 0;
+}
+
+/* arm_item counts it as a waiter and asks its peer for tokens; 1 (and it
+ * is not counted) when it turned out ready meanwhile. */
+static int arm_item(struct epi *it, struct osf_fdt_entry *e)
+{
+	uint32_t want = it->events | EPOLLERR | EPOLLHUP;
+	int kinds = osf_conn_arm_kinds(poll_events(it->events));
+	short r = osf_conn_arm(it->fd, e, kinds, it->armed);
+
+	it->armed |= kinds;
+	if ((poll_to_epoll(r) & want) &&
+	    (!(it->events & EPOLLET) || osf_conn_stamp(it->fd, e) != it->stamp)) {
+		disarm_item(it, e, 0);
+		return 1;
+	}
+	return 0;
+}
+
 /* ctl_conn registers, changes or removes an offloaded connection. */
 static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 {
@@ -588,6 +746,12 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 			free(it);
 			return OSF_FAIL(err);
 		}
+		if (reg_wsock(ep, it, osf_fdt_lookup(fd)) < 0) {
+			int err = errno;
+			REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, fd, NULL);
+			free(it);
+			return OSF_FAIL(err);
+		}
 		it->fd = fd;
 		ep->byfd[fd] = it;
 		/* fallthrough */
@@ -596,6 +760,7 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 			return OSF_FAIL(ENOENT);
 		if (op == EPOLL_CTL_MOD && (ev->events & EPOLLEXCLUSIVE))
 			return OSF_FAIL(EINVAL);
+		disarm_item(it, osf_fdt_lookup(fd), 0);
 		it->events = ev->events;
 		it->data = ev->data;
 		it->disabled = 0;
@@ -604,8 +769,12 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 	case EPOLL_CTL_DEL:
 		if (!it)
 			return OSF_FAIL(ENOENT);
+		disarm_item(it, osf_fdt_lookup(fd), 0);
 		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, fd, NULL);
-		list_del(it);
+		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->wsock, NULL);
+		if (it->wown)
+			osf_fdt_close_hidden(it->wsock);
+		list_del(ep, it);
 		ep->byfd[fd] = NULL;
 		free(it);
 		return 0;
@@ -762,11 +931,18 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return r;
 }
 
-static uint32_t poll_to_epoll(short r)
+/* go_idle parks an item that needs a new edge (or readiness) on the idle
+ * list, unarmed; past IDLE_MAX it is armed at once instead. */
+static void go_idle(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 {
-	return (uint32_t)(unsigned short)r &
-	       (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLRDHUP |
-		EPOLLRDNORM | EPOLLWRNORM | EPOLLPRI);
+	it->stamp = osf_conn_stamp(it->fd, e);
+	if (ep->nidle < IDLE_MAX) {
+		list_put(ep, it, ON_IDLE);
+		return;
+	}
+	list_del(ep, it);
+	if (arm_item(it, e))
+		list_add(ep, it); /* it raced to ready */
 }
 
 /* collect reports the items of the may-be-ready list into out, each at
@@ -779,41 +955,69 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 	for (; it != &ep->head && n < max; it = next) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
 		uint32_t want = it->events | EPOLLERR | EPOLLHUP, ev;
-		short arm = 0;
 		next = it->next;
 		if (it->disabled) {
-			list_del(it);
+			list_del(ep, it);
 			continue;
 		}
 		if (it->seen == ep->wait)
 			continue;
 		ev = poll_to_epoll(osf_conn_poll(it->fd, e)) & want;
-		if (ev) {
-			out[n].events = ev;
-			out[n].data = it->data;
-			it->seen = ep->wait;
-			n++;
-			if (it->events & EPOLLONESHOT) {
-				it->disabled = 1;
-				list_del(it);
-			} else if (it->events & EPOLLET) {
-				list_del(it); /* the next token is the next edge */
-				arm = 1;
-			}
-		} else {
-			list_del(it);
-			arm = 1;
+		if (!ev) {
+			go_idle(ep, it, e);
+			continue;
 		}
-		if (arm) {
-			short ev2 = (it->events & EPOLLIN ? POLLIN : 0) |
-				    (it->events & EPOLLOUT ? POLLOUT : 0) |
-				    (it->events & EPOLLRDHUP ? POLLRDHUP : 0);
-			uint32_t now = poll_to_epoll(osf_conn_arm(it->fd, e, ev2)) & want;
-			if (now && !ev && !it->disabled)
-				list_add(ep, it); /* it raced to ready */
+		out[n].events = ev;
+		out[n].data = it->data;
+		it->seen = ep->wait;
+		n++;
+		if (it->events & EPOLLONESHOT) {
+			it->disabled = 1;
+			list_del(ep, it);
+		} else if (it->events & EPOLLET) {
+			go_idle(ep, it, e); /* the next edge: positions move */
 		}
 	}
 	return n;
+}
+
+/* idle_check moves idle items that became ready (edge-triggered: that saw
+ * a new edge) to the ready list; 1 when any did. */
+static int idle_check(struct ep *ep)
+{
+	struct epi *it = ep->idle.next, *next;
+	int moved = 0;
+
+	for (; it != &ep->idle; it = next) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
+		uint32_t want = it->events | EPOLLERR | EPOLLHUP;
+		next = it->next;
+		if ((it->events & EPOLLET) && osf_conn_stamp(it->fd, e) == it->stamp)
+			continue;
+		if (poll_to_epoll(osf_conn_poll(it->fd, e)) & want) {
+			list_add(ep, it);
+			moved = 1;
+		}
+	}
+	return moved;
+}
+
+/* arm_idle arms every idle item before the wait sleeps in the kernel; 1
+ * when one turned out ready meanwhile (then the wait must not sleep). */
+static int arm_idle(struct ep *ep)
+{
+	struct epi *it = ep->idle.next, *next;
+	int ready = 0;
+
+	for (; it != &ep->idle; it = next) {
+		next = it->next;
+		list_del(ep, it);
+		if (arm_item(it, osf_fdt_lookup(it->fd))) {
+			list_add(ep, it);
+			ready = 1;
+		}
+	}
+	return ready;
 }
 
 /* absorb takes the inner epoll's events: woken items join the list. */
@@ -827,8 +1031,18 @@ static void absorb(struct ep *ep)
 	do {
 		n = REAL(epoll_wait)(ep->inner, tmp, 64, 0);
 		for (i = 0; i < n; i++) {
-			struct epi *it = tmp[i].data.ptr;
-			osf_conn_woken(it->fd, osf_fdt_lookup(it->fd));
+			uint64_t u = tmp[i].data.u64;
+			struct epi *it = (struct epi *)(uintptr_t)(u & ~(uint64_t)WSOCK_TAG);
+			it->woken |= (u & WSOCK_TAG) ? OSF_ARM_TX : OSF_ARM_RX;
+		}
+		/* Then each woken item once: its tokens, and the list. */
+		for (i = 0; i < n; i++) {
+			uint64_t u = tmp[i].data.u64;
+			struct epi *it = (struct epi *)(uintptr_t)(u & ~(uint64_t)WSOCK_TAG);
+			if (!it->woken)
+				continue;
+			disarm_item(it, osf_fdt_lookup(it->fd), it->woken);
+			it->woken = 0;
 			if (!it->disabled)
 				list_add(ep, it);
 		}
@@ -857,15 +1071,26 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 	if (max <= 0 || max > INT_MAX / (int)sizeof(*ev))
 		return OSF_FAIL(EINVAL);
 	for (;;) {
-		int n, k, kfirst, to;
+		int n = 0, k, to, sleep_ok = 0;
 		mu_lock(&ep->lock);
 		ep->wait++;
-		kfirst = ep->turn++ & 1;
-		n = kfirst ? 0 : collect(ep, ev, max);
-		mu_unlock(&ep->lock);
+		idle_check(ep);
+		/* Offloaded readiness first on every other wait, kernel events
+		 * first on the others (fairness when both keep coming). */
+		if (!(ep->turn++ & 1))
+			n = collect(ep, ev, max);
 		if (spin_end && !spinning(spin_end))
 			spin_end = 0;
-		to = (n || spin_end) ? 0 : remaining(timeout, start);
+		if (!n && !spin_end) {
+			/* May sleep only with nothing ready on the list and every
+			 * idle item armed, so that the peers wake us. */
+			n = collect(ep, ev, max);
+			if (!n && arm_idle(ep))
+				n = collect(ep, ev, max);
+			sleep_ok = !n;
+		}
+		mu_unlock(&ep->lock);
+		to = sleep_ok ? remaining(timeout, start) : 0;
 		k = REAL(epoll_pwait)(ep->epfd, ev + n, max - n, to, mask);
 		if (k < 0) {
 			if (n > 0)

@@ -57,14 +57,23 @@ func (Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, _ time.Durati
 		return nil, err
 	}
 	seg.InitHeader(local, dst, os.Getpid())
-	hello := sdp.Hello{RingBytes: ringBytes, Client: local, Server: dst}
-	err = unix.Sendmsg(fd, hello.Marshal(), unix.UnixRights(seg.FD), nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+	// The writers' wake socket: this end here, the other to the server.
+	wtx, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		seg.Close()
 		unix.Close(fd)
+		return nil, fmt.Errorf("%w: writers' wake socket: %w", sdp.ErrHandshake, err)
+	}
+	hello := sdp.Hello{RingBytes: ringBytes, Client: local, Server: dst}
+	err = unix.Sendmsg(fd, hello.Marshal(), unix.UnixRights(seg.FD, wtx[1]), nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+	unix.Close(wtx[1])
+	if err != nil {
+		seg.Close()
+		unix.Close(fd)
+		unix.Close(wtx[0])
 		return nil, fmt.Errorf("%w: send hello: %w", sdp.ErrHandshake, err)
 	}
-	return &sdp.Endpoint{WakeFD: fd, Segment: seg, Side: sdp.SideClient, Local: local, Remote: dst}, nil
+	return &sdp.Endpoint{WakeFD: fd, WakeTxFD: wtx[0], Segment: seg, Side: sdp.SideClient, Local: local, Remote: dst}, nil
 }
 
 // connectCompanion tries each name that could serve dst.
@@ -106,9 +115,13 @@ func (Transport) Accept(connFD int, listen netip.AddrPort, timeout time.Duration
 		return nil, fmt.Errorf("%w: read hello: %w", sdp.ErrHandshake, err)
 	}
 	fds := rights(oob[:oobn])
-	if len(fds) != 1 {
+	if len(fds) != 2 {
 		closeAll(fds)
-		return nil, fmt.Errorf("%w: hello carried %d fds, want 1", sdp.ErrHandshake, len(fds))
+		return nil, fmt.Errorf("%w: hello carried %d fds, want 2", sdp.ErrHandshake, len(fds))
+	}
+	if err := checkWakeSocket(fds[1]); err != nil {
+		closeAll(fds)
+		return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
 	}
 	h, err := sdp.DecodeHello(buf[:n])
 	if err != nil {
@@ -122,12 +135,25 @@ func (Transport) Accept(connFD int, listen netip.AddrPort, timeout time.Duration
 	}
 	seg.SetServerPID(os.Getpid())
 	return &sdp.Endpoint{
-		WakeFD:  connFD,
-		Segment: seg,
+		WakeFD:   connFD,
+		WakeTxFD: fds[1],
+		Segment:  seg,
 		Side:    sdp.SideServer,
 		Local:   AsFamily(netip.AddrPortFrom(h.Server.Addr(), listen.Port()), listen.Addr()),
 		Remote:  AsFamily(h.Client, listen.Addr()),
 	}, nil
+}
+
+// checkWakeSocket accepts only a connected AF_UNIX stream socket as the
+// writers' wake socket: the C data path sleeps in recv on it.
+func checkWakeSocket(fd int) error {
+	if t, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || t != unix.SOCK_STREAM {
+		return fmt.Errorf("writers' wake socket: not a stream socket (%v)", err)
+	}
+	if d, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || d != unix.AF_UNIX {
+		return fmt.Errorf("writers' wake socket: not AF_UNIX (%v)", err)
+	}
+	return nil
 }
 
 func waitReadable(fd int, timeout time.Duration) error {
@@ -173,14 +199,15 @@ func closeAll(fds []int) {
 
 // AsFamily returns ap in the family of a socket whose address is like: an
 // IPv4 address is mapped into IPv6 for an IPv6 socket (a dual-stack
-// listener reports IPv4 clients as ::ffff:a.b.c.d), and a v4-mapped
-// address is unmapped for an IPv4 socket.
+// listener reports IPv4 clients as ::ffff:a.b.c.d, and an IPv6 client
+// connected to ::ffff:a.b.c.d reports its own address the same way), and
+// a v4-mapped address is unmapped for an IPv4 socket.
 func AsFamily(ap netip.AddrPort, like netip.Addr) netip.AddrPort {
 	a := ap.Addr()
 	switch {
 	case like.Is4() && a.Is4In6():
 		a = a.Unmap()
-	case like.Is6() && !like.Is4In6() && a.Is4():
+	case like.Is6() && a.Is4():
 		a = netip.AddrFrom16(a.As16())
 	}
 	return netip.AddrPortFrom(a, ap.Port())

@@ -60,7 +60,7 @@ func TestShellManyCommands(t *testing.T) {
 // TestJobControl drives an interactive bash through a pseudo-terminal:
 // sleep 30, Ctrl-Z (the job must show as Stopped and be in state T), bg
 // (Running), kill %1 (Terminated), exit 0; bare, and under osf with the core
-// loaded in the shell.
+// loaded in the shell (the job runs under osf too, without the core).
 func TestJobControl(t *testing.T) {
 	t.Parallel()
 	bash := testutil.Tool(t, "bash")
@@ -92,6 +92,15 @@ func TestJobControl(t *testing.T) {
 			term.Send(check)
 			term.Expect(want, wait)
 			term.Expect(prompt, wait)
+			if m.core {
+				// The job itself runs without the core: bash loses the
+				// end of a multi-threaded job that was stopped and
+				// continued in a few % of runs even without osf (seen
+				// with a python job with five threads), and a loaded
+				// core makes the job multi-threaded.
+				term.Send("unset OSF_DEBUG_LOAD_CORE\n")
+				term.Expect(prompt, wait)
+			}
 
 			term.Send("sleep 30\n")
 			var sleepPid int

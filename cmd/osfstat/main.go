@@ -1,18 +1,16 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
-	"strings"
-	"text/tabwriter"
+	"os/signal"
 	"time"
 
-	"github.com/osfproject/osf/fdtable"
-	"github.com/osfproject/osf/internal/policy"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -33,186 +31,62 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.pid, "p", 0, "show only process `PID`")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 	fs.BoolVar(&o.summary, "s", false, "print a summary per transport")
-	fs.Float64Var(&o.interval, "i", 0, "refresh every `SECONDS`")
+	fs.Float64Var(&o.interval, "i", 0, "refresh every `SECONDS` until interrupted")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "osfstat: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if o.pid < 0 {
+		fmt.Fprintf(stderr, "osfstat: -p %d: want a process id\n", o.pid)
+		return 2
+	}
+	if math.IsNaN(o.interval) || math.IsInf(o.interval, 0) || o.interval < 0 ||
+		(o.interval > 0 && o.interval < 0.01) {
+		fmt.Fprintf(stderr, "osfstat: -i %v: want 0 (once) or at least 0.01 seconds\n", o.interval)
+		return 2
+	}
+	ctx := context.Background()
+	if o.interval > 0 {
+		// Refreshing: SIGINT and SIGTERM end the loop between two
+		// reports, so the last report is never cut in the middle.
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, unix.SIGINT, unix.SIGTERM)
+		defer stop()
+	}
+	tick := time.Duration(o.interval * float64(time.Second))
 	for {
-		snap, err := collect(o.pid)
-		if err != nil {
-			fmt.Fprintf(stderr, "osfstat: %v\n", err)
-			return 1
-		}
-		switch {
-		case o.json:
-			err = writeJSON(stdout, snap, o.summary)
-		case o.summary:
-			err = writeSummary(stdout, snap)
-		default:
-			err = writeTable(stdout, snap)
-		}
-		if err != nil {
+		if err := report(stdout, o); err != nil {
 			fmt.Fprintf(stderr, "osfstat: %v\n", err)
 			return 1
 		}
 		if o.interval <= 0 {
 			return 0
 		}
-		time.Sleep(time.Duration(o.interval * float64(time.Second)))
-		fmt.Fprintln(stdout)
-	}
-}
-
-// Proc is one process under osf.
-type Proc struct {
-	PID        int      `json:"pid"`
-	Program    string   `json:"program"`
-	CoreLoaded bool     `json:"core_loaded"`
-	Sockets    []Socket `json:"sockets"`
-}
-
-// Socket is one socket osf has seen.
-type Socket struct {
-	FD        int    `json:"fd"`
-	Kind      string `json:"kind"`
-	Role      string `json:"role"`
-	Local     string `json:"local,omitempty"`
-	Peer      string `json:"peer,omitempty"`
-	Transport string `json:"transport"`
-	Reason    string `json:"reason,omitempty"`
-	ReasonID  int    `json:"reason_code"`
-	Rule      int    `json:"rule"`
-}
-
-func collect(only int) ([]Proc, error) {
-	pids := []int{only}
-	if only == 0 {
-		var err error
-		if pids, err = fdtable.Procs(); err != nil {
-			return nil, err
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(tick):
 		}
-	} else if !fdtable.HasLib(only) {
-		return nil, fmt.Errorf("process %d does not run under osf (libosf.so not mapped)", only)
-	}
-	procs := make([]Proc, 0, len(pids))
-	for _, pid := range pids {
-		p := Proc{PID: pid, Program: comm(pid), Sockets: []Socket{}}
-		t, err := fdtable.Open(pid)
-		switch {
-		case errors.Is(err, fdtable.ErrNoTable):
-		case err != nil:
-			if only != 0 {
-				return nil, err
-			}
-			continue // gone, or not ours to read
-		default:
-			p.CoreLoaded = t.CoreLoaded()
-			p.Sockets = sockets(t)
+		if !o.json {
+			fmt.Fprintln(stdout)
 		}
-		procs = append(procs, p)
 	}
-	return procs, nil
 }
 
-func comm(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+// report collects one snapshot and prints it as o says.
+func report(w io.Writer, o options) error {
+	snap, err := collect(o.pid)
 	if err != nil {
-		return "?"
+		return err
 	}
-	return strings.TrimSpace(string(b))
-}
-
-func sockets(t *fdtable.Table) []Socket {
-	var out []Socket
-	for _, e := range t.Entries() {
-		if !e.Kind.Socket() {
-			continue
-		}
-		s := Socket{
-			FD:        e.FD,
-			Kind:      e.Kind.String(),
-			Role:      e.Role.String(),
-			Transport: e.Transport.String(),
-			ReasonID:  int(e.Reason),
-			Rule:      e.Rule,
-		}
-		if e.Local.IsValid() {
-			s.Local = e.Local.String()
-		}
-		if e.Peer.IsValid() {
-			s.Peer = e.Peer.String()
-		}
-		if e.Transport == fdtable.TransportKernel {
-			detail := ""
-			if e.ReasonErrno != 0 {
-				detail = e.ReasonErrno.Error()
-			}
-			s.Reason = policy.Reason(e.Reason).Describe(e.Rule, detail)
-		}
-		out = append(out, s)
+	switch {
+	case o.json:
+		return writeJSON(w, snap, o.summary)
+	case o.summary:
+		return writeSummary(w, snap)
 	}
-	return out
-}
-
-func writeTable(w io.Writer, procs []Proc) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PID\tPROGRAM\tCORE\tFD\tROLE\tLOCAL\tPEER\tTRANSPORT\tREASON")
-	for _, p := range procs {
-		core := "-"
-		if p.CoreLoaded {
-			core = "loaded"
-		}
-		if len(p.Sockets) == 0 {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t-\t-\t-\t-\t-\t-\n", p.PID, p.Program, core)
-		}
-		for _, s := range p.Sockets {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.PID, p.Program, core,
-				s.FD, s.Role, dash(s.Local), dash(s.Peer), s.Transport, dash(s.Reason))
-		}
-	}
-	return tw.Flush()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// Summary counts sockets per transport.
-type Summary struct {
-	Processes  int            `json:"processes"`
-	CoreLoaded int            `json:"core_loaded"`
-	Sockets    map[string]int `json:"sockets"`
-}
-
-func summarize(procs []Proc) Summary {
-	s := Summary{Processes: len(procs), Sockets: map[string]int{}}
-	for _, p := range procs {
-		if p.CoreLoaded {
-			s.CoreLoaded++
-		}
-		for _, k := range p.Sockets {
-			s.Sockets[k.Transport]++
-		}
-	}
-	return s
-}
-
-func writeSummary(w io.Writer, procs []Proc) error {
-	s := summarize(procs)
-	_, err := fmt.Fprintf(w, "processes %d (core loaded in %d)\nsockets: shm %d, rdma %d, kernel %d, undecided %d\n",
-		s.Processes, s.CoreLoaded, s.Sockets["shm"], s.Sockets["rdma"], s.Sockets["kernel"], s.Sockets["-"])
-	return err
-}
-
-func writeJSON(w io.Writer, procs []Proc, summary bool) error {
-	enc := json.NewEncoder(w)
-	if summary {
-		return enc.Encode(summarize(procs))
-	}
-	return enc.Encode(struct {
-		Processes []Proc `json:"processes"`
-	}{procs})
+	return writeTable(w, snap)
 }

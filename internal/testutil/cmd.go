@@ -272,8 +272,8 @@ func (p *Process) AwaitOutput(substr string, timeout time.Duration) (string, err
 			return out, fmt.Errorf("%s exited (%s) before printing %q", p.c, r, substr)
 		}
 		if time.Now().After(deadline) {
-			return out, fmt.Errorf("%s did not print %q within %v; stdout %q, stderr %q",
-				p.c, substr, timeout, out, p.Stderr())
+			return out, fmt.Errorf("%s did not print %q within %v; stdout %q, stderr %q; threads:\n%s",
+				p.c, substr, timeout, out, p.Stderr(), GroupThreads(p.Pid))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -371,7 +371,35 @@ func (c *Command) setupCapture() error {
 
 func (cp *capture) copy() {
 	defer close(cp.done)
-	_, _ = io.Copy(cp.buf, cp.r)
+	if _, err := io.Copy(cp.buf, cp.r); errors.Is(err, os.ErrDeadlineExceeded) {
+		cp.drain()
+	}
+}
+
+// drain takes, without waiting, what is still in the pipe after finish's
+// deadline expired. Read fails as soon as the deadline has passed, before
+// it looks at the pipe: on a loaded machine this goroutine may not run
+// within the grace period, and the exited process's last output would be
+// lost although it sits in the pipe.
+func (cp *capture) drain() {
+	_ = cp.r.SetReadDeadline(time.Time{})
+	rc, err := cp.r.SyscallConn()
+	if err != nil {
+		return
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		var n int
+		var rerr error
+		// The pipe is nonblocking (os.Pipe): one read, never a wait.
+		if err := rc.Read(func(fd uintptr) bool {
+			n, rerr = unix.Read(int(fd), buf)
+			return true
+		}); err != nil || rerr != nil || n <= 0 {
+			return
+		}
+		cp.buf.Write(buf[:n])
+	}
 }
 
 // finish waits until the pipe is drained: at EOF, or when it has been

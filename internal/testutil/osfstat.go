@@ -27,6 +27,8 @@ type StatProc struct {
 	PID        int          `json:"pid"`
 	Program    string       `json:"program"`
 	CoreLoaded bool         `json:"core_loaded"`
+	CoreLoads  uint64       `json:"core_loads"`
+	Disabled   bool         `json:"disabled"`
 	Sockets    []StatSocket `json:"sockets"`
 }
 
@@ -41,12 +43,30 @@ type StatSocket struct {
 	Reason     string `json:"reason,omitempty"`
 	ReasonCode int    `json:"reason_code"`
 	Rule       int    `json:"rule"`
+	// State is the TCP-like state ("ESTABLISHED", "LISTEN", ...), "-" when
+	// unknown.
+	State string `json:"state"`
+	Hint  string `json:"hint,omitempty"`
+	// RecvQ and SendQ are the bytes queued each way; nil when unknown.
+	RecvQ *int64 `json:"recv_q,omitempty"`
+	SendQ *int64 `json:"send_q,omitempty"`
+	// Segment is set for an offloaded connection whose shared segment
+	// osfstat could read; SegmentError says why it could not.
+	Segment      *StatSegment `json:"segment,omitempty"`
+	SegmentError string       `json:"segment_error,omitempty"`
 }
 
 // String describes the socket in one line for messages.
 func (s StatSocket) String() string {
-	return fmt.Sprintf("fd %d %s %s local=%s peer=%s transport=%s reason=%q (code %d, rule %d)",
-		s.FD, s.Kind, s.Role, s.Local, s.Peer, s.Transport, s.Reason, s.ReasonCode, s.Rule)
+	str := fmt.Sprintf("fd %d %s %s %s local=%s peer=%s transport=%s reason=%q (code %d, rule %d)",
+		s.FD, s.Kind, s.Role, s.State, s.Local, s.Peer, s.Transport, s.Reason, s.ReasonCode, s.Rule)
+	if s.Segment != nil {
+		str += " segment " + s.Segment.String()
+	}
+	if s.SegmentError != "" {
+		str += " segment_error=" + strconv.Quote(s.SegmentError)
+	}
+	return str
 }
 
 // OsfStatAll runs `osfstat --json` and returns every process under osf. It

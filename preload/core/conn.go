@@ -54,7 +54,7 @@ func osfcore_listen(in *C.struct_osf_core_listen_in, out *C.struct_osf_core_list
 
 //export osfcore_connect
 func osfcore_connect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_conn) C.int {
-	out.wake_fd, out.seg_fd = -1, -1
+	out.wake_fd, out.seg_fd, out.wake_tx_fd = -1, -1, -1
 	if core.cfg == nil {
 		return C.int(unix.ENOSYS)
 	}
@@ -99,7 +99,7 @@ func osfcore_connect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_co
 
 //export osfcore_accept
 func osfcore_accept(in *C.struct_osf_core_accept_in, out *C.struct_osf_core_conn) C.int {
-	out.wake_fd, out.seg_fd = -1, -1
+	out.wake_fd, out.seg_fd, out.wake_tx_fd = -1, -1, -1
 	if core.cfg == nil {
 		return C.int(unix.ENOSYS)
 	}
@@ -169,6 +169,7 @@ func fill(out *C.struct_osf_core_conn, ep *sdp.Endpoint) {
 	out.seg_addr = C.uint64_t(addr)
 	out.seg_fd = C.int32_t(segFD)
 	out.wake_fd = C.int32_t(ep.WakeFD)
+	out.wake_tx_fd = C.int32_t(ep.WakeTxFD)
 	out.side = C.int32_t(ep.Side)
 	putSockaddr(&out.local, ep.Local)
 	putSockaddr(&out.peer, ep.Remote)

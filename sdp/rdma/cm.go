@@ -33,6 +33,7 @@ type dialer struct {
 	deadline   time.Time
 	mirror     *sdp.Segment // the engine's mapping
 	wake       int          // the engine's end of the wake socket
+	wakeTx     int          // the engine's end of the writers' wake socket
 	id         *verbs.CMID
 	link       *verbsLink
 	sid        uint32
@@ -64,31 +65,23 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 		seg.Close()
 		return nil, resourceError(err)
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	ws, err := newWakeSockets(t.cfg.HiddenBase)
 	if err != nil {
-		mirror.Close()
-		seg.Close()
-		return nil, resourceError(fmt.Errorf("socketpair: %w", err))
-	}
-	wake := hideFD(fds[1], t.cfg.HiddenBase)
-	if err := unix.SetNonblock(wake, true); err != nil {
-		unix.Close(wake)
-		unix.Close(fds[0])
 		mirror.Close()
 		seg.Close()
 		return nil, resourceError(err)
 	}
 	d := &dialer{
 		dst: netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), local: local, ring: ringBytes,
-		deadline: time.Now().Add(timeout), mirror: mirror, wake: wake, res: make(chan error, 1),
+		deadline: time.Now().Add(timeout), mirror: mirror, wake: ws.engine, wakeTx: ws.engineTx, res: make(chan error, 1),
 	}
 	fail := func(err error) (*sdp.Endpoint, error) {
-		unix.Close(fds[0])
+		closeOpen(ws.app, ws.appTx)
 		seg.Close()
 		return nil, err
 	}
 	if err := t.eng.post(func() { t.startDial(d) }); err != nil {
-		unix.Close(wake)
+		closeOpen(ws.engine, ws.engineTx)
 		mirror.Close()
 		return fail(err)
 	}
@@ -108,7 +101,46 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	if err != nil {
 		return fail(err)
 	}
-	return &sdp.Endpoint{WakeFD: fds[0], Segment: seg, Side: sdp.SideClient, Local: local, Remote: dst}, nil
+	return ws.endpoint(seg, local, dst), nil
+}
+
+// wakeSockets are the two socket pairs of a connection the engine serves
+// for a client: the application's fd and its writers' wake socket, and the
+// engine's ends of both.
+type wakeSockets struct {
+	app, appTx       int
+	engine, engineTx int
+}
+
+// newWakeSockets makes both pairs; on error nothing is left open.
+func newWakeSockets(hiddenBase int) (wakeSockets, error) {
+	app, engine, err := wakePair(hiddenBase)
+	if err != nil {
+		return wakeSockets{}, err
+	}
+	appTx, engineTx, err := wakePair(hiddenBase)
+	if err != nil {
+		closeOpen(app, engine)
+		return wakeSockets{}, err
+	}
+	return wakeSockets{app: app, appTx: appTx, engine: engine, engineTx: engineTx}, nil
+}
+
+// endpoint is the client's Endpoint over seg, with the application's ends.
+func (ws wakeSockets) endpoint(seg *sdp.Segment, local, dst netip.AddrPort) *sdp.Endpoint {
+	return &sdp.Endpoint{WakeFD: ws.app, WakeTxFD: ws.appTx, Segment: seg, Side: sdp.SideClient, Local: local, Remote: dst}
+}
+
+// wakePair makes a connected AF_UNIX stream socket pair (close-on-exec) for
+// a wake socket: the application's end, blocking (the C data path sleeps
+// in recv on it), and the engine's, moved to the hidden range (the engine
+// never blocks on it: every call passes MSG_DONTWAIT).
+func wakePair(hiddenBase int) (app, engine int, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, fmt.Errorf("wake socket pair: %w", err)
+	}
+	return fds[0], hideFD(fds[1], hiddenBase), nil
 }
 
 // startDial creates the id and starts resolving the address.
@@ -153,7 +185,7 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 		d.sid = t.eng.allocID()
 		// The receives are posted before connecting: the server may
 		// write as soon as the connection is established.
-		if d.s, err = newStream(d.sid, d.mirror, sdp.SideClient, d.link, d.wake, t.cfg.Logf); err != nil {
+		if d.s, err = newStream(d.sid, d.mirror, sdp.SideClient, d.link, d.wake, d.wakeTx, t.cfg.Logf); err != nil {
 			t.dialFailed(d, resourceError(err))
 			return
 		}
@@ -213,7 +245,7 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 		d.id.Close()
 	}
 	d.mirror.Close()
-	unix.Close(d.wake)
+	closeOpen(d.wake, d.wakeTx)
 	t.cfg.Logf("rdma: connect to %s: %v", d.dst, err)
 	d.res <- err
 }
@@ -402,13 +434,10 @@ func (t *Transport) accept(ev *verbs.Event) {
 // rejects); with a stream, the request was accepted and the stream has
 // been reset and released.
 func (t *Transport) serve(id *verbs.CMID, cd ConnectData, comp int) (*stream, error) {
-	seg, err := sdp.CreateSegment(cd.RingBytes)
+	seg, err := newServerSegment(cd, t.cfg.HiddenBase)
 	if err != nil {
 		return nil, err
 	}
-	seg.FD = hideFD(seg.FD, t.cfg.HiddenBase) // until it is sent: out of the program's way
-	seg.InitHeader(cd.Client, cd.Server, 0)
-	seg.SetFlags(sdp.SegRDMA)
 	ctx, err := id.Context()
 	if err != nil {
 		seg.Close()
@@ -425,6 +454,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, comp int) (*stream, er
 		return nil, err
 	}
 	link.setPeer(cd.RingBase, cd.RKey)
+	appTx, wakeTx := -1, -1
 	undo := func(err error) (*stream, error) {
 		// The link's Close would destroy the id, which the caller
 		// still rejects and closes: take the QP down only.
@@ -433,22 +463,22 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, comp int) (*stream, er
 		_ = link.mr.Close()
 		_ = link.cq.Close()
 		seg.Close()
+		closeOpen(appTx, wakeTx)
 		return nil, err
 	}
+	if appTx, wakeTx, err = wakePair(t.cfg.HiddenBase); err != nil {
+		return undo(err)
+	}
 	sid := t.eng.allocID()
-	s, err := newStream(sid, seg, sdp.SideServer, link, comp, t.cfg.Logf)
+	s, err := newStream(sid, seg, sdp.SideServer, link, comp, wakeTx, t.cfg.Logf)
+	if err == nil {
+		err = sendHello(comp, seg, appTx, cd)
+		appTx = -1
+	}
 	if err != nil {
 		t.eng.abandon(sid)
 		return undo(err)
 	}
-	hello := sdp.Hello{RingBytes: cd.RingBytes, Flags: sdp.HelloRDMA, Client: cd.Client, Server: cd.Server}
-	err = unix.Sendmsg(comp, hello.Marshal(), unix.UnixRights(seg.FD), nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
-	if err != nil {
-		t.eng.abandon(sid)
-		return undo(fmt.Errorf("send hello to the companion: %w", err))
-	}
-	unix.Close(seg.FD) // the application has its copy; the mapping stays
-	seg.FD = -1
 	ad, err := AcceptData{RingBytes: cd.RingBytes, RKey: link.mr.RKey(), RingBase: link.localBase()}.Marshal()
 	if err == nil {
 		err = id.Accept(connParam(ad))
@@ -467,6 +497,46 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, comp int) (*stream, er
 	}
 	t.conns[id] = s
 	return s, nil
+}
+
+// newServerSegment makes the segment of a connection a replicated listener
+// accepted, for the hello to the companion: its fd is in the hidden range
+// until sendHello closes it.
+func newServerSegment(cd ConnectData, hiddenBase int) (*sdp.Segment, error) {
+	seg, err := sdp.CreateSegment(cd.RingBytes)
+	if err != nil {
+		return nil, err
+	}
+	seg.FD = hideFD(seg.FD, hiddenBase) // until it is sent: out of the program's way
+	seg.InitHeader(cd.Client, cd.Server, 0)
+	seg.SetFlags(sdp.SegRDMA)
+	return seg, nil
+}
+
+// sendHello hands a connection to the application through its listener's
+// companion, as a local shm client would: on comp (the engine's end of
+// the application's fd to be) the hello, carrying the segment's memfd and
+// appTx, the application's end of the writers' wake socket. Either way it
+// then closes both (the application has its copies; the engine keeps
+// seg's mapping).
+func sendHello(comp int, seg *sdp.Segment, appTx int, cd ConnectData) error {
+	hello := sdp.Hello{RingBytes: cd.RingBytes, Flags: sdp.HelloRDMA, Client: cd.Client, Server: cd.Server}
+	err := unix.Sendmsg(comp, hello.Marshal(), unix.UnixRights(seg.FD, appTx), nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+	closeOpen(seg.FD, appTx)
+	seg.FD = -1
+	if err != nil {
+		return fmt.Errorf("send hello to the companion: %w", err)
+	}
+	return nil
+}
+
+// closeOpen closes the fds that are not -1.
+func closeOpen(fds ...int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
 }
 
 // connectCompanion connects, without waiting, to the abstract AF_UNIX

@@ -212,11 +212,12 @@ func (e *Engine) after(d time.Duration, f func()) {
 }
 
 // addStream starts mirroring seg (the engine's mapping; the stream owns it
-// from now on) over link; wake is the engine's end of the application's
-// wake socket (the stream owns it too). Engine goroutine only.
-func (e *Engine) addStream(seg *sdp.Segment, side int, link Link, wake int) (*stream, error) {
+// from now on) over link; wake and wakeTx are the engine's ends of the
+// application's wake socket and writers' wake socket (the stream owns them
+// too). Engine goroutine only.
+func (e *Engine) addStream(seg *sdp.Segment, side int, link Link, wake, wakeTx int) (*stream, error) {
 	id := e.allocID()
-	s, err := newStream(id, seg, side, link, wake, e.cfg.Logf)
+	s, err := newStream(id, seg, side, link, wake, wakeTx, e.cfg.Logf)
 	if err != nil {
 		delete(e.pending, id)
 		return nil, err
@@ -249,14 +250,20 @@ func (e *Engine) register(s *stream) error {
 	if err := e.epollAdd(s.wake); err != nil {
 		return err
 	}
-	forkCloseAdd(s.wake)
+	if err := e.epollAdd(s.wakeTx); err != nil {
+		_ = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, s.wake, nil)
+		return err
+	}
+	for _, fd := range []int{s.wake, s.wakeTx} {
+		forkCloseAdd(fd)
+		e.byWake[fd] = s
+	}
 	s.closeFD = e.closeWake
 	e.streams[s.id] = s
-	e.byWake[s.wake] = s
 	return nil
 }
 
-// closeWake closes a stream's wake socket end and forgets it.
+// closeWake closes one of a stream's wake socket ends and forgets it.
 func (e *Engine) closeWake(fd int) {
 	_ = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	delete(e.byWake, fd)
@@ -366,7 +373,7 @@ func (e *Engine) dispatch(events []unix.EpollEvent, ms int) bool {
 	for i := 0; i < n; i++ {
 		fd := int(events[i].Fd)
 		if s := e.byWake[fd]; s != nil {
-			s.drainWake()
+			s.drainWake() // both of its sockets
 			continue
 		}
 		if f := e.sources[fd]; f != nil {

@@ -283,27 +283,45 @@ func (l *fakeLink) drain() {
 
 // fakeApp plays the C data path on one side of a segment, with the same
 // wake protocol (preload/conn.c): it publishes, then looks at the other
-// side's want flag and sends a token when it was set; before sleeping it
-// raises its own want flag and looks again.
+// side's want flag and, when it was set, sends a token on the socket of
+// that kind (data or FIN: the wake socket; room: the writers' socket);
+// before sleeping it counts itself as a waiter of the kind it waits for,
+// raises its own want flag, looks again, and sleeps on that kind's socket.
 type fakeApp struct {
 	seg        *sdp.Segment // the application's own mapping
 	side, peer int
 	fd         int // the application's end of the wake socket (blocking)
+	wfd        int // its end of the writers' wake socket (blocking)
 	size       uint64
-	gone       bool
-	goneErr    error // ECONNRESET or nil, decided when the end is noticed
 	closed     bool
+
+	mu      sync.Mutex // a reader and a writer may use one fakeApp at once
+	gone    bool
+	goneErr error // ECONNRESET or nil, decided when the end is noticed
 }
 
 var errTimeout = errors.New("fakeApp: timed out")
 
-func (a *fakeApp) token() {
-	_, _ = unix.Write(a.fd, []byte{0})
+// sock returns the wake socket that carries tokens of kind w.
+func (a *fakeApp) sock(w sdp.Want) int {
+	if w == sdp.WantTx {
+		return a.wfd
+	}
+	return a.fd
+}
+
+// wakePeer sends the other side a token of kind w if it asked for one.
+func (a *fakeApp) wakePeer(w sdp.Want) {
+	if a.seg.TakeWant(a.peer, w) {
+		_, _ = unix.Write(a.sock(w), []byte{0})
+	}
 }
 
 // markGone is C's mark_gone: a reset if our own sent bytes were never
 // read or the other side set RESET.
 func (a *fakeApp) markGone() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.gone {
 		return
 	}
@@ -316,13 +334,13 @@ func (a *fakeApp) markGone() {
 // sleep waits for a token (or the end) after raising want w, unless
 // ready already holds.
 func (a *fakeApp) sleep(w sdp.Want, ready func() bool, deadline time.Time) error {
-	a.seg.AddSleepers(a.side, 1)
-	defer a.seg.AddSleepers(a.side, -1)
+	a.seg.AddWaiters(a.side, w, 1)
+	defer a.seg.AddWaiters(a.side, w, -1)
 	a.seg.SetWant(a.side, w, 1)
 	if ready() {
 		return nil
 	}
-	if err := a.waitToken(deadline); err != nil {
+	if err := a.waitToken(deadline, a.sock(w)); err != nil {
 		if ready() {
 			return nil
 		}
@@ -331,14 +349,26 @@ func (a *fakeApp) sleep(w sdp.Want, ready func() bool, deadline time.Time) error
 	return nil
 }
 
+// ended reports whether the end was noticed, and the error it left; take
+// clears the error.
+func (a *fakeApp) ended(take bool) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	err := a.goneErr
+	if take {
+		a.goneErr = nil
+	}
+	return a.gone, err
+}
+
 // errWouldBlock is tryWrite's and tryRead's EAGAIN.
 var errWouldBlock = errors.New("fakeApp: would block")
 
 // tryWrite writes what fits without waiting.
 func (a *fakeApp) tryWrite(p []byte) (int, error) {
-	if a.gone {
-		if a.goneErr != nil {
-			return 0, a.goneErr
+	if gone, err := a.ended(false); gone {
+		if err != nil {
+			return 0, err
 		}
 		return 0, unix.EPIPE
 	}
@@ -356,9 +386,7 @@ func (a *fakeApp) tryWrite(p []byte) (int, error) {
 	k := copy(data[off:], p[:n])
 	copy(data, p[k:n])
 	a.seg.SetHead(a.side, head+n)
-	if a.seg.TakeWant(a.peer, sdp.WantRx) {
-		a.token()
-	}
+	a.wakePeer(sdp.WantRx)
 	return int(n), nil
 }
 
@@ -375,19 +403,16 @@ func (a *fakeApp) tryRead(p []byte) (int, error) {
 		k := copy(p[:n], data[off:])
 		copy(p[k:n], data)
 		a.seg.SetTail(a.peer, tail+n)
-		if a.seg.LoadWant(a.peer, sdp.WantTx) != 0 && a.size-(head-(tail+n)) >= a.size/2 &&
-			a.seg.TakeWant(a.peer, sdp.WantTx) {
-			a.token()
+		if a.size-(head-(tail+n)) >= a.size/2 {
+			a.wakePeer(sdp.WantTx)
 		}
 		return int(n), nil
 	}
 	if a.seg.SideFlags(a.peer)&sdp.SideFIN != 0 {
 		return 0, io.EOF
 	}
-	if a.gone {
-		if a.goneErr != nil {
-			err := a.goneErr
-			a.goneErr = nil // reported once, then end of file
+	if gone, err := a.ended(true); gone { // a reset is reported once
+		if err != nil {
 			return 0, err
 		}
 		return 0, io.EOF
@@ -403,7 +428,8 @@ func (a *fakeApp) write(p []byte, timeout time.Duration) (int, error) {
 		total += n
 		if errors.Is(err, errWouldBlock) {
 			err = a.sleep(sdp.WantTx, func() bool {
-				return a.gone || a.seg.Head(a.side)-a.seg.Tail(a.side) < a.size
+				gone, _ := a.ended(false)
+				return gone || a.seg.Head(a.side)-a.seg.Tail(a.side) < a.size
 			}, deadline)
 		}
 		if err != nil {
@@ -431,8 +457,8 @@ func (a *fakeApp) read(p []byte, timeout time.Duration) (int, error) {
 
 // exchange runs both directions of one side in a single thread, as an
 // event-driven program would: write what fits, read what is there, and
-// when neither moves, raise both want flags and sleep for one token. (Two
-// threads sleeping on one wake socket can take each other's token.) out is
+// when neither moves, wait for both kinds as a poller does (counted as a
+// waiter of each, both want flags up, asleep on both sockets). out is
 // sent, then FIN; in receives until end of file.
 func (a *fakeApp) exchange(out []byte, check func(pos int, b []byte) error, timeout time.Duration, rng *rand.Rand) (int, error) {
 	deadline := time.Now().Add(timeout)
@@ -483,51 +509,67 @@ func (a *fakeApp) exchange(out []byte, check func(pos int, b []byte) error, time
 		if moved {
 			continue
 		}
-		a.seg.AddSleepers(a.side, 1)
+		kinds := []sdp.Want{sdp.WantRx}
 		if !fin {
-			a.seg.SetWant(a.side, sdp.WantTx, 1)
+			kinds = append(kinds, sdp.WantTx)
 		}
-		a.seg.SetWant(a.side, sdp.WantRx, 1)
+		socks := make([]int, 0, 2)
+		for _, w := range kinds {
+			a.seg.AddWaiters(a.side, w, 1)
+			a.seg.SetWant(a.side, w, 1)
+			socks = append(socks, a.sock(w))
+		}
 		ready := (!fin && a.seg.Head(a.side)-a.seg.Tail(a.side) < a.size) ||
 			a.seg.Head(a.peer) != a.seg.Tail(a.peer) || a.seg.SideFlags(a.peer)&sdp.SideFIN != 0
+		var err error
 		if !ready {
-			err := a.waitToken(deadline)
-			if err != nil {
-				a.seg.AddSleepers(a.side, -1)
-				return got, fmt.Errorf("sent %d, received %d: %w", sent, got, err)
-			}
+			err = a.waitToken(deadline, socks...)
 		}
-		a.seg.AddSleepers(a.side, -1)
+		for _, w := range kinds {
+			a.seg.AddWaiters(a.side, w, -1)
+		}
+		if err != nil {
+			return got, fmt.Errorf("sent %d, received %d: %w", sent, got, err)
+		}
 	}
 	return got, nil
 }
 
-// waitToken sleeps for one token or the end of the wake socket.
-func (a *fakeApp) waitToken(deadline time.Time) error {
+// waitToken sleeps until a token or the end arrives on one of socks, and
+// takes one token from each that has one, as the C data path's poller
+// does (osf_conn_disarm).
+func (a *fakeApp) waitToken(deadline time.Time, socks ...int) error {
 	ms := int(time.Until(deadline) / time.Millisecond)
 	if ms <= 0 {
 		return errTimeout
 	}
-	p := []unix.PollFd{{Fd: int32(a.fd), Events: unix.POLLIN}}
-	if _, err := unix.Poll(p, ms); err != nil && !errors.Is(err, unix.EINTR) {
+	p := make([]unix.PollFd, len(socks))
+	for i, fd := range socks {
+		p[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	n, err := unix.Poll(p, ms)
+	if err != nil && !errors.Is(err, unix.EINTR) {
 		return err
 	}
-	if p[0].Revents == 0 {
+	if n <= 0 {
 		return errTimeout
 	}
-	var b [1]byte
-	n, _, err := unix.Recvfrom(a.fd, b[:], unix.MSG_DONTWAIT)
-	if (err == nil && n == 0) || errors.Is(err, unix.ECONNRESET) {
-		a.markGone()
+	for _, q := range p {
+		if q.Revents == 0 {
+			continue
+		}
+		var b [1]byte
+		n, _, err := unix.Recvfrom(int(q.Fd), b[:], unix.MSG_DONTWAIT)
+		if (err == nil && n == 0) || errors.Is(err, unix.ECONNRESET) {
+			a.markGone()
+		}
 	}
 	return nil
 }
 
 func (a *fakeApp) shutdownWrite() {
 	a.seg.OrSideFlags(a.side, sdp.SideFIN)
-	if a.seg.TakeWant(a.peer, sdp.WantRx) {
-		a.token()
-	}
+	a.wakePeer(sdp.WantRx)
 }
 
 // close drops the application's side; abort is SO_LINGER 0.
@@ -540,6 +582,7 @@ func (a *fakeApp) close(abort bool) {
 		a.seg.OrSideFlags(a.side, sdp.SideReset)
 	}
 	unix.Close(a.fd)
+	unix.Close(a.wfd)
 	a.seg.Close()
 }
 
@@ -564,7 +607,7 @@ func newPair(t testing.TB, o pairOpts) *pair {
 	t.Helper()
 	p := &pair{t: t}
 	var mirrors [2]*sdp.Segment
-	var engFDs [2]int
+	var engFDs, engTxFDs [2]int
 	for i := range 2 {
 		seg, err := sdp.CreateSegment(o.ring)
 		if err != nil {
@@ -574,15 +617,15 @@ func newPair(t testing.TB, o pairOpts) *pair {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		ws, err := newWakeSockets(0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		unix.Close(seg.FD) // the mappings keep the memfd alive
 		seg.FD = -1
 		mirrors[i] = m
-		engFDs[i] = fds[1]
-		p.app[i] = &fakeApp{seg: seg, side: i, peer: 1 - i, fd: fds[0], size: uint64(o.ring)}
+		engFDs[i], engTxFDs[i] = ws.engine, ws.engineTx
+		p.app[i] = &fakeApp{seg: seg, side: i, peer: 1 - i, fd: ws.app, wfd: ws.appTx, size: uint64(o.ring)}
 		e, err := NewEngine(EngineConfig{PollSpin: o.spin, Logf: t.Logf})
 		if err != nil {
 			t.Fatal(err)
@@ -598,7 +641,7 @@ func newPair(t testing.TB, o pairOpts) *pair {
 			if err = p.eng[i].watch(l.efd, l.drain); err != nil {
 				return
 			}
-			p.strm[i], err = p.eng[i].addStream(mirrors[i], i, l, engFDs[i])
+			p.strm[i], err = p.eng[i].addStream(mirrors[i], i, l, engFDs[i], engTxFDs[i])
 		}); derr != nil {
 			t.Fatal(derr)
 		}
@@ -653,13 +696,15 @@ func (p *pair) dump() {
 			s := p.strm[i]
 			p.t.Logf("engine %d: state %v err %v sent %d peerTail %d rxHead %d credited %d posted %d completed %d recvs %d fin %v/%v wants rx=%d tx=%d",
 				i, s.state, s.err, s.sent, s.peerTail, s.rxHead, s.credited, s.posted, s.completed, s.recvs, s.finSent, s.peerFin,
-				s.seg.LoadWant(s.peer, 0), s.seg.LoadWant(s.peer, 1))
+				s.seg.LoadWant(s.peer, sdp.WantRx), s.seg.LoadWant(s.peer, sdp.WantTx))
 		})
 		a := p.app[i]
 		if !a.closed {
-			p.t.Logf("app %d: tx head %d tail %d, rx head %d tail %d, wants rx=%d tx=%d sleepers %d gone %v",
+			gone, _ := a.ended(false)
+			p.t.Logf("app %d: tx head %d tail %d, rx head %d tail %d, wants rx=%d tx=%d waiters rx=%d tx=%d gone %v",
 				i, a.seg.Head(a.side), a.seg.Tail(a.side), a.seg.Head(a.peer), a.seg.Tail(a.peer),
-				a.seg.LoadWant(a.side, 0), a.seg.LoadWant(a.side, 1), a.seg.Sleepers(a.side), a.gone)
+				a.seg.LoadWant(a.side, sdp.WantRx), a.seg.LoadWant(a.side, sdp.WantTx),
+				a.seg.Waiters(a.side, sdp.WantRx), a.seg.Waiters(a.side, sdp.WantTx), gone)
 		}
 	}
 	p.net.mu.Lock()

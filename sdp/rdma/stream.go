@@ -69,8 +69,9 @@ func (s streamState) dead() bool { return s == stateDead }
 // the engine consumes the local application's send ring (ring side) by
 // RDMA-writing it into the peer's segment and produces into its receive
 // ring (ring 1-side) as the peer's writes arrive, and it speaks the same
-// wake protocol (want flags and tokens on the wake socket) as a local
-// peer would.
+// wake protocol as a local peer would: want flags and waiter counts in the
+// segment, readers' tokens on the wake socket (the application's fd),
+// writers' tokens on the writers' wake socket.
 //
 // A stream is used by the engine goroutine only.
 type stream struct {
@@ -82,8 +83,12 @@ type stream struct {
 	mask  uint64
 	lowat uint64
 	link  Link
-	wake  int // the engine's end of the wake socket; -1 once closed
-	// closeFD closes the wake socket end (the engine also forgets it).
+	// The engine's ends of the application's two wake sockets; -1 once
+	// closed. wake is the peer of the application's fd: readers' tokens
+	// and the end of the connection; wakeTx that of its hidden writers'
+	// socket: writers' tokens.
+	wake, wakeTx int
+	// closeFD closes a wake socket end (the engine also forgets it).
 	closeFD func(fd int)
 	state   streamState
 	err     error // why the stream failed, when it did
@@ -118,13 +123,13 @@ type stream struct {
 }
 
 // newStream makes a stream for a segment whose local application side is
-// side; wake is the engine's end of the wake socket. It posts the receive
-// queue.
-func newStream(id uint32, seg *sdp.Segment, side int, link Link, wake int, logf func(string, ...any)) (*stream, error) {
+// side; wake and wakeTx are the engine's ends of the application's wake
+// socket and writers' wake socket. It posts the receive queue.
+func newStream(id uint32, seg *sdp.Segment, side int, link Link, wake, wakeTx int, logf func(string, ...any)) (*stream, error) {
 	s := &stream{
 		id: id, seg: seg, side: side, peer: 1 - side,
 		size: uint64(seg.RingBytes), mask: uint64(seg.RingBytes) - 1, lowat: uint64(seg.RingBytes) / 2,
-		link: link, wake: wake, logf: logf,
+		link: link, wake: wake, wakeTx: wakeTx, logf: logf,
 	}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
@@ -403,11 +408,12 @@ func (s *stream) receive(imm uint32) error {
 	return nil
 }
 
-// wakeReader sends the local application a token if a reader asked for
-// one (rx_want of its side), as a local peer does after publishing data.
+// wakeReader wakes the local application's readers if they asked for it
+// (rx_want of its side), as a local peer does after publishing data: a
+// token per reader waiting, on the wake socket.
 func (s *stream) wakeReader() {
 	if s.seg.TakeWant(s.side, sdp.WantRx) {
-		s.tokens()
+		s.tokens(s.wake, sdp.WantRx)
 	}
 }
 
@@ -421,45 +427,64 @@ func (s *stream) wakeWriter() {
 		return
 	}
 	if s.seg.TakeWant(s.side, sdp.WantTx) {
-		s.tokens()
+		s.tokens(s.wakeTx, sdp.WantTx)
 	}
 }
 
 var zeros [maxTokens]byte
 
-// tokens sends as many wake tokens as the local side has sleepers, at
-// least one. A full socket drops them: the reader drains tokens anyway.
-func (s *stream) tokens() {
-	if s.wake < 0 {
+// tokens sends on sock as many wake tokens as the local side has waiters
+// of kind w, at least one (a waiter osf does not count: the application's
+// own poll), at most maxTokens. A full socket drops them: the application
+// drains tokens nobody waits for anyway.
+func (s *stream) tokens(sock int, w sdp.Want) {
+	if sock < 0 {
 		return
 	}
-	n := min(max(s.seg.Sleepers(s.side), 1), maxTokens)
-	err := unix.Sendto(s.wake, zeros[:n], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
+	n := min(max(s.seg.Waiters(s.side, w), 1), maxTokens)
+	err := unix.Sendto(sock, zeros[:n], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
 	switch {
 	case err == nil:
 		s.tokensSent++
-	case errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET):
+	case (errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET)) && sock == s.wake:
 		s.onLocalEOF()
 	}
 }
 
-// drainWake reads the tokens the local application sent (it sends one
-// when it publishes or consumes and the engine's want flag is up) and
-// notices the end of the application's side.
+// drainWake reads the tokens the local application sent on both wake
+// sockets (on its fd when it published data or FIN and the engine's
+// rx_want was up, on the writers' socket when it consumed and tx_want was
+// up; the engine looks at the rings whenever it wakes, so it keeps no
+// count) and notices the end of the application's side: the end of its
+// fd, whose last holder is gone. The end of the writers' socket alone only
+// closes the engine's end of it, so that epoll stops reporting it: nobody
+// is left to wake there.
 func (s *stream) drainWake() {
+	if drainSocket(s.wake) {
+		s.onLocalEOF()
+	}
+	if drainSocket(s.wakeTx) && s.wakeTx >= 0 {
+		fd := s.wakeTx
+		s.wakeTx = -1
+		s.closeSocket(fd)
+	}
+}
+
+// drainSocket reads everything waiting on sock, if it is open, without
+// blocking, and reports whether it reached the end.
+func drainSocket(sock int) bool {
 	var buf [256]byte
-	for s.wake >= 0 {
-		n, _, err := unix.Recvfrom(s.wake, buf[:], unix.MSG_DONTWAIT)
+	for sock >= 0 {
+		n, _, err := unix.Recvfrom(sock, buf[:], unix.MSG_DONTWAIT)
 		switch {
-		case err == nil && n > 0:
+		case err == nil && n > 0, errors.Is(err, unix.EINTR):
 			continue
 		case err == nil && n == 0, errors.Is(err, unix.ECONNRESET):
-			s.onLocalEOF()
-		case errors.Is(err, unix.EINTR):
-			continue
+			return true
 		}
-		return
+		return false
 	}
+	return false
 }
 
 // onLocalEOF handles the end of the local application's side: every
@@ -485,25 +510,32 @@ func (s *stream) onLocalEOF() {
 }
 
 // endLocal tells the local application that the other side is gone: the
-// flags are already in the segment; a changed close_seq makes writers look
-// and the end of the wake socket wakes every sleeper.
+// flags are already in the segment; a changed close_seq makes writers look,
+// and the end of both wake sockets wakes every waiter: readers and pollers
+// on the application's fd, blocked writers on the writers' socket.
 func (s *stream) endLocal() {
-	if s.wake < 0 {
+	if s.wake < 0 && s.wakeTx < 0 {
 		return
 	}
 	s.seg.BumpCloseSeq(s.peer)
 	s.closeWake()
 }
 
+// closeWake closes the engine's ends of both wake sockets.
 func (s *stream) closeWake() {
-	if s.wake >= 0 {
-		fd := s.wake
-		s.wake = -1
-		if s.closeFD != nil {
-			s.closeFD(fd)
-		} else {
-			unix.Close(fd)
+	for _, p := range []*int{&s.wake, &s.wakeTx} {
+		if fd := *p; fd >= 0 {
+			*p = -1
+			s.closeSocket(fd)
 		}
+	}
+}
+
+func (s *stream) closeSocket(fd int) {
+	if s.closeFD != nil {
+		s.closeFD(fd)
+	} else {
+		unix.Close(fd)
 	}
 }
 
@@ -563,7 +595,7 @@ func (s *stream) settled() bool { return s.closeAck || s.linkDown || s.state.dea
 // finished reports whether the stream can be released: the link is down
 // (its remaining completions are flushes) and the local application has
 // been told.
-func (s *stream) finished() bool { return s.linkDown && s.wake < 0 }
+func (s *stream) finished() bool { return s.linkDown && s.wake < 0 && s.wakeTx < 0 }
 
 // release frees the link and the engine's mapping; the stream is dead.
 func (s *stream) release() {

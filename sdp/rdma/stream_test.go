@@ -140,6 +140,45 @@ func TestMirrorRandom(t *testing.T) {
 	}
 }
 
+// TestMirrorReaderAndWriter: on each side one thread reads while another
+// writes (blocking calls, small rings, sleeping engines), so that readers
+// and writers wait at once: each kind must be woken on its own socket.
+func TestMirrorReaderAndWriter(t *testing.T) {
+	p := newPair(t, pairOpts{ring: 4096, maxDelay: 20 * time.Microsecond, seed: 13})
+	const total = 400_000
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for side := range 2 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(side), 5))
+			err := sendStream(p.app[side], uint64(side), total, rng, testTimeout)
+			if err == nil {
+				p.app[side].shutdownWrite()
+			}
+			if err != nil {
+				errs <- fmt.Errorf("side %d writer: %w", side, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(side), 6))
+			if err := recvStream(p.app[side], uint64(1-side), total, rng, testTimeout); err != nil {
+				errs <- fmt.Errorf("side %d reader: %w", side, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		p.dump()
+	}
+}
+
 // TestMirrorLarge pushes 3 MiB through a 4 KiB ring one way and compares
 // checksums; the sender never has more than a ring in flight.
 func TestMirrorLarge(t *testing.T) {
@@ -333,20 +372,24 @@ func TestMirrorPostFailure(t *testing.T) {
 	}
 }
 
-// TestForkCloseSet: the engine's wake socket ends are in the set a forked
-// child closes, and leave it when the engine closes them.
+// TestForkCloseSet: the engine's ends of both wake sockets are in the set
+// a forked child closes, and leave it when the engine closes them.
 func TestForkCloseSet(t *testing.T) {
 	p := newPair(t, pairOpts{ring: 4096, seed: 11})
-	var fd int
-	_ = p.eng[0].Do(func() { fd = p.strm[0].wake })
-	if !forkCloses(fd) {
-		t.Fatalf("wake fd %d not in the fork-close set", fd)
+	var fds [2]int
+	_ = p.eng[0].Do(func() { fds = [2]int{p.strm[0].wake, p.strm[0].wakeTx} })
+	for _, fd := range fds {
+		if !forkCloses(fd) {
+			t.Fatalf("wake fd %d not in the fork-close set", fd)
+		}
 	}
 	p.app[0].close(false)
 	p.app[1].close(false)
 	p.waitReleased(5 * time.Second)
-	if forkCloses(fd) {
-		t.Errorf("wake fd %d still in the fork-close set after the stream ended", fd)
+	for _, fd := range fds {
+		if forkCloses(fd) {
+			t.Errorf("wake fd %d still in the fork-close set after the stream ended", fd)
+		}
 	}
 }
 
@@ -376,6 +419,14 @@ func (l *recLink) Close() error                 { return nil }
 // recording link, and the application's view of the same segment.
 func handStream(t *testing.T) (*stream, *recLink, *sdp.Segment) {
 	t.Helper()
+	s, l, seg, _ := handStreamWake(t)
+	return s, l, seg
+}
+
+// handStreamWake is handStream that also returns the wake sockets (the
+// application's ends are app and appTx).
+func handStreamWake(t *testing.T) (*stream, *recLink, *sdp.Segment, wakeSockets) {
+	t.Helper()
 	seg, err := sdp.CreateSegment(4096)
 	if err != nil {
 		t.Fatal(err)
@@ -384,20 +435,98 @@ func handStream(t *testing.T) (*stream, *recLink, *sdp.Segment) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	ws, err := newWakeSockets(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Close(fds[0]); seg.Close() })
+	t.Cleanup(func() { closeOpen(ws.app, ws.appTx); seg.Close() })
 	l := &recLink{}
-	s, err := newStream(42, m, 0, l, fds[1], t.Logf)
+	s, err := newStream(42, m, 0, l, ws.engine, ws.engineTx, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.recvs != rqDepth {
 		t.Fatalf("%d receives posted, want %d", l.recvs, rqDepth)
 	}
-	return s, l, seg
+	return s, l, seg, ws
+}
+
+// pending returns how many bytes wait on the socket fd.
+func pending(t *testing.T, fd int) int {
+	t.Helper()
+	n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestWakeTokens: the engine wakes the application's readers on its fd
+// and its writers on the writers' socket, one token per waiter of that
+// kind (at least one), only when that kind's want flag was up, and clears
+// the flag; the end of the connection closes both sockets.
+func TestWakeTokens(t *testing.T) {
+	s, _, seg, ws := handStreamWake(t)
+	// Readers: three waiting, rx_want up; DATA arrives.
+	seg.AddWaiters(0, sdp.WantRx, 3)
+	seg.SetWant(0, sdp.WantRx, 1)
+	wc := recvWC(s, MakeImm(ImmData, 100))
+	s.handle(&wc)
+	if got, gotTx := pending(t, ws.app), pending(t, ws.appTx); got != 3 || gotTx != 0 {
+		t.Fatalf("after DATA: %d readers' tokens, %d writers' tokens; want 3, 0", got, gotTx)
+	}
+	if seg.LoadWant(0, sdp.WantRx) != 0 {
+		t.Error("rx_want still up after the wake-up")
+	}
+	wc = recvWC(s, MakeImm(ImmData, 200))
+	s.handle(&wc)
+	if got := pending(t, ws.app); got != 3 {
+		t.Fatalf("DATA without rx_want sent tokens: %d pending", got)
+	}
+
+	// Writers: the application filled its ring; two writers wait. A
+	// credit for a quarter of the ring is below the low-water mark: no
+	// wake-up; one for the rest is.
+	publish(seg, 4096)
+	s.pump()
+	seg.AddWaiters(0, sdp.WantTx, 2)
+	seg.SetWant(0, sdp.WantTx, 1)
+	wc = recvWC(s, MakeImm(ImmCredit, 1024))
+	s.handle(&wc)
+	if got := pending(t, ws.appTx); got != 0 {
+		t.Fatalf("a quarter ring of room woke the writers (%d tokens)", got)
+	}
+	wc = recvWC(s, MakeImm(ImmCredit, 4096))
+	s.handle(&wc)
+	if got, gotRx := pending(t, ws.appTx), pending(t, ws.app); got != 2 || gotRx != 3 {
+		t.Fatalf("after CREDIT: %d writers' tokens, %d readers' tokens; want 2, 3", got, gotRx)
+	}
+
+	// A waiter osf does not count (the application's own poll) still
+	// gets one token.
+	seg.AddWaiters(0, sdp.WantRx, -3)
+	seg.SetWant(0, sdp.WantRx, 1)
+	wc = recvWC(s, MakeImm(ImmData, 300))
+	s.handle(&wc)
+	if got := pending(t, ws.app); got != 4 {
+		t.Fatalf("no counted reader: %d tokens pending, want 3+1", got)
+	}
+
+	// CLOSE from the peer ends both sockets.
+	wc = recvWC(s, MakeImm(ImmClose, CloseGraceful))
+	s.handle(&wc)
+	for _, fd := range []int{ws.app, ws.appTx} {
+		var b [64]byte
+		for {
+			n, err := unix.Read(fd, b[:])
+			if err != nil {
+				t.Fatalf("read fd %d: %v", fd, err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+	}
 }
 
 // publish makes the application side of seg (side 0) write n bytes.
@@ -567,8 +696,8 @@ func TestProtocolViolations(t *testing.T) {
 			if k, v := ParseImm(last.imm); k != ImmClose || v != CloseAbort || !last.signaled {
 				t.Errorf("last post %+v, want a signaled CLOSE(abort)", last)
 			}
-			if s.wake >= 0 {
-				t.Error("wake socket still open")
+			if s.wake >= 0 || s.wakeTx >= 0 {
+				t.Error("wake sockets still open")
 			}
 		})
 	}

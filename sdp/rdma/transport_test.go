@@ -120,8 +120,8 @@ func TestDeviceConnection(t *testing.T) {
 		}
 	}
 	apps := [2]*fakeApp{
-		{seg: cep.Segment, side: 0, peer: 1, fd: cep.WakeFD, size: uint64(cep.Segment.RingBytes)},
-		{seg: sep.Segment, side: 1, peer: 0, fd: sep.WakeFD, size: uint64(sep.Segment.RingBytes)},
+		{seg: cep.Segment, side: 0, peer: 1, fd: cep.WakeFD, wfd: cep.WakeTxFD, size: uint64(cep.Segment.RingBytes)},
+		{seg: sep.Segment, side: 1, peer: 0, fd: sep.WakeFD, wfd: sep.WakeTxFD, size: uint64(sep.Segment.RingBytes)},
 	}
 	const total = 3 << 20
 	var wg sync.WaitGroup

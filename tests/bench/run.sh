@@ -44,7 +44,8 @@ for tool in hyperfine taskset jq "$PY"; do
 done
 
 TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+SRV_PID=
+trap '[[ -z "$SRV_PID" ]] || kill "$SRV_PID" 2>/dev/null; rm -rf "$TMP"' EXIT
 
 ROWS=()
 RAW=()
@@ -158,51 +159,141 @@ bench_core_load() {
 	core_row "second \`connect()\` in the fork child (ms)" "${bcs[*]}" "${cs[*]}" ""
 }
 
-# --- (d) PLACEHOLDERS for the shm transport (added by the lead) -----------
-# Each should measure the kernel-TCP baseline (both sides bare) and the
-# same thing with both sides under osf (offloaded: check with osfstat that
-# the connection really is shm), then call `row` once per line, e.g.
-#   row "pingpong 64 B, p50 (µs)" "$bare_p50" "$osf_p50" "$(calc "'%.1fx' % ($bare_p50 / $osf_p50)")" "≥ 2x"
+# --- (d) the shm transport: real traffic, both sides bare (kernel TCP)
+# and both under osf. The osf client runs with OSF_STRICT=1, so a
+# connection that fell back to kernel TCP fails instead of being measured
+# as an offloaded one. Server and client are pinned to different CPUs.
+SRV_CPU=0
+CLI_CPU=$(($(nproc) > 1 ? 1 : 0))
+PORT=21000
 
-# bench_shm_pingpong: osfperf server/client -t pingpong, p50 and p99.
+# serve SIDE CMD... starts a server (bare or under osf) pinned to SRV_CPU,
+# records its pid in SRV_PID and waits until it listens on PORT.
+serve() {
+	local side=$1 i
+	shift
+	if [[ "$side" == osf ]]; then
+		taskset -c $SRV_CPU env LD_PRELOAD="$LIB" "$@" >"$TMP/server.out" 2>&1 &
+	else
+		taskset -c $SRV_CPU "$@" >"$TMP/server.out" 2>&1 &
+	fi
+	SRV_PID=$!
+	for ((i = 0; i < 200; i++)); do # 200 × 25 ms: bounded
+		# Listening, by ss: a probe connection would be the one
+		# connection that `-1` servers accept.
+		[[ -n "$(ss -Hltn "sport = :$PORT")" ]] && return 0
+		sleep 0.025
+	done
+	echo "bench: server did not start: $*" >&2
+	cat "$TMP/server.out" >&2
+	return 1
+}
+
+# unserve stops the server started by serve.
+unserve() {
+	kill "$SRV_PID" 2>/dev/null || true
+	wait "$SRV_PID" 2>/dev/null || true
+	PORT=$((PORT + 1))
+}
+
+# client SIDE CMD... runs a client pinned to CLI_CPU, bounded to 120 s.
+client() {
+	local side=$1
+	shift
+	if [[ "$side" == osf ]]; then
+		taskset -c $CLI_CPU timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 "$@"
+	else
+		taskset -c $CLI_CPU timeout 120 "$@"
+	fi
+}
+
+# ratio A B prints A/B as "N.Nx".
+ratio() { calc "'%.1fx' % ($1 / $2)"; }
+
+# bench_shm_pingpong: osfperf ping-pong, 64 B, blocking and default (spin).
 bench_shm_pingpong() {
-	# TODO(shm): osfperf server -p 0 -1 (bare and under osf), client
-	# -t pingpong --json, pinned as osfperf's doc says; p50 and p99.
-	row "pingpong 64 B, p50 / p99 (µs)" "—" "—" "—" "pending: shm transport"
+	local side mode json
+	declare -A p50 p99
+	for mode in blocking spin; do
+		for side in bare osf; do
+			serve "$side" "$OSFPERF" server -a 127.0.0.1 -p $PORT -1
+			local extra=()
+			[[ "$mode" == blocking ]] && extra=(--blocking)
+			json=$(client "$side" "$OSFPERF" client -p $PORT -n 200000 "${extra[@]}" --json)
+			unserve
+			p50[$mode$side]=$(jq .p50 <<<"$json")
+			p99[$mode$side]=$(jq .p99 <<<"$json")
+			raw "osfperf pingpong 64 B $mode $side: $json"
+		done
+		row "ping-pong 64 B, $mode calls, p50 (µs)" "${p50[${mode}bare]}" "${p50[${mode}osf]}" \
+			"$(ratio "${p50[${mode}bare]}" "${p50[${mode}osf]}") faster" "≥ 2x"
+		row "ping-pong 64 B, $mode calls, p99 (µs)" "${p99[${mode}bare]}" "${p99[${mode}osf]}" \
+			"$(ratio "${p99[${mode}bare]}" "${p99[${mode}osf]}") faster" ""
+	done
 }
 
-# bench_shm_stream: osfperf client -t stream throughput.
+# bench_shm_stream: osfperf stream, 64 KiB writes, bytes checksummed.
 bench_shm_stream() {
-	# TODO(shm): osfperf client -t stream -b 4G -w 64K --json, MB/s.
-	row "stream, 64 KiB writes (MB/s)" "—" "—" "—" "pending: shm transport"
+	local side json
+	declare -A mbs
+	for side in bare osf; do
+		serve "$side" "$OSFPERF" server -a 127.0.0.1 -p $PORT -1
+		json=$(client "$side" "$OSFPERF" client -p $PORT -t stream -b 4G -w 64K --json)
+		unserve
+		mbs[$side]=$(jq .MB_per_s <<<"$json")
+		raw "osfperf stream 4 GiB $side: $json"
+	done
+	row "stream 4 GiB, 64 KiB writes, verified (MB/s)" "${mbs[bare]}" "${mbs[osf]}" \
+		"$(ratio "${mbs[osf]}" "${mbs[bare]}")" "≥ 2x"
 }
 
-# bench_iperf3: iperf3 -s / iperf3 -c 127.0.0.1, bare vs both under osf.
+# bench_iperf3: iperf3 loopback, 5 s, one stream and four.
 bench_iperf3() {
-	# TODO(shm): iperf3 -s -1 -p PORT & iperf3 -c 127.0.0.1 -p PORT -t 5 -J
-	row "iperf3 loopback (Gbit/s)" "—" "—" "—" "pending: shm transport"
+	local side json streams
+	declare -A gbps
+	for streams in 1 4; do
+		for side in bare osf; do
+			serve "$side" iperf3 -s -1 -p $PORT
+			json=$(client "$side" iperf3 -c 127.0.0.1 -p $PORT -t 5 -P $streams -J)
+			unserve
+			gbps[$streams$side]=$(jq '.end.sum_received.bits_per_second / 1e9 * 100 | round / 100' <<<"$json")
+			raw "iperf3 -P $streams $side: ${gbps[$streams$side]} Gbit/s"
+		done
+		row "iperf3 loopback, $streams stream(s), 5 s (Gbit/s)" "${gbps[${streams}bare]}" "${gbps[${streams}osf]}" \
+			"$(ratio "${gbps[${streams}osf]}" "${gbps[${streams}bare]}")" ""
+	done
 }
 
-# bench_redis: redis-benchmark against redis-server, bare vs both under osf.
+# bench_redis: redis-benchmark against redis-server, 50 clients.
 bench_redis() {
-	# TODO(shm): redis-server --port PORT --save '' & redis-benchmark -p PORT
-	# -t get,set -n 200000 -q --csv; requests per second ratio.
-	row "redis-benchmark GET/SET (req/s)" "—" "—" "—" "pending: shm transport"
+	local side t csv
+	declare -A rps
+	for side in bare osf; do
+		serve "$side" redis-server --port $PORT --bind 127.0.0.1 --save '' --appendonly no
+		csv=$(client "$side" redis-benchmark -p $PORT -t get,set -n 200000 -q --csv)
+		unserve
+		for t in GET SET; do
+			rps[$t$side]=$(awk -F'"' -v t="$t" '$2 == t { print $4 }' <<<"$csv")
+		done
+		raw "redis-benchmark $side: $(tr '\n' ' ' <<<"$csv")"
+	done
+	for t in GET SET; do
+		row "redis-benchmark $t, 50 clients (req/s)" "${rps[${t}bare]}" "${rps[${t}osf]}" \
+			"$(ratio "${rps[${t}osf]}" "${rps[${t}bare]}")" "≥ 2x"
+	done
 }
 
 main() {
+	# Arguments select benchmarks by name (e.g. `run.sh redis iperf3`);
+	# none runs them all.
+	local all=(syscall_loop startup core_load shm_pingpong shm_stream iperf3 redis) b
+	(($#)) || set -- "${all[@]}"
 	echo "osf benchmarks on $(hostname), $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 	echo "build: $BUILD" >&2
-	echo "measuring: syscall loop..." >&2
-	bench_syscall_loop
-	echo "measuring: /bin/true start-up..." >&2
-	bench_startup
-	echo "measuring: core load..." >&2
-	bench_core_load
-	bench_shm_pingpong
-	bench_shm_stream
-	bench_iperf3
-	bench_redis
+	for b in "$@"; do
+		echo "measuring: $b..." >&2
+		"bench_$b"
+	done
 
 	echo
 	echo "| what | bare | under libosf.so | difference | target |"

@@ -1,21 +1,3 @@
-// Command sigpatch adjusts the Go runtime's signal table inside a built
-// libosfcore.so so that the runtime's threads keep SIGCHLD, SIGPROF and
-// SIGSTKFLT blocked.
-//
-// Go marks those signals _SigUnblock, and minitSignalMask removes such
-// signals from every thread's mask even in c-shared mode. A process-
-// directed SIGCHLD (or SIGPROF, SIGSTKFLT) could then be delivered to a Go
-// thread of osf's core: lost for a program that blocks it and waits with
-// sigwait or signalfd (coreutils timeout hangs), or run on Go's small
-// signal stack for a program with a handler. Without _SigUnblock the
-// runtime's threads keep the mask they inherit from the osf-core thread,
-// which blocks every asynchronous signal (DESIGN.md D1).
-//
-// The patch is checked: the table must hold exactly the flags this tool
-// expects, or the build fails, so that every Go upgrade is looked at
-// (tests/ checks the resulting thread masks).
-//
-// Usage: sigpatch build/libosfcore.so
 package main
 
 import (

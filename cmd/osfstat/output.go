@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// tableHeader names the columns of the default output (doc.go).
+const tableHeader = "PID\tPROGRAM\tCORE\tFD\tROLE\tSTATE\tLOCAL\tPEER\tTRANSPORT\tRECV-Q\tSEND-Q\tRING\tOUT\tIN\tCALLS(S/R)\tSLEEPS/WAKES\tREASON"
+
+func writeTable(w io.Writer, procs []Proc) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, tableHeader)
+	for _, p := range procs {
+		core := "-"
+		if p.CoreLoaded {
+			core = "loaded"
+		}
+		if p.Disabled {
+			core += ",disabled"
+		}
+		if len(p.Sockets) == 0 {
+			fmt.Fprintf(tw, "%d\t%s\t%s%s\n", p.PID, p.Program, core, strings.Repeat("\t-", 14))
+		}
+		for _, s := range p.Sockets {
+			ring, out, in, calls, sleeps := "-", "-", "-", "-", "-"
+			note := s.Reason
+			if g := s.Segment; g != nil {
+				ring = strconv.FormatUint(uint64(g.RingBytes), 10)
+				out = strconv.FormatUint(g.BytesOut, 10)
+				in = strconv.FormatUint(g.BytesIn, 10)
+				calls = fmt.Sprintf("%d/%d", g.SendCalls, g.RecvCalls)
+				sleeps = fmt.Sprintf("%d/%d", g.Sleeps, g.WakesSent)
+				if len(g.Anomalies) > 0 {
+					note = "anomaly: " + strings.Join(g.Anomalies, "; ")
+				}
+			}
+			if s.SegmentError != "" {
+				note = "segment unreadable: " + s.SegmentError
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+				p.PID, p.Program, core, s.FD, s.Role, s.State, dash(s.Local), dash(s.Peer), s.Transport,
+				num(s.RecvQ), num(s.SendQ), ring, out, in, calls, sleeps, dash(note))
+		}
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func num(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*v, 10)
+}
+
+// Summary counts sockets, connections and bytes per transport. The JSON
+// field names are stable (doc.go).
+type Summary struct {
+	Processes   int                  `json:"processes"`
+	CoreLoaded  int                  `json:"core_loaded"`
+	Sockets     map[string]int       `json:"sockets"`
+	Connections map[string]int       `json:"connections"`
+	Bytes       map[string]ByteCount `json:"bytes"`
+}
+
+// ByteCount is the bytes sent and received over one transport, summed over
+// the offloaded connections' segment counters.
+type ByteCount struct {
+	Out uint64 `json:"out"`
+	In  uint64 `json:"in"`
+}
+
+// Transport names as osfstat prints them.
+const (
+	tpShm       = "shm"
+	tpRDMA      = "rdma"
+	tpKernel    = "kernel"
+	tpUndecided = "-"
+)
+
+func summarize(procs []Proc) Summary {
+	s := Summary{
+		Processes:   len(procs),
+		Sockets:     map[string]int{tpShm: 0, tpRDMA: 0, tpKernel: 0, tpUndecided: 0},
+		Connections: map[string]int{tpShm: 0, tpRDMA: 0, tpKernel: 0},
+		Bytes:       map[string]ByteCount{tpShm: {}, tpRDMA: {}},
+	}
+	for _, p := range procs {
+		if p.CoreLoaded {
+			s.CoreLoaded++
+		}
+		for _, k := range p.Sockets {
+			s.Sockets[k.Transport]++
+			if k.Role == "client" || k.Role == "server" {
+				s.Connections[k.Transport]++
+			}
+			if g := k.Segment; g != nil {
+				b := s.Bytes[k.Transport]
+				b.Out += g.BytesOut
+				b.In += g.BytesIn
+				s.Bytes[k.Transport] = b
+			}
+		}
+	}
+	return s
+}
+
+func writeSummary(w io.Writer, procs []Proc) error {
+	s := summarize(procs)
+	fmt.Fprintf(w, "processes %d (core loaded in %d)\n", s.Processes, s.CoreLoaded)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRANSPORT\tSOCKETS\tCONNECTIONS\tBYTES-OUT\tBYTES-IN")
+	for _, tp := range []string{tpShm, tpRDMA, tpKernel} {
+		out, in := "-", "-" // osf does not count kernel TCP's bytes
+		if b, ok := s.Bytes[tp]; ok {
+			out, in = strconv.FormatUint(b.Out, 10), strconv.FormatUint(b.In, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", tp, s.Sockets[tp], s.Connections[tp], out, in)
+	}
+	fmt.Fprintf(tw, "undecided\t%d\t-\t-\t-\n", s.Sockets[tpUndecided])
+	return tw.Flush()
+}
+
+func writeJSON(w io.Writer, procs []Proc, summary bool) error {
+	enc := json.NewEncoder(w)
+	if summary {
+		return enc.Encode(summarize(procs))
+	}
+	return enc.Encode(struct {
+		Processes []Proc `json:"processes"`
+	}{procs})
+}

@@ -1,0 +1,81 @@
+package main
+
+import "github.com/osfproject/osf/sdp"
+
+// tcpState is a socket's state in TCP's terms. The values 1-11 are the
+// kernel's (include/net/tcp_states.h, the "st" column of /proc/net/tcp);
+// stateReset is osf's own, for an offloaded connection whose peer reset it.
+type tcpState uint8
+
+// The states.
+const (
+	stateUnknown     tcpState = 0
+	stateEstablished tcpState = 1
+	stateSynSent     tcpState = 2
+	stateSynRecv     tcpState = 3
+	stateFinWait1    tcpState = 4
+	stateFinWait2    tcpState = 5
+	stateTimeWait    tcpState = 6
+	stateClose       tcpState = 7
+	stateCloseWait   tcpState = 8
+	stateLastAck     tcpState = 9
+	stateListen      tcpState = 10
+	stateClosing     tcpState = 11
+	stateNewSynRecv  tcpState = 12
+	stateReset       tcpState = 100
+)
+
+var stateNames = map[tcpState]string{
+	stateEstablished: "ESTABLISHED",
+	stateSynSent:     "SYN_SENT",
+	stateSynRecv:     "SYN_RECV",
+	stateFinWait1:    "FIN_WAIT1",
+	stateFinWait2:    "FIN_WAIT2",
+	stateTimeWait:    "TIME_WAIT",
+	stateClose:       "CLOSE",
+	stateCloseWait:   "CLOSE_WAIT",
+	stateLastAck:     "LAST_ACK",
+	stateListen:      "LISTEN",
+	stateClosing:     "CLOSING",
+	stateNewSynRecv:  "NEW_SYN_RECV",
+	stateReset:       "RESET",
+}
+
+// String returns the state's name as osfstat prints it, "-" when unknown.
+func (s tcpState) String() string {
+	if n, ok := stateNames[s]; ok {
+		return n
+	}
+	return "-"
+}
+
+// known reports whether the state was found out.
+func (s tcpState) known() bool { return s != stateUnknown }
+
+// sideState derives the state of an offloaded connection, seen from one
+// side, from the two sides' flags in the segment: me and peer are the
+// sides' flags, peerClosed says that the last process holding the peer's
+// side closed it, and unread is what this side sent that the peer has not
+// read. As TCP:
+//
+//	ESTABLISHED  neither side shut down writing, the peer is open
+//	CLOSE_WAIT   the peer shut down writing (FIN) or closed; this side did not
+//	FIN_WAIT2    this side shut down writing; the peer did not (shared
+//	             memory acknowledges a FIN at once, hence not FIN_WAIT1)
+//	CLOSING      both sides shut down writing
+//	RESET        the peer closed abortively (SO_LINGER 0), or closed with
+//	             bytes it never read: TCP would have sent a reset
+func sideState(me, peer sdp.SideFlags, peerClosed bool, unread int64) tcpState {
+	peerDone := peer.FIN() || peerClosed
+	switch {
+	case peer.Reset(), peerClosed && unread != 0:
+		return stateReset
+	case me.FIN() && peerDone:
+		return stateClosing
+	case me.FIN():
+		return stateFinWait2
+	case peerDone:
+		return stateCloseWait
+	}
+	return stateEstablished
+}

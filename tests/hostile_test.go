@@ -1,0 +1,94 @@
+package tests
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/osfproject/osf/internal/testutil"
+)
+
+// outcomeRE matches the outcome counts a victim prints after "survived:".
+var outcomeRE = regexp.MustCompile(`\b([A-Z]+|ok)=\d+`)
+
+// checkSurvived asserts that a victim ran to its end (exit 0, "survived")
+// and saw only outcomes a peer may legitimately cause: success, EAGAIN and
+// timeouts, the end of the connection (EPIPE, ECONNRESET), or a connection
+// refused while nothing listens.
+func checkSurvived(t *testing.T, who string, r testutil.Result) {
+	t.Helper()
+	if !r.OK() || !strings.Contains(r.Stdout, "survived:") {
+		t.Fatalf("%s did not survive the hostile peer: %s", who, r)
+	}
+	allowed := map[string]bool{"ok": true, "EAGAIN": true, "EPIPE": true, "ECONNRESET": true,
+		"ECONNREFUSED": true, "EINTR": true}
+	for _, m := range outcomeRE.FindAllStringSubmatch(r.Stdout, -1) {
+		if !allowed[m[1]] {
+			t.Errorf("%s: unexpected outcome %s in %q", who, m[0], strings.TrimSpace(r.Stdout))
+		}
+	}
+	t.Logf("%s: %s", who, strings.TrimSpace(r.Stdout))
+}
+
+// TestHostileServer runs a client under osf against a peer that speaks
+// osf's handshake and then rewrites everything it can reach in the shared
+// segment (positions, flags, lock words, sleeper counts, ring bytes) and
+// sends junk on the wake socket. The client, exercising blocking and
+// non-blocking reads and writes, poll and epoll, must neither crash nor
+// hang (it is killed after 30 s); connections may only fail with
+// ECONNRESET or EPIPE. Several seeds.
+func TestHostileServer(t *testing.T) {
+	t.Parallel()
+	hostile, victim := testutil.Prog(t, "hostile"), testutil.Prog(t, "victim")
+	for _, seed := range []int{1, 42, 1999} {
+		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
+			t.Parallel()
+			port := strconv.Itoa(testutil.FreePort(t))
+			h := testutil.Cmd(t, nil, hostile, "server", port, "5", strconv.Itoa(seed)).Start()
+			h.WaitOutput("listening\n", shortRun)
+			start := time.Now()
+			r := underOsf.cmd(t, nil, victim, port, "4").Run(30 * time.Second)
+			checkSurvived(t, "victim client", r)
+			if d := time.Since(start); d > 15*time.Second {
+				t.Errorf("the victim needed %v for a 4 s run: something blocked far too long", d)
+			}
+			h.Wait(shortRun)
+		})
+	}
+}
+
+// TestHostileClient attacks a server under osf through its companion
+// listener with bad hellos (an unsealed segment that could be truncated
+// under the server, a wrong size, a mismatched header, no fd, three fds, a
+// file that is not a memfd, a wake socket that is a file, a bad magic), tries to shrink a sealed segment
+// after the hello, then scribbles on a truthful one while it is served.
+// The server must reject each, survive (it is one process), and serve a
+// good client afterwards with its bytes intact.
+func TestHostileClient(t *testing.T) {
+	t.Parallel()
+	hostile, victim := testutil.Prog(t, "hostile"), testutil.Prog(t, "victim")
+	port := testutil.FreePort(t)
+	srv := underOsf.cmd(t, nil, victim, "server", strconv.Itoa(port), "6").Start()
+	srv.WaitOutput("listening\n", shortRun)
+	r := testutil.Cmd(t, nil, hostile, "client", strconv.Itoa(port), "5").Run(longRun)
+	if !r.OK() || !strings.Contains(r.Stdout, "truncate after sealing: Operation not permitted") {
+		t.Fatalf("hostile client: %s", r)
+	}
+	// A good client, under osf, after the attack.
+	const msg = "hello after the attack"
+	good := underOsf.cmd(t, nil, python(t), "-c", fmt.Sprintf(`import socket
+c = socket.create_connection(("127.0.0.1", %d)); c.sendall(%q.encode()); c.shutdown(socket.SHUT_WR)
+print(c.recv(100).decode())`, port, msg)).Run(shortRun)
+	if !good.OK() || strings.TrimSpace(good.Stdout) != msg {
+		t.Errorf("good client after the attack: %s", good)
+	}
+	checkSurvived(t, "victim server", srv.Wait(longRun))
+	for _, want := range []string{"seals 0x0", "carried 0 fds, want 2", "carried 3 fds, want 2", "header does not match", "not a stream socket", "malformed hello"} {
+		if !strings.Contains(srv.Stderr(), want) {
+			t.Errorf("the server's log does not show the rejection %q:\n%s", want, srv.Stderr())
+		}
+	}
+}

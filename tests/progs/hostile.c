@@ -1,0 +1,373 @@
+//go:build osf_make
+
+/* hostile: a peer that speaks osf's shared-memory handshake itself and then
+ * misbehaves, to prove that a peer can break only its own connection.
+ *
+ *   hostile server PORT SECONDS SEED   accept osf clients of 127.0.0.1:PORT
+ *       (binding the companion name), map each client's segment and
+ *       scribble on it: random and plausible head/tail values, flags, lock
+ *       words, sleeper counts, ring bytes, and random bytes on the wake
+ *       socket, for SECONDS; then close.
+ *   hostile client PORT SEED           connect to the osf companion of a
+ *       server on 127.0.0.1:PORT with bad hellos: an unsealed segment (so
+ *       that it could be truncated under the server), a wrong size, a bad
+ *       magic, no fd, two fds, garbage; then a good one that it scribbles.
+ *
+ * The layout comes from sdp/segment.h, the names from shm/names.go. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../sdp/segment.h"
+
+static uint64_t rng;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static socklen_t abstract(struct sockaddr_un *sun, const char *name)
+{
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	strncpy(sun->sun_path + 1, name, sizeof(sun->sun_path) - 2);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
+}
+
+static uint64_t plausible(uint64_t other, uint32_t size)
+{
+	switch (rnd() % 5) {
+	case 0:
+		return rnd();
+	case 1:
+		return other + rnd() % (size + 2);
+	case 2:
+		return other - rnd() % (size + 2);
+	case 3:
+		return other;
+	default:
+		return rnd() % 64;
+	}
+}
+
+/* scribble rewrites what a peer can reach in the segment. */
+static void scribble(uint8_t *seg, uint32_t ring, int wake)
+{
+	struct osf_seg_hdr *h = (struct osf_seg_hdr *)seg;
+	struct osf_seg_side *s = &h->side[rnd() % 2];
+	struct osf_seg_ring *r = &h->ring[rnd() % 2];
+	char junk[64];
+
+	switch (rnd() % 12) {
+	case 0:
+		r->head = plausible(r->tail, ring);
+		break;
+	case 1:
+		r->tail = plausible(r->head, ring);
+		break;
+	case 2:
+		s->flags = (uint32_t)rnd();
+		break;
+	case 3:
+		s->tx_lock = (uint32_t)rnd() % 2 ? (uint32_t)rnd() : (uint32_t)getpid();
+		break;
+	case 4:
+		s->rx_lock = (uint32_t)rnd();
+		break;
+	case 5:
+		s->rx_waiters = (uint32_t)rnd();
+		s->tx_waiters = (uint32_t)rnd();
+		s->rx_want = (uint32_t)rnd();
+		s->tx_want = (uint32_t)rnd();
+		break;
+	case 6:
+		s->close_seq = (uint32_t)rnd();
+		break;
+	case 7:
+		memset(seg + OSF_SEG_HDR_BYTES + rnd() % (2 * (uint64_t)ring - 64),
+		       (int)rnd(), 64);
+		break;
+	case 8:
+		h->ring_bytes = (uint32_t)rnd(); /* never read back after the handshake */
+		h->magic = rnd();
+		break;
+	case 9:
+		for (size_t i = 0; i < sizeof(junk); i++)
+			junk[i] = (char)rnd();
+		(void)!send(wake, junk, 1 + rnd() % sizeof(junk), MSG_DONTWAIT | MSG_NOSIGNAL);
+		break;
+	case 10: /* restore sanity for a while, so data flows again */
+		r->head = r->tail;
+		s->tx_lock = s->rx_lock = 0;
+		break;
+	default:
+		r->head += rnd() % 100;
+		break;
+	}
+}
+
+static int serve(int port, double secs)
+{
+	struct sockaddr_un sun;
+	char name[64];
+	int l, c;
+	double end = now() + secs;
+
+	snprintf(name, sizeof(name), "osf1/4/127.0.0.1/%d", port);
+	l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (l < 0 || bind(l, (struct sockaddr *)&sun, abstract(&sun, name)) < 0 ||
+	    listen(l, 16) < 0) {
+		perror("hostile: companion");
+		return 1;
+	}
+	printf("listening\n");
+	fflush(stdout);
+	while (now() < end) {
+		struct pollfd p = {l, POLLIN, 0};
+		char buf[sizeof(struct osf_hello)], cbuf[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = {buf, sizeof(buf)};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+				    .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+		struct cmsghdr *cm;
+		struct osf_hello *hello = (void *)buf;
+		int segfd = -1;
+		uint8_t *seg;
+		double until;
+
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		c = accept(l, NULL, NULL);
+		if (c < 0)
+			continue;
+		if (recvmsg(c, &mh, 0) != (ssize_t)sizeof(*hello)) {
+			close(c);
+			continue;
+		}
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+			if (cm->cmsg_type == SCM_RIGHTS)
+				memcpy(&segfd, CMSG_DATA(cm), sizeof(int));
+		seg = mmap(NULL, (size_t)osf_seg_bytes(hello->ring_bytes),
+			   PROT_READ | PROT_WRITE, MAP_SHARED, segfd, 0);
+		if (seg == MAP_FAILED) {
+			close(c);
+			continue;
+		}
+		/* Scribble on this connection for a while, then drop it. */
+		until = now() + 0.2 + (rnd() % 100) / 100.0;
+		while (now() < until && now() < end) {
+			scribble(seg, hello->ring_bytes, c);
+			if (rnd() % 8 == 0)
+				usleep(100);
+		}
+		munmap(seg, (size_t)osf_seg_bytes(hello->ring_bytes));
+		close(segfd);
+		close(c);
+	}
+	return 0;
+}
+
+/* send_hello sends a hello over a fresh companion connection with up to
+ * three fds (a negative one is left out); returns the connection. */
+static int send_hello(const char *name, const void *msg, size_t len, int fd1,
+		      int fd2, int fd3)
+{
+	struct sockaddr_un sun;
+	char cbuf[CMSG_SPACE(3 * sizeof(int))];
+	struct iovec iov = {(void *)msg, len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), n = 0, fds[3];
+
+	if (connect(c, (struct sockaddr *)&sun, abstract(&sun, name)) < 0) {
+		close(c);
+		return -1;
+	}
+	if (fd1 >= 0)
+		fds[n++] = fd1;
+	if (fd2 >= 0)
+		fds[n++] = fd2;
+	if (fd3 >= 0)
+		fds[n++] = fd3;
+	if (n) {
+		struct cmsghdr *cm;
+		mh.msg_control = cbuf;
+		mh.msg_controllen = CMSG_SPACE(n * sizeof(int));
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+	}
+	(void)!sendmsg(c, &mh, MSG_NOSIGNAL);
+	return c;
+}
+
+static int make_segment(uint32_t ring, int seal, off_t size)
+{
+	int fd = memfd_create("osf-seg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	struct osf_seg_hdr *h;
+
+	if (fd < 0 || ftruncate(fd, size) < 0)
+		return -1;
+	h = mmap(NULL, OSF_SEG_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h != MAP_FAILED) {
+		h->magic = OSF_SEG_MAGIC;
+		h->version = OSF_SEG_VERSION;
+		h->hdr_bytes = OSF_SEG_HDR_BYTES;
+		h->ring_bytes = ring;
+		munmap(h, OSF_SEG_HDR_BYTES);
+	}
+	if (seal)
+		fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	return fd;
+}
+
+static int attack(int port)
+{
+	char name[64];
+	struct osf_hello h;
+	uint32_t ring = 1 << 16;
+	int c, fd, i;
+
+	/* The companion of a listener on 127.0.0.1, or on any address. */
+	snprintf(name, sizeof(name), "osf1/4/127.0.0.1/%d", port);
+	c = send_hello(name, "", 0, -1, -1, -1);
+	if (c < 0)
+		snprintf(name, sizeof(name), "osf1/4/*/%d", port);
+	else
+		close(c);
+	memset(&h, 0, sizeof(h));
+	h.magic = OSF_HELLO_MAGIC;
+	h.version = OSF_SEG_VERSION;
+	h.size = sizeof(h);
+	h.ring_bytes = ring;
+	{
+		struct sockaddr_in cl = {.sin_family = AF_INET, .sin_port = htons(40000),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		struct sockaddr_in sv = cl;
+		sv.sin_port = htons((uint16_t)port);
+		memcpy(h.client, &cl, sizeof(cl));
+		memcpy(h.server, &sv, sizeof(sv));
+	}
+	for (i = 0; i < 10; i++) {
+		int fd2 = -1, fd3 = -1, bad, wake[2] = {-1, -1};
+		/* The writers' wake socket every hello carries after the segment. */
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wake) < 0)
+			return 1;
+		fd2 = wake[1];
+		switch (i) {
+		case 0: /* unsealed: could be truncated under the server */
+			fd = make_segment(ring, 0, (off_t)osf_seg_bytes(ring));
+			break;
+		case 1: /* sealed, wrong size */
+			fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring) - 4096);
+			break;
+		case 2: /* bad header */
+			fd = make_segment(ring * 2, 1, (off_t)osf_seg_bytes(ring));
+			break;
+		case 3: /* no fd */
+			fd = fd2 = -1;
+			break;
+		case 4: /* three fds */
+			fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
+			fd3 = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
+			break;
+		case 5: /* not a memfd at all */
+			fd = open("/dev/zero", O_RDWR | O_CLOEXEC);
+			break;
+		case 6: /* a wake "socket" that is a file */
+			fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
+			fd2 = open("/dev/null", O_RDWR | O_CLOEXEC);
+			break;
+		case 7: /* garbage hello, good segment */
+			fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
+			h.magic = (uint32_t)rnd();
+			break;
+		case 8: /* a truthful hello whose segment we then try to shrink */
+			fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
+			h.magic = OSF_HELLO_MAGIC;
+			break;
+		default: /* a truthful hello, then scribbling while it is served */
+			fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
+			break;
+		}
+		c = send_hello(name, &h, sizeof(h), fd, fd2, fd3);
+		if (fd2 >= 0 && fd2 != wake[1])
+			close(fd2);
+		close(wake[1]);
+		if (c < 0) {
+			fprintf(stderr, "hostile: connect %s: %s\n", name, strerror(errno));
+			return 1;
+		}
+		if (i == 8) {
+			bad = ftruncate(fd, 4096); /* the seal must refuse this */
+			printf("truncate after sealing: %s\n", bad < 0 ? strerror(errno) : "allowed");
+			usleep(200000);
+		}
+		if (i == 9) {
+			uint8_t *seg = mmap(NULL, (size_t)osf_seg_bytes(ring),
+					    PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			double until = now() + 1.0;
+			if (seg != MAP_FAILED) {
+				/* Send data now and then so the server reads. */
+				struct osf_seg_hdr *sh = (struct osf_seg_hdr *)seg;
+				while (now() < until) {
+					scribble(seg, ring, c);
+					if (rnd() % 4 == 0) {
+						sh->ring[0].head = sh->ring[0].tail + rnd() % 1000;
+						(void)!send(c, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+					}
+					usleep(50);
+				}
+				munmap(seg, (size_t)osf_seg_bytes(ring));
+			}
+		}
+		usleep(50000);
+		close(c);
+		if (fd >= 0)
+			close(fd);
+		if (fd3 >= 0)
+			close(fd3);
+		close(wake[0]);
+	}
+	printf("attacks done\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: hostile server PORT SECONDS SEED | hostile client PORT SEED\n");
+		return 2;
+	}
+	if (strcmp(argv[1], "server") == 0 && argc >= 5) {
+		rng = strtoull(argv[4], NULL, 10) | 1;
+		return serve(atoi(argv[2]), atof(argv[3]));
+	}
+	rng = strtoull(argv[3], NULL, 10) | 1;
+	return attack(atoi(argv[2]));
+}

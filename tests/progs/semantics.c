@@ -1,0 +1,2112 @@
+//go:build osf_make
+
+/* semantics: runs named scenarios against TCP on loopback and prints one
+ * line per check, so that a run under osf can be compared with a bare run
+ * line by line (Linux TCP is the reference).
+ *
+ *   semantics                 every scenario, in order
+ *   semantics NAME...         the named scenarios
+ *   semantics -l              the scenario names, one per line
+ *
+ * Each line is "SCENARIO: CHECK RESULT": return values as a number or
+ * "-1 ERRNONAME" (strerrorname_np), poll/epoll masks in hex, and facts
+ * instead of values wherever the exact value legitimately differs between
+ * runs (byte counts of partial writes, ports, elapsed times). Each
+ * connection a scenario makes prints
+ *
+ *   SCENARIO: transport A B
+ *
+ * for its two ends (client, server): "unix" when the socket's inode is in
+ * /proc/net/unix (offloaded by osf), "tcp" when it is in /proc/net/tcp or
+ * tcp6 (kernel TCP), else "none". Every scenario ends with "SCENARIO: done".
+ * Both ends of every connection live in this one process (a helper thread
+ * sends or connects where a check needs something to happen while the
+ * main thread is blocked), so under LD_PRELOAD=libosf.so both ends are
+ * under osf.
+ *
+ * Exit status: 0 when every scenario ran to its end (whatever it printed),
+ * 2 for a usage error or a failed set-up step (reported as "SETUP").
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- output ---------------------------------------------------------------- */
+
+static const char *scn = "main";
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	n = snprintf(line, sizeof line, "%s: ", scn);
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+	va_end(ap);
+	fputs(line, stdout);
+	fputc('\n', stdout);
+	fflush(stdout);
+}
+
+static void setup_failed(const char *what)
+{
+	int e = errno;
+
+	say("SETUP %s failed: %s", what, e ? strerrorname_np(e) : "0");
+	exit(2);
+}
+
+static const char *en(int e)
+{
+	const char *s;
+
+	if (e == 0)
+		return "0";
+	s = strerrorname_np(e);
+	return s ? s : "E?";
+}
+
+/* DO evaluates a call and keeps its errno in lerr; R formats the result
+ * of the last DO as "N" or "-1 ENAME". */
+static int lerr;
+#define DO(expr)                                                               \
+	({                                                                     \
+		long r_;                                                       \
+		errno = 0;                                                     \
+		r_ = (long)(expr);                                             \
+		lerr = errno;                                                  \
+		r_;                                                            \
+	})
+
+static const char *R(long r)
+{
+	static char b[16][64];
+	static int i;
+	char *p = b[i++ & 15];
+
+	if (r < 0)
+		snprintf(p, 64, "-1 %s", en(lerr));
+	else
+		snprintf(p, 64, "%ld", r);
+	return p;
+}
+
+static const char *YN(int v) { return v ? "yes" : "no"; }
+
+static long now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* ---- data pattern: byte i of a stream, period a prime ---------------------- */
+
+#define PERIOD 65521
+static unsigned char pat[PERIOD];
+
+static void pat_init(void)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+	int i;
+
+	for (i = 0; i < PERIOD; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		pat[i] = (unsigned char)(x >> 24);
+	}
+}
+
+static void pat_fill(unsigned char *b, size_t n, uint64_t off)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		b[i] = pat[(off + i) % PERIOD];
+}
+
+static int pat_check(const unsigned char *b, size_t n, uint64_t off)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i] != pat[(off + i) % PERIOD])
+			return 0;
+	return 1;
+}
+
+/* ---- transports: where the kernel lists the socket's inode ------------------- */
+
+static unsigned long sock_ino(int fd)
+{
+	char p[64], l[64];
+	unsigned long ino = 0;
+	ssize_t n;
+
+	snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+	n = readlink(p, l, sizeof l - 1);
+	if (n <= 0)
+		return 0;
+	l[n] = 0;
+	if (sscanf(l, "socket:[%lu]", &ino) != 1)
+		return 0;
+	return ino;
+}
+
+/* in_table reports whether field (0-based) of a line of path is ino. */
+static int in_table(const char *path, int field, unsigned long ino)
+{
+	char line[512];
+	int found = 0;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	if (!fgets(line, sizeof line, f)) { /* header */
+		fclose(f);
+		return 0;
+	}
+	while (!found && fgets(line, sizeof line, f)) {
+		char *save = NULL, *tok = strtok_r(line, " \t\n", &save);
+		int i;
+		for (i = 0; tok && i < field; i++)
+			tok = strtok_r(NULL, " \t\n", &save);
+		if (tok && strtoul(tok, NULL, 10) == ino)
+			found = 1;
+	}
+	fclose(f);
+	return found;
+}
+
+static const char *transport(int fd)
+{
+	unsigned long ino = sock_ino(fd);
+
+	if (!ino)
+		return "none";
+	if (in_table("/proc/net/unix", 6, ino))
+		return "unix";
+	if (in_table("/proc/net/tcp", 9, ino) || in_table("/proc/net/tcp6", 9, ino))
+		return "tcp";
+	return "none";
+}
+
+static void transports(int cli, int srv)
+{
+	say("transport %s %s", transport(cli), transport(srv));
+}
+
+/* ---- set-up helpers ------------------------------------------------------------ */
+
+static socklen_t sa_len(int fam)
+{
+	return fam == AF_INET6 ? sizeof(struct sockaddr_in6)
+			       : sizeof(struct sockaddr_in);
+}
+
+static void sa_make(struct sockaddr_storage *ss, int fam, const char *addr,
+		    int port)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (fam == AF_INET) {
+		struct sockaddr_in *in = (void *)ss;
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)port);
+		inet_pton(AF_INET, addr, &in->sin_addr);
+	} else {
+		struct sockaddr_in6 *in6 = (void *)ss;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		inet_pton(AF_INET6, addr, &in6->sin6_addr);
+	}
+}
+
+static int sa_port(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+	if (ss->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+	return -1;
+}
+
+/* sa_str formats family and address, without the port. */
+static const char *sa_str(const struct sockaddr_storage *ss)
+{
+	static char b[4][96];
+	static int i;
+	char *p = b[i++ & 3], a[INET6_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET) {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, a, sizeof a);
+		snprintf(p, 96, "inet %s", a);
+	} else if (ss->ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, a, sizeof a);
+		snprintf(p, 96, "inet6 %s", a);
+	} else {
+		snprintf(p, 96, "family %d", ss->ss_family);
+	}
+	return p;
+}
+
+/* listener listens on addr:0 (v6only: -1 leaves IPV6_V6ONLY alone) and
+ * returns the fd and its address in *ss. */
+static int listener(int fam, const char *addr, int v6only,
+		    struct sockaddr_storage *ss)
+{
+	socklen_t l = sa_len(fam);
+	int fd = socket(fam, SOCK_STREAM, 0), one = 1;
+
+	if (fd < 0)
+		setup_failed("socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (v6only >= 0 &&
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only) < 0)
+		setup_failed("IPV6_V6ONLY");
+	sa_make(ss, fam, addr, 0);
+	if (bind(fd, (struct sockaddr *)ss, l) < 0)
+		setup_failed("bind");
+	if (listen(fd, 64) < 0)
+		setup_failed("listen");
+	l = sizeof(*ss);
+	if (getsockname(fd, (struct sockaddr *)ss, &l) < 0)
+		setup_failed("getsockname");
+	return fd;
+}
+
+static int connect_to(int fam, const struct sockaddr_storage *to)
+{
+	int fd = socket(fam, SOCK_STREAM, 0);
+	socklen_t l = to->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						: sizeof(struct sockaddr_in);
+
+	if (fd < 0)
+		setup_failed("socket");
+	if (connect(fd, (const struct sockaddr *)to, l) < 0)
+		setup_failed("connect");
+	return fd;
+}
+
+static int accept_one(int l)
+{
+	int fd = accept(l, NULL, NULL);
+
+	if (fd < 0)
+		setup_failed("accept");
+	return fd;
+}
+
+/* mkpair connects a client to a fresh listener on loopback (127.0.0.1 or
+ * ::1) and accepts it; it prints the transports of the two ends. */
+static void mkpair(int fam, int *cli, int *srv)
+{
+	struct sockaddr_storage ss;
+	int l = listener(fam, fam == AF_INET ? "127.0.0.1" : "::1", -1, &ss);
+
+	*cli = connect_to(fam, &ss);
+	*srv = accept_one(l);
+	close(l);
+	transports(*cli, *srv);
+}
+
+static void set_nonblock(int fd, int on)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK) < 0)
+		setup_failed("fcntl");
+}
+
+/* wait_ev waits at most ms for any of events on fd; 1 when they came. */
+static int wait_ev(int fd, short events, int ms)
+{
+	struct pollfd p = {fd, events, 0};
+
+	return poll(&p, 1, ms) == 1 && (p.revents & events);
+}
+
+/* wait_bytes waits at most ms until FIONREAD on fd says n. */
+static int wait_bytes(int fd, int n, int ms)
+{
+	long end = now_ms() + ms;
+	int have = 0;
+
+	do {
+		if (ioctl(fd, FIONREAD, &have) == 0 && have >= n)
+			return 1;
+		usleep(1000);
+	} while (now_ms() < end);
+	return 0;
+}
+
+/* read_all reads exactly n bytes from fd (blocking or not) within ms,
+ * checking them against the pattern from offset off; it returns the bytes
+ * read, and *ok whether they matched. */
+static size_t read_all(int fd, size_t n, uint64_t off, int ms, int *ok)
+{
+	static unsigned char buf[1 << 16];
+	long end = now_ms() + ms;
+	size_t got = 0;
+
+	*ok = 1;
+	while (got < n && now_ms() < end) {
+		size_t want = n - got < sizeof buf ? n - got : sizeof buf;
+		ssize_t r = recv(fd, buf, want, MSG_DONTWAIT);
+		if (r > 0) {
+			if (!pat_check(buf, (size_t)r, off + got))
+				*ok = 0;
+			got += (size_t)r;
+		} else if (r == 0) {
+			break;
+		} else if (errno == EAGAIN) {
+			wait_ev(fd, POLLIN, 100);
+		} else if (errno != EINTR) {
+			break;
+		}
+	}
+	return got;
+}
+
+/* fill writes the pattern from offset off to nonblocking fd until EAGAIN
+ * (at most max bytes); it returns the bytes written and reports in
+ * *partial whether a write took less than it was given, in *eagain
+ * whether it ended with EAGAIN. */
+static size_t fill(int fd, size_t chunk, size_t max, uint64_t off,
+		   int *partial, int *eagain)
+{
+	static unsigned char buf[1 << 17];
+	size_t total = 0;
+
+	*partial = *eagain = 0;
+	if (chunk > sizeof buf)
+		chunk = sizeof buf;
+	while (total < max) {
+		ssize_t r;
+		pat_fill(buf, chunk, off + total);
+		r = send(fd, buf, chunk, MSG_DONTWAIT);
+		if (r < 0) {
+			*eagain = errno == EAGAIN;
+			break;
+		}
+		if ((size_t)r < chunk)
+			*partial = 1;
+		total += (size_t)r;
+	}
+	return total;
+}
+
+#define PEV (POLLIN | POLLPRI | POLLOUT | POLLRDNORM | POLLWRNORM | POLLRDHUP)
+
+/* pmask prints fd's poll mask now (every interesting event asked for). */
+static void pmask(const char *what, int fd)
+{
+	struct pollfd p = {fd, PEV, 0};
+	long r = DO(poll(&p, 1, 0));
+
+	say("poll %s: %s revents 0x%x", what, R(r), p.revents);
+}
+
+/* ---- signals ----------------------------------------------------------------- */
+
+static volatile sig_atomic_t sigpipes, sigalrms;
+
+static void on_sigpipe(int s)
+{
+	(void)s;
+	sigpipes++;
+}
+
+static void on_sigalrm(int s)
+{
+	(void)s;
+	sigalrms++;
+}
+
+static void alrm_handler(int restart)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigalrm;
+	sa.sa_flags = restart ? SA_RESTART : 0;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) < 0)
+		setup_failed("sigaction");
+}
+
+/* alarm_ms sends SIGALRM to the process after ms (one shot). */
+static void alarm_ms(int ms)
+{
+	struct itimerval it = {{0, 0}, {ms / 1000, (ms % 1000) * 1000}};
+
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+/* ---- a helper thread that acts later ------------------------------------------ */
+
+enum { LATER_SEND, LATER_CONNECT, LATER_SHUTWR };
+
+struct later {
+	int op, fd, delay_ms, count, gap_ms;
+	size_t len;
+	const void *buf;
+	const struct sockaddr_storage *to;
+	int result; /* LATER_CONNECT: the connected fd */
+	pthread_t th;
+};
+
+static void *later_run(void *p)
+{
+	struct later *l = p;
+	int i;
+
+	usleep((useconds_t)l->delay_ms * 1000);
+	switch (l->op) {
+	case LATER_SEND:
+		for (i = 0; i < (l->count ? l->count : 1); i++) {
+			if (i)
+				usleep((useconds_t)l->gap_ms * 1000);
+			send(l->fd, (const char *)l->buf + i * l->len, l->len, 0);
+		}
+		break;
+	case LATER_CONNECT:
+		l->result = socket(l->to->ss_family, SOCK_STREAM, 0);
+		if (l->result >= 0)
+			connect(l->result, (const struct sockaddr *)l->to,
+				sa_len(l->to->ss_family));
+		break;
+	case LATER_SHUTWR:
+		shutdown(l->fd, SHUT_WR);
+		break;
+	}
+	return NULL;
+}
+
+/* later_start runs l in a thread that has every signal blocked, so that
+ * SIGALRM and SIGPIPE reach the main thread. */
+static void later_start(struct later *l)
+{
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	if (pthread_create(&l->th, NULL, later_run, l) != 0)
+		setup_failed("pthread_create");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void later_join(struct later *l) { pthread_join(l->th, NULL); }
+
+/* ---- scenarios ---------------------------------------------------------------- */
+
+static void s_basic(void)
+{
+	char buf[64];
+	int c, s;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	say("send %s", R(DO(send(c, "hello", 5, 0))));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv %s data %s", R(r), YN(r == 5 && !memcmp(buf, "hello", 5)));
+	say("write %s", R(DO(write(s, "world!", 6))));
+	r = DO(read(c, buf, sizeof buf));
+	say("read %s data %s", R(r), YN(r == 6 && !memcmp(buf, "world!", 6)));
+	r = DO(close(c));
+	say("close client %s", R(r));
+	r = DO(close(s));
+	say("close server %s", R(r));
+}
+
+static void s_recv0(void)
+{
+	char buf[8];
+	int c, s, n = -1;
+
+	mkpair(AF_INET, &c, &s);
+	say("read 0 empty %s", R(DO(read(s, buf, 0))));
+	say("readv 0 empty %s", R(DO(readv(s, NULL, 0))));
+	send(c, "abc", 3, 0);
+	wait_ev(s, POLLIN, 1000);
+	say("recv 0 pending %s", R(DO(recv(s, buf, 0, 0))));
+	say("read 0 pending %s", R(DO(read(s, buf, 0))));
+	say("recv 0 dontwait pending %s", R(DO(recv(s, buf, 0, MSG_DONTWAIT))));
+	say("send 0 %s", R(DO(send(c, buf, 0, 0))));
+	say("write 0 %s", R(DO(write(c, buf, 0))));
+	ioctl(s, FIONREAD, &n);
+	say("data still there %d", n);
+	close(c);
+	close(s);
+}
+
+/* s_recv0_empty: recv of 0 bytes on an empty socket does not return at
+ * once on Linux TCP: EAGAIN with MSG_DONTWAIT, and a blocking one waits
+ * for data. */
+static void s_recv0_empty(void)
+{
+	struct later l = {.op = LATER_SEND, .delay_ms = 150, .buf = "z", .len = 1};
+	char buf[8];
+	long t0, r;
+	int c, s;
+
+	mkpair(AF_INET, &c, &s);
+	say("recv 0 dontwait empty %s", R(DO(recv(s, buf, 0, MSG_DONTWAIT))));
+	l.fd = c;
+	later_start(&l);
+	t0 = now_ms();
+	r = DO(recv(s, buf, 0, 0));
+	say("recv 0 blocking empty %s waited for data %s", R(r), YN(now_ms() - t0 >= 100));
+	later_join(&l);
+	close(c);
+	close(s);
+}
+
+static void s_peek(void)
+{
+	char buf[16];
+	int c, s, n = -1;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	send(c, "abcdef", 6, 0);
+	wait_bytes(s, 6, 1000);
+	r = DO(recv(s, buf, 3, MSG_PEEK));
+	say("peek 3 %s data %s", R(r), YN(r == 3 && !memcmp(buf, "abc", 3)));
+	r = DO(recv(s, buf, sizeof buf, MSG_PEEK));
+	say("peek all %s data %s", R(r), YN(r == 6 && !memcmp(buf, "abcdef", 6)));
+	ioctl(s, FIONREAD, &n);
+	say("fionread after peek %d", n);
+	r = DO(read(s, buf, sizeof buf));
+	say("read %s data %s", R(r), YN(r == 6 && !memcmp(buf, "abcdef", 6)));
+	say("peek empty dontwait %s", R(DO(recv(s, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT))));
+	close(c);
+	close(s);
+}
+
+static void s_dontwait(void)
+{
+	char buf[16];
+	int c, s;
+
+	mkpair(AF_INET, &c, &s);
+	say("recv dontwait empty %s", R(DO(recv(s, buf, sizeof buf, MSG_DONTWAIT))));
+	say("send dontwait %s", R(DO(send(c, "x", 1, MSG_DONTWAIT))));
+	set_nonblock(c, 1);
+	say("read nonblocking empty %s", R(DO(read(c, buf, sizeof buf))));
+	say("readv nonblocking empty %s",
+	    R(DO(readv(c, &(struct iovec){buf, sizeof buf}, 1))));
+	say("recvmsg nonblocking empty %s",
+	    R(DO(recvmsg(c, &(struct msghdr){.msg_iov = &(struct iovec){buf, 4}, .msg_iovlen = 1}, 0))));
+	set_nonblock(c, 0);
+	close(c);
+	close(s);
+}
+
+static void s_waitall(void)
+{
+	static char out[4000], in[4000];
+	struct later l = {.op = LATER_SEND, .delay_ms = 20, .buf = out, .len = 1000,
+			  .count = 4, .gap_ms = 30};
+	int c, s, i;
+	long r;
+
+	for (i = 0; i < (int)sizeof out; i++)
+		out[i] = (char)(i * 7);
+	mkpair(AF_INET, &c, &s);
+	l.fd = c;
+	later_start(&l);
+	r = DO(recv(s, in, sizeof in, MSG_WAITALL));
+	say("waitall over 4 writes %s data %s", R(r), YN(r == 4000 && !memcmp(in, out, 4000)));
+	later_join(&l);
+	send(c, out, 100, 0);
+	wait_bytes(s, 100, 1000);
+	r = DO(recv(s, in, sizeof in, MSG_WAITALL | MSG_DONTWAIT));
+	say("waitall dontwait with 100 pending %s", R(r));
+	send(c, out, 100, 0);
+	shutdown(c, SHUT_WR);
+	r = DO(recv(s, in, sizeof in, MSG_WAITALL));
+	say("waitall cut by peer shutdown %s data %s", R(r), YN(r == 100 && !memcmp(in, out, 100)));
+	say("then %s", R(DO(recv(s, in, sizeof in, MSG_WAITALL))));
+	close(c);
+	close(s);
+}
+
+static volatile int minus_one = -1; /* hides the bad count from the compiler */
+
+static void s_iov(void)
+{
+	char a[4], b[1], d[6], big[16];
+	struct iovec w[5] = {{"abc", 3}, {NULL, 0}, {"defgh", 5}, {"", 0}, {"ij", 2}};
+	struct iovec z[2] = {{NULL, 0}, {NULL, 0}};
+	struct iovec rv[4] = {{a, 4}, {NULL, 0}, {b, 0}, {d, 6}};
+	static struct iovec many[IOV_MAX + 1];
+	int c, s;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	say("writev 5 iovecs %s", R(DO(writev(c, w, 5))));
+	say("writev zero-length iovecs %s", R(DO(writev(c, z, 2))));
+	say("writev iovcnt 0 %s", R(DO(writev(c, w, 0))));
+	say("writev iovcnt IOV_MAX+1 %s", R(DO(writev(c, many, IOV_MAX + 1))));
+	say("writev iovcnt -1 %s", R(DO(writev(c, w, minus_one))));
+	wait_bytes(s, 10, 1000);
+	r = DO(readv(s, rv, 4));
+	say("readv 4 iovecs %s data %s", R(r),
+	    YN(r == 10 && !memcmp(a, "abcd", 4) && !memcmp(d, "efghij", 6)));
+	say("readv zero-length iovecs empty %s", R(DO(readv(s, z, 2))));
+	say("readv iovcnt -1 %s", R(DO(readv(s, rv, minus_one))));
+	send(c, "0123456789", 10, 0);
+	wait_bytes(s, 10, 1000);
+	r = DO(readv(s, (struct iovec[]){{big, 3}, {big + 3, 3}}, 2));
+	say("readv short iovecs %s data %s", R(r), YN(r == 6 && !memcmp(big, "012345", 6)));
+	r = DO(read(s, big, sizeof big));
+	say("rest %s data %s", R(r), YN(r == 4 && !memcmp(big, "6789", 4)));
+	close(c);
+	close(s);
+}
+
+static void s_msg(void)
+{
+	struct sockaddr_storage ss, to;
+	char buf[32], cbuf[64];
+	struct iovec v = {buf, 4};
+	struct msghdr m;
+	socklen_t al;
+	int c, s;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	send(c, "0123456789", 10, 0);
+	wait_bytes(s, 10, 1000);
+	memset(&m, 0, sizeof m);
+	m.msg_name = &ss;
+	m.msg_namelen = sizeof ss;
+	m.msg_iov = &v;
+	m.msg_iovlen = 1;
+	m.msg_control = cbuf;
+	m.msg_controllen = sizeof cbuf;
+	m.msg_flags = 0x7fff;
+	r = DO(recvmsg(s, &m, 0));
+	say("recvmsg %s namelen %u controllen %zu flags 0x%x data %s", R(r),
+	    (unsigned)m.msg_namelen, (size_t)m.msg_controllen, m.msg_flags,
+	    YN(r == 4 && !memcmp(buf, "0123", 4)));
+	al = sizeof ss;
+	r = DO(recvfrom(s, buf, 3, 0, (struct sockaddr *)&ss, &al));
+	say("recvfrom %s addrlen %u data %s", R(r), (unsigned)al, YN(r == 3 && !memcmp(buf, "456", 3)));
+	r = DO(recvfrom(s, buf, sizeof buf, 0, NULL, NULL));
+	say("recvfrom null address %s data %s", R(r), YN(r == 3 && !memcmp(buf, "789", 3)));
+	sa_make(&to, AF_INET, "127.0.0.2", 9);
+	say("sendto with an address %s", R(DO(sendto(c, "ab", 2, 0, (struct sockaddr *)&to, sizeof(struct sockaddr_in)))));
+	memset(&m, 0, sizeof m);
+	m.msg_name = &to;
+	m.msg_namelen = sizeof(struct sockaddr_in);
+	v.iov_base = "cd";
+	v.iov_len = 2;
+	m.msg_iov = &v;
+	m.msg_iovlen = 1;
+	say("sendmsg with an address %s", R(DO(sendmsg(c, &m, 0))));
+	wait_bytes(s, 4, 1000);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv %s data %s", R(r), YN(r == 4 && !memcmp(buf, "abcd", 4)));
+	send(c, "0123456789", 10, 0);
+	wait_bytes(s, 10, 1000);
+	say("recv MSG_TRUNC 4 %s", R(DO(recv(s, NULL, 4, MSG_TRUNC))));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("after MSG_TRUNC %s data %s", R(r), YN(r == 6 && !memcmp(buf, "456789", 6)));
+	say("recv MSG_OOB %s", R(DO(recv(s, buf, sizeof buf, MSG_OOB | MSG_DONTWAIT))));
+	close(c);
+	close(s);
+}
+
+static void s_mmsg(void)
+{
+	char in[3][100], all[60];
+	struct iovec iv[3], ov[3];
+	struct mmsghdr om[3], im[3];
+	int c, s, i;
+	long r;
+
+	for (i = 0; i < 60; i++)
+		all[i] = (char)('a' + i % 26);
+	mkpair(AF_INET, &c, &s);
+	memset(om, 0, sizeof om);
+	for (i = 0; i < 3; i++) {
+		ov[i].iov_base = all + (i == 0 ? 0 : i == 1 ? 10 : 30);
+		ov[i].iov_len = (size_t)(10 * (i + 1));
+		om[i].msg_hdr.msg_iov = &ov[i];
+		om[i].msg_hdr.msg_iovlen = 1;
+	}
+	r = DO(sendmmsg(c, om, 3, 0));
+	say("sendmmsg %s lens %u %u %u", R(r), om[0].msg_len, om[1].msg_len, om[2].msg_len);
+	wait_bytes(s, 60, 1000);
+	memset(im, 0, sizeof im);
+	for (i = 0; i < 3; i++) {
+		iv[i].iov_base = in[i];
+		iv[i].iov_len = sizeof in[i];
+		im[i].msg_hdr.msg_iov = &iv[i];
+		im[i].msg_hdr.msg_iovlen = 1;
+	}
+	r = DO(recvmmsg(s, im, 3, MSG_DONTWAIT, NULL));
+	say("recvmmsg dontwait %s len0 %u data %s", R(r), im[0].msg_len,
+	    YN(r >= 1 && im[0].msg_len == 60 && !memcmp(in[0], all, 60)));
+	send(c, "xyz", 3, 0);
+	wait_bytes(s, 3, 1000);
+	im[0].msg_len = 0;
+	r = DO(recvmmsg(s, im, 3, MSG_WAITFORONE, NULL));
+	say("recvmmsg waitforone %s len0 %u", R(r), im[0].msg_len);
+	say("recvmmsg dontwait empty %s", R(DO(recvmmsg(s, im, 3, MSG_DONTWAIT, NULL))));
+	close(c);
+	close(s);
+}
+
+/* s_recvmmsg_block: without MSG_WAITFORONE, Linux's recvmmsg on a blocking
+ * stream socket waits for each of the vlen reads. */
+static void s_recvmmsg_block(void)
+{
+	struct later l = {.op = LATER_SEND, .delay_ms = 50, .buf = "1234567", .len = 7};
+	char in[2][100];
+	struct iovec iv[2] = {{in[0], 100}, {in[1], 100}};
+	struct mmsghdr im[2];
+	int c, s;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	memset(im, 0, sizeof im);
+	im[0].msg_hdr.msg_iov = &iv[0];
+	im[0].msg_hdr.msg_iovlen = 1;
+	im[1].msg_hdr.msg_iov = &iv[1];
+	im[1].msg_hdr.msg_iovlen = 1;
+	send(c, "abcde", 5, 0);
+	wait_bytes(s, 5, 1000);
+	l.fd = c;
+	later_start(&l);
+	r = DO(recvmmsg(s, im, 2, 0, NULL));
+	say("recvmmsg blocking 2 %s lens %u %u", R(r), im[0].msg_len, im[1].msg_len);
+	later_join(&l);
+	close(c);
+	close(s);
+}
+
+static void s_fionread(void)
+{
+	char buf[200];
+	int c, s, n = -1, m = -1;
+
+	mkpair(AF_INET, &c, &s);
+	ioctl(s, FIONREAD, &n);
+	say("fionread empty %d", n);
+	memset(buf, 'q', sizeof buf);
+	send(c, buf, 123, 0);
+	wait_bytes(s, 123, 1000);
+	say("fionread %s", R(DO(ioctl(s, FIONREAD, &n))));
+	say("value %d", n);
+	recv(s, buf, 23, 0);
+	ioctl(s, FIONREAD, &n);
+	ioctl(s, SIOCINQ, &m);
+	say("after reading 23: fionread %d siocinq %d", n, m);
+	recv(s, buf, sizeof buf, 0);
+	ioctl(s, FIONREAD, &n);
+	say("drained %d", n);
+	close(c);
+	close(s);
+}
+
+static void s_shutwr(void)
+{
+	char buf[16];
+	int c, s;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	send(c, "req", 3, 0);
+	say("shutdown wr %s", R(DO(shutdown(c, SHUT_WR))));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("server recv %s data %s", R(r), YN(r == 3 && !memcmp(buf, "req", 3)));
+	say("server recv eof %s", R(DO(recv(s, buf, sizeof buf, 0))));
+	say("server recv eof again %s", R(DO(recv(s, buf, sizeof buf, 0))));
+	say("server send %s", R(DO(send(s, "answer", 6, 0))));
+	r = DO(recv(c, buf, sizeof buf, 0));
+	say("client recv %s data %s", R(r), YN(r == 6 && !memcmp(buf, "answer", 6)));
+	say("server shutdown wr %s", R(DO(shutdown(s, SHUT_WR))));
+	say("client recv eof %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	say("shutdown bad how %s", R(DO(shutdown(c, 7))));
+	close(c);
+	close(s);
+}
+
+/* s_closed_both: both directions shut down and acknowledged: the socket is
+ * closed as far as TCP is concerned. */
+static void s_closed_both(void)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof ss;
+	char buf[4];
+	int c, s;
+
+	mkpair(AF_INET, &c, &s);
+	shutdown(c, SHUT_WR);
+	recv(s, buf, sizeof buf, 0);
+	shutdown(s, SHUT_WR);
+	recv(c, buf, sizeof buf, 0);
+	usleep(20000);
+	say("client shutdown again %s", R(DO(shutdown(c, SHUT_RDWR))));
+	say("client getpeername %s", R(DO(getpeername(c, (struct sockaddr *)&ss, &l))));
+	say("client recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	say("client send %s", R(DO(send(c, "x", 1, MSG_NOSIGNAL))));
+	pmask("client", c);
+	close(c);
+	close(s);
+}
+
+static void s_shutrd(void)
+{
+	char buf[16];
+	int c, s;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	send(c, "abc", 3, 0);
+	wait_bytes(s, 3, 1000);
+	say("shutdown rd %s", R(DO(shutdown(s, SHUT_RD))));
+	pmask("after own SHUT_RD", s);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("queued data %s data %s", R(r), YN(r == 3 && !memcmp(buf, "abc", 3)));
+	say("then %s", R(DO(recv(s, buf, sizeof buf, 0))));
+	say("client send after %s", R(DO(send(c, "xyz", 3, 0))));
+	wait_bytes(s, 3, 1000);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("new data %s data %s", R(r), YN(r == 3 && !memcmp(buf, "xyz", 3)));
+	say("server send still works %s", R(DO(send(s, "ok", 2, 0))));
+	r = DO(recv(c, buf, sizeof buf, 0));
+	say("client recv %s", R(r));
+	close(c);
+	close(s);
+}
+
+static void s_epipe_own(void)
+{
+	long rv;
+	char buf[8];
+	int c, s, p0;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	shutdown(c, SHUT_WR);
+	p0 = sigpipes;
+	rv = DO(write(c, "x", 1));
+	say("write after own SHUT_WR %s sigpipe %d", R(rv), sigpipes - p0);
+	p0 = sigpipes;
+	rv = DO(send(c, "x", 1, MSG_NOSIGNAL));
+	say("send MSG_NOSIGNAL %s sigpipe %d", R(rv), sigpipes - p0);
+	p0 = sigpipes;
+	rv = DO(writev(c, &(struct iovec){"x", 1}, 1));
+	say("writev %s sigpipe %d", R(rv), sigpipes - p0);
+	say("send 0 bytes %s", R(DO(send(c, "x", 0, MSG_NOSIGNAL))));
+	say("reverse send %s", R(DO(send(s, "back", 4, 0))));
+	r = DO(recv(c, buf, sizeof buf, 0));
+	say("reverse recv %s", R(r));
+	close(c);
+	close(s);
+}
+
+static void s_peerclose(void)
+{
+	long rv;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char buf[8];
+	int c, s, p0;
+
+	mkpair(AF_INET, &c, &s);
+	close(s);
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	pmask("after peer close", c);
+	say("getpeername after peer close %s", R(DO(getpeername(c, (struct sockaddr *)&ss, &sl))));
+	p0 = sigpipes;
+	rv = DO(write(c, "abc", 3));
+	say("first write %s sigpipe %d", R(rv), sigpipes - p0);
+	usleep(10000);
+	pmask("after first write", c);
+	p0 = sigpipes;
+	rv = DO(write(c, "abc", 3));
+	say("second write %s sigpipe %d", R(rv), sigpipes - p0);
+	p0 = sigpipes;
+	rv = DO(send(c, "abc", 3, MSG_NOSIGNAL));
+	say("MSG_NOSIGNAL %s sigpipe %d", R(rv), sigpipes - p0);
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	say("getpeername after the reset %s", R(DO(getpeername(c, (struct sockaddr *)&ss, &sl))));
+	close(c);
+}
+
+static void s_peerclose_nb(void)
+{
+	char buf[8];
+	int c, s;
+
+	mkpair(AF_INET, &c, &s);
+	set_nonblock(c, 1);
+	say("recv before %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	close(s);
+	wait_ev(c, POLLRDHUP, 1000);
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	say("recv again %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	close(c);
+}
+
+static void s_peerclose_unread(void)
+{
+	long rv;
+	char buf[32];
+	int c, s, p0;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	send(s, "0123456789", 10, 0);
+	send(c, "unread", 6, 0);
+	wait_bytes(s, 6, 1000);
+	wait_bytes(c, 10, 1000);
+	close(s);
+	wait_ev(c, POLLRDHUP, 1000);
+	pmask("after reset with data", c);
+	r = DO(recv(c, buf, 4, 0));
+	say("recv %s data %s", R(r), YN(r == 4 && !memcmp(buf, "0123", 4)));
+	r = DO(recv(c, buf, sizeof buf, 0));
+	say("recv %s data %s", R(r), YN(r == 6 && !memcmp(buf, "456789", 6)));
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	p0 = sigpipes;
+	rv = DO(write(c, "x", 1));
+	say("write %s sigpipe %d", R(rv), sigpipes - p0);
+	close(c);
+}
+
+static void s_linger0(void)
+{
+	long rv;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	struct linger lg = {1, 0}, got = {9, 9};
+	socklen_t gl = sizeof got;
+	char buf[8];
+	int c, s, p0;
+
+	mkpair(AF_INET, &c, &s);
+	say("set SO_LINGER {1,0} %s", R(DO(setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg))));
+	rv = DO(getsockopt(s, SOL_SOCKET, SO_LINGER, &got, &gl));
+	say("get %s {%d,%d}", R(rv), got.l_onoff, got.l_linger);
+	close(s);
+	wait_ev(c, POLLRDHUP | POLLERR, 1000);
+	pmask("after reset", c);
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	pmask("after ECONNRESET was read", c);
+	say("getpeername after the reset %s", R(DO(getpeername(c, (struct sockaddr *)&ss, &sl))));
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, 0))));
+	p0 = sigpipes;
+	rv = DO(write(c, "x", 1));
+	say("write %s sigpipe %d", R(rv), sigpipes - p0);
+	close(c);
+}
+
+static void s_linger0_so_error(void)
+{
+	long rv;
+	struct linger lg = {1, 0};
+	int c, s, err = -1;
+	socklen_t el = sizeof err;
+	char buf[4];
+
+	mkpair(AF_INET, &c, &s);
+	setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	close(s);
+	wait_ev(c, POLLRDHUP | POLLERR, 1000);
+	rv = DO(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el));
+	say("SO_ERROR %s value %s", R(rv), en(err));
+	el = sizeof err;
+	getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el);
+	say("SO_ERROR again %s", en(err));
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, MSG_DONTWAIT))));
+	close(c);
+}
+
+static void s_pollmasks(void)
+{
+	struct linger lg = {1, 0};
+	int c, s;
+
+	mkpair(AF_INET, &c, &s);
+	pmask("idle client", c);
+	pmask("idle server", s);
+	send(c, "x", 1, 0);
+	wait_bytes(s, 1, 1000);
+	pmask("data pending", s);
+	shutdown(c, SHUT_WR);
+	wait_ev(s, POLLRDHUP, 1000);
+	pmask("data and peer SHUT_WR", s);
+	recv(s, (char[4]){0}, 4, 0);
+	pmask("after peer SHUT_WR", s);
+	pmask("after own SHUT_WR", c);
+	close(s);
+	wait_ev(c, POLLRDHUP, 1000);
+	pmask("after own SHUT_WR and peer close", c);
+	close(c);
+
+	mkpair(AF_INET, &c, &s);
+	close(s);
+	wait_ev(c, POLLRDHUP, 1000);
+	pmask("after peer close", c);
+	close(c);
+
+	mkpair(AF_INET, &c, &s);
+	setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	close(s);
+	wait_ev(c, POLLRDHUP | POLLERR, 1000);
+	pmask("after reset", c);
+	close(c);
+
+	mkpair(AF_INET, &c, &s);
+	shutdown(c, SHUT_RDWR);
+	pmask("after own SHUT_RDWR", c);
+	wait_ev(s, POLLRDHUP, 1000);
+	pmask("peer of SHUT_RDWR", s);
+	close(c);
+	close(s);
+}
+
+static void s_listen_poll(void)
+{
+	struct sockaddr_storage ss;
+	struct pollfd p;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s;
+	long r;
+
+	p = (struct pollfd){l, PEV, 0};
+	r = DO(poll(&p, 1, 0));
+	say("listener idle %s revents 0x%x", R(r), p.revents);
+	c = connect_to(AF_INET, &ss);
+	p = (struct pollfd){l, PEV, 0};
+	r = DO(poll(&p, 1, 1000));
+	say("listener with a pending connection %s revents 0x%x", R(r), p.revents);
+	s = accept_one(l);
+	transports(c, s);
+	p = (struct pollfd){l, PEV, 0};
+	r = DO(poll(&p, 1, 0));
+	say("listener after accept %s revents 0x%x", R(r), p.revents);
+	close(c);
+	close(s);
+	close(l);
+}
+
+static void s_nbconnect(void)
+{
+	long rv;
+	struct sockaddr_storage ss, me, peer;
+	socklen_t ml = sizeof me, pl = sizeof peer, el;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, err = -1;
+	long r;
+
+	c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	r = DO(connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)));
+	say("connect EINPROGRESS-or-0 %s", YN(r == 0 || lerr == EINPROGRESS));
+	say("pollout %s", YN(wait_ev(c, POLLOUT, 1000)));
+	el = sizeof err;
+	rv = DO(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el));
+	say("SO_ERROR %s value %s", R(rv), en(err));
+	if (r < 0)
+		say("second connect %s", R(DO(connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)))));
+	else
+		say("second connect 0");
+	say("third connect %s", R(DO(connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)))));
+	s = accept_one(l);
+	transports(c, s);
+	getsockname(c, (struct sockaddr *)&me, &ml);
+	getpeername(c, (struct sockaddr *)&peer, &pl);
+	say("names %s / %s peer port is the listener's %s", sa_str(&me), sa_str(&peer),
+	    YN(sa_port(&peer) == sa_port(&ss)));
+	say("send %s", R(DO(send(c, "hi", 2, 0))));
+	say("fd still nonblocking %s", YN(fcntl(c, F_GETFL) & O_NONBLOCK));
+	wait_bytes(s, 2, 1000);
+	say("recv %s", R(DO(recv(s, (char[4]){0}, 4, 0))));
+	close(c);
+	close(s);
+	close(l);
+}
+
+static void s_epoll_preconnect(void)
+{
+	struct sockaddr_storage ss;
+	struct epoll_event ev = {EPOLLOUT | EPOLLIN, {.u64 = 0x1234}}, out[4];
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, ep = epoll_create1(EPOLL_CLOEXEC);
+	long r;
+
+	c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	say("epoll add before connect %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev))));
+	r = DO(connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)));
+	say("connect EINPROGRESS-or-0 %s", YN(r == 0 || lerr == EINPROGRESS));
+	r = DO(epoll_wait(ep, out, 4, 1000));
+	say("epoll_wait %s events 0x%x data %s", R(r), r > 0 ? out[0].events : 0,
+	    YN(r > 0 && out[0].data.u64 == 0x1234));
+	s = accept_one(l);
+	transports(c, s);
+	send(s, "hi", 2, 0);
+	wait_bytes(c, 2, 1000);
+	r = DO(epoll_wait(ep, out, 4, 1000));
+	say("epoll_wait with data %s events 0x%x", R(r), r > 0 ? out[0].events : 0);
+	close(ep);
+	close(c);
+	close(s);
+	close(l);
+}
+
+static void s_partial(void)
+{
+	int c, s, partial, eagain, ok;
+	size_t total, got;
+
+	mkpair(AF_INET, &c, &s);
+	set_nonblock(c, 1);
+	total = fill(c, 100003, (size_t)256 << 20, 0, &partial, &eagain);
+	say("filled until EAGAIN %s, a partial write before it %s, bytes>0 %s", YN(eagain),
+	    YN(partial), YN(total > 0));
+	pmask("full", c);
+	say("write when full %s", R(DO(write(c, "x", 1))));
+	got = read_all(s, total, 0, 10000, &ok);
+	say("drained every byte %s data %s", YN(got == total), YN(ok));
+	say("pollout after drain %s", YN(wait_ev(c, POLLOUT, 1000)));
+	say("nothing more %s", R(DO(recv(s, (char[4]){0}, 4, MSG_DONTWAIT))));
+	close(c);
+	close(s);
+}
+
+static void s_sndtimeo(void)
+{
+	struct timeval tv = {0, 100000};
+	static char buf[65536];
+	int c, s, partial, eagain, ok;
+	size_t total, got;
+	long t0, r;
+
+	mkpair(AF_INET, &c, &s);
+	set_nonblock(c, 1);
+	total = fill(c, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+	set_nonblock(c, 0);
+	say("set SO_SNDTIMEO %s", R(DO(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv))));
+	pat_fill((unsigned char *)buf, sizeof buf, total);
+	t0 = now_ms();
+	r = DO(send(c, buf, sizeof buf, 0));
+	say("blocking send when full: EAGAIN-or-partial %s after >= 90 ms %s",
+	    YN((r < 0 && lerr == EAGAIN) || (r > 0 && r < (long)sizeof buf)), YN(now_ms() - t0 >= 90));
+	if (r > 0)
+		total += (size_t)r;
+	got = read_all(s, total, 0, 10000, &ok);
+	say("drained every byte %s data %s", YN(got == total), YN(ok));
+	close(c);
+	close(s);
+}
+
+static void s_refused(void)
+{
+	long rv;
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, err = -1;
+	socklen_t el = sizeof err;
+	struct pollfd p;
+	long r;
+
+	close(l); /* nobody listens on ss now */
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	say("connect %s", R(DO(connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)))));
+	close(c);
+	c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	r = DO(connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)));
+	say("nonblocking connect EINPROGRESS-or-ECONNREFUSED %s",
+	    YN(r < 0 && (lerr == EINPROGRESS || lerr == ECONNREFUSED)));
+	p = (struct pollfd){c, POLLOUT, 0};
+	r = DO(poll(&p, 1, 1000));
+	say("poll %s has POLLERR %s", R(r), YN(p.revents & POLLERR));
+	rv = DO(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el));
+	say("SO_ERROR %s value %s", R(rv), en(err));
+	el = sizeof err;
+	getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el);
+	say("SO_ERROR again %s", en(err));
+	close(c);
+}
+
+static void s_names(void)
+{
+	long rv;
+	struct sockaddr_storage ls, cl, cp, sl, sp, sh;
+	socklen_t a = sizeof cl, b = sizeof cp, d = sizeof sl, e = sizeof sp, f = 8;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ls), c, s, u;
+
+	c = connect_to(AF_INET, &ls);
+	s = accept_one(l);
+	transports(c, s);
+	rv = DO(getsockname(c, (struct sockaddr *)&cl, &a));
+	say("client getsockname %s len %u %s", R(rv), (unsigned)a, sa_str(&cl));
+	rv = DO(getpeername(c, (struct sockaddr *)&cp, &b));
+	say("client getpeername %s len %u %s", R(rv), (unsigned)b, sa_str(&cp));
+	rv = DO(getsockname(s, (struct sockaddr *)&sl, &d));
+	say("server getsockname %s len %u %s", R(rv), (unsigned)d, sa_str(&sl));
+	rv = DO(getpeername(s, (struct sockaddr *)&sp, &e));
+	say("server getpeername %s len %u %s", R(rv), (unsigned)e, sa_str(&sp));
+	say("client peer port is the listener's %s", YN(sa_port(&cp) == sa_port(&ls)));
+	say("server local port is the listener's %s", YN(sa_port(&sl) == sa_port(&ls)));
+	say("server peer port is the client's local port %s", YN(sa_port(&sp) == sa_port(&cl)));
+	say("client local port nonzero %s", YN(sa_port(&cl) > 0));
+	memset(&sh, 0, sizeof sh);
+	rv = DO(getsockname(c, (struct sockaddr *)&sh, &f));
+	say("short buffer %s len %u family %s", R(rv),
+	        (unsigned)f, sh.ss_family == AF_INET ? "inet" : "other");
+	f = sizeof sh;
+	say("listener getpeername %s", R(DO(getpeername(l, (struct sockaddr *)&sh, &f))));
+	u = socket(AF_INET, SOCK_STREAM, 0);
+	f = sizeof sh;
+	say("unconnected getpeername %s", R(DO(getpeername(u, (struct sockaddr *)&sh, &f))));
+	say("unconnected send %s", R(DO(send(u, "x", 1, MSG_NOSIGNAL))));
+	say("unconnected recv %s", R(DO(recv(u, (char[4]){0}, 4, MSG_DONTWAIT))));
+	say("unconnected shutdown %s", R(DO(shutdown(u, SHUT_RDWR))));
+	close(u);
+	close(c);
+	close(s);
+	close(l);
+}
+
+static int geti(int fd, int level, int name, long *r)
+{
+	int v = -12345;
+	socklen_t l = sizeof v;
+
+	*r = DO(getsockopt(fd, level, name, &v, &l));
+	return v;
+}
+
+static void s_sockopts(void)
+{
+	long rv;
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, one = 1, v;
+	struct linger lg = {1, 5}, got = {0, 0};
+	socklen_t gl = sizeof got;
+	struct tcp_info ti;
+	socklen_t tl = sizeof ti;
+	long r;
+
+	c = connect_to(AF_INET, &ss);
+	s = accept_one(l);
+	transports(c, s);
+	v = geti(c, SOL_SOCKET, SO_TYPE, &r);
+	say("SO_TYPE %s %d", R(r), v);
+	v = geti(c, SOL_SOCKET, SO_DOMAIN, &r);
+	say("SO_DOMAIN %s %d", R(r), v);
+	v = geti(s, SOL_SOCKET, SO_DOMAIN, &r);
+	say("server SO_DOMAIN %s %d", R(r), v);
+	v = geti(c, SOL_SOCKET, SO_PROTOCOL, &r);
+	say("SO_PROTOCOL %s %d", R(r), v);
+	v = geti(c, SOL_SOCKET, SO_ACCEPTCONN, &r);
+	say("SO_ACCEPTCONN %s %d", R(r), v);
+	v = geti(l, SOL_SOCKET, SO_ACCEPTCONN, &r);
+	say("listener SO_ACCEPTCONN %s %d", R(r), v);
+	v = geti(c, SOL_SOCKET, SO_ERROR, &r);
+	say("SO_ERROR %s %d", R(r), v);
+	v = geti(c, IPPROTO_TCP, TCP_NODELAY, &r);
+	say("TCP_NODELAY default %s %d", R(r), v);
+	say("set TCP_NODELAY %s", R(DO(setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one))));
+	v = geti(c, IPPROTO_TCP, TCP_NODELAY, &r);
+	say("TCP_NODELAY %s %d", R(r), v);
+	v = geti(c, SOL_SOCKET, SO_KEEPALIVE, &r);
+	say("SO_KEEPALIVE default %s %d", R(r), v);
+	say("set SO_KEEPALIVE %s", R(DO(setsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one))));
+	v = geti(c, SOL_SOCKET, SO_KEEPALIVE, &r);
+	say("SO_KEEPALIVE %s %d", R(r), v);
+	say("set SO_LINGER {1,5} %s", R(DO(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg))));
+	rv = DO(getsockopt(c, SOL_SOCKET, SO_LINGER, &got, &gl));
+	say("get SO_LINGER %s {%d,%d}", R(rv), got.l_onoff, got.l_linger);
+	v = 100000;
+	say("set SO_RCVBUF 100000 %s", R(DO(setsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, sizeof v))));
+	v = geti(s, SOL_SOCKET, SO_RCVBUF, &r);
+	say("SO_RCVBUF %s %d", R(r), v);
+	v = 100000;
+	say("set SO_SNDBUF 100000 %s", R(DO(setsockopt(c, SOL_SOCKET, SO_SNDBUF, &v, sizeof v))));
+	v = geti(c, SOL_SOCKET, SO_SNDBUF, &r);
+	say("SO_SNDBUF %s %d", R(r), v);
+	v = 0x10;
+	say("set IP_TOS 0x10 %s", R(DO(setsockopt(c, IPPROTO_IP, IP_TOS, &v, sizeof v))));
+	v = geti(c, IPPROTO_IP, IP_TOS, &r);
+	say("IP_TOS %s 0x%x", R(r), v);
+	v = geti(c, IPPROTO_IP, IP_TTL, &r);
+	say("IP_TTL %s %d", R(r), v);
+	memset(&ti, 0, sizeof ti);
+	rv = DO(getsockopt(c, IPPROTO_TCP, TCP_INFO, &ti, &tl));
+	say("TCP_INFO %s state %d", R(rv), ti.tcpi_state);
+	say("bad level %s", R(DO(setsockopt(c, 12345, 1, &one, sizeof one))));
+	say("data still flows %s", R(DO(send(c, "x", 1, 0))));
+	say("recv %s", R(DO(recv(s, (char[4]){0}, 4, 0))));
+	close(c);
+	close(s);
+	close(l);
+}
+
+static void s_rcvtimeo(void)
+{
+	long rv;
+	struct timeval tv = {0, 100000}, got = {0, 0};
+	struct later l = {.op = LATER_SEND, .delay_ms = 30, .buf = "late", .len = 4};
+	socklen_t gl = sizeof got;
+	char buf[8];
+	int c, s;
+	long t0, r, el;
+
+	mkpair(AF_INET, &c, &s);
+	say("set SO_RCVTIMEO 100ms %s", R(DO(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))));
+	rv = DO(getsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &got, &gl));
+	say("get %s {%ld,%ld}", R(rv),
+	        (long)got.tv_sec, (long)got.tv_usec);
+	t0 = now_ms();
+	r = DO(recv(s, buf, sizeof buf, 0));
+	el = now_ms() - t0;
+	say("recv %s after >= 90 ms %s before 2 s %s", R(r), YN(el >= 90), YN(el < 2000));
+	t0 = now_ms();
+	r = DO(read(s, buf, sizeof buf));
+	el = now_ms() - t0;
+	say("read %s after >= 90 ms %s", R(r), YN(el >= 90));
+	l.fd = c;
+	later_start(&l);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("data before the timeout %s", R(r));
+	later_join(&l);
+	close(c);
+	close(s);
+}
+
+static void s_eintr(void)
+{
+	char buf[8];
+	int c, s, a0;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	alrm_handler(0);
+	a0 = sigalrms;
+	alarm_ms(50);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv without SA_RESTART %s handled %d", R(r), sigalrms - a0);
+	a0 = sigalrms;
+	alarm_ms(50);
+	r = DO(read(s, buf, sizeof buf));
+	say("read without SA_RESTART %s handled %d", R(r), sigalrms - a0);
+	signal(SIGALRM, SIG_IGN);
+	close(c);
+	close(s);
+}
+
+static void s_eintr_restart(void)
+{
+	struct later l = {.op = LATER_SEND, .delay_ms = 150, .buf = "later", .len = 5};
+	char buf[8];
+	int c, s, a0;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	alrm_handler(1);
+	a0 = sigalrms;
+	l.fd = c;
+	later_start(&l);
+	alarm_ms(50);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv with SA_RESTART %s data %s handled %d", R(r), YN(r == 5 && !memcmp(buf, "later", 5)),
+	    sigalrms - a0);
+	later_join(&l);
+	signal(SIGALRM, SIG_IGN);
+	close(c);
+	close(s);
+}
+
+static void s_accept4(void)
+{
+	struct sockaddr_storage ss, peer;
+	socklen_t pl = sizeof peer;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, c2, s2;
+
+	c = connect_to(AF_INET, &ss);
+	s = accept4(l, (struct sockaddr *)&peer, &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (s < 0)
+		setup_failed("accept4");
+	transports(c, s);
+	say("accept4 flags: nonblock %s cloexec %s peer len %u %s", YN(fcntl(s, F_GETFL) & O_NONBLOCK),
+	    YN(fcntl(s, F_GETFD) & FD_CLOEXEC), (unsigned)pl, sa_str(&peer));
+	say("accepted socket nonblocking recv %s", R(DO(recv(s, (char[4]){0}, 4, 0))));
+	c2 = connect_to(AF_INET, &ss);
+	s2 = accept(l, NULL, NULL);
+	if (s2 < 0)
+		setup_failed("accept");
+	transports(c2, s2);
+	say("accept flags: nonblock %s cloexec %s", YN(fcntl(s2, F_GETFL) & O_NONBLOCK),
+	    YN(fcntl(s2, F_GETFD) & FD_CLOEXEC));
+	say("accept4 bad flags %s", R(DO(accept4(l, NULL, NULL, 0x40000000))));
+	set_nonblock(s, 0);
+	send(c, "x", 1, 0);
+	say("after clearing O_NONBLOCK recv %s", R(DO(recv(s, (char[4]){0}, 4, 0))));
+	close(c);
+	close(s);
+	close(c2);
+	close(s2);
+	close(l);
+}
+
+static void s_accept_nb(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s;
+
+	set_nonblock(l, 1);
+	say("accept nothing pending %s", R(DO(accept(l, NULL, NULL))));
+	say("accept4 nothing pending %s", R(DO(accept4(l, NULL, NULL, SOCK_CLOEXEC))));
+	c = connect_to(AF_INET, &ss);
+	wait_ev(l, POLLIN, 1000);
+	s = DO(accept(l, NULL, NULL));
+	say("accept pending %s", s >= 0 ? "ok" : R(s));
+	if (s >= 0) {
+		transports(c, s);
+		say("accepted socket inherits O_NONBLOCK %s", YN(fcntl(s, F_GETFL) & O_NONBLOCK));
+		close(s);
+	}
+	say("accept again %s", R(DO(accept(l, NULL, NULL))));
+	close(c);
+	close(l);
+}
+
+static void s_accept_timeo(void)
+{
+	struct sockaddr_storage ss;
+	struct timeval tv = {0, 100000};
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss);
+	long t0, r, el;
+
+	say("set SO_RCVTIMEO on listener %s", R(DO(setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))));
+	t0 = now_ms();
+	r = DO(accept(l, NULL, NULL));
+	el = now_ms() - t0;
+	say("accept %s after >= 90 ms %s before 2 s %s", R(r), YN(el >= 90), YN(el < 2000));
+	close(l);
+}
+
+static void s_accept_eintr(void)
+{
+	struct sockaddr_storage ss;
+	struct later lt = {.op = LATER_CONNECT, .delay_ms = 150};
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), a0, s;
+	long r;
+
+	alrm_handler(0);
+	a0 = sigalrms;
+	alarm_ms(50);
+	r = DO(accept(l, NULL, NULL));
+	say("accept without SA_RESTART %s handled %d", R(r), sigalrms - a0);
+	alrm_handler(1);
+	a0 = sigalrms;
+	lt.to = &ss;
+	later_start(&lt);
+	alarm_ms(50);
+	s = DO(accept(l, NULL, NULL));
+	say("accept with SA_RESTART %s handled %d", s >= 0 ? "ok" : R(s), sigalrms - a0);
+	later_join(&lt);
+	signal(SIGALRM, SIG_IGN);
+	if (s >= 0) {
+		transports(lt.result, s);
+		close(s);
+	}
+	close(lt.result);
+	close(l);
+}
+
+struct reader {
+	int fd;
+	size_t n;
+	uint64_t off;
+	size_t got;
+	int ok;
+	pthread_t th;
+};
+
+static void *reader_run(void *p)
+{
+	struct reader *r = p;
+
+	r->got = read_all(r->fd, r->n, r->off, 10000, &r->ok);
+	return NULL;
+}
+
+static void reader_start(struct reader *r)
+{
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_create(&r->th, NULL, reader_run, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void s_sendfile(void)
+{
+	char path[] = "/tmp/osf-semantics-XXXXXX";
+	static unsigned char data[300000];
+	struct reader rd;
+	int c, s, f, bad;
+	off_t off;
+	long r;
+
+	pat_fill(data, sizeof data, 0);
+	f = mkstemp(path);
+	if (f < 0 || write(f, data, sizeof data) != (ssize_t)sizeof data)
+		setup_failed("temp file");
+	unlink(path);
+	lseek(f, 0, SEEK_SET);
+	mkpair(AF_INET, &c, &s);
+
+	rd = (struct reader){.fd = s, .n = 200000, .off = 1000};
+	reader_start(&rd);
+	off = 1000;
+	r = DO(sendfile(c, f, &off, 200000));
+	pthread_join(rd.th, NULL);
+	say("sendfile with offset %s offset after %lld file position %lld", R(r), (long long)off,
+	    (long long)lseek(f, 0, SEEK_CUR));
+	say("received %s data %s", YN(rd.got == 200000), YN(rd.ok));
+
+	rd = (struct reader){.fd = s, .n = 50000, .off = 0};
+	reader_start(&rd);
+	r = DO(sendfile(c, f, NULL, 50000));
+	pthread_join(rd.th, NULL);
+	say("sendfile without offset %s file position %lld", R(r), (long long)lseek(f, 0, SEEK_CUR));
+	say("received %s data %s", YN(rd.got == 50000), YN(rd.ok));
+
+	rd = (struct reader){.fd = s, .n = 10000, .off = 290000};
+	reader_start(&rd);
+	off = 290000;
+	r = DO(sendfile(c, f, &off, 50000));
+	pthread_join(rd.th, NULL);
+	say("sendfile past the end %s offset after %lld", R(r), (long long)off);
+	say("received %s data %s", YN(rd.got == 10000), YN(rd.ok));
+	off = sizeof data;
+	say("sendfile at the end %s", R(DO(sendfile(c, f, &off, 100))));
+	say("sendfile from a socket %s", R(DO(sendfile(c, s, NULL, 100))));
+	bad = dup(0);
+	close(bad);
+	say("sendfile from a closed fd %s", R(DO(sendfile(c, bad, NULL, 100))));
+	say("nothing more %s", R(DO(recv(s, (char[4]){0}, 4, MSG_DONTWAIT))));
+	close(f);
+	close(c);
+	close(s);
+}
+
+static void s_selectpoll(void)
+{
+	struct later l = {.op = LATER_SEND, .delay_ms = 60, .buf = "b", .len = 1};
+	struct timeval tv;
+	struct pollfd p[4];
+	fd_set rd, wr;
+	int pp[2], c1, s1, c2, s2, mx;
+	long r, t0, el;
+	char b[4];
+
+	if (pipe(pp) < 0)
+		setup_failed("pipe");
+	mkpair(AF_INET, &c1, &s1);
+	mkpair(AF_INET, &c2, &s2);
+	mx = pp[0];
+	mx = s1 > mx ? s1 : mx;
+	mx = s2 > mx ? s2 : mx;
+	mx = c2 > mx ? c2 : mx;
+	send(c1, "a", 1, 0);
+	wait_bytes(s1, 1, 1000);
+
+	FD_ZERO(&rd);
+	FD_ZERO(&wr);
+	FD_SET(pp[0], &rd);
+	FD_SET(s1, &rd);
+	FD_SET(s2, &rd);
+	FD_SET(c2, &wr);
+	tv = (struct timeval){1, 0};
+	r = DO(select(mx + 1, &rd, &wr, NULL, &tv));
+	say("select %s pipe %s s1 %s s2 %s c2-writable %s", R(r), YN(FD_ISSET(pp[0], &rd)),
+	    YN(FD_ISSET(s1, &rd)), YN(FD_ISSET(s2, &rd)), YN(FD_ISSET(c2, &wr)));
+	if (write(pp[1], "p", 1) != 1)
+		setup_failed("write pipe");
+	FD_ZERO(&rd);
+	FD_ZERO(&wr);
+	FD_SET(pp[0], &rd);
+	FD_SET(s1, &rd);
+	FD_SET(s2, &rd);
+	FD_SET(c2, &wr);
+	tv = (struct timeval){1, 0};
+	r = DO(select(mx + 1, &rd, &wr, NULL, &tv));
+	say("select %s pipe %s s1 %s s2 %s c2-writable %s", R(r), YN(FD_ISSET(pp[0], &rd)),
+	    YN(FD_ISSET(s1, &rd)), YN(FD_ISSET(s2, &rd)), YN(FD_ISSET(c2, &wr)));
+
+	p[0] = (struct pollfd){pp[0], POLLIN, 0};
+	p[1] = (struct pollfd){s1, POLLIN, 0};
+	p[2] = (struct pollfd){s2, POLLIN, 0};
+	p[3] = (struct pollfd){c2, POLLOUT, 0};
+	r = DO(poll(p, 4, 1000));
+	say("poll %s revents 0x%x 0x%x 0x%x 0x%x", R(r), p[0].revents, p[1].revents, p[2].revents,
+	    p[3].revents);
+
+	if (read(pp[0], b, 1) != 1 || recv(s1, b, 1, 0) != 1)
+		setup_failed("drain");
+	FD_ZERO(&rd);
+	FD_SET(pp[0], &rd);
+	FD_SET(s1, &rd);
+	FD_SET(s2, &rd);
+	tv = (struct timeval){0, 50000};
+	t0 = now_ms();
+	r = DO(select(mx + 1, &rd, NULL, NULL, &tv));
+	el = now_ms() - t0;
+	say("select nothing ready %s after >= 40 ms %s timeval left %ld.%06ld", R(r), YN(el >= 40),
+	    (long)tv.tv_sec, (long)tv.tv_usec);
+	p[0].revents = p[1].revents = p[2].revents = 0;
+	t0 = now_ms();
+	r = DO(poll(p, 3, 50));
+	el = now_ms() - t0;
+	say("poll nothing ready %s after >= 40 ms %s", R(r), YN(el >= 40));
+
+	l.fd = c2;
+	later_start(&l);
+	FD_ZERO(&rd);
+	FD_SET(pp[0], &rd);
+	FD_SET(s1, &rd);
+	FD_SET(s2, &rd);
+	tv = (struct timeval){2, 0};
+	r = DO(select(mx + 1, &rd, NULL, NULL, &tv));
+	say("select woken by data %s s2 %s", R(r), YN(FD_ISSET(s2, &rd)));
+	later_join(&l);
+	recv(s2, b, 1, 0);
+	later_start(&l);
+	p[0].revents = p[1].revents = p[2].revents = 0;
+	r = DO(poll(p, 3, 2000));
+	say("poll woken by data %s revents 0x%x 0x%x 0x%x", R(r), p[0].revents, p[1].revents,
+	    p[2].revents);
+	later_join(&l);
+	recv(s2, b, 1, 0);
+	l.op = LATER_SHUTWR;
+	later_start(&l);
+	p[0].revents = p[1].revents = p[2].revents = 0;
+	r = DO(poll(p, 3, 2000));
+	say("poll woken by peer SHUT_WR %s revents 0x%x 0x%x 0x%x", R(r), p[0].revents,
+	    p[1].revents, p[2].revents);
+	later_join(&l);
+	p[0] = (struct pollfd){-1, POLLIN, 0};
+	p[1] = (struct pollfd){s1, POLLIN, 0};
+	r = DO(poll(p, 2, 0));
+	say("poll negative fd %s revents 0x%x 0x%x", R(r), p[0].revents, p[1].revents);
+	close(pp[0]);
+	close(pp[1]);
+	close(c1);
+	close(s1);
+	close(c2);
+	close(s2);
+}
+
+static int ewait(int ep, int ms, uint32_t *events)
+{
+	struct epoll_event out[4];
+	long r = DO(epoll_wait(ep, out, 4, ms));
+
+	*events = r > 0 ? out[0].events : 0;
+	return (int)r;
+}
+
+static void s_epoll_lt(void)
+{
+	struct epoll_event ev = {EPOLLIN, {.u64 = 77}};
+	int c, s, ep = epoll_create1(0), n;
+	uint32_t e;
+	char b[16];
+
+	mkpair(AF_INET, &c, &s);
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	say("add again %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	say("mod unknown %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev))));
+	say("del unknown %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, c, &ev))));
+	n = ewait(ep, 0, &e);
+	say("idle %s", R(n));
+	send(c, "0123456789", 10, 0);
+	n = ewait(ep, 1000, &e);
+	say("data %s events 0x%x", R(n), e);
+	n = ewait(ep, 0, &e);
+	say("again %s events 0x%x", R(n), e);
+	recv(s, b, 5, 0);
+	n = ewait(ep, 0, &e);
+	say("after reading half %s events 0x%x", R(n), e);
+	recv(s, b, 5, 0);
+	n = ewait(ep, 0, &e);
+	say("after draining %s", R(n));
+	say("del %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL))));
+	send(c, "x", 1, 0);
+	wait_bytes(s, 1, 1000);
+	n = ewait(ep, 50, &e);
+	say("after del %s", R(n));
+	ev.events = EPOLLIN | EPOLLOUT;
+	say("add in|out %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	n = ewait(ep, 1000, &e);
+	say("in|out %s events 0x%x", R(n), e);
+	close(ep);
+	close(c);
+	close(s);
+}
+
+static void s_epoll_et(void)
+{
+	struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 5}};
+	int c, s, ep = epoll_create1(0), n;
+	uint32_t e;
+	char b[64];
+
+	mkpair(AF_INET, &c, &s);
+	set_nonblock(s, 1);
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	send(c, "0123456789", 10, 0);
+	n = ewait(ep, 1000, &e);
+	say("first data %s events 0x%x", R(n), e);
+	n = ewait(ep, 0, &e);
+	say("no new data %s", R(n));
+	send(c, "0123456789", 10, 0);
+	n = ewait(ep, 1000, &e);
+	say("more data, not drained %s events 0x%x", R(n), e);
+	n = ewait(ep, 0, &e);
+	say("no new data %s", R(n));
+	say("drain %s", R(DO(recv(s, b, sizeof b, 0))));
+	say("drain %s", R(DO(recv(s, b, sizeof b, 0))));
+	n = ewait(ep, 50, &e);
+	say("after draining %s", R(n));
+	send(c, "abc", 3, 0);
+	n = ewait(ep, 1000, &e);
+	say("new edge %s events 0x%x", R(n), e);
+	recv(s, b, sizeof b, 0);
+	shutdown(c, SHUT_WR);
+	n = ewait(ep, 1000, &e);
+	say("peer SHUT_WR edge %s events 0x%x", R(n), e);
+	close(ep);
+	close(c);
+	close(s);
+}
+
+static void s_epoll_et_out(void)
+{
+	struct epoll_event ev = {EPOLLOUT | EPOLLET, {.u64 = 6}};
+	int c, s, ep = epoll_create1(0), n, partial, eagain, ok;
+	size_t total, got;
+	uint32_t e;
+
+	mkpair(AF_INET, &c, &s);
+	set_nonblock(c, 1);
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev))));
+	n = ewait(ep, 1000, &e);
+	say("writable %s events 0x%x", R(n), e);
+	n = ewait(ep, 0, &e);
+	say("no new edge %s", R(n));
+	total = fill(c, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+	say("filled until EAGAIN %s", YN(eagain));
+	got = read_all(s, total, 0, 10000, &ok);
+	say("drained every byte %s data %s", YN(got == total), YN(ok));
+	n = ewait(ep, 1000, &e);
+	say("edge after drain %s events 0x%x", R(n), e);
+	n = ewait(ep, 0, &e);
+	say("no new edge %s", R(n));
+	close(ep);
+	close(c);
+	close(s);
+}
+
+static void s_epoll_oneshot(void)
+{
+	struct epoll_event ev = {EPOLLIN | EPOLLONESHOT, {.u64 = 9}};
+	int c, s, ep = epoll_create1(0), n;
+	uint32_t e;
+
+	mkpair(AF_INET, &c, &s);
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	send(c, "a", 1, 0);
+	n = ewait(ep, 1000, &e);
+	say("first %s events 0x%x", R(n), e);
+	n = ewait(ep, 0, &e);
+	say("disabled %s", R(n));
+	send(c, "b", 1, 0);
+	wait_bytes(s, 2, 1000);
+	n = ewait(ep, 50, &e);
+	say("disabled with more data %s", R(n));
+	say("mod %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev))));
+	n = ewait(ep, 1000, &e);
+	say("after mod %s events 0x%x", R(n), e);
+	n = ewait(ep, 0, &e);
+	say("disabled again %s", R(n));
+	close(ep);
+	close(c);
+	close(s);
+}
+
+static void s_epoll_rdhup(void)
+{
+	struct epoll_event ev = {EPOLLIN | EPOLLRDHUP, {.u64 = 3}};
+	int c, s, ep = epoll_create1(0), n;
+	uint32_t e;
+
+	mkpair(AF_INET, &c, &s);
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	n = ewait(ep, 0, &e);
+	say("idle %s", R(n));
+	shutdown(c, SHUT_WR);
+	n = ewait(ep, 1000, &e);
+	say("peer SHUT_WR %s events 0x%x", R(n), e);
+	close(c);
+	usleep(20000);
+	n = ewait(ep, 1000, &e);
+	say("peer closed %s events 0x%x", R(n), e);
+	ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP;
+	epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev);
+	send(s, "x", 1, MSG_NOSIGNAL);
+	usleep(20000);
+	n = ewait(ep, 1000, &e);
+	say("peer closed, after a write %s events 0x%x", R(n), e);
+	close(ep);
+	close(s);
+}
+
+static void s_dup_close(void)
+{
+	char b[8];
+	int c, s, d;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	d = dup(c);
+	say("dup ok %s", YN(d >= 0));
+	close(c);
+	say("peer sees no end %s", R(DO(recv(s, b, sizeof b, MSG_DONTWAIT))));
+	say("send on dup %s", R(DO(send(d, "dup", 3, 0))));
+	r = DO(recv(s, b, sizeof b, 0));
+	say("recv %s data %s", R(r), YN(r == 3 && !memcmp(b, "dup", 3)));
+	close(d);
+	say("after last close %s", R(DO(recv(s, b, sizeof b, 0))));
+	close(s);
+}
+
+/* s_ipv6: a basic exchange over ::1. */
+static void s_ipv6(void)
+{
+	long rv;
+	struct sockaddr_storage ls, cl, cp, sl, sp;
+	socklen_t a = sizeof cl, b = sizeof cp, d = sizeof sl, e = sizeof sp;
+	int l = listener(AF_INET6, "::1", -1, &ls), c, s, v;
+	char buf[16];
+	long r;
+
+	c = connect_to(AF_INET6, &ls);
+	s = accept_one(l);
+	transports(c, s);
+	rv = DO(getsockname(c, (struct sockaddr *)&cl, &a));
+	say("client getsockname %s len %u %s", R(rv), (unsigned)a, sa_str(&cl));
+	rv = DO(getpeername(c, (struct sockaddr *)&cp, &b));
+	say("client getpeername %s len %u %s", R(rv), (unsigned)b, sa_str(&cp));
+	rv = DO(getsockname(s, (struct sockaddr *)&sl, &d));
+	say("server getsockname %s len %u %s", R(rv), (unsigned)d, sa_str(&sl));
+	rv = DO(getpeername(s, (struct sockaddr *)&sp, &e));
+	say("server getpeername %s len %u %s", R(rv), (unsigned)e, sa_str(&sp));
+	say("ports: client peer is the listener's %s server local is the listener's %s server peer is the client's %s",
+	    YN(sa_port(&cp) == sa_port(&ls)), YN(sa_port(&sl) == sa_port(&ls)), YN(sa_port(&sp) == sa_port(&cl)));
+	v = geti(c, SOL_SOCKET, SO_DOMAIN, &r);
+	say("SO_DOMAIN %s %d", R(r), v);
+	say("send %s", R(DO(send(c, "six", 3, 0))));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv %s data %s", R(r), YN(r == 3 && !memcmp(buf, "six", 3)));
+	say("send back %s", R(DO(send(s, "back", 4, 0))));
+	r = DO(recv(c, buf, sizeof buf, 0));
+	say("recv %s data %s", R(r), YN(r == 4 && !memcmp(buf, "back", 4)));
+	close(c);
+	close(s);
+	close(l);
+}
+
+/* dual runs a client of family fam to 127.0.0.1 (v4-mapped for AF_INET6)
+ * on a dual-stack [::] listener. */
+static void dual(int fam)
+{
+	long rv;
+	struct sockaddr_storage ls, to, cl, cp, sl, sp, peer;
+	socklen_t a = sizeof cl, b = sizeof cp, d = sizeof sl, e = sizeof sp, pl = sizeof peer;
+	int l = listener(AF_INET6, "::", 0, &ls), c, s;
+	char buf[16];
+	long r;
+
+	sa_make(&to, fam, fam == AF_INET ? "127.0.0.1" : "::ffff:127.0.0.1", sa_port(&ls));
+	c = connect_to(fam, &to);
+	s = accept(l, (struct sockaddr *)&peer, &pl);
+	if (s < 0)
+		setup_failed("accept");
+	transports(c, s);
+	say("accept address len %u %s", (unsigned)pl, sa_str(&peer));
+	rv = DO(getsockname(c, (struct sockaddr *)&cl, &a));
+	say("client getsockname %s len %u %s", R(rv), (unsigned)a, sa_str(&cl));
+	rv = DO(getpeername(c, (struct sockaddr *)&cp, &b));
+	say("client getpeername %s len %u %s", R(rv), (unsigned)b, sa_str(&cp));
+	rv = DO(getsockname(s, (struct sockaddr *)&sl, &d));
+	say("server getsockname %s len %u %s", R(rv), (unsigned)d, sa_str(&sl));
+	rv = DO(getpeername(s, (struct sockaddr *)&sp, &e));
+	say("server getpeername %s len %u %s", R(rv), (unsigned)e, sa_str(&sp));
+	say("ports: client peer is the listener's %s server local is the listener's %s server peer is the client's %s accept's is the client's %s",
+	    YN(sa_port(&cp) == sa_port(&ls)), YN(sa_port(&sl) == sa_port(&ls)),
+	    YN(sa_port(&sp) == sa_port(&cl)), YN(sa_port(&peer) == sa_port(&cl)));
+	say("send %s", R(DO(send(c, "dual", 4, 0))));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv %s data %s", R(r), YN(r == 4 && !memcmp(buf, "dual", 4)));
+	say("send back %s", R(DO(send(s, "back", 4, 0))));
+	r = DO(recv(c, buf, sizeof buf, 0));
+	say("recv %s data %s", R(r), YN(r == 4 && !memcmp(buf, "back", 4)));
+	close(c);
+	close(s);
+	close(l);
+}
+
+static void s_dualstack_v6client(void) { dual(AF_INET6); }
+static void s_dualstack_v4client(void) { dual(AF_INET); }
+
+/* s_v6only: an IPV6_V6ONLY [::] listener does not take IPv4 clients. */
+static void s_v6only(void)
+{
+	struct sockaddr_storage ls, to;
+	int l = listener(AF_INET6, "::", 1, &ls), c;
+
+	sa_make(&to, AF_INET, "127.0.0.1", sa_port(&ls));
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	say("IPv4 client %s", R(DO(connect(c, (struct sockaddr *)&to, sizeof(struct sockaddr_in)))));
+	close(c);
+	sa_make(&to, AF_INET6, "::ffff:127.0.0.1", sa_port(&ls));
+	c = socket(AF_INET6, SOCK_STREAM, 0);
+	say("v4-mapped client %s", R(DO(connect(c, (struct sockaddr *)&to, sizeof(struct sockaddr_in6)))));
+	close(c);
+	close(l);
+}
+
+/* ---- main -------------------------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} scenarios[] = {
+	{"basic", s_basic},
+	{"recv0", s_recv0},
+	{"recv0_empty", s_recv0_empty},
+	{"peek", s_peek},
+	{"dontwait", s_dontwait},
+	{"waitall", s_waitall},
+	{"iov", s_iov},
+	{"msg", s_msg},
+	{"mmsg", s_mmsg},
+	{"recvmmsg_block", s_recvmmsg_block},
+	{"fionread", s_fionread},
+	{"shutwr", s_shutwr},
+	{"closed_both", s_closed_both},
+	{"shutrd", s_shutrd},
+	{"epipe_own", s_epipe_own},
+	{"peerclose", s_peerclose},
+	{"peerclose_nb", s_peerclose_nb},
+	{"peerclose_unread", s_peerclose_unread},
+	{"linger0", s_linger0},
+	{"linger0_so_error", s_linger0_so_error},
+	{"pollmasks", s_pollmasks},
+	{"listen_poll", s_listen_poll},
+	{"nbconnect", s_nbconnect},
+	{"epoll_preconnect", s_epoll_preconnect},
+	{"partial", s_partial},
+	{"sndtimeo", s_sndtimeo},
+	{"refused", s_refused},
+	{"names", s_names},
+	{"sockopts", s_sockopts},
+	{"rcvtimeo", s_rcvtimeo},
+	{"eintr", s_eintr},
+	{"eintr_restart", s_eintr_restart},
+	{"accept4", s_accept4},
+	{"accept_nb", s_accept_nb},
+	{"accept_timeo", s_accept_timeo},
+	{"accept_eintr", s_accept_eintr},
+	{"sendfile", s_sendfile},
+	{"selectpoll", s_selectpoll},
+	{"epoll_lt", s_epoll_lt},
+	{"epoll_et", s_epoll_et},
+	{"epoll_et_out", s_epoll_et_out},
+	{"epoll_oneshot", s_epoll_oneshot},
+	{"epoll_rdhup", s_epoll_rdhup},
+	{"dup_close", s_dup_close},
+	{"ipv6", s_ipv6},
+	{"dualstack_v6client", s_dualstack_v6client},
+	{"dualstack_v4client", s_dualstack_v4client},
+	{"v6only", s_v6only},
+};
+
+#define NSCEN (sizeof scenarios / sizeof scenarios[0])
+
+static void run(size_t i)
+{
+	scn = scenarios[i].name;
+	scenarios[i].fn();
+	say("done");
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa;
+	size_t i;
+	int a;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigpipe;
+	sigaction(SIGPIPE, &sa, NULL);
+	signal(SIGALRM, SIG_IGN);
+	pat_init();
+	if (argc == 2 && strcmp(argv[1], "-l") == 0) {
+		for (i = 0; i < NSCEN; i++)
+			printf("%s\n", scenarios[i].name);
+		return 0;
+	}
+	if (argc == 1) {
+		for (i = 0; i < NSCEN; i++)
+			run(i);
+		return 0;
+	}
+	for (a = 1; a < argc; a++) {
+		for (i = 0; i < NSCEN; i++)
+			if (strcmp(argv[a], scenarios[i].name) == 0)
+				break;
+		if (i == NSCEN) {
+			fprintf(stderr, "semantics: no scenario %s (-l lists them)\n", argv[a]);
+			return 2;
+		}
+		run(i);
+	}
+	return 0;
+}

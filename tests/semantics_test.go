@@ -1,0 +1,81 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/osfproject/osf/internal/testutil"
+)
+
+// TestSemantics runs each scenario of progs/semantics.c (socket semantics
+// of Linux TCP on loopback: return values, errno, poll masks, signals,
+// timeouts, epoll modes, names and options; see the program's comment)
+// bare and under osf, where both ends of every connection are in the one
+// process and so offloaded. The outputs must be identical line for line,
+// except the "transport" lines, which must say tcp for every end bare and
+// unix (the kernel lists the socket in /proc/net/unix: offloaded) under
+// osf. Bare Linux TCP is the reference: a difference is a bug in osf.
+func TestSemantics(t *testing.T) {
+	t.Parallel()
+	prog := testutil.Prog(t, "semantics")
+	names := strings.Fields(testutil.Cmd(t, nil, prog, "-l").MustRun(shortRun).Stdout)
+	if len(names) < 40 {
+		t.Fatalf("semantics -l lists %d scenarios: %q", len(names), names)
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			bp := bare.cmd(t, nil, prog, name).Start()
+			op := underOsf.cmd(t, nil, prog, name).Start()
+			b, o := bp.Wait(shortRun), op.Wait(shortRun)
+			if !b.OK() {
+				t.Fatalf("bare run: %s", b)
+			}
+			if !o.OK() {
+				t.Fatalf("run under osf: %s\n--- bare output for comparison:\n%s", o, b.Stdout)
+			}
+			noOsfMessages(t, name, o.Stderr)
+			want, nb := semanticsNormalize(t, name, "bare", b.Stdout, "tcp")
+			got, no := semanticsNormalize(t, name, "osf", o.Stdout, "unix")
+			if nb != no {
+				t.Errorf("%d connections bare, %d under osf", nb, no)
+			}
+			if want != got {
+				t.Errorf("scenario %s under osf differs from Linux TCP (bare):\n%s\n--- bare:\n%s--- osf:\n%s",
+					name, lineDiff(want, got), b.Stdout, o.Stdout)
+			}
+		})
+	}
+}
+
+// semanticsNormalize checks that out is one scenario's complete output
+// ("NAME: ..." lines ending with "NAME: done") whose transport lines all
+// name transport, and returns it with those lines reduced to "NAME:
+// transport" and the number of connection ends they described.
+func semanticsNormalize(t *testing.T, name, mode, out, transport string) (string, int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) == 0 || lines[len(lines)-1] != name+": done" {
+		t.Errorf("%s: output does not end with %q:\n%s", mode, name+": done", out)
+	}
+	ends := 0
+	for i, l := range lines {
+		if !strings.HasPrefix(l, name+": ") {
+			t.Errorf("%s: line %d does not start with %q: %q", mode, i+1, name+": ", l)
+			continue
+		}
+		rest, ok := strings.CutPrefix(l, name+": transport ")
+		if !ok {
+			continue
+		}
+		for _, tp := range strings.Fields(rest) {
+			ends++
+			if tp != transport {
+				t.Errorf("%s: a connection end uses %q, want %q: %q", mode, tp, transport, l)
+			}
+		}
+		lines[i] = fmt.Sprintf("%s: transport", name)
+	}
+	return strings.Join(lines, "\n"), ends
+}
