@@ -91,14 +91,6 @@ func (s *streamServer) client(t testing.TB, pl place, osfEnv []string, test stri
 		timeout = shortRun
 	}
 	r := pl.cmd(t, osfEnv, testutil.Prog(t, "stream"), args...).Run(timeout)
-	if test == "reset" && r.TimedOut {
-		// Known bug in the C data path (preload/conn.c): a blocking recv
-		// that finds the peer's OSF_SIDE_RESET flag up before it noticed
-		// the end of the wake socket spins forever (rx_ready is true, so
-		// wait_data never sleeps in the recv that would see the end, and
-		// recv_end never asks the kernel). Shm and RDMA both set RESET.
-		t.Skipf("KNOWN BUG (preload/conn.c recv_end/wait_data): the client spun after the peer's abortive close instead of getting ECONNRESET: %s", r)
-	}
 	if !r.OK() || !strings.Contains(r.Stdout, "PASS "+test) {
 		t.Fatalf("stream client %s %d: %s\nserver stderr: %s", test, n, r, s.p.Stderr())
 	}
