@@ -58,17 +58,7 @@ func conformanceLegs() []conformanceLeg {
 			name:  "rdma",
 			setup: rdmaLeg,
 			path: func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
-				// libosf.so records every ring-backed connection as shm
-				// today (the C side does not know which engine is behind
-				// a segment), so osfstat proves it is offloaded and the
-				// core's log proves it is RDMA.
-				for _, p := range []int{pid, s.p.Pid} {
-					for _, sock := range testutil.OsfStat(t, p).Sockets {
-						if (sock.Role == "client" || sock.Role == "server") && sock.Transport == testutil.TransportKernel {
-							t.Errorf("process %d: %s took kernel TCP", p, sock)
-						}
-					}
-				}
+				assertRDMA(t, s, pid)
 				assertLog(t, clientLog, ": rdma via ")
 				assertLog(t, serverLog, "rdma: accepted ")
 			},
@@ -114,6 +104,17 @@ func rdmaHostAddr(t *testing.T, pl place) string {
 	}
 	t.Skip("no IPv4 address on a network interface served by an active RDMA port (set OSFTEST_RDMA_ADDR)")
 	return ""
+}
+
+// assertRDMA checks through osfstat that the client's connection and the
+// server's are RDMA connections (libosf.so records a connection as RDMA
+// when an engine made its segment), while the server's listener is shm's
+// (its companion, where the engine hands connections over).
+func assertRDMA(t *testing.T, s *streamServer, clientPID int) {
+	t.Helper()
+	testutil.AssertTransport(t, clientPID, testutil.ByRole("client"), testutil.TransportRDMA)
+	testutil.AssertTransport(t, s.p.Pid, testutil.ByRole("server"), testutil.TransportRDMA)
+	testutil.AssertTransport(t, s.p.Pid, testutil.ByRole("listener"), testutil.TransportShm)
 }
 
 func assertLog(t *testing.T, log, want string) {

@@ -112,8 +112,12 @@ func osfcore_accept(in *C.struct_osf_core_accept_in, out *C.struct_osf_core_conn
 		core.log.Errorf("accept on %s: %v", listen, err)
 		return C.int(errnoOr(err, unix.EPROTO))
 	}
+	via := "shm"
+	if ep.Segment.Flags()&sdp.SegRDMA != 0 {
+		via = "rdma (the engine's hand-off)"
+	}
 	fill(out, ep)
-	core.log.Debugf("accept on %s: shm from %s", listen, ep.Remote)
+	core.log.Debugf("accept on %s: %s from %s", listen, via, ep.Remote)
 	return 0
 }
 
