@@ -256,22 +256,28 @@ func (t *Transport) eventFailure(d *dialer, ev *verbs.Event, err error) error {
 	switch ev.Type {
 	case verbs.EventRejected:
 		code, ok := DecodeReject(ev.PrivateData)
-		switch {
-		case !ok:
+		if !ok {
 			return fmt.Errorf("%w: %s rejected the RDMA connection (no osf RDMA listener on the port): %w", sdp.ErrNoListener, d.dst, err)
-		case code == RejectNoListener:
-			return fmt.Errorf("%w: %s: %s", sdp.ErrNoListener, d.dst, code)
-		case code == RejectBacklog:
-			return fmt.Errorf("%w: %s: %s", sdp.ErrBacklog, d.dst, code)
-		default:
-			return fmt.Errorf("%w: %s refused: %s", sdp.ErrHandshake, d.dst, code)
 		}
+		return rejectError(d.dst, code)
 	case verbs.EventUnreachable:
 		return fmt.Errorf("%w: %s did not answer the RDMA connection request (no RDMA or no osf there): %w", sdp.ErrNoListener, d.dst, err)
 	case verbs.EventDeviceRemoval:
 		return fmt.Errorf("rdma: connect to %s: %w", d.dst, err)
 	}
 	return classify(err)
+}
+
+// rejectError is the error of a dial to dst that the server rejected with
+// code: the fallback reason the core records.
+func rejectError(dst netip.AddrPort, code RejectCode) error {
+	switch code {
+	case RejectNoListener:
+		return fmt.Errorf("%w: %s: %s", sdp.ErrNoListener, dst, code)
+	case RejectBacklog:
+		return fmt.Errorf("%w: %s: %s", sdp.ErrBacklog, dst, code)
+	}
+	return fmt.Errorf("%w: %s refused: %s", sdp.ErrHandshake, dst, code)
 }
 
 // classify wraps a failed call's error for the core: a missing device
@@ -402,21 +408,15 @@ func (t *Transport) accept(ev *verbs.Event) {
 		reject(RejectBadHello, err)
 		return
 	}
-	comp, err := connectCompanion(l.name)
-	switch {
-	case errors.Is(err, unix.EAGAIN):
-		reject(RejectBacklog, err)
-		return
-	case errors.Is(err, unix.ECONNREFUSED), errors.Is(err, unix.ENOENT):
-		reject(RejectNoListener, err)
-		t.cfg.Logf("rdma: the listener on %s is gone; closing its RDMA listener", l.addr)
-		t.closeListener(l)
-		return
-	case err != nil:
-		reject(RejectResource, err)
+	comp, code, gone, err := openCompanion(l.name, t.cfg.HiddenBase)
+	if err != nil {
+		reject(code, err)
+		if gone {
+			t.cfg.Logf("rdma: the listener on %s is gone; closing its RDMA listener", l.addr)
+			t.closeListener(l)
+		}
 		return
 	}
-	comp = hideFD(comp, t.cfg.HiddenBase)
 	s, err := t.serve(id, cd, comp)
 	switch {
 	case err != nil && s == nil:
@@ -537,6 +537,23 @@ func closeOpen(fds ...int) {
 			unix.Close(fd)
 		}
 	}
+}
+
+// openCompanion connects, for a connection request, to the companion of a
+// replicated listener (abstract name), and moves the socket to the hidden
+// range. On failure it returns the code to reject the request with and
+// whether the listener is gone (the application closed it).
+func openCompanion(name string, hiddenBase int) (fd int, code RejectCode, gone bool, err error) {
+	comp, err := connectCompanion(name)
+	switch {
+	case errors.Is(err, unix.EAGAIN):
+		return -1, RejectBacklog, false, err
+	case errors.Is(err, unix.ECONNREFUSED), errors.Is(err, unix.ENOENT):
+		return -1, RejectNoListener, true, err
+	case err != nil:
+		return -1, RejectResource, false, err
+	}
+	return hideFD(comp, hiddenBase), 0, false, nil
 }
 
 // connectCompanion connects, without waiting, to the abstract AF_UNIX
