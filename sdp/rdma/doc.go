@@ -25,8 +25,12 @@
 // path takes it unchanged.
 //
 // The ring-mirroring logic is separated from the hardware behind Link, with
-// a verbs implementation and, in the tests, an in-process fake that
-// executes work requests asynchronously as a NIC does.
+// a verbs implementation; in the tests, an in-process fake that executes
+// work requests asynchronously as a NIC does; and Sim, a software stand-in
+// for a device between processes of one host (each queue pair an AF_UNIX
+// socket), which OSF_DEBUG_RDMA_SIM=1 makes the core use so that the whole
+// RDMA path can be tested through libosf.so without RDMA hardware. Sim is
+// for tests only.
 //
 // Example (what the core does):
 //

@@ -14,6 +14,7 @@ import (
 
 	"github.com/osfproject/osf/internal/testutil"
 	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/shm"
 	"github.com/osfproject/osf/verbs"
 )
 
@@ -68,9 +69,7 @@ func deviceAddr(t *testing.T) netip.Addr {
 }
 
 // TestDeviceConnection runs a connection through a real device (soft-RoCE
-// will do; see README): listener replication through an shm companion,
-// dial, the server's accept from the companion, a bidirectional stream
-// with FIN, close, release; and the fallbacks' errors.
+// will do; see README): see checkConnection.
 func TestDeviceConnection(t *testing.T) {
 	testutil.SkipIfNoRDMA(t)
 	ip := deviceAddr(t)
@@ -79,18 +78,53 @@ func TestDeviceConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Stop()
+	checkConnection(t, tr, ip, func() (conns, listeners int) {
+		_ = tr.eng.Do(func() { conns, listeners = len(tr.eng.streams)+len(tr.conns), len(tr.listeners) })
+		return conns, listeners
+	})
+}
+
+// TestSimConnection runs the same through the software stand-in.
+func TestSimConnection(t *testing.T) {
+	s, err := StartSim(Config{PollSpin: 20 * time.Microsecond, PID: unix.Getpid(), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	checkConnection(t, s, netip.MustParseAddr("127.0.0.1"), func() (conns, listeners int) {
+		_ = s.eng.Do(func() { conns, listeners = len(s.eng.streams), len(s.listeners) })
+		return conns, listeners
+	})
+}
+
+// connTransport is what checkConnection uses of Transport or Sim.
+type connTransport interface {
+	Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error)
+	Replicate(addr netip.AddrPort, v6only bool, backlog int) error
+}
+
+// checkConnection runs connections on ip through tr: listener replication
+// through an shm companion, dial, the server's accept from the companion
+// (an endpoint with both wake sockets), a bidirectional stream with FIN,
+// close, release; and the fallbacks' errors, without a listener and after
+// the application closed it. open counts the connections and RDMA
+// listeners tr still has.
+func checkConnection(t *testing.T, tr connTransport, ip netip.Addr, open func() (conns, listeners int)) {
 	addr := netip.AddrPortFrom(ip, 20000+uint16(rand.IntN(20000)))
 
-	// Nobody listens: the peer's CM rejects.
+	// Nobody listens: the peer refuses.
 	if _, err := tr.Dial(addr, netip.AddrPortFrom(ip, 40001), 4096, 2*time.Second); !errors.Is(err, sdp.ErrNoListener) {
 		t.Fatalf("dial without a listener: %v, want ErrNoListener", err)
 	}
 
-	lfd, err := tr.Listen(addr, 16, false)
+	lfd, err := shm.Transport{}.Listen(addr, 16, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(lfd)
+	if err := tr.Replicate(addr, false, 16); err != nil {
+		t.Fatal(err)
+	}
 	local := netip.AddrPortFrom(ip, 40002)
 	cep, err := tr.Dial(addr, local, 64<<10, 2*time.Second)
 	if err != nil {
@@ -104,17 +138,20 @@ func TestDeviceConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sep, err := tr.Accept(cfd, addr, 2*time.Second)
+	sep, err := shm.Transport{}.Accept(cfd, addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sep.Remote != local || sep.Local != addr {
 		t.Errorf("server endpoint %v <- %v, want %v <- %v", sep.Local, sep.Remote, addr, local)
 	}
-	if sep.Segment.Flags()&sdp.SegRDMA == 0 {
-		t.Error("server segment not marked RDMA")
-	}
 	for _, ep := range []*sdp.Endpoint{cep, sep} {
+		if ep.Segment.Flags()&sdp.SegRDMA == 0 {
+			t.Errorf("side %d segment not marked RDMA", ep.Side)
+		}
+		if ep.WakeFD < 0 || ep.WakeTxFD < 0 {
+			t.Fatalf("endpoint without both wake sockets: %+v", ep)
+		}
 		if err := unix.SetNonblock(ep.WakeFD, false); err != nil {
 			t.Fatal(err)
 		}
@@ -160,8 +197,7 @@ func TestDeviceConnection(t *testing.T) {
 	apps[1].close(false)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		n := 0
-		_ = tr.eng.Do(func() { n = len(tr.eng.streams) + len(tr.conns) })
+		n, _ := open()
 		if n == 0 {
 			break
 		}
@@ -177,9 +213,7 @@ func TestDeviceConnection(t *testing.T) {
 	if _, err := tr.Dial(addr, local, 4096, 2*time.Second); !errors.Is(err, sdp.ErrNoListener) {
 		t.Fatalf("dial after the listener closed: %v, want ErrNoListener", err)
 	}
-	_ = tr.eng.Do(func() {
-		if len(tr.listeners) != 0 {
-			t.Errorf("%d RDMA listeners left", len(tr.listeners))
-		}
-	})
+	if _, n := open(); n != 0 {
+		t.Errorf("%d RDMA listeners left", n)
+	}
 }
