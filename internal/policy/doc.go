@@ -20,6 +20,7 @@
 //	OSF_RDMA_POLL_US        µs the RDMA progress engine polls before sleeping, 0-1000000 (default 20)
 //	OSF_CONNECT_TIMEOUT_MS  bound on offload handshakes, 1-60000 (default 1000)
 //	OSF_DEBUG_LOAD_CORE     0 | 1: load the core at start-up
+//	OSF_DEBUG_RDMA_SIM      0 | 1: RDMA over a software stand-in on this host (tests only)
 //	OSF_LIB                 libosf.so for osfrun to preload
 //
 // Numbers are decimal digits only, without sign or blanks; OSF_RING_SIZE may

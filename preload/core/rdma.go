@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/Mellanox/rdmamap"
 
@@ -18,13 +19,29 @@ import (
 // osfrun --explain says the same.
 const noDevice = "no RDMA device (no /sys/class/infiniband entries)"
 
+// rdmaTransport is what the core needs of an RDMA transport: the device
+// transport (rdma.Transport) or its software stand-in for tests (rdma.Sim,
+// OSF_DEBUG_RDMA_SIM=1).
+type rdmaTransport interface {
+	Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error)
+	Replicate(addr netip.AddrPort, v6only bool, backlog int) error
+	DeviceFor(a netip.Addr) (string, bool, string)
+	Devices() []string
+}
+
+var (
+	_ rdmaTransport = (*rdma.Transport)(nil)
+	_ rdmaTransport = (*rdma.Sim)(nil)
+)
+
 // rdmaState is the core's RDMA transport: started at init when the
-// configuration may use RDMA and the host has a device, so that the fds
-// librdmacm and libibverbs open (rdma_cm, the devices' command and event
-// fds, completion channels) are born while libosf.so holds the program's
-// low fd numbers, and land in osf's hidden range.
+// configuration may use RDMA and the host has a device (or the stand-in is
+// asked for), so that the fds librdmacm and libibverbs open (rdma_cm, the
+// devices' command and event fds, completion channels) or the stand-in's
+// engine opens are born while libosf.so holds the program's low fd
+// numbers, and land in osf's hidden range.
 var rdmaState struct {
-	t    *rdma.Transport
+	t    rdmaTransport
 	why  string // why there is no transport (detail of ReasonNoRDMADevice)
 	fork bool   // a fork child that inherited its parent's RDMA state
 	dev  string // a device name, for the fork child's probe
@@ -37,18 +54,29 @@ func startRDMA(cfg *policy.Config, pid, hiddenBase int, fresh bool) {
 		rdmaState.why = "OSF_TRANSPORT=" + cfg.Transport.String()
 		return
 	}
-	devs := rdmamap.GetRdmaDeviceList()
-	if len(devs) == 0 {
-		rdmaState.why = noDevice
-		return
-	}
-	t, err := rdma.Start(rdma.Config{
+	rcfg := rdma.Config{
 		HiddenBase: hiddenBase,
 		PollSpin:   cfg.RDMAPoll,
 		PID:        pid,
 		ForkChild:  fresh,
 		Logf:       core.log.Debugf,
-	})
+	}
+	if cfg.DebugRDMASim {
+		t, err := rdma.StartSim(rcfg)
+		if err != nil {
+			rdmaState.why = "RDMA stand-in: " + err.Error()
+			return
+		}
+		rdmaState.t = t
+		core.log.Infof("rdma: engine started on the software stand-in (OSF_DEBUG_RDMA_SIM=1)")
+		return
+	}
+	devs := rdmamap.GetRdmaDeviceList()
+	if len(devs) == 0 {
+		rdmaState.why = noDevice
+		return
+	}
+	t, err := rdma.Start(rcfg)
 	switch {
 	case errors.Is(err, rdma.ErrForkChild):
 		rdmaState.fork, rdmaState.dev = true, devs[0]
