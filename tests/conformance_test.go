@@ -55,6 +55,22 @@ func conformanceLegs() []conformanceLeg {
 			},
 		},
 		{
+			// The RDMA engine (both ends as the C data path's peer),
+			// wire data, credits, FIN, CLOSE and listener replication
+			// through the companion, over the software stand-in for a
+			// device (OSF_DEBUG_RDMA_SIM): everything of the rdma leg
+			// but libibverbs and librdmacm, on any machine.
+			name: "rdma-sim",
+			setup: func(t *testing.T) (place, string, []string) {
+				return place{}, "127.0.0.1", []string{"OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1"}
+			},
+			path: func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
+				assertRDMA(t, s, pid)
+				assertLog(t, clientLog, ": rdma via sim ")
+				assertLog(t, serverLog, "rdma: accepted ")
+			},
+		},
+		{
 			name:  "rdma",
 			setup: rdmaLeg,
 			path: func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
