@@ -76,6 +76,47 @@ func recvStream(a *fakeApp, seed uint64, total int, rng *rand.Rand, timeout time
 	}
 }
 
+// exchangeBoth runs fakeApp.exchange on both sides at once, total pattern
+// bytes each way (side s sends pattern s) with random sizes from seed,
+// and fails t for every side that did not receive exactly the other's.
+func exchangeBoth(t *testing.T, apps [2]*fakeApp, total int, seed uint64, timeout time.Duration) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for side := range 2 {
+		out := make([]byte, total)
+		for i := range out {
+			out[i] = pattern(uint64(side), uint64(i))
+		}
+		inSeed := uint64(1 - side)
+		check := func(pos int, b []byte) error {
+			for i, c := range b {
+				if want := pattern(inSeed, uint64(pos+i)); c != want {
+					return fmt.Errorf("byte %d: got %#x, want %#x", pos+i, c, want)
+				}
+			}
+			return nil
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(side), seed))
+			got, err := apps[side].exchange(out, check, timeout, rng)
+			if err == nil && got != total {
+				err = fmt.Errorf("received %d bytes, want %d", got, total)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("side %d: %w", side, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
 // TestMirrorRandom sends random streams both ways at once through small
 // rings with random write and read sizes and random delays on the wire:
 // every byte arrives once, in order, across many wraparounds; FIN ends
@@ -95,40 +136,7 @@ func TestMirrorRandom(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, pairOpts{ring: tc.ring, spin: tc.spin, maxDelay: tc.delay, seed: 1})
-			var wg sync.WaitGroup
-			errs := make(chan error, 2)
-			for side := range 2 {
-				out := make([]byte, tc.total)
-				for i := range out {
-					out[i] = pattern(uint64(side), uint64(i))
-				}
-				inSeed := uint64(1 - side)
-				check := func(pos int, b []byte) error {
-					for i, c := range b {
-						if want := pattern(inSeed, uint64(pos+i)); c != want {
-							return fmt.Errorf("byte %d: got %#x, want %#x", pos+i, c, want)
-						}
-					}
-					return nil
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(side), 3))
-					got, err := p.app[side].exchange(out, check, testTimeout, rng)
-					if err == nil && got != tc.total {
-						err = fmt.Errorf("received %d bytes, want %d", got, tc.total)
-					}
-					if err != nil {
-						errs <- fmt.Errorf("side %d: %w", side, err)
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
+			exchangeBoth(t, p.app, tc.total, 3, testTimeout)
 			if t.Failed() {
 				p.dump()
 				return

@@ -2,11 +2,9 @@ package rdma
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
@@ -160,39 +158,7 @@ func checkConnection(t *testing.T, tr connTransport, ip netip.Addr, open func() 
 		{seg: cep.Segment, side: 0, peer: 1, fd: cep.WakeFD, wfd: cep.WakeTxFD, size: uint64(cep.Segment.RingBytes)},
 		{seg: sep.Segment, side: 1, peer: 0, fd: sep.WakeFD, wfd: sep.WakeTxFD, size: uint64(sep.Segment.RingBytes)},
 	}
-	const total = 3 << 20
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for side := range 2 {
-		out := make([]byte, total)
-		for i := range out {
-			out[i] = pattern(uint64(side), uint64(i))
-		}
-		check := func(pos int, b []byte) error {
-			for i, c := range b {
-				if c != pattern(uint64(1-side), uint64(pos+i)) {
-					return fmt.Errorf("byte %d", pos+i)
-				}
-			}
-			return nil
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got, err := apps[side].exchange(out, check, 30*time.Second, rand.New(rand.NewPCG(uint64(side), 9)))
-			if err == nil && got != total {
-				err = fmt.Errorf("received %d bytes", got)
-			}
-			if err != nil {
-				errs <- fmt.Errorf("side %d: %w", side, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	exchangeBoth(t, apps, 3<<20, 9, 30*time.Second)
 	apps[0].close(false)
 	apps[1].close(false)
 	deadline := time.Now().Add(10 * time.Second)
