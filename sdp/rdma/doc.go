@@ -4,18 +4,21 @@
 //
 // The C data path of libosf.so is the same as for peers on one host (package
 // shm): an offloaded fd is a connected AF_UNIX stream socket that carries
-// only wake tokens, plus a memfd segment (package sdp) with the two rings.
-// For RDMA each host has its own segment, and this package's progress
-// engine, in the process that owns the queue pair, plays "the other side"
-// of it towards the C data path: it holds the other end of the wake
-// socket and a registered mapping of the segment, RDMA-writes the bytes the
-// application publishes into the same offsets of the peer's ring, advances
-// the peer's head with the immediate, stores the heads the peer's
-// immediates announce, returns the application's consumer positions as
-// credits, mirrors FIN and RESET, and closes its end of the wake socket
-// when the connection ends, which the C data path turns into end of file
-// or ECONNRESET exactly as for a dead local peer. docs/ARCHITECTURE.md,
-// "RDMA wire protocol", specifies the messages.
+// only readers' wake tokens and the end, a hidden second socket carries
+// writers' wake tokens, and a memfd segment (package sdp) holds the two
+// rings. For RDMA each host has its own segment, and this package's
+// progress engine, in the process that owns the queue pair, plays "the
+// other side" of it towards the C data path: it holds the other ends of
+// both wake sockets and a registered mapping of the segment, RDMA-writes
+// the bytes the application publishes into the same offsets of the peer's
+// ring, advances the peer's head with the immediate, stores the heads the
+// peer's immediates announce, wakes the application's readers and writers
+// each on their own socket, returns the application's consumer positions
+// as credits, mirrors FIN and RESET, and closes its ends of the wake
+// sockets when the connection ends, which the C data path turns into end
+// of file or ECONNRESET exactly as for a dead local peer.
+// docs/ARCHITECTURE.md, "RDMA transport", specifies the messages and the
+// wake protocol.
 //
 // Connection management runs over librdmacm in the TCP port space
 // (RDMA_PS_TCP). A listener that the route policy replicates over RDMA gets

@@ -6,10 +6,11 @@ package rdma
 #include <sys/syscall.h>
 #include <unistd.h>
 
-// The engine's ends of wake sockets must not live on in a child that fork
-// (without exec) made: the C data path learns that the engine closed the
-// connection from the end of the wake socket, which never comes while a
-// child holds a copy of the engine's end. They are close-on-exec; for fork
+// The engine's ends of wake sockets (both kinds, and the stand-in's links
+// and listeners) must not live on in a child that fork (without exec)
+// made: the C data path learns that the engine closed the connection from
+// the end of the wake sockets, which never comes while a child holds a
+// copy of the engine's end. They are close-on-exec; for fork
 // a child handler registered with pthread_atfork closes them. It runs in
 // the child right after fork, in C, before anything else: the child never
 // runs the parent's Go code (DESIGN.md D1).

@@ -44,11 +44,11 @@ type Config struct {
 // Transport (and its Engine) serves a whole process.
 //
 // A connection's C data path is the same as for shm: the application's fd
-// is a connected AF_UNIX socket (the wake socket) and its rings are in a
-// memfd segment of this host. The engine is the other end of both: it
-// holds the other end of the wake socket and a mapping of the segment
-// registered with the device, and mirrors the rings into the peer host's
-// segment.
+// is a connected AF_UNIX socket (the wake socket), a hidden one wakes its
+// writers, and its rings are in a memfd segment of this host. The engine
+// is the other end of all three: it holds the other ends of both sockets
+// and a mapping of the segment registered with the device, and mirrors
+// the rings into the peer host's segment.
 //
 // Dial and Replicate may be called from any goroutine (the core calls them
 // on its single osf-core thread); the connection manager's events, the
