@@ -1563,6 +1563,7 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	struct osf_conn *c;
 	struct stat st;
 	int hfd, hwfd, fl;
+	uint32_t seg_flags;
 	sa_family_t fam;
 
 	c = conn_alloc();
@@ -1592,6 +1593,11 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	if (hwfd < 0)
 		hwfd = cc->wake_tx_fd;
 	memcpy(&fam, cc->peer, sizeof(fam));
+	/* Informational, set by the segment's creator before it was shared:
+	 * an RDMA progress engine's segments say so, for osfstat. */
+	seg_flags = __atomic_load_n(
+		&((struct osf_seg_hdr *)(uintptr_t)cc->seg_addr)->flags,
+		__ATOMIC_RELAXED);
 	conn_init(c, (uint8_t *)(uintptr_t)cc->seg_addr, cc->ring_bytes,
 		  cc->side, hfd, hwfd, fam == AF_INET6);
 	cc->seg_addr = 0; /* the connection owns them now */
@@ -1601,7 +1607,7 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 
 	memset(&ent, 0, sizeof(ent));
 	ent.kind = OSF_FD_SHM;
-	ent.transport = OSF_TP_SHM;
+	ent.transport = (seg_flags & OSF_SEG_F_RDMA) ? OSF_TP_RDMA : OSF_TP_SHM;
 	ent.role = (uint8_t)role;
 	ent.flags = (cloexec ? OSF_FDF_CLOEXEC : 0) |
 		    (fam == AF_INET6 ? OSF_FDF_V6 : 0);

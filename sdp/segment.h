@@ -85,12 +85,17 @@ struct osf_seg_ring {
 	uint8_t pad1[56];
 };
 
+/* Segment header flags (osf_seg_hdr.flags), informational: set by the
+ * side that creates the segment before it is shared. */
+#define OSF_SEG_F_RDMA 0x1u /* the other side is a progress engine that
+			       mirrors the rings over RDMA to another host */
+
 struct osf_seg_hdr {
 	uint64_t magic;
 	uint32_t version;
 	uint32_t hdr_bytes;
 	uint32_t ring_bytes;
-	uint32_t flags;
+	uint32_t flags; /* OSF_SEG_F_* */
 	int32_t client_pid;
 	int32_t server_pid;
 	uint8_t client_addr[28]; /* sockaddr_in/in6, informational */
@@ -106,12 +111,13 @@ struct osf_seg_hdr {
  * tokens that wake a side's writers travel there, so that readers and
  * writers of one side never take each other's tokens). */
 #define OSF_HELLO_MAGIC 0x48465351u /* "QSFH" */
+#define OSF_HELLO_F_RDMA 0x1u /* the sender is an RDMA progress engine */
 struct osf_hello {
 	uint32_t magic;
 	uint16_t version;    /* OSF_SEG_VERSION */
 	uint16_t size;       /* sizeof(struct osf_hello) */
 	uint32_t ring_bytes; /* per direction */
-	uint32_t flags;
+	uint32_t flags;      /* OSF_HELLO_F_* */
 	uint8_t client[28];  /* the client's address, as getpeername at the
 				server should report it */
 	uint8_t server[28];  /* the address the client connected to */

@@ -32,7 +32,7 @@ type Endpoint struct {
 	WakeFD   int
 	WakeTxFD int
 	Segment  *Segment
-	Side    int
+	Side     int
 	// Local and Remote are the addresses getsockname and getpeername
 	// report, as TCP would.
 	Local, Remote netip.AddrPort

@@ -18,17 +18,25 @@ type mode struct {
 	name string
 	osf  bool // LD_PRELOAD=libosf.so
 	core bool // OSF_DEBUG_LOAD_CORE=1
+	// rdmaSim: connections over the RDMA engine on its software stand-in,
+	// or not at all (OSF_TRANSPORT=rdma OSF_DEBUG_RDMA_SIM=1 OSF_STRICT=1:
+	// no fallback to kernel TCP passes for it).
+	rdmaSim bool
 }
 
 var (
-	bare     = mode{name: "bare"}
-	underOsf = mode{name: "osf", osf: true}
-	osfCore  = mode{name: "osf+core", osf: true, core: true}
+	bare       = mode{name: "bare"}
+	underOsf   = mode{name: "osf", osf: true}
+	osfCore    = mode{name: "osf+core", osf: true, core: true}
+	osfRDMASim = mode{name: "osf+rdma-sim", osf: true, rdmaSim: true}
 )
 
 // env returns the environment for m plus extra.
 func (m mode) env(t testing.TB, extra ...string) []string {
 	t.Helper()
+	if m.rdmaSim {
+		extra = append(extra, "OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1", "OSF_STRICT=1")
+	}
 	if m.core {
 		extra = append(extra, "OSF_DEBUG_LOAD_CORE=1")
 	}

@@ -408,17 +408,68 @@ func (id *CMID) Context() (*Context, error) {
 	if v == nil {
 		return nil, opError("id context: not bound to a device", unix.EINVAL)
 	}
+	return cmContext(v), nil
+}
+
+// cmContext returns the shared Context for librdmacm's device context v.
+func cmContext(v *C.struct_ibv_context) *Context {
 	cmContexts.Lock()
 	defer cmContexts.Unlock()
 	if c := cmContexts.m[v]; c != nil {
-		return c, nil
+		return c
 	}
 	if cmContexts.m == nil {
 		cmContexts.m = map[*C.struct_ibv_context]*Context{}
 	}
 	c := &Context{ctx: v, name: C.GoString(C.ibv_get_device_name(v.device)), cm: true}
 	cmContexts.m[v] = c
-	return c, nil
+	return c
+}
+
+// CMDevices opens librdmacm's context of every RDMA device
+// (rdma_get_devices) and returns them; they are the Contexts that
+// CMID.Context later returns for ids on those devices, so resources
+// allocated on them up front (PDs, completion channels) serve every
+// connection. Opening a device opens its command and async event fds;
+// callers that care where fds land in the process's fd space call this
+// at a moment of their choosing. It does not block on the network. When
+// there is no device it returns an error satisfying
+// errors.Is(err, ErrNoDevice).
+func CMDevices() ([]*Context, error) {
+	var n C.int
+	list, err := C.rdma_get_devices(&n)
+	if list == nil {
+		return nil, opError("get cm devices", errnoOf(err, unix.ENODEV))
+	}
+	defer C.rdma_free_devices(list)
+	if n <= 0 {
+		return nil, opError("get cm devices", unix.ENODEV)
+	}
+	out := make([]*Context, 0, int(n))
+	for _, v := range unsafe.Slice(list, int(n)) {
+		if v != nil {
+			out = append(out, cmContext(v))
+		}
+	}
+	return out, nil
+}
+
+// SetAFOnly makes an AF_INET6 id bound to a wildcard address accept only
+// IPv6 (true) or IPv4 too (false), as IPV6_V6ONLY does for a socket
+// (RDMA_OPTION_ID_AFONLY). Call it before Bind. It does not block.
+func (id *CMID) SetAFOnly(only bool) error {
+	if id == nil || id.id == nil {
+		return closedError("set afonly")
+	}
+	v := C.int(0)
+	if only {
+		v = 1
+	}
+	if rc, err := C.rdma_set_option(id.id, C.RDMA_OPTION_ID, C.RDMA_OPTION_ID_AFONLY,
+		unsafe.Pointer(&v), C.size_t(unsafe.Sizeof(v))); rc != 0 {
+		return opError("set afonly", errnoOf(err, unix.EINVAL))
+	}
+	return nil
 }
 
 // Port returns the device port the id is bound to (from 1), or 0 when it

@@ -523,3 +523,23 @@ func TestPortNetdevs(t *testing.T) {
 		t.Errorf("missing port: %v", got)
 	}
 }
+
+func TestCMDevicesWithoutDevice(t *testing.T) {
+	if _, err := Devices(); err == nil {
+		t.Skip("this machine has RDMA devices")
+	}
+	ctxs, err := CMDevices()
+	if err == nil {
+		t.Fatalf("CMDevices() = %d contexts without devices", len(ctxs))
+	}
+	if !errors.Is(err, ErrNoDevice) {
+		t.Errorf("CMDevices() = %v, want ErrNoDevice", err)
+	}
+}
+
+func TestSetAFOnlyClosed(t *testing.T) {
+	var id *CMID
+	if err := id.SetAFOnly(true); !errors.Is(err, ErrClosed) {
+		t.Errorf("SetAFOnly on nil id: %v, want ErrClosed", err)
+	}
+}

@@ -30,6 +30,10 @@ func explain(w io.Writer, cfg *policy.Config, opts options, isLocal func(netip.A
 	return cfg.Explain(w, qs...)
 }
 
+// simDevice is the RDMA probe under OSF_DEBUG_RDMA_SIM=1: as the core's
+// software stand-in (sdp/rdma.Sim), it serves every route.
+func simDevice(netip.Addr) (string, bool, string) { return "sim", true, "" }
+
 // netIface is a network interface with its address prefixes.
 type netIface struct {
 	name     string

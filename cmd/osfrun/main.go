@@ -77,8 +77,11 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "osfrun: warning: %s is not an osf variable (ignored)\n", name)
 	}
 	if opts.explain {
-		probe := newRDMAProbe()
-		if err := explain(stdout, cfg, opts, policy.HostIsLocal(), probe.device); err != nil {
+		rdma := newRDMAProbe().device
+		if cfg.DebugRDMASim {
+			rdma = simDevice
+		}
+		if err := explain(stdout, cfg, opts, policy.HostIsLocal(), rdma); err != nil {
 			fmt.Fprintf(stderr, "osfrun: %v\n", err)
 			return exitUsage
 		}

@@ -84,8 +84,16 @@ type Config struct {
 	// ConnectTimeout is OSF_CONNECT_TIMEOUT_MS: how long an offload
 	// handshake may take.
 	ConnectTimeout time.Duration
+	// RDMAPoll is OSF_RDMA_POLL_US: how long the RDMA progress engine keeps
+	// polling after its last piece of work before it sleeps.
+	RDMAPoll time.Duration
 	// DebugLoadCore is OSF_DEBUG_LOAD_CORE: load the core at start-up.
 	DebugLoadCore bool
+	// DebugRDMASim is OSF_DEBUG_RDMA_SIM: the RDMA transport runs on a
+	// software stand-in for devices between processes of this host
+	// (sdp/rdma.Sim), to test the RDMA engine on machines without one.
+	// Never for production.
+	DebugRDMASim bool
 }
 
 // defaultRoutes is the text of the rules used when OSF_ROUTES is unset.
@@ -107,6 +115,7 @@ func Default() *Config {
 		Spin:           20 * time.Microsecond,
 		PollSpin:       20 * time.Microsecond,
 		ConnectTimeout: 1000 * time.Millisecond,
+		RDMAPoll:       20 * time.Microsecond,
 	}
 }
 
@@ -142,8 +151,10 @@ var variables = []variable{
 	{Var{"OSF_RING_SIZE", "1M", "bytes per ring direction: a power of two from 4K to 64M"}, parseRingSize},
 	{Var{"OSF_SPIN_US", "20", "microseconds a blocking call spins before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.Spin })},
 	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select and epoll spin before they sleep, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
+	{Var{"OSF_RDMA_POLL_US", "20", "microseconds the RDMA progress engine polls before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.RDMAPoll })},
 	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
 	{Var{"OSF_DEBUG_LOAD_CORE", "0", "1 loads the osf core at start-up (debugging)"}, boolVar(func(c *Config) *bool { return &c.DebugLoadCore })},
+	{Var{"OSF_DEBUG_RDMA_SIM", "0", "1 replaces RDMA devices by a software stand-in between processes of this host (tests)"}, boolVar(func(c *Config) *bool { return &c.DebugRDMASim })},
 	{Var{"OSF_LIB", "", "libosf.so for osfrun to preload; default: found next to osfrun"}, nil},
 	{Var{"OSF_FDTABLE", "", "state, set by osf itself across exec: the fd number of the inherited fd table"}, nil},
 }
@@ -368,9 +379,10 @@ func (c *Config) Summary() string {
 	if c.LogFile != "" {
 		logFile = strconv.Quote(c.LogFile)
 	}
-	fmt.Fprintf(&b, " transport=%s strict=%s log-level=%s log-file=%s ring-size=%s spin-us=%d poll-spin-us=%d connect-timeout-ms=%d debug-load-core=%s",
+	fmt.Fprintf(&b, " transport=%s strict=%s log-level=%s log-file=%s ring-size=%s spin-us=%d poll-spin-us=%d rdma-poll-us=%d connect-timeout-ms=%d debug-load-core=%s debug-rdma-sim=%s",
 		c.Transport, flag01(c.Strict), c.LogLevel, logFile, formatSize(c.RingSize),
-		c.Spin.Microseconds(), c.PollSpin.Microseconds(), c.ConnectTimeout.Milliseconds(), flag01(c.DebugLoadCore))
+		c.Spin.Microseconds(), c.PollSpin.Microseconds(), c.RDMAPoll.Microseconds(), c.ConnectTimeout.Milliseconds(),
+		flag01(c.DebugLoadCore), flag01(c.DebugRDMASim))
 	return b.String()
 }
 

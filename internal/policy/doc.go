@@ -14,11 +14,13 @@
 //	OSF_STRICT              0 | 1: fail instead of falling back to kernel TCP
 //	OSF_LOG_LEVEL           debug | info | warn | error (default error)
 //	OSF_LOG_FILE            log file (default standard error)
-//	OSF_RING_SIZE           bytes per ring direction, power of two, 4K-64M (default 256K)
+//	OSF_RING_SIZE           bytes per ring direction, power of two, 4K-64M (default 1M)
 //	OSF_SPIN_US             µs a blocking call spins before sleeping, 0-1000000 (default 20)
-//	OSF_POLL_SPIN_US        the same for poll, select and epoll (default 0)
+//	OSF_POLL_SPIN_US        the same for poll, select and epoll (default 20)
+//	OSF_RDMA_POLL_US        µs the RDMA progress engine polls before sleeping, 0-1000000 (default 20)
 //	OSF_CONNECT_TIMEOUT_MS  bound on offload handshakes, 1-60000 (default 1000)
 //	OSF_DEBUG_LOAD_CORE     0 | 1: load the core at start-up
+//	OSF_DEBUG_RDMA_SIM      0 | 1: RDMA over a software stand-in on this host (tests only)
 //	OSF_LIB                 libosf.so for osfrun to preload
 //
 // Numbers are decimal digits only, without sign or blanks; OSF_RING_SIZE may

@@ -47,6 +47,8 @@ func osfcore_listen(in *C.struct_osf_core_listen_in, out *C.struct_osf_core_list
 	}
 	out.fd = C.int32_t(fd)
 	core.log.Debugf("listen %s: %s, companion fd %d", ap, d, fd)
+	// Connections the RDMA listener accepts arrive on the companion.
+	replicateRDMA(ap, in.v6only != 0, int(in.backlog), d)
 	return 0
 }
 
@@ -62,15 +64,22 @@ func osfcore_connect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_co
 	}
 	d := core.cfg.Decide(query(policy.Client, dst))
 	out.rule = C.int32_t(d.Rule)
-	switch d.Transport {
-	case policy.Kernel:
-		return kernel(out, dst, d.Reason, "", nil)
-	case policy.RDMA:
-		return kernel(out, dst, policy.ReasonNoRDMADevice, d.Detail, nil)
+	if d.Transport == policy.Kernel {
+		return kernel(out, dst, d.Reason, d.Detail, nil)
 	}
 	local, err := clientAddr(in, dst)
 	if err != nil {
 		return kernel(out, dst, policy.ReasonHandshake, "", err)
+	}
+	if d.Transport == policy.RDMA {
+		ep, r, detail, err := dialRDMA(dst, local)
+		if ep == nil {
+			return kernel(out, dst, r, detail, err)
+		}
+		ep.Local, ep.Remote = local, dst
+		fill(out, ep)
+		core.log.Debugf("connect %s: rdma via %s (rule %d), local %s", dst, d.Device, d.Rule, local)
+		return 0
 	}
 	real := netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	ep, err := shmTransport.Dial(real, shm.AsFamily(local, real.Addr()), uint32(core.cfg.RingSize), core.cfg.ConnectTimeout)
@@ -103,8 +112,12 @@ func osfcore_accept(in *C.struct_osf_core_accept_in, out *C.struct_osf_core_conn
 		core.log.Errorf("accept on %s: %v", listen, err)
 		return C.int(errnoOr(err, unix.EPROTO))
 	}
+	via := "shm"
+	if ep.Segment.Flags()&sdp.SegRDMA != 0 {
+		via = "rdma (the engine's hand-off)"
+	}
 	fill(out, ep)
-	core.log.Debugf("accept on %s: shm from %s", listen, ep.Remote)
+	core.log.Debugf("accept on %s: %s from %s", listen, via, ep.Remote)
 	return 0
 }
 

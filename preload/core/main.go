@@ -54,6 +54,9 @@ func osfcore_init(in *C.struct_osf_core_init_in, out *C.struct_osf_core_init_out
 	core.log.Infof("core loaded: pid=%d prog=%s fresh_copy=%d lib=%s config: %s",
 		int(in.pid), core.prog, int(in.fresh_copy), C.GoString(in.lib_path), cfg.Summary())
 	startNetpoller()
+	// While libosf.so holds the program's low fd numbers: the fds the RDMA
+	// libraries open are born in the hidden range.
+	startRDMA(cfg, int(in.pid), int(in.hidden_base), in.fresh_copy != 0)
 	if cfg.Strict {
 		out.strict = 1
 	}

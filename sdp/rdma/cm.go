@@ -1,0 +1,572 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/verbs"
+)
+
+// Connection management over librdmacm (RDMA_PS_TCP: port numbers are
+// TCP's). The client resolves the address and the route, creates its QP,
+// posts its receives and connects with ConnectData in the private data;
+// the server answers with AcceptData or rejects with a RejectCode. All of
+// it runs on the engine goroutine, driven by the event channel.
+
+// connParam is what both sides ask of the connection: no RDMA READ or
+// atomics (writes only), and retries forever rather than failing a link
+// over a lost packet or a receive queue the peer's engine has not
+// refilled yet.
+func connParam(private []byte) verbs.ConnParam {
+	return verbs.ConnParam{PrivateData: private, RetryCount: 7, RNRRetryCount: 7}
+}
+
+// dialer is a client connection being set up.
+type dialer struct {
+	dst, local netip.AddrPort
+	ring       uint32
+	deadline   time.Time
+	mirror     *sdp.Segment // the engine's mapping
+	wake       int          // the engine's end of the wake socket
+	wakeTx     int          // the engine's end of the writers' wake socket
+	id         *verbs.CMID
+	link       *verbsLink
+	sid        uint32
+	s          *stream
+	res        chan error // exactly one result
+	done       bool
+}
+
+func (d *dialer) remaining() time.Duration {
+	return max(time.Until(d.deadline), time.Millisecond)
+}
+
+// Dial connects to dst over RDMA: local is the address the application's
+// getsockname reports (the hello carries it to the server), ringBytes the
+// ring size. It waits at most timeout. The errors it returns wrap
+// sdp.ErrNoListener (nothing at dst accepts osf RDMA connections: no
+// listener, or a host without RDMA or osf), sdp.ErrBacklog,
+// sdp.ErrHandshake, verbs.ErrNoDevice (no device serves the route),
+// ErrResource or ErrStopped; the caller then uses kernel TCP.
+func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error) {
+	seg, err := sdp.CreateSegment(ringBytes)
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	seg.InitHeader(local, dst, t.cfg.PID)
+	seg.SetFlags(sdp.SegRDMA)
+	mirror, err := seg.Mirror()
+	if err != nil {
+		seg.Close()
+		return nil, resourceError(err)
+	}
+	ws, err := newWakeSockets(t.cfg.HiddenBase)
+	if err != nil {
+		mirror.Close()
+		seg.Close()
+		return nil, resourceError(err)
+	}
+	d := &dialer{
+		dst: netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), local: local, ring: ringBytes,
+		deadline: time.Now().Add(timeout), mirror: mirror, wake: ws.engine, wakeTx: ws.engineTx, res: make(chan error, 1),
+	}
+	fail := func(err error) (*sdp.Endpoint, error) {
+		closeOpen(ws.app, ws.appTx)
+		seg.Close()
+		return nil, err
+	}
+	if err := t.eng.post(func() { t.startDial(d) }); err != nil {
+		closeOpen(ws.engine, ws.engineTx)
+		mirror.Close()
+		return fail(err)
+	}
+	select {
+	case err = <-d.res:
+	case <-time.After(timeout):
+		derr := t.eng.Do(func() {
+			if !d.done {
+				t.dialFailed(d, fmt.Errorf("%w: no answer from %s within %v: %w", sdp.ErrHandshake, dst, timeout, verbs.ErrTimeout))
+			}
+		})
+		if derr != nil {
+			return fail(derr) // the engine stopped; it released everything
+		}
+		err = <-d.res
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return ws.endpoint(seg, local, dst), nil
+}
+
+// wakeSockets are the two socket pairs of a connection the engine serves
+// for a client: the application's fd and its writers' wake socket, and the
+// engine's ends of both.
+type wakeSockets struct {
+	app, appTx       int
+	engine, engineTx int
+}
+
+// newWakeSockets makes both pairs; on error nothing is left open.
+func newWakeSockets(hiddenBase int) (wakeSockets, error) {
+	app, engine, err := wakePair(hiddenBase)
+	if err != nil {
+		return wakeSockets{}, err
+	}
+	appTx, engineTx, err := wakePair(hiddenBase)
+	if err != nil {
+		closeOpen(app, engine)
+		return wakeSockets{}, err
+	}
+	return wakeSockets{app: app, appTx: appTx, engine: engine, engineTx: engineTx}, nil
+}
+
+// endpoint is the client's Endpoint over seg, with the application's ends.
+func (ws wakeSockets) endpoint(seg *sdp.Segment, local, dst netip.AddrPort) *sdp.Endpoint {
+	return &sdp.Endpoint{WakeFD: ws.app, WakeTxFD: ws.appTx, Segment: seg, Side: sdp.SideClient, Local: local, Remote: dst}
+}
+
+// wakePair makes a connected AF_UNIX stream socket pair (close-on-exec) for
+// a wake socket: the application's end, blocking (the C data path sleeps
+// in recv on it), and the engine's, moved to the hidden range (the engine
+// never blocks on it: every call passes MSG_DONTWAIT).
+func wakePair(hiddenBase int) (app, engine int, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, fmt.Errorf("wake socket pair: %w", err)
+	}
+	return fds[0], hideFD(fds[1], hiddenBase), nil
+}
+
+// startDial creates the id and starts resolving the address.
+func (t *Transport) startDial(d *dialer) {
+	var err error
+	if d.id, err = t.ch.CreateID(); err != nil {
+		t.dialFailed(d, resourceError(err))
+		return
+	}
+	t.dials[d.id] = d
+	src := netip.AddrPortFrom(d.local.Addr().Unmap(), 0)
+	if !src.Addr().IsValid() || src.Addr().Is4() != d.dst.Addr().Is4() {
+		src = netip.AddrPort{}
+	}
+	if err := d.id.ResolveAddr(src, d.dst, d.remaining()); err != nil {
+		t.dialFailed(d, classify(err))
+	}
+}
+
+// dialEvent advances a dial.
+func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
+	if err := ev.Err(); err != nil {
+		t.dialFailed(d, t.eventFailure(d, ev, err))
+		return
+	}
+	switch ev.Type {
+	case verbs.EventAddrResolved:
+		ctx, err := d.id.Context()
+		if err != nil {
+			t.dialFailed(d, fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
+			return
+		}
+		dev, err := t.device(ctx)
+		if err != nil {
+			t.dialFailed(d, resourceError(err))
+			return
+		}
+		if d.link, err = newVerbsLink(t, d.id, dev, d.mirror); err != nil {
+			t.dialFailed(d, err)
+			return
+		}
+		d.sid = t.eng.allocID()
+		// The receives are posted before connecting: the server may
+		// write as soon as the connection is established.
+		if d.s, err = newStream(d.sid, d.mirror, sdp.SideClient, d.link, d.wake, d.wakeTx, t.cfg.Logf); err != nil {
+			t.dialFailed(d, resourceError(err))
+			return
+		}
+		if err := d.id.ResolveRoute(d.remaining()); err != nil {
+			t.dialFailed(d, classify(err))
+		}
+	case verbs.EventRouteResolved:
+		hello, err := ConnectData{
+			RingBytes: d.ring, RKey: d.link.mr.RKey(), RingBase: d.link.localBase(),
+			Client: d.local, Server: d.dst,
+		}.Marshal()
+		if err != nil {
+			t.dialFailed(d, fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
+			return
+		}
+		if err := d.id.Connect(connParam(hello)); err != nil {
+			t.dialFailed(d, classify(err))
+		}
+	case verbs.EventEstablished:
+		ad, err := DecodeAcceptData(ev.PrivateData)
+		if err == nil && ad.RingBytes != d.ring {
+			err = fmt.Errorf("%w: server's rings have %d bytes, ours %d", ErrWire, ad.RingBytes, d.ring)
+		}
+		if err != nil {
+			t.dialFailed(d, fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
+			return
+		}
+		d.link.setPeer(ad.RingBase, ad.RKey)
+		if err := t.eng.register(d.s); err != nil {
+			t.dialFailed(d, resourceError(err))
+			return
+		}
+		delete(t.dials, d.id)
+		t.conns[d.id] = d.s
+		d.done = true
+		t.cfg.Logf("rdma: connected to %s as connection %d (qp %d)", d.dst, d.sid, d.link.qp.Num())
+		d.res <- nil
+	}
+}
+
+// dialFailed releases what a dial made and reports err.
+func (t *Transport) dialFailed(d *dialer, err error) {
+	if d.done {
+		return
+	}
+	d.done = true
+	if d.id != nil {
+		delete(t.dials, d.id)
+	}
+	switch {
+	case d.link != nil:
+		if d.s != nil {
+			t.eng.abandon(d.sid)
+		}
+		d.link.Close() // and the id
+	case d.id != nil:
+		d.id.Close()
+	}
+	d.mirror.Close()
+	closeOpen(d.wake, d.wakeTx)
+	t.cfg.Logf("rdma: connect to %s: %v", d.dst, err)
+	d.res <- err
+}
+
+// eventFailure turns a dial's failure event into the error the core maps to
+// a fallback reason.
+func (t *Transport) eventFailure(d *dialer, ev *verbs.Event, err error) error {
+	switch ev.Type {
+	case verbs.EventRejected:
+		code, ok := DecodeReject(ev.PrivateData)
+		if !ok {
+			return fmt.Errorf("%w: %s rejected the RDMA connection (no osf RDMA listener on the port): %w", sdp.ErrNoListener, d.dst, err)
+		}
+		return rejectError(d.dst, code)
+	case verbs.EventUnreachable:
+		return fmt.Errorf("%w: %s did not answer the RDMA connection request (no RDMA or no osf there): %w", sdp.ErrNoListener, d.dst, err)
+	case verbs.EventDeviceRemoval:
+		return fmt.Errorf("rdma: connect to %s: %w", d.dst, err)
+	}
+	return classify(err)
+}
+
+// rejectError is the error of a dial to dst that the server rejected with
+// code: the fallback reason the core records.
+func rejectError(dst netip.AddrPort, code RejectCode) error {
+	switch code {
+	case RejectNoListener:
+		return fmt.Errorf("%w: %s: %s", sdp.ErrNoListener, dst, code)
+	case RejectBacklog:
+		return fmt.Errorf("%w: %s: %s", sdp.ErrBacklog, dst, code)
+	}
+	return fmt.Errorf("%w: %s refused: %s", sdp.ErrHandshake, dst, code)
+}
+
+// classify wraps a failed call's error for the core: a missing device
+// stays verbs.ErrNoDevice, the rest is a failed handshake.
+func classify(err error) error {
+	if errors.Is(err, verbs.ErrNoDevice) {
+		return fmt.Errorf("rdma: %w", err)
+	}
+	return fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
+}
+
+// onCMEvents handles every event the connection manager has.
+func (t *Transport) onCMEvents() {
+	for {
+		ev, err := t.ch.GetEvent()
+		if err != nil {
+			return // EAGAIN: none left
+		}
+		t.cmEvent(ev)
+	}
+}
+
+func (t *Transport) cmEvent(ev *verbs.Event) {
+	if ev.Type == verbs.EventConnectRequest {
+		t.accept(ev)
+		return
+	}
+	if ev.ID == nil {
+		return
+	}
+	if ev.Type == verbs.EventDeviceRemoval {
+		if ctx, err := ev.ID.Context(); err == nil {
+			t.deviceRemoved(ctx)
+		}
+	}
+	if d := t.dials[ev.ID]; d != nil {
+		t.dialEvent(d, ev)
+		return
+	}
+	if s := t.conns[ev.ID]; s != nil {
+		switch ev.Type {
+		case verbs.EventEstablished:
+		case verbs.EventDisconnected, verbs.EventDeviceRemoval, verbs.EventConnectError,
+			verbs.EventUnreachable, verbs.EventRejected, verbs.EventTimewaitExit:
+			if !s.linkDown {
+				t.cfg.Logf("rdma: connection %d: %s", s.id, ev)
+			}
+			t.eng.linkGone(s)
+		}
+		return
+	}
+}
+
+// deviceRemoved releases everything on a device that is going away
+// (DEVICE_REMOVAL): its connections are reset (the applications see
+// ECONNRESET), dials fail, listeners close; then its protection domain
+// and completion channel, once nothing uses them, so that the kernel can
+// finish removing it.
+func (t *Transport) deviceRemoved(ctx *verbs.Context) {
+	dev := t.devs[ctx]
+	if dev == nil || dev.removed {
+		return
+	}
+	dev.removed = true
+	t.cfg.Logf("rdma: device %s removed", ctx.Name())
+	for _, d := range t.dials {
+		if c, err := d.id.Context(); err == nil && c == ctx {
+			t.dialFailed(d, fmt.Errorf("rdma: device %s removed: %w", ctx.Name(), verbs.ErrNoDevice))
+		}
+	}
+	for id, l := range t.listeners {
+		if c, err := id.Context(); err == nil && c == ctx {
+			t.closeListener(l)
+		}
+	}
+	for _, s := range t.conns {
+		if l, ok := s.link.(*verbsLink); ok && l.dev == dev {
+			t.eng.linkGone(s)
+		}
+	}
+	t.releaseDevice(dev, time.Now().Add(2*closeDeadline))
+}
+
+// releaseDevice frees a removed device's resources once its connections
+// are released, retrying until deadline.
+func (t *Transport) releaseDevice(dev *device, deadline time.Time) {
+	if dev.cc != nil {
+		fd := dev.cc.Fd()
+		if err := dev.cc.Close(); err != nil {
+			if time.Now().Before(deadline) {
+				t.eng.after(10*time.Millisecond, func() { t.releaseDevice(dev, deadline) })
+			} else {
+				t.cfg.Logf("rdma: device %s: %v", dev.ctx.Name(), err)
+			}
+			return
+		}
+		t.eng.unwatch(fd) // closing it took it out of the epoll set
+		dev.cc = nil
+	}
+	if err := dev.pd.Close(); err != nil {
+		t.cfg.Logf("rdma: device %s: %v", dev.ctx.Name(), err)
+	}
+	delete(t.devs, dev.ctx)
+}
+
+// accept handles a connection request on a replicated listener: it checks
+// the hello, connects to the listener's shm companion (where the
+// application's accept takes the connection, exactly as a local shm
+// client's), builds the QP over a new segment, sends the companion the
+// hello with the segment attached and accepts with its own ring address.
+func (t *Transport) accept(ev *verbs.Event) {
+	id := ev.ID
+	if id == nil {
+		return
+	}
+	reject := func(code RejectCode, why error) {
+		t.cfg.Logf("rdma: refused a connection from %s: %s: %v", id.RemoteAddr(), code, why)
+		_ = id.Reject(code.Marshal())
+		_ = id.Close()
+	}
+	l := t.listeners[ev.Listener]
+	if l == nil {
+		reject(RejectNoListener, errors.New("no listener"))
+		return
+	}
+	cd, err := DecodeConnectData(ev.PrivateData)
+	if err != nil {
+		reject(RejectBadHello, err)
+		return
+	}
+	comp, code, gone, err := openCompanion(l.name, t.cfg.HiddenBase)
+	if err != nil {
+		reject(code, err)
+		if gone {
+			t.cfg.Logf("rdma: the listener on %s is gone; closing its RDMA listener", l.addr)
+			t.closeListener(l)
+		}
+		return
+	}
+	s, err := t.serve(id, cd, comp)
+	switch {
+	case err != nil && s == nil:
+		unix.Close(comp)
+		reject(RejectResource, err)
+	case err != nil:
+		t.cfg.Logf("rdma: accepted %s on %s but lost it: %v", cd.Client, l.addr, err)
+	default:
+		t.cfg.Logf("rdma: accepted %s on %s as connection %d", cd.Client, l.addr, s.id)
+	}
+}
+
+// serve sets up the server side of an accepted request. On an error with a
+// nil stream it has released everything but comp and id (the caller
+// rejects); with a stream, the request was accepted and the stream has
+// been reset and released.
+func (t *Transport) serve(id *verbs.CMID, cd ConnectData, comp int) (*stream, error) {
+	seg, err := newServerSegment(cd, t.cfg.HiddenBase)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := id.Context()
+	if err != nil {
+		seg.Close()
+		return nil, err
+	}
+	dev, err := t.device(ctx)
+	if err != nil {
+		seg.Close()
+		return nil, err
+	}
+	link, err := newVerbsLink(t, id, dev, seg)
+	if err != nil {
+		seg.Close()
+		return nil, err
+	}
+	link.setPeer(cd.RingBase, cd.RKey)
+	appTx, wakeTx := -1, -1
+	undo := func(err error) (*stream, error) {
+		// The link's Close would destroy the id, which the caller
+		// still rejects and closes: take the QP down only.
+		link.closed = true
+		_ = id.QP().Close()
+		_ = link.mr.Close()
+		_ = link.cq.Close()
+		seg.Close()
+		closeOpen(appTx, wakeTx)
+		return nil, err
+	}
+	if appTx, wakeTx, err = wakePair(t.cfg.HiddenBase); err != nil {
+		return undo(err)
+	}
+	sid := t.eng.allocID()
+	s, err := newStream(sid, seg, sdp.SideServer, link, comp, wakeTx, t.cfg.Logf)
+	if err == nil {
+		err = sendHello(comp, seg, appTx, cd)
+		appTx = -1
+	}
+	if err != nil {
+		t.eng.abandon(sid)
+		return undo(err)
+	}
+	ad, err := AcceptData{RingBytes: cd.RingBytes, RKey: link.mr.RKey(), RingBase: link.localBase()}.Marshal()
+	if err == nil {
+		err = id.Accept(connParam(ad))
+	}
+	if err != nil {
+		t.eng.abandon(sid)
+		return undo(err)
+	}
+	if err := t.eng.register(s); err != nil {
+		// Accepted: the peer learns of the failure from the disconnect.
+		t.eng.abandon(sid)
+		s.fail(err)
+		s.down()
+		s.release()
+		return s, err
+	}
+	t.conns[id] = s
+	return s, nil
+}
+
+// newServerSegment makes the segment of a connection a replicated listener
+// accepted, for the hello to the companion: its fd is in the hidden range
+// until sendHello closes it.
+func newServerSegment(cd ConnectData, hiddenBase int) (*sdp.Segment, error) {
+	seg, err := sdp.CreateSegment(cd.RingBytes)
+	if err != nil {
+		return nil, err
+	}
+	seg.FD = hideFD(seg.FD, hiddenBase) // until it is sent: out of the program's way
+	seg.InitHeader(cd.Client, cd.Server, 0)
+	seg.SetFlags(sdp.SegRDMA)
+	return seg, nil
+}
+
+// sendHello hands a connection to the application through its listener's
+// companion, as a local shm client would: on comp (the engine's end of
+// the application's fd to be) the hello, carrying the segment's memfd and
+// appTx, the application's end of the writers' wake socket. Either way it
+// then closes both (the application has its copies; the engine keeps
+// seg's mapping).
+func sendHello(comp int, seg *sdp.Segment, appTx int, cd ConnectData) error {
+	hello := sdp.Hello{RingBytes: cd.RingBytes, Flags: sdp.HelloRDMA, Client: cd.Client, Server: cd.Server}
+	err := unix.Sendmsg(comp, hello.Marshal(), unix.UnixRights(seg.FD, appTx), nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+	closeOpen(seg.FD, appTx)
+	seg.FD = -1
+	if err != nil {
+		return fmt.Errorf("send hello to the companion: %w", err)
+	}
+	return nil
+}
+
+// closeOpen closes the fds that are not -1.
+func closeOpen(fds ...int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// openCompanion connects, for a connection request, to the companion of a
+// replicated listener (abstract name), and moves the socket to the hidden
+// range. On failure it returns the code to reject the request with and
+// whether the listener is gone (the application closed it).
+func openCompanion(name string, hiddenBase int) (fd int, code RejectCode, gone bool, err error) {
+	comp, err := connectCompanion(name)
+	switch {
+	case errors.Is(err, unix.EAGAIN):
+		return -1, RejectBacklog, false, err
+	case errors.Is(err, unix.ECONNREFUSED), errors.Is(err, unix.ENOENT):
+		return -1, RejectNoListener, true, err
+	case err != nil:
+		return -1, RejectResource, false, err
+	}
+	return hideFD(comp, hiddenBase), 0, false, nil
+}
+
+// connectCompanion connects, without waiting, to the abstract AF_UNIX
+// listener name (a companion): EAGAIN when its backlog is full,
+// ECONNREFUSED when nobody listens there any more.
+func connectCompanion(name string) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: "@" + name}); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}

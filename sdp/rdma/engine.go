@@ -1,0 +1,536 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/verbs"
+)
+
+// ErrStopped is returned for work handed to an engine that has stopped.
+var ErrStopped = errors.New("rdma: engine stopped")
+
+// closeDeadline bounds how long a stream whose link is being taken down
+// waits for the link to report it (flush completions or the connection
+// manager's DISCONNECTED) before it is released anyway.
+const closeDeadline = 5 * time.Second
+
+// EngineConfig configures an Engine.
+type EngineConfig struct {
+	// HiddenBase is the first fd number of osf's hidden range: the engine
+	// moves the fds it creates there, so the program's fd numbering is
+	// unchanged. 0 leaves them where the kernel puts them.
+	HiddenBase int
+	// PollSpin is how long the engine keeps polling after its last piece
+	// of work before it arms its wake-ups and sleeps.
+	PollSpin time.Duration
+	// Logf logs (the core's debug logger); nil discards.
+	Logf func(format string, a ...any)
+}
+
+// Engine is the progress engine of one process: a goroutine, locked to
+// its own OS thread, that moves every RDMA stream of the process. It polls
+// actively for PollSpin after its last piece of work, then arms every
+// wake-up source (completion channels, the streams' wake sockets with the
+// want flags up in their segments, the connection manager's channel, its
+// command eventfd) and sleeps in epoll_wait.
+//
+// Other goroutines hand it work with Do; everything else runs on the
+// engine goroutine.
+type Engine struct {
+	cfg  EngineConfig
+	epfd int
+	kick int // eventfd: commands are waiting
+
+	mu      sync.Mutex
+	cmds    []func()
+	stopped bool
+	done    chan struct{}
+
+	// Engine goroutine only.
+	nextID  uint32
+	pending map[uint32]bool
+	streams map[uint32]*stream
+	byWake  map[int]*stream
+	sources map[int]func()
+	closing map[*stream]time.Time // streams taking their link down, and their deadline
+	timers  []timer
+	wc      []verbs.WC
+	onIdle  []func() // run once per loop iteration before sleeping (tests)
+
+	// At exit (exit.go): the process's exit(3) waits for the streams.
+	exitArmed bool
+	exiting   bool
+	lastOpen  int
+}
+
+type timer struct {
+	at time.Time
+	f  func()
+}
+
+// NewEngine creates an engine and starts its goroutine.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	e := &Engine{
+		cfg:     cfg,
+		epfd:    -1,
+		kick:    -1,
+		done:    make(chan struct{}),
+		nextID:  1,
+		pending: map[uint32]bool{},
+		streams: map[uint32]*stream{},
+		byWake:  map[int]*stream{},
+		sources: map[int]func(){},
+		closing: map[*stream]time.Time{},
+		wc:      make([]verbs.WC, 32),
+	}
+	var err error
+	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("rdma: epoll_create: %w", err)
+	}
+	e.epfd = e.hide(e.epfd)
+	if e.kick, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		unix.Close(e.epfd)
+		return nil, fmt.Errorf("rdma: eventfd: %w", err)
+	}
+	e.kick = e.hide(e.kick)
+	if err := e.epollAdd(e.kick); err != nil {
+		unix.Close(e.kick)
+		unix.Close(e.epfd)
+		return nil, err
+	}
+	e.sources[e.kick] = e.drainKick
+	go e.loop()
+	return e, nil
+}
+
+// hide moves fd into the hidden range (close-on-exec); on failure it
+// stays where it is.
+func (e *Engine) hide(fd int) int {
+	return hideFD(fd, e.cfg.HiddenBase)
+}
+
+func hideFD(fd, base int) int {
+	if base <= 0 || fd >= base {
+		return fd
+	}
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, base)
+	if err != nil {
+		return fd
+	}
+	unix.Close(fd)
+	return nfd
+}
+
+func (e *Engine) epollAdd(fd int) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}
+	if err := unix.EpollCtl(e.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("rdma: epoll add %d: %w", fd, err)
+	}
+	return nil
+}
+
+// Do runs f on the engine goroutine and waits until it returned. It fails
+// with ErrStopped if the engine has stopped.
+func (e *Engine) Do(f func()) error {
+	ch := make(chan struct{})
+	if err := e.post(func() { f(); close(ch) }); err != nil {
+		return err
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-e.done:
+		return ErrStopped
+	}
+}
+
+// post queues f for the engine goroutine without waiting.
+func (e *Engine) post(f func()) error {
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return ErrStopped
+	}
+	e.cmds = append(e.cmds, f)
+	e.mu.Unlock()
+	var one = [8]byte{1}
+	_, _ = unix.Write(e.kick, one[:])
+	return nil
+}
+
+func (e *Engine) drainKick() {
+	var b [8]byte
+	_, _ = unix.Read(e.kick, b[:])
+}
+
+// Stop stops the engine: every stream is reset and released. It waits for
+// the goroutine to finish.
+func (e *Engine) Stop() {
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		<-e.done
+		return
+	}
+	e.stopped = true
+	e.mu.Unlock()
+	var one = [8]byte{1}
+	_, _ = unix.Write(e.kick, one[:])
+	<-e.done
+}
+
+// watch registers fd with a handler run (on the engine goroutine) when it
+// is readable. Engine goroutine only.
+func (e *Engine) watch(fd int, f func()) error {
+	if err := e.epollAdd(fd); err != nil {
+		return err
+	}
+	e.sources[fd] = f
+	return nil
+}
+
+// unwatch removes fd from the engine's epoll set. Engine goroutine only.
+func (e *Engine) unwatch(fd int) {
+	_ = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	delete(e.sources, fd)
+}
+
+// after runs f on the engine goroutine at or after d from now. Engine
+// goroutine only.
+func (e *Engine) after(d time.Duration, f func()) {
+	e.timers = append(e.timers, timer{at: time.Now().Add(d), f: f})
+}
+
+// addStream starts mirroring seg (the engine's mapping; the stream owns it
+// from now on) over link; wake and wakeTx are the engine's ends of the
+// application's wake socket and writers' wake socket (the stream owns them
+// too). Engine goroutine only.
+func (e *Engine) addStream(seg *sdp.Segment, side int, link Link, wake, wakeTx int) (*stream, error) {
+	id := e.allocID()
+	s, err := newStream(id, seg, side, link, wake, wakeTx, e.cfg.Logf)
+	if err != nil {
+		delete(e.pending, id)
+		return nil, err
+	}
+	if err := e.register(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// allocID reserves a connection number for a stream that register will
+// add (or abandon will give back). Engine goroutine only.
+func (e *Engine) allocID() uint32 {
+	id := e.nextID
+	for id == 0 || e.streams[id] != nil || e.pending[id] {
+		id = (id + 1) & verbs.MaxWRIDConn
+	}
+	e.nextID = (id + 1) & verbs.MaxWRIDConn
+	e.pending[id] = true
+	return id
+}
+
+// abandon gives back a number allocID reserved for a stream that was never
+// registered. Engine goroutine only.
+func (e *Engine) abandon(id uint32) { delete(e.pending, id) }
+
+// register makes the engine move s from now on. Engine goroutine only.
+func (e *Engine) register(s *stream) error {
+	delete(e.pending, s.id)
+	if err := e.epollAdd(s.wake); err != nil {
+		return err
+	}
+	if err := e.epollAdd(s.wakeTx); err != nil {
+		_ = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, s.wake, nil)
+		return err
+	}
+	for _, fd := range []int{s.wake, s.wakeTx} {
+		forkCloseAdd(fd)
+		e.byWake[fd] = s
+	}
+	s.closeFD = e.closeWake
+	e.streams[s.id] = s
+	return nil
+}
+
+// closeWake closes one of a stream's wake socket ends and forgets it.
+func (e *Engine) closeWake(fd int) {
+	_ = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	delete(e.byWake, fd)
+	forkCloseDel(fd)
+	unix.Close(fd)
+}
+
+// loop is the engine goroutine.
+func (e *Engine) loop() {
+	runtime.LockOSThread()
+	defer close(e.done)
+	events := make([]unix.EpollEvent, 64)
+	lastWork := time.Now()
+	for {
+		if e.runCommands() {
+			e.shutdown()
+			return
+		}
+		worked := e.dispatch(events, 0)
+		for _, s := range e.streams {
+			if e.service(s) {
+				worked = true
+			}
+		}
+		e.runTimers()
+		e.reap()
+		if e.exitArmed {
+			e.atExit()
+		}
+		now := time.Now()
+		if worked {
+			if now.Sub(lastWork) > e.cfg.PollSpin {
+				// Waking from sleep: stop asking the application for
+				// tokens while polling.
+				for _, s := range e.streams {
+					s.quiet()
+				}
+			}
+			lastWork = now
+			continue
+		}
+		if now.Sub(lastWork) < e.cfg.PollSpin {
+			continue
+		}
+		for _, f := range e.onIdle {
+			f()
+		}
+		if e.arm() {
+			lastWork = time.Now()
+			continue
+		}
+		e.dispatch(events, e.sleepMS())
+		lastWork = time.Time{} // asleep until now: quiet the streams once
+	}
+}
+
+// armExit makes the process's exit(3) wait (bounded) until every stream
+// of this engine is closed: one engine per process. Engine goroutine only.
+func (e *Engine) armExit() {
+	exitHook(e.kick)
+	e.exitArmed = true
+}
+
+// atExit publishes how many streams are still open for the exit handler
+// and, once the process is exiting, closes every stream as the kernel
+// closes a dying process's sockets: what was written is still sent, then
+// CLOSE (or a reset when received bytes were never read).
+func (e *Engine) atExit() {
+	if !e.exiting && exitRequested() {
+		e.exiting = true
+		for _, s := range e.streams {
+			s.onLocalEOF()
+		}
+	}
+	open := 0
+	for _, s := range e.streams {
+		if !s.settled() {
+			open++
+		}
+	}
+	if open != e.lastOpen {
+		e.lastOpen = open
+		exitOpen(open)
+	}
+}
+
+// runCommands runs queued commands; it reports whether the engine stops.
+func (e *Engine) runCommands() bool {
+	e.mu.Lock()
+	cmds := e.cmds
+	e.cmds = nil
+	stopped := e.stopped
+	e.mu.Unlock()
+	for _, f := range cmds {
+		f()
+	}
+	return stopped
+}
+
+// dispatch waits up to ms (0: does not wait) for events and handles them;
+// it reports whether any arrived.
+func (e *Engine) dispatch(events []unix.EpollEvent, ms int) bool {
+	n, err := unix.EpollWait(e.epfd, events, ms)
+	if err != nil {
+		return false // EINTR
+	}
+	for i := 0; i < n; i++ {
+		fd := int(events[i].Fd)
+		if s := e.byWake[fd]; s != nil {
+			s.drainWake() // both of its sockets
+			continue
+		}
+		if f := e.sources[fd]; f != nil {
+			f()
+		}
+	}
+	return n > 0
+}
+
+// service polls one stream's completions and pumps it; it reports whether
+// anything happened.
+func (e *Engine) service(s *stream) bool {
+	if s.state.dead() {
+		return false
+	}
+	worked := s.pollLink(e.wc)
+	before := s.posted
+	s.pump()
+	if s.posted != before {
+		worked = true
+	}
+	if !s.state.sending() && !s.state.dead() {
+		if _, ok := e.closing[s]; !ok {
+			e.closing[s] = time.Now().Add(closeDeadline)
+		}
+	}
+	return worked
+}
+
+// pollLink handles every completion the link has; it reports whether there
+// were any.
+func (s *stream) pollLink(wc []verbs.WC) bool {
+	any := false
+	for !s.state.dead() {
+		n, err := s.link.Poll(wc)
+		if err != nil {
+			s.fail(fmt.Errorf("rdma: poll: %w", err))
+			s.down()
+			return true
+		}
+		for i := 0; i < n; i++ {
+			s.handle(&wc[i])
+		}
+		if n == 0 {
+			return any
+		}
+		any = true
+	}
+	return any
+}
+
+// linkGone handles the connection manager's word that the connection is
+// gone: completions already queued are taken first (a CLOSE may be among
+// them), then the link counts as down.
+func (e *Engine) linkGone(s *stream) {
+	s.pollLink(e.wc)
+	s.down()
+}
+
+// reap releases finished streams and those whose link did not go down in
+// time.
+func (e *Engine) reap() {
+	now := time.Now()
+	for s, deadline := range e.closing {
+		if !s.finished() && now.After(deadline) {
+			s.logf("rdma: connection %d: link did not go down within %v; releasing it", s.id, closeDeadline)
+			s.down()
+		}
+		if s.finished() {
+			delete(e.closing, s)
+			delete(e.streams, s.id)
+			s.release()
+		}
+	}
+}
+
+func (e *Engine) runTimers() {
+	if len(e.timers) == 0 {
+		return
+	}
+	now := time.Now()
+	keep := e.timers[:0]
+	var due []func()
+	for _, t := range e.timers {
+		if now.Before(t.at) {
+			keep = append(keep, t)
+		} else {
+			due = append(due, t.f)
+		}
+	}
+	e.timers = keep
+	for _, f := range due {
+		f()
+	}
+}
+
+// sleepMS is how long the engine may sleep: until the next timer or
+// closing deadline, else forever.
+func (e *Engine) sleepMS() int {
+	var next time.Time
+	for _, t := range e.timers {
+		if next.IsZero() || t.at.Before(next) {
+			next = t.at
+		}
+	}
+	for _, d := range e.closing {
+		if next.IsZero() || d.Before(next) {
+			next = d
+		}
+	}
+	if next.IsZero() {
+		return -1
+	}
+	ms := int(time.Until(next)/time.Millisecond) + 1
+	return max(ms, 0)
+}
+
+// arm prepares every stream for sleeping: the link notifies at its next
+// completion and the want flags ask the application for tokens. It
+// reports whether something happened meanwhile, so that the engine must
+// not sleep.
+func (e *Engine) arm() bool {
+	busy := false
+	for _, s := range e.streams {
+		if s.state.dead() || s.linkDown {
+			continue
+		}
+		if err := s.link.Notify(); err != nil {
+			s.fail(fmt.Errorf("rdma: arm completions: %w", err))
+			busy = true
+			continue
+		}
+		if s.pollLink(e.wc) {
+			busy = true
+		}
+		if s.wants() {
+			busy = true
+		}
+	}
+	return busy
+}
+
+// shutdown resets and releases every stream (the engine is stopping).
+func (e *Engine) shutdown() {
+	for _, s := range e.streams {
+		if !s.state.dead() {
+			s.fail(ErrStopped)
+			s.down()
+			s.release()
+		}
+	}
+	e.streams = map[uint32]*stream{}
+	for fd := range e.sources {
+		if fd != e.kick {
+			_ = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+		}
+	}
+	unix.Close(e.kick)
+	unix.Close(e.epfd)
+}

@@ -1,0 +1,677 @@
+package rdma
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/shm"
+	"github.com/osfproject/osf/verbs"
+)
+
+// Sim is a software stand-in for an RDMA device, for tests on machines
+// without one (OSF_DEBUG_RDMA_SIM=1): the same engine, streams, wire data
+// and listener replication through the companion as Transport, but each
+// "queue pair" is a connected AF_UNIX stream socket between the two
+// engines (so both ends must be on this host, in one network namespace),
+// and the connection manager is a handshake on that socket. It lets the
+// transport conformance suite run the whole RDMA path — the engine as the
+// C data path's peer, both wake sockets, credits, FIN, CLOSE, the
+// companion hand-off — through libosf.so and real programs. Never enable
+// it in production: it is slower than shm and exists only to test the
+// engine.
+//
+// On the socket, every message is a 16-byte header and a payload:
+//
+//	off len
+//	  0   1  kind: 1 write, 2 connect data, 3 accept data, 4 reject data
+//	  1   1  ring (write)
+//	  2   1  flags: 1 = with immediate (write)
+//	  3   1  reserved
+//	  4   4  offset in the ring (write)
+//	  8   4  payload bytes
+//	 12   4  immediate (write with immediate)
+//
+// all little endian; a write's payload goes to that ring's offset, then
+// the immediate consumes a posted receive, as RDMA WRITE WITH IMMEDIATE
+// does. Connect, accept and reject payloads are the private data blocks
+// of wire.go (the ring base and rkey are unused). The listener of a
+// companion named N is the abstract AF_UNIX name "osfsim/" + N.
+type Sim struct {
+	cfg Config
+	eng *Engine
+
+	// Engine goroutine only.
+	listeners map[string]int // companion name -> listening socket
+}
+
+const (
+	simWrite   = 1
+	simConnect = 2
+	simAccept  = 3
+	simReject  = 4
+	simHdr     = 16
+	simPrefix  = "osfsim/"
+	// simHandshake bounds how long a listener waits for a connect request.
+	simHandshake = 5 * time.Second
+)
+
+// StartSim starts the engine with the software stand-in.
+func StartSim(cfg Config) (*Sim, error) {
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	eng, err := NewEngine(EngineConfig{HiddenBase: cfg.HiddenBase, PollSpin: cfg.PollSpin, Logf: cfg.Logf})
+	if err != nil {
+		return nil, err
+	}
+	s := &Sim{cfg: cfg, eng: eng, listeners: map[string]int{}}
+	if err := eng.Do(eng.armExit); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stop resets every connection, closes the listeners and stops the engine.
+func (s *Sim) Stop() {
+	_ = s.eng.Do(func() {
+		for name := range s.listeners {
+			s.closeListener(name)
+		}
+	})
+	s.eng.Stop()
+}
+
+// Devices returns ["sim"].
+func (s *Sim) Devices() []string { return []string{"sim"} }
+
+// DeviceFor says the stand-in serves every route.
+func (s *Sim) DeviceFor(netip.Addr) (string, bool, string) { return "sim", true, "" }
+
+// Replicate listens, beside the companion of a listener on addr (which
+// must exist), for simulated RDMA connections, which the engine hands to
+// the application through the companion as Transport.Replicate does. A
+// second call for the same companion does nothing.
+func (s *Sim) Replicate(addr netip.AddrPort, v6only bool, backlog int) error {
+	name := shm.ListenName(addr, v6only)
+	var err error
+	derr := s.eng.Do(func() {
+		if _, ok := s.listeners[name]; ok {
+			return
+		}
+		var fd int
+		if fd, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0); err != nil {
+			err = fmt.Errorf("rdma sim: listen on %s: %w", addr, err)
+			return
+		}
+		fd = hideFD(fd, s.cfg.HiddenBase)
+		if err = unix.Bind(fd, &unix.SockaddrUnix{Name: "@" + simPrefix + name}); err == nil {
+			err = unix.Listen(fd, max(backlog, 1))
+		}
+		if err == nil {
+			err = s.eng.watch(fd, func() { s.onListen(name, fd) })
+		}
+		if err != nil {
+			unix.Close(fd)
+			err = fmt.Errorf("rdma sim: listen on %s: %w", addr, err)
+			return
+		}
+		forkCloseAdd(fd) // a fork child must not keep the name bound
+		s.listeners[name] = fd
+	})
+	if derr != nil {
+		return derr
+	}
+	return err
+}
+
+// closeListener closes the listener of companion name. Engine goroutine.
+func (s *Sim) closeListener(name string) {
+	fd := s.listeners[name]
+	delete(s.listeners, name)
+	s.eng.unwatch(fd)
+	forkCloseDel(fd)
+	unix.Close(fd)
+}
+
+// onListen accepts pending connection requests; each handshake reads the
+// request on its own goroutine, then sets the connection up on the
+// engine's. Engine goroutine.
+func (s *Sim) onListen(name string, lfd int) {
+	for {
+		fd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+		if err != nil {
+			return
+		}
+		fd = hideFD(fd, s.cfg.HiddenBase)
+		go s.handshake(name, fd)
+	}
+}
+
+// handshake reads a connection request from fd and has the engine serve
+// it.
+func (s *Sim) handshake(name string, fd int) {
+	kind, b, err := simRead(fd, time.Now().Add(simHandshake))
+	if err != nil || kind != simConnect {
+		unix.Close(fd)
+		return
+	}
+	cd, err := DecodeConnectData(b)
+	if err != nil {
+		_ = simSend(fd, simReject, RejectBadHello.Marshal())
+		unix.Close(fd)
+		return
+	}
+	if derr := s.eng.Do(func() { s.serve(name, fd, cd) }); derr != nil {
+		unix.Close(fd)
+	}
+}
+
+// serve answers a connection request on fd as Transport.accept and serve
+// do: the companion, a segment, the hello with the segment and the
+// writers' wake socket, the answer, the stream. Engine goroutine.
+func (s *Sim) serve(name string, fd int, cd ConnectData) {
+	reject := func(code RejectCode, why error) {
+		s.cfg.Logf("rdma sim: refused %s: %s: %v", cd.Client, code, why)
+		_ = simSend(fd, simReject, code.Marshal())
+		unix.Close(fd)
+	}
+	comp, code, gone, err := openCompanion(name, s.cfg.HiddenBase)
+	if err != nil {
+		reject(code, err)
+		if _, ok := s.listeners[name]; ok && gone {
+			s.cfg.Logf("rdma sim: the listener of %s is gone; closing its simulated RDMA listener", name)
+			s.closeListener(name)
+		}
+		return
+	}
+	seg, err := newServerSegment(cd, s.cfg.HiddenBase)
+	if err != nil {
+		unix.Close(comp)
+		reject(RejectResource, err)
+		return
+	}
+	appTx, wakeTx, err := wakePair(s.cfg.HiddenBase)
+	if err == nil {
+		err = sendHello(comp, seg, appTx, cd)
+	}
+	if err == nil {
+		ad, _ := AcceptData{RingBytes: cd.RingBytes}.Marshal()
+		err = simSend(fd, simAccept, ad)
+	}
+	if err != nil {
+		seg.Close()
+		closeOpen(comp, wakeTx)
+		reject(RejectResource, err)
+		return
+	}
+	st, err := s.adopt(fd, seg, sdp.SideServer, comp, wakeTx)
+	if err != nil {
+		s.cfg.Logf("rdma sim: accepted %s but lost it: %v", cd.Client, err)
+		return
+	}
+	s.cfg.Logf("rdma: accepted %s (sim) as connection %d", cd.Client, st.id)
+}
+
+// adopt starts a stream over a simulated link on the connected socket fd:
+// seg is the engine's mapping, wake and wakeTx the engine's ends of the
+// application's wake sockets. Engine goroutine. On error everything is
+// released.
+func (s *Sim) adopt(fd int, seg *sdp.Segment, side int, wake, wakeTx int) (*stream, error) {
+	l, err := newSimLink(fd, seg, s.cfg.HiddenBase)
+	if err != nil {
+		unix.Close(fd)
+		seg.Close()
+		closeOpen(wake, wakeTx)
+		return nil, err
+	}
+	l.eng = s.eng
+	if err := s.eng.watch(l.efd, l.drainEvent); err != nil {
+		l.Close()
+		seg.Close()
+		closeOpen(wake, wakeTx)
+		return nil, err
+	}
+	st, err := s.eng.addStream(seg, side, l, wake, wakeTx)
+	if err != nil {
+		l.Close()
+		seg.Close()
+		closeOpen(wake, wakeTx)
+		return nil, err
+	}
+	l.start()
+	return st, nil
+}
+
+// Dial connects to the simulated RDMA listener serving dst, as
+// Transport.Dial does over a device, with the same errors.
+func (s *Sim) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error) {
+	deadline := time.Now().Add(timeout)
+	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	fd := -1
+	for _, name := range shm.DialNames(dst, shm.IsLocal(dst.Addr())) {
+		sfd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, resourceError(err)
+		}
+		if err := unix.Connect(sfd, &unix.SockaddrUnix{Name: "@" + simPrefix + name}); err == nil {
+			fd = sfd
+			break
+		}
+		unix.Close(sfd)
+	}
+	if fd < 0 {
+		return nil, fmt.Errorf("%w: %s: no simulated RDMA listener", sdp.ErrNoListener, dst)
+	}
+	fd = hideFD(fd, s.cfg.HiddenBase)
+	seg, err := sdp.CreateSegment(ringBytes)
+	if err != nil {
+		unix.Close(fd)
+		return nil, resourceError(err)
+	}
+	seg.InitHeader(local, dst, s.cfg.PID)
+	seg.SetFlags(sdp.SegRDMA)
+	fail := func(err error) (*sdp.Endpoint, error) {
+		unix.Close(fd)
+		seg.Close()
+		return nil, err
+	}
+	cd, err := ConnectData{RingBytes: ringBytes, Client: local, Server: dst}.Marshal()
+	if err == nil {
+		err = simSend(fd, simConnect, cd)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
+	}
+	kind, b, err := simRead(fd, deadline)
+	switch {
+	case err != nil:
+		return fail(fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
+	case kind == simReject:
+		code, _ := DecodeReject(b)
+		return fail(rejectError(dst, code))
+	case kind != simAccept:
+		return fail(fmt.Errorf("%w: answer of kind %d", sdp.ErrHandshake, kind))
+	}
+	if ad, err := DecodeAcceptData(b); err != nil || ad.RingBytes != ringBytes {
+		return fail(fmt.Errorf("%w: bad accept data (%v)", sdp.ErrHandshake, err))
+	}
+	mirror, err := seg.Mirror()
+	if err != nil {
+		return fail(resourceError(err))
+	}
+	ws, err := newWakeSockets(s.cfg.HiddenBase)
+	if err != nil {
+		mirror.Close()
+		return fail(resourceError(err))
+	}
+	var aerr error
+	ran := false
+	derr := s.eng.Do(func() {
+		ran = true
+		_, aerr = s.adopt(fd, mirror, sdp.SideClient, ws.engine, ws.engineTx)
+	})
+	if derr != nil || aerr != nil {
+		if !ran { // else adopt released fd, the mirror and the engine's ends
+			mirror.Close()
+			closeOpen(fd, ws.engine, ws.engineTx)
+		}
+		closeOpen(ws.app, ws.appTx)
+		seg.Close()
+		return nil, resourceError(errors.Join(derr, aerr))
+	}
+	return ws.endpoint(seg, local, dst), nil
+}
+
+// simLink is a Link over a connected AF_UNIX stream socket (see Sim).
+type simLink struct {
+	fd   int
+	seg  *sdp.Segment
+	efd  int
+	eng  *Engine
+	mu   sync.Mutex
+	cond *sync.Cond
+	out  []simOut // posted, not written yet
+	rq   []verbs.WRID
+	cq   []verbs.WC
+	// armed: the next completion fires efd.
+	armed  bool
+	down   bool
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type simOut struct {
+	wrid     verbs.WRID
+	hdr      [simHdr]byte
+	payload  []byte
+	signaled bool
+}
+
+func newSimLink(fd int, seg *sdp.Segment, base int) (*simLink, error) {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	l := &simLink{fd: fd, seg: seg, efd: hideFD(efd, base)}
+	l.cond = sync.NewCond(&l.mu)
+	return l, nil
+}
+
+// start starts the goroutines that play the NIC. The socket goes into the
+// fork-close set: a fork child's copy would keep the link up after this
+// process died, where a queue pair would break.
+func (l *simLink) start() {
+	forkCloseAdd(l.fd)
+	l.wg.Add(2)
+	go l.writer()
+	go l.reader()
+}
+
+func (l *simLink) drainEvent() {
+	var b [8]byte
+	_, _ = unix.Read(l.efd, b[:])
+}
+
+// complete queues a completion; mu held.
+func (l *simLink) complete(wc verbs.WC) {
+	l.cq = append(l.cq, wc)
+	if l.armed {
+		l.armed = false
+		one := [8]byte{1}
+		_, _ = unix.Write(l.efd, one[:])
+	}
+}
+
+// breakLocked flushes everything outstanding; mu held.
+func (l *simLink) breakLocked() {
+	if l.down {
+		return
+	}
+	l.down = true
+	for _, o := range l.out {
+		l.complete(verbs.WC{WRID: uint64(o.wrid), Status: verbs.WCWRFlushErr})
+	}
+	l.out = nil
+	for _, r := range l.rq {
+		l.complete(verbs.WC{WRID: uint64(r), Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv})
+	}
+	l.rq = nil
+	_ = unix.Shutdown(l.fd, unix.SHUT_RDWR)
+	l.cond.Broadcast()
+}
+
+func (l *simLink) post(o simOut) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errors.New("rdma sim: link closed")
+	}
+	if l.down {
+		l.complete(verbs.WC{WRID: uint64(o.wrid), Status: verbs.WCWRFlushErr})
+		return nil
+	}
+	l.out = append(l.out, o)
+	l.cond.Broadcast()
+	return nil
+}
+
+func (l *simLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint32, withImm, signaled bool) error {
+	if ring < 0 || ring > 1 || n == 0 || uint64(off)+uint64(n) > uint64(l.seg.RingBytes) {
+		return fmt.Errorf("rdma sim: bad write ring %d [%d,+%d)", ring, off, n)
+	}
+	o := simOut{wrid: wrid, signaled: signaled, payload: append([]byte(nil), l.seg.RingData(ring)[off:off+n]...)}
+	simHeader(o.hdr[:], simWrite, ring, withImm, off, n, imm)
+	return l.post(o)
+}
+
+func (l *simLink) PostImm(wrid verbs.WRID, imm uint32, signaled bool) error {
+	o := simOut{wrid: wrid, signaled: signaled}
+	simHeader(o.hdr[:], simWrite, 0, true, 0, 0, imm)
+	return l.post(o)
+}
+
+func (l *simLink) PostRecv(wrid verbs.WRID) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errors.New("rdma sim: link closed")
+	}
+	if l.down {
+		l.complete(verbs.WC{WRID: uint64(wrid), Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv})
+		return nil
+	}
+	l.rq = append(l.rq, wrid)
+	l.cond.Broadcast()
+	return nil
+}
+
+func (l *simLink) Poll(wc []verbs.WC) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := copy(wc, l.cq)
+	l.cq = l.cq[n:]
+	return n, nil
+}
+
+func (l *simLink) Notify() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.armed = true
+	if len(l.cq) > 0 {
+		l.armed = false
+		one := [8]byte{1}
+		_, _ = unix.Write(l.efd, one[:])
+	}
+	return nil
+}
+
+func (l *simLink) Disconnect() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.breakLocked()
+	return nil
+}
+
+func (l *simLink) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.breakLocked()
+	l.mu.Unlock()
+	l.wg.Wait()
+	if l.eng != nil {
+		l.eng.unwatch(l.efd)
+	}
+	unix.Close(l.efd)
+	forkCloseDel(l.fd)
+	return unix.Close(l.fd)
+}
+
+// await locks mu and waits until ready holds or the link is down; it
+// returns false, with mu unlocked, when the link is down.
+func (l *simLink) await(ready func() bool) bool {
+	l.mu.Lock()
+	for !ready() && !l.down {
+		l.cond.Wait()
+	}
+	if l.down {
+		l.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// writer sends posted work requests in order, completing signaled ones
+// once written.
+func (l *simLink) writer() {
+	defer l.wg.Done()
+	for {
+		if !l.await(func() bool { return len(l.out) > 0 }) {
+			return
+		}
+		o := l.out[0]
+		l.mu.Unlock()
+		err := writeAll(l.fd, o.hdr[:])
+		if err == nil && len(o.payload) > 0 {
+			err = writeAll(l.fd, o.payload)
+		}
+		l.mu.Lock()
+		if err != nil {
+			// The peer is gone. What it sent before going is still in
+			// the socket, and on a real QP those completions come first:
+			// the reader flushes everything when it reaches the end.
+			_ = unix.Shutdown(l.fd, unix.SHUT_WR)
+			l.mu.Unlock()
+			return
+		}
+		if l.down { // broken meanwhile: o was flushed with the rest
+			l.mu.Unlock()
+			return
+		}
+		l.out = l.out[1:]
+		if o.signaled {
+			l.complete(verbs.WC{WRID: uint64(o.wrid), Status: verbs.WCSuccess, Opcode: verbs.WCRDMAWrite})
+		}
+		l.mu.Unlock()
+	}
+}
+
+// reader places incoming writes into the rings and completes a posted
+// receive for each immediate, waiting for one (RNR) when none is posted.
+func (l *simLink) reader() {
+	defer l.wg.Done()
+	var hdr [simHdr]byte
+	for {
+		if err := readFull(l.fd, hdr[:]); err != nil {
+			break
+		}
+		ring, withImm := int(hdr[1]), hdr[2]&1 != 0
+		off, n := binary.LittleEndian.Uint32(hdr[4:]), binary.LittleEndian.Uint32(hdr[8:])
+		imm := binary.LittleEndian.Uint32(hdr[12:])
+		if hdr[0] != simWrite || ring > 1 || uint64(off)+uint64(n) > uint64(l.seg.RingBytes) {
+			break
+		}
+		if n > 0 {
+			l.mu.Lock()
+			closed := l.closed
+			l.mu.Unlock()
+			if closed || readFull(l.fd, l.seg.RingData(ring)[off:off+n]) != nil {
+				break
+			}
+		}
+		if !withImm {
+			continue
+		}
+		if !l.await(func() bool { return len(l.rq) > 0 }) {
+			break
+		}
+		r := l.rq[0]
+		l.rq = l.rq[1:]
+		l.complete(verbs.WC{WRID: uint64(r), Status: verbs.WCSuccess, Opcode: verbs.WCRecvRDMAWithImm, ByteLen: n, ImmData: imm, HasImm: true})
+		l.mu.Unlock()
+	}
+	l.mu.Lock()
+	l.breakLocked()
+	l.mu.Unlock()
+}
+
+func simHeader(h []byte, kind byte, ring int, withImm bool, off, n, imm uint32) {
+	h[0], h[1] = kind, byte(ring)
+	if withImm {
+		h[2] = 1
+	}
+	binary.LittleEndian.PutUint32(h[4:], off)
+	binary.LittleEndian.PutUint32(h[8:], n)
+	binary.LittleEndian.PutUint32(h[12:], imm)
+}
+
+// simSend writes a handshake message.
+func simSend(fd int, kind byte, payload []byte) error {
+	var h [simHdr]byte
+	simHeader(h[:], kind, 0, false, 0, uint32(len(payload)), 0)
+	if err := writeAll(fd, h[:]); err != nil {
+		return err
+	}
+	return writeAll(fd, payload)
+}
+
+// simRead reads a handshake message, waiting until deadline.
+func simRead(fd int, deadline time.Time) (byte, []byte, error) {
+	var h [simHdr]byte
+	if err := waitReadable(fd, deadline); err != nil {
+		return 0, nil, err
+	}
+	if err := readFull(fd, h[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.LittleEndian.Uint32(h[8:])
+	if n > 256 {
+		return 0, nil, fmt.Errorf("rdma sim: handshake message of %d bytes", n)
+	}
+	b := make([]byte, n)
+	if err := readFull(fd, b); err != nil {
+		return 0, nil, err
+	}
+	return h[0], b, nil
+}
+
+func waitReadable(fd int, deadline time.Time) error {
+	for {
+		ms := int(time.Until(deadline) / time.Millisecond)
+		if ms <= 0 {
+			return fmt.Errorf("rdma sim: no answer: %w", verbs.ErrTimeout)
+		}
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(p, ms)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+}
+
+// writeAll writes all of b to the blocking socket fd; MSG_NOSIGNAL: a
+// peer that is gone is EPIPE, never a signal.
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.SendmsgN(fd, b, nil, nil, unix.MSG_NOSIGNAL)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// readFull reads exactly len(b) bytes from the blocking socket fd.
+func readFull(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Read(fd, b)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		b = b[n:]
+	}
+	return nil
+}

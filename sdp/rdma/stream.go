@@ -1,0 +1,660 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/verbs"
+)
+
+// Queue depths of a stream's link. The send queue holds at most sqDepth
+// work requests; one in every signalEvery is signaled, so a full queue
+// always has signaled requests outstanding whose completions free it. The
+// receive queue is kept full: a peer with sqDepth requests in flight never
+// finds it empty, and should the engine fall behind, the peer's RNR retries
+// (infinite, see verbs.ConnParam) wait for it.
+const (
+	sqDepth     = 64
+	rqDepth     = 2 * sqDepth
+	signalEvery = sqDepth / 4
+	cqDepth     = sqDepth + rqDepth
+)
+
+// maxTokens bounds the wake tokens sent at once, as the C data path does.
+const maxTokens = 32
+
+// ErrProtocol means the peer broke the wire protocol; the connection is
+// reset.
+var ErrProtocol = errors.New("rdma: protocol violation by the peer")
+
+// streamState is where a stream is in its life.
+type streamState uint8
+
+const (
+	// stateOpen: data flows both ways.
+	stateOpen streamState = iota
+	// stateDraining: the local application closed its last descriptor;
+	// what it wrote is still being sent, then CLOSE.
+	stateDraining
+	// stateClosing: CLOSE was sent or received, or the stream failed; no
+	// more data moves and the link is being taken down.
+	stateClosing
+	// stateDead: the link is down and the stream's resources are released.
+	stateDead
+)
+
+var stateNames = [...]string{"open", "draining", "closing", "dead"}
+
+func (s streamState) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// open reports whether the local application still uses the connection.
+func (s streamState) open() bool { return s == stateOpen }
+
+// sending reports whether local bytes may still go to the peer.
+func (s streamState) sending() bool { return s == stateOpen || s == stateDraining }
+
+// dead reports whether the stream is finished.
+func (s streamState) dead() bool { return s == stateDead }
+
+// stream mirrors one connection's segment to the peer over a Link. The
+// local C data path sees the engine as "the other side" of the segment:
+// the engine consumes the local application's send ring (ring side) by
+// RDMA-writing it into the peer's segment and produces into its receive
+// ring (ring 1-side) as the peer's writes arrive, and it speaks the same
+// wake protocol as a local peer would: want flags and waiter counts in the
+// segment, readers' tokens on the wake socket (the application's fd),
+// writers' tokens on the writers' wake socket.
+//
+// A stream is used by the engine goroutine only.
+type stream struct {
+	id    uint32       // connection number in work request ids
+	seg   *sdp.Segment // the engine's own mapping of the segment
+	side  int          // the local application's side
+	peer  int          // 1 - side: the side the engine plays
+	size  uint64
+	mask  uint64
+	lowat uint64
+	link  Link
+	// The engine's ends of the application's two wake sockets; -1 once
+	// closed. wake is the peer of the application's fd: readers' tokens
+	// and the end of the connection; wakeTx that of its hidden writers'
+	// socket: writers' tokens.
+	wake, wakeTx int
+	// closeFD closes a wake socket end (the engine also forgets it).
+	closeFD func(fd int)
+	state   streamState
+	err     error // why the stream failed, when it did
+	logf    func(format string, a ...any)
+
+	// Transmit: ring side, mirrored into the peer's ring side.
+	sent     uint64 // bytes posted to the peer
+	peerTail uint64 // the peer's consumer position (last credit)
+	finSent  bool
+	// Receive: ring peer, written by the peer.
+	rxHead     uint64 // the peer's producer position
+	credited   uint64 // consumer position last reported to the peer
+	peerFin    bool
+	peerClosed bool
+
+	localEOF     bool   // the local application's last descriptor is gone
+	closeSent    bool   // CLOSE posted
+	closePending bool   // CLOSE due, waiting for a send queue slot
+	closeAck     bool   // CLOSE completed: the peer has it
+	closeCode    uint32 // CloseGraceful or CloseAbort
+	linkDown     bool   // the link is broken: only flushes follow
+	released     bool
+
+	posted    uint32 // send work requests posted
+	completed uint32 // send work requests known complete
+	recvs     int    // receives posted and not completed
+	recvSeq   uint32
+
+	// Counters, for logs and tests.
+	bytesOut, bytesIn uint64
+	tokensSent        uint64
+}
+
+// newStream makes a stream for a segment whose local application side is
+// side; wake and wakeTx are the engine's ends of the application's wake
+// socket and writers' wake socket. It posts the receive queue.
+func newStream(id uint32, seg *sdp.Segment, side int, link Link, wake, wakeTx int, logf func(string, ...any)) (*stream, error) {
+	s := &stream{
+		id: id, seg: seg, side: side, peer: 1 - side,
+		size: uint64(seg.RingBytes), mask: uint64(seg.RingBytes) - 1, lowat: uint64(seg.RingBytes) / 2,
+		link: link, wake: wake, wakeTx: wakeTx, logf: logf,
+	}
+	if s.logf == nil {
+		s.logf = func(string, ...any) {}
+	}
+	for s.recvs < rqDepth {
+		if err := s.postRecv(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *stream) postRecv() error {
+	if err := s.link.PostRecv(verbs.MakeWRID(wrRecv, s.id, s.recvSeq)); err != nil {
+		return fmt.Errorf("rdma: post receive: %w", err)
+	}
+	s.recvSeq++
+	s.recvs++
+	return nil
+}
+
+// sqFree returns the free send queue slots.
+func (s *stream) sqFree() int { return sqDepth - int(s.posted-s.completed) }
+
+// post posts one send work request of kind k and counts it.
+func (s *stream) post(k uint8, f func(wrid verbs.WRID, signaled bool) error, forceSignal bool) error {
+	seq := s.posted
+	signaled := forceSignal || (seq+1)%signalEvery == 0
+	if err := f(verbs.MakeWRID(k, s.id, seq), signaled); err != nil {
+		return err
+	}
+	s.posted++
+	return nil
+}
+
+func (s *stream) postImm(k uint8, imm uint32, signaled bool) error {
+	return s.post(k, func(w verbs.WRID, sig bool) error { return s.link.PostImm(w, imm, sig) }, signaled)
+}
+
+// pump does whatever the local application's progress allows: send new
+// bytes (as credits permit), FIN, credits for what it consumed, CLOSE when
+// draining is done. It never blocks.
+func (s *stream) pump() {
+	if s.state.dead() || s.linkDown {
+		return
+	}
+	if s.closePending && !s.closeSent {
+		s.sendClose(s.closeCode)
+	}
+	if s.state.sending() && !s.peerClosed && !s.closeSent {
+		if err := s.transmit(); err != nil {
+			s.fail(err)
+			return
+		}
+	}
+	if !s.peerClosed && !s.closeSent {
+		if err := s.credit(false); err != nil {
+			s.fail(err)
+			return
+		}
+	}
+	if s.state == stateDraining && !s.closeSent && s.sent == s.seg.Head(s.side) {
+		// Everything is out; a last credit so the peer's view of its
+		// ring is exact, then CLOSE.
+		if s.sqFree() < 2 {
+			return
+		}
+		if err := s.credit(true); err != nil {
+			s.fail(err)
+			return
+		}
+		s.sendClose(CloseGraceful)
+	}
+}
+
+// transmit posts the bytes the local application published, at most what
+// the peer's ring has room for, and FIN after the last of them.
+func (s *stream) transmit() error {
+	flags := s.seg.SideFlags(s.side) // before head: FIN is set after the last write
+	head := s.seg.Head(s.side)
+	if head-s.peerTail > s.size || head-s.sent > s.size {
+		return fmt.Errorf("rdma: local send ring corrupt (head %d, sent %d, peer tail %d)", head, s.sent, s.peerTail)
+	}
+	for s.sqFree() >= 2 {
+		n := min(head-s.sent, s.size-(s.sent-s.peerTail))
+		if n == 0 {
+			break
+		}
+		off := s.sent & s.mask
+		end := s.sent + n
+		imm := MakeImm(ImmData, end)
+		if first := s.size - off; first < n {
+			// Wrapped: a plain WRITE of the ring's end, then the rest
+			// from the ring's start with the immediate, which the peer
+			// sees only after both landed.
+			err := s.post(wrWrite, func(w verbs.WRID, sig bool) error {
+				return s.link.PostWrite(w, s.side, uint32(off), uint32(first), 0, false, sig)
+			}, false)
+			if err != nil {
+				return fmt.Errorf("rdma: post write: %w", err)
+			}
+			err = s.post(wrData, func(w verbs.WRID, sig bool) error {
+				return s.link.PostWrite(w, s.side, 0, uint32(n-first), imm, true, sig)
+			}, false)
+			if err != nil {
+				return fmt.Errorf("rdma: post write: %w", err)
+			}
+		} else {
+			err := s.post(wrData, func(w verbs.WRID, sig bool) error {
+				return s.link.PostWrite(w, s.side, uint32(off), uint32(n), imm, true, sig)
+			}, false)
+			if err != nil {
+				return fmt.Errorf("rdma: post write: %w", err)
+			}
+		}
+		s.sent = end
+		s.bytesOut += n
+	}
+	if flags&sdp.SideFIN != 0 && !s.finSent && s.sent == head && s.sqFree() >= 1 {
+		if err := s.postImm(wrFlags, MakeImm(ImmFlags, FlagFIN), false); err != nil {
+			return fmt.Errorf("rdma: post fin: %w", err)
+		}
+		s.finSent = true
+	}
+	return nil
+}
+
+// credit reports the local application's consumption to the peer when it
+// matters: a quarter ring or more consumed since the last report, or the
+// peer's view of our ring more than half full (so a writer that may be
+// waiting for room learns about it), or always when force is set.
+func (s *stream) credit(force bool) error {
+	tail := s.seg.Tail(s.peer)
+	if tail-s.credited > s.rxHead-s.credited {
+		return fmt.Errorf("rdma: local receive ring corrupt (tail %d, head %d)", tail, s.rxHead)
+	}
+	if tail == s.credited {
+		return nil
+	}
+	if !force && tail-s.credited < s.size/4 && s.rxHead-s.credited <= s.size/2 {
+		return nil
+	}
+	if s.sqFree() < 1 {
+		return nil
+	}
+	if err := s.postImm(wrCredit, MakeImm(ImmCredit, tail), false); err != nil {
+		return fmt.Errorf("rdma: post credit: %w", err)
+	}
+	s.credited = tail
+	return nil
+}
+
+// sendClose posts CLOSE (signaled: the link is taken down when it
+// completed, so the peer has it) and stops the data flow. Without a free
+// slot it is retried when completions free one.
+func (s *stream) sendClose(code uint32) {
+	if s.closeSent || s.linkDown {
+		return
+	}
+	s.closeCode = code
+	s.closePending = true
+	if s.state.sending() {
+		s.state = stateClosing
+	}
+	if s.sqFree() < 1 {
+		return
+	}
+	if err := s.postImm(wrClose, MakeImm(ImmClose, uint64(code)), true); err != nil {
+		s.closePending = false
+		s.fail(fmt.Errorf("rdma: post close: %w", err))
+		return
+	}
+	s.closePending = false
+	s.closeSent = true
+}
+
+// handle processes one completion.
+func (s *stream) handle(wc *verbs.WC) {
+	id := verbs.WRID(wc.WRID)
+	if id.Conn() != s.id&verbs.MaxWRIDConn {
+		s.fail(fmt.Errorf("rdma: completion for connection %d on connection %d", id.Conn(), s.id))
+		return
+	}
+	if id.Kind() == wrRecv {
+		s.recvs--
+		if !wc.Status.OK() {
+			s.linkBroken(wc)
+			return
+		}
+		if s.state.dead() || s.linkDown {
+			return
+		}
+		if !wc.HasImm {
+			s.fail(fmt.Errorf("%w: message without immediate", ErrProtocol))
+			return
+		}
+		if err := s.receive(wc.ImmData); err != nil {
+			s.fail(err)
+			return
+		}
+		if !s.linkDown && !s.state.dead() && s.recvs < rqDepth {
+			if err := s.postRecv(); err != nil {
+				s.fail(err)
+			}
+		}
+		return
+	}
+	// A send: in order, so everything up to it is complete.
+	if !wc.Status.OK() {
+		s.linkBroken(wc)
+		return
+	}
+	done := id.Seq() + 1
+	if done-s.completed > s.posted-s.completed {
+		s.fail(fmt.Errorf("rdma: completion for unposted work request %d (posted %d)", id.Seq(), s.posted))
+		return
+	}
+	s.completed = done
+	if id.Kind() == wrClose {
+		s.closeAck = true
+		// The peer has everything: take the link down.
+		_ = s.link.Disconnect()
+	}
+}
+
+// receive applies one immediate from the peer.
+func (s *stream) receive(imm uint32) error {
+	kind, v := ParseImm(imm)
+	if s.peerClosed {
+		return fmt.Errorf("%w: %s after CLOSE", ErrProtocol, kind)
+	}
+	switch kind {
+	case ImmData:
+		if s.peerFin {
+			return fmt.Errorf("%w: DATA after FIN", ErrProtocol)
+		}
+		head := Advance(s.rxHead, v)
+		if head == s.rxHead || head-s.credited > s.size {
+			return fmt.Errorf("%w: DATA to %d with head %d and credit %d (ring %d)", ErrProtocol, head, s.rxHead, s.credited, s.size)
+		}
+		s.bytesIn += head - s.rxHead
+		s.rxHead = head
+		s.seg.SetHead(s.peer, head) // release: after the payload, which landed before this completion
+		s.wakeReader()
+	case ImmCredit:
+		tail := Advance(s.peerTail, v)
+		if tail-s.peerTail > s.sent-s.peerTail {
+			return fmt.Errorf("%w: CREDIT to %d beyond %d sent", ErrProtocol, tail, s.sent)
+		}
+		s.peerTail = tail
+		s.seg.SetTail(s.side, tail)
+		s.wakeWriter()
+	case ImmFlags:
+		if v != FlagFIN {
+			return fmt.Errorf("%w: FLAGS %#x", ErrProtocol, v)
+		}
+		s.peerFin = true
+		s.seg.OrSideFlags(s.peer, sdp.SideFIN)
+		s.wakeReader()
+	case ImmClose:
+		if v != CloseGraceful && v != CloseAbort {
+			return fmt.Errorf("%w: CLOSE %#x", ErrProtocol, v)
+		}
+		s.peerClosed = true
+		if v == CloseAbort {
+			s.seg.OrSideFlags(s.peer, sdp.SideReset)
+		}
+		s.endLocal()
+		if s.state.sending() {
+			s.state = stateClosing
+		}
+		_ = s.link.Disconnect()
+	default:
+		return fmt.Errorf("%w: immediate kind %d", ErrProtocol, kind)
+	}
+	return nil
+}
+
+// wakeReader wakes the local application's readers if they asked for it
+// (rx_want of its side), as a local peer does after publishing data: a
+// token per reader waiting, on the wake socket.
+func (s *stream) wakeReader() {
+	if s.seg.TakeWant(s.side, sdp.WantRx) {
+		s.tokens(s.wake, sdp.WantRx)
+	}
+}
+
+// wakeWriter wakes a local writer waiting for room once there is at least
+// the low-water mark of it, as the C data path does.
+func (s *stream) wakeWriter() {
+	if s.seg.LoadWant(s.side, sdp.WantTx) == 0 {
+		return
+	}
+	if s.size-(s.seg.Head(s.side)-s.peerTail) < s.lowat {
+		return
+	}
+	if s.seg.TakeWant(s.side, sdp.WantTx) {
+		s.tokens(s.wakeTx, sdp.WantTx)
+	}
+}
+
+var zeros [maxTokens]byte
+
+// tokens sends on sock as many wake tokens as the local side has waiters
+// of kind w, at least one (a waiter osf does not count: the application's
+// own poll), at most maxTokens. A full socket drops them: the application
+// drains tokens nobody waits for anyway.
+func (s *stream) tokens(sock int, w sdp.Want) {
+	if sock < 0 {
+		return
+	}
+	n := min(max(s.seg.Waiters(s.side, w), 1), maxTokens)
+	err := unix.Sendto(sock, zeros[:n], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
+	switch {
+	case err == nil:
+		s.tokensSent++
+	case (errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET)) && sock == s.wake:
+		s.onLocalEOF()
+	}
+}
+
+// drainWake reads the tokens the local application sent on both wake
+// sockets (on its fd when it published data or FIN and the engine's
+// rx_want was up, on the writers' socket when it consumed and tx_want was
+// up; the engine looks at the rings whenever it wakes, so it keeps no
+// count) and notices the end of the application's side: the end of its
+// fd, whose last holder is gone. The end of the writers' socket alone only
+// closes the engine's end of it, so that epoll stops reporting it: nobody
+// is left to wake there.
+func (s *stream) drainWake() {
+	if drainSocket(s.wake) {
+		s.onLocalEOF()
+	}
+	if drainSocket(s.wakeTx) && s.wakeTx >= 0 {
+		fd := s.wakeTx
+		s.wakeTx = -1
+		s.closeSocket(fd)
+	}
+}
+
+// drainSocket reads everything waiting on sock, if it is open, without
+// blocking, and reports whether it reached the end.
+func drainSocket(sock int) bool {
+	var buf [256]byte
+	for sock >= 0 {
+		n, _, err := unix.Recvfrom(sock, buf[:], unix.MSG_DONTWAIT)
+		switch {
+		case err == nil && n > 0, errors.Is(err, unix.EINTR):
+			continue
+		case err == nil && n == 0, errors.Is(err, unix.ECONNRESET):
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// onLocalEOF handles the end of the local application's side: every
+// descriptor of it is closed. As TCP, an abortive close (SO_LINGER 0) or
+// one with received bytes nobody read resets the connection; otherwise
+// what the application wrote is still delivered, then CLOSE.
+func (s *stream) onLocalEOF() {
+	if s.localEOF {
+		return
+	}
+	s.localEOF = true
+	s.closeWake()
+	if !s.state.open() {
+		return
+	}
+	unread := s.seg.Head(s.peer) != s.seg.Tail(s.peer)
+	if s.seg.SideFlags(s.side)&sdp.SideReset != 0 || unread {
+		s.sendClose(CloseAbort)
+		return
+	}
+	s.state = stateDraining
+	s.pump()
+}
+
+// endLocal tells the local application that the other side is gone: the
+// flags are already in the segment; a changed close_seq makes writers look,
+// and the end of both wake sockets wakes every waiter: readers and pollers
+// on the application's fd, blocked writers on the writers' socket.
+func (s *stream) endLocal() {
+	if s.wake < 0 && s.wakeTx < 0 {
+		return
+	}
+	s.seg.BumpCloseSeq(s.peer)
+	s.closeWake()
+}
+
+// closeWake closes the engine's ends of both wake sockets.
+func (s *stream) closeWake() {
+	for _, p := range []*int{&s.wake, &s.wakeTx} {
+		if fd := *p; fd >= 0 {
+			*p = -1
+			s.closeSocket(fd)
+		}
+	}
+}
+
+func (s *stream) closeSocket(fd int) {
+	if s.closeFD != nil {
+		s.closeFD(fd)
+	} else {
+		unix.Close(fd)
+	}
+}
+
+// fail resets the connection after a local error or a protocol violation:
+// the local application sees ECONNRESET, the peer gets CLOSE(abort) if the
+// link still works, and the link is taken down.
+func (s *stream) fail(err error) {
+	if s.err == nil {
+		s.err = err
+		s.logf("rdma: connection %d reset: %v", s.id, err)
+	}
+	s.seg.OrSideFlags(s.peer, sdp.SideReset)
+	s.endLocal()
+	if s.state.sending() {
+		s.state = stateClosing
+	}
+	if !s.linkDown && !s.closeSent && !s.peerClosed && s.sqFree() >= 1 {
+		if s.postImm(wrClose, MakeImm(ImmClose, CloseAbort), true) == nil {
+			s.closeSent = true
+			s.closeCode = CloseAbort
+			return // Disconnect when it completes
+		}
+	}
+	_ = s.link.Disconnect()
+}
+
+// linkBroken handles a failed or flushed completion: the link is down.
+func (s *stream) linkBroken(wc *verbs.WC) {
+	if !s.linkDown && !wc.Status.Flushed() && !s.closeAck && !s.peerClosed {
+		s.logf("rdma: connection %d: work request failed: %s", s.id, wc.Status)
+	}
+	s.down()
+}
+
+// down records that the link is gone. Without a CLOSE from the peer
+// (which died, or whose host or device did) the local application sees a
+// reset: data already received stays readable first.
+func (s *stream) down() {
+	if s.linkDown {
+		return
+	}
+	s.linkDown = true
+	if !s.peerClosed && !s.localEOF {
+		s.seg.OrSideFlags(s.peer, sdp.SideReset)
+	}
+	s.endLocal()
+	if s.state.sending() {
+		s.state = stateClosing
+	}
+	_ = s.link.Disconnect()
+}
+
+// settled reports whether nothing the local application wrote can be lost
+// any more: the peer acknowledged CLOSE, or the link is down.
+func (s *stream) settled() bool { return s.closeAck || s.linkDown || s.state.dead() }
+
+// finished reports whether the stream can be released: the link is down
+// (its remaining completions are flushes) and the local application has
+// been told.
+func (s *stream) finished() bool { return s.linkDown && s.wake < 0 && s.wakeTx < 0 }
+
+// release frees the link and the engine's mapping; the stream is dead.
+func (s *stream) release() {
+	if s.released {
+		return
+	}
+	s.released = true
+	s.closeWake()
+	if err := s.link.Close(); err != nil {
+		s.logf("rdma: connection %d: release link: %v", s.id, err)
+	}
+	s.seg.Close()
+	s.state = stateDead
+}
+
+// wants decides the engine's want flags in the segment before it sleeps:
+// rx_want to hear of new bytes or FIN from the local writer, tx_want to
+// hear of consumption when a credit would then be due. It returns true
+// when there is work to do right away (the state changed while arming),
+// in which case the caller must not sleep.
+func (s *stream) wants() bool {
+	if s.state.dead() || s.linkDown {
+		return false
+	}
+	wantRx := s.state.sending() && !s.closeSent && !s.peerClosed && !s.finSent
+	wantTx := !s.peerClosed && !s.closeSent && s.rxHead-s.credited > s.size/2
+	s.seg.SetWant(s.peer, sdp.WantRx, b2u(wantRx))
+	s.seg.SetWant(s.peer, sdp.WantTx, b2u(wantTx))
+	// The stores above are sequentially consistent: the loads below see
+	// whatever the application published before it looked at the flags.
+	if wantRx {
+		head := s.seg.Head(s.side)
+		if head != s.sent && s.sent-s.peerTail < s.size && s.sqFree() >= 2 {
+			return true
+		}
+		if s.seg.SideFlags(s.side)&sdp.SideFIN != 0 {
+			return true
+		}
+	}
+	if wantTx && s.seg.Tail(s.peer) != s.credited && s.sqFree() >= 1 {
+		return true
+	}
+	return false
+}
+
+// quiet clears the engine's want flags while it polls actively, so that
+// the application does not pay a system call per operation for wake-ups
+// nobody waits for.
+func (s *stream) quiet() {
+	if s.state.dead() {
+		return
+	}
+	s.seg.SetWant(s.peer, sdp.WantRx, 0)
+	s.seg.SetWant(s.peer, sdp.WantTx, 0)
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,378 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/shm"
+	"github.com/osfproject/osf/verbs"
+)
+
+// ErrForkChild means this process is a fork child of a process that set up
+// RDMA: librdmacm's and libibverbs' state (device contexts, the
+// connection manager's fds) was copied from the parent and cannot be used
+// here (DESIGN.md D1, D4). Such a child's connections use kernel TCP.
+var ErrForkChild = errors.New("rdma: fork child of a process that set up RDMA")
+
+// Config configures Start.
+type Config struct {
+	// HiddenBase is the first fd number of osf's hidden range (see
+	// EngineConfig).
+	HiddenBase int
+	// PollSpin is how long the engine polls before it sleeps.
+	PollSpin time.Duration
+	// PID is this process's id (segment headers record it).
+	PID int
+	// ForkChild says the caller is a fork child with a fresh copy of the
+	// core: Start then refuses (ErrForkChild) when the parent's RDMA state
+	// came along (see InheritedState).
+	ForkChild bool
+	// Logf logs; nil discards.
+	Logf func(format string, a ...any)
+}
+
+// Transport implements sdp.Transport between hosts, over RDMA RC queue
+// pairs whose rings are advanced by RDMA WRITE WITH IMMEDIATE. One
+// Transport (and its Engine) serves a whole process.
+//
+// A connection's C data path is the same as for shm: the application's fd
+// is a connected AF_UNIX socket (the wake socket), a hidden one wakes its
+// writers, and its rings are in a memfd segment of this host. The engine
+// is the other end of all three: it holds the other ends of both sockets
+// and a mapping of the segment registered with the device, and mirrors
+// the rings into the peer host's segment.
+//
+// Dial and Replicate may be called from any goroutine (the core calls them
+// on its single osf-core thread); the connection manager's events, the
+// completions and the rings are handled by the engine goroutine.
+type Transport struct {
+	cfg Config
+	eng *Engine
+	ch  *verbs.EventChannel
+
+	// Engine goroutine only (after Start).
+	devs      map[*verbs.Context]*device
+	dials     map[*verbs.CMID]*dialer
+	conns     map[*verbs.CMID]*stream
+	listeners map[*verbs.CMID]*listener
+	byName    map[string]*listener
+	devNames  []string
+}
+
+var _ sdp.Transport = (*Transport)(nil)
+
+// device holds the per-device resources every connection on it shares:
+// the protection domain and the completion channel its CQs report to.
+type device struct {
+	ctx     *verbs.Context
+	pd      *verbs.PD
+	cc      *verbs.CompChannel
+	removed bool // DEVICE_REMOVAL: being released
+}
+
+// listener is an rdma_cm listener that replicates an application's TCP
+// listener: connections it accepts are handed to the application through
+// the listener's shm companion.
+type listener struct {
+	id   *verbs.CMID
+	addr netip.AddrPort
+	name string // the companion's abstract name
+}
+
+// Start opens every RDMA device through librdmacm, allocates a protection
+// domain and a completion channel on each, creates the connection
+// manager's event channel and starts the engine. The fds this opens
+// (rdma_cm, the devices' command and event fds, completion channels) land
+// wherever the kernel puts them: the core calls Start while the program's
+// low fd numbers are reserved, so they are born in osf's hidden range.
+//
+// It fails with an error satisfying errors.Is(err, verbs.ErrNoDevice) when
+// there is no device, and with ErrForkChild in a fork child of a process
+// that had started it.
+func Start(cfg Config) (*Transport, error) {
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.ForkChild && InheritedState() {
+		return nil, ErrForkChild
+	}
+	t := &Transport{
+		cfg:       cfg,
+		devs:      map[*verbs.Context]*device{},
+		dials:     map[*verbs.CMID]*dialer{},
+		conns:     map[*verbs.CMID]*stream{},
+		listeners: map[*verbs.CMID]*listener{},
+		byName:    map[string]*listener{},
+	}
+	ctxs, err := verbs.CMDevices()
+	if err != nil {
+		return nil, fmt.Errorf("rdma: %w", err)
+	}
+	if t.ch, err = verbs.NewEventChannel(); err != nil {
+		return nil, fmt.Errorf("rdma: %w", err)
+	}
+	if err := t.ch.SetNonblock(true); err != nil {
+		t.closeDevices()
+		return nil, err
+	}
+	for _, ctx := range ctxs {
+		if _, err := t.openDevice(ctx); err != nil {
+			t.closeDevices()
+			return nil, err
+		}
+	}
+	t.eng, err = NewEngine(EngineConfig{HiddenBase: cfg.HiddenBase, PollSpin: cfg.PollSpin, Logf: cfg.Logf})
+	if err != nil {
+		t.closeDevices()
+		return nil, err
+	}
+	var werr error
+	if err := t.eng.Do(func() {
+		t.eng.armExit()
+		if werr = t.eng.watch(t.ch.Fd(), t.onCMEvents); werr != nil {
+			return
+		}
+		for _, d := range t.devs {
+			if werr = t.watchDevice(d); werr != nil {
+				return
+			}
+		}
+	}); err != nil || werr != nil {
+		t.eng.Stop()
+		t.closeDevices()
+		return nil, errors.Join(err, werr)
+	}
+	return t, nil
+}
+
+// openDevice allocates a device's shared resources.
+func (t *Transport) openDevice(ctx *verbs.Context) (*device, error) {
+	d := &device{ctx: ctx}
+	var err error
+	if d.pd, err = ctx.AllocPD(); err != nil {
+		return nil, fmt.Errorf("rdma: device %s: %w", ctx.Name(), err)
+	}
+	if d.cc, err = ctx.CreateCompChannel(); err != nil {
+		d.pd.Close()
+		return nil, fmt.Errorf("rdma: device %s: %w", ctx.Name(), err)
+	}
+	if err := d.cc.SetNonblock(true); err != nil {
+		d.cc.Close()
+		d.pd.Close()
+		return nil, fmt.Errorf("rdma: device %s: %w", ctx.Name(), err)
+	}
+	t.devs[ctx] = d
+	t.devNames = append(t.devNames, ctx.Name())
+	return d, nil
+}
+
+// watchDevice makes the engine wake for the device's completion events.
+// Engine goroutine only.
+func (t *Transport) watchDevice(d *device) error {
+	return t.eng.watch(d.cc.Fd(), func() {
+		for {
+			cq, err := d.cc.GetEvent()
+			if err != nil {
+				return // EAGAIN: none left
+			}
+			cq.AckEvents(1) // the engine polls every stream after waking
+		}
+	})
+}
+
+// device returns the resources of the device ctx (an id's), opening them
+// if the device appeared after Start. Engine goroutine only.
+func (t *Transport) device(ctx *verbs.Context) (*device, error) {
+	if d := t.devs[ctx]; d != nil {
+		if d.removed {
+			return nil, fmt.Errorf("rdma: device %s is being removed: %w", ctx.Name(), verbs.ErrNoDevice)
+		}
+		return d, nil
+	}
+	d, err := t.openDevice(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.cfg.Logf("rdma: device %s appeared after start; its fds are in the program's fd space", ctx.Name())
+	if err := t.watchDevice(d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (t *Transport) closeDevices() {
+	for ctx, d := range t.devs {
+		if d.cc != nil {
+			d.cc.Close()
+		}
+		if d.pd != nil {
+			d.pd.Close()
+		}
+		delete(t.devs, ctx)
+	}
+	if t.ch != nil {
+		t.ch.Close()
+	}
+}
+
+// Stop resets every connection, closes the listeners and releases the
+// devices. The core never stops its transport (the process's exit does);
+// tests do.
+func (t *Transport) Stop() {
+	_ = t.eng.Do(func() {
+		for _, d := range t.dials {
+			t.dialFailed(d, ErrStopped)
+		}
+		for _, l := range t.listeners {
+			t.closeListener(l)
+		}
+		t.eng.unwatch(t.ch.Fd())
+		for _, d := range t.devs {
+			t.eng.unwatch(d.cc.Fd())
+		}
+	})
+	t.eng.Stop()
+	t.closeDevices()
+}
+
+// Name returns "rdma".
+func (t *Transport) Name() string { return "rdma" }
+
+// Devices returns the names of the devices Start opened.
+func (t *Transport) Devices() []string {
+	var out []string
+	_ = t.eng.Do(func() { out = append(out, t.devNames...) })
+	return out
+}
+
+// DeviceFor reports which RDMA device serves the route to a, or why none
+// does; it has the signature of internal/policy.Query.RDMADevice. For an
+// address of this host it is the device of the interface holding it; for
+// another host, that of the interface the kernel would send from; for the
+// unspecified address (a wildcard listener) any device.
+func (t *Transport) DeviceFor(a netip.Addr) (device string, ok bool, why string) {
+	a = a.Unmap().WithZone("")
+	if a.IsUnspecified() {
+		names := t.Devices()
+		if len(names) == 0 {
+			return "", false, "no RDMA device"
+		}
+		return names[0], true, ""
+	}
+	src := a
+	if !shm.IsLocal(a) {
+		s, err := shm.SourceFor(netip.AddrPortFrom(a, 9))
+		if err != nil {
+			return "", false, "no route to " + a.String() + ": " + err.Error()
+		}
+		src = s.Addr().Unmap()
+	}
+	dev, port, err := verbs.DeviceForAddr(src)
+	if err != nil {
+		return "", false, strings.TrimPrefix(err.Error(), "verbs: ")
+	}
+	return dev + " port " + strconv.Itoa(port), true, ""
+}
+
+// Listen creates the shm companion of a listener bound to addr and
+// replicates the listener over RDMA; connections from both arrive on the
+// returned companion fd (Accept takes them). It fails if either fails.
+func (t *Transport) Listen(addr netip.AddrPort, backlog int, v6only bool) (int, error) {
+	fd, err := shm.Transport{}.Listen(addr, backlog, v6only)
+	if err != nil {
+		return -1, err
+	}
+	if err := t.Replicate(addr, v6only, backlog); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// Accept completes a connection taken from a companion listener: RDMA
+// connections arrive there as shm connections whose segment the engine
+// mirrors, so this is shm's Accept.
+func (t *Transport) Accept(connFD int, listen netip.AddrPort, timeout time.Duration) (*sdp.Endpoint, error) {
+	return shm.Transport{}.Accept(connFD, listen, timeout)
+}
+
+// Replicate starts an rdma_cm listener on addr (the TCP port number space:
+// RDMA_PS_TCP), beside the kernel TCP listener bound there, whose
+// connections the engine hands to the application through the listener's
+// shm companion (shm.ListenName(addr, v6only)), which must exist. A second
+// call for the same companion does nothing. The rdma_cm listener goes away
+// when the companion does (the application closed its listener).
+func (t *Transport) Replicate(addr netip.AddrPort, v6only bool, backlog int) error {
+	var err error
+	if derr := t.eng.Do(func() { err = t.listen(addr, v6only, backlog) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+func (t *Transport) listen(addr netip.AddrPort, v6only bool, backlog int) error {
+	name := shm.ListenName(addr, v6only)
+	if t.byName[name] != nil {
+		return nil
+	}
+	id, err := t.ch.CreateID()
+	if err != nil {
+		return fmt.Errorf("rdma: listen on %s: %w", addr, err)
+	}
+	a := addr.Addr().WithZone("")
+	if a.Is6() && !a.Is4In6() && a.IsUnspecified() {
+		if err := id.SetAFOnly(v6only); err != nil {
+			id.Close()
+			return fmt.Errorf("rdma: listen on %s: %w", addr, err)
+		}
+	}
+	if err := id.Bind(addr); err != nil {
+		id.Close()
+		return fmt.Errorf("rdma: listen on %s: %w", addr, err)
+	}
+	if err := id.Listen(max(backlog, 1)); err != nil {
+		id.Close()
+		return fmt.Errorf("rdma: listen on %s: %w", addr, err)
+	}
+	l := &listener{id: id, addr: addr, name: name}
+	t.listeners[id] = l
+	t.byName[name] = l
+	t.cfg.Logf("rdma: listening on %s for companion %s", addr, name)
+	return nil
+}
+
+func (t *Transport) closeListener(l *listener) {
+	delete(t.listeners, l.id)
+	if t.byName[l.name] == l {
+		delete(t.byName, l.name)
+	}
+	if err := l.id.Close(); err != nil {
+		t.cfg.Logf("rdma: close listener on %s: %v", l.addr, err)
+	}
+}
+
+// InheritedState reports whether this process holds RDMA device fds that
+// it did not open: a fork child of a process that set up RDMA, whose
+// librdmacm and libibverbs state (and fds, close-on-exec but not
+// close-on-fork) came from the parent.
+func InheritedState() bool {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		link, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err == nil && strings.HasPrefix(link, "/dev/infiniband/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,185 @@
+package rdma
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/osfproject/osf/internal/testutil"
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/shm"
+	"github.com/osfproject/osf/verbs"
+)
+
+func TestStartWithoutDevice(t *testing.T) {
+	if devs, err := verbs.Devices(); err == nil {
+		t.Skipf("this machine has %d RDMA devices", len(devs))
+	}
+	tr, err := Start(Config{})
+	if err == nil {
+		tr.Stop()
+		t.Fatal("Start succeeded without a device")
+	}
+	if !errors.Is(err, verbs.ErrNoDevice) {
+		t.Fatalf("Start: %v, want ErrNoDevice", err)
+	}
+	if InheritedState() {
+		t.Error("InheritedState in a process that never opened a device")
+	}
+}
+
+// deviceAddr returns an IPv4 address of an interface that an active RDMA
+// port serves (soft-RoCE's netdev, for one).
+func deviceAddr(t *testing.T) netip.Addr {
+	t.Helper()
+	devs, err := verbs.Devices()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, d := range devs {
+		for _, p := range d.Ports {
+			if !p.State.Active() {
+				continue
+			}
+			for _, nd := range p.Netdevs {
+				ifi, err := net.InterfaceByName(nd)
+				if err != nil {
+					continue
+				}
+				addrs, _ := ifi.Addrs()
+				for _, a := range addrs {
+					if ipn, ok := a.(*net.IPNet); ok {
+						if ip, ok := netip.AddrFromSlice(ipn.IP); ok && ip.Unmap().Is4() {
+							return ip.Unmap()
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Skip("no IPv4 address on an interface served by an active RDMA port")
+	return netip.Addr{}
+}
+
+// TestDeviceConnection runs a connection through a real device (soft-RoCE
+// will do; see README): see checkConnection.
+func TestDeviceConnection(t *testing.T) {
+	testutil.SkipIfNoRDMA(t)
+	ip := deviceAddr(t)
+	tr, err := Start(Config{PollSpin: 20 * time.Microsecond, PID: unix.Getpid(), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Stop()
+	checkConnection(t, tr, ip, func() (conns, listeners int) {
+		_ = tr.eng.Do(func() { conns, listeners = len(tr.eng.streams)+len(tr.conns), len(tr.listeners) })
+		return conns, listeners
+	})
+}
+
+// TestSimConnection runs the same through the software stand-in.
+func TestSimConnection(t *testing.T) {
+	s, err := StartSim(Config{PollSpin: 20 * time.Microsecond, PID: unix.Getpid(), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	checkConnection(t, s, netip.MustParseAddr("127.0.0.1"), func() (conns, listeners int) {
+		_ = s.eng.Do(func() { conns, listeners = len(s.eng.streams), len(s.listeners) })
+		return conns, listeners
+	})
+}
+
+// connTransport is what checkConnection uses of Transport or Sim.
+type connTransport interface {
+	Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error)
+	Replicate(addr netip.AddrPort, v6only bool, backlog int) error
+}
+
+// checkConnection runs connections on ip through tr: listener replication
+// through an shm companion, dial, the server's accept from the companion
+// (an endpoint with both wake sockets), a bidirectional stream with FIN,
+// close, release; and the fallbacks' errors, without a listener and after
+// the application closed it. open counts the connections and RDMA
+// listeners tr still has.
+func checkConnection(t *testing.T, tr connTransport, ip netip.Addr, open func() (conns, listeners int)) {
+	addr := netip.AddrPortFrom(ip, 20000+uint16(rand.IntN(20000)))
+
+	// Nobody listens: the peer refuses.
+	if _, err := tr.Dial(addr, netip.AddrPortFrom(ip, 40001), 4096, 2*time.Second); !errors.Is(err, sdp.ErrNoListener) {
+		t.Fatalf("dial without a listener: %v, want ErrNoListener", err)
+	}
+
+	lfd, err := shm.Transport{}.Listen(addr, 16, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	if err := tr.Replicate(addr, false, 16); err != nil {
+		t.Fatal(err)
+	}
+	local := netip.AddrPortFrom(ip, 40002)
+	cep, err := tr.Dial(addr, local, 64<<10, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := []unix.PollFd{{Fd: int32(lfd), Events: unix.POLLIN}}
+	if n, _ := unix.Poll(p, 2000); n != 1 {
+		t.Fatal("no connection on the companion")
+	}
+	cfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sep, err := shm.Transport{}.Accept(cfd, addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sep.Remote != local || sep.Local != addr {
+		t.Errorf("server endpoint %v <- %v, want %v <- %v", sep.Local, sep.Remote, addr, local)
+	}
+	for _, ep := range []*sdp.Endpoint{cep, sep} {
+		if ep.Segment.Flags()&sdp.SegRDMA == 0 {
+			t.Errorf("side %d segment not marked RDMA", ep.Side)
+		}
+		if ep.WakeFD < 0 || ep.WakeTxFD < 0 {
+			t.Fatalf("endpoint without both wake sockets: %+v", ep)
+		}
+		if err := unix.SetNonblock(ep.WakeFD, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apps := [2]*fakeApp{
+		{seg: cep.Segment, side: 0, peer: 1, fd: cep.WakeFD, wfd: cep.WakeTxFD, size: uint64(cep.Segment.RingBytes)},
+		{seg: sep.Segment, side: 1, peer: 0, fd: sep.WakeFD, wfd: sep.WakeTxFD, size: uint64(sep.Segment.RingBytes)},
+	}
+	exchangeBoth(t, apps, 3<<20, 9, 30*time.Second)
+	apps[0].close(false)
+	apps[1].close(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, _ := open()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d streams or connections left after both sides closed", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// The application closes its listener: the next request is refused
+	// and the RDMA listener goes away.
+	unix.Close(lfd)
+	if _, err := tr.Dial(addr, local, 4096, 2*time.Second); !errors.Is(err, sdp.ErrNoListener) {
+		t.Fatalf("dial after the listener closed: %v, want ErrNoListener", err)
+	}
+	if _, n := open(); n != 0 {
+		t.Errorf("%d RDMA listeners left", n)
+	}
+}

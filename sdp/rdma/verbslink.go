@@ -1,0 +1,129 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/verbs"
+)
+
+// verbsLink is a Link over an RC queue pair made by librdmacm: one CQ for
+// sends and receives (on the device's completion channel), the segment's
+// two rings registered as one MR, and the peer's region address and rkey
+// from the handshake. It is used by the engine goroutine only.
+type verbsLink struct {
+	t    *Transport
+	id   *verbs.CMID
+	qp   *verbs.QP
+	cq   *verbs.CQ
+	mr   *verbs.MR
+	dev  *device
+	ring uint64 // bytes per ring
+
+	rbase uint64 // the peer's ring 0 data address
+	rkey  uint32
+
+	disconnected bool
+	closed       bool
+}
+
+// newVerbsLink creates the CQ, registers seg's rings and creates the QP on
+// id (bound to dev's device). On error everything made so far is released
+// and id is left alone.
+func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment) (*verbsLink, error) {
+	l := &verbsLink{t: t, id: id, dev: dev, ring: uint64(seg.RingBytes)}
+	var err error
+	if l.cq, err = dev.ctx.CreateCQ(cqDepth, dev.cc, 0); err != nil {
+		return nil, resourceError(err)
+	}
+	if l.mr, err = regRings(dev.pd, seg); err != nil {
+		l.cq.Close()
+		return nil, resourceError(err)
+	}
+	l.qp, err = id.CreateQP(dev.pd, verbs.QPConfig{
+		SendCQ: l.cq, RecvCQ: l.cq, MaxSendWR: sqDepth, MaxRecvWR: rqDepth,
+	})
+	if err != nil {
+		l.mr.Close()
+		l.cq.Close()
+		return nil, resourceError(err)
+	}
+	return l, nil
+}
+
+// setPeer records the peer's region from the handshake.
+func (l *verbsLink) setPeer(base uint64, rkey uint32) { l.rbase, l.rkey = base, rkey }
+
+// localBase is the address of our ring 0 data, as the peer must know it.
+func (l *verbsLink) localBase() uint64 { return l.mr.Addr() }
+
+func (l *verbsLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint32, withImm, signaled bool) error {
+	if ring < 0 || ring > 1 || n == 0 || uint64(off)+uint64(n) > l.ring {
+		return fmt.Errorf("rdma: write ring %d [%d,+%d) outside a %d-byte ring", ring, off, n, l.ring)
+	}
+	pos := uint64(ring)*l.ring + uint64(off)
+	sge, err := l.mr.SGE(int(pos), int(n))
+	if err != nil {
+		return err
+	}
+	op := verbs.OpWrite
+	if withImm {
+		op = verbs.OpWriteImm
+	}
+	var flags verbs.SendFlags
+	if signaled {
+		flags = verbs.SendSignaled
+	}
+	return l.qp.PostSend(verbs.SendWR{
+		ID: uint64(wrid), Opcode: op, Local: sge,
+		RemoteAddr: l.rbase + pos, RKey: l.rkey, Imm: imm, Flags: flags,
+	})
+}
+
+func (l *verbsLink) PostImm(wrid verbs.WRID, imm uint32, signaled bool) error {
+	return l.qp.PostWriteImm(uint64(wrid), verbs.SGE{}, l.rbase, l.rkey, imm, signaled)
+}
+
+func (l *verbsLink) PostRecv(wrid verbs.WRID) error {
+	return l.qp.PostRecv(uint64(wrid), verbs.SGE{})
+}
+
+func (l *verbsLink) Poll(wc []verbs.WC) (int, error) { return l.cq.Poll(wc) }
+
+func (l *verbsLink) Notify() error { return l.cq.ReqNotify(false) }
+
+// Disconnect moves the QP to the error state and tells the peer
+// (rdma_disconnect), once.
+func (l *verbsLink) Disconnect() error {
+	if l.disconnected || l.closed {
+		return nil
+	}
+	l.disconnected = true
+	return l.id.Disconnect()
+}
+
+// Close destroys the QP and the id, then the MR and the CQ.
+func (l *verbsLink) Close() error {
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	delete(l.t.conns, l.id)
+	err := l.id.Close()
+	if e := l.mr.Close(); err == nil {
+		err = e
+	}
+	if e := l.cq.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// ErrResource means a local resource (locked memory, queue pairs, memory)
+// ran out; the connection uses kernel TCP.
+var ErrResource = errors.New("rdma: out of resources")
+
+func resourceError(err error) error {
+	return fmt.Errorf("%w: %w", ErrResource, err)
+}

@@ -1,0 +1,149 @@
+package sdp
+
+/*
+#include "segment.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Side state flags (osf_seg_side.flags) and header flags.
+const (
+	// SideFIN: the side shut down writing; no data follows its head.
+	SideFIN = C.OSF_SIDE_FIN
+	// SideReset: the side closed abortively (SO_LINGER 0); the other side
+	// reports ECONNRESET.
+	SideReset = C.OSF_SIDE_RESET
+	// SideRDShut: the side shut down reading (local meaning only).
+	SideRDShut = C.OSF_SIDE_RDSHUT
+	// SegRDMA marks a segment whose other side is an RDMA progress engine.
+	SegRDMA = C.OSF_SEG_F_RDMA
+	// HelloRDMA marks a hello sent by an RDMA progress engine.
+	HelloRDMA = C.OSF_HELLO_F_RDMA
+)
+
+// The control words of a segment are shared with the C data path, which
+// accesses them with __atomic builtins; every accessor below is a Go atomic
+// operation, which is sequentially consistent, so a store followed by a
+// load of another word is ordered as the C side's SEQ_CST fences expect
+// (the "publish, fence, look at the other side's want flag" protocol of
+// preload/conn.c). Side and ring numbers must be 0 or 1; anything else
+// panics, as an index out of range would.
+
+func (s *Segment) side(i int) *RawSide { return &s.header().side[i] }
+
+func (s *Segment) ring(i int) *C.struct_osf_seg_ring { return &s.header().ring[i] }
+
+func u64(p *C.uint64_t) *uint64 { return (*uint64)(unsafe.Pointer(p)) }
+
+func u32(p *C.uint32_t) *uint32 { return (*uint32)(unsafe.Pointer(p)) }
+
+// Head returns ring r's producer position (acquire).
+func (s *Segment) Head(r int) uint64 { return atomic.LoadUint64(u64(&s.ring(r).head)) }
+
+// SetHead publishes ring r's producer position (release).
+func (s *Segment) SetHead(r int, v uint64) { atomic.StoreUint64(u64(&s.ring(r).head), v) }
+
+// Tail returns ring r's consumer position (acquire).
+func (s *Segment) Tail(r int) uint64 { return atomic.LoadUint64(u64(&s.ring(r).tail)) }
+
+// SetTail publishes ring r's consumer position (release).
+func (s *Segment) SetTail(r int, v uint64) { atomic.StoreUint64(u64(&s.ring(r).tail), v) }
+
+// SideFlags returns side i's state flags (Side*).
+func (s *Segment) SideFlags(i int) uint32 { return atomic.LoadUint32(u32(&s.side(i).flags)) }
+
+// OrSideFlags sets flags in side i's state word.
+func (s *Segment) OrSideFlags(i int, flags uint32) { atomic.OrUint32(u32(&s.side(i).flags), flags) }
+
+// Want names one of a side's two "wake me" words.
+type Want int
+
+// The want words: WantRx asks the other side for a wake token on the wake
+// socket (the application's fd) when data (or the end) arrives, WantTx for
+// one on the writers' wake socket when room appears.
+const (
+	WantRx Want = iota
+	WantTx
+)
+
+func (s *Segment) want(i int, w Want) *uint32 {
+	if w == WantTx {
+		return u32(&s.side(i).tx_want)
+	}
+	return u32(&s.side(i).rx_want)
+}
+
+// SetWant stores v into side i's want word w.
+func (s *Segment) SetWant(i int, w Want, v uint32) { atomic.StoreUint32(s.want(i, w), v) }
+
+// LoadWant returns side i's want word w.
+func (s *Segment) LoadWant(i int, w Want) uint32 { return atomic.LoadUint32(s.want(i, w)) }
+
+// TakeWant clears side i's want word w and reports whether it was set: the
+// caller then owes that side a wake token.
+func (s *Segment) TakeWant(i int, w Want) bool {
+	p := s.want(i, w)
+	return atomic.LoadUint32(p) != 0 && atomic.SwapUint32(p, 0) != 0
+}
+
+func (s *Segment) waiters(i int, w Want) *uint32 {
+	if w == WantTx {
+		return u32(&s.side(i).tx_waiters)
+	}
+	return u32(&s.side(i).rx_waiters)
+}
+
+// Waiters returns how many threads of side i wait for what want word w
+// asks for (rx_waiters or tx_waiters): the other side sends that many wake
+// tokens, at least one, on the socket of that kind.
+func (s *Segment) Waiters(i int, w Want) uint32 { return atomic.LoadUint32(s.waiters(i, w)) }
+
+// RingData returns ring r's data bytes (mmap memory, written concurrently
+// by the other side: copy out before trusting).
+func (s *Segment) RingData(r int) []byte {
+	off := SizeofHeader + r*int(s.RingBytes)
+	return s.Mem[off : off+int(s.RingBytes) : off+int(s.RingBytes)]
+}
+
+// DataOffset returns the offset of ring r's first data byte in the segment.
+func (s *Segment) DataOffset(r int) int { return SizeofHeader + r*int(s.RingBytes) }
+
+// SetFlags sets header flags (Seg*); informational, before the segment is
+// shared.
+func (s *Segment) SetFlags(f uint32) { atomic.OrUint32(u32(&s.header().flags), f) }
+
+// Flags returns the header flags.
+func (s *Segment) Flags() uint32 { return atomic.LoadUint32(u32(&s.header().flags)) }
+
+// Mirror maps s's memfd a second time and returns that mapping as a
+// Segment that owns no fd (FD is -1; Close only unmaps). The RDMA engine
+// keeps such a mapping of a segment whose first mapping and fd it hands to
+// the C data path, which unmaps and closes those on its own schedule.
+func (s *Segment) Mirror() (*Segment, error) {
+	if s.FD < 0 || s.Mem == nil {
+		return nil, fmt.Errorf("%w: mirror of a released segment", ErrSegment)
+	}
+	mem, err := unix.Mmap(s.FD, 0, len(s.Mem), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("sdp: map segment again: %w", err)
+	}
+	return &Segment{FD: -1, Mem: mem, RingBytes: s.RingBytes}, nil
+}
+
+// BumpCloseSeq tells side i's processes to look for the end of the
+// connection: the C data path checks the other side's close_seq before
+// each write and asks the kernel whether the wake socket reached its end
+// when it changed.
+func (s *Segment) BumpCloseSeq(i int) { atomic.AddUint32(u32(&s.side(i).close_seq), 1) }
+
+// AddWaiters adds delta to side i's count of waiters of kind w.
+func (s *Segment) AddWaiters(i int, w Want, delta int32) {
+	atomic.AddUint32(s.waiters(i, w), uint32(delta))
+}

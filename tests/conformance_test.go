@@ -1,0 +1,174 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/osfproject/osf/internal/testutil"
+	"github.com/osfproject/osf/verbs"
+)
+
+// The transport conformance suite: the same stream tests (ping-pong,
+// bulk both ways with checksums, half-close, resets, EPIPE, non-blocking
+// EAGAIN, names) through every transport, with server and client under
+// osf, plus a check through osfstat (and the core's log) that the
+// connection really took the transport under test: a fallback to kernel
+// TCP must not pass for shm or RDMA.
+
+// conformanceLeg is one transport.
+type conformanceLeg struct {
+	name string
+	// setup skips the leg when it cannot run here, and returns where the
+	// programs run, the host address to use and the OSF_* variables.
+	setup func(t *testing.T) (pl place, host string, env []string)
+	// path checks, while a connection is held open, that it took the
+	// transport: the client's and server's pids and logs.
+	path func(t *testing.T, s *streamServer, clientPID int, clientLog, serverLog string)
+}
+
+func conformanceLegs() []conformanceLeg {
+	return []conformanceLeg{
+		{
+			name: "kernel",
+			setup: func(t *testing.T) (place, string, []string) {
+				return place{}, "127.0.0.1", []string{"OSF_TRANSPORT=kernel"}
+			},
+			path: func(t *testing.T, s *streamServer, pid int, _, _ string) {
+				for _, sock := range testutil.AssertTransport(t, pid, testutil.ByRole("client"), testutil.TransportKernel) {
+					if sock.Reason != "OSF_TRANSPORT=kernel" {
+						t.Errorf("client socket reason %q, want OSF_TRANSPORT=kernel", sock.Reason)
+					}
+				}
+				testutil.AssertTransport(t, s.p.Pid, testutil.ByRole("server"), testutil.TransportKernel)
+			},
+		},
+		{
+			name: "shm",
+			setup: func(t *testing.T) (place, string, []string) {
+				return place{}, "127.0.0.1", []string{"OSF_TRANSPORT=shm"}
+			},
+			path: func(t *testing.T, s *streamServer, pid int, _, _ string) {
+				testutil.AssertTransport(t, pid, testutil.ByRole("client"), testutil.TransportShm)
+				testutil.AssertTransport(t, s.p.Pid, testutil.ByRole("server"), testutil.TransportShm)
+			},
+		},
+		{
+			// The RDMA engine (both ends as the C data path's peer),
+			// wire data, credits, FIN, CLOSE and listener replication
+			// through the companion, over the software stand-in for a
+			// device (OSF_DEBUG_RDMA_SIM): everything of the rdma leg
+			// but libibverbs and librdmacm, on any machine.
+			name: "rdma-sim",
+			setup: func(t *testing.T) (place, string, []string) {
+				return place{}, "127.0.0.1", []string{"OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1"}
+			},
+			path: func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
+				assertRDMA(t, s, pid)
+				assertLog(t, clientLog, ": rdma via sim ")
+				assertLog(t, serverLog, "rdma: accepted ")
+			},
+		},
+		{
+			name:  "rdma",
+			setup: rdmaLeg,
+			path: func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
+				assertRDMA(t, s, pid)
+				assertLog(t, clientLog, ": rdma via ")
+				assertLog(t, serverLog, "rdma: accepted ")
+			},
+		},
+	}
+}
+
+// rdmaLeg runs the programs in the host's initial network namespace, where
+// the RDMA device's network interface is (the tests themselves run in a
+// private one with only lo), on an address of that interface; OSFTEST_RDMA_ADDR
+// overrides the address.
+func rdmaLeg(t *testing.T) (place, string, []string) {
+	testutil.SkipIfNoRDMA(t)
+	pl := place{name: "host", prefix: []string{"nsenter", "-t", "1", "-n", "--"}}
+	host := os.Getenv("OSFTEST_RDMA_ADDR")
+	if host == "" {
+		host = rdmaHostAddr(t, pl)
+	}
+	return pl, host, []string{"OSF_TRANSPORT=rdma", "OSF_ROUTES=offload both * *"}
+}
+
+// rdmaHostAddr finds an IPv4 address of a network interface served by an
+// active RDMA port, in the namespace of pl.
+func rdmaHostAddr(t *testing.T, pl place) string {
+	devs, err := verbs.Devices()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, d := range devs {
+		for _, p := range d.Ports {
+			if !p.State.Active() {
+				continue
+			}
+			for _, nd := range p.Netdevs {
+				r := pl.plain(t, "ip", "-4", "-o", "addr", "show", "dev", nd).Run(shortRun)
+				for _, f := range strings.Fields(r.Stdout) {
+					if a, _, ok := strings.Cut(f, "/"); ok && strings.Count(a, ".") == 3 {
+						return a
+					}
+				}
+			}
+		}
+	}
+	t.Skip("no IPv4 address on a network interface served by an active RDMA port (set OSFTEST_RDMA_ADDR)")
+	return ""
+}
+
+// assertRDMA checks through osfstat that the client's connection and the
+// server's are RDMA connections (libosf.so records a connection as RDMA
+// when an engine made its segment), while the server's listener is shm's
+// (its companion, where the engine hands connections over).
+func assertRDMA(t *testing.T, s *streamServer, clientPID int) {
+	t.Helper()
+	testutil.AssertTransport(t, clientPID, testutil.ByRole("client"), testutil.TransportRDMA)
+	testutil.AssertTransport(t, s.p.Pid, testutil.ByRole("server"), testutil.TransportRDMA)
+	testutil.AssertTransport(t, s.p.Pid, testutil.ByRole("listener"), testutil.TransportShm)
+}
+
+func assertLog(t *testing.T, log, want string) {
+	t.Helper()
+	if !strings.Contains(log, want) {
+		t.Errorf("the core's log has no %q:\n%s", want, log)
+	}
+}
+
+func readLog(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestConformance(t *testing.T) {
+	for _, leg := range conformanceLegs() {
+		t.Run(leg.name, func(t *testing.T) {
+			t.Parallel()
+			pl, host, env := leg.setup(t)
+			dir := t.TempDir()
+			clientLog, serverLog := filepath.Join(dir, "client.log"), filepath.Join(dir, "server.log")
+			debug := []string{"OSF_LOG_LEVEL=debug"}
+			serverEnv := append(append(append([]string{}, env...), debug...), "OSF_LOG_FILE="+serverLog)
+			clientEnv := append(append(append([]string{}, env...), debug...), "OSF_LOG_FILE="+clientLog)
+			s := startStreamServer(t, pl, serverEnv, host)
+			runStreamCases(t, s, pl, clientEnv, 8<<20)
+			t.Run("path", func(t *testing.T) {
+				pid, _, _, release := s.hold(t, pl, clientEnv)
+				defer release()
+				leg.path(t, s, pid, readLog(t, clientLog), readLog(t, serverLog))
+			})
+			s.client(t, pl, clientEnv, "quit", 0, 1)
+			if r := s.p.Wait(shortRun); !r.OK() {
+				t.Errorf("stream server: %s", r)
+			}
+		})
+	}
+}
