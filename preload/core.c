@@ -253,7 +253,8 @@ static int core_load(void)
 	const char *load = path;
 	uint64_t low[OSF_FDT_RESERVE_MAX / 64];
 	uint64_t above;
-	int limit;
+	struct rlimit nofile;
+	int limit, hbase, have_nofile;
 	void *h;
 	int mfd = -1, rc;
 
@@ -271,6 +272,8 @@ static int core_load(void)
 	snprintf(core.path, sizeof(core.path), "%s", load);
 	__atomic_store_n(&core.loading, 1, __ATOMIC_RELEASE);
 	limit = reserve_limit();
+	hbase = osf_fdt_hidden_base();
+	have_nofile = getrlimit(RLIMIT_NOFILE, &nofile) == 0;
 	above = open_above(limit);
 	osf_fdt_reserve_low(limit, low);
 	h = dlopen(load, RTLD_NOW | RTLD_LOCAL);
@@ -301,9 +304,15 @@ static int core_load(void)
 	in.env = osf.env;
 	in.prog = osf.prog;
 	in.lib_path = osf.lib_path;
-	in.hidden_base = osf_fdt_hidden_base();
+	in.hidden_base = hbase;
 	core.cfg.log_fd = -1;
 	rc = core.fns.init(&in, &core.cfg);
+	/* The Go runtime raises the soft open-files limit to the hard one as
+	 * it starts (package os); the program keeps the limit it had: a
+	 * select() user relies on it, and exec'd children inherit it. Its
+	 * init has run once an exported function returns. */
+	if (have_nofile)
+		(void)setrlimit(RLIMIT_NOFILE, &nofile);
 	osf_fdt_release_low(limit, low);
 	restore_async_signals();
 	if (core.cfg.log_fd >= 0)

@@ -199,3 +199,34 @@ func TestFdNumbering(t *testing.T) {
 		})
 	}
 }
+
+// fdLimitScript lowers its soft open-files limit, then connects on TCP
+// (which loads the core under osf) and prints the limit before and after,
+// and whether the core is mapped.
+const fdLimitScript = mapsProbe + `
+import resource, socket
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+print("before", resource.getrlimit(resource.RLIMIT_NOFILE))
+try:
+    socket.create_connection(("127.0.0.1", 1)).close()
+except ConnectionRefusedError:
+    pass
+print("after", resource.getrlimit(resource.RLIMIT_NOFILE))
+maps_report()
+`
+
+// TestCoreKeepsFdLimit: the Go runtime raises the soft RLIMIT_NOFILE to
+// the hard limit when it starts; loading the core must not change the
+// limit the program (and the programs it execs) sees.
+func TestCoreKeepsFdLimit(t *testing.T) {
+	t.Parallel()
+	r := underOsf.cmd(t, nil, python(t), "-c", fdLimitScript).MustRun(shortRun)
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if len(lines) != 2 || strings.TrimPrefix(lines[0], "before") != strings.TrimPrefix(lines[1], "after") {
+		t.Errorf("the open-files limit changed when the core loaded: %q", r.Stdout)
+	}
+	if !strings.Contains(r.Stderr, "libosfcore=1") {
+		t.Errorf("the core was not loaded: %s", r)
+	}
+}
