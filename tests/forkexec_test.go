@@ -790,9 +790,23 @@ func TestForkExecBlockedReader(t *testing.T) {
 				t.Errorf("server: %q", line)
 			}
 			waitLine(t, srv, "new-conn echoed 131072")
-			// The reader slept through the fork and the child's traffic.
-			if st, err := testutil.ThreadState(cl.Pid, tid); err != nil || st != 'S' {
-				t.Errorf("reader thread %d: state %c (%v), want S (asleep in recv)", tid, st, err)
+			// The reader slept through the fork and the child's traffic:
+			// asleep at five samples in a row (a loaded machine may show
+			// a sleeper running for a moment, a busy loop never sleeps).
+			asleep, last := 0, byte('?')
+			for end := time.Now().Add(2 * time.Second); asleep < 5 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+				st, err := testutil.ThreadState(cl.Pid, tid)
+				if err != nil {
+					t.Fatalf("reader thread %d: %v", tid, err)
+				}
+				if last = st; st == 'S' {
+					asleep++
+				} else {
+					asleep = 0
+				}
+			}
+			if asleep < 5 {
+				t.Errorf("reader thread %d: state %c, want S (asleep in recv)", tid, last)
 			}
 			if m.osf {
 				testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), testutil.TransportShm)

@@ -101,7 +101,7 @@ func TestHTTPDownload(t *testing.T) {
 				url := fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)
 				args := []string{"-sS", "--fail", "--max-time", "30", "-o", out}
 				if m.osf {
-					args = append(args, "--limit-rate", "20M")
+					args = append(args, "--limit-rate", "5M")
 				}
 				curl := m.cmd(t, nil, testutil.Tool(t, "curl"), append(args, url)...).Start()
 				if m.osf {

@@ -265,7 +265,7 @@ func TestShmNginxWrk(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "download")
 			args := []string{"-sS", "--fail", "--max-time", "30", "-o", out}
 			if m.osf {
-				args = append(args, "--limit-rate", "20M") // long enough to look at it
+				args = append(args, "--limit-rate", "5M") // about 2 s: long enough to look at it
 			}
 			c := m.cmd(t, nil, curl, append(args, url)...).Start()
 			if m.osf {
