@@ -9,21 +9,38 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now. The
-// port is free only until someone else takes it; inside the private network
-// namespace of MainInNetns nobody else does.
+// Servers' ports come from below the ephemeral range (32768-60999 in a
+// fresh network namespace), so that no client's port, which the kernel
+// picks from that range, can take one between FreePort and the server's
+// bind; a counter, started at a per-process offset, hands each port out
+// once.
+const portLo, portHi = 10000, 32768
+
+var nextPort atomic.Int32
+
+func init() { nextPort.Store(int32(os.Getpid() % (portHi - portLo))) }
+
+// FreePort returns a TCP port that nothing listens on now, on any address
+// (IPv4 or IPv6), and that no other FreePort call of this process returns.
+// Inside the private network namespace of MainInNetns nobody else takes it.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testutil: free port: %v", err)
+	for range portHi - portLo {
+		p := portLo + int(nextPort.Add(1))%(portHi-portLo)
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("testutil: no free port in %d-%d", portLo, portHi-1)
+	return 0
 }
 
 // WaitListening waits at most timeout until a TCP socket listens on addr
