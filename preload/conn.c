@@ -273,6 +273,30 @@ static long futex_shared(uint32_t *w, int op, uint32_t val, int ms)
 	return syscall(SYS_futex, w, op, val, ms >= 0 ? &ts : NULL, NULL, 0);
 }
 
+/* holder_gone reports whether thread tid no longer runs: it does not exist,
+ * or it is dead and not yet reaped (a SIGKILLed child stays a zombie while
+ * its parent, the other writer, waits for this very lock). */
+static int holder_gone(pid_t tid)
+{
+	char path[48], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	if (kill(tid, 0) < 0 && errno == ESRCH)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = REAL(read)(fd, buf, sizeof(buf) - 1);
+	REAL(close)(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the name may hold anything but ends here */
+	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
 /* lock_slow waits for a segment lock. A holder that no longer exists is
  * replaced; one that holds it impossibly long means the peer wrote the
  * lock word: -1, the connection is broken. */
@@ -298,7 +322,7 @@ static int lock_slow(uint32_t *w, uint32_t me)
 			cpu_relax();
 			continue;
 		}
-		if (kill((pid_t)owner, 0) < 0 && errno == ESRCH) {
+		if (holder_gone((pid_t)owner)) {
 			if (__atomic_compare_exchange_n(w, &cur, me, 0,
 							__ATOMIC_ACQUIRE,
 							__ATOMIC_RELAXED))
