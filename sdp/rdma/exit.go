@@ -21,6 +21,12 @@ package rdma
 // _exit(2), a fatal signal or SIGKILL skip atexit handlers; their streams
 // are reset.
 //
+// The handler returns at once when the engine's count of open connections
+// is 0, so the engine raises the count before the application can learn
+// of a connection (before the hello to the companion, before a dial
+// returns) and so before it can read a byte of one: a server that reads a
+// request, closes and exits at once must find its stream counted.
+//
 // The handler belongs to the process that started the engine: in a fork
 // child (the handler is inherited with the memory) it does nothing.
 
@@ -29,7 +35,7 @@ package rdma
 static pid_t osf_rdma_exit_pid;
 static int osf_rdma_exit_kick = -1; // the engine's eventfd
 static uint32_t osf_rdma_exiting;    // set by the handler
-static uint32_t osf_rdma_open;       // streams not closed yet; futex word
+static uint32_t osf_rdma_open;       // connections not settled yet; futex word
 static pthread_once_t osf_rdma_exit_once = PTHREAD_ONCE_INIT;
 
 static void osf_rdma_at_exit(void)
