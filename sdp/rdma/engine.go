@@ -334,6 +334,7 @@ func (e *Engine) loop() {
 func (e *Engine) armExit() {
 	exitHook(e.kick)
 	e.exitArmed = true
+	e.lastOpen = -1 // publish even 0: the word may hold a stopped engine's count
 	e.publishOpen()
 }
 
@@ -553,6 +554,11 @@ func (e *Engine) shutdown() {
 		}
 	}
 	e.streams = map[uint32]*stream{}
+	if e.exitArmed {
+		// Nothing is left to wait for, and the kick eventfd closes.
+		exitUnhook(e.kick)
+		e.exitArmed = false
+	}
 	for fd := range e.sources {
 		if fd != e.kick {
 			_ = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, fd, nil)

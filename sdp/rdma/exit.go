@@ -75,6 +75,18 @@ static void osf_rdma_exit_arm(int kick)
 	pthread_once(&osf_rdma_exit_once, osf_rdma_exit_register);
 }
 
+// osf_rdma_exit_disarm: the engine whose eventfd is kick stopped; exit(3)
+// has nothing to wait for (and must not write to the closed eventfd).
+static void osf_rdma_exit_disarm(int kick)
+{
+	if (osf_rdma_exit_kick != kick)
+		return;
+	osf_rdma_exit_pid = 0;
+	osf_rdma_exit_kick = -1;
+	if (__atomic_exchange_n(&osf_rdma_open, 0, __ATOMIC_ACQ_REL) != 0)
+		syscall(SYS_futex, &osf_rdma_open, FUTEX_WAKE_PRIVATE, 1 << 30, NULL, NULL, 0);
+}
+
 static int osf_rdma_exit_requested(void) { return __atomic_load_n(&osf_rdma_exiting, __ATOMIC_ACQUIRE); }
 
 static uint32_t osf_rdma_exit_pending(void) { return __atomic_load_n(&osf_rdma_open, __ATOMIC_ACQUIRE); }
@@ -96,6 +108,10 @@ import "C"
 // exitHook makes exit(3) wait for the engine whose kick eventfd is kick
 // (see the C comment above). Engine goroutine.
 func exitHook(kick int) { C.osf_rdma_exit_arm(C.int(kick)) }
+
+// exitUnhook undoes exitHook when the engine whose kick eventfd is kick
+// stops. Engine goroutine.
+func exitUnhook(kick int) { C.osf_rdma_exit_disarm(C.int(kick)) }
 
 // exitRequested reports whether the process is exiting.
 func exitRequested() bool { return C.osf_rdma_exit_requested() != 0 }

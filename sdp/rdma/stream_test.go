@@ -825,7 +825,8 @@ func TestExitFlush(t *testing.T) {
 // reserved (the server's engine then sends the companion the hello, and
 // the application may accept, read a request, close and exit before the
 // engine's loop comes round again) and stays up once the stream is
-// registered; an abandoned number gives it back.
+// registered; an abandoned number gives it back; a stopped engine leaves
+// nothing to wait for.
 func TestExitCountsEarly(t *testing.T) {
 	defer resetExit()
 	e, err := NewEngine(EngineConfig{Logf: t.Logf})
@@ -860,6 +861,15 @@ func TestExitCountsEarly(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: exit handler would wait for %d connections, want %d", c.when, c.got, c.want)
 		}
+	}
+	e.Stop()
+	if n := exitPending(); n != 0 {
+		t.Errorf("after the engine stopped the exit handler would wait for %d connections", n)
+	}
+	start := time.Now()
+	runExitHandler()
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("exit handler waited %v for a stopped engine", d)
 	}
 }
 
