@@ -237,7 +237,7 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 	}
 	switch {
 	case d.link != nil:
-		if d.s != nil {
+		if d.sid != 0 { // reserved, with or without a stream (newStream may have failed)
 			t.eng.abandon(d.sid)
 		}
 		d.link.Close() // and the id

@@ -212,14 +212,14 @@ func (e *Engine) after(d time.Duration, f func()) {
 }
 
 // addStream starts mirroring seg (the engine's mapping; the stream owns it
-// from now on) over link; wake and wakeTx are the engine's ends of the
-// application's wake socket and writers' wake socket (the stream owns them
-// too). Engine goroutine only.
-func (e *Engine) addStream(seg *sdp.Segment, side int, link Link, wake, wakeTx int) (*stream, error) {
-	id := e.allocID()
+// from now on) over link as connection id, a number allocID reserved
+// (addStream consumes it, also on error); wake and wakeTx are the engine's
+// ends of the application's wake socket and writers' wake socket (the
+// stream owns them too). Engine goroutine only.
+func (e *Engine) addStream(id uint32, seg *sdp.Segment, side int, link Link, wake, wakeTx int) (*stream, error) {
 	s, err := newStream(id, seg, side, link, wake, wakeTx, e.cfg.Logf)
 	if err != nil {
-		delete(e.pending, id)
+		e.abandon(id)
 		return nil, err
 	}
 	if err := e.register(s); err != nil {
@@ -229,7 +229,10 @@ func (e *Engine) addStream(seg *sdp.Segment, side int, link Link, wake, wakeTx i
 }
 
 // allocID reserves a connection number for a stream that register will
-// add (or abandon will give back). Engine goroutine only.
+// add (or abandon will give back). Take it before the application can
+// learn of the connection (the hello to the companion, the return of a
+// dial): from now on the process's exit(3) waits for it (exit.go).
+// Engine goroutine only.
 func (e *Engine) allocID() uint32 {
 	id := e.nextID
 	for id == 0 || e.streams[id] != nil || e.pending[id] {
@@ -237,21 +240,27 @@ func (e *Engine) allocID() uint32 {
 	}
 	e.nextID = (id + 1) & verbs.MaxWRIDConn
 	e.pending[id] = true
+	e.publishOpen()
 	return id
 }
 
 // abandon gives back a number allocID reserved for a stream that was never
 // registered. Engine goroutine only.
-func (e *Engine) abandon(id uint32) { delete(e.pending, id) }
+func (e *Engine) abandon(id uint32) {
+	delete(e.pending, id)
+	e.publishOpen()
+}
 
 // register makes the engine move s from now on. Engine goroutine only.
 func (e *Engine) register(s *stream) error {
 	delete(e.pending, s.id)
 	if err := e.epollAdd(s.wake); err != nil {
+		e.publishOpen()
 		return err
 	}
 	if err := e.epollAdd(s.wakeTx); err != nil {
 		_ = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, s.wake, nil)
+		e.publishOpen()
 		return err
 	}
 	for _, fd := range []int{s.wake, s.wakeTx} {
@@ -325,20 +334,39 @@ func (e *Engine) loop() {
 func (e *Engine) armExit() {
 	exitHook(e.kick)
 	e.exitArmed = true
+	e.lastOpen = -1 // publish even 0: the word may hold a stopped engine's count
+	e.publishOpen()
 }
 
-// atExit publishes how many streams are still open for the exit handler
-// and, once the process is exiting, closes every stream as the kernel
+// atExit, once the process is exiting, closes every stream as the kernel
 // closes a dying process's sockets: what was written is still sent, then
-// CLOSE (or a reset when received bytes were never read).
+// CLOSE (or a reset when received bytes were never read); a stream set up
+// after the exit began is closed as soon as it is registered. Then it
+// publishes how many are still open for the exit handler.
 func (e *Engine) atExit() {
 	if !e.exiting && exitRequested() {
 		e.exiting = true
+	}
+	if e.exiting {
 		for _, s := range e.streams {
 			s.onLocalEOF()
 		}
 	}
-	open := 0
+	e.publishOpen()
+}
+
+// publishOpen tells the exit handler how many connections it waits for:
+// numbers reserved for connections being set up, and streams whose peer
+// may still miss something (not settled). The count must never be lower
+// than what the application can know of: the exit handler returns at once
+// when it reads 0. So it is published as soon as it grows (allocID: before
+// the application can see the connection or a byte of it), and when it
+// shrinks at the end of each pass of the loop. Engine goroutine only.
+func (e *Engine) publishOpen() {
+	if !e.exitArmed {
+		return
+	}
+	open := len(e.pending)
 	for _, s := range e.streams {
 		if !s.settled() {
 			open++
@@ -526,6 +554,11 @@ func (e *Engine) shutdown() {
 		}
 	}
 	e.streams = map[uint32]*stream{}
+	if e.exitArmed {
+		// Nothing is left to wait for, and the kick eventfd closes.
+		exitUnhook(e.kick)
+		e.exitArmed = false
+	}
 	for fd := range e.sources {
 		if fd != e.kick {
 			_ = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, fd, nil)

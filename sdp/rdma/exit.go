@@ -21,6 +21,12 @@ package rdma
 // _exit(2), a fatal signal or SIGKILL skip atexit handlers; their streams
 // are reset.
 //
+// The handler returns at once when the engine's count of open connections
+// is 0, so the engine raises the count before the application can learn
+// of a connection (before the hello to the companion, before a dial
+// returns) and so before it can read a byte of one: a server that reads a
+// request, closes and exits at once must find its stream counted.
+//
 // The handler belongs to the process that started the engine: in a fork
 // child (the handler is inherited with the memory) it does nothing.
 
@@ -29,7 +35,7 @@ package rdma
 static pid_t osf_rdma_exit_pid;
 static int osf_rdma_exit_kick = -1; // the engine's eventfd
 static uint32_t osf_rdma_exiting;    // set by the handler
-static uint32_t osf_rdma_open;       // streams not closed yet; futex word
+static uint32_t osf_rdma_open;       // connections not settled yet; futex word
 static pthread_once_t osf_rdma_exit_once = PTHREAD_ONCE_INIT;
 
 static void osf_rdma_at_exit(void)
@@ -69,6 +75,18 @@ static void osf_rdma_exit_arm(int kick)
 	pthread_once(&osf_rdma_exit_once, osf_rdma_exit_register);
 }
 
+// osf_rdma_exit_disarm: the engine whose eventfd is kick stopped; exit(3)
+// has nothing to wait for (and must not write to the closed eventfd).
+static void osf_rdma_exit_disarm(int kick)
+{
+	if (osf_rdma_exit_kick != kick)
+		return;
+	osf_rdma_exit_pid = 0;
+	osf_rdma_exit_kick = -1;
+	if (__atomic_exchange_n(&osf_rdma_open, 0, __ATOMIC_ACQ_REL) != 0)
+		syscall(SYS_futex, &osf_rdma_open, FUTEX_WAKE_PRIVATE, 1 << 30, NULL, NULL, 0);
+}
+
 static int osf_rdma_exit_requested(void) { return __atomic_load_n(&osf_rdma_exiting, __ATOMIC_ACQUIRE); }
 
 static uint32_t osf_rdma_exit_pending(void) { return __atomic_load_n(&osf_rdma_open, __ATOMIC_ACQUIRE); }
@@ -90,6 +108,10 @@ import "C"
 // exitHook makes exit(3) wait for the engine whose kick eventfd is kick
 // (see the C comment above). Engine goroutine.
 func exitHook(kick int) { C.osf_rdma_exit_arm(C.int(kick)) }
+
+// exitUnhook undoes exitHook when the engine whose kick eventfd is kick
+// stops. Engine goroutine.
+func exitUnhook(kick int) { C.osf_rdma_exit_disarm(C.int(kick)) }
 
 // exitRequested reports whether the process is exiting.
 func exitRequested() bool { return C.osf_rdma_exit_requested() != 0 }

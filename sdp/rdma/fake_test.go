@@ -601,6 +601,9 @@ type pairOpts struct {
 	spin     time.Duration
 	maxDelay time.Duration
 	seed     uint64
+	// serverExit arms exit(3)'s wait for engine 1 (the server's) before
+	// its stream is added, as a process's core does at start.
+	serverExit bool
 }
 
 func newPair(t testing.TB, o pairOpts) *pair {
@@ -641,7 +644,10 @@ func newPair(t testing.TB, o pairOpts) *pair {
 			if err = p.eng[i].watch(l.efd, l.drain); err != nil {
 				return
 			}
-			p.strm[i], err = p.eng[i].addStream(mirrors[i], i, l, engFDs[i], engTxFDs[i])
+			if i == 1 && o.serverExit {
+				p.eng[i].armExit()
+			}
+			p.strm[i], err = p.eng[i].addStream(p.eng[i].allocID(), mirrors[i], i, l, engFDs[i], engTxFDs[i])
 		}); derr != nil {
 			t.Fatal(derr)
 		}

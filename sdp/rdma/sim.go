@@ -198,6 +198,9 @@ func (s *Sim) serve(name string, fd int, cd ConnectData) {
 		reject(RejectResource, err)
 		return
 	}
+	// The number before the hello: the application may accept, read and
+	// exit before adopt returns, and its exit must wait for the stream.
+	id := s.eng.allocID()
 	appTx, wakeTx, err := wakePair(s.cfg.HiddenBase)
 	if err == nil {
 		err = sendHello(comp, seg, appTx, cd)
@@ -207,12 +210,13 @@ func (s *Sim) serve(name string, fd int, cd ConnectData) {
 		err = simSend(fd, simAccept, ad)
 	}
 	if err != nil {
+		s.eng.abandon(id)
 		seg.Close()
 		closeOpen(comp, wakeTx)
 		reject(RejectResource, err)
 		return
 	}
-	st, err := s.adopt(fd, seg, sdp.SideServer, comp, wakeTx)
+	st, err := s.adopt(id, fd, seg, sdp.SideServer, comp, wakeTx)
 	if err != nil {
 		s.cfg.Logf("rdma sim: accepted %s but lost it: %v", cd.Client, err)
 		return
@@ -220,13 +224,14 @@ func (s *Sim) serve(name string, fd int, cd ConnectData) {
 	s.cfg.Logf("rdma: accepted %s (sim) as connection %d", cd.Client, st.id)
 }
 
-// adopt starts a stream over a simulated link on the connected socket fd:
-// seg is the engine's mapping, wake and wakeTx the engine's ends of the
-// application's wake sockets. Engine goroutine. On error everything is
-// released.
-func (s *Sim) adopt(fd int, seg *sdp.Segment, side int, wake, wakeTx int) (*stream, error) {
+// adopt starts stream id (reserved with allocID) over a simulated link on
+// the connected socket fd: seg is the engine's mapping, wake and wakeTx
+// the engine's ends of the application's wake sockets. Engine goroutine.
+// On error everything is released, the number too.
+func (s *Sim) adopt(id uint32, fd int, seg *sdp.Segment, side int, wake, wakeTx int) (*stream, error) {
 	l, err := newSimLink(fd, seg, s.cfg.HiddenBase)
 	if err != nil {
+		s.eng.abandon(id)
 		unix.Close(fd)
 		seg.Close()
 		closeOpen(wake, wakeTx)
@@ -234,12 +239,13 @@ func (s *Sim) adopt(fd int, seg *sdp.Segment, side int, wake, wakeTx int) (*stre
 	}
 	l.eng = s.eng
 	if err := s.eng.watch(l.efd, l.drainEvent); err != nil {
+		s.eng.abandon(id)
 		l.Close()
 		seg.Close()
 		closeOpen(wake, wakeTx)
 		return nil, err
 	}
-	st, err := s.eng.addStream(seg, side, l, wake, wakeTx)
+	st, err := s.eng.addStream(id, seg, side, l, wake, wakeTx)
 	if err != nil {
 		l.Close()
 		seg.Close()
@@ -316,7 +322,7 @@ func (s *Sim) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Dur
 	ran := false
 	derr := s.eng.Do(func() {
 		ran = true
-		_, aerr = s.adopt(fd, mirror, sdp.SideClient, ws.engine, ws.engineTx)
+		_, aerr = s.adopt(s.eng.allocID(), fd, mirror, sdp.SideClient, ws.engine, ws.engineTx)
 	})
 	if derr != nil || aerr != nil {
 		if !ran { // else adopt released fd, the mirror and the engine's ends

@@ -435,19 +435,7 @@ func handStream(t *testing.T) (*stream, *recLink, *sdp.Segment) {
 // application's ends are app and appTx).
 func handStreamWake(t *testing.T) (*stream, *recLink, *sdp.Segment, wakeSockets) {
 	t.Helper()
-	seg, err := sdp.CreateSegment(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := seg.Mirror()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := newWakeSockets(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeOpen(ws.app, ws.appTx); seg.Close() })
+	seg, m, ws := handSegment(t)
 	l := &recLink{}
 	s, err := newStream(42, m, 0, l, ws.engine, ws.engineTx, t.Logf)
 	if err != nil {
@@ -457,6 +445,25 @@ func handStreamWake(t *testing.T) (*stream, *recLink, *sdp.Segment, wakeSockets)
 		t.Fatalf("%d receives posted, want %d", l.recvs, rqDepth)
 	}
 	return s, l, seg, ws
+}
+
+// handSegment is a fresh 4 KiB segment (the application's mapping, closed
+// at the end of the test), the engine's mirror of it and a pair of wake
+// sockets (the application's ends are closed at the end of the test).
+func handSegment(t *testing.T) (seg, mirror *sdp.Segment, ws wakeSockets) {
+	t.Helper()
+	seg, err := sdp.CreateSegment(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mirror, err = seg.Mirror(); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err = newWakeSockets(0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeOpen(ws.app, ws.appTx); seg.Close() })
+	return seg, mirror, ws
 }
 
 // pending returns how many bytes wait on the socket fd.
@@ -810,5 +817,91 @@ func TestExitFlush(t *testing.T) {
 	}
 	if string(got) != string(msg) {
 		t.Fatalf("peer got %d bytes, want the %d written before exit", len(got), len(msg))
+	}
+}
+
+// TestExitCountsEarly: the count exit(3) waits on never lags behind what
+// the application can know of. It grows when a connection number is
+// reserved (the server's engine then sends the companion the hello, and
+// the application may accept, read a request, close and exit before the
+// engine's loop comes round again) and stays up once the stream is
+// registered; an abandoned number gives it back; a stopped engine leaves
+// nothing to wait for.
+func TestExitCountsEarly(t *testing.T) {
+	defer resetExit()
+	e, err := NewEngine(EngineConfig{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	_, m, ws := handSegment(t)
+	var armed, reserved, added, spare, abandoned int
+	var aerr error
+	if derr := e.Do(func() {
+		e.armExit()
+		armed = exitPending()
+		id := e.allocID()
+		reserved = exitPending() // the hello would go now
+		_, aerr = e.addStream(id, m, 1, &recLink{}, ws.engine, ws.engineTx)
+		added = exitPending() // the data path may deliver bytes now
+		id2 := e.allocID()
+		spare = exitPending()
+		e.abandon(id2)
+		abandoned = exitPending()
+	}); derr != nil {
+		t.Fatal(derr)
+	}
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	for _, c := range []struct {
+		when      string
+		got, want int
+	}{{"armed", armed, 0}, {"number reserved", reserved, 1}, {"stream added", added, 1}, {"second number reserved", spare, 2}, {"second number abandoned", abandoned, 1}} {
+		if c.got != c.want {
+			t.Errorf("%s: exit handler would wait for %d connections, want %d", c.when, c.got, c.want)
+		}
+	}
+	e.Stop()
+	if n := exitPending(); n != 0 {
+		t.Errorf("after the engine stopped the exit handler would wait for %d connections", n)
+	}
+	start := time.Now()
+	runExitHandler()
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("exit handler waited %v for a stopped engine", d)
+	}
+}
+
+// TestExitAfterClose: a server reads a request, closes the connection and
+// exits at once (exit(3), then the process and its queue pair are gone):
+// the client reads end of file, as over TCP, never ECONNRESET.
+func TestExitAfterClose(t *testing.T) {
+	for i := range 20 {
+		func() {
+			defer resetExit()
+			p := newPair(t, pairOpts{ring: 4096, maxDelay: 50 * time.Microsecond, seed: uint64(100 + i), serverExit: true})
+			defer p.stop() // before resetExit: no armed engine outlives the round
+			if _, err := p.app[0].write([]byte("quit\n"), time.Second); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 16)
+			if n, err := p.app[1].read(buf, 5*time.Second); err != nil || string(buf[:n]) != "quit\n" {
+				t.Fatalf("server read %q, %v", buf[:n], err)
+			}
+			p.app[1].close(false)
+			start := time.Now()
+			runExitHandler()
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("exit handler took %v", d)
+			}
+			p.net.kill() // the process is gone, and its queue pair
+			if n, err := p.app[0].read(buf, 5*time.Second); n != 0 || !errors.Is(err, io.EOF) {
+				p.dump()
+				t.Fatalf("round %d: client read %d, %v after the server closed and exited; want end of file", i, n, err)
+			}
+			p.app[0].close(false)
+			p.waitReleased(5 * time.Second)
+		}()
 	}
 }
