@@ -138,9 +138,9 @@ func (Transport) Accept(connFD int, listen netip.AddrPort, timeout time.Duration
 		WakeFD:   connFD,
 		WakeTxFD: fds[1],
 		Segment:  seg,
-		Side:    sdp.SideServer,
-		Local:   AsFamily(netip.AddrPortFrom(h.Server.Addr(), listen.Port()), listen.Addr()),
-		Remote:  AsFamily(h.Client, listen.Addr()),
+		Side:     sdp.SideServer,
+		Local:    AsFamily(netip.AddrPortFrom(h.Server.Addr(), listen.Port()), listen.Addr()),
+		Remote:   AsFamily(h.Client, listen.Addr()),
 	}, nil
 }
 
