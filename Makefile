@@ -82,9 +82,11 @@ $(BUILD)/tests/%: tests/progs/%.c include/osf/qsock.h
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Iinclude -o $@ $< -lm -ldl
 
-# test runs everything: vet, the unit tests, then the integration tests
-# (tests/, which move themselves into a fresh network namespace).
+# test runs everything: gofmt and vet, the unit tests, then the integration
+# tests (tests/, which move themselves into a fresh network namespace).
 test: build
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './build/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
 
