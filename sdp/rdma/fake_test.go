@@ -537,22 +537,33 @@ func (a *fakeApp) exchange(out []byte, check func(pos int, b []byte) error, time
 
 // waitToken sleeps until a token or the end arrives on one of socks, and
 // takes one token from each that has one, as the C data path's poller
-// does (osf_conn_disarm).
+// does (osf_conn_disarm). A signal does not end the wait: poll returns
+// EINTR for any signal with a handler (the Go runtime's SIGURG, sent to
+// preempt goroutines, under load), where the blocking recv the C data
+// path sleeps in is restarted (SA_RESTART, no timeout on the socket);
+// taken for a timeout, it made a waiter give up with its token still to
+// come and its peer block for good.
 func (a *fakeApp) waitToken(deadline time.Time, socks ...int) error {
-	ms := int(time.Until(deadline) / time.Millisecond)
-	if ms <= 0 {
-		return errTimeout
-	}
 	p := make([]unix.PollFd, len(socks))
 	for i, fd := range socks {
 		p[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 	}
-	n, err := unix.Poll(p, ms)
-	if err != nil && !errors.Is(err, unix.EINTR) {
-		return err
-	}
-	if n <= 0 {
-		return errTimeout
+	for {
+		ms := int(time.Until(deadline) / time.Millisecond)
+		if ms <= 0 {
+			return errTimeout
+		}
+		n, err := unix.Poll(p, ms)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return errTimeout
+		}
+		break
 	}
 	for _, q := range p {
 		if q.Revents == 0 {

@@ -1,11 +1,14 @@
 package rdma
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -184,6 +187,82 @@ func TestMirrorReaderAndWriter(t *testing.T) {
 	}
 	if t.Failed() {
 		p.dump()
+	}
+}
+
+// TestFakeAppSignal: a signal that interrupts a fake application asleep
+// in a blocking read (as the Go runtime's preemption signal, SIGURG, does
+// now and then on a loaded machine) does not end its wait, as it does not
+// end the C data path's blocking recv (SA_RESTART): the read still returns
+// the data that arrives later. Taken for a timeout, such a signal made one
+// of TestMirrorReaderAndWriter's threads give up early, and its peer block
+// until the test timed out, which looked like a lost wake-up.
+func TestFakeAppSignal(t *testing.T) {
+	p := newPair(t, pairOpts{ring: 4096, seed: 17})
+	type result struct {
+		N   int
+		Err error
+	}
+	tids := make(chan int, 1)
+	done := make(chan result, 1)
+	buf := make([]byte, 64)
+	go func() {
+		runtime.LockOSThread() // the thread the signals are sent to
+		defer runtime.UnlockOSThread()
+		tids <- unix.Gettid()
+		n, err := p.app[0].read(buf, testTimeout)
+		done <- result{n, err}
+	}()
+	tid := <-tids
+	for range 5 {
+		waitAsleep(t, tid, done)
+		if err := unix.Tgkill(unix.Getpid(), tid, unix.SIGURG); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("read returned %d, %v before any data was sent", r.N, r.Err)
+	default:
+	}
+	if _, err := p.app[1].write([]byte("after the signals"), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.Err != nil || string(buf[:r.N]) != "after the signals" {
+			t.Fatalf("read %q, %v; want the data sent after the signals", buf[:r.N], r.Err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("read not woken by the data")
+	}
+}
+
+// waitAsleep waits until thread tid of this process sleeps in the kernel
+// (state S in /proc); it fails t if done delivers first or after 5 s.
+func waitAsleep[T any](t *testing.T, tid int, done <-chan T) {
+	t.Helper()
+	path := fmt.Sprintf("/proc/self/task/%d/stat", tid)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		select {
+		case r := <-done:
+			t.Fatalf("waiter returned %+v before any data was sent", r)
+		default:
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The state follows the command name, which ends with ')'.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'S' {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %d not asleep after 5 s: %s", tid, b)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
