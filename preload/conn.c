@@ -274,9 +274,10 @@ static long futex_shared(uint32_t *w, int op, uint32_t val, int ms)
 }
 
 /* holder_gone reports whether thread tid no longer runs: it does not exist,
- * or it is dead and not yet reaped (a SIGKILLed child stays a zombie while
- * its parent, the other writer, waits for this very lock). */
-static int holder_gone(pid_t tid)
+ * or (asked only of a holder seen across a whole wait, as it costs a read
+ * of /proc) it is dead and not yet reaped: a SIGKILLed child stays a
+ * zombie while its parent, the other writer, waits for this very lock. */
+static int holder_gone(pid_t tid, int held_long)
 {
 	char path[48], buf[256], *p;
 	ssize_t n;
@@ -284,6 +285,8 @@ static int holder_gone(pid_t tid)
 
 	if (kill(tid, 0) < 0 && errno == ESRCH)
 		return 1;
+	if (!held_long)
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -322,7 +325,7 @@ static int lock_slow(uint32_t *w, uint32_t me)
 			cpu_relax();
 			continue;
 		}
-		if (holder_gone((pid_t)owner)) {
+		if (holder_gone((pid_t)owner, owner == stuck_owner)) {
 			if (__atomic_compare_exchange_n(w, &cur, me, 0,
 							__ATOMIC_ACQUIRE,
 							__ATOMIC_RELAXED))
@@ -1180,9 +1183,9 @@ ssize_t osf_conn_splice(int fd, struct osf_fdt_entry *e, int pfd, int to_pipe,
 			}
 		}
 		w = REAL(write)(pfd, buf, (size_t)n);
-		if (w > 0) {
+		if (w > 0) { /* consume what the pipe took, copying nothing */
 			iov.iov_len = (size_t)w;
-			(void)osf_conn_recv(fd, e, &iov, 1, MSG_DONTWAIT);
+			(void)osf_conn_recv(fd, e, &iov, 1, MSG_DONTWAIT | MSG_TRUNC);
 		}
 		n = w;
 	}

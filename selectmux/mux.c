@@ -739,16 +739,14 @@ static int arm_item(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 /* drop_item removes it from ep for good: its fd is being closed. */
 static void drop_item(struct ep *ep, struct epi *it)
 {
-	if (!it->parked)
-		disarm_item(it, osf_fdt_lookup(it->fd), 0);
+	disarm_item(it, osf_fdt_lookup(it->fd), 0); /* nothing if parked */
 	REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->fd, NULL);
 	if (it->wsock >= 0) {
 		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->wsock, NULL);
 		if (it->wown)
 			osf_fdt_close_hidden(it->wsock);
 	}
-	if (!it->parked)
-		list_del(ep, it);
+	list_del(ep, it);
 	ep->byfd[it->fd] = NULL;
 	free(it);
 }

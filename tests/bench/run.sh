@@ -238,16 +238,14 @@ bench_shm_pingpong() {
 # the same with every byte checksummed on both sides (the checksum, the
 # same work bare and under osf, then bounds both).
 bench_shm_stream() {
-	local side json verify
+	local side json verify extra
 	declare -A mbs
 	for verify in no yes; do
+		extra=()
+		[[ $verify == yes ]] || extra=(--no-verify)
 		for side in bare osf; do
 			serve "$side" "$OSFPERF" server -a 127.0.0.1 -p $PORT -1
-			if [[ $verify == yes ]]; then
-				json=$(client "$side" "$OSFPERF" client -p $PORT -t stream -b 4G -w 64K --json)
-			else
-				json=$(client "$side" "$OSFPERF" client -p $PORT -t stream -b 4G -w 64K --no-verify --json)
-			fi
+			json=$(client "$side" "$OSFPERF" client -p $PORT -t stream -b 4G -w 64K "${extra[@]}" --json)
 			unserve
 			mbs[$verify$side]=$(jq .MB_per_s <<<"$json")
 			raw "osfperf stream 4 GiB $side (verify $verify): $json"
