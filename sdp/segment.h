@@ -131,6 +131,71 @@ _Static_assert(sizeof(struct osf_seg_hdr) <= OSF_SEG_HDR_BYTES,
 _Static_assert(sizeof(struct osf_hello) == 72, "hello layout");
 #endif
 
+/* The wake protocol (docs/ARCHITECTURE.md, "Data path"): a side
+ * that is about to sleep counts itself in rx_waiters or tx_waiters, sets
+ * its want word and looks again; the other side, after publishing, clears
+ * the want word and sends one token per counted waiter. Both the C data
+ * path and the RDMA progress engine (sdp/rdma, through cgo) play the other
+ * side with these rules. */
+#define OSF_WAKE_MAX_TOKENS 32u /* tokens sent at once, at most */
+
+/* osf_wake_tokens returns how many wake tokens to send to a side with
+ * waiters counted waiters: one per waiter, at least one (a waiter osf does
+ * not count: the application's own poll), at most OSF_WAKE_MAX_TOKENS. */
+static inline uint32_t osf_wake_tokens(uint32_t waiters)
+{
+	if (waiters == 0)
+		return 1;
+	return waiters < OSF_WAKE_MAX_TOKENS ? waiters : OSF_WAKE_MAX_TOKENS;
+}
+
+/* osf_wake_lowat returns the room a ring of ring_bytes must have before a
+ * writer waiting for room is woken (as TCP wakes writers only for a useful
+ * amount of space): half the ring. */
+static inline uint32_t osf_wake_lowat(uint32_t ring_bytes)
+{
+	return ring_bytes / 2;
+}
+
+/* TCP states, numbered as Linux numbers them (include/net/tcp_states.h:
+ * TCP_INFO's tcpi_state, the "st" column of /proc/net/tcp). */
+#define OSF_TCP_ESTABLISHED 1
+#define OSF_TCP_FIN_WAIT2 5
+#define OSF_TCP_CLOSE 7
+#define OSF_TCP_CLOSE_WAIT 8
+
+/* osf_end_is_reset reports whether the end of a side whose last holder is
+ * gone is, as TCP would see it, a reset rather than a FIN: the side closed
+ * abortively (OSF_SIDE_RESET: SO_LINGER 0), or left unread bytes the other
+ * side sent it (unread: head != tail of the ring it consumed). */
+static inline int osf_end_is_reset(uint32_t gone_flags, int unread)
+{
+	return (gone_flags & OSF_SIDE_RESET) || unread;
+}
+
+/* osf_tcp_state returns the state Linux TCP would report for one end of an
+ * offloaded connection: me and peer are the two sides' OSF_SIDE_* flags,
+ * peer_gone says the peer's last holder closed, reset that the connection
+ * ended with a reset (osf_end_is_reset, or a corrupt segment). Measured on
+ * kernel TCP over loopback: a reset, or both directions shut down, is
+ * CLOSE on both ends (the first to shut down passes TIME_WAIT, which an
+ * open socket reports as CLOSE; never CLOSING, since loopback acknowledges
+ * a FIN at once, which is also why shutting down writing gives FIN_WAIT2
+ * and not FIN_WAIT1). */
+static inline int osf_tcp_state(uint32_t me, uint32_t peer, int peer_gone,
+				int reset)
+{
+	int peer_done = (peer & OSF_SIDE_FIN) || peer_gone;
+
+	if (reset || ((me & OSF_SIDE_FIN) && peer_done))
+		return OSF_TCP_CLOSE;
+	if (me & OSF_SIDE_FIN)
+		return OSF_TCP_FIN_WAIT2;
+	if (peer_done)
+		return OSF_TCP_CLOSE_WAIT;
+	return OSF_TCP_ESTABLISHED;
+}
+
 /* osf_seg_bytes is the size of a segment with rings of ring_bytes. */
 static inline uint64_t osf_seg_bytes(uint32_t ring_bytes)
 {

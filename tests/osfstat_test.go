@@ -260,7 +260,7 @@ func TestOsfstatOffloaded(t *testing.T) {
 		t.Errorf("osfstat -p %d -s --json: %+v", srv.p.Pid, sum)
 	}
 
-	// End of the connection, as TCP would show it.
+	// End of the connection, as TCP would show it (TCP_INFO: both shut down is CLOSE).
 	cli.do("shutdown")
 	c = testutil.StatSocketAt(t, cli.p.Pid, cfd)
 	s = testutil.StatSocketAt(t, srv.p.Pid, sfd)
@@ -268,12 +268,12 @@ func TestOsfstatOffloaded(t *testing.T) {
 		t.Errorf("after the client's shutdown(SHUT_WR): client %s; server %s", c, s)
 	}
 	srv.do("shutdown")
-	if c = testutil.StatSocketAt(t, cli.p.Pid, cfd); c.State != "CLOSING" {
+	if c = testutil.StatSocketAt(t, cli.p.Pid, cfd); c.State != "CLOSE" {
 		t.Errorf("after both shut down: client %s", c)
 	}
 	cli.do("close")
 	s = testutil.StatSocketAt(t, srv.p.Pid, sfd)
-	if s.Segment == nil || !s.Segment.PeerClosed || s.State != "CLOSING" {
+	if s.Segment == nil || !s.Segment.PeerClosed || s.State != "CLOSE" {
 		t.Errorf("after the client closed: server %s", s)
 	}
 	cli.stdin.Close()
