@@ -97,7 +97,9 @@ func (s *Segment) Tail(r int) uint64 { return atomic.LoadUint64(u64(&s.ring(r).t
 func (s *Segment) SetTail(r int, v uint64) { atomic.StoreUint64(u64(&s.ring(r).tail), v) }
 
 // SideFlags returns side i's state flags.
-func (s *Segment) SideFlags(i int) SideFlags { return SideFlags(atomic.LoadUint32(u32(&s.side(i).flags))) }
+func (s *Segment) SideFlags(i int) SideFlags {
+	return SideFlags(atomic.LoadUint32(u32(&s.side(i).flags)))
+}
 
 // OrSideFlags sets flags in side i's state word.
 func (s *Segment) OrSideFlags(i int, flags SideFlags) {
