@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/shm"
 	"github.com/osfproject/osf/verbs"
@@ -268,7 +269,7 @@ func (t *Transport) DeviceFor(a netip.Addr) (device string, ok bool, why string)
 		return names[0], true, ""
 	}
 	src := a
-	if !shm.IsLocal(a) {
+	if !policy.IsLocal(a) {
 		s, err := shm.SourceFor(netip.AddrPortFrom(a, 9))
 		if err != nil {
 			return "", false, "no route to " + a.String() + ": " + err.Error()
