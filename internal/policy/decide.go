@@ -111,7 +111,7 @@ func (d Decision) String() string {
 func (c *Config) Decide(q Query) Decision {
 	q = q.normalize()
 	n, r := c.match(&q)
-	d := Decision{Rule: n, RuleText: r.Text}
+	d := Decision{Transport: Kernel, Rule: n, RuleText: r.Text}
 	switch {
 	case !r.Offload && n == 0:
 		d.Reason = ReasonNoRule
