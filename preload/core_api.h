@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OSF_CORE_ABI 1
+#define OSF_CORE_ABI 2
 
 /* Configuration handed to the core at load: a block of "KEY=VALUE\0"
  * strings captured by libosf.so's constructor (so programs that wipe their
@@ -32,15 +32,11 @@ struct osf_core_init_in {
 	int32_t pad;
 };
 
-/* What the core tells libosf.so after parsing the configuration. */
+/* What the core tells libosf.so after parsing the configuration. (The
+ * rest of the configuration stays in the core, which applies it itself.) */
 struct osf_core_init_out {
 	uint32_t disabled;      /* 1: malformed configuration, pass-through */
-	uint32_t strict;        /* OSF_STRICT=1 */
-	uint32_t transport;     /* 0 auto, 1 shm, 2 rdma, 3 kernel */
-	uint32_t ring_size;     /* bytes per ring direction */
-	uint32_t connect_timeout_ms;
 	int32_t log_fd;         /* the core's OSF_LOG_FILE fd (hidden), or -1 */
-	uint32_t reserved[2];
 };
 
 /* Roles for a route query (match enum osf_role in fdtable.h). */

@@ -57,12 +57,6 @@ func osfcore_init(in *C.struct_osf_core_init_in, out *C.struct_osf_core_init_out
 	// While libosf.so holds the program's low fd numbers: the fds the RDMA
 	// libraries open are born in the hidden range.
 	startRDMA(cfg, int(in.pid), int(in.hidden_base), in.fresh_copy != 0)
-	if cfg.Strict {
-		out.strict = 1
-	}
-	out.transport = C.uint32_t(cfg.Transport)
-	out.ring_size = C.uint32_t(cfg.RingSize)
-	out.connect_timeout_ms = C.uint32_t(cfg.ConnectTimeout.Milliseconds())
 	return 0
 }
 
