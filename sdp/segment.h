@@ -88,6 +88,17 @@ struct osf_seg_side {
 /* osf_seg_lowat returns the low-water mark of a ring of size bytes. */
 static inline uint32_t osf_seg_lowat(uint32_t size) { return size / 2; }
 
+/* osf_wake_tokens returns how many wake tokens to send to a side with
+ * waiters counted waiters of one kind: one per waiter, at least one (a
+ * waiter osf does not count: the application's own poll), at most
+ * OSF_WAKE_MAX_TOKENS. */
+static inline uint32_t osf_wake_tokens(uint32_t waiters)
+{
+	if (waiters == 0)
+		return 1;
+	return waiters < OSF_WAKE_MAX_TOKENS ? waiters : OSF_WAKE_MAX_TOKENS;
+}
+
 struct osf_seg_ring {
 	uint64_t head; /* written by the producer */
 	uint8_t pad0[56];
@@ -140,32 +151,6 @@ _Static_assert(sizeof(struct osf_seg_hdr) <= OSF_SEG_HDR_BYTES,
 	       "segment header fits its page");
 _Static_assert(sizeof(struct osf_hello) == 72, "hello layout");
 #endif
-
-/* The wake protocol (docs/ARCHITECTURE.md, "Data path"): a side
- * that is about to sleep counts itself in rx_waiters or tx_waiters, sets
- * its want word and looks again; the other side, after publishing, clears
- * the want word and sends one token per counted waiter. Both the C data
- * path and the RDMA progress engine (sdp/rdma, through cgo) play the other
- * side with these rules. */
-#define OSF_WAKE_MAX_TOKENS 32u /* tokens sent at once, at most */
-
-/* osf_wake_tokens returns how many wake tokens to send to a side with
- * waiters counted waiters: one per waiter, at least one (a waiter osf does
- * not count: the application's own poll), at most OSF_WAKE_MAX_TOKENS. */
-static inline uint32_t osf_wake_tokens(uint32_t waiters)
-{
-	if (waiters == 0)
-		return 1;
-	return waiters < OSF_WAKE_MAX_TOKENS ? waiters : OSF_WAKE_MAX_TOKENS;
-}
-
-/* osf_wake_lowat returns the room a ring of ring_bytes must have before a
- * writer waiting for room is woken (as TCP wakes writers only for a useful
- * amount of space): half the ring. */
-static inline uint32_t osf_wake_lowat(uint32_t ring_bytes)
-{
-	return ring_bytes / 2;
-}
 
 /* TCP states, numbered as Linux numbers them (include/net/tcp_states.h:
  * TCP_INFO's tcpi_state, the "st" column of /proc/net/tcp). */

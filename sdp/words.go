@@ -203,8 +203,8 @@ func WakeTokens(waiters uint32) uint32 {
 }
 
 // WakeLowat returns the room a ring of ringBytes must have before a writer
-// waiting for room is woken (osf_wake_lowat).
-func WakeLowat(ringBytes uint32) uint32 { return uint32(C.osf_wake_lowat(C.uint32_t(ringBytes))) }
+// waiting for room is woken (osf_seg_lowat): half the ring.
+func WakeLowat(ringBytes uint32) uint32 { return uint32(C.osf_seg_lowat(C.uint32_t(ringBytes))) }
 
 // EndIsReset reports whether the end of a side whose last holder is gone
 // is a reset rather than a FIN: it closed abortively (gone has SideReset)
