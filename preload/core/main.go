@@ -8,7 +8,6 @@ package main
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -92,45 +91,6 @@ func splitEnv(b []byte) []string {
 		}
 	}
 	return env
-}
-
-//export osfcore_route
-func osfcore_route(in *C.struct_osf_core_route_in, out *C.struct_osf_core_route_out) C.int {
-	if core.cfg == nil {
-		return C.int(unix.ENOSYS)
-	}
-	ap, err := addrPort(in.family, &in.addr, in.port)
-	if err != nil {
-		return C.int(unix.EAFNOSUPPORT)
-	}
-	role := policy.Client
-	if in.role == C.OSF_CORE_ROLE_SERVER {
-		role = policy.Server
-	}
-	q := query(role, ap)
-	d := core.cfg.Decide(q)
-	core.log.Debugf("route %s %s: %s", q.Role, ap, d)
-	out.transport = C.int32_t(transportCode(d.Transport))
-	out.rule = C.int32_t(d.Rule)
-	out.reason = C.int32_t(d.Reason)
-	if d.RDMA {
-		out.rdma = 1
-	}
-	setDetail(&out.detail, d.Detail)
-	return 0
-}
-
-var errFamily = errors.New("core: address family not supported")
-
-// transportCode maps a policy transport to enum osf_transport.
-func transportCode(t policy.Transport) int {
-	switch t {
-	case policy.Shm:
-		return C.OSF_TP_SHM
-	case policy.RDMA:
-		return C.OSF_TP_RDMA
-	}
-	return C.OSF_TP_KERNEL
 }
 
 // setDetail copies s, truncated and NUL-terminated, into a C char array.
