@@ -40,7 +40,7 @@ type Config struct {
 	Logf func(format string, a ...any)
 }
 
-// Transport implements sdp.Transport between hosts, over RDMA RC queue
+// Transport sets up offloaded connections between hosts, over RDMA RC queue
 // pairs whose rings are advanced by RDMA WRITE WITH IMMEDIATE. One
 // Transport (and its Engine) serves a whole process.
 //
@@ -67,8 +67,6 @@ type Transport struct {
 	byName    map[string]*listener
 	devNames  []string
 }
-
-var _ sdp.Transport = (*Transport)(nil)
 
 // device holds the per-device resources every connection on it shares:
 // the protection domain and the completion channel its CQs report to.
