@@ -11,7 +11,7 @@
  * and then serves calls one at a time. A caller hands its request over
  * and sleeps on a futex until the answer is there.
  *
- * After fork the child never calls the inherited core (DESIGN.md D1: a
+ * After fork the child never calls the inherited core (docs/DESIGN.md D1: a
  * forked child that re-enters the parent's Go runtime hangs). If the child
  * needs the core, it loads a fresh copy of the library from a memfd, since
  * dlopen of the same path would return the stale, already-mapped one.
@@ -418,7 +418,7 @@ static int begin(void)
 }
 
 /* GO_VM_NEEDED is the address space the Go runtime reserves when it starts
- * (measured: about 1.5 GiB; DESIGN.md D1). */
+ * (measured: about 1.5 GiB; docs/DESIGN.md D1). */
 #define GO_VM_NEEDED (2ULL << 30)
 
 /* room_for_go reports whether RLIMIT_AS leaves room for the Go runtime; a

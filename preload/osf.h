@@ -1,5 +1,5 @@
 /* osf.h: internals of libosf.so, the LD_PRELOAD library (C, see
- * DESIGN.md D1). Not installed; the public API is include/osf/qsock.h. */
+ * docs/DESIGN.md D1). Not installed; the public API is include/osf/qsock.h. */
 #ifndef OSF_PRELOAD_OSF_H
 #define OSF_PRELOAD_OSF_H
 
@@ -44,7 +44,7 @@ void osf_intr_begin(void);
 int osf_intr_restart(void);
 
 /* osf_core_child_after_fork forgets the parent's core in a fork child:
- * it is never called again here (DESIGN.md D1), and the signal handlers
+ * it is never called again here (docs/DESIGN.md D1), and the signal handlers
  * it installed are put back to what they were before it loaded. */
 void osf_core_child_after_fork(void);
 

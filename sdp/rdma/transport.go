@@ -20,7 +20,7 @@ import (
 // ErrForkChild means this process is a fork child of a process that set up
 // RDMA: librdmacm's and libibverbs' state (device contexts, the
 // connection manager's fds) was copied from the parent and cannot be used
-// here (DESIGN.md D1, D4). Such a child's connections use kernel TCP.
+// here (docs/DESIGN.md D1, D4). Such a child's connections use kernel TCP.
 var ErrForkChild = errors.New("rdma: fork child of a process that set up RDMA")
 
 // Config configures Start.
