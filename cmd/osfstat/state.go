@@ -46,9 +46,6 @@ func (s tcpState) String() string {
 	return "-"
 }
 
-// known reports whether the state was found out.
-func (s tcpState) known() bool { return s != stateUnknown }
-
 // sideState derives the state of an offloaded connection, seen from one
 // side, from the two sides' flags in the segment: me and peer are the
 // sides' flags, peerClosed says that the last process holding the peer's
