@@ -70,13 +70,16 @@ static void conn_free(struct osf_conn *c)
 	pool_release();
 }
 
-/* conn_init fills a fresh struct (refs still 0) for a mapped segment. */
+/* conn_init fills a fresh struct (refs still 0) for a mapped segment; an
+ * RDMA engine's segment never gives its pages back (its rings are pinned
+ * memory the NIC writes). */
 static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
-		      int side, int seg_fd, int wfd, int v6)
+		      int side, int seg_fd, int wfd, int v6, int rdma)
 {
 	int i;
 
 	osf_side_init(&c->s, base, ring_bytes, side, wfd);
+	osf_side_set_trim(&c->s, !rdma);
 	c->fds = 1;
 	c->base = base;
 	c->map_bytes = (size_t)osf_seg_bytes(ring_bytes);
@@ -170,7 +173,8 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 		&((struct osf_seg_hdr *)(uintptr_t)cc->seg_addr)->flags,
 		__ATOMIC_RELAXED);
 	conn_init(c, (uint8_t *)(uintptr_t)cc->seg_addr, cc->ring_bytes,
-		  cc->side, hfd, hwfd, fam == AF_INET6);
+		  cc->side, hfd, hwfd, fam == AF_INET6,
+		  (seg_flags & OSF_SEG_F_RDMA) != 0);
 	cc->seg_addr = 0; /* the connection owns them now */
 	cc->seg_fd = cc->wake_tx_fd = -1;
 	c->nonblock = nonblock;
@@ -279,7 +283,8 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 		conn_init(c, base, e->ring_bytes,
 			  e->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER
 						     : OSF_SIDE_CLIENT,
-			  e->aux_fd, e->aux2_fd, (e->flags & OSF_FDF_V6) != 0);
+			  e->aux_fd, e->aux2_fd, (e->flags & OSF_FDF_V6) != 0,
+			  e->transport == OSF_TP_RDMA);
 		fl = fd >= 0 ? REAL(fcntl)(fd, F_GETFL, NULL) : 0;
 		c->nonblock = fl > 0 && (fl & O_NONBLOCK);
 	}

@@ -57,3 +57,26 @@ uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
 	conn_put(c);
 	return st;
 }
+
+int osf_conn_trim_due(int fd, struct osf_fdt_entry *e)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	int due;
+
+	if (!c)
+		return 0;
+	due = osf_side_trim_due(&c->s);
+	conn_put(c);
+	return due;
+}
+
+void osf_conn_trim(int fd, struct osf_fdt_entry *e)
+{
+	struct osf_conn *c = conn_get(fd, e);
+
+	if (!c)
+		return;
+	if (osf_side_trim_due(&c->s))
+		osf_side_trim(&c->s);
+	conn_put(c);
+}

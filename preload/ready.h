@@ -39,4 +39,11 @@ static inline int osf_conn_wake_tx_fd(const struct osf_fdt_entry *e)
  * waiter compares stamps to tell a new edge from an old readiness. */
 uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e);
 
+/* osf_conn_trim_due reports whether fd's receive ring has pages to give
+ * back once idle; osf_conn_trim gives them back (sdp/side.h, "memory"): a
+ * poller calls it for the connections it armed once its wait has slept
+ * OSF_TRIM_IDLE_MS with nothing arriving. */
+int osf_conn_trim_due(int fd, struct osf_fdt_entry *e);
+void osf_conn_trim(int fd, struct osf_fdt_entry *e);
+
 #endif

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -32,6 +33,70 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	s->state = 0;
 	s->pending_err = 0;
 	s->seen_close_seq = __atomic_load_n(&s->peer->close_seq, __ATOMIC_RELAXED);
+	s->trim = 0;
+	/* A ring behind: the first trim looks at the whole ring. */
+	s->trim_tail = __atomic_load_n(&s->rx->tail, __ATOMIC_RELAXED) - ring_bytes;
+}
+
+/* ---- memory ------------------------------------------------------------- */
+
+#define TRIM_PAGE 4096u /* the rings' offsets are multiples of it */
+
+void osf_side_set_trim(struct osf_side *s, int on)
+{
+	__atomic_store_n(&s->trim, on, __ATOMIC_RELAXED);
+}
+
+/* punch gives back the ring's pages at positions [from, to), page-aligned
+ * and at most a ring long: one or two ranges of the mapping. */
+static size_t punch(struct osf_side *s, uint64_t from, uint64_t to)
+{
+	size_t off = (size_t)(from & s->mask), len = (size_t)(to - from),
+	       first = len < s->size - off ? len : s->size - off;
+
+	if (madvise(s->rxd + off, first, MADV_REMOVE) < 0 ||
+	    (len > first && madvise(s->rxd, len - first, MADV_REMOVE) < 0)) {
+		/* Not shared memory after all: stop trying. */
+		osf_side_set_trim(s, 0);
+		return 0;
+	}
+	return len;
+}
+
+size_t osf_side_trim(struct osf_side *s)
+{
+	uint32_t *w = &s->peer->tx_lock, free_word = 0;
+	uint64_t head, tail, from, to;
+	size_t given = 0;
+	int saved = errno;
+
+	/* Only try: a writer in the peer holds it for a copy, and a hostile
+	 * peer may hold it for ever; either way, next time. */
+	if (!__atomic_compare_exchange_n(w, &free_word, osf_lock_tid(), 0,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return 0;
+	head = __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE);
+	tail = __atomic_load_n(&s->rx->tail, __ATOMIC_ACQUIRE);
+	if (osf_ring_used(head, tail, s->size) >= 0) {
+		/* Free: [head, tail + size), whole pages only (a reader of
+		 * this side may move tail on meanwhile: that only frees
+		 * more). Of it, only what was consumed since the last trim
+		 * can hold pages: the rest was given back then, or never
+		 * written (trim_tail starts a ring behind). */
+		uint64_t last = __atomic_load_n(&s->trim_tail, __ATOMIC_RELAXED) &
+				~(uint64_t)(TRIM_PAGE - 1);
+		from = tail - last < s->size ? last + s->size : tail;
+		if (from < head)
+			from = head;
+		from = (from + TRIM_PAGE - 1) & ~(uint64_t)(TRIM_PAGE - 1);
+		to = (tail + s->size) & ~(uint64_t)(TRIM_PAGE - 1);
+		if (to > from)
+			given = punch(s, from, to);
+		__atomic_store_n(&s->trim_tail, tail, __ATOMIC_RELAXED);
+	}
+	osf_seg_unlock(w);
+	errno = saved;
+	return given;
 }
 
 /* ---- state of the other side ------------------------------------------ */

@@ -226,7 +226,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		wx[i] = (int)m++;
 	}
 	for (;;) {
-		int ready = 0, armed = 0, r, to;
+		int ready = 0, armed = 0, due = 0, r, to;
 		/* What the rings say now. */
 		for (i = 0; i < n; i++) {
 			fds[i].revents = 0;
@@ -253,6 +253,10 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 					fds[i].events);
 				if (fds[i].revents)
 					ready++;
+				else if ((arm[i] & OSF_ARM_RX) &&
+					 osf_conn_trim_due(fds[i].fd,
+							   osf_fdt_lookup(fds[i].fd)))
+					due = 1;
 			}
 			armed = 1;
 			if (ready) { /* raced to ready: no sleep, no tokens */
@@ -261,6 +265,11 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			}
 		}
 		to = (ready || spin_end) ? 0 : remaining(timeout, start);
+		/* Connections with ring pages to give back: first sleep
+		 * OSF_TRIM_IDLE_MS; if nothing came, they are idle. */
+		due = armed && due && (to < 0 || to > OSF_TRIM_IDLE_MS);
+		if (due)
+			to = OSF_TRIM_IDLE_MS;
 		r = mask ? REAL(ppoll)(k, m,
 				       to < 0 ? NULL
 					      : &(struct timespec){to / 1000,
@@ -270,6 +279,9 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			 : REAL(poll)(k, m, to);
 		if (armed)
 			disarm_all(fds, n, k, wx, arm, r > 0);
+		for (i = 0; due && r == 0 && i < n; i++)
+			if ((arm[i] & OSF_ARM_RX) && kind[i] == SLOT_CONN && fds[i].fd >= 0)
+				osf_conn_trim(fds[i].fd, osf_fdt_lookup(fds[i].fd));
 		if (r < 0)
 			goto out;
 		/* Merge what the kernel said. */
@@ -534,6 +546,7 @@ struct ep {
 	int *pendfd;
 	int npend, cappend;
 	struct ep *next_ep;
+	int trim_due; /* an armed item has ring pages to give back once idle */
 };
 
 static struct ep *all_eps;
@@ -737,6 +750,8 @@ static int arm_item(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 	r = osf_conn_arm(it->fd, e, kinds, it->armed);
 
 	it->armed |= kinds;
+	if ((kinds & OSF_ARM_RX) && osf_conn_trim_due(it->fd, e))
+		ep->trim_due = 1;
 	if ((poll_to_epoll(r) & want) &&
 	    (!(it->events & EPOLLET) || osf_conn_stamp(it->fd, e) != it->stamp)) {
 		disarm_item(it, e, 0);
@@ -1052,6 +1067,20 @@ static int arm_idle(struct ep *ep)
 	return ready;
 }
 
+/* trim_idle gives back the ring pages of the armed items, idle for
+ * OSF_TRIM_IDLE_MS (ep locked). */
+static void trim_idle(struct ep *ep)
+{
+	int fd;
+
+	for (fd = 0; fd < ep->cap; fd++) {
+		struct epi *it = ep->byfd[fd];
+		if (it && (it->armed & OSF_ARM_RX) && !it->parked)
+			osf_conn_trim(fd, osf_fdt_lookup(fd));
+	}
+	ep->trim_due = 0;
+}
+
 /* absorb takes the inner epoll's events: woken items join the list. */
 static void absorb(struct ep *ep)
 {
@@ -1104,7 +1133,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 	if (max <= 0 || max > INT_MAX / (int)sizeof(*ev))
 		return OSF_FAIL(EINVAL);
 	for (;;) {
-		int n = 0, k, to, sleep_ok = 0;
+		int n = 0, k, to, sleep_ok = 0, trim;
 		mu_lock(&ep->lock);
 		ep->wait++;
 		idle_check(ep);
@@ -1124,6 +1153,12 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		}
 		mu_unlock(&ep->lock);
 		to = sleep_ok ? remaining(timeout, start) : 0;
+		/* Armed connections with ring pages to give back: first sleep
+		 * OSF_TRIM_IDLE_MS; if nothing came, they are idle. */
+		trim = sleep_ok && ep->trim_due &&
+		       (to < 0 || to > OSF_TRIM_IDLE_MS);
+		if (trim)
+			to = OSF_TRIM_IDLE_MS;
 		k = REAL(epoll_pwait)(ep->epfd, ev + n, max - n, to, mask);
 		if (k < 0) {
 			if (n > 0)
@@ -1131,6 +1166,8 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 			return -1;
 		}
 		mu_lock(&ep->lock);
+		if (trim && k == 0)
+			trim_idle(ep);
 		if (strip(ep, ev + n, &k))
 			absorb(ep);
 		n += k;
