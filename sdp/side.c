@@ -70,6 +70,8 @@ size_t osf_side_trim(struct osf_side *s)
 	size_t given = 0;
 	int saved = errno;
 
+	if (!__atomic_load_n(&s->trim, __ATOMIC_RELAXED))
+		return 0; /* never for an RDMA engine's (pinned) rings */
 	/* Only try: a writer in the peer holds it for a copy, and a hostile
 	 * peer may hold it for ever; either way, next time. */
 	if (!__atomic_compare_exchange_n(w, &free_word, osf_lock_tid(), 0,

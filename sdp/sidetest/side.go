@@ -78,6 +78,23 @@ static long side_read(struct osf_side *s, void *b, size_t n)
 	osf_side_wake_writer(s, tail + (uint64_t)used, tail + n);
 	return (long)n;
 }
+
+// rx_resident counts the rx ring's pages present in memory (mincore).
+static long rx_resident(struct osf_side *s)
+{
+	size_t pages = s->size / 4096, i;
+	unsigned char *v = malloc(pages);
+	long n = 0;
+
+	if (!v || mincore(s->rxd, s->size, v) < 0) {
+		free(v);
+		return -1;
+	}
+	for (i = 0; i < pages; i++)
+		n += v[i] & 1;
+	free(v);
+	return n;
+}
 */
 import "C"
 
@@ -275,6 +292,26 @@ func (e *End) Stamp() uint64 { return uint64(C.osf_side_stamp(e.s)) }
 // CorruptRx writes impossible positions into the end's receive ring, as
 // a hostile peer could.
 func (e *End) CorruptRx() { e.s.rx.head = e.s.rx.tail + C.uint64_t(e.s.size) + 1 }
+
+// SetTrim is osf_side_set_trim; Trim osf_side_trim (the bytes given
+// back); TrimDue osf_side_trim_due.
+func (e *End) SetTrim(on bool) {
+	v := 0
+	if on {
+		v = 1
+	}
+	C.osf_side_set_trim(e.s, C.int(v))
+}
+func (e *End) Trim() int     { return int(C.osf_side_trim(e.s)) }
+func (e *End) TrimDue() bool { return C.osf_side_trim_due(e.s) != 0 }
+
+// RxResident returns how many pages of the end's receive ring are in
+// memory (mincore), -1 on error.
+func (e *End) RxResident() int { return int(C.rx_resident(e.s)) }
+
+// PeerTxLockWord returns the other side's producer lock word, which a
+// trim takes.
+func (e *End) PeerTxLockWord() *uint32 { return (*uint32)(unsafe.Pointer(&e.s.peer.tx_lock)) }
 
 // TxLockWord returns the end's producer lock word (C memory).
 func (e *End) TxLockWord() *uint32 { return (*uint32)(unsafe.Pointer(&e.s.me.tx_lock)) }

@@ -350,3 +350,113 @@ func TestLockReenteredFails(t *testing.T) {
 		t.Fatalf("re-entered lock returned %d, want -1 (a signal handler must not deadlock)", r)
 	}
 }
+
+// TestTrimGivesBackFreePagesOnly: a trim frees the rx ring's pages that
+// hold no unread data, keeps the unread bytes intact, and the ring works
+// on across the holes (the producer's next writes land in fresh pages).
+func TestTrimGivesBackFreePagesOnly(t *testing.T) {
+	const ring = 64 << 10
+	p := pair(t, ring)
+	s := p.Server
+	s.SetTrim(true)
+	var sent, got []byte
+	pos := 0
+	next := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte((pos+i)*7 + (pos+i)>>9 + 1)
+		}
+		pos += n
+		return b
+	}
+	write := func(n int) {
+		b := next(n)
+		if w := p.Client.Write(b); w != n {
+			t.Fatalf("write %d of %d", w, n)
+		}
+		sent = append(sent, b...)
+	}
+	read := func(n int) {
+		b := make([]byte, n)
+		if r := s.Read(b); r != n {
+			t.Fatalf("read %d of %d", r, n)
+		}
+		got = append(got, b...)
+	}
+	if n := s.RxResident(); n != 0 {
+		t.Fatalf("fresh ring: %d pages resident", n)
+	}
+	write(ring)
+	if n := s.RxResident(); n != ring/4096 {
+		t.Fatalf("full ring: %d pages resident, want %d", n, ring/4096)
+	}
+	read(ring - 5000) // 5000 unread bytes: in the last 2 pages
+	if !s.TrimDue() {
+		t.Fatal("not due after consuming most of the ring")
+	}
+	if g := s.Trim(); g != ring-8192 {
+		t.Fatalf("trim gave back %d bytes, want %d", g, ring-8192)
+	}
+	if n := s.RxResident(); n != 2 {
+		t.Fatalf("after trim: %d pages resident, want the 2 with unread data", n)
+	}
+	if s.TrimDue() || s.Trim() != 0 {
+		t.Fatal("a second trim found something to give back")
+	}
+	// Wrap around through the holes, trimming with unread data at each
+	// step, in odd sizes.
+	for i := 0; i < 40; i++ {
+		write(int(p.Client.TxFree()) - 1234)
+		read(int(s.RxUsed()) - 777)
+		s.Trim()
+		if n, max := s.RxResident(), 2; n > max {
+			t.Fatalf("step %d: %d pages resident after trim, unread %d", i, n, s.RxUsed())
+		}
+	}
+	read(int(s.RxUsed()))
+	if !bytes.Equal(sent, got) {
+		t.Fatalf("bytes differ after trims (%d sent, %d got)", len(sent), len(got))
+	}
+}
+
+// TestTrimNeverWaitsForTheProducer: with the producer's lock held (a
+// writer mid-copy, or a hostile peer that wrote its lock word) a trim
+// gives nothing back at once; disabled, it never trims.
+func TestTrimNeverWaitsForTheProducer(t *testing.T) {
+	p := pair(t, 16384)
+	s := p.Server
+	s.SetTrim(true)
+	p.Client.Write(make([]byte, 16384))
+	s.Read(make([]byte, 16384))
+	w := s.PeerTxLockWord()
+	*w = 0x7ffffff0 // a thread that does not exist, as a hostile peer may write
+	done := make(chan int, 1)
+	go func() { done <- s.Trim() }()
+	select {
+	case g := <-done:
+		if g != 0 {
+			t.Fatalf("trimmed %d bytes under a held producer lock", g)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("trim waited for the producer's lock")
+	}
+	if *w != 0x7ffffff0 {
+		t.Fatalf("lock word changed to %#x", *w)
+	}
+	*w = 0
+	s.SetTrim(false)
+	if s.TrimDue() || s.Trim() != 0 {
+		t.Fatal("a disabled end trimmed")
+	}
+	s.SetTrim(true)
+	if g := s.Trim(); g != 16384 {
+		t.Fatalf("trim gave back %d bytes, want the whole ring", g)
+	}
+	if s.RxResident() != 0 {
+		t.Fatalf("%d pages resident after trimming an empty ring", s.RxResident())
+	}
+	s.CorruptRx()
+	if g := s.Trim(); g != 0 {
+		t.Fatalf("trimmed %d bytes of a corrupt ring", g)
+	}
+}
