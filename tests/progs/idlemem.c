@@ -9,7 +9,7 @@
  *                               "accepted N"; runs until killed.
  *   idlemem client PORT N KIB [UNREAD]
  *                               open N connections and move KIB KiB each
- *                               way on each (16 KiB messages, echoed,
+ *                               way on each (64 KiB messages, echoed,
  *                               every byte checked); then on every other
  *                               connection send UNREAD more bytes (default
  *                               0) whose echo stays unread; print
@@ -34,7 +34,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define MSG (16 << 10)
+#define MSG (64 << 10)
 
 static void die(const char *what)
 {
