@@ -92,6 +92,10 @@ size_t osf_side_trim(struct osf_side *s)
 			from = head;
 		from = (from + TRIM_PAGE - 1) & ~(uint64_t)(TRIM_PAGE - 1);
 		to = (tail + s->size) & ~(uint64_t)(TRIM_PAGE - 1);
+		if (head == tail) { /* nothing unread: the whole ring */
+			from = head & ~(uint64_t)(TRIM_PAGE - 1);
+			to = from + s->size;
+		}
 		if (to > from)
 			given = punch(s, from, to);
 		__atomic_store_n(&s->trim_tail, tail, __ATOMIC_RELAXED);

@@ -13,7 +13,9 @@
 # Environment: OSFTEST_BUILD_DIR (default ROOT/build) selects the build;
 # BENCH_RUNS (default 7) the runs per syscall-loop side, BENCH_START_RUNS
 # (default 200) the hyperfine runs per start-up side, BENCH_CORE_RUNS
-# (default 15) the coreload runs.
+# (default 15) the coreload runs, BENCH_MEM_CONNS (default 2000) and
+# BENCH_MEM_KIB (default 1024) the idle-memory row's connections and the
+# KiB each moves each way.
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
@@ -30,13 +32,14 @@ BUILD="${OSFTEST_BUILD_DIR:-$ROOT/build}"
 LIB="$BUILD/libosf.so"
 OSFPERF="$BUILD/bin/osfperf"
 COREPROG="$BUILD/tests/coreload"
+IDLEMEM="$BUILD/tests/idlemem"
 RUNS="${BENCH_RUNS:-7}"
 START_RUNS="${BENCH_START_RUNS:-200}"
 CORE_RUNS="${BENCH_CORE_RUNS:-15}"
 PY=/usr/bin/python3
 CPU=0 # pinned CPU for the loops
 
-for f in "$LIB" "$OSFPERF" "$COREPROG"; do
+for f in "$LIB" "$OSFPERF" "$COREPROG" "$IDLEMEM"; do
 	[[ -e "$f" ]] || { echo "bench: $f is missing: run \`make build\` first" >&2; exit 1; }
 done
 for tool in hyperfine taskset jq "$PY"; do
@@ -293,10 +296,82 @@ bench_redis() {
 	done
 }
 
+# mem_held PID... prints the memory two processes hold, in bytes: their
+# RSS (anonymous and file pages), plus the shared memory of osf's segments
+# (each memfd counted once), plus their TCP sockets' buffers (skmem r + w
+# + f of every TCP socket in this network namespace, by ss). Page tables
+# and the socket structures themselves are not counted (neither side's).
+mem_held() {
+	local skmem
+	skmem=$(ss -Htmn 2>/dev/null | grep -o 'skmem:([^)]*)' | tr '\n' ' ')
+	"$PY" - "$skmem" "$@" <<'PYEOF'
+import os, re, sys
+skmem, pids = sys.argv[1], sys.argv[2:]
+rss, segs = 0, {}
+for pid in pids:
+    for l in open(f"/proc/{pid}/status"):
+        k, v = l.split(":", 1)
+        if k in ("RssAnon", "RssFile"):
+            rss += int(v.split()[0]) * 1024
+    d = f"/proc/{pid}/fd"
+    for fd in os.listdir(d):
+        try:
+            if "memfd:osf-seg" in os.readlink(f"{d}/{fd}"):
+                st = os.stat(f"{d}/{fd}")
+                segs[st.st_ino] = st.st_blocks * 512
+        except OSError:
+            pass
+sock = sum(int(n) for k, n in re.findall(r"\b([rwf])(\d+)", skmem))
+print(rss + sum(segs.values()) + sock, rss, sum(segs.values()), sock, len(segs))
+PYEOF
+}
+
+# bench_idle_memory: N connections (BENCH_MEM_CONNS) between two
+# processes each move M KiB (BENCH_MEM_KIB) each way in 64 KiB messages,
+# every other one leaves 10000 echoed bytes unread, then both sides sleep
+# in epoll_wait: the memory both processes hold once idle (mem_held).
+# Afterwards the traffic resumes and every byte is checked.
+bench_idle_memory() {
+	local n=${BENCH_MEM_CONNS:-2000} kib=${BENCH_MEM_KIB:-1024} side line i m
+	declare -A held
+	for side in bare osf; do
+		serve "$side" "$IDLEMEM" server $PORT "$n"
+		if [[ "$side" == osf ]]; then
+			coproc IDLE { exec taskset -c $CLI_CPU env LD_PRELOAD="$LIB" OSF_STRICT=1 \
+				"$IDLEMEM" client $PORT "$n" "$kib" 10000; }
+		else
+			coproc IDLE { exec taskset -c $CLI_CPU "$IDLEMEM" client $PORT "$n" "$kib" 10000; }
+		fi
+		line=
+		read -r -t 300 line <&"${IDLE[0]}" || true
+		if [[ "$line" != "idle $n" ]]; then
+			echo "bench: idlemem client: $line" >&2
+			kill "$IDLE_PID" 2>/dev/null || true
+			unserve
+			return 1
+		fi
+		for ((i = 0; i < 50; i++)); do # until it stops falling: 50 × 0.2 s
+			m=$(mem_held "$SRV_PID" "$IDLE_PID")
+			[[ -n "${held[$side]:-}" && "${m%% *}" -ge "${held[$side]%% *}" ]] && break
+			held[$side]=$m
+			sleep 0.2
+		done
+		echo go >&"${IDLE[1]}"
+		read -r -t 300 line <&"${IDLE[0]}" || true
+		[[ "$line" == ok ]] || echo "bench: idlemem client after idling: $line" >&2
+		wait "$IDLE_PID" 2>/dev/null || true
+		unserve
+		raw "idle memory $side, $n connections, $kib KiB each way: total rss segments sockets nsegments = ${held[$side]}"
+	done
+	local b=${held[bare]%% *} o=${held[osf]%% *}
+	row "memory held by $n idle connections that moved $kib KiB each way (MB, RSS + shared memory + socket buffers)" \
+		"$(calc "round($b / 1e6, 1)")" "$(calc "round($o / 1e6, 1)")" "$(ratio "$o" "$b")" "≤ 2x"
+}
+
 main() {
 	# Arguments select benchmarks by name (e.g. `run.sh redis iperf3`);
 	# none runs them all.
-	local all=(syscall_loop startup core_load shm_pingpong shm_stream iperf3 redis) b
+	local all=(syscall_loop startup core_load shm_pingpong shm_stream iperf3 redis idle_memory) b
 	(($#)) || set -- "${all[@]}"
 	echo "osf benchmarks on $(hostname), $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 	echo "build: $BUILD" >&2
