@@ -302,11 +302,10 @@ bench_redis() {
 # + f of every TCP socket in this network namespace, by ss). Page tables
 # and the socket structures themselves are not counted (neither side's).
 mem_held() {
-	local skmem
-	skmem=$(ss -Htmn 2>/dev/null | grep -o 'skmem:([^)]*)' | tr '\n' ' ')
-	"$PY" - "$skmem" "$@" <<'PYEOF'
+	ss -Htmn 2>/dev/null | grep -o 'skmem:([^)]*)' >"$TMP/skmem" || true
+	"$PY" - "$TMP/skmem" "$@" <<'PYEOF'
 import os, re, sys
-skmem, pids = sys.argv[1], sys.argv[2:]
+skmem, pids = open(sys.argv[1]).read(), sys.argv[2:]
 rss, segs = 0, {}
 for pid in pids:
     for l in open(f"/proc/{pid}/status"):
