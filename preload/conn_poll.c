@@ -24,7 +24,8 @@ int osf_conn_arm_kinds(short events)
 	       ((events & (POLLOUT | POLLWRNORM)) ? OSF_ARM_TX : 0);
 }
 
-short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already)
+short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
+		   int *trim_due)
 {
 	struct osf_conn *c = conn_get(fd, e);
 	short r;
@@ -32,6 +33,8 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already)
 	if (!c)
 		return POLLNVAL;
 	r = osf_side_arm(&c->s, kinds, already);
+	if ((kinds & OSF_ARM_RX) && osf_side_trim_due(&c->s))
+		*trim_due = 1;
 	conn_put(c);
 	return r;
 }
@@ -56,18 +59,6 @@ uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
 	st = osf_side_stamp(&c->s);
 	conn_put(c);
 	return st;
-}
-
-int osf_conn_trim_due(int fd, struct osf_fdt_entry *e)
-{
-	struct osf_conn *c = conn_get(fd, e);
-	int due;
-
-	if (!c)
-		return 0;
-	due = osf_side_trim_due(&c->s);
-	conn_put(c);
-	return due;
 }
 
 void osf_conn_trim(int fd, struct osf_fdt_entry *e)

@@ -19,8 +19,11 @@ int osf_conn_arm_kinds(short events);
  * wake it (a token on fd for OSF_ARM_RX, on the writers' socket for
  * OSF_ARM_TX), and returns the events ready after arming: when they
  * include any awaited one the caller must not sleep. A poller sleeps on fd
- * (POLLIN) for OSF_ARM_RX and on osf_conn_wake_tx_fd(e) for OSF_ARM_TX. */
-short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already);
+ * (POLLIN) for OSF_ARM_RX and on osf_conn_wake_tx_fd(e) for OSF_ARM_TX.
+ * *trim_due is set when fd's receive ring has pages to give back once idle
+ * (osf_conn_trim). */
+short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
+		   int *trim_due);
 
 /* osf_conn_disarm ends the wait of kinds (0: none was armed): it stops
  * counting the caller, takes the token it is owed from each armed socket
@@ -39,11 +42,10 @@ static inline int osf_conn_wake_tx_fd(const struct osf_fdt_entry *e)
  * waiter compares stamps to tell a new edge from an old readiness. */
 uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e);
 
-/* osf_conn_trim_due reports whether fd's receive ring has pages to give
- * back once idle; osf_conn_trim gives them back (sdp/side.h, "memory"): a
- * poller calls it for the connections it armed once its wait has slept
+/* osf_conn_trim gives back the pages of fd's receive ring that hold no
+ * unread data (sdp/side.h, "memory"): a poller calls it for the
+ * connections it armed with pages to give back once its wait has slept
  * OSF_TRIM_IDLE_MS with nothing arriving. */
-int osf_conn_trim_due(int fd, struct osf_fdt_entry *e);
 void osf_conn_trim(int fd, struct osf_fdt_entry *e);
 
 #endif

@@ -249,14 +249,10 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 				fds[i].revents = conn_events(
 					osf_conn_arm(fds[i].fd,
 						     osf_fdt_lookup(fds[i].fd),
-						     arm[i], 0),
+						     arm[i], 0, &due),
 					fds[i].events);
 				if (fds[i].revents)
 					ready++;
-				else if ((arm[i] & OSF_ARM_RX) &&
-					 osf_conn_trim_due(fds[i].fd,
-							   osf_fdt_lookup(fds[i].fd)))
-					due = 1;
 			}
 			armed = 1;
 			if (ready) { /* raced to ready: no sleep, no tokens */
@@ -747,11 +743,9 @@ static int arm_item(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 
 	if ((kinds & OSF_ARM_TX) && reg_wsock(ep, it, e) < 0)
 		return 1;
-	r = osf_conn_arm(it->fd, e, kinds, it->armed);
+	r = osf_conn_arm(it->fd, e, kinds, it->armed, &ep->trim_due);
 
 	it->armed |= kinds;
-	if ((kinds & OSF_ARM_RX) && osf_conn_trim_due(it->fd, e))
-		ep->trim_due = 1;
 	if ((poll_to_epoll(r) & want) &&
 	    (!(it->events & EPOLLET) || osf_conn_stamp(it->fd, e) != it->stamp)) {
 		disarm_item(it, e, 0);
