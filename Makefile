@@ -34,7 +34,7 @@ CORE_LDFLAGS := -w -X=runtime.godebugDefault=asyncpreemptoff=1,updatemaxprocs=0,
 	-extldflags=-Wl,--version-script=$(CURDIR)/preload/core/core.map
 TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,$(wildcard tests/progs/*.c))
 
-.PHONY: all deps build test unit integration bench clean fmt
+.PHONY: all deps build test unit integration bench clean fmt install uninstall
 all: deps build
 
 # deps installs the Debian packages that are missing (root, or sudo).
@@ -82,6 +82,11 @@ $(BUILD)/tests/%: tests/progs/%.c include/osf/qsock.h
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Iinclude -o $@ $< -lm -ldl
 
+# confdump runs libosf.so's configuration file reader alone (tests/conf_test.go).
+$(BUILD)/tests/confdump: tests/progs/confdump.c preload/conf.c preload/conf.h
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS) -Ipreload -o $@ tests/progs/confdump.c preload/conf.c
+
 # test runs everything: gofmt and vet, the unit tests, then the integration
 # tests (tests/, which move themselves into a fresh network namespace).
 test: build
@@ -98,6 +103,48 @@ integration: build
 
 bench: build
 	tests/bench/run.sh
+
+# install copies the built files under DESTDIR (for packaging) and PREFIX;
+# libosf.so finds libosfcore.so next to itself, so both go to LIBDIR.
+# The example configuration (all comments: the defaults) becomes
+# SYSCONFDIR/osf.conf only when there is none; uninstall removes it only
+# when it is still the example.
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/osf
+SYSCONFDIR ?= /etc
+INSTALL_PROGS = osfrun osfstat osfperf $(notdir $(wildcard $(BIN)/osfgw))
+MAN_PAGES := $(patsubst docs/man/%.in,%,$(wildcard docs/man/*.in))
+
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/osf \
+		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)
+	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_PROGS)) $(DESTDIR)$(BINDIR)/
+	install -m 0644 $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(DESTDIR)$(LIBDIR)/
+	install -m 0644 include/osf/qsock.h $(DESTDIR)$(INCLUDEDIR)/osf/
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+		docs/osf.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/osf.pc
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/osf.pc
+	install -m 0644 docs/osf.conf $(DESTDIR)$(DOCDIR)/osf.conf.example
+	[ -e $(DESTDIR)$(SYSCONFDIR)/osf.conf ] || install -m 0644 docs/osf.conf $(DESTDIR)$(SYSCONFDIR)/osf.conf
+	for m in $(MAN_PAGES); do \
+		s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s && \
+		install -m 0644 $(BUILD)/man/$$m $(DESTDIR)$(MANDIR)/man$$s/$$m || exit 1; \
+	done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,osfrun osfstat osfperf osfgw) \
+		$(DESTDIR)$(LIBDIR)/libosf.so $(DESTDIR)$(LIBDIR)/libosfcore.so \
+		$(DESTDIR)$(INCLUDEDIR)/osf/qsock.h $(DESTDIR)$(PKGCONFIGDIR)/osf.pc \
+		$(DESTDIR)$(DOCDIR)/osf.conf.example
+	for m in $(MAN_PAGES); do rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$$m; done
+	cmp -s docs/osf.conf $(DESTDIR)$(SYSCONFDIR)/osf.conf && rm -f $(DESTDIR)$(SYSCONFDIR)/osf.conf || true
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/osf $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -path './build/*')
