@@ -20,16 +20,23 @@ func confLines() []string {
 	lines := []string{
 		"", "   ", "# comment", "  # indented comment", "\t",
 		"offload both * local", "kernel both * *:53", "kernel client curl *:80  # c",
-		"offload both * 10.0.0.0/8", "offload bogus x", "kernel *", "offload a;b",
+		"offload both * 10.0.0.0/8", "offload bogus x", "kernel *",
 		"[program redis-*]", "[program curl]", "[program *]", "[program c?rl]", "[global]",
-		"[program]", "[nginx]", "[program a b]", "[program [ab]]", "[global",
-		"OSF_SPIN_US", "OSF_SPIN_US =", "OSF_NOPE = 1", "ring = 1", "OSF_ROUTES = x",
-		"OSF_LOG_FILE = /tmp/x#y", "OSF_LOG_FILE = a b # c", "OSF_RING_SIZE=\t64K\r",
+		"OSF_SPIN_US =", "OSF_LOG_FILE = /tmp/x#y", "OSF_LOG_FILE = a b # c", "OSF_RING_SIZE=\t64K\r",
 	}
-	for _, v := range policy.Vars() {
-		lines = append(lines, v.Name+" = "+v.Default, v.Name+"=1")
+	// The same few variables again and again, so that sections and
+	// precedence are exercised.
+	for range 4 {
+		lines = append(lines, "OSF_SPIN_US = 5", "OSF_SPIN_US=6", "OSF_STRICT = 1",
+			"[program curl]", "[global]", "offload client * *:80")
 	}
 	return lines
+}
+
+// badConfLines are malformed lines.
+var badConfLines = []string{
+	"offload a;b", "[program]", "[nginx]", "[program a b]", "[program [ab]]", "[global",
+	"OSF_SPIN_US", "OSF_NOPE = 1", "ring = 1", "OSF_ROUTES = x",
 }
 
 // TestConfFileCAgreesWithGo writes random configuration files and checks
@@ -45,17 +52,30 @@ func TestConfFileCAgreesWithGo(t *testing.T) {
 	envs := [][]string{nil, {"OSF_SPIN_US=3"}, {"OSF_ROUTES=kernel both * *", "OSF_STRICT=1"}}
 	seed := testutil.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 15))
-	const cases = 150
-	for i := range cases {
+	var files []string
+	for _, v := range policy.Vars() { // which variables a file may set
+		files = append(files, v.Name+" = "+v.Default+"\n")
+	}
+	for range 250 {
 		var b strings.Builder
-		n := rng.IntN(12)
-		for range n {
+		for range rng.IntN(12) {
 			b.WriteString(pieces[rng.IntN(len(pieces))])
 			b.WriteByte('\n')
+		}
+		if rng.IntN(5) == 0 {
+			b.WriteString(badConfLines[rng.IntN(len(badConfLines))] + "\n")
+			for range rng.IntN(3) {
+				b.WriteString(pieces[rng.IntN(len(pieces))] + "\n")
+			}
 		}
 		if rng.IntN(4) == 0 { // no final newline
 			b.WriteString(pieces[rng.IntN(len(pieces))])
 		}
+		files = append(files, b.String())
+	}
+	for i, text := range files {
+		var b strings.Builder
+		b.WriteString(text)
 		path := filepath.Join(dir, fmt.Sprintf("c%d.conf", i))
 		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)
