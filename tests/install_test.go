@@ -2,10 +2,12 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,11 +54,22 @@ sys.stdin.read()
 // runInstalledPair runs pairServer and pairClient with osfrun and checks
 // with osfstat, all from bin (installed copies), that the connection is
 // offloaded over shm and the bytes arrived intact; libDir is where the
-// processes must have mapped libosf.so and libosfcore.so from.
-func runInstalledPair(t *testing.T, bin, libDir string, env []string) {
+// processes must have mapped libosf.so and libosfcore.so from. Every
+// command runs behind the prefix wrap (such as nsenter into a mount
+// namespace); with noOsfrun the programs run without osfrun (osf comes from
+// /etc/ld.so.preload).
+func runInstalledPair(t *testing.T, wrap []string, bin, libDir string, noOsfrun bool, env []string) {
 	t.Helper()
-	osfrun, osfstat := filepath.Join(bin, "osfrun"), filepath.Join(bin, "osfstat")
-	srv := testutil.Cmd(t, env, osfrun, "--", python(t), "-c", pairServer)
+	osfstat := filepath.Join(bin, "osfstat")
+	launcher := append(slices.Clone(wrap), filepath.Join(bin, "osfrun"), "--")
+	if noOsfrun {
+		launcher = slices.Clone(wrap)
+	}
+	cmd := func(args ...string) *testutil.Command {
+		all := append(slices.Clone(launcher), args...)
+		return testutil.Cmd(t, env, all[0], all[1:]...)
+	}
+	srv := cmd(python(t), "-c", pairServer)
 	srvIn, err := srv.Cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +77,7 @@ func runInstalledPair(t *testing.T, bin, libDir string, env []string) {
 	sp := srv.Start()
 	defer srvIn.Close()
 	port := strings.TrimSpace(sp.WaitOutput("\n", shortRun))
-	cli := testutil.Cmd(t, env, osfrun, "--", python(t), "-c", pairClient, port, strconv.Itoa(4<<20))
+	cli := cmd(python(t), "-c", pairClient, port, strconv.Itoa(4<<20))
 	cliIn, err := cli.Cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +91,8 @@ func runInstalledPair(t *testing.T, bin, libDir string, env []string) {
 	}
 	fd, _ := strconv.Atoi(f[3])
 
-	r := testutil.Cmd(t, env, osfstat, "-p", strconv.Itoa(cp.Pid), "--json").Run(shortRun)
+	stat := append(slices.Clone(wrap), osfstat, "-p", strconv.Itoa(cp.Pid), "--json")
+	r := testutil.Cmd(t, env, stat[0], stat[1:]...).Run(shortRun)
 	if !r.OK() {
 		t.Fatalf("installed osfstat: %s", r)
 	}
@@ -108,7 +122,7 @@ func runInstalledPair(t *testing.T, bin, libDir string, env []string) {
 				t.Errorf("pid %d did not map %s from %s", p.Pid, lib, libDir)
 			}
 		}
-		if build := testutil.BuildDir(t); strings.Contains(maps, build+"/") {
+		if build := testutil.BuildDir(t); !strings.HasPrefix(libDir, build) && strings.Contains(maps, build+"/") {
 			t.Errorf("pid %d mapped a file from the build directory %s", p.Pid, build)
 		}
 	}
@@ -158,7 +172,7 @@ func TestMakeInstall(t *testing.T) {
 
 	// The installed configuration is the example: comments only, so the
 	// defaults apply (the pair is offloaded).
-	runInstalledPair(t, filepath.Join(prefix, "bin"), filepath.Join(prefix, "lib"),
+	runInstalledPair(t, nil, filepath.Join(prefix, "bin"), filepath.Join(prefix, "lib"), false,
 		[]string{"OSF_CONF=" + filepath.Join(dest, "etc/osf.conf")})
 
 	r = testutil.Cmd(t, nil, makeTool, append([]string{"uninstall"}, vars...)...).Run(shortRun)
@@ -177,11 +191,119 @@ func TestMakeInstall(t *testing.T) {
 	}
 }
 
-// lookPath returns the path of a program, or "" when it is not installed.
-func lookPath(name string) string {
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return ""
+// privateMounts starts a process in a new mount namespace (private
+// propagation) that runs setup (a shell script) and then waits until the
+// test ends; it returns the nsenter prefix that runs a command in that
+// namespace. Nothing done there is seen by the host.
+func privateMounts(t *testing.T, setup string) []string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a mount namespace")
 	}
-	return p
+	unshare, nsenter := testutil.Tool(t, "unshare"), testutil.Tool(t, "nsenter")
+	c := testutil.Cmd(t, nil, unshare, "-m", "--propagation", "private", "/bin/sh", "-ec",
+		setup+"\necho mounted\nexec cat")
+	in, err := c.Cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Start()
+	t.Cleanup(func() { in.Close(); p.Wait(shortRun) })
+	if _, err := p.AwaitOutput("mounted\n", shortRun); err != nil {
+		t.Fatalf("mount namespace set-up: %v: %s", err, p.Stderr())
+	}
+	return []string{nsenter, "--mount=/proc/" + strconv.Itoa(p.Pid) + "/ns/mnt", "--"}
+}
+
+// TestLdSoPreload names libosf.so in /etc/ld.so.preload, bind-mounted in a
+// private mount namespace so that the host is untouched: a server and a
+// client started there without LD_PRELOAD or osfrun are offloaded; a
+// setuid-root program loads the library but runs without osf; and a
+// program excluded by a rule in the configuration file uses kernel TCP.
+func TestLdSoPreload(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	preload := filepath.Join(dir, "ld.so.preload")
+	if err := os.WriteFile(preload, []byte(testutil.Lib(t)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Bind-mount over the host's file; a host without one gets an overlay
+	// on /etc (in the namespace only) that holds it.
+	over := filepath.Join(dir, "over")
+	wrap := privateMounts(t, "if [ -e /etc/ld.so.preload ]; then mount --bind "+preload+" /etc/ld.so.preload; else "+
+		"mkdir -p "+over+"/up "+over+"/work; mount -t overlay overlay -o lowerdir=/etc,upperdir="+over+"/up,workdir="+over+"/work /etc; "+
+		"cp "+preload+" /etc/ld.so.preload; fi")
+	// osfrun's and osfstat's directory: the build's (osfrun is not used).
+	bin := filepath.Dir(testutil.Bin(t, "osfstat"))
+	runInstalledPair(t, wrap, bin, filepath.Dir(testutil.Lib(t)), true, nil)
+
+	// A rule in the configuration file excludes python3.
+	conf := filepath.Join(dir, "osf.conf")
+	if err := os.WriteFile(conf, []byte("kernel both python3* *\noffload both * local\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append(slices.Clone(wrap), python(t), "-c", loopbackScript)
+	c := testutil.Cmd(t, []string{"OSF_CONF=" + conf}, args[0], args[1:]...)
+	stdin, err := c.Cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Start()
+	out := p.WaitOutput("ready\n", shortRun)
+	var lfd, cfd, sfd int
+	if _, err := fmt.Sscanf(out[strings.Index(out, "fds"):], "fds %d %d %d", &lfd, &cfd, &sfd); err != nil {
+		t.Fatalf("stdout %q: %v", out, err)
+	}
+	ss := testutil.AssertTransport(t, p.Pid, testutil.ByFD(cfd), testutil.TransportKernel)
+	if len(ss) == 1 && ss[0].ReasonCode != 1 {
+		t.Errorf("excluded program's connection: %s, want reason 1 (a rule chose kernel)", ss[0])
+	}
+	stdin.Close()
+	if r := p.Wait(shortRun); !r.OK() {
+		t.Errorf("%s", r)
+	}
+
+	// A setuid-root copy of a test program, run by nobody with a malformed
+	// OSF_CONF: the loader brings the library in (it honours
+	// /etc/ld.so.preload in secure mode) but osf reads nothing, so the
+	// program reports nothing; the plain copy reports the file.
+	opts, _ := exec.Command(testutil.Tool(t, "findmnt"), "-n", "-o", "OPTIONS", "-T", dir).Output()
+	if strings.Contains(","+strings.TrimSpace(string(opts))+",", ",nosuid,") {
+		t.Logf("%s is on a nosuid filesystem: setuid case skipped", dir)
+		return
+	}
+	bad := filepath.Join(dir, "bad.conf")
+	if err := os.WriteFile(bad, []byte("OSF_NOPE = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, setuid := range []bool{false, true} {
+		prog := filepath.Join(dir, "mapscheck")
+		mode := os.FileMode(0o755)
+		if setuid {
+			prog, mode = prog+"-suid", 0o755|os.ModeSetuid
+		}
+		copyFile(t, testutil.Prog(t, "mapscheck"), prog)
+		if err := os.Chown(prog, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(prog, mode); err != nil {
+			t.Fatal(err)
+		}
+		args := append(slices.Clone(wrap), testutil.Tool(t, "setpriv"), "--reuid=65534", "--regid=65534", "--clear-groups", prog)
+		r := testutil.Cmd(t, []string{"OSF_CONF=" + bad}, args[0], args[1:]...).Run(shortRun)
+		if !r.OK() || !strings.Contains(r.Stdout, "libosf: loaded") {
+			t.Errorf("setuid=%v: %s, want libosf loaded", setuid, r)
+		}
+		// setpriv, run by root, is under osf too and reports once.
+		want := 2
+		if setuid {
+			want = 1
+		}
+		if n := len(osfLines(r.Stderr)); n != want {
+			t.Errorf("setuid=%v: osf reported %q; want %d reports (setpriv's and, without setuid, the program's)", setuid, osfLines(r.Stderr), want)
+		}
+	}
 }
