@@ -307,3 +307,66 @@ func TestLdSoPreload(t *testing.T) {
 		}
 	}
 }
+
+// TestDebianPackage builds the package with make deb, checks it with
+// lintian (no errors), installs it with dpkg -i in a private mount
+// namespace whose /usr, /etc and /var are overlays (the host is untouched),
+// runs a client and a server from the installed files, renders an
+// installed manual page, and purges the package: nothing of it is left.
+func TestDebianPackage(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Skip("dpkg-deb is missing: not a Debian system")
+	}
+	makeTool := testutil.Tool(t, "make")
+	r := testutil.Cmd(t, nil, "nice", "-n", "10", makeTool, "-s", "-C", testutil.Root(t), "deb", "BUILD="+testutil.BuildDir(t)).Run(longRun)
+	if !r.OK() {
+		t.Fatalf("make deb: %s", r)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	deb := lines[len(lines)-1]
+	if !strings.HasSuffix(deb, ".deb") {
+		t.Fatalf("make deb printed %q, want the package's path last", r.Stdout)
+	}
+	r = testutil.Cmd(t, nil, "nice", "-n", "10", testutil.Tool(t, "lintian"), deb).Run(longRun)
+	for _, l := range strings.Split(r.Stdout, "\n") {
+		if strings.HasPrefix(l, "E: ") {
+			t.Errorf("lintian: %s", l)
+		}
+	}
+	if r.Err != nil && r.ExitCode == 0 || r.TimedOut {
+		t.Fatalf("lintian: %s", r)
+	}
+	multiarch, err := exec.Command("dpkg-architecture", "-qDEB_HOST_MULTIARCH").Output()
+	if err != nil {
+		t.Fatalf("dpkg-architecture: %v", err)
+	}
+	libDir := "/usr/lib/" + strings.TrimSpace(string(multiarch))
+
+	over := t.TempDir()
+	var setup strings.Builder
+	for _, d := range []string{"/usr", "/etc", "/var"} {
+		up, work := filepath.Join(over, "up"+d), filepath.Join(over, "work"+d)
+		fmt.Fprintf(&setup, "mkdir -p %s %s\nmount -t overlay overlay -o lowerdir=%s,upperdir=%s,workdir=%s %s\n", up, work, d, up, work, d)
+	}
+	wrap := privateMounts(t, setup.String())
+	run := func(args ...string) testutil.Result {
+		all := append(slices.Clone(wrap), args...)
+		return testutil.Cmd(t, nil, all[0], all[1:]...).Run(longRun)
+	}
+	if r := run("dpkg", "-i", deb); !r.OK() {
+		t.Fatalf("dpkg -i: %s", r)
+	}
+	runInstalledPair(t, wrap, "/usr/bin", libDir, false, nil)
+	if r := run("man", "osf"); !r.OK() || !strings.Contains(r.Stdout, "OSF_ROUTES") {
+		t.Errorf("man osf after dpkg -i: %s", r)
+	}
+	if r := run("dpkg", "-P", "osf"); !r.OK() {
+		t.Fatalf("dpkg -P: %s", r)
+	}
+	paths := []string{"/usr/bin/osfrun", "/usr/bin/osfstat", libDir + "/libosf.so", libDir + "/libosfcore.so",
+		"/etc/osf.conf", "/usr/include/osf", "/usr/share/doc/osf", "/usr/share/man/man7/osf.7.gz"}
+	if r := run("/bin/sh", "-c", "for f in "+strings.Join(paths, " ")+"; do [ ! -e $f ] || echo $f; done"); !r.OK() || r.Stdout != "" {
+		t.Errorf("left after dpkg -P: %s", r)
+	}
+}
