@@ -27,5 +27,5 @@ sed -e "s/@VERSION@/$version-1/; s/@ARCH@/$arch/; s/@SIZE@/$size/" packaging/deb
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) > "$root/DEBIAN/md5sums"
 chmod 0644 "$root/DEBIAN/"*
 find "$root" -type d -exec chmod 0755 {} +
-dpkg-deb --root-owner-group -Zxz --build "$root" "$build/osf_${version}-1_${arch}.deb" >/dev/null
+dpkg-deb --root-owner-group -Zgzip -z1 --build "$root" "$build/osf_${version}-1_${arch}.deb" >/dev/null
 echo "$build/osf_${version}-1_${arch}.deb"
