@@ -147,19 +147,10 @@ func TestConfFile(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := underOsf.cmd(t, tc.env, python(t), "-c", loopbackScript)
-			stdin, err := c.Cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := c.Start()
-			out := p.WaitOutput("ready\n", shortRun)
-			if !strings.HasPrefix(out, "ok\n") {
-				t.Errorf("stdout %q, want ok", out)
-			}
-			var lfd, cfd, sfd int
-			if _, err := fmt.Sscanf(out[strings.Index(out, "fds"):], "fds %d %d %d", &lfd, &cfd, &sfd); err != nil {
-				t.Fatalf("stdout %q: %v", out, err)
+			l := startLoopback(t, underOsf, tc.env, python(t))
+			p, stdin, cfd, sfd := l.p, l.stdin, l.cfd, l.sfd
+			if !strings.HasPrefix(l.out, "ok\n") {
+				t.Errorf("stdout %q, want ok", l.out)
 			}
 			st := testutil.OsfStat(t, p.Pid)
 			for _, s := range st.Sockets {

@@ -246,18 +246,8 @@ func TestLdSoPreload(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("kernel both python3* *\noffload both * local\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := append(slices.Clone(wrap), python(t), "-c", loopbackScript)
-	c := testutil.Cmd(t, []string{"OSF_CONF=" + conf}, args[0], args[1:]...)
-	stdin, err := c.Cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := c.Start()
-	out := p.WaitOutput("ready\n", shortRun)
-	var lfd, cfd, sfd int
-	if _, err := fmt.Sscanf(out[strings.Index(out, "fds"):], "fds %d %d %d", &lfd, &cfd, &sfd); err != nil {
-		t.Fatalf("stdout %q: %v", out, err)
-	}
+	l := startLoopback(t, bare, []string{"OSF_CONF=" + conf}, append(slices.Clone(wrap), python(t))...)
+	p, stdin, cfd := l.p, l.stdin, l.cfd
 	ss := testutil.AssertTransport(t, p.Pid, testutil.ByFD(cfd), testutil.TransportKernel)
 	if len(ss) == 1 && ss[0].ReasonCode != 1 {
 		t.Errorf("excluded program's connection: %s, want reason 1 (a rule chose kernel)", ss[0])
