@@ -157,7 +157,7 @@ func TestMakeInstall(t *testing.T) {
 		"bin/osfrun", "bin/osfstat", "bin/osfperf", "lib/libosf.so", "lib/libosfcore.so",
 		"include/osf/qsock.h", "lib/pkgconfig/osf.pc", "share/doc/osf/osf.conf.example",
 		"share/man/man7/osf.7", "share/man/man1/osfrun.1", "share/man/man8/osfstat.8",
-		"share/man/man1/osfperf.1", "share/man/man3/qsock_readable.3",
+		"share/man/man1/osfperf.1", "share/man/man3/qsock_readable.3", "share/man/man3/qsock_writable.3",
 	} {
 		if _, err := os.Stat(filepath.Join(prefix, f)); err != nil {
 			t.Errorf("not installed: %v", err)
@@ -175,6 +175,23 @@ func TestMakeInstall(t *testing.T) {
 	// defaults apply (the pair is offloaded).
 	runInstalledPair(t, nil, filepath.Join(prefix, "bin"), filepath.Join(prefix, "lib"), false,
 		[]string{"OSF_CONF=" + filepath.Join(dest, "etc/osf.conf")})
+
+	// LD_PRELOAD naming a symbolic link to the installed library, in a
+	// directory without the core: libosf.so finds the core beside the
+	// link's target.
+	link := filepath.Join(t.TempDir(), "libosf.so")
+	if err := os.Symlink(filepath.Join(prefix, "lib/libosf.so"), link); err != nil {
+		t.Fatal(err)
+	}
+	l := startLoopback(t, bare, []string{"LD_PRELOAD=" + link}, python(t))
+	testutil.AssertTransport(t, l.p.Pid, testutil.ByFD(l.cfd), testutil.TransportShm)
+	if maps, _ := testutil.Maps(l.p.Pid); !strings.Contains(maps, filepath.Join(prefix, "lib/libosfcore.so")) {
+		t.Errorf("the core was not loaded from beside the link's target %s", filepath.Join(prefix, "lib"))
+	}
+	l.stdin.Close()
+	if r := l.p.Wait(shortRun); !r.OK() {
+		t.Errorf("%s", r)
+	}
 
 	r = testutil.Cmd(t, nil, makeTool, append([]string{"uninstall"}, vars...)...).Run(shortRun)
 	if !r.OK() {
