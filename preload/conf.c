@@ -402,19 +402,31 @@ out:
 	return count < 0 ? -1 : 0;
 }
 
-int osf_conf_where(const char *origin, const char *name, char *buf, size_t n)
+int osf_conf_where(const char *origin, const char *name, int rule, char *buf,
+		   size_t n)
 {
 	size_t nl = strlen(name), pl;
 	const char *p;
+	int i = strcmp(name, "OSF_ROUTES") == 0 ? rule - 1 : 0;
 
 	if (!origin)
 		return -1;
 	pl = strcspn(origin, "\n");
-	for (p = origin + pl; *p == '\n'; p += strcspn(p + 1, "\n") + 1)
-		if (strncmp(p + 1, name, nl) == 0 && p[1 + nl] == ' ') {
-			snprintf(buf, n, "%.*s:%d", (int)pl, origin,
-				 atoi(p + 2 + nl));
-			return 0;
+	for (p = origin + pl; *p == '\n'; p += strcspn(p + 1, "\n") + 1) {
+		const char *q = p + 1 + nl;
+		if (strncmp(p + 1, name, nl) != 0 || (*q != ' ' && *q != '\n' && *q))
+			continue;
+		/* The i-th line number after the name, if any. */
+		for (int k = 0; i >= 0 && *q == ' '; k++) {
+			if (k == i) {
+				snprintf(buf, n, "%.*s:%d", (int)pl, origin,
+					 atoi(q + 1));
+				return 0;
+			}
+			q += 1 + strcspn(q + 1, " \n");
 		}
+		snprintf(buf, n, "%.*s", (int)pl, origin);
+		return 0;
+	}
 	return -1;
 }

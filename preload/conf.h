@@ -22,9 +22,11 @@ int osf_conf_merge(const char *path, int must_exist, const char *prog,
 		   char *env, uint32_t *len, size_t cap, char *msg, size_t msgn);
 
 /* osf_conf_where writes "path:line" of the file line that set variable
- * name into buf, given the snapshot's OSF_CONF_ORIGIN value (NULL: none);
- * it returns 0, or -1 when the value did not come from the file. */
-int osf_conf_where(const char *origin, const char *name, char *buf,
+ * name (for OSF_ROUTES, of rule number rule, counting from 1) into buf,
+ * given the snapshot's OSF_CONF_ORIGIN value (NULL: none), as
+ * policy.Config.Where does; it returns 0, or -1 when the value did not
+ * come from the file. */
+int osf_conf_where(const char *origin, const char *name, int rule, char *buf,
 		   size_t n);
 
 #endif

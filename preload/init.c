@@ -199,7 +199,7 @@ static void tunable(const char *name, unsigned hi, unsigned *v)
 	if (!s)
 		return;
 	if (osf_parse_uint(s, 0, hi, v) < 0) {
-		if (osf_conf_where(osf_env("OSF_CONF_ORIGIN"), name, where,
+		if (osf_conf_where(osf_env("OSF_CONF_ORIGIN"), name, 0, where,
 				   sizeof(where) - 2) == 0)
 			strcat(where, ": ");
 		osf_report("%s%s=\"%s\": want a decimal integer 0-%u; osf is "

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -100,6 +101,7 @@ func TestConfFileCAgreesWithGo(t *testing.T) {
 			t.Fatalf("file %q for %s with env %q (seed %d, case %d):\nC:  %q %q\nGo: %q %q",
 				b.String(), prog, env, seed, i, got, gotErr, want, wantErr)
 		}
+		checkWhere(t, confdump, want)
 	}
 	// A missing file: an error only when it was named.
 	r := testutil.Cmd(t, nil, confdump, filepath.Join(dir, "nope"), "0", "x").Run(shortRun)
@@ -109,6 +111,37 @@ func TestConfFileCAgreesWithGo(t *testing.T) {
 	r = testutil.Cmd(t, nil, confdump, filepath.Join(dir, "nope"), "1", "x").Run(shortRun)
 	if want := filepath.Join(dir, "nope") + ": cannot read: No such file or directory\n"; r.OK() || r.Stderr != want {
 		t.Errorf("missing named file: %s, want stderr %q", r, want)
+	}
+}
+
+// checkWhere checks that the C and Go answers to "which file line set this
+// value" agree for every variable and every rule of the merged snapshot
+// env (when it parses).
+func checkWhere(t *testing.T, confdump string, env []string) {
+	t.Helper()
+	cfg, err := policy.Parse(env)
+	if err != nil {
+		return
+	}
+	var origin string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "OSF_CONF_ORIGIN="); ok {
+			origin = v
+		}
+	}
+	type query struct {
+		name string
+		rule int
+	}
+	qs := []query{{"OSF_SPIN_US", 0}, {"OSF_STRICT", 0}, {"OSF_RING_SIZE", 0}}
+	for i := range len(cfg.Routes) + 1 {
+		qs = append(qs, query{"OSF_ROUTES", i + 1})
+	}
+	for _, q := range qs {
+		r := testutil.Cmd(t, nil, confdump, "-w", origin, q.name, strconv.Itoa(q.rule)).Run(shortRun)
+		if want := cfg.Where(q.name, q.rule); !r.OK() || r.Stdout != want {
+			t.Fatalf("where %s rule %d with origin %q: C %q (%s), Go %q", q.name, q.rule, origin, r.Stdout, r, want)
+		}
 	}
 }
 

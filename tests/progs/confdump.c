@@ -5,7 +5,12 @@
  *
  * starts from the given snapshot entries, merges the file and prints every
  * entry followed by a NUL byte; on error it prints the message on stderr
- * and exits 1. */
+ * and exits 1.
+ *
+ *   confdump -w ORIGIN NAME RULE
+ *
+ * prints osf_conf_where's answer for an OSF_CONF_ORIGIN value ("" when
+ * the value did not come from the file). */
 #include "conf.h"
 
 #include <stdio.h>
@@ -18,6 +23,12 @@ int main(int argc, char **argv)
 	char msg[1024];
 	uint32_t len = 0;
 
+	if (argc == 5 && strcmp(argv[1], "-w") == 0) {
+		if (osf_conf_where(argv[2], argv[3], atoi(argv[4]), msg,
+				   sizeof(msg)) == 0)
+			fputs(msg, stdout);
+		return 0;
+	}
 	if (argc < 4) {
 		fprintf(stderr, "usage: confdump PATH MUST_EXIST PROG [K=V...]\n");
 		return 2;
