@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,13 +143,12 @@ func runInstalledPair(t *testing.T, wrap []string, bin, libDir string, noOsfrun 
 // configuration), and checks that make uninstall leaves no file behind.
 func TestMakeInstall(t *testing.T) {
 	t.Parallel()
-	makeTool := testutil.Tool(t, "make")
 	dest := t.TempDir()
 	if err := os.Chmod(dest, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	vars := []string{"-s", "-C", testutil.Root(t), "DESTDIR=" + dest, "PREFIX=/usr/local", "BUILD=" + testutil.BuildDir(t)}
-	r := testutil.Cmd(t, nil, "nice", append([]string{"-n", "10", makeTool, "install"}, vars...)...).Run(longRun)
+	r := runMake(t, append([]string{"install"}, vars...)...)
 	if !r.OK() {
 		t.Fatalf("make install: %s", r)
 	}
@@ -193,7 +193,7 @@ func TestMakeInstall(t *testing.T) {
 		t.Errorf("%s", r)
 	}
 
-	r = testutil.Cmd(t, nil, makeTool, append([]string{"uninstall"}, vars...)...).Run(shortRun)
+	r = runMake(t, append([]string{"uninstall"}, vars...)...)
 	if !r.OK() {
 		t.Fatalf("make uninstall: %s", r)
 	}
@@ -207,6 +207,18 @@ func TestMakeInstall(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("make uninstall left %q", left)
 	}
+}
+
+// makeMu serializes the tests' make runs: install and deb depend on the
+// build, which two makes must not bring up to date at once.
+var makeMu sync.Mutex
+
+// runMake runs make with args, niced.
+func runMake(t *testing.T, args ...string) testutil.Result {
+	t.Helper()
+	makeMu.Lock()
+	defer makeMu.Unlock()
+	return testutil.Cmd(t, nil, "nice", append([]string{"-n", "10", testutil.Tool(t, "make")}, args...)...).Run(longRun)
 }
 
 // privateMounts starts a process in a new mount namespace (private
@@ -326,10 +338,9 @@ func TestDebianPackage(t *testing.T) {
 	if _, err := exec.LookPath("dpkg-deb"); err != nil {
 		t.Skip("dpkg-deb is missing: not a Debian system")
 	}
-	makeTool := testutil.Tool(t, "make")
 	start := time.Now()
 	step := func(what string) { t.Logf("%s: %.1f s", what, time.Since(start).Seconds()); start = time.Now() }
-	r := testutil.Cmd(t, nil, "nice", "-n", "10", makeTool, "-s", "-C", testutil.Root(t), "deb", "BUILD="+testutil.BuildDir(t)).Run(longRun)
+	r := runMake(t, "-s", "-C", testutil.Root(t), "deb", "BUILD="+testutil.BuildDir(t))
 	step("make deb")
 	if !r.OK() {
 		t.Fatalf("make deb: %s", r)
