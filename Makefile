@@ -97,6 +97,12 @@ $(BUILD)/tests/confdump: tests/progs/confdump.c preload/conf.c preload/conf.h
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Ipreload -o $@ tests/progs/confdump.c preload/conf.c
 
+# sdp/sidetest compiles sdp/*.c by #include from its cgo preamble, which the
+# Go build cache does not track: a hash of those sources in CGO_CFLAGS makes
+# a change to them rebuild the test (else it may run the previous C).
+SDP_C_HASH = $(shell cat sdp/*.c sdp/*.h | cksum | cut -d' ' -f1)
+test unit: export CGO_CFLAGS = -O2 -g -DOSF_SDP_C_HASH=$(SDP_C_HASH)
+
 # test runs everything: gofmt and vet, the unit tests, then the integration
 # tests (tests/, which move themselves into a fresh network namespace).
 test: build
