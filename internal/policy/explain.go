@@ -85,6 +85,8 @@ func (c *Config) explainQuery(b *strings.Builder, q Query) {
 	d := c.Decide(q)
 	fmt.Fprintf(b, "  => %s\n", resultText(n.Role, d))
 	switch {
+	case d.Transport == Gateway:
+		b.WriteString("     note: the gateway connects to the destination over kernel TCP on this node's behalf; a dead gateway is skipped\n")
 	case d.Transport != Kernel && n.Role == Client:
 		b.WriteString("     note: kernel TCP instead if the peer has no osf listener\n")
 	case d.Transport == Kernel:
@@ -106,6 +108,8 @@ func resultText(role Role, d Decision) string {
 		return "kernel: " + d.Reason.Describe(d.Rule, d.Detail)
 	case RDMA:
 		return "rdma" + listener + " via " + d.Device + ": offloaded"
+	case Gateway:
+		return "gateway " + d.Gateways + ": through the gateway (rule " + strconv.Itoa(d.Rule) + ")"
 	}
 	s := "shm" + listener + ": offloaded"
 	switch {

@@ -55,9 +55,12 @@ const (
 	Shm Transport = 1
 	// RDMA is RDMA between hosts.
 	RDMA Transport = 2
+	// Gateway is a stream through an osfgw gateway, which connects to the
+	// destination over kernel TCP on this node's behalf.
+	Gateway Transport = 3
 )
 
-// String returns "kernel", "shm" or "rdma", or "transport(N)" for an
+// String returns "kernel", "shm", "rdma" or "gateway", or "transport(N)" for an
 // invalid transport.
 func (t Transport) String() string {
 	switch t {
@@ -67,6 +70,8 @@ func (t Transport) String() string {
 		return "shm"
 	case RDMA:
 		return "rdma"
+	case Gateway:
+		return "gateway"
 	}
 	return "transport(" + strconv.Itoa(int(t)) + ")"
 }
