@@ -52,7 +52,7 @@ deps:
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 is required (https://go.dev/dl)"; exit 1; }
 
 build: $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
-	$(BIN)/osfperf $(TEST_PROGS)
+	$(BIN)/osfperf $(BIN)/osfgw $(TEST_PROGS)
 
 $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 	@mkdir -p $(BUILD)
@@ -73,6 +73,10 @@ $(BIN)/osfrun: $(GO_SRCS)
 $(BIN)/osfstat: $(GO_SRCS)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $@ ./cmd/osfstat
+
+$(BIN)/osfgw: $(GO_SRCS)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/osfgw
 
 $(BIN)/osfperf: cmd/osfperf/osfperf.c
 	@mkdir -p $(BIN)

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OSF_CORE_ABI 1
+#define OSF_CORE_ABI 2
 
 /* Configuration handed to the core at load: a block of "KEY=VALUE\0"
  * strings captured by libosf.so's constructor (so programs that wipe their
@@ -87,6 +87,12 @@ struct osf_core_listen_out {
 #define OSF_CORE_OFFLOADED 0 /* conn describes the offloaded connection */
 #define OSF_CORE_KERNEL 1    /* use kernel TCP; reason says why */
 #define OSF_CORE_REFUSE 2    /* OSF_STRICT: fail the connect instead */
+#define OSF_CORE_GATEWAY 3   /* through a gateway: reason_errno != 0 is the
+				errno connect fails with; else the core
+				connected the application's own socket
+				(app_fd) to the gateway and sent the
+				request, and C waits up to gw_wait_ms for
+				the reply (preload/gateway.c) */
 
 struct osf_core_connect_in {
 	int32_t family;     /* of the application's socket */
@@ -95,6 +101,8 @@ struct osf_core_connect_in {
 	uint16_t port;
 	uint16_t pad;
 	uint8_t bound[28];  /* sockaddr the socket is bound to, or zero */
+	int32_t app_fd;     /* the application's socket (gateway routes) */
+	int32_t pad2;
 };
 
 /* An offloaded connection, handed from the core to the C data path, which
@@ -115,6 +123,8 @@ struct osf_core_conn {
 	uint8_t local[28];    /* sockaddr getsockname reports */
 	uint8_t peer[28];     /* sockaddr getpeername reports */
 	char detail[96];
+	uint8_t gateway[28];  /* OSF_CORE_GATEWAY: the gateway's sockaddr */
+	uint32_t gw_wait_ms;  /* OSF_CORE_GATEWAY: bound on the reply */
 };
 
 /* accept: the handshake on a connection accepted from a companion. */

@@ -11,6 +11,7 @@
  * offloaded listener takes whichever of the two listeners is ready.
  */
 #include "conn.h"
+#include "gateway.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -309,12 +310,15 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
+	in.app_fd = fd;
 	rc = osf_core_connect(&in, &cc);
 	errno = saved;
 	if (rc != 0) {
 		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc, sa, len);
 		return kernel_connect(fd, sa, len);
 	}
+	if (cc.status == OSF_CORE_GATEWAY)
+		return osf_gateway_connect(fd, sa, len, &cc);
 	if (cc.status == OSF_CORE_KERNEL) {
 		record_kernel(fd, OSF_ROLE_CLIENT, cc.reason, cc.rule,
 			      cc.reason_errno, sa, len);
@@ -581,7 +585,11 @@ OSF_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || e->kind < OSF_FD_SHM)) {
+		if (unlikely(e && e->transport == OSF_TP_GATEWAY &&
+			     e->kind == OSF_FD_KERNEL))
+			return osf_gateway_getpeername(e, sa, len);
 		return REAL(getpeername)(fd, sa, len);
+	}
 	return osf_conn_getname(fd, e, 1, sa, len);
 }

@@ -64,6 +64,9 @@ func osfcore_connect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_co
 	}
 	d := core.cfg.Decide(query(policy.Client, dst))
 	out.rule = C.int32_t(d.Rule)
+	if d.Transport == policy.Gateway {
+		return gatewayConnect(in, out, dst, d)
+	}
 	if d.Transport == policy.Kernel {
 		return kernel(out, dst, d.Reason, d.Detail, nil)
 	}

@@ -135,6 +135,8 @@ func transportCode(t policy.Transport) int {
 		return C.OSF_TP_SHM
 	case policy.RDMA:
 		return C.OSF_TP_RDMA
+	case policy.Gateway:
+		return C.OSF_TP_GATEWAY
 	}
 	return C.OSF_TP_KERNEL
 }
