@@ -188,4 +188,3 @@ func disconnect(fd int) {
 	var sa [16]byte // sa_family AF_UNSPEC
 	unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa[0])), uintptr(len(sa)))
 }
-
