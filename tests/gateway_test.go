@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,13 +32,15 @@ const (
 	gwPort     = "7000"
 )
 
+var gwNetCount atomic.Int32
+
 func newGatewayNet(t *testing.T) *gatewayNet {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for ip netns")
 	}
 	ip := testutil.Tool(t, "ip")
-	tag := fmt.Sprintf("%d%x%s", os.Getpid()%100000, testutil.Seed(t)%0xfff, strings.ToLower(t.Name()[len(t.Name())-3:]))
+	tag := fmt.Sprintf("%d%d", os.Getpid()%100000, gwNetCount.Add(1)) // ≤ 15-byte interface names
 	ns := [3]string{"osgn" + tag, "osgg" + tag, "osgo" + tag}
 	run := func(args ...string) {
 		t.Helper()
@@ -345,6 +348,18 @@ func TestGatewayErrors(t *testing.T) {
 				t.Errorf("%s %s: want %q, got %s", tt.mode, tt.dst, tt.want, r)
 			}
 		})
+	}
+	// osfrun --explain names the gateway a connect would use, and why.
+	r := g.node.plain(t, testutil.Bin(t, "osfrun"), "--routes", "gateway "+gwAddr+":7999,"+good+" 10.88.0.0/16",
+		"--explain", gwOutAddr+":8080").MustRun(20 * time.Second)
+	for _, want := range []string{
+		"=> gateway " + gwAddr + ":7999," + good + ": through the gateway (rule 1)",
+		gwAddr + ":7999  unreachable: ",
+		"* " + good + "  reachable: a connect now would use it",
+	} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("osfrun --explain lacks %q:\n%s", want, r.Stdout)
+		}
 	}
 	log := gw.Stderr()
 	for _, want := range []string{
