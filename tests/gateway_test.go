@@ -171,7 +171,7 @@ if mode == "echo":
 // the sha256 of what it read, then closes; "source" sends until the
 // connection fails and says how it ended.
 const gwOutServer = `
-import socket, sys, hashlib, time
+import socket, sys, hashlib, time, struct
 ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind((sys.argv[1], int(sys.argv[2]))); ls.listen(16)
 print("listening", flush=True)
@@ -185,6 +185,10 @@ while True:
             if not b: break
             h.update(b); n += len(b)
         c.sendall(("%d %s" % (n, h.hexdigest())).encode()); c.close()
+        continue
+    if sys.argv[3] == "rst":
+        c.sendall(b"y" * 100000); time.sleep(0.3)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)); c.close()
         continue
     buf = b"x" * 65536
     try:
@@ -399,6 +403,30 @@ func TestGatewayKilled(t *testing.T) {
 	r := g.node.cmd(t, env, python(t), writeScript(t, dir, "probe.py", gwProbe), gwOutAddr, "8080", "b").Run(30 * time.Second)
 	if !strings.Contains(r.Stdout, "error ENETUNREACH") {
 		t.Errorf("connect with the gateway dead: want ENETUNREACH, got %s", r)
+	}
+}
+
+// TestGatewayDestReset: the destination resets its connection (close with
+// SO_LINGER 0) after sending; the node reads what was sent, then gets a
+// reset, not a clean end.
+func TestGatewayDestReset(t *testing.T) {
+	t.Parallel()
+	g := newGatewayNet(t)
+	dir := t.TempDir()
+	srv := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8080", "rst").Start()
+	srv.WaitOutput("listening", 10*time.Second)
+	gw := g.startGateway(t, gwPort, "--allow", gwOutAddr+":8080")
+	r := g.node.cmd(t, g.nodeEnv(gwAddr+":"+gwPort, g.key), python(t), "-u", writeScript(t, dir, "rd.py", gwNodeReader), gwOutAddr, "8080").Run(30 * time.Second)
+	if !r.OK() || !strings.Contains(r.Stdout, "reset ") {
+		t.Fatalf("node reader: want a reset, got %s", r)
+	}
+	var n int
+	fmt.Sscanf(r.Stdout[strings.Index(r.Stdout, "reset "):], "reset %d", &n)
+	if n > 100000 {
+		t.Errorf("node read %d bytes, more than the 100000 sent", n)
+	}
+	if !strings.Contains(gw.Stderr(), "reset by the destination") {
+		t.Errorf("osfgw log does not say the destination reset:\n%s", gw.Stderr())
 	}
 }
 
