@@ -464,3 +464,39 @@ func TestGatewayNodeKilled(t *testing.T) {
 		t.Errorf("osfgw log does not say the node went away:\n%s", gw.Stderr())
 	}
 }
+
+// TestGatewayRedis runs redis-benchmark (10 clients) and a 1 MiB SET/GET
+// with redis-cli from the node against redis-server outside, through the
+// gateway; the value comes back intact and every connection was relayed.
+func TestGatewayRedis(t *testing.T) {
+	t.Parallel()
+	g := newGatewayNet(t)
+	server := testutil.Tool(t, "redis-server")
+	bench := testutil.Tool(t, "redis-benchmark")
+	cli := testutil.Tool(t, "redis-cli")
+	srv := g.out.plain(t, server, "--port", "6379", "--bind", gwOutAddr, "--protected-mode", "no", "--save", "", "--appendonly", "no").Start()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(srv.Stdout(), "Ready to accept connections"); time.Sleep(10 * time.Millisecond) {
+		if srv.Exited() || time.Now().After(deadline) {
+			t.Fatalf("redis-server did not start: %s %s", srv.Stdout(), srv.Stderr())
+		}
+	}
+	gw := g.startGateway(t, gwPort, "--allow", gwOutAddr+":6379")
+	env := g.nodeEnv(gwAddr+":"+gwPort, g.key)
+	r := g.node.cmd(t, env, bench, "-h", gwOutAddr, "-p", "6379", "-c", "10", "-n", "5000", "-t", "set,get", "-q", "--csv").Run(60 * time.Second)
+	if !r.OK() || !strings.Contains(r.Stdout, `"GET"`) || !strings.Contains(r.Stdout, `"SET"`) {
+		t.Fatalf("redis-benchmark through the gateway: %s", r)
+	}
+	value := fmt.Sprintf("%x", testutil.RandomBytes(t, 512<<10)) // 1 MiB of hex
+	c := g.node.cmd(t, env, cli, "-h", gwOutAddr, "-p", "6379", "-x", "SET", "big")
+	c.Cmd.Stdin = strings.NewReader(value)
+	if r := c.Run(30 * time.Second); !r.OK() || !strings.Contains(r.Stdout, "OK") {
+		t.Fatalf("redis-cli SET: %s", r)
+	}
+	r = g.node.cmd(t, env, cli, "-h", gwOutAddr, "-p", "6379", "GET", "big").Run(30 * time.Second)
+	if !r.OK() || strings.TrimSpace(r.Stdout) != value {
+		t.Fatalf("redis-cli GET: %d bytes back, want the %d set (%s)", len(strings.TrimSpace(r.Stdout)), len(value), r.Err)
+	}
+	if n := strings.Count(gw.Stderr(), "-> "+gwOutAddr+":6379: connected"); n < 12 {
+		t.Errorf("osfgw relayed %d connections, want at least 12 (10 benchmark clients, 2 redis-cli):\n%s", n, gw.Stderr())
+	}
+}
