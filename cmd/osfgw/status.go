@@ -44,7 +44,7 @@ func printStatus(w io.Writer, listen string, asJSON bool) int {
 		sort.Slice(d.Connections, func(i, j int) bool { return d.Connections[i].Seconds > d.Connections[j].Seconds })
 		for _, c := range d.Connections {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", d.Gateway, d.PID, c.Node, c.Dest, dash(c.Local), c.State,
-				c.ToDest, c.ToNode, time.Duration(c.Seconds * float64(time.Second)).Round(time.Millisecond).String())
+				c.ToDest, c.ToNode, time.Duration(c.Seconds*float64(time.Second)).Round(time.Millisecond).String())
 		}
 	}
 	tw.Flush()
