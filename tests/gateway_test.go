@@ -377,22 +377,32 @@ func TestGatewayErrors(t *testing.T) {
 	}
 }
 
+// startTransfer starts an outside server that sends until its connection
+// fails, osfgw, and a reader on the node that reads from it through the
+// gateway; it returns once the reader's connection is on transport gateway
+// and data has flowed a while.
+func startTransfer(t *testing.T) (g *gatewayNet, dir string, src, gw, rd *testutil.Process) {
+	t.Helper()
+	g = newGatewayNet(t)
+	dir = t.TempDir()
+	src = g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8080", "source").Start()
+	src.WaitOutput("listening", 10*time.Second)
+	gw = g.startGateway(t, gwPort, "--allow", gwOutAddr+":8080")
+	rd = g.node.cmd(t, g.nodeEnv(gwAddr+":"+gwPort, g.key), python(t), "-u", writeScript(t, dir, "rd.py", gwNodeReader), gwOutAddr, "8080").Start()
+	rd.WaitOutput("connected", 20*time.Second)
+	testutil.AssertTransport(t, rd.Pid, testutil.ByPeer(gwOutAddr+":8080"), testutil.TransportGateway)
+	time.Sleep(300 * time.Millisecond)
+	return g, dir, src, gw, rd
+}
+
 // TestGatewayKilled kills osfgw in the middle of a transfer: the node's
 // reader gets a reset (never a clean end, never a hang), the outside
 // server's connection is reset too, and a new connect fails with
 // ENETUNREACH.
 func TestGatewayKilled(t *testing.T) {
 	t.Parallel()
-	g := newGatewayNet(t)
-	dir := t.TempDir()
-	src := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8080", "source").Start()
-	src.WaitOutput("listening", 10*time.Second)
-	gw := g.startGateway(t, gwPort, "--allow", gwOutAddr+":8080")
+	g, dir, src, gw, rd := startTransfer(t)
 	env := g.nodeEnv(gwAddr+":"+gwPort, g.key)
-	rd := g.node.cmd(t, env, python(t), "-u", writeScript(t, dir, "rd.py", gwNodeReader), gwOutAddr, "8080").Start()
-	rd.WaitOutput("connected", 20*time.Second)
-	testutil.AssertTransport(t, rd.Pid, testutil.ByPeer(gwOutAddr+":8080"), testutil.TransportGateway)
-	time.Sleep(300 * time.Millisecond)
 	if err := gw.Signal(unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -435,18 +445,10 @@ func TestGatewayDestReset(t *testing.T) {
 // send fails) and forgets the relay.
 func TestGatewayNodeKilled(t *testing.T) {
 	t.Parallel()
-	g := newGatewayNet(t)
-	dir := t.TempDir()
-	src := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8080", "source").Start()
-	src.WaitOutput("listening", 10*time.Second)
-	gw := g.startGateway(t, gwPort, "--allow", gwOutAddr+":8080")
-	rd := g.node.cmd(t, g.nodeEnv(gwAddr+":"+gwPort, g.key), python(t), "-u", writeScript(t, dir, "rd.py", gwNodeReader), gwOutAddr, "8080").Start()
-	rd.WaitOutput("connected", 20*time.Second)
-	testutil.AssertTransport(t, rd.Pid, testutil.ByPeer(gwOutAddr+":8080"), testutil.TransportGateway)
+	g, _, src, gw, rd := startTransfer(t)
 	if st := g.status(t); len(st.Gateways) != 1 || len(st.Gateways[0].Connections) != 1 {
 		t.Errorf("osfgw --status: want one connection, got %+v", st)
 	}
-	time.Sleep(300 * time.Millisecond)
 	if err := rd.Signal(unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -303,26 +303,25 @@ func spinVar(field func(*Config) *time.Duration) func(*Config, string) error {
 	}
 }
 
-func parseConnectTimeout(c *Config, v string) error {
-	n, err := parseUintVar(v, 1, MaxConnectTimeoutMS)
-	if err != nil {
-		return err
+// msVar returns a parser for a millisecond count from 1 to max into the
+// field that field selects.
+func msVar(max uint64, field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := parseUintVar(v, 1, max)
+		if err != nil {
+			return err
+		}
+		*field(c) = time.Duration(n) * time.Millisecond
+		return nil
 	}
-	c.ConnectTimeout = time.Duration(n) * time.Millisecond
-	return nil
 }
+
+var parseConnectTimeout = msVar(MaxConnectTimeoutMS, func(c *Config) *time.Duration { return &c.ConnectTimeout })
 
 // MaxGatewayTimeoutMS is the largest OSF_GATEWAY_TIMEOUT_MS.
 const MaxGatewayTimeoutMS = 600000
 
-func parseGatewayTimeout(c *Config, v string) error {
-	n, err := parseUintVar(v, 1, MaxGatewayTimeoutMS)
-	if err != nil {
-		return err
-	}
-	c.GatewayTimeout = time.Duration(n) * time.Millisecond
-	return nil
-}
+var parseGatewayTimeout = msVar(MaxGatewayTimeoutMS, func(c *Config) *time.Duration { return &c.GatewayTimeout })
 
 func parseRingSize(c *Config, v string) error {
 	digits, unit := v, uint64(1)
