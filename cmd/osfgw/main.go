@@ -26,6 +26,7 @@ type options struct {
 	listen         string
 	key            string
 	allow          []string
+	allowListen    []string
 	connectTimeout time.Duration
 	status         bool
 	json           bool
@@ -65,6 +66,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.listen, "listen", "", "ADDR:PORT to listen on for nodes")
 	fs.StringVar(&o.key, "key", "", "file holding the shared key (mode 0600)")
 	fs.Var((*listFlag)(&o.allow), "allow", "destination allowed, ADDR[:PORTS] as a route target (repeatable; none: every destination is refused)")
+	fs.Var((*listFlag)(&o.allowListen), "allow-listen", "address nodes may listen on through this gateway, ADDR[:PORTS] (repeatable; none: no node may)")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 20*time.Second, "longest connect to a destination (ETIMEDOUT after it)")
 	fs.BoolVar(&o.status, "status", false, "list the relayed connections of the running gateways and exit")
 	fs.BoolVar(&o.json, "json", false, "with --status: print JSON")
@@ -87,6 +89,7 @@ type gw struct {
 	addr    netip.AddrPort
 	key     []byte
 	allow   []policy.Rule
+	listens []policy.Rule
 	isLocal func(netip.Addr) bool
 	timeout time.Duration
 	log     *log.Logger
@@ -113,6 +116,13 @@ func newGateway(o *options, logger *log.Logger) (*gw, error) {
 			return nil, fmt.Errorf("osfgw: --allow %q: %w", a, err)
 		}
 		g.allow = append(g.allow, r)
+	}
+	for _, a := range o.allowListen {
+		r, err := policy.ParseTarget(a)
+		if err != nil {
+			return nil, fmt.Errorf("osfgw: --allow-listen %q: %w", a, err)
+		}
+		g.listens = append(g.listens, r)
 	}
 	return g, nil
 }
@@ -162,10 +172,10 @@ func (g *gw) serve(ctx context.Context) error {
 	}
 }
 
-// allowed reports whether dst is on the allow-list.
-func (g *gw) allowed(dst netip.AddrPort) bool {
-	for i := range g.allow {
-		if g.allow[i].Covers(dst, g.isLocal) {
+// allowed reports whether dst is on the allow-list list.
+func (g *gw) allowed(dst netip.AddrPort, list []policy.Rule) bool {
+	for i := range list {
+		if list[i].Covers(dst, g.isLocal) {
 			return true
 		}
 	}
@@ -204,10 +214,13 @@ func (g *gw) handle(node *net.TCPConn) {
 	case err != nil:
 		g.refuse(node, unix.EACCES, "refused node %s: %v", from, err)
 		return
+	case req.Op == gateway.OpListen:
+		g.listen(node, req)
+		return
 	case req.Op != gateway.OpConnect:
 		g.refuse(node, unix.EOPNOTSUPP, "refused node %s: operation %d not supported", from, req.Op)
 		return
-	case !g.allowed(req.Dest):
+	case !g.allowed(req.Dest, g.allow):
 		g.refuse(node, unix.EPERM, "refused node %s -> %s: destination not allowed (no --allow entry covers it)", from, req.Dest)
 		return
 	}
@@ -239,6 +252,89 @@ func (g *gw) handle(node *net.TCPConn) {
 	g.log.Printf("node %s -> %s: connected from %s", from, req.Dest, local)
 	how := r.run(node, dest)
 	g.log.Printf("node %s -> %s: %s; %d bytes to the destination, %d to the node", from, req.Dest, how, r.toDest.Load(), r.toNode.Load())
+}
+
+// listen serves a node's LISTEN request: it listens on req.Dest and, for
+// as long as the node keeps this control connection open, delivers each
+// connection it accepts to the node's port req.NodePort, prefixed by a
+// notice, and relays it. A node that no longer listens there (refused)
+// ends it.
+func (g *gw) listen(ctl *net.TCPConn, req gateway.Request) {
+	from := ctl.RemoteAddr().String()
+	if !g.allowed(req.Dest, g.listens) {
+		g.refuse(ctl, unix.EPERM, "refused node %s: listen on %s not allowed (no --allow-listen entry covers it)", from, req.Dest)
+		return
+	}
+	network := "tcp4"
+	if req.Dest.Addr().Is6() {
+		network = "tcp6"
+	}
+	ln, err := net.Listen(network, req.Dest.String())
+	if err != nil {
+		var errno unix.Errno
+		if !errors.As(err, &errno) {
+			errno = unix.EADDRNOTAVAIL
+		}
+		g.refuse(ctl, errno, "node %s: listen on %s: %v", from, req.Dest, err)
+		return
+	}
+	bound, _ := netip.ParseAddrPort(ln.Addr().String())
+	if _, err := ctl.Write(gateway.Reply{Local: bound}.Marshal()); err != nil {
+		ln.Close()
+		ctl.Close()
+		return
+	}
+	ctl.SetDeadline(time.Time{})
+	nodeAddr, _ := netip.ParseAddrPort(from)
+	nodeListener := netip.AddrPortFrom(nodeAddr.Addr(), req.NodePort).String()
+	g.log.Printf("node %s: listening on %s for the node's %s", from, bound, nodeListener)
+	go func() { // the node closes the control connection: stop listening
+		io.Copy(io.Discard, ctl)
+		ln.Close()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			break
+		}
+		go g.deliver(c.(*net.TCPConn), nodeListener, ln)
+	}
+	ctl.Close()
+	g.log.Printf("node %s: stopped listening on %s", from, bound)
+}
+
+// deliver connects an accepted outside connection to the node's listener
+// and relays it; a node that refuses it no longer listens, which ends the
+// listen.
+func (g *gw) deliver(out *net.TCPConn, nodeListener string, ln net.Listener) {
+	remote, _ := netip.ParseAddrPort(out.RemoteAddr().String())
+	local, _ := netip.ParseAddrPort(out.LocalAddr().String())
+	r := g.add(nodeListener, remote)
+	defer g.remove(r)
+	r.local = local.String()
+	out.SetLinger(0)
+	d := net.Dialer{Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", nodeListener)
+	if err != nil {
+		g.log.Printf("%s -> node %s: %v; reset", remote, nodeListener, err)
+		out.Close()
+		var errno unix.Errno
+		if errors.As(err, &errno) && errno == unix.ECONNREFUSED {
+			ln.Close()
+		}
+		return
+	}
+	node := c.(*net.TCPConn)
+	node.SetLinger(0)
+	if _, err := node.Write(gateway.Notice{Remote: remote, Local: local}.Marshal()); err != nil {
+		node.Close()
+		out.Close()
+		return
+	}
+	r.state.Store(stateEstablished)
+	g.log.Printf("%s -> node %s: accepted on %s", remote, nodeListener, local)
+	how := r.run(node, out)
+	g.log.Printf("%s -> node %s: %s; %d bytes to the client, %d to the node", remote, nodeListener, how, r.toDest.Load(), r.toNode.Load())
 }
 
 // refuse answers a request with an error and closes the node connection.

@@ -41,6 +41,10 @@ func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func newFixture(t *testing.T, allow ...string) *fixture {
+	return newFixtureListen(t, nil, allow...)
+}
+
+func newFixtureListen(t *testing.T, listens []string, allow ...string) *fixture {
 	t.Helper()
 	if !testutil.InNetns() {
 		t.Skip("needs a private network namespace (root)")
@@ -60,7 +64,7 @@ func newFixture(t *testing.T, allow ...string) *fixture {
 	}
 	port := testutil.FreePort(t)
 	f := &fixture{addr: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String(), dst: dst, log: &syncBuf{}}
-	f.g, err = newGateway(&options{listen: f.addr, key: keyFile, allow: allow, connectTimeout: 5 * time.Second}, log.New(f.log, "", 0))
+	f.g, err = newGateway(&options{listen: f.addr, key: keyFile, allow: allow, allowListen: listens, connectTimeout: 5 * time.Second}, log.New(f.log, "", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +232,8 @@ func TestRefusals(t *testing.T) {
 		{"wrong key", []byte("not the gateway's key!"), gateway.OpConnect, "127.0.0.1:1", unix.EACCES, "authentication failed"},
 		{"not allowed", f.key, gateway.OpConnect, f.dst.Addr().String(), unix.EPERM, "destination not allowed"},
 		{"refused", f.key, gateway.OpConnect, "127.0.0.1:1", unix.ECONNREFUSED, "connect: connection refused"},
-		{"listen", f.key, gateway.OpListen, "127.0.0.1:80", unix.EOPNOTSUPP, "operation 2 not supported"},
+		{"listen not allowed", f.key, gateway.OpListen, "127.0.0.1:80", unix.EPERM, "listen on 127.0.0.1:80 not allowed"},
+		{"unknown op", f.key, 9, "127.0.0.1:80", unix.EOPNOTSUPP, "operation 9 not supported"},
 	} {
 		if got := req(tt.key, tt.op, tt.dst); got != tt.want {
 			t.Errorf("%s: errno %v, want %v", tt.name, got, tt.want)
@@ -247,5 +252,64 @@ func TestRefusals(t *testing.T) {
 	c.Close()
 	if r, err := gateway.ParseReply(b[gateway.ChallengeSize:]); err != nil || r.Errno != unix.EACCES {
 		t.Errorf("garbage request: reply %+v, %v", r, err)
+	}
+}
+
+// TestListen: a node's LISTEN makes the gateway listen; a client's
+// connection to the gateway reaches the node's listener prefixed by a
+// notice naming the client, and is relayed both ways; closing the control
+// connection stops the gateway's listener.
+func TestListen(t *testing.T) {
+	port := testutil.FreePort(t)
+	f := newFixtureListen(t, []string{"*"})
+	nodeLn, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nodeLn.Close()
+	req := gateway.Request{Op: gateway.OpListen, Dest: netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(port)),
+		NodePort: uint16(nodeLn.Addr().(*net.TCPAddr).Port)}
+	ctl, r, err := gateway.Dial(f.addr, f.key, req, 5*time.Second)
+	if err != nil || r.Errno != 0 || r.Local.Port() != uint16(port) {
+		t.Fatalf("listen: %+v, %v", r, err)
+	}
+	client, err := net.Dial("tcp", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	nc, err := nodeLn.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	b := make([]byte, gateway.NoticeSize)
+	if _, err := io.ReadFull(nc, b); err != nil {
+		t.Fatal(err)
+	}
+	n, err := gateway.ParseNotice(b)
+	if err != nil || n.Remote.String() != client.LocalAddr().String() || n.Local.Port() != uint16(port) {
+		t.Fatalf("notice %+v, %v; client %s", n, err, client.LocalAddr())
+	}
+	client.Write([]byte("ping"))
+	if _, err := io.ReadFull(nc, b[:4]); err != nil || string(b[:4]) != "ping" {
+		t.Fatalf("node read %q, %v", b[:4], err)
+	}
+	nc.Write([]byte("pong"))
+	if _, err := io.ReadFull(client, b[:4]); err != nil || string(b[:4]) != "pong" {
+		t.Fatalf("client read %q, %v", b[:4], err)
+	}
+	ctl.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if !strings.Contains(f.log.String(), "stopped listening") {
+			if time.Now().After(deadline) {
+				t.Fatalf("the gateway still listens after the node closed its control connection:\n%s", f.log)
+			}
+			continue
+		}
+		break
+	}
+	if _, err := net.Dial("tcp", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String()); !errors.Is(err, unix.ECONNREFUSED) {
+		t.Errorf("connect after the node stopped listening: %v, want ECONNREFUSED", err)
 	}
 }

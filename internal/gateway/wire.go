@@ -29,6 +29,7 @@ var (
 	magicChallenge = [4]byte{'O', 'S', 'F', 'G'}
 	magicRequest   = [4]byte{'O', 'S', 'F', 'Q'}
 	magicReply     = [4]byte{'O', 'S', 'F', 'A'}
+	magicNotice    = [4]byte{'O', 'S', 'F', 'N'}
 )
 
 // macLabel starts the data every request MAC covers, so that a MAC made
@@ -38,12 +39,14 @@ const macLabel = "osfgw1"
 // Op is what a request asks the gateway to do.
 type Op uint8
 
-// The operations. Only OpConnect is implemented by osfgw; the others are
-// reserved (answered with EOPNOTSUPP).
+// The operations.
 const (
+	// OpConnect asks the gateway to connect to Request.Dest.
 	OpConnect Op = 1
-	OpListen  Op = 2
-	OpAttach  Op = 3
+	// OpListen asks the gateway to listen on Request.Dest (an unspecified
+	// address: every address of the gateway) and to deliver each
+	// connection it accepts to the node's NodePort, prefixed by a Notice.
+	OpListen Op = 2
 )
 
 // ErrMalformed is wrapped by every parse error: the bytes are not a
@@ -74,12 +77,15 @@ func ParseChallenge(b []byte) (Challenge, error) {
 	return c, nil
 }
 
-// Request asks the gateway to connect to Dest.
+// Request asks the gateway to connect to Dest, or to listen on it.
 type Request struct {
 	Op   Op
 	Dest netip.AddrPort
 	// Timeout bounds the gateway's connect; 0 leaves it to the gateway.
 	Timeout time.Duration
+	// NodePort is, for OpListen, the port of the node's own listener,
+	// where the gateway delivers the connections it accepts.
+	NodePort uint16
 }
 
 // Marshal returns the request's wire form, authenticated with key over the
@@ -90,6 +96,7 @@ func (r Request) Marshal(key []byte, nonce [NonceSize]byte) []byte {
 	b[4] = Version
 	b[5] = byte(r.Op)
 	putAddr(b[6:], b[8:], b[16:32], r.Dest)
+	binary.BigEndian.PutUint16(b[10:], r.NodePort)
 	binary.BigEndian.PutUint32(b[12:], uint32(min(r.Timeout.Milliseconds(), 1<<31)))
 	copy(b[32:], mac(key, nonce, b[:32]))
 	return b
@@ -114,7 +121,48 @@ func ParseRequest(b []byte, key []byte, nonce [NonceSize]byte) (Request, error) 
 	}
 	r.Dest = dest
 	r.Timeout = time.Duration(binary.BigEndian.Uint32(b[12:])) * time.Millisecond
+	r.NodePort = binary.BigEndian.Uint16(b[10:])
 	return r, nil
+}
+
+// NoticeSize is the size of a Notice.
+const NoticeSize = 48
+
+// Notice starts each connection a listening gateway delivers to a node:
+// the addresses of the connection the gateway accepted, which the node's
+// accept and getpeername/getsockname report.
+type Notice struct {
+	// Remote is the client that connected to the gateway.
+	Remote netip.AddrPort
+	// Local is the gateway's address on that connection.
+	Local netip.AddrPort
+}
+
+// Marshal returns the notice's wire form: magic "OSFN", version, the
+// families of Remote and Local, a zero byte, their ports, four zero bytes,
+// their addresses (16 bytes each).
+func (n Notice) Marshal() []byte {
+	b := make([]byte, NoticeSize)
+	copy(b, magicNotice[:])
+	b[4] = Version
+	putAddr(b[5:], b[8:], b[16:32], n.Remote)
+	putAddr(b[6:], b[10:], b[32:48], n.Local)
+	return b
+}
+
+// ParseNotice parses a notice of exactly NoticeSize bytes.
+func ParseNotice(b []byte) (Notice, error) {
+	var n Notice
+	if len(b) != NoticeSize || [4]byte(b[:4]) != magicNotice || b[4] != Version {
+		return n, fmt.Errorf("gateway: parse notice: %w", ErrMalformed)
+	}
+	var ok1, ok2 bool
+	n.Remote, ok1 = getAddr(b[5], b[8:], b[16:32])
+	n.Local, ok2 = getAddr(b[6], b[10:], b[32:48])
+	if !ok1 || !ok2 {
+		return n, fmt.Errorf("gateway: parse notice: address family: %w", ErrMalformed)
+	}
+	return n, nil
 }
 
 // ErrAuth means a request's MAC did not verify: the node holds another key.

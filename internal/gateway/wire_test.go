@@ -47,6 +47,14 @@ func TestReplyChallengeRoundTrip(t *testing.T) {
 			t.Errorf("%+v: got %+v, %v", r, got, err)
 		}
 	}
+	n := Notice{Remote: netip.MustParseAddrPort("198.51.100.7:40000"), Local: netip.MustParseAddrPort("[fd00::1]:8080")}
+	if got, err := ParseNotice(n.Marshal()); err != nil || got != n {
+		t.Errorf("notice: %+v, %v", got, err)
+	}
+	lr := Request{Op: OpListen, Dest: netip.MustParseAddrPort("0.0.0.0:8080"), NodePort: 8081}
+	if got, err := ParseRequest(lr.Marshal([]byte("k"), [NonceSize]byte{}), []byte("k"), [NonceSize]byte{}); err != nil || got != lr {
+		t.Errorf("listen request: %+v, %v", got, err)
+	}
 	var c Challenge
 	c.Nonce[31] = 9
 	if got, err := ParseChallenge(c.Marshal()); err != nil || got != c {
@@ -84,5 +92,6 @@ func FuzzParse(f *testing.F) {
 		ParseRequest(b, []byte("k"), nonce)
 		ParseReply(b)
 		ParseChallenge(b)
+		ParseNotice(b)
 	})
 }

@@ -85,6 +85,8 @@ func (c *Config) explainQuery(b *strings.Builder, q Query) {
 	d := c.Decide(q)
 	fmt.Fprintf(b, "  => %s\n", resultText(n.Role, d))
 	switch {
+	case d.Transport == Gateway && n.Role == Server:
+		b.WriteString("     note: the gateway listens on the same port and hands each connection it accepts to this listener\n")
 	case d.Transport == Gateway:
 		b.WriteString("     note: the gateway connects to the destination over kernel TCP on this node's behalf; a dead gateway is skipped\n")
 	case d.Transport != Kernel && n.Role == Client:
@@ -109,7 +111,7 @@ func resultText(role Role, d Decision) string {
 	case RDMA:
 		return "rdma" + listener + " via " + d.Device + ": offloaded"
 	case Gateway:
-		return "gateway " + d.Gateways + ": through the gateway (rule " + strconv.Itoa(d.Rule) + ")"
+		return "gateway " + d.Gateways + listener + ": through the gateway (rule " + strconv.Itoa(d.Rule) + ")"
 	}
 	s := "shm" + listener + ": offloaded"
 	switch {

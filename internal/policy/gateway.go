@@ -9,9 +9,12 @@ import (
 
 // The action "gateway" sends matching connections through osfgw gateways:
 //
-//	gateway GW[,GW...] [client [program]] target      GW = IPv4:PORT | [IPv6]:PORT
+//	gateway GW[,GW...] [role [program]] target      GW = IPv4:PORT | [IPv6]:PORT
 //
-// It applies to clients only (connect); the role may be omitted.
+// For a client (connect) the gateway connects to the target on the node's
+// behalf; for a server (listen) the gateway listens on the same port and
+// hands each connection it accepts to the node's listener. The role
+// defaults to client.
 
 // maxGateways bounds the gateways of one rule.
 const maxGateways = 8
@@ -21,9 +24,9 @@ const maxGateways = 8
 func parseGatewayRule(r Rule, f []string) (Rule, error) {
 	switch {
 	case len(f) < 3:
-		return Rule{}, errors.New("want gateway GW[,GW...] [client [program]] target")
+		return Rule{}, errors.New("want gateway GW[,GW...] [role [program]] target")
 	case len(f) > 5:
-		return Rule{}, fmt.Errorf("%d fields, want gateway GW[,GW...] [client [program]] target", len(f))
+		return Rule{}, fmt.Errorf("%d fields, want gateway GW[,GW...] [role [program]] target", len(f))
 	}
 	gws, err := parseGateways(f[1])
 	if err != nil {
@@ -32,9 +35,6 @@ func parseGatewayRule(r Rule, f []string) (Rule, error) {
 	r.Role = Client
 	if err := r.parseRest(f[2:]); err != nil {
 		return Rule{}, err
-	}
-	if r.Role != Client {
-		return Rule{}, fmt.Errorf("gateway rules are for clients only, not %s (listening through a gateway is not supported yet)", r.Role)
 	}
 	texts := make([]string, len(gws))
 	for i, g := range gws {

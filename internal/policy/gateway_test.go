@@ -49,7 +49,12 @@ func TestGatewayRule(t *testing.T) {
 	}
 	d = c.Decide(policy.Query{Role: policy.Server, Addr: netip.MustParseAddrPort("10.0.2.2:80"), IsLocal: fakeIsLocal})
 	if d.Transport == policy.Gateway {
-		t.Errorf("a listener matched a gateway rule: %+v", d)
+		t.Errorf("a listener matched a client gateway rule: %+v", d)
+	}
+	c = config(t, "OSF_ROUTES=gateway 10.0.1.1:7000 server *:8080")
+	d = c.Decide(policy.Query{Role: policy.Server, Addr: netip.MustParseAddrPort("0.0.0.0:8080")})
+	if d.Transport != policy.Gateway || d.Rule != 1 {
+		t.Errorf("listener: Decide = %+v, want gateway rule 1", d)
 	}
 }
 
@@ -59,8 +64,7 @@ func TestGatewayRuleMalformed(t *testing.T) {
 		"gateway 10.0.0.1 *",
 		"gateway 10.0.0.1:0 *",
 		"gateway 0.0.0.0:7000 *",
-		"gateway 10.0.0.1:7000 server *",
-		"gateway 10.0.0.1:7000 both * *",
+		"gateway 10.0.0.1:7000 bogus *",
 		"gateway 10.0.0.1:7000, *",
 		"gateway 1.1.1.1:1,1.1.1.1:2,1.1.1.1:3,1.1.1.1:4,1.1.1.1:5,1.1.1.1:6,1.1.1.1:7,1.1.1.1:8,1.1.1.1:9 *",
 	} {
