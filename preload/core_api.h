@@ -76,11 +76,15 @@ struct osf_core_listen_in {
 };
 
 struct osf_core_listen_out {
-	int32_t fd;           /* companion listener, -1 when kernel only */
+	int32_t fd;           /* companion listener, -1 when kernel only; with
+				 gw: the control connection to the gateway */
 	int32_t rule;
 	int32_t reason;       /* enum osf_reason when fd is -1 */
 	int32_t reason_errno;
 	char detail[96];
+	int32_t gw;           /* 1: a gateway rule decided (preload/gateway.c) */
+	int32_t pad;
+	uint8_t gateway[28];  /* gw: the gateway's sockaddr */
 };
 
 /* Outcomes of connect. */

@@ -184,6 +184,10 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 		record_kernel(fd, OSF_ROLE_LISTENER, core_reason(rc), -1, rc, NULL, 0);
 		return;
 	}
+	if (out.gw) {
+		osf_gateway_listen(fd, &out, &ss, sl);
+		return;
+	}
 	if (out.fd < 0) {
 		record_kernel(fd, OSF_ROLE_LISTENER, out.reason, out.rule,
 			      out.reason_errno, NULL, 0);
@@ -524,6 +528,8 @@ OSF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		return accept_offload(fd, e, sa, len, flags);
 	nfd = REAL(accept4)(fd, sa, len, flags);
 	accepted(fd, nfd, flags, sa, len);
+	if (unlikely(e->transport == OSF_TP_GATEWAY))
+		osf_gateway_accepted(e, nfd, sa, len);
 	return nfd;
 }
 
@@ -538,6 +544,8 @@ OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 		return accept_offload(fd, e, sa, len, 0);
 	nfd = REAL(accept)(fd, sa, len);
 	accepted(fd, nfd, 0, sa, len);
+	if (unlikely(e->transport == OSF_TP_GATEWAY))
+		osf_gateway_accepted(e, nfd, sa, len);
 	return nfd;
 }
 
@@ -576,8 +584,12 @@ OSF_EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || !osf_kind_is_conn(e->kind)))
+	if (likely(!e || !osf_kind_is_conn(e->kind))) {
+		if (unlikely(e && e->transport == OSF_TP_GATEWAY &&
+			     e->kind == OSF_FD_KERNEL && e->role == OSF_ROLE_SERVER))
+			return osf_gateway_getname(fd, e, 0, sa, len);
 		return REAL(getsockname)(fd, sa, len);
+	}
 	return osf_conn_getname(fd, e, 0, sa, len);
 }
 
@@ -588,7 +600,7 @@ OSF_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 	if (likely(!e || !osf_kind_is_conn(e->kind))) {
 		if (unlikely(e && e->transport == OSF_TP_GATEWAY &&
 			     e->kind == OSF_FD_KERNEL))
-			return osf_gateway_getpeername(e, sa, len);
+			return osf_gateway_getname(fd, e, 1, sa, len);
 		return REAL(getpeername)(fd, sa, len);
 	}
 	return osf_conn_getname(fd, e, 1, sa, len);

@@ -198,6 +198,18 @@ while True:
         print("send ended:", type(e).__name__, flush=True)
 `
 
+// gwNames accepts one connection on port 8081 and prints the address accept
+// returned and the socket's names, then echoes what it reads.
+const gwNames = `
+import socket
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("0.0.0.0", 8081)); ls.listen(4)
+print("listening", flush=True)
+c, a = ls.accept()
+print("accept %s:%d peer %s:%d local %s:%d" % (a + c.getpeername() + c.getsockname()), flush=True)
+c.sendall(c.recv(10)); c.close()
+`
+
 // gwNodeReader connects and reads until the end; it prints how the stream
 // ended: "eof N" or "reset N".
 const gwNodeReader = `
@@ -500,5 +512,69 @@ func TestGatewayRedis(t *testing.T) {
 	}
 	if n := strings.Count(gw.Stderr(), "-> "+gwOutAddr+":6379: connected"); n < 12 {
 		t.Errorf("osfgw relayed %d connections, want at least 12 (10 benchmark clients, 2 redis-cli):\n%s", n, gw.Stderr())
+	}
+}
+
+// TestGatewayListen runs an HTTP server on the node with a gateway rule for
+// servers: the gateway listens on the same port, and curl on the outside
+// host downloads 10 MiB from the gateway's address; the server sees the
+// outside client as its peer, osfstat shows its listener on transport
+// gateway; when the server dies the gateway stops listening.
+func TestGatewayListen(t *testing.T) {
+	t.Parallel()
+	g := newGatewayNet(t)
+	curl := testutil.Tool(t, "curl")
+	www := t.TempDir()
+	_, sum := testutil.WriteRandomFile(t, www, "blob", 10<<20)
+	gw := g.startGateway(t, gwPort, "--allow-listen", "*:8080-8081")
+	env := []string{"OSF_ROUTES=gateway " + gwAddr + ":" + gwPort + " server * *:8080-8081", "OSF_GATEWAY_KEY=" + g.key}
+	srv := g.node.cmd(t, env, python(t), "-u", "-m", "http.server", "8080", "--bind", "0.0.0.0", "-d", www).Start()
+	srv.WaitOutput("Serving HTTP", 20*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(gw.Stderr(), "listening on 0.0.0.0:8080 for the node's "+gwNodeAddr+":8080"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("osfgw does not listen for the node:\n%s\nserver: %s", gw.Stderr(), srv.Stderr())
+		}
+	}
+	socks := testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportGateway)
+	if socks[0].Gateway != gwAddr+":"+gwPort {
+		t.Errorf("osfstat: listener's gateway %q, want %s:%s", socks[0].Gateway, gwAddr, gwPort)
+	}
+	out := filepath.Join(t.TempDir(), "blob")
+	url := "http://10.88.2.1:8080/blob"
+	if r := g.out.plain(t, curl, "-sS", "-o", out, url).Run(60 * time.Second); !r.OK() {
+		t.Fatalf("curl from outside through the gateway: %s\nosfgw: %s", r, gw.Stderr())
+	}
+	if got := testutil.SHA256File(t, out); got != sum {
+		t.Fatalf("sha256 %s, want %s", got, sum)
+	}
+	if !strings.Contains(srv.Stderr(), gwOutAddr+" - - ") {
+		t.Errorf("the server did not see the outside client %s as its peer:\n%s", gwOutAddr, srv.Stderr())
+	}
+	// The accepted socket's names are those of the gateway's connection:
+	// the outside client as peer, the gateway's outside address as local.
+	dir := t.TempDir()
+	names := g.node.cmd(t, env, python(t), "-u", writeScript(t, dir, "names.py", gwNames)).Start()
+	names.WaitOutput("listening", 20*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(gw.Stderr(), "listening on 0.0.0.0:8081"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("osfgw does not listen on 8081 for the node:\n%s", gw.Stderr())
+		}
+	}
+	cl := g.out.plain(t, python(t), "-c", `import socket; s = socket.create_connection(("10.88.2.1", 8081)); print("client %s:%d" % s.getsockname()); s.sendall(b"hi"); print(s.recv(10).decode())`).Run(20 * time.Second)
+	r := names.Wait(20 * time.Second)
+	client := strings.TrimPrefix(strings.SplitN(strings.TrimSpace(cl.Stdout), "\n", 2)[0], "client ")
+	if !cl.OK() || !strings.Contains(cl.Stdout, "hi") || !strings.Contains(r.Stdout, "accept "+client+" peer "+client+" local 10.88.2.1:8081") {
+		t.Errorf("names on the node: client %s\n%s\nnode: %s", cl, client, r)
+	}
+	if err := srv.Signal(unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(gw.Stderr(), "stopped listening on 0.0.0.0:8080"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("osfgw still listens after the node's server died:\n%s", gw.Stderr())
+		}
+	}
+	if r := g.out.plain(t, curl, "-sS", "-o", "/dev/null", url).Run(20 * time.Second); r.ExitCode != 7 {
+		t.Errorf("curl after the server died: want exit 7 (refused), got %s", r)
 	}
 }

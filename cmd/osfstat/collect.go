@@ -207,7 +207,11 @@ func (c *collector) kernel(s *Socket, pid int, e fdtable.Entry) {
 		s.Peer = row.remote.String()
 	}
 	s.RecvQ, s.SendQ = ptr(row.recvQ), ptr(row.sendQ)
-	if e.Transport == fdtable.TransportGateway && row.remote.IsValid() {
+	switch {
+	case e.Transport != fdtable.TransportGateway:
+	case e.Role == fdtable.RoleListener: // the table's peer is the gateway
+		s.Gateway, s.GatewayLeg, s.Peer = s.Peer, tpKernel, ""
+	case row.remote.IsValid():
 		s.Gateway, s.GatewayLeg = row.remote.String(), tpKernel
 	}
 }

@@ -32,6 +32,9 @@ func osfcore_listen(in *C.struct_osf_core_listen_in, out *C.struct_osf_core_list
 	}
 	d := core.cfg.Decide(query(policy.Server, ap))
 	out.rule = C.int32_t(d.Rule)
+	if d.Transport == policy.Gateway {
+		return gatewayListen(out, ap, d)
+	}
 	if d.Transport == policy.Kernel {
 		out.reason = C.int32_t(d.Reason)
 		core.log.Debugf("listen %s: %s", ap, d)

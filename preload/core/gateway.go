@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"time"
@@ -41,15 +42,7 @@ func gatewayConnect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_con
 	out.status = C.OSF_CORE_GATEWAY
 	putSockaddr(&out.peer, dst)
 	out.gw_wait_ms = C.uint32_t((core.cfg.GatewayTimeout + core.cfg.ConnectTimeout).Milliseconds())
-	gw.once.Do(func() {
-		gw.deadTil = make(map[netip.AddrPort]time.Time)
-		if core.cfg.GatewayKey == "" {
-			gw.keyErr = errors.New("OSF_GATEWAY_KEY is not set")
-			return
-		}
-		gw.key, gw.keyErr = gateway.LoadKey(core.cfg.GatewayKey)
-	})
-	if gw.keyErr != nil {
+	if loadGatewayKey() != nil {
 		core.log.Errorf("connect %s through a gateway (rule %d): %v", dst, d.Rule, gw.keyErr)
 		out.reason_errno = C.int32_t(unix.EACCES)
 		return 0
@@ -83,6 +76,83 @@ func gatewayConnect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_con
 	core.log.Errorf("connect %s: no gateway of rule %d reachable (%s): %v", dst, d.Rule, d.Gateways, last)
 	out.reason_errno = C.int32_t(unix.ENETUNREACH)
 	return 0
+}
+
+// loadGatewayKey reads the key once; it returns why there is none.
+func loadGatewayKey() error {
+	gw.once.Do(func() {
+		gw.deadTil = make(map[netip.AddrPort]time.Time)
+		if core.cfg.GatewayKey == "" {
+			gw.keyErr = errors.New("OSF_GATEWAY_KEY is not set")
+			return
+		}
+		gw.key, gw.keyErr = gateway.LoadKey(core.cfg.GatewayKey)
+	})
+	return gw.keyErr
+}
+
+// gatewayListen asks one of the decision's gateways to listen on the
+// listener's port and deliver connections to it, over a control connection
+// it hands to C (which hides it and closes it with the listener). On
+// failure the listener stays a node-local kernel listener, and the reason
+// says why.
+func gatewayListen(out *C.struct_osf_core_listen_out, ap netip.AddrPort, d policy.Decision) C.int {
+	out.gw = 1
+	fail := func(errno unix.Errno, err error) C.int {
+		out.reason = C.int32_t(policy.ReasonHandshake)
+		out.reason_errno = C.int32_t(errno)
+		setDetail(&out.detail, "gateway: "+err.Error())
+		core.log.Errorf("listen %s through a gateway (rule %d): %v", ap, d.Rule, err)
+		return 0
+	}
+	if err := loadGatewayKey(); err != nil {
+		return fail(unix.EACCES, err)
+	}
+	bind := netip.AddrPortFrom(netip.IPv4Unspecified(), ap.Port())
+	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
+		bind = netip.AddrPortFrom(netip.IPv6Unspecified(), ap.Port())
+	}
+	req := gateway.Request{Op: gateway.OpListen, Dest: bind, NodePort: ap.Port()}
+	var last error = errors.New("no gateway")
+	lastErrno := unix.ENETUNREACH
+	for _, g := range gatewayOrder(policy.GatewayAddrs(d.Gateways)) {
+		family := unix.AF_INET
+		if !g.Addr().Is4() {
+			family = unix.AF_INET6
+		}
+		fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+		if err != nil {
+			return fail(errnoOr(err, unix.EMFILE), err)
+		}
+		r, err := gatewayListenOffer(fd, family == unix.AF_INET6, g, req)
+		switch {
+		case err != nil:
+			gw.deadTil[g] = time.Now().Add(deadFor)
+			last, lastErrno = fmt.Errorf("%s: %w", g, err), unix.ENETUNREACH
+		case r.Errno != 0:
+			last, lastErrno = fmt.Errorf("%s refused: %w", g, r.Errno), r.Errno
+		default:
+			out.fd = C.int32_t(fd)
+			putSockaddr(&out.gateway, g)
+			core.log.Infof("listen %s: gateway %s listens on %s for it (rule %d)", ap, g, r.Local, d.Rule)
+			return 0
+		}
+		unix.Close(fd)
+	}
+	return fail(lastErrno, last)
+}
+
+// gatewayListenOffer sends a LISTEN request over fd and reads the reply.
+func gatewayListenOffer(fd int, v6 bool, g netip.AddrPort, req gateway.Request) (gateway.Reply, error) {
+	if err := gatewayOffer(fd, v6, g, req); err != nil {
+		return gateway.Reply{}, err
+	}
+	deadline := time.Now().Add(core.cfg.ConnectTimeout)
+	b := make([]byte, gateway.ReplySize)
+	if err := readFull(fd, b, deadline, "reply"); err != nil {
+		return gateway.Reply{}, err
+	}
+	return gateway.ParseReply(b)
 }
 
 // gatewayOrder returns gws starting at the next one in turn, the ones
@@ -133,20 +203,8 @@ func gatewayOffer(fd int, v6 bool, g netip.AddrPort, req gateway.Request) error 
 		return err
 	}
 	b := make([]byte, gateway.ChallengeSize)
-	for got := 0; got < len(b); {
-		if err := waitFD(fd, unix.POLLIN, deadline); err != nil {
-			return err
-		}
-		n, _, err := unix.Recvfrom(fd, b[got:], unix.MSG_DONTWAIT)
-		switch {
-		case err == unix.EAGAIN || err == unix.EINTR:
-		case err != nil:
-			return err
-		case n == 0:
-			return errors.New("closed before its challenge")
-		default:
-			got += n
-		}
+	if err := readFull(fd, b, deadline, "challenge"); err != nil {
+		return err
 	}
 	ch, err := gateway.ParseChallenge(b)
 	if err != nil {
@@ -158,6 +216,27 @@ func gatewayOffer(fd int, v6 bool, g netip.AddrPort, req gateway.Request) error 
 		err = errors.New("short write of the request")
 	}
 	return err
+}
+
+// readFull reads len(b) bytes of the gateway's message what from the
+// non-blocking fd by the deadline.
+func readFull(fd int, b []byte, deadline time.Time, what string) error {
+	for got := 0; got < len(b); {
+		if err := waitFD(fd, unix.POLLIN, deadline); err != nil {
+			return err
+		}
+		n, _, err := unix.Recvfrom(fd, b[got:], unix.MSG_DONTWAIT)
+		switch {
+		case err == unix.EAGAIN || err == unix.EINTR:
+		case err != nil:
+			return err
+		case n == 0:
+			return errors.New("closed before its " + what)
+		default:
+			got += n
+		}
+	}
+	return nil
 }
 
 // errTimeout is a step with a gateway that took too long.
