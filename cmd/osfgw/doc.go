@@ -3,12 +3,14 @@
 // shared key, and ask it to connect to the destination over kernel TCP from
 // its own interfaces; osfgw then relays both directions with splice,
 // keeping TCP's semantics end to end (connect errors as the same errno,
-// half-close, reset, back-pressure). The protocol is in
+// half-close, reset, back-pressure). With --allow-listen, nodes may also
+// ask it to listen on a port and deliver the connections it accepts to
+// their own listener. The protocol is in
 // docs/ARCHITECTURE.md, "Gateways".
 //
 // Usage:
 //
-//	osfgw --listen 10.0.1.1:7000 --key /etc/osf/gateway.key --allow '10.0.2.0/24:80' --allow '*:443'
+//	osfgw --listen 10.0.1.1:7000 --key /etc/osf/gateway.key --allow '10.0.2.0/24:80' --allow '*:443' --allow-listen '*:8080'
 //	osfgw --status [--listen ADDR:PORT] [--json]
 //
 // The allow-list is never open by default: a destination no --allow entry
