@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ const (
 	gwNodeAddr = "10.88.1.2"
 	gwAddr     = "10.88.1.1"
 	gwOutAddr  = "10.88.2.2"
+	gwOutAddr6 = "fd88:2::2"
 	gwPort     = "7000"
 )
 
@@ -67,6 +69,9 @@ func newGatewayNet(t *testing.T) *gatewayNet {
 		run("-n", x.ns, "link", "set", x.dev, "up")
 		run("-n", x.ns, "link", "set", "lo", "up")
 	}
+	// IPv6 between the gateway and the outside only.
+	run("-n", ns[1], "addr", "add", "fd88:2::1/64", "dev", vh, "nodad")
+	run("-n", ns[2], "addr", "add", gwOutAddr6+"/64", "dev", vo, "nodad")
 	g := &gatewayNet{dir: t.TempDir()}
 	g.node = place{name: ns[0], prefix: []string{ip, "netns", "exec", ns[0]}}
 	g.gw = place{name: ns[1], prefix: []string{ip, "netns", "exec", ns[1]}}
@@ -103,7 +108,7 @@ func (g *gatewayNet) startGateway(t *testing.T, port string, args ...string) *te
 // nodeEnv is the osf configuration of a node that reaches 10.88.0.0/16
 // through the gateways gws.
 func (g *gatewayNet) nodeEnv(gws, key string) []string {
-	return []string{"OSF_ROUTES=gateway " + gws + " 10.88.0.0/16", "OSF_GATEWAY_KEY=" + key, "OSF_GATEWAY_TIMEOUT_MS=5000"}
+	return []string{"OSF_ROUTES=gateway " + gws + " 10.88.0.0/16; gateway " + gws + " [fd88::/16]", "OSF_GATEWAY_KEY=" + key, "OSF_GATEWAY_TIMEOUT_MS=5000"}
 }
 
 // gwStatus is what osfgw --status --json prints.
@@ -137,7 +142,9 @@ func (g *gatewayNet) status(t *testing.T) gwStatus {
 const gwProbe = `
 import socket, sys, errno, select, hashlib
 host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-s = socket.socket()
+s = socket.socket(socket.AF_INET6 if ":" in host or mode == "v6" else socket.AF_INET)
+if mode == "v6" and ":" not in host:
+    host = "::ffff:" + host
 name = lambda e: errno.errorcode.get(e, str(e))
 if mode == "nb":
     s.setblocking(False)
@@ -154,7 +161,7 @@ try:
     s.connect((host, port))
 except OSError as e:
     print("error", name(e.errno)); sys.exit(0)
-print("connected %s:%d" % s.getpeername(), flush=True)
+print("connected %s:%d" % s.getpeername()[:2], flush=True)
 if mode == "echo":
     data = sys.stdin.buffer.read()
     s.sendall(data)
@@ -172,12 +179,12 @@ if mode == "echo":
 // connection fails and says how it ended.
 const gwOutServer = `
 import socket, sys, hashlib, time, struct
-ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind((sys.argv[1], int(sys.argv[2]))); ls.listen(16)
 print("listening", flush=True)
 while True:
     c, peer = ls.accept()
-    print("accepted %s:%d" % peer, flush=True)
+    print("accepted %s:%d" % peer[:2], flush=True)
     if sys.argv[3] == "sink":
         h = hashlib.sha256(); n = 0
         while True:
@@ -337,7 +344,9 @@ func TestGatewayErrors(t *testing.T) {
 	probe := writeScript(t, dir, "probe.py", gwProbe)
 	sink := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8080", "sink").Start()
 	sink.WaitOutput("listening", 10*time.Second)
-	gw := g.startGateway(t, gwPort, "--allow", "10.0.0.0/8:8000-9000")
+	sink6 := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr6, "8080", "sink").Start()
+	sink6.WaitOutput("listening", 10*time.Second)
+	gw := g.startGateway(t, gwPort, "--allow", "10.0.0.0/8:8000-9000", "--allow", "[fd88::/16]:8000-9000")
 	good := gwAddr + ":" + gwPort
 	wrongKey := g.writeKey(t, "wrong", "another-secret-of-enough-length")
 	for _, tt := range []struct {
@@ -354,9 +363,11 @@ func TestGatewayErrors(t *testing.T) {
 		{"nonblocking", good, g.key, gwOutAddr + ":8080", "nb", "", "connect EINPROGRESS\nso_error 0\nconnected " + gwOutAddr + ":8080"},
 		{"nonblocking-refused", good, g.key, gwOutAddr + ":8081", "nb", "", "connect ECONNREFUSED"},
 		{"half-close", good, g.key, gwOutAddr + ":8080", "echo", "hello through the gateway", "reply 25 "},
+		{"ipv6-destination", good, g.key, "[" + gwOutAddr6 + "]:8080", "echo", "over IPv6 outside", "reply 17 "},
+		{"ipv6-socket-v4-gateway", good, g.key, gwOutAddr + ":8080", "v6", "", "connected ::ffff:" + gwOutAddr + ":8080"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			host, port, _ := strings.Cut(tt.dst, ":")
+			host, port, _ := net.SplitHostPort(tt.dst)
 			c := g.node.cmd(t, g.nodeEnv(tt.gws, tt.key), python(t), probe, host, port, tt.mode)
 			c.Cmd.Stdin = strings.NewReader(tt.stdin)
 			r := c.Run(30 * time.Second)
