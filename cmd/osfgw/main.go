@@ -288,6 +288,10 @@ func (g *gw) listen(ctl *net.TCPConn, req gateway.Request) {
 	nodeAddr, _ := netip.ParseAddrPort(from)
 	nodeListener := netip.AddrPortFrom(nodeAddr.Addr(), req.NodePort).String()
 	g.log.Printf("node %s: listening on %s for the node's %s", from, bound, nodeListener)
+	st := g.add(from, bound)
+	st.local = nodeListener
+	st.state.Store(stateListen)
+	defer g.remove(st)
 	go func() { // the node closes the control connection: stop listening
 		io.Copy(io.Discard, ctl)
 		ln.Close()

@@ -273,6 +273,9 @@ func TestListen(t *testing.T) {
 	if err != nil || r.Errno != 0 || r.Local.Port() != uint16(port) {
 		t.Fatalf("listen: %+v, %v", r, err)
 	}
+	if st := f.g.snapshot(); len(st.Connections) != 1 || st.Connections[0].State != "LISTEN" {
+		t.Errorf("status while listening: %+v", st)
+	}
 	client, err := net.Dial("tcp", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String())
 	if err != nil {
 		t.Fatal(err)

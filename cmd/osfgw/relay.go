@@ -23,6 +23,7 @@ const (
 	stateNodeFin // the node shut down writing; the destination still sends
 	stateDestFin // the destination shut down writing; the node still sends
 	stateClosing // both did
+	stateListen  // a node's listen: node, the address listened on, local the node's listener
 )
 
 func (s state) String() string {
@@ -37,6 +38,8 @@ func (s state) String() string {
 		return "DEST-FIN"
 	case stateClosing:
 		return "CLOSING"
+	case stateListen:
+		return "LISTEN"
 	}
 	return fmt.Sprintf("state(%d)", int32(s))
 }
