@@ -97,8 +97,12 @@ int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		osf_fdt_touch();
 	}
 	fl = REAL(fcntl)(fd, F_GETFL, NULL);
-	if (fl >= 0 && (fl & O_NONBLOCK)) /* as TCP: in progress, then done */
+	if (fl >= 0 && (fl & O_NONBLOCK)) { /* as TCP: in progress, then done;
+					       the next connect returns 0 */
+		if (e)
+			e->flags |= OSF_FDF_INPROGRESS;
 		return OSF_FAIL(EINPROGRESS);
+	}
 	return 0;
 }
 

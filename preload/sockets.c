@@ -370,6 +370,11 @@ OSF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		}
 		return OSF_FAIL(EISCONN);
 	}
+	if (unlikely(e->transport == OSF_TP_GATEWAY &&
+		     (e->flags & OSF_FDF_INPROGRESS))) { /* as for TCP */
+		e->flags &= ~OSF_FDF_INPROGRESS;
+		return 0;
+	}
 	if (e->kind != OSF_FD_INET || !osf_on() || !sa ||
 	    (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
 		return REAL(connect)(fd, sa, len);

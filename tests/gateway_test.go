@@ -156,12 +156,15 @@ if mode == "nb":
         print("so_error", name(e))
         if e == 0:
             print("connected %s:%d" % s.getpeername())
+            print("again", name(s.connect_ex((host, port))), name(s.connect_ex((host, port))))
     sys.exit(0)
 try:
     s.connect((host, port))
 except OSError as e:
     print("error", name(e.errno)); sys.exit(0)
 print("connected %s:%d" % s.getpeername()[:2], flush=True)
+if mode == "b":
+    print("again", name(s.connect_ex((host, port))))
 if mode == "echo":
     data = sys.stdin.buffer.read()
     s.sendall(data)
@@ -352,7 +355,7 @@ func TestGatewayErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name, gws, key, dst, mode, stdin, want string
 	}{
-		{"connected", good, g.key, gwOutAddr + ":8080", "b", "", "connected " + gwOutAddr + ":8080"},
+		{"connected", good, g.key, gwOutAddr + ":8080", "b", "", "connected " + gwOutAddr + ":8080\nagain EISCONN"},
 		{"refused", good, g.key, gwOutAddr + ":8081", "b", "", "error ECONNREFUSED"},
 		{"net-unreachable", good, g.key, "10.99.0.1:8080", "b", "", "error ENETUNREACH"},
 		{"host-unreachable", good, g.key, "10.88.2.99:8080", "b", "", "error EHOSTUNREACH"},
@@ -360,7 +363,7 @@ func TestGatewayErrors(t *testing.T) {
 		{"wrong-key", good, wrongKey, gwOutAddr + ":8080", "b", "", "error EACCES"},
 		{"no-gateway", gwAddr + ":7999", g.key, gwOutAddr + ":8080", "b", "", "error ENETUNREACH"},
 		{"dead-gateway-skipped", gwAddr + ":7999," + good, g.key, gwOutAddr + ":8080", "b", "", "connected " + gwOutAddr + ":8080"},
-		{"nonblocking", good, g.key, gwOutAddr + ":8080", "nb", "", "connect EINPROGRESS\nso_error 0\nconnected " + gwOutAddr + ":8080"},
+		{"nonblocking", good, g.key, gwOutAddr + ":8080", "nb", "", "connect EINPROGRESS\nso_error 0\nconnected " + gwOutAddr + ":8080\nagain 0 EISCONN"},
 		{"nonblocking-refused", good, g.key, gwOutAddr + ":8081", "nb", "", "connect ECONNREFUSED"},
 		{"half-close", good, g.key, gwOutAddr + ":8080", "echo", "hello through the gateway", "reply 25 "},
 		{"ipv6-destination", good, g.key, "[" + gwOutAddr6 + "]:8080", "echo", "over IPv6 outside", "reply 17 "},

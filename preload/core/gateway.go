@@ -198,6 +198,11 @@ func gatewayOffer(fd int, v6 bool, g netip.AddrPort, req gateway.Request) error 
 				err = unix.Errno(soerr)
 			}
 		}
+		if err == nil {
+			// Completes the socket's connect as the kernel sees it, so
+			// that the application's next connect says EISCONN.
+			unix.Connect(fd, sa)
+		}
 	}
 	if err != nil {
 		return err
