@@ -96,13 +96,18 @@ func (g *gatewayNet) startGateway(t *testing.T, port string, args ...string) *te
 	t.Helper()
 	all := append([]string{"--listen", gwAddr + ":" + port, "--key", g.key}, args...)
 	p := g.gw.plain(t, testutil.Bin(t, "osfgw"), all...).Start()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.Stderr(), "listening on"); {
-		if p.Exited() || time.Now().After(deadline) {
-			t.Fatalf("osfgw did not start: %s", p.Stderr())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitStderr(t, p, "listening on", 10*time.Second)
 	return p
+}
+
+// waitStderr waits until p's standard error contains substr.
+func waitStderr(t *testing.T, p *testutil.Process, substr string, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !strings.Contains(p.Stderr(), substr); time.Sleep(10 * time.Millisecond) {
+		if p.Exited() || time.Now().After(deadline) {
+			t.Fatalf("process %d did not write %q to stderr within %v:\n%s", p.Pid, substr, timeout, p.Stderr())
+		}
+	}
 }
 
 // nodeEnv is the osf configuration of a node that reaches 10.88.0.0/16
@@ -503,11 +508,7 @@ func TestGatewayRedis(t *testing.T) {
 	bench := testutil.Tool(t, "redis-benchmark")
 	cli := testutil.Tool(t, "redis-cli")
 	srv := g.out.plain(t, server, "--port", "6379", "--bind", gwOutAddr, "--protected-mode", "no", "--save", "", "--appendonly", "no").Start()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(srv.Stdout(), "Ready to accept connections"); time.Sleep(10 * time.Millisecond) {
-		if srv.Exited() || time.Now().After(deadline) {
-			t.Fatalf("redis-server did not start: %s %s", srv.Stdout(), srv.Stderr())
-		}
-	}
+	srv.WaitOutput("Ready to accept connections", 10*time.Second)
 	gw := g.startGateway(t, gwPort, "--allow", gwOutAddr+":6379")
 	env := g.nodeEnv(gwAddr+":"+gwPort, g.key)
 	r := g.node.cmd(t, env, bench, "-h", gwOutAddr, "-p", "6379", "-c", "10", "-n", "5000", "-t", "set,get", "-q", "--csv").Run(60 * time.Second)
@@ -544,11 +545,7 @@ func TestGatewayListen(t *testing.T) {
 	env := []string{"OSF_ROUTES=gateway " + gwAddr + ":" + gwPort + " server * *:8080-8081", "OSF_GATEWAY_KEY=" + g.key}
 	srv := g.node.cmd(t, env, python(t), "-u", "-m", "http.server", "8080", "--bind", "0.0.0.0", "-d", www).Start()
 	srv.WaitOutput("Serving HTTP", 20*time.Second)
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(gw.Stderr(), "listening on 0.0.0.0:8080 for the node's "+gwNodeAddr+":8080"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("osfgw does not listen for the node:\n%s\nserver: %s", gw.Stderr(), srv.Stderr())
-		}
-	}
+	waitStderr(t, gw, "listening on 0.0.0.0:8080 for the node's "+gwNodeAddr+":8080", 10*time.Second)
 	socks := testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportGateway)
 	if socks[0].Gateway != gwAddr+":"+gwPort {
 		t.Errorf("osfstat: listener's gateway %q, want %s:%s", socks[0].Gateway, gwAddr, gwPort)
@@ -569,11 +566,7 @@ func TestGatewayListen(t *testing.T) {
 	dir := t.TempDir()
 	names := g.node.cmd(t, env, python(t), "-u", writeScript(t, dir, "names.py", gwNames)).Start()
 	names.WaitOutput("listening", 20*time.Second)
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(gw.Stderr(), "listening on 0.0.0.0:8081"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("osfgw does not listen on 8081 for the node:\n%s", gw.Stderr())
-		}
-	}
+	waitStderr(t, gw, "listening on 0.0.0.0:8081", 10*time.Second)
 	cl := g.out.plain(t, python(t), "-c", `import socket; s = socket.create_connection(("10.88.2.1", 8081)); print("client %s:%d" % s.getsockname()); s.sendall(b"hi"); print(s.recv(10).decode())`).Run(20 * time.Second)
 	r := names.Wait(20 * time.Second)
 	client := strings.TrimPrefix(strings.SplitN(strings.TrimSpace(cl.Stdout), "\n", 2)[0], "client ")
@@ -583,11 +576,7 @@ func TestGatewayListen(t *testing.T) {
 	if err := srv.Signal(unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(gw.Stderr(), "stopped listening on 0.0.0.0:8080"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("osfgw still listens after the node's server died:\n%s", gw.Stderr())
-		}
-	}
+	waitStderr(t, gw, "stopped listening on 0.0.0.0:8080", 10*time.Second)
 	if r := g.out.plain(t, curl, "-sS", "-o", "/dev/null", url).Run(20 * time.Second); r.ExitCode != 7 {
 		t.Errorf("curl after the server died: want exit 7 (refused), got %s", r)
 	}
