@@ -108,7 +108,7 @@ func newGateway(o *options, logger *log.Logger) (*gw, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gw{addr: addr, key: key, isLocal: policy.HostIsLocal(), timeout: o.connectTimeout,
+	g := &gw{addr: addr, key: key, isLocal: policy.IsLocal, timeout: o.connectTimeout,
 		log: logger, conns: make(map[uint64]*relay)}
 	for _, a := range o.allow {
 		r, err := policy.ParseTarget(a)

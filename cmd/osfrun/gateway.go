@@ -19,7 +19,7 @@ func explainGateways(w io.Writer, cfg *policy.Config, opts options) error {
 	if !slices.Contains(opts.roles, policy.Client) {
 		return nil
 	}
-	q := policy.Query{Role: policy.Client, Program: opts.program(), Addr: opts.addr, IsLocal: policy.HostIsLocal()}
+	q := policy.Query{Role: policy.Client, Program: opts.program(), Addr: opts.addr, IsLocal: policy.IsLocal}
 	d := cfg.Decide(q)
 	if d.Transport != policy.Gateway {
 		return nil
