@@ -108,6 +108,9 @@ func gatewayListen(out *C.struct_osf_core_listen_out, ap netip.AddrPort, d polic
 	if err := loadGatewayKey(); err != nil {
 		return fail(unix.EACCES, err)
 	}
+	if ap.Addr().Unmap().IsLoopback() {
+		return fail(unix.EADDRNOTAVAIL, errors.New("the listener is bound to loopback, which the gateway cannot reach"))
+	}
 	bind := netip.AddrPortFrom(netip.IPv4Unspecified(), ap.Port())
 	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
 		bind = netip.AddrPortFrom(netip.IPv6Unspecified(), ap.Port())
