@@ -113,7 +113,7 @@ func waitStderr(t *testing.T, p *testutil.Process, substr string, timeout time.D
 // nodeEnv is the osf configuration of a node that reaches 10.88.0.0/16
 // through the gateways gws.
 func (g *gatewayNet) nodeEnv(gws, key string) []string {
-	return []string{"OSF_ROUTES=gateway " + gws + " 10.88.0.0/16; gateway " + gws + " [fd88::/16]", "OSF_GATEWAY_KEY=" + key, "OSF_GATEWAY_TIMEOUT_MS=5000"}
+	return []string{"OSF_ROUTES=gateway " + gws + " 10.88.0.0/16; gateway " + gws + " [fd88::/16]", "OSF_GATEWAY_KEY=" + key, "OSF_GATEWAY_TIMEOUT_MS=15000"}
 }
 
 // gwStatus is what osfgw --status --json prints.
@@ -305,21 +305,26 @@ func TestGatewayIperf3(t *testing.T) {
 	srv.WaitOutput("Server listening", 10*time.Second)
 	g.startGateway(t, gwPort, "--allow", gwOutAddr+":5201")
 	for _, reverse := range []bool{false, true} {
-		args := []string{"-c", gwOutAddr, "-p", "5201", "-t", "2", "-J"}
+		args := []string{"-c", gwOutAddr, "-p", "5201", "-t", "3", "-J"}
 		if reverse {
 			args = append(args, "-R")
 		}
 		p := g.node.cmd(t, g.nodeEnv(gwAddr+":"+gwPort, g.key), iperf, args...).Start()
-		time.Sleep(1200 * time.Millisecond)
+		// Both of iperf3's connections (control and data) are relayed.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			st := g.status(t)
+			if len(st.Gateways) == 1 && len(st.Gateways[0].Connections) >= 2 {
+				break
+			}
+			if p.Exited() || time.Now().After(deadline) {
+				t.Fatalf("osfgw --status: want the control and the data connection, got %+v", st)
+			}
+		}
 		socks := testutil.AssertTransport(t, p.Pid, testutil.ByPeer(gwOutAddr+":5201"), testutil.TransportGateway)
 		for _, s := range socks {
 			if s.Gateway != gwAddr+":"+gwPort || s.GatewayLeg != "kernel" {
 				t.Errorf("osfstat: %s: gateway %q leg %q, want %s:%s kernel", s, s.Gateway, s.GatewayLeg, gwAddr, gwPort)
 			}
-		}
-		st := g.status(t)
-		if len(st.Gateways) != 1 || len(st.Gateways[0].Connections) < 2 {
-			t.Errorf("osfgw --status: want the control and the data connection, got %+v", st)
 		}
 		r := p.Wait(30 * time.Second)
 		if !r.OK() {
