@@ -94,10 +94,17 @@ type gw struct {
 	timeout time.Duration
 	log     *log.Logger
 
+	// pending bounds the nodes in the challenge-response at once, so that
+	// connections that never send a request cannot use up the gateway.
+	pending chan struct{}
+
 	mu     sync.Mutex
 	nextID uint64
 	conns  map[uint64]*relay
 }
+
+// maxPending is the most nodes in the challenge-response at once.
+const maxPending = 256
 
 func newGateway(o *options, logger *log.Logger) (*gw, error) {
 	addr, err := netip.ParseAddrPort(o.listen)
@@ -109,7 +116,7 @@ func newGateway(o *options, logger *log.Logger) (*gw, error) {
 		return nil, err
 	}
 	g := &gw{addr: addr, key: key, isLocal: policy.IsLocal, timeout: o.connectTimeout,
-		log: logger, conns: make(map[uint64]*relay)}
+		log: logger, conns: make(map[uint64]*relay), pending: make(chan struct{}, maxPending)}
 	for _, a := range o.allow {
 		r, err := policy.ParseTarget(a)
 		if err != nil {
@@ -189,6 +196,15 @@ const handshakeTimeout = 10 * time.Second
 // relay.
 func (g *gw) handle(node *net.TCPConn) {
 	from := node.RemoteAddr().String()
+	select {
+	case g.pending <- struct{}{}:
+	default:
+		g.log.Printf("refused node %s: %d nodes already in the challenge-response", from, maxPending)
+		node.Close()
+		return
+	}
+	done := sync.OnceFunc(func() { <-g.pending })
+	defer done()
 	var ch gateway.Challenge
 	if _, err := randRead(ch.Nonce[:]); err != nil {
 		g.log.Printf("node %s: nonce: %v", from, err)
@@ -207,6 +223,7 @@ func (g *gw) handle(node *net.TCPConn) {
 		return
 	}
 	req, err := gateway.ParseRequest(buf, g.key, ch.Nonce)
+	done()
 	switch {
 	case errors.Is(err, gateway.ErrAuth):
 		g.refuse(node, unix.EACCES, "refused node %s: authentication failed (the node's key differs)", from)
