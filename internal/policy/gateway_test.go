@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,5 +97,19 @@ func TestParseTargetCovers(t *testing.T) {
 	}
 	if _, err := policy.ParseTarget("10.0.0.0/40"); err == nil {
 		t.Error("bad target parsed")
+	}
+}
+
+func TestGatewayRuleInFile(t *testing.T) {
+	f, err := policy.ParseFile("/etc/osf.conf", []byte("gateway 10.0.1.1:7000 client * 0.0.0.0/0\nOSF_GATEWAY_KEY = /etc/osf/gateway.key\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.Merge(nil, "curl")
+	want := []string{"OSF_GATEWAY_KEY=/etc/osf/gateway.key", "OSF_ROUTES=gateway 10.0.1.1:7000 client * 0.0.0.0/0"}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("Merge = %q, lacks %q", got, w)
+		}
 	}
 }
