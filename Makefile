@@ -80,7 +80,7 @@ $(BIN)/osfstat: $(GO_SRCS)
 
 $(BIN)/osfgw: $(GO_SRCS)
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/osfgw
+	$(GO) build -trimpath -o $@ ./cmd/osfgw
 
 $(BIN)/osfperf: cmd/osfperf/osfperf.c
 	@mkdir -p $(BIN)
