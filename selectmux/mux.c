@@ -542,7 +542,9 @@ struct ep {
 	int *pendfd;
 	int npend, cappend;
 	struct ep *next_ep;
-	int trim_due; /* an armed item has ring pages to give back once idle */
+	int trim_due;     /* an armed item has ring pages to give back once idle */
+	long quiet_since; /* with trim_due: waits have reported nothing since
+			     (mono_ms), 0: not counting */
 };
 
 static struct ep *all_eps;
@@ -1073,6 +1075,7 @@ static void trim_idle(struct ep *ep)
 			osf_conn_trim(fd, osf_fdt_lookup(fd));
 	}
 	ep->trim_due = 0;
+	ep->quiet_since = 0;
 }
 
 /* absorb takes the inner epoll's events: woken items join the list. */
@@ -1145,14 +1148,25 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 				n = collect(ep, ev, max);
 			sleep_ok = !n;
 		}
-		mu_unlock(&ep->lock);
 		to = sleep_ok ? remaining(timeout, start) : 0;
-		/* Armed connections with ring pages to give back: first sleep
-		 * OSF_TRIM_IDLE_MS; if nothing came, they are idle. */
-		trim = sleep_ok && ep->trim_due &&
-		       (to < 0 || to > OSF_TRIM_IDLE_MS);
-		if (trim)
-			to = OSF_TRIM_IDLE_MS;
+		/* Armed connections with ring pages to give back: they are idle
+		 * once the waits on ep have reported nothing for
+		 * OSF_TRIM_IDLE_MS in all (an event loop's timer may cut each
+		 * wait shorter); sleep no longer than that, then trim. */
+		trim = 0;
+		if (sleep_ok && ep->trim_due) {
+			long now = mono_ms(), left;
+			if (!ep->quiet_since)
+				ep->quiet_since = now;
+			left = ep->quiet_since + OSF_TRIM_IDLE_MS - now;
+			if (left < 0)
+				left = 0;
+			if (to < 0 || to >= left) {
+				to = (int)left;
+				trim = 1;
+			}
+		}
+		mu_unlock(&ep->lock);
 		k = REAL(epoll_pwait)(ep->epfd, ev + n, max - n, to, mask);
 		if (k < 0) {
 			if (n > 0)
@@ -1167,6 +1181,8 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		n += k;
 		if (n < max)
 			n += collect(ep, ev + n, max - n);
+		if (n > 0)
+			ep->quiet_since = 0;
 		mu_unlock(&ep->lock);
 		if (n > 0 || remaining(timeout, start) == 0)
 			return n;

@@ -3,10 +3,11 @@
 /* idlemem: what idle connections hold after moving data (issue 12's
  * memory row in tests/bench/run.sh, and tests/idlemem_test.go).
  *
- *   idlemem server PORT N       accept N connections on 127.0.0.1:PORT and
+ *   idlemem server PORT N [MS]  accept N connections on 127.0.0.1:PORT and
  *                               echo every byte back (epoll, level-
- *                               triggered); prints "listening", then
- *                               "accepted N"; runs until killed.
+ *                               triggered, waits of MS ms, default -1:
+ *                               an event loop's timer); prints "listening",
+ *                               then "accepted N"; runs until killed.
  *   idlemem client PORT N KIB [UNREAD]
  *                               open N connections and move KIB KiB each
  *                               way on each (64 KiB messages, echoed,
@@ -115,7 +116,7 @@ static void recv_all(int fd, uint8_t *b, size_t n)
 	}
 }
 
-static __attribute__((noreturn)) void server(int port, int n)
+static __attribute__((noreturn)) void server(int port, int n, int ms)
 {
 	struct sockaddr_in a = addr(port);
 	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), ep, i;
@@ -143,7 +144,7 @@ static __attribute__((noreturn)) void server(int port, int n)
 	printf("accepted %d\n", n);
 	fflush(stdout);
 	for (;;) {
-		int k = epoll_wait(ep, evs, 64, -1);
+		int k = epoll_wait(ep, evs, 64, ms);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0)
@@ -250,10 +251,10 @@ static int client(int port, int n, long kib, long unread)
 int main(int argc, char **argv)
 {
 	if (argc >= 4 && strcmp(argv[1], "server") == 0)
-		server(atoi(argv[2]), atoi(argv[3]));
+		server(atoi(argv[2]), atoi(argv[3]), argc >= 5 ? atoi(argv[4]) : -1);
 	if (argc >= 5 && strcmp(argv[1], "client") == 0)
 		return client(atoi(argv[2]), atoi(argv[3]), atol(argv[4]),
 			      argc >= 6 ? atol(argv[5]) : 0);
-	fprintf(stderr, "usage: idlemem server PORT N | client PORT N KIB [UNREAD]\n");
+	fprintf(stderr, "usage: idlemem server PORT N [MS] | client PORT N KIB [UNREAD]\n");
 	return 2;
 }
