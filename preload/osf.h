@@ -267,6 +267,9 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared);
 void osf_mux_forget(int fd);
 void osf_mux_offloaded(int fd);
 void osf_mux_child_after_fork(void);
+/* osf_mux_parent_after_fork notes that the epolls' hidden state is now
+ * shared with a child (a close must leave the registrations to the kernel). */
+void osf_mux_parent_after_fork(void);
 
 /* osf_stdio_take replaces the standard stream of fd (0, 1 or 2) with one
  * that reads and writes through osf's hooks, when it is still glibc's own

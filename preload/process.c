@@ -46,6 +46,8 @@ OSF_EXPORT pid_t fork(void)
 	saved = errno;
 	if (pid < 0)
 		osf_conn_fork_holders(-1);
+	else
+		osf_mux_parent_after_fork();
 	osf_fdt_fork_parent(snap);
 	osf_fdt_unlock();
 	errno = saved;

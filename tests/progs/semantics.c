@@ -48,8 +48,10 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2179,6 +2181,179 @@ static void s_v6only(void)
 	close(l);
 }
 
+/* ---- epoll registrations of real servers (issue 16) ---------------------------- */
+
+/* s_epoll_fork_close: a fork child closes its copies of a listener and a
+ * connection that its parent has in an epoll they share (redis' BGSAVE
+ * child): the registrations belong to the open files, which the parent
+ * still holds, so the parent's wait keeps reporting both. */
+static void s_epoll_fork_close(void)
+{
+	struct sockaddr_storage ss;
+	struct epoll_event ev = {EPOLLIN, {.u64 = 1}}, out[4];
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), ep = epoll_create1(0);
+	struct later lt = {.op = LATER_SEND, .delay_ms = 200, .buf = "abc", .len = 3};
+	int c, s, c2, s2, st = -1;
+	char b[8];
+	pid_t pid;
+	long n;
+
+	c = connect_to(AF_INET, &ss);
+	s = accept_one(l);
+	transports(c, s);
+	say("add listener %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev))));
+	ev.data.u64 = 2;
+	say("add connection %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	n = DO(epoll_wait(ep, out, 4, 0));
+	say("nothing ready %s", R(n));
+	pid = fork();
+	if (pid == 0) {
+		close(l);
+		close(s);
+		close(c);
+		_exit(0);
+	}
+	say("child closed its copies %s", YN(waitpid(pid, &st, 0) == pid && st == 0));
+	lt.fd = c;
+	later_start(&lt); /* while the wait sleeps */
+	n = DO(epoll_wait(ep, out, 4, 5000));
+	later_join(&lt);
+	say("data after the child's close %s events 0x%x data %llu", R(n),
+	    n > 0 ? out[0].events : 0, n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
+	say("recv %s", R(DO(recv(s, b, sizeof b, 0))));
+	c2 = connect_to(AF_INET, &ss);
+	n = DO(epoll_wait(ep, out, 4, 5000));
+	say("connection after the child's close %s events 0x%x data %llu", R(n),
+	    n > 0 ? out[0].events : 0, n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
+	s2 = accept_one(l);
+	transports(c2, s2);
+	close(ep);
+	close(c2);
+	close(s2);
+	close(c);
+	close(s);
+	close(l);
+}
+
+struct sleeper {
+	int ep;
+	long n;
+	uint32_t events;
+	uint64_t data;
+	pthread_t th;
+};
+
+static void *sleeper_run(void *p)
+{
+	struct sleeper *z = p;
+	struct epoll_event out[4];
+
+	z->n = epoll_wait(z->ep, out, 4, 5000);
+	z->events = z->n > 0 ? out[0].events : 0;
+	z->data = z->n > 0 ? out[0].data.u64 : 0;
+	return NULL;
+}
+
+/* sleeper_test starts a thread asleep in epoll_wait on ep, lets it fall
+ * asleep, applies op to fd with events and data, and says what the
+ * sleeper got: the kernel wakes it at once when fd is ready. */
+static void sleeper_test(const char *what, int ep, int op, int fd,
+			 uint32_t events, uint64_t data)
+{
+	struct sleeper z = {.ep = ep};
+	struct epoll_event ev = {events, {.u64 = data}};
+
+	if (pthread_create(&z.th, NULL, sleeper_run, &z) != 0)
+		setup_failed("pthread_create");
+	usleep(200000);
+	say("%s %s", what, R(DO(epoll_ctl(ep, op, fd, &ev))));
+	pthread_join(z.th, NULL);
+	say("%s: the sleeping wait got %ld events 0x%x data %llu", what, z.n,
+	    z.events, (unsigned long long)z.data);
+}
+
+/* s_epoll_add_wakes: EPOLL_CTL_ADD and MOD of a connection that is ready
+ * already wake a thread asleep in epoll_wait on that epoll (apache's event
+ * MPM hands connections to its listener thread so), in a fresh epoll and
+ * in one that has offloaded fds already, for data and for room. */
+static void s_epoll_add_wakes(void)
+{
+	int c, s, ep = epoll_create1(0);
+	char b[8];
+
+	mkpair(AF_INET, &c, &s);
+	send(c, "abc", 3, 0);
+	wait_bytes(s, 3, 1000);
+	sleeper_test("add ready for data, fresh epoll", ep, EPOLL_CTL_ADD, s, EPOLLIN, 3);
+	recv(s, b, sizeof b, 0);
+	sleeper_test("add ready for room", ep, EPOLL_CTL_ADD, c, EPOLLOUT, 4);
+	say("del %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL))));
+	say("mod to nothing %s",
+	    R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, s, &(struct epoll_event){0, {.u64 = 5}}))));
+	send(c, "de", 2, 0);
+	wait_bytes(s, 2, 1000);
+	sleeper_test("mod ready for data", ep, EPOLL_CTL_MOD, s, EPOLLIN, 6);
+	recv(s, b, sizeof b, 0);
+	sleeper_test("add back ready for room", ep, EPOLL_CTL_ADD, c, EPOLLOUT | EPOLLET, 7);
+	close(ep);
+	close(c);
+	close(s);
+}
+
+/* s_epoll_raw_close: a connection registered in an epoll is closed with
+ * syscall(SYS_close) (node/libuv close so), deleted first or not, and a
+ * new connection gets its fd number: the old registration ended with the
+ * file, the new connection can be added and reports its own data, and
+ * one that is not added reports nothing (never the old one's data). */
+static void s_epoll_raw_close(void)
+{
+	struct epoll_event ev = {EPOLLIN, {.u64 = 0}}, out[4];
+	int ep = epoll_create1(0), round;
+	char b[8];
+
+	for (round = 0; round < 3; round++) {
+		struct later lt = {.op = LATER_SEND, .delay_ms = 200, .buf = "new", .len = 3};
+		int c, s, c2, s2, num, reg, other;
+		long n;
+		mkpair(AF_INET, &c, &s);
+		ev.data.u64 = 0xa0 + (uint64_t)round;
+		say("round %d: add %s", round, R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+		if (round == 0)
+			say("round %d: del %s", round, R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL))));
+		num = s;
+		say("round %d: raw close %s", round, R(DO(syscall(SYS_close, s))));
+		mkpair(AF_INET, &c2, &s2);
+		/* Whichever end took the number is the one watched. */
+		reg = c2 == num ? c2 : s2;
+		other = reg == c2 ? s2 : c2;
+		if (reg != num) {
+			dup2(reg, num);
+			close(reg);
+			reg = num;
+		}
+		ev.data.u64 = 0xb0 + (uint64_t)round;
+		if (round < 2)
+			say("round %d: add the new connection %s", round,
+			    R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, reg, &ev))));
+		n = DO(epoll_wait(ep, out, 4, 0));
+		say("round %d: idle %s", round, R(n));
+		lt.fd = other;
+		later_start(&lt); /* while the wait sleeps */
+		n = DO(epoll_wait(ep, out, 4, round < 2 ? 5000 : 500));
+		later_join(&lt);
+		say("round %d: wait %s events 0x%x data 0x%llx", round, R(n),
+		    n > 0 ? out[0].events : 0, n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
+		wait_bytes(reg, 3, 1000);
+		say("round %d: recv %s", round, R(DO(recv(reg, b, sizeof b, 0))));
+		if (round < 2)
+			epoll_ctl(ep, EPOLL_CTL_DEL, reg, NULL);
+		close(reg);
+		close(other);
+		close(c);
+	}
+	close(ep);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2235,6 +2410,9 @@ static const struct {
 	{"dualstack_v6client", s_dualstack_v6client},
 	{"dualstack_v4client", s_dualstack_v4client},
 	{"v6only", s_v6only},
+	{"epoll_fork_close", s_epoll_fork_close},
+	{"epoll_add_wakes", s_epoll_add_wakes},
+	{"epoll_raw_close", s_epoll_raw_close},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
