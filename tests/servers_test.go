@@ -1,0 +1,80 @@
+package tests
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/osfproject/osf/internal/testutil"
+)
+
+// Real servers whose event loops broke under osf (issue 16): each runs bare
+// and with both ends under osf; under osf the test asserts through osfstat
+// that the connections are offloaded (shm) while they run, and every test
+// checks the bytes that came back.
+
+// TestServerRedisBgsave runs redis-benchmark against redis-server while
+// BGSAVE forks three children one after the other (each child closes its
+// copies of the listener and the connections, which the parent keeps in
+// the epoll they share), then stores and reads back a 1 MiB random value
+// over new connections: redis must keep accepting and answering.
+func TestServerRedisBgsave(t *testing.T) {
+	t.Parallel()
+	server, bench, cli := testutil.Tool(t, "redis-server"), testutil.Tool(t, "redis-benchmark"), testutil.Tool(t, "redis-cli")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			port := strconv.Itoa(testutil.FreePort(t))
+			srv := m.cmd(t, nil, server, "--port", port, "--bind", "127.0.0.1", "--save", "",
+				"--appendonly", "no", "--dir", dir).Start()
+			testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+			redis := func(args ...string) *testutil.Command {
+				return m.cmd(t, nil, cli, append([]string{"-h", "127.0.0.1", "-p", port}, args...)...)
+			}
+			b := m.cmd(t, nil, bench, "-h", "127.0.0.1", "-p", port, "-t", "set,get",
+				"-n", "200000", "-c", "20", "-q", "--csv").Start()
+			if m.osf {
+				waitUnderOsf(t, b.Pid, "redis-benchmark")
+				waitRole(t, b.Pid, "client", 10)
+				testutil.AssertTransport(t, b.Pid, testutil.ByRole("client"), testutil.TransportShm)
+				waitRole(t, srv.Pid, "server", 10)
+				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
+			} else {
+				waitKernelSockets(t, b.Pid, 10, "redis-benchmark")
+			}
+			for i := 0; i < 3; i++ {
+				if r := redis("BGSAVE").MustRun(shortRun); !strings.Contains(r.Stdout, "Background saving started") {
+					t.Fatalf("BGSAVE %d: %q", i, r.Stdout)
+				}
+				testutil.WaitFor(t, shortRun, "BGSAVE to finish", func() bool {
+					r := redis("INFO", "persistence").Run(shortRun)
+					return r.OK() && strings.Contains(r.Stdout, "rdb_bgsave_in_progress:0")
+				})
+			}
+			r := b.Wait(longRun)
+			if !r.OK() {
+				t.Fatalf("redis-benchmark across BGSAVEs: %s", r)
+			}
+			if !strings.Contains(r.Stdout, `"SET"`) || !strings.Contains(r.Stdout, `"GET"`) {
+				t.Errorf("redis-benchmark: no SET/GET rates:\n%s", r.Stdout)
+			}
+			value := testutil.RandomBytes(t, 1<<20)
+			set := redis("-x", "SET", "big")
+			set.Cmd.Stdin = bytes.NewReader(value)
+			if r := set.MustRun(shortRun); r.Stdout != "OK\n" {
+				t.Fatalf("redis-cli SET after BGSAVE: %q", r.Stdout)
+			}
+			got := redis("--raw", "GET", "big").MustRun(shortRun).Stdout
+			if got != string(value)+"\n" {
+				t.Errorf("redis-cli GET after BGSAVE: %d bytes (sha256 %s), want %d (sha256 %s) and a newline",
+					len(got), testutil.SHA256([]byte(got)), len(value), testutil.SHA256(value))
+			}
+			if srv.Exited() {
+				t.Errorf("redis-server died: %s", srv.Wait(0))
+			}
+			noOsfMessages(t, "redis-server", srv.Stderr())
+		})
+	}
+}
