@@ -32,7 +32,10 @@
  * EPOLL_CTL_ADD/MOD of an offloaded fd that is ready already kicks the
  * waits asleep in the kernel (an eventfd in the inner epoll).
  */
-#include "../preload/conn.h"
+#include "mux.h"
+
+#include "../preload/base.h"
+#include "../preload/ready.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -55,7 +58,7 @@ static inline int involved(int fd)
 {
 	int k = osf_fdt_kind(fd);
 
-	return k == OSF_FD_LISTEN || k >= OSF_FD_SHM || k == OSF_FD_EPOLL;
+	return osf_kind_is_offloaded(k) || k == OSF_FD_EPOLL;
 }
 
 static long ts_ms(const struct timespec *ts)
@@ -823,7 +826,7 @@ static void drop_item(struct ep *ep, struct epi *it)
  * fd was not closed and reused behind osf's back (syscall(SYS_close)). */
 static int same_file(const struct epi *it, const struct osf_fdt_entry *e)
 {
-	return e && e->kind >= OSF_FD_SHM && e->ino == it->ino;
+	return e && osf_kind_is_conn(e->kind) && e->ino == it->ino;
 }
 
 /* kick wakes the waits asleep in the kernel on ep (the lock is held). */
@@ -995,7 +998,7 @@ void osf_mux_offloaded(int fd)
 			if (ep->pendfd[i] != fd)
 				continue;
 			ev = ep->pend[i];
-			if (t->kind >= OSF_FD_SHM) {
+			if (osf_kind_is_conn(t->kind)) {
 				ctl_conn(ep, EPOLL_CTL_ADD, fd, &ev);
 			} else if (t->kind == OSF_FD_LISTEN) {
 				REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, t->aux_fd, &ev);
@@ -1019,8 +1022,7 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	struct ep *ep;
 	int r;
 
-	if (likely(!t || t->kind < OSF_FD_INET || t->kind == OSF_FD_KERNEL ||
-		   t->kind == OSF_FD_EPOLL))
+	if (likely(!t || !osf_kind_may_offload(t->kind)))
 		return REAL(epoll_ctl)(epfd, op, fd, ev);
 	if (t->kind == OSF_FD_INET) {
 		r = REAL(epoll_ctl)(epfd, op, fd, ev);
