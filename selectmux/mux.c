@@ -1192,10 +1192,12 @@ static void absorb(struct ep *ep)
 				continue;
 			}
 			it = item_of(ep, u);
-			if (it && !it->parked)
+			if (it)
 				it->woken |= (u & WSOCK_TAG) ? OSF_ARM_TX : OSF_ARM_RX;
 		}
-		/* Then each woken item once: its tokens, and the list. */
+		/* Then each woken item once: its tokens, the other side's end
+		 * (a deleted item's too: the edge will not come again when it
+		 * is added back), and the list. */
 		for (i = 0; i < n; i++) {
 			struct epi *it = tmp[i].data.u64 == KICK_KEY
 						 ? NULL
@@ -1204,7 +1206,7 @@ static void absorb(struct ep *ep)
 				continue;
 			disarm_item(it, osf_fdt_lookup(it->fd), it->woken);
 			it->woken = 0;
-			if (!it->disabled)
+			if (!it->disabled && !it->parked)
 				list_add(ep, it);
 		}
 	} while (n == 64);

@@ -78,3 +78,91 @@ func TestServerRedisBgsave(t *testing.T) {
 		})
 	}
 }
+
+// asyncioEchoScript is an asyncio stream echo: "server PORT" echoes every
+// connection until its end, then closes; "client PORT N" sends N random
+// bytes and its end (write_eof) while reading the echo slowly, so that
+// asyncio's flow control pauses and resumes reading (EPOLL_CTL_DEL/ADD/MOD
+// of the fd) around the server's FIN, and prints "BYTES SENT_SHA RECV_SHA"
+// once it sees the end.
+const asyncioEchoScript = `
+import asyncio, hashlib, os, sys
+
+async def handle(r, w):
+    while True:
+        d = await r.read(1 << 16)
+        if not d:
+            break
+        w.write(d)
+        await w.drain()
+    w.close()
+
+async def server(port):
+    s = await asyncio.start_server(handle, '127.0.0.1', port)
+    async with s:
+        await s.serve_forever()
+
+async def client(port, n):
+    r, w = await asyncio.open_connection('127.0.0.1', port)
+    data = os.urandom(n)
+    async def send():
+        w.write(data)
+        await w.drain()
+        w.write_eof()
+    t = asyncio.ensure_future(send())
+    h, got = hashlib.sha256(), 0
+    while True:
+        d = await r.read(1 << 16)
+        if not d:
+            break
+        h.update(d)
+        got += len(d)
+        if (got >> 16) % 5 == 0:
+            await asyncio.sleep(0.0005)
+    await t
+    print(got, hashlib.sha256(data).hexdigest(), h.hexdigest(), flush=True)
+
+if sys.argv[1] == 'server':
+    asyncio.run(server(int(sys.argv[2])))
+else:
+    asyncio.run(client(int(sys.argv[2]), int(sys.argv[3])))
+`
+
+// TestServerAsyncioEcho sends 20 MB through an asyncio echo server to an
+// asyncio client that reads slowly (pause/resume_reading around the
+// server's FIN): every byte must come back and the client must see the
+// end.
+func TestServerAsyncioEcho(t *testing.T) {
+	t.Parallel()
+	const n = 20_000_000
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			port := strconv.Itoa(testutil.FreePort(t))
+			srv := m.cmd(t, nil, python(t), "-c", asyncioEchoScript, "server", port).Start()
+			testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+			cli := m.cmd(t, nil, python(t), "-c", asyncioEchoScript, "client", port, strconv.Itoa(n)).Start()
+			if m.osf {
+				waitUnderOsf(t, cli.Pid, "asyncio client")
+				waitRole(t, cli.Pid, "client", 1)
+				testutil.AssertTransport(t, cli.Pid, testutil.ByRole("client"), testutil.TransportShm)
+				waitRole(t, srv.Pid, "server", 1)
+				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
+			} else {
+				waitKernelSockets(t, cli.Pid, 1, "asyncio client")
+			}
+			r := cli.Wait(longRun)
+			if !r.OK() {
+				t.Fatalf("asyncio client (never saw the end?): %s", r)
+			}
+			f := strings.Fields(r.Stdout)
+			if len(f) != 3 || f[0] != strconv.Itoa(n) || f[1] != f[2] {
+				t.Errorf("asyncio client: got %q, want %d bytes with the sent SHA-256", r.Stdout, n)
+			}
+			if srv.Exited() {
+				t.Errorf("asyncio server died: %s", srv.Wait(0))
+			}
+			noOsfMessages(t, "asyncio client", r.Stderr)
+		})
+	}
+}

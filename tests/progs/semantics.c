@@ -2354,6 +2354,38 @@ static void s_epoll_raw_close(void)
 	close(ep);
 }
 
+/* s_epoll_del_fin: the other side closes while the connection is deleted
+ * from the epoll (asyncio's pause_reading around the peer's FIN), and a
+ * wait runs meanwhile; added back, the end is reported at once. */
+static void s_epoll_del_fin(void)
+{
+	struct epoll_event ev = {EPOLLIN | EPOLLRDHUP, {.u64 = 8}}, out[4];
+	int c, s, ep = epoll_create1(0), pp[2];
+	long n;
+
+	mkpair(AF_INET, &c, &s);
+	if (pipe(pp) < 0)
+		setup_failed("pipe");
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	say("add pipe %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, pp[0],
+					  &(struct epoll_event){EPOLLIN, {.u64 = 99}}))));
+	n = DO(epoll_wait(ep, out, 4, 100));
+	say("nothing ready %s", R(n));
+	say("del %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL))));
+	say("peer close %s", R(DO(close(c))));
+	usleep(50000);
+	n = DO(epoll_wait(ep, out, 4, 100));
+	say("wait while deleted %s", R(n));
+	say("add back %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	n = DO(epoll_wait(ep, out, 4, 5000));
+	say("end after add back %s events 0x%x data %llu", R(n), n > 0 ? out[0].events : 0,
+	    n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
+	close(pp[0]);
+	close(pp[1]);
+	close(ep);
+	close(s);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2413,6 +2445,7 @@ static const struct {
 	{"epoll_fork_close", s_epoll_fork_close},
 	{"epoll_add_wakes", s_epoll_add_wakes},
 	{"epoll_raw_close", s_epoll_raw_close},
+	{"epoll_del_fin", s_epoll_del_fin},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
