@@ -2386,6 +2386,25 @@ static void s_epoll_del_fin(void)
 	close(s);
 }
 
+/* s_ip_options: getsockopt(IP_OPTIONS) of a connection without options
+ * returns length 0 (sshd refuses connections "with IP opts" otherwise). */
+static void s_ip_options(void)
+{
+	unsigned char opts[40];
+	socklen_t len = sizeof opts;
+	int c, s;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	r = DO(getsockopt(s, IPPROTO_IP, IP_OPTIONS, opts, &len));
+	say("server IP_OPTIONS %s len %u", R(r), (unsigned)len);
+	len = sizeof opts;
+	r = DO(getsockopt(c, IPPROTO_IP, IP_OPTIONS, opts, &len));
+	say("client IP_OPTIONS %s len %u", R(r), (unsigned)len);
+	close(c);
+	close(s);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2446,6 +2465,7 @@ static const struct {
 	{"epoll_add_wakes", s_epoll_add_wakes},
 	{"epoll_raw_close", s_epoll_raw_close},
 	{"epoll_del_fin", s_epoll_del_fin},
+	{"ip_options", s_ip_options},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
