@@ -35,15 +35,7 @@ func TestServerRedisBgsave(t *testing.T) {
 			}
 			b := m.cmd(t, nil, bench, "-h", "127.0.0.1", "-p", port, "-t", "set,get",
 				"-n", "200000", "-c", "20", "-q", "--csv").Start()
-			if m.osf {
-				waitUnderOsf(t, b.Pid, "redis-benchmark")
-				waitRole(t, b.Pid, "client", 10)
-				testutil.AssertTransport(t, b.Pid, testutil.ByRole("client"), testutil.TransportShm)
-				waitRole(t, srv.Pid, "server", 10)
-				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
-			} else {
-				waitKernelSockets(t, b.Pid, 10, "redis-benchmark")
-			}
+			assertConns(t, m, b.Pid, srv.Pid, 10, "redis-benchmark")
 			for i := 0; i < 3; i++ {
 				if r := redis("BGSAVE").MustRun(shortRun); !strings.Contains(r.Stdout, "Background saving started") {
 					t.Fatalf("BGSAVE %d: %q", i, r.Stdout)
@@ -142,15 +134,7 @@ func TestServerAsyncioEcho(t *testing.T) {
 			srv := m.cmd(t, nil, python(t), "-c", asyncioEchoScript, "server", port).Start()
 			testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
 			cli := m.cmd(t, nil, python(t), "-c", asyncioEchoScript, "client", port, strconv.Itoa(n)).Start()
-			if m.osf {
-				waitUnderOsf(t, cli.Pid, "asyncio client")
-				waitRole(t, cli.Pid, "client", 1)
-				testutil.AssertTransport(t, cli.Pid, testutil.ByRole("client"), testutil.TransportShm)
-				waitRole(t, srv.Pid, "server", 1)
-				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
-			} else {
-				waitKernelSockets(t, cli.Pid, 1, "asyncio client")
-			}
+			assertConns(t, m, cli.Pid, srv.Pid, 1, "asyncio client")
 			r := cli.Wait(longRun)
 			if !r.OK() {
 				t.Fatalf("asyncio client (never saw the end?): %s", r)
