@@ -9,6 +9,7 @@
 #define OSF_SDP_LOCK_H
 
 #include "segment.h"
+#include "sys.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -25,7 +26,7 @@ static inline uint32_t osf_lock_tid(void)
 	uint32_t t = osf_lock_tls_tid;
 
 	if (__builtin_expect(t == 0, 0))
-		t = osf_lock_tls_tid = (uint32_t)syscall(SYS_gettid);
+		t = osf_lock_tls_tid = (uint32_t)osf_sys_gettid();
 	return t;
 }
 

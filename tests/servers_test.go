@@ -2,6 +2,9 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,6 +150,125 @@ func TestServerAsyncioEcho(t *testing.T) {
 				t.Errorf("asyncio server died: %s", srv.Wait(0))
 			}
 			noOsfMessages(t, "asyncio client", r.Stderr)
+		})
+	}
+}
+
+// TestSandboxedConnection runs progs/sandboxed.c: a connection made before
+// a seccomp filter that allows exactly the system calls the program's
+// kernel TCP run needs (read, write, poll and little more) carries 8 MiB
+// under it; osf must not make any other call (the filter kills the
+// process), and the connection must be offloaded under osf.
+func TestSandboxedConnection(t *testing.T) {
+	t.Parallel()
+	prog := testutil.Prog(t, "sandboxed")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			r := m.cmd(t, nil, prog).Run(longRun)
+			if !r.OK() {
+				t.Fatalf("sandboxed (SIGSYS is a call the filter did not allow): %s", r)
+			}
+			tp := "tcp"
+			if m.osf {
+				tp = "unix"
+			}
+			want := fmt.Sprintf("transport %[1]s %[1]s\nreceived %d bytes pattern ok\n", tp, 8<<20)
+			if r.Stdout != want {
+				t.Errorf("sandboxed printed %q, want %q", r.Stdout, want)
+			}
+			noOsfMessages(t, "sandboxed", r.Stderr)
+		})
+	}
+}
+
+// sshdConfig runs sshd on 127.0.0.1:%[2]d with keys in %[1]s, public key
+// authentication for root only, and its default pre-auth seccomp sandbox.
+const sshdConfig = `Port %[2]d
+ListenAddress 127.0.0.1
+HostKey %[1]s/hostkey
+AuthorizedKeysFile %[1]s/authorized_keys
+PermitRootLogin yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile none
+`
+
+// TestServerSshd sends 5 MiB through ssh to sshd (its pre-auth child runs
+// under sshd's seccomp sandbox) and back: the SHA-256 the remote command
+// computes must match, and under osf the ssh client's connection and the
+// sshd process serving it must be offloaded.
+func TestServerSshd(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("sshd needs root (it changes users)")
+	}
+	sshd, ssh, keygen := testutil.Tool(t, "sshd"), testutil.Tool(t, "ssh"), testutil.Tool(t, "ssh-keygen")
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil { // privilege separation directory
+		t.Fatal(err)
+	}
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			for _, k := range []string{"hostkey", "clientkey"} {
+				testutil.Cmd(t, nil, keygen, "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, k)).MustRun(shortRun)
+			}
+			pub, err := os.ReadFile(filepath.Join(dir, "clientkey.pub"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			port := testutil.FreePort(t)
+			conf := filepath.Join(dir, "sshd_config")
+			if err := os.WriteFile(conf, []byte(fmt.Sprintf(sshdConfig, dir, port)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			srv := m.cmd(t, nil, sshd, "-D", "-e", "-f", conf).Start()
+			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
+			if m.osf { // the companion follows the kernel listener
+				waitRole(t, srv.Pid, "listener", 1)
+				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
+			}
+			data := testutil.RandomBytes(t, 5<<20)
+			c := m.cmd(t, nil, ssh, "-i", filepath.Join(dir, "clientkey"), "-o", "StrictHostKeyChecking=no",
+				"-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+				"-p", strconv.Itoa(port), "root@127.0.0.1", "sha256sum; sleep 2")
+			c.Cmd.Stdin = bytes.NewReader(data)
+			cli := c.Start()
+			if m.osf {
+				waitUnderOsf(t, cli.Pid, "ssh")
+				waitRole(t, cli.Pid, "client", 1)
+				testutil.AssertTransport(t, cli.Pid, testutil.ByRole("client"), testutil.TransportShm)
+				testutil.WaitFor(t, shortRun, "an sshd process with an offloaded connection", func() bool {
+					for _, p := range testutil.OsfStatAll(t) {
+						if p.Program != "sshd" {
+							continue
+						}
+						for _, s := range p.Sockets {
+							if s.Role == "server" && s.Transport == testutil.TransportShm {
+								return true
+							}
+						}
+					}
+					return false
+				})
+			}
+			r := cli.Wait(longRun)
+			if !r.OK() {
+				t.Fatalf("ssh: %s\n--- sshd:\n%s", r, srv.Stderr())
+			}
+			if want := testutil.SHA256(data) + "  -\n"; r.Stdout != want {
+				t.Errorf("remote sha256sum printed %q, want %q", r.Stdout, want)
+			}
+			if strings.Contains(srv.Stderr(), "IP opts") || strings.Contains(srv.Stderr(), "SIGSYS") {
+				t.Errorf("sshd complained:\n%s", srv.Stderr())
+			}
+			noOsfMessages(t, "sshd", srv.Stderr())
 		})
 	}
 }

@@ -49,6 +49,8 @@ const (
 	ReasonShmRemote Reason = 14
 	// ReasonNotStream means the socket is not an offloadable TCP stream.
 	ReasonNotStream Reason = 15
+	// ReasonSandbox means the process runs under a seccomp filter.
+	ReasonSandbox Reason = 16
 )
 
 // reasonInfo holds the text of a reason, with "%d" standing for the rule
@@ -122,6 +124,10 @@ var reasons = [...]reasonInfo{
 	ReasonNotStream: {
 		"not an offloadable socket",
 		"Nothing to do: osf offloads only TCP stream sockets (AF_INET and AF_INET6); other sockets use the kernel.",
+	},
+	ReasonSandbox: {
+		"seccomp filter in this process",
+		"Nothing to do: under a seccomp filter osf sets up no new connection (its set-up needs system calls the filter was not written for); connections offloaded before the filter keep working.",
 	},
 }
 

@@ -31,6 +31,7 @@ func TestReasonABI(t *testing.T) {
 		{policy.ReasonPeerKernel, 13, "peer connected over kernel TCP (peer without osf or routed to kernel)"},
 		{policy.ReasonShmRemote, 14, "OSF_TRANSPORT=shm and the peer is another host"},
 		{policy.ReasonNotStream, 15, "not an offloadable socket"},
+		{policy.ReasonSandbox, 16, "seccomp filter in this process"},
 	}
 	all := policy.AllReasons()
 	if len(all) != len(tests) {
