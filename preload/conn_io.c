@@ -7,6 +7,7 @@
  * waking are the stream protocol's (sdp/side.h).
  */
 #include "conn_priv.h"
+#include "spin.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -120,6 +121,33 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 	return nonblock ? OSF_FAIL(EAGAIN) : 1;
 }
 
+/* wait_data and wait_room wait as osf_side_wait_data and _room do, with
+ * the spin the adaptive policy allows (spin.h), and tell it whether the
+ * spin paid (no sleep was counted). */
+static int wait_data(struct osf_conn *c, int fd)
+{
+	unsigned spin = osf_spin_budget(osf.spin_us);
+	uint64_t sleeps = __atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED);
+	int r = osf_side_wait_data(&c->s, fd, spin);
+
+	if (spin)
+		osf_spin_paid(__atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED) ==
+			      sleeps);
+	return r;
+}
+
+static int wait_room(struct osf_conn *c)
+{
+	unsigned spin = osf_spin_budget(osf.spin_us);
+	uint64_t sleeps = __atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED);
+	int r = osf_side_wait_room(&c->s, spin);
+
+	if (spin)
+		osf_spin_paid(__atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED) ==
+			      sleeps);
+	return r;
+}
+
 /* recv_none is a recvmsg of 0 bytes: TCP waits as for 1 byte and returns
  * 0 once there is data (read(2) of 0 bytes does not get here). */
 static int recv_none(int fd, struct osf_conn *c, int nonblock)
@@ -130,7 +158,7 @@ static int recv_none(int fd, struct osf_conn *c, int nonblock)
 		r = osf_side_rx_used(&c->s) != 0 ? 2 : recv_end(fd, c, nonblock);
 		if (r != 1) /* 2: data; 0: end; -1: errno set */
 			break;
-		if ((r = osf_side_wait_data(&c->s, fd, osf.spin_us)) < 0)
+		if ((r = wait_data(c, fd)) < 0)
 			return OSF_FAIL(-r);
 	}
 	return r == 2 ? 0 : r;
@@ -209,7 +237,7 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			conn_put(c);
 			return r;
 		}
-		r = osf_side_wait_data(&c->s, fd, osf.spin_us);
+		r = wait_data(c, fd);
 		if (r < 0) {
 			if (got > 0)
 				break;
@@ -320,7 +348,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			}
 			break;
 		}
-		r = osf_side_wait_room(&c->s, osf.spin_us);
+		r = wait_room(c);
 		if (r < 0) {
 			if (sent == 0) {
 				conn_put(c);
@@ -352,7 +380,7 @@ static int fill_no_room(struct osf_conn *c, ssize_t sent, int *err)
 			*err = EAGAIN;
 		return 0;
 	}
-	*err = -osf_side_wait_room(&c->s, osf.spin_us);
+	*err = -wait_room(c);
 	return *err == 0;
 }
 

@@ -36,6 +36,7 @@
 
 #include "../preload/base.h"
 #include "../preload/ready.h"
+#include "../preload/spin.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -79,13 +80,17 @@ static long mono_ms(void)
 }
 
 /* spin_until returns when a wait that begins now may stop spinning (in
- * microseconds of CLOCK_MONOTONIC), per OSF_POLL_SPIN_US. */
+ * microseconds of CLOCK_MONOTONIC), per OSF_POLL_SPIN_US and the adaptive
+ * policy (preload/spin.h); 0: no spin. */
 static long spin_until(long timeout)
 {
 	struct timespec t;
-	long us = osf.poll_spin_us;
+	long us;
 
-	if (!us || timeout == 0)
+	if (timeout == 0)
+		return 0;
+	us = osf_spin_budget(osf.poll_spin_us);
+	if (!us)
 		return 0;
 	if (timeout > 0 && timeout * 1000 < us)
 		us = timeout * 1000;
@@ -194,7 +199,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	int *wx = stack_wx;
 	nfds_t i, m = n, extra = 0;
 	long start = mono_ms(), spin_end = spin_until(timeout);
-	int result = -1;
+	int result = -1, spun = 0;
 
 	for (i = 0; i < n; i++) {
 		int kd = osf_fdt_kind(fds[i].fd);
@@ -251,6 +256,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		/* Spin first (rings and a zero-timeout look at the kernel),
 		 * then arm the connections and sleep. */
 		if (!ready && timeout != 0 && !spinning(spin_end)) {
+			if (spin_end)
+				osf_spin_paid(0); /* it spun in vain */
 			spin_end = 0;
 			for (i = 0; i < n; i++) {
 				if (kind[i] != SLOT_CONN || fds[i].fd < 0)
@@ -317,8 +324,11 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		for (i = 0; i < n; i++)
 			if (fds[i].revents)
 				result++;
+		if (result > 0 && spin_end && spun)
+			osf_spin_paid(1);
 		if (result > 0 || remaining(timeout, start) == 0)
 			goto out;
+		spun = spin_end != 0;
 	}
 out:
 	if (k != stack_k)
@@ -1236,6 +1246,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		     long timeout, const sigset_t *mask)
 {
 	long start = mono_ms(), spin_end = spin_until(timeout);
+	int spun = 0;
 
 	if (max <= 0 || max > INT_MAX / (int)sizeof(*ev))
 		return OSF_FAIL(EINVAL);
@@ -1249,8 +1260,10 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		 * first on the others (fairness when both keep coming). */
 		if (!(ep->turn++ & 1))
 			n = collect(ep, ev, max);
-		if (spin_end && !spinning(spin_end))
+		if (spin_end && !spinning(spin_end)) {
+			osf_spin_paid(0); /* it spun in vain */
 			spin_end = 0;
+		}
 		if (!n && !spin_end) {
 			/* May sleep only with nothing ready on the list and every
 			 * idle item armed, so that the peers wake us. */
@@ -1280,8 +1293,11 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		if (n < max)
 			n += collect(ep, ev + n, max - n);
 		mu_unlock(&ep->lock);
+		if (n > 0 && spin_end && spun)
+			osf_spin_paid(1);
 		if (n > 0 || remaining(timeout, start) == 0)
 			return n;
+		spun = spin_end != 0;
 	}
 }
 
