@@ -126,7 +126,7 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
  * spin paid (no sleep was counted). */
 static int wait_data(struct osf_conn *c, int fd)
 {
-	unsigned spin = osf_spin_budget(osf.spin_us);
+	unsigned spin = osf_spin_budget(osf.spin_us, 4);
 	uint64_t sleeps = __atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED);
 	int r = osf_side_wait_data(&c->s, fd, spin);
 
@@ -138,7 +138,7 @@ static int wait_data(struct osf_conn *c, int fd)
 
 static int wait_room(struct osf_conn *c)
 {
-	unsigned spin = osf_spin_budget(osf.spin_us);
+	unsigned spin = osf_spin_budget(osf.spin_us, 4);
 	uint64_t sleeps = __atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED);
 	int r = osf_side_wait_room(&c->s, spin);
 

@@ -6,10 +6,10 @@
 #define OSF_PRELOAD_SPIN_H
 
 /* osf_spin_budget returns the µs the calling thread's wait may spin: max_us
- * (OSF_SPIN_US or OSF_POLL_SPIN_US), a quarter of it while the host has
+ * (OSF_SPIN_US or OSF_POLL_SPIN_US), max_us / busy_div while the host has
  * more runnable threads than CPUs, or 0 while the thread backs off after
  * spins that did not pay. */
-unsigned osf_spin_budget(unsigned max_us);
+unsigned osf_spin_budget(unsigned max_us, unsigned busy_div);
 
 /* osf_spin_paid tells how a spin of a nonzero budget ended: paid when
  * the awaited event came while spinning, else the wait went to sleep. */

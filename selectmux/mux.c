@@ -89,7 +89,7 @@ static long spin_until(long timeout)
 
 	if (timeout == 0)
 		return 0;
-	us = osf_spin_budget(osf.poll_spin_us);
+	us = osf_spin_budget(osf.poll_spin_us, 1);
 	if (!us)
 		return 0;
 	if (timeout > 0 && timeout * 1000 < us)
