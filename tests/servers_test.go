@@ -272,3 +272,57 @@ func TestServerSshd(t *testing.T) {
 		})
 	}
 }
+
+// nodeHashServer is a node http server on 127.0.0.1:PORT that answers each
+// request with "BYTES SHA256" of its body. node (libuv) closes fds with
+// syscall(SYS_close), past osf's close hook.
+const nodeHashServer = `
+const http = require('http'), crypto = require('crypto');
+http.createServer((req, res) => {
+  const h = crypto.createHash('sha256'); let n = 0;
+  req.on('data', d => { h.update(d); n += d.length; });
+  req.on('end', () => res.end(n + ' ' + h.digest('hex') + '\n'));
+}).listen(+process.argv[1], '127.0.0.1');
+`
+
+// TestServerNodePost sends ten 5 MiB POSTs with curl, one after the other,
+// to a node http server: each connection lands on the fd number the
+// previous one closed with syscall(SYS_close), and each must be answered
+// with the body's length and SHA-256. The first is sent slowly, so that
+// both ends can be seen offloaded while it runs.
+func TestServerNodePost(t *testing.T) {
+	t.Parallel()
+	node, curl := testutil.Tool(t, "node"), testutil.Tool(t, "curl")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path, sum := testutil.WriteRandomFile(t, dir, "body", 5<<20)
+			port := strconv.Itoa(testutil.FreePort(t))
+			srv := m.cmd(t, nil, node, "-e", nodeHashServer, port).Start()
+			testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+			if m.osf {
+				waitRole(t, srv.Pid, "listener", 1)
+			}
+			want := fmt.Sprintf("%d %s\n", 5<<20, sum)
+			for i := 0; i < 10; i++ {
+				args := []string{"-sS", "--max-time", "20", "--data-binary", "@" + path, "http://127.0.0.1:" + port + "/"}
+				if i == 0 {
+					args = append([]string{"--limit-rate", "2M"}, args...)
+				}
+				c := m.cmd(t, nil, curl, args...).Start()
+				if i == 0 {
+					assertConns(t, m, c.Pid, srv.Pid, 1, "curl")
+				}
+				r := c.Wait(longRun)
+				if !r.OK() || r.Stdout != want {
+					t.Fatalf("POST %d: got %q, want %q: %s", i, r.Stdout, want, r)
+				}
+			}
+			if srv.Exited() {
+				t.Errorf("node died: %s", srv.Wait(0))
+			}
+			noOsfMessages(t, "node", srv.Stderr())
+		})
+	}
+}
