@@ -14,7 +14,7 @@ BUILD_DEBS := gcc make libc6-dev libibverbs-dev librdmacm-dev rdma-core \
 	ibverbs-utils iproute2 util-linux
 TEST_DEBS := curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
 	memcached socat ncat hyperfine sockperf procps psmisc coreutils bash \
-	file binutils openssh-server openssh-client nodejs
+	file binutils openssh-server openssh-client nodejs apache2
 DEBS := $(BUILD_DEBS) $(TEST_DEBS)
 
 CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \

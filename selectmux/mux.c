@@ -921,10 +921,18 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 		it->disabled = 0;
 		list_add(ep, it);
 		/* The kernel wakes a wait already asleep when the fd it adds
-		 * (or modifies) is ready. */
+		 * (or modifies) is ready, or becomes so: kick it now, or arm
+		 * the item so that the peer's token wakes it. */
 		if (poll_to_epoll(osf_conn_poll(fd, e)) &
-		    (it->events | EPOLLERR | EPOLLHUP))
+		    (it->events | EPOLLERR | EPOLLHUP)) {
 			kick(ep);
+		} else if (ep->sleepers || ep->young) {
+			list_del(ep, it);
+			if (arm_item(ep, it, e)) { /* raced to ready */
+				list_add(ep, it);
+				kick(ep);
+			}
+		}
 		return 0;
 	case EPOLL_CTL_DEL:
 		if (!it || it->parked)

@@ -2278,9 +2278,13 @@ static void sleeper_test(const char *what, int ep, int op, int fd,
  * in one that has offloaded fds already, for data and for room. */
 static void s_epoll_add_wakes(void)
 {
-	int c, s, ep = epoll_create1(0);
+	struct later lt = {.op = LATER_SEND, .delay_ms = 500, .buf = "xyz", .len = 3};
+	int c, s, c2, s2, c3, s3, ep = epoll_create1(0), ep2 = epoll_create1(0);
 	char b[8];
 
+	mkpair(AF_INET, &c2, &s2); /* ep2 has an offloaded fd already */
+	say("add other %s", R(DO(epoll_ctl(ep2, EPOLL_CTL_ADD, s2,
+					   &(struct epoll_event){EPOLLIN, {.u64 = 1}}))));
 	mkpair(AF_INET, &c, &s);
 	send(c, "abc", 3, 0);
 	wait_bytes(s, 3, 1000);
@@ -2295,9 +2299,21 @@ static void s_epoll_add_wakes(void)
 	sleeper_test("mod ready for data", ep, EPOLL_CTL_MOD, s, EPOLLIN, 6);
 	recv(s, b, sizeof b, 0);
 	sleeper_test("add back ready for room", ep, EPOLL_CTL_ADD, c, EPOLLOUT | EPOLLET, 7);
+	/* Added while the wait sleeps, ready only later (apache's event MPM
+	 * hands over a connection whose next request has not come yet). */
+	mkpair(AF_INET, &c3, &s3);
+	lt.fd = c3;
+	later_start(&lt);
+	sleeper_test("add idle, data while asleep", ep2, EPOLL_CTL_ADD, s3, EPOLLIN, 8);
+	later_join(&lt);
+	close(c3);
+	close(s3);
+	close(ep2);
 	close(ep);
 	close(c);
 	close(s);
+	close(c2);
+	close(s2);
 }
 
 /* s_epoll_raw_close: a connection registered in an epoll is closed with
