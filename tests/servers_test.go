@@ -326,3 +326,114 @@ func TestServerNodePost(t *testing.T) {
 		})
 	}
 }
+
+// apacheEventConf runs apache2 with the event MPM (two children of eight
+// threads) on 127.0.0.1:%[2]d, serving %[1]s/www with sendfile.
+const apacheEventConf = `ServerRoot %[1]s
+ServerName localhost
+Listen 127.0.0.1:%[2]d
+PidFile %[1]s/httpd.pid
+ErrorLog %[1]s/error.log
+LogLevel warn
+LoadModule mpm_event_module /usr/lib/apache2/modules/mod_mpm_event.so
+LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
+User nobody
+Group nogroup
+DocumentRoot %[1]s/www
+EnableSendfile on
+StartServers 2
+ServerLimit 4
+ThreadsPerChild 8
+MaxRequestWorkers 32
+<Directory %[1]s/www>
+  Require all granted
+</Directory>
+`
+
+// TestServerApacheEvent downloads a 10 MiB random file 20 times from
+// apache2's event MPM with curl, four at a time: every download must
+// complete intact (SHA-256) within a generous bound, and no apache child
+// may die (apache's listener thread takes connections handed over by its
+// workers through EPOLL_CTL_ADD while it sleeps in epoll_wait).
+func TestServerApacheEvent(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("apache2 needs root (it changes users)")
+	}
+	apache, curl := testutil.Tool(t, "apache2"), testutil.Tool(t, "curl")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := testutil.WorldReadableTempDir(t) // nobody serves it
+			www := filepath.Join(dir, "www")
+			if err := os.Mkdir(www, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			path, sum := testutil.WriteRandomFile(t, www, "file.bin", 10<<20)
+			if err := os.Chmod(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			port := testutil.FreePort(t)
+			conf := filepath.Join(dir, "httpd.conf")
+			if err := os.WriteFile(conf, []byte(fmt.Sprintf(apacheEventConf, dir, port)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			srv := m.cmd(t, nil, apache, "-D", "FOREGROUND", "-f", conf).Start()
+			url := fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)
+			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
+			if m.osf {
+				waitRole(t, srv.Pid, "listener", 1)
+			}
+			for round := 0; round < 5; round++ {
+				var cs []*testutil.Process
+				for i := 0; i < 4; i++ {
+					args := []string{"-sS", "--max-time", "30", "-o", filepath.Join(dir, fmt.Sprintf("got%d", i)), url}
+					if round == 0 && i == 0 {
+						args = append([]string{"--limit-rate", "4M"}, args...)
+					}
+					cs = append(cs, m.cmd(t, nil, curl, args...).Start())
+				}
+				if round == 0 {
+					if m.osf {
+						waitUnderOsf(t, cs[0].Pid, "curl")
+						waitRole(t, cs[0].Pid, "client", 1)
+						testutil.AssertTransport(t, cs[0].Pid, testutil.ByRole("client"), testutil.TransportShm)
+						testutil.WaitFor(t, shortRun, "an apache2 child with an offloaded connection", func() bool {
+							for _, p := range testutil.OsfStatAll(t) {
+								for _, s := range p.Sockets {
+									if p.Program == "apache2" && s.Role == "server" && s.Transport == testutil.TransportShm {
+										return true
+									}
+								}
+							}
+							return false
+						})
+					}
+				}
+				for i, c := range cs {
+					if r := c.Wait(longRun); !r.OK() {
+						t.Fatalf("round %d download %d: %s\n--- error.log:\n%s", round, i, r, readFile(dir, "error.log"))
+					}
+					if got := testutil.SHA256File(t, filepath.Join(dir, fmt.Sprintf("got%d", i))); got != sum {
+						t.Errorf("round %d download %d: sha256 %s, want %s", round, i, got, sum)
+					}
+				}
+			}
+			if log := readFile(dir, "error.log"); strings.Contains(log, "exit signal") {
+				t.Errorf("an apache child died:\n%s", log)
+			}
+			if srv.Exited() {
+				t.Errorf("apache2 died: %s", srv.Wait(0))
+			}
+		})
+	}
+}
+
+// readFile returns the content of dir/name, or what went wrong.
+func readFile(dir, name string) string {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
