@@ -121,30 +121,41 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 	return nonblock ? OSF_FAIL(EAGAIN) : 1;
 }
 
-/* wait_data and wait_room wait as osf_side_wait_data and _room do, with
- * the spin the adaptive policy allows (spin.h), and tell it whether the
- * spin paid (no sleep was counted). */
-static int wait_data(struct osf_conn *c, int fd)
+/* spin_begin returns the spin the adaptive policy allows a recv or send
+ * wait (spin.h), noting in *sleeps the side's sleeps so far; spin_end
+ * tells the policy whether that spin paid (no sleep was counted). */
+static unsigned spin_begin(struct osf_conn *c, uint64_t *sleeps)
 {
-	unsigned spin = osf_spin_budget(osf.spin_us, 4);
-	uint64_t sleeps = __atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED);
-	int r = osf_side_wait_data(&c->s, fd, spin);
+	*sleeps = __atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED);
+	return osf_spin_budget(osf.spin_us, 4);
+}
 
+static void spin_end(struct osf_conn *c, unsigned spin, uint64_t sleeps)
+{
 	if (spin)
 		osf_spin_paid(__atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED) ==
 			      sleeps);
+}
+
+/* wait_data and wait_room are osf_side_wait_data and _room with the
+ * adaptive spin. */
+static int wait_data(struct osf_conn *c, int fd)
+{
+	uint64_t sleeps;
+	unsigned spin = spin_begin(c, &sleeps);
+	int r = osf_side_wait_data(&c->s, fd, spin);
+
+	spin_end(c, spin, sleeps);
 	return r;
 }
 
 static int wait_room(struct osf_conn *c)
 {
-	unsigned spin = osf_spin_budget(osf.spin_us, 4);
-	uint64_t sleeps = __atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED);
+	uint64_t sleeps;
+	unsigned spin = spin_begin(c, &sleeps);
 	int r = osf_side_wait_room(&c->s, spin);
 
-	if (spin)
-		osf_spin_paid(__atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED) ==
-			      sleeps);
+	spin_end(c, spin, sleeps);
 	return r;
 }
 
