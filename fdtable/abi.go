@@ -27,8 +27,9 @@ var (
 		"OSF_R_SANDBOX":          C.OSF_R_SANDBOX,
 	}
 	cTransports = map[string]uint8{
-		"OSF_TP_KERNEL": C.OSF_TP_KERNEL,
-		"OSF_TP_SHM":    C.OSF_TP_SHM,
-		"OSF_TP_RDMA":   C.OSF_TP_RDMA,
+		"OSF_TP_KERNEL":  C.OSF_TP_KERNEL,
+		"OSF_TP_SHM":     C.OSF_TP_SHM,
+		"OSF_TP_RDMA":    C.OSF_TP_RDMA,
+		"OSF_TP_GATEWAY": C.OSF_TP_GATEWAY,
 	}
 )
