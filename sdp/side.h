@@ -12,7 +12,10 @@
  * raises its rx_want (or tx_want) flag in the segment, fences, and checks
  * the ring once more; the other side publishes, fences, and if it sees the
  * flag clears it and sends as many tokens as there are waiters (at most
- * OSF_WAKE_MAX_TOKENS). A blocked reader sleeps in a real blocking recv()
+ * OSF_WAKE_MAX_TOKENS), counting them in the side's rx_tokens (tx_tokens);
+ * a waiter first sheds tokens nobody will take (side.c, "Token
+ * accounting"), so they never pile up, and a send that fails raises the
+ * flag again, so no wake-up is lost. A blocked reader sleeps in a real blocking recv()
  * of one token on the application's fd, so the kernel applies SO_RCVTIMEO,
  * SA_RESTART and EINTR exactly as it would for TCP; a blocked writer does
  * the same on the writers' socket, which carries the application's
@@ -250,9 +253,11 @@ int osf_side_wait_room(struct osf_side *s, unsigned spin_us);
  * computed from the rings. */
 short osf_side_revents(const struct osf_side *s);
 
-/* osf_side_arm counts the caller as a waiter of kinds not in already, asks
- * the peer to wake it, and returns the events ready after arming. */
-short osf_side_arm(struct osf_side *s, int kinds, int already);
+/* osf_side_arm counts the caller as a waiter of kinds not in already
+ * (first shedding stale tokens on fd, the application's wake socket, or
+ * the writers' socket), asks the peer to wake it, and returns the events
+ * ready after arming. */
+short osf_side_arm(struct osf_side *s, int fd, int kinds, int already);
 
 /* osf_side_disarm ends a poller's wait of kinds: it takes the token owed
  * from each armed socket the kernel reported readable (woken), notes the

@@ -239,7 +239,7 @@ func (e *End) TCPState() int { return int(C.osf_side_tcp_state(e.s)) }
 // Revents, Arm and Disarm are the readiness calls a poller makes.
 func (e *End) Revents() int16 { return int16(C.osf_side_revents(e.s)) }
 func (e *End) Arm(kinds, already int) int16 {
-	return int16(C.osf_side_arm(e.s, C.int(kinds), C.int(already)))
+	return int16(C.osf_side_arm(e.s, C.int(e.FD), C.int(kinds), C.int(already)))
 }
 func (e *End) Disarm(kinds, woken int) {
 	C.osf_side_disarm(e.s, C.int(e.FD), C.int(kinds), C.int(woken))
@@ -264,6 +264,13 @@ func (e *End) WaitRoom(spinUs uint) int {
 // Waiters returns the end's counted readers and writers.
 func (e *End) Waiters() (rx, tx uint32) {
 	return uint32(e.s.me.rx_waiters), uint32(e.s.me.tx_waiters)
+}
+
+// Want returns the end's want flags; Tokens its counts of tokens sent to
+// it and not taken.
+func (e *End) Want() (rx, tx uint32) { return uint32(e.s.me.rx_want), uint32(e.s.me.tx_want) }
+func (e *End) Tokens() (rx, tx uint32) {
+	return uint32(e.s.me.rx_tokens), uint32(e.s.me.tx_tokens)
 }
 
 // SetWaiters overwrites the end's reader count, as a hostile peer may.

@@ -350,3 +350,48 @@ func TestLockReenteredFails(t *testing.T) {
 		t.Fatalf("re-entered lock returned %d, want -1 (a signal handler must not deadlock)", r)
 	}
 }
+
+// TestStaleTokensNeverPileUp is issue 10's item 1 at the protocol level: a
+// poller whose wait ended without a token (the ring was ready right after
+// arming, or EPOLL_CTL_MOD ended it) leaves the flag raised, and the
+// token the peer then sends is nobody's. The next waiter sheds such
+// tokens before it asks for more, so they never pile up (before, they
+// filled the socket's buffer and the next real wake-up was lost).
+func TestStaleTokensNeverPileUp(t *testing.T) {
+	p := pair(t, 4096)
+	for i := 0; i < 1000; i++ {
+		p.Server.Arm(sidetest.ArmRx, 0)
+		p.Server.Disarm(sidetest.ArmRx, 0) // not woken: EPOLL_CTL_MOD
+		p.Client.Write([]byte("x"))        // the flag is still up: a token
+		if n := p.Server.Read(make([]byte, 1)); n != 1 {
+			t.Fatalf("round %d: read %d", i, n)
+		}
+		if n := tokens(t, p.Server.FD); n > 2 {
+			t.Fatalf("round %d: %d tokens queued", i, n)
+		}
+	}
+	if rx, _ := p.Server.Tokens(); rx != uint32(tokens(t, p.Server.FD)) {
+		t.Fatalf("token count %d, %d queued", rx, tokens(t, p.Server.FD))
+	}
+}
+
+// TestFailedTokenSendKeepsTheFlag: when a token cannot be sent (the wake
+// socket's buffer is full), the flag goes up again so that the next
+// publish retries: the wake-up is late, never lost.
+func TestFailedTokenSendKeepsTheFlag(t *testing.T) {
+	p := pair(t, 4096)
+	junk := make([]byte, 4096)
+	for {
+		if _, err := unix.SendmsgN(p.Client.FD, junk, nil, nil, unix.MSG_DONTWAIT); err != nil {
+			break
+		}
+	}
+	p.Server.Arm(sidetest.ArmRx, 0)
+	p.Client.Write([]byte("x"))
+	if rx, _ := p.Server.Want(); rx != 1 {
+		t.Fatalf("rx_want %d after a failed token send, want 1", rx)
+	}
+	if rx, _ := p.Server.Tokens(); rx != 0 {
+		t.Fatalf("%d tokens counted that were never sent", rx)
+	}
+}
