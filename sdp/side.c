@@ -31,6 +31,7 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	s->rxd = base + OSF_SEG_HDR_BYTES + (size_t)(1 - side) * ring_bytes;
 	s->state = 0;
 	s->pending_err = 0;
+	s->lock_since[0] = s->lock_since[1] = 0;
 	s->seen_close_seq = __atomic_load_n(&s->peer->close_seq, __ATOMIC_RELAXED);
 }
 

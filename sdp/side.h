@@ -62,6 +62,8 @@ struct osf_side {
 	uint32_t state; /* OSF_CS_* */
 	int pending_err; /* SO_ERROR */
 	uint32_t seen_close_seq;
+	long lock_since[2]; /* the stuck clocks of rx_lock and tx_lock
+			       (struct osf_lock_wait) */
 };
 
 /* osf_side_init points s at the segment mapped at base (rings of
@@ -133,6 +135,26 @@ static inline void osf_side_peer_closing(struct osf_side *s, int fd)
 		return;
 	s->seen_close_seq = seq;
 	osf_side_check_end(s, fd);
+}
+
+/* ---- locks ------------------------------------------------------------- */
+
+/* osf_side_lock_rx and osf_side_lock_tx take this side's consumers' lock
+ * (timeout: SO_RCVTIMEO of fd, the application's wake socket) or
+ * producers' lock (SO_SNDTIMEO, kept on the writers' socket) for a call
+ * that is nonblock or not: 0, OSF_LOCK_AGAIN or OSF_LOCK_BROKEN. */
+static inline int osf_side_lock_rx(struct osf_side *s, int fd, int nonblock)
+{
+	struct osf_lock_wait how = {nonblock, fd, &s->lock_since[0]};
+
+	return osf_seg_lock_wait(&s->me->rx_lock, &how);
+}
+
+static inline int osf_side_lock_tx(struct osf_side *s, int nonblock)
+{
+	struct osf_lock_wait how = {nonblock, s->wfd, &s->lock_since[1]};
+
+	return osf_seg_lock_wait(&s->me->tx_lock, &how);
 }
 
 /* ---- rings ------------------------------------------------------------- */

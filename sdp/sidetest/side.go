@@ -16,6 +16,7 @@ ssize_t osf_sys_read(int fd, void *buf, size_t n) { return read(fd, buf, n); }
 int osf_sys_close(int fd) { return close(fd); }
 int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout) { return poll(p, n, timeout); }
 int osf_sys_ioctl(int fd, unsigned long req, void *arg) { return ioctl(fd, req, arg); }
+int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len) { return getsockopt(fd, level, name, val, len); }
 
 static void side_set_flags(struct osf_side *s, uint32_t f)
 {
@@ -287,8 +288,37 @@ func (e *End) CorruptRx() { e.s.rx.head = e.s.rx.tail + C.uint64_t(e.s.size) + 1
 func (e *End) TxLockWord() *uint32 { return (*uint32)(unsafe.Pointer(&e.s.me.tx_lock)) }
 
 // Lock and Unlock take and release a segment lock word: 0 or -1.
-func Lock(w *uint32) int { return int(C.osf_seg_lock((*C.uint32_t)(unsafe.Pointer(w)))) }
-func Unlock(w *uint32)   { C.osf_seg_unlock((*C.uint32_t)(unsafe.Pointer(w))) }
+func Lock(w *uint32) int {
+	if C.osf_seg_lock((*C.uint32_t)(unsafe.Pointer(w))) < 0 {
+		return -1
+	}
+	return 0
+}
+
+// Results of LockWait besides 0.
+var (
+	LockAgain  = int(C.OSF_LOCK_AGAIN)
+	LockBroken = int(C.OSF_LOCK_BROKEN)
+)
+
+// LockWait is osf_seg_lock_wait: nonblock, SO_RCVTIMEO of timeoFD (-1:
+// none) and the stuck clock *since (C memory from NewClock, kept across
+// calls as a connection keeps it).
+func LockWait(w *uint32, nonblock bool, timeoFD int, since *Clock) int {
+	how := C.struct_osf_lock_wait{nonblock: 0, timeo_fd: C.int(timeoFD), since: since.p}
+	if nonblock {
+		how.nonblock = 1
+	}
+	return int(C.osf_seg_lock_wait((*C.uint32_t)(unsafe.Pointer(w)), &how))
+}
+
+// Clock is a lock's stuck clock in C memory.
+type Clock struct{ p *C.long }
+
+// NewClock returns a zeroed Clock; Free releases it.
+func NewClock() *Clock { return &Clock{(*C.long)(C.calloc(1, C.size_t(unsafe.Sizeof(C.long(0)))))} }
+func (c *Clock) Free() { C.free(unsafe.Pointer(c.p)) }
+func Unlock(w *uint32) { C.osf_seg_unlock((*C.uint32_t)(unsafe.Pointer(w))) }
 
 // Tid is the calling thread's id as the locks record it.
 func Tid() uint32 { return uint32(C.osf_lock_tid()) }
