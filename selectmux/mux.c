@@ -1094,11 +1094,12 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		     long timeout, const sigset_t *mask)
 {
 	long start = mono_ms(), spin_end = spin_until(timeout);
+	int saved = errno; /* a successful wait leaves errno alone */
 
 	if (max <= 0 || max > INT_MAX / (int)sizeof(*ev))
 		return OSF_FAIL(EINVAL);
 	for (;;) {
-		int n = 0, k, to, sleep_ok = 0;
+		int n = 0, k = 0, to, sleep_ok = 0;
 		mu_lock(&ep->lock);
 		ep->wait++;
 		idle_check(ep);
@@ -1117,11 +1118,17 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 			sleep_ok = !n;
 		}
 		mu_unlock(&ep->lock);
+		if (n == max) { /* every slot filled: no room for the kernel's */
+			errno = saved;
+			return n;
+		}
 		to = sleep_ok ? remaining(timeout, start) : 0;
 		k = REAL(epoll_pwait)(ep->epfd, ev + n, max - n, to, mask);
 		if (k < 0) {
-			if (n > 0)
+			if (n > 0) {
+				errno = saved;
 				return n;
+			}
 			return -1;
 		}
 		mu_lock(&ep->lock);
@@ -1131,8 +1138,10 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		if (n < max)
 			n += collect(ep, ev + n, max - n);
 		mu_unlock(&ep->lock);
-		if (n > 0 || remaining(timeout, start) == 0)
+		if (n > 0 || remaining(timeout, start) == 0) {
+			errno = saved;
 			return n;
+		}
 	}
 }
 
