@@ -99,22 +99,22 @@ func TestSetuidHandoffIsLoud(t *testing.T) {
 	t.Parallel()
 	dir := setuidDir(t)
 	setpriv := testutil.Tool(t, "setpriv")
-	suid := filepath.Join(dir, "handoff-suid")
-	copyFile(t, testutil.Prog(t, "handoff"), suid)
+	suid := filepath.Join(dir, "suidexec-suid")
+	copyFile(t, testutil.Prog(t, "suidexec"), suid)
 	if err := os.Chown(suid, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
 		t.Fatal(err)
 	}
-	parent := filepath.Join(dir, "handoff")
-	copyFile(t, testutil.Prog(t, "handoff"), parent)
+	parent := filepath.Join(dir, "suidexec")
+	copyFile(t, testutil.Prog(t, "suidexec"), parent)
 	if err := os.Chmod(parent, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	r := underOsf.cmd(t, nil, setpriv, append(append([]string(nil), asNobody...), parent, "parent", suid)...).Run(longRun)
 	if !r.OK() {
-		t.Fatalf("handoff: %s", r)
+		t.Fatalf("suidexec: %s", r)
 	}
 	for _, want := range []string{
 		"reader: 0 bytes, then ECONNRESET (euid 0)", // the program: loud
@@ -122,7 +122,7 @@ func TestSetuidHandoffIsLoud(t *testing.T) {
 		"parent: child exit 0",
 	} {
 		if !strings.Contains(r.Stdout, want) {
-			t.Errorf("handoff: want %q in:\n%s", want, r.Stdout)
+			t.Errorf("suidexec: want %q in:\n%s", want, r.Stdout)
 		}
 	}
 }

@@ -1,9 +1,9 @@
 //go:build osf_make
 
-/* handoff: an offloaded connection handed to a program that runs without
+/* suidexec: an offloaded connection handed to a program that runs without
  * osf (issue 10, item 9).
  *
- *   handoff parent PROG   (under osf) make a connection to itself (a: the
+ *   suidexec parent PROG   (under osf) make a connection to itself (a: the
  *                         server end, b: the client end), write 1000 bytes
  *                         on a, fork, and exec PROG reader with b as fd 3
  *                         (PROG is a set-user-ID copy of this program, which
@@ -11,7 +11,7 @@
  *                         300 ms, and say what a non-blocking recv on a gets
  *                         ("parent: recv EAGAIN|ECONNRESET|..."); close a
  *                         and wait for the child.
- *   handoff reader        read fd 3 until it fails or ends: "reader: N
+  *   suidexec reader        read fd 3 until it fails or ends: "reader: N
  *                         bytes, then EOF|ECONNRESET|...", and its euid.
  *
  * A program without osf cannot use an offloaded connection: it must fail
@@ -69,7 +69,7 @@ int main(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "reader"))
 		return reader();
 	if (argc < 3 || strcmp(argv[1], "parent")) {
-		fprintf(stderr, "usage: handoff parent PROG | handoff reader\n");
+		fprintf(stderr, "usage: suidexec parent PROG | suidexec reader\n");
 		return 2;
 	}
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
