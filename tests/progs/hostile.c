@@ -249,6 +249,24 @@ static int make_segment(uint32_t ring, int seal, off_t size)
 	return fd;
 }
 
+/* truthful_hello fills in a hello as an honest osf client of
+ * 127.0.0.1:port would send it, from client port cport. */
+static void truthful_hello(struct osf_hello *h, int port, uint32_t ring, uint16_t cport)
+{
+	struct sockaddr_in cl = {.sin_family = AF_INET, .sin_port = htons(cport),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in sv = cl;
+
+	memset(h, 0, sizeof(*h));
+	h->magic = OSF_HELLO_MAGIC;
+	h->version = OSF_SEG_VERSION;
+	h->size = sizeof(*h);
+	h->ring_bytes = ring;
+	sv.sin_port = htons((uint16_t)port);
+	memcpy(h->client, &cl, sizeof(cl));
+	memcpy(h->server, &sv, sizeof(sv));
+}
+
 static int attack(int port)
 {
 	char name[64];
@@ -263,19 +281,7 @@ static int attack(int port)
 		snprintf(name, sizeof(name), "osf1/4/*/%d", port);
 	else
 		close(c);
-	memset(&h, 0, sizeof(h));
-	h.magic = OSF_HELLO_MAGIC;
-	h.version = OSF_SEG_VERSION;
-	h.size = sizeof(h);
-	h.ring_bytes = ring;
-	{
-		struct sockaddr_in cl = {.sin_family = AF_INET, .sin_port = htons(40000),
-					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-		struct sockaddr_in sv = cl;
-		sv.sin_port = htons((uint16_t)port);
-		memcpy(h.client, &cl, sizeof(cl));
-		memcpy(h.server, &sv, sizeof(sv));
-	}
+	truthful_hello(&h, port, ring, 40000);
 	for (i = 0; i < 10; i++) {
 		int fd2 = -1, fd3 = -1, bad, wake[2] = {-1, -1};
 		/* The writers' wake socket every hello carries after the segment. */
@@ -376,19 +382,7 @@ static int lockflip(int port, double secs)
 	double until = now() + secs;
 
 	snprintf(name, sizeof(name), "osf1/4/127.0.0.1/%d", port);
-	memset(&h, 0, sizeof(h));
-	h.magic = OSF_HELLO_MAGIC;
-	h.version = OSF_SEG_VERSION;
-	h.size = sizeof(h);
-	h.ring_bytes = ring;
-	{
-		struct sockaddr_in cl = {.sin_family = AF_INET, .sin_port = htons(40001),
-					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-		struct sockaddr_in sv = cl;
-		sv.sin_port = htons((uint16_t)port);
-		memcpy(h.client, &cl, sizeof(cl));
-		memcpy(h.server, &sv, sizeof(sv));
-	}
+	truthful_hello(&h, port, ring, 40001);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wake) < 0)
 		return 1;
 	fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
