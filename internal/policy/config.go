@@ -37,6 +37,9 @@ type ParseError struct {
 	Rule int
 	// Reason says what is wrong with Text.
 	Reason string
+	// Where is "path:line" of the configuration file line the value came
+	// from, or "" when it came from the environment.
+	Where string
 }
 
 // Error returns the message osf prints for e, for example
@@ -45,7 +48,11 @@ type ParseError struct {
 //
 // Text is quoted as by strconv.Quote, which leaves printable text unchanged.
 func (e *ParseError) Error() string {
-	s := "osf: " + e.Var + "=" + strconv.Quote(e.Text)
+	s := "osf: "
+	if e.Where != "" {
+		s += e.Where + ": "
+	}
+	s += e.Var + "=" + strconv.Quote(e.Text)
 	if e.Rule > 0 {
 		s += " (rule " + strconv.Itoa(e.Rule) + ")"
 	}
@@ -94,6 +101,25 @@ type Config struct {
 	// (sdp/rdma.Sim), to test the RDMA engine on machines without one.
 	// Never for production.
 	DebugRDMASim bool
+
+	// origin says which values came from the configuration file.
+	origin *origin
+}
+
+// ConfFile returns the path of the configuration file that was read, or ""
+// when none was.
+func (c *Config) ConfFile() string {
+	if c.origin == nil {
+		return ""
+	}
+	return c.origin.path
+}
+
+// Where returns "path:line" of the configuration file line that set
+// variable name (for OSF_ROUTES, the line of rule number rule, counting from
+// 1), or "" when the value did not come from the file.
+func (c *Config) Where(name string, rule int) string {
+	return c.origin.where(name, rule)
 }
 
 // defaultRoutes is the text of the rules used when OSF_ROUTES is unset.
@@ -155,8 +181,10 @@ var variables = []variable{
 	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
 	{Var{"OSF_DEBUG_LOAD_CORE", "0", "1 loads the osf core at start-up (debugging)"}, boolVar(func(c *Config) *bool { return &c.DebugLoadCore })},
 	{Var{"OSF_DEBUG_RDMA_SIM", "0", "1 replaces RDMA devices by a software stand-in between processes of this host (tests)"}, boolVar(func(c *Config) *bool { return &c.DebugRDMASim })},
+	{Var{varConf, DefaultConfFile, "configuration file; empty means none (the environment overrides the file)"}, nil},
 	{Var{"OSF_LIB", "", "libosf.so for osfrun to preload; default: found next to osfrun"}, nil},
 	{Var{"OSF_FDTABLE", "", "state, set by osf itself across exec: the fd number of the inherited fd table"}, nil},
+	{Var{varOrigin, "", "state, set by osf itself: the configuration file read and the lines its values came from"}, nil},
 }
 
 // Vars returns every variable osf reads, in the order Parse checks them.
@@ -179,17 +207,21 @@ func Vars() []Var {
 func Parse(env []string) (*Config, error) {
 	values := osfValues(env)
 	c := Default()
+	if v, ok := values[varOrigin]; ok {
+		c.origin = parseOrigin(v)
+	}
 	for _, v := range variables {
 		value, ok := values[v.Name]
 		if !ok || v.parse == nil {
 			continue
 		}
 		if err := v.parse(c, value); err != nil {
-			var pe *ParseError
-			if errors.As(err, &pe) {
-				return nil, err
+			pe, ok := errors.AsType[*ParseError](err)
+			if !ok {
+				pe = &ParseError{Var: v.Name, Text: value, Reason: err.Error()}
 			}
-			return nil, &ParseError{Var: v.Name, Text: value, Reason: err.Error()}
+			pe.Where = c.origin.where(v.Name, pe.Rule)
+			return nil, pe
 		}
 	}
 	return c, nil
