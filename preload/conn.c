@@ -423,3 +423,32 @@ void osf_conn_exec_failed(struct osf_exec_undo *u)
 	u->n = 0;
 	errno = saved;
 }
+
+int osf_conn_spawn_unfollowable(posix_spawn_file_actions_t *fa, int *dead, int max)
+{
+	unsigned i, j;
+	int n = 0;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
+			int fd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j), fl, d;
+			if (!osf_kind_is_conn(e->kind) || (e->flags & OSF_FDF_CLOEXEC) ||
+			    n == max)
+				continue;
+			fl = REAL(fcntl)(fd, F_GETFL, NULL);
+			d = fl < 0 ? -1 : reset_socket(fl & O_NONBLOCK);
+			if (d < 0)
+				continue;
+			if (posix_spawn_file_actions_adddup2(fa, d, fd) != 0) {
+				REAL(close)(d);
+				continue;
+			}
+			if (e->aux_fd >= 0)
+				posix_spawn_file_actions_addclose(fa, e->aux_fd);
+			if (e->aux2_fd >= 0)
+				posix_spawn_file_actions_addclose(fa, e->aux2_fd);
+			dead[n++] = d;
+		}
+	return n;
+}

@@ -77,6 +77,14 @@ struct osf_exec_undo {
 void osf_conn_exec_unfollowable(struct osf_exec_undo *u);
 void osf_conn_exec_failed(struct osf_exec_undo *u);
 
+/* osf_conn_spawn_unfollowable is the same for posix_spawn, done by file
+ * actions added to fa in the child only (this process keeps its
+ * connections, so the peer sees nothing): a reset socket dup2'd onto each
+ * inheritable connection fd, the hidden fds closed. It returns the reset
+ * sockets it opened in dead (at most max), for the caller to close after
+ * the spawn. */
+int osf_conn_spawn_unfollowable(posix_spawn_file_actions_t *fa, int *dead, int max);
+
 /* osf_conn_child_after_fork resets per-thread and pool state in a fork
  * child (its only thread is the one that forked). */
 void osf_conn_child_after_fork(void);

@@ -382,17 +382,52 @@ OSF_EXPORT int execlp(const char *file, const char *arg0, ...)
 	return execvpe(file, argv, environ);
 }
 
+/* A spawned program osf cannot follow gets, by file actions, a reset
+ * socket on each inheritable connection fd (osf_conn_spawn_unfollowable);
+ * this process keeps its connections. Only when the caller passed no file
+ * actions of its own (they cannot be copied): see README, Known limits. */
+struct spawn_guard {
+	posix_spawn_file_actions_t fa;
+	int on, dead[OSF_EXEC_UNDO_MAX], n;
+};
+
+static const posix_spawn_file_actions_t *
+spawn_guard(int judge, const posix_spawn_file_actions_t *fa, struct spawn_guard *g)
+{
+	g->on = 0;
+	g->n = 0;
+	if (fa || !judge || posix_spawn_file_actions_init(&g->fa) != 0)
+		return fa;
+	g->on = 1;
+	g->n = osf_conn_spawn_unfollowable(&g->fa, g->dead, OSF_EXEC_UNDO_MAX);
+	return &g->fa;
+}
+
+static void spawn_unguard(struct spawn_guard *g)
+{
+	int i, saved = errno;
+
+	for (i = 0; i < g->n; i++)
+		REAL(close)(g->dead[i]);
+	if (g->on)
+		posix_spawn_file_actions_destroy(&g->fa);
+	errno = saved;
+}
+
 OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,
 			   const posix_spawn_file_actions_t *fa,
 			   const posix_spawnattr_t *attr, char *const argv[],
 			   char *const envp[])
 {
-	int snap;
-	char **env = spawn_env(fa, envp, &snap);
-	int r = REAL(posix_spawn)(pid, path, fa, attr,
-						      argv, env);
+	struct spawn_guard g;
+	int snap, r;
+	char **env;
 
+	fa = spawn_guard(HOLDS_CONNS() && unfollowable(AT_FDCWD, path, 0), fa, &g);
+	env = spawn_env(fa, envp, &snap);
+	r = REAL(posix_spawn)(pid, path, fa, attr, argv, env);
 	spawn_done(env, envp, snap);
+	spawn_unguard(&g);
 	return r;
 }
 
@@ -401,11 +436,14 @@ OSF_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 			    const posix_spawnattr_t *attr, char *const argv[],
 			    char *const envp[])
 {
-	int snap;
-	char **env = spawn_env(fa, envp, &snap);
-	int r = REAL(posix_spawnp)(pid, file, fa, attr,
-						       argv, env);
+	struct spawn_guard g;
+	int snap, r;
+	char **env;
 
+	fa = spawn_guard(HOLDS_CONNS() && unfollowable_file(file), fa, &g);
+	env = spawn_env(fa, envp, &snap);
+	r = REAL(posix_spawnp)(pid, file, fa, attr, argv, env);
 	spawn_done(env, envp, snap);
+	spawn_unguard(&g);
 	return r;
 }

@@ -125,6 +125,21 @@ func TestSetuidHandoffIsLoud(t *testing.T) {
 			t.Errorf("suidexec: want %q in:\n%s", want, r.Stdout)
 		}
 	}
+	// posix_spawn (no file actions): the program gets a reset socket, the
+	// spawning process keeps its connection and its data.
+	r = underOsf.cmd(t, nil, setpriv, append(append([]string(nil), asNobody...), parent, "parent", suid, "spawn")...).Run(longRun)
+	if !r.OK() {
+		t.Fatalf("suidexec spawn: %s", r)
+	}
+	for _, want := range []string{
+		"reader: 0 bytes, then ECONNRESET (euid 0)",
+		"parent: child exit 0",
+		"parent: still reads data",
+	} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("suidexec spawn: want %q in:\n%s", want, r.Stdout)
+		}
+	}
 }
 
 // copyFile copies src to dst (mode 0700 until the caller sets it).

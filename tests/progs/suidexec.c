@@ -3,14 +3,19 @@
 /* suidexec: an offloaded connection handed to a program that runs without
  * osf (issue 10, item 9).
  *
- *   suidexec parent PROG   (under osf) make a connection to itself (a: the
+ *   suidexec parent PROG [spawn]
+ *                         (under osf) make a connection to itself (a: the
  *                         server end, b: the client end), write 1000 bytes
  *                         on a, fork, and exec PROG reader with b as fd 3
  *                         (PROG is a set-user-ID copy of this program, which
  *                         the loader starts without osf); close b, wait
  *                         300 ms, and say what a non-blocking recv on a gets
  *                         ("parent: recv EAGAIN|ECONNRESET|..."); close a
- *                         and wait for the child.
+ *                         and wait for the child. With "spawn": start
+ *                         PROG reader with posix_spawn (no file actions),
+ *                         wait for it, and say whether this process still
+ *                         reads its connection ("parent: still reads
+ *                         data").
   *   suidexec reader        read fd 3 until it fails or ends: "reader: N
  *                         bytes, then EOF|ECONNRESET|...", and its euid.
  *
@@ -24,8 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static const char *ename(int e)
 {
@@ -84,6 +92,17 @@ int main(int argc, char **argv)
 	memset(buf, 'x', sizeof(buf));
 	if (write(a, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
 		return perror("write"), 1;
+	if (argc > 3 && !strcmp(argv[3], "spawn")) {
+		/* posix_spawn, no file actions: this process keeps b. */
+		char *args[] = {argv[2], "reader", NULL};
+		if (dup2(b, 3) < 0 || posix_spawn(&pid, argv[2], NULL, NULL, args, environ) != 0)
+			return perror("posix_spawn"), 1;
+		waitpid(pid, &st, 0);
+		printf("parent: child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		n = recv(b, buf, sizeof(buf), MSG_DONTWAIT);
+		printf("parent: still reads %s\n", n > 0 ? "data" : n == 0 ? "EOF" : ename(errno));
+		return 0;
+	}
 	pid = fork();
 	if (pid == 0) {
 		if (dup2(b, 3) < 0)
