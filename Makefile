@@ -56,7 +56,7 @@ deps:
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 is required (https://go.dev/dl)"; exit 1; }
 
 build: $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
-	$(BIN)/osfperf $(TEST_PROGS) $(BUILD)/man/.stamp
+	$(BIN)/osfperf $(BIN)/osfgw $(TEST_PROGS) $(BUILD)/man/.stamp
 
 $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 	@mkdir -p $(BUILD)
@@ -77,6 +77,10 @@ $(BIN)/osfrun: $(GO_SRCS)
 $(BIN)/osfstat: $(GO_SRCS)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $@ ./cmd/osfstat
+
+$(BIN)/osfgw: $(GO_SRCS)
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $@ ./cmd/osfgw
 
 $(BIN)/osfperf: cmd/osfperf/osfperf.c
 	@mkdir -p $(BIN)

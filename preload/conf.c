@@ -25,6 +25,7 @@ static const char *const file_vars[] = {
 	"OSF_TRANSPORT",	  "OSF_STRICT",	      "OSF_LOG_LEVEL",
 	"OSF_LOG_FILE",		  "OSF_RING_SIZE",    "OSF_SPIN_US",
 	"OSF_POLL_SPIN_US",	  "OSF_RDMA_POLL_US", "OSF_CONNECT_TIMEOUT_MS",
+	"OSF_GATEWAY_KEY",	  "OSF_GATEWAY_TIMEOUT_MS",
 	"OSF_DEBUG_LOAD_CORE",	  "OSF_DEBUG_RDMA_SIM",
 };
 #define NVARS (sizeof(file_vars) / sizeof(file_vars[0]))
@@ -158,7 +159,8 @@ static int is_rule(const char *s)
 {
 	size_t w = strcspn(s, " \t");
 	return (w == 7 && strncmp(s, "offload", 7) == 0) ||
-	       (w == 6 && strncmp(s, "kernel", 6) == 0);
+	       (w == 6 && strncmp(s, "kernel", 6) == 0) ||
+	       (w == 7 && strncmp(s, "gateway", 7) == 0);
 }
 
 static int file_var(const char *name)

@@ -92,6 +92,10 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "osfrun: %v\n", err)
 			return exitUsage
 		}
+		if err := explainGateways(stdout, cfg, opts); err != nil {
+			fmt.Fprintf(stderr, "osfrun: %v\n", err)
+			return exitUsage
+		}
 		return exitOK
 	}
 	return launch(opts, env, stderr)

@@ -94,6 +94,12 @@ type Config struct {
 	// RDMAPoll is OSF_RDMA_POLL_US: how long the RDMA progress engine keeps
 	// polling after its last piece of work before it sleeps.
 	RDMAPoll time.Duration
+	// GatewayKey is OSF_GATEWAY_KEY: the file holding the key that
+	// authenticates this node to its gateways ("" means none).
+	GatewayKey string
+	// GatewayTimeout is OSF_GATEWAY_TIMEOUT_MS: how long a gateway may take
+	// to connect to a destination before connect fails with ETIMEDOUT.
+	GatewayTimeout time.Duration
 	// DebugLoadCore is OSF_DEBUG_LOAD_CORE: load the core at start-up.
 	DebugLoadCore bool
 	// DebugRDMASim is OSF_DEBUG_RDMA_SIM: the RDMA transport runs on a
@@ -142,6 +148,7 @@ func Default() *Config {
 		PollSpin:       20 * time.Microsecond,
 		ConnectTimeout: 1000 * time.Millisecond,
 		RDMAPoll:       20 * time.Microsecond,
+		GatewayTimeout: 20 * time.Second,
 	}
 }
 
@@ -179,6 +186,8 @@ var variables = []variable{
 	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select and epoll spin before they sleep, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
 	{Var{"OSF_RDMA_POLL_US", "20", "microseconds the RDMA progress engine polls before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.RDMAPoll })},
 	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
+	{Var{"OSF_GATEWAY_KEY", "", "file holding the key (mode 0600) that authenticates this node to its gateways"}, func(c *Config, v string) error { c.GatewayKey = v; return nil }},
+	{Var{"OSF_GATEWAY_TIMEOUT_MS", "20000", "milliseconds a gateway may take to connect to a destination, 1-600000"}, parseGatewayTimeout},
 	{Var{"OSF_DEBUG_LOAD_CORE", "0", "1 loads the osf core at start-up (debugging)"}, boolVar(func(c *Config) *bool { return &c.DebugLoadCore })},
 	{Var{"OSF_DEBUG_RDMA_SIM", "0", "1 replaces RDMA devices by a software stand-in between processes of this host (tests)"}, boolVar(func(c *Config) *bool { return &c.DebugRDMASim })},
 	{Var{varConf, DefaultConfFile, "configuration file; empty means none (the environment overrides the file)"}, nil},
@@ -326,14 +335,25 @@ func spinVar(field func(*Config) *time.Duration) func(*Config, string) error {
 	}
 }
 
-func parseConnectTimeout(c *Config, v string) error {
-	n, err := parseUintVar(v, 1, MaxConnectTimeoutMS)
-	if err != nil {
-		return err
+// msVar returns a parser for a millisecond count from 1 to max into the
+// field that field selects.
+func msVar(max uint64, field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := parseUintVar(v, 1, max)
+		if err != nil {
+			return err
+		}
+		*field(c) = time.Duration(n) * time.Millisecond
+		return nil
 	}
-	c.ConnectTimeout = time.Duration(n) * time.Millisecond
-	return nil
 }
+
+var parseConnectTimeout = msVar(MaxConnectTimeoutMS, func(c *Config) *time.Duration { return &c.ConnectTimeout })
+
+// MaxGatewayTimeoutMS is the largest OSF_GATEWAY_TIMEOUT_MS.
+const MaxGatewayTimeoutMS = 600000
+
+var parseGatewayTimeout = msVar(MaxGatewayTimeoutMS, func(c *Config) *time.Duration { return &c.GatewayTimeout })
 
 func parseRingSize(c *Config, v string) error {
 	digits, unit := v, uint64(1)

@@ -124,6 +124,10 @@ func (c *Config) explainQuery(b *strings.Builder, q Query) {
 		fmt.Fprintf(b, "     decided by %s\n", c.decidedBy(matched))
 	}
 	switch {
+	case d.Transport == Gateway && n.Role == Server:
+		b.WriteString("     note: the gateway listens on the same port and hands each connection it accepts to this listener\n")
+	case d.Transport == Gateway:
+		b.WriteString("     note: the gateway connects to the destination over kernel TCP on this node's behalf; a dead gateway is skipped\n")
 	case d.Transport != Kernel && n.Role == Client:
 		b.WriteString("     note: kernel TCP instead if the peer has no osf listener\n")
 	case d.Transport == Kernel:
@@ -145,6 +149,8 @@ func resultText(role Role, d Decision) string {
 		return "kernel: " + d.Reason.Describe(d.Rule, d.Detail)
 	case RDMA:
 		return "rdma" + listener + " via " + d.Device + ": offloaded"
+	case Gateway:
+		return "gateway " + d.Gateways + listener + ": through the gateway (rule " + strconv.Itoa(d.Rule) + ")"
 	}
 	s := "shm" + listener + ": offloaded"
 	switch {

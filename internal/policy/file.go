@@ -145,7 +145,7 @@ func stripComment(line string) string {
 func isRuleLine(text string) bool {
 	word, _, _ := strings.Cut(text, " ")
 	word, _, _ = strings.Cut(word, "\t")
-	return word == "offload" || word == "kernel"
+	return word == "offload" || word == "kernel" || word == "gateway"
 }
 
 // parseSection parses "[program GLOB]" (returning GLOB) or "[global]"
