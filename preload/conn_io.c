@@ -203,7 +203,16 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	__atomic_add_fetch(&c->s.me->recv_calls, 1, __ATOMIC_RELAXED);
 	for (;;) {
 		int64_t used;
-		if (osf_seg_lock(&c->s.me->rx_lock) < 0) {
+		r = osf_side_lock_rx(&c->s, fd, nonblock);
+		if (r == OSF_LOCK_AGAIN) {
+			/* Another holder of this side is reading (or stopped
+			 * while it was): as a busy kernel socket would. */
+			if (got > 0)
+				break;
+			conn_put(c);
+			return OSF_FAIL(EAGAIN);
+		}
+		if (r < 0) {
 			osf_side_broken(&c->s);
 			used = 0;
 			goto empty;
@@ -321,7 +330,14 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	__atomic_add_fetch(&c->s.me->send_calls, 1, __ATOMIC_RELAXED);
 	while (sent < total) {
 		int64_t room;
-		if (osf_seg_lock(&c->s.me->tx_lock) < 0) {
+		r = osf_side_lock_tx(&c->s, nonblock);
+		if (r == OSF_LOCK_AGAIN) {
+			if (sent > 0)
+				break;
+			conn_put(c);
+			return OSF_FAIL(EAGAIN);
+		}
+		if (r < 0) {
 			osf_side_broken(&c->s);
 			break;
 		}
@@ -422,7 +438,13 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 		uint64_t head;
 		size_t span;
 		ssize_t n;
-		if (osf_seg_lock(&c->s.me->tx_lock) < 0) {
+		int lk = osf_side_lock_tx(&c->s, c->nonblock);
+		if (lk == OSF_LOCK_AGAIN) {
+			if (sent == 0)
+				err = EAGAIN;
+			break;
+		}
+		if (lk < 0) {
 			osf_side_broken(&c->s);
 			break;
 		}
@@ -558,8 +580,9 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 		__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_RDSHUT,
 				  __ATOMIC_ACQ_REL);
 	if (how != SHUT_RD) {
-		/* After every byte already written: take the producers' lock. */
-		int locked = osf_seg_lock(&c->s.me->tx_lock) == 0;
+		/* After every byte already written: take the producers' lock
+		 * (as long as a blocking send would wait for it). */
+		int locked = osf_side_lock_tx(&c->s, 0) == 0;
 		__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_FIN,
 				  __ATOMIC_ACQ_REL);
 		if (locked)

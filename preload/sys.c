@@ -87,3 +87,8 @@ pid_t osf_sys_gettid(void)
 		return (pid_t) ~((int)id >> 3);
 	return (pid_t)syscall(SYS_gettid);
 }
+
+int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	return REAL(getsockopt)(fd, level, name, val, len);
+}

@@ -1255,11 +1255,12 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 {
 	long start = mono_ms(), spin_end = spin_until(timeout);
 	int spun = 0;
+	int saved = errno; /* a successful wait leaves errno alone */
 
 	if (max <= 0 || max > INT_MAX / (int)sizeof(*ev))
 		return OSF_FAIL(EINVAL);
 	for (;;) {
-		int n = 0, k, to, sleep_ok = 0;
+		int n = 0, k = 0, to, sleep_ok = 0;
 		mu_lock(&ep->lock);
 		ep->young = 0; /* waits from now on are counted */
 		ep->wait++;
@@ -1280,6 +1281,13 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 				n = collect(ep, ev, max);
 			sleep_ok = !n;
 		}
+		if (n == max) { /* every slot filled: no room for the kernel's */
+			mu_unlock(&ep->lock);
+			if (spin_end && spun)
+				osf_spin_paid(1);
+			errno = saved;
+			return n;
+		}
 		to = sleep_ok ? remaining(timeout, start) : 0;
 		if (to)
 			ep->sleepers++;
@@ -1291,8 +1299,10 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		if (k < 0) {
 			int err = errno;
 			mu_unlock(&ep->lock);
-			if (n > 0)
+			if (n > 0) {
+				errno = saved;
 				return n;
+			}
 			return OSF_FAIL(err);
 		}
 		if (strip(ep, ev + n, &k))
@@ -1303,8 +1313,10 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		mu_unlock(&ep->lock);
 		if (n > 0 && spin_end && spun)
 			osf_spin_paid(1);
-		if (n > 0 || remaining(timeout, start) == 0)
+		if (n > 0 || remaining(timeout, start) == 0) {
+			errno = saved;
 			return n;
+		}
 		spun = spin_end != 0;
 	}
 }

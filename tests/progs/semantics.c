@@ -1864,6 +1864,42 @@ static void s_epoll_lt(void)
 	close(s);
 }
 
+/* s_epoll_errno: a successful epoll_wait (and poll, select) leaves errno
+ * as it was (issue 10, item 10: osf's set EINVAL when the ready list
+ * filled every slot). */
+static void s_epoll_errno(void)
+{
+	struct epoll_event ev = {EPOLLIN, {.u64 = 5}}, out[4];
+	struct pollfd p;
+	fd_set rs;
+	struct timeval tv = {1, 0};
+	int c, s, ep = epoll_create1(0), n;
+
+	mkpair(AF_INET, &c, &s);
+	epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+	send(c, "x", 1, 0);
+	wait_bytes(s, 1, 1000);
+	errno = 0;
+	n = epoll_wait(ep, out, 1, 1000);
+	say("epoll_wait 1 slot %d errno %d", n, errno);
+	errno = 0;
+	n = epoll_wait(ep, out, 4, 1000);
+	say("epoll_wait 4 slots %d errno %d", n, errno);
+	p.fd = s;
+	p.events = POLLIN;
+	errno = 0;
+	n = poll(&p, 1, 1000);
+	say("poll %d errno %d", n, errno);
+	FD_ZERO(&rs);
+	FD_SET(s, &rs);
+	errno = 0;
+	n = select(s + 1, &rs, NULL, NULL, &tv);
+	say("select %d errno %d", n, errno);
+	close(ep);
+	close(c);
+	close(s);
+}
+
 /* s_epoll_readd: EPOLL_CTL_DEL and ADD again, as event loops that
  * re-register per request do (redis' ae); a deleted fd closed and its
  * number reused by another connection; a dup registered for room beside
@@ -2467,6 +2503,7 @@ static const struct {
 	{"splice", s_splice},
 	{"selectpoll", s_selectpoll},
 	{"epoll_lt", s_epoll_lt},
+	{"epoll_errno", s_epoll_errno},
 	{"epoll_readd", s_epoll_readd},
 	{"epoll_et", s_epoll_et},
 	{"epoll_et_out", s_epoll_et_out},
