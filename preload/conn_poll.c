@@ -32,7 +32,7 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 
 	if (!c)
 		return POLLNVAL;
-	r = osf_side_arm(&c->s, kinds, already);
+	r = osf_side_arm(&c->s, fd, kinds, already);
 	if ((kinds & OSF_ARM_RX) && osf_side_trim_due(&c->s))
 		*trim_due = 1;
 	conn_put(c);
