@@ -2179,6 +2179,63 @@ static void s_v6only(void)
 	close(l);
 }
 
+/* ---- issue 11: what real programs trip on ------------------------------------- */
+
+/* wait_eintr: each of poll, ppoll, select and pselect, waiting on fd for
+ * what never comes, is interrupted by a handled SIGALRM: -1 EINTR, with
+ * or without SA_RESTART (Linux never restarts these). */
+static void wait_eintr(const char *what, int fd)
+{
+	int restart, a0;
+	long r;
+
+	for (restart = 0; restart < 2; restart++) {
+		struct pollfd p = {fd, POLLIN, 0};
+		struct timespec ts = {2, 0};
+		struct timeval tv = {2, 0};
+		fd_set rs;
+		sigset_t none;
+
+		sigemptyset(&none);
+		alrm_handler(restart);
+		a0 = sigalrms;
+		alarm_ms(50);
+		r = DO(poll(&p, 1, 2000));
+		say("%s poll restart=%d %s handled %d", what, restart, R(r), sigalrms - a0);
+		a0 = sigalrms;
+		alarm_ms(50);
+		r = DO(ppoll(&p, 1, &ts, &none));
+		say("%s ppoll restart=%d %s handled %d", what, restart, R(r), sigalrms - a0);
+		a0 = sigalrms;
+		alarm_ms(50);
+		FD_ZERO(&rs);
+		FD_SET(fd, &rs);
+		r = DO(select(fd + 1, &rs, NULL, NULL, &tv));
+		say("%s select restart=%d %s handled %d", what, restart, R(r), sigalrms - a0);
+		a0 = sigalrms;
+		alarm_ms(50);
+		FD_ZERO(&rs);
+		FD_SET(fd, &rs);
+		r = DO(pselect(fd + 1, &rs, NULL, NULL, &ts, &none));
+		say("%s pselect restart=%d %s handled %d", what, restart, R(r), sigalrms - a0);
+	}
+	signal(SIGALRM, SIG_IGN);
+}
+
+static void s_poll_eintr(void)
+{
+	struct sockaddr_storage ss;
+	int c, s, l;
+
+	mkpair(AF_INET, &c, &s);
+	wait_eintr("connection", s);
+	l = listener(AF_INET, "127.0.0.1", -1, &ss);
+	wait_eintr("listener", l);
+	close(l);
+	close(c);
+	close(s);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2235,6 +2292,7 @@ static const struct {
 	{"dualstack_v6client", s_dualstack_v6client},
 	{"dualstack_v4client", s_dualstack_v4client},
 	{"v6only", s_v6only},
+	{"poll_eintr", s_poll_eintr},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
