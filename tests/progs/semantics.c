@@ -44,6 +44,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -2236,6 +2237,26 @@ static void s_poll_eintr(void)
 	close(s);
 }
 
+/* s_mmsg_max: sendmmsg takes at most UIO_MAXIOV messages. */
+static void s_mmsg_max(void)
+{
+	static struct mmsghdr v[1025];
+	static struct iovec iov[1025];
+	static char b[1025];
+	int c, s, i, ok;
+
+	mkpair(AF_INET, &c, &s);
+	pat_fill((unsigned char *)b, sizeof b, 0);
+	for (i = 0; i < 1025; i++) {
+		iov[i] = (struct iovec){b + i, 1};
+		v[i].msg_hdr = (struct msghdr){.msg_iov = &iov[i], .msg_iovlen = 1};
+	}
+	say("sendmmsg 1025 %s", R(DO(sendmmsg(c, v, 1025, MSG_DONTWAIT))));
+	say("received %s", YN(read_all(s, 1024, 0, 2000, &ok) == 1024 && ok));
+	close(c);
+	close(s);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2293,6 +2314,7 @@ static const struct {
 	{"dualstack_v4client", s_dualstack_v4client},
 	{"v6only", s_v6only},
 	{"poll_eintr", s_poll_eintr},
+	{"mmsg_max", s_mmsg_max},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
