@@ -23,7 +23,7 @@ static inline struct osf_fdt_entry *conn_entry(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	return (e && e->kind >= OSF_FD_SHM) ? e : NULL;
+	return (e && osf_kind_is_conn(e->kind)) ? e : NULL;
 }
 
 /* iov_bytes is the length of an iovec array (no overflow check: only

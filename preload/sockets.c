@@ -254,7 +254,7 @@ static void carry_apply(int fd, const struct carried *o)
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	int saved = errno;
 
-	if (!e || e->kind < OSF_FD_SHM)
+	if (!e || !osf_kind_is_conn(e->kind))
 		return;
 	if (o->rcvtimeo.tv_sec || o->rcvtimeo.tv_usec)
 		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_RCVTIMEO,
@@ -353,9 +353,9 @@ OSF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_INET))
+	if (likely(!e || !osf_kind_is_socket(e->kind)))
 		return REAL(connect)(fd, sa, len);
-	if (e->kind >= OSF_FD_SHM) {
+	if (osf_kind_is_conn(e->kind)) {
 		if (e->flags & OSF_FDF_INPROGRESS) {
 			e->flags &= ~OSF_FDF_INPROGRESS;
 			return 0;
@@ -514,7 +514,7 @@ OSF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	int nfd;
 
-	if (likely(!e || e->kind < OSF_FD_KERNEL))
+	if (likely(!e || !osf_kind_is_accepting(e->kind)))
 		return REAL(accept4)(fd, sa, len, flags);
 	if (e->kind == OSF_FD_LISTEN)
 		return accept_offload(fd, e, sa, len, flags);
@@ -528,7 +528,7 @@ OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	int nfd;
 
-	if (likely(!e || e->kind < OSF_FD_KERNEL))
+	if (likely(!e || !osf_kind_is_accepting(e->kind)))
 		return REAL(accept)(fd, sa, len);
 	if (e->kind == OSF_FD_LISTEN)
 		return accept_offload(fd, e, sa, len, 0);
@@ -543,7 +543,7 @@ OSF_EXPORT int shutdown(int fd, int how)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || !osf_kind_is_conn(e->kind)))
 		return REAL(shutdown)(fd, how);
 	return osf_conn_shutdown(fd, e, how);
 }
@@ -553,7 +553,7 @@ OSF_EXPORT int getsockopt(int fd, int level, int name, void *val,
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || !osf_kind_is_conn(e->kind)))
 		return REAL(getsockopt)(fd, level, name, val, len);
 	return osf_conn_getsockopt(fd, e, level, name, val, len);
 }
@@ -563,7 +563,7 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || !osf_kind_is_conn(e->kind)))
 		return REAL(setsockopt)(fd, level, name, val, len);
 	return osf_conn_setsockopt(fd, e, level, name, val, len);
 }
@@ -572,7 +572,7 @@ OSF_EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || !osf_kind_is_conn(e->kind)))
 		return REAL(getsockname)(fd, sa, len);
 	return osf_conn_getname(fd, e, 0, sa, len);
 }
@@ -581,7 +581,7 @@ OSF_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || !osf_kind_is_conn(e->kind)))
 		return REAL(getpeername)(fd, sa, len);
 	return osf_conn_getname(fd, e, 1, sa, len);
 }

@@ -78,6 +78,16 @@ struct osf_seg_side {
 
 #define OSF_LOCK_WAITERS 0x80000000u
 
+/* The wake protocol's constants (sdp/side.c, and the RDMA engine through
+ * cgo): a side wakes at most OSF_WAKE_MAX_TOKENS waiters of one kind per
+ * wake-up, and wakes writers only once the room in their ring reaches the
+ * low-water mark, half the ring (as TCP wakes writers only for a useful
+ * amount of space). */
+#define OSF_WAKE_MAX_TOKENS 32u
+
+/* osf_seg_lowat returns the low-water mark of a ring of size bytes. */
+static inline uint32_t osf_seg_lowat(uint32_t size) { return size / 2; }
+
 struct osf_seg_ring {
 	uint64_t head; /* written by the producer */
 	uint8_t pad0[56];

@@ -23,7 +23,10 @@
  * ring positions moved (osf_conn_stamp), as TCP reports one per arrival.
  * A wait costs O(ready + idle), not O(registered).
  */
-#include "../preload/conn.h"
+#include "mux.h"
+
+#include "../preload/base.h"
+#include "../preload/ready.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -45,7 +48,7 @@ static inline int involved(int fd)
 {
 	int k = osf_fdt_kind(fd);
 
-	return k == OSF_FD_LISTEN || k >= OSF_FD_SHM || k == OSF_FD_EPOLL;
+	return osf_kind_is_offloaded(k) || k == OSF_FD_EPOLL;
 }
 
 static long ts_ms(const struct timespec *ts)
@@ -887,7 +890,7 @@ void osf_mux_offloaded(int fd)
 			if (ep->pendfd[i] != fd)
 				continue;
 			ev = ep->pend[i];
-			if (t->kind >= OSF_FD_SHM) {
+			if (osf_kind_is_conn(t->kind)) {
 				ctl_conn(ep, EPOLL_CTL_ADD, fd, &ev);
 			} else if (t->kind == OSF_FD_LISTEN) {
 				REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, t->aux_fd, &ev);
@@ -911,8 +914,7 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	struct ep *ep;
 	int r;
 
-	if (likely(!t || t->kind < OSF_FD_INET || t->kind == OSF_FD_KERNEL ||
-		   t->kind == OSF_FD_EPOLL))
+	if (likely(!t || !osf_kind_may_offload(t->kind)))
 		return REAL(epoll_ctl)(epfd, op, fd, ev);
 	if (t->kind == OSF_FD_INET) {
 		r = REAL(epoll_ctl)(epfd, op, fd, ev);
