@@ -332,9 +332,13 @@ void osf_side_disarm(struct osf_side *s, int fd, int kinds, int woken)
 
 uint64_t osf_side_stamp(const struct osf_side *s)
 {
+	/* The flags and the state are 4 bits each: all of them count. */
+	uint64_t flags = (osf_side_peer_flags(s) & 0xfu) |
+			 (osf_side_my_flags(s) & 0xfu) << 4 |
+			 (osf_side_state(s) & 0xfu) << 8;
+
 	return __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE) +
 	       __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE) *
 		       0x9e3779b97f4a7c15ULL +
-	       ((uint64_t)(osf_side_peer_flags(s) | osf_side_state(s) << 8)
-		<< 56);
+	       (flags << 52);
 }

@@ -2237,6 +2237,42 @@ static void s_poll_eintr(void)
 	close(s);
 }
 
+/* s_epoll_et_end: an edge-triggered wait sees the peer's end (a close
+ * without shutdown, and an abort) as a new edge after an earlier one. */
+static void s_epoll_et_end(void)
+{
+	struct linger lg = {1, 0};
+	int c, s, ep, n, abort_;
+	uint32_t e;
+
+	for (abort_ = 0; abort_ < 2; abort_++) {
+		struct epoll_event ev = {EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, {.u64 = 7}};
+		mkpair(AF_INET, &c, &s);
+		ep = epoll_create1(0);
+		set_nonblock(c, 1);
+		epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
+		n = ewait(ep, 1000, &e);
+		say("abort=%d first edge %s events 0x%x", abort_, R(n), e);
+		n = ewait(ep, 0, &e);
+		say("abort=%d no new edge %s", abort_, R(n));
+		if (abort_)
+			setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+		close(s);
+		usleep(50 * 1000);
+		n = ewait(ep, 1000, &e);
+		say("abort=%d peer end edge %s events 0x%x", abort_, R(n), e);
+		if (!abort_) { /* the write the closed peer answers with a reset */
+			say("write %s", R(DO(write(c, "x", 1))));
+			n = ewait(ep, 1000, &e);
+			say("reset edge %s events 0x%x", R(n), e);
+		}
+		n = ewait(ep, 0, &e);
+		say("abort=%d no new edge %s", abort_, R(n));
+		close(ep);
+		close(c);
+	}
+}
+
 /* s_mmsg_max: sendmmsg takes at most UIO_MAXIOV messages. */
 static void s_mmsg_max(void)
 {
@@ -2314,6 +2350,7 @@ static const struct {
 	{"dualstack_v4client", s_dualstack_v4client},
 	{"v6only", s_v6only},
 	{"poll_eintr", s_poll_eintr},
+	{"epoll_et_end", s_epoll_et_end},
 	{"mmsg_max", s_mmsg_max},
 };
 
