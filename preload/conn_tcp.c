@@ -132,6 +132,7 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		conn_put(c);
 		return OSF_FAIL(EFAULT);
 	}
+	osf_side_peer_closing(&c->s, fd); /* SO_ERROR, TCP_INFO: a reset */
 	switch (level) {
 	case SOL_SOCKET:
 		switch (name) {
@@ -307,9 +308,12 @@ int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,
 		return OSF_FAIL(EFAULT);
 	if (peer) { /* a closed TCP socket has no peer */
 		struct osf_conn *c = conn_get(fd, e);
-		int closed = c && osf_side_tcp_closed(&c->s);
-		if (c)
+		int closed = 0;
+		if (c) {
+			osf_side_peer_closing(&c->s, fd);
+			closed = osf_side_tcp_closed(&c->s);
 			conn_put(c);
+		}
 		if (closed)
 			return OSF_FAIL(ENOTCONN);
 	}

@@ -2237,6 +2237,42 @@ static void s_poll_eintr(void)
 	close(s);
 }
 
+/* s_reset_seen: the peer aborts (SO_LINGER 0) and nothing here waits for
+ * it; after a while every way of asking sees the reset. */
+static void s_reset_seen(void)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	struct linger lg = {1, 0};
+	int c, s, err = -1;
+	socklen_t el = sizeof err;
+	char buf[4];
+	long rv;
+
+	mkpair(AF_INET, &c, &s);
+	setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	close(s);
+	usleep(100 * 1000);
+	say("getpeername %s", R(DO(getpeername(c, (struct sockaddr *)&ss, &sl))));
+	rv = DO(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el));
+	say("SO_ERROR %s value %s", R(rv), en(err));
+	el = sizeof err;
+	getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el);
+	say("SO_ERROR again %s", en(err));
+	pmask("after reset", c);
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, MSG_DONTWAIT))));
+	close(c);
+
+	mkpair(AF_INET, &c, &s);
+	setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	close(s);
+	usleep(100 * 1000);
+	pmask("first look", c);
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, MSG_DONTWAIT))));
+	say("recv again %s", R(DO(recv(c, buf, sizeof buf, MSG_DONTWAIT))));
+	close(c);
+}
+
 /* s_epoll_et_end: an edge-triggered wait sees the peer's end (a close
  * without shutdown, and an abort) as a new edge after an earlier one. */
 static void s_epoll_et_end(void)
@@ -2350,6 +2386,7 @@ static const struct {
 	{"dualstack_v4client", s_dualstack_v4client},
 	{"v6only", s_v6only},
 	{"poll_eintr", s_poll_eintr},
+	{"reset_seen", s_reset_seen},
 	{"epoll_et_end", s_epoll_et_end},
 	{"mmsg_max", s_mmsg_max},
 };
