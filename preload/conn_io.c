@@ -356,6 +356,55 @@ static int fill_no_room(struct osf_conn *c, ssize_t sent, int *err)
 	return *err == 0;
 }
 
+/* discard_from reads up to count bytes from in_fd (at *offset, which it
+ * advances, or the file position) and drops them: what sendfile or splice
+ * takes for the write a closed peer answers with a reset. splice: one read
+ * that moves anything is enough (pipe_nb: none that would wait). */
+static ssize_t discard_from(int in_fd, off_t *offset, size_t count, int splice,
+			    int pipe_nb)
+{
+	char buf[16384];
+	size_t got = 0;
+	struct pollfd p = {in_fd, POLLIN, 0};
+
+	if (splice && pipe_nb && count && REAL(poll)(&p, 1, 0) == 0)
+		return OSF_FAIL(EAGAIN);
+
+	while (got < count) {
+		size_t want = count - got < sizeof(buf) ? count - got : sizeof(buf);
+		ssize_t n = offset ? pread(in_fd, buf, want, *offset)
+				   : REAL(read)(in_fd, buf, want);
+		if (n <= 0) {
+			if (n < 0 && got == 0)
+				return -1;
+			break;
+		}
+		got += (size_t)n;
+		if (offset)
+			*offset += n;
+		if (splice)
+			break;
+	}
+	return (ssize_t)got;
+}
+
+/* fill_end is send_end for fill_from: the one write TCP takes after the
+ * peer closed takes its bytes for real (they go nowhere), at most a ring's
+ * worth, so that the count and the offset say what left the file. */
+static ssize_t fill_end(struct osf_conn *c, int in_fd, off_t *offset,
+			size_t count, int splice, int pipe_nb)
+{
+	uint32_t wrote = osf_side_state(&c->s) & OSF_CS_WROTE_GONE;
+	ssize_t end = send_end(c, count, 0);
+
+	if (end >= 0 && !wrote &&
+	    (osf_side_state(&c->s) & OSF_CS_WROTE_GONE))
+		return discard_from(in_fd, offset,
+				    count < c->s.size ? count : c->s.size,
+				    splice, pipe_nb);
+	return end;
+}
+
 /* fill_from reads from in_fd straight into the send ring: sendfile (a
  * file, from *offset or the file position, until count bytes are sent) or
  * splice from a pipe (splice: return after the first read that moved
@@ -372,7 +421,7 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 	if (!c)
 		return OSF_FAIL(EBADF);
 	osf_side_peer_closing(&c->s, fd);
-	end = send_end(c, count, 0);
+	end = fill_end(c, in_fd, offset, count, splice, pipe_nb);
 	if (end != 1 || count == 0) {
 		conn_put(c);
 		return end != 1 ? end : 0;
@@ -434,7 +483,7 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 	if (offset)
 		*offset += sent;
 	if (sent == 0 && osf_side_state(&c->s) && !err) {
-		end = send_end(c, count, 0);
+		end = fill_end(c, in_fd, offset, count, splice, pipe_nb);
 		conn_put(c);
 		return end == 1 ? OSF_FAIL(EPIPE) : end;
 	}

@@ -2309,6 +2309,41 @@ static void s_epoll_et_end(void)
 	}
 }
 
+/* s_sendfile_closed: sendfile and splice to a connection whose peer has
+ * closed take what they really took (the one write TCP accepts). */
+static void s_sendfile_closed(void)
+{
+	char path[] = "/tmp/osf-semantics-XXXXXX";
+	unsigned char data[100];
+	int c, s, f, pp[2];
+	off_t off = 0;
+	long r;
+
+	pat_fill(data, sizeof data, 0);
+	f = mkstemp(path);
+	if (f < 0 || write(f, data, sizeof data) != (ssize_t)sizeof data)
+		setup_failed("temp file");
+	unlink(path);
+	mkpair(AF_INET, &c, &s);
+	close(s);
+	wait_ev(c, POLLRDHUP, 1000);
+	r = DO(sendfile(c, f, &off, 1000000));
+	say("sendfile after peer close %s offset %lld", R(r), (long long)off);
+	close(c);
+
+	mkpair(AF_INET, &c, &s);
+	close(s);
+	wait_ev(c, POLLRDHUP, 1000);
+	if (pipe(pp) < 0 || write(pp[1], data, sizeof data) != (ssize_t)sizeof data)
+		setup_failed("pipe");
+	r = DO(splice(pp[0], NULL, c, NULL, 1000000, SPLICE_F_NONBLOCK));
+	say("splice after peer close %s", R(r));
+	close(pp[0]);
+	close(pp[1]);
+	close(c);
+	close(f);
+}
+
 /* s_mmsg_max: sendmmsg takes at most UIO_MAXIOV messages. */
 static void s_mmsg_max(void)
 {
@@ -2388,6 +2423,7 @@ static const struct {
 	{"poll_eintr", s_poll_eintr},
 	{"reset_seen", s_reset_seen},
 	{"epoll_et_end", s_epoll_et_end},
+	{"sendfile_closed", s_sendfile_closed},
 	{"mmsg_max", s_mmsg_max},
 };
 
