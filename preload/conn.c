@@ -76,6 +76,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 {
 	int i;
 
+	osf_fault_arm(); /* a bad buffer is EFAULT from now on (fault.c) */
 	osf_side_init(&c->s, base, ring_bytes, side, wfd);
 	c->fds = 1;
 	c->base = base;

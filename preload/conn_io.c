@@ -46,10 +46,14 @@ static void cur_skip_empty(struct iovcur *cur)
 	}
 }
 
-/* ring_to_iov copies n bytes at ring position pos into the iovecs. */
-static void ring_to_iov(struct iovcur *cur, const uint8_t *data, uint32_t mask,
-			uint64_t pos, size_t n)
+/* ring_to_iov copies n bytes at ring position pos into the iovecs; -1
+ * (nothing copied) when the program's buffers cannot take them all, as
+ * the kernel fails a copy to a bad buffer with EFAULT (fault.c). */
+static int ring_to_iov(struct iovcur *cur, const uint8_t *data, uint32_t mask,
+		       uint64_t pos, size_t n)
 {
+	if (osf_probe_iov(cur->iov, cur->cnt, cur->i, cur->off, n, 1) < 0)
+		return -1;
 	while (n > 0) {
 		size_t room, k;
 		cur_skip_empty(cur);
@@ -62,11 +66,16 @@ static void ring_to_iov(struct iovcur *cur, const uint8_t *data, uint32_t mask,
 		pos += k;
 		n -= k;
 	}
+	return 0;
 }
 
-static void iov_to_ring(struct iovcur *cur, uint8_t *data, uint32_t mask,
-			uint64_t pos, size_t n)
+/* iov_to_ring copies n bytes from the iovecs into the ring at pos; -1
+ * (nothing copied) when the program's buffers cannot all be read. */
+static int iov_to_ring(struct iovcur *cur, uint8_t *data, uint32_t mask,
+		       uint64_t pos, size_t n)
 {
+	if (osf_probe_iov(cur->iov, cur->cnt, cur->i, cur->off, n, 0) < 0)
+		return -1;
 	while (n > 0) {
 		size_t room, k;
 		cur_skip_empty(cur);
@@ -80,6 +89,7 @@ static void iov_to_ring(struct iovcur *cur, uint8_t *data, uint32_t mask,
 		pos += k;
 		n -= k;
 	}
+	return 0;
 }
 
 static void raise_sigpipe(int flags)
@@ -180,8 +190,14 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			size_t n = (size_t)used < (size_t)(total - got)
 					   ? (size_t)used
 					   : (size_t)(total - got);
-			if (!(flags & MSG_TRUNC))
-				ring_to_iov(&cur, c->s.rxd, c->s.mask, tail, n);
+			if (!(flags & MSG_TRUNC) &&
+			    ring_to_iov(&cur, c->s.rxd, c->s.mask, tail, n) < 0) {
+				osf_seg_unlock(&c->s.me->rx_lock);
+				if (got > 0) /* MSG_WAITALL: what it has */
+					break;
+				conn_put(c);
+				return OSF_FAIL(EFAULT);
+			}
 			if (!(flags & MSG_PEEK)) {
 				__atomic_store_n(&c->s.rx->tail, tail + n,
 						 __ATOMIC_RELEASE);
@@ -297,7 +313,13 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			size_t n = (size_t)room < (size_t)(total - sent)
 					   ? (size_t)room
 					   : (size_t)(total - sent);
-			iov_to_ring(&cur, c->s.txd, c->s.mask, head, n);
+			if (iov_to_ring(&cur, c->s.txd, c->s.mask, head, n) < 0) {
+				osf_seg_unlock(&c->s.me->tx_lock);
+				if (sent > 0) /* earlier rounds went out */
+					break;
+				conn_put(c);
+				return OSF_FAIL(EFAULT);
+			}
 			__atomic_store_n(&c->s.tx->head, head + n,
 					 __ATOMIC_RELEASE);
 			osf_seg_unlock(&c->s.me->tx_lock);

@@ -258,6 +258,8 @@ static int core_load(void)
 	void *h;
 	int mfd = -1, rc;
 
+	/* Before the Go runtime records the fault handlers it forwards to. */
+	osf_fault_arm();
 	core_path(path, sizeof(path));
 	if (core.fresh) {
 		mfd = memfd_copy(path, mpath, sizeof(mpath));

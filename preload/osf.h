@@ -63,6 +63,21 @@ void osf_core_note_prior(int sig);
 /* osf_core_config returns the configuration the core reported. */
 const struct osf_core_init_out *osf_core_config(void);
 
+/* A program's buffers, preload/fault.c: osf_probe_rd and osf_probe_wr
+ * touch each page of [p, p+n) as a copy from (to) it would, and return
+ * -1 instead of faulting when one is not mapped so (the caller fails with
+ * EFAULT, as the kernel does); osf_probe_iov probes n bytes of iov from
+ * iov[i] + off. osf_fault_fixup is the SIGSEGV/SIGBUS handler's part: 1
+ * when the fault was a probe's, which then returns -1. osf_fault_arm
+ * (signals.c) makes sure that handler is installed; idempotent, called
+ * when a connection is offloaded. */
+int osf_probe_rd(const void *p, size_t n);
+int osf_probe_wr(void *p, size_t n);
+int osf_probe_iov(const struct iovec *iov, int cnt, int i, size_t off,
+		  size_t n, int write);
+int osf_fault_fixup(void *uc);
+void osf_fault_arm(void);
+
 /* Socket tracking, preload/sockets.c. */
 
 /* osf_track_inet records a new AF_INET/AF_INET6 stream socket. */

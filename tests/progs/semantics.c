@@ -2344,6 +2344,51 @@ static void s_sendfile_closed(void)
 	close(f);
 }
 
+/* s_badbuf: a bad buffer is EFAULT, never a crash; nothing is consumed or
+ * sent from a call that faults. */
+static void *volatile bad_null, *volatile bad_low = (void *)8; /* hidden from the compiler */
+
+static void s_badbuf(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char buf[200];
+	struct iovec iov[2];
+	int c, s, ok;
+
+	if (m == MAP_FAILED || mprotect(m + pg, (size_t)pg, PROT_NONE) < 0)
+		setup_failed("mmap");
+	mkpair(AF_INET, &c, &s);
+	pat_fill((unsigned char *)buf, 100, 0);
+	send(c, buf, 3, 0);
+	wait_bytes(s, 3, 1000);
+	say("read NULL %s", R(DO(read(s, bad_null, 3))));
+	say("recv NULL %s", R(DO(recv(s, bad_null, 3, 0))));
+	say("read after %s", R(DO(read(s, buf, sizeof buf))));
+	say("write (void*)8 %s", R(DO(write(c, bad_low, 3))));
+	iov[0] = (struct iovec){buf, 10};
+	iov[1] = (struct iovec){bad_low, 10};
+	say("writev good+bad %s", R(DO(writev(c, iov, 2))));
+	say("send across a PROT_NONE page %s", R(DO(send(c, m + pg - 1, (size_t)pg, 0))));
+	say("send up to the page end %s", R(DO(send(c, m, (size_t)pg, 0))));
+	say("send one past the page end %s", R(DO(send(c, m, (size_t)pg + 1, 0))));
+	say("received %s", YN(read_all(s, (size_t)pg, 0, 2000, &ok) == (size_t)pg));
+	pat_fill((unsigned char *)buf, 100, 0);
+	send(c, buf, 100, 0);
+	wait_bytes(s, 100, 1000);
+	say("recv across a PROT_NONE page %s", R(DO(recv(s, m + pg - 10, 100, 0))));
+	mprotect(m, (size_t)pg, PROT_READ);
+	say("recv into a read-only page %s", R(DO(recv(s, m, 100, 0))));
+	iov[0] = (struct iovec){buf, 10};
+	iov[1] = (struct iovec){m, 90};
+	say("readv good+read-only %s", R(DO(readv(s, iov, 2))));
+	say("data intact %s", YN(read_all(s, 100, 0, 2000, &ok) == 100 && ok));
+	munmap(m, (size_t)pg * 2);
+	close(c);
+	close(s);
+}
+
 /* s_mmsg_max: sendmmsg takes at most UIO_MAXIOV messages. */
 static void s_mmsg_max(void)
 {
@@ -2424,6 +2469,7 @@ static const struct {
 	{"reset_seen", s_reset_seen},
 	{"epoll_et_end", s_epoll_et_end},
 	{"sendfile_closed", s_sendfile_closed},
+	{"badbuf", s_badbuf},
 	{"mmsg_max", s_mmsg_max},
 };
 
