@@ -6,9 +6,11 @@
  */
 #include "conn_priv.h"
 
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 
@@ -43,12 +45,11 @@ static int get_int(const void *val, socklen_t len, int *v)
 	return 0;
 }
 
-/* tcp_default is what Linux answers for a TCP option never set. */
-static int tcp_default(int name)
+/* tcp_fallback is what Linux answers for a TCP option never set, for when
+ * no kernel socket can be asked (kopt.c). */
+static int tcp_fallback(int name)
 {
 	switch (name) {
-	case TCP_MAXSEG:
-		return 32741; /* what Linux reports on loopback */
 	case TCP_KEEPIDLE:
 		return 7200;
 	case TCP_KEEPINTVL:
@@ -61,11 +62,18 @@ static int tcp_default(int name)
 		return 60;
 	case TCP_QUICKACK:
 		return 1;
-	case TCP_NOTSENT_LOWAT:
-		return 0;
 	default:
 		return 0;
 	}
+}
+
+/* tcp_maxseg is the MSS an established loopback connection reports (the
+ * kernel answers its mss_cache, whatever TCP_MAXSEG asked for). */
+static int tcp_maxseg(const struct osf_conn *c)
+{
+	if (c->s.side == OSF_SIDE_SERVER)
+		return 32768;
+	return c->v6 ? 32732 : 32741;
 }
 
 static int tcp_info(struct osf_conn *c, void *val, socklen_t *len)
@@ -79,6 +87,7 @@ static int tcp_info(struct osf_conn *c, void *val, socklen_t *len)
 	ti.tcpi_advmss = 65483;
 	ti.tcpi_pmtu = 65536;
 	ti.tcpi_snd_cwnd = 10;
+	ti.tcpi_rto = 204000; /* loopback: TCP_RTO_MIN plus a little */
 	ti.tcpi_rtt = 1;
 	ti.tcpi_rcv_space = c->s.size;
 	ti.tcpi_snd_ssthresh = 0x7fffffff;
@@ -89,41 +98,66 @@ static int tcp_info(struct osf_conn *c, void *val, socklen_t *len)
 	return 0;
 }
 
-static struct ipopt *ip_slot(struct osf_conn *c, int level, int name, int add)
+/* fam is the family of the kernel socket that answers for c. */
+static int fam(const struct osf_conn *c) { return c->v6 ? AF_INET6 : AF_INET; }
+
+/* kopt_set reports whether the program set the option on c. */
+static int kopt_set(const struct osf_conn *c, int level, int name)
 {
 	int i;
 
-	for (i = 0; i < IP_OPTS; i++)
-		if (c->ipopt[i].level == level && c->ipopt[i].name == name)
-			return &c->ipopt[i];
-	if (!add)
-		return NULL;
-	for (i = 0; i < IP_OPTS; i++)
-		if (c->ipopt[i].level < 0) {
-			c->ipopt[i].level = level;
-			c->ipopt[i].name = name;
-			return &c->ipopt[i];
-		}
-	return &c->ipopt[IP_OPTS - 1];
-}
-
-static int ip_default(int level, int name)
-{
-	if ((level == IPPROTO_IP && name == IP_TTL) ||
-	    (level == IPPROTO_IPV6 && name == IPV6_UNICAST_HOPS))
-		return 64;
+	for (i = 0; i < OSF_CONN_OPTS; i++)
+		if (c->opts[i].len && c->opts[i].level == level &&
+		    c->opts[i].name == name)
+			return 1;
 	return 0;
 }
 
-/* default_buf is what TCP reports for SO_RCVBUF/SO_SNDBUF never set: osf
- * buffers a ring of this size in each direction. */
-static int default_buf(struct osf_conn *c) { return (int)c->s.size; }
+/* get_kopt answers an IPPROTO_TCP, IP or IPV6 option as kernel TCP does
+ * for a socket given this connection's options (kopt.c); fallback is the
+ * value when no kernel socket can be asked. */
+static int get_kopt(struct osf_conn *c, int level, int name, void *val,
+		    socklen_t *len, int fallback)
+{
+	int r = osf_kopt_get(fam(c), c->opts, OSF_CONN_OPTS, level, name, val,
+			     len);
+
+	return r == 1 ? put_int(val, len, fallback) : r;
+}
+
+/* default_buf is what TCP reports for SO_RCVBUF/SO_SNDBUF never set: a
+ * fresh loopback connection's (tcp_rmem[1]; the send buffer as grown at
+ * connect for loopback's MSS, at most tcp_wmem[2]). */
+static int default_buf(int name)
+{
+	static int rmem1, wmem2;
+	const char *path = name == SO_RCVBUF ? "/proc/sys/net/ipv4/tcp_rmem"
+					     : "/proc/sys/net/ipv4/tcp_wmem";
+	int *v = name == SO_RCVBUF ? &rmem1 : &wmem2;
+
+	if (!__atomic_load_n(v, __ATOMIC_RELAXED)) {
+		char b[96] = "";
+		int a[3] = {0, 131072, 4194304}, f = open(path, O_RDONLY | O_CLOEXEC);
+		if (f >= 0) {
+			ssize_t n = REAL(read)(f, b, sizeof(b) - 1);
+			if (n > 0)
+				b[n] = 0;
+			REAL(close)(f);
+			if (sscanf(b, "%d %d %d", &a[0], &a[1], &a[2]) != 3)
+				a[1] = 131072, a[2] = 4194304;
+		}
+		__atomic_store_n(v, name == SO_RCVBUF ? a[1] : a[2],
+				 __ATOMIC_RELAXED);
+	}
+	if (name == SO_RCVBUF)
+		return rmem1;
+	return wmem2 < 3939840 ? wmem2 : 3939840;
+}
 
 int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			void *val, socklen_t *len)
 {
 	struct osf_conn *c = conn_get(fd, e);
-	struct ipopt *o;
 	int r;
 
 	if (!c)
@@ -150,7 +184,7 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			if (c->bufset & (name == SO_RCVBUF ? 1 : 2))
 				r = REAL(getsockopt)(fd, level, name, val, len);
 			else
-				r = put_int(val, len, default_buf(c));
+				r = put_int(val, len, default_buf(name));
 			break;
 		case SO_REUSEPORT:
 			r = put_int(val, len, 0);
@@ -169,26 +203,31 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		}
 		break;
 	case IPPROTO_TCP:
-		if (name == TCP_INFO) {
+		if (name == TCP_INFO)
 			r = val ? tcp_info(c, val, len) : OSF_FAIL(EFAULT);
-		} else if (name == TCP_CONGESTION) {
-			socklen_t n = *len < 6 ? *len : 6;
-			if (val)
-				memcpy(val, "cubic", n);
-			*len = n;
-			r = 0;
-		} else if (name >= 0 && name < TCP_OPTS) {
-			r = put_int(val, len,
-				    c->tcpset[name] ? c->tcpopt[name]
-						    : tcp_default(name));
-		} else {
-			r = OSF_FAIL(ENOPROTOOPT);
-		}
+		else if (name == TCP_MAXSEG)
+			r = put_int(val, len, tcp_maxseg(c));
+		else if (name == TCP_WINDOW_CLAMP && !kopt_set(c, level, name))
+			/* set at connect: the space of the receive buffer */
+			r = put_int(val, len, default_buf(SO_RCVBUF) / 2);
+		else
+			r = get_kopt(c, level, name, val, len, tcp_fallback(name));
 		break;
 	case IPPROTO_IP:
 	case IPPROTO_IPV6:
-		o = ip_slot(c, level, name, 0);
-		r = put_int(val, len, o ? o->value : ip_default(level, name));
+		if (level == IPPROTO_IP && name == IP_MTU)
+			r = put_int(val, len, 65535); /* loopback's, capped */
+		else if (level == IPPROTO_IPV6 && name == IPV6_MTU)
+			r = put_int(val, len, 65536);
+		else if (c->s.side == OSF_SIDE_SERVER &&
+			 ((level == IPPROTO_IP && name == IP_MULTICAST_TTL) ||
+			  (level == IPPROTO_IPV6 && name == IPV6_MULTICAST_HOPS)) &&
+			 !kopt_set(c, level, name))
+			/* an accepted socket takes the TTL of the SYN */
+			r = put_int(val, len, 64);
+		else
+			r = get_kopt(c, level, name, val, len,
+				     name == IP_TTL ? 64 : 0);
 		break;
 	default:
 		r = OSF_FAIL(ENOPROTOOPT);
@@ -248,24 +287,40 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 	}
 }
 
-/* set_tcp remembers an IPPROTO_TCP option, as getsockopt reports it. */
-static int set_tcp(struct osf_fdt_entry *e, struct osf_conn *c, int name,
-		   const void *val, socklen_t len)
+/* state_refuses reports what the kernel refuses for an established (not
+ * yet closed) socket that an unconnected one, which kopt.c asks, takes. */
+static int state_refuses(struct osf_conn *c, int level, int name,
+			 const void *val, socklen_t len)
+{
+	int v = 1;
+
+	if (osf_side_tcp_closed(&c->s) || (val && get_int(val, len, &v) < 0))
+		return 0;
+	if (level == IPPROTO_TCP)
+		return (name == TCP_WINDOW_CLAMP && v == 0) ||
+		       (name == TCP_FASTOPEN && v >= 0) ||
+		       (name == TCP_FASTOPEN_CONNECT && v >= 0 && v <= 1);
+	return level == IPPROTO_IPV6 && name == IPV6_V6ONLY; /* bound */
+}
+
+/* set_kopt validates, normalises and remembers an IPPROTO_TCP, IP or IPV6
+ * option as kernel TCP does (kopt.c). */
+static int set_kopt(struct osf_fdt_entry *e, struct osf_conn *c, int level,
+		    int name, const void *val, socklen_t len)
 {
 	int r, v = 0;
 
-	if (name == TCP_CONGESTION || name == TCP_ULP || name == TCP_MD5SIG)
+	if (level == IPPROTO_TCP && (name == TCP_ULP || name == TCP_MD5SIG))
 		return 0;
-	if (name < 0 || name >= TCP_OPTS)
-		return OSF_FAIL(ENOPROTOOPT);
-	r = get_int(val, len, &v);
-	if (r == 0) {
-		c->tcpopt[name] = v;
-		c->tcpset[name] = 1;
-		if (name == TCP_NODELAY)
-			e->flags = v ? (e->flags | OSF_FDF_NODELAY)
-				     : (e->flags & ~OSF_FDF_NODELAY);
-	}
+	if (state_refuses(c, level, name, val, len))
+		return OSF_FAIL(EINVAL);
+	r = osf_kopt_set(fam(c), c->opts, OSF_CONN_OPTS, level, name, val, len);
+	if (r == 1) /* no kernel socket to ask: take it as it comes */
+		r = get_int(val, len, &v);
+	if (r == 0 && level == IPPROTO_TCP && name == TCP_NODELAY &&
+	    get_int(val, len, &v) == 0)
+		e->flags = v ? (e->flags | OSF_FDF_NODELAY)
+			     : (e->flags & ~OSF_FDF_NODELAY);
 	return r;
 }
 
@@ -273,7 +328,7 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			const void *val, socklen_t len)
 {
 	struct osf_conn *c = conn_get(fd, e);
-	int r = 0, v = 0;
+	int r = 0;
 
 	if (!c)
 		return OSF_FAIL(EBADF);
@@ -282,13 +337,9 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		r = set_socket(fd, e, c, name, val, len);
 		break;
 	case IPPROTO_TCP:
-		r = set_tcp(e, c, name, val, len);
-		break;
 	case IPPROTO_IP:
 	case IPPROTO_IPV6:
-		r = get_int(val, len, &v);
-		if (r == 0)
-			ip_slot(c, level, name, 1)->value = v;
+		r = set_kopt(e, c, level, name, val, len);
 		break;
 	default:
 		r = OSF_FAIL(ENOPROTOOPT);

@@ -78,6 +78,23 @@ int osf_probe_iov(const struct iovec *iov, int cnt, int i, size_t off,
 int osf_fault_fixup(void *uc);
 void osf_fault_arm(void);
 
+/* Socket options as kernel TCP has them, preload/kopt.c. A connection
+ * records the options set on it (struct osf_kopt, as the program passed
+ * them). osf_kopt_set has a fresh kernel TCP socket of family fam take
+ * the option: -1 with the kernel's errno when it refuses, else 0 and the
+ * option is recorded in tab (n entries). osf_kopt_get answers getsockopt
+ * as such a socket does after taking the recorded options. Both return 1
+ * when they cannot ask (no fd to spare, an option too long to record). */
+struct osf_kopt {
+	int level, name;
+	socklen_t len; /* 0: a free entry */
+	unsigned char val[40]; /* IP_OPTIONS takes 40 */
+};
+int osf_kopt_set(int fam, struct osf_kopt *tab, int n, int level, int name,
+		 const void *val, socklen_t len);
+int osf_kopt_get(int fam, const struct osf_kopt *tab, int n, int level,
+		 int name, void *val, socklen_t *len);
+
 /* Socket tracking, preload/sockets.c. */
 
 /* osf_track_inet records a new AF_INET/AF_INET6 stream socket. */

@@ -2409,6 +2409,113 @@ static void s_mmsg_max(void)
 	close(s);
 }
 
+/* want_cc reads the kernel's default congestion control into b. */
+static const char *want_cc(char *b, size_t n)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+
+	b[0] = 0;
+	if (f) {
+		if (fgets(b, (int)n, f))
+			b[strcspn(b, "\n")] = 0;
+		fclose(f);
+	}
+	return b;
+}
+
+/* s_sockopt_kernel: TCP and IP options are validated, normalised and
+ * defaulted as kernel TCP does (ranges, conversions, the congestion
+ * control names on offer, sysctl defaults), on both ends. */
+static void s_sockopt_kernel(void)
+{
+	static const struct {
+		int level, name, v;
+		const char *what;
+	} sets[] = {
+		{IPPROTO_TCP, TCP_KEEPIDLE, 0, "TCP_KEEPIDLE 0"},
+		{IPPROTO_TCP, TCP_KEEPIDLE, 32768, "TCP_KEEPIDLE 32768"},
+		{IPPROTO_TCP, TCP_KEEPIDLE, 32767, "TCP_KEEPIDLE 32767"},
+		{IPPROTO_TCP, TCP_KEEPINTVL, 0, "TCP_KEEPINTVL 0"},
+		{IPPROTO_TCP, TCP_KEEPCNT, -5, "TCP_KEEPCNT -5"},
+		{IPPROTO_TCP, TCP_KEEPCNT, 128, "TCP_KEEPCNT 128"},
+		{IPPROTO_TCP, TCP_USER_TIMEOUT, -10, "TCP_USER_TIMEOUT -10"},
+		{IPPROTO_TCP, TCP_LINGER2, -1234, "TCP_LINGER2 -1234"},
+		{IPPROTO_TCP, TCP_LINGER2, 0, "TCP_LINGER2 0"},
+		{IPPROTO_TCP, TCP_LINGER2, 121, "TCP_LINGER2 121"},
+		{IPPROTO_TCP, TCP_WINDOW_CLAMP, 0, "TCP_WINDOW_CLAMP 0"},
+		{IPPROTO_TCP, TCP_WINDOW_CLAMP, 1, "TCP_WINDOW_CLAMP 1"},
+		{IPPROTO_TCP, TCP_DEFER_ACCEPT, 10, "TCP_DEFER_ACCEPT 10"},
+		{IPPROTO_TCP, TCP_SYNCNT, 0, "TCP_SYNCNT 0"},
+		{IPPROTO_TCP, TCP_INQ, 1, "TCP_INQ 1"},
+		{IPPROTO_IP, IP_MTU_DISCOVER, 10, "IP_MTU_DISCOVER 10"},
+		{IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO, "IP_MTU_DISCOVER DO"},
+		{IPPROTO_IP, IP_TOS, 0xff, "IP_TOS 0xff"},
+		{IPPROTO_IP, IP_TTL, 0, "IP_TTL 0"},
+		{IPPROTO_IP, IP_TTL, -1, "IP_TTL -1"},
+		{IPPROTO_IP, IP_MULTICAST_TTL, 300, "IP_MULTICAST_TTL 300"},
+	};
+	static const struct {
+		int level, name;
+		const char *what;
+	} defaults[] = {
+		{IPPROTO_TCP, TCP_KEEPIDLE, "TCP_KEEPIDLE"},
+		{IPPROTO_TCP, TCP_LINGER2, "TCP_LINGER2"},
+		{IPPROTO_TCP, TCP_USER_TIMEOUT, "TCP_USER_TIMEOUT"},
+		{IPPROTO_TCP, TCP_CORK, "TCP_CORK"},
+		{IPPROTO_TCP, TCP_WINDOW_CLAMP, "TCP_WINDOW_CLAMP"},
+		{IPPROTO_IP, IP_MULTICAST_TTL, "IP_MULTICAST_TTL"},
+		{IPPROTO_IP, IP_MULTICAST_LOOP, "IP_MULTICAST_LOOP"},
+		{IPPROTO_IP, IP_MTU_DISCOVER, "IP_MTU_DISCOVER"},
+		{IPPROTO_IP, IP_TTL, "IP_TTL"},
+		{IPPROTO_IP, IP_MTU, "IP_MTU"},
+		{SOL_SOCKET, SO_SNDBUF, "SO_SNDBUF"},
+		{SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF"},
+	};
+	char cc[20], want[20];
+	struct tcp_info ti;
+	socklen_t l;
+	int c, s, end, fds[2], i;
+	long r, g;
+
+	mkpair(AF_INET, &c, &s);
+	fds[0] = c;
+	fds[1] = s;
+	for (end = 0; end < 2; end++) {
+		int fd = fds[end];
+		for (i = 0; i < (int)(sizeof defaults / sizeof defaults[0]); i++) {
+			int v = geti(fd, defaults[i].level, defaults[i].name, &r);
+			say("end %d default %s %s value %d", end, defaults[i].what, R(r), v);
+		}
+		for (i = 0; i < (int)(sizeof sets / sizeof sets[0]); i++) {
+			const char *rs;
+			r = DO(setsockopt(fd, sets[i].level, sets[i].name, &sets[i].v, sizeof(int)));
+			rs = R(r);
+			say("end %d set %s %s then %d", end, sets[i].what, rs,
+			    geti(fd, sets[i].level, sets[i].name, &g));
+		}
+		l = sizeof cc;
+		memset(cc, 'x', sizeof cc);
+		r = DO(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &l));
+		say("end %d TCP_CONGESTION %s len %u is the default %s", end, R(r), l,
+		    YN(l == 16 && !strcmp(cc, want_cc(want, sizeof want))));
+		r = DO(setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4));
+		l = sizeof cc;
+		getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &l);
+		say("end %d set reno %s then %.16s", end, R(r), cc);
+		r = DO(setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "nonesuch", 8));
+		l = sizeof cc;
+		getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &l);
+		say("end %d set nonesuch %s then %.16s", end, R(r), cc);
+		l = sizeof ti;
+		memset(&ti, 0, sizeof ti);
+		r = DO(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l));
+		say("end %d TCP_INFO %s state %u ca_state %u rto>0 %s cwnd>0 %s", end, R(r),
+		    ti.tcpi_state, ti.tcpi_ca_state, YN(ti.tcpi_rto > 0), YN(ti.tcpi_snd_cwnd > 0));
+	}
+	close(c);
+	close(s);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2471,6 +2578,7 @@ static const struct {
 	{"sendfile_closed", s_sendfile_closed},
 	{"badbuf", s_badbuf},
 	{"mmsg_max", s_mmsg_max},
+	{"sockopt_kernel", s_sockopt_kernel},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
