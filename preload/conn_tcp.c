@@ -236,6 +236,42 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 	return r;
 }
 
+/* buf_limit turns a buffer size as the kernel has it (doubled, clamped)
+ * into the bytes in flight it allows (segment.h sndlim, rcvlim): the size
+ * itself up to a quarter of the ring, then growing with it so that the
+ * largest size the sysctls allow (net.core.wmem_max, rmem_max, doubled)
+ * is the whole ring; so any increase makes room, as it does in TCP. */
+static uint32_t buf_limit(const struct osf_conn *c, int rcv, int eff)
+{
+	static int maxes[2];
+	uint64_t q = c->s.size / 4, top;
+	int *m = &maxes[rcv];
+
+	if (!__atomic_load_n(m, __ATOMIC_RELAXED)) {
+		char b[32] = "";
+		int f = open(rcv ? "/proc/sys/net/core/rmem_max"
+				 : "/proc/sys/net/core/wmem_max",
+			     O_RDONLY | O_CLOEXEC), v = 0;
+		if (f >= 0) {
+			ssize_t n = REAL(read)(f, b, sizeof(b) - 1);
+			if (n > 0)
+				b[n] = 0;
+			REAL(close)(f);
+		}
+		if (sscanf(b, "%d", &v) != 1 || v <= 0)
+			v = 212992;
+		__atomic_store_n(m, v, __ATOMIC_RELAXED);
+	}
+	top = 2 * (uint64_t)*m;
+	if (eff <= 0)
+		return 0;
+	if ((uint64_t)eff <= q)
+		return (uint32_t)eff;
+	if (top <= q || (uint64_t)eff >= top)
+		return c->s.size;
+	return (uint32_t)(q + (c->s.size - q) * ((uint64_t)eff - q) / (top - q));
+}
+
 /* set_socket handles a SOL_SOCKET option: the kernel keeps most of them on
  * the wake socket (fd); osf notes what changes its own behaviour. */
 static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
@@ -247,13 +283,20 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 	case SO_RCVBUF:
 	case SO_SNDBUF:
 	case SO_RCVBUFFORCE:
-	case SO_SNDBUFFORCE:
+	case SO_SNDBUFFORCE: {
+		/* The wake socket doubles and clamps the size as TCP does. */
+		int rcv = name == SO_RCVBUF || name == SO_RCVBUFFORCE, eff = 0;
+		socklen_t l = sizeof(eff);
 		r = REAL(setsockopt)(fd, SOL_SOCKET, name, val, len);
-		if (r == 0)
-			c->bufset |= (name == SO_RCVBUF || name == SO_RCVBUFFORCE)
-					     ? 1
-					     : 2;
-		return r;
+		if (r != 0)
+			return r;
+		c->bufset |= rcv ? 1 : 2;
+		if (REAL(getsockopt)(fd, SOL_SOCKET, rcv ? SO_RCVBUF : SO_SNDBUF,
+				     &eff, &l) == 0)
+			__atomic_store_n(rcv ? &c->s.me->rcvlim : &c->s.me->sndlim,
+					 buf_limit(c, rcv, eff), __ATOMIC_RELAXED);
+		return 0;
+	}
 	case SO_SNDTIMEO:
 		/* A blocked writer sleeps in recv on the writers' socket: the
 		 * send timeout is its receive timeout. */
@@ -393,8 +436,8 @@ int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 		break;
 	case SIOCOUTQ:
 	case SIOCOUTQNSD:
-		v = osf_side_tx_free(&c->s);
-		*(int *)arg = v < 0 ? 0 : (int)(c->s.size - (uint64_t)v);
+		v = osf_side_tx_queued(&c->s);
+		*(int *)arg = v < 0 ? 0 : (int)v;
 		break;
 	case SIOCATMARK:
 		*(int *)arg = 0;

@@ -29,3 +29,8 @@ int osf_sys_ioctl(int fd, unsigned long req, void *arg)
 {
 	return REAL(ioctl)(fd, req, arg);
 }
+
+int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	return REAL(getsockopt)(fd, level, name, val, len);
+}

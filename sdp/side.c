@@ -260,6 +260,42 @@ int osf_side_wait_data(struct osf_side *s, int fd, unsigned spin_us)
 	return r;
 }
 
+/* sleep_limited is sleep_token for a writer held back by the buffer sizes
+ * rather than a full ring: a larger SO_SNDBUF (here) or SO_RCVBUF (at the
+ * peer) makes room without a token, so it looks again every few
+ * milliseconds. The send timeout (SO_RCVTIMEO of the writers' socket)
+ * still ends it with -EAGAIN, a signal with -EINTR. */
+static int sleep_limited(struct osf_side *s)
+{
+	struct timeval tv = {0, 0};
+	socklen_t tl = sizeof(tv);
+	long left_ms = -1;
+	char b;
+
+	__atomic_add_fetch(&s->me->sleeps, 1, __ATOMIC_RELAXED);
+	if (osf_sys_getsockopt(s->wfd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 &&
+	    (tv.tv_sec || tv.tv_usec))
+		left_ms = tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+	while (!osf_side_tx_ready(s)) {
+		struct pollfd p = {s->wfd, POLLIN, 0};
+		int slice = left_ms < 0 || left_ms > 20 ? 20 : (int)left_ms, n;
+		if (left_ms == 0)
+			return -EAGAIN;
+		n = osf_sys_poll(&p, 1, slice);
+		if (n < 0)
+			return -errno;
+		if (n > 0) { /* a token, or the end */
+			ssize_t r = osf_sys_recv(s->wfd, &b, 1, MSG_DONTWAIT);
+			if (r == 0)
+				osf_side_mark_gone(s);
+			return 0;
+		}
+		if (left_ms > 0)
+			left_ms -= slice;
+	}
+	return 0;
+}
+
 int osf_side_wait_room(struct osf_side *s, unsigned spin_us)
 {
 	int r;
@@ -269,12 +305,26 @@ int osf_side_wait_room(struct osf_side *s, unsigned spin_us)
 	__atomic_add_fetch(&s->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	r = osf_side_tx_ready(s) ? 0 : sleep_token(s, s->wfd);
+	if (osf_side_tx_ready(s))
+		r = 0;
+	else if (osf_side_tx_limit(s) < s->size)
+		r = sleep_limited(s);
+	else
+		r = sleep_token(s, s->wfd);
 	osf_side_uncount(&s->me->tx_waiters);
 	return r;
 }
 
 /* ---- readiness ------------------------------------------------------------- */
+
+/* tx_lowat is the room that makes a side writable: the low-water mark,
+ * or half the in-flight limit when that is smaller. */
+static uint64_t tx_lowat(const struct osf_side *s)
+{
+	uint64_t lim = osf_side_tx_limit(s);
+
+	return lim / 2 < s->lowat ? lim / 2 : s->lowat;
+}
 
 short osf_side_revents(const struct osf_side *s)
 {
@@ -293,7 +343,7 @@ short osf_side_revents(const struct osf_side *s)
 		r |= POLLIN | POLLRDNORM;
 	if (rdhup)
 		r |= POLLRDHUP;
-	if ((uint64_t)room >= s->lowat || wrshut || (st & OSF_CS_GONE))
+	if ((uint64_t)room >= tx_lowat(s) || wrshut || (st & OSF_CS_GONE))
 		r |= POLLOUT | POLLWRNORM;
 	if ((rdhup && wrshut) || osf_side_tcp_closed(s))
 		r |= POLLHUP;

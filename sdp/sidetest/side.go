@@ -16,6 +16,7 @@ ssize_t osf_sys_read(int fd, void *buf, size_t n) { return read(fd, buf, n); }
 int osf_sys_close(int fd) { return close(fd); }
 int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout) { return poll(p, n, timeout); }
 int osf_sys_ioctl(int fd, unsigned long req, void *arg) { return ioctl(fd, req, arg); }
+int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len) { return getsockopt(fd, level, name, val, len); }
 
 static void side_set_flags(struct osf_side *s, uint32_t f)
 {

@@ -2516,6 +2516,63 @@ static void s_sockopt_kernel(void)
 	close(s);
 }
 
+struct raise {
+	int fd, v, delay_ms;
+	pthread_t th;
+};
+
+static void *raise_run(void *p)
+{
+	struct raise *r = p;
+
+	usleep((useconds_t)r->delay_ms * 1000);
+	setsockopt(r->fd, SOL_SOCKET, SO_SNDBUF, &r->v, sizeof r->v);
+	return NULL;
+}
+
+/* s_bufsize: SO_SNDBUF and SO_RCVBUF bound the bytes in flight to a peer
+ * that does not read, and raising SO_SNDBUF makes room at once, waking a
+ * blocked writer. */
+static void s_bufsize(void)
+{
+	int c, s, v = 4096, partial, eagain, maxv, ok;
+	socklen_t l = sizeof maxv;
+	struct timeval tv = {5, 0};
+	struct raise rs;
+	size_t total;
+	long t0, r;
+
+	mkpair(AF_INET, &c, &s);
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+	setsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+	total = fill(c, 65536, 4 << 20, 0, &partial, &eagain);
+	say("4 KiB buffers: took more than 0 %s, less than 256 KiB %s, then EAGAIN %s",
+	    YN(total > 0), YN(total < (256 << 10)), YN(eagain));
+	say("drained %s", YN(read_all(s, total, 0, 5000, &ok) == total && ok));
+	close(c);
+	close(s);
+
+	mkpair(AF_INET, &c, &s);
+	v = 0x7fffffff;
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+	getsockopt(c, SOL_SOCKET, SO_SNDBUF, &maxv, &l);
+	v = maxv / 4;
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+	total = fill(c, 65536, 64 << 20, 0, &partial, &eagain);
+	say("quarter of the largest send buffer: full %s", YN(eagain));
+	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	rs = (struct raise){.fd = c, .v = maxv / 2, .delay_ms = 100};
+	if (pthread_create(&rs.th, NULL, raise_run, &rs) != 0)
+		setup_failed("pthread_create");
+	t0 = now_ms();
+	r = DO(send(c, "x", 1, 0));
+	say("blocked send after raising SO_SNDBUF %s before its timeout %s", R(r),
+	    YN(now_ms() - t0 < 4000));
+	pthread_join(rs.th, NULL);
+	close(c);
+	close(s);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2579,6 +2636,7 @@ static const struct {
 	{"badbuf", s_badbuf},
 	{"mmsg_max", s_mmsg_max},
 	{"sockopt_kernel", s_sockopt_kernel},
+	{"bufsize", s_bufsize},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
