@@ -84,6 +84,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->bufset = 0;
 	c->v6 = v6;
 	memset(c->opts, 0, sizeof(c->opts));
+	c->cm_ts = c->cm_inq = 0;
 	__atomic_store_n(&c->refs, 1, __ATOMIC_RELEASE);
 }
 

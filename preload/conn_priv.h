@@ -29,6 +29,8 @@ struct osf_conn {
 	int nonblock;
 	int bufset; /* SO_RCVBUF/SO_SNDBUF set by the application */
 	struct osf_kopt opts[OSF_CONN_OPTS]; /* as set, replayed (kopt.c) */
+	int cm_ts;  /* 0, or the SO_TIMESTAMP* option whose cmsg recvmsg adds */
+	int cm_inq; /* TCP_INQ: recvmsg adds the bytes left to read */
 	int v6;
 	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
 };

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 
 /* ---- options, names ----------------------------------------------------------- */
 
@@ -325,6 +326,14 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 	}
 	case SO_REUSEPORT:
 		return get_int(val, len, &v);
+	case SO_TIMESTAMP_OLD:
+	case SO_TIMESTAMPNS_OLD:
+	case SO_TIMESTAMP_NEW:
+	case SO_TIMESTAMPNS_NEW:
+		r = REAL(setsockopt)(fd, SOL_SOCKET, name, val, len);
+		if (r == 0 && get_int(val, len, &v) == 0)
+			c->cm_ts = v ? name : 0;
+		return r;
 	default:
 		return REAL(setsockopt)(fd, SOL_SOCKET, name, val, len);
 	}
@@ -364,6 +373,9 @@ static int set_kopt(struct osf_fdt_entry *e, struct osf_conn *c, int level,
 	    get_int(val, len, &v) == 0)
 		e->flags = v ? (e->flags | OSF_FDF_NODELAY)
 			     : (e->flags & ~OSF_FDF_NODELAY);
+	if (r == 0 && level == IPPROTO_TCP && name == TCP_INQ &&
+	    get_int(val, len, &v) == 0)
+		c->cm_inq = v != 0;
 	return r;
 }
 
@@ -389,6 +401,57 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 	}
 	conn_put(c);
 	return r;
+}
+
+/* put_cmsg appends one control message as the kernel's put_cmsg does: it
+ * fits whole or the buffer is marked truncated; 0 when it did not fit. */
+static int put_cmsg(struct msghdr *msg, size_t *used, int level, int type,
+		    const void *data, size_t n)
+{
+	struct cmsghdr h;
+	size_t space = CMSG_SPACE(n), room = msg->msg_controllen - *used;
+
+	if (room < CMSG_LEN(n)) {
+		msg->msg_flags |= MSG_CTRUNC;
+		return 0;
+	}
+	h.cmsg_len = CMSG_LEN(n);
+	h.cmsg_level = level;
+	h.cmsg_type = type;
+	memcpy((char *)msg->msg_control + *used, &h, sizeof(h));
+	memcpy((char *)msg->msg_control + *used + CMSG_LEN(0), data, n);
+	*used += space < room ? space : room;
+	return 1;
+}
+
+void osf_conn_cmsgs(int fd, struct osf_fdt_entry *e, struct msghdr *msg,
+		    ssize_t got)
+{
+	struct osf_conn *c = msg->msg_control && msg->msg_controllen
+				     ? conn_get(fd, e)
+				     : NULL;
+	size_t used = 0;
+
+	if (c && c->cm_ts && got > 0) { /* the time it was read: no earlier */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		if (c->cm_ts == SO_TIMESTAMPNS_OLD || c->cm_ts == SO_TIMESTAMPNS_NEW) {
+			put_cmsg(msg, &used, SOL_SOCKET, c->cm_ts, &ts, sizeof(ts));
+		} else {
+			struct timeval tv = {ts.tv_sec, ts.tv_nsec / 1000};
+			put_cmsg(msg, &used, SOL_SOCKET, c->cm_ts, &tv, sizeof(tv));
+		}
+	}
+	if (c && c->cm_inq && got >= 0) { /* as tcp_inq_hint */
+		int64_t left = osf_side_rx_used(&c->s);
+		int inq = left < 0 ? 0 : (int)left;
+		if (inq == 0 && (osf_side_revents(&c->s) & POLLRDHUP))
+			inq = 1;
+		put_cmsg(msg, &used, SOL_TCP, TCP_CM_INQ, &inq, sizeof(inq));
+	}
+	msg->msg_controllen = used;
+	if (c)
+		conn_put(c);
 }
 
 int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,

@@ -175,8 +175,8 @@ static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 
 	if (r >= 0) {
 		msg->msg_namelen = 0;
-		msg->msg_controllen = 0;
 		msg->msg_flags = 0;
+		osf_conn_cmsgs(fd, e, msg, r);
 	}
 	return r;
 }

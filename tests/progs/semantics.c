@@ -2573,6 +2573,72 @@ static void s_bufsize(void)
 	close(s);
 }
 
+/* cmsg_list prints the control messages recvmsg returned. */
+static void cmsg_list(const char *what, struct msghdr *m, long r)
+{
+	struct cmsghdr *h;
+	char line[512];
+	int n = 0;
+
+	n += snprintf(line + n, sizeof line - (size_t)n, "%s %s flags 0x%x:", what, R(r),
+		      m->msg_flags);
+	for (h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(m, h)) {
+		int v = 0;
+		if (h->cmsg_level == SOL_TCP)
+			memcpy(&v, CMSG_DATA(h), sizeof v);
+		n += snprintf(line + n, sizeof line - (size_t)n, " [%d %d len %zu%s%d]",
+			      h->cmsg_level, h->cmsg_type, (size_t)h->cmsg_len,
+			      h->cmsg_level == SOL_TCP ? " inq " : " ", v);
+	}
+	say("%s", line);
+}
+
+/* s_cmsgs: recvmsg adds TCP_INQ and receive timestamps when asked. (A
+ * timestamp needs the kernel's timestamping on when the data arrives: it
+ * is switched on a little after the first SO_TIMESTAMP, hence the sleep.) */
+static void s_cmsgs(void)
+{
+	char buf[1024], ctl[CMSG_SPACE(sizeof(struct timespec)) + CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {buf, 256};
+	struct msghdr m;
+	int c, s, one = 1, zero = 0;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	memset(buf, 'b', sizeof buf);
+	send(c, buf, 100, 0);
+	wait_bytes(s, 100, 1000);
+	m = (struct msghdr){.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			    .msg_controllen = sizeof ctl};
+	r = DO(recvmsg(s, &m, 0));
+	cmsg_list("none asked", &m, r);
+	say("set TCP_INQ %s", R(DO(setsockopt(s, SOL_TCP, TCP_INQ, &one, sizeof one))));
+	say("set SO_TIMESTAMP %s", R(DO(setsockopt(s, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof one))));
+	usleep(100 * 1000);
+	send(c, buf, sizeof buf, 0);
+	wait_bytes(s, sizeof buf, 1000);
+	m.msg_controllen = sizeof ctl;
+	r = DO(recvmsg(s, &m, 0));
+	cmsg_list("SO_TIMESTAMP and TCP_INQ", &m, r);
+	say("set SO_TIMESTAMPNS %s", R(DO(setsockopt(s, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one))));
+	m.msg_controllen = CMSG_SPACE(sizeof(struct timespec));
+	r = DO(recvmsg(s, &m, 0));
+	cmsg_list("SO_TIMESTAMPNS and TCP_INQ, room for one", &m, r);
+	say("unset SO_TIMESTAMP %s", R(DO(setsockopt(s, SOL_SOCKET, SO_TIMESTAMP, &zero, sizeof zero))));
+	m.msg_controllen = sizeof ctl;
+	m.msg_flags = 0;
+	iov.iov_len = 512;
+	r = DO(recvmsg(s, &m, 0));
+	cmsg_list("TCP_INQ, drained", &m, r);
+	shutdown(c, SHUT_WR);
+	wait_ev(s, POLLRDHUP, 1000);
+	m.msg_controllen = sizeof ctl;
+	r = DO(recvmsg(s, &m, 0));
+	cmsg_list("at the end", &m, r);
+	close(c);
+	close(s);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2637,6 +2703,7 @@ static const struct {
 	{"mmsg_max", s_mmsg_max},
 	{"sockopt_kernel", s_sockopt_kernel},
 	{"bufsize", s_bufsize},
+	{"cmsgs", s_cmsgs},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
