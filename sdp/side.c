@@ -98,7 +98,12 @@ void osf_side_mark_gone(struct osf_side *s)
 		return;
 	head = __atomic_load_n(&s->tx->head, __ATOMIC_ACQUIRE);
 	tail = __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE);
-	if (head != tail || (osf_side_peer_flags(s) & OSF_SIDE_RESET)) {
+	/* A peer that never held its side was never accepted: its listener
+	 * closed (or its process died) with the connection in its queue,
+	 * which TCP resets. */
+	if (head != tail || (osf_side_peer_flags(s) & OSF_SIDE_RESET) ||
+	    (!__atomic_load_n(&s->peer->holders, __ATOMIC_ACQUIRE) &&
+	     !__atomic_load_n(&s->peer->close_seq, __ATOMIC_ACQUIRE))) {
 		osf_side_set_pending(s, ECONNRESET);
 		osf_side_set_state(s, OSF_CS_GONE | OSF_CS_RESET);
 		return;

@@ -112,7 +112,7 @@ void osf_side_broken(struct osf_side *s);
 
 /* osf_side_mark_gone records that the last holder of the other side
  * closed; as TCP would have sent a reset when it closed with bytes it
- * never read, or with SO_LINGER 0. */
+ * never read, or with SO_LINGER 0, or never accepted the connection. */
 void osf_side_mark_gone(struct osf_side *s);
 
 /* osf_side_check_end asks the kernel (one poll of the application's

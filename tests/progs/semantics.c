@@ -2639,6 +2639,29 @@ static void s_cmsgs(void)
 	close(s);
 }
 
+/* s_unaccepted_reset: a connection still in the listener's queue when the
+ * listener closes is reset. */
+static void s_unaccepted_reset(void)
+{
+	struct sockaddr_storage ss;
+	struct pollfd p;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c;
+	char b;
+	long r;
+
+	c = connect_to(AF_INET, &ss);
+	say("transport %s", transport(c));
+	usleep(50 * 1000);
+	close(l);
+	p = (struct pollfd){c, 0, 0};
+	r = DO(poll(&p, 1, 2000));
+	say("poll for nothing %s revents 0x%x", R(r), p.revents);
+	pmask("after the listener closed", c);
+	say("read %s", R(DO(read(c, &b, 1))));
+	say("read again %s", R(DO(read(c, &b, 1))));
+	close(c);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2704,6 +2727,7 @@ static const struct {
 	{"sockopt_kernel", s_sockopt_kernel},
 	{"bufsize", s_bufsize},
 	{"cmsgs", s_cmsgs},
+	{"unaccepted_reset", s_unaccepted_reset},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
