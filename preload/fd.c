@@ -2,7 +2,7 @@
 
 /* fd.c: hooks that create, copy and destroy descriptors, keeping the fd
  * table exact at every moment (posix_spawn and vfork+exec run none of
- * our code in between, DESIGN.md D3), and protecting osf's own fds from
+ * our code in between, docs/DESIGN.md D3), and protecting osf's own fds from
  * programs that close everything they do not know. */
 #include "conn.h"
 

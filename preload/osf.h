@@ -1,5 +1,5 @@
 /* osf.h: internals of libosf.so, the LD_PRELOAD library (C, see
- * DESIGN.md D1). Not installed; the public API is include/osf/qsock.h. */
+ * docs/DESIGN.md D1). Not installed; the public API is include/osf/qsock.h. */
 #ifndef OSF_PRELOAD_OSF_H
 #define OSF_PRELOAD_OSF_H
 
@@ -26,10 +26,6 @@ int osf_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out);
  * when the core cannot be had: osf then acts as pass-through. */
 int osf_core_ready(void);
 
-/* osf_core_route asks the core for a route decision; 0 or an errno. */
-int osf_core_route(const struct osf_core_route_in *in,
-		   struct osf_core_route_out *out);
-
 /* osf_core_listen, osf_core_connect and osf_core_accept run the core's
  * connection management (core_api.h); 0 or an errno when the core is
  * unavailable. */
@@ -48,7 +44,7 @@ void osf_intr_begin(void);
 int osf_intr_restart(void);
 
 /* osf_core_child_after_fork forgets the parent's core in a fork child:
- * it is never called again here (DESIGN.md D1), and the signal handlers
+ * it is never called again here (docs/DESIGN.md D1), and the signal handlers
  * it installed are put back to what they were before it loaded. */
 void osf_core_child_after_fork(void);
 
@@ -60,8 +56,6 @@ int osf_core_owns(const void *addr);
  * replace for sig, so that the load puts back exactly that one. */
 void osf_core_note_prior(int sig);
 
-/* osf_core_config returns the configuration the core reported. */
-const struct osf_core_init_out *osf_core_config(void);
 
 /* A program's buffers, preload/fault.c: osf_probe_rd and osf_probe_wr
  * touch each page of [p, p+n) as a copy from (to) it would, and return
@@ -105,6 +99,14 @@ void osf_fd_closed(int fd);
 
 /* osf_fd_dup mirrors a successful dup of oldfd onto newfd. */
 void osf_fd_dup(int oldfd, int newfd, int cloexec);
+
+/* Passing offloaded sockets with SCM_RIGHTS, preload/handoff.c:
+ * osf_handoff_sendmsg is sendmsg on a socket osf does not own whose
+ * message carries control data, in a process that holds offloaded fds;
+ * osf_handoff_recvmsg is recvmsg on such a socket with room for control
+ * data. Both return what sendmsg/recvmsg would. */
+ssize_t osf_handoff_sendmsg(int fd, const struct msghdr *msg, int flags);
+ssize_t osf_handoff_recvmsg(int fd, struct msghdr *msg, int flags);
 
 /* osf_stdio_take replaces the standard stream of fd (0, 1 or 2) with one
  * that reads and writes through osf's hooks, when it is still glibc's own
