@@ -1550,6 +1550,25 @@ static void s_accept_eintr(void)
 	close(l);
 }
 
+/* pattern_file returns an unlinked temporary file holding n bytes of the
+ * pattern, positioned at its start. */
+static int pattern_file(size_t n)
+{
+	char path[] = "/tmp/osf-semantics-XXXXXX";
+	unsigned char *data = malloc(n);
+	int f = mkstemp(path);
+
+	if (!data || f < 0)
+		setup_failed("temp file");
+	pat_fill(data, n, 0);
+	if (write(f, data, n) != (ssize_t)n)
+		setup_failed("temp file");
+	free(data);
+	unlink(path);
+	lseek(f, 0, SEEK_SET);
+	return f;
+}
+
 struct reader {
 	int fd;
 	size_t n;
@@ -1658,19 +1677,11 @@ static void s_splice(void)
 
 static void s_sendfile(void)
 {
-	char path[] = "/tmp/osf-semantics-XXXXXX";
-	static unsigned char data[300000];
 	struct reader rd;
-	int c, s, f, bad;
+	int c, s, f = pattern_file(300000), bad;
 	off_t off;
 	long r;
 
-	pat_fill(data, sizeof data, 0);
-	f = mkstemp(path);
-	if (f < 0 || write(f, data, sizeof data) != (ssize_t)sizeof data)
-		setup_failed("temp file");
-	unlink(path);
-	lseek(f, 0, SEEK_SET);
 	mkpair(AF_INET, &c, &s);
 
 	rd = (struct reader){.fd = s, .n = 200000, .off = 1000};
@@ -1696,7 +1707,7 @@ static void s_sendfile(void)
 	pthread_join(rd.th, NULL);
 	say("sendfile past the end %s offset after %lld", R(r), (long long)off);
 	say("received %s data %s", YN(rd.got == 10000), YN(rd.ok));
-	off = sizeof data;
+	off = 300000;
 	say("sendfile at the end %s", R(DO(sendfile(c, f, &off, 100))));
 	say("sendfile from a socket %s", R(DO(sendfile(c, s, NULL, 100))));
 	bad = dup(0);
@@ -2313,17 +2324,12 @@ static void s_epoll_et_end(void)
  * closed take what they really took (the one write TCP accepts). */
 static void s_sendfile_closed(void)
 {
-	char path[] = "/tmp/osf-semantics-XXXXXX";
 	unsigned char data[100];
-	int c, s, f, pp[2];
+	int c, s, f = pattern_file(sizeof data), pp[2];
 	off_t off = 0;
 	long r;
 
 	pat_fill(data, sizeof data, 0);
-	f = mkstemp(path);
-	if (f < 0 || write(f, data, sizeof data) != (ssize_t)sizeof data)
-		setup_failed("temp file");
-	unlink(path);
 	mkpair(AF_INET, &c, &s);
 	close(s);
 	wait_ev(c, POLLRDHUP, 1000);
