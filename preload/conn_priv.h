@@ -16,7 +16,7 @@
 
 #include "../sdp/side.h"
 
-#define OSF_CONN_OPTS 12 /* TCP, IP and IPv6 options remembered */
+#define OSF_CONN_OPTS 16 /* TCP, IP and IPv6 options remembered */
 
 struct osf_conn {
 	struct osf_side s; /* the protocol's view of the segment */

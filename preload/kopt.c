@@ -17,6 +17,7 @@
 #include "osf.h"
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -79,4 +80,57 @@ int osf_kopt_get(int fam, const struct osf_kopt *tab, int n, int level,
 	err = errno;
 	REAL(close)(s);
 	return r < 0 ? OSF_FAIL(err) : 0;
+}
+
+/* The options a connection takes from the kernel socket it was made from
+ * (a listener's accepted sockets are its clones; a client set them before
+ * connect). */
+static const struct {
+	int level, name;
+	socklen_t len;
+} inherited[] = {
+	{IPPROTO_TCP, TCP_USER_TIMEOUT, sizeof(int)},
+	{IPPROTO_TCP, TCP_KEEPIDLE, sizeof(int)},
+	{IPPROTO_TCP, TCP_KEEPINTVL, sizeof(int)},
+	{IPPROTO_TCP, TCP_KEEPCNT, sizeof(int)},
+	{IPPROTO_TCP, TCP_LINGER2, sizeof(int)},
+	{IPPROTO_TCP, TCP_WINDOW_CLAMP, sizeof(int)},
+	{IPPROTO_TCP, TCP_NOTSENT_LOWAT, sizeof(int)},
+	{IPPROTO_TCP, TCP_SYNCNT, sizeof(int)},
+	{IPPROTO_TCP, TCP_CONGESTION, 16},
+	{IPPROTO_IP, IP_TOS, sizeof(int)},
+	{IPPROTO_IP, IP_TTL, sizeof(int)},
+	{IPPROTO_IPV6, IPV6_TCLASS, sizeof(int)},
+	{IPPROTO_IPV6, IPV6_UNICAST_HOPS, sizeof(int)},
+};
+
+int osf_kopt_carry(int fd, int fam, struct osf_kopt *tab, int n)
+{
+	int s = oracle(fam, NULL, 0), got = 0;
+	size_t i;
+
+	memset(tab, 0, sizeof(*tab) * (size_t)n);
+	if (s < 0)
+		return 0;
+	for (i = 0; i < sizeof(inherited) / sizeof(inherited[0]) && got < n; i++) {
+		unsigned char v[32], d[32];
+		socklen_t lv = inherited[i].len, ld = inherited[i].len;
+		memset(v, 0, sizeof(v));
+		memset(d, 0, sizeof(d));
+		if (REAL(getsockopt)(fd, inherited[i].level, inherited[i].name, v, &lv) < 0 ||
+		    REAL(getsockopt)(s, inherited[i].level, inherited[i].name, d, &ld) < 0 ||
+		    (lv == ld && !memcmp(v, d, lv)))
+			continue;
+		tab[got].level = inherited[i].level;
+		tab[got].name = inherited[i].name;
+		/* a name is set by its length, a number as an int */
+		tab[got].len = inherited[i].name == TCP_CONGESTION &&
+					       inherited[i].level == IPPROTO_TCP
+				       ? (socklen_t)strnlen((char *)v, 16)
+				       : lv;
+		memcpy(tab[got].val, v, tab[got].len);
+		got++;
+	}
+	REAL(close)(s);
+	return got;
 }

@@ -88,6 +88,10 @@ int osf_kopt_set(int fam, struct osf_kopt *tab, int n, int level, int name,
 		 const void *val, socklen_t len);
 int osf_kopt_get(int fam, const struct osf_kopt *tab, int n, int level,
 		 int name, void *val, socklen_t *len);
+/* osf_kopt_carry reads from kernel TCP socket fd (of family fam) the
+ * options connections made from it inherit, where they differ from a
+ * fresh socket's, into tab (n entries); it returns how many. */
+int osf_kopt_carry(int fd, int fam, struct osf_kopt *tab, int n);
 
 /* Socket tracking, preload/sockets.c. */
 

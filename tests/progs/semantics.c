@@ -2668,6 +2668,41 @@ static void s_unaccepted_reset(void)
 	close(c);
 }
 
+/* s_inherit: an accepted socket inherits the listener's TCP options, and a
+ * connected one keeps those set before connect. */
+static void s_inherit(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, v;
+	char cc[16] = "";
+	socklen_t cl = sizeof cc;
+	long r;
+
+	v = 1234;
+	setsockopt(l, IPPROTO_TCP, TCP_USER_TIMEOUT, &v, sizeof v);
+	v = 100;
+	setsockopt(l, IPPROTO_TCP, TCP_KEEPIDLE, &v, sizeof v);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	v = 3;
+	setsockopt(c, IPPROTO_TCP, TCP_KEEPCNT, &v, sizeof v);
+	setsockopt(c, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);
+	if (c < 0 || connect(c, (struct sockaddr *)&ss, sa_len(AF_INET)) < 0)
+		setup_failed("connect");
+	s = accept_one(l);
+	transports(c, s);
+	v = geti(s, IPPROTO_TCP, TCP_USER_TIMEOUT, &r);
+	say("accepted TCP_USER_TIMEOUT %s value %d", R(r), v);
+	v = geti(s, IPPROTO_TCP, TCP_KEEPIDLE, &r);
+	say("accepted TCP_KEEPIDLE %s value %d", R(r), v);
+	v = geti(c, IPPROTO_TCP, TCP_KEEPCNT, &r);
+	say("connected TCP_KEEPCNT %s value %d", R(r), v);
+	r = DO(getsockopt(c, IPPROTO_TCP, TCP_CONGESTION, cc, &cl));
+	say("connected TCP_CONGESTION %s %.16s", R(r), cc);
+	close(c);
+	close(s);
+	close(l);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2734,6 +2769,7 @@ static const struct {
 	{"bufsize", s_bufsize},
 	{"cmsgs", s_cmsgs},
 	{"unaccepted_reset", s_unaccepted_reset},
+	{"inherit", s_inherit},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
