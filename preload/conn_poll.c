@@ -33,7 +33,7 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already)
 	if (!c)
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd);
-	r = osf_side_arm(&c->s, kinds, already);
+	r = osf_side_arm(&c->s, fd, kinds, already);
 	conn_put(c);
 	return r;
 }
