@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/shm"
 	"github.com/osfproject/osf/verbs"
+	"github.com/osfproject/osf/verbs/devroute"
 )
 
 // ErrForkChild means this process is a fork child of a process that set up
@@ -254,32 +254,10 @@ func (t *Transport) Devices() []string {
 }
 
 // DeviceFor reports which RDMA device serves the route to a, or why none
-// does; it has the signature of internal/policy.Query.RDMADevice. For an
-// address of this host it is the device of the interface holding it; for
-// another host, that of the interface the kernel would send from; for the
-// unspecified address (a wildcard listener) any device.
+// does; it has the signature of internal/policy.Query.RDMADevice. It is
+// devroute's algorithm, the one osfrun --explain uses.
 func (t *Transport) DeviceFor(a netip.Addr) (device string, ok bool, why string) {
-	a = a.Unmap().WithZone("")
-	if a.IsUnspecified() {
-		names := t.Devices()
-		if len(names) == 0 {
-			return "", false, "no RDMA device"
-		}
-		return names[0], true, ""
-	}
-	src := a
-	if !shm.IsLocal(a) {
-		s, err := shm.SourceFor(netip.AddrPortFrom(a, 9))
-		if err != nil {
-			return "", false, "no route to " + a.String() + ": " + err.Error()
-		}
-		src = s.Addr().Unmap()
-	}
-	dev, port, err := verbs.DeviceForAddr(src)
-	if err != nil {
-		return "", false, strings.TrimPrefix(err.Error(), "verbs: ")
-	}
-	return dev + " port " + strconv.Itoa(port), true, ""
+	return devroute.System.ForRoute(a)
 }
 
 // Listen creates the shm companion of a listener bound to addr and
