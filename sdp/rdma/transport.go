@@ -54,9 +54,10 @@ type Config struct {
 // on its single osf-core thread); the connection manager's events, the
 // completions and the rings are handled by the engine goroutine.
 type Transport struct {
-	cfg Config
-	eng *Engine
-	ch  *verbs.EventChannel
+	cfg   Config
+	eng   *Engine
+	ch    *verbs.EventChannel
+	bound handshakeBound // scales the dials' bound with this host's pace
 
 	// Engine goroutine only (after Start).
 	devs      map[*verbs.Context]*device
