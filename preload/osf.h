@@ -74,6 +74,14 @@ void osf_fd_closed(int fd);
 /* osf_fd_dup mirrors a successful dup of oldfd onto newfd. */
 void osf_fd_dup(int oldfd, int newfd, int cloexec);
 
+/* Passing offloaded sockets with SCM_RIGHTS, preload/handoff.c:
+ * osf_handoff_sendmsg is sendmsg on a socket osf does not own whose
+ * message carries control data, in a process that holds offloaded fds;
+ * osf_handoff_recvmsg is recvmsg on such a socket with room for control
+ * data. Both return what sendmsg/recvmsg would. */
+ssize_t osf_handoff_sendmsg(int fd, const struct msghdr *msg, int flags);
+ssize_t osf_handoff_recvmsg(int fd, struct msghdr *msg, int flags);
+
 /* osf_stdio_take replaces the standard stream of fd (0, 1 or 2) with one
  * that reads and writes through osf's hooks, when it is still glibc's own
  * (preload/stdio.c). Called when an offloaded connection is or becomes

@@ -166,7 +166,13 @@ static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
 /* mux_poll implements poll and ppoll when offloaded fds are involved. An
  * offloaded connection's fd stands for itself in the kernel's array (its
  * readers' tokens and the end arrive there); one waiting for POLLOUT adds
- * its writers' wake socket, an offloaded listener its companion. */
+ * its writers' wake socket, an offloaded listener its companion.
+ *
+ * It is one long function on purpose: its phases (build the kernel array,
+ * spin on the rings, arm, sleep in the kernel, disarm and translate) share
+ * the per-fd arrays it allocates, and every exit must disarm exactly what
+ * was armed; split up, that bookkeeping would be passed around instead of
+ * being visible in one place. */
 static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		    const sigset_t *mask)
 {
