@@ -46,7 +46,7 @@ type Interface struct {
 }
 
 // System is this machine.
-var System = Host{Sysfs: "/sys", Lookup: rdmamapLookup, Interfaces: systemInterfaces, Source: kernelSource}
+var System = Host{Sysfs: "/sys", Lookup: rdmamapLookup, Interfaces: systemInterfaces, Source: KernelSource}
 
 // Error says why no RDMA device serves an interface or address.
 type Error struct {
@@ -310,9 +310,10 @@ func systemInterfaces() ([]Interface, error) {
 	return out, nil
 }
 
-// kernelSource returns the address the kernel would send from to reach
+// KernelSource returns the address the kernel would send from to reach
 // dst: the local name of a UDP socket connected to it (no packet is sent).
-func kernelSource(dst netip.Addr) (netip.Addr, error) {
+// For an IPv6 (or IPv4-mapped) dst it is an IPv6 address.
+func KernelSource(dst netip.Addr) (netip.Addr, error) {
 	fam := unix.AF_INET6
 	var sa unix.Sockaddr = &unix.SockaddrInet6{Port: 9, Addr: dst.As16()}
 	if dst.Is4() {
@@ -334,7 +335,7 @@ func kernelSource(dst netip.Addr) (netip.Addr, error) {
 	case *unix.SockaddrInet4:
 		return netip.AddrFrom4(s.Addr), nil
 	case *unix.SockaddrInet6:
-		return netip.AddrFrom16(s.Addr).Unmap(), nil
+		return netip.AddrFrom16(s.Addr), nil
 	}
 	return netip.Addr{}, errors.New("devroute: source address: unexpected socket name")
 }
