@@ -98,7 +98,7 @@ if [ ! -s "$initrd" ] || [ "$(cat "$initrd.sum" 2>/dev/null)" != "$sum" ]; then
 	rm -rf "$tmp"
 fi
 cp "$script" "$out/.script"
-printf '%q ' "$@" >"$out/.args"
+if [ $# -gt 0 ]; then printf "%q " "$@"; fi >"$out/.args"
 rm -f "$out"/.rc-* "$out"/.bar-*
 
 # cleanup kills the guests' qemu processes (their -pidfile) if still running

@@ -4,7 +4,8 @@
 #   test.sh [SECTIONS]   default "unit conformance apps failures"
 #   test.sh quick        make test's reduced set: one stream case, osfstat
 . "$OSF_ROOT/tests/rdmavm/guest/lib.sh"
-sections=${*:-unit conformance apps failures}
+sections="unit conformance apps failures"
+[ $# -gt 0 ] && sections=$*
 barrier up 300 || exit 1
 
 # ---- unit: verbs and sdp/rdma on rxe0, conformance rdma leg (rxe loopback)
