@@ -13,11 +13,12 @@ barrier up 300 || exit 1
 
 under=$GUESTDIR/under
 
-# step NAME BOUND SERVER-CMD -- CLIENT-CMD: the server on A (background),
+# step NAME BOUND PORT SERVER-CMD -- CLIENT-CMD: the server on A
+# (background; the client starts once PORT listens, or after 5 s for "-"),
 # the client on B (output in $OUT/bench-NAME.out); both bounded
 step() {
-	local name=$1 bound=$2 sp
-	shift 2
+	local name=$1 bound=$2 lport=$3 sp
+	shift 3
 	local -a srv=() cli=()
 	while [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
@@ -25,7 +26,7 @@ step() {
 	if [ "$GUEST" = A ]; then
 		timeout -k 5 "$bound" "${srv[@]}" >"$OUT/bench-$name.srv" 2>&1 &
 		sp=$!
-		sleep 3
+		if [ "$lport" = - ]; then sleep 5; else wait_listen "$lport"; fi
 		barrier "$name-go" 600
 		barrier "$name-done" $((bound + 600))
 		kill $sp 2>/dev/null
@@ -62,21 +63,22 @@ for t in kernel osf rsocket; do
 		echo "no librspreload.so (librdmacm1): rsocket skipped"
 		continue
 	fi
+	lp() { if [ "$t" = rsocket ]; then echo -; else echo $port; fi; } # rsocket's listeners are not the kernel's
 	port=$((port + 1))
-	step "pp-$t" 600 "$under" $t "$PERF" server -a 10.77.0.1 -p $port -1 -- \
+	step "pp-$t" 600 "$(lp)" "$under" $t "$PERF" server -a 10.77.0.1 -p $port -1 -- \
 		"$under" $t "$PERF" client -a 10.77.0.1 -p $port -t pingpong -s 64 -n "$PINGS" --warmup 200 --json
 	port=$((port + 1))
-	step "st-$t" 600 "$under" $t "$PERF" server -a 10.77.0.1 -p $port -1 -- \
+	step "st-$t" 600 "$(lp)" "$under" $t "$PERF" server -a 10.77.0.1 -p $port -1 -- \
 		"$under" $t "$PERF" client -a 10.77.0.1 -p $port -t stream -b "$STREAM" -w 64K --json
 	port=$((port + 1))
-	step "cr-$t" 600 "$under" $t python3 /tmp/connrate.py server 10.77.0.1 $port "$CONNS" -- \
+	step "cr-$t" 600 "$(lp)" "$under" $t python3 /tmp/connrate.py server 10.77.0.1 $port "$CONNS" -- \
 		"$under" $t python3 /tmp/connrate.py client 10.77.0.1 $port "$CONNS"
 	port=$((port + 1))
-	step "redis-$t" 300 "$under" $t redis-server --bind 10.77.0.1 --port $port --save '' --appendonly no --protected-mode no -- \
+	step "redis-$t" 150 "$(lp)" "$under" $t redis-server --bind 10.77.0.1 --port $port --save '' --appendonly no --protected-mode no -- \
 		"$under" $t redis-benchmark -h 10.77.0.1 -p $port -t get,set -n "$REDIS_N" -c 10 -q --csv
 done
-step "dev-lat" 300 ib_send_lat -d rxe0 -R -F -n 3000 -- ib_send_lat -d rxe0 -R -F -n 3000 10.77.0.1
-step "dev-bw" 300 ib_write_bw -d rxe0 -R -F -D 5 -- ib_write_bw -d rxe0 -R -F -D 5 10.77.0.1
+step "dev-lat" 300 - ib_send_lat -d rxe0 -R -F -n 3000 -- ib_send_lat -d rxe0 -R -F -n 3000 10.77.0.1
+step "dev-bw" 300 - ib_write_bw -d rxe0 -R -F -D 5 -- ib_write_bw -d rxe0 -R -F -D 5 10.77.0.1
 
 if [ "$GUEST" = B ]; then
 	python3 "$GUESTDIR/benchtable.py" "$OUT" | tee "$OUT/table.md"

@@ -89,7 +89,7 @@ iperf() {
 		wait_listen 5201
 		for i in 1 2 3; do
 			barrier "ip$i-go"
-			barrier "ip$i-mid" 120
+			sleep 4
 			expect_rdma "iperf3-$i" iperf3 2
 			barrier "ip$i-done" 300
 		done
@@ -100,11 +100,10 @@ iperf() {
 		for opts in "-P 1" "-P 4" "-R"; do
 			i=$((i + 1))
 			barrier "ip$i-go"
-			osf "iperf3-client-$i" timeout 120 iperf3 -c "$PEER_ADDR" -p 5201 -t 8 $opts -J >"$OUT/iperf3-$i.json" 2>"$OUT/iperf3-$i.err" &
+			osf "iperf3-client-$i" timeout 180 iperf3 -c "$PEER_ADDR" -p 5201 -t 15 $opts -J >"$OUT/iperf3-$i.json" 2>"$OUT/iperf3-$i.err" &
 			local cp=$!
 			sleep 4
 			expect_rdma "iperf3-$i" iperf3 2
-			barrier "ip$i-mid"
 			wait $cp
 			local r=$?
 			python3 - "$OUT/iperf3-$i.json" "iperf3 $opts" <<-'EOF' && pass "iperf3 $opts: rc=$r" || fail "iperf3 $opts: rc=$r $(head -c 300 "$OUT/iperf3-$i.err")"
@@ -127,7 +126,7 @@ redis() {
 		local sp=$!
 		wait_listen 6379
 		barrier redis-go
-		barrier redis-mid 300
+		sleep 10
 		expect_rdma redis redis-server 50
 		barrier redis-done 900
 		kill $sp
@@ -139,7 +138,6 @@ redis() {
 		local cp=$!
 		sleep 10
 		expect_rdma redis redis-benchmark 50
-		barrier redis-mid
 		wait $cp
 		local r=$?
 		cat "$OUT/redis-bench.csv"
@@ -184,7 +182,8 @@ nginx_wrk() {
 		local sp=$!
 		wait_listen 8080
 		barrier nginx-go
-		barrier nginx-mid 300
+		barrier nginx-wrk 300
+		sleep 5
 		expect_rdma nginx nginx 8
 		python3 - "$OUT/osfstat-nginx-A.json" <<-'EOF'
 			import json, sys
@@ -202,9 +201,9 @@ nginx_wrk() {
 		check "nginx (2 workers) -> curl: 10 MiB, sha256 equal" [ "$sha" = "$(cat "$OUT/nginx.sha")" ]
 		osf wrk timeout 180 wrk -t 2 -c 8 -d 30s "http://$PEER_ADDR:8080/small.txt" >"$OUT/wrk.txt" 2>&1 &
 		local cp=$!
+		barrier nginx-wrk
 		sleep 5
 		expect_rdma nginx wrk 8
-		barrier nginx-mid
 		wait $cp
 		local r=$?
 		grep -E 'Requests/sec|Socket errors|Non-2xx|requests in' "$OUT/wrk.txt"
@@ -225,7 +224,7 @@ socat_fork() {
 		local sp=$!
 		wait_listen 7001
 		barrier socat-go
-		barrier socat-mid 300
+		sleep 4
 		expect_rdma socat socat 1
 		barrier socat-done 600
 		kill $sp
@@ -242,7 +241,6 @@ socat_fork() {
 		local cp=$!
 		sleep 4
 		expect_rdma socat socat 1
-		barrier socat-mid
 		wait $cp
 		check "socat fork+EXEC: 40 MiB through a fork child, sha256 equal" [ "$(cut -c1-64 /tmp/s.sha)" = "$want" ]
 		wait
