@@ -27,6 +27,7 @@ type fakeNet struct {
 	ends     [2]*fakeLink
 	down     bool
 	cut      bool // cutWire: nothing arrives, sends fail after fakeRetryTime
+	lost     bool // cutWire(true): sends never complete at all
 	maxDelay time.Duration
 	rng      *rand.Rand
 	done     chan struct{}
@@ -116,6 +117,10 @@ func (n *fakeNet) wire(i int) {
 			n.mu.Unlock()
 			time.Sleep(fakeRetryTime)
 			n.mu.Lock()
+			if n.lost {
+				n.mu.Unlock()
+				continue
+			}
 			src.complete(verbs.WC{WRID: uint64(wr.wrid), Status: verbs.WCRetryExcErr})
 			n.cond.Broadcast()
 			n.mu.Unlock()
@@ -167,11 +172,12 @@ func (n *fakeNet) stopped() bool {
 const fakeRetryTime = 200 * time.Millisecond
 
 // cutWire cuts the wire silently: nothing is delivered any more, and each
-// send work request fails with WCRetryExcErr after fakeRetryTime; nobody
-// sees a flush or a disconnect until then.
-func (n *fakeNet) cutWire() {
+// send work request fails with WCRetryExcErr after fakeRetryTime (with
+// lost, never: a QP whose ACK timeout is infinite); nobody sees a flush or
+// a disconnect until then.
+func (n *fakeNet) cutWire(lost bool) {
 	n.mu.Lock()
-	n.cut = true
+	n.cut, n.lost = true, lost
 	n.cond.Broadcast()
 	n.mu.Unlock()
 }

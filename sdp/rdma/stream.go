@@ -121,6 +121,8 @@ type stream struct {
 	// then probes (probeStalled).
 	stallSince time.Time // when the stream last became stalled, or zero
 	probing    bool      // a probe is outstanding
+	probeSent  time.Time // when it was posted
+	probes     int       // probes posted
 	probeTimer bool      // probeStalled is scheduled
 	recvs      int       // receives posted and not completed
 	recvSeq    uint32
@@ -386,6 +388,11 @@ func (s *stream) probe() {
 		return
 	}
 	s.probing = true
+	s.probeSent = time.Now()
+	if s.probes == 0 {
+		s.logf("rdma: connection %d: stalled on the peer's credit; probing its device (every %v while stalled)", s.id, probeAfter)
+	}
+	s.probes++
 }
 
 // receive applies one immediate from the peer.
