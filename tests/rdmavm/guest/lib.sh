@@ -62,6 +62,14 @@ osf() {
 		OSF_LOG_FILE="$OUT/osf-$tag-$GUEST.log" "$@"
 }
 
+# stop PID: end a server started with `osf TAG CMD... &` (PID is the
+# subshell running the osf function; the program is its child) and reap it
+stop() {
+	pkill -TERM -P "$1" 2>/dev/null
+	kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
 pass() { echo "PASS [$GUEST] $*"; echo "PASS $*" >>"$RESULTS"; }
 fail() { echo "FAIL [$GUEST] $*"; echo "FAIL $*" >>"$RESULTS"; }
 skip() { echo "SKIP [$GUEST] $*"; echo "SKIP $*" >>"$RESULTS"; }
