@@ -52,16 +52,22 @@ enum osf_fd_kind {
 	                        is a peer on this host or an RDMA engine) */
 };
 
-/* Transport recorded for osfstat. */
+/* Transport recorded for osfstat; internal/policy.Transport has the same
+ * values (TestPolicyABI). */
 enum osf_transport {
 	OSF_TP_NONE = 0,
 	OSF_TP_KERNEL = 1,
 	OSF_TP_SHM = 2,
 	OSF_TP_RDMA = 3,
+	OSF_TP_GATEWAY = 4, /* kind KERNEL: a kernel TCP stream to an osfgw
+			       gateway relaying to the peer (peer holds the
+			       destination, which getpeername reports) */
 };
 
-/* Reasons a socket is on the kernel. The numbers are an ABI shared with
- * the Go core (internal/policy.Reason); never renumber. */
+/* Reasons a socket is on the kernel. The one definition: the Go side
+ * (internal/policy.Reason, which must stay free of cgo) is held to it by
+ * fdtable's TestPolicyABI. The numbers are recorded in fd tables and read
+ * by osfstat; never renumber or reuse (12 and 15 are retired). */
 enum osf_reason {
 	OSF_R_NONE = 0,
 	OSF_R_RULE = 1,
@@ -75,10 +81,8 @@ enum osf_reason {
 	OSF_R_TRANSPORT_KERNEL = 9,
 	OSF_R_DISABLED = 10,
 	OSF_R_BACKLOG = 11,
-	OSF_R_INHERITED = 12,
 	OSF_R_PEER_KERNEL = 13,
 	OSF_R_SHM_REMOTE = 14,
-	OSF_R_NOT_STREAM = 15,
 };
 
 /* Roles. */

@@ -68,12 +68,17 @@ static int tcp_default(int name)
 	}
 }
 
-static int tcp_info(struct osf_conn *c, void *val, socklen_t *len)
+/* tcp_info answers TCP_INFO. The kernel has processed a peer's FIN or
+ * reset by the time its socket is asked, so the state is taken after
+ * asking whether the other side is gone (one poll): else a connection
+ * whose peer closed would say ESTABLISHED until the next recv or poll. */
+static int tcp_info(int fd, struct osf_conn *c, void *val, socklen_t *len)
 {
 	struct tcp_info ti;
 	socklen_t n;
 
 	memset(&ti, 0, sizeof(ti));
+	osf_side_check_end(&c->s, fd);
 	ti.tcpi_state = (uint8_t)osf_side_tcp_state(&c->s);
 	ti.tcpi_snd_mss = ti.tcpi_rcv_mss = 65483;
 	ti.tcpi_advmss = 65483;
@@ -169,7 +174,7 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		break;
 	case IPPROTO_TCP:
 		if (name == TCP_INFO) {
-			r = val ? tcp_info(c, val, len) : OSF_FAIL(EFAULT);
+			r = val ? tcp_info(fd, c, val, len) : OSF_FAIL(EFAULT);
 		} else if (name == TCP_CONGESTION) {
 			socklen_t n = *len < 6 ? *len : 6;
 			if (val)

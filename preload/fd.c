@@ -2,7 +2,7 @@
 
 /* fd.c: hooks that create, copy and destroy descriptors, keeping the fd
  * table exact at every moment (posix_spawn and vfork+exec run none of
- * our code in between, DESIGN.md D3), and protecting osf's own fds from
+ * our code in between, docs/DESIGN.md D3), and protecting osf's own fds from
  * programs that close everything they do not know. */
 #include "conn.h"
 
@@ -44,6 +44,9 @@ void osf_fd_closed(int fd)
 		osf_conn_close(fd, e);
 	else if (e->kind == OSF_FD_EPOLL || e->kind == OSF_FD_LISTEN)
 		osf_mux_closed(fd, e, aux_shared(fd, e));
+	else if (e->kind == OSF_FD_KERNEL && e->transport == OSF_TP_GATEWAY &&
+		 e->aux_fd >= 0 && !aux_shared(fd, e))
+		osf_fdt_close_hidden(e->aux_fd); /* a gateway listener's control */
 	osf_fdt_clear(fd);
 	errno = saved;
 }

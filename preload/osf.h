@@ -1,5 +1,5 @@
 /* osf.h: internals of libosf.so, the LD_PRELOAD library (C, see
- * DESIGN.md D1). Not installed; the public API is include/osf/qsock.h. */
+ * docs/DESIGN.md D1). Not installed; the public API is include/osf/qsock.h. */
 #ifndef OSF_PRELOAD_OSF_H
 #define OSF_PRELOAD_OSF_H
 
@@ -26,10 +26,6 @@ int osf_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out);
  * when the core cannot be had: osf then acts as pass-through. */
 int osf_core_ready(void);
 
-/* osf_core_route asks the core for a route decision; 0 or an errno. */
-int osf_core_route(const struct osf_core_route_in *in,
-		   struct osf_core_route_out *out);
-
 /* osf_core_listen, osf_core_connect and osf_core_accept run the core's
  * connection management (core_api.h); 0 or an errno when the core is
  * unavailable. */
@@ -48,7 +44,7 @@ void osf_intr_begin(void);
 int osf_intr_restart(void);
 
 /* osf_core_child_after_fork forgets the parent's core in a fork child:
- * it is never called again here (DESIGN.md D1), and the signal handlers
+ * it is never called again here (docs/DESIGN.md D1), and the signal handlers
  * it installed are put back to what they were before it loaded. */
 void osf_core_child_after_fork(void);
 
@@ -60,8 +56,6 @@ int osf_core_owns(const void *addr);
  * replace for sig, so that the load puts back exactly that one. */
 void osf_core_note_prior(int sig);
 
-/* osf_core_config returns the configuration the core reported. */
-const struct osf_core_init_out *osf_core_config(void);
 
 /* Socket tracking, preload/sockets.c. */
 

@@ -3,7 +3,7 @@
 /* process.c: fork, vfork, daemon, the exec family and posix_spawn.
  *
  * fork: the child takes a private copy of the fd table and forgets the
- * parent's Go core (DESIGN.md D1). vfork runs as fork, since a vfork child
+ * parent's Go core (docs/DESIGN.md D1). vfork runs as fork, since a vfork child
  * would otherwise edit the parent's table. daemon is reimplemented on top
  * of our fork because glibc's calls its internal fork.
  * exec: when the process holds offloaded fds the new image inherits, the
@@ -147,7 +147,7 @@ static char **exec_env(char *const envp[], int force, int table)
 		if (!is_var(envp[i], "LD_PRELOAD") &&
 		    strncmp(envp[i], "OSF_", 4) != 0)
 			out[k++] = envp[i];
-	for (s = osf.env; s < osf.env + osf.env_len; s += strlen(s) + 1)
+	for (s = osf.env; s < osf.env + osf.env_user_len; s += strlen(s) + 1)
 		out[k++] = (char *)s;
 	out[k++] = p;
 	with_lib(p, sizeof(osf.lib_path) + 128 +

@@ -60,26 +60,24 @@ int osf_side_take_recv_error(struct osf_side *s)
 	return err == EPIPE ? 0 : err;
 }
 
-int osf_side_tcp_closed(const struct osf_side *s)
+_Static_assert(OSF_TCP_ESTABLISHED == TCP_ESTABLISHED &&
+		       OSF_TCP_FIN_WAIT2 == TCP_FIN_WAIT2 &&
+		       OSF_TCP_CLOSE == TCP_CLOSE &&
+		       OSF_TCP_CLOSE_WAIT == TCP_CLOSE_WAIT,
+	       "segment.h numbers TCP states as Linux does");
+
+/* The one mapping, osf_tcp_state (segment.h), which osfstat uses too. */
+int osf_side_tcp_state(const struct osf_side *s)
 {
 	uint32_t st = osf_side_state(s);
 
-	if (st & OSF_CS_RESET)
-		return 1;
-	return (osf_side_my_flags(s) & OSF_SIDE_FIN) &&
-	       ((osf_side_peer_flags(s) & OSF_SIDE_FIN) || (st & OSF_CS_GONE));
+	return osf_tcp_state(osf_side_my_flags(s), osf_side_peer_flags(s),
+			     (st & OSF_CS_GONE) != 0, (st & OSF_CS_RESET) != 0);
 }
 
-int osf_side_tcp_state(const struct osf_side *s)
+int osf_side_tcp_closed(const struct osf_side *s)
 {
-	if (osf_side_tcp_closed(s))
-		return TCP_CLOSE;
-	if (osf_side_my_flags(s) & OSF_SIDE_FIN)
-		return TCP_FIN_WAIT2;
-	if ((osf_side_peer_flags(s) & OSF_SIDE_FIN) ||
-	    (osf_side_state(s) & OSF_CS_GONE))
-		return TCP_CLOSE_WAIT;
-	return TCP_ESTABLISHED;
+	return osf_side_tcp_state(s) == OSF_TCP_CLOSE;
 }
 
 void osf_side_broken(struct osf_side *s)
@@ -98,7 +96,7 @@ void osf_side_mark_gone(struct osf_side *s)
 		return;
 	head = __atomic_load_n(&s->tx->head, __ATOMIC_ACQUIRE);
 	tail = __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE);
-	if (head != tail || (osf_side_peer_flags(s) & OSF_SIDE_RESET)) {
+	if (osf_end_is_reset(osf_side_peer_flags(s), head != tail)) {
 		osf_side_set_pending(s, ECONNRESET);
 		osf_side_set_state(s, OSF_CS_GONE | OSF_CS_RESET);
 		return;
@@ -121,14 +119,10 @@ void osf_side_check_end(struct osf_side *s, int fd)
 void osf_side_send_tokens(struct osf_side *s, int sock, uint32_t *waiters)
 {
 	static const char tok[OSF_WAKE_MAX_TOKENS];
-	uint32_t n = __atomic_load_n(waiters, __ATOMIC_RELAXED);
+	uint32_t n = osf_wake_tokens(__atomic_load_n(waiters, __ATOMIC_RELAXED));
 	int saved = errno;
 	ssize_t r;
 
-	if (n == 0) /* a waiter osf does not count: an application's own */
-		n = 1;
-	if (n > sizeof(tok))
-		n = sizeof(tok);
 	r = osf_sys_send(sock, tok, n, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (r < 0 && (errno == EPIPE || errno == ECONNRESET))
 		osf_side_mark_gone(s);

@@ -32,6 +32,9 @@ func osfcore_listen(in *C.struct_osf_core_listen_in, out *C.struct_osf_core_list
 	}
 	d := core.cfg.Decide(query(policy.Server, ap))
 	out.rule = C.int32_t(d.Rule)
+	if d.Transport == policy.Gateway {
+		return gatewayListen(out, ap, d)
+	}
 	if d.Transport == policy.Kernel {
 		out.reason = C.int32_t(d.Reason)
 		core.log.Debugf("listen %s: %s", ap, d)
@@ -64,6 +67,9 @@ func osfcore_connect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_co
 	}
 	d := core.cfg.Decide(query(policy.Client, dst))
 	out.rule = C.int32_t(d.Rule)
+	if d.Transport == policy.Gateway {
+		return gatewayConnect(in, out, dst, d)
+	}
 	if d.Transport == policy.Kernel {
 		return kernel(out, dst, d.Reason, d.Detail, nil)
 	}
@@ -190,6 +196,8 @@ func putSockaddr(dst *[28]C.uint8_t, ap netip.AddrPort) {
 func query(role policy.Role, ap netip.AddrPort) policy.Query {
 	return policy.Query{Role: role, Program: core.prog, Addr: ap, IsLocal: core.isLocal, RDMADevice: core.rdma}
 }
+
+var errFamily = errors.New("core: address family not supported")
 
 // addrPort converts a C family/address/port triple.
 func addrPort(family C.int32_t, addr *[16]C.uint8_t, port C.uint16_t) (netip.AddrPort, error) {
