@@ -361,6 +361,7 @@ conformance_quick() {
 		barrier q-go
 		barrier q-hold
 		expect_rdma quick stream 1
+		barrier q-held
 		barrier q-done 600
 		wait $sp
 	else
@@ -377,6 +378,7 @@ conformance_quick() {
 		for _ in $(seq 300); do grep -q connected "$OUT/quick-hold.txt" && break; sleep 0.1; done
 		expect_rdma quick stream 1
 		barrier q-hold
+		barrier q-held 300
 		echo done >&7
 		exec 7>&-
 		wait $hp
