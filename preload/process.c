@@ -11,6 +11,7 @@
  * workers, for one, run with an empty environment).
  */
 #include "conn.h"
+#include "setup.h"
 
 #include <fcntl.h>
 #include <paths.h>
@@ -41,6 +42,7 @@ OSF_EXPORT pid_t fork(void)
 		osf_mux_child_after_fork();
 		osf_fdt_child_after_fork(snap);
 		osf_core_child_after_fork();
+		osf_setup_child_after_fork();
 		return 0;
 	}
 	saved = errno;

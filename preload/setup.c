@@ -1,0 +1,1085 @@
+//go:build osf_make
+
+/* setup.c: the shm connection set-up in C (see setup.h).
+ *
+ * What the Go core did (preload/core/conn.go, shm/transport.go), without
+ * its 4.8 ms load and 0.19 ms per call, plus the checks a hostile local
+ * user makes necessary (docs/ARCHITECTURE.md, "Security"):
+ * - a client trusts a companion only when a kernel TCP listener on that
+ *   address and port exists and belongs to the uid that created the
+ *   companion (SO_PEERCRED against NETLINK_SOCK_DIAG), else kernel TCP;
+ * - the server believes the hello's addresses only as far as the kernel
+ *   would let the peer have them: addresses of this host, a privileged
+ *   source port only for a privileged peer;
+ * - accept never waits for a hello: a connection without one is parked
+ *   and looked at again later; at EMFILE the connection stays queued;
+ * - the server bounds the ring size a client makes it map;
+ * - nothing is printed for a peer's failure (stderr is for configuration
+ *   errors only).
+ */
+#include "setup.h"
+#include "route.h"
+#include "../sdp/segment.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A server maps at most this much ring per direction for a client, or its
+ * own OSF_RING_SIZE if larger (kernel TCP's buffers are ~4-6 MiB). */
+#define SERVER_RING_CAP (4u << 20)
+#define PARK_MAX 32
+#define ACCEPT_TRIES 16
+
+/* ---- configuration, once per process ---------------------------------- */
+
+static struct {
+	pthread_once_t once;
+	int rc; /* OSF_ROUTE_* of the parse */
+	struct osf_route_config c;
+	int rdma_absent;
+	uint16_t eph_lo, eph_hi;
+	unsigned unpriv_port;
+} cfg = {.once = PTHREAD_ONCE_INIT};
+
+static int no_rdma_devices(void)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *de;
+	int none = 1;
+
+	if (!d)
+		return 1;
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			none = 0;
+	closedir(d);
+	return none;
+}
+
+static unsigned read_uints(const char *path, unsigned *a, unsigned *b)
+{
+	char buf[64];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), n;
+	ssize_t r;
+
+	if (fd < 0)
+		return 0;
+	r = REAL(read)(fd, buf, sizeof(buf) - 1);
+	REAL(close)(fd);
+	if (r <= 0)
+		return 0;
+	buf[r] = 0;
+	n = sscanf(buf, "%u %u", a, b);
+	return n < 0 ? 0 : (unsigned)n;
+}
+
+static void cfg_load(void)
+{
+	unsigned lo = 0, hi = 0, up = 0, x;
+
+	cfg.rc = osf_route_parse(osf.env, osf.env_len, &cfg.c);
+	cfg.rdma_absent = !cfg.c.debug_rdma_sim && no_rdma_devices();
+	if (read_uints("/proc/sys/net/ipv4/ip_local_port_range", &lo, &hi) == 2 &&
+	    lo > 0 && hi <= 65535 && lo <= hi) {
+		cfg.eph_lo = (uint16_t)lo;
+		cfg.eph_hi = (uint16_t)hi;
+	} else {
+		cfg.eph_lo = 32768;
+		cfg.eph_hi = 60999;
+	}
+	cfg.unpriv_port = 1024;
+	if (read_uints("/proc/sys/net/ipv4/ip_unprivileged_port_start", &up, &x) >= 1)
+		cfg.unpriv_port = up;
+}
+
+/* usable reports whether the C evaluator can take this process's
+ * configuration; the debug stand-in for RDMA always goes through Go. */
+static int usable(void)
+{
+	pthread_once(&cfg.once, cfg_load);
+	return cfg.rc == OSF_ROUTE_OK && !cfg.c.debug_rdma_sim;
+}
+
+/* ---- addresses ------------------------------------------------------- */
+
+static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+/* An address in one form: v4 in a[0..3] when v4, else 16 bytes. */
+struct ip {
+	int v4;
+	uint8_t a[16];
+	uint16_t port;
+};
+
+static struct ip ip_from(int family, const uint8_t *addr, uint16_t port)
+{
+	struct ip ip;
+
+	memset(&ip, 0, sizeof(ip));
+	ip.v4 = family == AF_INET;
+	memcpy(ip.a, addr, ip.v4 ? 4 : 16);
+	ip.port = port;
+	return ip;
+}
+
+static struct ip ip_unmap(struct ip ip)
+{
+	if (!ip.v4 && memcmp(ip.a, v4mapped, 12) == 0) {
+		memmove(ip.a, ip.a + 12, 4);
+		memset(ip.a + 4, 0, 12);
+		ip.v4 = 1;
+	}
+	return ip;
+}
+
+/* as_family is shm.AsFamily: ip in the family of a socket whose address
+ * is like (v6like: an IPv6 one). */
+static struct ip as_family(struct ip ip, int v6like)
+{
+	if (!v6like)
+		return ip_unmap(ip);
+	if (ip.v4) {
+		uint8_t a4[4];
+		memcpy(a4, ip.a, 4);
+		memcpy(ip.a, v4mapped, 12);
+		memcpy(ip.a + 12, a4, 4);
+		ip.v4 = 0;
+	}
+	return ip;
+}
+
+static int ip_unspec(const struct ip *ip)
+{
+	static const uint8_t zero[16];
+
+	return memcmp(ip->a, zero, ip->v4 ? 4 : 16) == 0;
+}
+
+static int ip_loop(const struct ip *ip)
+{
+	static const uint8_t one[16] = {[15] = 1};
+
+	return ip->v4 ? ip->a[0] == 127 : memcmp(ip->a, one, 16) == 0;
+}
+
+static void put_sockaddr(uint8_t out[28], const struct ip *ip)
+{
+	memset(out, 0, 28);
+	if (ip->v4) {
+		struct sockaddr_in *in = (void *)out;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(ip->port);
+		memcpy(&in->sin_addr, ip->a, 4);
+	} else {
+		struct sockaddr_in6 *in6 = (void *)out;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(ip->port);
+		memcpy(&in6->sin6_addr, ip->a, 16);
+	}
+}
+
+/* get_sockaddr decodes 28 bytes of sockaddr_in/in6; 0 for another family. */
+static int get_sockaddr(const uint8_t in[28], struct ip *ip)
+{
+	sa_family_t fam;
+
+	memcpy(&fam, in, sizeof(fam));
+	memset(ip, 0, sizeof(*ip));
+	if (fam == AF_INET) {
+		const struct sockaddr_in *s = (const void *)in;
+		ip->v4 = 1;
+		memcpy(ip->a, &s->sin_addr, 4);
+		ip->port = ntohs(s->sin_port);
+		return 1;
+	}
+	if (fam == AF_INET6) {
+		const struct sockaddr_in6 *s = (const void *)in;
+		memcpy(ip->a, &s->sin6_addr, 16);
+		ip->port = ntohs(s->sin6_port);
+		return 1;
+	}
+	return 0;
+}
+
+/* Addresses of this host, as policy.HostIsLocal: interface addresses,
+ * reloaded at most every 2 s. */
+#define HOST_TTL_NS 2000000000LL
+#define HOST_MAX 64
+static struct {
+	pthread_mutex_t mu;
+	long long loaded;
+	int n;
+	struct ip addrs[HOST_MAX];
+} host = {.mu = PTHREAD_MUTEX_INITIALIZER, .loaded = -HOST_TTL_NS * 2};
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void host_reload(long long now)
+{
+	struct ifaddrs *ifa, *i;
+
+	host.n = 0;
+	host.loaded = now;
+	if (getifaddrs(&ifa) < 0)
+		return;
+	for (i = ifa; i && host.n < HOST_MAX; i = i->ifa_next) {
+		if (!i->ifa_addr)
+			continue;
+		if (i->ifa_addr->sa_family == AF_INET)
+			host.addrs[host.n++] = ip_from(AF_INET,
+				(const uint8_t *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr, 0);
+		else if (i->ifa_addr->sa_family == AF_INET6)
+			host.addrs[host.n++] = ip_unmap(ip_from(AF_INET6,
+				(const uint8_t *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 0));
+	}
+	freeifaddrs(ifa);
+}
+
+static int host_has(int v4, const uint8_t *a, void *arg)
+{
+	long long now = now_ns();
+	int i, found = 0;
+
+	(void)arg;
+	pthread_mutex_lock(&host.mu);
+	if (now - host.loaded >= HOST_TTL_NS)
+		host_reload(now);
+	for (i = 0; i < host.n && !found; i++)
+		found = host.addrs[i].v4 == v4 &&
+			memcmp(host.addrs[i].a, a, v4 ? 4 : 16) == 0;
+	pthread_mutex_unlock(&host.mu);
+	return found;
+}
+
+/* is_local is shm.IsLocal: loopback, unspecified or an address of this
+ * host. */
+static int is_local(struct ip ip)
+{
+	ip = ip_unmap(ip);
+	return ip_loop(&ip) || ip_unspec(&ip) || host_has(ip.v4, ip.a, NULL);
+}
+
+/* ---- companion names (shm/names.go) ----------------------------------- */
+
+/* fmt_ip6 formats an IPv6 address as netip.Addr.String does (RFC 5952:
+ * the first longest run of two or more zero groups becomes "::"). */
+static void fmt_ip6(const uint8_t *a, char *out, size_t n)
+{
+	int g[8], i, best = -1, bestlen = 0, run = 0;
+	size_t o = 0;
+
+	for (i = 0; i < 8; i++)
+		g[i] = a[2 * i] << 8 | a[2 * i + 1];
+	for (i = 0; i <= 8; i++) {
+		if (i < 8 && g[i] == 0) {
+			run++;
+			continue;
+		}
+		if (run >= 2 && run > bestlen) {
+			best = i - run;
+			bestlen = run;
+		}
+		run = 0;
+	}
+	out[0] = 0;
+	for (i = 0; i < 8; i++) {
+		if (i == best) {
+			o += (size_t)snprintf(out + o, n - o, "::");
+			i += bestlen - 1;
+			continue;
+		}
+		o += (size_t)snprintf(out + o, n - o, "%s%x",
+				      (i > 0 && i != best + bestlen) ? ":" : "", g[i]);
+	}
+}
+
+static void fmt_host(const struct ip *ip, char *out, size_t n)
+{
+	if (ip_unspec(ip))
+		snprintf(out, n, "*");
+	else if (ip->v4)
+		snprintf(out, n, "%u.%u.%u.%u", ip->a[0], ip->a[1], ip->a[2], ip->a[3]);
+	else
+		fmt_ip6(ip->a, out, n);
+}
+
+/* listen_name is shm.ListenName; the result is without the leading NUL. */
+static void listen_name(struct ip ip, int v6only, char *out, size_t n)
+{
+	char h[64];
+
+	ip = ip_unmap(ip);
+	fmt_host(&ip, h, sizeof(h));
+	if (ip.v4)
+		snprintf(out, n, "osf1/4/%s/%u", h, ip.port);
+	else if (ip_unspec(&ip) && !v6only)
+		snprintf(out, n, "osf1/46/*/%u", ip.port);
+	else
+		snprintf(out, n, "osf1/6/%s/%u", h, ip.port);
+}
+
+static socklen_t abstract(struct sockaddr_un *sun, const char *name)
+{
+	size_t l = strlen(name);
+
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	memcpy(sun->sun_path + 1, name, l);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + l);
+}
+
+/* ---- route decisions ----------------------------------------------- */
+
+static void decide(int role, struct ip ip, struct osf_route_decision *d)
+{
+	struct osf_route_query q;
+
+	memset(&q, 0, sizeof(q));
+	q.role = role;
+	q.prog = osf.prog;
+	q.v4 = ip.v4;
+	memcpy(q.addr, ip.a, 16);
+	q.port = ip.port;
+	q.is_local = host_has;
+	q.rdma_absent = cfg.rdma_absent;
+	osf_route_decide(&cfg.c, &q, d);
+}
+
+static void set_detail(char out[96], const char *s)
+{
+	snprintf(out, 96, "%s", s ? s : "");
+}
+
+/* ---- listen ---------------------------------------------------------- */
+
+int osf_setup_listen(const struct osf_core_listen_in *in,
+		     struct osf_core_listen_out *out)
+{
+	struct osf_route_decision d;
+	struct sockaddr_un sun;
+	struct ip ip;
+	char name[128];
+	socklen_t sl;
+	int fd;
+
+	if (!usable())
+		return 0;
+	ip = ip_from(in->family, in->addr, in->port);
+	decide(OSF_ROUTE_SERVER, ip, &d);
+	if (d.need_go)
+		return 0;
+	out->fd = -1;
+	out->rule = d.rule;
+	set_detail(out->detail, d.detail);
+	if (d.transport == OSF_ROUTE_KERNEL) {
+		out->reason = d.reason;
+		return 1;
+	}
+	listen_name(ip, in->v6only, name, sizeof(name));
+	sl = abstract(&sun, name);
+	fd = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || REAL(bind)(fd, (struct sockaddr *)&sun, sl) < 0 ||
+	    REAL(listen)(fd, in->backlog) < 0) {
+		out->reason = OSF_R_RESOURCE;
+		out->reason_errno = errno;
+		set_detail(out->detail, strerror(errno));
+		if (fd >= 0)
+			REAL(close)(fd);
+		return 1;
+	}
+	out->fd = fd;
+	return 1;
+}
+
+/* ---- the companion's owner ------------------------------------------ */
+
+/* tcp_listener_of reports whether a kernel TCP listener on port, owned by
+ * uid, is bound to want (or to the wildcard; wild: only the wildcard),
+ * in family fam, by NETLINK_SOCK_DIAG: 1 yes, 0 no, -1 cannot tell. */
+static int tcp_listener_of(int fam, const struct ip *want, int wild, uid_t uid)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 r;
+	} req;
+	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
+	char buf[8192];
+	int s, found = 0, done = 0, rounds = 0;
+	uint8_t w[16];
+
+	s = REAL(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (s < 0)
+		return -1;
+	memset(&req, 0, sizeof(req));
+	req.nlh.nlmsg_len = sizeof(req);
+	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	req.r.sdiag_family = (uint8_t)fam;
+	req.r.sdiag_protocol = IPPROTO_TCP;
+	req.r.idiag_states = 1u << 10; /* TCP_LISTEN */
+	req.r.id.idiag_sport = htons(want->port);
+	/* want in the dump's family */
+	memset(w, 0, sizeof(w));
+	if (fam == AF_INET) {
+		memcpy(w, want->a, 4);
+	} else if (want->v4) {
+		memcpy(w, v4mapped, 12);
+		memcpy(w + 12, want->a, 4);
+	} else {
+		memcpy(w, want->a, 16);
+	}
+	if (REAL(sendto)(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) < 0) {
+		REAL(close)(s);
+		return -1;
+	}
+	while (!done && rounds++ < 1000) {
+		ssize_t n = REAL(recv)(s, buf, sizeof(buf), 0);
+		struct nlmsghdr *h;
+		if (n <= 0)
+			break;
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+		     h = NLMSG_NEXT(h, n)) {
+			struct inet_diag_msg *m;
+			static const uint8_t zero[16];
+			const uint8_t *src;
+			int unspec, alen = fam == AF_INET ? 4 : 16;
+			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+				done = 1;
+				break;
+			}
+			m = NLMSG_DATA(h);
+			if (m->idiag_state != 10 || ntohs(m->id.idiag_sport) != want->port ||
+			    m->idiag_uid != uid)
+				continue;
+			src = (const uint8_t *)m->id.idiag_src;
+			unspec = memcmp(src, zero, (size_t)alen) == 0 ||
+				 (alen == 16 && memcmp(src, v4mapped, 12) == 0 &&
+				  memcmp(src + 12, zero, 4) == 0);
+			if (unspec || (!wild && memcmp(src, w, (size_t)alen) == 0))
+				found = 1;
+		}
+	}
+	REAL(close)(s);
+	return done ? found : (found ? 1 : -1);
+}
+
+/* companion_trusted checks the companion at the other end of s, reached
+ * by a name for want (wild: a wildcard name; v4name: an IPv4 name). */
+static int companion_trusted(int s, const struct ip *want, int wild, int v4name)
+{
+	struct ucred cr;
+	socklen_t l = sizeof(cr);
+
+	if (REAL(getsockopt)(s, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0)
+		return 0;
+	if (v4name && tcp_listener_of(AF_INET, want, wild, cr.uid) == 1)
+		return 1;
+	return tcp_listener_of(AF_INET6, want, wild, cr.uid) == 1;
+}
+
+/* ---- connect ---------------------------------------------------------- */
+
+/* connect_companion tries each name that could serve dst (shm.DialNames),
+ * trusting only a companion whose owner has the TCP listener: the
+ * connected socket, or -1 with *why (OSF_R_NO_LISTENER, OSF_R_BACKLOG). */
+static int connect_companion(struct ip dst, int *why)
+{
+	struct ip a = ip_unmap(dst), wildip;
+	char h[64], names[3][128];
+	int wild[3], n = 0, i, full = 0;
+
+	fmt_host(&a, h, sizeof(h));
+	snprintf(names[n], sizeof(names[n]), "osf1/%s/%s/%u", a.v4 ? "4" : "6", h, a.port);
+	wild[n++] = ip_unspec(&a);
+	if (is_local(a)) {
+		if (!ip_unspec(&a)) {
+			snprintf(names[n], sizeof(names[n]), "osf1/%s/*/%u", a.v4 ? "4" : "6", a.port);
+			wild[n++] = 1;
+		}
+		snprintf(names[n], sizeof(names[n]), "osf1/46/*/%u", a.port);
+		wild[n++] = 1;
+	}
+	wildip = a;
+	for (i = 0; i < n; i++) {
+		struct sockaddr_un sun;
+		socklen_t sl = abstract(&sun, names[i]);
+		int s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (s < 0)
+			break;
+		if (REAL(connect)(s, (struct sockaddr *)&sun, sl) == 0) {
+			/* the dual-stack name serves IPv6 listeners only */
+			if (companion_trusted(s, &wildip, wild[i], a.v4 && i < n - 1 + !is_local(a)))
+				return s;
+		} else if (errno == EAGAIN) {
+			full = 1;
+		}
+		REAL(close)(s);
+	}
+	*why = full ? OSF_R_BACKLOG : OSF_R_NO_LISTENER;
+	return -1;
+}
+
+/* source_for is shm.SourceFor without the port: the address the kernel
+ * would use to reach dst. */
+static int source_for(struct ip dst, struct ip *src)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	uint8_t sa[28];
+	int s;
+
+	if (ip_loop(&dst) && (dst.v4 ? dst.a[3] == 1 && dst.a[1] == 0 && dst.a[2] == 0 : 1)) {
+		*src = dst; /* 127.0.0.1 and ::1 answer themselves */
+		return 0;
+	}
+	put_sockaddr(sa, &dst);
+	s = REAL(socket)(dst.v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	if (REAL(connect)(s, (struct sockaddr *)sa, dst.v4 ? sizeof(struct sockaddr_in)
+							  : sizeof(struct sockaddr_in6)) < 0 ||
+	    REAL(getsockname)(s, (struct sockaddr *)&ss, &sl) < 0) {
+		int e = errno;
+		REAL(close)(s);
+		errno = e;
+		return -1;
+	}
+	REAL(close)(s);
+	memset(sa, 0, sizeof(sa));
+	memcpy(sa, &ss, sl < sizeof(sa) ? sl : sizeof(sa));
+	return get_sockaddr(sa, src) ? 0 : -1;
+}
+
+static uint32_t port_seq;
+
+/* client_port is shm.ClientPort: a synthesized port in the ephemeral
+ * range, distinct among this process's connections until it wraps. */
+static uint16_t client_port(pid_t pid)
+{
+	uint32_t span = (uint32_t)(cfg.eph_hi - cfg.eph_lo + 1);
+	uint32_t seq = __atomic_add_fetch(&port_seq, 1, __ATOMIC_RELAXED);
+
+	return (uint16_t)(cfg.eph_lo + ((uint32_t)pid * 2654435761u + seq * 40503u) % span);
+}
+
+/* make_segment creates, sizes, seals and maps a segment (sdp.CreateSegment)
+ * and writes its header: the mapping, or NULL with errno. */
+static void *make_segment(uint32_t ring, const struct ip *client,
+			  const struct ip *server, int *fdp)
+{
+	uint64_t size = osf_seg_bytes(ring);
+	struct osf_seg_hdr *h;
+	int fd = memfd_create(OSF_SEG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING), e;
+
+	if (fd < 0)
+		return NULL;
+	if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)size) < 0 ||
+	    REAL(fcntl)(fd, F_ADD_SEALS,
+			(void *)(long)(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) < 0)
+		goto fail;
+	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		goto fail;
+	h->version = OSF_SEG_VERSION;
+	h->hdr_bytes = OSF_SEG_HDR_BYTES;
+	h->ring_bytes = ring;
+	h->client_pid = osf.pid;
+	put_sockaddr(h->client_addr, client);
+	put_sockaddr(h->server_addr, server);
+	__atomic_store_n(&h->magic, OSF_SEG_MAGIC, __ATOMIC_RELEASE);
+	*fdp = fd;
+	return h;
+fail:
+	e = errno;
+	REAL(close)(fd);
+	errno = e;
+	return NULL;
+}
+
+/* send_hello sends the hello with the segment and the server's end of the
+ * writers' wake socket. */
+static int send_hello(int s, uint32_t ring, const struct ip *client,
+		      const struct ip *server, int segfd, int wtx)
+{
+	struct osf_hello hello;
+	struct iovec iov = {&hello, sizeof(hello)};
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	int fds[2] = {segfd, wtx};
+
+	memset(&hello, 0, sizeof(hello));
+	hello.magic = OSF_HELLO_MAGIC;
+	hello.version = OSF_SEG_VERSION;
+	hello.size = sizeof(hello);
+	hello.ring_bytes = ring;
+	put_sockaddr(hello.client, client);
+	put_sockaddr(hello.server, server);
+	memset(&mh, 0, sizeof(mh));
+	memset(&u, 0, sizeof(u));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	return REAL(sendmsg)(s, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(hello)
+		       ? 0 : -1;
+}
+
+/* kernel fills a "use kernel TCP" (or strict refusal) answer. */
+static int kernel(struct osf_core_conn *out, int reason, int err, const char *detail)
+{
+	out->status = cfg.c.strict && osf_route_fallback(reason) ? OSF_CORE_REFUSE
+								 : OSF_CORE_KERNEL;
+	out->reason = reason;
+	out->reason_errno = err;
+	set_detail(out->detail, err ? strerror(err) : detail);
+	return 1;
+}
+
+int osf_setup_connect(const struct osf_core_connect_in *in,
+		      struct osf_core_conn *out)
+{
+	struct osf_route_decision d;
+	struct ip dst, real, local, bound, src;
+	uint8_t *seg;
+	int s, why, segfd = -1, wtx[2], e, have_bound;
+
+	if (!usable())
+		return 0;
+	dst = ip_from(in->family, in->addr, in->port);
+	decide(OSF_ROUTE_CLIENT, dst, &d);
+	if (d.need_go)
+		return 0;
+	out->rule = d.rule;
+	if (d.transport != OSF_ROUTE_SHM)
+		return kernel(out, d.reason, 0, d.detail);
+	real = ip_unmap(dst);
+	/* clientAddr: the bound address and port, else the kernel's source
+	 * address with a synthesized port */
+	have_bound = get_sockaddr(in->bound, &bound);
+	if (source_for(real, &src) < 0)
+		return kernel(out, OSF_R_HANDSHAKE, errno, NULL);
+	local = src;
+	local.port = client_port(osf.pid);
+	if (have_bound && !ip_unspec(&bound))
+		memcpy(local.a, bound.a, 16), local.v4 = bound.v4;
+	if (have_bound && bound.port)
+		local.port = bound.port;
+	s = connect_companion(real, &why);
+	if (s < 0)
+		return kernel(out, why, 0, NULL);
+	{
+		struct ip hello_client = as_family(local, !real.v4);
+		seg = make_segment(cfg.c.ring_size, &hello_client, &real, &segfd);
+		if (!seg)
+			goto fail;
+		if (REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wtx) < 0)
+			goto fail_seg;
+		if (send_hello(s, cfg.c.ring_size, &hello_client, &real, segfd, wtx[1]) < 0) {
+			e = errno;
+			REAL(close)(wtx[0]);
+			REAL(close)(wtx[1]);
+			errno = e;
+			goto fail_seg;
+		}
+		REAL(close)(wtx[1]);
+	}
+	out->status = OSF_CORE_OFFLOADED;
+	out->wake_fd = s;
+	out->seg_fd = segfd;
+	out->wake_tx_fd = wtx[0];
+	out->side = OSF_SIDE_CLIENT;
+	out->seg_addr = (uint64_t)(uintptr_t)seg;
+	out->ring_bytes = cfg.c.ring_size;
+	local = as_family(local, in->family == AF_INET6);
+	put_sockaddr(out->local, &local);
+	put_sockaddr(out->peer, &dst);
+	return 1;
+fail_seg:
+	e = errno;
+	munmap(seg, osf_seg_bytes(cfg.c.ring_size));
+	REAL(close)(segfd);
+	errno = e;
+fail:
+	e = errno;
+	REAL(close)(s);
+	return kernel(out, OSF_R_HANDSHAKE, e, NULL);
+}
+
+/* ---- accept ------------------------------------------------------------ */
+
+/* Connections taken from a companion whose hello has not arrived yet, in
+ * osf's hidden range. */
+static struct {
+	pthread_mutex_t mu;
+	int n;
+	struct parked {
+		int aux_fd, hfd;
+		long long since;
+	} p[PARK_MAX];
+} park = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void park_drop_locked(int i)
+{
+	osf_fdt_close_hidden(park.p[i].hfd);
+	park.p[i] = park.p[--park.n];
+}
+
+/* park_add parks cfd for companion aux_fd; the oldest parked connection
+ * makes room when all slots are taken (a client that connects and stays
+ * silent loses its place, never anyone else's). */
+static void park_add(int aux_fd, int lfd, int cfd)
+{
+	int hfd = osf_fdt_hide(cfd, lfd), i, old = 0;
+
+	if (hfd < 0) {
+		REAL(close)(cfd);
+		return;
+	}
+	pthread_mutex_lock(&park.mu);
+	if (park.n == PARK_MAX) {
+		for (i = 1; i < park.n; i++)
+			if (park.p[i].since < park.p[old].since)
+				old = i;
+		park_drop_locked(old);
+	}
+	park.p[park.n].aux_fd = aux_fd;
+	park.p[park.n].hfd = hfd;
+	park.p[park.n].since = now_ns();
+	park.n++;
+	pthread_mutex_unlock(&park.mu);
+}
+
+int osf_setup_parked_fds(int aux_fd, struct pollfd *p, int max)
+{
+	int i, n = 0;
+
+	pthread_mutex_lock(&park.mu);
+	for (i = 0; i < park.n && n < max; i++)
+		if (park.p[i].aux_fd == aux_fd) {
+			p[n].fd = park.p[i].hfd;
+			p[n].events = POLLIN;
+			p[n].revents = 0;
+			n++;
+		}
+	pthread_mutex_unlock(&park.mu);
+	return n;
+}
+
+void osf_setup_forget_companion(int aux_fd)
+{
+	int i;
+
+	pthread_mutex_lock(&park.mu);
+	for (i = 0; i < park.n;)
+		if (park.p[i].aux_fd == aux_fd)
+			park_drop_locked(i);
+		else
+			i++;
+	pthread_mutex_unlock(&park.mu);
+}
+
+void osf_setup_child_after_fork(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	park.mu = fresh;
+	while (park.n > 0)
+		park_drop_locked(park.n - 1);
+}
+
+/* server_ring_cap is the largest ring a client may make this server map. */
+static uint32_t server_ring_cap(void)
+{
+	uint32_t own = cfg.rc == OSF_ROUTE_OK ? cfg.c.ring_size : (1u << 20);
+
+	return own > SERVER_RING_CAP ? own : SERVER_RING_CAP;
+}
+
+/* derive_names sets the connection's addresses as the kernel would let
+ * the peer (cred) have them; the hello's word counts only for osf's own
+ * RDMA engine in this process. */
+static void derive_names(const struct osf_core_accept_in *in, const struct osf_hello *h,
+			 const struct ucred *cr, struct osf_core_conn *cc)
+{
+	struct ip lis = ip_from(in->family, in->addr, in->port), client, server;
+	int v6 = in->family == AF_INET6, okc, oks;
+
+	okc = get_sockaddr(h->client, &client);
+	oks = get_sockaddr(h->server, &server);
+	if (cr->pid == osf.pid && okc && oks) {
+		server.port = in->port;
+		server = as_family(server, v6);
+		client = as_family(client, v6);
+		put_sockaddr(cc->local, &server);
+		put_sockaddr(cc->peer, &client);
+		return;
+	}
+	/* The server's own address: the listener's, or for a wildcard
+	 * listener the one the client connected to if it is this host's. */
+	if (ip_unspec(&lis)) {
+		int claims_v4 = okc && ip_unmap(client).v4;
+		if (!oks || !is_local(server) || ip_unspec(&server)) {
+			static const uint8_t lo4[4] = {127, 0, 0, 1};
+			static const uint8_t lo6[16] = {[15] = 1};
+			server = (!v6 || claims_v4) ? ip_from(AF_INET, lo4, 0)
+						    : ip_from(AF_INET6, lo6, 0);
+		}
+	} else {
+		server = lis;
+	}
+	server.port = in->port;
+	server = as_family(server, v6);
+	/* The client: an address of this host, and a privileged port only
+	 * for a privileged peer. */
+	if (!okc || !is_local(client) || ip_unspec(&client) ||
+	    (!v6 && !ip_unmap(client).v4)) {
+		uint16_t p = okc ? client.port : 0;
+		client = server;
+		client.port = p;
+	}
+	if (client.port == 0 || (client.port < cfg.unpriv_port && cr->uid != 0))
+		client.port = client_port(cr->pid);
+	client = as_family(client, v6);
+	put_sockaddr(cc->local, &server);
+	put_sockaddr(cc->peer, &client);
+}
+
+/* reserve takes n free fd numbers (close-on-exec dups of fd) into r, so
+ * that the hello's fds have room: 0, or -1 with errno (EMFILE) and none
+ * taken. */
+static int reserve(int fd, int *r, int n)
+{
+	int i, e;
+
+	for (i = 0; i < n; i++) {
+		r[i] = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)0L);
+		if (r[i] < 0) {
+			e = errno;
+			while (i-- > 0)
+				REAL(close)(r[i]);
+			errno = e;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void unreserve(int *r, int n)
+{
+	while (n-- > 0)
+		REAL(close)(r[n]);
+}
+
+static void close_fds(const int *fds, int n)
+{
+	while (n-- > 0)
+		REAL(close)(fds[n]);
+}
+
+/* is_wake_socket accepts only a connected AF_UNIX stream socket as the
+ * writers' wake socket (shm.checkWakeSocket). */
+static int is_wake_socket(int fd)
+{
+	int t = 0, d = 0;
+	socklen_t l = sizeof(int);
+
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &t, &l) < 0 || t != SOCK_STREAM)
+		return 0;
+	l = sizeof(int);
+	return REAL(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &d, &l) == 0 && d == AF_UNIX;
+}
+
+/* open_segment validates and maps a peer's segment (sdp.OpenSegment). */
+static void *open_segment(int fd, uint32_t ring)
+{
+	struct stat st;
+	struct osf_seg_hdr *h;
+	int seals;
+	uint64_t size = osf_seg_bytes(ring);
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)
+		return NULL;
+	seals = REAL(fcntl)(fd, F_GET_SEALS, NULL);
+	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) !=
+				 (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+		return NULL;
+	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		return NULL;
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != OSF_SEG_MAGIC ||
+	    h->version != OSF_SEG_VERSION || h->ring_bytes != ring ||
+	    h->hdr_bytes != OSF_SEG_HDR_BYTES) {
+		munmap(h, size);
+		return NULL;
+	}
+	return h;
+}
+
+/* take_hello reads and checks the hello on cfd: 0 with cc filled, EAGAIN
+ * when it has not arrived, another errno when the connection is bad. */
+static int take_hello(int cfd, const struct osf_core_accept_in *in,
+		      struct osf_core_conn *cc)
+{
+	struct osf_hello h;
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	int fds[4], nfds = 0;
+	ssize_t n;
+	void *seg;
+	char extra;
+	struct iovec iov2[2] = {{&h, sizeof(h)}, {&extra, 1}};
+
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = iov2;
+	mh.msg_iovlen = 2;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	n = REAL(recvmsg)(cfd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? EAGAIN : errno;
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int)), j;
+			for (j = 0; j < k && nfds < 4; j++)
+				memcpy(&fds[nfds++], CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
+		}
+	}
+	if (n != (ssize_t)sizeof(h) || nfds != 2 || (mh.msg_flags & MSG_CTRUNC) ||
+	    h.magic != OSF_HELLO_MAGIC || h.version != OSF_SEG_VERSION ||
+	    h.size != sizeof(h) || !osf_ring_size_ok(h.ring_bytes) ||
+	    h.ring_bytes > server_ring_cap() || !is_wake_socket(fds[1]) ||
+	    REAL(getsockopt)(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0)
+		goto bad;
+	seg = open_segment(fds[0], h.ring_bytes);
+	if (!seg)
+		goto bad;
+	((struct osf_seg_hdr *)seg)->server_pid = osf.pid;
+	memset(cc, 0, sizeof(*cc));
+	cc->status = OSF_CORE_OFFLOADED;
+	cc->wake_fd = cfd;
+	cc->seg_fd = fds[0];
+	cc->wake_tx_fd = fds[1];
+	cc->side = OSF_SIDE_SERVER;
+	cc->seg_addr = (uint64_t)(uintptr_t)seg;
+	cc->ring_bytes = h.ring_bytes;
+	derive_names(in, &h, &cr, cc);
+	return 0;
+bad:
+	close_fds(fds, nfds);
+	return n == 0 ? ECONNRESET : EPROTO;
+}
+
+/* unpark tries the parked connections of aux_fd: a connection fd (moved
+ * out of the hidden range) with cc filled, or -2. */
+static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
+		  struct osf_core_conn *cc)
+{
+	long long now = now_ns(), limit;
+	int i, r[2];
+
+	limit = (long long)(cfg.rc == OSF_ROUTE_OK ? cfg.c.connect_timeout_ms : 1000) * 1000000LL;
+	pthread_mutex_lock(&park.mu);
+	for (i = 0; i < park.n;) {
+		struct pollfd p;
+		int nfd, rc;
+		if (park.p[i].aux_fd != aux_fd) {
+			i++;
+			continue;
+		}
+		p.fd = park.p[i].hfd;
+		p.events = POLLIN;
+		p.revents = 0;
+		if (REAL(poll)(&p, 1, 0) <= 0) {
+			if (now - park.p[i].since > limit)
+				park_drop_locked(i); /* silent too long */
+			else
+				i++;
+			continue;
+		}
+		if (reserve(aux_fd, r, 2) < 0)
+			break; /* EMFILE: stays parked */
+		nfd = REAL(fcntl)(park.p[i].hfd, F_DUPFD_CLOEXEC, (void *)0L);
+		unreserve(r, 2);
+		if (nfd < 0)
+			break;
+		osf_fdt_close_hidden(park.p[i].hfd);
+		park.p[i] = park.p[--park.n];
+		rc = take_hello(nfd, in, cc);
+		if (rc == 0) {
+			pthread_mutex_unlock(&park.mu);
+			return nfd;
+		}
+		REAL(close)(nfd);
+	}
+	pthread_mutex_unlock(&park.mu);
+	(void)lfd;
+	return -2;
+}
+
+int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
+		     struct osf_core_conn *cc)
+{
+	int tries, r[2], cfd, rc;
+
+	pthread_once(&cfg.once, cfg_load);
+	cfd = unpark(lfd, aux_fd, in, cc);
+	if (cfd >= 0)
+		return cfd;
+	for (tries = 0; tries < ACCEPT_TRIES; tries++) {
+		if (reserve(aux_fd, r, 2) < 0)
+			return -1; /* EMFILE: the connection stays queued */
+		cfd = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		rc = errno;
+		unreserve(r, 2);
+		if (cfd < 0) {
+			if (rc == EMFILE || rc == ENFILE || rc == ENOBUFS || rc == ENOMEM) {
+				errno = rc;
+				return -1;
+			}
+			return -2; /* EAGAIN, ECONNABORTED, EINTR */
+		}
+		rc = take_hello(cfd, in, cc);
+		if (rc == 0)
+			return cfd;
+		if (rc == EAGAIN)
+			park_add(aux_fd, lfd, cfd);
+		else
+			REAL(close)(cfd);
+	}
+	return -2;
+}
