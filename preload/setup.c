@@ -30,6 +30,7 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -43,6 +44,8 @@
 #define SERVER_RING_CAP (4u << 20)
 #define PARK_MAX 32
 #define ACCEPT_TRIES 16
+/* What one accept call may wait, in all, for hellos not there yet. */
+#define HELLO_WAIT_MS 1
 
 /* ---- configuration, once per process ---------------------------------- */
 
@@ -370,6 +373,57 @@ static void set_detail(char out[96], const char *s)
 	snprintf(out, 96, "%s", s ? s : "");
 }
 
+/* ---- logging, through the core, only when asked for ---------------- */
+
+/* fmt_ap formats ip:port as netip.AddrPort.String does. */
+static const char *fmt_ap(const struct ip *ip, char *out, size_t n)
+{
+	char h[64];
+
+	if (ip->v4) {
+		snprintf(out, n, "%u.%u.%u.%u:%u", ip->a[0], ip->a[1], ip->a[2],
+			 ip->a[3], ip->port);
+		return out;
+	}
+	if (memcmp(ip->a, v4mapped, 12) == 0)
+		snprintf(h, sizeof(h), "::ffff:%u.%u.%u.%u", ip->a[12], ip->a[13],
+			 ip->a[14], ip->a[15]);
+	else
+		fmt_ip6(ip->a, h, sizeof(h));
+	snprintf(out, n, "[%s]:%u", h, ip->port);
+	return out;
+}
+
+/* logs reports whether a line of level would be written. */
+static int logs(int level)
+{
+	return cfg.rc == OSF_ROUTE_OK && level >= cfg.c.log_level;
+}
+
+/* slog hands a line to the core's logger; reason >= 0 appends its
+ * description (policy.Reason.Describe). The core is loaded only for
+ * lines the configured level keeps. */
+__attribute__((format(printf, 5, 6))) static void
+slog(int level, int reason, int rule, const char *detail, const char *fmt, ...)
+{
+	struct osf_core_log_in in;
+	va_list ap;
+	int saved = errno;
+
+	if (!logs(level))
+		return;
+	memset(&in, 0, sizeof(in));
+	in.level = level;
+	in.reason = reason;
+	in.rule = rule;
+	set_detail(in.detail, detail);
+	va_start(ap, fmt);
+	vsnprintf(in.msg, sizeof(in.msg), fmt, ap);
+	va_end(ap);
+	(void)osf_core_log(&in);
+	errno = saved;
+}
+
 /* ---- listen ---------------------------------------------------------- */
 
 int osf_setup_listen(const struct osf_core_listen_in *in,
@@ -378,7 +432,7 @@ int osf_setup_listen(const struct osf_core_listen_in *in,
 	struct osf_route_decision d;
 	struct sockaddr_un sun;
 	struct ip ip;
-	char name[128];
+	char name[128], a[80];
 	socklen_t sl;
 	int fd;
 
@@ -393,6 +447,9 @@ int osf_setup_listen(const struct osf_core_listen_in *in,
 	set_detail(out->detail, d.detail);
 	if (d.transport == OSF_ROUTE_KERNEL) {
 		out->reason = d.reason;
+		if (logs(OSF_LOGL_DEBUG))
+			slog(OSF_LOGL_DEBUG, d.reason, d.rule, d.detail,
+			     "listen %s: kernel: ", fmt_ap(&ip, a, sizeof(a)));
 		return 1;
 	}
 	listen_name(ip, in->v6only, name, sizeof(name));
@@ -405,9 +462,15 @@ int osf_setup_listen(const struct osf_core_listen_in *in,
 		set_detail(out->detail, strerror(errno));
 		if (fd >= 0)
 			REAL(close)(fd);
+		slog(OSF_LOGL_ERROR, -1, 0, NULL,
+		     "listen %s: no offload listener: companion %s: %s",
+		     fmt_ap(&ip, a, sizeof(a)), name, out->detail);
 		return 1;
 	}
 	out->fd = fd;
+	if (logs(OSF_LOGL_DEBUG))
+		slog(OSF_LOGL_DEBUG, -1, 0, NULL, "listen %s: shm (rule %d), companion fd %d",
+		     fmt_ap(&ip, a, sizeof(a)), d.rule, fd);
 	return 1;
 }
 
@@ -494,50 +557,19 @@ static int companion_trusted(int s, const struct ip *want, int wild, int v4name)
 		return 0;
 	if (v4name && tcp_listener_of(AF_INET, want, wild, cr.uid) == 1)
 		return 1;
-	return tcp_listener_of(AF_INET6, want, wild, cr.uid) == 1;
+	if (tcp_listener_of(AF_INET6, want, wild, cr.uid) == 1)
+		return 1;
+	if (logs(OSF_LOGL_DEBUG)) {
+		char a[80];
+		slog(OSF_LOGL_DEBUG, -1, 0, NULL,
+		     "connect %s: companion of pid %d not trusted: no kernel TCP "
+		     "listener of its uid %u there", fmt_ap(want, a, sizeof(a)),
+		     (int)cr.pid, (unsigned)cr.uid);
+	}
+	return 0;
 }
 
 /* ---- connect ---------------------------------------------------------- */
-
-/* connect_companion tries each name that could serve dst (shm.DialNames),
- * trusting only a companion whose owner has the TCP listener: the
- * connected socket, or -1 with *why (OSF_R_NO_LISTENER, OSF_R_BACKLOG). */
-static int connect_companion(struct ip dst, int *why)
-{
-	struct ip a = ip_unmap(dst), wildip;
-	char h[64], names[3][128];
-	int wild[3], n = 0, i, full = 0;
-
-	fmt_host(&a, h, sizeof(h));
-	snprintf(names[n], sizeof(names[n]), "osf1/%s/%s/%u", a.v4 ? "4" : "6", h, a.port);
-	wild[n++] = ip_unspec(&a);
-	if (is_local(a)) {
-		if (!ip_unspec(&a)) {
-			snprintf(names[n], sizeof(names[n]), "osf1/%s/*/%u", a.v4 ? "4" : "6", a.port);
-			wild[n++] = 1;
-		}
-		snprintf(names[n], sizeof(names[n]), "osf1/46/*/%u", a.port);
-		wild[n++] = 1;
-	}
-	wildip = a;
-	for (i = 0; i < n; i++) {
-		struct sockaddr_un sun;
-		socklen_t sl = abstract(&sun, names[i]);
-		int s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (s < 0)
-			break;
-		if (REAL(connect)(s, (struct sockaddr *)&sun, sl) == 0) {
-			/* the dual-stack name serves IPv6 listeners only */
-			if (companion_trusted(s, &wildip, wild[i], a.v4 && i < n - 1 + !is_local(a)))
-				return s;
-		} else if (errno == EAGAIN) {
-			full = 1;
-		}
-		REAL(close)(s);
-	}
-	*why = full ? OSF_R_BACKLOG : OSF_R_NO_LISTENER;
-	return -1;
-}
 
 /* source_for is shm.SourceFor without the port: the address the kernel
  * would use to reach dst. */
@@ -654,23 +686,143 @@ static int send_hello(int s, uint32_t ring, const struct ip *client,
 }
 
 /* kernel fills a "use kernel TCP" (or strict refusal) answer. */
-static int kernel(struct osf_core_conn *out, int reason, int err, const char *detail)
+static int kernel(struct osf_core_conn *out, const struct ip *dst, int reason,
+		  int err, const char *detail)
 {
+	char a[80];
+
 	out->status = cfg.c.strict && osf_route_fallback(reason) ? OSF_CORE_REFUSE
 								 : OSF_CORE_KERNEL;
 	out->reason = reason;
 	out->reason_errno = err;
 	set_detail(out->detail, err ? strerror(err) : detail);
+	if (out->status == OSF_CORE_REFUSE)
+		slog(OSF_LOGL_ERROR, reason, out->rule, out->detail,
+		     "connect %s refused (OSF_STRICT=1): ", fmt_ap(dst, a, sizeof(a)));
+	else if (logs(OSF_LOGL_DEBUG))
+		slog(OSF_LOGL_DEBUG, reason, out->rule, out->detail,
+		     "connect %s: kernel: ", fmt_ap(dst, a, sizeof(a)));
 	return 1;
+}
+
+/* The hello's fds: the segment and the writers' wake socket. */
+struct parts {
+	uint8_t *seg;
+	int segfd, wtx[2];
+};
+
+static int parts_make(struct parts *p, const struct ip *client, const struct ip *server)
+{
+	int e;
+
+	p->seg = make_segment(cfg.c.ring_size, client, server, &p->segfd);
+	if (!p->seg)
+		return -1;
+	if (REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->wtx) < 0) {
+		e = errno;
+		munmap(p->seg, osf_seg_bytes(cfg.c.ring_size));
+		REAL(close)(p->segfd);
+		p->seg = NULL;
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+static void parts_drop(struct parts *p)
+{
+	int e = errno;
+
+	if (!p->seg)
+		return;
+	munmap(p->seg, osf_seg_bytes(cfg.c.ring_size));
+	REAL(close)(p->segfd);
+	REAL(close)(p->wtx[0]);
+	REAL(close)(p->wtx[1]);
+	p->seg = NULL;
+	errno = e;
+}
+
+/* dial tries each companion name that could serve dst (shm.DialNames). It
+ * sends the hello right after connecting, so that a server never sees the
+ * connection without it but for the time of one system call, and only
+ * then checks the companion's owner: a companion whose owner does not hold
+ * the kernel TCP listener (another user's squatter) is dropped with the
+ * hello's fds, which then carried nothing yet. Returns the connected
+ * socket with p filled, or -1 with *why (an osf_reason) and errno. */
+static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
+{
+	struct {
+		char name[128];
+		int wild, v4name;
+	} nm[3];
+	char h[64];
+	int n = 0, i, full = 0;
+
+	fmt_host(&a, h, sizeof(h));
+	snprintf(nm[n].name, sizeof(nm[n].name), "osf1/%s/%s/%u", a.v4 ? "4" : "6", h, a.port);
+	nm[n].wild = ip_unspec(&a);
+	nm[n++].v4name = a.v4;
+	if (is_local(a)) {
+		if (!ip_unspec(&a)) {
+			snprintf(nm[n].name, sizeof(nm[n].name), "osf1/%s/*/%u",
+				 a.v4 ? "4" : "6", a.port);
+			nm[n].wild = 1;
+			nm[n++].v4name = a.v4;
+		}
+		snprintf(nm[n].name, sizeof(nm[n].name), "osf1/46/*/%u", a.port);
+		nm[n].wild = 1;
+		nm[n++].v4name = 0; /* a dual-stack IPv6 listener */
+	}
+	p->seg = NULL;
+	for (i = 0; i < n; i++) {
+		struct sockaddr_un sun;
+		socklen_t sl = abstract(&sun, nm[i].name);
+		int s, e;
+		if (!p->seg && parts_make(p, client, &a) < 0) {
+			*why = OSF_R_RESOURCE;
+			return -1;
+		}
+		s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (s < 0) {
+			*why = OSF_R_RESOURCE;
+			parts_drop(p);
+			return -1;
+		}
+		if (REAL(connect)(s, (struct sockaddr *)&sun, sl) < 0) {
+			full |= errno == EAGAIN;
+			REAL(close)(s);
+			continue;
+		}
+		if (send_hello(s, cfg.c.ring_size, client, &a, p->segfd, p->wtx[1]) < 0) {
+			e = errno;
+			REAL(close)(s);
+			parts_drop(p);
+			*why = OSF_R_HANDSHAKE;
+			errno = e;
+			return -1;
+		}
+		if (companion_trusted(s, &a, nm[i].wild, nm[i].v4name)) {
+			REAL(close)(p->wtx[1]);
+			p->wtx[1] = -1;
+			return s;
+		}
+		REAL(close)(s);
+		parts_drop(p); /* shared with the squatter: never used */
+	}
+	parts_drop(p);
+	*why = full ? OSF_R_BACKLOG : OSF_R_NO_LISTENER;
+	errno = 0;
+	return -1;
 }
 
 int osf_setup_connect(const struct osf_core_connect_in *in,
 		      struct osf_core_conn *out)
 {
 	struct osf_route_decision d;
-	struct ip dst, real, local, bound, src;
-	uint8_t *seg;
-	int s, why, segfd = -1, wtx[2], e, have_bound;
+	struct ip dst, real, local, bound, src, hello_client;
+	struct parts p;
+	int s, why, have_bound;
 
 	if (!usable())
 		return 0;
@@ -680,58 +832,39 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 		return 0;
 	out->rule = d.rule;
 	if (d.transport != OSF_ROUTE_SHM)
-		return kernel(out, d.reason, 0, d.detail);
+		return kernel(out, &dst, d.reason, 0, d.detail);
 	real = ip_unmap(dst);
 	/* clientAddr: the bound address and port, else the kernel's source
 	 * address with a synthesized port */
 	have_bound = get_sockaddr(in->bound, &bound);
 	if (source_for(real, &src) < 0)
-		return kernel(out, OSF_R_HANDSHAKE, errno, NULL);
+		return kernel(out, &dst, OSF_R_HANDSHAKE, errno, NULL);
 	local = src;
 	local.port = client_port(osf.pid);
 	if (have_bound && !ip_unspec(&bound))
 		memcpy(local.a, bound.a, 16), local.v4 = bound.v4;
 	if (have_bound && bound.port)
 		local.port = bound.port;
-	s = connect_companion(real, &why);
+	hello_client = as_family(local, !real.v4);
+	s = dial(real, &hello_client, &p, &why);
 	if (s < 0)
-		return kernel(out, why, 0, NULL);
-	{
-		struct ip hello_client = as_family(local, !real.v4);
-		seg = make_segment(cfg.c.ring_size, &hello_client, &real, &segfd);
-		if (!seg)
-			goto fail;
-		if (REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wtx) < 0)
-			goto fail_seg;
-		if (send_hello(s, cfg.c.ring_size, &hello_client, &real, segfd, wtx[1]) < 0) {
-			e = errno;
-			REAL(close)(wtx[0]);
-			REAL(close)(wtx[1]);
-			errno = e;
-			goto fail_seg;
-		}
-		REAL(close)(wtx[1]);
-	}
+		return kernel(out, &dst, why, errno, NULL);
 	out->status = OSF_CORE_OFFLOADED;
 	out->wake_fd = s;
-	out->seg_fd = segfd;
-	out->wake_tx_fd = wtx[0];
+	out->seg_fd = p.segfd;
+	out->wake_tx_fd = p.wtx[0];
 	out->side = OSF_SIDE_CLIENT;
-	out->seg_addr = (uint64_t)(uintptr_t)seg;
+	out->seg_addr = (uint64_t)(uintptr_t)p.seg;
 	out->ring_bytes = cfg.c.ring_size;
 	local = as_family(local, in->family == AF_INET6);
 	put_sockaddr(out->local, &local);
 	put_sockaddr(out->peer, &dst);
+	if (logs(OSF_LOGL_DEBUG)) {
+		char a[80], b[80];
+		slog(OSF_LOGL_DEBUG, -1, 0, NULL, "connect %s: shm (rule %d), local %s",
+		     fmt_ap(&dst, a, sizeof(a)), d.rule, fmt_ap(&local, b, sizeof(b)));
+	}
 	return 1;
-fail_seg:
-	e = errno;
-	munmap(seg, osf_seg_bytes(cfg.c.ring_size));
-	REAL(close)(segfd);
-	errno = e;
-fail:
-	e = errno;
-	REAL(close)(s);
-	return kernel(out, OSF_R_HANDSHAKE, e, NULL);
 }
 
 /* ---- accept ------------------------------------------------------------ */
@@ -918,34 +1051,46 @@ static int is_wake_socket(int fd)
 	return REAL(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &d, &l) == 0 && d == AF_UNIX;
 }
 
-/* open_segment validates and maps a peer's segment (sdp.OpenSegment). */
-static void *open_segment(int fd, uint32_t ring)
+/* open_segment validates and maps a peer's segment (sdp.OpenSegment);
+ * NULL with why set when it is unusable. */
+static void *open_segment(int fd, uint32_t ring, char *why, size_t wn)
 {
 	struct stat st;
 	struct osf_seg_hdr *h;
 	int seals;
 	uint64_t size = osf_seg_bytes(ring);
+	const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
+		snprintf(why, wn, "invalid segment: size %lld, want %llu",
+			 (long long)st.st_size, (unsigned long long)size);
 		return NULL;
+	}
 	seals = REAL(fcntl)(fd, F_GET_SEALS, NULL);
-	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) !=
-				 (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+	if (seals < 0 || (seals & need) != need) {
+		snprintf(why, wn, "invalid segment: seals 0x%x, want 0x%x",
+			 seals < 0 ? 0 : seals, need);
 		return NULL;
+	}
 	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h == MAP_FAILED)
+	if (h == MAP_FAILED) {
+		snprintf(why, wn, "map segment: %s", strerror(errno));
 		return NULL;
+	}
 	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != OSF_SEG_MAGIC ||
 	    h->version != OSF_SEG_VERSION || h->ring_bytes != ring ||
 	    h->hdr_bytes != OSF_SEG_HDR_BYTES) {
 		munmap(h, size);
+		snprintf(why, wn, "invalid segment: header does not match the hello");
 		return NULL;
 	}
 	return h;
 }
 
 /* take_hello reads and checks the hello on cfd: 0 with cc filled, EAGAIN
- * when it has not arrived, another errno when the connection is bad. */
+ * when it has not arrived, another errno when the connection is bad
+ * (logged at debug level only: a peer's fault is no reason to write on
+ * the server's stderr). */
 static int take_hello(int cfd, const struct osf_core_accept_in *in,
 		      struct osf_core_conn *cc)
 {
@@ -960,12 +1105,12 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 	socklen_t crl = sizeof(cr);
 	int fds[4], nfds = 0;
 	ssize_t n;
-	void *seg;
-	char extra;
-	struct iovec iov2[2] = {{&h, sizeof(h)}, {&extra, 1}};
+	void *seg = NULL;
+	char extra, why[160] = "";
+	struct iovec iov[2] = {{&h, sizeof(h)}, {&extra, 1}};
 
 	memset(&mh, 0, sizeof(mh));
-	mh.msg_iov = iov2;
+	mh.msg_iov = iov;
 	mh.msg_iovlen = 2;
 	mh.msg_control = u.buf;
 	mh.msg_controllen = sizeof(u.buf);
@@ -979,15 +1124,36 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 				memcpy(&fds[nfds++], CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
 		}
 	}
-	if (n != (ssize_t)sizeof(h) || nfds != 2 || (mh.msg_flags & MSG_CTRUNC) ||
-	    h.magic != OSF_HELLO_MAGIC || h.version != OSF_SEG_VERSION ||
-	    h.size != sizeof(h) || !osf_ring_size_ok(h.ring_bytes) ||
-	    h.ring_bytes > server_ring_cap() || !is_wake_socket(fds[1]) ||
-	    REAL(getsockopt)(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0)
-		goto bad;
-	seg = open_segment(fds[0], h.ring_bytes);
-	if (!seg)
-		goto bad;
+	if (n == 0)
+		snprintf(why, sizeof(why), "closed before its hello");
+	else if (mh.msg_flags & MSG_CTRUNC)
+		snprintf(why, sizeof(why), "hello's fds truncated");
+	else if (nfds != 2)
+		snprintf(why, sizeof(why), "hello carried %d fds, want 2", nfds);
+	else if (!is_wake_socket(fds[1]))
+		snprintf(why, sizeof(why), "writers' wake socket: not a stream socket");
+	else if (n != (ssize_t)sizeof(h) || h.magic != OSF_HELLO_MAGIC ||
+		 h.version != OSF_SEG_VERSION || h.size != sizeof(h))
+		snprintf(why, sizeof(why), "malformed hello: %zd bytes, bad magic or version", n);
+	else if (!osf_ring_size_ok(h.ring_bytes))
+		snprintf(why, sizeof(why), "malformed hello: bad ring size %u", h.ring_bytes);
+	else if (h.ring_bytes > server_ring_cap())
+		snprintf(why, sizeof(why), "ring size %u above this server's limit %u",
+			 h.ring_bytes, server_ring_cap());
+	else if (REAL(getsockopt)(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0)
+		snprintf(why, sizeof(why), "SO_PEERCRED: %s", strerror(errno));
+	else
+		seg = open_segment(fds[0], h.ring_bytes, why, sizeof(why));
+	if (!seg) {
+		if (logs(OSF_LOGL_DEBUG)) {
+			struct ip lis = ip_from(in->family, in->addr, in->port);
+			char a[80];
+			slog(OSF_LOGL_DEBUG, -1, 0, NULL, "accept on %s: handshake failed: %s",
+			     fmt_ap(&lis, a, sizeof(a)), why);
+		}
+		close_fds(fds, nfds);
+		return n == 0 ? ECONNRESET : EPROTO;
+	}
 	((struct osf_seg_hdr *)seg)->server_pid = osf.pid;
 	memset(cc, 0, sizeof(*cc));
 	cc->status = OSF_CORE_OFFLOADED;
@@ -998,10 +1164,17 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 	cc->seg_addr = (uint64_t)(uintptr_t)seg;
 	cc->ring_bytes = h.ring_bytes;
 	derive_names(in, &h, &cr, cc);
+	if (logs(OSF_LOGL_DEBUG)) {
+		struct ip lis = ip_from(in->family, in->addr, in->port), peer;
+		char a[80], b[80];
+		get_sockaddr(cc->peer, &peer);
+		slog(OSF_LOGL_DEBUG, -1, 0, NULL, "accept on %s: %s from %s (pid %d uid %u)",
+		     fmt_ap(&lis, a, sizeof(a)),
+		     (((struct osf_seg_hdr *)seg)->flags & OSF_SEG_F_RDMA)
+			     ? "rdma (the engine's hand-off)" : "shm",
+		     fmt_ap(&peer, b, sizeof(b)), (int)cr.pid, (unsigned)cr.uid);
+	}
 	return 0;
-bad:
-	close_fds(fds, nfds);
-	return n == 0 ? ECONNRESET : EPROTO;
 }
 
 /* unpark tries the parked connections of aux_fd: a connection fd (moved
@@ -1054,7 +1227,7 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		     struct osf_core_conn *cc)
 {
-	int tries, r[2], cfd, rc;
+	int tries, r[2], cfd, rc, budget_ms = HELLO_WAIT_MS;
 
 	pthread_once(&cfg.once, cfg_load);
 	cfd = unpark(lfd, aux_fd, in, cc);
@@ -1074,6 +1247,14 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			return -2; /* EAGAIN, ECONNABORTED, EINTR */
 		}
 		rc = take_hello(cfd, in, cc);
+		if (rc == EAGAIN && budget_ms > 0) {
+			/* An honest client sends its hello in the system call
+			 * after its connect: give it a moment, once per call. */
+			struct pollfd pf = {cfd, POLLIN, 0};
+			(void)REAL(poll)(&pf, 1, budget_ms);
+			budget_ms = 0;
+			rc = take_hello(cfd, in, cc);
+		}
 		if (rc == 0)
 			return cfd;
 		if (rc == EAGAIN)

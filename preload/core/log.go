@@ -90,4 +90,5 @@ func newLogger(cfg *policy.Config, pid int, prog string, base int) (l *logger, l
 
 func (l *logger) Debugf(f string, a ...any) { l.z.Debugf(f, a...) }
 func (l *logger) Infof(f string, a ...any)  { l.z.Infof(f, a...) }
+func (l *logger) Warnf(f string, a ...any)  { l.z.Warnf(f, a...) }
 func (l *logger) Errorf(f string, a ...any) { l.z.Errorf(f, a...) }
