@@ -476,10 +476,20 @@ int osf_setup_listen(const struct osf_core_listen_in *in,
 
 /* ---- the companion's owner ------------------------------------------ */
 
-/* tcp_listener_of reports whether a kernel TCP listener on port, owned by
- * uid, is bound to want (or to the wildcard; wild: only the wildcard),
- * in family fam, by NETLINK_SOCK_DIAG: 1 yes, 0 no, -1 cannot tell. */
-static int tcp_listener_of(int fam, const struct ip *want, int wild, uid_t uid)
+/* The kernel TCP listeners on one port, as NETLINK_SOCK_DIAG reports
+ * them: who owns each and where it is bound (IPv6 form; v4 mapped). */
+#define CENSUS_MAX 16
+struct census {
+	int n;
+	struct {
+		uid_t uid;
+		uint8_t a[16];
+	} l[CENSUS_MAX];
+};
+
+/* census_dump adds the listeners of family fam on port to c over the
+ * netlink socket s; 0, or -1 when the kernel did not answer. */
+static int census_dump(int s, int fam, uint16_t port, struct census *c)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -487,12 +497,8 @@ static int tcp_listener_of(int fam, const struct ip *want, int wild, uid_t uid)
 	} req;
 	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
 	char buf[8192];
-	int s, found = 0, done = 0, rounds = 0;
-	uint8_t w[16];
+	int rounds = 0;
 
-	s = REAL(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (s < 0)
-		return -1;
 	memset(&req, 0, sizeof(req));
 	req.nlh.nlmsg_len = sizeof(req);
 	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
@@ -500,64 +506,86 @@ static int tcp_listener_of(int fam, const struct ip *want, int wild, uid_t uid)
 	req.r.sdiag_family = (uint8_t)fam;
 	req.r.sdiag_protocol = IPPROTO_TCP;
 	req.r.idiag_states = 1u << 10; /* TCP_LISTEN */
-	req.r.id.idiag_sport = htons(want->port);
-	/* want in the dump's family */
-	memset(w, 0, sizeof(w));
-	if (fam == AF_INET) {
-		memcpy(w, want->a, 4);
-	} else if (want->v4) {
-		memcpy(w, v4mapped, 12);
-		memcpy(w + 12, want->a, 4);
-	} else {
-		memcpy(w, want->a, 16);
-	}
-	if (REAL(sendto)(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) < 0) {
-		REAL(close)(s);
+	req.r.id.idiag_sport = htons(port);
+	if (REAL(sendto)(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) < 0)
 		return -1;
-	}
-	while (!done && rounds++ < 1000) {
+	while (rounds++ < 1000) {
 		ssize_t n = REAL(recv)(s, buf, sizeof(buf), 0);
 		struct nlmsghdr *h;
 		if (n <= 0)
-			break;
-		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
-		     h = NLMSG_NEXT(h, n)) {
+			return -1;
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
 			struct inet_diag_msg *m;
-			static const uint8_t zero[16];
-			const uint8_t *src;
-			int unspec, alen = fam == AF_INET ? 4 : 16;
-			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
-				done = 1;
-				break;
-			}
+			if (h->nlmsg_type == NLMSG_DONE)
+				return 0;
+			if (h->nlmsg_type == NLMSG_ERROR)
+				return -1;
 			m = NLMSG_DATA(h);
-			if (m->idiag_state != 10 || ntohs(m->id.idiag_sport) != want->port ||
-			    m->idiag_uid != uid)
+			if (m->idiag_state != 10 || ntohs(m->id.idiag_sport) != port ||
+			    c->n >= CENSUS_MAX)
 				continue;
-			src = (const uint8_t *)m->id.idiag_src;
-			unspec = memcmp(src, zero, (size_t)alen) == 0 ||
-				 (alen == 16 && memcmp(src, v4mapped, 12) == 0 &&
-				  memcmp(src + 12, zero, 4) == 0);
-			if (unspec || (!wild && memcmp(src, w, (size_t)alen) == 0))
-				found = 1;
+			c->l[c->n].uid = m->idiag_uid;
+			if (fam == AF_INET) {
+				memcpy(c->l[c->n].a, v4mapped, 12);
+				memcpy(c->l[c->n].a + 12, m->id.idiag_src, 4);
+			} else {
+				memcpy(c->l[c->n].a, m->id.idiag_src, 16);
+			}
+			c->n++;
 		}
 	}
-	REAL(close)(s);
-	return done ? found : (found ? 1 : -1);
+	return -1;
 }
 
-/* companion_trusted checks the companion at the other end of s, reached
- * by a name for want (wild: a wildcard name; v4name: an IPv4 name). */
-static int companion_trusted(int s, const struct ip *want, int wild, int v4name)
+/* census_take finds the kernel TCP listeners on port; -1 when the kernel
+ * cannot tell (no sock_diag): then nobody is trusted. */
+static int census_take(uint16_t port, struct census *c)
+{
+	int s = REAL(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG), r;
+
+	c->n = 0;
+	if (s < 0)
+		return -1;
+	r = census_dump(s, AF_INET, port, c);
+	if (r == 0)
+		r = census_dump(s, AF_INET6, port, c);
+	REAL(close)(s);
+	return r;
+}
+
+static int unspec16(const uint8_t *a)
+{
+	static const uint8_t zero[16];
+
+	return memcmp(a, zero, 16) == 0 ||
+	       (memcmp(a, v4mapped, 12) == 0 && memcmp(a + 12, zero, 4) == 0);
+}
+
+/* census_owns reports whether uid holds a kernel TCP listener that a
+ * companion named for want serves: bound to want itself or to a wildcard
+ * (wild: a wildcard name, which only a wildcard listener has). */
+static int census_owns(const struct census *c, uid_t uid, const struct ip *want, int wild)
+{
+	struct ip w = as_family(*want, 1);
+	int i;
+
+	for (i = 0; i < c->n; i++)
+		if (c->l[i].uid == uid &&
+		    (unspec16(c->l[i].a) || (!wild && memcmp(c->l[i].a, w.a, 16) == 0)))
+			return 1;
+	return 0;
+}
+
+/* companion_trusted checks the owner of the companion at the other end of
+ * s (SO_PEERCRED: who called listen on it) against the census. */
+static int companion_trusted(int s, const struct census *c, const struct ip *want, int wild)
 {
 	struct ucred cr;
 	socklen_t l = sizeof(cr);
 
 	if (REAL(getsockopt)(s, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0)
 		return 0;
-	if (v4name && tcp_listener_of(AF_INET, want, wild, cr.uid) == 1)
-		return 1;
-	if (tcp_listener_of(AF_INET6, want, wild, cr.uid) == 1)
+	if (census_owns(c, cr.uid, want, wild))
 		return 1;
 	if (logs(OSF_LOGL_DEBUG)) {
 		char a[80];
@@ -743,55 +771,58 @@ static void parts_drop(struct parts *p)
 	errno = e;
 }
 
-/* dial tries each companion name that could serve dst (shm.DialNames). It
- * sends the hello right after connecting, so that a server never sees the
- * connection without it but for the time of one system call, and only
- * then checks the companion's owner: a companion whose owner does not hold
- * the kernel TCP listener (another user's squatter) is dropped with the
- * hello's fds, which then carried nothing yet. Returns the connected
- * socket with p filled, or -1 with *why (an osf_reason) and errno. */
+/* dial tries each companion name that could serve dst (shm.DialNames).
+ * A companion is trusted only when its owner holds the kernel TCP
+ * listener it stands for (the census, taken first); the hello goes right
+ * after that check, so that a server sees the connection without it only
+ * for the time of one system call. Returns the connected socket with p
+ * filled, or -1 with *why (an osf_reason) and errno. */
 static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 {
 	struct {
 		char name[128];
-		int wild, v4name;
+		int wild;
 	} nm[3];
+	struct census c;
 	char h[64];
-	int n = 0, i, full = 0;
+	int n = 0, i, full = 0, e;
 
+	p->seg = NULL;
+	*why = OSF_R_NO_LISTENER;
+	errno = 0;
+	if (census_take(a.port, &c) < 0 || c.n == 0)
+		return -1; /* nothing a companion could stand for */
 	fmt_host(&a, h, sizeof(h));
 	snprintf(nm[n].name, sizeof(nm[n].name), "osf1/%s/%s/%u", a.v4 ? "4" : "6", h, a.port);
-	nm[n].wild = ip_unspec(&a);
-	nm[n++].v4name = a.v4;
+	nm[n++].wild = ip_unspec(&a);
 	if (is_local(a)) {
 		if (!ip_unspec(&a)) {
 			snprintf(nm[n].name, sizeof(nm[n].name), "osf1/%s/*/%u",
 				 a.v4 ? "4" : "6", a.port);
-			nm[n].wild = 1;
-			nm[n++].v4name = a.v4;
+			nm[n++].wild = 1;
 		}
 		snprintf(nm[n].name, sizeof(nm[n].name), "osf1/46/*/%u", a.port);
-		nm[n].wild = 1;
-		nm[n++].v4name = 0; /* a dual-stack IPv6 listener */
+		nm[n++].wild = 1;
 	}
-	p->seg = NULL;
+	if (parts_make(p, client, &a) < 0) {
+		*why = OSF_R_RESOURCE;
+		return -1;
+	}
 	for (i = 0; i < n; i++) {
 		struct sockaddr_un sun;
 		socklen_t sl = abstract(&sun, nm[i].name);
-		int s, e;
-		if (!p->seg && parts_make(p, client, &a) < 0) {
-			*why = OSF_R_RESOURCE;
-			return -1;
-		}
-		s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		int s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (s < 0) {
 			*why = OSF_R_RESOURCE;
-			parts_drop(p);
-			return -1;
+			break;
 		}
 		if (REAL(connect)(s, (struct sockaddr *)&sun, sl) < 0) {
 			full |= errno == EAGAIN;
 			REAL(close)(s);
+			continue;
+		}
+		if (!companion_trusted(s, &c, &a, nm[i].wild)) {
+			REAL(close)(s); /* a squatter: it gets nothing */
 			continue;
 		}
 		if (send_hello(s, cfg.c.ring_size, client, &a, p->segfd, p->wtx[1]) < 0) {
@@ -802,16 +833,13 @@ static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 			errno = e;
 			return -1;
 		}
-		if (companion_trusted(s, &a, nm[i].wild, nm[i].v4name)) {
-			REAL(close)(p->wtx[1]);
-			p->wtx[1] = -1;
-			return s;
-		}
-		REAL(close)(s);
-		parts_drop(p); /* shared with the squatter: never used */
+		REAL(close)(p->wtx[1]);
+		p->wtx[1] = -1;
+		return s;
 	}
 	parts_drop(p);
-	*why = full ? OSF_R_BACKLOG : OSF_R_NO_LISTENER;
+	if (full)
+		*why = OSF_R_BACKLOG;
 	errno = 0;
 	return -1;
 }

@@ -221,7 +221,7 @@ maps_report()
 // limit the program (and the programs it execs) sees.
 func TestCoreKeepsFdLimit(t *testing.T) {
 	t.Parallel()
-	r := underOsf.cmd(t, nil, python(t), "-c", fdLimitScript).MustRun(shortRun)
+	r := osfLogged.cmd(t, nil, python(t), "-c", fdLimitScript).MustRun(shortRun)
 	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	if len(lines) != 2 || strings.TrimPrefix(lines[0], "before") != strings.TrimPrefix(lines[1], "after") {
 		t.Errorf("the open-files limit changed when the core loaded: %q", r.Stdout)

@@ -57,7 +57,7 @@ func TestOsfstat(t *testing.T) {
 }
 
 func checkOsfstat(t *testing.T, env []string, transport, tableWord string) {
-	c := underOsf.cmd(t, env, python(t), "-c", loopbackScript)
+	c := osfLogged.cmd(t, env, python(t), "-c", loopbackScript)
 	stdin, err := c.Cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
