@@ -537,19 +537,54 @@ static int census_dump(int s, int fam, uint16_t port, struct census *c)
 	return -1;
 }
 
+/* Recent censuses, per port, reused for CENSUS_TTL_NS: a connection
+ * churn asks the kernel once a second, not once per connect. A listener
+ * that changed owner within that time is the only thing missed, and its
+ * old owner held the port a moment ago. */
+#define CENSUS_TTL_NS 1000000000LL
+#define CENSUS_CACHE 8
+static struct {
+	pthread_mutex_t mu;
+	struct {
+		uint16_t port;
+		long long at;
+		struct census c;
+	} e[CENSUS_CACHE];
+	unsigned next;
+} census_cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
 /* census_take finds the kernel TCP listeners on port; -1 when the kernel
  * cannot tell (no sock_diag): then nobody is trusted. */
 static int census_take(uint16_t port, struct census *c)
 {
-	int s = REAL(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG), r;
+	long long now = now_ns();
+	int s, r, i;
 
+	pthread_mutex_lock(&census_cache.mu);
+	for (i = 0; i < CENSUS_CACHE; i++)
+		if (census_cache.e[i].port == port && census_cache.e[i].c.n > 0 &&
+		    now - census_cache.e[i].at < CENSUS_TTL_NS) {
+			*c = census_cache.e[i].c;
+			pthread_mutex_unlock(&census_cache.mu);
+			return 0;
+		}
+	pthread_mutex_unlock(&census_cache.mu);
 	c->n = 0;
+	s = REAL(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (s < 0)
 		return -1;
 	r = census_dump(s, AF_INET, port, c);
 	if (r == 0)
 		r = census_dump(s, AF_INET6, port, c);
 	REAL(close)(s);
+	if (r == 0 && c->n > 0) {
+		pthread_mutex_lock(&census_cache.mu);
+		i = (int)(census_cache.next++ % CENSUS_CACHE);
+		census_cache.e[i].port = port;
+		census_cache.e[i].at = now;
+		census_cache.e[i].c = *c;
+		pthread_mutex_unlock(&census_cache.mu);
+	}
 	return r;
 }
 
@@ -905,8 +940,92 @@ static struct {
 	struct parked {
 		int aux_fd, hfd;
 		long long since;
+		int kicked; /* the watcher made the companion readable for it */
 	} p[PARK_MAX];
+	int watcher; /* the watcher thread runs (in this process) */
 } park = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* kick makes companion aux_fd readable: a connection from this process
+ * that closes at once, which accept drops (it carries no hello). The
+ * application's poll, epoll or accept then wakes and takes the parked
+ * connection whose hello has arrived. */
+static void kick(int aux_fd)
+{
+	struct sockaddr_un sun;
+	socklen_t sl = sizeof(sun);
+	int s;
+
+	if (REAL(getsockname)(aux_fd, (struct sockaddr *)&sun, &sl) < 0)
+		return;
+	s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		return;
+	(void)REAL(connect)(s, (struct sockaddr *)&sun, sl);
+	REAL(close)(s);
+}
+
+/* watcher waits, on its own thread (every signal blocked), for the hellos
+ * of parked connections, and kicks their companion when one arrives, so
+ * that an application sleeping in epoll or poll on the listener learns of
+ * it; it ends when nothing is parked. */
+static void *watcher(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct pollfd p[PARK_MAX];
+		int aux[PARK_MAX], n = 0, i;
+		pthread_mutex_lock(&park.mu);
+		for (i = 0; i < park.n; i++)
+			if (!park.p[i].kicked) {
+				p[n].fd = park.p[i].hfd;
+				p[n].events = POLLIN;
+				p[n].revents = 0;
+				aux[n++] = park.p[i].aux_fd;
+			}
+		if (n == 0) {
+			park.watcher = 0;
+			pthread_mutex_unlock(&park.mu);
+			return NULL;
+		}
+		pthread_mutex_unlock(&park.mu);
+		if (REAL(poll)(p, (nfds_t)n, 50) <= 0)
+			continue;
+		pthread_mutex_lock(&park.mu);
+		for (i = 0; i < n; i++) {
+			int k;
+			if (!p[i].revents)
+				continue;
+			for (k = 0; k < park.n; k++)
+				if (park.p[k].hfd == p[i].fd)
+					park.p[k].kicked = 1;
+		}
+		pthread_mutex_unlock(&park.mu);
+		for (i = 0; i < n; i++)
+			if (p[i].revents)
+				kick(aux[i]);
+	}
+}
+
+/* start_watcher starts the watcher unless it runs; park.mu is held. */
+static void start_watcher(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+
+	if (park.watcher)
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, watcher, NULL) == 0) {
+		park.watcher = 1;
+		pthread_setname_np(t, "osf-hello");
+	}
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
 
 static void park_drop_locked(int i)
 {
@@ -935,7 +1054,9 @@ static void park_add(int aux_fd, int lfd, int cfd)
 	park.p[park.n].aux_fd = aux_fd;
 	park.p[park.n].hfd = hfd;
 	park.p[park.n].since = now_ns();
+	park.p[park.n].kicked = 0;
 	park.n++;
+	start_watcher();
 	pthread_mutex_unlock(&park.mu);
 }
 
@@ -973,6 +1094,9 @@ void osf_setup_child_after_fork(void)
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
 	park.mu = fresh;
+	park.watcher = 0;
+	census_cache.mu = fresh;
+	host.mu = fresh;
 	while (park.n > 0)
 		park_drop_locked(park.n - 1);
 }
