@@ -31,7 +31,7 @@ func TestSIGPIPE(t *testing.T) {
 		{"nosignal", "first-write ok\nresult errno=EPIPE sigpipe-handled=no\n", 0},
 	}
 	for _, tc := range cases {
-		for _, m := range []mode{bare, underOsf} {
+		for _, m := range []mode{bare, underOsf, osfLogged} {
 			t.Run(tc.mode+"/"+m.name, func(t *testing.T) {
 				t.Parallel()
 				r := m.cmd(t, nil, prog, tc.mode).Run(shortRun)
@@ -41,7 +41,7 @@ func TestSIGPIPE(t *testing.T) {
 				if r.Stdout != tc.out {
 					t.Errorf("stdout %q, want %q", r.Stdout, tc.out)
 				}
-				checkMaps(t, m, r.Stderr, true)
+				checkMaps(t, m, r.Stderr, m.log)
 				noOsfMessages(t, "sigpipe", r.Stderr)
 			})
 		}
