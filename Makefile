@@ -21,8 +21,10 @@ CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
 	-U_FORTIFY_SOURCE -fno-strict-aliasing -pthread
 LIB_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden
 
-LIB_SRCS := $(wildcard preload/*.c) fdtable/fdtable.c $(wildcard selectmux/*.c)
-LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) include/osf/qsock.h
+LIB_SRCS := $(wildcard preload/*.c) fdtable/fdtable.c $(wildcard selectmux/*.c) \
+	$(wildcard sdp/*.c)
+LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) \
+	$(wildcard selectmux/*.h) include/osf/qsock.h
 GO_SRCS := go.mod $(shell find . -name '*.go' -not -path './build/*') \
 	$(wildcard */*.h */*/*.h)
 # asyncpreemptoff: no SIGURG; updatemaxprocs/containermaxprocs: the runtime

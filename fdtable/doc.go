@@ -1,5 +1,5 @@
 // Package fdtable reads the per-process fd table that libosf.so keeps in a
-// memfd named "osf-fdtable" (DESIGN.md D3; layout in fdtable.h, the one
+// memfd named "osf-fdtable" (docs/DESIGN.md D3; layout in fdtable.h, the one
 // definition shared by C and Go).
 //
 // libosf.so writes the table (fdtable.c, compiled into the library by the

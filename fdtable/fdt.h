@@ -35,6 +35,38 @@ static inline int osf_fdt_kind(int fd)
 	return e ? __atomic_load_n(&e->kind, __ATOMIC_ACQUIRE) : OSF_FD_NONE;
 }
 
+/* Kind predicates: what the hooks ask of a kind (enum osf_fd_kind). */
+
+/* osf_kind_is_conn: an offloaded connection; the data hooks take it. */
+static inline int osf_kind_is_conn(int k) { return k == OSF_FD_SHM; }
+
+/* osf_kind_is_offloaded: an offloaded listener or connection, for which
+ * osf holds hidden fds. */
+static inline int osf_kind_is_offloaded(int k)
+{
+	return k == OSF_FD_LISTEN || k == OSF_FD_SHM;
+}
+
+/* osf_kind_is_socket: a TCP socket osf tracks, decided or not. */
+static inline int osf_kind_is_socket(int k)
+{
+	return k == OSF_FD_INET || k == OSF_FD_KERNEL || k == OSF_FD_LISTEN ||
+	       k == OSF_FD_SHM;
+}
+
+/* osf_kind_may_offload: a socket that is or may become offloaded (the
+ * epoll hook must follow it). */
+static inline int osf_kind_may_offload(int k)
+{
+	return k == OSF_FD_INET || k == OSF_FD_LISTEN || k == OSF_FD_SHM;
+}
+
+/* osf_kind_is_accepting: a listener osf watches (kernel or offloaded). */
+static inline int osf_kind_is_accepting(int k)
+{
+	return k == OSF_FD_KERNEL || k == OSF_FD_LISTEN;
+}
+
 /* osf_fdt_get returns fd's entry, creating the table and the chunk when
  * needed; NULL with errno set when that fails (the fd then simply stays
  * untracked) or when called re-entrantly from a signal handler that

@@ -233,7 +233,7 @@ void osf_fdt_touch(void)
 /* inheritable: an offloaded fd (listener or connection) that crosses exec. */
 static int inheritable(const struct osf_fdt_entry *e)
 {
-	return e->kind >= OSF_FD_LISTEN && !(e->flags & OSF_FDF_CLOEXEC);
+	return osf_kind_is_offloaded(e->kind) && !(e->flags & OSF_FDF_CLOEXEC);
 }
 
 /* account_aux adds delta to the inheriting users of hidden fd afd: it is
@@ -253,7 +253,7 @@ static void account_aux(int afd, int delta)
  * cross exec: its hidden fds, and the table. The lock is held. */
 static void account(const struct osf_fdt_entry *e, int delta)
 {
-	if (e->kind >= OSF_FD_LISTEN)
+	if (osf_kind_is_offloaded(e->kind))
 		offload_count += delta;
 	if (!inheritable(e))
 		return;
@@ -261,7 +261,7 @@ static void account(const struct osf_fdt_entry *e, int delta)
 	if (hdr && (inherit_count == 0 || (delta > 0 && inherit_count == 1)))
 		sys_fcntl(tfd, F_SETFD, inherit_count ? 0 : FD_CLOEXEC);
 	account_aux(e->aux_fd, delta);
-	if (e->kind >= OSF_FD_SHM)
+	if (osf_kind_is_conn(e->kind))
 		account_aux(e->aux2_fd, delta);
 }
 
@@ -272,7 +272,8 @@ int osf_fdt_set(int fd, const struct osf_fdt_entry *src)
 
 	if (!e)
 		return -1;
-	mine = !held_by_me() && (e->kind >= OSF_FD_LISTEN || src->kind >= OSF_FD_LISTEN);
+	mine = !held_by_me() && (osf_kind_is_offloaded(e->kind) ||
+				 osf_kind_is_offloaded(src->kind));
 	if (mine) {
 		osf_fdt_lock();
 		account(e, -1);
@@ -295,7 +296,7 @@ void osf_fdt_clear(int fd)
 
 	if (!e || e->kind == OSF_FD_NONE)
 		return;
-	mine = e->kind >= OSF_FD_LISTEN && !held_by_me();
+	mine = osf_kind_is_offloaded(e->kind) && !held_by_me();
 	if (mine) {
 		osf_fdt_lock();
 		account(e, -1);
@@ -516,7 +517,7 @@ int osf_fdt_relocate_hidden(int fd)
 		o = osf_fdt_lookup(owner);
 		if (o && o->aux_fd == fd)
 			o->aux_fd = nfd;
-		if (o && o->kind >= OSF_FD_SHM && o->aux2_fd == fd)
+		if (o && osf_kind_is_conn(o->kind) && o->aux2_fd == fd)
 			o->aux2_fd = nfd;
 	}
 	osf_fdt_clear(fd);
@@ -729,7 +730,7 @@ static void remap_moved(void)
 
 	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
 		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++)
-			if (osf_fdt_chunks[i][j].kind >= OSF_FD_LISTEN &&
+			if (osf_kind_is_offloaded(osf_fdt_chunks[i][j].kind) &&
 			    (int)(i * OSF_FDT_CHUNK_ENTRIES + j) + 1 > hi)
 				hi = (int)(i * OSF_FDT_CHUNK_ENTRIES + j) + 1;
 	if (hi > ADOPT_SCAN)
@@ -739,12 +740,12 @@ static void remap_moved(void)
 		struct stat st;
 		if (fd == tfd || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
 			continue;
-		if (at && at->kind >= OSF_FD_LISTEN && at->ino == (uint64_t)st.st_ino)
+		if (at && osf_kind_is_offloaded(at->kind) && at->ino == (uint64_t)st.st_ino)
 			continue;
 		for (i = 0; i < OSF_FDT_MAX_CHUNKS && !src; i++)
 			for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
 				struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
-				if (c->kind >= OSF_FD_LISTEN && c->ino == (uint64_t)st.st_ino) {
+				if (osf_kind_is_offloaded(c->kind) && c->ino == (uint64_t)st.st_ino) {
 					src = c;
 					break;
 				}
@@ -780,9 +781,9 @@ static void recount(void)
 	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
 		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
 			struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
-			if (c->kind >= OSF_FD_LISTEN)
+			if (osf_kind_is_offloaded(c->kind))
 				mark_in_use(c->aux_fd);
-			if (c->kind >= OSF_FD_SHM)
+			if (osf_kind_is_conn(c->kind))
 				mark_in_use(c->aux2_fd);
 			account(c, 1);
 		}

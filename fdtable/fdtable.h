@@ -33,8 +33,9 @@
 #define OSF_FDT_ENTRY_BYTES 128u
 #define OSF_FDT_CHUNK_BYTES (OSF_FDT_CHUNK_ENTRIES * OSF_FDT_ENTRY_BYTES)
 
-/* Kinds of fd. The order matters: the data hooks take over only kinds
- * >= OSF_FD_SHM, readiness hooks kinds >= OSF_FD_EPOLL. */
+/* Kinds of fd. Code asks about kinds through the predicates in fdt.h
+ * (osf_kind_is_conn, ...), never by their order; the numbers are shared
+ * with Go (fdtable.Kind) and never change. */
 enum osf_fd_kind {
 	OSF_FD_NONE = 0,     /* not tracked: pass through */
 	OSF_FD_HIDDEN = 1,   /* osf's own fd (table, segment, companion); the
@@ -46,11 +47,13 @@ enum osf_fd_kind {
 	OSF_FD_KERNEL = 4,   /* decided: kernel TCP (reason says why) */
 	OSF_FD_EPOLL = 5,    /* epoll instance with osf state */
 	OSF_FD_LISTEN = 6,   /* listener with an osf companion */
-	OSF_FD_SHM = 7,      /* connection offloaded over shared memory */
-	OSF_FD_RDMA = 8,     /* connection offloaded over RDMA */
+	OSF_FD_SHM = 7,      /* offloaded connection (a ring segment; the
+	                        transport field says whether its other side
+	                        is a peer on this host or an RDMA engine) */
 };
 
-/* Transport recorded for osfstat. */
+/* Transport recorded for osfstat; internal/policy.Transport has the same
+ * values (TestPolicyABI). */
 enum osf_transport {
 	OSF_TP_NONE = 0,
 	OSF_TP_KERNEL = 1,
@@ -58,8 +61,10 @@ enum osf_transport {
 	OSF_TP_RDMA = 3,
 };
 
-/* Reasons a socket is on the kernel. The numbers are an ABI shared with
- * the Go core (internal/policy.Reason); never renumber. */
+/* Reasons a socket is on the kernel. The one definition: the Go side
+ * (internal/policy.Reason, which must stay free of cgo) is held to it by
+ * fdtable's TestPolicyABI. The numbers are recorded in fd tables and read
+ * by osfstat; never renumber or reuse (12 and 15 are retired). */
 enum osf_reason {
 	OSF_R_NONE = 0,
 	OSF_R_RULE = 1,
@@ -73,10 +78,8 @@ enum osf_reason {
 	OSF_R_TRANSPORT_KERNEL = 9,
 	OSF_R_DISABLED = 10,
 	OSF_R_BACKLOG = 11,
-	OSF_R_INHERITED = 12,
 	OSF_R_PEER_KERNEL = 13,
 	OSF_R_SHM_REMOTE = 14,
-	OSF_R_NOT_STREAM = 15,
 };
 
 /* Roles. */
@@ -91,10 +94,9 @@ enum osf_role {
 #define OSF_FDF_CLOEXEC 0x0001u   /* mirrors FD_CLOEXEC of the fd */
 #define OSF_FDF_V6 0x0002u        /* AF_INET6 socket */
 #define OSF_FDF_V6ONLY 0x0004u    /* IPV6_V6ONLY set on a listener */
-#define OSF_FDF_SHUT_RD 0x0008u   /* shutdown(SHUT_RD) done here */
-#define OSF_FDF_SHUT_WR 0x0010u   /* shutdown(SHUT_WR) done here */
+/* 0x0008, 0x0010: unused (were shutdown bits; the segment has them) */
 #define OSF_FDF_NODELAY 0x0020u   /* TCP_NODELAY as set by the app */
-#define OSF_FDF_KEEPALIVE 0x0040u /* SO_KEEPALIVE as set by the app */
+/* 0x0040: unused */
 #define OSF_FDF_LINGER 0x0080u    /* SO_LINGER on, see linger_secs */
 #define OSF_FDF_INPROGRESS 0x0100u /* connect said EINPROGRESS; the next
 				      connect returns 0, then EISCONN */

@@ -59,12 +59,11 @@ const (
 	KindEpoll    Kind = C.OSF_FD_EPOLL
 	KindListen   Kind = C.OSF_FD_LISTEN
 	KindShm      Kind = C.OSF_FD_SHM
-	KindRDMA     Kind = C.OSF_FD_RDMA
 )
 
 var kindNames = map[Kind]string{
 	KindNone: "none", KindHidden: "osf", KindReserved: "reserved", KindInet: "tcp", KindKernel: "kernel",
-	KindEpoll: "epoll", KindListen: "listen", KindShm: "shm", KindRDMA: "rdma",
+	KindEpoll: "epoll", KindListen: "listen", KindShm: "shm",
 }
 
 func (k Kind) String() string {

@@ -11,7 +11,7 @@
  * and then serves calls one at a time. A caller hands its request over
  * and sleeps on a futex until the answer is there.
  *
- * After fork the child never calls the inherited core (DESIGN.md D1: a
+ * After fork the child never calls the inherited core (docs/DESIGN.md D1: a
  * forked child that re-enters the parent's Go runtime hangs). If the child
  * needs the core, it loads a fresh copy of the library from a memfd, since
  * dlopen of the same path would return the stale, already-mapped one.
@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 enum core_state { CORE_NONE, CORE_LOADING, CORE_READY, CORE_FAILED };
-enum core_op { CORE_OP_ROUTE = 1, CORE_OP_LISTEN, CORE_OP_CONNECT, CORE_OP_ACCEPT, CORE_OP_LOG };
+enum core_op { CORE_OP_LISTEN = 1, CORE_OP_CONNECT, CORE_OP_ACCEPT, CORE_OP_LOG };
 
 #define CORE_LOAD_TIMEOUT_MS 5000
 
@@ -286,13 +286,12 @@ static int core_load(void)
 	}
 	core.mapped = 1;
 	core.fns.init = (osf_core_init_fn)dlsym(h, "osfcore_init");
-	core.fns.route = (osf_core_route_fn)dlsym(h, "osfcore_route");
 	core.fns.listen = (osf_core_listen_fn)dlsym(h, "osfcore_listen");
 	core.fns.connect = (osf_core_connect_fn)dlsym(h, "osfcore_connect");
 	core.fns.accept = (osf_core_accept_fn)dlsym(h, "osfcore_accept");
 	core.fns.log = (osf_core_log_fn)dlsym(h, "osfcore_log");
-	if (!core.fns.init || !core.fns.route || !core.fns.listen ||
-	    !core.fns.connect || !core.fns.accept || !core.fns.log) {
+	if (!core.fns.init || !core.fns.listen || !core.fns.connect ||
+	    !core.fns.accept || !core.fns.log) {
 		snprintf(core.err, sizeof(core.err),
 			 "%s lacks the osfcore_* entry points", path);
 		return -1;
@@ -341,9 +340,6 @@ static void serve(void)
 			continue;
 		}
 		switch (core.op) {
-		case CORE_OP_ROUTE:
-			core.ret = core.fns.route(core.in, core.out);
-			break;
 		case CORE_OP_LISTEN:
 			core.ret = core.fns.listen(core.in, core.out);
 			break;
@@ -426,7 +422,7 @@ static int begin(void)
 }
 
 /* GO_VM_NEEDED is the address space the Go runtime reserves when it starts
- * (measured: about 1.5 GiB; DESIGN.md D1). */
+ * (measured: about 1.5 GiB; docs/DESIGN.md D1). */
 #define GO_VM_NEEDED (2ULL << 30)
 
 /* room_for_go reports whether RLIMIT_AS leaves room for the Go runtime; a
@@ -508,12 +504,6 @@ static int call(int op, const void *in, void *out)
 	return op;
 }
 
-int osf_core_route(const struct osf_core_route_in *in,
-		   struct osf_core_route_out *out)
-{
-	return call(CORE_OP_ROUTE, in, out);
-}
-
 int osf_core_listen(const struct osf_core_listen_in *in,
 		    struct osf_core_listen_out *out)
 {
@@ -536,8 +526,6 @@ int osf_core_log(const struct osf_core_log_in *in)
 {
 	return call(CORE_OP_LOG, in, NULL);
 }
-
-const struct osf_core_init_out *osf_core_config(void) { return &core.cfg; }
 
 void osf_core_child_after_fork(void)
 {

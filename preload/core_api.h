@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OSF_CORE_ABI 1
+#define OSF_CORE_ABI 2
 
 /* Configuration handed to the core at load: a block of "KEY=VALUE\0"
  * strings captured by libosf.so's constructor (so programs that wipe their
@@ -32,36 +32,11 @@ struct osf_core_init_in {
 	int32_t pad;
 };
 
-/* What the core tells libosf.so after parsing the configuration. */
+/* What the core tells libosf.so after parsing the configuration. (The
+ * rest of the configuration stays in the core, which applies it itself.) */
 struct osf_core_init_out {
 	uint32_t disabled;      /* 1: malformed configuration, pass-through */
-	uint32_t strict;        /* OSF_STRICT=1 */
-	uint32_t transport;     /* 0 auto, 1 shm, 2 rdma, 3 kernel */
-	uint32_t ring_size;     /* bytes per ring direction */
-	uint32_t connect_timeout_ms;
 	int32_t log_fd;         /* the core's OSF_LOG_FILE fd (hidden), or -1 */
-	uint32_t reserved[2];
-};
-
-/* Roles for a route query (match enum osf_role in fdtable.h). */
-#define OSF_CORE_ROLE_CLIENT 1
-#define OSF_CORE_ROLE_SERVER 2
-
-/* A route decision request: which transport should this socket use? */
-struct osf_core_route_in {
-	int32_t role;         /* OSF_CORE_ROLE_* */
-	int32_t family;       /* AF_INET or AF_INET6 */
-	uint8_t addr[16];     /* network byte order; IPv4 in the first 4 */
-	uint16_t port;        /* host byte order */
-	uint16_t pad;
-};
-
-struct osf_core_route_out {
-	int32_t transport;    /* enum osf_transport (fdtable.h) */
-	int32_t rule;         /* 1-based rule index, 0 the implicit rule */
-	int32_t reason;       /* enum osf_reason when transport is kernel */
-	int32_t rdma;         /* server role: an RDMA device serves it */
-	char detail[96];      /* NUL-terminated detail for the reason */
 };
 
 /* listen: route decision for a listening socket and, when it is
@@ -140,8 +115,6 @@ struct osf_core_log_in {
 
 typedef int (*osf_core_init_fn)(const struct osf_core_init_in *,
 				struct osf_core_init_out *);
-typedef int (*osf_core_route_fn)(const struct osf_core_route_in *,
-				 struct osf_core_route_out *);
 typedef int (*osf_core_listen_fn)(const struct osf_core_listen_in *,
 				  struct osf_core_listen_out *);
 typedef int (*osf_core_connect_fn)(const struct osf_core_connect_in *,
@@ -153,7 +126,6 @@ typedef int (*osf_core_log_fn)(const struct osf_core_log_in *, void *);
 /* Entry points, resolved by name. */
 struct osf_core_fns {
 	osf_core_init_fn init;       /* "osfcore_init" */
-	osf_core_route_fn route;     /* "osfcore_route" */
 	osf_core_listen_fn listen;   /* "osfcore_listen" */
 	osf_core_connect_fn connect; /* "osfcore_connect" */
 	osf_core_accept_fn accept;   /* "osfcore_accept" */

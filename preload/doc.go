@@ -1,6 +1,6 @@
 // Package preload is libosf.so, the library LD_PRELOAD names: C hooks with
 // the names of the libc functions a program uses for sockets, I/O, fds,
-// readiness, processes and signals (DESIGN.md D1 explains, with
+// readiness, processes and signals (docs/DESIGN.md D1 explains, with
 // measurements, why this part is C and the rest Go).
 //
 // The C files here carry the build tag osf_make, so the Go toolchain

@@ -2,7 +2,7 @@
 
 /* fd.c: hooks that create, copy and destroy descriptors, keeping the fd
  * table exact at every moment (posix_spawn and vfork+exec run none of
- * our code in between, DESIGN.md D3), and protecting osf's own fds from
+ * our code in between, docs/DESIGN.md D3), and protecting osf's own fds from
  * programs that close everything they do not know. */
 #include "conn.h"
 #include "setup.h"
@@ -39,9 +39,9 @@ void osf_fd_closed(int fd)
 
 	if (!e || e->kind == OSF_FD_NONE || e->kind == OSF_FD_HIDDEN)
 		return;
-	if (e->kind >= OSF_FD_SHM || e->kind == OSF_FD_INET)
+	if (osf_kind_is_conn(e->kind) || e->kind == OSF_FD_INET)
 		osf_mux_forget(fd);
-	if (e->kind >= OSF_FD_SHM)
+	if (osf_kind_is_conn(e->kind))
 		osf_conn_close(fd, e);
 	else if (e->kind == OSF_FD_EPOLL || e->kind == OSF_FD_LISTEN) {
 		int shared = aux_shared(fd, e);
@@ -64,7 +64,7 @@ void osf_fd_dup(int oldfd, int newfd, int cloexec)
 	copy = *e;
 	copy.flags = cloexec ? (copy.flags | OSF_FDF_CLOEXEC)
 			     : (copy.flags & ~OSF_FDF_CLOEXEC);
-	if (copy.kind >= OSF_FD_SHM)
+	if (osf_kind_is_conn(copy.kind))
 		osf_conn_dup(e); /* the new entry's reference */
 	(void)osf_fdt_set(newfd, &copy);
 	errno = saved;
@@ -158,7 +158,7 @@ static __attribute__((noinline)) int fcntl_tracked(int (*real)(int, int, void *)
 		osf_fd_dup(fd, r, cmd == F_DUPFD_CLOEXEC);
 		break;
 	case F_SETFL:
-		if (e->kind >= OSF_FD_SHM)
+		if (osf_kind_is_conn(e->kind))
 			osf_conn_setfl(e, ((long)arg & O_NONBLOCK) != 0);
 		break;
 	case F_SETFD:
@@ -199,7 +199,7 @@ OSF_EXPORT int osf_ioctl_hook(int fd, unsigned long req, void *arg)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || !osf_kind_is_conn(e->kind)))
 		return REAL(ioctl)(fd, req, arg);
 	return osf_conn_ioctl(fd, e, req, arg);
 }

@@ -1,7 +1,7 @@
 //go:build osf_make
 
 /* init.c: libosf.so's constructor, the real-function table and the
- * configuration snapshot (DESIGN.md D1: configuration is captured once,
+ * configuration snapshot (docs/DESIGN.md D1: configuration is captured once,
  * before main, because programs wipe their environment). */
 #include "osf.h"
 

@@ -23,7 +23,7 @@ static inline struct osf_fdt_entry *conn_entry(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	return (e && e->kind >= OSF_FD_SHM) ? e : NULL;
+	return (e && osf_kind_is_conn(e->kind)) ? e : NULL;
 }
 
 /* The offloaded paths live out of line, so that each hook's pass-through
@@ -174,8 +174,13 @@ OSF_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
 
-	if (likely(!e))
+	if (likely(!e)) {
+		if (unlikely(msg && msg->msg_control &&
+			     msg->msg_controllen >= CMSG_SPACE(sizeof(int)) &&
+			     osf.ready && !osf.disabled))
+			return osf_handoff_recvmsg(fd, msg, flags);
 		return REAL(recvmsg)(fd, msg, flags);
+	}
 	return recvmsg_conn(fd, e, msg, flags);
 }
 
@@ -285,8 +290,12 @@ OSF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	struct osf_fdt_entry *e = conn_entry(fd);
 
-	if (likely(!e))
+	if (likely(!e)) {
+		if (unlikely(msg && msg->msg_control && msg->msg_controllen &&
+			     osf_fdt_offloaded()))
+			return osf_handoff_sendmsg(fd, msg, flags);
 		return REAL(sendmsg)(fd, msg, flags);
+	}
 	return osf_conn_send(fd, e, msg->msg_iov, (int)msg->msg_iovlen, flags);
 }
 

@@ -1,193 +1,11 @@
 /* osf.h: internals of libosf.so, the LD_PRELOAD library (C, see
- * DESIGN.md D1). Not installed; the public API is include/osf/qsock.h. */
+ * docs/DESIGN.md D1). Not installed; the public API is include/osf/qsock.h. */
 #ifndef OSF_PRELOAD_OSF_H
 #define OSF_PRELOAD_OSF_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <errno.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <stdint.h>
-#include <sys/epoll.h>
-#include <sys/select.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <sys/uio.h>
-#include <time.h>
-
-#include "../fdtable/fdt.h"
+#include "base.h"
 #include "core_api.h"
-
-#define OSF_EXPORT __attribute__((visibility("default")))
-#define likely(x) __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
-
-/* OSF_FAIL sets errno and evaluates to -1: `return OSF_FAIL(EBADF);`. */
-#define OSF_FAIL(e) (errno = (e), -1)
-
-/* The real libc functions: X(return type, name, version, parameters,
- * arguments). Each pointer starts at a stub that resolves the function
- * once, with dlsym(RTLD_NEXT) or dlvsym where glibc has several versions,
- * and forwards the call; so REAL(f) is a plain load, and a hook's
- * pass-through is a table lookup and a tail jump. fcntl, fcntl64 and ioctl
- * are declared with three arguments: every command passes none, an int or
- * a pointer, in the register a variadic call uses too (x86-64). */
-#define OSF_REAL_FUNCS(X)                                                      \
-	X(int, socket, 0, (int a, int b, int c), (a, b, c))                   \
-	X(int, socketpair, 0, (int a, int b, int c, int d[2]), (a, b, c, d))  \
-	X(int, bind, 0, (int a, const struct sockaddr *b, socklen_t c),        \
-	  (a, b, c))                                                           \
-	X(int, listen, 0, (int a, int b), (a, b))                             \
-	X(int, accept, 0, (int a, struct sockaddr *b, socklen_t *c), (a, b, c)) \
-	X(int, accept4, 0, (int a, struct sockaddr *b, socklen_t *c, int d),   \
-	  (a, b, c, d))                                                        \
-	X(int, connect, 0, (int a, const struct sockaddr *b, socklen_t c),     \
-	  (a, b, c))                                                           \
-	X(ssize_t, read, 0, (int a, void *b, size_t c), (a, b, c))            \
-	X(ssize_t, readv, 0, (int a, const struct iovec *b, int c), (a, b, c)) \
-	X(ssize_t, write, 0, (int a, const void *b, size_t c), (a, b, c))     \
-	X(ssize_t, writev, 0, (int a, const struct iovec *b, int c), (a, b, c)) \
-	X(ssize_t, send, 0, (int a, const void *b, size_t c, int d),           \
-	  (a, b, c, d))                                                        \
-	X(ssize_t, sendto, 0,                                                  \
-	  (int a, const void *b, size_t c, int d, const struct sockaddr *e,    \
-	   socklen_t f),                                                       \
-	  (a, b, c, d, e, f))                                                  \
-	X(ssize_t, sendmsg, 0, (int a, const struct msghdr *b, int c),         \
-	  (a, b, c))                                                           \
-	X(int, sendmmsg, 0, (int a, struct mmsghdr *b, unsigned int c, int d), \
-	  (a, b, c, d))                                                        \
-	X(ssize_t, recv, 0, (int a, void *b, size_t c, int d), (a, b, c, d))  \
-	X(ssize_t, recvfrom, 0,                                                \
-	  (int a, void *b, size_t c, int d, struct sockaddr *e, socklen_t *f), \
-	  (a, b, c, d, e, f))                                                  \
-	X(ssize_t, recvmsg, 0, (int a, struct msghdr *b, int c), (a, b, c))   \
-	X(int, recvmmsg, 0,                                                    \
-	  (int a, struct mmsghdr *b, unsigned int c, int d, struct timespec *e), \
-	  (a, b, c, d, e))                                                     \
-	X(ssize_t, sendfile, 0, (int a, int b, off_t *c, size_t d), (a, b, c, d)) \
-	X(ssize_t, sendfile64, 0, (int a, int b, off64_t *c, size_t d),        \
-	  (a, b, c, d))                                                        \
-	X(ssize_t, splice, 0,                                                  \
-	  (int a, loff_t *b, int c, loff_t *d, size_t e, unsigned int f),      \
-	  (a, b, c, d, e, f))                                                  \
-	X(int, close, 0, (int a), (a))                                        \
-	X(int, close_range, 0, (unsigned int a, unsigned int b, int c),        \
-	  (a, b, c))                                                           \
-	X(int, shutdown, 0, (int a, int b), (a, b))                           \
-	X(int, dup, 0, (int a), (a))                                          \
-	X(int, dup2, 0, (int a, int b), (a, b))                               \
-	X(int, dup3, 0, (int a, int b, int c), (a, b, c))                     \
-	X(int, fcntl, 0, (int a, int b, void *c), (a, b, c))                  \
-	X(int, fcntl64, 0, (int a, int b, void *c), (a, b, c))                \
-	X(int, ioctl, 0, (int a, unsigned long b, void *c), (a, b, c))        \
-	X(int, getsockopt, 0, (int a, int b, int c, void *d, socklen_t *e),    \
-	  (a, b, c, d, e))                                                     \
-	X(int, setsockopt, 0,                                                  \
-	  (int a, int b, int c, const void *d, socklen_t e), (a, b, c, d, e))  \
-	X(int, getsockname, 0, (int a, struct sockaddr *b, socklen_t *c),      \
-	  (a, b, c))                                                           \
-	X(int, getpeername, 0, (int a, struct sockaddr *b, socklen_t *c),      \
-	  (a, b, c))                                                           \
-	X(int, poll, 0, (struct pollfd *a, nfds_t b, int c), (a, b, c))       \
-	X(int, ppoll, 0,                                                       \
-	  (struct pollfd *a, nfds_t b, const struct timespec *c,               \
-	   const sigset_t *d),                                                 \
-	  (a, b, c, d))                                                        \
-	X(int, select, 0,                                                      \
-	  (int a, fd_set *b, fd_set *c, fd_set *d, struct timeval *e),         \
-	  (a, b, c, d, e))                                                     \
-	X(int, pselect, 0,                                                     \
-	  (int a, fd_set *b, fd_set *c, fd_set *d, const struct timespec *e,   \
-	   const sigset_t *f),                                                 \
-	  (a, b, c, d, e, f))                                                  \
-	X(int, epoll_create, 0, (int a), (a))                                 \
-	X(int, epoll_create1, 0, (int a), (a))                                \
-	X(int, epoll_ctl, 0, (int a, int b, int c, struct epoll_event *d),     \
-	  (a, b, c, d))                                                        \
-	X(int, epoll_wait, 0, (int a, struct epoll_event *b, int c, int d),    \
-	  (a, b, c, d))                                                        \
-	X(int, epoll_pwait, 0,                                                 \
-	  (int a, struct epoll_event *b, int c, int d, const sigset_t *e),     \
-	  (a, b, c, d, e))                                                     \
-	X(int, epoll_pwait2, 0,                                                \
-	  (int a, struct epoll_event *b, int c, const struct timespec *d,      \
-	   const sigset_t *e),                                                 \
-	  (a, b, c, d, e))                                                     \
-	X(pid_t, fork, 0, (void), ())                                         \
-	X(int, execve, 0, (const char *a, char *const b[], char *const c[]),   \
-	  (a, b, c))                                                           \
-	X(int, execvpe, 0, (const char *a, char *const b[], char *const c[]),  \
-	  (a, b, c))                                                           \
-	X(int, fexecve, 0, (int a, char *const b[], char *const c[]), (a, b, c)) \
-	X(int, execveat, 0,                                                    \
-	  (int a, const char *b, char *const c[], char *const d[], int e),     \
-	  (a, b, c, d, e))                                                     \
-	X(int, posix_spawn, "GLIBC_2.15",                                      \
-	  (pid_t * a, const char *b, const posix_spawn_file_actions_t *c,      \
-	   const posix_spawnattr_t *d, char *const e[], char *const f[]),      \
-	  (a, b, c, d, e, f))                                                  \
-	X(int, posix_spawnp, "GLIBC_2.15",                                     \
-	  (pid_t * a, const char *b, const posix_spawn_file_actions_t *c,      \
-	   const posix_spawnattr_t *d, char *const e[], char *const f[]),      \
-	  (a, b, c, d, e, f))                                                  \
-	X(int, sigaction, 0,                                                   \
-	  (int a, const struct sigaction *b, struct sigaction *c), (a, b, c))  \
-	X(sighandler_t, signal, 0, (int a, sighandler_t b), (a, b))           \
-	X(ssize_t, __read_chk, 0, (int a, void *b, size_t c, size_t d),        \
-	  (a, b, c, d))                                                        \
-	X(ssize_t, __recv_chk, 0, (int a, void *b, size_t c, size_t d, int e), \
-	  (a, b, c, d, e))                                                     \
-	X(ssize_t, __recvfrom_chk, 0,                                          \
-	  (int a, void *b, size_t c, size_t d, int e, struct sockaddr *f,      \
-	   socklen_t *g),                                                      \
-	  (a, b, c, d, e, f, g))                                               \
-	X(int, __poll_chk, 0, (struct pollfd *a, nfds_t b, int c, size_t d),   \
-	  (a, b, c, d))                                                        \
-	X(int, __ppoll_chk, 0,                                                 \
-	  (struct pollfd *a, nfds_t b, const struct timespec *c,               \
-	   const sigset_t *d, size_t e),                                       \
-	  (a, b, c, d, e))
-
-#define OSF_REAL_FIELD(ret, name, ver, params, args) ret(*name) params;
-struct osf_real {
-	OSF_REAL_FUNCS(OSF_REAL_FIELD)
-	void (*closefrom)(int);
-};
-#undef OSF_REAL_FIELD
-
-extern struct osf_real osf_real;
-
-/* osf_resolve returns the next definition of name after libosf.so (the
- * default version, or `version` when given); it aborts with a message if
- * libc lacks it, since no sensible fallback exists. */
-void *osf_resolve(const char *name, const char *version)
-	__attribute__((cold, noinline));
-
-/* REAL(read) is libc's read. */
-#define REAL(f) (osf_real.f)
-
-/* Process-wide state captured by the constructor before main. */
-#define OSF_ENV_MAX 16384
-struct osf_state {
-	int ready;         /* constructor done: hooks may track fds */
-	int disabled;      /* malformed configuration: pass-through */
-	pid_t pid;         /* getpid() of this process (updated in fork) */
-	uint64_t image;    /* random id of this process image */
-	unsigned spin_us;  /* OSF_SPIN_US */
-	unsigned poll_spin_us;
-	int debug_load_core;
-	char lib_path[4096];
-	char prog[256];
-	uint32_t env_len;
-	char env[OSF_ENV_MAX]; /* "OSF_X=v\0..." snapshot */
-	char fdtable_env[32];  /* OSF_FDTABLE as found at start-up */
-};
-
-extern struct osf_state osf;
+#include "../selectmux/mux.h"
 
 /* osf_report prints "osf: <msg>" on stderr with one write; it is for
  * errors the user must see (the Go core logs everything else). */
@@ -207,10 +25,6 @@ int osf_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out);
  * loading it (a fresh copy in a fork child) on first use. It returns 0
  * when the core cannot be had: osf then acts as pass-through. */
 int osf_core_ready(void);
-
-/* osf_core_route asks the core for a route decision; 0 or an errno. */
-int osf_core_route(const struct osf_core_route_in *in,
-		   struct osf_core_route_out *out);
 
 /* osf_core_listen, osf_core_connect and osf_core_accept run the core's
  * connection management (core_api.h); 0 or an errno when the core is
@@ -234,7 +48,7 @@ void osf_intr_begin(void);
 int osf_intr_restart(void);
 
 /* osf_core_child_after_fork forgets the parent's core in a fork child:
- * it is never called again here (DESIGN.md D1), and the signal handlers
+ * it is never called again here (docs/DESIGN.md D1), and the signal handlers
  * it installed are put back to what they were before it loaded. */
 void osf_core_child_after_fork(void);
 
@@ -246,8 +60,6 @@ int osf_core_owns(const void *addr);
  * replace for sig, so that the load puts back exactly that one. */
 void osf_core_note_prior(int sig);
 
-/* osf_core_config returns the configuration the core reported. */
-const struct osf_core_init_out *osf_core_config(void);
 
 /* Socket tracking, preload/sockets.c. */
 
@@ -260,17 +72,13 @@ void osf_fd_closed(int fd);
 /* osf_fd_dup mirrors a successful dup of oldfd onto newfd. */
 void osf_fd_dup(int oldfd, int newfd, int cloexec);
 
-/* osf_mux_closed (selectmux/) releases what osf keeps for a listener or
- * an epoll instance being closed; shared says another fd (a dup) still
- * uses its hidden fd. */
-void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared);
-
-/* osf_mux_forget drops a connection or undecided socket being closed from
- * this process's epolls; osf_mux_offloaded redoes the epoll registrations
- * of a socket that just became offloaded (or an offloaded listener). */
-void osf_mux_forget(int fd);
-void osf_mux_offloaded(int fd);
-void osf_mux_child_after_fork(void);
+/* Passing offloaded sockets with SCM_RIGHTS, preload/handoff.c:
+ * osf_handoff_sendmsg is sendmsg on a socket osf does not own whose
+ * message carries control data, in a process that holds offloaded fds;
+ * osf_handoff_recvmsg is recvmsg on such a socket with room for control
+ * data. Both return what sendmsg/recvmsg would. */
+ssize_t osf_handoff_sendmsg(int fd, const struct msghdr *msg, int flags);
+ssize_t osf_handoff_recvmsg(int fd, struct msghdr *msg, int flags);
 
 /* osf_stdio_take replaces the standard stream of fd (0, 1 or 2) with one
  * that reads and writes through osf's hooks, when it is still glibc's own

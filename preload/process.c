@@ -3,7 +3,7 @@
 /* process.c: fork, vfork, daemon, the exec family and posix_spawn.
  *
  * fork: the child takes a private copy of the fd table and forgets the
- * parent's Go core (DESIGN.md D1). vfork runs as fork, since a vfork child
+ * parent's Go core (docs/DESIGN.md D1). vfork runs as fork, since a vfork child
  * would otherwise edit the parent's table. daemon is reimplemented on top
  * of our fork because glibc's calls its internal fork.
  * exec: when the process holds offloaded fds the new image inherits, the

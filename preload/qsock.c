@@ -25,9 +25,9 @@ static int ask(int fd, void **cookie, short ev)
 	struct osf_fdt_entry *e = cookie ? *cookie : NULL;
 	short r;
 
-	if (!e || e->kind < OSF_FD_SHM)
+	if (!e || !osf_kind_is_conn(e->kind))
 		e = osf_fdt_lookup(fd);
-	if (!e || e->kind < OSF_FD_SHM) {
+	if (!e || !osf_kind_is_conn(e->kind)) {
 		if (cookie)
 			*cookie = NULL;
 		return poll_now(fd, ev);

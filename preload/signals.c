@@ -5,7 +5,7 @@
  * A handler the program installs runs through a trampoline, for two
  * reasons:
  *
- *   - It runs with SA_ONSTACK (DESIGN.md D1): a handler that runs on a
+ *   - It runs with SA_ONSTACK (docs/DESIGN.md D1): a handler that runs on a
  *     thread with an alternate signal stack must not run on whatever stack
  *     the thread happened to be using. A thread without an alternate stack
  *     is unaffected.

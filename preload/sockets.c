@@ -255,7 +255,7 @@ static void carry_apply(int fd, const struct carried *o)
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	int saved = errno;
 
-	if (!e || e->kind < OSF_FD_SHM)
+	if (!e || !osf_kind_is_conn(e->kind))
 		return;
 	if (o->rcvtimeo.tv_sec || o->rcvtimeo.tv_usec)
 		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_RCVTIMEO,
@@ -354,9 +354,9 @@ OSF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_INET))
+	if (likely(!e || !osf_kind_is_socket(e->kind)))
 		return REAL(connect)(fd, sa, len);
-	if (e->kind >= OSF_FD_SHM) {
+	if (osf_kind_is_conn(e->kind)) {
 		if (e->flags & OSF_FDF_INPROGRESS) {
 			e->flags &= ~OSF_FDF_INPROGRESS;
 			return 0;
@@ -516,7 +516,7 @@ OSF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	int nfd;
 
-	if (likely(!e || e->kind < OSF_FD_KERNEL))
+	if (likely(!e || !osf_kind_is_accepting(e->kind)))
 		return REAL(accept4)(fd, sa, len, flags);
 	if (e->kind == OSF_FD_LISTEN)
 		return accept_offload(fd, e, sa, len, flags);
@@ -530,7 +530,7 @@ OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	int nfd;
 
-	if (likely(!e || e->kind < OSF_FD_KERNEL))
+	if (likely(!e || !osf_kind_is_accepting(e->kind)))
 		return REAL(accept)(fd, sa, len);
 	if (e->kind == OSF_FD_LISTEN)
 		return accept_offload(fd, e, sa, len, 0);
@@ -545,7 +545,7 @@ OSF_EXPORT int shutdown(int fd, int how)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || !osf_kind_is_conn(e->kind)))
 		return REAL(shutdown)(fd, how);
 	return osf_conn_shutdown(fd, e, how);
 }
@@ -555,7 +555,7 @@ OSF_EXPORT int getsockopt(int fd, int level, int name, void *val,
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || !osf_kind_is_conn(e->kind)))
 		return REAL(getsockopt)(fd, level, name, val, len);
 	return osf_conn_getsockopt(fd, e, level, name, val, len);
 }
@@ -565,7 +565,7 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || !osf_kind_is_conn(e->kind)))
 		return REAL(setsockopt)(fd, level, name, val, len);
 	return osf_conn_setsockopt(fd, e, level, name, val, len);
 }
@@ -574,7 +574,7 @@ OSF_EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || !osf_kind_is_conn(e->kind)))
 		return REAL(getsockname)(fd, sa, len);
 	return osf_conn_getname(fd, e, 0, sa, len);
 }
@@ -583,7 +583,7 @@ OSF_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || e->kind < OSF_FD_SHM))
+	if (likely(!e || !osf_kind_is_conn(e->kind)))
 		return REAL(getpeername)(fd, sa, len);
 	return osf_conn_getname(fd, e, 1, sa, len);
 }

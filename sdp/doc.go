@@ -1,7 +1,9 @@
 // Package sdp is osf's stream protocol: the connection segment (two
 // single-producer/single-consumer byte rings and their control words), the
-// hello that introduces a segment to the peer, and the interface every
-// offloaded transport implements to set connections up.
+// hello that introduces a segment to the peer, the rules of the wake
+// protocol and the TCP state they imply (from segment.h, shared with the
+// C side of a connection end in side.c and lock.c), and the endpoint every
+// offloaded transport hands to the C data path.
 //
 // The layout is defined once, in segment.h, which libosf.so's C data path
 // and this package (through cgo) both include. The C data path moves the
@@ -10,8 +12,8 @@
 // any of it is trusted: OpenSegment verifies the seals, the size and the
 // header of a memfd a peer sent before mapping it.
 //
-// Transports (package shm for peers on this host, the RDMA transport for
-// other hosts) implement Transport; the core picks one per connection.
+// Transports (package shm for peers on this host, package sdp/rdma for
+// other hosts) return an Endpoint; the core picks one per connection.
 //
 // Example:
 //

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,18 +28,18 @@ type Hello struct {
 	Server netip.AddrPort
 }
 
-// Marshal encodes h in the layout of struct osf_hello (host byte order:
+// Marshal encodes h as a struct osf_hello (segment.h; host byte order:
 // both ends are on this host).
 func (h Hello) Marshal() []byte {
-	b := make([]byte, SizeofHello)
-	binary.NativeEndian.PutUint32(b[0:], HelloMagic)
-	binary.NativeEndian.PutUint16(b[4:], Version)
-	binary.NativeEndian.PutUint16(b[6:], SizeofHello)
-	binary.NativeEndian.PutUint32(b[8:], h.RingBytes)
-	binary.NativeEndian.PutUint32(b[12:], h.Flags)
-	putSockaddrBytes(b[16:44], h.Client)
-	putSockaddrBytes(b[44:72], h.Server)
-	return b
+	var raw RawHello
+	raw.magic = HelloMagic
+	raw.version = Version
+	raw.size = SizeofHello
+	raw.ring_bytes = C.uint32_t(h.RingBytes)
+	raw.flags = C.uint32_t(h.Flags)
+	putSockaddr(raw.client[:], h.Client)
+	putSockaddr(raw.server[:], h.Server)
+	return C.GoBytes(unsafe.Pointer(&raw), SizeofHello)
 }
 
 // DecodeHello parses a hello; it never trusts lengths or sizes inside it
@@ -48,18 +49,19 @@ func DecodeHello(b []byte) (Hello, error) {
 	if len(b) != SizeofHello {
 		return h, fmt.Errorf("%w: %d bytes", ErrHello, len(b))
 	}
-	if binary.NativeEndian.Uint32(b[0:]) != HelloMagic || binary.NativeEndian.Uint16(b[4:]) != Version ||
-		binary.NativeEndian.Uint16(b[6:]) != SizeofHello {
+	var raw RawHello
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&raw)), SizeofHello), b)
+	if raw.magic != HelloMagic || raw.version != Version || raw.size != SizeofHello {
 		return h, fmt.Errorf("%w: bad magic or version", ErrHello)
 	}
-	h.RingBytes = binary.NativeEndian.Uint32(b[8:])
-	h.Flags = binary.NativeEndian.Uint32(b[12:])
+	h.RingBytes = uint32(raw.ring_bytes)
+	h.Flags = uint32(raw.flags)
 	if !RingSizeOK(h.RingBytes) {
 		return h, fmt.Errorf("%w: %w: %d", ErrHello, ErrRingSize, h.RingBytes)
 	}
 	var ok1, ok2 bool
-	h.Client, ok1 = Sockaddr(b[16:44])
-	h.Server, ok2 = Sockaddr(b[44:72])
+	h.Client, ok1 = Sockaddr(unsafe.Slice((*byte)(unsafe.Pointer(&raw.client[0])), len(raw.client)))
+	h.Server, ok2 = Sockaddr(unsafe.Slice((*byte)(unsafe.Pointer(&raw.server[0])), len(raw.server)))
 	if !ok1 || !ok2 {
 		return h, fmt.Errorf("%w: bad address", ErrHello)
 	}

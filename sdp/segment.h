@@ -78,6 +78,27 @@ struct osf_seg_side {
 
 #define OSF_LOCK_WAITERS 0x80000000u
 
+/* The wake protocol's constants (sdp/side.c, and the RDMA engine through
+ * cgo): a side wakes at most OSF_WAKE_MAX_TOKENS waiters of one kind per
+ * wake-up, and wakes writers only once the room in their ring reaches the
+ * low-water mark, half the ring (as TCP wakes writers only for a useful
+ * amount of space). */
+#define OSF_WAKE_MAX_TOKENS 32u
+
+/* osf_seg_lowat returns the low-water mark of a ring of size bytes. */
+static inline uint32_t osf_seg_lowat(uint32_t size) { return size / 2; }
+
+/* osf_wake_tokens returns how many wake tokens to send to a side with
+ * waiters counted waiters of one kind: one per waiter, at least one (a
+ * waiter osf does not count: the application's own poll), at most
+ * OSF_WAKE_MAX_TOKENS. */
+static inline uint32_t osf_wake_tokens(uint32_t waiters)
+{
+	if (waiters == 0)
+		return 1;
+	return waiters < OSF_WAKE_MAX_TOKENS ? waiters : OSF_WAKE_MAX_TOKENS;
+}
+
 struct osf_seg_ring {
 	uint64_t head; /* written by the producer */
 	uint8_t pad0[56];
@@ -130,6 +151,45 @@ _Static_assert(sizeof(struct osf_seg_hdr) <= OSF_SEG_HDR_BYTES,
 	       "segment header fits its page");
 _Static_assert(sizeof(struct osf_hello) == 72, "hello layout");
 #endif
+
+/* TCP states, numbered as Linux numbers them (include/net/tcp_states.h:
+ * TCP_INFO's tcpi_state, the "st" column of /proc/net/tcp). */
+#define OSF_TCP_ESTABLISHED 1
+#define OSF_TCP_FIN_WAIT2 5
+#define OSF_TCP_CLOSE 7
+#define OSF_TCP_CLOSE_WAIT 8
+
+/* osf_end_is_reset reports whether the end of a side whose last holder is
+ * gone is, as TCP would see it, a reset rather than a FIN: the side closed
+ * abortively (OSF_SIDE_RESET: SO_LINGER 0), or left unread bytes the other
+ * side sent it (unread: head != tail of the ring it consumed). */
+static inline int osf_end_is_reset(uint32_t gone_flags, int unread)
+{
+	return (gone_flags & OSF_SIDE_RESET) || unread;
+}
+
+/* osf_tcp_state returns the state Linux TCP would report for one end of an
+ * offloaded connection: me and peer are the two sides' OSF_SIDE_* flags,
+ * peer_gone says the peer's last holder closed, reset that the connection
+ * ended with a reset (osf_end_is_reset, or a corrupt segment). Measured on
+ * kernel TCP over loopback: a reset, or both directions shut down, is
+ * CLOSE on both ends (the first to shut down passes TIME_WAIT, which an
+ * open socket reports as CLOSE; never CLOSING, since loopback acknowledges
+ * a FIN at once, which is also why shutting down writing gives FIN_WAIT2
+ * and not FIN_WAIT1). */
+static inline int osf_tcp_state(uint32_t me, uint32_t peer, int peer_gone,
+				int reset)
+{
+	int peer_done = (peer & OSF_SIDE_FIN) || peer_gone;
+
+	if (reset || ((me & OSF_SIDE_FIN) && peer_done))
+		return OSF_TCP_CLOSE;
+	if (me & OSF_SIDE_FIN)
+		return OSF_TCP_FIN_WAIT2;
+	if (peer_done)
+		return OSF_TCP_CLOSE_WAIT;
+	return OSF_TCP_ESTABLISHED;
+}
 
 /* osf_seg_bytes is the size of a segment with rings of ring_bytes. */
 static inline uint64_t osf_seg_bytes(uint32_t ring_bytes)

@@ -3,7 +3,6 @@ package sdp
 import (
 	"errors"
 	"net/netip"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,8 +17,6 @@ var (
 	ErrBacklog = errors.New("sdp: offload listener backlog full")
 	// ErrHandshake: the peer answered but the handshake failed.
 	ErrHandshake = errors.New("sdp: handshake failed")
-	// ErrNotLocal: the address is not on this host.
-	ErrNotLocal = errors.New("sdp: address is not on this host")
 )
 
 // Endpoint is one side of an offloaded connection as the C data path needs
@@ -51,22 +48,4 @@ func (e *Endpoint) Close() {
 		unix.Close(e.WakeTxFD)
 		e.WakeTxFD = -1
 	}
-}
-
-// Transport sets up offloaded connections; every call is non-blocking or
-// bounded by the timeout it is given.
-type Transport interface {
-	// Name is "shm" or "rdma".
-	Name() string
-	// Listen prepares to accept offloaded connections for a kernel TCP
-	// listener bound to addr and returns a pollable fd that becomes ready
-	// when one arrives.
-	Listen(addr netip.AddrPort, backlog int, v6only bool) (fd int, err error)
-	// Dial opens an offloaded connection to dst from local, with rings of
-	// ringBytes. It returns ErrNoListener, ErrBacklog or ErrHandshake
-	// (wrapped) when the caller should use kernel TCP instead.
-	Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*Endpoint, error)
-	// Accept completes the handshake for a connection taken from a
-	// listener fd (connFD is the accepted socket) and returns its endpoint.
-	Accept(connFD int, listen netip.AddrPort, timeout time.Duration) (*Endpoint, error)
 }

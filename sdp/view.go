@@ -8,57 +8,11 @@ import "C"
 import (
 	"fmt"
 	"runtime/debug"
-	"strings"
 	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
-
-// SideFlags are the state flags a side sets in its half of the segment
-// header (OSF_SIDE_*).
-type SideFlags uint32
-
-// The side flags.
-const (
-	// FlagFIN: the side shut down writing (no data after its ring's head).
-	FlagFIN SideFlags = C.OSF_SIDE_FIN
-	// FlagReset: the side closed abortively (SO_LINGER 0).
-	FlagReset SideFlags = C.OSF_SIDE_RESET
-	// FlagRdShut: the side shut down reading.
-	FlagRdShut SideFlags = C.OSF_SIDE_RDSHUT
-)
-
-// FIN reports whether the side shut down writing.
-func (f SideFlags) FIN() bool { return f&FlagFIN != 0 }
-
-// Reset reports whether the side closed abortively.
-func (f SideFlags) Reset() bool { return f&FlagReset != 0 }
-
-// RdShut reports whether the side shut down reading.
-func (f SideFlags) RdShut() bool { return f&FlagRdShut != 0 }
-
-// String names the flags that are set, "FIN|RESET" for example, "-" for
-// none; bits without a name are shown in hex.
-func (f SideFlags) String() string {
-	var names []string
-	for _, n := range []struct {
-		bit  SideFlags
-		name string
-	}{{FlagFIN, "FIN"}, {FlagReset, "RESET"}, {FlagRdShut, "RDSHUT"}} {
-		if f&n.bit != 0 {
-			names = append(names, n.name)
-			f &^= n.bit
-		}
-	}
-	if f != 0 {
-		names = append(names, fmt.Sprintf("%#x", uint32(f)))
-	}
-	if len(names) == 0 {
-		return "-"
-	}
-	return strings.Join(names, "|")
-}
 
 // SideView is a copy of one side's control words and counters.
 type SideView struct {

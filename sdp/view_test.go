@@ -33,7 +33,7 @@ func TestPeekHeader(t *testing.T) {
 	h.ring[SideServer].head, h.ring[SideServer].tail = 300, 300
 	h.side[SideClient].send_calls, h.side[SideClient].recv_calls = 3, 4
 	h.side[SideClient].sleeps, h.side[SideClient].wakes_sent = 5, 6
-	set(&h.side[SideServer].flags, uint32(FlagFIN|FlagRdShut))
+	set(&h.side[SideServer].flags, uint32(SideFIN|SideRDShut))
 	h.side[SideServer].close_seq, h.side[SideServer].holders = 1, 0
 
 	var st unix.Stat_t
@@ -128,7 +128,7 @@ func TestPeekHeaderRefuses(t *testing.T) {
 }
 
 func TestSideFlagsString(t *testing.T) {
-	for f, want := range map[SideFlags]string{0: "-", FlagFIN: "FIN", FlagFIN | FlagReset: "FIN|RESET", 0x80: "0x80", FlagRdShut | 0x100: "RDSHUT|0x100"} {
+	for f, want := range map[SideFlags]string{0: "-", SideFIN: "FIN", SideFIN | SideReset: "FIN|RESET", 0x80: "0x80", SideRDShut | 0x100: "RDSHUT|0x100"} {
 		if got := f.String(); got != want {
 			t.Errorf("SideFlags(%#x) = %q, want %q", uint32(f), got, want)
 		}

@@ -7,26 +7,66 @@ import "C"
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// Side state flags (osf_seg_side.flags) and header flags.
+// SideFlags are the state flags a side sets in its half of the segment
+// header (osf_seg_side.flags, OSF_SIDE_*); only the side itself sets them.
+type SideFlags uint32
+
+// The side flags.
 const (
 	// SideFIN: the side shut down writing; no data follows its head.
-	SideFIN = C.OSF_SIDE_FIN
-	// SideReset: the side closed abortively (SO_LINGER 0); the other side
-	// reports ECONNRESET.
-	SideReset = C.OSF_SIDE_RESET
+	SideFIN SideFlags = C.OSF_SIDE_FIN
+	// SideReset: the side closed abortively (SO_LINGER 0); once its last
+	// holder is gone the other side reports ECONNRESET.
+	SideReset SideFlags = C.OSF_SIDE_RESET
 	// SideRDShut: the side shut down reading (local meaning only).
-	SideRDShut = C.OSF_SIDE_RDSHUT
+	SideRDShut SideFlags = C.OSF_SIDE_RDSHUT
+)
+
+// Header and hello flags.
+const (
 	// SegRDMA marks a segment whose other side is an RDMA progress engine.
 	SegRDMA = C.OSF_SEG_F_RDMA
 	// HelloRDMA marks a hello sent by an RDMA progress engine.
 	HelloRDMA = C.OSF_HELLO_F_RDMA
 )
+
+// FIN reports whether the side shut down writing.
+func (f SideFlags) FIN() bool { return f&SideFIN != 0 }
+
+// Reset reports whether the side closed abortively.
+func (f SideFlags) Reset() bool { return f&SideReset != 0 }
+
+// RdShut reports whether the side shut down reading.
+func (f SideFlags) RdShut() bool { return f&SideRDShut != 0 }
+
+// String names the flags that are set, "FIN|RESET" for example, "-" for
+// none; bits without a name are shown in hex.
+func (f SideFlags) String() string {
+	var names []string
+	for _, n := range []struct {
+		bit  SideFlags
+		name string
+	}{{SideFIN, "FIN"}, {SideReset, "RESET"}, {SideRDShut, "RDSHUT"}} {
+		if f&n.bit != 0 {
+			names = append(names, n.name)
+			f &^= n.bit
+		}
+	}
+	if f != 0 {
+		names = append(names, fmt.Sprintf("%#x", uint32(f)))
+	}
+	if len(names) == 0 {
+		return "-"
+	}
+	return strings.Join(names, "|")
+}
 
 // The control words of a segment are shared with the C data path, which
 // accesses them with __atomic builtins; every accessor below is a Go atomic
@@ -56,11 +96,15 @@ func (s *Segment) Tail(r int) uint64 { return atomic.LoadUint64(u64(&s.ring(r).t
 // SetTail publishes ring r's consumer position (release).
 func (s *Segment) SetTail(r int, v uint64) { atomic.StoreUint64(u64(&s.ring(r).tail), v) }
 
-// SideFlags returns side i's state flags (Side*).
-func (s *Segment) SideFlags(i int) uint32 { return atomic.LoadUint32(u32(&s.side(i).flags)) }
+// SideFlags returns side i's state flags.
+func (s *Segment) SideFlags(i int) SideFlags {
+	return SideFlags(atomic.LoadUint32(u32(&s.side(i).flags)))
+}
 
 // OrSideFlags sets flags in side i's state word.
-func (s *Segment) OrSideFlags(i int, flags uint32) { atomic.OrUint32(u32(&s.side(i).flags), flags) }
+func (s *Segment) OrSideFlags(i int, flags SideFlags) {
+	atomic.OrUint32(u32(&s.side(i).flags), uint32(flags))
+}
 
 // Want names one of a side's two "wake me" words.
 type Want int
@@ -146,4 +190,51 @@ func (s *Segment) BumpCloseSeq(i int) { atomic.AddUint32(u32(&s.side(i).close_se
 // AddWaiters adds delta to side i's count of waiters of kind w.
 func (s *Segment) AddWaiters(i int, w Want, delta int32) {
 	atomic.AddUint32(s.waiters(i, w), uint32(delta))
+}
+
+// MaxWakeTokens is the most wake tokens sent at once (OSF_WAKE_MAX_TOKENS).
+const MaxWakeTokens = C.OSF_WAKE_MAX_TOKENS
+
+// WakeTokens returns how many wake tokens the other side sends to a side
+// with waiters counted waiters: one each, at least one, at most
+// MaxWakeTokens (osf_wake_tokens, the rule of the C data path).
+func WakeTokens(waiters uint32) uint32 {
+	return uint32(C.osf_wake_tokens(C.uint32_t(waiters)))
+}
+
+// WakeLowat returns the room a ring of ringBytes must have before a writer
+// waiting for room is woken (osf_seg_lowat): half the ring.
+func WakeLowat(ringBytes uint32) uint32 { return uint32(C.osf_seg_lowat(C.uint32_t(ringBytes))) }
+
+// EndIsReset reports whether the end of a side whose last holder is gone
+// is a reset rather than a FIN: it closed abortively (gone has SideReset)
+// or left unread bytes the other side had sent it (osf_end_is_reset).
+func EndIsReset(gone SideFlags, unread bool) bool {
+	return C.osf_end_is_reset(C.uint32_t(gone), cbool(unread)) != 0
+}
+
+// TCPState is a TCP state as Linux numbers it (include/net/tcp_states.h).
+type TCPState uint8
+
+// The states an offloaded connection can be in (osf_tcp_state).
+const (
+	TCPEstablished TCPState = C.OSF_TCP_ESTABLISHED
+	TCPFinWait2    TCPState = C.OSF_TCP_FIN_WAIT2
+	TCPClose       TCPState = C.OSF_TCP_CLOSE
+	TCPCloseWait   TCPState = C.OSF_TCP_CLOSE_WAIT
+)
+
+// StateOf returns the state Linux TCP would report for one end of an
+// offloaded connection, the one TCP_INFO reports in libosf.so: me and peer
+// are the two sides' flags, peerGone says the peer's last holder closed,
+// reset that the connection ended with a reset (see EndIsReset).
+func StateOf(me, peer SideFlags, peerGone, reset bool) TCPState {
+	return TCPState(C.osf_tcp_state(C.uint32_t(me), C.uint32_t(peer), cbool(peerGone), cbool(reset)))
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }

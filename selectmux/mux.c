@@ -23,7 +23,10 @@
  * ring positions moved (osf_conn_stamp), as TCP reports one per arrival.
  * A wait costs O(ready + idle), not O(registered).
  */
-#include "../preload/conn.h"
+#include "mux.h"
+
+#include "../preload/base.h"
+#include "../preload/ready.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -45,7 +48,7 @@ static inline int involved(int fd)
 {
 	int k = osf_fdt_kind(fd);
 
-	return k == OSF_FD_LISTEN || k >= OSF_FD_SHM || k == OSF_FD_EPOLL;
+	return osf_kind_is_offloaded(k) || k == OSF_FD_EPOLL;
 }
 
 static long ts_ms(const struct timespec *ts)
@@ -163,7 +166,13 @@ static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
 /* mux_poll implements poll and ppoll when offloaded fds are involved. An
  * offloaded connection's fd stands for itself in the kernel's array (its
  * readers' tokens and the end arrive there); one waiting for POLLOUT adds
- * its writers' wake socket, an offloaded listener its companion. */
+ * its writers' wake socket, an offloaded listener its companion.
+ *
+ * It is one long function on purpose: its phases (build the kernel array,
+ * spin on the rings, arm, sleep in the kernel, disarm and translate) share
+ * the per-fd arrays it allocates, and every exit must disarm exactly what
+ * was armed; split up, that bookkeeping would be passed around instead of
+ * being visible in one place. */
 static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		    const sigset_t *mask)
 {
@@ -883,7 +892,7 @@ void osf_mux_offloaded(int fd)
 			if (ep->pendfd[i] != fd)
 				continue;
 			ev = ep->pend[i];
-			if (t->kind >= OSF_FD_SHM) {
+			if (osf_kind_is_conn(t->kind)) {
 				ctl_conn(ep, EPOLL_CTL_ADD, fd, &ev);
 			} else if (t->kind == OSF_FD_LISTEN) {
 				REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, t->aux_fd, &ev);
@@ -907,8 +916,7 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	struct ep *ep;
 	int r;
 
-	if (likely(!t || t->kind < OSF_FD_INET || t->kind == OSF_FD_KERNEL ||
-		   t->kind == OSF_FD_EPOLL))
+	if (likely(!t || !osf_kind_may_offload(t->kind)))
 		return REAL(epoll_ctl)(epfd, op, fd, ev);
 	if (t->kind == OSF_FD_INET) {
 		r = REAL(epoll_ctl)(epfd, op, fd, ev);

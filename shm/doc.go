@@ -1,7 +1,7 @@
 // Package shm is osf's transport between processes on one host: an
 // offloaded connection is a connected AF_UNIX stream socket (which becomes
 // the application's fd) plus a memfd segment holding the rings (package
-// sdp), as DESIGN.md D2 describes.
+// sdp), as docs/DESIGN.md D2 describes.
 //
 // A kernel TCP listener that the route policy offloads gets a companion:
 // an abstract-namespace AF_UNIX listener whose name is derived from the

@@ -8,14 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/sdp"
 	"golang.org/x/sys/unix"
 )
 
-// Transport implements sdp.Transport between processes of this host.
+// Transport sets up offloaded connections between processes of this host;
+// every call is non-blocking or bounded by the timeout it is given.
 type Transport struct{}
-
-var _ sdp.Transport = Transport{}
 
 // Name returns "shm".
 func (Transport) Name() string { return "shm" }
@@ -79,7 +79,7 @@ func (Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, _ time.Durati
 // connectCompanion tries each name that could serve dst.
 func connectCompanion(dst netip.AddrPort) (int, error) {
 	full := false
-	for _, n := range DialNames(dst, IsLocal(dst.Addr())) {
+	for _, n := range DialNames(dst, policy.IsLocal(dst.Addr())) {
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 		if err != nil {
 			return -1, fmt.Errorf("%w: socket: %w", sdp.ErrHandshake, err)
@@ -211,22 +211,6 @@ func AsFamily(ap netip.AddrPort, like netip.Addr) netip.AddrPort {
 		a = netip.AddrFrom16(a.As16())
 	}
 	return netip.AddrPortFrom(a, ap.Port())
-}
-
-// IsLocal reports whether a is an address of this host (in this network
-// namespace): loopback, unspecified, or one a socket can bind to.
-func IsLocal(a netip.Addr) bool {
-	a = a.Unmap()
-	if a.IsLoopback() || a.IsUnspecified() {
-		return true
-	}
-	fam, sa := sockaddr(netip.AddrPortFrom(a, 0))
-	fd, err := unix.Socket(fam, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	return unix.Bind(fd, sa) == nil
 }
 
 // SourceFor returns the local address the kernel would use to reach dst,

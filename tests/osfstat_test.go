@@ -28,8 +28,10 @@ import (
 //	recv N      receive exactly N bytes and check them
 //	shutdown    shutdown(SHUT_WR)
 //	close       close the connection
+//	abort       close it with SO_LINGER 0 (a reset)
+//	tcpinfo     answer "done tcpinfo STATE", TCP_INFO's tcpi_state
 const peerScript = `
-import socket, sys
+import socket, struct, sys
 mode, port = sys.argv[1], int(sys.argv[2])
 def pattern(off, n):
     return bytes((i * 7 + 3) & 0xff for i in range(off, off + n))
@@ -68,6 +70,12 @@ for line in sys.stdin:
     elif cmd[0] == "close":
         c.close()
         print("done close", flush=True)
+    elif cmd[0] == "abort":
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+        print("done abort", flush=True)
+    elif cmd[0] == "tcpinfo":
+        print("done tcpinfo", c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0], flush=True)
 `
 
 // peer is a running peerScript.
@@ -157,6 +165,19 @@ func (pr *peer) do(cmd string) {
 	}
 }
 
+// tcpState asks the peer for its connection's TCP_INFO state.
+func (pr *peer) tcpState() int {
+	pr.t.Helper()
+	pr.do("tcpinfo")
+	out := pr.p.Stdout()
+	i := strings.LastIndex(out, "done tcpinfo ")
+	var st int
+	if _, err := fmt.Sscanf(out[i:], "done tcpinfo %d", &st); err != nil {
+		pr.t.Fatalf("%s: cannot parse the TCP_INFO answer %q: %v", pr.name, out[i:], err)
+	}
+	return st
+}
+
 // freePort returns a TCP port nobody listens on in the test's network
 // namespace (which is private, so nobody else takes it meanwhile).
 func freePort(t *testing.T) int {
@@ -187,6 +208,75 @@ func wantSocket(t *testing.T, s testutil.StatSocket, role, state, transport, rea
 	}
 	if s.Segment != nil && len(s.Segment.Anomalies) > 0 {
 		t.Errorf("anomalies in an honest segment: %s", s)
+	}
+}
+
+// TestOsfstatStateIsTCPInfo checks the one TCP-state mapping end to end:
+// through a connection's end (both shut down, the client closes; then a
+// reset, and a close with unread bytes) TCP_INFO under osf reports what
+// kernel TCP reports (the expected states are checked bare too), and
+// osfstat names the same state as TCP_INFO in the process.
+func TestOsfstatStateIsTCPInfo(t *testing.T) {
+	t.Parallel()
+	names := map[int]string{1: "ESTABLISHED", 5: "FIN_WAIT2", 7: "CLOSE", 8: "CLOSE_WAIT"}
+	for _, m := range []mode{bare, underOsf} {
+		// wantState waits until pr's TCP_INFO reports want (the kernel
+		// acknowledges a FIN asynchronously), then, under osf, checks
+		// that osfstat says the same.
+		wantState := func(step string, pr *peer, want int) {
+			t.Helper()
+			got := 0
+			for end := time.Now().Add(shortRun); ; time.Sleep(5 * time.Millisecond) {
+				if got = pr.tcpState(); got == want || time.Now().After(end) {
+					break
+				}
+			}
+			if got != want {
+				t.Errorf("%s, %s: TCP_INFO state %d (%s), want %d (%s)", step, pr.name, got, names[got], want, names[want])
+				return
+			}
+			if m.osf {
+				if st := testutil.StatSocketAt(t, pr.p.Pid, pr.fd); st.State != names[want] {
+					t.Errorf("%s, %s: osfstat says %s, TCP_INFO %s", step, pr.name, st.State, names[want])
+				}
+			}
+		}
+		srv := startPeer(t, m, nil, "server", 0)
+		cli := startPeer(t, m, nil, "client", srv.port)
+		cli.connected()
+		srv.connected()
+		wantState("connected", cli, 1)
+		wantState("connected", srv, 1)
+		cli.do("shutdown")
+		wantState("client shut down", cli, 5)
+		wantState("client shut down", srv, 8)
+		srv.do("shutdown")
+		wantState("both shut down", cli, 7)
+		wantState("both shut down", srv, 7)
+		cli.do("close")
+		wantState("client closed", srv, 7)
+
+		// A reset, and a close with bytes never read (which TCP
+		// answers with a reset), leave the other end in CLOSE; a plain
+		// close in CLOSE_WAIT.
+		for _, end := range []struct{ how, want string }{{"abort", "CLOSE"}, {"unread", "CLOSE"}, {"close", "CLOSE_WAIT"}} {
+			srv := startPeer(t, m, nil, "server", 0)
+			cli := startPeer(t, m, nil, "client", srv.port)
+			cli.connected()
+			srv.connected()
+			switch end.how {
+			case "unread":
+				srv.do("send 100")
+				cli.do("close")
+			default:
+				cli.do(end.how)
+			}
+			want := 7
+			if end.want == "CLOSE_WAIT" {
+				want = 8
+			}
+			wantState("client "+end.how, srv, want)
+		}
 	}
 }
 
@@ -260,7 +350,7 @@ func TestOsfstatOffloaded(t *testing.T) {
 		t.Errorf("osfstat -p %d -s --json: %+v", srv.p.Pid, sum)
 	}
 
-	// End of the connection, as TCP would show it.
+	// End of the connection, as TCP would show it (TCP_INFO: both shut down is CLOSE).
 	cli.do("shutdown")
 	c = testutil.StatSocketAt(t, cli.p.Pid, cfd)
 	s = testutil.StatSocketAt(t, srv.p.Pid, sfd)
@@ -268,12 +358,12 @@ func TestOsfstatOffloaded(t *testing.T) {
 		t.Errorf("after the client's shutdown(SHUT_WR): client %s; server %s", c, s)
 	}
 	srv.do("shutdown")
-	if c = testutil.StatSocketAt(t, cli.p.Pid, cfd); c.State != "CLOSING" {
+	if c = testutil.StatSocketAt(t, cli.p.Pid, cfd); c.State != "CLOSE" {
 		t.Errorf("after both shut down: client %s", c)
 	}
 	cli.do("close")
 	s = testutil.StatSocketAt(t, srv.p.Pid, sfd)
-	if s.Segment == nil || !s.Segment.PeerClosed || s.State != "CLOSING" {
+	if s.Segment == nil || !s.Segment.PeerClosed || s.State != "CLOSE" {
 		t.Errorf("after the client closed: server %s", s)
 	}
 	cli.stdin.Close()

@@ -193,7 +193,7 @@ func TestSIGPROFLargeFrame(t *testing.T) {
 // to the program.
 var syncSignals = map[string]bool{"SEGV": true, "BUS": true, "FPE": true, "ILL": true, "TRAP": true, "SYS": true}
 
-// TestGoUpgradeSignalDispositions is the check DESIGN.md D1 asks to run on
+// TestGoUpgradeSignalDispositions is the check docs/DESIGN.md D1 asks to run on
 // every Go upgrade: progs/sigdisp.c sets a disposition for most signals,
 // loads the core, and reads them all back with sigaction. Loading the Go
 // runtime may change only the synchronous signals (SIGSEGV, SIGBUS,

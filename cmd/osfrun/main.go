@@ -81,7 +81,7 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 		if cfg.DebugRDMASim {
 			rdma = simDevice
 		}
-		if err := explain(stdout, cfg, opts, policy.HostIsLocal(), rdma); err != nil {
+		if err := explain(stdout, cfg, opts, policy.IsLocal, rdma); err != nil {
 			fmt.Fprintf(stderr, "osfrun: %v\n", err)
 			return exitUsage
 		}

@@ -119,7 +119,7 @@ func (c *collector) proc(pid int) (Proc, error) {
 		}
 		s := socket(e)
 		switch e.Kind {
-		case fdtable.KindShm, fdtable.KindRDMA:
+		case fdtable.KindShm:
 			c.segment(&s, t, e)
 		default:
 			c.kernel(&s, pid, e)

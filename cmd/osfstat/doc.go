@@ -49,9 +49,11 @@
 // State of an offloaded connection, from the FIN and RESET flags of the two
 // sides and whether the peer's side is still held by a process:
 // ESTABLISHED; CLOSE_WAIT (the peer shut down writing or closed); FIN_WAIT2
-// (this side shut down writing); CLOSING (both did); RESET (the peer closed
-// abortively, or closed with data it never read). Kernel TCP sockets show
-// the kernel's state.
+// (this side shut down writing); CLOSE (both did, or the peer reset the
+// connection: it closed abortively, or with data it never read; the
+// peer's flags say RESET for the former). This is what TCP_INFO reports in
+// the process itself, and what kernel TCP would report. Kernel TCP sockets
+// show the kernel's state.
 //
 // # JSON
 //

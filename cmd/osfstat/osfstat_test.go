@@ -52,7 +52,7 @@ func FuzzParseTCPLine(f *testing.F) {
 }
 
 func TestSideState(t *testing.T) {
-	const fin, rst = sdp.FlagFIN, sdp.FlagReset
+	const fin, rst = sdp.SideFIN, sdp.SideReset
 	for _, tc := range []struct {
 		me, peer   sdp.SideFlags
 		peerClosed bool
@@ -64,12 +64,17 @@ func TestSideState(t *testing.T) {
 		{0, fin, false, 0, "CLOSE_WAIT"},
 		{0, 0, true, 0, "CLOSE_WAIT"},
 		{fin, 0, false, 0, "FIN_WAIT2"},
-		{fin, fin, false, 0, "CLOSING"},
-		{fin, 0, true, 0, "CLOSING"},
-		{0, rst, true, 0, "RESET"},
-		{0, rst, false, 0, "RESET"},
-		{0, 0, true, 5, "RESET"},
-		{sdp.FlagRdShut, 0, false, 0, "ESTABLISHED"},
+		// As kernel TCP reports it (TCP_INFO): both directions shut
+		// down, or a reset, is CLOSE.
+		{fin, fin, false, 0, "CLOSE"},
+		{fin, 0, true, 0, "CLOSE"},
+		{0, rst, true, 0, "CLOSE"},
+		{0, 0, true, 5, "CLOSE"},
+		{fin, rst, true, 0, "CLOSE"},
+		// A holder closed with SO_LINGER 0 but another still holds the
+		// side: no reset yet.
+		{0, rst, false, 0, "ESTABLISHED"},
+		{sdp.SideRDShut, 0, false, 0, "ESTABLISHED"},
 	} {
 		if got := sideState(tc.me, tc.peer, tc.peerClosed, tc.unread).String(); got != tc.want {
 			t.Errorf("sideState(%v, %v, closed %v, unread %d) = %s, want %s", tc.me, tc.peer, tc.peerClosed, tc.unread, got, tc.want)
@@ -84,7 +89,7 @@ func TestSegmentView(t *testing.T) {
 	hv.Ring[0] = sdp.RingView{Head: 5000, Tail: 4000} // client sent 5000, server read 4000
 	hv.Ring[1] = sdp.RingView{Head: 300, Tail: 300}
 	hv.Side[0] = sdp.SideView{SendCalls: 3, RecvCalls: 4, Sleeps: 1, WakesSent: 2}
-	hv.Side[1] = sdp.SideView{Flags: sdp.FlagFIN, SendCalls: 1, RecvCalls: 9}
+	hv.Side[1] = sdp.SideView{Flags: sdp.SideFIN, SendCalls: 1, RecvCalls: 9}
 
 	g, st := segmentView(&hv, sdp.SideClient, ring)
 	if g.BytesOut != 5000 || g.BytesIn != 300 || g.TxQueued != 1000 || g.RxQueued != 0 ||

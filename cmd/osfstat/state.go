@@ -3,8 +3,7 @@ package main
 import "github.com/osfproject/osf/sdp"
 
 // tcpState is a socket's state in TCP's terms. The values 1-11 are the
-// kernel's (include/net/tcp_states.h, the "st" column of /proc/net/tcp);
-// stateReset is osf's own, for an offloaded connection whose peer reset it.
+// kernel's (include/net/tcp_states.h, the "st" column of /proc/net/tcp).
 type tcpState uint8
 
 // The states.
@@ -22,7 +21,6 @@ const (
 	stateListen      tcpState = 10
 	stateClosing     tcpState = 11
 	stateNewSynRecv  tcpState = 12
-	stateReset       tcpState = 100
 )
 
 var stateNames = map[tcpState]string{
@@ -38,7 +36,6 @@ var stateNames = map[tcpState]string{
 	stateListen:      "LISTEN",
 	stateClosing:     "CLOSING",
 	stateNewSynRecv:  "NEW_SYN_RECV",
-	stateReset:       "RESET",
 }
 
 // String returns the state's name as osfstat prints it, "-" when unknown.
@@ -49,33 +46,21 @@ func (s tcpState) String() string {
 	return "-"
 }
 
-// known reports whether the state was found out.
-func (s tcpState) known() bool { return s != stateUnknown }
-
 // sideState derives the state of an offloaded connection, seen from one
 // side, from the two sides' flags in the segment: me and peer are the
 // sides' flags, peerClosed says that the last process holding the peer's
 // side closed it, and unread is what this side sent that the peer has not
-// read. As TCP:
+// read. It is the state TCP_INFO reports in the process itself (the one
+// mapping, osf_tcp_state in sdp/segment.h):
 //
 //	ESTABLISHED  neither side shut down writing, the peer is open
 //	CLOSE_WAIT   the peer shut down writing (FIN) or closed; this side did not
 //	FIN_WAIT2    this side shut down writing; the peer did not (shared
 //	             memory acknowledges a FIN at once, hence not FIN_WAIT1)
-//	CLOSING      both sides shut down writing
-//	RESET        the peer closed abortively (SO_LINGER 0), or closed with
-//	             bytes it never read: TCP would have sent a reset
+//	CLOSE        both sides shut down writing, or the peer reset the
+//	             connection: it closed abortively (SO_LINGER 0) or with
+//	             bytes it never read (the segment's flags still say which)
 func sideState(me, peer sdp.SideFlags, peerClosed bool, unread int64) tcpState {
-	peerDone := peer.FIN() || peerClosed
-	switch {
-	case peer.Reset(), peerClosed && unread != 0:
-		return stateReset
-	case me.FIN() && peerDone:
-		return stateClosing
-	case me.FIN():
-		return stateFinWait2
-	case peerDone:
-		return stateCloseWait
-	}
-	return stateEstablished
+	reset := peerClosed && sdp.EndIsReset(peer, unread != 0)
+	return tcpState(sdp.StateOf(me, peer, peerClosed, reset))
 }

@@ -20,9 +20,10 @@ type Query struct {
 	// to. IPv4-mapped IPv6 addresses are unmapped and zones dropped before
 	// matching.
 	Addr netip.AddrPort
-	// IsLocal reports whether an address is assigned to this host (see
-	// HostIsLocal). Loopback and unspecified addresses count as local without
-	// asking it; nil means no other address is local.
+	// IsLocal reports whether an address is assigned to this host
+	// (IsLocal, or a stand-in in tests). Loopback and unspecified
+	// addresses count as local without asking it (the rule of IsLocal);
+	// nil means no other address is local.
 	IsLocal func(netip.Addr) bool
 	// RDMADevice reports which RDMA device serves the route to an address,
 	// or why none does. For a listener on a wildcard address it is asked
@@ -45,9 +46,7 @@ func (q Query) normalize() Query {
 }
 
 // isLocal reports whether a is an address of this host.
-func (q *Query) isLocal(a netip.Addr) bool {
-	return a.IsLoopback() || a.IsUnspecified() || (q.IsLocal != nil && q.IsLocal(a))
-}
+func (q *Query) isLocal(a netip.Addr) bool { return isLocal(a, q.IsLocal) }
 
 // rdmaDevice asks q.RDMADevice about a.
 func (q *Query) rdmaDevice(a netip.Addr) (device string, ok bool, why string) {
@@ -112,7 +111,7 @@ func (d Decision) String() string {
 func (c *Config) Decide(q Query) Decision {
 	q = q.normalize()
 	n, r := c.match(&q)
-	d := Decision{Rule: n, RuleText: r.Text}
+	d := Decision{Transport: Kernel, Rule: n, RuleText: r.Text}
 	switch {
 	case !r.Offload && n == 0:
 		d.Reason = ReasonNoRule

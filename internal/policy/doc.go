@@ -60,7 +60,7 @@
 //		Role:    policy.Client,
 //		Program: "curl",
 //		Addr:    netip.MustParseAddrPort("10.0.0.7:8080"),
-//		IsLocal: policy.HostIsLocal(),
+//		IsLocal: policy.IsLocal,
 //	})
 //	if d.Transport == policy.Kernel {
 //		log.Printf("not offloaded: %s", d.Reason.Describe(d.Rule, d.Detail))

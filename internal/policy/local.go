@@ -14,14 +14,27 @@ const hostTTL = 2 * time.Second
 // host caches the addresses of this host's interfaces.
 var host = &addrCache{load: interfaceAddrs, now: time.Now, ttl: hostTTL}
 
-// HostIsLocal returns a function, for Query.IsLocal, that reports whether an
-// address is loopback or assigned to an interface of this host. The address
-// list comes from net.InterfaceAddrs, is shared by all callers and is read
-// again when it is older than two seconds; if it cannot be read, only
-// loopback addresses are local. IPv4-mapped IPv6 addresses are unmapped and
-// zones ignored. The function is safe for concurrent use.
-func HostIsLocal() func(netip.Addr) bool {
-	return host.isLocal
+// IsLocal reports whether a connection to a stays on this host (in this
+// network namespace): a is loopback, unspecified (Linux connects 0.0.0.0
+// and :: to the host itself, 127.0.0.1 and ::1; probed), or assigned to an
+// interface of this host. This is the one definition of "local": the route
+// rules' "local", which companion listeners a shm connect tries, and how
+// the RDMA transport finds the source of a route all use it.
+//
+// The interface addresses come from net.InterfaceAddrs, are shared by all
+// callers and are read again when older than two seconds; if they cannot
+// be read, only loopback and unspecified addresses are local.
+// IPv4-mapped IPv6 addresses are unmapped and zones ignored. A bind test
+// would be exact without a cache, but it says yes to every address under
+// net.ipv4.ip_nonlocal_bind=1 and to broadcast addresses, which TCP cannot
+// connect to. IsLocal is safe for concurrent use.
+func IsLocal(a netip.Addr) bool { return isLocal(a, host.has) }
+
+// isLocal is the rule of IsLocal, with assigned telling whether an address
+// is assigned to an interface (nil: none is).
+func isLocal(a netip.Addr, assigned func(netip.Addr) bool) bool {
+	a = a.Unmap().WithZone("")
+	return a.IsLoopback() || a.IsUnspecified() || (assigned != nil && assigned(a))
 }
 
 // addrCache is a set of addresses that is reloaded when it gets old.
@@ -35,12 +48,8 @@ type addrCache struct {
 	loaded time.Time
 }
 
-// isLocal reports whether a is loopback or in the cache.
-func (c *addrCache) isLocal(a netip.Addr) bool {
-	a = a.Unmap().WithZone("")
-	if a.IsLoopback() {
-		return true
-	}
+// has reports whether a (unmapped, without zone) is in the cache.
+func (c *addrCache) has(a netip.Addr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if now := c.now(); c.addrs == nil || now.Sub(c.loaded) >= c.ttl {

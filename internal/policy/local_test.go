@@ -23,7 +23,7 @@ func TestAddrCache(t *testing.T) {
 	}
 	check := func(a string, want bool) {
 		t.Helper()
-		if got := c.isLocal(netip.MustParseAddr(a)); got != want {
+		if got := isLocal(netip.MustParseAddr(a), c.has); got != want {
 			t.Errorf("isLocal(%s) = %v, want %v", a, got, want)
 		}
 	}
@@ -55,11 +55,12 @@ func TestAddrCache(t *testing.T) {
 	check("::1", true)
 }
 
-func TestHostIsLocal(t *testing.T) {
-	isLocal := HostIsLocal()
-	for _, a := range []string{"127.0.0.1", "::1", "::ffff:127.0.0.2"} {
-		if !isLocal(netip.MustParseAddr(a)) {
-			t.Errorf("HostIsLocal()(%s) = false, want true", a)
+func TestIsLocal(t *testing.T) {
+	// Unspecified addresses are local: connect to 0.0.0.0 or :: reaches
+	// 127.0.0.1 or ::1 on Linux.
+	for _, a := range []string{"127.0.0.1", "::1", "::ffff:127.0.0.2", "0.0.0.0", "::", "::ffff:0.0.0.0"} {
+		if !IsLocal(netip.MustParseAddr(a)) {
+			t.Errorf("IsLocal(%s) = false, want true", a)
 		}
 	}
 	addrs, err := interfaceAddrs()
@@ -67,12 +68,12 @@ func TestHostIsLocal(t *testing.T) {
 		t.Skipf("no interface addresses: %v", err)
 	}
 	for _, a := range addrs {
-		if !isLocal(a) {
-			t.Errorf("HostIsLocal()(%s) = false for an interface address", a)
+		if !IsLocal(a) {
+			t.Errorf("IsLocal(%s) = false for an interface address", a)
 		}
 	}
 	testNet := netip.MustParseAddr("192.0.2.1") // TEST-NET-1, not normally assigned
-	if !slices.Contains(addrs, testNet) && isLocal(testNet) {
-		t.Errorf("HostIsLocal()(%s) = true, but no interface has it", testNet)
+	if !slices.Contains(addrs, testNet) && IsLocal(testNet) {
+		t.Errorf("IsLocal(%s) = true, but no interface has it", testNet)
 	}
 }

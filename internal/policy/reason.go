@@ -9,8 +9,12 @@ import (
 //
 // The numeric values are part of an ABI shared with the C side of osf: the
 // per-process fd table stores the code of every socket, and osfstat reads it
-// back. Values are therefore explicit and are never renumbered or reused; new
-// reasons get new numbers at the end.
+// back. The one definition is enum osf_reason in fdtable/fdtable.h; this
+// package stays free of cgo (osfrun is built without it), so the values are
+// written out here and fdtable's TestPolicyABI holds them to the C enum.
+// They are never renumbered or reused; new reasons get new numbers at the
+// end. 12 and 15 are retired (ReasonInherited and ReasonNotStream, never
+// recorded).
 type Reason uint8
 
 // The reasons, with their ABI values.
@@ -41,14 +45,10 @@ const (
 	ReasonDisabled Reason = 10
 	// ReasonBacklog means the osf listener's backlog was full.
 	ReasonBacklog Reason = 11
-	// ReasonInherited means the socket existed before osf saw it.
-	ReasonInherited Reason = 12
 	// ReasonPeerKernel means the peer connected over kernel TCP.
 	ReasonPeerKernel Reason = 13
 	// ReasonShmRemote means OSF_TRANSPORT=shm and the peer is another host.
 	ReasonShmRemote Reason = 14
-	// ReasonNotStream means the socket is not an offloadable TCP stream.
-	ReasonNotStream Reason = 15
 )
 
 // reasonInfo holds the text of a reason, with "%d" standing for the rule
@@ -107,10 +107,6 @@ var reasons = [...]reasonInfo{
 		"osf listener backlog full",
 		"Raise the server's listen backlog (the listen argument and net.core.somaxconn) or make it accept faster.",
 	},
-	ReasonInherited: {
-		"socket existed before osf saw it (inherited or created outside the hooks)",
-		"Start the program that creates the socket under osf; sockets created before osf was loaded stay on kernel TCP.",
-	},
 	ReasonPeerKernel: {
 		"peer connected over kernel TCP (peer without osf or routed to kernel)",
 		"Run the client under osf too and check its routes with osfrun --explain ADDR:PORT.",
@@ -119,24 +115,22 @@ var reasons = [...]reasonInfo{
 		"OSF_TRANSPORT=shm and the peer is another host",
 		"Set OSF_TRANSPORT=auto (or rdma) to reach other hosts over RDMA, or route the address to kernel on purpose.",
 	},
-	ReasonNotStream: {
-		"not an offloadable socket",
-		"Nothing to do: osf offloads only TCP stream sockets (AF_INET and AF_INET6); other sockets use the kernel.",
-	},
 }
 
 // AllReasons returns every defined reason in numeric order.
 func AllReasons() []Reason {
-	all := make([]Reason, len(reasons))
+	var all []Reason
 	for i := range reasons {
-		all[i] = Reason(i)
+		if Reason(i).Valid() {
+			all = append(all, Reason(i))
+		}
 	}
 	return all
 }
 
 // Valid reports whether r is a defined reason.
 func (r Reason) Valid() bool {
-	return int(r) < len(reasons)
+	return int(r) < len(reasons) && reasons[r].text != ""
 }
 
 // String returns the text of r without a rule number, such as

@@ -43,18 +43,19 @@ func parseRole(s string) (Role, bool) {
 
 // Transport is what carries a connection.
 //
-// The values are explicit because the C side may store them next to the
-// Reason code; they are never renumbered.
+// The values are those of enum osf_transport in fdtable/fdtable.h, which
+// the fd table records (fdtable.Transport); fdtable's TestPolicyABI checks
+// them, since this package stays free of cgo.
 type Transport uint8
 
 // The transports.
 const (
 	// Kernel is kernel TCP.
-	Kernel Transport = 0
+	Kernel Transport = 1
 	// Shm is a shared-memory ring between processes of one host.
-	Shm Transport = 1
+	Shm Transport = 2
 	// RDMA is RDMA between hosts.
-	RDMA Transport = 2
+	RDMA Transport = 3
 )
 
 // String returns "kernel", "shm" or "rdma", or "transport(N)" for an

@@ -191,6 +191,8 @@ func query(role policy.Role, ap netip.AddrPort) policy.Query {
 	return policy.Query{Role: role, Program: core.prog, Addr: ap, IsLocal: core.isLocal, RDMADevice: core.rdma}
 }
 
+var errFamily = errors.New("core: address family not supported")
+
 // addrPort converts a C family/address/port triple.
 func addrPort(family C.int32_t, addr *[16]C.uint8_t, port C.uint16_t) (netip.AddrPort, error) {
 	raw := (*[16]byte)(unsafe.Pointer(addr))

@@ -2,7 +2,7 @@
 // `go build -buildmode=c-shared` and loaded by libosf.so with dlopen only
 // when a slow path needs it: a listen, connect or accept on an AF_INET or
 // AF_INET6 stream socket that needs a route decision or an offloaded
-// transport (DESIGN.md D1). A process that never does so never loads it.
+// transport (docs/DESIGN.md D1). A process that never does so never loads it.
 //
 // The core owns configuration and route policy (package internal/policy),
 // zap logging, and connection management. libosf.so reaches it through the

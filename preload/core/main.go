@@ -8,7 +8,6 @@ package main
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -46,7 +45,7 @@ func osfcore_init(in *C.struct_osf_core_init_in, out *C.struct_osf_core_init_out
 		return 0
 	}
 	core.cfg = cfg
-	core.isLocal = policy.HostIsLocal()
+	core.isLocal = policy.IsLocal
 	core.rdma = rdmaProbe
 	var logFD int
 	core.log, logFD = newLogger(cfg, int(in.pid), core.prog, int(in.hidden_base))
@@ -57,12 +56,6 @@ func osfcore_init(in *C.struct_osf_core_init_in, out *C.struct_osf_core_init_out
 	// While libosf.so holds the program's low fd numbers: the fds the RDMA
 	// libraries open are born in the hidden range.
 	startRDMA(cfg, int(in.pid), int(in.hidden_base), in.fresh_copy != 0)
-	if cfg.Strict {
-		out.strict = 1
-	}
-	out.transport = C.uint32_t(cfg.Transport)
-	out.ring_size = C.uint32_t(cfg.RingSize)
-	out.connect_timeout_ms = C.uint32_t(cfg.ConnectTimeout.Milliseconds())
 	return 0
 }
 
@@ -98,45 +91,6 @@ func splitEnv(b []byte) []string {
 		}
 	}
 	return env
-}
-
-//export osfcore_route
-func osfcore_route(in *C.struct_osf_core_route_in, out *C.struct_osf_core_route_out) C.int {
-	if core.cfg == nil {
-		return C.int(unix.ENOSYS)
-	}
-	ap, err := addrPort(in.family, &in.addr, in.port)
-	if err != nil {
-		return C.int(unix.EAFNOSUPPORT)
-	}
-	role := policy.Client
-	if in.role == C.OSF_CORE_ROLE_SERVER {
-		role = policy.Server
-	}
-	q := query(role, ap)
-	d := core.cfg.Decide(q)
-	core.log.Debugf("route %s %s: %s", q.Role, ap, d)
-	out.transport = C.int32_t(transportCode(d.Transport))
-	out.rule = C.int32_t(d.Rule)
-	out.reason = C.int32_t(d.Reason)
-	if d.RDMA {
-		out.rdma = 1
-	}
-	setDetail(&out.detail, d.Detail)
-	return 0
-}
-
-var errFamily = errors.New("core: address family not supported")
-
-// transportCode maps a policy transport to enum osf_transport.
-func transportCode(t policy.Transport) int {
-	switch t {
-	case policy.Shm:
-		return C.OSF_TP_SHM
-	case policy.RDMA:
-		return C.OSF_TP_RDMA
-	}
-	return C.OSF_TP_KERNEL
 }
 
 // setDetail copies s, truncated and NUL-terminated, into a C char array.

@@ -1,6 +1,6 @@
 // Package rdma is osf's transport between hosts: SDP-style streams over
 // RDMA reliable-connected queue pairs whose rings are advanced by RDMA
-// WRITE WITH IMMEDIATE (the Qsockets design, DESIGN.md D4).
+// WRITE WITH IMMEDIATE (the Qsockets design, docs/DESIGN.md D4).
 //
 // The C data path of libosf.so is the same as for peers on one host (package
 // shm): an offloaded fd is a connected AF_UNIX stream socket that carries

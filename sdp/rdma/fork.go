@@ -13,7 +13,7 @@ package rdma
 // copy of the engine's end. They are close-on-exec; for fork
 // a child handler registered with pthread_atfork closes them. It runs in
 // the child right after fork, in C, before anything else: the child never
-// runs the parent's Go code (DESIGN.md D1).
+// runs the parent's Go code (docs/DESIGN.md D1).
 //
 // The set of fds is a bitmap the engine maintains with atomic operations;
 // the handler closes every fd in it and clears it, so that a later fork of

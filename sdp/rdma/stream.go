@@ -23,9 +23,6 @@ const (
 	cqDepth     = sqDepth + rqDepth
 )
 
-// maxTokens bounds the wake tokens sent at once, as the C data path does.
-const maxTokens = 32
-
 // ErrProtocol means the peer broke the wire protocol; the connection is
 // reset.
 var ErrProtocol = errors.New("rdma: protocol violation by the peer")
@@ -128,7 +125,7 @@ type stream struct {
 func newStream(id uint32, seg *sdp.Segment, side int, link Link, wake, wakeTx int, logf func(string, ...any)) (*stream, error) {
 	s := &stream{
 		id: id, seg: seg, side: side, peer: 1 - side,
-		size: uint64(seg.RingBytes), mask: uint64(seg.RingBytes) - 1, lowat: uint64(seg.RingBytes) / 2,
+		size: uint64(seg.RingBytes), mask: uint64(seg.RingBytes) - 1, lowat: uint64(sdp.WakeLowat(seg.RingBytes)),
 		link: link, wake: wake, wakeTx: wakeTx, logf: logf,
 	}
 	if s.logf == nil {
@@ -431,17 +428,17 @@ func (s *stream) wakeWriter() {
 	}
 }
 
-var zeros [maxTokens]byte
+var zeros [sdp.MaxWakeTokens]byte
 
 // tokens sends on sock as many wake tokens as the local side has waiters
-// of kind w, at least one (a waiter osf does not count: the application's
-// own poll), at most maxTokens. A full socket drops them: the application
-// drains tokens nobody waits for anyway.
+// of kind w (sdp.WakeTokens: at least one, for a waiter osf does not
+// count, the application's own poll). A full socket drops them: the
+// application drains tokens nobody waits for anyway.
 func (s *stream) tokens(sock int, w sdp.Want) {
 	if sock < 0 {
 		return
 	}
-	n := min(max(s.seg.Waiters(s.side, w), 1), maxTokens)
+	n := sdp.WakeTokens(s.seg.Waiters(s.side, w))
 	err := unix.Sendto(sock, zeros[:n], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
 	switch {
 	case err == nil:
@@ -501,7 +498,7 @@ func (s *stream) onLocalEOF() {
 		return
 	}
 	unread := s.seg.Head(s.peer) != s.seg.Tail(s.peer)
-	if s.seg.SideFlags(s.side)&sdp.SideReset != 0 || unread {
+	if sdp.EndIsReset(s.seg.SideFlags(s.side), unread) {
 		s.sendClose(CloseAbort)
 		return
 	}

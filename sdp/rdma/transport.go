@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/shm"
 	"github.com/osfproject/osf/verbs"
@@ -19,7 +20,7 @@ import (
 // ErrForkChild means this process is a fork child of a process that set up
 // RDMA: librdmacm's and libibverbs' state (device contexts, the
 // connection manager's fds) was copied from the parent and cannot be used
-// here (DESIGN.md D1, D4). Such a child's connections use kernel TCP.
+// here (docs/DESIGN.md D1, D4). Such a child's connections use kernel TCP.
 var ErrForkChild = errors.New("rdma: fork child of a process that set up RDMA")
 
 // Config configures Start.
@@ -39,7 +40,7 @@ type Config struct {
 	Logf func(format string, a ...any)
 }
 
-// Transport implements sdp.Transport between hosts, over RDMA RC queue
+// Transport sets up offloaded connections between hosts, over RDMA RC queue
 // pairs whose rings are advanced by RDMA WRITE WITH IMMEDIATE. One
 // Transport (and its Engine) serves a whole process.
 //
@@ -66,8 +67,6 @@ type Transport struct {
 	byName    map[string]*listener
 	devNames  []string
 }
-
-var _ sdp.Transport = (*Transport)(nil)
 
 // device holds the per-device resources every connection on it shares:
 // the protection domain and the completion channel its CQs report to.
@@ -268,7 +267,7 @@ func (t *Transport) DeviceFor(a netip.Addr) (device string, ok bool, why string)
 		return names[0], true, ""
 	}
 	src := a
-	if !shm.IsLocal(a) {
+	if !policy.IsLocal(a) {
 		s, err := shm.SourceFor(netip.AddrPortFrom(a, 9))
 		if err != nil {
 			return "", false, "no route to " + a.String() + ": " + err.Error()

@@ -3,7 +3,7 @@
 /* sigdisp: sets a disposition for most signals, loads osf's core (a TCP
  * connection on loopback), and reads every disposition back with
  * sigaction, so a test can check that loading the Go runtime changed
- * nothing but the synchronous signals it must handle (DESIGN.md D1: checked
+ * nothing but the synchronous signals it must handle (docs/DESIGN.md D1: checked
  * on every Go upgrade).
  *
  * Prints one line per signal whose disposition (handler, flags or mask)

@@ -1,0 +1,33 @@
+package fdtable
+
+/*
+#include "fdtable.h"
+*/
+import "C"
+
+// The C enums that internal/policy mirrors by value, by their C names:
+// policy must stay free of cgo (osfrun is built without it), so
+// TestPolicyABI holds policy.Reason and policy.Transport to these.
+var (
+	cReasons = map[string]uint8{
+		"OSF_R_NONE":             C.OSF_R_NONE,
+		"OSF_R_RULE":             C.OSF_R_RULE,
+		"OSF_R_NO_RULE":          C.OSF_R_NO_RULE,
+		"OSF_R_NO_LISTENER":      C.OSF_R_NO_LISTENER,
+		"OSF_R_NO_RDMA_DEVICE":   C.OSF_R_NO_RDMA_DEVICE,
+		"OSF_R_FORK_NO_RDMA":     C.OSF_R_FORK_NO_RDMA,
+		"OSF_R_STRICT":           C.OSF_R_STRICT,
+		"OSF_R_RESOURCE":         C.OSF_R_RESOURCE,
+		"OSF_R_HANDSHAKE":        C.OSF_R_HANDSHAKE,
+		"OSF_R_TRANSPORT_KERNEL": C.OSF_R_TRANSPORT_KERNEL,
+		"OSF_R_DISABLED":         C.OSF_R_DISABLED,
+		"OSF_R_BACKLOG":          C.OSF_R_BACKLOG,
+		"OSF_R_PEER_KERNEL":      C.OSF_R_PEER_KERNEL,
+		"OSF_R_SHM_REMOTE":       C.OSF_R_SHM_REMOTE,
+	}
+	cTransports = map[string]uint8{
+		"OSF_TP_KERNEL": C.OSF_TP_KERNEL,
+		"OSF_TP_SHM":    C.OSF_TP_SHM,
+		"OSF_TP_RDMA":   C.OSF_TP_RDMA,
+	}
+)

@@ -1,0 +1,187 @@
+/* base.h: what every C file of libosf.so needs: the real libc functions
+ * (REAL), the errno macro, and the process state the constructor captured.
+ * selectmux/ includes this and ready.h, nothing else of preload/. */
+#ifndef OSF_PRELOAD_BASE_H
+#define OSF_PRELOAD_BASE_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "../fdtable/fdt.h"
+
+#define OSF_EXPORT __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* OSF_FAIL sets errno and evaluates to -1: `return OSF_FAIL(EBADF);`. */
+#define OSF_FAIL(e) (errno = (e), -1)
+
+/* The real libc functions: X(return type, name, version, parameters,
+ * arguments). Each pointer starts at a stub that resolves the function
+ * once, with dlsym(RTLD_NEXT) or dlvsym where glibc has several versions,
+ * and forwards the call; so REAL(f) is a plain load, and a hook's
+ * pass-through is a table lookup and a tail jump. fcntl, fcntl64 and ioctl
+ * are declared with three arguments: every command passes none, an int or
+ * a pointer, in the register a variadic call uses too (x86-64). */
+#define OSF_REAL_FUNCS(X)                                                      \
+	X(int, socket, 0, (int a, int b, int c), (a, b, c))                   \
+	X(int, socketpair, 0, (int a, int b, int c, int d[2]), (a, b, c, d))  \
+	X(int, bind, 0, (int a, const struct sockaddr *b, socklen_t c),        \
+	  (a, b, c))                                                           \
+	X(int, listen, 0, (int a, int b), (a, b))                             \
+	X(int, accept, 0, (int a, struct sockaddr *b, socklen_t *c), (a, b, c)) \
+	X(int, accept4, 0, (int a, struct sockaddr *b, socklen_t *c, int d),   \
+	  (a, b, c, d))                                                        \
+	X(int, connect, 0, (int a, const struct sockaddr *b, socklen_t c),     \
+	  (a, b, c))                                                           \
+	X(ssize_t, read, 0, (int a, void *b, size_t c), (a, b, c))            \
+	X(ssize_t, readv, 0, (int a, const struct iovec *b, int c), (a, b, c)) \
+	X(ssize_t, write, 0, (int a, const void *b, size_t c), (a, b, c))     \
+	X(ssize_t, writev, 0, (int a, const struct iovec *b, int c), (a, b, c)) \
+	X(ssize_t, send, 0, (int a, const void *b, size_t c, int d),           \
+	  (a, b, c, d))                                                        \
+	X(ssize_t, sendto, 0,                                                  \
+	  (int a, const void *b, size_t c, int d, const struct sockaddr *e,    \
+	   socklen_t f),                                                       \
+	  (a, b, c, d, e, f))                                                  \
+	X(ssize_t, sendmsg, 0, (int a, const struct msghdr *b, int c),         \
+	  (a, b, c))                                                           \
+	X(int, sendmmsg, 0, (int a, struct mmsghdr *b, unsigned int c, int d), \
+	  (a, b, c, d))                                                        \
+	X(ssize_t, recv, 0, (int a, void *b, size_t c, int d), (a, b, c, d))  \
+	X(ssize_t, recvfrom, 0,                                                \
+	  (int a, void *b, size_t c, int d, struct sockaddr *e, socklen_t *f), \
+	  (a, b, c, d, e, f))                                                  \
+	X(ssize_t, recvmsg, 0, (int a, struct msghdr *b, int c), (a, b, c))   \
+	X(int, recvmmsg, 0,                                                    \
+	  (int a, struct mmsghdr *b, unsigned int c, int d, struct timespec *e), \
+	  (a, b, c, d, e))                                                     \
+	X(ssize_t, sendfile, 0, (int a, int b, off_t *c, size_t d), (a, b, c, d)) \
+	X(ssize_t, sendfile64, 0, (int a, int b, off64_t *c, size_t d),        \
+	  (a, b, c, d))                                                        \
+	X(ssize_t, splice, 0,                                                  \
+	  (int a, loff_t *b, int c, loff_t *d, size_t e, unsigned int f),      \
+	  (a, b, c, d, e, f))                                                  \
+	X(int, close, 0, (int a), (a))                                        \
+	X(int, close_range, 0, (unsigned int a, unsigned int b, int c),        \
+	  (a, b, c))                                                           \
+	X(int, shutdown, 0, (int a, int b), (a, b))                           \
+	X(int, dup, 0, (int a), (a))                                          \
+	X(int, dup2, 0, (int a, int b), (a, b))                               \
+	X(int, dup3, 0, (int a, int b, int c), (a, b, c))                     \
+	X(int, fcntl, 0, (int a, int b, void *c), (a, b, c))                  \
+	X(int, fcntl64, 0, (int a, int b, void *c), (a, b, c))                \
+	X(int, ioctl, 0, (int a, unsigned long b, void *c), (a, b, c))        \
+	X(int, getsockopt, 0, (int a, int b, int c, void *d, socklen_t *e),    \
+	  (a, b, c, d, e))                                                     \
+	X(int, setsockopt, 0,                                                  \
+	  (int a, int b, int c, const void *d, socklen_t e), (a, b, c, d, e))  \
+	X(int, getsockname, 0, (int a, struct sockaddr *b, socklen_t *c),      \
+	  (a, b, c))                                                           \
+	X(int, getpeername, 0, (int a, struct sockaddr *b, socklen_t *c),      \
+	  (a, b, c))                                                           \
+	X(int, poll, 0, (struct pollfd *a, nfds_t b, int c), (a, b, c))       \
+	X(int, ppoll, 0,                                                       \
+	  (struct pollfd *a, nfds_t b, const struct timespec *c,               \
+	   const sigset_t *d),                                                 \
+	  (a, b, c, d))                                                        \
+	X(int, select, 0,                                                      \
+	  (int a, fd_set *b, fd_set *c, fd_set *d, struct timeval *e),         \
+	  (a, b, c, d, e))                                                     \
+	X(int, pselect, 0,                                                     \
+	  (int a, fd_set *b, fd_set *c, fd_set *d, const struct timespec *e,   \
+	   const sigset_t *f),                                                 \
+	  (a, b, c, d, e, f))                                                  \
+	X(int, epoll_create, 0, (int a), (a))                                 \
+	X(int, epoll_create1, 0, (int a), (a))                                \
+	X(int, epoll_ctl, 0, (int a, int b, int c, struct epoll_event *d),     \
+	  (a, b, c, d))                                                        \
+	X(int, epoll_wait, 0, (int a, struct epoll_event *b, int c, int d),    \
+	  (a, b, c, d))                                                        \
+	X(int, epoll_pwait, 0,                                                 \
+	  (int a, struct epoll_event *b, int c, int d, const sigset_t *e),     \
+	  (a, b, c, d, e))                                                     \
+	X(int, epoll_pwait2, 0,                                                \
+	  (int a, struct epoll_event *b, int c, const struct timespec *d,      \
+	   const sigset_t *e),                                                 \
+	  (a, b, c, d, e))                                                     \
+	X(pid_t, fork, 0, (void), ())                                         \
+	X(int, execve, 0, (const char *a, char *const b[], char *const c[]),   \
+	  (a, b, c))                                                           \
+	X(int, execvpe, 0, (const char *a, char *const b[], char *const c[]),  \
+	  (a, b, c))                                                           \
+	X(int, fexecve, 0, (int a, char *const b[], char *const c[]), (a, b, c)) \
+	X(int, execveat, 0,                                                    \
+	  (int a, const char *b, char *const c[], char *const d[], int e),     \
+	  (a, b, c, d, e))                                                     \
+	X(int, posix_spawn, "GLIBC_2.15",                                      \
+	  (pid_t * a, const char *b, const posix_spawn_file_actions_t *c,      \
+	   const posix_spawnattr_t *d, char *const e[], char *const f[]),      \
+	  (a, b, c, d, e, f))                                                  \
+	X(int, posix_spawnp, "GLIBC_2.15",                                     \
+	  (pid_t * a, const char *b, const posix_spawn_file_actions_t *c,      \
+	   const posix_spawnattr_t *d, char *const e[], char *const f[]),      \
+	  (a, b, c, d, e, f))                                                  \
+	X(int, sigaction, 0,                                                   \
+	  (int a, const struct sigaction *b, struct sigaction *c), (a, b, c))  \
+	X(ssize_t, __read_chk, 0, (int a, void *b, size_t c, size_t d),        \
+	  (a, b, c, d))                                                        \
+	X(ssize_t, __recv_chk, 0, (int a, void *b, size_t c, size_t d, int e), \
+	  (a, b, c, d, e))                                                     \
+	X(ssize_t, __recvfrom_chk, 0,                                          \
+	  (int a, void *b, size_t c, size_t d, int e, struct sockaddr *f,      \
+	   socklen_t *g),                                                      \
+	  (a, b, c, d, e, f, g))                                               \
+	X(int, __poll_chk, 0, (struct pollfd *a, nfds_t b, int c, size_t d),   \
+	  (a, b, c, d))
+
+#define OSF_REAL_FIELD(ret, name, ver, params, args) ret(*name) params;
+struct osf_real {
+	OSF_REAL_FUNCS(OSF_REAL_FIELD)
+	void (*closefrom)(int);
+};
+#undef OSF_REAL_FIELD
+
+extern struct osf_real osf_real;
+
+/* osf_resolve returns the next definition of name after libosf.so (the
+ * default version, or `version` when given); it aborts with a message if
+ * libc lacks it, since no sensible fallback exists. */
+void *osf_resolve(const char *name, const char *version)
+	__attribute__((cold, noinline));
+
+/* REAL(read) is libc's read. */
+#define REAL(f) (osf_real.f)
+
+/* Process-wide state captured by the constructor before main. */
+#define OSF_ENV_MAX 16384
+struct osf_state {
+	int ready;         /* constructor done: hooks may track fds */
+	int disabled;      /* malformed configuration: pass-through */
+	pid_t pid;         /* getpid() of this process (updated in fork) */
+	uint64_t image;    /* random id of this process image */
+	unsigned spin_us;  /* OSF_SPIN_US */
+	unsigned poll_spin_us;
+	int debug_load_core;
+	char lib_path[4096];
+	char prog[256];
+	uint32_t env_len;
+	char env[OSF_ENV_MAX]; /* "OSF_X=v\0..." snapshot */
+	char fdtable_env[32];  /* OSF_FDTABLE as found at start-up */
+};
+
+extern struct osf_state osf;
+
+#endif

@@ -1,0 +1,532 @@
+//go:build osf_make
+
+/* conn_io.c: the data calls on an offloaded connection: recv/read,
+ * send/write, sendfile, splice and shutdown, over the rings. Every call
+ * follows Linux TCP's errno and signal behaviour for the same situation
+ * and makes no system call while data (or room) is there; waiting and
+ * waking are the stream protocol's (sdp/side.h).
+ */
+#include "conn_priv.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* ---- iovec helpers ------------------------------------------------------- */
+
+static ssize_t iov_total(const struct iovec *iov, int cnt)
+{
+	size_t total = 0;
+	int i;
+
+	if (cnt < 0 || cnt > IOV_MAX)
+		return -1;
+	for (i = 0; i < cnt; i++) {
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - total)
+			return -1;
+		total += iov[i].iov_len;
+	}
+	return (ssize_t)total;
+}
+
+struct iovcur {
+	const struct iovec *iov;
+	int cnt, i;
+	size_t off;
+};
+
+static void cur_skip_empty(struct iovcur *cur)
+{
+	while (cur->i < cur->cnt && cur->off == cur->iov[cur->i].iov_len) {
+		cur->i++;
+		cur->off = 0;
+	}
+}
+
+/* ring_to_iov copies n bytes at ring position pos into the iovecs. */
+static void ring_to_iov(struct iovcur *cur, const uint8_t *data, uint32_t mask,
+			uint64_t pos, size_t n)
+{
+	while (n > 0) {
+		size_t room, k;
+		cur_skip_empty(cur);
+		room = cur->iov[cur->i].iov_len - cur->off;
+		k = n < room ? n : room;
+		osf_ring_copy_out(data, mask, pos,
+				  (uint8_t *)cur->iov[cur->i].iov_base + cur->off,
+				  k);
+		cur->off += k;
+		pos += k;
+		n -= k;
+	}
+}
+
+static void iov_to_ring(struct iovcur *cur, uint8_t *data, uint32_t mask,
+			uint64_t pos, size_t n)
+{
+	while (n > 0) {
+		size_t room, k;
+		cur_skip_empty(cur);
+		room = cur->iov[cur->i].iov_len - cur->off;
+		k = n < room ? n : room;
+		osf_ring_copy_in(data, mask, pos,
+				 (const uint8_t *)cur->iov[cur->i].iov_base +
+					 cur->off,
+				 k);
+		cur->off += k;
+		pos += k;
+		n -= k;
+	}
+}
+
+static void raise_sigpipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		syscall(SYS_tgkill, getpid(), (pid_t)osf_lock_tid(), SIGPIPE);
+}
+
+/* ---- receiving ------------------------------------------------------------ */
+
+/* recv_end decides what an empty ring means: 0 (end of file), or -1 with
+ * errno, or 1 when the caller should wait. */
+static int recv_end(int fd, struct osf_conn *c, int nonblock)
+{
+	uint32_t st = osf_side_state(&c->s);
+	int err;
+
+	if (st & OSF_CS_BROKEN) {
+		err = osf_side_take_recv_error(&c->s);
+		return err ? OSF_FAIL(err) : 0;
+	}
+	if (osf_side_peer_flags(&c->s) & OSF_SIDE_FIN)
+		return osf_side_rx_used(&c->s) != 0 ? 2 : 0; /* data raced in: read it */
+	if (osf_side_my_flags(&c->s) & OSF_SIDE_RDSHUT)
+		return 0;
+	if (!(st & OSF_CS_GONE) && nonblock) {
+		osf_side_drain(&c->s, fd, &c->s.me->rx_waiters);
+		st = osf_side_state(&c->s);
+		if (!(st & OSF_CS_GONE) && osf_side_arm_rx(&c->s))
+			return 2;
+	}
+	if (st & OSF_CS_GONE) {
+		if (osf_side_rx_used(&c->s) != 0)
+			return 2;
+		err = osf_side_take_recv_error(&c->s);
+		return err ? OSF_FAIL(err) : 0;
+	}
+	return nonblock ? OSF_FAIL(EAGAIN) : 1;
+}
+
+/* recv_none is a recvmsg of 0 bytes: TCP waits as for 1 byte and returns
+ * 0 once there is data (read(2) of 0 bytes does not get here). */
+static int recv_none(int fd, struct osf_conn *c, int nonblock)
+{
+	int r;
+
+	for (;;) {
+		r = osf_side_rx_used(&c->s) != 0 ? 2 : recv_end(fd, c, nonblock);
+		if (r != 1) /* 2: data; 0: end; -1: errno set */
+			break;
+		if ((r = osf_side_wait_data(&c->s, fd, osf.spin_us)) < 0)
+			return OSF_FAIL(-r);
+	}
+	return r == 2 ? 0 : r;
+}
+
+ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
+		      int iovcnt, int flags)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	struct iovcur cur = {iov, iovcnt, 0, 0};
+	ssize_t total, got = 0;
+	int nonblock, r;
+
+	if (!c)
+		return OSF_FAIL(EBADF);
+	total = iov_total(iov, iovcnt);
+	if (total < 0) {
+		conn_put(c);
+		return OSF_FAIL(EINVAL);
+	}
+	if (flags & (MSG_OOB | MSG_ERRQUEUE)) {
+		conn_put(c);
+		return OSF_FAIL((flags & MSG_OOB) ? EINVAL : EAGAIN);
+	}
+	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
+	if (total == 0) {
+		r = recv_none(fd, c, nonblock);
+		conn_put(c);
+		return r;
+	}
+	__atomic_add_fetch(&c->s.me->recv_calls, 1, __ATOMIC_RELAXED);
+	for (;;) {
+		int64_t used;
+		if (osf_seg_lock(&c->s.me->rx_lock) < 0) {
+			osf_side_broken(&c->s);
+			used = 0;
+			goto empty;
+		}
+		used = osf_side_rx_used(&c->s);
+		if (used < 0) {
+			osf_seg_unlock(&c->s.me->rx_lock);
+			osf_side_broken(&c->s);
+			goto empty;
+		}
+		if (used > 0) {
+			uint64_t tail = c->s.rx->tail, head = tail + (uint64_t)used;
+			size_t n = (size_t)used < (size_t)(total - got)
+					   ? (size_t)used
+					   : (size_t)(total - got);
+			if (!(flags & MSG_TRUNC))
+				ring_to_iov(&cur, c->s.rxd, c->s.mask, tail, n);
+			if (!(flags & MSG_PEEK)) {
+				__atomic_store_n(&c->s.rx->tail, tail + n,
+						 __ATOMIC_RELEASE);
+				osf_seg_unlock(&c->s.me->rx_lock);
+				osf_side_wake_writer(&c->s, head, tail + n);
+			} else {
+				osf_seg_unlock(&c->s.me->rx_lock);
+			}
+			got += (ssize_t)n;
+			if (got == total || !(flags & MSG_WAITALL) ||
+			    (flags & MSG_PEEK))
+				break;
+			continue;
+		}
+		osf_seg_unlock(&c->s.me->rx_lock);
+	empty:
+		if (got > 0 && !(flags & MSG_WAITALL))
+			break;
+		r = recv_end(fd, c, nonblock);
+		if (r == 2)
+			continue;
+		if (r <= 0) {
+			if (got > 0) /* MSG_WAITALL cut short: what we have */
+				break;
+			conn_put(c);
+			return r;
+		}
+		r = osf_side_wait_data(&c->s, fd, osf.spin_us);
+		if (r < 0) {
+			if (got > 0)
+				break;
+			conn_put(c);
+			return OSF_FAIL(-r);
+		}
+	}
+	conn_put(c);
+	return got;
+}
+
+/* ---- sending --------------------------------------------------------------- */
+
+/* send_end handles a write on a connection whose other side is gone (or
+ * broken, or shut down here): 1 to go on writing, else the result. */
+static ssize_t send_end(struct osf_conn *c, size_t total, int flags)
+{
+	int err;
+
+	if (osf_side_my_flags(&c->s) & OSF_SIDE_FIN) {
+		raise_sigpipe(flags);
+		return OSF_FAIL(EPIPE);
+	}
+	if (!(osf_side_state(&c->s) & OSF_CS_GONE))
+		return 1;
+	err = osf_side_take_pending(&c->s);
+	if (err) {
+		/* The error the reset left; EPIPE (a reset in CLOSE_WAIT)
+		 * raises SIGPIPE as any EPIPE from a write does. */
+		if (err == EPIPE)
+			raise_sigpipe(flags);
+		return OSF_FAIL(err);
+	}
+	if (!(__atomic_fetch_or(&c->s.state, OSF_CS_WROTE_GONE, __ATOMIC_ACQ_REL) &
+	      OSF_CS_WROTE_GONE) &&
+	    !(osf_side_state(&c->s) & OSF_CS_RESET)) {
+		/* TCP accepts one write after the peer's FIN; the peer,
+		 * closed, answers it with a reset, which in CLOSE_WAIT
+		 * leaves EPIPE for the next call. */
+		osf_side_set_pending(&c->s, EPIPE);
+		osf_side_set_state(&c->s, OSF_CS_RESET);
+		return (ssize_t)total;
+	}
+	raise_sigpipe(flags);
+	return OSF_FAIL(EPIPE);
+}
+
+ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
+		      int iovcnt, int flags)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	struct iovcur cur = {iov, iovcnt, 0, 0};
+	ssize_t total, sent = 0, end;
+	int nonblock, r;
+
+	if (!c)
+		return OSF_FAIL(EBADF);
+	total = iov_total(iov, iovcnt);
+	if (total < 0) {
+		conn_put(c);
+		return OSF_FAIL(EINVAL);
+	}
+	osf_side_peer_closing(&c->s, fd);
+	end = send_end(c, (size_t)total, flags);
+	if (end != 1 || total == 0) {
+		conn_put(c);
+		return end != 1 ? end : 0;
+	}
+	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
+	__atomic_add_fetch(&c->s.me->send_calls, 1, __ATOMIC_RELAXED);
+	while (sent < total) {
+		int64_t room;
+		if (osf_seg_lock(&c->s.me->tx_lock) < 0) {
+			osf_side_broken(&c->s);
+			break;
+		}
+		room = osf_side_tx_free(&c->s);
+		if (room < 0) {
+			osf_seg_unlock(&c->s.me->tx_lock);
+			osf_side_broken(&c->s);
+			break;
+		}
+		if (room > 0) {
+			uint64_t head = c->s.tx->head;
+			size_t n = (size_t)room < (size_t)(total - sent)
+					   ? (size_t)room
+					   : (size_t)(total - sent);
+			iov_to_ring(&cur, c->s.txd, c->s.mask, head, n);
+			__atomic_store_n(&c->s.tx->head, head + n,
+					 __ATOMIC_RELEASE);
+			osf_seg_unlock(&c->s.me->tx_lock);
+			osf_side_wake_reader(&c->s, fd);
+			sent += (ssize_t)n;
+			continue;
+		}
+		osf_seg_unlock(&c->s.me->tx_lock);
+		if (osf_side_state(&c->s))
+			break;
+		if (nonblock) {
+			osf_side_drain(&c->s, c->s.wfd, &c->s.me->tx_waiters);
+			if (osf_side_state(&c->s))
+				break;
+			if (osf_side_arm_tx(&c->s))
+				continue;
+			if (sent == 0) {
+				conn_put(c);
+				return OSF_FAIL(EAGAIN);
+			}
+			break;
+		}
+		r = osf_side_wait_room(&c->s, osf.spin_us);
+		if (r < 0) {
+			if (sent == 0) {
+				conn_put(c);
+				return OSF_FAIL(-r);
+			}
+			break;
+		}
+	}
+	if (sent == 0 && osf_side_state(&c->s)) {
+		end = send_end(c, (size_t)total, flags);
+		conn_put(c);
+		return end == 1 ? OSF_FAIL(EPIPE) : end;
+	}
+	conn_put(c);
+	return sent;
+}
+
+/* fill_no_room handles a full ring in fill_from: 1 to look again, 0 to
+ * stop (*err set when the call fails for want of room). */
+static int fill_no_room(struct osf_conn *c, ssize_t sent, int *err)
+{
+	if (osf_side_state(&c->s))
+		return 0;
+	if (c->nonblock) {
+		osf_side_drain(&c->s, c->s.wfd, &c->s.me->tx_waiters);
+		if (!osf_side_state(&c->s) && osf_side_arm_tx(&c->s))
+			return 1;
+		if (sent == 0 && !osf_side_state(&c->s))
+			*err = EAGAIN;
+		return 0;
+	}
+	*err = -osf_side_wait_room(&c->s, osf.spin_us);
+	return *err == 0;
+}
+
+/* fill_from reads from in_fd straight into the send ring: sendfile (a
+ * file, from *offset or the file position, until count bytes are sent) or
+ * splice from a pipe (splice: return after the first read that moved
+ * anything; pipe_nb: the pipe may not make it wait). As in the kernel, the
+ * connection's own O_NONBLOCK alone decides whether it waits for room. */
+static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
+			 off_t *offset, size_t count, int splice, int pipe_nb)
+{
+	struct osf_conn *c;
+	ssize_t sent = 0, end;
+	int err = 0;
+
+	c = conn_get(fd, e);
+	if (!c)
+		return OSF_FAIL(EBADF);
+	osf_side_peer_closing(&c->s, fd);
+	end = send_end(c, count, 0);
+	if (end != 1 || count == 0) {
+		conn_put(c);
+		return end != 1 ? end : 0;
+	}
+	__atomic_add_fetch(&c->s.me->send_calls, 1, __ATOMIC_RELAXED);
+	while ((size_t)sent < count) {
+		int64_t room;
+		uint64_t head;
+		size_t span;
+		ssize_t n;
+		if (osf_seg_lock(&c->s.me->tx_lock) < 0) {
+			osf_side_broken(&c->s);
+			break;
+		}
+		room = osf_side_tx_free(&c->s);
+		if (room <= 0) {
+			osf_seg_unlock(&c->s.me->tx_lock);
+			if (room < 0) {
+				osf_side_broken(&c->s);
+				break;
+			}
+			if (!fill_no_room(c, sent, &err))
+				break;
+			continue;
+		}
+		head = c->s.tx->head;
+		span = osf_ring_span(c->s.mask, head,
+				     (size_t)room < count - (size_t)sent
+					     ? (size_t)room
+					     : count - (size_t)sent);
+		if (splice && pipe_nb) {
+			struct pollfd p = {in_fd, POLLIN, 0};
+			if (REAL(poll)(&p, 1, 0) == 0) {
+				osf_seg_unlock(&c->s.me->tx_lock);
+				if (sent == 0)
+					err = EAGAIN;
+				break;
+			}
+		}
+		if (offset)
+			n = pread(in_fd, c->s.txd + (head & c->s.mask), span,
+				  *offset + sent);
+		else
+			n = REAL(read)(in_fd, c->s.txd + (head & c->s.mask), span);
+		if (n <= 0) {
+			osf_seg_unlock(&c->s.me->tx_lock);
+			if (n < 0)
+				err = errno;
+			break;
+		}
+		__atomic_store_n(&c->s.tx->head, head + (uint64_t)n,
+				 __ATOMIC_RELEASE);
+		osf_seg_unlock(&c->s.me->tx_lock);
+		osf_side_wake_reader(&c->s, fd);
+		sent += n;
+		if (splice)
+			break;
+	}
+	if (offset)
+		*offset += sent;
+	if (sent == 0 && osf_side_state(&c->s) && !err) {
+		end = send_end(c, count, 0);
+		conn_put(c);
+		return end == 1 ? OSF_FAIL(EPIPE) : end;
+	}
+	conn_put(c);
+	if (sent == 0 && err)
+		return OSF_FAIL(err);
+	return sent;
+}
+
+ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
+			  off_t *offset, size_t count)
+{
+	struct stat st;
+
+	if (REAL(fcntl)(in_fd, F_GETFL, NULL) < 0)
+		return -1; /* EBADF, as the kernel says first */
+	if (fstat(in_fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)))
+		return OSF_FAIL(EINVAL);
+	return fill_from(fd, e, in_fd, offset, count, 0, 0);
+}
+
+/* osf_conn_splice: from a pipe, the bytes are read straight into the ring;
+ * to a pipe, they are peeked at, written to the pipe, and only the bytes
+ * the pipe took are consumed, so that a full pipe never costs data. As in
+ * the kernel, SPLICE_F_NONBLOCK (or the pipe's O_NONBLOCK) concerns the
+ * pipe; the connection waits according to its own O_NONBLOCK. Without
+ * O_NONBLOCK on the pipe, a SPLICE_F_NONBLOCK call writes at most PIPE_BUF
+ * bytes once poll says the pipe has room, which a pipe then takes whole. */
+ssize_t osf_conn_splice(int fd, struct osf_fdt_entry *e, int pfd, int to_pipe,
+			size_t len, unsigned int flags)
+{
+	int pfl = REAL(fcntl)(pfd, F_GETFL, NULL);
+	int pipe_nb = (flags & SPLICE_F_NONBLOCK) || (pfl >= 0 && (pfl & O_NONBLOCK));
+	size_t chunk = len < 65536 ? len : 65536;
+	struct iovec iov;
+	ssize_t n, w;
+	char *buf;
+
+	if (!to_pipe)
+		return fill_from(fd, e, pfd, NULL, len, 1, pipe_nb);
+	buf = malloc(chunk);
+	if (!buf)
+		return OSF_FAIL(ENOMEM);
+	iov.iov_base = buf;
+	iov.iov_len = chunk;
+	n = osf_conn_recv(fd, e, &iov, 1, MSG_PEEK);
+	if (n > 0) {
+		struct pollfd p = {pfd, POLLOUT, 0};
+		if (pipe_nb && !(pfl & O_NONBLOCK)) {
+			if (n > PIPE_BUF)
+				n = PIPE_BUF;
+			if (REAL(poll)(&p, 1, 0) == 0) {
+				free(buf);
+				return OSF_FAIL(EAGAIN);
+			}
+		}
+		w = REAL(write)(pfd, buf, (size_t)n);
+		if (w > 0) { /* consume what the pipe took, copying nothing */
+			iov.iov_len = (size_t)w;
+			(void)osf_conn_recv(fd, e, &iov, 1, MSG_DONTWAIT | MSG_TRUNC);
+		}
+		n = w;
+	}
+	free(buf);
+	return n;
+}
+
+/* ---- shutdown --------------------------------------------------------------- */
+
+int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
+{
+	struct osf_conn *c;
+	int closed;
+
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return OSF_FAIL(EINVAL);
+	c = conn_get(fd, e);
+	if (!c)
+		return OSF_FAIL(EBADF);
+	closed = osf_side_tcp_closed(&c->s); /* TCP still records the shutdown */
+	if (how != SHUT_WR)
+		__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_RDSHUT,
+				  __ATOMIC_ACQ_REL);
+	if (how != SHUT_RD) {
+		/* After every byte already written: take the producers' lock. */
+		int locked = osf_seg_lock(&c->s.me->tx_lock) == 0;
+		__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_FIN,
+				  __ATOMIC_ACQ_REL);
+		if (locked)
+			osf_seg_unlock(&c->s.me->tx_lock);
+		osf_side_wake_reader(&c->s, fd);
+	}
+	conn_put(c);
+	return closed ? OSF_FAIL(ENOTCONN) : 0;
+}

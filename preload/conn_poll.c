@@ -1,0 +1,59 @@
+//go:build osf_make
+
+/* conn_poll.c: readiness of offloaded connections (ready.h), for selectmux
+ * and qsock_*: the stream protocol's readiness (sdp/side.h) behind a
+ * reference on fd's connection.
+ */
+#include "conn_priv.h"
+
+short osf_conn_poll(int fd, struct osf_fdt_entry *e)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	short r;
+
+	if (!c)
+		return POLLNVAL;
+	r = osf_side_revents(&c->s);
+	conn_put(c);
+	return r;
+}
+
+int osf_conn_arm_kinds(short events)
+{
+	return ((events & (POLLIN | POLLRDNORM | POLLRDHUP)) ? OSF_ARM_RX : 0) |
+	       ((events & (POLLOUT | POLLWRNORM)) ? OSF_ARM_TX : 0);
+}
+
+short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	short r;
+
+	if (!c)
+		return POLLNVAL;
+	r = osf_side_arm(&c->s, kinds, already);
+	conn_put(c);
+	return r;
+}
+
+void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken)
+{
+	struct osf_conn *c = conn_get(fd, e);
+
+	if (!c)
+		return;
+	osf_side_disarm(&c->s, fd, kinds, woken);
+	conn_put(c);
+}
+
+uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	uint64_t st;
+
+	if (!c)
+		return 0;
+	st = osf_side_stamp(&c->s);
+	conn_put(c);
+	return st;
+}

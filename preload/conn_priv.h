@@ -1,0 +1,92 @@
+/* conn_priv.h: the connection object shared by preload/conn*.c (not by
+ * the rest of libosf.so, which sees conn.h).
+ *
+ * struct osf_conn is process-private: one per connection per process,
+ * shared by the fds (dups) that refer to it. It is the stream protocol's
+ * end (struct osf_side, sdp/side.h) plus what only this process knows:
+ * references, the mapping, O_NONBLOCK and the socket options TCP would
+ * remember. Instances are type-stable (never returned to the system), so a
+ * lookup may take a reference on a recycled one and then notice that the
+ * table entry moved on.
+ */
+#ifndef OSF_PRELOAD_CONN_PRIV_H
+#define OSF_PRELOAD_CONN_PRIV_H
+
+#include "conn.h"
+
+#include "../sdp/side.h"
+
+#define TCP_OPTS 40 /* IPPROTO_TCP option numbers answered */
+#define IP_OPTS 8   /* IP/IPv6 options remembered */
+
+struct ipopt {
+	int level, name, value;
+};
+
+struct osf_conn {
+	struct osf_side s; /* the protocol's view of the segment */
+	uint32_t refs;     /* table entries and calls in flight; 0 = free */
+	uint32_t fds;      /* table entries in this process */
+	struct osf_conn *next_free;
+	uint8_t *base;
+	size_t map_bytes;
+	int seg_fd; /* hidden: the segment's memfd */
+	int nonblock;
+	int bufset; /* SO_RCVBUF/SO_SNDBUF set by the application */
+	int tcpopt[TCP_OPTS];
+	int tcpset[TCP_OPTS];
+	struct ipopt ipopt[IP_OPTS];
+	int v6;
+	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
+};
+
+/* conn_destroy unmaps and frees a connection whose last reference went. */
+void osf_conn_destroy(struct osf_conn *c);
+
+/* osf_conn_rebuild maps the segment of an fd inherited across exec. */
+int osf_conn_rebuild(int fd, struct osf_fdt_entry *e);
+
+static inline void conn_put(struct osf_conn *c)
+{
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		osf_conn_destroy(c);
+}
+
+/* conn_get returns fd's connection with a reference held, or NULL (EBADF)
+ * when fd stopped being one meanwhile. */
+static inline struct osf_conn *conn_get(int fd, struct osf_fdt_entry *e)
+{
+	int tries;
+
+	for (tries = 0; tries < 8; tries++) {
+		struct osf_conn *c;
+		uint64_t priv;
+		uint32_t r;
+
+		if (unlikely(__atomic_load_n(&e->image, __ATOMIC_ACQUIRE) !=
+			     osf.image)) {
+			if (osf_conn_rebuild(fd, e) < 0)
+				return NULL;
+			continue;
+		}
+		priv = __atomic_load_n(&e->priv, __ATOMIC_ACQUIRE);
+		c = (struct osf_conn *)(uintptr_t)priv;
+		if (!c)
+			return NULL;
+		r = __atomic_load_n(&c->refs, __ATOMIC_RELAXED);
+		do {
+			if (r == 0)
+				goto again;
+		} while (!__atomic_compare_exchange_n(&c->refs, &r, r + 1, 1,
+						      __ATOMIC_ACQUIRE,
+						      __ATOMIC_RELAXED));
+		if (__atomic_load_n(&e->priv, __ATOMIC_ACQUIRE) == priv &&
+		    osf_kind_is_conn(e->kind))
+			return c;
+		conn_put(c);
+	again:;
+	}
+	return NULL;
+}
+
+#endif

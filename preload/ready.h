@@ -1,0 +1,42 @@
+/* ready.h: readiness of offloaded connections, for selectmux (poll,
+ * select, epoll) and qsock_*. Implemented in preload/conn_poll.c over the
+ * stream protocol's side (sdp/side.h). */
+#ifndef OSF_PRELOAD_READY_H
+#define OSF_PRELOAD_READY_H
+
+#include "../fdtable/fdt.h"
+#include "../sdp/side.h" /* OSF_ARM_* */
+
+/* osf_conn_poll returns the poll(2) events fd would report now, computed
+ * from the rings (POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR). */
+short osf_conn_poll(int fd, struct osf_fdt_entry *e);
+
+/* osf_conn_arm_kinds returns the OSF_ARM_* kinds poll events ask for. */
+int osf_conn_arm_kinds(short events);
+
+/* osf_conn_arm counts the caller as a waiter of kinds (OSF_ARM_*) not in
+ * already (kinds it armed before and has not disarmed), asks the peer to
+ * wake it (a token on fd for OSF_ARM_RX, on the writers' socket for
+ * OSF_ARM_TX), and returns the events ready after arming: when they
+ * include any awaited one the caller must not sleep. A poller sleeps on fd
+ * (POLLIN) for OSF_ARM_RX and on osf_conn_wake_tx_fd(e) for OSF_ARM_TX. */
+short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already);
+
+/* osf_conn_disarm ends the wait of kinds (0: none was armed): it stops
+ * counting the caller, takes the token it is owed from each armed socket
+ * the kernel reported readable (woken: OSF_ARM_* of the sockets that
+ * fired), and notes the other side's end when a socket fired. */
+void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken);
+
+/* osf_conn_wake_tx_fd returns the writers' wake socket of entry e. */
+static inline int osf_conn_wake_tx_fd(const struct osf_fdt_entry *e)
+{
+	return e->aux2_fd;
+}
+
+/* osf_conn_stamp returns a value that changes whenever data arrives,
+ * room appears or the other side's state changes: an edge-triggered
+ * waiter compares stamps to tell a new edge from an old readiness. */
+uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e);
+
+#endif

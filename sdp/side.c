@@ -1,0 +1,334 @@
+//go:build osf_make
+
+/* side.c: the stream protocol's C side (side.h): end and reset
+ * bookkeeping, wake tokens, sleeping and readiness of one connection end.
+ */
+#include "side.h"
+
+#include "sys.h"
+
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+
+void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
+		   int side, int wfd)
+{
+	struct osf_seg_hdr *h = (struct osf_seg_hdr *)base;
+
+	s->size = ring_bytes;
+	s->mask = ring_bytes - 1;
+	s->lowat = osf_seg_lowat(ring_bytes);
+	s->side = side;
+	s->wfd = wfd;
+	s->me = &h->side[side];
+	s->peer = &h->side[1 - side];
+	s->tx = &h->ring[side];
+	s->rx = &h->ring[1 - side];
+	s->txd = base + OSF_SEG_HDR_BYTES + (size_t)side * ring_bytes;
+	s->rxd = base + OSF_SEG_HDR_BYTES + (size_t)(1 - side) * ring_bytes;
+	s->state = 0;
+	s->pending_err = 0;
+	s->seen_close_seq = __atomic_load_n(&s->peer->close_seq, __ATOMIC_RELAXED);
+}
+
+/* ---- state of the other side ------------------------------------------ */
+
+void osf_side_set_pending(struct osf_side *s, int err)
+{
+	int zero = 0;
+
+	__atomic_compare_exchange_n(&s->pending_err, &zero, err, 0,
+				    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+int osf_side_take_pending(struct osf_side *s)
+{
+	return __atomic_exchange_n(&s->pending_err, 0, __ATOMIC_ACQ_REL);
+}
+
+int osf_side_take_recv_error(struct osf_side *s)
+{
+	int err = __atomic_load_n(&s->pending_err, __ATOMIC_ACQUIRE);
+
+	while (err != 0 && err != EPIPE &&
+	       !__atomic_compare_exchange_n(&s->pending_err, &err, 0, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+	return err == EPIPE ? 0 : err;
+}
+
+_Static_assert(OSF_TCP_ESTABLISHED == TCP_ESTABLISHED &&
+		       OSF_TCP_FIN_WAIT2 == TCP_FIN_WAIT2 &&
+		       OSF_TCP_CLOSE == TCP_CLOSE &&
+		       OSF_TCP_CLOSE_WAIT == TCP_CLOSE_WAIT,
+	       "segment.h numbers TCP states as Linux does");
+
+/* The one mapping, osf_tcp_state (segment.h), which osfstat uses too. */
+int osf_side_tcp_state(const struct osf_side *s)
+{
+	uint32_t st = osf_side_state(s);
+
+	return osf_tcp_state(osf_side_my_flags(s), osf_side_peer_flags(s),
+			     (st & OSF_CS_GONE) != 0, (st & OSF_CS_RESET) != 0);
+}
+
+int osf_side_tcp_closed(const struct osf_side *s)
+{
+	return osf_side_tcp_state(s) == OSF_TCP_CLOSE;
+}
+
+void osf_side_broken(struct osf_side *s)
+{
+	if (!(osf_side_state(s) & OSF_CS_BROKEN)) {
+		osf_side_set_pending(s, ECONNRESET);
+		osf_side_set_state(s, OSF_CS_BROKEN | OSF_CS_GONE | OSF_CS_RESET);
+	}
+}
+
+void osf_side_mark_gone(struct osf_side *s)
+{
+	uint64_t head, tail;
+
+	if (osf_side_state(s) & OSF_CS_GONE)
+		return;
+	head = __atomic_load_n(&s->tx->head, __ATOMIC_ACQUIRE);
+	tail = __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE);
+	if (osf_end_is_reset(osf_side_peer_flags(s), head != tail)) {
+		osf_side_set_pending(s, ECONNRESET);
+		osf_side_set_state(s, OSF_CS_GONE | OSF_CS_RESET);
+		return;
+	}
+	osf_side_set_state(s, OSF_CS_GONE);
+}
+
+void osf_side_check_end(struct osf_side *s, int fd)
+{
+	struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
+	int saved = errno;
+
+	if (osf_sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP)))
+		osf_side_mark_gone(s);
+	errno = saved;
+}
+
+/* ---- wake tokens ------------------------------------------------------ */
+
+void osf_side_send_tokens(struct osf_side *s, int sock, uint32_t *waiters)
+{
+	static const char tok[OSF_WAKE_MAX_TOKENS];
+	uint32_t n = osf_wake_tokens(__atomic_load_n(waiters, __ATOMIC_RELAXED));
+	int saved = errno;
+	ssize_t r;
+
+	r = osf_sys_send(sock, tok, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (r < 0 && (errno == EPIPE || errno == ECONNRESET))
+		osf_side_mark_gone(s);
+	__atomic_add_fetch(&s->me->wakes_sent, 1, __ATOMIC_RELAXED);
+	errno = saved;
+}
+
+void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters)
+{
+	char buf[256];
+	int avail = 0, saved = errno;
+	struct pollfd p = {sock, POLLIN | POLLRDHUP, 0};
+
+	if (osf_sys_poll(&p, 1, 0) <= 0)
+		goto out;
+	if (p.revents & (POLLHUP | POLLRDHUP))
+		osf_side_mark_gone(s);
+	if (!(p.revents & POLLIN) || osf_sys_ioctl(sock, FIONREAD, &avail) < 0)
+		goto out;
+	avail -= (int)__atomic_load_n(waiters, __ATOMIC_RELAXED);
+	while (avail > 0) {
+		ssize_t r = osf_sys_recv(sock, buf,
+					 avail < (int)sizeof(buf) ? (size_t)avail
+								  : sizeof(buf),
+					 MSG_DONTWAIT);
+		if (r <= 0)
+			break;
+		avail -= (int)r;
+	}
+out:
+	errno = saved;
+}
+
+void osf_side_uncount(uint32_t *waiters)
+{
+	uint32_t v = __atomic_load_n(waiters, __ATOMIC_RELAXED);
+
+	while (v && !__atomic_compare_exchange_n(waiters, &v, v - 1, 0,
+						 __ATOMIC_ACQ_REL,
+						 __ATOMIC_RELAXED))
+		;
+}
+
+void osf_side_take_token(struct osf_side *s, int sock)
+{
+	char b;
+	int saved = errno;
+
+	if (osf_sys_recv(sock, &b, 1, MSG_DONTWAIT) == 0)
+		osf_side_mark_gone(s);
+	errno = saved;
+}
+
+int osf_side_arm_rx(struct osf_side *s)
+{
+	__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return osf_side_rx_ready(s);
+}
+
+int osf_side_arm_tx(struct osf_side *s)
+{
+	__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return osf_side_tx_free(s) != 0 || osf_side_state(s) != 0;
+}
+
+/* ---- sleeping ------------------------------------------------------------ */
+
+static long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* SPIN_UNTIL waits in user space for up to spin_us for cond. */
+#define SPIN_UNTIL(spin_us, cond)                                              \
+	({                                                                     \
+		int ok_ = 0;                                                   \
+		if (spin_us) {                                                 \
+			long end_ = now_us() + (long)(spin_us);                \
+			for (int i_ = 0;; i_++) {                              \
+				if (cond) {                                    \
+					ok_ = 1;                               \
+					break;                                 \
+				}                                              \
+				__builtin_ia32_pause();                        \
+				if ((i_ & 63) == 63 && now_us() > end_)        \
+					break;                                 \
+			}                                                      \
+		}                                                              \
+		ok_;                                                           \
+	})
+
+/* sleep_token blocks in the kernel for one wake token on sock. It returns
+ * 0 when woken (or the other side is gone), else -errno from the recv:
+ * -EINTR for a signal (the kernel restarted it if the handler had
+ * SA_RESTART and no timeout is set on sock), -EAGAIN when the timeout
+ * expired. */
+static int sleep_token(struct osf_side *s, int sock)
+{
+	char b;
+	ssize_t r;
+	int err;
+
+	__atomic_add_fetch(&s->me->sleeps, 1, __ATOMIC_RELAXED);
+	r = osf_sys_recv(sock, &b, 1, 0);
+	err = errno;
+	if (r == 0 || (r < 0 && err == ECONNRESET)) {
+		osf_side_mark_gone(s);
+		return 0;
+	}
+	return r < 0 ? -err : 0;
+}
+
+int osf_side_wait_data(struct osf_side *s, int fd, unsigned spin_us)
+{
+	int r;
+
+	if (SPIN_UNTIL(spin_us, osf_side_rx_ready(s)))
+		return 0;
+	__atomic_add_fetch(&s->me->rx_waiters, 1, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	r = osf_side_rx_ready(s) ? 0 : sleep_token(s, fd);
+	osf_side_uncount(&s->me->rx_waiters);
+	return r;
+}
+
+int osf_side_wait_room(struct osf_side *s, unsigned spin_us)
+{
+	int r;
+
+	if (SPIN_UNTIL(spin_us, osf_side_tx_ready(s)))
+		return 0;
+	__atomic_add_fetch(&s->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	r = osf_side_tx_ready(s) ? 0 : sleep_token(s, s->wfd);
+	osf_side_uncount(&s->me->tx_waiters);
+	return r;
+}
+
+/* ---- readiness ------------------------------------------------------------- */
+
+short osf_side_revents(const struct osf_side *s)
+{
+	uint32_t st = osf_side_state(s), pf = osf_side_peer_flags(s),
+		 mf = osf_side_my_flags(s);
+	int64_t used = osf_side_rx_used(s), room = osf_side_tx_free(s);
+	int rdhup = (pf & OSF_SIDE_FIN) || (st & OSF_CS_GONE) ||
+		    (mf & OSF_SIDE_RDSHUT);
+	int wrshut = (mf & OSF_SIDE_FIN) != 0;
+	short r = 0;
+
+	if (used < 0 || room < 0 || (st & OSF_CS_BROKEN))
+		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLERR |
+		       POLLHUP | POLLRDHUP;
+	if (used > 0 || rdhup || s->pending_err)
+		r |= POLLIN | POLLRDNORM;
+	if (rdhup)
+		r |= POLLRDHUP;
+	if ((uint64_t)room >= s->lowat || wrshut || (st & OSF_CS_GONE))
+		r |= POLLOUT | POLLWRNORM;
+	if ((rdhup && wrshut) || osf_side_tcp_closed(s))
+		r |= POLLHUP;
+	if (s->pending_err)
+		r |= POLLERR;
+	return r;
+}
+
+short osf_side_arm(struct osf_side *s, int kinds, int already)
+{
+	if ((kinds & OSF_ARM_RX) && !(already & OSF_ARM_RX))
+		__atomic_add_fetch(&s->me->rx_waiters, 1, __ATOMIC_ACQ_REL);
+	if ((kinds & OSF_ARM_TX) && !(already & OSF_ARM_TX))
+		__atomic_add_fetch(&s->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
+	if (kinds & OSF_ARM_RX)
+		__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
+	if (kinds & OSF_ARM_TX)
+		__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return osf_side_revents(s);
+}
+
+void osf_side_disarm(struct osf_side *s, int fd, int kinds, int woken)
+{
+	if (woken & kinds & OSF_ARM_RX)
+		osf_side_take_token(s, fd);
+	if (woken & kinds & OSF_ARM_TX)
+		osf_side_take_token(s, s->wfd);
+	if (woken) /* a hang-up wakes too: the end, even behind tokens */
+		osf_side_check_end(s, (woken & OSF_ARM_RX) ? fd : s->wfd);
+	if (kinds & OSF_ARM_RX)
+		osf_side_uncount(&s->me->rx_waiters);
+	if (kinds & OSF_ARM_TX)
+		osf_side_uncount(&s->me->tx_waiters);
+}
+
+uint64_t osf_side_stamp(const struct osf_side *s)
+{
+	return __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE) +
+	       __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE) *
+		       0x9e3779b97f4a7c15ULL +
+	       ((uint64_t)(osf_side_peer_flags(s) | osf_side_state(s) << 8)
+		<< 56);
+}

@@ -1,0 +1,267 @@
+/* side.h: one end of an offloaded stream, the C side of the stream
+ * protocol (the layout is segment.h; the RDMA engine in sdp/rdma is the
+ * other implementation, in Go).
+ *
+ * A side is a mapped segment seen from one end: the ring it produces into
+ * (tx), the ring it consumes (rx), its own flags and the peer's, and two
+ * wake sockets: the application's fd carries the tokens that wake readers
+ * (data or the end arrived), the writers' socket (wfd) those that wake
+ * writers (room appeared), so that a reader never takes a writer's token.
+ *
+ * Sleeping and waking: a side about to sleep counts itself as a waiter,
+ * raises its rx_want (or tx_want) flag in the segment, fences, and checks
+ * the ring once more; the other side publishes, fences, and if it sees the
+ * flag clears it and sends as many tokens as there are waiters (at most
+ * OSF_WAKE_MAX_TOKENS). A blocked reader sleeps in a real blocking recv()
+ * of one token on the application's fd, so the kernel applies SO_RCVTIMEO,
+ * SA_RESTART and EINTR exactly as it would for TCP; a blocked writer does
+ * the same on the writers' socket, which carries the application's
+ * SO_SNDTIMEO as its SO_RCVTIMEO.
+ *
+ * The end follows Linux TCP: data already received is readable first; then
+ * a peer that closed with data it never read (or with SO_LINGER 0) gives
+ * ECONNRESET once, else end-of-file; the first write after the peer closed
+ * is accepted, later ones get EPIPE.
+ *
+ * Everything in the segment may be written by the peer: positions are
+ * checked and masked, so a hostile peer can at most break its own
+ * connection (ECONNRESET), never make this process touch memory outside
+ * the segment.
+ *
+ * The embedder (libosf.so) keeps one struct osf_side per connection per
+ * process, shares it between threads, and provides the system calls
+ * (sys.h). Nothing here depends on the embedder otherwise.
+ */
+#ifndef OSF_SDP_SIDE_H
+#define OSF_SDP_SIDE_H
+
+#include "lock.h"
+#include "segment.h"
+
+#include <poll.h>
+#include <stdint.h>
+
+/* Connection state this process has learnt (struct osf_side.state). */
+#define OSF_CS_GONE 0x1u       /* the last holder of the other side is gone */
+#define OSF_CS_BROKEN 0x2u     /* the segment is corrupt: reset */
+#define OSF_CS_WROTE_GONE 0x4u /* the one write TCP accepts after the peer
+				  closed has been accepted */
+#define OSF_CS_RESET 0x8u      /* TCP would have received a reset: the
+				  socket is in state CLOSE (ENOTCONN, POLLHUP) */
+
+struct osf_side {
+	uint32_t size, mask, lowat;
+	int side;   /* OSF_SIDE_CLIENT or OSF_SIDE_SERVER */
+	int wfd;    /* the writers' wake socket */
+	struct osf_seg_side *me, *peer;
+	struct osf_seg_ring *tx, *rx;
+	uint8_t *txd, *rxd;
+	uint32_t state; /* OSF_CS_* */
+	int pending_err; /* SO_ERROR */
+	uint32_t seen_close_seq;
+};
+
+/* osf_side_init points s at the segment mapped at base (rings of
+ * ring_bytes), seen from side, with writers' wake socket wfd. */
+void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
+		   int side, int wfd);
+
+/* ---- state ------------------------------------------------------------- */
+
+static inline uint32_t osf_side_state(const struct osf_side *s)
+{
+	return __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+}
+
+static inline void osf_side_set_state(struct osf_side *s, uint32_t bits)
+{
+	__atomic_or_fetch(&s->state, bits, __ATOMIC_ACQ_REL);
+}
+
+static inline uint32_t osf_side_peer_flags(const struct osf_side *s)
+{
+	return __atomic_load_n(&s->peer->flags, __ATOMIC_ACQUIRE);
+}
+
+static inline uint32_t osf_side_my_flags(const struct osf_side *s)
+{
+	return __atomic_load_n(&s->me->flags, __ATOMIC_ACQUIRE);
+}
+
+/* osf_side_set_pending records err as the pending error unless one is. */
+void osf_side_set_pending(struct osf_side *s, int err);
+
+/* osf_side_take_pending returns and clears the pending error (SO_ERROR). */
+int osf_side_take_pending(struct osf_side *s);
+
+/* osf_side_take_recv_error is take_pending for a read at the end of the
+ * stream: EPIPE (the reset that answers a write to a peer that had
+ * closed) is left for the next write, as TCP's read sees the FIN first. */
+int osf_side_take_recv_error(struct osf_side *s);
+
+/* osf_side_tcp_closed: TCP would be in state CLOSE (or TIME_WAIT, which
+ * the application sees as CLOSE): reset, or both directions shut down. */
+int osf_side_tcp_closed(const struct osf_side *s);
+
+/* osf_side_tcp_state returns the Linux TCP state (TCP_ESTABLISHED, ...)
+ * that TCP_INFO reports for this side. */
+int osf_side_tcp_state(const struct osf_side *s);
+
+/* osf_side_broken records a corrupt segment: the connection is reset. */
+void osf_side_broken(struct osf_side *s);
+
+/* osf_side_mark_gone records that the last holder of the other side
+ * closed; as TCP would have sent a reset when it closed with bytes it
+ * never read, or with SO_LINGER 0. */
+void osf_side_mark_gone(struct osf_side *s);
+
+/* osf_side_check_end asks the kernel (one poll of the application's
+ * wake socket fd) whether the other side is gone. */
+void osf_side_check_end(struct osf_side *s, int fd);
+
+/* osf_side_peer_closing checks, without a system call, whether a holder of
+ * the other side dropped its descriptor since we last looked; if so it
+ * asks the kernel whether that was the last one. */
+static inline void osf_side_peer_closing(struct osf_side *s, int fd)
+{
+	uint32_t seq = __atomic_load_n(&s->peer->close_seq, __ATOMIC_ACQUIRE);
+
+	if (__builtin_expect(seq == s->seen_close_seq, 1))
+		return;
+	s->seen_close_seq = seq;
+	osf_side_check_end(s, fd);
+}
+
+/* ---- rings ------------------------------------------------------------- */
+
+/* osf_side_rx_used returns the bytes waiting to be read, -1 if corrupt. */
+static inline int64_t osf_side_rx_used(const struct osf_side *s)
+{
+	uint64_t head = __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE);
+	uint64_t tail = __atomic_load_n(&s->rx->tail, __ATOMIC_RELAXED);
+
+	return osf_ring_used(head, tail, s->size);
+}
+
+/* osf_side_tx_free returns the room in the send ring, -1 if corrupt. */
+static inline int64_t osf_side_tx_free(const struct osf_side *s)
+{
+	uint64_t head = __atomic_load_n(&s->tx->head, __ATOMIC_RELAXED);
+	uint64_t tail = __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE);
+	int64_t used = osf_ring_used(head, tail, s->size);
+
+	return used < 0 ? -1 : (int64_t)s->size - used;
+}
+
+/* osf_side_rx_ready: a read would not block (data, end or error). */
+static inline int osf_side_rx_ready(const struct osf_side *s)
+{
+	/* OSF_SIDE_RESET alone is not readiness: it says how the side ends
+	 * once its last holder is gone (mark_gone), and a process that closed
+	 * with linger 0 may not have been the last (a fork child serves on). */
+	return osf_side_rx_used(s) != 0 ||
+	       (osf_side_peer_flags(s) & OSF_SIDE_FIN) ||
+	       (osf_side_state(s) & OSF_CS_GONE) || s->pending_err;
+}
+
+/* osf_side_tx_ready: a write would not block (room, or the end). */
+static inline int osf_side_tx_ready(const struct osf_side *s)
+{
+	return osf_side_tx_free(s) != 0 || osf_side_state(s);
+}
+
+/* ---- waking the other side ---------------------------------------------- */
+
+/* osf_side_send_tokens sends the waiters counted in *waiters (at least
+ * one: a waiter osf does not count, the application's own) their tokens
+ * on sock, without blocking. */
+void osf_side_send_tokens(struct osf_side *s, int sock, uint32_t *waiters);
+
+/* osf_side_wake_reader wakes the other side's readers if they asked for
+ * it, on fd (the application's wake socket); the caller has published
+ * what it changed (data, FIN). */
+static inline void osf_side_wake_reader(struct osf_side *s, int fd)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__builtin_expect(!__atomic_load_n(&s->peer->rx_want,
+					      __ATOMIC_RELAXED),
+			     1))
+		return;
+	if (__atomic_exchange_n(&s->peer->rx_want, 0, __ATOMIC_ACQ_REL))
+		osf_side_send_tokens(s, fd, &s->peer->rx_waiters);
+}
+
+/* osf_side_wake_writer wakes the other side's writers waiting for room,
+ * once the rx ring (positions head, tail) has the low-water mark free. */
+static inline void osf_side_wake_writer(struct osf_side *s, uint64_t head,
+					uint64_t tail)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__builtin_expect(!__atomic_load_n(&s->peer->tx_want,
+					      __ATOMIC_RELAXED),
+			     1))
+		return;
+	if (s->size - (head - tail) < s->lowat)
+		return;
+	if (__atomic_exchange_n(&s->peer->tx_want, 0, __ATOMIC_ACQ_REL))
+		osf_side_send_tokens(s, s->wfd, &s->peer->tx_waiters);
+}
+
+/* ---- waiting -------------------------------------------------------------- */
+
+/* osf_side_drain reads from sock the tokens no counted waiter of this side
+ * will take (keep: the waiters counted in *waiters), and notices the other
+ * side's end. */
+void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters);
+
+/* osf_side_uncount removes a waiter from a count, never below 0 (a fork
+ * child may end a wait its parent counted, and the peer may write
+ * anything). */
+void osf_side_uncount(uint32_t *waiters);
+
+/* osf_side_take_token takes the one token a waiter woken on sock is owed,
+ * if it is there (a poller: poll does not consume). */
+void osf_side_take_token(struct osf_side *s, int sock);
+
+/* osf_side_arm_rx and osf_side_arm_tx ask the other side for a wake token
+ * at the next data (room), as a caller that got EAGAIN will wait for
+ * readiness (edge-triggered epoll included); they return 1 when the state
+ * changed while arming, so that the caller must look again. */
+int osf_side_arm_rx(struct osf_side *s);
+int osf_side_arm_tx(struct osf_side *s);
+
+/* osf_side_wait_data waits until a read would not block, spinning for up
+ * to spin_us first, then sleeping on fd: 0, or -errno of the sleep
+ * (-EINTR for a signal, -EAGAIN when SO_RCVTIMEO expired). */
+int osf_side_wait_data(struct osf_side *s, int fd, unsigned spin_us);
+
+/* osf_side_wait_room waits until there is room to write (or the end),
+ * spinning for up to spin_us, then sleeping on the writers' socket: 0, or
+ * -EAGAIN when SO_SNDTIMEO expired, -EINTR for a signal. */
+int osf_side_wait_room(struct osf_side *s, unsigned spin_us);
+
+/* ---- readiness ------------------------------------------------------------ */
+
+/* Kinds of wait a poller arms (osf_side_arm). */
+#define OSF_ARM_RX 0x1 /* data or the end: a token on the fd itself */
+#define OSF_ARM_TX 0x2 /* room: a token on the writers' socket */
+
+/* osf_side_revents returns the poll(2) events the side would report now,
+ * computed from the rings. */
+short osf_side_revents(const struct osf_side *s);
+
+/* osf_side_arm counts the caller as a waiter of kinds not in already, asks
+ * the peer to wake it, and returns the events ready after arming. */
+short osf_side_arm(struct osf_side *s, int kinds, int already);
+
+/* osf_side_disarm ends a poller's wait of kinds: it takes the token owed
+ * from each armed socket the kernel reported readable (woken), notes the
+ * other side's end, and stops counting the caller. fd is the
+ * application's wake socket. */
+void osf_side_disarm(struct osf_side *s, int fd, int kinds, int woken);
+
+/* osf_side_stamp returns a value that changes whenever data arrives, room
+ * appears or the other side's state changes. */
+uint64_t osf_side_stamp(const struct osf_side *s);
+
+#endif

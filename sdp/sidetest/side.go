@@ -1,0 +1,287 @@
+package sidetest
+
+/*
+#cgo CFLAGS: -O2 -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing
+#include "../side.c"
+#include "../lock.c"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+ssize_t osf_sys_send(int fd, const void *buf, size_t n, int flags) { return send(fd, buf, n, flags); }
+ssize_t osf_sys_recv(int fd, void *buf, size_t n, int flags) { return recv(fd, buf, n, flags); }
+ssize_t osf_sys_read(int fd, void *buf, size_t n) { return read(fd, buf, n); }
+int osf_sys_close(int fd) { return close(fd); }
+int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout) { return poll(p, n, timeout); }
+int osf_sys_ioctl(int fd, unsigned long req, void *arg) { return ioctl(fd, req, arg); }
+
+static void side_set_flags(struct osf_side *s, uint32_t f)
+{
+	__atomic_or_fetch(&s->me->flags, f, __ATOMIC_ACQ_REL);
+}
+
+static struct osf_side *side_new(void) { return calloc(1, sizeof(struct osf_side)); }
+
+static void *seg_new(uint32_t ring)
+{
+	void *p = mmap(NULL, osf_seg_bytes(ring), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+// side_write copies n bytes into the tx ring as conn_io.c does and wakes
+// the peer's readers; it returns the bytes written.
+static size_t side_write(struct osf_side *s, int fd, const void *b, size_t n)
+{
+	int64_t room;
+	uint64_t head;
+
+	if (osf_seg_lock(&s->me->tx_lock) < 0)
+		return 0;
+	room = osf_side_tx_free(s);
+	if (room <= 0) {
+		osf_seg_unlock(&s->me->tx_lock);
+		return 0;
+	}
+	if ((size_t)room < n)
+		n = (size_t)room;
+	head = s->tx->head;
+	osf_ring_copy_in(s->txd, s->mask, head, b, n);
+	__atomic_store_n(&s->tx->head, head + n, __ATOMIC_RELEASE);
+	osf_seg_unlock(&s->me->tx_lock);
+	osf_side_wake_reader(s, fd);
+	return n;
+}
+
+// side_read copies up to n bytes out of the rx ring and wakes the peer's
+// writers; it returns the bytes read, or -1 for a corrupt ring.
+static long side_read(struct osf_side *s, void *b, size_t n)
+{
+	int64_t used;
+	uint64_t tail;
+
+	if (osf_seg_lock(&s->me->rx_lock) < 0)
+		return -1;
+	used = osf_side_rx_used(s);
+	if (used <= 0) {
+		osf_seg_unlock(&s->me->rx_lock);
+		return used < 0 ? -1 : 0;
+	}
+	if ((size_t)used < n)
+		n = (size_t)used;
+	tail = s->rx->tail;
+	osf_ring_copy_out(s->rxd, s->mask, tail, b, n);
+	__atomic_store_n(&s->rx->tail, tail + n, __ATOMIC_RELEASE);
+	osf_seg_unlock(&s->me->rx_lock);
+	osf_side_wake_writer(s, tail + (uint64_t)used, tail + n);
+	return (long)n;
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kinds of wait (OSF_ARM_*).
+const (
+	ArmRx = int(C.OSF_ARM_RX)
+	ArmTx = int(C.OSF_ARM_TX)
+)
+
+// Connection states an end learns (OSF_CS_*).
+const (
+	StateGone   = uint32(C.OSF_CS_GONE)
+	StateBroken = uint32(C.OSF_CS_BROKEN)
+	StateReset  = uint32(C.OSF_CS_RESET)
+)
+
+// Side flags (OSF_SIDE_*).
+const (
+	FlagFin    = uint32(C.OSF_SIDE_FIN)
+	FlagReset  = uint32(C.OSF_SIDE_RESET)
+	FlagRdShut = uint32(C.OSF_SIDE_RDSHUT)
+)
+
+// MaxTokens is OSF_WAKE_MAX_TOKENS.
+const MaxTokens = int(C.OSF_WAKE_MAX_TOKENS)
+
+// Pair is one segment seen from both ends. The segment is shared
+// anonymous memory from mmap, never the Go heap (C writes it).
+type Pair struct {
+	seg    unsafe.Pointer
+	ring   uint32
+	Client *End
+	Server *End
+}
+
+// End is one side of a Pair: its struct osf_side (C memory), the
+// application's wake socket FD and the writers' wake socket WFD.
+type End struct {
+	s   *C.struct_osf_side
+	FD  int
+	WFD int
+}
+
+// NewPair maps a segment with rings of ring bytes and makes both ends,
+// each with its wake sockets, as a handshake would.
+func NewPair(ring uint32) (*Pair, error) {
+	if !bool(C.osf_ring_size_ok(C.uint32_t(ring)) != 0) {
+		return nil, fmt.Errorf("sidetest: ring size %d", ring)
+	}
+	seg := C.seg_new(C.uint32_t(ring))
+	if seg == nil {
+		return nil, errors.New("sidetest: mmap failed")
+	}
+	app, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sidetest: socketpair: %w", err)
+	}
+	wr, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(app[0])
+		unix.Close(app[1])
+		return nil, fmt.Errorf("sidetest: socketpair: %w", err)
+	}
+	p := &Pair{seg: seg, ring: ring}
+	p.Client = newEnd(seg, ring, int(C.OSF_SIDE_CLIENT), app[0], wr[0])
+	p.Server = newEnd(seg, ring, int(C.OSF_SIDE_SERVER), app[1], wr[1])
+	return p, nil
+}
+
+func newEnd(seg unsafe.Pointer, ring uint32, side, fd, wfd int) *End {
+	e := &End{s: C.side_new(), FD: fd, WFD: wfd}
+	C.osf_side_init(e.s, (*C.uint8_t)(seg), C.uint32_t(ring), C.int(side), C.int(wfd))
+	return e
+}
+
+// Close releases the segment, both ends and their sockets.
+func (p *Pair) Close() {
+	for _, e := range []*End{p.Client, p.Server} {
+		if e.FD >= 0 {
+			unix.Close(e.FD)
+		}
+		unix.Close(e.WFD)
+		C.free(unsafe.Pointer(e.s))
+	}
+	C.munmap(p.seg, C.size_t(C.osf_seg_bytes(C.uint32_t(p.ring))))
+}
+
+// CloseFD closes the end's application socket, as the last holder's close
+// does: the peer's wake socket sees end-of-file.
+func (e *End) CloseFD() {
+	unix.Close(e.FD)
+	e.FD = -1
+}
+
+// Write puts b into the end's send ring (as much as fits) and wakes the
+// peer's readers if they asked; it returns the bytes written.
+func (e *End) Write(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	cb := C.CBytes(b)
+	defer C.free(cb)
+	return int(C.side_write(e.s, C.int(e.FD), cb, C.size_t(len(b))))
+}
+
+// Read takes up to len(b) bytes from the end's receive ring and wakes the
+// peer's writers if they asked; -1 for a corrupt ring.
+func (e *End) Read(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	cb := C.malloc(C.size_t(len(b)))
+	defer C.free(cb)
+	n := int(C.side_read(e.s, cb, C.size_t(len(b))))
+	if n > 0 {
+		copy(b, C.GoBytes(cb, C.int(n)))
+	}
+	return n
+}
+
+// RxUsed is osf_side_rx_used; TxFree is osf_side_tx_free.
+func (e *End) RxUsed() int64 { return int64(C.osf_side_rx_used(e.s)) }
+func (e *End) TxFree() int64 { return int64(C.osf_side_tx_free(e.s)) }
+
+// State returns the OSF_CS_* bits the end has learnt.
+func (e *End) State() uint32 { return uint32(C.osf_side_state(e.s)) }
+
+// SetFlags raises OSF_SIDE_* flags of this end, as shutdown or close does.
+func (e *End) SetFlags(f uint32) {
+	C.side_set_flags(e.s, C.uint32_t(f))
+}
+
+// MarkGone is osf_side_mark_gone; CheckEnd osf_side_check_end on FD.
+func (e *End) MarkGone() { C.osf_side_mark_gone(e.s) }
+func (e *End) CheckEnd() { C.osf_side_check_end(e.s, C.int(e.FD)) }
+
+// Broken is osf_side_broken.
+func (e *End) Broken() { C.osf_side_broken(e.s) }
+
+// TakePending and TakeRecvError return the pending error (SO_ERROR) as a
+// write and a read at the end of the stream take it.
+func (e *End) TakePending() unix.Errno   { return unix.Errno(C.osf_side_take_pending(e.s)) }
+func (e *End) TakeRecvError() unix.Errno { return unix.Errno(C.osf_side_take_recv_error(e.s)) }
+
+// SetPending is osf_side_set_pending.
+func (e *End) SetPending(err unix.Errno) { C.osf_side_set_pending(e.s, C.int(err)) }
+
+// TCPState is the Linux TCP state TCP_INFO reports.
+func (e *End) TCPState() int { return int(C.osf_side_tcp_state(e.s)) }
+
+// Revents, Arm and Disarm are the readiness calls a poller makes.
+func (e *End) Revents() int16 { return int16(C.osf_side_revents(e.s)) }
+func (e *End) Arm(kinds, already int) int16 {
+	return int16(C.osf_side_arm(e.s, C.int(kinds), C.int(already)))
+}
+func (e *End) Disarm(kinds, woken int) {
+	C.osf_side_disarm(e.s, C.int(e.FD), C.int(kinds), C.int(woken))
+}
+
+// ArmRx is the flag a read that got EAGAIN raises.
+func (e *End) ArmRx() bool { return C.osf_side_arm_rx(e.s) != 0 }
+
+// Drain is osf_side_drain of the readers' socket.
+func (e *End) Drain() { C.osf_side_drain(e.s, C.int(e.FD), &e.s.me.rx_waiters) }
+
+// WaitData blocks until a read would not block: 0 or a negative errno.
+func (e *End) WaitData(spinUs uint) int {
+	return int(C.osf_side_wait_data(e.s, C.int(e.FD), C.unsigned(spinUs)))
+}
+
+// WaitRoom blocks until a write would not block: 0 or a negative errno.
+func (e *End) WaitRoom(spinUs uint) int {
+	return int(C.osf_side_wait_room(e.s, C.unsigned(spinUs)))
+}
+
+// Waiters returns the end's counted readers and writers.
+func (e *End) Waiters() (rx, tx uint32) {
+	return uint32(e.s.me.rx_waiters), uint32(e.s.me.tx_waiters)
+}
+
+// SetWaiters overwrites the end's reader count, as a hostile peer may.
+func (e *End) SetWaiters(rx uint32) { e.s.me.rx_waiters = C.uint32_t(rx) }
+
+// Stamp is osf_side_stamp.
+func (e *End) Stamp() uint64 { return uint64(C.osf_side_stamp(e.s)) }
+
+// CorruptRx writes impossible positions into the end's receive ring, as
+// a hostile peer could.
+func (e *End) CorruptRx() { e.s.rx.head = e.s.rx.tail + C.uint64_t(e.s.size) + 1 }
+
+// TxLockWord returns the end's producer lock word (C memory).
+func (e *End) TxLockWord() *uint32 { return (*uint32)(unsafe.Pointer(&e.s.me.tx_lock)) }
+
+// Lock and Unlock take and release a segment lock word: 0 or -1.
+func Lock(w *uint32) int { return int(C.osf_seg_lock((*C.uint32_t)(unsafe.Pointer(w)))) }
+func Unlock(w *uint32)   { C.osf_seg_unlock((*C.uint32_t)(unsafe.Pointer(w))) }
+
+// Tid is the calling thread's id as the locks record it.
+func Tid() uint32 { return uint32(C.osf_lock_tid()) }

@@ -1,0 +1,352 @@
+package sidetest_test
+
+import (
+	"bytes"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/osfproject/osf/sdp/sidetest"
+	"golang.org/x/sys/unix"
+)
+
+// Linux TCP states (netinet/tcp.h) TCP_INFO reports.
+const (
+	tcpEstablished = 1
+	tcpFinWait2    = 5
+	tcpClose       = 7
+	tcpCloseWait   = 8
+)
+
+func pair(t *testing.T, ring uint32) *sidetest.Pair {
+	t.Helper()
+	p, err := sidetest.NewPair(ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// tokens returns the wake tokens waiting on fd without taking them.
+func tokens(t *testing.T, fd int) int {
+	t.Helper()
+	n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestDataBothWays(t *testing.T) {
+	p := pair(t, 4096)
+	if got := p.Client.Write([]byte("hello")); got != 5 {
+		t.Fatalf("write: %d", got)
+	}
+	if got := p.Server.RxUsed(); got != 5 {
+		t.Fatalf("server rx used %d, want 5", got)
+	}
+	buf := make([]byte, 16)
+	if n := p.Server.Read(buf); n != 5 || string(buf[:5]) != "hello" {
+		t.Fatalf("read %d %q", n, buf[:n])
+	}
+	// A ring takes at most its size; reading makes room again.
+	big := bytes.Repeat([]byte{7}, 5000)
+	if n := p.Server.Write(big); n != 4096 {
+		t.Fatalf("write into a 4096 ring took %d", n)
+	}
+	if p.Server.TxFree() != 0 {
+		t.Fatalf("tx free %d after filling", p.Server.TxFree())
+	}
+	if n := p.Client.Read(make([]byte, 1000)); n != 1000 || p.Server.TxFree() != 1000 {
+		t.Fatalf("read %d, tx free %d", n, p.Server.TxFree())
+	}
+	if s := p.Client.TCPState(); s != tcpEstablished {
+		t.Fatalf("tcp state %d", s)
+	}
+}
+
+func TestReadersWokenWithTheirCount(t *testing.T) {
+	p := pair(t, 4096)
+	// Nobody armed: no token is sent.
+	p.Client.Write([]byte("a"))
+	if n := tokens(t, p.Server.FD); n != 0 {
+		t.Fatalf("%d tokens without a waiter", n)
+	}
+	p.Server.Read(make([]byte, 1))
+
+	// One poller armed: not ready, then one token on the readers' socket.
+	if r := p.Server.Arm(sidetest.ArmRx, 0); r&unix.POLLIN != 0 {
+		t.Fatalf("ready right after arming an empty ring: %#x", r)
+	}
+	p.Client.Write([]byte("b"))
+	if n := tokens(t, p.Server.FD); n != 1 {
+		t.Fatalf("%d tokens for one armed poller, want 1", n)
+	}
+	if n := tokens(t, p.Server.WFD); n != 0 {
+		t.Fatalf("a reader's token went to the writers' socket")
+	}
+	p.Server.Disarm(sidetest.ArmRx, sidetest.ArmRx)
+	if rx, _ := p.Server.Waiters(); rx != 0 || tokens(t, p.Server.FD) != 0 {
+		t.Fatalf("after disarm: %d waiters, %d tokens", rx, tokens(t, p.Server.FD))
+	}
+	p.Server.Read(make([]byte, 1))
+
+	// Many waiters: as many tokens as counted, at most MaxTokens.
+	p.Server.SetWaiters(100)
+	p.Server.ArmRx()
+	p.Client.Write([]byte("c"))
+	if n := tokens(t, p.Server.FD); n != sidetest.MaxTokens {
+		t.Fatalf("%d tokens for 100 waiters, want %d", n, sidetest.MaxTokens)
+	}
+	// Drain keeps the tokens counted waiters will take, no more.
+	p.Server.SetWaiters(3)
+	p.Server.Drain()
+	if n := tokens(t, p.Server.FD); n != 3 {
+		t.Fatalf("drain left %d tokens for 3 waiters", n)
+	}
+}
+
+func TestWritersWokenAtLowWaterMark(t *testing.T) {
+	p := pair(t, 4096)
+	p.Client.Write(make([]byte, 4096))
+	if r := p.Client.Arm(sidetest.ArmTx, 0); r&unix.POLLOUT != 0 {
+		t.Fatalf("a full ring reports POLLOUT: %#x", r)
+	}
+	p.Server.Read(make([]byte, 1000)) // below half free: no wake-up
+	if n := tokens(t, p.Client.WFD); n != 0 {
+		t.Fatalf("writer woken with %d free bytes", p.Client.TxFree())
+	}
+	p.Server.Read(make([]byte, 1100)) // now over half free
+	if n := tokens(t, p.Client.WFD); n != 1 {
+		t.Fatalf("%d writer tokens at %d free, want 1", n, p.Client.TxFree())
+	}
+	if n := tokens(t, p.Client.FD); n != 0 {
+		t.Fatal("a writer's token went to the readers' socket")
+	}
+	p.Client.Disarm(sidetest.ArmTx, sidetest.ArmTx)
+}
+
+func TestWaitDataSleepsUntilData(t *testing.T) {
+	p := pair(t, 4096)
+	done := make(chan int, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		done <- p.Server.WaitData(0)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for rx, _ := p.Server.Waiters(); rx == 0; rx, _ = p.Server.Waiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the reader never counted itself")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.Client.Write([]byte("x"))
+	select {
+	case r := <-done:
+		if r != 0 {
+			t.Fatalf("wait returned %d", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reader not woken by data")
+	}
+	if rx, _ := p.Server.Waiters(); rx != 0 {
+		t.Fatalf("%d readers still counted", rx)
+	}
+}
+
+func TestWaitDataEndsAtPeerClose(t *testing.T) {
+	p := pair(t, 4096)
+	done := make(chan int, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		done <- p.Server.WaitData(0)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	p.Client.CloseFD()
+	select {
+	case r := <-done:
+		if r != 0 || p.Server.State()&sidetest.StateGone == 0 {
+			t.Fatalf("wait returned %d, state %#x", r, p.Server.State())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reader not woken by the peer's close")
+	}
+}
+
+func TestEndWithAndWithoutUnreadData(t *testing.T) {
+	// The peer closed having read everything: end-of-file, CLOSE_WAIT.
+	p := pair(t, 4096)
+	p.Server.CloseFD()
+	p.Client.CheckEnd()
+	if st := p.Client.State(); st != sidetest.StateGone {
+		t.Fatalf("state %#x, want gone only", st)
+	}
+	if err := p.Client.TakeRecvError(); err != 0 {
+		t.Fatalf("read error %v at a clean end", err)
+	}
+	if s := p.Client.TCPState(); s != tcpCloseWait {
+		t.Fatalf("tcp state %d, want CLOSE_WAIT", s)
+	}
+	if r := p.Client.Revents(); r&(unix.POLLIN|unix.POLLRDHUP) != unix.POLLIN|unix.POLLRDHUP || r&unix.POLLERR != 0 {
+		t.Fatalf("revents %#x", r)
+	}
+
+	// The peer closed with bytes it never read: TCP resets.
+	q := pair(t, 4096)
+	q.Client.Write([]byte("unread"))
+	q.Server.CloseFD()
+	q.Client.CheckEnd()
+	if st := q.Client.State(); st&sidetest.StateReset == 0 {
+		t.Fatalf("state %#x, want reset", st)
+	}
+	if s := q.Client.TCPState(); s != tcpClose {
+		t.Fatalf("tcp state %d, want CLOSE", s)
+	}
+	if err := q.Client.TakeRecvError(); err != unix.ECONNRESET {
+		t.Fatalf("read error %v, want ECONNRESET", err)
+	}
+	if err := q.Client.TakeRecvError(); err != 0 {
+		t.Fatalf("ECONNRESET reported twice (%v)", err)
+	}
+
+	// SO_LINGER 0 on the peer resets even without unread data.
+	r := pair(t, 4096)
+	r.Server.SetFlags(sidetest.FlagReset)
+	r.Server.CloseFD()
+	r.Client.CheckEnd()
+	if err := r.Client.TakePending(); err != unix.ECONNRESET {
+		t.Fatalf("after a linger-0 close: %v", err)
+	}
+}
+
+func TestShutdownStates(t *testing.T) {
+	p := pair(t, 4096)
+	p.Client.SetFlags(sidetest.FlagFin)
+	if s := p.Client.TCPState(); s != tcpFinWait2 {
+		t.Fatalf("after SHUT_WR: %d, want FIN_WAIT2", s)
+	}
+	if s := p.Server.TCPState(); s != tcpCloseWait {
+		t.Fatalf("peer after SHUT_WR: %d, want CLOSE_WAIT", s)
+	}
+	p.Server.SetFlags(sidetest.FlagFin)
+	if p.Client.TCPState() != tcpClose || p.Server.TCPState() != tcpClose {
+		t.Fatalf("both FIN: %d %d, want CLOSE", p.Client.TCPState(), p.Server.TCPState())
+	}
+	if r := p.Client.Revents(); r&unix.POLLHUP == 0 {
+		t.Fatalf("both FIN without POLLHUP: %#x", r)
+	}
+}
+
+func TestRecvLeavesEPIPEForTheNextWrite(t *testing.T) {
+	p := pair(t, 4096)
+	p.Client.SetPending(unix.EPIPE)
+	if err := p.Client.TakeRecvError(); err != 0 {
+		t.Fatalf("read took %v", err)
+	}
+	if err := p.Client.TakePending(); err != unix.EPIPE {
+		t.Fatalf("write got %v, want EPIPE", err)
+	}
+}
+
+func TestCorruptRingIsAReset(t *testing.T) {
+	p := pair(t, 4096)
+	p.Client.CorruptRx()
+	if p.Client.RxUsed() != -1 {
+		t.Fatalf("rx used %d for impossible positions", p.Client.RxUsed())
+	}
+	if n := p.Client.Read(make([]byte, 10)); n != -1 {
+		t.Fatalf("read %d from a corrupt ring", n)
+	}
+	if r := p.Client.Revents(); r&unix.POLLERR == 0 {
+		t.Fatalf("corrupt ring reports %#x", r)
+	}
+	p.Client.Broken()
+	if err := p.Client.TakePending(); err != unix.ECONNRESET {
+		t.Fatalf("broken: %v", err)
+	}
+}
+
+func TestStampMovesWithDataAndState(t *testing.T) {
+	p := pair(t, 4096)
+	s0 := p.Server.Stamp()
+	p.Client.Write([]byte("x"))
+	s1 := p.Server.Stamp()
+	if s1 == s0 {
+		t.Fatal("stamp did not move with data")
+	}
+	p.Client.SetFlags(sidetest.FlagFin)
+	if p.Server.Stamp() == s1 {
+		t.Fatal("stamp did not move with the peer's FIN")
+	}
+}
+
+func TestLockExcludesAcrossThreads(t *testing.T) {
+	p := pair(t, 4096)
+	w := p.Client.TxLockWord()
+	var wg sync.WaitGroup
+	counter := 0
+	for range 4 {
+		wg.Go(func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for range 20000 {
+				if sidetest.Lock(w) != 0 {
+					t.Error("lock failed")
+					return
+				}
+				counter++
+				sidetest.Unlock(w)
+			}
+		})
+	}
+	wg.Wait()
+	if counter != 80000 {
+		t.Fatalf("counter %d, want 80000", counter)
+	}
+	if *w != 0 {
+		t.Fatalf("lock word %#x after all released", *w)
+	}
+}
+
+func TestLockTakesOverFromADeadHolder(t *testing.T) {
+	p := pair(t, 4096)
+	w := p.Client.TxLockWord()
+	*w = 0x3ffffff0 // no such thread
+	done := make(chan int, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		r := sidetest.Lock(w)
+		if r == 0 && *w != sidetest.Tid() {
+			r = -2
+		}
+		sidetest.Unlock(w)
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		if r != 0 {
+			t.Fatalf("lock from a dead holder: %d", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waited for a dead holder")
+	}
+}
+
+func TestLockReenteredFails(t *testing.T) {
+	p := pair(t, 4096)
+	w := p.Client.TxLockWord()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if sidetest.Lock(w) != 0 {
+		t.Fatal("lock failed")
+	}
+	defer sidetest.Unlock(w)
+	if r := sidetest.Lock(w); r != -1 {
+		t.Fatalf("re-entered lock returned %d, want -1 (a signal handler must not deadlock)", r)
+	}
+}

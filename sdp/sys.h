@@ -1,0 +1,21 @@
+/* sys.h: the system calls the stream protocol's C side (sdp/side.c, sdp/lock.c) makes.
+ *
+ * sdp/ does not know who embeds it: libosf.so defines these as the real
+ * libc functions (never its own hooks, preload/sys.c), a unit-test driver
+ * as plain libc. Each behaves exactly like the libc function of the same
+ * name without the osf_sys_ prefix (errno, cancellation, SA_RESTART).
+ */
+#ifndef OSF_SDP_SYS_H
+#define OSF_SDP_SYS_H
+
+#include <poll.h>
+#include <sys/types.h>
+
+ssize_t osf_sys_send(int fd, const void *buf, size_t n, int flags);
+ssize_t osf_sys_recv(int fd, void *buf, size_t n, int flags);
+ssize_t osf_sys_read(int fd, void *buf, size_t n);
+int osf_sys_close(int fd);
+int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout);
+int osf_sys_ioctl(int fd, unsigned long req, void *arg);
+
+#endif

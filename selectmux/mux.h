@@ -1,0 +1,23 @@
+/* mux.h: what libosf.so's other hooks tell selectmux (mux.c), which owns
+ * select, poll and epoll over mixed kernel and offloaded fds. selectmux
+ * itself reads readiness through preload/ready.h only. */
+#ifndef OSF_SELECTMUX_MUX_H
+#define OSF_SELECTMUX_MUX_H
+
+#include "../fdtable/fdt.h"
+
+/* osf_mux_closed releases what osf keeps for a listener or an epoll
+ * instance being closed; shared says another fd (a dup) still uses its
+ * hidden fd. */
+void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared);
+
+/* osf_mux_forget drops a connection or undecided socket being closed from
+ * this process's epolls; osf_mux_offloaded redoes the epoll registrations
+ * of a socket that just became offloaded (or an offloaded listener). */
+void osf_mux_forget(int fd);
+void osf_mux_offloaded(int fd);
+
+/* osf_mux_child_after_fork resets selectmux's locks in a fork child. */
+void osf_mux_child_after_fork(void);
+
+#endif
