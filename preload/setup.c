@@ -18,7 +18,7 @@
  *   errors only).
  */
 #include "setup.h"
-#include "route.h"
+#include "../internal/routec/route.h"
 #include "../sdp/segment.h"
 
 #include <arpa/inet.h>

@@ -1,11 +1,14 @@
-// Package routec exposes libosf.so's C route evaluator (preload/route.c) to
-// Go tests, so that a differential fuzz test can hold it to internal/policy:
-// same configuration, same query, same decision. Only tests import it.
+// Package routec holds libosf.so's C route evaluator (route.c, route.h:
+// internal/policy's configuration parser and route decision in C, built
+// into libosf.so by the Makefile) and exposes it to Go tests, so that a
+// differential fuzz test holds it to internal/policy: same configuration,
+// same query, same decision. Only tests import it.
 package routec
 
 /*
 #include <stdlib.h>
-#include "../../preload/route.c"
+#include <string.h>
+#include "route.h"
 
 static int routec_local(int v4, const uint8_t *a, void *arg)
 {

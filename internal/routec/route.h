@@ -10,7 +10,8 @@
  * core has. internal/routec's differential fuzz test checks both against
  * the Go code.
  *
- * Self-contained (libc only): internal/routec compiles it through cgo. */
+ * Self-contained (libc only): libosf.so (Makefile) and this package's cgo
+ * build compile the same route.c. */
 #ifndef OSF_PRELOAD_ROUTE_H
 #define OSF_PRELOAD_ROUTE_H
 
@@ -24,10 +25,10 @@
 #define OSF_ROUTE_MALFORMED 1   /* policy.Parse fails */
 #define OSF_ROUTE_UNSUPPORTED 2 /* beyond the C evaluator: ask Go */
 
-/* Transports, as policy.Transport. */
-#define OSF_ROUTE_KERNEL 0
-#define OSF_ROUTE_SHM 1
-#define OSF_ROUTE_RDMA 2
+/* Transports, as policy.Transport (enum osf_transport's values). */
+#define OSF_ROUTE_KERNEL 1
+#define OSF_ROUTE_SHM 2
+#define OSF_ROUTE_RDMA 3
 
 /* Transport modes, as policy.TransportMode (OSF_TRANSPORT). */
 #define OSF_MODE_AUTO 0

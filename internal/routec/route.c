@@ -1,5 +1,3 @@
-//go:build osf_make
-
 /* route.c: internal/policy's configuration parser and route decision in C
  * (see route.h). Each function names the Go function it mirrors; change
  * both together (internal/routec's fuzz test holds them to each other). */
@@ -672,6 +670,7 @@ void osf_route_decide(const struct osf_route_config *c,
 	uint8_t a[16];
 
 	memset(d, 0, sizeof(*d));
+	d->transport = OSF_ROUTE_KERNEL;
 	if (!v4 && memcmp(q->addr, v4mapped, 12) == 0) {
 		memcpy(a, q->addr + 12, 4);
 		v4 = 1;
