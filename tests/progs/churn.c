@@ -2,10 +2,11 @@
 
 /* churn: what a connection's life costs (tests/bench/run.sh).
  *
- *   churn server PORT           accept connections on 127.0.0.1:PORT; for
- *                               each, read one request (up to 4 KiB) and
- *                               answer with a 64-byte HTTP/1.0 response,
- *                               then close. Prints "listening".
+ *   churn server PORT [N]       accept connections on 127.0.0.1:PORT (N of
+ *                               them, default forever); for each, read one
+ *                               request (up to 4 KiB) and answer with a
+ *                               64-byte HTTP/1.0 response, then close.
+ *                               Prints "listening".
  *   churn loop PORT N           N times: connect, send 64 bytes, read the
  *                               64-byte answer, close; prints
  *                               "conns=N secs=S conn_per_s=R".
@@ -61,13 +62,13 @@ static int listener(int port)
 	return l;
 }
 
-__attribute__((noreturn)) static void serve(int port)
+static void serve(int port, long max)
 {
 	int l = listener(port);
 	char buf[4096];
 
 	signal(SIGPIPE, SIG_IGN);
-	for (;;) {
+	for (long k = 0; max <= 0 || k < max; k++) {
 		int c = accept(l, NULL, NULL);
 		if (c < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -115,12 +116,24 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 __attribute__((noreturn)) static void sink(int port)
 {
-	int l = listener(port), n = 1, i;
+	int l, n = 1, i;
 	struct pollfd *p = calloc(65536, sizeof(*p));
 	char buf[16384];
 
+	raise_nofile();
+	l = listener(port);
 	signal(SIGPIPE, SIG_IGN);
 	p[0].fd = l;
 	p[0].events = POLLIN;
@@ -160,12 +173,8 @@ static int hold(int port, int conns, int mib)
 	struct sockaddr_in a = addr(port);
 	int *fd = calloc((size_t)conns, sizeof(int));
 	char buf[16384];
-	struct rlimit rl;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-		rl.rlim_cur = rl.rlim_max;
-		(void)setrlimit(RLIMIT_NOFILE, &rl);
-	}
+	raise_nofile();
 	memset(buf, 'm', sizeof(buf));
 	for (int i = 0; i < conns; i++) {
 		fd[i] = socket(AF_INET, SOCK_STREAM, 0);
@@ -192,8 +201,10 @@ static int hold(int port, int conns, int mib)
 
 int main(int argc, char **argv)
 {
-	if (argc >= 3 && strcmp(argv[1], "server") == 0)
-		serve(atoi(argv[2]));
+	if (argc >= 3 && strcmp(argv[1], "server") == 0) {
+		serve(atoi(argv[2]), argc > 3 ? atol(argv[3]) : 0);
+		return 0;
+	}
 	if (argc >= 3 && strcmp(argv[1], "sink") == 0)
 		sink(atoi(argv[2]));
 	if (argc >= 3 && strcmp(argv[1], "once") == 0) {
