@@ -369,7 +369,7 @@ bench_memory() {
 		coproc HOLD { client "$side" "$CHURN" hold $PORT "$MEM_CONNS" "$MEM_MIB"; }
 		read -r held <&"${HOLD[0]}" || held=""
 		after=$(mem_used)
-		exec {HOLD[1]}>&-
+		eval "exec ${HOLD[1]}>&-"
 		wait "$HOLD_PID" 2>/dev/null || true
 		unserve
 		mb[$side]=$((after - before))
