@@ -12,7 +12,9 @@ BIN := $(BUILD)/bin
 # real programs the tests and benchmarks run.
 BUILD_DEBS := gcc make libc6-dev libibverbs-dev librdmacm-dev rdma-core \
 	ibverbs-utils iproute2 util-linux
-TEST_DEBS := curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
+# man-db and groff-base render the manual pages (make test checks them);
+# lintian checks the Debian package (make deb, make test).
+TEST_DEBS := man-db groff-base lintian curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
 	memcached socat ncat hyperfine sockperf procps psmisc coreutils bash \
 	file binutils
 DEBS := $(BUILD_DEBS) $(TEST_DEBS)
@@ -36,7 +38,7 @@ CORE_LDFLAGS := -w -X=runtime.godebugDefault=asyncpreemptoff=1,updatemaxprocs=0,
 	-extldflags=-Wl,--version-script=$(CURDIR)/preload/core/core.map
 TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,$(wildcard tests/progs/*.c))
 
-.PHONY: all deps build test unit integration bench clean fmt
+.PHONY: all deps build test unit integration bench clean fmt install uninstall deb
 all: deps build
 
 # deps installs the Debian packages that are missing (root, or sudo).
@@ -54,7 +56,7 @@ deps:
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 is required (https://go.dev/dl)"; exit 1; }
 
 build: $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
-	$(BIN)/osfperf $(TEST_PROGS)
+	$(BIN)/osfperf $(BIN)/osfgw $(TEST_PROGS) $(BUILD)/man/.stamp
 
 $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 	@mkdir -p $(BUILD)
@@ -76,6 +78,10 @@ $(BIN)/osfstat: $(GO_SRCS)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $@ ./cmd/osfstat
 
+$(BIN)/osfgw: $(GO_SRCS)
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $@ ./cmd/osfgw
+
 $(BIN)/osfperf: cmd/osfperf/osfperf.c
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $< -lm
@@ -83,6 +89,17 @@ $(BIN)/osfperf: cmd/osfperf/osfperf.c
 $(BUILD)/tests/%: tests/progs/%.c include/osf/qsock.h
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Iinclude -o $@ $< -lm -ldl
+
+# The manual pages: docs/man/*.in filled in from internal/policy (the
+# variables and reasons, also README.md's table) by internal/mangen.
+$(BUILD)/man/.stamp: $(wildcard docs/man/*.in) $(wildcard internal/mangen/*.go) internal/policy/config.go internal/policy/reason.go
+	$(GO) run ./internal/mangen -o $(BUILD)/man -version $(VERSION) $(wildcard docs/man/*.in)
+	@touch $@
+
+# confdump runs libosf.so's configuration file reader alone (tests/conf_test.go).
+$(BUILD)/tests/confdump: tests/progs/confdump.c preload/conf.c preload/conf.h
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS) -Ipreload -o $@ tests/progs/confdump.c preload/conf.c
 
 # test runs everything: gofmt and vet, the unit tests, then the integration
 # tests (tests/, which move themselves into a fresh network namespace).
@@ -100,6 +117,53 @@ integration: build
 
 bench: build
 	tests/bench/run.sh
+
+# install copies the built files under DESTDIR (for packaging) and PREFIX;
+# libosf.so finds libosfcore.so next to itself, so both go to LIBDIR.
+# The example configuration (all comments: the defaults) becomes
+# SYSCONFDIR/osf.conf only when there is none; uninstall removes it only
+# when it is still the example.
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/osf
+SYSCONFDIR ?= /etc
+INSTALL_PROGS = osfrun osfstat osfperf $(notdir $(wildcard $(BIN)/osfgw))
+MAN_PAGES := $(patsubst docs/man/%.in,%,$(wildcard docs/man/*.in))
+
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/osf \
+		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)
+	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_PROGS)) $(DESTDIR)$(BINDIR)/
+	install -m 0644 $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(DESTDIR)$(LIBDIR)/
+	install -m 0644 include/osf/qsock.h $(DESTDIR)$(INCLUDEDIR)/osf/
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+		docs/osf.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/osf.pc
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/osf.pc
+	install -m 0644 docs/osf.conf $(DESTDIR)$(DOCDIR)/osf.conf.example
+	[ -e $(DESTDIR)$(SYSCONFDIR)/osf.conf ] || install -m 0644 docs/osf.conf $(DESTDIR)$(SYSCONFDIR)/osf.conf
+	for m in $(MAN_PAGES); do \
+		s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s && \
+		install -m 0644 $(BUILD)/man/$$m $(DESTDIR)$(MANDIR)/man$$s/$$m || exit 1; \
+	done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,osfrun osfstat osfperf osfgw) \
+		$(DESTDIR)$(LIBDIR)/libosf.so $(DESTDIR)$(LIBDIR)/libosfcore.so \
+		$(DESTDIR)$(INCLUDEDIR)/osf/qsock.h $(DESTDIR)$(PKGCONFIGDIR)/osf.pc \
+		$(DESTDIR)$(DOCDIR)/osf.conf.example
+	for m in $(MAN_PAGES); do rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$$m; done
+	cmp -s docs/osf.conf $(DESTDIR)$(SYSCONFDIR)/osf.conf && rm -f $(DESTDIR)$(SYSCONFDIR)/osf.conf || true
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/osf $(DESTDIR)$(DOCDIR) 2>/dev/null
+
+# deb builds build/osf_VERSION-1_ARCH.deb (packaging/deb/build.sh:
+# dpkg-deb from make install, no network).
+deb: build
+	packaging/deb/build.sh $(abspath $(BUILD)) $(VERSION)
 
 fmt:
 	gofmt -w $$(find . -name '*.go' -not -path './build/*')

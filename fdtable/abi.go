@@ -26,8 +26,9 @@ var (
 		"OSF_R_SHM_REMOTE":       C.OSF_R_SHM_REMOTE,
 	}
 	cTransports = map[string]uint8{
-		"OSF_TP_KERNEL": C.OSF_TP_KERNEL,
-		"OSF_TP_SHM":    C.OSF_TP_SHM,
-		"OSF_TP_RDMA":   C.OSF_TP_RDMA,
+		"OSF_TP_KERNEL":  C.OSF_TP_KERNEL,
+		"OSF_TP_SHM":     C.OSF_TP_SHM,
+		"OSF_TP_RDMA":    C.OSF_TP_RDMA,
+		"OSF_TP_GATEWAY": C.OSF_TP_GATEWAY,
 	}
 )

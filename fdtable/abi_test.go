@@ -42,9 +42,10 @@ func TestPolicyABI(t *testing.T) {
 		}
 	}
 	transports := map[policy.Transport]string{
-		policy.Kernel: "OSF_TP_KERNEL",
-		policy.Shm:    "OSF_TP_SHM",
-		policy.RDMA:   "OSF_TP_RDMA",
+		policy.Kernel:  "OSF_TP_KERNEL",
+		policy.Shm:     "OSF_TP_SHM",
+		policy.RDMA:    "OSF_TP_RDMA",
+		policy.Gateway: "OSF_TP_GATEWAY",
 	}
 	for tp, name := range transports {
 		if c := cTransports[name]; c != uint8(tp) {

@@ -59,6 +59,9 @@ enum osf_transport {
 	OSF_TP_KERNEL = 1,
 	OSF_TP_SHM = 2,
 	OSF_TP_RDMA = 3,
+	OSF_TP_GATEWAY = 4, /* kind KERNEL: a kernel TCP stream to an osfgw
+			       gateway relaying to the peer (peer holds the
+			       destination, which getpeername reports) */
 };
 
 /* Reasons a socket is on the kernel. The one definition: the Go side

@@ -85,6 +85,9 @@ const (
 	TransportKernel Transport = C.OSF_TP_KERNEL
 	TransportShm    Transport = C.OSF_TP_SHM
 	TransportRDMA   Transport = C.OSF_TP_RDMA
+	// TransportGateway is a kernel TCP stream to an osfgw gateway that
+	// relays it to the destination (Entry.Peer).
+	TransportGateway Transport = C.OSF_TP_GATEWAY
 )
 
 func (t Transport) String() string {
@@ -95,6 +98,8 @@ func (t Transport) String() string {
 		return "shm"
 	case TransportRDMA:
 		return "rdma"
+	case TransportGateway:
+		return "gateway"
 	}
 	return "-"
 }

@@ -178,6 +178,7 @@ struct osf_state {
 	char lib_path[4096];
 	char prog[256];
 	uint32_t env_len;
+	uint32_t env_user_len; /* the environment's part of env; the file's follows */
 	char env[OSF_ENV_MAX]; /* "OSF_X=v\0..." snapshot */
 	char fdtable_env[32];  /* OSF_FDTABLE as found at start-up */
 };

@@ -51,17 +51,27 @@ struct osf_core_listen_in {
 };
 
 struct osf_core_listen_out {
-	int32_t fd;           /* companion listener, -1 when kernel only */
+	int32_t fd;           /* companion listener, -1 when kernel only; with
+				 gw: the control connection to the gateway */
 	int32_t rule;
 	int32_t reason;       /* enum osf_reason when fd is -1 */
 	int32_t reason_errno;
 	char detail[96];
+	int32_t gw;           /* 1: a gateway rule decided (preload/gateway.c) */
+	int32_t pad;
+	uint8_t gateway[28];  /* gw: the gateway's sockaddr */
 };
 
 /* Outcomes of connect. */
 #define OSF_CORE_OFFLOADED 0 /* conn describes the offloaded connection */
 #define OSF_CORE_KERNEL 1    /* use kernel TCP; reason says why */
 #define OSF_CORE_REFUSE 2    /* OSF_STRICT: fail the connect instead */
+#define OSF_CORE_GATEWAY 3   /* through a gateway: reason_errno != 0 is the
+				errno connect fails with; else the core
+				connected the application's own socket
+				(app_fd) to the gateway and sent the
+				request, and C waits up to gw_wait_ms for
+				the reply (preload/gateway.c) */
 
 struct osf_core_connect_in {
 	int32_t family;     /* of the application's socket */
@@ -70,6 +80,8 @@ struct osf_core_connect_in {
 	uint16_t port;
 	uint16_t pad;
 	uint8_t bound[28];  /* sockaddr the socket is bound to, or zero */
+	int32_t app_fd;     /* the application's socket (gateway routes) */
+	int32_t pad2;
 };
 
 /* An offloaded connection, handed from the core to the C data path, which
@@ -90,6 +102,8 @@ struct osf_core_conn {
 	uint8_t local[28];    /* sockaddr getsockname reports */
 	uint8_t peer[28];     /* sockaddr getpeername reports */
 	char detail[96];
+	uint8_t gateway[28];  /* OSF_CORE_GATEWAY: the gateway's sockaddr */
+	uint32_t gw_wait_ms;  /* OSF_CORE_GATEWAY: bound on the reply */
 };
 
 /* accept: the handshake on a connection accepted from a companion. */

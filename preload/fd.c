@@ -49,6 +49,9 @@ void osf_fd_closed(int fd)
 			osf_setup_forget_companion(e->aux_fd);
 		osf_mux_closed(fd, e, shared);
 	}
+	else if (e->kind == OSF_FD_KERNEL && e->transport == OSF_TP_GATEWAY &&
+		 e->aux_fd >= 0 && !aux_shared(fd, e))
+		osf_fdt_close_hidden(e->aux_fd); /* a gateway listener's control */
 	osf_fdt_clear(fd);
 	errno = saved;
 }

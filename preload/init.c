@@ -4,6 +4,7 @@
  * configuration snapshot (docs/DESIGN.md D1: configuration is captured once,
  * before main, because programs wipe their environment). */
 #include "osf.h"
+#include "conf.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -131,6 +133,44 @@ static void snapshot_env(void)
 	}
 }
 
+/* load_file merges the configuration file (OSF_CONF, else /etc/osf.conf
+ * when it exists) into the snapshot after the environment's entries, which
+ * win; osf.env_user_len keeps the environment's part, the only one the
+ * exec hooks hand on (a new program reads the file itself, for its own
+ * [program] sections). A malformed file is reported once and makes osf
+ * pass-through. */
+static void load_file(void)
+{
+	const char *path = osf_env("OSF_CONF");
+	char msg[1024];
+
+	osf.env_user_len = osf.env_len;
+	if (path && !*path)
+		return;
+	if (osf_conf_merge(path ? path : OSF_CONF_DEFAULT, path != NULL,
+			   osf.prog, osf.env, &osf.env_len, sizeof(osf.env),
+			   msg, sizeof(msg)) < 0) {
+		osf_report("%s; osf is disabled (pass-through) in this process",
+			   msg);
+		osf.disabled = 1;
+	}
+}
+
+/* core_beside reports whether libosfcore.so is in the directory of the
+ * library path lib. */
+static int core_beside(const char *lib)
+{
+	const char *slash = strrchr(lib, '/');
+	char core[4200];
+
+	snprintf(core, sizeof(core), "%.*s/libosfcore.so",
+		 slash ? (int)(slash - lib) : 1, slash ? lib : ".");
+	return access(core, R_OK) == 0;
+}
+
+/* find_lib_path records libosf.so's absolute path; the core is loaded from
+ * its directory. When the path the loader used is a symbolic link and the
+ * core is not beside it, the link's target is used. */
 static void find_lib_path(void)
 {
 	Dl_info info;
@@ -138,7 +178,7 @@ static void find_lib_path(void)
 
 	if (!dladdr((void *)find_lib_path, &info) || !info.dli_fname)
 		return;
-	if (info.dli_fname[0] == '/') {
+	if (info.dli_fname[0] == '/' && core_beside(info.dli_fname)) {
 		snprintf(osf.lib_path, sizeof(osf.lib_path), "%s",
 			 info.dli_fname);
 		return;
@@ -154,13 +194,17 @@ static void find_lib_path(void)
 static void tunable(const char *name, unsigned hi, unsigned *v)
 {
 	const char *s = osf_env(name);
+	char where[4200] = "";
 
 	if (!s)
 		return;
 	if (osf_parse_uint(s, 0, hi, v) < 0) {
-		osf_report("%s=\"%s\": want a decimal integer 0-%u; osf is "
+		if (osf_conf_where(osf_env("OSF_CONF_ORIGIN"), name, 0, where,
+				   sizeof(where) - 2) == 0)
+			strcat(where, ": ");
+		osf_report("%s%s=\"%s\": want a decimal integer 0-%u; osf is "
 			   "disabled (pass-through) in this process",
-			   name, s, hi);
+			   where, name, s, hi);
 		osf.disabled = 1;
 	}
 }
@@ -188,9 +232,18 @@ __attribute__((constructor)) static void osf_constructor(void)
 		osf.image = 1;
 	snprintf(osf.prog, sizeof(osf.prog), "%s",
 		 program_invocation_short_name);
-	snapshot_env();
+	/* A setuid or setgid program (secure execution, which only
+	 * /etc/ld.so.preload can bring osf into) runs without osf: its
+	 * environment is its caller's to choose. */
+	if (getauxval(AT_SECURE))
+		osf.disabled = 1;
+	else {
+		snapshot_env();
+		load_file();
+	}
 	find_lib_path();
-	load_config();
+	if (!osf.disabled)
+		load_config();
 	osf_fdt_set_image(osf.image);
 	tfd = osf_fdt_find_inherited(osf.fdtable_env);
 	if (tfd >= 0 && osf_fdt_adopt(tfd, osf.image) < 0)

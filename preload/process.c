@@ -149,7 +149,7 @@ static char **exec_env(char *const envp[], int force, int table)
 		if (!is_var(envp[i], "LD_PRELOAD") &&
 		    strncmp(envp[i], "OSF_", 4) != 0)
 			out[k++] = envp[i];
-	for (s = osf.env; s < osf.env + osf.env_len; s += strlen(s) + 1)
+	for (s = osf.env; s < osf.env + osf.env_user_len; s += strlen(s) + 1)
 		out[k++] = (char *)s;
 	out[k++] = p;
 	with_lib(p, sizeof(osf.lib_path) + 128 +

@@ -11,6 +11,7 @@
  * offloaded listener takes whichever of the two listeners is ready.
  */
 #include "conn.h"
+#include "gateway.h"
 #include "setup.h"
 
 #include <fcntl.h>
@@ -184,6 +185,10 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 		record_kernel(fd, OSF_ROLE_LISTENER, core_reason(rc), -1, rc, NULL, 0);
 		return;
 	}
+	if (out.gw) {
+		osf_gateway_listen(fd, &out, &ss, sl);
+		return;
+	}
 	if (out.fd < 0) {
 		record_kernel(fd, OSF_ROLE_LISTENER, out.reason, out.rule,
 			      out.reason_errno, NULL, 0);
@@ -310,12 +315,15 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
+	in.app_fd = fd;
 	rc = osf_setup_connect(&in, &cc) ? 0 : osf_core_connect(&in, &cc);
 	errno = saved;
 	if (rc != 0) {
 		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc, sa, len);
 		return kernel_connect(fd, sa, len);
 	}
+	if (cc.status == OSF_CORE_GATEWAY)
+		return osf_gateway_connect(fd, sa, len, &cc);
 	if (cc.status == OSF_CORE_KERNEL) {
 		record_kernel(fd, OSF_ROLE_CLIENT, cc.reason, cc.rule,
 			      cc.reason_errno, sa, len);
@@ -362,6 +370,11 @@ OSF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 			return 0;
 		}
 		return OSF_FAIL(EISCONN);
+	}
+	if (unlikely(e->transport == OSF_TP_GATEWAY &&
+		     (e->flags & OSF_FDF_INPROGRESS))) { /* as for TCP */
+		e->flags &= ~OSF_FDF_INPROGRESS;
+		return 0;
 	}
 	if (e->kind != OSF_FD_INET || !osf_on() || !sa ||
 	    (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
@@ -522,6 +535,8 @@ OSF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		return accept_offload(fd, e, sa, len, flags);
 	nfd = REAL(accept4)(fd, sa, len, flags);
 	accepted(fd, nfd, flags, sa, len);
+	if (unlikely(e->transport == OSF_TP_GATEWAY))
+		osf_gateway_accepted(e, nfd, sa, len);
 	return nfd;
 }
 
@@ -536,6 +551,8 @@ OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 		return accept_offload(fd, e, sa, len, 0);
 	nfd = REAL(accept)(fd, sa, len);
 	accepted(fd, nfd, 0, sa, len);
+	if (unlikely(e->transport == OSF_TP_GATEWAY))
+		osf_gateway_accepted(e, nfd, sa, len);
 	return nfd;
 }
 
@@ -574,8 +591,12 @@ OSF_EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || !osf_kind_is_conn(e->kind)))
+	if (likely(!e || !osf_kind_is_conn(e->kind))) {
+		if (unlikely(e && e->transport == OSF_TP_GATEWAY &&
+			     e->kind == OSF_FD_KERNEL && e->role == OSF_ROLE_SERVER))
+			return osf_gateway_getname(fd, e, 0, sa, len);
 		return REAL(getsockname)(fd, sa, len);
+	}
 	return osf_conn_getname(fd, e, 0, sa, len);
 }
 
@@ -583,7 +604,11 @@ OSF_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || !osf_kind_is_conn(e->kind)))
+	if (likely(!e || !osf_kind_is_conn(e->kind))) {
+		if (unlikely(e && e->transport == OSF_TP_GATEWAY &&
+			     e->kind == OSF_FD_KERNEL))
+			return osf_gateway_getname(fd, e, 1, sa, len);
 		return REAL(getpeername)(fd, sa, len);
+	}
 	return osf_conn_getname(fd, e, 1, sa, len);
 }

@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -21,6 +23,37 @@ print("fds", l.fileno(), c.fileno(), s.fileno())
 print("ready", flush=True)
 sys.stdin.read()
 `
+
+// loopback is a running loopbackScript.
+type loopback struct {
+	p     *testutil.Process
+	stdin io.WriteCloser // closing it ends the program
+	out   string         // its output up to "ready"
+	// fds of the listener, the client and the accepted socket.
+	lfd, cfd, sfd int
+}
+
+// startLoopback starts loopbackScript as the command line args (a prefix
+// such as nsenter, then python) with env, under osf when m says so, and
+// waits until it is ready.
+func startLoopback(t *testing.T, m mode, env []string, args ...string) *loopback {
+	t.Helper()
+	c := m.cmd(t, env, args[0], append(args[1:], "-c", loopbackScript)...)
+	stdin, err := c.Cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &loopback{p: c.Start(), stdin: stdin}
+	l.out = l.p.WaitOutput("ready\n", shortRun)
+	i := strings.Index(l.out, "fds ")
+	if i < 0 {
+		t.Fatalf("loopback program printed %q", l.out)
+	}
+	if _, err := fmt.Sscanf(l.out[i:], "fds %d %d %d", &l.lfd, &l.cfd, &l.sfd); err != nil {
+		t.Fatalf("cannot parse the fds from %q: %v", l.out, err)
+	}
+	return l
+}
 
 // TestMalformedVariable runs a python program that makes a TCP connection
 // under osf with a malformed OSF_ROUTES (reported by the core when it
@@ -43,13 +76,8 @@ func TestMalformedVariable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := underOsf.cmd(t, []string{tc.env}, python(t), "-c", loopbackScript)
-			stdin, err := c.Cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := c.Start()
-			out := p.WaitOutput("ready\n", shortRun)
+			l := startLoopback(t, underOsf, []string{tc.env}, python(t))
+			p, stdin, out := l.p, l.stdin, l.out
 			if !strings.HasPrefix(out, "ok\n") {
 				t.Errorf("stdout %q, want ok", out)
 			}

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,17 +56,8 @@ func TestOsfstat(t *testing.T) {
 }
 
 func checkOsfstat(t *testing.T, env []string, transport, tableWord string) {
-	c := osfLogged.cmd(t, env, python(t), "-c", loopbackScript)
-	stdin, err := c.Cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := c.Start()
-	out := p.WaitOutput("ready\n", shortRun)
-	var lfd, cfd, sfd int
-	if _, err := fmt.Sscanf(out[strings.Index(out, "fds "):], "fds %d %d %d", &lfd, &cfd, &sfd); err != nil {
-		t.Fatalf("cannot parse the fds from %q: %v", out, err)
-	}
+	l := startLoopback(t, osfLogged, env, python(t))
+	p, stdin, lfd, cfd, sfd := l.p, l.stdin, l.lfd, l.cfd, l.sfd
 
 	st := testutil.AssertCoreLoaded(t, p.Pid, true)
 	if st.Program != "python3" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -78,7 +79,9 @@ func sameFile(a, b string) bool {
 // findLib returns the absolute path of the library to preload: flagLib if
 // set, else envLib (OSF_LIB) if set, else ../libosf.so relative to the real
 // path of the osfrun executable exe (the build's layout, build/bin/osfrun
-// and build/libosf.so), else libosf.so next to it. A path that was asked for
+// and build/libosf.so), else libosf.so next to it, else the installed
+// layouts ../lib/libosf.so (make install) and ../lib/TRIPLET/libosf.so (the
+// Debian package). A path that was asked for
 // but does not name a file is an error, and so is finding nothing.
 func findLib(flagLib, envLib, exe string) (string, error) {
 	switch {
@@ -96,13 +99,27 @@ func findLib(flagLib, envLib, exe string) (string, error) {
 	candidates := []string{
 		filepath.Join(dir, "..", libName),
 		filepath.Join(dir, libName),
+		filepath.Join(dir, "..", "lib", libName),
+	}
+	if t, ok := multiarch[runtime.GOARCH]; ok {
+		candidates = append(candidates, filepath.Join(dir, "..", "lib", t, libName))
 	}
 	for _, c := range candidates {
 		if isFile(c) {
-			return filepath.Abs(c)
+			return filepath.Abs(filepath.Clean(c))
 		}
 	}
-	return "", fmt.Errorf("%s not found in %s or %s; use --lib or OSF_LIB", libName, candidates[0], candidates[1])
+	return "", fmt.Errorf("%s not found in %s; use --lib or OSF_LIB", libName, strings.Join(candidates, ", "))
+}
+
+// multiarch maps GOARCH to the Debian multiarch triplet of its library
+// directory.
+var multiarch = map[string]string{
+	"amd64":   "x86_64-linux-gnu",
+	"arm64":   "aarch64-linux-gnu",
+	"ppc64le": "powerpc64le-linux-gnu",
+	"s390x":   "s390x-linux-gnu",
+	"riscv64": "riscv64-linux-gnu",
 }
 
 // checkLib returns the absolute form of path if it names a file; from says

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -101,6 +102,12 @@ func TestFindLib(t *testing.T) {
 	// A flat layout: the library next to the executable.
 	flatExe := mkfile(filepath.Join(root, "flat", "osfrun"))
 	flatLib := mkfile(filepath.Join(root, "flat", "libosf.so"))
+	// The installed layouts: PREFIX/bin and PREFIX/lib (make install), or
+	// PREFIX/lib/TRIPLET (the Debian package).
+	instExe := mkfile(filepath.Join(root, "inst", "bin", "osfrun"))
+	instLib := mkfile(filepath.Join(root, "inst", "lib", "libosf.so"))
+	debExe := mkfile(filepath.Join(root, "deb", "bin", "osfrun"))
+	debLib := mkfile(filepath.Join(root, "deb", "lib", multiarch[runtime.GOARCH], "libosf.so"))
 	// No library at all.
 	loneExe := mkfile(filepath.Join(root, "lone", "bin", "osfrun"))
 	other := mkfile(filepath.Join(root, "other.so"))
@@ -115,14 +122,18 @@ func TestFindLib(t *testing.T) {
 		{"build layout", "", "", buildExe, buildLib, ""},
 		{"symlinked executable", "", "", linkExe, buildLib, ""},
 		{"next to executable", "", "", flatExe, flatLib, ""},
+		{"make install layout", "", "", instExe, instLib, ""},
+		{"Debian layout", "", "", debExe, debLib, ""},
 		{"missing flag library", filepath.Join(root, "nope.so"), "", buildExe, "",
 			"--lib " + filepath.Join(root, "nope.so") + ": no such file"},
 		{"directory is not a library", root, "", buildExe, "", "--lib " + root + ": no such file"},
 		{"missing OSF_LIB library", "", filepath.Join(root, "nope.so"), buildExe, "",
 			"OSF_LIB " + filepath.Join(root, "nope.so") + ": no such file"},
 		{"not found", "", "", loneExe, "",
-			"libosf.so not found in " + filepath.Join(root, "lone", "libosf.so") + " or " +
-				filepath.Join(root, "lone", "bin", "libosf.so") + "; use --lib or OSF_LIB"},
+			"libosf.so not found in " + filepath.Join(root, "lone", "libosf.so") + ", " +
+				filepath.Join(root, "lone", "bin", "libosf.so") + ", " +
+				filepath.Join(root, "lone", "lib", "libosf.so") + ", " +
+				filepath.Join(root, "lone", "lib", multiarch[runtime.GOARCH], "libosf.so") + "; use --lib or OSF_LIB"},
 		{"no executable", "", "", "", "", "libosf.so not found: cannot locate the osfrun executable; use --lib or OSF_LIB"},
 	}
 	for _, tt := range tests {

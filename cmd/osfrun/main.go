@@ -68,7 +68,14 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	env = opts.apply(env)
-	cfg, err := policy.Parse(env)
+	// The program's libosf.so reads the configuration file itself; osfrun
+	// reads it too, to check it and to explain.
+	merged, err := policy.Load(env, opts.program())
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	cfg, err := policy.Parse(merged)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
@@ -82,6 +89,10 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 			rdma = simDevice
 		}
 		if err := explain(stdout, cfg, opts, policy.IsLocal, rdma); err != nil {
+			fmt.Fprintf(stderr, "osfrun: %v\n", err)
+			return exitUsage
+		}
+		if err := explainGateways(stdout, cfg, opts); err != nil {
 			fmt.Fprintf(stderr, "osfrun: %v\n", err)
 			return exitUsage
 		}

@@ -114,6 +114,14 @@ func TestProgram(t *testing.T) {
 }
 
 func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	conf, bad := filepath.Join(dir, "osf.conf"), filepath.Join(dir, "bad.conf")
+	if err := os.WriteFile(conf, []byte("kernel both sshd *\noffload both * local\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("\nOSF_X=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name      string
 		args, env []string
@@ -139,6 +147,11 @@ func TestRun(t *testing.T) {
 		{name: "explain with the RDMA stand-in", args: []string{"--explain", "127.0.0.1:80", "--role", "client"},
 			env:    []string{"OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1", "OSF_ROUTES=offload *"},
 			stdout: "  => rdma via sim: offloaded\n"},
+		{name: "explain says which file line decided", args: []string{"--explain", "127.0.0.1:22", "--role", "client", "--prog", "sshd"},
+			env:    []string{"OSF_CONF=" + conf},
+			stdout: "  => kernel: route rule 1 chose kernel\n     decided by rule 1 at " + conf + ":1\n"},
+		{name: "malformed configuration file", args: []string{"prog"}, env: []string{"OSF_CONF=" + bad}, status: exitUsage,
+			stderr: "osf: " + bad + ":2: unknown variable OSF_X: \"OSF_X=1\"\n"},
 		{name: "missing library", args: []string{"--lib", "/nonexistent/libosf.so", "true"}, status: exitUsage,
 			stderr: "osfrun: --lib /nonexistent/libosf.so: no such file\n"},
 		{name: "missing library from OSF_LIB", args: []string{"true"}, env: []string{"OSF_LIB=/nonexistent/libosf.so"}, status: exitUsage,
@@ -147,7 +160,8 @@ func TestRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			status := run(tt.args, tt.env, &stdout, &stderr)
+			// The host's /etc/osf.conf must not matter (the first OSF_CONF counts).
+			status := run(tt.args, append(slices.Clone(tt.env), "OSF_CONF="), &stdout, &stderr)
 			if status != tt.status {
 				t.Errorf("status = %d, want %d; stderr %q", status, tt.status, stderr.String())
 			}

@@ -31,10 +31,14 @@ type Socket struct {
 	Local     string `json:"local,omitempty"`
 	Peer      string `json:"peer,omitempty"`
 	Transport string `json:"transport"`
-	Reason    string `json:"reason,omitempty"`
-	Hint      string `json:"hint,omitempty"`
-	ReasonID  int    `json:"reason_code"`
-	Rule      int    `json:"rule"`
+	// Gateway is, for transport "gateway", the gateway's address and
+	// GatewayLeg the transport of the stream to it.
+	Gateway    string `json:"gateway,omitempty"`
+	GatewayLeg string `json:"gateway_leg,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Hint       string `json:"hint,omitempty"`
+	ReasonID   int    `json:"reason_code"`
+	Rule       int    `json:"rule"`
 	// RecvQ and SendQ are the bytes queued to be read here and to be read
 	// by the peer (ss's Recv-Q and Send-Q): from the rings of an offloaded
 	// connection, from the kernel for the others; absent when unknown.
@@ -203,6 +207,13 @@ func (c *collector) kernel(s *Socket, pid int, e fdtable.Entry) {
 		s.Peer = row.remote.String()
 	}
 	s.RecvQ, s.SendQ = ptr(row.recvQ), ptr(row.sendQ)
+	switch {
+	case e.Transport != fdtable.TransportGateway:
+	case e.Role == fdtable.RoleListener: // the table's peer is the gateway
+		s.Gateway, s.GatewayLeg, s.Peer = s.Peer, tpKernel, ""
+	case row.remote.IsValid():
+		s.Gateway, s.GatewayLeg = row.remote.String(), tpKernel
+	}
 }
 
 // segment completes an offloaded connection from its shared segment, which

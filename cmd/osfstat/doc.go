@@ -71,7 +71,8 @@
 //	        "role": "server",      // client, server, listener, "-"
 //	        "state": "ESTABLISHED",// as the STATE column, "-" when unknown
 //	        "local": "127.0.0.1:6379", "peer": "127.0.0.1:50312", // omitted when unknown
-//	        "transport": "shm",    // shm, rdma, kernel, "-"
+//	        "transport": "shm",    // shm, rdma, kernel, gateway, "-"
+//	        "gateway": "10.0.1.1:7000", "gateway_leg": "kernel", // transport gateway only
 //	        "reason": "...",       // kernel only: why, as osfrun --explain says it
 //	        "hint": "...",         // kernel only: what to do about it
 //	        "reason_code": 0,      // internal/policy.Reason

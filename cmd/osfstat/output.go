@@ -29,6 +29,9 @@ func writeTable(w io.Writer, procs []Proc) error {
 		for _, s := range p.Sockets {
 			ring, out, in, calls, sleeps := "-", "-", "-", "-", "-"
 			note := s.Reason
+			if s.Gateway != "" {
+				note = "via " + s.Gateway + " (leg " + s.GatewayLeg + ")"
+			}
 			if g := s.Segment; g != nil {
 				ring = strconv.FormatUint(uint64(g.RingBytes), 10)
 				out = strconv.FormatUint(g.BytesOut, 10)
@@ -86,14 +89,15 @@ const (
 	tpShm       = "shm"
 	tpRDMA      = "rdma"
 	tpKernel    = "kernel"
+	tpGateway   = "gateway"
 	tpUndecided = "-"
 )
 
 func summarize(procs []Proc) Summary {
 	s := Summary{
 		Processes:   len(procs),
-		Sockets:     map[string]int{tpShm: 0, tpRDMA: 0, tpKernel: 0, tpUndecided: 0},
-		Connections: map[string]int{tpShm: 0, tpRDMA: 0, tpKernel: 0},
+		Sockets:     map[string]int{tpShm: 0, tpRDMA: 0, tpKernel: 0, tpGateway: 0, tpUndecided: 0},
+		Connections: map[string]int{tpShm: 0, tpRDMA: 0, tpKernel: 0, tpGateway: 0},
 		Bytes:       map[string]ByteCount{tpShm: {}, tpRDMA: {}},
 	}
 	for _, p := range procs {

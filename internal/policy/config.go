@@ -37,6 +37,9 @@ type ParseError struct {
 	Rule int
 	// Reason says what is wrong with Text.
 	Reason string
+	// Where is "path:line" of the configuration file line the value came
+	// from, or "" when it came from the environment.
+	Where string
 }
 
 // Error returns the message osf prints for e, for example
@@ -45,7 +48,11 @@ type ParseError struct {
 //
 // Text is quoted as by strconv.Quote, which leaves printable text unchanged.
 func (e *ParseError) Error() string {
-	s := "osf: " + e.Var + "=" + strconv.Quote(e.Text)
+	s := "osf: "
+	if e.Where != "" {
+		s += e.Where + ": "
+	}
+	s += e.Var + "=" + strconv.Quote(e.Text)
 	if e.Rule > 0 {
 		s += " (rule " + strconv.Itoa(e.Rule) + ")"
 	}
@@ -87,6 +94,12 @@ type Config struct {
 	// RDMAPoll is OSF_RDMA_POLL_US: how long the RDMA progress engine keeps
 	// polling after its last piece of work before it sleeps.
 	RDMAPoll time.Duration
+	// GatewayKey is OSF_GATEWAY_KEY: the file holding the key that
+	// authenticates this node to its gateways ("" means none).
+	GatewayKey string
+	// GatewayTimeout is OSF_GATEWAY_TIMEOUT_MS: how long a gateway may take
+	// to connect to a destination before connect fails with ETIMEDOUT.
+	GatewayTimeout time.Duration
 	// DebugLoadCore is OSF_DEBUG_LOAD_CORE: load the core at start-up.
 	DebugLoadCore bool
 	// DebugRDMASim is OSF_DEBUG_RDMA_SIM: the RDMA transport runs on a
@@ -94,6 +107,25 @@ type Config struct {
 	// (sdp/rdma.Sim), to test the RDMA engine on machines without one.
 	// Never for production.
 	DebugRDMASim bool
+
+	// origin says which values came from the configuration file.
+	origin *origin
+}
+
+// ConfFile returns the path of the configuration file that was read, or ""
+// when none was.
+func (c *Config) ConfFile() string {
+	if c.origin == nil {
+		return ""
+	}
+	return c.origin.path
+}
+
+// Where returns "path:line" of the configuration file line that set
+// variable name (for OSF_ROUTES, the line of rule number rule, counting from
+// 1), or "" when the value did not come from the file.
+func (c *Config) Where(name string, rule int) string {
+	return c.origin.where(name, rule)
 }
 
 // defaultRoutes is the text of the rules used when OSF_ROUTES is unset.
@@ -116,6 +148,7 @@ func Default() *Config {
 		PollSpin:       20 * time.Microsecond,
 		ConnectTimeout: 1000 * time.Millisecond,
 		RDMAPoll:       20 * time.Microsecond,
+		GatewayTimeout: 20 * time.Second,
 	}
 }
 
@@ -153,10 +186,14 @@ var variables = []variable{
 	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select and epoll spin before they sleep, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
 	{Var{"OSF_RDMA_POLL_US", "20", "microseconds the RDMA progress engine polls before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.RDMAPoll })},
 	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
+	{Var{"OSF_GATEWAY_KEY", "", "file holding the key (mode 0600) that authenticates this node to its gateways"}, func(c *Config, v string) error { c.GatewayKey = v; return nil }},
+	{Var{"OSF_GATEWAY_TIMEOUT_MS", "20000", "milliseconds a gateway may take to connect to a destination, 1-600000"}, parseGatewayTimeout},
 	{Var{"OSF_DEBUG_LOAD_CORE", "0", "1 loads the osf core at start-up (debugging)"}, boolVar(func(c *Config) *bool { return &c.DebugLoadCore })},
 	{Var{"OSF_DEBUG_RDMA_SIM", "0", "1 replaces RDMA devices by a software stand-in between processes of this host (tests)"}, boolVar(func(c *Config) *bool { return &c.DebugRDMASim })},
+	{Var{varConf, DefaultConfFile, "configuration file; empty means none (the environment overrides the file)"}, nil},
 	{Var{"OSF_LIB", "", "libosf.so for osfrun to preload; default: found next to osfrun"}, nil},
 	{Var{"OSF_FDTABLE", "", "state, set by osf itself across exec: the fd number of the inherited fd table"}, nil},
+	{Var{varOrigin, "", "state, set by osf itself: the configuration file read and the lines its values came from"}, nil},
 }
 
 // Vars returns every variable osf reads, in the order Parse checks them.
@@ -179,17 +216,21 @@ func Vars() []Var {
 func Parse(env []string) (*Config, error) {
 	values := osfValues(env)
 	c := Default()
+	if v, ok := values[varOrigin]; ok {
+		c.origin = parseOrigin(v)
+	}
 	for _, v := range variables {
 		value, ok := values[v.Name]
 		if !ok || v.parse == nil {
 			continue
 		}
 		if err := v.parse(c, value); err != nil {
-			var pe *ParseError
-			if errors.As(err, &pe) {
-				return nil, err
+			pe, ok := errors.AsType[*ParseError](err)
+			if !ok {
+				pe = &ParseError{Var: v.Name, Text: value, Reason: err.Error()}
 			}
-			return nil, &ParseError{Var: v.Name, Text: value, Reason: err.Error()}
+			pe.Where = c.origin.where(v.Name, pe.Rule)
+			return nil, pe
 		}
 	}
 	return c, nil
@@ -294,14 +335,25 @@ func spinVar(field func(*Config) *time.Duration) func(*Config, string) error {
 	}
 }
 
-func parseConnectTimeout(c *Config, v string) error {
-	n, err := parseUintVar(v, 1, MaxConnectTimeoutMS)
-	if err != nil {
-		return err
+// msVar returns a parser for a millisecond count from 1 to max into the
+// field that field selects.
+func msVar(max uint64, field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := parseUintVar(v, 1, max)
+		if err != nil {
+			return err
+		}
+		*field(c) = time.Duration(n) * time.Millisecond
+		return nil
 	}
-	c.ConnectTimeout = time.Duration(n) * time.Millisecond
-	return nil
 }
+
+var parseConnectTimeout = msVar(MaxConnectTimeoutMS, func(c *Config) *time.Duration { return &c.ConnectTimeout })
+
+// MaxGatewayTimeoutMS is the largest OSF_GATEWAY_TIMEOUT_MS.
+const MaxGatewayTimeoutMS = 600000
+
+var parseGatewayTimeout = msVar(MaxGatewayTimeoutMS, func(c *Config) *time.Duration { return &c.GatewayTimeout })
 
 func parseRingSize(c *Config, v string) error {
 	digits, unit := v, uint64(1)

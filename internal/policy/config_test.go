@@ -107,7 +107,7 @@ func TestParseMalformed(t *testing.T) {
 			`osf: OSF_ROUTES="offload bogus 1.2.3.4:99999" (rule 2): port 99999 out of range 1-65535`},
 		// Variables are checked in the order of Vars: OSF_ROUTES first.
 		{[]string{"OSF_SPIN_US=x", "OSF_ROUTES=x"},
-			`osf: OSF_ROUTES="x" (rule 1): unknown action "x", want offload or kernel`},
+			`osf: OSF_ROUTES="x" (rule 1): unknown action "x", want offload, kernel or gateway`},
 		{[]string{"OSF_LOG_LEVEL=\x00\n"}, `osf: OSF_LOG_LEVEL="\x00\n": want debug, info, warn or error`},
 	}
 	for _, tt := range tests {

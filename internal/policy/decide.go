@@ -82,6 +82,9 @@ type Decision struct {
 	// NoRDMA says why a server does not also listen over RDMA although the
 	// transport mode allows it.
 	NoRDMA string
+	// Gateways is the matching gateway rule's gateway list when Transport
+	// is Gateway (see GatewayAddrs).
+	Gateways string
 }
 
 // String returns d on one line for logs, such as "shm (rule 2)",
@@ -91,6 +94,9 @@ func (d Decision) String() string {
 		return "kernel: " + d.Reason.Describe(d.Rule, d.Detail)
 	}
 	s := d.Transport.String()
+	if d.Transport == Gateway {
+		s += " via " + d.Gateways
+	}
 	switch {
 	case d.Transport == RDMA:
 		s += " via " + d.Device
@@ -113,6 +119,8 @@ func (c *Config) Decide(q Query) Decision {
 	n, r := c.match(&q)
 	d := Decision{Transport: Kernel, Rule: n, RuleText: r.Text}
 	switch {
+	case r.Gateways != "":
+		d.Transport, d.Gateways = Gateway, r.Gateways
 	case !r.Offload && n == 0:
 		d.Reason = ReasonNoRule
 	case !r.Offload:

@@ -49,6 +49,18 @@
 //	kernel both * *:53
 //	offload both * local
 //
+// # Configuration file
+//
+// Load merges the configuration file (/etc/osf.conf, or the file OSF_CONF
+// names) into an environment as libosf.so's constructor does
+// (preload/conf.c): one item per line, "OSF_NAME = value", a route rule
+// ("offload|kernel ..."), "[program GLOB]" or "[global]"; '#' at the start
+// or after a blank begins a comment. The environment overrides the file
+// variable by variable; the file's rule lines, when it has any, replace the
+// default rules. The merged environment carries OSF_CONF_ORIGIN, from which
+// Parse reports a malformed value as "path:line" and Config.Where tells
+// which line set a value. ParseFile and File.Merge are the parts.
+//
 // # Example
 //
 //	cfg, err := policy.Parse(os.Environ())

@@ -35,22 +35,58 @@ func (c *Config) Explain(w io.Writer, qs ...Query) error {
 	return err
 }
 
-// explainRules writes the rule list and the transport settings.
+// explainRules writes the configuration file read, the rule list and the
+// transport settings, each with the file line it came from.
 func (c *Config) explainRules(b *strings.Builder) {
+	if f := c.ConfFile(); f != "" {
+		fmt.Fprintf(b, "config file %s (the environment overrides it)\n", f)
+	}
+	fromFile := c.Where(varRoutes, 1) != ""
 	switch {
 	case c.DefaultRoutes:
 		b.WriteString("routes (default, OSF_ROUTES is unset):\n")
+	case len(c.Routes) == 0 && fromFile:
+		fmt.Fprintf(b, "routes (%s has no rules for this program):\n", c.ConfFile())
 	case len(c.Routes) == 0:
 		b.WriteString("routes (OSF_ROUTES has no rules):\n")
+	case fromFile:
+		fmt.Fprintf(b, "routes (%s):\n", c.ConfFile())
 	default:
 		b.WriteString("routes (OSF_ROUTES):\n")
 	}
 	width := len(strconv.Itoa(len(c.Routes)))
 	for i, r := range c.Routes {
-		fmt.Fprintf(b, "  %*d  %s\n", width, i+1, r.Text)
+		fmt.Fprintf(b, "  %*d  %s", width, i+1, r.Text)
+		if w := c.Where(varRoutes, i+1); w != "" {
+			fmt.Fprintf(b, "    (%s)", w)
+		}
+		b.WriteByte('\n')
 	}
 	fmt.Fprintf(b, "  %*s(implicit) %s\n", width+2, "", implicitRule.Text)
 	fmt.Fprintf(b, "transport=%s strict=%s\n", c.Transport, flag01(c.Strict))
+	for _, v := range variables {
+		if v.Name == varRoutes {
+			continue
+		}
+		if w := c.Where(v.Name, 0); w != "" {
+			fmt.Fprintf(b, "%s from %s\n", v.Name, w)
+		}
+	}
+}
+
+// decidedBy says where the rule that decided came from: rule is the 1-based
+// number of the matching rule, 0 for the implicit one.
+func (c *Config) decidedBy(rule int) string {
+	switch {
+	case rule == 0:
+		return "the implicit final rule"
+	case c.DefaultRoutes:
+		return "default rule " + strconv.Itoa(rule)
+	}
+	if w := c.Where(varRoutes, rule); w != "" {
+		return "rule " + strconv.Itoa(rule) + " at " + w
+	}
+	return "rule " + strconv.Itoa(rule) + " of OSF_ROUTES (environment)"
 }
 
 // explainQuery writes how q is matched and decided.
@@ -67,24 +103,31 @@ func (c *Config) explainQuery(b *strings.Builder, q Query) {
 	fmt.Fprintf(b, ", program %s:\n", program)
 
 	width := len(strconv.Itoa(len(c.Routes)))
-	matched := false
+	matched := 0
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		m := r.check(&n)
 		if m == hit {
 			fmt.Fprintf(b, "  rule %*d  yes: %s\n", width, i+1, r.hitText(&n))
-			matched = true
+			matched = i + 1
 			break
 		}
 		fmt.Fprintf(b, "  rule %*d  no: %s\n", width, i+1, r.missText(&n, m))
 	}
-	if !matched {
+	if matched == 0 {
 		b.WriteString("  (implicit) yes: no rule matched\n")
 	}
 
 	d := c.Decide(q)
 	fmt.Fprintf(b, "  => %s\n", resultText(n.Role, d))
+	if c.ConfFile() != "" {
+		fmt.Fprintf(b, "     decided by %s\n", c.decidedBy(matched))
+	}
 	switch {
+	case d.Transport == Gateway && n.Role == Server:
+		b.WriteString("     note: the gateway listens on the same port and hands each connection it accepts to this listener\n")
+	case d.Transport == Gateway:
+		b.WriteString("     note: the gateway connects to the destination over kernel TCP on this node's behalf; a dead gateway is skipped\n")
 	case d.Transport != Kernel && n.Role == Client:
 		b.WriteString("     note: kernel TCP instead if the peer has no osf listener\n")
 	case d.Transport == Kernel:
@@ -106,6 +149,8 @@ func resultText(role Role, d Decision) string {
 		return "kernel: " + d.Reason.Describe(d.Rule, d.Detail)
 	case RDMA:
 		return "rdma" + listener + " via " + d.Device + ": offloaded"
+	case Gateway:
+		return "gateway " + d.Gateways + listener + ": through the gateway (rule " + strconv.Itoa(d.Rule) + ")"
 	}
 	s := "shm" + listener + ": offloaded"
 	switch {

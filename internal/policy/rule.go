@@ -36,6 +36,10 @@ type Rule struct {
 	Ports Ports
 	// Text is the rule as written, for display.
 	Text string
+	// Gateways is set for the action "gateway": the gateways' addresses in
+	// canonical form, separated by commas (see GatewayAddrs). Offload is
+	// then false.
+	Gateways string
 }
 
 // Ports is an inclusive range of TCP ports. The zero value means every port.
@@ -67,7 +71,10 @@ func (p Ports) String() string {
 // back to an equal rule. Text keeps the rule as it was written.
 func (r Rule) String() string {
 	action := "kernel"
-	if r.Offload {
+	switch {
+	case r.Gateways != "":
+		action = "gateway " + r.Gateways
+	case r.Offload:
 		action = "offload"
 	}
 	return action + " " + r.Role.String() + " " + r.Program + " " + r.target()
@@ -155,8 +162,10 @@ func parseRule(text string) (Rule, error) {
 	case "offload":
 		r.Offload = true
 	case "kernel":
+	case "gateway":
+		return parseGatewayRule(r, f)
 	default:
-		return Rule{}, fmt.Errorf("unknown action %q, want offload or kernel", f[0])
+		return Rule{}, fmt.Errorf("unknown action %q, want offload, kernel or gateway", f[0])
 	}
 	switch {
 	case len(f) == 1:
@@ -164,23 +173,31 @@ func parseRule(text string) (Rule, error) {
 	case len(f) > 4:
 		return Rule{}, fmt.Errorf("%d fields, want action [role [program]] target", len(f))
 	}
-	if err := r.parseTarget(f[len(f)-1]); err != nil {
+	if err := r.parseRest(f[1:]); err != nil {
 		return Rule{}, err
 	}
-	if len(f) >= 3 {
-		role, ok := parseRole(f[1])
+	return r, nil
+}
+
+// parseRest parses the fields "[role [program]] target" (one to three).
+func (r *Rule) parseRest(f []string) error {
+	if err := r.parseTarget(f[len(f)-1]); err != nil {
+		return err
+	}
+	if len(f) >= 2 {
+		role, ok := parseRole(f[0])
 		if !ok {
-			return Rule{}, fmt.Errorf("unknown role %q, want client, server or both (a program glob comes after the role)", f[1])
+			return fmt.Errorf("unknown role %q, want client, server or both (a program glob comes after the role)", f[0])
 		}
 		r.Role = role
 	}
-	if len(f) == 4 {
-		if err := checkGlob(f[2]); err != nil {
-			return Rule{}, err
+	if len(f) == 3 {
+		if err := checkGlob(f[1]); err != nil {
+			return err
 		}
-		r.Program = f[2]
+		r.Program = f[1]
 	}
-	return r, nil
+	return nil
 }
 
 // checkGlob checks a program glob.

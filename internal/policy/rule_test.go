@@ -135,7 +135,7 @@ func TestParseRoutesMalformed(t *testing.T) {
 		{"offload bogus 1.2.3.4:80",
 			`osf: OSF_ROUTES="offload bogus 1.2.3.4:80" (rule 1): unknown role "bogus", want client, server or both (a program glob comes after the role)`},
 		{"accept *",
-			`osf: OSF_ROUTES="accept *" (rule 1): unknown action "accept", want offload or kernel`},
+			`osf: OSF_ROUTES="accept *" (rule 1): unknown action "accept", want offload, kernel or gateway`},
 		{"# c\n offload  ",
 			`osf: OSF_ROUTES="offload" (rule 1): missing target`},
 		{"offload client a b c",

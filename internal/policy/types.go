@@ -56,9 +56,12 @@ const (
 	Shm Transport = 2
 	// RDMA is RDMA between hosts.
 	RDMA Transport = 3
+	// Gateway is a stream through an osfgw gateway, which connects to the
+	// destination over kernel TCP on this node's behalf.
+	Gateway Transport = 4
 )
 
-// String returns "kernel", "shm" or "rdma", or "transport(N)" for an
+// String returns "kernel", "shm", "rdma" or "gateway", or "transport(N)" for an
 // invalid transport.
 func (t Transport) String() string {
 	switch t {
@@ -68,6 +71,8 @@ func (t Transport) String() string {
 		return "shm"
 	case RDMA:
 		return "rdma"
+	case Gateway:
+		return "gateway"
 	}
 	return "transport(" + strconv.Itoa(int(t)) + ")"
 }

@@ -408,6 +408,8 @@ static int parse_rule(const char *s, size_t n, struct osf_route_rule *r)
 		}
 		nf++;
 	}
+	if (eq(f[0].p, f[0].n, "gateway"))
+		return OSF_ROUTE_UNSUPPORTED; /* gateway rules: the core's */
 	if (eq(f[0].p, f[0].n, "offload"))
 		r->offload = 1;
 	else if (!eq(f[0].p, f[0].n, "kernel"))
@@ -593,6 +595,9 @@ int osf_route_parse(const char *env, uint32_t len, struct osf_route_config *c)
 			return OSF_ROUTE_MALFORMED;
 		c->connect_timeout_ms = (uint32_t)x;
 	}
+	if (lookup(env, len, "OSF_GATEWAY_TIMEOUT_MS", &v, &n) &&
+	    parse_uint(v, n, 1, 600000, &x) < 0)
+		return OSF_ROUTE_MALFORMED;
 	if (lookup(env, len, "OSF_DEBUG_LOAD_CORE", &v, &n) &&
 	    parse_bool(v, n, &c->debug_load_core) < 0)
 		return OSF_ROUTE_MALFORMED;

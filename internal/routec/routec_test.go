@@ -39,12 +39,13 @@ var seeds = []string{
 	"offload [:1]", "offload [1:2:3:4:5:6:7:8]/129", "offload [0:0:0:0:0:ffff:7f00:1]/104",
 	"offload [::ffff:0:0]/96:1-2", "offload [1:2:3:4:5:6:1.2.3.4]", "offload [12345::]",
 	"offload local:*; kernel [::]/0", "offload 1.2.3.4/08", "offload 1.2.3.4/", "offload 256.1.1.1",
+	"gateway 10.0.0.1:7000 client * 192.0.2.0/24", "gateway bogus",
 }
 
 var vars = []string{
 	"", "OSF_TRANSPORT=shm", "OSF_TRANSPORT=RDMA", "OSF_TRANSPORT=kernel", "OSF_TRANSPORT=Auto",
 	"OSF_TRANSPORT=tcp", "OSF_STRICT=1", "OSF_STRICT=yes", "OSF_RING_SIZE=64k", "OSF_RING_SIZE=3M",
-	"OSF_RING_SIZE=128M", "OSF_LOG_LEVEL=DEBUG", "OSF_LOG_LEVEL=loud", "OSF_SPIN_US=1000001",
+	"OSF_RING_SIZE=128M", "OSF_GATEWAY_TIMEOUT_MS=0", "OSF_GATEWAY_TIMEOUT_MS=600000", "OSF_LOG_LEVEL=DEBUG", "OSF_LOG_LEVEL=loud", "OSF_SPIN_US=1000001",
 	"OSF_CONNECT_TIMEOUT_MS=0", "OSF_DEBUG_RDMA_SIM=1", "OSF_ROUTES", "OSF_RING_SIZE=",
 }
 

@@ -25,7 +25,9 @@ const cleanupWait = 10 * time.Second
 
 // BaseEnv returns this process's environment without anything that would
 // change how a program under test behaves: LD_PRELOAD, LD_DEBUG, every OSF_*
-// variable and the network-namespace marker. Commands start from it.
+// variable and the network-namespace marker; and with OSF_CONF empty, so
+// that a host's /etc/osf.conf cannot change the tests (a test may set
+// OSF_CONF again). Commands start from it.
 func BaseEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -37,7 +39,7 @@ func BaseEnv() []string {
 		}
 		env = append(env, kv)
 	}
-	return env
+	return append(env, "OSF_CONF=")
 }
 
 // Preload returns env with LD_PRELOAD set to build/libosf.so, for running a

@@ -14,7 +14,9 @@ const (
 	TransportKernel = "kernel"
 	TransportShm    = "shm"
 	TransportRDMA   = "rdma"
-	TransportNone   = "-" // not decided yet (a socket before listen or connect)
+	// TransportGateway is a stream through an osfgw gateway; Gateway names it.
+	TransportGateway = "gateway"
+	TransportNone    = "-" // not decided yet (a socket before listen or connect)
 )
 
 // Stat is the JSON that `osfstat --json` prints.
@@ -34,12 +36,16 @@ type StatProc struct {
 
 // StatSocket is one socket osf has seen, as osfstat reports it.
 type StatSocket struct {
-	FD         int    `json:"fd"`
-	Kind       string `json:"kind"`
-	Role       string `json:"role"` // client, server, listener or "-"
-	Local      string `json:"local,omitempty"`
-	Peer       string `json:"peer,omitempty"`
-	Transport  string `json:"transport"` // one of the Transport* constants
+	FD        int    `json:"fd"`
+	Kind      string `json:"kind"`
+	Role      string `json:"role"` // client, server, listener or "-"
+	Local     string `json:"local,omitempty"`
+	Peer      string `json:"peer,omitempty"`
+	Transport string `json:"transport"` // one of the Transport* constants
+	// Gateway and GatewayLeg are set for transport "gateway": the gateway's
+	// address and the transport of the stream to it.
+	Gateway    string `json:"gateway,omitempty"`
+	GatewayLeg string `json:"gateway_leg,omitempty"`
 	Reason     string `json:"reason,omitempty"`
 	ReasonCode int    `json:"reason_code"`
 	Rule       int    `json:"rule"`

@@ -32,6 +32,9 @@ func osfcore_listen(in *C.struct_osf_core_listen_in, out *C.struct_osf_core_list
 	}
 	d := core.cfg.Decide(query(policy.Server, ap))
 	out.rule = C.int32_t(d.Rule)
+	if d.Transport == policy.Gateway {
+		return gatewayListen(out, ap, d)
+	}
 	if d.Transport == policy.Kernel {
 		out.reason = C.int32_t(d.Reason)
 		core.log.Debugf("listen %s: %s", ap, d)
@@ -64,6 +67,9 @@ func osfcore_connect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_co
 	}
 	d := core.cfg.Decide(query(policy.Client, dst))
 	out.rule = C.int32_t(d.Rule)
+	if d.Transport == policy.Gateway {
+		return gatewayConnect(in, out, dst, d)
+	}
 	if d.Transport == policy.Kernel {
 		return kernel(out, dst, d.Reason, d.Detail, nil)
 	}

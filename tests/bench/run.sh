@@ -46,7 +46,9 @@ done
 
 TMP="$(mktemp -d)"
 SRV_PID=
-trap '[[ -z "$SRV_PID" ]] || kill "$SRV_PID" 2>/dev/null || true; rm -rf "$TMP"' EXIT
+GW_PIDS=()
+GW_NS=()
+trap '[[ -z "$SRV_PID" ]] || kill "$SRV_PID" 2>/dev/null || true; gw_teardown; rm -rf "$TMP"' EXIT
 
 ROWS=()
 RAW=()
@@ -379,10 +381,104 @@ bench_memory() {
 		"${mb[bare]}" "${mb[osf]}" "$(calc "'%.1fx' % (max(${mb[osf]}, 1) / max(${mb[bare]}, 1))")" "≤ 2x"
 }
 
+# --- (f) gateways: a node without a route reaches an outside host through
+# osfgw (node under osf, route "gateway") or through a socat relay (plain
+# kernel TCP relay, the node connects to it), in the same three network
+# namespaces (node ─ gateway ─ outside, as tests/gateway_test.go), same run.
+# gw_teardown stops what bench_gateway started (also on exit).
+gw_teardown() {
+	local p n
+	for p in "${GW_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${GW_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	for n in "${GW_NS[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+	GW_PIDS=() GW_NS=()
+}
+
+# gw_bg NS CMD... starts CMD in namespace NS in the background.
+gw_bg() {
+	local ns=$1
+	shift
+	ip netns exec "$ns" "$@" >>"$TMP/gw.out" 2>&1 &
+	GW_PIDS+=($!)
+}
+
+# gw_wait_listen NS PORT waits until something listens on PORT in NS.
+gw_wait_listen() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[[ -n "$(ip netns exec "$1" ss -Hltn "sport = :$2")" ]] && return 0
+		sleep 0.025
+	done
+	echo "bench: nothing listens on port $2 in $1" >&2
+	cat "$TMP/gw.out" >&2
+	return 1
+}
+
+bench_gateway() {
+	local t="osfb$$" n=node g=gw o=out key="$TMP/gw.key" gwbin="$BUILD/bin/osfgw"
+	local node="${t}n" gw="${t}g" out="${t}o"
+	command -v socat >/dev/null || { echo "bench: socat is not installed (make deps)" >&2; return 1; }
+	GW_NS=("$node" "$gw" "$out")
+	for n in "${GW_NS[@]}"; do ip netns add "$n"; ip -n "$n" link set lo up; done
+	ip link add "${t}vn" type veth peer name "${t}vg"
+	ip link add "${t}vh" type veth peer name "${t}vo"
+	ip link set "${t}vn" netns "$node"; ip link set "${t}vg" netns "$gw"
+	ip link set "${t}vh" netns "$gw"; ip link set "${t}vo" netns "$out"
+	ip -n "$node" addr add 10.88.1.2/24 dev "${t}vn"; ip -n "$node" link set "${t}vn" up
+	ip -n "$gw" addr add 10.88.1.1/24 dev "${t}vg"; ip -n "$gw" link set "${t}vg" up
+	ip -n "$gw" addr add 10.88.2.1/24 dev "${t}vh"; ip -n "$gw" link set "${t}vh" up
+	ip -n "$out" addr add 10.88.2.2/24 dev "${t}vo"; ip -n "$out" link set "${t}vo" up
+	head -c 32 /dev/urandom | base64 >"$key"
+	chmod 600 "$key"
+
+	gw_bg "$out" iperf3 -s -B 10.88.2.2 -p 5201
+	gw_bg "$out" redis-server --port 6379 --bind 10.88.2.2 --protected-mode no --save '' --appendonly no
+	gw_bg "$gw" taskset -c $SRV_CPU "$gwbin" --listen 10.88.1.1:7000 --key "$key" --allow 10.88.2.2
+	gw_bg "$gw" taskset -c $SRV_CPU socat TCP-LISTEN:7101,bind=10.88.1.1,fork,reuseaddr,backlog=256,nodelay TCP:10.88.2.2:5201,nodelay
+	gw_bg "$gw" taskset -c $SRV_CPU socat TCP-LISTEN:7102,bind=10.88.1.1,fork,reuseaddr,backlog=256,nodelay TCP:10.88.2.2:6379,nodelay
+	gw_wait_listen "$out" 5201
+	gw_wait_listen "$out" 6379
+	gw_wait_listen "$gw" 7000
+	gw_wait_listen "$gw" 7101
+	gw_wait_listen "$gw" 7102
+	local osfenv=(env LD_PRELOAD="$LIB" "OSF_ROUTES=gateway 10.88.1.1:7000 10.88.2.0/24" OSF_GATEWAY_KEY="$key")
+	local json side csv r
+	declare -A gbps rps
+	# Three alternating rounds, the median of each side: a shared
+	# machine's load changes hit both alike.
+	for r in 1 2 3; do
+		for side in socat osfgw; do
+			if [[ $side == socat ]]; then
+				json=$(ip netns exec "$node" taskset -c $CLI_CPU timeout 120 iperf3 -c 10.88.1.1 -p 7101 -t 3 -J)
+			else
+				json=$(ip netns exec "$node" taskset -c $CLI_CPU timeout 120 "${osfenv[@]}" iperf3 -c 10.88.2.2 -p 5201 -t 3 -J)
+			fi
+			gbps[$side]+=" $(jq '.end.sum_received.bits_per_second / 1e9 * 100 | round / 100' <<<"$json")"
+			if [[ $side == socat ]]; then
+				csv=$(ip netns exec "$node" taskset -c $CLI_CPU timeout 120 redis-benchmark -h 10.88.1.1 -p 7102 -t get -n 50000 -q --csv)
+			else
+				csv=$(ip netns exec "$node" taskset -c $CLI_CPU timeout 120 "${osfenv[@]}" redis-benchmark -h 10.88.2.2 -p 6379 -t get -n 50000 -q --csv)
+			fi
+			rps[$side]+=" $(awk -F'"' '$2 == "GET" { print $4 }' <<<"$csv")"
+		done
+	done
+	for side in socat osfgw; do
+		raw "gateway iperf3 via $side, 3 s runs (Gbit/s):${gbps[$side]}"
+		raw "gateway redis-benchmark GET via $side, 50,000 requests (req/s):${rps[$side]}"
+		gbps[$side]=$(stats median ${gbps[$side]})
+		rps[$side]=$(stats median ${rps[$side]})
+	done
+	row "node → outside through a gateway: iperf3, 1 stream, median of 3 × 3 s (Gbit/s; bare = socat relay, osf = osfgw)" \
+		"${gbps[socat]}" "${gbps[osfgw]}" "$(ratio "${gbps[osfgw]}" "${gbps[socat]}")" "≥ 1x"
+	row "node → outside through a gateway: redis-benchmark GET, 50 clients, median of 3 (req/s; bare = socat relay, osf = osfgw)" \
+		"${rps[socat]}" "${rps[osfgw]}" "$(ratio "${rps[osfgw]}" "${rps[socat]}")" "≥ 1x"
+	gw_teardown
+}
+
 main() {
 	# Arguments select benchmarks by name (e.g. `run.sh redis iperf3`);
 	# none runs them all.
-	local all=(syscall_loop startup core_load churn short_client memory shm_pingpong shm_stream iperf3 redis) b
+	local all=(syscall_loop startup core_load churn short_client memory shm_pingpong shm_stream iperf3 redis gateway) b
 	(($#)) || set -- "${all[@]}"
 	echo "osf benchmarks on $(hostname), $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 	echo "build: $BUILD" >&2

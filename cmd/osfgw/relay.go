@@ -1,0 +1,182 @@
+package main
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func randRead(b []byte) (int, error) { return rand.Read(b) }
+
+// state is a relayed connection's state, for --status.
+type state int32
+
+const (
+	stateConnecting state = iota
+	stateEstablished
+	stateNodeFin // the node shut down writing; the destination still sends
+	stateDestFin // the destination shut down writing; the node still sends
+	stateClosing // both did
+	stateListen  // a node's listen: node, the address listened on, local the node's listener
+)
+
+func (s state) String() string {
+	switch s {
+	case stateConnecting:
+		return "CONNECTING"
+	case stateEstablished:
+		return "ESTABLISHED"
+	case stateNodeFin:
+		return "NODE-FIN"
+	case stateDestFin:
+		return "DEST-FIN"
+	case stateClosing:
+		return "CLOSING"
+	case stateListen:
+		return "LISTEN"
+	}
+	return fmt.Sprintf("state(%d)", int32(s))
+}
+
+type atomicState struct{ v atomic.Int32 }
+
+func (a *atomicState) Load() state   { return state(a.v.Load()) }
+func (a *atomicState) Store(s state) { a.v.Store(int32(s)) }
+
+// relay is one node connection relayed to its destination.
+type relay struct {
+	id             uint64
+	node, dest     string
+	local          string
+	start          time.Time
+	state          atomicState
+	toDest, toNode atomic.Int64
+}
+
+// pipeBytes is the capacity of each direction's pipe: the most the gateway
+// holds per direction (back-pressure beyond it stays in the sockets).
+const pipeBytes = 256 << 10
+
+// run relays both directions until both have ended; it returns how the
+// connection ended. Closing happens here.
+func (r *relay) run(node, dest *net.TCPConn) string {
+	var once sync.Once
+	var how string
+	abort := func(why string) {
+		once.Do(func() {
+			how = why
+			// SO_LINGER 0 is set: these closes send resets.
+			node.Close()
+			dest.Close()
+		})
+	}
+	var wg sync.WaitGroup
+	var eofs atomic.Int32
+	half := func(src, dst *net.TCPConn, n *atomic.Int64, srcName, dstName string, fin state) {
+		defer wg.Done()
+		err := splice(src, dst, n)
+		switch {
+		case err == nil: // end of stream: pass the FIN on
+			if cerr := dst.CloseWrite(); cerr != nil {
+				abort(fmt.Sprintf("%s gone after the %s's FIN: %v", dstName, srcName, cerr))
+				return
+			}
+			if eofs.Add(1) == 2 {
+				r.state.Store(stateClosing)
+			} else {
+				r.state.Store(fin)
+			}
+		case errors.Is(err, errWrite):
+			abort(fmt.Sprintf("reset: the %s is gone (%v)", dstName, errors.Unwrap(err)))
+		default:
+			abort(fmt.Sprintf("reset by the %s (%v)", srcName, err))
+		}
+	}
+	wg.Add(2)
+	go half(node, dest, &r.toDest, "node", "destination", stateNodeFin)
+	go half(dest, node, &r.toNode, "destination", "node", stateDestFin)
+	wg.Wait()
+	once.Do(func() {
+		how = "closed"
+		node.SetLinger(-1)
+		dest.SetLinger(-1)
+		node.Close()
+		dest.Close()
+	})
+	return how
+}
+
+// errWrite marks a failure to write to the destination side of a splice.
+var errWrite = errors.New("write")
+
+type writeError struct{ err error }
+
+func (e writeError) Error() string   { return "write: " + e.err.Error() }
+func (e writeError) Unwrap() error   { return e.err }
+func (e writeError) Is(t error) bool { return t == errWrite }
+
+// splice moves bytes from src to dst through a pipe, without copying them
+// into user space, until src ends (nil) or fails; a failure to write dst
+// is a writeError. n counts the bytes delivered to dst.
+func splice(src, dst *net.TCPConn, n *atomic.Int64) error {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("osfgw: pipe: %w", err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, pipeBytes)
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return err
+	}
+	wc, err := dst.SyscallConn()
+	if err != nil {
+		return writeError{err}
+	}
+	const flags = unix.SPLICE_F_NONBLOCK | unix.SPLICE_F_MOVE
+	for {
+		var got int64
+		var serr error
+		if err := rc.Read(func(fd uintptr) bool {
+			for {
+				got, serr = unix.Splice(int(fd), nil, p[1], nil, pipeBytes, flags)
+				if serr != unix.EINTR {
+					return serr != unix.EAGAIN
+				}
+			}
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		if got == 0 {
+			return nil
+		}
+		for got > 0 {
+			var put int64
+			if err := wc.Write(func(fd uintptr) bool {
+				for {
+					put, serr = unix.Splice(p[0], nil, int(fd), nil, int(got), flags)
+					if serr != unix.EINTR {
+						return serr != unix.EAGAIN
+					}
+				}
+			}); err != nil {
+				return writeError{err}
+			}
+			if serr != nil {
+				return writeError{serr}
+			}
+			got -= put
+			n.Add(put)
+		}
+	}
+}

@@ -1,0 +1,256 @@
+//go:build osf_make
+
+/* gateway.c: the node side of a connection through an osfgw gateway; see
+ * gateway.h. */
+#include "gateway.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define GW_REPLY_BYTES 32
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* read_reply reads exactly the reply's bytes (never any of the stream that
+ * follows it) within ms milliseconds; 0 or an errno. */
+static int read_reply(int fd, unsigned char *b, int64_t ms)
+{
+	int64_t deadline = now_ms() + ms;
+	size_t got = 0;
+
+	while (got < GW_REPLY_BYTES) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int64_t left = deadline - now_ms();
+		ssize_t n;
+		int r;
+
+		if (left <= 0)
+			return ETIMEDOUT;
+		r = REAL(poll)(&p, 1, (int)left);
+		if (r < 0 && errno != EINTR)
+			return errno;
+		if (r <= 0)
+			continue;
+		n = REAL(recv)(fd, b + got, GW_REPLY_BYTES - got, MSG_DONTWAIT);
+		if (n > 0)
+			got += (size_t)n;
+		else if (n == 0)
+			return ECONNRESET; /* the gateway went away */
+		else if (errno != EAGAIN && errno != EINTR)
+			return errno;
+	}
+	return 0;
+}
+
+/* unconnect dissolves fd's connection to the gateway, so that the socket
+ * may connect again. */
+static void unconnect(int fd)
+{
+	struct sockaddr sa = { .sa_family = AF_UNSPEC };
+
+	REAL(connect)(fd, &sa, sizeof(sa));
+}
+
+int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
+			const struct osf_core_conn *cc)
+{
+	unsigned char b[GW_REPLY_BYTES];
+	struct osf_fdt_entry *e;
+	struct stat st;
+	int err, fl;
+
+	if (cc->reason_errno)
+		return OSF_FAIL(cc->reason_errno);
+	err = read_reply(fd, b, cc->gw_wait_ms);
+	if (!err && (memcmp(b, "OSFA", 4) != 0 || b[4] != 1))
+		err = EPROTO;
+	if (!err)
+		err = (int)((uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 |
+			    (uint32_t)b[10] << 8 | b[11]);
+	if (err) {
+		unconnect(fd);
+		return OSF_FAIL(err);
+	}
+	e = osf_fdt_get(fd);
+	if (e) {
+		e->transport = OSF_TP_GATEWAY;
+		e->role = OSF_ROLE_CLIENT;
+		e->reason = OSF_R_NONE;
+		e->rule = cc->rule;
+		e->reason_errno = 0;
+		e->aux_fd = -1;
+		e->ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+		memset(e->peer, 0, sizeof(e->peer));
+		memcpy(e->peer, sa, len < sizeof(e->peer) ? len : sizeof(e->peer));
+		__atomic_store_n(&e->kind, OSF_FD_KERNEL, __ATOMIC_RELEASE);
+		osf_fdt_touch();
+	}
+	fl = REAL(fcntl)(fd, F_GETFL, NULL);
+	if (fl >= 0 && (fl & O_NONBLOCK)) { /* as TCP: in progress, then done;
+					       the next connect returns 0 */
+		if (e)
+			e->flags |= OSF_FDF_INPROGRESS;
+		return OSF_FAIL(EINPROGRESS);
+	}
+	return 0;
+}
+
+/* sa_len returns the length of the sockaddr_in/in6 stored in b. */
+static socklen_t sa_len(const uint8_t *b)
+{
+	return ((const struct sockaddr *)b)->sa_family == AF_INET6
+		       ? sizeof(struct sockaddr_in6)
+		       : sizeof(struct sockaddr_in);
+}
+
+int osf_gateway_getname(int fd, struct osf_fdt_entry *e, int peer,
+			struct sockaddr *sa, socklen_t *len)
+{
+	const uint8_t *b = peer ? e->peer : e->local;
+	socklen_t n;
+
+	if (!peer && e->role != OSF_ROLE_SERVER)
+		return REAL(getsockname)(fd, sa, len);
+	if (!sa || !len)
+		return OSF_FAIL(EFAULT);
+	n = sa_len(b);
+	memcpy(sa, b, *len < n ? *len : n);
+	*len = n;
+	return 0;
+}
+
+void osf_gateway_listen(int fd, const struct osf_core_listen_out *out,
+			const struct sockaddr_storage *ss, socklen_t sl)
+{
+	struct osf_fdt_entry *e = osf_fdt_get(fd);
+	struct stat st;
+	int hfd = -1;
+
+	if (out->fd >= 0 && (hfd = osf_fdt_hide(out->fd, fd)) < 0)
+		REAL(close)(out->fd); /* no room: a node-local listener */
+	if (!e) {
+		if (hfd >= 0)
+			osf_fdt_close_hidden(hfd);
+		return;
+	}
+	e->transport = hfd >= 0 ? OSF_TP_GATEWAY : OSF_TP_KERNEL;
+	e->role = OSF_ROLE_LISTENER;
+	e->reason = hfd >= 0 ? OSF_R_NONE : (out->fd >= 0 ? OSF_R_RESOURCE : out->reason);
+	e->reason_errno = hfd >= 0 ? 0 : out->reason_errno;
+	e->rule = out->rule;
+	e->aux_fd = hfd;
+	e->ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+	memset(e->local, 0, sizeof(e->local));
+	memcpy(e->local, ss, sl < sizeof(e->local) ? sl : sizeof(e->local));
+	memcpy(e->peer, out->gateway, sizeof(e->peer));
+	__atomic_store_n(&e->kind, OSF_FD_KERNEL, __ATOMIC_RELEASE);
+	osf_fdt_touch();
+}
+
+#define GW_NOTICE_BYTES 48
+
+/* put_addr stores a notice address (family code 4/6, port, 16 bytes) as
+ * a sockaddr of the listener's family (IPv4 as v4-mapped for AF_INET6). */
+static void put_addr(uint8_t dst[28], int v6, uint8_t fam, const uint8_t *port,
+		     const uint8_t *a)
+{
+	memset(dst, 0, 28);
+	if (!v6 && fam == 4) {
+		struct sockaddr_in *in = (struct sockaddr_in *)dst;
+		in->sin_family = AF_INET;
+		memcpy(&in->sin_port, port, 2);
+		memcpy(&in->sin_addr, a, 4);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)dst;
+		in6->sin6_family = AF_INET6;
+		memcpy(&in6->sin6_port, port, 2);
+		if (fam == 4) {
+			in6->sin6_addr.s6_addr[10] = in6->sin6_addr.s6_addr[11] = 0xff;
+			memcpy(&in6->sin6_addr.s6_addr[12], a, 4);
+		} else {
+			memcpy(&in6->sin6_addr, a, 16);
+		}
+	}
+}
+
+/* same_host reports whether sockaddrs a and b (in/in6, v4-mapped allowed)
+ * name the same address. */
+static int same_host(const struct sockaddr *a, const uint8_t *b)
+{
+	const struct sockaddr *s[2] = { a, (const struct sockaddr *)b };
+	uint8_t x[2][16];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		memset(x[i], 0, 16);
+		x[i][10] = x[i][11] = 0xff;
+		if (s[i]->sa_family == AF_INET)
+			memcpy(&x[i][12], &((const struct sockaddr_in *)s[i])->sin_addr, 4);
+		else if (s[i]->sa_family == AF_INET6)
+			memcpy(x[i], &((const struct sockaddr_in6 *)s[i])->sin6_addr, 16);
+		else
+			return 0;
+	}
+	return memcmp(x[0], x[1], 16) == 0;
+}
+
+void osf_gateway_accepted(const struct osf_fdt_entry *l, int nfd,
+			  struct sockaddr *sa, socklen_t *len)
+{
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof(peer);
+	uint8_t b[GW_NOTICE_BYTES];
+	struct osf_fdt_entry *e;
+	int64_t deadline = now_ms() + 1000;
+	int saved = errno, v6;
+	ssize_t n = 0;
+
+	if (nfd < 0 || REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
+	    !same_host((struct sockaddr *)&peer, l->peer))
+		goto out;
+	/* The gateway sends the notice as it connects: wait for it (1 s at
+	 * most), without taking any byte that is not one. */
+	while ((n = REAL(recv)(nfd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT)) <
+	       (ssize_t)sizeof(b)) {
+		struct pollfd p = { .fd = nfd, .events = POLLIN };
+		int64_t left = deadline - now_ms();
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || left <= 0)
+			goto out;
+		if (n > 0 && memcmp(b, "OSFN", n < 4 ? n : 4) != 0)
+			goto out;
+		REAL(poll)(&p, 1, (int)left); /* more, or the end */
+		if (n > 0) /* data there but short: wait for the rest briefly */
+			usleep(1000);
+	}
+	if (memcmp(b, "OSFN", 4) != 0 || b[4] != 1 ||
+	    REAL(recv)(nfd, b, sizeof(b), MSG_DONTWAIT) != (ssize_t)sizeof(b))
+		goto out;
+	e = osf_fdt_lookup(nfd);
+	if (!e)
+		goto out;
+	v6 = (l->flags & OSF_FDF_V6) != 0;
+	put_addr(e->peer, v6, b[5], b + 8, b + 16);
+	put_addr(e->local, v6, b[6], b + 10, b + 32);
+	e->transport = OSF_TP_GATEWAY;
+	e->reason = OSF_R_NONE;
+	e->rule = l->rule;
+	osf_fdt_touch();
+	if (sa && len) {
+		socklen_t sl = sa_len(e->peer);
+		memcpy(sa, e->peer, *len < sl ? *len : sl);
+		*len = sl;
+	}
+out:
+	errno = saved;
+}

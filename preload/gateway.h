@@ -1,0 +1,39 @@
+/* gateway.h: the node side of a connection through an osfgw gateway (route
+ * action "gateway"; protocol in docs/ARCHITECTURE.md, "Gateways"). The
+ * core connects the application's own socket to a gateway and sends the
+ * request; this side waits for the reply on the application's thread.
+ * Afterwards the socket is a plain kernel TCP stream (kind KERNEL,
+ * transport GATEWAY) whose getpeername reports the destination. */
+#ifndef OSF_PRELOAD_GATEWAY_H
+#define OSF_PRELOAD_GATEWAY_H
+
+#include "osf.h"
+
+/* osf_gateway_connect finishes connect(fd, sa, len) after the core
+ * answered OSF_CORE_GATEWAY in cc: it returns what connect returns (0, or
+ * -1 with EINPROGRESS for a non-blocking socket that is connected, or -1
+ * with the errno of the gateway's reply, the socket then unconnected). */
+int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
+			const struct osf_core_conn *cc);
+
+/* osf_gateway_getname reports the addresses of a gateway stream: peer,
+ * the destination or (accepted) the remote client; else, for an accepted
+ * one, the gateway's address on it, and the kernel's for a client. */
+int osf_gateway_getname(int fd, struct osf_fdt_entry *e, int peer,
+			struct sockaddr *sa, socklen_t *len);
+
+/* osf_gateway_listen records listener fd, bound to ss, as listening
+ * through a gateway after the core answered out (gw set): its control
+ * connection (out->fd) is hidden and closed with the listener. When the
+ * gateway could not listen, the listener is a node-local kernel one. */
+void osf_gateway_listen(int fd, const struct osf_core_listen_out *out,
+			const struct sockaddr_storage *ss, socklen_t sl);
+
+/* osf_gateway_accepted finishes an accept on gateway listener entry l:
+ * a connection from the gateway starts with a notice (the remote client
+ * and the gateway's address), which is consumed and recorded, and sa/len
+ * get the client's address. Other connections are left as they are. */
+void osf_gateway_accepted(const struct osf_fdt_entry *l, int nfd,
+			  struct sockaddr *sa, socklen_t *len);
+
+#endif
