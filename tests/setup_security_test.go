@@ -43,14 +43,15 @@ def hello(s, ring, client, server):
     return (fd, m, a, b)
 `
 
-// asNobody returns the command prefix that runs a program as user nobody,
-// skipping the test where that is impossible.
-func asNobody(t *testing.T) []string {
+// nobodyPrefix returns the command prefix that runs a program as user
+// nobody (setpriv with asNobody), skipping the test where that is
+// impossible.
+func nobodyPrefix(t *testing.T) []string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run an attacker as another user")
 	}
-	return []string{testutil.Tool(t, "setpriv"), "--reuid=65534", "--regid=65534", "--clear-groups", "--"}
+	return append([]string{testutil.Tool(t, "setpriv")}, asNobody...)
 }
 
 // echoOnce is a TCP server that answers each connection's first message
@@ -111,7 +112,7 @@ sys.stdin.read()
 // name and reaches the real companion).
 func TestCompanionSquatter(t *testing.T) {
 	t.Parallel()
-	nobody := asNobody(t)
+	nobody := nobodyPrefix(t)
 	for _, tc := range []struct {
 		name      string
 		server    mode
@@ -181,7 +182,7 @@ print("peer %s %d sock %s %d" % (a[0], a[1], c.getsockname()[0], c.getsockname()
 // peer could have bound, and its own address.
 func TestSpoofedPeerAddress(t *testing.T) {
 	t.Parallel()
-	nobody := asNobody(t)
+	nobody := nobodyPrefix(t)
 	for _, claim := range [][2]string{{"10.9.8.7", "22"}, {"127.0.0.1", "514"}} {
 		t.Run(claim[0]+":"+claim[1], func(t *testing.T) {
 			t.Parallel()
