@@ -44,8 +44,9 @@
 #define SERVER_RING_CAP (4u << 20)
 #define PARK_MAX 32
 #define ACCEPT_TRIES 16
-/* What one accept call may wait, in all, for hellos not there yet. */
-#define HELLO_WAIT_MS 1
+/* What one accept call may wait, in all, for hellos not there yet: the
+ * handshake bound (OSF_CONNECT_TIMEOUT_MS, 1 s by default). */
+#define HELLO_WAIT_MS (cfg.rc == OSF_ROUTE_OK ? (int)cfg.c.connect_timeout_ms : 1000)
 
 /* ---- configuration, once per process ---------------------------------- */
 
@@ -1377,11 +1378,13 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 }
 
 int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		     struct osf_core_conn *cc)
+		     struct osf_core_conn *cc, int *wait_ms)
 {
-	int tries, r[2], cfd, rc, budget_ms = HELLO_WAIT_MS;
+	int tries, r[2], cfd, rc;
 
 	pthread_once(&cfg.once, cfg_load);
+	if (*wait_ms < 0)
+		*wait_ms = HELLO_WAIT_MS;
 	cfd = unpark(lfd, aux_fd, in, cc);
 	if (cfd >= 0)
 		return cfd;
@@ -1399,12 +1402,15 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			return -2; /* EAGAIN, ECONNABORTED, EINTR */
 		}
 		rc = take_hello(cfd, in, cc);
-		if (rc == EAGAIN && budget_ms > 0) {
+		if (rc == EAGAIN && *wait_ms > 0) {
 			/* An honest client sends its hello in the system call
-			 * after its connect: give it a moment, once per call. */
+			 * after its connect, unless preempted in between: give
+			 * it a moment, once per call (parking is a last resort:
+			 * a parked connection waits for this process's next
+			 * accept or the watcher's kick). */
 			struct pollfd pf = {cfd, POLLIN, 0};
-			(void)REAL(poll)(&pf, 1, budget_ms);
-			budget_ms = 0;
+			(void)REAL(poll)(&pf, 1, *wait_ms);
+			*wait_ms = 0;
 			rc = take_hello(cfd, in, cc);
 		}
 		if (rc == 0)

@@ -26,9 +26,10 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
  * looked at again by later calls. Returns the accepted unix socket (the
  * connection's fd, close-on-exec, non-blocking) with cc filled, -2 when
  * none is ready, or -1 with errno (EMFILE/ENFILE: the connection stays
- * queued). */
+ * queued). *wait_ms is what may still be spent waiting for late hellos in
+ * this application call (-1 at its start: the handshake bound). */
 int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		     struct osf_core_conn *cc);
+		     struct osf_core_conn *cc, int *wait_ms);
 
 /* osf_setup_parked_fds puts up to max parked connections of companion
  * aux_fd into p (events POLLIN), for a blocking accept's wait; returns how

@@ -423,7 +423,8 @@ static void accepted(int lfd, int nfd, int flags, const struct sockaddr *sa,
  * there yet, or its handshake failed), or -1 with errno (EMFILE: the
  * connection stays queued). */
 static int accept_companion(int lfd, struct osf_fdt_entry *e,
-			    struct sockaddr *sa, socklen_t *len, int flags)
+			    struct sockaddr *sa, socklen_t *len, int flags,
+			    int *wait_ms)
 {
 	struct osf_core_accept_in in;
 	struct osf_core_conn cc;
@@ -437,7 +438,7 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 		       in.addr, &in.port);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
-	cfd = osf_setup_accept(lfd, e->aux_fd, &in, &cc);
+	cfd = osf_setup_accept(lfd, e->aux_fd, &in, &cc, wait_ms);
 	if (cfd < 0) {
 		if (cfd == -2)
 			errno = saved;
@@ -485,7 +486,7 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			  socklen_t *len, int flags)
 {
 	static unsigned turn;
-	int fl, timeout;
+	int fl, timeout, wait_ms = -1; /* for late hellos, this call */
 
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
@@ -515,7 +516,7 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			ready |= p[2 + i].revents != 0;
 		first = __atomic_fetch_add(&turn, 1, __ATOMIC_RELAXED) & 1;
 		if (ready && (first || !(p[0].revents & POLLIN))) {
-			nfd = accept_companion(fd, e, sa, len, flags);
+			nfd = accept_companion(fd, e, sa, len, flags, &wait_ms);
 			if (nfd != -2)
 				return nfd;
 			continue;
