@@ -28,7 +28,7 @@ CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
 	-U_FORTIFY_SOURCE -fno-strict-aliasing -pthread
 LIB_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden
 
-LIB_SRCS := $(wildcard preload/*.c) fdtable/fdtable.c $(wildcard selectmux/*.c) \
+LIB_SRCS := $(wildcard preload/*.c) fdtable/fdtable.c internal/routec/route.c $(wildcard selectmux/*.c) \
 	$(wildcard sdp/*.c)
 LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) \
 	$(wildcard selectmux/*.h) include/osf/qsock.h

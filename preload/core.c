@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 enum core_state { CORE_NONE, CORE_LOADING, CORE_READY, CORE_FAILED };
-enum core_op { CORE_OP_LISTEN = 1, CORE_OP_CONNECT, CORE_OP_ACCEPT };
+enum core_op { CORE_OP_LISTEN = 1, CORE_OP_CONNECT, CORE_OP_ACCEPT, CORE_OP_LOG };
 
 /* A caller waits for the core's load while the loading thread makes
  * progress (uses CPU: a slow but healthy host), up to CORE_LOAD_MAX_MS; it
@@ -298,8 +298,9 @@ static int core_load(void)
 	core.fns.listen = (osf_core_listen_fn)dlsym(h, "osfcore_listen");
 	core.fns.connect = (osf_core_connect_fn)dlsym(h, "osfcore_connect");
 	core.fns.accept = (osf_core_accept_fn)dlsym(h, "osfcore_accept");
+	core.fns.log = (osf_core_log_fn)dlsym(h, "osfcore_log");
 	if (!core.fns.init || !core.fns.listen || !core.fns.connect ||
-	    !core.fns.accept) {
+	    !core.fns.accept || !core.fns.log) {
 		snprintf(core.err, sizeof(core.err),
 			 "%s lacks the osfcore_* entry points", path);
 		return -1;
@@ -356,6 +357,9 @@ static void serve(void)
 			break;
 		case CORE_OP_ACCEPT:
 			core.ret = core.fns.accept(core.in, core.out);
+			break;
+		case CORE_OP_LOG:
+			core.ret = core.fns.log(core.in, core.out);
 			break;
 		default:
 			core.ret = ENOSYS;
@@ -564,6 +568,11 @@ int osf_core_accept(const struct osf_core_accept_in *in,
 		    struct osf_core_conn *out)
 {
 	return call(CORE_OP_ACCEPT, in, out);
+}
+
+int osf_core_log(const struct osf_core_log_in *in)
+{
+	return call(CORE_OP_LOG, in, NULL);
 }
 
 void osf_core_child_after_fork(void)

@@ -5,6 +5,7 @@
  * our code in between, docs/DESIGN.md D3), and protecting osf's own fds from
  * programs that close everything they do not know. */
 #include "conn.h"
+#include "setup.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -42,8 +43,12 @@ void osf_fd_closed(int fd)
 		osf_mux_forget(fd);
 	if (osf_kind_is_conn(e->kind))
 		osf_conn_close(fd, e);
-	else if (e->kind == OSF_FD_EPOLL || e->kind == OSF_FD_LISTEN)
-		osf_mux_closed(fd, e, aux_shared(fd, e));
+	else if (e->kind == OSF_FD_EPOLL || e->kind == OSF_FD_LISTEN) {
+		int shared = aux_shared(fd, e);
+		if (e->kind == OSF_FD_LISTEN && !shared)
+			osf_setup_forget_companion(e->aux_fd);
+		osf_mux_closed(fd, e, shared);
+	}
 	else if (e->kind == OSF_FD_KERNEL && e->transport == OSF_TP_GATEWAY &&
 		 e->aux_fd >= 0 && !aux_shared(fd, e))
 		osf_fdt_close_hidden(e->aux_fd); /* a gateway listener's control */

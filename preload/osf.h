@@ -36,6 +36,10 @@ int osf_core_connect(const struct osf_core_connect_in *in,
 int osf_core_accept(const struct osf_core_accept_in *in,
 		    struct osf_core_conn *out);
 
+/* osf_core_log hands one log line to the core's logger (loading the core);
+ * 0 or an errno. */
+int osf_core_log(const struct osf_core_log_in *in);
+
 /* Where osf waits in poll in place of a call the kernel restarts after a
  * handler with SA_RESTART (a blocking accept), osf_intr_begin is called
  * before the wait and, when poll fails with EINTR, osf_intr_restart says

@@ -13,6 +13,7 @@
  * place instead of connections it cannot use (osf_conn_exec_unfollowable).
  */
 #include "conn.h"
+#include "setup.h"
 
 #include <fcntl.h>
 #include <paths.h>
@@ -45,6 +46,7 @@ OSF_EXPORT pid_t fork(void)
 		osf_mux_child_after_fork();
 		osf_fdt_child_after_fork(snap);
 		osf_core_child_after_fork();
+		osf_setup_child_after_fork();
 		return 0;
 	}
 	saved = errno;

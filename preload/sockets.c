@@ -12,6 +12,7 @@
  */
 #include "conn.h"
 #include "gateway.h"
+#include "setup.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -183,7 +184,7 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	in.backlog = backlog;
 	in.v6only = v6only;
 	memset(&out, 0, sizeof(out));
-	rc = osf_core_listen(&in, &out);
+	rc = osf_setup_listen(&in, &out) ? 0 : osf_core_listen(&in, &out);
 	if (rc != 0) {
 		record_kernel(fd, OSF_ROLE_LISTENER, core_reason(rc), -1, rc, NULL, 0);
 		return;
@@ -332,7 +333,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	in.app_fd = fd;
-	rc = osf_core_connect(&in, &cc);
+	rc = osf_setup_connect(&in, &cc) ? 0 : osf_core_connect(&in, &cc);
 	errno = saved;
 	if (rc != 0) {
 		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc, sa, len);
@@ -425,38 +426,32 @@ static void accepted(int lfd, int nfd, int flags, const struct sockaddr *sa,
 	errno = saved;
 }
 
-/* accept_companion takes one offloaded connection from the companion:
- * its fd, or -2 when there was none after all (another process took it,
- * or its handshake failed), or -1 with errno. */
+/* accept_companion takes one offloaded connection from the companion
+ * (preload/setup.c, which never waits for a hello): its fd, or -2 when
+ * there was none after all (another process took it, its hello is not
+ * there yet, or its handshake failed), or -1 with errno (EMFILE: the
+ * connection stays queued). */
 static int accept_companion(int lfd, struct osf_fdt_entry *e,
-			    struct sockaddr *sa, socklen_t *len, int flags)
+			    struct sockaddr *sa, socklen_t *len, int flags,
+			    int *wait_ms)
 {
 	struct osf_core_accept_in in;
 	struct osf_core_conn cc;
 	struct carried opts;
 	socklen_t sl;
 	sa_family_t fam;
-	int cfd, rc, saved = errno;
+	int cfd, saved = errno;
 
-	cfd = REAL(accept4)(e->aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (cfd < 0) {
-		if (errno == EAGAIN || errno == ECONNABORTED || errno == EINTR) {
-			errno = saved;
-			return -2;
-		}
-		return -1;
-	}
 	memset(&in, 0, sizeof(in));
-	in.conn_fd = cfd;
 	(void)sa_split((struct sockaddr *)e->local, sizeof(e->local), &in.family,
 		       in.addr, &in.port);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
-	rc = osf_core_accept(&in, &cc);
-	if (rc != 0) {
-		REAL(close)(cfd);
-		errno = saved;
-		return -2;
+	cfd = osf_setup_accept(lfd, e->aux_fd, &in, &cc, wait_ms);
+	if (cfd < 0) {
+		if (cfd == -2)
+			errno = saved;
+		return cfd;
 	}
 	carry_read(lfd, &opts);
 	if (osf_conn_install(cfd, &cc, OSF_ROLE_SERVER, flags & SOCK_CLOEXEC,
@@ -492,11 +487,15 @@ static int listener_timeout(int fd)
 	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
 }
 
+/* PARKED_POLL bounds the parked connections (hello not there yet) a
+ * blocking accept also waits on. */
+#define PARKED_POLL 8
+
 static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			  socklen_t *len, int flags)
 {
 	static unsigned turn;
-	int fl, timeout;
+	int fl, timeout, wait_ms = -1; /* for late hellos, this call */
 
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
@@ -505,10 +504,11 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		return -1;
 	timeout = (fl & O_NONBLOCK) ? 0 : listener_timeout(fd);
 	for (;;) {
-		struct pollfd p[2] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
-		int n, first, nfd;
+		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
+		int n, first, nfd, np, i, ready;
+		np = osf_setup_parked_fds(e->aux_fd, p + 2, PARKED_POLL);
 		osf_intr_begin();
-		n = REAL(poll)(p, 2, timeout);
+		n = REAL(poll)(p, (nfds_t)(2 + np), timeout);
 		if (n < 0) {
 			/* As accept: restarted after SA_RESTART handlers,
 			 * unless SO_RCVTIMEO is set. */
@@ -520,9 +520,12 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			return OSF_FAIL(EAGAIN);
 		if (p[0].revents & POLLNVAL)
 			return OSF_FAIL(EBADF);
+		ready = (p[1].revents & POLLIN) != 0;
+		for (i = 0; i < np; i++)
+			ready |= p[2 + i].revents != 0;
 		first = __atomic_fetch_add(&turn, 1, __ATOMIC_RELAXED) & 1;
-		if ((p[1].revents & POLLIN) && (first || !(p[0].revents & POLLIN))) {
-			nfd = accept_companion(fd, e, sa, len, flags);
+		if (ready && (first || !(p[0].revents & POLLIN))) {
+			nfd = accept_companion(fd, e, sa, len, flags, &wait_ms);
 			if (nfd != -2)
 				return nfd;
 			continue;

@@ -108,6 +108,9 @@ func TestForkChildrenConnect(t *testing.T) {
 		{"bare", bare, bare},
 		{"osf-client/bare-server", underOsf, bare},
 		{"osf-client/osf-server", underOsf, underOsf},
+		// With debug logging the set-up loads the core: every child
+		// has a stale one and loads a fresh copy for its connection.
+		{"osf+log-client/osf-server", osfLogged, underOsf},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,8 +120,8 @@ func TestForkChildrenConnect(t *testing.T) {
 			srv.WaitOutput("listening\n", shortRun)
 			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
 			if tc.server.osf {
-				// The listener decided its route, so the core is loaded.
-				testutil.AssertCoreLoaded(t, srv.Pid, true)
+				// The listener decided its route in C: no core.
+				testutil.AssertCoreLoaded(t, srv.Pid, false)
 				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
 			}
 
@@ -130,15 +133,12 @@ func TestForkChildrenConnect(t *testing.T) {
 			}
 			wantParent := "parent lib=0 core=0 fresh_core=0\n"
 			if tc.client.osf {
-				wantParent = "parent lib=1 core=1 fresh_core=0\n"
+				wantParent = fmt.Sprintf("parent lib=1 core=%d fresh_core=0\n", b2i(tc.client.log))
 			}
 			if !strings.HasPrefix(r.Stdout, wantParent) {
 				t.Errorf("parent reported %q, want %q", strings.SplitN(r.Stdout, "\n", 2)[0], wantParent)
 			}
-			wantFresh := 0
-			if tc.client.osf {
-				wantFresh = 1
-			}
+			wantFresh := b2i(tc.client.log)
 			for i := range children {
 				line := fmt.Sprintf("child %d ok fresh_core=%d\n", i, wantFresh)
 				if !strings.Contains(r.Stdout, line) {
@@ -153,4 +153,11 @@ func TestForkChildrenConnect(t *testing.T) {
 			}
 		})
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -25,6 +25,10 @@ import (
 
 var bareAndOsf = []mode{bare, underOsf}
 
+// coreModes adds osfLogged, where the set-up loads the core, for tests of
+// how a fork child or an exec'd image gets its own copy.
+var coreModes = []mode{bare, underOsf, osfLogged}
+
 // TestForkExecInetd is the inetd model: the server accepts, forks, dup2s
 // the connection onto 0 and 1 and execs cat (the bytes come back) or
 // sha256sum (which reads its standard input through stdio: under osf the
@@ -164,7 +168,7 @@ func TestForkExecVfork(t *testing.T) {
 // new image) and hands each connection to cat.
 func TestForkExecActivate(t *testing.T) {
 	t.Parallel()
-	for _, m := range bareAndOsf {
+	for _, m := range coreModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			runHandoff(t, m, handoff{mode: "fork", activate: true, args: []string{"cat"}, conns: 2,
@@ -173,7 +177,7 @@ func TestForkExecActivate(t *testing.T) {
 					if !m.osf {
 						return
 					}
-					p := testutil.AssertCoreLoaded(t, srv, true)
+					p := testutil.AssertCoreLoaded(t, srv, m.log)
 					if p.Program != "fxhand" {
 						t.Errorf("server %d runs %q, want the exec'd fxhand", srv, p.Program)
 					}
@@ -247,7 +251,7 @@ func TestForkExecHold(t *testing.T) {
 // copy of the core: the one inherited through daemon's fork is stale).
 func TestForkExecDaemon(t *testing.T) {
 	t.Parallel()
-	for _, m := range bareAndOsf {
+	for _, m := range coreModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			port := testutil.FreePort(t)
@@ -293,10 +297,11 @@ func TestForkExecDaemon(t *testing.T) {
 							s := p.Select(testutil.ByRole("server"))
 							return len(s) == 1 && s[0].Transport == testutil.TransportShm
 						})
-					if !st.CoreLoaded {
-						t.Errorf("daemon accepted an offloaded connection without a core: %+v", st)
+					if st.CoreLoaded != m.log {
+						t.Errorf("daemon accepted an offloaded connection: core loaded %v, want %v: %+v",
+							st.CoreLoaded, m.log, st)
 					}
-					if ok, _ := testutil.MapsContain(daemon, testutil.FreshCoreMapping); !ok {
+					if ok, _ := testutil.MapsContain(daemon, testutil.FreshCoreMapping); !ok && m.log {
 						t.Errorf("daemon: no fresh copy of the core (%s) mapped", testutil.FreshCoreMapping)
 					}
 				}
@@ -479,7 +484,7 @@ print("done", flush=True)
 func TestForkExecPrefork(t *testing.T) {
 	t.Parallel()
 	const workers, procs, per, probes = 4, 8, 50, 3
-	for _, m := range bareAndOsf {
+	for _, m := range coreModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			port := testutil.FreePort(t)
@@ -496,7 +501,7 @@ func TestForkExecPrefork(t *testing.T) {
 				t.Logf("%s: fresh child %s: first accept %s µs, second %s µs (core mapped before %s, after %s)",
 					m.name, p[1], p[2], p[3], p[4], p[5])
 				wantAfter := "0"
-				if m.osf {
+				if m.log {
 					wantAfter = "1"
 				}
 				if p[4] != "0" || p[5] != wantAfter || p[6] != "ok" {
@@ -527,9 +532,13 @@ func TestForkExecPrefork(t *testing.T) {
 			}
 			for _, w := range ws {
 				pid, _ := strconv.Atoi(w[2])
-				if !m.osf {
+				if !m.log {
 					if w[3] != "0" {
-						t.Errorf("bare worker %s has a core mapped", w[1])
+						t.Errorf("%s worker %s has a core mapped", m.name, w[1])
+					}
+					if m.osf {
+						testutil.AssertCoreLoaded(t, pid, false)
+						testutil.AssertTransport(t, pid, testutil.ByRole("listener"), testutil.TransportShm)
 					}
 					continue
 				}
@@ -759,7 +768,7 @@ print("reader got", len(d), hashlib.sha256(d).hexdigest(), flush=True)
 // data the server sends afterwards.
 func TestForkExecBlockedReader(t *testing.T) {
 	t.Parallel()
-	for _, m := range bareAndOsf {
+	for _, m := range coreModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			port := testutil.FreePort(t)
@@ -781,7 +790,10 @@ func TestForkExecBlockedReader(t *testing.T) {
 			}
 			fam, fresh := "tcp", 0
 			if m.osf {
-				fam, fresh = "unix", 1
+				fam = "unix"
+			}
+			if m.log {
+				fresh = 1
 			}
 			if want := fmt.Sprintf("child echo ok family %s fresh_core %d\n", fam, fresh); !strings.Contains(cl.Stdout(), want) {
 				t.Errorf("client output %q lacks %q", cl.Stdout(), want)

@@ -93,7 +93,7 @@ func TestHTTPDownload(t *testing.T) {
 					}
 				}
 				if m.osf {
-					testutil.AssertCoreLoaded(t, srv.Pid, true)
+					testutil.AssertCoreLoaded(t, srv.Pid, false)
 					testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
 				}
 
@@ -112,7 +112,7 @@ func TestHTTPDownload(t *testing.T) {
 					testutil.WaitFor(t, shortRun, "curl's connected socket in osfstat", func() bool {
 						return len(testutil.OsfStat(t, curl.Pid).Select(testutil.ByRole("client"))) > 0
 					})
-					testutil.AssertCoreLoaded(t, curl.Pid, true)
+					testutil.AssertCoreLoaded(t, curl.Pid, false)
 					testutil.AssertTransport(t, curl.Pid, testutil.ByRole("client"), testutil.TransportShm)
 				}
 				r := curl.Wait(longRun)

@@ -67,9 +67,12 @@ func runInstalledPair(t *testing.T, wrap []string, bin, libDir string, noOsfrun 
 	if noOsfrun {
 		launcher = slices.Clone(wrap)
 	}
+	// The shm set-up needs no core; OSF_DEBUG_LOAD_CORE=1 loads it anyway,
+	// to check where it is found.
+	coreEnv := append(slices.Clone(env), "OSF_DEBUG_LOAD_CORE=1")
 	cmd := func(args ...string) *testutil.Command {
 		all := append(slices.Clone(launcher), args...)
-		return testutil.Cmd(t, env, all[0], all[1:]...)
+		return testutil.Cmd(t, coreEnv, all[0], all[1:]...)
 	}
 	srv := cmd(python(t), "-c", pairServer)
 	srvIn, err := srv.Cmd.StdinPipe()
@@ -183,7 +186,7 @@ func TestMakeInstall(t *testing.T) {
 	if err := os.Symlink(filepath.Join(prefix, "lib/libosf.so"), link); err != nil {
 		t.Fatal(err)
 	}
-	l := startLoopback(t, bare, []string{"LD_PRELOAD=" + link}, python(t))
+	l := startLoopback(t, bare, []string{"LD_PRELOAD=" + link, "OSF_DEBUG_LOAD_CORE=1"}, python(t))
 	testutil.AssertTransport(t, l.p.Pid, testutil.ByFD(l.cfd), testutil.TransportShm)
 	if maps, _ := testutil.Maps(l.p.Pid); !strings.Contains(maps, filepath.Join(prefix, "lib/libosfcore.so")) {
 		t.Errorf("the core was not loaded from beside the link's target %s", filepath.Join(prefix, "lib"))

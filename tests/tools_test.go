@@ -56,7 +56,7 @@ func TestOsfstat(t *testing.T) {
 }
 
 func checkOsfstat(t *testing.T, env []string, transport, tableWord string) {
-	l := startLoopback(t, underOsf, env, python(t))
+	l := startLoopback(t, osfLogged, env, python(t))
 	p, stdin, lfd, cfd, sfd := l.p, l.stdin, l.lfd, l.cfd, l.sfd
 
 	st := testutil.AssertCoreLoaded(t, p.Pid, true)

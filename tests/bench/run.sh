@@ -33,13 +33,14 @@ LIB="$BUILD/libosf.so"
 OSFPERF="$BUILD/bin/osfperf"
 COREPROG="$BUILD/tests/coreload"
 IDLEMEM="$BUILD/tests/idlemem"
+CHURN="$BUILD/tests/churn"
 RUNS="${BENCH_RUNS:-7}"
 START_RUNS="${BENCH_START_RUNS:-200}"
 CORE_RUNS="${BENCH_CORE_RUNS:-15}"
 PY=/usr/bin/python3
 CPU=0 # pinned CPU for the loops
 
-for f in "$LIB" "$OSFPERF" "$COREPROG" "$IDLEMEM"; do
+for f in "$LIB" "$OSFPERF" "$COREPROG" "$IDLEMEM" "$CHURN"; do
 	[[ -e "$f" ]] || { echo "bench: $f is missing: run \`make build\` first" >&2; exit 1; }
 done
 for tool in hyperfine taskset jq "$PY"; do
@@ -156,11 +157,11 @@ bench_core_load() {
 		om=$(stats median $3)
 		row "$1" "$(calc "'%.3f' % $bm")" "$(calc "'%.3f' % $om")" "$(calc "'%+.3f ms' % ($om - $bm)")" "$4"
 	}
-	core_row "first \`connect()\` in a process: loads the Go core (ms, median of $n$note)" \
-		"${bf[*]}" "${f[*]}" "once per process"
-	core_row "second \`connect()\` in that process: a route decision (ms)" "${bs[*]}" "${s[*]}" ""
-	core_row "first \`connect()\` in a fork child: loads a fresh copy of the core (ms)" \
-		"${bcf[*]}" "${cf[*]}" "once per child that needs it"
+	core_row "first \`connect()\` in a process, to a listener without osf: C route decision and companion look-up, no Go core (ms, median of $n$note)" \
+		"${bf[*]}" "${f[*]}" "≤ +0.5 ms"
+	core_row "second \`connect()\` in that process (ms)" "${bs[*]}" "${s[*]}" ""
+	core_row "first \`connect()\` in a fork child (ms)" \
+		"${bcf[*]}" "${cf[*]}" "≤ +0.5 ms"
 	core_row "second \`connect()\` in the fork child (ms)" "${bcs[*]}" "${cs[*]}" ""
 }
 
@@ -332,6 +333,64 @@ bench_redis() {
 	done
 }
 
+# --- (e) a connection's life: set-up rate, short client processes, memory
+# that follows the traffic (issue 12). Both ends bare, or both under osf
+# (the osf client with OSF_STRICT=1: a fallback fails instead of being
+# measured as an offloaded connection).
+CHURN_CONNS="${BENCH_CHURN_CONNS:-3000}"
+
+# bench_churn: connect, 64 B request, 64 B reply, close, CHURN_CONNS times
+# from one client; 3 alternating runs, median.
+bench_churn() {
+	local side r json
+	declare -A cps
+	local bare_v=() osf_v=()
+	for ((r = 0; r < 3; r++)); do
+		for side in bare osf; do
+			serve "$side" "$CHURN" server $PORT "$CHURN_CONNS"
+			json=$(client "$side" "$CHURN" loop $PORT "$CHURN_CONNS")
+			wait "$SRV_PID" 2>/dev/null || true
+			SRV_PID=
+			PORT=$((PORT + 1))
+			cps[$side]=$(sed -E 's/.*conn_per_s=([0-9.]+).*/\1/' <<<"$json")
+			if [[ $side == bare ]]; then bare_v+=("${cps[$side]}"); else osf_v+=("${cps[$side]}"); fi
+			raw "churn $side: $json"
+		done
+	done
+	local bm om
+	bm=$(stats median "${bare_v[@]}")
+	om=$(stats median "${osf_v[@]}")
+	row "connection churn: connect, 64 B request, 64 B reply, close, $CHURN_CONNS times (conn/s, median of 3)" \
+		"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(ratio "$om" "$bm")" "≥ 1.0x (aim 1.5x)"
+}
+
+# bench_short_client: a new process that makes one connection (churn
+# once), and curl fetching a 64-byte reply: per-process cost.
+bench_short_client() {
+	local side what
+	declare -A ms
+	for what in churn curl; do
+		for side in bare osf; do
+			serve "$side" "$CHURN" server $PORT
+			local cmd="$CHURN once $PORT"
+			[[ $what == curl ]] && cmd="/usr/bin/curl -s -o /dev/null http://127.0.0.1:$PORT/"
+			local pre="/usr/bin/env LD_PRELOAD="
+			[[ $side == osf ]] && pre="/usr/bin/env LD_PRELOAD=$LIB OSF_STRICT=1"
+			taskset -c $CLI_CPU hyperfine -N --style none --warmup 5 --runs "$((START_RUNS / 2))" \
+				--export-json "$TMP/short.json" -n "$side" "$pre $cmd" >/dev/null
+			ms[$what$side]=$(jq '.results[0].median * 1000' "$TMP/short.json")
+			unserve
+			raw "short client $what $side: median ${ms[$what$side]} ms"
+		done
+	done
+	row "short client process: start, one connection (64 B each way), exit (ms, median)" \
+		"$(calc "'%.3f' % ${ms[churnbare]}")" "$(calc "'%.3f' % ${ms[churnosf]}")" \
+		"$(calc "'%+.3f ms' % (${ms[churnosf]} - ${ms[churnbare]})")" "≤ +0.5 ms"
+	row "\`curl\` of a 64-byte reply, one process per fetch (ms, median)" \
+		"$(calc "'%.3f' % ${ms[curlbare]}")" "$(calc "'%.3f' % ${ms[curlosf]}")" \
+		"$(calc "'%+.1f %%' % ((${ms[curlosf]} - ${ms[curlbare]}) / ${ms[curlbare]} * 100)")" "≤ +10 %"
+}
+
 # mem_held PID... prints the memory two processes hold, in bytes: their
 # RSS (anonymous and file pages), plus the shared memory of osf's segments
 # (each memfd counted once), plus their TCP sockets' buffers (skmem r + w
@@ -403,7 +462,7 @@ bench_idle_memory() {
 		"$(calc "round($b / 1e6, 1)")" "$(calc "round($o / 1e6, 1)")" "$(ratio "$o" "$b")" "≤ 2x"
 }
 
-# --- (e) gateways: a node without a route reaches an outside host through
+# --- (f) gateways: a node without a route reaches an outside host through
 # osfgw (node under osf, route "gateway") or through a socat relay (plain
 # kernel TCP relay, the node connects to it), in the same three network
 # namespaces (node ─ gateway ─ outside, as tests/gateway_test.go), same run.
@@ -500,7 +559,7 @@ bench_gateway() {
 main() {
 	# Arguments select benchmarks by name (e.g. `run.sh redis iperf3`);
 	# none runs them all.
-	local all=(syscall_loop startup core_load shm_pingpong busy_pingpong shm_stream iperf3 redis idle_memory gateway) b
+	local all=(syscall_loop startup core_load churn short_client idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
 	(($#)) || set -- "${all[@]}"
 	echo "osf benchmarks on $(hostname), $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 	echo "build: $BUILD" >&2

@@ -141,6 +141,17 @@ static int serve(int port, double secs)
 	int l, c;
 	double end = now() + secs;
 
+	/* The kernel TCP listener an osf client checks the companion's owner
+	 * against: this peer is the server, a hostile one, not a squatter. */
+	struct sockaddr_in tcp = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	if (t < 0 || setsockopt(t, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(t, (struct sockaddr *)&tcp, sizeof(tcp)) < 0 || listen(t, 16) < 0) {
+		perror("hostile: tcp listener");
+		return 1;
+	}
 	snprintf(name, sizeof(name), "osf1/4/127.0.0.1/%d", port);
 	l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (l < 0 || bind(l, (struct sockaddr *)&sun, abstract(&sun, name)) < 0 ||

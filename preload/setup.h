@@ -1,0 +1,47 @@
+/* setup.h: the shm connection set-up in C (preload/setup.c): route
+ * decisions with the C evaluator (route.h), the companion listener, connect
+ * with hello and segment, and accept with the hello's validation, without
+ * the Go core (DESIGN.md D1, revised). The Go core is asked only for what
+ * needs it: a configuration the C evaluator cannot read, or a decision
+ * that depends on an RDMA device. */
+#ifndef OSF_PRELOAD_SETUP_H
+#define OSF_PRELOAD_SETUP_H
+
+#include "osf.h"
+
+/* osf_setup_listen decides a listener and binds its companion: 1 when done
+ * in C (out filled as osf_core_listen would), 0 when the core must. */
+int osf_setup_listen(const struct osf_core_listen_in *in,
+		     struct osf_core_listen_out *out);
+
+/* osf_setup_connect decides a connect and, for shm, opens the connection:
+ * 1 when done in C (out filled as osf_core_connect would), 0 when the core
+ * must. */
+int osf_setup_connect(const struct osf_core_connect_in *in,
+		      struct osf_core_conn *out);
+
+/* osf_setup_accept takes one offloaded connection from the companion
+ * aux_fd of the listener lfd (listening on family/addr/port of in), never
+ * waiting: a connection whose hello has not arrived stays parked and is
+ * looked at again by later calls. Returns the accepted unix socket (the
+ * connection's fd, close-on-exec, non-blocking) with cc filled, -2 when
+ * none is ready, or -1 with errno (EMFILE/ENFILE: the connection stays
+ * queued). *wait_ms is what may still be spent waiting for late hellos in
+ * this application call (-1 at its start: the handshake bound). */
+int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
+		     struct osf_core_conn *cc, int *wait_ms);
+
+/* osf_setup_parked_fds puts up to max parked connections of companion
+ * aux_fd into p (events POLLIN), for a blocking accept's wait; returns how
+ * many. */
+int osf_setup_parked_fds(int aux_fd, struct pollfd *p, int max);
+
+/* osf_setup_forget_companion drops the parked connections of a companion
+ * being closed. */
+void osf_setup_forget_companion(int aux_fd);
+
+/* osf_setup_child_after_fork closes the parked connections in a fork
+ * child: the parent looks after them. */
+void osf_setup_child_after_fork(void);
+
+#endif

@@ -1,0 +1,372 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/osfproject/osf/internal/testutil"
+)
+
+// Regression tests for the shm set-up against other local users and
+// hostile peers (issue 10 items 2, 3, 5, 6, 7; docs/ARCHITECTURE.md,
+// "Security"). The attackers are raw companion clients and servers written
+// in python, run as user nobody where the attack is another user's.
+
+// rawOsf is python that speaks osf's companion protocol by hand
+// (sdp/segment.h): hello(ring, client, server) builds a hello with a
+// sealed memfd segment and a wake socket, dial(name) connects to a
+// companion.
+const rawOsf = `
+import fcntl, mmap, os, socket, struct, sys, time
+MAGIC, HMAGIC, VERSION = 0x3147455346534f51, 0x48465351, 2
+def sa4(ip, port):
+    return struct.pack("=H", socket.AF_INET) + struct.pack(">H", port) + socket.inet_aton(ip) + bytes(20)
+def dial(name):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\0" + name)
+    return s
+def hello(s, ring, client, server):
+    size = 4096 + 2 * ring
+    fd = os.memfd_create("osf-seg", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    m = mmap.mmap(fd, 4096)
+    m[8:20] = struct.pack("=III", VERSION, 4096, ring)
+    m[0:8] = struct.pack("=Q", MAGIC)
+    a, b = socket.socketpair()
+    h = struct.pack("=IHHII", HMAGIC, VERSION, 72, ring, 0) + sa4(*client) + sa4(*server)
+    s.sendmsg([h], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("ii", fd, b.fileno()))])
+    return (fd, m, a, b)
+`
+
+// nobodyPrefix returns the command prefix that runs a program as user
+// nobody (setpriv with asNobody), skipping the test where that is
+// impossible.
+func nobodyPrefix(t *testing.T) []string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run an attacker as another user")
+	}
+	return append([]string{testutil.Tool(t, "setpriv")}, asNobody...)
+}
+
+// echoOnce is a TCP server that answers each connection's first message
+// with "echo:" and the message, and keeps it open until stdin closes.
+const echoOnce = `
+import socket, sys, threading
+host, port = sys.argv[1], int(sys.argv[2])
+l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind((host, port)); l.listen(16)
+print("listening", flush=True)
+conns = []
+def serve():
+    while True:
+        c, _ = l.accept()
+        conns.append(c)
+        c.sendall(b"echo:" + c.recv(100))
+threading.Thread(target=serve, daemon=True).start()
+sys.stdin.read()
+`
+
+// squatter binds a companion name and reports anything a connection
+// brings it: a hello, fds, bytes. (A client that checks the companion's
+// owner connects, finds it untrusted and leaves without a word.)
+const squatter = `
+import socket, sys, time
+l = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+l.bind("\0" + sys.argv[1]); l.listen(16); l.settimeout(0.2)
+print("squatting", flush=True)
+end = time.time() + float(sys.argv[2])
+while time.time() < end:
+    try:
+        c, _ = l.accept()
+    except socket.timeout:
+        continue
+    c.settimeout(1)
+    try:
+        data, anc, _, _ = c.recvmsg(4096, socket.CMSG_SPACE(64))
+        if data or anc:
+            print("hijacked %d bytes %d ancillary" % (len(data), len(anc)), flush=True)
+    except OSError:
+        pass
+`
+
+// askEcho connects, sends "secret", prints the answer and waits for stdin.
+const askEcho = `
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+c.sendall(b"secret")
+print(c.recv(100).decode(), flush=True)
+sys.stdin.read()
+`
+
+// TestCompanionSquatter (issue 10 item 2): another user who binds the
+// companion name of a port cannot receive osf clients' connections, for a
+// server without osf (the client falls back to kernel TCP) and for one
+// under osf on the wildcard address (the client skips the squatter's exact
+// name and reaches the real companion).
+func TestCompanionSquatter(t *testing.T) {
+	t.Parallel()
+	nobody := nobodyPrefix(t)
+	for _, tc := range []struct {
+		name      string
+		server    mode
+		bind      string
+		transport string
+	}{
+		{"bare-server", bare, "127.0.0.1", testutil.TransportKernel},
+		{"osf-wildcard-server", underOsf, "0.0.0.0", testutil.TransportShm},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			port := testutil.FreePort(t)
+			sq := testutil.Cmd(t, nil, nobody[0], append(nobody[1:], python(t), "-c", squatter,
+				fmt.Sprintf("osf1/4/127.0.0.1/%d", port), "8")...).Start()
+			sq.WaitOutput("squatting\n", shortRun)
+			sc := tc.server.cmd(t, nil, python(t), "-c", echoOnce, tc.bind, strconv.Itoa(port))
+			sin, err := sc.Cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := sc.Start()
+			defer sin.Close()
+			srv.WaitOutput("listening\n", shortRun)
+			cc := underOsf.cmd(t, nil, python(t), "-c", askEcho, strconv.Itoa(port))
+			cin, err := cc.Cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl := cc.Start()
+			cl.WaitOutput("echo:secret\n", shortRun)
+			testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), tc.transport)
+			cin.Close()
+			cl.Wait(shortRun)
+			r := sq.Wait(longRun)
+			if strings.Contains(r.Stdout, "hijacked") {
+				t.Errorf("the squatter (user nobody) received an osf client's connection: stdout %q", r.Stdout)
+			}
+		})
+	}
+}
+
+// spoofer sends a hello claiming a client address and port, and a server
+// address, then waits.
+const spoofer = rawOsf + `
+port = int(sys.argv[1])
+s = dial("osf1/4/127.0.0.1/%d" % port)
+keep = hello(s, 4096, (sys.argv[2], int(sys.argv[3])), ("192.0.2.1", port))
+print("sent", flush=True)
+time.sleep(5)
+`
+
+// nameServer accepts one connection and prints what getpeername and
+// getsockname say about it.
+const nameServer = `
+import socket, sys
+l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(4)
+print("listening", flush=True)
+c, a = l.accept()
+print("peer %s %d sock %s %d" % (a[0], a[1], c.getsockname()[0], c.getsockname()[1]), flush=True)
+`
+
+// TestSpoofedPeerAddress (issue 10 item 3): a hello from another user that
+// claims a foreign client address, a privileged source port and a foreign
+// server address: the server reports an address of this host, a port the
+// peer could have bound, and its own address.
+func TestSpoofedPeerAddress(t *testing.T) {
+	t.Parallel()
+	nobody := nobodyPrefix(t)
+	for _, claim := range [][2]string{{"10.9.8.7", "22"}, {"127.0.0.1", "514"}} {
+		t.Run(claim[0]+":"+claim[1], func(t *testing.T) {
+			t.Parallel()
+			port := testutil.FreePort(t)
+			srv := underOsf.cmd(t, nil, python(t), "-c", nameServer, strconv.Itoa(port)).Start()
+			srv.WaitOutput("listening\n", shortRun)
+			sp := testutil.Cmd(t, nil, nobody[0], append(nobody[1:], python(t), "-c", spoofer,
+				strconv.Itoa(port), claim[0], claim[1])...).Start()
+			sp.WaitOutput("sent\n", shortRun)
+			line := srv.WaitOutput("peer ", shortRun)
+			var peer, sock string
+			var pport, sport int
+			if _, err := fmt.Sscanf(line[strings.Index(line, "peer "):], "peer %s %d sock %s %d", &peer, &pport, &sock, &sport); err != nil {
+				t.Fatalf("server said %q: %v", line, err)
+			}
+			if peer != "127.0.0.1" || pport < 1024 || sock != "127.0.0.1" || sport != port {
+				t.Errorf("a hello claiming %s:%s from server 192.0.2.1: accept reports peer %s:%d, own address %s:%d; "+
+					"want 127.0.0.1, an unprivileged port, 127.0.0.1:%d", claim[0], claim[1], peer, pport, sock, sport, port)
+			}
+			srv.Wait(shortRun)
+		})
+	}
+}
+
+// silent opens N companion connections that never send a hello and holds
+// them.
+const silent = rawOsf + `
+port, n = int(sys.argv[1]), int(sys.argv[2])
+held = [dial("osf1/4/127.0.0.1/%d" % port) for _ in range(n)]
+print("silent %d" % n, flush=True)
+time.sleep(60)
+`
+
+// pollServer answers each connection with "echo:" and its message, from a
+// non-blocking listener and selectors (epoll), and says when it got one.
+const pollServer = `
+import selectors, socket, sys
+l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(1024); l.setblocking(False)
+sel = selectors.DefaultSelector()
+sel.register(l, selectors.EVENT_READ)
+print("listening", flush=True)
+while True:
+    for key, _ in sel.select():
+        if key.fileobj is l:
+            try:
+                c, _ = l.accept()
+            except BlockingIOError:
+                continue
+            c.setblocking(True)
+            c.settimeout(5)
+            try:
+                c.sendall(b"echo:" + c.recv(100))
+                print("served", flush=True)
+            except OSError:
+                pass
+            c.close()
+`
+
+// TestSlowlorisAccept (issue 10 item 5): 200 companion connections that
+// never send a hello must not delay an honest client (each used to cost
+// the server a 1 s wait inside accept), and write nothing on the server's
+// stderr.
+func TestSlowlorisAccept(t *testing.T) {
+	t.Parallel()
+	port := testutil.FreePort(t)
+	srv := underOsf.cmd(t, nil, python(t), "-c", pollServer, strconv.Itoa(port)).Start()
+	srv.WaitOutput("listening\n", shortRun)
+	at := testutil.Cmd(t, nil, python(t), "-c", silent, strconv.Itoa(port), "200").Start()
+	at.WaitOutput("silent 200\n", shortRun)
+	start := time.Now()
+	cc := underOsf.cmd(t, nil, python(t), "-c", askEcho, strconv.Itoa(port))
+	cin, err := cc.Cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := cc.Start()
+	cl.WaitOutput("echo:secret\n", 30*time.Second) // 200 s before the fix
+	t.Logf("the honest client was served after %v", time.Since(start).Round(time.Millisecond))
+	testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), testutil.TransportShm)
+	cin.Close()
+	cl.Wait(shortRun)
+	noOsfMessages(t, "server", srv.Stderr())
+}
+
+// emfileServer leaves exactly one free fd, then accepts: at EMFILE it
+// frees a few fds and accepts again; it answers "pong" to "ping".
+const emfileServer = `
+import errno, os, resource, select, socket, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(4)
+fill = []
+try:
+    while True:
+        fill.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+os.close(fill.pop())
+print("full", flush=True)
+select.select([l], [], [], 10)
+try:
+    c, _ = l.accept()
+    print("accepted at once", flush=True)
+except OSError as e:
+    if e.errno != errno.EMFILE:
+        raise
+    print("emfile", flush=True)
+    for _ in range(6):
+        os.close(fill.pop())
+    c, _ = l.accept()
+    print("accepted after freeing fds", flush=True)
+c.sendall(b"pong" if c.recv(4) == b"ping" else b"bad!")
+c.close()
+`
+
+// TestAcceptEMFILEKeepsConnection (issue 10 item 6): with one free fd the
+// server's accept either succeeds or fails with EMFILE and keeps the
+// connection queued; once fds are free it gets it, bytes intact (the
+// connection used to be dropped: the client read ECONNRESET).
+func TestAcceptEMFILEKeepsConnection(t *testing.T) {
+	t.Parallel()
+	port := testutil.FreePort(t)
+	srv := underOsf.cmd(t, nil, python(t), "-c", emfileServer, strconv.Itoa(port)).Start()
+	srv.WaitOutput("full\n", shortRun)
+	r := underOsf.cmd(t, nil, python(t), "-c", `
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+c.sendall(b"ping")
+print(c.recv(4).decode())`, strconv.Itoa(port)).Run(longRun)
+	if !r.OK() || strings.TrimSpace(r.Stdout) != "pong" {
+		t.Errorf("client: %s", r)
+	}
+	sr := srv.Wait(longRun)
+	if !sr.OK() || !strings.Contains(sr.Stdout, "accepted") {
+		t.Errorf("server: %s", sr)
+	}
+	t.Logf("server: %s", strings.TrimSpace(sr.Stdout))
+}
+
+// bigRing sends a hello whose segment has rings of ring bytes and reports
+// whether the server closed the connection ("closed") or kept it ("kept").
+const bigRing = rawOsf + `
+port, ring = int(sys.argv[1]), int(sys.argv[2])
+s = dial("osf1/4/127.0.0.1/%d" % port)
+keep = hello(s, ring, ("127.0.0.1", 40000), ("127.0.0.1", port))
+s.settimeout(3)
+try:
+    print("closed" if s.recv(1) == b"" else "kept", flush=True)
+except socket.timeout:
+    print("kept", flush=True)
+except ConnectionResetError:
+    print("closed", flush=True)
+`
+
+// TestServerBoundsRingSize (issue 10 item 7): a client cannot make a
+// server map 64 MiB rings (the server closes that connection), while a
+// ring within the bound (1 MiB) is accepted.
+func TestServerBoundsRingSize(t *testing.T) {
+	t.Parallel()
+	port := testutil.FreePort(t)
+	srv := underOsf.cmd(t, nil, python(t), "-c", `
+import socket, sys, time
+l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(4)
+print("listening", flush=True)
+held = []
+while True:
+    c, _ = l.accept()
+    held.append(c)
+    print("accepted", flush=True)`, strconv.Itoa(port)).Start()
+	srv.WaitOutput("listening\n", shortRun)
+	r := testutil.Cmd(t, nil, python(t), "-c", bigRing, strconv.Itoa(port), strconv.Itoa(64<<20)).Run(shortRun)
+	if strings.TrimSpace(r.Stdout) != "closed" {
+		t.Errorf("a hello with 64 MiB rings: %s (want the server to close it)", r)
+	}
+	r = testutil.Cmd(t, nil, python(t), "-c", bigRing, strconv.Itoa(port), strconv.Itoa(1<<20)).Run(shortRun)
+	if strings.TrimSpace(r.Stdout) != "kept" {
+		t.Errorf("a hello with 1 MiB rings: %s (want it accepted)", r)
+	}
+	if n := strings.Count(srv.Stdout(), "accepted"); n != 1 {
+		t.Errorf("the server accepted %d connections, want 1 (the 1 MiB one): %q", n, srv.Stdout())
+	}
+}
