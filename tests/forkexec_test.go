@@ -794,7 +794,7 @@ func TestForkExecBlockedReader(t *testing.T) {
 			// asleep at five samples in a row (a loaded machine may show
 			// a sleeper running for a moment, a busy loop never sleeps).
 			asleep, last := 0, byte('?')
-			for end := time.Now().Add(2 * time.Second); asleep < 5 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			for end := time.Now().Add(shortRun); asleep < 5 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 				st, err := testutil.ThreadState(cl.Pid, tid)
 				if err != nil {
 					t.Fatalf("reader thread %d: %v", tid, err)
