@@ -562,6 +562,8 @@ func TestForkExecSocat(t *testing.T) {
 				fmt.Sprintf("TCP-LISTEN:%d,fork,reuseaddr,bind=127.0.0.1", port), "EXEC:cat").Start()
 			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
 			if m.osf {
+				// The kernel socket listens before listen() offloads it.
+				waitRole(t, srv.Pid, "listener", 1)
 				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
 			}
 			for i := range 5 {

@@ -93,6 +93,10 @@ func TestHTTPDownload(t *testing.T) {
 					}
 				}
 				if m.osf {
+					// The kernel socket listens (WaitListening) before
+					// listen() loads the core and offloads it: wait for
+					// the listener's record, which comes last.
+					waitRole(t, srv.Pid, "listener", 1)
 					testutil.AssertCoreLoaded(t, srv.Pid, true)
 					testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
 				}
