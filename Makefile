@@ -1,5 +1,5 @@
 # osf — `make` builds everything (installing missing Debian packages first),
-# `make test` runs every test, `make bench` prints the benchmark table.
+# `make test` runs every test, `make soak` a 10-minute soak, `make bench` prints the benchmark table.
 
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
@@ -16,7 +16,7 @@ BUILD_DEBS := gcc make libc6-dev libibverbs-dev librdmacm-dev rdma-core \
 # lintian checks the Debian package (make deb, make test).
 TEST_DEBS := man-db groff-base lintian curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
 	memcached socat ncat hyperfine sockperf procps psmisc coreutils bash \
-	file binutils
+	file binutils openssh-server openssh-client nodejs apache2 valgrind
 DEBS := $(BUILD_DEBS) $(TEST_DEBS)
 
 CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
@@ -38,7 +38,7 @@ CORE_LDFLAGS := -w -X=runtime.godebugDefault=asyncpreemptoff=1,updatemaxprocs=0,
 	-extldflags=-Wl,--version-script=$(CURDIR)/preload/core/core.map
 TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,$(wildcard tests/progs/*.c))
 
-.PHONY: all deps build test unit integration bench clean fmt install uninstall deb
+.PHONY: all deps build test unit integration soak bench clean fmt install uninstall deb
 all: deps build
 
 # deps installs the Debian packages that are missing (root, or sudo).
@@ -114,6 +114,12 @@ unit: build
 
 integration: build
 	$(GO) test -count=1 -timeout 20m -v ./tests/
+
+# soak runs tests/soak_test.go's TestSoak for 10 minutes per client instead
+# of make test's 45 s (servers under osf, clients with poll, select, epoll
+# and blocking calls: ping-pong, streams, churn; bytes checked; no stall).
+soak: build
+	OSF_SOAK_SECONDS=600 $(GO) test -count=1 -timeout 30m -run 'TestSoak$$' -v ./tests/
 
 bench: build
 	tests/bench/run.sh

@@ -24,6 +24,7 @@ var (
 		"OSF_R_BACKLOG":          C.OSF_R_BACKLOG,
 		"OSF_R_PEER_KERNEL":      C.OSF_R_PEER_KERNEL,
 		"OSF_R_SHM_REMOTE":       C.OSF_R_SHM_REMOTE,
+		"OSF_R_SANDBOX":          C.OSF_R_SANDBOX,
 	}
 	cTransports = map[string]uint8{
 		"OSF_TP_KERNEL":  C.OSF_TP_KERNEL,

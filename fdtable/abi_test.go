@@ -26,6 +26,7 @@ func TestPolicyABI(t *testing.T) {
 		policy.ReasonBacklog:         "OSF_R_BACKLOG",
 		policy.ReasonPeerKernel:      "OSF_R_PEER_KERNEL",
 		policy.ReasonShmRemote:       "OSF_R_SHM_REMOTE",
+		policy.ReasonSandbox:         "OSF_R_SANDBOX",
 	}
 	all := policy.AllReasons()
 	if len(all) != len(reasons) || len(cReasons) != len(reasons) {

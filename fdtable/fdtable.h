@@ -83,6 +83,7 @@ enum osf_reason {
 	OSF_R_BACKLOG = 11,
 	OSF_R_PEER_KERNEL = 13,
 	OSF_R_SHM_REMOTE = 14,
+	OSF_R_SANDBOX = 16,
 };
 
 /* Roles. */

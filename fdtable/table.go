@@ -281,7 +281,8 @@ func Open(pid int) (*Table, error) {
 		return nil, ErrNoTable
 	}
 	if st.Size < SizeofHeader {
-		return nil, ErrLayout
+		// A table being created: the memfd exists before it is sized.
+		return nil, ErrNoTable
 	}
 	m, err := unix.Mmap(tfd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {

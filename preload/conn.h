@@ -54,6 +54,37 @@ void osf_conn_setfl(struct osf_fdt_entry *e, int nonblock);
  * process holding each connection of this process: around fork. */
 void osf_conn_fork_holders(int delta);
 
+/* Exec of a program osf cannot follow (process.c decides: a set-user-ID
+ * or set-group-ID program that changes the effective id, or one with file
+ * capabilities: the loader ignores LD_PRELOAD). Such a program would see
+ * only an offloaded connection's wake socket: its reads would end or
+ * block while the data sits in the ring. osf_conn_exec_unfollowable
+ * replaces every inheritable connection fd by a socket that is reset (the
+ * first read gets ECONNRESET, writes EPIPE, as after a TCP reset), marks
+ * the side reset when this process is its last holder (the peer then gets
+ * ECONNRESET, never a silent end of file with its data lost) and makes
+ * the connection's hidden fds close-on-exec; osf_conn_exec_failed undoes
+ * it when the exec fails. At most OSF_EXEC_UNDO_MAX connections. */
+#define OSF_EXEC_UNDO_MAX 64
+struct osf_conn;
+struct osf_exec_undo {
+	int n;
+	struct {
+		int fd, saved, reset, aux, aux2;
+		struct osf_conn *c;
+	} v[OSF_EXEC_UNDO_MAX];
+};
+void osf_conn_exec_unfollowable(struct osf_exec_undo *u);
+void osf_conn_exec_failed(struct osf_exec_undo *u);
+
+/* osf_conn_spawn_unfollowable is the same for posix_spawn, done by file
+ * actions added to fa in the child only (this process keeps its
+ * connections, so the peer sees nothing): a reset socket dup2'd onto each
+ * inheritable connection fd, the hidden fds closed. It returns the reset
+ * sockets it opened in dead (at most max), for the caller to close after
+ * the spawn. */
+int osf_conn_spawn_unfollowable(posix_spawn_file_actions_t *fa, int *dead, int max);
+
 /* osf_conn_child_after_fork resets per-thread and pool state in a fork
  * child (its only thread is the one that forked). */
 void osf_conn_child_after_fork(void);

@@ -7,6 +7,7 @@
  * waking are the stream protocol's (sdp/side.h).
  */
 #include "conn_priv.h"
+#include "spin.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -120,6 +121,44 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 	return nonblock ? OSF_FAIL(EAGAIN) : 1;
 }
 
+/* spin_begin returns the spin the adaptive policy allows a recv or send
+ * wait (spin.h), noting in *sleeps the side's sleeps so far; spin_end
+ * tells the policy whether that spin paid (no sleep was counted). */
+static unsigned spin_begin(struct osf_conn *c, uint64_t *sleeps)
+{
+	*sleeps = __atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED);
+	return osf_spin_budget(osf.spin_us, 4);
+}
+
+static void spin_end(struct osf_conn *c, unsigned spin, uint64_t sleeps)
+{
+	if (spin)
+		osf_spin_paid(__atomic_load_n(&c->s.me->sleeps, __ATOMIC_RELAXED) ==
+			      sleeps);
+}
+
+/* wait_data and wait_room are osf_side_wait_data and _room with the
+ * adaptive spin. */
+static int wait_data(struct osf_conn *c, int fd)
+{
+	uint64_t sleeps;
+	unsigned spin = spin_begin(c, &sleeps);
+	int r = osf_side_wait_data(&c->s, fd, spin);
+
+	spin_end(c, spin, sleeps);
+	return r;
+}
+
+static int wait_room(struct osf_conn *c)
+{
+	uint64_t sleeps;
+	unsigned spin = spin_begin(c, &sleeps);
+	int r = osf_side_wait_room(&c->s, spin);
+
+	spin_end(c, spin, sleeps);
+	return r;
+}
+
 /* recv_none is a recvmsg of 0 bytes: TCP waits as for 1 byte and returns
  * 0 once there is data (read(2) of 0 bytes does not get here). */
 static int recv_none(int fd, struct osf_conn *c, int nonblock)
@@ -130,7 +169,7 @@ static int recv_none(int fd, struct osf_conn *c, int nonblock)
 		r = osf_side_rx_used(&c->s) != 0 ? 2 : recv_end(fd, c, nonblock);
 		if (r != 1) /* 2: data; 0: end; -1: errno set */
 			break;
-		if ((r = osf_side_wait_data(&c->s, fd, osf.spin_us)) < 0)
+		if ((r = wait_data(c, fd)) < 0)
 			return OSF_FAIL(-r);
 	}
 	return r == 2 ? 0 : r;
@@ -164,7 +203,16 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	__atomic_add_fetch(&c->s.me->recv_calls, 1, __ATOMIC_RELAXED);
 	for (;;) {
 		int64_t used;
-		if (osf_seg_lock(&c->s.me->rx_lock) < 0) {
+		r = osf_side_lock_rx(&c->s, fd, nonblock);
+		if (r == OSF_LOCK_AGAIN) {
+			/* Another holder of this side is reading (or stopped
+			 * while it was): as a busy kernel socket would. */
+			if (got > 0)
+				break;
+			conn_put(c);
+			return OSF_FAIL(EAGAIN);
+		}
+		if (r < 0) {
 			osf_side_broken(&c->s);
 			used = 0;
 			goto empty;
@@ -209,7 +257,7 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			conn_put(c);
 			return r;
 		}
-		r = osf_side_wait_data(&c->s, fd, osf.spin_us);
+		r = wait_data(c, fd);
 		if (r < 0) {
 			if (got > 0)
 				break;
@@ -282,7 +330,14 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	__atomic_add_fetch(&c->s.me->send_calls, 1, __ATOMIC_RELAXED);
 	while (sent < total) {
 		int64_t room;
-		if (osf_seg_lock(&c->s.me->tx_lock) < 0) {
+		r = osf_side_lock_tx(&c->s, nonblock);
+		if (r == OSF_LOCK_AGAIN) {
+			if (sent > 0)
+				break;
+			conn_put(c);
+			return OSF_FAIL(EAGAIN);
+		}
+		if (r < 0) {
 			osf_side_broken(&c->s);
 			break;
 		}
@@ -320,7 +375,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			}
 			break;
 		}
-		r = osf_side_wait_room(&c->s, osf.spin_us);
+		r = wait_room(c);
 		if (r < 0) {
 			if (sent == 0) {
 				conn_put(c);
@@ -352,7 +407,7 @@ static int fill_no_room(struct osf_conn *c, ssize_t sent, int *err)
 			*err = EAGAIN;
 		return 0;
 	}
-	*err = -osf_side_wait_room(&c->s, osf.spin_us);
+	*err = -wait_room(c);
 	return *err == 0;
 }
 
@@ -383,7 +438,13 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 		uint64_t head;
 		size_t span;
 		ssize_t n;
-		if (osf_seg_lock(&c->s.me->tx_lock) < 0) {
+		int lk = osf_side_lock_tx(&c->s, c->nonblock);
+		if (lk == OSF_LOCK_AGAIN) {
+			if (sent == 0)
+				err = EAGAIN;
+			break;
+		}
+		if (lk < 0) {
 			osf_side_broken(&c->s);
 			break;
 		}
@@ -519,8 +580,9 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 		__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_RDSHUT,
 				  __ATOMIC_ACQ_REL);
 	if (how != SHUT_RD) {
-		/* After every byte already written: take the producers' lock. */
-		int locked = osf_seg_lock(&c->s.me->tx_lock) == 0;
+		/* After every byte already written: take the producers' lock
+		 * (as long as a blocking send would wait for it). */
+		int locked = osf_side_lock_tx(&c->s, 0) == 0;
 		__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_FIN,
 				  __ATOMIC_ACQ_REL);
 		if (locked)

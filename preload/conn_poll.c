@@ -31,7 +31,7 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already)
 
 	if (!c)
 		return POLLNVAL;
-	r = osf_side_arm(&c->s, kinds, already);
+	r = osf_side_arm(&c->s, fd, kinds, already);
 	conn_put(c);
 	return r;
 }

@@ -191,6 +191,11 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		break;
 	case IPPROTO_IP:
 	case IPPROTO_IPV6:
+		if (level == IPPROTO_IP && name == IP_OPTIONS) {
+			*len = 0; /* no IP options: Linux returns none */
+			r = 0;
+			break;
+		}
 		o = ip_slot(c, level, name, 0);
 		r = put_int(val, len, o ? o->value : ip_default(level, name));
 		break;

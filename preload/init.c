@@ -244,6 +244,7 @@ __attribute__((constructor)) static void osf_constructor(void)
 	find_lib_path();
 	if (!osf.disabled)
 		load_config();
+	osf_sandbox_detect();
 	osf_fdt_set_image(osf.image);
 	tfd = osf_fdt_find_inherited(osf.fdtable_env);
 	if (tfd >= 0 && osf_fdt_adopt(tfd, osf.image) < 0)

@@ -82,6 +82,10 @@ ssize_t osf_handoff_recvmsg(int fd, struct msghdr *msg, int flags);
  * that fd. */
 void osf_stdio_take(int fd);
 
+/* osf_sandbox_detect turns sandbox mode on (osf.sandboxed) when a seccomp
+ * filter is on already (preload/sandbox.c). */
+void osf_sandbox_detect(void);
+
 /* Exec environment, preload/process.c. */
 
 /* osf_exec_env returns the environment to exec with: envp itself, or a

@@ -8,7 +8,9 @@
  * of our fork because glibc's calls its internal fork.
  * exec: when the process holds offloaded fds the new image inherits, the
  * environment handed to exec gets LD_PRELOAD and osf's state back (nginx
- * workers, for one, run with an empty environment).
+ * workers, for one, run with an empty environment). A program that will
+ * run without osf (set-user-ID and the like) gets reset sockets in their
+ * place instead of connections it cannot use (osf_conn_exec_unfollowable).
  */
 #include "conn.h"
 
@@ -16,10 +18,12 @@
 #include <paths.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -46,6 +50,8 @@ OSF_EXPORT pid_t fork(void)
 	saved = errno;
 	if (pid < 0)
 		osf_conn_fork_holders(-1);
+	else
+		osf_mux_parent_after_fork();
 	osf_fdt_fork_parent(snap);
 	osf_fdt_unlock();
 	errno = saved;
@@ -205,11 +211,79 @@ void osf_exec_env_free(char **env, char *const envp[])
 	errno = saved;
 }
 
+/* unfollowable reports whether exec of the file at dirfd/path (flags as
+ * execveat's) starts a program that runs without osf: set-user-ID or
+ * set-group-ID that changes the effective id, or with file capabilities
+ * (the loader then ignores LD_PRELOAD with a path). */
+static int unfollowable(int dirfd, const char *path, int flags)
+{
+	struct stat st;
+	int fd, caps;
+
+	if (fstatat(dirfd, path, &st, flags & (AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)) < 0 ||
+	    !S_ISREG(st.st_mode))
+		return 0; /* the exec fails, or it is not ours to judge */
+	if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+	    ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+		return 1;
+	fd = (flags & AT_EMPTY_PATH) && !*path ? REAL(fcntl)(dirfd, F_DUPFD_CLOEXEC, (void *)0)
+						 : openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	caps = fgetxattr(fd, "security.capability", NULL, 0) > 0;
+	REAL(close)(fd);
+	return caps;
+}
+
+/* unfollowable_file is unfollowable for execvp's PATH search. */
+static int unfollowable_file(const char *file)
+{
+	const char *p = getenv("PATH"), *q;
+	char buf[4096];
+
+	if (strchr(file, '/'))
+		return unfollowable(AT_FDCWD, file, 0);
+	for (p = p ? p : "/bin:/usr/bin"; *p; p = *q ? q + 1 : q) {
+		size_t n;
+		q = strchrnul(p, ':');
+		n = (size_t)(q - p);
+		if (snprintf(buf, sizeof(buf), "%.*s%s%s", (int)n, p, n ? "/" : "", file) >=
+		    (int)sizeof(buf))
+			continue;
+		if (access(buf, X_OK) == 0)
+			return unfollowable(AT_FDCWD, buf, 0);
+	}
+	return 0;
+}
+
+/* guard prepares an exec that osf cannot follow (judge: 1) while this
+ * process holds inheritable offloaded connections: see
+ * osf_conn_exec_unfollowable. */
+static void guard(int judge, struct osf_exec_undo *u)
+{
+	u->n = 0;
+	if (judge)
+		osf_conn_exec_unfollowable(u);
+}
+
+/* unguard undoes guard after an exec that failed. */
+static void unguard(struct osf_exec_undo *u)
+{
+	if (u->n)
+		osf_conn_exec_failed(u);
+}
+
+#define HOLDS_CONNS() (osf_fdt_inheritable() && osf_fdt_offloaded())
+
 OSF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
+	struct osf_exec_undo u;
 	char **env = osf_exec_env(envp);
-	int r = REAL(execve)(path, argv, env);
+	int r;
 
+	guard(HOLDS_CONNS() && unfollowable(AT_FDCWD, path, 0), &u);
+	r = REAL(execve)(path, argv, env);
+	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
 }
@@ -222,9 +296,13 @@ OSF_EXPORT int execv(const char *path, char *const argv[])
 OSF_EXPORT int execvpe(const char *file, char *const argv[],
 		       char *const envp[])
 {
+	struct osf_exec_undo u;
 	char **env = osf_exec_env(envp);
-	int r = REAL(execvpe)(file, argv, env);
+	int r;
 
+	guard(HOLDS_CONNS() && unfollowable_file(file), &u);
+	r = REAL(execvpe)(file, argv, env);
+	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
 }
@@ -236,9 +314,13 @@ OSF_EXPORT int execvp(const char *file, char *const argv[])
 
 OSF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
+	struct osf_exec_undo u;
 	char **env = osf_exec_env(envp);
-	int r = REAL(fexecve)(fd, argv, env);
+	int r;
 
+	guard(HOLDS_CONNS() && unfollowable(fd, "", AT_EMPTY_PATH), &u);
+	r = REAL(fexecve)(fd, argv, env);
+	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
 }
@@ -246,9 +328,13 @@ OSF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 OSF_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 			char *const envp[], int flags)
 {
+	struct osf_exec_undo u;
 	char **env = osf_exec_env(envp);
-	int r = REAL(execveat)(dirfd, path, argv, env, flags);
+	int r;
 
+	guard(HOLDS_CONNS() && unfollowable(dirfd, path, flags), &u);
+	r = REAL(execveat)(dirfd, path, argv, env, flags);
+	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
 }
@@ -298,17 +384,52 @@ OSF_EXPORT int execlp(const char *file, const char *arg0, ...)
 	return execvpe(file, argv, environ);
 }
 
+/* A spawned program osf cannot follow gets, by file actions, a reset
+ * socket on each inheritable connection fd (osf_conn_spawn_unfollowable);
+ * this process keeps its connections. Only when the caller passed no file
+ * actions of its own (they cannot be copied): see README, Known limits. */
+struct spawn_guard {
+	posix_spawn_file_actions_t fa;
+	int on, dead[OSF_EXEC_UNDO_MAX], n;
+};
+
+static const posix_spawn_file_actions_t *
+spawn_guard(int judge, const posix_spawn_file_actions_t *fa, struct spawn_guard *g)
+{
+	g->on = 0;
+	g->n = 0;
+	if (fa || !judge || posix_spawn_file_actions_init(&g->fa) != 0)
+		return fa;
+	g->on = 1;
+	g->n = osf_conn_spawn_unfollowable(&g->fa, g->dead, OSF_EXEC_UNDO_MAX);
+	return &g->fa;
+}
+
+static void spawn_unguard(struct spawn_guard *g)
+{
+	int i, saved = errno;
+
+	for (i = 0; i < g->n; i++)
+		REAL(close)(g->dead[i]);
+	if (g->on)
+		posix_spawn_file_actions_destroy(&g->fa);
+	errno = saved;
+}
+
 OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,
 			   const posix_spawn_file_actions_t *fa,
 			   const posix_spawnattr_t *attr, char *const argv[],
 			   char *const envp[])
 {
-	int snap;
-	char **env = spawn_env(fa, envp, &snap);
-	int r = REAL(posix_spawn)(pid, path, fa, attr,
-						      argv, env);
+	struct spawn_guard g;
+	int snap, r;
+	char **env;
 
+	fa = spawn_guard(HOLDS_CONNS() && unfollowable(AT_FDCWD, path, 0), fa, &g);
+	env = spawn_env(fa, envp, &snap);
+	r = REAL(posix_spawn)(pid, path, fa, attr, argv, env);
 	spawn_done(env, envp, snap);
+	spawn_unguard(&g);
 	return r;
 }
 
@@ -317,11 +438,14 @@ OSF_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 			    const posix_spawnattr_t *attr, char *const argv[],
 			    char *const envp[])
 {
-	int snap;
-	char **env = spawn_env(fa, envp, &snap);
-	int r = REAL(posix_spawnp)(pid, file, fa, attr,
-						       argv, env);
+	struct spawn_guard g;
+	int snap, r;
+	char **env;
 
+	fa = spawn_guard(HOLDS_CONNS() && unfollowable_file(file), fa, &g);
+	env = spawn_env(fa, envp, &snap);
+	r = REAL(posix_spawnp)(pid, file, fa, attr, argv, env);
 	spawn_done(env, envp, snap);
+	spawn_unguard(&g);
 	return r;
 }

@@ -170,6 +170,10 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	int v6only = 0, rc, hfd;
 	socklen_t vl = sizeof(v6only);
 
+	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE)) {
+		record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_SANDBOX, -1, 0, NULL, 0);
+		return;
+	}
 	memset(&in, 0, sizeof(in));
 	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) < 0 ||
 	    !sa_split((struct sockaddr *)&ss, sl, &in.family, in.addr, &in.port))
@@ -310,6 +314,10 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	if (!sa_split(sa, len, &in.family, in.addr, &in.port) ||
 	    in.family != want || in.port == 0)
 		return REAL(connect)(fd, sa, len); /* the kernel's errno */
+	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE)) {
+		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_SANDBOX, -1, 0, sa, len);
+		return kernel_connect(fd, sa, len);
+	}
 	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
 		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
 	memset(&cc, 0, sizeof(cc));

@@ -6,13 +6,55 @@
 
 #include "../sdp/sys.h"
 
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+/* Under a seccomp filter (osf.sandboxed, preload/sandbox.c) the wake
+ * protocol uses what the program's own socket calls would: poll, read and
+ * write, never sendto, recvfrom or ioctl. poll stands in for MSG_DONTWAIT
+ * (a token is a few bytes: a writable socket takes it whole), and a
+ * hung-up or failed socket is EPIPE before any write could raise SIGPIPE,
+ * as MSG_NOSIGNAL would have it. */
+static int sandboxed(void)
+{
+	return __atomic_load_n(&osf.sandboxed, __ATOMIC_RELAXED);
+}
+
+/* sandbox_ready polls fd for events without blocking: 1 when one came, 0
+ * with errno EAGAIN when not, -1 with errno set (EPIPE: hung up). */
+static int sandbox_ready(int fd, short events)
+{
+	struct pollfd p = {fd, events, 0};
+	int r = REAL(poll)(&p, 1, 0);
+
+	if (r < 0)
+		return -1;
+	if (events == POLLOUT && (p.revents & (POLLHUP | POLLERR)))
+		return OSF_FAIL(EPIPE);
+	if (!(p.revents & (events | POLLHUP | POLLERR))) {
+		errno = EAGAIN;
+		return 0;
+	}
+	return 1;
+}
+
 ssize_t osf_sys_send(int fd, const void *buf, size_t n, int flags)
 {
+	if (unlikely(sandboxed())) {
+		int r = sandbox_ready(fd, POLLOUT);
+		return r <= 0 ? -1 : REAL(write)(fd, buf, n);
+	}
 	return REAL(send)(fd, buf, n, flags);
 }
 
 ssize_t osf_sys_recv(int fd, void *buf, size_t n, int flags)
 {
+	if (unlikely(sandboxed())) {
+		if ((flags & MSG_DONTWAIT) && sandbox_ready(fd, POLLIN) <= 0)
+			return -1;
+		return REAL(read)(fd, buf, n);
+	}
 	return REAL(recv)(fd, buf, n, flags);
 }
 
@@ -27,5 +69,26 @@ int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout)
 
 int osf_sys_ioctl(int fd, unsigned long req, void *arg)
 {
+	if (unlikely(sandboxed()))
+		return OSF_FAIL(ENOTTY); /* FIONREAD: tokens are left queued */
 	return REAL(ioctl)(fd, req, arg);
+}
+
+/* Under a filter the thread id comes from glibc's own copy: the CPU-time
+ * clock id of a thread encodes its tid (~tid << 3 | CPUCLOCK_PERTHREAD |
+ * CPUCLOCK_SCHED, the kernel's ABI), and glibc builds it without a
+ * system call. */
+pid_t osf_sys_gettid(void)
+{
+	clockid_t id;
+
+	if (unlikely(sandboxed()) &&
+	    pthread_getcpuclockid(pthread_self(), &id) == 0)
+		return (pid_t) ~((int)id >> 3);
+	return (pid_t)syscall(SYS_gettid);
+}
+
+int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	return REAL(getsockopt)(fd, level, name, val, len);
 }

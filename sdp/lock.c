@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 __thread uint32_t osf_lock_tls_tid __attribute__((tls_model("initial-exec")));
@@ -33,76 +34,127 @@ void osf_lock_wake(uint32_t *w) { futex_shared(w, FUTEX_WAKE, INT_MAX, -1); }
 
 void osf_lock_after_fork(void) { osf_lock_tls_tid = 0; }
 
-/* holder_gone reports whether thread tid no longer runs: it does not exist,
- * or (asked only of a holder seen across a whole wait, as it costs a read
- * of /proc) it is dead and not yet reaped: a SIGKILLed child stays a
- * zombie while its parent, the other writer, waits for this very lock. */
-static int holder_gone(pid_t tid, int held_long)
+/* Holder states (holder_state). */
+enum { HOLDER_RUNS, HOLDER_STOPPED, HOLDER_GONE };
+
+/* holder_state tells whether thread tid runs, is stopped (SIGSTOP, job
+ * control, a debugger: it will continue) or is gone: it does not exist,
+ * or it is dead and not yet reaped (a SIGKILLed child stays a zombie
+ * while its parent, the other writer, waits for this very lock). The
+ * /proc read is only for a holder seen across a whole wait (look). */
+static int holder_state(pid_t tid, int look)
 {
 	char path[48], buf[256], *p;
 	ssize_t n;
 	int fd;
 
 	if (kill(tid, 0) < 0 && errno == ESRCH)
-		return 1;
-	if (!held_long)
-		return 0;
+		return HOLDER_GONE;
+	if (!look)
+		return HOLDER_RUNS;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOENT;
+		return errno == ENOENT ? HOLDER_GONE : HOLDER_RUNS;
 	n = osf_sys_read(fd, buf, sizeof(buf) - 1);
 	osf_sys_close(fd);
 	if (n <= 0)
-		return 0;
+		return HOLDER_RUNS;
 	buf[n] = 0;
 	p = strrchr(buf, ')'); /* the name may hold anything but ends here */
-	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+	if (!p || p[1] != ' ')
+		return HOLDER_RUNS;
+	switch (p[2]) {
+	case 'Z':
+	case 'X':
+		return HOLDER_GONE;
+	case 'T':
+	case 't':
+		return HOLDER_STOPPED;
+	}
+	return HOLDER_RUNS;
 }
 
-/* osf_lock_slow waits for a segment lock. A holder that no longer exists
- * is replaced; one that holds it impossibly long means the peer wrote the
- * lock word: -1, the connection is broken. */
-int osf_lock_slow(uint32_t *w, uint32_t me)
+/* timeout_ms returns SO_RCVTIMEO of fd in ms, -1 for none. */
+static long timeout_ms(int fd)
 {
-	uint32_t stuck_owner = 0;
-	long stuck_since = 0;
+	struct timeval tv = {0, 0};
+	socklen_t len = sizeof(tv);
+	int saved = errno;
+
+	if (fd < 0 || osf_sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) < 0 ||
+	    (tv.tv_sec == 0 && tv.tv_usec == 0)) {
+		errno = saved;
+		return -1;
+	}
+	return tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+}
+
+int osf_lock_slow(uint32_t *w, uint32_t me, const struct osf_lock_wait *how)
+{
+	long start = 0, limit = -2, now;
+	uint32_t seen = 0;
 	int spins = 0;
 
 	for (;;) {
 		uint32_t cur = __atomic_load_n(w, __ATOMIC_RELAXED), owner;
+		int st;
 		if (cur == 0) {
 			if (__atomic_compare_exchange_n(w, &cur, me, 0,
 							__ATOMIC_ACQUIRE,
-							__ATOMIC_RELAXED))
+							__ATOMIC_RELAXED)) {
+				*how->since = 0;
 				return 0;
+			}
 			continue;
 		}
 		owner = cur & ~OSF_LOCK_WAITERS;
 		if (owner == me)
-			return -1; /* re-entered from a signal handler */
+			return OSF_LOCK_BROKEN; /* re-entered from a signal handler */
 		if (spins++ < 256) {
 			__builtin_ia32_pause();
 			continue;
 		}
-		if (holder_gone((pid_t)owner, owner == stuck_owner)) {
+		now = now_ms();
+		if (!start)
+			start = now;
+		st = holder_state((pid_t)owner, owner == seen);
+		seen = owner;
+		if (st == HOLDER_GONE) {
 			if (__atomic_compare_exchange_n(w, &cur, me, 0,
 							__ATOMIC_ACQUIRE,
-							__ATOMIC_RELAXED))
+							__ATOMIC_RELAXED)) {
+				*how->since = 0;
 				return 0;
+			}
 			continue;
 		}
-		if (owner != stuck_owner) {
-			stuck_owner = owner;
-			stuck_since = now_ms();
-		} else if (now_ms() - stuck_since > OSF_LOCK_STUCK_MS) {
-			return -1;
+		if (st == HOLDER_STOPPED) {
+			/* Not the peer's doing, not a reset: the time it is
+			 * stopped does not count against it. */
+			*how->since = 0;
+			if (how->nonblock)
+				return OSF_LOCK_AGAIN;
+		} else {
+			if (!*how->since)
+				*how->since = now;
+			if (now - *how->since > OSF_LOCK_STUCK_MS)
+				return OSF_LOCK_BROKEN;
+			if (how->nonblock && now - start >= OSF_LOCK_NB_WAIT_MS)
+				return OSF_LOCK_AGAIN;
+		}
+		if (!how->nonblock) {
+			if (limit == -2)
+				limit = timeout_ms(how->timeo_fd);
+			if (limit >= 0 && now - start >= limit)
+				return OSF_LOCK_AGAIN;
 		}
 		if (!(cur & OSF_LOCK_WAITERS) &&
 		    !__atomic_compare_exchange_n(w, &cur, cur | OSF_LOCK_WAITERS,
 						 0, __ATOMIC_RELAXED,
 						 __ATOMIC_RELAXED))
 			continue;
-		futex_shared(w, FUTEX_WAIT, cur | OSF_LOCK_WAITERS, 10);
+		futex_shared(w, FUTEX_WAIT, cur | OSF_LOCK_WAITERS,
+			     how->nonblock ? 1 : 10);
 	}
 }

@@ -3,13 +3,17 @@
  * A lock word is 0 when free, else the owner's tid, with OSF_LOCK_WAITERS
  * set when someone sleeps on it (a shared futex). The word lives in the
  * segment, so the peer can write it: a holder that no longer runs is
- * replaced, and a lock held impossibly long means a corrupt segment.
+ * replaced, a stopped one waited for (never longer than the caller's
+ * O_NONBLOCK or timeout allows), and running holders that keep it from
+ * this process impossibly long in all mean a corrupt segment.
  */
 #ifndef OSF_SDP_LOCK_H
 #define OSF_SDP_LOCK_H
 
 #include "segment.h"
+#include "sys.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -25,26 +29,70 @@ static inline uint32_t osf_lock_tid(void)
 	uint32_t t = osf_lock_tls_tid;
 
 	if (__builtin_expect(t == 0, 0))
-		t = osf_lock_tls_tid = (uint32_t)syscall(SYS_gettid);
+		t = osf_lock_tls_tid = (uint32_t)osf_sys_gettid();
 	return t;
 }
 
-/* osf_lock_slow waits for a contended lock: 0 when taken, -1 when it
- * cannot be (the caller holds it already, from a signal handler, or the
- * peer wrote the word: the connection is broken). */
-int osf_lock_slow(uint32_t *w, uint32_t me);
+/* How a caller may wait for a contended lock (osf_seg_lock_wait). */
+struct osf_lock_wait {
+	int nonblock; /* O_NONBLOCK or MSG_DONTWAIT: never wait for a holder
+			 that is stopped, nor long for a running one */
+	int timeo_fd; /* a blocking call gives up when this socket's
+			 SO_RCVTIMEO expires (the application's fd for the
+			 readers' lock; the writers' socket, which carries
+			 SO_SNDTIMEO, for the writers' lock); -1: none */
+	long *since;  /* the connection's stuck clock (process memory, ms of
+			 CLOCK_MONOTONIC, 0: not held against us): when this
+			 lock was first found held, kept across calls and
+			 across owners until this process takes it */
+};
 
-/* osf_seg_lock takes a segment lock: 0, or -1 (see osf_lock_slow). */
-static inline int osf_seg_lock(uint32_t *w)
+/* Results of osf_seg_lock_wait besides 0 (taken). */
+#define OSF_LOCK_AGAIN (-EAGAIN)     /* would block, or timed out */
+#define OSF_LOCK_BROKEN (-ECONNRESET) /* the peer wrote the word, or the
+					 caller holds it (a signal
+					 handler): the connection is reset */
+
+/* osf_lock_slow waits for a contended lock as how allows: 0 when taken,
+ * else OSF_LOCK_AGAIN or OSF_LOCK_BROKEN. A holder that no longer exists
+ * (or is a zombie) is replaced. A stopped holder (SIGSTOP, a debugger) is
+ * a process sharing the connection that will continue: a non-blocking
+ * caller gets OSF_LOCK_AGAIN at once, a blocking one waits (SO_RCVTIMEO),
+ * and the connection is never reset for it, as TCP would not. Running
+ * holders may keep the lock from this process for OSF_LOCK_STUCK_MS in
+ * all, whoever they are (the clock does not restart when the owner
+ * changes): past that the word is the peer's doing and the connection is
+ * broken. A non-blocking caller waits at most OSF_LOCK_NB_WAIT_MS per call
+ * for a running holder (a ring copy in progress). */
+int osf_lock_slow(uint32_t *w, uint32_t me, const struct osf_lock_wait *how);
+
+#define OSF_LOCK_NB_WAIT_MS 2
+
+/* osf_seg_lock_wait takes a segment lock: 0, OSF_LOCK_AGAIN or
+ * OSF_LOCK_BROKEN (see osf_lock_slow). */
+static inline int osf_seg_lock_wait(uint32_t *w, const struct osf_lock_wait *how)
 {
 	uint32_t me = osf_lock_tid(), cur = 0;
 
 	if (__builtin_expect(__atomic_compare_exchange_n(w, &cur, me, 0,
 							 __ATOMIC_ACQUIRE,
 							 __ATOMIC_RELAXED),
-			     1))
+			     1)) {
+		if (__builtin_expect(*how->since != 0, 0))
+			*how->since = 0;
 		return 0;
-	return osf_lock_slow(w, me);
+	}
+	return osf_lock_slow(w, me, how);
+}
+
+/* osf_seg_lock takes a segment lock for a caller that may wait (no
+ * timeout, its own stuck clock): 0, or OSF_LOCK_BROKEN. */
+static inline int osf_seg_lock(uint32_t *w)
+{
+	long since = 0;
+	struct osf_lock_wait how = {0, -1, &since};
+
+	return osf_seg_lock_wait(w, &how);
 }
 
 /* osf_lock_wake wakes the sleepers of a lock word just released. */

@@ -42,6 +42,10 @@ var (
 	ErrRingSize = errors.New("sdp: bad ring size")
 	// ErrSegment means a segment a peer sent failed validation.
 	ErrSegment = errors.New("sdp: invalid segment")
+	// ErrSegmentGone means the fd a segment was read through no longer
+	// holds it: the connection was closed (and the fd maybe reused)
+	// while it was being read.
+	ErrSegmentGone = errors.New("sdp: segment gone (connection closed)")
 )
 
 // requiredSeals are the seals a peer's segment must carry: without them

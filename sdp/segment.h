@@ -62,7 +62,13 @@ struct osf_seg_side {
 				at most 32); each waiter takes one */
 	uint32_t tx_waiters; /* the same for room, on the writers' socket */
 	uint32_t holders;   /* processes holding this side */
-	uint8_t pad0[36];
+	uint32_t rx_tokens; /* readers' tokens sent to this side and not
+			       taken yet: the peer adds what it sends, this
+			       side subtracts what it takes; more than
+			       rx_waiters means stale ones, which the next
+			       waiter drains before it asks for more */
+	uint32_t tx_tokens; /* the same on the writers' wake socket */
+	uint8_t pad0[28];
 	/* Cache line 1: locks of this side's producers and consumers; 0 when
 	 * free, else the owner's tid, | OSF_LOCK_WAITERS when contended. */
 	uint32_t tx_lock;

@@ -31,6 +31,7 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	s->rxd = base + OSF_SEG_HDR_BYTES + (size_t)(1 - side) * ring_bytes;
 	s->state = 0;
 	s->pending_err = 0;
+	s->lock_since[0] = s->lock_since[1] = 0;
 	s->seen_close_seq = __atomic_load_n(&s->peer->close_seq, __ATOMIC_RELAXED);
 }
 
@@ -116,16 +117,53 @@ void osf_side_check_end(struct osf_side *s, int fd)
 
 /* ---- wake tokens ------------------------------------------------------ */
 
+/* Token accounting. The peer adds to rx_tokens (tx_tokens) of a side what
+ * it sends there and the side subtracts what it takes, so the count says,
+ * without a system call, whether tokens nobody will take are queued: a
+ * poller that found the ring ready right after arming, a wait ended by
+ * EPOLL_CTL_MOD or DEL, the flag a non-blocking call raised on EAGAIN.
+ * Every waiter sheds those before it raises the flag again, so tokens
+ * never pile up; a token send that fails all the same (the socket's
+ * buffer full) raises the flag again, so the next publish retries instead
+ * of losing the wake-up. The counts are hints written by both sides: a
+ * wrong one costs at most a system call or wake-ups of this connection. */
+
+static uint32_t *tokens_of(struct osf_seg_side *sd, const uint32_t *waiters)
+{
+	return waiters == &sd->tx_waiters ? &sd->tx_tokens : &sd->rx_tokens;
+}
+
+/* sub_sat subtracts n from a count, never below 0. */
+static void sub_sat(uint32_t *v, uint32_t n)
+{
+	uint32_t cur = __atomic_load_n(v, __ATOMIC_RELAXED);
+
+	while (cur && !__atomic_compare_exchange_n(v, &cur, cur > n ? cur - n : 0,
+						   0, __ATOMIC_ACQ_REL,
+						   __ATOMIC_RELAXED))
+		;
+}
+
 void osf_side_send_tokens(struct osf_side *s, int sock, uint32_t *waiters)
 {
 	static const char tok[OSF_WAKE_MAX_TOKENS];
 	uint32_t n = osf_wake_tokens(__atomic_load_n(waiters, __ATOMIC_RELAXED));
+	uint32_t *count = tokens_of(s->peer, waiters);
 	int saved = errno;
 	ssize_t r;
 
+	__atomic_add_fetch(count, n, __ATOMIC_ACQ_REL);
 	r = osf_sys_send(sock, tok, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-	if (r < 0 && (errno == EPIPE || errno == ECONNRESET))
-		osf_side_mark_gone(s);
+	if (r < (ssize_t)n) {
+		sub_sat(count, n - (uint32_t)(r > 0 ? r : 0));
+		if (r < 0 && (errno == EPIPE || errno == ECONNRESET))
+			osf_side_mark_gone(s);
+		else /* not (all) sent: ask again at the next publish */
+			__atomic_store_n(waiters == &s->peer->tx_waiters
+						 ? &s->peer->tx_want
+						 : &s->peer->rx_want,
+					 1, __ATOMIC_RELEASE);
+	}
 	__atomic_add_fetch(&s->me->wakes_sent, 1, __ATOMIC_RELAXED);
 	errno = saved;
 }
@@ -150,10 +188,23 @@ void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters)
 					 MSG_DONTWAIT);
 		if (r <= 0)
 			break;
+		sub_sat(tokens_of(s->me, waiters), (uint32_t)r);
 		avail -= (int)r;
 	}
 out:
 	errno = saved;
+}
+
+/* shed drains the stale tokens on sock (those beyond the waiters counted
+ * in *waiters) when the count says there are any: a waiter calls it before
+ * it counts itself and raises the flag. */
+static void shed(struct osf_side *s, int sock, uint32_t *waiters)
+{
+	if (__builtin_expect(__atomic_load_n(tokens_of(s->me, waiters),
+					     __ATOMIC_ACQUIRE) >
+				     __atomic_load_n(waiters, __ATOMIC_RELAXED),
+			     0))
+		osf_side_drain(s, sock, waiters);
 }
 
 void osf_side_uncount(uint32_t *waiters)
@@ -170,9 +221,12 @@ void osf_side_take_token(struct osf_side *s, int sock)
 {
 	char b;
 	int saved = errno;
+	ssize_t r = osf_sys_recv(sock, &b, 1, MSG_DONTWAIT);
 
-	if (osf_sys_recv(sock, &b, 1, MSG_DONTWAIT) == 0)
+	if (r == 0)
 		osf_side_mark_gone(s);
+	else if (r == 1)
+		sub_sat(sock == s->wfd ? &s->me->tx_tokens : &s->me->rx_tokens, 1);
 	errno = saved;
 }
 
@@ -237,6 +291,8 @@ static int sleep_token(struct osf_side *s, int sock)
 		osf_side_mark_gone(s);
 		return 0;
 	}
+	if (r == 1)
+		sub_sat(sock == s->wfd ? &s->me->tx_tokens : &s->me->rx_tokens, 1);
 	return r < 0 ? -err : 0;
 }
 
@@ -246,6 +302,7 @@ int osf_side_wait_data(struct osf_side *s, int fd, unsigned spin_us)
 
 	if (SPIN_UNTIL(spin_us, osf_side_rx_ready(s)))
 		return 0;
+	shed(s, fd, &s->me->rx_waiters);
 	__atomic_add_fetch(&s->me->rx_waiters, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -260,6 +317,7 @@ int osf_side_wait_room(struct osf_side *s, unsigned spin_us)
 
 	if (SPIN_UNTIL(spin_us, osf_side_tx_ready(s)))
 		return 0;
+	shed(s, s->wfd, &s->me->tx_waiters);
 	__atomic_add_fetch(&s->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -296,12 +354,16 @@ short osf_side_revents(const struct osf_side *s)
 	return r;
 }
 
-short osf_side_arm(struct osf_side *s, int kinds, int already)
+short osf_side_arm(struct osf_side *s, int fd, int kinds, int already)
 {
-	if ((kinds & OSF_ARM_RX) && !(already & OSF_ARM_RX))
+	if ((kinds & OSF_ARM_RX) && !(already & OSF_ARM_RX)) {
+		shed(s, fd, &s->me->rx_waiters);
 		__atomic_add_fetch(&s->me->rx_waiters, 1, __ATOMIC_ACQ_REL);
-	if ((kinds & OSF_ARM_TX) && !(already & OSF_ARM_TX))
+	}
+	if ((kinds & OSF_ARM_TX) && !(already & OSF_ARM_TX)) {
+		shed(s, s->wfd, &s->me->tx_waiters);
 		__atomic_add_fetch(&s->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
+	}
 	if (kinds & OSF_ARM_RX)
 		__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
 	if (kinds & OSF_ARM_TX)

@@ -12,7 +12,10 @@
  * raises its rx_want (or tx_want) flag in the segment, fences, and checks
  * the ring once more; the other side publishes, fences, and if it sees the
  * flag clears it and sends as many tokens as there are waiters (at most
- * OSF_WAKE_MAX_TOKENS). A blocked reader sleeps in a real blocking recv()
+ * OSF_WAKE_MAX_TOKENS), counting them in the side's rx_tokens (tx_tokens);
+ * a waiter first sheds tokens nobody will take (side.c, "Token
+ * accounting"), so they never pile up, and a send that fails raises the
+ * flag again, so no wake-up is lost. A blocked reader sleeps in a real blocking recv()
  * of one token on the application's fd, so the kernel applies SO_RCVTIMEO,
  * SA_RESTART and EINTR exactly as it would for TCP; a blocked writer does
  * the same on the writers' socket, which carries the application's
@@ -59,6 +62,8 @@ struct osf_side {
 	uint32_t state; /* OSF_CS_* */
 	int pending_err; /* SO_ERROR */
 	uint32_t seen_close_seq;
+	long lock_since[2]; /* the stuck clocks of rx_lock and tx_lock
+			       (struct osf_lock_wait) */
 };
 
 /* osf_side_init points s at the segment mapped at base (rings of
@@ -130,6 +135,26 @@ static inline void osf_side_peer_closing(struct osf_side *s, int fd)
 		return;
 	s->seen_close_seq = seq;
 	osf_side_check_end(s, fd);
+}
+
+/* ---- locks ------------------------------------------------------------- */
+
+/* osf_side_lock_rx and osf_side_lock_tx take this side's consumers' lock
+ * (timeout: SO_RCVTIMEO of fd, the application's wake socket) or
+ * producers' lock (SO_SNDTIMEO, kept on the writers' socket) for a call
+ * that is nonblock or not: 0, OSF_LOCK_AGAIN or OSF_LOCK_BROKEN. */
+static inline int osf_side_lock_rx(struct osf_side *s, int fd, int nonblock)
+{
+	struct osf_lock_wait how = {nonblock, fd, &s->lock_since[0]};
+
+	return osf_seg_lock_wait(&s->me->rx_lock, &how);
+}
+
+static inline int osf_side_lock_tx(struct osf_side *s, int nonblock)
+{
+	struct osf_lock_wait how = {nonblock, s->wfd, &s->lock_since[1]};
+
+	return osf_seg_lock_wait(&s->me->tx_lock, &how);
 }
 
 /* ---- rings ------------------------------------------------------------- */
@@ -250,9 +275,11 @@ int osf_side_wait_room(struct osf_side *s, unsigned spin_us);
  * computed from the rings. */
 short osf_side_revents(const struct osf_side *s);
 
-/* osf_side_arm counts the caller as a waiter of kinds not in already, asks
- * the peer to wake it, and returns the events ready after arming. */
-short osf_side_arm(struct osf_side *s, int kinds, int already);
+/* osf_side_arm counts the caller as a waiter of kinds not in already
+ * (first shedding stale tokens on fd, the application's wake socket, or
+ * the writers' socket), asks the peer to wake it, and returns the events
+ * ready after arming. */
+short osf_side_arm(struct osf_side *s, int fd, int kinds, int already);
 
 /* osf_side_disarm ends a poller's wait of kinds: it takes the token owed
  * from each armed socket the kernel reported readable (woken), notes the

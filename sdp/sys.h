@@ -9,6 +9,7 @@
 #define OSF_SDP_SYS_H
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 ssize_t osf_sys_send(int fd, const void *buf, size_t n, int flags);
@@ -17,5 +18,9 @@ ssize_t osf_sys_read(int fd, void *buf, size_t n);
 int osf_sys_close(int fd);
 int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout);
 int osf_sys_ioctl(int fd, unsigned long req, void *arg);
+/* osf_sys_gettid is gettid(2) (libosf.so's answers without the system
+ * call under a seccomp filter). */
+pid_t osf_sys_gettid(void);
+int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
 
 #endif

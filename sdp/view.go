@@ -153,13 +153,19 @@ func PeekHeader(path string, ringBytes uint32, ino uint64) (HeaderView, error) {
 	}
 	var before unix.Stat_t
 	if err := unix.Stat(path, &before); err != nil {
+		if err == unix.ENOENT {
+			return HeaderView{}, fmt.Errorf("%w: %w", ErrSegmentGone, err)
+		}
 		return HeaderView{}, fmt.Errorf("sdp: stat segment: %w", err)
 	}
 	if before.Mode&unix.S_IFMT != unix.S_IFREG || (ino != 0 && before.Ino != ino) {
-		return HeaderView{}, fmt.Errorf("%w: not the segment (fd reused?)", ErrSegment)
+		return HeaderView{}, fmt.Errorf("%w: %w: not the segment (fd reused)", ErrSegment, ErrSegmentGone)
 	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
+		if err == unix.ENOENT {
+			return HeaderView{}, fmt.Errorf("%w: %w", ErrSegmentGone, err)
+		}
 		return HeaderView{}, fmt.Errorf("sdp: open segment: %w", err)
 	}
 	defer unix.Close(fd)
@@ -168,7 +174,7 @@ func PeekHeader(path string, ringBytes uint32, ino uint64) (HeaderView, error) {
 		return HeaderView{}, fmt.Errorf("sdp: stat segment: %w", err)
 	}
 	if st.Dev != before.Dev || st.Ino != before.Ino {
-		return HeaderView{}, fmt.Errorf("%w: not the segment (fd reused?)", ErrSegment)
+		return HeaderView{}, fmt.Errorf("%w: %w: not the segment (fd reused)", ErrSegment, ErrSegmentGone)
 	}
 	if st.Size != int64(Bytes(ringBytes)) {
 		return HeaderView{}, fmt.Errorf("%w: size %d, want %d", ErrSegment, st.Size, Bytes(ringBytes))

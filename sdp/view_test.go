@@ -57,6 +57,14 @@ func TestPeekHeader(t *testing.T) {
 		t.Errorf("Used = %d %v", used, ok)
 	}
 
+	// A segment closed while being read is gone, not invalid.
+	if _, err := PeekHeader("/proc/self/fd/999999", ring, st.Ino); !errors.Is(err, ErrSegmentGone) {
+		t.Errorf("PeekHeader of a closed fd: %v, want ErrSegmentGone", err)
+	}
+	if _, err := PeekHeader(selfFD(seg.FD), ring, st.Ino+1); !errors.Is(err, ErrSegmentGone) {
+		t.Errorf("PeekHeader of a reused fd: %v, want ErrSegmentGone", err)
+	}
+
 	// Impossible positions are shown, not trusted.
 	h.ring[SideClient].head, h.ring[SideClient].tail = 10, 20
 	v, err = PeekHeader(selfFD(seg.FD), ring, 0)

@@ -149,6 +149,33 @@ func (s *Segment) waiters(i int, w Want) *uint32 {
 // tokens, at least one, on the socket of that kind.
 func (s *Segment) Waiters(i int, w Want) uint32 { return atomic.LoadUint32(s.waiters(i, w)) }
 
+func (s *Segment) tokens(i int, w Want) *uint32 {
+	if w == WantTx {
+		return u32(&s.side(i).tx_tokens)
+	}
+	return u32(&s.side(i).rx_tokens)
+}
+
+// AddTokens counts n wake tokens of kind w sent to side i, before they are
+// sent (rx_tokens or tx_tokens): side i sheds tokens beyond its waiters
+// before it asks for more, so that they never pile up.
+func (s *Segment) AddTokens(i int, w Want, n uint32) { atomic.AddUint32(s.tokens(i, w), n) }
+
+// TakeTokens uncounts n tokens of kind w of side i, never below 0: the
+// ones a send did not deliver, or the ones side i took.
+func (s *Segment) TakeTokens(i int, w Want, n uint32) {
+	p := s.tokens(i, w)
+	for {
+		v := atomic.LoadUint32(p)
+		if v == 0 || atomic.CompareAndSwapUint32(p, v, v-min(v, n)) {
+			return
+		}
+	}
+}
+
+// Tokens returns side i's count of tokens of kind w sent and not taken.
+func (s *Segment) Tokens(i int, w Want) uint32 { return atomic.LoadUint32(s.tokens(i, w)) }
+
 // RingData returns ring r's data bytes (mmap memory, written concurrently
 // by the other side: copy out before trusting).
 func (s *Segment) RingData(r int) []byte {

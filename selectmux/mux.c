@@ -22,17 +22,28 @@
  * sends no wake tokens. Edge-triggered items report an edge when their
  * ring positions moved (osf_conn_stamp), as TCP reports one per arrival.
  * A wait costs O(ready + idle), not O(registered).
+ *
+ * As in the kernel, a registration belongs to the open file: the inner
+ * epoll is shared with fork children, so a close in one process never
+ * deletes what another process may still use, and inner events carry no
+ * pointer but the item's identity (fd number and socket inode), looked up
+ * and checked before use; an item whose fd now holds another file (closed
+ * behind osf's back, e.g. syscall(SYS_close)) is dropped, never reported.
+ * EPOLL_CTL_ADD/MOD of an offloaded fd that is ready already kicks the
+ * waits asleep in the kernel (an eventfd in the inner epoll).
  */
 #include "mux.h"
 
 #include "../preload/base.h"
 #include "../preload/ready.h"
+#include "../preload/spin.h"
 
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -69,13 +80,17 @@ static long mono_ms(void)
 }
 
 /* spin_until returns when a wait that begins now may stop spinning (in
- * microseconds of CLOCK_MONOTONIC), per OSF_POLL_SPIN_US. */
+ * microseconds of CLOCK_MONOTONIC), per OSF_POLL_SPIN_US and the adaptive
+ * policy (preload/spin.h); 0: no spin. */
 static long spin_until(long timeout)
 {
 	struct timespec t;
-	long us = osf.poll_spin_us;
+	long us;
 
-	if (!us || timeout == 0)
+	if (timeout == 0)
+		return 0;
+	us = osf_spin_budget(osf.poll_spin_us, 1);
+	if (!us)
 		return 0;
 	if (timeout > 0 && timeout * 1000 < us)
 		us = timeout * 1000;
@@ -184,7 +199,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	int *wx = stack_wx;
 	nfds_t i, m = n, extra = 0;
 	long start = mono_ms(), spin_end = spin_until(timeout);
-	int result = -1;
+	int result = -1, spun = 0;
 
 	for (i = 0; i < n; i++) {
 		int kd = osf_fdt_kind(fds[i].fd);
@@ -241,6 +256,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		/* Spin first (rings and a zero-timeout look at the kernel),
 		 * then arm the connections and sleep. */
 		if (!ready && timeout != 0 && !spinning(spin_end)) {
+			if (spin_end)
+				osf_spin_paid(0); /* it spun in vain */
 			spin_end = 0;
 			for (i = 0; i < n; i++) {
 				if (kind[i] != SLOT_CONN || fds[i].fd < 0)
@@ -307,8 +324,11 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		for (i = 0; i < n; i++)
 			if (fds[i].revents)
 				result++;
+		if (result > 0 && spin_end && spun)
+			osf_spin_paid(1);
 		if (result > 0 || remaining(timeout, start) == 0)
 			goto out;
+		spun = spin_end != 0;
 	}
 out:
 	if (k != stack_k)
@@ -508,12 +528,16 @@ struct epi {
 	int parked;     /* EPOLL_CTL_DEL'd: invisible, but its inner
 			 * registrations stay until the fd is closed, so
 			 * that DEL/ADD churn costs no system call */
+	uint64_t ino;   /* the socket's inode when registered: identity */
 	struct epi *prev, *next;
 };
 
-/* The inner epoll's data: the item, with the low bit set for its writers'
- * wake socket. */
+/* The inner epoll's data: the item's identity, never a pointer (a fork
+ * child's or a closed item's registration may fire): the socket inode's
+ * low 32 bits, the fd number, and the low bit set for the writers' wake
+ * socket. KICK_KEY is the kick eventfd's. */
 #define WSOCK_TAG 1u
+#define KICK_KEY UINT64_MAX
 
 #define IDLE_MAX 256 /* idle items checked while spinning; more are armed */
 
@@ -533,6 +557,12 @@ struct ep {
 	struct epoll_event *pend; /* registrations of undecided TCP sockets */
 	int *pendfd;
 	int npend, cappend;
+	int kick;     /* eventfd in the inner epoll waking sleepers, or -1 */
+	int sleepers; /* waits asleep (or about to be) in the kernel */
+	int young;    /* the inner epoll is new: a wait that began before it
+		       * may be asleep in the kernel uncounted */
+	int shared;   /* a fork shared the inner epoll with another process:
+		       * never delete from it on close (the kernel does) */
 	struct ep *next_ep;
 };
 
@@ -595,6 +625,7 @@ static struct ep *ep_create(int epfd)
 		return NULL;
 	ep->epfd = epfd;
 	ep->inner = -1;
+	ep->kick = -1;
 	ep->head.prev = ep->head.next = &ep->head;
 	ep->idle.prev = ep->idle.next = &ep->idle;
 	memset(&ent, 0, sizeof(ent));
@@ -637,7 +668,8 @@ static int ep_inner(struct ep *ep)
 		osf_fdt_close_hidden(hin);
 		return OSF_FAIL(err);
 	}
-	ep->inner = hin;
+	ep->young = 1;
+	__atomic_store_n(&ep->inner, hin, __ATOMIC_RELEASE);
 	if (e)
 		e->aux_fd = hin;
 	return 0;
@@ -675,6 +707,41 @@ static short poll_events(uint32_t events)
 	       (events & EPOLLRDHUP ? POLLRDHUP : 0);
 }
 
+/* item_key returns the inner epoll's data for it (tag: WSOCK_TAG or 0). */
+static uint64_t item_key(const struct epi *it, unsigned tag)
+{
+	return (uint64_t)(uint32_t)it->ino << 32 |
+	       (uint64_t)(uint32_t)it->fd << 1 | tag;
+}
+
+/* item_of returns the item an inner event's data names, or NULL when no
+ * item of this process has that identity (any more). */
+static struct epi *item_of(struct ep *ep, uint64_t key)
+{
+	int fd = (int)((key >> 1) & 0x7fffffff);
+	struct epi *it = fd < ep->cap ? ep->byfd[fd] : NULL;
+
+	if (!it || (uint32_t)it->ino != (uint32_t)(key >> 32))
+		return NULL;
+	return it;
+}
+
+/* inner_add registers fd in the inner epoll with key; a registration of
+ * the same open file and fd number left by a closed item (the kernel keeps
+ * it while any process holds the file) is taken over. */
+static int inner_add(struct ep *ep, int fd, uint64_t key)
+{
+	struct epoll_event iev;
+
+	iev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+	iev.data.u64 = key;
+	if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, fd, &iev) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return -1;
+	return REAL(epoll_ctl)(ep->inner, EPOLL_CTL_MOD, fd, &iev);
+}
+
 /* reg_wsock registers the writers' wake socket of connection entry e for
  * item it. Two fds of one connection (dups) share that socket: the second
  * item gets a hidden dup of it, as an epoll holds each fd once. */
@@ -686,7 +753,7 @@ static int reg_wsock(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 	if (it->wsock >= 0)
 		return 0;
 	iev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
-	iev.data.u64 = (uint64_t)(uintptr_t)it | WSOCK_TAG;
+	iev.data.u64 = item_key(it, WSOCK_TAG);
 	if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, w, &iev) == 0) {
 		it->wsock = w;
 		it->wown = 0;
@@ -745,27 +812,78 @@ static int arm_item(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 	return 0;
 }
 
-/* drop_item removes it from ep for good: its fd is being closed. */
-static void drop_item(struct ep *ep, struct epi *it)
+/* free_item forgets it; its inner registrations stay to the kernel,
+ * which ends them with the open file (events they still bring name an
+ * identity no item has, and are ignored). */
+static void free_item(struct ep *ep, struct epi *it)
 {
-	disarm_item(it, osf_fdt_lookup(it->fd), 0); /* nothing if parked */
-	REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->fd, NULL);
-	if (it->wsock >= 0) {
-		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->wsock, NULL);
-		if (it->wown)
-			osf_fdt_close_hidden(it->wsock);
-	}
+	if (it->wown)
+		osf_fdt_close_hidden(it->wsock);
 	list_del(ep, it);
 	ep->byfd[it->fd] = NULL;
 	free(it);
+}
+
+/* drop_item removes it from ep for good: its fd is being closed. Only a
+ * process alone with the inner epoll deletes the registrations (another
+ * one may hold the same open file, and it keeps them, as in the kernel). */
+static void drop_item(struct ep *ep, struct epi *it)
+{
+	disarm_item(it, osf_fdt_lookup(it->fd), 0); /* nothing if parked */
+	if (!ep->shared) {
+		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->fd, NULL);
+		if (it->wsock >= 0)
+			REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->wsock, NULL);
+	}
+	free_item(ep, it);
+}
+
+/* same_file reports whether it still describes the file at its fd: the
+ * fd was not closed and reused behind osf's back (syscall(SYS_close)). */
+static int same_file(const struct epi *it, const struct osf_fdt_entry *e)
+{
+	return e && osf_kind_is_conn(e->kind) && e->ino == it->ino;
+}
+
+/* kick wakes the waits asleep in the kernel on ep (the lock is held). */
+static void kick(struct ep *ep)
+{
+	uint64_t one = 1;
+	struct epoll_event iev;
+	int k;
+
+	if (!ep->sleepers && !ep->young)
+		return;
+	if (ep->kick < 0) {
+		k = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (k < 0)
+			return;
+		k = osf_fdt_hide(k, ep->epfd);
+		if (k < 0)
+			return;
+		iev.events = EPOLLIN | EPOLLET;
+		iev.data.u64 = KICK_KEY;
+		if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, k, &iev) < 0) {
+			osf_fdt_close_hidden(k);
+			return;
+		}
+		ep->kick = k;
+	}
+	(void)!REAL(write)(ep->kick, &one, sizeof(one));
 }
 
 /* ctl_conn registers, changes or removes an offloaded connection. */
 static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 {
 	struct epi *it = fd < ep->cap ? ep->byfd[fd] : NULL;
-	struct epoll_event iev;
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
+	if (it && !same_file(it, e)) {
+		/* fd was closed behind osf's back: the kernel ended that
+		 * registration with the file. */
+		free_item(ep, it);
+		it = NULL;
+	}
 	switch (op) {
 	case EPOLL_CTL_ADD:
 		if (it && !it->parked)
@@ -781,15 +899,14 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 			it = calloc(1, sizeof(*it));
 			if (!it)
 				return OSF_FAIL(ENOMEM);
-			iev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
-			iev.data.ptr = it;
-			if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, fd, &iev) < 0) {
+			it->fd = fd;
+			it->ino = e ? e->ino : 0;
+			it->wsock = -1;
+			if (inner_add(ep, fd, item_key(it, 0)) < 0) {
 				int err = errno;
 				free(it);
 				return OSF_FAIL(err);
 			}
-			it->fd = fd;
-			it->wsock = -1;
 			ep->byfd[fd] = it;
 		}
 		/* fallthrough */
@@ -798,16 +915,29 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 			return OSF_FAIL(ENOENT);
 		if (op == EPOLL_CTL_MOD && (ev->events & EPOLLEXCLUSIVE))
 			return OSF_FAIL(EINVAL);
-		disarm_item(it, osf_fdt_lookup(fd), 0);
+		disarm_item(it, e, 0);
 		it->events = ev->events;
 		it->data = ev->data;
 		it->disabled = 0;
 		list_add(ep, it);
+		/* The kernel wakes a wait already asleep when the fd it adds
+		 * (or modifies) is ready, or becomes so: kick it now, or arm
+		 * the item so that the peer's token wakes it. */
+		if (poll_to_epoll(osf_conn_poll(fd, e)) &
+		    (it->events | EPOLLERR | EPOLLHUP)) {
+			kick(ep);
+		} else if (ep->sleepers || ep->young) {
+			list_del(ep, it);
+			if (arm_item(ep, it, e)) { /* raced to ready */
+				list_add(ep, it);
+				kick(ep);
+			}
+		}
 		return 0;
 	case EPOLL_CTL_DEL:
 		if (!it || it->parked)
 			return OSF_FAIL(ENOENT);
-		disarm_item(it, osf_fdt_lookup(fd), 0);
+		disarm_item(it, e, 0);
 		list_del(ep, it);
 		it->parked = 1;
 		return 0;
@@ -988,6 +1118,10 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
 		uint32_t want = it->events | EPOLLERR | EPOLLHUP, ev;
 		next = it->next;
+		if (!same_file(it, e)) {
+			free_item(ep, it); /* closed behind osf's back */
+			continue;
+		}
 		if (it->disabled) {
 			list_del(ep, it);
 			continue;
@@ -1024,6 +1158,10 @@ static int idle_check(struct ep *ep)
 		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
 		uint32_t want = it->events | EPOLLERR | EPOLLHUP;
 		next = it->next;
+		if (!same_file(it, e)) {
+			free_item(ep, it);
+			continue;
+		}
 		if ((it->events & EPOLLET) && osf_conn_stamp(it->fd, e) == it->stamp)
 			continue;
 		if (poll_to_epoll(osf_conn_poll(it->fd, e)) & want) {
@@ -1042,9 +1180,14 @@ static int arm_idle(struct ep *ep)
 	int ready = 0;
 
 	for (; it != &ep->idle; it = next) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
 		next = it->next;
+		if (!same_file(it, e)) {
+			free_item(ep, it);
+			continue;
+		}
 		list_del(ep, it);
-		if (arm_item(ep, it, osf_fdt_lookup(it->fd))) {
+		if (arm_item(ep, it, e)) {
 			list_add(ep, it);
 			ready = 1;
 		}
@@ -1052,7 +1195,9 @@ static int arm_idle(struct ep *ep)
 	return ready;
 }
 
-/* absorb takes the inner epoll's events: woken items join the list. */
+/* absorb takes the inner epoll's events: woken items join the list.
+ * Events that name no item of this process (a kick, a registration of a
+ * closed fd or of another process's item) only wake. */
 static void absorb(struct ep *ep)
 {
 	struct epoll_event tmp[64];
@@ -1064,19 +1209,28 @@ static void absorb(struct ep *ep)
 		n = REAL(epoll_wait)(ep->inner, tmp, 64, 0);
 		for (i = 0; i < n; i++) {
 			uint64_t u = tmp[i].data.u64;
-			struct epi *it = (struct epi *)(uintptr_t)(u & ~(uint64_t)WSOCK_TAG);
-			if (!it->parked)
+			struct epi *it;
+			if (u == KICK_KEY) {
+				uint64_t v;
+				(void)!REAL(read)(ep->kick, &v, sizeof(v));
+				continue;
+			}
+			it = item_of(ep, u);
+			if (it)
 				it->woken |= (u & WSOCK_TAG) ? OSF_ARM_TX : OSF_ARM_RX;
 		}
-		/* Then each woken item once: its tokens, and the list. */
+		/* Then each woken item once: its tokens, the other side's end
+		 * (a deleted item's too: the edge will not come again when it
+		 * is added back), and the list. */
 		for (i = 0; i < n; i++) {
-			uint64_t u = tmp[i].data.u64;
-			struct epi *it = (struct epi *)(uintptr_t)(u & ~(uint64_t)WSOCK_TAG);
-			if (!it->woken)
+			struct epi *it = tmp[i].data.u64 == KICK_KEY
+						 ? NULL
+						 : item_of(ep, tmp[i].data.u64);
+			if (!it || !it->woken)
 				continue;
 			disarm_item(it, osf_fdt_lookup(it->fd), it->woken);
 			it->woken = 0;
-			if (!it->disabled)
+			if (!it->disabled && !it->parked)
 				list_add(ep, it);
 		}
 	} while (n == 64);
@@ -1100,20 +1254,25 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		     long timeout, const sigset_t *mask)
 {
 	long start = mono_ms(), spin_end = spin_until(timeout);
+	int spun = 0;
+	int saved = errno; /* a successful wait leaves errno alone */
 
 	if (max <= 0 || max > INT_MAX / (int)sizeof(*ev))
 		return OSF_FAIL(EINVAL);
 	for (;;) {
-		int n = 0, k, to, sleep_ok = 0;
+		int n = 0, k = 0, to, sleep_ok = 0;
 		mu_lock(&ep->lock);
+		ep->young = 0; /* waits from now on are counted */
 		ep->wait++;
 		idle_check(ep);
 		/* Offloaded readiness first on every other wait, kernel events
 		 * first on the others (fairness when both keep coming). */
 		if (!(ep->turn++ & 1))
 			n = collect(ep, ev, max);
-		if (spin_end && !spinning(spin_end))
+		if (spin_end && !spinning(spin_end)) {
+			osf_spin_paid(0); /* it spun in vain */
 			spin_end = 0;
+		}
 		if (!n && !spin_end) {
 			/* May sleep only with nothing ready on the list and every
 			 * idle item armed, so that the peers wake us. */
@@ -1122,24 +1281,70 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 				n = collect(ep, ev, max);
 			sleep_ok = !n;
 		}
-		mu_unlock(&ep->lock);
-		to = sleep_ok ? remaining(timeout, start) : 0;
-		k = REAL(epoll_pwait)(ep->epfd, ev + n, max - n, to, mask);
-		if (k < 0) {
-			if (n > 0)
-				return n;
-			return -1;
+		if (n == max) { /* every slot filled: no room for the kernel's */
+			mu_unlock(&ep->lock);
+			if (spin_end && spun)
+				osf_spin_paid(1);
+			errno = saved;
+			return n;
 		}
+		to = sleep_ok ? remaining(timeout, start) : 0;
+		if (to)
+			ep->sleepers++;
+		mu_unlock(&ep->lock);
+		k = REAL(epoll_pwait)(ep->epfd, ev + n, max - n, to, mask);
 		mu_lock(&ep->lock);
+		if (to)
+			ep->sleepers--;
+		if (k < 0) {
+			int err = errno;
+			mu_unlock(&ep->lock);
+			if (n > 0) {
+				errno = saved;
+				return n;
+			}
+			return OSF_FAIL(err);
+		}
 		if (strip(ep, ev + n, &k))
 			absorb(ep);
 		n += k;
 		if (n < max)
 			n += collect(ep, ev + n, max - n);
 		mu_unlock(&ep->lock);
-		if (n > 0 || remaining(timeout, start) == 0)
+		if (n > 0 && spin_end && spun)
+			osf_spin_paid(1);
+		if (n > 0 || remaining(timeout, start) == 0) {
+			errno = saved;
 			return n;
+		}
+		spun = spin_end != 0;
 	}
+}
+
+/* passed checks what a wait that went straight to the kernel got: when
+ * epfd gained an inner epoll meanwhile (another thread registered an
+ * offloaded fd), osf's marker may be among the events, and it is never
+ * the application's. The wait then goes on as osf's own. */
+static int passed(int epfd, struct epoll_event *ev, int max, int r,
+		  long timeout, const sigset_t *mask)
+{
+	struct ep *ep;
+
+	if (likely(r <= 0))
+		return r;
+	ep = ep_of(osf_fdt_lookup(epfd));
+	if (likely(!ep || __atomic_load_n(&ep->inner, __ATOMIC_ACQUIRE) < 0))
+		return r;
+	mu_lock(&ep->lock);
+	ep->wait++;
+	if (strip(ep, ev, &r))
+		absorb(ep);
+	if (r < max)
+		r += collect(ep, ev + r, max - r);
+	mu_unlock(&ep->lock);
+	if (r > 0)
+		return r;
+	return mux_epoll(ep, ev, max, timeout, mask);
 }
 
 OSF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
@@ -1148,7 +1353,8 @@ OSF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
 	struct ep *ep = ep_of(osf_fdt_lookup(epfd));
 
 	if (likely(!ep || ep->inner < 0))
-		return REAL(epoll_wait)(epfd, ev, max, timeout);
+		return passed(epfd, ev, max, REAL(epoll_wait)(epfd, ev, max, timeout),
+			      timeout < 0 ? -1 : timeout, NULL);
 	return mux_epoll(ep, ev, max, timeout < 0 ? -1 : timeout, NULL);
 }
 
@@ -1158,7 +1364,9 @@ OSF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max,
 	struct ep *ep = ep_of(osf_fdt_lookup(epfd));
 
 	if (likely(!ep || ep->inner < 0))
-		return REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+		return passed(epfd, ev, max,
+			      REAL(epoll_pwait)(epfd, ev, max, timeout, mask),
+			      timeout < 0 ? -1 : timeout, mask);
 	return mux_epoll(ep, ev, max, timeout < 0 ? -1 : timeout, mask);
 }
 
@@ -1168,7 +1376,9 @@ OSF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 	struct ep *ep = ep_of(osf_fdt_lookup(epfd));
 
 	if (likely(!ep || ep->inner < 0))
-		return REAL(epoll_pwait2)(epfd, ev, max, ts, mask);
+		return passed(epfd, ev, max,
+			      REAL(epoll_pwait2)(epfd, ev, max, ts, mask),
+			      ts_ms(ts), mask);
 	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
 		return OSF_FAIL(EINVAL);
 	return mux_epoll(ep, ev, max, ts_ms(ts), mask);
@@ -1201,17 +1411,14 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared)
 	int i;
 
 	if (e->kind == OSF_FD_LISTEN) {
-		/* Take the companion out of every epoll it was added to. */
+		/* Forget where the companion was added; the registrations
+		 * themselves end with the companion's open file, as the
+		 * listener's do (a fork child closing its copies must not
+		 * take them from its parent). */
 		mu_lock(&all_lock);
 		for (ep = all_eps; ep; ep = ep->next_ep) {
 			mu_lock(&ep->lock);
-			for (i = 0; i < ep->nlisteners; i++)
-				if (ep->listeners[i] == fd) {
-					REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_DEL,
-							e->aux_fd, NULL);
-					note_listener(ep, fd, 0);
-					break;
-				}
+			note_listener(ep, fd, 0);
 			mu_unlock(&ep->lock);
 		}
 		mu_unlock(&all_lock);
@@ -1235,6 +1442,8 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared)
 	free(ep->listeners);
 	free(ep->pend);
 	free(ep->pendfd);
+	if (ep->kick >= 0)
+		osf_fdt_close_hidden(ep->kick);
 	if (ep->inner >= 0)
 		osf_fdt_close_hidden(ep->inner);
 	free(ep);
@@ -1245,6 +1454,19 @@ void osf_mux_child_after_fork(void)
 	struct ep *ep;
 
 	all_lock = 0;
-	for (ep = all_eps; ep; ep = ep->next_ep)
+	for (ep = all_eps; ep; ep = ep->next_ep) {
 		ep->lock = 0;
+		ep->sleepers = 0;
+		ep->shared = 1;
+	}
+}
+
+void osf_mux_parent_after_fork(void)
+{
+	struct ep *ep;
+
+	mu_lock(&all_lock);
+	for (ep = all_eps; ep; ep = ep->next_ep)
+		__atomic_store_n(&ep->shared, 1, __ATOMIC_RELAXED);
+	mu_unlock(&all_lock);
 }

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,5 +91,47 @@ print(c.recv(100).decode())`, port, msg)).Run(shortRun)
 		if !strings.Contains(srv.Stderr(), want) {
 			t.Errorf("the server's log does not show the rejection %q:\n%s", want, srv.Stderr())
 		}
+	}
+}
+
+// TestHostileLockFreeze is issue 10's item 4: a client that writes two
+// live tids in turn into the lock words of the server's side (so that the
+// holder seems to change all the time) must not freeze a single-threaded
+// epoll server (progs/soak.c's, non-blocking): its other clients keep being
+// served without a stall, and only the hostile connection suffers (it is
+// reset once its lock has been held against the server too long in all).
+// Before, the server blocked in the lock for as long as the flipping went
+// on, O_NONBLOCK or not.
+func TestHostileLockFreeze(t *testing.T) {
+	t.Parallel()
+	hostile, soak := testutil.Prog(t, "hostile"), testutil.Prog(t, "soak")
+	srv := underOsf.cmd(t, nil, soak, "server", "127.0.0.1", "0").Start()
+	var port int
+	if _, err := fmt.Sscanf(srv.WaitOutput("\n", shortRun), "port %d", &port); err != nil {
+		t.Fatalf("soak server: %v", err)
+	}
+	h := testutil.Cmd(t, nil, hostile, "lockflip", strconv.Itoa(port), "12").Start()
+	h.WaitOutput("flipping\n", shortRun)
+	// An osf client and a kernel client, each with waits over 5 s
+	// counting as a stall.
+	var wg sync.WaitGroup
+	for _, m := range []mode{underOsf, bare} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := m.cmd(t, nil, soak, "client", "127.0.0.1", strconv.Itoa(port), "poll", "pingpong", "8", "100", "5").Run(longRun)
+			if !r.OK() || !strings.Contains(r.Stdout, "PASS") {
+				t.Errorf("%s client beside the hostile one: %s", m.name, r)
+				return
+			}
+			t.Logf("%s client: %s", m.name, strings.TrimSpace(r.Stdout))
+		}()
+	}
+	wg.Wait()
+	if r := h.Wait(longRun); !r.OK() {
+		t.Errorf("hostile lockflip: %s", r)
+	}
+	if srv.Exited() {
+		t.Fatalf("the server died: %s", srv.Wait(shortRun))
 	}
 }

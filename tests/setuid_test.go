@@ -18,10 +18,49 @@ import (
 // load it for the plain one.
 func TestSetuidIgnoresOsf(t *testing.T) {
 	t.Parallel()
+	dir := setuidDir(t)
+	setpriv := testutil.Tool(t, "setpriv")
+	suid := filepath.Join(dir, "mapscheck-suid")
+	plain := filepath.Join(dir, "mapscheck")
+	copyFile(t, testutil.Prog(t, "mapscheck"), suid)
+	copyFile(t, testutil.Prog(t, "mapscheck"), plain)
+	for _, f := range []string{suid, plain} {
+		if err := os.Chown(f, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(plain, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		prog string
+		m    mode
+		want string
+	}{
+		{suid, underOsf, "libosf: not loaded\nuid 65534 euid 0\n"},
+		{plain, underOsf, "libosf: loaded\nuid 65534 euid 65534\n"},
+		{suid, bare, "libosf: not loaded\nuid 65534 euid 0\n"},
+		{plain, bare, "libosf: not loaded\nuid 65534 euid 65534\n"},
+	}
+	for _, tc := range cases {
+		r := tc.m.cmd(t, nil, setpriv, append(asNobody, tc.prog)...).MustRun(shortRun)
+		if r.Stdout != tc.want {
+			t.Errorf("%s %s as nobody: stdout %q, want %q (stderr %q)", tc.m.name, filepath.Base(tc.prog), r.Stdout, tc.want, r.Stderr)
+		}
+	}
+}
+
+// setuidDir returns a fresh directory, on a filesystem that honours setuid
+// bits, from which user nobody can run programs under libosf.so; it skips
+// the test when that cannot be had (not root, nosuid, untraversable).
+func setuidDir(t *testing.T) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a setuid-root binary")
 	}
-	setpriv := testutil.Tool(t, "setpriv")
 	dir, err := os.MkdirTemp(testutil.BuildDir(t), "setuid-test-")
 	if err != nil {
 		t.Fatal(err)
@@ -44,37 +83,61 @@ func TestSetuidIgnoresOsf(t *testing.T) {
 		}
 	}
 
-	suid := filepath.Join(dir, "mapscheck-suid")
-	plain := filepath.Join(dir, "mapscheck")
-	copyFile(t, testutil.Prog(t, "mapscheck"), suid)
-	copyFile(t, testutil.Prog(t, "mapscheck"), plain)
-	for _, f := range []string{suid, plain} {
-		if err := os.Chown(f, 0, 0); err != nil {
-			t.Fatal(err)
-		}
+	return dir
+}
+
+// asNobody is setpriv's arguments for running a program as user nobody.
+var asNobody = []string{"--reuid=65534", "--regid=65534", "--clear-groups", "--"}
+
+// TestSetuidHandoffIsLoud is issue 10's item 9: an offloaded connection
+// inherited by a program that runs without osf (a set-user-ID program,
+// which the loader starts without LD_PRELOAD) cannot work there; it must
+// fail loudly, as a TCP socket that received a reset (ECONNRESET), and the
+// peer must see a reset, never a silent end of file with its data lost.
+// Before, the program read end of file and the 1000 bytes were gone.
+func TestSetuidHandoffIsLoud(t *testing.T) {
+	t.Parallel()
+	dir := setuidDir(t)
+	setpriv := testutil.Tool(t, "setpriv")
+	suid := filepath.Join(dir, "suidexec-suid")
+	copyFile(t, testutil.Prog(t, "suidexec"), suid)
+	if err := os.Chown(suid, 0, 0); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(plain, 0o755); err != nil {
+	parent := filepath.Join(dir, "suidexec")
+	copyFile(t, testutil.Prog(t, "suidexec"), parent)
+	if err := os.Chmod(parent, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	asNobody := []string{"--reuid=65534", "--regid=65534", "--clear-groups", "--"}
-
-	cases := []struct {
-		prog string
-		m    mode
-		want string
-	}{
-		{suid, underOsf, "libosf: not loaded\nuid 65534 euid 0\n"},
-		{plain, underOsf, "libosf: loaded\nuid 65534 euid 65534\n"},
-		{suid, bare, "libosf: not loaded\nuid 65534 euid 0\n"},
-		{plain, bare, "libosf: not loaded\nuid 65534 euid 65534\n"},
+	r := underOsf.cmd(t, nil, setpriv, append(append([]string(nil), asNobody...), parent, "parent", suid)...).Run(longRun)
+	if !r.OK() {
+		t.Fatalf("suidexec: %s", r)
 	}
-	for _, tc := range cases {
-		r := tc.m.cmd(t, nil, setpriv, append(asNobody, tc.prog)...).MustRun(shortRun)
-		if r.Stdout != tc.want {
-			t.Errorf("%s %s as nobody: stdout %q, want %q (stderr %q)", tc.m.name, filepath.Base(tc.prog), r.Stdout, tc.want, r.Stderr)
+	for _, want := range []string{
+		"reader: 0 bytes, then ECONNRESET (euid 0)", // the program: loud
+		"parent: recv ECONNRESET",                   // the peer: a reset
+		"parent: child exit 0",
+	} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("suidexec: want %q in:\n%s", want, r.Stdout)
+		}
+	}
+	// posix_spawn (no file actions): the program gets a reset socket, the
+	// spawning process keeps its connection and its data.
+	r = underOsf.cmd(t, nil, setpriv, append(append([]string(nil), asNobody...), parent, "parent", suid, "spawn")...).Run(longRun)
+	if !r.OK() {
+		t.Fatalf("suidexec spawn: %s", r)
+	}
+	for _, want := range []string{
+		"reader: 0 bytes, then ECONNRESET (euid 0)",
+		"parent: child exit 0",
+		"parent: still reads data",
+	} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("suidexec spawn: want %q in:\n%s", want, r.Stdout)
 		}
 	}
 }

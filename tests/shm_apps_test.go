@@ -58,6 +58,22 @@ func waitKernelSockets(t *testing.T, pid, n int, what string) {
 	})
 }
 
+// assertConns asserts, while the programs run, that client process cli
+// and server process srv have at least n connections each, offloaded
+// (shm) under osf, and that cli's are kernel TCP bare.
+func assertConns(t *testing.T, m mode, cli, srv, n int, what string) {
+	t.Helper()
+	if !m.osf {
+		waitKernelSockets(t, cli, n, what)
+		return
+	}
+	waitUnderOsf(t, cli, what)
+	waitRole(t, cli, "client", n)
+	testutil.AssertTransport(t, cli, testutil.ByRole("client"), testutil.TransportShm)
+	waitRole(t, srv, "server", n)
+	testutil.AssertTransport(t, srv, testutil.ByRole("server"), testutil.TransportShm)
+}
+
 // iperfResult is what iperf3 -J reports at the end.
 type iperfResult struct {
 	End struct {
@@ -95,15 +111,7 @@ func TestShmIperf3(t *testing.T) {
 				args := append([]string{"-c", "127.0.0.1", "-p", port, "-t", "2", "-J"}, tc.args...)
 				cli := m.cmd(t, nil, iperf, args...).Start()
 				conns := 1 + tc.streams // the control connection and the streams
-				if m.osf {
-					waitUnderOsf(t, cli.Pid, "iperf3 -c")
-					waitRole(t, cli.Pid, "client", conns)
-					testutil.AssertTransport(t, cli.Pid, testutil.ByRole("client"), testutil.TransportShm)
-					waitRole(t, srv.Pid, "server", conns)
-					testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
-				} else {
-					waitKernelSockets(t, cli.Pid, conns, "iperf3 -c")
-				}
+				assertConns(t, m, cli.Pid, srv.Pid, conns, "iperf3 -c")
 				r := cli.Wait(longRun)
 				if !r.OK() {
 					t.Fatalf("%s: iperf3 %s: %s", tc.name, strings.Join(args, " "), r)
@@ -148,15 +156,7 @@ func TestShmRedis(t *testing.T) {
 
 			b := m.cmd(t, nil, bench, "-h", "127.0.0.1", "-p", port, "-t", "set,get,lpush",
 				"-n", "100000", "-q", "--csv").Start()
-			if m.osf {
-				waitUnderOsf(t, b.Pid, "redis-benchmark")
-				waitRole(t, b.Pid, "client", 10)
-				testutil.AssertTransport(t, b.Pid, testutil.ByRole("client"), testutil.TransportShm)
-				waitRole(t, srv.Pid, "server", 10)
-				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
-			} else {
-				waitKernelSockets(t, b.Pid, 10, "redis-benchmark")
-			}
+			assertConns(t, m, b.Pid, srv.Pid, 10, "redis-benchmark")
 			r := b.Wait(longRun)
 			if !r.OK() {
 				t.Fatalf("redis-benchmark: %s", r)

@@ -240,6 +240,11 @@ func (c *collector) segment(s *Socket, t *fdtable.Table, e fdtable.Entry) {
 	}
 	path := "/proc/" + strconv.Itoa(t.PID) + "/fd/" + strconv.Itoa(e.AuxFD)
 	hv, err := sdp.PeekHeader(path, e.RingBytes, ino)
+	if errors.Is(err, sdp.ErrSegmentGone) {
+		// Closed while osfstat read it: closing, not an error.
+		s.State = "CLOSING"
+		return
+	}
 	if err != nil {
 		s.SegmentError = err.Error()
 		return

@@ -95,6 +95,7 @@
 //	            "anomalies": ["..."]  // impossible values read (omitted when none)
 //	        },
 //	        "segment_error": "..." // offloaded, but the segment could not be read
+//	                               // (one closed while osfstat read it is state CLOSING instead)
 //	    }]
 //	}]}
 //

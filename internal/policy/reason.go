@@ -49,6 +49,8 @@ const (
 	ReasonPeerKernel Reason = 13
 	// ReasonShmRemote means OSF_TRANSPORT=shm and the peer is another host.
 	ReasonShmRemote Reason = 14
+	// ReasonSandbox means the process runs under a seccomp filter.
+	ReasonSandbox Reason = 16
 )
 
 // reasonInfo holds the text of a reason, with "%d" standing for the rule
@@ -114,6 +116,10 @@ var reasons = [...]reasonInfo{
 	ReasonShmRemote: {
 		"OSF_TRANSPORT=shm and the peer is another host",
 		"Set OSF_TRANSPORT=auto (or rdma) to reach other hosts over RDMA, or route the address to kernel on purpose.",
+	},
+	ReasonSandbox: {
+		"seccomp filter in this process",
+		"Nothing to do: under a seccomp filter osf sets up no new connection (its set-up needs system calls the filter was not written for); connections offloaded before the filter keep working.",
 	},
 }
 

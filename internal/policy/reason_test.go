@@ -30,6 +30,7 @@ func TestReasonABI(t *testing.T) {
 		{policy.ReasonBacklog, 11, "osf listener backlog full"},
 		{policy.ReasonPeerKernel, 13, "peer connected over kernel TCP (peer without osf or routed to kernel)"},
 		{policy.ReasonShmRemote, 14, "OSF_TRANSPORT=shm and the peer is another host"},
+		{policy.ReasonSandbox, 16, "seccomp filter in this process"},
 	}
 	all := policy.AllReasons()
 	if len(all) != len(tests) {
@@ -49,8 +50,8 @@ func TestReasonABI(t *testing.T) {
 			t.Errorf("Reason(%d).Valid() = false", tt.code)
 		}
 	}
-	// 12 and 15 are retired, never reused; 15 is the last one ever used.
-	for _, n := range []int{12, 15, 16} {
+	// 12 and 15 are retired, never reused; 16 is the last one ever used.
+	for _, n := range []int{12, 15, 17} {
 		if r := policy.Reason(n); r.Valid() || r.String() != "reason("+strconv.Itoa(n)+")" || r.Hint() != "" {
 			t.Errorf("undefined reason %d: Valid %v, String %q, Hint %q", n, r.Valid(), r.String(), r.Hint())
 		}

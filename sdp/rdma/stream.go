@@ -432,20 +432,29 @@ var zeros [sdp.MaxWakeTokens]byte
 
 // tokens sends on sock as many wake tokens as the local side has waiters
 // of kind w (sdp.WakeTokens: at least one, for a waiter osf does not
-// count, the application's own poll). A full socket drops them: the
-// application drains tokens nobody waits for anyway.
+// count, the application's own poll), counting them in the side's token
+// count as the C data path does (the application sheds the ones nobody
+// takes). A send that fails other than at the end raises the want flag
+// again, so that the next publish retries instead of losing the wake-up.
 func (s *stream) tokens(sock int, w sdp.Want) {
 	if sock < 0 {
 		return
 	}
 	n := sdp.WakeTokens(s.seg.Waiters(s.side, w))
+	s.seg.AddTokens(s.side, w, n)
 	err := unix.Sendto(sock, zeros[:n], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
 	switch {
 	case err == nil:
 		s.tokensSent++
-	case (errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET)) && sock == s.wake:
-		s.onLocalEOF()
+		return
+	case errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET):
+		if sock == s.wake {
+			s.onLocalEOF()
+		}
+	default:
+		s.seg.SetWant(s.side, w, 1)
 	}
+	s.seg.TakeTokens(s.side, w, n)
 }
 
 // drainWake reads the tokens the local application sent on both wake
@@ -457,10 +466,14 @@ func (s *stream) tokens(sock int, w sdp.Want) {
 // closes the engine's end of it, so that epoll stops reporting it: nobody
 // is left to wake there.
 func (s *stream) drainWake() {
-	if drainSocket(s.wake) {
+	end, n := drainSocket(s.wake)
+	s.seg.TakeTokens(s.peer, sdp.WantRx, n)
+	if end {
 		s.onLocalEOF()
 	}
-	if drainSocket(s.wakeTx) && s.wakeTx >= 0 {
+	end, n = drainSocket(s.wakeTx)
+	s.seg.TakeTokens(s.peer, sdp.WantTx, n)
+	if end && s.wakeTx >= 0 {
 		fd := s.wakeTx
 		s.wakeTx = -1
 		s.closeSocket(fd)
@@ -468,20 +481,24 @@ func (s *stream) drainWake() {
 }
 
 // drainSocket reads everything waiting on sock, if it is open, without
-// blocking, and reports whether it reached the end.
-func drainSocket(sock int) bool {
+// blocking, and reports whether it reached the end and how many tokens it
+// read.
+func drainSocket(sock int) (end bool, read uint32) {
 	var buf [256]byte
 	for sock >= 0 {
 		n, _, err := unix.Recvfrom(sock, buf[:], unix.MSG_DONTWAIT)
 		switch {
-		case err == nil && n > 0, errors.Is(err, unix.EINTR):
+		case err == nil && n > 0:
+			read += uint32(n)
+			continue
+		case errors.Is(err, unix.EINTR):
 			continue
 		case err == nil && n == 0, errors.Is(err, unix.ECONNRESET):
-			return true
+			return true, read
 		}
-		return false
+		return false, read
 	}
-	return false
+	return false, read
 }
 
 // onLocalEOF handles the end of the local application's side: every

@@ -16,6 +16,8 @@ ssize_t osf_sys_read(int fd, void *buf, size_t n) { return read(fd, buf, n); }
 int osf_sys_close(int fd) { return close(fd); }
 int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout) { return poll(p, n, timeout); }
 int osf_sys_ioctl(int fd, unsigned long req, void *arg) { return ioctl(fd, req, arg); }
+pid_t osf_sys_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len) { return getsockopt(fd, level, name, val, len); }
 
 static void side_set_flags(struct osf_side *s, uint32_t f)
 {
@@ -239,7 +241,7 @@ func (e *End) TCPState() int { return int(C.osf_side_tcp_state(e.s)) }
 // Revents, Arm and Disarm are the readiness calls a poller makes.
 func (e *End) Revents() int16 { return int16(C.osf_side_revents(e.s)) }
 func (e *End) Arm(kinds, already int) int16 {
-	return int16(C.osf_side_arm(e.s, C.int(kinds), C.int(already)))
+	return int16(C.osf_side_arm(e.s, C.int(e.FD), C.int(kinds), C.int(already)))
 }
 func (e *End) Disarm(kinds, woken int) {
 	C.osf_side_disarm(e.s, C.int(e.FD), C.int(kinds), C.int(woken))
@@ -266,6 +268,13 @@ func (e *End) Waiters() (rx, tx uint32) {
 	return uint32(e.s.me.rx_waiters), uint32(e.s.me.tx_waiters)
 }
 
+// Want returns the end's want flags; Tokens its counts of tokens sent to
+// it and not taken.
+func (e *End) Want() (rx, tx uint32) { return uint32(e.s.me.rx_want), uint32(e.s.me.tx_want) }
+func (e *End) Tokens() (rx, tx uint32) {
+	return uint32(e.s.me.rx_tokens), uint32(e.s.me.tx_tokens)
+}
+
 // SetWaiters overwrites the end's reader count, as a hostile peer may.
 func (e *End) SetWaiters(rx uint32) { e.s.me.rx_waiters = C.uint32_t(rx) }
 
@@ -280,8 +289,37 @@ func (e *End) CorruptRx() { e.s.rx.head = e.s.rx.tail + C.uint64_t(e.s.size) + 1
 func (e *End) TxLockWord() *uint32 { return (*uint32)(unsafe.Pointer(&e.s.me.tx_lock)) }
 
 // Lock and Unlock take and release a segment lock word: 0 or -1.
-func Lock(w *uint32) int { return int(C.osf_seg_lock((*C.uint32_t)(unsafe.Pointer(w)))) }
-func Unlock(w *uint32)   { C.osf_seg_unlock((*C.uint32_t)(unsafe.Pointer(w))) }
+func Lock(w *uint32) int {
+	if C.osf_seg_lock((*C.uint32_t)(unsafe.Pointer(w))) < 0 {
+		return -1
+	}
+	return 0
+}
+
+// Results of LockWait besides 0.
+var (
+	LockAgain  = int(C.OSF_LOCK_AGAIN)
+	LockBroken = int(C.OSF_LOCK_BROKEN)
+)
+
+// LockWait is osf_seg_lock_wait: nonblock, SO_RCVTIMEO of timeoFD (-1:
+// none) and the stuck clock *since (C memory from NewClock, kept across
+// calls as a connection keeps it).
+func LockWait(w *uint32, nonblock bool, timeoFD int, since *Clock) int {
+	how := C.struct_osf_lock_wait{nonblock: 0, timeo_fd: C.int(timeoFD), since: since.p}
+	if nonblock {
+		how.nonblock = 1
+	}
+	return int(C.osf_seg_lock_wait((*C.uint32_t)(unsafe.Pointer(w)), &how))
+}
+
+// Clock is a lock's stuck clock in C memory.
+type Clock struct{ p *C.long }
+
+// NewClock returns a zeroed Clock; Free releases it.
+func NewClock() *Clock { return &Clock{(*C.long)(C.calloc(1, C.size_t(unsafe.Sizeof(C.long(0)))))} }
+func (c *Clock) Free() { C.free(unsafe.Pointer(c.p)) }
+func Unlock(w *uint32) { C.osf_seg_unlock((*C.uint32_t)(unsafe.Pointer(w))) }
 
 // Tid is the calling thread's id as the locks record it.
 func Tid() uint32 { return uint32(C.osf_lock_tid()) }

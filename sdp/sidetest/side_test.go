@@ -2,8 +2,12 @@ package sidetest_test
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -348,5 +352,174 @@ func TestLockReenteredFails(t *testing.T) {
 	defer sidetest.Unlock(w)
 	if r := sidetest.Lock(w); r != -1 {
 		t.Fatalf("re-entered lock returned %d, want -1 (a signal handler must not deadlock)", r)
+	}
+}
+
+// TestStaleTokensNeverPileUp is issue 10's item 1 at the protocol level: a
+// poller whose wait ended without a token (the ring was ready right after
+// arming, or EPOLL_CTL_MOD ended it) leaves the flag raised, and the
+// token the peer then sends is nobody's. The next waiter sheds such
+// tokens before it asks for more, so they never pile up (before, they
+// filled the socket's buffer and the next real wake-up was lost).
+func TestStaleTokensNeverPileUp(t *testing.T) {
+	p := pair(t, 4096)
+	for i := 0; i < 1000; i++ {
+		p.Server.Arm(sidetest.ArmRx, 0)
+		p.Server.Disarm(sidetest.ArmRx, 0) // not woken: EPOLL_CTL_MOD
+		p.Client.Write([]byte("x"))        // the flag is still up: a token
+		if n := p.Server.Read(make([]byte, 1)); n != 1 {
+			t.Fatalf("round %d: read %d", i, n)
+		}
+		if n := tokens(t, p.Server.FD); n > 2 {
+			t.Fatalf("round %d: %d tokens queued", i, n)
+		}
+	}
+	if rx, _ := p.Server.Tokens(); rx != uint32(tokens(t, p.Server.FD)) {
+		t.Fatalf("token count %d, %d queued", rx, tokens(t, p.Server.FD))
+	}
+}
+
+// TestFailedTokenSendKeepsTheFlag: when a token cannot be sent (the wake
+// socket's buffer is full), the flag goes up again so that the next
+// publish retries: the wake-up is late, never lost.
+func TestFailedTokenSendKeepsTheFlag(t *testing.T) {
+	p := pair(t, 4096)
+	junk := make([]byte, 4096)
+	for {
+		if _, err := unix.SendmsgN(p.Client.FD, junk, nil, nil, unix.MSG_DONTWAIT); err != nil {
+			break
+		}
+	}
+	p.Server.Arm(sidetest.ArmRx, 0)
+	p.Client.Write([]byte("x"))
+	if rx, _ := p.Server.Want(); rx != 1 {
+		t.Fatalf("rx_want %d after a failed token send, want 1", rx)
+	}
+	if rx, _ := p.Server.Tokens(); rx != 0 {
+		t.Fatalf("%d tokens counted that were never sent", rx)
+	}
+}
+
+// flipOwners writes live tids other than the caller's into *w, two in
+// turn, as a hostile peer may (pid 1 and this test's parent: both alive,
+// both running or sleeping), until stop is closed.
+func flipOwners(w *uint32, stop chan struct{}) {
+	owners := []uint32{1, uint32(os.Getppid())}
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		atomic.StoreUint32(w, owners[i%2])
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// TestLockHostileOwnersBounded is issue 10's item 4: a peer that writes
+// live tids into a side's lock word, alternating two so that the holder
+// seems to change, must not freeze the process. A non-blocking call gets
+// EAGAIN at once, a blocking one gives up at SO_RCVTIMEO, and the stuck
+// clock runs across owners and calls: after OSF_LOCK_STUCK_MS in all the
+// connection is broken (reset), whoever the owner is.
+func TestLockHostileOwnersBounded(t *testing.T) {
+	p := pair(t, 4096)
+	w := p.Server.TxLockWord()
+	stop := make(chan struct{})
+	defer close(stop)
+	go flipOwners(w, stop)
+	for atomic.LoadUint32(w) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	clock := sidetest.NewClock()
+	defer clock.Free()
+
+	start := time.Now()
+	if r := sidetest.LockWait(w, true, -1, clock); r != sidetest.LockAgain {
+		t.Fatalf("non-blocking lock against a foreign owner: %d, want EAGAIN", r)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("a non-blocking lock waited %v", d)
+	}
+	// A blocking call with SO_RCVTIMEO (on the socket named) gives up then.
+	tv := unix.Timeval{Usec: 300000}
+	if err := unix.SetsockoptTimeval(p.Server.WFD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	if r := sidetest.LockWait(w, false, p.Server.WFD, clock); r != sidetest.LockAgain {
+		t.Fatalf("blocking lock with SO_RCVTIMEO: %d, want EAGAIN", r)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("SO_RCVTIMEO of 300 ms, waited %v", d)
+	}
+	// Without a timeout: broken within the stuck bound, although the
+	// owner keeps changing.
+	done := make(chan int, 1)
+	go func() { done <- sidetest.LockWait(w, false, -1, clock) }()
+	select {
+	case r := <-done:
+		if r != sidetest.LockBroken {
+			t.Fatalf("blocking lock against hostile owners: %d, want a reset", r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a blocking lock waited 20 s for owners that keep changing: the clock restarts")
+	}
+	t.Logf("reset after %v in all", time.Since(start))
+}
+
+// TestLockStoppedHolderIsNotAReset is issue 10's item 8: a process that
+// shares the connection and is stopped (SIGSTOP, a debugger) while it
+// holds the lock will continue; it is not dead. A non-blocking call gets
+// EAGAIN, a blocking one waits (as long as its timeout allows), and the
+// connection is never reset for it, however long it stays stopped.
+func TestLockStoppedHolderIsNotAReset(t *testing.T) {
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Skipf("no sleep(1): %v", err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	pid := sleeper.Process.Pid
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && len(b) > i+2 && b[i+2] == 'T' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sleep(1) did not stop")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p := pair(t, 4096)
+	w := p.Server.TxLockWord()
+	atomic.StoreUint32(w, uint32(pid))
+	clock := sidetest.NewClock()
+	defer clock.Free()
+	if r := sidetest.LockWait(w, true, -1, clock); r != sidetest.LockAgain {
+		t.Fatalf("non-blocking lock held by a stopped process: %d, want EAGAIN", r)
+	}
+	done := make(chan int, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		done <- sidetest.LockWait(w, false, -1, clock)
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("blocking lock held by a stopped process returned %d after less than 7 s", r)
+	case <-time.After(7 * time.Second): // longer than OSF_LOCK_STUCK_MS
+	}
+	// The holder continues and releases the lock: the waiter takes it.
+	atomic.StoreUint32(w, 0)
+	select {
+	case r := <-done:
+		if r != 0 {
+			t.Fatalf("lock after the stopped holder released it: %d", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock was released but the waiter did not take it")
 	}
 }

@@ -168,6 +168,7 @@ bench_core_load() {
 SRV_CPU=0
 CLI_CPU=$(($(nproc) > 1 ? 1 : 0))
 PORT=21000
+SRV_PIN=(taskset -c $SRV_CPU) # empty: the server runs unpinned
 
 # serve SIDE CMD... starts a server (bare or under osf) pinned to SRV_CPU,
 # records its pid in SRV_PID and waits until it listens on PORT.
@@ -175,9 +176,9 @@ serve() {
 	local side=$1 i
 	shift
 	if [[ "$side" == osf ]]; then
-		taskset -c $SRV_CPU env LD_PRELOAD="$LIB" "$@" >"$TMP/server.out" 2>&1 &
+		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" "$@" >"$TMP/server.out" 2>&1 &
 	else
-		taskset -c $SRV_CPU "$@" >"$TMP/server.out" 2>&1 &
+		"${SRV_PIN[@]}" "$@" >"$TMP/server.out" 2>&1 &
 	fi
 	SRV_PID=$!
 	for ((i = 0; i < 200; i++)); do # 200 × 25 ms: bounded
@@ -233,6 +234,39 @@ bench_shm_pingpong() {
 		row "ping-pong 64 B, $mode calls, p99 (µs)" "${p99[${mode}bare]}" "${p99[${mode}osf]}" \
 			"$(ratio "${p99[${mode}bare]}" "${p99[${mode}osf]}") faster" ""
 	done
+}
+
+# bench_busy_pingpong: the ping-pong on a deliberately busy host: a CPU
+# hog per CPU (bounded by timeout, killed after), both ends unpinned, so
+# that they compete with the hogs and each other as on a loaded server.
+# Spinning must adapt there (preload/spin.c): osf at most the kernel's.
+bench_busy_pingpong() {
+	local side json hogs=() c
+	declare -A p50 p99
+	for ((c = 0; c < $(nproc); c++)); do
+		taskset -c $c timeout 300 sh -c 'while :; do :; done' &
+		hogs+=($!)
+	done
+	for side in bare osf; do
+		SRV_PIN=()
+		serve "$side" "$OSFPERF" server -a 127.0.0.1 -p $PORT -1
+		SRV_PIN=(taskset -c $SRV_CPU)
+		if [[ "$side" == osf ]]; then
+			json=$(timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 "$OSFPERF" client -p $PORT -n 100000 --blocking --json)
+		else
+			json=$(timeout 120 "$OSFPERF" client -p $PORT -n 100000 --blocking --json)
+		fi
+		unserve
+		p50[$side]=$(jq .p50 <<<"$json")
+		p99[$side]=$(jq .p99 <<<"$json")
+		raw "osfperf pingpong 64 B blocking, unpinned, a hog per CPU, $side: $json"
+	done
+	kill "${hogs[@]}" 2>/dev/null || true
+	wait "${hogs[@]}" 2>/dev/null || true
+	row "ping-pong 64 B, blocking, unpinned, a CPU hog per CPU, p50 (µs)" "${p50[bare]}" "${p50[osf]}" \
+		"$(ratio "${p50[bare]}" "${p50[osf]}") faster" "≥ 1x (never slower)"
+	row "ping-pong 64 B, blocking, unpinned, a CPU hog per CPU, p99 (µs)" "${p99[bare]}" "${p99[osf]}" \
+		"$(ratio "${p99[bare]}" "${p99[osf]}") faster" ""
 }
 
 # bench_shm_stream: osfperf stream, 64 KiB writes: the transport's
@@ -392,7 +426,7 @@ bench_gateway() {
 main() {
 	# Arguments select benchmarks by name (e.g. `run.sh redis iperf3`);
 	# none runs them all.
-	local all=(syscall_loop startup core_load shm_pingpong shm_stream iperf3 redis gateway) b
+	local all=(syscall_loop startup core_load shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
 	(($#)) || set -- "${all[@]}"
 	echo "osf benchmarks on $(hostname), $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 	echo "build: $BUILD" >&2

@@ -12,6 +12,9 @@
  *       server on 127.0.0.1:PORT with bad hellos: an unsealed segment (so
  *       that it could be truncated under the server), a wrong size, a bad
  *       magic, no fd, two fds, garbage; then a good one that it scribbles.
+ *   hostile lockflip PORT SECONDS      connect with a good hello, keep data
+ *       in the server's ring, and write two live tids in turn into the
+ *       server side's lock words for SECONDS (issue 10, item 4).
  *
  * The layout comes from sdp/segment.h, the names from shm/names.go. */
 #ifndef _GNU_SOURCE
@@ -246,6 +249,24 @@ static int make_segment(uint32_t ring, int seal, off_t size)
 	return fd;
 }
 
+/* truthful_hello fills in a hello as an honest osf client of
+ * 127.0.0.1:port would send it, from client port cport. */
+static void truthful_hello(struct osf_hello *h, int port, uint32_t ring, uint16_t cport)
+{
+	struct sockaddr_in cl = {.sin_family = AF_INET, .sin_port = htons(cport),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in sv = cl;
+
+	memset(h, 0, sizeof(*h));
+	h->magic = OSF_HELLO_MAGIC;
+	h->version = OSF_SEG_VERSION;
+	h->size = sizeof(*h);
+	h->ring_bytes = ring;
+	sv.sin_port = htons((uint16_t)port);
+	memcpy(h->client, &cl, sizeof(cl));
+	memcpy(h->server, &sv, sizeof(sv));
+}
+
 static int attack(int port)
 {
 	char name[64];
@@ -260,19 +281,7 @@ static int attack(int port)
 		snprintf(name, sizeof(name), "osf1/4/*/%d", port);
 	else
 		close(c);
-	memset(&h, 0, sizeof(h));
-	h.magic = OSF_HELLO_MAGIC;
-	h.version = OSF_SEG_VERSION;
-	h.size = sizeof(h);
-	h.ring_bytes = ring;
-	{
-		struct sockaddr_in cl = {.sin_family = AF_INET, .sin_port = htons(40000),
-					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-		struct sockaddr_in sv = cl;
-		sv.sin_port = htons((uint16_t)port);
-		memcpy(h.client, &cl, sizeof(cl));
-		memcpy(h.server, &sv, sizeof(sv));
-	}
+	truthful_hello(&h, port, ring, 40000);
 	for (i = 0; i < 10; i++) {
 		int fd2 = -1, fd3 = -1, bad, wake[2] = {-1, -1};
 		/* The writers' wake socket every hello carries after the segment. */
@@ -358,12 +367,65 @@ static int attack(int port)
 	return 0;
 }
 
+/* lockflip connects with a truthful hello to the server on 127.0.0.1:PORT,
+ * keeps data in the server's receive ring (the server reads it), and
+ * writes live tids into the server side's locks, two in turn, so that the
+ * holder seems to change all the time: for SECONDS, then it closes. */
+static int lockflip(int port, double secs)
+{
+	char name[64];
+	struct osf_hello h;
+	uint32_t ring = 1 << 16, tids[2] = {(uint32_t)getpid(), (uint32_t)getppid()};
+	int c, fd, wake[2], i = 0;
+	struct osf_seg_hdr *sh;
+	uint8_t *seg;
+	double until = now() + secs;
+
+	snprintf(name, sizeof(name), "osf1/4/127.0.0.1/%d", port);
+	truthful_hello(&h, port, ring, 40001);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wake) < 0)
+		return 1;
+	fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
+	seg = mmap(NULL, (size_t)osf_seg_bytes(ring), PROT_READ | PROT_WRITE,
+		   MAP_SHARED, fd, 0);
+	if (fd < 0 || seg == MAP_FAILED)
+		return 1;
+	c = send_hello(name, &h, sizeof(h), fd, wake[1], -1);
+	close(wake[1]);
+	if (c < 0) {
+		fprintf(stderr, "hostile: connect %s: %s\n", name, strerror(errno));
+		return 1;
+	}
+	sh = (struct osf_seg_hdr *)seg;
+	printf("flipping\n");
+	fflush(stdout);
+	while (now() < until) {
+		/* The server must believe there is something to read. */
+		if (sh->ring[0].head - sh->ring[0].tail < 100) {
+			sh->ring[0].head += 100;
+			(void)!send(c, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		}
+		__atomic_store_n(&sh->side[1].rx_lock, tids[i & 1], __ATOMIC_RELEASE);
+		__atomic_store_n(&sh->side[1].tx_lock, tids[i & 1], __ATOMIC_RELEASE);
+		i++;
+		usleep(200);
+	}
+	printf("flipped %d times\n", i);
+	close(c);
+	close(fd);
+	close(wake[0]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: hostile server PORT SECONDS SEED | hostile client PORT SEED\n");
+		fprintf(stderr, "usage: hostile server PORT SECONDS SEED | hostile client PORT SEED | "
+				"hostile lockflip PORT SECONDS\n");
 		return 2;
 	}
+	if (strcmp(argv[1], "lockflip") == 0)
+		return lockflip(atoi(argv[2]), atof(argv[3]));
 	if (strcmp(argv[1], "server") == 0 && argc >= 5) {
 		rng = strtoull(argv[4], NULL, 10) | 1;
 		return serve(atoi(argv[2]), atof(argv[3]));

@@ -48,8 +48,10 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1912,6 +1914,42 @@ static void s_epoll_lt(void)
 	close(s);
 }
 
+/* s_epoll_errno: a successful epoll_wait (and poll, select) leaves errno
+ * as it was (issue 10, item 10: osf's set EINVAL when the ready list
+ * filled every slot). */
+static void s_epoll_errno(void)
+{
+	struct epoll_event ev = {EPOLLIN, {.u64 = 5}}, out[4];
+	struct pollfd p;
+	fd_set rs;
+	struct timeval tv = {1, 0};
+	int c, s, ep = epoll_create1(0), n;
+
+	mkpair(AF_INET, &c, &s);
+	epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+	send(c, "x", 1, 0);
+	wait_bytes(s, 1, 1000);
+	errno = 0;
+	n = epoll_wait(ep, out, 1, 1000);
+	say("epoll_wait 1 slot %d errno %d", n, errno);
+	errno = 0;
+	n = epoll_wait(ep, out, 4, 1000);
+	say("epoll_wait 4 slots %d errno %d", n, errno);
+	p.fd = s;
+	p.events = POLLIN;
+	errno = 0;
+	n = poll(&p, 1, 1000);
+	say("poll %d errno %d", n, errno);
+	FD_ZERO(&rs);
+	FD_SET(s, &rs);
+	errno = 0;
+	n = select(s + 1, &rs, NULL, NULL, &tv);
+	say("select %d errno %d", n, errno);
+	close(ep);
+	close(c);
+	close(s);
+}
+
 /* s_epoll_readd: EPOLL_CTL_DEL and ADD again, as event loops that
  * re-register per request do (redis' ae); a deleted fd closed and its
  * number reused by another connection; a dup registered for room beside
@@ -2229,6 +2267,246 @@ static void s_v6only(void)
 	close(l);
 }
 
+/* ---- epoll registrations of real servers (issue 16) ---------------------------- */
+
+/* s_epoll_fork_close: a fork child closes its copies of a listener and a
+ * connection that its parent has in an epoll they share (redis' BGSAVE
+ * child): the registrations belong to the open files, which the parent
+ * still holds, so the parent's wait keeps reporting both. */
+static void s_epoll_fork_close(void)
+{
+	struct sockaddr_storage ss;
+	struct epoll_event ev = {EPOLLIN, {.u64 = 1}}, out[4];
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), ep = epoll_create1(0);
+	struct later lt = {.op = LATER_SEND, .delay_ms = 200, .buf = "abc", .len = 3};
+	int c, s, c2, s2, st = -1;
+	char b[8];
+	pid_t pid;
+	long n;
+
+	c = connect_to(AF_INET, &ss);
+	s = accept_one(l);
+	transports(c, s);
+	say("add listener %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev))));
+	ev.data.u64 = 2;
+	say("add connection %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	n = DO(epoll_wait(ep, out, 4, 0));
+	say("nothing ready %s", R(n));
+	pid = fork();
+	if (pid == 0) {
+		close(l);
+		close(s);
+		close(c);
+		_exit(0);
+	}
+	say("child closed its copies %s", YN(waitpid(pid, &st, 0) == pid && st == 0));
+	lt.fd = c;
+	later_start(&lt); /* while the wait sleeps */
+	n = DO(epoll_wait(ep, out, 4, 5000));
+	later_join(&lt);
+	say("data after the child's close %s events 0x%x data %llu", R(n),
+	    n > 0 ? out[0].events : 0, n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
+	say("recv %s", R(DO(recv(s, b, sizeof b, 0))));
+	c2 = connect_to(AF_INET, &ss);
+	n = DO(epoll_wait(ep, out, 4, 5000));
+	say("connection after the child's close %s events 0x%x data %llu", R(n),
+	    n > 0 ? out[0].events : 0, n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
+	s2 = accept_one(l);
+	transports(c2, s2);
+	close(ep);
+	close(c2);
+	close(s2);
+	close(c);
+	close(s);
+	close(l);
+}
+
+struct sleeper {
+	int ep;
+	long n;
+	uint32_t events;
+	uint64_t data;
+	pthread_t th;
+};
+
+static void *sleeper_run(void *p)
+{
+	struct sleeper *z = p;
+	struct epoll_event out[4];
+
+	z->n = epoll_wait(z->ep, out, 4, 5000);
+	z->events = z->n > 0 ? out[0].events : 0;
+	z->data = z->n > 0 ? out[0].data.u64 : 0;
+	return NULL;
+}
+
+/* sleeper_test starts a thread asleep in epoll_wait on ep, lets it fall
+ * asleep, applies op to fd with events and data, and says what the
+ * sleeper got: the kernel wakes it at once when fd is ready. */
+static void sleeper_test(const char *what, int ep, int op, int fd,
+			 uint32_t events, uint64_t data)
+{
+	struct sleeper z = {.ep = ep};
+	struct epoll_event ev = {events, {.u64 = data}};
+
+	if (pthread_create(&z.th, NULL, sleeper_run, &z) != 0)
+		setup_failed("pthread_create");
+	usleep(200000);
+	say("%s %s", what, R(DO(epoll_ctl(ep, op, fd, &ev))));
+	pthread_join(z.th, NULL);
+	say("%s: the sleeping wait got %ld events 0x%x data %llu", what, z.n,
+	    z.events, (unsigned long long)z.data);
+}
+
+/* s_epoll_add_wakes: EPOLL_CTL_ADD and MOD of a connection that is ready
+ * already wake a thread asleep in epoll_wait on that epoll (apache's event
+ * MPM hands connections to its listener thread so), in a fresh epoll and
+ * in one that has offloaded fds already, for data and for room. */
+static void s_epoll_add_wakes(void)
+{
+	struct later lt = {.op = LATER_SEND, .delay_ms = 500, .buf = "xyz", .len = 3};
+	int c, s, c2, s2, c3, s3, ep = epoll_create1(0), ep2 = epoll_create1(0);
+	char b[8];
+
+	mkpair(AF_INET, &c2, &s2); /* ep2 has an offloaded fd already */
+	say("add other %s", R(DO(epoll_ctl(ep2, EPOLL_CTL_ADD, s2,
+					   &(struct epoll_event){EPOLLIN, {.u64 = 1}}))));
+	mkpair(AF_INET, &c, &s);
+	send(c, "abc", 3, 0);
+	wait_bytes(s, 3, 1000);
+	sleeper_test("add ready for data, fresh epoll", ep, EPOLL_CTL_ADD, s, EPOLLIN, 3);
+	recv(s, b, sizeof b, 0);
+	sleeper_test("add ready for room", ep, EPOLL_CTL_ADD, c, EPOLLOUT, 4);
+	say("del %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL))));
+	say("mod to nothing %s",
+	    R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, s, &(struct epoll_event){0, {.u64 = 5}}))));
+	send(c, "de", 2, 0);
+	wait_bytes(s, 2, 1000);
+	sleeper_test("mod ready for data", ep, EPOLL_CTL_MOD, s, EPOLLIN, 6);
+	recv(s, b, sizeof b, 0);
+	sleeper_test("add back ready for room", ep, EPOLL_CTL_ADD, c, EPOLLOUT | EPOLLET, 7);
+	/* Added while the wait sleeps, ready only later (apache's event MPM
+	 * hands over a connection whose next request has not come yet). */
+	mkpair(AF_INET, &c3, &s3);
+	lt.fd = c3;
+	later_start(&lt);
+	sleeper_test("add idle, data while asleep", ep2, EPOLL_CTL_ADD, s3, EPOLLIN, 8);
+	later_join(&lt);
+	close(c3);
+	close(s3);
+	close(ep2);
+	close(ep);
+	close(c);
+	close(s);
+	close(c2);
+	close(s2);
+}
+
+/* s_epoll_raw_close: a connection registered in an epoll is closed with
+ * syscall(SYS_close) (node/libuv close so), deleted first or not, and a
+ * new connection gets its fd number: the old registration ended with the
+ * file, the new connection can be added and reports its own data, and
+ * one that is not added reports nothing (never the old one's data). */
+static void s_epoll_raw_close(void)
+{
+	struct epoll_event ev = {EPOLLIN, {.u64 = 0}}, out[4];
+	int ep = epoll_create1(0), round;
+	char b[8];
+
+	for (round = 0; round < 3; round++) {
+		struct later lt = {.op = LATER_SEND, .delay_ms = 200, .buf = "new", .len = 3};
+		int c, s, c2, s2, num, reg, other;
+		long n;
+		mkpair(AF_INET, &c, &s);
+		ev.data.u64 = 0xa0 + (uint64_t)round;
+		say("round %d: add %s", round, R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+		if (round == 0)
+			say("round %d: del %s", round, R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL))));
+		num = s;
+		say("round %d: raw close %s", round, R(DO(syscall(SYS_close, s))));
+		mkpair(AF_INET, &c2, &s2);
+		/* Whichever end took the number is the one watched. */
+		reg = c2 == num ? c2 : s2;
+		other = reg == c2 ? s2 : c2;
+		if (reg != num) {
+			dup2(reg, num);
+			close(reg);
+			reg = num;
+		}
+		ev.data.u64 = 0xb0 + (uint64_t)round;
+		if (round < 2)
+			say("round %d: add the new connection %s", round,
+			    R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, reg, &ev))));
+		n = DO(epoll_wait(ep, out, 4, 0));
+		say("round %d: idle %s", round, R(n));
+		lt.fd = other;
+		later_start(&lt); /* while the wait sleeps */
+		n = DO(epoll_wait(ep, out, 4, round < 2 ? 5000 : 500));
+		later_join(&lt);
+		say("round %d: wait %s events 0x%x data 0x%llx", round, R(n),
+		    n > 0 ? out[0].events : 0, n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
+		wait_bytes(reg, 3, 1000);
+		say("round %d: recv %s", round, R(DO(recv(reg, b, sizeof b, 0))));
+		if (round < 2)
+			epoll_ctl(ep, EPOLL_CTL_DEL, reg, NULL);
+		close(reg);
+		close(other);
+		close(c);
+	}
+	close(ep);
+}
+
+/* s_epoll_del_fin: the other side closes while the connection is deleted
+ * from the epoll (asyncio's pause_reading around the peer's FIN), and a
+ * wait runs meanwhile; added back, the end is reported at once. */
+static void s_epoll_del_fin(void)
+{
+	struct epoll_event ev = {EPOLLIN | EPOLLRDHUP, {.u64 = 8}}, out[4];
+	int c, s, ep = epoll_create1(0), pp[2];
+	long n;
+
+	mkpair(AF_INET, &c, &s);
+	if (pipe(pp) < 0)
+		setup_failed("pipe");
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	say("add pipe %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, pp[0],
+					  &(struct epoll_event){EPOLLIN, {.u64 = 99}}))));
+	n = DO(epoll_wait(ep, out, 4, 100));
+	say("nothing ready %s", R(n));
+	say("del %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL))));
+	say("peer close %s", R(DO(close(c))));
+	usleep(50000);
+	n = DO(epoll_wait(ep, out, 4, 100));
+	say("wait while deleted %s", R(n));
+	say("add back %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	n = DO(epoll_wait(ep, out, 4, 5000));
+	say("end after add back %s events 0x%x data %llu", R(n), n > 0 ? out[0].events : 0,
+	    n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
+	close(pp[0]);
+	close(pp[1]);
+	close(ep);
+	close(s);
+}
+
+/* s_ip_options: getsockopt(IP_OPTIONS) of a connection without options
+ * returns length 0 (sshd refuses connections "with IP opts" otherwise). */
+static void s_ip_options(void)
+{
+	unsigned char opts[40];
+	socklen_t len = sizeof opts;
+	int c, s;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	r = DO(getsockopt(s, IPPROTO_IP, IP_OPTIONS, opts, &len));
+	say("server IP_OPTIONS %s len %u", R(r), (unsigned)len);
+	len = sizeof opts;
+	r = DO(getsockopt(c, IPPROTO_IP, IP_OPTIONS, opts, &len));
+	say("client IP_OPTIONS %s len %u", R(r), (unsigned)len);
+	close(c);
+	close(s);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2275,6 +2553,7 @@ static const struct {
 	{"splice", s_splice},
 	{"selectpoll", s_selectpoll},
 	{"epoll_lt", s_epoll_lt},
+	{"epoll_errno", s_epoll_errno},
 	{"epoll_readd", s_epoll_readd},
 	{"epoll_et", s_epoll_et},
 	{"epoll_et_out", s_epoll_et_out},
@@ -2285,6 +2564,11 @@ static const struct {
 	{"dualstack_v6client", s_dualstack_v6client},
 	{"dualstack_v4client", s_dualstack_v4client},
 	{"v6only", s_v6only},
+	{"epoll_fork_close", s_epoll_fork_close},
+	{"epoll_add_wakes", s_epoll_add_wakes},
+	{"epoll_raw_close", s_epoll_raw_close},
+	{"epoll_del_fin", s_epoll_del_fin},
+	{"ip_options", s_ip_options},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])

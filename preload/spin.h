@@ -1,0 +1,18 @@
+/* spin.h: how long a wait spins in user space before it sleeps in the
+ * kernel (preload/spin.c). A spin pays when the peer answers within it;
+ * on a host whose CPUs are all taken it only burns the time slice the
+ * peer needs, so the budget adapts. */
+#ifndef OSF_PRELOAD_SPIN_H
+#define OSF_PRELOAD_SPIN_H
+
+/* osf_spin_budget returns the µs the calling thread's wait may spin: max_us
+ * (OSF_SPIN_US or OSF_POLL_SPIN_US), max_us / busy_div while the host has
+ * more runnable threads than CPUs, or 0 while the thread backs off after
+ * spins that did not pay. */
+unsigned osf_spin_budget(unsigned max_us, unsigned busy_div);
+
+/* osf_spin_paid tells how a spin of a nonzero budget ended: paid when
+ * the awaited event came while spinning, else the wait went to sleep. */
+void osf_spin_paid(int paid);
+
+#endif

@@ -1,0 +1,122 @@
+//go:build osf_make
+
+/* suidexec: an offloaded connection handed to a program that runs without
+ * osf (issue 10, item 9).
+ *
+ *   suidexec parent PROG [spawn]
+ *                         (under osf) make a connection to itself (a: the
+ *                         server end, b: the client end), write 1000 bytes
+ *                         on a, fork, and exec PROG reader with b as fd 3
+ *                         (PROG is a set-user-ID copy of this program, which
+ *                         the loader starts without osf); close b, wait
+ *                         300 ms, and say what a non-blocking recv on a gets
+ *                         ("parent: recv EAGAIN|ECONNRESET|..."); close a
+ *                         and wait for the child. With "spawn": start
+ *                         PROG reader with posix_spawn (no file actions),
+ *                         wait for it, and say whether this process still
+ *                         reads its connection ("parent: still reads
+ *                         data").
+  *   suidexec reader        read fd 3 until it fails or ends: "reader: N
+ *                         bytes, then EOF|ECONNRESET|...", and its euid.
+ *
+ * A program without osf cannot use an offloaded connection: it must fail
+ * loudly (ECONNRESET) and the peer must see a reset, never a silent end
+ * of file with the 1000 bytes lost. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *ename(int e)
+{
+	switch (e) {
+	case EAGAIN:
+		return "EAGAIN";
+	case ECONNRESET:
+		return "ECONNRESET";
+	case EPIPE:
+		return "EPIPE";
+	case EBADF:
+		return "EBADF";
+	}
+	return strerror(e);
+}
+
+static int reader(void)
+{
+	char buf[4096];
+	long total = 0;
+	ssize_t n;
+
+	alarm(10); /* a reader that blocks forever is a failure too */
+	while ((n = read(3, buf, sizeof(buf))) > 0)
+		total += n;
+	printf("reader: %ld bytes, then %s (euid %d)\n", total,
+	       n == 0 ? "EOF" : ename(errno), (int)geteuid());
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	char buf[1000];
+	int l, a, b, st;
+	pid_t pid;
+	ssize_t n;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc >= 2 && !strcmp(argv[1], "reader"))
+		return reader();
+	if (argc < 3 || strcmp(argv[1], "parent")) {
+		fprintf(stderr, "usage: suidexec parent PROG | suidexec reader\n");
+		return 2;
+	}
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 1) < 0 ||
+	    getsockname(l, (struct sockaddr *)&sa, &sl) < 0)
+		return perror("listen"), 1;
+	b = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(b, (struct sockaddr *)&sa, sizeof(sa)) < 0 || (a = accept(l, NULL, NULL)) < 0)
+		return perror("connect/accept"), 1;
+	close(l);
+	memset(buf, 'x', sizeof(buf));
+	if (write(a, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+		return perror("write"), 1;
+	if (argc > 3 && !strcmp(argv[3], "spawn")) {
+		/* posix_spawn, no file actions: this process keeps b. */
+		char *args[] = {argv[2], "reader", NULL};
+		if (dup2(b, 3) < 0 || posix_spawn(&pid, argv[2], NULL, NULL, args, environ) != 0)
+			return perror("posix_spawn"), 1;
+		waitpid(pid, &st, 0);
+		printf("parent: child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		n = recv(b, buf, sizeof(buf), MSG_DONTWAIT);
+		printf("parent: still reads %s\n", n > 0 ? "data" : n == 0 ? "EOF" : ename(errno));
+		return 0;
+	}
+	pid = fork();
+	if (pid == 0) {
+		if (dup2(b, 3) < 0)
+			_exit(3);
+		execl(argv[2], argv[2], "reader", (char *)NULL);
+		perror("exec");
+		_exit(4);
+	}
+	close(b);
+	usleep(300000);
+	n = recv(a, buf, sizeof(buf), MSG_DONTWAIT);
+	printf("parent: recv %s\n", n >= 0 ? "data" : ename(errno));
+	close(a);
+	waitpid(pid, &st, 0);
+	printf("parent: child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	return 0;
+}

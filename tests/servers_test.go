@@ -1,0 +1,439 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/osfproject/osf/internal/testutil"
+)
+
+// Real servers whose event loops broke under osf (issue 16): each runs bare
+// and with both ends under osf; under osf the test asserts through osfstat
+// that the connections are offloaded (shm) while they run, and every test
+// checks the bytes that came back.
+
+// TestServerRedisBgsave runs redis-benchmark against redis-server while
+// BGSAVE forks three children one after the other (each child closes its
+// copies of the listener and the connections, which the parent keeps in
+// the epoll they share), then stores and reads back a 1 MiB random value
+// over new connections: redis must keep accepting and answering.
+func TestServerRedisBgsave(t *testing.T) {
+	t.Parallel()
+	server, bench, cli := testutil.Tool(t, "redis-server"), testutil.Tool(t, "redis-benchmark"), testutil.Tool(t, "redis-cli")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			port := strconv.Itoa(testutil.FreePort(t))
+			srv := m.cmd(t, nil, server, "--port", port, "--bind", "127.0.0.1", "--save", "",
+				"--appendonly", "no", "--dir", dir).Start()
+			testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+			redis := func(args ...string) *testutil.Command {
+				return m.cmd(t, nil, cli, append([]string{"-h", "127.0.0.1", "-p", port}, args...)...)
+			}
+			b := m.cmd(t, nil, bench, "-h", "127.0.0.1", "-p", port, "-t", "set,get",
+				"-n", "200000", "-c", "20", "-q", "--csv").Start()
+			assertConns(t, m, b.Pid, srv.Pid, 10, "redis-benchmark")
+			for i := 0; i < 3; i++ {
+				if r := redis("BGSAVE").MustRun(shortRun); !strings.Contains(r.Stdout, "Background saving started") {
+					t.Fatalf("BGSAVE %d: %q", i, r.Stdout)
+				}
+				testutil.WaitFor(t, shortRun, "BGSAVE to finish", func() bool {
+					r := redis("INFO", "persistence").Run(shortRun)
+					return r.OK() && strings.Contains(r.Stdout, "rdb_bgsave_in_progress:0")
+				})
+			}
+			r := b.Wait(longRun)
+			if !r.OK() {
+				t.Fatalf("redis-benchmark across BGSAVEs: %s", r)
+			}
+			if !strings.Contains(r.Stdout, `"SET"`) || !strings.Contains(r.Stdout, `"GET"`) {
+				t.Errorf("redis-benchmark: no SET/GET rates:\n%s", r.Stdout)
+			}
+			value := testutil.RandomBytes(t, 1<<20)
+			set := redis("-x", "SET", "big")
+			set.Cmd.Stdin = bytes.NewReader(value)
+			if r := set.MustRun(shortRun); r.Stdout != "OK\n" {
+				t.Fatalf("redis-cli SET after BGSAVE: %q", r.Stdout)
+			}
+			got := redis("--raw", "GET", "big").MustRun(shortRun).Stdout
+			if got != string(value)+"\n" {
+				t.Errorf("redis-cli GET after BGSAVE: %d bytes (sha256 %s), want %d (sha256 %s) and a newline",
+					len(got), testutil.SHA256([]byte(got)), len(value), testutil.SHA256(value))
+			}
+			if srv.Exited() {
+				t.Errorf("redis-server died: %s", srv.Wait(0))
+			}
+			noOsfMessages(t, "redis-server", srv.Stderr())
+		})
+	}
+}
+
+// asyncioEchoScript is an asyncio stream echo: "server PORT" echoes every
+// connection until its end, then closes; "client PORT N" sends N random
+// bytes and its end (write_eof) while reading the echo slowly, so that
+// asyncio's flow control pauses and resumes reading (EPOLL_CTL_DEL/ADD/MOD
+// of the fd) around the server's FIN, and prints "BYTES SENT_SHA RECV_SHA"
+// once it sees the end.
+const asyncioEchoScript = `
+import asyncio, hashlib, os, sys
+
+async def handle(r, w):
+    while True:
+        d = await r.read(1 << 16)
+        if not d:
+            break
+        w.write(d)
+        await w.drain()
+    w.close()
+
+async def server(port):
+    s = await asyncio.start_server(handle, '127.0.0.1', port)
+    async with s:
+        await s.serve_forever()
+
+async def client(port, n):
+    r, w = await asyncio.open_connection('127.0.0.1', port)
+    data = os.urandom(n)
+    async def send():
+        w.write(data)
+        await w.drain()
+        w.write_eof()
+    t = asyncio.ensure_future(send())
+    h, got = hashlib.sha256(), 0
+    while True:
+        d = await r.read(1 << 16)
+        if not d:
+            break
+        h.update(d)
+        got += len(d)
+        if (got >> 16) % 5 == 0:
+            await asyncio.sleep(0.0005)
+    await t
+    print(got, hashlib.sha256(data).hexdigest(), h.hexdigest(), flush=True)
+
+if sys.argv[1] == 'server':
+    asyncio.run(server(int(sys.argv[2])))
+else:
+    asyncio.run(client(int(sys.argv[2]), int(sys.argv[3])))
+`
+
+// TestServerAsyncioEcho sends 20 MB through an asyncio echo server to an
+// asyncio client that reads slowly (pause/resume_reading around the
+// server's FIN): every byte must come back and the client must see the
+// end.
+func TestServerAsyncioEcho(t *testing.T) {
+	t.Parallel()
+	const n = 20_000_000
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			port := strconv.Itoa(testutil.FreePort(t))
+			srv := m.cmd(t, nil, python(t), "-c", asyncioEchoScript, "server", port).Start()
+			testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+			cli := m.cmd(t, nil, python(t), "-c", asyncioEchoScript, "client", port, strconv.Itoa(n)).Start()
+			assertConns(t, m, cli.Pid, srv.Pid, 1, "asyncio client")
+			r := cli.Wait(longRun)
+			if !r.OK() {
+				t.Fatalf("asyncio client (never saw the end?): %s", r)
+			}
+			f := strings.Fields(r.Stdout)
+			if len(f) != 3 || f[0] != strconv.Itoa(n) || f[1] != f[2] {
+				t.Errorf("asyncio client: got %q, want %d bytes with the sent SHA-256", r.Stdout, n)
+			}
+			if srv.Exited() {
+				t.Errorf("asyncio server died: %s", srv.Wait(0))
+			}
+			noOsfMessages(t, "asyncio client", r.Stderr)
+		})
+	}
+}
+
+// TestSandboxedConnection runs progs/sandboxed.c: a connection made before
+// a seccomp filter that allows exactly the system calls the program's
+// kernel TCP run needs (read, write, poll and little more) carries 8 MiB
+// under it; osf must not make any other call (the filter kills the
+// process), and the connection must be offloaded under osf.
+func TestSandboxedConnection(t *testing.T) {
+	t.Parallel()
+	prog := testutil.Prog(t, "sandboxed")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			r := m.cmd(t, nil, prog).Run(longRun)
+			if !r.OK() {
+				t.Fatalf("sandboxed (SIGSYS is a call the filter did not allow): %s", r)
+			}
+			tp := "tcp"
+			if m.osf {
+				tp = "unix"
+			}
+			want := fmt.Sprintf("transport %[1]s %[1]s\nreceived %d bytes pattern ok\n", tp, 8<<20)
+			if r.Stdout != want {
+				t.Errorf("sandboxed printed %q, want %q", r.Stdout, want)
+			}
+			noOsfMessages(t, "sandboxed", r.Stderr)
+		})
+	}
+}
+
+// sshdConfig runs sshd on 127.0.0.1:%[2]d with keys in %[1]s, public key
+// authentication for root only, and its default pre-auth seccomp sandbox.
+const sshdConfig = `Port %[2]d
+ListenAddress 127.0.0.1
+HostKey %[1]s/hostkey
+AuthorizedKeysFile %[1]s/authorized_keys
+PermitRootLogin yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile none
+`
+
+// TestServerSshd sends 5 MiB through ssh to sshd (its pre-auth child runs
+// under sshd's seccomp sandbox) and back: the SHA-256 the remote command
+// computes must match, and under osf the ssh client's connection and the
+// sshd process serving it must be offloaded.
+func TestServerSshd(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("sshd needs root (it changes users)")
+	}
+	sshd, ssh, keygen := testutil.Tool(t, "sshd"), testutil.Tool(t, "ssh"), testutil.Tool(t, "ssh-keygen")
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil { // privilege separation directory
+		t.Fatal(err)
+	}
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			for _, k := range []string{"hostkey", "clientkey"} {
+				testutil.Cmd(t, nil, keygen, "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, k)).MustRun(shortRun)
+			}
+			pub, err := os.ReadFile(filepath.Join(dir, "clientkey.pub"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			port := testutil.FreePort(t)
+			conf := filepath.Join(dir, "sshd_config")
+			if err := os.WriteFile(conf, []byte(fmt.Sprintf(sshdConfig, dir, port)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			srv := m.cmd(t, nil, sshd, "-D", "-e", "-f", conf).Start()
+			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
+			if m.osf { // the companion follows the kernel listener
+				waitRole(t, srv.Pid, "listener", 1)
+				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
+			}
+			data := testutil.RandomBytes(t, 5<<20)
+			c := m.cmd(t, nil, ssh, "-i", filepath.Join(dir, "clientkey"), "-o", "StrictHostKeyChecking=no",
+				"-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+				"-p", strconv.Itoa(port), "root@127.0.0.1", "sha256sum; sleep 2")
+			c.Cmd.Stdin = bytes.NewReader(data)
+			cli := c.Start()
+			if m.osf {
+				waitUnderOsf(t, cli.Pid, "ssh")
+				waitRole(t, cli.Pid, "client", 1)
+				testutil.AssertTransport(t, cli.Pid, testutil.ByRole("client"), testutil.TransportShm)
+				testutil.WaitFor(t, shortRun, "an sshd process with an offloaded connection", func() bool {
+					for _, p := range testutil.OsfStatAll(t) {
+						if p.Program != "sshd" {
+							continue
+						}
+						for _, s := range p.Sockets {
+							if s.Role == "server" && s.Transport == testutil.TransportShm {
+								return true
+							}
+						}
+					}
+					return false
+				})
+			}
+			r := cli.Wait(longRun)
+			if !r.OK() {
+				t.Fatalf("ssh: %s\n--- sshd:\n%s", r, srv.Stderr())
+			}
+			if want := testutil.SHA256(data) + "  -\n"; r.Stdout != want {
+				t.Errorf("remote sha256sum printed %q, want %q", r.Stdout, want)
+			}
+			if strings.Contains(srv.Stderr(), "IP opts") || strings.Contains(srv.Stderr(), "SIGSYS") {
+				t.Errorf("sshd complained:\n%s", srv.Stderr())
+			}
+			noOsfMessages(t, "sshd", srv.Stderr())
+		})
+	}
+}
+
+// nodeHashServer is a node http server on 127.0.0.1:PORT that answers each
+// request with "BYTES SHA256" of its body. node (libuv) closes fds with
+// syscall(SYS_close), past osf's close hook.
+const nodeHashServer = `
+const http = require('http'), crypto = require('crypto');
+http.createServer((req, res) => {
+  const h = crypto.createHash('sha256'); let n = 0;
+  req.on('data', d => { h.update(d); n += d.length; });
+  req.on('end', () => res.end(n + ' ' + h.digest('hex') + '\n'));
+}).listen(+process.argv[1], '127.0.0.1');
+`
+
+// TestServerNodePost sends ten 5 MiB POSTs with curl, one after the other,
+// to a node http server: each connection lands on the fd number the
+// previous one closed with syscall(SYS_close), and each must be answered
+// with the body's length and SHA-256. The first is sent slowly, so that
+// both ends can be seen offloaded while it runs.
+func TestServerNodePost(t *testing.T) {
+	t.Parallel()
+	node, curl := testutil.Tool(t, "node"), testutil.Tool(t, "curl")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path, sum := testutil.WriteRandomFile(t, dir, "body", 5<<20)
+			port := strconv.Itoa(testutil.FreePort(t))
+			srv := m.cmd(t, nil, node, "-e", nodeHashServer, port).Start()
+			testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+			if m.osf {
+				waitRole(t, srv.Pid, "listener", 1)
+			}
+			want := fmt.Sprintf("%d %s\n", 5<<20, sum)
+			for i := 0; i < 10; i++ {
+				args := []string{"-sS", "--max-time", "20", "--data-binary", "@" + path, "http://127.0.0.1:" + port + "/"}
+				if i == 0 {
+					args = append([]string{"--limit-rate", "2M"}, args...)
+				}
+				c := m.cmd(t, nil, curl, args...).Start()
+				if i == 0 {
+					assertConns(t, m, c.Pid, srv.Pid, 1, "curl")
+				}
+				r := c.Wait(longRun)
+				if !r.OK() || r.Stdout != want {
+					t.Fatalf("POST %d: got %q, want %q: %s", i, r.Stdout, want, r)
+				}
+			}
+			if srv.Exited() {
+				t.Errorf("node died: %s", srv.Wait(0))
+			}
+			noOsfMessages(t, "node", srv.Stderr())
+		})
+	}
+}
+
+// apacheEventConf runs apache2 with the event MPM (two children of eight
+// threads) on 127.0.0.1:%[2]d, serving %[1]s/www with sendfile.
+const apacheEventConf = `ServerRoot %[1]s
+ServerName localhost
+Listen 127.0.0.1:%[2]d
+PidFile %[1]s/httpd.pid
+ErrorLog %[1]s/error.log
+LogLevel warn
+LoadModule mpm_event_module /usr/lib/apache2/modules/mod_mpm_event.so
+LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
+User nobody
+Group nogroup
+DocumentRoot %[1]s/www
+EnableSendfile on
+StartServers 2
+ServerLimit 4
+ThreadsPerChild 8
+MaxRequestWorkers 32
+<Directory %[1]s/www>
+  Require all granted
+</Directory>
+`
+
+// TestServerApacheEvent downloads a 10 MiB random file 20 times from
+// apache2's event MPM with curl, four at a time: every download must
+// complete intact (SHA-256) within a generous bound, and no apache child
+// may die (apache's listener thread takes connections handed over by its
+// workers through EPOLL_CTL_ADD while it sleeps in epoll_wait).
+func TestServerApacheEvent(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("apache2 needs root (it changes users)")
+	}
+	apache, curl := testutil.Tool(t, "apache2"), testutil.Tool(t, "curl")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := testutil.WorldReadableTempDir(t) // nobody serves it
+			www := filepath.Join(dir, "www")
+			if err := os.Mkdir(www, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			path, sum := testutil.WriteRandomFile(t, www, "file.bin", 10<<20)
+			if err := os.Chmod(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			port := testutil.FreePort(t)
+			conf := filepath.Join(dir, "httpd.conf")
+			if err := os.WriteFile(conf, []byte(fmt.Sprintf(apacheEventConf, dir, port)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			srv := m.cmd(t, nil, apache, "-D", "FOREGROUND", "-f", conf).Start()
+			url := fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)
+			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
+			if m.osf {
+				waitRole(t, srv.Pid, "listener", 1)
+			}
+			for round := 0; round < 5; round++ {
+				var cs []*testutil.Process
+				for i := 0; i < 4; i++ {
+					args := []string{"-sS", "--max-time", "30", "-o", filepath.Join(dir, fmt.Sprintf("got%d", i)), url}
+					if round == 0 && i == 0 {
+						args = append([]string{"--limit-rate", "4M"}, args...)
+					}
+					cs = append(cs, m.cmd(t, nil, curl, args...).Start())
+				}
+				if round == 0 {
+					if m.osf {
+						waitUnderOsf(t, cs[0].Pid, "curl")
+						waitRole(t, cs[0].Pid, "client", 1)
+						testutil.AssertTransport(t, cs[0].Pid, testutil.ByRole("client"), testutil.TransportShm)
+						testutil.WaitFor(t, shortRun, "an apache2 child with an offloaded connection", func() bool {
+							for _, p := range testutil.OsfStatAll(t) {
+								for _, s := range p.Sockets {
+									if p.Program == "apache2" && s.Role == "server" && s.Transport == testutil.TransportShm {
+										return true
+									}
+								}
+							}
+							return false
+						})
+					}
+				}
+				for i, c := range cs {
+					if r := c.Wait(longRun); !r.OK() {
+						t.Fatalf("round %d download %d: %s\n--- error.log:\n%s", round, i, r, readFile(dir, "error.log"))
+					}
+					if got := testutil.SHA256File(t, filepath.Join(dir, fmt.Sprintf("got%d", i))); got != sum {
+						t.Errorf("round %d download %d: sha256 %s, want %s", round, i, got, sum)
+					}
+				}
+			}
+			if log := readFile(dir, "error.log"); strings.Contains(log, "exit signal") {
+				t.Errorf("an apache child died:\n%s", log)
+			}
+			if srv.Exited() {
+				t.Errorf("apache2 died: %s", srv.Wait(0))
+			}
+		})
+	}
+}
+
+// readFile returns the content of dir/name, or what went wrong.
+func readFile(dir, name string) string {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
