@@ -1928,7 +1928,7 @@ static void s_epoll_errno(void)
 	mkpair(AF_INET, &c, &s);
 	epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
 	send(c, "x", 1, 0);
-	wait_bytes(s, 1, 1000);
+	wait_bytes(s, 1, 5000);
 	errno = 0;
 	n = epoll_wait(ep, out, 1, 1000);
 	say("epoll_wait 1 slot %d errno %d", n, errno);
@@ -2373,7 +2373,7 @@ static void s_epoll_add_wakes(void)
 					   &(struct epoll_event){EPOLLIN, {.u64 = 1}}))));
 	mkpair(AF_INET, &c, &s);
 	send(c, "abc", 3, 0);
-	wait_bytes(s, 3, 1000);
+	wait_bytes(s, 3, 5000);
 	sleeper_test("add ready for data, fresh epoll", ep, EPOLL_CTL_ADD, s, EPOLLIN, 3);
 	recv(s, b, sizeof b, 0);
 	sleeper_test("add ready for room", ep, EPOLL_CTL_ADD, c, EPOLLOUT, 4);
@@ -2381,7 +2381,7 @@ static void s_epoll_add_wakes(void)
 	say("mod to nothing %s",
 	    R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, s, &(struct epoll_event){0, {.u64 = 5}}))));
 	send(c, "de", 2, 0);
-	wait_bytes(s, 2, 1000);
+	wait_bytes(s, 2, 5000);
 	sleeper_test("mod ready for data", ep, EPOLL_CTL_MOD, s, EPOLLIN, 6);
 	recv(s, b, sizeof b, 0);
 	sleeper_test("add back ready for room", ep, EPOLL_CTL_ADD, c, EPOLLOUT | EPOLLET, 7);
@@ -2445,7 +2445,7 @@ static void s_epoll_raw_close(void)
 		later_join(&lt);
 		say("round %d: wait %s events 0x%x data 0x%llx", round, R(n),
 		    n > 0 ? out[0].events : 0, n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
-		wait_bytes(reg, 3, 1000);
+		wait_bytes(reg, 3, 5000);
 		say("round %d: recv %s", round, R(DO(recv(reg, b, sizeof b, 0))));
 		if (round < 2)
 			epoll_ctl(ep, EPOLL_CTL_DEL, reg, NULL);
