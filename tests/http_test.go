@@ -114,7 +114,11 @@ func TestHTTPDownload(t *testing.T) {
 						return ok
 					})
 					testutil.WaitFor(t, shortRun, "curl's connected socket in osfstat", func() bool {
-						return len(testutil.OsfStat(t, curl.Pid).Select(testutil.ByRole("client"))) > 0
+						if curl.Exited() {
+							t.Fatalf("curl exited before osfstat saw its connection: %s", curl.Wait(0))
+						}
+						p, ok := testutil.TryOsfStat(t, curl.Pid)
+						return ok && len(p.Select(testutil.ByRole("client"))) > 0
 					})
 					testutil.AssertCoreLoaded(t, curl.Pid, true)
 					testutil.AssertTransport(t, curl.Pid, testutil.ByRole("client"), testutil.TransportShm)
