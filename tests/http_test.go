@@ -105,7 +105,10 @@ func TestHTTPDownload(t *testing.T) {
 				url := fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)
 				args := []string{"-sS", "--fail", "--max-time", "30", "-o", out}
 				if m.osf {
-					args = append(args, "--limit-rate", "5M")
+					// About 5 s: long enough for the osfstat samples
+					// below on a loaded machine, where one osfstat run
+					// can take a second (at 5M, 2 s were once too few).
+					args = append(args, "--limit-rate", "2M")
 				}
 				curl := m.cmd(t, nil, testutil.Tool(t, "curl"), append(args, url)...).Start()
 				if m.osf {
