@@ -18,6 +18,11 @@ TEST_DEBS := man-db groff-base lintian curl python3 strace iperf3 redis-server r
 	memcached socat ncat hyperfine sockperf procps psmisc coreutils bash \
 	file binutils openssh-server openssh-client nodejs apache2 valgrind
 DEBS := $(BUILD_DEBS) $(TEST_DEBS)
+# Only for make test-rdma / bench-rdma: two qemu guests with Debian's stock
+# kernel (soft-RoCE rdma_rxe), the raw verbs tools and rsocket's preload
+# library to compare against. Plain make does not install these.
+RDMA_DEBS := qemu-system-x86 linux-image-amd64 busybox-static cpio file xz-utils \
+	zstd perftest rdmacm-utils librdmacm1 ibverbs-utils
 
 CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
 	-U_FORTIFY_SOURCE -fno-strict-aliasing -pthread
@@ -38,12 +43,19 @@ CORE_LDFLAGS := -w -X=runtime.godebugDefault=asyncpreemptoff=1,updatemaxprocs=0,
 	-extldflags=-Wl,--version-script=$(CURDIR)/preload/core/core.map
 TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,$(wildcard tests/progs/*.c))
 
-.PHONY: all deps build test unit integration soak bench clean fmt install uninstall deb
+.PHONY: all deps deps-rdma install-debs build test unit integration soak bench test-rdma bench-rdma conformance clean fmt install uninstall deb
 all: deps build
 
 # deps installs the Debian packages that are missing (root, or sudo).
 deps:
-	@missing=$$(for p in $(DEBS); do \
+	@$(MAKE) --no-print-directory install-debs PKGS='$(DEBS)'
+	@command -v $(GO) >/dev/null || { echo "Go 1.26 is required (https://go.dev/dl)"; exit 1; }
+
+deps-rdma: deps
+	@$(MAKE) --no-print-directory install-debs PKGS='$(RDMA_DEBS)'
+
+install-debs:
+	@missing=$$(for p in $(PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; \
 	done); \
 	if [ -n "$$missing" ]; then \
@@ -53,7 +65,6 @@ deps:
 		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			--no-install-recommends $$missing >/dev/null; \
 	fi
-	@command -v $(GO) >/dev/null || { echo "Go 1.26 is required (https://go.dev/dl)"; exit 1; }
 
 build: $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
 	$(BIN)/osfperf $(BIN)/osfgw $(TEST_PROGS) $(BUILD)/man/.stamp
@@ -108,6 +119,9 @@ test: build
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+	@# RDMA between two qemu guests, reduced (make test-rdma: everything);
+	@# skipped, with the reason, where qemu or the kernel is missing.
+	@if [ "$${OSF_TEST_RDMAVM:-1}" != 0 ]; then tests/rdmavm/run.sh quick; fi
 
 unit: build
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /tests)
@@ -123,6 +137,30 @@ soak: build
 
 bench: build
 	tests/bench/run.sh
+
+# gVisor's syscall conformance tests (TCP sockets, readiness, sendfile,
+# splice, fork), each binary natively and under build/libosf.so; ends with
+# the tests that pass natively but not under osf. About 15 minutes on 2
+# cores; `GVISOR_ARGS='tcp_socket_test -- --gtest_filter=*Inq*'` narrows it.
+CONFORMANCE ?= ../shared/conformance/gvisor
+conformance: build
+	@if [ -x $(CONFORMANCE)/run ]; then \
+		nice -n 10 $(CONFORMANCE)/run $(GVISOR_ARGS); \
+	else \
+		echo "make conformance: no $(CONFORMANCE)/run. Build gVisor's tests"; \
+		echo "(test/syscalls/linux/*.cc of google/gvisor) into a bin/ folder"; \
+		echo "beside a runner, see README.md \"Conformance\", and set CONFORMANCE=DIR."; \
+		exit 2; \
+	fi
+
+# test-rdma boots two qemu guests with soft-RoCE (tests/rdmavm) and runs the
+# RDMA tests and real programs between them; bench-rdma compares osf with
+# kernel TCP, rsocket and raw verbs there. Both skip where qemu cannot run.
+test-rdma: deps-rdma build
+	tests/rdmavm/run.sh test
+
+bench-rdma: deps-rdma build
+	tests/rdmavm/run.sh bench
 
 # install copies the built files under DESTDIR (for packaging) and PREFIX;
 # libosf.so finds libosfcore.so next to itself, so both go to LIBDIR.

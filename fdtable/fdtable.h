@@ -100,7 +100,9 @@ enum osf_role {
 #define OSF_FDF_V6ONLY 0x0004u    /* IPV6_V6ONLY set on a listener */
 /* 0x0008, 0x0010: unused (were shutdown bits; the segment has them) */
 #define OSF_FDF_NODELAY 0x0020u   /* TCP_NODELAY as set by the app */
-/* 0x0040: unused */
+#define OSF_FDF_KOPTS 0x0040u     /* a TCP or IP option was set on this
+				      kernel socket: connections made from
+				      it (accepted, or connected) inherit */
 #define OSF_FDF_LINGER 0x0080u    /* SO_LINGER on, see linger_secs */
 #define OSF_FDF_INPROGRESS 0x0100u /* connect said EINPROGRESS; the next
 				      connect returns 0, then EISCONN */

@@ -75,8 +75,7 @@ static void conn_free(struct osf_conn *c)
 static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 		      int side, int seg_fd, int wfd, int v6)
 {
-	int i;
-
+	osf_fault_arm(); /* a bad buffer is EFAULT from now on (fault.c) */
 	osf_side_init(&c->s, base, ring_bytes, side, wfd);
 	c->fds = 1;
 	c->base = base;
@@ -85,10 +84,8 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->nonblock = 0;
 	c->bufset = 0;
 	c->v6 = v6;
-	memset(c->tcpopt, 0, sizeof(c->tcpopt));
-	memset(c->tcpset, 0, sizeof(c->tcpset));
-	for (i = 0; i < IP_OPTS; i++)
-		c->ipopt[i].level = -1;
+	memset(c->opts, 0, sizeof(c->opts));
+	c->cm_ts = c->cm_inq = 0;
 	__atomic_store_n(&c->refs, 1, __ATOMIC_RELEASE);
 }
 

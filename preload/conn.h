@@ -25,6 +25,12 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			void *val, socklen_t *len);
 int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			const void *val, socklen_t len);
+/* osf_conn_cmsgs fills msg's control buffer after a recvmsg that returned
+ * got (>= 0) as TCP would: the receive timestamp (SO_TIMESTAMP,
+ * SO_TIMESTAMPNS) and TCP_INQ when the program asked for them; none gives
+ * msg_controllen 0, a buffer too short MSG_CTRUNC. */
+void osf_conn_cmsgs(int fd, struct osf_fdt_entry *e, struct msghdr *msg,
+		    ssize_t got);
 int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,
 		     struct sockaddr *sa, socklen_t *len);
 int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,

@@ -47,10 +47,14 @@ static void cur_skip_empty(struct iovcur *cur)
 	}
 }
 
-/* ring_to_iov copies n bytes at ring position pos into the iovecs. */
-static void ring_to_iov(struct iovcur *cur, const uint8_t *data, uint32_t mask,
-			uint64_t pos, size_t n)
+/* ring_to_iov copies n bytes at ring position pos into the iovecs; -1
+ * (nothing copied) when the program's buffers cannot take them all, as
+ * the kernel fails a copy to a bad buffer with EFAULT (fault.c). */
+static int ring_to_iov(struct iovcur *cur, const uint8_t *data, uint32_t mask,
+		       uint64_t pos, size_t n)
 {
+	if (osf_probe_iov(cur->iov, cur->cnt, cur->i, cur->off, n, 1) < 0)
+		return -1;
 	while (n > 0) {
 		size_t room, k;
 		cur_skip_empty(cur);
@@ -63,11 +67,16 @@ static void ring_to_iov(struct iovcur *cur, const uint8_t *data, uint32_t mask,
 		pos += k;
 		n -= k;
 	}
+	return 0;
 }
 
-static void iov_to_ring(struct iovcur *cur, uint8_t *data, uint32_t mask,
-			uint64_t pos, size_t n)
+/* iov_to_ring copies n bytes from the iovecs into the ring at pos; -1
+ * (nothing copied) when the program's buffers cannot all be read. */
+static int iov_to_ring(struct iovcur *cur, uint8_t *data, uint32_t mask,
+		       uint64_t pos, size_t n)
 {
+	if (osf_probe_iov(cur->iov, cur->cnt, cur->i, cur->off, n, 0) < 0)
+		return -1;
 	while (n > 0) {
 		size_t room, k;
 		cur_skip_empty(cur);
@@ -81,6 +90,7 @@ static void iov_to_ring(struct iovcur *cur, uint8_t *data, uint32_t mask,
 		pos += k;
 		n -= k;
 	}
+	return 0;
 }
 
 static void raise_sigpipe(int flags)
@@ -228,8 +238,14 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			size_t n = (size_t)used < (size_t)(total - got)
 					   ? (size_t)used
 					   : (size_t)(total - got);
-			if (!(flags & MSG_TRUNC))
-				ring_to_iov(&cur, c->s.rxd, c->s.mask, tail, n);
+			if (!(flags & MSG_TRUNC) &&
+			    ring_to_iov(&cur, c->s.rxd, c->s.mask, tail, n) < 0) {
+				osf_seg_unlock(&c->s.me->rx_lock);
+				if (got > 0) /* MSG_WAITALL: what it has */
+					break;
+				conn_put(c);
+				return OSF_FAIL(EFAULT);
+			}
 			if (!(flags & MSG_PEEK)) {
 				__atomic_store_n(&c->s.rx->tail, tail + n,
 						 __ATOMIC_RELEASE);
@@ -352,7 +368,13 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			size_t n = (size_t)room < (size_t)(total - sent)
 					   ? (size_t)room
 					   : (size_t)(total - sent);
-			iov_to_ring(&cur, c->s.txd, c->s.mask, head, n);
+			if (iov_to_ring(&cur, c->s.txd, c->s.mask, head, n) < 0) {
+				osf_seg_unlock(&c->s.me->tx_lock);
+				if (sent > 0) /* earlier rounds went out */
+					break;
+				conn_put(c);
+				return OSF_FAIL(EFAULT);
+			}
 			__atomic_store_n(&c->s.tx->head, head + n,
 					 __ATOMIC_RELEASE);
 			osf_seg_unlock(&c->s.me->tx_lock);
@@ -411,6 +433,55 @@ static int fill_no_room(struct osf_conn *c, ssize_t sent, int *err)
 	return *err == 0;
 }
 
+/* discard_from reads up to count bytes from in_fd (at *offset, which it
+ * advances, or the file position) and drops them: what sendfile or splice
+ * takes for the write a closed peer answers with a reset. splice: one read
+ * that moves anything is enough (pipe_nb: none that would wait). */
+static ssize_t discard_from(int in_fd, off_t *offset, size_t count, int splice,
+			    int pipe_nb)
+{
+	char buf[16384];
+	size_t got = 0;
+	struct pollfd p = {in_fd, POLLIN, 0};
+
+	if (splice && pipe_nb && count && REAL(poll)(&p, 1, 0) == 0)
+		return OSF_FAIL(EAGAIN);
+
+	while (got < count) {
+		size_t want = count - got < sizeof(buf) ? count - got : sizeof(buf);
+		ssize_t n = offset ? pread(in_fd, buf, want, *offset)
+				   : REAL(read)(in_fd, buf, want);
+		if (n <= 0) {
+			if (n < 0 && got == 0)
+				return -1;
+			break;
+		}
+		got += (size_t)n;
+		if (offset)
+			*offset += n;
+		if (splice)
+			break;
+	}
+	return (ssize_t)got;
+}
+
+/* fill_end is send_end for fill_from: the one write TCP takes after the
+ * peer closed takes its bytes for real (they go nowhere), at most a ring's
+ * worth, so that the count and the offset say what left the file. */
+static ssize_t fill_end(struct osf_conn *c, int in_fd, off_t *offset,
+			size_t count, int splice, int pipe_nb)
+{
+	uint32_t wrote = osf_side_state(&c->s) & OSF_CS_WROTE_GONE;
+	ssize_t end = send_end(c, count, 0);
+
+	if (end >= 0 && !wrote &&
+	    (osf_side_state(&c->s) & OSF_CS_WROTE_GONE))
+		return discard_from(in_fd, offset,
+				    count < c->s.size ? count : c->s.size,
+				    splice, pipe_nb);
+	return end;
+}
+
 /* fill_from reads from in_fd straight into the send ring: sendfile (a
  * file, from *offset or the file position, until count bytes are sent) or
  * splice from a pipe (splice: return after the first read that moved
@@ -427,7 +498,7 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 	if (!c)
 		return OSF_FAIL(EBADF);
 	osf_side_peer_closing(&c->s, fd);
-	end = send_end(c, count, 0);
+	end = fill_end(c, in_fd, offset, count, splice, pipe_nb);
 	if (end != 1 || count == 0) {
 		conn_put(c);
 		return end != 1 ? end : 0;
@@ -495,7 +566,7 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 	if (offset)
 		*offset += sent;
 	if (sent == 0 && osf_side_state(&c->s) && !err) {
-		end = send_end(c, count, 0);
+		end = fill_end(c, in_fd, offset, count, splice, pipe_nb);
 		conn_put(c);
 		return end == 1 ? OSF_FAIL(EPIPE) : end;
 	}

@@ -13,6 +13,7 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 
 	if (!c)
 		return POLLNVAL;
+	osf_side_peer_closing(&c->s, fd); /* a reset nobody waited for */
 	r = osf_side_revents(&c->s);
 	conn_put(c);
 	return r;
@@ -31,6 +32,7 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already)
 
 	if (!c)
 		return POLLNVAL;
+	osf_side_peer_closing(&c->s, fd);
 	r = osf_side_arm(&c->s, fd, kinds, already);
 	conn_put(c);
 	return r;

@@ -16,12 +16,7 @@
 
 #include "../sdp/side.h"
 
-#define TCP_OPTS 40 /* IPPROTO_TCP option numbers answered */
-#define IP_OPTS 8   /* IP/IPv6 options remembered */
-
-struct ipopt {
-	int level, name, value;
-};
+#define OSF_CONN_OPTS 16 /* TCP, IP and IPv6 options remembered */
 
 struct osf_conn {
 	struct osf_side s; /* the protocol's view of the segment */
@@ -33,9 +28,9 @@ struct osf_conn {
 	int seg_fd; /* hidden: the segment's memfd */
 	int nonblock;
 	int bufset; /* SO_RCVBUF/SO_SNDBUF set by the application */
-	int tcpopt[TCP_OPTS];
-	int tcpset[TCP_OPTS];
-	struct ipopt ipopt[IP_OPTS];
+	struct osf_kopt opts[OSF_CONN_OPTS]; /* as set, replayed (kopt.c) */
+	int cm_ts;  /* 0, or the SO_TIMESTAMP* option whose cmsg recvmsg adds */
+	int cm_inq; /* TCP_INQ: recvmsg adds the bytes left to read */
 	int v6;
 	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
 };

@@ -6,11 +6,14 @@
  */
 #include "conn_priv.h"
 
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 
 /* ---- options, names ----------------------------------------------------------- */
 
@@ -43,12 +46,11 @@ static int get_int(const void *val, socklen_t len, int *v)
 	return 0;
 }
 
-/* tcp_default is what Linux answers for a TCP option never set. */
-static int tcp_default(int name)
+/* tcp_fallback is what Linux answers for a TCP option never set, for when
+ * no kernel socket can be asked (kopt.c). */
+static int tcp_fallback(int name)
 {
 	switch (name) {
-	case TCP_MAXSEG:
-		return 32741; /* what Linux reports on loopback */
 	case TCP_KEEPIDLE:
 		return 7200;
 	case TCP_KEEPINTVL:
@@ -61,11 +63,18 @@ static int tcp_default(int name)
 		return 60;
 	case TCP_QUICKACK:
 		return 1;
-	case TCP_NOTSENT_LOWAT:
-		return 0;
 	default:
 		return 0;
 	}
+}
+
+/* tcp_maxseg is the MSS an established loopback connection reports (the
+ * kernel answers its mss_cache, whatever TCP_MAXSEG asked for). */
+static int tcp_maxseg(const struct osf_conn *c)
+{
+	if (c->s.side == OSF_SIDE_SERVER)
+		return 32768;
+	return c->v6 ? 32732 : 32741;
 }
 
 /* tcp_info answers TCP_INFO. The kernel has processed a peer's FIN or
@@ -84,6 +93,7 @@ static int tcp_info(int fd, struct osf_conn *c, void *val, socklen_t *len)
 	ti.tcpi_advmss = 65483;
 	ti.tcpi_pmtu = 65536;
 	ti.tcpi_snd_cwnd = 10;
+	ti.tcpi_rto = 204000; /* loopback: TCP_RTO_MIN plus a little */
 	ti.tcpi_rtt = 1;
 	ti.tcpi_rcv_space = c->s.size;
 	ti.tcpi_snd_ssthresh = 0x7fffffff;
@@ -94,41 +104,66 @@ static int tcp_info(int fd, struct osf_conn *c, void *val, socklen_t *len)
 	return 0;
 }
 
-static struct ipopt *ip_slot(struct osf_conn *c, int level, int name, int add)
+/* fam is the family of the kernel socket that answers for c. */
+static int fam(const struct osf_conn *c) { return c->v6 ? AF_INET6 : AF_INET; }
+
+/* kopt_set reports whether the program set the option on c. */
+static int kopt_set(const struct osf_conn *c, int level, int name)
 {
 	int i;
 
-	for (i = 0; i < IP_OPTS; i++)
-		if (c->ipopt[i].level == level && c->ipopt[i].name == name)
-			return &c->ipopt[i];
-	if (!add)
-		return NULL;
-	for (i = 0; i < IP_OPTS; i++)
-		if (c->ipopt[i].level < 0) {
-			c->ipopt[i].level = level;
-			c->ipopt[i].name = name;
-			return &c->ipopt[i];
-		}
-	return &c->ipopt[IP_OPTS - 1];
-}
-
-static int ip_default(int level, int name)
-{
-	if ((level == IPPROTO_IP && name == IP_TTL) ||
-	    (level == IPPROTO_IPV6 && name == IPV6_UNICAST_HOPS))
-		return 64;
+	for (i = 0; i < OSF_CONN_OPTS; i++)
+		if (c->opts[i].len && c->opts[i].level == level &&
+		    c->opts[i].name == name)
+			return 1;
 	return 0;
 }
 
-/* default_buf is what TCP reports for SO_RCVBUF/SO_SNDBUF never set: osf
- * buffers a ring of this size in each direction. */
-static int default_buf(struct osf_conn *c) { return (int)c->s.size; }
+/* get_kopt answers an IPPROTO_TCP, IP or IPV6 option as kernel TCP does
+ * for a socket given this connection's options (kopt.c); fallback is the
+ * value when no kernel socket can be asked. */
+static int get_kopt(struct osf_conn *c, int level, int name, void *val,
+		    socklen_t *len, int fallback)
+{
+	int r = osf_kopt_get(fam(c), c->opts, OSF_CONN_OPTS, level, name, val,
+			     len);
+
+	return r == 1 ? put_int(val, len, fallback) : r;
+}
+
+/* default_buf is what TCP reports for SO_RCVBUF/SO_SNDBUF never set: a
+ * fresh loopback connection's (tcp_rmem[1]; the send buffer as grown at
+ * connect for loopback's MSS, at most tcp_wmem[2]). */
+static int default_buf(int name)
+{
+	static int rmem1, wmem2;
+	const char *path = name == SO_RCVBUF ? "/proc/sys/net/ipv4/tcp_rmem"
+					     : "/proc/sys/net/ipv4/tcp_wmem";
+	int *v = name == SO_RCVBUF ? &rmem1 : &wmem2;
+
+	if (!__atomic_load_n(v, __ATOMIC_RELAXED)) {
+		char b[96] = "";
+		int a[3] = {0, 131072, 4194304}, f = open(path, O_RDONLY | O_CLOEXEC);
+		if (f >= 0) {
+			ssize_t n = REAL(read)(f, b, sizeof(b) - 1);
+			if (n > 0)
+				b[n] = 0;
+			REAL(close)(f);
+			if (sscanf(b, "%d %d %d", &a[0], &a[1], &a[2]) != 3)
+				a[1] = 131072, a[2] = 4194304;
+		}
+		__atomic_store_n(v, name == SO_RCVBUF ? a[1] : a[2],
+				 __ATOMIC_RELAXED);
+	}
+	if (name == SO_RCVBUF)
+		return rmem1;
+	return wmem2 < 3939840 ? wmem2 : 3939840;
+}
 
 int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			void *val, socklen_t *len)
 {
 	struct osf_conn *c = conn_get(fd, e);
-	struct ipopt *o;
 	int r;
 
 	if (!c)
@@ -137,6 +172,7 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		conn_put(c);
 		return OSF_FAIL(EFAULT);
 	}
+	osf_side_peer_closing(&c->s, fd); /* SO_ERROR, TCP_INFO: a reset */
 	switch (level) {
 	case SOL_SOCKET:
 		switch (name) {
@@ -154,7 +190,7 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			if (c->bufset & (name == SO_RCVBUF ? 1 : 2))
 				r = REAL(getsockopt)(fd, level, name, val, len);
 			else
-				r = put_int(val, len, default_buf(c));
+				r = put_int(val, len, default_buf(name));
 			break;
 		case SO_REUSEPORT:
 			r = put_int(val, len, 0);
@@ -173,37 +209,73 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		}
 		break;
 	case IPPROTO_TCP:
-		if (name == TCP_INFO) {
+		if (name == TCP_INFO)
 			r = val ? tcp_info(fd, c, val, len) : OSF_FAIL(EFAULT);
-		} else if (name == TCP_CONGESTION) {
-			socklen_t n = *len < 6 ? *len : 6;
-			if (val)
-				memcpy(val, "cubic", n);
-			*len = n;
-			r = 0;
-		} else if (name >= 0 && name < TCP_OPTS) {
-			r = put_int(val, len,
-				    c->tcpset[name] ? c->tcpopt[name]
-						    : tcp_default(name));
-		} else {
-			r = OSF_FAIL(ENOPROTOOPT);
-		}
+		else if (name == TCP_MAXSEG)
+			r = put_int(val, len, tcp_maxseg(c));
+		else if (name == TCP_WINDOW_CLAMP && !kopt_set(c, level, name))
+			/* set at connect: the space of the receive buffer */
+			r = put_int(val, len, default_buf(SO_RCVBUF) / 2);
+		else
+			r = get_kopt(c, level, name, val, len, tcp_fallback(name));
 		break;
 	case IPPROTO_IP:
 	case IPPROTO_IPV6:
-		if (level == IPPROTO_IP && name == IP_OPTIONS) {
-			*len = 0; /* no IP options: Linux returns none */
-			r = 0;
-			break;
-		}
-		o = ip_slot(c, level, name, 0);
-		r = put_int(val, len, o ? o->value : ip_default(level, name));
+		if (level == IPPROTO_IP && name == IP_MTU)
+			r = put_int(val, len, 65535); /* loopback's, capped */
+		else if (level == IPPROTO_IPV6 && name == IPV6_MTU)
+			r = put_int(val, len, 65536);
+		else if (c->s.side == OSF_SIDE_SERVER &&
+			 ((level == IPPROTO_IP && name == IP_MULTICAST_TTL) ||
+			  (level == IPPROTO_IPV6 && name == IPV6_MULTICAST_HOPS)) &&
+			 !kopt_set(c, level, name))
+			/* an accepted socket takes the TTL of the SYN */
+			r = put_int(val, len, 64);
+		else
+			r = get_kopt(c, level, name, val, len,
+				     name == IP_TTL ? 64 : 0);
 		break;
 	default:
 		r = OSF_FAIL(ENOPROTOOPT);
 	}
 	conn_put(c);
 	return r;
+}
+
+/* buf_limit turns a buffer size as the kernel has it (doubled, clamped)
+ * into the bytes in flight it allows (segment.h sndlim, rcvlim): the size
+ * itself up to a quarter of the ring, then growing with it so that the
+ * largest size the sysctls allow (net.core.wmem_max, rmem_max, doubled)
+ * is the whole ring; so any increase makes room, as it does in TCP. */
+static uint32_t buf_limit(const struct osf_conn *c, int rcv, int eff)
+{
+	static int maxes[2];
+	uint64_t q = c->s.size / 4, top;
+	int *m = &maxes[rcv];
+
+	if (!__atomic_load_n(m, __ATOMIC_RELAXED)) {
+		char b[32] = "";
+		int f = open(rcv ? "/proc/sys/net/core/rmem_max"
+				 : "/proc/sys/net/core/wmem_max",
+			     O_RDONLY | O_CLOEXEC), v = 0;
+		if (f >= 0) {
+			ssize_t n = REAL(read)(f, b, sizeof(b) - 1);
+			if (n > 0)
+				b[n] = 0;
+			REAL(close)(f);
+		}
+		if (sscanf(b, "%d", &v) != 1 || v <= 0)
+			v = 212992;
+		__atomic_store_n(m, v, __ATOMIC_RELAXED);
+	}
+	top = 2 * (uint64_t)*m;
+	if (eff <= 0)
+		return 0;
+	if ((uint64_t)eff <= q)
+		return (uint32_t)eff;
+	if (top <= q || (uint64_t)eff >= top)
+		return c->s.size;
+	return (uint32_t)(q + (c->s.size - q) * ((uint64_t)eff - q) / (top - q));
 }
 
 /* set_socket handles a SOL_SOCKET option: the kernel keeps most of them on
@@ -217,13 +289,20 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 	case SO_RCVBUF:
 	case SO_SNDBUF:
 	case SO_RCVBUFFORCE:
-	case SO_SNDBUFFORCE:
+	case SO_SNDBUFFORCE: {
+		/* The wake socket doubles and clamps the size as TCP does. */
+		int rcv = name == SO_RCVBUF || name == SO_RCVBUFFORCE, eff = 0;
+		socklen_t l = sizeof(eff);
 		r = REAL(setsockopt)(fd, SOL_SOCKET, name, val, len);
-		if (r == 0)
-			c->bufset |= (name == SO_RCVBUF || name == SO_RCVBUFFORCE)
-					     ? 1
-					     : 2;
-		return r;
+		if (r != 0)
+			return r;
+		c->bufset |= rcv ? 1 : 2;
+		if (REAL(getsockopt)(fd, SOL_SOCKET, rcv ? SO_RCVBUF : SO_SNDBUF,
+				     &eff, &l) == 0)
+			__atomic_store_n(rcv ? &c->s.me->rcvlim : &c->s.me->sndlim,
+					 buf_limit(c, rcv, eff), __ATOMIC_RELAXED);
+		return 0;
+	}
 	case SO_SNDTIMEO:
 		/* A blocked writer sleeps in recv on the writers' socket: the
 		 * send timeout is its receive timeout. */
@@ -252,29 +331,56 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 	}
 	case SO_REUSEPORT:
 		return get_int(val, len, &v);
+	case SO_TIMESTAMP_OLD:
+	case SO_TIMESTAMPNS_OLD:
+	case SO_TIMESTAMP_NEW:
+	case SO_TIMESTAMPNS_NEW:
+		r = REAL(setsockopt)(fd, SOL_SOCKET, name, val, len);
+		if (r == 0 && get_int(val, len, &v) == 0)
+			c->cm_ts = v ? name : 0;
+		return r;
 	default:
 		return REAL(setsockopt)(fd, SOL_SOCKET, name, val, len);
 	}
 }
 
-/* set_tcp remembers an IPPROTO_TCP option, as getsockopt reports it. */
-static int set_tcp(struct osf_fdt_entry *e, struct osf_conn *c, int name,
-		   const void *val, socklen_t len)
+/* state_refuses reports what the kernel refuses for an established (not
+ * yet closed) socket that an unconnected one, which kopt.c asks, takes. */
+static int state_refuses(struct osf_conn *c, int level, int name,
+			 const void *val, socklen_t len)
+{
+	int v = 1;
+
+	if (osf_side_tcp_closed(&c->s) || (val && get_int(val, len, &v) < 0))
+		return 0;
+	if (level == IPPROTO_TCP)
+		return (name == TCP_WINDOW_CLAMP && v == 0) ||
+		       (name == TCP_FASTOPEN && v >= 0) ||
+		       (name == TCP_FASTOPEN_CONNECT && v >= 0 && v <= 1);
+	return level == IPPROTO_IPV6 && name == IPV6_V6ONLY; /* bound */
+}
+
+/* set_kopt validates, normalises and remembers an IPPROTO_TCP, IP or IPV6
+ * option as kernel TCP does (kopt.c). */
+static int set_kopt(struct osf_fdt_entry *e, struct osf_conn *c, int level,
+		    int name, const void *val, socklen_t len)
 {
 	int r, v = 0;
 
-	if (name == TCP_CONGESTION || name == TCP_ULP || name == TCP_MD5SIG)
+	if (level == IPPROTO_TCP && (name == TCP_ULP || name == TCP_MD5SIG))
 		return 0;
-	if (name < 0 || name >= TCP_OPTS)
-		return OSF_FAIL(ENOPROTOOPT);
-	r = get_int(val, len, &v);
-	if (r == 0) {
-		c->tcpopt[name] = v;
-		c->tcpset[name] = 1;
-		if (name == TCP_NODELAY)
-			e->flags = v ? (e->flags | OSF_FDF_NODELAY)
-				     : (e->flags & ~OSF_FDF_NODELAY);
-	}
+	if (state_refuses(c, level, name, val, len))
+		return OSF_FAIL(EINVAL);
+	r = osf_kopt_set(fam(c), c->opts, OSF_CONN_OPTS, level, name, val, len);
+	if (r == 1) /* no kernel socket to ask: take it as it comes */
+		r = get_int(val, len, &v);
+	if (r == 0 && level == IPPROTO_TCP && name == TCP_NODELAY &&
+	    get_int(val, len, &v) == 0)
+		e->flags = v ? (e->flags | OSF_FDF_NODELAY)
+			     : (e->flags & ~OSF_FDF_NODELAY);
+	if (r == 0 && level == IPPROTO_TCP && name == TCP_INQ &&
+	    get_int(val, len, &v) == 0)
+		c->cm_inq = v != 0;
 	return r;
 }
 
@@ -282,7 +388,7 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			const void *val, socklen_t len)
 {
 	struct osf_conn *c = conn_get(fd, e);
-	int r = 0, v = 0;
+	int r = 0;
 
 	if (!c)
 		return OSF_FAIL(EBADF);
@@ -291,19 +397,66 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		r = set_socket(fd, e, c, name, val, len);
 		break;
 	case IPPROTO_TCP:
-		r = set_tcp(e, c, name, val, len);
-		break;
 	case IPPROTO_IP:
 	case IPPROTO_IPV6:
-		r = get_int(val, len, &v);
-		if (r == 0)
-			ip_slot(c, level, name, 1)->value = v;
+		r = set_kopt(e, c, level, name, val, len);
 		break;
 	default:
 		r = OSF_FAIL(ENOPROTOOPT);
 	}
 	conn_put(c);
 	return r;
+}
+
+/* put_cmsg appends one control message as the kernel's put_cmsg does: it
+ * fits whole or the buffer is marked truncated; 0 when it did not fit. */
+static int put_cmsg(struct msghdr *msg, size_t *used, int level, int type,
+		    const void *data, size_t n)
+{
+	struct cmsghdr h;
+	size_t space = CMSG_SPACE(n), room = msg->msg_controllen - *used;
+
+	if (room < CMSG_LEN(n)) {
+		msg->msg_flags |= MSG_CTRUNC;
+		return 0;
+	}
+	h.cmsg_len = CMSG_LEN(n);
+	h.cmsg_level = level;
+	h.cmsg_type = type;
+	memcpy((char *)msg->msg_control + *used, &h, sizeof(h));
+	memcpy((char *)msg->msg_control + *used + CMSG_LEN(0), data, n);
+	*used += space < room ? space : room;
+	return 1;
+}
+
+void osf_conn_cmsgs(int fd, struct osf_fdt_entry *e, struct msghdr *msg,
+		    ssize_t got)
+{
+	struct osf_conn *c = msg->msg_control && msg->msg_controllen
+				     ? conn_get(fd, e)
+				     : NULL;
+	size_t used = 0;
+
+	if (c && c->cm_ts && got > 0) { /* the time it was read: no earlier */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		if (c->cm_ts == SO_TIMESTAMPNS_OLD || c->cm_ts == SO_TIMESTAMPNS_NEW) {
+			put_cmsg(msg, &used, SOL_SOCKET, c->cm_ts, &ts, sizeof(ts));
+		} else {
+			struct timeval tv = {ts.tv_sec, ts.tv_nsec / 1000};
+			put_cmsg(msg, &used, SOL_SOCKET, c->cm_ts, &tv, sizeof(tv));
+		}
+	}
+	if (c && c->cm_inq && got >= 0) { /* as tcp_inq_hint */
+		int64_t left = osf_side_rx_used(&c->s);
+		int inq = left < 0 ? 0 : (int)left;
+		if (inq == 0 && (osf_side_revents(&c->s) & POLLRDHUP))
+			inq = 1;
+		put_cmsg(msg, &used, SOL_TCP, TCP_CM_INQ, &inq, sizeof(inq));
+	}
+	msg->msg_controllen = used;
+	if (c)
+		conn_put(c);
 }
 
 int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,
@@ -317,9 +470,12 @@ int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,
 		return OSF_FAIL(EFAULT);
 	if (peer) { /* a closed TCP socket has no peer */
 		struct osf_conn *c = conn_get(fd, e);
-		int closed = c && osf_side_tcp_closed(&c->s);
-		if (c)
+		int closed = 0;
+		if (c) {
+			osf_side_peer_closing(&c->s, fd);
+			closed = osf_side_tcp_closed(&c->s);
 			conn_put(c);
+		}
 		if (closed)
 			return OSF_FAIL(ENOTCONN);
 	}
@@ -348,8 +504,8 @@ int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 		break;
 	case SIOCOUTQ:
 	case SIOCOUTQNSD:
-		v = osf_side_tx_free(&c->s);
-		*(int *)arg = v < 0 ? 0 : (int)(c->s.size - (uint64_t)v);
+		v = osf_side_tx_queued(&c->s);
+		*(int *)arg = v < 0 ? 0 : (int)v;
 		break;
 	case SIOCATMARK:
 		*(int *)arg = 0;

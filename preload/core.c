@@ -34,7 +34,12 @@
 enum core_state { CORE_NONE, CORE_LOADING, CORE_READY, CORE_FAILED };
 enum core_op { CORE_OP_LISTEN = 1, CORE_OP_CONNECT, CORE_OP_ACCEPT };
 
+/* A caller waits for the core's load while the loading thread makes
+ * progress (uses CPU: a slow but healthy host), up to CORE_LOAD_MAX_MS; it
+ * gives up after CORE_LOAD_TIMEOUT_MS without progress (e.g. the loader
+ * lock is held by our caller: the loading thread sleeps). */
 #define CORE_LOAD_TIMEOUT_MS 5000
+#define CORE_LOAD_MAX_MS 120000
 
 static struct {
 	int state;      /* enum core_state, for this process only */
@@ -57,6 +62,8 @@ static struct {
 	void *go_handler[NSIG];        /* what the Go runtime installed */
 	char path[4200];               /* the object dlopen was given */
 	int loading;                   /* a copy is mapped or being mapped */
+	clockid_t loader_cpu;          /* the loading thread's CPU clock */
+	int loader_cpu_ok;             /* loader_cpu is set (atomic) */
 } core = {
 	.start_mu = PTHREAD_MUTEX_INITIALIZER,
 	.call_mu = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP,
@@ -258,6 +265,8 @@ static int core_load(void)
 	void *h;
 	int mfd = -1, rc;
 
+	/* Before the Go runtime records the fault handlers it forwards to. */
+	osf_fault_arm();
 	core_path(path, sizeof(path));
 	if (core.fresh) {
 		mfd = memfd_copy(path, mpath, sizeof(mpath));
@@ -358,7 +367,13 @@ static void serve(void)
 
 static void *core_main(void *arg)
 {
+	clockid_t cpu;
+
 	(void)arg;
+	if (pthread_getcpuclockid(pthread_self(), &cpu) == 0) {
+		core.loader_cpu = cpu;
+		__atomic_store_n(&core.loader_cpu_ok, 1, __ATOMIC_RELEASE);
+	}
 	if (core_load() < 0) {
 		osf_report("cannot load the core (%s); continuing without "
 			   "offload",
@@ -405,6 +420,7 @@ static int begin(void)
 	}
 	st = core.state;
 	if (st == CORE_NONE) {
+		__atomic_store_n(&core.loader_cpu_ok, 0, __ATOMIC_RELEASE);
 		set_state(CORE_LOADING);
 		if (start_thread() != 0) {
 			snprintf(core.err, sizeof(core.err),
@@ -441,9 +457,30 @@ static int room_for_go(void)
 	       pages * (unsigned long long)sysconf(_SC_PAGESIZE) + GO_VM_NEEDED;
 }
 
+/* loader_cpu_ms is the loading thread's CPU time in ms, or -1. */
+static long loader_cpu_ms(void)
+{
+	struct timespec t;
+
+	if (!__atomic_load_n(&core.loader_cpu_ok, __ATOMIC_ACQUIRE) ||
+	    clock_gettime(core.loader_cpu, &t) != 0)
+		return -1;
+	return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000 +
+	       (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
 int osf_core_ready(void)
 {
-	struct timespec t0, t;
+	struct timespec t0, win;
+	long cpu0;
 	int st;
 
 	if (osf.disabled)
@@ -457,18 +494,29 @@ int osf_core_ready(void)
 	}
 	st = begin();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	win = t0;
+	cpu0 = loader_cpu_ms();
+	if (cpu0 < 0) /* the loader has not started: its clock starts at 0 */
+		cpu0 = 0;
 	while (st == CORE_LOADING) {
 		uint32_t seq =
 			__atomic_load_n(&core.state_seq, __ATOMIC_ACQUIRE);
-		long ms;
+		long ms, cpu;
 		st = __atomic_load_n(&core.state, __ATOMIC_ACQUIRE);
 		if (st != CORE_LOADING)
 			break;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		ms = (t.tv_sec - t0.tv_sec) * 1000 +
-		     (t.tv_nsec - t0.tv_nsec) / 1000000;
-		if (ms >= CORE_LOAD_TIMEOUT_MS)
-			return 0; /* e.g. loader lock held by our caller */
+		ms = ms_since(&win);
+		if (ms >= CORE_LOAD_TIMEOUT_MS) {
+			/* A loader that used CPU in this window is slow, not
+			 * stuck: wait another window, up to the maximum. */
+			cpu = loader_cpu_ms();
+			if (cpu < 0 || cpu0 < 0 || cpu - cpu0 < 50 ||
+			    ms_since(&t0) >= CORE_LOAD_MAX_MS)
+				return 0; /* e.g. loader lock held by our caller */
+			clock_gettime(CLOCK_MONOTONIC, &win);
+			cpu0 = cpu;
+			ms = 0;
+		}
 		futex_wait_ms(&core.state_seq, seq,
 			      (int)(CORE_LOAD_TIMEOUT_MS - ms));
 	}

@@ -26,6 +26,17 @@ static inline struct osf_fdt_entry *conn_entry(int fd)
 	return (e && osf_kind_is_conn(e->kind)) ? e : NULL;
 }
 
+/* iov_bytes is the length of an iovec array (no overflow check: only
+ * compared with what a successful send took). */
+static size_t iov_bytes(const struct iovec *iov, size_t cnt)
+{
+	size_t n = 0;
+
+	while (cnt-- > 0)
+		n += iov[cnt].iov_len;
+	return n;
+}
+
 /* The offloaded paths live out of line, so that each hook's pass-through
  * is a check and a tail jump into libc, with no stack frame. */
 #define OSF_SLOW __attribute__((noinline))
@@ -164,8 +175,8 @@ static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 
 	if (r >= 0) {
 		msg->msg_namelen = 0;
-		msg->msg_controllen = 0;
 		msg->msg_flags = 0;
+		osf_conn_cmsgs(fd, e, msg, r);
 	}
 	return r;
 }
@@ -307,9 +318,11 @@ OSF_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 
 	if (likely(!e))
 		return REAL(sendmmsg)(fd, vec, vlen, flags);
+	if (vlen > UIO_MAXIOV) /* as __sys_sendmmsg */
+		vlen = UIO_MAXIOV;
 	for (i = 0; i < vlen; i++) {
-		ssize_t r = osf_conn_send(fd, e, vec[i].msg_hdr.msg_iov,
-					  (int)vec[i].msg_hdr.msg_iovlen,
+		struct msghdr *m = &vec[i].msg_hdr;
+		ssize_t r = osf_conn_send(fd, e, m->msg_iov, (int)m->msg_iovlen,
 					  flags);
 		if (r < 0) {
 			if (i)
@@ -317,6 +330,11 @@ OSF_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 			return -1;
 		}
 		vec[i].msg_len = (unsigned int)r;
+		/* A message sent in part ends the batch, as in the kernel. */
+		if ((size_t)r < iov_bytes(m->msg_iov, m->msg_iovlen)) {
+			i++;
+			break;
+		}
 	}
 	return (int)i;
 }

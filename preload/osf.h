@@ -57,6 +57,42 @@ int osf_core_owns(const void *addr);
 void osf_core_note_prior(int sig);
 
 
+/* A program's buffers, preload/fault.c: osf_probe_rd and osf_probe_wr
+ * touch each page of [p, p+n) as a copy from (to) it would, and return
+ * -1 instead of faulting when one is not mapped so (the caller fails with
+ * EFAULT, as the kernel does); osf_probe_iov probes n bytes of iov from
+ * iov[i] + off. osf_fault_fixup is the SIGSEGV/SIGBUS handler's part: 1
+ * when the fault was a probe's, which then returns -1. osf_fault_arm
+ * (signals.c) makes sure that handler is installed; idempotent, called
+ * when a connection is offloaded. */
+int osf_probe_rd(const void *p, size_t n);
+int osf_probe_wr(void *p, size_t n);
+int osf_probe_iov(const struct iovec *iov, int cnt, int i, size_t off,
+		  size_t n, int write);
+int osf_fault_fixup(void *uc);
+void osf_fault_arm(void);
+
+/* Socket options as kernel TCP has them, preload/kopt.c. A connection
+ * records the options set on it (struct osf_kopt, as the program passed
+ * them). osf_kopt_set has a fresh kernel TCP socket of family fam take
+ * the option: -1 with the kernel's errno when it refuses, else 0 and the
+ * option is recorded in tab (n entries). osf_kopt_get answers getsockopt
+ * as such a socket does after taking the recorded options. Both return 1
+ * when they cannot ask (no fd to spare, an option too long to record). */
+struct osf_kopt {
+	int level, name;
+	socklen_t len; /* 0: a free entry */
+	unsigned char val[40]; /* IP_OPTIONS takes 40 */
+};
+int osf_kopt_set(int fam, struct osf_kopt *tab, int n, int level, int name,
+		 const void *val, socklen_t len);
+int osf_kopt_get(int fam, const struct osf_kopt *tab, int n, int level,
+		 int name, void *val, socklen_t *len);
+/* osf_kopt_carry reads from kernel TCP socket fd (of family fam) the
+ * options connections made from it inherit, where they differ from a
+ * fresh socket's, into tab (n entries); it returns how many. */
+int osf_kopt_carry(int fd, int fam, struct osf_kopt *tab, int n);
+
 /* Socket tracking, preload/sockets.c. */
 
 /* osf_track_inet records a new AF_INET/AF_INET6 stream socket. */

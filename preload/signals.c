@@ -20,7 +20,10 @@
  */
 #include "osf.h"
 
+#include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define NSIGS 65 /* 1..64 */
 
@@ -48,6 +51,31 @@ static __thread uint32_t tls_intr __attribute__((tls_model("initial-exec")));
 
 static int is_handler(sighandler_t h) { return h != SIG_DFL && h != SIG_IGN; }
 
+/* SIGSEGV and SIGBUS go through the trampoline from osf_fault_arm on,
+ * whatever the program sets, so that a probe of a bad buffer (fault.c)
+ * becomes EFAULT; every other fault gets the program's action. */
+static int fault_armed;
+
+static int fault_sig(int sig) { return sig == SIGSEGV || sig == SIGBUS; }
+
+/* fault_default does what the kernel does with a fault signal whose
+ * action is SIG_DFL or SIG_IGN: a fault (si_code > 0) kills even when
+ * ignored, so the default action is put back and the faulting instruction
+ * runs again; one sent by a process is delivered again by default, or
+ * dropped when ignored. */
+static void fault_default(int sig, const siginfo_t *si, void *h)
+{
+	struct sigaction dfl;
+
+	if (h == (void *)SIG_IGN && si->si_code <= 0)
+		return;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	REAL(sigaction)(sig, &dfl, NULL);
+	if (si->si_code <= 0) /* blocked here: delivered on return */
+		syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
+}
+
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
 	const struct uact *u;
@@ -56,9 +84,15 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 
 	if (sig < 1 || sig >= NSIGS)
 		return;
+	if (fault_sig(sig) && osf_fault_fixup(uc))
+		return;
 	u = user(sig);
 	h = u->handler;
 	fl = u->flags;
+	if (fault_sig(sig) && !is_handler((sighandler_t)h)) {
+		fault_default(sig, si, h);
+		return;
+	}
 	tls_intr |= INTR_RAN | ((fl & SA_RESTART) ? 0 : INTR_NORESTART);
 	if (fl & SA_SIGINFO)
 		((void (*)(int, siginfo_t *, void *))h)(sig, si, uc);
@@ -125,7 +159,9 @@ OSF_EXPORT int sigaction(int sig, const struct sigaction *act,
 			osf_core_note_prior(sig);
 		return REAL(sigaction)(sig, act, old);
 	}
-	if (act && sig >= 1 && sig < NSIGS && is_handler(act->sa_handler)) {
+	if (act && sig >= 1 && sig < NSIGS &&
+	    (is_handler(act->sa_handler) ||
+	     (fault_sig(sig) && __atomic_load_n(&fault_armed, __ATOMIC_ACQUIRE)))) {
 		prev = __atomic_load_n(&cur[sig], __ATOMIC_RELAXED);
 		wrap(sig, act, &a);
 		act = &a;
@@ -138,6 +174,30 @@ OSF_EXPORT int sigaction(int sig, const struct sigaction *act,
 	if (r == 0 && act && sig >= 1 && sig < NSIGS)
 		wrapped[sig] = act == &a;
 	return r;
+}
+
+void osf_fault_arm(void)
+{
+	static const int sigs[] = {SIGSEGV, SIGBUS};
+	static int lock;
+	struct sigaction old, a;
+	size_t i;
+
+	if (likely(__atomic_load_n(&fault_armed, __ATOMIC_ACQUIRE)))
+		return;
+	while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	for (i = 0; !fault_armed && i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		int sig = sigs[i];
+		if (REAL(sigaction)(sig, NULL, &old) < 0 ||
+		    ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == trampoline))
+			continue;
+		wrap(sig, &old, &a); /* the current action becomes the program's */
+		if (REAL(sigaction)(sig, &a, NULL) == 0)
+			wrapped[sig] = 1;
+	}
+	__atomic_store_n(&fault_armed, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
 }
 
 /* signal has glibc's BSD semantics: SA_RESTART unless siginterrupt asked

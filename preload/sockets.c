@@ -239,13 +239,19 @@ struct carried {
 	struct timeval rcvtimeo, sndtimeo;
 	struct linger linger;
 	int keepalive, nodelay;
+	int nkopts; /* TCP and IP options, when any was set (kopt.c) */
+	struct osf_kopt kopts[8];
 };
 
 static void carry_read(int fd, struct carried *o)
 {
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	socklen_t l;
 
 	memset(o, 0, sizeof(*o));
+	if (e && (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_KOPTS))
+		o->nkopts = osf_kopt_carry(fd, (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET,
+					   o->kopts, 8);
 	l = sizeof(o->rcvtimeo);
 	REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &o->rcvtimeo, &l);
 	l = sizeof(o->sndtimeo);
@@ -265,6 +271,9 @@ static void carry_apply(int fd, const struct carried *o)
 
 	if (!e || !osf_kind_is_conn(e->kind))
 		return;
+	for (int i = 0; i < o->nkopts; i++)
+		osf_conn_setsockopt(fd, e, o->kopts[i].level, o->kopts[i].name,
+				    o->kopts[i].val, o->kopts[i].len);
 	if (o->rcvtimeo.tv_sec || o->rcvtimeo.tv_usec)
 		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_RCVTIMEO,
 				    &o->rcvtimeo, sizeof(o->rcvtimeo));
@@ -588,8 +597,15 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || !osf_kind_is_conn(e->kind)))
+	if (likely(!e))
 		return REAL(setsockopt)(fd, level, name, val, len);
+	if (!osf_kind_is_conn(e->kind)) {
+		if (level == IPPROTO_TCP || level == IPPROTO_IP ||
+		    level == IPPROTO_IPV6) /* for carry_read */
+			__atomic_or_fetch(&e->flags, OSF_FDF_KOPTS,
+					  __ATOMIC_RELAXED);
+		return REAL(setsockopt)(fd, level, name, val, len);
+	}
 	return osf_conn_setsockopt(fd, e, level, name, val, len);
 }
 

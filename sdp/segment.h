@@ -68,7 +68,11 @@ struct osf_seg_side {
 			       rx_waiters means stale ones, which the next
 			       waiter drains before it asks for more */
 	uint32_t tx_tokens; /* the same on the writers' wake socket */
-	uint8_t pad0[28];
+	uint32_t sndlim;    /* 0, or the bytes this side may have in flight
+			       (in its ring, unread) as its SO_SNDBUF says */
+	uint32_t rcvlim;    /* 0, or the bytes the peer may have in flight
+			       towards this side as its SO_RCVBUF says */
+	uint8_t pad0[20];
 	/* Cache line 1: locks of this side's producers and consumers; 0 when
 	 * free, else the owner's tid, | OSF_LOCK_WAITERS when contended. */
 	uint32_t tx_lock;

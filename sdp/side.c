@@ -97,7 +97,12 @@ void osf_side_mark_gone(struct osf_side *s)
 		return;
 	head = __atomic_load_n(&s->tx->head, __ATOMIC_ACQUIRE);
 	tail = __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE);
-	if (osf_end_is_reset(osf_side_peer_flags(s), head != tail)) {
+	/* A peer that never held its side was never accepted: its listener
+	 * closed (or its process died) with the connection in its queue,
+	 * which TCP resets. */
+	if (osf_end_is_reset(osf_side_peer_flags(s), head != tail) ||
+	    (!__atomic_load_n(&s->peer->holders, __ATOMIC_ACQUIRE) &&
+	     !__atomic_load_n(&s->peer->close_seq, __ATOMIC_ACQUIRE))) {
 		osf_side_set_pending(s, ECONNRESET);
 		osf_side_set_state(s, OSF_CS_GONE | OSF_CS_RESET);
 		return;
@@ -311,6 +316,42 @@ int osf_side_wait_data(struct osf_side *s, int fd, unsigned spin_us)
 	return r;
 }
 
+/* sleep_limited is sleep_token for a writer held back by the buffer sizes
+ * rather than a full ring: a larger SO_SNDBUF (here) or SO_RCVBUF (at the
+ * peer) makes room without a token, so it looks again every few
+ * milliseconds. The send timeout (SO_RCVTIMEO of the writers' socket)
+ * still ends it with -EAGAIN, a signal with -EINTR. */
+static int sleep_limited(struct osf_side *s)
+{
+	struct timeval tv = {0, 0};
+	socklen_t tl = sizeof(tv);
+	long left_ms = -1;
+	char b;
+
+	__atomic_add_fetch(&s->me->sleeps, 1, __ATOMIC_RELAXED);
+	if (osf_sys_getsockopt(s->wfd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 &&
+	    (tv.tv_sec || tv.tv_usec))
+		left_ms = tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+	while (!osf_side_tx_ready(s)) {
+		struct pollfd p = {s->wfd, POLLIN, 0};
+		int slice = left_ms < 0 || left_ms > 20 ? 20 : (int)left_ms, n;
+		if (left_ms == 0)
+			return -EAGAIN;
+		n = osf_sys_poll(&p, 1, slice);
+		if (n < 0)
+			return -errno;
+		if (n > 0) { /* a token, or the end */
+			ssize_t r = osf_sys_recv(s->wfd, &b, 1, MSG_DONTWAIT);
+			if (r == 0)
+				osf_side_mark_gone(s);
+			return 0;
+		}
+		if (left_ms > 0)
+			left_ms -= slice;
+	}
+	return 0;
+}
+
 int osf_side_wait_room(struct osf_side *s, unsigned spin_us)
 {
 	int r;
@@ -321,12 +362,26 @@ int osf_side_wait_room(struct osf_side *s, unsigned spin_us)
 	__atomic_add_fetch(&s->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	r = osf_side_tx_ready(s) ? 0 : sleep_token(s, s->wfd);
+	if (osf_side_tx_ready(s))
+		r = 0;
+	else if (osf_side_tx_limit(s) < s->size)
+		r = sleep_limited(s);
+	else
+		r = sleep_token(s, s->wfd);
 	osf_side_uncount(&s->me->tx_waiters);
 	return r;
 }
 
 /* ---- readiness ------------------------------------------------------------- */
+
+/* tx_lowat is the room that makes a side writable: the low-water mark,
+ * or half the in-flight limit when that is smaller. */
+static uint64_t tx_lowat(const struct osf_side *s)
+{
+	uint64_t lim = osf_side_tx_limit(s);
+
+	return lim / 2 < s->lowat ? lim / 2 : s->lowat;
+}
 
 short osf_side_revents(const struct osf_side *s)
 {
@@ -345,7 +400,7 @@ short osf_side_revents(const struct osf_side *s)
 		r |= POLLIN | POLLRDNORM;
 	if (rdhup)
 		r |= POLLRDHUP;
-	if ((uint64_t)room >= s->lowat || wrshut || (st & OSF_CS_GONE))
+	if ((uint64_t)room >= tx_lowat(s) || wrshut || (st & OSF_CS_GONE))
 		r |= POLLOUT | POLLWRNORM;
 	if ((rdhup && wrshut) || osf_side_tcp_closed(s))
 		r |= POLLHUP;
@@ -388,9 +443,13 @@ void osf_side_disarm(struct osf_side *s, int fd, int kinds, int woken)
 
 uint64_t osf_side_stamp(const struct osf_side *s)
 {
+	/* The flags and the state are 4 bits each: all of them count. */
+	uint64_t flags = (osf_side_peer_flags(s) & 0xfu) |
+			 (osf_side_my_flags(s) & 0xfu) << 4 |
+			 (osf_side_state(s) & 0xfu) << 8;
+
 	return __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE) +
 	       __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE) *
 		       0x9e3779b97f4a7c15ULL +
-	       ((uint64_t)(osf_side_peer_flags(s) | osf_side_state(s) << 8)
-		<< 56);
+	       (flags << 52);
 }

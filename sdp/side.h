@@ -117,7 +117,7 @@ void osf_side_broken(struct osf_side *s);
 
 /* osf_side_mark_gone records that the last holder of the other side
  * closed; as TCP would have sent a reset when it closed with bytes it
- * never read, or with SO_LINGER 0. */
+ * never read, or with SO_LINGER 0, or never accepted the connection. */
 void osf_side_mark_gone(struct osf_side *s);
 
 /* osf_side_check_end asks the kernel (one poll of the application's
@@ -168,14 +168,43 @@ static inline int64_t osf_side_rx_used(const struct osf_side *s)
 	return osf_ring_used(head, tail, s->size);
 }
 
-/* osf_side_tx_free returns the room in the send ring, -1 if corrupt. */
+/* osf_side_tx_limit returns the bytes this side may have in flight: the
+ * ring, or less once either program set a buffer size (segment.h sndlim,
+ * rcvlim); an unset one counts as half the ring (send) or a fresh TCP
+ * socket's receive buffer, at most a quarter of the ring (receive). */
+static inline uint64_t osf_side_tx_limit(const struct osf_side *s)
+{
+	uint32_t sl = __atomic_load_n(&s->me->sndlim, __ATOMIC_RELAXED);
+	uint32_t rl = __atomic_load_n(&s->peer->rcvlim, __ATOMIC_RELAXED);
+	uint64_t l;
+
+	if (__builtin_expect(!(sl | rl), 1))
+		return s->size;
+	l = (uint64_t)(sl ? sl : s->size / 2) +
+	    (rl ? rl : (s->size / 4 < 131072 ? s->size / 4 : 131072));
+	return l < s->size ? l : s->size;
+}
+
+/* osf_side_tx_free returns the room to write (osf_side_tx_limit less
+ * what is in flight), -1 if the ring is corrupt. */
 static inline int64_t osf_side_tx_free(const struct osf_side *s)
 {
 	uint64_t head = __atomic_load_n(&s->tx->head, __ATOMIC_RELAXED);
 	uint64_t tail = __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE);
 	int64_t used = osf_ring_used(head, tail, s->size);
+	uint64_t lim = osf_side_tx_limit(s);
 
-	return used < 0 ? -1 : (int64_t)s->size - used;
+	if (used < 0)
+		return -1;
+	return (uint64_t)used >= lim ? 0 : (int64_t)(lim - (uint64_t)used);
+}
+
+/* osf_side_tx_queued returns the bytes written and not yet read. */
+static inline int64_t osf_side_tx_queued(const struct osf_side *s)
+{
+	return osf_ring_used(__atomic_load_n(&s->tx->head, __ATOMIC_RELAXED),
+			     __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE),
+			     s->size);
 }
 
 /* osf_side_rx_ready: a read would not block (data, end or error). */

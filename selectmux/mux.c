@@ -241,7 +241,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		wx[i] = (int)m++;
 	}
 	for (;;) {
-		int ready = 0, armed = 0, r, to;
+		int ready = 0, armed = 0, r, to, err;
 		/* What the rings say now. */
 		for (i = 0; i < n; i++) {
 			fds[i].revents = 0;
@@ -285,10 +285,14 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 									   1000000L},
 				       mask)
 			 : REAL(poll)(k, m, to);
+		err = errno;
 		if (armed)
 			disarm_all(fds, n, k, wx, arm, r > 0);
-		if (r < 0)
+		if (r < 0) { /* EINTR even after a spin pass counted 0 */
+			errno = err;
+			result = -1;
 			goto out;
+		}
 		/* Merge what the kernel said. */
 		for (i = 0; i < n; i++) {
 			if (kind[i] == SLOT_CONN) {

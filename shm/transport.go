@@ -10,6 +10,7 @@ import (
 
 	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/verbs/devroute"
 	"golang.org/x/sys/unix"
 )
 
@@ -216,25 +217,9 @@ func AsFamily(ap netip.AddrPort, like netip.Addr) netip.AddrPort {
 // SourceFor returns the local address the kernel would use to reach dst,
 // with a synthesized client port (see ClientPort).
 func SourceFor(dst netip.AddrPort) (netip.AddrPort, error) {
-	fam, sa := sockaddr(dst)
-	fd, err := unix.Socket(fam, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	a, err := devroute.KernelSource(dst.Addr())
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("shm: source address: %w", err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Connect(fd, sa); err != nil {
-		return netip.AddrPort{}, fmt.Errorf("shm: source address: %w", err)
-	}
-	local, err := unix.Getsockname(fd)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("shm: source address: %w", err)
-	}
-	var a netip.Addr
-	switch s := local.(type) {
-	case *unix.SockaddrInet4:
-		a = netip.AddrFrom4(s.Addr)
-	case *unix.SockaddrInet6:
-		a = netip.AddrFrom16(s.Addr)
+		return netip.AddrPort{}, fmt.Errorf("shm: %w", err)
 	}
 	return netip.AddrPortFrom(a, ClientPort()), nil
 }

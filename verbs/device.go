@@ -8,14 +8,13 @@ import "C"
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/osfproject/osf/verbs/devroute"
 )
 
 // Transport is the transport an RDMA device speaks (ibv_transport_type).
@@ -171,7 +170,7 @@ type DeviceInfo struct {
 	Err error
 }
 
-// sysfsRoot is where the sysfs helpers look; tests point it elsewhere.
+// sysfsRoot is where sysfs is.
 const sysfsRoot = "/sys"
 
 // Devices lists the RDMA devices and their ports. It opens each device
@@ -228,39 +227,6 @@ func describeDevice(d *C.struct_ibv_device) DeviceInfo {
 		info.Ports = append(info.Ports, pi)
 	}
 	return info
-}
-
-// portNetdevs returns the sorted, de-duplicated network interfaces listed
-// in the GID table of port of dev under root (normally /sys).
-func portNetdevs(root, dev string, port int) []string {
-	dir := filepath.Join(root, "class/infiniband", dev, "ports", strconv.Itoa(port), "gid_attrs/ndevs")
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, e := range ents {
-		// Unused GID entries read back EINVAL; skip them.
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			continue
-		}
-		name := string(trimNewline(b))
-		if name != "" && !seen[name] {
-			seen[name] = true
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func trimNewline(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // Context is an open RDMA device (struct ibv_context).
@@ -376,7 +342,7 @@ func (c *Context) QueryPort(port int) (PortInfo, error) {
 		ActiveMTU: MTU(a.active_mtu),
 		MaxMTU:    MTU(a.max_mtu),
 		LID:       uint16(a.lid),
-		Netdevs:   portNetdevs(sysfsRoot, c.name, port),
+		Netdevs:   devroute.PortNetdevs(sysfsRoot, c.name, port),
 	}, nil
 }
 

@@ -497,12 +497,18 @@ func TestLoopbackWriteImm(t *testing.T) {
 		t.Fatalf("receiver completion %+v", wc)
 	}
 
-	// Disconnect: both sides hear it, and the QP is in ERR.
+	// Disconnect: the server hears it and answers with its own
+	// Disconnect (as the engine does); only then does the client hear
+	// DISCONNECTED (the IB CM's DREQ/DREP: on a real device it does not
+	// come before the server answers). The QP is in ERR.
 	if err := cli.id.Disconnect(); err != nil {
 		t.Fatalf("Disconnect: %v", err)
 	}
-	ev.want(verbs.EventDisconnected, cli.id)
 	ev.want(verbs.EventDisconnected, srv.id)
+	if err := srv.id.Disconnect(); err != nil {
+		t.Fatalf("server Disconnect: %v", err)
+	}
+	ev.want(verbs.EventDisconnected, cli.id)
 	if st, err := cli.qp.State(); err != nil || !st.Failed() {
 		t.Errorf("client QP after disconnect = %v, %v; want ERR", st, err)
 	}

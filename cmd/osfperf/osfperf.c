@@ -9,7 +9,7 @@
  *     osfperf syscall-loop [-n N] [-f fcntl|devnull]
  *
  * It is plain C on purpose: it must reach the network only through libc
- * (socket, setsockopt, bind, listen, accept4, connect, send, recv, poll, close,
+ * (socket, setsockopt, bind, listen, accept, connect, send, recv, poll, close,
  * getaddrinfo) so that libosf.so, preloaded, sees every call. See doc.go for
  * the full usage and the output format.
  *
@@ -673,14 +673,21 @@ static void serve_conn(int fd)
 	close(fd);
 }
 
-/* accept_conn waits for the next connection; it returns a nonblocking socket. */
+/* accept_conn waits for the next connection; it returns a nonblocking
+ * socket. accept and fcntl rather than accept4: rsocket's preload library
+ * (librspreload, compared with osf in make bench-rdma) has no accept4. */
 static int accept_conn(int lfd)
 {
 	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
+		int fd = accept(lfd, NULL, NULL);
 
-		if (fd >= 0)
+		if (fd >= 0) {
+			int fl = fcntl(fd, F_GETFL);
+
+			if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+				err(1, "fcntl");
 			return fd;
+		}
 		if (errno != EINTR && errno != ECONNABORTED)
 			err(1, "accept");
 	}

@@ -84,7 +84,7 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "osfrun: warning: %s is not an osf variable (ignored)\n", name)
 	}
 	if opts.explain {
-		rdma := newRDMAProbe().device
+		rdma := hostDevice
 		if cfg.DebugRDMASim {
 			rdma = simDevice
 		}

@@ -7,17 +7,16 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/Mellanox/rdmamap"
-
 	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/sdp/rdma"
 	"github.com/osfproject/osf/verbs"
+	"github.com/osfproject/osf/verbs/devroute"
 )
 
 // noDevice is why RDMA is out of the question on a host without devices;
-// osfrun --explain says the same.
-const noDevice = "no RDMA device (no /sys/class/infiniband entries)"
+// osfrun --explain says the same (devroute).
+const noDevice = devroute.NoDevice
 
 // rdmaTransport is what the core needs of an RDMA transport: the device
 // transport (rdma.Transport) or its software stand-in for tests (rdma.Sim,
@@ -71,7 +70,7 @@ func startRDMA(cfg *policy.Config, pid, hiddenBase int, fresh bool) {
 		core.log.Infof("rdma: engine started on the software stand-in (OSF_DEBUG_RDMA_SIM=1)")
 		return
 	}
-	devs := rdmamap.GetRdmaDeviceList()
+	devs := devroute.System.Devices()
 	if len(devs) == 0 {
 		rdmaState.why = noDevice
 		return

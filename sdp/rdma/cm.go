@@ -48,12 +48,15 @@ func (d *dialer) remaining() time.Duration {
 
 // Dial connects to dst over RDMA: local is the address the application's
 // getsockname reports (the hello carries it to the server), ringBytes the
-// ring size. It waits at most timeout. The errors it returns wrap
+// ring size. It waits at most timeout, or longer when this host's recent
+// handshakes needed it (handshakeBound). The errors it returns wrap
 // sdp.ErrNoListener (nothing at dst accepts osf RDMA connections: no
 // listener, or a host without RDMA or osf), sdp.ErrBacklog,
 // sdp.ErrHandshake, verbs.ErrNoDevice (no device serves the route),
 // ErrResource or ErrStopped; the caller then uses kernel TCP.
 func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error) {
+	start := time.Now()
+	timeout = t.bound.of(timeout)
 	seg, err := sdp.CreateSegment(ringBytes)
 	if err != nil {
 		return nil, resourceError(err)
@@ -101,6 +104,7 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	if err != nil {
 		return fail(err)
 	}
+	t.bound.observe(time.Since(start))
 	return ws.endpoint(seg, local, dst), nil
 }
 
@@ -408,20 +412,10 @@ func (t *Transport) accept(ev *verbs.Event) {
 		reject(RejectBadHello, err)
 		return
 	}
-	comp, code, gone, err := openCompanion(l.name, t.cfg.HiddenBase)
-	if err != nil {
-		reject(code, err)
-		if gone {
-			t.cfg.Logf("rdma: the listener on %s is gone; closing its RDMA listener", l.addr)
-			t.closeListener(l)
-		}
-		return
-	}
-	s, err := t.serve(id, cd, comp)
+	s, code, err := t.serve(id, cd, l)
 	switch {
 	case err != nil && s == nil:
-		unix.Close(comp)
-		reject(RejectResource, err)
+		reject(code, err)
 	case err != nil:
 		t.cfg.Logf("rdma: accepted %s on %s but lost it: %v", cd.Client, l.addr, err)
 	default:
@@ -429,33 +423,40 @@ func (t *Transport) accept(ev *verbs.Event) {
 	}
 }
 
-// serve sets up the server side of an accepted request. On an error with a
-// nil stream it has released everything but comp and id (the caller
-// rejects); with a stream, the request was accepted and the stream has
-// been reset and released.
-func (t *Transport) serve(id *verbs.CMID, cd ConnectData, comp int) (*stream, error) {
+// serve sets up the server side of an accepted request: the segment and
+// the QP first, then (only when those exist, so that the application never
+// sees a hand-off without a hello) the connection to the listener's
+// companion. On an error with a nil stream it has released everything but
+// id and returns the code to reject it with; with a stream, the request
+// was accepted and the stream has been reset and released.
+func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener) (*stream, RejectCode, error) {
 	seg, err := newServerSegment(cd, t.cfg.HiddenBase)
 	if err != nil {
-		return nil, err
+		return nil, RejectResource, err
 	}
 	ctx, err := id.Context()
 	if err != nil {
 		seg.Close()
-		return nil, err
+		return nil, RejectSetup, err
 	}
 	dev, err := t.device(ctx)
 	if err != nil {
 		seg.Close()
-		return nil, err
+		return nil, RejectSetup, err
 	}
 	link, err := newVerbsLink(t, id, dev, seg)
 	if err != nil {
 		seg.Close()
-		return nil, err
+		if errors.Is(err, ErrResource) {
+			return nil, RejectResource, err
+		}
+		// A request the client already gave up on (its handshake bound
+		// expired) fails here with EINVAL: not a resource problem.
+		return nil, RejectSetup, fmt.Errorf("the connection request is no longer valid (did the client give up?): %w", err)
 	}
 	link.setPeer(cd.RingBase, cd.RKey)
-	appTx, wakeTx := -1, -1
-	undo := func(err error) (*stream, error) {
+	comp, appTx, wakeTx := -1, -1, -1
+	undo := func(code RejectCode, err error) (*stream, RejectCode, error) {
 		// The link's Close would destroy the id, which the caller
 		// still rejects and closes: take the QP down only.
 		link.closed = true
@@ -463,11 +464,19 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, comp int) (*stream, er
 		_ = link.mr.Close()
 		_ = link.cq.Close()
 		seg.Close()
-		closeOpen(appTx, wakeTx)
-		return nil, err
+		closeOpen(comp, appTx, wakeTx)
+		return nil, code, err
+	}
+	comp, code, gone, err := openCompanion(l.name, t.cfg.HiddenBase)
+	if err != nil {
+		if gone {
+			t.cfg.Logf("rdma: the listener on %s is gone; closing its RDMA listener", l.addr)
+			t.closeListener(l)
+		}
+		return undo(code, err)
 	}
 	if appTx, wakeTx, err = wakePair(t.cfg.HiddenBase); err != nil {
-		return undo(err)
+		return undo(RejectResource, err)
 	}
 	sid := t.eng.allocID()
 	s, err := newStream(sid, seg, sdp.SideServer, link, comp, wakeTx, t.cfg.Logf)
@@ -477,7 +486,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, comp int) (*stream, er
 	}
 	if err != nil {
 		t.eng.abandon(sid)
-		return undo(err)
+		return undo(RejectResource, err)
 	}
 	ad, err := AcceptData{RingBytes: cd.RingBytes, RKey: link.mr.RKey(), RingBase: link.localBase()}.Marshal()
 	if err == nil {
@@ -485,7 +494,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, comp int) (*stream, er
 	}
 	if err != nil {
 		t.eng.abandon(sid)
-		return undo(err)
+		return undo(RejectSetup, err)
 	}
 	if err := t.eng.register(s); err != nil {
 		// Accepted: the peer learns of the failure from the disconnect.
@@ -493,10 +502,10 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, comp int) (*stream, er
 		s.fail(err)
 		s.down()
 		s.release()
-		return s, err
+		return s, 0, err
 	}
 	t.conns[id] = s
-	return s, nil
+	return s, 0, nil
 }
 
 // newServerSegment makes the segment of a connection a replicated listener

@@ -428,7 +428,49 @@ func (e *Engine) service(s *stream) bool {
 			e.closing[s] = time.Now().Add(closeDeadline)
 		}
 	}
+	switch {
+	case !s.stalled():
+		s.stallSince = time.Time{}
+	case worked || s.stallSince.IsZero(): // the peer showed signs of life
+		s.stallSince = time.Now()
+	}
+	if !s.stallSince.IsZero() && !s.probeTimer {
+		s.probeTimer = true
+		e.after(probeAfter, func() { e.probeStalled(s) })
+	}
 	return worked
+}
+
+// probeAfter is how long a stream may stay stalled on the peer's credit
+// before the engine probes the peer, and then the interval between probes.
+// A dead peer or a cut wire is then noticed within probeAfter plus the QP's
+// retries (retry count 7 times the local ACK timeout), or plus
+// probeDeadline, whichever comes first: a QP whose ACK timeout is infinite
+// (0, as soft-RoCE's can be) never fails a request by itself, while a live
+// peer's device acknowledges a probe within a round trip.
+const probeAfter = time.Second
+
+// probeDeadline bounds how long a probe may go unacknowledged (a variable
+// for tests).
+var probeDeadline = 10 * time.Second
+
+// probeStalled probes a stream that is still stalled and keeps doing so
+// every probeAfter while it stays stalled.
+func (e *Engine) probeStalled(s *stream) {
+	s.probeTimer = false
+	if s.state.dead() || s.stallSince.IsZero() || !s.stalled() {
+		return
+	}
+	if s.probing && time.Since(s.probeSent) >= probeDeadline {
+		s.logf("rdma: connection %d: the peer's device did not acknowledge a probe within %v; resetting", s.id, probeDeadline)
+		s.down()
+		return
+	}
+	if time.Since(s.stallSince) >= probeAfter {
+		s.probe()
+	}
+	s.probeTimer = true
+	e.after(probeAfter, func() { e.probeStalled(s) })
 }
 
 // pollLink handles every completion the link has; it reports whether there

@@ -26,6 +26,8 @@ type fakeNet struct {
 	cond     *sync.Cond
 	ends     [2]*fakeLink
 	down     bool
+	cut      bool // cutWire: nothing arrives, sends fail after fakeRetryTime
+	lost     bool // cutWire(true): sends never complete at all
 	maxDelay time.Duration
 	rng      *rand.Rand
 	done     chan struct{}
@@ -96,7 +98,7 @@ func (n *fakeNet) wire(i int) {
 	src, dst := n.ends[i], n.ends[1-i]
 	for {
 		n.mu.Lock()
-		for !n.stopped() && (len(src.sq) == 0 || (src.sq[0].withImm && len(dst.rq) == 0 && !n.down)) {
+		for !n.stopped() && (len(src.sq) == 0 || (src.sq[0].withImm && len(dst.rq) == 0 && !n.down && !n.cut)) {
 			n.cond.Wait()
 		}
 		if n.stopped() {
@@ -104,6 +106,23 @@ func (n *fakeNet) wire(i int) {
 			return
 		}
 		if n.down { // flushed by disconnect meanwhile
+			n.mu.Unlock()
+			continue
+		}
+		if n.cut {
+			// The wire is cut: nothing arrives; after the QP's
+			// retries the request fails, and the QP with it.
+			wr := src.sq[0]
+			src.sq = src.sq[1:]
+			n.mu.Unlock()
+			time.Sleep(fakeRetryTime)
+			n.mu.Lock()
+			if n.lost {
+				n.mu.Unlock()
+				continue
+			}
+			src.complete(verbs.WC{WRID: uint64(wr.wrid), Status: verbs.WCRetryExcErr})
+			n.cond.Broadcast()
 			n.mu.Unlock()
 			continue
 		}
@@ -146,6 +165,21 @@ func (n *fakeNet) stopped() bool {
 	default:
 		return false
 	}
+}
+
+// fakeRetryTime stands for a QP's retries (retry count times the local ACK
+// timeout) on a cut wire.
+const fakeRetryTime = 200 * time.Millisecond
+
+// cutWire cuts the wire silently: nothing is delivered any more, and each
+// send work request fails with WCRetryExcErr after fakeRetryTime (with
+// lost, never: a QP whose ACK timeout is infinite); nobody sees a flush or
+// a disconnect until then.
+func (n *fakeNet) cutWire(lost bool) {
+	n.mu.Lock()
+	n.cut, n.lost = true, lost
+	n.cond.Broadcast()
+	n.mu.Unlock()
 }
 
 // kill breaks the connection without any message: a peer host, process
@@ -217,6 +251,12 @@ func (l *fakeLink) PostImm(wrid verbs.WRID, imm uint32, signaled bool) error {
 	l.net.mu.Lock()
 	defer l.net.mu.Unlock()
 	return l.postLocked(fakeWR{wrid: wrid, imm: imm, withImm: true, signaled: signaled})
+}
+
+func (l *fakeLink) PostProbe(wrid verbs.WRID) error {
+	l.net.mu.Lock()
+	defer l.net.mu.Unlock()
+	return l.postLocked(fakeWR{wrid: wrid, ring: l.idx, signaled: true})
 }
 
 func (l *fakeLink) PostRecv(wrid verbs.WRID) error {

@@ -23,6 +23,10 @@ type Link interface {
 	PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint32, withImm, signaled bool) error
 	// PostImm posts a zero-length WRITE WITH IMMEDIATE.
 	PostImm(wrid verbs.WRID, imm uint32, signaled bool) error
+	// PostProbe posts a signaled zero-length RDMA WRITE: the peer's
+	// device acknowledges it without consuming a receive or telling its
+	// engine; it completes with an error when the peer is unreachable.
+	PostProbe(wrid verbs.WRID) error
 	// PostRecv posts one receive for the peer's next immediate.
 	PostRecv(wrid verbs.WRID) error
 	// Poll takes up to len(wc) completions without blocking.
@@ -50,4 +54,5 @@ const (
 	wrFlags  uint8 = 4 // zero-length WRITE WITH IMMEDIATE: FIN
 	wrClose  uint8 = 5 // zero-length WRITE WITH IMMEDIATE: CLOSE
 	wrRecv   uint8 = 6 // receive
+	wrProbe  uint8 = 7 // zero-length RDMA WRITE: is the peer alive?
 )

@@ -445,6 +445,12 @@ func (l *simLink) PostImm(wrid verbs.WRID, imm uint32, signaled bool) error {
 	return l.post(o)
 }
 
+func (l *simLink) PostProbe(wrid verbs.WRID) error {
+	o := simOut{wrid: wrid, signaled: true}
+	simHeader(o.hdr[:], simWrite, 0, false, 0, 0, 0)
+	return l.post(o)
+}
+
 func (l *simLink) PostRecv(wrid verbs.WRID) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

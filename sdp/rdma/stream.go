@@ -3,6 +3,7 @@ package rdma
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -111,8 +112,17 @@ type stream struct {
 
 	posted    uint32 // send work requests posted
 	completed uint32 // send work requests known complete
-	recvs     int    // receives posted and not completed
-	recvSeq   uint32
+
+	// Liveness while stalled: a writer blocked on a full peer ring posts
+	// nothing, so a dead peer or a cut wire would go unnoticed; the engine
+	// then probes (probeStalled).
+	stallSince time.Time // when the stream last became stalled, or zero
+	probing    bool      // a probe is outstanding
+	probeSent  time.Time // when it was posted
+	probes     int       // probes posted
+	probeTimer bool      // probeStalled is scheduled
+	recvs      int       // receives posted and not completed
+	recvSeq    uint32
 
 	// Counters, for logs and tests.
 	bytesOut, bytesIn uint64
@@ -345,11 +355,41 @@ func (s *stream) handle(wc *verbs.WC) {
 		return
 	}
 	s.completed = done
+	if id.Kind() == wrProbe {
+		s.probing = false
+	}
 	if id.Kind() == wrClose {
 		s.closeAck = true
 		// The peer has everything: take the link down.
 		_ = s.link.Disconnect()
 	}
+}
+
+// stalled reports whether the stream waits for the peer's credit (the
+// peer's ring is full as far as we know): the local writer may be blocked,
+// and nothing the engine would post could notice the peer's death.
+func (s *stream) stalled() bool {
+	return s.state.sending() && !s.linkDown && !s.peerClosed && !s.closeSent &&
+		s.sent-s.peerTail == s.size
+}
+
+// probe asks the peer's device whether it is there (PostProbe): a dead
+// peer or a cut wire makes the probe fail once the QP's retries are
+// exhausted, and the stream is reset.
+func (s *stream) probe() {
+	if s.probing || s.sqFree() < 1 {
+		return
+	}
+	if err := s.post(wrProbe, func(w verbs.WRID, _ bool) error { return s.link.PostProbe(w) }, true); err != nil {
+		s.fail(fmt.Errorf("rdma: post probe: %w", err))
+		return
+	}
+	s.probing = true
+	s.probeSent = time.Now()
+	if s.probes == 0 {
+		s.logf("rdma: connection %d: stalled on the peer's credit; probing its device (every %v while stalled)", s.id, probeAfter)
+	}
+	s.probes++
 }
 
 // receive applies one immediate from the peer.

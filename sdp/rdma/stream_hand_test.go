@@ -33,6 +33,10 @@ func (l *recLink) PostImm(w verbs.WRID, imm uint32, sig bool) error {
 	l.writes = append(l.writes, fakeWR{wrid: w, imm: imm, withImm: true, signaled: sig})
 	return nil
 }
+func (l *recLink) PostProbe(w verbs.WRID) error {
+	l.writes = append(l.writes, fakeWR{wrid: w, signaled: true})
+	return nil
+}
 func (l *recLink) PostRecv(verbs.WRID) error    { l.recvs++; return nil }
 func (l *recLink) Poll([]verbs.WC) (int, error) { return 0, nil }
 func (l *recLink) Notify() error                { return nil }

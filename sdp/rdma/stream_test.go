@@ -436,6 +436,45 @@ func TestMirrorPeerDeath(t *testing.T) {
 	p.waitReleased(2 * closeDeadline)
 }
 
+// TestMirrorWireCut: the wire is cut silently (a link down on the peer's
+// host, a pulled cable) while the application's writer waits for the
+// peer's credit, so that nothing is in flight to notice: the engine probes
+// the stalled stream and the writer gets ECONNRESET or EPIPE within
+// probeAfter and the QP's retries, never a hang; and within probeDeadline
+// when the QP never gives up by itself (lost).
+func TestMirrorWireCut(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lost=%v", lost), func(t *testing.T) {
+			if lost {
+				old := probeDeadline
+				probeDeadline = 500 * time.Millisecond
+				defer func() { probeDeadline = old }()
+			}
+			p := newPair(t, pairOpts{ring: 4096, seed: 12})
+			writeErr := make(chan error, 1)
+			go func() {
+				_, err := p.app[0].write(make([]byte, 100000), 20*time.Second) // the peer never reads
+				writeErr <- err
+			}()
+			deadline := time.Now().Add(5 * time.Second)
+			for p.app[1].seg.Head(0) < 4096 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond) // the writer now waits for credit
+			start := time.Now()
+			p.net.cutWire(lost)
+			err := <-writeErr
+			if !errors.Is(err, unix.ECONNRESET) && !errors.Is(err, unix.EPIPE) {
+				t.Fatalf("blocked writer after the cut: %v, want ECONNRESET or EPIPE", err)
+			}
+			if d := time.Since(start); d > 3*probeAfter+10*fakeRetryTime {
+				t.Errorf("the writer learned of the cut after %v", d)
+			}
+			t.Logf("writer: %v after %v", err, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
 // TestMirrorPostFailure: a link whose posts fail resets the connection.
 func TestMirrorPostFailure(t *testing.T) {
 	p := newPair(t, pairOpts{ring: 4096, seed: 10})

@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/shm"
 	"github.com/osfproject/osf/verbs"
+	"github.com/osfproject/osf/verbs/devroute"
 )
 
 // ErrForkChild means this process is a fork child of a process that set up
@@ -55,9 +54,10 @@ type Config struct {
 // on its single osf-core thread); the connection manager's events, the
 // completions and the rings are handled by the engine goroutine.
 type Transport struct {
-	cfg Config
-	eng *Engine
-	ch  *verbs.EventChannel
+	cfg   Config
+	eng   *Engine
+	ch    *verbs.EventChannel
+	bound handshakeBound // scales the dials' bound with this host's pace
 
 	// Engine goroutine only (after Start).
 	devs      map[*verbs.Context]*device
@@ -253,32 +253,10 @@ func (t *Transport) Devices() []string {
 }
 
 // DeviceFor reports which RDMA device serves the route to a, or why none
-// does; it has the signature of internal/policy.Query.RDMADevice. For an
-// address of this host it is the device of the interface holding it; for
-// another host, that of the interface the kernel would send from; for the
-// unspecified address (a wildcard listener) any device.
+// does; it has the signature of internal/policy.Query.RDMADevice. It is
+// devroute's algorithm, the one osfrun --explain uses.
 func (t *Transport) DeviceFor(a netip.Addr) (device string, ok bool, why string) {
-	a = a.Unmap().WithZone("")
-	if a.IsUnspecified() {
-		names := t.Devices()
-		if len(names) == 0 {
-			return "", false, "no RDMA device"
-		}
-		return names[0], true, ""
-	}
-	src := a
-	if !policy.IsLocal(a) {
-		s, err := shm.SourceFor(netip.AddrPortFrom(a, 9))
-		if err != nil {
-			return "", false, "no route to " + a.String() + ": " + err.Error()
-		}
-		src = s.Addr().Unmap()
-	}
-	dev, port, err := verbs.DeviceForAddr(src)
-	if err != nil {
-		return "", false, strings.TrimPrefix(err.Error(), "verbs: ")
-	}
-	return dev + " port " + strconv.Itoa(port), true, ""
+	return devroute.System.ForRoute(a)
 }
 
 // Listen creates the shm companion of a listener bound to addr and

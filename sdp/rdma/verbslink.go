@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/verbs"
 )
@@ -47,7 +49,7 @@ func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment) (
 	if err != nil {
 		l.mr.Close()
 		l.cq.Close()
-		return nil, resourceError(err)
+		return nil, qpError(err)
 	}
 	return l, nil
 }
@@ -83,6 +85,10 @@ func (l *verbsLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint
 
 func (l *verbsLink) PostImm(wrid verbs.WRID, imm uint32, signaled bool) error {
 	return l.qp.PostWriteImm(uint64(wrid), verbs.SGE{}, l.rbase, l.rkey, imm, signaled)
+}
+
+func (l *verbsLink) PostProbe(wrid verbs.WRID) error {
+	return l.qp.PostSend(verbs.SendWR{ID: uint64(wrid), Opcode: verbs.OpWrite, RemoteAddr: l.rbase, RKey: l.rkey, Flags: verbs.SendSignaled})
 }
 
 func (l *verbsLink) PostRecv(wrid verbs.WRID) error {
@@ -126,4 +132,16 @@ var ErrResource = errors.New("rdma: out of resources")
 
 func resourceError(err error) error {
 	return fmt.Errorf("%w: %w", ErrResource, err)
+}
+
+// qpError wraps a failed QP creation: ErrResource when the errno says a
+// resource ran out; otherwise (EINVAL: the id's connection request is no
+// longer valid, its client gave up) not.
+func qpError(err error) error {
+	for _, e := range []unix.Errno{unix.ENOMEM, unix.ENOSPC, unix.EAGAIN, unix.EMFILE, unix.ENFILE, unix.ENOBUFS} {
+		if errors.Is(err, e) {
+			return resourceError(err)
+		}
+	}
+	return fmt.Errorf("rdma: %w", err)
 }

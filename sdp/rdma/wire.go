@@ -193,6 +193,10 @@ const (
 	// RejectResource: the server ran out of a resource (memory, queue
 	// pairs, locked memory).
 	RejectResource RejectCode = 4
+	// RejectSetup: the server could not set the connection up for another
+	// reason (e.g. the request was no longer valid: the client had given
+	// up). A client of an older version reports it as a refusal too.
+	RejectSetup RejectCode = 5
 )
 
 var rejectNames = map[RejectCode]string{
@@ -200,6 +204,7 @@ var rejectNames = map[RejectCode]string{
 	RejectBacklog:    "listener backlog full",
 	RejectBadHello:   "bad hello",
 	RejectResource:   "server out of resources",
+	RejectSetup:      "server could not set the connection up",
 }
 
 // String describes the code.

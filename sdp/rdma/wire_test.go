@@ -136,7 +136,7 @@ func TestAcceptData(t *testing.T) {
 }
 
 func TestReject(t *testing.T) {
-	for _, c := range []RejectCode{RejectNoListener, RejectBacklog, RejectBadHello, RejectResource} {
+	for _, c := range []RejectCode{RejectNoListener, RejectBacklog, RejectBadHello, RejectResource, RejectSetup} {
 		got, ok := DecodeReject(append(c.Marshal(), make([]byte, 144)...))
 		if !ok || got != c {
 			t.Errorf("%v: got %v %v", c, got, ok)

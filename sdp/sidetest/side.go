@@ -24,6 +24,11 @@ static void side_set_flags(struct osf_side *s, uint32_t f)
 	__atomic_or_fetch(&s->me->flags, f, __ATOMIC_ACQ_REL);
 }
 
+static void side_hold(struct osf_side *s)
+{
+	__atomic_add_fetch(&s->me->holders, 1, __ATOMIC_RELAXED);
+}
+
 static struct osf_side *side_new(void) { return calloc(1, sizeof(struct osf_side)); }
 
 static void *seg_new(uint32_t ring)
@@ -160,6 +165,7 @@ func NewPair(ring uint32) (*Pair, error) {
 func newEnd(seg unsafe.Pointer, ring uint32, side, fd, wfd int) *End {
 	e := &End{s: C.side_new(), FD: fd, WFD: wfd}
 	C.osf_side_init(e.s, (*C.uint8_t)(seg), C.uint32_t(ring), C.int(side), C.int(wfd))
+	C.side_hold(e.s) // as an install does: a side never held was never accepted
 	return e
 }
 

@@ -44,6 +44,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -1601,6 +1602,25 @@ static void s_accept_eintr(void)
 	close(l);
 }
 
+/* pattern_file returns an unlinked temporary file holding n bytes of the
+ * pattern, positioned at its start. */
+static int pattern_file(size_t n)
+{
+	char path[] = "/tmp/osf-semantics-XXXXXX";
+	unsigned char *data = malloc(n);
+	int f = mkstemp(path);
+
+	if (!data || f < 0)
+		setup_failed("temp file");
+	pat_fill(data, n, 0);
+	if (write(f, data, n) != (ssize_t)n)
+		setup_failed("temp file");
+	free(data);
+	unlink(path);
+	lseek(f, 0, SEEK_SET);
+	return f;
+}
+
 struct reader {
 	int fd;
 	size_t n;
@@ -1709,19 +1729,11 @@ static void s_splice(void)
 
 static void s_sendfile(void)
 {
-	char path[] = "/tmp/osf-semantics-XXXXXX";
-	static unsigned char data[300000];
 	struct reader rd;
-	int c, s, f, bad;
+	int c, s, f = pattern_file(300000), bad;
 	off_t off;
 	long r;
 
-	pat_fill(data, sizeof data, 0);
-	f = mkstemp(path);
-	if (f < 0 || write(f, data, sizeof data) != (ssize_t)sizeof data)
-		setup_failed("temp file");
-	unlink(path);
-	lseek(f, 0, SEEK_SET);
 	mkpair(AF_INET, &c, &s);
 
 	rd = (struct reader){.fd = s, .n = 200000, .off = 1000};
@@ -1747,7 +1759,7 @@ static void s_sendfile(void)
 	pthread_join(rd.th, NULL);
 	say("sendfile past the end %s offset after %lld", R(r), (long long)off);
 	say("received %s data %s", YN(rd.got == 10000), YN(rd.ok));
-	off = sizeof data;
+	off = 300000;
 	say("sendfile at the end %s", R(DO(sendfile(c, f, &off, 100))));
 	say("sendfile from a socket %s", R(DO(sendfile(c, s, NULL, 100))));
 	bad = dup(0);
@@ -2267,6 +2279,460 @@ static void s_v6only(void)
 	close(l);
 }
 
+/* ---- issue 11: what real programs trip on ------------------------------------- */
+
+/* wait_eintr: each of poll, ppoll, select and pselect, waiting on fd for
+ * what never comes, is interrupted by a handled SIGALRM: -1 EINTR, with
+ * or without SA_RESTART (Linux never restarts these). */
+static void wait_eintr(const char *what, int fd)
+{
+	int restart, a0;
+	long r;
+
+	for (restart = 0; restart < 2; restart++) {
+		struct pollfd p = {fd, POLLIN, 0};
+		struct timespec ts = {2, 0};
+		struct timeval tv = {2, 0};
+		fd_set rs;
+		sigset_t none;
+
+		sigemptyset(&none);
+		alrm_handler(restart);
+		a0 = sigalrms;
+		alarm_ms(50);
+		r = DO(poll(&p, 1, 2000));
+		say("%s poll restart=%d %s handled %d", what, restart, R(r), sigalrms - a0);
+		a0 = sigalrms;
+		alarm_ms(50);
+		r = DO(ppoll(&p, 1, &ts, &none));
+		say("%s ppoll restart=%d %s handled %d", what, restart, R(r), sigalrms - a0);
+		a0 = sigalrms;
+		alarm_ms(50);
+		FD_ZERO(&rs);
+		FD_SET(fd, &rs);
+		r = DO(select(fd + 1, &rs, NULL, NULL, &tv));
+		say("%s select restart=%d %s handled %d", what, restart, R(r), sigalrms - a0);
+		a0 = sigalrms;
+		alarm_ms(50);
+		FD_ZERO(&rs);
+		FD_SET(fd, &rs);
+		r = DO(pselect(fd + 1, &rs, NULL, NULL, &ts, &none));
+		say("%s pselect restart=%d %s handled %d", what, restart, R(r), sigalrms - a0);
+	}
+	signal(SIGALRM, SIG_IGN);
+}
+
+static void s_poll_eintr(void)
+{
+	struct sockaddr_storage ss;
+	int c, s, l;
+
+	mkpair(AF_INET, &c, &s);
+	wait_eintr("connection", s);
+	l = listener(AF_INET, "127.0.0.1", -1, &ss);
+	wait_eintr("listener", l);
+	close(l);
+	close(c);
+	close(s);
+}
+
+/* s_reset_seen: the peer aborts (SO_LINGER 0) and nothing here waits for
+ * it; after a while every way of asking sees the reset. */
+static void s_reset_seen(void)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	struct linger lg = {1, 0};
+	int c, s, err = -1;
+	socklen_t el = sizeof err;
+	char buf[4];
+	long rv;
+
+	mkpair(AF_INET, &c, &s);
+	setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	close(s);
+	usleep(100 * 1000);
+	say("getpeername %s", R(DO(getpeername(c, (struct sockaddr *)&ss, &sl))));
+	rv = DO(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el));
+	say("SO_ERROR %s value %s", R(rv), en(err));
+	el = sizeof err;
+	getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el);
+	say("SO_ERROR again %s", en(err));
+	pmask("after reset", c);
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, MSG_DONTWAIT))));
+	close(c);
+
+	mkpair(AF_INET, &c, &s);
+	setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	close(s);
+	usleep(100 * 1000);
+	pmask("first look", c);
+	say("recv %s", R(DO(recv(c, buf, sizeof buf, MSG_DONTWAIT))));
+	say("recv again %s", R(DO(recv(c, buf, sizeof buf, MSG_DONTWAIT))));
+	close(c);
+}
+
+/* s_epoll_et_end: an edge-triggered wait sees the peer's end (a close
+ * without shutdown, and an abort) as a new edge after an earlier one. */
+static void s_epoll_et_end(void)
+{
+	struct linger lg = {1, 0};
+	int c, s, ep, n, abort_;
+	uint32_t e;
+
+	for (abort_ = 0; abort_ < 2; abort_++) {
+		struct epoll_event ev = {EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, {.u64 = 7}};
+		mkpair(AF_INET, &c, &s);
+		ep = epoll_create1(0);
+		set_nonblock(c, 1);
+		epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
+		n = ewait(ep, 1000, &e);
+		say("abort=%d first edge %s events 0x%x", abort_, R(n), e);
+		n = ewait(ep, 0, &e);
+		say("abort=%d no new edge %s", abort_, R(n));
+		if (abort_)
+			setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+		close(s);
+		usleep(50 * 1000);
+		n = ewait(ep, 1000, &e);
+		say("abort=%d peer end edge %s events 0x%x", abort_, R(n), e);
+		if (!abort_) { /* the write the closed peer answers with a reset */
+			say("write %s", R(DO(write(c, "x", 1))));
+			n = ewait(ep, 1000, &e);
+			say("reset edge %s events 0x%x", R(n), e);
+		}
+		n = ewait(ep, 0, &e);
+		say("abort=%d no new edge %s", abort_, R(n));
+		close(ep);
+		close(c);
+	}
+}
+
+/* s_sendfile_closed: sendfile and splice to a connection whose peer has
+ * closed take what they really took (the one write TCP accepts). */
+static void s_sendfile_closed(void)
+{
+	unsigned char data[100];
+	int c, s, f = pattern_file(sizeof data), pp[2];
+	off_t off = 0;
+	long r;
+
+	pat_fill(data, sizeof data, 0);
+	mkpair(AF_INET, &c, &s);
+	close(s);
+	wait_ev(c, POLLRDHUP, 1000);
+	r = DO(sendfile(c, f, &off, 1000000));
+	say("sendfile after peer close %s offset %lld", R(r), (long long)off);
+	close(c);
+
+	mkpair(AF_INET, &c, &s);
+	close(s);
+	wait_ev(c, POLLRDHUP, 1000);
+	if (pipe(pp) < 0 || write(pp[1], data, sizeof data) != (ssize_t)sizeof data)
+		setup_failed("pipe");
+	r = DO(splice(pp[0], NULL, c, NULL, 1000000, SPLICE_F_NONBLOCK));
+	say("splice after peer close %s", R(r));
+	close(pp[0]);
+	close(pp[1]);
+	close(c);
+	close(f);
+}
+
+/* s_badbuf: a bad buffer is EFAULT, never a crash; nothing is consumed or
+ * sent from a call that faults. */
+static void *volatile bad_null, *volatile bad_low = (void *)8; /* hidden from the compiler */
+
+static void s_badbuf(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char buf[200];
+	struct iovec iov[2];
+	int c, s, ok;
+
+	if (m == MAP_FAILED || mprotect(m + pg, (size_t)pg, PROT_NONE) < 0)
+		setup_failed("mmap");
+	mkpair(AF_INET, &c, &s);
+	pat_fill((unsigned char *)buf, 100, 0);
+	send(c, buf, 3, 0);
+	wait_bytes(s, 3, 1000);
+	say("read NULL %s", R(DO(read(s, bad_null, 3))));
+	say("recv NULL %s", R(DO(recv(s, bad_null, 3, 0))));
+	say("read after %s", R(DO(read(s, buf, sizeof buf))));
+	say("write (void*)8 %s", R(DO(write(c, bad_low, 3))));
+	iov[0] = (struct iovec){buf, 10};
+	iov[1] = (struct iovec){bad_low, 10};
+	say("writev good+bad %s", R(DO(writev(c, iov, 2))));
+	say("send across a PROT_NONE page %s", R(DO(send(c, m + pg - 1, (size_t)pg, 0))));
+	say("send up to the page end %s", R(DO(send(c, m, (size_t)pg, 0))));
+	say("send one past the page end %s", R(DO(send(c, m, (size_t)pg + 1, 0))));
+	say("received %s", YN(read_all(s, (size_t)pg, 0, 2000, &ok) == (size_t)pg));
+	pat_fill((unsigned char *)buf, 100, 0);
+	send(c, buf, 100, 0);
+	wait_bytes(s, 100, 1000);
+	say("recv across a PROT_NONE page %s", R(DO(recv(s, m + pg - 10, 100, 0))));
+	mprotect(m, (size_t)pg, PROT_READ);
+	say("recv into a read-only page %s", R(DO(recv(s, m, 100, 0))));
+	iov[0] = (struct iovec){buf, 10};
+	iov[1] = (struct iovec){m, 90};
+	say("readv good+read-only %s", R(DO(readv(s, iov, 2))));
+	say("data intact %s", YN(read_all(s, 100, 0, 2000, &ok) == 100 && ok));
+	munmap(m, (size_t)pg * 2);
+	close(c);
+	close(s);
+}
+
+/* s_mmsg_max: sendmmsg takes at most UIO_MAXIOV messages. */
+static void s_mmsg_max(void)
+{
+	static struct mmsghdr v[1025];
+	static struct iovec iov[1025];
+	static char b[1025];
+	int c, s, i, ok;
+
+	mkpair(AF_INET, &c, &s);
+	pat_fill((unsigned char *)b, sizeof b, 0);
+	for (i = 0; i < 1025; i++) {
+		iov[i] = (struct iovec){b + i, 1};
+		v[i].msg_hdr = (struct msghdr){.msg_iov = &iov[i], .msg_iovlen = 1};
+	}
+	say("sendmmsg 1025 %s", R(DO(sendmmsg(c, v, 1025, MSG_DONTWAIT))));
+	say("received %s", YN(read_all(s, 1024, 0, 2000, &ok) == 1024 && ok));
+	close(c);
+	close(s);
+}
+
+/* want_cc reads the kernel's default congestion control into b. */
+static const char *want_cc(char *b, size_t n)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+
+	b[0] = 0;
+	if (f) {
+		if (fgets(b, (int)n, f))
+			b[strcspn(b, "\n")] = 0;
+		fclose(f);
+	}
+	return b;
+}
+
+/* s_sockopt_kernel: TCP and IP options are validated, normalised and
+ * defaulted as kernel TCP does (ranges, conversions, the congestion
+ * control names on offer, sysctl defaults), on both ends. */
+static void s_sockopt_kernel(void)
+{
+	static const struct {
+		int level, name, v;
+		const char *what;
+	} sets[] = {
+		{IPPROTO_TCP, TCP_KEEPIDLE, 0, "TCP_KEEPIDLE 0"},
+		{IPPROTO_TCP, TCP_KEEPIDLE, 32768, "TCP_KEEPIDLE 32768"},
+		{IPPROTO_TCP, TCP_KEEPIDLE, 32767, "TCP_KEEPIDLE 32767"},
+		{IPPROTO_TCP, TCP_KEEPINTVL, 0, "TCP_KEEPINTVL 0"},
+		{IPPROTO_TCP, TCP_KEEPCNT, -5, "TCP_KEEPCNT -5"},
+		{IPPROTO_TCP, TCP_KEEPCNT, 128, "TCP_KEEPCNT 128"},
+		{IPPROTO_TCP, TCP_USER_TIMEOUT, -10, "TCP_USER_TIMEOUT -10"},
+		{IPPROTO_TCP, TCP_LINGER2, -1234, "TCP_LINGER2 -1234"},
+		{IPPROTO_TCP, TCP_LINGER2, 0, "TCP_LINGER2 0"},
+		{IPPROTO_TCP, TCP_LINGER2, 121, "TCP_LINGER2 121"},
+		{IPPROTO_TCP, TCP_WINDOW_CLAMP, 0, "TCP_WINDOW_CLAMP 0"},
+		{IPPROTO_TCP, TCP_WINDOW_CLAMP, 1, "TCP_WINDOW_CLAMP 1"},
+		{IPPROTO_TCP, TCP_DEFER_ACCEPT, 10, "TCP_DEFER_ACCEPT 10"},
+		{IPPROTO_TCP, TCP_SYNCNT, 0, "TCP_SYNCNT 0"},
+		{IPPROTO_TCP, TCP_INQ, 1, "TCP_INQ 1"},
+		{IPPROTO_IP, IP_MTU_DISCOVER, 10, "IP_MTU_DISCOVER 10"},
+		{IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO, "IP_MTU_DISCOVER DO"},
+		{IPPROTO_IP, IP_TOS, 0xff, "IP_TOS 0xff"},
+		{IPPROTO_IP, IP_TTL, 0, "IP_TTL 0"},
+		{IPPROTO_IP, IP_TTL, -1, "IP_TTL -1"},
+		{IPPROTO_IP, IP_MULTICAST_TTL, 300, "IP_MULTICAST_TTL 300"},
+	};
+	static const struct {
+		int level, name;
+		const char *what;
+	} defaults[] = {
+		{IPPROTO_TCP, TCP_KEEPIDLE, "TCP_KEEPIDLE"},
+		{IPPROTO_TCP, TCP_LINGER2, "TCP_LINGER2"},
+		{IPPROTO_TCP, TCP_USER_TIMEOUT, "TCP_USER_TIMEOUT"},
+		{IPPROTO_TCP, TCP_CORK, "TCP_CORK"},
+		{IPPROTO_TCP, TCP_WINDOW_CLAMP, "TCP_WINDOW_CLAMP"},
+		{IPPROTO_IP, IP_MULTICAST_TTL, "IP_MULTICAST_TTL"},
+		{IPPROTO_IP, IP_MULTICAST_LOOP, "IP_MULTICAST_LOOP"},
+		{IPPROTO_IP, IP_MTU_DISCOVER, "IP_MTU_DISCOVER"},
+		{IPPROTO_IP, IP_TTL, "IP_TTL"},
+		{IPPROTO_IP, IP_MTU, "IP_MTU"},
+		{SOL_SOCKET, SO_SNDBUF, "SO_SNDBUF"},
+		{SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF"},
+	};
+	char cc[20], want[20];
+	struct tcp_info ti;
+	socklen_t l;
+	int c, s, end, fds[2], i;
+	long r, g;
+
+	mkpair(AF_INET, &c, &s);
+	fds[0] = c;
+	fds[1] = s;
+	for (end = 0; end < 2; end++) {
+		int fd = fds[end];
+		for (i = 0; i < (int)(sizeof defaults / sizeof defaults[0]); i++) {
+			int v = geti(fd, defaults[i].level, defaults[i].name, &r);
+			say("end %d default %s %s value %d", end, defaults[i].what, R(r), v);
+		}
+		for (i = 0; i < (int)(sizeof sets / sizeof sets[0]); i++) {
+			const char *rs;
+			r = DO(setsockopt(fd, sets[i].level, sets[i].name, &sets[i].v, sizeof(int)));
+			rs = R(r);
+			say("end %d set %s %s then %d", end, sets[i].what, rs,
+			    geti(fd, sets[i].level, sets[i].name, &g));
+		}
+		l = sizeof cc;
+		memset(cc, 'x', sizeof cc);
+		r = DO(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &l));
+		say("end %d TCP_CONGESTION %s len %u is the default %s", end, R(r), l,
+		    YN(l == 16 && !strcmp(cc, want_cc(want, sizeof want))));
+		r = DO(setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4));
+		l = sizeof cc;
+		getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &l);
+		say("end %d set reno %s then %.16s", end, R(r), cc);
+		r = DO(setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "nonesuch", 8));
+		l = sizeof cc;
+		getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &l);
+		say("end %d set nonesuch %s then %.16s", end, R(r), cc);
+		l = sizeof ti;
+		memset(&ti, 0, sizeof ti);
+		r = DO(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l));
+		say("end %d TCP_INFO %s state %u ca_state %u rto>0 %s cwnd>0 %s", end, R(r),
+		    ti.tcpi_state, ti.tcpi_ca_state, YN(ti.tcpi_rto > 0), YN(ti.tcpi_snd_cwnd > 0));
+	}
+	close(c);
+	close(s);
+}
+
+struct raise {
+	int fd, v, delay_ms;
+	pthread_t th;
+};
+
+static void *raise_run(void *p)
+{
+	struct raise *r = p;
+
+	usleep((useconds_t)r->delay_ms * 1000);
+	setsockopt(r->fd, SOL_SOCKET, SO_SNDBUF, &r->v, sizeof r->v);
+	return NULL;
+}
+
+/* s_bufsize: SO_SNDBUF and SO_RCVBUF bound the bytes in flight to a peer
+ * that does not read, and raising SO_SNDBUF makes room at once, waking a
+ * blocked writer. */
+static void s_bufsize(void)
+{
+	int c, s, v = 4096, partial, eagain, maxv, ok;
+	socklen_t l = sizeof maxv;
+	struct timeval tv = {5, 0};
+	struct raise rs;
+	size_t total;
+	long t0, r;
+
+	mkpair(AF_INET, &c, &s);
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+	setsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+	total = fill(c, 65536, 4 << 20, 0, &partial, &eagain);
+	say("4 KiB buffers: took more than 0 %s, less than 256 KiB %s, then EAGAIN %s",
+	    YN(total > 0), YN(total < (256 << 10)), YN(eagain));
+	say("drained %s", YN(read_all(s, total, 0, 5000, &ok) == total && ok));
+	close(c);
+	close(s);
+
+	mkpair(AF_INET, &c, &s);
+	v = 0x7fffffff;
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+	getsockopt(c, SOL_SOCKET, SO_SNDBUF, &maxv, &l);
+	v = maxv / 4;
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+	total = fill(c, 65536, 64 << 20, 0, &partial, &eagain);
+	say("quarter of the largest send buffer: full %s", YN(eagain));
+	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	rs = (struct raise){.fd = c, .v = maxv / 2, .delay_ms = 100};
+	if (pthread_create(&rs.th, NULL, raise_run, &rs) != 0)
+		setup_failed("pthread_create");
+	t0 = now_ms();
+	r = DO(send(c, "x", 1, 0));
+	say("blocked send after raising SO_SNDBUF %s before its timeout %s", R(r),
+	    YN(now_ms() - t0 < 4000));
+	pthread_join(rs.th, NULL);
+	close(c);
+	close(s);
+}
+
+/* cmsg_list prints the control messages recvmsg returned. */
+static void cmsg_list(const char *what, struct msghdr *m, long r)
+{
+	struct cmsghdr *h;
+	char line[512];
+	int n = 0;
+
+	n += snprintf(line + n, sizeof line - (size_t)n, "%s %s flags 0x%x:", what, R(r),
+		      m->msg_flags);
+	for (h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(m, h)) {
+		int v = 0;
+		if (h->cmsg_level == SOL_TCP)
+			memcpy(&v, CMSG_DATA(h), sizeof v);
+		n += snprintf(line + n, sizeof line - (size_t)n, " [%d %d len %zu%s%d]",
+			      h->cmsg_level, h->cmsg_type, (size_t)h->cmsg_len,
+			      h->cmsg_level == SOL_TCP ? " inq " : " ", v);
+	}
+	say("%s", line);
+}
+
+/* s_cmsgs: recvmsg adds TCP_INQ and receive timestamps when asked. (A
+ * timestamp needs the kernel's timestamping on when the data arrives: it
+ * is switched on a little after the first SO_TIMESTAMP, hence the sleep.) */
+static void s_cmsgs(void)
+{
+	char buf[1024], ctl[CMSG_SPACE(sizeof(struct timespec)) + CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {buf, 256};
+	struct msghdr m;
+	int c, s, one = 1, zero = 0;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	memset(buf, 'b', sizeof buf);
+	send(c, buf, 100, 0);
+	wait_bytes(s, 100, 1000);
+	m = (struct msghdr){.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			    .msg_controllen = sizeof ctl};
+	r = DO(recvmsg(s, &m, 0));
+	cmsg_list("none asked", &m, r);
+	say("set TCP_INQ %s", R(DO(setsockopt(s, SOL_TCP, TCP_INQ, &one, sizeof one))));
+	say("set SO_TIMESTAMP %s", R(DO(setsockopt(s, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof one))));
+	usleep(100 * 1000);
+	send(c, buf, sizeof buf, 0);
+	wait_bytes(s, sizeof buf, 1000);
+	m.msg_controllen = sizeof ctl;
+	r = DO(recvmsg(s, &m, 0));
+	cmsg_list("SO_TIMESTAMP and TCP_INQ", &m, r);
+	say("set SO_TIMESTAMPNS %s", R(DO(setsockopt(s, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one))));
+	m.msg_controllen = CMSG_SPACE(sizeof(struct timespec));
+	r = DO(recvmsg(s, &m, 0));
+	cmsg_list("SO_TIMESTAMPNS and TCP_INQ, room for one", &m, r);
+	say("unset SO_TIMESTAMP %s", R(DO(setsockopt(s, SOL_SOCKET, SO_TIMESTAMP, &zero, sizeof zero))));
+	m.msg_controllen = sizeof ctl;
+	m.msg_flags = 0;
+	iov.iov_len = 512;
+	r = DO(recvmsg(s, &m, 0));
+	cmsg_list("TCP_INQ, drained", &m, r);
+	shutdown(c, SHUT_WR);
+	wait_ev(s, POLLRDHUP, 1000);
+	m.msg_controllen = sizeof ctl;
+	r = DO(recvmsg(s, &m, 0));
+	cmsg_list("at the end", &m, r);
+	close(c);
+	close(s);
+}
+
 /* ---- epoll registrations of real servers (issue 16) ---------------------------- */
 
 /* s_epoll_fork_close: a fork child closes its copies of a listener and a
@@ -2507,6 +2973,64 @@ static void s_ip_options(void)
 	close(s);
 }
 
+/* s_unaccepted_reset: a connection still in the listener's queue when the
+ * listener closes is reset. */
+static void s_unaccepted_reset(void)
+{
+	struct sockaddr_storage ss;
+	struct pollfd p;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c;
+	char b;
+	long r;
+
+	c = connect_to(AF_INET, &ss);
+	say("transport %s", transport(c));
+	usleep(50 * 1000);
+	close(l);
+	p = (struct pollfd){c, 0, 0};
+	r = DO(poll(&p, 1, 2000));
+	say("poll for nothing %s revents 0x%x", R(r), p.revents);
+	pmask("after the listener closed", c);
+	say("read %s", R(DO(read(c, &b, 1))));
+	say("read again %s", R(DO(read(c, &b, 1))));
+	close(c);
+}
+
+/* s_inherit: an accepted socket inherits the listener's TCP options, and a
+ * connected one keeps those set before connect. */
+static void s_inherit(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, v;
+	char cc[16] = "";
+	socklen_t cl = sizeof cc;
+	long r;
+
+	v = 1234;
+	setsockopt(l, IPPROTO_TCP, TCP_USER_TIMEOUT, &v, sizeof v);
+	v = 100;
+	setsockopt(l, IPPROTO_TCP, TCP_KEEPIDLE, &v, sizeof v);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	v = 3;
+	setsockopt(c, IPPROTO_TCP, TCP_KEEPCNT, &v, sizeof v);
+	setsockopt(c, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);
+	if (c < 0 || connect(c, (struct sockaddr *)&ss, sa_len(AF_INET)) < 0)
+		setup_failed("connect");
+	s = accept_one(l);
+	transports(c, s);
+	v = geti(s, IPPROTO_TCP, TCP_USER_TIMEOUT, &r);
+	say("accepted TCP_USER_TIMEOUT %s value %d", R(r), v);
+	v = geti(s, IPPROTO_TCP, TCP_KEEPIDLE, &r);
+	say("accepted TCP_KEEPIDLE %s value %d", R(r), v);
+	v = geti(c, IPPROTO_TCP, TCP_KEEPCNT, &r);
+	say("connected TCP_KEEPCNT %s value %d", R(r), v);
+	r = DO(getsockopt(c, IPPROTO_TCP, TCP_CONGESTION, cc, &cl));
+	say("connected TCP_CONGESTION %s %.16s", R(r), cc);
+	close(c);
+	close(s);
+	close(l);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -2564,6 +3088,17 @@ static const struct {
 	{"dualstack_v6client", s_dualstack_v6client},
 	{"dualstack_v4client", s_dualstack_v4client},
 	{"v6only", s_v6only},
+	{"poll_eintr", s_poll_eintr},
+	{"reset_seen", s_reset_seen},
+	{"epoll_et_end", s_epoll_et_end},
+	{"sendfile_closed", s_sendfile_closed},
+	{"badbuf", s_badbuf},
+	{"mmsg_max", s_mmsg_max},
+	{"sockopt_kernel", s_sockopt_kernel},
+	{"bufsize", s_bufsize},
+	{"cmsgs", s_cmsgs},
+	{"unaccepted_reset", s_unaccepted_reset},
+	{"inherit", s_inherit},
 	{"epoll_fork_close", s_epoll_fork_close},
 	{"epoll_add_wakes", s_epoll_add_wakes},
 	{"epoll_raw_close", s_epoll_raw_close},

@@ -1,0 +1,86 @@
+"""benchtable.py OUT: the Markdown table of make bench-rdma from bench.sh's
+outputs in OUT (bench-NAME.out, written in guest B)."""
+import json
+import os
+import re
+import sys
+
+out = sys.argv[1]
+
+
+def read(name):
+    try:
+        return open(os.path.join(out, f"bench-{name}.out"), errors="replace").read()
+    except OSError:
+        return ""
+
+
+def perf(name, key):
+    for line in read(name).splitlines():
+        if line.startswith("{"):
+            try:
+                return float(json.loads(line)[key])
+            except (ValueError, KeyError):
+                pass
+    return None
+
+
+def connrate(t):
+    m = re.search(r"per_s=([0-9.]+)", read(f"cr-{t}"))
+    return float(m.group(1)) if m else None
+
+
+def redis(t, test):
+    for line in read(f"redis-{t}").replace("\r", "\n").splitlines():
+        f = [x.strip('"') for x in line.split(",")]
+        if len(f) > 1 and f[0] == test:
+            try:
+                return float(f[1])
+            except ValueError:
+                pass
+    return None
+
+
+def perftest(name, col):
+    """A column of perftest's result row (the line after the header)."""
+    lines = read(name).splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("#bytes"):
+            for row in lines[i + 1:]:
+                f = row.split()
+                if len(f) > col and f[0].isdigit():
+                    return float(f[col])
+    return None
+
+
+ts = ["kernel", "osf", "rsocket"]
+rows = [
+    ("ping-pong 64 B, p50 (µs, lower is better)", {t: perf(f"pp-{t}", "p50") for t in ts}, perftest("dev-lat", 4), False),
+    ("ping-pong 64 B, p99 (µs)", {t: perf(f"pp-{t}", "p99") for t in ts}, perftest("dev-lat", 7), False),
+    ("single stream, 64 KiB writes (MB/s)", {t: perf(f"st-{t}", "MB_per_s") for t in ts}, perftest("dev-bw", 3), True),
+    ("redis GET, 10 clients (req/s)", {t: redis(t, "GET") for t in ts}, None, True),
+    ("redis SET, 10 clients (req/s)", {t: redis(t, "SET") for t in ts}, None, True),
+    ("connection set-up (conn/s)", {t: connrate(t) for t in ts}, None, True),
+]
+
+
+def fmt(v):
+    if v is None:
+        return "n/a"
+    return f"{v:.1f}" if v < 100 else f"{v:.0f}"
+
+
+def ratio(a, b, higher):
+    if a is None or b is None or a == 0 or b == 0:
+        return "n/a"
+    r = a / b if higher else b / a
+    return f"{r:.2f}x"
+
+
+print("| metric (in the qemu guests) | kernel TCP | osf | rsocket | device (perftest) | osf vs rsocket | osf vs kernel |")
+print("|---|---|---|---|---|---|---|")
+for name, v, dev, higher in rows:
+    print(f"| {name} | {fmt(v['kernel'])} | {fmt(v['osf'])} | {fmt(v['rsocket'])} | {fmt(dev)} | "
+          f"{ratio(v['osf'], v['rsocket'], higher)} | {ratio(v['osf'], v['kernel'], higher)} |")
+print()
+print("Ratios are osf's advantage (>1x: osf better). Device: ib_send_lat t_typical and 99%, ib_write_bw BW average.")

@@ -1,0 +1,396 @@
+# make test-rdma, in both guests (A 10.77.0.1 serves, B 10.77.0.2 is the
+# client unless said otherwise). Every real program runs under osf on both
+# hosts; osfstat on both hosts must show transport rdma; bytes are checked.
+#   test.sh [SECTIONS]   default "unit conformance apps failures"
+#   test.sh quick        make test's reduced set: one stream case, osfstat
+. "$OSF_ROOT/tests/rdmavm/guest/lib.sh"
+sections="unit conformance apps failures"
+[ $# -gt 0 ] && sections=$*
+barrier up 300 || exit 1
+
+# ---- unit: verbs and sdp/rdma on rxe0, conformance rdma leg (rxe loopback)
+unit() {
+	if [ "$GUEST" = A ]; then
+		local b=$OSF/build/rdmavm t0
+		for p in verbs sdp/rdma; do
+			t0=$(date +%s)
+			(cd "$OSF/$p" && "$b/$(basename $p).test" -test.count=1 -test.timeout 20m -test.v) >"$OUT/unit-$(basename $p).log" 2>&1
+			check "unit: go test ./$p on rxe0 ($(($(date +%s) - t0))s)" grep -q '^PASS$' "$OUT/unit-$(basename $p).log"
+			grep -E -- '--- (FAIL|SKIP)' "$OUT/unit-$(basename $p).log" | head -20
+		done
+		t0=$(date +%s)
+		(cd "$OSF/tests" && OSFTEST_RDMA_ADDR=$ADDR "$b/tests.test" -test.count=1 -test.timeout 20m -test.v \
+			-test.run 'TestConformance/rdma$|TestTwoHosts') >"$OUT/unit-conformance.log" 2>&1
+		check "unit: conformance rdma leg on rxe0 and TestTwoHosts ($(($(date +%s) - t0))s)" \
+			grep -q '^PASS$' "$OUT/unit-conformance.log"
+		grep -E -- '--- (FAIL|SKIP)' "$OUT/unit-conformance.log" | head -20
+	fi
+	barrier unit-done 3600
+}
+
+# ---- conformance: the suite's stream cases (tests/progs/stream.c) between
+# the two hosts, server on A, client on B, both under osf
+conformance() {
+	local port
+	if [ "$GUEST" = A ]; then
+		rm -f "$OUT/conf-port"
+		osf conf-server "$TPROG/stream" server "$ADDR" 0 >"$OUT/conf-server.txt" 2>&1 &
+		local sp=$!
+		for _ in $(seq 300); do grep -q '^port' "$OUT/conf-server.txt" && break; sleep 0.1; done
+		sed -n 's/^port \([0-9]*\).*/\1/p' "$OUT/conf-server.txt" >"$OUT/conf-port"
+		barrier conf-listen
+		barrier conf-hold
+		expect_rdma conformance stream 1
+		barrier conf-held
+		barrier conf-done 1200
+		timeout 60 tail --pid=$sp -f /dev/null
+		check "conformance: stream server exited 0" wait $sp
+	else
+		barrier conf-listen
+		port=$(cat "$OUT/conf-port")
+		local seed=7 c n out
+		for c in pingpong:300 sink:8388608 source:8388608 duplex:8388608 halfclose:0 reset:0 unread:0 epipe:0 nonblock:0 names:0; do
+			n=${c#*:}
+			c=${c%:*}
+			seed=$((seed + 100))
+			out=$(osf conf-client timeout 300 "$TPROG/stream" client "$PEER_ADDR" "$port" "$c" "$n" "$seed" 2>&1)
+			if grep -q "^PASS $c" <<<"$out"; then pass "conformance between hosts: $c"; else fail "conformance between hosts: $c: $out"; fi
+		done
+		mkfifo /tmp/hold
+		osf conf-client "$TPROG/stream" client "$PEER_ADDR" "$port" hold </tmp/hold >"$OUT/conf-hold.txt" 2>&1 &
+		local hp=$!
+		exec 7>/tmp/hold
+		for _ in $(seq 300); do grep -q connected "$OUT/conf-hold.txt" && break; sleep 0.1; done
+		expect_rdma conformance stream 1
+		barrier conf-hold
+		barrier conf-held
+		echo done >&7
+		exec 7>&-
+		wait $hp
+		osf conf-client timeout 60 "$TPROG/stream" client "$PEER_ADDR" "$port" quit >/dev/null 2>&1
+		barrier conf-done
+	fi
+}
+
+# ---- apps: real programs between the hosts
+apps() {
+	iperf
+	redis
+	nginx_wrk
+	socat_fork
+	fallback
+}
+
+iperf() {
+	local i opts
+	if [ "$GUEST" = A ]; then
+		osf iperf3-server iperf3 -s -B "$ADDR" -p 5201 >"$OUT/iperf3-server.txt" 2>&1 &
+		local sp=$!
+		wait_listen 5201
+		for i in 1 2 3; do
+			barrier "ip$i-go"
+			sleep 4
+			expect_rdma "iperf3-$i" iperf3 2
+			barrier "ip$i-done" 300
+		done
+		stop $sp
+	else
+		i=0
+		for opts in "-P 1" "-P 4" "-R"; do
+			i=$((i + 1))
+			barrier "ip$i-go"
+			osf "iperf3-client-$i" timeout 180 iperf3 -c "$PEER_ADDR" -p 5201 -t 15 $opts -J >"$OUT/iperf3-$i.json" 2>"$OUT/iperf3-$i.err" &
+			local cp=$!
+			sleep 4
+			expect_rdma "iperf3-$i" iperf3 2
+			wait $cp
+			local r=$?
+			python3 - "$OUT/iperf3-$i.json" "iperf3 $opts" <<-'EOF' && pass "iperf3 $opts: rc=$r" || fail "iperf3 $opts: rc=$r $(head -c 300 "$OUT/iperf3-$i.err")"
+				import json, sys
+				d = json.load(open(sys.argv[1]))
+				e = d["end"]
+				s, r = e["sum_sent"]["bytes"], e["sum_received"]["bytes"]
+				print(f"  {sys.argv[2]}: sent {s} received {r} bytes, {e['sum_received']['bits_per_second']/1e6:.0f} Mbit/s")
+				sys.exit(0 if r > 0 and not d.get("error") else 1)
+			EOF
+			barrier "ip$i-done"
+		done
+	fi
+}
+
+redis() {
+	if [ "$GUEST" = A ]; then
+		osf redis-server redis-server --bind "$ADDR" --port 6379 --save '' --appendonly no \
+			--protected-mode no --io-threads 1 >"$OUT/redis-server.txt" 2>&1 &
+		local sp=$!
+		wait_listen 6379
+		barrier redis-go
+		sleep 10
+		expect_rdma redis redis-server 50
+		barrier redis-done 900
+		stop $sp
+	else
+		barrier redis-go
+		osf redis-bench timeout 600 redis-benchmark -h "$PEER_ADDR" -p 6379 -t get,set,lpush -c 50 -P 16 -n 100000 \
+			-q --csv >"$OUT/redis-bench.csv" 2>"$OUT/redis-bench.err" &
+		local cp=$!
+		sleep 10
+		expect_rdma redis redis-benchmark 50
+		wait $cp
+		local r=$?
+		cat "$OUT/redis-bench.csv"
+		if [ $r = 0 ] && [ "$(grep -cE '^"(SET|GET|LPUSH)' "$OUT/redis-bench.csv")" = 3 ] && ! grep -qi error "$OUT/redis-bench.err"; then
+			pass "redis-benchmark GET/SET/LPUSH, 50 clients, -P 16"
+		else
+			fail "redis-benchmark: rc=$r $(head -c 300 "$OUT/redis-bench.err")"
+		fi
+		# the bytes: a 4 MiB random value through SET and GET
+		head -c 3145728 /dev/urandom | base64 -w0 >/tmp/value
+		osf redis-cli timeout 120 redis-cli -h "$PEER_ADDR" -p 6379 -x set big </tmp/value >/dev/null
+		osf redis-cli timeout 120 redis-cli -h "$PEER_ADDR" -p 6379 --raw get big | head -c "$(stat -c %s /tmp/value)" >/tmp/value.back
+		check "redis: a 4 MiB value comes back intact" cmp -s /tmp/value /tmp/value.back
+		barrier redis-done
+	fi
+}
+
+nginx_wrk() {
+	if [ "$GUEST" = A ]; then
+		mkdir -p /tmp/www /tmp/nginx
+		head -c 10485760 /dev/urandom >/tmp/www/big.bin
+		sha256sum </tmp/www/big.bin | cut -c1-64 >"$OUT/nginx.sha"
+		echo hello >/tmp/www/small.txt
+		cat >/tmp/nginx/nginx.conf <<-EOF
+			worker_processes 2;
+			daemon off;
+			pid /tmp/nginx/nginx.pid;
+			error_log /tmp/nginx/error.log;
+			events { worker_connections 1024; }
+			http {
+				access_log off;
+				client_body_temp_path /tmp/nginx;
+				proxy_temp_path /tmp/nginx;
+				fastcgi_temp_path /tmp/nginx;
+				uwsgi_temp_path /tmp/nginx;
+				scgi_temp_path /tmp/nginx;
+				sendfile on;
+				server { listen $ADDR:8080; root /tmp/www; }
+			}
+		EOF
+		osf nginx nginx -c /tmp/nginx/nginx.conf >"$OUT/nginx.txt" 2>&1 &
+		local sp=$!
+		wait_listen 8080
+		barrier nginx-go
+		barrier nginx-wrk 300
+		sleep 5
+		expect_rdma nginx nginx 8
+		python3 - "$OUT/osfstat-nginx-A.json" <<-'EOF'
+			import json, sys
+			d = json.load(open(sys.argv[1]))
+			w = [p for p in d["processes"] if "nginx" in p["program"] and any(s.get("transport") == "rdma" for s in p["sockets"])]
+			print(f"  nginx processes holding rdma connections: {len(w)} ({', '.join(str(p['pid']) for p in w)})")
+		EOF
+		barrier nginx-done 300
+		stop $sp
+	else
+		barrier nginx-go
+		local sha
+		sha=$(osf curl timeout 300 curl -sS "http://$PEER_ADDR:8080/big.bin" | sha256sum | cut -c1-64)
+		check "nginx (2 workers) -> curl: 10 MiB, sha256 equal" [ "$sha" = "$(cat "$OUT/nginx.sha")" ]
+		osf wrk timeout 180 wrk -t 2 -c 8 -d 30s "http://$PEER_ADDR:8080/small.txt" >"$OUT/wrk.txt" 2>&1 &
+		local cp=$!
+		barrier nginx-wrk
+		sleep 5
+		expect_rdma nginx wrk 8
+		wait $cp
+		local r=$?
+		grep -E 'Requests/sec|Socket errors|Non-2xx|requests in' "$OUT/wrk.txt"
+		if [ $r = 0 ] && grep -q 'requests in' "$OUT/wrk.txt" && ! grep -qE 'Socket errors|Non-2xx' "$OUT/wrk.txt"; then
+			pass "wrk -> nginx: no errors"
+		else
+			fail "wrk -> nginx: rc=$r $(tail -5 "$OUT/wrk.txt")"
+		fi
+		barrier nginx-done
+	fi
+}
+
+# socat fork+EXEC: the listener's fork child serves the accepted RDMA
+# connection (inherited from the parent) and execs sha256sum on it
+socat_fork() {
+	if [ "$GUEST" = A ]; then
+		osf socat-server socat TCP-LISTEN:7001,bind="$ADDR",reuseaddr,fork EXEC:sha256sum >"$OUT/socat-server.txt" 2>&1 &
+		local sp=$!
+		wait_listen 7001
+		barrier socat-go
+		sleep 4
+		expect_rdma socat socat 1
+		barrier socat-done 600
+		stop $sp
+	else
+		head -c 41943040 /dev/urandom >/tmp/s.bin
+		local want i ok=1
+		want=$(sha256sum </tmp/s.bin | cut -c1-64)
+		barrier socat-go
+		for i in 1 2 3; do
+			osf "socat-client-$i" timeout 300 socat -t 60 -u OPEN:/tmp/s.bin TCP:"$PEER_ADDR":7001 >/dev/null 2>&1
+		done &
+		osf socat-client timeout 300 socat -t 60 - TCP:"$PEER_ADDR":7001 </tmp/s.bin >/tmp/s.sha 2>"$OUT/socat-client.err" &
+		local cp=$!
+		sleep 4
+		expect_rdma socat socat 1
+		wait $cp
+		check "socat fork+EXEC: 40 MiB through a fork child, sha256 equal" [ "$(cut -c1-64 /tmp/s.sha)" = "$want" ]
+		wait
+		barrier socat-done
+	fi
+}
+
+# a peer without osf: the client under osf falls back to kernel TCP, says
+# why, and the bytes arrive
+fallback() {
+	if [ "$GUEST" = A ]; then
+		socat -u TCP-LISTEN:7002,bind="$ADDR",reuseaddr OPEN:/tmp/fb.bin,creat,trunc &
+		local sp=$!
+		wait_listen 7002
+		barrier fb-go
+		wait $sp
+		sha256sum </tmp/fb.bin | cut -c1-64 >"$OUT/fb.sha"
+		barrier fb-done
+	else
+		head -c 8388608 /dev/urandom >/tmp/fb.bin
+		barrier fb-go
+		(cat /tmp/fb.bin; sleep 20) | osf fallback socat -u - TCP:"$PEER_ADDR":7002 &
+		local cp=$!
+		sleep 2
+		expect_kernel fallback socat "no osf listener at the peer"
+		wait $cp
+		barrier fb-done
+		check "fallback: 8 MiB over kernel TCP, sha256 equal" [ "$(sha256sum </tmp/fb.bin | cut -c1-64)" = "$(cat "$OUT/fb.sha")" ]
+		grep -hE 'kernel: ' "$OUT/osf-fallback-B.log" | head -2
+	fi
+}
+
+# ---- failures between hosts (run last: after the wire cut, new RDMA
+# handshakes between the guests were seen to time out for a while). BOUND is generous for emulation (guests are
+# 5-20x slower than hosts): osf must end a dead peer's connection within
+# FAIL_BOUND seconds of guest time (1 s on real hosts), the wire cut within
+# CUT_BOUND (see README).
+FAIL_BOUND=${FAIL_BOUND:-5}
+CUT_BOUND=${CUT_BOUND:-60}
+failures() {
+	local n=0 victim how1 how2 cmd want what
+	# victim's host, its side (listen/connect), command, the outcomes
+	# allowed, what it checks. SIGKILL: the engine dies with the process,
+	# what it had not sent is lost, so a reset (kernel TCP, whose buffers
+	# outlive the process, would end with EOF); exit(3): the engine sends
+	# what is left and closes, EOF as with kernel TCP.
+	for t in "A listen K EOF|ECONNRESET SIGKILL of the server mid-transfer" \
+		"B connect K EOF|ECONNRESET SIGKILL of the client mid-transfer" \
+		"A listen X EOF the server exits (exit(3)) with the client connected"; do
+		n=$((n + 1))
+		read -r victim how1 cmd want what <<<"$t"
+		how2=$([ "$how1" = listen ] && echo connect || echo listen)
+		local port=$((7100 + n)) laddr=10.77.0.1
+		# the listening side starts first, then both pass f$n-go
+		if [ "$GUEST" = "$victim" ]; then
+			[ "$how1" = connect ] && barrier "f$n-go"
+			osf "fail$n-victim" timeout 120 python3 "$GUESTDIR/peer.py" streamer "$how1" "$laddr" "$port" >"$OUT/fail$n-victim.txt" 2>&1 &
+			local vp=$!
+			[ "$how1" = listen ] && { wait_listen $port; barrier "f$n-go"; }
+			wait $vp
+			echo "  victim: exit status $? $(tr '\n' ' ' <"$OUT/fail$n-victim.txt")"
+		else
+			[ "$how2" = connect ] && barrier "f$n-go"
+			osf "fail$n-watcher" timeout 120 python3 "$GUESTDIR/peer.py" watcher "$how2" "$laddr" "$port" "$cmd" 60 >"$OUT/fail$n-watcher.txt" 2>&1 &
+			local wp=$!
+			[ "$how2" = listen ] && { wait_listen $port; barrier "f$n-go"; }
+			wait $wp
+			local res after
+			res=$(sed -n 's/.*result=\([A-Za-z-]*\).*/\1/p' "$OUT/fail$n-watcher.txt")
+			after=$(sed -n 's/.*after=\([0-9.]*\).*/\1/p' "$OUT/fail$n-watcher.txt")
+			if [[ "$res" =~ ^($want)$ ]] && awk "BEGIN{exit !($after < $FAIL_BOUND)}" && used_rdma "fail$n-watcher"; then
+				pass "failure: $what: $res after ${after}s (bound ${FAIL_BOUND}s)"
+			else
+				fail "failure: $what: $(cat "$OUT/fail$n-watcher.txt" | tr '\n' ' ')"
+			fi
+		fi
+		barrier "f$n-done" 300
+	done
+	wirecut
+}
+
+# the wire cut: B announces the cut, takes eth0 down; A is sending
+wirecut() {
+	if [ "$GUEST" = A ]; then
+		osf cut-sender timeout $((CUT_BOUND + 120)) python3 "$GUESTDIR/peer.py" streamer listen "$ADDR" 7200 >"$OUT/cut-sender.txt" 2>&1 &
+		local sp=$!
+		wait_listen 7200
+		barrier cut-go
+		wait $sp
+		local res after
+		# the first error (the writer's or the reader's thread)
+		res=$(sed -n 's/.*result=\([A-Za-z-]*\).*/\1/p' "$OUT/cut-sender.txt" | head -1)
+		after=$(sed -n 's/.*after=\([0-9.]*\).*/\1/p' "$OUT/cut-sender.txt" | head -1)
+		if [[ "$res" =~ ^(ECONNRESET|ETIMEDOUT|EPIPE)$ ]] && awk "BEGIN{exit !($after < $CUT_BOUND)}" && used_rdma cut-sender; then
+			pass "failure: wire cut, the sender sees $res after ${after}s (bound ${CUT_BOUND}s)"
+		else
+			fail "failure: wire cut, the sender: $(cat "$OUT/cut-sender.txt" | tr '\n' ' ')"
+		fi
+		barrier cut-done $((CUT_BOUND + 300))
+	else
+		barrier cut-go
+		osf cut-reader timeout $((CUT_BOUND + 120)) python3 "$GUESTDIR/peer.py" watcher connect "$PEER_ADDR" 7200 C "$CUT_BOUND" \
+			"sleep 0.5; ip link set eth0 down" >"$OUT/cut-reader.txt" 2>&1
+		echo "  the reader on B (its own link down): $(cat "$OUT/cut-reader.txt" | tr '\n' ' ')"
+		ip link set eth0 up
+		ip neigh flush dev eth0
+		sleep 3
+		barrier cut-done
+	fi
+	on A ip neigh flush dev eth0
+}
+
+# ---- quick: make test's reduced set
+quick() {
+	conformance_quick
+}
+conformance_quick() {
+	if [ "$GUEST" = A ]; then
+		osf quick-server "$TPROG/stream" server "$ADDR" 7300 >"$OUT/quick-server.txt" 2>&1 &
+		local sp=$!
+		wait_listen 7300
+		barrier q-go
+		barrier q-hold
+		expect_rdma quick stream 1
+		barrier q-held
+		barrier q-done 600
+		wait $sp
+	else
+		barrier q-go
+		local out c
+		for c in pingpong:300 duplex:4194304; do
+			out=$(osf quick-client timeout 300 "$TPROG/stream" client "$PEER_ADDR" 7300 "${c%:*}" "${c#*:}" 9 2>&1)
+			if grep -q "^PASS ${c%:*}" <<<"$out"; then pass "between hosts: ${c%:*}"; else fail "between hosts: ${c%:*}: $out"; fi
+		done
+		mkfifo /tmp/qhold
+		osf quick-client "$TPROG/stream" client "$PEER_ADDR" 7300 hold </tmp/qhold >"$OUT/quick-hold.txt" 2>&1 &
+		local hp=$!
+		exec 7>/tmp/qhold
+		for _ in $(seq 300); do grep -q connected "$OUT/quick-hold.txt" && break; sleep 0.1; done
+		expect_rdma quick stream 1
+		barrier q-hold
+		barrier q-held 300
+		echo done >&7
+		exec 7>&-
+		wait $hp
+		osf quick-client timeout 60 "$TPROG/stream" client "$PEER_ADDR" 7300 quit >/dev/null 2>&1
+		barrier q-done
+	fi
+}
+
+for s in $sections; do
+	echo "==== $s ($GUEST, $(cut -d' ' -f1 /proc/uptime)s)"
+	$s
+done
+barrier end 600
+grep -hE 'level=ERROR|level=WARN' "$OUT"/osf-*-"$GUEST".log 2>/dev/null | sort | uniq -c | sort -rn | head -10
+finish
