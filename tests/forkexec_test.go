@@ -571,6 +571,8 @@ func TestForkExecSocat(t *testing.T) {
 				fmt.Sprintf("TCP-LISTEN:%d,fork,reuseaddr,bind=127.0.0.1", port), "EXEC:cat").Start()
 			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
 			if m.osf {
+				// The kernel socket listens before listen() offloads it.
+				waitRole(t, srv.Pid, "listener", 1)
 				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
 			}
 			for i := range 5 {
@@ -806,7 +808,7 @@ func TestForkExecBlockedReader(t *testing.T) {
 			// asleep at five samples in a row (a loaded machine may show
 			// a sleeper running for a moment, a busy loop never sleeps).
 			asleep, last := 0, byte('?')
-			for end := time.Now().Add(2 * time.Second); asleep < 5 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			for end := time.Now().Add(shortRun); asleep < 5 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 				st, err := testutil.ThreadState(cl.Pid, tid)
 				if err != nil {
 					t.Fatalf("reader thread %d: %v", tid, err)

@@ -489,7 +489,7 @@ func TestGatewayNodeKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	src.WaitOutput("send ended:", 10*time.Second)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(shortRun); ; time.Sleep(50 * time.Millisecond) {
 		st := g.status(t)
 		if len(st.Gateways) == 1 && len(st.Gateways[0].Connections) == 0 {
 			break

@@ -93,6 +93,11 @@ func TestHTTPDownload(t *testing.T) {
 					}
 				}
 				if m.osf {
+					// The kernel socket listens (WaitListening) before
+					// listen() offloads it: wait for the listener's
+					// record, which comes last. The shm set-up is C: no
+					// core.
+					waitRole(t, srv.Pid, "listener", 1)
 					testutil.AssertCoreLoaded(t, srv.Pid, false)
 					testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
 				}
@@ -101,7 +106,10 @@ func TestHTTPDownload(t *testing.T) {
 				url := fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)
 				args := []string{"-sS", "--fail", "--max-time", "30", "-o", out}
 				if m.osf {
-					args = append(args, "--limit-rate", "5M")
+					// About 5 s: long enough for the osfstat samples
+					// below on a loaded machine, where one osfstat run
+					// can take a second (at 5M, 2 s were once too few).
+					args = append(args, "--limit-rate", "2M")
 				}
 				curl := m.cmd(t, nil, testutil.Tool(t, "curl"), append(args, url)...).Start()
 				if m.osf {
@@ -110,7 +118,11 @@ func TestHTTPDownload(t *testing.T) {
 						return ok
 					})
 					testutil.WaitFor(t, shortRun, "curl's connected socket in osfstat", func() bool {
-						return len(testutil.OsfStat(t, curl.Pid).Select(testutil.ByRole("client"))) > 0
+						if curl.Exited() {
+							t.Fatalf("curl exited before osfstat saw its connection: %s", curl.Wait(0))
+						}
+						p, ok := testutil.TryOsfStat(t, curl.Pid)
+						return ok && len(p.Select(testutil.ByRole("client"))) > 0
 					})
 					testutil.AssertCoreLoaded(t, curl.Pid, false)
 					testutil.AssertTransport(t, curl.Pid, testutil.ByRole("client"), testutil.TransportShm)

@@ -48,12 +48,16 @@ func TestSIGPIPE(t *testing.T) {
 	}
 }
 
-// TestTimeoutNeverHangs runs coreutils `timeout 5 sleep 1` 100 times, ten
+// TestTimeoutNeverHangs runs coreutils `timeout 20 sleep 1` 100 times, ten
 // at a time, under osf with the core loaded at start-up (in timeout and in
-// sleep): every run must exit 0 in less than 3 s. timeout blocks SIGCHLD
-// and waits for it in sigsuspend; a signal delivered to one of the Go
-// runtime's threads instead would leave it hanging until its own alarm.
-// The same runs bare must pass too.
+// sleep): every run must exit 0. timeout blocks SIGCHLD and waits for it
+// in sigsuspend; a signal delivered to one of the Go runtime's threads
+// instead would leave it waiting until its own alarm, and a timeout whose
+// alarm fired exits 124 (EXIT_TIMEDOUT) even when its child exited 0, so
+// exit 0 proves SIGCHLD woke it. The alarm is 20 s, not a few, so that a
+// run slowed down by a loaded machine (starting two processes that load
+// the core) cannot reach it; a run that gets no signal at all (SIGALRM
+// lost too) is a hang, killed after 60 s. The same runs bare must pass too.
 func TestTimeoutNeverHangs(t *testing.T) {
 	t.Parallel()
 	timeout := testutil.Tool(t, "timeout")
@@ -65,6 +69,7 @@ func TestTimeoutNeverHangs(t *testing.T) {
 			var mu sync.Mutex
 			var failures []string
 			coreSeen := 0
+			var slowest time.Duration
 			fail := func(format string, args ...any) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -74,29 +79,38 @@ func TestTimeoutNeverHangs(t *testing.T) {
 			for b := 0; b < runs/batch; b++ {
 				var wg sync.WaitGroup
 				for i := range batch {
-					p := m.cmd(t, nil, timeout, "5", sleep, "1").Start()
-					deadline := time.Now().Add(3 * time.Second)
+					p := m.cmd(t, nil, timeout, "20", sleep, "1").Start()
+					deadline := time.Now().Add(60 * time.Second)
 					wg.Go(func() {
 						n := b*batch + i
 						if m.osf {
-							// Halfway through the sleep, the core must
-							// be loaded in timeout.
-							time.Sleep(500 * time.Millisecond)
-							if ok, err := testutil.CoreMapped(p.Pid); err == nil && ok {
-								mu.Lock()
-								coreSeen++
-								mu.Unlock()
+							// The core is loaded at start-up, before
+							// timeout starts sleep, and timeout then
+							// lives at least the 1 s of the sleep: it
+							// must be seen mapped before timeout exits.
+							for !p.Exited() && time.Now().Before(deadline) {
+								if ok, err := testutil.CoreMapped(p.Pid); err == nil && ok {
+									mu.Lock()
+									coreSeen++
+									mu.Unlock()
+									break
+								}
+								time.Sleep(5 * time.Millisecond)
 							}
 						}
 						r := p.Wait(time.Until(deadline))
 						if !r.OK() {
 							fail("run %d: %s", n, r)
 						}
+						mu.Lock()
+						slowest = max(slowest, r.Elapsed)
+						mu.Unlock()
 					})
 				}
 				wg.Wait()
 			}
-			t.Logf("%d runs of timeout 5 sleep 1 took %v", runs, time.Since(start).Round(time.Millisecond))
+			t.Logf("%d runs of timeout 20 sleep 1 took %v, the slowest %v", runs,
+				time.Since(start).Round(time.Millisecond), slowest.Round(time.Millisecond))
 			for _, f := range failures {
 				t.Error(f)
 			}

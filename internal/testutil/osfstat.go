@@ -165,10 +165,11 @@ func AssertTransport(t testing.TB, pid int, f SocketFilter, want string) []StatS
 	t.Helper()
 	// A socket is in the table a moment before osf has decided its
 	// transport (listen and connect record the decision after the kernel
-	// call): give the decision up to 5 s to appear.
+	// call, and the first one loads the core): give the decision up to
+	// 10 s to appear, a readiness wait that a loaded machine can stretch.
 	var p StatProc
 	var got []StatSocket
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		p = OsfStat(t, pid)
 		got = p.Select(f)
 		decided := len(got) > 0
