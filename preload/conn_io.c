@@ -185,6 +185,10 @@ static int recv_none(int fd, struct osf_conn *c, int nonblock)
 	return r == 2 ? 0 : r;
 }
 
+/* osf_conn_recv is one loop on purpose (about 95 lines): taking the
+ * consumers' lock, copying, publishing tail, waking writers and deciding
+ * what an empty ring means share the iovec cursor and the count so far,
+ * which MSG_WAITALL, MSG_PEEK and a fault part-way must all see. */
 ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
@@ -321,6 +325,9 @@ static ssize_t send_end(struct osf_conn *c, size_t total, int flags)
 	return OSF_FAIL(EPIPE);
 }
 
+/* osf_conn_send is one loop on purpose (about 90 lines), the producer's
+ * mirror of osf_conn_recv: lock, room, copy, publish, wake, and the end's
+ * rules share the cursor and the count already sent. */
 ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
@@ -486,7 +493,9 @@ static ssize_t fill_end(struct osf_conn *c, int in_fd, off_t *offset,
  * file, from *offset or the file position, until count bytes are sent) or
  * splice from a pipe (splice: return after the first read that moved
  * anything; pipe_nb: the pipe may not make it wait). As in the kernel, the
- * connection's own O_NONBLOCK alone decides whether it waits for room. */
+ * connection's own O_NONBLOCK alone decides whether it waits for room.
+ * One loop (about 85 lines) for the same reason as osf_conn_send: the
+ * count sent and the offset advance with every step. */
 static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 			 off_t *offset, size_t count, int splice, int pipe_nb)
 {

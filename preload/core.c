@@ -253,6 +253,10 @@ static uint64_t open_above(int base)
 	return m;
 }
 
+/* core_load loads and starts the Go core. It stays one function (about 80
+ * lines) because its steps must undo each other in reverse on every
+ * failure: placeholder fds, blocked signals, the memfd copy, dlopen, the
+ * runtime's signal handlers and RLIMIT_NOFILE. */
 static int core_load(void)
 {
 	char path[4200], mpath[64];

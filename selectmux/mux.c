@@ -1280,6 +1280,10 @@ static int strip(struct ep *ep, struct epoll_event *ev, int *n)
 	return found;
 }
 
+/* mux_epoll is epoll_wait over an epoll with offloaded members: collect
+ * ready items, spin, arm the idle ones, sleep in the kernel, strip osf's
+ * own events, collect again. One loop (about 90 lines) because the spin
+ * budget, the sleeper count and errno must be settled on every exit. */
 static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		     long timeout, const sigset_t *mask)
 {

@@ -1,0 +1,501 @@
+//go:build osf_make
+
+/* setup_accept.c: the server's side of the shm set-up (setup.h): accept,
+ * hello validation, connections parked while their hello is late, and the
+ * watcher thread that wakes pollers when one arrives. */
+#include "setup_priv.h"
+
+/* ---- accept ------------------------------------------------------------ */
+
+/* Connections taken from a companion whose hello has not arrived yet, in
+ * osf's hidden range. */
+static struct {
+	pthread_mutex_t mu;
+	int n;
+	struct parked {
+		int aux_fd, hfd;
+		long long since;
+		int kicked; /* the watcher made the companion readable for it */
+	} p[PARK_MAX];
+	int watcher; /* the watcher thread runs (in this process) */
+} park = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* kick makes companion aux_fd readable: a connection from this process
+ * that closes at once, which accept drops (it carries no hello). The
+ * application's poll, epoll or accept then wakes and takes the parked
+ * connection whose hello has arrived. */
+static void kick(int aux_fd)
+{
+	struct sockaddr_un sun;
+	socklen_t sl = sizeof(sun);
+	int s;
+
+	if (REAL(getsockname)(aux_fd, (struct sockaddr *)&sun, &sl) < 0)
+		return;
+	s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		return;
+	(void)REAL(connect)(s, (struct sockaddr *)&sun, sl);
+	REAL(close)(s);
+}
+
+/* watcher waits, on its own thread (every signal blocked), for the hellos
+ * of parked connections, and kicks their companion when one arrives, so
+ * that an application sleeping in epoll or poll on the listener learns of
+ * it; it ends when nothing is parked. */
+static void *watcher(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct pollfd p[PARK_MAX];
+		int aux[PARK_MAX], n = 0, i;
+		pthread_mutex_lock(&park.mu);
+		for (i = 0; i < park.n; i++)
+			if (!park.p[i].kicked) {
+				p[n].fd = park.p[i].hfd;
+				p[n].events = POLLIN;
+				p[n].revents = 0;
+				aux[n++] = park.p[i].aux_fd;
+			}
+		if (n == 0) {
+			park.watcher = 0;
+			pthread_mutex_unlock(&park.mu);
+			return NULL;
+		}
+		pthread_mutex_unlock(&park.mu);
+		if (REAL(poll)(p, (nfds_t)n, 50) <= 0)
+			continue;
+		pthread_mutex_lock(&park.mu);
+		for (i = 0; i < n; i++) {
+			int k;
+			if (!p[i].revents)
+				continue;
+			for (k = 0; k < park.n; k++)
+				if (park.p[k].hfd == p[i].fd)
+					park.p[k].kicked = 1;
+		}
+		pthread_mutex_unlock(&park.mu);
+		for (i = 0; i < n; i++)
+			if (p[i].revents)
+				kick(aux[i]);
+	}
+}
+
+/* start_watcher starts the watcher unless it runs; park.mu is held. */
+static void start_watcher(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+
+	if (park.watcher)
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, watcher, NULL) == 0) {
+		park.watcher = 1;
+		pthread_setname_np(t, "osf-hello");
+	}
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void park_drop_locked(int i)
+{
+	osf_fdt_close_hidden(park.p[i].hfd);
+	park.p[i] = park.p[--park.n];
+}
+
+/* park_add parks cfd for companion aux_fd; the oldest parked connection
+ * makes room when all slots are taken (a client that connects and stays
+ * silent loses its place, never anyone else's). */
+static void park_add(int aux_fd, int lfd, int cfd)
+{
+	int hfd = osf_fdt_hide(cfd, lfd), i, old = 0;
+
+	if (hfd < 0) {
+		REAL(close)(cfd);
+		return;
+	}
+	pthread_mutex_lock(&park.mu);
+	if (park.n == PARK_MAX) {
+		for (i = 1; i < park.n; i++)
+			if (park.p[i].since < park.p[old].since)
+				old = i;
+		park_drop_locked(old);
+	}
+	park.p[park.n].aux_fd = aux_fd;
+	park.p[park.n].hfd = hfd;
+	park.p[park.n].since = setup_now_ns();
+	park.p[park.n].kicked = 0;
+	park.n++;
+	start_watcher();
+	pthread_mutex_unlock(&park.mu);
+}
+
+int osf_setup_parked_fds(int aux_fd, struct pollfd *p, int max)
+{
+	int i, n = 0;
+
+	pthread_mutex_lock(&park.mu);
+	for (i = 0; i < park.n && n < max; i++)
+		if (park.p[i].aux_fd == aux_fd) {
+			p[n].fd = park.p[i].hfd;
+			p[n].events = POLLIN;
+			p[n].revents = 0;
+			n++;
+		}
+	pthread_mutex_unlock(&park.mu);
+	return n;
+}
+
+void osf_setup_forget_companion(int aux_fd)
+{
+	int i;
+
+	pthread_mutex_lock(&park.mu);
+	for (i = 0; i < park.n;)
+		if (park.p[i].aux_fd == aux_fd)
+			park_drop_locked(i);
+		else
+			i++;
+	pthread_mutex_unlock(&park.mu);
+}
+
+void osf_setup_child_after_fork(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	park.mu = fresh;
+	park.watcher = 0;
+	setup_connect_after_fork();
+	setup_host_after_fork();
+	while (park.n > 0)
+		park_drop_locked(park.n - 1);
+}
+
+/* server_ring_cap is the largest ring a client may make this server map. */
+static uint32_t server_ring_cap(void)
+{
+	uint32_t own = setup_cfg.rc == OSF_ROUTE_OK ? setup_cfg.c.ring_size : (1u << 20);
+
+	return own > SERVER_RING_CAP ? own : SERVER_RING_CAP;
+}
+
+/* derive_names sets the connection's addresses as the kernel would let
+ * the peer (cred) have them; the hello's word counts only for osf's own
+ * RDMA engine in this process. */
+static void derive_names(const struct osf_core_accept_in *in, const struct osf_hello *h,
+			 const struct ucred *cr, struct osf_core_conn *cc)
+{
+	struct ip lis = setup_ip_from(in->family, in->addr, in->port), client, server;
+	int v6 = in->family == AF_INET6, okc, oks;
+
+	okc = setup_get_sockaddr(h->client, &client);
+	oks = setup_get_sockaddr(h->server, &server);
+	if (cr->pid == osf.pid && okc && oks) {
+		server.port = in->port;
+		server = setup_as_family(server, v6);
+		client = setup_as_family(client, v6);
+		setup_put_sockaddr(cc->local, &server);
+		setup_put_sockaddr(cc->peer, &client);
+		return;
+	}
+	/* The server's own address: the listener's, or for a wildcard
+	 * listener the one the client connected to if it is this host's. */
+	if (setup_ip_unspec(&lis)) {
+		int claims_v4 = okc && setup_ip_unmap(client).v4;
+		if (!oks || !setup_is_local(server) || setup_ip_unspec(&server)) {
+			static const uint8_t lo4[4] = {127, 0, 0, 1};
+			static const uint8_t lo6[16] = {[15] = 1};
+			server = (!v6 || claims_v4) ? setup_ip_from(AF_INET, lo4, 0)
+						    : setup_ip_from(AF_INET6, lo6, 0);
+		}
+	} else {
+		server = lis;
+	}
+	server.port = in->port;
+	server = setup_as_family(server, v6);
+	/* The client: an address of this host, and a privileged port only
+	 * for a privileged peer. */
+	if (!okc || !setup_is_local(client) || setup_ip_unspec(&client) ||
+	    (!v6 && !setup_ip_unmap(client).v4)) {
+		uint16_t p = okc ? client.port : 0;
+		client = server;
+		client.port = p;
+	}
+	if (client.port == 0 || (client.port < setup_cfg.unpriv_port && cr->uid != 0))
+		client.port = setup_client_port(cr->pid);
+	client = setup_as_family(client, v6);
+	setup_put_sockaddr(cc->local, &server);
+	setup_put_sockaddr(cc->peer, &client);
+}
+
+/* reserve takes n free fd numbers (close-on-exec dups of fd) into r, so
+ * that the hello's fds have room: 0, or -1 with errno (EMFILE) and none
+ * taken. */
+static int reserve(int fd, int *r, int n)
+{
+	int i, e;
+
+	for (i = 0; i < n; i++) {
+		r[i] = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)0L);
+		if (r[i] < 0) {
+			e = errno;
+			while (i-- > 0)
+				REAL(close)(r[i]);
+			errno = e;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void unreserve(int *r, int n)
+{
+	while (n-- > 0)
+		REAL(close)(r[n]);
+}
+
+static void close_fds(const int *fds, int n)
+{
+	while (n-- > 0)
+		REAL(close)(fds[n]);
+}
+
+/* is_wake_socket accepts only a connected AF_UNIX stream socket as the
+ * writers' wake socket (shm.checkWakeSocket). */
+static int is_wake_socket(int fd)
+{
+	int t = 0, d = 0;
+	socklen_t l = sizeof(int);
+
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &t, &l) < 0 || t != SOCK_STREAM)
+		return 0;
+	l = sizeof(int);
+	return REAL(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &d, &l) == 0 && d == AF_UNIX;
+}
+
+/* open_segment validates and maps a peer's segment (sdp.OpenSegment);
+ * NULL with why set when it is unusable. */
+static void *open_segment(int fd, uint32_t ring, char *why, size_t wn)
+{
+	struct stat st;
+	struct osf_seg_hdr *h;
+	int seals;
+	uint64_t size = osf_seg_bytes(ring);
+	const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
+		snprintf(why, wn, "invalid segment: size %lld, want %llu",
+			 (long long)st.st_size, (unsigned long long)size);
+		return NULL;
+	}
+	seals = REAL(fcntl)(fd, F_GET_SEALS, NULL);
+	if (seals < 0 || (seals & need) != need) {
+		snprintf(why, wn, "invalid segment: seals 0x%x, want 0x%x",
+			 seals < 0 ? 0 : seals, need);
+		return NULL;
+	}
+	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED) {
+		snprintf(why, wn, "map segment: %s", strerror(errno));
+		return NULL;
+	}
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != OSF_SEG_MAGIC ||
+	    h->version != OSF_SEG_VERSION || h->ring_bytes != ring ||
+	    h->hdr_bytes != OSF_SEG_HDR_BYTES) {
+		munmap(h, size);
+		snprintf(why, wn, "invalid segment: header does not match the hello");
+		return NULL;
+	}
+	return h;
+}
+
+/* take_hello reads and checks the hello on cfd: 0 with cc filled, EAGAIN
+ * when it has not arrived, another errno when the connection is bad
+ * (logged at debug level only: a peer's fault is no reason to write on
+ * the server's stderr). It checks everything a hostile client controls
+ * in one place, in order (size, magic, fds, segment, addresses), which is
+ * why it runs to about 80 lines. */
+static int take_hello(int cfd, const struct osf_core_accept_in *in,
+		      struct osf_core_conn *cc)
+{
+	struct osf_hello h;
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	int fds[4], nfds = 0;
+	ssize_t n;
+	void *seg = NULL;
+	char extra, why[160] = "";
+	struct iovec iov[2] = {{&h, sizeof(h)}, {&extra, 1}};
+
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = iov;
+	mh.msg_iovlen = 2;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	n = REAL(recvmsg)(cfd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? EAGAIN : errno;
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int)), j;
+			for (j = 0; j < k && nfds < 4; j++)
+				memcpy(&fds[nfds++], CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
+		}
+	}
+	if (n == 0)
+		snprintf(why, sizeof(why), "closed before its hello");
+	else if (mh.msg_flags & MSG_CTRUNC)
+		snprintf(why, sizeof(why), "hello's fds truncated");
+	else if (nfds != 2)
+		snprintf(why, sizeof(why), "hello carried %d fds, want 2", nfds);
+	else if (!is_wake_socket(fds[1]))
+		snprintf(why, sizeof(why), "writers' wake socket: not a stream socket");
+	else if (n != (ssize_t)sizeof(h) || h.magic != OSF_HELLO_MAGIC ||
+		 h.version != OSF_SEG_VERSION || h.size != sizeof(h))
+		snprintf(why, sizeof(why), "malformed hello: %zd bytes, bad magic or version", n);
+	else if (!osf_ring_size_ok(h.ring_bytes))
+		snprintf(why, sizeof(why), "malformed hello: bad ring size %u", h.ring_bytes);
+	else if (h.ring_bytes > server_ring_cap())
+		snprintf(why, sizeof(why), "ring size %u above this server's limit %u",
+			 h.ring_bytes, server_ring_cap());
+	else if (REAL(getsockopt)(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0)
+		snprintf(why, sizeof(why), "SO_PEERCRED: %s", strerror(errno));
+	else
+		seg = open_segment(fds[0], h.ring_bytes, why, sizeof(why));
+	if (!seg) {
+		if (setup_logs(OSF_LOGL_DEBUG)) {
+			struct ip lis = setup_ip_from(in->family, in->addr, in->port);
+			char a[80];
+			setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL, "accept on %s: handshake failed: %s",
+			     setup_fmt_ap(&lis, a, sizeof(a)), why);
+		}
+		close_fds(fds, nfds);
+		return n == 0 ? ECONNRESET : EPROTO;
+	}
+	((struct osf_seg_hdr *)seg)->server_pid = osf.pid;
+	memset(cc, 0, sizeof(*cc));
+	cc->status = OSF_CORE_OFFLOADED;
+	cc->wake_fd = cfd;
+	cc->seg_fd = fds[0];
+	cc->wake_tx_fd = fds[1];
+	cc->side = OSF_SIDE_SERVER;
+	cc->seg_addr = (uint64_t)(uintptr_t)seg;
+	cc->ring_bytes = h.ring_bytes;
+	derive_names(in, &h, &cr, cc);
+	if (setup_logs(OSF_LOGL_DEBUG)) {
+		struct ip lis = setup_ip_from(in->family, in->addr, in->port), peer;
+		char a[80], b[80];
+		setup_get_sockaddr(cc->peer, &peer);
+		setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL, "accept on %s: %s from %s (pid %d uid %u)",
+		     setup_fmt_ap(&lis, a, sizeof(a)),
+		     (((struct osf_seg_hdr *)seg)->flags & OSF_SEG_F_RDMA)
+			     ? "rdma (the engine's hand-off)" : "shm",
+		     setup_fmt_ap(&peer, b, sizeof(b)), (int)cr.pid, (unsigned)cr.uid);
+	}
+	return 0;
+}
+
+/* unpark tries the parked connections of aux_fd: a connection fd (moved
+ * out of the hidden range) with cc filled, or -2. */
+static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
+		  struct osf_core_conn *cc)
+{
+	long long now = setup_now_ns(), limit;
+	int i, r[2];
+
+	limit = (long long)(setup_cfg.rc == OSF_ROUTE_OK ? setup_cfg.c.connect_timeout_ms : 1000) * 1000000LL;
+	pthread_mutex_lock(&park.mu);
+	for (i = 0; i < park.n;) {
+		struct pollfd p;
+		int nfd, rc;
+		if (park.p[i].aux_fd != aux_fd) {
+			i++;
+			continue;
+		}
+		p.fd = park.p[i].hfd;
+		p.events = POLLIN;
+		p.revents = 0;
+		if (REAL(poll)(&p, 1, 0) <= 0) {
+			if (now - park.p[i].since > limit)
+				park_drop_locked(i); /* silent too long */
+			else
+				i++;
+			continue;
+		}
+		if (reserve(aux_fd, r, 2) < 0)
+			break; /* EMFILE: stays parked */
+		nfd = REAL(fcntl)(park.p[i].hfd, F_DUPFD_CLOEXEC, (void *)0L);
+		unreserve(r, 2);
+		if (nfd < 0)
+			break;
+		osf_fdt_close_hidden(park.p[i].hfd);
+		park.p[i] = park.p[--park.n];
+		rc = take_hello(nfd, in, cc);
+		if (rc == 0) {
+			pthread_mutex_unlock(&park.mu);
+			return nfd;
+		}
+		REAL(close)(nfd);
+	}
+	pthread_mutex_unlock(&park.mu);
+	(void)lfd;
+	return -2;
+}
+
+int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
+		     struct osf_core_conn *cc, int *wait_ms)
+{
+	int tries, r[2], cfd, rc;
+
+	pthread_once(&setup_cfg.once, setup_cfg_load);
+	if (*wait_ms < 0)
+		*wait_ms = HELLO_WAIT_MS;
+	cfd = unpark(lfd, aux_fd, in, cc);
+	if (cfd >= 0)
+		return cfd;
+	for (tries = 0; tries < ACCEPT_TRIES; tries++) {
+		if (reserve(aux_fd, r, 2) < 0)
+			return -1; /* EMFILE: the connection stays queued */
+		cfd = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		rc = errno;
+		unreserve(r, 2);
+		if (cfd < 0) {
+			if (rc == EMFILE || rc == ENFILE || rc == ENOBUFS || rc == ENOMEM) {
+				errno = rc;
+				return -1;
+			}
+			return -2; /* EAGAIN, ECONNABORTED, EINTR */
+		}
+		rc = take_hello(cfd, in, cc);
+		if (rc == EAGAIN && *wait_ms > 0) {
+			/* An honest client sends its hello in the system call
+			 * after its connect, unless preempted in between: give
+			 * it a moment, once per call (parking is a last resort:
+			 * a parked connection waits for this process's next
+			 * accept or the watcher's kick). */
+			struct pollfd pf = {cfd, POLLIN, 0};
+			(void)REAL(poll)(&pf, 1, *wait_ms);
+			*wait_ms = 0;
+			rc = take_hello(cfd, in, cc);
+		}
+		if (rc == 0)
+			return cfd;
+		if (rc == EAGAIN)
+			park_add(aux_fd, lfd, cfd);
+		else
+			REAL(close)(cfd);
+	}
+	return -2;
+}
+

@@ -1,0 +1,470 @@
+//go:build osf_make
+
+/* setup_connect.c: the client's side of the shm set-up (setup.h): whom to
+ * trust (the companion's owner against the kernel's listeners) and
+ * connect with its hello and segment. */
+#include "setup_priv.h"
+
+/* ---- the companion's owner ------------------------------------------ */
+
+/* The kernel TCP listeners on one port, as NETLINK_SOCK_DIAG reports
+ * them: who owns each and where it is bound (IPv6 form; v4 mapped). */
+#define CENSUS_MAX 16
+struct census {
+	int n;
+	struct {
+		uid_t uid;
+		uint8_t a[16];
+	} l[CENSUS_MAX];
+};
+
+/* census_dump adds the listeners of family fam on port to c over the
+ * netlink socket s; 0, or -1 when the kernel did not answer. */
+static int census_dump(int s, int fam, uint16_t port, struct census *c)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 r;
+	} req;
+	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
+	char buf[8192];
+	int rounds = 0;
+
+	memset(&req, 0, sizeof(req));
+	req.nlh.nlmsg_len = sizeof(req);
+	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	req.r.sdiag_family = (uint8_t)fam;
+	req.r.sdiag_protocol = IPPROTO_TCP;
+	req.r.idiag_states = 1u << 10; /* TCP_LISTEN */
+	req.r.id.idiag_sport = htons(port);
+	if (REAL(sendto)(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) < 0)
+		return -1;
+	while (rounds++ < 1000) {
+		ssize_t n = REAL(recv)(s, buf, sizeof(buf), 0);
+		struct nlmsghdr *h;
+		if (n <= 0)
+			return -1;
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+			struct inet_diag_msg *m;
+			if (h->nlmsg_type == NLMSG_DONE)
+				return 0;
+			if (h->nlmsg_type == NLMSG_ERROR)
+				return -1;
+			m = NLMSG_DATA(h);
+			if (m->idiag_state != 10 || ntohs(m->id.idiag_sport) != port ||
+			    c->n >= CENSUS_MAX)
+				continue;
+			c->l[c->n].uid = m->idiag_uid;
+			if (fam == AF_INET) {
+				memcpy(c->l[c->n].a, setup_v4mapped, 12);
+				memcpy(c->l[c->n].a + 12, m->id.idiag_src, 4);
+			} else {
+				memcpy(c->l[c->n].a, m->id.idiag_src, 16);
+			}
+			c->n++;
+		}
+	}
+	return -1;
+}
+
+/* Recent censuses, per port, reused for CENSUS_TTL_NS: a connection
+ * churn asks the kernel once a second, not once per connect. A listener
+ * that changed owner within that time is the only thing missed, and its
+ * old owner held the port a moment ago. */
+#define CENSUS_TTL_NS 1000000000LL
+#define CENSUS_CACHE 8
+static struct {
+	pthread_mutex_t mu;
+	struct {
+		uint16_t port;
+		long long at;
+		struct census c;
+	} e[CENSUS_CACHE];
+	unsigned next;
+} census_cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void setup_connect_after_fork(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	census_cache.mu = fresh;
+}
+
+/* census_take finds the kernel TCP listeners on port; -1 when the kernel
+ * cannot tell (no sock_diag): then nobody is trusted. */
+static int census_take(uint16_t port, struct census *c)
+{
+	long long now = setup_now_ns();
+	int s, r, i;
+
+	pthread_mutex_lock(&census_cache.mu);
+	for (i = 0; i < CENSUS_CACHE; i++)
+		if (census_cache.e[i].port == port && census_cache.e[i].c.n > 0 &&
+		    now - census_cache.e[i].at < CENSUS_TTL_NS) {
+			*c = census_cache.e[i].c;
+			pthread_mutex_unlock(&census_cache.mu);
+			return 0;
+		}
+	pthread_mutex_unlock(&census_cache.mu);
+	c->n = 0;
+	s = REAL(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (s < 0)
+		return -1;
+	r = census_dump(s, AF_INET, port, c);
+	if (r == 0)
+		r = census_dump(s, AF_INET6, port, c);
+	REAL(close)(s);
+	if (r == 0 && c->n > 0) {
+		pthread_mutex_lock(&census_cache.mu);
+		i = (int)(census_cache.next++ % CENSUS_CACHE);
+		census_cache.e[i].port = port;
+		census_cache.e[i].at = now;
+		census_cache.e[i].c = *c;
+		pthread_mutex_unlock(&census_cache.mu);
+	}
+	return r;
+}
+
+static int unspec16(const uint8_t *a)
+{
+	static const uint8_t zero[16];
+
+	return memcmp(a, zero, 16) == 0 ||
+	       (memcmp(a, setup_v4mapped, 12) == 0 && memcmp(a + 12, zero, 4) == 0);
+}
+
+/* census_owns reports whether uid holds a kernel TCP listener that a
+ * companion named for want serves: bound to want itself or to a wildcard
+ * (wild: a wildcard name, which only a wildcard listener has). */
+static int census_owns(const struct census *c, uid_t uid, const struct ip *want, int wild)
+{
+	struct ip w = setup_as_family(*want, 1);
+	int i;
+
+	for (i = 0; i < c->n; i++)
+		if (c->l[i].uid == uid &&
+		    (unspec16(c->l[i].a) || (!wild && memcmp(c->l[i].a, w.a, 16) == 0)))
+			return 1;
+	return 0;
+}
+
+/* companion_trusted checks the owner of the companion at the other end of
+ * s (SO_PEERCRED: who called listen on it) against the census. */
+static int companion_trusted(int s, const struct census *c, const struct ip *want, int wild)
+{
+	struct ucred cr;
+	socklen_t l = sizeof(cr);
+
+	if (REAL(getsockopt)(s, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0)
+		return 0;
+	if (census_owns(c, cr.uid, want, wild))
+		return 1;
+	if (setup_logs(OSF_LOGL_DEBUG)) {
+		char a[80];
+		setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL,
+		     "connect %s: companion of pid %d not trusted: no kernel TCP "
+		     "listener of its uid %u there", setup_fmt_ap(want, a, sizeof(a)),
+		     (int)cr.pid, (unsigned)cr.uid);
+	}
+	return 0;
+}
+
+/* ---- connect ---------------------------------------------------------- */
+
+/* source_for is shm.SourceFor without the port: the address the kernel
+ * would use to reach dst. */
+static int source_for(struct ip dst, struct ip *src)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	uint8_t sa[28];
+	int s;
+
+	if (setup_ip_loop(&dst) && (dst.v4 ? dst.a[3] == 1 && dst.a[1] == 0 && dst.a[2] == 0 : 1)) {
+		*src = dst; /* 127.0.0.1 and ::1 answer themselves */
+		return 0;
+	}
+	setup_put_sockaddr(sa, &dst);
+	s = REAL(socket)(dst.v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	if (REAL(connect)(s, (struct sockaddr *)sa, dst.v4 ? sizeof(struct sockaddr_in)
+							  : sizeof(struct sockaddr_in6)) < 0 ||
+	    REAL(getsockname)(s, (struct sockaddr *)&ss, &sl) < 0) {
+		int e = errno;
+		REAL(close)(s);
+		errno = e;
+		return -1;
+	}
+	REAL(close)(s);
+	memset(sa, 0, sizeof(sa));
+	memcpy(sa, &ss, sl < sizeof(sa) ? sl : sizeof(sa));
+	return setup_get_sockaddr(sa, src) ? 0 : -1;
+}
+
+static uint32_t port_seq;
+
+/* client_port is shm.ClientPort: a synthesized port in the ephemeral
+ * range, distinct among this process's connections until it wraps. */
+uint16_t setup_client_port(pid_t pid)
+{
+	uint32_t span = (uint32_t)(setup_cfg.eph_hi - setup_cfg.eph_lo + 1);
+	uint32_t seq = __atomic_add_fetch(&port_seq, 1, __ATOMIC_RELAXED);
+
+	return (uint16_t)(setup_cfg.eph_lo + ((uint32_t)pid * 2654435761u + seq * 40503u) % span);
+}
+
+/* make_segment creates, sizes, seals and maps a segment (sdp.CreateSegment)
+ * and writes its header: the mapping, or NULL with errno. */
+static void *make_segment(uint32_t ring, const struct ip *client,
+			  const struct ip *server, int *fdp)
+{
+	uint64_t size = osf_seg_bytes(ring);
+	struct osf_seg_hdr *h;
+	int fd = memfd_create(OSF_SEG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING), e;
+
+	if (fd < 0)
+		return NULL;
+	if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)size) < 0 ||
+	    REAL(fcntl)(fd, F_ADD_SEALS,
+			(void *)(long)(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) < 0)
+		goto fail;
+	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		goto fail;
+	h->version = OSF_SEG_VERSION;
+	h->hdr_bytes = OSF_SEG_HDR_BYTES;
+	h->ring_bytes = ring;
+	h->client_pid = osf.pid;
+	setup_put_sockaddr(h->client_addr, client);
+	setup_put_sockaddr(h->server_addr, server);
+	__atomic_store_n(&h->magic, OSF_SEG_MAGIC, __ATOMIC_RELEASE);
+	*fdp = fd;
+	return h;
+fail:
+	e = errno;
+	REAL(close)(fd);
+	errno = e;
+	return NULL;
+}
+
+/* send_hello sends the hello with the segment and the server's end of the
+ * writers' wake socket. */
+static int send_hello(int s, uint32_t ring, const struct ip *client,
+		      const struct ip *server, int segfd, int wtx)
+{
+	struct osf_hello hello;
+	struct iovec iov = {&hello, sizeof(hello)};
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	int fds[2] = {segfd, wtx};
+
+	memset(&hello, 0, sizeof(hello));
+	hello.magic = OSF_HELLO_MAGIC;
+	hello.version = OSF_SEG_VERSION;
+	hello.size = sizeof(hello);
+	hello.ring_bytes = ring;
+	setup_put_sockaddr(hello.client, client);
+	setup_put_sockaddr(hello.server, server);
+	memset(&mh, 0, sizeof(mh));
+	memset(&u, 0, sizeof(u));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	return REAL(sendmsg)(s, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(hello)
+		       ? 0 : -1;
+}
+
+/* kernel fills a "use kernel TCP" (or strict refusal) answer. */
+static int kernel(struct osf_core_conn *out, const struct ip *dst, int reason,
+		  int err, const char *detail)
+{
+	char a[80];
+
+	out->status = setup_cfg.c.strict && osf_route_fallback(reason) ? OSF_CORE_REFUSE
+								 : OSF_CORE_KERNEL;
+	out->reason = reason;
+	out->reason_errno = err;
+	setup_set_detail(out->detail, err ? strerror(err) : detail);
+	if (out->status == OSF_CORE_REFUSE)
+		setup_slog(OSF_LOGL_ERROR, reason, out->rule, out->detail,
+		     "connect %s refused (OSF_STRICT=1): ", setup_fmt_ap(dst, a, sizeof(a)));
+	else if (setup_logs(OSF_LOGL_DEBUG))
+		setup_slog(OSF_LOGL_DEBUG, reason, out->rule, out->detail,
+		     "connect %s: kernel: ", setup_fmt_ap(dst, a, sizeof(a)));
+	return 1;
+}
+
+/* The hello's fds: the segment and the writers' wake socket. */
+struct parts {
+	uint8_t *seg;
+	int segfd, wtx[2];
+};
+
+static int parts_make(struct parts *p, const struct ip *client, const struct ip *server)
+{
+	int e;
+
+	p->seg = make_segment(setup_cfg.c.ring_size, client, server, &p->segfd);
+	if (!p->seg)
+		return -1;
+	if (REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->wtx) < 0) {
+		e = errno;
+		munmap(p->seg, osf_seg_bytes(setup_cfg.c.ring_size));
+		REAL(close)(p->segfd);
+		p->seg = NULL;
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+static void parts_drop(struct parts *p)
+{
+	int e = errno;
+
+	if (!p->seg)
+		return;
+	munmap(p->seg, osf_seg_bytes(setup_cfg.c.ring_size));
+	REAL(close)(p->segfd);
+	REAL(close)(p->wtx[0]);
+	REAL(close)(p->wtx[1]);
+	p->seg = NULL;
+	errno = e;
+}
+
+/* dial tries each companion name that could serve dst (shm.DialNames).
+ * A companion is trusted only when its owner holds the kernel TCP
+ * listener it stands for (the census, taken first); the hello goes right
+ * after that check, so that a server sees the connection without it only
+ * for the time of one system call. Returns the connected socket with p
+ * filled, or -1 with *why (an osf_reason) and errno. */
+static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
+{
+	struct {
+		char name[128];
+		int wild;
+	} nm[3];
+	struct census c;
+	char h[64];
+	int n = 0, i, full = 0, e;
+
+	p->seg = NULL;
+	*why = OSF_R_NO_LISTENER;
+	errno = 0;
+	if (census_take(a.port, &c) < 0 || c.n == 0)
+		return -1; /* nothing a companion could stand for */
+	setup_fmt_host(&a, h, sizeof(h));
+	snprintf(nm[n].name, sizeof(nm[n].name), "osf1/%s/%s/%u", a.v4 ? "4" : "6", h, a.port);
+	nm[n++].wild = setup_ip_unspec(&a);
+	if (setup_is_local(a)) {
+		if (!setup_ip_unspec(&a)) {
+			snprintf(nm[n].name, sizeof(nm[n].name), "osf1/%s/*/%u",
+				 a.v4 ? "4" : "6", a.port);
+			nm[n++].wild = 1;
+		}
+		snprintf(nm[n].name, sizeof(nm[n].name), "osf1/46/*/%u", a.port);
+		nm[n++].wild = 1;
+	}
+	if (parts_make(p, client, &a) < 0) {
+		*why = OSF_R_RESOURCE;
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		struct sockaddr_un sun;
+		socklen_t sl = setup_abstract(&sun, nm[i].name);
+		int s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (s < 0) {
+			*why = OSF_R_RESOURCE;
+			break;
+		}
+		if (REAL(connect)(s, (struct sockaddr *)&sun, sl) < 0) {
+			full |= errno == EAGAIN;
+			REAL(close)(s);
+			continue;
+		}
+		if (!companion_trusted(s, &c, &a, nm[i].wild)) {
+			REAL(close)(s); /* a squatter: it gets nothing */
+			continue;
+		}
+		if (send_hello(s, setup_cfg.c.ring_size, client, &a, p->segfd, p->wtx[1]) < 0) {
+			e = errno;
+			REAL(close)(s);
+			parts_drop(p);
+			*why = OSF_R_HANDSHAKE;
+			errno = e;
+			return -1;
+		}
+		REAL(close)(p->wtx[1]);
+		p->wtx[1] = -1;
+		return s;
+	}
+	parts_drop(p);
+	if (full)
+		*why = OSF_R_BACKLOG;
+	errno = 0;
+	return -1;
+}
+
+int osf_setup_connect(const struct osf_core_connect_in *in,
+		      struct osf_core_conn *out)
+{
+	struct osf_route_decision d;
+	struct ip dst, real, local, bound, src, hello_client;
+	struct parts p;
+	int s, why, have_bound;
+
+	if (!setup_usable())
+		return 0;
+	dst = setup_ip_from(in->family, in->addr, in->port);
+	setup_decide(OSF_ROUTE_CLIENT, dst, &d);
+	if (d.need_go)
+		return 0;
+	out->rule = d.rule;
+	if (d.transport != OSF_ROUTE_SHM)
+		return kernel(out, &dst, d.reason, 0, d.detail);
+	real = setup_ip_unmap(dst);
+	/* clientAddr: the bound address and port, else the kernel's source
+	 * address with a synthesized port */
+	have_bound = setup_get_sockaddr(in->bound, &bound);
+	if (source_for(real, &src) < 0)
+		return kernel(out, &dst, OSF_R_HANDSHAKE, errno, NULL);
+	local = src;
+	local.port = setup_client_port(osf.pid);
+	if (have_bound && !setup_ip_unspec(&bound))
+		memcpy(local.a, bound.a, 16), local.v4 = bound.v4;
+	if (have_bound && bound.port)
+		local.port = bound.port;
+	hello_client = setup_as_family(local, !real.v4);
+	s = dial(real, &hello_client, &p, &why);
+	if (s < 0)
+		return kernel(out, &dst, why, errno, NULL);
+	out->status = OSF_CORE_OFFLOADED;
+	out->wake_fd = s;
+	out->seg_fd = p.segfd;
+	out->wake_tx_fd = p.wtx[0];
+	out->side = OSF_SIDE_CLIENT;
+	out->seg_addr = (uint64_t)(uintptr_t)p.seg;
+	out->ring_bytes = setup_cfg.c.ring_size;
+	local = setup_as_family(local, in->family == AF_INET6);
+	setup_put_sockaddr(out->local, &local);
+	setup_put_sockaddr(out->peer, &dst);
+	if (setup_logs(OSF_LOGL_DEBUG)) {
+		char a[80], b[80];
+		setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL, "connect %s: shm (rule %d), local %s",
+		     setup_fmt_ap(&dst, a, sizeof(a)), d.rule, setup_fmt_ap(&local, b, sizeof(b)));
+	}
+	return 1;
+}
+

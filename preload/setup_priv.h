@@ -1,0 +1,87 @@
+/* setup_priv.h: what the three parts of the shm set-up share (setup.c:
+ * configuration, addresses, names, route decisions, logging and listen;
+ * setup_connect.c: the companion's owner and connect; setup_accept.c:
+ * accept, parked connections and the hello watcher). Not for the rest of
+ * libosf.so, which sees setup.h. */
+#ifndef OSF_PRELOAD_SETUP_PRIV_H
+#define OSF_PRELOAD_SETUP_PRIV_H
+
+#include "setup.h"
+#include "../internal/routec/route.h"
+#include "../sdp/segment.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A server maps at most this much ring per direction for a client, or its
+ * own OSF_RING_SIZE if larger (kernel TCP's buffers are ~4-6 MiB). */
+#define SERVER_RING_CAP (4u << 20)
+#define PARK_MAX 32
+#define ACCEPT_TRIES 16
+/* What one accept call may wait, in all, for hellos not there yet: the
+ * handshake bound (OSF_CONNECT_TIMEOUT_MS, 1 s by default). */
+#define HELLO_WAIT_MS (setup_cfg.rc == OSF_ROUTE_OK ? (int)setup_cfg.c.connect_timeout_ms : 1000)
+
+/* The configuration, parsed once per process (setup_cfg_load). */
+struct setup_cfg {
+	pthread_once_t once;
+	int rc; /* OSF_ROUTE_* of the parse */
+	struct osf_route_config c;
+	int rdma_absent;
+	uint16_t eph_lo, eph_hi;
+	unsigned unpriv_port;
+};
+extern struct setup_cfg setup_cfg;
+
+/* The IPv4-mapped IPv6 prefix, ::ffff:0:0/96. */
+extern const uint8_t setup_v4mapped[12];
+
+/* An address in one form: v4 in a[0..3] when v4, else 16 bytes. */
+struct ip {
+	int v4;
+	uint8_t a[16];
+	uint16_t port;
+};
+
+void setup_cfg_load(void);
+int setup_usable(void);
+struct ip setup_ip_from(int family, const uint8_t *addr, uint16_t port);
+struct ip setup_ip_unmap(struct ip ip);
+struct ip setup_as_family(struct ip ip, int v6like);
+int setup_ip_unspec(const struct ip *ip);
+int setup_ip_loop(const struct ip *ip);
+void setup_put_sockaddr(uint8_t out[28], const struct ip *ip);
+int setup_get_sockaddr(const uint8_t in[28], struct ip *ip);
+long long setup_now_ns(void);
+int setup_is_local(struct ip ip);
+void setup_fmt_host(const struct ip *ip, char *out, size_t n);
+socklen_t setup_abstract(struct sockaddr_un *sun, const char *name);
+void setup_decide(int role, struct ip ip, struct osf_route_decision *d);
+void setup_set_detail(char out[96], const char *s);
+const char *setup_fmt_ap(const struct ip *ip, char *out, size_t n);
+int setup_logs(int level);
+__attribute__((format(printf, 5, 6))) void
+setup_slog(int level, int reason, int rule, const char *detail, const char *fmt, ...);
+uint16_t setup_client_port(pid_t pid);
+
+/* setup_host_after_fork and setup_connect_after_fork reset the caches'
+ * locks in a fork child (osf_setup_child_after_fork). */
+void setup_host_after_fork(void);
+void setup_connect_after_fork(void);
+
+#endif
