@@ -47,45 +47,28 @@ static void cur_skip_empty(struct iovcur *cur)
 	}
 }
 
-/* ring_to_iov copies n bytes at ring position pos into the iovecs; -1
- * (nothing copied) when the program's buffers cannot take them all, as
- * the kernel fails a copy to a bad buffer with EFAULT (fault.c). */
-static int ring_to_iov(struct iovcur *cur, const uint8_t *data, uint32_t mask,
-		       uint64_t pos, size_t n)
+/* ring_iov copies n bytes between ring position pos and the iovecs: out of
+ * the ring into them (to_iov), or from them into the ring. It returns -1
+ * (nothing copied) when the program's buffers cannot take or give them
+ * all, as the kernel fails a copy to or from a bad buffer with EFAULT
+ * (fault.c). Inlined, so each caller gets its direction's copy only. */
+static inline __attribute__((always_inline)) int
+ring_iov(struct iovcur *cur, uint8_t *data, uint32_t mask, uint64_t pos,
+	 size_t n, int to_iov)
 {
-	if (osf_probe_iov(cur->iov, cur->cnt, cur->i, cur->off, n, 1) < 0)
+	if (osf_probe_iov(cur->iov, cur->cnt, cur->i, cur->off, n, to_iov) < 0)
 		return -1;
 	while (n > 0) {
 		size_t room, k;
+		uint8_t *buf;
 		cur_skip_empty(cur);
 		room = cur->iov[cur->i].iov_len - cur->off;
 		k = n < room ? n : room;
-		osf_ring_copy_out(data, mask, pos,
-				  (uint8_t *)cur->iov[cur->i].iov_base + cur->off,
-				  k);
-		cur->off += k;
-		pos += k;
-		n -= k;
-	}
-	return 0;
-}
-
-/* iov_to_ring copies n bytes from the iovecs into the ring at pos; -1
- * (nothing copied) when the program's buffers cannot all be read. */
-static int iov_to_ring(struct iovcur *cur, uint8_t *data, uint32_t mask,
-		       uint64_t pos, size_t n)
-{
-	if (osf_probe_iov(cur->iov, cur->cnt, cur->i, cur->off, n, 0) < 0)
-		return -1;
-	while (n > 0) {
-		size_t room, k;
-		cur_skip_empty(cur);
-		room = cur->iov[cur->i].iov_len - cur->off;
-		k = n < room ? n : room;
-		osf_ring_copy_in(data, mask, pos,
-				 (const uint8_t *)cur->iov[cur->i].iov_base +
-					 cur->off,
-				 k);
+		buf = (uint8_t *)cur->iov[cur->i].iov_base + cur->off;
+		if (to_iov)
+			osf_ring_copy_out(data, mask, pos, buf, k);
+		else
+			osf_ring_copy_in(data, mask, pos, buf, k);
 		cur->off += k;
 		pos += k;
 		n -= k;
@@ -243,7 +226,7 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 					   ? (size_t)used
 					   : (size_t)(total - got);
 			if (!(flags & MSG_TRUNC) &&
-			    ring_to_iov(&cur, c->s.rxd, c->s.mask, tail, n) < 0) {
+			    ring_iov(&cur, c->s.rxd, c->s.mask, tail, n, 1) < 0) {
 				osf_seg_unlock(&c->s.me->rx_lock);
 				if (got > 0) /* MSG_WAITALL: what it has */
 					break;
@@ -375,7 +358,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			size_t n = (size_t)room < (size_t)(total - sent)
 					   ? (size_t)room
 					   : (size_t)(total - sent);
-			if (iov_to_ring(&cur, c->s.txd, c->s.mask, head, n) < 0) {
+			if (ring_iov(&cur, c->s.txd, c->s.mask, head, n, 0) < 0) {
 				osf_seg_unlock(&c->s.me->tx_lock);
 				if (sent > 0) /* earlier rounds went out */
 					break;
