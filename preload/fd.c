@@ -56,6 +56,36 @@ void osf_fd_closed(int fd)
 	errno = saved;
 }
 
+void osf_fd_unlisten(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd), ent;
+	unsigned i, j;
+	int aux, saved = errno;
+
+	if (!e || e->kind != OSF_FD_LISTEN)
+		return;
+	aux = e->aux_fd;
+	osf_setup_reset_companion(aux);
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		struct osf_fdt_entry *c = osf_fdt_chunks[i];
+		if (!c)
+			continue;
+		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			if (c[j].kind != OSF_FD_LISTEN || c[j].aux_fd != aux)
+				continue;
+			osf_mux_closed((int)(i * OSF_FDT_CHUNK_ENTRIES + j), &c[j], 1);
+			ent = c[j];
+			ent.kind = OSF_FD_INET;
+			ent.transport = 0;
+			ent.role = 0;
+			ent.aux_fd = -1;
+			(void)osf_fdt_set((int)(i * OSF_FDT_CHUNK_ENTRIES + j), &ent);
+		}
+	}
+	osf_fdt_close_hidden(aux);
+	errno = saved;
+}
+
 void osf_fd_dup(int oldfd, int newfd, int cloexec)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(oldfd), copy;

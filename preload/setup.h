@@ -40,6 +40,12 @@ int osf_setup_parked_fds(int aux_fd, struct pollfd *p, int max);
  * being closed. */
 void osf_setup_forget_companion(int aux_fd);
 
+/* osf_setup_reset_companion resets every connection waiting in companion
+ * aux_fd (queued or parked: the client sees ECONNRESET, as TCP's
+ * connections in the queue of a listener that stops) and makes it refuse
+ * new ones, in every process that shares it. */
+void osf_setup_reset_companion(int aux_fd);
+
 /* osf_setup_child_after_fork closes the parked connections in a fork
  * child: the parent looks after them. */
 void osf_setup_child_after_fork(void);

@@ -576,12 +576,27 @@ OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 
 /* ---- per-connection calls --------------------------------------------------- */
 
+/* listener_shutdown: shutdown(SHUT_RD or SHUT_RDWR) of a TCP listener
+ * stops it (inet_shutdown: it disconnects, state CLOSE) and resets the
+ * connections in its queue; osf does the same to the companion's. */
+static int listener_shutdown(int fd, int how)
+{
+	int r = REAL(shutdown)(fd, how);
+
+	if (r == 0 && (how == SHUT_RD || how == SHUT_RDWR))
+		osf_fd_unlisten(fd);
+	return r;
+}
+
 OSF_EXPORT int shutdown(int fd, int how)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || !osf_kind_is_conn(e->kind)))
+	if (likely(!e || !osf_kind_is_conn(e->kind))) {
+		if (unlikely(e && e->kind == OSF_FD_LISTEN))
+			return listener_shutdown(fd, how);
 		return REAL(shutdown)(fd, how);
+	}
 	return osf_conn_shutdown(fd, e, how);
 }
 
