@@ -202,6 +202,7 @@ void osf_setup_child_after_fork(void)
 	park.watcher = 0;
 	setup_connect_after_fork();
 	setup_host_after_fork();
+	setup_syn_after_fork();
 	while (park.n > 0)
 		park_drop_locked(park.n - 1);
 }

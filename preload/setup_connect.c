@@ -350,10 +350,11 @@ static void parts_drop(struct parts *p)
  * after that check, so that a server sees the connection without it only
  * for the time of one system call. Returns the connected socket with p
  * filled, or -1 with *why (an osf_reason) and errno. */
-static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
+static int dial(struct ip a, const struct ip *client, struct parts *p, int *why,
+		char full_name[108])
 {
 	struct {
-		char name[128];
+		char name[108]; /* an abstract sun_path less its NUL */
 		int wild;
 	} nm[3];
 	struct census c;
@@ -390,7 +391,8 @@ static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 			break;
 		}
 		if (REAL(connect)(s, (struct sockaddr *)&sun, sl) < 0) {
-			full |= errno == EAGAIN;
+			if (errno == EAGAIN && !full++)
+				memcpy(full_name, nm[i].name, 108); /* names fit */
 			REAL(close)(s);
 			continue;
 		}
@@ -423,6 +425,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	struct osf_route_decision d;
 	struct ip dst, real, local, bound, src, hello_client;
 	struct parts p;
+	char full_name[108] = "";
 	int s, why, have_bound;
 
 	if (!setup_usable())
@@ -447,9 +450,14 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	if (have_bound && bound.port)
 		local.port = bound.port;
 	hello_client = setup_as_family(local, !real.v4);
-	s = dial(real, &hello_client, &p, &why);
-	if (s < 0)
-		return kernel(out, &dst, why, errno, NULL);
+	s = dial(real, &hello_client, &p, &why, full_name);
+	if (s < 0) {
+		kernel(out, &dst, why, errno, NULL);
+		/* A full companion: the SYN waits, as TCP's would. */
+		if (why == OSF_R_BACKLOG && out->status == OSF_CORE_KERNEL)
+			(void)setup_syn_hold(in->app_fd, in->family == AF_INET6, full_name);
+		return 1;
+	}
 	out->status = OSF_CORE_OFFLOADED;
 	out->wake_fd = s;
 	out->seg_fd = p.segfd;

@@ -198,6 +198,7 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 			      out.reason_errno, NULL, 0);
 		return;
 	}
+	osf_setup_syn_filter(fd);
 	hfd = osf_fdt_hide(out.fd, fd);
 	if (hfd < 0)
 		hfd = out.fd;
@@ -421,6 +422,8 @@ static void accepted(int lfd, int nfd, int flags, const struct sockaddr *sa,
 	} else if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0) {
 		pl = 0;
 	}
+	if (l->kind == OSF_FD_LISTEN)
+		osf_setup_syn_unfilter(nfd);
 	record_kernel(nfd, OSF_ROLE_SERVER, OSF_R_PEER_KERNEL, -1, 0,
 		      pl ? (struct sockaddr *)&peer : NULL, pl);
 	errno = saved;
