@@ -29,11 +29,12 @@
 
 #include <linux/filter.h>
 #include <netinet/tcp.h>
+#include <stdlib.h>
 
 /* DSCP 39 (unassigned), ECN bits clear: TCP keeps its own ECN bits. */
 #define OSF_SYN_MARK 0x9c
 #define OSF_SYN_PROBE_MS 200
-#define SYN_MAX 64
+#define SYN_MAX 4096 /* beyond this, a connect completes as it used to */
 
 /* The filter: drop a segment with SYN and without ACK whose TOS (IPv4)
  * or traffic class (IPv6) is the mark; keep everything else. skb->data is
@@ -83,14 +84,33 @@ void osf_setup_syn_unfilter(int fd)
 /* Sockets whose SYN carries the mark, watched by osf-syn. */
 static struct {
 	pthread_mutex_t mu;
-	int n, running;
+	int n, cap, running;
 	struct syn {
 		int fd, tos, tclass, v6;
 		uint64_t ino;
 		long long since;
 		char name[108];
-	} p[SYN_MAX];
+	} *p;
 } syn = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* syn_room makes room for one more entry; syn.mu is held. */
+static int syn_room(void)
+{
+	struct syn *n;
+	int cap;
+
+	if (syn.n < syn.cap)
+		return 1;
+	if (syn.cap >= SYN_MAX)
+		return 0;
+	cap = syn.cap ? 2 * syn.cap : 16;
+	n = realloc(syn.p, (size_t)cap * sizeof(*n));
+	if (!n)
+		return 0;
+	syn.p = n;
+	syn.cap = cap;
+	return 1;
+}
 
 static uint64_t ino_of(int fd)
 {
@@ -216,7 +236,7 @@ int setup_syn_hold(int fd, int v6, const char *name)
 	if (v6 && REAL(getsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &s.tclass, &l) < 0)
 		goto out;
 	pthread_mutex_lock(&syn.mu);
-	if (syn.n < SYN_MAX && s.ino &&
+	if (s.ino && syn_room() &&
 	    REAL(setsockopt)(fd, IPPROTO_IP, IP_TOS, &mark, sizeof(mark)) == 0 &&
 	    (!v6 || REAL(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &mark, sizeof(mark)) == 0)) {
 		syn.p[syn.n++] = s;
