@@ -36,10 +36,15 @@
 #define OSF_SYN_PROBE_MS 200
 #define SYN_MAX 4096 /* beyond this, a connect completes as it used to */
 
-/* The filter: drop a segment with SYN and without ACK whose TOS (IPv4)
- * or traffic class (IPv6) is the mark; keep everything else. skb->data is
- * the TCP header (tcp_filter); SKF_NET_OFF reaches the IP header. */
+/* The filter: drop a segment that came over loopback (osf's clients are
+ * on this host; a remote network that re-marks DSCP must not lock anyone
+ * out) with SYN and without ACK whose TOS (IPv4) or traffic class (IPv6)
+ * is the mark; keep everything else. skb->data is the TCP header
+ * (tcp_filter); SKF_NET_OFF reaches the IP header; loopback is ifindex 1
+ * in every network namespace (LOOPBACK_IFINDEX). */
 static struct sock_filter syn_prog[] = {
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_IFINDEX),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 0, 15), /* not lo: keep */
 	BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_NET_OFF),     /* version */
 	BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 4),
 	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 4, 0, 3),
