@@ -205,22 +205,8 @@ static void *syn_watch(void *arg)
 /* start_syn_watch starts osf-syn unless it runs; syn.mu is held. */
 static void start_syn_watch(void)
 {
-	pthread_attr_t attr;
-	pthread_t t;
-	sigset_t all, old;
-
-	if (syn.running)
-		return;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, syn_watch, NULL) == 0) {
-		syn.running = 1;
-		pthread_setname_np(t, "osf-syn");
-	}
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!syn.running)
+		syn.running = setup_thread(syn_watch, "osf-syn");
 }
 
 int setup_syn_hold(int fd, int v6, const char *name)
