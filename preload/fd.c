@@ -44,10 +44,18 @@ void osf_fd_closed(int fd)
 	if (osf_kind_is_conn(e->kind))
 		osf_conn_close(fd, e);
 	else if (e->kind == OSF_FD_EPOLL || e->kind == OSF_FD_LISTEN) {
+		struct osf_fdt_entry copy = *e;
 		int shared = aux_shared(fd, e);
-		if (e->kind == OSF_FD_LISTEN && !shared)
-			osf_setup_forget_companion(e->aux_fd);
-		osf_mux_closed(fd, e, shared);
+		/* Forget fd before its hidden fd's number is free again: a
+		 * listener another thread makes meanwhile may get that number
+		 * for its companion, and would then take this entry for a dup
+		 * sharing it and never close it (its name stays bound: a later
+		 * listener on the port has no companion, and its clients
+		 * reach the stale one). */
+		osf_fdt_clear(fd);
+		if (copy.kind == OSF_FD_LISTEN && !shared)
+			osf_setup_forget_companion(copy.aux_fd);
+		osf_mux_closed(fd, &copy, shared);
 	}
 	else if (e->kind == OSF_FD_KERNEL && e->transport == OSF_TP_GATEWAY &&
 		 e->aux_fd >= 0 && !aux_shared(fd, e))
