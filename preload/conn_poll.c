@@ -15,6 +15,8 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd); /* a reset nobody waited for */
 	r = osf_side_revents(&c->s);
+	if (unlikely(c->gw))
+		r = osf_conn_gw_revents(fd, c, r);
 	conn_put(c);
 	return r;
 }
@@ -35,6 +37,8 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd);
 	r = osf_side_arm(&c->s, fd, kinds, already);
+	if (unlikely(c->gw))
+		r = osf_conn_gw_revents(fd, c, r);
 	if ((kinds & OSF_ARM_RX) && osf_side_trim_due(&c->s))
 		*trim_due = 1;
 	conn_put(c);

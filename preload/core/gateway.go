@@ -16,6 +16,8 @@ import (
 
 	"github.com/osfproject/osf/internal/gateway"
 	"github.com/osfproject/osf/internal/policy"
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/shm"
 	"golang.org/x/sys/unix"
 )
 
@@ -61,6 +63,17 @@ func gatewayConnect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_con
 	req := gateway.Request{Op: gateway.OpConnect, Dest: dst, Timeout: core.cfg.GatewayTimeout}
 	var last error
 	for _, g := range order {
+		if ep, err := gatewayRing(g, req); ep != nil {
+			ep.Local, ep.Remote = shm.AsFamily(ep.Local, dst.Addr()), dst
+			fill(out, ep)
+			out.status = C.OSF_CORE_GATEWAY
+			putSockaddr(&out.gateway, g)
+			out.rule = C.int32_t(d.Rule)
+			core.log.Debugf("connect %s: gateway %s over shm (rule %d), request sent", dst, g, d.Rule)
+			return 0
+		} else if !errors.Is(err, sdp.ErrNoListener) {
+			core.log.Warnf("connect %s: gateway %s over shm: %v; trying kernel TCP", dst, g, err)
+		}
 		err := gatewayOffer(fd, v6, g, req)
 		if err == nil {
 			putSockaddr(&out.gateway, g)
@@ -76,6 +89,36 @@ func gatewayConnect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_con
 	core.log.Errorf("connect %s: no gateway of rule %d reachable (%s): %v", dst, d.Rule, d.Gateways, last)
 	out.reason_errno = C.int32_t(unix.ENETUNREACH)
 	return 0
+}
+
+// gatewayRing opens the stream to gateway g as an offloaded connection
+// when g serves one to this host (its shm companion is reachable), reads
+// the challenge and sends req through the rings. It returns
+// sdp.ErrNoListener when g offers no offloaded stream here.
+func gatewayRing(g netip.AddrPort, req gateway.Request) (*sdp.Endpoint, error) {
+	real := netip.AddrPortFrom(g.Addr().Unmap(), g.Port())
+	local, err := shm.SourceFor(real)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := shmTransport.Dial(real, local, uint32(core.cfg.RingSize), core.cfg.ConnectTimeout)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, gateway.ChallengeSize)
+	err = ep.Segment.ReadMsg(sdp.SideClient, ep.WakeFD, b, time.Now().Add(core.cfg.ConnectTimeout))
+	var ch gateway.Challenge
+	if err == nil {
+		ch, err = gateway.ParseChallenge(b)
+	}
+	if err == nil {
+		err = ep.Segment.WriteMsg(sdp.SideClient, ep.WakeFD, req.Marshal(gw.key, ch.Nonce))
+	}
+	if err != nil {
+		ep.Close()
+		return nil, fmt.Errorf("core: gateway %s: %w", g, err)
+	}
+	return ep, nil
 }
 
 // loadGatewayKey reads the key once; it returns why there is none.
