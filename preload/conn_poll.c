@@ -27,6 +27,18 @@ int osf_conn_arm_kinds(short events)
 	       ((events & (POLLOUT | POLLWRNORM)) ? OSF_ARM_TX : 0);
 }
 
+int osf_conn_arm_kinds_fd(int fd, struct osf_fdt_entry *e, short events)
+{
+	int k = osf_conn_arm_kinds(events);
+
+	/* Waiting for a gateway's reply: it arrives as data, and an RDMA
+	 * engine wakes only readers for data (conn_gw.c). */
+	if (unlikely(e && (e->flags & OSF_FDF_GATEWAY)) && !(k & OSF_ARM_RX) &&
+	    osf_conn_gw_state(fd, e) == OSF_CONN_GW_WAIT)
+		k |= OSF_ARM_RX;
+	return k;
+}
+
 short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 		   int *trim_due)
 {

@@ -197,3 +197,63 @@ func TestGatewayNonblockingConnect(t *testing.T) {
 		t.Logf("osfgw: %s", gw.Stderr())
 	}
 }
+
+// TestGatewayRDMALeg: the node's stream to the gateway over RDMA, on the
+// software stand-in (OSF_DEBUG_RDMA_SIM=1, which joins processes of one
+// network namespace, so the node runs on the gateway host with
+// OSF_TRANSPORT=rdma, which rules shm out): osfstat shows leg rdma,
+// osfgw --status too; the bytes pass intact both ways; a non-blocking
+// connect completes through poll, with the destination's errno when it
+// refuses.
+func TestGatewayRDMALeg(t *testing.T) {
+	t.Parallel()
+	g := newGatewayNet(t)
+	dir := t.TempDir()
+	sink := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8080", "sink").Start()
+	sink.WaitOutput("listening", 10*time.Second)
+	src := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8082", "source").Start()
+	src.WaitOutput("listening", 10*time.Second)
+	gw := g.gw.plain(t, "env", "OSF_DEBUG_RDMA_SIM=1", testutil.Bin(t, "osfgw"), "--listen", gwAddr+":"+gwPort, "--key", g.key,
+		"--allow", gwOutAddr+":8080-8082").Start()
+	waitStderr(t, gw, "over RDMA), allowing", 10*time.Second)
+	env := append(g.nodeEnv(gwAddr+":"+gwPort, g.key), "OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1")
+
+	up := testutil.RandomBytes(t, 4<<20)
+	c := g.gw.cmd(t, env, python(t), writeScript(t, dir, "probe.py", gwProbe), gwOutAddr, "8080", "echo")
+	c.Cmd.Stdin = strings.NewReader(string(up))
+	want := fmt.Sprintf("reply %d %x", len(up), sha256.Sum256(up))
+	if r := c.Run(60 * time.Second); !r.OK() || !strings.Contains(r.Stdout, want) {
+		t.Errorf("upload: want %q, got %s\nosfgw: %s", want, r, gw.Stderr())
+	}
+	if !strings.Contains(gw.Stderr(), "(node leg rdma)") {
+		t.Errorf("osfgw did not relay over an RDMA leg:\n%s", gw.Stderr())
+	}
+	nb := writeScript(t, dir, "nb.py", gwNB)
+	payload := "over RDMA"
+	for _, tt := range []struct{ port, want string }{
+		{"8080", fmt.Sprintf("ready OUT - - so_error 0\npeer %s:8080\nreply %d %x", gwOutAddr, len(payload), sha256.Sum256([]byte(payload)))},
+		{"8081", "ready OUT ERR HUP so_error ECONNREFUSED"},
+	} {
+		c := g.gw.cmd(t, env, python(t), nb, gwOutAddr, tt.port, "poll")
+		c.Cmd.Stdin = strings.NewReader(payload)
+		if r := c.Run(30 * time.Second); !strings.Contains(r.Stdout, "connect EINPROGRESS") || !strings.Contains(r.Stdout, tt.want) {
+			t.Errorf("non-blocking connect to %s: want %q, got %s", tt.port, tt.want, r)
+		}
+	}
+
+	rd := g.gw.cmd(t, env, python(t), "-u", writeScript(t, dir, "rd.py", gwNodeReader), gwOutAddr, "8082").Start()
+	rd.WaitOutput("connected", 20*time.Second)
+	socks := testutil.AssertTransport(t, rd.Pid, testutil.ByPeer(gwOutAddr+":8082"), testutil.TransportGateway)
+	for _, s := range socks {
+		if s.Gateway != gwAddr+":"+gwPort || s.GatewayLeg != "rdma" {
+			t.Errorf("osfstat: %s: gateway %q leg %q, want %s:%s rdma", s, s.Gateway, s.GatewayLeg, gwAddr, gwPort)
+		}
+	}
+	if r := g.gw.plain(t, testutil.Bin(t, "osfgw"), "--status", "--json").MustRun(10 * time.Second); !strings.Contains(r.Stdout, `"leg":"rdma"`) {
+		t.Errorf("osfgw --status: want the connection with leg rdma, got %s", r.Stdout)
+	}
+	if err := rd.Signal(unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	src.WaitOutput("send ended:", 10*time.Second)
+}

@@ -29,6 +29,7 @@ type options struct {
 	allowListen    []string
 	connectTimeout time.Duration
 	nodeNetns      []string
+	rdma           string
 	status         bool
 	json           bool
 }
@@ -69,6 +70,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.Var((*listFlag)(&o.allow), "allow", "destination allowed, ADDR[:PORTS] as a route target (repeatable; none: every destination is refused)")
 	fs.Var((*listFlag)(&o.allowListen), "allow-listen", "address nodes may listen on through this gateway, ADDR[:PORTS] (repeatable; none: no node may)")
 	fs.Var((*listFlag)(&o.nodeNetns), "node-netns", "network namespace (a path such as /run/netns/NAME or /proc/PID/ns/net) whose nodes on this host reach the gateway over shared memory (repeatable)")
+	fs.StringVar(&o.rdma, "rdma", "auto", "auto: also serve nodes of other hosts over RDMA when this host has an RDMA device; off: never")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 20*time.Second, "longest connect to a destination (ETIMEDOUT after it)")
 	fs.BoolVar(&o.status, "status", false, "list the relayed connections of the running gateways and exit")
 	fs.BoolVar(&o.json, "json", false, "with --status: print JSON")
@@ -95,6 +97,7 @@ type gw struct {
 	isLocal func(netip.Addr) bool
 	timeout time.Duration
 	netns   []string // network namespaces to serve offloaded nodes in, besides its own
+	rdma    bool     // serve nodes over RDMA too
 	log     *log.Logger
 
 	// pending bounds the nodes in the challenge-response at once, so that
@@ -118,7 +121,10 @@ func newGateway(o *options, logger *log.Logger) (*gw, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gw{addr: addr, key: key, isLocal: policy.IsLocal, timeout: o.connectTimeout, netns: o.nodeNetns,
+	if o.rdma != "auto" && o.rdma != "off" {
+		return nil, fmt.Errorf("osfgw: --rdma %q: want auto or off", o.rdma)
+	}
+	g := &gw{addr: addr, key: key, isLocal: policy.IsLocal, timeout: o.connectTimeout, netns: o.nodeNetns, rdma: o.rdma == "auto",
 		log: logger, conns: make(map[uint64]*relay), pending: make(chan struct{}, maxPending)}
 	for _, a := range o.allow {
 		r, err := policy.ParseTarget(a)
@@ -158,6 +164,7 @@ func (g *gw) serve(ctx context.Context) error {
 	for _, lfd := range rings {
 		go g.acceptRings(ctx, lfd)
 	}
+	rdmaVia := g.replicateRDMA()
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -171,7 +178,7 @@ func (g *gw) serve(ctx context.Context) error {
 		}
 		allow = strings.Join(texts, " ")
 	}
-	g.log.Printf("listening on %s (and over shm in %d network namespaces), allowing %s", ln.Addr(), len(rings), allow)
+	g.log.Printf("listening on %s (and over shm in %d network namespaces, %s), allowing %s", ln.Addr(), len(rings), rdmaVia, allow)
 	for {
 		c, err := ln.Accept()
 		if err != nil {

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"os"
 	"runtime"
+	"time"
 
+	"github.com/osfproject/osf/sdp/rdma"
 	"github.com/osfproject/osf/shm"
+	"github.com/osfproject/osf/verbs/devroute"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,6 +69,41 @@ func inNetns(path string, f func() (int, error)) (int, error) {
 		return -1, fmt.Errorf("setns back: %w", err)
 	}
 	return fd, ferr
+}
+
+// replicateRDMA starts the RDMA transport (the software stand-in with
+// OSF_DEBUG_RDMA_SIM=1, for tests) and listens for RDMA connections on the
+// gateway's address: the engine hands each one to the companion, where
+// acceptRings takes it as any offloaded node. It says what it did, for the
+// log; a host without a device simply has no RDMA leg.
+func (g *gw) replicateRDMA() string {
+	if !g.rdma {
+		return "no RDMA (--rdma off)"
+	}
+	cfg := rdma.Config{PID: os.Getpid(), PollSpin: 20 * time.Microsecond}
+	var t interface {
+		Replicate(netip.AddrPort, bool, int) error
+	}
+	switch {
+	case os.Getenv("OSF_DEBUG_RDMA_SIM") == "1":
+		s, err := rdma.StartSim(cfg)
+		if err != nil {
+			return "no RDMA (stand-in: " + err.Error() + ")"
+		}
+		t = s
+	case len(devroute.System.Devices()) == 0:
+		return "no RDMA (" + devroute.NoDevice + ")"
+	default:
+		s, err := rdma.Start(cfg)
+		if err != nil {
+			return "no RDMA (" + err.Error() + ")"
+		}
+		t = s
+	}
+	if err := t.Replicate(g.addr, false, 256); err != nil {
+		return "no RDMA (" + err.Error() + ")"
+	}
+	return "over RDMA"
 }
 
 // acceptRings accepts offloaded node connections on a companion listener
