@@ -21,6 +21,34 @@ func (g *gatewayNet) startShmGateway(t *testing.T, port string, args ...string) 
 	return g.startGateway(t, port, append([]string{"--node-netns", "/run/netns/" + g.node.name}, args...)...)
 }
 
+// uploadChecked runs c (gwProbe echo to a sink) with n random bytes as
+// its input and checks that the destination got exactly them.
+func uploadChecked(t *testing.T, c *testutil.Command, n int, gw *testutil.Process) {
+	t.Helper()
+	up := testutil.RandomBytes(t, n)
+	c.Cmd.Stdin = strings.NewReader(string(up))
+	want := fmt.Sprintf("reply %d %x", len(up), sha256.Sum256(up))
+	if r := c.Run(60 * time.Second); !r.OK() || !strings.Contains(r.Stdout, want) {
+		t.Errorf("upload: want %q, got %s\nosfgw: %s", want, r, gw.Stderr())
+	}
+}
+
+// assertLeg checks that process pid's connection to dst goes through the
+// test's gateway over leg (osfstat on the node, osfgw --status).
+func (g *gatewayNet) assertLeg(t *testing.T, pid int, dst, leg string) {
+	t.Helper()
+	socks := testutil.AssertTransport(t, pid, testutil.ByPeer(dst), testutil.TransportGateway)
+	for _, s := range socks {
+		if s.Gateway != gwAddr+":"+gwPort || s.GatewayLeg != leg {
+			t.Errorf("osfstat: %s: gateway %q leg %q, want %s:%s %s", s, s.Gateway, s.GatewayLeg, gwAddr, gwPort, leg)
+		}
+	}
+	r := g.gw.plain(t, testutil.Bin(t, "osfgw"), "--status", "--json").MustRun(10 * time.Second)
+	if !strings.Contains(r.Stdout, `"leg":"`+leg+`"`) || !strings.Contains(r.Stdout, `"destination":"`+dst+`"`) {
+		t.Errorf("osfgw --status: want the connection to %s with leg %s, got %s", dst, leg, r.Stdout)
+	}
+}
+
 // gwNB connects without blocking, as event loops do, and reports what it
 // saw: "connect ERRNO"; while the gateway has not answered yet (mode
 // suffix "-slow": the destination takes seconds), what a second connect,
@@ -104,14 +132,8 @@ func TestGatewayShmLeg(t *testing.T) {
 		t.Errorf("osfgw did not relay the download over an shm leg:\n%s", gw.Stderr())
 	}
 
-	up := testutil.RandomBytes(t, 4<<20)
 	probe := writeScript(t, dir, "probe.py", gwProbe)
-	c := g.node.cmd(t, env, python(t), probe, gwOutAddr, "8080", "echo")
-	c.Cmd.Stdin = strings.NewReader(string(up))
-	want := fmt.Sprintf("reply %d %x", len(up), sha256.Sum256(up))
-	if r := c.Run(60 * time.Second); !r.OK() || !strings.Contains(r.Stdout, want) {
-		t.Errorf("upload: want %q, got %s", want, r)
-	}
+	uploadChecked(t, g.node.cmd(t, env, python(t), probe, gwOutAddr, "8080", "echo"), 4<<20, gw)
 
 	for _, tt := range []struct{ dst, want string }{
 		{gwOutAddr + ":8081", "error ECONNREFUSED"},
@@ -126,24 +148,9 @@ func TestGatewayShmLeg(t *testing.T) {
 
 	rd := g.node.cmd(t, env, python(t), "-u", writeScript(t, dir, "rd.py", gwNodeReader), gwOutAddr, "8082").Start()
 	rd.WaitOutput("connected", 20*time.Second)
-	socks := testutil.AssertTransport(t, rd.Pid, testutil.ByPeer(gwOutAddr+":8082"), testutil.TransportGateway)
-	for _, s := range socks {
-		if s.Gateway != gwAddr+":"+gwPort || s.GatewayLeg != "shm" {
-			t.Errorf("osfstat: %s: gateway %q leg %q, want %s:%s shm", s, s.Gateway, s.GatewayLeg, gwAddr, gwPort)
-		}
-	}
-	r := g.gw.plain(t, testutil.Bin(t, "osfgw"), "--status", "--json").MustRun(10 * time.Second)
-	if !strings.Contains(r.Stdout, `"leg":"shm"`) || !strings.Contains(r.Stdout, `"destination":"`+gwOutAddr+`:8082"`) {
-		t.Errorf("osfgw --status: want the connection with leg shm, got %s", r.Stdout)
-	}
+	g.assertLeg(t, rd.Pid, gwOutAddr+":8082", "shm")
 	time.Sleep(200 * time.Millisecond)
-	if err := gw.Signal(unix.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	got := rd.WaitOutput("reset", 10*time.Second)
-	t.Logf("the node's reader saw the reset %v after the kill: %s", time.Since(killed).Round(time.Millisecond), strings.TrimSpace(got))
-	src.WaitOutput("send ended: ConnectionResetError", 10*time.Second)
+	killGateway(t, gw, rd, src)
 }
 
 // TestGatewayNonblockingConnect: a non-blocking connect through a gateway
@@ -218,13 +225,7 @@ func TestGatewayRDMALeg(t *testing.T) {
 	waitStderr(t, gw, "over RDMA), allowing", 10*time.Second)
 	env := append(g.nodeEnv(gwAddr+":"+gwPort, g.key), "OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1")
 
-	up := testutil.RandomBytes(t, 4<<20)
-	c := g.gw.cmd(t, env, python(t), writeScript(t, dir, "probe.py", gwProbe), gwOutAddr, "8080", "echo")
-	c.Cmd.Stdin = strings.NewReader(string(up))
-	want := fmt.Sprintf("reply %d %x", len(up), sha256.Sum256(up))
-	if r := c.Run(60 * time.Second); !r.OK() || !strings.Contains(r.Stdout, want) {
-		t.Errorf("upload: want %q, got %s\nosfgw: %s", want, r, gw.Stderr())
-	}
+	uploadChecked(t, g.gw.cmd(t, env, python(t), writeScript(t, dir, "probe.py", gwProbe), gwOutAddr, "8080", "echo"), 4<<20, gw)
 	if !strings.Contains(gw.Stderr(), "(node leg rdma)") {
 		t.Errorf("osfgw did not relay over an RDMA leg:\n%s", gw.Stderr())
 	}
@@ -243,15 +244,7 @@ func TestGatewayRDMALeg(t *testing.T) {
 
 	rd := g.gw.cmd(t, env, python(t), "-u", writeScript(t, dir, "rd.py", gwNodeReader), gwOutAddr, "8082").Start()
 	rd.WaitOutput("connected", 20*time.Second)
-	socks := testutil.AssertTransport(t, rd.Pid, testutil.ByPeer(gwOutAddr+":8082"), testutil.TransportGateway)
-	for _, s := range socks {
-		if s.Gateway != gwAddr+":"+gwPort || s.GatewayLeg != "rdma" {
-			t.Errorf("osfstat: %s: gateway %q leg %q, want %s:%s rdma", s, s.Gateway, s.GatewayLeg, gwAddr, gwPort)
-		}
-	}
-	if r := g.gw.plain(t, testutil.Bin(t, "osfgw"), "--status", "--json").MustRun(10 * time.Second); !strings.Contains(r.Stdout, `"leg":"rdma"`) {
-		t.Errorf("osfgw --status: want the connection with leg rdma, got %s", r.Stdout)
-	}
+	g.assertLeg(t, rd.Pid, gwOutAddr+":8082", "rdma")
 	if err := rd.Signal(unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -121,6 +121,9 @@ func newGateway(o *options, logger *log.Logger) (*gw, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.rdma == "" {
+		o.rdma = "auto"
+	}
 	if o.rdma != "auto" && o.rdma != "off" {
 		return nil, fmt.Errorf("osfgw: --rdma %q: want auto or off", o.rdma)
 	}
