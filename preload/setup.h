@@ -10,8 +10,10 @@
 #include "osf.h"
 
 /* osf_setup_listen decides a listener and binds its companion: 1 when done
- * in C (out filled as osf_core_listen would), 0 when the core must. */
-int osf_setup_listen(const struct osf_core_listen_in *in,
+ * in C (out filled as osf_core_listen would), 0 when the core must. The
+ * companion of a SO_REUSEPORT listener (reuseport) takes a free slot of its
+ * group's names, so that several share the offloaded connections. */
+int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 		     struct osf_core_listen_out *out);
 
 /* osf_setup_connect decides a connect and, for shm, opens the connection:

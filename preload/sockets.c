@@ -168,8 +168,8 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	struct sockaddr_storage ss;
 	struct stat st;
 	socklen_t sl = sizeof(ss);
-	int v6only = 0, rc, hfd;
-	socklen_t vl = sizeof(v6only);
+	int v6only = 0, reuseport = 0, rc, hfd;
+	socklen_t vl = sizeof(v6only), rl = sizeof(reuseport);
 
 	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE)) {
 		record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_SANDBOX, -1, 0, NULL, 0);
@@ -183,8 +183,9 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 		REAL(getsockopt)(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &vl);
 	in.backlog = backlog;
 	in.v6only = v6only;
+	REAL(getsockopt)(fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl);
 	memset(&out, 0, sizeof(out));
-	rc = osf_setup_listen(&in, &out) ? 0 : osf_core_listen(&in, &out);
+	rc = osf_setup_listen(&in, reuseport, &out) ? 0 : osf_core_listen(&in, &out);
 	if (rc != 0) {
 		record_kernel(fd, OSF_ROLE_LISTENER, core_reason(rc), -1, rc, NULL, 0);
 		return;
@@ -309,6 +310,33 @@ static void abandon(const struct osf_core_conn *cc)
 
 /* ---- connect ------------------------------------------------------------ */
 
+/* port_keep hides a copy of the application's TCP socket fd when it holds
+ * a local port (bound by the application, or by the set-up for the
+ * connection: setup_connect.c), so that the offloaded connection that
+ * replaces fd keeps that port as a TCP connection would; -1 when there is
+ * none or no fd for it (the connection then holds no port). */
+static int port_keep(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int saved = errno, d, h;
+	uint8_t addr[16];
+	uint16_t port = 0;
+	int32_t fam;
+
+	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    !sa_split((struct sockaddr *)&ss, sl, &fam, addr, &port) || port == 0) {
+		errno = saved;
+		return -1;
+	}
+	d = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)0L);
+	h = d < 0 ? -1 : osf_fdt_hide(d, fd);
+	if (d >= 0 && h < 0)
+		REAL(close)(d);
+	errno = saved;
+	return h;
+}
+
 static int connect_offload(int fd, struct osf_fdt_entry *e,
 			   const struct sockaddr *sa, socklen_t len)
 {
@@ -317,7 +345,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	struct sockaddr_storage ss;
 	struct carried opts;
 	socklen_t sl = sizeof(ss);
-	int rc, fl, fdfl, want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
+	int rc, fl, fdfl, pfd, want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
 	int saved = errno;
 
 	memset(&in, 0, sizeof(in));
@@ -357,15 +385,20 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	fl = REAL(fcntl)(fd, F_GETFL, NULL);
 	fdfl = REAL(fcntl)(fd, F_GETFD, NULL);
 	carry_read(fd, &opts);
+	pfd = port_keep(fd);
 	if (fl < 0 || fdfl < 0 ||
 	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
 			     (fl & O_NONBLOCK) != 0, 1) < 0) {
 		abandon(&cc);
+		if (pfd >= 0) /* fd still is the TCP socket */
+			osf_fdt_close_hidden(pfd);
 		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc.rule, errno,
 			      sa, len);
 		errno = saved;
 		return kernel_connect(fd, sa, len);
 	}
+	if (pfd >= 0 && (e = osf_fdt_lookup(fd)) != NULL)
+		osf_conn_hold_port(e, pfd);
 	carry_apply(fd, &opts);
 	osf_mux_offloaded(fd);
 	if (fl & O_NONBLOCK) { /* as loopback TCP: in progress, then done */
@@ -524,6 +557,8 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		for (i = 0; i < np; i++)
 			ready |= p[2 + i].revents != 0;
 		first = __atomic_fetch_add(&turn, 1, __ATOMIC_RELAXED) & 1;
+		if (p[0].revents & (POLLHUP | POLLERR)) /* shut down: EINVAL */
+			ready = 0;
 		if (ready && (first || !(p[0].revents & POLLIN))) {
 			nfd = accept_companion(fd, e, sa, len, flags, &wait_ms);
 			if (nfd != -2)
@@ -576,12 +611,75 @@ OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 
 /* ---- per-connection calls --------------------------------------------------- */
 
+/* accepted_hold reports whether this process has offloaded connections
+ * accepted on port (they stand for TCP connections that would hold it). */
+static int accepted_hold(uint16_t port)
+{
+	unsigned i, j;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
+			int32_t fam;
+			uint8_t a[16];
+			uint16_t p;
+			if (osf_kind_is_conn(c->kind) && c->role == OSF_ROLE_SERVER &&
+			    sa_split((struct sockaddr *)c->local, sizeof(c->local), &fam, a, &p) &&
+			    p == port)
+				return 1;
+		}
+	return 0;
+}
+
+/* hold_listener_port: a listener was shut down (SHUT_RD). The kernel then
+ * lets go of its port unless it was bound to a chosen one, but the TCP
+ * connections accepted from it still hold the port: when offloaded ones
+ * stand for them here, the listener's socket takes its address (local)
+ * back, so that a bind() there still fails with EADDRINUSE (until the
+ * listener is closed). */
+static void hold_listener_port(int fd, const uint8_t local[28])
+{
+	uint8_t a[16];
+	int32_t fam;
+	uint16_t port;
+	int saved = errno;
+
+	if (!sa_split((const struct sockaddr *)local, 28, &fam, a, &port) ||
+	    !accepted_hold(port))
+		return;
+	(void)REAL(bind)(fd, (const struct sockaddr *)local,
+			 fam == AF_INET6 ? sizeof(struct sockaddr_in6)
+					 : sizeof(struct sockaddr_in)); /* EINVAL: still bound */
+	errno = saved;
+}
+
+/* listener_shutdown: shutdown(SHUT_RD or SHUT_RDWR) of a TCP listener
+ * stops it; its companion refuses new connections too. */
+static int listener_shutdown(int fd, struct osf_fdt_entry *e, int how)
+{
+	uint8_t local[28];
+	int r;
+
+	memcpy(local, e->local, sizeof(local));
+	r = REAL(shutdown)(fd, how);
+	if (r == 0 && (how == SHUT_RD || how == SHUT_RDWR)) {
+		int saved = errno;
+		(void)REAL(shutdown)(e->aux_fd, SHUT_RD);
+		errno = saved;
+		hold_listener_port(fd, local);
+	}
+	return r;
+}
+
 OSF_EXPORT int shutdown(int fd, int how)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || !osf_kind_is_conn(e->kind)))
+	if (likely(!e || !osf_kind_is_conn(e->kind))) {
+		if (unlikely(e && e->kind == OSF_FD_LISTEN))
+			return listener_shutdown(fd, e, how);
 		return REAL(shutdown)(fd, how);
+	}
 	return osf_conn_shutdown(fd, e, how);
 }
 
