@@ -310,31 +310,73 @@ static void abandon(const struct osf_core_conn *cc)
 
 /* ---- connect ------------------------------------------------------------ */
 
-/* port_keep hides a copy of the application's TCP socket fd when it holds
- * a local port (bound by the application, or by the set-up for the
- * connection: setup_connect.c), so that the offloaded connection that
- * replaces fd keeps that port as a TCP connection would; -1 when there is
- * none or no fd for it (the connection then holds no port). */
-static int port_keep(int fd)
-{
+/* struct bound_port: the port the application bound its socket to before
+ * connect, taken over by a socket of osf's once the application's is gone
+ * (port_hold), with the same SO_REUSEADDR and SO_REUSEPORT. */
+struct bound_port {
 	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	int saved = errno, d, h;
-	uint8_t addr[16];
-	uint16_t port = 0;
-	int32_t fam;
+	socklen_t len;
+	int reuse[2];
+};
 
-	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) < 0 ||
-	    !sa_split((struct sockaddr *)&ss, sl, &fam, addr, &port) || port == 0) {
-		errno = saved;
+static const int reuse_opts[2] = {SO_REUSEADDR, SO_REUSEPORT};
+
+/* port_read notes fd's bound port in bp; 0 when it has none. */
+static int port_read(int fd, struct bound_port *bp)
+{
+	int32_t fam;
+	uint8_t a[16];
+	uint16_t port = 0;
+	int i;
+
+	bp->len = sizeof(bp->ss);
+	if (REAL(getsockname)(fd, (struct sockaddr *)&bp->ss, &bp->len) < 0 ||
+	    !sa_split((struct sockaddr *)&bp->ss, bp->len, &fam, a, &port) || port == 0)
+		return 0;
+	for (i = 0; i < 2; i++) {
+		socklen_t l = sizeof(int);
+		bp->reuse[i] = 0;
+		(void)REAL(getsockopt)(fd, SOL_SOCKET, reuse_opts[i], &bp->reuse[i], &l);
+	}
+	return 1;
+}
+
+/* port_hold binds a fresh TCP socket to the port in bp (which the
+ * application's socket held until it was replaced a moment ago): -1 when
+ * it is gone meanwhile. */
+static int port_hold(const struct bound_port *bp)
+{
+	int fd = REAL(socket)(bp->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), i;
+
+	if (fd < 0)
+		return -1;
+	for (i = 0; i < 2; i++)
+		if (bp->reuse[i])
+			(void)REAL(setsockopt)(fd, SOL_SOCKET, reuse_opts[i], &bp->reuse[i], sizeof(int));
+	if (REAL(bind)(fd, (const struct sockaddr *)&bp->ss, bp->len) < 0) {
+		REAL(close)(fd);
 		return -1;
 	}
-	d = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)0L);
-	h = d < 0 ? -1 : osf_fdt_hide(d, fd);
-	if (d >= 0 && h < 0)
-		REAL(close)(d);
+	return fd;
+}
+
+/* port_give hands the port socket pfd to fd's offloaded connection, in
+ * osf's hidden range; errno is kept. */
+static void port_give(int fd, int pfd)
+{
+	struct osf_fdt_entry *e;
+	int saved = errno, h;
+
+	if (pfd < 0)
+		return;
+	h = osf_fdt_hide(pfd, fd);
+	if (h < 0)
+		REAL(close)(pfd);
+	else if ((e = osf_fdt_lookup(fd)) != NULL)
+		osf_conn_hold_port(e, h);
+	else
+		osf_fdt_close_hidden(h);
 	errno = saved;
-	return h;
 }
 
 static int connect_offload(int fd, struct osf_fdt_entry *e,
@@ -345,7 +387,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	struct sockaddr_storage ss;
 	struct carried opts;
 	socklen_t sl = sizeof(ss);
-	int rc, fl, fdfl, pfd, want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
+	struct bound_port bp;
+	int rc, fl, fdfl, pfd = -1, bound, want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
 	int saved = errno;
 
 	memset(&in, 0, sizeof(in));
@@ -361,7 +404,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	in.app_fd = fd;
-	rc = osf_setup_connect(&in, &cc) ? 0 : osf_core_connect(&in, &cc);
+	rc = osf_setup_connect(&in, &cc, &pfd) ? 0 : (pfd = -1, osf_core_connect(&in, &cc));
 	errno = saved;
 	if (rc != 0) {
 		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc, sa, len);
@@ -385,20 +428,19 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	fl = REAL(fcntl)(fd, F_GETFL, NULL);
 	fdfl = REAL(fcntl)(fd, F_GETFD, NULL);
 	carry_read(fd, &opts);
-	pfd = port_keep(fd);
+	bound = pfd < 0 && port_read(fd, &bp);
 	if (fl < 0 || fdfl < 0 ||
 	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
 			     (fl & O_NONBLOCK) != 0, 1) < 0) {
 		abandon(&cc);
-		if (pfd >= 0) /* fd still is the TCP socket */
-			osf_fdt_close_hidden(pfd);
+		if (pfd >= 0)
+			REAL(close)(pfd);
 		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc.rule, errno,
 			      sa, len);
 		errno = saved;
 		return kernel_connect(fd, sa, len);
 	}
-	if (pfd >= 0 && (e = osf_fdt_lookup(fd)) != NULL)
-		osf_conn_hold_port(e, pfd);
+	port_give(fd, bound ? port_hold(&bp) : pfd);
 	carry_apply(fd, &opts);
 	osf_mux_offloaded(fd);
 	if (fl & O_NONBLOCK) { /* as loopback TCP: in progress, then done */
