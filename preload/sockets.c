@@ -410,7 +410,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc, sa, len);
 		return kernel_connect(fd, sa, len);
 	}
-	if (cc.status == OSF_CORE_GATEWAY)
+	if (cc.status == OSF_CORE_GATEWAY && cc.wake_fd < 0)
 		return osf_gateway_connect(fd, sa, len, &cc);
 	if (cc.status == OSF_CORE_KERNEL) {
 		record_kernel(fd, OSF_ROLE_CLIENT, cc.reason, cc.rule,
@@ -435,6 +435,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		abandon(&cc);
 		if (pfd >= 0)
 			REAL(close)(pfd);
+		if (cc.status == OSF_CORE_GATEWAY) /* no route but the gateway */
+			return OSF_FAIL(ENOBUFS);
 		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc.rule, errno,
 			      sa, len);
 		errno = saved;
@@ -442,7 +444,12 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	}
 	port_give(fd, bound ? port_hold(&bp) : pfd);
 	carry_apply(fd, &opts);
+	if (cc.status == OSF_CORE_GATEWAY) /* before epoll may look at it */
+		osf_gateway_leg_begin(fd, e);
 	osf_mux_offloaded(fd);
+	if (cc.status == OSF_CORE_GATEWAY)
+		return osf_gateway_leg_connect(fd, e, (fl & O_NONBLOCK) != 0,
+					       cc.gw_wait_ms);
 	if (fl & O_NONBLOCK) { /* as loopback TCP: in progress, then done */
 		e->flags |= OSF_FDF_INPROGRESS;
 		return OSF_FAIL(EINPROGRESS);
@@ -457,6 +464,8 @@ OSF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (likely(!e || !osf_kind_is_socket(e->kind)))
 		return REAL(connect)(fd, sa, len);
 	if (osf_kind_is_conn(e->kind)) {
+		if (unlikely(e->flags & OSF_FDF_GATEWAY))
+			return osf_gateway_connect_again(fd, e);
 		if (e->flags & OSF_FDF_INPROGRESS) {
 			e->flags &= ~OSF_FDF_INPROGRESS;
 			return 0;
