@@ -129,7 +129,7 @@ static void release_handed(struct osf_core_conn *cc)
 }
 
 int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
-		     int nonblock, int dup_wake)
+		     int nonblock, int how)
 {
 	struct osf_fdt_entry ent;
 	struct osf_conn *c;
@@ -143,13 +143,14 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 		release_handed(cc);
 		return OSF_FAIL(ENOMEM);
 	}
-	fl = REAL(fcntl)(cc->wake_fd, F_GETFL, NULL);
+	fl = (how & OSF_INSTALL_FL_OWN) ? O_NONBLOCK
+					: REAL(fcntl)(cc->wake_fd, F_GETFL, NULL);
 	if (fl < 0 ||
 	    REAL(fcntl)(cc->wake_fd, F_SETFL,
 			(void *)(long)(nonblock ? (fl | O_NONBLOCK)
 						: (fl & ~O_NONBLOCK))) < 0)
 		goto fail;
-	if (dup_wake) {
+	if (how & OSF_INSTALL_DUP) {
 		if (REAL(dup3)(cc->wake_fd, fd, cloexec ? O_CLOEXEC : 0) < 0)
 			goto fail;
 		REAL(close)(cc->wake_fd);

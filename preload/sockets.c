@@ -155,6 +155,13 @@ OSF_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 
 OSF_EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
 {
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+
+	if (likely(!e || e->kind != OSF_FD_INET))
+		return REAL(bind)(fd, sa, len);
+	/* Marked before the call, whatever its outcome: connect then asks
+	 * the kernel, which knows. */
+	__atomic_or_fetch(&e->flags, OSF_FDF_BOUND, __ATOMIC_RELAXED);
 	return REAL(bind)(fd, sa, len);
 }
 
@@ -244,12 +251,37 @@ struct carried {
 	struct osf_kopt kopts[8];
 };
 
+/* carried_option reports whether an option is one carry_read reads back
+ * (or a TCP/IP one, osf_kopt_carry's): setting it marks the socket
+ * OSF_FDF_OPTSET. */
+static int carried_option(int level, int name)
+{
+	if (level == IPPROTO_TCP || level == IPPROTO_IP || level == IPPROTO_IPV6)
+		return 1;
+	if (level != SOL_SOCKET)
+		return 0;
+	switch (name) {
+	case SO_RCVTIMEO_OLD:
+	case SO_SNDTIMEO_OLD:
+#ifdef SO_RCVTIMEO_NEW
+	case SO_RCVTIMEO_NEW:
+	case SO_SNDTIMEO_NEW:
+#endif
+	case SO_LINGER:
+	case SO_KEEPALIVE:
+		return 1;
+	}
+	return 0;
+}
+
 static void carry_read(int fd, struct carried *o)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	socklen_t l;
 
 	memset(o, 0, sizeof(*o));
+	if (e && !(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_OPTSET))
+		return; /* never set through any fd: the defaults, all zero */
 	if (e && (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_KOPTS))
 		o->nkopts = osf_kopt_carry(fd, (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET,
 					   o->kopts, 8);
@@ -317,7 +349,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	struct sockaddr_storage ss;
 	struct carried opts;
 	socklen_t sl = sizeof(ss);
-	int rc, fl, fdfl, want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
+	int rc, fl, fdfl, by_c, want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
 	int saved = errno;
 
 	memset(&in, 0, sizeof(in));
@@ -328,12 +360,14 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_SANDBOX, -1, 0, sa, len);
 		return kernel_connect(fd, sa, len);
 	}
-	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
+	if ((__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_BOUND) &&
+	    REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
 		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	in.app_fd = fd;
-	rc = osf_setup_connect(&in, &cc) ? 0 : osf_core_connect(&in, &cc);
+	by_c = osf_setup_connect(&in, &cc);
+	rc = by_c ? 0 : osf_core_connect(&in, &cc);
 	errno = saved;
 	if (rc != 0) {
 		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc, sa, len);
@@ -359,7 +393,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	carry_read(fd, &opts);
 	if (fl < 0 || fdfl < 0 ||
 	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
-			     (fl & O_NONBLOCK) != 0, 1) < 0) {
+			     (fl & O_NONBLOCK) != 0,
+			     OSF_INSTALL_DUP | (by_c ? OSF_INSTALL_FL_OWN : 0)) < 0) {
 		abandon(&cc);
 		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc.rule, errno,
 			      sa, len);
@@ -455,7 +490,7 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 	}
 	carry_read(lfd, &opts);
 	if (osf_conn_install(cfd, &cc, OSF_ROLE_SERVER, flags & SOCK_CLOEXEC,
-			     (flags & SOCK_NONBLOCK) != 0, 0) < 0) {
+			     (flags & SOCK_NONBLOCK) != 0, OSF_INSTALL_FL_OWN) < 0) {
 		cc.wake_fd = -1; /* that is cfd */
 		abandon(&cc);
 		REAL(close)(cfd);
@@ -476,11 +511,13 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 
 /* listener_timeout returns the poll timeout of a blocking accept: the
  * listener's SO_RCVTIMEO, or -1. */
-static int listener_timeout(int fd)
+static int listener_timeout(int fd, const struct osf_fdt_entry *e)
 {
 	struct timeval tv = {0, 0};
 	socklen_t l = sizeof(tv);
 
+	if (!(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_OPTSET))
+		return -1; /* no option was ever set: none */
 	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) < 0 ||
 	    (!tv.tv_sec && !tv.tv_usec))
 		return -1;
@@ -502,7 +539,7 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 	fl = REAL(fcntl)(fd, F_GETFL, NULL);
 	if (fl < 0)
 		return -1;
-	timeout = (fl & O_NONBLOCK) ? 0 : listener_timeout(fd);
+	timeout = (fl & O_NONBLOCK) ? 0 : listener_timeout(fd, e);
 	for (;;) {
 		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
 		int n, first, nfd, np, i, ready;
@@ -603,6 +640,8 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	if (likely(!e))
 		return REAL(setsockopt)(fd, level, name, val, len);
 	if (!osf_kind_is_conn(e->kind)) {
+		if (carried_option(level, name))
+			__atomic_or_fetch(&e->flags, OSF_FDF_OPTSET, __ATOMIC_RELAXED);
 		if (level == IPPROTO_TCP || level == IPPROTO_IP ||
 		    level == IPPROTO_IPV6) /* for carry_read */
 			__atomic_or_fetch(&e->flags, OSF_FDF_KOPTS,
