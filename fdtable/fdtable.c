@@ -206,8 +206,20 @@ static int table_create(void)
 	else
 		sys_close(fd);
 	(void)fchmod(hfd, 0600);
-	if (ftruncate(hfd, OSF_FDT_HDR_BYTES) < 0)
-		goto fail;
+	{
+		/* Written whole, so that a reader (osfstat) that sees the
+		 * table sized also sees its magic: a table sized first and
+		 * filled in after looked like an unknown layout meanwhile. */
+		static union {
+			struct osf_fdt_header h;
+			char page[OSF_FDT_HDR_BYTES];
+		} first;
+		memset(&first, 0, sizeof(first));
+		header_init(&first.h);
+		if (syscall(SYS_pwrite64, hfd, &first, sizeof(first), 0) !=
+		    (long)sizeof(first))
+			goto fail;
+	}
 	h = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
 		 hfd, 0);
 	if (h == MAP_FAILED)
@@ -215,7 +227,6 @@ static int table_create(void)
 	tfd = hfd;
 	tsize = OSF_FDT_HDR_BYTES;
 	hdr = h;
-	header_init(hdr);
 	set_hidden_locked(tfd, -1);
 	return 0;
 fail:
