@@ -178,6 +178,7 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	int v6only = 0, rc, hfd;
 	socklen_t vl = sizeof(v6only);
 
+	osf_sandbox_check();
 	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE)) {
 		record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_SANDBOX, -1, 0, NULL, 0);
 		return;
@@ -356,6 +357,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	if (!sa_split(sa, len, &in.family, in.addr, &in.port) ||
 	    in.family != want || in.port == 0)
 		return REAL(connect)(fd, sa, len); /* the kernel's errno */
+	osf_sandbox_check();
 	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE)) {
 		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_SANDBOX, -1, 0, sa, len);
 		return kernel_connect(fd, sa, len);
