@@ -106,12 +106,17 @@ enum osf_role {
 #define OSF_FDF_LINGER 0x0080u    /* SO_LINGER on, see linger_secs */
 #define OSF_FDF_INPROGRESS 0x0100u /* connect said EINPROGRESS; the next
 				      connect returns 0, then EISCONN */
-#define OSF_FDF_OPTSET 0x0200u    /* setsockopt was called on this kernel
+#define OSF_FDF_GATEWAY 0x0200u   /* kind SHM: a stream to an osfgw gateway
+				      relaying to the peer (peer holds the
+				      destination; osfstat shows transport
+				      gateway, the leg's transport is the
+				      entry's) */
+#define OSF_FDF_OPTSET 0x0400u    /* setsockopt was called on this kernel
 				      socket, or it has (had) dups that may
 				      have been: the options an offloaded
 				      connection carries over are read back
 				      only then (sockets.c carry_read) */
-#define OSF_FDF_BOUND 0x0400u     /* bind was called on this socket, or it
+#define OSF_FDF_BOUND 0x0800u     /* bind was called on this socket, or it
 				      has (had) dups that may have been:
 				      connect asks the kernel for the bound
 				      address only then */
