@@ -7,91 +7,77 @@
 
 /* ---- the companion's owner ------------------------------------------ */
 
-/* The kernel TCP listener that a connection to an address and port would
- * reach, as NETLINK_SOCK_DIAG finds it with one exact look-up (the
- * kernel's own listener look-up: the most specific address, a dual-stack
- * IPv6 wildcard for IPv4, one member of a SO_REUSEPORT group, whose
- * members share a uid): who owns it and whether it is bound to a wildcard
- * address. One look-up costs ~3 µs; the dump of every listener on the
- * port it replaces cost ~45 µs, paid by every new process's first
- * connect. */
+/* The kernel TCP listeners on one port, as NETLINK_SOCK_DIAG reports
+ * them: who owns each and where it is bound (IPv6 form; v4 mapped). */
+#define CENSUS_MAX 16
 struct census {
-	int found;
-	uid_t uid;
-	int wild; /* the listener is bound to 0.0.0.0 or :: */
+	int n;
+	struct {
+		uid_t uid;
+		uint8_t a[16];
+	} l[CENSUS_MAX];
 };
 
-static int unspec16(const uint8_t *a)
-{
-	static const uint8_t zero[16];
-
-	return memcmp(a, zero, 16) == 0 ||
-	       (memcmp(a, setup_v4mapped, 12) == 0 && memcmp(a + 12, zero, 4) == 0);
-}
-
-/* census_lookup asks the kernel over the netlink socket s for the
- * listener that a connection to a would reach: 0 (c->found 0 when there
- * is none), or -1 when the kernel did not answer. */
-static int census_lookup(int s, const struct ip *a, struct census *c)
+/* census_dump adds the listeners of family fam on port to c over the
+ * netlink socket s; 0, or -1 when the kernel did not answer. */
+static int census_dump(int s, int fam, uint16_t port, struct census *c)
 {
 	struct {
 		struct nlmsghdr nlh;
 		struct inet_diag_req_v2 r;
 	} req;
 	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
-	char buf[1024];
-	struct nlmsghdr *h;
-	ssize_t n;
+	char buf[8192];
+	int rounds = 0;
 
 	memset(&req, 0, sizeof(req));
 	req.nlh.nlmsg_len = sizeof(req);
 	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	req.nlh.nlmsg_flags = NLM_F_REQUEST;
-	req.r.sdiag_family = (uint8_t)(a->v4 ? AF_INET : AF_INET6);
+	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	req.r.sdiag_family = (uint8_t)fam;
 	req.r.sdiag_protocol = IPPROTO_TCP;
 	req.r.idiag_states = 1u << 10; /* TCP_LISTEN */
-	req.r.id.idiag_sport = htons(a->port);
-	memcpy(req.r.id.idiag_src, a->a, a->v4 ? 4 : 16);
-	req.r.id.idiag_cookie[0] = req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-	c->found = 0;
+	req.r.id.idiag_sport = htons(port);
 	if (REAL(sendto)(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) < 0)
 		return -1;
-	n = REAL(recv)(s, buf, sizeof(buf), 0);
-	if (n <= 0)
-		return -1;
-	h = (struct nlmsghdr *)buf;
-	if (!NLMSG_OK(h, (size_t)n))
-		return -1;
-	if (h->nlmsg_type == NLMSG_ERROR) {
-		const struct nlmsgerr *err = NLMSG_DATA(h);
-		return err->error == -ENOENT ? 0 : -1; /* ENOENT: no listener */
-	}
-	if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
-	    h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
-		const struct inet_diag_msg *m = NLMSG_DATA(h);
-		if (m->idiag_state != 10 || ntohs(m->id.idiag_sport) != a->port)
-			return 0;
-		c->found = 1;
-		c->uid = m->idiag_uid;
-		if (m->idiag_family == AF_INET)
-			c->wild = m->id.idiag_src[0] == 0;
-		else
-			c->wild = unspec16((const uint8_t *)m->id.idiag_src);
-		return 0;
+	while (rounds++ < 1000) {
+		ssize_t n = REAL(recv)(s, buf, sizeof(buf), 0);
+		struct nlmsghdr *h;
+		if (n <= 0)
+			return -1;
+		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+			struct inet_diag_msg *m;
+			if (h->nlmsg_type == NLMSG_DONE)
+				return 0;
+			if (h->nlmsg_type == NLMSG_ERROR)
+				return -1;
+			m = NLMSG_DATA(h);
+			if (m->idiag_state != 10 || ntohs(m->id.idiag_sport) != port ||
+			    c->n >= CENSUS_MAX)
+				continue;
+			c->l[c->n].uid = m->idiag_uid;
+			if (fam == AF_INET) {
+				memcpy(c->l[c->n].a, setup_v4mapped, 12);
+				memcpy(c->l[c->n].a + 12, m->id.idiag_src, 4);
+			} else {
+				memcpy(c->l[c->n].a, m->id.idiag_src, 16);
+			}
+			c->n++;
+		}
 	}
 	return -1;
 }
 
-/* Recent look-ups, per address and port, reused for CENSUS_TTL_NS: a
- * connection churn asks the kernel once a second, not once per connect.
- * A listener that changed owner within that time is the only thing
- * missed, and its old owner held the port a moment ago. */
+/* Recent censuses, per port, reused for CENSUS_TTL_NS: a connection
+ * churn asks the kernel once a second, not once per connect. A listener
+ * that changed owner within that time is the only thing missed, and its
+ * old owner held the port a moment ago. */
 #define CENSUS_TTL_NS 1000000000LL
 #define CENSUS_CACHE 8
 static struct {
 	pthread_mutex_t mu;
 	struct {
-		struct ip a;
+		uint16_t port;
 		long long at;
 		struct census c;
 	} e[CENSUS_CACHE];
@@ -105,37 +91,34 @@ void setup_connect_after_fork(void)
 	census_cache.mu = fresh;
 }
 
-static int same_ip(const struct ip *x, const struct ip *y)
-{
-	return x->v4 == y->v4 && x->port == y->port && memcmp(x->a, y->a, 16) == 0;
-}
-
-/* census_take finds the kernel TCP listener that a connection to a would
- * reach; -1 when the kernel cannot tell (no sock_diag): then nobody is
- * trusted. */
-static int census_take(const struct ip *a, struct census *c)
+/* census_take finds the kernel TCP listeners on port; -1 when the kernel
+ * cannot tell (no sock_diag): then nobody is trusted. */
+static int census_take(uint16_t port, struct census *c)
 {
 	long long now = setup_now_ns();
 	int s, r, i;
 
 	pthread_mutex_lock(&census_cache.mu);
 	for (i = 0; i < CENSUS_CACHE; i++)
-		if (census_cache.e[i].c.found && same_ip(&census_cache.e[i].a, a) &&
+		if (census_cache.e[i].port == port && census_cache.e[i].c.n > 0 &&
 		    now - census_cache.e[i].at < CENSUS_TTL_NS) {
 			*c = census_cache.e[i].c;
 			pthread_mutex_unlock(&census_cache.mu);
 			return 0;
 		}
 	pthread_mutex_unlock(&census_cache.mu);
+	c->n = 0;
 	s = REAL(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (s < 0)
 		return -1;
-	r = census_lookup(s, a, c);
+	r = census_dump(s, AF_INET, port, c);
+	if (r == 0)
+		r = census_dump(s, AF_INET6, port, c);
 	REAL(close)(s);
-	if (r == 0 && c->found) {
+	if (r == 0 && c->n > 0) {
 		pthread_mutex_lock(&census_cache.mu);
 		i = (int)(census_cache.next++ % CENSUS_CACHE);
-		census_cache.e[i].a = *a;
+		census_cache.e[i].port = port;
 		census_cache.e[i].at = now;
 		census_cache.e[i].c = *c;
 		pthread_mutex_unlock(&census_cache.mu);
@@ -143,12 +126,27 @@ static int census_take(const struct ip *a, struct census *c)
 	return r;
 }
 
-/* census_owns reports whether uid owns the listener the connection would
- * reach, a wildcard one when the companion's name is a wildcard name
- * (wild), which only a wildcard listener has. */
-static int census_owns(const struct census *c, uid_t uid, int wild)
+static int unspec16(const uint8_t *a)
 {
-	return c->found && c->uid == uid && (!wild || c->wild);
+	static const uint8_t zero[16];
+
+	return memcmp(a, zero, 16) == 0 ||
+	       (memcmp(a, setup_v4mapped, 12) == 0 && memcmp(a + 12, zero, 4) == 0);
+}
+
+/* census_owns reports whether uid holds a kernel TCP listener that a
+ * companion named for want serves: bound to want itself or to a wildcard
+ * (wild: a wildcard name, which only a wildcard listener has). */
+static int census_owns(const struct census *c, uid_t uid, const struct ip *want, int wild)
+{
+	struct ip w = setup_as_family(*want, 1);
+	int i;
+
+	for (i = 0; i < c->n; i++)
+		if (c->l[i].uid == uid &&
+		    (unspec16(c->l[i].a) || (!wild && memcmp(c->l[i].a, w.a, 16) == 0)))
+			return 1;
+	return 0;
 }
 
 /* companion_trusted checks the owner of the companion at the other end of
@@ -160,14 +158,14 @@ static int companion_trusted(int s, const struct census *c, const struct ip *wan
 
 	if (REAL(getsockopt)(s, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0)
 		return 0;
-	if (census_owns(c, cr.uid, wild))
+	if (census_owns(c, cr.uid, want, wild))
 		return 1;
 	if (setup_logs(OSF_LOGL_DEBUG)) {
 		char a[80];
 		setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL,
-		     "connect %s: companion of pid %d not trusted: the kernel TCP "
-		     "listener there is not its uid's %u%s", setup_fmt_ap(want, a, sizeof(a)),
-		     (int)cr.pid, (unsigned)cr.uid, wild ? " (or not a wildcard one)" : "");
+		     "connect %s: companion of pid %d not trusted: no kernel TCP "
+		     "listener of its uid %u there", setup_fmt_ap(want, a, sizeof(a)),
+		     (int)cr.pid, (unsigned)cr.uid);
 	}
 	return 0;
 }
@@ -206,6 +204,19 @@ static int source_for(struct ip dst, struct ip *src)
 }
 
 static uint32_t port_seq;
+
+/* spread_pick returns a pseudo-random number below n (n > 0): which member
+ * of a SO_REUSEPORT group a connection tries first. */
+static unsigned spread_pick(unsigned n)
+{
+	uint64_t x = (uint64_t)setup_now_ns() ^
+		     ((uint64_t)__atomic_add_fetch(&port_seq, 1, __ATOMIC_RELAXED) << 32);
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return (unsigned)(x % n);
+}
 
 /* client_port is shm.ClientPort: a synthesized port in the ephemeral
  * range, distinct among this process's connections until it wraps. */
@@ -346,13 +357,60 @@ static void parts_drop(struct parts *p)
 	errno = e;
 }
 
+/* reserve_port holds a local port for a connection from the application's
+ * unbound TCP socket app_fd: a fresh TCP socket with app_fd's SO_REUSEADDR
+ * and SO_REUSEPORT, bound to the client address with port 0 (the kernel
+ * picks a free ephemeral port, put in *client). sockets.c keeps it, hidden,
+ * for the connection's life, so that bind() to that port gets EADDRINUSE
+ * as with TCP. It is a socket of its own, not app_fd, which the
+ * application may have put in epoll sets. Returns it, or -1 (no free
+ * port: the synthesized one stays and the connection holds none). */
+static int reserve_port(int app_fd, int family, struct ip *client)
+{
+	static const int opts[] = {SO_REUSEADDR, SO_REUSEPORT};
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct ip a = setup_as_family(*client, family == AF_INET6), got;
+	uint8_t sa[28];
+	int saved = errno, pl, i;
+
+	pl = REAL(socket)(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (pl < 0) {
+		errno = saved;
+		return -1;
+	}
+	for (i = 0; i < 2; i++) {
+		int v = 0;
+		socklen_t vl = sizeof(v);
+		if (REAL(getsockopt)(app_fd, SOL_SOCKET, opts[i], &v, &vl) == 0 && v)
+			(void)REAL(setsockopt)(pl, SOL_SOCKET, opts[i], &v, sizeof(v));
+	}
+	a.port = 0;
+	setup_put_sockaddr(sa, &a);
+	if (REAL(bind)(pl, (struct sockaddr *)sa, a.v4 ? sizeof(struct sockaddr_in)
+						       : sizeof(struct sockaddr_in6)) < 0 ||
+	    REAL(getsockname)(pl, (struct sockaddr *)&ss, &sl) < 0) {
+		REAL(close)(pl);
+		errno = saved;
+		return -1;
+	}
+	memset(sa, 0, sizeof(sa));
+	memcpy(sa, &ss, sl < sizeof(sa) ? sl : sizeof(sa));
+	if (setup_get_sockaddr(sa, &got) && got.port)
+		client->port = got.port;
+	errno = saved;
+	return pl;
+}
+
 /* dial tries each companion name that could serve dst (shm.DialNames).
  * A companion is trusted only when its owner holds the kernel TCP
  * listener it stands for (the census, taken first); the hello goes right
  * after that check, so that a server sees the connection without it only
- * for the time of one system call. Returns the connected socket with p
+ * for the time of one system call; the local port is reserved (need_port:
+ * *port_fd) only then, when the connection is sure to be offloaded. Returns the connected socket with p
  * filled, or -1 with *why (an osf_reason) and errno. */
-static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
+static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in *in,
+		int need_port, int *port_fd, struct parts *p, int *why)
 {
 	struct {
 		char name[128];
@@ -360,12 +418,13 @@ static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 	} nm[3];
 	struct census c;
 	char h[64];
-	int n = 0, i, full = 0, e;
+	unsigned order[CENSUS_MAX + 1], u;
+	int n = 0, i, j, k, r, full = 0, e;
 
 	p->seg = NULL;
 	*why = OSF_R_NO_LISTENER;
 	errno = 0;
-	if (census_take(&a, &c) < 0 || !c.found)
+	if (census_take(a.port, &c) < 0 || c.n == 0)
 		return -1; /* nothing a companion could stand for */
 	setup_fmt_host(&a, h, sizeof(h));
 	snprintf(nm[n].name, sizeof(nm[n].name), "osf1/%s/%s/%u", a.v4 ? "4" : "6", h, a.port);
@@ -383,16 +442,39 @@ static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 		*why = OSF_R_RESOURCE;
 		return -1;
 	}
-	for (i = 0; i < n; i++) {
+	/* SO_REUSEPORT groups: companions in slots 0..k (setup_slot_name),
+	 * k the kernel listeners on the port (one slot more: a member that
+	 * went away leaves a gap until another takes its slot). The slots are
+	 * tried in random order, which spreads connections evenly over the
+	 * members as the kernel does, gap or not. */
+	k = c.n > 1 && c.n < CENSUS_MAX ? c.n : 0;
+	for (i = 0, j = 0; i < n; j = (j + 1) % (k + 1), i += j == 0) {
 		struct sockaddr_un sun;
-		socklen_t sl = setup_abstract(&sun, nm[i].name);
-		int s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		char slot[144];
+		socklen_t sl;
+		int s;
+		if (j == 0)
+			for (r = 0; r <= k; r++)
+				order[r] = (unsigned)r;
+		r = j + (int)spread_pick((unsigned)(k + 1 - j));
+		u = order[r];
+		order[r] = order[j];
+		order[j] = u;
+		setup_slot_name(nm[i].name, u, slot, sizeof(slot));
+		sl = setup_abstract(&sun, slot);
+		s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (s < 0) {
 			*why = OSF_R_RESOURCE;
 			break;
 		}
 		if (REAL(connect)(s, (struct sockaddr *)&sun, sl) < 0) {
-			full |= errno == EAGAIN;
+			if (errno == EAGAIN) {
+				/* A full member of a group is full for this
+				 * connection (the kernel does not try another
+				 * either): on to the next name. */
+				full = 1;
+				j = k;
+			}
 			REAL(close)(s);
 			continue;
 		}
@@ -400,9 +482,16 @@ static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 			REAL(close)(s); /* a squatter: it gets nothing */
 			continue;
 		}
+		if (need_port) {
+			*port_fd = reserve_port(in->app_fd, in->family, client);
+			setup_put_sockaddr(((struct osf_seg_hdr *)p->seg)->client_addr, client);
+		}
 		if (send_hello(s, setup_cfg.c.ring_size, client, &a, p->segfd, p->wtx[1]) < 0) {
 			e = errno;
 			REAL(close)(s);
+			if (*port_fd >= 0)
+				REAL(close)(*port_fd);
+			*port_fd = -1;
 			parts_drop(p);
 			*why = OSF_R_HANDSHAKE;
 			errno = e;
@@ -420,7 +509,7 @@ static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 }
 
 int osf_setup_connect(const struct osf_core_connect_in *in,
-		      struct osf_core_conn *out)
+		      struct osf_core_conn *out, int *port_fd)
 {
 	struct osf_route_decision d;
 	struct ip dst, real, local, bound, src, hello_client;
@@ -449,9 +538,11 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	if (have_bound && bound.port)
 		local.port = bound.port;
 	hello_client = setup_as_family(local, !real.v4);
-	s = dial(real, &hello_client, &p, &why);
+	*port_fd = -1;
+	s = dial(real, &hello_client, in, !(have_bound && bound.port), port_fd, &p, &why);
 	if (s < 0)
 		return kernel(out, &dst, why, errno, NULL);
+	local.port = hello_client.port;
 	out->status = OSF_CORE_OFFLOADED;
 	out->wake_fd = s;
 	out->seg_fd = p.segfd;
