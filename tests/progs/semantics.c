@@ -3033,6 +3033,170 @@ static void s_inherit(void)
 
 /* ---- main -------------------------------------------------------------------- */
 
+/* defer_accept: TCP_DEFER_ACCEPT on the listener. accept (and poll on the
+ * listener) sees a connection only once its client has sent a byte or its
+ * FIN, or once the defer time (rounded to SYN-ACK retransmissions: 1 s
+ * for 1) is over; then it has no data. */
+static void s_defer_accept(void)
+{
+	struct sockaddr_storage ss;
+	struct pollfd p;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), v = 5, c, a;
+	socklen_t vl = sizeof v;
+	long r, t0;
+	char b[4];
+
+	say("set 5 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
+	r = DO(getsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &vl));
+	say("get %s value %d", R(r), v);
+	v = 1;
+	say("set 1 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
+	set_nonblock(l, 1);
+
+	/* data: accepted once the client writes */
+	c = connect_to(AF_INET, &ss);
+	say("accept before data %s", R(DO(accept(l, NULL, NULL))));
+	p = (struct pollfd){l, POLLIN, 0};
+	say("poll before data %s", R(DO(poll(&p, 1, 100))));
+	say("write %s", R(DO(write(c, "abc", 3))));
+	p = (struct pollfd){l, POLLIN, 0};
+	r = DO(poll(&p, 1, 5000));
+	say("poll after data %s revents 0x%x", R(r), p.revents);
+	a = DO(accept(l, NULL, NULL));
+	say("accept after data ok %s", YN(a >= 0));
+	if (a >= 0) {
+		transports(c, a);
+		say("recv %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
+		close(a);
+	}
+	close(c);
+
+	/* FIN without data */
+	c = connect_to(AF_INET, &ss);
+	say("accept before fin %s", R(DO(accept(l, NULL, NULL))));
+	say("shutdown %s", R(DO(shutdown(c, SHUT_WR))));
+	p = (struct pollfd){l, POLLIN, 0};
+	r = DO(poll(&p, 1, 5000));
+	say("poll after fin %s revents 0x%x", R(r), p.revents);
+	a = DO(accept(l, NULL, NULL));
+	say("accept after fin ok %s", YN(a >= 0));
+	if (a >= 0) {
+		transports(c, a);
+		say("recv %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
+		close(a);
+	}
+	close(c);
+
+	/* silence: accepted once the defer time is over, without data */
+	c = connect_to(AF_INET, &ss);
+	t0 = now_ms();
+	say("accept while silent %s", R(DO(accept(l, NULL, NULL))));
+	set_nonblock(l, 0);
+	setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){5, 0}, sizeof(struct timeval));
+	a = DO(accept(l, NULL, NULL));
+	say("blocking accept ok %s after the defer time %s", YN(a >= 0),
+	    YN(now_ms() - t0 >= 500 && now_ms() - t0 < 10000));
+	if (a >= 0) {
+		transports(c, a);
+		say("recv %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
+		say("write then %s", R(DO(write(c, "z", 1))));
+		p = (struct pollfd){a, POLLIN, 0};
+		say("poll %s", R(DO(poll(&p, 1, 5000))));
+		say("recv %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
+		close(a);
+	}
+	close(c);
+	close(l);
+}
+
+/* cork: TCP_CORK holds a partial segment back until the cork comes out, a
+ * whole segment is there (TCP_MAXSEG), TCP_NODELAY is set, 200 ms pass,
+ * or the socket shuts down or closes; SIOCOUTQ counts what is held. */
+static void s_cork(void)
+{
+	static unsigned char big[40000], in[40000];
+	int c, s, on = 1, off = 0, v = -1, mss = 0, q = -1;
+	socklen_t vl = sizeof v;
+	struct pollfd p;
+	long r, t0;
+	pid_t pid;
+
+	mkpair(AF_INET, &c, &s);
+	vl = sizeof mss;
+	getsockopt(c, IPPROTO_TCP, TCP_MAXSEG, &mss, &vl);
+	say("set %s", R(DO(setsockopt(c, IPPROTO_TCP, TCP_CORK, &on, sizeof on))));
+	vl = sizeof v;
+	r = DO(getsockopt(c, IPPROTO_TCP, TCP_CORK, &v, &vl));
+	say("get %s value %d", R(r), v);
+	say("write %s", R(DO(write(c, "abc", 3))));
+	say("recv while corked %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+	r = DO(ioctl(c, SIOCOUTQ, &q));
+	say("SIOCOUTQ %s value %d", R(r), q);
+	say("uncork %s", R(DO(setsockopt(c, IPPROTO_TCP, TCP_CORK, &off, sizeof off))));
+	p = (struct pollfd){s, POLLIN, 0};
+	say("poll %s", R(DO(poll(&p, 1, 5000))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+
+	/* whole segments go at once, the rest after 200 ms */
+	setsockopt(c, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+	pat_fill(big, sizeof big, 0);
+	say("write big %s", R(DO(write(c, big, sizeof big))));
+	p = (struct pollfd){s, POLLIN, 0};
+	say("poll %s", R(DO(poll(&p, 1, 5000))));
+	r = DO(recv(s, in, sizeof in, MSG_DONTWAIT));
+	/* about a segment (TCP: its skb size, 32741 or 32768 here) */
+	say("recv a segment's worth %s", YN(r >= mss - 1024 && r <= mss + 1024));
+	t0 = now_ms();
+	p = (struct pollfd){s, POLLIN, 0};
+	say("poll for the rest %s", R(DO(poll(&p, 1, 5000))));
+	say("after 100 ms %s", YN(now_ms() - t0 >= 100));
+	if (r > 0 && r < (long)sizeof in)
+		r += recv(s, in + r, sizeof in - (size_t)r, MSG_WAITALL);
+	say("got all %s intact %s", YN(r == (long)sizeof big), YN(pat_check(in, sizeof in, 0)));
+
+	/* TCP_NODELAY pushes what is held, once; the cork stays in */
+	say("write %s", R(DO(write(c, "de", 2))));
+	say("nodelay %s", R(DO(setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on))));
+	p = (struct pollfd){s, POLLIN, 0};
+	say("poll %s", R(DO(poll(&p, 1, 5000))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+	say("write %s", R(DO(write(c, "fg", 2))));
+	say("recv while corked %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+
+	/* shutdown sends what is held before the FIN */
+	say("shutdown %s", R(DO(shutdown(c, SHUT_WR))));
+	p = (struct pollfd){s, POLLIN, 0};
+	say("poll %s", R(DO(poll(&p, 1, 5000))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+	close(c);
+	close(s);
+
+	/* close sends it too */
+	mkpair(AF_INET, &c, &s);
+	setsockopt(c, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+	say("write %s", R(DO(write(c, "hij", 3))));
+	close(c);
+	say("recv after close %s", R(DO(recv(s, in, sizeof in, MSG_WAITALL))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, 0))));
+	close(s);
+
+	/* and so does a process that exits without closing */
+	mkpair(AF_INET, &c, &s);
+	pid = fork();
+	if (pid == 0) {
+		setsockopt(c, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+		if (write(c, "klmn", 4) != 4)
+			_exit(1);
+		_exit(0);
+	}
+	close(c);
+	waitpid(pid, NULL, 0);
+	say("recv after exit %s", R(DO(recv(s, in, sizeof in, MSG_WAITALL))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, 0))));
+	close(s);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -3104,6 +3268,8 @@ static const struct {
 	{"epoll_raw_close", s_epoll_raw_close},
 	{"epoll_del_fin", s_epoll_del_fin},
 	{"ip_options", s_ip_options},
+	{"defer_accept", s_defer_accept},
+	{"cork", s_cork},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
