@@ -314,7 +314,8 @@ static ssize_t send_end(struct osf_conn *c, size_t total, int flags)
  * after the published head. It returns the count, -1 with errno, or -2
  * when the write does not fit beside what is held (or the cork is out):
  * then what is held is published and the normal path sends the write. */
-static ssize_t send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
+static __attribute__((noinline, cold)) ssize_t
+send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 			   size_t total, int nonblock)
 {
 	uint32_t w, held, seg;
