@@ -217,16 +217,20 @@ static int defer_ready(const struct osf_core_conn *cc, int wfd)
  * parked (cfd and cc are the park's now), 0 to hand it over at once. The
  * server side asks for a wake token, so the client's first write (or its
  * close) makes cfd readable for the watcher and blocking accepts. The
- * deferral counts from now, the first time this process looks at the
- * connection: a server that polls or accepts as connections come sees
- * Linux's timing (docs/ARCHITECTURE.md). */
+ * deferral counts from the client's connect as its segment says, believed
+ * only within [now - secs, now] (a client can only hurry its own
+ * connection, as sending a byte would). */
 static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 		      int secs)
 {
 	struct osf_seg_hdr *h = (struct osf_seg_hdr *)(uintptr_t)cc->seg_addr;
+	long long now = setup_now_ns(), span = secs * 1000000000LL, from;
 	int hfd, hs, hw;
 
-	if (secs <= 0 || defer_ready(cc, cfd))
+	from = __atomic_load_n(&h->connect_ns, __ATOMIC_RELAXED);
+	if (from > now || from == 0)
+		from = now;
+	if (secs <= 0 || from <= now - span || defer_ready(cc, cfd))
 		return 0;
 	__atomic_store_n(&h->side[OSF_SIDE_SERVER].rx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -240,7 +244,7 @@ static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 	cc->wake_fd = hfd;
 	cc->seg_fd = hs < 0 ? cc->seg_fd : hs;
 	cc->wake_tx_fd = hw < 0 ? cc->wake_tx_fd : hw;
-	park_put(aux_fd, hfd, cc, setup_now_ns() + secs * 1000000000LL);
+	park_put(aux_fd, hfd, cc, from + span);
 	memset(cc, 0, sizeof(*cc));
 	cc->wake_fd = cc->seg_fd = cc->wake_tx_fd = -1;
 	return 1;

@@ -398,6 +398,7 @@ static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 			REAL(close)(s); /* a squatter: it gets nothing */
 			continue;
 		}
+		((struct osf_seg_hdr *)p->seg)->connect_ns = setup_now_ns();
 		if (send_hello(s, setup_cfg.c.ring_size, client, &a, p->segfd, p->wtx[1]) < 0) {
 			e = errno;
 			REAL(close)(s);

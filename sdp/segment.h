@@ -138,7 +138,9 @@ struct osf_seg_hdr {
 	int32_t server_pid;
 	uint8_t client_addr[28]; /* sockaddr_in/in6, informational */
 	uint8_t server_addr[28];
-	uint8_t pad[32];
+	int64_t connect_ns; /* CLOCK_MONOTONIC when the client connected, or
+			       0: where TCP_DEFER_ACCEPT counts from */
+	uint8_t pad[24];
 	struct osf_seg_side side[2];
 	struct osf_seg_ring ring[2];
 };

@@ -3106,6 +3106,16 @@ static void s_defer_accept(void)
 		close(a);
 	}
 	close(c);
+
+	/* left queued past the defer time: accepted at once */
+	c = connect_to(AF_INET, &ss);
+	usleep(1500 * 1000);
+	set_nonblock(l, 1);
+	a = DO(accept(l, NULL, NULL));
+	say("accept after 1.5 s queued ok %s", YN(a >= 0));
+	if (a >= 0)
+		close(a);
+	close(c);
 	close(l);
 }
 
