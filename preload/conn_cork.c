@@ -18,7 +18,6 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
-#include <signal.h>
 #include <time.h>
 
 #define CORK_NS (200 * 1000000LL) /* TCP's ceiling on holding back */
@@ -169,27 +168,14 @@ void osf_conn_cork_arm(struct osf_conn *c, int fd)
 	ck.t[ck.n].wfd = hfd < 0 ? wfd : hfd;
 	ck.t[ck.n].due = now_ns() + CORK_NS;
 	ck.n++;
+	if (!ck.running && osf_thread_start(timer, "osf-cork") == 0)
+		ck.running = 1;
 	if (!ck.running) {
-		pthread_attr_t attr;
-		pthread_t t;
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&t, &attr, timer, NULL) == 0) {
-			ck.running = 1;
-			pthread_setname_np(t, "osf-cork");
-		}
-		pthread_attr_destroy(&attr);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (!ck.running) {
-			struct corked k = drop_locked(ck.n - 1);
-			pthread_mutex_unlock(&ck.mu);
-			osf_conn_cork_flush(c, fd);
-			release(k);
-			return;
-		}
+		struct corked k = drop_locked(ck.n - 1);
+		pthread_mutex_unlock(&ck.mu);
+		osf_conn_cork_flush(c, fd);
+		release(k);
+		return;
 	}
 	pthread_mutex_unlock(&ck.mu);
 }

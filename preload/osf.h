@@ -126,6 +126,12 @@ void osf_stdio_take(int fd);
  * filter is on already (preload/sandbox.c). */
 void osf_sandbox_detect(void);
 
+/* osf_thread_start starts a detached thread of osf's own, named name,
+ * running fn(NULL) with every signal blocked (the program's signals are
+ * the program's threads' business): 0, or pthread_create's error. In
+ * preload/process.c. */
+int osf_thread_start(void *(*fn)(void *), const char *name);
+
 /* Exec environment, preload/process.c. */
 
 /* osf_exec_env returns the environment to exec with: envp itself, or a

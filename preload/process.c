@@ -17,6 +17,8 @@
 
 #include <fcntl.h>
 #include <paths.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,25 @@
 #include <unistd.h>
 
 extern char **environ;
+
+int osf_thread_start(void *(*fn)(void *), const char *name)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&t, &attr, fn, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc == 0)
+		pthread_setname_np(t, name);
+	return rc;
+}
 
 OSF_EXPORT pid_t fork(void)
 {

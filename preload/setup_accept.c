@@ -99,22 +99,8 @@ static void *watcher(void *arg)
 /* start_watcher starts the watcher unless it runs; park.mu is held. */
 static void start_watcher(void)
 {
-	pthread_attr_t attr;
-	pthread_t t;
-	sigset_t all, old;
-
-	if (park.watcher)
-		return;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, watcher, NULL) == 0) {
+	if (!park.watcher && osf_thread_start(watcher, "osf-hello") == 0)
 		park.watcher = 1;
-		pthread_setname_np(t, "osf-hello");
-	}
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* park_drop_locked drops parked connection i; a deferred one ends as a

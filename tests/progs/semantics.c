@@ -3033,6 +3033,35 @@ static void s_inherit(void)
 
 /* ---- main -------------------------------------------------------------------- */
 
+/* defer_woken connects to deferring listener l (non-blocking) and checks
+ * that accept sees the connection only once the client has done what
+ * (writes "abc", or "fin": shuts down writing). */
+static void defer_woken(int l, const struct sockaddr_storage *ss, const char *what)
+{
+	int c = connect_to(AF_INET, ss), a, fin = strcmp(what, "fin") == 0;
+	struct pollfd p = {l, POLLIN, 0};
+	char b[4];
+	long r;
+
+	say("accept before %s %s", what, R(DO(accept(l, NULL, NULL))));
+	say("poll before %s %s", what, R(DO(poll(&p, 1, 100))));
+	if (fin)
+		say("shutdown %s", R(DO(shutdown(c, SHUT_WR))));
+	else
+		say("write %s", R(DO(write(c, "abc", 3))));
+	p = (struct pollfd){l, POLLIN, 0};
+	r = DO(poll(&p, 1, 5000));
+	say("poll after %s %s revents 0x%x", what, R(r), p.revents);
+	a = DO(accept(l, NULL, NULL));
+	say("accept after %s ok %s", what, YN(a >= 0));
+	if (a >= 0) {
+		transports(c, a);
+		say("recv %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
+		close(a);
+	}
+	close(c);
+}
+
 /* defer_accept: TCP_DEFER_ACCEPT on the listener. accept (and poll on the
  * listener) sees a connection only once its client has sent a byte or its
  * FIN, or once the defer time (rounded to SYN-ACK retransmissions: 1 s
@@ -3053,39 +3082,8 @@ static void s_defer_accept(void)
 	say("set 1 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
 	set_nonblock(l, 1);
 
-	/* data: accepted once the client writes */
-	c = connect_to(AF_INET, &ss);
-	say("accept before data %s", R(DO(accept(l, NULL, NULL))));
-	p = (struct pollfd){l, POLLIN, 0};
-	say("poll before data %s", R(DO(poll(&p, 1, 100))));
-	say("write %s", R(DO(write(c, "abc", 3))));
-	p = (struct pollfd){l, POLLIN, 0};
-	r = DO(poll(&p, 1, 5000));
-	say("poll after data %s revents 0x%x", R(r), p.revents);
-	a = DO(accept(l, NULL, NULL));
-	say("accept after data ok %s", YN(a >= 0));
-	if (a >= 0) {
-		transports(c, a);
-		say("recv %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
-		close(a);
-	}
-	close(c);
-
-	/* FIN without data */
-	c = connect_to(AF_INET, &ss);
-	say("accept before fin %s", R(DO(accept(l, NULL, NULL))));
-	say("shutdown %s", R(DO(shutdown(c, SHUT_WR))));
-	p = (struct pollfd){l, POLLIN, 0};
-	r = DO(poll(&p, 1, 5000));
-	say("poll after fin %s revents 0x%x", R(r), p.revents);
-	a = DO(accept(l, NULL, NULL));
-	say("accept after fin ok %s", YN(a >= 0));
-	if (a >= 0) {
-		transports(c, a);
-		say("recv %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
-		close(a);
-	}
-	close(c);
+	defer_woken(l, &ss, "data");
+	defer_woken(l, &ss, "fin");
 
 	/* silence: accepted once the defer time is over, without data */
 	c = connect_to(AF_INET, &ss);
