@@ -205,7 +205,9 @@ static int defer_ready(const struct osf_core_conn *cc, int wfd)
  * close) makes cfd readable for the watcher and blocking accepts. The
  * deferral counts from the client's connect as its segment says, believed
  * only within [now - secs, now] (a client can only hurry its own
- * connection, as sending a byte would). */
+ * connection, as sending a byte would). With the park full it is handed
+ * over at once, as if its defer time were over, rather than displace a
+ * parked connection. */
 static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 		      int secs)
 {
@@ -217,6 +219,11 @@ static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 	if (from > now || from == 0)
 		from = now;
 	if (secs <= 0 || from <= now - span || defer_ready(cc, cfd))
+		return 0;
+	pthread_mutex_lock(&park.mu);
+	hfd = park.n >= PARK_MAX; /* full: hand it over rather than evict */
+	pthread_mutex_unlock(&park.mu);
+	if (hfd)
 		return 0;
 	__atomic_store_n(&h->side[OSF_SIDE_SERVER].rx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
