@@ -213,7 +213,7 @@ static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 {
 	struct osf_seg_hdr *h = (struct osf_seg_hdr *)(uintptr_t)cc->seg_addr;
 	long long now = setup_now_ns(), span = secs * 1000000000LL, from;
-	int hfd, hs, hw;
+	int hfd, hs, hw, full;
 
 	from = __atomic_load_n(&h->connect_ns, __ATOMIC_RELAXED);
 	if (from > now || from == 0)
@@ -221,9 +221,9 @@ static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 	if (secs <= 0 || from <= now - span || defer_ready(cc, cfd))
 		return 0;
 	pthread_mutex_lock(&park.mu);
-	hfd = park.n >= PARK_MAX; /* full: hand it over rather than evict */
+	full = park.n >= PARK_MAX; /* hand it over rather than evict */
 	pthread_mutex_unlock(&park.mu);
-	if (hfd)
+	if (full)
 		return 0;
 	__atomic_store_n(&h->side[OSF_SIDE_SERVER].rx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
