@@ -106,6 +106,9 @@ enum osf_role {
 #define OSF_FDF_LINGER 0x0080u    /* SO_LINGER on, see linger_secs */
 #define OSF_FDF_INPROGRESS 0x0100u /* connect said EINPROGRESS; the next
 				      connect returns 0, then EISCONN */
+#define OSF_FDF_SHARED 0x0200u    /* a listener another process may accept
+				      from too (forked or spawned with it):
+				      it parks no deferred connection */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

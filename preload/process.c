@@ -50,6 +50,23 @@ int osf_thread_start(void *(*fn)(void *), const char *name)
 	return rc;
 }
 
+/* share_listeners marks the listeners another process will hold too
+ * (all at fork; spawn: the inheritable ones): TCP_DEFER_ACCEPT then parks
+ * nothing in this process's park, which only it could take from. */
+static void share_listeners(int spawn)
+{
+	unsigned i, j;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
+			if (e->kind == OSF_FD_LISTEN &&
+			    !(spawn && (e->flags & OSF_FDF_CLOEXEC)))
+				__atomic_or_fetch(&e->flags, OSF_FDF_SHARED,
+						  __ATOMIC_RELAXED);
+		}
+}
+
 OSF_EXPORT pid_t fork(void)
 {
 	pid_t pid;
@@ -58,6 +75,7 @@ OSF_EXPORT pid_t fork(void)
 	if (!__atomic_load_n(&osf.ready, __ATOMIC_ACQUIRE))
 		return REAL(fork)();
 	osf_fdt_lock(); /* the snapshot is the table at fork */
+	share_listeners(0);
 	snap = osf_fdt_fork_prepare();
 	osf_conn_fork_holders(1);
 	pid = REAL(fork)();
@@ -204,6 +222,7 @@ static char **spawn_env(const posix_spawn_file_actions_t *fa,
 	*snap = -1;
 	if (!force && !osf_fdt_inheritable())
 		return (char **)envp;
+	share_listeners(1);
 	*snap = osf_fdt_spawn_snapshot();
 	if (*snap < 0)
 		return exec_env(envp, force, -1);

@@ -168,14 +168,17 @@ static void park_add(int aux_fd, int lfd, int cfd)
  * reports it (seconds, rounded to its SYN-ACK retransmissions), 0 when
  * off; only a listener the program set TCP options on pays the call. The
  * option stays on the kernel listener, so connections that fall back to
- * kernel TCP are deferred by the kernel itself. */
+ * kernel TCP are deferred by the kernel itself. A listener shared with
+ * other processes defers nothing here: a parked connection could only be
+ * taken by this process, which may have stopped accepting (apache's
+ * event MPM), where TCP's queue serves every process. */
 static int defer_secs(int lfd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(lfd);
 	int v = 0;
 	socklen_t l = sizeof(v);
 
-	if (!e || !(e->flags & OSF_FDF_KOPTS) ||
+	if (!e || (e->flags & (OSF_FDF_KOPTS | OSF_FDF_SHARED)) != OSF_FDF_KOPTS ||
 	    REAL(getsockopt)(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &l) < 0)
 		return 0;
 	return v;
