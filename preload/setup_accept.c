@@ -104,21 +104,32 @@ static void start_watcher(void)
 }
 
 /* park_drop_locked drops parked connection i; a deferred one ends as a
- * reset for its client, as TCP resets a connection it never accepted. */
-static void park_drop_locked(int i)
+ * reset for its client, as TCP resets a connection it never accepted.
+ * park_forget_locked only lets go of this process's copy (a fork child's:
+ * the parent keeps the connection). */
+static void park_forget_locked(int i)
 {
 	struct parked *p = &park.p[i];
 
 	if (p->defer) {
-		struct osf_seg_hdr *h = (struct osf_seg_hdr *)(uintptr_t)p->cc.seg_addr;
-		__atomic_or_fetch(&h->side[OSF_SIDE_SERVER].flags, OSF_SIDE_RESET,
-				  __ATOMIC_ACQ_REL);
-		munmap(h, (size_t)osf_seg_bytes(p->cc.ring_bytes));
+		munmap((void *)(uintptr_t)p->cc.seg_addr,
+		       (size_t)osf_seg_bytes(p->cc.ring_bytes));
 		osf_fdt_close_hidden(p->cc.seg_fd);
 		osf_fdt_close_hidden(p->cc.wake_tx_fd);
 	}
 	osf_fdt_close_hidden(p->hfd);
 	park.p[i] = park.p[--park.n];
+}
+
+static void park_drop_locked(int i)
+{
+	struct parked *p = &park.p[i];
+
+	if (p->defer)
+		__atomic_or_fetch(&((struct osf_seg_hdr *)(uintptr_t)p->cc.seg_addr)
+					   ->side[OSF_SIDE_SERVER].flags,
+				  OSF_SIDE_RESET, __ATOMIC_ACQ_REL);
+	park_forget_locked(i);
 }
 
 /* park_put parks hidden wake socket hfd for companion aux_fd (with cc for
@@ -294,7 +305,7 @@ void osf_setup_child_after_fork(void)
 	setup_connect_after_fork();
 	setup_host_after_fork();
 	while (park.n > 0)
-		park_drop_locked(park.n - 1);
+		park_forget_locked(park.n - 1);
 }
 
 /* server_ring_cap is the largest ring a client may make this server map. */
