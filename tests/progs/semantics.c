@@ -3070,6 +3070,7 @@ static void s_defer_accept(void)
 {
 	struct sockaddr_storage ss;
 	struct pollfd p;
+	pid_t pid;
 	int l = listener(AF_INET, "127.0.0.1", -1, &ss), v = 5, c, a;
 	socklen_t vl = sizeof v;
 	long r, t0;
@@ -3102,6 +3103,26 @@ static void s_defer_accept(void)
 		say("poll %s", R(DO(poll(&p, 1, 5000))));
 		say("recv %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
 		close(a);
+	}
+	close(c);
+
+	/* held back across a fork: the child's exit leaves it whole */
+	c = connect_to(AF_INET, &ss);
+	set_nonblock(l, 1);
+	say("accept before fork %s", R(DO(accept(l, NULL, NULL))));
+	pid = fork();
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	say("write %s", R(DO(write(c, "s", 1))));
+	p = (struct pollfd){l, POLLIN, 0};
+	say("poll %s", R(DO(poll(&p, 1, 5000))));
+	a = DO(accept(l, NULL, NULL));
+	say("accept after fork ok %s", YN(a >= 0));
+	if (a >= 0) {
+		say("recv %s", R(DO(recv(a, b, sizeof b, 0))));
+		close(a);
+		say("client recv after close %s", R(DO(recv(c, b, sizeof b, 0))));
 	}
 	close(c);
 
