@@ -106,7 +106,12 @@ enum osf_role {
 #define OSF_FDF_LINGER 0x0080u    /* SO_LINGER on, see linger_secs */
 #define OSF_FDF_INPROGRESS 0x0100u /* connect said EINPROGRESS; the next
 				      connect returns 0, then EISCONN */
-#define OSF_FDF_SHARED 0x0200u    /* a listener another process may accept
+#define OSF_FDF_GATEWAY 0x0200u   /* kind SHM: a stream to an osfgw gateway
+				      relaying to the peer (peer holds the
+				      destination; osfstat shows transport
+				      gateway, the leg's transport is the
+				      entry's) */
+#define OSF_FDF_SHARED 0x0400u    /* a listener another process may accept
 				      from too (forked or spawned with it):
 				      it parks no deferred connection */
 
