@@ -111,7 +111,16 @@ enum osf_role {
 				      destination; osfstat shows transport
 				      gateway, the leg's transport is the
 				      entry's) */
-#define OSF_FDF_SHARED 0x0400u    /* a listener another process may accept
+#define OSF_FDF_OPTSET 0x0400u    /* setsockopt was called on this kernel
+				      socket, or it has (had) dups that may
+				      have been: the options an offloaded
+				      connection carries over are read back
+				      only then (sockets.c carry_read) */
+#define OSF_FDF_BOUND 0x0800u     /* bind was called on this socket, or it
+				      has (had) dups that may have been:
+				      connect asks the kernel for the bound
+				      address only then */
+#define OSF_FDF_SHARED 0x1000u    /* a listener another process may accept
 				      from too (forked or spawned with it):
 				      it parks no deferred connection */
 

@@ -126,6 +126,12 @@ void osf_stdio_take(int fd);
  * filter is on already (preload/sandbox.c). */
 void osf_sandbox_detect(void);
 
+/* osf_sandbox_check runs osf_sandbox_detect once per image, when osf first
+ * needs to know: before it sets up a connection or a listener, adopts an
+ * inherited fd table, or takes an offloaded fd handed over (reading
+ * /proc/self/status costs a process that never offloads ~15 µs). */
+void osf_sandbox_check(void);
+
 /* osf_thread_start starts a detached thread of osf's own, named name,
  * running fn(NULL) with every signal blocked (the program's signals are
  * the program's threads' business): 0, or pthread_create's error. In
