@@ -120,6 +120,9 @@ enum osf_role {
 				      has (had) dups that may have been:
 				      connect asks the kernel for the bound
 				      address only then */
+#define OSF_FDF_SHARED 0x1000u    /* a listener another process may accept
+				      from too (forked or spawned with it):
+				      it parks no deferred connection */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

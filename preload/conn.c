@@ -240,7 +240,6 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c;
 
-	(void)fd;
 	if (__atomic_load_n(&e->image, __ATOMIC_ACQUIRE) != osf.image)
 		return; /* never used in this image: nothing mapped */
 	c = (struct osf_conn *)(uintptr_t)e->priv;
@@ -248,6 +247,7 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e)
 		return;
 	if (__atomic_sub_fetch(&c->fds, 1, __ATOMIC_ACQ_REL) == 0) {
 		/* This process drops its last descriptor for this side. */
+		osf_conn_cork_closed(c, fd);
 		if ((e->flags & OSF_FDF_LINGER) && e->linger_secs == 0)
 			__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_RESET,
 					  __ATOMIC_ACQ_REL);
@@ -344,6 +344,7 @@ void osf_conn_child_after_fork(void)
 	osf_lock_after_fork();
 	pool_lock = 0;
 	rebuild_lock = 0;
+	osf_conn_cork_after_fork();
 }
 
 /* ---- exec of a program osf cannot follow --------------------------------- */

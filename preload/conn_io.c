@@ -313,6 +313,53 @@ static ssize_t send_end(struct osf_conn *c, size_t total, int flags)
 	return OSF_FAIL(EPIPE);
 }
 
+/* send_corked is a write while TCP_CORK is in or bytes are held back
+ * (conn_cork.c): as TCP, it sends the whole segments (TCP_MAXSEG) of what
+ * is held plus this write and holds the rest back, written in the ring
+ * after the published head. It returns the count, -1 with errno, or -2
+ * when the write does not fit beside what is held (or the cork is out):
+ * then what is held is published and the normal path sends the write. */
+static __attribute__((noinline, cold)) ssize_t
+send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
+			   size_t total, int nonblock)
+{
+	uint32_t w, held, seg;
+	uint64_t head, pub;
+	int64_t room;
+
+	if (osf_side_lock_tx(&c->s, nonblock) != 0)
+		return -2; /* the normal path says why */
+	w = __atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED);
+	held = w & OSF_CORK_HELD;
+	room = osf_side_tx_free(&c->s);
+	if (!(w & OSF_CORK_ON) || room < (int64_t)held ||
+	    total > (uint64_t)room - held) {
+		int sent = osf_conn_cork_publish(c);
+		osf_seg_unlock(&c->s.me->tx_lock);
+		if (sent)
+			osf_side_wake_reader(&c->s, fd);
+		return -2;
+	}
+	head = c->s.tx->head;
+	if (ring_iov(cur, c->s.txd, c->s.mask, head + held, total, 0) < 0) {
+		osf_seg_unlock(&c->s.me->tx_lock);
+		return OSF_FAIL(EFAULT);
+	}
+	seg = (uint32_t)osf_conn_maxseg(c);
+	pub = (uint64_t)held + total;
+	held = (uint32_t)(pub % seg);
+	pub -= held;
+	__atomic_store_n(&c->s.me->cork, OSF_CORK_ON | held, __ATOMIC_RELAXED);
+	if (pub)
+		__atomic_store_n(&c->s.tx->head, head + pub, __ATOMIC_RELEASE);
+	osf_seg_unlock(&c->s.me->tx_lock);
+	if (pub)
+		osf_side_wake_reader(&c->s, fd);
+	if (held)
+		osf_conn_cork_arm(c, fd);
+	return (ssize_t)total;
+}
+
 /* osf_conn_send is one loop on purpose (about 90 lines), the producer's
  * mirror of osf_conn_recv: lock, room, copy, publish, wake, and the end's
  * rules share the cursor and the count already sent. */
@@ -346,6 +393,13 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
 	__atomic_add_fetch(&c->s.me->send_calls, 1, __ATOMIC_RELAXED);
+	if (unlikely(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED))) {
+		end = send_corked(fd, c, &cur, (size_t)total, nonblock);
+		if (end != -2) {
+			conn_put(c);
+			return end;
+		}
+	}
 	while (sent < total) {
 		int64_t room;
 		r = osf_side_lock_tx(&c->s, nonblock);
@@ -508,6 +562,8 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 		return end != 1 ? end : 0;
 	}
 	__atomic_add_fetch(&c->s.me->send_calls, 1, __ATOMIC_RELAXED);
+	if (unlikely(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED)))
+		osf_conn_cork_flush(c, fd); /* the file follows what is held */
 	while ((size_t)sent < count) {
 		int64_t room;
 		uint64_t head;
@@ -658,6 +714,8 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 		/* After every byte already written: take the producers' lock
 		 * (as long as a blocking send would wait for it). */
 		int locked = osf_side_lock_tx(&c->s, 0) == 0;
+		if (locked) /* TCP_CORK: what is held goes before the FIN */
+			(void)osf_conn_cork_publish(c);
 		__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_FIN,
 				  __ATOMIC_ACQ_REL);
 		if (locked)

@@ -45,6 +45,22 @@ struct osf_conn {
  * events after an error. */
 short osf_conn_gw_revents(int fd, struct osf_conn *c, short r);
 
+/* TCP_CORK (conn_cork.c). osf_conn_cork_publish publishes the bytes held
+ * back, the caller holding the tx_lock: 1 if there were any (the caller
+ * then wakes the reader). osf_conn_cork_flush does it under the lock and
+ * wakes the reader on fd. osf_conn_cork_option follows setsockopt of
+ * TCP_CORK or TCP_NODELAY to value v. osf_conn_cork_arm starts the 200 ms
+ * timer for held bytes written through fd. osf_conn_cork_closed flushes
+ * and stops the timer when this process closes its last descriptor. */
+int osf_conn_cork_publish(struct osf_conn *c);
+/* osf_conn_maxseg is the MSS kernel TCP reports (and sends by) here. */
+int osf_conn_maxseg(const struct osf_conn *c);
+void osf_conn_cork_flush(struct osf_conn *c, int fd);
+void osf_conn_cork_option(struct osf_conn *c, int fd, int name, int v);
+void osf_conn_cork_arm(struct osf_conn *c, int fd);
+void osf_conn_cork_closed(struct osf_conn *c, int fd);
+void osf_conn_cork_after_fork(void);
+
 /* conn_destroy unmaps and frees a connection whose last reference went. */
 void osf_conn_destroy(struct osf_conn *c);
 

@@ -68,9 +68,9 @@ static int tcp_fallback(int name)
 	}
 }
 
-/* tcp_maxseg is the MSS an established loopback connection reports (the
+/* osf_conn_maxseg is the MSS an established loopback connection reports (the
  * kernel answers its mss_cache, whatever TCP_MAXSEG asked for). */
-static int tcp_maxseg(const struct osf_conn *c)
+int osf_conn_maxseg(const struct osf_conn *c)
 {
 	if (c->s.side == OSF_SIDE_SERVER)
 		return 32768;
@@ -214,7 +214,7 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		if (name == TCP_INFO)
 			r = val ? tcp_info(fd, c, val, len) : OSF_FAIL(EFAULT);
 		else if (name == TCP_MAXSEG)
-			r = put_int(val, len, tcp_maxseg(c));
+			r = put_int(val, len, osf_conn_maxseg(c));
 		else if (name == TCP_WINDOW_CLAMP && !kopt_set(c, level, name))
 			/* set at connect: the space of the receive buffer */
 			r = put_int(val, len, default_buf(SO_RCVBUF) / 2);
@@ -390,7 +390,7 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			const void *val, socklen_t len)
 {
 	struct osf_conn *c = conn_get(fd, e);
-	int r = 0;
+	int r = 0, v = 0;
 
 	if (!c)
 		return OSF_FAIL(EBADF);
@@ -402,6 +402,10 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 	case IPPROTO_IP:
 	case IPPROTO_IPV6:
 		r = set_kopt(e, c, level, name, val, len);
+		if (r == 0 && level == IPPROTO_TCP &&
+		    (name == TCP_CORK || name == TCP_NODELAY) &&
+		    get_int(val, len, &v) == 0)
+			osf_conn_cork_option(c, fd, name, v);
 		break;
 	default:
 		r = OSF_FAIL(ENOPROTOOPT);
@@ -507,6 +511,9 @@ int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 	case SIOCOUTQ:
 	case SIOCOUTQNSD:
 		v = osf_side_tx_queued(&c->s);
+		/* and what TCP_CORK holds back: TCP counts it, unsent */
+		v += v < 0 ? 0 : (int64_t)(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) &
+					   OSF_CORK_HELD);
 		*(int *)arg = v < 0 ? 0 : (int)v;
 		break;
 	case SIOCATMARK:

@@ -399,21 +399,7 @@ static void *core_main(void *arg)
  * held. */
 static int start_thread(void)
 {
-	pthread_attr_t attr;
-	pthread_t t;
-	sigset_t all, old;
-	int rc;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&t, &attr, core_main, NULL);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc == 0)
-		pthread_setname_np(t, "osf-core");
-	return rc;
+	return osf_thread_start(core_main, "osf-core");
 }
 
 /* begin starts loading in this process unless that is under way. */

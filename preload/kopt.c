@@ -96,6 +96,7 @@ static const struct {
 	{IPPROTO_TCP, TCP_LINGER2, sizeof(int)},
 	{IPPROTO_TCP, TCP_WINDOW_CLAMP, sizeof(int)},
 	{IPPROTO_TCP, TCP_NOTSENT_LOWAT, sizeof(int)},
+	{IPPROTO_TCP, TCP_CORK, sizeof(int)},
 	{IPPROTO_TCP, TCP_SYNCNT, sizeof(int)},
 	{IPPROTO_TCP, TCP_CONGESTION, 16},
 	{IPPROTO_IP, IP_TOS, sizeof(int)},

@@ -138,6 +138,12 @@ void osf_sandbox_detect(void);
  * /proc/self/status costs a process that never offloads ~15 µs). */
 void osf_sandbox_check(void);
 
+/* osf_thread_start starts a detached thread of osf's own, named name,
+ * running fn(NULL) with every signal blocked (the program's signals are
+ * the program's threads' business): 0, or pthread_create's error. In
+ * preload/process.c. */
+int osf_thread_start(void *(*fn)(void *), const char *name);
+
 /* Exec environment, preload/process.c. */
 
 /* osf_exec_env returns the environment to exec with: envp itself, or a

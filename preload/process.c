@@ -17,6 +17,8 @@
 
 #include <fcntl.h>
 #include <paths.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,42 @@
 
 extern char **environ;
 
+int osf_thread_start(void *(*fn)(void *), const char *name)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&t, &attr, fn, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc == 0)
+		pthread_setname_np(t, name);
+	return rc;
+}
+
+/* share_listeners marks the listeners another process will hold too
+ * (all at fork; spawn: the inheritable ones): TCP_DEFER_ACCEPT then parks
+ * nothing in this process's park, which only it could take from. */
+static void share_listeners(int spawn)
+{
+	unsigned i, j;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
+			if (e->kind == OSF_FD_LISTEN &&
+			    !(spawn && (e->flags & OSF_FDF_CLOEXEC)))
+				__atomic_or_fetch(&e->flags, OSF_FDF_SHARED,
+						  __ATOMIC_RELAXED);
+		}
+}
+
 OSF_EXPORT pid_t fork(void)
 {
 	pid_t pid;
@@ -37,6 +75,7 @@ OSF_EXPORT pid_t fork(void)
 	if (!__atomic_load_n(&osf.ready, __ATOMIC_ACQUIRE))
 		return REAL(fork)();
 	osf_fdt_lock(); /* the snapshot is the table at fork */
+	share_listeners(0);
 	snap = osf_fdt_fork_prepare();
 	osf_conn_fork_holders(1);
 	pid = REAL(fork)();
@@ -183,6 +222,7 @@ static char **spawn_env(const posix_spawn_file_actions_t *fa,
 	*snap = -1;
 	if (!force && !osf_fdt_inheritable())
 		return (char **)envp;
+	share_listeners(1);
 	*snap = osf_fdt_spawn_snapshot();
 	if (*snap < 0)
 		return exec_env(envp, force, -1);

@@ -5,10 +5,13 @@
  * watcher thread that wakes pollers when one arrives. */
 #include "setup_priv.h"
 
+#include <netinet/tcp.h>
+
 /* ---- accept ------------------------------------------------------------ */
 
-/* Connections taken from a companion whose hello has not arrived yet, in
- * osf's hidden range. */
+/* Connections taken from a companion whose hello has not arrived yet, or
+ * (defer) whose hello has, on a TCP_DEFER_ACCEPT listener, while the
+ * client has sent nothing: their fds in osf's hidden range. */
 static struct {
 	pthread_mutex_t mu;
 	int n;
@@ -16,6 +19,9 @@ static struct {
 		int aux_fd, hfd;
 		long long since;
 		int kicked; /* the watcher made the companion readable for it */
+		int defer;  /* hello taken: cc holds it (hidden fds, mapping) */
+		long long deadline; /* defer: handed over without data then */
+		struct osf_core_conn cc;
 	} p[PARK_MAX];
 	int watcher; /* the watcher thread runs (in this process) */
 } park = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -48,22 +54,31 @@ static void *watcher(void *arg)
 	(void)arg;
 	for (;;) {
 		struct pollfd p[PARK_MAX];
-		int aux[PARK_MAX], n = 0, i;
+		int aux[PARK_MAX], due[PARK_MAX], n = 0, nd = 0, i;
+		long long now = setup_now_ns();
 		pthread_mutex_lock(&park.mu);
-		for (i = 0; i < park.n; i++)
-			if (!park.p[i].kicked) {
-				p[n].fd = park.p[i].hfd;
-				p[n].events = POLLIN;
-				p[n].revents = 0;
-				aux[n++] = park.p[i].aux_fd;
+		for (i = 0; i < park.n; i++) {
+			if (park.p[i].kicked)
+				continue;
+			if (park.p[i].defer && now >= park.p[i].deadline) {
+				park.p[i].kicked = 1; /* its defer time is over */
+				due[nd++] = park.p[i].aux_fd;
+				continue;
 			}
-		if (n == 0) {
+			p[n].fd = park.p[i].hfd;
+			p[n].events = POLLIN;
+			p[n].revents = 0;
+			aux[n++] = park.p[i].aux_fd;
+		}
+		if (n == 0 && nd == 0) {
 			park.watcher = 0;
 			pthread_mutex_unlock(&park.mu);
 			return NULL;
 		}
 		pthread_mutex_unlock(&park.mu);
-		if (REAL(poll)(p, (nfds_t)n, 50) <= 0)
+		for (i = 0; i < nd; i++)
+			kick(due[i]);
+		if (n == 0 || REAL(poll)(p, (nfds_t)n, 50) <= 0)
 			continue;
 		pthread_mutex_lock(&park.mu);
 		for (i = 0; i < n; i++) {
@@ -84,27 +99,48 @@ static void *watcher(void *arg)
 /* start_watcher starts the watcher unless it runs; park.mu is held. */
 static void start_watcher(void)
 {
-	if (!park.watcher)
-		park.watcher = setup_thread(watcher, "osf-hello");
+	if (!park.watcher && osf_thread_start(watcher, "osf-hello") == 0)
+		park.watcher = 1;
+}
+
+/* park_drop_locked drops parked connection i; a deferred one ends as a
+ * reset for its client, as TCP resets a connection it never accepted.
+ * park_forget_locked only lets go of this process's copy (a fork child's:
+ * the parent keeps the connection). */
+static void park_forget_locked(int i)
+{
+	struct parked *p = &park.p[i];
+
+	if (p->defer) {
+		munmap((void *)(uintptr_t)p->cc.seg_addr,
+		       (size_t)osf_seg_bytes(p->cc.ring_bytes));
+		osf_fdt_close_hidden(p->cc.seg_fd);
+		osf_fdt_close_hidden(p->cc.wake_tx_fd);
+	}
+	osf_fdt_close_hidden(p->hfd);
+	park.p[i] = park.p[--park.n];
 }
 
 static void park_drop_locked(int i)
 {
-	osf_fdt_close_hidden(park.p[i].hfd);
-	park.p[i] = park.p[--park.n];
+	struct parked *p = &park.p[i];
+
+	if (p->defer)
+		__atomic_or_fetch(&((struct osf_seg_hdr *)(uintptr_t)p->cc.seg_addr)
+					   ->side[OSF_SIDE_SERVER].flags,
+				  OSF_SIDE_RESET, __ATOMIC_ACQ_REL);
+	park_forget_locked(i);
 }
 
-/* park_add parks cfd for companion aux_fd; the oldest parked connection
- * makes room when all slots are taken (a client that connects and stays
- * silent loses its place, never anyone else's). */
-static void park_add(int aux_fd, int lfd, int cfd)
+/* park_put parks hidden wake socket hfd for companion aux_fd (with cc for
+ * a deferred connection); the oldest parked connection makes room when
+ * all slots are taken (a client that connects and stays silent loses its
+ * place, never anyone else's). */
+static void park_put(int aux_fd, int hfd, const struct osf_core_conn *cc,
+		     long long deadline)
 {
-	int hfd = osf_fdt_hide(cfd, lfd), i, old = 0;
+	int i, old = 0;
 
-	if (hfd < 0) {
-		REAL(close)(cfd);
-		return;
-	}
 	pthread_mutex_lock(&park.mu);
 	if (park.n == PARK_MAX) {
 		for (i = 1; i < park.n; i++)
@@ -116,9 +152,119 @@ static void park_add(int aux_fd, int lfd, int cfd)
 	park.p[park.n].hfd = hfd;
 	park.p[park.n].since = setup_now_ns();
 	park.p[park.n].kicked = 0;
+	park.p[park.n].defer = cc != NULL;
+	park.p[park.n].deadline = deadline;
+	if (cc)
+		park.p[park.n].cc = *cc;
 	park.n++;
 	start_watcher();
 	pthread_mutex_unlock(&park.mu);
+}
+
+/* park_add parks cfd, whose hello has not arrived, for companion aux_fd. */
+static void park_add(int aux_fd, int lfd, int cfd)
+{
+	int hfd = osf_fdt_hide(cfd, lfd);
+
+	if (hfd < 0) {
+		REAL(close)(cfd);
+		return;
+	}
+	park_put(aux_fd, hfd, NULL, 0);
+}
+
+/* ---- TCP_DEFER_ACCEPT --------------------------------------------------- */
+
+/* defer_secs returns the listener's TCP_DEFER_ACCEPT as the kernel
+ * reports it (seconds, rounded to its SYN-ACK retransmissions), 0 when
+ * off; only a listener the program set TCP options on pays the call. The
+ * option stays on the kernel listener, so connections that fall back to
+ * kernel TCP are deferred by the kernel itself. A listener shared with
+ * other processes defers nothing here: a parked connection could only be
+ * taken by this process, which may have stopped accepting (apache's
+ * event MPM), where TCP's queue serves every process. */
+static int defer_secs(int lfd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(lfd);
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if (!e || (e->flags & (OSF_FDF_KOPTS | OSF_FDF_SHARED)) != OSF_FDF_KOPTS ||
+	    REAL(getsockopt)(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &l) < 0)
+		return 0;
+	return v;
+}
+
+/* defer_ready reports whether the client of a taken hello has sent what
+ * ends TCP's deferral: a byte in its ring, its FIN, or (on wake socket
+ * wfd) a wake token or its close. */
+static int defer_ready(const struct osf_core_conn *cc, int wfd)
+{
+	struct osf_seg_hdr *h = (struct osf_seg_hdr *)(uintptr_t)cc->seg_addr;
+	struct osf_seg_ring *r = &h->ring[OSF_SIDE_CLIENT];
+	struct pollfd p = {wfd, POLLIN, 0};
+
+	if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) !=
+		    __atomic_load_n(&r->tail, __ATOMIC_RELAXED) ||
+	    (__atomic_load_n(&h->side[OSF_SIDE_CLIENT].flags, __ATOMIC_ACQUIRE) &
+	     OSF_SIDE_FIN))
+		return 1;
+	return REAL(poll)(&p, 1, 0) > 0;
+}
+
+/* defer_park parks connection cfd (its hello taken into cc) while the
+ * listener defers it (secs > 0) and its client has sent nothing: 1 when
+ * parked (cfd and cc are the park's now), 0 to hand it over at once. The
+ * server side asks for a wake token, so the client's first write (or its
+ * close) makes cfd readable for the watcher and blocking accepts. The
+ * deferral counts from the client's connect as its segment says, believed
+ * only within [now - secs, now] (a client can only hurry its own
+ * connection, as sending a byte would). With the park full it is handed
+ * over at once, as if its defer time were over, rather than displace a
+ * parked connection. */
+static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
+		      int secs)
+{
+	struct osf_seg_hdr *h = (struct osf_seg_hdr *)(uintptr_t)cc->seg_addr;
+	long long now = setup_now_ns(), span = secs * 1000000000LL, from;
+	int hfd, hs, hw, full;
+
+	from = __atomic_load_n(&h->connect_ns, __ATOMIC_RELAXED);
+	if (from > now || from == 0)
+		from = now;
+	if (secs <= 0 || from <= now - span || defer_ready(cc, cfd))
+		return 0;
+	pthread_mutex_lock(&park.mu);
+	full = park.n >= PARK_MAX; /* hand it over rather than evict */
+	pthread_mutex_unlock(&park.mu);
+	if (full)
+		return 0;
+	__atomic_store_n(&h->side[OSF_SIDE_SERVER].rx_want, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (defer_ready(cc, cfd))
+		return 0;
+	hfd = osf_fdt_hide(cfd, lfd);
+	if (hfd < 0)
+		return 0;
+	hs = osf_fdt_hide(cc->seg_fd, lfd);
+	hw = osf_fdt_hide(cc->wake_tx_fd, lfd);
+	cc->wake_fd = hfd;
+	cc->seg_fd = hs < 0 ? cc->seg_fd : hs;
+	cc->wake_tx_fd = hw < 0 ? cc->wake_tx_fd : hw;
+	park_put(aux_fd, hfd, cc, from + span);
+	memset(cc, 0, sizeof(*cc));
+	cc->wake_fd = cc->seg_fd = cc->wake_tx_fd = -1;
+	return 1;
+}
+
+/* unhide moves a parked fd back to the application's range. */
+static int unhide(int hfd)
+{
+	int fd = REAL(fcntl)(hfd, F_DUPFD_CLOEXEC, (void *)0L);
+
+	if (fd >= 0)
+		osf_fdt_close_hidden(hfd);
+	return fd;
 }
 
 int osf_setup_parked_fds(int aux_fd, struct pollfd *p, int max)
@@ -190,7 +336,7 @@ void osf_setup_child_after_fork(void)
 	setup_host_after_fork();
 	setup_syn_after_fork();
 	while (park.n > 0)
-		park_drop_locked(park.n - 1);
+		park_forget_locked(park.n - 1);
 }
 
 /* server_ring_cap is the largest ring a client may make this server map. */
@@ -429,7 +575,7 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		  struct osf_core_conn *cc)
 {
 	long long now = setup_now_ns(), limit;
-	int i, r[2];
+	int i, r[3];
 
 	limit = (long long)(setup_cfg.rc == OSF_ROUTE_OK ? setup_cfg.c.connect_timeout_ms : 1000) * 1000000LL;
 	pthread_mutex_lock(&park.mu);
@@ -439,6 +585,23 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		if (park.p[i].aux_fd != aux_fd) {
 			i++;
 			continue;
+		}
+		if (park.p[i].defer) {
+			struct parked *d = &park.p[i];
+			if (now < d->deadline && !defer_ready(&d->cc, d->hfd)) {
+				i++;
+				continue;
+			}
+			if (reserve(aux_fd, r, 3) < 0)
+				break; /* EMFILE: stays parked */
+			unreserve(r, 3);
+			*cc = d->cc;
+			cc->wake_fd = unhide(d->hfd);
+			cc->seg_fd = unhide(d->cc.seg_fd);
+			cc->wake_tx_fd = unhide(d->cc.wake_tx_fd);
+			park.p[i] = park.p[--park.n];
+			pthread_mutex_unlock(&park.mu);
+			return cc->wake_fd;
 		}
 		p.fd = park.p[i].hfd;
 		p.events = POLLIN;
@@ -473,7 +636,7 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		     struct osf_core_conn *cc, int *wait_ms)
 {
-	int tries, r[2], cfd, rc;
+	int tries, r[2], cfd, rc, defer = -1;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
 	if (*wait_ms < 0)
@@ -507,8 +670,13 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			*wait_ms = 0;
 			rc = take_hello(cfd, in, cc);
 		}
-		if (rc == 0)
-			return cfd;
+		if (rc == 0) {
+			if (defer < 0)
+				defer = defer_secs(lfd);
+			if (!defer_park(aux_fd, lfd, cfd, cc, defer))
+				return cfd;
+			continue;
+		}
 		if (rc == EAGAIN)
 			park_add(aux_fd, lfd, cfd);
 		else

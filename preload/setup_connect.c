@@ -491,6 +491,7 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 			*port_fd = reserve_port(in->app_fd, in->family, client);
 			setup_put_sockaddr(((struct osf_seg_hdr *)p->seg)->client_addr, client);
 		}
+		((struct osf_seg_hdr *)p->seg)->connect_ns = setup_now_ns();
 		if (send_hello(s, setup_cfg.c.ring_size, client, &a, p->segfd, p->wtx[1]) < 0) {
 			e = errno;
 			REAL(close)(s);

@@ -205,8 +205,8 @@ static void *syn_watch(void *arg)
 /* start_syn_watch starts osf-syn unless it runs; syn.mu is held. */
 static void start_syn_watch(void)
 {
-	if (!syn.running)
-		syn.running = setup_thread(syn_watch, "osf-syn");
+	if (!syn.running && osf_thread_start(syn_watch, "osf-syn") == 0)
+		syn.running = 1;
 }
 
 int setup_syn_hold(int fd, int v6, const char *name)

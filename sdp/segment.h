@@ -72,7 +72,10 @@ struct osf_seg_side {
 			       (in its ring, unread) as its SO_SNDBUF says */
 	uint32_t rcvlim;    /* 0, or the bytes the peer may have in flight
 			       towards this side as its SO_RCVBUF says */
-	uint8_t pad0[20];
+	uint32_t cork;      /* TCP_CORK: OSF_CORK_ON | the bytes this side
+			       wrote after its head and holds back (under
+			       its tx_lock); 0 when off with nothing held */
+	uint8_t pad0[16];
 	/* Cache line 1: locks of this side's producers and consumers; 0 when
 	 * free, else the owner's tid, | OSF_LOCK_WAITERS when contended. */
 	uint32_t tx_lock;
@@ -87,6 +90,10 @@ struct osf_seg_side {
 };
 
 #define OSF_LOCK_WAITERS 0x80000000u
+
+/* osf_seg_side.cork: the option's bit and the count of held bytes. */
+#define OSF_CORK_ON 0x80000000u
+#define OSF_CORK_HELD 0x7fffffffu
 
 /* The wake protocol's constants (sdp/side.c, and the RDMA engine through
  * cgo): a side wakes at most OSF_WAKE_MAX_TOKENS waiters of one kind per
@@ -131,7 +138,9 @@ struct osf_seg_hdr {
 	int32_t server_pid;
 	uint8_t client_addr[28]; /* sockaddr_in/in6, informational */
 	uint8_t server_addr[28];
-	uint8_t pad[32];
+	int64_t connect_ns; /* CLOCK_MONOTONIC when the client connected, or
+			       0: where TCP_DEFER_ACCEPT counts from */
+	uint8_t pad[24];
 	struct osf_seg_side side[2];
 	struct osf_seg_ring ring[2];
 };

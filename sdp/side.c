@@ -163,9 +163,18 @@ void osf_side_broken(struct osf_side *s)
 void osf_side_mark_gone(struct osf_side *s)
 {
 	uint64_t head, tail;
+	uint32_t held;
 
 	if (osf_side_state(s) & OSF_CS_GONE)
 		return;
+	/* TCP_CORK: what the peer held back when its last holder went is
+	 * sent, as TCP sends a dead process's queue before its FIN; the
+	 * exchange lets only one holder of this side publish it. */
+	held = __atomic_exchange_n(&s->peer->cork, 0, __ATOMIC_ACQ_REL) & OSF_CORK_HELD;
+	head = __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE);
+	if (held && osf_ring_used(head + held, __atomic_load_n(&s->rx->tail, __ATOMIC_ACQUIRE),
+				  s->size) >= 0)
+		__atomic_store_n(&s->rx->head, head + held, __ATOMIC_RELEASE);
 	head = __atomic_load_n(&s->tx->head, __ATOMIC_ACQUIRE);
 	tail = __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE);
 	/* A peer that never held its side was never accepted: its listener

@@ -3222,6 +3222,220 @@ static void s_inherit(void)
 
 /* ---- main -------------------------------------------------------------------- */
 
+/* defer_woken connects to deferring listener l (non-blocking) and checks
+ * that accept sees the connection only once the client has done what
+ * (writes "abc", or "fin": shuts down writing). */
+static void defer_woken(int l, const struct sockaddr_storage *ss, const char *what)
+{
+	int c = connect_to(AF_INET, ss), a, fin = strcmp(what, "fin") == 0;
+	struct pollfd p = {l, POLLIN, 0};
+	char b[4];
+	long r;
+
+	say("accept before %s %s", what, R(DO(accept(l, NULL, NULL))));
+	say("poll before %s %s", what, R(DO(poll(&p, 1, 100))));
+	if (fin)
+		say("shutdown %s", R(DO(shutdown(c, SHUT_WR))));
+	else
+		say("write %s", R(DO(write(c, "abc", 3))));
+	p = (struct pollfd){l, POLLIN, 0};
+	r = DO(poll(&p, 1, 5000));
+	say("poll after %s %s revents 0x%x", what, R(r), p.revents);
+	a = DO(accept(l, NULL, NULL));
+	say("accept after %s ok %s", what, YN(a >= 0));
+	if (a >= 0) {
+		transports(c, a);
+		say("recv %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
+		close(a);
+	}
+	close(c);
+}
+
+/* defer_accept: TCP_DEFER_ACCEPT on the listener. accept (and poll on the
+ * listener) sees a connection only once its client has sent a byte or its
+ * FIN, or once the defer time (rounded to SYN-ACK retransmissions: 1 s
+ * for 1) is over; then it has no data. */
+static void s_defer_accept(void)
+{
+	struct sockaddr_storage ss;
+	struct pollfd p;
+	pid_t pid;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), v = 5, c, a;
+	socklen_t vl = sizeof v;
+	long r, t0;
+	char b[4];
+
+	say("set 5 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
+	r = DO(getsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &vl));
+	say("get %s value %d", R(r), v);
+	v = 1;
+	say("set 1 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
+	set_nonblock(l, 1);
+
+	defer_woken(l, &ss, "data");
+	defer_woken(l, &ss, "fin");
+
+	/* silence: accepted once the defer time is over, without data */
+	c = connect_to(AF_INET, &ss);
+	t0 = now_ms();
+	say("accept while silent %s", R(DO(accept(l, NULL, NULL))));
+	set_nonblock(l, 0);
+	setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){5, 0}, sizeof(struct timeval));
+	a = DO(accept(l, NULL, NULL));
+	say("blocking accept ok %s after the defer time %s", YN(a >= 0),
+	    YN(now_ms() - t0 >= 500 && now_ms() - t0 < 10000));
+	if (a >= 0) {
+		transports(c, a);
+		say("recv %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
+		say("write then %s", R(DO(write(c, "z", 1))));
+		p = (struct pollfd){a, POLLIN, 0};
+		say("poll %s", R(DO(poll(&p, 1, 5000))));
+		say("recv %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
+		close(a);
+	}
+	close(c);
+
+	/* held back across a fork: the child's exit leaves it whole */
+	c = connect_to(AF_INET, &ss);
+	set_nonblock(l, 1);
+	say("accept before fork %s", R(DO(accept(l, NULL, NULL))));
+	pid = fork();
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	say("write %s", R(DO(write(c, "s", 1))));
+	p = (struct pollfd){l, POLLIN, 0};
+	say("poll %s", R(DO(poll(&p, 1, 5000))));
+	a = DO(accept(l, NULL, NULL));
+	say("accept after fork ok %s", YN(a >= 0));
+	if (a >= 0) {
+		say("recv %s", R(DO(recv(a, b, sizeof b, 0))));
+		close(a);
+		say("client recv after close %s", R(DO(recv(c, b, sizeof b, 0))));
+	}
+	close(c);
+
+	/* left queued past the defer time: accepted at once */
+	c = connect_to(AF_INET, &ss);
+	usleep(1500 * 1000);
+	set_nonblock(l, 1);
+	a = DO(accept(l, NULL, NULL));
+	say("accept after 1.5 s queued ok %s", YN(a >= 0));
+	if (a >= 0)
+		close(a);
+	close(c);
+	close(l);
+}
+
+/* cork: TCP_CORK holds a partial segment back until the cork comes out, a
+ * whole segment is there (TCP_MAXSEG), TCP_NODELAY is set, 200 ms pass,
+ * or the socket shuts down or closes; SIOCOUTQ counts what is held. */
+static void s_cork(void)
+{
+	static unsigned char big[40000], in[40000];
+	int c, s, on = 1, off = 0, v = -1, mss = 0, q = -1;
+	socklen_t vl = sizeof v;
+	struct pollfd p;
+	long r;
+	pid_t pid;
+
+	mkpair(AF_INET, &c, &s);
+	vl = sizeof mss;
+	getsockopt(c, IPPROTO_TCP, TCP_MAXSEG, &mss, &vl);
+	say("set %s", R(DO(setsockopt(c, IPPROTO_TCP, TCP_CORK, &on, sizeof on))));
+	vl = sizeof v;
+	r = DO(getsockopt(c, IPPROTO_TCP, TCP_CORK, &v, &vl));
+	say("get %s value %d", R(r), v);
+	say("write %s", R(DO(write(c, "abc", 3))));
+	say("recv while corked %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+	r = DO(ioctl(c, SIOCOUTQ, &q));
+	say("SIOCOUTQ %s value %d", R(r), q);
+	say("uncork %s", R(DO(setsockopt(c, IPPROTO_TCP, TCP_CORK, &off, sizeof off))));
+	p = (struct pollfd){s, POLLIN, 0};
+	say("poll %s", R(DO(poll(&p, 1, 5000))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+
+	/* whole segments go at once, the rest after 200 ms */
+	setsockopt(c, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+	pat_fill(big, sizeof big, 0);
+	say("write big %s", R(DO(write(c, big, sizeof big))));
+	p = (struct pollfd){s, POLLIN, 0};
+	say("poll %s", R(DO(poll(&p, 1, 5000))));
+	r = DO(recv(s, in, sizeof in, MSG_DONTWAIT));
+	/* about a segment (TCP: its skb size, 32741 or 32768 here) */
+	say("recv a segment's worth %s", YN(r >= mss - 1024 && r <= mss + 1024));
+	p = (struct pollfd){s, POLLIN, 0};
+	say("poll for the rest %s", R(DO(poll(&p, 1, 5000))));
+	if (r > 0 && r < (long)sizeof in)
+		r += recv(s, in + r, sizeof in - (size_t)r, MSG_WAITALL);
+	say("got all %s intact %s", YN(r == (long)sizeof big), YN(pat_check(in, sizeof in, 0)));
+
+	/* TCP_NODELAY pushes what is held, once; the cork stays in */
+	say("write %s", R(DO(write(c, "de", 2))));
+	say("nodelay %s", R(DO(setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on))));
+	p = (struct pollfd){s, POLLIN, 0};
+	say("poll %s", R(DO(poll(&p, 1, 5000))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+	say("write %s", R(DO(write(c, "fg", 2))));
+	say("recv while corked %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+
+	/* shutdown sends what is held before the FIN */
+	say("shutdown %s", R(DO(shutdown(c, SHUT_WR))));
+	p = (struct pollfd){s, POLLIN, 0};
+	say("poll %s", R(DO(poll(&p, 1, 5000))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+	close(c);
+	close(s);
+
+	/* close sends it too */
+	mkpair(AF_INET, &c, &s);
+	setsockopt(c, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+	say("write %s", R(DO(write(c, "hij", 3))));
+	close(c);
+	say("recv after close %s", R(DO(recv(s, in, sizeof in, MSG_WAITALL))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, 0))));
+	close(s);
+
+	/* and so does a process that exits without closing */
+	mkpair(AF_INET, &c, &s);
+	pid = fork();
+	if (pid == 0) {
+		setsockopt(c, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+		if (write(c, "klmn", 4) != 4)
+			_exit(1);
+		_exit(0);
+	}
+	close(c);
+	waitpid(pid, NULL, 0);
+	say("recv after exit %s", R(DO(recv(s, in, sizeof in, MSG_WAITALL))));
+	say("recv %s", R(DO(recv(s, in, sizeof in, 0))));
+	close(s);
+
+	/* set before connect, and on the listener: the connection has it */
+	{
+		struct sockaddr_storage ss;
+		int l = listener(AF_INET, "127.0.0.1", -1, &ss);
+		setsockopt(l, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+		c = socket(AF_INET, SOCK_STREAM, 0);
+		setsockopt(c, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+		if (connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)) < 0)
+			setup_failed("connect");
+		s = accept_one(l);
+		close(l);
+		transports(c, s);
+		vl = sizeof v;
+		r = DO(getsockopt(s, IPPROTO_TCP, TCP_CORK, &v, &vl));
+		say("accepted: get %s value %d", R(r), v);
+		say("write %s", R(DO(write(c, "op", 2))));
+		say("recv while corked %s", R(DO(recv(s, in, sizeof in, MSG_DONTWAIT))));
+		say("write back %s", R(DO(write(s, "qr", 2))));
+		say("recv while corked %s", R(DO(recv(c, in, sizeof in, MSG_DONTWAIT))));
+		close(c);
+		close(s);
+	}
+}
+
 /* ---- ports held by connections -------------------------------------------------- */
 
 /* plain_listener listens on addr:0 without SO_REUSEADDR. */
@@ -3411,6 +3625,8 @@ static const struct {
 	{"epoll_raw_close", s_epoll_raw_close},
 	{"epoll_del_fin", s_epoll_del_fin},
 	{"ip_options", s_ip_options},
+	{"defer_accept", s_defer_accept},
+	{"cork", s_cork},
 	{"port_ephemeral", s_port_ephemeral},
 	{"port_bound", s_port_bound},
 	{"port_listen_shutdown", s_port_listen_shutdown},
