@@ -317,6 +317,28 @@ void osf_conn_fork_holders(int delta)
 		}
 }
 
+void osf_conn_hidden_moved(int old, int nfd)
+{
+	unsigned i, j;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
+			struct osf_conn *c;
+			int o = old;
+			if (!osf_kind_is_conn(e->kind) || e->image != osf.image || !e->priv)
+				continue;
+			/* Type-stable: a struct reused meanwhile cannot hold
+			 * old, which is still open as the hidden fd. */
+			c = (struct osf_conn *)(uintptr_t)e->priv;
+			__atomic_compare_exchange_n(&c->seg_fd, &o, nfd, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+			o = old;
+			__atomic_compare_exchange_n(&c->s.wfd, &o, nfd, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		}
+}
+
 void osf_conn_child_after_fork(void)
 {
 	osf_lock_after_fork();

@@ -40,6 +40,10 @@ int osf_setup_parked_fds(int aux_fd, struct pollfd *p, int max);
  * being closed. */
 void osf_setup_forget_companion(int aux_fd);
 
+/* osf_setup_hidden_moved renames hidden fd old (a companion or a parked
+ * connection) nfd in the parked list (osf_fdt_relocate_hidden). */
+void osf_setup_hidden_moved(int old, int nfd);
+
 /* osf_setup_child_after_fork closes the parked connections in a fork
  * child: the parent looks after them. */
 void osf_setup_child_after_fork(void);

@@ -164,6 +164,20 @@ void osf_setup_forget_companion(int aux_fd)
 	pthread_mutex_unlock(&park.mu);
 }
 
+void osf_setup_hidden_moved(int old, int nfd)
+{
+	int i;
+
+	pthread_mutex_lock(&park.mu);
+	for (i = 0; i < park.n; i++) {
+		if (park.p[i].aux_fd == old)
+			park.p[i].aux_fd = nfd;
+		if (park.p[i].hfd == old)
+			park.p[i].hfd = nfd;
+	}
+	pthread_mutex_unlock(&park.mu);
+}
+
 void osf_setup_child_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;

@@ -3031,6 +3031,149 @@ static void s_inherit(void)
 	close(l);
 }
 
+/* fds_above lists the open fds above 100 (none bare; osf's hidden fds
+ * under osf) into v (at most max) and returns how many. */
+static int fds_above(int *v, int max)
+{
+	char p[64];
+	int fd, n = 0;
+
+	for (fd = 101; fd < 4096 && n < max; fd++) {
+		snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+		if (access(p, F_OK) == 0)
+			v[n++] = fd;
+	}
+	return n;
+}
+
+/* blocking_both sends len pattern bytes each way with blocking sends that
+ * must wait for the reader (ring and socket buffers are smaller), and
+ * says whether every byte arrived; what a wake token sent to the wrong fd
+ * would make hang (SO_SNDTIMEO bounds it). */
+static void blocking_both(const char *what, int a, int b, size_t len)
+{
+	static unsigned char buf[4 << 20];
+	struct timeval tv = {5, 0};
+	int dir;
+
+	for (dir = 0; dir < 2; dir++) {
+		int w = dir ? b : a, r = dir ? a : b;
+		struct later lt = {.op = LATER_DRAIN, .fd = r, .delay_ms = 100, .len = len};
+		long sent;
+		setsockopt(w, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+		pat_fill(buf, len, 0);
+		later_start(&lt);
+		sent = send(w, buf, len, 0);
+		later_join(&lt);
+		say("%s dir %d: blocking send took all %s, reader got all %s", what, dir,
+		    YN(sent == (long)len), YN(lt.result));
+	}
+	{
+		struct later lt = {.op = LATER_SEND, .fd = a, .delay_ms = 200, .buf = "wake", .len = 4};
+		char rb[8];
+		long got;
+		later_start(&lt);
+		got = recv(b, rb, sizeof rb, 0);
+		later_join(&lt);
+		say("%s: blocking recv woken %s data %s", what, R(got),
+		    YN(got == 4 && !memcmp(rb, "wake", 4)));
+	}
+}
+
+/* s_dup2_hidden: the program dup2()s its own socket onto fd numbers it
+ * does not use (under osf: osf's hidden fds of an offloaded connection,
+ * whose owner fd was dup'd and closed meanwhile); blocking sends and
+ * receives that must be woken still work both ways, nothing reaches the
+ * program's socket, and its fds survive closing the connection. */
+static void s_dup2_hidden(void)
+{
+	int c, s, d, sp[2], v[64], n, i, intact = 1;
+	struct stat st0, st;
+	char b[8];
+
+	mkpair(AF_INET, &c, &s);
+	d = dup(c);
+	close(c);
+	c = d;
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0)
+		setup_failed("socketpair");
+	fstat(sp[0], &st0);
+	n = fds_above(v, 64);
+	for (i = 0; i < n; i++)
+		if (dup2(sp[0], v[i]) != v[i])
+			intact = 0;
+	say("dup2 onto every free number above 100 ok %s", YN(intact));
+	blocking_both("after dup2", c, s, (size_t)3 << 20);
+	say("nothing reached the program's socket %s",
+	    R(DO(recv(sp[1], b, sizeof b, MSG_DONTWAIT))));
+	close(c);
+	close(s);
+	for (i = 0; i < n; i++)
+		if (fstat(v[i], &st) < 0 || st.st_ino != st0.st_ino)
+			intact = 0;
+	say("the program's fds intact after close %s", YN(intact));
+	say("still nothing on the program's socket %s",
+	    R(DO(recv(sp[1], b, sizeof b, MSG_DONTWAIT))));
+	for (i = 0; i < n; i++)
+		close(v[i]);
+	close(sp[0]);
+	close(sp[1]);
+}
+
+/* s_dup2_hidden_epoll: the same with the connection in an epoll that
+ * has slept on it (under osf: the inner epoll and the wake sockets it
+ * watches are hidden fds); a wait for room is woken, DEL and close of the
+ * epoll leave the program's fds alone. */
+static void s_dup2_hidden_epoll(void)
+{
+	struct epoll_event ev = {EPOLLOUT, {.u64 = 2}};
+	int c, s, sp[2], v[64], n, i, intact = 1, partial, eagain, ep = epoll_create1(0);
+	struct stat st0, st;
+	size_t total;
+	uint32_t e;
+	char b[8];
+
+	mkpair(AF_INET, &c, &s);
+	set_nonblock(c, 1);
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev))));
+	total = fill(c, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+	say("filled until EAGAIN %s", YN(eagain));
+	say("full: no room %s", R(ewait(ep, 50, &e)));
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0)
+		setup_failed("socketpair");
+	fstat(sp[0], &st0);
+	n = fds_above(v, 64);
+	for (i = 0; i < n; i++)
+		if (dup2(sp[0], v[i]) != v[i])
+			intact = 0;
+	say("dup2 onto every free number above 100 ok %s", YN(intact));
+	{
+		struct later lt = {.op = LATER_DRAIN, .fd = s, .delay_ms = 100, .len = total};
+		later_start(&lt);
+		long r = ewait(ep, 5000, &e);
+		say("room after the reader drained %s events 0x%x", R(r), e);
+		later_join(&lt);
+		say("reader got the pattern %s", YN(lt.result));
+	}
+	say("del %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL))));
+	say("add back %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev))));
+	i = ewait(ep, 1000, &e);
+	say("room %s events 0x%x", R(i), e);
+	close(ep);
+	say("nothing reached the program's socket %s",
+	    R(DO(recv(sp[1], b, sizeof b, MSG_DONTWAIT))));
+	close(c);
+	close(s);
+	for (i = 0; i < n; i++)
+		if (fstat(v[i], &st) < 0 || st.st_ino != st0.st_ino)
+			intact = 0;
+	say("the program's fds intact after close %s", YN(intact));
+	for (i = 0; i < n; i++)
+		close(v[i]);
+	close(sp[0]);
+	close(sp[1]);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -3104,6 +3247,8 @@ static const struct {
 	{"epoll_raw_close", s_epoll_raw_close},
 	{"epoll_del_fin", s_epoll_del_fin},
 	{"ip_options", s_ip_options},
+	{"dup2_hidden", s_dup2_hidden},
+	{"dup2_hidden_epoll", s_dup2_hidden_epoll},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
