@@ -1052,6 +1052,36 @@ void osf_mux_offloaded(int fd)
 	mu_unlock(&all_lock);
 }
 
+void osf_mux_changed(int fd, int dups)
+{
+	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
+	uint64_t priv = t ? __atomic_load_n(&t->priv, __ATOMIC_ACQUIRE) : 0;
+	struct ep *ep;
+	int i;
+
+	if (!all_eps || !priv)
+		return;
+	mu_lock(&all_lock);
+	for (ep = all_eps; ep; ep = ep->next_ep) {
+		int found = 0;
+		mu_lock(&ep->lock);
+		for (i = dups ? 0 : fd; i < ep->cap && (dups || i == fd); i++) {
+			struct epi *it = ep->byfd[i];
+			struct osf_fdt_entry *e = osf_fdt_lookup(i);
+			if (!it || it->parked || it->disabled || !same_file(it, e) ||
+			    e->priv != priv)
+				continue;
+			disarm_item(it, e, 0);
+			list_add(ep, it);
+			found = 1;
+		}
+		if (found)
+			kick(ep);
+		mu_unlock(&ep->lock);
+	}
+	mu_unlock(&all_lock);
+}
+
 /* rekey moves the registration of hidden fd old in epoll epfd, if any,
  * to nfd, with the same events and data (read from the kernel's fdinfo):
  * the kernel keys a registration by fd number and file, so the one made

@@ -3174,6 +3174,101 @@ static void s_dup2_hidden_epoll(void)
 	close(sp[1]);
 }
 
+/* act runs one action on fd after 200 ms in a thread of its own, while
+ * the main thread sleeps in epoll_wait. */
+struct act {
+	int what, fd;
+	pthread_t th;
+};
+enum { ACT_SEND, ACT_SHUTWR, ACT_SHUTRD, ACT_CLOSE };
+
+static void *act_run(void *p)
+{
+	struct act *a = p;
+
+	usleep(200000);
+	switch (a->what) {
+	case ACT_SEND:
+		send(a->fd, "more", 4, 0);
+		break;
+	case ACT_SHUTWR:
+		shutdown(a->fd, SHUT_WR);
+		break;
+	case ACT_SHUTRD:
+		shutdown(a->fd, SHUT_RD);
+		break;
+	case ACT_CLOSE:
+		close(a->fd);
+		break;
+	}
+	return NULL;
+}
+
+/* et_sleep says what an epoll_wait asleep on ep gets when, 200 ms in,
+ * another thread does what to fd. */
+static void et_sleep(const char *label, int ep, int what, int fd)
+{
+	struct act a = {what, fd, 0};
+	uint32_t e;
+	long n, t0 = now_ms();
+
+	if (pthread_create(&a.th, NULL, act_run, &a) != 0)
+		setup_failed("pthread_create");
+	n = ewait(ep, 3000, &e);
+	pthread_join(a.th, NULL);
+	say("%s: %s events 0x%x woken before the timeout %s", label, R(n), e,
+	    YN(now_ms() - t0 < 2500));
+}
+
+/* s_epoll_et_asleep: an edge-triggered item that was reported (and not
+ * fully consumed) gets a new edge while the waiter sleeps: from the peer
+ * (more data, SHUT_WR, close) and from this side's own state (shutdown by
+ * another thread), as the kernel wakes the wait for each. */
+static void s_epoll_et_asleep(void)
+{
+	static const struct {
+		const char *label;
+		uint32_t events;
+		int what, on_peer, full;
+	} cases[] = {
+		{"in, partly read, peer sends", EPOLLIN, ACT_SEND, 1, 0},
+		{"in, partly read, peer SHUT_WR", EPOLLIN | EPOLLRDHUP, ACT_SHUTWR, 1, 0},
+		{"in, partly read, peer closes", EPOLLIN | EPOLLRDHUP, ACT_CLOSE, 1, 0},
+		{"in|out, peer sends", EPOLLIN | EPOLLOUT, ACT_SEND, 1, 0},
+		{"in, own SHUT_RD", EPOLLIN | EPOLLRDHUP, ACT_SHUTRD, 0, 0},
+		{"out, full, own SHUT_WR", EPOLLOUT, ACT_SHUTWR, 0, 1},
+		{"in|out, full, peer closes", EPOLLIN | EPOLLOUT | EPOLLRDHUP, ACT_CLOSE, 1, 1},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct epoll_event ev = {cases[i].events | EPOLLET, {.u64 = 1}};
+		int c, s, ep = epoll_create1(0), partial, eagain, n;
+		uint32_t e;
+		char b[4];
+
+		mkpair(AF_INET, &c, &s);
+		set_nonblock(s, 1);
+		if (cases[i].full)
+			fill(s, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+		else if (cases[i].events & EPOLLIN) {
+			send(c, "0123456789", 10, 0);
+			wait_bytes(s, 10, 5000);
+		}
+		say("%s: add %s", cases[i].label, R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+		n = ewait(ep, 1000, &e);
+		say("%s: first edge %s events 0x%x", cases[i].label, R(n), e);
+		if (!cases[i].full && (cases[i].events & EPOLLIN))
+			say("%s: read part %s", cases[i].label, R(DO(recv(s, b, sizeof b, 0))));
+		et_sleep(cases[i].label, ep, cases[i].what, cases[i].on_peer ? c : s);
+		say("%s: no new edge %s", cases[i].label, R(ewait(ep, 0, &e)));
+		close(ep);
+		if (cases[i].what != ACT_CLOSE || !cases[i].on_peer)
+			close(c);
+		close(s);
+	}
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 static const struct {
@@ -3249,6 +3344,7 @@ static const struct {
 	{"ip_options", s_ip_options},
 	{"dup2_hidden", s_dup2_hidden},
 	{"dup2_hidden_epoll", s_dup2_hidden_epoll},
+	{"epoll_et_asleep", s_epoll_et_asleep},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
