@@ -128,6 +128,14 @@ void osf_core_note_prior(int sig)
 	core.before[sig] = cur; /* what the runtime is about to replace */
 }
 
+void osf_core_program_view(int sig, struct sigaction *old)
+{
+	if (sig < 1 || sig >= NSIG || !osf_core_owns((void *)old->sa_handler) ||
+	    core.before[sig].sa_handler == SIG_ERR)
+		return;
+	*old = core.before[sig];
+}
+
 /* restore_async_signals undoes what the Go runtime did to asynchronous
  * signals (SIGPIPE, SIGURG): with asynchronous preemption off the core
  * never needs them, and the program's dispositions must stay its own.

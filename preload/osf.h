@@ -60,6 +60,12 @@ int osf_core_owns(const void *addr);
  * replace for sig, so that the load puts back exactly that one. */
 void osf_core_note_prior(int sig);
 
+/* osf_core_program_view replaces an action read from the kernel that is
+ * the Go runtime's handler (a synchronous signal it keeps, such as
+ * SIGSEGV) by the action the runtime replaced: the program reads back
+ * what it set, or what it inherited (SIG_DFL), never the runtime's. */
+void osf_core_program_view(int sig, struct sigaction *old);
+
 
 /* A program's buffers, preload/fault.c: osf_probe_rd and osf_probe_wr
  * touch each page of [p, p+n) as a copy from (to) it would, and return
