@@ -26,15 +26,12 @@ int osf_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out);
  * when the core cannot be had: osf then acts as pass-through. */
 int osf_core_ready(void);
 
-/* osf_core_listen, osf_core_connect and osf_core_accept run the core's
- * connection management (core_api.h); 0 or an errno when the core is
- * unavailable. */
+/* osf_core_listen and osf_core_connect run the core's connection
+ * management (core_api.h); 0 or an errno when the core is unavailable. */
 int osf_core_listen(const struct osf_core_listen_in *in,
 		    struct osf_core_listen_out *out);
 int osf_core_connect(const struct osf_core_connect_in *in,
 		     struct osf_core_conn *out);
-int osf_core_accept(const struct osf_core_accept_in *in,
-		    struct osf_core_conn *out);
 
 /* osf_core_log hands one log line to the core's logger (loading the core);
  * 0 or an errno. */
