@@ -383,6 +383,9 @@ void osf_conn_hidden_moved(int old, int nfd)
 			o = old;
 			__atomic_compare_exchange_n(&c->s.wfd, &o, nfd, 0,
 						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+			o = old;
+			__atomic_compare_exchange_n(&c->port_fd, &o, nfd, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		}
 }
 

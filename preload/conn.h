@@ -119,7 +119,7 @@ void osf_conn_exec_failed(struct osf_exec_undo *u);
 int osf_conn_spawn_unfollowable(posix_spawn_file_actions_t *fa, int *dead, int max);
 
 /* osf_conn_hidden_moved points the connections that cache hidden fd old
- * (segment, writers' wake socket) at nfd (osf_fdt_relocate_hidden). */
+ * (segment, writers' wake socket, port socket) at nfd (osf_fdt_relocate_hidden). */
 void osf_conn_hidden_moved(int old, int nfd);
 
 /* osf_conn_child_after_fork resets per-thread and pool state in a fork
