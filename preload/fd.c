@@ -44,15 +44,53 @@ void osf_fd_closed(int fd)
 	if (osf_kind_is_conn(e->kind))
 		osf_conn_close(fd, e);
 	else if (e->kind == OSF_FD_EPOLL || e->kind == OSF_FD_LISTEN) {
+		struct osf_fdt_entry copy = *e;
 		int shared = aux_shared(fd, e);
-		if (e->kind == OSF_FD_LISTEN && !shared)
-			osf_setup_forget_companion(e->aux_fd);
-		osf_mux_closed(fd, e, shared);
+		/* Forget fd before its hidden fd's number is free again: a
+		 * listener another thread makes meanwhile may get that number
+		 * for its companion, and would then take this entry for a dup
+		 * sharing it and never close it (its name stays bound: a later
+		 * listener on the port has no companion, and its clients
+		 * reach the stale one). */
+		osf_fdt_clear(fd);
+		if (copy.kind == OSF_FD_LISTEN && !shared)
+			osf_setup_forget_companion(copy.aux_fd);
+		osf_mux_closed(fd, &copy, shared);
 	}
 	else if (e->kind == OSF_FD_KERNEL && e->transport == OSF_TP_GATEWAY &&
 		 e->aux_fd >= 0 && !aux_shared(fd, e))
 		osf_fdt_close_hidden(e->aux_fd); /* a gateway listener's control */
 	osf_fdt_clear(fd);
+	errno = saved;
+}
+
+void osf_fd_unlisten(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd), ent;
+	unsigned i, j;
+	int aux, saved = errno;
+
+	if (!e || e->kind != OSF_FD_LISTEN)
+		return;
+	aux = e->aux_fd;
+	osf_setup_reset_companion(aux);
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		struct osf_fdt_entry *c = osf_fdt_chunks[i];
+		if (!c)
+			continue;
+		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			if (c[j].kind != OSF_FD_LISTEN || c[j].aux_fd != aux)
+				continue;
+			osf_mux_closed((int)(i * OSF_FDT_CHUNK_ENTRIES + j), &c[j], 1);
+			ent = c[j];
+			ent.kind = OSF_FD_INET;
+			ent.transport = 0;
+			ent.role = 0;
+			ent.aux_fd = -1;
+			(void)osf_fdt_set((int)(i * OSF_FDT_CHUNK_ENTRIES + j), &ent);
+		}
+	}
+	osf_fdt_close_hidden(aux);
 	errno = saved;
 }
 

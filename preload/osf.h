@@ -108,6 +108,12 @@ void osf_track_inet(int fd, int domain, int type);
 /* osf_fd_closed forgets fd and releases what osf held for it. */
 void osf_fd_closed(int fd);
 
+/* osf_fd_unlisten undoes the offload of listener fd (and of its dups)
+ * when it stops listening (shutdown SHUT_RD): the connections waiting in
+ * its companion are reset, the companion is closed, and the entries go
+ * back to undecided TCP sockets, so that a later listen() offloads again. */
+void osf_fd_unlisten(int fd);
+
 /* osf_fd_dup mirrors a successful dup of oldfd onto newfd. */
 void osf_fd_dup(int oldfd, int newfd, int cloexec);
 

@@ -459,3 +459,23 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	return 1;
 }
 
+/* ---- helper threads ---------------------------------------------------- */
+
+int setup_thread(void *(*fn)(void *), const char *name)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+	int ok;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	ok = pthread_create(&t, &attr, fn, NULL) == 0;
+	if (ok)
+		pthread_setname_np(t, name);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ok;
+}

@@ -48,6 +48,19 @@ void osf_setup_forget_companion(int aux_fd);
  * connection) nfd in the parked list (osf_fdt_relocate_hidden). */
 void osf_setup_hidden_moved(int old, int nfd);
 
+/* osf_setup_reset_companion resets every connection waiting in companion
+ * aux_fd (queued or parked: the client sees ECONNRESET, as TCP's
+ * connections in the queue of a listener that stops) and makes it refuse
+ * new ones, in every process that shares it. */
+void osf_setup_reset_companion(int aux_fd);
+
+/* osf_setup_syn_filter attaches to the kernel TCP listener lfd of an
+ * offloaded listener the filter that drops the SYNs of clients waiting
+ * for room in its companion (setup_syn.c); osf_setup_syn_unfilter takes
+ * it off a socket accepted from such a listener. */
+void osf_setup_syn_filter(int lfd);
+void osf_setup_syn_unfilter(int fd);
+
 /* osf_setup_child_after_fork closes the parked connections in a fork
  * child: the parent looks after them. */
 void osf_setup_child_after_fork(void);

@@ -84,22 +84,8 @@ static void *watcher(void *arg)
 /* start_watcher starts the watcher unless it runs; park.mu is held. */
 static void start_watcher(void)
 {
-	pthread_attr_t attr;
-	pthread_t t;
-	sigset_t all, old;
-
-	if (park.watcher)
-		return;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, watcher, NULL) == 0) {
-		park.watcher = 1;
-		pthread_setname_np(t, "osf-hello");
-	}
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!park.watcher)
+		park.watcher = setup_thread(watcher, "osf-hello");
 }
 
 static void park_drop_locked(int i)
@@ -178,6 +164,36 @@ void osf_setup_hidden_moved(int old, int nfd)
 	pthread_mutex_unlock(&park.mu);
 }
 
+/* drain closes, without reading their hellos, the connections queued in
+ * companion aux_fd: the kernel gives each client ECONNRESET and a hang-up
+ * (a unix socket closed with unread data), and its side, never held by a
+ * server, reads as reset (sdp/side.c osf_side_mark_gone). */
+static void drain(int aux_fd)
+{
+	int c, n;
+
+	for (n = 0; n < 4096; n++) {
+		c = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c < 0)
+			return;
+		REAL(close)(c);
+	}
+}
+
+void osf_setup_reset_companion(int aux_fd)
+{
+	int saved = errno;
+
+	drain(aux_fd);
+	/* New connects get ECONNREFUSED (unix_stream_connect), in every
+	 * process; a connect that came between the drain and this is
+	 * drained next. */
+	(void)REAL(shutdown)(aux_fd, SHUT_RDWR);
+	osf_setup_forget_companion(aux_fd);
+	drain(aux_fd);
+	errno = saved;
+}
+
 void osf_setup_child_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
@@ -186,6 +202,7 @@ void osf_setup_child_after_fork(void)
 	park.watcher = 0;
 	setup_connect_after_fork();
 	setup_host_after_fork();
+	setup_syn_after_fork();
 	while (park.n > 0)
 		park_drop_locked(park.n - 1);
 }
@@ -485,7 +502,8 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		rc = errno;
 		unreserve(r, 2);
 		if (cfd < 0) {
-			if (rc == EMFILE || rc == ENFILE || rc == ENOBUFS || rc == ENOMEM) {
+			if (rc == EMFILE || rc == ENFILE || rc == ENOBUFS || rc == ENOMEM ||
+			    rc == EINVAL) { /* EINVAL: shut down (by a sharer) */
 				errno = rc;
 				return -1;
 			}

@@ -410,7 +410,8 @@ static int reserve_port(int app_fd, int family, struct ip *client)
  * *port_fd) only then, when the connection is sure to be offloaded. Returns the connected socket with p
  * filled, or -1 with *why (an osf_reason) and errno. */
 static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in *in,
-		int need_port, int *port_fd, struct parts *p, int *why)
+		int need_port, int *port_fd, struct parts *p, int *why,
+		char full_name[108])
 {
 	struct {
 		char name[128];
@@ -471,8 +472,12 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 			if (errno == EAGAIN) {
 				/* A full member of a group is full for this
 				 * connection (the kernel does not try another
-				 * either): on to the next name. */
-				full = 1;
+				 * either): on to the next name. The first full
+				 * one is where a waiting SYN looks for room. */
+				if (!full++) {
+					memcpy(full_name, slot, 107); /* names fit */
+					full_name[107] = 0;
+				}
 				j = k;
 			}
 			REAL(close)(s);
@@ -514,6 +519,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	struct osf_route_decision d;
 	struct ip dst, real, local, bound, src, hello_client;
 	struct parts p;
+	char full_name[108] = "";
 	int s, why, have_bound;
 
 	if (!setup_usable())
@@ -539,9 +545,15 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 		local.port = bound.port;
 	hello_client = setup_as_family(local, !real.v4);
 	*port_fd = -1;
-	s = dial(real, &hello_client, in, !(have_bound && bound.port), port_fd, &p, &why);
-	if (s < 0)
-		return kernel(out, &dst, why, errno, NULL);
+	s = dial(real, &hello_client, in, !(have_bound && bound.port), port_fd, &p, &why,
+		 full_name);
+	if (s < 0) {
+		kernel(out, &dst, why, errno, NULL);
+		/* A full companion: the SYN waits, as TCP's would. */
+		if (why == OSF_R_BACKLOG && out->status == OSF_CORE_KERNEL)
+			(void)setup_syn_hold(in->app_fd, in->family == AF_INET6, full_name);
+		return 1;
+	}
 	local.port = hello_client.port;
 	out->status = OSF_CORE_OFFLOADED;
 	out->wake_fd = s;

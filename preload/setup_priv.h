@@ -82,6 +82,18 @@ __attribute__((format(printf, 5, 6))) void
 setup_slog(int level, int reason, int rule, const char *detail, const char *fmt, ...);
 uint16_t setup_client_port(pid_t pid);
 
+/* setup_thread starts fn on a detached thread named name with every
+ * signal blocked (the program's signals are never delivered there): 1 when
+ * it runs. */
+int setup_thread(void *(*fn)(void *), const char *name);
+
+/* setup_syn_hold marks the TCP socket fd (v6: an AF_INET6 one) whose
+ * connect found the companion name full, so that the listener's filter
+ * drops its SYNs until the companion has room (setup_syn.c): 1 when
+ * marked. */
+int setup_syn_hold(int fd, int v6, const char *name);
+void setup_syn_after_fork(void);
+
 /* setup_host_after_fork and setup_connect_after_fork reset the caches'
  * locks in a fork child (osf_setup_child_after_fork). */
 void setup_host_after_fork(void);

@@ -207,6 +207,7 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 			      out.reason_errno, NULL, 0);
 		return;
 	}
+	osf_setup_syn_filter(fd);
 	hfd = osf_fdt_hide(out.fd, fd);
 	if (hfd < 0)
 		hfd = out.fd;
@@ -545,6 +546,8 @@ static void accepted(int lfd, int nfd, int flags, const struct sockaddr *sa,
 	} else if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0) {
 		pl = 0;
 	}
+	if (l->kind == OSF_FD_LISTEN)
+		osf_setup_syn_unfilter(nfd);
 	record_kernel(nfd, OSF_ROLE_SERVER, OSF_R_PEER_KERNEL, -1, 0,
 		      pl ? (struct sockaddr *)&peer : NULL, pl);
 	errno = saved;
@@ -747,7 +750,9 @@ static void hold_listener_port(int fd, const uint8_t local[28])
 }
 
 /* listener_shutdown: shutdown(SHUT_RD or SHUT_RDWR) of a TCP listener
- * stops it; its companion refuses new connections too. */
+ * stops it (inet_shutdown: it disconnects, state CLOSE) and resets the
+ * connections in its queue; osf does the same to the companion's
+ * (osf_fd_unlisten: the fd is an undecided TCP socket again). */
 static int listener_shutdown(int fd, struct osf_fdt_entry *e, int how)
 {
 	uint8_t local[28];
@@ -756,9 +761,7 @@ static int listener_shutdown(int fd, struct osf_fdt_entry *e, int how)
 	memcpy(local, e->local, sizeof(local));
 	r = REAL(shutdown)(fd, how);
 	if (r == 0 && (how == SHUT_RD || how == SHUT_RDWR)) {
-		int saved = errno;
-		(void)REAL(shutdown)(e->aux_fd, SHUT_RD);
-		errno = saved;
+		osf_fd_unlisten(fd);
 		hold_listener_port(fd, local);
 	}
 	return r;

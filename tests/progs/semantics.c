@@ -3043,6 +3043,148 @@ static void s_unaccepted_reset(void)
 	close(c);
 }
 
+/* s_listen_shutdown: shutdown(SHUT_RD) of a listener resets the
+ * connection still in its queue, makes accept fail, and the socket can
+ * listen again (issue 11, group D). */
+static void s_listen_shutdown(void)
+{
+	struct sockaddr_storage ss;
+	struct pollfd p;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, c2, s2;
+	socklen_t l2;
+	char b;
+	long r;
+
+	c = connect_to(AF_INET, &ss);
+	say("transport %s", transport(c));
+	usleep(50 * 1000);
+	say("shutdown listener SHUT_RD %s", R(DO(shutdown(l, SHUT_RD))));
+	p = (struct pollfd){c, 0, 0};
+	r = DO(poll(&p, 1, 2000));
+	say("poll for nothing %s revents 0x%x", R(r), p.revents);
+	say("read %s", R(DO(read(c, &b, 1))));
+	say("read again %s", R(DO(read(c, &b, 1))));
+	say("accept4 after shutdown %s", R(DO(accept4(l, NULL, NULL, SOCK_NONBLOCK))));
+	say("listen again %s", R(DO(listen(l, 8))));
+	l2 = sizeof ss; /* a port bound by port 0 was let go */
+	if (getsockname(l, (struct sockaddr *)&ss, &l2) < 0)
+		setup_failed("getsockname");
+	c2 = connect_to(AF_INET, &ss);
+	s2 = accept_one(l);
+	transports(c2, s2);
+	say("write %s", R(DO(write(c2, "x", 1))));
+	say("read %s", R(DO(read(s2, &b, 1))));
+	close(c2);
+	close(s2);
+	close(c);
+	close(l);
+}
+
+/* backlog0 makes a listener with backlog 0 (one connection may wait) on
+ * 127.0.0.1, connects one client and waits until the listener shows it. */
+static int backlog0(struct sockaddr_storage *ss, int *c1)
+{
+	int l = listener(AF_INET, "127.0.0.1", -1, ss);
+	struct pollfd p = {l, POLLIN, 0};
+
+	if (listen(l, 0) < 0)
+		setup_failed("listen 0");
+	*c1 = connect_to(AF_INET, ss);
+	say("transport %s", transport(*c1));
+	say("listener readable %s", R(DO(poll(&p, 1, 2000))));
+	return l;
+}
+
+/* connect_nb starts a non-blocking connect to ss and prints its result. */
+static int connect_nb(const struct sockaddr_storage *ss)
+{
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	if (c < 0)
+		setup_failed("socket");
+	say("nonblocking connect %s",
+	    R(DO(connect(c, (const struct sockaddr *)ss, sizeof(struct sockaddr_in)))));
+	return c;
+}
+
+/* s_backlog_full: a listener whose backlog is full completes no further
+ * connection (its SYN waits, as in SYN_SENT); shutting down such a
+ * connecting socket makes it POLLHUP|POLLERR; once the listener accepts,
+ * a waiting connect completes (issue 11, group C). */
+static void s_backlog_full(void)
+{
+	struct sockaddr_storage ss;
+	struct pollfd p;
+	int c1, l = backlog0(&ss, &c1), c2, c3, s, err = -1;
+	socklen_t el = sizeof err;
+	char b;
+	long r;
+
+	c2 = connect_nb(&ss);
+	p = (struct pollfd){c2, POLLOUT, 0};
+	r = DO(poll(&p, 1, 100));
+	say("connecting: poll POLLOUT 100 ms %s revents 0x%x", R(r), p.revents);
+	say("connect again %s", R(DO(connect(c2, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)))));
+	r = DO(getsockopt(c2, SOL_SOCKET, SO_ERROR, &err, &el));
+	say("connecting: SO_ERROR %s value %s", R(r), en(err));
+	say("connecting: read %s", R(DO(read(c2, &b, 1))));
+	say("connecting: getpeername ENOTCONN %s",
+	    YN(getpeername(c2, (struct sockaddr *)&(struct sockaddr_storage){0},
+			   &(socklen_t){sizeof(struct sockaddr_storage)}) < 0 && errno == ENOTCONN));
+	say("shutdown connecting SHUT_RDWR %s", R(DO(shutdown(c2, SHUT_RDWR))));
+	p = (struct pollfd){c2, 0, 0};
+	r = DO(poll(&p, 1, 0));
+	say("after shutdown: poll for nothing %s revents 0x%x", R(r), p.revents);
+	close(c2);
+	c3 = connect_nb(&ss);
+	usleep(50 * 1000);
+	s = accept_one(l);
+	transports(c1, s);
+	p = (struct pollfd){c3, POLLOUT, 0};
+	r = DO(poll(&p, 1, 5000));
+	say("after accept: waiting connect completes: poll %s revents 0x%x", R(r), p.revents);
+	el = sizeof err;
+	r = DO(getsockopt(c3, SOL_SOCKET, SO_ERROR, &err, &el));
+	say("after accept: SO_ERROR %s value %s", R(r), en(err));
+	close(s);
+	close(c3);
+	close(c1);
+	close(l);
+}
+
+/* backlog_hangup: a listener with one connection waiting in its queue
+ * and one still connecting hangs up (close or shutdown SHUT_RD): the
+ * first is reset, the second refused (gVisor's TCPListen*ConnectingRead). */
+static void backlog_hangup(int by_close)
+{
+	struct sockaddr_storage ss;
+	struct pollfd p;
+	int c1, l = backlog0(&ss, &c1), c2;
+	char b;
+	long r;
+
+	c2 = connect_nb(&ss);
+	if (by_close)
+		say("close listener %s", R(DO(close(l))));
+	else
+		say("shutdown listener SHUT_RD %s", R(DO(shutdown(l, SHUT_RD))));
+	p = (struct pollfd){c1, 0, 0};
+	r = DO(poll(&p, 1, 5000));
+	say("queued: poll for nothing %s revents 0x%x", R(r), p.revents);
+	say("queued: read %s", R(DO(read(c1, &b, 1))));
+	p = (struct pollfd){c2, 0, 0};
+	r = DO(poll(&p, 1, 10000));
+	say("connecting: poll for nothing %s revents 0x%x", R(r), p.revents);
+	say("connecting: read %s", R(DO(read(c2, &b, 1))));
+	close(c1);
+	close(c2);
+	if (!by_close)
+		close(l);
+}
+
+static void s_backlog_close(void) { backlog_hangup(1); }
+static void s_backlog_shutdown(void) { backlog_hangup(0); }
+
 /* s_inherit: an accepted socket inherits the listener's TCP options, and a
  * connected one keeps those set before connect. */
 static void s_inherit(void)
@@ -3557,6 +3699,10 @@ static const struct {
 	{"cmsgs", s_cmsgs},
 	{"unaccepted_reset", s_unaccepted_reset},
 	{"inherit", s_inherit},
+	{"listen_shutdown", s_listen_shutdown},
+	{"backlog_full", s_backlog_full},
+	{"backlog_close", s_backlog_close},
+	{"backlog_shutdown", s_backlog_shutdown},
 	{"epoll_fork_close", s_epoll_fork_close},
 	{"epoll_add_wakes", s_epoll_add_wakes},
 	{"epoll_raw_close", s_epoll_raw_close},
