@@ -140,8 +140,14 @@ void osf_fdt_close_hidden(int hfd);
  * reused by the application) is forgotten rather than protected. */
 int osf_fdt_is_hidden(int fd);
 
-/* osf_fdt_relocate_hidden moves the hidden fd at number fd elsewhere so the
- * application can use that number (dup2 onto it); 0 or -1 with errno. */
+/* osf_fdt_relocate_hidden copies the hidden fd at number fd to a higher
+ * number, so that the application can take fd (dup2 onto it), and points
+ * every table entry that names fd (aux_fd, aux2_fd: its owner and the
+ * owner's dups) at the copy. fd itself stays open (the caller's dup2
+ * replaces it atomically, or the caller closes it) but is forgotten. It
+ * returns the new number, 0 when fd is not hidden, or -1 with errno
+ * (EBUSY: one of the Go runtime's fds, which cannot move). What caches
+ * the number elsewhere is the caller's to update (fd.c). */
 int osf_fdt_relocate_hidden(int fd);
 
 /* osf_fdt_next_hidden returns the smallest hidden fd >= from, or -1. */

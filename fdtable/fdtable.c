@@ -89,6 +89,7 @@ void osf_fdt_unlock(void)
 }
 
 #define OSF_FDT_EDEADLK() (errno = EDEADLK, -1)
+#define OSF_FAIL_EBUSY() (errno = EBUSY, -1)
 
 static int snapshot(void);
 
@@ -527,15 +528,19 @@ int osf_fdt_is_hidden(int fd)
 
 int osf_fdt_relocate_hidden(int fd)
 {
-	struct osf_fdt_entry *e = osf_fdt_lookup(fd), *o;
-	int fdflags, nfd, owner;
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int fdflags, nfd;
+	unsigned i, j;
 
 	if (!e || e->kind != OSF_FD_HIDDEN)
 		return 0;
+	/* The Go runtime's own fds (and its log fd) are known to it by
+	 * number only: they cannot move (core.c, mark_runtime_fds). */
+	if (e->owner_fd < 0 && fd != tfd)
+		return OSF_FAIL_EBUSY();
 	fdflags = sys_fcntl(fd, F_GETFD, 0);
 	if (fdflags < 0)
 		return -1;
-	owner = e->owner_fd;
 	nfd = sys_fcntl(fd, (fdflags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD,
 			fd + 1);
 	if (nfd < 0)
@@ -544,18 +549,27 @@ int osf_fdt_relocate_hidden(int fd)
 		sys_close(nfd);
 		return -1;
 	}
-	if (owner < 0) {
+	if (fd == tfd)
 		tfd = nfd;
-	} else {
-		o = osf_fdt_lookup(owner);
-		if (o && o->aux_fd == fd)
-			o->aux_fd = nfd;
-		if (o && osf_kind_is_conn(o->kind) && o->aux2_fd == fd)
-			o->aux2_fd = nfd;
+	/* Every entry that names it (its owner and the owner's dups). */
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		struct osf_fdt_entry *c = osf_fdt_chunks[i];
+		if (!c)
+			continue;
+		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			int k = c[j].kind;
+			if (k == OSF_FD_NONE || k == OSF_FD_HIDDEN ||
+			    k == OSF_FD_RESERVED)
+				continue;
+			if (c[j].aux_fd == fd)
+				c[j].aux_fd = nfd;
+			if (osf_kind_is_conn(k) && c[j].aux2_fd == fd)
+				c[j].aux2_fd = nfd;
+		}
 	}
 	osf_fdt_clear(fd);
-	sys_close(fd);
-	return 0;
+	osf_fdt_touch();
+	return nfd;
 }
 
 int osf_fdt_next_hidden(int from)

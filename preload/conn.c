@@ -240,8 +240,12 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c;
 
-	if (__atomic_load_n(&e->image, __ATOMIC_ACQUIRE) != osf.image)
-		return; /* never used in this image: nothing mapped */
+	/* Inherited across exec and never used in this image: map it now, so
+	 * that its last close here releases the hidden fds and the holder
+	 * count as any other does. */
+	if (__atomic_load_n(&e->image, __ATOMIC_ACQUIRE) != osf.image &&
+	    osf_conn_rebuild(fd, e) < 0)
+		return;
 	c = (struct osf_conn *)(uintptr_t)e->priv;
 	if (!c)
 		return;
@@ -261,6 +265,33 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e)
 /* rebuild maps the segment of an fd inherited across exec, sharing the
  * struct with other fds (dups) of the same connection. */
 static int rebuild_lock;
+
+/* adopt_dups gives the new struct c of entry e to every other inherited
+ * entry of the same connection (same segment fd), each with its
+ * reference, so that c counts every fd of this process (the last one's
+ * close releases the hidden fds, not the first one's). rebuild_lock is
+ * held. */
+static void adopt_dups(struct osf_conn *c, struct osf_fdt_entry *e)
+{
+	unsigned i, j;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		struct osf_fdt_entry *ch = osf_fdt_chunks[i];
+		if (!ch)
+			continue;
+		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *d = &ch[j];
+			if (d == e || !osf_kind_is_conn(d->kind) ||
+			    d->aux_fd != e->aux_fd ||
+			    __atomic_load_n(&d->image, __ATOMIC_ACQUIRE) == osf.image)
+				continue;
+			__atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
+			__atomic_add_fetch(&c->fds, 1, __ATOMIC_ACQ_REL);
+			__atomic_store_n(&d->priv, (uint64_t)(uintptr_t)c, __ATOMIC_RELEASE);
+			__atomic_store_n(&d->image, osf.image, __ATOMIC_RELEASE);
+		}
+	}
+}
 
 int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 {
@@ -307,6 +338,7 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 			  e->transport == OSF_TP_RDMA);
 		fl = fd >= 0 ? REAL(fcntl)(fd, F_GETFL, NULL) : 0;
 		c->nonblock = fl > 0 && (fl & O_NONBLOCK);
+		adopt_dups(c, e);
 	}
 	__atomic_store_n(&e->priv, (uint64_t)(uintptr_t)c, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->image, osf.image, __ATOMIC_RELEASE);
@@ -336,6 +368,31 @@ void osf_conn_fork_holders(int delta)
 			c->fork_round = round;
 			__atomic_add_fetch(&c->s.me->holders, (uint32_t)delta,
 					   __ATOMIC_RELAXED);
+		}
+}
+
+void osf_conn_hidden_moved(int old, int nfd)
+{
+	unsigned i, j;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
+			struct osf_conn *c;
+			int o = old;
+			if (!osf_kind_is_conn(e->kind) || e->image != osf.image || !e->priv)
+				continue;
+			/* Type-stable: a struct reused meanwhile cannot hold
+			 * old, which is still open as the hidden fd. */
+			c = (struct osf_conn *)(uintptr_t)e->priv;
+			__atomic_compare_exchange_n(&c->seg_fd, &o, nfd, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+			o = old;
+			__atomic_compare_exchange_n(&c->s.wfd, &o, nfd, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+			o = old;
+			__atomic_compare_exchange_n(&c->port_fd, &o, nfd, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		}
 }
 

@@ -122,6 +122,10 @@ void osf_conn_exec_failed(struct osf_exec_undo *u);
  * the spawn. */
 int osf_conn_spawn_unfollowable(posix_spawn_file_actions_t *fa, int *dead, int max);
 
+/* osf_conn_hidden_moved points the connections that cache hidden fd old
+ * (segment, writers' wake socket, port socket) at nfd (osf_fdt_relocate_hidden). */
+void osf_conn_hidden_moved(int old, int nfd);
+
 /* osf_conn_child_after_fork resets per-thread and pool state in a fork
  * child (its only thread is the one that forked). */
 void osf_conn_child_after_fork(void);

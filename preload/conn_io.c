@@ -722,6 +722,7 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 			osf_seg_unlock(&c->s.me->tx_lock);
 		osf_side_wake_reader(&c->s, fd);
 	}
+	osf_mux_changed(fd, __atomic_load_n(&c->fds, __ATOMIC_RELAXED) > 1);
 	conn_put(c);
 	return closed ? OSF_FAIL(ENOTCONN) : 0;
 }

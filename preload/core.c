@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 enum core_state { CORE_NONE, CORE_LOADING, CORE_READY, CORE_FAILED };
-enum core_op { CORE_OP_LISTEN = 1, CORE_OP_CONNECT, CORE_OP_ACCEPT, CORE_OP_LOG };
+enum core_op { CORE_OP_LISTEN = 1, CORE_OP_CONNECT, CORE_OP_LOG };
 
 /* A caller waits for the core's load while the loading thread makes
  * progress (uses CPU: a slow but healthy host), up to CORE_LOAD_MAX_MS; it
@@ -126,6 +126,14 @@ void osf_core_note_prior(int sig)
 	    osf_core_owns((void *)cur.sa_handler))
 		return;
 	core.before[sig] = cur; /* what the runtime is about to replace */
+}
+
+void osf_core_program_view(int sig, struct sigaction *old)
+{
+	if (sig < 1 || sig >= NSIG || !osf_core_owns((void *)old->sa_handler) ||
+	    core.before[sig].sa_handler == SIG_ERR)
+		return;
+	*old = core.before[sig];
 }
 
 /* restore_async_signals undoes what the Go runtime did to asynchronous
@@ -301,10 +309,9 @@ static int core_load(void)
 	core.fns.init = (osf_core_init_fn)dlsym(h, "osfcore_init");
 	core.fns.listen = (osf_core_listen_fn)dlsym(h, "osfcore_listen");
 	core.fns.connect = (osf_core_connect_fn)dlsym(h, "osfcore_connect");
-	core.fns.accept = (osf_core_accept_fn)dlsym(h, "osfcore_accept");
 	core.fns.log = (osf_core_log_fn)dlsym(h, "osfcore_log");
 	if (!core.fns.init || !core.fns.listen || !core.fns.connect ||
-	    !core.fns.accept || !core.fns.log) {
+	    !core.fns.log) {
 		snprintf(core.err, sizeof(core.err),
 			 "%s lacks the osfcore_* entry points", path);
 		return -1;
@@ -358,9 +365,6 @@ static void serve(void)
 			break;
 		case CORE_OP_CONNECT:
 			core.ret = core.fns.connect(core.in, core.out);
-			break;
-		case CORE_OP_ACCEPT:
-			core.ret = core.fns.accept(core.in, core.out);
 			break;
 		case CORE_OP_LOG:
 			core.ret = core.fns.log(core.in, core.out);
@@ -552,12 +556,6 @@ int osf_core_connect(const struct osf_core_connect_in *in,
 		     struct osf_core_conn *out)
 {
 	return call(CORE_OP_CONNECT, in, out);
-}
-
-int osf_core_accept(const struct osf_core_accept_in *in,
-		    struct osf_core_conn *out)
-{
-	return call(CORE_OP_ACCEPT, in, out);
 }
 
 int osf_core_log(const struct osf_core_log_in *in)

@@ -110,7 +110,8 @@ struct osf_core_conn {
 	uint32_t gw_wait_ms;  /* OSF_CORE_GATEWAY: bound on the reply */
 };
 
-/* accept: the handshake on a connection accepted from a companion. */
+/* accept: a connection accepted from a companion, for the C accept
+ * (preload/setup_accept.c; the core has no accept of its own). */
 struct osf_core_accept_in {
 	int32_t conn_fd;     /* accepted unix socket; closed by C on error */
 	int32_t family;      /* of the listening socket */
@@ -137,8 +138,6 @@ typedef int (*osf_core_listen_fn)(const struct osf_core_listen_in *,
 				  struct osf_core_listen_out *);
 typedef int (*osf_core_connect_fn)(const struct osf_core_connect_in *,
 				   struct osf_core_conn *);
-typedef int (*osf_core_accept_fn)(const struct osf_core_accept_in *,
-				  struct osf_core_conn *);
 typedef int (*osf_core_log_fn)(const struct osf_core_log_in *, void *);
 
 /* Entry points, resolved by name. */
@@ -146,7 +145,6 @@ struct osf_core_fns {
 	osf_core_init_fn init;       /* "osfcore_init" */
 	osf_core_listen_fn listen;   /* "osfcore_listen" */
 	osf_core_connect_fn connect; /* "osfcore_connect" */
-	osf_core_accept_fn accept;   /* "osfcore_accept" */
 	osf_core_log_fn log;       /* "osfcore_log" */
 };
 

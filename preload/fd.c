@@ -142,13 +142,23 @@ OSF_EXPORT int dup(int fd)
 	return nfd;
 }
 
+/* hidden_moved updates what caches the number of a hidden fd that
+ * osf_fdt_relocate_hidden copied from old to nfd, before the program's
+ * dup2 takes old: wake tokens and epoll registrations must follow it. */
+static void hidden_moved(int old, int nfd)
+{
+	osf_conn_hidden_moved(old, nfd);
+	osf_mux_hidden_moved(old, nfd);
+	osf_setup_hidden_moved(old, nfd);
+}
+
 /* dup_onto implements dup2 and dup3 once: newfd's old tenant is released
  * only after the kernel has replaced it. */
 static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 {
 	struct osf_fdt_entry *o = osf_fdt_lookup(oldfd);
 	struct osf_fdt_entry *n = osf_fdt_lookup(newfd);
-	int r;
+	int r, moved = 0;
 
 	if ((!o || o->kind == OSF_FD_NONE) && (!n || n->kind == OSF_FD_NONE))
 		return is_dup3 ? REAL(dup3)(oldfd, newfd, flags)
@@ -161,13 +171,23 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 		__atomic_compare_exchange_n(&n->kind, &(uint8_t){OSF_FD_RESERVED},
 					    OSF_FD_NONE, 0, __ATOMIC_ACQ_REL,
 					    __ATOMIC_RELAXED);
-	if (n && n->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(newfd) &&
-	    osf_fdt_relocate_hidden(newfd) < 0)
-		return -1;
+	if (n && n->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(newfd)) {
+		moved = osf_fdt_relocate_hidden(newfd);
+		if (moved < 0)
+			return -1;
+		if (moved > 0)
+			hidden_moved(newfd, moved);
+	}
 	r = is_dup3 ? REAL(dup3)(oldfd, newfd, flags)
 		    : REAL(dup2)(oldfd, newfd);
-	if (r < 0)
+	if (r < 0) {
+		if (moved > 0) { /* the old number is free, as the program saw it */
+			int err = errno;
+			syscall(SYS_close, newfd);
+			errno = err;
+		}
 		return r;
+	}
 	osf_fd_closed(newfd);
 	osf_fd_dup(oldfd, newfd, (flags & O_CLOEXEC) != 0);
 	if (newfd <= 2 && osf_fdt_kind(newfd) >= OSF_FD_SHM)

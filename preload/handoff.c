@@ -30,7 +30,12 @@
 
 #include "../sdp/segment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,24 +74,14 @@ static int extra_fds(const struct handoff_item *it)
 
 /* ---- sending --------------------------------------------------------------- */
 
-/* peer_has_osf reports whether the process at the other end of unix socket
- * fd has libosf.so mapped (a socketpair's peer credentials name its
- * creator, this process or an ancestor of a child that inherited osf). */
-static int peer_has_osf(int fd, pid_t *pid)
+/* maps_have_osf reports whether process pid has libosf.so mapped. */
+static int maps_have_osf(pid_t pid)
 {
-	struct ucred u;
-	socklen_t l = sizeof(u);
 	char path[64], buf[4096];
 	size_t keep = 0;
 	int mfd, found = 0;
 
-	*pid = 0;
-	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_PEERCRED, &u, &l) < 0 || u.pid <= 0)
-		return 0;
-	*pid = u.pid;
-	if (u.pid == getpid())
-		return 1;
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)u.pid);
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	mfd = open(path, O_RDONLY | O_CLOEXEC);
 	if (mfd < 0)
 		return 0;
@@ -110,6 +105,199 @@ static int peer_has_osf(int fd, pid_t *pid)
 	}
 	REAL(close)(mfd);
 	return found;
+}
+
+/* peer_ino returns the inode of the socket at the other end of unix
+ * socket fd (sock_diag, UNIX_DIAG_PEER), 0 when it cannot tell. */
+static uint32_t peer_ino(int fd)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct unix_diag_req r;
+	} req;
+	union {
+		struct nlmsghdr nh;
+		char b[1024];
+	} resp;
+	struct stat st;
+	struct nlmsghdr *nh;
+	uint32_t peer = 0;
+	ssize_t n;
+	int nl;
+
+	if (fstat(fd, &st) < 0)
+		return 0;
+	nl = REAL(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (nl < 0)
+		return 0;
+	memset(&req, 0, sizeof(req));
+	req.nh.nlmsg_len = sizeof(req);
+	req.nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nh.nlmsg_flags = NLM_F_REQUEST;
+	req.r.sdiag_family = AF_UNIX;
+	req.r.udiag_states = ~0u;
+	req.r.udiag_ino = (uint32_t)st.st_ino;
+	req.r.udiag_show = UDIAG_SHOW_PEER;
+	req.r.udiag_cookie[0] = req.r.udiag_cookie[1] = ~0u;
+	if (REAL(send)(nl, &req, sizeof(req), 0) != (ssize_t)sizeof(req) ||
+	    (n = REAL(recv)(nl, &resp, sizeof(resp), 0)) <= 0) {
+		REAL(close)(nl);
+		return 0;
+	}
+	REAL(close)(nl);
+	for (nh = &resp.nh; NLMSG_OK(nh, (size_t)n); nh = NLMSG_NEXT(nh, n)) {
+		struct unix_diag_msg *m = NLMSG_DATA(nh);
+		struct rtattr *a;
+		int len;
+		if (nh->nlmsg_type != SOCK_DIAG_BY_FAMILY)
+			break;
+		len = (int)nh->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
+		for (a = (struct rtattr *)(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len))
+			if (a->rta_type == UNIX_DIAG_PEER &&
+			    RTA_PAYLOAD(a) >= sizeof(uint32_t))
+				memcpy(&peer, RTA_DATA(a), sizeof(peer));
+		break;
+	}
+	return peer;
+}
+
+/* holds reports whether process p has socket link want ("socket:[INO]")
+ * among its fds. */
+static int holds(pid_t p, const char *want)
+{
+	char path[320], link[64];
+	struct dirent *f;
+	DIR *fds;
+	int found = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)p);
+	fds = opendir(path);
+	if (!fds)
+		return 0; /* gone, or not ours to see */
+	while (!found && (f = readdir(fds)) != NULL) {
+		ssize_t k;
+		if (f->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/fd/%s", (int)p, f->d_name);
+		k = readlink(path, link, sizeof(link) - 1);
+		if (k <= 0)
+			continue;
+		link[k] = 0;
+		found = strcmp(link, want) == 0;
+	}
+	closedir(fds);
+	return found;
+}
+
+/* Verdicts of holders_have_osf. */
+#define HOLDERS_OSF 1
+#define HOLDERS_NOT 0
+#define HOLDERS_NONE 2 /* no process of those looked at holds it */
+
+/* check_holder folds process p into the verdict *v. */
+static void check_holder(pid_t p, const char *want, int *v, pid_t *pid)
+{
+	if (*v == HOLDERS_NOT || !holds(p, want))
+		return;
+	if (maps_have_osf(p)) {
+		*v = HOLDERS_OSF;
+	} else {
+		*v = HOLDERS_NOT;
+		*pid = p;
+	}
+}
+
+/* descendants_check looks at the descendants of p (the children files of
+ * its threads), depth levels deep. */
+static void descendants_check(pid_t p, const char *want, int *v, pid_t *pid,
+			      int depth)
+{
+	char path[320], buf[1024];
+	struct dirent *t;
+	DIR *tasks;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)p);
+	tasks = opendir(path);
+	if (!tasks)
+		return;
+	while (*v != HOLDERS_NOT && (t = readdir(tasks)) != NULL) {
+		ssize_t n;
+		char *q, *end;
+		int f;
+		if (t->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/children", (int)p,
+			 t->d_name);
+		f = open(path, O_RDONLY | O_CLOEXEC);
+		if (f < 0)
+			continue;
+		n = REAL(read)(f, buf, sizeof(buf) - 1);
+		REAL(close)(f);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		for (q = buf; *v != HOLDERS_NOT; q = end) {
+			long c = strtol(q, &end, 10);
+			if (end == q || c <= 0)
+				break;
+			check_holder((pid_t)c, want, v, pid);
+			if (depth > 1)
+				descendants_check((pid_t)c, want, v, pid, depth - 1);
+		}
+	}
+	closedir(tasks);
+}
+
+/* holders_have_osf checks the other processes that hold socket inode ino:
+ * this process's descendants (a socketpair's other end is inherited), or,
+ * when none of them does, every process (/proc/PID/fd). 1 when each holder
+ * has libosf.so mapped (or none but this one holds it), else 0 with *pid
+ * the first that does not. */
+static int holders_have_osf(uint32_t ino, pid_t *pid)
+{
+	char want[32];
+	pid_t self = getpid();
+	struct dirent *d;
+	DIR *proc;
+	int v = HOLDERS_NONE;
+
+	snprintf(want, sizeof(want), "socket:[%u]", ino);
+	descendants_check(self, want, &v, pid, 4);
+	if (v != HOLDERS_NONE)
+		return v == HOLDERS_OSF;
+	proc = opendir("/proc");
+	if (!proc)
+		return 0;
+	while (v != HOLDERS_NOT && (d = readdir(proc)) != NULL) {
+		pid_t p = (pid_t)atoi(d->d_name);
+		if (p > 0 && p != self)
+			check_holder(p, want, &v, pid);
+	}
+	closedir(proc);
+	return v != HOLDERS_NOT;
+}
+
+/* peer_has_osf reports whether the process at the other end of unix socket
+ * fd has libosf.so mapped. A socketpair's peer credentials name its
+ * creator (this process) whoever holds the other end now (a child that
+ * inherited it, perhaps after exec'ing a program without osf): then the
+ * processes that hold the other end are asked. */
+static int peer_has_osf(int fd, pid_t *pid)
+{
+	struct ucred u;
+	socklen_t l = sizeof(u);
+	uint32_t ino;
+
+	*pid = 0;
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_PEERCRED, &u, &l) < 0 || u.pid <= 0)
+		return 0;
+	*pid = u.pid;
+	if (u.pid != getpid())
+		return maps_have_osf(u.pid);
+	ino = peer_ino(fd);
+	if (!ino)
+		return 0; /* cannot tell: refuse, nothing is lost */
+	return holders_have_osf(ino, pid);
 }
 
 /* record_fd writes rec into a sealed memfd: its fd, or -1. */

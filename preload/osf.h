@@ -26,15 +26,12 @@ int osf_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out);
  * when the core cannot be had: osf then acts as pass-through. */
 int osf_core_ready(void);
 
-/* osf_core_listen, osf_core_connect and osf_core_accept run the core's
- * connection management (core_api.h); 0 or an errno when the core is
- * unavailable. */
+/* osf_core_listen and osf_core_connect run the core's connection
+ * management (core_api.h); 0 or an errno when the core is unavailable. */
 int osf_core_listen(const struct osf_core_listen_in *in,
 		    struct osf_core_listen_out *out);
 int osf_core_connect(const struct osf_core_connect_in *in,
 		     struct osf_core_conn *out);
-int osf_core_accept(const struct osf_core_accept_in *in,
-		    struct osf_core_conn *out);
 
 /* osf_core_log hands one log line to the core's logger (loading the core);
  * 0 or an errno. */
@@ -59,6 +56,12 @@ int osf_core_owns(const void *addr);
 /* osf_core_note_prior records the disposition the Go runtime is about to
  * replace for sig, so that the load puts back exactly that one. */
 void osf_core_note_prior(int sig);
+
+/* osf_core_program_view replaces an action read from the kernel that is
+ * the Go runtime's handler (a synchronous signal it keeps, such as
+ * SIGSEGV) by the action the runtime replaced: the program reads back
+ * what it set, or what it inherited (SIG_DFL), never the runtime's. */
+void osf_core_program_view(int sig, struct sigaction *old);
 
 
 /* A program's buffers, preload/fault.c: osf_probe_rd and osf_probe_wr

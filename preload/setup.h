@@ -44,6 +44,10 @@ int osf_setup_parked_fds(int aux_fd, struct pollfd *p, int max);
  * being closed. */
 void osf_setup_forget_companion(int aux_fd);
 
+/* osf_setup_hidden_moved renames hidden fd old (a companion or a parked
+ * connection) nfd in the parked list (osf_fdt_relocate_hidden). */
+void osf_setup_hidden_moved(int old, int nfd);
+
 /* osf_setup_reset_companion resets every connection waiting in companion
  * aux_fd (queued or parked: the client sees ECONNRESET, as TCP's
  * connections in the queue of a listener that stops) and makes it refuse

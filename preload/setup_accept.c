@@ -296,6 +296,20 @@ void osf_setup_forget_companion(int aux_fd)
 	pthread_mutex_unlock(&park.mu);
 }
 
+void osf_setup_hidden_moved(int old, int nfd)
+{
+	int i;
+
+	pthread_mutex_lock(&park.mu);
+	for (i = 0; i < park.n; i++) {
+		if (park.p[i].aux_fd == old)
+			park.p[i].aux_fd = nfd;
+		if (park.p[i].hfd == old)
+			park.p[i].hfd = nfd;
+	}
+	pthread_mutex_unlock(&park.mu);
+}
+
 /* drain closes, without reading their hellos, the connections queued in
  * companion aux_fd: the kernel gives each client ECONNRESET and a hang-up
  * (a unix socket closed with unread data), and its side, never held by a

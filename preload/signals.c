@@ -126,14 +126,16 @@ static void wrap(int sig, const struct sigaction *act, struct sigaction *out)
 	out->sa_flags |= SA_SIGINFO | SA_ONSTACK;
 }
 
-/* unwrap turns an action read from the kernel back into the program's. */
-static void unwrap(int sig, struct sigaction *old)
+/* unwrap turns an action read from the kernel back into the program's;
+ * slot is the program's action the trampoline stood for then (a call
+ * that sets a new action has switched cur[sig] already). */
+static void unwrap(int sig, struct sigaction *old, int slot)
 {
 	const struct uact *u;
 
 	if (sig < 1 || sig >= NSIGS || !wrapped[sig])
 		return;
-	u = user(sig);
+	u = &slots[sig][slot];
 	if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction == trampoline) {
 		old->sa_flags = u->flags;
 		if (u->flags & SA_SIGINFO)
@@ -169,8 +171,11 @@ OSF_EXPORT int sigaction(int sig, const struct sigaction *act,
 	r = REAL(sigaction)(sig, act, old);
 	if (r < 0 && act == &a) /* still the action before */
 		__atomic_store_n(&cur[sig], prev, __ATOMIC_RELEASE);
-	if (r == 0 && old)
-		unwrap(sig, old);
+	if (r == 0 && old) {
+		osf_core_program_view(sig, old);
+		unwrap(sig, old, act == &a ? prev
+					   : __atomic_load_n(&cur[sig], __ATOMIC_ACQUIRE));
+	}
 	if (r == 0 && act && sig >= 1 && sig < NSIGS)
 		wrapped[sig] = act == &a;
 	return r;

@@ -40,6 +40,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1048,6 +1049,96 @@ void osf_mux_offloaded(int fd)
 			note_pending(ep, EPOLL_CTL_DEL, fd, NULL);
 			break;
 		}
+		mu_unlock(&ep->lock);
+	}
+	mu_unlock(&all_lock);
+}
+
+void osf_mux_changed(int fd, int dups)
+{
+	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
+	uint64_t priv = t ? __atomic_load_n(&t->priv, __ATOMIC_ACQUIRE) : 0;
+	struct ep *ep;
+	int i;
+
+	if (!all_eps || !priv)
+		return;
+	mu_lock(&all_lock);
+	for (ep = all_eps; ep; ep = ep->next_ep) {
+		int found = 0;
+		mu_lock(&ep->lock);
+		for (i = dups ? 0 : fd; i < ep->cap && (dups || i == fd); i++) {
+			struct epi *it = ep->byfd[i];
+			struct osf_fdt_entry *e = osf_fdt_lookup(i);
+			if (!it || it->parked || it->disabled || !same_file(it, e) ||
+			    e->priv != priv)
+				continue;
+			disarm_item(it, e, 0);
+			list_add(ep, it);
+			found = 1;
+		}
+		if (found)
+			kick(ep);
+		mu_unlock(&ep->lock);
+	}
+	mu_unlock(&all_lock);
+}
+
+/* rekey moves the registration of hidden fd old in epoll epfd, if any,
+ * to nfd, with the same events and data (read from the kernel's fdinfo):
+ * the kernel keys a registration by fd number and file, so the one made
+ * under the old number would outlive every later EPOLL_CTL_DEL. Both
+ * numbers hold the same file meanwhile. */
+static void rekey(int epfd, int old, int nfd)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		struct epoll_event ev;
+		unsigned long long data;
+		unsigned events;
+		int tfd;
+		if (sscanf(line, "tfd: %d events: %x data: %llx", &tfd, &events,
+			   &data) != 3 ||
+		    tfd != old)
+			continue;
+		ev.events = events;
+		ev.data.u64 = data;
+		if (REAL(epoll_ctl)(epfd, EPOLL_CTL_ADD, nfd, &ev) == 0)
+			(void)REAL(epoll_ctl)(epfd, EPOLL_CTL_DEL, old, NULL);
+		break;
+	}
+	fclose(f);
+}
+
+void osf_mux_hidden_moved(int old, int nfd)
+{
+	struct ep *ep;
+	int i;
+
+	if (!all_eps)
+		return;
+	mu_lock(&all_lock);
+	for (ep = all_eps; ep; ep = ep->next_ep) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(ep->epfd);
+		mu_lock(&ep->lock);
+		if (e && ep_of(e) == ep) {
+			rekey(ep->epfd, old, nfd); /* inner, companions */
+			if (ep->inner >= 0)
+				rekey(ep->inner, old, nfd); /* wake sockets, kick */
+		}
+		if (ep->inner == old)
+			__atomic_store_n(&ep->inner, nfd, __ATOMIC_RELEASE);
+		if (ep->kick == old)
+			ep->kick = nfd;
+		for (i = 0; i < ep->cap; i++)
+			if (ep->byfd[i] && ep->byfd[i]->wsock == old)
+				ep->byfd[i]->wsock = nfd;
 		mu_unlock(&ep->lock);
 	}
 	mu_unlock(&all_lock);

@@ -17,6 +17,17 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared);
 void osf_mux_forget(int fd);
 void osf_mux_offloaded(int fd);
 
+/* osf_mux_changed re-checks, in this process's epolls, the items of the
+ * connection of fd (of its dups too when dups), whose own state this
+ * process just changed (shutdown): the kernel wakes the waits asleep on a
+ * socket for that, and no peer sends a wake token for it. */
+void osf_mux_changed(int fd, int dups);
+
+/* osf_mux_hidden_moved renames hidden fd old nfd in the epolls' state and
+ * registrations (osf_fdt_relocate_hidden; both numbers still hold the
+ * file). */
+void osf_mux_hidden_moved(int old, int nfd);
+
 /* osf_mux_child_after_fork resets selectmux's locks in a fork child. */
 void osf_mux_child_after_fork(void);
 

@@ -46,7 +46,12 @@ func abstract(name string) *unix.SockaddrUnix { return &unix.SockaddrUnix{Name: 
 
 // Dial connects to the companion serving dst, creates the segment and
 // sends the hello. It never waits: a companion either takes the
-// connection now or the caller uses kernel TCP.
+// connection now or the caller uses kernel TCP. Unlike the C connect
+// (preload/setup_connect.c) it does not require the companion's owner to
+// hold a kernel TCP listener for dst: the core dials gateways' shm legs
+// with it, and osfgw serves those from a companion in a network namespace
+// where it holds no kernel listener. Trusting a companion there is
+// still open (h-gw's leg design decides).
 func (Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, _ time.Duration) (*sdp.Endpoint, error) {
 	fd, err := connectCompanion(dst)
 	if err != nil {

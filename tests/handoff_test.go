@@ -101,19 +101,31 @@ func TestHandoffSCMRights(t *testing.T) {
 }
 
 // handoffRefusedScript passes a connection to a process that does not run
-// under osf (it listens on a unix socket path; osf's sender checks the
-// peer). Under osf the send must fail with EOPNOTSUPP and the connection
+// under osf (it listens on a unix socket path, or, with the argument
+// "socketpair", holds the other end of a socketpair this process made,
+// whose peer credentials name this process; osf's sender checks the
+// processes that hold the other end). Under osf the send must fail with EOPNOTSUPP and the connection
 // stay whole here: the sender then serves it itself, every byte intact.
 const handoffRefusedScript = `
 import hashlib, os, socket, subprocess, sys, time
 path = sys.argv[1]
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+pass_fds = ()
+arg = path
+if path == "socketpair":
+    u, b = socket.socketpair()
+    arg = str(b.fileno())
+    pass_fds = (b.fileno(),)
 rx = subprocess.Popen([sys.executable, "-c", """
 import socket, sys, os
-u = socket.socket(socket.AF_UNIX)
-u.bind(sys.argv[1]); u.listen(1)
-print("ready", flush=True)
-c, _ = u.accept()
+if sys.argv[1].isdigit():
+    c = socket.socket(fileno=int(sys.argv[1]))
+    print("ready", flush=True)
+else:
+    u = socket.socket(socket.AF_UNIX)
+    u.bind(sys.argv[1]); u.listen(1)
+    print("ready", flush=True)
+    c, _ = u.accept()
 msg, fds, flags, addr = socket.recv_fds(c, 16, 4)
 s = socket.socket(fileno=fds[0])
 got = b""
@@ -124,14 +136,17 @@ while True:
     got += d
 s.sendall(b"served by receiver")
 s.close()
-""", path], env=env, stdout=subprocess.PIPE)
+""", arg], env=env, stdout=subprocess.PIPE, pass_fds=pass_fds)
+if path == "socketpair":
+    b.close()
 assert rx.stdout.readline() == b"ready\n"
 payload = os.urandom(300000)
 lst = socket.socket(); lst.bind(("127.0.0.1", 0)); lst.listen(1)
 cl = socket.create_connection(lst.getsockname(), timeout=30)
 cl.sendall(payload); cl.shutdown(socket.SHUT_WR)
 c, _ = lst.accept()
-u = socket.socket(socket.AF_UNIX); u.connect(path)
+if path != "socketpair":
+    u = socket.socket(socket.AF_UNIX); u.connect(path)
 try:
     socket.send_fds(u, [b"x"], [c.fileno()])
     print("sent", flush=True)
@@ -160,21 +175,26 @@ rx.wait()
 func TestHandoffToProgramWithoutOsf(t *testing.T) {
 	py := python(t)
 	for _, m := range []mode{bare, underOsf} {
-		t.Run(m.name, func(t *testing.T) {
-			path := t.TempDir() + "/rx.sock"
-			r := m.cmd(t, nil, py, "-c", handoffRefusedScript, path).MustRun(60 * time.Second)
-			want := []string{"sent", "reply served by receiver"}
-			if m.osf {
-				want = []string{"refused errno=95", "reply served by sender ok=1"}
-			}
-			for _, w := range want {
-				if !strings.Contains(r.Stdout, w) {
-					t.Errorf("want %q in:\n%s\nstderr:\n%s", w, r.Stdout, r.Stderr)
+		for _, via := range []string{"path", "socketpair"} {
+			t.Run(m.name+"/"+via, func(t *testing.T) {
+				path := t.TempDir() + "/rx.sock"
+				if via == "socketpair" {
+					path = via
 				}
-			}
-			if m.osf && !strings.Contains(r.Stderr, "does not run under osf") {
-				t.Errorf("no explanation on stderr: %q", r.Stderr)
-			}
-		})
+				r := m.cmd(t, nil, py, "-c", handoffRefusedScript, path).MustRun(60 * time.Second)
+				want := []string{"sent", "reply served by receiver"}
+				if m.osf {
+					want = []string{"refused errno=95", "reply served by sender ok=1"}
+				}
+				for _, w := range want {
+					if !strings.Contains(r.Stdout, w) {
+						t.Errorf("want %q in:\n%s\nstderr:\n%s", w, r.Stdout, r.Stderr)
+					}
+				}
+				if m.osf && !strings.Contains(r.Stderr, "does not run under osf") {
+					t.Errorf("no explanation on stderr: %q", r.Stderr)
+				}
+			})
+		}
 	}
 }

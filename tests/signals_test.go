@@ -207,19 +207,24 @@ func TestSIGPROFLargeFrame(t *testing.T) {
 // to the program.
 var syncSignals = map[string]bool{"SEGV": true, "BUS": true, "FPE": true, "ILL": true, "TRAP": true, "SYS": true}
 
+// faultOwn is sigdisp's last line: a SIGSEGV handler the program sets
+// after the core loaded reads back, gets a real fault, and gives way to
+// SIG_DFL again.
+const faultOwn = "segv own handler read back yes, fault reached it yes, SIG_DFL read back yes\n"
+
 // TestGoUpgradeSignalDispositions is the check docs/DESIGN.md D1 asks to run on
 // every Go upgrade: progs/sigdisp.c sets a disposition for most signals,
-// loads the core, and reads them all back with sigaction. Loading the Go
-// runtime may change only the synchronous signals (SIGSEGV, SIGBUS,
-// SIGFPE, SIGILL, SIGTRAP, SIGSYS); every other handler and mask must be
-// exactly what the program set, and the thread's signal mask must not
-// change. In a fork child (stale core), even the synchronous signals must
+// loads the core, and reads them all back with sigaction. The Go runtime
+// keeps its handlers for the synchronous signals (SIGSEGV, SIGBUS, SIGFPE,
+// SIGILL, SIGTRAP, SIGSYS), but the program reads back what it set for
+// those too: every handler and mask must be exactly what the program set,
+// and the thread's signal mask must not change. In a fork child (stale core), even the synchronous signals must
 // have the program's handlers back. Bare, nothing changes at all.
 func TestGoUpgradeSignalDispositions(t *testing.T) {
 	t.Parallel()
 	prog := testutil.Prog(t, "sigdisp")
 	rb := bare.cmd(t, nil, prog).MustRun(shortRun)
-	wantBare := "parent checked 62 signals, 0 changed\nchild checked 62 signals, 0 changed\nmask unchanged yes\n"
+	wantBare := "parent checked 62 signals, 0 changed\nchild checked 62 signals, 0 changed\nmask unchanged yes\n" + faultOwn
 	if rb.Stdout != wantBare {
 		t.Errorf("bare: stdout %q, want %q", rb.Stdout, wantBare)
 	}
@@ -232,6 +237,9 @@ func TestGoUpgradeSignalDispositions(t *testing.T) {
 	if !strings.Contains(r.Stdout, "mask unchanged yes\n") {
 		t.Errorf("loading the core changed the thread's signal mask")
 	}
+	if !strings.Contains(r.Stdout, faultOwn) {
+		t.Errorf("a SIGSEGV handler set after the core loaded: want %q", faultOwn)
+	}
 	var flagsOnly []string
 	for _, line := range strings.Split(r.Stdout, "\n") {
 		f := strings.Fields(line)
@@ -241,8 +249,6 @@ func TestGoUpgradeSignalDispositions(t *testing.T) {
 		sig, handler, flags, mask := f[1], f[2], f[3], f[4]
 		handlerSame := handlerUnchanged(handler)
 		switch {
-		case f[0] == "changed" && syncSignals[sig]:
-			// The Go runtime's own handlers: allowed.
 		case f[0] == "child-changed" && syncSignals[sig] && handlerSame && mask == "mask-differs=0":
 			// Back to the program's handler; glibc adds SA_RESTORER to
 			// flags when osf re-installs SIG_DFL.

@@ -18,8 +18,9 @@ var host = &addrCache{load: interfaceAddrs, now: time.Now, ttl: hostTTL}
 // network namespace): a is loopback, unspecified (Linux connects 0.0.0.0
 // and :: to the host itself, 127.0.0.1 and ::1; probed), or assigned to an
 // interface of this host. This is the one definition of "local": the route
-// rules' "local", which companion listeners a shm connect tries, and how
-// the RDMA transport finds the source of a route all use it.
+// rules' "local" and which companion listeners a shm connect tries use it.
+// (verbs/devroute asks a different question, which interface holds an
+// address, because RDMA devices serve interfaces; see Host.ForRoute.)
 //
 // The interface addresses come from net.InterfaceAddrs, are shared by all
 // callers and are read again when older than two seconds; if they cannot

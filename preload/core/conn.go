@@ -103,30 +103,6 @@ func osfcore_connect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_co
 	return 0
 }
 
-//export osfcore_accept
-func osfcore_accept(in *C.struct_osf_core_accept_in, out *C.struct_osf_core_conn) C.int {
-	out.wake_fd, out.seg_fd, out.wake_tx_fd = -1, -1, -1
-	if core.cfg == nil {
-		return C.int(unix.ENOSYS)
-	}
-	listen, err := addrPort(in.family, &in.addr, in.port)
-	if err != nil {
-		return C.int(unix.EAFNOSUPPORT)
-	}
-	ep, err := shmTransport.Accept(int(in.conn_fd), listen, core.cfg.ConnectTimeout)
-	if err != nil {
-		core.log.Errorf("accept on %s: %v", listen, err)
-		return C.int(errnoOr(err, unix.EPROTO))
-	}
-	via := "shm"
-	if ep.Segment.Flags()&sdp.SegRDMA != 0 {
-		via = "rdma (the engine's hand-off)"
-	}
-	fill(out, ep)
-	core.log.Debugf("accept on %s: %s from %s", listen, via, ep.Remote)
-	return 0
-}
-
 // kernel answers "use kernel TCP" for a connect, or "refuse" in strict mode
 // when the reason is a fallback.
 func kernel(out *C.struct_osf_core_conn, dst netip.AddrPort, r policy.Reason, detail string, err error) C.int {

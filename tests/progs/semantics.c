@@ -3220,6 +3220,303 @@ static void s_inherit(void)
 	close(l);
 }
 
+/* fds_above lists the open fds above 100 (none bare; osf's hidden fds
+ * under osf) into v (at most max) and returns how many. */
+static int fds_above(int *v, int max)
+{
+	char p[64];
+	int fd, n = 0;
+
+	for (fd = 101; fd < 4096 && n < max; fd++) {
+		snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+		if (access(p, F_OK) == 0)
+			v[n++] = fd;
+	}
+	return n;
+}
+
+/* blocking_both sends len pattern bytes each way with blocking sends that
+ * must wait for the reader (ring and socket buffers are smaller), and
+ * says whether every byte arrived; what a wake token sent to the wrong fd
+ * would make hang (SO_SNDTIMEO bounds it). */
+static void blocking_both(const char *what, int a, int b, size_t len)
+{
+	static unsigned char buf[4 << 20];
+	struct timeval tv = {5, 0};
+	int dir;
+
+	for (dir = 0; dir < 2; dir++) {
+		int w = dir ? b : a, r = dir ? a : b;
+		struct later lt = {.op = LATER_DRAIN, .fd = r, .delay_ms = 100, .len = len};
+		long sent;
+		setsockopt(w, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+		pat_fill(buf, len, 0);
+		later_start(&lt);
+		sent = send(w, buf, len, 0);
+		later_join(&lt);
+		say("%s dir %d: blocking send took all %s, reader got all %s", what, dir,
+		    YN(sent == (long)len), YN(lt.result));
+	}
+	{
+		struct later lt = {.op = LATER_SEND, .fd = a, .delay_ms = 200, .buf = "wake", .len = 4};
+		char rb[8];
+		long got;
+		later_start(&lt);
+		got = recv(b, rb, sizeof rb, 0);
+		later_join(&lt);
+		say("%s: blocking recv woken %s data %s", what, R(got),
+		    YN(got == 4 && !memcmp(rb, "wake", 4)));
+	}
+}
+
+/* s_dup2_hidden: the program dup2()s its own socket onto fd numbers it
+ * does not use (under osf: osf's hidden fds of an offloaded connection,
+ * whose owner fd was dup'd and closed meanwhile); blocking sends and
+ * receives that must be woken still work both ways, nothing reaches the
+ * program's socket, and its fds survive closing the connection. */
+static void s_dup2_hidden(void)
+{
+	int c, s, d, sp[2], v[64], n, i, intact = 1;
+	struct stat st0, st;
+	char b[8];
+
+	mkpair(AF_INET, &c, &s);
+	d = dup(c);
+	close(c);
+	c = d;
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0)
+		setup_failed("socketpair");
+	fstat(sp[0], &st0);
+	n = fds_above(v, 64);
+	for (i = 0; i < n; i++)
+		if (dup2(sp[0], v[i]) != v[i])
+			intact = 0;
+	say("dup2 onto every free number above 100 ok %s", YN(intact));
+	blocking_both("after dup2", c, s, (size_t)3 << 20);
+	say("nothing reached the program's socket %s",
+	    R(DO(recv(sp[1], b, sizeof b, MSG_DONTWAIT))));
+	close(c);
+	close(s);
+	for (i = 0; i < n; i++)
+		if (fstat(v[i], &st) < 0 || st.st_ino != st0.st_ino)
+			intact = 0;
+	say("the program's fds intact after close %s", YN(intact));
+	say("still nothing on the program's socket %s",
+	    R(DO(recv(sp[1], b, sizeof b, MSG_DONTWAIT))));
+	for (i = 0; i < n; i++)
+		close(v[i]);
+	close(sp[0]);
+	close(sp[1]);
+}
+
+/* s_dup2_hidden_epoll: the same with the connection in an epoll that
+ * has slept on it (under osf: the inner epoll and the wake sockets it
+ * watches are hidden fds); a wait for room is woken, DEL and close of the
+ * epoll leave the program's fds alone. */
+static void s_dup2_hidden_epoll(void)
+{
+	struct epoll_event ev = {EPOLLOUT, {.u64 = 2}};
+	int c, s, sp[2], v[64], n, i, intact = 1, partial, eagain, ep = epoll_create1(0);
+	struct stat st0, st;
+	size_t total;
+	uint32_t e;
+	char b[8];
+
+	mkpair(AF_INET, &c, &s);
+	set_nonblock(c, 1);
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev))));
+	total = fill(c, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+	say("filled until EAGAIN %s", YN(eagain));
+	say("full: no room %s", R(ewait(ep, 50, &e)));
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0)
+		setup_failed("socketpair");
+	fstat(sp[0], &st0);
+	n = fds_above(v, 64);
+	for (i = 0; i < n; i++)
+		if (dup2(sp[0], v[i]) != v[i])
+			intact = 0;
+	say("dup2 onto every free number above 100 ok %s", YN(intact));
+	{
+		struct later lt = {.op = LATER_DRAIN, .fd = s, .delay_ms = 100, .len = total};
+		later_start(&lt);
+		long r = ewait(ep, 5000, &e);
+		say("room after the reader drained %s events 0x%x", R(r), e);
+		later_join(&lt);
+		say("reader got the pattern %s", YN(lt.result));
+	}
+	say("del %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, c, NULL))));
+	say("add back %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev))));
+	i = ewait(ep, 1000, &e);
+	say("room %s events 0x%x", R(i), e);
+	close(ep);
+	say("nothing reached the program's socket %s",
+	    R(DO(recv(sp[1], b, sizeof b, MSG_DONTWAIT))));
+	close(c);
+	close(s);
+	for (i = 0; i < n; i++)
+		if (fstat(v[i], &st) < 0 || st.st_ino != st0.st_ino)
+			intact = 0;
+	say("the program's fds intact after close %s", YN(intact));
+	for (i = 0; i < n; i++)
+		close(v[i]);
+	close(sp[0]);
+	close(sp[1]);
+}
+
+/* act runs one action on fd after 200 ms in a thread of its own, while
+ * the main thread sleeps in epoll_wait. */
+struct act {
+	int what, fd;
+	pthread_t th;
+};
+enum { ACT_SEND, ACT_SHUTWR, ACT_SHUTRD, ACT_CLOSE };
+
+static void *act_run(void *p)
+{
+	struct act *a = p;
+
+	usleep(200000);
+	switch (a->what) {
+	case ACT_SEND:
+		send(a->fd, "more", 4, 0);
+		break;
+	case ACT_SHUTWR:
+		shutdown(a->fd, SHUT_WR);
+		break;
+	case ACT_SHUTRD:
+		shutdown(a->fd, SHUT_RD);
+		break;
+	case ACT_CLOSE:
+		close(a->fd);
+		break;
+	}
+	return NULL;
+}
+
+/* et_sleep says what an epoll_wait asleep on ep gets when, 200 ms in,
+ * another thread does what to fd. */
+static void et_sleep(const char *label, int ep, int what, int fd)
+{
+	struct act a = {what, fd, 0};
+	uint32_t e;
+	long n, t0 = now_ms();
+
+	if (pthread_create(&a.th, NULL, act_run, &a) != 0)
+		setup_failed("pthread_create");
+	n = ewait(ep, 3000, &e);
+	pthread_join(a.th, NULL);
+	say("%s: %s events 0x%x woken before the timeout %s", label, R(n), e,
+	    YN(now_ms() - t0 < 2500));
+}
+
+/* s_epoll_et_asleep: an edge-triggered item that was reported (and not
+ * fully consumed) gets a new edge while the waiter sleeps: from the peer
+ * (more data, SHUT_WR, close) and from this side's own state (shutdown by
+ * another thread), as the kernel wakes the wait for each. */
+static void s_epoll_et_asleep(void)
+{
+	static const struct {
+		const char *label;
+		uint32_t events;
+		int what, on_peer, full;
+	} cases[] = {
+		{"in, partly read, peer sends", EPOLLIN, ACT_SEND, 1, 0},
+		{"in, partly read, peer SHUT_WR", EPOLLIN | EPOLLRDHUP, ACT_SHUTWR, 1, 0},
+		{"in, partly read, peer closes", EPOLLIN | EPOLLRDHUP, ACT_CLOSE, 1, 0},
+		{"in|out, peer sends", EPOLLIN | EPOLLOUT, ACT_SEND, 1, 0},
+		{"in, own SHUT_RD", EPOLLIN | EPOLLRDHUP, ACT_SHUTRD, 0, 0},
+		{"out, full, own SHUT_WR", EPOLLOUT, ACT_SHUTWR, 0, 1},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct epoll_event ev = {cases[i].events | EPOLLET, {.u64 = 1}};
+		int c, s, ep = epoll_create1(0), partial, eagain, n;
+		uint32_t e;
+		char b[4];
+
+		mkpair(AF_INET, &c, &s);
+		set_nonblock(s, 1);
+		if (cases[i].full)
+			fill(s, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+		else if (cases[i].events & EPOLLIN) {
+			send(c, "0123456789", 10, 0);
+			wait_bytes(s, 10, 5000);
+		}
+		say("%s: add %s", cases[i].label, R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+		n = ewait(ep, 1000, &e);
+		say("%s: first edge %s events 0x%x", cases[i].label, R(n), e);
+		if (!cases[i].full && (cases[i].events & EPOLLIN))
+			say("%s: read part %s", cases[i].label, R(DO(recv(s, b, sizeof b, 0))));
+		et_sleep(cases[i].label, ep, cases[i].what, cases[i].on_peer ? c : s);
+		say("%s: no new edge %s", cases[i].label, R(ewait(ep, 0, &e)));
+		close(ep);
+		if (cases[i].what != ACT_CLOSE || !cases[i].on_peer)
+			close(c);
+		close(s);
+	}
+}
+
+/* fds_above_not_table counts the sockets and memfds open above fd 100
+ * but osf's fd table (which an exec'd image keeps whatever it holds). */
+static int fds_above_not_table(void)
+{
+	char p[64], l[256];
+	int fd, n = 0;
+
+	for (fd = 101; fd < 4096; fd++) {
+		ssize_t k;
+		snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+		k = readlink(p, l, sizeof l - 1);
+		if (k < 0)
+			continue;
+		l[k] = 0;
+		if ((!strncmp(l, "socket:", 7) || !strncmp(l, "/memfd:", 7)) &&
+		    !strstr(l, "osf-fdtable"))
+			n++;
+	}
+	return n;
+}
+
+/* exec_close is the exec'd half of s_exec_close: it closes the inherited
+ * connection fd without using it and counts what is left. */
+static int exec_close(const char *fdarg)
+{
+	int fd = atoi(fdarg);
+
+	scn = "exec_close";
+	say("exec'd image closes the inherited fd %s", R(DO(close(fd))));
+	say("sockets and memfds left above fd 100 %d", fds_above_not_table());
+	return 0;
+}
+
+/* s_exec_close: a connection inherited across exec and closed there
+ * unused releases everything that went with it (under osf: its hidden
+ * fds), and the peer sees the end once the last holder closed. */
+static void s_exec_close(void)
+{
+	int c, s, st;
+	char arg[16], b[8];
+	pid_t pid;
+
+	mkpair(AF_INET, &c, &s);
+	fcntl(s, F_SETFD, FD_CLOEXEC); /* only c crosses the exec */
+	snprintf(arg, sizeof arg, "%d", c);
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		setup_failed("fork");
+	if (pid == 0) {
+		execl("/proc/self/exe", "semantics", "--exec-close", arg, (char *)NULL);
+		_exit(127);
+	}
+	close(c);
+	waitpid(pid, &st, 0);
+	say("child exit %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	say("peer sees the end %s", R(DO(recv(s, b, sizeof b, 0))));
+	close(s);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 /* defer_woken connects to deferring listener l (non-blocking) and checks
@@ -3627,6 +3924,10 @@ static const struct {
 	{"ip_options", s_ip_options},
 	{"defer_accept", s_defer_accept},
 	{"cork", s_cork},
+	{"dup2_hidden", s_dup2_hidden},
+	{"dup2_hidden_epoll", s_dup2_hidden_epoll},
+	{"epoll_et_asleep", s_epoll_et_asleep},
+	{"exec_close", s_exec_close},
 	{"port_ephemeral", s_port_ephemeral},
 	{"port_bound", s_port_bound},
 	{"port_listen_shutdown", s_port_listen_shutdown},
@@ -3652,6 +3953,8 @@ int main(int argc, char **argv)
 	sigaction(SIGPIPE, &sa, NULL);
 	signal(SIGALRM, SIG_IGN);
 	pat_init();
+	if (argc == 3 && strcmp(argv[1], "--exec-close") == 0)
+		return exec_close(argv[2]);
 	if (argc == 2 && strcmp(argv[1], "-l") == 0) {
 		for (i = 0; i < NSCEN; i++)
 			printf("%s\n", scenarios[i].name);

@@ -25,6 +25,7 @@
  * what it set: "reverted SIG handler=EXPECTED->NOW" per difference, then
  * "async checked N settings, M reverted". */
 #include <netinet/in.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,6 +235,41 @@ static int wait_core(void)
 	return 0;
 }
 
+static sigjmp_buf fault_jmp;
+static volatile sig_atomic_t faults;
+static void on_fault(int sig)
+{
+	(void)sig;
+	faults++;
+	siglongjmp(fault_jmp, 1);
+}
+
+static int *volatile null_ptr; /* hidden from the compiler */
+
+/* fault_own installs a SIGSEGV handler after the core loaded, reads it
+ * back, takes a real fault in it, and puts SIG_DFL back:
+ * "segv own handler read back yes, fault reached it yes, SIG_DFL read
+ * back yes". */
+static void fault_own(void)
+{
+	struct sigaction sa, old;
+	volatile int back;
+	int dfl;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_fault;
+	sigaction(SIGSEGV, &sa, NULL);
+	back = sigaction(SIGSEGV, NULL, &old) == 0 && old.sa_handler == on_fault;
+	if (sigsetjmp(fault_jmp, 1) == 0)
+		*null_ptr = 1;
+	sa.sa_handler = SIG_DFL;
+	sigaction(SIGSEGV, &sa, &old);
+	back = back && old.sa_handler == on_fault;
+	dfl = sigaction(SIGSEGV, NULL, &old) == 0 && old.sa_handler == SIG_DFL;
+	printf("segv own handler read back %s, fault reached it %s, SIG_DFL read back %s\n",
+	       back ? "yes" : "no", faults == 1 ? "yes" : "no", dfl ? "yes" : "no");
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET,
@@ -279,5 +315,6 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_SETMASK, NULL, &mask_after);
 	printf("mask unchanged %s\n",
 	       same_set(&mask_before, &mask_after) ? "yes" : "no");
+	fault_own();
 	return 0;
 }

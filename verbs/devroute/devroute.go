@@ -66,6 +66,13 @@ func (e *Error) Unwrap() error { return e.Err }
 // it; for another host, that of the interface holding the source address
 // the kernel would use; for the unspecified address (a wildcard listener)
 // the first device.
+//
+// "Held by an interface" is deliberately not policy.IsLocal: a device is
+// found per interface, so the question is which interface holds a, not
+// whether a is this host's. The two differ only for loopback addresses no
+// interface lists (127.0.0.2): IsLocal says local, here the kernel's
+// source address for it (127.0.0.1) is looked up instead, which leads to
+// the interface that carries such a connection (lo), as it should.
 func (h Host) ForRoute(a netip.Addr) (device string, ok bool, why string) {
 	a = a.Unmap().WithZone("")
 	devs := h.Devices()
