@@ -79,6 +79,7 @@ apps() {
 	nginx_wrk
 	socat_fork
 	fallback
+	loaded
 }
 
 iperf() {
@@ -267,6 +268,44 @@ fallback() {
 		check "fallback: 8 MiB over kernel TCP, sha256 equal" [ "$(sha256sum </tmp/fb.bin | cut -c1-64)" = "$(cat "$OUT/fb.sha")" ]
 		grep -hE 'kernel: ' "$OUT/osf-fallback-B.log" | head -2
 	fi
+}
+
+# ---- loaded: both guests' vCPUs taken by CPU hogs (each guest runs one busy
+# loop per vCPU at the programs' own priority) while 50 redis clients
+# connect at once: a slow but healthy host, so every connection must still
+# be RDMA (the handshake bound scales with what the host's handshakes
+# need); a fallback would say why in the logs, which the failure shows.
+loaded() {
+	local -a hogs=()
+	local i
+	for i in $(seq "$(nproc)"); do
+		bash -c 'while :; do :; done' &
+		hogs+=($!)
+	done
+	if [ "$GUEST" = A ]; then
+		osf loaded-server redis-server --bind "$ADDR" --port 6380 --save '' --appendonly no \
+			--protected-mode no >"$OUT/loaded-server.txt" 2>&1 &
+		local sp=$!
+		wait_listen 6380
+		barrier loaded-go
+		barrier loaded-done 900
+		check "loaded: redis-server under CPU hogs: no connection fell back" used_rdma loaded-server
+		stop $sp
+	else
+		barrier loaded-go
+		local t0=$(date +%s)
+		osf loaded-bench timeout 600 redis-benchmark -h "$PEER_ADDR" -p 6380 -t set,get -c 50 -n 2000 \
+			-q --csv >"$OUT/loaded-bench.csv" 2>"$OUT/loaded-bench.err"
+		local r=$?
+		if [ $r = 0 ] && [ "$(grep -cE '^"(SET|GET)' "$OUT/loaded-bench.csv")" = 2 ] && used_rdma loaded-bench; then
+			pass "loaded: 50 redis clients under CPU hogs, all RDMA ($(($(date +%s) - t0))s)"
+		else
+			fail "loaded: redis-benchmark under CPU hogs: rc=$r $(head -c 300 "$OUT/loaded-bench.err")"
+		fi
+		barrier loaded-done
+	fi
+	kill "${hogs[@]}" 2>/dev/null
+	wait "${hogs[@]}" 2>/dev/null
 }
 
 # ---- failures between hosts (run last: after the wire cut, new RDMA
