@@ -8,7 +8,7 @@ RSP=$(ls /usr/lib/x86_64-linux-gnu/rsocket/librspreload.so 2>/dev/null)
 PINGS=${BENCH_PINGS:-3000}
 STREAM=${BENCH_STREAM:-256M}
 CONNS=${BENCH_CONNS:-30}
-REDIS_N=${BENCH_REDIS_N:-20000}
+REDIS_N=${BENCH_REDIS_N:-10000}
 barrier up 300 || exit 1
 
 under=$GUESTDIR/under
@@ -98,7 +98,7 @@ for t in kernel osf rsocket; do
 		fi
 		continue
 	fi
-	step "redis-$t" 150 "$(lp)" "$under" $t redis-server --bind 10.77.0.1 --port $port --save '' --appendonly no --protected-mode no -- \
+	step "redis-$t" 600 "$(lp)" "$under" $t redis-server --bind 10.77.0.1 --port $port --save '' --appendonly no --protected-mode no -- \
 		"$under" $t redis-benchmark -h 10.77.0.1 -p $port -t get,set -n "$REDIS_N" -c 10 -q --csv
 done
 step "dev-lat" 300 - ib_send_lat -d rxe0 -R -F -n 3000 -- ib_send_lat -d rxe0 -R -F -n 3000 10.77.0.1
