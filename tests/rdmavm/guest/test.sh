@@ -357,7 +357,8 @@ failures() {
 	wirecut
 }
 
-# the wire cut: B announces the cut, takes eth0 down; A is sending
+# the wire cut: B announces the cut, takes eth0 down 2 s later (time for
+# the announcement to reach A on a loaded machine); A is sending
 wirecut() {
 	if [ "$GUEST" = A ]; then
 		osf cut-sender timeout $((CUT_BOUND + 120)) python3 "$GUESTDIR/peer.py" streamer listen "$ADDR" 7200 >"$OUT/cut-sender.txt" 2>&1 &
@@ -378,7 +379,7 @@ wirecut() {
 	else
 		barrier cut-go
 		osf cut-reader timeout $((CUT_BOUND + 120)) python3 "$GUESTDIR/peer.py" watcher connect "$PEER_ADDR" 7200 C "$CUT_BOUND" \
-			"sleep 0.5; ip link set eth0 down" >"$OUT/cut-reader.txt" 2>&1
+			"sleep 2; ip link set eth0 down" >"$OUT/cut-reader.txt" 2>&1
 		echo "  the reader on B (its own link down): $(cat "$OUT/cut-reader.txt" | tr '\n' ' ')"
 		ip link set eth0 up
 		ip neigh flush dev eth0
