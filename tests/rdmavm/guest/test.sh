@@ -294,7 +294,7 @@ loaded() {
 	else
 		barrier loaded-go
 		local t0=$(date +%s)
-		osf loaded-bench timeout 600 redis-benchmark -h "$PEER_ADDR" -p 6380 -t set,get -c 50 -n 500 \
+		osf loaded-bench timeout 900 redis-benchmark -h "$PEER_ADDR" -p 6380 -t set,get -c 50 -n 100 \
 			-q --csv >"$OUT/loaded-bench.csv" 2>"$OUT/loaded-bench.err"
 		local r=$?
 		if [ $r = 0 ] && [ "$(grep -cE '^"(SET|GET)' "$OUT/loaded-bench.csv")" = 2 ] && used_rdma loaded-bench; then
