@@ -489,16 +489,21 @@ static int listen_one(const struct addrinfo *ai)
 	return fd;
 }
 
-/* connect_one connects a nonblocking TCP_NODELAY socket, waiting at most IO_TIMEOUT_MS. */
+/* connect_one connects a nonblocking TCP_NODELAY socket, waiting at most
+ * IO_TIMEOUT_MS. socket and fcntl rather than SOCK_NONBLOCK: rsocket (its
+ * preload library, compared with osf in make bench-rdma) refuses a type with
+ * flags, and its preload then quietly makes a kernel TCP socket. */
 static int connect_one(const struct addrinfo *ai)
 {
 	int soerr = 0;
 	socklen_t len = sizeof soerr;
-	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK, ai->ai_protocol);
+	int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+	int fl;
 
 	if (fd < 0)
 		return -1;
-	if (set_nodelay(fd) < 0)
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || set_nodelay(fd) < 0)
 		return close_fail(fd);
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 		return fd;

@@ -466,6 +466,13 @@ func (e *Engine) probeStalled(s *stream) {
 		s.down()
 		return
 	}
+	if !s.probing && time.Since(s.stallSince) >= probeAfter+probeDeadline {
+		// No room for a probe (the send queue is full of requests the
+		// peer's device never acknowledged) and no completion since.
+		s.logf("rdma: connection %d: no completion from the peer's device for %v with the send queue full; resetting", s.id, probeAfter+probeDeadline)
+		s.down()
+		return
+	}
 	if time.Since(s.stallSince) >= probeAfter {
 		s.probe()
 	}

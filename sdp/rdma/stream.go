@@ -365,12 +365,17 @@ func (s *stream) handle(wc *verbs.WC) {
 	}
 }
 
-// stalled reports whether the stream waits for the peer's credit (the
-// peer's ring is full as far as we know): the local writer may be blocked,
-// and nothing the engine would post could notice the peer's death.
+// stalled reports whether the stream waits on the peer: for its credit
+// (the peer's ring is full as far as we know), or for its device to
+// acknowledge what is in flight (the send queue is full and bytes wait to
+// be sent: many small writes to a peer that went silent fill the queue
+// before the ring). The local application may be blocked on it, and
+// nothing the engine would post could notice the peer's death.
 func (s *stream) stalled() bool {
-	return s.state.sending() && !s.linkDown && !s.peerClosed && !s.closeSent &&
-		s.sent-s.peerTail == s.size
+	if !s.state.sending() || s.linkDown || s.peerClosed || s.closeSent {
+		return false
+	}
+	return s.sent-s.peerTail == s.size || (s.sqFree() < 2 && s.sent != s.seg.Head(s.side))
 }
 
 // probe asks the peer's device whether it is there (PostProbe): a dead
@@ -387,7 +392,7 @@ func (s *stream) probe() {
 	s.probing = true
 	s.probeSent = time.Now()
 	if s.probes == 0 {
-		s.logf("rdma: connection %d: stalled on the peer's credit; probing its device (every %v while stalled)", s.id, probeAfter)
+		s.logf("rdma: connection %d: stalled on the peer (its credit, or its device's acknowledgements); probing its device (every %v while stalled)", s.id, probeAfter)
 	}
 	s.probes++
 }

@@ -475,6 +475,39 @@ func TestMirrorWireCut(t *testing.T) {
 	}
 }
 
+// TestMirrorWireCutQueueFull: the wire is cut silently (lost: the QP never
+// gives up by itself, as soft-RoCE's did in make test-rdma) while the
+// application sends many small messages: the send queue fills with
+// requests nobody acknowledges before the peer's ring does. The stream is
+// stalled all the same, and the application waiting for a reply gets
+// ECONNRESET within probeAfter and probeDeadline, never a hang.
+func TestMirrorWireCutQueueFull(t *testing.T) {
+	old := probeDeadline
+	probeDeadline = 500 * time.Millisecond
+	defer func() { probeDeadline = old }()
+	p := newPair(t, pairOpts{ring: 1 << 20, seed: 13})
+	if _, err := p.app[0].write([]byte("hello"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := p.app[1].read(buf, 5*time.Second); err != nil || string(buf[:n]) != "hello" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+	p.net.cutWire(true)
+	for i := 0; i < 2*sqDepth; i++ { // one work request each
+		if _, err := p.app[0].write([]byte("small"), time.Second); err != nil {
+			break // reset already
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	start := time.Now()
+	_, err := p.app[0].read(buf, 3*probeAfter+10*probeDeadline)
+	if !errors.Is(err, unix.ECONNRESET) {
+		t.Fatalf("reader after the cut with the send queue full: %v, want ECONNRESET", err)
+	}
+	t.Logf("reader: %v after %v", err, time.Since(start).Round(time.Millisecond))
+}
+
 // TestMirrorPostFailure: a link whose posts fail resets the connection.
 func TestMirrorPostFailure(t *testing.T) {
 	p := newPair(t, pairOpts{ring: 4096, seed: 10})

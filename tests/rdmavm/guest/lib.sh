@@ -16,11 +16,17 @@ export OSF_CONNECT_TIMEOUT_MS=${OSF_CONNECT_TIMEOUT_MS:-10000}
 RESULTS=$OUT/results-$GUEST.txt
 : >"$RESULTS"
 
+# nap SECONDS: sleep without a process (read's timeout on a pipe nobody
+# writes): the waits below poll, and a sleep process per poll costs an
+# emulated guest CPU time the programs under test would otherwise have
+rm -f "/tmp/.nap-$$" && mkfifo "/tmp/.nap-$$" && exec {napfd}<>"/tmp/.nap-$$" && rm -f "/tmp/.nap-$$"
+nap() { read -r -t "$1" -u "$napfd" || :; }
+
 barrier() {
 	local n=$1 t=${2:-300} i=0
 	touch "$OUT/.bar-$n-$GUEST"
 	while [ ! -e "$OUT/.bar-$n-$PEER" ]; do
-		sleep 0.2
+		nap 0.2
 		i=$((i + 1))
 		if [ $i -gt $((t * 5)) ]; then
 			fail "barrier $n: $PEER did not arrive within ${t}s"
@@ -38,9 +44,22 @@ wait_listen() {
 	local i
 	for i in $(seq 600); do
 		[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ] && { sleep 2; return 0; }
-		sleep 0.2
+		nap 0.2
 	done
 	fail "nothing listens on port $1 after 120 s"
+	return 1
+}
+
+# wait_cm_listen PORT: until an rdma_cm listener on PORT exists here (at
+# most 120 s), as rsocket's are (they are not the kernel's: ss never shows
+# them)
+wait_cm_listen() {
+	local i
+	for i in $(seq 600); do
+		rdma res show cm_id 2>/dev/null | grep -qE "state LISTEN .*src-addr [0-9.]+:$1 " && return 0
+		nap 0.2
+	done
+	fail "no rdma_cm listener on port $1 after 120 s"
 	return 1
 }
 

@@ -1,0 +1,53 @@
+"""connrate.py server|client HOST PORT N: make bench-rdma's connection set-up
+rate: N times connect, a 1-byte exchange, close; the client prints
+"connections=N secs=S per_s=R". The server prints "listening" once it listens.
+
+Every socket call goes to libc through ctypes: Python's socket module makes
+its sockets with SOCK_CLOEXEC and accepts with accept4, and rsocket's preload
+library (librspreload) turns a socket type with flags into a kernel TCP
+socket and has no accept4, so the rsocket column would measure the kernel.
+"""
+import ctypes
+import errno
+import socket
+import struct
+import sys
+import time
+
+mode, host, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+libc = ctypes.CDLL(None, use_errno=True)
+# struct sockaddr_in: family in host order, port and address in network order
+sin = struct.pack("=H", socket.AF_INET) + struct.pack("!H4s8x", port, socket.inet_aton(host))
+buf = ctypes.create_string_buffer(1)
+
+
+def ok(rc, what):
+    if rc < 0:
+        e = ctypes.get_errno()
+        sys.exit(f"connrate: {what}: {errno.errorcode.get(e, e)}")
+    return rc
+
+
+if mode == "server":
+    ls = ok(libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0), "socket")
+    one = ctypes.c_int(1)
+    ok(libc.setsockopt(ls, socket.SOL_SOCKET, socket.SO_REUSEADDR, ctypes.byref(one), 4), "setsockopt")
+    ok(libc.bind(ls, sin, len(sin)), "bind")
+    ok(libc.listen(ls, 128), "listen")
+    print("listening", flush=True)
+    for _ in range(n):
+        c = ok(libc.accept(ls, None, None), "accept")
+        ok(libc.recv(c, buf, 1, 0), "recv")
+        ok(libc.send(c, buf, 1, 0), "send")
+        libc.close(c)
+else:
+    t0 = time.monotonic()
+    for _ in range(n):
+        c = ok(libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0), "socket")
+        ok(libc.connect(c, sin, len(sin)), "connect")
+        ok(libc.send(c, b"x", 1, 0), "send")
+        if ok(libc.recv(c, buf, 1, 0), "recv") != 1 or buf.raw != b"x":
+            sys.exit("connrate: bad echo")
+        libc.close(c)
+    dt = time.monotonic() - t0
+    print(f"connections={n} secs={dt:.3f} per_s={n / dt:.2f}")
