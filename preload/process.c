@@ -37,6 +37,7 @@ OSF_EXPORT pid_t fork(void)
 	if (!__atomic_load_n(&osf.ready, __ATOMIC_ACQUIRE))
 		return REAL(fork)();
 	osf_fdt_lock(); /* the snapshot is the table at fork */
+	osf_fdt_limit_lock(); /* no child inherits a raised RLIMIT_NOFILE */
 	snap = osf_fdt_fork_prepare();
 	osf_conn_fork_holders(1);
 	pid = REAL(fork)();
@@ -55,6 +56,7 @@ OSF_EXPORT pid_t fork(void)
 	else
 		osf_mux_parent_after_fork();
 	osf_fdt_fork_parent(snap);
+	osf_fdt_limit_unlock();
 	osf_fdt_unlock();
 	errno = saved;
 	return pid;

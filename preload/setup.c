@@ -420,7 +420,9 @@ int osf_setup_listen(const struct osf_core_listen_in *in,
 	}
 	listen_name(ip, in->v6only, name, sizeof(name));
 	sl = setup_abstract(&sun, name);
+	osf_fdt_high_begin(); /* the companion needs none of the program's fds */
 	fd = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	osf_fdt_high_end();
 	if (fd < 0 || REAL(bind)(fd, (struct sockaddr *)&sun, sl) < 0 ||
 	    REAL(listen)(fd, in->backlog) < 0) {
 		out->reason = OSF_R_RESOURCE;
