@@ -95,4 +95,8 @@ int osf_conn_spawn_unfollowable(posix_spawn_file_actions_t *fa, int *dead, int m
  * child (its only thread is the one that forked). */
 void osf_conn_child_after_fork(void);
 
+/* osf_reaper_child_after_fork forgets the parent's sleepers and reaper
+ * (preload/reaper.c). */
+void osf_reaper_child_after_fork(void);
+
 #endif

@@ -44,6 +44,7 @@ OSF_EXPORT pid_t fork(void)
 	if (pid == 0) {
 		osf.pid = getpid();
 		osf_conn_child_after_fork();
+		osf_reaper_child_after_fork();
 		osf_mux_child_after_fork();
 		osf_fdt_child_after_fork(snap);
 		osf_core_child_after_fork();
