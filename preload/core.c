@@ -239,6 +239,8 @@ static int reserve_limit(void)
 {
 	int base = osf_fdt_hidden_base();
 
+	if (base > (int)OSF_FDT_RESERVE_MAX) /* placeholders go no further */
+		base = OSF_FDT_RESERVE_MAX;
 	return other_threads() && base > 256 ? 256 : base;
 }
 
