@@ -16,7 +16,10 @@
  * and calls nothing but madvise, clock_nanosleep and atomics, so a fork
  * while it runs copies no lock it holds (the child starts its own). The
  * sleeper's reference keeps the connection mapped: it waits, on waking,
- * for a trim of its end under way. */
+ * for a trim of its end under way. Not under a seccomp filter (a new
+ * thread may be forbidden there), and a reader that blocks in recv inside
+ * a signal handler that interrupted malloc could deadlock in the
+ * pthread_create that starts the reaper (a known limit). */
 #include "base.h"
 
 #include "../sdp/side.h"
@@ -33,11 +36,10 @@ enum { SLOT_FREE, SLOT_CLAIMED, SLOT_ASLEEP, SLOT_TRIMMING, SLOT_TRIMMED };
 static struct slot {
 	int state;
 	struct osf_side *s;
-	long long since; /* CLOCK_MONOTONIC ns */
+	long long since; /* CLOCK_MONOTONIC ns the reaper first saw it, or 0 */
 } slots[REAP_SLOTS];
 
 static int running; /* the reaper thread runs in this process */
-static unsigned hint;
 
 static long long now_ns(void)
 {
@@ -57,15 +59,21 @@ static int reap(void)
 	for (i = 0; i < REAP_SLOTS; i++) {
 		struct slot *sl = &slots[i];
 		int st = SLOT_ASLEEP;
+		long long since;
 		if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != SLOT_ASLEEP)
 			continue;
-		if (now - sl->since < OSF_TRIM_IDLE_MS * 1000000LL) {
+		since = __atomic_load_n(&sl->since, __ATOMIC_RELAXED);
+		if (since == 0) { /* first seen asleep now: the sleeper reads no clock */
+			__atomic_store_n(&sl->since, now, __ATOMIC_RELAXED);
 			waiting = 1;
 			continue;
 		}
-		if (!__atomic_compare_exchange_n(&sl->state, &st, SLOT_TRIMMING, 0,
-						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		if (now - since < OSF_TRIM_IDLE_MS * 1000000LL ||
+		    !__atomic_compare_exchange_n(&sl->state, &st, SLOT_TRIMMING, 0,
+						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			waiting |= st == SLOT_ASLEEP;
 			continue;
+		}
 		if (osf_side_trim_due(sl->s))
 			(void)osf_side_trim(sl->s);
 		__atomic_store_n(&sl->state, SLOT_TRIMMED, __ATOMIC_RELEASE);
@@ -111,8 +119,13 @@ static void start(void)
 
 int osf_sys_sleep_begin(struct osf_side *s)
 {
-	unsigned h = __atomic_fetch_add(&hint, 1, __ATOMIC_RELAXED), i;
+	unsigned h, i;
 	int saved = errno;
+
+	/* Under a seccomp filter a new thread (clone) may be forbidden. */
+	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_RELAXED))
+		return 0;
+	h = (unsigned)((uintptr_t)s >> 6); /* no shared counter to bounce */
 
 	for (i = 0; i < REAP_SLOTS; i++) {
 		struct slot *sl = &slots[(h + i) % REAP_SLOTS];
@@ -121,7 +134,7 @@ int osf_sys_sleep_begin(struct osf_side *s)
 						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			continue;
 		sl->s = s;
-		sl->since = now_ns();
+		__atomic_store_n(&sl->since, 0, __ATOMIC_RELAXED); /* the reaper stamps it */
 		__atomic_store_n(&sl->state, SLOT_ASLEEP, __ATOMIC_SEQ_CST);
 		if (!__atomic_load_n(&running, __ATOMIC_SEQ_CST))
 			start();
