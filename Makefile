@@ -89,9 +89,10 @@ $(BIN)/osfstat: $(GO_SRCS)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $@ ./cmd/osfstat
 
-$(BIN)/osfgw: $(GO_SRCS)
+# osfgw compiles sdp/*.c by #include (its ring relay; see SDP_C_HASH).
+$(BIN)/osfgw: $(GO_SRCS) $(wildcard sdp/*.c)
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -o $@ ./cmd/osfgw
+	CGO_CFLAGS="-O2 -g -DOSF_SDP_C_HASH=$(SDP_C_HASH)" $(GO) build -trimpath -o $@ ./cmd/osfgw
 
 $(BIN)/osfperf: cmd/osfperf/osfperf.c
 	@mkdir -p $(BIN)
@@ -112,7 +113,7 @@ $(BUILD)/tests/confdump: tests/progs/confdump.c preload/conf.c preload/conf.h
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Ipreload -o $@ tests/progs/confdump.c preload/conf.c
 
-# sdp/sidetest compiles sdp/*.c by #include from its cgo preamble, which the
+# sdp/sidetest (and osfgw) compile sdp/*.c by #include from its cgo preamble, which the
 # Go build cache does not track: a hash of those sources in CGO_CFLAGS makes
 # a change to them rebuild the test (else it may run the previous C).
 SDP_C_HASH = $(shell cat sdp/*.c sdp/*.h | cksum | cut -d' ' -f1)

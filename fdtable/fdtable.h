@@ -106,6 +106,11 @@ enum osf_role {
 #define OSF_FDF_LINGER 0x0080u    /* SO_LINGER on, see linger_secs */
 #define OSF_FDF_INPROGRESS 0x0100u /* connect said EINPROGRESS; the next
 				      connect returns 0, then EISCONN */
+#define OSF_FDF_GATEWAY 0x0200u   /* kind SHM: a stream to an osfgw gateway
+				      relaying to the peer (peer holds the
+				      destination; osfstat shows transport
+				      gateway, the leg's transport is the
+				      entry's) */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

@@ -127,6 +127,14 @@ func (r Role) String() string {
 	return "-"
 }
 
+// FlagGateway marks an offloaded connection (kind KindShm) that is a
+// stream to an osfgw gateway relaying to the peer (Entry.Peer, the
+// destination); its Transport is the stream's own, shm or rdma.
+const FlagGateway = C.OSF_FDF_GATEWAY
+
+// Gateway reports whether the entry is an offloaded stream to a gateway.
+func (e Entry) Gateway() bool { return e.Flags&FlagGateway != 0 }
+
 // Entry is one fd's row of the table.
 type Entry struct {
 	FD          int

@@ -89,6 +89,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->v6 = v6;
 	memset(c->opts, 0, sizeof(c->opts));
 	c->cm_ts = c->cm_inq = 0;
+	c->gw = OSF_CONN_GW_NONE;
 	__atomic_store_n(&c->refs, 1, __ATOMIC_RELEASE);
 }
 

@@ -36,6 +36,27 @@ int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,
 int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 		   void *arg);
 
+/* A connection to an osfgw gateway over an offloaded stream (conn_gw.c):
+ * none waiting, waiting for the gateway's reply, or failed (the reply was
+ * an error: a connect that failed, SO_ERROR holds the errno). */
+#define OSF_CONN_GW_NONE 0
+#define OSF_CONN_GW_WAIT 1
+#define OSF_CONN_GW_FAILED 2
+#define OSF_CONN_GW_FOREVER (1 << 30) /* wait_ms: as long as it takes (the
+					 gateway answers or goes away) */
+
+/* osf_conn_gw_begin marks fd's new connection as waiting for the reply. */
+void osf_conn_gw_begin(int fd, struct osf_fdt_entry *e);
+
+/* osf_conn_gw_state returns fd's OSF_CONN_GW_* without settling. */
+int osf_conn_gw_state(int fd, struct osf_fdt_entry *e);
+
+/* osf_conn_gw_settle takes the gateway's reply if it is there, waiting up
+ * to wait_ms for it (0: not at all): -1 still waiting (wait_ms 0 only);
+ * 0 established, or nothing was waiting; else the errno the connect
+ * failed with (ETIMEDOUT when wait_ms ran out), also left in SO_ERROR. */
+int osf_conn_gw_settle(int fd, struct osf_fdt_entry *e, int wait_ms);
+
 /* osf_conn_install turns fd into an offloaded connection described by the
  * core's handshake result cc: for a client (dup_wake) the wake socket is
  * moved onto fd, for a server fd already is the wake socket. The segment

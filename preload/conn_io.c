@@ -192,6 +192,11 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		return OSF_FAIL((flags & MSG_OOB) ? EINVAL : EAGAIN);
 	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
+	if (unlikely(c->gw == OSF_CONN_GW_WAIT) &&
+	    osf_conn_gw_settle(fd, e, nonblock ? 0 : OSF_CONN_GW_FOREVER) < 0) {
+		conn_put(c);
+		return OSF_FAIL(EAGAIN); /* as TCP's SYN_SENT */
+	}
 	if (total == 0) {
 		r = recv_none(fd, c, nonblock);
 		conn_put(c);
@@ -325,6 +330,13 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	if (total < 0) {
 		conn_put(c);
 		return OSF_FAIL(EINVAL);
+	}
+	if (unlikely(c->gw == OSF_CONN_GW_WAIT) &&
+	    osf_conn_gw_settle(fd, e, c->nonblock || (flags & MSG_DONTWAIT)
+					      ? 0
+					      : OSF_CONN_GW_FOREVER) < 0) {
+		conn_put(c);
+		return OSF_FAIL(EAGAIN); /* as TCP's SYN_SENT */
 	}
 	osf_side_peer_closing(&c->s, fd);
 	end = send_end(c, (size_t)total, flags);

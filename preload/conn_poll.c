@@ -15,6 +15,8 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd); /* a reset nobody waited for */
 	r = osf_side_revents(&c->s);
+	if (unlikely(c->gw))
+		r = osf_conn_gw_revents(fd, c, r);
 	conn_put(c);
 	return r;
 }
@@ -23,6 +25,18 @@ int osf_conn_arm_kinds(short events)
 {
 	return ((events & (POLLIN | POLLRDNORM | POLLRDHUP)) ? OSF_ARM_RX : 0) |
 	       ((events & (POLLOUT | POLLWRNORM)) ? OSF_ARM_TX : 0);
+}
+
+int osf_conn_arm_kinds_fd(int fd, struct osf_fdt_entry *e, short events)
+{
+	int k = osf_conn_arm_kinds(events);
+
+	/* Waiting for a gateway's reply: it arrives as data, and an RDMA
+	 * engine wakes only readers for data (conn_gw.c). */
+	if (unlikely(e && (e->flags & OSF_FDF_GATEWAY)) && !(k & OSF_ARM_RX) &&
+	    osf_conn_gw_state(fd, e) == OSF_CONN_GW_WAIT)
+		k |= OSF_ARM_RX;
+	return k;
 }
 
 short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
@@ -35,6 +49,8 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd);
 	r = osf_side_arm(&c->s, fd, kinds, already);
+	if (unlikely(c->gw))
+		r = osf_conn_gw_revents(fd, c, r);
 	if ((kinds & OSF_ARM_RX) && osf_side_trim_due(&c->s))
 		*trim_due = 1;
 	conn_put(c);

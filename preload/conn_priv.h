@@ -33,7 +33,15 @@ struct osf_conn {
 	int cm_inq; /* TCP_INQ: recvmsg adds the bytes left to read */
 	int v6;
 	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
+	int gw; /* OSF_CONN_GW_*: a stream to a gateway waiting for its reply
+		   (conn_gw.c) */
 };
+
+/* osf_conn_gw_revents turns r, the events of c's rings, into what a
+ * connection through a gateway reports (conn_gw.c), taking the reply if
+ * it is there: nothing while it waits for the reply, a failed connect's
+ * events after an error. */
+short osf_conn_gw_revents(int fd, struct osf_conn *c, short r);
 
 /* conn_destroy unmaps and frees a connection whose last reference went. */
 void osf_conn_destroy(struct osf_conn *c);

@@ -183,6 +183,8 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			r = put_int(val, len, IPPROTO_TCP);
 			break;
 		case SO_ERROR:
+			if (unlikely(c->gw == OSF_CONN_GW_WAIT))
+				(void)osf_conn_gw_settle(fd, e, 0);
 			r = put_int(val, len, osf_side_take_pending(&c->s));
 			break;
 		case SO_RCVBUF:

@@ -67,11 +67,15 @@ struct osf_core_listen_out {
 #define OSF_CORE_KERNEL 1    /* use kernel TCP; reason says why */
 #define OSF_CORE_REFUSE 2    /* OSF_STRICT: fail the connect instead */
 #define OSF_CORE_GATEWAY 3   /* through a gateway: reason_errno != 0 is the
-				errno connect fails with; else the core
-				connected the application's own socket
+				errno connect fails with; with wake_fd >= 0
+				the stream to the gateway is an offloaded
+				connection (shm) described as for
+				OSF_CORE_OFFLOADED, whose rings carried the
+				request and will carry the reply; else the
+				core connected the application's own socket
 				(app_fd) to the gateway and sent the
-				request, and C waits up to gw_wait_ms for
-				the reply (preload/gateway.c) */
+				request. C waits up to gw_wait_ms for the
+				reply (preload/gateway.c) */
 
 struct osf_core_connect_in {
 	int32_t family;     /* of the application's socket */

@@ -3,6 +3,7 @@
 /* gateway.c: the node side of a connection through an osfgw gateway; see
  * gateway.h. */
 #include "gateway.h"
+#include "conn.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -104,6 +105,62 @@ int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		return OSF_FAIL(EINPROGRESS);
 	}
 	return 0;
+}
+
+void osf_gateway_leg_begin(int fd, struct osf_fdt_entry *e)
+{
+	osf_conn_gw_begin(fd, e);
+	__atomic_or_fetch(&e->flags, OSF_FDF_GATEWAY, __ATOMIC_RELEASE);
+	osf_fdt_touch();
+}
+
+/* take_error clears SO_ERROR of a connection through a gateway, returning
+ * it. */
+static int take_error(int fd, struct osf_fdt_entry *e)
+{
+	int err = 0;
+	socklen_t l = sizeof(err);
+
+	if (osf_conn_getsockopt(fd, e, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
+		return errno;
+	return err;
+}
+
+int osf_gateway_leg_connect(int fd, struct osf_fdt_entry *e, int nonblock,
+			    uint32_t wait_ms)
+{
+	int err;
+
+	if (nonblock) {
+		e->flags |= OSF_FDF_INPROGRESS;
+		return OSF_FAIL(EINPROGRESS);
+	}
+	err = osf_conn_gw_settle(fd, e, wait_ms > (uint32_t)OSF_CONN_GW_FOREVER
+						? OSF_CONN_GW_FOREVER
+						: (int)wait_ms);
+	if (err > 0) {
+		(void)take_error(fd, e); /* a failed blocking connect leaves none */
+		return OSF_FAIL(err);
+	}
+	return 0;
+}
+
+int osf_gateway_connect_again(int fd, struct osf_fdt_entry *e)
+{
+	int err;
+
+	if (osf_conn_gw_settle(fd, e, 0) < 0)
+		return OSF_FAIL(EALREADY);
+	if (osf_conn_gw_state(fd, e) == OSF_CONN_GW_FAILED) {
+		e->flags &= ~OSF_FDF_INPROGRESS;
+		err = take_error(fd, e);
+		return OSF_FAIL(err ? err : ECONNABORTED);
+	}
+	if (e->flags & OSF_FDF_INPROGRESS) {
+		e->flags &= ~OSF_FDF_INPROGRESS;
+		return 0;
+	}
+	return OSF_FAIL(EISCONN);
 }
 
 /* sa_len returns the length of the sockaddr_in/in6 stored in b. */

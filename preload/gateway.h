@@ -16,6 +16,23 @@
 int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
 			const struct osf_core_conn *cc);
 
+/* osf_gateway_leg_begin marks fd, just installed as an offloaded
+ * connection to a gateway (the core sent the request through its rings),
+ * as a stream through a gateway waiting for the reply (conn_gw.c). */
+void osf_gateway_leg_begin(int fd, struct osf_fdt_entry *e);
+
+/* osf_gateway_leg_connect finishes connect on such an fd: -1 with
+ * EINPROGRESS when nonblock (the reply is taken when poll, select, epoll,
+ * recv, send, SO_ERROR or connect look); else it waits up to wait_ms for
+ * the reply: 0, or -1 with its errno. */
+int osf_gateway_leg_connect(int fd, struct osf_fdt_entry *e, int nonblock,
+			    uint32_t wait_ms);
+
+/* osf_gateway_connect_again is connect on such an fd once connected or
+ * connecting: EALREADY while the reply is awaited, the failure's errno
+ * (once) after an error reply, 0 once after EINPROGRESS, then EISCONN. */
+int osf_gateway_connect_again(int fd, struct osf_fdt_entry *e);
+
 /* osf_gateway_getname reports the addresses of a gateway stream: peer,
  * the destination or (accepted) the remote client; else, for an accepted
  * one, the gateway's address on it, and the kernel's for a client. */

@@ -14,6 +14,10 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e);
 /* osf_conn_arm_kinds returns the OSF_ARM_* kinds poll events ask for. */
 int osf_conn_arm_kinds(short events);
 
+/* osf_conn_arm_kinds_fd is osf_conn_arm_kinds for fd's connection: a
+ * connection still waiting for a gateway's reply also arms OSF_ARM_RX. */
+int osf_conn_arm_kinds_fd(int fd, struct osf_fdt_entry *e, short events);
+
 /* osf_conn_arm counts the caller as a waiter of kinds (OSF_ARM_*) not in
  * already (kinds it armed before and has not disarmed), asks the peer to
  * wake it (a token on fd for OSF_ARM_RX, on the writers' socket for

@@ -339,7 +339,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc, sa, len);
 		return kernel_connect(fd, sa, len);
 	}
-	if (cc.status == OSF_CORE_GATEWAY)
+	if (cc.status == OSF_CORE_GATEWAY && cc.wake_fd < 0)
 		return osf_gateway_connect(fd, sa, len, &cc);
 	if (cc.status == OSF_CORE_KERNEL) {
 		record_kernel(fd, OSF_ROLE_CLIENT, cc.reason, cc.rule,
@@ -361,13 +361,20 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
 			     (fl & O_NONBLOCK) != 0, 1) < 0) {
 		abandon(&cc);
+		if (cc.status == OSF_CORE_GATEWAY) /* no route but the gateway */
+			return OSF_FAIL(ENOBUFS);
 		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc.rule, errno,
 			      sa, len);
 		errno = saved;
 		return kernel_connect(fd, sa, len);
 	}
 	carry_apply(fd, &opts);
+	if (cc.status == OSF_CORE_GATEWAY) /* before epoll may look at it */
+		osf_gateway_leg_begin(fd, e);
 	osf_mux_offloaded(fd);
+	if (cc.status == OSF_CORE_GATEWAY)
+		return osf_gateway_leg_connect(fd, e, (fl & O_NONBLOCK) != 0,
+					       cc.gw_wait_ms);
 	if (fl & O_NONBLOCK) { /* as loopback TCP: in progress, then done */
 		e->flags |= OSF_FDF_INPROGRESS;
 		return OSF_FAIL(EINPROGRESS);
@@ -382,6 +389,8 @@ OSF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	if (likely(!e || !osf_kind_is_socket(e->kind)))
 		return REAL(connect)(fd, sa, len);
 	if (osf_kind_is_conn(e->kind)) {
+		if (unlikely(e->flags & OSF_FDF_GATEWAY))
+			return osf_gateway_connect_again(fd, e);
 		if (e->flags & OSF_FDF_INPROGRESS) {
 			e->flags &= ~OSF_FDF_INPROGRESS;
 			return 0;

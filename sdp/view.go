@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	"net/netip"
 	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
@@ -55,6 +56,10 @@ type HeaderView struct {
 	ServerPID int32
 	Side      [2]SideView // indexed by SideClient, SideServer
 	Ring      [2]RingView // ring s carries what side s sends
+	// Client and Server are the addresses the segment's creator recorded
+	// (informational; for a connection through a gateway, Server is the
+	// gateway).
+	Client, Server netip.AddrPort
 }
 
 // Check returns the ways the header differs from what a segment with rings
@@ -94,6 +99,15 @@ func ReadHeader(mem []byte) (HeaderView, error) {
 		ClientPID: int32(load32((*C.uint32_t)(unsafe.Pointer(&h.client_pid)))),
 		ServerPID: int32(load32((*C.uint32_t)(unsafe.Pointer(&h.server_pid)))),
 	}
+	var raw [28]byte
+	for i := range raw {
+		raw[i] = byte(h.client_addr[i])
+	}
+	v.Client, _ = Sockaddr(raw[:])
+	for i := range raw {
+		raw[i] = byte(h.server_addr[i])
+	}
+	v.Server, _ = Sockaddr(raw[:])
 	for i := range v.Side {
 		s := &h.side[i]
 		v.Side[i] = SideView{

@@ -262,7 +262,9 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			for (i = 0; i < n; i++) {
 				if (kind[i] != SLOT_CONN || fds[i].fd < 0)
 					continue;
-				arm[i] = (unsigned char)osf_conn_arm_kinds(fds[i].events);
+				arm[i] = (unsigned char)osf_conn_arm_kinds_fd(
+					fds[i].fd, osf_fdt_lookup(fds[i].fd),
+					fds[i].events);
 				fds[i].revents = conn_events(
 					osf_conn_arm(fds[i].fd,
 						     osf_fdt_lookup(fds[i].fd),
@@ -813,7 +815,7 @@ static void disarm_item(struct epi *it, struct osf_fdt_entry *e, int woken)
 static int arm_item(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 {
 	uint32_t want = it->events | EPOLLERR | EPOLLHUP;
-	int kinds = osf_conn_arm_kinds(poll_events(it->events));
+	int kinds = osf_conn_arm_kinds_fd(it->fd, e, poll_events(it->events));
 	short r;
 
 	if ((kinds & OSF_ARM_TX) && reg_wsock(ep, it, e) < 0)

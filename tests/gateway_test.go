@@ -439,6 +439,17 @@ func TestGatewayKilled(t *testing.T) {
 	t.Parallel()
 	g, dir, src, gw, rd := startTransfer(t)
 	env := g.nodeEnv(gwAddr+":"+gwPort, g.key)
+	killGateway(t, gw, rd, src)
+	r := g.node.cmd(t, env, python(t), writeScript(t, dir, "probe.py", gwProbe), gwOutAddr, "8080", "b").Run(30 * time.Second)
+	if !strings.Contains(r.Stdout, "error ENETUNREACH") {
+		t.Errorf("connect with the gateway dead: want ENETUNREACH, got %s", r)
+	}
+}
+
+// killGateway kills osfgw in the middle of a transfer from src to the
+// node's reader rd: both get a reset, never a clean end or a hang.
+func killGateway(t *testing.T, gw, rd, src *testutil.Process) {
+	t.Helper()
 	if err := gw.Signal(unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -446,10 +457,6 @@ func TestGatewayKilled(t *testing.T) {
 	out := rd.WaitOutput("reset", 10*time.Second)
 	t.Logf("the node's reader saw the reset %v after the kill: %s", time.Since(killed).Round(time.Millisecond), strings.TrimSpace(out))
 	src.WaitOutput("send ended: ConnectionResetError", 10*time.Second)
-	r := g.node.cmd(t, env, python(t), writeScript(t, dir, "probe.py", gwProbe), gwOutAddr, "8080", "b").Run(30 * time.Second)
-	if !strings.Contains(r.Stdout, "error ENETUNREACH") {
-		t.Errorf("connect with the gateway dead: want ENETUNREACH, got %s", r)
-	}
 }
 
 // TestGatewayDestReset: the destination resets its connection (close with

@@ -28,6 +28,8 @@ type options struct {
 	allow          []string
 	allowListen    []string
 	connectTimeout time.Duration
+	nodeNetns      []string
+	rdma           string
 	status         bool
 	json           bool
 }
@@ -67,6 +69,8 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.key, "key", "", "file holding the shared key (mode 0600)")
 	fs.Var((*listFlag)(&o.allow), "allow", "destination allowed, ADDR[:PORTS] as a route target (repeatable; none: every destination is refused)")
 	fs.Var((*listFlag)(&o.allowListen), "allow-listen", "address nodes may listen on through this gateway, ADDR[:PORTS] (repeatable; none: no node may)")
+	fs.Var((*listFlag)(&o.nodeNetns), "node-netns", "network namespace (a path such as /run/netns/NAME or /proc/PID/ns/net) whose nodes on this host reach the gateway over shared memory (repeatable)")
+	fs.StringVar(&o.rdma, "rdma", "auto", "auto: also serve nodes of other hosts over RDMA when this host has an RDMA device; off: never")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 20*time.Second, "longest connect to a destination (ETIMEDOUT after it)")
 	fs.BoolVar(&o.status, "status", false, "list the relayed connections of the running gateways and exit")
 	fs.BoolVar(&o.json, "json", false, "with --status: print JSON")
@@ -92,6 +96,8 @@ type gw struct {
 	listens []policy.Rule
 	isLocal func(netip.Addr) bool
 	timeout time.Duration
+	netns   []string // network namespaces to serve offloaded nodes in, besides its own
+	rdma    bool     // serve nodes over RDMA too
 	log     *log.Logger
 
 	// pending bounds the nodes in the challenge-response at once, so that
@@ -115,7 +121,13 @@ func newGateway(o *options, logger *log.Logger) (*gw, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gw{addr: addr, key: key, isLocal: policy.IsLocal, timeout: o.connectTimeout,
+	if o.rdma == "" {
+		o.rdma = "auto"
+	}
+	if o.rdma != "auto" && o.rdma != "off" {
+		return nil, fmt.Errorf("osfgw: --rdma %q: want auto or off", o.rdma)
+	}
+	g := &gw{addr: addr, key: key, isLocal: policy.IsLocal, timeout: o.connectTimeout, netns: o.nodeNetns, rdma: o.rdma == "auto",
 		log: logger, conns: make(map[uint64]*relay), pending: make(chan struct{}, maxPending)}
 	for _, a := range o.allow {
 		r, err := policy.ParseTarget(a)
@@ -146,6 +158,16 @@ func (g *gw) serve(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	rings, err := g.listenRings()
+	if err != nil {
+		ln.Close()
+		st.Close()
+		return err
+	}
+	for _, lfd := range rings {
+		go g.acceptRings(ctx, lfd)
+	}
+	rdmaVia := g.replicateRDMA()
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -159,7 +181,7 @@ func (g *gw) serve(ctx context.Context) error {
 		}
 		allow = strings.Join(texts, " ")
 	}
-	g.log.Printf("listening on %s, allowing %s", ln.Addr(), allow)
+	g.log.Printf("listening on %s (and over shm in %d network namespaces, %s), allowing %s", ln.Addr(), len(rings), rdmaVia, allow)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -175,7 +197,7 @@ func (g *gw) serve(ctx context.Context) error {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go g.handle(c.(*net.TCPConn))
+		go g.handle(newTCPLeg(c.(*net.TCPConn)))
 	}
 }
 
@@ -194,13 +216,13 @@ const handshakeTimeout = 10 * time.Second
 
 // handle runs one node connection: challenge, request, connect, reply,
 // relay.
-func (g *gw) handle(node *net.TCPConn) {
-	from := node.RemoteAddr().String()
+func (g *gw) handle(n nodeLeg) {
+	from := n.node()
 	select {
 	case g.pending <- struct{}{}:
 	default:
 		g.log.Printf("refused node %s: %d nodes already in the challenge-response", from, maxPending)
-		node.Close()
+		n.close()
 		return
 	}
 	done := sync.OnceFunc(func() { <-g.pending })
@@ -208,40 +230,41 @@ func (g *gw) handle(node *net.TCPConn) {
 	var ch gateway.Challenge
 	if _, err := randRead(ch.Nonce[:]); err != nil {
 		g.log.Printf("node %s: nonce: %v", from, err)
-		node.Close()
+		n.close()
 		return
 	}
-	node.SetDeadline(time.Now().Add(handshakeTimeout))
-	if _, err := node.Write(ch.Marshal()); err != nil {
-		node.Close()
+	if err := n.send(ch.Marshal()); err != nil {
+		n.close()
 		return
 	}
 	buf := make([]byte, gateway.RequestSize)
-	if _, err := io.ReadFull(node, buf); err != nil {
+	if err := n.recv(buf); err != nil {
 		g.log.Printf("refused node %s: no request: %v", from, err)
-		node.Close()
+		n.close()
 		return
 	}
 	req, err := gateway.ParseRequest(buf, g.key, ch.Nonce)
 	done()
+	tl, isTCP := n.(*tcpLeg)
 	switch {
 	case errors.Is(err, gateway.ErrAuth):
-		g.refuse(node, unix.EACCES, "refused node %s: authentication failed (the node's key differs)", from)
+		g.refuse(n, unix.EACCES, "refused node %s: authentication failed (the node's key differs)", from)
 		return
 	case err != nil:
-		g.refuse(node, unix.EACCES, "refused node %s: %v", from, err)
+		g.refuse(n, unix.EACCES, "refused node %s: %v", from, err)
 		return
-	case req.Op == gateway.OpListen:
-		g.listen(node, req)
+	case req.Op == gateway.OpListen && isTCP:
+		g.listen(tl.c, req)
 		return
 	case req.Op != gateway.OpConnect:
-		g.refuse(node, unix.EOPNOTSUPP, "refused node %s: operation %d not supported", from, req.Op)
+		g.refuse(n, unix.EOPNOTSUPP, "refused node %s: operation %d not supported over %s", from, req.Op, n.transport())
 		return
 	case !g.allowed(req.Dest, g.allow):
-		g.refuse(node, unix.EPERM, "refused node %s -> %s: destination not allowed (no --allow entry covers it)", from, req.Dest)
+		g.refuse(n, unix.EPERM, "refused node %s -> %s: destination not allowed (no --allow entry covers it)", from, req.Dest)
 		return
 	}
 	r := g.add(from, req.Dest)
+	r.leg = n.transport()
 	defer g.remove(r)
 	timeout := g.timeout
 	if req.Timeout > 0 && req.Timeout < timeout {
@@ -249,25 +272,24 @@ func (g *gw) handle(node *net.TCPConn) {
 	}
 	dest, errno := dial(req.Dest, timeout)
 	if errno != 0 {
-		g.refuse(node, errno, "node %s -> %s: connect: %v", from, req.Dest, errno)
+		g.refuse(n, errno, "node %s -> %s: connect: %v", from, req.Dest, errno)
 		return
 	}
 	local, _ := netip.ParseAddrPort(dest.LocalAddr().String())
 	r.local = local.String()
-	// From here until both ends have closed cleanly, closing either socket
+	// From here until both ends have closed cleanly, closing either side
 	// resets it: a gateway that dies must not look like a normal end.
-	node.SetLinger(0)
+	n.established()
 	dest.SetLinger(0)
-	if _, err := node.Write(gateway.Reply{Local: local}.Marshal()); err != nil {
+	if err := n.send(gateway.Reply{Local: local}.Marshal()); err != nil {
 		g.log.Printf("node %s -> %s: reply: %v", from, req.Dest, err)
-		node.Close()
+		n.close()
 		dest.Close()
 		return
 	}
-	node.SetDeadline(time.Time{})
 	r.state.Store(stateEstablished)
-	g.log.Printf("node %s -> %s: connected from %s", from, req.Dest, local)
-	how := r.run(node, dest)
+	g.log.Printf("node %s -> %s: connected from %s (node leg %s)", from, req.Dest, local, n.transport())
+	how := n.relay(r, dest)
 	g.log.Printf("node %s -> %s: %s; %d bytes to the destination, %d to the node", from, req.Dest, how, r.toDest.Load(), r.toNode.Load())
 }
 
@@ -279,7 +301,7 @@ func (g *gw) handle(node *net.TCPConn) {
 func (g *gw) listen(ctl *net.TCPConn, req gateway.Request) {
 	from := ctl.RemoteAddr().String()
 	if !g.allowed(req.Dest, g.listens) {
-		g.refuse(ctl, unix.EPERM, "refused node %s: listen on %s not allowed (no --allow-listen entry covers it)", from, req.Dest)
+		g.refuse(&tcpLeg{ctl}, unix.EPERM, "refused node %s: listen on %s not allowed (no --allow-listen entry covers it)", from, req.Dest)
 		return
 	}
 	network := "tcp4"
@@ -292,7 +314,7 @@ func (g *gw) listen(ctl *net.TCPConn, req gateway.Request) {
 		if !errors.As(err, &errno) {
 			errno = unix.EADDRNOTAVAIL
 		}
-		g.refuse(ctl, errno, "node %s: listen on %s: %v", from, req.Dest, err)
+		g.refuse(&tcpLeg{ctl}, errno, "node %s: listen on %s: %v", from, req.Dest, err)
 		return
 	}
 	bound, _ := netip.ParseAddrPort(ln.Addr().String())
@@ -359,10 +381,10 @@ func (g *gw) deliver(out *net.TCPConn, nodeListener string, ln net.Listener) {
 }
 
 // refuse answers a request with an error and closes the node connection.
-func (g *gw) refuse(node *net.TCPConn, errno unix.Errno, format string, a ...any) {
+func (g *gw) refuse(n nodeLeg, errno unix.Errno, format string, a ...any) {
 	g.log.Printf(format, a...)
-	node.Write(gateway.Reply{Errno: errno}.Marshal())
-	node.Close()
+	n.send(gateway.Reply{Errno: errno}.Marshal())
+	n.close()
 }
 
 // dial connects to dst over kernel TCP within timeout; the errno says why
@@ -410,9 +432,10 @@ func (g *gw) snapshot() statusDoc {
 	defer g.mu.Unlock()
 	doc := statusDoc{Gateway: g.addr.String(), PID: os.Getpid(), Connections: []statusConn{}}
 	for _, r := range g.conns {
+		toDest, toNode := r.bytes()
 		doc.Connections = append(doc.Connections, statusConn{
-			Node: r.node, Dest: r.dest, Local: r.local, State: r.state.Load().String(),
-			ToDest: r.toDest.Load(), ToNode: r.toNode.Load(), Seconds: time.Since(r.start).Seconds(),
+			Node: r.node, Dest: r.dest, Local: r.local, Leg: r.leg, State: r.state.Load().String(),
+			ToDest: toDest, ToNode: toNode, Seconds: time.Since(r.start).Seconds(),
 		})
 	}
 	return doc
@@ -430,6 +453,7 @@ type statusConn struct {
 	Node    string  `json:"node"`
 	Dest    string  `json:"destination"`
 	Local   string  `json:"local,omitempty"`
+	Leg     string  `json:"leg,omitempty"`
 	State   string  `json:"state"`
 	ToDest  int64   `json:"bytes_to_destination"`
 	ToNode  int64   `json:"bytes_to_node"`

@@ -54,9 +54,40 @@ type relay struct {
 	id             uint64
 	node, dest     string
 	local          string
+	leg            string // the node leg's transport: kernel, shm, rdma
 	start          time.Time
 	state          atomicState
 	toDest, toNode atomic.Int64
+	eofs           atomic.Int32 // directions ended with a FIN
+
+	mu     sync.Mutex
+	counts func() (toDest, toNode int64) // live counters kept elsewhere (ring leg)
+}
+
+// setCounts installs (nil: removes) the source of the live byte counts.
+func (r *relay) setCounts(f func() (int64, int64)) {
+	r.mu.Lock()
+	r.counts = f
+	r.mu.Unlock()
+}
+
+// bytes returns the bytes relayed each way so far.
+func (r *relay) bytes() (toDest, toNode int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counts != nil {
+		return r.counts()
+	}
+	return r.toDest.Load(), r.toNode.Load()
+}
+
+// fin records that one direction ended with a FIN (fin: which one).
+func (r *relay) fin(fin state) {
+	if r.eofs.Add(1) == 2 {
+		r.state.Store(stateClosing)
+	} else {
+		r.state.Store(fin)
+	}
 }
 
 // pipeBytes is the capacity of each direction's pipe: the most the gateway
@@ -77,7 +108,6 @@ func (r *relay) run(node, dest *net.TCPConn) string {
 		})
 	}
 	var wg sync.WaitGroup
-	var eofs atomic.Int32
 	half := func(src, dst *net.TCPConn, n *atomic.Int64, srcName, dstName string, fin state) {
 		defer wg.Done()
 		err := splice(src, dst, n)
@@ -87,11 +117,7 @@ func (r *relay) run(node, dest *net.TCPConn) string {
 				abort(fmt.Sprintf("%s gone after the %s's FIN: %v", dstName, srcName, cerr))
 				return
 			}
-			if eofs.Add(1) == 2 {
-				r.state.Store(stateClosing)
-			} else {
-				r.state.Store(fin)
-			}
+			r.fin(fin)
 		case errors.Is(err, errWrite):
 			abort(fmt.Sprintf("reset: the %s is gone (%v)", dstName, errors.Unwrap(err)))
 		default:

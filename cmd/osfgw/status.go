@@ -39,11 +39,11 @@ func printStatus(w io.Writer, listen string, asJSON bool) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GATEWAY\tPID\tNODE\tDESTINATION\tLOCAL\tSTATE\tTO-DEST\tTO-NODE\tAGE")
+	fmt.Fprintln(tw, "GATEWAY\tPID\tNODE\tLEG\tDESTINATION\tLOCAL\tSTATE\tTO-DEST\tTO-NODE\tAGE")
 	for _, d := range docs {
 		sort.Slice(d.Connections, func(i, j int) bool { return d.Connections[i].Seconds > d.Connections[j].Seconds })
 		for _, c := range d.Connections {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", d.Gateway, d.PID, c.Node, c.Dest, dash(c.Local), c.State,
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", d.Gateway, d.PID, c.Node, dash(c.Leg), c.Dest, dash(c.Local), c.State,
 				c.ToDest, c.ToNode, time.Duration(c.Seconds*float64(time.Second)).Round(time.Millisecond).String())
 		}
 	}

@@ -173,6 +173,9 @@ func socket(e fdtable.Entry) Socket {
 	if e.Kind == fdtable.KindListen {
 		s.State = stateListen.String()
 	}
+	if e.Gateway() { // offloaded stream to a gateway
+		s.Transport, s.GatewayLeg = tpGateway, e.Transport.String()
+	}
 	return s
 }
 
@@ -250,6 +253,9 @@ func (c *collector) segment(s *Socket, t *fdtable.Table, e fdtable.Entry) {
 		return
 	}
 	s.Segment, s.State = segmentView(&hv, side, e.RingBytes)
+	if e.Gateway() { // the segment's server is the gateway
+		s.Gateway = hv.Server.String()
+	}
 	s.RecvQ, s.SendQ = ptr(s.Segment.RxQueued), ptr(s.Segment.TxQueued)
 }
 

@@ -16,6 +16,8 @@ import (
 
 	"github.com/osfproject/osf/internal/gateway"
 	"github.com/osfproject/osf/internal/policy"
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/shm"
 	"golang.org/x/sys/unix"
 )
 
@@ -61,6 +63,17 @@ func gatewayConnect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_con
 	req := gateway.Request{Op: gateway.OpConnect, Dest: dst, Timeout: core.cfg.GatewayTimeout}
 	var last error
 	for _, g := range order {
+		if ep, via, err := gatewayRing(g, req); ep != nil {
+			ep.Local, ep.Remote = shm.AsFamily(ep.Local, dst.Addr()), dst
+			fill(out, ep)
+			out.status = C.OSF_CORE_GATEWAY
+			putSockaddr(&out.gateway, g)
+			out.rule = C.int32_t(d.Rule)
+			core.log.Debugf("connect %s: gateway %s over %s (rule %d), request sent", dst, g, via, d.Rule)
+			return 0
+		} else if !errors.Is(err, sdp.ErrNoListener) {
+			core.log.Warnf("connect %s: gateway %s offloaded: %v; trying kernel TCP", dst, g, err)
+		}
 		err := gatewayOffer(fd, v6, g, req)
 		if err == nil {
 			putSockaddr(&out.gateway, g)
@@ -76,6 +89,54 @@ func gatewayConnect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_con
 	core.log.Errorf("connect %s: no gateway of rule %d reachable (%s): %v", dst, d.Rule, d.Gateways, last)
 	out.reason_errno = C.int32_t(unix.ENETUNREACH)
 	return 0
+}
+
+// gatewayRing opens the stream to gateway g as an offloaded connection,
+// as a connect to g would be under OSF_TRANSPORT: shm when g serves this
+// host (its companion is reachable here), else RDMA when a device serves
+// the route to g and g accepts RDMA connections. It reads the challenge
+// and sends req through the rings, and says which transport it used. It
+// returns sdp.ErrNoListener when g offers no offloaded stream here.
+func gatewayRing(g netip.AddrPort, req gateway.Request) (*sdp.Endpoint, string, error) {
+	real := netip.AddrPortFrom(g.Addr().Unmap(), g.Port())
+	local, err := shm.SourceFor(real)
+	if err != nil {
+		return nil, "", err
+	}
+	mode, via := core.cfg.Transport, "shm"
+	var ep *sdp.Endpoint
+	err = sdp.ErrNoListener
+	if mode == policy.Auto || mode == policy.ShmOnly {
+		ep, err = shmTransport.Dial(real, local, uint32(core.cfg.RingSize), core.cfg.ConnectTimeout)
+	}
+	if errors.Is(err, sdp.ErrNoListener) && (mode == policy.Auto || mode == policy.RDMAOnly) {
+		if _, ok, _ := rdmaProbe(real.Addr()); ok {
+			var rerr error
+			if ep, _, _, rerr = dialRDMA(real, local); ep != nil {
+				err, via = nil, "rdma"
+			} else if rerr != nil {
+				err = rerr
+			}
+		}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	ep.Local = local
+	b := make([]byte, gateway.ChallengeSize)
+	err = ep.Segment.ReadMsg(sdp.SideClient, ep.WakeFD, b, time.Now().Add(core.cfg.ConnectTimeout))
+	var ch gateway.Challenge
+	if err == nil {
+		ch, err = gateway.ParseChallenge(b)
+	}
+	if err == nil {
+		err = ep.Segment.WriteMsg(sdp.SideClient, ep.WakeFD, req.Marshal(gw.key, ch.Nonce))
+	}
+	if err != nil {
+		ep.Close()
+		return nil, "", fmt.Errorf("core: gateway %s over %s: %w", g, via, err)
+	}
+	return ep, via, nil
 }
 
 // loadGatewayKey reads the key once; it returns why there is none.

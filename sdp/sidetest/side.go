@@ -10,16 +10,7 @@ package sidetest
 #include <sys/socket.h>
 #include <unistd.h>
 
-ssize_t osf_sys_send(int fd, const void *buf, size_t n, int flags) { return send(fd, buf, n, flags); }
-ssize_t osf_sys_recv(int fd, void *buf, size_t n, int flags) { return recv(fd, buf, n, flags); }
-ssize_t osf_sys_read(int fd, void *buf, size_t n) { return read(fd, buf, n); }
-int osf_sys_close(int fd) { return close(fd); }
-int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout) { return poll(p, n, timeout); }
-int osf_sys_ioctl(int fd, unsigned long req, void *arg) { return ioctl(fd, req, arg); }
-pid_t osf_sys_gettid(void) { return (pid_t)syscall(SYS_gettid); }
-int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len) { return getsockopt(fd, level, name, val, len); }
-int osf_sys_sleep_begin(struct osf_side *s) { (void)s; return 0; }
-void osf_sys_sleep_end(int slot) { (void)slot; }
+#include "../syslibc.h"
 
 static void side_set_flags(struct osf_side *s, uint32_t f)
 {

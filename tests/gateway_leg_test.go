@@ -1,0 +1,252 @@
+package tests
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/osfproject/osf/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// startShmGateway runs osfgw as startGateway does, serving the node's
+// network namespace over shared memory too (--node-netns): the node and
+// the gateway stand for a container and its host.
+func (g *gatewayNet) startShmGateway(t *testing.T, port string, args ...string) *testutil.Process {
+	t.Helper()
+	return g.startGateway(t, port, append([]string{"--node-netns", "/run/netns/" + g.node.name}, args...)...)
+}
+
+// uploadChecked runs c (gwProbe echo to a sink) with n random bytes as
+// its input and checks that the destination got exactly them.
+func uploadChecked(t *testing.T, c *testutil.Command, n int, gw *testutil.Process) {
+	t.Helper()
+	up := testutil.RandomBytes(t, n)
+	c.Cmd.Stdin = strings.NewReader(string(up))
+	want := fmt.Sprintf("reply %d %x", len(up), sha256.Sum256(up))
+	if r := c.Run(60 * time.Second); !r.OK() || !strings.Contains(r.Stdout, want) {
+		t.Errorf("upload: want %q, got %s\nosfgw: %s", want, r, gw.Stderr())
+	}
+}
+
+// assertLeg checks that process pid's connection to dst goes through the
+// test's gateway over leg (osfstat on the node, osfgw --status).
+func (g *gatewayNet) assertLeg(t *testing.T, pid int, dst, leg string) {
+	t.Helper()
+	socks := testutil.AssertTransport(t, pid, testutil.ByPeer(dst), testutil.TransportGateway)
+	for _, s := range socks {
+		if s.Gateway != gwAddr+":"+gwPort || s.GatewayLeg != leg {
+			t.Errorf("osfstat: %s: gateway %q leg %q, want %s:%s %s", s, s.Gateway, s.GatewayLeg, gwAddr, gwPort, leg)
+		}
+	}
+	r := g.gw.plain(t, testutil.Bin(t, "osfgw"), "--status", "--json").MustRun(10 * time.Second)
+	if !strings.Contains(r.Stdout, `"leg":"`+leg+`"`) || !strings.Contains(r.Stdout, `"destination":"`+dst+`"`) {
+		t.Errorf("osfgw --status: want the connection to %s with leg %s, got %s", dst, leg, r.Stdout)
+	}
+}
+
+// gwNB connects without blocking, as event loops do, and reports what it
+// saw: "connect ERRNO"; while the gateway has not answered yet (mode
+// suffix "-slow": the destination takes seconds), what a second connect,
+// recv, send and a zero-timeout wait say; then, after waiting for
+// writability with poll, epoll (registered after connect) or epoll-pre
+// (registered before connect), "ready OUT ERR HUP so_error ERRNO"; on
+// success it sends its standard input, shuts down writing and prints the
+// reply.
+const gwNB = `
+import socket, sys, errno, select
+host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+name = lambda e: errno.errorcode.get(e, str(e))
+s = socket.socket(); s.setblocking(False)
+ep = None
+if mode.startswith("epoll-pre"):
+    ep = select.epoll(); ep.register(s.fileno(), select.EPOLLOUT)
+print("connect", name(s.connect_ex((host, port))), flush=True)
+if mode.endswith("-slow"):
+    print("again", name(s.connect_ex((host, port))))
+    for what, f in (("recv", lambda: s.recv(10)), ("send", lambda: s.send(b"x"))):
+        try:
+            f(); print(what, "OK")
+        except OSError as e:
+            print(what, name(e.errno))
+    p = select.poll(); p.register(s, select.POLLOUT | select.POLLIN)
+    print("early", p.poll(0))
+if mode.startswith("poll"):
+    p = select.poll(); p.register(s, select.POLLOUT)
+    ev = p.poll(30000)[0][1]
+    out, err, hup = select.POLLOUT, select.POLLERR, select.POLLHUP
+else:
+    if ep is None:
+        ep = select.epoll(); ep.register(s.fileno(), select.EPOLLOUT | select.EPOLLET)
+    ev = ep.poll(30)[0][1]
+    out, err, hup = select.EPOLLOUT, select.EPOLLERR, select.EPOLLHUP
+e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+print("ready", "OUT" if ev & out else "-", "ERR" if ev & err else "-", "HUP" if ev & hup else "-", "so_error", name(e), flush=True)
+if e == 0:
+    s.setblocking(True)
+    print("peer %s:%d" % s.getpeername())
+    s.sendall(sys.stdin.buffer.read()); s.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        b = s.recv(65536)
+        if not b: break
+        got += b
+    print("reply", got.decode())
+`
+
+// TestGatewayShmLeg: with the gateway on the node's host, the node's
+// stream to it is an offloaded shm connection (not kernel TCP): osfstat on
+// the node shows transport gateway with leg shm, osfgw --status leg shm;
+// bytes pass intact both ways (a 10 MiB download with curl, a 4 MiB
+// upload checked by the destination), connect errors keep their errno,
+// and killing the gateway resets the node's connection.
+func TestGatewayShmLeg(t *testing.T) {
+	t.Parallel()
+	g := newGatewayNet(t)
+	dir := t.TempDir()
+	curl := testutil.Tool(t, "curl")
+	www := t.TempDir()
+	_, sum := testutil.WriteRandomFile(t, www, "blob", 10<<20)
+	web := g.out.plain(t, python(t), "-u", "-m", "http.server", "8000", "--bind", gwOutAddr, "-d", www).Start()
+	web.WaitOutput("Serving HTTP", 10*time.Second)
+	sink := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8080", "sink").Start()
+	sink.WaitOutput("listening", 10*time.Second)
+	src := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8082", "source").Start()
+	src.WaitOutput("listening", 10*time.Second)
+	gw := g.startShmGateway(t, gwPort, "--allow", "10.88.2.0/24:8000-8082")
+	env := g.nodeEnv(gwAddr+":"+gwPort, g.key)
+
+	out := filepath.Join(t.TempDir(), "blob")
+	if r := g.node.cmd(t, env, curl, "-sS", "-o", out, "http://"+gwOutAddr+":8000/blob").Run(60 * time.Second); !r.OK() {
+		t.Fatalf("curl through the gateway: %s\nosfgw: %s", r, gw.Stderr())
+	}
+	if got := testutil.SHA256File(t, out); got != sum {
+		t.Fatalf("download: sha256 %s, want %s", got, sum)
+	}
+	if !strings.Contains(gw.Stderr(), "-> "+gwOutAddr+":8000: connected from 10.88.2.1:") ||
+		!strings.Contains(gw.Stderr(), "(node leg shm)") {
+		t.Errorf("osfgw did not relay the download over an shm leg:\n%s", gw.Stderr())
+	}
+
+	probe := writeScript(t, dir, "probe.py", gwProbe)
+	uploadChecked(t, g.node.cmd(t, env, python(t), probe, gwOutAddr, "8080", "echo"), 4<<20, gw)
+
+	for _, tt := range []struct{ dst, want string }{
+		{gwOutAddr + ":8081", "error ECONNREFUSED"},
+		{gwOutAddr + ":22", "error EPERM"},
+		{"10.88.2.99:8080", "error EHOSTUNREACH"},
+	} {
+		host, port, _ := net.SplitHostPort(tt.dst)
+		if r := g.node.cmd(t, env, python(t), probe, host, port, "b").Run(30 * time.Second); !strings.Contains(r.Stdout, tt.want) {
+			t.Errorf("connect %s: want %q, got %s", tt.dst, tt.want, r)
+		}
+	}
+
+	rd := g.node.cmd(t, env, python(t), "-u", writeScript(t, dir, "rd.py", gwNodeReader), gwOutAddr, "8082").Start()
+	rd.WaitOutput("connected", 20*time.Second)
+	g.assertLeg(t, rd.Pid, gwOutAddr+":8082", "shm")
+	time.Sleep(200 * time.Millisecond)
+	killGateway(t, gw, rd, src)
+}
+
+// TestGatewayNonblockingConnect: a non-blocking connect through a gateway
+// (shm leg) returns EINPROGRESS at once and the socket becomes writable
+// when the gateway answers — SO_ERROR 0 and the bytes pass, or the
+// destination's errno — under poll and epoll, as kernel TCP's does. While
+// the gateway has not answered, the socket is "connecting": a second
+// connect says EALREADY, recv and send EAGAIN, poll reports nothing.
+func TestGatewayNonblockingConnect(t *testing.T) {
+	t.Parallel()
+	g := newGatewayNet(t)
+	dir := t.TempDir()
+	sink := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8080", "sink").Start()
+	sink.WaitOutput("listening", 10*time.Second)
+	gw := g.startShmGateway(t, gwPort, "--allow", "10.88.2.0/24:8080-8081")
+	env := g.nodeEnv(gwAddr+":"+gwPort, g.key)
+	nb := writeScript(t, dir, "nb.py", gwNB)
+	payload := "bytes after a non-blocking connect"
+	ok := fmt.Sprintf("reply %d %x", len(payload), sha256.Sum256([]byte(payload)))
+	for _, tt := range []struct {
+		mode, dst string
+		want      []string
+	}{
+		{"poll", gwOutAddr + ":8080", []string{"connect EINPROGRESS", "ready OUT - - so_error 0", "peer " + gwOutAddr + ":8080", ok}},
+		{"epoll", gwOutAddr + ":8080", []string{"connect EINPROGRESS", "ready OUT - - so_error 0", ok}},
+		{"epoll-pre", gwOutAddr + ":8080", []string{"connect EINPROGRESS", "ready OUT - - so_error 0", ok}},
+		{"poll", gwOutAddr + ":8081", []string{"connect EINPROGRESS", "ready OUT ERR HUP so_error ECONNREFUSED"}},
+		{"epoll", gwOutAddr + ":8081", []string{"connect EINPROGRESS", "ready OUT ERR HUP so_error ECONNREFUSED"}},
+		// No such host outside: the gateway's connect takes seconds (ARP).
+		{"poll-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "again EALREADY", "recv EAGAIN", "send EAGAIN", "early []", "ready OUT ERR HUP so_error EHOSTUNREACH"}},
+		{"epoll-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "again EALREADY", "ready OUT ERR HUP so_error EHOSTUNREACH"}},
+	} {
+		t.Run(tt.mode+"-"+tt.dst, func(t *testing.T) {
+			host, port, _ := net.SplitHostPort(tt.dst)
+			c := g.node.cmd(t, env, python(t), nb, host, port, tt.mode)
+			c.Cmd.Stdin = strings.NewReader(payload)
+			p := c.Start()
+			if strings.HasSuffix(tt.mode, "-slow") {
+				p.WaitOutput("connect ", 20*time.Second)
+				testutil.AssertTransport(t, p.Pid, testutil.ByPeer(tt.dst), testutil.TransportGateway)
+			}
+			r := p.Wait(40 * time.Second)
+			for _, w := range tt.want {
+				if !strings.Contains(r.Stdout, w) {
+					t.Errorf("%s %s: want %q, got %s", tt.mode, tt.dst, w, r)
+				}
+			}
+		})
+	}
+	if t.Failed() {
+		t.Logf("osfgw: %s", gw.Stderr())
+	}
+}
+
+// TestGatewayRDMALeg: the node's stream to the gateway over RDMA, on the
+// software stand-in (OSF_DEBUG_RDMA_SIM=1, which joins processes of one
+// network namespace, so the node runs on the gateway host with
+// OSF_TRANSPORT=rdma, which rules shm out): osfstat shows leg rdma,
+// osfgw --status too; the bytes pass intact both ways; a non-blocking
+// connect completes through poll, with the destination's errno when it
+// refuses.
+func TestGatewayRDMALeg(t *testing.T) {
+	t.Parallel()
+	g := newGatewayNet(t)
+	dir := t.TempDir()
+	sink := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8080", "sink").Start()
+	sink.WaitOutput("listening", 10*time.Second)
+	src := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8082", "source").Start()
+	src.WaitOutput("listening", 10*time.Second)
+	gw := g.gw.plain(t, "env", "OSF_DEBUG_RDMA_SIM=1", testutil.Bin(t, "osfgw"), "--listen", gwAddr+":"+gwPort, "--key", g.key,
+		"--allow", gwOutAddr+":8080-8082").Start()
+	waitStderr(t, gw, "over RDMA), allowing", 10*time.Second)
+	env := append(g.nodeEnv(gwAddr+":"+gwPort, g.key), "OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1")
+
+	uploadChecked(t, g.gw.cmd(t, env, python(t), writeScript(t, dir, "probe.py", gwProbe), gwOutAddr, "8080", "echo"), 4<<20, gw)
+	if !strings.Contains(gw.Stderr(), "(node leg rdma)") {
+		t.Errorf("osfgw did not relay over an RDMA leg:\n%s", gw.Stderr())
+	}
+	nb := writeScript(t, dir, "nb.py", gwNB)
+	payload := "over RDMA"
+	for _, tt := range []struct{ port, want string }{
+		{"8080", fmt.Sprintf("ready OUT - - so_error 0\npeer %s:8080\nreply %d %x", gwOutAddr, len(payload), sha256.Sum256([]byte(payload)))},
+		{"8081", "ready OUT ERR HUP so_error ECONNREFUSED"},
+	} {
+		c := g.gw.cmd(t, env, python(t), nb, gwOutAddr, tt.port, "poll")
+		c.Cmd.Stdin = strings.NewReader(payload)
+		if r := c.Run(30 * time.Second); !strings.Contains(r.Stdout, "connect EINPROGRESS") || !strings.Contains(r.Stdout, tt.want) {
+			t.Errorf("non-blocking connect to %s: want %q, got %s", tt.port, tt.want, r)
+		}
+	}
+
+	rd := g.gw.cmd(t, env, python(t), "-u", writeScript(t, dir, "rd.py", gwNodeReader), gwOutAddr, "8082").Start()
+	rd.WaitOutput("connected", 20*time.Second)
+	g.assertLeg(t, rd.Pid, gwOutAddr+":8082", "rdma")
+	if err := rd.Signal(unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	src.WaitOutput("send ended:", 10*time.Second)
+}
