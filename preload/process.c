@@ -280,6 +280,17 @@ static void unguard(struct osf_exec_undo *u)
 
 #define HOLDS_CONNS() (osf_fdt_inheritable() && osf_fdt_offloaded())
 
+/* HELD runs an exec or spawn with the RLIMIT_NOFILE lock held, so that the
+ * new image never inherits the limit raised for another thread's window
+ * (fdtable.c). */
+#define HELD(call)                                                             \
+	({                                                                     \
+		osf_fdt_limit_lock();                                          \
+		int held_r_ = (call);                                          \
+		osf_fdt_limit_unlock();                                        \
+		held_r_;                                                       \
+	})
+
 OSF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	struct osf_exec_undo u;
@@ -287,7 +298,7 @@ OSF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	int r;
 
 	guard(HOLDS_CONNS() && unfollowable(AT_FDCWD, path, 0), &u);
-	r = REAL(execve)(path, argv, env);
+	r = HELD(REAL(execve)(path, argv, env));
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
@@ -306,7 +317,7 @@ OSF_EXPORT int execvpe(const char *file, char *const argv[],
 	int r;
 
 	guard(HOLDS_CONNS() && unfollowable_file(file), &u);
-	r = REAL(execvpe)(file, argv, env);
+	r = HELD(REAL(execvpe)(file, argv, env));
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
@@ -324,7 +335,7 @@ OSF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	int r;
 
 	guard(HOLDS_CONNS() && unfollowable(fd, "", AT_EMPTY_PATH), &u);
-	r = REAL(fexecve)(fd, argv, env);
+	r = HELD(REAL(fexecve)(fd, argv, env));
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
@@ -338,7 +349,7 @@ OSF_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 	int r;
 
 	guard(HOLDS_CONNS() && unfollowable(dirfd, path, flags), &u);
-	r = REAL(execveat)(dirfd, path, argv, env, flags);
+	r = HELD(REAL(execveat)(dirfd, path, argv, env, flags));
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
@@ -432,7 +443,7 @@ OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,
 
 	fa = spawn_guard(HOLDS_CONNS() && unfollowable(AT_FDCWD, path, 0), fa, &g);
 	env = spawn_env(fa, envp, &snap);
-	r = REAL(posix_spawn)(pid, path, fa, attr, argv, env);
+	r = HELD(REAL(posix_spawn)(pid, path, fa, attr, argv, env));
 	spawn_done(env, envp, snap);
 	spawn_unguard(&g);
 	return r;
@@ -449,7 +460,7 @@ OSF_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 
 	fa = spawn_guard(HOLDS_CONNS() && unfollowable_file(file), fa, &g);
 	env = spawn_env(fa, envp, &snap);
-	r = REAL(posix_spawnp)(pid, file, fa, attr, argv, env);
+	r = HELD(REAL(posix_spawnp)(pid, file, fa, attr, argv, env));
 	spawn_done(env, envp, snap);
 	spawn_unguard(&g);
 	return r;

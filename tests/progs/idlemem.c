@@ -281,34 +281,17 @@ static int idle_blocking(const int *fds, uint64_t *pos, int n)
 	return ok ? 0 : -1;
 }
 
-static int client(int port, int n, long kib, long unread)
+/* idle_polling leaves unread bytes on every other connection and sleeps in
+ * epoll_wait until a line arrives on stdin, then reads and checks them. */
+static int idle_polling(const int *fds, uint64_t *pos, int n, long unread)
 {
-	struct sockaddr_in a = addr(port);
-	int *fds = calloc((size_t)n, sizeof(int)), ep, c;
-	uint64_t *pos = calloc((size_t)n, sizeof(uint64_t));
 	uint8_t *b = malloc(unread > 0 ? (size_t)unread : 1);
 	struct epoll_event ev, evs[64];
 	char line[64];
+	int ep, c;
 
-	if (!fds || !pos || !b)
-		die("calloc");
-	raise_nofile(n);
-	for (c = 0; c < n; c++) {
-		fds[c] = socket(AF_INET, SOCK_STREAM, 0);
-		if (fds[c] < 0 || connect(fds[c], (struct sockaddr *)&a, sizeof(a)) < 0)
-			die("connect");
-	}
-	if (move(fds, pos, n, kib) < 0)
-		return 1;
-	if (unread < 0) {
-		if (idle_blocking(fds, pos, n) < 0 || move(fds, pos, n, kib) < 0)
-			return 1;
-		for (c = 0; c < n; c++)
-			close(fds[c]);
-		printf("ok\n");
-		fflush(stdout);
-		return 0;
-	}
+	if (!b)
+		die("malloc");
 	for (c = 0; c < n && unread > 0; c += 2) {
 		fill(b, c, pos[c], (size_t)unread);
 		send_all(fds[c], b, (size_t)unread);
@@ -344,10 +327,31 @@ static int client(int port, int n, long kib, long unread)
 	for (c = 0; c < n && unread > 0; c += 2) {
 		recv_all(fds[c], b, (size_t)unread);
 		if (check(b, c, pos[c], (size_t)unread) < 0)
-			return 1;
+			return -1;
 		pos[c] += (uint64_t)unread;
 	}
+	free(b);
+	return 0;
+}
+
+static int client(int port, int n, long kib, long unread)
+{
+	struct sockaddr_in a = addr(port);
+	int *fds = calloc((size_t)n, sizeof(int)), c;
+	uint64_t *pos = calloc((size_t)n, sizeof(uint64_t));
+
+	if (!fds || !pos)
+		die("calloc");
+	raise_nofile(n);
+	for (c = 0; c < n; c++) {
+		fds[c] = socket(AF_INET, SOCK_STREAM, 0);
+		if (fds[c] < 0 || connect(fds[c], (struct sockaddr *)&a, sizeof(a)) < 0)
+			die("connect");
+	}
 	if (move(fds, pos, n, kib) < 0)
+		return 1;
+	if ((unread < 0 ? idle_blocking(fds, pos, n) : idle_polling(fds, pos, n, unread)) < 0 ||
+	    move(fds, pos, n, kib) < 0)
 		return 1;
 	for (c = 0; c < n; c++)
 		close(fds[c]);
