@@ -84,6 +84,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->base = base;
 	c->map_bytes = (size_t)osf_seg_bytes(ring_bytes);
 	c->seg_fd = seg_fd;
+	c->port_fd = -1;
 	c->nonblock = 0;
 	c->bufset = 0;
 	c->v6 = v6;
@@ -98,8 +99,22 @@ void osf_conn_destroy(struct osf_conn *c)
 	munmap(c->base, c->map_bytes);
 	osf_fdt_close_hidden(c->seg_fd);
 	osf_fdt_close_hidden(c->s.wfd);
+	osf_fdt_close_hidden(c->port_fd);
 	c->base = NULL;
 	conn_free(c);
+}
+
+void osf_conn_hold_port(struct osf_fdt_entry *e, int pfd)
+{
+	struct osf_conn *c = conn_get(-1, e);
+
+	if (!c) {
+		osf_fdt_close_hidden(pfd);
+		return;
+	}
+	osf_fdt_close_hidden(c->port_fd);
+	c->port_fd = pfd;
+	conn_put(c);
 }
 
 void osf_conn_setfl(struct osf_fdt_entry *e, int nonblock)

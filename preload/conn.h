@@ -74,6 +74,12 @@ void osf_conn_dup(struct osf_fdt_entry *e);
  * fd (the fd itself is closed by the caller). */
 void osf_conn_close(int fd, struct osf_fdt_entry *e);
 
+/* osf_conn_hold_port gives the connection of entry e the hidden fd pfd,
+ * a TCP socket bound to the connection's local port: it holds that port
+ * in the kernel (bind() elsewhere gets EADDRINUSE, as with TCP) until the
+ * connection's last fd in this process closes. Not kept across exec. */
+void osf_conn_hold_port(struct osf_fdt_entry *e, int pfd);
+
 /* osf_conn_setfl mirrors F_SETFL / FIONBIO into the connection. */
 void osf_conn_setfl(struct osf_fdt_entry *e, int nonblock);
 

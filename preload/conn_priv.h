@@ -26,6 +26,8 @@ struct osf_conn {
 	uint8_t *base;
 	size_t map_bytes;
 	int seg_fd; /* hidden: the segment's memfd */
+	int port_fd; /* hidden: the application's TCP socket, kept bound to
+			the local port the connection holds (sockets.c), or -1 */
 	int nonblock;
 	int bufset; /* SO_RCVBUF/SO_SNDBUF set by the application */
 	struct osf_kopt opts[OSF_CONN_OPTS]; /* as set, replayed (kopt.c) */

@@ -307,6 +307,17 @@ static void listen_name(struct ip ip, int v6only, char *out, size_t n)
 		snprintf(out, n, "osf1/6/%s/%u", h, ip.port);
 }
 
+/* setup_slot_name is the companion name of slot slot of a SO_REUSEPORT
+ * group: slot 0 is the listener's name itself (shm.ListenName), slot i
+ * that name followed by "/r<i>". */
+void setup_slot_name(const char *name, unsigned slot, char *out, size_t n)
+{
+	if (slot == 0)
+		snprintf(out, n, "%s", name);
+	else
+		snprintf(out, n, "%s/r%u", name, slot);
+}
+
 socklen_t setup_abstract(struct sockaddr_un *sun, const char *name)
 {
 	size_t l = strlen(name);
@@ -392,15 +403,16 @@ setup_slog(int level, int reason, int rule, const char *detail, const char *fmt,
 
 /* ---- listen ---------------------------------------------------------- */
 
-int osf_setup_listen(const struct osf_core_listen_in *in,
+int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 		     struct osf_core_listen_out *out)
 {
 	struct osf_route_decision d;
 	struct sockaddr_un sun;
 	struct ip ip;
-	char name[128], a[80];
+	char base[128], name[144], a[80];
 	socklen_t sl;
-	int fd;
+	unsigned slot;
+	int fd, r;
 
 	if (!setup_usable())
 		return 0;
@@ -418,13 +430,20 @@ int osf_setup_listen(const struct osf_core_listen_in *in,
 			     "listen %s: kernel: ", setup_fmt_ap(&ip, a, sizeof(a)));
 		return 1;
 	}
-	listen_name(ip, in->v6only, name, sizeof(name));
-	sl = setup_abstract(&sun, name);
+	listen_name(ip, in->v6only, base, sizeof(base));
 	osf_fdt_high_begin(); /* the companion needs none of the program's fds */
 	fd = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	osf_fdt_high_end();
-	if (fd < 0 || REAL(bind)(fd, (struct sockaddr *)&sun, sl) < 0 ||
-	    REAL(listen)(fd, in->backlog) < 0) {
+	/* A SO_REUSEPORT listener takes the first free slot of its group
+	 * (clients spread over the slots, setup_connect.c). */
+	for (slot = 0, r = -1; fd >= 0 && slot < (reuseport ? SLOT_MAX : 1u); slot++) {
+		setup_slot_name(base, slot, name, sizeof(name));
+		sl = setup_abstract(&sun, name);
+		r = REAL(bind)(fd, (struct sockaddr *)&sun, sl);
+		if (r == 0 || errno != EADDRINUSE)
+			break;
+	}
+	if (fd < 0 || r < 0 || REAL(listen)(fd, in->backlog) < 0) {
 		out->reason = OSF_R_RESOURCE;
 		out->reason_errno = errno;
 		setup_set_detail(out->detail, strerror(errno));

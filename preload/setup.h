@@ -10,15 +10,19 @@
 #include "osf.h"
 
 /* osf_setup_listen decides a listener and binds its companion: 1 when done
- * in C (out filled as osf_core_listen would), 0 when the core must. */
-int osf_setup_listen(const struct osf_core_listen_in *in,
+ * in C (out filled as osf_core_listen would), 0 when the core must. The
+ * companion of a SO_REUSEPORT listener (reuseport) takes a free slot of its
+ * group's names, so that several share the offloaded connections. */
+int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 		     struct osf_core_listen_out *out);
 
 /* osf_setup_connect decides a connect and, for shm, opens the connection:
  * 1 when done in C (out filled as osf_core_connect would), 0 when the core
- * must. */
+ * must. *port_fd is -1, or for an offloaded connection from an unbound
+ * socket a TCP socket bound to the connection's local port, which holds
+ * that port (the caller keeps or closes it). */
 int osf_setup_connect(const struct osf_core_connect_in *in,
-		      struct osf_core_conn *out);
+		      struct osf_core_conn *out, int *port_fd);
 
 /* osf_setup_accept takes one offloaded connection from the companion
  * aux_fd of the listener lfd (listening on family/addr/port of in), never

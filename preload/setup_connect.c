@@ -205,6 +205,19 @@ static int source_for(struct ip dst, struct ip *src)
 
 static uint32_t port_seq;
 
+/* spread_pick returns a pseudo-random number below n (n > 0): which member
+ * of a SO_REUSEPORT group a connection tries first. */
+static unsigned spread_pick(unsigned n)
+{
+	uint64_t x = (uint64_t)setup_now_ns() ^
+		     ((uint64_t)__atomic_add_fetch(&port_seq, 1, __ATOMIC_RELAXED) << 32);
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return (unsigned)(x % n);
+}
+
 /* client_port is shm.ClientPort: a synthesized port in the ephemeral
  * range, distinct among this process's connections until it wraps. */
 uint16_t setup_client_port(pid_t pid)
@@ -344,13 +357,60 @@ static void parts_drop(struct parts *p)
 	errno = e;
 }
 
+/* reserve_port holds a local port for a connection from the application's
+ * unbound TCP socket app_fd: a fresh TCP socket with app_fd's SO_REUSEADDR
+ * and SO_REUSEPORT, bound to the client address with port 0 (the kernel
+ * picks a free ephemeral port, put in *client). sockets.c keeps it, hidden,
+ * for the connection's life, so that bind() to that port gets EADDRINUSE
+ * as with TCP. It is a socket of its own, not app_fd, which the
+ * application may have put in epoll sets. Returns it, or -1 (no free
+ * port: the synthesized one stays and the connection holds none). */
+static int reserve_port(int app_fd, int family, struct ip *client)
+{
+	static const int opts[] = {SO_REUSEADDR, SO_REUSEPORT};
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct ip a = setup_as_family(*client, family == AF_INET6), got;
+	uint8_t sa[28];
+	int saved = errno, pl, i;
+
+	pl = REAL(socket)(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (pl < 0) {
+		errno = saved;
+		return -1;
+	}
+	for (i = 0; i < 2; i++) {
+		int v = 0;
+		socklen_t vl = sizeof(v);
+		if (REAL(getsockopt)(app_fd, SOL_SOCKET, opts[i], &v, &vl) == 0 && v)
+			(void)REAL(setsockopt)(pl, SOL_SOCKET, opts[i], &v, sizeof(v));
+	}
+	a.port = 0;
+	setup_put_sockaddr(sa, &a);
+	if (REAL(bind)(pl, (struct sockaddr *)sa, a.v4 ? sizeof(struct sockaddr_in)
+						       : sizeof(struct sockaddr_in6)) < 0 ||
+	    REAL(getsockname)(pl, (struct sockaddr *)&ss, &sl) < 0) {
+		REAL(close)(pl);
+		errno = saved;
+		return -1;
+	}
+	memset(sa, 0, sizeof(sa));
+	memcpy(sa, &ss, sl < sizeof(sa) ? sl : sizeof(sa));
+	if (setup_get_sockaddr(sa, &got) && got.port)
+		client->port = got.port;
+	errno = saved;
+	return pl;
+}
+
 /* dial tries each companion name that could serve dst (shm.DialNames).
  * A companion is trusted only when its owner holds the kernel TCP
  * listener it stands for (the census, taken first); the hello goes right
  * after that check, so that a server sees the connection without it only
- * for the time of one system call. Returns the connected socket with p
+ * for the time of one system call; the local port is reserved (need_port:
+ * *port_fd) only then, when the connection is sure to be offloaded. Returns the connected socket with p
  * filled, or -1 with *why (an osf_reason) and errno. */
-static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
+static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in *in,
+		int need_port, int *port_fd, struct parts *p, int *why)
 {
 	struct {
 		char name[128];
@@ -358,7 +418,8 @@ static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 	} nm[3];
 	struct census c;
 	char h[64];
-	int n = 0, i, full = 0, e;
+	unsigned order[CENSUS_MAX + 1], u;
+	int n = 0, i, j, k, r, full = 0, e;
 
 	p->seg = NULL;
 	*why = OSF_R_NO_LISTENER;
@@ -381,16 +442,39 @@ static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 		*why = OSF_R_RESOURCE;
 		return -1;
 	}
-	for (i = 0; i < n; i++) {
+	/* SO_REUSEPORT groups: companions in slots 0..k (setup_slot_name),
+	 * k the kernel listeners on the port (one slot more: a member that
+	 * went away leaves a gap until another takes its slot). The slots are
+	 * tried in random order, which spreads connections evenly over the
+	 * members as the kernel does, gap or not. */
+	k = c.n > 1 && c.n < CENSUS_MAX ? c.n : 0;
+	for (i = 0, j = 0; i < n; j = (j + 1) % (k + 1), i += j == 0) {
 		struct sockaddr_un sun;
-		socklen_t sl = setup_abstract(&sun, nm[i].name);
-		int s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		char slot[144];
+		socklen_t sl;
+		int s;
+		if (j == 0)
+			for (r = 0; r <= k; r++)
+				order[r] = (unsigned)r;
+		r = j + (int)spread_pick((unsigned)(k + 1 - j));
+		u = order[r];
+		order[r] = order[j];
+		order[j] = u;
+		setup_slot_name(nm[i].name, u, slot, sizeof(slot));
+		sl = setup_abstract(&sun, slot);
+		s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (s < 0) {
 			*why = OSF_R_RESOURCE;
 			break;
 		}
 		if (REAL(connect)(s, (struct sockaddr *)&sun, sl) < 0) {
-			full |= errno == EAGAIN;
+			if (errno == EAGAIN) {
+				/* A full member of a group is full for this
+				 * connection (the kernel does not try another
+				 * either): on to the next name. */
+				full = 1;
+				j = k;
+			}
 			REAL(close)(s);
 			continue;
 		}
@@ -398,9 +482,16 @@ static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 			REAL(close)(s); /* a squatter: it gets nothing */
 			continue;
 		}
+		if (need_port) {
+			*port_fd = reserve_port(in->app_fd, in->family, client);
+			setup_put_sockaddr(((struct osf_seg_hdr *)p->seg)->client_addr, client);
+		}
 		if (send_hello(s, setup_cfg.c.ring_size, client, &a, p->segfd, p->wtx[1]) < 0) {
 			e = errno;
 			REAL(close)(s);
+			if (*port_fd >= 0)
+				REAL(close)(*port_fd);
+			*port_fd = -1;
 			parts_drop(p);
 			*why = OSF_R_HANDSHAKE;
 			errno = e;
@@ -418,7 +509,7 @@ static int dial(struct ip a, const struct ip *client, struct parts *p, int *why)
 }
 
 int osf_setup_connect(const struct osf_core_connect_in *in,
-		      struct osf_core_conn *out)
+		      struct osf_core_conn *out, int *port_fd)
 {
 	struct osf_route_decision d;
 	struct ip dst, real, local, bound, src, hello_client;
@@ -452,10 +543,12 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	if (have_bound && bound.port)
 		local.port = bound.port;
 	hello_client = setup_as_family(local, !real.v4);
-	s = dial(real, &hello_client, &p, &why);
+	*port_fd = -1;
+	s = dial(real, &hello_client, in, !(have_bound && bound.port), port_fd, &p, &why);
 	osf_fdt_high_end();
 	if (s < 0)
 		return kernel(out, &dst, why, errno, NULL);
+	local.port = hello_client.port;
 	out->status = OSF_CORE_OFFLOADED;
 	out->wake_fd = s;
 	out->seg_fd = p.segfd;

@@ -71,6 +71,9 @@ long long setup_now_ns(void);
 int setup_is_local(struct ip ip);
 void setup_fmt_host(const struct ip *ip, char *out, size_t n);
 socklen_t setup_abstract(struct sockaddr_un *sun, const char *name);
+/* SLOT_MAX bounds the members of a SO_REUSEPORT group that get a companion. */
+#define SLOT_MAX 64u
+void setup_slot_name(const char *name, unsigned slot, char *out, size_t n);
 void setup_decide(int role, struct ip ip, struct osf_route_decision *d);
 void setup_set_detail(char out[96], const char *s);
 const char *setup_fmt_ap(const struct ip *ip, char *out, size_t n);

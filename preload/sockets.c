@@ -168,8 +168,8 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	struct sockaddr_storage ss;
 	struct stat st;
 	socklen_t sl = sizeof(ss);
-	int v6only = 0, rc, hfd;
-	socklen_t vl = sizeof(v6only);
+	int v6only = 0, reuseport = 0, rc, hfd;
+	socklen_t vl = sizeof(v6only), rl = sizeof(reuseport);
 
 	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE)) {
 		record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_SANDBOX, -1, 0, NULL, 0);
@@ -183,8 +183,9 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 		REAL(getsockopt)(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &vl);
 	in.backlog = backlog;
 	in.v6only = v6only;
+	REAL(getsockopt)(fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl);
 	memset(&out, 0, sizeof(out));
-	rc = osf_setup_listen(&in, &out) ? 0 : osf_core_listen(&in, &out);
+	rc = osf_setup_listen(&in, reuseport, &out) ? 0 : osf_core_listen(&in, &out);
 	if (rc != 0) {
 		record_kernel(fd, OSF_ROLE_LISTENER, core_reason(rc), -1, rc, NULL, 0);
 		return;
@@ -309,6 +310,75 @@ static void abandon(const struct osf_core_conn *cc)
 
 /* ---- connect ------------------------------------------------------------ */
 
+/* struct bound_port: the port the application bound its socket to before
+ * connect, taken over by a socket of osf's once the application's is gone
+ * (port_hold), with the same SO_REUSEADDR and SO_REUSEPORT. */
+struct bound_port {
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int reuse[2];
+};
+
+static const int reuse_opts[2] = {SO_REUSEADDR, SO_REUSEPORT};
+
+/* port_read notes fd's bound port in bp; 0 when it has none. */
+static int port_read(int fd, struct bound_port *bp)
+{
+	int32_t fam;
+	uint8_t a[16];
+	uint16_t port = 0;
+	int i;
+
+	bp->len = sizeof(bp->ss);
+	if (REAL(getsockname)(fd, (struct sockaddr *)&bp->ss, &bp->len) < 0 ||
+	    !sa_split((struct sockaddr *)&bp->ss, bp->len, &fam, a, &port) || port == 0)
+		return 0;
+	for (i = 0; i < 2; i++) {
+		socklen_t l = sizeof(int);
+		bp->reuse[i] = 0;
+		(void)REAL(getsockopt)(fd, SOL_SOCKET, reuse_opts[i], &bp->reuse[i], &l);
+	}
+	return 1;
+}
+
+/* port_hold binds a fresh TCP socket to the port in bp (which the
+ * application's socket held until it was replaced a moment ago): -1 when
+ * it is gone meanwhile. */
+static int port_hold(const struct bound_port *bp)
+{
+	int fd = REAL(socket)(bp->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), i;
+
+	if (fd < 0)
+		return -1;
+	for (i = 0; i < 2; i++)
+		if (bp->reuse[i])
+			(void)REAL(setsockopt)(fd, SOL_SOCKET, reuse_opts[i], &bp->reuse[i], sizeof(int));
+	if (REAL(bind)(fd, (const struct sockaddr *)&bp->ss, bp->len) < 0) {
+		REAL(close)(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* port_give hands the port socket pfd to fd's offloaded connection, in
+ * osf's hidden range; errno is kept. */
+static void port_give(int fd, int pfd)
+{
+	struct osf_fdt_entry *e;
+	int saved = errno, h;
+
+	if (pfd < 0)
+		return;
+	h = osf_fdt_hide(pfd, fd);
+	if (h < 0)
+		REAL(close)(pfd);
+	else if ((e = osf_fdt_lookup(fd)) != NULL)
+		osf_conn_hold_port(e, h);
+	else
+		osf_fdt_close_hidden(h);
+	errno = saved;
+}
+
 static int connect_offload(int fd, struct osf_fdt_entry *e,
 			   const struct sockaddr *sa, socklen_t len)
 {
@@ -317,7 +387,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	struct sockaddr_storage ss;
 	struct carried opts;
 	socklen_t sl = sizeof(ss);
-	int rc, fl, fdfl, want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
+	struct bound_port bp;
+	int rc, fl, fdfl, pfd = -1, bound, want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
 	int saved = errno;
 
 	memset(&in, 0, sizeof(in));
@@ -333,7 +404,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	in.app_fd = fd;
-	rc = osf_setup_connect(&in, &cc) ? 0 : osf_core_connect(&in, &cc);
+	rc = osf_setup_connect(&in, &cc, &pfd) ? 0 : (pfd = -1, osf_core_connect(&in, &cc));
 	errno = saved;
 	if (rc != 0) {
 		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc, sa, len);
@@ -357,10 +428,13 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	fl = REAL(fcntl)(fd, F_GETFL, NULL);
 	fdfl = REAL(fcntl)(fd, F_GETFD, NULL);
 	carry_read(fd, &opts);
+	bound = pfd < 0 && port_read(fd, &bp);
 	if (fl < 0 || fdfl < 0 ||
 	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
 			     (fl & O_NONBLOCK) != 0, 1) < 0) {
 		abandon(&cc);
+		if (pfd >= 0)
+			REAL(close)(pfd);
 		if (cc.status == OSF_CORE_GATEWAY) /* no route but the gateway */
 			return OSF_FAIL(ENOBUFS);
 		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc.rule, errno,
@@ -368,6 +442,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		errno = saved;
 		return kernel_connect(fd, sa, len);
 	}
+	port_give(fd, bound ? port_hold(&bp) : pfd);
 	carry_apply(fd, &opts);
 	if (cc.status == OSF_CORE_GATEWAY) /* before epoll may look at it */
 		osf_gateway_leg_begin(fd, e);
@@ -554,6 +629,8 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		for (i = 0; i < np; i++)
 			ready |= p[2 + i].revents != 0;
 		first = __atomic_fetch_add(&turn, 1, __ATOMIC_RELAXED) & 1;
+		if (p[0].revents & (POLLHUP | POLLERR)) /* shut down: EINVAL */
+			ready = 0;
 		if (ready && (first || !(p[0].revents & POLLIN))) {
 			nfd = accept_companion(fd, e, sa, len, flags, &wait_ms);
 			if (nfd != -2)
@@ -606,12 +683,75 @@ OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 
 /* ---- per-connection calls --------------------------------------------------- */
 
+/* accepted_hold reports whether this process has offloaded connections
+ * accepted on port (they stand for TCP connections that would hold it). */
+static int accepted_hold(uint16_t port)
+{
+	unsigned i, j;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
+		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
+			struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
+			int32_t fam;
+			uint8_t a[16];
+			uint16_t p;
+			if (osf_kind_is_conn(c->kind) && c->role == OSF_ROLE_SERVER &&
+			    sa_split((struct sockaddr *)c->local, sizeof(c->local), &fam, a, &p) &&
+			    p == port)
+				return 1;
+		}
+	return 0;
+}
+
+/* hold_listener_port: a listener was shut down (SHUT_RD). The kernel then
+ * lets go of its port unless it was bound to a chosen one, but the TCP
+ * connections accepted from it still hold the port: when offloaded ones
+ * stand for them here, the listener's socket takes its address (local)
+ * back, so that a bind() there still fails with EADDRINUSE (until the
+ * listener is closed). */
+static void hold_listener_port(int fd, const uint8_t local[28])
+{
+	uint8_t a[16];
+	int32_t fam;
+	uint16_t port;
+	int saved = errno;
+
+	if (!sa_split((const struct sockaddr *)local, 28, &fam, a, &port) ||
+	    !accepted_hold(port))
+		return;
+	(void)REAL(bind)(fd, (const struct sockaddr *)local,
+			 fam == AF_INET6 ? sizeof(struct sockaddr_in6)
+					 : sizeof(struct sockaddr_in)); /* EINVAL: still bound */
+	errno = saved;
+}
+
+/* listener_shutdown: shutdown(SHUT_RD or SHUT_RDWR) of a TCP listener
+ * stops it; its companion refuses new connections too. */
+static int listener_shutdown(int fd, struct osf_fdt_entry *e, int how)
+{
+	uint8_t local[28];
+	int r;
+
+	memcpy(local, e->local, sizeof(local));
+	r = REAL(shutdown)(fd, how);
+	if (r == 0 && (how == SHUT_RD || how == SHUT_RDWR)) {
+		int saved = errno;
+		(void)REAL(shutdown)(e->aux_fd, SHUT_RD);
+		errno = saved;
+		hold_listener_port(fd, local);
+	}
+	return r;
+}
+
 OSF_EXPORT int shutdown(int fd, int how)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || !osf_kind_is_conn(e->kind)))
+	if (likely(!e || !osf_kind_is_conn(e->kind))) {
+		if (unlikely(e && e->kind == OSF_FD_LISTEN))
+			return listener_shutdown(fd, e, how);
 		return REAL(shutdown)(fd, how);
+	}
 	return osf_conn_shutdown(fd, e, how);
 }
 

@@ -3033,6 +3033,119 @@ static void s_inherit(void)
 
 /* ---- main -------------------------------------------------------------------- */
 
+/* ---- ports held by connections -------------------------------------------------- */
+
+/* plain_listener listens on addr:0 without SO_REUSEADDR. */
+static int plain_listener(int fam, const char *addr, struct sockaddr_storage *ss)
+{
+	socklen_t l = sa_len(fam);
+	int fd = socket(fam, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		setup_failed("socket");
+	sa_make(ss, fam, addr, 0);
+	if (bind(fd, (struct sockaddr *)ss, l) < 0 || listen(fd, 8) < 0)
+		setup_failed("bind/listen");
+	l = sizeof(*ss);
+	if (getsockname(fd, (struct sockaddr *)ss, &l) < 0)
+		setup_failed("getsockname");
+	return fd;
+}
+
+/* try_bind binds a fresh socket of family fam (SO_REUSEADDR: reuse) to
+ * addr:port and reports the result. */
+static void try_bind(const char *what, int fam, const char *addr, int port, int reuse)
+{
+	struct sockaddr_storage ss;
+	int fd = socket(fam, SOCK_STREAM, 0);
+
+	if (reuse)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse);
+	sa_make(&ss, fam, addr, port);
+	say("bind %s %s", what, R(DO(bind(fd, (struct sockaddr *)&ss, sa_len(fam)))));
+	close(fd);
+}
+
+/* port_client: the ephemeral port a connection got is reserved as long as
+ * the connection is open (gVisor V4/V6EphemeralPortReserved). */
+static void port_client(int fam, const char *lo, const char *any, int reuse)
+{
+	struct sockaddr_storage ss, cs;
+	socklen_t l = sizeof cs;
+	int lfd = plain_listener(fam, lo, &ss), c = socket(fam, SOCK_STREAM, 0), a;
+
+	if (reuse)
+		setsockopt(c, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse);
+	if (connect(c, (struct sockaddr *)&ss, sa_len(fam)) < 0)
+		setup_failed("connect");
+	a = accept_one(lfd);
+	transports(c, a);
+	getsockname(c, (struct sockaddr *)&cs, &l);
+	say("%s local port ephemeral %s", sa_str(&cs), YN(sa_port(&cs) > 0));
+	try_bind("same address", fam, lo, sa_port(&cs), 0);
+	/* Both with SO_REUSEADDR would be allowed by this connection, but a
+	 * kernel TCP connect may share its port with a connection elsewhere
+	 * (another destination) that does not allow it: not a fixed answer. */
+	if (!reuse)
+		try_bind("same address, SO_REUSEADDR", fam, lo, sa_port(&cs), 1);
+	try_bind("wildcard", fam, any, sa_port(&cs), 0);
+	close(c);
+	close(a);
+	close(lfd);
+}
+
+static void s_port_ephemeral(void)
+{
+	port_client(AF_INET, "127.0.0.1", "0.0.0.0", 0);
+	port_client(AF_INET6, "::1", "::", 0);
+	port_client(AF_INET, "127.0.0.1", "0.0.0.0", 1);
+}
+
+/* s_port_bound: a port the application bound before connect stays its
+ * connection's. */
+static void s_port_bound(void)
+{
+	struct sockaddr_storage ss, cs;
+	socklen_t l = sizeof cs;
+	int lfd = plain_listener(AF_INET, "127.0.0.1", &ss), c = socket(AF_INET, SOCK_STREAM, 0), a;
+
+	sa_make(&cs, AF_INET, "127.0.0.1", 0);
+	if (bind(c, (struct sockaddr *)&cs, sizeof(struct sockaddr_in)) < 0 ||
+	    connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)) < 0)
+		setup_failed("bind/connect");
+	a = accept_one(lfd);
+	transports(c, a);
+	getsockname(c, (struct sockaddr *)&cs, &l);
+	try_bind("client's port", AF_INET, "127.0.0.1", sa_port(&cs), 0);
+	close(c);
+	close(a);
+	close(lfd);
+}
+
+/* s_port_listen_shutdown: after shutdown(SHUT_RD) of a listener, the
+ * connections accepted from it still hold its port (gVisor
+ * TCPListenShutdown). */
+static void s_port_listen_shutdown(void)
+{
+	struct sockaddr_storage ss;
+	int lfd = plain_listener(AF_INET, "127.0.0.1", &ss), c, a, c2;
+	int port = sa_port(&ss);
+
+	c = connect_to(AF_INET, &ss);
+	a = accept_one(lfd);
+	transports(c, a);
+	say("shutdown listener %s", R(DO(shutdown(lfd, SHUT_RD))));
+	say("accept after shutdown %s", R(DO(accept(lfd, NULL, NULL))));
+	try_bind("listener's port", AF_INET, "127.0.0.1", port, 0);
+	try_bind("listener's port, SO_REUSEADDR", AF_INET, "127.0.0.1", port, 1);
+	c2 = socket(AF_INET, SOCK_STREAM, 0);
+	say("connect %s", R(DO(connect(c2, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)))));
+	close(c2);
+	close(c);
+	close(a);
+	close(lfd);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -3104,6 +3217,9 @@ static const struct {
 	{"epoll_raw_close", s_epoll_raw_close},
 	{"epoll_del_fin", s_epoll_del_fin},
 	{"ip_options", s_ip_options},
+	{"port_ephemeral", s_port_ephemeral},
+	{"port_bound", s_port_bound},
+	{"port_listen_shutdown", s_port_listen_shutdown},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
