@@ -43,27 +43,49 @@ static int sys_dup3(int oldfd, int newfd, int flags)
 {
 	return (int)syscall(SYS_dup3, oldfd, newfd, flags);
 }
-static int my_tid(void) { return (int)syscall(SYS_gettid); }
+/* my_tid is the calling thread's id, asked of the kernel once per thread
+ * (and again in a fork child, osf_fdt_child_after_fork): the lock below
+ * runs several times per connection set-up and close. */
+static __thread int tls_tid __attribute__((tls_model("initial-exec")));
+static int my_tid(void)
+{
+	if (__builtin_expect(tls_tid == 0, 0))
+		tls_tid = (int)syscall(SYS_gettid);
+	return tls_tid;
+}
+
+/* The lock word holds the owner's tid, with LOCK_WAITERS once another
+ * thread sleeps on it: an uncontended lock and unlock make no system call. */
+#define LOCK_WAITERS 0x40000000
 
 void osf_fdt_lock(void)
 {
-	int me = my_tid();
+	int me = my_tid(), cur = 0;
 
+	if (__atomic_compare_exchange_n(&lock_word, &cur, me, 0, __ATOMIC_ACQUIRE,
+					__ATOMIC_RELAXED))
+		return;
 	for (;;) {
-		int cur = 0;
-		if (__atomic_compare_exchange_n(&lock_word, &cur, me, 0,
-						__ATOMIC_ACQUIRE,
-						__ATOMIC_RELAXED))
+		/* Contended: announce a sleeper, sleep, and take the lock
+		 * with the announcement kept (other sleepers may remain). */
+		if (cur != 0 && !(cur & LOCK_WAITERS) &&
+		    !__atomic_compare_exchange_n(&lock_word, &cur, cur | LOCK_WAITERS, 0,
+						 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			continue;
+		if (cur != 0)
+			syscall(SYS_futex, &lock_word, FUTEX_WAIT_PRIVATE,
+				cur | LOCK_WAITERS, NULL, NULL, 0);
+		cur = 0;
+		if (__atomic_compare_exchange_n(&lock_word, &cur, me | LOCK_WAITERS, 0,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			return;
-		syscall(SYS_futex, &lock_word, FUTEX_WAIT_PRIVATE, cur, NULL,
-			NULL, 0);
 	}
 }
 
 void osf_fdt_unlock(void)
 {
-	__atomic_store_n(&lock_word, 0, __ATOMIC_RELEASE);
-	syscall(SYS_futex, &lock_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	if (__atomic_exchange_n(&lock_word, 0, __ATOMIC_RELEASE) & LOCK_WAITERS)
+		syscall(SYS_futex, &lock_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 #define OSF_FDT_EDEADLK() (errno = EDEADLK, -1)
@@ -74,7 +96,7 @@ static int snapshot(void);
  * this thread inside a structural change). */
 static int held_by_me(void)
 {
-	return __atomic_load_n(&lock_word, __ATOMIC_RELAXED) == my_tid();
+	return (__atomic_load_n(&lock_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
 }
 
 /* ---- osf's fds and the program's RLIMIT_NOFILE -------------------------
@@ -315,8 +337,20 @@ static int table_create(void)
 	else
 		sys_close(fd);
 	(void)fchmod(hfd, 0600);
-	if (ftruncate(hfd, OSF_FDT_HDR_BYTES) < 0)
-		goto fail;
+	{
+		/* Written whole, so that a reader (osfstat) that sees the
+		 * table sized also sees its magic: a table sized first and
+		 * filled in after looked like an unknown layout meanwhile. */
+		static union {
+			struct osf_fdt_header h;
+			char page[OSF_FDT_HDR_BYTES];
+		} first;
+		memset(&first, 0, sizeof(first));
+		header_init(&first.h);
+		if (syscall(SYS_pwrite64, hfd, &first, sizeof(first), 0) !=
+		    (long)sizeof(first))
+			goto fail;
+	}
 	h = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
 		 hfd, 0);
 	if (h == MAP_FAILED)
@@ -324,7 +358,6 @@ static int table_create(void)
 	tfd = hfd;
 	tsize = OSF_FDT_HDR_BYTES;
 	hdr = h;
-	header_init(hdr);
 	set_hidden_locked(tfd, -1);
 	return 0;
 fail:
@@ -823,6 +856,7 @@ void osf_fdt_child_after_fork(int prepared)
 {
 	unsigned fd;
 
+	tls_tid = 0; /* this thread has a new id in the child */
 	lock_word = 0;
 	high_word = high_depth = high_raised = 0; /* fork held it, not raised */
 	if (!hdr)

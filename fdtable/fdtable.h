@@ -111,6 +111,15 @@ enum osf_role {
 				      destination; osfstat shows transport
 				      gateway, the leg's transport is the
 				      entry's) */
+#define OSF_FDF_OPTSET 0x0400u    /* setsockopt was called on this kernel
+				      socket, or it has (had) dups that may
+				      have been: the options an offloaded
+				      connection carries over are read back
+				      only then (sockets.c carry_read) */
+#define OSF_FDF_BOUND 0x0800u     /* bind was called on this socket, or it
+				      has (had) dups that may have been:
+				      connect asks the kernel for the bound
+				      address only then */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

@@ -58,14 +58,18 @@ int osf_conn_gw_state(int fd, struct osf_fdt_entry *e);
 int osf_conn_gw_settle(int fd, struct osf_fdt_entry *e, int wait_ms);
 
 /* osf_conn_install turns fd into an offloaded connection described by the
- * core's handshake result cc: for a client (dup_wake) the wake socket is
- * moved onto fd, for a server fd already is the wake socket. The segment
- * fd and the writers' wake socket are hidden. Returns 0, or -1 with errno;
- * either way it has taken (and on failure released) the mapping, seg_fd
- * and wake_tx_fd, and marked them so in cc; wake_fd is -1 in cc once it
- * was moved onto fd. */
+ * core's handshake result cc: for a client (how has OSF_INSTALL_DUP) the
+ * wake socket is moved onto fd, for a server fd already is the wake
+ * socket. OSF_INSTALL_FL_OWN says that osf made the wake socket with no
+ * file status flag but O_NONBLOCK (the C set-up), so that they are set
+ * without being read first. The segment fd and the writers' wake socket
+ * are hidden. Returns 0, or -1 with errno; either way it has taken (and
+ * on failure released) the mapping, seg_fd and wake_tx_fd, and marked
+ * them so in cc; wake_fd is -1 in cc once it was moved onto fd. */
+#define OSF_INSTALL_DUP 0x1
+#define OSF_INSTALL_FL_OWN 0x2
 int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
-		     int nonblock, int dup_wake);
+		     int nonblock, int how);
 
 /* osf_conn_dup notes one more fd for the connection of entry e. */
 void osf_conn_dup(struct osf_fdt_entry *e);

@@ -65,6 +65,9 @@ void osf_fd_dup(int oldfd, int newfd, int cloexec)
 	if (!e || e->kind == OSF_FD_NONE || e->kind == OSF_FD_HIDDEN ||
 	    e->kind == OSF_FD_RESERVED)
 		return;
+	if (e->kind == OSF_FD_INET || e->kind == OSF_FD_LISTEN)
+		__atomic_or_fetch(&e->flags, OSF_FDF_OPTSET | OSF_FDF_BOUND,
+				  __ATOMIC_RELAXED);
 	copy = *e;
 	copy.flags = cloexec ? (copy.flags | OSF_FDF_CLOEXEC)
 			     : (copy.flags & ~OSF_FDF_CLOEXEC);

@@ -300,7 +300,10 @@ static void adopt(int fd, const struct handoff_item *it, const int *x,
 {
 	struct osf_fdt_entry ent;
 	struct stat st;
-	int fl = REAL(fcntl)(fd, F_GETFL, NULL);
+	int fl;
+
+	osf_sandbox_check(); /* the data path depends on it */
+	fl = REAL(fcntl)(fd, F_GETFL, NULL);
 
 	if (it->kind == OSF_FD_LISTEN) {
 		memset(&ent, 0, sizeof(ent));

@@ -244,9 +244,10 @@ __attribute__((constructor)) static void osf_constructor(void)
 	find_lib_path();
 	if (!osf.disabled)
 		load_config();
-	osf_sandbox_detect();
 	osf_fdt_set_image(osf.image);
 	tfd = osf_fdt_find_inherited(osf.fdtable_env);
+	if (tfd >= 0) /* inherited connections may be used at once */
+		osf_sandbox_check();
 	if (tfd >= 0 && osf_fdt_adopt(tfd, osf.image) < 0)
 		osf_report("inherited fd table at fd %d is unusable", tfd);
 	for (int fd = 0; tfd >= 0 && fd <= 2; fd++)

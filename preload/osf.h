@@ -126,6 +126,12 @@ void osf_stdio_take(int fd);
  * filter is on already (preload/sandbox.c). */
 void osf_sandbox_detect(void);
 
+/* osf_sandbox_check runs osf_sandbox_detect once per image, when osf first
+ * needs to know: before it sets up a connection or a listener, adopts an
+ * inherited fd table, or takes an offloaded fd handed over (reading
+ * /proc/self/status costs a process that never offloads ~15 µs). */
+void osf_sandbox_check(void);
+
 /* Exec environment, preload/process.c. */
 
 /* osf_exec_env returns the environment to exec with: envp itself, or a

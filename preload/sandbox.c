@@ -43,6 +43,16 @@ void osf_sandbox_detect(void)
 		__atomic_store_n(&osf.sandboxed, 1, __ATOMIC_RELEASE);
 }
 
+static int detected; /* osf_sandbox_detect ran in this image */
+
+void osf_sandbox_check(void)
+{
+	if (__atomic_load_n(&detected, __ATOMIC_ACQUIRE))
+		return;
+	osf_sandbox_detect();
+	__atomic_store_n(&detected, 1, __ATOMIC_RELEASE);
+}
+
 /* sandbox_enter turns sandbox mode on, after mapping every connection
  * this image inherited and has not used yet (mapping one needs fstat and
  * mmap, which a filter need not allow later). */

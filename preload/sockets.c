@@ -155,6 +155,13 @@ OSF_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 
 OSF_EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
 {
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+
+	if (likely(!e || e->kind != OSF_FD_INET))
+		return REAL(bind)(fd, sa, len);
+	/* Marked before the call, whatever its outcome: connect then asks
+	 * the kernel, which knows. */
+	__atomic_or_fetch(&e->flags, OSF_FDF_BOUND, __ATOMIC_RELAXED);
 	return REAL(bind)(fd, sa, len);
 }
 
@@ -171,6 +178,7 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	int v6only = 0, reuseport = 0, rc, hfd;
 	socklen_t vl = sizeof(v6only), rl = sizeof(reuseport);
 
+	osf_sandbox_check();
 	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE)) {
 		record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_SANDBOX, -1, 0, NULL, 0);
 		return;
@@ -245,12 +253,37 @@ struct carried {
 	struct osf_kopt kopts[8];
 };
 
+/* carried_option reports whether an option is one carry_read reads back
+ * (or a TCP/IP one, osf_kopt_carry's): setting it marks the socket
+ * OSF_FDF_OPTSET. */
+static int carried_option(int level, int name)
+{
+	if (level == IPPROTO_TCP || level == IPPROTO_IP || level == IPPROTO_IPV6)
+		return 1;
+	if (level != SOL_SOCKET)
+		return 0;
+	switch (name) {
+	case SO_RCVTIMEO_OLD:
+	case SO_SNDTIMEO_OLD:
+#ifdef SO_RCVTIMEO_NEW
+	case SO_RCVTIMEO_NEW:
+	case SO_SNDTIMEO_NEW:
+#endif
+	case SO_LINGER:
+	case SO_KEEPALIVE:
+		return 1;
+	}
+	return 0;
+}
+
 static void carry_read(int fd, struct carried *o)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	socklen_t l;
 
 	memset(o, 0, sizeof(*o));
+	if (e && !(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_OPTSET))
+		return; /* never set through any fd: the defaults, all zero */
 	if (e && (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_KOPTS))
 		o->nkopts = osf_kopt_carry(fd, (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET,
 					   o->kopts, 8);
@@ -388,23 +421,29 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	struct carried opts;
 	socklen_t sl = sizeof(ss);
 	struct bound_port bp;
-	int rc, fl, fdfl, pfd = -1, bound, want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
+	int rc, fl, fdfl, by_c, pfd = -1, bound;
+	int want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
 	int saved = errno;
 
 	memset(&in, 0, sizeof(in));
 	if (!sa_split(sa, len, &in.family, in.addr, &in.port) ||
 	    in.family != want || in.port == 0)
 		return REAL(connect)(fd, sa, len); /* the kernel's errno */
+	osf_sandbox_check();
 	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE)) {
 		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_SANDBOX, -1, 0, sa, len);
 		return kernel_connect(fd, sa, len);
 	}
-	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
+	if ((__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_BOUND) &&
+	    REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
 		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	in.app_fd = fd;
-	rc = osf_setup_connect(&in, &cc, &pfd) ? 0 : (pfd = -1, osf_core_connect(&in, &cc));
+	by_c = osf_setup_connect(&in, &cc, &pfd);
+	if (!by_c)
+		pfd = -1;
+	rc = by_c ? 0 : osf_core_connect(&in, &cc);
 	errno = saved;
 	if (rc != 0) {
 		record_kernel(fd, OSF_ROLE_CLIENT, core_reason(rc), -1, rc, sa, len);
@@ -431,7 +470,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	bound = pfd < 0 && port_read(fd, &bp);
 	if (fl < 0 || fdfl < 0 ||
 	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
-			     (fl & O_NONBLOCK) != 0, 1) < 0) {
+			     (fl & O_NONBLOCK) != 0,
+			     OSF_INSTALL_DUP | (by_c ? OSF_INSTALL_FL_OWN : 0)) < 0) {
 		abandon(&cc);
 		if (pfd >= 0)
 			REAL(close)(pfd);
@@ -539,7 +579,7 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 	}
 	carry_read(lfd, &opts);
 	if (osf_conn_install(cfd, &cc, OSF_ROLE_SERVER, flags & SOCK_CLOEXEC,
-			     (flags & SOCK_NONBLOCK) != 0, 0) < 0) {
+			     (flags & SOCK_NONBLOCK) != 0, OSF_INSTALL_FL_OWN) < 0) {
 		cc.wake_fd = -1; /* that is cfd */
 		abandon(&cc);
 		REAL(close)(cfd);
@@ -560,11 +600,13 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 
 /* listener_timeout returns the poll timeout of a blocking accept: the
  * listener's SO_RCVTIMEO, or -1. */
-static int listener_timeout(int fd)
+static int listener_timeout(int fd, const struct osf_fdt_entry *e)
 {
 	struct timeval tv = {0, 0};
 	socklen_t l = sizeof(tv);
 
+	if (!(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_OPTSET))
+		return -1; /* no option was ever set: none */
 	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) < 0 ||
 	    (!tv.tv_sec && !tv.tv_usec))
 		return -1;
@@ -600,7 +642,7 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 	fl = REAL(fcntl)(fd, F_GETFL, NULL);
 	if (fl < 0)
 		return -1;
-	timeout = (fl & O_NONBLOCK) ? 0 : listener_timeout(fd);
+	timeout = (fl & O_NONBLOCK) ? 0 : listener_timeout(fd, e);
 	for (;;) {
 		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
 		int n, first, nfd, np, i, ready;
@@ -773,6 +815,8 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	if (likely(!e))
 		return REAL(setsockopt)(fd, level, name, val, len);
 	if (!osf_kind_is_conn(e->kind)) {
+		if (carried_option(level, name))
+			__atomic_or_fetch(&e->flags, OSF_FDF_OPTSET, __ATOMIC_RELAXED);
 		if (level == IPPROTO_TCP || level == IPPROTO_IP ||
 		    level == IPPROTO_IPV6) /* for carry_read */
 			__atomic_or_fetch(&e->flags, OSF_FDF_KOPTS,

@@ -1353,6 +1353,53 @@ static int geti(int fd, int level, int name, long *r)
 	return v;
 }
 
+/* carry_dup: options and a bind made through a dup of the socket before
+ * connect (and through a dup of the listener before accept) hold on the
+ * connection, offloaded or not: osf reads them back only from sockets on
+ * which they may have been set (OSF_FDF_OPTSET, OSF_FDF_BOUND). */
+static void s_carry_dup(void)
+{
+	struct sockaddr_storage ss, b, got;
+	struct timeval tv = {2, 0}, tg = {0, 0};
+	socklen_t l = sizeof(got), tl = sizeof(tg);
+	int lis = listener(AF_INET, "127.0.0.1", -1, &ss), c, d, s, one = 1, v;
+	long r;
+
+	d = dup(lis);
+	say("listener dup keepalive %s", R(DO(setsockopt(d, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one))));
+	say("listener dup rcvtimeo %s", R(DO(setsockopt(d, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))));
+	close(d);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	d = dup(c);
+	say("dup nodelay %s", R(DO(setsockopt(d, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one))));
+	say("dup sndtimeo %s", R(DO(setsockopt(d, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv))));
+	sa_make(&b, AF_INET, "127.0.0.1", 0);
+	say("dup bind %s", R(DO(bind(d, (struct sockaddr *)&b, sa_len(AF_INET)))));
+	l = sizeof(b);
+	getsockname(c, (struct sockaddr *)&b, &l);
+	close(d);
+	say("connect %s", R(DO(connect(c, (struct sockaddr *)&ss, sa_len(AF_INET)))));
+	s = accept_one(lis);
+	transports(c, s);
+	v = geti(c, IPPROTO_TCP, TCP_NODELAY, &r);
+	say("TCP_NODELAY %s %d", R(r), v);
+	r = DO(getsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tg, &tl));
+	say("SO_SNDTIMEO %s %ld", R(r), (long)tg.tv_sec);
+	l = sizeof(got);
+	r = DO(getsockname(c, (struct sockaddr *)&got, &l));
+	say("getsockname %s port kept %d", R(r),
+	    ((struct sockaddr_in *)&got)->sin_port == ((struct sockaddr_in *)&b)->sin_port);
+	v = geti(s, SOL_SOCKET, SO_KEEPALIVE, &r);
+	say("accepted SO_KEEPALIVE %s %d", R(r), v);
+	tg.tv_sec = 0;
+	tl = sizeof(tg);
+	r = DO(getsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tg, &tl));
+	say("accepted SO_RCVTIMEO %s %ld", R(r), (long)tg.tv_sec);
+	close(c);
+	close(s);
+	close(lis);
+}
+
 static void s_sockopts(void)
 {
 	long rv;
@@ -3179,6 +3226,7 @@ static const struct {
 	{"refused", s_refused},
 	{"names", s_names},
 	{"sockopts", s_sockopts},
+	{"carry_dup", s_carry_dup},
 	{"rcvtimeo", s_rcvtimeo},
 	{"eintr", s_eintr},
 	{"eintr_restart", s_eintr_restart},
