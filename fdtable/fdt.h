@@ -112,8 +112,28 @@ int osf_fdt_spawn_snapshot(void);
  * osf_fdt_set_cloexec). */
 int osf_fdt_hide(int fd, int owner);
 
-/* osf_fdt_hidden_base is the first fd number of osf's hidden range. */
+/* osf_fdt_hidden_base is the first fd number of osf's hidden range: the
+ * program's soft RLIMIT_NOFILE when the hard limit leaves room above it
+ * (osf's fds then cost the program none of its limit), else half the soft
+ * limit, at most 1024. osf_fdt_inrange_base is the latter always (for the
+ * Go core, which places its fds itself, below the limit). */
 int osf_fdt_hidden_base(void);
+int osf_fdt_inrange_base(void);
+
+/* osf_fdt_high_begin opens a window in which fds can be placed from the
+ * returned base (F_DUPFD, dup3) even above the program's soft limit: it
+ * takes the limit lock and raises the soft limit to the hard one;
+ * osf_fdt_high_end puts the program's limit back and unlocks. Windows
+ * nest (in one thread); errno is kept. osf_fdt_dup_high is F_DUPFD[_CLOEXEC]
+ * of fd into the hidden range in one window. */
+int osf_fdt_high_begin(void);
+void osf_fdt_high_end(void);
+int osf_fdt_dup_high(int fd, int cloexec);
+
+/* osf_fdt_limit_lock serialises RLIMIT_NOFILE reads and changes with the
+ * windows (the hooks of getrlimit, setrlimit and prlimit; fork). */
+void osf_fdt_limit_lock(void);
+void osf_fdt_limit_unlock(void);
 
 /* osf_fdt_mark_hidden records fd, already in place, as osf's own. */
 void osf_fdt_mark_hidden(int fd);

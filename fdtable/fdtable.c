@@ -100,19 +100,150 @@ static int held_by_me(void)
 	return (__atomic_load_n(&lock_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
 }
 
-/* osf_fdt_hidden_base is where osf's own fds start: half the soft fd
- * limit, at most 1024 so that the kernel's fd array stays small and the
- * Go core's start-up can fill the range below it cheaply (core.c). */
-int osf_fdt_hidden_base(void)
-{
-	struct rlimit rl;
-	rlim_t soft = 1024;
+/* ---- osf's fds and the program's RLIMIT_NOFILE -------------------------
+ *
+ * The kernel refuses an fd (EMFILE) when no number below the soft
+ * RLIMIT_NOFILE is free, and checks the limit only when it hands out a
+ * number. So osf keeps its own fds at and above the program's soft limit,
+ * where they cost the program none of it: the soft limit is raised to the
+ * hard one for the few system calls that place them (a "window", one lock)
+ * and put back at once, and the program's numbering, its EMFILE and its
+ * getrlimit stay the kernel's. The hooks of getrlimit/setrlimit/prlimit
+ * take the same lock, so no thread of the program sees the raised value or
+ * has its own change undone. When the hard limit leaves no room (soft ==
+ * hard) or the soft limit is very large (above OSF_FDT_HIGH_MAX: the
+ * kernel's fd array would grow that far), osf's fds live from half the
+ * soft limit, at most 1024, as they did before. */
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		soft = rl.rlim_cur;
+#define OSF_FDT_HIGH_MAX 65536
+
+static int high_word;       /* the window's lock: 0 free, else the owner's tid */
+static int high_depth;      /* nested windows of the owner */
+static struct rlimit high_saved; /* the program's limit while raised */
+static int high_raised;
+
+static int sys_prlimit(const struct rlimit *nw, struct rlimit *old)
+{
+	return (int)syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nw, old);
+}
+
+/* legacy_base is the range below the limit, for a limit with no room
+ * above it. */
+static int legacy_base(rlim_t soft)
+{
 	if (soft >= 128)
 		return soft / 2 > 1024 ? 1024 : (int)(soft / 2);
 	return soft > 19 ? (int)soft - 16 : 3;
+}
+
+static int room_above(const struct rlimit *rl)
+{
+	return rl->rlim_cur != RLIM_INFINITY && rl->rlim_cur < rl->rlim_max &&
+	       rl->rlim_cur <= OSF_FDT_HIGH_MAX;
+}
+
+static int base_of(const struct rlimit *rl)
+{
+	if (rl->rlim_cur == RLIM_INFINITY)
+		return 1024;
+	return room_above(rl) ? (int)rl->rlim_cur : legacy_base(rl->rlim_cur);
+}
+
+int osf_fdt_hidden_base(void)
+{
+	struct rlimit rl;
+
+	if (__atomic_load_n(&high_word, __ATOMIC_ACQUIRE) == my_tid() && high_raised)
+		return base_of(&high_saved);
+	if (sys_prlimit(NULL, &rl) < 0)
+		return 1024;
+	return base_of(&rl);
+}
+
+int osf_fdt_inrange_base(void)
+{
+	struct rlimit rl;
+
+	if (__atomic_load_n(&high_word, __ATOMIC_ACQUIRE) == my_tid() && high_raised)
+		return legacy_base(high_saved.rlim_cur);
+	if (sys_prlimit(NULL, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 1024;
+	return legacy_base(rl.rlim_cur);
+}
+
+void osf_fdt_limit_lock(void)
+{
+	int me = my_tid();
+
+	if (__atomic_load_n(&high_word, __ATOMIC_RELAXED) == me) {
+		high_depth++; /* a signal handler inside a window */
+		return;
+	}
+	for (;;) {
+		int cur = 0;
+		if (__atomic_compare_exchange_n(&high_word, &cur, me, 0,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			break;
+		syscall(SYS_futex, &high_word, FUTEX_WAIT_PRIVATE, cur, NULL, NULL, 0);
+	}
+	high_depth = 1;
+}
+
+void osf_fdt_limit_unlock(void)
+{
+	if (--high_depth > 0)
+		return;
+	__atomic_store_n(&high_word, 0, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &high_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+int osf_fdt_high_begin(void)
+{
+	struct rlimit rl, up;
+	int saved = errno;
+
+	osf_fdt_limit_lock();
+	if (high_depth > 1 && high_raised) /* nested: already open */
+		return base_of(&high_saved);
+	high_raised = 0;
+	if (sys_prlimit(NULL, &rl) < 0) {
+		errno = saved;
+		return 1024;
+	}
+	if (room_above(&rl)) {
+		up.rlim_cur = up.rlim_max = rl.rlim_max;
+		if (sys_prlimit(&up, NULL) == 0) {
+			high_saved = rl;
+			high_raised = 1;
+		}
+	}
+	errno = saved;
+	return base_of(&rl);
+}
+
+void osf_fdt_high_end(void)
+{
+	int saved = errno;
+
+	if (high_depth == 1 && high_raised) {
+		(void)sys_prlimit(&high_saved, NULL);
+		high_raised = 0;
+	}
+	osf_fdt_limit_unlock();
+	errno = saved;
+}
+
+int osf_fdt_dup_high(int fd, int cloexec)
+{
+	int cmd = cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, nfd, err;
+
+	nfd = sys_fcntl(fd, cmd, osf_fdt_high_begin());
+	err = errno;
+	osf_fdt_high_end();
+	if (nfd < 0 && err == EINVAL) /* base above a limit lowered meanwhile */
+		return sys_fcntl(fd, cmd, 3);
+	errno = err;
+	return nfd;
 }
 
 static uint64_t ino_of(int fd)
@@ -201,7 +332,7 @@ static int table_create(void)
 	fd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	hfd = sys_fcntl(fd, F_DUPFD_CLOEXEC, osf_fdt_hidden_base());
+	hfd = osf_fdt_dup_high(fd, 1);
 	if (hfd < 0)
 		hfd = fd;
 	else
@@ -380,7 +511,7 @@ int osf_fdt_spawn_snapshot(void)
 	osf_fdt_unlock();
 	if (snap < 0)
 		return -1;
-	hfd = sys_fcntl(snap, F_DUPFD, osf_fdt_hidden_base());
+	hfd = osf_fdt_dup_high(snap, 0);
 	sys_close(snap);
 	return hfd; /* inheritable: the spawned image takes it */
 }
@@ -408,12 +539,9 @@ void osf_fdt_spawn_inherit(int on)
 
 int osf_fdt_hide(int fd, int owner)
 {
-	int cmd = F_DUPFD_CLOEXEC;
-	int nfd = sys_fcntl(fd, cmd, osf_fdt_hidden_base());
+	int nfd = osf_fdt_dup_high(fd, 1);
 	struct osf_fdt_entry *e;
 
-	if (nfd < 0 && errno == EINVAL) /* base above a lowered limit */
-		nfd = sys_fcntl(fd, cmd, 3);
 	if (nfd < 0)
 		return -1;
 	if (held_by_me()) {
@@ -541,8 +669,10 @@ int osf_fdt_relocate_hidden(int fd)
 	fdflags = sys_fcntl(fd, F_GETFD, 0);
 	if (fdflags < 0)
 		return -1;
+	nfd = osf_fdt_high_begin();
 	nfd = sys_fcntl(fd, (fdflags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD,
-			fd + 1);
+			nfd > fd ? nfd : fd + 1);
+	osf_fdt_high_end();
 	if (nfd < 0)
 		return -1;
 	if (osf_fdt_set(nfd, e) < 0) {
@@ -702,8 +832,11 @@ static int switch_to(int nfd)
 	hdr->flags &= ~OSF_FDTH_CORE_LOADED;
 	hdr->core_loads = 0;
 	fdflags = sys_fcntl(tfd, F_GETFD, 0);
-	if (sys_dup3(nfd, tfd, (fdflags > 0 && (fdflags & FD_CLOEXEC)) ?
-				       O_CLOEXEC : 0) < 0)
+	osf_fdt_high_begin(); /* tfd may lie above the program's limit */
+	fdflags = sys_dup3(nfd, tfd, (fdflags > 0 && (fdflags & FD_CLOEXEC)) ?
+					     O_CLOEXEC : 0);
+	osf_fdt_high_end();
+	if (fdflags < 0)
 		goto fail;
 	sys_close(nfd);
 	set_hidden_locked(tfd, -1);
@@ -739,6 +872,7 @@ void osf_fdt_child_after_fork(int prepared)
 
 	tls_tid = 0; /* this thread has a new id in the child */
 	lock_word = 0;
+	high_word = high_depth = high_raised = 0; /* fork held it, not raised */
 	if (!hdr)
 		return;
 	/* The snapshot was taken before fork: the parent may already be

@@ -180,12 +180,14 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 			       (void *)(long)(cloexec ? FD_CLOEXEC : 0)) < 0) {
 		goto fail;
 	}
+	osf_fdt_high_begin(); /* one window for both */
 	hfd = osf_fdt_hide(cc->seg_fd, fd);
 	if (hfd < 0)
 		hfd = cc->seg_fd; /* keep it where it is */
 	hwfd = osf_fdt_hide(cc->wake_tx_fd, fd);
 	if (hwfd < 0)
 		hwfd = cc->wake_tx_fd;
+	osf_fdt_high_end();
 	memcpy(&fam, cc->peer, sizeof(fam));
 	/* Informational, set by the segment's creator before it was shared:
 	 * an RDMA progress engine's segments say so, for osfstat. */
@@ -456,8 +458,7 @@ void osf_conn_exec_unfollowable(struct osf_exec_undo *u)
 				continue;
 			c = conn_get(fd, e);
 			u->v[u->n].fd = fd;
-			u->v[u->n].saved = REAL(fcntl)(fd, F_DUPFD_CLOEXEC,
-						       (void *)(intptr_t)osf_fdt_hidden_base());
+			u->v[u->n].saved = osf_fdt_dup_high(fd, 1);
 			if (u->v[u->n].saved < 0 || REAL(dup2)(dead, fd) < 0) {
 				if (u->v[u->n].saved >= 0)
 					REAL(close)(u->v[u->n].saved);

@@ -130,4 +130,8 @@ void osf_conn_hidden_moved(int old, int nfd);
  * child (its only thread is the one that forked). */
 void osf_conn_child_after_fork(void);
 
+/* osf_reaper_child_after_fork forgets the parent's sleepers and reaper
+ * (preload/reaper.c). */
+void osf_reaper_child_after_fork(void);
+
 #endif

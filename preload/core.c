@@ -247,6 +247,8 @@ static int reserve_limit(void)
 {
 	int base = osf_fdt_hidden_base();
 
+	if (base > (int)OSF_FDT_RESERVE_MAX) /* placeholders go no further */
+		base = OSF_FDT_RESERVE_MAX;
 	return other_threads() && base > 256 ? 256 : base;
 }
 
@@ -273,7 +275,7 @@ static int core_load(void)
 	uint64_t low[OSF_FDT_RESERVE_MAX / 64];
 	uint64_t above;
 	struct rlimit nofile;
-	int limit, hbase, have_nofile;
+	int limit, have_nofile;
 	void *h;
 	int mfd = -1, rc;
 
@@ -293,14 +295,21 @@ static int core_load(void)
 	snprintf(core.path, sizeof(core.path), "%s", load);
 	__atomic_store_n(&core.loading, 1, __ATOMIC_RELEASE);
 	limit = reserve_limit();
-	hbase = osf_fdt_hidden_base();
 	have_nofile = getrlimit(RLIMIT_NOFILE, &nofile) == 0;
 	above = open_above(limit);
 	osf_fdt_reserve_low(limit, low);
+	if (have_nofile && nofile.rlim_cur < nofile.rlim_max) {
+		/* Room for the runtime's fds above the placeholders, which may
+		 * fill the program's whole limit (restored below). */
+		struct rlimit up = {nofile.rlim_max, nofile.rlim_max};
+		(void)setrlimit(RLIMIT_NOFILE, &up);
+	}
 	h = dlopen(load, RTLD_NOW | RTLD_LOCAL);
 	if (mfd >= 0)
 		REAL(close)(mfd);
 	if (!h) {
+		if (have_nofile)
+			(void)setrlimit(RLIMIT_NOFILE, &nofile);
 		osf_fdt_release_low(limit, low);
 		snprintf(core.err, sizeof(core.err), "%s", dlerror());
 		return -1;
@@ -314,6 +323,9 @@ static int core_load(void)
 	    !core.fns.log) {
 		snprintf(core.err, sizeof(core.err),
 			 "%s lacks the osfcore_* entry points", path);
+		if (have_nofile)
+			(void)setrlimit(RLIMIT_NOFILE, &nofile);
+		osf_fdt_release_low(limit, low);
 		return -1;
 	}
 	memset(&in, 0, sizeof(in));
@@ -324,7 +336,7 @@ static int core_load(void)
 	in.env = osf.env;
 	in.prog = osf.prog;
 	in.lib_path = osf.lib_path;
-	in.hidden_base = hbase;
+	in.hidden_base = osf_fdt_inrange_base(); /* the core's F_DUPFD */
 	core.cfg.log_fd = -1;
 	rc = core.fns.init(&in, &core.cfg);
 	/* The Go runtime raises the soft open-files limit to the hard one as

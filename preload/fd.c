@@ -11,6 +11,7 @@
 #include <linux/close_range.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -359,4 +360,54 @@ OSF_EXPORT void closefrom(int lowfd)
 			if (!osf_fdt_is_hidden(fd))
 				REAL(close)(fd);
 	}
+}
+
+/* ---- RLIMIT_NOFILE -------------------------------------------------------
+ * osf places its own fds above the program's soft limit in short windows
+ * that raise it (fdtable.c); reads and changes of the limit wait for a
+ * window to end, so the program only ever sees, and changes, its own
+ * value. glibc's functions are this one system call. */
+
+static int prlimit_sys(pid_t pid, int res, const void *nw, void *old)
+{
+	int r;
+
+	if (res != RLIMIT_NOFILE || (pid != 0 && pid != osf.pid))
+		return (int)syscall(SYS_prlimit64, pid, res, nw, old);
+	osf_fdt_limit_lock();
+	r = (int)syscall(SYS_prlimit64, 0, res, nw, old);
+	osf_fdt_limit_unlock();
+	return r;
+}
+
+OSF_EXPORT int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *nw,
+		       struct rlimit *old)
+{
+	return prlimit_sys(pid, res, nw, old);
+}
+
+OSF_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *nw,
+			 struct rlimit64 *old)
+{
+	return prlimit_sys(pid, res, nw, old);
+}
+
+OSF_EXPORT int getrlimit(__rlimit_resource_t res, struct rlimit *rl)
+{
+	return prlimit_sys(0, res, NULL, rl);
+}
+
+OSF_EXPORT int getrlimit64(__rlimit_resource_t res, struct rlimit64 *rl)
+{
+	return prlimit_sys(0, res, NULL, rl);
+}
+
+OSF_EXPORT int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+{
+	return prlimit_sys(0, res, rl, NULL);
+}
+
+OSF_EXPORT int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *rl)
+{
+	return prlimit_sys(0, res, rl, NULL);
 }

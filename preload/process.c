@@ -75,6 +75,7 @@ OSF_EXPORT pid_t fork(void)
 	if (!__atomic_load_n(&osf.ready, __ATOMIC_ACQUIRE))
 		return REAL(fork)();
 	osf_fdt_lock(); /* the snapshot is the table at fork */
+	osf_fdt_limit_lock(); /* no child inherits a raised RLIMIT_NOFILE */
 	share_listeners(0);
 	snap = osf_fdt_fork_prepare();
 	osf_conn_fork_holders(1);
@@ -82,6 +83,7 @@ OSF_EXPORT pid_t fork(void)
 	if (pid == 0) {
 		osf.pid = getpid();
 		osf_conn_child_after_fork();
+		osf_reaper_child_after_fork();
 		osf_mux_child_after_fork();
 		osf_fdt_child_after_fork(snap);
 		osf_core_child_after_fork();
@@ -94,6 +96,7 @@ OSF_EXPORT pid_t fork(void)
 	else
 		osf_mux_parent_after_fork();
 	osf_fdt_fork_parent(snap);
+	osf_fdt_limit_unlock();
 	osf_fdt_unlock();
 	errno = saved;
 	return pid;
@@ -317,6 +320,17 @@ static void unguard(struct osf_exec_undo *u)
 
 #define HOLDS_CONNS() (osf_fdt_inheritable() && osf_fdt_offloaded())
 
+/* HELD runs an exec or spawn with the RLIMIT_NOFILE lock held, so that the
+ * new image never inherits the limit raised for another thread's window
+ * (fdtable.c). */
+#define HELD(call)                                                             \
+	({                                                                     \
+		osf_fdt_limit_lock();                                          \
+		int held_r_ = (call);                                          \
+		osf_fdt_limit_unlock();                                        \
+		held_r_;                                                       \
+	})
+
 OSF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	struct osf_exec_undo u;
@@ -324,7 +338,7 @@ OSF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	int r;
 
 	guard(HOLDS_CONNS() && unfollowable(AT_FDCWD, path, 0), &u);
-	r = REAL(execve)(path, argv, env);
+	r = HELD(REAL(execve)(path, argv, env));
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
@@ -343,7 +357,7 @@ OSF_EXPORT int execvpe(const char *file, char *const argv[],
 	int r;
 
 	guard(HOLDS_CONNS() && unfollowable_file(file), &u);
-	r = REAL(execvpe)(file, argv, env);
+	r = HELD(REAL(execvpe)(file, argv, env));
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
@@ -361,7 +375,7 @@ OSF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	int r;
 
 	guard(HOLDS_CONNS() && unfollowable(fd, "", AT_EMPTY_PATH), &u);
-	r = REAL(fexecve)(fd, argv, env);
+	r = HELD(REAL(fexecve)(fd, argv, env));
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
@@ -375,7 +389,7 @@ OSF_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 	int r;
 
 	guard(HOLDS_CONNS() && unfollowable(dirfd, path, flags), &u);
-	r = REAL(execveat)(dirfd, path, argv, env, flags);
+	r = HELD(REAL(execveat)(dirfd, path, argv, env, flags));
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
@@ -469,7 +483,7 @@ OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,
 
 	fa = spawn_guard(HOLDS_CONNS() && unfollowable(AT_FDCWD, path, 0), fa, &g);
 	env = spawn_env(fa, envp, &snap);
-	r = REAL(posix_spawn)(pid, path, fa, attr, argv, env);
+	r = HELD(REAL(posix_spawn)(pid, path, fa, attr, argv, env));
 	spawn_done(env, envp, snap);
 	spawn_unguard(&g);
 	return r;
@@ -486,7 +500,7 @@ OSF_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 
 	fa = spawn_guard(HOLDS_CONNS() && unfollowable_file(file), fa, &g);
 	env = spawn_env(fa, envp, &snap);
-	r = REAL(posix_spawnp)(pid, file, fa, attr, argv, env);
+	r = HELD(REAL(posix_spawnp)(pid, file, fa, attr, argv, env));
 	spawn_done(env, envp, snap);
 	spawn_unguard(&g);
 	return r;

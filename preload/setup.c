@@ -431,7 +431,9 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 		return 1;
 	}
 	listen_name(ip, in->v6only, base, sizeof(base));
+	osf_fdt_high_begin(); /* the companion needs none of the program's fds */
 	fd = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	osf_fdt_high_end();
 	/* A SO_REUSEPORT listener takes the first free slot of its group
 	 * (clients spread over the slots, setup_connect.c). */
 	for (slot = 0, r = -1; fd >= 0 && slot < (reuseport ? SLOT_MAX : 1u); slot++) {

@@ -257,14 +257,16 @@ static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 	return 1;
 }
 
-/* unhide moves a parked fd back to the application's range. */
-static int unhide(int hfd)
+/* unhide moves a parked fd out of the hidden table: to the program's
+ * lowest free number, or (high) above the program's limit, where the
+ * fds of a hello land (take_hello); -1 (EMFILE) leaves it parked. */
+static int unhide(int hfd, int high)
 {
-	int fd = REAL(fcntl)(hfd, F_DUPFD_CLOEXEC, (void *)0L);
+	int fd = high ? osf_fdt_dup_high(hfd, 1) : REAL(fcntl)(hfd, F_DUPFD_CLOEXEC, (void *)0L);
 
 	if (fd >= 0)
 		osf_fdt_close_hidden(hfd);
-	return fd;
+	return fd < 0 && high ? hfd : fd;
 }
 
 int osf_setup_parked_fds(int aux_fd, struct pollfd *p, int max)
@@ -410,32 +412,6 @@ static void derive_names(const struct osf_core_accept_in *in, const struct osf_h
 	setup_put_sockaddr(cc->peer, &client);
 }
 
-/* reserve takes n free fd numbers (close-on-exec dups of fd) into r, so
- * that the hello's fds have room: 0, or -1 with errno (EMFILE) and none
- * taken. */
-static int reserve(int fd, int *r, int n)
-{
-	int i, e;
-
-	for (i = 0; i < n; i++) {
-		r[i] = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)0L);
-		if (r[i] < 0) {
-			e = errno;
-			while (i-- > 0)
-				REAL(close)(r[i]);
-			errno = e;
-			return -1;
-		}
-	}
-	return 0;
-}
-
-static void unreserve(int *r, int n)
-{
-	while (n-- > 0)
-		REAL(close)(r[n]);
-}
-
 static void close_fds(const int *fds, int n)
 {
 	while (n-- > 0)
@@ -520,7 +496,11 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 	mh.msg_iovlen = 2;
 	mh.msg_control = u.buf;
 	mh.msg_controllen = sizeof(u.buf);
+	/* The fds may land above the program's limit: they are osf's
+	 * (osf_conn_install hides them), not the program's to count. */
+	osf_fdt_high_begin();
 	n = REAL(recvmsg)(cfd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	osf_fdt_high_end();
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? EAGAIN : errno;
 	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
@@ -589,7 +569,7 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		  struct osf_core_conn *cc)
 {
 	long long now = setup_now_ns(), limit;
-	int i, r[3];
+	int i;
 
 	limit = (long long)(setup_cfg.rc == OSF_ROUTE_OK ? setup_cfg.c.connect_timeout_ms : 1000) * 1000000LL;
 	pthread_mutex_lock(&park.mu);
@@ -606,13 +586,16 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 				i++;
 				continue;
 			}
-			if (reserve(aux_fd, r, 3) < 0)
+			/* Only the connection's own fd takes a number of the
+			 * program's; the segment and writers' socket stay
+			 * above its limit (fdtable.c, osf_fdt_high_begin). */
+			nfd = unhide(d->hfd, 0);
+			if (nfd < 0)
 				break; /* EMFILE: stays parked */
-			unreserve(r, 3);
 			*cc = d->cc;
-			cc->wake_fd = unhide(d->hfd);
-			cc->seg_fd = unhide(d->cc.seg_fd);
-			cc->wake_tx_fd = unhide(d->cc.wake_tx_fd);
+			cc->wake_fd = nfd;
+			cc->seg_fd = unhide(d->cc.seg_fd, 1);
+			cc->wake_tx_fd = unhide(d->cc.wake_tx_fd, 1);
 			park.p[i] = park.p[--park.n];
 			pthread_mutex_unlock(&park.mu);
 			return cc->wake_fd;
@@ -627,12 +610,9 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 				i++;
 			continue;
 		}
-		if (reserve(aux_fd, r, 2) < 0)
-			break; /* EMFILE: stays parked */
 		nfd = REAL(fcntl)(park.p[i].hfd, F_DUPFD_CLOEXEC, (void *)0L);
-		unreserve(r, 2);
 		if (nfd < 0)
-			break;
+			break; /* EMFILE: stays parked */
 		osf_fdt_close_hidden(park.p[i].hfd);
 		park.p[i] = park.p[--park.n];
 		rc = take_hello(nfd, in, cc);
@@ -650,7 +630,7 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		     struct osf_core_conn *cc, int *wait_ms)
 {
-	int tries, r[2], cfd, rc, defer = -1;
+	int tries, cfd, rc, defer = -1;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
 	if (*wait_ms < 0)
@@ -659,11 +639,11 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	if (cfd >= 0)
 		return cfd;
 	for (tries = 0; tries < ACCEPT_TRIES; tries++) {
-		if (reserve(aux_fd, r, 2) < 0)
-			return -1; /* EMFILE: the connection stays queued */
+		/* EMFILE (no number below the limit) leaves the connection
+		 * queued, as TCP's; the hello's fds need none of the
+		 * program's (take_hello). */
 		cfd = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		rc = errno;
-		unreserve(r, 2);
 		if (cfd < 0) {
 			if (rc == EMFILE || rc == ENFILE || rc == ENOBUFS || rc == ENOMEM ||
 			    rc == EINVAL) { /* EINVAL: shut down (by a sharer) */

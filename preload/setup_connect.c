@@ -536,8 +536,13 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	/* clientAddr: the bound address and port, else the kernel's source
 	 * address with a synthesized port */
 	have_bound = setup_get_sockaddr(in->bound, &bound);
-	if (source_for(real, &src) < 0)
+	/* The set-up's fds (census, segment, wake sockets) may lie above the
+	 * program's RLIMIT_NOFILE: they cost it none, as TCP's connect. */
+	osf_fdt_high_begin();
+	if (source_for(real, &src) < 0) {
+		osf_fdt_high_end();
 		return kernel(out, &dst, OSF_R_HANDSHAKE, errno, NULL);
+	}
 	local = src;
 	local.port = setup_client_port(osf.pid);
 	if (have_bound && !setup_ip_unspec(&bound))
@@ -548,6 +553,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	*port_fd = -1;
 	s = dial(real, &hello_client, in, !(have_bound && bound.port), port_fd, &p, &why,
 		 full_name);
+	osf_fdt_high_end();
 	if (s < 0) {
 		kernel(out, &dst, why, errno, NULL);
 		/* A full companion: the SYN waits, as TCP's would. */

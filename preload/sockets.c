@@ -620,11 +620,25 @@ static int listener_timeout(int fd, const struct osf_fdt_entry *e)
  * blocking accept also waits on. */
 #define PARKED_POLL 8
 
+/* no_fd_left reports whether the program has no free fd number below its
+ * limit: TCP's accept answers EMFILE then before it looks for a
+ * connection (blocking or not). */
+static int no_fd_left(int fd)
+{
+	int d = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)0L);
+
+	if (d < 0)
+		return errno == EMFILE;
+	REAL(close)(d);
+	return 0;
+}
+
 static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			  socklen_t *len, int flags)
 {
 	static unsigned turn;
 	int fl, timeout, wait_ms = -1; /* for late hellos, this call */
+	int looked = 0; /* for a free fd number, once nothing was ready */
 
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
@@ -637,7 +651,14 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		int n, first, nfd, np, i, ready;
 		np = osf_setup_parked_fds(e->aux_fd, p + 2, PARKED_POLL);
 		osf_intr_begin();
-		n = REAL(poll)(p, (nfds_t)(2 + np), timeout);
+		n = REAL(poll)(p, (nfds_t)(2 + np), looked ? timeout : 0);
+		if (n == 0 && !looked) {
+			looked = 1;
+			if (no_fd_left(fd))
+				return OSF_FAIL(EMFILE);
+			if (timeout != 0)
+				continue;
+		}
 		if (n < 0) {
 			/* As accept: restarted after SA_RESTART handlers,
 			 * unless SO_RCVTIMEO is set. */

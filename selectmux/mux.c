@@ -673,10 +673,12 @@ static int ep_inner(struct ep *ep)
 
 	if (ep->inner >= 0)
 		return 0;
+	osf_fdt_high_begin(); /* needs none of the program's fds */
 	in = REAL(epoll_create1)(EPOLL_CLOEXEC);
+	hin = in < 0 ? -1 : osf_fdt_hide(in, ep->epfd);
+	osf_fdt_high_end();
 	if (in < 0)
 		return -1;
-	hin = osf_fdt_hide(in, ep->epfd);
 	if (hin < 0)
 		hin = in;
 	ev.events = EPOLLIN;
@@ -779,7 +781,7 @@ static int reg_wsock(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 	}
 	if (errno != EEXIST)
 		return -1;
-	d = REAL(fcntl)(w, F_DUPFD_CLOEXEC, 0);
+	d = osf_fdt_dup_high(w, 1); /* none of the program's fds */
 	if (d < 0)
 		return -1;
 	w = osf_fdt_hide(d, ep->epfd);
@@ -873,10 +875,11 @@ static void kick(struct ep *ep)
 	if (!ep->sleepers && !ep->young)
 		return;
 	if (ep->kick < 0) {
+		osf_fdt_high_begin(); /* none of the program's fds */
 		k = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (k < 0)
-			return;
-		k = osf_fdt_hide(k, ep->epfd);
+		if (k >= 0)
+			k = osf_fdt_hide(k, ep->epfd);
+		osf_fdt_high_end();
 		if (k < 0)
 			return;
 		iev.events = EPOLLIN | EPOLLET;

@@ -53,15 +53,25 @@ func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 // trimmed (issue 12). The server's waits are endless, or cut at 30 ms as
 // an event loop's timer cuts them (redis: 100 ms): the idle time adds up
 // across waits. An RDMA engine's rings are pinned memory the NIC writes:
-// they keep every page (here on the engine's stand-in).
+// they keep every page (here on the engine's stand-in). Threads that only
+// sleep in a blocking recv, on both ends, and never poll: their rings are
+// trimmed by osf's reaper thread (shm-blocking-recv).
 func TestIdleRingsGiveMemoryBack(t *testing.T) {
 	t.Run("shm", func(t *testing.T) { idleMemory(t, underOsf, 200, -1) })
 	t.Run("shm-30ms-waits", func(t *testing.T) { idleMemory(t, underOsf, 50, 30) })
+	t.Run("shm-blocking-recv", func(t *testing.T) {
+		t.Skip("the reaper is off (OSF_REAP_BLOCKING 0 in sdp/side.c) until TestStoppedCoHolderIsNotAReset passes with it")
+		idleMemory(t, underOsf, 50, -2)
+	})
 	t.Run("rdma-sim", func(t *testing.T) { idleMemory(t, osfRDMASim, 4, -1) })
 }
 
 func idleMemory(t *testing.T, m mode, conns, waitMs int) {
-	const kib, unread = 1024, 10000
+	const kib = 1024
+	unread := 10000
+	if waitMs == -2 { // blocking recv threads: nothing left unread
+		unread = -1
+	}
 	prog := testutil.Prog(t, "idlemem")
 	port := strconv.Itoa(testutil.FreePort(t))
 	srv := m.cmd(t, nil, prog, "server", port, strconv.Itoa(conns), strconv.Itoa(waitMs)).Start()
@@ -86,7 +96,10 @@ func idleMemory(t *testing.T, m mode, conns, waitMs int) {
 
 	// Per connection: the header page, and on every other one the pages
 	// its unread bytes lie in (at most unread/4096 + 2).
-	limit := int64(conns*4096 + conns/2*(unread/4096+2)*4096)
+	limit := int64(conns * 4096)
+	if unread > 0 {
+		limit += int64(conns / 2 * (unread/4096 + 2) * 4096)
+	}
 	var segs int
 	var held, rings int64
 	for deadline := time.Now().Add(20 * time.Second); ; {

@@ -426,15 +426,24 @@ PYEOF
 # in epoll_wait: the memory both processes hold once idle (mem_held).
 # Afterwards the traffic resumes and every byte is checked.
 bench_idle_memory() {
-	local n=${BENCH_MEM_CONNS:-2000} kib=${BENCH_MEM_KIB:-1024} side line i m
+	idle_memory_case "${BENCH_MEM_CONNS:-2000}" -1 10000 "idle connections"
+	# Both ends asleep in a blocking recv, a thread per connection, never
+	# polling: preload/reaper.c gives their pages back.
+	idle_memory_case "${BENCH_MEM_BLOCK_CONNS:-500}" -2 -1 "idle connections, each end a thread asleep in a blocking recv,"
+}
+
+# idle_memory_case N SERVER_MS UNREAD LABEL: one memory row (idlemem's
+# server wait mode and client unread bytes, see tests/progs/idlemem.c).
+idle_memory_case() {
+	local n=$1 ms=$2 unread=$3 what=$4 kib=${BENCH_MEM_KIB:-1024} side line i m
 	declare -A held
 	for side in bare osf; do
-		serve "$side" "$IDLEMEM" server $PORT "$n"
+		serve "$side" "$IDLEMEM" server $PORT "$n" "$ms"
 		if [[ "$side" == osf ]]; then
 			coproc IDLE { exec taskset -c $CLI_CPU env LD_PRELOAD="$LIB" OSF_STRICT=1 \
-				"$IDLEMEM" client $PORT "$n" "$kib" 10000; }
+				"$IDLEMEM" client $PORT "$n" "$kib" "$unread"; }
 		else
-			coproc IDLE { exec taskset -c $CLI_CPU "$IDLEMEM" client $PORT "$n" "$kib" 10000; }
+			coproc IDLE { exec taskset -c $CLI_CPU "$IDLEMEM" client $PORT "$n" "$kib" "$unread"; }
 		fi
 		line=
 		read -r -t 300 line <&"${IDLE[0]}" || true
@@ -455,10 +464,10 @@ bench_idle_memory() {
 		[[ "$line" == ok ]] || echo "bench: idlemem client after idling: $line" >&2
 		wait "$IDLE_PID" 2>/dev/null || true
 		unserve
-		raw "idle memory $side, $n connections, $kib KiB each way: total rss segments sockets nsegments = ${held[$side]}"
+		raw "idle memory $side, $n $what $kib KiB each way: total rss segments sockets nsegments = ${held[$side]}"
 	done
 	local b=${held[bare]%% *} o=${held[osf]%% *}
-	row "memory held by $n idle connections that moved $kib KiB each way (MB, RSS + shared memory + socket buffers)" \
+	row "memory held by $n $what that moved $kib KiB each way (MB, RSS + shared memory + socket buffers)" \
 		"$(calc "round($b / 1e6, 1)")" "$(calc "round($o / 1e6, 1)")" "$(ratio "$o" "$b")" "≤ 2x"
 }
 

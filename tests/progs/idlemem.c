@@ -6,8 +6,10 @@
  *   idlemem server PORT N [MS]  accept N connections on 127.0.0.1:PORT and
  *                               echo every byte back (epoll, level-
  *                               triggered, waits of MS ms, default -1:
- *                               an event loop's timer); prints "listening",
- *                               then "accepted N"; runs until killed.
+ *                               an event loop's timer; MS -2: a thread per
+ *                               connection, asleep in a blocking recv);
+ *                               prints "listening", then "accepted N";
+ *                               runs until killed.
  *   idlemem client PORT N KIB [UNREAD]
  *                               open N connections and move KIB KiB each
  *                               way on each (64 KiB messages, echoed,
@@ -18,7 +20,10 @@
  *                               (edge-triggered) until a line arrives on
  *                               stdin. Then read and check the unread
  *                               echoes, move KIB KiB each way again,
- *                               print "ok", close and exit.
+ *                               print "ok", close and exit. UNREAD -1:
+ *                               none unread, and idle with a thread per
+ *                               connection asleep in a blocking recv (the
+ *                               echo of one byte sent after the line).
  *
  * The bytes are a function of (connection, position), so a byte lost,
  * reordered or zeroed (a page given back too early) is seen. Runs bare or
@@ -26,6 +31,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +122,41 @@ static void recv_all(int fd, uint8_t *b, size_t n)
 	}
 }
 
+/* echo_thread echoes one connection with blocking calls only. */
+static void *echo_thread(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	uint8_t *buf = malloc(MSG);
+
+	if (!buf)
+		die("malloc");
+	for (;;) {
+		ssize_t r = recv(fd, buf, MSG, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		send_all(fd, buf, (size_t)r);
+	}
+	close(fd);
+	free(buf);
+	return NULL;
+}
+
+static void spawn(void *(*f)(void *), void *arg, pthread_t *t)
+{
+	pthread_attr_t a;
+	pthread_t local;
+
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 128 << 10);
+	if (pthread_create(t ? t : &local, &a, f, arg) != 0)
+		die("pthread_create");
+	if (!t)
+		pthread_detach(local);
+	pthread_attr_destroy(&a);
+}
+
 static __attribute__((noreturn)) void server(int port, int n, int ms)
 {
 	struct sockaddr_in a = addr(port);
@@ -136,6 +177,10 @@ static __attribute__((noreturn)) void server(int port, int n, int ms)
 		int c = accept(l, NULL, NULL);
 		if (c < 0)
 			die("accept");
+		if (ms == -2) {
+			spawn(echo_thread, (void *)(intptr_t)c, NULL);
+			continue;
+		}
 		ev.events = EPOLLIN;
 		ev.data.fd = c;
 		if (epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) < 0)
@@ -143,6 +188,8 @@ static __attribute__((noreturn)) void server(int port, int n, int ms)
 	}
 	printf("accepted %d\n", n);
 	fflush(stdout);
+	while (ms == -2)
+		pause();
 	for (;;) {
 		int k = epoll_wait(ep, evs, 64, ms);
 		if (k < 0 && errno == EINTR)
@@ -182,25 +229,69 @@ static int move(const int *fds, uint64_t *pos, int n, long kib)
 	return 0;
 }
 
-static int client(int port, int n, long kib, long unread)
+/* A connection idle in a blocking recv: its stream, position and the
+ * byte that ends the wait. */
+struct waiter {
+	int fd, c, ok;
+	uint64_t pos;
+};
+
+static void *wait_byte(void *arg)
 {
-	struct sockaddr_in a = addr(port);
-	int *fds = calloc((size_t)n, sizeof(int)), ep, c;
-	uint64_t *pos = calloc((size_t)n, sizeof(uint64_t));
+	struct waiter *w = arg;
+	uint8_t b;
+
+	recv_all(w->fd, &b, 1);
+	w->ok = check(&b, w->c, w->pos, 1) == 0;
+	return NULL;
+}
+
+/* idle_blocking holds every connection in a blocking recv on its own
+ * thread until a line arrives on stdin, then ends each wait with one
+ * echoed byte. */
+static int idle_blocking(const int *fds, uint64_t *pos, int n)
+{
+	struct waiter *w = calloc((size_t)n, sizeof(*w));
+	pthread_t *t = calloc((size_t)n, sizeof(*t));
+	char line[64];
+	int c, ok = 1;
+
+	if (!w || !t)
+		die("calloc");
+	for (c = 0; c < n; c++) {
+		w[c] = (struct waiter){fds[c], c, 0, pos[c]};
+		spawn(wait_byte, &w[c], &t[c]);
+	}
+	printf("idle %d\n", n);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		die("stdin");
+	for (c = 0; c < n; c++) {
+		uint8_t b;
+		fill(&b, c, pos[c], 1);
+		send_all(fds[c], &b, 1);
+	}
+	for (c = 0; c < n; c++) {
+		pthread_join(t[c], NULL);
+		ok &= w[c].ok;
+		pos[c]++;
+	}
+	free(w);
+	free(t);
+	return ok ? 0 : -1;
+}
+
+/* idle_polling leaves unread bytes on every other connection and sleeps in
+ * epoll_wait until a line arrives on stdin, then reads and checks them. */
+static int idle_polling(const int *fds, uint64_t *pos, int n, long unread)
+{
 	uint8_t *b = malloc(unread > 0 ? (size_t)unread : 1);
 	struct epoll_event ev, evs[64];
 	char line[64];
+	int ep, c;
 
-	if (!fds || !pos || !b)
-		die("calloc");
-	raise_nofile(n);
-	for (c = 0; c < n; c++) {
-		fds[c] = socket(AF_INET, SOCK_STREAM, 0);
-		if (fds[c] < 0 || connect(fds[c], (struct sockaddr *)&a, sizeof(a)) < 0)
-			die("connect");
-	}
-	if (move(fds, pos, n, kib) < 0)
-		return 1;
+	if (!b)
+		die("malloc");
 	for (c = 0; c < n && unread > 0; c += 2) {
 		fill(b, c, pos[c], (size_t)unread);
 		send_all(fds[c], b, (size_t)unread);
@@ -236,10 +327,31 @@ static int client(int port, int n, long kib, long unread)
 	for (c = 0; c < n && unread > 0; c += 2) {
 		recv_all(fds[c], b, (size_t)unread);
 		if (check(b, c, pos[c], (size_t)unread) < 0)
-			return 1;
+			return -1;
 		pos[c] += (uint64_t)unread;
 	}
+	free(b);
+	return 0;
+}
+
+static int client(int port, int n, long kib, long unread)
+{
+	struct sockaddr_in a = addr(port);
+	int *fds = calloc((size_t)n, sizeof(int)), c;
+	uint64_t *pos = calloc((size_t)n, sizeof(uint64_t));
+
+	if (!fds || !pos)
+		die("calloc");
+	raise_nofile(n);
+	for (c = 0; c < n; c++) {
+		fds[c] = socket(AF_INET, SOCK_STREAM, 0);
+		if (fds[c] < 0 || connect(fds[c], (struct sockaddr *)&a, sizeof(a)) < 0)
+			die("connect");
+	}
 	if (move(fds, pos, n, kib) < 0)
+		return 1;
+	if ((unread < 0 ? idle_blocking(fds, pos, n) : idle_polling(fds, pos, n, unread)) < 0 ||
+	    move(fds, pos, n, kib) < 0)
 		return 1;
 	for (c = 0; c < n; c++)
 		close(fds[c]);

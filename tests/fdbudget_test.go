@@ -1,0 +1,70 @@
+package tests
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/osfproject/osf/internal/testutil"
+)
+
+// TestFdBudgetEqualsKernel: an offloaded connection costs the program one
+// fd of its RLIMIT_NOFILE, as a TCP socket does, though osf holds two more
+// (segment and writers' wake socket) per connection: a server accepting
+// and a client connecting until EMFILE hold exactly as many connections as
+// under kernel TCP, get EMFILE from the same call (accept, socket), and
+// find the same lowest free fd afterwards (issue 12). Every connection is
+// shm. The hard limit (4096) leaves osf room above the soft one.
+func TestFdBudgetEqualsKernel(t *testing.T) {
+	for _, soft := range []int{64, 256} {
+		t.Run(strconv.Itoa(soft), func(t *testing.T) {
+			want := fdBudget(t, bare, soft, 4096)
+			got := fdBudget(t, underOsf, soft, 4096)
+			if got != want {
+				t.Fatalf("soft limit %d: under osf\n%s\nkernel TCP\n%s", soft, got, want)
+			}
+			t.Logf("soft limit %d, both:\n%s", soft, got)
+		})
+	}
+}
+
+// fdBudget runs fdbudget's server and client at the limit and returns
+// what they report.
+func fdBudget(t *testing.T, m mode, soft, hard int) string {
+	t.Helper()
+	prog := testutil.Prog(t, "fdbudget")
+	port := strconv.Itoa(testutil.FreePort(t))
+	lim := []string{strconv.Itoa(soft), strconv.Itoa(hard)}
+	hold := func(c *testutil.Command) *os.File {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Cmd.Stdin = pr
+		t.Cleanup(func() { pw.Close(); pr.Close() })
+		return pw
+	}
+	sc := m.cmd(t, nil, prog, append([]string{"server", port}, lim...)...)
+	sw := hold(sc)
+	srv := sc.Start()
+	srv.WaitOutput("listening", 10*time.Second)
+	cc := m.cmd(t, nil, prog, append([]string{"client", port}, lim...)...)
+	cw := hold(cc)
+	cl := cc.Start()
+	cl.WaitOutput("then ", 60*time.Second)
+	srv.WaitOutput("then ", 60*time.Second)
+	if m.osf {
+		testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), testutil.TransportShm)
+		testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
+	}
+	cw.Close()
+	sw.Close()
+	for _, p := range []*testutil.Process{cl, srv} {
+		if r := p.Wait(30 * time.Second); !r.OK() {
+			t.Fatalf("fdbudget: %s", r)
+		}
+	}
+	return strings.TrimPrefix(srv.Stdout(), "listening\n") + cl.Stdout()
+}
