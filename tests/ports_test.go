@@ -2,6 +2,8 @@ package tests
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,6 +51,109 @@ func TestReuseportSpread(t *testing.T) {
 					t.Errorf("round %d: %d of %d connections offloaded, want %d\n%s", round, off, conns, want, r.Stdout)
 				}
 			}
+		})
+	}
+}
+
+// nginxReuseportConf is nginxNobodyConf with `listen ... reuseport` (each
+// worker its own listening socket in one SO_REUSEPORT group) and an access
+// log of the serving worker's pid. %[1]s is DIR, %[2]d the port.
+const nginxReuseportConf = `daemon off;
+master_process on;
+worker_processes 2;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log info;
+events { worker_connections 256; }
+http {
+    log_format bypid '$pid';
+    access_log %[1]s/access.log bypid;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    default_type application/octet-stream;
+    server {
+        listen 127.0.0.1:%[2]d reuseport;
+        root %[1]s/www;
+    }
+}
+`
+
+// TestShmNginxReuseport (issue 16 item 7): nginx with `listen ...
+// reuseport` and two workers; 20 wrk connections are spread over both
+// workers, bare as under osf, where every one is offloaded (shm on the
+// client and in the worker that holds it) and every byte checked by curl.
+func TestShmNginxReuseport(t *testing.T) {
+	t.Parallel()
+	nginx, curl, wrk := testutil.Tool(t, "nginx"), testutil.Tool(t, "curl"), testutil.Tool(t, "wrk")
+	for _, m := range []mode{bare, underOsf} {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := testutil.WorldReadableTempDir(t)
+			www := filepath.Join(dir, "www")
+			if err := os.Mkdir(www, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			_, sum := testutil.WriteRandomFile(t, www, "file.bin", 64<<10)
+			port := testutil.FreePort(t)
+			conf := filepath.Join(dir, "nginx.conf")
+			if err := os.WriteFile(conf, fmt.Appendf(nil, nginxReuseportConf, dir, port), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			srv := m.cmd(t, nil, nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log")).Start()
+			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
+			testutil.WaitFor(t, shortRun, "two nginx workers", func() bool { return len(children(srv.Pid)) == 2 })
+			workers := children(srv.Pid)
+			url := fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)
+
+			out := filepath.Join(t.TempDir(), "download")
+			if r := m.cmd(t, nil, curl, "-sS", "--fail", "--max-time", "30", "-o", out, url).Run(longRun); !r.OK() {
+				t.Fatalf("curl: %s", r)
+			}
+			if got := testutil.SHA256File(t, out); got != sum {
+				t.Errorf("curl: sha256 %s, want %s", got, sum)
+			}
+
+			w := m.cmd(t, nil, wrk, "-t2", "-c20", "-d3s", "--timeout", "30s", url).Start()
+			if m.osf {
+				waitUnderOsf(t, w.Pid, "wrk")
+				waitRole(t, w.Pid, "client", 20)
+				testutil.AssertTransport(t, w.Pid, testutil.ByRole("client"), testutil.TransportShm)
+				// wrk keeps its 20 connections: each worker holds its share.
+				for _, pid := range workers {
+					n := 0
+					for _, s := range testutil.OsfStat(t, pid).Select(testutil.ByRole("server")) {
+						n++
+						if s.Transport != testutil.TransportShm {
+							t.Errorf("nginx worker %d: %s", pid, s)
+						}
+					}
+					t.Logf("nginx worker %d holds %d offloaded connections", pid, n)
+					if n == 0 {
+						t.Errorf("nginx worker %d holds none of wrk's 20 connections (SO_REUSEPORT not spread)", pid)
+					}
+				}
+			}
+			if r := w.Wait(longRun); !r.OK() {
+				t.Fatalf("wrk: %s", r)
+			}
+			// The access log names the worker of every request: both served.
+			alog, _ := os.ReadFile(filepath.Join(dir, "access.log"))
+			per := map[string]int{}
+			for _, l := range strings.Fields(string(alog)) {
+				per[l]++
+			}
+			t.Logf("requests per worker pid: %v", per)
+			for _, pid := range workers {
+				if per[strconv.Itoa(pid)] == 0 {
+					t.Errorf("nginx worker %d served no request (SO_REUSEPORT not spread): %v", pid, per)
+				}
+			}
+			if srv.Exited() {
+				t.Errorf("nginx died: %s", srv.Wait(0))
+			}
+			noOsfMessages(t, "nginx", srv.Stderr())
 		})
 	}
 }
