@@ -90,20 +90,7 @@ func TestShmNginxReuseport(t *testing.T) {
 	for _, m := range []mode{bare, underOsf} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			dir := testutil.WorldReadableTempDir(t)
-			www := filepath.Join(dir, "www")
-			if err := os.Mkdir(www, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			_, sum := testutil.WriteRandomFile(t, www, "file.bin", 64<<10)
-			port := testutil.FreePort(t)
-			conf := filepath.Join(dir, "nginx.conf")
-			if err := os.WriteFile(conf, fmt.Appendf(nil, nginxReuseportConf, dir, port), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			srv := m.cmd(t, nil, nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log")).Start()
-			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
-			testutil.WaitFor(t, shortRun, "two nginx workers", func() bool { return len(children(srv.Pid)) == 2 })
+			srv, dir, port, sum := startNginxTwoWorkers(t, m, nginx, nginxReuseportConf, 64<<10)
 			workers := children(srv.Pid)
 			url := fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)
 

@@ -225,6 +225,29 @@ http {
 
 var wrkRequestsRE = regexp.MustCompile(`(?m)^\s*(\d+) requests in `)
 
+// startNginxTwoWorkers starts nginx (binary nginx) with confFmt (%[1]s is
+// a fresh world-readable DIR, %[2]d a free port) serving DIR/www/file.bin,
+// size random bytes, and waits for its two workers; it returns nginx, DIR,
+// the port and the file's SHA-256.
+func startNginxTwoWorkers(t *testing.T, m mode, nginx, confFmt string, size int) (*testutil.Process, string, int, string) {
+	t.Helper()
+	dir := testutil.WorldReadableTempDir(t)
+	www := filepath.Join(dir, "www")
+	if err := os.Mkdir(www, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, sum := testutil.WriteRandomFile(t, www, "file.bin", size)
+	port := testutil.FreePort(t)
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, confFmt, dir, port), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := m.cmd(t, nil, nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log")).Start()
+	testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
+	testutil.WaitFor(t, shortRun, "two nginx workers", func() bool { return len(children(srv.Pid)) == 2 })
+	return srv, dir, port, sum
+}
+
 // TestShmNginxWrk serves a 10 MiB random file from nginx (master, two
 // workers as nobody, sendfile) to curl, which must get it intact (SHA-256),
 // and to wrk (2 threads, 20 connections, 2 s), which must report requests
@@ -236,20 +259,7 @@ func TestShmNginxWrk(t *testing.T) {
 	for _, m := range []mode{bare, underOsf} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			dir := testutil.WorldReadableTempDir(t)
-			www := filepath.Join(dir, "www")
-			if err := os.Mkdir(www, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			_, sum := testutil.WriteRandomFile(t, www, "file.bin", 10<<20)
-			port := testutil.FreePort(t)
-			conf := filepath.Join(dir, "nginx.conf")
-			if err := os.WriteFile(conf, fmt.Appendf(nil, nginxNobodyConf, dir, port), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			srv := m.cmd(t, nil, nginx, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log")).Start()
-			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", port), shortRun)
-			testutil.WaitFor(t, shortRun, "two nginx workers", func() bool { return len(children(srv.Pid)) == 2 })
+			srv, dir, port, sum := startNginxTwoWorkers(t, m, nginx, nginxNobodyConf, 10<<20)
 			// A worker is forked as root and drops to nobody a moment later.
 			testutil.WaitFor(t, shortRun, "nginx workers running as nobody (65534)", func() bool {
 				for _, w := range children(srv.Pid) {
