@@ -372,6 +372,7 @@ static int reserve_port(int app_fd, int family, struct ip *client)
 	socklen_t sl = sizeof(ss);
 	struct ip a = setup_as_family(*client, family == AF_INET6), got;
 	uint8_t sa[28];
+	struct osf_fdt_entry *e;
 	int saved = errno, pl, i;
 
 	pl = REAL(socket)(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -379,7 +380,10 @@ static int reserve_port(int app_fd, int family, struct ip *client)
 		errno = saved;
 		return -1;
 	}
-	for (i = 0; i < 2; i++) {
+	/* Never set through any fd of it (OSF_FDF_OPTSET): both are off. */
+	e = osf_fdt_lookup(app_fd);
+	for (i = 0; i < 2 && (!e || (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) &
+				      OSF_FDF_OPTSET)); i++) {
 		int v = 0;
 		socklen_t vl = sizeof(v);
 		if (REAL(getsockopt)(app_fd, SOL_SOCKET, opts[i], &v, &vl) == 0 && v)

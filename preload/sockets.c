@@ -272,6 +272,8 @@ static int carried_option(int level, int name)
 #endif
 	case SO_LINGER:
 	case SO_KEEPALIVE:
+	case SO_REUSEADDR: /* read by the set-up's port hold (reserve_port) */
+	case SO_REUSEPORT:
 		return 1;
 	}
 	return 0;
