@@ -133,7 +133,9 @@ static int get_kopt(struct osf_conn *c, int level, int name, void *val,
 
 /* default_buf is what TCP reports for SO_RCVBUF/SO_SNDBUF never set: a
  * fresh loopback connection's (tcp_rmem[1]; the send buffer as grown at
- * connect for loopback's MSS, at most tcp_wmem[2]). */
+ * connect for loopback's MSS with the default reordering, at most
+ * tcp_wmem[2]; the kernel's grows to tcp_wmem[2] when the destination's
+ * cached metrics remember reordering, which osf does not model). */
 static int default_buf(int name)
 {
 	static int rmem1, wmem2;

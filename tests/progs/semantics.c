@@ -2564,9 +2564,27 @@ static const char *want_cc(char *b, size_t n)
 	return b;
 }
 
+/* wmem_max reads tcp_wmem[2], the most a TCP send buffer grows to. */
+static int wmem_max(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_wmem", "r");
+	int a = 0, b = 0, c = 4194304;
+
+	if (f) {
+		if (fscanf(f, "%d %d %d", &a, &b, &c) != 3)
+			c = 4194304;
+		fclose(f);
+	}
+	return c;
+}
+
 /* s_sockopt_kernel: TCP and IP options are validated, normalised and
  * defaulted as kernel TCP does (ranges, conversions, the congestion
- * control names on offer, sysctl defaults), on both ends. */
+ * control names on offer, sysctl defaults), on both ends. A fresh
+ * connection's SO_SNDBUF is not one number in the kernel: it is sized at
+ * connect from cwnd and the reordering the destination's cached TCP
+ * metrics remember (a spurious retransmit on a loaded loopback raises
+ * it), capped by tcp_wmem[2]; so only its range is compared. */
 static void s_sockopt_kernel(void)
 {
 	static const struct {
@@ -2625,7 +2643,11 @@ static void s_sockopt_kernel(void)
 		int fd = fds[end];
 		for (i = 0; i < (int)(sizeof defaults / sizeof defaults[0]); i++) {
 			int v = geti(fd, defaults[i].level, defaults[i].name, &r);
-			say("end %d default %s %s value %d", end, defaults[i].what, R(r), v);
+			if (defaults[i].name == SO_SNDBUF && defaults[i].level == SOL_SOCKET)
+				say("end %d default %s %s within 1 MiB..tcp_wmem[2] %s", end,
+				    defaults[i].what, R(r), YN(v >= 1 << 20 && v <= wmem_max()));
+			else
+				say("end %d default %s %s value %d", end, defaults[i].what, R(r), v);
 		}
 		for (i = 0; i < (int)(sizeof sets / sizeof sets[0]); i++) {
 			const char *rs;
