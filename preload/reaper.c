@@ -6,26 +6,33 @@
  * A poller gives an idle connection's pages back itself (selectmux), but a
  * thread asleep in a blocking recv runs no code until data comes. Such a
  * sleeper registers its connection end in a slot before it sleeps (only
- * when the ring has pages to give back) and takes it out when it wakes; a
- * reaper thread trims the ends asleep for OSF_TRIM_IDLE_MS. The reaper is
- * started when the first end registers and ends when no end waits for a
- * trim (a trimmed end has nothing to give until it consumes again), so a
- * program that sleeps in recv for long has an extra thread for about
- * 100 ms, and a program that never blocks in recv never has one. It runs
- * with every signal blocked (the program's signals go to its own threads)
- * and calls nothing but madvise, clock_nanosleep and atomics, so a fork
- * while it runs copies no lock it holds (the child starts its own). The
- * sleeper's reference keeps the connection mapped: it waits, on waking,
- * for a trim of its end under way. Not under a seccomp filter (a new
- * thread may be forbidden there), and a reader that blocks in recv inside
- * a signal handler that interrupted malloc could deadlock in the
- * pthread_create that starts the reaper (a known limit). */
+ * when the ring has pages to give back) and takes it out when it wakes; the
+ * reaper thread trims the ends asleep for OSF_TRIM_IDLE_MS
+ * (docs/ARCHITECTURE.md, "Memory", says why a trim never loses a byte).
+ *
+ * One thread per process, started (osf_thread_start: detached, every
+ * signal blocked) by the first sleeper that registers, never by a program
+ * that never blocks in recv. It looks at the slots every REAP_TICK_MS
+ * while an end waits for its trim, and otherwise sleeps on a futex with no
+ * timeout: no work while nothing idles. A sleeper wakes it only when it
+ * sleeps (one load of a read-mostly word on the sleep path, a futex wake
+ * at most once per idle period). It calls nothing but madvise,
+ * clock_nanosleep, futex and atomics, so a fork while it runs copies no
+ * lock it holds (the child starts its own on demand). The sleeper's
+ * reference keeps the connection mapped: on waking it waits for a trim of
+ * its end under way. Not under a seccomp filter (a new thread may be
+ * forbidden there), and a reader that blocks in recv inside a signal
+ * handler that interrupted malloc could deadlock in the pthread_create
+ * that starts the reaper (a known limit, once per process). */
 #include "base.h"
 
+#include "osf.h"
 #include "../sdp/side.h"
 #include "../sdp/sys.h"
 
-#include <pthread.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #define REAP_SLOTS 128
@@ -39,7 +46,10 @@ static struct slot {
 	long long since; /* CLOCK_MONOTONIC ns the reaper first saw it, or 0 */
 } slots[REAP_SLOTS];
 
-static int running; /* the reaper thread runs in this process */
+/* The reaper thread: none yet, looking at the slots, or asleep on the
+ * futex until a sleeper registers. */
+enum { REAPER_NONE, REAPER_RUNS, REAPER_IDLE };
+static int reaper_state;
 
 static long long now_ns(void)
 {
@@ -87,34 +97,44 @@ static void *reaper(void *arg)
 
 	(void)arg;
 	for (;;) {
+		int st = REAPER_IDLE;
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &tick, NULL);
 		if (reap())
 			continue;
-		/* Nothing waits: end, unless a sleeper registered meanwhile
-		 * and saw the reaper still running. */
-		__atomic_store_n(&running, 0, __ATOMIC_SEQ_CST);
-		if (!reap() || __atomic_exchange_n(&running, 1, __ATOMIC_SEQ_CST))
-			return NULL;
+		/* Nothing waits: sleep until a sleeper registers. A sleeper
+		 * that registered before the store below is seen by the
+		 * second look; one after it sees REAPER_IDLE and wakes us. */
+		__atomic_store_n(&reaper_state, REAPER_IDLE, __ATOMIC_SEQ_CST);
+		if (reap()) {
+			__atomic_compare_exchange_n(&reaper_state, &st, REAPER_RUNS, 0,
+						    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+			continue;
+		}
+		while (__atomic_load_n(&reaper_state, __ATOMIC_SEQ_CST) == REAPER_IDLE)
+			syscall(SYS_futex, &reaper_state, FUTEX_WAIT_PRIVATE,
+				REAPER_IDLE, NULL, NULL, 0);
 	}
+	return NULL;
 }
 
-static void start(void)
+/* wake makes sure the reaper looks at the slots (a slot was just filled). */
+static void wake(void)
 {
-	pthread_attr_t a;
-	pthread_t t;
-	sigset_t all, old;
+	int st = __atomic_load_n(&reaper_state, __ATOMIC_SEQ_CST);
 
-	if (__atomic_exchange_n(&running, 1, __ATOMIC_SEQ_CST))
+	if (st == REAPER_RUNS)
+		return; /* the usual case: a load */
+	if (st == REAPER_IDLE) {
+		if (__atomic_compare_exchange_n(&reaper_state, &st, REAPER_RUNS, 0,
+						__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			syscall(SYS_futex, &reaper_state, FUTEX_WAKE_PRIVATE, 1,
+				NULL, NULL, 0);
 		return;
-	sigfillset(&all);
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&a, 64 * 1024);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&t, &a, reaper, NULL) != 0)
-		__atomic_store_n(&running, 0, __ATOMIC_SEQ_CST);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&a);
+	}
+	if (__atomic_compare_exchange_n(&reaper_state, &st, REAPER_RUNS, 0,
+					__ATOMIC_SEQ_CST, __ATOMIC_RELAXED) &&
+	    osf_thread_start(reaper, "osf-reaper") != 0)
+		__atomic_store_n(&reaper_state, REAPER_NONE, __ATOMIC_SEQ_CST);
 }
 
 int osf_sys_sleep_begin(struct osf_side *s)
@@ -136,8 +156,7 @@ int osf_sys_sleep_begin(struct osf_side *s)
 		sl->s = s;
 		__atomic_store_n(&sl->since, 0, __ATOMIC_RELAXED); /* the reaper stamps it */
 		__atomic_store_n(&sl->state, SLOT_ASLEEP, __ATOMIC_SEQ_CST);
-		if (!__atomic_load_n(&running, __ATOMIC_SEQ_CST))
-			start();
+		wake();
 		errno = saved;
 		return (int)((h + i) % REAP_SLOTS) + 1;
 	}
@@ -147,6 +166,7 @@ int osf_sys_sleep_begin(struct osf_side *s)
 void osf_sys_sleep_end(int slot)
 {
 	struct slot *sl;
+	int spins = 0;
 
 	if (slot <= 0)
 		return;
@@ -154,7 +174,10 @@ void osf_sys_sleep_end(int slot)
 	for (;;) {
 		int st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 		if (st == SLOT_TRIMMING) { /* the reaper is on it: a moment */
-			__builtin_ia32_pause();
+			if (++spins < 64)
+				__builtin_ia32_pause();
+			else
+				sched_yield(); /* it may be preempted */
 			continue;
 		}
 		if (__atomic_compare_exchange_n(&sl->state, &st, SLOT_FREE, 0,
@@ -170,5 +193,5 @@ void osf_reaper_child_after_fork(void)
 	/* The child has none of the parent's sleepers, nor its reaper. */
 	for (i = 0; i < REAP_SLOTS; i++)
 		slots[i].state = SLOT_FREE;
-	running = 0;
+	reaper_state = REAPER_NONE;
 }

@@ -14,10 +14,6 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#ifndef OSF_REAP_BLOCKING
-#define OSF_REAP_BLOCKING 0
-#endif
-
 void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 		   int side, int wfd)
 {
@@ -72,6 +68,7 @@ size_t osf_side_trim(struct osf_side *s)
 {
 	uint32_t *w = &s->peer->tx_lock, free_word = 0;
 	uint64_t head, tail, from, to;
+	uint32_t held;
 	size_t given = 0;
 	int saved = errno;
 
@@ -82,10 +79,19 @@ size_t osf_side_trim(struct osf_side *s)
 	if (!__atomic_compare_exchange_n(w, &free_word, osf_lock_tid(), 0,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return 0;
+	/* With the lock, no producer writes and head stands still. Bytes a
+	 * corked producer wrote after head and holds back ([head, head +
+	 * held)) are not free; the word is read before head: a consumer
+	 * publishing a gone producer's held bytes (osf_side_mark_gone)
+	 * moves head before it clears the word, so held 0 here means head
+	 * already counts them. */
+	held = __atomic_load_n(&s->peer->cork, __ATOMIC_ACQUIRE) & OSF_CORK_HELD;
 	head = __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE);
 	tail = __atomic_load_n(&s->rx->tail, __ATOMIC_ACQUIRE);
-	if (osf_ring_used(head, tail, s->size) >= 0) {
-		/* Free: [head, tail + size), whole pages only (a reader of
+	if (held >= s->size || osf_ring_used(head + held, tail, s->size) < 0) {
+		/* being published (OSF_CORK_HELD), or corrupt: next time */
+	} else if (osf_ring_used(head, tail, s->size) >= 0) {
+		/* Free: [head + held, tail + size), whole pages only (a reader of
 		 * this side may move tail on meanwhile: that only frees
 		 * more). Of it, only what was consumed since the last trim
 		 * can hold pages: the rest was given back then, or never
@@ -93,11 +99,11 @@ size_t osf_side_trim(struct osf_side *s)
 		uint64_t last = __atomic_load_n(&s->trim_tail, __ATOMIC_RELAXED) &
 				~(uint64_t)(TRIM_PAGE - 1);
 		from = tail - last < s->size ? last + s->size : tail;
-		if (from < head)
-			from = head;
+		if (from < head + held)
+			from = head + held;
 		from = (from + TRIM_PAGE - 1) & ~(uint64_t)(TRIM_PAGE - 1);
 		to = (tail + s->size) & ~(uint64_t)(TRIM_PAGE - 1);
-		if (head == tail) { /* nothing unread: the whole ring */
+		if (head == tail && !held) { /* nothing unread: the whole ring */
 			from = head & ~(uint64_t)(TRIM_PAGE - 1);
 			to = from + s->size;
 		}
@@ -167,18 +173,27 @@ void osf_side_broken(struct osf_side *s)
 void osf_side_mark_gone(struct osf_side *s)
 {
 	uint64_t head, tail;
-	uint32_t held;
+	uint32_t cork, held;
 
 	if (osf_side_state(s) & OSF_CS_GONE)
 		return;
 	/* TCP_CORK: what the peer held back when its last holder went is
-	 * sent, as TCP sends a dead process's queue before its FIN; the
-	 * exchange lets only one holder of this side publish it. */
-	held = __atomic_exchange_n(&s->peer->cork, 0, __ATOMIC_ACQ_REL) & OSF_CORK_HELD;
-	head = __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE);
-	if (held && osf_ring_used(head + held, __atomic_load_n(&s->rx->tail, __ATOMIC_ACQUIRE),
+	 * sent, as TCP sends a dead process's queue before its FIN. The
+	 * holder of this side that swaps the word for OSF_CORK_HELD (being
+	 * published) publishes it, and clears the word only after head has
+	 * moved: a trim (osf_side_trim) that reads the word then head never
+	 * takes the held bytes for free room. */
+	cork = __atomic_load_n(&s->peer->cork, __ATOMIC_ACQUIRE);
+	held = cork & OSF_CORK_HELD;
+	if (held && held != OSF_CORK_HELD &&
+	    __atomic_compare_exchange_n(&s->peer->cork, &cork, OSF_CORK_HELD, 0,
+					__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		head = __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE);
+		if (osf_ring_used(head + held, __atomic_load_n(&s->rx->tail, __ATOMIC_ACQUIRE),
 				  s->size) >= 0)
-		__atomic_store_n(&s->rx->head, head + held, __ATOMIC_RELEASE);
+			__atomic_store_n(&s->rx->head, head + held, __ATOMIC_RELEASE);
+		__atomic_store_n(&s->peer->cork, 0, __ATOMIC_RELEASE);
+	}
 	head = __atomic_load_n(&s->tx->head, __ATOMIC_ACQUIRE);
 	tail = __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE);
 	/* A peer that never held its side was never accepted: its listener
@@ -399,10 +414,7 @@ int osf_side_wait_data(struct osf_side *s, int fd, unsigned spin_us)
 		r = 0;
 	} else {
 		/* Idle for long, its pages go back (a poller trims itself). */
-		/* Off until TestStoppedCoHolderIsNotAReset is understood
-		 * with it on (a reaper holding the producer's lock when its
-		 * process is stopped?): see docs/ARCHITECTURE.md. */
-		int slot = OSF_REAP_BLOCKING && osf_side_trim_due(s) ? osf_sys_sleep_begin(s) : 0;
+		int slot = osf_side_trim_due(s) ? osf_sys_sleep_begin(s) : 0;
 		r = sleep_token(s, fd);
 		osf_sys_sleep_end(slot);
 	}

@@ -59,10 +59,7 @@ func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 func TestIdleRingsGiveMemoryBack(t *testing.T) {
 	t.Run("shm", func(t *testing.T) { idleMemory(t, underOsf, 200, -1) })
 	t.Run("shm-30ms-waits", func(t *testing.T) { idleMemory(t, underOsf, 50, 30) })
-	t.Run("shm-blocking-recv", func(t *testing.T) {
-		t.Skip("the reaper is off (OSF_REAP_BLOCKING 0 in sdp/side.c) until TestStoppedCoHolderIsNotAReset passes with it")
-		idleMemory(t, underOsf, 50, -2)
-	})
+	t.Run("shm-blocking-recv", func(t *testing.T) { idleMemory(t, underOsf, 50, -2) })
 	t.Run("rdma-sim", func(t *testing.T) { idleMemory(t, osfRDMASim, 4, -1) })
 }
 

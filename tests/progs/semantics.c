@@ -3755,6 +3755,42 @@ static void s_cork(void)
 	}
 }
 
+/* cork_idle: what TCP_CORK holds back survives a reader that idles
+ * meanwhile, asleep in a blocking recv or in poll (osf gives an idle
+ * ring's free pages back: never the held bytes, written after the
+ * producer's head). The reader has consumed 64 KiB first, so its ring has
+ * pages to give back. */
+static void s_cork_idle(void)
+{
+	static unsigned char big[65536], in[65536];
+	int c, s, on = 1, off = 0, i;
+	struct pollfd p;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	pat_fill(big, sizeof big, 0);
+	for (i = 0; i < 2; i++) {
+		say("write big %s", R(DO(write(c, big, sizeof big))));
+		r = DO(recv(s, in, sizeof in, MSG_WAITALL));
+		say("recv big %s intact %s", R(r), YN(pat_check(in, sizeof in, 0)));
+		setsockopt(c, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+		say("write held %s", R(DO(write(c, "held!", 5))));
+		memset(in, 0, 16);
+		if (i == 0) {
+			r = DO(recv(s, in, sizeof in, 0));
+		} else {
+			p = (struct pollfd){s, POLLIN, 0};
+			say("poll %s", R(DO(poll(&p, 1, 5000))));
+			r = DO(recv(s, in, sizeof in, MSG_DONTWAIT));
+		}
+		say("%s: recv %s intact %s", i ? "poll" : "blocking", R(r),
+		    YN(r == 5 && memcmp(in, "held!", 5) == 0));
+		setsockopt(c, IPPROTO_TCP, TCP_CORK, &off, sizeof off);
+	}
+	close(c);
+	close(s);
+}
+
 /* ---- ports held by connections -------------------------------------------------- */
 
 /* plain_listener listens on addr:0 without SO_REUSEADDR. */
@@ -3946,6 +3982,7 @@ static const struct {
 	{"ip_options", s_ip_options},
 	{"defer_accept", s_defer_accept},
 	{"cork", s_cork},
+	{"cork_idle", s_cork_idle},
 	{"dup2_hidden", s_dup2_hidden},
 	{"dup2_hidden_epoll", s_dup2_hidden_epoll},
 	{"epoll_et_asleep", s_epoll_et_asleep},
