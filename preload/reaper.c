@@ -6,7 +6,8 @@
  * A poller gives an idle connection's pages back itself (selectmux), but a
  * thread asleep in a blocking recv runs no code until data comes. Such a
  * sleeper registers its connection end in a slot before it sleeps (only
- * when the ring has pages to give back) and takes it out when it wakes; the
+ * when the ring has pages to give back; slots come in chunks mapped on
+ * demand, 65536 sleepers at most) and takes it out when it wakes; the
  * reaper thread trims the ends asleep for OSF_TRIM_IDLE_MS
  * (docs/ARCHITECTURE.md, "Memory", says why a trim never loses a byte).
  *
@@ -35,16 +36,30 @@
 #include <sys/syscall.h>
 #include <time.h>
 
-#define REAP_SLOTS 128
+#include <sys/mman.h>
+
+/* The slots: chunks of REAP_CHUNK, mapped as sleepers need them (one per
+ * thread asleep with pages to give back, at most REAP_CHUNKS * REAP_CHUNK
+ * at once; more are not trimmed) and kept for the process's life. */
+#define REAP_CHUNK 1024
+#define REAP_CHUNKS 64
 #define REAP_TICK_MS 50
 
 enum { SLOT_FREE, SLOT_CLAIMED, SLOT_ASLEEP, SLOT_TRIMMING, SLOT_TRIMMED };
 
-static struct slot {
+struct slot {
 	int state;
 	struct osf_side *s;
 	long long since; /* CLOCK_MONOTONIC ns the reaper first saw it, or 0 */
-} slots[REAP_SLOTS];
+};
+
+static struct slot *chunks[REAP_CHUNKS];
+static int nchunks; /* chunks[0, nchunks) are mapped */
+
+static struct slot *slot_at(unsigned i)
+{
+	return &chunks[i / REAP_CHUNK][i % REAP_CHUNK];
+}
 
 /* The reaper thread: none yet, looking at the slots, or asleep on the
  * futex until a sleeper registers. */
@@ -64,10 +79,11 @@ static long long now_ns(void)
 static int reap(void)
 {
 	long long now = now_ns();
-	int i, waiting = 0;
+	unsigned i, n = (unsigned)__atomic_load_n(&nchunks, __ATOMIC_ACQUIRE) * REAP_CHUNK;
+	int waiting = 0;
 
-	for (i = 0; i < REAP_SLOTS; i++) {
-		struct slot *sl = &slots[i];
+	for (i = 0; i < n; i++) {
+		struct slot *sl = slot_at(i);
 		int st = SLOT_ASLEEP;
 		long long since;
 		if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != SLOT_ASLEEP)
@@ -137,30 +153,69 @@ static void wake(void)
 		__atomic_store_n(&reaper_state, REAPER_NONE, __ATOMIC_SEQ_CST);
 }
 
-int osf_sys_sleep_begin(struct osf_side *s)
+/* claim takes a free slot of the first n: its number + 1, or 0. */
+static int claim(unsigned h, unsigned n, struct osf_side *s)
 {
-	unsigned h, i;
-	int saved = errno;
+	unsigned i;
 
-	/* Under a seccomp filter a new thread (clone) may be forbidden. */
-	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_RELAXED))
-		return 0;
-	h = (unsigned)((uintptr_t)s >> 6); /* no shared counter to bounce */
-
-	for (i = 0; i < REAP_SLOTS; i++) {
-		struct slot *sl = &slots[(h + i) % REAP_SLOTS];
+	for (i = 0; i < n; i++) {
+		unsigned k = (h + i) % n;
+		struct slot *sl = slot_at(k);
 		int st = SLOT_FREE;
-		if (!__atomic_compare_exchange_n(&sl->state, &st, SLOT_CLAIMED, 0,
+		if (__atomic_load_n(&sl->state, __ATOMIC_RELAXED) != SLOT_FREE ||
+		    !__atomic_compare_exchange_n(&sl->state, &st, SLOT_CLAIMED, 0,
 						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			continue;
 		sl->s = s;
 		__atomic_store_n(&sl->since, 0, __ATOMIC_RELAXED); /* the reaper stamps it */
 		__atomic_store_n(&sl->state, SLOT_ASLEEP, __ATOMIC_SEQ_CST);
-		wake();
-		errno = saved;
-		return (int)((h + i) % REAP_SLOTS) + 1;
+		return (int)k + 1;
 	}
-	return 0; /* all taken: this sleep is not trimmed */
+	return 0;
+}
+
+/* grow maps chunk c unless another sleeper did: 0, or -1 (no memory, or
+ * every chunk is mapped). */
+static int grow(int c)
+{
+	struct slot *m, *none = NULL;
+
+	if (c >= REAP_CHUNKS)
+		return -1;
+	if (!__atomic_load_n(&chunks[c], __ATOMIC_ACQUIRE)) {
+		m = mmap(NULL, REAP_CHUNK * sizeof(struct slot), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return -1;
+		if (!__atomic_compare_exchange_n(&chunks[c], &none, m, 0,
+						 __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+			munmap(m, REAP_CHUNK * sizeof(struct slot));
+	}
+	__atomic_compare_exchange_n(&nchunks, &c, c + 1, 0, __ATOMIC_RELEASE,
+				    __ATOMIC_RELAXED);
+	return 0;
+}
+
+int osf_sys_sleep_begin(struct osf_side *s)
+{
+	unsigned h;
+	int saved = errno, k = 0, c;
+
+	/* Under a seccomp filter a new thread (clone) may be forbidden. */
+	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_RELAXED))
+		return 0;
+	h = (unsigned)((uintptr_t)s >> 6); /* no shared counter to bounce */
+	for (;;) {
+		c = __atomic_load_n(&nchunks, __ATOMIC_ACQUIRE);
+		if (c > 0 && (k = claim(h, (unsigned)c * REAP_CHUNK, s)) != 0)
+			break;
+		if (grow(c) < 0)
+			break; /* all taken: this sleep is not trimmed */
+	}
+	if (k)
+		wake();
+	errno = saved;
+	return k;
 }
 
 void osf_sys_sleep_end(int slot)
@@ -170,7 +225,7 @@ void osf_sys_sleep_end(int slot)
 
 	if (slot <= 0)
 		return;
-	sl = &slots[slot - 1];
+	sl = slot_at((unsigned)slot - 1);
 	for (;;) {
 		int st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 		if (st == SLOT_TRIMMING) { /* the reaper is on it: a moment */
@@ -188,10 +243,11 @@ void osf_sys_sleep_end(int slot)
 
 void osf_reaper_child_after_fork(void)
 {
-	int i;
+	unsigned i, n = (unsigned)nchunks * REAP_CHUNK;
 
-	/* The child has none of the parent's sleepers, nor its reaper. */
-	for (i = 0; i < REAP_SLOTS; i++)
-		slots[i].state = SLOT_FREE;
+	/* The child has none of the parent's sleepers, nor its reaper (it
+	 * keeps the parent's chunks). */
+	for (i = 0; i < n; i++)
+		slot_at(i)->state = SLOT_FREE;
 	reaper_state = REAPER_NONE;
 }
