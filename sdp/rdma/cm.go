@@ -40,6 +40,7 @@ type dialer struct {
 	s          *stream
 	res        chan error // exactly one result
 	done       bool
+	laps       *laps // the steps' times, for the debug log
 }
 
 func (d *dialer) remaining() time.Duration {
@@ -56,6 +57,7 @@ func (d *dialer) remaining() time.Duration {
 // ErrResource or ErrStopped; the caller then uses kernel TCP.
 func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error) {
 	start := time.Now()
+	lp := newLaps()
 	timeout = t.bound.of(timeout)
 	seg, err := sdp.CreateSegment(ringBytes)
 	if err != nil {
@@ -77,7 +79,9 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	d := &dialer{
 		dst: netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), local: local, ring: ringBytes,
 		deadline: time.Now().Add(timeout), mirror: mirror, wake: ws.engine, wakeTx: ws.engineTx, res: make(chan error, 1),
+		laps: lp,
 	}
+	lp.lap("segment")
 	fail := func(err error) (*sdp.Endpoint, error) {
 		closeOpen(ws.app, ws.appTx)
 		seg.Close()
@@ -105,6 +109,8 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 		return fail(err)
 	}
 	t.bound.observe(time.Since(start))
+	lp.lap("return")
+	t.cfg.Logf("rdma: connect to %s took %v", dst, lp)
 	return ws.endpoint(seg, local, dst), nil
 }
 
@@ -149,6 +155,7 @@ func wakePair(hiddenBase int) (app, engine int, err error) {
 
 // startDial creates the id and starts resolving the address.
 func (t *Transport) startDial(d *dialer) {
+	d.laps.lap("engine")
 	var err error
 	if d.id, err = t.ch.CreateID(); err != nil {
 		t.dialFailed(d, resourceError(err))
@@ -162,6 +169,7 @@ func (t *Transport) startDial(d *dialer) {
 	if err := d.id.ResolveAddr(src, d.dst, d.remaining()); err != nil {
 		t.dialFailed(d, classify(err))
 	}
+	d.laps.lap("resolve-call")
 }
 
 // dialEvent advances a dial.
@@ -172,6 +180,7 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 	}
 	switch ev.Type {
 	case verbs.EventAddrResolved:
+		d.laps.lap("address")
 		ctx, err := d.id.Context()
 		if err != nil {
 			t.dialFailed(d, fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
@@ -182,7 +191,7 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 			t.dialFailed(d, resourceError(err))
 			return
 		}
-		if d.link, err = newVerbsLink(t, d.id, dev, d.mirror); err != nil {
+		if d.link, err = newVerbsLink(t, d.id, dev, d.mirror, d.laps); err != nil {
 			t.dialFailed(d, err)
 			return
 		}
@@ -193,10 +202,12 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 			t.dialFailed(d, resourceError(err))
 			return
 		}
+		d.laps.lap("recvs")
 		if err := d.id.ResolveRoute(d.remaining()); err != nil {
 			t.dialFailed(d, classify(err))
 		}
 	case verbs.EventRouteResolved:
+		d.laps.lap("route")
 		hello, err := ConnectData{
 			RingBytes: d.ring, RKey: d.link.mr.RKey(), RingBase: d.link.localBase(),
 			Client: d.local, Server: d.dst,
@@ -209,6 +220,7 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 			t.dialFailed(d, classify(err))
 		}
 	case verbs.EventEstablished:
+		d.laps.lap("established")
 		ad, err := DecodeAcceptData(ev.PrivateData)
 		if err == nil && ad.RingBytes != d.ring {
 			err = fmt.Errorf("%w: server's rings have %d bytes, ours %d", ErrWire, ad.RingBytes, d.ring)
@@ -250,7 +262,7 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 	}
 	d.mirror.Close()
 	closeOpen(d.wake, d.wakeTx)
-	t.cfg.Logf("rdma: connect to %s: %v", d.dst, err)
+	t.cfg.Logf("rdma: connect to %s: %v (after %v)", d.dst, err, d.laps)
 	d.res <- err
 }
 
@@ -324,6 +336,11 @@ func (t *Transport) cmEvent(ev *verbs.Event) {
 	if s := t.conns[ev.ID]; s != nil {
 		switch ev.Type {
 		case verbs.EventEstablished:
+			if s.laps != nil {
+				s.laps.lap("established")
+				t.cfg.Logf("rdma: connection %d established after %v", s.id, s.laps)
+				s.laps = nil
+			}
 		case verbs.EventDisconnected, verbs.EventDeviceRemoval, verbs.EventConnectError,
 			verbs.EventUnreachable, verbs.EventRejected, verbs.EventTimewaitExit:
 			if !s.linkDown {
@@ -402,6 +419,7 @@ func (t *Transport) accept(ev *verbs.Event) {
 		_ = id.Reject(code.Marshal())
 		_ = id.Close()
 	}
+	lp := newLaps()
 	l := t.listeners[ev.Listener]
 	if l == nil {
 		reject(RejectNoListener, errors.New("no listener"))
@@ -412,14 +430,15 @@ func (t *Transport) accept(ev *verbs.Event) {
 		reject(RejectBadHello, err)
 		return
 	}
-	s, code, err := t.serve(id, cd, l)
+	s, code, err := t.serve(id, cd, l, lp)
 	switch {
 	case err != nil && s == nil:
 		reject(code, err)
 	case err != nil:
 		t.cfg.Logf("rdma: accepted %s on %s but lost it: %v", cd.Client, l.addr, err)
 	default:
-		t.cfg.Logf("rdma: accepted %s on %s as connection %d", cd.Client, l.addr, s.id)
+		s.laps = lp
+		t.cfg.Logf("rdma: accepted %s on %s as connection %d in %v", cd.Client, l.addr, s.id, lp)
 	}
 }
 
@@ -429,11 +448,12 @@ func (t *Transport) accept(ev *verbs.Event) {
 // companion. On an error with a nil stream it has released everything but
 // id and returns the code to reject it with; with a stream, the request
 // was accepted and the stream has been reset and released.
-func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener) (*stream, RejectCode, error) {
+func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps) (*stream, RejectCode, error) {
 	seg, err := newServerSegment(cd, t.cfg.HiddenBase)
 	if err != nil {
 		return nil, RejectResource, err
 	}
+	lp.lap("segment")
 	ctx, err := id.Context()
 	if err != nil {
 		seg.Close()
@@ -444,7 +464,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener) (*stream,
 		seg.Close()
 		return nil, RejectSetup, err
 	}
-	link, err := newVerbsLink(t, id, dev, seg)
+	link, err := newVerbsLink(t, id, dev, seg, lp)
 	if err != nil {
 		seg.Close()
 		if errors.Is(err, ErrResource) {
@@ -468,6 +488,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener) (*stream,
 		return nil, code, err
 	}
 	comp, code, gone, err := openCompanion(l.name, t.cfg.HiddenBase)
+	lp.lap("companion")
 	if err != nil {
 		if gone {
 			t.cfg.Logf("rdma: the listener on %s is gone; closing its RDMA listener", l.addr)
@@ -481,8 +502,10 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener) (*stream,
 	sid := t.eng.allocID()
 	s, err := newStream(sid, seg, sdp.SideServer, link, comp, wakeTx, t.cfg.Logf)
 	if err == nil {
+		lp.lap("recvs")
 		err = sendHello(comp, seg, appTx, cd)
 		appTx = -1
+		lp.lap("hello")
 	}
 	if err != nil {
 		t.eng.abandon(sid)
@@ -491,6 +514,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener) (*stream,
 	ad, err := AcceptData{RingBytes: cd.RingBytes, RKey: link.mr.RKey(), RingBase: link.localBase()}.Marshal()
 	if err == nil {
 		err = id.Accept(connParam(ad))
+		lp.lap("accept")
 	}
 	if err != nil {
 		t.eng.abandon(sid)

@@ -33,16 +33,18 @@ type verbsLink struct {
 // newVerbsLink creates the CQ, registers seg's rings and creates the QP on
 // id (bound to dev's device). On error everything made so far is released
 // and id is left alone.
-func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment) (*verbsLink, error) {
+func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment, lp *laps) (*verbsLink, error) {
 	l := &verbsLink{t: t, id: id, dev: dev, ring: uint64(seg.RingBytes)}
 	var err error
 	if l.cq, err = dev.ctx.CreateCQ(cqDepth, dev.cc, 0); err != nil {
 		return nil, resourceError(err)
 	}
+	lp.lap("cq")
 	if l.mr, err = regRings(dev.pd, seg); err != nil {
 		l.cq.Close()
 		return nil, resourceError(err)
 	}
+	lp.lap("mr")
 	l.qp, err = id.CreateQP(dev.pd, verbs.QPConfig{
 		SendCQ: l.cq, RecvCQ: l.cq, MaxSendWR: sqDepth, MaxRecvWR: rqDepth,
 	})
@@ -51,6 +53,7 @@ func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment) (
 		l.cq.Close()
 		return nil, qpError(err)
 	}
+	lp.lap("qp")
 	return l, nil
 }
 
