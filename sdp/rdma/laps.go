@@ -8,10 +8,12 @@ import (
 
 // laps times the steps of a connection's set-up or teardown for the debug
 // log ("address 3.1ms, mr 12ms, ..."): where a slow handshake spends its
-// time. A nil *laps records nothing.
+// time. Formatting waits for String (only when the line is logged). A nil
+// *laps records nothing.
 type laps struct {
 	start, last time.Time
-	b           strings.Builder
+	names       []string
+	times       []time.Duration
 }
 
 func newLaps() *laps {
@@ -25,10 +27,8 @@ func (l *laps) lap(name string) {
 		return
 	}
 	now := time.Now()
-	if l.b.Len() > 0 {
-		l.b.WriteString(", ")
-	}
-	fmt.Fprintf(&l.b, "%s %v", name, now.Sub(l.last).Round(10*time.Microsecond))
+	l.names = append(l.names, name)
+	l.times = append(l.times, now.Sub(l.last))
 	l.last = now
 }
 
@@ -37,5 +37,12 @@ func (l *laps) String() string {
 	if l == nil {
 		return ""
 	}
-	return fmt.Sprintf("%v (%s)", time.Since(l.start).Round(10*time.Microsecond), l.b.String())
+	var b strings.Builder
+	for i, n := range l.names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %v", n, l.times[i].Round(10*time.Microsecond))
+	}
+	return fmt.Sprintf("%v (%s)", l.last.Sub(l.start).Round(10*time.Microsecond), b.String())
 }
