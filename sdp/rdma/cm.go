@@ -39,6 +39,7 @@ type dialer struct {
 	sid        uint32
 	s          *stream
 	res        chan error // exactly one result
+	ready      int        // eventfd written just before the result is sent
 	done       bool
 	laps       *laps // the steps' times, for the debug log
 }
@@ -87,24 +88,31 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 		seg.Close()
 		return nil, err
 	}
+	if d.ready, err = t.readyFD(); err != nil {
+		closeOpen(ws.engine, ws.engineTx)
+		mirror.Close()
+		return fail(resourceError(err))
+	}
 	if err := t.eng.post(func() { t.startDial(d) }); err != nil {
+		t.putReadyFD(d.ready)
 		closeOpen(ws.engine, ws.engineTx)
 		mirror.Close()
 		return fail(err)
 	}
-	select {
-	case err = <-d.res:
-	case <-time.After(timeout):
+	answered, err := d.wait(timeout)
+	if !answered {
 		derr := t.eng.Do(func() {
 			if !d.done {
 				t.dialFailed(d, fmt.Errorf("%w: no answer from %s within %v: %w", sdp.ErrHandshake, dst, timeout, verbs.ErrTimeout))
 			}
 		})
 		if derr != nil {
+			unix.Close(d.ready)
 			return fail(derr) // the engine stopped; it released everything
 		}
 		err = <-d.res
 	}
+	t.putReadyFD(d.ready) // written before the result: drained
 	if err != nil {
 		return fail(err)
 	}
@@ -112,6 +120,87 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	lp.lap("return")
 	t.cfg.Logf("rdma: connect to %s took %v", dst, lp)
 	return ws.endpoint(seg, local, dst), nil
+}
+
+// wait returns the dial's result (answered), or answered false when
+// none came within timeout. It sleeps in poll(2) on the ready eventfd
+// rather than on the channel: a goroutine blocked on a channel (here the
+// core's, locked to the thread that called into Go) is woken through the Go
+// scheduler, which took 4-30 ms of each connect in an emulated guest
+// (an idle thread woken to hand the thread its P); the eventfd wakes the
+// sleeping thread directly.
+func (d *dialer) wait(timeout time.Duration) (answered bool, err error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case err := <-d.res:
+			return true, err
+		default:
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false, nil
+		}
+		fds := []unix.PollFd{{Fd: int32(d.ready), Events: unix.POLLIN}}
+		_, perr := unix.Poll(fds, int((left+time.Millisecond-1)/time.Millisecond))
+		if perr != nil && perr != unix.EINTR {
+			// Cannot sleep on the eventfd: wait on the channel.
+			select {
+			case err := <-d.res:
+				return true, err
+			case <-time.After(time.Until(deadline)):
+				return false, nil
+			}
+		}
+		if perr == nil && fds[0].Revents&unix.POLLIN != 0 {
+			return true, <-d.res // sent right after the eventfd was written
+		}
+	}
+}
+
+// readyFD returns an eventfd for a dial's wait (from the transport's free
+// list, else a new one in the hidden range).
+func (t *Transport) readyFD() (int, error) {
+	t.readyMu.Lock()
+	if n := len(t.readyFree); n > 0 {
+		fd := t.readyFree[n-1]
+		t.readyFree = t.readyFree[:n-1]
+		t.readyMu.Unlock()
+		return fd, nil
+	}
+	t.readyMu.Unlock()
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return -1, fmt.Errorf("rdma: eventfd: %w", err)
+	}
+	return hideFD(fd, t.cfg.HiddenBase), nil
+}
+
+// putReadyFD drains a dial's eventfd, whose result was taken, and keeps it
+// for the next dial.
+func (t *Transport) putReadyFD(fd int) {
+	var b [8]byte
+	if _, err := unix.Read(fd, b[:]); err != nil && err != unix.EAGAIN {
+		unix.Close(fd)
+		return
+	}
+	t.readyMu.Lock()
+	if len(t.readyFree) < 4 {
+		t.readyFree = append(t.readyFree, fd)
+		fd = -1
+	}
+	t.readyMu.Unlock()
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+// result hands the dial's result to Dial: the eventfd first (Dial sleeps
+// in poll on it), then the value.
+func (d *dialer) result(err error) {
+	var one = [8]byte{1}
+	_, _ = unix.Write(d.ready, one[:])
+	d.res <- err
 }
 
 // wakeSockets are the two socket pairs of a connection the engine serves
@@ -238,7 +327,7 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 		t.conns[d.id] = d.s
 		d.done = true
 		t.cfg.Logf("rdma: connected to %s as connection %d (qp %d)", d.dst, d.sid, d.link.qp.Num())
-		d.res <- nil
+		d.result(nil)
 	}
 }
 
@@ -263,7 +352,7 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 	d.mirror.Close()
 	closeOpen(d.wake, d.wakeTx)
 	t.cfg.Logf("rdma: connect to %s: %v (after %v)", d.dst, err, d.laps)
-	d.res <- err
+	d.result(err)
 }
 
 // eventFailure turns a dial's failure event into the error the core maps to

@@ -674,20 +674,39 @@ func (s *stream) settled() bool { return s.closeAck || s.linkDown || s.state.dea
 func (s *stream) finished() bool { return s.linkDown && s.wake < 0 && s.wakeTx < 0 }
 
 // release frees the link and the engine's mapping; the stream is dead.
-func (s *stream) release() {
+func (s *stream) release() { s.releaseWith(nil) }
+
+// detacher is a Link whose Close may run on another goroutine once detach
+// (on the engine goroutine) has made the engine forget it.
+type detacher interface{ detach() }
+
+// releaseWith is release; with later non-nil and a link that can be
+// detached, the link's resources and the mapping are freed by handing
+// later the work (the stream is dead before it returns, and nothing of it
+// is used on the engine goroutine again).
+func (s *stream) releaseWith(later func(func())) {
 	if s.released {
 		return
 	}
 	s.released = true
 	s.closeWake()
-	if err := s.link.Close(); err != nil {
-		s.logf("rdma: connection %d: release link: %v", s.id, err)
-	}
-	s.tearLap("link-release")
-	s.seg.Close()
-	s.tearLap("unmap")
 	s.state = stateDead
-	s.logf("rdma: connection %d released after %v", s.id, s.teardown)
+	free := func() {
+		if err := s.link.Close(); err != nil {
+			s.logf("rdma: connection %d: release link: %v", s.id, err)
+		}
+		s.tearLap("link-release")
+		s.seg.Close()
+		s.tearLap("unmap")
+		s.logf("rdma: connection %d released after %v", s.id, s.teardown)
+	}
+	d, ok := s.link.(detacher)
+	if later == nil || !ok {
+		free()
+		return
+	}
+	d.detach()
+	later(free)
 }
 
 // wants decides the engine's want flags in the segment before it sleeps:

@@ -187,3 +187,29 @@ func checkConnection(t *testing.T, tr connTransport, ip netip.Addr, open func() 
 		t.Errorf("%d RDMA listeners left", n)
 	}
 }
+
+// TestRouteCache: DeviceFor's answers are reused (a connect asks each
+// time), per address.
+func TestRouteCache(t *testing.T) {
+	var c routeCache
+	asked := map[netip.Addr]int{}
+	find := func(a netip.Addr) (string, bool, string) {
+		asked[a]++
+		if a.Is4() {
+			return "rxe0 port 1", true, ""
+		}
+		return "", false, "no route"
+	}
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")
+	for i := 0; i < 3; i++ {
+		if dev, ok, _ := c.get(a, find); !ok || dev != "rxe0 port 1" {
+			t.Fatalf("get(%s) = %q, %v", a, dev, ok)
+		}
+		if _, ok, why := c.get(b, find); ok || why != "no route" {
+			t.Fatalf("get(%s) = %v, %q", b, ok, why)
+		}
+	}
+	if asked[a] != 1 || asked[b] != 1 {
+		t.Errorf("asked %v, want each address once", asked)
+	}
+}

@@ -28,6 +28,7 @@ type verbsLink struct {
 
 	disconnected bool
 	closed       bool
+	detached     bool // the engine forgot it: Close may run elsewhere
 }
 
 // newVerbsLink creates the CQ, registers seg's rings and creates the QP on
@@ -112,13 +113,25 @@ func (l *verbsLink) Disconnect() error {
 	return l.id.Disconnect()
 }
 
-// Close destroys the QP and the id, then the MR and the CQ.
+// detach makes the engine forget the link's id (no more events for its
+// stream), so that Close can run on another goroutine. Engine goroutine
+// only.
+func (l *verbsLink) detach() {
+	delete(l.t.conns, l.id)
+	l.detached = true
+}
+
+// Close destroys the QP and the id, then the MR and the CQ. Once detached
+// it may be called from any goroutine (libibverbs and librdmacm are
+// thread-safe; the id's events were acknowledged when they were read).
 func (l *verbsLink) Close() error {
 	if l.closed {
 		return nil
 	}
 	l.closed = true
-	delete(l.t.conns, l.id)
+	if !l.detached {
+		delete(l.t.conns, l.id)
+	}
 	err := l.id.Close()
 	if e := l.mr.Close(); err == nil {
 		err = e
