@@ -41,7 +41,8 @@ type dialer struct {
 	res        chan error // exactly one result
 	ready      int        // eventfd written just before the result is sent
 	done       bool
-	laps       *laps // the steps' times, for the debug log
+	laps       *laps  // the steps' times, for the debug log
+	spare      *spare // its registration, until the link takes it (or not)
 }
 
 func (d *dialer) remaining() time.Duration {
@@ -60,19 +61,27 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	start := time.Now()
 	lp := newLaps()
 	timeout = t.bound.of(timeout)
-	seg, err := sdp.CreateSegment(ringBytes)
-	if err != nil {
-		return nil, resourceError(err)
+	var seg, mirror *sdp.Segment
+	sp := t.spares.take(ringBytes)
+	if sp != nil {
+		seg, mirror = sp.seg, sp.mirror
+	} else {
+		var err error
+		if seg, err = sdp.CreateSegment(ringBytes); err != nil {
+			return nil, resourceError(err)
+		}
+		if mirror, err = seg.Mirror(); err != nil {
+			seg.Close()
+			return nil, resourceError(err)
+		}
 	}
 	seg.InitHeader(local, dst, t.cfg.PID)
 	seg.SetFlags(sdp.SegRDMA)
-	mirror, err := seg.Mirror()
-	if err != nil {
-		seg.Close()
-		return nil, resourceError(err)
-	}
 	ws, err := newWakeSockets(t.cfg.HiddenBase)
 	if err != nil {
+		if sp != nil {
+			sp.closeRegistration()
+		}
 		mirror.Close()
 		seg.Close()
 		return nil, resourceError(err)
@@ -80,7 +89,7 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	d := &dialer{
 		dst: netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), local: local, ring: ringBytes,
 		deadline: time.Now().Add(timeout), mirror: mirror, wake: ws.engine, wakeTx: ws.engineTx, res: make(chan error, 1),
-		laps: lp,
+		laps: lp, spare: sp,
 	}
 	lp.lap("segment")
 	fail := func(err error) (*sdp.Endpoint, error) {
@@ -88,16 +97,20 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 		seg.Close()
 		return nil, err
 	}
-	if d.ready, err = t.readyFD(); err != nil {
-		closeOpen(ws.engine, ws.engineTx)
-		mirror.Close()
-		return fail(resourceError(err))
-	}
-	if err := t.eng.post(func() { t.startDial(d) }); err != nil {
-		t.putReadyFD(d.ready)
+	failEarly := func(err error) (*sdp.Endpoint, error) {
+		if sp != nil {
+			sp.closeRegistration()
+		}
 		closeOpen(ws.engine, ws.engineTx)
 		mirror.Close()
 		return fail(err)
+	}
+	if d.ready, err = t.readyFD(); err != nil {
+		return failEarly(resourceError(err))
+	}
+	if err := t.eng.post(func() { t.startDial(d) }); err != nil {
+		t.putReadyFD(d.ready)
+		return failEarly(err)
 	}
 	answered, err := d.wait(timeout)
 	if !answered {
@@ -280,7 +293,18 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 			t.dialFailed(d, resourceError(err))
 			return
 		}
-		if d.link, err = newVerbsLink(t, d.id, dev, d.mirror, d.laps); err != nil {
+		sp := d.spare
+		d.spare = nil
+		switch {
+		case sp != nil && sp.dev == dev:
+			d.link, err = newVerbsLinkFrom(t, d.id, dev, sp, d.laps)
+		default:
+			if sp != nil {
+				sp.closeRegistration() // on another device
+			}
+			d.link, err = newVerbsLink(t, d.id, dev, d.mirror, d.laps)
+		}
+		if err != nil {
 			t.dialFailed(d, err)
 			return
 		}
@@ -328,6 +352,7 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 		d.done = true
 		t.cfg.Logf("rdma: connected to %s as connection %d (qp %d)", d.dst, d.sid, d.link.qp.Num())
 		d.result(nil)
+		t.wantSpare(d.link.dev, d.ring)
 	}
 }
 
@@ -339,6 +364,10 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 	d.done = true
 	if d.id != nil {
 		delete(t.dials, d.id)
+	}
+	if d.spare != nil {
+		d.spare.closeRegistration() // its segment is the dial's
+		d.spare = nil
 	}
 	switch {
 	case d.link != nil:
@@ -453,6 +482,7 @@ func (t *Transport) deviceRemoved(ctx *verbs.Context) {
 	}
 	dev.removed = true
 	t.cfg.Logf("rdma: device %s removed", ctx.Name())
+	t.dropSpare(false)
 	for _, d := range t.dials {
 		if c, err := d.id.Context(); err == nil && c == ctx {
 			t.dialFailed(d, fmt.Errorf("rdma: device %s removed: %w", ctx.Name(), verbs.ErrNoDevice))
@@ -538,24 +568,42 @@ func (t *Transport) accept(ev *verbs.Event) {
 // id and returns the code to reject it with; with a stream, the request
 // was accepted and the stream has been reset and released.
 func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps) (*stream, RejectCode, error) {
-	seg, err := newServerSegment(cd, t.cfg.HiddenBase)
-	if err != nil {
-		return nil, RejectResource, err
-	}
-	lp.lap("segment")
 	ctx, err := id.Context()
 	if err != nil {
-		seg.Close()
 		return nil, RejectSetup, err
 	}
 	dev, err := t.device(ctx)
 	if err != nil {
-		seg.Close()
 		return nil, RejectSetup, err
 	}
-	link, err := newVerbsLink(t, id, dev, seg, lp)
-	if err != nil {
+	// seg's fd goes to the application; mine is the engine's mapping (a
+	// spare's second mapping, else seg's own).
+	var seg, mine *sdp.Segment
+	var link *verbsLink
+	if sp := t.spares.take(cd.RingBytes); sp != nil && sp.dev == dev {
+		seg, mine = sp.seg, sp.mirror
+		seg.InitHeader(cd.Client, cd.Server, 0)
+		seg.SetFlags(sdp.SegRDMA)
+		link, err = newVerbsLinkFrom(t, id, dev, sp, lp)
+	} else {
+		if sp != nil {
+			sp.close() // on another device
+		}
+		if seg, err = newServerSegment(cd, t.cfg.HiddenBase); err != nil {
+			return nil, RejectResource, err
+		}
+		mine = seg
+		lp.lap("segment")
+		link, err = newVerbsLink(t, id, dev, seg, lp)
+	}
+	closeSegs := func() {
+		if mine != seg {
+			mine.Close()
+		}
 		seg.Close()
+	}
+	if err != nil {
+		closeSegs()
 		if errors.Is(err, ErrResource) {
 			return nil, RejectResource, err
 		}
@@ -572,7 +620,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps)
 		_ = id.QP().Close()
 		_ = link.mr.Close()
 		_ = link.cq.Close()
-		seg.Close()
+		closeSegs()
 		closeOpen(comp, appTx, wakeTx)
 		return nil, code, err
 	}
@@ -589,12 +637,15 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps)
 		return undo(RejectResource, err)
 	}
 	sid := t.eng.allocID()
-	s, err := newStream(sid, seg, sdp.SideServer, link, comp, wakeTx, t.cfg.Logf)
+	s, err := newStream(sid, mine, sdp.SideServer, link, comp, wakeTx, t.cfg.Logf)
 	if err == nil {
 		lp.lap("recvs")
 		err = sendHello(comp, seg, appTx, cd)
 		appTx = -1
 		lp.lap("hello")
+	}
+	if err == nil && mine != seg {
+		seg.Unmap() // the application has the fd, the engine its own mapping
 	}
 	if err != nil {
 		t.eng.abandon(sid)
@@ -618,6 +669,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps)
 		return s, 0, err
 	}
 	t.conns[id] = s
+	t.wantSpare(dev, cd.RingBytes)
 	return s, 0, nil
 }
 

@@ -62,7 +62,7 @@ type Engine struct {
 	closing map[*stream]time.Time // streams taking their link down, and their deadline
 	timers  []timer
 	wc      []verbs.WC
-	free    chan func()   // freeLater's queue, nil until first used
+	free    chan func()   // background's queue, nil until first used
 	freed   chan struct{} // closed when its goroutine has finished
 	onIdle  []func()      // run once per loop iteration before sleeping (tests)
 
@@ -380,13 +380,13 @@ func (e *Engine) publishOpen() {
 	}
 }
 
-// freeLater runs f, which frees a released stream's device resources and
-// mapping, on a goroutine of its own, in order: destroying a QP and its
-// id, deregistering an MR and unmapping the rings took the engine's
-// thread 10-50 ms per connection in an emulated guest, time in which it
-// could have set up the next connection. With a backlog it runs f at
-// once. Engine goroutine only.
-func (e *Engine) freeLater(f func()) {
+// background runs f on a goroutine of its own, in order: work on device
+// resources that the engine's thread need not wait for. Freeing a released
+// stream's QP, id, MR and mapping took the engine 10-50 ms per connection
+// in an emulated guest, time in which it could have set up the next
+// connection; registering a spare connection's memory as long (spare.go).
+// With a backlog it runs f at once. Engine goroutine only.
+func (e *Engine) background(f func()) {
 	if e.free == nil {
 		e.free = make(chan func(), 256)
 		e.freed = make(chan struct{})
@@ -548,7 +548,7 @@ func (e *Engine) reap() {
 		if s.finished() {
 			delete(e.closing, s)
 			delete(e.streams, s.id)
-			s.releaseWith(e.freeLater)
+			s.releaseWith(e.background)
 		}
 	}
 }

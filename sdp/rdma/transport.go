@@ -61,6 +61,8 @@ type Transport struct {
 	bound  handshakeBound // scales the dials' bound with this host's pace
 	routes routeCache     // DeviceFor's recent answers
 
+	spares spares // a connection's memory made ahead (spare.go)
+
 	readyMu   sync.Mutex
 	readyFree []int // eventfds for dials' waits (Dial.wait), not in use
 
@@ -244,6 +246,7 @@ func (t *Transport) Stop() {
 		}
 	})
 	t.eng.Stop()
+	t.dropSpare(true)
 	t.closeDevices()
 }
 

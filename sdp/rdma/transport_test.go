@@ -213,3 +213,78 @@ func TestRouteCache(t *testing.T) {
 		t.Errorf("asked %v, want each address once", asked)
 	}
 }
+
+// TestDeviceSpare: once a connection was set up, the transport keeps a
+// spare (a registered segment) ready; the next dial or accept with the
+// same ring size takes it, and its connection carries bytes both ways.
+func TestDeviceSpare(t *testing.T) {
+	testutil.SkipIfNoRDMA(t)
+	ip := deviceAddr(t)
+	tr, err := Start(Config{PollSpin: 20 * time.Microsecond, PID: unix.Getpid(), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Stop()
+	addr := netip.AddrPortFrom(ip, 20000+uint16(rand.IntN(20000)))
+	lfd, err := shm.Transport{}.Listen(addr, 16, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	if err := tr.Replicate(addr, false, 16); err != nil {
+		t.Fatal(err)
+	}
+	taken := func() int {
+		tr.spares.mu.Lock()
+		defer tr.spares.mu.Unlock()
+		return tr.spares.taken
+	}
+	for i := 0; i < 4; i++ {
+		if i > 0 {
+			for j := 0; j < 1000; j++ {
+				tr.spares.mu.Lock()
+				ready := tr.spares.ready != nil
+				tr.spares.mu.Unlock()
+				if ready {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		cep, err := tr.Dial(addr, netip.AddrPortFrom(ip, 40003), 64<<10, 5*time.Second)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		p := []unix.PollFd{{Fd: int32(lfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(p, 5000)
+		for k := 0; errors.Is(err, unix.EINTR) && k < 100; k++ {
+			n, err = unix.Poll(p, 5000)
+		}
+		if n != 1 {
+			t.Fatalf("connection %d: none on the companion (poll: %d, %v)", i, n, err)
+		}
+		cfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sep, err := shm.Transport{}.Accept(cfd, addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ep := range []*sdp.Endpoint{cep, sep} {
+			if err := unix.SetNonblock(ep.WakeFD, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		apps := [2]*fakeApp{
+			{seg: cep.Segment, side: 0, peer: 1, fd: cep.WakeFD, wfd: cep.WakeTxFD, size: uint64(cep.Segment.RingBytes)},
+			{seg: sep.Segment, side: 1, peer: 0, fd: sep.WakeFD, wfd: sep.WakeTxFD, size: uint64(sep.Segment.RingBytes)},
+		}
+		exchangeBoth(t, apps, 256<<10, uint64(20+i), 30*time.Second)
+		apps[0].close(false)
+		apps[1].close(false)
+	}
+	if n := taken(); n < 2 {
+		t.Errorf("%d of 8 set-ups took a spare, want at least 2", n)
+	}
+}

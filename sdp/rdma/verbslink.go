@@ -46,7 +46,24 @@ func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment, l
 		return nil, resourceError(err)
 	}
 	lp.lap("mr")
-	l.qp, err = id.CreateQP(dev.pd, verbs.QPConfig{
+	return l.createQP(lp)
+}
+
+// newVerbsLinkFrom is newVerbsLink with a spare's CQ and registration
+// (on dev, of the segment the link is for). On error they are released
+// and id is left alone.
+func newVerbsLinkFrom(t *Transport, id *verbs.CMID, dev *device, sp *spare, lp *laps) (*verbsLink, error) {
+	l := &verbsLink{t: t, id: id, dev: dev, ring: uint64(sp.ring), cq: sp.cq, mr: sp.mr}
+	sp.cq, sp.mr = nil, nil
+	lp.lap("spare")
+	return l.createQP(lp)
+}
+
+// createQP creates the link's QP on its id; on error the MR and the CQ
+// are released.
+func (l *verbsLink) createQP(lp *laps) (*verbsLink, error) {
+	var err error
+	l.qp, err = l.id.CreateQP(l.dev.pd, verbs.QPConfig{
 		SendCQ: l.cq, RecvCQ: l.cq, MaxSendWR: sqDepth, MaxRecvWR: rqDepth,
 	})
 	if err != nil {
