@@ -1185,6 +1185,34 @@ void osf_mux_hidden_moved(int old, int nfd)
 	mu_unlock(&all_lock);
 }
 
+/* ctl_item is epoll_ctl of an fd whose registrations are items of osf's
+ * (an offloaded connection, or a socket connecting through a gateway). */
+static int ctl_item(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct ep *ep;
+	int r;
+
+	if (epfd == fd)
+		return OSF_FAIL(EINVAL);
+	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev)
+		return OSF_FAIL(EFAULT);
+	ep = ep_of(osf_fdt_lookup(epfd));
+	if (!ep) {
+		/* Is epfd an epoll fd at all? Let the kernel say. */
+		struct epoll_event probe = {0, {0}};
+		if (REAL(epoll_ctl)(epfd, EPOLL_CTL_DEL, fd, &probe) < 0 &&
+		    errno != ENOENT)
+			return -1;
+		ep = ep_create(epfd);
+		if (!ep)
+			return -1;
+	}
+	mu_lock(&ep->lock);
+	r = ctl_conn(ep, op, fd, ev);
+	mu_unlock(&ep->lock);
+	return r;
+}
+
 /* ctl_gw is epoll_ctl for a kernel socket connecting through a gateway:
  * an item of osf's while it waits (or failed, SO_ERROR unread), the
  * kernel's registration once settled. */
@@ -1196,22 +1224,7 @@ static int ctl_gw(int epfd, int op, int fd, struct epoll_event *ev,
 	int r;
 
 	if (osf_gw_pending(t)) {
-		if (epfd == fd)
-			return OSF_FAIL(EINVAL);
-		if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev)
-			return OSF_FAIL(EFAULT);
-		if (!ep) {
-			struct epoll_event probe = {0, {0}};
-			if (REAL(epoll_ctl)(epfd, EPOLL_CTL_DEL, fd, &probe) < 0 &&
-			    errno != ENOENT)
-				return -1;
-			ep = ep_create(epfd);
-			if (!ep)
-				return -1;
-		}
-		mu_lock(&ep->lock);
-		r = ctl_conn(ep, op, fd, ev);
-		mu_unlock(&ep->lock);
+		r = ctl_item(epfd, op, fd, ev);
 		if (r == 0 && op == EPOLL_CTL_ADD)
 			__atomic_or_fetch(&t->flags, OSF_FDF_GWITEMS, __ATOMIC_RELEASE);
 		return r;
@@ -1254,7 +1267,7 @@ OSF_EXPORT int epoll_create1(int flags) { return REAL(epoll_create1)(flags); }
 
 OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	struct osf_fdt_entry *t = osf_fdt_lookup(fd), *e;
+	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
 	struct ep *ep;
 	int r;
 
@@ -1288,26 +1301,7 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		}
 		return r;
 	}
-	if (epfd == fd)
-		return OSF_FAIL(EINVAL);
-	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev)
-		return OSF_FAIL(EFAULT);
-	e = osf_fdt_lookup(epfd);
-	ep = ep_of(e);
-	if (!ep) {
-		/* Is epfd an epoll fd at all? Let the kernel say. */
-		struct epoll_event probe = {0, {0}};
-		if (REAL(epoll_ctl)(epfd, EPOLL_CTL_DEL, fd, &probe) < 0 &&
-		    errno != ENOENT)
-			return -1;
-		ep = ep_create(epfd);
-		if (!ep)
-			return -1;
-	}
-	mu_lock(&ep->lock);
-	r = ctl_conn(ep, op, fd, ev);
-	mu_unlock(&ep->lock);
-	return r;
+	return ctl_item(epfd, op, fd, ev);
 }
 
 /* go_idle parks an item that needs a new edge (or readiness) on the idle

@@ -13,6 +13,17 @@ import sys
 import threading
 
 
+def drain(s, each):
+    """drain calls each with every block s delivers until its end; the count."""
+    n = 0
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return n
+        each(b)
+        n += len(b)
+
+
 def server(addr, port):
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -20,13 +31,7 @@ def server(addr, port):
     ls.listen(1)
     print("listening", flush=True)
     c, _ = ls.accept()
-    n = 0
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        c.sendall(b)
-        n += len(b)
+    n = drain(c, c.sendall)
     c.close()
     print("echoed", n, flush=True)
 
@@ -44,13 +49,7 @@ def client(addr, port, path):
     t = threading.Thread(target=send)
     t.start()
     got = hashlib.sha256()
-    n = 0
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        got.update(b)
-        n += len(b)
+    n = drain(s, got.update)
     t.join()
     print("echo", n, hashlib.sha256(data).hexdigest(), got.hexdigest(), flush=True)
 
