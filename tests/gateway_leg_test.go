@@ -53,7 +53,7 @@ func (g *gatewayNet) assertLeg(t *testing.T, pid int, dst, leg string) {
 // saw: "connect ERRNO"; while the gateway has not answered yet (mode
 // suffix "-slow": the destination takes seconds), what a second connect,
 // recv, send and a zero-timeout wait say; then, after waiting for
-// writability with poll, epoll (registered after connect) or epoll-pre
+// writability with poll, select, epoll (registered after connect) or epoll-pre
 // (registered before connect), "ready OUT ERR HUP so_error ERRNO" (mode
 // close-slow closes it while connecting instead; epoll-slow, after a
 // failure, checks getpeername and connects the socket again, through
@@ -86,6 +86,10 @@ if mode.startswith("poll"):
     p = select.poll(); p.register(s, select.POLLOUT)
     ev = p.poll(30000)[0][1]
     out, err, hup = select.POLLOUT, select.POLLERR, select.POLLHUP
+elif mode.startswith("select"):
+    _, w, _ = select.select([], [s], [], 30)
+    out, err, hup = 1, 2, 4
+    ev = out if w else 0
 else:
     if ep is None:
         ep = select.epoll(); ep.register(s.fileno(), select.EPOLLOUT | select.EPOLLET)
@@ -210,11 +214,14 @@ func (g *gatewayNet) nonblockingConnects(t *testing.T, gw *testutil.Process, leg
 		{"poll", gwOutAddr + ":8080", []string{"connect EINPROGRESS", "ready OUT - - so_error 0", "peer " + gwOutAddr + ":8080", ok}},
 		{"epoll", gwOutAddr + ":8080", []string{"connect EINPROGRESS", "ready OUT - - so_error 0", ok}},
 		{"epoll-pre", gwOutAddr + ":8080", []string{"connect EINPROGRESS", "ready OUT - - so_error 0", ok}},
+		{"select", gwOutAddr + ":8080", []string{"connect EINPROGRESS", "ready OUT - - so_error 0", ok}},
 		{"poll", gwOutAddr + ":8081", []string{"connect EINPROGRESS", "ready OUT ERR HUP so_error ECONNREFUSED"}},
+		{"select", gwOutAddr + ":8081", []string{"connect EINPROGRESS", "ready OUT - - so_error ECONNREFUSED"}},
 		{"epoll", gwOutAddr + ":8081", []string{"connect EINPROGRESS", "ready OUT ERR HUP so_error ECONNREFUSED"}},
 		// No such host outside: the gateway's connect takes seconds (ARP).
 		{"poll-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "again EALREADY", "recv EAGAIN", "send EAGAIN", "early []", "ready OUT ERR HUP so_error EHOSTUNREACH"}},
 		{"epoll-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "again EALREADY", "ready OUT ERR HUP so_error EHOSTUNREACH", "peer ENOTCONN"}},
+		{"select-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "again EALREADY", "ready OUT - - so_error EHOSTUNREACH"}},
 		{"epoll-pre-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "again EALREADY", "early []", "ready OUT ERR HUP so_error EHOSTUNREACH"}},
 		{"close-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "closed"}},
 	} {
