@@ -248,6 +248,10 @@ func (t *Transport) Stop() {
 	t.eng.Stop()
 	t.dropSpare(true)
 	t.closeDevices()
+	t.readyMu.Lock()
+	closeOpen(t.readyFree...)
+	t.readyFree = nil
+	t.readyMu.Unlock()
 }
 
 // Name returns "rdma".
