@@ -196,11 +196,21 @@ static int grow(int c)
 	return 0;
 }
 
+static int on = -1; /* OSF_REAP_BLOCKING=1; -1: not read yet */
+
 int osf_sys_sleep_begin(struct osf_side *s)
 {
 	unsigned h;
 	int saved = errno, k = 0, c;
 
+	/* Off unless OSF_REAP_BLOCKING=1 (docs/ARCHITECTURE.md, "Memory":
+	 * a trimmer stopped with the producer's lock stalls its writers). */
+	if (__builtin_expect(on < 0, 0)) {
+		const char *v = osf_env("OSF_REAP_BLOCKING");
+		__atomic_store_n(&on, v && v[0] == '1', __ATOMIC_RELAXED);
+	}
+	if (!__atomic_load_n(&on, __ATOMIC_RELAXED))
+		return 0;
 	/* Under a seccomp filter a new thread (clone) may be forbidden. */
 	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_RELAXED))
 		return 0;
