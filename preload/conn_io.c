@@ -142,6 +142,26 @@ static int wait_data(struct osf_conn *c, int fd)
 	return r;
 }
 
+/* wait_more waits until more than have bytes are queued (or the end). */
+static int wait_more(struct osf_conn *c, int fd, int64_t have)
+{
+	uint64_t sleeps;
+	unsigned spin = spin_begin(c, &sleeps);
+	int r = osf_side_wait_more(&c->s, fd, spin, have);
+
+	spin_end(c, spin, sleeps);
+	return r;
+}
+
+/* peek_ended: no more data can come to s for a reader (the peer's FIN,
+ * the end, an error, or this side shut for reading). */
+static int peek_ended(const struct osf_side *s)
+{
+	return (osf_side_peer_flags(s) & OSF_SIDE_FIN) ||
+	       (osf_side_state(s) & OSF_CS_GONE) || s->pending_err ||
+	       (osf_side_my_flags(s) & OSF_SIDE_RDSHUT);
+}
+
 static int wait_room(struct osf_conn *c)
 {
 	uint64_t sleeps;
@@ -179,6 +199,7 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	struct iovcur cur = {iov, iovcnt, 0, 0};
 	ssize_t total, got = 0;
 	int nonblock, r;
+	unsigned intr = osf_intr_count();
 
 	if (!c)
 		return OSF_FAIL(EBADF);
@@ -225,6 +246,17 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			osf_side_broken(&c->s);
 			goto empty;
 		}
+		if (used > 0 && used < total && !nonblock &&
+		    unlikely((flags & (MSG_PEEK | MSG_WAITALL)) ==
+			     (MSG_PEEK | MSG_WAITALL)) &&
+		    !peek_ended(&c->s)) {
+			/* TCP peeks once the whole length is there, or at
+			 * the end; a signal or the timeout peeks what is. */
+			osf_seg_unlock(&c->s.me->rx_lock);
+			if (wait_more(c, fd, used) < 0)
+				flags &= ~MSG_WAITALL;
+			continue;
+		}
 		if (used > 0) {
 			uint64_t tail = c->s.rx->tail, head = tail + (uint64_t)used;
 			size_t n = (size_t)used < (size_t)(total - got)
@@ -254,7 +286,9 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		}
 		osf_seg_unlock(&c->s.me->rx_lock);
 	empty:
-		if (got > 0 && !(flags & MSG_WAITALL))
+		/* MSG_WAITALL ends with what it has once a handler ran
+		 * (TCP's signal_pending), SA_RESTART or not. */
+		if (got > 0 && (!(flags & MSG_WAITALL) || osf_intr_count() != intr))
 			break;
 		r = recv_end(fd, c, nonblock);
 		if (r == 2)
@@ -272,6 +306,8 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			conn_put(c);
 			return OSF_FAIL(-r);
 		}
+		if (got > 0 && osf_intr_count() != intr)
+			break; /* the sleep restarted after an SA_RESTART handler */
 	}
 	conn_put(c);
 	return got;
@@ -370,6 +406,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	struct iovcur cur = {iov, iovcnt, 0, 0};
 	ssize_t total, sent = 0, end;
 	int nonblock, r;
+	unsigned intr = osf_intr_count();
 
 	if (!c)
 		return OSF_FAIL(EBADF);
@@ -461,6 +498,10 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			}
 			break;
 		}
+		/* A handler ran while it waited (the sleep restarts after
+		 * one with SA_RESTART): TCP returns what went out. */
+		if (sent > 0 && osf_intr_count() != intr)
+			break;
 	}
 	if (sent == 0 && osf_side_state(&c->s)) {
 		end = send_end(c, (size_t)total, flags);

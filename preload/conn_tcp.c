@@ -512,7 +512,7 @@ int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 		break;
 	case SIOCOUTQ:
 	case SIOCOUTQNSD:
-		v = osf_side_tx_queued(&c->s);
+		v = osf_side_tx_unacked(&c->s);
 		/* and what TCP_CORK holds back: TCP counts it, unsent */
 		v += v < 0 ? 0 : (int64_t)(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) &
 					   OSF_CORK_HELD);

@@ -37,13 +37,6 @@ int osf_core_connect(const struct osf_core_connect_in *in,
  * 0 or an errno. */
 int osf_core_log(const struct osf_core_log_in *in);
 
-/* Where osf waits in poll in place of a call the kernel restarts after a
- * handler with SA_RESTART (a blocking accept), osf_intr_begin is called
- * before the wait and, when poll fails with EINTR, osf_intr_restart says
- * whether every handler that ran had SA_RESTART (signals.c). */
-void osf_intr_begin(void);
-int osf_intr_restart(void);
-
 /* osf_core_child_after_fork forgets the parent's core in a fork child:
  * it is never called again here (docs/DESIGN.md D1), and the signal handlers
  * it installed are put back to what they were before it loaded. */

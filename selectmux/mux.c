@@ -201,6 +201,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	nfds_t i, m = n, extra = 0;
 	long start = mono_ms(), spin_end = spin_until(timeout);
 	int result = -1, spun = 0;
+	unsigned intr = osf_intr_count();
 
 	for (i = 0; i < n; i++) {
 		int kd = osf_fdt_kind(fds[i].fd);
@@ -343,6 +344,10 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			osf_spin_paid(1);
 		if (result > 0 || remaining(timeout, start) == 0)
 			goto out;
+		if (osf_intr_count() != intr) { /* a handler ran between sleeps */
+			result = OSF_FAIL(EINTR);
+			goto out;
+		}
 		spun = spin_end != 0;
 	}
 out:
@@ -1386,6 +1391,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 	long start = mono_ms(), spin_end = spin_until(timeout);
 	int spun = 0;
 	int saved = errno; /* a successful wait leaves errno alone */
+	unsigned intr = osf_intr_count();
 
 	if (max <= 0 || max > INT_MAX / (int)sizeof(*ev))
 		return OSF_FAIL(EINVAL);
@@ -1468,6 +1474,8 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 			errno = saved;
 			return n;
 		}
+		if (osf_intr_count() != intr) /* a handler ran between sleeps */
+			return OSF_FAIL(EINTR);
 		spun = spin_end != 0;
 	}
 }

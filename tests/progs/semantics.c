@@ -3868,6 +3868,295 @@ static void s_port_listen_shutdown(void)
 	close(lfd);
 }
 
+
+/* s_outq: SIOCOUTQ/TIOCOUTQ/SIOCOUTQNSD count bytes the peer's kernel has
+ * not yet taken in (acknowledged); on loopback bytes sitting unread in the
+ * peer's receive queue are not counted. */
+static void s_outq(void)
+{
+	int c, s, v = -1, w = -1, x = -1, i, ok, partial, eagain;
+	size_t total;
+	char buf[100];
+
+	mkpair(AF_INET, &c, &s);
+	memset(buf, 'o', sizeof buf);
+	send(c, buf, 100, 0);
+	wait_bytes(s, 100, 2000);
+	for (i = 0; i < 100; i++) {
+		ioctl(c, SIOCOUTQ, &v);
+		if (v == 0)
+			break;
+		usleep(10 * 1000);
+	}
+	ioctl(c, TIOCOUTQ, &w);
+	ioctl(c, SIOCOUTQNSD, &x);
+	say("100 bytes unread by the peer: SIOCOUTQ %d TIOCOUTQ %d SIOCOUTQNSD %d", v, w, x);
+	ioctl(s, SIOCOUTQ, &v);
+	ioctl(s, FIONREAD, &w);
+	say("peer: SIOCOUTQ %d FIONREAD %d", v, w);
+	recv(s, buf, sizeof buf, 0);
+	ioctl(c, SIOCOUTQ, &v);
+	say("after the peer read: SIOCOUTQ %d", v);
+	set_nonblock(c, 1);
+	total = fill(c, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+	ioctl(c, SIOCOUTQ, &v);
+	ioctl(c, SIOCOUTQNSD, &x);
+	say("full: SIOCOUTQ > 0 %s, < what went %s, SIOCOUTQNSD > 0 %s", YN(v > 0),
+	    YN(v < (int)total), YN(x > 0));
+	say("drained %s", YN(read_all(s, total, 0, 10000, &ok) == total && ok));
+	for (i = 0; i < 100; i++) {
+		ioctl(c, SIOCOUTQ, &v);
+		if (v == 0)
+			break;
+		usleep(10 * 1000);
+	}
+	say("then SIOCOUTQ %d", v);
+	close(c);
+	close(s);
+}
+
+/* s_tcpinfo: TCP_INFO's state through a connection's life and the fields
+ * a program may read (unacked, retransmits, lost). */
+static void s_tcpinfo(void)
+{
+	struct sockaddr_storage ss;
+	struct tcp_info ti;
+	socklen_t tl;
+	int c, s, l;
+	long rv;
+	char buf[8];
+
+#define TI(what, fd)                                                              \
+	do {                                                                      \
+		memset(&ti, 0, sizeof ti);                                        \
+		tl = sizeof ti;                                                   \
+		rv = DO(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl));         \
+		say("%s TCP_INFO %s len %s state %d ca_state %d retransmits %d unacked %u sacked %u lost %u retrans %u total_retrans %u snd_mss>0 %s rcv_mss>0 %s", \
+		    what, R(rv), YN(tl == sizeof ti), ti.tcpi_state, ti.tcpi_ca_state, ti.tcpi_retransmits, \
+		    ti.tcpi_unacked, ti.tcpi_sacked, ti.tcpi_lost, ti.tcpi_retrans, ti.tcpi_total_retrans, \
+		    YN(ti.tcpi_snd_mss > 0), YN(ti.tcpi_rcv_mss > 0));                 \
+	} while (0)
+
+	l = listener(AF_INET, "127.0.0.1", -1, &ss);
+	TI("listener", l);
+	c = connect_to(AF_INET, &ss);
+	s = accept_one(l);
+	transports(c, s);
+	TI("client", c);
+	TI("server", s);
+	send(c, "abcd", 4, 0);
+	wait_bytes(s, 4, 2000);
+	usleep(20 * 1000);
+	TI("client after send", c);
+	shutdown(c, SHUT_WR);
+	usleep(50 * 1000);
+	TI("client after SHUT_WR", c);
+	TI("server after peer SHUT_WR", s);
+	recv(s, buf, sizeof buf, 0);
+	shutdown(s, SHUT_WR);
+	usleep(50 * 1000);
+	TI("client after both", c);
+	TI("server after both", s);
+	tl = 4;
+	rv = DO(getsockopt(c, IPPROTO_TCP, TCP_INFO, &ti, &tl));
+	say("short TCP_INFO %s len %u", R(rv), (unsigned)tl);
+	close(c);
+	close(s);
+	close(l);
+#undef TI
+}
+
+/* s_timeo_eintr: a signal interrupts a recv, accept or send that has a
+ * timeout with EINTR even with SA_RESTART (sock_intr_errno). */
+static void s_timeo_eintr(void)
+{
+	struct sockaddr_storage ss;
+	struct timeval tv = {5, 0};
+	int c, s, l, a0, partial, eagain;
+	char buf[8];
+	static char big[1 << 16];
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	alrm_handler(1);
+	a0 = sigalrms;
+	alarm_every_ms(50);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	alarm_ms(0);
+	say("recv with SO_RCVTIMEO, SA_RESTART %s handled %s", R(r), YN(sigalrms - a0 >= 1));
+	set_nonblock(c, 1);
+	fill(c, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+	set_nonblock(c, 0);
+	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	a0 = sigalrms;
+	alarm_every_ms(50);
+	r = DO(send(c, big, sizeof big, 0));
+	alarm_ms(0);
+	say("send when full with SO_SNDTIMEO, SA_RESTART: EINTR-or-partial %s handled %s",
+	    YN((r < 0 && lerr == EINTR) || (r > 0 && r < (long)sizeof big)), YN(sigalrms - a0 >= 1));
+	close(c);
+	close(s);
+	l = listener(AF_INET, "127.0.0.1", -1, &ss);
+	setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	a0 = sigalrms;
+	alarm_every_ms(50);
+	r = DO(accept(l, NULL, NULL));
+	alarm_ms(0);
+	say("accept with SO_RCVTIMEO, SA_RESTART %s handled %s", R(r), YN(sigalrms - a0 >= 1));
+	signal(SIGALRM, SIG_IGN);
+	close(l);
+}
+
+/* s_send_eintr: a blocking send into a full connection that a signal
+ * interrupts: EINTR (or what went) without SA_RESTART; with SA_RESTART a
+ * send that had sent part of its bytes returns that part (a reader drains
+ * later), every byte in order. */
+static void s_send_eintr(void)
+{
+	struct later d = {.op = LATER_DRAIN, .delay_ms = 300};
+	static unsigned char big[1 << 16];
+	unsigned char *huge;
+	size_t hn = (size_t)16 << 20;
+	int c, s, a0, partial, eagain;
+	size_t total;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	set_nonblock(c, 1);
+	total = fill(c, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+	set_nonblock(c, 0);
+	pat_fill(big, sizeof big, total);
+	alrm_handler(0);
+	a0 = sigalrms;
+	alarm_every_ms(50);
+	r = DO(send(c, big, sizeof big, 0));
+	alarm_ms(0);
+	say("send when full without SA_RESTART: EINTR-or-partial %s handled %s",
+	    YN((r < 0 && lerr == EINTR) || (r > 0 && r < (long)sizeof big)), YN(sigalrms - a0 >= 1));
+	if (r > 0)
+		total += (size_t)r;
+	read_all(s, total, 0, 10000, &partial);
+	say("drained in order %s", YN(partial));
+	close(c);
+	close(s);
+
+	mkpair(AF_INET, &c, &s);
+	huge = malloc(hn);
+	if (!huge)
+		setup_failed("malloc");
+	pat_fill(huge, hn, 0);
+	alrm_handler(1);
+	a0 = sigalrms;
+	d.fd = s;
+	d.len = hn;
+	later_start(&d);
+	alarm_ms(50);
+	r = DO(send(c, huge, hn, 0));
+	say("16 MiB send with SA_RESTART, signal before the reader: part %s handled %d",
+	    YN(r > 0 && r < (long)hn), sigalrms - a0);
+	if (r > 0 && r < (long)hn) {
+		long r2 = DO(send(c, huge + r, hn - (size_t)r, 0));
+		say("rest %s", YN(r2 == (long)hn - r));
+	}
+	later_join(&d);
+	say("reader got every byte in order %s", YN(d.result));
+	signal(SIGALRM, SIG_IGN);
+	free(huge);
+	close(c);
+	close(s);
+}
+
+/* s_epoll_eintr: epoll_wait and epoll_pwait end with EINTR on a handled
+ * signal, SA_RESTART or not. */
+static void s_epoll_eintr(void)
+{
+	struct epoll_event ev = {.events = EPOLLIN}, out;
+	sigset_t none;
+	int c, s, ep, restart, a0;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	ep = epoll_create1(0);
+	ev.data.fd = s;
+	epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+	sigemptyset(&none);
+	for (restart = 0; restart < 2; restart++) {
+		alrm_handler(restart);
+		a0 = sigalrms;
+		alarm_ms(50);
+		r = DO(epoll_wait(ep, &out, 1, 2000));
+		say("epoll_wait restart=%d %s handled %d", restart, R(r), sigalrms - a0);
+		a0 = sigalrms;
+		alarm_ms(50);
+		r = DO(epoll_pwait(ep, &out, 1, 2000, &none));
+		say("epoll_pwait restart=%d %s handled %d", restart, R(r), sigalrms - a0);
+	}
+	signal(SIGALRM, SIG_IGN);
+	close(ep);
+	close(c);
+	close(s);
+}
+
+/* s_recvflags: MSG_PEEK with MSG_WAITALL waits for the whole length;
+ * MSG_WAITALL returns what it has on a signal or FIN; MSG_ERRQUEUE on a
+ * TCP socket with nothing queued is EAGAIN; SO_SNDLOWAT. */
+static void s_recvflags(void)
+{
+	struct later l = {.op = LATER_SEND, .delay_ms = 100, .buf = "defghij", .len = 7};
+	char buf[32];
+	int c, s, a0, v;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	send(c, "abc", 3, 0);
+	wait_bytes(s, 3, 2000);
+	l.fd = c;
+	later_start(&l);
+	r = DO(recv(s, buf, 10, MSG_PEEK | MSG_WAITALL));
+	say("MSG_PEEK|MSG_WAITALL 10 %s data %s", R(r), YN(r == 10 && !memcmp(buf, "abcdefghij", 10)));
+	later_join(&l);
+	r = DO(recv(s, buf, 10, 0));
+	say("then recv %s", R(r));
+	send(c, "xyz", 3, 0);
+	wait_bytes(s, 3, 2000);
+	alrm_handler(0);
+	a0 = sigalrms;
+	alarm_every_ms(50);
+	r = DO(recv(s, buf, 10, MSG_WAITALL));
+	alarm_ms(0);
+	say("MSG_WAITALL interrupted %s data %s handled %s", R(r), YN(r == 3 && !memcmp(buf, "xyz", 3)),
+	    YN(sigalrms - a0 >= 1));
+	alrm_handler(1);
+	send(c, "uvw", 3, 0);
+	wait_bytes(s, 3, 2000);
+	a0 = sigalrms;
+	alarm_ms(50);
+	l = (struct later){.op = LATER_SEND, .delay_ms = 200, .buf = "1234567", .len = 7, .fd = c};
+	later_start(&l);
+	r = DO(recv(s, buf, 10, MSG_WAITALL));
+	say("MSG_WAITALL with SA_RESTART %s data %s handled %d", R(r),
+	    YN(r == 10 && !memcmp(buf, "uvw1234567", 10)), sigalrms - a0);
+	later_join(&l);
+	signal(SIGALRM, SIG_IGN);
+	say("MSG_ERRQUEUE %s", R(DO(recv(s, buf, sizeof buf, MSG_ERRQUEUE | MSG_DONTWAIT))));
+	say("MSG_ERRQUEUE blocking %s", R(DO(recv(s, buf, sizeof buf, MSG_ERRQUEUE))));
+	v = geti(c, SOL_SOCKET, SO_SNDLOWAT, &r);
+	say("SO_SNDLOWAT %s %d", R(r), v);
+	v = 100;
+	say("set SO_SNDLOWAT %s", R(DO(setsockopt(c, SOL_SOCKET, SO_SNDLOWAT, &v, sizeof v))));
+	v = geti(c, SOL_SOCKET, SO_PEEK_OFF, &r);
+	say("SO_PEEK_OFF %s %d", R(r), v);
+	send(c, "ab", 2, 0);
+	shutdown(c, SHUT_WR);
+	wait_ev(s, POLLRDHUP, 2000);
+	r = DO(recv(s, buf, 10, MSG_WAITALL));
+	say("MSG_WAITALL at FIN %s", R(r));
+	say("connect again %s", R(DO(connect(c, (struct sockaddr *)&(struct sockaddr_in){.sin_family = AF_INET}, sizeof(struct sockaddr_in)))));
+	close(c);
+	close(s);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -3953,6 +4242,12 @@ static const struct {
 	{"port_ephemeral", s_port_ephemeral},
 	{"port_bound", s_port_bound},
 	{"port_listen_shutdown", s_port_listen_shutdown},
+	{"outq", s_outq},
+	{"tcpinfo", s_tcpinfo},
+	{"timeo_eintr", s_timeo_eintr},
+	{"send_eintr", s_send_eintr},
+	{"epoll_eintr", s_epoll_eintr},
+	{"recvflags", s_recvflags},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
