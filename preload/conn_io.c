@@ -349,15 +349,16 @@ static ssize_t send_end(struct osf_conn *c, size_t total, int flags)
 	return OSF_FAIL(EPIPE);
 }
 
-/* send_corked is a write while TCP_CORK is in or bytes are held back
- * (conn_cork.c): as TCP, it sends the whole segments (TCP_MAXSEG) of what
- * is held plus this write and holds the rest back, written in the ring
- * after the published head. It returns the count, -1 with errno, or -2
- * when the write does not fit beside what is held (or the cork is out):
- * then what is held is published and the normal path sends the write. */
+/* send_corked is a write while TCP_CORK is in, with MSG_MORE (TCP corks
+ * that one write), or while bytes are held back (conn_cork.c): as TCP, it
+ * sends the whole segments (TCP_MAXSEG) of what is held plus this write
+ * and holds the rest back, written in the ring after the published head.
+ * It returns the count, -1 with errno, or -2 when the write does not fit
+ * beside what is held (or neither cork nor MSG_MORE holds it): then what
+ * is held is published and the normal path sends the write. */
 static __attribute__((noinline, cold)) ssize_t
 send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
-			   size_t total, int nonblock)
+			   size_t total, int nonblock, int more)
 {
 	uint32_t w, held, seg;
 	uint64_t head, pub;
@@ -368,7 +369,7 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 	w = __atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED);
 	held = w & OSF_CORK_HELD;
 	room = osf_side_tx_free(&c->s);
-	if (!(w & OSF_CORK_ON) || room < (int64_t)held ||
+	if (!((w & OSF_CORK_ON) || more) || room < (int64_t)held ||
 	    total > (uint64_t)room - held) {
 		int sent = osf_conn_cork_publish(c);
 		osf_seg_unlock(&c->s.me->tx_lock);
@@ -385,7 +386,7 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 	pub = (uint64_t)held + total;
 	held = (uint32_t)(pub % seg);
 	pub -= held;
-	__atomic_store_n(&c->s.me->cork, OSF_CORK_ON | held, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->s.me->cork, (w & OSF_CORK_ON) | held, __ATOMIC_RELAXED);
 	if (pub)
 		__atomic_store_n(&c->s.tx->head, head + pub, __ATOMIC_RELEASE);
 	osf_seg_unlock(&c->s.me->tx_lock);
@@ -430,8 +431,10 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
 	__atomic_add_fetch(&c->s.me->send_calls, 1, __ATOMIC_RELAXED);
-	if (unlikely(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED))) {
-		end = send_corked(fd, c, &cur, (size_t)total, nonblock);
+	if (unlikely(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) ||
+		     (flags & MSG_MORE))) {
+		end = send_corked(fd, c, &cur, (size_t)total, nonblock,
+				  flags & MSG_MORE);
 		if (end != -2) {
 			conn_put(c);
 			return end;

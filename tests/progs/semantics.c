@@ -4157,6 +4157,64 @@ static void s_recvflags(void)
 	close(s);
 }
 
+/* s_linger_unread: close with SO_LINGER {1,N} returns at once when the
+ * peer has every byte queued (TCP on loopback: acknowledged), read or
+ * not; the peer then reads them and the end. */
+static void s_linger_unread(void)
+{
+	struct linger lg = {1, 3};
+	char buf[200];
+	int c, s;
+	long t0, r;
+
+	mkpair(AF_INET, &c, &s);
+	memset(buf, 'l', sizeof buf);
+	send(c, buf, 100, 0);
+	wait_bytes(s, 100, 2000);
+	setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	t0 = now_ms();
+	r = DO(close(c));
+	say("close with linger {1,3}, 100 bytes unread by the peer %s within 1 s %s", R(r),
+	    YN(now_ms() - t0 < 1000));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("peer recv %s", R(r));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("peer recv %s", R(r));
+	close(s);
+}
+
+/* s_msg_more: MSG_MORE holds a small write back as TCP_CORK does, until a
+ * write without it. */
+static void s_msg_more(void)
+{
+	char buf[16];
+	int c, s, n = -1;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	r = DO(send(c, "abc", 3, MSG_MORE));
+	say("send MSG_MORE %s", R(r));
+	usleep(50 * 1000);
+	ioctl(s, FIONREAD, &n);
+	say("peer FIONREAD after 50 ms %d", n);
+	r = DO(send(c, "de", 2, 0));
+	wait_bytes(s, 5, 2000);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv %s", R(r));
+	send(c, "fgh", 3, MSG_MORE);
+	say("held bytes go within 2 s %s", YN(wait_bytes(s, 3, 2000)));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv %s", R(r));
+	send(c, "ijk", 3, MSG_MORE);
+	shutdown(c, SHUT_WR);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("after SHUT_WR recv %s data %s", R(r), YN(r == 3 && !memcmp(buf, "ijk", 3)));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("then %s", R(r));
+	close(c);
+	close(s);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -4248,6 +4306,8 @@ static const struct {
 	{"send_eintr", s_send_eintr},
 	{"epoll_eintr", s_epoll_eintr},
 	{"recvflags", s_recvflags},
+	{"linger_unread", s_linger_unread},
+	{"msg_more", s_msg_more},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
