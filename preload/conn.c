@@ -95,6 +95,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->v6 = v6;
 	memset(c->opts, 0, sizeof(c->opts));
 	c->cm_ts = c->cm_inq = 0;
+	c->rcvlowat = 1;
 	c->gw = OSF_CONN_GW_NONE;
 	__atomic_store_n(&c->refs, 1, __ATOMIC_RELEASE);
 }
@@ -340,6 +341,12 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 			  e->transport == OSF_TP_RDMA);
 		fl = fd >= 0 ? REAL(fcntl)(fd, F_GETFL, NULL) : 0;
 		c->nonblock = fl > 0 && (fl & O_NONBLOCK);
+		if (fd >= 0) { /* SO_RCVLOWAT: the wake socket keeps it */
+			socklen_t l = sizeof(c->rcvlowat);
+			if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT,
+					     &c->rcvlowat, &l) < 0)
+				c->rcvlowat = 1;
+		}
 		adopt_dups(c, e);
 	}
 	__atomic_store_n(&e->priv, (uint64_t)(uintptr_t)c, __ATOMIC_RELEASE);

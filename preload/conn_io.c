@@ -198,7 +198,8 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	struct osf_conn *c = conn_get(fd, e);
 	struct iovcur cur = {iov, iovcnt, 0, 0};
 	ssize_t total, got = 0;
-	int nonblock, r;
+	int64_t target;
+	int nonblock, r, settled = 0;
 	unsigned intr = osf_intr_count();
 
 	if (!c)
@@ -224,6 +225,12 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		return r;
 	}
 	__atomic_add_fetch(&c->s.me->recv_calls, 1, __ATOMIC_RELAXED);
+	/* What a blocking recv waits for before it takes any: MSG_WAITALL
+	 * without MSG_PEEK takes as it goes instead. */
+	if (unlikely(flags & MSG_WAITALL))
+		target = (flags & MSG_PEEK) ? total : 1;
+	else
+		target = conn_rcvlowat(c) < total ? conn_rcvlowat(c) : total;
 	for (;;) {
 		int64_t used;
 		r = osf_side_lock_rx(&c->s, fd, nonblock);
@@ -246,15 +253,15 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			osf_side_broken(&c->s);
 			goto empty;
 		}
-		if (used > 0 && used < total && !nonblock &&
-		    unlikely((flags & (MSG_PEEK | MSG_WAITALL)) ==
-			     (MSG_PEEK | MSG_WAITALL)) &&
+		if (used > 0 && used < target && !nonblock && !settled &&
 		    !peek_ended(&c->s)) {
-			/* TCP peeks once the whole length is there, or at
-			 * the end; a signal or the timeout peeks what is. */
+			/* TCP takes data once target bytes are there (the
+			 * whole length for a peek with MSG_WAITALL, else
+			 * SO_RCVLOWAT), or at the end; after a signal or the
+			 * timeout, what is there. */
 			osf_seg_unlock(&c->s.me->rx_lock);
 			if (wait_more(c, fd, used) < 0)
-				flags &= ~MSG_WAITALL;
+				settled = 1;
 			continue;
 		}
 		if (used > 0) {

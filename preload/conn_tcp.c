@@ -7,6 +7,7 @@
 #include "conn_priv.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -282,6 +283,42 @@ static uint32_t buf_limit(const struct osf_conn *c, int rcv, int eff)
 	return (uint32_t)(q + (c->s.size - q) * ((uint64_t)eff - q) / (top - q));
 }
 
+/* rcvlowat_clamp bounds an SO_RCVLOWAT value as tcp_set_rcvlowat does. */
+static int rcvlowat_clamp(int fd, const struct osf_conn *c, int v)
+{
+	static int rmem_max2;
+	int cap = 0;
+
+	if (c->bufset & 1) {
+		socklen_t l = sizeof(cap);
+		if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVBUF, &cap, &l) < 0)
+			cap = 0;
+		cap >>= 1;
+	} else {
+		cap = __atomic_load_n(&rmem_max2, __ATOMIC_RELAXED);
+		if (!cap) {
+			char b[96] = "";
+			int f = open("/proc/sys/net/ipv4/tcp_rmem", O_RDONLY | O_CLOEXEC);
+			int lo, def, hi = 6291456;
+			if (f >= 0) {
+				ssize_t n = REAL(read)(f, b, sizeof(b) - 1);
+				if (n > 0)
+					b[n] = 0;
+				REAL(close)(f);
+			}
+			if (sscanf(b, "%d %d %d", &lo, &def, &hi) != 3 || hi <= 0)
+				hi = 6291456;
+			cap = hi >> 1;
+			__atomic_store_n(&rmem_max2, cap, __ATOMIC_RELAXED);
+		}
+	}
+	if (v < 0)
+		v = INT_MAX;
+	if (cap > 0 && v > cap)
+		v = cap;
+	return v ? v : 1;
+}
+
 /* set_socket handles a SOL_SOCKET option: the kernel keeps most of them on
  * the wake socket (fd); osf notes what changes its own behaviour. */
 static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
@@ -335,6 +372,19 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 	}
 	case SO_REUSEPORT:
 		return get_int(val, len, &v);
+	case SO_RCVLOWAT:
+		/* As tcp_set_rcvlowat: at most half the receive buffer
+		 * (tcp_rmem's largest unless SO_RCVBUF was set), 0 is 1;
+		 * the wake socket keeps the value for getsockopt and exec. */
+		if (len < sizeof(int))
+			return OSF_FAIL(EINVAL);
+		if (get_int(val, len, &v) < 0)
+			return -1;
+		v = rcvlowat_clamp(fd, c, v);
+		r = REAL(setsockopt)(fd, SOL_SOCKET, name, &v, sizeof(v));
+		if (r == 0)
+			c->rcvlowat = v;
+		return r;
 	case SO_TIMESTAMP_OLD:
 	case SO_TIMESTAMPNS_OLD:
 	case SO_TIMESTAMP_NEW:

@@ -199,6 +199,21 @@ static inline uint64_t osf_side_tx_limit(const struct osf_side *s)
 	return l < s->size ? l : s->size;
 }
 
+/* osf_side_rx_limit returns the bytes the peer may have in flight towards
+ * this side (its osf_side_tx_limit): what a reader can wait for. */
+static inline uint64_t osf_side_rx_limit(const struct osf_side *s)
+{
+	uint32_t sl = __atomic_load_n(&s->peer->sndlim, __ATOMIC_RELAXED);
+	uint32_t rl = __atomic_load_n(&s->me->rcvlim, __ATOMIC_RELAXED);
+	uint64_t l;
+
+	if (__builtin_expect(!(sl | rl), 1))
+		return s->size;
+	l = (uint64_t)(sl ? sl : s->size / 2) +
+	    (rl ? rl : (s->size / 4 < 131072 ? s->size / 4 : 131072));
+	return l < s->size ? l : s->size;
+}
+
 /* osf_side_tx_free returns the room to write (osf_side_tx_limit less
  * what is in flight), -1 if the ring is corrupt. */
 static inline int64_t osf_side_tx_free(const struct osf_side *s)

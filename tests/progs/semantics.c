@@ -4215,6 +4215,96 @@ static void s_msg_more(void)
 	close(s);
 }
 
+/* s_rcvlowat: SO_RCVLOWAT holds back readiness and a blocking recv until
+ * that many bytes are queued; a nonblocking recv takes what there is, the
+ * end is readable whatever the mark. (A blocking recv that finds fewer
+ * takes them and then waits for the mark's worth more in TCP, osf waits
+ * for the mark in all: the 10 bytes sent later make both return 15.) */
+static void s_rcvlowat(void)
+{
+	struct later l = {.op = LATER_SEND, .delay_ms = 100, .buf = "67890ABCDE", .len = 10};
+	int c, s, v = 10, ep;
+	char buf[64];
+	struct epoll_event ev = {.events = EPOLLIN}, out;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	say("set SO_RCVLOWAT 10 %s", R(DO(setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v))));
+	v = geti(s, SOL_SOCKET, SO_RCVLOWAT, &r);
+	say("SO_RCVLOWAT %s %d", R(r), v);
+	send(c, "12345", 5, 0);
+	wait_bytes(s, 5, 2000);
+	pmask("5 of 10 queued", s);
+	ep = epoll_create1(0);
+	ev.data.fd = s;
+	epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+	say("epoll 5 of 10 %s", R(DO(epoll_wait(ep, &out, 1, 50))));
+	l.fd = c;
+	later_start(&l);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("blocking recv %s data %s", R(r), YN(r == 15 && !memcmp(buf, "1234567890ABCDE", 15)));
+	later_join(&l);
+	send(c, "abc", 3, 0);
+	wait_bytes(s, 3, 2000);
+	r = DO(recv(s, buf, sizeof buf, MSG_DONTWAIT));
+	say("nonblocking recv %s", R(r));
+	send(c, "0123456789AB", 12, 0);
+	wait_bytes(s, 12, 2000);
+	pmask("12 of 10 queued", s);
+	say("epoll 12 of 10 %s", R(DO(epoll_wait(ep, &out, 1, 1000))));
+	r = DO(recv(s, buf, 4, 0));
+	say("recv 4 %s", R(r));
+	pmask("8 of 10 queued", s);
+	shutdown(c, SHUT_WR);
+	usleep(50 * 1000);
+	pmask("8 of 10 queued, peer FIN", s);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv after FIN %s", R(r));
+	close(ep);
+	close(c);
+	close(s);
+	/* A waiter sleeps through writes below the mark and wakes at it. */
+	mkpair(AF_INET, &c, &s);
+	v = 10;
+	setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
+	for (v = 0; v < 2; v++) {
+		struct pollfd p = {s, POLLIN, 0};
+		int n = -1;
+		l = (struct later){.op = LATER_SEND, .delay_ms = 20, .buf = "ABCDEFGHIJKLMNOPQRSTUVWX",
+				   .len = 1, .count = 12, .gap_ms = 10, .fd = c};
+		later_start(&l);
+		if (v == 0) {
+			r = DO(poll(&p, 1, 5000));
+		} else {
+			ep = epoll_create1(0);
+			ev = (struct epoll_event){.events = EPOLLIN, .data.fd = s};
+			epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+			r = DO(epoll_wait(ep, &out, 1, 5000));
+			close(ep);
+		}
+		ioctl(s, FIONREAD, &n);
+		say("%s for the mark %s with 10 or more queued %s", v ? "epoll_wait" : "poll", R(r), YN(n >= 10));
+		later_join(&l);
+		recv(s, buf, sizeof buf, 0);
+	}
+	close(c);
+	close(s);
+	mkpair(AF_INET, &c, &s);
+	for (v = 0; v < 4; v++) {
+		int vals[4] = {0, -5, 0x7fffffff, 4096}, got;
+		setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &vals[v], sizeof(int));
+		got = geti(s, SOL_SOCKET, SO_RCVLOWAT, &r);
+		say("set %d: SO_RCVLOWAT %s positive %s at most 64 MiB %s", vals[v], R(r), YN(got > 0),
+		    YN(got <= (64 << 20)));
+	}
+	v = 0x7fffffff;
+	setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
+	say("short option %s", R(DO(setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, 2))));
+	close(c);
+	close(s);
+}
+
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -4306,6 +4396,7 @@ static const struct {
 	{"send_eintr", s_send_eintr},
 	{"epoll_eintr", s_epoll_eintr},
 	{"recvflags", s_recvflags},
+	{"rcvlowat", s_rcvlowat},
 	{"linger_unread", s_linger_unread},
 	{"msg_more", s_msg_more},
 };
