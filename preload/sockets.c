@@ -249,7 +249,7 @@ OSF_EXPORT int listen(int fd, int backlog)
 struct carried {
 	struct timeval rcvtimeo, sndtimeo;
 	struct linger linger;
-	int keepalive, nodelay;
+	int keepalive, nodelay, rcvlowat;
 	int nkopts; /* TCP and IP options, when any was set (kopt.c) */
 	struct osf_kopt kopts[8];
 };
@@ -272,6 +272,7 @@ static int carried_option(int level, int name)
 #endif
 	case SO_LINGER:
 	case SO_KEEPALIVE:
+	case SO_RCVLOWAT:
 	case SO_REUSEADDR: /* read by the set-up's port hold (reserve_port) */
 	case SO_REUSEPORT:
 		return 1;
@@ -300,6 +301,8 @@ static void carry_read(int fd, struct carried *o)
 	REAL(getsockopt)(fd, SOL_SOCKET, SO_KEEPALIVE, &o->keepalive, &l);
 	l = sizeof(int);
 	REAL(getsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &o->nodelay, &l);
+	l = sizeof(int);
+	REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &o->rcvlowat, &l);
 }
 
 static void carry_apply(int fd, const struct carried *o)
@@ -327,6 +330,9 @@ static void carry_apply(int fd, const struct carried *o)
 	if (o->nodelay)
 		osf_conn_setsockopt(fd, e, IPPROTO_TCP, TCP_NODELAY,
 				    &o->nodelay, sizeof(int));
+	if (o->rcvlowat > 1)
+		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_RCVLOWAT,
+				    &o->rcvlowat, sizeof(int));
 	errno = saved;
 }
 

@@ -4305,6 +4305,37 @@ static void s_rcvlowat(void)
 }
 
 
+/* s_rcvlowat_carry: SO_RCVLOWAT set before connect holds on the
+ * connection; one set on a listener is inherited by what it accepts. */
+static void s_rcvlowat_carry(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, v = 8;
+	long r;
+
+	setsockopt(l, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	v = 6;
+	setsockopt(c, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
+	if (connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)) < 0)
+		setup_failed("connect");
+	s = accept_one(l);
+	transports(c, s);
+	v = geti(c, SOL_SOCKET, SO_RCVLOWAT, &r);
+	say("client SO_RCVLOWAT %s %d", R(r), v);
+	v = geti(s, SOL_SOCKET, SO_RCVLOWAT, &r);
+	say("accepted SO_RCVLOWAT %s %d", R(r), v);
+	send(s, "abc", 3, 0);
+	send(c, "abc", 3, 0);
+	wait_bytes(c, 3, 2000);
+	wait_bytes(s, 3, 2000);
+	pmask("client, 3 of 6", c);
+	pmask("accepted, 3 of 8", s);
+	close(c);
+	close(s);
+	close(l);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -4397,6 +4428,7 @@ static const struct {
 	{"epoll_eintr", s_epoll_eintr},
 	{"recvflags", s_recvflags},
 	{"rcvlowat", s_rcvlowat},
+	{"rcvlowat_carry", s_rcvlowat_carry},
 	{"linger_unread", s_linger_unread},
 	{"msg_more", s_msg_more},
 };
