@@ -437,3 +437,90 @@ func readFile(dir, name string) string {
 	}
 	return string(b)
 }
+
+// haproxyConf is a haproxy front end on 127.0.0.1:%[1]d (two threads)
+// that relays HTTP to nginx on 127.0.0.1:%[2]d, reusing its connections
+// to nginx across clients.
+const haproxyConf = `global
+    maxconn 256
+    nbthread 2
+defaults
+    mode http
+    timeout connect 10s
+    timeout client 30s
+    timeout server 30s
+frontend fe
+    bind 127.0.0.1:%[1]d
+    default_backend be
+backend be
+    http-reuse always
+    server nginx 127.0.0.1:%[2]d
+`
+
+// TestServerHaproxyNginx runs curl -> haproxy -> nginx (master and two
+// workers, sendfile): an 8 MiB random file must come through intact
+// (SHA-256), and wrk through haproxy with "Connection: close" (a new
+// client connection per request, which haproxy relays over its kept
+// connections to nginx) must see no socket errors. Under osf, while curl
+// runs, haproxy's accepted connection and its connection to nginx must
+// both be offloaded (shm), as must curl's.
+func TestServerHaproxyNginx(t *testing.T) {
+	t.Parallel()
+	nginx, haproxy := testutil.Tool(t, "nginx"), testutil.Tool(t, "haproxy")
+	curl, wrk := testutil.Tool(t, "curl"), testutil.Tool(t, "wrk")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			_, dir, nport, sum := startNginxTwoWorkers(t, m, nginx, nginxNobodyConf, 8<<20)
+			testutil.WriteRandomFile(t, filepath.Join(dir, "www"), "small.bin", 200)
+			hport := testutil.FreePort(t)
+			conf := filepath.Join(dir, "haproxy.cfg")
+			if err := os.WriteFile(conf, fmt.Appendf(nil, haproxyConf, hport, nport), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			hp := m.cmd(t, nil, haproxy, "-db", "-f", conf).Start()
+			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", hport), shortRun)
+			url := fmt.Sprintf("http://127.0.0.1:%d/file.bin", hport)
+
+			out := filepath.Join(t.TempDir(), "download")
+			args := []string{"-sS", "--fail", "--max-time", "30", "-o", out}
+			if m.osf {
+				args = append(args, "--limit-rate", "4M") // about 2 s: long enough to look at it
+			}
+			c := m.cmd(t, nil, curl, append(args, url)...).Start()
+			if m.osf {
+				waitUnderOsf(t, c.Pid, "curl")
+				waitRole(t, c.Pid, "client", 1)
+				testutil.AssertTransport(t, c.Pid, testutil.ByRole("client"), testutil.TransportShm)
+				waitRole(t, hp.Pid, "server", 1)
+				waitRole(t, hp.Pid, "client", 1)
+				testutil.AssertTransport(t, hp.Pid, testutil.ByRole("server"), testutil.TransportShm)
+				testutil.AssertTransport(t, hp.Pid, testutil.ByRole("client"), testutil.TransportShm)
+			}
+			if r := c.Wait(longRun); !r.OK() {
+				t.Fatalf("curl through haproxy: %s", r)
+			}
+			if got := testutil.SHA256File(t, out); got != sum {
+				t.Errorf("curl through haproxy: sha256 %s, want %s", got, sum)
+			}
+
+			r := m.cmd(t, nil, wrk, "-t2", "-c10", "-d2s", "--timeout", "30s",
+				"-H", "Connection: close", fmt.Sprintf("http://127.0.0.1:%d/small.bin", hport)).Run(longRun)
+			if !r.OK() {
+				t.Fatalf("wrk through haproxy: %s", r)
+			}
+			if mreq := wrkRequestsRE.FindStringSubmatch(r.Stdout); mreq == nil || mreq[1] == "0" {
+				t.Errorf("wrk through haproxy made no requests:\n%s", r.Stdout)
+			}
+			for _, bad := range []string{"Socket errors", "Non-2xx"} {
+				if strings.Contains(r.Stdout, bad) {
+					t.Errorf("wrk through haproxy reports %s:\n%s", bad, r.Stdout)
+				}
+			}
+			if hp.Exited() {
+				t.Errorf("haproxy died: %s", hp.Wait(0))
+			}
+			noOsfMessages(t, "haproxy", hp.Stderr())
+		})
+	}
+}
