@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/osfproject/osf/internal/testutil"
 )
 
@@ -521,6 +523,109 @@ func TestServerHaproxyNginx(t *testing.T) {
 				t.Errorf("haproxy died: %s", hp.Wait(0))
 			}
 			noOsfMessages(t, "haproxy", hp.Stderr())
+		})
+	}
+}
+
+// postgresBin returns the directory of the distribution's PostgreSQL
+// server programs (initdb, postgres, pgbench, psql).
+func postgresBin(t *testing.T) string {
+	t.Helper()
+	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	if len(m) == 0 {
+		t.Fatalf("postgresql is not installed (`make deps` installs the test programs)")
+	}
+	return filepath.Dir(m[len(m)-1])
+}
+
+// TestServerPostgresPgbench runs PostgreSQL (a postmaster that forks a
+// backend per connection, which inherits the listener and its own
+// accepted connection) and pgbench -S with 8 clients for 3 s, which must
+// finish every transaction without a failure; then psql copies the whole
+// pgbench_accounts table out (about 9.7 MB, every byte known) and it must
+// match. Under osf pgbench's connections and the backends' accepted ones
+// must be offloaded (shm) while pgbench runs.
+func TestServerPostgresPgbench(t *testing.T) {
+	t.Parallel()
+	bin, setpriv := postgresBin(t), testutil.Tool(t, "setpriv")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := testutil.WorldReadableTempDir(t)
+			if err := os.Chown(dir, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			data := filepath.Join(dir, "data")
+			// postgres refuses to run as root; setpriv (asNobody) keeps
+			// the environment, LD_PRELOAD included.
+			nobody := func(env []string, prog string, args ...string) *testutil.Command {
+				return testutil.Cmd(t, append(env, "HOME="+dir), setpriv,
+					append(append(append([]string{}, asNobody...), filepath.Join(bin, prog)), args...)...)
+			}
+			if r := nobody(nil, "initdb", "-D", data, "-A", "trust", "-U", "pg").Run(longRun); !r.OK() {
+				t.Fatalf("initdb: %s", r)
+			}
+			port := strconv.Itoa(testutil.FreePort(t))
+			srv := nobody(m.env(t), "postgres", "-D", data, "-c", "listen_addresses=127.0.0.1", "-c", "port="+port,
+				"-c", "unix_socket_directories="+dir, "-c", "max_connections=20", "-c", "fsync=off").Start()
+			testutil.WaitFor(t, longRun, "postgres ready", func() bool {
+				return strings.Contains(srv.Stderr(), "ready to accept connections")
+			})
+			conn := []string{"-h", "127.0.0.1", "-p", port, "-U", "pg"}
+			if r := nobody(m.env(t), "pgbench", append(conn, "-i", "-s", "1", "-q", "postgres")...).Run(longRun); !r.OK() {
+				t.Fatalf("pgbench -i: %s", r)
+			}
+			pb := nobody(m.env(t), "pgbench", append(conn, "-S", "-c", "8", "-j", "2", "-T", "3", "postgres")...).Start()
+			if m.osf {
+				waitUnderOsf(t, pb.Pid, "pgbench")
+				waitRole(t, pb.Pid, "client", 8)
+				testutil.AssertTransport(t, pb.Pid, testutil.ByRole("client"), testutil.TransportShm)
+				served := 0
+				for _, b := range children(srv.Pid) {
+					st, ok := testutil.TryOsfStat(t, b) // backends come and go
+					if !ok {
+						continue
+					}
+					for _, s := range st.Select(testutil.ByRole("server")) {
+						served++
+						if s.Transport != testutil.TransportShm {
+							t.Errorf("postgres backend %d: %s", b, s)
+						}
+					}
+				}
+				if served == 0 {
+					t.Errorf("no postgres backend has an accepted connection while pgbench runs")
+				}
+			} else {
+				waitKernelSockets(t, pb.Pid, 8, "pgbench")
+			}
+			r := pb.Wait(longRun)
+			if !r.OK() {
+				t.Fatalf("pgbench -S: %s", r)
+			}
+			if !strings.Contains(r.Stdout, "number of failed transactions: 0 ") ||
+				strings.Contains(r.Stdout, "actually processed: 0\n") {
+				t.Errorf("pgbench -S did not finish cleanly:\n%s", r.Stdout)
+			}
+
+			cp := nobody(m.env(t), "psql", append(conn, "-Atq", "-c",
+				"copy (select * from pgbench_accounts order by aid) to stdout", "postgres")...).Run(longRun)
+			if !cp.OK() {
+				t.Fatalf("psql copy: %s", cp)
+			}
+			var want strings.Builder
+			for aid := 1; aid <= 100000; aid++ {
+				fmt.Fprintf(&want, "%d\t1\t0\t%84s\n", aid, "")
+			}
+			if cp.Stdout != want.String() {
+				t.Errorf("psql copy: %d bytes, not the %d of pgbench_accounts as pgbench -i wrote it",
+					len(cp.Stdout), want.Len())
+			}
+			_ = srv.Signal(unix.SIGINT) // fast shutdown
+			if sr := srv.Wait(longRun); !sr.OK() {
+				t.Errorf("postgres: %s", sr)
+			}
+			noOsfMessages(t, "postgres", srv.Stderr())
 		})
 	}
 }
