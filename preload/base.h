@@ -196,6 +196,7 @@ extern struct osf_state osf;
  * sleeps, as the kernel's one sleep would have. */
 void osf_intr_begin(void);
 int osf_intr_restart(void);
-unsigned osf_intr_count(void);
+extern __thread unsigned osf_intr_n __attribute__((tls_model("initial-exec")));
+static inline unsigned osf_intr_count(void) { return osf_intr_n; }
 
 #endif
