@@ -282,6 +282,8 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 						 __ATOMIC_RELEASE);
 				osf_seg_unlock(&c->s.me->rx_lock);
 				osf_side_wake_writer(&c->s, head, tail + n);
+				if (unlikely(c->async)) /* SIGIO for what comes */
+					(void)osf_side_arm_rx(&c->s);
 			} else {
 				osf_seg_unlock(&c->s.me->rx_lock);
 			}

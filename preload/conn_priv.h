@@ -34,6 +34,8 @@ struct osf_conn {
 	int cm_ts;  /* 0, or the SO_TIMESTAMP* option whose cmsg recvmsg adds */
 	int cm_inq; /* TCP_INQ: recvmsg adds the bytes left to read */
 	int rcvlowat; /* SO_RCVLOWAT as TCP keeps it; 0 or 1: the default */
+	int async; /* O_ASYNC: every read asks the peer for a wake token, which
+		      raises SIGIO on the wake socket (the application's fd) */
 	int v6;
 	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
 	int gw; /* OSF_CONN_GW_*: a stream to a gateway waiting for its reply
@@ -79,6 +81,16 @@ static inline int64_t conn_rcvlowat(const struct osf_conn *c)
 		return 1;
 	lim = osf_side_rx_limit(&c->s);
 	return (uint64_t)c->rcvlowat < lim ? c->rcvlowat : (int64_t)lim;
+}
+
+/* conn_set_async follows O_ASYNC (F_SETFL, FIOASYNC): the kernel raises
+ * SIGIO for the wake socket when a token arrives, so while it is on the
+ * readers always ask the peer for one (TCP signals every arrival). */
+static inline void conn_set_async(struct osf_conn *c, int on)
+{
+	c->async = on;
+	if (on)
+		(void)osf_side_arm_rx(&c->s);
 }
 
 static inline void conn_put(struct osf_conn *c)

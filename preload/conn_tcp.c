@@ -576,6 +576,11 @@ int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 		if (r == 0)
 			c->nonblock = *(int *)arg != 0;
 		break;
+	case FIOASYNC:
+		r = REAL(ioctl)(fd, req, arg);
+		if (r == 0)
+			conn_set_async(c, *(int *)arg != 0);
+		break;
 	default:
 		r = REAL(ioctl)(fd, req, arg);
 	}

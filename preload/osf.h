@@ -107,6 +107,12 @@ void osf_fd_closed(int fd);
  * back to undecided TCP sockets, so that a later listen() offloads again. */
 void osf_fd_unlisten(int fd);
 
+/* osf_listen_async gives listener fd's companion cfd fd's O_ASYNC, owner
+ * and F_SETSIG signal, so that a connection offloaded to it raises the
+ * SIGIO a TCP listener raises for one (always: 0; only when fd has
+ * O_ASYNC: 1, the listen() that made cfd). */
+void osf_listen_async(int fd, int cfd, int only_async);
+
 /* osf_fd_dup mirrors a successful dup of oldfd onto newfd. */
 void osf_fd_dup(int oldfd, int newfd, int cloexec);
 

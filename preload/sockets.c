@@ -224,7 +224,26 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	memset(ent.local, 0, sizeof(ent.local));
 	memcpy(ent.local, &ss, sl < sizeof(ent.local) ? sl : sizeof(ent.local));
 	(void)osf_fdt_set(fd, &ent);
+	osf_listen_async(fd, hfd, 1);
 	osf_mux_offloaded(fd);
+}
+
+void osf_listen_async(int fd, int cfd, int only_async)
+{
+	struct f_owner_ex o;
+	int fl = REAL(fcntl)(fd, F_GETFL, NULL), cfl, sig, saved = errno;
+
+	if (fl < 0 || (only_async && !(fl & O_ASYNC)))
+		return;
+	cfl = REAL(fcntl)(cfd, F_GETFL, NULL);
+	if (REAL(fcntl)(fd, F_GETOWN_EX, &o) == 0)
+		(void)REAL(fcntl)(cfd, F_SETOWN_EX, &o);
+	sig = REAL(fcntl)(fd, F_GETSIG, NULL);
+	if (sig >= 0)
+		(void)REAL(fcntl)(cfd, F_SETSIG, (void *)(long)sig);
+	if (cfl >= 0 && ((cfl ^ fl) & O_ASYNC))
+		(void)REAL(fcntl)(cfd, F_SETFL, (void *)(long)((cfl & ~O_ASYNC) | (fl & O_ASYNC)));
+	errno = saved;
 }
 
 OSF_EXPORT int listen(int fd, int backlog)

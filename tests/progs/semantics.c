@@ -4336,6 +4336,145 @@ static void s_rcvlowat_carry(void)
 	close(l);
 }
 
+static volatile sig_atomic_t sigios;
+static void on_sigio(int s)
+{
+	(void)s;
+	sigios++;
+}
+
+/* s_sigio: O_ASYNC (F_SETFL or FIOASYNC) with F_SETOWN: data from the
+ * peer raises SIGIO, every time, until O_ASYNC is off. */
+static void s_sigio(void)
+{
+	struct sigaction sa;
+	int c, s, fl, n0;
+	char buf[8];
+
+	mkpair(AF_INET, &c, &s);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigio;
+	sigaction(SIGIO, &sa, NULL);
+	say("F_SETOWN %s", R(DO(fcntl(s, F_SETOWN, getpid()))));
+	fl = fcntl(s, F_GETFL);
+	say("O_ASYNC %s", R(DO(fcntl(s, F_SETFL, fl | O_ASYNC))));
+	n0 = sigios;
+	send(c, "a", 1, 0);
+	wait_bytes(s, 1, 2000);
+	usleep(50 * 1000);
+	say("SIGIO after data %s", YN(sigios > n0));
+	recv(s, buf, sizeof buf, 0);
+	n0 = sigios;
+	send(c, "b", 1, 0);
+	wait_bytes(s, 1, 2000);
+	usleep(50 * 1000);
+	say("SIGIO after more data %s", YN(sigios > n0));
+	recv(s, buf, sizeof buf, 0);
+	fl = 0;
+	say("FIOASYNC off %s", R(DO(ioctl(s, FIOASYNC, &fl))));
+	n0 = sigios;
+	send(c, "c", 1, 0);
+	wait_bytes(s, 1, 2000);
+	usleep(50 * 1000);
+	say("SIGIO with O_ASYNC off %s", YN(sigios > n0));
+	recv(s, buf, sizeof buf, 0);
+	fl = 1;
+	say("FIOASYNC on %s", R(DO(ioctl(s, FIOASYNC, &fl))));
+	say("O_ASYNC in F_GETFL %s", YN(fcntl(s, F_GETFL) & O_ASYNC));
+	n0 = sigios;
+	send(c, "d", 1, 0);
+	wait_bytes(s, 1, 2000);
+	usleep(50 * 1000);
+	say("SIGIO after FIOASYNC %s", YN(sigios > n0));
+	signal(SIGIO, SIG_IGN);
+	close(c);
+	close(s);
+}
+
+/* s_listener_ioctl: a listener's FIONREAD and SIOCOUTQ, a connection's
+ * sendmsg with SCM_RIGHTS (TCP ignores it, sends the data). */
+static void s_listener_ioctl(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, n = -1, fdv = 0;
+	char cbuf[CMSG_SPACE(sizeof(int))], buf[8];
+	struct iovec iv = {"xy", 2};
+	struct msghdr m = {.msg_iov = &iv, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	struct cmsghdr *h;
+	long r;
+
+	say("listener FIONREAD %s", R(DO(ioctl(l, FIONREAD, &n))));
+	say("listener SIOCOUTQ %s", R(DO(ioctl(l, SIOCOUTQ, &n))));
+	c = connect_to(AF_INET, &ss);
+	s = accept_one(l);
+	transports(c, s);
+	h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fdv, sizeof(int));
+	r = DO(sendmsg(c, &m, 0));
+	say("sendmsg SCM_RIGHTS %s", R(r));
+	wait_bytes(s, 2, 1000);
+	memset(&m, 0, sizeof m);
+	iv = (struct iovec){buf, sizeof buf};
+	m.msg_iov = &iv;
+	m.msg_iovlen = 1;
+	m.msg_control = cbuf;
+	m.msg_controllen = sizeof cbuf;
+	r = DO(recvmsg(s, &m, MSG_DONTWAIT));
+	say("recvmsg %s controllen %zu", R(r), (size_t)m.msg_controllen);
+	close(c);
+	close(s);
+	close(l);
+}
+
+/* s_sigio_listen: O_ASYNC on a listener: a new connection raises SIGIO. */
+static void s_sigio_listen(void)
+{
+	struct sockaddr_storage ss;
+	struct sigaction sa;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, n0;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigio;
+	sa.sa_flags = SA_RESTART; /* the connect below is interrupted else */
+	sigaction(SIGIO, &sa, NULL);
+	say("F_SETOWN %s", R(DO(fcntl(l, F_SETOWN, getpid()))));
+	say("F_GETOWN is us %s", YN(fcntl(l, F_GETOWN) == getpid()));
+	say("O_ASYNC %s", R(DO(fcntl(l, F_SETFL, fcntl(l, F_GETFL) | O_ASYNC))));
+	n0 = sigios;
+	c = connect_to(AF_INET, &ss);
+	wait_ev(l, POLLIN, 2000);
+	usleep(50 * 1000);
+	say("SIGIO after a connection %s", YN(sigios > n0));
+	s = accept_one(l);
+	transports(c, s);
+	close(c);
+	close(s);
+	close(l);
+	/* O_ASYNC and the owner set before listen() */
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	fcntl(l, F_SETOWN, getpid());
+	fcntl(l, F_SETFL, fcntl(l, F_GETFL) | O_ASYNC);
+	sa_make(&ss, AF_INET, "127.0.0.1", 0);
+	n0 = sizeof(struct sockaddr_in);
+	if (bind(l, (struct sockaddr *)&ss, (socklen_t)n0) < 0 || listen(l, 8) < 0 ||
+	    getsockname(l, (struct sockaddr *)&ss, &(socklen_t){sizeof ss}) < 0)
+		setup_failed("listen");
+	n0 = sigios;
+	c = connect_to(AF_INET, &ss);
+	wait_ev(l, POLLIN, 2000);
+	usleep(50 * 1000);
+	say("O_ASYNC before listen: SIGIO after a connection %s", YN(sigios > n0));
+	s = accept_one(l);
+	transports(c, s);
+	signal(SIGIO, SIG_IGN);
+	close(c);
+	close(s);
+	close(l);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -4429,6 +4568,9 @@ static const struct {
 	{"recvflags", s_recvflags},
 	{"rcvlowat", s_rcvlowat},
 	{"rcvlowat_carry", s_rcvlowat_carry},
+	{"sigio", s_sigio},
+	{"listener_ioctl", s_listener_ioctl},
+	{"sigio_listen", s_sigio_listen},
 	{"linger_unread", s_linger_unread},
 	{"msg_more", s_msg_more},
 };
