@@ -898,11 +898,22 @@ static void kick(struct ep *ep)
 	(void)!REAL(write)(ep->kick, &one, sizeof(one));
 }
 
+/* The events EPOLLEXCLUSIVE may come with (the kernel's
+ * EPOLLEXCLUSIVE_OK_BITS). */
+#define EXCLUSIVE_OK (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | \
+		      EPOLLET | EPOLLEXCLUSIVE)
+
 /* ctl_conn registers, changes or removes an offloaded connection. */
 static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 {
 	struct epi *it = fd < ep->cap ? ep->byfd[fd] : NULL;
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+
+	/* As do_epoll_ctl, before it looks the item up: EPOLLEXCLUSIVE only
+	 * on ADD, and only with EXCLUSIVE_OK. */
+	if (op != EPOLL_CTL_DEL && (ev->events & EPOLLEXCLUSIVE) &&
+	    (op == EPOLL_CTL_MOD || (ev->events & ~(uint32_t)EXCLUSIVE_OK)))
+		return OSF_FAIL(EINVAL);
 
 	if (it && !same_file(it, e)) {
 		/* fd was closed behind osf's back: the kernel ended that
@@ -939,8 +950,8 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 	case EPOLL_CTL_MOD:
 		if (!it || it->parked)
 			return OSF_FAIL(ENOENT);
-		if (op == EPOLL_CTL_MOD && (ev->events & EPOLLEXCLUSIVE))
-			return OSF_FAIL(EINVAL);
+		if (op == EPOLL_CTL_MOD && (it->events & EPOLLEXCLUSIVE))
+			return OSF_FAIL(EINVAL); /* an exclusive wait stays so */
 		disarm_item(it, e, 0);
 		it->events = ev->events;
 		it->data = ev->data;

@@ -4475,6 +4475,72 @@ static void s_sigio_listen(void)
 	close(l);
 }
 
+/* s_epoll_excl: EPOLLEXCLUSIVE on a listener and a connection: only with
+ * EPOLL_CTL_ADD and plain in/out events, never modified. */
+static void s_epoll_excl(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), ep = epoll_create1(0), c, s;
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE}, out;
+	long r;
+
+	ev.data.fd = l;
+	say("ADD listener EXCLUSIVE %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev))));
+	say("MOD listener %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, l, &ev))));
+	c = connect_to(AF_INET, &ss);
+	r = DO(epoll_wait(ep, &out, 1, 2000));
+	say("epoll_wait %s events 0x%x", R(r), r == 1 ? out.events : 0);
+	s = accept_one(l);
+	transports(c, s);
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLONESHOT;
+	ev.data.fd = s;
+	say("ADD EXCLUSIVE|ONESHOT %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+	say("ADD conn EXCLUSIVE %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	send(c, "x", 1, 0);
+	r = DO(epoll_wait(ep, &out, 1, 2000));
+	say("epoll_wait conn %s events 0x%x", R(r), r == 1 ? out.events : 0);
+	ev.events = EPOLLIN;
+	say("MOD conn %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev))));
+	close(ep);
+	close(c);
+	close(s);
+	close(l);
+}
+
+/* s_poll_noevents: poll with no events asked still reports POLLHUP and
+ * POLLERR; iovec counts at the edges. */
+static void s_poll_noevents(void)
+{
+	struct linger lg = {1, 0};
+	struct pollfd p;
+	struct iovec iv[2] = {{"a", 1}, {"b", 1}};
+	int c, s;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	p = (struct pollfd){s, 0, 0};
+	say("poll none, open %s revents 0x%x", R(DO(poll(&p, 1, 0))), p.revents);
+	say("writev 0 iovecs %s", R(DO(writev(c, iv, 0))));
+	{
+		volatile int big = 1025, neg = -1; /* past the compiler's checks */
+		static struct iovec many[1100];
+		say("writev 1025 iovecs %s", R(DO(writev(c, many, big))));
+		say("readv -1 iovecs %s", R(DO(readv(s, many, neg))));
+	}
+	shutdown(c, SHUT_WR);
+	usleep(50 * 1000);
+	p = (struct pollfd){s, 0, 0};
+	say("poll none, peer FIN %s revents 0x%x", R(DO(poll(&p, 1, 0))), p.revents);
+	setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	close(c);
+	usleep(50 * 1000);
+	p = (struct pollfd){s, 0, 0};
+	r = DO(poll(&p, 1, 0));
+	say("poll none, reset %s revents 0x%x", R(r), p.revents);
+	close(s);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -4571,6 +4637,8 @@ static const struct {
 	{"sigio", s_sigio},
 	{"listener_ioctl", s_listener_ioctl},
 	{"sigio_listen", s_sigio_listen},
+	{"epoll_excl", s_epoll_excl},
+	{"poll_noevents", s_poll_noevents},
 	{"linger_unread", s_linger_unread},
 	{"msg_more", s_msg_more},
 };
