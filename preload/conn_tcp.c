@@ -78,15 +78,49 @@ int osf_conn_maxseg(const struct osf_conn *c)
 	return c->v6 ? 32732 : 32741;
 }
 
-/* tcp_info answers TCP_INFO. The kernel has processed a peer's FIN or
- * reset by the time its socket is asked, so the state is taken after
- * asking whether the other side is gone (one poll): else a connection
- * whose peer closed would say ESTABLISHED until the next recv or poll. */
+/* tcp_info_size returns the size of the running kernel's struct tcp_info
+ * (what TCP_INFO gives a large enough buffer: 280 bytes on 6.18, the C
+ * library's struct is older and smaller), asked once of a fresh socket. */
+static socklen_t tcp_info_size(void)
+{
+	static socklen_t size;
+	socklen_t n = __atomic_load_n(&size, __ATOMIC_RELAXED);
+	unsigned char buf[1024];
+	int s, saved = errno;
+
+	if (n)
+		return n;
+	n = sizeof(struct tcp_info);
+	/* Under a seccomp filter a new socket may be fatal: the C size. */
+	s = osf.sandboxed ? -1 : REAL(socket)(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s >= 0) {
+		socklen_t l = sizeof(buf);
+		if (REAL(getsockopt)(s, IPPROTO_TCP, TCP_INFO, buf, &l) == 0 &&
+		    l > n)
+			n = l;
+		REAL(close)(s);
+	}
+	errno = saved;
+	__atomic_store_n(&size, n, __ATOMIC_RELAXED);
+	return n;
+}
+
+/* tcp_info answers TCP_INFO, as long as the kernel's struct (the fields
+ * past the C library's struct are zero). The kernel has processed a
+ * peer's FIN or reset by the time its socket is asked, so the state is
+ * taken after asking whether the other side is gone (one poll): else a
+ * connection whose peer closed would say ESTABLISHED until the next recv
+ * or poll. */
 static int tcp_info(int fd, struct osf_conn *c, void *val, socklen_t *len)
 {
+	union {
+		struct tcp_info ti;
+		unsigned char b[1024];
+	} u;
 	struct tcp_info ti;
-	socklen_t n;
+	socklen_t n, full = tcp_info_size();
 
+	memset(&u, 0, sizeof(u));
 	memset(&ti, 0, sizeof(ti));
 	osf_side_check_end(&c->s, fd);
 	ti.tcpi_state = (uint8_t)osf_side_tcp_state(&c->s);
@@ -99,8 +133,11 @@ static int tcp_info(int fd, struct osf_conn *c, void *val, socklen_t *len)
 	ti.tcpi_rcv_space = c->s.size;
 	ti.tcpi_snd_ssthresh = 0x7fffffff;
 	ti.tcpi_rcv_ssthresh = c->s.size;
-	n = *len < sizeof(ti) ? *len : (socklen_t)sizeof(ti);
-	memcpy(val, &ti, n);
+	u.ti = ti;
+	if (full > sizeof(u))
+		full = sizeof(u);
+	n = *len < full ? *len : full;
+	memcpy(val, u.b, n);
 	*len = n;
 	return 0;
 }

@@ -3960,6 +3960,12 @@ static void s_tcpinfo(void)
 	tl = 4;
 	rv = DO(getsockopt(c, IPPROTO_TCP, TCP_INFO, &ti, &tl));
 	say("short TCP_INFO %s len %u", R(rv), (unsigned)tl);
+	{
+		unsigned char big[1024];
+		tl = sizeof big;
+		rv = DO(getsockopt(c, IPPROTO_TCP, TCP_INFO, big, &tl));
+		say("TCP_INFO into 1024 bytes %s len %u (the kernel's struct)", R(rv), (unsigned)tl);
+	}
 	close(c);
 	close(s);
 	close(l);
