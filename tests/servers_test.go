@@ -629,3 +629,43 @@ func TestServerPostgresPgbench(t *testing.T) {
 		})
 	}
 }
+
+// TestPythonSocketAPIs runs progs/pysockets.py bare and under osf (with
+// OSF_STRICT=1, so that a fallback to kernel TCP fails instead of passing):
+// asyncio streams with 50 clients, loop.sock_* calls, socket.sendfile and
+// makefile, and selectors' epoll, poll and select echo servers, each
+// checking the bytes; every socket must be kernel TCP bare and offloaded
+// under osf.
+func TestPythonSocketAPIs(t *testing.T) {
+	t.Parallel()
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			r := m.cmd(t, []string{"OSF_STRICT=1"}, python(t), "progs/pysockets.py").Run(longRun)
+			if !r.OK() {
+				t.Fatalf("pysockets.py: %s", r)
+			}
+			want := "tcp"
+			if m.osf {
+				want = "unix"
+			}
+			checks := 0
+			for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+				switch {
+				case strings.HasSuffix(l, " ok True"):
+					checks++
+				case strings.HasPrefix(l, "transports "):
+					if l != "transports "+want {
+						t.Errorf("pysockets.py: %q, want every socket %s", l, want)
+					}
+				default:
+					t.Errorf("pysockets.py: %q", l)
+				}
+			}
+			if checks != 6 {
+				t.Errorf("pysockets.py: %d checks passed, want 6:\n%s", checks, r.Stdout)
+			}
+			noOsfMessages(t, "pysockets.py", r.Stderr)
+		})
+	}
+}
