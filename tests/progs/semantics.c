@@ -3587,12 +3587,16 @@ static void s_defer_accept(void)
 	say("set 5 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
 	r = DO(getsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &vl));
 	say("get %s value %d", R(r), v);
-	v = 1;
-	say("set 1 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
+	/* woken by data or FIN: with a long defer time, so that a loaded
+	 * machine's stall between connect and the first poll cannot reach it */
+	v = 10;
+	say("set 10 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
 	set_nonblock(l, 1);
-
 	defer_woken(l, &ss, "data");
 	defer_woken(l, &ss, "fin");
+
+	v = 1;
+	say("set 1 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
 
 	/* silence: accepted once the defer time is over, without data */
 	c = connect_to(AF_INET, &ss);
