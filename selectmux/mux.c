@@ -155,6 +155,17 @@ static short conn_events(short ready, short events)
 	return ready & (events | POLLERR | POLLHUP | POLLNVAL);
 }
 
+/* wake_slot makes kernel slot ks stand for connection fd: its wake socket
+ * with the events osf_conn_wake_events asks (a socket this side shut for
+ * reading polls readable for ever), or nothing. */
+static void wake_slot(struct pollfd *ks, int fd, struct osf_fdt_entry *e)
+{
+	short ev = osf_conn_wake_events(fd, e);
+
+	ks->fd = ev < 0 ? -1 : fd;
+	ks->events = ev < 0 ? 0 : ev;
+}
+
 /* disarm_all ends the waits mux_poll armed; woken tells, per slot, whether
  * its sockets were found readable (only after a sleep: a wait that did not
  * sleep takes no token, it would be someone else's). */
@@ -227,7 +238,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		wx[i] = -1;
 		if (kd >= OSF_FD_SHM) {
 			kind[i] = SLOT_CONN;
-			k[i].events = POLLIN | POLLRDHUP; /* tokens and the end */
+			wake_slot(&k[i], fds[i].fd, e); /* tokens and the end */
 			if (!(fds[i].events & (POLLOUT | POLLWRNORM)))
 				continue;
 			k[m].fd = osf_conn_wake_tx_fd(e);
@@ -321,6 +332,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 					fds[i].revents = conn_events(
 						osf_conn_poll(fds[i].fd, e),
 						fds[i].events);
+					wake_slot(&k[i], fds[i].fd, e);
 				}
 			} else {
 				fds[i].revents = k[i].revents;
