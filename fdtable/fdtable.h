@@ -123,6 +123,15 @@ enum osf_role {
 #define OSF_FDF_SHARED 0x1000u    /* a listener another process may accept
 				      from too (forked or spawned with it):
 				      it parks no deferred connection */
+#define OSF_FDF_GWWAIT 0x2000u    /* kind KERNEL, transport GATEWAY: a
+				      non-blocking connect waits for the
+				      gateway's reply (preload/gateway.c) */
+#define OSF_FDF_GWERR 0x4000u     /* ... whose reply was an error: SO_ERROR
+				      is reason_errno until it is read */
+#define OSF_FDF_GWTAKE 0x8000u    /* ... a thread is taking the reply */
+#define OSF_FDF_GWITEMS 0x10000u  /* ... was registered in an epoll while
+				      waiting (selectmux moves it to the
+				      kernel's set once it is settled) */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */
