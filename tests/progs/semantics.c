@@ -3777,6 +3777,81 @@ static int exec_close(const char *fdarg)
 	return 0;
 }
 
+/* epoll_exec is the exec'd half of s_epoll_exec: the epoll fd it
+ * inherited reports the inherited connections registered before the exec
+ * (level-triggered: data already there; edge-triggered: data that comes;
+ * a fired EPOLLONESHOT stays off until EPOLL_CTL_MOD). */
+static int epoll_exec(int ep, int lt, int et, int one, int peer)
+{
+	struct epoll_event ev = {EPOLLIN | EPOLLONESHOT, {.u64 = 0x33}};
+	uint32_t e;
+	long n;
+	int i;
+
+	scn = "epoll_exec";
+	for (i = 0; i < 2; i++) {
+		struct epoll_event out[4];
+		uint64_t got = 0;
+		n = DO(epoll_wait(ep, out, 4, i ? 0 : 5000));
+		if (n > 0)
+			got = out[0].data.u64;
+		say("exec'd wait %d: %s data 0x%llx events 0x%x", i, R(n),
+		    (unsigned long long)got, n > 0 ? out[0].events : 0);
+	}
+	send(peer, "y", 1, 0);
+	n = ewait(ep, 5000, &e);
+	say("after the peer sends: %s events 0x%x", R(n), e);
+	say("oneshot MOD %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, one, &ev))));
+	n = ewait(ep, 5000, &e);
+	say("after MOD: %s events 0x%x", R(n), e);
+	say("ADD again %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, lt, &ev))));
+	(void)et;
+	return 0;
+}
+
+/* s_epoll_exec: an epoll fd and connections in it inherited by exec (a
+ * child sets them up and execs, so that no other process shares them). */
+static void s_epoll_exec(void)
+{
+	int st;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		setup_failed("fork");
+	if (pid == 0) {
+		int c1, s1, c2, s2, c3, s3, ep = epoll_create(1);
+		struct epoll_event lt = {EPOLLIN, {.u64 = 0x11}},
+				   et = {EPOLLIN | EPOLLET, {.u64 = 0x22}},
+				   one = {EPOLLIN | EPOLLONESHOT, {.u64 = 0x33}};
+		char a[5][16];
+		uint32_t e;
+
+		mkpair(AF_INET, &c1, &s1);
+		mkpair(AF_INET, &c2, &s2);
+		mkpair(AF_INET, &c3, &s3);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s1, &lt);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s2, &et);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s3, &one);
+		send(c3, "z", 1, 0);
+		say("oneshot fires before the exec %s", R(ewait(ep, 5000, &e)));
+		send(c1, "x", 1, 0);
+		wait_bytes(s1, 1, 5000);
+		snprintf(a[0], 16, "%d", ep);
+		snprintf(a[1], 16, "%d", s1);
+		snprintf(a[2], 16, "%d", s2);
+		snprintf(a[3], 16, "%d", s3);
+		snprintf(a[4], 16, "%d", c2);
+		fflush(stdout);
+		execl("/proc/self/exe", "semantics", "--epoll-exec", a[0], a[1], a[2], a[3], a[4],
+		      (char *)NULL);
+		_exit(127);
+	}
+	waitpid(pid, &st, 0);
+	say("child exit %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
 /* s_exec_close: a connection inherited across exec and closed there
  * unused releases everything that went with it (under osf: its hidden
  * fds), and the peer sees the end once the last holder closed. */
@@ -4216,6 +4291,7 @@ static const struct {
 	{"epoll_et_asleep", s_epoll_et_asleep},
 	{"blocked_shutdown", s_blocked_shutdown},
 	{"exec_close", s_exec_close},
+	{"epoll_exec", s_epoll_exec},
 	{"port_ephemeral", s_port_ephemeral},
 	{"port_bound", s_port_bound},
 	{"port_listen_shutdown", s_port_listen_shutdown},
@@ -4243,6 +4319,9 @@ int main(int argc, char **argv)
 	pat_init();
 	if (argc == 3 && strcmp(argv[1], "--exec-close") == 0)
 		return exec_close(argv[2]);
+	if (argc == 7 && strcmp(argv[1], "--epoll-exec") == 0)
+		return epoll_exec(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]),
+				  atoi(argv[6]));
 	if (argc == 2 && strcmp(argv[1], "-l") == 0) {
 		for (i = 0; i < NSCEN; i++)
 			printf("%s\n", scenarios[i].name);
