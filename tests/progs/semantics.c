@@ -538,18 +538,20 @@ static void *later_run(void *p)
 	return NULL;
 }
 
-/* later_start runs l in a thread that has every signal blocked, so that
- * SIGALRM and SIGPIPE reach the main thread. */
-static void later_start(struct later *l)
+/* thread_start runs fn(arg) in a thread that has every signal blocked, so
+ * that SIGALRM and SIGPIPE reach the main thread. */
+static void thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
 {
 	sigset_t all, old;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	if (pthread_create(&l->th, NULL, later_run, l) != 0)
+	if (pthread_create(th, NULL, fn, arg) != 0)
 		setup_failed("pthread_create");
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
+
+static void later_start(struct later *l) { thread_start(&l->th, later_run, l); }
 
 static void later_join(struct later *l) { pthread_join(l->th, NULL); }
 
@@ -3505,16 +3507,7 @@ static void *kick_run(void *p)
 	return NULL;
 }
 
-static void kick_start(struct kick *k)
-{
-	sigset_t all, old;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	if (pthread_create(&k->th, NULL, kick_run, k) != 0)
-		setup_failed("pthread_create");
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
+static void kick_start(struct kick *k) { thread_start(&k->th, kick_run, k); }
 
 /* fill_full fills blocking fd until its send buffer stays full: loopback
  * TCP moves queued bytes to the peer's receive buffer for a while after
