@@ -13,6 +13,19 @@
  * socket itself, and it has no tokens, stamps or pages. */
 #define GW_KERNEL(e) unlikely((e) && (e)->kind == OSF_FD_KERNEL)
 
+/* lowat takes POLLIN away while fewer than SO_RCVLOWAT bytes are queued
+ * and the stream goes on (tcp_poll: the end, an error or a shut-down
+ * read side is readable whatever the mark). */
+static short lowat(const struct osf_conn *c, short r)
+{
+	if (__builtin_expect(c->rcvlowat <= 1, 1) || !(r & POLLIN) ||
+	    (r & (POLLRDHUP | POLLERR)))
+		return r;
+	if (osf_side_rx_used(&c->s) < conn_rcvlowat(c))
+		r &= (short)~(POLLIN | POLLRDNORM);
+	return r;
+}
+
 short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c;
@@ -24,7 +37,7 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 	if (!c)
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd); /* a reset nobody waited for */
-	r = osf_side_revents(&c->s);
+	r = lowat(c, osf_side_revents(&c->s));
 	if (unlikely(c->gw))
 		r = osf_conn_gw_revents(fd, c, r);
 	conn_put(c);
@@ -33,8 +46,12 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 
 int osf_conn_arm_kinds(short events)
 {
-	return ((events & (POLLIN | POLLRDNORM | POLLRDHUP)) ? OSF_ARM_RX : 0) |
-	       ((events & (POLLOUT | POLLWRNORM)) ? OSF_ARM_TX : 0);
+	int k = ((events & (POLLIN | POLLRDNORM | POLLRDHUP)) ? OSF_ARM_RX : 0) |
+		((events & (POLLOUT | POLLWRNORM)) ? OSF_ARM_TX : 0);
+
+	/* A wait for nothing (POLLHUP, POLLERR) sleeps on the wake socket
+	 * too, and counts there, so that a shutdown wakes it. */
+	return k ? k : OSF_ARM_RX;
 }
 
 int osf_conn_arm_kinds_fd(int fd, struct osf_fdt_entry *e, short events)
@@ -63,7 +80,7 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 	if (!c)
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd);
-	r = osf_side_arm(&c->s, fd, kinds, already);
+	r = lowat(c, osf_side_arm(&c->s, fd, kinds, already));
 	if (unlikely(c->gw))
 		r = osf_conn_gw_revents(fd, c, r);
 	if ((kinds & OSF_ARM_RX) && osf_side_trim_due(&c->s))
@@ -83,6 +100,18 @@ void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken)
 		return;
 	osf_side_disarm(&c->s, fd, kinds, woken);
 	conn_put(c);
+}
+
+short osf_conn_wake_events(int fd, struct osf_fdt_entry *e)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	short ev;
+
+	if (!c)
+		return POLLIN | POLLRDHUP;
+	ev = osf_side_wake_events(&c->s);
+	conn_put(c);
+	return ev;
 }
 
 uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
