@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,6 +81,13 @@ if mode.endswith("-slow"):
     print("early", p.poll(0))
     if ep is not None:
         print("early", ep.poll(0))
+    sys.stdout.flush()
+    if len(sys.argv) > 4:  # the test looks at osfstat first
+        import os, time
+        for _ in range(3000):
+            if os.path.exists(sys.argv[4]):
+                break
+            time.sleep(0.01)
 if mode.startswith("close"):
     s.close(); print("closed"); sys.exit(0)
 if mode.startswith("poll"):
@@ -227,13 +235,20 @@ func (g *gatewayNet) nonblockingConnects(t *testing.T, gw *testutil.Process, leg
 	} {
 		t.Run(tt.mode+"-"+tt.dst, func(t *testing.T) {
 			host, port, _ := net.SplitHostPort(tt.dst)
-			c := g.node.cmd(t, env, python(t), nb, host, port, tt.mode)
+			// A slow connect's script waits for file go before it
+			// looks at the socket again, so that osfstat sees the
+			// connect still pending however late this test runs.
+			goFile := filepath.Join(t.TempDir(), "go")
+			c := g.node.cmd(t, env, python(t), nb, host, port, tt.mode, goFile)
 			c.Cmd.Stdin = strings.NewReader(payload)
 			p := c.Start()
 			if strings.HasSuffix(tt.mode, "-slow") && !strings.HasPrefix(tt.mode, "close") {
-				p.WaitOutput("connect ", 20*time.Second)
+				p.WaitOutput("early", 20*time.Second)
 				testutil.AssertTransport(t, p.Pid, testutil.ByPeer(tt.dst), testutil.TransportGateway)
 				g.assertLeg(t, p.Pid, tt.dst, leg)
+			}
+			if err := os.WriteFile(goFile, nil, 0o600); err != nil {
+				t.Fatal(err)
 			}
 			r := p.Wait(40 * time.Second)
 			if tt.mode == "epoll-slow" && leg == "kernel" {

@@ -579,6 +579,12 @@ func TestServerPostgresPgbench(t *testing.T) {
 			}
 			pb := nobody(m.env(t), "pgbench", append(conn, "-S", "-c", "8", "-j", "2", "-T", "3", "postgres")...).Start()
 			if m.osf {
+				// pb.Pid is setpriv (under osf too) until it execs pgbench:
+				// osfstat in the exec's window finds no table.
+				testutil.WaitFor(t, shortRun, "setpriv exec of pgbench", func() bool {
+					comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pb.Pid))
+					return err == nil && strings.TrimSpace(string(comm)) == "pgbench"
+				})
 				waitUnderOsf(t, pb.Pid, "pgbench")
 				waitRole(t, pb.Pid, "client", 8)
 				testutil.AssertTransport(t, pb.Pid, testutil.ByRole("client"), testutil.TransportShm)
