@@ -819,10 +819,15 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 			osf_seg_unlock(&c->s.me->tx_lock);
 		osf_side_wake_reader(&c->s, fd);
 	}
-	/* Readers (writers) asleep in any thread or process wake up, as
-	 * the kernel wakes a TCP socket's: recv returns 0, send EPIPE. */
-	osf_side_shut_wake(&c->s, fd, how);
+	/* This process's epoll items first: one edge each, as the kernel's
+	 * one wake-up. Then readers (writers) asleep in any thread or
+	 * process wake up, as the kernel wakes a TCP socket's: recv returns
+	 * 0, send EPIPE. The other way round a wait woken by the shut
+	 * wake socket could report the item before osf_mux_changed put it
+	 * back on the ready list, and the next wait reported it again; this
+	 * way the socket's wake-up finds the stamp already reported. */
 	osf_mux_changed(fd, __atomic_load_n(&c->fds, __ATOMIC_RELAXED) > 1);
+	osf_side_shut_wake(&c->s, fd, how);
 	conn_put(c);
 	return closed ? OSF_FAIL(ENOTCONN) : 0;
 }
