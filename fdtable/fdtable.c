@@ -686,7 +686,7 @@ int osf_fdt_relocate_hidden(int fd)
 			continue;
 		if (c->aux_fd == fd)
 			c->aux_fd = nfd;
-		if (osf_kind_is_conn(k) && c->aux2_fd == fd)
+		if (osf_fdt_has_aux2(c) && c->aux2_fd == fd)
 			c->aux2_fd = nfd;
 	}
 	osf_fdt_clear(fd);
@@ -945,6 +945,17 @@ static void recount(void)
 			mark_in_use(c->aux_fd);
 		if (osf_kind_is_conn(c->kind))
 			mark_in_use(c->aux2_fd);
+		else if (osf_fdt_has_aux2(c)) {
+			/* A gateway listener's control connection does not
+			 * cross exec (close-on-exec): a node-local listener. */
+			struct osf_fdt_entry *a = c->aux2_fd >= 0 ? osf_fdt_lookup(c->aux2_fd) : NULL;
+			if (a && a->kind == OSF_FD_HIDDEN && sys_fcntl(c->aux2_fd, F_GETFD, 0) >= 0) {
+				mark_in_use(c->aux2_fd);
+			} else {
+				c->transport = OSF_TP_SHM;
+				c->aux2_fd = -1;
+			}
+		}
 		account(c, 1);
 	}
 	OSF_FDT_FOREACH(efd, c) {
