@@ -69,6 +69,15 @@ static inline int osf_fdt_kind(int fd)
 /* osf_kind_is_conn: an offloaded connection; the data hooks take it. */
 static inline int osf_kind_is_conn(int k) { return k == OSF_FD_SHM; }
 
+/* osf_fdt_has_aux2: e's aux2_fd is a hidden fd of its own: the writers'
+ * wake socket of a connection, or the gateway control connection of a
+ * listener that also listens on an osfgw gateway (transport GATEWAY). */
+static inline int osf_fdt_has_aux2(const struct osf_fdt_entry *e)
+{
+	return osf_kind_is_conn(e->kind) ||
+	       (e->kind == OSF_FD_LISTEN && e->transport == OSF_TP_GATEWAY);
+}
+
 /* osf_kind_is_offloaded: an offloaded listener or connection, for which
  * osf holds hidden fds. */
 static inline int osf_kind_is_offloaded(int k)

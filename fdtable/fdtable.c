@@ -403,7 +403,10 @@ static int accounted(int kind)
 	return osf_kind_is_offloaded(kind) || kind == OSF_FD_EPOLL;
 }
 
-/* has_aux2: the entry's aux2_fd is a hidden fd of its own. */
+/* has_aux2: the entry's aux2_fd is a hidden fd of its own that crosses
+ * exec with it: a connection's writers' wake socket or an epoll fd's
+ * registrations record (a gateway listener's control connection,
+ * osf_fdt_has_aux2, is close-on-exec: recount). */
 static int has_aux2(const struct osf_fdt_entry *e)
 {
 	return osf_kind_is_conn(e->kind) || (e->kind == OSF_FD_EPOLL && e->aux2_fd >= 0);
@@ -702,7 +705,7 @@ int osf_fdt_relocate_hidden(int fd)
 			continue;
 		if (c->aux_fd == fd)
 			c->aux_fd = nfd;
-		if (has_aux2(c) && c->aux2_fd == fd)
+		if ((has_aux2(c) || osf_fdt_has_aux2(c)) && c->aux2_fd == fd)
 			c->aux2_fd = nfd;
 	}
 	osf_fdt_clear(fd);
@@ -971,6 +974,17 @@ static void recount(void)
 			mark_in_use(c->aux_fd);
 		if (has_aux2(c))
 			mark_in_use(c->aux2_fd);
+		else if (osf_fdt_has_aux2(c)) {
+			/* A gateway listener's control connection does not
+			 * cross exec (close-on-exec): a node-local listener. */
+			struct osf_fdt_entry *a = c->aux2_fd >= 0 ? osf_fdt_lookup(c->aux2_fd) : NULL;
+			if (a && a->kind == OSF_FD_HIDDEN && sys_fcntl(c->aux2_fd, F_GETFD, 0) >= 0) {
+				mark_in_use(c->aux2_fd);
+			} else {
+				c->transport = OSF_TP_SHM;
+				c->aux2_fd = -1;
+			}
+		}
 		account(c, 1);
 	}
 	OSF_FDT_FOREACH(efd, c) {

@@ -53,6 +53,8 @@ void osf_fd_closed(int fd)
 		osf_fdt_clear(fd);
 		if (copy.kind == OSF_FD_LISTEN && !shared)
 			osf_setup_forget_companion(copy.aux_fd);
+		if (osf_fdt_has_aux2(&copy) && !shared && copy.aux2_fd >= 0)
+			osf_fdt_close_hidden(copy.aux2_fd); /* the gateway stops */
 		osf_mux_closed(fd, &copy, shared);
 	}
 	else if (e->kind == OSF_FD_KERNEL && e->transport == OSF_TP_GATEWAY &&
@@ -70,6 +72,8 @@ void osf_fd_unlisten(int fd)
 	if (!e || e->kind != OSF_FD_LISTEN)
 		return;
 	aux = e->aux_fd;
+	if (osf_fdt_has_aux2(e) && e->aux2_fd >= 0)
+		osf_fdt_close_hidden(e->aux2_fd); /* the gateway stops too */
 	osf_setup_reset_companion(aux);
 	OSF_FDT_FOREACH(cfd, c) {
 		if (c->kind != OSF_FD_LISTEN || c->aux_fd != aux)

@@ -175,7 +175,7 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	struct sockaddr_storage ss;
 	struct stat st;
 	socklen_t sl = sizeof(ss);
-	int v6only = 0, reuseport = 0, rc, hfd;
+	int v6only = 0, reuseport = 0, rc, hfd, ctl = -1;
 	socklen_t vl = sizeof(v6only), rl = sizeof(reuseport);
 
 	osf_sandbox_check();
@@ -199,8 +199,20 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 		return;
 	}
 	if (out.gw) {
-		osf_gateway_listen(fd, &out, &ss, sl);
-		return;
+		/* With a companion, an offloaded listener (below) that also
+		 * holds the gateway's control connection (aux2_fd). */
+		if (out.gw_companion >= 0 && out.fd >= 0 &&
+		    (ctl = osf_fdt_hide(out.fd, fd)) < 0) {
+			REAL(close)(out.gw_companion);
+			out.gw_companion = -1;
+		}
+		if (out.gw_companion < 0 || out.fd < 0) {
+			if (out.gw_companion >= 0)
+				REAL(close)(out.gw_companion);
+			osf_gateway_listen(fd, &out, &ss, sl);
+			return;
+		}
+		out.fd = out.gw_companion;
 	}
 	if (out.fd < 0) {
 		record_kernel(fd, OSF_ROLE_LISTENER, out.reason, out.rule,
@@ -213,16 +225,21 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 		hfd = out.fd;
 	ent = *e;
 	ent.kind = OSF_FD_LISTEN;
-	ent.transport = OSF_TP_SHM;
+	ent.transport = ctl >= 0 ? OSF_TP_GATEWAY : OSF_TP_SHM;
 	ent.role = OSF_ROLE_LISTENER;
 	ent.reason = OSF_R_NONE;
 	ent.rule = out.rule;
 	ent.aux_fd = hfd;
+	ent.aux2_fd = ctl;
 	ent.ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	if (v6only)
 		ent.flags |= OSF_FDF_V6ONLY;
 	memset(ent.local, 0, sizeof(ent.local));
 	memcpy(ent.local, &ss, sl < sizeof(ent.local) ? sl : sizeof(ent.local));
+	if (ctl >= 0) {
+		memcpy(ent.peer, out.gateway, sizeof(ent.peer));
+		osf_gateway_token_set(hfd, out.gw_token);
+	}
 	(void)osf_fdt_set(fd, &ent);
 	osf_listen_async(fd, hfd, 1);
 	osf_mux_offloaded(fd);
@@ -616,6 +633,12 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 		return -2;
 	}
 	carry_apply(cfd, &opts);
+	if (unlikely(e->transport == OSF_TP_GATEWAY)) {
+		struct osf_fdt_entry *ce = osf_fdt_lookup(cfd);
+		osf_gateway_ring_accepted(e, cfd);
+		if (ce)
+			memcpy(cc.peer, ce->peer, sizeof(cc.peer));
+	}
 	if (sa && len) {
 		memcpy(&fam, cc.peer, sizeof(fam));
 		sl = fam == AF_INET6 ? sizeof(struct sockaddr_in6)
@@ -712,6 +735,8 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			nfd = REAL(accept4)(fd, sa, len, flags);
 			if (nfd >= 0) {
 				accepted(fd, nfd, flags, sa, len);
+				if (unlikely(e->transport == OSF_TP_GATEWAY))
+					osf_gateway_accepted(e, nfd, sa, len);
 				return nfd;
 			}
 			if (errno != EAGAIN || (fl & O_NONBLOCK))
