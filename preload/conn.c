@@ -84,7 +84,10 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 {
 	osf_fault_arm(); /* a bad buffer is EFAULT from now on (fault.c) */
 	osf_side_init(&c->s, base, ring_bytes, side, wfd);
-	osf_side_set_trim(&c->s, !rdma);
+	/* The segment's own flag as well as the fd table's transport: a
+	 * progress engine writes the rings without the producer's lock. */
+	osf_side_set_trim(&c->s, !rdma && !(__atomic_load_n(&((struct osf_seg_hdr *)base)->flags,
+							    __ATOMIC_RELAXED) & OSF_SEG_F_RDMA));
 	c->fds = 1;
 	c->base = base;
 	c->map_bytes = (size_t)osf_seg_bytes(ring_bytes);

@@ -52,11 +52,16 @@ static int leg_write(struct leg *l, const void *b, size_t n)
 	struct osf_side *s = &l->s;
 	uint64_t head;
 
-	if (osf_side_tx_free(s) < (int64_t)n)
+	if (osf_seg_lock(&s->me->tx_lock) != 0)
 		return -1;
-	head = s->tx->head;
+	if (osf_side_tx_free(s) < (int64_t)n) {
+		osf_seg_unlock(&s->me->tx_lock);
+		return -1;
+	}
+	head = s->tx->head; // under the lock, as leg_from_dest's
 	osf_ring_copy_in(s->txd, s->mask, head, b, n);
 	__atomic_store_n(&s->tx->head, head + n, __ATOMIC_RELEASE);
+	osf_seg_unlock(&s->me->tx_lock);
 	osf_side_wake_reader(s, l->fd);
 	osf_side_wake_writer(s, __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE),
 			     s->rx->tail);
@@ -159,9 +164,25 @@ static int leg_from_dest(struct leg *l, int dest, unsigned spin, int *err)
 				return LEG_WRITE;
 			continue;
 		}
+		// The copy into the ring under this side's tx_lock, as every
+		// producer's: the node's trim (osf_side_trim) holds it while
+		// it gives the free pages back. So never blocking with it.
+		if (osf_seg_lock(&s->me->tx_lock) != 0)
+			return LEG_WRITE;
 		head = s->tx->head;
 		r = recv(dest, s->txd + (head & s->mask),
-			 osf_ring_span(s->mask, head, (size_t)room), 0);
+			 osf_ring_span(s->mask, head, (size_t)room), MSG_DONTWAIT);
+		if (r > 0)
+			__atomic_store_n(&s->tx->head, head + (uint64_t)r, __ATOMIC_RELEASE);
+		osf_seg_unlock(&s->me->tx_lock);
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd p = {dest, POLLIN, 0};
+			if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+				*err = errno;
+				return LEG_RESET;
+			}
+			continue;
+		}
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
@@ -173,7 +194,6 @@ static int leg_from_dest(struct leg *l, int dest, unsigned spin, int *err)
 			osf_side_wake_reader(s, l->fd);
 			return LEG_FIN;
 		}
-		__atomic_store_n(&s->tx->head, head + (uint64_t)r, __ATOMIC_RELEASE);
 		__atomic_add_fetch(&l->to_node, r, __ATOMIC_RELAXED);
 		osf_side_wake_reader(s, l->fd);
 	}

@@ -55,6 +55,20 @@ static size_t side_write(struct osf_side *s, int fd, const void *b, size_t n)
 	return n;
 }
 
+// side_hold_back writes n bytes after the producer's head and holds them
+// back, as TCP_CORK does (preload/conn_io.c, send_corked).
+static void side_hold_back(struct osf_side *s, const void *b, size_t n)
+{
+	uint32_t held;
+
+	if (osf_seg_lock(&s->me->tx_lock) < 0)
+		return;
+	held = s->me->cork & OSF_CORK_HELD;
+	osf_ring_copy_in(s->txd, s->mask, s->tx->head + held, b, n);
+	__atomic_store_n(&s->me->cork, OSF_CORK_ON | (held + (uint32_t)n), __ATOMIC_RELAXED);
+	osf_seg_unlock(&s->me->tx_lock);
+}
+
 // side_read copies up to n bytes out of the rx ring and wakes the peer's
 // writers; it returns the bytes read, or -1 for a corrupt ring.
 static long side_read(struct osf_side *s, void *b, size_t n)
@@ -320,6 +334,16 @@ func (e *End) RxResident() int { return int(C.rx_resident(e.s)) }
 // PeerTxLockWord returns the other side's producer lock word, which a
 // trim takes.
 func (e *End) PeerTxLockWord() *uint32 { return (*uint32)(unsafe.Pointer(&e.s.peer.tx_lock)) }
+
+// HoldBack writes b after the end's head and holds it back (TCP_CORK).
+func (e *End) HoldBack(b []byte) {
+	cb := C.CBytes(b)
+	defer C.free(cb)
+	C.side_hold_back(e.s, cb, C.size_t(len(b)))
+}
+
+// CorkWord returns the end's cork word (C memory).
+func (e *End) CorkWord() *uint32 { return (*uint32)(unsafe.Pointer(&e.s.me.cork)) }
 
 // TxLockWord returns the end's producer lock word (C memory).
 func (e *End) TxLockWord() *uint32 { return (*uint32)(unsafe.Pointer(&e.s.me.tx_lock)) }

@@ -430,6 +430,42 @@ func TestTrimGivesBackFreePagesOnly(t *testing.T) {
 	}
 }
 
+// TestTrimKeepsCorkedBytes: bytes TCP_CORK holds after the producer's
+// head are not free room: a trim keeps their page (nothing unread, head on
+// a page boundary: before, the whole ring went, and them with it), and they
+// arrive intact when a gone producer's are published (osf_side_mark_gone).
+// A cork word being published (OSF_CORK_HELD) stops a trim.
+func TestTrimKeepsCorkedBytes(t *testing.T) {
+	const ring = 16384
+	p := pair(t, ring)
+	s := p.Server
+	s.SetTrim(true)
+	p.Client.Write(make([]byte, ring))
+	s.Read(make([]byte, ring))
+	held := []byte("held back by the cork")
+	p.Client.HoldBack(held)
+	if g := s.Trim(); g != ring-4096 {
+		t.Fatalf("trim gave back %d bytes, want all but the held bytes' page", g)
+	}
+	if n := s.RxResident(); n != 1 {
+		t.Fatalf("%d pages resident after trim, want the held bytes' one", n)
+	}
+	s.MarkGone()
+	b := make([]byte, 64)
+	if n := s.Read(b); !bytes.Equal(b[:n], held) {
+		t.Fatalf("published held bytes: %q, want %q", b[:n], held)
+	}
+	if *p.Client.CorkWord() != 0 {
+		t.Fatalf("cork word %#x after publishing, want 0", *p.Client.CorkWord())
+	}
+	p.Client.Write(make([]byte, 8192))
+	s.Read(make([]byte, 8192))
+	*p.Client.CorkWord() = 0x7fffffff // OSF_CORK_HELD: being published
+	if g := s.Trim(); g != 0 {
+		t.Fatalf("trimmed %d bytes while held bytes were being published", g)
+	}
+}
+
 // TestTrimNeverWaitsForTheProducer: with the producer's lock held (a
 // writer mid-copy, or a hostile peer that wrote its lock word) a trim
 // gives nothing back at once; disabled, it never trims.
