@@ -27,6 +27,35 @@ static inline struct osf_fdt_entry *osf_fdt_lookup(int fd)
 	return c ? c + (u & (OSF_FDT_CHUNK_ENTRIES - 1)) : 0;
 }
 
+/* osf_fdt_next is the one walk over the table: it returns the entry of the
+ * first fd >= *fd that a chunk covers, and sets *fd to that fd, skipping
+ * whole chunks that do not exist; NULL when there is none (also for a
+ * negative *fd). Every entry of a present chunk is visited, in fd order,
+ * whatever its kind; it takes no lock (callers that need the table stable
+ * hold osf_fdt_lock, as before). Use it through OSF_FDT_FOREACH, or from a
+ * chosen start: for (fd = from; (e = osf_fdt_next(&fd)); fd++). */
+static inline struct osf_fdt_entry *osf_fdt_next(int *fd)
+{
+	unsigned u = (unsigned)*fd;
+	struct osf_fdt_entry *c;
+
+	for (; u < OSF_FDT_MAX_FDS; u = (u | (OSF_FDT_CHUNK_ENTRIES - 1)) + 1) {
+		c = __atomic_load_n(&osf_fdt_chunks[u >> OSF_FDT_CHUNK_SHIFT],
+				    __ATOMIC_ACQUIRE);
+		if (c) {
+			*fd = (int)u;
+			return c + (u & (OSF_FDT_CHUNK_ENTRIES - 1));
+		}
+	}
+	return 0;
+}
+
+/* OSF_FDT_FOREACH(fd, e) runs the statement after it for every entry e
+ * (of fd) in the table, in fd order; break and continue work as in any
+ * for loop. fd is an int, e a struct osf_fdt_entry pointer. */
+#define OSF_FDT_FOREACH(fd, e) \
+	for ((fd) = 0; ((e) = osf_fdt_next(&(fd))) != 0; (fd)++)
+
 /* osf_fdt_kind returns fd's kind, OSF_FD_NONE when untracked. */
 static inline int osf_fdt_kind(int fd)
 {

@@ -540,19 +540,17 @@ int osf_fdt_spawn_snapshot(void)
 
 void osf_fdt_spawn_inherit(int on)
 {
-	unsigned i, j;
+	struct osf_fdt_entry *c;
+	int efd;
 
 	if (!hdr || held_by_me())
 		return;
 	osf_fdt_lock();
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
-		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
-			int efd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j);
-			if (c->kind == OSF_FD_HIDDEN && efd != tfd)
-				sys_fcntl(efd, F_SETFD,
-					  on || c->inherit_refs ? 0 : FD_CLOEXEC);
-		}
+	OSF_FDT_FOREACH(efd, c) {
+		if (c->kind == OSF_FD_HIDDEN && efd != tfd)
+			sys_fcntl(efd, F_SETFD,
+				  on || c->inherit_refs ? 0 : FD_CLOEXEC);
+	}
 	/* The spawned image gets a snapshot (osf_fdt_spawn_snapshot), not
 	 * this table, which its parent goes on changing. */
 	sys_fcntl(tfd, F_SETFD, !on && inherit_count ? 0 : FD_CLOEXEC);
@@ -698,9 +696,8 @@ int osf_fdt_is_hidden(int fd)
 
 int osf_fdt_relocate_hidden(int fd)
 {
-	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
-	int fdflags, nfd;
-	unsigned i, j;
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd), *c;
+	int fdflags, nfd, cfd;
 
 	if (!e || e->kind != OSF_FD_HIDDEN)
 		return 0;
@@ -724,20 +721,15 @@ int osf_fdt_relocate_hidden(int fd)
 	if (fd == tfd)
 		tfd = nfd;
 	/* Every entry that names it (its owner and the owner's dups). */
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *c = osf_fdt_chunks[i];
-		if (!c)
+	OSF_FDT_FOREACH(cfd, c) {
+		int k = c->kind;
+		if (k == OSF_FD_NONE || k == OSF_FD_HIDDEN ||
+		    k == OSF_FD_RESERVED)
 			continue;
-		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			int k = c[j].kind;
-			if (k == OSF_FD_NONE || k == OSF_FD_HIDDEN ||
-			    k == OSF_FD_RESERVED)
-				continue;
-			if (c[j].aux_fd == fd)
-				c[j].aux_fd = nfd;
-			if (osf_kind_is_conn(k) && c[j].aux2_fd == fd)
-				c[j].aux2_fd = nfd;
-		}
+		if (c->aux_fd == fd)
+			c->aux_fd = nfd;
+		if (osf_kind_is_conn(k) && c->aux2_fd == fd)
+			c->aux2_fd = nfd;
 	}
 	osf_fdt_clear(fd);
 	osf_fdt_touch();
@@ -746,19 +738,12 @@ int osf_fdt_relocate_hidden(int fd)
 
 int osf_fdt_next_hidden(int from)
 {
-	unsigned fd = from < 0 ? 0 : (unsigned)from;
+	struct osf_fdt_entry *c;
+	int fd = from < 0 ? 0 : from;
 
-	for (; fd < OSF_FDT_MAX_FDS; fd++) {
-		struct osf_fdt_entry *c =
-			osf_fdt_chunks[fd >> OSF_FDT_CHUNK_SHIFT];
-		if (!c) {
-			fd |= OSF_FDT_CHUNK_ENTRIES - 1; /* skip the chunk */
-			continue;
-		}
-		int k = c[fd & (OSF_FDT_CHUNK_ENTRIES - 1)].kind;
-		if (k == OSF_FD_HIDDEN || k == OSF_FD_RESERVED)
-			return (int)fd;
-	}
+	for (; (c = osf_fdt_next(&fd)) != NULL; fd++)
+		if (c->kind == OSF_FD_HIDDEN || c->kind == OSF_FD_RESERVED)
+			return fd;
 	return -1;
 }
 
@@ -949,14 +934,12 @@ static int entry_survived(int fd, const struct osf_fdt_entry *e)
  * hooks), by their inode, and gives them their entries. The lock is held. */
 static void remap_moved(void)
 {
-	int fd, hi = 64;
-	unsigned i, j;
+	struct osf_fdt_entry *c;
+	int fd, cfd, hi = 64;
 
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
-		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++)
-			if (osf_kind_is_offloaded(osf_fdt_chunks[i][j].kind) &&
-			    (int)(i * OSF_FDT_CHUNK_ENTRIES + j) + 1 > hi)
-				hi = (int)(i * OSF_FDT_CHUNK_ENTRIES + j) + 1;
+	OSF_FDT_FOREACH(cfd, c)
+		if (osf_kind_is_offloaded(c->kind) && cfd + 1 > hi)
+			hi = cfd + 1;
 	if (hi > ADOPT_SCAN)
 		hi = ADOPT_SCAN;
 	for (fd = 0; fd < hi; fd++) {
@@ -966,13 +949,10 @@ static void remap_moved(void)
 			continue;
 		if (at && osf_kind_is_offloaded(at->kind) && at->ino == (uint64_t)st.st_ino)
 			continue;
-		for (i = 0; i < OSF_FDT_MAX_CHUNKS && !src; i++)
-			for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
-				struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
-				if (osf_kind_is_offloaded(c->kind) && c->ino == (uint64_t)st.st_ino) {
-					src = c;
-					break;
-				}
+		OSF_FDT_FOREACH(cfd, c)
+			if (osf_kind_is_offloaded(c->kind) && c->ino == (uint64_t)st.st_ino) {
+				src = c;
+				break;
 			}
 		if (src && (at = entry_locked(fd)) != NULL) {
 			*at = *src;
@@ -995,35 +975,30 @@ static void mark_in_use(int afd)
  * hidden fds that no surviving entry uses. The lock is held. */
 static void recount(void)
 {
-	unsigned i, j;
+	struct osf_fdt_entry *c;
+	int efd;
 
 	inherit_count = offload_count = 0;
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
-		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++)
-			if (osf_fdt_chunks[i][j].kind == OSF_FD_HIDDEN)
-				osf_fdt_chunks[i][j].inherit_refs = 0;
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
-		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
-			if (osf_kind_is_offloaded(c->kind))
-				mark_in_use(c->aux_fd);
-			if (osf_kind_is_conn(c->kind))
-				mark_in_use(c->aux2_fd);
-			account(c, 1);
+	OSF_FDT_FOREACH(efd, c)
+		if (c->kind == OSF_FD_HIDDEN)
+			c->inherit_refs = 0;
+	OSF_FDT_FOREACH(efd, c) {
+		if (osf_kind_is_offloaded(c->kind))
+			mark_in_use(c->aux_fd);
+		if (osf_kind_is_conn(c->kind))
+			mark_in_use(c->aux2_fd);
+		account(c, 1);
+	}
+	OSF_FDT_FOREACH(efd, c) {
+		if (c->kind != OSF_FD_HIDDEN || efd == tfd)
+			continue;
+		if (c->owner_fd == -2) {
+			c->owner_fd = -1;
+			continue;
 		}
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
-		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
-			int efd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j);
-			if (c->kind != OSF_FD_HIDDEN || efd == tfd)
-				continue;
-			if (c->owner_fd == -2) {
-				c->owner_fd = -1;
-				continue;
-			}
-			memset(c, 0, sizeof(*c));
-			sys_close(efd); /* its owners did not cross the exec */
-		}
+		memset(c, 0, sizeof(*c));
+		sys_close(efd); /* its owners did not cross the exec */
+	}
 	sys_fcntl(tfd, F_SETFD, inherit_count ? 0 : FD_CLOEXEC);
 }
 
@@ -1031,7 +1006,9 @@ int osf_fdt_adopt(int fd, uint64_t image)
 {
 	struct osf_fdt_header *h;
 	struct stat st;
-	unsigned i, j;
+	struct osf_fdt_entry *c;
+	unsigned i;
+	int efd;
 
 	if (fstat(fd, &st) < 0 || st.st_size < (off_t)OSF_FDT_HDR_BYTES)
 		return -1;
@@ -1065,18 +1042,12 @@ int osf_fdt_adopt(int fd, uint64_t image)
 	remap_moved();
 	/* Drop what did not survive the exec (FD_CLOEXEC, closed by spawn
 	 * file actions). */
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *c = osf_fdt_chunks[i];
-		if (!c)
+	OSF_FDT_FOREACH(efd, c) {
+		if (c->kind == OSF_FD_NONE || c->kind == OSF_FD_HIDDEN ||
+		    efd == tfd)
 			continue;
-		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			int efd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j);
-			if (c[j].kind == OSF_FD_NONE || c[j].kind == OSF_FD_HIDDEN ||
-			    efd == tfd)
-				continue;
-			if (!entry_survived(efd, &c[j]))
-				memset(&c[j], 0, sizeof(c[j]));
-		}
+		if (!entry_survived(efd, c))
+			memset(c, 0, sizeof(*c));
 	}
 	set_hidden_locked(tfd, -1);
 	recount();

@@ -275,51 +275,41 @@ static int rebuild_lock;
  * held. */
 static void adopt_dups(struct osf_conn *c, struct osf_fdt_entry *e)
 {
-	unsigned i, j;
+	struct osf_fdt_entry *d;
+	int fd;
 
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *ch = osf_fdt_chunks[i];
-		if (!ch)
+	OSF_FDT_FOREACH(fd, d) {
+		if (d == e || !osf_kind_is_conn(d->kind) ||
+		    d->aux_fd != e->aux_fd ||
+		    __atomic_load_n(&d->image, __ATOMIC_ACQUIRE) == osf.image)
 			continue;
-		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			struct osf_fdt_entry *d = &ch[j];
-			if (d == e || !osf_kind_is_conn(d->kind) ||
-			    d->aux_fd != e->aux_fd ||
-			    __atomic_load_n(&d->image, __ATOMIC_ACQUIRE) == osf.image)
-				continue;
-			__atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
-			__atomic_add_fetch(&c->fds, 1, __ATOMIC_ACQ_REL);
-			__atomic_store_n(&d->priv, (uint64_t)(uintptr_t)c, __ATOMIC_RELEASE);
-			__atomic_store_n(&d->image, osf.image, __ATOMIC_RELEASE);
-		}
+		__atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
+		__atomic_add_fetch(&c->fds, 1, __ATOMIC_ACQ_REL);
+		__atomic_store_n(&d->priv, (uint64_t)(uintptr_t)c, __ATOMIC_RELEASE);
+		__atomic_store_n(&d->image, osf.image, __ATOMIC_RELEASE);
 	}
 }
 
 int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c = NULL;
+	struct osf_fdt_entry *d;
 	struct stat st;
-	unsigned i, j;
 	void *base;
-	int fl;
+	int fl, dfd;
 
 	while (__atomic_exchange_n(&rebuild_lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
 	if (__atomic_load_n(&e->image, __ATOMIC_ACQUIRE) == osf.image)
 		goto out;
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS && !c; i++) {
-		struct osf_fdt_entry *ch = osf_fdt_chunks[i];
-		if (!ch)
-			continue;
-		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++)
-			if (osf_kind_is_conn(ch[j].kind) && ch[j].image == osf.image &&
-			    ch[j].aux_fd == e->aux_fd && ch[j].priv) {
-				c = (struct osf_conn *)(uintptr_t)ch[j].priv;
-				__atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
-				__atomic_add_fetch(&c->fds, 1, __ATOMIC_ACQ_REL);
-				break;
-			}
-	}
+	OSF_FDT_FOREACH(dfd, d)
+		if (osf_kind_is_conn(d->kind) && d->image == osf.image &&
+		    d->aux_fd == e->aux_fd && d->priv) {
+			c = (struct osf_conn *)(uintptr_t)d->priv;
+			__atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
+			__atomic_add_fetch(&c->fds, 1, __ATOMIC_ACQ_REL);
+			break;
+		}
 	if (!c) {
 		if (!osf_ring_size_ok(e->ring_bytes) || fstat(e->aux_fd, &st) < 0 ||
 		    (uint64_t)st.st_size != osf_seg_bytes(e->ring_bytes))
@@ -355,47 +345,45 @@ fail:
 void osf_conn_fork_holders(int delta)
 {
 	static uint32_t round;
-	unsigned i, j;
+	struct osf_fdt_entry *e;
+	int fd;
 
 	round++;
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
-		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
-			struct osf_conn *c;
-			if (!osf_kind_is_conn(e->kind) || e->image != osf.image || !e->priv)
-				continue;
-			c = (struct osf_conn *)(uintptr_t)e->priv;
-			if (c->fork_round == round)
-				continue; /* a dup of one already counted */
-			c->fork_round = round;
-			__atomic_add_fetch(&c->s.me->holders, (uint32_t)delta,
-					   __ATOMIC_RELAXED);
-		}
+	OSF_FDT_FOREACH(fd, e) {
+		struct osf_conn *c;
+		if (!osf_kind_is_conn(e->kind) || e->image != osf.image || !e->priv)
+			continue;
+		c = (struct osf_conn *)(uintptr_t)e->priv;
+		if (c->fork_round == round)
+			continue; /* a dup of one already counted */
+		c->fork_round = round;
+		__atomic_add_fetch(&c->s.me->holders, (uint32_t)delta,
+				   __ATOMIC_RELAXED);
+	}
 }
 
 void osf_conn_hidden_moved(int old, int nfd)
 {
-	unsigned i, j;
+	struct osf_fdt_entry *e;
+	int fd;
 
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
-		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
-			struct osf_conn *c;
-			int o = old;
-			if (!osf_kind_is_conn(e->kind) || e->image != osf.image || !e->priv)
-				continue;
-			/* Type-stable: a struct reused meanwhile cannot hold
-			 * old, which is still open as the hidden fd. */
-			c = (struct osf_conn *)(uintptr_t)e->priv;
-			__atomic_compare_exchange_n(&c->seg_fd, &o, nfd, 0,
-						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-			o = old;
-			__atomic_compare_exchange_n(&c->s.wfd, &o, nfd, 0,
-						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-			o = old;
-			__atomic_compare_exchange_n(&c->port_fd, &o, nfd, 0,
-						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-		}
+	OSF_FDT_FOREACH(fd, e) {
+		struct osf_conn *c;
+		int o = old;
+		if (!osf_kind_is_conn(e->kind) || e->image != osf.image || !e->priv)
+			continue;
+		/* Type-stable: a struct reused meanwhile cannot hold
+		 * old, which is still open as the hidden fd. */
+		c = (struct osf_conn *)(uintptr_t)e->priv;
+		__atomic_compare_exchange_n(&c->seg_fd, &o, nfd, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		o = old;
+		__atomic_compare_exchange_n(&c->s.wfd, &o, nfd, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		o = old;
+		__atomic_compare_exchange_n(&c->port_fd, &o, nfd, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
 }
 
 void osf_conn_child_after_fork(void)
@@ -441,46 +429,45 @@ static void set_cloexec(int fd, int on, int *was)
 
 void osf_conn_exec_unfollowable(struct osf_exec_undo *u)
 {
-	unsigned i, j;
+	struct osf_fdt_entry *e;
+	int fd;
 
 	u->n = 0;
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
-		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
-			int fd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j), fl, dead;
-			struct osf_conn *c;
-			if (!osf_kind_is_conn(e->kind) || (e->flags & OSF_FDF_CLOEXEC) ||
-			    u->n == OSF_EXEC_UNDO_MAX)
-				continue;
-			fl = REAL(fcntl)(fd, F_GETFL, NULL);
-			dead = fl < 0 ? -1 : reset_socket(fl & O_NONBLOCK);
-			if (dead < 0)
-				continue;
-			c = conn_get(fd, e);
-			u->v[u->n].fd = fd;
-			u->v[u->n].saved = osf_fdt_dup_high(fd, 1);
-			if (u->v[u->n].saved < 0 || REAL(dup2)(dead, fd) < 0) {
-				if (u->v[u->n].saved >= 0)
-					REAL(close)(u->v[u->n].saved);
-				REAL(close)(dead);
-				if (c)
-					conn_put(c);
-				continue;
-			}
+	OSF_FDT_FOREACH(fd, e) {
+		int fl, dead;
+		struct osf_conn *c;
+		if (!osf_kind_is_conn(e->kind) || (e->flags & OSF_FDF_CLOEXEC) ||
+		    u->n == OSF_EXEC_UNDO_MAX)
+			continue;
+		fl = REAL(fcntl)(fd, F_GETFL, NULL);
+		dead = fl < 0 ? -1 : reset_socket(fl & O_NONBLOCK);
+		if (dead < 0)
+			continue;
+		c = conn_get(fd, e);
+		u->v[u->n].fd = fd;
+		u->v[u->n].saved = osf_fdt_dup_high(fd, 1);
+		if (u->v[u->n].saved < 0 || REAL(dup2)(dead, fd) < 0) {
+			if (u->v[u->n].saved >= 0)
+				REAL(close)(u->v[u->n].saved);
 			REAL(close)(dead);
-			u->v[u->n].reset = 0;
-			if (c && __atomic_load_n(&c->s.me->holders, __ATOMIC_ACQUIRE) <= 1 &&
-			    !(osf_side_my_flags(&c->s) & OSF_SIDE_RESET)) {
-				/* The last holder: the peer must see a reset. */
-				__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_RESET,
-						  __ATOMIC_ACQ_REL);
-				u->v[u->n].reset = 1;
-			}
-			u->v[u->n].c = c;
-			set_cloexec(e->aux_fd, 1, &u->v[u->n].aux);
-			set_cloexec(e->aux2_fd, 1, &u->v[u->n].aux2);
-			u->n++;
+			if (c)
+				conn_put(c);
+			continue;
 		}
+		REAL(close)(dead);
+		u->v[u->n].reset = 0;
+		if (c && __atomic_load_n(&c->s.me->holders, __ATOMIC_ACQUIRE) <= 1 &&
+		    !(osf_side_my_flags(&c->s) & OSF_SIDE_RESET)) {
+			/* The last holder: the peer must see a reset. */
+			__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_RESET,
+					  __ATOMIC_ACQ_REL);
+			u->v[u->n].reset = 1;
+		}
+		u->v[u->n].c = c;
+		set_cloexec(e->aux_fd, 1, &u->v[u->n].aux);
+		set_cloexec(e->aux2_fd, 1, &u->v[u->n].aux2);
+		u->n++;
+	}
 }
 
 void osf_conn_exec_failed(struct osf_exec_undo *u)
@@ -509,29 +496,27 @@ void osf_conn_exec_failed(struct osf_exec_undo *u)
 
 int osf_conn_spawn_unfollowable(posix_spawn_file_actions_t *fa, int *dead, int max)
 {
-	unsigned i, j;
-	int n = 0;
+	struct osf_fdt_entry *e;
+	int fd, n = 0;
 
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
-		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
-			int fd = (int)(i * OSF_FDT_CHUNK_ENTRIES + j), fl, d;
-			if (!osf_kind_is_conn(e->kind) || (e->flags & OSF_FDF_CLOEXEC) ||
-			    n == max)
-				continue;
-			fl = REAL(fcntl)(fd, F_GETFL, NULL);
-			d = fl < 0 ? -1 : reset_socket(fl & O_NONBLOCK);
-			if (d < 0)
-				continue;
-			if (posix_spawn_file_actions_adddup2(fa, d, fd) != 0) {
-				REAL(close)(d);
-				continue;
-			}
-			if (e->aux_fd >= 0)
-				posix_spawn_file_actions_addclose(fa, e->aux_fd);
-			if (e->aux2_fd >= 0)
-				posix_spawn_file_actions_addclose(fa, e->aux2_fd);
-			dead[n++] = d;
+	OSF_FDT_FOREACH(fd, e) {
+		int fl, d;
+		if (!osf_kind_is_conn(e->kind) || (e->flags & OSF_FDF_CLOEXEC) ||
+		    n == max)
+			continue;
+		fl = REAL(fcntl)(fd, F_GETFL, NULL);
+		d = fl < 0 ? -1 : reset_socket(fl & O_NONBLOCK);
+		if (d < 0)
+			continue;
+		if (posix_spawn_file_actions_adddup2(fa, d, fd) != 0) {
+			REAL(close)(d);
+			continue;
 		}
+		if (e->aux_fd >= 0)
+			posix_spawn_file_actions_addclose(fa, e->aux_fd);
+		if (e->aux2_fd >= 0)
+			posix_spawn_file_actions_addclose(fa, e->aux2_fd);
+		dead[n++] = d;
+	}
 	return n;
 }

@@ -19,17 +19,12 @@
  * of fd's entry e. */
 static int aux_shared(int fd, const struct osf_fdt_entry *e)
 {
-	unsigned i, j;
+	struct osf_fdt_entry *c;
+	int cfd;
 
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *c = osf_fdt_chunks[i];
-		if (!c)
-			continue;
-		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++)
-			if (c[j].kind == e->kind && c[j].aux_fd == e->aux_fd &&
-			    (int)(i * OSF_FDT_CHUNK_ENTRIES + j) != fd)
-				return 1;
-	}
+	OSF_FDT_FOREACH(cfd, c)
+		if (c->kind == e->kind && c->aux_fd == e->aux_fd && cfd != fd)
+			return 1;
 	return 0;
 }
 
@@ -67,29 +62,23 @@ void osf_fd_closed(int fd)
 
 void osf_fd_unlisten(int fd)
 {
-	struct osf_fdt_entry *e = osf_fdt_lookup(fd), ent;
-	unsigned i, j;
-	int aux, saved = errno;
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd), *c, ent;
+	int aux, cfd, saved = errno;
 
 	if (!e || e->kind != OSF_FD_LISTEN)
 		return;
 	aux = e->aux_fd;
 	osf_setup_reset_companion(aux);
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *c = osf_fdt_chunks[i];
-		if (!c)
+	OSF_FDT_FOREACH(cfd, c) {
+		if (c->kind != OSF_FD_LISTEN || c->aux_fd != aux)
 			continue;
-		for (j = 0; j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			if (c[j].kind != OSF_FD_LISTEN || c[j].aux_fd != aux)
-				continue;
-			osf_mux_closed((int)(i * OSF_FDT_CHUNK_ENTRIES + j), &c[j], 1);
-			ent = c[j];
-			ent.kind = OSF_FD_INET;
-			ent.transport = 0;
-			ent.role = 0;
-			ent.aux_fd = -1;
-			(void)osf_fdt_set((int)(i * OSF_FDT_CHUNK_ENTRIES + j), &ent);
-		}
+		osf_mux_closed(cfd, c, 1);
+		ent = *c;
+		ent.kind = OSF_FD_INET;
+		ent.transport = 0;
+		ent.role = 0;
+		ent.aux_fd = -1;
+		(void)osf_fdt_set(cfd, &ent);
 	}
 	osf_fdt_close_hidden(aux);
 	errno = saved;
@@ -300,37 +289,28 @@ static int close_span(unsigned first, unsigned last, int flags)
 /* forget_span releases osf's state for the fds close_range closes. */
 static void forget_span(unsigned first, unsigned last)
 {
-	unsigned fd;
+	struct osf_fdt_entry *c;
+	int fd;
 
-	for (fd = first; fd < OSF_FDT_MAX_FDS && fd <= last; fd++) {
-		struct osf_fdt_entry *c =
-			osf_fdt_chunks[fd >> OSF_FDT_CHUNK_SHIFT];
-		int k;
-		if (!c) {
-			fd |= OSF_FDT_CHUNK_ENTRIES - 1;
-			continue;
-		}
-		k = c[fd & (OSF_FDT_CHUNK_ENTRIES - 1)].kind;
+	for (fd = (int)first; (c = osf_fdt_next(&fd)) && (unsigned)fd <= last;
+	     fd++) {
+		int k = c->kind;
 		if (k != OSF_FD_NONE && k != OSF_FD_HIDDEN && k != OSF_FD_RESERVED)
-			osf_fd_closed((int)fd);
+			osf_fd_closed(fd);
 	}
 }
 
 /* cloexec_span mirrors CLOSE_RANGE_CLOEXEC into the table. */
 static void cloexec_span(unsigned first, unsigned last)
 {
-	unsigned fd;
+	struct osf_fdt_entry *e;
+	int fd;
 
-	for (fd = first; fd < OSF_FDT_MAX_FDS && fd <= last; fd++) {
-		struct osf_fdt_entry *e = osf_fdt_lookup((int)fd);
-		if (!osf_fdt_chunks[fd >> OSF_FDT_CHUNK_SHIFT]) {
-			fd |= OSF_FDT_CHUNK_ENTRIES - 1;
-			continue;
-		}
-		if (e && e->kind != OSF_FD_NONE && e->kind != OSF_FD_HIDDEN &&
+	for (fd = (int)first; (e = osf_fdt_next(&fd)) && (unsigned)fd <= last;
+	     fd++)
+		if (e->kind != OSF_FD_NONE && e->kind != OSF_FD_HIDDEN &&
 		    e->kind != OSF_FD_RESERVED)
-			osf_fdt_set_cloexec((int)fd, 1);
-	}
+			osf_fdt_set_cloexec(fd, 1);
 }
 
 OSF_EXPORT int close_range(unsigned int first, unsigned int last, int flags)

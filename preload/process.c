@@ -55,16 +55,15 @@ int osf_thread_start(void *(*fn)(void *), const char *name)
  * nothing in this process's park, which only it could take from. */
 static void share_listeners(int spawn)
 {
-	unsigned i, j;
+	struct osf_fdt_entry *e;
+	int fd;
 
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
-		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			struct osf_fdt_entry *e = &osf_fdt_chunks[i][j];
-			if (e->kind == OSF_FD_LISTEN &&
-			    !(spawn && (e->flags & OSF_FDF_CLOEXEC)))
-				__atomic_or_fetch(&e->flags, OSF_FDF_SHARED,
-						  __ATOMIC_RELAXED);
-		}
+	OSF_FDT_FOREACH(fd, e) {
+		if (e->kind == OSF_FD_LISTEN &&
+		    !(spawn && (e->flags & OSF_FDF_CLOEXEC)))
+			__atomic_or_fetch(&e->flags, OSF_FDF_SHARED,
+					  __ATOMIC_RELAXED);
+	}
 }
 
 OSF_EXPORT pid_t fork(void)

@@ -58,16 +58,13 @@ void osf_sandbox_check(void)
  * mmap, which a filter need not allow later). */
 static void sandbox_enter(void)
 {
-	unsigned i, j;
+	struct osf_fdt_entry *c;
+	int fd;
 
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *c = osf_fdt_chunks[i];
-		for (j = 0; c && j < OSF_FDT_CHUNK_ENTRIES; j++)
-			if (osf_kind_is_conn(c[j].kind) &&
-			    __atomic_load_n(&c[j].image, __ATOMIC_ACQUIRE) != osf.image)
-				(void)osf_conn_poll((int)(i * OSF_FDT_CHUNK_ENTRIES + j),
-						    &c[j]);
-	}
+	OSF_FDT_FOREACH(fd, c)
+		if (osf_kind_is_conn(c->kind) &&
+		    __atomic_load_n(&c->image, __ATOMIC_ACQUIRE) != osf.image)
+			(void)osf_conn_poll(fd, c);
 	__atomic_store_n(&osf.sandboxed, 1, __ATOMIC_RELEASE);
 }
 

@@ -763,19 +763,18 @@ OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
  * accepted on port (they stand for TCP connections that would hold it). */
 static int accepted_hold(uint16_t port)
 {
-	unsigned i, j;
+	struct osf_fdt_entry *c;
+	int fd;
 
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++)
-		for (j = 0; osf_fdt_chunks[i] && j < OSF_FDT_CHUNK_ENTRIES; j++) {
-			struct osf_fdt_entry *c = &osf_fdt_chunks[i][j];
-			int32_t fam;
-			uint8_t a[16];
-			uint16_t p;
-			if (osf_kind_is_conn(c->kind) && c->role == OSF_ROLE_SERVER &&
-			    sa_split((struct sockaddr *)c->local, sizeof(c->local), &fam, a, &p) &&
-			    p == port)
-				return 1;
-		}
+	OSF_FDT_FOREACH(fd, c) {
+		int32_t fam;
+		uint8_t a[16];
+		uint16_t p;
+		if (osf_kind_is_conn(c->kind) && c->role == OSF_ROLE_SERVER &&
+		    sa_split((struct sockaddr *)c->local, sizeof(c->local), &fam, a, &p) &&
+		    p == port)
+			return 1;
+	}
 	return 0;
 }
 
