@@ -58,34 +58,43 @@ static int my_tid(void)
  * thread sleeps on it: an uncontended lock and unlock make no system call. */
 #define LOCK_WAITERS 0x40000000
 
-void osf_fdt_lock(void)
+/* word_lock takes the lock word w (the table's, or the rlimit window's). */
+static void word_lock(int *w)
 {
 	int me = my_tid(), cur = 0;
 
-	if (__atomic_compare_exchange_n(&lock_word, &cur, me, 0, __ATOMIC_ACQUIRE,
-					__ATOMIC_RELAXED))
+	if (__atomic_compare_exchange_n(w, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
 	for (;;) {
 		/* Contended: announce a sleeper, sleep, and take the lock
 		 * with the announcement kept (other sleepers may remain). */
 		if (cur != 0 && !(cur & LOCK_WAITERS) &&
-		    !__atomic_compare_exchange_n(&lock_word, &cur, cur | LOCK_WAITERS, 0,
+		    !__atomic_compare_exchange_n(w, &cur, cur | LOCK_WAITERS, 0,
 						 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			continue;
 		if (cur != 0)
-			syscall(SYS_futex, &lock_word, FUTEX_WAIT_PRIVATE,
-				cur | LOCK_WAITERS, NULL, NULL, 0);
+			syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, cur | LOCK_WAITERS, NULL, NULL, 0);
 		cur = 0;
-		if (__atomic_compare_exchange_n(&lock_word, &cur, me | LOCK_WAITERS, 0,
-						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		if (__atomic_compare_exchange_n(w, &cur, me | LOCK_WAITERS, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
 			return;
 	}
 }
 
+static void word_unlock(int *w)
+{
+	if (__atomic_exchange_n(w, 0, __ATOMIC_RELEASE) & LOCK_WAITERS)
+		syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void osf_fdt_lock(void)
+{
+	word_lock(&lock_word);
+}
+
 void osf_fdt_unlock(void)
 {
-	if (__atomic_exchange_n(&lock_word, 0, __ATOMIC_RELEASE) & LOCK_WAITERS)
-		syscall(SYS_futex, &lock_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	word_unlock(&lock_word);
 }
 
 #define OSF_FDT_EDEADLK() (errno = EDEADLK, -1)
@@ -124,9 +133,9 @@ static int high_raised;
 static int high_base; /* the outermost window's base, for nested ones */
 static int high_open; /* a window (not only the lock) is open */
 
-/* The window's lock word is the main lock's kind: the owner's tid, with
- * LOCK_WAITERS once another thread sleeps on it, so that an uncontended
- * window makes no futex call. */
+/* The window's lock word is the table lock's kind (word_lock): the
+ * owner's tid, with LOCK_WAITERS once another thread sleeps on it, so
+ * that an uncontended window makes no futex call. */
 static int high_mine(void)
 {
 	return (__atomic_load_n(&high_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
@@ -183,27 +192,11 @@ int osf_fdt_inrange_base(void)
 
 void osf_fdt_limit_lock(void)
 {
-	int me = my_tid(), cur = 0;
-
 	if (high_mine()) {
 		high_depth++; /* a signal handler inside a window */
 		return;
 	}
-	if (!__atomic_compare_exchange_n(&high_word, &cur, me, 0, __ATOMIC_ACQUIRE,
-					 __ATOMIC_RELAXED))
-		for (;;) {
-			if (cur != 0 && !(cur & LOCK_WAITERS) &&
-			    !__atomic_compare_exchange_n(&high_word, &cur, cur | LOCK_WAITERS,
-							 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-				continue;
-			if (cur != 0)
-				syscall(SYS_futex, &high_word, FUTEX_WAIT_PRIVATE,
-					cur | LOCK_WAITERS, NULL, NULL, 0);
-			cur = 0;
-			if (__atomic_compare_exchange_n(&high_word, &cur, me | LOCK_WAITERS, 0,
-							__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-				break;
-		}
+	word_lock(&high_word);
 	high_depth = 1;
 }
 
@@ -211,8 +204,7 @@ void osf_fdt_limit_unlock(void)
 {
 	if (--high_depth > 0)
 		return;
-	if (__atomic_exchange_n(&high_word, 0, __ATOMIC_RELEASE) & LOCK_WAITERS)
-		syscall(SYS_futex, &high_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	word_unlock(&high_word);
 }
 
 int osf_fdt_high_begin(void)
