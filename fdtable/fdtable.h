@@ -123,11 +123,20 @@ enum osf_role {
 #define OSF_FDF_SHARED 0x1000u    /* a listener another process may accept
 				      from too (forked or spawned with it):
 				      it parks no deferred connection */
-#define OSF_FDF_REUSESET 0x2000u  /* SO_REUSEADDR or SO_REUSEPORT was set
+#define OSF_FDF_GWWAIT 0x2000u    /* kind KERNEL, transport GATEWAY: a
+				      non-blocking connect waits for the
+				      gateway's reply (preload/gateway.c) */
+#define OSF_FDF_GWERR 0x4000u     /* ... whose reply was an error: SO_ERROR
+				      is reason_errno until it is read */
+#define OSF_FDF_GWTAKE 0x8000u    /* ... a thread is taking the reply */
+#define OSF_FDF_GWITEMS 0x10000u  /* ... was registered in an epoll while
+				      waiting (selectmux moves it to the
+				      kernel's set once it is settled) */
+#define OSF_FDF_REUSESET 0x20000u /* SO_REUSEADDR or SO_REUSEPORT was set
 				      on this kernel socket, or it has (had)
 				      dups through which they may have been:
 				      a port hold of its own reads them then */
-#define OSF_FDF_NOKEEP 0x4000u    /* this kernel socket has (had) dups or
+#define OSF_FDF_NOKEEP 0x40000u   /* this kernel socket has (had) dups or
 				      was added to an epoll set: an offloaded
 				      connect may not keep it alive as its
 				      port hold (sockets.c, setup_connect.c) */

@@ -5,12 +5,22 @@
  * reference on fd's connection.
  */
 #include "conn_priv.h"
+#include "gateway.h"
+
+/* A kernel socket connecting through a gateway (osf_gw_pending, or just
+ * settled and still among selectmux's items) is not a ring: its readiness
+ * is preload/gateway.c's, it is woken by the reply arriving as data on the
+ * socket itself, and it has no tokens, stamps or pages. */
+#define GW_KERNEL(e) unlikely((e) && (e)->kind == OSF_FD_KERNEL)
 
 short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 {
-	struct osf_conn *c = conn_get(fd, e);
+	struct osf_conn *c;
 	short r;
 
+	if (GW_KERNEL(e))
+		return osf_gateway_poll(fd, e);
+	c = conn_get(fd, e);
 	if (!c)
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd); /* a reset nobody waited for */
@@ -31,6 +41,8 @@ int osf_conn_arm_kinds_fd(int fd, struct osf_fdt_entry *e, short events)
 {
 	int k = osf_conn_arm_kinds(events);
 
+	if (GW_KERNEL(e))
+		return OSF_ARM_RX;
 	/* Waiting for a gateway's reply: it arrives as data, and an RDMA
 	 * engine wakes only readers for data (conn_gw.c). */
 	if (unlikely(e && (e->flags & OSF_FDF_GATEWAY)) && !(k & OSF_ARM_RX) &&
@@ -42,9 +54,12 @@ int osf_conn_arm_kinds_fd(int fd, struct osf_fdt_entry *e, short events)
 short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 		   int *trim_due)
 {
-	struct osf_conn *c = conn_get(fd, e);
+	struct osf_conn *c;
 	short r;
 
+	if (GW_KERNEL(e))
+		return osf_gateway_poll(fd, e);
+	c = conn_get(fd, e);
 	if (!c)
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd);
@@ -59,8 +74,11 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 
 void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken)
 {
-	struct osf_conn *c = conn_get(fd, e);
+	struct osf_conn *c;
 
+	if (GW_KERNEL(e))
+		return;
+	c = conn_get(fd, e);
 	if (!c)
 		return;
 	osf_side_disarm(&c->s, fd, kinds, woken);
@@ -69,9 +87,13 @@ void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken)
 
 uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
 {
-	struct osf_conn *c = conn_get(fd, e);
+	struct osf_conn *c;
 	uint64_t st;
 
+	if (GW_KERNEL(e)) /* waiting, failed, settled: each an edge */
+		return __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) &
+		       (OSF_FDF_GWWAIT | OSF_FDF_GWERR);
+	c = conn_get(fd, e);
 	if (!c)
 		return 0;
 	st = osf_side_stamp(&c->s);
@@ -81,8 +103,11 @@ uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
 
 void osf_conn_trim(int fd, struct osf_fdt_entry *e)
 {
-	struct osf_conn *c = conn_get(fd, e);
+	struct osf_conn *c;
 
+	if (GW_KERNEL(e))
+		return;
+	c = conn_get(fd, e);
 	if (!c)
 		return;
 	if (osf_side_trim_due(&c->s))

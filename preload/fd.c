@@ -35,7 +35,8 @@ void osf_fd_closed(int fd)
 
 	if (!e || e->kind == OSF_FD_NONE || e->kind == OSF_FD_HIDDEN)
 		return;
-	if (osf_kind_is_conn(e->kind) || e->kind == OSF_FD_INET)
+	if (osf_kind_is_conn(e->kind) || e->kind == OSF_FD_INET ||
+	    (e->kind == OSF_FD_KERNEL && (e->flags & OSF_FDF_GWITEMS)))
 		osf_mux_forget(fd);
 	if (osf_kind_is_conn(e->kind))
 		osf_conn_close(fd, e);

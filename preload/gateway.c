@@ -63,16 +63,51 @@ static void unconnect(int fd)
 	REAL(connect)(fd, &sa, sizeof(sa));
 }
 
+/* record_gateway makes fd's entry a kernel stream through a gateway to
+ * the destination sa, adding flags. */
+static struct osf_fdt_entry *record_gateway(int fd, const struct sockaddr *sa,
+					    socklen_t len,
+					    const struct osf_core_conn *cc,
+					    uint32_t flags)
+{
+	struct osf_fdt_entry *e = osf_fdt_get(fd);
+	struct stat st;
+
+	if (!e)
+		return NULL;
+	e->transport = OSF_TP_GATEWAY;
+	e->role = OSF_ROLE_CLIENT;
+	e->reason = OSF_R_NONE;
+	e->rule = cc->rule;
+	e->reason_errno = 0;
+	e->aux_fd = -1;
+	e->ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+	memset(e->peer, 0, sizeof(e->peer));
+	memcpy(e->peer, sa, len < sizeof(e->peer) ? len : sizeof(e->peer));
+	__atomic_or_fetch(&e->flags, flags, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->kind, OSF_FD_KERNEL, __ATOMIC_RELEASE);
+	osf_fdt_touch();
+	return e;
+}
+
 int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
 			const struct osf_core_conn *cc)
 {
 	unsigned char b[GW_REPLY_BYTES];
-	struct osf_fdt_entry *e;
-	struct stat st;
 	int err, fl;
 
 	if (cc->reason_errno)
 		return OSF_FAIL(cc->reason_errno);
+	fl = REAL(fcntl)(fd, F_GETFL, NULL);
+	if (fl >= 0 && (fl & O_NONBLOCK)) {
+		/* As TCP: in progress; poll, select, epoll, SO_ERROR,
+		 * connect, recv and send take the reply when it comes. */
+		if (!record_gateway(fd, sa, len, cc,
+				    OSF_FDF_INPROGRESS | OSF_FDF_GWWAIT))
+			return OSF_FAIL(ENOBUFS); /* no room to remember it */
+		osf_mux_offloaded(fd); /* registered in an epoll before */
+		return OSF_FAIL(EINPROGRESS);
+	}
 	err = read_reply(fd, b, cc->gw_wait_ms);
 	if (!err && (memcmp(b, "OSFA", 4) != 0 || b[4] != 1))
 		err = EPROTO;
@@ -83,26 +118,176 @@ int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		unconnect(fd);
 		return OSF_FAIL(err);
 	}
-	e = osf_fdt_get(fd);
-	if (e) {
-		e->transport = OSF_TP_GATEWAY;
-		e->role = OSF_ROLE_CLIENT;
-		e->reason = OSF_R_NONE;
-		e->rule = cc->rule;
-		e->reason_errno = 0;
-		e->aux_fd = -1;
-		e->ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
-		memset(e->peer, 0, sizeof(e->peer));
-		memcpy(e->peer, sa, len < sizeof(e->peer) ? len : sizeof(e->peer));
-		__atomic_store_n(&e->kind, OSF_FD_KERNEL, __ATOMIC_RELEASE);
-		osf_fdt_touch();
+	record_gateway(fd, sa, len, cc, 0);
+	return 0;
+}
+
+/* take_reply takes the gateway's reply to a non-blocking connect over a
+ * kernel leg (OSF_FDF_GWWAIT) when it is all there: 1 while it is awaited
+ * (or another thread is taking it; or another process sharing the socket
+ * took it and no byte followed yet), 0 once settled: OK, or failed with
+ * the reply's errno (ECONNRESET: the gateway went away first), kept as
+ * SO_ERROR (OSF_FDF_GWERR, reason_errno), the socket unconnected. Never
+ * takes a byte of the stream that follows the reply. */
+static int take_reply(int fd, struct osf_fdt_entry *e)
+{
+	unsigned char b[GW_REPLY_BYTES];
+	int err, saved = errno;
+	ssize_t n;
+
+	if (!(__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) & OSF_FDF_GWWAIT))
+		return 0;
+	if (__atomic_fetch_or(&e->flags, OSF_FDF_GWTAKE, __ATOMIC_ACQUIRE) &
+	    OSF_FDF_GWTAKE)
+		return 1;
+	if (!(__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) & OSF_FDF_GWWAIT)) {
+		__atomic_and_fetch(&e->flags, ~OSF_FDF_GWTAKE, __ATOMIC_RELEASE);
+		return 0;
 	}
-	fl = REAL(fcntl)(fd, F_GETFL, NULL);
-	if (fl >= 0 && (fl & O_NONBLOCK)) { /* as TCP: in progress, then done;
-					       the next connect returns 0 */
-		if (e)
-			e->flags |= OSF_FDF_INPROGRESS;
-		return OSF_FAIL(EINPROGRESS);
+	n = REAL(recv)(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	if (n >= 4 && memcmp(b, "OSFA", 4) != 0) {
+		/* Stream bytes: a process sharing the socket (fork) took an
+		 * OK reply; an error one would have disconnected it. */
+		err = 0;
+	} else if (n == GW_REPLY_BYTES &&
+	    REAL(recv)(fd, b, sizeof(b), MSG_DONTWAIT) == GW_REPLY_BYTES) {
+		err = (memcmp(b, "OSFA", 4) != 0 || b[4] != 1)
+			      ? EPROTO
+			      : (int)((uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 |
+				      (uint32_t)b[10] << 8 | b[11]);
+	} else if (n == 0) {
+		err = ECONNRESET; /* the gateway went away */
+	} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+		err = errno;
+	} else {
+		/* Nothing yet, or part of it: unless the stream ended. */
+		struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+		if (n <= 0 || REAL(poll)(&p, 1, 0) <= 0 ||
+		    !(p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+			__atomic_and_fetch(&e->flags, ~OSF_FDF_GWTAKE,
+					   __ATOMIC_RELEASE);
+			errno = saved;
+			return 1;
+		}
+		err = ECONNRESET;
+	}
+	if (err) {
+		unconnect(fd);
+		e->reason_errno = err;
+		__atomic_or_fetch(&e->flags, OSF_FDF_GWERR, __ATOMIC_RELEASE);
+		__atomic_and_fetch(&e->flags, ~OSF_FDF_INPROGRESS, __ATOMIC_RELEASE);
+	}
+	__atomic_and_fetch(&e->flags, ~(OSF_FDF_GWWAIT | OSF_FDF_GWTAKE),
+			   __ATOMIC_RELEASE);
+	osf_fdt_touch();
+	errno = saved;
+	return 0;
+}
+
+/* clear_error ends a failed gateway connect once its error was reported
+ * (SO_ERROR, connect): the socket is an unconnected TCP socket again,
+ * which a later connect routes anew. */
+static void clear_error(int fd, struct osf_fdt_entry *e)
+{
+	if (!(__atomic_fetch_and(&e->flags, ~OSF_FDF_GWERR, __ATOMIC_ACQ_REL) &
+	      OSF_FDF_GWERR))
+		return;
+	if (__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) & OSF_FDF_GWITEMS)
+		osf_mux_gw_settled(fd);
+	__atomic_and_fetch(&e->flags, ~OSF_FDF_GWITEMS, __ATOMIC_RELEASE);
+	e->transport = OSF_TP_NONE;
+	e->reason_errno = 0;
+	memset(e->peer, 0, sizeof(e->peer));
+	__atomic_store_n(&e->kind, OSF_FD_INET, __ATOMIC_RELEASE);
+	osf_fdt_touch();
+}
+
+int osf_gateway_settle(int fd, struct osf_fdt_entry *e)
+{
+	if (take_reply(fd, e))
+		return 1;
+	if ((__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) &
+	     (OSF_FDF_GWITEMS | OSF_FDF_GWERR)) == OSF_FDF_GWITEMS) {
+		osf_mux_gw_settled(fd);
+		__atomic_and_fetch(&e->flags, ~OSF_FDF_GWITEMS, __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+short osf_gateway_poll(int fd, struct osf_fdt_entry *e)
+{
+	struct pollfd p = {.fd = fd,
+			   .events = POLLIN | POLLOUT | POLLRDHUP | POLLPRI};
+	uint32_t fl;
+
+	if (take_reply(fd, e))
+		return 0;
+	fl = __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE);
+	if (REAL(poll)(&p, 1, 0) < 0)
+		return POLLNVAL;
+	/* A failed connect: unconnected, POLLERR until SO_ERROR is read,
+	 * as the kernel's socket after a refused one. */
+	return p.revents | ((fl & OSF_FDF_GWERR) ? POLLERR : 0);
+}
+
+int osf_gateway_sockerr(int fd, struct osf_fdt_entry *e, void *val,
+			socklen_t *len)
+{
+	int err = 0, kerr = 0;
+	socklen_t kl = sizeof(kerr);
+
+	if (!val || !len)
+		return OSF_FAIL(EFAULT);
+	if ((int)*len < 0)
+		return OSF_FAIL(EINVAL);
+	if (osf_gateway_settle(fd, e) == 0) {
+		/* Taken: the unconnect's own (ECONNRESET), or the stream's. */
+		if (REAL(getsockopt)(fd, SOL_SOCKET, SO_ERROR, &kerr, &kl) < 0)
+			return -1;
+		err = kerr;
+		if (__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) & OSF_FDF_GWERR) {
+			err = e->reason_errno;
+			clear_error(fd, e);
+		}
+	}
+	if (*len > sizeof(err))
+		*len = sizeof(err);
+	memcpy(val, &err, *len);
+	return 0;
+}
+
+int osf_gateway_pending_connect(int fd, struct osf_fdt_entry *e)
+{
+	int err;
+
+	if (osf_gateway_settle(fd, e))
+		return OSF_FAIL(EALREADY);
+	if (__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) & OSF_FDF_GWERR) {
+		err = e->reason_errno;
+		clear_error(fd, e);
+		return OSF_FAIL(err);
+	}
+	if (__atomic_fetch_and(&e->flags, ~OSF_FDF_INPROGRESS, __ATOMIC_ACQ_REL) &
+	    OSF_FDF_INPROGRESS)
+		return 0;
+	return OSF_FAIL(EISCONN);
+}
+
+int osf_gateway_pending_io(int fd, struct osf_fdt_entry *e, int nonblock)
+{
+	while (osf_gateway_settle(fd, e)) {
+		/* A blocking call waits, as TCP's for the handshake (the
+		 * gateway bounds its connect; a leg that ends ends it). */
+		struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+		if (nonblock)
+			return OSF_FAIL(EAGAIN);
+		if (REAL(poll)(&p, 1, 1000) < 0 && errno == EINTR)
+			return OSF_FAIL(EINTR);
+	}
+	if (__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) & OSF_FDF_GWERR) {
+		int err = e->reason_errno;
+		clear_error(fd, e); /* as TCP: the error once, by read or write */
+		return OSF_FAIL(err);
 	}
 	return 0;
 }
@@ -176,6 +361,10 @@ int osf_gateway_getname(int fd, struct osf_fdt_entry *e, int peer,
 {
 	const uint8_t *b = peer ? e->peer : e->local;
 	socklen_t n;
+
+	if (peer && osf_gw_pending(e) && (osf_gateway_settle(fd, e) ||
+					  osf_gw_pending(e)))
+		return OSF_FAIL(ENOTCONN); /* as TCP's, connecting or failed */
 
 	if (!peer && e->role != OSF_ROLE_SERVER)
 		return REAL(getsockname)(fd, sa, len);

@@ -16,6 +16,39 @@
 int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
 			const struct osf_core_conn *cc);
 
+/* A non-blocking connect through a gateway over a kernel TCP leg returns
+ * EINPROGRESS once the request is sent; the entry (kind KERNEL, transport
+ * GATEWAY) carries OSF_FDF_GWWAIT until the reply is taken by whoever
+ * looks first, as the functions below do. */
+
+/* osf_gateway_settle takes the reply if it is all there: 1 while it is
+ * awaited, else 0 (and fd's epoll registrations, held by selectmux while
+ * it waited, are the kernel's again unless it failed with SO_ERROR still
+ * unread). */
+int osf_gateway_settle(int fd, struct osf_fdt_entry *e);
+
+/* osf_gateway_poll returns the poll events of such an fd: none while the
+ * reply is awaited; after an error reply POLLOUT|POLLHUP|POLLERR (as the
+ * kernel's socket after a refused connect) until SO_ERROR is read; after
+ * an OK one the kernel socket's own. */
+short osf_gateway_poll(int fd, struct osf_fdt_entry *e);
+
+/* osf_gateway_sockerr is getsockopt(SO_ERROR) on such an fd: 0 while the
+ * reply is awaited, then the reply's errno, once. */
+int osf_gateway_sockerr(int fd, struct osf_fdt_entry *e, void *val,
+			socklen_t *len);
+
+/* osf_gateway_pending_connect is connect on such an fd: EALREADY while
+ * awaited, the reply's errno once after an error reply (the socket may
+ * then connect again, routed anew), 0 once after an OK one, then EISCONN. */
+int osf_gateway_pending_connect(int fd, struct osf_fdt_entry *e);
+
+/* osf_gateway_pending_io precedes a read or write on such an fd: -1 with
+ * EAGAIN while awaited (nonblock; a blocking call waits for the reply),
+ * with the reply's errno (once) after an error reply; 0 when the call may
+ * go to the kernel socket. */
+int osf_gateway_pending_io(int fd, struct osf_fdt_entry *e, int nonblock);
+
 /* osf_gateway_leg_begin marks fd, just installed as an offloaded
  * connection to a gateway (the core sent the request through its rings),
  * as a stream through a gateway waiting for the reply (conn_gw.c). */

@@ -26,6 +26,21 @@ static inline struct osf_fdt_entry *conn_entry(int fd)
 	return (e && osf_kind_is_conn(e->kind)) ? e : NULL;
 }
 
+/* io_entry is conn_entry for the read and write calls, which also take a
+ * kernel socket whose connect through a gateway has not settled
+ * (osf_conn_recv/send then wait for, or refuse before, the reply). */
+static inline struct osf_fdt_entry *io_entry(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+
+	if (likely(!e))
+		return NULL;
+	if (osf_kind_is_conn(e->kind) ||
+	    unlikely(e->kind == OSF_FD_KERNEL && osf_gw_pending(e)))
+		return e;
+	return NULL;
+}
+
 /* iov_bytes is the length of an iovec array (no overflow check: only
  * compared with what a successful send took). */
 static size_t iov_bytes(const struct iovec *iov, size_t cnt)
@@ -87,7 +102,7 @@ static OSF_SLOW ssize_t recv1_chk(int fd, struct osf_fdt_entry *e, void *buf,
 
 OSF_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e))
 		return REAL(read)(fd, buf, n);
@@ -96,7 +111,7 @@ OSF_EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 OSF_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e))
 		return REAL(__read_chk)(fd, buf, n, buflen);
@@ -105,7 +120,7 @@ OSF_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 
 OSF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e))
 		return REAL(readv)(fd, iov, iovcnt);
@@ -114,7 +129,7 @@ OSF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 
 OSF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e))
 		return REAL(recv)(fd, buf, n, flags);
@@ -124,7 +139,7 @@ OSF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 OSF_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
 			      int flags)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e))
 		return REAL(__recv_chk)(fd, buf, n, buflen, flags);
@@ -146,7 +161,7 @@ static OSF_SLOW ssize_t recvfrom_conn(int fd, struct osf_fdt_entry *e,
 OSF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags,
 			    struct sockaddr *sa, socklen_t *alen)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e))
 		return REAL(recvfrom)(fd, buf, n, flags, sa, alen);
@@ -157,7 +172,7 @@ OSF_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen,
 				  int flags, struct sockaddr *sa,
 				  socklen_t *alen)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e))
 		return REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, sa,
@@ -173,7 +188,7 @@ static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 	ssize_t r = osf_conn_recv(fd, e, msg->msg_iov, (int)msg->msg_iovlen,
 				  flags);
 
-	if (r >= 0) {
+	if (r >= 0 && osf_kind_is_conn(e->kind)) {
 		msg->msg_namelen = 0;
 		msg->msg_flags = 0;
 		osf_conn_cmsgs(fd, e, msg, r);
@@ -183,7 +198,7 @@ static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 
 OSF_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e)) {
 		if (unlikely(msg && msg->msg_control &&
@@ -261,7 +276,7 @@ OSF_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 
 OSF_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e))
 		return REAL(write)(fd, buf, n);
@@ -270,7 +285,7 @@ OSF_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 
 OSF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e))
 		return REAL(writev)(fd, iov, iovcnt);
@@ -279,7 +294,7 @@ OSF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 OSF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e))
 		return REAL(send)(fd, buf, n, flags);
@@ -290,7 +305,7 @@ OSF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 OSF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 			  const struct sockaddr *sa, socklen_t alen)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e))
 		return REAL(sendto)(fd, buf, n, flags, sa, alen);
@@ -299,7 +314,7 @@ OSF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 
 OSF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	struct osf_fdt_entry *e = conn_entry(fd);
+	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e)) {
 		if (unlikely(msg && msg->msg_control && msg->msg_controllen &&

@@ -545,10 +545,9 @@ OSF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		return OSF_FAIL(EISCONN);
 	}
 	if (unlikely(e->transport == OSF_TP_GATEWAY &&
-		     (e->flags & OSF_FDF_INPROGRESS))) { /* as for TCP */
-		e->flags &= ~OSF_FDF_INPROGRESS;
-		return 0;
-	}
+		     (e->flags & (OSF_FDF_INPROGRESS | OSF_FDF_GWWAIT |
+				  OSF_FDF_GWERR)))) /* as for TCP */
+		return osf_gateway_pending_connect(fd, e);
 	if (e->kind != OSF_FD_INET || !osf_on() || !sa ||
 	    (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
 		return REAL(connect)(fd, sa, len);
@@ -835,8 +834,12 @@ OSF_EXPORT int getsockopt(int fd, int level, int name, void *val,
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || !osf_kind_is_conn(e->kind)))
+	if (likely(!e || !osf_kind_is_conn(e->kind))) {
+		if (unlikely(e && level == SOL_SOCKET && name == SO_ERROR &&
+			     osf_gw_pending(e)))
+			return osf_gateway_sockerr(fd, e, val, len);
 		return REAL(getsockopt)(fd, level, name, val, len);
+	}
 	return osf_conn_getsockopt(fd, e, level, name, val, len);
 }
 

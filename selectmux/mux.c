@@ -58,9 +58,11 @@ extern void __chk_fail(void) __attribute__((noreturn));
 /* involved reports an fd whose readiness osf must compute. */
 static inline int involved(int fd)
 {
-	int k = osf_fdt_kind(fd);
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int k = e ? __atomic_load_n(&e->kind, __ATOMIC_ACQUIRE) : OSF_FD_NONE;
 
-	return osf_kind_is_offloaded(k) || k == OSF_FD_EPOLL;
+	return osf_kind_is_offloaded(k) || k == OSF_FD_EPOLL ||
+	       unlikely(k == OSF_FD_KERNEL && osf_gw_pending(e));
 }
 
 static long ts_ms(const struct timespec *ts)
@@ -225,10 +227,12 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		kind[i] = SLOT_KERNEL;
 		arm[i] = 0;
 		wx[i] = -1;
-		if (kd >= OSF_FD_SHM) {
+		if (kd >= OSF_FD_SHM ||
+		    unlikely(kd == OSF_FD_KERNEL && osf_gw_pending(e))) {
 			kind[i] = SLOT_CONN;
 			k[i].events = POLLIN | POLLRDHUP; /* tokens and the end */
-			if (!(fds[i].events & (POLLOUT | POLLWRNORM)))
+			if (!(fds[i].events & (POLLOUT | POLLWRNORM)) ||
+			    kd == OSF_FD_KERNEL) /* a gateway's reply: data */
 				continue;
 			k[m].fd = osf_conn_wake_tx_fd(e);
 		} else if (kd == OSF_FD_LISTEN) {
@@ -858,11 +862,38 @@ static void drop_item(struct ep *ep, struct epi *it)
 	free_item(ep, it);
 }
 
+static void note_pending(struct ep *ep, int op, int fd, struct epoll_event *ev);
+
 /* same_file reports whether it still describes the file at its fd: the
  * fd was not closed and reused behind osf's back (syscall(SYS_close)). */
 static int same_file(const struct epi *it, const struct osf_fdt_entry *e)
 {
-	return e && osf_kind_is_conn(e->kind) && e->ino == it->ino;
+	return e && (osf_kind_is_conn(e->kind) || e->kind == OSF_FD_KERNEL) &&
+	       e->ino == it->ino;
+}
+
+/* gw_settled reports an item of a kernel socket whose connect through a
+ * gateway has settled: the kernel reports it from now on. */
+static int gw_settled(const struct osf_fdt_entry *e)
+{
+	return unlikely(e->kind == OSF_FD_KERNEL) && !osf_gw_pending(e);
+}
+
+/* gw_convert hands it, such an item, to the kernel: registered in the
+ * application's epoll with its events and data (unless the application
+ * deleted it), and out of the inner one. */
+static void gw_convert(struct ep *ep, struct epi *it)
+{
+	struct epoll_event ev;
+
+	ev.events = it->events;
+	ev.data = it->data;
+	if (it->disabled) /* a one-shot that fired: stays off until MOD */
+		ev.events = EPOLLONESHOT | EPOLLET;
+	REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->fd, NULL);
+	if (!it->parked && REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, it->fd, &ev) == 0)
+		note_pending(ep, EPOLL_CTL_ADD, it->fd, &ev);
+	free_item(ep, it);
 }
 
 /* kick wakes the waits asleep in the kernel on ep (the lock is held). */
@@ -1045,6 +1076,13 @@ void osf_mux_offloaded(int fd)
 			ev = ep->pend[i];
 			if (osf_kind_is_conn(t->kind)) {
 				ctl_conn(ep, EPOLL_CTL_ADD, fd, &ev);
+			} else if (osf_gw_pending(t)) {
+				/* Same file: the kernel's registration would
+				 * say writable before the gateway answers. */
+				REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_DEL, fd, NULL);
+				if (ctl_conn(ep, EPOLL_CTL_ADD, fd, &ev) == 0)
+					__atomic_or_fetch(&t->flags, OSF_FDF_GWITEMS,
+							  __ATOMIC_RELEASE);
 			} else if (t->kind == OSF_FD_LISTEN) {
 				REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, t->aux_fd, &ev);
 				note_listener(ep, fd, 1);
@@ -1147,18 +1185,99 @@ void osf_mux_hidden_moved(int old, int nfd)
 	mu_unlock(&all_lock);
 }
 
+/* ctl_item is epoll_ctl of an fd whose registrations are items of osf's
+ * (an offloaded connection, or a socket connecting through a gateway). */
+static int ctl_item(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct ep *ep;
+	int r;
+
+	if (epfd == fd)
+		return OSF_FAIL(EINVAL);
+	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev)
+		return OSF_FAIL(EFAULT);
+	ep = ep_of(osf_fdt_lookup(epfd));
+	if (!ep) {
+		/* Is epfd an epoll fd at all? Let the kernel say. */
+		struct epoll_event probe = {0, {0}};
+		if (REAL(epoll_ctl)(epfd, EPOLL_CTL_DEL, fd, &probe) < 0 &&
+		    errno != ENOENT)
+			return -1;
+		ep = ep_create(epfd);
+		if (!ep)
+			return -1;
+	}
+	mu_lock(&ep->lock);
+	r = ctl_conn(ep, op, fd, ev);
+	mu_unlock(&ep->lock);
+	return r;
+}
+
+/* ctl_gw is epoll_ctl for a kernel socket connecting through a gateway:
+ * an item of osf's while it waits (or failed, SO_ERROR unread), the
+ * kernel's registration once settled. */
+static int ctl_gw(int epfd, int op, int fd, struct epoll_event *ev,
+		  struct osf_fdt_entry *t)
+{
+	struct ep *ep = ep_of(osf_fdt_lookup(epfd));
+	struct epi *it;
+	int r;
+
+	if (osf_gw_pending(t)) {
+		r = ctl_item(epfd, op, fd, ev);
+		if (r == 0 && op == EPOLL_CTL_ADD)
+			__atomic_or_fetch(&t->flags, OSF_FDF_GWITEMS, __ATOMIC_RELEASE);
+		return r;
+	}
+	if (ep) { /* settled: hand a waiting item over first */
+		mu_lock(&ep->lock);
+		it = fd < ep->cap ? ep->byfd[fd] : NULL;
+		if (it && same_file(it, t))
+			gw_convert(ep, it);
+		note_pending(ep, op, fd, ev);
+		mu_unlock(&ep->lock);
+	}
+	return REAL(epoll_ctl)(epfd, op, fd, ev);
+}
+
+void osf_mux_gw_settled(int fd)
+{
+	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
+	struct ep *ep;
+
+	if (!all_eps || !t)
+		return;
+	mu_lock(&all_lock);
+	for (ep = all_eps; ep; ep = ep->next_ep) {
+		struct epi *it;
+		mu_lock(&ep->lock);
+		it = fd < ep->cap ? ep->byfd[fd] : NULL;
+		if (it && same_file(it, t)) {
+			gw_convert(ep, it);
+			kick(ep); /* a wait asleep picks the kernel's up */
+		}
+		mu_unlock(&ep->lock);
+	}
+	mu_unlock(&all_lock);
+}
+
 OSF_EXPORT int epoll_create(int size) { return REAL(epoll_create)(size); }
 
 OSF_EXPORT int epoll_create1(int flags) { return REAL(epoll_create1)(flags); }
 
 OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	struct osf_fdt_entry *t = osf_fdt_lookup(fd), *e;
+	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
 	struct ep *ep;
 	int r;
 
-	if (likely(!t || !osf_kind_may_offload(t->kind)))
-		return REAL(epoll_ctl)(epfd, op, fd, ev);
+	if (likely(!t || !osf_kind_may_offload(t->kind))) {
+		if (likely(!t || t->kind != OSF_FD_KERNEL ||
+			   !(__atomic_load_n(&t->flags, __ATOMIC_ACQUIRE) &
+			     (OSF_FDF_GWWAIT | OSF_FDF_GWERR | OSF_FDF_GWITEMS))))
+			return REAL(epoll_ctl)(epfd, op, fd, ev);
+		return ctl_gw(epfd, op, fd, ev, t);
+	}
 	if (t->kind == OSF_FD_INET) {
 		/* The registration is the kernel socket's: connect must not
 		 * keep it alive behind the wake socket (OSF_FDF_NOKEEP). */
@@ -1185,26 +1304,7 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		}
 		return r;
 	}
-	if (epfd == fd)
-		return OSF_FAIL(EINVAL);
-	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev)
-		return OSF_FAIL(EFAULT);
-	e = osf_fdt_lookup(epfd);
-	ep = ep_of(e);
-	if (!ep) {
-		/* Is epfd an epoll fd at all? Let the kernel say. */
-		struct epoll_event probe = {0, {0}};
-		if (REAL(epoll_ctl)(epfd, EPOLL_CTL_DEL, fd, &probe) < 0 &&
-		    errno != ENOENT)
-			return -1;
-		ep = ep_create(epfd);
-		if (!ep)
-			return -1;
-	}
-	mu_lock(&ep->lock);
-	r = ctl_conn(ep, op, fd, ev);
-	mu_unlock(&ep->lock);
-	return r;
+	return ctl_item(epfd, op, fd, ev);
 }
 
 /* go_idle parks an item that needs a new edge (or readiness) on the idle
@@ -1236,6 +1336,10 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 			free_item(ep, it); /* closed behind osf's back */
 			continue;
 		}
+		if (gw_settled(e)) {
+			gw_convert(ep, it);
+			continue;
+		}
 		if (it->disabled) {
 			list_del(ep, it);
 			continue;
@@ -1243,6 +1347,10 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 		if (it->seen == ep->wait)
 			continue;
 		ev = poll_to_epoll(osf_conn_poll(it->fd, e)) & want;
+		if (gw_settled(e)) { /* it just did: the kernel reports it */
+			gw_convert(ep, it);
+			continue;
+		}
 		if (!ev) {
 			go_idle(ep, it, e);
 			continue;
@@ -1276,6 +1384,11 @@ static int idle_check(struct ep *ep)
 			free_item(ep, it);
 			continue;
 		}
+		if (gw_settled(e)) {
+			gw_convert(ep, it);
+			moved = 1; /* the kernel may report it now */
+			continue;
+		}
 		if ((it->events & EPOLLET) && osf_conn_stamp(it->fd, e) == it->stamp)
 			continue;
 		if (poll_to_epoll(osf_conn_poll(it->fd, e)) & want) {
@@ -1298,6 +1411,11 @@ static int arm_idle(struct ep *ep)
 		next = it->next;
 		if (!same_file(it, e)) {
 			free_item(ep, it);
+			continue;
+		}
+		if (gw_settled(e)) {
+			gw_convert(ep, it);
+			ready = 1; /* the kernel may report it now */
 			continue;
 		}
 		list_del(ep, it);

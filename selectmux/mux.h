@@ -17,6 +17,12 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared);
 void osf_mux_forget(int fd);
 void osf_mux_offloaded(int fd);
 
+/* osf_mux_gw_settled hands fd, a kernel socket whose connect through a
+ * gateway just settled (preload/gateway.c), from osf's inner epolls back
+ * to the kernel's: each epoll it was registered in while it waited gets
+ * the kernel registration with the application's events and data. */
+void osf_mux_gw_settled(int fd);
+
 /* osf_mux_changed re-checks, in this process's epolls, the items of the
  * connection of fd (of its dups too when dups), whose own state this
  * process just changed (shutdown): the kernel wakes the waits asleep on a

@@ -53,8 +53,11 @@ func (g *gatewayNet) assertLeg(t *testing.T, pid int, dst, leg string) {
 // saw: "connect ERRNO"; while the gateway has not answered yet (mode
 // suffix "-slow": the destination takes seconds), what a second connect,
 // recv, send and a zero-timeout wait say; then, after waiting for
-// writability with poll, epoll (registered after connect) or epoll-pre
-// (registered before connect), "ready OUT ERR HUP so_error ERRNO"; on
+// writability with poll, select, epoll (registered after connect) or epoll-pre
+// (registered before connect), "ready OUT ERR HUP so_error ERRNO" (mode
+// close-slow closes it while connecting instead; epoll-slow, after a
+// failure, checks getpeername and connects the socket again, through
+// the gateway again); on
 // success it sends its standard input, shuts down writing and prints the
 // reply.
 const gwNB = `
@@ -75,10 +78,18 @@ if mode.endswith("-slow"):
             print(what, name(e.errno))
     p = select.poll(); p.register(s, select.POLLOUT | select.POLLIN)
     print("early", p.poll(0))
+    if ep is not None:
+        print("early", ep.poll(0))
+if mode.startswith("close"):
+    s.close(); print("closed"); sys.exit(0)
 if mode.startswith("poll"):
     p = select.poll(); p.register(s, select.POLLOUT)
     ev = p.poll(30000)[0][1]
     out, err, hup = select.POLLOUT, select.POLLERR, select.POLLHUP
+elif mode.startswith("select"):
+    _, w, _ = select.select([], [s], [], 30)
+    out, err, hup = 1, 2, 4
+    ev = out if w else 0
 else:
     if ep is None:
         ep = select.epoll(); ep.register(s.fileno(), select.EPOLLOUT | select.EPOLLET)
@@ -86,6 +97,13 @@ else:
     out, err, hup = select.EPOLLOUT, select.EPOLLERR, select.EPOLLHUP
 e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
 print("ready", "OUT" if ev & out else "-", "ERR" if ev & err else "-", "HUP" if ev & hup else "-", "so_error", name(e), flush=True)
+if e != 0 and mode.startswith("epoll-slow"):
+    try:
+        s.getpeername(); print("peer connected")
+    except OSError as x:
+        print("peer", name(x.errno))
+    s.setblocking(True)  # the socket connects anew, routed again
+    print("then", name(s.connect_ex((host, 8081))))
 if e == 0:
     s.setblocking(True)
     print("peer %s:%d" % s.getpeername())
@@ -162,10 +180,29 @@ func TestGatewayShmLeg(t *testing.T) {
 func TestGatewayNonblockingConnect(t *testing.T) {
 	t.Parallel()
 	g := newGatewayNet(t)
+	gw := g.startShmGateway(t, gwPort, "--allow", "10.88.2.0/24:8080-8081")
+	g.nonblockingConnects(t, gw, "shm")
+}
+
+// TestGatewayNonblockingConnectKernelLeg: the same over a kernel TCP leg
+// (no --node-netns: the node reaches the gateway over kernel TCP). The
+// connect returns EINPROGRESS before the gateway has answered (a
+// destination that takes seconds shows it), recv and send say EAGAIN
+// meanwhile, a second connect EALREADY, and poll and epoll report the
+// outcome with SO_ERROR the destination's errno.
+func TestGatewayNonblockingConnectKernelLeg(t *testing.T) {
+	t.Parallel()
+	g := newGatewayNet(t)
+	gw := g.startGateway(t, gwPort, "--allow", "10.88.2.0/24:8080-8081")
+	g.nonblockingConnects(t, gw, "kernel")
+}
+
+// nonblockingConnects runs non-blocking connects from the node through
+// gateway gw, whose leg to the node is of transport leg.
+func (g *gatewayNet) nonblockingConnects(t *testing.T, gw *testutil.Process, leg string) {
 	dir := t.TempDir()
 	sink := g.out.plain(t, python(t), "-u", writeScript(t, dir, "srv.py", gwOutServer), gwOutAddr, "8080", "sink").Start()
 	sink.WaitOutput("listening", 10*time.Second)
-	gw := g.startShmGateway(t, gwPort, "--allow", "10.88.2.0/24:8080-8081")
 	env := g.nodeEnv(gwAddr+":"+gwPort, g.key)
 	nb := writeScript(t, dir, "nb.py", gwNB)
 	payload := "bytes after a non-blocking connect"
@@ -177,22 +214,34 @@ func TestGatewayNonblockingConnect(t *testing.T) {
 		{"poll", gwOutAddr + ":8080", []string{"connect EINPROGRESS", "ready OUT - - so_error 0", "peer " + gwOutAddr + ":8080", ok}},
 		{"epoll", gwOutAddr + ":8080", []string{"connect EINPROGRESS", "ready OUT - - so_error 0", ok}},
 		{"epoll-pre", gwOutAddr + ":8080", []string{"connect EINPROGRESS", "ready OUT - - so_error 0", ok}},
+		{"select", gwOutAddr + ":8080", []string{"connect EINPROGRESS", "ready OUT - - so_error 0", ok}},
 		{"poll", gwOutAddr + ":8081", []string{"connect EINPROGRESS", "ready OUT ERR HUP so_error ECONNREFUSED"}},
+		{"select", gwOutAddr + ":8081", []string{"connect EINPROGRESS", "ready OUT - - so_error ECONNREFUSED"}},
 		{"epoll", gwOutAddr + ":8081", []string{"connect EINPROGRESS", "ready OUT ERR HUP so_error ECONNREFUSED"}},
 		// No such host outside: the gateway's connect takes seconds (ARP).
 		{"poll-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "again EALREADY", "recv EAGAIN", "send EAGAIN", "early []", "ready OUT ERR HUP so_error EHOSTUNREACH"}},
-		{"epoll-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "again EALREADY", "ready OUT ERR HUP so_error EHOSTUNREACH"}},
+		{"epoll-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "again EALREADY", "ready OUT ERR HUP so_error EHOSTUNREACH", "peer ENOTCONN"}},
+		{"select-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "again EALREADY", "ready OUT - - so_error EHOSTUNREACH"}},
+		{"epoll-pre-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "again EALREADY", "early []", "ready OUT ERR HUP so_error EHOSTUNREACH"}},
+		{"close-slow", "10.88.2.99:8080", []string{"connect EINPROGRESS", "closed"}},
 	} {
 		t.Run(tt.mode+"-"+tt.dst, func(t *testing.T) {
 			host, port, _ := net.SplitHostPort(tt.dst)
 			c := g.node.cmd(t, env, python(t), nb, host, port, tt.mode)
 			c.Cmd.Stdin = strings.NewReader(payload)
 			p := c.Start()
-			if strings.HasSuffix(tt.mode, "-slow") {
+			if strings.HasSuffix(tt.mode, "-slow") && !strings.HasPrefix(tt.mode, "close") {
 				p.WaitOutput("connect ", 20*time.Second)
 				testutil.AssertTransport(t, p.Pid, testutil.ByPeer(tt.dst), testutil.TransportGateway)
+				g.assertLeg(t, p.Pid, tt.dst, leg)
 			}
 			r := p.Wait(40 * time.Second)
+			if tt.mode == "epoll-slow" && leg == "kernel" {
+				// A socket whose connect failed connects again
+				// (through the gateway: the node has no route).
+				// An offloaded leg's says ECONNABORTED.
+				tt.want = append(tt.want, "then EHOSTUNREACH")
+			}
 			for _, w := range tt.want {
 				if !strings.Contains(r.Stdout, w) {
 					t.Errorf("%s %s: want %q, got %s", tt.mode, tt.dst, w, r)

@@ -374,7 +374,7 @@ func TestGatewayErrors(t *testing.T) {
 		{"no-gateway", gwAddr + ":7999", g.key, gwOutAddr + ":8080", "b", "", "error ENETUNREACH"},
 		{"dead-gateway-skipped", gwAddr + ":7999," + good, g.key, gwOutAddr + ":8080", "b", "", "connected " + gwOutAddr + ":8080"},
 		{"nonblocking", good, g.key, gwOutAddr + ":8080", "nb", "", "connect EINPROGRESS\nso_error 0\nconnected " + gwOutAddr + ":8080\nagain 0 EISCONN"},
-		{"nonblocking-refused", good, g.key, gwOutAddr + ":8081", "nb", "", "connect ECONNREFUSED"},
+		{"nonblocking-refused", good, g.key, gwOutAddr + ":8081", "nb", "", "connect EINPROGRESS\nso_error ECONNREFUSED"},
 		{"half-close", good, g.key, gwOutAddr + ":8080", "echo", "hello through the gateway", "reply 25 "},
 		{"ipv6-destination", good, g.key, "[" + gwOutAddr6 + "]:8080", "echo", "over IPv6 outside", "reply 17 "},
 		{"ipv6-socket-v4-gateway", good, g.key, gwOutAddr + ":8080", "v6", "", "connected ::ffff:" + gwOutAddr + ":8080"},

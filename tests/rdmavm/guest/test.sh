@@ -1,10 +1,10 @@
 # make test-rdma, in both guests (A 10.77.0.1 serves, B 10.77.0.2 is the
 # client unless said otherwise). Every real program runs under osf on both
 # hosts; osfstat on both hosts must show transport rdma; bytes are checked.
-#   test.sh [SECTIONS]   default "unit conformance apps failures"
+#   test.sh [SECTIONS]   default "unit conformance apps gateway failures"
 #   test.sh quick        make test's reduced set: one stream case, osfstat
 . "$OSF_ROOT/tests/rdmavm/guest/lib.sh"
-sections="unit conformance apps failures"
+sections="unit conformance apps gateway failures"
 [ $# -gt 0 ] && sections=$*
 barrier up 300 || exit 1
 
@@ -306,6 +306,80 @@ loaded() {
 	fi
 	kill "${hogs[@]}" 2>/dev/null
 	wait "${hogs[@]}" 2>/dev/null
+}
+
+# ---- gateway: osfgw on A relays for a node on B to a destination only A
+# has (10.99.0.1 on A's lo, its own loopback, reached over kernel TCP); the
+# node's leg to the gateway is RDMA between the hosts: osfstat on B shows
+# transport gateway with leg rdma, osfgw logs and lists leg rdma, and 2 MiB
+# echoed through it come back intact (sha256).
+GW_DST=10.99.0.1
+gateway() {
+	local key=/tmp/osf-gateway.key
+	printf 'rdmavm-gateway-shared-key-0123456789\n' >"$key"
+	chmod 600 "$key"
+	if [ "$GUEST" = A ]; then
+		ip addr add "$GW_DST/32" dev lo
+		python3 "$GUESTDIR/gwecho.py" server "$GW_DST" 7400 >"$OUT/gw-echo.txt" 2>&1 &
+		local ep=$!
+		"$BIN/osfgw" --listen "$ADDR:7000" --key "$key" --allow "$GW_DST:7400" >"$OUT/osfgw.txt" 2>&1 &
+		local gp=$!
+		local i
+		for i in $(seq 300); do grep -q 'over RDMA), allowing' "$OUT/osfgw.txt" && break; nap 0.2; done
+		check "gateway: osfgw listens over RDMA" grep -q 'over RDMA), allowing' "$OUT/osfgw.txt"
+		barrier gw-go
+		barrier gw-held 300
+		"$BIN/osfgw" --status --json >"$OUT/osfgw-status.json" 2>&1
+		check "gateway: osfgw --status lists the relay with leg rdma" \
+			grep -q "\"destination\":\"$GW_DST:7400\".*\"leg\":\"rdma\"\|\"leg\":\"rdma\".*\"destination\":\"$GW_DST:7400\"" "$OUT/osfgw-status.json"
+		barrier gw-done 600
+		timeout 60 tail --pid=$ep -f /dev/null
+		check "gateway: osfgw relayed over an RDMA leg" grep -q "$GW_DST:7400: connected from .*(node leg rdma)" "$OUT/osfgw.txt"
+		check "gateway: the destination echoed 2 MiB" grep -q '^echoed 2097152$' "$OUT/gw-echo.txt"
+		kill $gp $ep 2>/dev/null
+		wait $gp $ep 2>/dev/null
+		ip addr del "$GW_DST/32" dev lo
+	else
+		barrier gw-go
+		head -c 2097152 /dev/urandom >/tmp/gw-blob
+		mkfifo /tmp/gwhold
+		env LD_PRELOAD="$OSF/build/libosf.so" "OSF_ROUTES=gateway $PEER_ADDR:7000 $GW_DST" OSF_GATEWAY_KEY="$key" \
+			OSF_LOG_LEVEL=debug OSF_LOG_FILE="$OUT/osf-gw-client-$GUEST.log" \
+			timeout 300 python3 "$GUESTDIR/gwecho.py" client "$GW_DST" 7400 /tmp/gw-blob </tmp/gwhold >"$OUT/gw-client.txt" 2>&1 &
+		local cp=$!
+		exec 7>/tmp/gwhold
+		local i
+		for i in $(seq 600); do grep -q connected "$OUT/gw-client.txt" && break; nap 0.2; done
+		"$BIN/osfstat" --json >"$OUT/osfstat-gw-$GUEST.json" 2>&1
+		if python3 - "$OUT/osfstat-gw-$GUEST.json" "$PEER_ADDR:7000" "$GW_DST:7400" <<-'EOF'; then
+			import json, sys
+			d = json.load(open(sys.argv[1]))
+			socks = [s for p in d.get("processes", []) if "python3" in p.get("program", "")
+			         for s in p.get("sockets", []) if s.get("peer") == sys.argv[3]]
+			for s in socks:
+			    print(f"  fd={s.get('fd')} {s.get('local')} -> {s.get('peer')} transport={s.get('transport')} "
+			          f"via {s.get('gateway')} leg {s.get('gateway_leg')}")
+			sys.exit(0 if socks and all(s.get("transport") == "gateway" and s.get("gateway") == sys.argv[2]
+			                            and s.get("gateway_leg") == "rdma" for s in socks) else 1)
+			EOF
+			pass "gateway: osfstat on B: transport gateway, leg rdma"
+		else
+			fail "gateway: osfstat on B: not a gateway connection over an RDMA leg: $(head -c 400 "$OUT/gw-client.txt")"
+		fi
+		barrier gw-held
+		echo go >&7
+		exec 7>&-
+		wait $cp
+		local r=$? sum
+		sum=$(sha256sum /tmp/gw-blob | cut -d' ' -f1)
+		if [ $r = 0 ] && grep -q "^echo 2097152 $sum $sum$" "$OUT/gw-client.txt"; then
+			pass "gateway: 2 MiB echoed through osfgw over RDMA, sha256 intact"
+		else
+			fail "gateway: echo through osfgw: rc=$r $(head -c 400 "$OUT/gw-client.txt")"
+		fi
+		rm -f /tmp/gw-blob /tmp/gwhold
+		barrier gw-done
+	fi
 }
 
 # ---- failures between hosts (run last: after the wire cut, new RDMA
