@@ -369,29 +369,47 @@ static void parts_drop(struct parts *p)
  * SO_REUSEADDR and SO_REUSEPORT instead. Returns the holder, already in the
  * hidden range (the caller's window is open), or -1 (no free port: the
  * synthesized one stays and the connection holds none). */
+static uint16_t port_of(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	uint8_t sa[28];
+	struct ip got;
+
+	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return 0;
+	memset(sa, 0, sizeof(sa));
+	memcpy(sa, &ss, sl < sizeof(sa) ? sl : sizeof(sa));
+	return setup_get_sockaddr(sa, &got) ? got.port : 0;
+}
+
 static int reserve_port(int app_fd, int family, struct ip *client)
 {
 	static const int opts[] = {SO_REUSEADDR, SO_REUSEPORT};
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss), al;
-	struct ip a = setup_as_family(*client, family == AF_INET6), got;
+	struct ip a = setup_as_family(*client, family == AF_INET6);
 	uint8_t sa[28];
 	struct osf_fdt_entry *e = osf_fdt_lookup(app_fd);
 	uint32_t fl = e ? __atomic_load_n(&e->flags, __ATOMIC_RELAXED)
 			: OSF_FDF_NOKEEP | OSF_FDF_REUSESET;
 	int saved = errno, pl = -1, h, i;
+	uint16_t port = 0;
+	socklen_t al;
 
 	a.port = 0;
 	setup_put_sockaddr(sa, &a);
 	al = a.v4 ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-	if (!(fl & OSF_FDF_NOKEEP) && (pl = osf_fdt_dup_high(app_fd, 1)) >= 0 &&
-	    REAL(bind)(pl, (struct sockaddr *)sa, al) < 0) {
-		int err = errno;
-		REAL(close)(pl);
-		pl = -1;
-		if (err == EADDRINUSE) { /* no free port: a fresh socket has none either */
-			errno = saved;
-			return -1;
+	if (!(fl & OSF_FDF_NOKEEP) && (pl = osf_fdt_dup_high(app_fd, 1)) >= 0) {
+		if (REAL(bind)(pl, (struct sockaddr *)sa, al) < 0) {
+			int err = errno;
+			REAL(close)(pl);
+			if (err == EADDRINUSE) { /* no free port: a fresh socket has none either */
+				errno = saved;
+				return -1;
+			}
+			pl = -1;
+		} else if ((port = port_of(pl)) == 0) { /* IP_BIND_ADDRESS_NO_PORT */
+			REAL(close)(pl);
+			pl = -1;
 		}
 	}
 	if (pl < 0) { /* a socket of its own (bound already, dups, epoll) */
@@ -408,7 +426,7 @@ static int reserve_port(int app_fd, int family, struct ip *client)
 				(void)REAL(setsockopt)(pl, SOL_SOCKET, opts[i], &v, sizeof(v));
 		}
 		if (REAL(bind)(pl, (struct sockaddr *)sa, al) < 0 ||
-		    (h = osf_fdt_dup_high(pl, 1)) < 0) {
+		    (port = port_of(pl)) == 0 || (h = osf_fdt_dup_high(pl, 1)) < 0) {
 			REAL(close)(pl);
 			errno = saved;
 			return -1;
@@ -416,15 +434,7 @@ static int reserve_port(int app_fd, int family, struct ip *client)
 		REAL(close)(pl);
 		pl = h;
 	}
-	if (REAL(getsockname)(pl, (struct sockaddr *)&ss, &sl) < 0) {
-		REAL(close)(pl);
-		errno = saved;
-		return -1;
-	}
-	memset(sa, 0, sizeof(sa));
-	memcpy(sa, &ss, sl < sizeof(sa) ? sl : sizeof(sa));
-	if (setup_get_sockaddr(sa, &got) && got.port)
-		client->port = got.port;
+	client->port = port;
 	errno = saved;
 	return pl;
 }
