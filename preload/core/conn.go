@@ -10,6 +10,7 @@ import "C"
 import (
 	"errors"
 	"net/netip"
+	"time"
 	"unsafe"
 
 	"github.com/osfproject/osf/internal/policy"
@@ -65,6 +66,7 @@ func osfcore_connect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_co
 	if err != nil {
 		return C.int(unix.EAFNOSUPPORT)
 	}
+	t0 := time.Now()
 	d := core.cfg.Decide(query(policy.Client, dst))
 	out.rule = C.int32_t(d.Rule)
 	if d.Transport == policy.Gateway {
@@ -78,13 +80,14 @@ func osfcore_connect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_co
 		return kernel(out, dst, policy.ReasonHandshake, "", err)
 	}
 	if d.Transport == policy.RDMA {
+		t1 := time.Now()
 		ep, r, detail, err := dialRDMA(dst, local)
 		if ep == nil {
 			return kernel(out, dst, r, detail, err)
 		}
 		ep.Local, ep.Remote = local, dst
 		fill(out, ep)
-		core.log.Debugf("connect %s: rdma via %s (rule %d), local %s", dst, d.Device, d.Rule, local)
+		core.log.Debugf("connect %s: rdma via %s (rule %d), local %s; decision and source address %v, dial %v", dst, d.Device, d.Rule, local, t1.Sub(t0), time.Since(t1))
 		return 0
 	}
 	real := netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())

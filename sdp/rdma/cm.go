@@ -39,7 +39,10 @@ type dialer struct {
 	sid        uint32
 	s          *stream
 	res        chan error // exactly one result
+	ready      int        // eventfd written just before the result is sent
 	done       bool
+	laps       *laps  // the steps' times, for the debug log
+	spare      *spare // its registration, until the link takes it (or not)
 }
 
 func (d *dialer) remaining() time.Duration {
@@ -56,20 +59,29 @@ func (d *dialer) remaining() time.Duration {
 // ErrResource or ErrStopped; the caller then uses kernel TCP.
 func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error) {
 	start := time.Now()
+	lp := newLaps()
 	timeout = t.bound.of(timeout)
-	seg, err := sdp.CreateSegment(ringBytes)
-	if err != nil {
-		return nil, resourceError(err)
+	var seg, mirror *sdp.Segment
+	sp := t.spares.take(ringBytes)
+	if sp != nil {
+		seg, mirror = sp.seg, sp.mirror
+	} else {
+		var err error
+		if seg, err = sdp.CreateSegment(ringBytes); err != nil {
+			return nil, resourceError(err)
+		}
+		if mirror, err = seg.Mirror(); err != nil {
+			seg.Close()
+			return nil, resourceError(err)
+		}
 	}
 	seg.InitHeader(local, dst, t.cfg.PID)
 	seg.SetFlags(sdp.SegRDMA)
-	mirror, err := seg.Mirror()
-	if err != nil {
-		seg.Close()
-		return nil, resourceError(err)
-	}
 	ws, err := newWakeSockets(t.cfg.HiddenBase)
 	if err != nil {
+		if sp != nil {
+			sp.closeRegistration()
+		}
 		mirror.Close()
 		seg.Close()
 		return nil, resourceError(err)
@@ -77,35 +89,131 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	d := &dialer{
 		dst: netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), local: local, ring: ringBytes,
 		deadline: time.Now().Add(timeout), mirror: mirror, wake: ws.engine, wakeTx: ws.engineTx, res: make(chan error, 1),
+		laps: lp, spare: sp,
 	}
+	lp.lap("segment")
 	fail := func(err error) (*sdp.Endpoint, error) {
 		closeOpen(ws.app, ws.appTx)
 		seg.Close()
 		return nil, err
 	}
-	if err := t.eng.post(func() { t.startDial(d) }); err != nil {
+	failEarly := func(err error) (*sdp.Endpoint, error) {
+		if sp != nil {
+			sp.closeRegistration()
+		}
 		closeOpen(ws.engine, ws.engineTx)
 		mirror.Close()
 		return fail(err)
 	}
-	select {
-	case err = <-d.res:
-	case <-time.After(timeout):
+	if d.ready, err = t.readyFD(); err != nil {
+		return failEarly(resourceError(err))
+	}
+	if err := t.eng.post(func() { t.startDial(d) }); err != nil {
+		t.putReadyFD(d.ready)
+		return failEarly(err)
+	}
+	answered, err := d.wait(timeout)
+	if !answered {
 		derr := t.eng.Do(func() {
 			if !d.done {
 				t.dialFailed(d, fmt.Errorf("%w: no answer from %s within %v: %w", sdp.ErrHandshake, dst, timeout, verbs.ErrTimeout))
 			}
 		})
 		if derr != nil {
+			unix.Close(d.ready)
 			return fail(derr) // the engine stopped; it released everything
 		}
 		err = <-d.res
 	}
+	t.putReadyFD(d.ready) // written before the result: drained
 	if err != nil {
 		return fail(err)
 	}
 	t.bound.observe(time.Since(start))
+	lp.lap("return")
+	t.cfg.Logf("rdma: connect to %s took %v", dst, lp)
 	return ws.endpoint(seg, local, dst), nil
+}
+
+// wait returns the dial's result (answered), or answered false when
+// none came within timeout. It sleeps in poll(2) on the ready eventfd
+// rather than on the channel: a goroutine blocked on a channel (here the
+// core's, locked to the thread that called into Go) is woken through the Go
+// scheduler, which took 4-30 ms of each connect in an emulated guest
+// (an idle thread woken to hand the thread its P); the eventfd wakes the
+// sleeping thread directly.
+func (d *dialer) wait(timeout time.Duration) (answered bool, err error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case err := <-d.res:
+			return true, err
+		default:
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false, nil
+		}
+		fds := []unix.PollFd{{Fd: int32(d.ready), Events: unix.POLLIN}}
+		_, perr := unix.Poll(fds, int((left+time.Millisecond-1)/time.Millisecond))
+		if perr != nil && perr != unix.EINTR {
+			// Cannot sleep on the eventfd: wait on the channel.
+			select {
+			case err := <-d.res:
+				return true, err
+			case <-time.After(time.Until(deadline)):
+				return false, nil
+			}
+		}
+		if perr == nil && fds[0].Revents&unix.POLLIN != 0 {
+			return true, <-d.res // sent right after the eventfd was written
+		}
+	}
+}
+
+// readyFD returns an eventfd for a dial's wait (from the transport's free
+// list, else a new one in the hidden range).
+func (t *Transport) readyFD() (int, error) {
+	t.readyMu.Lock()
+	if n := len(t.readyFree); n > 0 {
+		fd := t.readyFree[n-1]
+		t.readyFree = t.readyFree[:n-1]
+		t.readyMu.Unlock()
+		return fd, nil
+	}
+	t.readyMu.Unlock()
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return -1, fmt.Errorf("rdma: eventfd: %w", err)
+	}
+	return hideFD(fd, t.cfg.HiddenBase), nil
+}
+
+// putReadyFD drains a dial's eventfd, whose result was taken, and keeps it
+// for the next dial.
+func (t *Transport) putReadyFD(fd int) {
+	var b [8]byte
+	if _, err := unix.Read(fd, b[:]); err != nil && err != unix.EAGAIN {
+		unix.Close(fd)
+		return
+	}
+	t.readyMu.Lock()
+	if len(t.readyFree) < 4 {
+		t.readyFree = append(t.readyFree, fd)
+		fd = -1
+	}
+	t.readyMu.Unlock()
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+// result hands the dial's result to Dial: the eventfd first (Dial sleeps
+// in poll on it), then the value.
+func (d *dialer) result(err error) {
+	var one = [8]byte{1}
+	_, _ = unix.Write(d.ready, one[:])
+	d.res <- err
 }
 
 // wakeSockets are the two socket pairs of a connection the engine serves
@@ -149,6 +257,7 @@ func wakePair(hiddenBase int) (app, engine int, err error) {
 
 // startDial creates the id and starts resolving the address.
 func (t *Transport) startDial(d *dialer) {
+	d.laps.lap("engine")
 	var err error
 	if d.id, err = t.ch.CreateID(); err != nil {
 		t.dialFailed(d, resourceError(err))
@@ -162,6 +271,7 @@ func (t *Transport) startDial(d *dialer) {
 	if err := d.id.ResolveAddr(src, d.dst, d.remaining()); err != nil {
 		t.dialFailed(d, classify(err))
 	}
+	d.laps.lap("resolve-call")
 }
 
 // dialEvent advances a dial.
@@ -172,6 +282,7 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 	}
 	switch ev.Type {
 	case verbs.EventAddrResolved:
+		d.laps.lap("address")
 		ctx, err := d.id.Context()
 		if err != nil {
 			t.dialFailed(d, fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
@@ -182,7 +293,18 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 			t.dialFailed(d, resourceError(err))
 			return
 		}
-		if d.link, err = newVerbsLink(t, d.id, dev, d.mirror); err != nil {
+		sp := d.spare
+		d.spare = nil
+		switch {
+		case sp != nil && sp.dev == dev:
+			d.link, err = newVerbsLinkFrom(t, d.id, dev, sp, d.laps)
+		default:
+			if sp != nil {
+				sp.closeRegistration() // on another device
+			}
+			d.link, err = newVerbsLink(t, d.id, dev, d.mirror, d.laps)
+		}
+		if err != nil {
 			t.dialFailed(d, err)
 			return
 		}
@@ -193,10 +315,12 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 			t.dialFailed(d, resourceError(err))
 			return
 		}
+		d.laps.lap("recvs")
 		if err := d.id.ResolveRoute(d.remaining()); err != nil {
 			t.dialFailed(d, classify(err))
 		}
 	case verbs.EventRouteResolved:
+		d.laps.lap("route")
 		hello, err := ConnectData{
 			RingBytes: d.ring, RKey: d.link.mr.RKey(), RingBase: d.link.localBase(),
 			Client: d.local, Server: d.dst,
@@ -209,6 +333,7 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 			t.dialFailed(d, classify(err))
 		}
 	case verbs.EventEstablished:
+		d.laps.lap("established")
 		ad, err := DecodeAcceptData(ev.PrivateData)
 		if err == nil && ad.RingBytes != d.ring {
 			err = fmt.Errorf("%w: server's rings have %d bytes, ours %d", ErrWire, ad.RingBytes, d.ring)
@@ -226,7 +351,8 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 		t.conns[d.id] = d.s
 		d.done = true
 		t.cfg.Logf("rdma: connected to %s as connection %d (qp %d)", d.dst, d.sid, d.link.qp.Num())
-		d.res <- nil
+		d.result(nil)
+		t.wantSpare(d.link.dev, d.ring)
 	}
 }
 
@@ -239,6 +365,10 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 	if d.id != nil {
 		delete(t.dials, d.id)
 	}
+	if d.spare != nil {
+		d.spare.closeRegistration() // its segment is the dial's
+		d.spare = nil
+	}
 	switch {
 	case d.link != nil:
 		if d.sid != 0 { // reserved, with or without a stream (newStream may have failed)
@@ -250,8 +380,8 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 	}
 	d.mirror.Close()
 	closeOpen(d.wake, d.wakeTx)
-	t.cfg.Logf("rdma: connect to %s: %v", d.dst, err)
-	d.res <- err
+	t.cfg.Logf("rdma: connect to %s: %v (after %v)", d.dst, err, d.laps)
+	d.result(err)
 }
 
 // eventFailure turns a dial's failure event into the error the core maps to
@@ -324,6 +454,11 @@ func (t *Transport) cmEvent(ev *verbs.Event) {
 	if s := t.conns[ev.ID]; s != nil {
 		switch ev.Type {
 		case verbs.EventEstablished:
+			if s.laps != nil {
+				s.laps.lap("established")
+				t.cfg.Logf("rdma: connection %d established after %v", s.id, s.laps)
+				s.laps = nil
+			}
 		case verbs.EventDisconnected, verbs.EventDeviceRemoval, verbs.EventConnectError,
 			verbs.EventUnreachable, verbs.EventRejected, verbs.EventTimewaitExit:
 			if !s.linkDown {
@@ -347,6 +482,7 @@ func (t *Transport) deviceRemoved(ctx *verbs.Context) {
 	}
 	dev.removed = true
 	t.cfg.Logf("rdma: device %s removed", ctx.Name())
+	t.dropSpare(false)
 	for _, d := range t.dials {
 		if c, err := d.id.Context(); err == nil && c == ctx {
 			t.dialFailed(d, fmt.Errorf("rdma: device %s removed: %w", ctx.Name(), verbs.ErrNoDevice))
@@ -402,6 +538,7 @@ func (t *Transport) accept(ev *verbs.Event) {
 		_ = id.Reject(code.Marshal())
 		_ = id.Close()
 	}
+	lp := newLaps()
 	l := t.listeners[ev.Listener]
 	if l == nil {
 		reject(RejectNoListener, errors.New("no listener"))
@@ -412,14 +549,15 @@ func (t *Transport) accept(ev *verbs.Event) {
 		reject(RejectBadHello, err)
 		return
 	}
-	s, code, err := t.serve(id, cd, l)
+	s, code, err := t.serve(id, cd, l, lp)
 	switch {
 	case err != nil && s == nil:
 		reject(code, err)
 	case err != nil:
 		t.cfg.Logf("rdma: accepted %s on %s but lost it: %v", cd.Client, l.addr, err)
 	default:
-		t.cfg.Logf("rdma: accepted %s on %s as connection %d", cd.Client, l.addr, s.id)
+		s.laps = lp
+		t.cfg.Logf("rdma: accepted %s on %s as connection %d in %v", cd.Client, l.addr, s.id, lp)
 	}
 }
 
@@ -429,24 +567,43 @@ func (t *Transport) accept(ev *verbs.Event) {
 // companion. On an error with a nil stream it has released everything but
 // id and returns the code to reject it with; with a stream, the request
 // was accepted and the stream has been reset and released.
-func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener) (*stream, RejectCode, error) {
-	seg, err := newServerSegment(cd, t.cfg.HiddenBase)
-	if err != nil {
-		return nil, RejectResource, err
-	}
+func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps) (*stream, RejectCode, error) {
 	ctx, err := id.Context()
 	if err != nil {
-		seg.Close()
 		return nil, RejectSetup, err
 	}
 	dev, err := t.device(ctx)
 	if err != nil {
-		seg.Close()
 		return nil, RejectSetup, err
 	}
-	link, err := newVerbsLink(t, id, dev, seg)
-	if err != nil {
+	// seg's fd goes to the application; mine is the engine's mapping (a
+	// spare's second mapping, else seg's own).
+	var seg, mine *sdp.Segment
+	var link *verbsLink
+	if sp := t.spares.take(cd.RingBytes); sp != nil && sp.dev == dev {
+		seg, mine = sp.seg, sp.mirror
+		seg.InitHeader(cd.Client, cd.Server, 0)
+		seg.SetFlags(sdp.SegRDMA)
+		link, err = newVerbsLinkFrom(t, id, dev, sp, lp)
+	} else {
+		if sp != nil {
+			sp.close() // on another device
+		}
+		if seg, err = newServerSegment(cd, t.cfg.HiddenBase); err != nil {
+			return nil, RejectResource, err
+		}
+		mine = seg
+		lp.lap("segment")
+		link, err = newVerbsLink(t, id, dev, seg, lp)
+	}
+	closeSegs := func() {
+		if mine != seg {
+			mine.Close()
+		}
 		seg.Close()
+	}
+	if err != nil {
+		closeSegs()
 		if errors.Is(err, ErrResource) {
 			return nil, RejectResource, err
 		}
@@ -463,11 +620,12 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener) (*stream,
 		_ = id.QP().Close()
 		_ = link.mr.Close()
 		_ = link.cq.Close()
-		seg.Close()
+		closeSegs()
 		closeOpen(comp, appTx, wakeTx)
 		return nil, code, err
 	}
 	comp, code, gone, err := openCompanion(l.name, t.cfg.HiddenBase)
+	lp.lap("companion")
 	if err != nil {
 		if gone {
 			t.cfg.Logf("rdma: the listener on %s is gone; closing its RDMA listener", l.addr)
@@ -479,10 +637,15 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener) (*stream,
 		return undo(RejectResource, err)
 	}
 	sid := t.eng.allocID()
-	s, err := newStream(sid, seg, sdp.SideServer, link, comp, wakeTx, t.cfg.Logf)
+	s, err := newStream(sid, mine, sdp.SideServer, link, comp, wakeTx, t.cfg.Logf)
 	if err == nil {
+		lp.lap("recvs")
 		err = sendHello(comp, seg, appTx, cd)
 		appTx = -1
+		lp.lap("hello")
+	}
+	if err == nil && mine != seg {
+		seg.Unmap() // the application has the fd, the engine its own mapping
 	}
 	if err != nil {
 		t.eng.abandon(sid)
@@ -491,6 +654,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener) (*stream,
 	ad, err := AcceptData{RingBytes: cd.RingBytes, RKey: link.mr.RKey(), RingBase: link.localBase()}.Marshal()
 	if err == nil {
 		err = id.Accept(connParam(ad))
+		lp.lap("accept")
 	}
 	if err != nil {
 		t.eng.abandon(sid)
@@ -505,6 +669,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener) (*stream,
 		return s, 0, err
 	}
 	t.conns[id] = s
+	t.wantSpare(dev, cd.RingBytes)
 	return s, 0, nil
 }
 

@@ -127,6 +127,19 @@ type stream struct {
 	// Counters, for logs and tests.
 	bytesOut, bytesIn uint64
 	tokensSent        uint64
+
+	// For the debug log: the set-up's steps until ESTABLISHED (server),
+	// the teardown's from the first end (local close or the peer's CLOSE).
+	laps, teardown *laps
+}
+
+// tearLap records a teardown step, starting the teardown's clock on the
+// first.
+func (s *stream) tearLap(name string) {
+	if s.teardown == nil {
+		s.teardown = newLaps()
+	}
+	s.teardown.lap(name)
 }
 
 // newStream makes a stream for a segment whose local application side is
@@ -359,6 +372,7 @@ func (s *stream) handle(wc *verbs.WC) {
 		s.probing = false
 	}
 	if id.Kind() == wrClose {
+		s.tearLap("close-acked")
 		s.closeAck = true
 		// The peer has everything: take the link down.
 		_ = s.link.Disconnect()
@@ -436,6 +450,7 @@ func (s *stream) receive(imm uint32) error {
 			return fmt.Errorf("%w: CLOSE %#x", ErrProtocol, v)
 		}
 		s.peerClosed = true
+		s.tearLap("peer-close")
 		if v == CloseAbort {
 			s.seg.OrSideFlags(s.peer, sdp.SideReset)
 		}
@@ -555,6 +570,7 @@ func (s *stream) onLocalEOF() {
 		return
 	}
 	s.localEOF = true
+	s.tearLap("local-close")
 	s.closeWake()
 	if !s.state.open() {
 		return
@@ -637,6 +653,7 @@ func (s *stream) down() {
 		return
 	}
 	s.linkDown = true
+	s.tearLap("link-down")
 	if !s.peerClosed && !s.localEOF {
 		s.seg.OrSideFlags(s.peer, sdp.SideReset)
 	}
@@ -657,17 +674,39 @@ func (s *stream) settled() bool { return s.closeAck || s.linkDown || s.state.dea
 func (s *stream) finished() bool { return s.linkDown && s.wake < 0 && s.wakeTx < 0 }
 
 // release frees the link and the engine's mapping; the stream is dead.
-func (s *stream) release() {
+func (s *stream) release() { s.releaseWith(nil) }
+
+// detacher is a Link whose Close may run on another goroutine once detach
+// (on the engine goroutine) has made the engine forget it.
+type detacher interface{ detach() }
+
+// releaseWith is release; with later non-nil and a link that can be
+// detached, the link's resources and the mapping are freed by handing
+// later the work (the stream is dead before it returns, and nothing of it
+// is used on the engine goroutine again).
+func (s *stream) releaseWith(later func(func())) {
 	if s.released {
 		return
 	}
 	s.released = true
 	s.closeWake()
-	if err := s.link.Close(); err != nil {
-		s.logf("rdma: connection %d: release link: %v", s.id, err)
-	}
-	s.seg.Close()
 	s.state = stateDead
+	free := func() {
+		if err := s.link.Close(); err != nil {
+			s.logf("rdma: connection %d: release link: %v", s.id, err)
+		}
+		s.tearLap("link-release")
+		s.seg.Close()
+		s.tearLap("unmap")
+		s.logf("rdma: connection %d released after %v", s.id, s.teardown)
+	}
+	d, ok := s.link.(detacher)
+	if later == nil || !ok {
+		free()
+		return
+	}
+	d.detach()
+	later(free)
 }
 
 // wants decides the engine's want flags in the segment before it sleeps:

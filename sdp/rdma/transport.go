@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,10 +55,16 @@ type Config struct {
 // on its single osf-core thread); the connection manager's events, the
 // completions and the rings are handled by the engine goroutine.
 type Transport struct {
-	cfg   Config
-	eng   *Engine
-	ch    *verbs.EventChannel
-	bound handshakeBound // scales the dials' bound with this host's pace
+	cfg    Config
+	eng    *Engine
+	ch     *verbs.EventChannel
+	bound  handshakeBound // scales the dials' bound with this host's pace
+	routes routeCache     // DeviceFor's recent answers
+
+	spares spares // a connection's memory made ahead (spare.go)
+
+	readyMu   sync.Mutex
+	readyFree []int // eventfds for dials' waits (Dial.wait), not in use
 
 	// Engine goroutine only (after Start).
 	devs      map[*verbs.Context]*device
@@ -239,7 +246,12 @@ func (t *Transport) Stop() {
 		}
 	})
 	t.eng.Stop()
+	t.dropSpare(true)
 	t.closeDevices()
+	t.readyMu.Lock()
+	closeOpen(t.readyFree...)
+	t.readyFree = nil
+	t.readyMu.Unlock()
 }
 
 // Name returns "rdma".
@@ -255,8 +267,47 @@ func (t *Transport) Devices() []string {
 // DeviceFor reports which RDMA device serves the route to a, or why none
 // does; it has the signature of internal/policy.Query.RDMADevice. It is
 // devroute's algorithm, the one osfrun --explain uses.
+// Answers are reused for routeTTL (as policy.IsLocal's address list is):
+// a connect asks this each time, and the algorithm reads sysfs and lists
+// the interfaces (6-30 ms of each connect in an emulated guest).
 func (t *Transport) DeviceFor(a netip.Addr) (device string, ok bool, why string) {
-	return devroute.System.ForRoute(a)
+	return t.routes.get(a, devroute.System.ForRoute)
+}
+
+// routeTTL is how long DeviceFor trusts an answer.
+const routeTTL = 2 * time.Second
+
+// routeCache holds DeviceFor's recent answers; safe for concurrent use.
+type routeCache struct {
+	mu sync.Mutex
+	m  map[netip.Addr]routeAnswer
+}
+
+type routeAnswer struct {
+	device, why string
+	ok          bool
+	at          time.Time
+}
+
+// get returns the answer for a, asking find when there is none younger
+// than routeTTL.
+func (c *routeCache) get(a netip.Addr, find func(netip.Addr) (string, bool, string)) (string, bool, string) {
+	now := time.Now()
+	c.mu.Lock()
+	r, hit := c.m[a]
+	c.mu.Unlock()
+	if hit && now.Sub(r.at) < routeTTL {
+		return r.device, r.ok, r.why
+	}
+	r = routeAnswer{at: now}
+	r.device, r.ok, r.why = find(a)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= 256 {
+		c.m = map[netip.Addr]routeAnswer{} // a bound, not an LRU: start over
+	}
+	c.m[a] = r
+	c.mu.Unlock()
+	return r.device, r.ok, r.why
 }
 
 // Listen creates the shm companion of a listener bound to addr and

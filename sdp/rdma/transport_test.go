@@ -69,17 +69,82 @@ func deviceAddr(t *testing.T) netip.Addr {
 // TestDeviceConnection runs a connection through a real device (soft-RoCE
 // will do; see README): see checkConnection.
 func TestDeviceConnection(t *testing.T) {
+	tr, ip := startDevice(t)
+	checkConnection(t, tr, ip, func() (conns, listeners int) {
+		_ = tr.eng.Do(func() { conns, listeners = len(tr.eng.streams)+len(tr.conns), len(tr.listeners) })
+		return conns, listeners
+	})
+}
+
+// startDevice starts a transport on this host's device (stopped at the
+// test's end) and returns it with an address the device serves; it skips
+// without a device.
+func startDevice(t *testing.T) (*Transport, netip.Addr) {
+	t.Helper()
 	testutil.SkipIfNoRDMA(t)
 	ip := deviceAddr(t)
 	tr, err := Start(Config{PollSpin: 20 * time.Microsecond, PID: unix.Getpid(), Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Stop()
-	checkConnection(t, tr, ip, func() (conns, listeners int) {
-		_ = tr.eng.Do(func() { conns, listeners = len(tr.eng.streams)+len(tr.conns), len(tr.listeners) })
-		return conns, listeners
-	})
+	t.Cleanup(tr.Stop)
+	return tr, ip
+}
+
+// acceptBoth takes the connection the companion listener lfd (of addr) has
+// for the client endpoint cep, and returns the two applications' views of
+// it, the client's first.
+func acceptBoth(t *testing.T, lfd int, addr netip.AddrPort, cep *sdp.Endpoint) [2]*fakeApp {
+	t.Helper()
+	p := []unix.PollFd{{Fd: int32(lfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(p, 5000)
+	for i := 0; errors.Is(err, unix.EINTR) && i < 100; i++ { // the runtime's SIGURG
+		n, err = unix.Poll(p, 5000)
+	}
+	if n != 1 {
+		t.Fatalf("no connection on the companion (poll: %d, %v)", n, err)
+	}
+	cfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sep, err := shm.Transport{}.Accept(cfd, addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sep.Remote != cep.Local || sep.Local != addr {
+		t.Errorf("server endpoint %v <- %v, want %v <- %v", sep.Local, sep.Remote, addr, cep.Local)
+	}
+	for _, ep := range []*sdp.Endpoint{cep, sep} {
+		if ep.Segment.Flags()&sdp.SegRDMA == 0 {
+			t.Errorf("side %d segment not marked RDMA", ep.Side)
+		}
+		if ep.WakeFD < 0 || ep.WakeTxFD < 0 {
+			t.Fatalf("endpoint without both wake sockets: %+v", ep)
+		}
+		if err := unix.SetNonblock(ep.WakeFD, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return [2]*fakeApp{
+		{seg: cep.Segment, side: 0, peer: 1, fd: cep.WakeFD, wfd: cep.WakeTxFD, size: uint64(cep.Segment.RingBytes)},
+		{seg: sep.Segment, side: 1, peer: 0, fd: sep.WakeFD, wfd: sep.WakeTxFD, size: uint64(sep.Segment.RingBytes)},
+	}
+}
+
+// listenBoth makes an shm companion listener on addr and replicates it
+// over tr; it returns the companion's fd.
+func listenBoth(t *testing.T, tr connTransport, addr netip.AddrPort) int {
+	t.Helper()
+	lfd, err := shm.Transport{}.Listen(addr, 16, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Replicate(addr, false, 16); err != nil {
+		unix.Close(lfd)
+		t.Fatal(err)
+	}
+	return lfd
 }
 
 // TestSimConnection runs the same through the software stand-in.
@@ -115,53 +180,14 @@ func checkConnection(t *testing.T, tr connTransport, ip netip.Addr, open func() 
 		t.Fatalf("dial without a listener: %v, want ErrNoListener", err)
 	}
 
-	lfd, err := shm.Transport{}.Listen(addr, 16, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lfd := listenBoth(t, tr, addr)
 	defer unix.Close(lfd)
-	if err := tr.Replicate(addr, false, 16); err != nil {
-		t.Fatal(err)
-	}
 	local := netip.AddrPortFrom(ip, 40002)
 	cep, err := tr.Dial(addr, local, 64<<10, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := []unix.PollFd{{Fd: int32(lfd), Events: unix.POLLIN}}
-	n, err := unix.Poll(p, 2000)
-	for i := 0; errors.Is(err, unix.EINTR) && i < 100; i++ { // the runtime's SIGURG
-		n, err = unix.Poll(p, 2000)
-	}
-	if n != 1 {
-		t.Fatalf("no connection on the companion (poll: %d, %v)", n, err)
-	}
-	cfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sep, err := shm.Transport{}.Accept(cfd, addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sep.Remote != local || sep.Local != addr {
-		t.Errorf("server endpoint %v <- %v, want %v <- %v", sep.Local, sep.Remote, addr, local)
-	}
-	for _, ep := range []*sdp.Endpoint{cep, sep} {
-		if ep.Segment.Flags()&sdp.SegRDMA == 0 {
-			t.Errorf("side %d segment not marked RDMA", ep.Side)
-		}
-		if ep.WakeFD < 0 || ep.WakeTxFD < 0 {
-			t.Fatalf("endpoint without both wake sockets: %+v", ep)
-		}
-		if err := unix.SetNonblock(ep.WakeFD, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	apps := [2]*fakeApp{
-		{seg: cep.Segment, side: 0, peer: 1, fd: cep.WakeFD, wfd: cep.WakeTxFD, size: uint64(cep.Segment.RingBytes)},
-		{seg: sep.Segment, side: 1, peer: 0, fd: sep.WakeFD, wfd: sep.WakeTxFD, size: uint64(sep.Segment.RingBytes)},
-	}
+	apps := acceptBoth(t, lfd, addr, cep)
 	exchangeBoth(t, apps, 3<<20, 9, 30*time.Second)
 	apps[0].close(false)
 	apps[1].close(false)
@@ -185,5 +211,65 @@ func checkConnection(t *testing.T, tr connTransport, ip netip.Addr, open func() 
 	}
 	if _, n := open(); n != 0 {
 		t.Errorf("%d RDMA listeners left", n)
+	}
+}
+
+// TestRouteCache: DeviceFor's answers are reused (a connect asks each
+// time), per address.
+func TestRouteCache(t *testing.T) {
+	var c routeCache
+	asked := map[netip.Addr]int{}
+	find := func(a netip.Addr) (string, bool, string) {
+		asked[a]++
+		if a.Is4() {
+			return "rxe0 port 1", true, ""
+		}
+		return "", false, "no route"
+	}
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")
+	for i := 0; i < 3; i++ {
+		if dev, ok, _ := c.get(a, find); !ok || dev != "rxe0 port 1" {
+			t.Fatalf("get(%s) = %q, %v", a, dev, ok)
+		}
+		if _, ok, why := c.get(b, find); ok || why != "no route" {
+			t.Fatalf("get(%s) = %v, %q", b, ok, why)
+		}
+	}
+	if asked[a] != 1 || asked[b] != 1 {
+		t.Errorf("asked %v, want each address once", asked)
+	}
+}
+
+// TestDeviceSpare: once a connection was set up, the transport keeps a
+// spare (a registered segment) ready; the next dial or accept with the
+// same ring size takes it, and its connection carries bytes both ways.
+func TestDeviceSpare(t *testing.T) {
+	tr, ip := startDevice(t)
+	addr := netip.AddrPortFrom(ip, 20000+uint16(rand.IntN(20000)))
+	lfd := listenBoth(t, tr, addr)
+	defer unix.Close(lfd)
+	spares := func() (ready bool, taken int) {
+		tr.spares.mu.Lock()
+		defer tr.spares.mu.Unlock()
+		return tr.spares.ready != nil, tr.spares.taken
+	}
+	for i := 0; i < 4; i++ {
+		for j := 0; i > 0 && j < 1000; j++ {
+			if ready, _ := spares(); ready {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cep, err := tr.Dial(addr, netip.AddrPortFrom(ip, 40003), 64<<10, 5*time.Second)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		apps := acceptBoth(t, lfd, addr, cep)
+		exchangeBoth(t, apps, 256<<10, uint64(20+i), 30*time.Second)
+		apps[0].close(false)
+		apps[1].close(false)
+	}
+	if _, n := spares(); n < 2 {
+		t.Errorf("%d of 8 set-ups took a spare, want at least 2", n)
 	}
 }

@@ -28,22 +28,42 @@ type verbsLink struct {
 
 	disconnected bool
 	closed       bool
+	detached     bool // the engine forgot it: Close may run elsewhere
 }
 
 // newVerbsLink creates the CQ, registers seg's rings and creates the QP on
 // id (bound to dev's device). On error everything made so far is released
 // and id is left alone.
-func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment) (*verbsLink, error) {
+func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment, lp *laps) (*verbsLink, error) {
 	l := &verbsLink{t: t, id: id, dev: dev, ring: uint64(seg.RingBytes)}
 	var err error
 	if l.cq, err = dev.ctx.CreateCQ(cqDepth, dev.cc, 0); err != nil {
 		return nil, resourceError(err)
 	}
+	lp.lap("cq")
 	if l.mr, err = regRings(dev.pd, seg); err != nil {
 		l.cq.Close()
 		return nil, resourceError(err)
 	}
-	l.qp, err = id.CreateQP(dev.pd, verbs.QPConfig{
+	lp.lap("mr")
+	return l.createQP(lp)
+}
+
+// newVerbsLinkFrom is newVerbsLink with a spare's CQ and registration
+// (on dev, of the segment the link is for). On error they are released
+// and id is left alone.
+func newVerbsLinkFrom(t *Transport, id *verbs.CMID, dev *device, sp *spare, lp *laps) (*verbsLink, error) {
+	l := &verbsLink{t: t, id: id, dev: dev, ring: uint64(sp.ring), cq: sp.cq, mr: sp.mr}
+	sp.cq, sp.mr = nil, nil
+	lp.lap("spare")
+	return l.createQP(lp)
+}
+
+// createQP creates the link's QP on its id; on error the MR and the CQ
+// are released.
+func (l *verbsLink) createQP(lp *laps) (*verbsLink, error) {
+	var err error
+	l.qp, err = l.id.CreateQP(l.dev.pd, verbs.QPConfig{
 		SendCQ: l.cq, RecvCQ: l.cq, MaxSendWR: sqDepth, MaxRecvWR: rqDepth,
 	})
 	if err != nil {
@@ -51,6 +71,7 @@ func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment) (
 		l.cq.Close()
 		return nil, qpError(err)
 	}
+	lp.lap("qp")
 	return l, nil
 }
 
@@ -109,13 +130,25 @@ func (l *verbsLink) Disconnect() error {
 	return l.id.Disconnect()
 }
 
-// Close destroys the QP and the id, then the MR and the CQ.
+// detach makes the engine forget the link's id (no more events for its
+// stream), so that Close can run on another goroutine. Engine goroutine
+// only.
+func (l *verbsLink) detach() {
+	delete(l.t.conns, l.id)
+	l.detached = true
+}
+
+// Close destroys the QP and the id, then the MR and the CQ. Once detached
+// it may be called from any goroutine (libibverbs and librdmacm are
+// thread-safe; the id's events were acknowledged when they were read).
 func (l *verbsLink) Close() error {
 	if l.closed {
 		return nil
 	}
 	l.closed = true
-	delete(l.t.conns, l.id)
+	if !l.detached {
+		delete(l.t.conns, l.id)
+	}
 	err := l.id.Close()
 	if e := l.mr.Close(); err == nil {
 		err = e

@@ -133,6 +133,25 @@ func TestPortNetdevs(t *testing.T) {
 	}
 }
 
+// TestPortLists: the scan reads entries in index order past unused ones
+// (unreadable) until one names the interface, and ends at the table's end.
+func TestPortLists(t *testing.T) {
+	root := fakeSysfs(t, map[string]string{
+		"class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0": "/", // unused: reading fails
+		"class/infiniband/rxe0/ports/1/gid_attrs/ndevs/1": "eth0\n",
+		"class/infiniband/rxe0/ports/1/gid_attrs/ndevs/2": "bond0\n",
+		"class/infiniband/rxe0/ports/1/gid_attrs/ndevs/4": "eth9\n", // past the end (no 3)
+	})
+	for ifname, want := range map[string]bool{"eth0": true, "bond0": true, "eth9": false, "eth1": false} {
+		if got := portLists(root, "rxe0", 1, ifname); got != want {
+			t.Errorf("portLists(%s) = %v, want %v", ifname, got, want)
+		}
+	}
+	if portLists(root, "rxe0", 2, "eth0") {
+		t.Error("a missing port lists eth0")
+	}
+}
+
 // fakeHost is a host with eth0 (10.0.0.5/24, served by mlx5_0 port 1), eth1
 // (192.168.1.5/24, no RDMA) and lo, whose kernel routes 10.0.0.0/24 and
 // 172.16.0.0/12 through eth0, 192.168.1.0/24 through eth1, 127.0.0.0/8

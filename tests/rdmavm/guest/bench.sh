@@ -2,7 +2,11 @@
 # client): osf vs kernel TCP over the same wire vs rsocket (librspreload,
 # both ends preloaded) vs the device's own limit (ib_send_lat, ib_write_bw),
 # one run. Under emulation only the ratios mean anything.
+#   bench.sh [ROWS]   default "pp st cr redis dev": ping-pong, stream,
+#                     connection rate, redis, the device (perftest)
 . "$OSF_ROOT/tests/rdmavm/guest/lib.sh"
+rows=" ${*:-pp st cr redis dev} "
+want() { [[ $rows == *" $1 "* ]]; }
 PERF=$BIN/osfperf
 RSP=$(ls /usr/lib/x86_64-linux-gnu/rsocket/librspreload.so 2>/dev/null)
 PINGS=${BENCH_PINGS:-3000}
@@ -79,15 +83,16 @@ for t in kernel osf rsocket; do
 	fi
 	lp() { if [ "$t" = rsocket ]; then echo cm:$port; else echo $port; fi; } # rsocket's listeners are not the kernel's
 	port=$((port + 1))
-	step "pp-$t" 600 "$(lp)" "$under" $t "$PERF" server -a 10.77.0.1 -p $port -1 -- \
+	want pp && step "pp-$t" 600 "$(lp)" "$under" $t "$PERF" server -a 10.77.0.1 -p $port -1 -- \
 		"$under" $t "$PERF" client -a 10.77.0.1 -p $port -t pingpong -s 64 -n "$PINGS" --warmup 200 --json
 	port=$((port + 1))
-	step "st-$t" 600 "$(lp)" "$under" $t "$PERF" server -a 10.77.0.1 -p $port -1 -- \
+	want st && step "st-$t" 600 "$(lp)" "$under" $t "$PERF" server -a 10.77.0.1 -p $port -1 -- \
 		"$under" $t "$PERF" client -a 10.77.0.1 -p $port -t stream -b "$STREAM" -w 64K --json
 	port=$((port + 1))
-	step "cr-$t" 600 "$(lp)" "$under" $t python3 $GUESTDIR/connrate.py server 10.77.0.1 $port "$CONNS" -- \
+	want cr && step "cr-$t" 600 "$(lp)" "$under" $t python3 $GUESTDIR/connrate.py server 10.77.0.1 $port "$CONNS" -- \
 		"$under" $t python3 $GUESTDIR/connrate.py client 10.77.0.1 $port "$CONNS"
 	port=$((port + 1))
+	want redis || continue
 	if [ "$t" = rsocket ]; then
 		# redis waits in epoll, which rdma-core 44's librspreload does not
 		# intercept (nm -D: no epoll_*): it fails at start. Record how.
@@ -101,8 +106,8 @@ for t in kernel osf rsocket; do
 	step "redis-$t" 600 "$(lp)" "$under" $t redis-server --bind 10.77.0.1 --port $port --save '' --appendonly no --protected-mode no -- \
 		"$under" $t redis-benchmark -h 10.77.0.1 -p $port -t get,set -n "$REDIS_N" -c 10 -q --csv
 done
-step "dev-lat" 300 - ib_send_lat -d rxe0 -R -F -n 3000 -- ib_send_lat -d rxe0 -R -F -n 3000 10.77.0.1
-step "dev-bw" 300 - ib_write_bw -d rxe0 -R -F -D 5 -- ib_write_bw -d rxe0 -R -F -D 5 10.77.0.1
+want dev && step "dev-lat" 300 - ib_send_lat -d rxe0 -R -F -n 3000 -- ib_send_lat -d rxe0 -R -F -n 3000 10.77.0.1
+want dev && step "dev-bw" 300 - ib_write_bw -d rxe0 -R -F -D 5 -- ib_write_bw -d rxe0 -R -F -D 5 10.77.0.1
 
 if [ "$GUEST" = B ]; then
 	python3 "$GUESTDIR/benchtable.py" "$OUT" | tee "$OUT/table.md"
