@@ -186,4 +186,17 @@ struct osf_state {
 
 extern struct osf_state osf;
 
+/* Where osf waits in poll in place of a call the kernel restarts after a
+ * handler with SA_RESTART (a blocking accept), osf_intr_begin is called
+ * before the wait and, when poll fails with EINTR, osf_intr_restart says
+ * whether every handler that ran had SA_RESTART (signals.c).
+ * osf_intr_count is the number of handlers that have run on this thread
+ * through osf's trampoline: a wait that sleeps in the kernel more than
+ * once (poll, epoll_wait) ends with EINTR when it changed between two
+ * sleeps, as the kernel's one sleep would have. */
+void osf_intr_begin(void);
+int osf_intr_restart(void);
+extern __thread unsigned osf_intr_n __attribute__((tls_model("initial-exec")));
+static inline unsigned osf_intr_count(void) { return osf_intr_n; }
+
 #endif

@@ -95,6 +95,8 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->v6 = v6;
 	memset(c->opts, 0, sizeof(c->opts));
 	c->cm_ts = c->cm_inq = 0;
+	c->rcvlowat = 1;
+	c->async = 0;
 	c->gw = OSF_CONN_GW_NONE;
 	__atomic_store_n(&c->refs, 1, __ATOMIC_RELEASE);
 }
@@ -122,12 +124,13 @@ void osf_conn_hold_port(struct osf_fdt_entry *e, int pfd)
 	conn_put(c);
 }
 
-void osf_conn_setfl(struct osf_fdt_entry *e, int nonblock)
+void osf_conn_setfl(struct osf_fdt_entry *e, long fl)
 {
 	struct osf_conn *c = conn_get(-1, e);
 
 	if (c) {
-		c->nonblock = nonblock;
+		c->nonblock = (fl & O_NONBLOCK) != 0;
+		conn_set_async(c, (fl & O_ASYNC) != 0);
 		conn_put(c);
 	}
 }
@@ -331,6 +334,14 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 			  e->transport == OSF_TP_RDMA);
 		fl = fd >= 0 ? REAL(fcntl)(fd, F_GETFL, NULL) : 0;
 		c->nonblock = fl > 0 && (fl & O_NONBLOCK);
+		if (fl > 0 && (fl & O_ASYNC))
+			conn_set_async(c, 1);
+		if (fd >= 0) { /* SO_RCVLOWAT: the wake socket keeps it */
+			socklen_t l = sizeof(c->rcvlowat);
+			if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT,
+					     &c->rcvlowat, &l) < 0)
+				c->rcvlowat = 1;
+		}
 		adopt_dups(c, e);
 	}
 	__atomic_store_n(&e->priv, (uint64_t)(uintptr_t)c, __ATOMIC_RELEASE);

@@ -84,8 +84,9 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e);
  * connection's last fd in this process closes. Not kept across exec. */
 void osf_conn_hold_port(struct osf_fdt_entry *e, int pfd);
 
-/* osf_conn_setfl mirrors F_SETFL / FIONBIO into the connection. */
-void osf_conn_setfl(struct osf_fdt_entry *e, int nonblock);
+/* osf_conn_setfl mirrors F_SETFL's O_NONBLOCK and O_ASYNC (fl) into the
+ * connection. */
+void osf_conn_setfl(struct osf_fdt_entry *e, long fl);
 
 /* osf_conn_fork_holders counts one more (delta 1) or one fewer (-1)
  * process holding each connection of this process: around fork. */

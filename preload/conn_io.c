@@ -143,6 +143,26 @@ static int wait_data(struct osf_conn *c, int fd)
 	return r;
 }
 
+/* wait_more waits until more than have bytes are queued (or the end). */
+static int wait_more(struct osf_conn *c, int fd, int64_t have)
+{
+	uint64_t sleeps;
+	unsigned spin = spin_begin(c, &sleeps);
+	int r = osf_side_wait_more(&c->s, fd, spin, have);
+
+	spin_end(c, spin, sleeps);
+	return r;
+}
+
+/* peek_ended: no more data can come to s for a reader (the peer's FIN,
+ * the end, an error, or this side shut for reading). */
+static int peek_ended(const struct osf_side *s)
+{
+	return (osf_side_peer_flags(s) & OSF_SIDE_FIN) ||
+	       (osf_side_state(s) & OSF_CS_GONE) || s->pending_err ||
+	       (osf_side_my_flags(s) & OSF_SIDE_RDSHUT);
+}
+
 static int wait_room(struct osf_conn *c)
 {
 	uint64_t sleeps;
@@ -208,7 +228,9 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	struct osf_conn *c;
 	struct iovcur cur = {iov, iovcnt, 0, 0};
 	ssize_t total, got = 0;
-	int nonblock, r;
+	int64_t target;
+	int nonblock, r, settled = 0;
+	unsigned intr = osf_intr_count();
 
 	if (unlikely(e->kind == OSF_FD_KERNEL)) /* through a gateway */
 		return gw_recv(fd, e, iov, iovcnt, flags);
@@ -236,6 +258,12 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		return r;
 	}
 	__atomic_add_fetch(&c->s.me->recv_calls, 1, __ATOMIC_RELAXED);
+	/* What a blocking recv waits for before it takes any: MSG_WAITALL
+	 * without MSG_PEEK takes as it goes instead. */
+	if (unlikely(flags & MSG_WAITALL))
+		target = (flags & MSG_PEEK) ? total : 1;
+	else
+		target = conn_rcvlowat(c) < total ? conn_rcvlowat(c) : total;
 	for (;;) {
 		int64_t used;
 		r = osf_side_lock_rx(&c->s, fd, nonblock);
@@ -258,6 +286,17 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			osf_side_broken(&c->s);
 			goto empty;
 		}
+		if (used > 0 && used < target && !nonblock && !settled &&
+		    !peek_ended(&c->s)) {
+			/* TCP takes data once target bytes are there (the
+			 * whole length for a peek with MSG_WAITALL, else
+			 * SO_RCVLOWAT), or at the end; after a signal or the
+			 * timeout, what is there. */
+			osf_seg_unlock(&c->s.me->rx_lock);
+			if (wait_more(c, fd, used) < 0)
+				settled = 1;
+			continue;
+		}
 		if (used > 0) {
 			uint64_t tail = c->s.rx->tail, head = tail + (uint64_t)used;
 			size_t n = (size_t)used < (size_t)(total - got)
@@ -276,6 +315,8 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 						 __ATOMIC_RELEASE);
 				osf_seg_unlock(&c->s.me->rx_lock);
 				osf_side_wake_writer(&c->s, head, tail + n);
+				if (unlikely(c->async)) /* SIGIO for what comes */
+					(void)osf_side_arm_rx(&c->s);
 			} else {
 				osf_seg_unlock(&c->s.me->rx_lock);
 			}
@@ -287,7 +328,9 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		}
 		osf_seg_unlock(&c->s.me->rx_lock);
 	empty:
-		if (got > 0 && !(flags & MSG_WAITALL))
+		/* MSG_WAITALL ends with what it has once a handler ran
+		 * (TCP's signal_pending), SA_RESTART or not. */
+		if (got > 0 && (!(flags & MSG_WAITALL) || osf_intr_count() != intr))
 			break;
 		r = recv_end(fd, c, nonblock);
 		if (r == 2)
@@ -305,6 +348,8 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			conn_put(c);
 			return OSF_FAIL(-r);
 		}
+		if (got > 0 && osf_intr_count() != intr)
+			break; /* the sleep restarted after an SA_RESTART handler */
 	}
 	conn_put(c);
 	return got;
@@ -346,15 +391,16 @@ static ssize_t send_end(struct osf_conn *c, size_t total, int flags)
 	return OSF_FAIL(EPIPE);
 }
 
-/* send_corked is a write while TCP_CORK is in or bytes are held back
- * (conn_cork.c): as TCP, it sends the whole segments (TCP_MAXSEG) of what
- * is held plus this write and holds the rest back, written in the ring
- * after the published head. It returns the count, -1 with errno, or -2
- * when the write does not fit beside what is held (or the cork is out):
- * then what is held is published and the normal path sends the write. */
+/* send_corked is a write while TCP_CORK is in, with MSG_MORE (TCP corks
+ * that one write), or while bytes are held back (conn_cork.c): as TCP, it
+ * sends the whole segments (TCP_MAXSEG) of what is held plus this write
+ * and holds the rest back, written in the ring after the published head.
+ * It returns the count, -1 with errno, or -2 when the write does not fit
+ * beside what is held (or neither cork nor MSG_MORE holds it): then what
+ * is held is published and the normal path sends the write. */
 static __attribute__((noinline, cold)) ssize_t
 send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
-			   size_t total, int nonblock)
+			   size_t total, int nonblock, int more)
 {
 	uint32_t w, held, seg;
 	uint64_t head, pub;
@@ -365,7 +411,7 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 	w = __atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED);
 	held = w & OSF_CORK_HELD;
 	room = osf_side_tx_free(&c->s);
-	if (!(w & OSF_CORK_ON) || room < (int64_t)held ||
+	if (!((w & OSF_CORK_ON) || more) || room < (int64_t)held ||
 	    total > (uint64_t)room - held) {
 		int sent = osf_conn_cork_publish(c);
 		osf_seg_unlock(&c->s.me->tx_lock);
@@ -382,7 +428,7 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 	pub = (uint64_t)held + total;
 	held = (uint32_t)(pub % seg);
 	pub -= held;
-	__atomic_store_n(&c->s.me->cork, OSF_CORK_ON | held, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->s.me->cork, (w & OSF_CORK_ON) | held, __ATOMIC_RELAXED);
 	if (pub)
 		__atomic_store_n(&c->s.tx->head, head + pub, __ATOMIC_RELEASE);
 	osf_seg_unlock(&c->s.me->tx_lock);
@@ -403,6 +449,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	struct iovcur cur = {iov, iovcnt, 0, 0};
 	ssize_t total, sent = 0, end;
 	int nonblock, r;
+	unsigned intr = osf_intr_count();
 
 	if (unlikely(e->kind == OSF_FD_KERNEL)) /* through a gateway */
 		return gw_send(fd, e, iov, iovcnt, flags);
@@ -429,8 +476,10 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
 	__atomic_add_fetch(&c->s.me->send_calls, 1, __ATOMIC_RELAXED);
-	if (unlikely(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED))) {
-		end = send_corked(fd, c, &cur, (size_t)total, nonblock);
+	if (unlikely(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) ||
+		     (flags & MSG_MORE))) {
+		end = send_corked(fd, c, &cur, (size_t)total, nonblock,
+				  flags & MSG_MORE);
 		if (end != -2) {
 			conn_put(c);
 			return end;
@@ -497,6 +546,10 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			}
 			break;
 		}
+		/* A handler ran while it waited (the sleep restarts after
+		 * one with SA_RESTART): TCP returns what went out. */
+		if (sent > 0 && osf_intr_count() != intr)
+			break;
 	}
 	if (sent == 0 && osf_side_state(&c->s)) {
 		end = send_end(c, (size_t)total, flags);

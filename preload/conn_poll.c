@@ -13,6 +13,19 @@
  * socket itself, and it has no tokens, stamps or pages. */
 #define GW_KERNEL(e) unlikely((e) && (e)->kind == OSF_FD_KERNEL)
 
+/* lowat takes POLLIN away while fewer than SO_RCVLOWAT bytes are queued
+ * and the stream goes on (tcp_poll: the end, an error or a shut-down
+ * read side is readable whatever the mark). */
+static short lowat(const struct osf_conn *c, short r)
+{
+	if (__builtin_expect(c->rcvlowat <= 1, 1) || !(r & POLLIN) ||
+	    (r & (POLLRDHUP | POLLERR)))
+		return r;
+	if (osf_side_rx_used(&c->s) < conn_rcvlowat(c))
+		r &= (short)~(POLLIN | POLLRDNORM);
+	return r;
+}
+
 short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c;
@@ -24,7 +37,7 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 	if (!c)
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd); /* a reset nobody waited for */
-	r = osf_side_revents(&c->s);
+	r = lowat(c, osf_side_revents(&c->s));
 	if (unlikely(c->gw))
 		r = osf_conn_gw_revents(fd, c, r);
 	conn_put(c);
@@ -63,7 +76,7 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 	if (!c)
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd);
-	r = osf_side_arm(&c->s, fd, kinds, already);
+	r = lowat(c, osf_side_arm(&c->s, fd, kinds, already));
 	if (unlikely(c->gw))
 		r = osf_conn_gw_revents(fd, c, r);
 	if ((kinds & OSF_ARM_RX) && osf_side_trim_due(&c->s))

@@ -33,6 +33,9 @@ struct osf_conn {
 	struct osf_kopt opts[OSF_CONN_OPTS]; /* as set, replayed (kopt.c) */
 	int cm_ts;  /* 0, or the SO_TIMESTAMP* option whose cmsg recvmsg adds */
 	int cm_inq; /* TCP_INQ: recvmsg adds the bytes left to read */
+	int rcvlowat; /* SO_RCVLOWAT as TCP keeps it; 0 or 1: the default */
+	int async; /* O_ASYNC: every read asks the peer for a wake token, which
+		      raises SIGIO on the wake socket (the application's fd) */
 	int v6;
 	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
 	int gw; /* OSF_CONN_GW_*: a stream to a gateway waiting for its reply
@@ -66,6 +69,29 @@ void osf_conn_destroy(struct osf_conn *c);
 
 /* osf_conn_rebuild maps the segment of an fd inherited across exec. */
 int osf_conn_rebuild(int fd, struct osf_fdt_entry *e);
+
+/* conn_rcvlowat returns the bytes a reader of c waits for before it
+ * counts as readable (SO_RCVLOWAT), at most what the peer can have in
+ * flight towards it; 1 unless the application set the option. */
+static inline int64_t conn_rcvlowat(const struct osf_conn *c)
+{
+	uint64_t lim;
+
+	if (__builtin_expect(c->rcvlowat <= 1, 1))
+		return 1;
+	lim = osf_side_rx_limit(&c->s);
+	return (uint64_t)c->rcvlowat < lim ? c->rcvlowat : (int64_t)lim;
+}
+
+/* conn_set_async follows O_ASYNC (F_SETFL, FIOASYNC): the kernel raises
+ * SIGIO for the wake socket when a token arrives, so while it is on the
+ * readers always ask the peer for one (TCP signals every arrival). */
+static inline void conn_set_async(struct osf_conn *c, int on)
+{
+	c->async = on;
+	if (on)
+		(void)osf_side_arm_rx(&c->s);
+}
 
 static inline void conn_put(struct osf_conn *c)
 {

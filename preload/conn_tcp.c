@@ -7,6 +7,7 @@
 #include "conn_priv.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -77,15 +78,49 @@ int osf_conn_maxseg(const struct osf_conn *c)
 	return c->v6 ? 32732 : 32741;
 }
 
-/* tcp_info answers TCP_INFO. The kernel has processed a peer's FIN or
- * reset by the time its socket is asked, so the state is taken after
- * asking whether the other side is gone (one poll): else a connection
- * whose peer closed would say ESTABLISHED until the next recv or poll. */
+/* tcp_info_size returns the size of the running kernel's struct tcp_info
+ * (what TCP_INFO gives a large enough buffer: 280 bytes on 6.18, the C
+ * library's struct is older and smaller), asked once of a fresh socket. */
+static socklen_t tcp_info_size(void)
+{
+	static socklen_t size;
+	socklen_t n = __atomic_load_n(&size, __ATOMIC_RELAXED);
+	unsigned char buf[1024];
+	int s, saved = errno;
+
+	if (n)
+		return n;
+	n = sizeof(struct tcp_info);
+	/* Under a seccomp filter a new socket may be fatal: the C size. */
+	s = osf.sandboxed ? -1 : REAL(socket)(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s >= 0) {
+		socklen_t l = sizeof(buf);
+		if (REAL(getsockopt)(s, IPPROTO_TCP, TCP_INFO, buf, &l) == 0 &&
+		    l > n)
+			n = l;
+		REAL(close)(s);
+	}
+	errno = saved;
+	__atomic_store_n(&size, n, __ATOMIC_RELAXED);
+	return n;
+}
+
+/* tcp_info answers TCP_INFO, as long as the kernel's struct (the fields
+ * past the C library's struct are zero). The kernel has processed a
+ * peer's FIN or reset by the time its socket is asked, so the state is
+ * taken after asking whether the other side is gone (one poll): else a
+ * connection whose peer closed would say ESTABLISHED until the next recv
+ * or poll. */
 static int tcp_info(int fd, struct osf_conn *c, void *val, socklen_t *len)
 {
+	union {
+		struct tcp_info ti;
+		unsigned char b[1024];
+	} u;
 	struct tcp_info ti;
-	socklen_t n;
+	socklen_t n, full = tcp_info_size();
 
+	memset(&u, 0, sizeof(u));
 	memset(&ti, 0, sizeof(ti));
 	osf_side_check_end(&c->s, fd);
 	ti.tcpi_state = (uint8_t)osf_side_tcp_state(&c->s);
@@ -98,8 +133,11 @@ static int tcp_info(int fd, struct osf_conn *c, void *val, socklen_t *len)
 	ti.tcpi_rcv_space = c->s.size;
 	ti.tcpi_snd_ssthresh = 0x7fffffff;
 	ti.tcpi_rcv_ssthresh = c->s.size;
-	n = *len < sizeof(ti) ? *len : (socklen_t)sizeof(ti);
-	memcpy(val, &ti, n);
+	u.ti = ti;
+	if (full > sizeof(u))
+		full = sizeof(u);
+	n = *len < full ? *len : full;
+	memcpy(val, u.b, n);
 	*len = n;
 	return 0;
 }
@@ -282,6 +320,42 @@ static uint32_t buf_limit(const struct osf_conn *c, int rcv, int eff)
 	return (uint32_t)(q + (c->s.size - q) * ((uint64_t)eff - q) / (top - q));
 }
 
+/* rcvlowat_clamp bounds an SO_RCVLOWAT value as tcp_set_rcvlowat does. */
+static int rcvlowat_clamp(int fd, const struct osf_conn *c, int v)
+{
+	static int rmem_max2;
+	int cap = 0;
+
+	if (c->bufset & 1) {
+		socklen_t l = sizeof(cap);
+		if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVBUF, &cap, &l) < 0)
+			cap = 0;
+		cap >>= 1;
+	} else {
+		cap = __atomic_load_n(&rmem_max2, __ATOMIC_RELAXED);
+		if (!cap) {
+			char b[96] = "";
+			int f = open("/proc/sys/net/ipv4/tcp_rmem", O_RDONLY | O_CLOEXEC);
+			int lo, def, hi = 6291456;
+			if (f >= 0) {
+				ssize_t n = REAL(read)(f, b, sizeof(b) - 1);
+				if (n > 0)
+					b[n] = 0;
+				REAL(close)(f);
+			}
+			if (sscanf(b, "%d %d %d", &lo, &def, &hi) != 3 || hi <= 0)
+				hi = 6291456;
+			cap = hi >> 1;
+			__atomic_store_n(&rmem_max2, cap, __ATOMIC_RELAXED);
+		}
+	}
+	if (v < 0)
+		v = INT_MAX;
+	if (cap > 0 && v > cap)
+		v = cap;
+	return v ? v : 1;
+}
+
 /* set_socket handles a SOL_SOCKET option: the kernel keeps most of them on
  * the wake socket (fd); osf notes what changes its own behaviour. */
 static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
@@ -335,6 +409,19 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 	}
 	case SO_REUSEPORT:
 		return get_int(val, len, &v);
+	case SO_RCVLOWAT:
+		/* As tcp_set_rcvlowat: at most half the receive buffer
+		 * (tcp_rmem's largest unless SO_RCVBUF was set), 0 is 1;
+		 * the wake socket keeps the value for getsockopt and exec. */
+		if (len < sizeof(int))
+			return OSF_FAIL(EINVAL);
+		if (get_int(val, len, &v) < 0)
+			return -1;
+		v = rcvlowat_clamp(fd, c, v);
+		r = REAL(setsockopt)(fd, SOL_SOCKET, name, &v, sizeof(v));
+		if (r == 0)
+			c->rcvlowat = v;
+		return r;
 	case SO_TIMESTAMP_OLD:
 	case SO_TIMESTAMPNS_OLD:
 	case SO_TIMESTAMP_NEW:
@@ -512,7 +599,7 @@ int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 		break;
 	case SIOCOUTQ:
 	case SIOCOUTQNSD:
-		v = osf_side_tx_queued(&c->s);
+		v = osf_side_tx_unacked(&c->s);
 		/* and what TCP_CORK holds back: TCP counts it, unsent */
 		v += v < 0 ? 0 : (int64_t)(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) &
 					   OSF_CORK_HELD);
@@ -525,6 +612,11 @@ int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 		r = REAL(ioctl)(fd, req, arg);
 		if (r == 0)
 			c->nonblock = *(int *)arg != 0;
+		break;
+	case FIOASYNC:
+		r = REAL(ioctl)(fd, req, arg);
+		if (r == 0)
+			conn_set_async(c, *(int *)arg != 0);
 		break;
 	default:
 		r = REAL(ioctl)(fd, req, arg);

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <linux/sockios.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -214,8 +215,13 @@ static __attribute__((noinline)) int fcntl_tracked(int (*real)(int, int, void *)
 		osf_fd_dup(fd, r, cmd == F_DUPFD_CLOEXEC);
 		break;
 	case F_SETFL:
-		if (osf_kind_is_conn(e->kind))
-			osf_conn_setfl(e, ((long)arg & O_NONBLOCK) != 0);
+	case F_SETOWN:
+	case F_SETOWN_EX:
+	case F_SETSIG:
+		if (cmd == F_SETFL && osf_kind_is_conn(e->kind))
+			osf_conn_setfl(e, (long)arg);
+		else if (e->kind == OSF_FD_LISTEN)
+			osf_listen_async(fd, e->aux_fd, 0);
 		break;
 	case F_SETFD:
 		osf_fdt_set_cloexec(fd, ((long)arg & FD_CLOEXEC) != 0);
@@ -255,8 +261,17 @@ OSF_EXPORT int osf_ioctl_hook(int fd, unsigned long req, void *arg)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e || !osf_kind_is_conn(e->kind)))
-		return REAL(ioctl)(fd, req, arg);
+	int r;
+
+	if (likely(!e || !osf_kind_is_conn(e->kind))) {
+		if (likely(!e || e->kind != OSF_FD_LISTEN ||
+			   (req != FIOASYNC && req != FIOSETOWN && req != SIOCSPGRP)))
+			return REAL(ioctl)(fd, req, arg);
+		r = REAL(ioctl)(fd, req, arg); /* O_ASYNC or the owner */
+		if (r == 0)
+			osf_listen_async(fd, e->aux_fd, 0);
+		return r;
+	}
 	return osf_conn_ioctl(fd, e, req, arg);
 }
 

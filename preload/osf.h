@@ -37,13 +37,6 @@ int osf_core_connect(const struct osf_core_connect_in *in,
  * 0 or an errno. */
 int osf_core_log(const struct osf_core_log_in *in);
 
-/* Where osf waits in poll in place of a call the kernel restarts after a
- * handler with SA_RESTART (a blocking accept), osf_intr_begin is called
- * before the wait and, when poll fails with EINTR, osf_intr_restart says
- * whether every handler that ran had SA_RESTART (signals.c). */
-void osf_intr_begin(void);
-int osf_intr_restart(void);
-
 /* osf_core_child_after_fork forgets the parent's core in a fork child:
  * it is never called again here (docs/DESIGN.md D1), and the signal handlers
  * it installed are put back to what they were before it loaded. */
@@ -113,6 +106,12 @@ void osf_fd_closed(int fd);
  * its companion are reset, the companion is closed, and the entries go
  * back to undecided TCP sockets, so that a later listen() offloads again. */
 void osf_fd_unlisten(int fd);
+
+/* osf_listen_async gives listener fd's companion cfd fd's O_ASYNC, owner
+ * and F_SETSIG signal, so that a connection offloaded to it raises the
+ * SIGIO a TCP listener raises for one (always: 0; only when fd has
+ * O_ASYNC: 1, the listen() that made cfd). */
+void osf_listen_async(int fd, int cfd, int only_async);
 
 /* osf_fd_dup mirrors a successful dup of oldfd onto newfd. */
 void osf_fd_dup(int oldfd, int newfd, int cloexec);

@@ -48,6 +48,7 @@ static inline const struct uact *user(int sig)
 #define INTR_RAN 0x1u
 #define INTR_NORESTART 0x2u
 static __thread uint32_t tls_intr __attribute__((tls_model("initial-exec")));
+__thread unsigned osf_intr_n __attribute__((tls_model("initial-exec")));
 
 static int is_handler(sighandler_t h) { return h != SIG_DFL && h != SIG_IGN; }
 
@@ -94,6 +95,7 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 		return;
 	}
 	tls_intr |= INTR_RAN | ((fl & SA_RESTART) ? 0 : INTR_NORESTART);
+	osf_intr_n++;
 	if (fl & SA_SIGINFO)
 		((void (*)(int, siginfo_t *, void *))h)(sig, si, uc);
 	else if (h != (void *)SIG_DFL && h != (void *)SIG_IGN)

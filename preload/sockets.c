@@ -224,7 +224,26 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	memset(ent.local, 0, sizeof(ent.local));
 	memcpy(ent.local, &ss, sl < sizeof(ent.local) ? sl : sizeof(ent.local));
 	(void)osf_fdt_set(fd, &ent);
+	osf_listen_async(fd, hfd, 1);
 	osf_mux_offloaded(fd);
+}
+
+void osf_listen_async(int fd, int cfd, int only_async)
+{
+	struct f_owner_ex o;
+	int fl = REAL(fcntl)(fd, F_GETFL, NULL), cfl, sig, saved = errno;
+
+	if (fl < 0 || (only_async && !(fl & O_ASYNC)))
+		return;
+	cfl = REAL(fcntl)(cfd, F_GETFL, NULL);
+	if (REAL(fcntl)(fd, F_GETOWN_EX, &o) == 0)
+		(void)REAL(fcntl)(cfd, F_SETOWN_EX, &o);
+	sig = REAL(fcntl)(fd, F_GETSIG, NULL);
+	if (sig >= 0)
+		(void)REAL(fcntl)(cfd, F_SETSIG, (void *)(long)sig);
+	if (cfl >= 0 && ((cfl ^ fl) & O_ASYNC))
+		(void)REAL(fcntl)(cfd, F_SETFL, (void *)(long)((cfl & ~O_ASYNC) | (fl & O_ASYNC)));
+	errno = saved;
 }
 
 OSF_EXPORT int listen(int fd, int backlog)
@@ -249,7 +268,7 @@ OSF_EXPORT int listen(int fd, int backlog)
 struct carried {
 	struct timeval rcvtimeo, sndtimeo;
 	struct linger linger;
-	int keepalive, nodelay;
+	int keepalive, nodelay, rcvlowat;
 	int nkopts; /* TCP and IP options, when any was set (kopt.c) */
 	struct osf_kopt kopts[8];
 };
@@ -272,6 +291,7 @@ static int carried_option(int level, int name)
 #endif
 	case SO_LINGER:
 	case SO_KEEPALIVE:
+	case SO_RCVLOWAT:
 		return 1;
 	}
 	return 0;
@@ -298,6 +318,8 @@ static void carry_read(int fd, struct carried *o)
 	REAL(getsockopt)(fd, SOL_SOCKET, SO_KEEPALIVE, &o->keepalive, &l);
 	l = sizeof(int);
 	REAL(getsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &o->nodelay, &l);
+	l = sizeof(int);
+	REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &o->rcvlowat, &l);
 }
 
 static void carry_apply(int fd, const struct carried *o)
@@ -325,6 +347,9 @@ static void carry_apply(int fd, const struct carried *o)
 	if (o->nodelay)
 		osf_conn_setsockopt(fd, e, IPPROTO_TCP, TCP_NODELAY,
 				    &o->nodelay, sizeof(int));
+	if (o->rcvlowat > 1)
+		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_RCVLOWAT,
+				    &o->rcvlowat, sizeof(int));
 	errno = saved;
 }
 

@@ -387,15 +387,21 @@ static int sleep_token(struct osf_side *s, int sock)
 
 int osf_side_wait_data(struct osf_side *s, int fd, unsigned spin_us)
 {
+	return osf_side_wait_more(s, fd, spin_us, 0);
+}
+
+int osf_side_wait_more(struct osf_side *s, int fd, unsigned spin_us,
+		       int64_t have)
+{
 	int r;
 
-	if (SPIN_UNTIL(spin_us, osf_side_rx_ready(s)))
+	if (SPIN_UNTIL(spin_us, osf_side_rx_past(s, have)))
 		return 0;
 	shed(s, fd, &s->me->rx_waiters);
 	__atomic_add_fetch(&s->me->rx_waiters, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (osf_side_rx_ready(s)) {
+	if (osf_side_rx_past(s, have)) {
 		r = 0;
 	} else {
 		/* Idle for long, its pages go back (a poller trims itself). */

@@ -172,6 +172,17 @@ static inline int64_t osf_side_rx_used(const struct osf_side *s)
 	return osf_ring_used(head, tail, s->size);
 }
 
+/* osf_side_peer_rcv_part returns the part of the bytes in flight that the
+ * peer's receive buffer holds: its SO_RCVBUF as set (segment.h rcvlim),
+ * else a fresh TCP socket's receive buffer, at most a quarter of the
+ * ring. */
+static inline uint64_t osf_side_peer_rcv_part(const struct osf_side *s)
+{
+	uint32_t rl = __atomic_load_n(&s->peer->rcvlim, __ATOMIC_RELAXED);
+
+	return rl ? rl : (s->size / 4 < 131072 ? s->size / 4 : 131072);
+}
+
 /* osf_side_tx_limit returns the bytes this side may have in flight: the
  * ring, or less once either program set a buffer size (segment.h sndlim,
  * rcvlim); an unset one counts as half the ring (send) or a fresh TCP
@@ -180,6 +191,20 @@ static inline uint64_t osf_side_tx_limit(const struct osf_side *s)
 {
 	uint32_t sl = __atomic_load_n(&s->me->sndlim, __ATOMIC_RELAXED);
 	uint32_t rl = __atomic_load_n(&s->peer->rcvlim, __ATOMIC_RELAXED);
+	uint64_t l;
+
+	if (__builtin_expect(!(sl | rl), 1))
+		return s->size;
+	l = (uint64_t)(sl ? sl : s->size / 2) + osf_side_peer_rcv_part(s);
+	return l < s->size ? l : s->size;
+}
+
+/* osf_side_rx_limit returns the bytes the peer may have in flight towards
+ * this side (its osf_side_tx_limit): what a reader can wait for. */
+static inline uint64_t osf_side_rx_limit(const struct osf_side *s)
+{
+	uint32_t sl = __atomic_load_n(&s->peer->sndlim, __ATOMIC_RELAXED);
+	uint32_t rl = __atomic_load_n(&s->me->rcvlim, __ATOMIC_RELAXED);
 	uint64_t l;
 
 	if (__builtin_expect(!(sl | rl), 1))
@@ -211,15 +236,36 @@ static inline int64_t osf_side_tx_queued(const struct osf_side *s)
 			     s->size);
 }
 
-/* osf_side_rx_ready: a read would not block (data, end or error). */
-static inline int osf_side_rx_ready(const struct osf_side *s)
+/* osf_side_tx_unacked returns what TCP would count in SIOCOUTQ: the bytes
+ * written beyond what the peer's receive buffer holds (kernel TCP on
+ * loopback acknowledges data as soon as it is queued at the receiver, so
+ * unread bytes there are not counted), -1 if the ring is corrupt. */
+static inline int64_t osf_side_tx_unacked(const struct osf_side *s)
+{
+	int64_t q = osf_side_tx_queued(s);
+	uint64_t part = osf_side_peer_rcv_part(s);
+
+	if (q < 0)
+		return -1;
+	return (uint64_t)q > part ? q - (int64_t)part : 0;
+}
+
+/* osf_side_rx_past: more than have bytes to read, or the end or an error
+ * (a read of more than have bytes would not block for ever). */
+static inline int osf_side_rx_past(const struct osf_side *s, int64_t have)
 {
 	/* OSF_SIDE_RESET alone is not readiness: it says how the side ends
 	 * once its last holder is gone (mark_gone), and a process that closed
 	 * with linger 0 may not have been the last (a fork child serves on). */
-	return osf_side_rx_used(s) != 0 ||
+	return osf_side_rx_used(s) > have ||
 	       (osf_side_peer_flags(s) & OSF_SIDE_FIN) ||
 	       (osf_side_state(s) & OSF_CS_GONE) || s->pending_err;
+}
+
+/* osf_side_rx_ready: a read would not block (data, end or error). */
+static inline int osf_side_rx_ready(const struct osf_side *s)
+{
+	return osf_side_rx_past(s, 0);
 }
 
 /* osf_side_tx_ready: a write would not block (room, or the end). */
@@ -335,6 +381,12 @@ int osf_side_arm_tx(struct osf_side *s);
  * to spin_us first, then sleeping on fd: 0, or -errno of the sleep
  * (-EINTR for a signal, -EAGAIN when SO_RCVTIMEO expired). */
 int osf_side_wait_data(struct osf_side *s, int fd, unsigned spin_us);
+
+/* osf_side_wait_more is osf_side_wait_data for a reader that needs more
+ * than the have bytes already queued (MSG_PEEK with MSG_WAITALL): it
+ * returns once osf_side_rx_past(s, have). */
+int osf_side_wait_more(struct osf_side *s, int fd, unsigned spin_us,
+		       int64_t have);
 
 /* osf_side_wait_room waits until there is room to write (or the end),
  * spinning for up to spin_us, then sleeping on the writers' socket: 0, or

@@ -203,6 +203,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	nfds_t i, m = n, extra = 0;
 	long start = mono_ms(), spin_end = spin_until(timeout);
 	int result = -1, spun = 0;
+	unsigned intr = osf_intr_count();
 
 	for (i = 0; i < n; i++) {
 		int kd = osf_fdt_kind(fds[i].fd);
@@ -347,6 +348,10 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			osf_spin_paid(1);
 		if (result > 0 || remaining(timeout, start) == 0)
 			goto out;
+		if (osf_intr_count() != intr) { /* a handler ran between sleeps */
+			result = OSF_FAIL(EINTR);
+			goto out;
+		}
 		spun = spin_end != 0;
 	}
 out:
@@ -924,11 +929,22 @@ static void kick(struct ep *ep)
 	(void)!REAL(write)(ep->kick, &one, sizeof(one));
 }
 
+/* The events EPOLLEXCLUSIVE may come with (the kernel's
+ * EPOLLEXCLUSIVE_OK_BITS). */
+#define EXCLUSIVE_OK (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | \
+		      EPOLLET | EPOLLEXCLUSIVE)
+
 /* ctl_conn registers, changes or removes an offloaded connection. */
 static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 {
 	struct epi *it = fd < ep->cap ? ep->byfd[fd] : NULL;
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+
+	/* As do_epoll_ctl, before it looks the item up: EPOLLEXCLUSIVE only
+	 * on ADD, and only with EXCLUSIVE_OK. */
+	if (op != EPOLL_CTL_DEL && (ev->events & EPOLLEXCLUSIVE) &&
+	    (op == EPOLL_CTL_MOD || (ev->events & ~(uint32_t)EXCLUSIVE_OK)))
+		return OSF_FAIL(EINVAL);
 
 	if (it && !same_file(it, e)) {
 		/* fd was closed behind osf's back: the kernel ended that
@@ -965,8 +981,8 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 	case EPOLL_CTL_MOD:
 		if (!it || it->parked)
 			return OSF_FAIL(ENOENT);
-		if (op == EPOLL_CTL_MOD && (ev->events & EPOLLEXCLUSIVE))
-			return OSF_FAIL(EINVAL);
+		if (op == EPOLL_CTL_MOD && (it->events & EPOLLEXCLUSIVE))
+			return OSF_FAIL(EINVAL); /* an exclusive wait stays so */
 		disarm_item(it, e, 0);
 		it->events = ev->events;
 		it->data = ev->data;
@@ -1507,6 +1523,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 	long start = mono_ms(), spin_end = spin_until(timeout);
 	int spun = 0;
 	int saved = errno; /* a successful wait leaves errno alone */
+	unsigned intr = osf_intr_count();
 
 	if (max <= 0 || max > INT_MAX / (int)sizeof(*ev))
 		return OSF_FAIL(EINVAL);
@@ -1589,6 +1606,8 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 			errno = saved;
 			return n;
 		}
+		if (osf_intr_count() != intr) /* a handler ran between sleeps */
+			return OSF_FAIL(EINTR);
 		spun = spin_end != 0;
 	}
 }

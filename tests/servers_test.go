@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/osfproject/osf/internal/testutil"
 )
 
@@ -436,4 +438,236 @@ func readFile(dir, name string) string {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// haproxyConf is a haproxy front end on 127.0.0.1:%[1]d (two threads)
+// that relays HTTP to nginx on 127.0.0.1:%[2]d, reusing its connections
+// to nginx across clients.
+const haproxyConf = `global
+    maxconn 256
+    nbthread 2
+defaults
+    mode http
+    timeout connect 10s
+    timeout client 30s
+    timeout server 30s
+frontend fe
+    bind 127.0.0.1:%[1]d
+    default_backend be
+backend be
+    http-reuse always
+    server nginx 127.0.0.1:%[2]d
+`
+
+// TestServerHaproxyNginx runs curl -> haproxy -> nginx (master and two
+// workers, sendfile): an 8 MiB random file must come through intact
+// (SHA-256), and wrk through haproxy with "Connection: close" (a new
+// client connection per request, which haproxy relays over its kept
+// connections to nginx) must see no socket errors. Under osf, while curl
+// runs, haproxy's accepted connection and its connection to nginx must
+// both be offloaded (shm), as must curl's.
+func TestServerHaproxyNginx(t *testing.T) {
+	t.Parallel()
+	nginx, haproxy := testutil.Tool(t, "nginx"), testutil.Tool(t, "haproxy")
+	curl, wrk := testutil.Tool(t, "curl"), testutil.Tool(t, "wrk")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			_, dir, nport, sum := startNginxTwoWorkers(t, m, nginx, nginxNobodyConf, 8<<20)
+			testutil.WriteRandomFile(t, filepath.Join(dir, "www"), "small.bin", 200)
+			hport := testutil.FreePort(t)
+			conf := filepath.Join(dir, "haproxy.cfg")
+			if err := os.WriteFile(conf, fmt.Appendf(nil, haproxyConf, hport, nport), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			hp := m.cmd(t, nil, haproxy, "-db", "-f", conf).Start()
+			testutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", hport), shortRun)
+			url := fmt.Sprintf("http://127.0.0.1:%d/file.bin", hport)
+
+			out := filepath.Join(t.TempDir(), "download")
+			args := []string{"-sS", "--fail", "--max-time", "30", "-o", out}
+			if m.osf {
+				// about 6 s: five osfstat runs on a loaded machine
+				// must fit in while the download lasts
+				args = append(args, "--limit-rate", "1400K")
+			}
+			c := m.cmd(t, nil, curl, append(args, url)...).Start()
+			if m.osf {
+				waitUnderOsf(t, c.Pid, "curl")
+				waitRole(t, c.Pid, "client", 1)
+				testutil.AssertTransport(t, c.Pid, testutil.ByRole("client"), testutil.TransportShm)
+				waitRole(t, hp.Pid, "server", 1)
+				waitRole(t, hp.Pid, "client", 1)
+				testutil.AssertTransport(t, hp.Pid, testutil.ByRole("server"), testutil.TransportShm)
+				testutil.AssertTransport(t, hp.Pid, testutil.ByRole("client"), testutil.TransportShm)
+			}
+			if r := c.Wait(longRun); !r.OK() {
+				t.Fatalf("curl through haproxy: %s", r)
+			}
+			if got := testutil.SHA256File(t, out); got != sum {
+				t.Errorf("curl through haproxy: sha256 %s, want %s", got, sum)
+			}
+
+			r := m.cmd(t, nil, wrk, "-t2", "-c10", "-d2s", "--timeout", "30s",
+				"-H", "Connection: close", fmt.Sprintf("http://127.0.0.1:%d/small.bin", hport)).Run(longRun)
+			if !r.OK() {
+				t.Fatalf("wrk through haproxy: %s", r)
+			}
+			if mreq := wrkRequestsRE.FindStringSubmatch(r.Stdout); mreq == nil || mreq[1] == "0" {
+				t.Errorf("wrk through haproxy made no requests:\n%s", r.Stdout)
+			}
+			for _, bad := range []string{"Socket errors", "Non-2xx"} {
+				if strings.Contains(r.Stdout, bad) {
+					t.Errorf("wrk through haproxy reports %s:\n%s", bad, r.Stdout)
+				}
+			}
+			if hp.Exited() {
+				t.Errorf("haproxy died: %s", hp.Wait(0))
+			}
+			noOsfMessages(t, "haproxy", hp.Stderr())
+		})
+	}
+}
+
+// postgresBin returns the directory of the distribution's PostgreSQL
+// server programs (initdb, postgres, pgbench, psql).
+func postgresBin(t *testing.T) string {
+	t.Helper()
+	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	if len(m) == 0 {
+		t.Fatalf("postgresql is not installed (`make deps` installs the test programs)")
+	}
+	return filepath.Dir(m[len(m)-1])
+}
+
+// TestServerPostgresPgbench runs PostgreSQL (a postmaster that forks a
+// backend per connection, which inherits the listener and its own
+// accepted connection) and pgbench -S with 8 clients for 3 s, which must
+// finish every transaction without a failure; then psql copies the whole
+// pgbench_accounts table out (about 9.7 MB, every byte known) and it must
+// match. Under osf pgbench's connections and the backends' accepted ones
+// must be offloaded (shm) while pgbench runs.
+func TestServerPostgresPgbench(t *testing.T) {
+	t.Parallel()
+	bin, setpriv := postgresBin(t), testutil.Tool(t, "setpriv")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := testutil.WorldReadableTempDir(t)
+			if err := os.Chown(dir, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			data := filepath.Join(dir, "data")
+			// postgres refuses to run as root; setpriv (asNobody) keeps
+			// the environment, LD_PRELOAD included.
+			nobody := func(env []string, prog string, args ...string) *testutil.Command {
+				return testutil.Cmd(t, append(env, "HOME="+dir), setpriv,
+					append(append(append([]string{}, asNobody...), filepath.Join(bin, prog)), args...)...)
+			}
+			if r := nobody(nil, "initdb", "-D", data, "-A", "trust", "-U", "pg").Run(longRun); !r.OK() {
+				t.Fatalf("initdb: %s", r)
+			}
+			port := strconv.Itoa(testutil.FreePort(t))
+			srv := nobody(m.env(t), "postgres", "-D", data, "-c", "listen_addresses=127.0.0.1", "-c", "port="+port,
+				"-c", "unix_socket_directories="+dir, "-c", "max_connections=20", "-c", "fsync=off").Start()
+			testutil.WaitFor(t, longRun, "postgres ready", func() bool {
+				return strings.Contains(srv.Stderr(), "ready to accept connections")
+			})
+			conn := []string{"-h", "127.0.0.1", "-p", port, "-U", "pg"}
+			if r := nobody(m.env(t), "pgbench", append(conn, "-i", "-s", "1", "-q", "postgres")...).Run(longRun); !r.OK() {
+				t.Fatalf("pgbench -i: %s", r)
+			}
+			pb := nobody(m.env(t), "pgbench", append(conn, "-S", "-c", "8", "-j", "2", "-T", "3", "postgres")...).Start()
+			if m.osf {
+				waitUnderOsf(t, pb.Pid, "pgbench")
+				waitRole(t, pb.Pid, "client", 8)
+				testutil.AssertTransport(t, pb.Pid, testutil.ByRole("client"), testutil.TransportShm)
+				served := 0
+				for _, b := range children(srv.Pid) {
+					st, ok := testutil.TryOsfStat(t, b) // backends come and go
+					if !ok {
+						continue
+					}
+					for _, s := range st.Select(testutil.ByRole("server")) {
+						served++
+						if s.Transport != testutil.TransportShm {
+							t.Errorf("postgres backend %d: %s", b, s)
+						}
+					}
+				}
+				if served == 0 {
+					t.Errorf("no postgres backend has an accepted connection while pgbench runs")
+				}
+			} else {
+				waitKernelSockets(t, pb.Pid, 8, "pgbench")
+			}
+			r := pb.Wait(longRun)
+			if !r.OK() {
+				t.Fatalf("pgbench -S: %s", r)
+			}
+			if !strings.Contains(r.Stdout, "number of failed transactions: 0 ") ||
+				strings.Contains(r.Stdout, "actually processed: 0\n") {
+				t.Errorf("pgbench -S did not finish cleanly:\n%s", r.Stdout)
+			}
+
+			cp := nobody(m.env(t), "psql", append(conn, "-Atq", "-c",
+				"copy (select * from pgbench_accounts order by aid) to stdout", "postgres")...).Run(longRun)
+			if !cp.OK() {
+				t.Fatalf("psql copy: %s", cp)
+			}
+			var want strings.Builder
+			for aid := 1; aid <= 100000; aid++ {
+				fmt.Fprintf(&want, "%d\t1\t0\t%84s\n", aid, "")
+			}
+			if cp.Stdout != want.String() {
+				t.Errorf("psql copy: %d bytes, not the %d of pgbench_accounts as pgbench -i wrote it",
+					len(cp.Stdout), want.Len())
+			}
+			_ = srv.Signal(unix.SIGINT) // fast shutdown
+			if sr := srv.Wait(longRun); !sr.OK() {
+				t.Errorf("postgres: %s", sr)
+			}
+			noOsfMessages(t, "postgres", srv.Stderr())
+		})
+	}
+}
+
+// TestPythonSocketAPIs runs progs/pysockets.py bare and under osf (with
+// OSF_STRICT=1, so that a fallback to kernel TCP fails instead of passing):
+// asyncio streams with 50 clients, loop.sock_* calls, socket.sendfile and
+// makefile, and selectors' epoll, poll and select echo servers, each
+// checking the bytes; every socket must be kernel TCP bare and offloaded
+// under osf.
+func TestPythonSocketAPIs(t *testing.T) {
+	t.Parallel()
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			r := m.cmd(t, []string{"OSF_STRICT=1"}, python(t), "progs/pysockets.py").Run(longRun)
+			if !r.OK() {
+				t.Fatalf("pysockets.py: %s", r)
+			}
+			want := "tcp"
+			if m.osf {
+				want = "unix"
+			}
+			checks := 0
+			for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+				switch {
+				case strings.HasSuffix(l, " ok True"):
+					checks++
+				case strings.HasPrefix(l, "transports "):
+					if l != "transports "+want {
+						t.Errorf("pysockets.py: %q, want every socket %s", l, want)
+					}
+				default:
+					t.Errorf("pysockets.py: %q", l)
+				}
+			}
+			if checks != 6 {
+				t.Errorf("pysockets.py: %d checks passed, want 6:\n%s", checks, r.Stdout)
+			}
+			noOsfMessages(t, "pysockets.py", r.Stderr)
+		})
+	}
 }

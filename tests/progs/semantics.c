@@ -3587,12 +3587,16 @@ static void s_defer_accept(void)
 	say("set 5 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
 	r = DO(getsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &vl));
 	say("get %s value %d", R(r), v);
-	v = 1;
-	say("set 1 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
+	/* woken by data or FIN: with a long defer time, so that a loaded
+	 * machine's stall between connect and the first poll cannot reach it */
+	v = 10;
+	say("set 10 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
 	set_nonblock(l, 1);
-
 	defer_woken(l, &ss, "data");
 	defer_woken(l, &ss, "fin");
+
+	v = 1;
+	say("set 1 %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
 
 	/* silence: accepted once the defer time is over, without data */
 	c = connect_to(AF_INET, &ss);
@@ -3890,6 +3894,685 @@ static void s_port_listen_shutdown(void)
 	close(lfd);
 }
 
+
+/* s_outq: SIOCOUTQ/TIOCOUTQ/SIOCOUTQNSD count bytes the peer's kernel has
+ * not yet taken in (acknowledged); on loopback bytes sitting unread in the
+ * peer's receive queue are not counted. */
+static void s_outq(void)
+{
+	int c, s, v = -1, w = -1, x = -1, i, ok, partial, eagain;
+	size_t total;
+	char buf[100];
+
+	mkpair(AF_INET, &c, &s);
+	memset(buf, 'o', sizeof buf);
+	send(c, buf, 100, 0);
+	wait_bytes(s, 100, 2000);
+	for (i = 0; i < 100; i++) {
+		ioctl(c, SIOCOUTQ, &v);
+		if (v == 0)
+			break;
+		usleep(10 * 1000);
+	}
+	ioctl(c, TIOCOUTQ, &w);
+	ioctl(c, SIOCOUTQNSD, &x);
+	say("100 bytes unread by the peer: SIOCOUTQ %d TIOCOUTQ %d SIOCOUTQNSD %d", v, w, x);
+	ioctl(s, SIOCOUTQ, &v);
+	ioctl(s, FIONREAD, &w);
+	say("peer: SIOCOUTQ %d FIONREAD %d", v, w);
+	recv(s, buf, sizeof buf, 0);
+	ioctl(c, SIOCOUTQ, &v);
+	say("after the peer read: SIOCOUTQ %d", v);
+	set_nonblock(c, 1);
+	total = fill(c, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+	ioctl(c, SIOCOUTQ, &v);
+	ioctl(c, SIOCOUTQNSD, &x);
+	say("full: SIOCOUTQ > 0 %s, < what went %s, SIOCOUTQNSD > 0 %s", YN(v > 0),
+	    YN(v < (int)total), YN(x > 0));
+	say("drained %s", YN(read_all(s, total, 0, 10000, &ok) == total && ok));
+	for (i = 0; i < 100; i++) {
+		ioctl(c, SIOCOUTQ, &v);
+		if (v == 0)
+			break;
+		usleep(10 * 1000);
+	}
+	say("then SIOCOUTQ %d", v);
+	close(c);
+	close(s);
+}
+
+/* s_tcpinfo: TCP_INFO's state through a connection's life and the fields
+ * a program may read (unacked, retransmits, lost). */
+static void s_tcpinfo(void)
+{
+	struct sockaddr_storage ss;
+	struct tcp_info ti;
+	socklen_t tl;
+	int c, s, l;
+	long rv;
+	char buf[8];
+
+#define TI(what, fd)                                                              \
+	do {                                                                      \
+		memset(&ti, 0, sizeof ti);                                        \
+		tl = sizeof ti;                                                   \
+		rv = DO(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl));         \
+		say("%s TCP_INFO %s len %s state %d ca_state %d retransmits %d unacked %u sacked %u lost %u retrans %u total_retrans %u snd_mss>0 %s rcv_mss>0 %s", \
+		    what, R(rv), YN(tl == sizeof ti), ti.tcpi_state, ti.tcpi_ca_state, ti.tcpi_retransmits, \
+		    ti.tcpi_unacked, ti.tcpi_sacked, ti.tcpi_lost, ti.tcpi_retrans, ti.tcpi_total_retrans, \
+		    YN(ti.tcpi_snd_mss > 0), YN(ti.tcpi_rcv_mss > 0));                 \
+	} while (0)
+
+	l = listener(AF_INET, "127.0.0.1", -1, &ss);
+	TI("listener", l);
+	c = connect_to(AF_INET, &ss);
+	s = accept_one(l);
+	transports(c, s);
+	TI("client", c);
+	TI("server", s);
+	send(c, "abcd", 4, 0);
+	wait_bytes(s, 4, 2000);
+	usleep(20 * 1000);
+	TI("client after send", c);
+	shutdown(c, SHUT_WR);
+	usleep(50 * 1000);
+	TI("client after SHUT_WR", c);
+	TI("server after peer SHUT_WR", s);
+	recv(s, buf, sizeof buf, 0);
+	shutdown(s, SHUT_WR);
+	usleep(50 * 1000);
+	TI("client after both", c);
+	TI("server after both", s);
+	tl = 4;
+	rv = DO(getsockopt(c, IPPROTO_TCP, TCP_INFO, &ti, &tl));
+	say("short TCP_INFO %s len %u", R(rv), (unsigned)tl);
+	{
+		unsigned char big[1024];
+		tl = sizeof big;
+		rv = DO(getsockopt(c, IPPROTO_TCP, TCP_INFO, big, &tl));
+		say("TCP_INFO into 1024 bytes %s len %u (the kernel's struct)", R(rv), (unsigned)tl);
+	}
+	close(c);
+	close(s);
+	close(l);
+#undef TI
+}
+
+/* s_timeo_eintr: a signal interrupts a recv, accept or send that has a
+ * timeout with EINTR even with SA_RESTART (sock_intr_errno). */
+static void s_timeo_eintr(void)
+{
+	struct sockaddr_storage ss;
+	struct timeval tv = {5, 0};
+	int c, s, l, a0, partial, eagain;
+	char buf[8];
+	static char big[1 << 16];
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	alrm_handler(1);
+	a0 = sigalrms;
+	alarm_every_ms(50);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	alarm_ms(0);
+	say("recv with SO_RCVTIMEO, SA_RESTART %s handled %s", R(r), YN(sigalrms - a0 >= 1));
+	set_nonblock(c, 1);
+	fill(c, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+	set_nonblock(c, 0);
+	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	a0 = sigalrms;
+	alarm_every_ms(50);
+	r = DO(send(c, big, sizeof big, 0));
+	alarm_ms(0);
+	say("send when full with SO_SNDTIMEO, SA_RESTART: EINTR-or-partial %s handled %s",
+	    YN((r < 0 && lerr == EINTR) || (r > 0 && r < (long)sizeof big)), YN(sigalrms - a0 >= 1));
+	close(c);
+	close(s);
+	l = listener(AF_INET, "127.0.0.1", -1, &ss);
+	setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	a0 = sigalrms;
+	alarm_every_ms(50);
+	r = DO(accept(l, NULL, NULL));
+	alarm_ms(0);
+	say("accept with SO_RCVTIMEO, SA_RESTART %s handled %s", R(r), YN(sigalrms - a0 >= 1));
+	signal(SIGALRM, SIG_IGN);
+	close(l);
+}
+
+/* s_send_eintr: a blocking send into a full connection that a signal
+ * interrupts: EINTR (or what went) without SA_RESTART; with SA_RESTART a
+ * send that had sent part of its bytes returns that part (a reader drains
+ * later), every byte in order. */
+static void s_send_eintr(void)
+{
+	struct later d = {.op = LATER_DRAIN, .delay_ms = 300};
+	static unsigned char big[1 << 16];
+	unsigned char *huge;
+	size_t hn = (size_t)16 << 20;
+	int c, s, a0, partial, eagain;
+	size_t total;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	set_nonblock(c, 1);
+	total = fill(c, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+	set_nonblock(c, 0);
+	pat_fill(big, sizeof big, total);
+	alrm_handler(0);
+	a0 = sigalrms;
+	alarm_every_ms(50);
+	r = DO(send(c, big, sizeof big, 0));
+	alarm_ms(0);
+	say("send when full without SA_RESTART: EINTR-or-partial %s handled %s",
+	    YN((r < 0 && lerr == EINTR) || (r > 0 && r < (long)sizeof big)), YN(sigalrms - a0 >= 1));
+	if (r > 0)
+		total += (size_t)r;
+	read_all(s, total, 0, 10000, &partial);
+	say("drained in order %s", YN(partial));
+	close(c);
+	close(s);
+
+	mkpair(AF_INET, &c, &s);
+	huge = malloc(hn);
+	if (!huge)
+		setup_failed("malloc");
+	pat_fill(huge, hn, 0);
+	alrm_handler(1);
+	a0 = sigalrms;
+	d.fd = s;
+	d.len = hn;
+	later_start(&d);
+	alarm_ms(50);
+	r = DO(send(c, huge, hn, 0));
+	say("16 MiB send with SA_RESTART, signal before the reader: part %s handled %d",
+	    YN(r > 0 && r < (long)hn), sigalrms - a0);
+	if (r > 0 && r < (long)hn) {
+		long r2 = DO(send(c, huge + r, hn - (size_t)r, 0));
+		say("rest %s", YN(r2 == (long)hn - r));
+	}
+	later_join(&d);
+	say("reader got every byte in order %s", YN(d.result));
+	signal(SIGALRM, SIG_IGN);
+	free(huge);
+	close(c);
+	close(s);
+}
+
+/* s_epoll_eintr: epoll_wait and epoll_pwait end with EINTR on a handled
+ * signal, SA_RESTART or not. */
+static void s_epoll_eintr(void)
+{
+	struct epoll_event ev = {.events = EPOLLIN}, out;
+	sigset_t none;
+	int c, s, ep, restart, a0;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	ep = epoll_create1(0);
+	ev.data.fd = s;
+	epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+	sigemptyset(&none);
+	for (restart = 0; restart < 2; restart++) {
+		alrm_handler(restart);
+		a0 = sigalrms;
+		alarm_ms(50);
+		r = DO(epoll_wait(ep, &out, 1, 2000));
+		say("epoll_wait restart=%d %s handled %d", restart, R(r), sigalrms - a0);
+		a0 = sigalrms;
+		alarm_ms(50);
+		r = DO(epoll_pwait(ep, &out, 1, 2000, &none));
+		say("epoll_pwait restart=%d %s handled %d", restart, R(r), sigalrms - a0);
+	}
+	signal(SIGALRM, SIG_IGN);
+	close(ep);
+	close(c);
+	close(s);
+}
+
+/* s_recvflags: MSG_PEEK with MSG_WAITALL waits for the whole length;
+ * MSG_WAITALL returns what it has on a signal or FIN; MSG_ERRQUEUE on a
+ * TCP socket with nothing queued is EAGAIN; SO_SNDLOWAT. */
+static void s_recvflags(void)
+{
+	struct later l = {.op = LATER_SEND, .delay_ms = 100, .buf = "defghij", .len = 7};
+	char buf[32];
+	int c, s, a0, v;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	send(c, "abc", 3, 0);
+	wait_bytes(s, 3, 2000);
+	l.fd = c;
+	later_start(&l);
+	r = DO(recv(s, buf, 10, MSG_PEEK | MSG_WAITALL));
+	say("MSG_PEEK|MSG_WAITALL 10 %s data %s", R(r), YN(r == 10 && !memcmp(buf, "abcdefghij", 10)));
+	later_join(&l);
+	r = DO(recv(s, buf, 10, 0));
+	say("then recv %s", R(r));
+	send(c, "xyz", 3, 0);
+	wait_bytes(s, 3, 2000);
+	alrm_handler(0);
+	a0 = sigalrms;
+	alarm_every_ms(50);
+	r = DO(recv(s, buf, 10, MSG_WAITALL));
+	alarm_ms(0);
+	say("MSG_WAITALL interrupted %s data %s handled %s", R(r), YN(r == 3 && !memcmp(buf, "xyz", 3)),
+	    YN(sigalrms - a0 >= 1));
+	alrm_handler(1);
+	send(c, "uvw", 3, 0);
+	wait_bytes(s, 3, 2000);
+	a0 = sigalrms;
+	alarm_ms(50);
+	l = (struct later){.op = LATER_SEND, .delay_ms = 200, .buf = "1234567", .len = 7, .fd = c};
+	later_start(&l);
+	r = DO(recv(s, buf, 10, MSG_WAITALL));
+	say("MSG_WAITALL with SA_RESTART %s data %s handled %d", R(r),
+	    YN(r == 10 && !memcmp(buf, "uvw1234567", 10)), sigalrms - a0);
+	later_join(&l);
+	signal(SIGALRM, SIG_IGN);
+	say("MSG_ERRQUEUE %s", R(DO(recv(s, buf, sizeof buf, MSG_ERRQUEUE | MSG_DONTWAIT))));
+	say("MSG_ERRQUEUE blocking %s", R(DO(recv(s, buf, sizeof buf, MSG_ERRQUEUE))));
+	v = geti(c, SOL_SOCKET, SO_SNDLOWAT, &r);
+	say("SO_SNDLOWAT %s %d", R(r), v);
+	v = 100;
+	say("set SO_SNDLOWAT %s", R(DO(setsockopt(c, SOL_SOCKET, SO_SNDLOWAT, &v, sizeof v))));
+	v = geti(c, SOL_SOCKET, SO_PEEK_OFF, &r);
+	say("SO_PEEK_OFF %s %d", R(r), v);
+	send(c, "ab", 2, 0);
+	shutdown(c, SHUT_WR);
+	wait_ev(s, POLLRDHUP, 2000);
+	r = DO(recv(s, buf, 10, MSG_WAITALL));
+	say("MSG_WAITALL at FIN %s", R(r));
+	say("connect again %s", R(DO(connect(c, (struct sockaddr *)&(struct sockaddr_in){.sin_family = AF_INET}, sizeof(struct sockaddr_in)))));
+	close(c);
+	close(s);
+}
+
+/* s_linger_unread: close with SO_LINGER {1,N} returns at once when the
+ * peer has every byte queued (TCP on loopback: acknowledged), read or
+ * not; the peer then reads them and the end. */
+static void s_linger_unread(void)
+{
+	struct linger lg = {1, 3};
+	char buf[200];
+	int c, s;
+	long t0, r;
+
+	mkpair(AF_INET, &c, &s);
+	memset(buf, 'l', sizeof buf);
+	send(c, buf, 100, 0);
+	wait_bytes(s, 100, 2000);
+	setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	t0 = now_ms();
+	r = DO(close(c));
+	say("close with linger {1,3}, 100 bytes unread by the peer %s within 1 s %s", R(r),
+	    YN(now_ms() - t0 < 1000));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("peer recv %s", R(r));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("peer recv %s", R(r));
+	close(s);
+}
+
+/* s_msg_more: MSG_MORE holds a small write back as TCP_CORK does, until a
+ * write without it. */
+static void s_msg_more(void)
+{
+	char buf[16];
+	int c, s, n = -1;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	r = DO(send(c, "abc", 3, MSG_MORE));
+	say("send MSG_MORE %s", R(r));
+	usleep(50 * 1000);
+	ioctl(s, FIONREAD, &n);
+	say("peer FIONREAD after 50 ms %d", n);
+	r = DO(send(c, "de", 2, 0));
+	wait_bytes(s, 5, 2000);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv %s", R(r));
+	send(c, "fgh", 3, MSG_MORE);
+	say("held bytes go within 2 s %s", YN(wait_bytes(s, 3, 2000)));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv %s", R(r));
+	send(c, "ijk", 3, MSG_MORE);
+	shutdown(c, SHUT_WR);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("after SHUT_WR recv %s data %s", R(r), YN(r == 3 && !memcmp(buf, "ijk", 3)));
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("then %s", R(r));
+	close(c);
+	close(s);
+}
+
+/* s_rcvlowat: SO_RCVLOWAT holds back readiness and a blocking recv until
+ * that many bytes are queued; a nonblocking recv takes what there is, the
+ * end is readable whatever the mark. (A blocking recv that finds fewer
+ * takes them and then waits for the mark's worth more in TCP, osf waits
+ * for the mark in all: the 10 bytes sent later make both return 15.) */
+static void s_rcvlowat(void)
+{
+	struct later l = {.op = LATER_SEND, .delay_ms = 100, .buf = "67890ABCDE", .len = 10};
+	int c, s, v = 10, ep;
+	char buf[64];
+	struct epoll_event ev = {.events = EPOLLIN}, out;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	say("set SO_RCVLOWAT 10 %s", R(DO(setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v))));
+	v = geti(s, SOL_SOCKET, SO_RCVLOWAT, &r);
+	say("SO_RCVLOWAT %s %d", R(r), v);
+	send(c, "12345", 5, 0);
+	wait_bytes(s, 5, 2000);
+	pmask("5 of 10 queued", s);
+	ep = epoll_create1(0);
+	ev.data.fd = s;
+	epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+	say("epoll 5 of 10 %s", R(DO(epoll_wait(ep, &out, 1, 50))));
+	l.fd = c;
+	later_start(&l);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("blocking recv %s data %s", R(r), YN(r == 15 && !memcmp(buf, "1234567890ABCDE", 15)));
+	later_join(&l);
+	send(c, "abc", 3, 0);
+	wait_bytes(s, 3, 2000);
+	r = DO(recv(s, buf, sizeof buf, MSG_DONTWAIT));
+	say("nonblocking recv %s", R(r));
+	send(c, "0123456789AB", 12, 0);
+	wait_bytes(s, 12, 2000);
+	pmask("12 of 10 queued", s);
+	say("epoll 12 of 10 %s", R(DO(epoll_wait(ep, &out, 1, 1000))));
+	r = DO(recv(s, buf, 4, 0));
+	say("recv 4 %s", R(r));
+	pmask("8 of 10 queued", s);
+	shutdown(c, SHUT_WR);
+	usleep(50 * 1000);
+	pmask("8 of 10 queued, peer FIN", s);
+	r = DO(recv(s, buf, sizeof buf, 0));
+	say("recv after FIN %s", R(r));
+	close(ep);
+	close(c);
+	close(s);
+	/* A waiter sleeps through writes below the mark and wakes at it. */
+	mkpair(AF_INET, &c, &s);
+	v = 10;
+	setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
+	for (v = 0; v < 2; v++) {
+		struct pollfd p = {s, POLLIN, 0};
+		int n = -1;
+		l = (struct later){.op = LATER_SEND, .delay_ms = 20, .buf = "ABCDEFGHIJKLMNOPQRSTUVWX",
+				   .len = 1, .count = 12, .gap_ms = 10, .fd = c};
+		later_start(&l);
+		if (v == 0) {
+			r = DO(poll(&p, 1, 5000));
+		} else {
+			ep = epoll_create1(0);
+			ev = (struct epoll_event){.events = EPOLLIN, .data.fd = s};
+			epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+			r = DO(epoll_wait(ep, &out, 1, 5000));
+			close(ep);
+		}
+		ioctl(s, FIONREAD, &n);
+		say("%s for the mark %s with 10 or more queued %s", v ? "epoll_wait" : "poll", R(r), YN(n >= 10));
+		later_join(&l);
+		recv(s, buf, sizeof buf, 0);
+	}
+	close(c);
+	close(s);
+	mkpair(AF_INET, &c, &s);
+	for (v = 0; v < 4; v++) {
+		int vals[4] = {0, -5, 0x7fffffff, 4096}, got;
+		setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &vals[v], sizeof(int));
+		got = geti(s, SOL_SOCKET, SO_RCVLOWAT, &r);
+		say("set %d: SO_RCVLOWAT %s positive %s at most 64 MiB %s", vals[v], R(r), YN(got > 0),
+		    YN(got <= (64 << 20)));
+	}
+	v = 0x7fffffff;
+	setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
+	say("short option %s", R(DO(setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, 2))));
+	close(c);
+	close(s);
+}
+
+
+/* s_rcvlowat_carry: SO_RCVLOWAT set before connect holds on the
+ * connection; one set on a listener is inherited by what it accepts. */
+static void s_rcvlowat_carry(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, v = 8;
+	long r;
+
+	setsockopt(l, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	v = 6;
+	setsockopt(c, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
+	if (connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)) < 0)
+		setup_failed("connect");
+	s = accept_one(l);
+	transports(c, s);
+	v = geti(c, SOL_SOCKET, SO_RCVLOWAT, &r);
+	say("client SO_RCVLOWAT %s %d", R(r), v);
+	v = geti(s, SOL_SOCKET, SO_RCVLOWAT, &r);
+	say("accepted SO_RCVLOWAT %s %d", R(r), v);
+	send(s, "abc", 3, 0);
+	send(c, "abc", 3, 0);
+	wait_bytes(c, 3, 2000);
+	wait_bytes(s, 3, 2000);
+	pmask("client, 3 of 6", c);
+	pmask("accepted, 3 of 8", s);
+	close(c);
+	close(s);
+	close(l);
+}
+
+static volatile sig_atomic_t sigios;
+static void on_sigio(int s)
+{
+	(void)s;
+	sigios++;
+}
+
+/* s_sigio: O_ASYNC (F_SETFL or FIOASYNC) with F_SETOWN: data from the
+ * peer raises SIGIO, every time, until O_ASYNC is off. */
+static void s_sigio(void)
+{
+	struct sigaction sa;
+	int c, s, fl, n0;
+	char buf[8];
+
+	mkpair(AF_INET, &c, &s);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigio;
+	sigaction(SIGIO, &sa, NULL);
+	say("F_SETOWN %s", R(DO(fcntl(s, F_SETOWN, getpid()))));
+	fl = fcntl(s, F_GETFL);
+	say("O_ASYNC %s", R(DO(fcntl(s, F_SETFL, fl | O_ASYNC))));
+	n0 = sigios;
+	send(c, "a", 1, 0);
+	wait_bytes(s, 1, 2000);
+	usleep(50 * 1000);
+	say("SIGIO after data %s", YN(sigios > n0));
+	recv(s, buf, sizeof buf, 0);
+	n0 = sigios;
+	send(c, "b", 1, 0);
+	wait_bytes(s, 1, 2000);
+	usleep(50 * 1000);
+	say("SIGIO after more data %s", YN(sigios > n0));
+	recv(s, buf, sizeof buf, 0);
+	fl = 0;
+	say("FIOASYNC off %s", R(DO(ioctl(s, FIOASYNC, &fl))));
+	n0 = sigios;
+	send(c, "c", 1, 0);
+	wait_bytes(s, 1, 2000);
+	usleep(50 * 1000);
+	say("SIGIO with O_ASYNC off %s", YN(sigios > n0));
+	recv(s, buf, sizeof buf, 0);
+	fl = 1;
+	say("FIOASYNC on %s", R(DO(ioctl(s, FIOASYNC, &fl))));
+	say("O_ASYNC in F_GETFL %s", YN(fcntl(s, F_GETFL) & O_ASYNC));
+	n0 = sigios;
+	send(c, "d", 1, 0);
+	wait_bytes(s, 1, 2000);
+	usleep(50 * 1000);
+	say("SIGIO after FIOASYNC %s", YN(sigios > n0));
+	signal(SIGIO, SIG_IGN);
+	close(c);
+	close(s);
+}
+
+/* s_listener_ioctl: a listener's FIONREAD and SIOCOUTQ, a connection's
+ * sendmsg with SCM_RIGHTS (TCP ignores it, sends the data). */
+static void s_listener_ioctl(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, n = -1, fdv = 0;
+	char cbuf[CMSG_SPACE(sizeof(int))], buf[8];
+	struct iovec iv = {"xy", 2};
+	struct msghdr m = {.msg_iov = &iv, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	struct cmsghdr *h;
+	long r;
+
+	say("listener FIONREAD %s", R(DO(ioctl(l, FIONREAD, &n))));
+	say("listener SIOCOUTQ %s", R(DO(ioctl(l, SIOCOUTQ, &n))));
+	c = connect_to(AF_INET, &ss);
+	s = accept_one(l);
+	transports(c, s);
+	h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fdv, sizeof(int));
+	r = DO(sendmsg(c, &m, 0));
+	say("sendmsg SCM_RIGHTS %s", R(r));
+	wait_bytes(s, 2, 1000);
+	memset(&m, 0, sizeof m);
+	iv = (struct iovec){buf, sizeof buf};
+	m.msg_iov = &iv;
+	m.msg_iovlen = 1;
+	m.msg_control = cbuf;
+	m.msg_controllen = sizeof cbuf;
+	r = DO(recvmsg(s, &m, MSG_DONTWAIT));
+	say("recvmsg %s controllen %zu", R(r), (size_t)m.msg_controllen);
+	close(c);
+	close(s);
+	close(l);
+}
+
+/* s_sigio_listen: O_ASYNC on a listener: a new connection raises SIGIO. */
+static void s_sigio_listen(void)
+{
+	struct sockaddr_storage ss;
+	struct sigaction sa;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, n0;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigio;
+	sa.sa_flags = SA_RESTART; /* the connect below is interrupted else */
+	sigaction(SIGIO, &sa, NULL);
+	say("F_SETOWN %s", R(DO(fcntl(l, F_SETOWN, getpid()))));
+	say("F_GETOWN is us %s", YN(fcntl(l, F_GETOWN) == getpid()));
+	say("O_ASYNC %s", R(DO(fcntl(l, F_SETFL, fcntl(l, F_GETFL) | O_ASYNC))));
+	n0 = sigios;
+	c = connect_to(AF_INET, &ss);
+	wait_ev(l, POLLIN, 2000);
+	usleep(50 * 1000);
+	say("SIGIO after a connection %s", YN(sigios > n0));
+	s = accept_one(l);
+	transports(c, s);
+	close(c);
+	close(s);
+	close(l);
+	/* O_ASYNC and the owner set before listen() */
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	fcntl(l, F_SETOWN, getpid());
+	fcntl(l, F_SETFL, fcntl(l, F_GETFL) | O_ASYNC);
+	sa_make(&ss, AF_INET, "127.0.0.1", 0);
+	n0 = sizeof(struct sockaddr_in);
+	if (bind(l, (struct sockaddr *)&ss, (socklen_t)n0) < 0 || listen(l, 8) < 0 ||
+	    getsockname(l, (struct sockaddr *)&ss, &(socklen_t){sizeof ss}) < 0)
+		setup_failed("listen");
+	n0 = sigios;
+	c = connect_to(AF_INET, &ss);
+	wait_ev(l, POLLIN, 2000);
+	usleep(50 * 1000);
+	say("O_ASYNC before listen: SIGIO after a connection %s", YN(sigios > n0));
+	s = accept_one(l);
+	transports(c, s);
+	signal(SIGIO, SIG_IGN);
+	close(c);
+	close(s);
+	close(l);
+}
+
+/* s_epoll_excl: EPOLLEXCLUSIVE on a listener and a connection: only with
+ * EPOLL_CTL_ADD and plain in/out events, never modified. */
+static void s_epoll_excl(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), ep = epoll_create1(0), c, s;
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE}, out;
+	long r;
+
+	ev.data.fd = l;
+	say("ADD listener EXCLUSIVE %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev))));
+	say("MOD listener %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, l, &ev))));
+	c = connect_to(AF_INET, &ss);
+	r = DO(epoll_wait(ep, &out, 1, 2000));
+	say("epoll_wait %s events 0x%x", R(r), r == 1 ? out.events : 0);
+	s = accept_one(l);
+	transports(c, s);
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLONESHOT;
+	ev.data.fd = s;
+	say("ADD EXCLUSIVE|ONESHOT %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+	say("ADD conn EXCLUSIVE %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	send(c, "x", 1, 0);
+	r = DO(epoll_wait(ep, &out, 1, 2000));
+	say("epoll_wait conn %s events 0x%x", R(r), r == 1 ? out.events : 0);
+	ev.events = EPOLLIN;
+	say("MOD conn %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev))));
+	close(ep);
+	close(c);
+	close(s);
+	close(l);
+}
+
+/* s_poll_noevents: poll with no events asked still reports POLLHUP and
+ * POLLERR; iovec counts at the edges. */
+static void s_poll_noevents(void)
+{
+	struct linger lg = {1, 0};
+	struct pollfd p;
+	struct iovec iv[2] = {{"a", 1}, {"b", 1}};
+	int c, s;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	p = (struct pollfd){s, 0, 0};
+	say("poll none, open %s revents 0x%x", R(DO(poll(&p, 1, 0))), p.revents);
+	say("writev 0 iovecs %s", R(DO(writev(c, iv, 0))));
+	{
+		volatile int big = 1025, neg = -1; /* past the compiler's checks */
+		static struct iovec many[1100];
+		say("writev 1025 iovecs %s", R(DO(writev(c, many, big))));
+		say("readv -1 iovecs %s", R(DO(readv(s, many, neg))));
+	}
+	shutdown(c, SHUT_WR);
+	usleep(50 * 1000);
+	p = (struct pollfd){s, 0, 0};
+	say("poll none, peer FIN %s revents 0x%x", R(DO(poll(&p, 1, 0))), p.revents);
+	setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+	close(c);
+	usleep(50 * 1000);
+	p = (struct pollfd){s, 0, 0};
+	r = DO(poll(&p, 1, 0));
+	say("poll none, reset %s revents 0x%x", R(r), p.revents);
+	close(s);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -3976,6 +4659,21 @@ static const struct {
 	{"port_bound", s_port_bound},
 	{"port_bind_no_port", s_port_bind_no_port},
 	{"port_listen_shutdown", s_port_listen_shutdown},
+	{"outq", s_outq},
+	{"tcpinfo", s_tcpinfo},
+	{"timeo_eintr", s_timeo_eintr},
+	{"send_eintr", s_send_eintr},
+	{"epoll_eintr", s_epoll_eintr},
+	{"recvflags", s_recvflags},
+	{"rcvlowat", s_rcvlowat},
+	{"rcvlowat_carry", s_rcvlowat_carry},
+	{"sigio", s_sigio},
+	{"listener_ioctl", s_listener_ioctl},
+	{"sigio_listen", s_sigio_listen},
+	{"epoll_excl", s_epoll_excl},
+	{"poll_noevents", s_poll_noevents},
+	{"linger_unread", s_linger_unread},
+	{"msg_more", s_msg_more},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
