@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -409,10 +410,26 @@ void osf_fdt_touch(void)
 		__atomic_add_fetch(&hdr->generation, 1, __ATOMIC_RELEASE);
 }
 
-/* inheritable: an offloaded fd (listener or connection) that crosses exec. */
+/* accounted: entries whose hidden fds may cross exec: offloaded fds, and
+ * epoll fds (their registrations' record, selectmux). */
+static int accounted(int kind)
+{
+	return osf_kind_is_offloaded(kind) || kind == OSF_FD_EPOLL;
+}
+
+/* has_aux2: the entry's aux2_fd is a hidden fd of its own. */
+static int has_aux2(const struct osf_fdt_entry *e)
+{
+	return osf_kind_is_conn(e->kind) || (e->kind == OSF_FD_EPOLL && e->aux2_fd >= 0);
+}
+
+/* inheritable: an offloaded fd (listener or connection), or an epoll fd
+ * with a record of its registrations, that crosses exec. */
 static int inheritable(const struct osf_fdt_entry *e)
 {
-	return osf_kind_is_offloaded(e->kind) && !(e->flags & OSF_FDF_CLOEXEC);
+	return (osf_kind_is_offloaded(e->kind) ||
+		(e->kind == OSF_FD_EPOLL && e->aux2_fd >= 0)) &&
+	       !(e->flags & OSF_FDF_CLOEXEC);
 }
 
 /* account_aux adds delta to the inheriting users of hidden fd afd: it is
@@ -440,7 +457,7 @@ static void account(const struct osf_fdt_entry *e, int delta)
 	if (hdr && (inherit_count == 0 || (delta > 0 && inherit_count == 1)))
 		sys_fcntl(tfd, F_SETFD, inherit_count ? 0 : FD_CLOEXEC);
 	account_aux(e->aux_fd, delta);
-	if (osf_kind_is_conn(e->kind))
+	if (has_aux2(e))
 		account_aux(e->aux2_fd, delta);
 }
 
@@ -451,8 +468,7 @@ int osf_fdt_set(int fd, const struct osf_fdt_entry *src)
 
 	if (!e)
 		return -1;
-	mine = !held_by_me() && (osf_kind_is_offloaded(e->kind) ||
-				 osf_kind_is_offloaded(src->kind));
+	mine = !held_by_me() && (accounted(e->kind) || accounted(src->kind));
 	if (mine) {
 		osf_fdt_lock();
 		account(e, -1);
@@ -475,7 +491,7 @@ void osf_fdt_clear(int fd)
 
 	if (!e || e->kind == OSF_FD_NONE)
 		return;
-	mine = osf_kind_is_offloaded(e->kind) && !held_by_me();
+	mine = accounted(e->kind) && !held_by_me();
 	if (mine) {
 		osf_fdt_lock();
 		account(e, -1);
@@ -720,7 +736,7 @@ int osf_fdt_relocate_hidden(int fd)
 			continue;
 		if (c->aux_fd == fd)
 			c->aux_fd = nfd;
-		if (osf_kind_is_conn(k) && c->aux2_fd == fd)
+		if (has_aux2(c) && c->aux2_fd == fd)
 			c->aux2_fd = nfd;
 	}
 	osf_fdt_clear(fd);
@@ -912,6 +928,16 @@ static int entry_survived(int fd, const struct osf_fdt_entry *e)
 {
 	struct stat st;
 
+	if (e->kind == OSF_FD_EPOLL) { /* epoll fds share one inode */
+		char p[40], l[32];
+		ssize_t n;
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+		n = readlink(p, l, sizeof(l) - 1);
+		if (n < 0)
+			return 0;
+		l[n] = 0;
+		return strcmp(l, "anon_inode:[eventpoll]") == 0;
+	}
 	if (fstat(fd, &st) < 0)
 		return 0;
 	if (e->ino)
@@ -975,9 +1001,9 @@ static void recount(void)
 		if (c->kind == OSF_FD_HIDDEN)
 			c->inherit_refs = 0;
 	OSF_FDT_FOREACH(efd, c) {
-		if (osf_kind_is_offloaded(c->kind))
+		if (accounted(c->kind))
 			mark_in_use(c->aux_fd);
-		if (osf_kind_is_conn(c->kind))
+		if (has_aux2(c))
 			mark_in_use(c->aux2_fd);
 		account(c, 1);
 	}

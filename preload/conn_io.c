@@ -391,6 +391,14 @@ static ssize_t send_end(struct osf_conn *c, size_t total, int flags)
 	return OSF_FAIL(EPIPE);
 }
 
+/* send_over: a write that waits for room stops: the other side is gone
+ * (or the connection broken), or another thread shut this side down for
+ * writing meanwhile (send_end says EPIPE; TCP returns what it took). */
+static int send_over(struct osf_conn *c)
+{
+	return osf_side_state(&c->s) || (osf_side_my_flags(&c->s) & OSF_SIDE_FIN);
+}
+
 /* send_corked is a write while TCP_CORK is in, with MSG_MORE (TCP corks
  * that one write), or while bytes are held back (conn_cork.c): as TCP, it
  * sends the whole segments (TCP_MAXSEG) of what is held plus this write
@@ -524,7 +532,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			continue;
 		}
 		osf_seg_unlock(&c->s.me->tx_lock);
-		if (osf_side_state(&c->s))
+		if (send_over(c))
 			break;
 		if (nonblock) {
 			osf_side_drain(&c->s, c->s.wfd, &c->s.me->tx_waiters);
@@ -551,7 +559,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		if (sent > 0 && osf_intr_count() != intr)
 			break;
 	}
-	if (sent == 0 && osf_side_state(&c->s)) {
+	if (sent == 0 && send_over(c)) {
 		end = send_end(c, (size_t)total, flags);
 		conn_put(c);
 		return end == 1 ? OSF_FAIL(EPIPE) : end;
@@ -564,7 +572,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
  * stop (*err set when the call fails for want of room). */
 static int fill_no_room(struct osf_conn *c, ssize_t sent, int *err)
 {
-	if (osf_side_state(&c->s))
+	if (send_over(c))
 		return 0;
 	if (c->nonblock) {
 		osf_side_drain(&c->s, c->s.wfd, &c->s.me->tx_waiters);
@@ -714,7 +722,7 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 	}
 	if (offset)
 		*offset += sent;
-	if (sent == 0 && osf_side_state(&c->s) && !err) {
+	if (sent == 0 && send_over(c) && !err) {
 		end = fill_end(c, in_fd, offset, count, splice, pipe_nb);
 		conn_put(c);
 		return end == 1 ? OSF_FAIL(EPIPE) : end;
@@ -811,6 +819,9 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 			osf_seg_unlock(&c->s.me->tx_lock);
 		osf_side_wake_reader(&c->s, fd);
 	}
+	/* Readers (writers) asleep in any thread or process wake up, as
+	 * the kernel wakes a TCP socket's: recv returns 0, send EPIPE. */
+	osf_side_shut_wake(&c->s, fd, how);
 	osf_mux_changed(fd, __atomic_load_n(&c->fds, __ATOMIC_RELAXED) > 1);
 	conn_put(c);
 	return closed ? OSF_FAIL(ENOTCONN) : 0;

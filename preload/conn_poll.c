@@ -46,8 +46,12 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 
 int osf_conn_arm_kinds(short events)
 {
-	return ((events & (POLLIN | POLLRDNORM | POLLRDHUP)) ? OSF_ARM_RX : 0) |
-	       ((events & (POLLOUT | POLLWRNORM)) ? OSF_ARM_TX : 0);
+	int k = ((events & (POLLIN | POLLRDNORM | POLLRDHUP)) ? OSF_ARM_RX : 0) |
+		((events & (POLLOUT | POLLWRNORM)) ? OSF_ARM_TX : 0);
+
+	/* A wait for nothing (POLLHUP, POLLERR) sleeps on the wake socket
+	 * too, and counts there, so that a shutdown wakes it. */
+	return k ? k : OSF_ARM_RX;
 }
 
 int osf_conn_arm_kinds_fd(int fd, struct osf_fdt_entry *e, short events)
@@ -96,6 +100,18 @@ void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken)
 		return;
 	osf_side_disarm(&c->s, fd, kinds, woken);
 	conn_put(c);
+}
+
+short osf_conn_wake_events(int fd, struct osf_fdt_entry *e)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	short ev;
+
+	if (!c)
+		return POLLIN | POLLRDHUP;
+	ev = osf_side_wake_events(&c->s);
+	conn_put(c);
+	return ev;
 }
 
 uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)

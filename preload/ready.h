@@ -11,7 +11,8 @@
  * from the rings (POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR). */
 short osf_conn_poll(int fd, struct osf_fdt_entry *e);
 
-/* osf_conn_arm_kinds returns the OSF_ARM_* kinds poll events ask for. */
+/* osf_conn_arm_kinds returns the OSF_ARM_* kinds poll events ask for
+ * (OSF_ARM_RX for none: the end and errors come on the wake socket). */
 int osf_conn_arm_kinds(short events);
 
 /* osf_conn_arm_kinds_fd is osf_conn_arm_kinds for fd's connection: a
@@ -34,6 +35,12 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
  * the kernel reported readable (woken: OSF_ARM_* of the sockets that
  * fired), and notes the other side's end when a socket fired. */
 void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken);
+
+/* osf_conn_wake_events returns the events a poller asks of fd itself,
+ * the application's wake socket (osf_side_wake_events): POLLIN |
+ * POLLRDHUP, 0 once this side shut it for reading, -1 when it must be
+ * left out. */
+short osf_conn_wake_events(int fd, struct osf_fdt_entry *e);
 
 /* osf_conn_wake_tx_fd returns the writers' wake socket of entry e. */
 static inline int osf_conn_wake_tx_fd(const struct osf_fdt_entry *e)

@@ -62,6 +62,8 @@ ssize_t osf_sys_read(int fd, void *buf, size_t n) { return REAL(read)(fd, buf, n
 
 int osf_sys_close(int fd) { return REAL(close)(fd); }
 
+int osf_sys_shutdown(int fd, int how) { return REAL(shutdown)(fd, how); }
+
 int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout)
 {
 	return REAL(poll)(p, n, timeout);

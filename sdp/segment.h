@@ -45,6 +45,10 @@
 			       the side's last holder is gone, the peer
 			       sees ECONNRESET (not readiness by itself) */
 #define OSF_SIDE_RDSHUT 0x4u /* shutdown(SHUT_RD) here: reads end at once */
+#define OSF_SIDE_RDSOCK 0x8u /* the side's wake socket is shut for reading
+				(a shutdown woke its readers): it takes no
+				more tokens (sdp/side.c osf_side_shut_wake) */
+#define OSF_SIDE_WRSOCK 0x10u /* the same for its writers' wake socket */
 
 struct osf_seg_side {
 	/* Cache line 0: what the peer looks at. */

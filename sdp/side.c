@@ -194,13 +194,67 @@ void osf_side_mark_gone(struct osf_side *s)
 	osf_side_set_state(s, OSF_CS_GONE);
 }
 
+/* ---- the end, seen on a wake socket ------------------------------------ */
+
+/* The kernel counts the holders of each end of both wake sockets, and the
+ * last close of the other side's end shuts this end both ways: POLLHUP
+ * and POLLRDHUP, end-of-file (the other side is gone). A shutdown here
+ * uses the same bits to wake this side's sleepers (osf_side_shut_wake):
+ * SHUT_RD shuts the application's wake socket for reading (RCV_SHUTDOWN
+ * here, SEND_SHUTDOWN at the other end), SHUT_WR the writers' socket.
+ * That stays: the socket reads end-of-file and polls POLLRDHUP for ever,
+ * and a token sent to it fails with EPIPE (nobody here sleeps for one any
+ * more: reads after SHUT_RD do not block, writes after SHUT_WR fail). So
+ * on a socket this side shut (flag RDSOCK or WRSOCK, set before the
+ * socket is shut) only POLLHUP tells of the other side's end, and that
+ * only while the other side did not shut its end of the same socket too
+ * (its flag). When both did, nothing tells, and nothing needs to: both
+ * sides shut that direction down both ways. */
+static int end_seen(const struct osf_side *s, int sock, short revents)
+{
+	uint32_t shut = sock == s->wfd ? OSF_SIDE_WRSOCK : OSF_SIDE_RDSOCK;
+
+	if (__builtin_expect(!(osf_side_my_flags(s) & shut), 1))
+		return (revents & (POLLHUP | POLLRDHUP)) != 0;
+	return (revents & POLLHUP) && !(osf_side_peer_flags(s) & shut);
+}
+
 void osf_side_check_end(struct osf_side *s, int fd)
 {
 	struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
 	int saved = errno;
 
-	if (osf_sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP)))
+	if (osf_sys_poll(&p, 1, 0) > 0 && end_seen(s, fd, p.revents))
 		osf_side_mark_gone(s);
+	errno = saved;
+}
+
+/* shut_sock shuts sock (fd or the writers' socket) for reading, once,
+ * flag first (end_seen). */
+static void shut_sock(struct osf_side *s, int sock, uint32_t flag, uint32_t *want)
+{
+	if (__atomic_fetch_or(&s->me->flags, flag, __ATOMIC_ACQ_REL) & flag)
+		return;
+	(void)osf_sys_shutdown(sock, SHUT_RD);
+	__atomic_store_n(want, 0, __ATOMIC_RELEASE); /* no token can come */
+}
+
+/* osf_side_shut_wake shuts a wake socket only while a waiter of its kind
+ * is counted: a waiter counts itself, fences and looks at the flags, the
+ * shutdown set the flag and fences before it looks at the count, so one of
+ * them sees the other. Without waiters the socket stays as it was and
+ * keeps carrying tokens: an edge-triggered epoll armed later still learns
+ * of each arrival after SHUT_RD, as the kernel's does. */
+void osf_side_shut_wake(struct osf_side *s, int fd, int how)
+{
+	int saved = errno;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (how != SHUT_WR && __atomic_load_n(&s->me->rx_waiters, __ATOMIC_RELAXED))
+		shut_sock(s, fd, OSF_SIDE_RDSOCK, &s->me->rx_want);
+	if (how != SHUT_RD && s->wfd >= 0 &&
+	    __atomic_load_n(&s->me->tx_waiters, __ATOMIC_RELAXED))
+		shut_sock(s, s->wfd, OSF_SIDE_WRSOCK, &s->me->tx_want);
 	errno = saved;
 }
 
@@ -246,7 +300,9 @@ void osf_side_send_tokens(struct osf_side *s, int sock, uint32_t *waiters)
 	if (r < (ssize_t)n) {
 		sub_sat(count, n - (uint32_t)(r > 0 ? r : 0));
 		if (r < 0 && (errno == EPIPE || errno == ECONNRESET))
-			osf_side_mark_gone(s);
+			/* Gone, or its end shut by its own shutdown, where
+			 * nobody waits for a token any more. */
+			osf_side_check_end(s, sock);
 		else /* not (all) sent: ask again at the next publish */
 			__atomic_store_n(waiters == &s->peer->tx_waiters
 						 ? &s->peer->tx_want
@@ -265,7 +321,7 @@ void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters)
 
 	if (osf_sys_poll(&p, 1, 0) <= 0)
 		goto out;
-	if (p.revents & (POLLHUP | POLLRDHUP))
+	if (end_seen(s, sock, p.revents))
 		osf_side_mark_gone(s);
 	if (!(p.revents & POLLIN) || osf_sys_ioctl(sock, FIONREAD, &avail) < 0)
 		goto out;
@@ -313,7 +369,7 @@ void osf_side_take_token(struct osf_side *s, int sock)
 	ssize_t r = osf_sys_recv(sock, &b, 1, MSG_DONTWAIT);
 
 	if (r == 0)
-		osf_side_mark_gone(s);
+		osf_side_check_end(s, sock);
 	else if (r == 1)
 		sub_sat(sock == s->wfd ? &s->me->tx_tokens : &s->me->rx_tokens, 1);
 	errno = saved;
@@ -330,7 +386,7 @@ int osf_side_arm_tx(struct osf_side *s)
 {
 	__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	return osf_side_tx_free(s) != 0 || osf_side_state(s) != 0;
+	return osf_side_tx_ready(s);
 }
 
 /* ---- sleeping ------------------------------------------------------------ */
@@ -363,7 +419,8 @@ static long now_us(void)
 	})
 
 /* sleep_token blocks in the kernel for one wake token on sock. It returns
- * 0 when woken (or the other side is gone), else -errno from the recv:
+ * 0 when woken (a token, the other side gone, or sock shut down here),
+ * else -errno from the recv:
  * -EINTR for a signal (the kernel restarted it if the handler had
  * SA_RESTART and no timeout is set on sock), -EAGAIN when the timeout
  * expired. */
@@ -376,7 +433,11 @@ static int sleep_token(struct osf_side *s, int sock)
 	__atomic_add_fetch(&s->me->sleeps, 1, __ATOMIC_RELAXED);
 	r = osf_sys_recv(sock, &b, 1, 0);
 	err = errno;
-	if (r == 0 || (r < 0 && err == ECONNRESET)) {
+	if (r == 0) {
+		osf_side_check_end(s, sock);
+		return 0;
+	}
+	if (r < 0 && err == ECONNRESET) {
 		osf_side_mark_gone(s);
 		return 0;
 	}
@@ -443,7 +504,7 @@ static int sleep_limited(struct osf_side *s)
 		if (n > 0) { /* a token, or the end */
 			ssize_t r = osf_sys_recv(s->wfd, &b, 1, MSG_DONTWAIT);
 			if (r == 0)
-				osf_side_mark_gone(s);
+				osf_side_check_end(s, s->wfd);
 			return 0;
 		}
 		if (left_ms > 0)
@@ -519,9 +580,11 @@ short osf_side_arm(struct osf_side *s, int fd, int kinds, int already)
 		shed(s, s->wfd, &s->me->tx_waiters);
 		__atomic_add_fetch(&s->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
 	}
-	if (kinds & OSF_ARM_RX)
+	/* A wake socket shut here takes no more tokens (osf_side_shut_wake):
+	 * no flag for it. */
+	if ((kinds & OSF_ARM_RX) && !(osf_side_my_flags(s) & OSF_SIDE_RDSOCK))
 		__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
-	if (kinds & OSF_ARM_TX)
+	if ((kinds & OSF_ARM_TX) && !(osf_side_my_flags(s) & OSF_SIDE_WRSOCK))
 		__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return osf_side_revents(s);
@@ -543,7 +606,8 @@ void osf_side_disarm(struct osf_side *s, int fd, int kinds, int woken)
 
 uint64_t osf_side_stamp(const struct osf_side *s)
 {
-	/* The flags and the state are 4 bits each: all of them count. */
+	/* The state is 4 bits, and so are the flags but WRSOCK, which only
+	 * ever comes with FIN: all of them count. */
 	uint64_t flags = (osf_side_peer_flags(s) & 0xfu) |
 			 (osf_side_my_flags(s) & 0xfu) << 4 |
 			 (osf_side_state(s) & 0xfu) << 8;

@@ -124,9 +124,19 @@ void osf_side_broken(struct osf_side *s);
  * never read, or with SO_LINGER 0, or never accepted the connection. */
 void osf_side_mark_gone(struct osf_side *s);
 
-/* osf_side_check_end asks the kernel (one poll of the application's
- * wake socket fd) whether the other side is gone. */
+/* osf_side_check_end asks the kernel (one poll of a wake socket: fd, the
+ * application's, or the writers' socket s->wfd) whether the other side is
+ * gone. */
 void osf_side_check_end(struct osf_side *s, int fd);
+
+/* osf_side_shut_wake wakes this side's sleepers for a shutdown(how) whose
+ * flags the caller set: SHUT_RD (or RDWR) shuts the application's wake
+ * socket fd for reading, SHUT_WR (or RDWR) the writers' socket, when a
+ * waiter of that kind is counted, so that every reader (writer) asleep in
+ * a recv of a token there, or a poll on it, returns at once, in any
+ * thread or process, as the kernel wakes those of a TCP socket (side.c,
+ * "The end, seen on a wake socket"). */
+void osf_side_shut_wake(struct osf_side *s, int fd, int how);
 
 /* osf_side_peer_closing checks, without a system call, whether a holder of
  * the other side dropped its descriptor since we last looked; if so it
@@ -250,8 +260,9 @@ static inline int64_t osf_side_tx_unacked(const struct osf_side *s)
 	return (uint64_t)q > part ? q - (int64_t)part : 0;
 }
 
-/* osf_side_rx_past: more than have bytes to read, or the end or an error
- * (a read of more than have bytes would not block for ever). */
+/* osf_side_rx_past: more than have bytes to read, or the end, an error,
+ * or this side shut down for reading (a read of more than have bytes
+ * would not block for ever). */
 static inline int osf_side_rx_past(const struct osf_side *s, int64_t have)
 {
 	/* OSF_SIDE_RESET alone is not readiness: it says how the side ends
@@ -259,19 +270,23 @@ static inline int osf_side_rx_past(const struct osf_side *s, int64_t have)
 	 * with linger 0 may not have been the last (a fork child serves on). */
 	return osf_side_rx_used(s) > have ||
 	       (osf_side_peer_flags(s) & OSF_SIDE_FIN) ||
+	       (osf_side_my_flags(s) & OSF_SIDE_RDSHUT) ||
 	       (osf_side_state(s) & OSF_CS_GONE) || s->pending_err;
 }
 
-/* osf_side_rx_ready: a read would not block (data, end or error). */
+/* osf_side_rx_ready: a read would not block (data, end, error, or this
+ * side shut down for reading). */
 static inline int osf_side_rx_ready(const struct osf_side *s)
 {
 	return osf_side_rx_past(s, 0);
 }
 
-/* osf_side_tx_ready: a write would not block (room, or the end). */
+/* osf_side_tx_ready: a write would not block (room, the end, or this side
+ * shut down for writing: EPIPE). */
 static inline int osf_side_tx_ready(const struct osf_side *s)
 {
-	return osf_side_tx_free(s) != 0 || osf_side_state(s);
+	return osf_side_tx_free(s) != 0 || osf_side_state(s) ||
+	       (osf_side_my_flags(s) & OSF_SIDE_FIN);
 }
 
 /* ---- memory -------------------------------------------------------------- */
@@ -408,6 +423,19 @@ short osf_side_revents(const struct osf_side *s);
  * the writers' socket), asks the peer to wake it, and returns the events
  * ready after arming. */
 short osf_side_arm(struct osf_side *s, int fd, int kinds, int already);
+
+/* osf_side_wake_events returns the events a poller asks of the
+ * application's wake socket: tokens and the end (POLLIN | POLLRDHUP). Once
+ * this side shut it for reading (osf_side_shut_wake) it polls readable for
+ * ever: then 0 (POLLHUP, the other side's end, still comes), or -1 when
+ * the other side shut its end the same way (POLLHUP for ever too): leave
+ * the socket out; the writers' socket still tells the end. */
+static inline short osf_side_wake_events(const struct osf_side *s)
+{
+	if (__builtin_expect(!(osf_side_my_flags(s) & OSF_SIDE_RDSOCK), 1))
+		return POLLIN | POLLRDHUP;
+	return (osf_side_peer_flags(s) & OSF_SIDE_RDSOCK) ? -1 : 0;
+}
 
 /* osf_side_disarm ends a poller's wait of kinds: it takes the token owed
  * from each armed socket the kernel reported readable (woken), notes the

@@ -16,6 +16,7 @@ ssize_t osf_sys_send(int fd, const void *buf, size_t n, int flags);
 ssize_t osf_sys_recv(int fd, void *buf, size_t n, int flags);
 ssize_t osf_sys_read(int fd, void *buf, size_t n);
 int osf_sys_close(int fd);
+int osf_sys_shutdown(int fd, int how);
 int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout);
 int osf_sys_ioctl(int fd, unsigned long req, void *arg);
 /* osf_sys_gettid is gettid(2) (libosf.so's answers without the system

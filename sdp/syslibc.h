@@ -14,6 +14,7 @@ ssize_t osf_sys_send(int fd, const void *buf, size_t n, int flags) { return send
 ssize_t osf_sys_recv(int fd, void *buf, size_t n, int flags) { return recv(fd, buf, n, flags); }
 ssize_t osf_sys_read(int fd, void *buf, size_t n) { return read(fd, buf, n); }
 int osf_sys_close(int fd) { return close(fd); }
+int osf_sys_shutdown(int fd, int how) { return shutdown(fd, how); }
 int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout) { return poll(p, n, timeout); }
 int osf_sys_ioctl(int fd, unsigned long req, void *arg) { return ioctl(fd, req, arg); }
 pid_t osf_sys_gettid(void) { return (pid_t)syscall(SYS_gettid); }

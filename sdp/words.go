@@ -27,6 +27,11 @@ const (
 	SideReset SideFlags = C.OSF_SIDE_RESET
 	// SideRDShut: the side shut down reading (local meaning only).
 	SideRDShut SideFlags = C.OSF_SIDE_RDSHUT
+	// SideRDSock and SideWRSock: the side shut its end of its wake
+	// socket (writers' wake socket) for reading, to wake the readers
+	// (writers) asleep there at a shutdown; tokens sent there fail.
+	SideRDSock SideFlags = C.OSF_SIDE_RDSOCK
+	SideWRSock SideFlags = C.OSF_SIDE_WRSOCK
 )
 
 // Header and hello flags.
@@ -53,7 +58,7 @@ func (f SideFlags) String() string {
 	for _, n := range []struct {
 		bit  SideFlags
 		name string
-	}{{SideFIN, "FIN"}, {SideReset, "RESET"}, {SideRDShut, "RDSHUT"}} {
+	}{{SideFIN, "FIN"}, {SideReset, "RESET"}, {SideRDShut, "RDSHUT"}, {SideRDSock, "RDSOCK"}, {SideWRSock, "WRSOCK"}} {
 		if f&n.bit != 0 {
 			names = append(names, n.name)
 			f &^= n.bit

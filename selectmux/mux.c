@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -157,6 +158,18 @@ static short conn_events(short ready, short events)
 	return ready & (events | POLLERR | POLLHUP | POLLNVAL);
 }
 
+/* wake_slot makes kernel slot ks stand for connection fd: its wake socket
+ * with the events osf_conn_wake_events asks (a socket this side shut for
+ * reading polls readable for ever), or nothing. */
+static void wake_slot(struct pollfd *ks, int fd, struct osf_fdt_entry *e)
+{
+	short ev = e && osf_kind_is_conn(e->kind) ? osf_conn_wake_events(fd, e)
+						  : POLLIN | POLLRDHUP;
+
+	ks->fd = ev < 0 ? -1 : fd;
+	ks->events = ev < 0 ? 0 : ev;
+}
+
 /* disarm_all ends the waits mux_poll armed; woken tells, per slot, whether
  * its sockets were found readable (only after a sleep: a wait that did not
  * sleep takes no token, it would be someone else's). */
@@ -231,7 +244,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		if (kd >= OSF_FD_SHM ||
 		    unlikely(kd == OSF_FD_KERNEL && osf_gw_pending(e))) {
 			kind[i] = SLOT_CONN;
-			k[i].events = POLLIN | POLLRDHUP; /* tokens and the end */
+			wake_slot(&k[i], fds[i].fd, e); /* tokens and the end */
 			if (!(fds[i].events & (POLLOUT | POLLWRNORM)) ||
 			    kd == OSF_FD_KERNEL) /* a gateway's reply: data */
 				continue;
@@ -326,6 +339,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 					fds[i].revents = conn_events(
 						osf_conn_poll(fds[i].fd, e),
 						fds[i].events);
+					wake_slot(&k[i], fds[i].fd, e);
 				}
 			} else {
 				fds[i].revents = k[i].revents;
@@ -591,12 +605,42 @@ struct ep {
 	int trim_due;     /* an armed item has ring pages to give back once idle */
 	long quiet_since; /* with trim_due: waits have reported nothing since
 			     (mono_ms), 0: not counting */
+	uint64_t mark;    /* the inner epoll's data in the application's */
+	struct eprec *rec; /* the registrations, for an exec'd image, or NULL */
+	int rec_fd;       /* its hidden memfd, or -1 */
 };
+
+/* The record of an epoll's offloaded registrations (fd, events, data,
+ * identity, EPOLLONESHOT fired), kept current at every epoll_ctl in a
+ * hidden memfd while the epoll fd may cross exec (not close-on-exec): the
+ * exec'd image finds it through the fd table (the epoll's entry, aux2_fd;
+ * aux_fd is the inner epoll, which crosses too) and registers them again
+ * under the same marker (ep_adopt), as the kernel keeps an epoll's
+ * registrations across exec. Slot i is fd i; fds from EPREC_SLOTS on are
+ * not recorded. */
+#define EPREC_MAGIC 0x31434550464f5351ULL /* "QSOFPEC1" */
+#define EPREC_SLOTS 65536u
+enum { REC_NONE, REC_ON, REC_OFF };
+struct eprec_slot {
+	uint32_t state; /* REC_* */
+	uint32_t events;
+	uint64_t data;
+	uint64_t ino;
+	uint64_t pad;
+};
+struct eprec {
+	uint64_t magic;
+	uint64_t mark; /* the marker the inner epoll is registered under */
+	uint32_t slots, hi; /* hi: slots from hi on are unused */
+	uint8_t pad[40];
+	struct eprec_slot slot[];
+};
+#define EPREC_BYTES (sizeof(struct eprec) + EPREC_SLOTS * sizeof(struct eprec_slot))
 
 static struct ep *all_eps;
 static int all_lock;
 
-static uint64_t marker(struct ep *ep) { return (uint64_t)(uintptr_t)ep + 1; }
+static uint64_t marker(struct ep *ep) { return ep->mark; }
 
 static void list_del(struct ep *ep, struct epi *it)
 {
@@ -627,6 +671,8 @@ static void list_put(struct ep *ep, struct epi *it, int which)
 
 static void list_add(struct ep *ep, struct epi *it) { list_put(ep, it, ON_READY); }
 
+static struct ep *ep_find(int epfd);
+
 /* ep_of returns the state of epoll fd epfd in this image, or NULL. */
 static struct ep *ep_of(struct osf_fdt_entry *e)
 {
@@ -653,11 +699,14 @@ static struct ep *ep_create(int epfd)
 	ep->epfd = epfd;
 	ep->inner = -1;
 	ep->kick = -1;
+	ep->rec_fd = -1;
+	ep->mark = (uint64_t)(uintptr_t)ep + 1;
 	ep->head.prev = ep->head.next = &ep->head;
 	ep->idle.prev = ep->idle.next = &ep->idle;
 	memset(&ent, 0, sizeof(ent));
 	ent.kind = OSF_FD_EPOLL;
 	ent.aux_fd = -1;
+	ent.aux2_fd = -1;
 	ent.rule = -1;
 	ent.flags = (fdfl & FD_CLOEXEC) ? OSF_FDF_CLOEXEC : 0;
 	ent.image = osf.image;
@@ -671,6 +720,20 @@ static struct ep *ep_create(int epfd)
 	all_eps = ep;
 	mu_unlock(&all_lock);
 	return ep;
+}
+
+/* ep_entry_sync writes ep's hidden fds into its fd table entry, which
+ * makes them cross exec with the epoll fd (fdtable accounts for them). */
+static void ep_entry_sync(struct ep *ep)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(ep->epfd), ent;
+
+	if (!e || ep_of(e) != ep)
+		return;
+	ent = *e;
+	ent.aux_fd = ep->inner;
+	ent.aux2_fd = ep->rec_fd;
+	(void)osf_fdt_set(ep->epfd, &ent);
 }
 
 /* ep_inner creates the inner epoll and nests it in the application's. */
@@ -699,7 +762,9 @@ static int ep_inner(struct ep *ep)
 	}
 	ep->young = 1;
 	__atomic_store_n(&ep->inner, hin, __ATOMIC_RELEASE);
-	if (e)
+	if (e && ep->rec)
+		ep_entry_sync(ep);
+	else if (e)
 		e->aux_fd = hin;
 	return 0;
 }
@@ -841,11 +906,67 @@ static int arm_item(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 	return 0;
 }
 
+/* rec_note records it as it stands now (ep->rec, if any). */
+static void rec_note(struct ep *ep, const struct epi *it)
+{
+	struct eprec_slot *sl;
+
+	if (!ep->rec || (unsigned)it->fd >= EPREC_SLOTS)
+		return;
+	sl = &ep->rec->slot[it->fd];
+	sl->events = it->events;
+	sl->data = it->data.u64;
+	sl->ino = it->ino;
+	sl->state = it->parked ? REC_NONE : it->disabled ? REC_OFF : REC_ON;
+	if ((unsigned)it->fd >= ep->rec->hi)
+		ep->rec->hi = (unsigned)it->fd + 1;
+}
+
+/* rec_create starts ep's record when its epoll fd may cross exec. */
+static void rec_create(struct ep *ep)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(ep->epfd);
+	struct eprec *rec;
+	int fd, hfd, i;
+
+	if (ep->rec || !e || (e->flags & OSF_FDF_CLOEXEC))
+		return;
+	osf_fdt_high_begin(); /* needs none of the program's fds */
+	fd = memfd_create("osf-epoll", MFD_CLOEXEC);
+	hfd = fd < 0 ? -1 : osf_fdt_hide(fd, ep->epfd);
+	osf_fdt_high_end();
+	if (hfd < 0) {
+		if (fd >= 0)
+			REAL(close)(fd);
+		return;
+	}
+	rec = ftruncate(hfd, (off_t)EPREC_BYTES) < 0
+		      ? MAP_FAILED
+		      : mmap(NULL, EPREC_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, hfd, 0);
+	if (rec == MAP_FAILED) {
+		osf_fdt_close_hidden(hfd);
+		return;
+	}
+	rec->magic = EPREC_MAGIC;
+	rec->mark = ep->mark;
+	rec->slots = EPREC_SLOTS;
+	ep->rec = rec;
+	ep->rec_fd = hfd;
+	ep_entry_sync(ep);
+	for (i = 0; i < ep->cap; i++)
+		if (ep->byfd[i])
+			rec_note(ep, ep->byfd[i]);
+}
+
 /* free_item forgets it; its inner registrations stay to the kernel,
  * which ends them with the open file (events they still bring name an
  * identity no item has, and are ignored). */
 static void free_item(struct ep *ep, struct epi *it)
 {
+	/* A close in a process sharing the epoll (fork) leaves the
+	 * registration to the others, as the kernel does. */
+	if (ep->rec && (unsigned)it->fd < EPREC_SLOTS && !ep->shared)
+		ep->rec->slot[it->fd].state = REC_NONE;
 	if (it->wown)
 		osf_fdt_close_hidden(it->wsock);
 	list_del(ep, it);
@@ -987,6 +1108,9 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 		it->events = ev->events;
 		it->data = ev->data;
 		it->disabled = 0;
+		if (unlikely(!ep->rec))
+			rec_create(ep);
+		rec_note(ep, it);
 		list_add(ep, it);
 		/* The kernel wakes a wait already asleep when the fd it adds
 		 * (or modifies) is ready, or becomes so: kick it now, or arm
@@ -1008,6 +1132,7 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 		disarm_item(it, e, 0);
 		list_del(ep, it);
 		it->parked = 1;
+		rec_note(ep, it);
 		return 0;
 	}
 	return OSF_FAIL(EINVAL);
@@ -1193,6 +1318,8 @@ void osf_mux_hidden_moved(int old, int nfd)
 			__atomic_store_n(&ep->inner, nfd, __ATOMIC_RELEASE);
 		if (ep->kick == old)
 			ep->kick = nfd;
+		if (ep->rec_fd == old)
+			ep->rec_fd = nfd;
 		for (i = 0; i < ep->cap; i++)
 			if (ep->byfd[i] && ep->byfd[i]->wsock == old)
 				ep->byfd[i]->wsock = nfd;
@@ -1212,7 +1339,7 @@ static int ctl_item(int epfd, int op, int fd, struct epoll_event *ev)
 		return OSF_FAIL(EINVAL);
 	if ((op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && !ev)
 		return OSF_FAIL(EFAULT);
-	ep = ep_of(osf_fdt_lookup(epfd));
+	ep = ep_find(epfd);
 	if (!ep) {
 		/* Is epfd an epoll fd at all? Let the kernel say. */
 		struct epoll_event probe = {0, {0}};
@@ -1235,7 +1362,7 @@ static int ctl_item(int epfd, int op, int fd, struct epoll_event *ev)
 static int ctl_gw(int epfd, int op, int fd, struct epoll_event *ev,
 		  struct osf_fdt_entry *t)
 {
-	struct ep *ep = ep_of(osf_fdt_lookup(epfd));
+	struct ep *ep = ep_find(epfd);
 	struct epi *it;
 	int r;
 
@@ -1377,6 +1504,7 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 		n++;
 		if (it->events & EPOLLONESHOT) {
 			it->disabled = 1;
+			rec_note(ep, it);
 			list_del(ep, it);
 		} else if (it->events & EPOLLET) {
 			go_idle(ep, it, e); /* the next edge: positions move */
@@ -1489,14 +1617,98 @@ static void absorb(struct ep *ep)
 			struct epi *it = tmp[i].data.u64 == KICK_KEY
 						 ? NULL
 						 : item_of(ep, tmp[i].data.u64);
+			struct osf_fdt_entry *e;
 			if (!it || !it->woken)
 				continue;
-			disarm_item(it, osf_fdt_lookup(it->fd), it->woken);
+			e = osf_fdt_lookup(it->fd);
+			disarm_item(it, e, it->woken);
 			it->woken = 0;
-			if (!it->disabled && !it->parked)
+			if (it->disabled || it->parked)
+				continue;
+			/* A token an edge-triggered item's own wait did not ask
+			 * for (another waiter's, or one an exec'd image's wait
+			 * left armed) is no edge unless the rings moved since
+			 * its last report. */
+			if ((it->events & EPOLLET) && osf_conn_stamp(it->fd, e) == it->stamp)
+				go_idle(ep, it, e);
+			else
 				list_add(ep, it);
 		}
 	} while (n == 64);
+}
+
+/* ep_adopt gives an epoll fd that crossed exec with a record of its
+ * registrations (struct eprec) the state of this image: the inner epoll
+ * and its marker, and an item for every recorded registration whose fd
+ * is still the same connection. NULL when there is nothing to adopt. */
+static struct ep *ep_adopt(int epfd, struct osf_fdt_entry *e)
+{
+	static int adopt_lock;
+	struct osf_fdt_entry old;
+	struct osf_fdt_entry *h;
+	struct eprec *rec;
+	struct ep *ep;
+	unsigned fd;
+
+	mu_lock(&adopt_lock);
+	old = *e;
+	if ((ep = ep_of(e)) != NULL || old.kind != OSF_FD_EPOLL || old.aux2_fd < 0) {
+		mu_unlock(&adopt_lock);
+		return ep;
+	}
+	rec = mmap(NULL, EPREC_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, old.aux2_fd, 0);
+	if (rec != MAP_FAILED && (rec->magic != EPREC_MAGIC || rec->slots != EPREC_SLOTS)) {
+		munmap(rec, EPREC_BYTES);
+		rec = MAP_FAILED;
+	}
+	ep = rec == MAP_FAILED ? NULL : ep_create(epfd);
+	if (!ep) {
+		if (rec != MAP_FAILED)
+			munmap(rec, EPREC_BYTES);
+		mu_unlock(&adopt_lock);
+		return NULL;
+	}
+	ep->mark = rec->mark;
+	ep->rec = rec;
+	ep->rec_fd = old.aux2_fd;
+	h = old.aux_fd >= 0 ? osf_fdt_lookup(old.aux_fd) : NULL;
+	if (h && h->kind == OSF_FD_HIDDEN)
+		ep->inner = old.aux_fd; /* still nested under rec->mark */
+	ep_entry_sync(ep);
+	mu_lock(&ep->lock);
+	for (fd = 0; fd < rec->hi && fd < EPREC_SLOTS; fd++) {
+		struct eprec_slot sl = rec->slot[fd];
+		struct osf_fdt_entry *c = osf_fdt_lookup((int)fd);
+		struct epoll_event ev;
+		if (sl.state == REC_NONE)
+			continue;
+		rec->slot[fd].state = REC_NONE;
+		if (!c || !osf_kind_is_conn(c->kind) || c->ino != sl.ino)
+			continue; /* closed, or another file now */
+		ev.events = sl.events;
+		ev.data.u64 = sl.data;
+		if (ctl_conn(ep, EPOLL_CTL_ADD, (int)fd, &ev) == 0 && sl.state == REC_OFF) {
+			struct epi *it = ep->byfd[fd];
+			it->disabled = 1;
+			list_del(ep, it);
+			rec_note(ep, it);
+		}
+	}
+	mu_unlock(&ep->lock);
+	mu_unlock(&adopt_lock);
+	return ep;
+}
+
+/* ep_find returns epfd's state in this image, adopting what an epoll fd
+ * brought across exec, or NULL. */
+static struct ep *ep_find(int epfd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(epfd);
+	struct ep *ep = ep_of(e);
+
+	if (likely(ep || !e || e->kind != OSF_FD_EPOLL))
+		return ep;
+	return ep_adopt(epfd, e);
 }
 
 /* strip removes osf's marker from kernel results; 1 when it was there. */
@@ -1623,7 +1835,7 @@ static int passed(int epfd, struct epoll_event *ev, int max, int r,
 
 	if (likely(r <= 0))
 		return r;
-	ep = ep_of(osf_fdt_lookup(epfd));
+	ep = ep_find(epfd);
 	if (likely(!ep || __atomic_load_n(&ep->inner, __ATOMIC_ACQUIRE) < 0))
 		return r;
 	mu_lock(&ep->lock);
@@ -1641,7 +1853,7 @@ static int passed(int epfd, struct epoll_event *ev, int max, int r,
 OSF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
 			  int timeout)
 {
-	struct ep *ep = ep_of(osf_fdt_lookup(epfd));
+	struct ep *ep = ep_find(epfd);
 
 	if (likely(!ep || ep->inner < 0))
 		return passed(epfd, ev, max, REAL(epoll_wait)(epfd, ev, max, timeout),
@@ -1652,7 +1864,7 @@ OSF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
 OSF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max,
 			   int timeout, const sigset_t *mask)
 {
-	struct ep *ep = ep_of(osf_fdt_lookup(epfd));
+	struct ep *ep = ep_find(epfd);
 
 	if (likely(!ep || ep->inner < 0))
 		return passed(epfd, ev, max,
@@ -1664,7 +1876,7 @@ OSF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max,
 OSF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 			    const struct timespec *ts, const sigset_t *mask)
 {
-	struct ep *ep = ep_of(osf_fdt_lookup(epfd));
+	struct ep *ep = ep_find(epfd);
 
 	if (likely(!ep || ep->inner < 0))
 		return passed(epfd, ev, max,
@@ -1718,6 +1930,14 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared)
 		return;
 	}
 	ep = ep_of(e);
+	if (!ep && !shared && e->kind == OSF_FD_EPOLL) {
+		/* Brought across exec and never used here. */
+		if (e->aux_fd >= 0)
+			osf_fdt_close_hidden(e->aux_fd);
+		if (e->aux2_fd >= 0)
+			osf_fdt_close_hidden(e->aux2_fd);
+		return;
+	}
 	if (!ep || shared)
 		return;
 	mu_lock(&all_lock);
@@ -1737,6 +1957,10 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared)
 		osf_fdt_close_hidden(ep->kick);
 	if (ep->inner >= 0)
 		osf_fdt_close_hidden(ep->inner);
+	if (ep->rec) {
+		munmap(ep->rec, EPREC_BYTES);
+		osf_fdt_close_hidden(ep->rec_fd);
+	}
 	free(ep);
 }
 

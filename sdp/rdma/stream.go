@@ -508,13 +508,25 @@ func (s *stream) tokens(sock int, w sdp.Want) {
 		s.tokensSent++
 		return
 	case errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET):
-		if sock == s.wake {
+		// The application's end is closed, or shut for reading by its
+		// shutdown(SHUT_RD) (sdp/side.c osf_side_shut_wake), after which
+		// nobody there waits for a token: only the close is its end.
+		if sock == s.wake && hungUp(sock) {
 			s.onLocalEOF()
 		}
 	default:
 		s.seg.SetWant(s.side, w, 1)
 	}
 	s.seg.TakeTokens(s.side, w, n)
+}
+
+// hungUp reports whether the other end of sock is closed: the
+// application shuts its ends of the wake sockets only for reading, which
+// does not show here.
+func hungUp(sock int) bool {
+	p := []unix.PollFd{{Fd: int32(sock), Events: unix.POLLRDHUP}}
+	n, err := unix.Poll(p, 0)
+	return err == nil && n > 0 && p[0].Revents&(unix.POLLHUP|unix.POLLRDHUP) != 0
 }
 
 // drainWake reads the tokens the local application sent on both wake

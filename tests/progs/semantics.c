@@ -538,18 +538,20 @@ static void *later_run(void *p)
 	return NULL;
 }
 
-/* later_start runs l in a thread that has every signal blocked, so that
- * SIGALRM and SIGPIPE reach the main thread. */
-static void later_start(struct later *l)
+/* thread_start runs fn(arg) in a thread that has every signal blocked, so
+ * that SIGALRM and SIGPIPE reach the main thread. */
+static void thread_start(pthread_t *th, void *(*fn)(void *), void *arg)
 {
 	sigset_t all, old;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	if (pthread_create(&l->th, NULL, later_run, l) != 0)
+	if (pthread_create(th, NULL, fn, arg) != 0)
 		setup_failed("pthread_create");
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
+
+static void later_start(struct later *l) { thread_start(&l->th, later_run, l); }
 
 static void later_join(struct later *l) { pthread_join(l->th, NULL); }
 
@@ -3479,6 +3481,262 @@ static void s_epoll_et_asleep(void)
 	}
 }
 
+/* ---- a call blocked while another thread shuts the socket down ------------ */
+
+/* kick does, delay_ms in, shutdown(fd, how) (close(fd) when how is -1,
+ * nothing when -2), then, if peer_op, peer_delay_ms later sends 4 bytes
+ * on peer. */
+struct kick {
+	int fd, how, delay_ms, peer, peer_op, peer_delay_ms;
+	pthread_t th;
+};
+
+static void *kick_run(void *p)
+{
+	struct kick *k = p;
+
+	usleep((useconds_t)k->delay_ms * 1000);
+	if (k->how == -1)
+		close(k->fd);
+	else if (k->how >= 0)
+		shutdown(k->fd, k->how);
+	if (k->peer_op) {
+		usleep((useconds_t)k->peer_delay_ms * 1000);
+		send(k->peer, "more", 4, MSG_NOSIGNAL);
+	}
+	return NULL;
+}
+
+static void kick_start(struct kick *k) { thread_start(&k->th, kick_run, k); }
+
+/* fill_full fills blocking fd until its send buffer stays full: loopback
+ * TCP moves queued bytes to the peer's receive buffer for a while after
+ * the first EAGAIN. */
+static void fill_full(int fd)
+{
+	int partial, eagain, n;
+
+	set_nonblock(fd, 1);
+	for (n = 0; n < 50 && fill(fd, 65536, (size_t)256 << 20, 0, &partial, &eagain) > 0; n++)
+		usleep(20000);
+	set_nonblock(fd, 0);
+}
+
+static const char *how_name(int how)
+{
+	return how == SHUT_RD ? "SHUT_RD" : how == SHUT_WR ? "SHUT_WR" : how == SHUT_RDWR ? "SHUT_RDWR" : "close";
+}
+
+/* timeouts bounds a blocked call at 10 s, so that a missed wake-up shows
+ * as a line that differs instead of a hang. */
+static void timeouts(int fd)
+{
+	struct timeval tv = {10, 0};
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* s_blocked_shutdown: a recv (or send on a full connection) blocked in one
+ * thread while another thread shuts the same socket down: the kernel wakes
+ * a reader for SHUT_RD and SHUT_RDWR (recv returns 0, or what MSG_WAITALL
+ * got), a writer for SHUT_WR and SHUT_RDWR (EPIPE and SIGPIPE, or the
+ * count already taken); a reader stays asleep through SHUT_WR, and through
+ * a close by another thread (the blocked call holds the socket: it takes
+ * the peer's next data, and the peer sees the end only after). Not here:
+ * a send blocked on a full TCP socket returns at once at SHUT_RD with all
+ * its bytes taken (loopback, 6.x); osf's writer waits for room. */
+static void s_blocked_shutdown(void)
+{
+	static const int hows[] = {SHUT_RD, SHUT_RDWR, SHUT_WR, -1};
+	static char big[8 << 20];
+	char buf[64];
+	size_t i;
+
+	for (i = 0; i < sizeof hows / sizeof hows[0]; i++) {
+		int how = hows[i], c, s, wakes = how != SHUT_WR && how >= 0;
+		struct kick k = {0, how, 200, 0, wakes ? 0 : 1, 400, 0};
+		long r;
+
+		mkpair(AF_INET, &c, &s);
+		timeouts(s);
+		k.fd = s;
+		k.peer = c;
+		kick_start(&k);
+		r = DO(recv(s, buf, sizeof buf, 0));
+		pthread_join(k.th, NULL);
+		say("recv, %s by another thread: %s", how_name(how), R(r));
+		if (how < 0) {
+			say("recv, close: peer then sees the end %s", R(DO(recv(c, buf, sizeof buf, 0))));
+		} else {
+			say("recv, %s: again %s", how_name(how), R(DO(recv(s, buf, sizeof buf, MSG_DONTWAIT))));
+			pmask("recv, after the shutdown", s);
+			close(s);
+		}
+		close(c);
+	}
+	for (i = 1; i < 3; i++) { /* (SHUT_RD: see the comment above) */
+		int how = hows[i], c, s, p0;
+		struct kick k = {0, how, 200, 0, 0, 0, 0};
+		long r;
+
+		mkpair(AF_INET, &c, &s);
+		timeouts(s);
+		fill_full(s);
+		k.fd = s;
+		k.peer = c;
+		kick_start(&k);
+		p0 = sigpipes;
+		r = DO(send(s, "x", 1, 0));
+		pthread_join(k.th, NULL);
+		say("send, %s by another thread: %s sigpipe %d", how_name(how), R(r), sigpipes - p0);
+		pmask("send, after the shutdown", s);
+		close(s);
+		close(c);
+	}
+	{ /* a send that took part of its bytes, then SHUT_WR */
+		struct kick k = {0, SHUT_WR, 200, 0, 0, 0, 0};
+		int c, s;
+		long r;
+
+		mkpair(AF_INET, &c, &s);
+		timeouts(s);
+		k.fd = s;
+		kick_start(&k);
+		r = DO(send(s, big, sizeof big, 0));
+		pthread_join(k.th, NULL);
+		say("send of 8 MiB, SHUT_WR: a part %s", YN(r > 0 && r < (long)sizeof big));
+		close(s);
+		close(c);
+	}
+	{ /* recv MSG_WAITALL that got a part, then SHUT_RD */
+		struct kick k = {0, SHUT_RD, 200, 0, 0, 0, 0};
+		int c, s;
+		long r;
+
+		mkpair(AF_INET, &c, &s);
+		timeouts(s);
+		send(c, "abc", 3, 0);
+		k.fd = s;
+		kick_start(&k);
+		r = DO(recv(s, buf, sizeof buf, MSG_WAITALL));
+		pthread_join(k.th, NULL);
+		say("recv MSG_WAITALL, SHUT_RD: %s", R(r));
+		close(s);
+		close(c);
+	}
+	{ /* edge-triggered epoll after SHUT_RD: every arrival is an edge */
+		struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 3}};
+		struct kick k = {0, -2, 0, 0, 1, 200, 0};
+		int c, s, ep = epoll_create1(0);
+		uint32_t e;
+		long n;
+
+		mkpair(AF_INET, &c, &s);
+		shutdown(s, SHUT_RD);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+		n = ewait(ep, 1000, &e);
+		say("epoll ET after SHUT_RD: %s events 0x%x", R(n), e);
+		say("epoll ET after SHUT_RD: again %s", R(ewait(ep, 0, &e)));
+		k.fd = s;
+		k.peer = c;
+		kick_start(&k);
+		n = ewait(ep, 10000, &e);
+		pthread_join(k.th, NULL);
+		say("epoll ET after SHUT_RD, peer sends: %s events 0x%x", R(n), e);
+		say("epoll ET after SHUT_RD, recv %s", R(DO(recv(s, buf, sizeof buf, MSG_DONTWAIT))));
+		close(ep);
+		close(s);
+		close(c);
+	}
+	{ /* a reader in another process (a fork child) */
+		int c, s, st = -1;
+		pid_t pid;
+
+		mkpair(AF_INET, &c, &s);
+		timeouts(s);
+		pid = fork();
+		if (pid == 0)
+			_exit(recv(s, buf, sizeof buf, 0) == 0 ? 0 : 1);
+		usleep(200000);
+		say("recv in a fork child, SHUT_RD here %s", R(DO(shutdown(s, SHUT_RD))));
+		waitpid(pid, &st, 0);
+		say("the child's recv returned 0 %s", YN(WIFEXITED(st) && WEXITSTATUS(st) == 0));
+		close(s);
+		close(c);
+	}
+	{ /* read(2) */
+		struct kick k = {0, SHUT_RD, 200, 0, 0, 0, 0};
+		int c, s;
+
+		mkpair(AF_INET, &c, &s);
+		timeouts(s);
+		k.fd = s;
+		kick_start(&k);
+		say("read, SHUT_RD: %s", R(DO(read(s, buf, sizeof buf))));
+		pthread_join(k.th, NULL);
+		close(s);
+		close(c);
+	}
+	{ /* poll and epoll asleep */
+		static const struct {
+			const char *label;
+			short events;
+			int how, full, sleeps;
+		} cases[] = {
+			{"poll in, SHUT_RD", POLLIN | POLLRDHUP, SHUT_RD, 0, 0},
+			{"poll in, SHUT_RDWR", POLLIN, SHUT_RDWR, 0, 0},
+			{"poll out, full, SHUT_WR", POLLOUT, SHUT_WR, 1, 0},
+			{"poll out, full, SHUT_RD", POLLOUT, SHUT_RD, 1, 1},
+			{"poll none, SHUT_RDWR", 0, SHUT_RDWR, 0, 0},
+		};
+		size_t j;
+
+		for (j = 0; j < sizeof cases / sizeof cases[0]; j++) {
+			struct kick k = {0, cases[j].how, 200, 0, 0, 0, 0};
+			struct pollfd p;
+			int c, s;
+			long r;
+
+			mkpair(AF_INET, &c, &s);
+			if (cases[j].full) {
+				fill_full(s);
+			}
+			k.fd = s;
+			kick_start(&k);
+			p.fd = s;
+			p.events = cases[j].events;
+			p.revents = 0;
+			r = DO(poll(&p, 1, cases[j].sleeps ? 1000 : 10000));
+			pthread_join(k.th, NULL);
+			say("%s: %s revents 0x%x", cases[j].label, R(r), p.revents);
+			close(s);
+			close(c);
+		}
+		for (j = 0; j < 3; j++) {
+			struct kick k = {0, cases[j].how, 200, 0, 0, 0, 0};
+			struct epoll_event ev = {(uint32_t)cases[j].events, {.u64 = 5}};
+			int c, s, ep = epoll_create1(0);
+			uint32_t e;
+			long n;
+
+			mkpair(AF_INET, &c, &s);
+			if (cases[j].full) {
+				fill_full(s);
+			}
+			epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+			k.fd = s;
+			kick_start(&k);
+			n = ewait(ep, 10000, &e);
+			pthread_join(k.th, NULL);
+			say("epoll %s: %s events 0x%x", cases[j].label, R(n), e);
+			close(ep);
+			close(s);
+			close(c);
+		}
+	}
+}
+
 /* fds_above_not_table counts the sockets and memfds open above fd 100
  * but osf's fd table (which an exec'd image keeps whatever it holds). */
 static int fds_above_not_table(void)
@@ -3510,6 +3768,81 @@ static int exec_close(const char *fdarg)
 	say("exec'd image closes the inherited fd %s", R(DO(close(fd))));
 	say("sockets and memfds left above fd 100 %d", fds_above_not_table());
 	return 0;
+}
+
+/* epoll_exec is the exec'd half of s_epoll_exec: the epoll fd it
+ * inherited reports the inherited connections registered before the exec
+ * (level-triggered: data already there; edge-triggered: data that comes;
+ * a fired EPOLLONESHOT stays off until EPOLL_CTL_MOD). */
+static int epoll_exec(int ep, int lt, int et, int one, int peer)
+{
+	struct epoll_event ev = {EPOLLIN | EPOLLONESHOT, {.u64 = 0x33}};
+	uint32_t e;
+	long n;
+	int i;
+
+	scn = "epoll_exec";
+	for (i = 0; i < 2; i++) {
+		struct epoll_event out[4];
+		uint64_t got = 0;
+		n = DO(epoll_wait(ep, out, 4, i ? 0 : 5000));
+		if (n > 0)
+			got = out[0].data.u64;
+		say("exec'd wait %d: %s data 0x%llx events 0x%x", i, R(n),
+		    (unsigned long long)got, n > 0 ? out[0].events : 0);
+	}
+	send(peer, "y", 1, 0);
+	n = ewait(ep, 5000, &e);
+	say("after the peer sends: %s events 0x%x", R(n), e);
+	say("oneshot MOD %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, one, &ev))));
+	n = ewait(ep, 5000, &e);
+	say("after MOD: %s events 0x%x", R(n), e);
+	say("ADD again %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, lt, &ev))));
+	(void)et;
+	return 0;
+}
+
+/* s_epoll_exec: an epoll fd and connections in it inherited by exec (a
+ * child sets them up and execs, so that no other process shares them). */
+static void s_epoll_exec(void)
+{
+	int st;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		setup_failed("fork");
+	if (pid == 0) {
+		int c1, s1, c2, s2, c3, s3, ep = epoll_create(1);
+		struct epoll_event lt = {EPOLLIN, {.u64 = 0x11}},
+				   et = {EPOLLIN | EPOLLET, {.u64 = 0x22}},
+				   one = {EPOLLIN | EPOLLONESHOT, {.u64 = 0x33}};
+		char a[5][16];
+		uint32_t e;
+
+		mkpair(AF_INET, &c1, &s1);
+		mkpair(AF_INET, &c2, &s2);
+		mkpair(AF_INET, &c3, &s3);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s1, &lt);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s2, &et);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s3, &one);
+		send(c3, "z", 1, 0);
+		say("oneshot fires before the exec %s", R(ewait(ep, 5000, &e)));
+		send(c1, "x", 1, 0);
+		wait_bytes(s1, 1, 5000);
+		snprintf(a[0], 16, "%d", ep);
+		snprintf(a[1], 16, "%d", s1);
+		snprintf(a[2], 16, "%d", s2);
+		snprintf(a[3], 16, "%d", s3);
+		snprintf(a[4], 16, "%d", c2);
+		fflush(stdout);
+		execl("/proc/self/exe", "semantics", "--epoll-exec", a[0], a[1], a[2], a[3], a[4],
+		      (char *)NULL);
+		_exit(127);
+	}
+	waitpid(pid, &st, 0);
+	say("child exit %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
 /* s_exec_close: a connection inherited across exec and closed there
@@ -4654,7 +4987,9 @@ static const struct {
 	{"dup2_hidden", s_dup2_hidden},
 	{"dup2_hidden_epoll", s_dup2_hidden_epoll},
 	{"epoll_et_asleep", s_epoll_et_asleep},
+	{"blocked_shutdown", s_blocked_shutdown},
 	{"exec_close", s_exec_close},
+	{"epoll_exec", s_epoll_exec},
 	{"port_ephemeral", s_port_ephemeral},
 	{"port_bound", s_port_bound},
 	{"port_bind_no_port", s_port_bind_no_port},
@@ -4698,6 +5033,9 @@ int main(int argc, char **argv)
 	pat_init();
 	if (argc == 3 && strcmp(argv[1], "--exec-close") == 0)
 		return exec_close(argv[2]);
+	if (argc == 7 && strcmp(argv[1], "--epoll-exec") == 0)
+		return epoll_exec(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]),
+				  atoi(argv[6]));
 	if (argc == 2 && strcmp(argv[1], "-l") == 0) {
 		for (i = 0; i < NSCEN; i++)
 			printf("%s\n", scenarios[i].name);
