@@ -160,6 +160,11 @@ int osf_fdt_spawn_snapshot(void);
  * osf_fdt_set_cloexec). */
 int osf_fdt_hide(int fd, int owner);
 
+/* osf_fdt_keep_hidden is osf_fdt_hide for hfd, a close-on-exec fd already
+ * placed in the hidden range (osf_fdt_dup_high): it records it and
+ * returns it, or closes it and returns -1. */
+int osf_fdt_keep_hidden(int hfd, int owner);
+
 /* osf_fdt_hidden_base is the first fd number of osf's hidden range: the
  * program's soft RLIMIT_NOFILE when the hard limit leaves room above it
  * (osf's fds then cost the program none of its limit), else half the soft

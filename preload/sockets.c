@@ -309,8 +309,6 @@ static int carried_option(int level, int name)
 	case SO_LINGER:
 	case SO_KEEPALIVE:
 	case SO_RCVLOWAT:
-	case SO_REUSEADDR: /* read by the set-up's port hold (reserve_port) */
-	case SO_REUSEPORT:
 		return 1;
 	}
 	return 0;
@@ -439,22 +437,39 @@ static int port_hold(const struct bound_port *bp)
 }
 
 /* port_give hands the port socket pfd to fd's offloaded connection, in
- * osf's hidden range; errno is kept. */
-static void port_give(int fd, int pfd)
+ * osf's hidden range (pfd is there already when high); errno is kept. */
+static void port_give(int fd, int pfd, int high)
 {
 	struct osf_fdt_entry *e;
 	int saved = errno, h;
 
 	if (pfd < 0)
 		return;
-	h = osf_fdt_hide(pfd, fd);
-	if (h < 0)
-		REAL(close)(pfd);
-	else if ((e = osf_fdt_lookup(fd)) != NULL)
+	h = high ? osf_fdt_keep_hidden(pfd, fd) : osf_fdt_hide(pfd, fd);
+	if (h < 0) {
+		if (!high)
+			REAL(close)(pfd);
+	} else if ((e = osf_fdt_lookup(fd)) != NULL) {
 		osf_conn_hold_port(e, h);
-	else
+	} else {
 		osf_fdt_close_hidden(h);
+	}
 	errno = saved;
+}
+
+/* bound_port_of reports whether the sockaddr connect read back from a
+ * bound socket (in.bound) has a port. */
+static int bound_port_of(const uint8_t *b)
+{
+	int32_t fam;
+	uint8_t a[16];
+	uint16_t port = 0;
+	struct sockaddr_storage ss;
+
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, b, 28);
+	return sa_split((struct sockaddr *)&ss, sizeof(struct sockaddr_in6), &fam, a, &port) &&
+	       port != 0;
 }
 
 static int connect_offload(int fd, struct osf_fdt_entry *e,
@@ -466,7 +481,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	struct carried opts;
 	socklen_t sl = sizeof(ss);
 	struct bound_port bp;
-	int rc, fl, fdfl, by_c, pfd = -1, bound;
+	int rc, fl, fdfl, by_c, pfd = -1, bound = 0, kept = -1;
 	int want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
 	int saved = errno;
 
@@ -512,7 +527,16 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	fl = REAL(fcntl)(fd, F_GETFL, NULL);
 	fdfl = REAL(fcntl)(fd, F_GETFD, NULL);
 	carry_read(fd, &opts);
-	bound = pfd < 0 && port_read(fd, &bp);
+	/* A socket bound to a port before connect keeps holding it: osf keeps
+	 * it alive behind the wake socket (a hidden dup), unless it has dups
+	 * or epoll registrations (OSF_FDF_NOKEEP); then a socket of osf's
+	 * rebinds the port once the application's is gone (port_hold). */
+	if (pfd < 0 && fl >= 0 && fdfl >= 0 &&
+	    (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_BOUND) &&
+	    !(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_NOKEEP) &&
+	    bound_port_of(in.bound))
+		kept = osf_fdt_dup_high(fd, 1);
+	bound = pfd < 0 && kept < 0 && port_read(fd, &bp);
 	if (fl < 0 || fdfl < 0 ||
 	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
 			     (fl & O_NONBLOCK) != 0,
@@ -520,6 +544,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		abandon(&cc);
 		if (pfd >= 0)
 			REAL(close)(pfd);
+		if (kept >= 0)
+			REAL(close)(kept);
 		if (cc.status == OSF_CORE_GATEWAY) /* no route but the gateway */
 			return OSF_FAIL(ENOBUFS);
 		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc.rule, errno,
@@ -527,7 +553,10 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		errno = saved;
 		return kernel_connect(fd, sa, len);
 	}
-	port_give(fd, bound ? port_hold(&bp) : pfd);
+	if (pfd >= 0 || kept >= 0)
+		port_give(fd, pfd >= 0 ? pfd : kept, 1);
+	else if (bound)
+		port_give(fd, port_hold(&bp), 0);
 	carry_apply(fd, &opts);
 	if (cc.status == OSF_CORE_GATEWAY) /* before epoll may look at it */
 		osf_gateway_leg_begin(fd, e);
@@ -874,6 +903,8 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	if (!osf_kind_is_conn(e->kind)) {
 		if (carried_option(level, name))
 			__atomic_or_fetch(&e->flags, OSF_FDF_OPTSET, __ATOMIC_RELAXED);
+		else if (level == SOL_SOCKET && (name == SO_REUSEADDR || name == SO_REUSEPORT))
+			__atomic_or_fetch(&e->flags, OSF_FDF_REUSESET, __ATOMIC_RELAXED);
 		if (level == IPPROTO_TCP || level == IPPROTO_IP ||
 		    level == IPPROTO_IPV6) /* for carry_read */
 			__atomic_or_fetch(&e->flags, OSF_FDF_KOPTS,
