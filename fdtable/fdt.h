@@ -69,6 +69,15 @@ static inline int osf_fdt_kind(int fd)
 /* osf_kind_is_conn: an offloaded connection; the data hooks take it. */
 static inline int osf_kind_is_conn(int k) { return k == OSF_FD_SHM; }
 
+/* osf_fdt_has_aux2: e's aux2_fd is a hidden fd of its own: the writers'
+ * wake socket of a connection, or the gateway control connection of a
+ * listener that also listens on an osfgw gateway (transport GATEWAY). */
+static inline int osf_fdt_has_aux2(const struct osf_fdt_entry *e)
+{
+	return osf_kind_is_conn(e->kind) ||
+	       (e->kind == OSF_FD_LISTEN && e->transport == OSF_TP_GATEWAY);
+}
+
 /* osf_kind_is_offloaded: an offloaded listener or connection, for which
  * osf holds hidden fds. */
 static inline int osf_kind_is_offloaded(int k)
@@ -150,6 +159,11 @@ int osf_fdt_spawn_snapshot(void);
  * fd is close-on-exec until an owner that crosses exec uses it (see
  * osf_fdt_set_cloexec). */
 int osf_fdt_hide(int fd, int owner);
+
+/* osf_fdt_keep_hidden is osf_fdt_hide for hfd, a close-on-exec fd already
+ * placed in the hidden range (osf_fdt_dup_high): it records it and
+ * returns it, or closes it and returns -1. */
+int osf_fdt_keep_hidden(int hfd, int owner);
 
 /* osf_fdt_hidden_base is the first fd number of osf's hidden range: the
  * program's soft RLIMIT_NOFILE when the hard limit leaves room above it

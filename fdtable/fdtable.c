@@ -59,34 +59,43 @@ static int my_tid(void)
  * thread sleeps on it: an uncontended lock and unlock make no system call. */
 #define LOCK_WAITERS 0x40000000
 
-void osf_fdt_lock(void)
+/* word_lock takes the lock word w (the table's, or the rlimit window's). */
+static void word_lock(int *w)
 {
 	int me = my_tid(), cur = 0;
 
-	if (__atomic_compare_exchange_n(&lock_word, &cur, me, 0, __ATOMIC_ACQUIRE,
-					__ATOMIC_RELAXED))
+	if (__atomic_compare_exchange_n(w, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
 	for (;;) {
 		/* Contended: announce a sleeper, sleep, and take the lock
 		 * with the announcement kept (other sleepers may remain). */
 		if (cur != 0 && !(cur & LOCK_WAITERS) &&
-		    !__atomic_compare_exchange_n(&lock_word, &cur, cur | LOCK_WAITERS, 0,
+		    !__atomic_compare_exchange_n(w, &cur, cur | LOCK_WAITERS, 0,
 						 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			continue;
 		if (cur != 0)
-			syscall(SYS_futex, &lock_word, FUTEX_WAIT_PRIVATE,
-				cur | LOCK_WAITERS, NULL, NULL, 0);
+			syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, cur | LOCK_WAITERS, NULL, NULL, 0);
 		cur = 0;
-		if (__atomic_compare_exchange_n(&lock_word, &cur, me | LOCK_WAITERS, 0,
-						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		if (__atomic_compare_exchange_n(w, &cur, me | LOCK_WAITERS, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
 			return;
 	}
 }
 
+static void word_unlock(int *w)
+{
+	if (__atomic_exchange_n(w, 0, __ATOMIC_RELEASE) & LOCK_WAITERS)
+		syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void osf_fdt_lock(void)
+{
+	word_lock(&lock_word);
+}
+
 void osf_fdt_unlock(void)
 {
-	if (__atomic_exchange_n(&lock_word, 0, __ATOMIC_RELEASE) & LOCK_WAITERS)
-		syscall(SYS_futex, &lock_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	word_unlock(&lock_word);
 }
 
 #define OSF_FDT_EDEADLK() (errno = EDEADLK, -1)
@@ -122,6 +131,16 @@ static int high_word;       /* the window's lock: 0 free, else the owner's tid *
 static int high_depth;      /* nested windows of the owner */
 static struct rlimit high_saved; /* the program's limit while raised */
 static int high_raised;
+static int high_base; /* the outermost window's base, for nested ones */
+static int high_open; /* a window (not only the lock) is open */
+
+/* The window's lock word is the table lock's kind (word_lock): the
+ * owner's tid, with LOCK_WAITERS once another thread sleeps on it, so
+ * that an uncontended window makes no futex call. */
+static int high_mine(void)
+{
+	return (__atomic_load_n(&high_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
+}
 
 static int sys_prlimit(const struct rlimit *nw, struct rlimit *old)
 {
@@ -154,7 +173,7 @@ int osf_fdt_hidden_base(void)
 {
 	struct rlimit rl;
 
-	if (__atomic_load_n(&high_word, __ATOMIC_ACQUIRE) == my_tid() && high_raised)
+	if (high_mine() && high_raised)
 		return base_of(&high_saved);
 	if (sys_prlimit(NULL, &rl) < 0)
 		return 1024;
@@ -165,7 +184,7 @@ int osf_fdt_inrange_base(void)
 {
 	struct rlimit rl;
 
-	if (__atomic_load_n(&high_word, __ATOMIC_ACQUIRE) == my_tid() && high_raised)
+	if (high_mine() && high_raised)
 		return legacy_base(high_saved.rlim_cur);
 	if (sys_prlimit(NULL, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
 		return 1024;
@@ -174,19 +193,11 @@ int osf_fdt_inrange_base(void)
 
 void osf_fdt_limit_lock(void)
 {
-	int me = my_tid();
-
-	if (__atomic_load_n(&high_word, __ATOMIC_RELAXED) == me) {
+	if (high_mine()) {
 		high_depth++; /* a signal handler inside a window */
 		return;
 	}
-	for (;;) {
-		int cur = 0;
-		if (__atomic_compare_exchange_n(&high_word, &cur, me, 0,
-						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			break;
-		syscall(SYS_futex, &high_word, FUTEX_WAIT_PRIVATE, cur, NULL, NULL, 0);
-	}
+	word_lock(&high_word);
 	high_depth = 1;
 }
 
@@ -194,8 +205,7 @@ void osf_fdt_limit_unlock(void)
 {
 	if (--high_depth > 0)
 		return;
-	__atomic_store_n(&high_word, 0, __ATOMIC_RELEASE);
-	syscall(SYS_futex, &high_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	word_unlock(&high_word);
 }
 
 int osf_fdt_high_begin(void)
@@ -204,13 +214,16 @@ int osf_fdt_high_begin(void)
 	int saved = errno;
 
 	osf_fdt_limit_lock();
-	if (high_depth > 1 && high_raised) /* nested: already open */
-		return base_of(&high_saved);
+	if (high_depth > 1 && high_open) /* nested: already open */
+		return high_base;
 	high_raised = 0;
+	high_base = 1024;
 	if (sys_prlimit(NULL, &rl) < 0) {
 		errno = saved;
-		return 1024;
+		return high_base;
 	}
+	high_base = base_of(&rl);
+	high_open = high_depth == 1;
 	if (room_above(&rl)) {
 		up.rlim_cur = up.rlim_max = rl.rlim_max;
 		if (sys_prlimit(&up, NULL) == 0) {
@@ -226,9 +239,10 @@ void osf_fdt_high_end(void)
 {
 	int saved = errno;
 
-	if (high_depth == 1 && high_raised) {
-		(void)sys_prlimit(&high_saved, NULL);
-		high_raised = 0;
+	if (high_depth == 1) {
+		if (high_raised)
+			(void)sys_prlimit(&high_saved, NULL);
+		high_raised = high_open = 0;
 	}
 	osf_fdt_limit_unlock();
 	errno = saved;
@@ -403,7 +417,10 @@ static int accounted(int kind)
 	return osf_kind_is_offloaded(kind) || kind == OSF_FD_EPOLL;
 }
 
-/* has_aux2: the entry's aux2_fd is a hidden fd of its own. */
+/* has_aux2: the entry's aux2_fd is a hidden fd of its own that crosses
+ * exec with it: a connection's writers' wake socket or an epoll fd's
+ * registrations record (a gateway listener's control connection,
+ * osf_fdt_has_aux2, is close-on-exec: recount). */
 static int has_aux2(const struct osf_fdt_entry *e)
 {
 	return osf_kind_is_conn(e->kind) || (e->kind == OSF_FD_EPOLL && e->aux2_fd >= 0);
@@ -551,35 +568,55 @@ void osf_fdt_spawn_inherit(int on)
 	osf_fdt_unlock();
 }
 
-int osf_fdt_hide(int fd, int owner)
+/* mark_hidden records nfd, already in the hidden range, as hidden for
+ * owner: 0, or -1 (nfd left open). */
+static int mark_hidden(int nfd, int owner)
 {
-	int nfd = osf_fdt_dup_high(fd, 1);
 	struct osf_fdt_entry *e;
 
-	if (nfd < 0)
-		return -1;
 	if (held_by_me()) {
-		sys_close(nfd);
 		errno = EDEADLK;
 		return -1;
 	}
 	osf_fdt_lock();
 	if (!hdr && table_create() < 0) {
 		osf_fdt_unlock();
-		sys_close(nfd);
 		return -1;
 	}
 	e = entry_locked(nfd);
 	if (e)
 		set_hidden_locked(nfd, owner);
 	osf_fdt_unlock();
-	if (!e) {
+	return e ? 0 : -1;
+}
+
+int osf_fdt_hide(int fd, int owner)
+{
+	int nfd = osf_fdt_dup_high(fd, 1);
+
+	if (nfd < 0)
+		return -1;
+	if (mark_hidden(nfd, owner) < 0) {
+		int e = errno;
 		sys_close(nfd);
+		errno = e;
 		return -1;
 	}
 	sys_close(fd);
 	osf_fdt_touch();
 	return nfd;
+}
+
+int osf_fdt_keep_hidden(int hfd, int owner)
+{
+	if (mark_hidden(hfd, owner) < 0) {
+		int e = errno;
+		sys_close(hfd);
+		errno = e;
+		return -1;
+	}
+	osf_fdt_touch();
+	return hfd;
 }
 
 void osf_fdt_mark_hidden(int fd)
@@ -702,7 +739,7 @@ int osf_fdt_relocate_hidden(int fd)
 			continue;
 		if (c->aux_fd == fd)
 			c->aux_fd = nfd;
-		if (has_aux2(c) && c->aux2_fd == fd)
+		if ((has_aux2(c) || osf_fdt_has_aux2(c)) && c->aux2_fd == fd)
 			c->aux2_fd = nfd;
 	}
 	osf_fdt_clear(fd);
@@ -873,7 +910,7 @@ void osf_fdt_child_after_fork(int prepared)
 
 	tls_tid = 0; /* this thread has a new id in the child */
 	lock_word = 0;
-	high_word = high_depth = high_raised = 0; /* fork held it, not raised */
+	high_word = high_depth = high_raised = high_open = 0; /* fork held it, not raised */
 	if (!hdr)
 		return;
 	/* The snapshot was taken before fork: the parent may already be
@@ -971,6 +1008,17 @@ static void recount(void)
 			mark_in_use(c->aux_fd);
 		if (has_aux2(c))
 			mark_in_use(c->aux2_fd);
+		else if (osf_fdt_has_aux2(c)) {
+			/* A gateway listener's control connection does not
+			 * cross exec (close-on-exec): a node-local listener. */
+			struct osf_fdt_entry *a = c->aux2_fd >= 0 ? osf_fdt_lookup(c->aux2_fd) : NULL;
+			if (a && a->kind == OSF_FD_HIDDEN && sys_fcntl(c->aux2_fd, F_GETFD, 0) >= 0) {
+				mark_in_use(c->aux2_fd);
+			} else {
+				c->transport = OSF_TP_SHM;
+				c->aux2_fd = -1;
+			}
+		}
 		account(c, 1);
 	}
 	OSF_FDT_FOREACH(efd, c) {

@@ -132,6 +132,14 @@ enum osf_role {
 #define OSF_FDF_GWITEMS 0x10000u  /* ... was registered in an epoll while
 				      waiting (selectmux moves it to the
 				      kernel's set once it is settled) */
+#define OSF_FDF_REUSESET 0x20000u /* SO_REUSEADDR or SO_REUSEPORT was set
+				      on this kernel socket, or it has (had)
+				      dups through which they may have been:
+				      a port hold of its own reads them then */
+#define OSF_FDF_NOKEEP 0x40000u   /* this kernel socket has (had) dups or
+				      was added to an epoll set: an offloaded
+				      connect may not keep it alive as its
+				      port hold (sockets.c, setup_connect.c) */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

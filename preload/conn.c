@@ -173,9 +173,10 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	fl = (how & OSF_INSTALL_FL_OWN) ? O_NONBLOCK
 					: REAL(fcntl)(cc->wake_fd, F_GETFL, NULL);
 	if (fl < 0 ||
-	    REAL(fcntl)(cc->wake_fd, F_SETFL,
-			(void *)(long)(nonblock ? (fl | O_NONBLOCK)
-						: (fl & ~O_NONBLOCK))) < 0)
+	    (((fl & O_NONBLOCK) != 0) != (nonblock != 0) && /* else already so */
+	     REAL(fcntl)(cc->wake_fd, F_SETFL,
+			 (void *)(long)(nonblock ? (fl | O_NONBLOCK)
+						 : (fl & ~O_NONBLOCK))) < 0))
 		goto fail;
 	if (how & OSF_INSTALL_DUP) {
 		if (REAL(dup3)(cc->wake_fd, fd, cloexec ? O_CLOEXEC : 0) < 0)

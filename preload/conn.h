@@ -57,6 +57,14 @@ int osf_conn_gw_state(int fd, struct osf_fdt_entry *e);
  * failed with (ETIMEDOUT when wait_ms ran out), also left in SO_ERROR. */
 int osf_conn_gw_settle(int fd, struct osf_fdt_entry *e, int wait_ms);
 
+/* osf_conn_gw_notice takes the 48-byte notice and the 32-byte delivery
+ * token an osfgw gateway puts at the head of a connection it delivers to
+ * a listener over the rings (written before its hello, so all there at
+ * accept), the notice into b: 0; or -1 when the stream does not start
+ * with a notice followed by token (nothing is taken). */
+int osf_conn_gw_notice(int fd, struct osf_fdt_entry *e, uint8_t b[48],
+		       const uint8_t token[32]);
+
 /* osf_conn_install turns fd into an offloaded connection described by the
  * core's handshake result cc: for a client (how has OSF_INSTALL_DUP) the
  * wake socket is moved onto fd, for a server fd already is the wake

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #define GW_REPLY_BYTES 32
+#define GW_NOTICE_BYTES 48
 
 static int64_t gw_now_ms(void)
 {
@@ -180,4 +181,37 @@ short osf_conn_gw_revents(int fd, struct osf_conn *c, short r)
 		       (c->s.pending_err ? POLLERR : 0);
 	}
 	return r;
+}
+
+int osf_conn_gw_notice(int fd, struct osf_fdt_entry *e, uint8_t b[48],
+		       const uint8_t token[32])
+{
+	struct osf_conn *c = conn_get(fd, e);
+	uint8_t m[GW_NOTICE_BYTES + 32], diff = 0;
+	uint64_t tail = 0;
+	int64_t used = 0;
+	int rc = -1, i;
+
+	if (!c)
+		return -1;
+	if (osf_side_lock_rx(&c->s, fd, 1) == 0) {
+		used = osf_side_rx_used(&c->s);
+		tail = c->s.rx->tail;
+		if (used >= (int64_t)sizeof(m)) {
+			osf_ring_copy_out(c->s.rxd, c->s.mask, tail, m, sizeof(m));
+			for (i = 0; i < 32; i++) /* constant time */
+				diff |= m[GW_NOTICE_BYTES + i] ^ token[i];
+			if (memcmp(m, "OSFN", 4) == 0 && m[4] == 1 && !diff) {
+				__atomic_store_n(&c->s.rx->tail, tail + sizeof(m),
+						 __ATOMIC_RELEASE);
+				memcpy(b, m, GW_NOTICE_BYTES);
+				rc = 0;
+			}
+		}
+		osf_seg_unlock(&c->s.me->rx_lock);
+	}
+	if (rc == 0)
+		osf_side_wake_writer(&c->s, tail + (uint64_t)used, tail + sizeof(m));
+	conn_put(c);
+	return rc;
 }

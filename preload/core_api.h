@@ -58,8 +58,11 @@ struct osf_core_listen_out {
 	int32_t reason_errno;
 	char detail[96];
 	int32_t gw;           /* 1: a gateway rule decided (preload/gateway.c) */
-	int32_t pad;
+	int32_t gw_companion; /* gw: the listener's companion, on which the
+				 gateway delivers over shm; -1 none */
 	uint8_t gateway[28];  /* gw: the gateway's sockaddr */
+	uint8_t gw_token[32]; /* gw_companion: the delivery token the gateway
+				 writes after each notice over the rings */
 };
 
 /* Outcomes of connect. */

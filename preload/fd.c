@@ -53,6 +53,8 @@ void osf_fd_closed(int fd)
 		osf_fdt_clear(fd);
 		if (copy.kind == OSF_FD_LISTEN && !shared)
 			osf_setup_forget_companion(copy.aux_fd);
+		if (osf_fdt_has_aux2(&copy) && !shared && copy.aux2_fd >= 0)
+			osf_fdt_close_hidden(copy.aux2_fd); /* the gateway stops */
 		osf_mux_closed(fd, &copy, shared);
 	}
 	else if (e->kind == OSF_FD_KERNEL && e->transport == OSF_TP_GATEWAY &&
@@ -70,6 +72,8 @@ void osf_fd_unlisten(int fd)
 	if (!e || e->kind != OSF_FD_LISTEN)
 		return;
 	aux = e->aux_fd;
+	if (osf_fdt_has_aux2(e) && e->aux2_fd >= 0)
+		osf_fdt_close_hidden(e->aux2_fd); /* the gateway stops too */
 	osf_setup_reset_companion(aux);
 	OSF_FDT_FOREACH(cfd, c) {
 		if (c->kind != OSF_FD_LISTEN || c->aux_fd != aux)
@@ -95,7 +99,8 @@ void osf_fd_dup(int oldfd, int newfd, int cloexec)
 	    e->kind == OSF_FD_RESERVED)
 		return;
 	if (e->kind == OSF_FD_INET || e->kind == OSF_FD_LISTEN)
-		__atomic_or_fetch(&e->flags, OSF_FDF_OPTSET | OSF_FDF_BOUND,
+		__atomic_or_fetch(&e->flags, OSF_FDF_OPTSET | OSF_FDF_BOUND |
+					     OSF_FDF_REUSESET | OSF_FDF_NOKEEP,
 				  __ATOMIC_RELAXED);
 	copy = *e;
 	copy.flags = cloexec ? (copy.flags | OSF_FDF_CLOEXEC)

@@ -500,3 +500,77 @@ void osf_gateway_accepted(const struct osf_fdt_entry *l, int nfd,
 out:
 	errno = saved;
 }
+
+/* The delivery tokens of this process's gateway listeners, by the inode
+ * of the listener's companion; process-private (never in the fd table,
+ * which other processes read). A listener's slot is reused round-robin
+ * once GW_TOKENS newer ones were made. */
+#define GW_TOKENS 32
+static struct {
+	uint64_t ino;
+	uint8_t token[32];
+} gw_tokens[GW_TOKENS];
+static unsigned gw_tokens_next;
+static int gw_tokens_lock;
+
+static uint64_t fd_ino(int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+void osf_gateway_token_set(int companion, const uint8_t token[32])
+{
+	uint64_t ino = fd_ino(companion);
+	unsigned i;
+
+	if (!ino)
+		return;
+	while (__atomic_exchange_n(&gw_tokens_lock, 1, __ATOMIC_ACQUIRE))
+		;
+	i = gw_tokens_next++ % GW_TOKENS;
+	gw_tokens[i].ino = ino;
+	memcpy(gw_tokens[i].token, token, 32);
+	__atomic_store_n(&gw_tokens_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* gw_token_get copies the token of the listener whose companion is fd:
+ * 0, or -1 when there is none. */
+static int gw_token_get(int companion, uint8_t token[32])
+{
+	uint64_t ino = fd_ino(companion);
+	int i, rc = -1;
+
+	if (!ino)
+		return -1;
+	while (__atomic_exchange_n(&gw_tokens_lock, 1, __ATOMIC_ACQUIRE))
+		;
+	for (i = 0; i < GW_TOKENS; i++)
+		if (gw_tokens[i].ino == ino) {
+			memcpy(token, gw_tokens[i].token, 32);
+			rc = 0;
+		}
+	__atomic_store_n(&gw_tokens_lock, 0, __ATOMIC_RELEASE);
+	return rc;
+}
+
+void osf_gateway_ring_accepted(const struct osf_fdt_entry *l, int nfd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(nfd);
+	uint8_t b[GW_NOTICE_BYTES], token[32];
+	int v6;
+
+	/* Only a stream that starts with a notice and the listener's
+	 * delivery token comes from the gateway; any other offloaded client
+	 * is an ordinary one. */
+	if (!e || !osf_kind_is_conn(e->kind) || gw_token_get(l->aux_fd, token) < 0 ||
+	    osf_conn_gw_notice(nfd, e, b, token) < 0)
+		return;
+	v6 = (l->flags & OSF_FDF_V6) != 0;
+	put_addr(e->peer, v6, b[5], b + 8, b + 16);
+	put_addr(e->local, v6, b[6], b + 10, b + 32);
+	e->rule = l->rule;
+	__atomic_or_fetch(&e->flags, OSF_FDF_GATEWAY, __ATOMIC_RELEASE);
+	osf_fdt_touch();
+}

@@ -79,6 +79,17 @@ int osf_gateway_getname(int fd, struct osf_fdt_entry *e, int peer,
 void osf_gateway_listen(int fd, const struct osf_core_listen_out *out,
 			const struct sockaddr_storage *ss, socklen_t sl);
 
+/* osf_gateway_token_set records the delivery token of the gateway
+ * listener whose companion is fd companion (process-private). */
+void osf_gateway_token_set(int companion, const uint8_t token[32]);
+
+/* osf_gateway_ring_accepted finishes an accept over the companion of
+ * gateway listener l (kind LISTEN, transport GATEWAY): a connection the
+ * gateway delivered over the rings starts with its notice and the
+ * listener's delivery token, which it takes and records (flag OSF_FDF_GATEWAY, peer the outside client, local the
+ * gateway's address on the accepted connection). */
+void osf_gateway_ring_accepted(const struct osf_fdt_entry *l, int nfd);
+
 /* osf_gateway_accepted finishes an accept on gateway listener entry l:
  * a connection from the gateway starts with a notice (the remote client
  * and the gateway's address), which is consumed and recorded, and sa/len

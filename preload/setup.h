@@ -20,7 +20,9 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
  * 1 when done in C (out filled as osf_core_connect would), 0 when the core
  * must. *port_fd is -1, or for an offloaded connection from an unbound
  * socket a TCP socket bound to the connection's local port, which holds
- * that port (the caller keeps or closes it). */
+ * that port: a dup of the application's own socket where it may be kept,
+ * already in osf's hidden range, close-on-exec (the caller keeps it with
+ * osf_fdt_keep_hidden or closes it). */
 int osf_setup_connect(const struct osf_core_connect_in *in,
 		      struct osf_core_conn *out, int *port_fd);
 

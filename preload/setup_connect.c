@@ -358,50 +358,83 @@ static void parts_drop(struct parts *p)
 }
 
 /* reserve_port holds a local port for a connection from the application's
- * unbound TCP socket app_fd: a fresh TCP socket with app_fd's SO_REUSEADDR
- * and SO_REUSEPORT, bound to the client address with port 0 (the kernel
- * picks a free ephemeral port, put in *client). sockets.c keeps it, hidden,
- * for the connection's life, so that bind() to that port gets EADDRINUSE
- * as with TCP. It is a socket of its own, not app_fd, which the
- * application may have put in epoll sets. Returns it, or -1 (no free
- * port: the synthesized one stays and the connection holds none). */
+ * unbound TCP socket app_fd: bound to the client address with port 0 (the
+ * kernel picks a free ephemeral port, put in *client). sockets.c keeps it,
+ * hidden, for the connection's life, so that bind() to that port gets
+ * EADDRINUSE as with TCP. The holder is the application's own socket (a
+ * dup of it, which the wake socket's dup3 onto app_fd leaves alive): its
+ * options are the application's, and making it costs no socket. A socket
+ * with dups, or registered in an epoll set (OSF_FDF_NOKEEP), where it would
+ * go on reporting under app_fd's number, gets a fresh TCP socket with its
+ * SO_REUSEADDR and SO_REUSEPORT instead. Returns the holder, already in the
+ * hidden range (the caller's window is open), or -1 (no free port: the
+ * synthesized one stays and the connection holds none). */
+static uint16_t port_of(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	uint8_t sa[28];
+	struct ip got;
+
+	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return 0;
+	memset(sa, 0, sizeof(sa));
+	memcpy(sa, &ss, sl < sizeof(sa) ? sl : sizeof(sa));
+	return setup_get_sockaddr(sa, &got) ? got.port : 0;
+}
+
 static int reserve_port(int app_fd, int family, struct ip *client)
 {
 	static const int opts[] = {SO_REUSEADDR, SO_REUSEPORT};
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	struct ip a = setup_as_family(*client, family == AF_INET6), got;
+	struct ip a = setup_as_family(*client, family == AF_INET6);
 	uint8_t sa[28];
-	struct osf_fdt_entry *e;
-	int saved = errno, pl, i;
+	struct osf_fdt_entry *e = osf_fdt_lookup(app_fd);
+	uint32_t fl = e ? __atomic_load_n(&e->flags, __ATOMIC_RELAXED)
+			: OSF_FDF_NOKEEP | OSF_FDF_REUSESET;
+	int saved = errno, pl = -1, h, i;
+	uint16_t port = 0;
+	socklen_t al;
 
-	pl = REAL(socket)(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (pl < 0) {
-		errno = saved;
-		return -1;
-	}
-	/* Never set through any fd of it (OSF_FDF_OPTSET): both are off. */
-	e = osf_fdt_lookup(app_fd);
-	for (i = 0; i < 2 && (!e || (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) &
-				      OSF_FDF_OPTSET)); i++) {
-		int v = 0;
-		socklen_t vl = sizeof(v);
-		if (REAL(getsockopt)(app_fd, SOL_SOCKET, opts[i], &v, &vl) == 0 && v)
-			(void)REAL(setsockopt)(pl, SOL_SOCKET, opts[i], &v, sizeof(v));
-	}
 	a.port = 0;
 	setup_put_sockaddr(sa, &a);
-	if (REAL(bind)(pl, (struct sockaddr *)sa, a.v4 ? sizeof(struct sockaddr_in)
-						       : sizeof(struct sockaddr_in6)) < 0 ||
-	    REAL(getsockname)(pl, (struct sockaddr *)&ss, &sl) < 0) {
-		REAL(close)(pl);
-		errno = saved;
-		return -1;
+	al = a.v4 ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	if (!(fl & OSF_FDF_NOKEEP) && (pl = osf_fdt_dup_high(app_fd, 1)) >= 0) {
+		if (REAL(bind)(pl, (struct sockaddr *)sa, al) < 0) {
+			int err = errno;
+			REAL(close)(pl);
+			if (err == EADDRINUSE) { /* no free port: a fresh socket has none either */
+				errno = saved;
+				return -1;
+			}
+			pl = -1;
+		} else if ((port = port_of(pl)) == 0) { /* IP_BIND_ADDRESS_NO_PORT */
+			REAL(close)(pl);
+			pl = -1;
+		}
 	}
-	memset(sa, 0, sizeof(sa));
-	memcpy(sa, &ss, sl < sizeof(sa) ? sl : sizeof(sa));
-	if (setup_get_sockaddr(sa, &got) && got.port)
-		client->port = got.port;
+	if (pl < 0) { /* a socket of its own (bound already, dups, epoll) */
+		pl = REAL(socket)(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (pl < 0) {
+			errno = saved;
+			return -1;
+		}
+		/* Never set through any fd of it (OSF_FDF_REUSESET): both off. */
+		for (i = 0; i < 2 && (fl & OSF_FDF_REUSESET); i++) {
+			int v = 0;
+			socklen_t vl = sizeof(v);
+			if (REAL(getsockopt)(app_fd, SOL_SOCKET, opts[i], &v, &vl) == 0 && v)
+				(void)REAL(setsockopt)(pl, SOL_SOCKET, opts[i], &v, sizeof(v));
+		}
+		if (REAL(bind)(pl, (struct sockaddr *)sa, al) < 0 ||
+		    (port = port_of(pl)) == 0 || (h = osf_fdt_dup_high(pl, 1)) < 0) {
+			REAL(close)(pl);
+			errno = saved;
+			return -1;
+		}
+		REAL(close)(pl);
+		pl = h;
+	}
+	client->port = port;
 	errno = saved;
 	return pl;
 }

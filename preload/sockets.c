@@ -175,7 +175,7 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	struct sockaddr_storage ss;
 	struct stat st;
 	socklen_t sl = sizeof(ss);
-	int v6only = 0, reuseport = 0, rc, hfd;
+	int v6only = 0, reuseport = 0, rc, hfd, ctl = -1;
 	socklen_t vl = sizeof(v6only), rl = sizeof(reuseport);
 
 	osf_sandbox_check();
@@ -199,8 +199,20 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 		return;
 	}
 	if (out.gw) {
-		osf_gateway_listen(fd, &out, &ss, sl);
-		return;
+		/* With a companion, an offloaded listener (below) that also
+		 * holds the gateway's control connection (aux2_fd). */
+		if (out.gw_companion >= 0 && out.fd >= 0 &&
+		    (ctl = osf_fdt_hide(out.fd, fd)) < 0) {
+			REAL(close)(out.gw_companion);
+			out.gw_companion = -1;
+		}
+		if (out.gw_companion < 0 || out.fd < 0) {
+			if (out.gw_companion >= 0)
+				REAL(close)(out.gw_companion);
+			osf_gateway_listen(fd, &out, &ss, sl);
+			return;
+		}
+		out.fd = out.gw_companion;
 	}
 	if (out.fd < 0) {
 		record_kernel(fd, OSF_ROLE_LISTENER, out.reason, out.rule,
@@ -213,16 +225,21 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 		hfd = out.fd;
 	ent = *e;
 	ent.kind = OSF_FD_LISTEN;
-	ent.transport = OSF_TP_SHM;
+	ent.transport = ctl >= 0 ? OSF_TP_GATEWAY : OSF_TP_SHM;
 	ent.role = OSF_ROLE_LISTENER;
 	ent.reason = OSF_R_NONE;
 	ent.rule = out.rule;
 	ent.aux_fd = hfd;
+	ent.aux2_fd = ctl;
 	ent.ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	if (v6only)
 		ent.flags |= OSF_FDF_V6ONLY;
 	memset(ent.local, 0, sizeof(ent.local));
 	memcpy(ent.local, &ss, sl < sizeof(ent.local) ? sl : sizeof(ent.local));
+	if (ctl >= 0) {
+		memcpy(ent.peer, out.gateway, sizeof(ent.peer));
+		osf_gateway_token_set(hfd, out.gw_token);
+	}
 	(void)osf_fdt_set(fd, &ent);
 	osf_listen_async(fd, hfd, 1);
 	osf_mux_offloaded(fd);
@@ -292,8 +309,6 @@ static int carried_option(int level, int name)
 	case SO_LINGER:
 	case SO_KEEPALIVE:
 	case SO_RCVLOWAT:
-	case SO_REUSEADDR: /* read by the set-up's port hold (reserve_port) */
-	case SO_REUSEPORT:
 		return 1;
 	}
 	return 0;
@@ -422,22 +437,39 @@ static int port_hold(const struct bound_port *bp)
 }
 
 /* port_give hands the port socket pfd to fd's offloaded connection, in
- * osf's hidden range; errno is kept. */
-static void port_give(int fd, int pfd)
+ * osf's hidden range (pfd is there already when high); errno is kept. */
+static void port_give(int fd, int pfd, int high)
 {
 	struct osf_fdt_entry *e;
 	int saved = errno, h;
 
 	if (pfd < 0)
 		return;
-	h = osf_fdt_hide(pfd, fd);
-	if (h < 0)
-		REAL(close)(pfd);
-	else if ((e = osf_fdt_lookup(fd)) != NULL)
+	h = high ? osf_fdt_keep_hidden(pfd, fd) : osf_fdt_hide(pfd, fd);
+	if (h < 0) {
+		if (!high)
+			REAL(close)(pfd);
+	} else if ((e = osf_fdt_lookup(fd)) != NULL) {
 		osf_conn_hold_port(e, h);
-	else
+	} else {
 		osf_fdt_close_hidden(h);
+	}
 	errno = saved;
+}
+
+/* bound_port_of reports whether the sockaddr connect read back from a
+ * bound socket (in.bound) has a port. */
+static int bound_port_of(const uint8_t *b)
+{
+	int32_t fam;
+	uint8_t a[16];
+	uint16_t port = 0;
+	struct sockaddr_storage ss;
+
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, b, 28);
+	return sa_split((struct sockaddr *)&ss, sizeof(struct sockaddr_in6), &fam, a, &port) &&
+	       port != 0;
 }
 
 static int connect_offload(int fd, struct osf_fdt_entry *e,
@@ -449,7 +481,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	struct carried opts;
 	socklen_t sl = sizeof(ss);
 	struct bound_port bp;
-	int rc, fl, fdfl, by_c, pfd = -1, bound;
+	int rc, fl, fdfl, by_c, pfd = -1, bound = 0, kept = -1;
 	int want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
 	int saved = errno;
 
@@ -495,7 +527,16 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	fl = REAL(fcntl)(fd, F_GETFL, NULL);
 	fdfl = REAL(fcntl)(fd, F_GETFD, NULL);
 	carry_read(fd, &opts);
-	bound = pfd < 0 && port_read(fd, &bp);
+	/* A socket bound to a port before connect keeps holding it: osf keeps
+	 * it alive behind the wake socket (a hidden dup), unless it has dups
+	 * or epoll registrations (OSF_FDF_NOKEEP); then a socket of osf's
+	 * rebinds the port once the application's is gone (port_hold). */
+	if (pfd < 0 && fl >= 0 && fdfl >= 0 &&
+	    (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_BOUND) &&
+	    !(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_NOKEEP) &&
+	    bound_port_of(in.bound))
+		kept = osf_fdt_dup_high(fd, 1);
+	bound = pfd < 0 && kept < 0 && port_read(fd, &bp);
 	if (fl < 0 || fdfl < 0 ||
 	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
 			     (fl & O_NONBLOCK) != 0,
@@ -503,6 +544,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		abandon(&cc);
 		if (pfd >= 0)
 			REAL(close)(pfd);
+		if (kept >= 0)
+			REAL(close)(kept);
 		if (cc.status == OSF_CORE_GATEWAY) /* no route but the gateway */
 			return OSF_FAIL(ENOBUFS);
 		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc.rule, errno,
@@ -510,7 +553,10 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		errno = saved;
 		return kernel_connect(fd, sa, len);
 	}
-	port_give(fd, bound ? port_hold(&bp) : pfd);
+	if (pfd >= 0 || kept >= 0)
+		port_give(fd, pfd >= 0 ? pfd : kept, 1);
+	else if (bound)
+		port_give(fd, port_hold(&bp), 0);
 	carry_apply(fd, &opts);
 	if (cc.status == OSF_CORE_GATEWAY) /* before epoll may look at it */
 		osf_gateway_leg_begin(fd, e);
@@ -616,6 +662,12 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 		return -2;
 	}
 	carry_apply(cfd, &opts);
+	if (unlikely(e->transport == OSF_TP_GATEWAY)) {
+		struct osf_fdt_entry *ce = osf_fdt_lookup(cfd);
+		osf_gateway_ring_accepted(e, cfd);
+		if (ce)
+			memcpy(cc.peer, ce->peer, sizeof(cc.peer));
+	}
 	if (sa && len) {
 		memcpy(&fam, cc.peer, sizeof(fam));
 		sl = fam == AF_INET6 ? sizeof(struct sockaddr_in6)
@@ -712,6 +764,8 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			nfd = REAL(accept4)(fd, sa, len, flags);
 			if (nfd >= 0) {
 				accepted(fd, nfd, flags, sa, len);
+				if (unlikely(e->transport == OSF_TP_GATEWAY))
+					osf_gateway_accepted(e, nfd, sa, len);
 				return nfd;
 			}
 			if (errno != EAGAIN || (fl & O_NONBLOCK))
@@ -849,6 +903,8 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	if (!osf_kind_is_conn(e->kind)) {
 		if (carried_option(level, name))
 			__atomic_or_fetch(&e->flags, OSF_FDF_OPTSET, __ATOMIC_RELAXED);
+		else if (level == SOL_SOCKET && (name == SO_REUSEADDR || name == SO_REUSEPORT))
+			__atomic_or_fetch(&e->flags, OSF_FDF_REUSESET, __ATOMIC_RELAXED);
 		if (level == IPPROTO_TCP || level == IPPROTO_IP ||
 		    level == IPPROTO_IPV6) /* for carry_read */
 			__atomic_or_fetch(&e->flags, OSF_FDF_KOPTS,

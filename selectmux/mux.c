@@ -1422,6 +1422,9 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return ctl_gw(epfd, op, fd, ev, t);
 	}
 	if (t->kind == OSF_FD_INET) {
+		/* The registration is the kernel socket's: connect must not
+		 * keep it alive behind the wake socket (OSF_FDF_NOKEEP). */
+		__atomic_or_fetch(&t->flags, OSF_FDF_NOKEEP, __ATOMIC_RELAXED);
 		r = REAL(epoll_ctl)(epfd, op, fd, ev);
 		if (r == 0 && (ep = ep_create(epfd)) != NULL) {
 			mu_lock(&ep->lock);

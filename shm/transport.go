@@ -52,7 +52,14 @@ func abstract(name string) *unix.SockaddrUnix { return &unix.SockaddrUnix{Name: 
 // with it, and osfgw serves those from a companion in a network namespace
 // where it holds no kernel listener. Trusting a companion there is
 // still open (h-gw's leg design decides).
-func (Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, _ time.Duration) (*sdp.Endpoint, error) {
+func (t Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error) {
+	return t.DialFirst(dst, local, ringBytes, nil)
+}
+
+// DialFirst is Dial with first already in the client's send ring when the
+// server sees the hello (osfgw puts a delivery's notice there, so that the
+// node's accept finds it without waiting).
+func (Transport) DialFirst(dst, local netip.AddrPort, ringBytes uint32, first []byte) (*sdp.Endpoint, error) {
 	fd, err := connectCompanion(dst)
 	if err != nil {
 		return nil, err
@@ -63,6 +70,13 @@ func (Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, _ time.Durati
 		return nil, err
 	}
 	seg.InitHeader(local, dst, os.Getpid())
+	if len(first) > 0 {
+		if err := seg.WriteMsg(sdp.SideClient, fd, first); err != nil {
+			seg.Close()
+			unix.Close(fd)
+			return nil, err
+		}
+	}
 	// The writers' wake socket: this end here, the other to the server.
 	wtx, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

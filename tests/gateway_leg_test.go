@@ -314,3 +314,109 @@ func TestGatewayRDMALeg(t *testing.T) {
 	}
 	src.WaitOutput("send ended:", 10*time.Second)
 }
+
+// gwListenEcho listens on the node on port 8083 (a gateway server rule),
+// echoes its first connection's bytes and prints their count and sha256,
+// then holds a second connection, reading until it ends ("eof N" or
+// "reset N").
+const gwListenEcho = gwAcceptNames + `
+h = hashlib.sha256(); n = 0
+while True:
+    b = c.recv(65536)
+    if not b: break
+    h.update(b); n += len(b); c.sendall(b)
+print("got %d %s" % (n, h.hexdigest()), flush=True)
+c.close()
+s, a = ls.accept()
+print("held", flush=True)
+` + gwReadToEnd
+
+// gwListenClient connects from outside, prints its own address, waits
+// for the file argv[3] (the test's go-ahead), then sends 4 MiB of random
+// bytes while reading the echo, and prints the sha256 of both.
+const gwListenClient = `
+import socket, sys, os, time, hashlib, threading
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+print("client %s:%d" % s.getsockname(), flush=True)
+for _ in range(1200):
+    if os.path.exists(sys.argv[3]): break
+    time.sleep(0.05)
+data = os.urandom(4 << 20)
+def send():
+    s.sendall(data); s.shutdown(socket.SHUT_WR)
+t = threading.Thread(target=send); t.start()
+h = hashlib.sha256(); n = 0
+while True:
+    b = s.recv(65536)
+    if not b: break
+    h.update(b); n += len(b)
+t.join()
+print("sent %d %s" % (len(data), hashlib.sha256(data).hexdigest()))
+print("echo %d %s" % (n, h.hexdigest()), flush=True)
+`
+
+// gwOutSender connects from outside and sends until the connection fails.
+const gwOutSender = `
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+print("connected", flush=True)
+try:
+    for _ in range(100000):
+        s.sendall(b"x" * 65536); time.sleep(0.01)
+    print("send ended: done", flush=True)
+except OSError as e:
+    print("send ended:", type(e).__name__, flush=True)
+`
+
+// TestGatewayListenShmLeg: a node's listener through a gateway on the
+// node's host gets the gateway's accepted connections over shared memory,
+// not kernel TCP: osfstat on the node shows the accepted connection as
+// transport gateway with leg shm, osfgw --status leg shm; the names are
+// the outside client (accept, getpeername) and the gateway's outside
+// address (getsockname); 4 MiB pass intact both ways (sha256); killing the
+// gateway resets a held connection on the node.
+func TestGatewayListenShmLeg(t *testing.T) {
+	t.Parallel()
+	g := newGatewayNet(t)
+	dir := t.TempDir()
+	gw := g.startShmGateway(t, gwPort, "--allow-listen", "*:8083")
+	env := []string{"OSF_ROUTES=gateway " + gwAddr + ":" + gwPort + " server * *:8083", "OSF_GATEWAY_KEY=" + g.key}
+	srv := g.node.cmd(t, env, python(t), "-u", writeScript(t, dir, "echo.py", strings.Replace(gwListenEcho, "PORT", "8083", 1))).Start()
+	srv.WaitOutput("listening", 20*time.Second)
+	waitStderr(t, gw, "listening on 0.0.0.0:8083 for the node's "+gwNodeAddr+":8083", 10*time.Second)
+
+	goFile := filepath.Join(dir, "go")
+	cl := g.out.plain(t, python(t), "-u", writeScript(t, dir, "cl.py", gwListenClient), "10.88.2.1", "8083", goFile).Start()
+	line := strings.TrimSpace(cl.WaitOutput("client ", 20*time.Second))
+	client := strings.TrimPrefix(strings.SplitN(line[strings.Index(line, "client "):], "\n", 2)[0], "client ")
+	acc := srv.WaitOutput("accept ", 20*time.Second)
+	if !strings.Contains(acc, "accept "+client+" peer "+client+" local 10.88.2.1:8083") {
+		t.Errorf("names on the node: want the client %s as peer and 10.88.2.1:8083 as local, got %q", client, acc)
+	}
+	g.assertLeg(t, srv.Pid, client, "shm")
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := cl.Wait(60 * time.Second)
+	var n int
+	var sent, echo string
+	for _, l := range strings.Split(r.Stdout, "\n") {
+		fmt.Sscanf(l, "sent %d %s", &n, &sent)
+		fmt.Sscanf(l, "echo %d %s", &n, &echo)
+	}
+	if !r.OK() || sent == "" || echo != sent {
+		t.Fatalf("outside client: echo differs from what it sent: %s\nosfgw: %s", r, gw.Stderr())
+	}
+	if got := srv.WaitOutput("got ", 20*time.Second); !strings.Contains(got, fmt.Sprintf("got %d %s", 4<<20, sent)) {
+		t.Errorf("node server: want \"got %d %s\", got %q", 4<<20, sent, got)
+	}
+	if !strings.Contains(gw.Stderr(), client+" -> node "+gwNodeAddr+":8083: accepted on 10.88.2.1:8083 (node leg shm)") {
+		t.Errorf("osfgw did not deliver over shm:\n%s", gw.Stderr())
+	}
+
+	src := g.out.plain(t, python(t), "-u", "-c", gwOutSender, "10.88.2.1", "8083").Start()
+	src.WaitOutput("connected", 20*time.Second)
+	srv.WaitOutput("held", 20*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	killGateway(t, gw, srv, src)
+}

@@ -215,14 +215,19 @@ while True:
 
 // gwNames accepts one connection on port 8081 and prints the address accept
 // returned and the socket's names, then echoes what it reads.
-const gwNames = `
-import socket
+const gwNames = gwAcceptNames + `
+c.sendall(c.recv(10)); c.close()
+`
+
+// gwAcceptNames listens on port PORT (replace it) and accepts connection
+// c, printing the address accept returned and c's names.
+const gwAcceptNames = `
+import socket, hashlib, time
 ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-ls.bind(("0.0.0.0", 8081)); ls.listen(4)
+ls.bind(("0.0.0.0", PORT)); ls.listen(4)
 print("listening", flush=True)
 c, a = ls.accept()
 print("accept %s:%d peer %s:%d local %s:%d" % (a + c.getpeername() + c.getsockname()), flush=True)
-c.sendall(c.recv(10)); c.close()
 `
 
 // gwNodeReader connects and reads until the end; it prints how the stream
@@ -231,6 +236,11 @@ const gwNodeReader = `
 import socket, sys, time
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
 print("connected", flush=True)
+` + gwReadToEnd
+
+// gwReadToEnd reads socket s until the end and prints how it ended: "eof
+// N" or "reset N".
+const gwReadToEnd = `
 n = 0
 try:
     while True:
@@ -576,7 +586,7 @@ func TestGatewayListen(t *testing.T) {
 	// The accepted socket's names are those of the gateway's connection:
 	// the outside client as peer, the gateway's outside address as local.
 	dir := t.TempDir()
-	names := g.node.cmd(t, env, python(t), "-u", writeScript(t, dir, "names.py", gwNames)).Start()
+	names := g.node.cmd(t, env, python(t), "-u", writeScript(t, dir, "names.py", strings.Replace(gwNames, "PORT", "8081", 1))).Start()
 	names.WaitOutput("listening", 20*time.Second)
 	waitStderr(t, gw, "listening on 0.0.0.0:8081", 10*time.Second)
 	cl := g.out.plain(t, python(t), "-c", `import socket; s = socket.create_connection(("10.88.2.1", 8081)); print("client %s:%d" % s.getsockname()); s.sendall(b"hi"); print(s.recv(10).decode())`).Run(20 * time.Second)

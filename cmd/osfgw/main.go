@@ -18,6 +18,7 @@ import (
 
 	"github.com/osfproject/osf/internal/gateway"
 	"github.com/osfproject/osf/internal/policy"
+	"github.com/osfproject/osf/sdp"
 	"golang.org/x/sys/unix"
 )
 
@@ -254,7 +255,7 @@ func (g *gw) handle(n nodeLeg) {
 		g.refuse(n, unix.EACCES, "refused node %s: %v", from, err)
 		return
 	case req.Op == gateway.OpListen && isTCP:
-		g.listen(tl.c, req)
+		g.listen(tl.c, req, gateway.DeliveryToken(g.key, ch.Nonce))
 		return
 	case req.Op != gateway.OpConnect:
 		g.refuse(n, unix.EOPNOTSUPP, "refused node %s: operation %d not supported over %s", from, req.Op, n.transport())
@@ -296,9 +297,9 @@ func (g *gw) handle(n nodeLeg) {
 // listen serves a node's LISTEN request: it listens on req.Dest and, for
 // as long as the node keeps this control connection open, delivers each
 // connection it accepts to the node's port req.NodePort, prefixed by a
-// notice, and relays it. A node that no longer listens there (refused)
+// notice (over shm also by token, the delivery token), and relays it. A node that no longer listens there (refused)
 // ends it.
-func (g *gw) listen(ctl *net.TCPConn, req gateway.Request) {
+func (g *gw) listen(ctl *net.TCPConn, req gateway.Request, token [gateway.TokenSize]byte) {
 	from := ctl.RemoteAddr().String()
 	if !g.allowed(req.Dest, g.listens) {
 		g.refuse(&tcpLeg{ctl}, unix.EPERM, "refused node %s: listen on %s not allowed (no --allow-listen entry covers it)", from, req.Dest)
@@ -331,6 +332,11 @@ func (g *gw) listen(ctl *net.TCPConn, req gateway.Request) {
 	st.local = nodeListener
 	st.state.Store(stateListen)
 	defer g.remove(st)
+	// A node on this host gets its connections over shm when its
+	// listener has a companion (deliverRing); others over kernel TCP.
+	to := delivery{listener: nodeListener, token: token}
+	to.netns, to.shm = g.nodeNetns(ctl)
+	to.self, _ = netip.ParseAddrPort(ctl.LocalAddr().String())
 	go func() { // the node closes the control connection: stop listening
 		io.Copy(io.Discard, ctl)
 		ln.Close()
@@ -340,22 +346,58 @@ func (g *gw) listen(ctl *net.TCPConn, req gateway.Request) {
 		if err != nil {
 			break
 		}
-		go g.deliver(c.(*net.TCPConn), nodeListener, ln)
+		go g.deliver(c.(*net.TCPConn), to, ln)
 	}
 	ctl.Close()
 	g.log.Printf("node %s: stopped listening on %s", from, bound)
 }
 
+// delivery says how to reach a node's listener.
+type delivery struct {
+	listener string                  // the node's listener: its address and port
+	self     netip.AddrPort          // the gateway's address as the node sees it
+	netns    string                  // with shm: the node's network namespace ("": the gateway's)
+	shm      bool                    // the node is on this host: try its companion first
+	token    [gateway.TokenSize]byte // written after the notice over shm
+}
+
 // deliver connects an accepted outside connection to the node's listener
-// and relays it; a node that refuses it no longer listens, which ends the
-// listen.
-func (g *gw) deliver(out *net.TCPConn, nodeListener string, ln net.Listener) {
+// and relays it: over shm to the listener's companion when the node is on
+// this host and its listener has one, else over kernel TCP; a node that
+// refuses it no longer listens, which ends the listen.
+func (g *gw) deliver(out *net.TCPConn, to delivery, ln net.Listener) {
+	nodeListener := to.listener
 	remote, _ := netip.ParseAddrPort(out.RemoteAddr().String())
 	local, _ := netip.ParseAddrPort(out.LocalAddr().String())
 	r := g.add(nodeListener, remote)
 	defer g.remove(r)
 	r.local = local.String()
+	r.leg = "kernel"
 	out.SetLinger(0)
+	notice := gateway.Notice{Remote: remote, Local: local}.Marshal()
+	if to.shm {
+		ap, _ := netip.ParseAddrPort(nodeListener)
+		ep, err := deliverRing(to.netns, ap, to.self, append(notice[:len(notice):len(notice)], to.token[:]...))
+		if err == nil {
+			leg, lerr := newRingLeg(ep)
+			if lerr != nil {
+				ep.Close()
+				g.log.Printf("%s -> node %s: %v; reset", remote, nodeListener, lerr)
+				out.Close()
+				return
+			}
+			leg.established()
+			r.leg = leg.transport()
+			r.state.Store(stateEstablished)
+			g.log.Printf("%s -> node %s: accepted on %s (node leg %s)", remote, nodeListener, local, r.leg)
+			how := leg.relay(r, out)
+			g.log.Printf("%s -> node %s: %s; %d bytes to the client, %d to the node", remote, nodeListener, how, r.toDest.Load(), r.toNode.Load())
+			return
+		}
+		if !errors.Is(err, sdp.ErrNoListener) {
+			g.log.Printf("%s -> node %s: over shm: %v; over kernel TCP instead", remote, nodeListener, err)
+		}
+	}
 	d := net.Dialer{Timeout: 5 * time.Second}
 	c, err := d.Dial("tcp", nodeListener)
 	if err != nil {
@@ -369,13 +411,13 @@ func (g *gw) deliver(out *net.TCPConn, nodeListener string, ln net.Listener) {
 	}
 	node := c.(*net.TCPConn)
 	node.SetLinger(0)
-	if _, err := node.Write(gateway.Notice{Remote: remote, Local: local}.Marshal()); err != nil {
+	if _, err := node.Write(notice); err != nil {
 		node.Close()
 		out.Close()
 		return
 	}
 	r.state.Store(stateEstablished)
-	g.log.Printf("%s -> node %s: accepted on %s", remote, nodeListener, local)
+	g.log.Printf("%s -> node %s: accepted on %s (node leg kernel)", remote, nodeListener, local)
 	how := r.run(node, out)
 	g.log.Printf("%s -> node %s: %s; %d bytes to the client, %d to the node", remote, nodeListener, how, r.toDest.Load(), r.toNode.Load())
 }

@@ -32,13 +32,13 @@ struct leg {
 // Outcomes of a relay direction.
 enum { LEG_FIN = 0, LEG_RESET = 1, LEG_WRITE = 2 };
 
-static struct leg *leg_new(void *base, uint32_t ring, int fd, int wfd)
+static struct leg *leg_new(void *base, uint32_t ring, int side, int fd, int wfd)
 {
 	struct leg *l = calloc(1, sizeof(*l));
 
 	if (!l)
 		return NULL;
-	osf_side_init(&l->s, base, ring, OSF_SIDE_SERVER, wfd);
+	osf_side_init(&l->s, base, ring, side, wfd);
 	l->fd = fd;
 	__atomic_add_fetch(&l->s.me->holders, 1, __ATOMIC_RELAXED);
 	return l;
@@ -248,14 +248,15 @@ type ringLeg struct {
 	reset bool   // from the reply on, an abnormal end resets the node
 }
 
-// newRingLeg takes over an accepted endpoint (server side).
+// newRingLeg takes over an endpoint: accepted (server side), or dialled
+// to a node's listener (client side, deliverRing).
 func newRingLeg(ep *sdp.Endpoint) (*ringLeg, error) {
 	for _, fd := range []int{ep.WakeFD, ep.WakeTxFD} {
 		if err := unix.SetNonblock(fd, false); err != nil {
 			return nil, fmt.Errorf("osfgw: wake socket: %w", err)
 		}
 	}
-	l := C.leg_new(unsafe.Pointer(&ep.Segment.Mem[0]), C.uint32_t(ep.Segment.RingBytes), C.int(ep.WakeFD), C.int(ep.WakeTxFD))
+	l := C.leg_new(unsafe.Pointer(&ep.Segment.Mem[0]), C.uint32_t(ep.Segment.RingBytes), C.int(ep.Side), C.int(ep.WakeFD), C.int(ep.WakeTxFD))
 	if l == nil {
 		return nil, errors.New("osfgw: out of memory")
 	}

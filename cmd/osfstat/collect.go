@@ -214,6 +214,9 @@ func (c *collector) kernel(s *Socket, pid int, e fdtable.Entry) {
 	case e.Transport != fdtable.TransportGateway:
 	case e.Role == fdtable.RoleListener: // the table's peer is the gateway
 		s.Gateway, s.GatewayLeg, s.Peer = s.Peer, tpKernel, ""
+		if e.Kind == fdtable.KindListen { // a gateway of this host delivers over shm
+			s.GatewayLeg = fdtable.TransportShm.String()
+		}
 	case row.remote.IsValid():
 		s.Gateway, s.GatewayLeg = row.remote.String(), tpKernel
 	}
@@ -253,8 +256,11 @@ func (c *collector) segment(s *Socket, t *fdtable.Table, e fdtable.Entry) {
 		return
 	}
 	s.Segment, s.State = segmentView(&hv, side, e.RingBytes)
-	if e.Gateway() { // the segment's server is the gateway
+	if e.Gateway() { // the gateway is the segment's server, or its client for a delivery
 		s.Gateway = hv.Server.String()
+		if side == sdp.SideServer {
+			s.Gateway = hv.Client.String()
+		}
 	}
 	s.RecvQ, s.SendQ = ptr(s.Segment.RxQueued), ptr(s.Segment.TxQueued)
 }

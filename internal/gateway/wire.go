@@ -202,6 +202,18 @@ func ParseReply(b []byte) (Reply, error) {
 	return r, nil
 }
 
+// TokenSize is the size of a delivery token.
+const TokenSize = 32
+
+// DeliveryToken is what a gateway writes after the notice of each
+// connection it delivers to a node's listener over the rings:
+// HMAC-SHA256(key, "osfgw1" || nonce || "deliver"), nonce the one of the
+// LISTEN control connection's challenge. The node checks it, so that no
+// other process of its host can pass for the gateway.
+func DeliveryToken(key []byte, nonce [NonceSize]byte) [TokenSize]byte {
+	return [TokenSize]byte(mac(key, nonce, []byte("deliver")))
+}
+
 // mac is HMAC-SHA256(key, macLabel || nonce || msg).
 func mac(key []byte, nonce [NonceSize]byte, msg []byte) []byte {
 	h := hmac.New(sha256.New, key)

@@ -23,7 +23,7 @@ var shmTransport shm.Transport
 
 //export osfcore_listen
 func osfcore_listen(in *C.struct_osf_core_listen_in, out *C.struct_osf_core_listen_out) C.int {
-	out.fd = -1
+	out.fd, out.gw_companion = -1, -1
 	if core.cfg == nil {
 		return C.int(unix.ENOSYS)
 	}
@@ -34,7 +34,7 @@ func osfcore_listen(in *C.struct_osf_core_listen_in, out *C.struct_osf_core_list
 	d := core.cfg.Decide(query(policy.Server, ap))
 	out.rule = C.int32_t(d.Rule)
 	if d.Transport == policy.Gateway {
-		return gatewayListen(out, ap, d)
+		return gatewayListen(in, out, ap, d)
 	}
 	if d.Transport == policy.Kernel {
 		out.reason = C.int32_t(d.Reason)

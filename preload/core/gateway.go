@@ -1,6 +1,7 @@
 package main
 
 /*
+#include <string.h>
 #include <sys/socket.h>
 #include "../core_api.h"
 */
@@ -74,7 +75,7 @@ func gatewayConnect(in *C.struct_osf_core_connect_in, out *C.struct_osf_core_con
 		} else if !errors.Is(err, sdp.ErrNoListener) {
 			core.log.Warnf("connect %s: gateway %s offloaded: %v; trying kernel TCP", dst, g, err)
 		}
-		err := gatewayOffer(fd, v6, g, req)
+		_, err := gatewayOffer(fd, v6, g, req)
 		if err == nil {
 			putSockaddr(&out.gateway, g)
 			out.rule = C.int32_t(d.Rule)
@@ -156,8 +157,10 @@ func loadGatewayKey() error {
 // listener's port and deliver connections to it, over a control connection
 // it hands to C (which hides it and closes it with the listener). On
 // failure the listener stays a node-local kernel listener, and the reason
-// says why.
-func gatewayListen(out *C.struct_osf_core_listen_out, ap netip.AddrPort, d policy.Decision) C.int {
+// says why. Unless OSF_TRANSPORT rules shm out, the listener also gets its
+// shm companion, on which a gateway serving this host delivers the
+// connections it accepts over shared memory (osfgw's deliverRing).
+func gatewayListen(in *C.struct_osf_core_listen_in, out *C.struct_osf_core_listen_out, ap netip.AddrPort, d policy.Decision) C.int {
 	out.gw = 1
 	fail := func(errno unix.Errno, err error) C.int {
 		out.reason = C.int32_t(policy.ReasonHandshake)
@@ -188,7 +191,7 @@ func gatewayListen(out *C.struct_osf_core_listen_out, ap netip.AddrPort, d polic
 		if err != nil {
 			return fail(errnoOr(err, unix.EMFILE), err)
 		}
-		r, err := gatewayListenOffer(fd, family == unix.AF_INET6, g, req)
+		r, nonce, err := gatewayListenOffer(fd, family == unix.AF_INET6, g, req)
 		switch {
 		case err != nil:
 			gw.deadTil[g] = time.Now().Add(deadFor)
@@ -198,6 +201,15 @@ func gatewayListen(out *C.struct_osf_core_listen_out, ap netip.AddrPort, d polic
 		default:
 			out.fd = C.int32_t(fd)
 			putSockaddr(&out.gateway, g)
+			tok := gateway.DeliveryToken(gw.key, nonce)
+			C.memcpy(unsafe.Pointer(&out.gw_token[0]), unsafe.Pointer(&tok[0]), C.size_t(len(tok)))
+			if mode := core.cfg.Transport; mode == policy.Auto || mode == policy.ShmOnly {
+				if cfd, err := shmTransport.Listen(ap, int(in.backlog), in.v6only != 0); err == nil {
+					out.gw_companion = C.int32_t(cfd)
+				} else {
+					core.log.Infof("listen %s: no companion, the gateway delivers over kernel TCP: %v", ap, err)
+				}
+			}
 			core.log.Infof("listen %s: gateway %s listens on %s for it (rule %d)", ap, g, r.Local, d.Rule)
 			return 0
 		}
@@ -207,16 +219,19 @@ func gatewayListen(out *C.struct_osf_core_listen_out, ap netip.AddrPort, d polic
 }
 
 // gatewayListenOffer sends a LISTEN request over fd and reads the reply.
-func gatewayListenOffer(fd int, v6 bool, g netip.AddrPort, req gateway.Request) (gateway.Reply, error) {
-	if err := gatewayOffer(fd, v6, g, req); err != nil {
-		return gateway.Reply{}, err
+// It also returns the challenge's nonce (the delivery token's).
+func gatewayListenOffer(fd int, v6 bool, g netip.AddrPort, req gateway.Request) (gateway.Reply, [gateway.NonceSize]byte, error) {
+	nonce, err := gatewayOffer(fd, v6, g, req)
+	if err != nil {
+		return gateway.Reply{}, nonce, err
 	}
 	deadline := time.Now().Add(core.cfg.ConnectTimeout)
 	b := make([]byte, gateway.ReplySize)
 	if err := readFull(fd, b, deadline, "reply"); err != nil {
-		return gateway.Reply{}, err
+		return gateway.Reply{}, nonce, err
 	}
-	return gateway.ParseReply(b)
+	r, err := gateway.ParseReply(b)
+	return r, nonce, err
 }
 
 // gatewayOrder returns gws starting at the next one in turn, the ones
@@ -240,7 +255,7 @@ func gatewayOrder(gws []netip.AddrPort) []netip.AddrPort {
 
 // gatewayOffer connects fd (non-blocking) to gateway g, reads its challenge
 // and sends req, each step within OSF_CONNECT_TIMEOUT_MS.
-func gatewayOffer(fd int, v6 bool, g netip.AddrPort, req gateway.Request) error {
+func gatewayOffer(fd int, v6 bool, g netip.AddrPort, req gateway.Request) (nonce [gateway.NonceSize]byte, err error) {
 	var sa unix.Sockaddr
 	switch {
 	case g.Addr().Is4() && !v6:
@@ -250,10 +265,10 @@ func gatewayOffer(fd int, v6 bool, g netip.AddrPort, req gateway.Request) error 
 	case v6:
 		sa = &unix.SockaddrInet6{Port: int(g.Port()), Addr: g.Addr().As16()}
 	default:
-		return errors.New("an IPv6 gateway for an IPv4 socket")
+		return nonce, errors.New("an IPv6 gateway for an IPv4 socket")
 	}
 	deadline := time.Now().Add(core.cfg.ConnectTimeout)
-	err := unix.Connect(fd, sa)
+	err = unix.Connect(fd, sa)
 	if errors.Is(err, unix.EINPROGRESS) {
 		if err = waitFD(fd, unix.POLLOUT, deadline); err == nil {
 			var soerr int
@@ -269,22 +284,22 @@ func gatewayOffer(fd int, v6 bool, g netip.AddrPort, req gateway.Request) error 
 		}
 	}
 	if err != nil {
-		return err
+		return nonce, err
 	}
 	b := make([]byte, gateway.ChallengeSize)
 	if err := readFull(fd, b, deadline, "challenge"); err != nil {
-		return err
+		return nonce, err
 	}
 	ch, err := gateway.ParseChallenge(b)
 	if err != nil {
-		return err
+		return nonce, err
 	}
 	wire := req.Marshal(gw.key, ch.Nonce)
 	n, err := unix.SendmsgN(fd, wire, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 	if err == nil && n != len(wire) {
 		err = errors.New("short write of the request")
 	}
-	return err
+	return ch.Nonce, err
 }
 
 // readFull reads len(b) bytes of the gateway's message what from the

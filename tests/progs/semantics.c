@@ -4217,6 +4217,28 @@ static void s_port_bound(void)
 	close(lfd);
 }
 
+/* s_port_bind_no_port: a socket with IP_BIND_ADDRESS_NO_PORT, never
+ * bound, still gets (and holds) an ephemeral port at connect. */
+static void s_port_bind_no_port(void)
+{
+	struct sockaddr_storage ss, cs;
+	socklen_t l = sizeof cs;
+	int lfd = plain_listener(AF_INET, "127.0.0.1", &ss), c = socket(AF_INET, SOCK_STREAM, 0), a, one = 1;
+
+	say("IP_BIND_ADDRESS_NO_PORT %s",
+	    R(DO(setsockopt(c, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one))));
+	if (connect(c, (struct sockaddr *)&ss, sizeof(struct sockaddr_in)) < 0)
+		setup_failed("connect");
+	a = accept_one(lfd);
+	transports(c, a);
+	getsockname(c, (struct sockaddr *)&cs, &l);
+	say("local port ephemeral %s", YN(sa_port(&cs) > 0));
+	try_bind("client's port", AF_INET, "127.0.0.1", sa_port(&cs), 0);
+	close(c);
+	close(a);
+	close(lfd);
+}
+
 /* s_port_listen_shutdown: after shutdown(SHUT_RD) of a listener, the
  * connections accepted from it still hold its port (gVisor
  * TCPListenShutdown). */
@@ -5007,6 +5029,7 @@ static const struct {
 	{"epoll_exec", s_epoll_exec},
 	{"port_ephemeral", s_port_ephemeral},
 	{"port_bound", s_port_bound},
+	{"port_bind_no_port", s_port_bind_no_port},
 	{"port_listen_shutdown", s_port_listen_shutdown},
 	{"outq", s_outq},
 	{"tcpinfo", s_tcpinfo},
