@@ -112,17 +112,10 @@ func TestShmNginxReuseport(t *testing.T) {
 				waitRole(t, w.Pid, "client", 20)
 				testutil.AssertTransport(t, w.Pid, testutil.ByRole("client"), testutil.TransportShm)
 				// wrk keeps its 20 connections: each worker holds its share.
-				for _, pid := range workers {
-					n := 0
-					for _, s := range testutil.OsfStat(t, pid).Select(testutil.ByRole("server")) {
-						n++
-						if s.Transport != testutil.TransportShm {
-							t.Errorf("nginx worker %d: %s", pid, s)
-						}
-					}
-					t.Logf("nginx worker %d holds %d offloaded connections", pid, n)
+				for i, n := range servedShm(t, "nginx worker", workers, false) {
+					t.Logf("nginx worker %d holds %d offloaded connections", workers[i], n)
 					if n == 0 {
-						t.Errorf("nginx worker %d holds none of wrk's 20 connections (SO_REUSEPORT not spread)", pid)
+						t.Errorf("nginx worker %d holds none of wrk's 20 connections (SO_REUSEPORT not spread)", workers[i])
 					}
 				}
 			}

@@ -588,20 +588,7 @@ func TestServerPostgresPgbench(t *testing.T) {
 				waitUnderOsf(t, pb.Pid, "pgbench")
 				waitRole(t, pb.Pid, "client", 8)
 				testutil.AssertTransport(t, pb.Pid, testutil.ByRole("client"), testutil.TransportShm)
-				served := 0
-				for _, b := range children(srv.Pid) {
-					st, ok := testutil.TryOsfStat(t, b) // backends come and go
-					if !ok {
-						continue
-					}
-					for _, s := range st.Select(testutil.ByRole("server")) {
-						served++
-						if s.Transport != testutil.TransportShm {
-							t.Errorf("postgres backend %d: %s", b, s)
-						}
-					}
-				}
-				if served == 0 {
+				if total(servedShm(t, "postgres backend", children(srv.Pid), true)) == 0 {
 					t.Errorf("no postgres backend has an accepted connection while pgbench runs")
 				}
 			} else {

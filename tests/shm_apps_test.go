@@ -58,6 +58,42 @@ func waitKernelSockets(t *testing.T, pid, n int, what string) {
 	})
 }
 
+// servedShm asserts that every connection osfstat lists in the server role
+// in each of pids is offloaded (shm), naming each process what, and returns
+// how many each holds. A process that exited meanwhile counts 0 when
+// mayExit (postgres backends come and go); otherwise osfstat must answer.
+func servedShm(t *testing.T, what string, pids []int, mayExit bool) []int {
+	t.Helper()
+	counts := make([]int, len(pids))
+	for i, pid := range pids {
+		var st testutil.StatProc
+		if mayExit {
+			var ok bool
+			if st, ok = testutil.TryOsfStat(t, pid); !ok {
+				continue
+			}
+		} else {
+			st = testutil.OsfStat(t, pid)
+		}
+		for _, s := range st.Select(testutil.ByRole("server")) {
+			counts[i]++
+			if s.Transport != testutil.TransportShm {
+				t.Errorf("%s %d: %s", what, pid, s)
+			}
+		}
+	}
+	return counts
+}
+
+// total adds up counts.
+func total(counts []int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
 // assertConns asserts, while the programs run, that client process cli
 // and server process srv have at least n connections each, offloaded
 // (shm) under osf, and that cli's are kernel TCP bare.
@@ -302,16 +338,7 @@ func TestShmNginxWrk(t *testing.T) {
 				waitUnderOsf(t, w.Pid, "wrk")
 				waitRole(t, w.Pid, "client", 20)
 				testutil.AssertTransport(t, w.Pid, testutil.ByRole("client"), testutil.TransportShm)
-				served := 0
-				for _, pid := range workers {
-					for _, s := range testutil.OsfStat(t, pid).Select(testutil.ByRole("server")) {
-						served++
-						if s.Transport != testutil.TransportShm {
-							t.Errorf("nginx worker %d: %s", pid, s)
-						}
-					}
-				}
-				if served == 0 {
+				if total(servedShm(t, "nginx worker", workers, false)) == 0 {
 					t.Errorf("no nginx worker has an accepted connection while wrk runs")
 				}
 			} else {
