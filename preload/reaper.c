@@ -33,6 +33,7 @@
 
 #include <linux/futex.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -196,18 +197,30 @@ static int grow(int c)
 	return 0;
 }
 
-static int on = -1; /* OSF_REAP_BLOCKING=1; -1: not read yet */
+static int on = -1; /* OSF_REAP_BLOCKING, 1 unless "0"; -1: not read yet */
+
+void osf_sys_debug_punch(void)
+{
+	static int done;
+	const char *v;
+
+	if (__atomic_load_n(&done, __ATOMIC_RELAXED))
+		return;
+	v = osf_env("OSF_DEBUG_TRIM_STOP");
+	if (v && v[0] == '1' && !__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
+		/* This thread first: the stop takes it before the punch. */
+		syscall(SYS_tgkill, getpid(), osf_sys_gettid(), SIGSTOP);
+}
 
 int osf_sys_sleep_begin(struct osf_side *s)
 {
 	unsigned h;
 	int saved = errno, k = 0, c;
 
-	/* Off unless OSF_REAP_BLOCKING=1 (docs/ARCHITECTURE.md, "Memory":
-	 * a trimmer stopped with the producer's lock stalls its writers). */
+	/* On unless OSF_REAP_BLOCKING=0. */
 	if (__builtin_expect(on < 0, 0)) {
 		const char *v = osf_env("OSF_REAP_BLOCKING");
-		__atomic_store_n(&on, v && v[0] == '1', __ATOMIC_RELAXED);
+		__atomic_store_n(&on, !(v && v[0] == '0'), __ATOMIC_RELAXED);
 	}
 	if (!__atomic_load_n(&on, __ATOMIC_RELAXED))
 		return 0;

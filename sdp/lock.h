@@ -45,6 +45,9 @@ struct osf_lock_wait {
 			 CLOCK_MONOTONIC, 0: not held against us): when this
 			 lock was first found held, kept across calls and
 			 across owners until this process takes it */
+	struct osf_seg_trim *trim; /* a producers' lock: the side's trims
+				      under way (osf_lock_slow takes the
+				      lock from a trimmer); else NULL */
 };
 
 /* Results of osf_seg_lock_wait besides 0 (taken). */
@@ -55,7 +58,10 @@ struct osf_lock_wait {
 
 /* osf_lock_slow waits for a contended lock as how allows: 0 when taken,
  * else OSF_LOCK_AGAIN or OSF_LOCK_BROKEN. A holder that no longer exists
- * (or is a zombie) is replaced. A stopped holder (SIGSTOP, a debugger) is
+ * (or is a zombie) is replaced. A producers' lock held by a consumer that
+ * trims the ring (how->trim names it) is taken from it at once, running
+ * or stopped: its next punch is cancelled, and one it is making is waited
+ * for (sdp/side.c osf_side_trim says why no byte is lost). A stopped holder (SIGSTOP, a debugger) is
  * a process sharing the connection that will continue: a non-blocking
  * caller gets OSF_LOCK_AGAIN at once, a blocking one waits (SO_RCVTIMEO),
  * and the connection is never reset for it, as TCP would not. Running
@@ -90,7 +96,7 @@ static inline int osf_seg_lock_wait(uint32_t *w, const struct osf_lock_wait *how
 static inline int osf_seg_lock(uint32_t *w)
 {
 	long since = 0;
-	struct osf_lock_wait how = {0, -1, &since};
+	struct osf_lock_wait how = {0, -1, &since, NULL};
 
 	return osf_seg_lock_wait(w, &how);
 }

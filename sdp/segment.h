@@ -50,6 +50,20 @@
 				more tokens (sdp/side.c osf_side_shut_wake) */
 #define OSF_SIDE_WRSOCK 0x10u /* the same for its writers' wake socket */
 
+/* A trim of a ring under way (osf_seg_side.trim): owner is the trimming
+ * thread's tid (0: free), claimed before it takes the producers' tx_lock
+ * and kept until it let go of it; base and len are the one struct iovec
+ * of its next punch (process_madvise reads them from here when it runs),
+ * which a producer taking tx_lock from the trimmer sets to 0. */
+struct osf_seg_trim {
+	uint32_t owner;
+	uint32_t pad;
+	uint64_t base; /* an address in the trimmer's process */
+	uint64_t len;
+};
+
+#define OSF_SEG_TRIMS 2
+
 struct osf_seg_side {
 	/* Cache line 0: what the peer looks at. */
 	uint32_t flags;     /* OSF_SIDE_* */
@@ -84,7 +98,10 @@ struct osf_seg_side {
 	 * free, else the owner's tid, | OSF_LOCK_WAITERS when contended. */
 	uint32_t tx_lock;
 	uint32_t rx_lock;
-	uint8_t pad1[56];
+	/* The trims of this side's ring under way (consumers of the peer:
+	 * sdp/side.c osf_side_trim), for a producer to take tx_lock from. */
+	struct osf_seg_trim trim[OSF_SEG_TRIMS];
+	uint8_t pad1[8];
 	/* Cache line 2: this side's counters (osfstat). */
 	uint64_t send_calls;
 	uint64_t recv_calls;
@@ -169,6 +186,8 @@ struct osf_hello {
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 _Static_assert(sizeof(struct osf_seg_side) == 192, "side layout");
+_Static_assert(offsetof(struct osf_seg_side, trim) % 8 == 0,
+	       "a trim's base and len are a struct iovec");
 _Static_assert(sizeof(struct osf_seg_ring) == 128, "ring layout");
 _Static_assert(sizeof(struct osf_seg_hdr) <= OSF_SEG_HDR_BYTES,
 	       "segment header fits its page");

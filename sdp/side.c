@@ -48,37 +48,126 @@ void osf_side_set_trim(struct osf_side *s, int on)
 	__atomic_store_n(&s->trim, on, __ATOMIC_RELAXED);
 }
 
-/* punch gives back the ring's pages at positions [from, to), page-aligned
- * and at most a ring long: one or two ranges of the mapping. */
-static size_t punch(struct osf_side *s, uint64_t from, uint64_t to)
-{
-	size_t off = (size_t)(from & s->mask), len = (size_t)(to - from),
-	       first = len < s->size - off ? len : s->size - off;
+#define TRIM_CHUNK (256u << 10) /* one punch: a producer waits for at most one */
 
-	if (madvise(s->rxd + off, first, MADV_REMOVE) < 0 ||
-	    (len > first && madvise(s->rxd, len - first, MADV_REMOVE) < 0)) {
-		/* Not shared memory after all: stop trying. */
-		osf_side_set_trim(s, 0);
+/* punch_self tells whether a trim punches with osf_sys_punch: the kernel
+ * reads each punch's struct iovec from the segment when the call runs, so
+ * a producer can cancel a punch not yet made and take its lock from the
+ * trimmer. Else (older kernels, seccomp) madvise, and a producer waits for
+ * a stopped trimmer as for any stopped holder of its lock. */
+static int punch_self(void)
+{
+	static int no; /* the kernel said no for good */
+	uint64_t none[2] = {0, 0};
+
+	if (__atomic_load_n(&no, __ATOMIC_RELAXED))
 		return 0;
+	if (osf_sys_punch(none) == 0)
+		return 1;
+	if (errno != ENOSYS) /* EINVAL, EBADF: this kernel cannot */
+		__atomic_store_n(&no, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* mine tells whether this thread (me) still holds the producers' lock w. */
+static int mine(uint32_t *w, uint32_t me)
+{
+	return (__atomic_load_n(w, __ATOMIC_SEQ_CST) & ~OSF_LOCK_WAITERS) == me;
+}
+
+/* punch gives back the ring's pages at positions [from, to), page-aligned
+ * and at most a ring long, in chunks of TRIM_CHUNK, as long as this
+ * thread holds the producers' lock w: the bytes given back, or -1 when a
+ * punch failed (not shared memory). Through slot t (claimed, or NULL with
+ * madvise): each chunk's iovec is set there, then the lock looked at, then
+ * punched; a producer that took the lock set len to 0 first or is seen. */
+static ssize_t punch(struct osf_side *s, uint32_t *w, uint32_t me,
+		     struct osf_seg_trim *t, uint64_t from, uint64_t to)
+{
+	size_t given = 0;
+
+	while (from < to) {
+		size_t off = (size_t)(from & s->mask), len = (size_t)(to - from);
+		long r;
+		if (len > s->size - off)
+			len = s->size - off; /* up to the ring's end, then from 0 */
+		if (len > TRIM_CHUNK)
+			len = TRIM_CHUNK;
+		if (t) {
+			__atomic_store_n(&t->base, (uint64_t)(uintptr_t)(s->rxd + off),
+					 __ATOMIC_RELAXED);
+			__atomic_store_n(&t->len, (uint64_t)len, __ATOMIC_SEQ_CST);
+			if (!mine(w, me)) { /* a producer took it: stop here */
+				__atomic_store_n(&t->len, 0, __ATOMIC_RELAXED);
+				break;
+			}
+			osf_sys_debug_punch();
+			r = osf_sys_punch(&t->base);
+			__atomic_store_n(&t->len, 0, __ATOMIC_RELEASE);
+		} else {
+			osf_sys_debug_punch();
+			r = madvise(s->rxd + off, len, MADV_REMOVE);
+		}
+		if (r < 0)
+			return -1;
+		given += len;
+		from += len;
 	}
-	return len;
+	return (ssize_t)given;
+}
+
+/* claim_trim takes a free trim slot of the producing side for me: the
+ * slot, or NULL (both taken: a trim under way, or trimmers stopped). */
+static struct osf_seg_trim *claim_trim(struct osf_side *s, uint32_t me)
+{
+	int i;
+
+	for (i = 0; i < OSF_SEG_TRIMS; i++) {
+		uint32_t none = 0;
+		if (__atomic_compare_exchange_n(&s->peer->trim[i].owner, &none, me, 0,
+						__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			return &s->peer->trim[i];
+	}
+	return NULL;
+}
+
+/* unlock_if_mine releases the producers' lock unless a producer took it. */
+static void unlock_if_mine(uint32_t *w, uint32_t me)
+{
+	uint32_t cur = __atomic_load_n(w, __ATOMIC_RELAXED);
+
+	while ((cur & ~OSF_LOCK_WAITERS) == me)
+		if (__atomic_compare_exchange_n(w, &cur, 0, 0, __ATOMIC_RELEASE,
+						__ATOMIC_RELAXED)) {
+			if (cur & OSF_LOCK_WAITERS)
+				osf_lock_wake(w);
+			return;
+		}
 }
 
 size_t osf_side_trim(struct osf_side *s)
 {
-	uint32_t *w = &s->peer->tx_lock, free_word = 0;
+	uint32_t *w = &s->peer->tx_lock, free_word = 0, me = osf_lock_tid();
+	struct osf_seg_trim *t = NULL;
 	uint64_t head, tail, from, to;
 	uint32_t held;
-	size_t given = 0;
+	ssize_t given = 0;
 	int saved = errno;
 
 	if (!__atomic_load_n(&s->trim, __ATOMIC_RELAXED))
 		return 0; /* never for an RDMA engine's (pinned) rings */
+	/* A slot first (a producer that finds us holding its lock looks
+	 * there), then the lock. */
+	if (punch_self() && !(t = claim_trim(s, me)))
+		return 0;
 	/* Only try: a writer in the peer holds it for a copy, and a hostile
 	 * peer may hold it for ever; either way, next time. */
-	if (!__atomic_compare_exchange_n(w, &free_word, osf_lock_tid(), 0,
-					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+	if (!__atomic_compare_exchange_n(w, &free_word, me, 0,
+					 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+		if (t)
+			__atomic_store_n(&t->owner, 0, __ATOMIC_RELEASE);
 		return 0;
+	}
 	/* With the lock, no producer writes and head stands still. Bytes a
 	 * corked producer wrote after head and holds back ([head, head +
 	 * held)) are not free; the word is read before head: a consumer
@@ -108,12 +197,17 @@ size_t osf_side_trim(struct osf_side *s)
 			to = from + s->size;
 		}
 		if (to > from)
-			given = punch(s, from, to);
-		__atomic_store_n(&s->trim_tail, tail, __ATOMIC_RELAXED);
+			given = punch(s, w, me, t, from, to);
+		if (given < 0) /* not shared memory after all: stop trying */
+			osf_side_set_trim(s, 0);
+		else if (mine(w, me)) /* else a producer cut it short */
+			__atomic_store_n(&s->trim_tail, tail, __ATOMIC_RELAXED);
 	}
-	osf_seg_unlock(w);
+	if (t)
+		__atomic_store_n(&t->owner, 0, __ATOMIC_RELEASE);
+	unlock_if_mine(w, me);
 	errno = saved;
-	return given;
+	return given > 0 ? (size_t)given : 0;
 }
 
 /* ---- state of the other side ------------------------------------------ */

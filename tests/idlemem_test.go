@@ -59,11 +59,7 @@ func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 func TestIdleRingsGiveMemoryBack(t *testing.T) {
 	t.Run("shm", func(t *testing.T) { idleMemory(t, underOsf, 200, -1, nil) })
 	t.Run("shm-30ms-waits", func(t *testing.T) { idleMemory(t, underOsf, 50, 30, nil) })
-	// The reaper is off by default (docs/ARCHITECTURE.md, "Memory"): on
-	// here, so that it stays tested.
-	t.Run("shm-blocking-recv", func(t *testing.T) {
-		idleMemory(t, underOsf, 50, -2, []string{"OSF_REAP_BLOCKING=1"})
-	})
+	t.Run("shm-blocking-recv", func(t *testing.T) { idleMemory(t, underOsf, 50, -2, nil) })
 	t.Run("rdma-sim", func(t *testing.T) { idleMemory(t, osfRDMASim, 4, -1, nil) })
 }
 
@@ -133,5 +129,34 @@ func idleMemory(t *testing.T, m mode, conns, waitMs int, env []string) {
 	cl.WaitOutput("ok", 60*time.Second)
 	if r := cl.Wait(30 * time.Second); !r.OK() {
 		t.Fatalf("client: %s", r)
+	}
+}
+
+// TestTrimNeverStallsWriter: a consumer process stopped (SIGSTOP, a
+// debugger) while its reaper trims the ring, holding the producer's lock
+// right before a punch (OSF_DEBUG_TRIM_STOP stops it there), keeps no
+// writer waiting: a non-blocking send with room takes its bytes and a
+// blocking one returns, as TCP's would, and the punch the stopped trimmer
+// was about to make is cancelled, so every byte written meanwhile arrives
+// (issue 12; before, the writers waited for the whole stop).
+func TestTrimNeverStallsWriter(t *testing.T) {
+	t.Parallel()
+	var u unix.Utsname
+	var major, minor int
+	if unix.Uname(&u) != nil {
+		t.Fatal("uname")
+	}
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil || major < 6 || major == 6 && minor < 15 {
+		t.Skipf("Linux %s: process_madvise(PIDFD_SELF, MADV_REMOVE) needs 6.15; a trimmer keeps its lock", unix.ByteSliceToString(u.Release[:]))
+	}
+	p := underOsf.cmd(t, []string{"OSF_DEBUG_TRIM_STOP=1"}, testutil.Prog(t, "trimstop")).Start()
+	if _, err := fmt.Sscanf(p.WaitOutput("\n", shortRun), "child %d", new(int)); err != nil {
+		t.Fatalf("trimstop: %v: %s", err, p.Stdout())
+	}
+	testutil.AssertTransport(t, p.Pid, testutil.ByRole("server"), testutil.TransportShm)
+	_ = p.Signal(unix.SIGUSR1)
+	r := p.Wait(time.Minute)
+	if !r.OK() || !strings.Contains(r.Stdout, "stopped in a trim") || !strings.Contains(r.Stdout, "PASS") {
+		t.Fatalf("trimstop: %s", r)
 	}
 }
