@@ -52,7 +52,7 @@ static int leg_write(struct leg *l, const void *b, size_t n)
 	struct osf_side *s = &l->s;
 	uint64_t head;
 
-	if (osf_seg_lock(&s->me->tx_lock) != 0)
+	if (osf_side_lock_tx(s, 0) != 0)
 		return -1;
 	if (osf_side_tx_free(s) < (int64_t)n) {
 		osf_seg_unlock(&s->me->tx_lock);
@@ -166,8 +166,9 @@ static int leg_from_dest(struct leg *l, int dest, unsigned spin, int *err)
 		}
 		// The copy into the ring under this side's tx_lock, as every
 		// producer's: the node's trim (osf_side_trim) holds it while
-		// it gives the free pages back. So never blocking with it.
-		if (osf_seg_lock(&s->me->tx_lock) != 0)
+		// it gives the free pages back (and gives it up to us at
+		// once). So never blocking with it.
+		if (osf_side_lock_tx(s, 0) != 0)
 			return LEG_WRITE;
 		head = s->tx->head;
 		r = recv(dest, s->txd + (head & s->mask),
