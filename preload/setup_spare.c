@@ -1,0 +1,199 @@
+//go:build osf_make
+
+/* setup_spare.c: a client's next segment made while it waits (setup.h
+ * osf_spare_fill, setup_priv.h setup_spare_take).
+ *
+ * A connect needs a fresh segment (a memfd created, sized, sealed and
+ * mapped, its first pages allocated) and the writers' socket pair: about
+ * a third of what an offloaded connection costs its client, all of it on
+ * the connection's critical path while the server waits. A process that
+ * keeps connecting gets its next ones made where it would otherwise
+ * sleep: a reader about to wait for data (the reply to the request it
+ * just sent, typically) first makes one *kit*, if one is wanted, and the
+ * next connect takes it. A kit is made once, for this process, handed out
+ * once, and never reused.
+ *
+ * Who pays: only a process that connected SPARE_AFTER times (a short
+ * client's one connection starts nothing), at most one kit at a time, and
+ * only while one is wanted (a connect took the last one, or made its
+ * segment itself): a reader on long-lived connections makes at most one
+ * kit after the last connect, then none. It is made in the reader's own
+ * thread, in the fd window the connect used to make it in (fdtable.c), so
+ * its fds come into being exactly as they did in connect and then live in
+ * the hidden range (close-on-exec, marked hidden: above the program's soft
+ * RLIMIT_NOFILE when the hard limit leaves room, as the connections' own).
+ *
+ * Processes: a kit names the process that made it. A fork child closes
+ * its copies of the parent's kit and unmaps its copy of the mapping
+ * (setup_spare_after_fork); an exec'd image gets its fds closed
+ * (close-on-exec; a posix_spawn image's adoption closes hidden fds no
+ * connection uses); a child made otherwise (a raw clone, no fork hook)
+ * finds a kit that is not its own and leaves it alone. */
+#include "setup_priv.h"
+#include "../sdp/side.h"
+
+#define SPARE_AFTER 2
+
+static struct {
+	uint8_t *seg; /* the kit's mapping, or NULL: none ready */
+	int fd[3];    /* segment, writers' pair (client's end, server's end) */
+	uint32_t ring;
+	pid_t pid;
+	long long made; /* CLOCK_MONOTONIC ns */
+	unsigned connects;
+	int busy; /* a take, fill or drop under way: another one (a signal
+		   * handler's, or another thread's) skips its turn */
+} kit = {.fd = {-1, -1, -1}};
+
+int osf_spare_wanted;
+
+/* The kit's fields change only with the limit lock held (the connect's fd
+ * window, a fill's window, a rename), so that a take and a fill never
+ * cross. */
+
+void *setup_spare_take(uint32_t ring, int *segfd, int wtx[2])
+{
+	uint8_t *m;
+
+	if (__atomic_exchange_n(&kit.busy, 1, __ATOMIC_ACQUIRE))
+		return NULL; /* a signal handler's connect inside a fill */
+	m = kit.seg;
+	if (kit.connects < SPARE_AFTER)
+		kit.connects++;
+	if (!m || kit.pid != getpid() || kit.ring != ring) {
+		if (kit.connects >= SPARE_AFTER && !m)
+			__atomic_store_n(&osf_spare_wanted, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&kit.busy, 0, __ATOMIC_RELEASE);
+		return NULL;
+	}
+	/* The segment and the client's end stay marked hidden (install
+	 * keeps them in place, osf_fdt_hide); the server's end is sent and
+	 * closed. */
+	osf_fdt_clear(kit.fd[2]);
+	*segfd = kit.fd[0];
+	wtx[0] = kit.fd[1];
+	wtx[1] = kit.fd[2];
+	kit.seg = NULL;
+	kit.fd[0] = kit.fd[1] = kit.fd[2] = -1;
+	__atomic_store_n(&osf_spare_wanted, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&kit.busy, 0, __ATOMIC_RELEASE);
+	return m;
+}
+
+/* make makes a kit in the open window; 0 or -1. */
+static int make(uint32_t ring)
+{
+	uint64_t size = osf_seg_bytes(ring);
+	volatile uint8_t *h;
+	int fd[3] = {-1, -1, -1}, w[2], i, hfd[3] = {-1, -1, -1};
+
+	fd[0] = memfd_create(OSF_SEG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd[0] < 0)
+		return -1;
+	if (fchmod(fd[0], 0600) < 0 || ftruncate(fd[0], (off_t)size) < 0 ||
+	    REAL(fcntl)(fd[0], F_ADD_SEALS,
+			(void *)(long)(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) < 0 ||
+	    REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w) < 0) {
+		REAL(close)(fd[0]);
+		return -1;
+	}
+	fd[1] = w[0];
+	fd[2] = w[1];
+	for (i = 0; i < 3; i++) { /* owner 0: movable (setup_spare_moved) */
+		int h2 = osf_fdt_hide(fd[i], 0);
+		if (h2 < 0) {
+			for (; i < 3; i++)
+				REAL(close)(fd[i]);
+			goto fail;
+		}
+		hfd[i] = h2;
+	}
+	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, hfd[0], 0);
+	if (h == MAP_FAILED)
+		goto fail;
+	/* The header and each ring's first page: what a small exchange
+	 * touches first (allocated here rather than on the critical path). */
+	h[0] = 0;
+	h[OSF_SEG_HDR_BYTES] = 0;
+	h[OSF_SEG_HDR_BYTES + ring] = 0;
+	kit.seg = (uint8_t *)h;
+	for (i = 0; i < 3; i++)
+		kit.fd[i] = hfd[i];
+	kit.ring = ring;
+	kit.pid = getpid();
+	kit.made = setup_now_ns();
+	return 0;
+fail:
+	for (i = 0; i < 3; i++)
+		if (hfd[i] >= 0)
+			osf_fdt_close_hidden(hfd[i]);
+	return -1;
+}
+
+void osf_spare_fill(void)
+{
+	uint32_t ring;
+
+	if (!setup_usable() || __atomic_exchange_n(&kit.busy, 1, __ATOMIC_ACQUIRE))
+		return;
+	ring = setup_cfg.c.ring_size;
+	osf_fdt_high_begin();
+	if (!kit.seg && __atomic_load_n(&osf_spare_wanted, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE))
+		(void)make(ring);
+	/* One try per wanted kit: a failure waits for the next connect. */
+	__atomic_store_n(&osf_spare_wanted, 0, __ATOMIC_RELAXED);
+	osf_fdt_high_end();
+	__atomic_store_n(&kit.busy, 0, __ATOMIC_RELEASE);
+}
+
+/* drop frees the kit; the limit lock is held. */
+static void drop(void)
+{
+	int i;
+
+	if (!kit.seg || kit.pid != getpid())
+		return;
+	munmap(kit.seg, osf_seg_bytes(kit.ring));
+	for (i = 0; i < 3; i++)
+		osf_fdt_close_hidden(kit.fd[i]);
+	kit.seg = NULL;
+	kit.fd[0] = kit.fd[1] = kit.fd[2] = -1;
+}
+
+void osf_spare_idle(void)
+{
+	if (!__atomic_load_n(&kit.seg, __ATOMIC_RELAXED) ||
+	    setup_now_ns() - kit.made < OSF_TRIM_IDLE_MS * 1000000LL ||
+	    __atomic_exchange_n(&kit.busy, 1, __ATOMIC_ACQUIRE))
+		return;
+	osf_fdt_limit_lock();
+	drop();
+	osf_fdt_limit_unlock();
+	__atomic_store_n(&kit.busy, 0, __ATOMIC_RELEASE);
+}
+
+void setup_spare_after_fork(void)
+{
+	int i;
+
+	if (kit.seg)
+		munmap(kit.seg, osf_seg_bytes(kit.ring)); /* this child's copy */
+	for (i = 0; i < 3; i++)
+		if (kit.fd[i] >= 0)
+			osf_fdt_close_hidden(kit.fd[i]);
+	memset(&kit, 0, sizeof(kit));
+	kit.fd[0] = kit.fd[1] = kit.fd[2] = -1;
+	osf_spare_wanted = 0;
+}
+
+void setup_spare_moved(int old, int nfd)
+{
+	int i;
+
+	osf_fdt_limit_lock();
+	for (i = 0; i < 3; i++)
+		if (kit.fd[i] == old)
+			kit.fd[i] = nfd;
+	osf_fdt_limit_unlock();
+}
