@@ -18,10 +18,11 @@
  * only while one is wanted (a connect took the last one, or made its
  * segment itself): a reader on long-lived connections makes at most one
  * kit after the last connect, then none. It is made in the reader's own
- * thread, in the fd window the connect used to make it in (fdtable.c), so
- * its fds come into being exactly as they did in connect and then live in
- * the hidden range (close-on-exec, marked hidden: above the program's soft
+ * thread, its fds coming into being as the connect's did (the lowest free
+ * numbers, for the moment of a system call) and then living in the hidden
+ * range (close-on-exec, marked hidden: above the program's soft
  * RLIMIT_NOFILE when the hard limit leaves room, as the connections' own).
+ * A program at its limit gets no kit (its connect makes the segment).
  *
  * Processes: a kit names the process that made it. A fork child closes
  * its copies of the parent's kit and unmaps its copy of the mapping
@@ -48,8 +49,8 @@ static struct {
 int osf_spare_wanted;
 
 /* The kit's fields change only with the limit lock held (the connect's fd
- * window, a fill's window, a rename), so that a take and a fill never
- * cross. */
+ * window, a fill publishing, a drop, a rename), and busy keeps takes,
+ * fills and drops from crossing (one skips). */
 
 void *setup_spare_take(uint32_t ring, int *segfd, int wtx[2])
 {
@@ -80,22 +81,26 @@ void *setup_spare_take(uint32_t ring, int *segfd, int wtx[2])
 	return m;
 }
 
-/* make makes a kit in the open window; 0 or -1. */
-static int make(uint32_t ring)
+/* make makes a kit's segment and socket pair, their fds in the hidden
+ * range (fd: segment, client's end, server's end); the mapping, or NULL.
+ * It runs outside any fd window and holds no lock of osf's but the table
+ * lock osf_fdt_hide takes (the limit lock is taken after it, never
+ * around it: fork takes them in the other order). */
+static uint8_t *make(uint32_t ring, int fd[3])
 {
 	uint64_t size = osf_seg_bytes(ring);
 	volatile uint8_t *h;
-	int fd[3] = {-1, -1, -1}, w[2], i, hfd[3] = {-1, -1, -1};
+	int w[2], i, hfd[3] = {-1, -1, -1};
 
 	fd[0] = memfd_create(OSF_SEG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd[0] < 0)
-		return -1;
+		return NULL;
 	if (fchmod(fd[0], 0600) < 0 || ftruncate(fd[0], (off_t)size) < 0 ||
 	    REAL(fcntl)(fd[0], F_ADD_SEALS,
 			(void *)(long)(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) < 0 ||
 	    REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w) < 0) {
 		REAL(close)(fd[0]);
-		return -1;
+		return NULL;
 	}
 	fd[1] = w[0];
 	fd[2] = w[1];
@@ -116,35 +121,50 @@ static int make(uint32_t ring)
 	h[0] = 0;
 	h[OSF_SEG_HDR_BYTES] = 0;
 	h[OSF_SEG_HDR_BYTES + ring] = 0;
-	kit.seg = (uint8_t *)h;
 	for (i = 0; i < 3; i++)
-		kit.fd[i] = hfd[i];
-	kit.ring = ring;
-	kit.pid = getpid();
-	kit.made = setup_now_ns();
-	return 0;
+		fd[i] = hfd[i];
+	return (uint8_t *)h;
 fail:
 	for (i = 0; i < 3; i++)
 		if (hfd[i] >= 0)
 			osf_fdt_close_hidden(hfd[i]);
-	return -1;
+	return NULL;
 }
 
 void osf_spare_fill(void)
 {
+	int saved = errno, fd[3], i;
 	uint32_t ring;
+	uint8_t *m;
 
 	if (!setup_usable() || __atomic_exchange_n(&kit.busy, 1, __ATOMIC_ACQUIRE))
 		return;
 	ring = setup_cfg.c.ring_size;
-	osf_fdt_high_begin();
-	if (!kit.seg && __atomic_load_n(&osf_spare_wanted, __ATOMIC_RELAXED) &&
-	    !__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE))
-		(void)make(ring);
+	if (!__atomic_load_n(&kit.seg, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&osf_spare_wanted, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE) &&
+	    (m = make(ring, fd)) != NULL) {
+		osf_fdt_limit_lock();
+		if (!kit.seg) {
+			for (i = 0; i < 3; i++)
+				kit.fd[i] = fd[i];
+			kit.ring = ring;
+			kit.pid = getpid();
+			kit.made = setup_now_ns();
+			__atomic_store_n(&kit.seg, m, __ATOMIC_RELEASE);
+			m = NULL;
+		}
+		osf_fdt_limit_unlock();
+		if (m) { /* cannot be: busy keeps other fills out */
+			munmap(m, osf_seg_bytes(ring));
+			for (i = 0; i < 3; i++)
+				osf_fdt_close_hidden(fd[i]);
+		}
+	}
 	/* One try per wanted kit: a failure waits for the next connect. */
 	__atomic_store_n(&osf_spare_wanted, 0, __ATOMIC_RELAXED);
-	osf_fdt_high_end();
 	__atomic_store_n(&kit.busy, 0, __ATOMIC_RELEASE);
+	errno = saved;
 }
 
 /* drop frees the kit; the limit lock is held. */
@@ -163,6 +183,8 @@ static void drop(void)
 
 void osf_spare_idle(void)
 {
+	int saved = errno;
+
 	if (!__atomic_load_n(&kit.seg, __ATOMIC_RELAXED) ||
 	    setup_now_ns() - kit.made < OSF_TRIM_IDLE_MS * 1000000LL ||
 	    __atomic_exchange_n(&kit.busy, 1, __ATOMIC_ACQUIRE))
@@ -171,6 +193,7 @@ void osf_spare_idle(void)
 	drop();
 	osf_fdt_limit_unlock();
 	__atomic_store_n(&kit.busy, 0, __ATOMIC_RELEASE);
+	errno = saved;
 }
 
 void setup_spare_after_fork(void)
