@@ -243,13 +243,10 @@ static void fill_header(void *seg, uint32_t ring, const struct ip *client,
 	__atomic_store_n(&h->magic, OSF_SEG_MAGIC, __ATOMIC_RELEASE);
 }
 
-/* make_segment creates, sizes, seals and maps a segment (sdp.CreateSegment)
- * and writes its header: the mapping, or NULL with errno. */
-static void *make_segment(uint32_t ring, const struct ip *client,
-			  const struct ip *server, int *fdp)
+void *setup_seg_new(uint32_t ring, int *fdp)
 {
 	uint64_t size = osf_seg_bytes(ring);
-	struct osf_seg_hdr *h;
+	void *h;
 	int fd = memfd_create(OSF_SEG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING), e;
 
 	if (fd < 0)
@@ -261,7 +258,6 @@ static void *make_segment(uint32_t ring, const struct ip *client,
 	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED)
 		goto fail;
-	fill_header(h, ring, client, server);
 	*fdp = fd;
 	return h;
 fail:
@@ -269,6 +265,18 @@ fail:
 	REAL(close)(fd);
 	errno = e;
 	return NULL;
+}
+
+/* make_segment is setup_seg_new with its header written
+ * (sdp.CreateSegment). */
+static void *make_segment(uint32_t ring, const struct ip *client,
+			  const struct ip *server, int *fdp)
+{
+	void *h = setup_seg_new(ring, fdp);
+
+	if (h)
+		fill_header(h, ring, client, server);
+	return h;
 }
 
 /* send_hello sends the hello with the segment and the server's end of the

@@ -88,17 +88,14 @@ void *setup_spare_take(uint32_t ring, int *segfd, int wtx[2])
  * around it: fork takes them in the other order). */
 static uint8_t *make(uint32_t ring, int fd[3])
 {
-	uint64_t size = osf_seg_bytes(ring);
 	volatile uint8_t *h;
 	int w[2], i, hfd[3] = {-1, -1, -1};
 
-	fd[0] = memfd_create(OSF_SEG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd[0] < 0)
+	h = setup_seg_new(ring, &fd[0]);
+	if (!h)
 		return NULL;
-	if (fchmod(fd[0], 0600) < 0 || ftruncate(fd[0], (off_t)size) < 0 ||
-	    REAL(fcntl)(fd[0], F_ADD_SEALS,
-			(void *)(long)(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) < 0 ||
-	    REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w) < 0) {
+	if (REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w) < 0) {
+		munmap((void *)h, osf_seg_bytes(ring));
 		REAL(close)(fd[0]);
 		return NULL;
 	}
@@ -109,13 +106,13 @@ static uint8_t *make(uint32_t ring, int fd[3])
 		if (h2 < 0) {
 			for (; i < 3; i++)
 				REAL(close)(fd[i]);
-			goto fail;
+			for (i = 0; i < 3; i++)
+				osf_fdt_close_hidden(hfd[i]);
+			munmap((void *)h, osf_seg_bytes(ring));
+			return NULL;
 		}
 		hfd[i] = h2;
 	}
-	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, hfd[0], 0);
-	if (h == MAP_FAILED)
-		goto fail;
 	/* The header and each ring's first page: what a small exchange
 	 * touches first (allocated here rather than on the critical path). */
 	h[0] = 0;
@@ -124,11 +121,6 @@ static uint8_t *make(uint32_t ring, int fd[3])
 	for (i = 0; i < 3; i++)
 		fd[i] = hfd[i];
 	return (uint8_t *)h;
-fail:
-	for (i = 0; i < 3; i++)
-		if (hfd[i] >= 0)
-			osf_fdt_close_hidden(hfd[i]);
-	return NULL;
 }
 
 void osf_spare_fill(void)
