@@ -826,7 +826,7 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 	 * wake socket could report the item before osf_mux_changed put it
 	 * back on the ready list, and the next wait reported it again; this
 	 * way the socket's wake-up finds the stamp already reported. */
-	osf_mux_changed(fd, __atomic_load_n(&c->fds, __ATOMIC_RELAXED) > 1);
+	osf_mux_changed(fd, __atomic_load_n(&c->fds, __ATOMIC_RELAXED) > 1, OSF_MUX_ALL);
 	osf_side_shut_wake(&c->s, fd, how);
 	conn_put(c);
 	return closed ? OSF_FAIL(ENOTCONN) : 0;

@@ -3537,6 +3537,141 @@ static void timeouts(int fd)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
+/* ---- an edge-triggered wait asleep while its own socket changes ---------- */
+
+/* own_act does, 200 ms in, one change to this side of a connection from
+ * another thread: a shutdown, or an option. */
+struct own_act {
+	int fd, what, val;
+	pthread_t th;
+};
+enum { OWN_SHUTRD, OWN_RCVLOWAT, OWN_SNDBUF, OWN_PEER_SEND };
+
+static void *own_run(void *p)
+{
+	struct own_act *a = p;
+
+	usleep(200000);
+	switch (a->what) {
+	case OWN_SHUTRD:
+		shutdown(a->fd, SHUT_RD);
+		break;
+	case OWN_RCVLOWAT:
+		setsockopt(a->fd, SOL_SOCKET, SO_RCVLOWAT, &a->val, sizeof a->val);
+		break;
+	case OWN_SNDBUF:
+		setsockopt(a->fd, SOL_SOCKET, SO_SNDBUF, &a->val, sizeof a->val);
+		break;
+	case OWN_PEER_SEND:
+		send(a->fd, "more", 4, MSG_NOSIGNAL);
+		break;
+	}
+	return NULL;
+}
+
+/* own_sleep says what an epoll_wait asleep on ep gets when, 200 ms in,
+ * another thread does what (with val) to fd. */
+static void own_sleep(const char *label, int ep, int fd, int what, int val)
+{
+	struct own_act a = {fd, what, val, 0};
+	uint32_t e;
+	long n, t0 = now_ms();
+
+	thread_start(&a.th, own_run, &a);
+	n = ewait(ep, 3000, &e);
+	pthread_join(a.th, NULL);
+	say("%s: %s events 0x%x woken before the timeout %s", label, R(n), e, YN(now_ms() - t0 < 2500));
+}
+
+/* s_epoll_et_own: an edge-triggered wait asleep while another thread
+ * changes this side: SHUT_RD (the wait gets that edge, and later every
+ * arrival of data is an edge again), a lower SO_RCVLOWAT that makes
+ * queued bytes readable, a larger SO_SNDBUF that makes room. */
+static void s_epoll_et_own(void)
+{
+	char buf[64];
+	uint32_t e;
+	int c, s, ep, i, n;
+
+	{ /* SHUT_RD while asleep, then the peer sends, twice */
+		struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 1}};
+
+		mkpair(AF_INET, &c, &s);
+		ep = epoll_create1(0);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+		say("in: nothing yet %s", R(ewait(ep, 0, &e)));
+		own_sleep("in, SHUT_RD", ep, s, OWN_SHUTRD, 0);
+		say("in, SHUT_RD: again %s", R(ewait(ep, 0, &e)));
+		for (i = 0; i < 2; i++) {
+			own_sleep("in, after SHUT_RD, peer sends", ep, c, OWN_PEER_SEND, 0);
+			say("in, after SHUT_RD: again %s", R(ewait(ep, 0, &e)));
+			say("in, after SHUT_RD: recv %s", R(DO(recv(s, buf, sizeof buf, MSG_DONTWAIT))));
+		}
+		close(ep);
+		close(s);
+		close(c);
+	}
+	{ /* SHUT_RD wakes a recv blocked in another thread; then an
+	   * edge-triggered wait learns of each arrival */
+		struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 1}};
+		struct kick k = {0, SHUT_RD, 200, 0, 0, 0, 0};
+
+		mkpair(AF_INET, &c, &s);
+		timeouts(s);
+		k.fd = s;
+		kick_start(&k);
+		say("recv, SHUT_RD by another thread: %s", R(DO(recv(s, buf, sizeof buf, 0))));
+		pthread_join(k.th, NULL);
+		ep = epoll_create1(0);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+		n = ewait(ep, 0, &e);
+		say("in, after SHUT_RD: first %s events 0x%x", R(n), e);
+		say("in, after SHUT_RD: again %s", R(ewait(ep, 0, &e)));
+		for (i = 0; i < 2; i++) {
+			own_sleep("in, after a woken recv, peer sends", ep, c, OWN_PEER_SEND, 0);
+			say("in, after a woken recv: again %s", R(ewait(ep, 0, &e)));
+			say("in, after a woken recv: recv %s", R(DO(recv(s, buf, sizeof buf, MSG_DONTWAIT))));
+		}
+		close(ep);
+		close(s);
+		close(c);
+	}
+	{ /* SO_RCVLOWAT lowered below what is queued */
+		struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 2}};
+		int v = 10;
+
+		mkpair(AF_INET, &c, &s);
+		setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
+		send(c, "12345", 5, 0);
+		wait_bytes(s, 5, 2000);
+		ep = epoll_create1(0);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+		say("rcvlowat 10, 5 queued: %s", R(ewait(ep, 0, &e)));
+		own_sleep("rcvlowat lowered to 1", ep, s, OWN_RCVLOWAT, 1);
+		say("rcvlowat lowered: again %s", R(ewait(ep, 0, &e)));
+		close(ep);
+		close(s);
+		close(c);
+	}
+	{ /* SO_SNDBUF raised on a connection full at a small one */
+		struct epoll_event ev = {EPOLLOUT | EPOLLET, {.u64 = 3}};
+		int v = 4096, partial, eagain;
+
+		mkpair(AF_INET, &c, &s);
+		setsockopt(s, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+		set_nonblock(s, 1);
+		fill(s, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+		say("sndbuf small: full %s", YN(eagain));
+		ep = epoll_create1(0);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+		say("sndbuf small, full: %s", R(ewait(ep, 0, &e)));
+		own_sleep("sndbuf raised", ep, s, OWN_SNDBUF, 1 << 20);
+		close(ep);
+		close(s);
+		close(c);
+	}
+}
+
 /* s_blocked_shutdown: a recv (or send on a full connection) blocked in one
  * thread while another thread shuts the same socket down: the kernel wakes
  * a reader for SHUT_RD and SHUT_RDWR (recv returns 0, or what MSG_WAITALL
@@ -5025,6 +5160,7 @@ static const struct {
 	{"dup2_hidden_epoll", s_dup2_hidden_epoll},
 	{"epoll_et_asleep", s_epoll_et_asleep},
 	{"blocked_shutdown", s_blocked_shutdown},
+	{"epoll_et_own", s_epoll_et_own},
 	{"exec_close", s_exec_close},
 	{"epoll_exec", s_epoll_exec},
 	{"port_ephemeral", s_port_ephemeral},
