@@ -3679,8 +3679,16 @@ static void s_epoll_et_own(void)
  * count already taken); a reader stays asleep through SHUT_WR, and through
  * a close by another thread (the blocked call holds the socket: it takes
  * the peer's next data, and the peer sees the end only after). Not here:
- * a send blocked on a full TCP socket returns at once at SHUT_RD with all
- * its bytes taken (loopback, 6.x); osf's writer waits for room. */
+ * a send blocked on a full connection at SHUT_RD. TCP wakes it too, and it
+ * then takes whatever room the socket has, which on loopback is nearly
+ * always some: the acknowledgements of the last segments free memory just
+ * after the send that filled it, below the third of the buffer that wakes
+ * a writer (6.18, measured: a send of up to some 47 KiB returns at once
+ * with all its bytes, a larger one takes that much and sleeps on). Only when nothing was freed (a shutdown within
+ * about 100 ms of the fill, on an otherwise idle connection) does it
+ * sleep on to its timeout. osf's writer sleeps only with the ring full,
+ * so it has no such room and waits for half the ring (README, known
+ * limits). */
 static void s_blocked_shutdown(void)
 {
 	static const int hows[] = {SHUT_RD, SHUT_RDWR, SHUT_WR, -1};
