@@ -3390,10 +3390,10 @@ static void s_dup2_hidden_epoll(void)
 /* act runs one action on fd after 200 ms in a thread of its own, while
  * the main thread sleeps in epoll_wait. */
 struct act {
-	int what, fd;
+	int what, fd, val; /* val: the option's value */
 	pthread_t th;
 };
-enum { ACT_SEND, ACT_SHUTWR, ACT_SHUTRD, ACT_CLOSE };
+enum { ACT_SEND, ACT_SHUTWR, ACT_SHUTRD, ACT_CLOSE, ACT_RCVLOWAT, ACT_SNDBUF };
 
 static void *act_run(void *p)
 {
@@ -3413,15 +3413,21 @@ static void *act_run(void *p)
 	case ACT_CLOSE:
 		close(a->fd);
 		break;
+	case ACT_RCVLOWAT:
+		setsockopt(a->fd, SOL_SOCKET, SO_RCVLOWAT, &a->val, sizeof a->val);
+		break;
+	case ACT_SNDBUF:
+		setsockopt(a->fd, SOL_SOCKET, SO_SNDBUF, &a->val, sizeof a->val);
+		break;
 	}
 	return NULL;
 }
 
 /* et_sleep says what an epoll_wait asleep on ep gets when, 200 ms in,
- * another thread does what to fd. */
-static void et_sleep(const char *label, int ep, int what, int fd)
+ * another thread does what (with val) to fd. */
+static void et_sleep(const char *label, int ep, int what, int fd, int val)
 {
-	struct act a = {what, fd, 0};
+	struct act a = {what, fd, val, 0};
 	uint32_t e;
 	long n, t0 = now_ms();
 
@@ -3472,7 +3478,7 @@ static void s_epoll_et_asleep(void)
 		say("%s: first edge %s events 0x%x", cases[i].label, R(n), e);
 		if (!cases[i].full && (cases[i].events & EPOLLIN))
 			say("%s: read part %s", cases[i].label, R(DO(recv(s, b, sizeof b, 0))));
-		et_sleep(cases[i].label, ep, cases[i].what, cases[i].on_peer ? c : s);
+		et_sleep(cases[i].label, ep, cases[i].what, cases[i].on_peer ? c : s, 0);
 		say("%s: no new edge %s", cases[i].label, R(ewait(ep, 0, &e)));
 		close(ep);
 		if (cases[i].what != ACT_CLOSE || !cases[i].on_peer)
@@ -3539,48 +3545,20 @@ static void timeouts(int fd)
 
 /* ---- an edge-triggered wait asleep while its own socket changes ---------- */
 
-/* own_act does, 200 ms in, one change to this side of a connection from
- * another thread: a shutdown, or an option. */
-struct own_act {
-	int fd, what, val;
-	pthread_t th;
-};
-enum { OWN_SHUTRD, OWN_RCVLOWAT, OWN_SNDBUF, OWN_PEER_SEND };
-
-static void *own_run(void *p)
+/* arrivals says what an edge-triggered wait on ep for s gets when the
+ * peer c sends, twice (read in between): an edge each. */
+static void arrivals(const char *label, int ep, int c, int s)
 {
-	struct own_act *a = p;
-
-	usleep(200000);
-	switch (a->what) {
-	case OWN_SHUTRD:
-		shutdown(a->fd, SHUT_RD);
-		break;
-	case OWN_RCVLOWAT:
-		setsockopt(a->fd, SOL_SOCKET, SO_RCVLOWAT, &a->val, sizeof a->val);
-		break;
-	case OWN_SNDBUF:
-		setsockopt(a->fd, SOL_SOCKET, SO_SNDBUF, &a->val, sizeof a->val);
-		break;
-	case OWN_PEER_SEND:
-		send(a->fd, "more", 4, MSG_NOSIGNAL);
-		break;
-	}
-	return NULL;
-}
-
-/* own_sleep says what an epoll_wait asleep on ep gets when, 200 ms in,
- * another thread does what (with val) to fd. */
-static void own_sleep(const char *label, int ep, int fd, int what, int val)
-{
-	struct own_act a = {fd, what, val, 0};
+	char buf[64], l[128];
 	uint32_t e;
-	long n, t0 = now_ms();
+	int i;
 
-	thread_start(&a.th, own_run, &a);
-	n = ewait(ep, 3000, &e);
-	pthread_join(a.th, NULL);
-	say("%s: %s events 0x%x woken before the timeout %s", label, R(n), e, YN(now_ms() - t0 < 2500));
+	snprintf(l, sizeof l, "%s, peer sends", label);
+	for (i = 0; i < 2; i++) {
+		et_sleep(l, ep, ACT_SEND, c, 0);
+		say("%s: again %s", label, R(ewait(ep, 0, &e)));
+		say("%s: recv %s", label, R(DO(recv(s, buf, sizeof buf, MSG_DONTWAIT))));
+	}
 }
 
 /* s_epoll_et_own: an edge-triggered wait asleep while another thread
@@ -3591,7 +3569,7 @@ static void s_epoll_et_own(void)
 {
 	char buf[64];
 	uint32_t e;
-	int c, s, ep, i, n;
+	int c, s, ep, n;
 
 	{ /* SHUT_RD while asleep, then the peer sends, twice */
 		struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 1}};
@@ -3600,13 +3578,9 @@ static void s_epoll_et_own(void)
 		ep = epoll_create1(0);
 		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
 		say("in: nothing yet %s", R(ewait(ep, 0, &e)));
-		own_sleep("in, SHUT_RD", ep, s, OWN_SHUTRD, 0);
+		et_sleep("in, SHUT_RD", ep, ACT_SHUTRD, s, 0);
 		say("in, SHUT_RD: again %s", R(ewait(ep, 0, &e)));
-		for (i = 0; i < 2; i++) {
-			own_sleep("in, after SHUT_RD, peer sends", ep, c, OWN_PEER_SEND, 0);
-			say("in, after SHUT_RD: again %s", R(ewait(ep, 0, &e)));
-			say("in, after SHUT_RD: recv %s", R(DO(recv(s, buf, sizeof buf, MSG_DONTWAIT))));
-		}
+		arrivals("in, after SHUT_RD", ep, c, s);
 		close(ep);
 		close(s);
 		close(c);
@@ -3627,11 +3601,7 @@ static void s_epoll_et_own(void)
 		n = ewait(ep, 0, &e);
 		say("in, after SHUT_RD: first %s events 0x%x", R(n), e);
 		say("in, after SHUT_RD: again %s", R(ewait(ep, 0, &e)));
-		for (i = 0; i < 2; i++) {
-			own_sleep("in, after a woken recv, peer sends", ep, c, OWN_PEER_SEND, 0);
-			say("in, after a woken recv: again %s", R(ewait(ep, 0, &e)));
-			say("in, after a woken recv: recv %s", R(DO(recv(s, buf, sizeof buf, MSG_DONTWAIT))));
-		}
+		arrivals("in, after a woken recv", ep, c, s);
 		close(ep);
 		close(s);
 		close(c);
@@ -3647,7 +3617,7 @@ static void s_epoll_et_own(void)
 		ep = epoll_create1(0);
 		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
 		say("rcvlowat 10, 5 queued: %s", R(ewait(ep, 0, &e)));
-		own_sleep("rcvlowat lowered to 1", ep, s, OWN_RCVLOWAT, 1);
+		et_sleep("rcvlowat lowered to 1", ep, ACT_RCVLOWAT, s, 1);
 		say("rcvlowat lowered: again %s", R(ewait(ep, 0, &e)));
 		close(ep);
 		close(s);
@@ -3665,7 +3635,7 @@ static void s_epoll_et_own(void)
 		ep = epoll_create1(0);
 		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
 		say("sndbuf small, full: %s", R(ewait(ep, 0, &e)));
-		own_sleep("sndbuf raised", ep, s, OWN_SNDBUF, 1 << 20);
+		et_sleep("sndbuf raised", ep, ACT_SNDBUF, s, 1 << 20);
 		close(ep);
 		close(s);
 		close(c);
