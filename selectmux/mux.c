@@ -1453,8 +1453,6 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return ctl_item(epfd, op, fd, ev);
 }
 
-/* go_idle parks an item that needs a new edge (or readiness) on the idle
- * list, unarmed; past IDLE_MAX it is armed at once instead. */
 /* blind_item: an edge-triggered item waiting for input on a connection
  * whose wake socket this side shut for reading (osf_conn_rx_blind): after
  * SHUT_RD TCP still reports every arrival as an edge, but no token comes,
@@ -1466,6 +1464,9 @@ static int blind_item(const struct epi *it, struct osf_fdt_entry *e)
 	       osf_conn_rx_blind(it->fd, e);
 }
 
+/* go_idle parks an item that needs a new edge (or readiness) on the idle
+ * list, unarmed; past IDLE_MAX it is armed at once instead (a blind one
+ * never: it stays idle). */
 static void go_idle(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 {
 	it->stamp = osf_conn_stamp(it->fd, e);
@@ -1773,7 +1774,8 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		}
 		if (!n && !spin_end) {
 			/* May sleep only with nothing ready on the list and every
-			 * idle item armed, so that the peers wake us. */
+			 * idle item armed, so that the peers wake us (blind ones
+			 * stay idle: then for OSF_BLIND_MS at most). */
 			n = collect(ep, ev, max);
 			ep->blind = 0;
 			if (!n && arm_idle(ep))
