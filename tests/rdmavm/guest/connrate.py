@@ -1,6 +1,9 @@
 """connrate.py server|client HOST PORT N: make bench-rdma's connection set-up
 rate: N times connect, a 1-byte exchange, close; the client prints
 "connections=N secs=S per_s=R". The server prints "listening" once it listens.
+One more connection before the timed ones warms up (it is not counted): a
+process's first connection also loads what the transport needs (osf's core,
+its device and first spare; rsocket's device), which is not a set-up rate.
 
 Every socket call goes to libc through ctypes: Python's socket module makes
 its sockets with SOCK_CLOEXEC and accepts with accept4, and rsocket's preload
@@ -35,14 +38,16 @@ if mode == "server":
     ok(libc.bind(ls, sin, len(sin)), "bind")
     ok(libc.listen(ls, 128), "listen")
     print("listening", flush=True)
-    for _ in range(n):
+    for _ in range(n + 1):  # the warm-up and the timed ones
         c = ok(libc.accept(ls, None, None), "accept")
         ok(libc.recv(c, buf, 1, 0), "recv")
         ok(libc.send(c, buf, 1, 0), "send")
         libc.close(c)
 else:
-    t0 = time.monotonic()
-    for _ in range(n):
+    t0 = 0.0
+    for i in range(n + 1):
+        if i == 1:  # after the warm-up
+            t0 = time.monotonic()
         c = ok(libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0), "socket")
         ok(libc.connect(c, sin, len(sin)), "connect")
         ok(libc.send(c, b"x", 1, 0), "send")
