@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,6 +238,59 @@ func TestRouteCache(t *testing.T) {
 	}
 	if asked[a] != 1 || asked[b] != 1 {
 		t.Errorf("asked %v, want each address once", asked)
+	}
+}
+
+// TestRouteCacheRenews: an answer used in the second half of its life is
+// renewed in the background (the caller gets the current one at once);
+// past routeTTL without renewal, the caller asks itself.
+func TestRouteCacheRenews(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	c := routeCache{clock: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	asked := make(chan string, 10)
+	answer := "rxe0 port 1"
+	find := func(netip.Addr) (string, bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked <- answer
+		return answer, true, ""
+	}
+	a := netip.MustParseAddr("10.0.0.1")
+	if dev, _, _ := c.get(a, find); dev != "rxe0 port 1" || len(asked) != 1 {
+		t.Fatalf("first get: %q, asked %d times", dev, len(asked))
+	}
+	<-asked
+	mu.Lock()
+	answer = "rxe1 port 1"
+	mu.Unlock()
+	advance(routeTTL * 3 / 4)
+	if dev, _, _ := c.get(a, find); dev != "rxe0 port 1" {
+		t.Fatalf("get in the second half: %q, want the current answer", dev)
+	}
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the answer was not renewed")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if dev, _, _ := c.get(a, find); dev == "rxe1 port 1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the renewed answer is not used")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if len(asked) != 0 {
+		t.Errorf("asked %d more times, want none", len(asked))
+	}
+	advance(routeTTL) // past the renewed answer's life: asked in the call
+	c.get(a, find)
+	if len(asked) != 1 {
+		t.Errorf("an expired answer: asked %d times, want 1", len(asked))
 	}
 }
 
