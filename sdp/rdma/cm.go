@@ -62,7 +62,7 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	lp := newLaps()
 	timeout = t.bound.of(timeout)
 	var seg, mirror *sdp.Segment
-	sp := t.spares.take(ringBytes)
+	sp := t.spares.takeWaiting(ringBytes)
 	if sp != nil {
 		seg, mirror = sp.seg, sp.mirror
 	} else {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -157,8 +158,42 @@ type spares struct {
 	mu      sync.Mutex
 	ready   *spare
 	making  bool
+	made    chan struct{} // closed when the one being made is ready or failed
 	stopped bool
 	taken   int // spares used, for tests
+}
+
+// spareWait bounds how long a dial waits for the spare being made (rather
+// than making the same memory again, in parallel with it).
+const spareWait = 200 * time.Millisecond
+
+// takeWaiting is take, but when a spare is being made it first waits
+// for it, at most spareWait; any goroutine but the engine's (which
+// installs it).
+func (s *spares) takeWaiting(ring uint32) *spare {
+	s.mu.Lock()
+	made := s.made
+	wait := s.ready == nil && s.making && made != nil
+	s.mu.Unlock()
+	if wait {
+		t := time.NewTimer(spareWait)
+		select {
+		case <-made:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return s.take(ring)
+}
+
+// doneMaking records that the spare being made is ready or failed. s.mu
+// held.
+func (s *spares) doneMaking() {
+	s.making = false
+	if s.made != nil {
+		close(s.made)
+		s.made = nil
+	}
 }
 
 // take returns the spare if it has rings of ring bytes, else nil; any
@@ -186,12 +221,13 @@ func (t *Transport) wantSpare(dev *device, ring uint32, src netip.Addr) {
 		return
 	}
 	s.making = true
+	s.made = make(chan struct{})
 	s.mu.Unlock()
 	t.eng.background(func() {
 		sp, err := makeSpare(dev, ring, t.cfg.HiddenBase, t.ch, src, t.cfg.Logf)
 		if err != nil {
 			s.mu.Lock()
-			s.making = false
+			s.doneMaking()
 			s.mu.Unlock()
 			t.cfg.Logf("rdma: no spare connection memory: %v", err)
 			return
@@ -199,6 +235,9 @@ func (t *Transport) wantSpare(dev *device, ring uint32, src netip.Addr) {
 		// Installed on the engine goroutine, which knows whether the
 		// device is still there.
 		if t.eng.post(func() { t.installSpare(sp) }) != nil {
+			s.mu.Lock()
+			s.doneMaking()
+			s.mu.Unlock()
 			sp.close()
 		}
 	})
@@ -209,7 +248,7 @@ func (t *Transport) wantSpare(dev *device, ring uint32, src netip.Addr) {
 func (t *Transport) installSpare(sp *spare) {
 	s := &t.spares
 	s.mu.Lock()
-	s.making = false
+	s.doneMaking()
 	keep := s.ready == nil && !s.stopped && !sp.dev.removed
 	if keep {
 		s.ready = sp
