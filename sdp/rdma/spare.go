@@ -161,6 +161,7 @@ type spares struct {
 	made    chan struct{} // closed when the one being made is ready or failed
 	stopped bool
 	taken   int // spares used, for tests
+	withQP  int // links that took a spare's QP, for tests
 }
 
 // spareWait bounds how long a dial waits for the spare being made (rather

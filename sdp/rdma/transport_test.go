@@ -327,3 +327,43 @@ func TestDeviceSpare(t *testing.T) {
 		t.Errorf("%d of 8 set-ups took a spare, want at least 2", n)
 	}
 }
+
+// TestDeviceSpareQP: a process that only dials keeps its spare with a
+// connection manager id bound to the dial's source address and the QP on
+// it; the next dial from that address resolves its destination on that id
+// and uses that QP (not made on the dial's path), and its connection
+// carries bytes both ways.
+func TestDeviceSpareQP(t *testing.T) {
+	srv, ip := startDevice(t)
+	cli, _ := startDevice(t)
+	addr := netip.AddrPortFrom(ip, 20000+uint16(rand.IntN(20000)))
+	lfd := listenBoth(t, srv, addr)
+	defer unix.Close(lfd)
+	ready := func() bool {
+		cli.spares.mu.Lock()
+		defer cli.spares.mu.Unlock()
+		return cli.spares.ready != nil && cli.spares.ready.qp != nil
+	}
+	for i := 0; i < 3; i++ {
+		for j := 0; i > 0 && j < 1000 && !ready(); j++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if i > 0 && !ready() {
+			t.Fatalf("dial %d: no spare with a QP after 10 s", i)
+		}
+		cep, err := cli.Dial(addr, netip.AddrPortFrom(ip, 40004), 64<<10, 5*time.Second)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		apps := acceptBoth(t, lfd, addr, cep)
+		exchangeBoth(t, apps, 256<<10, uint64(40+i), 30*time.Second)
+		apps[0].close(false)
+		apps[1].close(false)
+	}
+	cli.spares.mu.Lock()
+	n := cli.spares.withQP
+	cli.spares.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d of 2 dials used the spare's QP", n)
+	}
+}

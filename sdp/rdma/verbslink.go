@@ -59,6 +59,9 @@ func newVerbsLinkFrom(t *Transport, id *verbs.CMID, dev *device, sp *spare, lp *
 	if sp.qp != nil && sp.id == nil && id.QP() == sp.qp {
 		l.qp = sp.qp
 		sp.qp = nil
+		t.spares.mu.Lock()
+		t.spares.withQP++
+		t.spares.mu.Unlock()
 		lp.lap("spare+qp")
 		return l, nil
 	}
