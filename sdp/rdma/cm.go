@@ -131,6 +131,12 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	}
 	t.bound.observe(time.Since(start))
 	lp.lap("return")
+	// The next dial's spare is made once this one has returned: made
+	// as soon as the connection was established, it held up the return
+	// (the core's thread waited for the Go scheduler, 6-20 ms in an
+	// emulated guest, while the spare was registered).
+	dev, src := d.link.dev, dialSource(local, d.dst).Addr()
+	_ = t.eng.post(func() { t.wantSpare(dev, ringBytes, src) })
 	t.cfg.Logf("rdma: connect to %s took %v", dst, lp)
 	return ws.endpoint(seg, local, dst), nil
 }
@@ -349,14 +355,7 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 		}
 		if err := d.id.Connect(connParam(hello)); err != nil {
 			t.dialFailed(d, classify(err))
-			return
 		}
-		// The next dial's spare is made while this one waits for the
-		// server: made once the connection was established, it held up
-		// the dial's return (the core's thread waited for the Go
-		// scheduler, 6-20 ms in an emulated guest), and made after the
-		// return it was not ready for the next dial.
-		t.wantSpare(d.link.dev, d.ring, dialSource(d.local, d.dst).Addr())
 	case verbs.EventEstablished:
 		d.laps.lap("established")
 		ad, err := DecodeAcceptData(ev.PrivateData)
