@@ -131,10 +131,12 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	}
 	t.bound.observe(time.Since(start))
 	lp.lap("return")
-	// The next dial's spare is made once this one has returned: made
-	// as soon as the connection was established, it held up the return
-	// (the core's thread waited for the Go scheduler, 6-20 ms in an
-	// emulated guest, while the spare was registered).
+	// The next dial's spare is made once this one has returned (the
+	// next dial waits for it rather than make its own): made as soon as
+	// the connection was established, it held up the return (the core's
+	// thread waited for the Go scheduler, 6-20 ms in an emulated guest,
+	// while the spare was registered); made while the dial waited for
+	// the server, it slowed the handshake as much.
 	dev, src := d.link.dev, dialSource(local, d.dst).Addr()
 	_ = t.eng.post(func() { t.wantSpare(dev, ringBytes, src) })
 	t.cfg.Logf("rdma: connect to %s took %v", dst, lp)

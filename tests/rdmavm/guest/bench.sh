@@ -11,7 +11,7 @@ PERF=$BIN/osfperf
 RSP=$(ls /usr/lib/x86_64-linux-gnu/rsocket/librspreload.so 2>/dev/null)
 PINGS=${BENCH_PINGS:-3000}
 STREAM=${BENCH_STREAM:-256M}
-CONNS=${BENCH_CONNS:-80}
+CONNS=${BENCH_CONNS:-60}
 REDIS_N=${BENCH_REDIS_N:-10000}
 barrier up 300 || exit 1
 
