@@ -87,9 +87,13 @@ func (sp *spare) bindQP(ch *verbs.EventChannel, src netip.Addr) error {
 		id.Close()
 		return err
 	}
-	if ctx, err := id.Context(); err != nil || ctx != sp.dev.ctx {
+	ctx, err := id.Context()
+	if err == nil && ctx != sp.dev.ctx {
+		err = fmt.Errorf("rdma: %s is not on device %s", src, sp.dev.ctx.Name())
+	}
+	if err != nil {
 		id.Close()
-		return fmt.Errorf("rdma: %s is not on device %s (%v)", src, sp.dev.ctx.Name(), err)
+		return err
 	}
 	qp, err := id.CreateQP(sp.dev.pd, qpConfig(sp.cq))
 	if err != nil {
