@@ -6,6 +6,7 @@
  */
 #include "conn_priv.h"
 #include "gateway.h"
+#include "setup.h"
 
 /* A kernel socket connecting through a gateway (osf_gw_pending, or just
  * settled and still among selectmux's items) is not a ring: its readiness
@@ -114,6 +115,21 @@ short osf_conn_wake_events(int fd, struct osf_fdt_entry *e)
 	return ev;
 }
 
+int osf_conn_rx_blind(int fd, struct osf_fdt_entry *e)
+{
+	struct osf_conn *c;
+	int r;
+
+	if (GW_KERNEL(e))
+		return 0;
+	c = conn_get(fd, e);
+	if (!c)
+		return 0;
+	r = osf_side_rx_blind(&c->s);
+	conn_put(c);
+	return r;
+}
+
 uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c;
@@ -142,4 +158,5 @@ void osf_conn_trim(int fd, struct osf_fdt_entry *e)
 	if (osf_side_trim_due(&c->s))
 		osf_side_trim(&c->s);
 	conn_put(c);
+	osf_spare_idle();
 }
