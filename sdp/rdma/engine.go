@@ -282,12 +282,40 @@ func (e *Engine) closeWake(fd int) {
 	unix.Close(fd)
 }
 
+// Keeping the Go runtime quiet. The engine goroutine lives as long as the
+// process and never parks: it runs, makes system calls and cgo calls, and
+// sleeps in epoll_wait. To sysmon, the runtime's monitor thread, that
+// looks like one goroutine running for ever on the same scheduling tick:
+// after forcePreemptNS (10 ms) sysmon preempts it and from then on takes
+// its P away at every system call it finds it in, however short (and any
+// system call longer than 10 ms anyway), handing the P to an idle thread
+// it wakes; each take also resets sysmon to its fastest polling (20 µs).
+// Measured with the stand-in and 5 ms between round trips, that was 9-10
+// context switches of the runtime's threads per round trip per host, as
+// in the emulated guests (README, RDMA). So the engine
+//   - is not locked to its thread: a locked goroutine's every rescheduling
+//     hands its P to another thread and back (two wake-ups);
+//   - yields (runtime.Gosched: a new scheduling tick, for the price of
+//     waking an idle thread at most) when it wakes or works yieldEvery or
+//     more after its last yield;
+//   - while it has worked within the last hotFor, sleeps at most until
+//     yieldBound after its last yield, so that no tick and no sleep lasts
+//     10 ms.
+//
+// An engine idle for hotFor sleeps as long as nothing is due: the runtime
+// takes its P once, and then every thread sleeps until work comes.
+const (
+	yieldEvery = 6 * time.Millisecond
+	yieldBound = 8 * time.Millisecond
+	hotFor     = time.Second
+)
+
 // loop is the engine goroutine.
 func (e *Engine) loop() {
-	runtime.LockOSThread()
 	defer close(e.done)
 	events := make([]unix.EpollEvent, 64)
 	lastWork := time.Now()
+	lastActive, lastYield := lastWork, lastWork
 	for {
 		if e.runCommands() {
 			e.shutdown()
@@ -305,6 +333,10 @@ func (e *Engine) loop() {
 			e.atExit()
 		}
 		now := time.Now()
+		if now.Sub(lastYield) >= yieldEvery {
+			runtime.Gosched()
+			lastYield = now
+		}
 		if worked {
 			if now.Sub(lastWork) > e.cfg.PollSpin {
 				// Waking from sleep: stop asking the application for
@@ -313,7 +345,7 @@ func (e *Engine) loop() {
 					s.quiet()
 				}
 			}
-			lastWork = now
+			lastWork, lastActive = now, now
 			continue
 		}
 		if now.Sub(lastWork) < e.cfg.PollSpin {
@@ -326,7 +358,11 @@ func (e *Engine) loop() {
 			lastWork = time.Now()
 			continue
 		}
-		e.dispatch(events, e.sleepMS())
+		ms := e.sleepMS()
+		if now := time.Now(); now.Sub(lastActive) < hotFor {
+			ms = boundMS(ms, lastYield.Add(yieldBound).Sub(now))
+		}
+		e.dispatch(events, ms)
 		lastWork = time.Time{} // asleep until now: quiet the streams once
 	}
 }
@@ -592,6 +628,16 @@ func (e *Engine) sleepMS() int {
 	}
 	ms := int(time.Until(next)/time.Millisecond) + 1
 	return max(ms, 0)
+}
+
+// boundMS is the epoll_wait timeout ms (-1: none) shortened to d, at
+// least 1 ms.
+func boundMS(ms int, d time.Duration) int {
+	b := max(int((d+time.Millisecond-1)/time.Millisecond), 1)
+	if ms < 0 || ms > b {
+		return b
+	}
+	return ms
 }
 
 // arm prepares every stream for sleeping: the link notifies at its next
