@@ -65,6 +65,9 @@ type Engine struct {
 	free    chan func()   // background's queue, nil until first used
 	freed   chan struct{} // closed when its goroutine has finished
 	onIdle  []func()      // run once per loop iteration before sleeping (tests)
+	onSleep func(ms int)  // each sleep's epoll_wait timeout (tests)
+	yields  int           // runtime.Gosched calls (tests)
+	hotFor  time.Duration // hotFor, shorter in tests
 
 	// At exit (exit.go): the process's exit(3) waits for the streams.
 	exitArmed bool
@@ -94,6 +97,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		sources: map[int]func(){},
 		closing: map[*stream]time.Time{},
 		wc:      make([]verbs.WC, 32),
+		hotFor:  hotFor,
 	}
 	var err error
 	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
@@ -336,6 +340,7 @@ func (e *Engine) loop() {
 		if now.Sub(lastYield) >= yieldEvery {
 			runtime.Gosched()
 			lastYield = now
+			e.yields++
 		}
 		if worked {
 			if now.Sub(lastWork) > e.cfg.PollSpin {
@@ -359,8 +364,11 @@ func (e *Engine) loop() {
 			continue
 		}
 		ms := e.sleepMS()
-		if now := time.Now(); now.Sub(lastActive) < hotFor {
+		if now := time.Now(); now.Sub(lastActive) < e.hotFor {
 			ms = boundMS(ms, lastYield.Add(yieldBound).Sub(now))
+		}
+		if e.onSleep != nil {
+			e.onSleep(ms)
 		}
 		e.dispatch(events, ms)
 		lastWork = time.Time{} // asleep until now: quiet the streams once
