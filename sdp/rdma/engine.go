@@ -68,6 +68,7 @@ type Engine struct {
 	onSleep func(ms int)  // each sleep's epoll_wait timeout (tests)
 	yields  int           // runtime.Gosched calls (tests)
 	hotFor  time.Duration // hotFor, shorter in tests
+	holdP   bool          // short sleeps keep the P: GOMAXPROCS > 1
 
 	// At exit (exit.go): the process's exit(3) waits for the streams.
 	exitArmed bool
@@ -341,6 +342,7 @@ func (e *Engine) loop() {
 			runtime.Gosched()
 			lastYield = now
 			e.yields++
+			e.holdP = runtime.GOMAXPROCS(0) > 1
 		}
 		if worked {
 			if now.Sub(lastWork) > e.cfg.PollSpin {
@@ -464,7 +466,13 @@ func (e *Engine) runCommands() bool {
 // dispatch waits up to ms (0: does not wait) for events and handles them;
 // it reports whether any arrived.
 func (e *Engine) dispatch(events []unix.EpollEvent, ms int) bool {
-	n, err := unix.EpollWait(e.epfd, events, ms)
+	var n int
+	var err error
+	if e.holdP && ms >= 0 && ms <= int(yieldBound/time.Millisecond) {
+		n, err = epollWaitHeld(e.epfd, events, ms)
+	} else {
+		n, err = unix.EpollWait(e.epfd, events, ms)
+	}
 	if err != nil {
 		return false // EINTR
 	}
