@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -62,13 +63,13 @@ type Engine struct {
 	closing map[*stream]time.Time // streams taking their link down, and their deadline
 	timers  []timer
 	wc      []verbs.WC
-	free    chan func()   // background's queue, nil until first used
-	freed   chan struct{} // closed when its goroutine has finished
-	onIdle  []func()      // run once per loop iteration before sleeping (tests)
-	onSleep func(ms int)  // each sleep's epoll_wait timeout (tests)
-	yields  int           // runtime.Gosched calls (tests)
-	hotFor  time.Duration // hotFor, shorter in tests
-	holdP   bool          // short sleeps keep the P: GOMAXPROCS > 1
+	free    chan func()            // background's queue, nil until first used
+	freed   chan struct{}          // closed when its goroutine has finished
+	onIdle  []func()               // run once per loop iteration before sleeping (tests)
+	onSleep func(ms int, hot bool) // each sleep's epoll_wait timeout (tests)
+	yields  int                    // runtime.Gosched calls (tests)
+	hotFor  time.Duration          // hotFor, shorter in tests
+	holdP   bool                   // short sleeps keep the P: a P is left for the rest
 
 	// At exit (exit.go): the process's exit(3) waits for the streams.
 	exitArmed bool
@@ -315,8 +316,16 @@ const (
 	hotFor     = time.Second
 )
 
+// liveEngines counts the engines running in this process (one, but for
+// tests): an engine keeps its P in short sleeps only while GOMAXPROCS
+// leaves a P for everything else (the core's calls, the fake devices of
+// tests, the garbage collector's workers).
+var liveEngines atomic.Int32
+
 // loop is the engine goroutine.
 func (e *Engine) loop() {
+	liveEngines.Add(1)
+	defer liveEngines.Add(-1)
 	defer close(e.done)
 	events := make([]unix.EpollEvent, 64)
 	lastWork := time.Now()
@@ -342,7 +351,7 @@ func (e *Engine) loop() {
 			runtime.Gosched()
 			lastYield = now
 			e.yields++
-			e.holdP = runtime.GOMAXPROCS(0) > 1
+			e.holdP = runtime.GOMAXPROCS(0) > int(liveEngines.Load())
 		}
 		if worked {
 			if now.Sub(lastWork) > e.cfg.PollSpin {
@@ -366,11 +375,13 @@ func (e *Engine) loop() {
 			continue
 		}
 		ms := e.sleepMS()
-		if now := time.Now(); now.Sub(lastActive) < e.hotFor {
+		now = time.Now()
+		hot := now.Sub(lastActive) < e.hotFor
+		if hot {
 			ms = boundMS(ms, lastYield.Add(yieldBound).Sub(now))
 		}
 		if e.onSleep != nil {
-			e.onSleep(ms)
+			e.onSleep(ms, hot)
 		}
 		e.dispatch(events, ms)
 		lastWork = time.Time{} // asleep until now: quiet the streams once
