@@ -157,7 +157,8 @@ int osf_fdt_spawn_snapshot(void);
  * OSF_FD_HIDDEN serving owner, closes the original number and returns the
  * new one; -1 with errno on failure (fd is then left untouched). The new
  * fd is close-on-exec until an owner that crosses exec uses it (see
- * osf_fdt_set_cloexec). */
+ * osf_fdt_set_cloexec). An fd osf already placed and marked in the hidden
+ * range stays where it is (marked for owner). */
 int osf_fdt_hide(int fd, int owner);
 
 /* osf_fdt_keep_hidden is osf_fdt_hide for hfd, a close-on-exec fd already

@@ -592,8 +592,17 @@ static int mark_hidden(int nfd, int owner)
 
 int osf_fdt_hide(int fd, int owner)
 {
-	int nfd = osf_fdt_dup_high(fd, 1);
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int nfd;
 
+	/* Placed in the hidden range by osf already (a spare segment's fds,
+	 * preload/setup_spare.c): it stays there, now for owner. */
+	if (e && e->kind == OSF_FD_HIDDEN && e->ino == ino_of(fd) &&
+	    mark_hidden(fd, owner) == 0) {
+		osf_fdt_touch();
+		return fd;
+	}
+	nfd = osf_fdt_dup_high(fd, 1);
 	if (nfd < 0)
 		return -1;
 	if (mark_hidden(nfd, owner) < 0) {

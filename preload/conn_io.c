@@ -9,6 +9,7 @@
 #include "conn_priv.h"
 #include "spin.h"
 #include "gateway.h"
+#include "setup.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -136,8 +137,13 @@ static void spin_end(struct osf_conn *c, unsigned spin, uint64_t sleeps)
 static int wait_data(struct osf_conn *c, int fd)
 {
 	uint64_t sleeps;
-	unsigned spin = spin_begin(c, &sleeps);
-	int r = osf_side_wait_data(&c->s, fd, spin);
+	unsigned spin;
+	int r;
+
+	if (__atomic_load_n(&osf_spare_wanted, __ATOMIC_RELAXED))
+		osf_spare_fill(); /* the next connect's segment, while we wait */
+	spin = spin_begin(c, &sleeps);
+	r = osf_side_wait_data(&c->s, fd, spin);
 
 	spin_end(c, spin, sleeps);
 	return r;

@@ -6,6 +6,7 @@
  */
 #include "conn_priv.h"
 #include "gateway.h"
+#include "setup.h"
 
 /* A kernel socket connecting through a gateway (osf_gw_pending, or just
  * settled and still among selectmux's items) is not a ring: its readiness
@@ -142,4 +143,5 @@ void osf_conn_trim(int fd, struct osf_fdt_entry *e)
 	if (osf_side_trim_due(&c->s))
 		osf_side_trim(&c->s);
 	conn_put(c);
+	osf_spare_idle();
 }

@@ -28,6 +28,7 @@
 #include "base.h"
 
 #include "osf.h"
+#include "setup.h"
 #include "../sdp/side.h"
 #include "../sdp/sys.h"
 
@@ -103,6 +104,7 @@ static int reap(void)
 		if (osf_side_trim_due(sl->s))
 			(void)osf_side_trim(sl->s);
 		__atomic_store_n(&sl->state, SLOT_TRIMMED, __ATOMIC_RELEASE);
+		osf_spare_idle(); /* the process idles: its made segment goes too */
 	}
 	return waiting;
 }

@@ -67,4 +67,15 @@ void osf_setup_syn_unfilter(int fd);
  * child: the parent looks after them. */
 void osf_setup_child_after_fork(void);
 
+/* osf_spare_fill makes the client's next segment and writers' socket pair
+ * ahead of its next connect (setup_spare.c) when osf_spare_wanted says
+ * one is wanted: a reader calls it before it waits for data, where it
+ * would otherwise sleep. */
+extern int osf_spare_wanted;
+void osf_spare_fill(void);
+
+/* osf_spare_idle frees a made segment not taken within OSF_TRIM_IDLE_MS:
+ * called where idle rings are trimmed (memory follows the traffic). */
+void osf_spare_idle(void);
+
 #endif

@@ -310,6 +310,7 @@ void osf_setup_hidden_moved(int old, int nfd)
 			park.p[i].hfd = nfd;
 	}
 	pthread_mutex_unlock(&park.mu);
+	setup_spare_moved(old, nfd);
 }
 
 /* drain closes, without reading their hellos, the connections queued in
@@ -351,6 +352,7 @@ void osf_setup_child_after_fork(void)
 	setup_connect_after_fork();
 	setup_host_after_fork();
 	setup_syn_after_fork();
+	setup_spare_after_fork();
 	while (park.n > 0)
 		park_forget_locked(park.n - 1);
 }

@@ -228,13 +228,25 @@ uint16_t setup_client_port(pid_t pid)
 	return (uint16_t)(setup_cfg.eph_lo + ((uint32_t)pid * 2654435761u + seq * 40503u) % span);
 }
 
-/* make_segment creates, sizes, seals and maps a segment (sdp.CreateSegment)
- * and writes its header: the mapping, or NULL with errno. */
-static void *make_segment(uint32_t ring, const struct ip *client,
-			  const struct ip *server, int *fdp)
+/* fill_header writes the header of a fresh segment. */
+static void fill_header(void *seg, uint32_t ring, const struct ip *client,
+			const struct ip *server)
+{
+	struct osf_seg_hdr *h = seg;
+
+	h->version = OSF_SEG_VERSION;
+	h->hdr_bytes = OSF_SEG_HDR_BYTES;
+	h->ring_bytes = ring;
+	h->client_pid = osf.pid;
+	setup_put_sockaddr(h->client_addr, client);
+	setup_put_sockaddr(h->server_addr, server);
+	__atomic_store_n(&h->magic, OSF_SEG_MAGIC, __ATOMIC_RELEASE);
+}
+
+void *setup_seg_new(uint32_t ring, int *fdp)
 {
 	uint64_t size = osf_seg_bytes(ring);
-	struct osf_seg_hdr *h;
+	void *h;
 	int fd = memfd_create(OSF_SEG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING), e;
 
 	if (fd < 0)
@@ -246,13 +258,6 @@ static void *make_segment(uint32_t ring, const struct ip *client,
 	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED)
 		goto fail;
-	h->version = OSF_SEG_VERSION;
-	h->hdr_bytes = OSF_SEG_HDR_BYTES;
-	h->ring_bytes = ring;
-	h->client_pid = osf.pid;
-	setup_put_sockaddr(h->client_addr, client);
-	setup_put_sockaddr(h->server_addr, server);
-	__atomic_store_n(&h->magic, OSF_SEG_MAGIC, __ATOMIC_RELEASE);
 	*fdp = fd;
 	return h;
 fail:
@@ -260,6 +265,18 @@ fail:
 	REAL(close)(fd);
 	errno = e;
 	return NULL;
+}
+
+/* make_segment is setup_seg_new with its header written
+ * (sdp.CreateSegment). */
+static void *make_segment(uint32_t ring, const struct ip *client,
+			  const struct ip *server, int *fdp)
+{
+	void *h = setup_seg_new(ring, fdp);
+
+	if (h)
+		fill_header(h, ring, client, server);
+	return h;
 }
 
 /* send_hello sends the hello with the segment and the server's end of the
@@ -329,6 +346,11 @@ static int parts_make(struct parts *p, const struct ip *client, const struct ip 
 {
 	int e;
 
+	p->seg = setup_spare_take(setup_cfg.c.ring_size, &p->segfd, p->wtx);
+	if (p->seg) {
+		fill_header(p->seg, setup_cfg.c.ring_size, client, server);
+		return 0;
+	}
 	p->seg = make_segment(setup_cfg.c.ring_size, client, server, &p->segfd);
 	if (!p->seg)
 		return -1;
@@ -350,9 +372,9 @@ static void parts_drop(struct parts *p)
 	if (!p->seg)
 		return;
 	munmap(p->seg, osf_seg_bytes(setup_cfg.c.ring_size));
-	REAL(close)(p->segfd);
-	REAL(close)(p->wtx[0]);
-	REAL(close)(p->wtx[1]);
+	osf_fdt_close_hidden(p->segfd); /* a spare's are marked hidden */
+	osf_fdt_close_hidden(p->wtx[0]);
+	osf_fdt_close_hidden(p->wtx[1]);
 	p->seg = NULL;
 	errno = e;
 }

@@ -94,4 +94,21 @@ void setup_syn_after_fork(void);
 void setup_host_after_fork(void);
 void setup_connect_after_fork(void);
 
+/* setup_seg_new creates, sizes (rings of ring bytes), seals and maps a
+ * fresh segment memfd (close-on-exec, mode 0600, at the lowest free fd):
+ * the mapping with the fd in *fdp, or NULL with errno. The header is the
+ * caller's to write. */
+void *setup_seg_new(uint32_t ring, int *fdp);
+
+/* setup_spare.c: a client's segments made ahead of need.
+ * setup_spare_take returns a fresh segment of ring bytes per direction,
+ * mapped, sized and sealed, its fd in *segfd and a fresh writers' socket
+ * pair in wtx (close-on-exec, at the lowest free numbers: the caller's fd
+ * window is open), or NULL: make them. setup_spare_after_fork forgets the
+ * parent's maker in a fork child; setup_spare_moved renames a hidden fd of
+ * it that osf_fdt_relocate_hidden moved. */
+void *setup_spare_take(uint32_t ring, int *segfd, int wtx[2]);
+void setup_spare_after_fork(void);
+void setup_spare_moved(int old, int nfd);
+
 #endif
