@@ -127,16 +127,30 @@ static int held_by_me(void)
 
 #define OSF_FDT_HIGH_MAX 65536
 
-static int high_word;       /* the window's lock: 0 free, else the owner's tid */
-static int high_depth;      /* nested windows of the owner */
+static int high_word;  /* the window's lock: 0 free, else the owner's tid */
+static int high_depth; /* holds of the owner, its signal handlers' included */
+static int high_open;  /* the depth whose osf_fdt_high_begin opened the
+			  window now open; 0: none (the lock may be held
+			  without one: a getrlimit hook, fork, exec) */
 static struct rlimit high_saved; /* the program's limit while raised */
 static int high_raised;
-static int high_base; /* the outermost window's base, for nested ones */
-static int high_open; /* a window (not only the lock) is open */
+static int high_base; /* the open window's base, for nested ones */
 
 /* The window's lock word is the table lock's kind (word_lock): the
  * owner's tid, with LOCK_WAITERS once another thread sleeps on it, so
- * that an uncontended window makes no futex call. */
+ * that an uncontended window makes no futex call.
+ *
+ * A signal handler may open a window (or hold the lock) on a thread that
+ * holds it, at any point: it nests (high_depth), and a window it opens
+ * while none is open is its own, put back by its own osf_fdt_high_end
+ * (high_open names the depth that opened it): a handler that opened one
+ * while the thread held the lock only for a getrlimit hook once left the
+ * limit raised. The owner's steps are ordered for a handler that lands
+ * between them (SIGNAL_FENCE: program order as a handler sees it). No
+ * signal is blocked: a window may cover a blocking connect, and an exec
+ * or fork under the lock would pass a blocked mask on. */
+#define SIGNAL_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+
 static int high_mine(void)
 {
 	return (__atomic_load_n(&high_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
@@ -194,17 +208,26 @@ int osf_fdt_inrange_base(void)
 void osf_fdt_limit_lock(void)
 {
 	if (high_mine()) {
-		high_depth++; /* a signal handler inside a window */
+		/* Nested in this thread. Depth 0: a handler that interrupted
+		 * the owner between taking the word and counting itself (or
+		 * between uncounting itself and letting go): it counts the
+		 * owner too, so its own unlock never lets go of the word. */
+		high_depth = high_depth ? high_depth + 1 : 2;
+		SIGNAL_FENCE();
 		return;
 	}
 	word_lock(&high_word);
+	SIGNAL_FENCE();
 	high_depth = 1;
+	SIGNAL_FENCE();
 }
 
 void osf_fdt_limit_unlock(void)
 {
+	SIGNAL_FENCE();
 	if (--high_depth > 0)
 		return;
+	SIGNAL_FENCE();
 	word_unlock(&high_word);
 }
 
@@ -214,35 +237,43 @@ int osf_fdt_high_begin(void)
 	int saved = errno;
 
 	osf_fdt_limit_lock();
-	if (high_depth > 1 && high_open) /* nested: already open */
+	if (high_open) /* nested in an open window */
 		return high_base;
-	high_raised = 0;
-	high_base = 1024;
 	if (sys_prlimit(NULL, &rl) < 0) {
 		errno = saved;
-		return high_base;
+		return 1024;
 	}
+	high_saved = rl;
+	high_raised = 0;
 	high_base = base_of(&rl);
-	high_open = high_depth == 1;
+	SIGNAL_FENCE();
+	high_open = high_depth; /* a handler from now on nests in it */
+	SIGNAL_FENCE();
 	if (room_above(&rl)) {
 		up.rlim_cur = up.rlim_max = rl.rlim_max;
-		if (sys_prlimit(&up, NULL) == 0) {
-			high_saved = rl;
+		if (sys_prlimit(&up, NULL) == 0)
 			high_raised = 1;
-		}
 	}
 	errno = saved;
-	return base_of(&rl);
+	return high_base;
 }
 
 void osf_fdt_high_end(void)
 {
 	int saved = errno;
 
-	if (high_depth == 1) {
-		if (high_raised)
-			(void)sys_prlimit(&high_saved, NULL);
-		high_raised = high_open = 0;
+	if (high_open == high_depth) {
+		/* Copies first: a handler that lands once the window is
+		 * closed opens its own (at the raised limit: no room
+		 * above, nothing to put back) and overwrites them. */
+		struct rlimit back = high_saved;
+		int raised = high_raised;
+		SIGNAL_FENCE();
+		high_open = 0;
+		SIGNAL_FENCE();
+		if (raised)
+			(void)sys_prlimit(&back, NULL);
+		high_raised = 0;
 	}
 	osf_fdt_limit_unlock();
 	errno = saved;

@@ -228,6 +228,19 @@ static ssize_t gw_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	return gw_io(fd, e, iov, iovcnt, flags, 1);
 }
 
+/* recv_target returns what a blocking recv of total bytes waits for
+ * before it takes any: SO_RCVLOWAT (at most total), or the whole length
+ * for a peek with MSG_WAITALL; MSG_WAITALL without MSG_PEEK takes as it
+ * goes instead (1). Off the fast path: the caller asks only for
+ * MSG_WAITALL or a mark above 1. */
+static __attribute__((noinline, cold)) int64_t
+recv_target(const struct osf_conn *c, int flags, ssize_t total)
+{
+	if (flags & MSG_WAITALL)
+		return (flags & MSG_PEEK) ? total : 1;
+	return conn_rcvlowat(c) < total ? conn_rcvlowat(c) : total;
+}
+
 ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
@@ -264,12 +277,9 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		return r;
 	}
 	__atomic_add_fetch(&c->s.me->recv_calls, 1, __ATOMIC_RELAXED);
-	/* What a blocking recv waits for before it takes any: MSG_WAITALL
-	 * without MSG_PEEK takes as it goes instead. */
-	if (unlikely(flags & MSG_WAITALL))
-		target = (flags & MSG_PEEK) ? total : 1;
-	else
-		target = conn_rcvlowat(c) < total ? conn_rcvlowat(c) : total;
+	target = 1;
+	if (unlikely((flags & MSG_WAITALL) || c->rcvlowat > 1))
+		target = recv_target(c, flags, total);
 	for (;;) {
 		int64_t used;
 		r = osf_side_lock_rx(&c->s, fd, nonblock);
@@ -292,7 +302,7 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			osf_side_broken(&c->s);
 			goto empty;
 		}
-		if (used > 0 && used < target && !nonblock && !settled &&
+		if (unlikely(used < target) && used > 0 && !nonblock && !settled &&
 		    !peek_ended(&c->s)) {
 			/* TCP takes data once target bytes are there (the
 			 * whole length for a peek with MSG_WAITALL, else
@@ -832,7 +842,7 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 	 * wake socket could report the item before osf_mux_changed put it
 	 * back on the ready list, and the next wait reported it again; this
 	 * way the socket's wake-up finds the stamp already reported. */
-	osf_mux_changed(fd, __atomic_load_n(&c->fds, __ATOMIC_RELAXED) > 1);
+	osf_mux_changed(fd, __atomic_load_n(&c->fds, __ATOMIC_RELAXED) > 1, OSF_MUX_ALL);
 	osf_side_shut_wake(&c->s, fd, how);
 	conn_put(c);
 	return closed ? OSF_FAIL(ENOTCONN) : 0;

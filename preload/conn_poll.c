@@ -115,6 +115,21 @@ short osf_conn_wake_events(int fd, struct osf_fdt_entry *e)
 	return ev;
 }
 
+int osf_conn_rx_blind(int fd, struct osf_fdt_entry *e)
+{
+	struct osf_conn *c;
+	int r;
+
+	if (GW_KERNEL(e))
+		return 0;
+	c = conn_get(fd, e);
+	if (!c)
+		return 0;
+	r = osf_side_rx_blind(&c->s);
+	conn_put(c);
+	return r;
+}
+
 uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c;

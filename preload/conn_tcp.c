@@ -356,6 +356,18 @@ static int rcvlowat_clamp(int fd, const struct osf_conn *c, int v)
 	return v ? v : 1;
 }
 
+/* own_change wakes this process's epoll waits for a change of c's own
+ * state that may have made it ready for events (POLLIN, POLLOUT): no peer
+ * sends a token for it, and the kernel wakes the socket's waits (SO_RCVLOWAT:
+ * tcp_set_rcvlowat's tcp_data_ready; SO_SNDBUF: sk_write_space), an
+ * edge-triggered one with a new edge. */
+static void own_change(int fd, struct osf_fdt_entry *e, struct osf_conn *c, short events)
+{
+	if (osf_conn_poll(fd, e) & events)
+		osf_mux_changed(fd, __atomic_load_n(&c->fds, __ATOMIC_RELAXED) > 1,
+				events & POLLIN ? EPOLLIN | EPOLLRDNORM : EPOLLOUT | EPOLLWRNORM);
+}
+
 /* set_socket handles a SOL_SOCKET option: the kernel keeps most of them on
  * the wake socket (fd); osf notes what changes its own behaviour. */
 static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
@@ -379,6 +391,8 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 				     &eff, &l) == 0)
 			__atomic_store_n(rcv ? &c->s.me->rcvlim : &c->s.me->sndlim,
 					 buf_limit(c, rcv, eff), __ATOMIC_RELAXED);
+		if (!rcv)
+			own_change(fd, e, c, POLLOUT);
 		return 0;
 	}
 	case SO_SNDTIMEO:
@@ -419,8 +433,10 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 			return -1;
 		v = rcvlowat_clamp(fd, c, v);
 		r = REAL(setsockopt)(fd, SOL_SOCKET, name, &v, sizeof(v));
-		if (r == 0)
+		if (r == 0) {
 			c->rcvlowat = v;
+			own_change(fd, e, c, POLLIN);
+		}
 		return r;
 	case SO_TIMESTAMP_OLD:
 	case SO_TIMESTAMPNS_OLD:

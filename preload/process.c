@@ -73,8 +73,12 @@ OSF_EXPORT pid_t fork(void)
 
 	if (!__atomic_load_n(&osf.ready, __ATOMIC_ACQUIRE))
 		return REAL(fork)();
-	osf_fdt_lock(); /* the snapshot is the table at fork */
+	/* Limit lock first, as a connect's or accept's fd window takes it
+	 * before the table lock (osf_fdt_high_begin, then osf_fdt_hide):
+	 * the other order deadlocks a fork against a connect in another
+	 * thread. */
 	osf_fdt_limit_lock(); /* no child inherits a raised RLIMIT_NOFILE */
+	osf_fdt_lock(); /* the snapshot is the table at fork */
 	share_listeners(0);
 	snap = osf_fdt_fork_prepare();
 	osf_conn_fork_holders(1);
@@ -95,8 +99,8 @@ OSF_EXPORT pid_t fork(void)
 	else
 		osf_mux_parent_after_fork();
 	osf_fdt_fork_parent(snap);
-	osf_fdt_limit_unlock();
 	osf_fdt_unlock();
+	osf_fdt_limit_unlock();
 	errno = saved;
 	return pid;
 }

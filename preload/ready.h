@@ -42,6 +42,13 @@ void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken);
  * left out. */
 short osf_conn_wake_events(int fd, struct osf_fdt_entry *e);
 
+/* osf_conn_rx_blind reports whether no wake token can tell fd's pollers
+ * of data arriving any more (osf_side_rx_blind: a shutdown(SHUT_RD) shut
+ * its wake socket to wake sleepers): an edge-triggered wait for it looks
+ * at the rings every OSF_BLIND_MS instead. */
+#define OSF_BLIND_MS 10
+int osf_conn_rx_blind(int fd, struct osf_fdt_entry *e);
+
 /* osf_conn_wake_tx_fd returns the writers' wake socket of entry e. */
 static inline int osf_conn_wake_tx_fd(const struct osf_fdt_entry *e)
 {

@@ -281,6 +281,14 @@ static inline int osf_side_rx_ready(const struct osf_side *s)
 	return osf_side_rx_past(s, 0);
 }
 
+/* osf_side_rx_blind: this side shut its wake socket for reading
+ * (osf_side_shut_wake), so no token tells its pollers of data that
+ * arrives from now on. */
+static inline int osf_side_rx_blind(const struct osf_side *s)
+{
+	return (osf_side_my_flags(s) & OSF_SIDE_RDSOCK) != 0;
+}
+
 /* osf_side_tx_ready: a write would not block (room, the end, or this side
  * shut down for writing: EPIPE). */
 static inline int osf_side_tx_ready(const struct osf_side *s)

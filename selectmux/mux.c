@@ -603,6 +603,8 @@ struct ep {
 		       * never delete from it on close (the kernel does) */
 	struct ep *next_ep;
 	int trim_due;     /* an armed item has ring pages to give back once idle */
+	int blind;        /* an idle item no token can wake (blind_item): the
+			     wait sleeps at most OSF_BLIND_MS */
 	long quiet_since; /* with trim_due: waits have reported nothing since
 			     (mono_ms), 0: not counting */
 	uint64_t mark;    /* the inner epoll's data in the application's */
@@ -1236,7 +1238,7 @@ void osf_mux_offloaded(int fd)
 	mu_unlock(&all_lock);
 }
 
-void osf_mux_changed(int fd, int dups)
+void osf_mux_changed(int fd, int dups, uint32_t events)
 {
 	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
 	uint64_t priv = t ? __atomic_load_n(&t->priv, __ATOMIC_ACQUIRE) : 0;
@@ -1253,7 +1255,8 @@ void osf_mux_changed(int fd, int dups)
 			struct epi *it = ep->byfd[i];
 			struct osf_fdt_entry *e = osf_fdt_lookup(i);
 			if (!it || it->parked || it->disabled || !same_file(it, e) ||
-			    e->priv != priv)
+			    e->priv != priv ||
+			    (events != OSF_MUX_ALL && !(it->events & events)))
 				continue;
 			disarm_item(it, e, 0);
 			list_add(ep, it);
@@ -1450,12 +1453,24 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return ctl_item(epfd, op, fd, ev);
 }
 
+/* blind_item: an edge-triggered item waiting for input on a connection
+ * whose wake socket this side shut for reading (osf_conn_rx_blind): after
+ * SHUT_RD TCP still reports every arrival as an edge, but no token comes,
+ * so it stays idle, unarmed, and the wait looks at its rings every
+ * OSF_BLIND_MS (a level-triggered one is ready for ever after SHUT_RD). */
+static int blind_item(const struct epi *it, struct osf_fdt_entry *e)
+{
+	return (it->events & EPOLLET) && (it->events & (EPOLLIN | EPOLLRDNORM)) &&
+	       osf_conn_rx_blind(it->fd, e);
+}
+
 /* go_idle parks an item that needs a new edge (or readiness) on the idle
- * list, unarmed; past IDLE_MAX it is armed at once instead. */
+ * list, unarmed; past IDLE_MAX it is armed at once instead (a blind one
+ * never: it stays idle). */
 static void go_idle(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 {
 	it->stamp = osf_conn_stamp(it->fd, e);
-	if (ep->nidle < IDLE_MAX) {
+	if (ep->nidle < IDLE_MAX || blind_item(it, e)) {
 		list_put(ep, it, ON_IDLE);
 		return;
 	}
@@ -1560,6 +1575,10 @@ static int arm_idle(struct ep *ep)
 		if (gw_settled(e)) {
 			gw_convert(ep, it);
 			ready = 1; /* the kernel may report it now */
+			continue;
+		}
+		if (blind_item(it, e)) {
+			ep->blind = 1;
 			continue;
 		}
 		list_del(ep, it);
@@ -1755,8 +1774,10 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		}
 		if (!n && !spin_end) {
 			/* May sleep only with nothing ready on the list and every
-			 * idle item armed, so that the peers wake us. */
+			 * idle item armed, so that the peers wake us (blind ones
+			 * stay idle: then for OSF_BLIND_MS at most). */
 			n = collect(ep, ev, max);
+			ep->blind = 0;
 			if (!n && arm_idle(ep))
 				n = collect(ep, ev, max);
 			sleep_ok = !n;
@@ -1769,6 +1790,8 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 			return n;
 		}
 		to = sleep_ok ? remaining(timeout, start) : 0;
+		if (sleep_ok && ep->blind && (to < 0 || to > OSF_BLIND_MS))
+			to = OSF_BLIND_MS;
 		/* Armed connections with ring pages to give back: they are idle
 		 * once the waits on ep have reported nothing for
 		 * OSF_TRIM_IDLE_MS in all (an event loop's timer may cut each

@@ -24,10 +24,13 @@ void osf_mux_offloaded(int fd);
 void osf_mux_gw_settled(int fd);
 
 /* osf_mux_changed re-checks, in this process's epolls, the items of the
- * connection of fd (of its dups too when dups), whose own state this
- * process just changed (shutdown): the kernel wakes the waits asleep on a
- * socket for that, and no peer sends a wake token for it. */
-void osf_mux_changed(int fd, int dups);
+ * connection of fd (of its dups too when dups) that wait for any of
+ * events (OSF_MUX_ALL: every item), whose own state this process just
+ * changed (shutdown, SO_RCVLOWAT, SO_SNDBUF): the kernel wakes the waits
+ * asleep on a socket for that (with those events as the wake-up's key),
+ * and no peer sends a wake token for it. */
+#define OSF_MUX_ALL 0xffffffffu
+void osf_mux_changed(int fd, int dups, uint32_t events);
 
 /* osf_mux_hidden_moved renames hidden fd old nfd in the epolls' state and
  * registrations (osf_fdt_relocate_hidden; both numbers still hold the

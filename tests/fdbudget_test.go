@@ -68,3 +68,23 @@ func fdBudget(t *testing.T, m mode, soft, hard int) string {
 	}
 	return strings.TrimPrefix(srv.Stdout(), "listening\n") + cl.Stdout()
 }
+
+// TestRlimitWindowInSignalHandler: a signal handler that listens (osf
+// places the companion above the soft RLIMIT_NOFILE in a window that
+// raises the limit for a moment) lands, about every 200 µs, on a thread
+// that reads and sets RLIMIT_NOFILE in a loop, so often while the
+// getrlimit/setrlimit hook holds the window's lock: the program sees its
+// own limit at every moment, as without osf. Before, a window opened by a
+// handler inside a hook's hold was never closed (the limit stayed raised
+// until the program set it again).
+func TestRlimitWindowInSignalHandler(t *testing.T) {
+	t.Parallel()
+	prog := testutil.Prog(t, "rlimitsig")
+	want := "handlers yes\nraised seen 0\nsoft 256 hard 4096\n"
+	for _, m := range []mode{bare, underOsf} {
+		r := m.cmd(t, nil, prog, "256", "4096").MustRun(30 * time.Second)
+		if r.Stdout != want {
+			t.Errorf("%s: got\n%swant\n%s", m.name, r.Stdout, want)
+		}
+	}
+}

@@ -161,3 +161,23 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+// TestForkDuringConnect forks children for 3 s while two other threads of
+// the same process connect to its listener and close, all offloaded
+// (OSF_STRICT=1: a fallback fails the connect). fork took the table lock
+// and then the RLIMIT_NOFILE lock, a connect's fd window the limit lock
+// and then the table lock: the program hung within a second on every run
+// before fork took them in the window's order.
+func TestForkDuringConnect(t *testing.T) {
+	t.Parallel()
+	for _, m := range []mode{bare, underOsf} {
+		t.Run(m.name, func(t *testing.T) {
+			port := strconv.Itoa(testutil.FreePort(t))
+			r := m.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "forkconn"), port, "3").Run(longRun)
+			if !r.OK() {
+				t.Fatalf("forkconn: %s", r)
+			}
+			t.Logf("%s", strings.TrimSpace(r.Stdout))
+		})
+	}
+}

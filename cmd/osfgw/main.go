@@ -319,19 +319,21 @@ func (g *gw) listen(ctl *net.TCPConn, req gateway.Request, token [gateway.TokenS
 		return
 	}
 	bound, _ := netip.ParseAddrPort(ln.Addr().String())
+	nodeAddr, _ := netip.ParseAddrPort(from)
+	nodeListener := netip.AddrPortFrom(nodeAddr.Addr(), req.NodePort).String()
+	// Listed (--status) before the node hears that it listens: a node
+	// that asks for the status right after its reply sees the LISTEN.
+	st := g.add(from, bound)
+	st.local = nodeListener
+	st.state.Store(stateListen)
+	defer g.remove(st)
 	if _, err := ctl.Write(gateway.Reply{Local: bound}.Marshal()); err != nil {
 		ln.Close()
 		ctl.Close()
 		return
 	}
 	ctl.SetDeadline(time.Time{})
-	nodeAddr, _ := netip.ParseAddrPort(from)
-	nodeListener := netip.AddrPortFrom(nodeAddr.Addr(), req.NodePort).String()
 	g.log.Printf("node %s: listening on %s for the node's %s", from, bound, nodeListener)
-	st := g.add(from, bound)
-	st.local = nodeListener
-	st.state.Store(stateListen)
-	defer g.remove(st)
 	// A node on this host gets its connections over shm when its
 	// listener has a companion (deliverRing); others over kernel TCP.
 	to := delivery{listener: nodeListener, token: token}

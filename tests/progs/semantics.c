@@ -3390,10 +3390,10 @@ static void s_dup2_hidden_epoll(void)
 /* act runs one action on fd after 200 ms in a thread of its own, while
  * the main thread sleeps in epoll_wait. */
 struct act {
-	int what, fd;
+	int what, fd, val; /* val: the option's value */
 	pthread_t th;
 };
-enum { ACT_SEND, ACT_SHUTWR, ACT_SHUTRD, ACT_CLOSE };
+enum { ACT_SEND, ACT_SHUTWR, ACT_SHUTRD, ACT_CLOSE, ACT_RCVLOWAT, ACT_SNDBUF };
 
 static void *act_run(void *p)
 {
@@ -3413,15 +3413,21 @@ static void *act_run(void *p)
 	case ACT_CLOSE:
 		close(a->fd);
 		break;
+	case ACT_RCVLOWAT:
+		setsockopt(a->fd, SOL_SOCKET, SO_RCVLOWAT, &a->val, sizeof a->val);
+		break;
+	case ACT_SNDBUF:
+		setsockopt(a->fd, SOL_SOCKET, SO_SNDBUF, &a->val, sizeof a->val);
+		break;
 	}
 	return NULL;
 }
 
 /* et_sleep says what an epoll_wait asleep on ep gets when, 200 ms in,
- * another thread does what to fd. */
-static void et_sleep(const char *label, int ep, int what, int fd)
+ * another thread does what (with val) to fd. */
+static void et_sleep(const char *label, int ep, int what, int fd, int val)
 {
-	struct act a = {what, fd, 0};
+	struct act a = {what, fd, val, 0};
 	uint32_t e;
 	long n, t0 = now_ms();
 
@@ -3472,7 +3478,7 @@ static void s_epoll_et_asleep(void)
 		say("%s: first edge %s events 0x%x", cases[i].label, R(n), e);
 		if (!cases[i].full && (cases[i].events & EPOLLIN))
 			say("%s: read part %s", cases[i].label, R(DO(recv(s, b, sizeof b, 0))));
-		et_sleep(cases[i].label, ep, cases[i].what, cases[i].on_peer ? c : s);
+		et_sleep(cases[i].label, ep, cases[i].what, cases[i].on_peer ? c : s, 0);
 		say("%s: no new edge %s", cases[i].label, R(ewait(ep, 0, &e)));
 		close(ep);
 		if (cases[i].what != ACT_CLOSE || !cases[i].on_peer)
@@ -3537,6 +3543,105 @@ static void timeouts(int fd)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
+/* ---- an edge-triggered wait asleep while its own socket changes ---------- */
+
+/* arrivals says what an edge-triggered wait on ep for s gets when the
+ * peer c sends, twice (read in between): an edge each. */
+static void arrivals(const char *label, int ep, int c, int s)
+{
+	char buf[64], l[128];
+	uint32_t e;
+	int i;
+
+	snprintf(l, sizeof l, "%s, peer sends", label);
+	for (i = 0; i < 2; i++) {
+		et_sleep(l, ep, ACT_SEND, c, 0);
+		say("%s: again %s", label, R(ewait(ep, 0, &e)));
+		say("%s: recv %s", label, R(DO(recv(s, buf, sizeof buf, MSG_DONTWAIT))));
+	}
+}
+
+/* s_epoll_et_own: an edge-triggered wait asleep while another thread
+ * changes this side: SHUT_RD (the wait gets that edge, and later every
+ * arrival of data is an edge again), a lower SO_RCVLOWAT that makes
+ * queued bytes readable, a larger SO_SNDBUF that makes room. */
+static void s_epoll_et_own(void)
+{
+	char buf[64];
+	uint32_t e;
+	int c, s, ep, n;
+
+	{ /* SHUT_RD while asleep, then the peer sends, twice */
+		struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 1}};
+
+		mkpair(AF_INET, &c, &s);
+		ep = epoll_create1(0);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+		say("in: nothing yet %s", R(ewait(ep, 0, &e)));
+		et_sleep("in, SHUT_RD", ep, ACT_SHUTRD, s, 0);
+		say("in, SHUT_RD: again %s", R(ewait(ep, 0, &e)));
+		arrivals("in, after SHUT_RD", ep, c, s);
+		close(ep);
+		close(s);
+		close(c);
+	}
+	{ /* SHUT_RD wakes a recv blocked in another thread; then an
+	   * edge-triggered wait learns of each arrival */
+		struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 1}};
+		struct kick k = {0, SHUT_RD, 200, 0, 0, 0, 0};
+
+		mkpair(AF_INET, &c, &s);
+		timeouts(s);
+		k.fd = s;
+		kick_start(&k);
+		say("recv, SHUT_RD by another thread: %s", R(DO(recv(s, buf, sizeof buf, 0))));
+		pthread_join(k.th, NULL);
+		ep = epoll_create1(0);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+		n = ewait(ep, 0, &e);
+		say("in, after SHUT_RD: first %s events 0x%x", R(n), e);
+		say("in, after SHUT_RD: again %s", R(ewait(ep, 0, &e)));
+		arrivals("in, after a woken recv", ep, c, s);
+		close(ep);
+		close(s);
+		close(c);
+	}
+	{ /* SO_RCVLOWAT lowered below what is queued */
+		struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 2}};
+		int v = 10;
+
+		mkpair(AF_INET, &c, &s);
+		setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v);
+		send(c, "12345", 5, 0);
+		wait_bytes(s, 5, 2000);
+		ep = epoll_create1(0);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+		say("rcvlowat 10, 5 queued: %s", R(ewait(ep, 0, &e)));
+		et_sleep("rcvlowat lowered to 1", ep, ACT_RCVLOWAT, s, 1);
+		say("rcvlowat lowered: again %s", R(ewait(ep, 0, &e)));
+		close(ep);
+		close(s);
+		close(c);
+	}
+	{ /* SO_SNDBUF raised on a connection full at a small one */
+		struct epoll_event ev = {EPOLLOUT | EPOLLET, {.u64 = 3}};
+		int v = 4096, partial, eagain;
+
+		mkpair(AF_INET, &c, &s);
+		setsockopt(s, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+		set_nonblock(s, 1);
+		fill(s, 65536, (size_t)256 << 20, 0, &partial, &eagain);
+		say("sndbuf small: full %s", YN(eagain));
+		ep = epoll_create1(0);
+		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+		say("sndbuf small, full: %s", R(ewait(ep, 0, &e)));
+		et_sleep("sndbuf raised", ep, ACT_SNDBUF, s, 1 << 20);
+		close(ep);
+		close(s);
+		close(c);
+	}
+}
+
 /* s_blocked_shutdown: a recv (or send on a full connection) blocked in one
  * thread while another thread shuts the same socket down: the kernel wakes
  * a reader for SHUT_RD and SHUT_RDWR (recv returns 0, or what MSG_WAITALL
@@ -3544,8 +3649,16 @@ static void timeouts(int fd)
  * count already taken); a reader stays asleep through SHUT_WR, and through
  * a close by another thread (the blocked call holds the socket: it takes
  * the peer's next data, and the peer sees the end only after). Not here:
- * a send blocked on a full TCP socket returns at once at SHUT_RD with all
- * its bytes taken (loopback, 6.x); osf's writer waits for room. */
+ * a send blocked on a full connection at SHUT_RD. TCP wakes it too, and it
+ * then takes whatever room the socket has, which on loopback is nearly
+ * always some: the acknowledgements of the last segments free memory just
+ * after the send that filled it, below the third of the buffer that wakes
+ * a writer (6.18, measured: a send of up to some 47 KiB returns at once
+ * with all its bytes, a larger one takes that much and sleeps on). Only when nothing was freed (a shutdown within
+ * about 100 ms of the fill, on an otherwise idle connection) does it
+ * sleep on to its timeout. osf's writer sleeps only with the ring full,
+ * so it has no such room and waits for half the ring (README, known
+ * limits). */
 static void s_blocked_shutdown(void)
 {
 	static const int hows[] = {SHUT_RD, SHUT_RDWR, SHUT_WR, -1};
@@ -5025,6 +5138,7 @@ static const struct {
 	{"dup2_hidden_epoll", s_dup2_hidden_epoll},
 	{"epoll_et_asleep", s_epoll_et_asleep},
 	{"blocked_shutdown", s_blocked_shutdown},
+	{"epoll_et_own", s_epoll_et_own},
 	{"exec_close", s_exec_close},
 	{"epoll_exec", s_epoll_exec},
 	{"port_ephemeral", s_port_ephemeral},
