@@ -62,7 +62,7 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	lp := newLaps()
 	timeout = t.bound.of(timeout)
 	var seg, mirror *sdp.Segment
-	sp := t.spares.take(ringBytes)
+	sp := t.spares.takeWaiting(ringBytes)
 	if sp != nil {
 		seg, mirror = sp.seg, sp.mirror
 	} else {
@@ -131,6 +131,14 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	}
 	t.bound.observe(time.Since(start))
 	lp.lap("return")
+	// The next dial's spare is made once this one has returned (the
+	// next dial waits for it rather than make its own): made as soon as
+	// the connection was established, it held up the return (the core's
+	// thread waited for the Go scheduler, 6-20 ms in an emulated guest,
+	// while the spare was registered); made while the dial waited for
+	// the server, it slowed the handshake as much.
+	dev, src := d.link.dev, dialSource(local, d.dst).Addr()
+	_ = t.eng.post(func() { t.wantSpare(dev, ringBytes, src) })
 	t.cfg.Logf("rdma: connect to %s took %v", dst, lp)
 	return ws.endpoint(seg, local, dst), nil
 }
@@ -255,23 +263,37 @@ func wakePair(hiddenBase int) (app, engine int, err error) {
 	return fds[0], hideFD(fds[1], hiddenBase), nil
 }
 
-// startDial creates the id and starts resolving the address.
+// startDial creates the id (or takes the spare's, bound to the dial's
+// source address with its QP made) and starts resolving the address.
 func (t *Transport) startDial(d *dialer) {
 	d.laps.lap("engine")
-	var err error
-	if d.id, err = t.ch.CreateID(); err != nil {
-		t.dialFailed(d, resourceError(err))
-		return
+	src := dialSource(d.local, d.dst)
+	if d.spare != nil {
+		d.id = d.spare.takeID(src.Addr())
+	}
+	if d.id == nil {
+		var err error
+		if d.id, err = t.ch.CreateID(); err != nil {
+			t.dialFailed(d, resourceError(err))
+			return
+		}
 	}
 	t.dials[d.id] = d
-	src := netip.AddrPortFrom(d.local.Addr().Unmap(), 0)
-	if !src.Addr().IsValid() || src.Addr().Is4() != d.dst.Addr().Is4() {
-		src = netip.AddrPort{}
-	}
 	if err := d.id.ResolveAddr(src, d.dst, d.remaining()); err != nil {
 		t.dialFailed(d, classify(err))
 	}
 	d.laps.lap("resolve-call")
+}
+
+// dialSource is the address a dial to dst binds its id to: the
+// application's local address (port 0: any), or none when that is unknown
+// or of the other family.
+func dialSource(local, dst netip.AddrPort) netip.AddrPort {
+	src := netip.AddrPortFrom(local.Addr().Unmap(), 0)
+	if !src.Addr().IsValid() || src.Addr().Is4() != dst.Addr().Is4() {
+		return netip.AddrPort{}
+	}
+	return src
 }
 
 // dialEvent advances a dial.
@@ -283,6 +305,13 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 	switch ev.Type {
 	case verbs.EventAddrResolved:
 		d.laps.lap("address")
+		// The route is resolved while the QP is made and the receives
+		// are posted: its event is then usually waiting when this
+		// returns, and is handled without the engine sleeping between.
+		if err := d.id.ResolveRoute(d.remaining()); err != nil {
+			t.dialFailed(d, classify(err))
+			return
+		}
 		ctx, err := d.id.Context()
 		if err != nil {
 			t.dialFailed(d, fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
@@ -316,9 +345,6 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 			return
 		}
 		d.laps.lap("recvs")
-		if err := d.id.ResolveRoute(d.remaining()); err != nil {
-			t.dialFailed(d, classify(err))
-		}
 	case verbs.EventRouteResolved:
 		d.laps.lap("route")
 		hello, err := ConnectData{
@@ -350,9 +376,9 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 		delete(t.dials, d.id)
 		t.conns[d.id] = d.s
 		d.done = true
-		t.cfg.Logf("rdma: connected to %s as connection %d (qp %d)", d.dst, d.sid, d.link.qp.Num())
+		d.laps.lap("registered")
 		d.result(nil)
-		t.wantSpare(d.link.dev, d.ring)
+		t.cfg.Logf("rdma: connected to %s as connection %d (qp %d)", d.dst, d.sid, d.link.qp.Num())
 	}
 }
 
@@ -365,10 +391,6 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 	if d.id != nil {
 		delete(t.dials, d.id)
 	}
-	if d.spare != nil {
-		d.spare.closeRegistration() // its segment is the dial's
-		d.spare = nil
-	}
 	switch {
 	case d.link != nil:
 		if d.sid != 0 { // reserved, with or without a stream (newStream may have failed)
@@ -376,7 +398,11 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 		}
 		d.link.Close() // and the id
 	case d.id != nil:
-		d.id.Close()
+		d.id.Close() // and a spare's QP on it, before the spare's CQ
+	}
+	if d.spare != nil {
+		d.spare.closeRegistration() // its segment is the dial's
+		d.spare = nil
 	}
 	d.mirror.Close()
 	closeOpen(d.wake, d.wakeTx)
@@ -669,7 +695,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps)
 		return s, 0, err
 	}
 	t.conns[id] = s
-	t.wantSpare(dev, cd.RingBytes)
+	t.wantSpare(dev, cd.RingBytes, netip.Addr{})
 	return s, 0, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -62,9 +63,13 @@ type Engine struct {
 	closing map[*stream]time.Time // streams taking their link down, and their deadline
 	timers  []timer
 	wc      []verbs.WC
-	free    chan func()   // background's queue, nil until first used
-	freed   chan struct{} // closed when its goroutine has finished
-	onIdle  []func()      // run once per loop iteration before sleeping (tests)
+	free    chan func()            // background's queue, nil until first used
+	freed   chan struct{}          // closed when its goroutine has finished
+	onIdle  []func()               // run once per loop iteration before sleeping (tests)
+	onSleep func(ms int, hot bool) // each sleep's epoll_wait timeout (tests)
+	yields  int                    // runtime.Gosched calls (tests)
+	hotFor  time.Duration          // hotFor, shorter in tests
+	holdP   bool                   // short sleeps keep the P: a P is left for the rest
 
 	// At exit (exit.go): the process's exit(3) waits for the streams.
 	exitArmed bool
@@ -94,6 +99,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		sources: map[int]func(){},
 		closing: map[*stream]time.Time{},
 		wc:      make([]verbs.WC, 32),
+		hotFor:  hotFor,
 	}
 	var err error
 	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
@@ -282,12 +288,48 @@ func (e *Engine) closeWake(fd int) {
 	unix.Close(fd)
 }
 
+// Keeping the Go runtime quiet. The engine goroutine lives as long as the
+// process and never parks: it runs, makes system calls and cgo calls, and
+// sleeps in epoll_wait. To sysmon, the runtime's monitor thread, that
+// looks like one goroutine running for ever on the same scheduling tick:
+// after forcePreemptNS (10 ms) sysmon preempts it and from then on takes
+// its P away at every system call it finds it in, however short (and any
+// system call longer than 10 ms anyway), handing the P to an idle thread
+// it wakes; each take also resets sysmon to its fastest polling (20 µs).
+// Measured with the stand-in and 5 ms between round trips, that was 9-10
+// context switches of the runtime's threads per round trip per host, as
+// in the emulated guests (README, RDMA). So the engine
+//   - is not locked to its thread: a locked goroutine's every rescheduling
+//     hands its P to another thread and back (two wake-ups);
+//   - yields (runtime.Gosched: a new scheduling tick, for the price of
+//     waking an idle thread at most) when it wakes or works yieldEvery or
+//     more after its last yield;
+//   - while it has worked within the last hotFor, sleeps at most until
+//     yieldBound after its last yield, so that no tick and no sleep lasts
+//     10 ms.
+//
+// An engine idle for hotFor sleeps as long as nothing is due: the runtime
+// takes its P once, and then every thread sleeps until work comes.
+const (
+	yieldEvery = 6 * time.Millisecond
+	yieldBound = 8 * time.Millisecond
+	hotFor     = time.Second
+)
+
+// liveEngines counts the engines running in this process (one, but for
+// tests): an engine keeps its P in short sleeps only while GOMAXPROCS
+// leaves a P for everything else (the core's calls, the fake devices of
+// tests, the garbage collector's workers).
+var liveEngines atomic.Int32
+
 // loop is the engine goroutine.
 func (e *Engine) loop() {
-	runtime.LockOSThread()
+	liveEngines.Add(1)
+	defer liveEngines.Add(-1)
 	defer close(e.done)
 	events := make([]unix.EpollEvent, 64)
 	lastWork := time.Now()
+	lastActive, lastYield := lastWork, lastWork
 	for {
 		if e.runCommands() {
 			e.shutdown()
@@ -305,6 +347,12 @@ func (e *Engine) loop() {
 			e.atExit()
 		}
 		now := time.Now()
+		if now.Sub(lastYield) >= yieldEvery {
+			runtime.Gosched()
+			lastYield = now
+			e.yields++
+			e.holdP = runtime.GOMAXPROCS(0) > int(liveEngines.Load())
+		}
 		if worked {
 			if now.Sub(lastWork) > e.cfg.PollSpin {
 				// Waking from sleep: stop asking the application for
@@ -313,7 +361,7 @@ func (e *Engine) loop() {
 					s.quiet()
 				}
 			}
-			lastWork = now
+			lastWork, lastActive = now, now
 			continue
 		}
 		if now.Sub(lastWork) < e.cfg.PollSpin {
@@ -326,7 +374,16 @@ func (e *Engine) loop() {
 			lastWork = time.Now()
 			continue
 		}
-		e.dispatch(events, e.sleepMS())
+		ms := e.sleepMS()
+		now = time.Now()
+		hot := now.Sub(lastActive) < e.hotFor
+		if hot {
+			ms = boundMS(ms, lastYield.Add(yieldBound).Sub(now))
+		}
+		if e.onSleep != nil {
+			e.onSleep(ms, hot)
+		}
+		e.dispatch(events, ms)
 		lastWork = time.Time{} // asleep until now: quiet the streams once
 	}
 }
@@ -420,7 +477,13 @@ func (e *Engine) runCommands() bool {
 // dispatch waits up to ms (0: does not wait) for events and handles them;
 // it reports whether any arrived.
 func (e *Engine) dispatch(events []unix.EpollEvent, ms int) bool {
-	n, err := unix.EpollWait(e.epfd, events, ms)
+	var n int
+	var err error
+	if e.holdP && ms >= 0 && ms <= int(yieldBound/time.Millisecond) {
+		n, err = epollWaitHeld(e.epfd, events, ms)
+	} else {
+		n, err = unix.EpollWait(e.epfd, events, ms)
+	}
 	if err != nil {
 		return false // EINTR
 	}
@@ -592,6 +655,16 @@ func (e *Engine) sleepMS() int {
 	}
 	ms := int(time.Until(next)/time.Millisecond) + 1
 	return max(ms, 0)
+}
+
+// boundMS is the epoll_wait timeout ms (-1: none) shortened to d, at
+// least 1 ms.
+func boundMS(ms int, d time.Duration) int {
+	b := max(int((d+time.Millisecond-1)/time.Millisecond), 1)
+	if ms < 0 || ms > b {
+		return b
+	}
+	return ms
 }
 
 // arm prepares every stream for sleeping: the link notifies at its next

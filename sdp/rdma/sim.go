@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -230,18 +229,10 @@ func (s *Sim) serve(name string, fd int, cd ConnectData) {
 // the engine's ends of the application's wake sockets. Engine goroutine.
 // On error everything is released, the number too.
 func (s *Sim) adopt(id uint32, fd int, seg *sdp.Segment, side int, wake, wakeTx int) (*stream, error) {
-	l, err := newSimLink(fd, seg, s.cfg.HiddenBase)
+	l, err := newSimLink(fd, seg, s.eng)
 	if err != nil {
 		s.eng.abandon(id)
 		unix.Close(fd)
-		seg.Close()
-		closeOpen(wake, wakeTx)
-		return nil, err
-	}
-	l.eng = s.eng
-	if err := s.eng.watch(l.efd, l.drainEvent); err != nil {
-		s.eng.abandon(id)
-		l.Close()
 		seg.Close()
 		closeOpen(wake, wakeTx)
 		return nil, err
@@ -253,7 +244,6 @@ func (s *Sim) adopt(id uint32, fd int, seg *sdp.Segment, side int, wake, wakeTx 
 		closeOpen(wake, wakeTx)
 		return nil, err
 	}
-	l.start()
 	return st, nil
 }
 
@@ -337,123 +327,279 @@ func (s *Sim) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Dur
 	return ws.endpoint(seg, local, dst), nil
 }
 
-// simLink is a Link over a connected AF_UNIX stream socket (see Sim).
+// simLink is a Link over a connected AF_UNIX stream socket (see Sim). It
+// plays the device on the engine's thread, as soft-RoCE does in the
+// poster's system call: a post writes its message at once (without
+// blocking; what does not fit waits for the socket to drain), and the
+// engine's epoll set watches the socket as it would a completion channel,
+// so that arriving writes wake the engine, which places them into the
+// rings and completes posted receives. No goroutine of its own: the
+// switches the engine and the Go runtime make per message are the ones a
+// device would cause. Engine goroutine only.
 type simLink struct {
-	fd   int
-	seg  *sdp.Segment
-	efd  int
-	eng  *Engine
-	mu   sync.Mutex
-	cond *sync.Cond
-	out  []simOut // posted, not written yet
-	rq   []verbs.WRID
-	cq   []verbs.WC
-	// armed: the next completion fires efd.
-	armed  bool
-	down   bool
-	closed bool
-	wg     sync.WaitGroup
+	fd  int
+	seg *sdp.Segment
+	eng *Engine
+
+	out    [][]byte     // messages posted, not fully written; out[0] from outOff
+	outWR  []simWR      // their work requests
+	outOff int          // bytes of out[0] already written
+	rq     []verbs.WRID // posted receives
+	cq     []verbs.WC
+
+	in     []byte // bytes read and not yet placed: in[inOff:inEnd]
+	inOff  int
+	inEnd  int
+	cur    simIn // the write being placed
+	events uint32
+
+	wblocked bool // the socket is full: wait until it is writable
+	wdead    bool // the peer is gone for writing; its end comes on the read side
+	rnr      bool // an immediate waits for a posted receive
+	down     bool
+	closed   bool
 }
 
-type simOut struct {
+// simWR is a posted send's id and whether it completes when written.
+type simWR struct {
 	wrid     verbs.WRID
-	hdr      [simHdr]byte
-	payload  []byte
 	signaled bool
 }
 
-func newSimLink(fd int, seg *sdp.Segment, base int) (*simLink, error) {
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
+// simIn is an incoming write whose header was read: its payload still to
+// place (left bytes at ring offset off), then its immediate.
+type simIn struct {
+	active  bool
+	ring    int
+	off     uint32
+	n       uint32
+	left    uint32
+	withImm bool
+	imm     uint32
+}
+
+// simReadBuf is how much the link reads from its socket at a time.
+const simReadBuf = 64 << 10
+
+// newSimLink makes a link over the connected socket fd (made nonblocking)
+// for seg, watched by eng's epoll set.
+func newSimLink(fd int, seg *sdp.Segment, eng *Engine) (*simLink, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
 		return nil, err
 	}
-	l := &simLink{fd: fd, seg: seg, efd: hideFD(efd, base)}
-	l.cond = sync.NewCond(&l.mu)
+	l := &simLink{fd: fd, seg: seg, eng: eng, in: make([]byte, simReadBuf)}
+	if err := eng.watch(fd, l.ready); err != nil {
+		return nil, err
+	}
+	l.events = unix.EPOLLIN | unix.EPOLLRDHUP
+	forkCloseAdd(fd) // a fork child's copy would keep the link up after this process died, where a queue pair would break
 	return l, nil
 }
 
-// start starts the goroutines that play the NIC. The socket goes into the
-// fork-close set: a fork child's copy would keep the link up after this
-// process died, where a queue pair would break.
-func (l *simLink) start() {
-	forkCloseAdd(l.fd)
-	l.wg.Add(2)
-	go l.writer()
-	go l.reader()
+// ready runs when the socket is readable or writable (epoll).
+func (l *simLink) ready() {
+	if l.wblocked {
+		l.wblocked = false
+		l.flush()
+	}
+	l.receive()
+	l.rearm()
 }
 
-func (l *simLink) drainEvent() {
-	var b [8]byte
-	_, _ = unix.Read(l.efd, b[:])
-}
-
-// complete queues a completion; mu held.
-func (l *simLink) complete(wc verbs.WC) {
-	l.cq = append(l.cq, wc)
-	if l.armed {
-		l.armed = false
-		one := [8]byte{1}
-		_, _ = unix.Write(l.efd, one[:])
+// rearm sets what the engine's epoll set waits for on the socket: input
+// unless an immediate waits for a receive (or the link is down), output
+// while it is full.
+func (l *simLink) rearm() {
+	var want uint32
+	if !l.down && !l.rnr {
+		want = unix.EPOLLIN | unix.EPOLLRDHUP
+	}
+	if !l.down && l.wblocked {
+		want |= unix.EPOLLOUT
+	}
+	if want == l.events {
+		return
+	}
+	op := unix.EPOLL_CTL_MOD
+	switch {
+	case want == 0:
+		op = unix.EPOLL_CTL_DEL // a closed peer's HUP would fire even with no events
+	case l.events == 0:
+		op = unix.EPOLL_CTL_ADD
+	}
+	ev := unix.EpollEvent{Events: want, Fd: int32(l.fd)}
+	if err := unix.EpollCtl(l.eng.epfd, op, l.fd, &ev); err == nil || op == unix.EPOLL_CTL_DEL {
+		l.events = want
 	}
 }
 
-// breakLocked flushes everything outstanding; mu held.
-func (l *simLink) breakLocked() {
+func (l *simLink) complete(wc verbs.WC) { l.cq = append(l.cq, wc) }
+
+// breakLink flushes everything outstanding and shuts the socket: the
+// peer reads its end.
+func (l *simLink) breakLink() {
 	if l.down {
 		return
 	}
 	l.down = true
-	for _, o := range l.out {
-		l.complete(verbs.WC{WRID: uint64(o.wrid), Status: verbs.WCWRFlushErr})
+	for _, w := range l.outWR {
+		l.complete(verbs.WC{WRID: uint64(w.wrid), Status: verbs.WCWRFlushErr})
 	}
-	l.out = nil
+	l.out, l.outWR, l.outOff = nil, nil, 0
 	for _, r := range l.rq {
 		l.complete(verbs.WC{WRID: uint64(r), Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv})
 	}
 	l.rq = nil
 	_ = unix.Shutdown(l.fd, unix.SHUT_RDWR)
-	l.cond.Broadcast()
+	l.rearm()
 }
 
-func (l *simLink) post(o simOut) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (l *simLink) post(msg []byte, w simWR) error {
 	if l.closed {
 		return errors.New("rdma sim: link closed")
 	}
 	if l.down {
-		l.complete(verbs.WC{WRID: uint64(o.wrid), Status: verbs.WCWRFlushErr})
+		l.complete(verbs.WC{WRID: uint64(w.wrid), Status: verbs.WCWRFlushErr})
 		return nil
 	}
-	l.out = append(l.out, o)
-	l.cond.Broadcast()
+	l.out = append(l.out, msg)
+	l.outWR = append(l.outWR, w)
+	if !l.wblocked {
+		l.flush()
+		l.rearm()
+	}
 	return nil
+}
+
+// flush writes posted messages in order until the socket is full,
+// completing the signaled ones once written.
+func (l *simLink) flush() {
+	for len(l.out) > 0 && !l.wdead && !l.down {
+		n, err := unix.SendmsgN(l.fd, l.out[0][l.outOff:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			l.wblocked = true
+			return
+		case err != nil:
+			// The peer is gone. What it sent before going is still in
+			// the socket, and on a real QP those completions come first:
+			// the read side flushes everything when it reaches the end.
+			l.wdead = true
+			_ = unix.Shutdown(l.fd, unix.SHUT_WR)
+			return
+		}
+		l.outOff += n
+		if l.outOff < len(l.out[0]) {
+			continue
+		}
+		w := l.outWR[0]
+		l.out, l.outWR, l.outOff = l.out[1:], l.outWR[1:], 0
+		if w.signaled {
+			l.complete(verbs.WC{WRID: uint64(w.wrid), Status: verbs.WCSuccess, Opcode: verbs.WCRDMAWrite})
+		}
+	}
+}
+
+// receive reads what the peer wrote and places it: payloads into the
+// rings, and for each immediate a completion of the oldest posted
+// receive; with none posted it stops reading (RNR) until PostRecv.
+func (l *simLink) receive() {
+	for !l.down {
+		if !l.place() {
+			return // RNR, or the link broke
+		}
+		if l.inOff == l.inEnd {
+			l.inOff, l.inEnd = 0, 0
+		} else if l.inOff > 0 {
+			l.inEnd = copy(l.in, l.in[l.inOff:l.inEnd])
+			l.inOff = 0
+		}
+		n, err := unix.Read(l.fd, l.in[l.inEnd:])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			return
+		case err != nil || n == 0:
+			l.breakLink() // the peer's end: after everything it sent
+			return
+		}
+		l.inEnd += n
+	}
+}
+
+// place applies the buffered input; it returns false when it must stop:
+// an immediate waits for a receive, or the peer broke the protocol.
+func (l *simLink) place() bool {
+	for {
+		c := &l.cur
+		if !c.active {
+			if l.inEnd-l.inOff < simHdr {
+				return true
+			}
+			h := l.in[l.inOff : l.inOff+simHdr]
+			*c = simIn{active: true, ring: int(h[1]), withImm: h[2]&1 != 0,
+				off: binary.LittleEndian.Uint32(h[4:]), n: binary.LittleEndian.Uint32(h[8:]),
+				imm: binary.LittleEndian.Uint32(h[12:])}
+			c.left = c.n
+			if h[0] != simWrite || c.ring > 1 || uint64(c.off)+uint64(c.n) > uint64(l.seg.RingBytes) {
+				l.breakLink()
+				return false
+			}
+			l.inOff += simHdr
+		}
+		if c.left > 0 {
+			k := min(int(c.left), l.inEnd-l.inOff)
+			if k == 0 {
+				return true
+			}
+			at := c.off + (c.n - c.left)
+			copy(l.seg.RingData(c.ring)[at:at+uint32(k)], l.in[l.inOff:l.inOff+k])
+			l.inOff += k
+			c.left -= uint32(k)
+			if c.left > 0 {
+				return true
+			}
+		}
+		if c.withImm {
+			if len(l.rq) == 0 {
+				l.rnr = true
+				return false
+			}
+			r := l.rq[0]
+			l.rq = l.rq[1:]
+			l.complete(verbs.WC{WRID: uint64(r), Status: verbs.WCSuccess, Opcode: verbs.WCRecvRDMAWithImm, ByteLen: c.n, ImmData: c.imm, HasImm: true})
+		}
+		l.rnr = false
+		c.active = false
+	}
 }
 
 func (l *simLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint32, withImm, signaled bool) error {
 	if ring < 0 || ring > 1 || n == 0 || uint64(off)+uint64(n) > uint64(l.seg.RingBytes) {
 		return fmt.Errorf("rdma sim: bad write ring %d [%d,+%d)", ring, off, n)
 	}
-	o := simOut{wrid: wrid, signaled: signaled, payload: append([]byte(nil), l.seg.RingData(ring)[off:off+n]...)}
-	simHeader(o.hdr[:], simWrite, ring, withImm, off, n, imm)
-	return l.post(o)
+	msg := make([]byte, simHdr+int(n))
+	simHeader(msg, simWrite, ring, withImm, off, n, imm)
+	copy(msg[simHdr:], l.seg.RingData(ring)[off:off+n])
+	return l.post(msg, simWR{wrid, signaled})
 }
 
 func (l *simLink) PostImm(wrid verbs.WRID, imm uint32, signaled bool) error {
-	o := simOut{wrid: wrid, signaled: signaled}
-	simHeader(o.hdr[:], simWrite, 0, true, 0, 0, imm)
-	return l.post(o)
+	msg := make([]byte, simHdr)
+	simHeader(msg, simWrite, 0, true, 0, 0, imm)
+	return l.post(msg, simWR{wrid, signaled})
 }
 
 func (l *simLink) PostProbe(wrid verbs.WRID) error {
-	o := simOut{wrid: wrid, signaled: true}
-	simHeader(o.hdr[:], simWrite, 0, false, 0, 0, 0)
-	return l.post(o)
+	msg := make([]byte, simHdr)
+	simHeader(msg, simWrite, 0, false, 0, 0, 0)
+	return l.post(msg, simWR{wrid, true})
 }
 
 func (l *simLink) PostRecv(wrid verbs.WRID) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
 		return errors.New("rdma sim: link closed")
 	}
@@ -462,137 +608,40 @@ func (l *simLink) PostRecv(wrid verbs.WRID) error {
 		return nil
 	}
 	l.rq = append(l.rq, wrid)
-	l.cond.Broadcast()
+	if l.rnr {
+		l.receive()
+		l.rearm()
+	}
 	return nil
 }
 
 func (l *simLink) Poll(wc []verbs.WC) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	n := copy(wc, l.cq)
 	l.cq = l.cq[n:]
+	if len(l.cq) == 0 {
+		l.cq = l.cq[:0:0]
+	}
 	return n, nil
 }
 
-func (l *simLink) Notify() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.armed = true
-	if len(l.cq) > 0 {
-		l.armed = false
-		one := [8]byte{1}
-		_, _ = unix.Write(l.efd, one[:])
-	}
-	return nil
-}
+// Notify does nothing: the engine's epoll set watches the socket itself,
+// and completions of sends happen while it runs.
+func (l *simLink) Notify() error { return nil }
 
 func (l *simLink) Disconnect() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.breakLocked()
+	l.breakLink()
 	return nil
 }
 
 func (l *simLink) Close() error {
-	l.mu.Lock()
-	l.closed = true
-	l.breakLocked()
-	l.mu.Unlock()
-	l.wg.Wait()
-	if l.eng != nil {
-		l.eng.unwatch(l.efd)
+	if l.closed {
+		return nil
 	}
-	unix.Close(l.efd)
+	l.closed = true
+	l.breakLink()
+	l.eng.unwatch(l.fd)
 	forkCloseDel(l.fd)
 	return unix.Close(l.fd)
-}
-
-// await locks mu and waits until ready holds or the link is down; it
-// returns false, with mu unlocked, when the link is down.
-func (l *simLink) await(ready func() bool) bool {
-	l.mu.Lock()
-	for !ready() && !l.down {
-		l.cond.Wait()
-	}
-	if l.down {
-		l.mu.Unlock()
-		return false
-	}
-	return true
-}
-
-// writer sends posted work requests in order, completing signaled ones
-// once written.
-func (l *simLink) writer() {
-	defer l.wg.Done()
-	for {
-		if !l.await(func() bool { return len(l.out) > 0 }) {
-			return
-		}
-		o := l.out[0]
-		l.mu.Unlock()
-		err := writeAll(l.fd, o.hdr[:])
-		if err == nil && len(o.payload) > 0 {
-			err = writeAll(l.fd, o.payload)
-		}
-		l.mu.Lock()
-		if err != nil {
-			// The peer is gone. What it sent before going is still in
-			// the socket, and on a real QP those completions come first:
-			// the reader flushes everything when it reaches the end.
-			_ = unix.Shutdown(l.fd, unix.SHUT_WR)
-			l.mu.Unlock()
-			return
-		}
-		if l.down { // broken meanwhile: o was flushed with the rest
-			l.mu.Unlock()
-			return
-		}
-		l.out = l.out[1:]
-		if o.signaled {
-			l.complete(verbs.WC{WRID: uint64(o.wrid), Status: verbs.WCSuccess, Opcode: verbs.WCRDMAWrite})
-		}
-		l.mu.Unlock()
-	}
-}
-
-// reader places incoming writes into the rings and completes a posted
-// receive for each immediate, waiting for one (RNR) when none is posted.
-func (l *simLink) reader() {
-	defer l.wg.Done()
-	var hdr [simHdr]byte
-	for {
-		if err := readFull(l.fd, hdr[:]); err != nil {
-			break
-		}
-		ring, withImm := int(hdr[1]), hdr[2]&1 != 0
-		off, n := binary.LittleEndian.Uint32(hdr[4:]), binary.LittleEndian.Uint32(hdr[8:])
-		imm := binary.LittleEndian.Uint32(hdr[12:])
-		if hdr[0] != simWrite || ring > 1 || uint64(off)+uint64(n) > uint64(l.seg.RingBytes) {
-			break
-		}
-		if n > 0 {
-			l.mu.Lock()
-			closed := l.closed
-			l.mu.Unlock()
-			if closed || readFull(l.fd, l.seg.RingData(ring)[off:off+n]) != nil {
-				break
-			}
-		}
-		if !withImm {
-			continue
-		}
-		if !l.await(func() bool { return len(l.rq) > 0 }) {
-			break
-		}
-		r := l.rq[0]
-		l.rq = l.rq[1:]
-		l.complete(verbs.WC{WRID: uint64(r), Status: verbs.WCSuccess, Opcode: verbs.WCRecvRDMAWithImm, ByteLen: n, ImmData: imm, HasImm: true})
-		l.mu.Unlock()
-	}
-	l.mu.Lock()
-	l.breakLocked()
-	l.mu.Unlock()
 }
 
 func simHeader(h []byte, kind byte, ring int, withImm bool, off, n, imm uint32) {

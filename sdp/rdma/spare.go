@@ -1,7 +1,12 @@
 package rdma
 
 import (
+	"fmt"
+	"net/netip"
 	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/verbs"
@@ -17,6 +22,13 @@ import (
 // not wait for the registration. The spare counts against the locked-memory
 // limit like a connection (README: ulimit -l). A spare is never a used
 // segment: its memory has not been seen by any application.
+//
+// A spare made after a dial also holds a connection manager id bound to
+// the dial's source address (port 0: the kernel picks one) and the QP on
+// it: creating a QP (2-16 ms, up to hundreds under load) needs an id bound
+// to a device, which a bound id is before its address is resolved. The
+// next dial from that address resolves its destination on this id; a dial
+// from another address, or an accept, closes them and makes its own.
 type spare struct {
 	dev    *device
 	ring   uint32
@@ -24,16 +36,25 @@ type spare struct {
 	mirror *sdp.Segment // the engine's mapping, registered as mr
 	cq     *verbs.CQ
 	mr     *verbs.MR
+	src    netip.Addr  // id's address; the zero Addr without an id
+	id     *verbs.CMID // nil, or bound to src on dev, until a dial takes it
+	qp     *verbs.QP   // on id (also once a dial took id), until a link takes it
 }
 
-// makeSpare makes a spare for rings of ring bytes on dev; any goroutine
-// (libibverbs is thread-safe).
-func makeSpare(dev *device, ring uint32, hiddenBase int) (*spare, error) {
+// makeSpare makes a spare for rings of ring bytes on dev, with an id bound
+// to src and its QP when src is valid; any goroutine (libibverbs and
+// librdmacm are thread-safe). Without the id and QP (bind or create
+// failed: logged by logf) the spare is still a spare.
+func makeSpare(dev *device, ring uint32, hiddenBase int, ch *verbs.EventChannel, src netip.Addr, logf func(string, ...any)) (*spare, error) {
 	seg, err := sdp.CreateSegment(ring)
 	if err != nil {
 		return nil, err
 	}
 	seg.FD = hideFD(seg.FD, hiddenBase)
+	// The registration pins the pages holding the process's mmap lock,
+	// which the program's munmap (a close) and page faults wait for:
+	// allocating them first, which takes no such lock, shortens that.
+	_ = unix.Fallocate(seg.FD, 0, 0, int64(len(seg.Mem)))
 	mirror, err := seg.Mirror()
 	if err != nil {
 		seg.Close()
@@ -48,7 +69,67 @@ func makeSpare(dev *device, ring uint32, hiddenBase int) (*spare, error) {
 		sp.close()
 		return nil, err
 	}
+	if src.IsValid() && ch != nil {
+		if err := sp.bindQP(ch, src); err != nil {
+			logf("rdma: spare connection memory without a queue pair: %v", err)
+		}
+	}
 	return sp, nil
+}
+
+// bindQP gives the spare an id bound to src on its device and the QP on it.
+func (sp *spare) bindQP(ch *verbs.EventChannel, src netip.Addr) error {
+	id, err := ch.CreateID()
+	if err != nil {
+		return err
+	}
+	if err := id.Bind(netip.AddrPortFrom(src, 0)); err != nil {
+		id.Close()
+		return err
+	}
+	ctx, err := id.Context()
+	if err == nil && ctx != sp.dev.ctx {
+		err = fmt.Errorf("rdma: %s is not on device %s", src, sp.dev.ctx.Name())
+	}
+	if err != nil {
+		id.Close()
+		return err
+	}
+	qp, err := id.CreateQP(sp.dev.pd, qpConfig(sp.cq))
+	if err != nil {
+		id.Close()
+		return err
+	}
+	sp.src, sp.id, sp.qp = src, id, qp
+	return nil
+}
+
+// takeID returns the spare's id (with its QP, which stays the spare's
+// until a link takes it) for a dial from src, or nil when it has none for
+// src (an id it has is closed).
+func (sp *spare) takeID(src netip.Addr) *verbs.CMID {
+	if sp.id == nil {
+		return nil
+	}
+	if src != sp.src {
+		sp.closeID()
+		return nil
+	}
+	id := sp.id
+	sp.id = nil
+	return id
+}
+
+// closeID closes the QP and the id, if the spare still has them.
+func (sp *spare) closeID() {
+	if sp.qp != nil {
+		sp.qp.Close()
+		sp.qp = nil
+	}
+	if sp.id != nil {
+		sp.id.Close()
+		sp.id = nil
+	}
 }
 
 // close releases what the spare still holds.
@@ -62,9 +143,10 @@ func (sp *spare) close() {
 	}
 }
 
-// closeRegistration releases the MR and the CQ only (the segment is used
-// on another device).
+// closeRegistration releases the QP and the id (if the spare still has
+// them), the MR and the CQ: all but the segment (used on another device).
 func (sp *spare) closeRegistration() {
+	sp.closeID()
 	if sp.mr != nil {
 		sp.mr.Close()
 		sp.mr = nil
@@ -80,8 +162,43 @@ type spares struct {
 	mu      sync.Mutex
 	ready   *spare
 	making  bool
+	made    chan struct{} // closed when the one being made is ready or failed
 	stopped bool
 	taken   int // spares used, for tests
+	withQP  int // links that took a spare's QP, for tests
+}
+
+// spareWait bounds how long a dial waits for the spare being made (rather
+// than making the same memory again, in parallel with it).
+const spareWait = 200 * time.Millisecond
+
+// takeWaiting is take, but when a spare is being made it first waits
+// for it, at most spareWait; any goroutine but the engine's (which
+// installs it).
+func (s *spares) takeWaiting(ring uint32) *spare {
+	s.mu.Lock()
+	made := s.made
+	wait := s.ready == nil && s.making && made != nil
+	s.mu.Unlock()
+	if wait {
+		t := time.NewTimer(spareWait)
+		select {
+		case <-made:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return s.take(ring)
+}
+
+// doneMaking records that the spare being made is ready or failed. s.mu
+// held.
+func (s *spares) doneMaking() {
+	s.making = false
+	if s.made != nil {
+		close(s.made)
+		s.made = nil
+	}
 }
 
 // take returns the spare if it has rings of ring bytes, else nil; any
@@ -98,9 +215,10 @@ func (s *spares) take(ring uint32) *spare {
 	return sp
 }
 
-// want has the engine's background goroutine make a spare for dev if there
-// is none. Engine goroutine only.
-func (t *Transport) wantSpare(dev *device, ring uint32) {
+// wantSpare has the engine's background goroutine make a spare for dev if
+// there is none, with an id bound to src and a QP if src is valid (after
+// a dial from src). Engine goroutine only.
+func (t *Transport) wantSpare(dev *device, ring uint32, src netip.Addr) {
 	s := &t.spares
 	s.mu.Lock()
 	if s.ready != nil || s.making || s.stopped || dev.removed {
@@ -108,12 +226,13 @@ func (t *Transport) wantSpare(dev *device, ring uint32) {
 		return
 	}
 	s.making = true
+	s.made = make(chan struct{})
 	s.mu.Unlock()
 	t.eng.background(func() {
-		sp, err := makeSpare(dev, ring, t.cfg.HiddenBase)
+		sp, err := makeSpare(dev, ring, t.cfg.HiddenBase, t.ch, src, t.cfg.Logf)
 		if err != nil {
 			s.mu.Lock()
-			s.making = false
+			s.doneMaking()
 			s.mu.Unlock()
 			t.cfg.Logf("rdma: no spare connection memory: %v", err)
 			return
@@ -121,6 +240,9 @@ func (t *Transport) wantSpare(dev *device, ring uint32) {
 		// Installed on the engine goroutine, which knows whether the
 		// device is still there.
 		if t.eng.post(func() { t.installSpare(sp) }) != nil {
+			s.mu.Lock()
+			s.doneMaking()
+			s.mu.Unlock()
 			sp.close()
 		}
 	})
@@ -131,7 +253,7 @@ func (t *Transport) wantSpare(dev *device, ring uint32) {
 func (t *Transport) installSpare(sp *spare) {
 	s := &t.spares
 	s.mu.Lock()
-	s.making = false
+	s.doneMaking()
 	keep := s.ready == nil && !s.stopped && !sp.dev.removed
 	if keep {
 		s.ready = sp

@@ -269,7 +269,7 @@ func (t *Transport) Devices() []string {
 // devroute's algorithm, the one osfrun --explain uses.
 // Answers are reused for routeTTL (as policy.IsLocal's address list is):
 // a connect asks this each time, and the algorithm reads sysfs and lists
-// the interfaces (6-30 ms of each connect in an emulated guest).
+// the interfaces (6-60 ms of each connect in an emulated guest).
 func (t *Transport) DeviceFor(a netip.Addr) (device string, ok bool, why string) {
 	return t.routes.get(a, devroute.System.ForRoute)
 }
@@ -278,28 +278,52 @@ func (t *Transport) DeviceFor(a netip.Addr) (device string, ok bool, why string)
 const routeTTL = 2 * time.Second
 
 // routeCache holds DeviceFor's recent answers; safe for concurrent use.
+// An answer asked for in the second half of its life is renewed on
+// another goroutine meanwhile, so that a steady stream of connects to an
+// address never waits for the algorithm (it did every routeTTL) and no
+// answer older than routeTTL is used.
 type routeCache struct {
-	mu sync.Mutex
-	m  map[netip.Addr]routeAnswer
+	mu    sync.Mutex
+	m     map[netip.Addr]routeAnswer
+	clock func() time.Time // time.Now when nil (tests set it)
 }
 
 type routeAnswer struct {
 	device, why string
 	ok          bool
 	at          time.Time
+	renewing    bool
+}
+
+func (c *routeCache) now() time.Time {
+	if c.clock != nil {
+		return c.clock()
+	}
+	return time.Now()
 }
 
 // get returns the answer for a, asking find when there is none younger
 // than routeTTL.
 func (c *routeCache) get(a netip.Addr, find func(netip.Addr) (string, bool, string)) (string, bool, string) {
-	now := time.Now()
+	now := c.now()
 	c.mu.Lock()
 	r, hit := c.m[a]
-	c.mu.Unlock()
 	if hit && now.Sub(r.at) < routeTTL {
+		if now.Sub(r.at) >= routeTTL/2 && !r.renewing {
+			c.m[a] = routeAnswer{device: r.device, why: r.why, ok: r.ok, at: r.at, renewing: true}
+			go c.ask(a, find)
+		}
+		c.mu.Unlock()
 		return r.device, r.ok, r.why
 	}
-	r = routeAnswer{at: now}
+	c.mu.Unlock()
+	r = c.ask(a, find)
+	return r.device, r.ok, r.why
+}
+
+// ask runs find for a and keeps its answer.
+func (c *routeCache) ask(a netip.Addr, find func(netip.Addr) (string, bool, string)) routeAnswer {
+	r := routeAnswer{at: c.now()}
 	r.device, r.ok, r.why = find(a)
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= 256 {
@@ -307,7 +331,7 @@ func (c *routeCache) get(a netip.Addr, find func(netip.Addr) (string, bool, stri
 	}
 	c.m[a] = r
 	c.mu.Unlock()
-	return r.device, r.ok, r.why
+	return r
 }
 
 // Listen creates the shm companion of a listener bound to addr and

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -240,6 +241,59 @@ func TestRouteCache(t *testing.T) {
 	}
 }
 
+// TestRouteCacheRenews: an answer used in the second half of its life is
+// renewed in the background (the caller gets the current one at once);
+// past routeTTL without renewal, the caller asks itself.
+func TestRouteCacheRenews(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	c := routeCache{clock: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	asked := make(chan string, 10)
+	answer := "rxe0 port 1"
+	find := func(netip.Addr) (string, bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked <- answer
+		return answer, true, ""
+	}
+	a := netip.MustParseAddr("10.0.0.1")
+	if dev, _, _ := c.get(a, find); dev != "rxe0 port 1" || len(asked) != 1 {
+		t.Fatalf("first get: %q, asked %d times", dev, len(asked))
+	}
+	<-asked
+	mu.Lock()
+	answer = "rxe1 port 1"
+	mu.Unlock()
+	advance(routeTTL * 3 / 4)
+	if dev, _, _ := c.get(a, find); dev != "rxe0 port 1" {
+		t.Fatalf("get in the second half: %q, want the current answer", dev)
+	}
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the answer was not renewed")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if dev, _, _ := c.get(a, find); dev == "rxe1 port 1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the renewed answer is not used")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if len(asked) != 0 {
+		t.Errorf("asked %d more times, want none", len(asked))
+	}
+	advance(routeTTL) // past the renewed answer's life: asked in the call
+	c.get(a, find)
+	if len(asked) != 1 {
+		t.Errorf("an expired answer: asked %d times, want 1", len(asked))
+	}
+}
+
 // TestDeviceSpare: once a connection was set up, the transport keeps a
 // spare (a registered segment) ready; the next dial or accept with the
 // same ring size takes it, and its connection carries bytes both ways.
@@ -271,5 +325,45 @@ func TestDeviceSpare(t *testing.T) {
 	}
 	if _, n := spares(); n < 2 {
 		t.Errorf("%d of 8 set-ups took a spare, want at least 2", n)
+	}
+}
+
+// TestDeviceSpareQP: a process that only dials keeps its spare with a
+// connection manager id bound to the dial's source address and the QP on
+// it; the next dial from that address resolves its destination on that id
+// and uses that QP (not made on the dial's path), and its connection
+// carries bytes both ways.
+func TestDeviceSpareQP(t *testing.T) {
+	srv, ip := startDevice(t)
+	cli, _ := startDevice(t)
+	addr := netip.AddrPortFrom(ip, 20000+uint16(rand.IntN(20000)))
+	lfd := listenBoth(t, srv, addr)
+	defer unix.Close(lfd)
+	ready := func() bool {
+		cli.spares.mu.Lock()
+		defer cli.spares.mu.Unlock()
+		return cli.spares.ready != nil && cli.spares.ready.qp != nil
+	}
+	for i := 0; i < 3; i++ {
+		for j := 0; i > 0 && j < 1000 && !ready(); j++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if i > 0 && !ready() {
+			t.Fatalf("dial %d: no spare with a QP after 10 s", i)
+		}
+		cep, err := cli.Dial(addr, netip.AddrPortFrom(ip, 40004), 64<<10, 5*time.Second)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		apps := acceptBoth(t, lfd, addr, cep)
+		exchangeBoth(t, apps, 256<<10, uint64(40+i), 30*time.Second)
+		apps[0].close(false)
+		apps[1].close(false)
+	}
+	cli.spares.mu.Lock()
+	n := cli.spares.withQP
+	cli.spares.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d of 2 dials used the spare's QP", n)
 	}
 }

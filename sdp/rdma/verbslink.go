@@ -50,22 +50,36 @@ func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment, l
 }
 
 // newVerbsLinkFrom is newVerbsLink with a spare's CQ and registration
-// (on dev, of the segment the link is for). On error they are released
+// (on dev, of the segment the link is for), and its QP when the spare
+// made it on id (a dial took the spare's id). On error they are released
 // and id is left alone.
 func newVerbsLinkFrom(t *Transport, id *verbs.CMID, dev *device, sp *spare, lp *laps) (*verbsLink, error) {
 	l := &verbsLink{t: t, id: id, dev: dev, ring: uint64(sp.ring), cq: sp.cq, mr: sp.mr}
 	sp.cq, sp.mr = nil, nil
+	if sp.qp != nil && sp.id == nil && id.QP() == sp.qp {
+		l.qp = sp.qp
+		sp.qp = nil
+		t.spares.mu.Lock()
+		t.spares.withQP++
+		t.spares.mu.Unlock()
+		lp.lap("spare+qp")
+		return l, nil
+	}
+	sp.closeID()
 	lp.lap("spare")
 	return l.createQP(lp)
+}
+
+// qpConfig is a link's QP, with one CQ for sends and receives.
+func qpConfig(cq *verbs.CQ) verbs.QPConfig {
+	return verbs.QPConfig{SendCQ: cq, RecvCQ: cq, MaxSendWR: sqDepth, MaxRecvWR: rqDepth}
 }
 
 // createQP creates the link's QP on its id; on error the MR and the CQ
 // are released.
 func (l *verbsLink) createQP(lp *laps) (*verbsLink, error) {
 	var err error
-	l.qp, err = l.id.CreateQP(l.dev.pd, verbs.QPConfig{
-		SendCQ: l.cq, RecvCQ: l.cq, MaxSendWR: sqDepth, MaxRecvWR: rqDepth,
-	})
+	l.qp, err = l.id.CreateQP(l.dev.pd, qpConfig(l.cq))
 	if err != nil {
 		l.mr.Close()
 		l.cq.Close()

@@ -11,7 +11,7 @@ PERF=$BIN/osfperf
 RSP=$(ls /usr/lib/x86_64-linux-gnu/rsocket/librspreload.so 2>/dev/null)
 PINGS=${BENCH_PINGS:-3000}
 STREAM=${BENCH_STREAM:-256M}
-CONNS=${BENCH_CONNS:-30}
+CONNS=${BENCH_CONNS:-60}
 REDIS_N=${BENCH_REDIS_N:-10000}
 barrier up 300 || exit 1
 
@@ -89,7 +89,8 @@ for t in kernel osf rsocket; do
 	want st && step "st-$t" 600 "$(lp)" "$under" $t "$PERF" server -a 10.77.0.1 -p $port -1 -- \
 		"$under" $t "$PERF" client -a 10.77.0.1 -p $port -t stream -b "$STREAM" -w 64K --json
 	port=$((port + 1))
-	want cr && step "cr-$t" 600 "$(lp)" "$under" $t python3 $GUESTDIR/connrate.py server 10.77.0.1 $port "$CONNS" -- \
+	# osf logs the set-up steps' laps at debug (a line or two per connection)
+	want cr && OSF_BENCH_LOG_LEVEL=debug step "cr-$t" 600 "$(lp)" "$under" $t python3 $GUESTDIR/connrate.py server 10.77.0.1 $port "$CONNS" -- \
 		"$under" $t python3 $GUESTDIR/connrate.py client 10.77.0.1 $port "$CONNS"
 	port=$((port + 1))
 	want redis || continue
