@@ -188,6 +188,8 @@ var variables = []variable{
 	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
 	{Var{"OSF_GATEWAY_KEY", "", "file holding the key (mode 0600) that authenticates this node to its gateways"}, func(c *Config, v string) error { c.GatewayKey = v; return nil }},
 	{Var{"OSF_GATEWAY_TIMEOUT_MS", "20000", "milliseconds a gateway may take to connect to a destination, 1-600000"}, parseGatewayTimeout},
+	{Var{"OSF_REAP_BLOCKING", "1", "0 keeps the rings of readers asleep in a blocking recv (no osf-reaper thread gives their idle pages back)"}, nil},
+	{Var{"OSF_DEBUG_TRIM_STOP", "0", "1 stops a process with SIGSTOP right before its first trim punch (tests)"}, nil},
 	{Var{"OSF_DEBUG_LOAD_CORE", "0", "1 loads the osf core at start-up (debugging)"}, boolVar(func(c *Config) *bool { return &c.DebugLoadCore })},
 	{Var{"OSF_DEBUG_RDMA_SIM", "0", "1 replaces RDMA devices by a software stand-in between processes of this host (tests)"}, boolVar(func(c *Config) *bool { return &c.DebugRDMASim })},
 	{Var{varConf, DefaultConfFile, "configuration file; empty means none (the environment overrides the file)"}, nil},
