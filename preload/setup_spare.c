@@ -136,22 +136,15 @@ void osf_spare_fill(void)
 	    __atomic_load_n(&osf_spare_wanted, __ATOMIC_RELAXED) &&
 	    !__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE) &&
 	    (m = make(ring, fd)) != NULL) {
+		/* kit.seg is still NULL: only a holder of busy changes it. */
 		osf_fdt_limit_lock();
-		if (!kit.seg) {
-			for (i = 0; i < 3; i++)
-				kit.fd[i] = fd[i];
-			kit.ring = ring;
-			kit.pid = getpid();
-			kit.made = setup_now_ns();
-			__atomic_store_n(&kit.seg, m, __ATOMIC_RELEASE);
-			m = NULL;
-		}
+		for (i = 0; i < 3; i++)
+			kit.fd[i] = fd[i];
+		kit.ring = ring;
+		kit.pid = getpid();
+		kit.made = setup_now_ns();
+		__atomic_store_n(&kit.seg, m, __ATOMIC_RELEASE);
 		osf_fdt_limit_unlock();
-		if (m) { /* cannot be: busy keeps other fills out */
-			munmap(m, osf_seg_bytes(ring));
-			for (i = 0; i < 3; i++)
-				osf_fdt_close_hidden(fd[i]);
-		}
 	}
 	/* One try per wanted kit: a failure waits for the next connect. */
 	__atomic_store_n(&osf_spare_wanted, 0, __ATOMIC_RELAXED);
@@ -159,18 +152,24 @@ void osf_spare_fill(void)
 	errno = saved;
 }
 
-/* drop frees the kit; the limit lock is held. */
-static void drop(void)
+/* kit_free unmaps the kit's mapping (if any) and closes its fds. */
+static void kit_free(void)
 {
 	int i;
 
-	if (!kit.seg || kit.pid != getpid())
-		return;
-	munmap(kit.seg, osf_seg_bytes(kit.ring));
+	if (kit.seg)
+		munmap(kit.seg, osf_seg_bytes(kit.ring));
 	for (i = 0; i < 3; i++)
-		osf_fdt_close_hidden(kit.fd[i]);
+		osf_fdt_close_hidden(kit.fd[i]); /* -1: nothing */
 	kit.seg = NULL;
 	kit.fd[0] = kit.fd[1] = kit.fd[2] = -1;
+}
+
+/* drop frees this process's kit; the limit lock is held. */
+static void drop(void)
+{
+	if (kit.seg && kit.pid == getpid())
+		kit_free();
 }
 
 void osf_spare_idle(void)
@@ -190,13 +189,7 @@ void osf_spare_idle(void)
 
 void setup_spare_after_fork(void)
 {
-	int i;
-
-	if (kit.seg)
-		munmap(kit.seg, osf_seg_bytes(kit.ring)); /* this child's copy */
-	for (i = 0; i < 3; i++)
-		if (kit.fd[i] >= 0)
-			osf_fdt_close_hidden(kit.fd[i]);
+	kit_free(); /* this child's copies */
 	memset(&kit, 0, sizeof(kit));
 	kit.fd[0] = kit.fd[1] = kit.fd[2] = -1;
 	osf_spare_wanted = 0;
