@@ -641,13 +641,10 @@ int osf_side_wait_room(struct osf_side *s, unsigned spin_us)
 
 /* ---- readiness ------------------------------------------------------------- */
 
-/* tx_lowat is the room that makes a side writable: the low-water mark,
- * or half the in-flight limit when that is smaller. */
+/* tx_lowat is the room that makes a side writable (osf_seg_tx_lowat). */
 static uint64_t tx_lowat(const struct osf_side *s)
 {
-	uint64_t lim = osf_side_tx_limit(s);
-
-	return lim / 2 < s->lowat ? lim / 2 : s->lowat;
+	return osf_seg_tx_lowat(s->size, osf_side_tx_limit(s));
 }
 
 short osf_side_revents(const struct osf_side *s)
