@@ -49,6 +49,11 @@
 				(a shutdown woke its readers): it takes no
 				more tokens (sdp/side.c osf_side_shut_wake) */
 #define OSF_SIDE_WRSOCK 0x10u /* the same for its writers' wake socket */
+#define OSF_SIDE_TIMEDOUT 0x20u /* with RESET, set by an RDMA engine on the
+				   side it plays: it gave up on the remote
+				   peer (its device stopped answering), so
+				   the end is ETIMEDOUT, as when TCP's
+				   retransmissions give up */
 
 /* A trim of a ring under way (osf_seg_side.trim): owner is the trimming
  * thread's tid (0: free), claimed before it takes the producers' tx_lock

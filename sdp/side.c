@@ -296,7 +296,9 @@ void osf_side_mark_gone(struct osf_side *s)
 	if (osf_end_is_reset(osf_side_peer_flags(s), head != tail) ||
 	    (!__atomic_load_n(&s->peer->holders, __ATOMIC_ACQUIRE) &&
 	     !__atomic_load_n(&s->peer->close_seq, __ATOMIC_ACQUIRE))) {
-		osf_side_set_pending(s, ECONNRESET);
+		osf_side_set_pending(s, (osf_side_peer_flags(s) & OSF_SIDE_TIMEDOUT)
+						? ETIMEDOUT
+						: ECONNRESET);
 		osf_side_set_state(s, OSF_CS_GONE | OSF_CS_RESET);
 		return;
 	}

@@ -32,6 +32,9 @@ const (
 	// (writers) asleep there at a shutdown; tokens sent there fail.
 	SideRDSock SideFlags = C.OSF_SIDE_RDSOCK
 	SideWRSock SideFlags = C.OSF_SIDE_WRSOCK
+	// SideTimedOut: with SideReset, an RDMA engine gave up on the remote
+	// peer (its device stopped answering): the end is ETIMEDOUT.
+	SideTimedOut SideFlags = C.OSF_SIDE_TIMEDOUT
 )
 
 // Header and hello flags.
@@ -58,7 +61,7 @@ func (f SideFlags) String() string {
 	for _, n := range []struct {
 		bit  SideFlags
 		name string
-	}{{SideFIN, "FIN"}, {SideReset, "RESET"}, {SideRDShut, "RDSHUT"}, {SideRDSock, "RDSOCK"}, {SideWRSock, "WRSOCK"}} {
+	}{{SideFIN, "FIN"}, {SideReset, "RESET"}, {SideRDShut, "RDSHUT"}, {SideRDSock, "RDSOCK"}, {SideWRSock, "WRSOCK"}, {SideTimedOut, "TIMEDOUT"}} {
 		if f&n.bit != 0 {
 			names = append(names, n.name)
 			f &^= n.bit

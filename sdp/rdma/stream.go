@@ -667,6 +667,21 @@ func (s *stream) fail(err error) {
 func (s *stream) linkBroken(wc *verbs.WC) {
 	if !s.linkDown && !wc.Status.Flushed() && !s.closeAck && !s.peerClosed {
 		s.logf("rdma: connection %d: work request failed: %s", s.id, wc.Status)
+		if wc.Status == verbs.WCRetryExcErr {
+			s.timedOut() // the QP's retries gave up on the peer's device
+			return
+		}
+	}
+	s.down()
+}
+
+// timedOut takes the link down after the peer's device stopped answering
+// (the QP's retries or an unacknowledged probe gave up): the local
+// application sees ETIMEDOUT, as when TCP's retransmissions give up,
+// after the data already received.
+func (s *stream) timedOut() {
+	if !s.linkDown && !s.peerClosed && !s.localEOF {
+		s.seg.OrSideFlags(s.peer, sdp.SideTimedOut) // before down's RESET and the end
 	}
 	s.down()
 }
