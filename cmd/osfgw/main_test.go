@@ -318,9 +318,9 @@ func TestListen(t *testing.T) {
 }
 
 // TestStatusWhileConnecting asks for the status (snapshot) over and over
-// while nodes connect through the gateway and are accepted: with -race,
-// a relay's local address and leg written after it was listed raced
-// with the status reading them.
+// while nodes connect through the gateway and are accepted: with -race
+// (make test runs this package so), a relay's local address and leg
+// written after it was listed raced with the status reading them.
 func TestStatusWhileConnecting(t *testing.T) {
 	f := newFixture(t)
 	go func() {
