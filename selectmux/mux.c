@@ -150,7 +150,6 @@ static __thread int mu_overflow __attribute__((tls_model("initial-exec")));
 static __thread int mu_pending __attribute__((tls_model("initial-exec")));
 
 static void changed(int fd, int dups, uint32_t events);
-static void changed_all(void);
 
 /* defer_change notes a re-check for this thread's last mux unlock; every
  * item is re-checked when the slots are full. */
@@ -181,7 +180,7 @@ static void run_deferred(void)
 
 	while (__atomic_exchange_n(&mu_pending, 0, __ATOMIC_ACQUIRE)) {
 		if (__atomic_exchange_n(&mu_overflow, 0, __ATOMIC_ACQUIRE))
-			changed_all();
+			changed(-1, 1, OSF_MUX_ALL);
 		for (i = 0; i < DEFER_SLOTS; i++) {
 			struct deferred d;
 			if (__atomic_load_n(&mu_deferred[i].state, __ATOMIC_ACQUIRE) != SLOT_FULL)
@@ -1310,16 +1309,20 @@ void osf_mux_offloaded(int fd)
 	mu_unlock(&all_lock);
 }
 
-/* changed is osf_mux_changed with no mux lock held by this thread. */
+/* changed is osf_mux_changed with no mux lock held by this thread; fd -1
+ * re-checks every item (deferred re-checks overflowed). */
 static void changed(int fd, int dups, uint32_t events)
 {
-	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
+	struct osf_fdt_entry *t = fd >= 0 ? osf_fdt_lookup(fd) : NULL;
 	uint64_t priv = t ? __atomic_load_n(&t->priv, __ATOMIC_ACQUIRE) : 0;
+	int all = fd < 0;
 	struct ep *ep;
 	int i;
 
-	if (!all_eps || !priv)
+	if (!all_eps || (!priv && !all))
 		return;
+	if (all)
+		dups = 1, events = OSF_MUX_ALL;
 	mu_lock(&all_lock);
 	for (ep = all_eps; ep; ep = ep->next_ep) {
 		int found = 0;
@@ -1328,33 +1331,8 @@ static void changed(int fd, int dups, uint32_t events)
 			struct epi *it = ep->byfd[i];
 			struct osf_fdt_entry *e = osf_fdt_lookup(i);
 			if (!it || it->parked || it->disabled || !same_file(it, e) ||
-			    e->priv != priv ||
+			    (!all && e->priv != priv) ||
 			    (events != OSF_MUX_ALL && !(it->events & events)))
-				continue;
-			disarm_item(it, e, 0);
-			list_add(ep, it);
-			found = 1;
-		}
-		if (found)
-			kick(ep);
-		mu_unlock(&ep->lock);
-	}
-	mu_unlock(&all_lock);
-}
-
-/* changed_all re-checks every item (deferred re-checks overflowed). */
-static void changed_all(void)
-{
-	struct ep *ep;
-	int i, found;
-
-	mu_lock(&all_lock);
-	for (ep = all_eps; ep; ep = ep->next_ep) {
-		mu_lock(&ep->lock);
-		for (i = 0, found = 0; i < ep->cap; i++) {
-			struct epi *it = ep->byfd[i];
-			struct osf_fdt_entry *e = osf_fdt_lookup(i);
-			if (!it || it->parked || it->disabled || !same_file(it, e))
 				continue;
 			disarm_item(it, e, 0);
 			list_add(ep, it);
