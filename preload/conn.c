@@ -125,10 +125,13 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
  * most LATER_BYTES between them (the pages a closed connection keeps
  * alive are few), shm only (an RDMA engine's segment is its own). They
  * are unmapped by the next close in the process, a blocking accept or
- * read about to wait, an idle trim (poll/epoll, the reaper), once the
- * peer let go or OSF_TRIM_IDLE_MS passed, or all of them when the list is
- * full (the oldest) or the lock is busy (a signal handler's close inside
- * one: unmapped at once). A fork child unmaps its copies. */
+ * read about to wait, or a poll/epoll idle trim, once the peer let go or
+ * OSF_TRIM_IDLE_MS after the close; the oldest at once when a ninth comes,
+ * and one whose close meets the list busy (another thread, or a signal
+ * handler's close inside one) is not kept. A process that never closes,
+ * waits or polls again keeps them until it exits or execs. A fork child
+ * unmaps its copies; a fork while another thread unmaps a due one leaves
+ * that one mapped in the child (it left the list first). */
 #define LATER_MAX 8
 #define LATER_BYTES (64u << 10)
 
@@ -177,15 +180,15 @@ void osf_conn_unmap_due_slow(int all)
 static int keep_mapped(struct osf_conn *c)
 {
 	struct later victim = {0};
-	uint64_t carried;
+	uint64_t tx, rx;
 	int n;
 
 	if (!__atomic_load_n(&c->s.trim, __ATOMIC_RELAXED) || /* shm only */
 	    !__atomic_load_n(&c->s.peer->holders, __ATOMIC_ACQUIRE))
 		return 0; /* the peer let go: this unmap is the last anyway */
-	carried = __atomic_load_n(&c->s.tx->head, __ATOMIC_RELAXED) +
-		  __atomic_load_n(&c->s.rx->head, __ATOMIC_RELAXED);
-	if (carried > LATER_BYTES ||
+	tx = __atomic_load_n(&c->s.tx->head, __ATOMIC_RELAXED);
+	rx = __atomic_load_n(&c->s.rx->head, __ATOMIC_RELAXED); /* the peer's word */
+	if (tx > LATER_BYTES || rx > LATER_BYTES - tx ||
 	    __atomic_exchange_n(&later_lock, 1, __ATOMIC_ACQUIRE))
 		return 0;
 	n = osf_conn_later_n;
