@@ -391,7 +391,9 @@ static struct osf_fdt_entry *entry_locked(int fd)
 	return c ? c + ((unsigned)fd & (OSF_FDT_CHUNK_ENTRIES - 1)) : NULL;
 }
 
-static void set_hidden_locked(int fd, int owner)
+/* set_hidden_locked records fd as hidden for owner, with its inode ino
+ * (0: look it up); the lock is held. */
+static void set_hidden_locked(int fd, int owner, uint64_t ino)
 {
 	struct osf_fdt_entry *e = entry_locked(fd);
 
@@ -400,7 +402,7 @@ static void set_hidden_locked(int fd, int owner)
 	memset(e, 0, sizeof(*e));
 	e->aux_fd = -1;
 	e->owner_fd = owner;
-	e->ino = ino_of(fd);
+	e->ino = ino ? ino : ino_of(fd);
 	e->rule = -1;
 	__atomic_store_n(&e->kind, OSF_FD_HIDDEN, __ATOMIC_RELEASE);
 }
@@ -453,7 +455,7 @@ static int table_create(void)
 	tfd = hfd;
 	tsize = OSF_FDT_HDR_BYTES;
 	hdr = h;
-	set_hidden_locked(tfd, -1);
+	set_hidden_locked(tfd, -1, 0);
 	return 0;
 fail:
 	sys_close(hfd);
@@ -648,8 +650,8 @@ void osf_fdt_spawn_inherit(int on)
 }
 
 /* mark_hidden records nfd, already in the hidden range, as hidden for
- * owner: 0, or -1 (nfd left open). */
-static int mark_hidden(int nfd, int owner)
+ * owner (ino: its inode, 0 to look it up): 0, or -1 (nfd left open). */
+static int mark_hidden(int nfd, int owner, uint64_t ino)
 {
 	struct osf_fdt_entry *e;
 
@@ -664,7 +666,7 @@ static int mark_hidden(int nfd, int owner)
 	}
 	e = entry_locked(nfd);
 	if (e)
-		set_hidden_locked(nfd, owner);
+		set_hidden_locked(nfd, owner, ino);
 	osf_fdt_unlock();
 	return e ? 0 : -1;
 }
@@ -672,19 +674,21 @@ static int mark_hidden(int nfd, int owner)
 int osf_fdt_hide(int fd, int owner)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	uint64_t ino;
 	int nfd;
 
 	/* Placed in the hidden range by osf already (a spare segment's fds,
-	 * preload/setup_spare.c): it stays there, now for owner. */
-	if (e && e->kind == OSF_FD_HIDDEN && e->ino == ino_of(fd) &&
-	    mark_hidden(fd, owner) == 0) {
+	 * preload/setup_spare.c): it stays there, now for owner (one fstat
+	 * tells it is still the same file and is what the entry records). */
+	if (e && e->kind == OSF_FD_HIDDEN && (ino = ino_of(fd)) != 0 && e->ino == ino &&
+	    mark_hidden(fd, owner, ino) == 0) {
 		osf_fdt_touch();
 		return fd;
 	}
 	nfd = osf_fdt_dup_high(fd, 1);
 	if (nfd < 0)
 		return -1;
-	if (mark_hidden(nfd, owner) < 0) {
+	if (mark_hidden(nfd, owner, 0) < 0) {
 		int e = errno;
 		sys_close(nfd);
 		errno = e;
@@ -697,7 +701,7 @@ int osf_fdt_hide(int fd, int owner)
 
 int osf_fdt_keep_hidden(int hfd, int owner)
 {
-	if (mark_hidden(hfd, owner) < 0) {
+	if (mark_hidden(hfd, owner, 0) < 0) {
 		int e = errno;
 		sys_close(hfd);
 		errno = e;
@@ -713,7 +717,7 @@ void osf_fdt_mark_hidden(int fd)
 		return;
 	osf_fdt_lock();
 	if (hdr || table_create() == 0)
-		set_hidden_locked(fd, -1);
+		set_hidden_locked(fd, -1, 0);
 	osf_fdt_unlock();
 	osf_fdt_touch();
 }
@@ -965,7 +969,7 @@ static int switch_to(int nfd)
 	if (fdflags < 0)
 		goto fail;
 	sys_close(nfd);
-	set_hidden_locked(tfd, -1);
+	set_hidden_locked(tfd, -1, 0);
 	return 0;
 fail:
 	sys_close(nfd);
@@ -1169,7 +1173,7 @@ int osf_fdt_adopt(int fd, uint64_t image)
 		if (!entry_survived(efd, c))
 			memset(c, 0, sizeof(*c));
 	}
-	set_hidden_locked(tfd, -1);
+	set_hidden_locked(tfd, -1, 0);
 	recount();
 	osf_fdt_unlock();
 	osf_fdt_touch();

@@ -14,6 +14,7 @@
  */
 #include "conn_priv.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <string.h>
@@ -104,14 +105,136 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	__atomic_store_n(&c->refs, 1, __ATOMIC_RELEASE);
 }
 
+/* ---- segments unmapped later ---------------------------------------------
+ *
+ * The last unmap of a segment frees its pages and its memfd: ~10 µs for a
+ * small exchange's three pages on a 2-vCPU VM, where an unmap that is not
+ * the last costs ~3 µs. Of a connection's two ends, the one that closes
+ * first (an HTTP/1.0 server: its client still reads the reply) is not the
+ * last unless its peer is quicker, and on a connection churn that peer is
+ * the client, on whose time the next connection waits. So a connection
+ * closed while its peer still holds the segment (holders of the peer's
+ * side, a count the peer's close drops) keeps its mapping (its fds are
+ * closed at once: the mapping holds the memfd): the peer's unmap is then
+ * the cheap one, and this process pays for the pages when it would wait
+ * anyway. Nothing the peer or the kernel sees changes: the wake sockets
+ * and the port are closed, the side's holders count dropped, at the
+ * application's close, as before; nothing is written to a kept mapping.
+ *
+ * Kept: at most LATER_MAX mappings of segments whose rings carried at
+ * most LATER_BYTES between them (the pages a closed connection keeps
+ * alive are few), shm only (an RDMA engine's segment is its own). They
+ * are unmapped by the next close in the process, a blocking accept or
+ * read about to wait, or a poll/epoll idle trim, once the peer let go or
+ * OSF_TRIM_IDLE_MS after the close; the oldest at once when a ninth comes,
+ * and one whose close meets the list busy (another thread, or a signal
+ * handler's close inside one) is not kept. A process that never closes,
+ * waits or polls again keeps them until it exits or execs. A fork child
+ * unmaps its copies; a fork while another thread unmaps a due one leaves
+ * that one mapped in the child (it left the list first). */
+#define LATER_MAX 8
+#define LATER_BYTES (64u << 10)
+
+static struct later {
+	void *base;
+	size_t bytes;
+	const struct osf_seg_side *peer; /* in the mapping */
+	long long since;
+} later[LATER_MAX];
+int osf_conn_later_n;
+static int later_lock;
+
+/* later_due reports whether kept mapping l may go now. */
+static int later_due(const struct later *l, long long now, int all)
+{
+	return all || !__atomic_load_n(&l->peer->holders, __ATOMIC_ACQUIRE) ||
+	       now - l->since > OSF_TRIM_IDLE_MS * 1000000LL;
+}
+
+void osf_conn_unmap_due_slow(int all)
+{
+	struct later go[LATER_MAX];
+	long long now = conn_now_ns();
+	int i, k = 0, n, saved = errno;
+
+	if (__atomic_exchange_n(&later_lock, 1, __ATOMIC_ACQUIRE))
+		return; /* another thread unmaps them */
+	n = osf_conn_later_n;
+	for (i = 0; i < n;) {
+		if (later_due(&later[i], now, all)) {
+			go[k++] = later[i];
+			later[i] = later[--n];
+		} else {
+			i++;
+		}
+	}
+	__atomic_store_n(&osf_conn_later_n, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&later_lock, 0, __ATOMIC_RELEASE);
+	for (i = 0; i < k; i++)
+		munmap(go[i].base, go[i].bytes);
+	errno = saved;
+}
+
+/* keep_mapped keeps the mapping of closed connection c for later: 1, or 0
+ * when it is to be unmapped now. */
+static int keep_mapped(struct osf_conn *c)
+{
+	struct later victim = {0};
+	uint64_t tx, rx;
+	int n;
+
+	if (!__atomic_load_n(&c->s.trim, __ATOMIC_RELAXED) || /* shm only */
+	    !__atomic_load_n(&c->s.peer->holders, __ATOMIC_ACQUIRE))
+		return 0; /* the peer let go: this unmap is the last anyway */
+	tx = __atomic_load_n(&c->s.tx->head, __ATOMIC_RELAXED);
+	rx = __atomic_load_n(&c->s.rx->head, __ATOMIC_RELAXED); /* the peer's word */
+	if (tx > LATER_BYTES || rx > LATER_BYTES - tx ||
+	    __atomic_exchange_n(&later_lock, 1, __ATOMIC_ACQUIRE))
+		return 0;
+	n = osf_conn_later_n;
+	if (n == LATER_MAX) { /* full: the oldest goes now */
+		int i, old = 0;
+		for (i = 1; i < n; i++)
+			if (later[i].since < later[old].since)
+				old = i;
+		victim = later[old];
+		later[old] = later[--n];
+	}
+	later[n].base = c->base;
+	later[n].bytes = c->map_bytes;
+	later[n].peer = c->s.peer;
+	later[n].since = conn_now_ns();
+	__atomic_store_n(&osf_conn_later_n, n + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&later_lock, 0, __ATOMIC_RELEASE);
+	if (victim.base)
+		munmap(victim.base, victim.bytes);
+	return 1;
+}
+
+static void later_after_fork(void)
+{
+	int i;
+
+	for (i = 0; i < osf_conn_later_n; i++) /* the child's copies */
+		munmap(later[i].base, later[i].bytes);
+	osf_conn_later_n = 0;
+	later_lock = 0;
+}
+
 void osf_conn_destroy(struct osf_conn *c)
 {
-	munmap(c->base, c->map_bytes);
+	int saved = errno;
+
+	/* Those whose peer let go since: this close is no one's wait. */
+	osf_conn_unmap_due(0);
 	osf_fdt_close_hidden(c->seg_fd);
 	osf_fdt_close_hidden(c->s.wfd);
 	osf_fdt_close_hidden(c->port_fd);
+	if (!keep_mapped(c))
+		munmap(c->base, c->map_bytes);
 	c->base = NULL;
 	conn_free(c);
+	errno = saved;
 }
 
 void osf_conn_hold_port(struct osf_fdt_entry *e, int pfd)
@@ -406,6 +529,7 @@ void osf_conn_child_after_fork(void)
 	osf_lock_after_fork();
 	pool_lock = 0;
 	rebuild_lock = 0;
+	later_after_fork();
 	osf_conn_cork_after_fork();
 }
 

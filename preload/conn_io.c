@@ -142,6 +142,7 @@ static int wait_data(struct osf_conn *c, int fd)
 
 	if (__atomic_load_n(&osf_spare_wanted, __ATOMIC_RELAXED))
 		osf_spare_fill(); /* the next connect's segment, while we wait */
+	osf_conn_unmap_due(0); /* closed connections' segments (conn.c) */
 	spin = spin_begin(c, &sleeps);
 	r = osf_side_wait_data(&c->s, fd, spin);
 

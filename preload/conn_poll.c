@@ -159,4 +159,5 @@ void osf_conn_trim(int fd, struct osf_fdt_entry *e)
 		osf_side_trim(&c->s);
 	conn_put(c);
 	osf_spare_idle();
+	osf_conn_unmap_due(0);
 }

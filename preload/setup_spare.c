@@ -83,9 +83,8 @@ void *setup_spare_take(uint32_t ring, int *segfd, int wtx[2])
 
 /* make makes a kit's segment and socket pair, their fds in the hidden
  * range (fd: segment, client's end, server's end); the mapping, or NULL.
- * It runs outside any fd window and holds no lock of osf's but the table
- * lock osf_fdt_hide takes (the limit lock is taken after it, never
- * around it: fork takes them in the other order). */
+ * Its one fd window (the limit lock) is taken before the table lock
+ * osf_fdt_hide takes, in fork's order. */
 static uint8_t *make(uint32_t ring, int fd[3])
 {
 	volatile uint8_t *h;
@@ -101,9 +100,11 @@ static uint8_t *make(uint32_t ring, int fd[3])
 	}
 	fd[1] = w[0];
 	fd[2] = w[1];
+	osf_fdt_high_begin(); /* one window (one RLIMIT_NOFILE read) for all three */
 	for (i = 0; i < 3; i++) { /* owner 0: movable (setup_spare_moved) */
 		int h2 = osf_fdt_hide(fd[i], 0);
 		if (h2 < 0) {
+			osf_fdt_high_end();
 			for (; i < 3; i++)
 				REAL(close)(fd[i]);
 			for (i = 0; i < 3; i++)
@@ -113,6 +114,7 @@ static uint8_t *make(uint32_t ring, int fd[3])
 		}
 		hfd[i] = h2;
 	}
+	osf_fdt_high_end();
 	/* The header and each ring's first page: what a small exchange
 	 * touches first (allocated here rather than on the critical path). */
 	h[0] = 0;

@@ -728,6 +728,8 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
 		int n, first, nfd, np, i, ready;
 		np = osf_setup_parked_fds(e->aux_fd, p + 2, PARKED_POLL);
+		if (looked && timeout != 0)
+			osf_conn_unmap_due(0); /* about to wait (conn.c) */
 		osf_intr_begin();
 		n = REAL(poll)(p, (nfds_t)(2 + np), looked ? timeout : 0);
 		if (n == 0 && !looked) {
