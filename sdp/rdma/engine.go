@@ -3,9 +3,9 @@ package rdma
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -35,13 +35,12 @@ type EngineConfig struct {
 	Logf func(format string, a ...any)
 }
 
-// Engine is the progress engine of one process: a goroutine that moves
-// every RDMA stream of the process. It polls actively for PollSpin after
-// its last piece of work, then arms every wake-up source (completion
-// channels, the streams' wake sockets with the want flags up in their
-// segments, the connection manager's channel, its command eventfd), all in
-// one epoll set, and sleeps parked in the Go runtime's netpoller until that
-// set is readable (see sleep).
+// Engine is the progress engine of one process: a goroutine, locked to
+// its own OS thread, that moves every RDMA stream of the process. It polls
+// actively for PollSpin after its last piece of work, then arms every
+// wake-up source (completion channels, the streams' wake sockets with the
+// want flags up in their segments, the connection manager's channel, its
+// command eventfd) and sleeps in epoll_wait.
 //
 // Other goroutines hand it work with Do; everything else runs on the
 // engine goroutine.
@@ -49,13 +48,6 @@ type Engine struct {
 	cfg  EngineConfig
 	epfd int
 	kick int // eventfd: commands are waiting
-	// epf is epfd as a file the runtime's netpoller watches, rc its raw
-	// access: sleeps park there. nil where the netpoller refused it (the
-	// engine then sleeps in epoll_wait).
-	epf *os.File
-	rc  interface {
-		Read(func(fd uintptr) bool) error
-	}
 
 	mu      sync.Mutex
 	cmds    []func()
@@ -71,11 +63,13 @@ type Engine struct {
 	closing map[*stream]time.Time // streams taking their link down, and their deadline
 	timers  []timer
 	wc      []verbs.WC
-	free    chan func()   // background's queue, nil until first used
-	freed   chan struct{} // closed when its goroutine has finished
-	onIdle  []func()      // run once per loop iteration before sleeping (tests)
-	yields  int           // runtime.Gosched calls (tests)
-	parks   int           // sleeps parked in the netpoller (tests)
+	free    chan func()            // background's queue, nil until first used
+	freed   chan struct{}          // closed when its goroutine has finished
+	onIdle  []func()               // run once per loop iteration before sleeping (tests)
+	onSleep func(ms int, hot bool) // each sleep's epoll_wait timeout (tests)
+	yields  int                    // runtime.Gosched calls (tests)
+	hotFor  time.Duration          // hotFor, shorter in tests
+	holdP   bool                   // short sleeps keep the P: a P is left for the rest
 
 	// At exit (exit.go): the process's exit(3) waits for the streams.
 	exitArmed bool
@@ -105,6 +99,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		sources: map[int]func(){},
 		closing: map[*stream]time.Time{},
 		wc:      make([]verbs.WC, 32),
+		hotFor:  hotFor,
 	}
 	var err error
 	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
@@ -122,7 +117,6 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		return nil, err
 	}
 	e.sources[e.kick] = e.drainKick
-	e.netpoll()
 	go e.loop()
 	return e, nil
 }
@@ -295,46 +289,47 @@ func (e *Engine) closeWake(fd int) {
 }
 
 // Keeping the Go runtime quiet. The engine goroutine lives as long as the
-// process. Sleeping in epoll_wait, as a system call, it stays running to
-// the scheduler, so a P stays busy: sysmon, the runtime's monitor thread,
-// then wakes every 10 ms or more often (it sleeps for good only while
-// every P is idle), takes the P of a system call that lasts 10 ms (waking
-// a thread), and preempts a goroutine it sees on one scheduling tick for
-// 10 ms. In an emulated guest each such wake-up costs a vCPU wake-up, as
-// dear as the round trip's own (README, RDMA). So the engine sleeps parked
-// in the runtime's netpoller (sleep): its epoll set is one more fd there,
-// the thread that waits in the netpoller is the one that runs the engine
-// when the set becomes readable, and meanwhile every P is idle and sysmon
-// asleep. Each sleep thus starts a new scheduling tick; only an engine
-// that works for yieldEvery without sleeping (a long transfer) yields
-// (runtime.Gosched) so that sysmon never needs to preempt it.
-const yieldEvery = 6 * time.Millisecond
+// process and never parks: it runs, makes system calls and cgo calls, and
+// sleeps in epoll_wait. To sysmon, the runtime's monitor thread, that
+// looks like one goroutine running for ever on the same scheduling tick:
+// after forcePreemptNS (10 ms) sysmon preempts it and from then on takes
+// its P away at every system call it finds it in, however short (and any
+// system call longer than 10 ms anyway), handing the P to an idle thread
+// it wakes; each take also resets sysmon to its fastest polling (20 µs).
+// Measured with the stand-in and 5 ms between round trips, that was 9-10
+// context switches of the runtime's threads per round trip per host, as
+// in the emulated guests (README, RDMA). So the engine
+//   - is not locked to its thread: a locked goroutine's every rescheduling
+//     hands its P to another thread and back (two wake-ups);
+//   - yields (runtime.Gosched: a new scheduling tick, for the price of
+//     waking an idle thread at most) when it wakes or works yieldEvery or
+//     more after its last yield;
+//   - while it has worked within the last hotFor, sleeps at most until
+//     yieldBound after its last yield, so that no tick and no sleep lasts
+//     10 ms.
+//
+// An engine idle for hotFor sleeps as long as nothing is due: the runtime
+// takes its P once, and then every thread sleeps until work comes.
+const (
+	yieldEvery = 6 * time.Millisecond
+	yieldBound = 8 * time.Millisecond
+	hotFor     = time.Second
+)
 
-// netpoll registers the engine's epoll set with the runtime's netpoller
-// (the file is non-blocking, so os.NewFile adds it); on failure the engine
-// sleeps in epoll_wait instead.
-func (e *Engine) netpoll() {
-	if err := unix.SetNonblock(e.epfd, true); err != nil {
-		return
-	}
-	f := os.NewFile(uintptr(e.epfd), "osf-rdma-engine")
-	if f.SetReadDeadline(time.Time{}) != nil { // not in the netpoller
-		_ = unix.SetNonblock(e.epfd, false)
-		return
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
-	e.epf, e.rc = f, rc
-}
+// liveEngines counts the engines running in this process (one, but for
+// tests): an engine keeps its P in short sleeps only while GOMAXPROCS
+// leaves a P for everything else (the core's calls, the fake devices of
+// tests, the garbage collector's workers).
+var liveEngines atomic.Int32
 
 // loop is the engine goroutine.
 func (e *Engine) loop() {
+	liveEngines.Add(1)
+	defer liveEngines.Add(-1)
 	defer close(e.done)
 	events := make([]unix.EpollEvent, 64)
 	lastWork := time.Now()
-	lastYield := lastWork
+	lastActive, lastYield := lastWork, lastWork
 	for {
 		if e.runCommands() {
 			e.shutdown()
@@ -356,6 +351,7 @@ func (e *Engine) loop() {
 			runtime.Gosched()
 			lastYield = now
 			e.yields++
+			e.holdP = runtime.GOMAXPROCS(0) > int(liveEngines.Load())
 		}
 		if worked {
 			if now.Sub(lastWork) > e.cfg.PollSpin {
@@ -365,7 +361,7 @@ func (e *Engine) loop() {
 					s.quiet()
 				}
 			}
-			lastWork = now
+			lastWork, lastActive = now, now
 			continue
 		}
 		if now.Sub(lastWork) < e.cfg.PollSpin {
@@ -378,38 +374,18 @@ func (e *Engine) loop() {
 			lastWork = time.Now()
 			continue
 		}
-		e.sleep(events, e.sleepMS())
-		lastYield = time.Now() // parked: a new scheduling tick
+		ms := e.sleepMS()
+		now = time.Now()
+		hot := now.Sub(lastActive) < e.hotFor
+		if hot {
+			ms = boundMS(ms, lastYield.Add(yieldBound).Sub(now))
+		}
+		if e.onSleep != nil {
+			e.onSleep(ms, hot)
+		}
+		e.dispatch(events, ms)
 		lastWork = time.Time{} // asleep until now: quiet the streams once
 	}
-}
-
-// sleep waits up to ms (-1: no bound) for the epoll set and handles what
-// it reports, parked in the runtime's netpoller: the netpoller's epoll
-// holds the engine's epoll fd edge-triggered, and RawConn.Read calls the
-// check (a non-blocking epoll_wait of the set) after clearing the fd's
-// readiness and before parking, so an event that arrives after the check
-// makes the park return at once, and one before it is seen by the check.
-func (e *Engine) sleep(events []unix.EpollEvent, ms int) {
-	if e.rc == nil || ms == 0 {
-		e.dispatch(events, ms)
-		return
-	}
-	var deadline time.Time
-	if ms > 0 {
-		deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
-	}
-	if err := e.epf.SetReadDeadline(deadline); err != nil {
-		e.dispatch(events, ms)
-		return
-	}
-	e.parks++
-	n := 0
-	_ = e.rc.Read(func(uintptr) bool { // nil, or the deadline's error
-		n = e.wait(events, 0)
-		return n > 0
-	})
-	e.handle(events[:n])
 }
 
 // armExit makes the process's exit(3) wait (bounded) until every stream
@@ -498,27 +474,20 @@ func (e *Engine) runCommands() bool {
 	return stopped
 }
 
-// dispatch waits up to ms (0: does not wait) for events in epoll_wait
-// and handles them; it reports whether any arrived.
+// dispatch waits up to ms (0: does not wait) for events and handles them;
+// it reports whether any arrived.
 func (e *Engine) dispatch(events []unix.EpollEvent, ms int) bool {
-	n := e.wait(events, ms)
-	e.handle(events[:n])
-	return n > 0
-}
-
-// wait is epoll_wait of the engine's set: how many events it returned (0
-// on EINTR).
-func (e *Engine) wait(events []unix.EpollEvent, ms int) int {
-	n, err := unix.EpollWait(e.epfd, events, ms)
-	if err != nil {
-		return 0 // EINTR
+	var n int
+	var err error
+	if e.holdP && ms >= 0 && ms <= int(yieldBound/time.Millisecond) {
+		n, err = epollWaitHeld(e.epfd, events, ms)
+	} else {
+		n, err = unix.EpollWait(e.epfd, events, ms)
 	}
-	return n
-}
-
-// handle runs the handlers of events.
-func (e *Engine) handle(events []unix.EpollEvent) {
-	for i := range events {
+	if err != nil {
+		return false // EINTR
+	}
+	for i := 0; i < n; i++ {
 		fd := int(events[i].Fd)
 		if s := e.byWake[fd]; s != nil {
 			s.drainWake() // both of its sockets
@@ -528,6 +497,7 @@ func (e *Engine) handle(events []unix.EpollEvent) {
 			f()
 		}
 	}
+	return n > 0
 }
 
 // service polls one stream's completions and pumps it; it reports whether
@@ -687,6 +657,16 @@ func (e *Engine) sleepMS() int {
 	return max(ms, 0)
 }
 
+// boundMS is the epoll_wait timeout ms (-1: none) shortened to d, at
+// least 1 ms.
+func boundMS(ms int, d time.Duration) int {
+	b := max(int((d+time.Millisecond-1)/time.Millisecond), 1)
+	if ms < 0 || ms > b {
+		return b
+	}
+	return ms
+}
+
 // arm prepares every stream for sleeping: the link notifies at its next
 // completion and the want flags ask the application for tokens. It
 // reports whether something happened meanwhile, so that the engine must
@@ -738,9 +718,5 @@ func (e *Engine) shutdown() {
 		}
 	}
 	unix.Close(e.kick)
-	if e.epf != nil {
-		e.epf.Close() // the netpoller forgets it, and it is closed
-	} else {
-		unix.Close(e.epfd)
-	}
+	unix.Close(e.epfd)
 }

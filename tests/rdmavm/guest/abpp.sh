@@ -5,13 +5,16 @@
 # a directory holding libosf.so and libosfcore.so (osf from that build),
 # the VAR=VALUE pairs set in both processes' environments. Per run, B
 # prints one line: "ab NAME ROUND p50 p99 guest CPU ms per round trip (A, B)
-# switches-per-rt(A,B)"; abpp.py summarises.
+# switches-per-rt(A,B)". The CPU figure counts the whole guest (B's from
+# before the client starts, its core's load included); the switches are
+# osfperf's threads' (voluntary + involuntary) from the last of samples
+# taken every 0.5 s, best effort (a sample that missed the end shows ~1).
 . "$OSF_ROOT/tests/rdmavm/guest/lib.sh"
 rounds=$1
 shift
 PERF=$BIN/osfperf
 RSP=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
-PINGS=${AB_PINGS:-1500}
+PINGS=${AB_PINGS:-1000}
 barrier up 300 || exit 1
 
 # cpu: the guest's busy ticks (all CPUs, user+nice+system+irq+softirq)
