@@ -2,10 +2,30 @@
 # client): osf vs kernel TCP over the same wire vs rsocket (librspreload,
 # both ends preloaded) vs the device's own limit (ib_send_lat, ib_write_bw),
 # one run. Under emulation only the ratios mean anything.
-#   bench.sh [ROWS]   default "pp st cr redis dev": ping-pong, stream,
-#                     connection rate, redis, the device (perftest)
+#   bench.sh [ROWS] [ts=T,T...] [rounds=N] [conns=N] [prof=1]
+#                     ROWS default "pp st cr redis dev": ping-pong, stream,
+#                     connection rate, redis, the device (perftest); ts=
+#                     the transports (default kernel,osf,rsocket; osfalt:
+#                     another build, see under), rounds= how many times
+#                     the cr row runs, transports interleaved (outputs
+#                     bench-cr-T.out, then bench-cr.2-T.out...); prof=1
+#                     records the cr row's programs with perf (cpu-clock,
+#                     call graphs: perf-NAME-GUEST.data) and their threads
 . "$OSF_ROOT/tests/rdmavm/guest/lib.sh"
-rows=" ${*:-pp st cr redis dev} "
+ts="kernel osf rsocket"
+rounds=1
+prof=0
+args=()
+for a in "$@"; do
+	case $a in
+	ts=*) ts=${a#ts=} ts=${ts//,/ } ;;
+	rounds=*) rounds=${a#rounds=} ;;
+	conns=*) BENCH_CONNS=${a#conns=} ;;
+	prof=*) prof=${a#prof=} ;;
+	*) args+=("$a") ;;
+	esac
+done
+rows=" ${args[*]:-pp st cr redis dev} "
 want() { [[ $rows == *" $1 "* ]]; }
 PERF=$BIN/osfperf
 RSP=$(ls /usr/lib/x86_64-linux-gnu/rsocket/librspreload.so 2>/dev/null)
@@ -35,6 +55,18 @@ threads() {
 	done
 }
 
+# profile NAME PROG: perf record of PROG (its newest process here) while it
+# runs, in $OUT/perf-NAME-$GUEST.data, and its threads (see threads)
+profile() {
+	local pid
+	threads "$1" "$2" &
+	for _ in $(seq 300); do pid=$(pgrep -n -x "$2") && break; nap 0.1; done
+	[ -n "$pid" ] || return
+	perf record -F 200 -e cpu-clock -g -p "$pid" -o "/tmp/perf-$1.data" >"$OUT/perf-$1-$GUEST.err" 2>&1
+	cp "/tmp/perf-$1.data" "$OUT/perf-$1-$GUEST.data"
+	wait
+}
+
 # step NAME BOUND PORT SERVER-CMD -- CLIENT-CMD: the server on A
 # (background; the client starts once PORT listens, or after 5 s for "-"),
 # the client on B (output in $OUT/bench-NAME.out); both bounded
@@ -49,6 +81,7 @@ step() {
 		timeout -k 5 "$bound" "${srv[@]}" >"$OUT/bench-$name.srv" 2>&1 &
 		sp=$!
 		case $name in pp-*) threads "$name" osfperf & ;; esac
+		case $prof$name in 1cr*) profile "$name" python3 & ;; esac
 		case $lport in
 		-) sleep 5 ;;
 		cm:*) wait_cm_listen "${lport#cm:}" ;;
@@ -66,6 +99,7 @@ step() {
 	else
 		barrier "$name-go" 600
 		case $name in pp-*) threads "$name" osfperf & ;; esac
+		case $prof$name in 1cr*) profile "$name" python3 & ;; esac
 		timeout -k 5 "$bound" "${cli[@]}" >"$OUT/bench-$name.out" 2>&1
 		wait
 		echo "  $name: exit $?: $(tail -c 400 "$OUT/bench-$name.out" | tr '\r\n' '  ')"
@@ -76,7 +110,7 @@ step() {
 # the connection set-up rate: CONNS connect, 1-byte exchange, close (connrate.py)
 
 port=7400
-for t in kernel osf rsocket; do
+for t in $ts; do
 	if [ "$t" = rsocket ] && [ -z "$RSP" ]; then
 		echo "no librspreload.so (librdmacm1): rsocket skipped"
 		continue
@@ -90,8 +124,6 @@ for t in kernel osf rsocket; do
 		"$under" $t "$PERF" client -a 10.77.0.1 -p $port -t stream -b "$STREAM" -w 64K --json
 	port=$((port + 1))
 	# osf logs the set-up steps' laps at debug (a line or two per connection)
-	want cr && OSF_BENCH_LOG_LEVEL=debug step "cr-$t" 600 "$(lp)" "$under" $t python3 $GUESTDIR/connrate.py server 10.77.0.1 $port "$CONNS" -- \
-		"$under" $t python3 $GUESTDIR/connrate.py client 10.77.0.1 $port "$CONNS"
 	port=$((port + 1))
 	want redis || continue
 	if [ "$t" = rsocket ]; then
@@ -106,6 +138,20 @@ for t in kernel osf rsocket; do
 	fi
 	step "redis-$t" 600 "$(lp)" "$under" $t redis-server --bind 10.77.0.1 --port $port --save '' --appendonly no --protected-mode no -- \
 		"$under" $t redis-benchmark -h 10.77.0.1 -p $port -t get,set -n "$REDIS_N" -c 10 -q --csv
+done
+# the cr row: rounds of each transport in turn (osf logs the set-up
+# steps' laps at debug, a line or two per connection)
+for r in $(seq "$rounds"); do
+	sfx=
+	[ "$r" = 1 ] || sfx=.$r
+	for t in $ts; do
+		[ "$t" = rsocket ] && [ -z "$RSP" ] && continue
+		port=$((port + 1))
+		lp=$port
+		[ "$t" = rsocket ] && lp=cm:$port
+		want cr && OSF_BENCH_LOG_LEVEL=debug step "cr$sfx-$t" 600 "$lp" "$under" $t python3 $GUESTDIR/connrate.py server 10.77.0.1 $port "$CONNS" -- \
+			"$under" $t python3 $GUESTDIR/connrate.py client 10.77.0.1 $port "$CONNS"
+	done
 done
 want dev && step "dev-lat" 300 - ib_send_lat -d rxe0 -R -F -n 3000 -- ib_send_lat -d rxe0 -R -F -n 3000 10.77.0.1
 want dev && step "dev-bw" 300 - ib_write_bw -d rxe0 -R -F -D 5 -- ib_write_bw -d rxe0 -R -F -D 5 10.77.0.1
