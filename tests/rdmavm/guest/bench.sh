@@ -2,26 +2,22 @@
 # client): osf vs kernel TCP over the same wire vs rsocket (librspreload,
 # both ends preloaded) vs the device's own limit (ib_send_lat, ib_write_bw),
 # one run. Under emulation only the ratios mean anything.
-#   bench.sh [ROWS] [ts=T,T...] [rounds=N] [conns=N] [prof=1]
+#   bench.sh [ROWS] [ts=T,T...] [rounds=N] [conns=N]
 #                     ROWS default "pp st cr redis dev": ping-pong, stream,
 #                     connection rate, redis, the device (perftest); ts=
 #                     the transports (default kernel,osf,rsocket; osfalt:
 #                     another build, see under), rounds= how many times
 #                     the cr row runs, transports interleaved (outputs
-#                     bench-cr-T.out, then bench-cr.2-T.out...); prof=1
-#                     records the cr row's programs with perf (cpu-clock,
-#                     call graphs: perf-NAME-GUEST.data) and their threads
+#                     bench-cr-T.out, then bench-cr.2-T.out...)
 . "$OSF_ROOT/tests/rdmavm/guest/lib.sh"
 ts="kernel osf rsocket"
 rounds=1
-prof=0
 args=()
 for a in "$@"; do
 	case $a in
 	ts=*) ts=${a#ts=} ts=${ts//,/ } ;;
 	rounds=*) rounds=${a#rounds=} ;;
 	conns=*) BENCH_CONNS=${a#conns=} ;;
-	prof=*) prof=${a#prof=} ;;
 	*) args+=("$a") ;;
 	esac
 done
@@ -55,18 +51,6 @@ threads() {
 	done
 }
 
-# profile NAME PROG: perf record of PROG (its newest process here) while it
-# runs, in $OUT/perf-NAME-$GUEST.data, and its threads (see threads)
-profile() {
-	local pid
-	threads "$1" "$2" &
-	for _ in $(seq 300); do pid=$(pgrep -n -x "$2") && break; nap 0.1; done
-	[ -n "$pid" ] || return
-	perf record -F 200 -e cpu-clock -g -p "$pid" -o "/tmp/perf-$1.data" >"$OUT/perf-$1-$GUEST.err" 2>&1
-	cp "/tmp/perf-$1.data" "$OUT/perf-$1-$GUEST.data"
-	wait
-}
-
 # step NAME BOUND PORT SERVER-CMD -- CLIENT-CMD: the server on A
 # (background; the client starts once PORT listens, or after 5 s for "-"),
 # the client on B (output in $OUT/bench-NAME.out); both bounded
@@ -81,7 +65,6 @@ step() {
 		timeout -k 5 "$bound" "${srv[@]}" >"$OUT/bench-$name.srv" 2>&1 &
 		sp=$!
 		case $name in pp-*) threads "$name" osfperf & ;; esac
-		case $prof$name in 1cr*) profile "$name" python3 & ;; esac
 		case $lport in
 		-) sleep 5 ;;
 		cm:*) wait_cm_listen "${lport#cm:}" ;;
@@ -99,7 +82,6 @@ step() {
 	else
 		barrier "$name-go" 600
 		case $name in pp-*) threads "$name" osfperf & ;; esac
-		case $prof$name in 1cr*) profile "$name" python3 & ;; esac
 		timeout -k 5 "$bound" "${cli[@]}" >"$OUT/bench-$name.out" 2>&1
 		wait
 		echo "  $name: exit $?: $(tail -c 400 "$OUT/bench-$name.out" | tr '\r\n' '  ')"
