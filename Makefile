@@ -126,6 +126,8 @@ test: build
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+	@# the gateway's goroutines share relays with --status: the race detector
+	$(GO) test -race -count=1 ./cmd/osfgw/ ./internal/gateway/
 	@# RDMA between two qemu guests, reduced (make test-rdma: everything);
 	@# skipped, with the reason, where qemu or the kernel is missing.
 	@if [ "$${OSF_TEST_RDMAVM:-1}" != 0 ]; then tests/rdmavm/run.sh quick; fi

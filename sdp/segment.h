@@ -49,6 +49,11 @@
 				(a shutdown woke its readers): it takes no
 				more tokens (sdp/side.c osf_side_shut_wake) */
 #define OSF_SIDE_WRSOCK 0x10u /* the same for its writers' wake socket */
+#define OSF_SIDE_TIMEDOUT 0x20u /* with RESET, set by an RDMA engine on the
+				   side it plays: it gave up on the remote
+				   peer (its device stopped answering), so
+				   the end is ETIMEDOUT, as when TCP's
+				   retransmissions give up */
 
 /* A trim of a ring under way (osf_seg_side.trim): owner is the trimming
  * thread's tid (0: free), claimed before it takes the producers' tx_lock
@@ -125,6 +130,37 @@ struct osf_seg_side {
 
 /* osf_seg_lowat returns the low-water mark of a ring of size bytes. */
 static inline uint32_t osf_seg_lowat(uint32_t size) { return size / 2; }
+
+/* osf_seg_rcv_part returns the part of the bytes in flight that a
+ * receiver's buffer holds: its SO_RCVBUF as set (rcvlim), else a fresh TCP
+ * socket's receive buffer, at most a quarter of the ring. */
+static inline uint64_t osf_seg_rcv_part(uint32_t size, uint32_t rcvlim)
+{
+	return rcvlim ? rcvlim : (size / 4 < 131072 ? size / 4 : 131072);
+}
+
+/* osf_seg_tx_limit returns the bytes a side may have in flight in a ring of
+ * size bytes: the ring, or less once either program set a buffer size (the
+ * side's sndlim, the peer's rcvlim); an unset one counts as half the ring
+ * (send) or osf_seg_rcv_part (receive). */
+static inline uint64_t osf_seg_tx_limit(uint32_t size, uint32_t sndlim,
+					uint32_t rcvlim)
+{
+	uint64_t l;
+
+	if (__builtin_expect(!(sndlim | rcvlim), 1))
+		return size;
+	l = (uint64_t)(sndlim ? sndlim : size / 2) + osf_seg_rcv_part(size, rcvlim);
+	return l < size ? l : size;
+}
+
+/* osf_seg_tx_lowat returns the room that makes a side writable (POLLOUT)
+ * with in-flight limit lim: the low-water mark, or half of lim when that
+ * is smaller. A writer with less room waits for the peer. */
+static inline uint64_t osf_seg_tx_lowat(uint32_t size, uint64_t lim)
+{
+	return lim / 2 < osf_seg_lowat(size) ? lim / 2 : osf_seg_lowat(size);
+}
 
 /* osf_wake_tokens returns how many wake tokens to send to a side with
  * waiters counted waiters of one kind: one per waiter, at least one (a

@@ -296,7 +296,9 @@ void osf_side_mark_gone(struct osf_side *s)
 	if (osf_end_is_reset(osf_side_peer_flags(s), head != tail) ||
 	    (!__atomic_load_n(&s->peer->holders, __ATOMIC_ACQUIRE) &&
 	     !__atomic_load_n(&s->peer->close_seq, __ATOMIC_ACQUIRE))) {
-		osf_side_set_pending(s, ECONNRESET);
+		osf_side_set_pending(s, (osf_side_peer_flags(s) & OSF_SIDE_TIMEDOUT)
+						? ETIMEDOUT
+						: ECONNRESET);
 		osf_side_set_state(s, OSF_CS_GONE | OSF_CS_RESET);
 		return;
 	}
@@ -641,13 +643,10 @@ int osf_side_wait_room(struct osf_side *s, unsigned spin_us)
 
 /* ---- readiness ------------------------------------------------------------- */
 
-/* tx_lowat is the room that makes a side writable: the low-water mark,
- * or half the in-flight limit when that is smaller. */
+/* tx_lowat is the room that makes a side writable (osf_seg_tx_lowat). */
 static uint64_t tx_lowat(const struct osf_side *s)
 {
-	uint64_t lim = osf_side_tx_limit(s);
-
-	return lim / 2 < s->lowat ? lim / 2 : s->lowat;
+	return osf_seg_tx_lowat(s->size, osf_side_tx_limit(s));
 }
 
 short osf_side_revents(const struct osf_side *s)

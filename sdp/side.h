@@ -184,45 +184,29 @@ static inline int64_t osf_side_rx_used(const struct osf_side *s)
 }
 
 /* osf_side_peer_rcv_part returns the part of the bytes in flight that the
- * peer's receive buffer holds: its SO_RCVBUF as set (segment.h rcvlim),
- * else a fresh TCP socket's receive buffer, at most a quarter of the
- * ring. */
+ * peer's receive buffer holds (osf_seg_rcv_part). */
 static inline uint64_t osf_side_peer_rcv_part(const struct osf_side *s)
 {
-	uint32_t rl = __atomic_load_n(&s->peer->rcvlim, __ATOMIC_RELAXED);
-
-	return rl ? rl : (s->size / 4 < 131072 ? s->size / 4 : 131072);
+	return osf_seg_rcv_part(s->size, __atomic_load_n(&s->peer->rcvlim,
+							 __ATOMIC_RELAXED));
 }
 
-/* osf_side_tx_limit returns the bytes this side may have in flight: the
- * ring, or less once either program set a buffer size (segment.h sndlim,
- * rcvlim); an unset one counts as half the ring (send) or a fresh TCP
- * socket's receive buffer, at most a quarter of the ring (receive). */
+/* osf_side_tx_limit returns the bytes this side may have in flight
+ * (osf_seg_tx_limit with this side's SO_SNDBUF and the peer's SO_RCVBUF). */
 static inline uint64_t osf_side_tx_limit(const struct osf_side *s)
 {
-	uint32_t sl = __atomic_load_n(&s->me->sndlim, __ATOMIC_RELAXED);
-	uint32_t rl = __atomic_load_n(&s->peer->rcvlim, __ATOMIC_RELAXED);
-	uint64_t l;
-
-	if (__builtin_expect(!(sl | rl), 1))
-		return s->size;
-	l = (uint64_t)(sl ? sl : s->size / 2) + osf_side_peer_rcv_part(s);
-	return l < s->size ? l : s->size;
+	return osf_seg_tx_limit(s->size,
+				__atomic_load_n(&s->me->sndlim, __ATOMIC_RELAXED),
+				__atomic_load_n(&s->peer->rcvlim, __ATOMIC_RELAXED));
 }
 
 /* osf_side_rx_limit returns the bytes the peer may have in flight towards
  * this side (its osf_side_tx_limit): what a reader can wait for. */
 static inline uint64_t osf_side_rx_limit(const struct osf_side *s)
 {
-	uint32_t sl = __atomic_load_n(&s->peer->sndlim, __ATOMIC_RELAXED);
-	uint32_t rl = __atomic_load_n(&s->me->rcvlim, __ATOMIC_RELAXED);
-	uint64_t l;
-
-	if (__builtin_expect(!(sl | rl), 1))
-		return s->size;
-	l = (uint64_t)(sl ? sl : s->size / 2) +
-	    (rl ? rl : (s->size / 4 < 131072 ? s->size / 4 : 131072));
-	return l < s->size ? l : s->size;
+	return osf_seg_tx_limit(s->size,
+				__atomic_load_n(&s->peer->sndlim, __ATOMIC_RELAXED),
+				__atomic_load_n(&s->me->rcvlim, __ATOMIC_RELAXED));
 }
 
 /* osf_side_tx_free returns the room to write (osf_side_tx_limit less

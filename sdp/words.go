@@ -32,6 +32,9 @@ const (
 	// (writers) asleep there at a shutdown; tokens sent there fail.
 	SideRDSock SideFlags = C.OSF_SIDE_RDSOCK
 	SideWRSock SideFlags = C.OSF_SIDE_WRSOCK
+	// SideTimedOut: with SideReset, an RDMA engine gave up on the remote
+	// peer (its device stopped answering): the end is ETIMEDOUT.
+	SideTimedOut SideFlags = C.OSF_SIDE_TIMEDOUT
 )
 
 // Header and hello flags.
@@ -58,7 +61,7 @@ func (f SideFlags) String() string {
 	for _, n := range []struct {
 		bit  SideFlags
 		name string
-	}{{SideFIN, "FIN"}, {SideReset, "RESET"}, {SideRDShut, "RDSHUT"}, {SideRDSock, "RDSOCK"}, {SideWRSock, "WRSOCK"}} {
+	}{{SideFIN, "FIN"}, {SideReset, "RESET"}, {SideRDShut, "RDSHUT"}, {SideRDSock, "RDSOCK"}, {SideWRSock, "WRSOCK"}, {SideTimedOut, "TIMEDOUT"}} {
 		if f&n.bit != 0 {
 			names = append(names, n.name)
 			f &^= n.bit
@@ -237,6 +240,21 @@ func WakeTokens(waiters uint32) uint32 {
 // WakeLowat returns the room a ring of ringBytes must have before a writer
 // waiting for room is woken (osf_seg_lowat): half the ring.
 func WakeLowat(ringBytes uint32) uint32 { return uint32(C.osf_seg_lowat(C.uint32_t(ringBytes))) }
+
+// BufLimits returns side's SO_SNDBUF limit and the other side's SO_RCVBUF
+// limit (osf_seg_side sndlim, rcvlim: 0 when unset), what TxLimit takes.
+func (s *Segment) BufLimits(side int) (sndlim, rcvlim uint32) {
+	return atomic.LoadUint32(u32(&s.side(side).sndlim)), atomic.LoadUint32(u32(&s.side(1 - side).rcvlim))
+}
+
+// TxLimit returns the bytes a side may have in flight in a ring of
+// ringBytes (osf_seg_tx_limit: the ring, or less once either program set a
+// buffer size) and the room that makes it writable (osf_seg_tx_lowat): a
+// writer with less waits for the peer. sndlim and rcvlim are BufLimits'.
+func TxLimit(ringBytes, sndlim, rcvlim uint32) (limit, lowat uint64) {
+	l := C.osf_seg_tx_limit(C.uint32_t(ringBytes), C.uint32_t(sndlim), C.uint32_t(rcvlim))
+	return uint64(l), uint64(C.osf_seg_tx_lowat(C.uint32_t(ringBytes), l))
+}
 
 // EndIsReset reports whether the end of a side whose last holder is gone
 // is a reset rather than a FIN: it closed abortively (gone has SideReset)

@@ -67,3 +67,36 @@ func TestWakeRules(t *testing.T) {
 		t.Errorf("WakeLowat(1M) = %d, want half", got)
 	}
 }
+
+// TestTxLimit: the in-flight limit and the writable room, as the C data
+// path reckons them from the buffer sizes the programs set.
+func TestTxLimit(t *testing.T) {
+	const ring = 1 << 20
+	for _, c := range []struct {
+		snd, rcv     uint32
+		limit, lowat uint64
+	}{
+		{0, 0, ring, ring / 2},                        // unset: the ring
+		{4096, 0, 4096 + 131072, (4096 + 131072) / 2}, // SO_SNDBUF here, a fresh receive buffer there
+		{0, 8192, ring/2 + 8192, (ring/2 + 8192) / 2}, // SO_RCVBUF there: half the ring and it
+		{ring, ring, ring, ring / 2},                  // at most the ring
+		{1000, 2000, 3000, 1500},
+	} {
+		if l, w := TxLimit(ring, c.snd, c.rcv); l != c.limit || w != c.lowat {
+			t.Errorf("TxLimit(%d, %d, %d) = %d, %d, want %d, %d", ring, c.snd, c.rcv, l, w, c.limit, c.lowat)
+		}
+	}
+	seg, err := CreateSegment(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	seg.side(0).sndlim = 100
+	seg.side(1).rcvlim = 200
+	if s, r := seg.BufLimits(0); s != 100 || r != 200 {
+		t.Errorf("BufLimits(0) = %d, %d, want 100, 200", s, r)
+	}
+	if s, r := seg.BufLimits(1); s != 0 || r != 0 {
+		t.Errorf("BufLimits(1) = %d, %d, want 0, 0", s, r)
+	}
+}

@@ -124,12 +124,80 @@ static int remaining(long timeout, long start)
 	return left < 0 ? 0 : (int)left;
 }
 
-/* ---- a small futex mutex ------------------------------------------------ */
+/* ---- a small futex mutex ------------------------------------------------
+ *
+ * mu_depth counts the mux locks this thread holds or waits for. A signal
+ * handler can call into the mux on a thread that holds one (a handler's
+ * shutdown or setsockopt re-checks epoll items, osf_mux_changed, while its
+ * thread's epoll_wait collects them): it must not wait for the lock its
+ * own thread holds. Such a re-check is noted in this thread's deferred
+ * slots instead and made when the thread lets go of its last mux lock
+ * (mu_unlock, run_deferred), before it sleeps in the kernel. */
+
+static __thread int mu_depth __attribute__((tls_model("initial-exec")));
+
+#define DEFER_SLOTS 8
+enum { SLOT_FREE, SLOT_CLAIMED, SLOT_FULL };
+struct deferred {
+	int state; /* SLOT_*: claimed by compare-and-swap, a nested handler
+		      takes another */
+	int fd, dups;
+	uint32_t events;
+};
+static __thread struct deferred mu_deferred[DEFER_SLOTS]
+	__attribute__((tls_model("initial-exec")));
+static __thread int mu_overflow __attribute__((tls_model("initial-exec")));
+static __thread int mu_pending __attribute__((tls_model("initial-exec")));
+
+static void changed(int fd, int dups, uint32_t events);
+
+/* defer_change notes a re-check for this thread's last mux unlock; every
+ * item is re-checked when the slots are full. */
+static void defer_change(int fd, int dups, uint32_t events)
+{
+	int i;
+
+	for (i = 0; i < DEFER_SLOTS; i++) {
+		int fr = SLOT_FREE;
+		if (!__atomic_compare_exchange_n(&mu_deferred[i].state, &fr, SLOT_CLAIMED, 0,
+						 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			continue;
+		mu_deferred[i].fd = fd;
+		mu_deferred[i].dups = dups;
+		mu_deferred[i].events = events;
+		__atomic_store_n(&mu_deferred[i].state, SLOT_FULL, __ATOMIC_RELEASE);
+		__atomic_add_fetch(&mu_pending, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	__atomic_store_n(&mu_overflow, 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&mu_pending, 1, __ATOMIC_RELEASE);
+}
+
+/* run_deferred makes the re-checks handlers deferred (no mux lock held). */
+static void run_deferred(void)
+{
+	int i;
+
+	while (__atomic_exchange_n(&mu_pending, 0, __ATOMIC_ACQUIRE)) {
+		if (__atomic_exchange_n(&mu_overflow, 0, __ATOMIC_ACQUIRE))
+			changed(-1, 1, OSF_MUX_ALL);
+		for (i = 0; i < DEFER_SLOTS; i++) {
+			struct deferred d;
+			if (__atomic_load_n(&mu_deferred[i].state, __ATOMIC_ACQUIRE) != SLOT_FULL)
+				continue;
+			d = mu_deferred[i];
+			__atomic_store_n(&mu_deferred[i].state, SLOT_FREE, __ATOMIC_RELEASE);
+			changed(d.fd, d.dups, d.events);
+		}
+	}
+}
 
 static void mu_lock(int *m)
 {
 	int c = 0;
 
+	mu_depth++; /* first: a handler from now on defers */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_compare_exchange_n(m, &c, 1, 0, __ATOMIC_ACQUIRE,
 					__ATOMIC_RELAXED))
 		return;
@@ -145,6 +213,9 @@ static void mu_unlock(int *m)
 {
 	if (__atomic_exchange_n(m, 0, __ATOMIC_RELEASE) == 2)
 		syscall(SYS_futex, m, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (--mu_depth == 0 && __builtin_expect(__atomic_load_n(&mu_pending, __ATOMIC_RELAXED), 0))
+		run_deferred();
 }
 
 /* ---- poll ------------------------------------------------------------------ */
@@ -1238,15 +1309,20 @@ void osf_mux_offloaded(int fd)
 	mu_unlock(&all_lock);
 }
 
-void osf_mux_changed(int fd, int dups, uint32_t events)
+/* changed is osf_mux_changed with no mux lock held by this thread; fd -1
+ * re-checks every item (deferred re-checks overflowed). */
+static void changed(int fd, int dups, uint32_t events)
 {
-	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
+	struct osf_fdt_entry *t = fd >= 0 ? osf_fdt_lookup(fd) : NULL;
 	uint64_t priv = t ? __atomic_load_n(&t->priv, __ATOMIC_ACQUIRE) : 0;
+	int all = fd < 0;
 	struct ep *ep;
 	int i;
 
-	if (!all_eps || !priv)
+	if (!all_eps || (!priv && !all))
 		return;
+	if (all)
+		dups = 1, events = OSF_MUX_ALL;
 	mu_lock(&all_lock);
 	for (ep = all_eps; ep; ep = ep->next_ep) {
 		int found = 0;
@@ -1255,7 +1331,7 @@ void osf_mux_changed(int fd, int dups, uint32_t events)
 			struct epi *it = ep->byfd[i];
 			struct osf_fdt_entry *e = osf_fdt_lookup(i);
 			if (!it || it->parked || it->disabled || !same_file(it, e) ||
-			    e->priv != priv ||
+			    (!all && e->priv != priv) ||
 			    (events != OSF_MUX_ALL && !(it->events & events)))
 				continue;
 			disarm_item(it, e, 0);
@@ -1267,6 +1343,16 @@ void osf_mux_changed(int fd, int dups, uint32_t events)
 		mu_unlock(&ep->lock);
 	}
 	mu_unlock(&all_lock);
+}
+
+void osf_mux_changed(int fd, int dups, uint32_t events)
+{
+	if (!all_eps)
+		return;
+	if (mu_depth) /* a handler on a thread inside the mux */
+		defer_change(fd, dups, events);
+	else
+		changed(fd, dups, events);
 }
 
 /* rekey moves the registration of hidden fd old in epoll epfd, if any,

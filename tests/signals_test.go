@@ -283,3 +283,26 @@ func handlerUnchanged(field string) bool {
 	a, b, ok := strings.Cut(strings.TrimPrefix(field, "handler="), "->")
 	return ok && a == b
 }
+
+// TestSignalHandlerChangesItemsDuringWait: a SIGALRM handler, every
+// 100 µs for 3 s, calls setsockopt(SO_RCVLOWAT), setsockopt(SO_SNDBUF)
+// and shutdown on offloaded connections (OSF_STRICT=1: a fallback fails
+// the connect) while the main thread waits on them in epoll_wait and
+// poll. Those calls re-check the process's epoll items
+// (osf_mux_changed), which took the epoll's lock that the interrupted
+// epoll_wait held while it collected items: the program hung within a
+// second on every run. A handler now defers the re-check to its thread's
+// unlock.
+func TestSignalHandlerChangesItemsDuringWait(t *testing.T) {
+	t.Parallel()
+	for _, m := range []mode{bare, underOsf} {
+		t.Run(m.name, func(t *testing.T) {
+			port := strconv.Itoa(testutil.FreePort(t))
+			r := m.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "sigmux"), port, "3").Run(longRun)
+			if !r.OK() {
+				t.Fatalf("sigmux: %s", r)
+			}
+			t.Logf("%s", strings.TrimSpace(r.Stdout))
+		})
+	}
+}

@@ -316,3 +316,48 @@ func TestListen(t *testing.T) {
 		t.Errorf("connect after the node stopped listening: %v, want ECONNREFUSED", err)
 	}
 }
+
+// TestStatusWhileConnecting asks for the status (snapshot) over and over
+// while nodes connect through the gateway and are accepted: with -race
+// (make test runs this package so), a relay's local address and leg
+// written after it was listed raced with the status reading them.
+func TestStatusWhileConnecting(t *testing.T) {
+	f := newFixture(t)
+	go func() {
+		for {
+			c, err := f.dst.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	stop := make(chan struct{})
+	polled := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				polled <- n
+				return
+			default:
+			}
+			for _, c := range f.g.snapshot().Connections {
+				_ = c.Local + c.Leg
+			}
+			n++
+		}
+	}()
+	for i := 0; i < 20; i++ {
+		c, r := f.dial(t, f.dst.Addr().String())
+		if !r.Local.IsValid() {
+			t.Errorf("dial %d: reply without the local address: %+v", i, r)
+		}
+		c.Close()
+	}
+	close(stop)
+	if n := <-polled; n == 0 {
+		t.Fatal("status never read")
+	}
+}

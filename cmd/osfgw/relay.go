@@ -53,15 +53,37 @@ func (a *atomicState) Store(s state) { a.v.Store(int32(s)) }
 type relay struct {
 	id             uint64
 	node, dest     string
-	local          string
-	leg            string // the node leg's transport: kernel, shm, rdma
 	start          time.Time
 	state          atomicState
 	toDest, toNode atomic.Int64
 	eofs           atomic.Int32 // directions ended with a FIN
 
+	// mu guards what is set after the relay is listed (--status reads
+	// it meanwhile).
 	mu     sync.Mutex
+	local  string
+	leg    string                        // the node leg's transport: kernel, shm, rdma
 	counts func() (toDest, toNode int64) // live counters kept elsewhere (ring leg)
+}
+
+// setLocal records the relay's local address (empty: unchanged) and its
+// node leg's transport (empty: unchanged).
+func (r *relay) setLocal(local, leg string) {
+	r.mu.Lock()
+	if local != "" {
+		r.local = local
+	}
+	if leg != "" {
+		r.leg = leg
+	}
+	r.mu.Unlock()
+}
+
+// names returns the relay's local address and node leg's transport.
+func (r *relay) names() (local, leg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.local, r.leg
 }
 
 // setCounts installs (nil: removes) the source of the live byte counts.

@@ -13,6 +13,7 @@ import (
 // Outside tests rdma is hostDevice (or simDevice): the core's own
 // algorithm, so that both give the same device or the same reason.
 func explain(w io.Writer, cfg *policy.Config, opts options, isLocal func(netip.Addr) bool, rdma func(netip.Addr) (string, bool, string)) error {
+	rdma = once(rdma)
 	qs := make([]policy.Query, len(opts.roles))
 	for i, role := range opts.roles {
 		qs[i] = policy.Query{
@@ -34,3 +35,23 @@ func simDevice(netip.Addr) (string, bool, string) { return "sim", true, "" }
 // (sdp/rdma.Transport.DeviceFor), so that --explain and a fallback's reason
 // read the same.
 func hostDevice(a netip.Addr) (string, bool, string) { return devroute.System.ForRoute(a) }
+
+// once asks probe once per address: each query (role) asks again, and a
+// host whose RDMA device serves another interface answers only after
+// reading that device's whole GID table.
+func once(probe func(netip.Addr) (string, bool, string)) func(netip.Addr) (string, bool, string) {
+	type answer struct {
+		dev string
+		ok  bool
+		why string
+	}
+	seen := map[netip.Addr]answer{}
+	return func(a netip.Addr) (string, bool, string) {
+		r, hit := seen[a]
+		if !hit {
+			r.dev, r.ok, r.why = probe(a)
+			seen[a] = r
+		}
+		return r.dev, r.ok, r.why
+	}
+}

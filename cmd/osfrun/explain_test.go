@@ -96,6 +96,29 @@ func TestExplain(t *testing.T) {
 	}
 }
 
+// TestExplainProbesOnce: --explain for both roles asks the RDMA probe
+// once per address, not once per role.
+func TestExplainProbesOnce(t *testing.T) {
+	opts, err := parseArgs([]string{"--routes", "offload both * 10.0.0.0/24", "--explain", "10.0.0.7:80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := policy.Parse(opts.apply(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	probe := func(a netip.Addr) (string, bool, string) { calls++; return fakeDevice(a) }
+	var b strings.Builder
+	local := func(netip.Addr) bool { return false }
+	if err := explain(&b, cfg, opts, local, probe); err != nil {
+		t.Fatal(err)
+	}
+	if calls > 1 {
+		t.Errorf("the RDMA probe ran %d times for one address:\n%s", calls, b.String())
+	}
+}
+
 // TestHostDevice runs the real probe; it must not fail, whatever the host,
 // and it is the core's algorithm (devroute).
 func TestHostDevice(t *testing.T) {

@@ -551,15 +551,15 @@ func (e *Engine) probeStalled(s *stream) {
 		return
 	}
 	if s.probing && time.Since(s.probeSent) >= probeDeadline {
-		s.logf("rdma: connection %d: the peer's device did not acknowledge a probe within %v; resetting", s.id, probeDeadline)
-		s.down()
+		s.logf("rdma: connection %d: the peer's device did not acknowledge a probe within %v; timed out", s.id, probeDeadline)
+		s.timedOut()
 		return
 	}
 	if !s.probing && time.Since(s.stallSince) >= probeAfter+probeDeadline {
 		// No room for a probe (the send queue is full of requests the
 		// peer's device never acknowledged) and no completion since.
-		s.logf("rdma: connection %d: no completion from the peer's device for %v with the send queue full; resetting", s.id, probeAfter+probeDeadline)
-		s.down()
+		s.logf("rdma: connection %d: no completion from the peer's device for %v with the send queue full; timed out", s.id, probeAfter+probeDeadline)
+		s.timedOut()
 		return
 	}
 	if time.Since(s.stallSince) >= probeAfter {

@@ -358,7 +358,8 @@ func (a *fakeApp) wakePeer(w sdp.Want) {
 }
 
 // markGone is C's mark_gone: a reset if our own sent bytes were never
-// read or the other side set RESET.
+// read or the other side set RESET, ETIMEDOUT when the engine gave up on
+// the remote peer (TIMEDOUT).
 func (a *fakeApp) markGone() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -368,6 +369,9 @@ func (a *fakeApp) markGone() {
 	a.gone = true
 	if a.seg.Head(a.side) != a.seg.Tail(a.side) || a.seg.SideFlags(a.peer)&sdp.SideReset != 0 {
 		a.goneErr = unix.ECONNRESET
+		if a.seg.SideFlags(a.peer)&sdp.SideTimedOut != 0 {
+			a.goneErr = unix.ETIMEDOUT
+		}
 	}
 }
 

@@ -379,17 +379,31 @@ func (s *stream) handle(wc *verbs.WC) {
 	}
 }
 
-// stalled reports whether the stream waits on the peer: for its credit
-// (the peer's ring is full as far as we know), or for its device to
-// acknowledge what is in flight (the send queue is full and bytes wait to
-// be sent: many small writes to a peer that went silent fill the queue
-// before the ring). The local application may be blocked on it, and
-// nothing the engine would post could notice the peer's death.
+// stalled reports whether the stream waits on the peer: the local side is
+// not writable for lack of its credit (the room left in the local ring is
+// below what wakes a writer or reports POLLOUT: a full peer ring, or less
+// room than the wake mark after the peer's last credit, or the in-flight
+// limit of SO_SNDBUF/SO_RCVBUF reached), or for its device to acknowledge
+// what is in flight (the send queue is full and bytes wait to be sent:
+// many small writes to a peer that went silent fill the queue before the
+// ring). The local application may be blocked on it, and nothing the
+// engine would post could notice the peer's death.
 func (s *stream) stalled() bool {
 	if !s.state.sending() || s.linkDown || s.peerClosed || s.closeSent {
 		return false
 	}
-	return s.sent-s.peerTail == s.size || (s.sqFree() < 2 && s.sent != s.seg.Head(s.side))
+	head := s.seg.Head(s.side)
+	if head == s.peerTail {
+		return false // nothing in flight: idle
+	}
+	if s.sqFree() < 2 && s.sent != head {
+		return true
+	}
+	limit, lowat := s.size, s.lowat
+	if snd, rcv := s.seg.BufLimits(s.side); snd|rcv != 0 {
+		limit, lowat = sdp.TxLimit(s.seg.RingBytes, snd, rcv)
+	}
+	return head-s.peerTail+lowat > limit
 }
 
 // probe asks the peer's device whether it is there (PostProbe): a dead
@@ -653,6 +667,21 @@ func (s *stream) fail(err error) {
 func (s *stream) linkBroken(wc *verbs.WC) {
 	if !s.linkDown && !wc.Status.Flushed() && !s.closeAck && !s.peerClosed {
 		s.logf("rdma: connection %d: work request failed: %s", s.id, wc.Status)
+		if wc.Status == verbs.WCRetryExcErr {
+			s.timedOut() // the QP's retries gave up on the peer's device
+			return
+		}
+	}
+	s.down()
+}
+
+// timedOut takes the link down after the peer's device stopped answering
+// (the QP's retries or an unacknowledged probe gave up): the local
+// application sees ETIMEDOUT, as when TCP's retransmissions give up,
+// after the data already received.
+func (s *stream) timedOut() {
+	if !s.linkDown && !s.peerClosed && !s.localEOF {
+		s.seg.OrSideFlags(s.peer, sdp.SideTimedOut) // before down's RESET and the end
 	}
 	s.down()
 }

@@ -138,6 +138,8 @@ const (
 	FlagFin    = uint32(C.OSF_SIDE_FIN)
 	FlagReset  = uint32(C.OSF_SIDE_RESET)
 	FlagRdShut = uint32(C.OSF_SIDE_RDSHUT)
+	// FlagTimedOut: with FlagReset, the engine gave up on the remote peer.
+	FlagTimedOut = uint32(C.OSF_SIDE_TIMEDOUT)
 )
 
 // MaxTokens is OSF_WAKE_MAX_TOKENS.

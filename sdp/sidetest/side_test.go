@@ -225,6 +225,19 @@ func TestEndWithAndWithoutUnreadData(t *testing.T) {
 	if err := r.Client.TakePending(); err != unix.ECONNRESET {
 		t.Fatalf("after a linger-0 close: %v", err)
 	}
+
+	// An RDMA engine that gave up on the remote peer: ETIMEDOUT, as when
+	// TCP's retransmissions give up.
+	e := pair(t, 4096)
+	e.Server.SetFlags(sidetest.FlagReset | sidetest.FlagTimedOut)
+	e.Server.CloseFD()
+	e.Client.CheckEnd()
+	if st := e.Client.State(); st&sidetest.StateReset == 0 {
+		t.Fatalf("state %#x, want reset", st)
+	}
+	if err := e.Client.TakePending(); err != unix.ETIMEDOUT {
+		t.Fatalf("after the engine timed out: %v, want ETIMEDOUT", err)
+	}
 }
 
 func TestShutdownStates(t *testing.T) {

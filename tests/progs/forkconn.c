@@ -48,6 +48,7 @@ int main(int argc, char **argv)
 {
 	pthread_t t[3];
 	int l, one = 1, forks = 0;
+	long longest = 0;
 	time_t end;
 
 	if (argc != 3)
@@ -67,14 +68,20 @@ int main(int argc, char **argv)
 	pthread_create(&t[2], NULL, connector, NULL);
 	end = time(NULL) + atoi(argv[2]);
 	while (time(NULL) < end) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
 		pid_t p = fork();
 		if (p == 0)
 			_exit(0);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		long ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+		if (ms > longest)
+			longest = ms;
 		if (p > 0 && waitpid(p, NULL, 0) == p)
 			forks++;
 	}
 	stop = 1;
-	printf("connects %ld forks %d\n", connects, forks);
+	printf("connects %ld forks %d longest_fork_ms %ld\n", connects, forks, longest);
 	fflush(stdout);
 	_exit(connects > 0 && forks > 0 ? 0 : 1);
 }

@@ -78,6 +78,11 @@ func TestDeviceForInterfaceSysfs(t *testing.T) {
 		{name: "gid scan when rdmamap fails", files: roce, lookup: lookup(nil), ifname: "veth7", dev: "rxe0", port: 1},
 		{name: "roce not listed", files: roce, lookup: lookup(nil), ifname: "eth9", fail: true,
 			reason: "no device's GID table lists it (rdmamap: rdma device not found for netdev eth9)"},
+		{name: "ethernet not listed: no second scan", files: withFile(roce, "class/net/eth9/type", "1\n"),
+			lookup: func(ifname string) (string, error) {
+				t.Errorf("rdmamap asked about Ethernet interface %s", ifname)
+				return "", errors.New("asked")
+			}, ifname: "eth9", fail: true, reason: "no device's GID table lists it"},
 		{name: "ib port 1", files: ib, lookup: ibLookup, ifname: "ib0", dev: "mlx4_0", port: 1},
 		{name: "ib port 2", files: ib, lookup: ibLookup, ifname: "ib1", dev: "mlx4_0", port: 2},
 		{name: "ib dev_id", files: ib, lookup: ibLookup, ifname: "ib2", dev: "mlx4_0", port: 2},
@@ -241,4 +246,13 @@ func TestSystem(t *testing.T) {
 	if err != nil || src != netip.MustParseAddr("127.0.0.1") {
 		t.Errorf("Source(127.0.0.1) = %v, %v", src, err)
 	}
+}
+
+// withFile returns files with one more.
+func withFile(files map[string]string, name, content string) map[string]string {
+	out := map[string]string{name: content}
+	for k, v := range files {
+		out[k] = v
+	}
+	return out
 }

@@ -39,16 +39,29 @@ under=$GUESTDIR/under
 # in (35 nanosleep: Go's sysmon; 232 epoll_wait: osf's engine; 202 futex:
 # an idle Go thread; 7 poll: the program). Where the time of a ping-pong
 # goes: how many threads it wakes and how often.
+# A view taken while the program exits (its threads gone, or a zombie's
+# lone leader) is dropped: it used to replace the last whole one, and the
+# files came out empty.
 threads() {
 	local f=$OUT/bench-$1.threads-$GUEST pid t
 	for _ in $(seq 300); do pid=$(pgrep -n -x "$2") && break; nap 0.1; done
 	[ -n "$pid" ] || return
-	while kill -0 "$pid" 2>/dev/null; do
+	while running "$pid"; do
 		for t in /proc/$pid/task/*; do
+			[ -r "$t/stat" ] || continue
 			echo "${t##*/} $(tr ' ' _ <"$t/comm") $(awk '/^(non)?voluntary_ctxt_switches/ {n += $2} END {print n}' "$t/status" 2>/dev/null) $(awk '{print $14 + $15}' "$t/stat" 2>/dev/null) $(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
-		done >"$f.tmp" 2>/dev/null && mv "$f.tmp" "$f"
+		done >"$f.tmp" 2>/dev/null
+		if running "$pid" && [ -s "$f.tmp" ]; then mv "$f.tmp" "$f"; fi
 		nap 0.5
 	done
+	rm -f "$f.tmp"
+}
+
+# running PID: the process exists and is not a zombie.
+running() {
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$st" ] && [ "${st%% *}" != Z ]
 }
 
 # step NAME BOUND PORT SERVER-CMD -- CLIENT-CMD: the server on A
