@@ -2,10 +2,26 @@
 # client): osf vs kernel TCP over the same wire vs rsocket (librspreload,
 # both ends preloaded) vs the device's own limit (ib_send_lat, ib_write_bw),
 # one run. Under emulation only the ratios mean anything.
-#   bench.sh [ROWS]   default "pp st cr redis dev": ping-pong, stream,
-#                     connection rate, redis, the device (perftest)
+#   bench.sh [ROWS] [ts=T,T...] [rounds=N] [conns=N]
+#                     ROWS default "pp st cr redis dev": ping-pong, stream,
+#                     connection rate, redis, the device (perftest); ts=
+#                     the transports (default kernel,osf,rsocket; osfalt:
+#                     another build, see under), rounds= how many times
+#                     the cr row runs, transports interleaved (outputs
+#                     bench-cr-T.out, then bench-cr.2-T.out...)
 . "$OSF_ROOT/tests/rdmavm/guest/lib.sh"
-rows=" ${*:-pp st cr redis dev} "
+ts="kernel osf rsocket"
+rounds=1
+args=()
+for a in "$@"; do
+	case $a in
+	ts=*) ts=${a#ts=} ts=${ts//,/ } ;;
+	rounds=*) rounds=${a#rounds=} ;;
+	conns=*) BENCH_CONNS=${a#conns=} ;;
+	*) args+=("$a") ;;
+	esac
+done
+rows=" ${args[*]:-pp st cr redis dev} "
 want() { [[ $rows == *" $1 "* ]]; }
 PERF=$BIN/osfperf
 RSP=$(ls /usr/lib/x86_64-linux-gnu/rsocket/librspreload.so 2>/dev/null)
@@ -89,7 +105,7 @@ step() {
 # the connection set-up rate: CONNS connect, 1-byte exchange, close (connrate.py)
 
 port=7400
-for t in kernel osf rsocket; do
+for t in $ts; do
 	if [ "$t" = rsocket ] && [ -z "$RSP" ]; then
 		echo "no librspreload.so (librdmacm1): rsocket skipped"
 		continue
@@ -103,8 +119,6 @@ for t in kernel osf rsocket; do
 		"$under" $t "$PERF" client -a 10.77.0.1 -p $port -t stream -b "$STREAM" -w 64K --json
 	port=$((port + 1))
 	# osf logs the set-up steps' laps at debug (a line or two per connection)
-	want cr && OSF_BENCH_LOG_LEVEL=debug step "cr-$t" 600 "$(lp)" "$under" $t python3 $GUESTDIR/connrate.py server 10.77.0.1 $port "$CONNS" -- \
-		"$under" $t python3 $GUESTDIR/connrate.py client 10.77.0.1 $port "$CONNS"
 	port=$((port + 1))
 	want redis || continue
 	if [ "$t" = rsocket ]; then
@@ -119,6 +133,20 @@ for t in kernel osf rsocket; do
 	fi
 	step "redis-$t" 600 "$(lp)" "$under" $t redis-server --bind 10.77.0.1 --port $port --save '' --appendonly no --protected-mode no -- \
 		"$under" $t redis-benchmark -h 10.77.0.1 -p $port -t get,set -n "$REDIS_N" -c 10 -q --csv
+done
+# the cr row: rounds of each transport in turn (osf logs the set-up
+# steps' laps at debug, a line or two per connection)
+for r in $(seq "$rounds"); do
+	sfx=
+	[ "$r" = 1 ] || sfx=.$r
+	for t in $ts; do
+		[ "$t" = rsocket ] && [ -z "$RSP" ] && continue
+		port=$((port + 1))
+		lp=$port
+		[ "$t" = rsocket ] && lp=cm:$port
+		want cr && OSF_BENCH_LOG_LEVEL=debug step "cr$sfx-$t" 600 "$lp" "$under" $t python3 $GUESTDIR/connrate.py server 10.77.0.1 $port "$CONNS" -- \
+			"$under" $t python3 $GUESTDIR/connrate.py client 10.77.0.1 $port "$CONNS"
+	done
 done
 want dev && step "dev-lat" 300 - ib_send_lat -d rxe0 -R -F -n 3000 -- ib_send_lat -d rxe0 -R -F -n 3000 10.77.0.1
 want dev && step "dev-bw" 300 - ib_write_bw -d rxe0 -R -F -D 5 -- ib_write_bw -d rxe0 -R -F -D 5 10.77.0.1
