@@ -38,6 +38,7 @@ under=$GUESTDIR/under
 # (voluntary+involuntary), CPU ticks (user+system), the system call it is
 # in (35 nanosleep: Go's sysmon; 232 epoll_wait: osf's engine; 202 futex:
 # an idle Go thread; 7 poll: the program). Where the time of a ping-pong
+# or a stream
 # goes: how many threads it wakes and how often.
 # A view taken while the program exits (its threads gone, or a zombie's
 # lone leader) is dropped: it used to replace the last whole one, and the
@@ -77,7 +78,7 @@ step() {
 	if [ "$GUEST" = A ]; then
 		timeout -k 5 "$bound" "${srv[@]}" >"$OUT/bench-$name.srv" 2>&1 &
 		sp=$!
-		case $name in pp-*) threads "$name" osfperf & ;; esac
+		case $name in pp-* | st-*) threads "$name" osfperf & ;; esac
 		case $lport in
 		-) sleep 5 ;;
 		cm:*) wait_cm_listen "${lport#cm:}" ;;
@@ -94,7 +95,7 @@ step() {
 		wait $sp 2>/dev/null
 	else
 		barrier "$name-go" 600
-		case $name in pp-*) threads "$name" osfperf & ;; esac
+		case $name in pp-* | st-*) threads "$name" osfperf & ;; esac
 		timeout -k 5 "$bound" "${cli[@]}" >"$OUT/bench-$name.out" 2>&1
 		wait
 		echo "  $name: exit $?: $(tail -c 400 "$OUT/bench-$name.out" | tr '\r\n' '  ')"
