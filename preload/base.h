@@ -28,6 +28,15 @@
 /* OSF_FAIL sets errno and evaluates to -1: `return OSF_FAIL(EBADF);`. */
 #define OSF_FAIL(e) (errno = (e), -1)
 
+/* osf_now_ns is CLOCK_MONOTONIC in ns. */
+static inline long long osf_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 /* The real libc functions: X(return type, name, version, parameters,
  * arguments). Each pointer starts at a stub that resolves the function
  * once, with dlsym(RTLD_NEXT) or dlvsym where glibc has several versions,

@@ -154,7 +154,7 @@ static int later_due(const struct later *l, long long now, int all)
 void osf_conn_unmap_due_slow(int all)
 {
 	struct later go[LATER_MAX];
-	long long now = conn_now_ns();
+	long long now = osf_now_ns();
 	int i, k = 0, n, saved = errno;
 
 	if (__atomic_exchange_n(&later_lock, 1, __ATOMIC_ACQUIRE))
@@ -203,7 +203,7 @@ static int keep_mapped(struct osf_conn *c)
 	later[n].base = c->base;
 	later[n].bytes = c->map_bytes;
 	later[n].peer = c->s.peer;
-	later[n].since = conn_now_ns();
+	later[n].since = osf_now_ns();
 	__atomic_store_n(&osf_conn_later_n, n + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&later_lock, 0, __ATOMIC_RELEASE);
 	if (victim.base)

@@ -117,13 +117,13 @@ static void *timer(void *arg)
 			if (ck.t[i].due < first)
 				first = ck.t[i].due;
 		pthread_mutex_unlock(&ck.mu);
-		now = conn_now_ns();
+		now = osf_now_ns();
 		if (first > now) {
 			ts.tv_sec = (first - now) / 1000000000LL;
 			ts.tv_nsec = (first - now) % 1000000000LL;
 			nanosleep(&ts, NULL);
 		}
-		now = conn_now_ns();
+		now = osf_now_ns();
 		pthread_mutex_lock(&ck.mu);
 		for (i = 0; i < ck.n;)
 			if (ck.t[i].due <= now)
@@ -158,7 +158,7 @@ void osf_conn_cork_arm(struct osf_conn *c, int fd)
 	__atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
 	ck.t[ck.n].c = c;
 	ck.t[ck.n].wfd = hfd < 0 ? wfd : hfd;
-	ck.t[ck.n].due = conn_now_ns() + CORK_NS;
+	ck.t[ck.n].due = osf_now_ns() + CORK_NS;
 	ck.n++;
 	if (!ck.running && osf_thread_start(timer, "osf-cork") == 0)
 		ck.running = 1;

@@ -12,7 +12,6 @@
 #ifndef OSF_PRELOAD_CONN_PRIV_H
 #define OSF_PRELOAD_CONN_PRIV_H
 
-#include <time.h>
 #include "conn.h"
 
 #include "../sdp/side.h"
@@ -67,15 +66,6 @@ void osf_conn_cork_after_fork(void);
 
 /* conn_destroy unmaps and frees a connection whose last reference went. */
 void osf_conn_destroy(struct osf_conn *c);
-
-/* conn_now_ns is CLOCK_MONOTONIC in ns. */
-static inline long long conn_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* osf_conn_rebuild maps the segment of an fd inherited across exec. */
 int osf_conn_rebuild(int fd, struct osf_fdt_entry *e);

@@ -68,19 +68,11 @@ static struct slot *slot_at(unsigned i)
 enum { REAPER_NONE, REAPER_RUNS, REAPER_IDLE };
 static int reaper_state;
 
-static long long now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* reap trims the ends asleep long enough; it reports whether any end is
  * still waiting for its trim. */
 static int reap(void)
 {
-	long long now = now_ns();
+	long long now = osf_now_ns();
 	unsigned i, n = (unsigned)__atomic_load_n(&nchunks, __ATOMIC_ACQUIRE) * REAP_CHUNK;
 	int waiting = 0;
 

@@ -195,14 +195,6 @@ void setup_host_after_fork(void)
 	host.mu = fresh;
 }
 
-long long setup_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static void host_reload(long long now)
 {
 	struct ifaddrs *ifa, *i;
@@ -226,7 +218,7 @@ static void host_reload(long long now)
 
 static int host_has(int v4, const uint8_t *a, void *arg)
 {
-	long long now = setup_now_ns();
+	long long now = osf_now_ns();
 	int i, found = 0;
 
 	(void)arg;

@@ -55,7 +55,7 @@ static void *watcher(void *arg)
 	for (;;) {
 		struct pollfd p[PARK_MAX];
 		int aux[PARK_MAX], due[PARK_MAX], n = 0, nd = 0, i;
-		long long now = setup_now_ns();
+		long long now = osf_now_ns();
 		pthread_mutex_lock(&park.mu);
 		for (i = 0; i < park.n; i++) {
 			if (park.p[i].kicked)
@@ -150,7 +150,7 @@ static void park_put(int aux_fd, int hfd, const struct osf_core_conn *cc,
 	}
 	park.p[park.n].aux_fd = aux_fd;
 	park.p[park.n].hfd = hfd;
-	park.p[park.n].since = setup_now_ns();
+	park.p[park.n].since = osf_now_ns();
 	park.p[park.n].kicked = 0;
 	park.p[park.n].defer = cc != NULL;
 	park.p[park.n].deadline = deadline;
@@ -226,7 +226,7 @@ static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 		      int secs)
 {
 	struct osf_seg_hdr *h = (struct osf_seg_hdr *)(uintptr_t)cc->seg_addr;
-	long long now = setup_now_ns(), span = secs * 1000000000LL, from;
+	long long now = osf_now_ns(), span = secs * 1000000000LL, from;
 	int hfd, hs, hw, full;
 
 	from = __atomic_load_n(&h->connect_ns, __ATOMIC_RELAXED);
@@ -570,7 +570,7 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		  struct osf_core_conn *cc)
 {
-	long long now = setup_now_ns(), limit;
+	long long now = osf_now_ns(), limit;
 	int i;
 
 	limit = (long long)(setup_cfg.rc == OSF_ROUTE_OK ? setup_cfg.c.connect_timeout_ms : 1000) * 1000000LL;

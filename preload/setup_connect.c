@@ -95,7 +95,7 @@ void setup_connect_after_fork(void)
  * cannot tell (no sock_diag): then nobody is trusted. */
 static int census_take(uint16_t port, struct census *c)
 {
-	long long now = setup_now_ns();
+	long long now = osf_now_ns();
 	int s, r, i;
 
 	pthread_mutex_lock(&census_cache.mu);
@@ -209,7 +209,7 @@ static uint32_t port_seq;
  * of a SO_REUSEPORT group a connection tries first. */
 static unsigned spread_pick(unsigned n)
 {
-	uint64_t x = (uint64_t)setup_now_ns() ^
+	uint64_t x = (uint64_t)osf_now_ns() ^
 		     ((uint64_t)__atomic_add_fetch(&port_seq, 1, __ATOMIC_RELAXED) << 32);
 
 	x ^= x >> 33;
@@ -550,7 +550,7 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 			*port_fd = reserve_port(in->app_fd, in->family, client);
 			setup_put_sockaddr(((struct osf_seg_hdr *)p->seg)->client_addr, client);
 		}
-		((struct osf_seg_hdr *)p->seg)->connect_ns = setup_now_ns();
+		((struct osf_seg_hdr *)p->seg)->connect_ns = osf_now_ns();
 		if (send_hello(s, setup_cfg.c.ring_size, client, &a, p->segfd, p->wtx[1]) < 0) {
 			e = errno;
 			REAL(close)(s);

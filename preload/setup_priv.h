@@ -67,7 +67,6 @@ int setup_ip_unspec(const struct ip *ip);
 int setup_ip_loop(const struct ip *ip);
 void setup_put_sockaddr(uint8_t out[28], const struct ip *ip);
 int setup_get_sockaddr(const uint8_t in[28], struct ip *ip);
-long long setup_now_ns(void);
 int setup_is_local(struct ip ip);
 void setup_fmt_host(const struct ip *ip, char *out, size_t n);
 socklen_t setup_abstract(struct sockaddr_un *sun, const char *name);

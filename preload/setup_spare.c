@@ -144,7 +144,7 @@ void osf_spare_fill(void)
 			kit.fd[i] = fd[i];
 		kit.ring = ring;
 		kit.pid = getpid();
-		kit.made = setup_now_ns();
+		kit.made = osf_now_ns();
 		__atomic_store_n(&kit.seg, m, __ATOMIC_RELEASE);
 		osf_fdt_limit_unlock();
 	}
@@ -179,7 +179,7 @@ void osf_spare_idle(void)
 	int saved = errno;
 
 	if (!__atomic_load_n(&kit.seg, __ATOMIC_RELAXED) ||
-	    setup_now_ns() - kit.made < OSF_TRIM_IDLE_MS * 1000000LL ||
+	    osf_now_ns() - kit.made < OSF_TRIM_IDLE_MS * 1000000LL ||
 	    __atomic_exchange_n(&kit.busy, 1, __ATOMIC_ACQUIRE))
 		return;
 	osf_fdt_limit_lock();

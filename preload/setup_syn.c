@@ -186,7 +186,7 @@ static void *syn_watch(void *arg)
 		int i;
 
 		nanosleep(&ts, NULL);
-		now = setup_now_ns();
+		now = osf_now_ns();
 		pthread_mutex_lock(&syn.mu);
 		for (i = 0; i < syn.n;)
 			if (syn_check(&syn.p[i], now))
@@ -219,7 +219,7 @@ int setup_syn_hold(int fd, int v6, const char *name)
 	s.fd = fd;
 	s.v6 = v6;
 	s.ino = ino_of(fd);
-	s.since = setup_now_ns();
+	s.since = osf_now_ns();
 	snprintf(s.name, sizeof(s.name), "%s", name);
 	if (REAL(getsockopt)(fd, IPPROTO_IP, IP_TOS, &s.tos, &l) < 0)
 		goto out;
