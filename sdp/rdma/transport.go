@@ -310,7 +310,8 @@ func (c *routeCache) get(a netip.Addr, find func(netip.Addr) (string, bool, stri
 	r, hit := c.m[a]
 	if hit && now.Sub(r.at) < routeTTL {
 		if now.Sub(r.at) >= routeTTL/2 && !r.renewing {
-			c.m[a] = routeAnswer{device: r.device, why: r.why, ok: r.ok, at: r.at, renewing: true}
+			r.renewing = true
+			c.m[a] = r
 			go c.ask(a, find)
 		}
 		c.mu.Unlock()
