@@ -265,7 +265,7 @@ func (g *gw) handle(n nodeLeg) {
 		return
 	}
 	r := g.add(from, req.Dest)
-	r.setLocal("", n.transport())
+	r.setLeg(n.transport())
 	defer g.remove(r)
 	timeout := g.timeout
 	if req.Timeout > 0 && req.Timeout < timeout {
@@ -277,7 +277,7 @@ func (g *gw) handle(n nodeLeg) {
 		return
 	}
 	local, _ := netip.ParseAddrPort(dest.LocalAddr().String())
-	r.setLocal(local.String(), "")
+	r.setLocal(local.String())
 	// From here until both ends have closed cleanly, closing either side
 	// resets it: a gateway that dies must not look like a normal end.
 	n.established()
@@ -324,7 +324,7 @@ func (g *gw) listen(ctl *net.TCPConn, req gateway.Request, token [gateway.TokenS
 	// Listed (--status) before the node hears that it listens: a node
 	// that asks for the status right after its reply sees the LISTEN.
 	st := g.add(from, bound)
-	st.setLocal(nodeListener, "")
+	st.setLocal(nodeListener)
 	st.state.Store(stateListen)
 	defer g.remove(st)
 	if _, err := ctl.Write(gateway.Reply{Local: bound}.Marshal()); err != nil {
@@ -373,7 +373,8 @@ func (g *gw) deliver(out *net.TCPConn, to delivery, ln net.Listener) {
 	local, _ := netip.ParseAddrPort(out.LocalAddr().String())
 	r := g.add(nodeListener, remote)
 	defer g.remove(r)
-	r.setLocal(local.String(), "kernel")
+	r.setLocal(local.String())
+	r.setLeg("kernel")
 	out.SetLinger(0)
 	notice := gateway.Notice{Remote: remote, Local: local}.Marshal()
 	if to.shm {
@@ -388,7 +389,7 @@ func (g *gw) deliver(out *net.TCPConn, to delivery, ln net.Listener) {
 				return
 			}
 			leg.established()
-			r.setLocal("", leg.transport())
+			r.setLeg(leg.transport())
 			r.state.Store(stateEstablished)
 			g.log.Printf("%s -> node %s: accepted on %s (node leg %s)", remote, nodeListener, local, leg.transport())
 			how := leg.relay(r, out)

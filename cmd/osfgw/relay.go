@@ -66,16 +66,17 @@ type relay struct {
 	counts func() (toDest, toNode int64) // live counters kept elsewhere (ring leg)
 }
 
-// setLocal records the relay's local address (empty: unchanged) and its
-// node leg's transport (empty: unchanged).
-func (r *relay) setLocal(local, leg string) {
+// setLocal records the relay's local address.
+func (r *relay) setLocal(local string) {
 	r.mu.Lock()
-	if local != "" {
-		r.local = local
-	}
-	if leg != "" {
-		r.leg = leg
-	}
+	r.local = local
+	r.mu.Unlock()
+}
+
+// setLeg records the transport of the relay's node leg.
+func (r *relay) setLeg(leg string) {
+	r.mu.Lock()
+	r.leg = leg
 	r.mu.Unlock()
 }
 
