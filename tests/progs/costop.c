@@ -16,9 +16,7 @@
  *
  * The test stops and continues the child; a stopped holder is not a dead
  * one, so nobody may see a reset, as with TCP. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +27,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "pair.h"
 
 static int a;
 static volatile sig_atomic_t done;
@@ -59,22 +59,14 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t sl = sizeof(sa);
 	double until = now() + (argc > 1 ? atof(argv[1]) : 20);
 	int l, b, said = 0, st;
 	pthread_t t;
 	pid_t pid;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	l = socket(AF_INET, SOCK_STREAM, 0);
-	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 1) < 0 ||
-	    getsockname(l, (struct sockaddr *)&sa, &sl) < 0)
-		return perror("listen"), 1;
-	b = socket(AF_INET, SOCK_STREAM, 0);
-	if (connect(b, (struct sockaddr *)&sa, sizeof(sa)) < 0 || (a = accept(l, NULL, NULL)) < 0)
-		return perror("connect/accept"), 1;
+	if (loopback_pair(&l, &b, &a) < 0)
+		return 1;
 	pid = fork();
 	if (pid == 0) {
 		size_t cap = 64 << 20;

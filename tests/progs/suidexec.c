@@ -22,9 +22,7 @@
  * A program without osf cannot use an offloaded connection: it must fail
  * loudly (ECONNRESET) and the peer must see a reset, never a silent end
  * of file with the 1000 bytes lost. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +30,8 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "pair.h"
 
 extern char **environ;
 
@@ -66,8 +66,6 @@ static int reader(void)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t sl = sizeof(sa);
 	char buf[1000];
 	int l, a, b, st;
 	pid_t pid;
@@ -80,14 +78,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: suidexec parent PROG | suidexec reader\n");
 		return 2;
 	}
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	l = socket(AF_INET, SOCK_STREAM, 0);
-	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 1) < 0 ||
-	    getsockname(l, (struct sockaddr *)&sa, &sl) < 0)
-		return perror("listen"), 1;
-	b = socket(AF_INET, SOCK_STREAM, 0);
-	if (connect(b, (struct sockaddr *)&sa, sizeof(sa)) < 0 || (a = accept(l, NULL, NULL)) < 0)
-		return perror("connect/accept"), 1;
+	if (loopback_pair(&l, &b, &a) < 0)
+		return 1;
 	close(l);
 	memset(buf, 'x', sizeof(buf));
 	if (write(a, buf, sizeof(buf)) != (ssize_t)sizeof(buf))

@@ -20,9 +20,7 @@
  * after 10 s). Then it continues the child, writes 1 MiB more and shuts
  * down; the child checks every byte (a punch made after the parent wrote
  * would read as zeros) and exits 0. "PASS" when all of that held. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +28,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "pair.h"
 
 static unsigned char pattern(unsigned long long i) { return (unsigned char)(i * 7 + i / 4093); }
 
@@ -96,21 +96,13 @@ static void timeout(int sig)
 
 int main(void)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t sl = sizeof(sa);
 	int l, a, b, st, sig;
 	sigset_t usr1;
 	pid_t pid;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	l = socket(AF_INET, SOCK_STREAM, 0);
-	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 1) < 0 ||
-	    getsockname(l, (struct sockaddr *)&sa, &sl) < 0)
-		return perror("listen"), 1;
-	b = socket(AF_INET, SOCK_STREAM, 0);
-	if (connect(b, (struct sockaddr *)&sa, sizeof(sa)) < 0 || (a = accept(l, NULL, NULL)) < 0)
-		return perror("connect/accept"), 1;
+	if (loopback_pair(&l, &b, &a) < 0)
+		return 1;
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &usr1, NULL);
