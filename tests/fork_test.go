@@ -170,16 +170,7 @@ func b2i(b bool) int {
 // before fork took them in the window's order.
 func TestForkDuringConnect(t *testing.T) {
 	t.Parallel()
-	for _, m := range []mode{bare, underOsf} {
-		t.Run(m.name, func(t *testing.T) {
-			port := strconv.Itoa(testutil.FreePort(t))
-			r := m.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "forkconn"), port, "3").Run(longRun)
-			if !r.OK() {
-				t.Fatalf("forkconn: %s", r)
-			}
-			t.Logf("%s", strings.TrimSpace(r.Stdout))
-		})
-	}
+	strictProgOnPort(t, "forkconn", "3")
 }
 
 // TestForkFairAgainstLockHolders forks 300 children while two other
@@ -192,7 +183,7 @@ func TestForkDuringConnect(t *testing.T) {
 // handed over to a sleeper, 0 or 1. This counts overtakes, not time.
 func TestForkFairAgainstLockHolders(t *testing.T) {
 	t.Parallel()
-	for _, m := range []mode{bare, underOsf} {
+	for _, m := range bareAndOsf {
 		t.Run(m.name, func(t *testing.T) {
 			r := m.cmd(t, nil, testutil.Prog(t, "forkfair"), "300").Run(longRun)
 			if !r.OK() {

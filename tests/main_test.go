@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,22 @@ func (m mode) env(t testing.TB, extra ...string) []string {
 func (m mode) cmd(t testing.TB, extra []string, name string, args ...string) *testutil.Command {
 	t.Helper()
 	return testutil.Cmd(t, m.env(t, extra...), name, args...)
+}
+
+// strictProgOnPort runs test program prog with a free port and args,
+// bare and under osf (OSF_STRICT=1: a fallback to kernel TCP fails its
+// connects), each in a subtest that fails unless the program exits 0.
+func strictProgOnPort(t *testing.T, prog string, args ...string) {
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			port := strconv.Itoa(testutil.FreePort(t))
+			r := m.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, prog), append([]string{port}, args...)...).Run(longRun)
+			if !r.OK() {
+				t.Fatalf("%s: %s", prog, r)
+			}
+			t.Logf("%s", strings.TrimSpace(r.Stdout))
+		})
+	}
 }
 
 // python returns the distribution's python3 (not a pyenv shim, which is a

@@ -295,14 +295,5 @@ func handlerUnchanged(field string) bool {
 // unlock.
 func TestSignalHandlerChangesItemsDuringWait(t *testing.T) {
 	t.Parallel()
-	for _, m := range []mode{bare, underOsf} {
-		t.Run(m.name, func(t *testing.T) {
-			port := strconv.Itoa(testutil.FreePort(t))
-			r := m.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "sigmux"), port, "3").Run(longRun)
-			if !r.OK() {
-				t.Fatalf("sigmux: %s", r)
-			}
-			t.Logf("%s", strings.TrimSpace(r.Stdout))
-		})
-	}
+	strictProgOnPort(t, "sigmux", "3")
 }

@@ -17,7 +17,7 @@ import (
 // it. Bare: no segments at all. The client runs with OSF_STRICT=1 (a
 // fallback to kernel TCP fails its connect).
 func TestUnmapLater(t *testing.T) {
-	for _, m := range []mode{bare, underOsf} {
+	for _, m := range bareAndOsf {
 		t.Run(m.name, func(t *testing.T) {
 			port := strconv.Itoa(testutil.FreePort(t))
 			r := m.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "unmaplater"), port).Run(60 * time.Second)
