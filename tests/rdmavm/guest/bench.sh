@@ -119,7 +119,7 @@ for t in $ts; do
 	want st && step "st-$t" 600 "$(lp)" "$under" $t "$PERF" server -a 10.77.0.1 -p $port -1 -- \
 		"$under" $t "$PERF" client -a 10.77.0.1 -p $port -t stream -b "$STREAM" -w 64K --json
 	port=$((port + 1))
-	# osf logs the set-up steps' laps at debug (a line or two per connection)
+	# (the port the cr row had before it moved below: the redis row's stay)
 	port=$((port + 1))
 	want redis || continue
 	if [ "$t" = rsocket ]; then
