@@ -34,6 +34,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -436,6 +437,17 @@ static size_t get(int fd, uint8_t *b, size_t n, int eof_ok, const char *what)
 	return got;
 }
 
+/* late_byte sends one byte on *(int *)arg 20 ms from now (the warm-up's). */
+static void *late_byte(void *arg)
+{
+	uint8_t b = 'P';
+	struct timespec d = {0, 20000000};
+
+	nanosleep(&d, NULL);
+	put(*(int *)arg, &b, 1, "warming up");
+	return NULL;
+}
+
 static void header(int fd, char mode, uint64_t n)
 {
 	uint8_t h[9];
@@ -567,14 +579,20 @@ static int client(char **argv, int argc)
 		cep = epoll_create1(EPOLL_CLOEXEC);
 	/* Warm-up: osf's own descriptors exist from here on. A client that
 	 * keeps connecting holds one segment made ahead for its next connect
-	 * (3 fds, made while a read waits): connections until the count
-	 * stays put, at least 3, at most 8. */
+	 * (3 fds, made while a blocking read waits, once per connect): so
+	 * each warm-up read surely waits (its byte is sent 20 ms after the
+	 * read began; an echo that came before the read looked left the
+	 * segment to the run's first wait, 3 fds more than counted here).
+	 * Connections until the count stays put, at least 3, at most 8. */
 	for (int k = 0, last = -1; k < 8; k++) {
 		uint8_t b[9] = {'P'};
 		int fd = dial();
+		pthread_t t;
 		put(fd, b, sizeof(b), "warming up");
-		put(fd, b, 1, "warming up");
+		if (pthread_create(&t, NULL, late_byte, &fd) != 0)
+			fail("warming up: pthread_create");
 		get(fd, b, 1, 0, "warming up");
+		pthread_join(t, NULL);
 		hang_up(fd);
 		fds0 = count_fds();
 		if (k >= 2 && fds0 == last)
