@@ -4,6 +4,7 @@
  * hello validation, connections parked while their hello is late, and the
  * watcher thread that wakes pollers when one arrives. */
 #include "setup_priv.h"
+#include "spin.h"
 
 #include <netinet/tcp.h>
 
@@ -658,11 +659,13 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		if (rc == EAGAIN && *wait_ms > 0) {
 			/* An honest client sends its hello in the system call
 			 * after its connect, unless preempted in between: give
-			 * it a moment, once per call (parking is a last resort:
+			 * it a moment (a spin, then a sleep), once per call
+			 * (parking is a last resort:
 			 * a parked connection waits for this process's next
 			 * accept or the watcher's kick). */
 			struct pollfd pf = {cfd, POLLIN, 0};
-			(void)REAL(poll)(&pf, 1, *wait_ms);
+			if (osf_spin_poll(&pf, 1, *wait_ms) <= 0)
+				(void)REAL(poll)(&pf, 1, *wait_ms);
 			*wait_ms = 0;
 			rc = take_hello(cfd, in, cc);
 		}
