@@ -2,7 +2,6 @@ package tests
 
 import (
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,13 +25,7 @@ func TestAcceptSpins(t *testing.T) {
 			if !r.OK() {
 				t.Fatalf("acceptspin: %s", r)
 			}
-			got := map[string]int{}
-			for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
-				f := strings.Fields(line)
-				if len(f) == 2 {
-					got[f[0]], _ = strconv.Atoi(f[1])
-				}
-			}
+			got := namedCounts(r.Stdout)
 			t.Logf("%v", got)
 			if got["eintr"] != 1 || got["restarted"] != 1 {
 				t.Errorf("signal during accept: eintr %d restarted %d, want 1 and 1", got["eintr"], got["restarted"])

@@ -30,6 +30,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "segmaps.h"
+
 static volatile sig_atomic_t alarms;
 
 static void on_alarm(int sig)
@@ -55,21 +57,6 @@ static long voluntary(void)
 	while (fgets(line, sizeof(line), f))
 		if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
 			break;
-	fclose(f);
-	return n;
-}
-
-static int mapped(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int n = 0;
-
-	if (!f)
-		die("maps");
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "memfd:osf-seg"))
-			n++;
 	fclose(f);
 	return n;
 }
@@ -164,7 +151,7 @@ int main(int argc, char **argv)
 	v1 = voluntary();
 	if (c < 0)
 		die("accept");
-	printf("accept-sleeps %ld\nmapped %d\n", v1 - v0, mapped());
+	printf("accept-sleeps %ld\nmapped %d\n", v1 - v0, seg_mappings());
 	exchange(c, 1);
 	close(c);
 
