@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,12 +22,14 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fdt.h"
 
 struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
+uint32_t osf_fdt_pages[OSF_FDT_MAX_CHUNKS];
 
 static struct osf_fdt_header *hdr; /* NULL until the first tracked fd */
 static int tfd = -1;               /* the table's memfd */
@@ -384,11 +387,26 @@ static struct osf_fdt_entry *chunk_create(unsigned i)
 	return c;
 }
 
+/* mark_page records that fd's entry is about to be written (fdt.h,
+ * osf_fdt_pages): before the write, so that a walk that finds the page
+ * unused has seen it all zero. */
+static void mark_page(unsigned fd)
+{
+	uint32_t *w = &osf_fdt_pages[fd >> OSF_FDT_CHUNK_SHIFT];
+	uint32_t bit = 1u << ((fd & (OSF_FDT_CHUNK_ENTRIES - 1)) >> OSF_FDT_PAGE_SHIFT);
+
+	if (!(__atomic_load_n(w, __ATOMIC_RELAXED) & bit))
+		__atomic_or_fetch(w, bit, __ATOMIC_SEQ_CST);
+}
+
 static struct osf_fdt_entry *entry_locked(int fd)
 {
 	struct osf_fdt_entry *c = chunk_create((unsigned)fd >> OSF_FDT_CHUNK_SHIFT);
 
-	return c ? c + ((unsigned)fd & (OSF_FDT_CHUNK_ENTRIES - 1)) : NULL;
+	if (!c)
+		return NULL;
+	mark_page((unsigned)fd);
+	return c + ((unsigned)fd & (OSF_FDT_CHUNK_ENTRIES - 1));
 }
 
 /* set_hidden_locked records fd as hidden for owner, with its inode ino
@@ -466,8 +484,10 @@ struct osf_fdt_entry *osf_fdt_get(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (e)
+	if (e) {
+		mark_page((unsigned)fd);
 		return e;
+	}
 	if (fd < 0 || (unsigned)fd >= OSF_FDT_MAX_FDS) {
 		errno = EBADF;
 		return NULL;
@@ -893,70 +913,116 @@ void osf_fdt_set_image(uint64_t image)
 		hdr->image = image;
 }
 
+/* A snapshot is written with pwritev: runs of the file that are
+ * contiguous go in one call, SNAP_IOV pieces at most. */
+#define SNAP_IOV 64
+
+struct snap_writer {
+	int fd;
+	int n;
+	off_t start, end; /* the file range the pending pieces cover */
+	struct iovec iov[SNAP_IOV];
+};
+
+static int snap_flush(struct snap_writer *w)
+{
+	ssize_t want = (ssize_t)(w->end - w->start);
+
+	if (w->n && syscall(SYS_pwritev, w->fd, w->iov, w->n, (long)w->start, 0L) != want)
+		return -1;
+	w->n = 0;
+	return 0;
+}
+
+/* snap_put queues len bytes at p for file offset off. */
+static int snap_put(struct snap_writer *w, const void *p, size_t len, off_t off)
+{
+	if (w->n && (off != w->end || w->n == SNAP_IOV) && snap_flush(w) < 0)
+		return -1;
+	if (!w->n)
+		w->start = w->end = off;
+	w->iov[w->n].iov_base = (void *)p;
+	w->iov[w->n].iov_len = len;
+	w->n++;
+	w->end += (off_t)len;
+	return 0;
+}
+
 /* snapshot copies the table into a new memfd (close-on-exec) and returns
  * it, or -1; the copy's header says no process owns it yet (pid 0), so
- * the process that receives it adopts it in place. The lock is held. */
+ * the process that receives it adopts it in place. Only the header and
+ * the pages in use (osf_fdt_pages) are written, straight from the table
+ * into the new file: the rest of the file is a hole, which reads as zero
+ * and holds no memory. The lock is held. */
 static int snapshot(void)
 {
-	int nfd;
-	void *nh;
+	static const int32_t unowned = 0;
+	const size_t pid_at = offsetof(struct osf_fdt_header, pid);
+	struct snap_writer w;
 	unsigned i;
 
-	nfd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
-	if (nfd < 0)
+	w.n = 0;
+	w.fd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
+	if (w.fd < 0)
 		return -1;
-	(void)fchmod(nfd, 0600);
-	if (ftruncate(nfd, tsize) < 0)
+	(void)fchmod(w.fd, 0600);
+	if (ftruncate(w.fd, tsize) < 0 ||
+	    snap_put(&w, hdr, pid_at, 0) < 0 ||
+	    snap_put(&w, &unowned, sizeof(unowned), (off_t)pid_at) < 0 ||
+	    snap_put(&w, (const char *)hdr + pid_at + sizeof(unowned),
+		     OSF_FDT_HDR_BYTES - pid_at - sizeof(unowned),
+		     (off_t)(pid_at + sizeof(unowned))) < 0)
 		goto fail;
-	nh = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
-		  nfd, 0);
-	if (nh == MAP_FAILED)
-		goto fail;
-	memcpy(nh, hdr, OSF_FDT_HDR_BYTES);
-	((struct osf_fdt_header *)nh)->pid = 0;
-	munmap(nh, OSF_FDT_HDR_BYTES);
 	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *nc;
-		if (!osf_fdt_chunks[i])
+		uint32_t pages = __atomic_load_n(&osf_fdt_pages[i], __ATOMIC_ACQUIRE);
+		off_t at = OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES;
+		const char *c = (const char *)osf_fdt_chunks[i];
+		unsigned p;
+		if (!c)
 			continue;
-		nc = map_chunk(nfd, i);
-		if (!nc)
-			goto fail;
-		memcpy(nc, osf_fdt_chunks[i], OSF_FDT_CHUNK_BYTES);
-		munmap(nc, OSF_FDT_CHUNK_BYTES);
+		for (p = 0; pages; p++, pages >>= 1)
+			if ((pages & 1) && snap_put(&w, c + (size_t)p * 4096, 4096,
+						    at + (off_t)p * 4096) < 0)
+				goto fail;
 	}
-	return nfd;
+	if (snap_flush(&w) < 0)
+		goto fail;
+	return w.fd;
 fail:
-	sys_close(nfd);
+	sys_close(w.fd);
+	return -1;
+}
+
+/* remap maps the table file nfd's range (len bytes at off) over the
+ * mapping at old, in place, so that lock-free readers holding old see the
+ * one table or the other, never a hole; 0, or -1 with the old mapping put
+ * back as it was (MAP_FIXED may unmap before it fails). */
+static int remap(void *old, size_t len, int nfd, off_t off)
+{
+	if (mmap(old, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, nfd, off) == old)
+		return 0;
+	(void)mmap(old, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, tfd, off);
 	return -1;
 }
 
 /* switch_to makes the copy in nfd this process's table, at the table's fd
- * number; nfd is consumed. */
+ * number and at the same addresses; nfd is consumed. */
 static int switch_to(int nfd)
 {
-	struct osf_fdt_header *nh;
 	int fdflags;
 	unsigned i;
 
-	nh = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
-		  nfd, 0);
-	if (nh == MAP_FAILED)
-		goto fail;
 	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *oc = osf_fdt_chunks[i], *nc;
-		if (!oc)
-			continue;
-		nc = map_chunk(nfd, i);
-		if (!nc) { /* keep what is switched; the rest stays shared */
-			munmap(nh, OSF_FDT_HDR_BYTES);
+		struct osf_fdt_entry *oc = osf_fdt_chunks[i];
+		/* On failure what is switched stays switched (the copy
+		 * equals the table) and the rest stays shared: the caller
+		 * copies again. */
+		if (oc && remap(oc, OSF_FDT_CHUNK_BYTES, nfd,
+				OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES) < 0)
 			goto fail;
-		}
-		__atomic_store_n(&osf_fdt_chunks[i], nc, __ATOMIC_RELEASE);
-		munmap(oc, OSF_FDT_CHUNK_BYTES);
 	}
-	munmap(hdr, OSF_FDT_HDR_BYTES);
-	hdr = nh;
+	if (remap(hdr, OSF_FDT_HDR_BYTES, nfd, 0) < 0)
+		goto fail;
 	hdr->pid = getpid();
 	hdr->image = cur_image;
 	hdr->flags &= ~OSF_FDTH_CORE_LOADED;
@@ -998,7 +1064,8 @@ void osf_fdt_fork_parent(int prepared)
 
 void osf_fdt_child_after_fork(int prepared)
 {
-	unsigned fd;
+	struct osf_fdt_entry *e;
+	int fd;
 
 	tls_tid = 0; /* this thread has a new id in the child */
 	lock_word = 0;
@@ -1010,11 +1077,14 @@ void osf_fdt_child_after_fork(int prepared)
 	if (prepared < 0 || switch_to(prepared) < 0)
 		(void)copy_private();
 	/* Placeholders of a core start under way in the parent are not ours. */
-	for (fd = 0; fd < OSF_FDT_RESERVE_MAX; fd++)
-		if (osf_fdt_is_reserved((int)fd)) {
-			osf_fdt_clear((int)fd);
-			sys_close((int)fd);
+	OSF_FDT_FOREACH(fd, e) {
+		if (fd >= (int)OSF_FDT_RESERVE_MAX)
+			break;
+		if (e->kind == OSF_FD_RESERVED) {
+			osf_fdt_clear(fd);
+			sys_close(fd);
 		}
+	}
 }
 
 /* entry_survived reports whether an inherited entry still describes the
@@ -1126,6 +1196,27 @@ static void recount(void)
 	sys_fcntl(tfd, F_SETFD, inherit_count ? 0 : FD_CLOEXEC);
 }
 
+/* recount_pages keeps, of an adopted table, the pages in use that hold
+ * anything (osf_fdt_pages): its forks copy only those. The lock is held. */
+static void recount_pages(void)
+{
+	unsigned i, p, k;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		const uint64_t *c = (const uint64_t *)osf_fdt_chunks[i];
+		uint32_t used = 0;
+		if (!c)
+			continue;
+		for (p = 0; p < 32; p++)
+			for (k = p * 512; k < (p + 1) * 512; k++)
+				if (c[k]) {
+					used |= 1u << p;
+					break;
+				}
+		__atomic_store_n(&osf_fdt_pages[i], used, __ATOMIC_RELEASE);
+	}
+}
+
 int osf_fdt_adopt(int fd, uint64_t image)
 {
 	struct osf_fdt_header *h;
@@ -1157,6 +1248,8 @@ int osf_fdt_adopt(int fd, uint64_t image)
 			    tsize)
 			continue;
 		osf_fdt_chunks[i] = map_chunk(fd, i);
+		/* Unknown use: every page, until recount_pages. */
+		osf_fdt_pages[i] = osf_fdt_chunks[i] ? ~0u : 0;
 	}
 	if (h->pid != getpid() && h->pid != 0) /* another process's */
 		(void)copy_private();
@@ -1175,6 +1268,7 @@ int osf_fdt_adopt(int fd, uint64_t image)
 	}
 	set_hidden_locked(tfd, -1, 0);
 	recount();
+	recount_pages();
 	osf_fdt_unlock();
 	osf_fdt_touch();
 	return 0;
