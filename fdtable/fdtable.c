@@ -37,6 +37,8 @@ static off_t tsize;                /* current size of the memfd */
 static uint64_t cur_image;
 static int lock_word; /* 0 free, else the owner's tid */
 static int inherit_count; /* offloaded entries without FD_CLOEXEC */
+static int reserving; /* osf_fdt_reserve_low calls not yet released */
+static uint64_t snap_ino; /* st_ino of the fork snapshot (fork_prepare) */
 static int offload_count; /* offloaded entries */
 
 static int sys_close(int fd) { return (int)syscall(SYS_close, fd); }
@@ -84,7 +86,7 @@ static int my_tid(void)
 static __thread int tls_lock_waits __attribute__((tls_model("initial-exec")));
 
 /* word_lock takes the lock word w (the table's, or the rlimit window's). */
-static void word_lock(int *w)
+OSF_FORK_TEXT static void word_lock(int *w)
 {
 	int me = my_tid(), cur = 0, slept, saved;
 
@@ -117,7 +119,7 @@ static void word_lock(int *w)
 	errno = saved;
 }
 
-static void word_unlock(int *w)
+OSF_FORK_TEXT static void word_unlock(int *w)
 {
 	int cur = __atomic_load_n(w, __ATOMIC_RELAXED), saved;
 
@@ -139,12 +141,12 @@ static void word_unlock(int *w)
 	errno = saved;
 }
 
-void osf_fdt_lock(void)
+OSF_FORK_TEXT void osf_fdt_lock(void)
 {
 	word_lock(&lock_word);
 }
 
-void osf_fdt_unlock(void)
+OSF_FORK_TEXT void osf_fdt_unlock(void)
 {
 	word_unlock(&lock_word);
 }
@@ -207,7 +209,7 @@ static int high_mine(void)
 	return (__atomic_load_n(&high_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
 }
 
-static int sys_prlimit(const struct rlimit *nw, struct rlimit *old)
+OSF_FORK_TEXT static int sys_prlimit(const struct rlimit *nw, struct rlimit *old)
 {
 	return (int)syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nw, old);
 }
@@ -256,7 +258,7 @@ int osf_fdt_inrange_base(void)
 	return legacy_base(rl.rlim_cur);
 }
 
-void osf_fdt_limit_lock(void)
+OSF_FORK_TEXT void osf_fdt_limit_lock(void)
 {
 	if (high_mine()) {
 		/* Nested in this thread. Depth 0: a handler that interrupted
@@ -273,7 +275,7 @@ void osf_fdt_limit_lock(void)
 	SIGNAL_FENCE();
 }
 
-void osf_fdt_limit_unlock(void)
+OSF_FORK_TEXT void osf_fdt_limit_unlock(void)
 {
 	SIGNAL_FENCE();
 	if (--high_depth > 0)
@@ -282,7 +284,7 @@ void osf_fdt_limit_unlock(void)
 	word_unlock(&high_word);
 }
 
-int osf_fdt_high_begin(void)
+OSF_FORK_TEXT int osf_fdt_high_begin(void)
 {
 	struct rlimit rl, up;
 	int saved = errno;
@@ -309,7 +311,7 @@ int osf_fdt_high_begin(void)
 	return high_base;
 }
 
-void osf_fdt_high_end(void)
+OSF_FORK_TEXT void osf_fdt_high_end(void)
 {
 	int saved = errno;
 
@@ -343,14 +345,14 @@ int osf_fdt_dup_high(int fd, int cloexec)
 	return nfd;
 }
 
-static uint64_t ino_of(int fd)
+OSF_FORK_TEXT static uint64_t ino_of(int fd)
 {
 	struct stat st;
 
 	return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-static int grow_to(off_t size)
+OSF_FORK_TEXT static int grow_to(off_t size)
 {
 	if (size <= tsize)
 		return 0;
@@ -370,7 +372,7 @@ static struct osf_fdt_entry *map_chunk(int fd, unsigned i)
 }
 
 /* chunk_create maps chunk i; the lock is held. */
-static struct osf_fdt_entry *chunk_create(unsigned i)
+OSF_FORK_TEXT static struct osf_fdt_entry *chunk_create(unsigned i)
 {
 	struct osf_fdt_entry *c = osf_fdt_chunks[i];
 
@@ -390,7 +392,7 @@ static struct osf_fdt_entry *chunk_create(unsigned i)
 /* mark_page records that fd's entry is about to be written (fdt.h,
  * osf_fdt_pages): before the write, so that a walk that finds the page
  * unused has seen it all zero. */
-static void mark_page(unsigned fd)
+OSF_FORK_TEXT static void mark_page(unsigned fd)
 {
 	uint32_t *w = &osf_fdt_pages[fd >> OSF_FDT_CHUNK_SHIFT];
 	uint32_t bit = 1u << ((fd & (OSF_FDT_CHUNK_ENTRIES - 1)) >> OSF_FDT_PAGE_SHIFT);
@@ -399,7 +401,7 @@ static void mark_page(unsigned fd)
 		__atomic_or_fetch(w, bit, __ATOMIC_SEQ_CST);
 }
 
-static struct osf_fdt_entry *entry_locked(int fd)
+OSF_FORK_TEXT static struct osf_fdt_entry *entry_locked(int fd)
 {
 	struct osf_fdt_entry *c = chunk_create((unsigned)fd >> OSF_FDT_CHUNK_SHIFT);
 
@@ -411,7 +413,7 @@ static struct osf_fdt_entry *entry_locked(int fd)
 
 /* set_hidden_locked records fd as hidden for owner, with its inode ino
  * (0: look it up); the lock is held. */
-static void set_hidden_locked(int fd, int owner, uint64_t ino)
+OSF_FORK_TEXT static void set_hidden_locked(int fd, int owner, uint64_t ino)
 {
 	struct osf_fdt_entry *e = entry_locked(fd);
 
@@ -588,7 +590,7 @@ int osf_fdt_set(int fd, const struct osf_fdt_entry *src)
 	return 0;
 }
 
-void osf_fdt_clear(int fd)
+OSF_FORK_TEXT void osf_fdt_clear(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	int mine;
@@ -746,6 +748,7 @@ void osf_fdt_reserve_low(int limit, uint64_t bits[OSF_FDT_RESERVE_MAX / 64])
 {
 	int ph, fd;
 
+	__atomic_add_fetch(&reserving, 1, __ATOMIC_SEQ_CST); /* a fork child looks */
 	memset(bits, 0, OSF_FDT_RESERVE_MAX / 8);
 	if (limit > (int)OSF_FDT_RESERVE_MAX)
 		limit = OSF_FDT_RESERVE_MAX;
@@ -788,10 +791,11 @@ void osf_fdt_release_low(int limit, const uint64_t bits[OSF_FDT_RESERVE_MAX / 64
 			continue; /* the program claimed it */
 		sys_close(fd);
 	}
+	__atomic_sub_fetch(&reserving, 1, __ATOMIC_SEQ_CST);
 	osf_fdt_touch();
 }
 
-void osf_fdt_close_hidden(int hfd)
+OSF_FORK_TEXT void osf_fdt_close_hidden(int hfd)
 {
 	if (hfd < 0)
 		return;
@@ -924,7 +928,7 @@ struct snap_writer {
 	struct iovec iov[SNAP_IOV];
 };
 
-static int snap_flush(struct snap_writer *w)
+OSF_FORK_TEXT static int snap_flush(struct snap_writer *w)
 {
 	ssize_t want = (ssize_t)(w->end - w->start);
 
@@ -935,7 +939,7 @@ static int snap_flush(struct snap_writer *w)
 }
 
 /* snap_put queues len bytes at p for file offset off. */
-static int snap_put(struct snap_writer *w, const void *p, size_t len, off_t off)
+OSF_FORK_TEXT static int snap_put(struct snap_writer *w, const void *p, size_t len, off_t off)
 {
 	if (w->n && (off != w->end || w->n == SNAP_IOV) && snap_flush(w) < 0)
 		return -1;
@@ -954,7 +958,7 @@ static int snap_put(struct snap_writer *w, const void *p, size_t len, off_t off)
  * the pages in use (osf_fdt_pages) are written, straight from the table
  * into the new file: the rest of the file is a hole, which reads as zero
  * and holds no memory. The lock is held. */
-static int snapshot(void)
+OSF_FORK_TEXT static int snapshot(void)
 {
 	static const int32_t unowned = 0;
 	const size_t pid_at = offsetof(struct osf_fdt_header, pid);
@@ -997,7 +1001,7 @@ fail:
  * mapping at old, in place, so that lock-free readers holding old see the
  * one table or the other, never a hole; 0, or -1 with the old mapping put
  * back as it was (MAP_FIXED may unmap before it fails). */
-static int remap(void *old, size_t len, int nfd, off_t off)
+OSF_FORK_TEXT static int remap(void *old, size_t len, int nfd, off_t off)
 {
 	if (mmap(old, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, nfd, off) == old)
 		return 0;
@@ -1005,9 +1009,10 @@ static int remap(void *old, size_t len, int nfd, off_t off)
 	return -1;
 }
 
-/* switch_to makes the copy in nfd this process's table, at the table's fd
- * number and at the same addresses; nfd is consumed. */
-static int switch_to(int nfd)
+/* switch_to makes the copy in nfd (inode ino, 0: look it up) this
+ * process's table, at the table's fd number and at the same addresses;
+ * nfd is consumed. */
+OSF_FORK_TEXT static int switch_to(int nfd, uint64_t ino)
 {
 	int fdflags;
 	unsigned i;
@@ -1035,7 +1040,7 @@ static int switch_to(int nfd)
 	if (fdflags < 0)
 		goto fail;
 	sys_close(nfd);
-	set_hidden_locked(tfd, -1, 0);
+	set_hidden_locked(tfd, -1, ino);
 	return 0;
 fail:
 	sys_close(nfd);
@@ -1048,21 +1053,26 @@ static int copy_private(void)
 {
 	int nfd = snapshot();
 
-	return nfd < 0 ? -1 : switch_to(nfd);
+	return nfd < 0 ? -1 : switch_to(nfd, 0);
 }
 
-int osf_fdt_fork_prepare(void)
+OSF_FORK_TEXT int osf_fdt_fork_prepare(void)
 {
-	return hdr ? snapshot() : -1;
+	int snap = hdr ? snapshot() : -1;
+
+	/* Asked here, where the C library's code is mapped: the child's
+	 * first call of a function faults its code in. */
+	snap_ino = snap >= 0 ? ino_of(snap) : 0;
+	return snap;
 }
 
-void osf_fdt_fork_parent(int prepared)
+OSF_FORK_TEXT void osf_fdt_fork_parent(int prepared)
 {
 	if (prepared >= 0)
 		sys_close(prepared);
 }
 
-void osf_fdt_child_after_fork(int prepared)
+OSF_FORK_TEXT void osf_fdt_child_after_fork(int prepared)
 {
 	struct osf_fdt_entry *e;
 	int fd;
@@ -1074,9 +1084,13 @@ void osf_fdt_child_after_fork(int prepared)
 		return;
 	/* The snapshot was taken before fork: the parent may already be
 	 * changing the table we shared a moment ago. */
-	if (prepared < 0 || switch_to(prepared) < 0)
+	if (prepared < 0 || switch_to(prepared, snap_ino) < 0)
 		(void)copy_private();
-	/* Placeholders of a core start under way in the parent are not ours. */
+	/* Placeholders of a core start under way in the parent are not ours
+	 * (no start is under way here). */
+	if (!reserving)
+		return;
+	reserving = 0;
 	OSF_FDT_FOREACH(fd, e) {
 		if (fd >= (int)OSF_FDT_RESERVE_MAX)
 			break;
