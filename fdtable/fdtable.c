@@ -362,13 +362,54 @@ OSF_FORK_TEXT static int grow_to(off_t size)
 	return 0;
 }
 
-static struct osf_fdt_entry *map_chunk(int fd, unsigned i)
+/* The table's addresses: the header and the chunks of fds below
+ * NEAR_CHUNKS * 1024 (past the highest hidden base, OSF_FDT_HIGH_MAX) sit
+ * at their file offsets in one reserved range (tbase), so that the kernel
+ * keeps them as one mapping and a fork child moves to its copy with one
+ * mmap; chunks above it are mapped one by one, as is everything when the
+ * reservation failed (tbase NULL). The reservation is address space only
+ * (PROT_NONE, no memory): 9 MiB. */
+#define NEAR_CHUNKS 72u
+#define NEAR_BYTES (OSF_FDT_HDR_BYTES + (size_t)NEAR_CHUNKS * OSF_FDT_CHUNK_BYTES)
+static char *tbase;
+
+static void reserve(void)
 {
-	off_t off = OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES;
-	void *p = mmap(NULL, OSF_FDT_CHUNK_BYTES, PROT_READ | PROT_WRITE,
-		       MAP_SHARED, fd, off);
+	void *p;
+
+	if (tbase)
+		return;
+	p = mmap(NULL, NEAR_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	tbase = p == MAP_FAILED ? NULL : p;
+}
+
+/* map_at maps len bytes of the table file fd at off, at want (MAP_FIXED)
+ * or anywhere (want NULL); NULL on failure. */
+static void *map_at(void *want, size_t len, int fd, off_t off)
+{
+	void *p = mmap(want, len, PROT_READ | PROT_WRITE, MAP_SHARED | (want ? MAP_FIXED : 0),
+		       fd, off);
 
 	return p == MAP_FAILED ? NULL : p;
+}
+
+static void *map_hdr(int fd) { return map_at(tbase, OSF_FDT_HDR_BYTES, fd, 0); }
+
+/* unmap_hdr lets go of a header mapped by map_hdr. */
+static void unmap_hdr(void *h)
+{
+	if (h == tbase)
+		(void)mmap(h, OSF_FDT_HDR_BYTES, PROT_NONE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+	else
+		munmap(h, OSF_FDT_HDR_BYTES);
+}
+
+OSF_FORK_TEXT static struct osf_fdt_entry *map_chunk(int fd, unsigned i)
+{
+	off_t off = OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES;
+
+	return map_at(tbase && i < NEAR_CHUNKS ? tbase + off : NULL, OSF_FDT_CHUNK_BYTES, fd, off);
 }
 
 /* chunk_create maps chunk i; the lock is held. */
@@ -454,6 +495,7 @@ static int table_create(void)
 	else
 		sys_close(fd);
 	(void)fchmod(hfd, 0600);
+	reserve();
 	{
 		/* Written whole, so that a reader (osfstat) that sees the
 		 * table sized also sees its magic: a table sized first and
@@ -468,9 +510,8 @@ static int table_create(void)
 		    (long)sizeof(first))
 			goto fail;
 	}
-	h = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
-		 hfd, 0);
-	if (h == MAP_FAILED)
+	h = map_hdr(hfd);
+	if (!h)
 		goto fail;
 	tfd = hfd;
 	tsize = OSF_FDT_HDR_BYTES;
@@ -1015,19 +1056,28 @@ OSF_FORK_TEXT static int remap(void *old, size_t len, int nfd, off_t off)
 OSF_FORK_TEXT static int switch_to(int nfd, uint64_t ino)
 {
 	int fdflags;
-	unsigned i;
+	unsigned i, near = 0;
 
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+	/* On failure what is switched stays switched (the copy equals the
+	 * table) and the rest stays shared: the caller copies again. */
+	if ((char *)hdr == tbase) {
+		/* The header and the near chunks in one go: up to the last
+		 * near chunk present (those absent in between are mapped
+		 * too, unpublished, and mapped again if ever created). */
+		for (i = 0; i < NEAR_CHUNKS; i++)
+			if (osf_fdt_chunks[i])
+				near = i + 1;
+		if (remap(tbase, OSF_FDT_HDR_BYTES + (size_t)near * OSF_FDT_CHUNK_BYTES, nfd, 0) < 0)
+			goto fail;
+	} else if (remap(hdr, OSF_FDT_HDR_BYTES, nfd, 0) < 0) {
+		goto fail;
+	}
+	for (i = near; i < OSF_FDT_MAX_CHUNKS; i++) {
 		struct osf_fdt_entry *oc = osf_fdt_chunks[i];
-		/* On failure what is switched stays switched (the copy
-		 * equals the table) and the rest stays shared: the caller
-		 * copies again. */
 		if (oc && remap(oc, OSF_FDT_CHUNK_BYTES, nfd,
 				OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES) < 0)
 			goto fail;
 	}
-	if (remap(hdr, OSF_FDT_HDR_BYTES, nfd, 0) < 0)
-		goto fail;
 	hdr->pid = getpid();
 	hdr->image = cur_image;
 	hdr->flags &= ~OSF_FDTH_CORE_LOADED;
@@ -1241,14 +1291,14 @@ int osf_fdt_adopt(int fd, uint64_t image)
 
 	if (fstat(fd, &st) < 0 || st.st_size < (off_t)OSF_FDT_HDR_BYTES)
 		return -1;
-	h = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
-		 fd, 0);
-	if (h == MAP_FAILED)
+	reserve();
+	h = map_hdr(fd);
+	if (!h)
 		return -1;
 	if (h->magic != OSF_FDT_MAGIC || h->version != OSF_FDT_VERSION ||
 	    h->entry_bytes != OSF_FDT_ENTRY_BYTES ||
 	    h->chunk_entries != OSF_FDT_CHUNK_ENTRIES) {
-		munmap(h, OSF_FDT_HDR_BYTES);
+		unmap_hdr(h);
 		return -1;
 	}
 	osf_fdt_lock();
