@@ -1,3 +1,5 @@
+//go:build osf_make
+
 /* forkcost CONNS FORKS: the cost of fork in a process that holds CONNS
  * connections over loopback (both ends, made before the timing; CONNS 0:
  * none, and no socket at all). Times FORKS rounds of fork, _exit(0) in the
