@@ -147,6 +147,29 @@ static int check_all(const char *who)
 	return 0;
 }
 
+/* close_all closes both ends of every connection. */
+static void close_all(void)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		close(c[i].cli);
+		close(c[i].srv);
+	}
+}
+
+/* fork_checked forks, exiting 1 when it cannot. */
+static pid_t fork_checked(void)
+{
+	pid_t p = fork();
+
+	if (p < 0) {
+		perror("fork");
+		exit(1);
+	}
+	return p;
+}
+
 static int wait_ok(pid_t p, const char *who)
 {
 	int st;
@@ -179,15 +202,10 @@ int main(void)
 		return 1;
 	close(i);
 	n++;
-	child = fork();
-	if (child < 0)
-		return perror("fork"), 1;
+	child = fork_checked();
 	if (child > 0) {
 		/* The parent changes its table at once. */
-		for (i = 0; i < n; i++) {
-			close(c[i].cli);
-			close(c[i].srv);
-		}
+		close_all();
 		for (i = 0; i < n; i++) {
 			int l;
 			if (loopback_pair(&l, &c[i].cli, &c[i].srv) < 0)
@@ -206,14 +224,9 @@ int main(void)
 		return 1;
 	close_fillers();
 	n++;
-	child = fork();
-	if (child < 0)
-		return perror("fork"), 1;
+	child = fork_checked();
 	if (child > 0) {
-		for (i = 0; i < n; i++) {
-			close(c[i].cli);
-			close(c[i].srv);
-		}
+		close_all();
 		return wait_ok(child, "grandchild") < 0 ? 1 : 0;
 	}
 	usleep(50000);
