@@ -108,7 +108,7 @@ static void start_watcher(void)
  * reset for its client, as TCP resets a connection it never accepted.
  * park_forget_locked only lets go of this process's copy (a fork child's:
  * the parent keeps the connection). */
-static void park_forget_locked(int i)
+OSF_FORK_TEXT static void park_forget_locked(int i)
 {
 	struct parked *p = &park.p[i];
 
@@ -344,12 +344,12 @@ void osf_setup_reset_companion(int aux_fd)
 	errno = saved;
 }
 
-void osf_setup_child_after_fork(void)
+OSF_FORK_TEXT void osf_setup_child_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
-	park.mu = fresh;
-	park.watcher = 0;
+	OSF_RESET_MEM(&park.mu, fresh);
+	OSF_RESET(park.watcher, 0);
 	setup_connect_after_fork();
 	setup_host_after_fork();
 	setup_syn_after_fork();
