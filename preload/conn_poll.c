@@ -103,6 +103,23 @@ void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken)
 	conn_put(c);
 }
 
+void *osf_conn_hold(int fd, struct osf_fdt_entry *e)
+{
+	return GW_KERNEL(e) ? NULL : conn_get(fd, e);
+}
+
+void osf_conn_hold_disarm(void *h, int kinds)
+{
+	if (h && kinds)
+		osf_side_disarm(&((struct osf_conn *)h)->s, -1, kinds, 0);
+}
+
+void osf_conn_unhold(void *h)
+{
+	if (h)
+		conn_put(h);
+}
+
 short osf_conn_wake_events(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c = conn_get(fd, e);

@@ -36,6 +36,15 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
  * fired), and notes the other side's end when a socket fired. */
 void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken);
 
+/* osf_conn_hold returns fd's connection with a reference held, or NULL
+ * (none, or a gateway's kernel socket): selectmux keeps it across a close
+ * that a signal handler makes while its thread holds a mux lock, to end
+ * the closed items' waits later (osf_conn_hold_disarm, as osf_conn_disarm
+ * with nothing woken) and then drop it (osf_conn_unhold). */
+void *osf_conn_hold(int fd, struct osf_fdt_entry *e);
+void osf_conn_hold_disarm(void *h, int kinds);
+void osf_conn_unhold(void *h);
+
 /* osf_conn_wake_events returns the events a poller asks of fd itself,
  * the application's wake socket (osf_side_wake_events): POLLIN |
  * POLLRDHUP, 0 once this side shut it for reading, -1 when it must be

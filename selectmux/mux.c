@@ -138,11 +138,15 @@ static __thread int mu_depth __attribute__((tls_model("initial-exec")));
 
 #define DEFER_SLOTS 8
 enum { SLOT_FREE, SLOT_CLAIMED, SLOT_FULL };
+enum { DEFER_CHANGED, DEFER_FORGET };
 struct deferred {
 	int state; /* SLOT_*: claimed by compare-and-swap, a nested handler
 		      takes another */
+	int op;    /* DEFER_* */
 	int fd, dups;
 	uint32_t events;
+	uint64_t ino; /* DEFER_FORGET: the closed file's identity */
+	void *hold;   /* DEFER_FORGET: its connection, held (osf_conn_hold) */
 };
 static __thread struct deferred mu_deferred[DEFER_SLOTS]
 	__attribute__((tls_model("initial-exec")));
@@ -150,10 +154,11 @@ static __thread int mu_overflow __attribute__((tls_model("initial-exec")));
 static __thread int mu_pending __attribute__((tls_model("initial-exec")));
 
 static void changed(int fd, int dups, uint32_t events);
+static void forget(int fd, uint64_t ino, void *hold);
 
-/* defer_change notes a re-check for this thread's last mux unlock; every
- * item is re-checked when the slots are full. */
-static void defer_change(int fd, int dups, uint32_t events)
+/* defer_op notes d for this thread's last mux unlock; 0 when the slots are
+ * full (then every item is re-checked, and closed ones dropped). */
+static int defer_op(const struct deferred *d)
 {
 	int i;
 
@@ -162,33 +167,57 @@ static void defer_change(int fd, int dups, uint32_t events)
 		if (!__atomic_compare_exchange_n(&mu_deferred[i].state, &fr, SLOT_CLAIMED, 0,
 						 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			continue;
-		mu_deferred[i].fd = fd;
-		mu_deferred[i].dups = dups;
-		mu_deferred[i].events = events;
+		mu_deferred[i].op = d->op;
+		mu_deferred[i].fd = d->fd;
+		mu_deferred[i].dups = d->dups;
+		mu_deferred[i].events = d->events;
+		mu_deferred[i].ino = d->ino;
+		mu_deferred[i].hold = d->hold;
 		__atomic_store_n(&mu_deferred[i].state, SLOT_FULL, __ATOMIC_RELEASE);
 		__atomic_add_fetch(&mu_pending, 1, __ATOMIC_RELEASE);
-		return;
+		return 1;
 	}
 	__atomic_store_n(&mu_overflow, 1, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&mu_pending, 1, __ATOMIC_RELEASE);
+	return 0;
 }
 
-/* run_deferred makes the re-checks handlers deferred (no mux lock held). */
+/* deferred_hold returns the connection a close deferred on this thread
+ * holds for the item of fd with identity ino, or NULL. */
+static void *deferred_hold(int fd, uint64_t ino)
+{
+	int i;
+
+	for (i = 0; i < DEFER_SLOTS; i++)
+		if (__atomic_load_n(&mu_deferred[i].state, __ATOMIC_ACQUIRE) == SLOT_FULL &&
+		    mu_deferred[i].op == DEFER_FORGET && mu_deferred[i].fd == fd &&
+		    mu_deferred[i].ino == ino)
+			return mu_deferred[i].hold;
+	return NULL;
+}
+
+/* run_deferred makes the re-checks and drops that handlers deferred (no
+ * mux lock held), in the order they were noted per slot. */
 static void run_deferred(void)
 {
 	int i;
 
 	while (__atomic_exchange_n(&mu_pending, 0, __ATOMIC_ACQUIRE)) {
-		if (__atomic_exchange_n(&mu_overflow, 0, __ATOMIC_ACQUIRE))
-			changed(-1, 1, OSF_MUX_ALL);
 		for (i = 0; i < DEFER_SLOTS; i++) {
 			struct deferred d;
 			if (__atomic_load_n(&mu_deferred[i].state, __ATOMIC_ACQUIRE) != SLOT_FULL)
 				continue;
 			d = mu_deferred[i];
+			if (d.op == DEFER_FORGET)
+				forget(d.fd, d.ino, d.hold); /* slot still names the hold */
 			__atomic_store_n(&mu_deferred[i].state, SLOT_FREE, __ATOMIC_RELEASE);
-			changed(d.fd, d.dups, d.events);
+			if (d.op == DEFER_FORGET)
+				osf_conn_unhold(d.hold);
+			else
+				changed(d.fd, d.dups, d.events);
 		}
+		if (__atomic_exchange_n(&mu_overflow, 0, __ATOMIC_ACQUIRE))
+			changed(-1, 1, OSF_MUX_ALL); /* drops closed items too */
 	}
 }
 
@@ -431,12 +460,15 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 				result++;
 		if (result > 0 && spin_end && spun)
 			osf_spin_paid(1);
-		if (result > 0 || remaining(timeout, start) == 0)
-			goto out;
-		if (osf_intr_count() != intr) { /* a handler ran between sleeps */
+		/* A handler ran during the call (it may have closed a polled
+		 * fd: never POLLNVAL for it): EINTR, as the kernel's poll
+		 * interrupted before it found anything. */
+		if (osf_intr_count() != intr) {
 			result = OSF_FAIL(EINTR);
 			goto out;
 		}
+		if (result > 0 || remaining(timeout, start) == 0)
+			goto out;
 		spun = spin_end != 0;
 	}
 out:
@@ -1061,6 +1093,29 @@ static void drop_item(struct ep *ep, struct epi *it)
 	free_item(ep, it);
 }
 
+/* drop_closed removes it, whose fd a signal handler closed while this
+ * thread held a mux lock (hold: its connection, still referenced, or
+ * NULL): its wait ends on the connection, and the writers' wake socket,
+ * still open, leaves the inner epoll; the fd's own registration ended
+ * with its open file (or stays with a dup's, naming an identity no item
+ * has). */
+static void drop_closed(struct ep *ep, struct epi *it, void *hold)
+{
+	osf_conn_hold_disarm(hold, it->armed);
+	it->armed = 0;
+	if (hold && !ep->shared && it->wsock >= 0)
+		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->wsock, NULL);
+	free_item(ep, it);
+}
+
+/* stale_item forgets it, whose fd no longer holds its file: closed by a
+ * handler on this thread (its close is deferred here) or behind osf's
+ * back. */
+static void stale_item(struct ep *ep, struct epi *it)
+{
+	drop_closed(ep, it, mu_depth ? deferred_hold(it->fd, it->ino) : NULL);
+}
+
 static void note_pending(struct ep *ep, int op, int fd, struct epoll_event *ev);
 
 /* same_file reports whether it still describes the file at its fd: the
@@ -1141,9 +1196,9 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 		return OSF_FAIL(EINVAL);
 
 	if (it && !same_file(it, e)) {
-		/* fd was closed behind osf's back: the kernel ended that
-		 * registration with the file. */
-		free_item(ep, it);
+		/* fd was closed behind osf's back (or by a handler): the
+		 * kernel ended that registration with the file. */
+		stale_item(ep, it);
 		it = NULL;
 	}
 	switch (op) {
@@ -1330,6 +1385,10 @@ static void changed(int fd, int dups, uint32_t events)
 		for (i = dups ? 0 : fd; i < ep->cap && (dups || i == fd); i++) {
 			struct epi *it = ep->byfd[i];
 			struct osf_fdt_entry *e = osf_fdt_lookup(i);
+			if (it && all && !same_file(it, e)) {
+				stale_item(ep, it); /* a close deferred unnoted */
+				continue;
+			}
 			if (!it || it->parked || it->disabled || !same_file(it, e) ||
 			    (!all && e->priv != priv) ||
 			    (events != OSF_MUX_ALL && !(it->events & events)))
@@ -1349,9 +1408,11 @@ void osf_mux_changed(int fd, int dups, uint32_t events)
 {
 	if (!all_eps)
 		return;
-	if (mu_depth) /* a handler on a thread inside the mux */
-		defer_change(fd, dups, events);
-	else
+	if (mu_depth) { /* a handler on a thread inside the mux */
+		struct deferred d = {.op = DEFER_CHANGED, .fd = fd, .dups = dups,
+				     .events = events};
+		defer_op(&d);
+	} else
 		changed(fd, dups, events);
 }
 
@@ -1577,7 +1638,7 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 		uint32_t want = it->events | EPOLLERR | EPOLLHUP, ev;
 		next = it->next;
 		if (!same_file(it, e)) {
-			free_item(ep, it); /* closed behind osf's back */
+			stale_item(ep, it); /* closed */
 			continue;
 		}
 		if (gw_settled(e)) {
@@ -1626,7 +1687,7 @@ static int idle_check(struct ep *ep)
 		uint32_t want = it->events | EPOLLERR | EPOLLHUP;
 		next = it->next;
 		if (!same_file(it, e)) {
-			free_item(ep, it);
+			stale_item(ep, it);
 			continue;
 		}
 		if (gw_settled(e)) {
@@ -1655,7 +1716,7 @@ static int arm_idle(struct ep *ep)
 		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
 		next = it->next;
 		if (!same_file(it, e)) {
-			free_item(ep, it);
+			stale_item(ep, it);
 			continue;
 		}
 		if (gw_settled(e)) {
@@ -1998,14 +2059,52 @@ OSF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 
 /* ---- closing ------------------------------------------------------------------- */
 
+/* forget is a close that a signal handler deferred to its thread's last
+ * mux unlock: fd's items that still have the closed file's identity ino
+ * go (the number may hold a new file by now), and so does fd's pending
+ * registration, unless fd is an undecided socket again. */
+static void forget(int fd, uint64_t ino, void *hold)
+{
+	struct ep *ep;
+	int reused = osf_fdt_kind(fd) == OSF_FD_INET;
+
+	mu_lock(&all_lock);
+	for (ep = all_eps; ep; ep = ep->next_ep) {
+		struct epi *it;
+		mu_lock(&ep->lock);
+		it = fd < ep->cap ? ep->byfd[fd] : NULL;
+		if (it && it->ino == ino)
+			drop_closed(ep, it, hold);
+		if (!reused)
+			note_pending(ep, EPOLL_CTL_DEL, fd, NULL);
+		mu_unlock(&ep->lock);
+	}
+	mu_unlock(&all_lock);
+}
+
 /* osf_mux_forget drops fd from every epoll of this process: the program
- * is closing it. */
+ * is closing it. A signal handler on a thread that holds a mux lock (its
+ * close interrupted an epoll_wait collecting items, an epoll_ctl) must
+ * not wait for it: the drop is deferred to the thread's last mux unlock
+ * (forget), holding the connection so that its items' waits can end
+ * there; the close itself goes on at once. */
 void osf_mux_forget(int fd)
 {
 	struct ep *ep;
 
 	if (!all_eps)
 		return;
+	if (mu_depth) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+		struct deferred d = {.op = DEFER_FORGET, .fd = fd};
+		if (!e)
+			return;
+		d.ino = e->ino;
+		d.hold = osf_kind_is_conn(e->kind) ? osf_conn_hold(fd, e) : NULL;
+		if (!defer_op(&d))
+			osf_conn_unhold(d.hold); /* never the last reference: fd's */
+		return;
+	}
 	mu_lock(&all_lock);
 	for (ep = all_eps; ep; ep = ep->next_ep) {
 		mu_lock(&ep->lock);
