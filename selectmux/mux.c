@@ -305,7 +305,7 @@ static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
  * was armed; split up, that bookkeeping would be passed around instead of
  * being visible in one place. */
 static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
-		    const sigset_t *mask)
+		    const sigset_t *mask, unsigned intr)
 {
 	struct pollfd stack_k[64];
 	unsigned char stack_kind[64], stack_arm[64];
@@ -316,7 +316,6 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	nfds_t i, m = n, extra = 0;
 	long start = mono_ms(), spin_end = spin_until(timeout);
 	int result = -1, spun = 0;
-	unsigned intr = osf_intr_count();
 
 	for (i = 0; i < n; i++) {
 		int kd = osf_fdt_kind(fds[i].fd);
@@ -489,31 +488,40 @@ static int needs_mux(const struct pollfd *fds, nfds_t n)
 	return 0;
 }
 
+/* The hooks below note osf_intr_count first: a handler that runs in
+ * osf's part of the call, before or after the kernel's wait, ran during
+ * the call (EINTR, mux_poll), as it would run after the kernel's. */
 OSF_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
+	unsigned intr = osf_intr_count();
+
 	if (likely(!needs_mux(fds, n)))
 		return REAL(poll)(fds, n, timeout);
-	return mux_poll(fds, n, timeout < 0 ? -1 : timeout, NULL);
+	return mux_poll(fds, n, timeout < 0 ? -1 : timeout, NULL, intr);
 }
 
 OSF_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout,
 			  size_t fdslen)
 {
+	unsigned intr = osf_intr_count();
+
 	if (fdslen / sizeof(*fds) < n)
 		__chk_fail();
 	if (likely(!needs_mux(fds, n)))
 		return REAL(__poll_chk)(fds, n, timeout, fdslen);
-	return mux_poll(fds, n, timeout < 0 ? -1 : timeout, NULL);
+	return mux_poll(fds, n, timeout < 0 ? -1 : timeout, NULL, intr);
 }
 
 OSF_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 		     const sigset_t *mask)
 {
+	unsigned intr = osf_intr_count();
+
 	if (likely(!needs_mux(fds, n)))
 		return REAL(ppoll)(fds, n, ts, mask);
 	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
 		return OSF_FAIL(EINVAL);
-	return mux_poll(fds, n, ts_ms(ts), mask);
+	return mux_poll(fds, n, ts_ms(ts), mask, intr);
 }
 
 OSF_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n,
@@ -561,7 +569,7 @@ static int select_needs_mux(int n, fd_set *r, fd_set *w, fd_set *x)
 
 /* mux_select implements select and pselect through mux_poll. */
 static int mux_select(int n, fd_set *r, fd_set *w, fd_set *x, long timeout,
-		      const sigset_t *mask)
+		      const sigset_t *mask, unsigned intr)
 {
 	struct pollfd *p;
 	int fd, cnt = 0, ret, i;
@@ -582,7 +590,7 @@ static int mux_select(int n, fd_set *r, fd_set *w, fd_set *x, long timeout,
 		if (ev)
 			p[cnt++] = (struct pollfd){fd, ev, 0};
 	}
-	ret = mux_poll(p, (nfds_t)cnt, timeout, mask);
+	ret = mux_poll(p, (nfds_t)cnt, timeout, mask, intr);
 	if (ret < 0) {
 		free(p);
 		return -1;
@@ -622,6 +630,7 @@ OSF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *x,
 		      struct timeval *tv)
 {
 	long timeout, start;
+	unsigned intr = osf_intr_count();
 	int ret;
 
 	if (likely(!select_needs_mux(n, r, w, x)))
@@ -630,7 +639,7 @@ OSF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *x,
 		return OSF_FAIL(EINVAL);
 	timeout = tv ? tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000 : -1;
 	start = mono_ms();
-	ret = mux_select(n, r, w, x, timeout, NULL);
+	ret = mux_select(n, r, w, x, timeout, NULL, intr);
 	if (tv) { /* Linux reports the time not slept */
 		long left = remaining(timeout, start);
 		tv->tv_sec = left / 1000;
@@ -642,11 +651,13 @@ OSF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *x,
 OSF_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *x,
 		       const struct timespec *ts, const sigset_t *mask)
 {
+	unsigned intr = osf_intr_count();
+
 	if (likely(!select_needs_mux(n, r, w, x)))
 		return REAL(pselect)(n, r, w, x, ts, mask);
 	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
 		return OSF_FAIL(EINVAL);
-	return mux_select(n, r, w, x, ts_ms(ts), mask);
+	return mux_select(n, r, w, x, ts_ms(ts), mask, intr);
 }
 
 /* ---- epoll ---------------------------------------------------------------------- */
