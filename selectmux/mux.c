@@ -403,6 +403,14 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		due = armed && due && (to < 0 || to > OSF_TRIM_IDLE_MS);
 		if (due)
 			to = OSF_TRIM_IDLE_MS;
+		if (to && osf_intr_count() != intr) {
+			/* A handler ran in osf's part of the call: the kernel's
+			 * poll would not sleep past it. */
+			if (armed)
+				disarm_all(fds, n, k, wx, arm, 0);
+			result = OSF_FAIL(EINTR);
+			goto out;
+		}
 		r = mask ? REAL(ppoll)(k, m,
 				       to < 0 ? NULL
 					      : &(struct timespec){to / 1000,
@@ -1966,6 +1974,12 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 				to = (int)left;
 				trim = 1;
 			}
+		}
+		if (to && osf_intr_count() != intr) {
+			/* A handler ran in osf's part of the call (n is 0):
+			 * the kernel's wait would not sleep past it. */
+			mu_unlock(&ep->lock);
+			return OSF_FAIL(EINTR);
 		}
 		if (to)
 			ep->sleepers++;
