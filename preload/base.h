@@ -222,6 +222,23 @@ extern struct osf_state osf;
 void osf_intr_begin(void);
 int osf_intr_restart(void);
 extern __thread unsigned osf_intr_n __attribute__((tls_model("initial-exec")));
-static inline unsigned osf_intr_count(void) { return osf_intr_n; }
+
+/* A handler for an asynchronous signal that arrives while its thread is
+ * inside selectmux with a lock held or awaited (osf_mux_busy) runs when
+ * the thread lets go of its last mux lock, as the kernel runs it after a
+ * system call: the trampoline keeps the signal blocked and its siginfo
+ * (osf_intr_deferred), and osf_intr_redeliver queues it to the thread
+ * again and unblocks it. So the handler may close, connect or epoll_ctl
+ * offloaded sockets. */
+int osf_mux_busy(void);
+extern __thread unsigned osf_intr_deferred __attribute__((tls_model("initial-exec")));
+void osf_intr_redeliver(void);
+static inline unsigned osf_intr_count(void)
+{
+	unsigned n = __atomic_load_n(&osf_intr_n, __ATOMIC_RELAXED);
+
+	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* read where it is written */
+	return n;
+}
 
 #endif

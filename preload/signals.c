@@ -20,7 +20,10 @@
  */
 #include "osf.h"
 
+#include <errno.h>
 #include <sched.h>
+#include <signal.h>
+#include <ucontext.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -77,6 +80,60 @@ static void fault_default(int sig, const siginfo_t *si, void *h)
 		syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
 }
 
+/* Per thread: the signals deferred while the thread was inside selectmux
+ * (base.h), blocked in the meantime, with their siginfo. */
+#define DEFER_MAX 4
+__thread unsigned osf_intr_deferred __attribute__((tls_model("initial-exec")));
+static __thread siginfo_t tls_deferred[DEFER_MAX] __attribute__((tls_model("initial-exec")));
+
+/* async_sig reports a signal the kernel could have delivered a moment
+ * later: anything but a fault the interrupted instruction raised. */
+static int async_sig(int sig, const siginfo_t *si)
+{
+	return si->si_code <= 0 || !(sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+				     sig == SIGILL || sig == SIGTRAP || sig == SIGSYS);
+}
+
+/* defer keeps sig for osf_intr_redeliver, blocked until then (the mask
+ * the kernel restores from uc); 0 when it must run now. */
+static int defer(int sig, const siginfo_t *si, void *uc, int fl)
+{
+	unsigned n = osf_intr_deferred;
+
+	if (n >= DEFER_MAX || !uc || (fl & SA_RESETHAND) || !async_sig(sig, si) ||
+	    !osf_mux_busy())
+		return 0;
+	tls_deferred[n] = *si;
+	tls_deferred[n].si_signo = sig;
+	sigaddset(&((ucontext_t *)uc)->uc_sigmask, sig);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	osf_intr_deferred = n + 1;
+	return 1;
+}
+
+void osf_intr_redeliver(void)
+{
+	siginfo_t si[DEFER_MAX];
+	uint64_t set = 0;
+	unsigned i, n;
+	int saved = errno;
+	pid_t pid = getpid(), tid = (pid_t)syscall(SYS_gettid);
+
+	n = osf_intr_deferred;
+	if (n > DEFER_MAX)
+		n = DEFER_MAX;
+	memcpy(si, tls_deferred, n * sizeof(si[0]));
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	osf_intr_deferred = 0; /* they are blocked: none comes meanwhile */
+	for (i = 0; i < n; i++) {
+		syscall(SYS_rt_tgsigqueueinfo, pid, tid, si[i].si_signo, &si[i]);
+		set |= 1ULL << (si[i].si_signo - 1);
+	}
+	/* Delivered here, on this thread, in the order the kernel picks. */
+	syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &set, NULL, sizeof(set));
+	errno = saved;
+}
+
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
 	const struct uact *u;
@@ -94,6 +151,8 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 		fault_default(sig, si, h);
 		return;
 	}
+	if (defer(sig, si, uc, fl))
+		return;
 	tls_intr |= INTR_RAN | ((fl & SA_RESTART) ? 0 : INTR_NORESTART);
 	osf_intr_n++;
 	if (fl & SA_SIGINFO)

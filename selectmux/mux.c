@@ -243,9 +243,15 @@ static void mu_unlock(int *m)
 	if (__atomic_exchange_n(m, 0, __ATOMIC_RELEASE) == 2)
 		syscall(SYS_futex, m, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (--mu_depth == 0 && __builtin_expect(__atomic_load_n(&mu_pending, __ATOMIC_RELAXED), 0))
-		run_deferred();
+	if (--mu_depth == 0) {
+		if (__builtin_expect(__atomic_load_n(&mu_pending, __ATOMIC_RELAXED), 0))
+			run_deferred();
+		if (__builtin_expect(osf_intr_deferred, 0))
+			osf_intr_redeliver(); /* the handlers run now */
+	}
 }
+
+int osf_mux_busy(void) { return mu_depth; }
 
 /* ---- poll ------------------------------------------------------------------ */
 
