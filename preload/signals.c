@@ -2,13 +2,18 @@
 
 /* signals.c: sigaction, signal and siginterrupt.
  *
- * A handler the program installs runs through a trampoline, for two
+ * A handler the program installs runs through a trampoline, for three
  * reasons:
  *
  *   - It runs with SA_ONSTACK (docs/DESIGN.md D1): a handler that runs on a
  *     thread with an alternate signal stack must not run on whatever stack
  *     the thread happened to be using. A thread without an alternate stack
  *     is unaffected.
+ *   - A handler for an asynchronous signal that lands while its thread
+ *     holds (or waits for) a selectmux lock runs when the thread lets go of
+ *     its last one (defer, osf_intr_redeliver), as the kernel runs it after
+ *     the system call: it may then close, connect or epoll_ctl offloaded
+ *     sockets, which take those locks.
  *   - The trampoline notes, per thread, that a handler ran and whether it
  *     had SA_RESTART. Where osf waits in poll in place of a call the kernel
  *     would restart after an SA_RESTART handler (a blocking accept on a
@@ -126,7 +131,8 @@ void osf_intr_redeliver(void)
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	osf_intr_deferred = 0; /* they are blocked: none comes meanwhile */
 	for (i = 0; i < n; i++) {
-		syscall(SYS_rt_tgsigqueueinfo, pid, tid, si[i].si_signo, &si[i]);
+		if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, si[i].si_signo, &si[i]) < 0)
+			syscall(SYS_tgkill, pid, tid, si[i].si_signo); /* without its siginfo */
 		set |= 1ULL << (si[i].si_signo - 1);
 	}
 	/* Delivered here, on this thread, in the order the kernel picks. */
