@@ -242,10 +242,12 @@ static unsigned spread_pick(unsigned n)
  * range, distinct among this process's connections until it wraps. */
 uint16_t setup_client_port(pid_t pid)
 {
-	uint32_t span = (uint32_t)(setup_cfg.eph_hi - setup_cfg.eph_lo + 1);
-	uint32_t seq = __atomic_add_fetch(&port_seq, 1, __ATOMIC_RELAXED);
+	uint32_t seq = __atomic_add_fetch(&port_seq, 1, __ATOMIC_RELAXED), span;
+	uint16_t lo, hi;
 
-	return (uint16_t)(setup_cfg.eph_lo + ((uint32_t)pid * 2654435761u + seq * 40503u) % span);
+	setup_eph_range(&lo, &hi);
+	span = (uint32_t)(hi - lo + 1);
+	return (uint16_t)(lo + ((uint32_t)pid * 2654435761u + seq * 40503u) % span);
 }
 
 /* fill_header writes the header of a fresh segment. */
@@ -410,7 +412,7 @@ static void parts_drop(struct parts *p)
  * go on reporting under app_fd's number, gets a fresh TCP socket with its
  * SO_REUSEADDR and SO_REUSEPORT instead. Returns the holder, already in the
  * hidden range (the caller's window is open), or -1 (no free port: the
- * synthesized one stays and the connection holds none). */
+ * caller synthesizes one and the connection holds none). */
 static uint16_t port_of(int fd)
 {
 	struct sockaddr_storage ss;
@@ -568,6 +570,8 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 		}
 		if (need_port) {
 			*port_fd = reserve_port(in->app_fd, in->family, client);
+			if (*port_fd < 0) /* no free port: a synthesized one */
+				client->port = setup_client_port(osf.pid);
 			setup_put_sockaddr(((struct osf_seg_hdr *)p->seg)->client_addr, client);
 		}
 		((struct osf_seg_hdr *)p->seg)->connect_ns = osf_now_ns();
@@ -623,7 +627,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 		return kernel(out, &dst, OSF_R_HANDSHAKE, errno, NULL);
 	}
 	local = src;
-	local.port = setup_client_port(osf.pid);
+	local.port = 0; /* the port reserve_port holds, or a synthesized one */
 	if (have_bound && !setup_ip_unspec(&bound))
 		memcpy(local.a, bound.a, 16), local.v4 = bound.v4;
 	if (have_bound && bound.port)

@@ -1,12 +1,16 @@
 package tests
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/osfproject/osf/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // shortServerScript accepts one connection on 127.0.0.1:PORT: to "1" it
@@ -107,4 +111,55 @@ func threadLine(out, what string) string {
 		}
 	}
 	return "(no line)"
+}
+
+// TestFirstConnectSystemCalls: the first connection of a short client
+// (`churn once`: connect, 64 B each way, close, exit; OSF_STRICT=1 against
+// an osf server, so it is shm or fails; the trace shows its companion
+// connect) reads nothing of the host that its set-up does not need: no
+// RDMA device probe (/sys/class/infiniband: the route to a local address
+// is shm whatever the devices), no ephemeral port range (the kernel gives
+// the port; the range is for synthesizing one) and no unprivileged port
+// start (a server's question); its census of the port's listeners is one
+// netlink dump for both address families; and osf starts no thread in it
+// (issue 12).
+func TestFirstConnectSystemCalls(t *testing.T) {
+	t.Parallel()
+	strace := testutil.OptionalTool(t, "strace", "trace a short client's first connection")
+	port := strconv.Itoa(testutil.FreePort(t))
+	srv := underOsf.cmd(t, nil, testutil.Prog(t, "churn"), "server", port).Start()
+	srv.WaitOutput("listening", 10*time.Second)
+	defer func() {
+		_ = srv.Signal(unix.SIGTERM)
+		srv.Wait(shortRun)
+	}()
+	trace := filepath.Join(t.TempDir(), "trace")
+	r := testutil.Cmd(t, nil, strace, "-f", "-qq", "-s", "64", "-o", trace,
+		"-E", "LD_PRELOAD="+testutil.Lib(t), "-E", "OSF_STRICT=1",
+		testutil.Prog(t, "churn"), "once", port).Run(longRun)
+	if !r.OK() {
+		t.Fatalf("churn once under strace: %s", r)
+	}
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := string(b)
+	if !regexp.MustCompile(`connect\(\d+, \{sa_family=AF_UNIX, sun_path=@"osf1/4/127\.0\.0\.1/` + port + `"\}, \d+\) = 0`).MatchString(tr) {
+		t.Fatalf("no companion connect in the trace (not shm?):\n%s", tr)
+	}
+	for _, path := range []string{"/sys/class/infiniband", "ip_local_port_range", "ip_unprivileged_port_start"} {
+		if strings.Contains(tr, path) {
+			t.Errorf("the short client's first connection read %s", path)
+		}
+	}
+	if n := len(regexp.MustCompile(`sendto\(\d+, \[\{nlmsg_len=`).FindAllString(tr, -1)); n != 1 {
+		t.Errorf("the short client's census made %d netlink dumps, want 1", n)
+	}
+	if n := len(regexp.MustCompile(`(?m)^\d+ +clone`).FindAllString(tr, -1)); n != 0 {
+		t.Errorf("osf started %d threads in the short client", n)
+	}
+	if t.Failed() {
+		t.Logf("trace:\n%s", tr)
+	}
 }
