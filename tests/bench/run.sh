@@ -13,7 +13,7 @@
 # Environment: OSFTEST_BUILD_DIR (default ROOT/build) selects the build;
 # BENCH_RUNS (default 7) the runs per syscall-loop side, BENCH_START_RUNS
 # (default 200) the hyperfine runs per start-up side (the short client
-# rows: BENCH_SHORT_ROUNDS rounds, default 7, of half of them each),
+# rows: BENCH_SHORT_ROUNDS rounds, default 15, of an eighth each),
 # BENCH_CORE_RUNS (default 15) the coreload runs, BENCH_MEM_CONNS (default
 # 2000) and BENCH_MEM_KIB (default 1024) the idle-memory row's connections
 # and the KiB each moves each way.
@@ -50,9 +50,10 @@ done
 
 TMP="$(mktemp -d)"
 SRV_PID=
+SRV_MORE=() # servers beyond SRV_PID, killed at exit too
 GW_PIDS=()
 GW_NS=()
-trap '[[ -z "$SRV_PID" ]] || kill "$SRV_PID" 2>/dev/null || true; gw_teardown; rm -rf "$TMP"' EXIT
+trap 'kill $SRV_PID "${SRV_MORE[@]}" 2>/dev/null || true; gw_teardown; rm -rf "$TMP"' EXIT
 
 ROWS=()
 RAW=()
@@ -367,37 +368,45 @@ bench_churn() {
 
 # bench_short_client: a new process that makes one connection (churn
 # once), and curl fetching a 64-byte reply: per-process cost. A start-up
-# costs ~1-10 ms, which one run's noise on a shared host moves by more than
-# the targets, so bare and osf alternate in SHORT_ROUNDS rounds (the side
-# that goes first alternates too), each a hyperfine run of START_RUNS/2
-# processes against a fresh server. A side's number is the median of its
-# rounds' medians; the difference is the median of the rounds' own
-# differences (osf against the bare run next to it, so that the host's
-# load, which drifts between rounds, cancels out); the raw lines give
-# every round and the spread.
-SHORT_ROUNDS="${BENCH_SHORT_ROUNDS:-7}"
+# costs ~1-10 ms, which the load of a shared host moves by more than the
+# targets within seconds, so a bare and an osf server run side by side and
+# the clients alternate in SHORT_ROUNDS short rounds (the side that goes
+# first alternates too), each a hyperfine run of START_RUNS/8 processes. A
+# side's number is the median of its rounds' medians; the difference is
+# the median of the rounds' own differences (osf against the bare run
+# right next to it, so that the load's drift cancels out); the raw lines
+# give every round's difference and each side's spread.
+SHORT_ROUNDS="${BENCH_SHORT_ROUNDS:-15}"
 ms3() { calc "'%.3f' % $1"; }
 bench_short_client() {
 	local side what r cmd pre sides
-	declare -A med rounds diff
+	declare -A med rounds diff port
+	for side in bare osf; do
+		serve "$side" "$CHURN" server $PORT
+		SRV_MORE+=("$SRV_PID")
+		SRV_PID=
+		port[$side]=$PORT
+		PORT=$((PORT + 1))
+	done
 	for ((r = 0; r < SHORT_ROUNDS; r++)); do
 		sides="bare osf"
 		((r % 2 == 0)) || sides="osf bare"
 		for what in churn curl; do
 			for side in $sides; do
-				serve "$side" "$CHURN" server $PORT
-				cmd="$CHURN once $PORT"
-				[[ $what == curl ]] && cmd="/usr/bin/curl -s -o /dev/null http://127.0.0.1:$PORT/"
+				cmd="$CHURN once ${port[$side]}"
+				[[ $what == curl ]] && cmd="/usr/bin/curl -s -o /dev/null http://127.0.0.1:${port[$side]}/"
 				pre="/usr/bin/env LD_PRELOAD="
 				[[ $side == osf ]] && pre="/usr/bin/env LD_PRELOAD=$LIB OSF_STRICT=1"
-				taskset -c $CLI_CPU hyperfine -N --style none --warmup 5 \
-					--runs "$((START_RUNS / 2))" --export-json "$TMP/short.json" \
+				taskset -c $CLI_CPU hyperfine -N --style none --warmup 3 \
+					--runs "$((START_RUNS / 8))" --export-json "$TMP/short.json" \
 					-n "$side" "$pre $cmd" >/dev/null
 				rounds[$what$side]+=" $(jq '.results[0].median * 1000' "$TMP/short.json")"
-				unserve
 			done
 		done
 	done
+	kill "${SRV_MORE[@]}" 2>/dev/null || true
+	wait "${SRV_MORE[@]}" 2>/dev/null || true
+	SRV_MORE=()
 	for what in churn curl; do
 		for side in bare osf; do
 			# shellcheck disable=SC2086 # a list of numbers
