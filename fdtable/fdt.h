@@ -11,7 +11,36 @@
 
 #include "fdtable.h"
 
+/* OSF_FORK_TEXT marks a function every fork runs (the hook, the snapshot,
+ * the child's clean-ups): they are placed together in libosf.so's text. A
+ * fork child starts with none of the library's code mapped and takes a
+ * page fault for each 64 KiB stretch of it it runs (the kernel maps the
+ * pages around a fault, 64 KiB, at once): gathered, a fork runs in one or
+ * two such stretches instead of one per source file. The section name puts
+ * them in the group the linker gathers from every file (.text.hot.*); it
+ * changes nothing else about the functions. */
+#define OSF_FORK_TEXT __attribute__((section(".text.hot.osf_fork")))
+
 extern struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
+
+/* Pages in use: bit p of osf_fdt_pages[i] is set once an entry in page p
+ * (OSF_FDT_PAGE_ENTRIES entries, 4 KiB) of chunk i has been handed out
+ * for writing (osf_fdt_get, osf_fdt_set, and fdtable.c's own writers);
+ * bits are never cleared while the image lives. An entry is written only
+ * after that (the other writers change entries already tracked), so every
+ * entry of a page whose bit is clear is all zero (kind OSF_FD_NONE): the
+ * walk below skips such pages without touching them, and the fork snapshot
+ * copies only pages whose bit is set (the rest of the copy reads as zero
+ * and costs no memory). */
+#define OSF_FDT_PAGE_ENTRIES (4096u / OSF_FDT_ENTRY_BYTES)
+#define OSF_FDT_PAGE_SHIFT 5 /* log2(OSF_FDT_PAGE_ENTRIES) */
+extern uint32_t osf_fdt_pages[OSF_FDT_MAX_CHUNKS];
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(OSF_FDT_PAGE_ENTRIES == 1u << OSF_FDT_PAGE_SHIFT &&
+		       OSF_FDT_CHUNK_ENTRIES / OSF_FDT_PAGE_ENTRIES == 32,
+	       "one bit of osf_fdt_pages per page of a chunk");
+#endif
 
 /* osf_fdt_lookup returns fd's entry, or NULL when no chunk covers fd (the
  * common case for a process osf has nothing to do with). */
@@ -28,24 +57,36 @@ static inline struct osf_fdt_entry *osf_fdt_lookup(int fd)
 }
 
 /* osf_fdt_next is the one walk over the table: it returns the entry of the
- * first fd >= *fd that a chunk covers, and sets *fd to that fd, skipping
- * whole chunks that do not exist; NULL when there is none (also for a
- * negative *fd). Every entry of a present chunk is visited, in fd order,
- * whatever its kind; it takes no lock (callers that need the table stable
- * hold osf_fdt_lock, as before). Use it through OSF_FDT_FOREACH, or from a
- * chosen start: for (fd = from; (e = osf_fdt_next(&fd)); fd++). */
+ * first fd >= *fd that a page in use covers (osf_fdt_pages), and sets *fd
+ * to that fd, skipping whole chunks that do not exist and pages never
+ * used (their entries are all zero, kind OSF_FD_NONE); NULL when there is
+ * none (also for a negative *fd). Every entry of a page in use is visited,
+ * in fd order, whatever its kind; it takes no lock (callers that need the
+ * table stable hold osf_fdt_lock, as before). Use it through
+ * OSF_FDT_FOREACH, or from a chosen start:
+ * for (fd = from; (e = osf_fdt_next(&fd)); fd++). */
 static inline struct osf_fdt_entry *osf_fdt_next(int *fd)
 {
 	unsigned u = (unsigned)*fd;
 	struct osf_fdt_entry *c;
+	uint32_t pages;
 
-	for (; u < OSF_FDT_MAX_FDS; u = (u | (OSF_FDT_CHUNK_ENTRIES - 1)) + 1) {
+	while (u < OSF_FDT_MAX_FDS) {
 		c = __atomic_load_n(&osf_fdt_chunks[u >> OSF_FDT_CHUNK_SHIFT],
 				    __ATOMIC_ACQUIRE);
-		if (c) {
-			*fd = (int)u;
-			return c + (u & (OSF_FDT_CHUNK_ENTRIES - 1));
+		pages = c ? __atomic_load_n(&osf_fdt_pages[u >> OSF_FDT_CHUNK_SHIFT],
+					    __ATOMIC_ACQUIRE) >>
+				    ((u & (OSF_FDT_CHUNK_ENTRIES - 1)) >> OSF_FDT_PAGE_SHIFT)
+			  : 0;
+		if (!pages) {
+			u = (u | (OSF_FDT_CHUNK_ENTRIES - 1)) + 1;
+			continue;
 		}
+		if (!(pages & 1)) /* to the next page in use, at its start */
+			u = ((u >> OSF_FDT_PAGE_SHIFT) + (unsigned)__builtin_ctz(pages))
+			    << OSF_FDT_PAGE_SHIFT;
+		*fd = (int)u;
+		return c + (u & (OSF_FDT_CHUNK_ENTRIES - 1));
 	}
 	return 0;
 }

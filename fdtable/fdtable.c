@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,12 +22,14 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fdt.h"
 
 struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
+uint32_t osf_fdt_pages[OSF_FDT_MAX_CHUNKS];
 
 static struct osf_fdt_header *hdr; /* NULL until the first tracked fd */
 static int tfd = -1;               /* the table's memfd */
@@ -34,6 +37,8 @@ static off_t tsize;                /* current size of the memfd */
 static uint64_t cur_image;
 static int lock_word; /* 0 free, else the owner's tid */
 static int inherit_count; /* offloaded entries without FD_CLOEXEC */
+static int reserving; /* osf_fdt_reserve_low calls not yet released */
+static uint64_t snap_ino; /* st_ino of the fork snapshot (fork_prepare) */
 static int offload_count; /* offloaded entries */
 
 static int sys_close(int fd) { return (int)syscall(SYS_close, fd); }
@@ -81,7 +86,7 @@ static int my_tid(void)
 static __thread int tls_lock_waits __attribute__((tls_model("initial-exec")));
 
 /* word_lock takes the lock word w (the table's, or the rlimit window's). */
-static void word_lock(int *w)
+OSF_FORK_TEXT static void word_lock(int *w)
 {
 	int me = my_tid(), cur = 0, slept, saved;
 
@@ -114,7 +119,7 @@ static void word_lock(int *w)
 	errno = saved;
 }
 
-static void word_unlock(int *w)
+OSF_FORK_TEXT static void word_unlock(int *w)
 {
 	int cur = __atomic_load_n(w, __ATOMIC_RELAXED), saved;
 
@@ -136,12 +141,12 @@ static void word_unlock(int *w)
 	errno = saved;
 }
 
-void osf_fdt_lock(void)
+OSF_FORK_TEXT void osf_fdt_lock(void)
 {
 	word_lock(&lock_word);
 }
 
-void osf_fdt_unlock(void)
+OSF_FORK_TEXT void osf_fdt_unlock(void)
 {
 	word_unlock(&lock_word);
 }
@@ -204,7 +209,7 @@ static int high_mine(void)
 	return (__atomic_load_n(&high_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
 }
 
-static int sys_prlimit(const struct rlimit *nw, struct rlimit *old)
+OSF_FORK_TEXT static int sys_prlimit(const struct rlimit *nw, struct rlimit *old)
 {
 	return (int)syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nw, old);
 }
@@ -253,7 +258,7 @@ int osf_fdt_inrange_base(void)
 	return legacy_base(rl.rlim_cur);
 }
 
-void osf_fdt_limit_lock(void)
+OSF_FORK_TEXT void osf_fdt_limit_lock(void)
 {
 	if (high_mine()) {
 		/* Nested in this thread. Depth 0: a handler that interrupted
@@ -270,7 +275,7 @@ void osf_fdt_limit_lock(void)
 	SIGNAL_FENCE();
 }
 
-void osf_fdt_limit_unlock(void)
+OSF_FORK_TEXT void osf_fdt_limit_unlock(void)
 {
 	SIGNAL_FENCE();
 	if (--high_depth > 0)
@@ -279,7 +284,7 @@ void osf_fdt_limit_unlock(void)
 	word_unlock(&high_word);
 }
 
-int osf_fdt_high_begin(void)
+OSF_FORK_TEXT int osf_fdt_high_begin(void)
 {
 	struct rlimit rl, up;
 	int saved = errno;
@@ -306,7 +311,7 @@ int osf_fdt_high_begin(void)
 	return high_base;
 }
 
-void osf_fdt_high_end(void)
+OSF_FORK_TEXT void osf_fdt_high_end(void)
 {
 	int saved = errno;
 
@@ -340,14 +345,14 @@ int osf_fdt_dup_high(int fd, int cloexec)
 	return nfd;
 }
 
-static uint64_t ino_of(int fd)
+OSF_FORK_TEXT static uint64_t ino_of(int fd)
 {
 	struct stat st;
 
 	return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-static int grow_to(off_t size)
+OSF_FORK_TEXT static int grow_to(off_t size)
 {
 	if (size <= tsize)
 		return 0;
@@ -357,17 +362,58 @@ static int grow_to(off_t size)
 	return 0;
 }
 
-static struct osf_fdt_entry *map_chunk(int fd, unsigned i)
+/* The table's addresses: the header and the chunks of fds below
+ * NEAR_CHUNKS * 1024 (past the highest hidden base, OSF_FDT_HIGH_MAX) sit
+ * at their file offsets in one reserved range (tbase), so that the kernel
+ * keeps them as one mapping and a fork child moves to its copy with one
+ * mmap; chunks above it are mapped one by one, as is everything when the
+ * reservation failed (tbase NULL). The reservation is address space only
+ * (PROT_NONE, no memory): 9 MiB. */
+#define NEAR_CHUNKS 72u
+#define NEAR_BYTES (OSF_FDT_HDR_BYTES + (size_t)NEAR_CHUNKS * OSF_FDT_CHUNK_BYTES)
+static char *tbase;
+
+static void reserve(void)
 {
-	off_t off = OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES;
-	void *p = mmap(NULL, OSF_FDT_CHUNK_BYTES, PROT_READ | PROT_WRITE,
-		       MAP_SHARED, fd, off);
+	void *p;
+
+	if (tbase)
+		return;
+	p = mmap(NULL, NEAR_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	tbase = p == MAP_FAILED ? NULL : p;
+}
+
+/* map_at maps len bytes of the table file fd at off, at want (MAP_FIXED)
+ * or anywhere (want NULL); NULL on failure. */
+static void *map_at(void *want, size_t len, int fd, off_t off)
+{
+	void *p = mmap(want, len, PROT_READ | PROT_WRITE, MAP_SHARED | (want ? MAP_FIXED : 0),
+		       fd, off);
 
 	return p == MAP_FAILED ? NULL : p;
 }
 
+static void *map_hdr(int fd) { return map_at(tbase, OSF_FDT_HDR_BYTES, fd, 0); }
+
+/* unmap_hdr lets go of a header mapped by map_hdr. */
+static void unmap_hdr(void *h)
+{
+	if (h == tbase)
+		(void)mmap(h, OSF_FDT_HDR_BYTES, PROT_NONE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+	else
+		munmap(h, OSF_FDT_HDR_BYTES);
+}
+
+OSF_FORK_TEXT static struct osf_fdt_entry *map_chunk(int fd, unsigned i)
+{
+	off_t off = OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES;
+
+	return map_at(tbase && i < NEAR_CHUNKS ? tbase + off : NULL, OSF_FDT_CHUNK_BYTES, fd, off);
+}
+
 /* chunk_create maps chunk i; the lock is held. */
-static struct osf_fdt_entry *chunk_create(unsigned i)
+OSF_FORK_TEXT static struct osf_fdt_entry *chunk_create(unsigned i)
 {
 	struct osf_fdt_entry *c = osf_fdt_chunks[i];
 
@@ -384,16 +430,31 @@ static struct osf_fdt_entry *chunk_create(unsigned i)
 	return c;
 }
 
-static struct osf_fdt_entry *entry_locked(int fd)
+/* mark_page records that fd's entry is about to be written (fdt.h,
+ * osf_fdt_pages): before the write, so that a walk that finds the page
+ * unused has seen it all zero. */
+OSF_FORK_TEXT static void mark_page(unsigned fd)
+{
+	uint32_t *w = &osf_fdt_pages[fd >> OSF_FDT_CHUNK_SHIFT];
+	uint32_t bit = 1u << ((fd & (OSF_FDT_CHUNK_ENTRIES - 1)) >> OSF_FDT_PAGE_SHIFT);
+
+	if (!(__atomic_load_n(w, __ATOMIC_RELAXED) & bit))
+		__atomic_or_fetch(w, bit, __ATOMIC_SEQ_CST);
+}
+
+OSF_FORK_TEXT static struct osf_fdt_entry *entry_locked(int fd)
 {
 	struct osf_fdt_entry *c = chunk_create((unsigned)fd >> OSF_FDT_CHUNK_SHIFT);
 
-	return c ? c + ((unsigned)fd & (OSF_FDT_CHUNK_ENTRIES - 1)) : NULL;
+	if (!c)
+		return NULL;
+	mark_page((unsigned)fd);
+	return c + ((unsigned)fd & (OSF_FDT_CHUNK_ENTRIES - 1));
 }
 
 /* set_hidden_locked records fd as hidden for owner, with its inode ino
  * (0: look it up); the lock is held. */
-static void set_hidden_locked(int fd, int owner, uint64_t ino)
+OSF_FORK_TEXT static void set_hidden_locked(int fd, int owner, uint64_t ino)
 {
 	struct osf_fdt_entry *e = entry_locked(fd);
 
@@ -434,6 +495,7 @@ static int table_create(void)
 	else
 		sys_close(fd);
 	(void)fchmod(hfd, 0600);
+	reserve();
 	{
 		/* Written whole, so that a reader (osfstat) that sees the
 		 * table sized also sees its magic: a table sized first and
@@ -448,9 +510,8 @@ static int table_create(void)
 		    (long)sizeof(first))
 			goto fail;
 	}
-	h = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
-		 hfd, 0);
-	if (h == MAP_FAILED)
+	h = map_hdr(hfd);
+	if (!h)
 		goto fail;
 	tfd = hfd;
 	tsize = OSF_FDT_HDR_BYTES;
@@ -466,8 +527,10 @@ struct osf_fdt_entry *osf_fdt_get(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (e)
+	if (e) {
+		mark_page((unsigned)fd);
 		return e;
+	}
 	if (fd < 0 || (unsigned)fd >= OSF_FDT_MAX_FDS) {
 		errno = EBADF;
 		return NULL;
@@ -568,7 +631,7 @@ int osf_fdt_set(int fd, const struct osf_fdt_entry *src)
 	return 0;
 }
 
-void osf_fdt_clear(int fd)
+OSF_FORK_TEXT void osf_fdt_clear(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	int mine;
@@ -726,6 +789,7 @@ void osf_fdt_reserve_low(int limit, uint64_t bits[OSF_FDT_RESERVE_MAX / 64])
 {
 	int ph, fd;
 
+	__atomic_add_fetch(&reserving, 1, __ATOMIC_SEQ_CST); /* a fork child looks */
 	memset(bits, 0, OSF_FDT_RESERVE_MAX / 8);
 	if (limit > (int)OSF_FDT_RESERVE_MAX)
 		limit = OSF_FDT_RESERVE_MAX;
@@ -768,10 +832,11 @@ void osf_fdt_release_low(int limit, const uint64_t bits[OSF_FDT_RESERVE_MAX / 64
 			continue; /* the program claimed it */
 		sys_close(fd);
 	}
+	__atomic_sub_fetch(&reserving, 1, __ATOMIC_SEQ_CST);
 	osf_fdt_touch();
 }
 
-void osf_fdt_close_hidden(int hfd)
+OSF_FORK_TEXT void osf_fdt_close_hidden(int hfd)
 {
 	if (hfd < 0)
 		return;
@@ -893,70 +958,126 @@ void osf_fdt_set_image(uint64_t image)
 		hdr->image = image;
 }
 
+/* A snapshot is written with pwritev: runs of the file that are
+ * contiguous go in one call, SNAP_IOV pieces at most. */
+#define SNAP_IOV 64
+
+struct snap_writer {
+	int fd;
+	int n;
+	off_t start, end; /* the file range the pending pieces cover */
+	struct iovec iov[SNAP_IOV];
+};
+
+OSF_FORK_TEXT static int snap_flush(struct snap_writer *w)
+{
+	ssize_t want = (ssize_t)(w->end - w->start);
+
+	if (w->n && syscall(SYS_pwritev, w->fd, w->iov, w->n, (long)w->start, 0L) != want)
+		return -1;
+	w->n = 0;
+	return 0;
+}
+
+/* snap_put queues len bytes at p for file offset off. */
+OSF_FORK_TEXT static int snap_put(struct snap_writer *w, const void *p, size_t len, off_t off)
+{
+	if (w->n && (off != w->end || w->n == SNAP_IOV) && snap_flush(w) < 0)
+		return -1;
+	if (!w->n)
+		w->start = w->end = off;
+	w->iov[w->n].iov_base = (void *)p;
+	w->iov[w->n].iov_len = len;
+	w->n++;
+	w->end += (off_t)len;
+	return 0;
+}
+
 /* snapshot copies the table into a new memfd (close-on-exec) and returns
  * it, or -1; the copy's header says no process owns it yet (pid 0), so
- * the process that receives it adopts it in place. The lock is held. */
-static int snapshot(void)
+ * the process that receives it adopts it in place. Only the header and
+ * the pages in use (osf_fdt_pages) are written, straight from the table
+ * into the new file: the rest of the file is a hole, which reads as zero
+ * and holds no memory. The lock is held. */
+OSF_FORK_TEXT static int snapshot(void)
 {
-	int nfd;
-	void *nh;
+	static const int32_t unowned = 0;
+	const size_t pid_at = offsetof(struct osf_fdt_header, pid);
+	struct snap_writer w;
 	unsigned i;
 
-	nfd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
-	if (nfd < 0)
+	w.n = 0;
+	w.fd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
+	if (w.fd < 0)
 		return -1;
-	(void)fchmod(nfd, 0600);
-	if (ftruncate(nfd, tsize) < 0)
+	(void)fchmod(w.fd, 0600);
+	if (ftruncate(w.fd, tsize) < 0 ||
+	    snap_put(&w, hdr, pid_at, 0) < 0 ||
+	    snap_put(&w, &unowned, sizeof(unowned), (off_t)pid_at) < 0 ||
+	    snap_put(&w, (const char *)hdr + pid_at + sizeof(unowned),
+		     OSF_FDT_HDR_BYTES - pid_at - sizeof(unowned),
+		     (off_t)(pid_at + sizeof(unowned))) < 0)
 		goto fail;
-	nh = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
-		  nfd, 0);
-	if (nh == MAP_FAILED)
-		goto fail;
-	memcpy(nh, hdr, OSF_FDT_HDR_BYTES);
-	((struct osf_fdt_header *)nh)->pid = 0;
-	munmap(nh, OSF_FDT_HDR_BYTES);
 	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *nc;
-		if (!osf_fdt_chunks[i])
+		uint32_t pages = __atomic_load_n(&osf_fdt_pages[i], __ATOMIC_ACQUIRE);
+		off_t at = OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES;
+		const char *c = (const char *)osf_fdt_chunks[i];
+		unsigned p;
+		if (!c)
 			continue;
-		nc = map_chunk(nfd, i);
-		if (!nc)
-			goto fail;
-		memcpy(nc, osf_fdt_chunks[i], OSF_FDT_CHUNK_BYTES);
-		munmap(nc, OSF_FDT_CHUNK_BYTES);
+		for (p = 0; pages; p++, pages >>= 1)
+			if ((pages & 1) && snap_put(&w, c + (size_t)p * 4096, 4096,
+						    at + (off_t)p * 4096) < 0)
+				goto fail;
 	}
-	return nfd;
+	if (snap_flush(&w) < 0)
+		goto fail;
+	return w.fd;
 fail:
-	sys_close(nfd);
+	sys_close(w.fd);
 	return -1;
 }
 
-/* switch_to makes the copy in nfd this process's table, at the table's fd
- * number; nfd is consumed. */
-static int switch_to(int nfd)
+/* remap maps the table file nfd's range (len bytes at off) over the
+ * mapping at old, in place, so that lock-free readers holding old see the
+ * one table or the other, never a hole; 0, or -1 with the old mapping put
+ * back as it was (MAP_FIXED may unmap before it fails). */
+OSF_FORK_TEXT static int remap(void *old, size_t len, int nfd, off_t off)
 {
-	struct osf_fdt_header *nh;
-	int fdflags;
-	unsigned i;
+	if (mmap(old, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, nfd, off) == old)
+		return 0;
+	(void)mmap(old, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, tfd, off);
+	return -1;
+}
 
-	nh = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
-		  nfd, 0);
-	if (nh == MAP_FAILED)
-		goto fail;
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
-		struct osf_fdt_entry *oc = osf_fdt_chunks[i], *nc;
-		if (!oc)
-			continue;
-		nc = map_chunk(nfd, i);
-		if (!nc) { /* keep what is switched; the rest stays shared */
-			munmap(nh, OSF_FDT_HDR_BYTES);
+/* switch_to makes the copy in nfd (inode ino, 0: look it up) this
+ * process's table, at the table's fd number and at the same addresses;
+ * nfd is consumed. */
+OSF_FORK_TEXT static int switch_to(int nfd, uint64_t ino)
+{
+	int fdflags;
+	unsigned i, near = 0;
+
+	/* On failure what is switched stays switched (the copy equals the
+	 * table) and the rest stays shared: the caller copies again. */
+	if ((char *)hdr == tbase) {
+		/* The header and the near chunks in one go: up to the last
+		 * near chunk present (those absent in between are mapped
+		 * too, unpublished, and mapped again if ever created). */
+		for (i = 0; i < NEAR_CHUNKS; i++)
+			if (osf_fdt_chunks[i])
+				near = i + 1;
+		if (remap(tbase, OSF_FDT_HDR_BYTES + (size_t)near * OSF_FDT_CHUNK_BYTES, nfd, 0) < 0)
 			goto fail;
-		}
-		__atomic_store_n(&osf_fdt_chunks[i], nc, __ATOMIC_RELEASE);
-		munmap(oc, OSF_FDT_CHUNK_BYTES);
+	} else if (remap(hdr, OSF_FDT_HDR_BYTES, nfd, 0) < 0) {
+		goto fail;
 	}
-	munmap(hdr, OSF_FDT_HDR_BYTES);
-	hdr = nh;
+	for (i = near; i < OSF_FDT_MAX_CHUNKS; i++) {
+		struct osf_fdt_entry *oc = osf_fdt_chunks[i];
+		if (oc && remap(oc, OSF_FDT_CHUNK_BYTES, nfd,
+				OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES) < 0)
+			goto fail;
+	}
 	hdr->pid = getpid();
 	hdr->image = cur_image;
 	hdr->flags &= ~OSF_FDTH_CORE_LOADED;
@@ -969,7 +1090,7 @@ static int switch_to(int nfd)
 	if (fdflags < 0)
 		goto fail;
 	sys_close(nfd);
-	set_hidden_locked(tfd, -1, 0);
+	set_hidden_locked(tfd, -1, ino);
 	return 0;
 fail:
 	sys_close(nfd);
@@ -982,23 +1103,29 @@ static int copy_private(void)
 {
 	int nfd = snapshot();
 
-	return nfd < 0 ? -1 : switch_to(nfd);
+	return nfd < 0 ? -1 : switch_to(nfd, 0);
 }
 
-int osf_fdt_fork_prepare(void)
+OSF_FORK_TEXT int osf_fdt_fork_prepare(void)
 {
-	return hdr ? snapshot() : -1;
+	int snap = hdr ? snapshot() : -1;
+
+	/* Asked here, where the C library's code is mapped: the child's
+	 * first call of a function faults its code in. */
+	snap_ino = snap >= 0 ? ino_of(snap) : 0;
+	return snap;
 }
 
-void osf_fdt_fork_parent(int prepared)
+OSF_FORK_TEXT void osf_fdt_fork_parent(int prepared)
 {
 	if (prepared >= 0)
 		sys_close(prepared);
 }
 
-void osf_fdt_child_after_fork(int prepared)
+OSF_FORK_TEXT void osf_fdt_child_after_fork(int prepared)
 {
-	unsigned fd;
+	struct osf_fdt_entry *e;
+	int fd;
 
 	tls_tid = 0; /* this thread has a new id in the child */
 	lock_word = 0;
@@ -1007,14 +1134,21 @@ void osf_fdt_child_after_fork(int prepared)
 		return;
 	/* The snapshot was taken before fork: the parent may already be
 	 * changing the table we shared a moment ago. */
-	if (prepared < 0 || switch_to(prepared) < 0)
+	if (prepared < 0 || switch_to(prepared, snap_ino) < 0)
 		(void)copy_private();
-	/* Placeholders of a core start under way in the parent are not ours. */
-	for (fd = 0; fd < OSF_FDT_RESERVE_MAX; fd++)
-		if (osf_fdt_is_reserved((int)fd)) {
-			osf_fdt_clear((int)fd);
-			sys_close((int)fd);
+	/* Placeholders of a core start under way in the parent are not ours
+	 * (no start is under way here). */
+	if (!reserving)
+		return;
+	reserving = 0;
+	OSF_FDT_FOREACH(fd, e) {
+		if (fd >= (int)OSF_FDT_RESERVE_MAX)
+			break;
+		if (e->kind == OSF_FD_RESERVED) {
+			osf_fdt_clear(fd);
+			sys_close(fd);
 		}
+	}
 }
 
 /* entry_survived reports whether an inherited entry still describes the
@@ -1126,6 +1260,27 @@ static void recount(void)
 	sys_fcntl(tfd, F_SETFD, inherit_count ? 0 : FD_CLOEXEC);
 }
 
+/* recount_pages keeps, of an adopted table, the pages in use that hold
+ * anything (osf_fdt_pages): its forks copy only those. The lock is held. */
+static void recount_pages(void)
+{
+	unsigned i, p, k;
+
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		const uint64_t *c = (const uint64_t *)osf_fdt_chunks[i];
+		uint32_t used = 0;
+		if (!c)
+			continue;
+		for (p = 0; p < 32; p++)
+			for (k = p * 512; k < (p + 1) * 512; k++)
+				if (c[k]) {
+					used |= 1u << p;
+					break;
+				}
+		__atomic_store_n(&osf_fdt_pages[i], used, __ATOMIC_RELEASE);
+	}
+}
+
 int osf_fdt_adopt(int fd, uint64_t image)
 {
 	struct osf_fdt_header *h;
@@ -1136,14 +1291,14 @@ int osf_fdt_adopt(int fd, uint64_t image)
 
 	if (fstat(fd, &st) < 0 || st.st_size < (off_t)OSF_FDT_HDR_BYTES)
 		return -1;
-	h = mmap(NULL, OSF_FDT_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
-		 fd, 0);
-	if (h == MAP_FAILED)
+	reserve();
+	h = map_hdr(fd);
+	if (!h)
 		return -1;
 	if (h->magic != OSF_FDT_MAGIC || h->version != OSF_FDT_VERSION ||
 	    h->entry_bytes != OSF_FDT_ENTRY_BYTES ||
 	    h->chunk_entries != OSF_FDT_CHUNK_ENTRIES) {
-		munmap(h, OSF_FDT_HDR_BYTES);
+		unmap_hdr(h);
 		return -1;
 	}
 	osf_fdt_lock();
@@ -1157,6 +1312,8 @@ int osf_fdt_adopt(int fd, uint64_t image)
 			    tsize)
 			continue;
 		osf_fdt_chunks[i] = map_chunk(fd, i);
+		/* Unknown use: every page, until recount_pages. */
+		osf_fdt_pages[i] = osf_fdt_chunks[i] ? ~0u : 0;
 	}
 	if (h->pid != getpid() && h->pid != 0) /* another process's */
 		(void)copy_private();
@@ -1175,6 +1332,7 @@ int osf_fdt_adopt(int fd, uint64_t image)
 	}
 	set_hidden_locked(tfd, -1, 0);
 	recount();
+	recount_pages();
 	osf_fdt_unlock();
 	osf_fdt_touch();
 	return 0;

@@ -211,14 +211,14 @@ static int keep_mapped(struct osf_conn *c)
 	return 1;
 }
 
-static void later_after_fork(void)
+OSF_FORK_TEXT static void later_after_fork(void)
 {
 	int i;
 
 	for (i = 0; i < osf_conn_later_n; i++) /* the child's copies */
 		munmap(later[i].base, later[i].bytes);
-	osf_conn_later_n = 0;
-	later_lock = 0;
+	OSF_RESET(osf_conn_later_n, 0);
+	OSF_RESET(later_lock, 0);
 }
 
 void osf_conn_destroy(struct osf_conn *c)
@@ -480,12 +480,14 @@ fail:
 	return OSF_FAIL(EBADF);
 }
 
-void osf_conn_fork_holders(int delta)
+OSF_FORK_TEXT void osf_conn_fork_holders(int delta)
 {
 	static uint32_t round;
 	struct osf_fdt_entry *e;
 	int fd;
 
+	if (!osf_fdt_offloaded())
+		return; /* no connection */
 	round++;
 	OSF_FDT_FOREACH(fd, e) {
 		struct osf_conn *c;
@@ -524,11 +526,11 @@ void osf_conn_hidden_moved(int old, int nfd)
 	}
 }
 
-void osf_conn_child_after_fork(void)
+OSF_FORK_TEXT void osf_conn_child_after_fork(void)
 {
 	osf_lock_after_fork();
-	pool_lock = 0;
-	rebuild_lock = 0;
+	OSF_RESET(pool_lock, 0);
+	OSF_RESET(rebuild_lock, 0);
 	later_after_fork();
 	osf_conn_cork_after_fork();
 }

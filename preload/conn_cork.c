@@ -189,12 +189,12 @@ void osf_conn_cork_closed(struct osf_conn *c, int fd)
 		release(k); /* its wake socket must not outlive the close */
 }
 
-void osf_conn_cork_after_fork(void)
+OSF_FORK_TEXT void osf_conn_cork_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
-	ck.mu = fresh;
-	ck.running = 0;
+	OSF_RESET_MEM(&ck.mu, fresh);
+	OSF_RESET(ck.running, 0);
 	while (ck.n > 0)
 		release(drop_locked(ck.n - 1));
 }

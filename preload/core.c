@@ -575,17 +575,25 @@ int osf_core_log(const struct osf_core_log_in *in)
 	return call(CORE_OP_LOG, in, NULL);
 }
 
-void osf_core_child_after_fork(void)
+OSF_FORK_TEXT int osf_core_touched(void)
+{
+	return __atomic_load_n(&core.state, __ATOMIC_ACQUIRE) != CORE_NONE ||
+	       __atomic_load_n(&core.mapped, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&core.loading, __ATOMIC_ACQUIRE);
+}
+
+OSF_FORK_TEXT void osf_core_child_after_fork(void)
 {
 	int sig;
 	pthread_mutex_t fresh_start = PTHREAD_MUTEX_INITIALIZER;
 	pthread_mutex_t fresh_call = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 
-	core.start_mu = fresh_start;
-	core.call_mu = fresh_call;
-	core.state = CORE_NONE;
-	core.pid = 0;
-	core.req_seq = core.done_seq = 0;
+	OSF_RESET_MEM(&core.start_mu, fresh_start);
+	OSF_RESET_MEM(&core.call_mu, fresh_call);
+	OSF_RESET(core.state, CORE_NONE);
+	OSF_RESET(core.pid, 0);
+	OSF_RESET(core.req_seq, 0);
+	OSF_RESET(core.done_seq, 0);
 	if (!core.mapped)
 		return;
 	core.fresh = 1;

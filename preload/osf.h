@@ -42,6 +42,10 @@ int osf_core_log(const struct osf_core_log_in *in);
  * it installed are put back to what they were before it loaded. */
 void osf_core_child_after_fork(void);
 
+/* osf_core_touched reports whether this image ever started loading the
+ * core (fork: a child of one that never did has nothing to forget). */
+int osf_core_touched(void);
+
 /* osf_core_owns reports whether addr lies in the loaded Go core (a
  * handler it installed, or the return address of a call it made). */
 int osf_core_owns(const void *addr);

@@ -53,7 +53,7 @@ int osf_thread_start(void *(*fn)(void *), const char *name)
 /* share_listeners marks the listeners another process will hold too
  * (all at fork; spawn: the inheritable ones): TCP_DEFER_ACCEPT then parks
  * nothing in this process's park, which only it could take from. */
-static void share_listeners(int spawn)
+OSF_FORK_TEXT static void share_listeners(int spawn)
 {
 	struct osf_fdt_entry *e;
 	int fd;
@@ -66,10 +66,10 @@ static void share_listeners(int spawn)
 	}
 }
 
-OSF_EXPORT pid_t fork(void)
+OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 {
 	pid_t pid;
-	int snap, saved;
+	int snap, saved, used;
 
 	if (!__atomic_load_n(&osf.ready, __ATOMIC_ACQUIRE))
 		return REAL(fork)();
@@ -79,18 +79,27 @@ OSF_EXPORT pid_t fork(void)
 	 * thread. */
 	osf_fdt_limit_lock(); /* no child inherits a raised RLIMIT_NOFILE */
 	osf_fdt_lock(); /* the snapshot is the table at fork */
+	/* Every socket osf takes part in has an entry, so a process without
+	 * a table (created under this lock) has no connection, listener,
+	 * epoll, park, spare or set-up state to clean up in the child; nor
+	 * a core, unless it loaded one for something else (a log line). The
+	 * child then skips those clean-ups: each reads state on pages of its
+	 * own, and a fork child's first touch of a page is a page fault. */
+	used = osf_fdt_table_fd() >= 0 || osf_core_touched();
 	share_listeners(0);
 	snap = osf_fdt_fork_prepare();
 	osf_conn_fork_holders(1);
 	pid = REAL(fork)();
 	if (pid == 0) {
 		osf.pid = getpid();
-		osf_conn_child_after_fork();
-		osf_reaper_child_after_fork();
-		osf_mux_child_after_fork();
 		osf_fdt_child_after_fork(snap);
-		osf_core_child_after_fork();
-		osf_setup_child_after_fork();
+		if (used) {
+			osf_conn_child_after_fork();
+			osf_reaper_child_after_fork();
+			osf_mux_child_after_fork();
+			osf_core_child_after_fork();
+			osf_setup_child_after_fork();
+		}
 		return 0;
 	}
 	saved = errno;

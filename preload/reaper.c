@@ -258,13 +258,13 @@ void osf_sys_sleep_end(int slot)
 	}
 }
 
-void osf_reaper_child_after_fork(void)
+OSF_FORK_TEXT void osf_reaper_child_after_fork(void)
 {
 	unsigned i, n = (unsigned)nchunks * REAP_CHUNK;
 
 	/* The child has none of the parent's sleepers, nor its reaper (it
 	 * keeps the parent's chunks). */
 	for (i = 0; i < n; i++)
-		slot_at(i)->state = SLOT_FREE;
-	reaper_state = REAPER_NONE;
+		OSF_RESET(slot_at(i)->state, SLOT_FREE);
+	OSF_RESET(reaper_state, REAPER_NONE);
 }

@@ -225,11 +225,11 @@ static struct {
 	struct ip addrs[HOST_MAX];
 } host = {.mu = PTHREAD_MUTEX_INITIALIZER, .loaded = -HOST_TTL_NS * 2};
 
-void setup_host_after_fork(void)
+OSF_FORK_TEXT void setup_host_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
-	host.mu = fresh;
+	OSF_RESET_MEM(&host.mu, fresh);
 }
 
 static void host_reload(long long now)

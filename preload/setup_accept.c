@@ -4,6 +4,7 @@
  * hello validation, connections parked while their hello is late, and the
  * watcher thread that wakes pollers when one arrives. */
 #include "setup_priv.h"
+#include "spin.h"
 
 #include <netinet/tcp.h>
 
@@ -107,7 +108,7 @@ static void start_watcher(void)
  * reset for its client, as TCP resets a connection it never accepted.
  * park_forget_locked only lets go of this process's copy (a fork child's:
  * the parent keeps the connection). */
-static void park_forget_locked(int i)
+OSF_FORK_TEXT static void park_forget_locked(int i)
 {
 	struct parked *p = &park.p[i];
 
@@ -343,12 +344,12 @@ void osf_setup_reset_companion(int aux_fd)
 	errno = saved;
 }
 
-void osf_setup_child_after_fork(void)
+OSF_FORK_TEXT void osf_setup_child_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
-	park.mu = fresh;
-	park.watcher = 0;
+	OSF_RESET_MEM(&park.mu, fresh);
+	OSF_RESET(park.watcher, 0);
 	setup_connect_after_fork();
 	setup_host_after_fork();
 	setup_syn_after_fork();
@@ -658,11 +659,13 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		if (rc == EAGAIN && *wait_ms > 0) {
 			/* An honest client sends its hello in the system call
 			 * after its connect, unless preempted in between: give
-			 * it a moment, once per call (parking is a last resort:
+			 * it a moment (a spin, then a sleep), once per call
+			 * (parking is a last resort:
 			 * a parked connection waits for this process's next
 			 * accept or the watcher's kick). */
 			struct pollfd pf = {cfd, POLLIN, 0};
-			(void)REAL(poll)(&pf, 1, *wait_ms);
+			if (osf_spin_poll(&pf, 1, *wait_ms) <= 0)
+				(void)REAL(poll)(&pf, 1, *wait_ms);
 			*wait_ms = 0;
 			rc = take_hello(cfd, in, cc);
 		}

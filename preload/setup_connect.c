@@ -100,11 +100,11 @@ static struct {
 	unsigned next;
 } census_cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-void setup_connect_after_fork(void)
+OSF_FORK_TEXT void setup_connect_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
-	census_cache.mu = fresh;
+	OSF_RESET_MEM(&census_cache.mu, fresh);
 }
 
 /* census_take finds the kernel TCP listeners on port; -1 when the kernel

@@ -155,7 +155,7 @@ void osf_spare_fill(void)
 }
 
 /* kit_free unmaps the kit's mapping (if any) and closes its fds. */
-static void kit_free(void)
+OSF_FORK_TEXT static void kit_free(void)
 {
 	int i;
 
@@ -189,12 +189,15 @@ void osf_spare_idle(void)
 	errno = saved;
 }
 
-void setup_spare_after_fork(void)
+OSF_FORK_TEXT void setup_spare_after_fork(void)
 {
-	kit_free(); /* this child's copies */
-	memset(&kit, 0, sizeof(kit));
-	kit.fd[0] = kit.fd[1] = kit.fd[2] = -1;
-	osf_spare_wanted = 0;
+	kit_free(); /* this child's copies; the fds are -1 now */
+	OSF_RESET(kit.ring, 0);
+	OSF_RESET(kit.pid, 0);
+	OSF_RESET(kit.made, 0);
+	OSF_RESET(kit.connects, 0);
+	OSF_RESET(kit.busy, 0);
+	OSF_RESET(osf_spare_wanted, 0);
 }
 
 void setup_spare_moved(int old, int nfd)

@@ -242,12 +242,12 @@ out:
 	return ok;
 }
 
-void setup_syn_after_fork(void)
+OSF_FORK_TEXT void setup_syn_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
 	/* The parent's osf-syn keeps watching the sockets it marked. */
-	syn.mu = fresh;
-	syn.running = 0;
-	syn.n = 0;
+	OSF_RESET_MEM(&syn.mu, fresh);
+	OSF_RESET(syn.running, 0);
+	OSF_RESET(syn.n, 0);
 }

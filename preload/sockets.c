@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "gateway.h"
 #include "setup.h"
+#include "spin.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -782,10 +783,16 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
 		int n, first, nfd, np, i, ready;
 		np = osf_setup_parked_fds(e->aux_fd, p + 2, PARKED_POLL);
-		if (looked && timeout != 0)
-			osf_conn_unmap_due(0); /* about to wait (conn.c) */
 		osf_intr_begin();
-		n = REAL(poll)(p, (nfds_t)(2 + np), looked ? timeout : 0);
+		/* Spin first, as a poll on the listener does: a churn of
+		 * short connections then finds the next one without a
+		 * sleep and a wake-up of the server's CPU. */
+		n = looked ? osf_spin_poll(p, 2 + (unsigned long)np, timeout) : 0;
+		if (n == 0) {
+			if (looked && timeout != 0)
+				osf_conn_unmap_due(0); /* about to sleep (conn.c) */
+			n = REAL(poll)(p, (nfds_t)(2 + np), looked ? timeout : 0);
+		}
 		if (n == 0 && !looked) {
 			looked = 1;
 			if (no_fd_left(fd))

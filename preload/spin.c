@@ -25,7 +25,9 @@
 
 #include "base.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,4 +118,31 @@ void osf_spin_paid(int paid)
 	if (tls_misses < MISSES_MAX)
 		tls_misses++;
 	tls_skip = (1u << tls_misses) - 1;
+}
+
+int osf_spin_poll(struct pollfd *p, unsigned long n, int timeout_ms)
+{
+	unsigned us = osf_spin_budget(osf.poll_spin_us, 1), intr = osf_intr_count();
+	long end;
+	int r;
+
+	if (!us || timeout_ms == 0)
+		return 0;
+	if (timeout_ms > 0 && (unsigned long)timeout_ms * 1000 < us)
+		us = (unsigned)timeout_ms * 1000;
+	end = mono_us() + (long)us;
+	for (;;) {
+		r = REAL(poll)(p, (nfds_t)n, 0);
+		if (r != 0)
+			break;
+		if (osf_intr_count() != intr) { /* as a sleeping poll's EINTR */
+			r = -1;
+			errno = EINTR;
+			break;
+		}
+		if (mono_us() >= end)
+			break;
+	}
+	osf_spin_paid(r > 0);
+	return r;
 }

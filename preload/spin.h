@@ -15,4 +15,15 @@ unsigned osf_spin_budget(unsigned max_us, unsigned busy_div);
  * the awaited event came while spinning, else the wait went to sleep. */
 void osf_spin_paid(int paid);
 
+struct pollfd;
+
+/* osf_spin_poll is the spin of a wait on kernel fds only (a blocking
+ * accept, a hello that is late): zero-timeout polls of p, for at most
+ * OSF_POLL_SPIN_US under the adaptive policy and at most timeout_ms (-1:
+ * no limit), until one reports something. It returns poll's answer (> 0,
+ * or -1 with errno), 0 when the spin ended with nothing ready, or -1 with
+ * EINTR when a signal handler ran on this thread meanwhile; it never
+ * sleeps. */
+int osf_spin_poll(struct pollfd *p, unsigned long n, int timeout_ms);
+
 #endif

@@ -33,6 +33,7 @@ static long futex_shared(uint32_t *w, int op, uint32_t val, int ms)
 
 void osf_lock_wake(uint32_t *w) { futex_shared(w, FUTEX_WAKE, INT_MAX, -1); }
 
+__attribute__((section(".text.hot.osf_fork"))) /* OSF_FORK_TEXT, fdt.h */
 void osf_lock_after_fork(void) { osf_lock_tls_tid = 0; }
 
 /* Holder states (holder_state). */

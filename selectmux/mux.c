@@ -2073,24 +2073,27 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared)
 	free(ep);
 }
 
-void osf_mux_child_after_fork(void)
+OSF_FORK_TEXT void osf_mux_child_after_fork(void)
 {
 	struct ep *ep;
 
-	all_lock = 0;
+	OSF_RESET(all_lock, 0);
 	for (ep = all_eps; ep; ep = ep->next_ep) {
-		ep->lock = 0;
-		ep->sleepers = 0;
-		ep->shared = 1;
+		OSF_RESET(ep->lock, 0);
+		OSF_RESET(ep->sleepers, 0);
+		OSF_RESET(ep->shared, 1);
 	}
 }
 
-void osf_mux_parent_after_fork(void)
+OSF_FORK_TEXT void osf_mux_parent_after_fork(void)
 {
 	struct ep *ep;
 
+	if (!__atomic_load_n(&all_eps, __ATOMIC_ACQUIRE))
+		return; /* none: an epoll made from now on is not the child's */
 	mu_lock(&all_lock);
 	for (ep = all_eps; ep; ep = ep->next_ep)
-		__atomic_store_n(&ep->shared, 1, __ATOMIC_RELAXED);
+		if (!__atomic_load_n(&ep->shared, __ATOMIC_RELAXED))
+			__atomic_store_n(&ep->shared, 1, __ATOMIC_RELAXED);
 	mu_unlock(&all_lock);
 }

@@ -173,6 +173,29 @@ func TestForkDuringConnect(t *testing.T) {
 	strictProgOnPort(t, "forkconn", "3")
 }
 
+// TestForkChildTable checks a fork child's fd table after fork's
+// snapshot, which copies only the pages of the table in use (fdtable.c
+// snapshot, osf_fdt_pages): connections whose entries lie in four pages
+// of it, one made just before the fork, the parent closing and remaking
+// them all right after the fork, a connection the child makes in a page
+// its copy never had, and a grandchild (tests/progs/forktable.c). Each
+// process reads its own table besides moving bytes: a connection whose
+// entry a copy lost still carries bytes, as kernel TCP. A snapshot that
+// copied only each chunk's first page failed with "child: connection 1
+// (fds 100, 101) not in the table".
+func TestForkChildTable(t *testing.T) {
+	t.Parallel()
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			r := m.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "forktable")).Run(longRun)
+			if !r.OK() || !strings.HasPrefix(r.Stdout, "ok ") {
+				t.Fatalf("forktable: %s", r)
+			}
+			t.Logf("%s", strings.TrimSpace(r.Stdout))
+		})
+	}
+}
+
 // TestForkFairAgainstLockHolders forks 300 children while two other
 // threads read RLIMIT_NOFILE in a loop: under osf each read takes the
 // fd-window lock that fork takes too (preload/process.c fork, fdtable.c

@@ -24,13 +24,7 @@ func TestUnmapLater(t *testing.T) {
 			if !r.OK() {
 				t.Fatalf("unmaplater: %s", r)
 			}
-			got := map[string]int{}
-			for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
-				f := strings.Fields(line)
-				if len(f) == 2 {
-					got[f[0]], _ = strconv.Atoi(f[1])
-				}
-			}
+			got := namedCounts(r.Stdout)
 			t.Logf("segments mapped: %v", got)
 			want := map[string]int{"server-closed": 1, "child": 0, "client-eof": 1, "server-idle": 0}
 			if m.name == bare.name {
@@ -43,4 +37,16 @@ func TestUnmapLater(t *testing.T) {
 			}
 		})
 	}
+}
+
+// namedCounts reads a test program's "NAME N" lines (others are skipped).
+func namedCounts(out string) map[string]int {
+	got := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 {
+			got[f[0]], _ = strconv.Atoi(f[1])
+		}
+	}
+	return got
 }

@@ -85,8 +85,8 @@ type Config struct {
 	// Spin is OSF_SPIN_US: how long a blocking call spins in user space
 	// before it sleeps.
 	Spin time.Duration
-	// PollSpin is OSF_POLL_SPIN_US: how long poll, select and epoll spin
-	// before they sleep.
+	// PollSpin is OSF_POLL_SPIN_US: how long poll, select, epoll and a
+	// blocking accept on an offloaded listener spin before they sleep.
 	PollSpin time.Duration
 	// ConnectTimeout is OSF_CONNECT_TIMEOUT_MS: how long an offload
 	// handshake may take.
@@ -183,7 +183,7 @@ var variables = []variable{
 	{Var{"OSF_LOG_FILE", "", "log file; unset or empty means standard error"}, func(c *Config, v string) error { c.LogFile = v; return nil }},
 	{Var{"OSF_RING_SIZE", "1M", "bytes per ring direction: a power of two from 4K to 64M"}, parseRingSize},
 	{Var{"OSF_SPIN_US", "20", "microseconds a blocking call spins before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.Spin })},
-	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select and epoll spin before they sleep, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
+	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select, epoll and a blocking accept on an offloaded listener spin before they sleep, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
 	{Var{"OSF_RDMA_POLL_US", "20", "microseconds the RDMA progress engine polls before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.RDMAPoll })},
 	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
 	{Var{"OSF_GATEWAY_KEY", "", "file holding the key (mode 0600) that authenticates this node to its gateways"}, func(c *Config, v string) error { c.GatewayKey = v; return nil }},

@@ -16,7 +16,7 @@
 //	OSF_LOG_FILE            log file (default standard error)
 //	OSF_RING_SIZE           bytes per ring direction, power of two, 4K-64M (default 1M)
 //	OSF_SPIN_US             µs a blocking call spins before sleeping, 0-1000000 (default 20)
-//	OSF_POLL_SPIN_US        the same for poll, select and epoll (default 20)
+//	OSF_POLL_SPIN_US        the same for poll, select, epoll and accept (default 20)
 //	OSF_RDMA_POLL_US        µs the RDMA progress engine polls before sleeping, 0-1000000 (default 20)
 //	OSF_CONNECT_TIMEOUT_MS  bound on offload handshakes, 1-60000 (default 1000)
 //	OSF_DEBUG_LOAD_CORE     0 | 1: load the core at start-up

@@ -35,13 +35,14 @@ OSFPERF="$BUILD/bin/osfperf"
 COREPROG="$BUILD/tests/coreload"
 IDLEMEM="$BUILD/tests/idlemem"
 CHURN="$BUILD/tests/churn"
+FORKCOST="$BUILD/tests/forkcost"
 RUNS="${BENCH_RUNS:-7}"
 START_RUNS="${BENCH_START_RUNS:-200}"
 CORE_RUNS="${BENCH_CORE_RUNS:-15}"
 PY=/usr/bin/python3
 CPU=0 # pinned CPU for the loops
 
-for f in "$LIB" "$OSFPERF" "$COREPROG" "$IDLEMEM" "$CHURN"; do
+for f in "$LIB" "$OSFPERF" "$COREPROG" "$IDLEMEM" "$CHURN" "$FORKCOST"; do
 	[[ -e "$f" ]] || { echo "bench: $f is missing: run \`make build\` first" >&2; exit 1; }
 done
 for tool in hyperfine taskset jq "$PY"; do
@@ -446,6 +447,40 @@ bench_short_client() {
 		"$(calc "'%+.1f %%' % ${diff[curl]}")" "≤ +10 %"
 }
 
+# bench_fork: fork, _exit(0) in the child, waitpid, 2000 times, in a
+# process holding FORK_CONNS connections over loopback (both ends, made
+# before the loop; tests/progs/forkcost.c), and in one that never opened a
+# socket. Pinned to one CPU, so that parent and child take turns and the
+# time is the work of both; 5 alternating runs a side, median.
+FORK_CONNS="${BENCH_FORK_CONNS:-4}"
+bench_fork() {
+	local n r side v
+	for n in 0 "$FORK_CONNS"; do
+		local b=() o=()
+		for ((r = 0; r < 5; r++)); do
+			for side in bare osf; do
+				local pre="env LD_PRELOAD="
+				[[ $side == osf ]] && pre="env LD_PRELOAD=$LIB OSF_STRICT=1"
+				v=$(timeout 120 taskset -c $CPU $pre "$FORKCOST" "$n" 2000 | sed -E 's/us_per_fork=//')
+				if [[ $side == bare ]]; then b+=("$v"); else o+=("$v"); fi
+			done
+		done
+		raw "fork + exit + wait, $n connections, us per fork bare: ${b[*]}"
+		raw "fork + exit + wait, $n connections, us per fork osf:  ${o[*]}"
+		local bm om what target="≤ +25 %"
+		bm=$(stats median "${b[@]}")
+		om=$(stats median "${o[@]}")
+		what="a process holding $n offloaded connections"
+		if ((n == 0)); then
+			what="a process that never opened a socket"
+			target="≤ +5 %"
+		fi
+		row "\`fork\` + exit + wait of $what, pinned (µs per fork, median of 5)" \
+			"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" \
+			"$(calc "'%+.0f %%' % (($om - $bm) / $bm * 100)")" "$target"
+	done
+}
+
 # mem_held PID... prints the memory two processes hold, in bytes: their
 # RSS (anonymous and file pages), plus the shared memory of osf's segments
 # (each memfd counted once), plus their TCP sockets' buffers (skmem r + w
@@ -634,7 +669,7 @@ bench_gateway() {
 main() {
 	# Arguments select benchmarks by name (e.g. `run.sh redis iperf3`);
 	# none runs them all.
-	local all=(syscall_loop startup core_load churn short_client idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
+	local all=(syscall_loop startup core_load churn short_client fork idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
 	(($#)) || set -- "${all[@]}"
 	echo "osf benchmarks on $(hostname), $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 	echo "build: $BUILD" >&2

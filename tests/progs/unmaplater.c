@@ -25,25 +25,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "segmaps.h"
+
 static void die(const char *what)
 {
 	perror(what);
 	exit(2);
-}
-
-static int mapped(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int n = 0;
-
-	if (!f)
-		die("maps");
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "memfd:osf-seg"))
-			n++;
-	fclose(f);
-	return n;
 }
 
 static void say(const char *what, int n)
@@ -96,7 +83,7 @@ int main(int argc, char **argv)
 		}
 		if (read(c, buf, sizeof(buf)) != 0)
 			die("read: want the end");
-		say("client-eof", mapped());
+		say("client-eof", seg_mappings());
 		close(c);
 		step(tos[1], 'c');
 		_exit(0);
@@ -113,12 +100,12 @@ int main(int argc, char **argv)
 	if (write(c, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
 		die("write");
 	close(c);
-	say("server-closed", mapped());
+	say("server-closed", seg_mappings());
 	k = fork();
 	if (k < 0)
 		die("fork");
 	if (k == 0) {
-		say("child", mapped());
+		say("child", seg_mappings());
 		_exit(0);
 	}
 	if (waitpid(k, NULL, 0) != k)
@@ -129,7 +116,7 @@ int main(int argc, char **argv)
 		die("SO_RCVTIMEO");
 	if (accept(l, NULL, NULL) >= 0 || errno != EAGAIN)
 		die("accept: want EAGAIN");
-	say("server-idle", mapped());
+	say("server-idle", seg_mappings());
 	if (waitpid(pid, NULL, 0) != pid)
 		die("waitpid");
 	return 0;
