@@ -136,6 +136,8 @@ enum osf_role {
 				      on this kernel socket, or it has (had)
 				      dups through which they may have been:
 				      a port hold of its own reads them then */
+/* opts_set: every carried option may have been set (through a dup) */
+#define OSF_OPTS_ALL 0x80000000u
 #define OSF_FDF_NOKEEP 0x40000u   /* this kernel socket has (had) dups or
 				      was added to an epoll set: an offloaded
 				      connect may not keep it alive as its
@@ -157,7 +159,9 @@ struct osf_fdt_entry {
 	int32_t reason_errno; /* errno detail of the reason, 0 none */
 	int32_t aux2_fd;   /* SHM/RDMA: second hidden fd, the writers' wake
 			      socket; meaningless for other kinds */
-	uint32_t pad0;
+	uint32_t opts_set; /* INET, LISTEN: the carried options (sockets.c
+			      carry_read) setsockopt set through this fd, one
+			      bit each; OSF_OPTS_ALL: not known */
 	uint8_t local[28]; /* sockaddr_in/sockaddr_in6 TCP would report */
 	uint8_t peer[28];
 	uint32_t linger_secs;

@@ -25,6 +25,12 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			void *val, socklen_t *len);
 int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			const void *val, socklen_t len);
+/* osf_conn_carry_kopt takes a TCP or IP option a new connection carries
+ * over from the kernel socket it was made from, as setsockopt would,
+ * without asking a fresh kernel socket whether the value is valid (the
+ * kernel took it already); 0. */
+int osf_conn_carry_kopt(int fd, struct osf_fdt_entry *e, int level, int name,
+			const void *val, socklen_t len);
 /* osf_conn_cmsgs fills msg's control buffer after a recvmsg that returned
  * got (>= 0) as TCP would: the receive timestamp (SO_TIMESTAMP,
  * SO_TIMESTAMPNS) and TCP_INQ when the program asked for them; none gives

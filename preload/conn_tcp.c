@@ -491,6 +491,27 @@ static int set_kopt(struct osf_fdt_entry *e, struct osf_conn *c, int level,
 	return r;
 }
 
+int osf_conn_carry_kopt(int fd, struct osf_fdt_entry *e, int level, int name,
+			const void *val, socklen_t len)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	int v = 0;
+
+	if (!c)
+		return OSF_FAIL(EBADF);
+	if (len <= sizeof(c->opts[0].val))
+		(void)osf_kopt_record(c->opts, OSF_CONN_OPTS, level, name, val, len);
+	if (level == IPPROTO_TCP && (name == TCP_CORK || name == TCP_NODELAY) &&
+	    get_int(val, len, &v) == 0) {
+		if (name == TCP_NODELAY)
+			e->flags = v ? (e->flags | OSF_FDF_NODELAY)
+				     : (e->flags & ~OSF_FDF_NODELAY);
+		osf_conn_cork_option(c, fd, name, v);
+	}
+	conn_put(c);
+	return 0;
+}
+
 int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			const void *val, socklen_t len)
 {

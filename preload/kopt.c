@@ -37,21 +37,11 @@ static int oracle(int fam, const struct osf_kopt *tab, int n)
 	return s;
 }
 
-int osf_kopt_set(int fam, struct osf_kopt *tab, int n, int level, int name,
-		 const void *val, socklen_t len)
+int osf_kopt_record(struct osf_kopt *tab, int n, int level, int name,
+		    const void *val, socklen_t len)
 {
-	int s, r, err, i, slot = -1;
+	int i, slot = -1;
 
-	if (len > sizeof(tab[0].val))
-		return 1; /* not an option osf records */
-	s = oracle(fam, NULL, 0);
-	if (s < 0)
-		return 1;
-	r = REAL(setsockopt)(s, level, name, val, len);
-	err = errno;
-	REAL(close)(s);
-	if (r < 0)
-		return OSF_FAIL(err);
 	for (i = 0; i < n && slot < 0; i++)
 		if (tab[i].len && tab[i].level == level && tab[i].name == name)
 			slot = i;
@@ -67,6 +57,24 @@ int osf_kopt_set(int fam, struct osf_kopt *tab, int n, int level, int name,
 	tab[slot].len = len;
 	memcpy(tab[slot].val, val, len);
 	return 0;
+}
+
+int osf_kopt_set(int fam, struct osf_kopt *tab, int n, int level, int name,
+		 const void *val, socklen_t len)
+{
+	int s, r, err;
+
+	if (len > sizeof(tab[0].val))
+		return 1; /* not an option osf records */
+	s = oracle(fam, NULL, 0);
+	if (s < 0)
+		return 1;
+	r = REAL(setsockopt)(s, level, name, val, len);
+	err = errno;
+	REAL(close)(s);
+	if (r < 0)
+		return OSF_FAIL(err);
+	return osf_kopt_record(tab, n, level, name, val, len);
 }
 
 int osf_kopt_get(int fam, const struct osf_kopt *tab, int n, int level,
@@ -105,22 +113,38 @@ static const struct {
 	{IPPROTO_IPV6, IPV6_UNICAST_HOPS, sizeof(int)},
 };
 
-int osf_kopt_carry(int fd, int fam, struct osf_kopt *tab, int n)
+_Static_assert(sizeof(inherited) / sizeof(inherited[0]) <= 16,
+	       "osf_kopt_bit's bits stay below sockets.c's (16 and up)");
+
+uint32_t osf_kopt_bit(int level, int name)
 {
-	int s = oracle(fam, NULL, 0), got = 0;
+	size_t i;
+
+	for (i = 0; i < sizeof(inherited) / sizeof(inherited[0]); i++)
+		if (inherited[i].level == level && inherited[i].name == name)
+			return 1u << i;
+	return 0;
+}
+
+int osf_kopt_carry(int fd, int fam, uint32_t set, struct osf_kopt *tab, int n)
+{
+	int s = -1, got = 0;
 	size_t i;
 
 	memset(tab, 0, sizeof(*tab) * (size_t)n);
-	if (s < 0)
+	/* Not known which were set: compare with a fresh socket's. */
+	if ((set & OSF_OPTS_ALL) && (s = oracle(fam, NULL, 0)) < 0)
 		return 0;
 	for (i = 0; i < sizeof(inherited) / sizeof(inherited[0]) && got < n; i++) {
 		unsigned char v[32], d[32];
 		socklen_t lv = inherited[i].len, ld = inherited[i].len;
+		if (!(set & OSF_OPTS_ALL) && !(set & (1u << i)))
+			continue;
 		memset(v, 0, sizeof(v));
 		memset(d, 0, sizeof(d));
 		if (REAL(getsockopt)(fd, inherited[i].level, inherited[i].name, v, &lv) < 0 ||
-		    REAL(getsockopt)(s, inherited[i].level, inherited[i].name, d, &ld) < 0 ||
-		    (lv == ld && !memcmp(v, d, lv)))
+		    (s >= 0 && (REAL(getsockopt)(s, inherited[i].level, inherited[i].name, d, &ld) < 0 ||
+				(lv == ld && !memcmp(v, d, lv)))))
 			continue;
 		tab[got].level = inherited[i].level;
 		tab[got].name = inherited[i].name;
@@ -132,6 +156,7 @@ int osf_kopt_carry(int fd, int fam, struct osf_kopt *tab, int n)
 		memcpy(tab[got].val, v, tab[got].len);
 		got++;
 	}
-	REAL(close)(s);
+	if (s >= 0)
+		REAL(close)(s);
 	return got;
 }

@@ -92,10 +92,19 @@ int osf_kopt_set(int fam, struct osf_kopt *tab, int n, int level, int name,
 		 const void *val, socklen_t len);
 int osf_kopt_get(int fam, const struct osf_kopt *tab, int n, int level,
 		 int name, void *val, socklen_t *len);
+/* osf_kopt_record records an option in tab without asking the kernel
+ * (a value a kernel socket already took); 0. */
+int osf_kopt_record(struct osf_kopt *tab, int n, int level, int name,
+		    const void *val, socklen_t len);
 /* osf_kopt_carry reads from kernel TCP socket fd (of family fam) the
- * options connections made from it inherit, where they differ from a
- * fresh socket's, into tab (n entries); it returns how many. */
-int osf_kopt_carry(int fd, int fam, struct osf_kopt *tab, int n);
+ * options connections made from it inherit into tab (n entries); it
+ * returns how many. Those of set (bit i: osf_kopt_bit's i) are read,
+ * as they are; with set OSF_OPTS_ALL every one, kept where it differs
+ * from a fresh socket's. */
+int osf_kopt_carry(int fd, int fam, uint32_t set, struct osf_kopt *tab, int n);
+/* osf_kopt_bit is the opts_set bit of an option osf_kopt_carry reads,
+ * else 0. */
+uint32_t osf_kopt_bit(int level, int name);
 
 /* Socket tracking, preload/sockets.c. */
 

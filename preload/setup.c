@@ -57,21 +57,58 @@ static unsigned read_uints(const char *path, unsigned *a, unsigned *b)
 
 void setup_cfg_load(void)
 {
-	unsigned lo = 0, hi = 0, up = 0, x;
-
 	setup_cfg.rc = osf_route_parse(osf.env, osf.env_len, &setup_cfg.c);
-	setup_cfg.rdma_absent = !setup_cfg.c.debug_rdma_sim && no_rdma_devices();
-	if (read_uints("/proc/sys/net/ipv4/ip_local_port_range", &lo, &hi) == 2 &&
-	    lo > 0 && hi <= 65535 && lo <= hi) {
-		setup_cfg.eph_lo = (uint16_t)lo;
-		setup_cfg.eph_hi = (uint16_t)hi;
-	} else {
-		setup_cfg.eph_lo = 32768;
-		setup_cfg.eph_hi = 60999;
+}
+
+/* Facts of the host, each read the first time a decision needs it (a
+ * short client's connect to a local listener needs none of them: ~12 µs
+ * of /sys and /proc reads saved per process). A race reads twice and
+ * stores the same answer; no lock, so a fork child never waits for one. */
+static int rdma_absent = -1; /* -1: not looked at yet */
+static uint32_t eph_range;   /* lo << 16 | hi; 0: not read yet */
+static int unpriv_port = -1;
+
+int setup_rdma_absent(void)
+{
+	int v = __atomic_load_n(&rdma_absent, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		v = setup_cfg.c.debug_rdma_sim ? 0 : no_rdma_devices();
+		__atomic_store_n(&rdma_absent, v, __ATOMIC_RELAXED);
 	}
-	setup_cfg.unpriv_port = 1024;
-	if (read_uints("/proc/sys/net/ipv4/ip_unprivileged_port_start", &up, &x) >= 1)
-		setup_cfg.unpriv_port = up;
+	return v;
+}
+
+void setup_eph_range(uint16_t *lo, uint16_t *hi)
+{
+	uint32_t v = __atomic_load_n(&eph_range, __ATOMIC_RELAXED);
+	unsigned a = 0, b = 0;
+
+	if (!v) {
+		if (read_uints("/proc/sys/net/ipv4/ip_local_port_range", &a, &b) == 2 &&
+		    a > 0 && b <= 65535 && a <= b)
+			v = a << 16 | b;
+		else
+			v = 32768u << 16 | 60999u;
+		__atomic_store_n(&eph_range, v, __ATOMIC_RELAXED);
+	}
+	*lo = (uint16_t)(v >> 16);
+	*hi = (uint16_t)v;
+}
+
+unsigned setup_unpriv_port(void)
+{
+	int v = __atomic_load_n(&unpriv_port, __ATOMIC_RELAXED);
+	unsigned up = 0, x;
+
+	if (v < 0) {
+		v = 1024;
+		if (read_uints("/proc/sys/net/ipv4/ip_unprivileged_port_start", &up, &x) >= 1 &&
+		    up <= 65536)
+			v = (int)up;
+		__atomic_store_n(&unpriv_port, v, __ATOMIC_RELAXED);
+	}
+	return (unsigned)v;
 }
 
 /* usable reports whether the C evaluator can take this process's
@@ -333,8 +370,15 @@ void setup_decide(int role, struct ip ip, struct osf_route_decision *d)
 	memcpy(q.addr, ip.a, 16);
 	q.port = ip.port;
 	q.is_local = host_has;
-	q.rdma_absent = setup_cfg.rdma_absent;
+	/* First as if an RDMA device were there: osf_route_decide reads
+	 * rdma_absent only where a device would make the answer "ask Go",
+	 * so any other answer stands without looking for one. */
+	q.rdma_absent = 0;
 	osf_route_decide(&setup_cfg.c, &q, d);
+	if (d->need_go && setup_rdma_absent()) {
+		q.rdma_absent = 1;
+		osf_route_decide(&setup_cfg.c, &q, d);
+	}
 }
 
 void setup_set_detail(char out[96], const char *s)

@@ -408,7 +408,7 @@ static void derive_names(const struct osf_core_accept_in *in, const struct osf_h
 		client = server;
 		client.port = p;
 	}
-	if (client.port == 0 || (client.port < setup_cfg.unpriv_port && cr->uid != 0))
+	if (client.port == 0 || (cr->uid != 0 && client.port < setup_unpriv_port()))
 		client.port = setup_client_port(cr->pid);
 	client = setup_as_family(client, v6);
 	setup_put_sockaddr(cc->local, &server);

@@ -19,26 +19,41 @@ struct census {
 };
 
 /* census_dump adds the listeners of family fam on port to c over the
- * netlink socket s; 0, or -1 when the kernel did not answer. */
+ * netlink socket s; 0, or -1 when the kernel did not answer. AF_UNSPEC
+ * asks for both families at once with the older request
+ * (TCPDIAG_GETSOCK: SOCK_DIAG_BY_FAMILY takes one family): the kernel
+ * walks its whole listener table for each dump, one family or two, so one
+ * dump costs half of two (~20 µs each on a 2-vCPU VM). */
 static int census_dump(int s, int fam, uint16_t port, struct census *c)
 {
 	struct {
 		struct nlmsghdr nlh;
-		struct inet_diag_req_v2 r;
+		union {
+			struct inet_diag_req_v2 v2;
+			struct inet_diag_req v1;
+		} r;
 	} req;
 	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
 	char buf[8192];
 	int rounds = 0;
 
 	memset(&req, 0, sizeof(req));
-	req.nlh.nlmsg_len = sizeof(req);
-	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
 	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	req.r.sdiag_family = (uint8_t)fam;
-	req.r.sdiag_protocol = IPPROTO_TCP;
-	req.r.idiag_states = 1u << 10; /* TCP_LISTEN */
-	req.r.id.idiag_sport = htons(port);
-	if (REAL(sendto)(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) < 0)
+	if (fam == AF_UNSPEC) {
+		req.nlh.nlmsg_len = NLMSG_LENGTH(sizeof(req.r.v1));
+		req.nlh.nlmsg_type = TCPDIAG_GETSOCK;
+		req.r.v1.idiag_family = AF_UNSPEC;
+		req.r.v1.idiag_states = 1u << 10; /* TCP_LISTEN */
+		req.r.v1.id.idiag_sport = htons(port);
+	} else {
+		req.nlh.nlmsg_len = NLMSG_LENGTH(sizeof(req.r.v2));
+		req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+		req.r.v2.sdiag_family = (uint8_t)fam;
+		req.r.v2.sdiag_protocol = IPPROTO_TCP;
+		req.r.v2.idiag_states = 1u << 10;
+		req.r.v2.id.idiag_sport = htons(port);
+	}
+	if (REAL(sendto)(s, &req, req.nlh.nlmsg_len, 0, (struct sockaddr *)&nl, sizeof(nl)) < 0)
 		return -1;
 	while (rounds++ < 1000) {
 		ssize_t n = REAL(recv)(s, buf, sizeof(buf), 0);
@@ -53,10 +68,11 @@ static int census_dump(int s, int fam, uint16_t port, struct census *c)
 				return -1;
 			m = NLMSG_DATA(h);
 			if (m->idiag_state != 10 || ntohs(m->id.idiag_sport) != port ||
+			    (m->idiag_family != AF_INET && m->idiag_family != AF_INET6) ||
 			    c->n >= CENSUS_MAX)
 				continue;
 			c->l[c->n].uid = m->idiag_uid;
-			if (fam == AF_INET) {
+			if (m->idiag_family == AF_INET) {
 				memcpy(c->l[c->n].a, setup_v4mapped, 12);
 				memcpy(c->l[c->n].a + 12, m->id.idiag_src, 4);
 			} else {
@@ -111,9 +127,13 @@ static int census_take(uint16_t port, struct census *c)
 	s = REAL(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (s < 0)
 		return -1;
-	r = census_dump(s, AF_INET, port, c);
-	if (r == 0)
-		r = census_dump(s, AF_INET6, port, c);
+	r = census_dump(s, AF_UNSPEC, port, c);
+	if (r < 0) { /* a kernel without the older request: one per family */
+		c->n = 0;
+		r = census_dump(s, AF_INET, port, c);
+		if (r == 0)
+			r = census_dump(s, AF_INET6, port, c);
+	}
 	REAL(close)(s);
 	if (r == 0 && c->n > 0) {
 		pthread_mutex_lock(&census_cache.mu);
@@ -222,10 +242,12 @@ static unsigned spread_pick(unsigned n)
  * range, distinct among this process's connections until it wraps. */
 uint16_t setup_client_port(pid_t pid)
 {
-	uint32_t span = (uint32_t)(setup_cfg.eph_hi - setup_cfg.eph_lo + 1);
-	uint32_t seq = __atomic_add_fetch(&port_seq, 1, __ATOMIC_RELAXED);
+	uint32_t seq = __atomic_add_fetch(&port_seq, 1, __ATOMIC_RELAXED), span;
+	uint16_t lo, hi;
 
-	return (uint16_t)(setup_cfg.eph_lo + ((uint32_t)pid * 2654435761u + seq * 40503u) % span);
+	setup_eph_range(&lo, &hi);
+	span = (uint32_t)(hi - lo + 1);
+	return (uint16_t)(lo + ((uint32_t)pid * 2654435761u + seq * 40503u) % span);
 }
 
 /* fill_header writes the header of a fresh segment. */
@@ -390,7 +412,7 @@ static void parts_drop(struct parts *p)
  * go on reporting under app_fd's number, gets a fresh TCP socket with its
  * SO_REUSEADDR and SO_REUSEPORT instead. Returns the holder, already in the
  * hidden range (the caller's window is open), or -1 (no free port: the
- * synthesized one stays and the connection holds none). */
+ * caller synthesizes one and the connection holds none). */
 static uint16_t port_of(int fd)
 {
 	struct sockaddr_storage ss;
@@ -548,6 +570,8 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 		}
 		if (need_port) {
 			*port_fd = reserve_port(in->app_fd, in->family, client);
+			if (*port_fd < 0) /* no free port: a synthesized one */
+				client->port = setup_client_port(osf.pid);
 			setup_put_sockaddr(((struct osf_seg_hdr *)p->seg)->client_addr, client);
 		}
 		((struct osf_seg_hdr *)p->seg)->connect_ns = osf_now_ns();
@@ -603,7 +627,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 		return kernel(out, &dst, OSF_R_HANDSHAKE, errno, NULL);
 	}
 	local = src;
-	local.port = setup_client_port(osf.pid);
+	local.port = 0; /* the port reserve_port holds, or a synthesized one */
 	if (have_bound && !setup_ip_unspec(&bound))
 		memcpy(local.a, bound.a, 16), local.v4 = bound.v4;
 	if (have_bound && bound.port)

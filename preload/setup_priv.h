@@ -42,9 +42,6 @@ struct setup_cfg {
 	pthread_once_t once;
 	int rc; /* OSF_ROUTE_* of the parse */
 	struct osf_route_config c;
-	int rdma_absent;
-	uint16_t eph_lo, eph_hi;
-	unsigned unpriv_port;
 };
 extern struct setup_cfg setup_cfg;
 
@@ -60,6 +57,12 @@ struct ip {
 
 void setup_cfg_load(void);
 int setup_usable(void);
+/* Read on first use: no RDMA device at all (no /sys/class/infiniband
+ * entries, no OSF_DEBUG_RDMA_SIM); the ephemeral port range; the first
+ * unprivileged port. */
+int setup_rdma_absent(void);
+void setup_eph_range(uint16_t *lo, uint16_t *hi);
+unsigned setup_unpriv_port(void);
 struct ip setup_ip_from(int family, const uint8_t *addr, uint16_t port);
 struct ip setup_ip_unmap(struct ip ip);
 struct ip setup_as_family(struct ip ip, int v6like);

@@ -315,29 +315,83 @@ static int carried_option(int level, int name)
 	return 0;
 }
 
+/* The opts_set bits of the options carry_read reads itself (osf_kopt_bit
+ * has the TCP and IP ones, below 16). */
+#define OPT_RCVTIMEO (1u << 16)
+#define OPT_SNDTIMEO (1u << 17)
+#define OPT_LINGER (1u << 18)
+#define OPT_KEEPALIVE (1u << 19)
+#define OPT_NODELAY (1u << 20)
+#define OPT_RCVLOWAT (1u << 21)
+
+/* carried_bit is the opts_set bit of an option carry_read reads back (0
+ * for one it does not: setting it costs a connection nothing). */
+static uint32_t carried_bit(int level, int name)
+{
+	if (level == IPPROTO_TCP && name == TCP_NODELAY)
+		return OPT_NODELAY;
+	if (level != SOL_SOCKET)
+		return osf_kopt_bit(level, name);
+	switch (name) {
+	case SO_RCVTIMEO_OLD:
+#ifdef SO_RCVTIMEO_NEW
+	case SO_RCVTIMEO_NEW:
+#endif
+		return OPT_RCVTIMEO;
+	case SO_SNDTIMEO_OLD:
+#ifdef SO_SNDTIMEO_NEW
+	case SO_SNDTIMEO_NEW:
+#endif
+		return OPT_SNDTIMEO;
+	case SO_LINGER:
+		return OPT_LINGER;
+	case SO_KEEPALIVE:
+		return OPT_KEEPALIVE;
+	case SO_RCVLOWAT:
+		return OPT_RCVLOWAT;
+	}
+	return 0;
+}
+
+/* carry_read reads the options a connection made from fd carries over:
+ * none when none was ever set through any fd of it, those set through
+ * fd when it never had a dup (opts_set), else every one. */
 static void carry_read(int fd, struct carried *o)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	uint32_t set = OSF_OPTS_ALL;
 	socklen_t l;
 
 	memset(o, 0, sizeof(*o));
 	if (e && !(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_OPTSET))
 		return; /* never set through any fd: the defaults, all zero */
-	if (e && (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_KOPTS))
+	if (e)
+		set = __atomic_load_n(&e->opts_set, __ATOMIC_RELAXED);
+	if (set & OSF_OPTS_ALL)
+		set = ~0u;
+	if (e && (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_KOPTS) &&
+	    (set & 0xffffu))
 		o->nkopts = osf_kopt_carry(fd, (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET,
+					   set == ~0u ? OSF_OPTS_ALL : set & 0xffffu,
 					   o->kopts, 8);
 	l = sizeof(o->rcvtimeo);
-	REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &o->rcvtimeo, &l);
+	if (set & OPT_RCVTIMEO)
+		REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &o->rcvtimeo, &l);
 	l = sizeof(o->sndtimeo);
-	REAL(getsockopt)(fd, SOL_SOCKET, SO_SNDTIMEO, &o->sndtimeo, &l);
+	if (set & OPT_SNDTIMEO)
+		REAL(getsockopt)(fd, SOL_SOCKET, SO_SNDTIMEO, &o->sndtimeo, &l);
 	l = sizeof(o->linger);
-	REAL(getsockopt)(fd, SOL_SOCKET, SO_LINGER, &o->linger, &l);
+	if (set & OPT_LINGER)
+		REAL(getsockopt)(fd, SOL_SOCKET, SO_LINGER, &o->linger, &l);
 	l = sizeof(int);
-	REAL(getsockopt)(fd, SOL_SOCKET, SO_KEEPALIVE, &o->keepalive, &l);
+	if (set & OPT_KEEPALIVE)
+		REAL(getsockopt)(fd, SOL_SOCKET, SO_KEEPALIVE, &o->keepalive, &l);
 	l = sizeof(int);
-	REAL(getsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &o->nodelay, &l);
+	if (set & OPT_NODELAY)
+		REAL(getsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &o->nodelay, &l);
 	l = sizeof(int);
-	REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &o->rcvlowat, &l);
+	if (set & OPT_RCVLOWAT)
+		REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &o->rcvlowat, &l);
 }
 
 static void carry_apply(int fd, const struct carried *o)
@@ -348,7 +402,7 @@ static void carry_apply(int fd, const struct carried *o)
 	if (!e || !osf_kind_is_conn(e->kind))
 		return;
 	for (int i = 0; i < o->nkopts; i++)
-		osf_conn_setsockopt(fd, e, o->kopts[i].level, o->kopts[i].name,
+		osf_conn_carry_kopt(fd, e, o->kopts[i].level, o->kopts[i].name,
 				    o->kopts[i].val, o->kopts[i].len);
 	if (o->rcvtimeo.tv_sec || o->rcvtimeo.tv_usec)
 		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_RCVTIMEO,
@@ -363,7 +417,7 @@ static void carry_apply(int fd, const struct carried *o)
 		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_KEEPALIVE,
 				    &o->keepalive, sizeof(int));
 	if (o->nodelay)
-		osf_conn_setsockopt(fd, e, IPPROTO_TCP, TCP_NODELAY,
+		osf_conn_carry_kopt(fd, e, IPPROTO_TCP, TCP_NODELAY,
 				    &o->nodelay, sizeof(int));
 	if (o->rcvlowat > 1)
 		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_RCVLOWAT,
@@ -910,8 +964,11 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	if (likely(!e))
 		return REAL(setsockopt)(fd, level, name, val, len);
 	if (!osf_kind_is_conn(e->kind)) {
-		if (carried_option(level, name))
+		if (carried_option(level, name)) {
+			__atomic_or_fetch(&e->opts_set, carried_bit(level, name),
+					  __ATOMIC_RELAXED);
 			__atomic_or_fetch(&e->flags, OSF_FDF_OPTSET, __ATOMIC_RELAXED);
+		}
 		else if (level == SOL_SOCKET && (name == SO_REUSEADDR || name == SO_REUSEPORT))
 			__atomic_or_fetch(&e->flags, OSF_FDF_REUSESET, __ATOMIC_RELAXED);
 		if (level == IPPROTO_TCP || level == IPPROTO_IP ||

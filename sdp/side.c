@@ -35,8 +35,14 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	s->lock_since[0] = s->lock_since[1] = 0;
 	s->seen_close_seq = __atomic_load_n(&s->peer->close_seq, __ATOMIC_RELAXED);
 	s->trim = 0;
-	/* A ring behind: the first trim looks at the whole ring. */
-	s->trim_tail = __atomic_load_n(&s->rx->tail, __ATOMIC_RELAXED) - ring_bytes;
+	/* A ring behind: the first trim looks at the whole ring. Unless
+	 * nothing was ever consumed (tail 0: a new connection): a producer
+	 * cannot wrap before the consumer moves, so no page behind the tail
+	 * was written, and the first sleep of a short client's reader is
+	 * not a trim's (no reaper thread for it, osf_side_trim_due). */
+	s->trim_tail = __atomic_load_n(&s->rx->tail, __ATOMIC_RELAXED);
+	if (s->trim_tail)
+		s->trim_tail -= ring_bytes;
 }
 
 /* ---- memory ------------------------------------------------------------- */
@@ -184,7 +190,7 @@ size_t osf_side_trim(struct osf_side *s)
 		 * this side may move tail on meanwhile: that only frees
 		 * more). Of it, only what was consumed since the last trim
 		 * can hold pages: the rest was given back then, or never
-		 * written (trim_tail starts a ring behind). */
+		 * written (trim_tail starts a ring behind, or at 0 on a new ring). */
 		uint64_t last = __atomic_load_n(&s->trim_tail, __ATOMIC_RELAXED) &
 				~(uint64_t)(TRIM_PAGE - 1);
 		from = tail - last < s->size ? last + s->size : tail;

@@ -12,10 +12,11 @@
 #
 # Environment: OSFTEST_BUILD_DIR (default ROOT/build) selects the build;
 # BENCH_RUNS (default 7) the runs per syscall-loop side, BENCH_START_RUNS
-# (default 200) the hyperfine runs per start-up side, BENCH_CORE_RUNS
-# (default 15) the coreload runs, BENCH_MEM_CONNS (default 2000) and
-# BENCH_MEM_KIB (default 1024) the idle-memory row's connections and the
-# KiB each moves each way.
+# (default 200) the hyperfine runs per start-up side (the short client
+# rows: BENCH_SHORT_ROUNDS rounds, default 15, of an eighth each),
+# BENCH_CORE_RUNS (default 15) the coreload runs, BENCH_MEM_CONNS (default
+# 2000) and BENCH_MEM_KIB (default 1024) the idle-memory row's connections
+# and the KiB each moves each way.
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
@@ -50,9 +51,10 @@ done
 
 TMP="$(mktemp -d)"
 SRV_PID=
+SRV_MORE=() # servers beyond SRV_PID, killed at exit too
 GW_PIDS=()
 GW_NS=()
-trap '[[ -z "$SRV_PID" ]] || kill "$SRV_PID" 2>/dev/null || true; gw_teardown; rm -rf "$TMP"' EXIT
+trap 'kill $SRV_PID "${SRV_MORE[@]}" 2>/dev/null || true; gw_teardown; rm -rf "$TMP"' EXIT
 
 ROWS=()
 RAW=()
@@ -372,30 +374,77 @@ bench_churn() {
 }
 
 # bench_short_client: a new process that makes one connection (churn
-# once), and curl fetching a 64-byte reply: per-process cost.
+# once), and curl fetching a 64-byte reply: per-process cost. A start-up
+# costs ~1-10 ms, which the load of a shared host moves by more than the
+# targets within seconds, so a bare and an osf server run side by side and
+# the clients alternate in SHORT_ROUNDS short rounds (the side that goes
+# first alternates too), each a hyperfine run of START_RUNS/8 processes. A
+# side's number is the median of its rounds' medians; the difference is
+# the median of the rounds' own differences (osf against the bare run
+# right next to it, so that the load's drift cancels out); the raw lines
+# give every round's difference and each side's spread.
+SHORT_ROUNDS="${BENCH_SHORT_ROUNDS:-15}"
+ms3() { calc "'%.3f' % $1"; }
 bench_short_client() {
-	local side what
-	declare -A ms
-	for what in churn curl; do
-		for side in bare osf; do
-			serve "$side" "$CHURN" server $PORT
-			local cmd="$CHURN once $PORT"
-			[[ $what == curl ]] && cmd="/usr/bin/curl -s -o /dev/null http://127.0.0.1:$PORT/"
-			local pre="/usr/bin/env LD_PRELOAD="
-			[[ $side == osf ]] && pre="/usr/bin/env LD_PRELOAD=$LIB OSF_STRICT=1"
-			taskset -c $CLI_CPU hyperfine -N --style none --warmup 5 --runs "$((START_RUNS / 2))" \
-				--export-json "$TMP/short.json" -n "$side" "$pre $cmd" >/dev/null
-			ms[$what$side]=$(jq '.results[0].median * 1000' "$TMP/short.json")
-			unserve
-			raw "short client $what $side: median ${ms[$what$side]} ms"
+	local side what r cmd pre sides
+	declare -A med rounds diff port
+	for side in bare osf; do
+		serve "$side" "$CHURN" server $PORT
+		SRV_MORE+=("$SRV_PID")
+		SRV_PID=
+		port[$side]=$PORT
+		PORT=$((PORT + 1))
+	done
+	for ((r = 0; r < SHORT_ROUNDS; r++)); do
+		sides="bare osf"
+		((r % 2 == 0)) || sides="osf bare"
+		for what in churn curl; do
+			for side in $sides; do
+				cmd="$CHURN once ${port[$side]}"
+				[[ $what == curl ]] && cmd="/usr/bin/curl -s -o /dev/null http://127.0.0.1:${port[$side]}/"
+				pre="/usr/bin/env LD_PRELOAD="
+				[[ $side == osf ]] && pre="/usr/bin/env LD_PRELOAD=$LIB OSF_STRICT=1"
+				taskset -c $CLI_CPU hyperfine -N --style none --warmup 3 \
+					--runs "$((START_RUNS / 8))" --export-json "$TMP/short.json" \
+					-n "$side" "$pre $cmd" >/dev/null
+				rounds[$what$side]+=" $(jq '.results[0].median * 1000' "$TMP/short.json")"
+			done
 		done
 	done
-	row "short client process: start, one connection (64 B each way), exit (ms, median)" \
-		"$(calc "'%.3f' % ${ms[churnbare]}")" "$(calc "'%.3f' % ${ms[churnosf]}")" \
-		"$(calc "'%+.3f ms' % (${ms[churnosf]} - ${ms[churnbare]})")" "≤ +0.5 ms"
-	row "\`curl\` of a 64-byte reply, one process per fetch (ms, median)" \
-		"$(calc "'%.3f' % ${ms[curlbare]}")" "$(calc "'%.3f' % ${ms[curlosf]}")" \
-		"$(calc "'%+.1f %%' % ((${ms[curlosf]} - ${ms[curlbare]}) / ${ms[curlbare]} * 100)")" "≤ +10 %"
+	kill "${SRV_MORE[@]}" 2>/dev/null || true
+	wait "${SRV_MORE[@]}" 2>/dev/null || true
+	SRV_MORE=()
+	for what in churn curl; do
+		for side in bare osf; do
+			# shellcheck disable=SC2086 # a list of numbers
+			med[$what$side]=$(stats median ${rounds[$what$side]})
+			# shellcheck disable=SC2086
+			raw "short client $what $side: $(ms3 "${med[$what$side]}") ms, median of" \
+				"$SHORT_ROUNDS rounds (min-max $(ms3 "$(stats min ${rounds[$what$side]})")-$(ms3 \
+				"$(stats max ${rounds[$what$side]})")):$(for r in ${rounds[$what$side]}; do
+					printf ' %s' "$(ms3 "$r")"; done)"
+		done
+		# shellcheck disable=SC2206 # lists of numbers
+		local b=(${rounds[${what}bare]}) o=(${rounds[${what}osf]}) d="" v=""
+		for ((r = 0; r < SHORT_ROUNDS; r++)); do
+			if [[ $what == churn ]]; then
+				v+=" $(calc "${o[r]} - ${b[r]}")"
+				d+=" $(calc "'%+.3f ms' % (${o[r]} - ${b[r]})")"
+			else
+				v+=" $(calc "(${o[r]} - ${b[r]}) / ${b[r]} * 100")"
+				d+=" $(calc "'%+.1f %%' % ((${o[r]} - ${b[r]}) / ${b[r]} * 100)")"
+			fi
+		done
+		# shellcheck disable=SC2086
+		diff[$what]=$(stats median $v)
+		raw "short client $what, osf - bare in each round:$d"
+	done
+	row "short client process: start, one connection (64 B each way), exit (ms, median of $SHORT_ROUNDS rounds; difference: median of the rounds' differences)" \
+		"$(ms3 "${med[churnbare]}")" "$(ms3 "${med[churnosf]}")" \
+		"$(calc "'%+.3f ms' % ${diff[churn]}")" "≤ +0.5 ms"
+	row "\`curl\` of a 64-byte reply, one process per fetch (ms, median of $SHORT_ROUNDS rounds; difference: median of the rounds' differences)" \
+		"$(ms3 "${med[curlbare]}")" "$(ms3 "${med[curlosf]}")" \
+		"$(calc "'%+.1f %%' % ${diff[curl]}")" "≤ +10 %"
 }
 
 # bench_fork: fork, _exit(0) in the child, waitpid, 2000 times, in a

@@ -3210,10 +3210,15 @@ static void s_backlog_close(void) { backlog_hangup(1); }
 static void s_backlog_shutdown(void) { backlog_hangup(0); }
 
 /* s_inherit: an accepted socket inherits the listener's TCP options, and a
- * connected one keeps those set before connect. */
+ * connected one keeps those set before connect (osf reads back only those
+ * set through the socket, which had no dup: each of them must hold, and
+ * one not set keeps its default). */
 static void s_inherit(void)
 {
 	struct sockaddr_storage ss;
+	struct linger lg = {1, 5};
+	struct timeval tv = {3, 0};
+	socklen_t gl;
 	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, v;
 	char cc[16] = "";
 	socklen_t cl = sizeof cc;
@@ -3223,14 +3228,37 @@ static void s_inherit(void)
 	setsockopt(l, IPPROTO_TCP, TCP_USER_TIMEOUT, &v, sizeof v);
 	v = 100;
 	setsockopt(l, IPPROTO_TCP, TCP_KEEPIDLE, &v, sizeof v);
+	setsockopt(l, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
 	c = socket(AF_INET, SOCK_STREAM, 0);
 	v = 3;
 	setsockopt(c, IPPROTO_TCP, TCP_KEEPCNT, &v, sizeof v);
 	setsockopt(c, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);
+	v = 1;
+	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v);
+	setsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof v);
+	v = 0x10;
+	setsockopt(c, IPPROTO_IP, IP_TOS, &v, sizeof v);
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	if (c < 0 || connect(c, (struct sockaddr *)&ss, sa_len(AF_INET)) < 0)
 		setup_failed("connect");
 	s = accept_one(l);
 	transports(c, s);
+	v = geti(c, IPPROTO_TCP, TCP_NODELAY, &r);
+	say("connected TCP_NODELAY %s value %d", R(r), v);
+	v = geti(c, SOL_SOCKET, SO_KEEPALIVE, &r);
+	say("connected SO_KEEPALIVE %s value %d", R(r), v);
+	v = geti(c, IPPROTO_IP, IP_TOS, &r);
+	say("connected IP_TOS %s value %d", R(r), v);
+	v = geti(c, IPPROTO_TCP, TCP_KEEPINTVL, &r);
+	say("connected TCP_KEEPINTVL (not set) %s value %d", R(r), v);
+	memset(&tv, 0, sizeof tv);
+	gl = sizeof tv;
+	r = DO(getsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, &gl));
+	say("connected SO_RCVTIMEO %s %ld", R(r), (long)tv.tv_sec);
+	memset(&lg, 0, sizeof lg);
+	gl = sizeof lg;
+	r = DO(getsockopt(s, SOL_SOCKET, SO_LINGER, &lg, &gl));
+	say("accepted SO_LINGER %s %d %d", R(r), lg.l_onoff, lg.l_linger);
 	v = geti(s, IPPROTO_TCP, TCP_USER_TIMEOUT, &r);
 	say("accepted TCP_USER_TIMEOUT %s value %d", R(r), v);
 	v = geti(s, IPPROTO_TCP, TCP_KEEPIDLE, &r);

@@ -10,12 +10,14 @@
  *                Prints "child PID", then waits for SIGUSR1 (the test
  *                looks at the transport meanwhile).
  *
- * The child sleeps in recv at once; its reaper trims the ring (a ring is
- * looked at whole the first time) and, before its first punch, stops the
- * child (OSF_DEBUG_TRIM_STOP) holding the parent's producer lock. The
- * parent sees the stop (waitpid WUNTRACED) and writes 64 KiB with
- * MSG_DONTWAIT and 512 KiB blocking, from the ring's start, where the
- * stopped trimmer was about to punch: the ring (1 MiB) has room for them,
+ * The parent writes 8 KiB before the fork; the child reads them and
+ * sleeps in recv with pages to give back (a new ring has none before its
+ * reader consumed a page); its reaper trims the ring (all of it, nothing
+ * being unread) and, before its first punch, stops the child
+ * (OSF_DEBUG_TRIM_STOP) holding the parent's producer lock. The parent
+ * sees the stop (waitpid WUNTRACED) and writes 64 KiB with MSG_DONTWAIT
+ * and 512 KiB blocking, from the ring's head, where the stopped trimmer
+ * was about to punch: the ring (1 MiB) has room for them,
  * and TCP would take them at once, so must osf ("FAIL ..." on EAGAIN, or
  * after 10 s). Then it continues the child, writes 1 MiB more and shuts
  * down; the child checks every byte (a punch made after the parent wrote
@@ -106,6 +108,8 @@ int main(void)
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &usr1, NULL);
+	if (put(a, 8 << 10, 0) < 0)
+		return printf("FAIL parent: send: %s\n", strerror(errno)), 1;
 	pid = fork();
 	if (pid == 0) {
 		close(a);
