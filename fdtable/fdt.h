@@ -27,9 +27,11 @@
 /* osf_fork: the words the fork path writes, in the parent around the fork
  * and in the child after it, together on one page. A fork write-protects
  * every page the two processes share: the first write to each, in either
- * process, is a page fault (the parent's on the next fork cycle too), so
- * spread over three pages these cost four faults a fork more than on one.
- * The locks sit on their own cache line, away from pid (read often). */
+ * process, is a page fault. With the pid on a page of its own, a fork
+ * cost one fault more (the child's write of it); on one page, the parent
+ * (unlocks) and the child (pid, resets, its first fd window) take one
+ * fault each. The locks sit on their own cache line, away from pid (read
+ * often). */
 struct osf_fork_words {
 	int lock_word;   /* the table lock: 0 free, else the owner's tid */
 	int high_word;   /* the fd window's lock (fdtable.c), same kind */

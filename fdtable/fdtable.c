@@ -36,6 +36,7 @@ static int tfd = -1;               /* the table's memfd */
 static off_t tsize;                /* current size of the memfd */
 static uint64_t cur_image;
 struct osf_fork_words osf_fork; /* fdt.h */
+_Static_assert(sizeof(struct osf_fork_words) == 128, "osf_fork: one aligned 128 bytes, so one page");
 static int inherit_count; /* offloaded entries without FD_CLOEXEC */
 static int offload_count; /* offloaded entries */
 
