@@ -1074,12 +1074,22 @@ OSF_FORK_TEXT static int switch_to(int nfd, uint64_t ino)
 	hdr->flags &= ~OSF_FDTH_CORE_LOADED;
 	hdr->core_loads = 0;
 	fdflags = sys_fcntl(tfd, F_GETFD, 0);
-	osf_fdt_high_begin(); /* tfd may lie above the program's limit */
-	fdflags = sys_dup3(nfd, tfd, (fdflags > 0 && (fdflags & FD_CLOEXEC)) ?
-					     O_CLOEXEC : 0);
-	osf_fdt_high_end();
-	if (fdflags < 0)
-		goto fail;
+	fdflags = (fdflags > 0 && (fdflags & FD_CLOEXEC)) ? O_CLOEXEC : 0;
+	/* tfd lies below the program's limit unless the program lowered it
+	 * since: only then (EBADF) is the fd window worth its system calls
+	 * (and, in a fork child, the page faults of their code). */
+	if (sys_dup3(nfd, tfd, fdflags) < 0) {
+		int saved = errno, r = -1;
+
+		if (saved == EBADF) {
+			osf_fdt_high_begin();
+			r = sys_dup3(nfd, tfd, fdflags);
+			osf_fdt_high_end();
+		}
+		errno = saved;
+		if (r < 0)
+			goto fail;
+	}
 	sys_close(nfd);
 	set_hidden_locked(tfd, -1, ino);
 	return 0;
