@@ -29,9 +29,9 @@
  * every page the two processes share: the first write to each, in either
  * process, is a page fault. With the pid on a page of its own, a fork
  * cost one fault more (the child's write of it); on one page, the parent
- * (unlocks) and the child (pid, resets; an fd window if it opens one) take one
- * fault each. The locks sit on their own cache line, away from pid (read
- * often). */
+ * (unlocks) and the child (pid, resets; an fd window if it opens one)
+ * take one fault each. The locks sit on their own cache line, away from
+ * pid (read often). */
 struct osf_fork_words {
 	int lock_word;   /* the table lock: 0 free, else the owner's tid */
 	int high_word;   /* the fd window's lock (fdtable.c), same kind */
