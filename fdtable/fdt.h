@@ -11,6 +11,9 @@
 
 #include "fdtable.h"
 
+#include <sys/resource.h>
+#include <sys/types.h>
+
 /* OSF_FORK_TEXT marks a function every fork runs (the hook, the snapshot,
  * the child's clean-ups): they are placed together in libosf.so's text. A
  * fork child starts with none of the library's code mapped and takes a
@@ -20,6 +23,30 @@
  * them in the group the linker gathers from every file (.text.hot.*); it
  * changes nothing else about the functions. */
 #define OSF_FORK_TEXT __attribute__((section(".text.hot.osf_fork")))
+
+/* osf_fork: the words the fork path writes, in the parent around the fork
+ * and in the child after it, together on one page. A fork write-protects
+ * every page the two processes share: the first write to each, in either
+ * process, is a page fault. With the pid on a page of its own, a fork
+ * cost one fault more (the child's write of it); on one page, the parent
+ * (unlocks) and the child (pid, resets; an fd window if it opens one)
+ * take one fault each. The locks sit on their own cache line, away from
+ * pid (read often). */
+struct osf_fork_words {
+	int lock_word;   /* the table lock: 0 free, else the owner's tid */
+	int high_word;   /* the fd window's lock (fdtable.c), same kind */
+	int high_depth;  /* holds of its owner, its signal handlers' included */
+	int high_open;   /* the depth whose osf_fdt_high_begin opened the
+			    window now open; 0: none (the lock may be held
+			    without one: a getrlimit hook, fork, exec) */
+	int high_raised; /* RLIMIT_NOFILE raised by the open window */
+	int high_base;   /* the open window's base, for nested ones */
+	struct rlimit high_saved; /* the program's limit while raised */
+	int reserving;   /* osf_fdt_reserve_low calls not yet released */
+	uint64_t snap_ino; /* st_ino of the fork snapshot (fork_prepare) */
+	pid_t pid __attribute__((aligned(64))); /* getpid() of this process */
+} __attribute__((aligned(128)));
+extern struct osf_fork_words osf_fork;
 
 extern struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
 

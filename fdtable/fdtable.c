@@ -35,10 +35,9 @@ static struct osf_fdt_header *hdr; /* NULL until the first tracked fd */
 static int tfd = -1;               /* the table's memfd */
 static off_t tsize;                /* current size of the memfd */
 static uint64_t cur_image;
-static int lock_word; /* 0 free, else the owner's tid */
+struct osf_fork_words osf_fork; /* fdt.h */
+_Static_assert(sizeof(struct osf_fork_words) == 128, "osf_fork: one aligned 128 bytes, so one page");
 static int inherit_count; /* offloaded entries without FD_CLOEXEC */
-static int reserving; /* osf_fdt_reserve_low calls not yet released */
-static uint64_t snap_ino; /* st_ino of the fork snapshot (fork_prepare) */
 static int offload_count; /* offloaded entries */
 
 static int sys_close(int fd) { return (int)syscall(SYS_close, fd); }
@@ -143,12 +142,12 @@ OSF_FORK_TEXT static void word_unlock(int *w)
 
 OSF_FORK_TEXT void osf_fdt_lock(void)
 {
-	word_lock(&lock_word);
+	word_lock(&osf_fork.lock_word);
 }
 
 OSF_FORK_TEXT void osf_fdt_unlock(void)
 {
-	word_unlock(&lock_word);
+	word_unlock(&osf_fork.lock_word);
 }
 
 #define OSF_FDT_EDEADLK() (errno = EDEADLK, -1)
@@ -160,7 +159,7 @@ static int snapshot(void);
  * this thread inside a structural change). */
 static int held_by_me(void)
 {
-	return (__atomic_load_n(&lock_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
+	return (__atomic_load_n(&osf_fork.lock_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
 }
 
 /* ---- osf's fds and the program's RLIMIT_NOFILE -------------------------
@@ -180,23 +179,15 @@ static int held_by_me(void)
 
 #define OSF_FDT_HIGH_MAX 65536
 
-static int high_word;  /* the window's lock: 0 free, else the owner's tid */
-static int high_depth; /* holds of the owner, its signal handlers' included */
-static int high_open;  /* the depth whose osf_fdt_high_begin opened the
-			  window now open; 0: none (the lock may be held
-			  without one: a getrlimit hook, fork, exec) */
-static struct rlimit high_saved; /* the program's limit while raised */
-static int high_raised;
-static int high_base; /* the open window's base, for nested ones */
 
 /* The window's lock word is the table lock's kind (word_lock): the
  * owner's tid, with LOCK_WAITERS once another thread sleeps on it, so
  * that an uncontended window makes no futex call.
  *
  * A signal handler may open a window (or hold the lock) on a thread that
- * holds it, at any point: it nests (high_depth), and a window it opens
+ * holds it, at any point: it nests (osf_fork.high_depth), and a window it opens
  * while none is open is its own, put back by its own osf_fdt_high_end
- * (high_open names the depth that opened it): a handler that opened one
+ * (osf_fork.high_open names the depth that opened it): a handler that opened one
  * while the thread held the lock only for a getrlimit hook once left the
  * limit raised. The owner's steps are ordered for a handler that lands
  * between them (SIGNAL_FENCE: program order as a handler sees it). No
@@ -206,7 +197,7 @@ static int high_base; /* the open window's base, for nested ones */
 
 static int high_mine(void)
 {
-	return (__atomic_load_n(&high_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
+	return (__atomic_load_n(&osf_fork.high_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
 }
 
 OSF_FORK_TEXT static int sys_prlimit(const struct rlimit *nw, struct rlimit *old)
@@ -240,8 +231,8 @@ int osf_fdt_hidden_base(void)
 {
 	struct rlimit rl;
 
-	if (high_mine() && high_raised)
-		return base_of(&high_saved);
+	if (high_mine() && osf_fork.high_raised)
+		return base_of(&osf_fork.high_saved);
 	if (sys_prlimit(NULL, &rl) < 0)
 		return 1024;
 	return base_of(&rl);
@@ -251,8 +242,8 @@ int osf_fdt_inrange_base(void)
 {
 	struct rlimit rl;
 
-	if (high_mine() && high_raised)
-		return legacy_base(high_saved.rlim_cur);
+	if (high_mine() && osf_fork.high_raised)
+		return legacy_base(osf_fork.high_saved.rlim_cur);
 	if (sys_prlimit(NULL, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
 		return 1024;
 	return legacy_base(rl.rlim_cur);
@@ -265,23 +256,23 @@ OSF_FORK_TEXT void osf_fdt_limit_lock(void)
 		 * the owner between taking the word and counting itself (or
 		 * between uncounting itself and letting go): it counts the
 		 * owner too, so its own unlock never lets go of the word. */
-		high_depth = high_depth ? high_depth + 1 : 2;
+		osf_fork.high_depth = osf_fork.high_depth ? osf_fork.high_depth + 1 : 2;
 		SIGNAL_FENCE();
 		return;
 	}
-	word_lock(&high_word);
+	word_lock(&osf_fork.high_word);
 	SIGNAL_FENCE();
-	high_depth = 1;
+	osf_fork.high_depth = 1;
 	SIGNAL_FENCE();
 }
 
 OSF_FORK_TEXT void osf_fdt_limit_unlock(void)
 {
 	SIGNAL_FENCE();
-	if (--high_depth > 0)
+	if (--osf_fork.high_depth > 0)
 		return;
 	SIGNAL_FENCE();
-	word_unlock(&high_word);
+	word_unlock(&osf_fork.high_word);
 }
 
 OSF_FORK_TEXT int osf_fdt_high_begin(void)
@@ -290,43 +281,43 @@ OSF_FORK_TEXT int osf_fdt_high_begin(void)
 	int saved = errno;
 
 	osf_fdt_limit_lock();
-	if (high_open) /* nested in an open window */
-		return high_base;
+	if (osf_fork.high_open) /* nested in an open window */
+		return osf_fork.high_base;
 	if (sys_prlimit(NULL, &rl) < 0) {
 		errno = saved;
 		return 1024;
 	}
-	high_saved = rl;
-	high_raised = 0;
-	high_base = base_of(&rl);
+	osf_fork.high_saved = rl;
+	osf_fork.high_raised = 0;
+	osf_fork.high_base = base_of(&rl);
 	SIGNAL_FENCE();
-	high_open = high_depth; /* a handler from now on nests in it */
+	osf_fork.high_open = osf_fork.high_depth; /* a handler from now on nests in it */
 	SIGNAL_FENCE();
 	if (room_above(&rl)) {
 		up.rlim_cur = up.rlim_max = rl.rlim_max;
 		if (sys_prlimit(&up, NULL) == 0)
-			high_raised = 1;
+			osf_fork.high_raised = 1;
 	}
 	errno = saved;
-	return high_base;
+	return osf_fork.high_base;
 }
 
 OSF_FORK_TEXT void osf_fdt_high_end(void)
 {
 	int saved = errno;
 
-	if (high_open == high_depth) {
+	if (osf_fork.high_open == osf_fork.high_depth) {
 		/* Copies first: a handler that lands once the window is
 		 * closed opens its own (at the raised limit: no room
 		 * above, nothing to put back) and overwrites them. */
-		struct rlimit back = high_saved;
-		int raised = high_raised;
+		struct rlimit back = osf_fork.high_saved;
+		int raised = osf_fork.high_raised;
 		SIGNAL_FENCE();
-		high_open = 0;
+		osf_fork.high_open = 0;
 		SIGNAL_FENCE();
 		if (raised)
 			(void)sys_prlimit(&back, NULL);
-		high_raised = 0;
+		osf_fork.high_raised = 0;
 	}
 	osf_fdt_limit_unlock();
 	errno = saved;
@@ -789,7 +780,7 @@ void osf_fdt_reserve_low(int limit, uint64_t bits[OSF_FDT_RESERVE_MAX / 64])
 {
 	int ph, fd;
 
-	__atomic_add_fetch(&reserving, 1, __ATOMIC_SEQ_CST); /* a fork child looks */
+	__atomic_add_fetch(&osf_fork.reserving, 1, __ATOMIC_SEQ_CST); /* a fork child looks */
 	memset(bits, 0, OSF_FDT_RESERVE_MAX / 8);
 	if (limit > (int)OSF_FDT_RESERVE_MAX)
 		limit = OSF_FDT_RESERVE_MAX;
@@ -832,7 +823,7 @@ void osf_fdt_release_low(int limit, const uint64_t bits[OSF_FDT_RESERVE_MAX / 64
 			continue; /* the program claimed it */
 		sys_close(fd);
 	}
-	__atomic_sub_fetch(&reserving, 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&osf_fork.reserving, 1, __ATOMIC_SEQ_CST);
 	osf_fdt_touch();
 }
 
@@ -1083,12 +1074,22 @@ OSF_FORK_TEXT static int switch_to(int nfd, uint64_t ino)
 	hdr->flags &= ~OSF_FDTH_CORE_LOADED;
 	hdr->core_loads = 0;
 	fdflags = sys_fcntl(tfd, F_GETFD, 0);
-	osf_fdt_high_begin(); /* tfd may lie above the program's limit */
-	fdflags = sys_dup3(nfd, tfd, (fdflags > 0 && (fdflags & FD_CLOEXEC)) ?
-					     O_CLOEXEC : 0);
-	osf_fdt_high_end();
-	if (fdflags < 0)
-		goto fail;
+	fdflags = (fdflags > 0 && (fdflags & FD_CLOEXEC)) ? O_CLOEXEC : 0;
+	/* tfd lies below the program's limit unless the program lowered it
+	 * since: only then (EBADF) is the fd window worth its system calls
+	 * (and, in a fork child, the page faults of their code). */
+	if (sys_dup3(nfd, tfd, fdflags) < 0) {
+		int saved = errno, r = -1;
+
+		if (saved == EBADF) {
+			osf_fdt_high_begin();
+			r = sys_dup3(nfd, tfd, fdflags);
+			osf_fdt_high_end();
+		}
+		errno = saved;
+		if (r < 0)
+			goto fail;
+	}
 	sys_close(nfd);
 	set_hidden_locked(tfd, -1, ino);
 	return 0;
@@ -1112,7 +1113,7 @@ OSF_FORK_TEXT int osf_fdt_fork_prepare(void)
 
 	/* Asked here, where the C library's code is mapped: the child's
 	 * first call of a function faults its code in. */
-	snap_ino = snap >= 0 ? ino_of(snap) : 0;
+	osf_fork.snap_ino = snap >= 0 ? ino_of(snap) : 0;
 	return snap;
 }
 
@@ -1128,19 +1129,19 @@ OSF_FORK_TEXT void osf_fdt_child_after_fork(int prepared)
 	int fd;
 
 	tls_tid = 0; /* this thread has a new id in the child */
-	lock_word = 0;
-	high_word = high_depth = high_raised = high_open = 0; /* fork held it, not raised */
+	osf_fork.lock_word = 0;
+	osf_fork.high_word = osf_fork.high_depth = osf_fork.high_raised = osf_fork.high_open = 0; /* fork held it, not raised */
 	if (!hdr)
 		return;
 	/* The snapshot was taken before fork: the parent may already be
 	 * changing the table we shared a moment ago. */
-	if (prepared < 0 || switch_to(prepared, snap_ino) < 0)
+	if (prepared < 0 || switch_to(prepared, osf_fork.snap_ino) < 0)
 		(void)copy_private();
 	/* Placeholders of a core start under way in the parent are not ours
 	 * (no start is under way here). */
-	if (!reserving)
+	if (!osf_fork.reserving)
 		return;
-	reserving = 0;
+	osf_fork.reserving = 0;
 	OSF_FDT_FOREACH(fd, e) {
 		if (fd >= (int)OSF_FDT_RESERVE_MAX)
 			break;

@@ -195,7 +195,6 @@ void *osf_resolve(const char *name, const char *version)
 struct osf_state {
 	int ready;         /* constructor done: hooks may track fds */
 	int disabled;      /* malformed configuration: pass-through */
-	pid_t pid;         /* getpid() of this process (updated in fork) */
 	uint64_t image;    /* random id of this process image */
 	unsigned spin_us;  /* OSF_SPIN_US */
 	unsigned poll_spin_us;

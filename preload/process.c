@@ -91,7 +91,7 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	osf_conn_fork_holders(1);
 	pid = REAL(fork)();
 	if (pid == 0) {
-		osf.pid = getpid();
+		osf_fork.pid = getpid();
 		osf_fdt_child_after_fork(snap);
 		if (used) {
 			osf_conn_child_after_fork();
@@ -110,7 +110,11 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	osf_fdt_fork_parent(snap);
 	osf_fdt_unlock();
 	osf_fdt_limit_unlock();
-	errno = saved;
+	/* Nothing else the parent runs after the fork writes errno's page
+	 * (the thread's TLS, shared with the child until written): putting
+	 * back the value it still holds would be a page fault. */
+	if (errno != saved)
+		errno = saved;
 	return pid;
 }
 

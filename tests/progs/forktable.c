@@ -21,6 +21,10 @@
  * process and say that both fds are offloaded connections. A connection
  * whose entry a wrong copy lost would still carry bytes, as kernel TCP.
  *
+ * With the argument "lowlimit" the process lowers its soft RLIMIT_NOFILE
+ * to 64 just before the fork (below osf's own fds: the child takes its
+ * table through the fd window) and both put it back after it.
+ *
  * Prints "ok N connections" and exits 0; a connection that does not carry
  * its bytes or is not in the table: a message and exit 1. alarm() turns a
  * hang into a failure. */
@@ -181,13 +185,13 @@ static int wait_ok(pid_t p, const char *who)
 	return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static const int targets[] = {3, 100, 300, 700};
-	struct rlimit rl;
+	struct rlimit rl, low;
 	pid_t child;
 	unsigned t;
-	int i;
+	int i, lowlimit = argc > 1 && strcmp(argv[1], "lowlimit") == 0;
 
 	alarm(30);
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
@@ -202,8 +206,14 @@ int main(void)
 		return 1;
 	close(i);
 	n++;
+	low = rl;
+	low.rlim_cur = 64;
+	if (lowlimit && setrlimit(RLIMIT_NOFILE, &low) < 0)
+		return perror("setrlimit"), 2;
 	child = fork_checked();
 	if (child > 0) {
+		if (lowlimit && setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			return perror("setrlimit"), 2;
 		/* The parent changes its table at once. */
 		close_all();
 		for (i = 0; i < n; i++) {
@@ -220,6 +230,8 @@ int main(void)
 	usleep(50000);
 	if (check_all("child") < 0)
 		return 1;
+	if (lowlimit && setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return perror("setrlimit"), 2;
 	if (at(500, &c[n]) < 0) /* a page the copy never had */
 		return 1;
 	close_fillers();
