@@ -120,17 +120,33 @@ void osf_spin_paid(int paid)
 	tls_skip = (1u << tls_misses) - 1;
 }
 
+long osf_spin_until(long timeout_ms)
+{
+	long us;
+
+	if (timeout_ms == 0)
+		return 0;
+	us = osf_spin_budget(osf.poll_spin_us, 1);
+	if (!us)
+		return 0;
+	if (timeout_ms > 0 && timeout_ms * 1000 < us)
+		us = timeout_ms * 1000;
+	return mono_us() + us;
+}
+
+int osf_spinning(long end)
+{
+	return end && mono_us() < end;
+}
+
 int osf_spin_poll(struct pollfd *p, unsigned long n, int timeout_ms)
 {
-	unsigned us = osf_spin_budget(osf.poll_spin_us, 1), intr = osf_intr_count();
-	long end;
+	long end = osf_spin_until(timeout_ms);
+	unsigned intr = osf_intr_count();
 	int r;
 
-	if (!us || timeout_ms == 0)
+	if (!end)
 		return 0;
-	if (timeout_ms > 0 && (unsigned long)timeout_ms * 1000 < us)
-		us = (unsigned)timeout_ms * 1000;
-	end = mono_us() + (long)us;
 	for (;;) {
 		r = REAL(poll)(p, (nfds_t)n, 0);
 		if (r != 0)
@@ -140,7 +156,7 @@ int osf_spin_poll(struct pollfd *p, unsigned long n, int timeout_ms)
 			errno = EINTR;
 			break;
 		}
-		if (mono_us() >= end)
+		if (!osf_spinning(end))
 			break;
 	}
 	osf_spin_paid(r > 0);

@@ -15,6 +15,14 @@ unsigned osf_spin_budget(unsigned max_us, unsigned busy_div);
  * the awaited event came while spinning, else the wait went to sleep. */
 void osf_spin_paid(int paid);
 
+/* osf_spin_until returns when a poll-like wait that begins now with
+ * timeout_ms (-1: none) may stop spinning, in microseconds of
+ * CLOCK_MONOTONIC: OSF_POLL_SPIN_US under the adaptive policy, at most the
+ * timeout; 0: no spin. osf_spinning reports whether a spin ending at end
+ * is still on. */
+long osf_spin_until(long timeout_ms);
+int osf_spinning(long end);
+
 struct pollfd;
 
 /* osf_spin_poll is the spin of a wait on kernel fds only (a blocking

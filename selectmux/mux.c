@@ -83,36 +83,6 @@ static long mono_ms(void)
 	return t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* spin_until returns when a wait that begins now may stop spinning (in
- * microseconds of CLOCK_MONOTONIC), per OSF_POLL_SPIN_US and the adaptive
- * policy (preload/spin.h); 0: no spin. */
-static long spin_until(long timeout)
-{
-	struct timespec t;
-	long us;
-
-	if (timeout == 0)
-		return 0;
-	us = osf_spin_budget(osf.poll_spin_us, 1);
-	if (!us)
-		return 0;
-	if (timeout > 0 && timeout * 1000 < us)
-		us = timeout * 1000;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000 + t.tv_nsec / 1000 + us;
-}
-
-/* spinning reports whether a spin that ends at end is still on. */
-static int spinning(long end)
-{
-	struct timespec t;
-
-	if (!end)
-		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000 + t.tv_nsec / 1000 < end;
-}
-
 /* remaining returns what is left of a timeout begun at start (-1: none). */
 static int remaining(long timeout, long start)
 {
@@ -320,7 +290,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	unsigned char *kind = stack_kind, *arm = stack_arm;
 	int *wx = stack_wx;
 	nfds_t i, m = n, extra = 0;
-	long start = mono_ms(), spin_end = spin_until(timeout);
+	long start = mono_ms(), spin_end = osf_spin_until(timeout);
 	int result = -1, spun = 0;
 
 	for (i = 0; i < n; i++) {
@@ -379,7 +349,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		}
 		/* Spin first (rings and a zero-timeout look at the kernel),
 		 * then arm the connections and sleep. */
-		if (!ready && timeout != 0 && !spinning(spin_end)) {
+		if (!ready && timeout != 0 && !osf_spinning(spin_end)) {
 			if (spin_end)
 				osf_spin_paid(0); /* it spun in vain */
 			spin_end = 0;
@@ -1923,7 +1893,7 @@ static int strip(struct ep *ep, struct epoll_event *ev, int *n)
 static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		     long timeout, const sigset_t *mask)
 {
-	long start = mono_ms(), spin_end = spin_until(timeout);
+	long start = mono_ms(), spin_end = osf_spin_until(timeout);
 	int spun = 0;
 	int saved = errno; /* a successful wait leaves errno alone */
 	unsigned intr = osf_intr_count();
@@ -1940,7 +1910,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		 * first on the others (fairness when both keep coming). */
 		if (!(ep->turn++ & 1))
 			n = collect(ep, ev, max);
-		if (spin_end && !spinning(spin_end)) {
+		if (spin_end && !osf_spinning(spin_end)) {
 			osf_spin_paid(0); /* it spun in vain */
 			spin_end = 0;
 		}
