@@ -664,7 +664,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			 * a parked connection waits for this process's next
 			 * accept or the watcher's kick). */
 			struct pollfd pf = {cfd, POLLIN, 0};
-			if (osf_spin_poll(&pf, 1, *wait_ms) <= 0)
+			if (osf_spin_poll(&pf, 1, *wait_ms) == 0) /* not on EINTR */
 				(void)REAL(poll)(&pf, 1, *wait_ms);
 			*wait_ms = 0;
 			rc = take_hello(cfd, in, cc);
