@@ -467,10 +467,29 @@ static int state_refuses(struct osf_conn *c, int level, int name,
 	return level == IPPROTO_IPV6 && name == IPV6_V6ONLY; /* bound */
 }
 
+/* kopt_took applies what an IPPROTO_TCP option the connection took
+ * changes in osf itself: TCP_NODELAY's flag, TCP_INQ's control message,
+ * TCP_CORK and TCP_NODELAY's hold on written bytes. */
+static void kopt_took(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
+		      int level, int name, const void *val, socklen_t len)
+{
+	int v = 0;
+
+	if (level != IPPROTO_TCP || get_int(val, len, &v) != 0)
+		return;
+	if (name == TCP_NODELAY)
+		e->flags = v ? (e->flags | OSF_FDF_NODELAY)
+			     : (e->flags & ~OSF_FDF_NODELAY);
+	if (name == TCP_INQ)
+		c->cm_inq = v != 0;
+	if (name == TCP_CORK || name == TCP_NODELAY)
+		osf_conn_cork_option(c, fd, name, v);
+}
+
 /* set_kopt validates, normalises and remembers an IPPROTO_TCP, IP or IPV6
  * option as kernel TCP does (kopt.c). */
-static int set_kopt(struct osf_fdt_entry *e, struct osf_conn *c, int level,
-		    int name, const void *val, socklen_t len)
+static int set_kopt(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
+		    int level, int name, const void *val, socklen_t len)
 {
 	int r, v = 0;
 
@@ -481,13 +500,8 @@ static int set_kopt(struct osf_fdt_entry *e, struct osf_conn *c, int level,
 	r = osf_kopt_set(fam(c), c->opts, OSF_CONN_OPTS, level, name, val, len);
 	if (r == 1) /* no kernel socket to ask: take it as it comes */
 		r = get_int(val, len, &v);
-	if (r == 0 && level == IPPROTO_TCP && name == TCP_NODELAY &&
-	    get_int(val, len, &v) == 0)
-		e->flags = v ? (e->flags | OSF_FDF_NODELAY)
-			     : (e->flags & ~OSF_FDF_NODELAY);
-	if (r == 0 && level == IPPROTO_TCP && name == TCP_INQ &&
-	    get_int(val, len, &v) == 0)
-		c->cm_inq = v != 0;
+	if (r == 0)
+		kopt_took(fd, e, c, level, name, val, len);
 	return r;
 }
 
@@ -495,19 +509,12 @@ int osf_conn_carry_kopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			const void *val, socklen_t len)
 {
 	struct osf_conn *c = conn_get(fd, e);
-	int v = 0;
 
 	if (!c)
 		return OSF_FAIL(EBADF);
 	if (len <= sizeof(c->opts[0].val))
 		(void)osf_kopt_record(c->opts, OSF_CONN_OPTS, level, name, val, len);
-	if (level == IPPROTO_TCP && (name == TCP_CORK || name == TCP_NODELAY) &&
-	    get_int(val, len, &v) == 0) {
-		if (name == TCP_NODELAY)
-			e->flags = v ? (e->flags | OSF_FDF_NODELAY)
-				     : (e->flags & ~OSF_FDF_NODELAY);
-		osf_conn_cork_option(c, fd, name, v);
-	}
+	kopt_took(fd, e, c, level, name, val, len);
 	conn_put(c);
 	return 0;
 }
@@ -516,7 +523,7 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			const void *val, socklen_t len)
 {
 	struct osf_conn *c = conn_get(fd, e);
-	int r = 0, v = 0;
+	int r = 0;
 
 	if (!c)
 		return OSF_FAIL(EBADF);
@@ -527,11 +534,7 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 	case IPPROTO_TCP:
 	case IPPROTO_IP:
 	case IPPROTO_IPV6:
-		r = set_kopt(e, c, level, name, val, len);
-		if (r == 0 && level == IPPROTO_TCP &&
-		    (name == TCP_CORK || name == TCP_NODELAY) &&
-		    get_int(val, len, &v) == 0)
-			osf_conn_cork_option(c, fd, name, v);
+		r = set_kopt(fd, e, c, level, name, val, len);
 		break;
 	default:
 		r = OSF_FAIL(ENOPROTOOPT);
