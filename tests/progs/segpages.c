@@ -14,11 +14,10 @@
  * Under osf both ends of the connection are in this process, so every page
  * either end touched is counted once, in the connection's memfd. */
 #include "pair.h"
+#include "segmaps.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static int xfer(int from, int to, size_t n, unsigned char seed)
@@ -43,11 +42,16 @@ static int xfer(int from, int to, size_t n, unsigned char seed)
 	return 0;
 }
 
+static void print_seg(const struct stat *st, void *arg)
+{
+	(void)arg;
+	printf("seg %llu %lld\n", (unsigned long long)st->st_ino,
+	       (long long)st->st_blocks * 512);
+}
+
 int main(int argc, char **argv)
 {
 	int l, c, s;
-	DIR *d;
-	struct dirent *e;
 
 	if (argc != 3)
 		return fprintf(stderr, "usage: segpages REQ REPLY\n"), 2;
@@ -55,22 +59,7 @@ int main(int argc, char **argv)
 	    xfer(c, s, (size_t)atol(argv[1]), 1) < 0 ||
 	    xfer(s, c, (size_t)atol(argv[2]), 2) < 0)
 		return 1;
-	d = opendir("/proc/self/fd");
-	if (!d)
-		return perror("opendir"), 1;
-	while ((e = readdir(d)) != NULL) {
-		char p[300], t[300];
-		struct stat st;
-		ssize_t n;
-		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
-		n = readlink(p, t, sizeof(t) - 1);
-		if (n <= 0)
-			continue;
-		t[n] = 0;
-		if (strstr(t, "memfd:osf-seg") && stat(p, &st) == 0)
-			printf("seg %llu %lld\n", (unsigned long long)st.st_ino,
-			       (long long)st.st_blocks * 512);
-	}
-	closedir(d);
+	if (seg_fds(print_seg, NULL) < 0)
+		return perror("/proc/self/fd"), 1;
 	return 0;
 }
