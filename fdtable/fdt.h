@@ -13,6 +13,7 @@
 
 #include <sys/resource.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 /* OSF_FORK_TEXT marks a function every fork runs (the hook, the snapshot,
  * the child's clean-ups): they are placed together in libosf.so's text. A
@@ -25,12 +26,17 @@
 #define OSF_FORK_TEXT __attribute__((section(".text.hot.osf_fork")))
 
 /* osf_fork: the words the fork path writes, in the parent around the fork
- * and in the child after it, together on one page. A fork write-protects
- * every page the two processes share: the first write to each, in either
- * process, is a page fault. With the pid on a page of its own, a fork
- * cost one fault more (the child's write of it); on one page, the parent
- * (unlocks) and the child (pid, resets; an fd window if it opens one)
- * take one fault each. The locks sit on their own cache line, away from
+ * and in the child after it: the locks, the fd window's state and the
+ * pid. A fork write-protects every private page the two processes share:
+ * the first write to each, in either process, is a page fault. So these
+ * words live on a page of their own marked MADV_WIPEONFORK
+ * (osf_fdt_words_init): fork leaves the parent's copy writable (its
+ * unlocks after fork fault nothing) and gives the child that page
+ * zero-filled, which is just what a child starts with (locks free, no
+ * window, pid not yet asked: osf_pid). The child touches it only when it
+ * uses osf, and so does a child made past the fork hook (a raw clone).
+ * Without the madvise (an old kernel), the child resets them itself
+ * (osf_fork_wiped 0). The locks sit on their own cache line, away from
  * pid (read often). */
 struct osf_fork_words {
 	int lock_word;   /* the table lock: 0 free, else the owner's tid */
@@ -42,11 +48,30 @@ struct osf_fork_words {
 	int high_raised; /* RLIMIT_NOFILE raised by the open window */
 	int high_base;   /* the open window's base, for nested ones */
 	struct rlimit high_saved; /* the program's limit while raised */
-	int reserving;   /* osf_fdt_reserve_low calls not yet released */
-	uint64_t snap_ino; /* st_ino of the fork snapshot (fork_prepare) */
-	pid_t pid __attribute__((aligned(64))); /* getpid() of this process */
+	pid_t pid __attribute__((aligned(64))); /* getpid() of this process, 0:
+						   not asked yet (osf_pid) */
 } __attribute__((aligned(128)));
-extern struct osf_fork_words osf_fork;
+extern struct osf_fork_words *osf_fork_at;
+extern int osf_fork_wiped; /* osf_fork_at's page is MADV_WIPEONFORK */
+#define osf_fork (*osf_fork_at)
+
+/* osf_fdt_words_init moves osf_fork to its page (call it first, from the
+ * library's constructor). */
+void osf_fdt_words_init(void);
+
+/* osf_fdt_fork_set returns scratch space on the fork page for the fork
+ * path (the table lock's holder): *cap pointer slots, a power of two. */
+uintptr_t *osf_fdt_fork_set(unsigned *cap);
+
+/* osf_pid is getpid() of this process, asked once per process. */
+static inline pid_t osf_pid(void)
+{
+	pid_t p = osf_fork.pid;
+
+	if (__builtin_expect(p == 0, 0))
+		p = osf_fork.pid = getpid();
+	return p;
+}
 
 extern struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
 

@@ -163,8 +163,11 @@ OSF_FORK_TEXT static void kit_free(void)
 		munmap(kit.seg, osf_seg_bytes(kit.ring));
 	for (i = 0; i < 3; i++)
 		osf_fdt_close_hidden(kit.fd[i]); /* -1: nothing */
-	kit.seg = NULL;
-	kit.fd[0] = kit.fd[1] = kit.fd[2] = -1;
+	/* Written only when they change: in a fork child, a write to
+	 * this page is a page fault. */
+	OSF_RESET(kit.seg, NULL);
+	for (i = 0; i < 3; i++)
+		OSF_RESET(kit.fd[i], -1);
 }
 
 /* drop frees this process's kit; the limit lock is held. */
