@@ -11,7 +11,9 @@
 
 #include "fdtable.h"
 
+#include <errno.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -58,6 +60,31 @@ extern int osf_fork_wiped; /* osf_fork_at's page is MADV_WIPEONFORK */
 /* osf_fdt_words_init moves osf_fork to its page (call it first, from the
  * library's constructor). */
 void osf_fdt_words_init(void);
+
+/* osf_rawsys makes system call n without the C library and returns what
+ * the kernel returns (-errno on failure; errno is not touched). For the
+ * fork child's path: its first call of a C library function faults the
+ * library's code in (mmap, munmap and syscall share a page the child
+ * otherwise never runs). */
+static inline long osf_rawsys(long n, long a, long b, long c, long d, long e, long f)
+{
+#if defined(__x86_64__)
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long r;
+
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return r;
+#else
+	long r = syscall(n, a, b, c, d, e, f);
+
+	return r < 0 ? -errno : r;
+#endif
+}
 
 /* osf_fdt_fork_set returns scratch space on the fork page for the fork
  * path (the table lock's holder): *cap pointer slots, a power of two. */

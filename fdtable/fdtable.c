@@ -40,14 +40,23 @@ static int reserving; /* osf_fdt_reserve_low calls not yet released; a fork chil
 static int inherit_count; /* offloaded entries without FD_CLOEXEC */
 static int offload_count; /* offloaded entries */
 
-static int sys_close(int fd) { return (int)syscall(SYS_close, fd); }
-static int sys_fcntl(int fd, int cmd, long arg)
+/* sys_ret turns osf_rawsys's result into the C library's convention. */
+OSF_FORK_TEXT static int sys_ret(long r)
 {
-	return (int)syscall(SYS_fcntl, fd, cmd, arg);
+	if (r < 0 && r > -4096) {
+		errno = (int)-r;
+		return -1;
+	}
+	return (int)r;
 }
-static int sys_dup3(int oldfd, int newfd, int flags)
+OSF_FORK_TEXT static int sys_close(int fd) { return sys_ret(osf_rawsys(SYS_close, fd, 0, 0, 0, 0, 0)); }
+OSF_FORK_TEXT static int sys_fcntl(int fd, int cmd, long arg)
 {
-	return (int)syscall(SYS_dup3, oldfd, newfd, flags);
+	return sys_ret(osf_rawsys(SYS_fcntl, fd, cmd, arg, 0, 0, 0));
+}
+OSF_FORK_TEXT static int sys_dup3(int oldfd, int newfd, int flags)
+{
+	return sys_ret(osf_rawsys(SYS_dup3, oldfd, newfd, flags, 0, 0, 0));
 }
 /* my_tid is the calling thread's id, asked of the kernel once per thread
  * (and again in a fork child, osf_fdt_child_after_fork): the lock below
@@ -980,6 +989,8 @@ OSF_FORK_TEXT static int snap_flush(struct snap_writer *w)
 /* snap_put queues len bytes at p for file offset off. */
 OSF_FORK_TEXT static int snap_put(struct snap_writer *w, const void *p, size_t len, off_t off)
 {
+	if (!len)
+		return 0;
 	if (w->n && (off != w->end || w->n == SNAP_IOV) && snap_flush(w) < 0)
 		return -1;
 	if (!w->n)
@@ -1112,7 +1123,8 @@ fail:
  * back as it was (MAP_FIXED may unmap before it fails). */
 OSF_FORK_TEXT static int remap(void *old, size_t len, int nfd, off_t off)
 {
-	if (mmap(old, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, nfd, off) == old)
+	if (osf_rawsys(SYS_mmap, (long)old, (long)len, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_FIXED, nfd, (long)off) == (long)old)
 		return 0;
 	(void)mmap(old, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, tfd, off);
 	return -1;
