@@ -1181,6 +1181,12 @@ OSF_FORK_TEXT static int switch_to(int nfd)
 			goto fail;
 	}
 	sys_close(nfd);
+	/* snapshot wrote the table fd's entry if its page was in use (read
+	 * here in this process's own copy of osf_fdt_pages: no fault). */
+	if (!osf_fdt_chunks[(unsigned)tfd >> OSF_FDT_CHUNK_SHIFT] ||
+	    !(osf_fdt_pages[(unsigned)tfd >> OSF_FDT_CHUNK_SHIFT] &
+	      (1u << (((unsigned)tfd & (OSF_FDT_CHUNK_ENTRIES - 1)) >> OSF_FDT_PAGE_SHIFT))))
+		set_hidden_locked(tfd, -1, 0);
 	return 0;
 fail:
 	sys_close(nfd);
