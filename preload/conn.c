@@ -87,7 +87,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	osf_side_init(&c->s, base, ring_bytes, side, wfd);
 	/* The segment's own flag as well as the fd table's transport: a
 	 * progress engine writes the rings without the producer's lock. */
-	osf_side_set_trim(&c->s, !rdma && !(__atomic_load_n(&((struct osf_seg_hdr *)base)->flags,
+	osf_side_set_trim(&c->s, !rdma && !(__atomic_load_n(&osf_seg_hdr(base, ring_bytes)->flags,
 							    __ATOMIC_RELAXED) & OSF_SEG_F_RDMA));
 	c->fds = 1;
 	c->base = base;
@@ -322,7 +322,7 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	/* Informational, set by the segment's creator before it was shared:
 	 * an RDMA progress engine's segments say so, for osfstat. */
 	seg_flags = __atomic_load_n(
-		&((struct osf_seg_hdr *)(uintptr_t)cc->seg_addr)->flags,
+		&osf_seg_hdr((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes)->flags,
 		__ATOMIC_RELAXED);
 	conn_init(c, (uint8_t *)(uintptr_t)cc->seg_addr, cc->ring_bytes,
 		  cc->side, hfd, hwfd, fam == AF_INET6,

@@ -49,7 +49,8 @@ static void cur_skip_empty(struct iovcur *cur)
 	}
 }
 
-/* ring_iov copies n bytes between ring position pos and the iovecs: out of
+/* ring_iov copies n bytes between biased ring position pos (segment.h)
+ * and the iovecs: out of
  * the ring into them (to_iov), or from them into the ring. It returns -1
  * (nothing copied) when the program's buffers cannot take or give them
  * all, as the kernel fails a copy to or from a bad buffer with EFAULT
@@ -320,7 +321,7 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 					   ? (size_t)used
 					   : (size_t)(total - got);
 			if (!(flags & MSG_TRUNC) &&
-			    ring_iov(&cur, c->s.rxd, c->s.mask, tail, n, 1) < 0) {
+			    ring_iov(&cur, c->s.rxd, c->s.mask, tail + c->s.rxb, n, 1) < 0) {
 				osf_seg_unlock(&c->s.me->rx_lock);
 				if (got > 0) /* MSG_WAITALL: what it has */
 					break;
@@ -445,7 +446,7 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 		return -2;
 	}
 	head = c->s.tx->head;
-	if (ring_iov(cur, c->s.txd, c->s.mask, head + held, total, 0) < 0) {
+	if (ring_iov(cur, c->s.txd, c->s.mask, head + c->s.txb + held, total, 0) < 0) {
 		osf_seg_unlock(&c->s.me->tx_lock);
 		return OSF_FAIL(EFAULT);
 	}
@@ -534,7 +535,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			size_t n = (size_t)room < (size_t)(total - sent)
 					   ? (size_t)room
 					   : (size_t)(total - sent);
-			if (ring_iov(&cur, c->s.txd, c->s.mask, head, n, 0) < 0) {
+			if (ring_iov(&cur, c->s.txd, c->s.mask, head + c->s.txb, n, 0) < 0) {
 				osf_seg_unlock(&c->s.me->tx_lock);
 				if (sent > 0) /* earlier rounds went out */
 					break;
@@ -705,7 +706,7 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 			continue;
 		}
 		head = c->s.tx->head;
-		span = osf_ring_span(c->s.mask, head,
+		span = osf_ring_span(c->s.mask, head + c->s.txb,
 				     (size_t)room < count - (size_t)sent
 					     ? (size_t)room
 					     : count - (size_t)sent);
@@ -719,10 +720,10 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 			}
 		}
 		if (offset)
-			n = pread(in_fd, c->s.txd + (head & c->s.mask), span,
+			n = pread(in_fd, c->s.txd + ((head + c->s.txb) & c->s.mask), span,
 				  *offset + sent);
 		else
-			n = REAL(read)(in_fd, c->s.txd + (head & c->s.mask), span);
+			n = REAL(read)(in_fd, c->s.txd + ((head + c->s.txb) & c->s.mask), span);
 		if (n <= 0) {
 			osf_seg_unlock(&c->s.me->tx_lock);
 			if (n < 0)

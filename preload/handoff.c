@@ -472,7 +472,7 @@ static void *map_segment(int sfd, uint32_t ring)
 		return NULL;
 	seals = fcntl(sfd, F_GET_SEALS);
 	if (seals < 0 || (seals & need) != need ||
-	    pread(sfd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    pread(sfd, &h, sizeof(h), (off_t)osf_seg_hdr_off(ring)) != (ssize_t)sizeof(h) ||
 	    h.magic != OSF_SEG_MAGIC || h.version != OSF_SEG_VERSION ||
 	    h.ring_bytes != ring)
 		return NULL;

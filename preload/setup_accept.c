@@ -127,7 +127,8 @@ static void park_drop_locked(int i)
 	struct parked *p = &park.p[i];
 
 	if (p->defer)
-		__atomic_or_fetch(&((struct osf_seg_hdr *)(uintptr_t)p->cc.seg_addr)
+		__atomic_or_fetch(&osf_seg_hdr((void *)(uintptr_t)p->cc.seg_addr,
+					       p->cc.ring_bytes)
 					   ->side[OSF_SIDE_SERVER].flags,
 				  OSF_SIDE_RESET, __ATOMIC_ACQ_REL);
 	park_forget_locked(i);
@@ -201,7 +202,8 @@ static int defer_secs(int lfd)
  * wfd) a wake token or its close. */
 static int defer_ready(const struct osf_core_conn *cc, int wfd)
 {
-	struct osf_seg_hdr *h = (struct osf_seg_hdr *)(uintptr_t)cc->seg_addr;
+	struct osf_seg_hdr *h = osf_seg_hdr((void *)(uintptr_t)cc->seg_addr,
+					    cc->ring_bytes);
 	struct osf_seg_ring *r = &h->ring[OSF_SIDE_CLIENT];
 	struct pollfd p = {wfd, POLLIN, 0};
 
@@ -226,7 +228,8 @@ static int defer_ready(const struct osf_core_conn *cc, int wfd)
 static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 		      int secs)
 {
-	struct osf_seg_hdr *h = (struct osf_seg_hdr *)(uintptr_t)cc->seg_addr;
+	struct osf_seg_hdr *h = osf_seg_hdr((void *)(uintptr_t)cc->seg_addr,
+					    cc->ring_bytes);
 	long long now = osf_now_ns(), span = secs * 1000000000LL, from;
 	int hfd, hs, hw, full;
 
@@ -440,6 +443,7 @@ static void *open_segment(int fd, uint32_t ring, char *why, size_t wn)
 {
 	struct stat st;
 	struct osf_seg_hdr *h;
+	void *m;
 	int seals;
 	uint64_t size = osf_seg_bytes(ring);
 	const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
@@ -455,19 +459,20 @@ static void *open_segment(int fd, uint32_t ring, char *why, size_t wn)
 			 seals < 0 ? 0 : seals, need);
 		return NULL;
 	}
-	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h == MAP_FAILED) {
+	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
 		snprintf(why, wn, "map segment: %s", strerror(errno));
 		return NULL;
 	}
+	h = osf_seg_hdr(m, ring);
 	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != OSF_SEG_MAGIC ||
 	    h->version != OSF_SEG_VERSION || h->ring_bytes != ring ||
 	    h->hdr_bytes != OSF_SEG_HDR_BYTES) {
-		munmap(h, size);
+		munmap(m, size);
 		snprintf(why, wn, "invalid segment: header does not match the hello");
 		return NULL;
 	}
-	return h;
+	return m;
 }
 
 /* take_hello reads and checks the hello on cfd: 0 with cc filled, EAGAIN
@@ -543,7 +548,7 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 		close_fds(fds, nfds);
 		return n == 0 ? ECONNRESET : EPROTO;
 	}
-	((struct osf_seg_hdr *)seg)->server_pid = osf_pid();
+	osf_seg_hdr(seg, h.ring_bytes)->server_pid = osf_pid();
 	memset(cc, 0, sizeof(*cc));
 	cc->status = OSF_CORE_OFFLOADED;
 	cc->wake_fd = cfd;
@@ -559,7 +564,7 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 		setup_get_sockaddr(cc->peer, &peer);
 		setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL, "accept on %s: %s from %s (pid %d uid %u)",
 		     setup_fmt_ap(&lis, a, sizeof(a)),
-		     (((struct osf_seg_hdr *)seg)->flags & OSF_SEG_F_RDMA)
+		     (osf_seg_hdr(seg, h.ring_bytes)->flags & OSF_SEG_F_RDMA)
 			     ? "rdma (the engine's hand-off)" : "shm",
 		     setup_fmt_ap(&peer, b, sizeof(b)), (int)cr.pid, (unsigned)cr.uid);
 	}

@@ -254,7 +254,7 @@ uint16_t setup_client_port(pid_t pid)
 static void fill_header(void *seg, uint32_t ring, const struct ip *client,
 			const struct ip *server)
 {
-	struct osf_seg_hdr *h = seg;
+	struct osf_seg_hdr *h = osf_seg_hdr(seg, ring);
 
 	h->version = OSF_SEG_VERSION;
 	h->hdr_bytes = OSF_SEG_HDR_BYTES;
@@ -572,9 +572,10 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 			*port_fd = reserve_port(in->app_fd, in->family, client);
 			if (*port_fd < 0) /* no free port: a synthesized one */
 				client->port = setup_client_port(osf_pid());
-			setup_put_sockaddr(((struct osf_seg_hdr *)p->seg)->client_addr, client);
+			setup_put_sockaddr(osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->client_addr,
+					   client);
 		}
-		((struct osf_seg_hdr *)p->seg)->connect_ns = osf_now_ns();
+		osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->connect_ns = osf_now_ns();
 		if (send_hello(s, setup_cfg.c.ring_size, client, &a, p->segfd, p->wtx[1]) < 0) {
 			e = errno;
 			REAL(close)(s);

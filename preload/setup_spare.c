@@ -117,11 +117,10 @@ static uint8_t *make(uint32_t ring, int fd[3])
 		hfd[i] = h2;
 	}
 	osf_fdt_high_end();
-	/* The header and each ring's first page: what a small exchange
-	 * touches first (allocated here rather than on the critical path). */
-	h[0] = 0;
-	h[OSF_SEG_HDR_BYTES] = 0;
-	h[OSF_SEG_HDR_BYTES + ring] = 0;
+	/* The shared page (the header and both rings' first bytes): all a
+	 * small exchange touches (allocated here rather than on the
+	 * critical path). */
+	h[osf_seg_hdr_off(ring)] = 0;
 	for (i = 0; i < 3; i++)
 		fd[i] = hfd[i];
 	return (uint8_t *)h;

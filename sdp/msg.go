@@ -30,7 +30,7 @@ func (s *Segment) ReadMsg(side, wakeFD int, b []byte, deadline time.Time) error 
 		}
 		if used >= uint64(len(b)) {
 			for i := range b {
-				b[i] = data[(tail+uint64(i))&(size-1)]
+				b[i] = data[s.RingPos(rx, tail+uint64(i))]
 			}
 			s.SetTail(rx, tail+uint64(len(b)))
 			return nil
@@ -77,7 +77,7 @@ func (s *Segment) WriteMsg(side, wakeFD int, b []byte) error {
 	}
 	data := s.RingData(side)
 	for i, c := range b {
-		data[(head+uint64(i))&(size-1)] = c
+		data[s.RingPos(side, head+uint64(i))] = c
 	}
 	s.SetHead(side, head+uint64(len(b)))
 	peer := 1 - side

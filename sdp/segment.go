@@ -18,6 +18,7 @@ import (
 // Sizes and constants of the shared layout (segment.h).
 const (
 	SizeofHeader = C.OSF_SEG_HDR_BYTES
+	PageBytes    = C.OSF_SEG_PAGE
 	SizeofHello  = C.sizeof_struct_osf_hello
 	MinRing      = C.OSF_SEG_MIN_RING
 	MaxRing      = C.OSF_SEG_MAX_RING
@@ -58,6 +59,23 @@ func RingSizeOK(n uint32) bool { return C.osf_ring_size_ok(C.uint32_t(n)) != 0 }
 
 // Bytes returns the size of a segment whose rings have ringBytes each.
 func Bytes(ringBytes uint32) int { return int(C.osf_seg_bytes(C.uint32_t(ringBytes))) }
+
+// HeaderOffset returns the header's offset in a segment whose rings have
+// ringBytes each; the page that holds it starts at ringBytes (segment.h).
+func HeaderOffset(ringBytes uint32) int { return int(C.osf_seg_hdr_off(C.uint32_t(ringBytes))) }
+
+// RingOffset returns the offset of ring r's region in a segment whose
+// rings have ringBytes each.
+func RingOffset(ringBytes uint32, r int) int {
+	return int(C.osf_seg_ring_off(C.uint32_t(ringBytes), C.int(r)))
+}
+
+// RingBias returns what ring r adds to a position before masking it: the
+// offset of position pos in the ring's region is (pos + bias) & (ringBytes
+// - 1), the one position-to-offset function of both ends (segment.h).
+func RingBias(ringBytes uint32, r int) uint32 {
+	return uint32(C.osf_seg_ring_bias(C.uint32_t(ringBytes), C.int(r)))
+}
 
 // Segment is a mapped connection segment. Its memory comes from mmap, never
 // the Go heap: the peer writes it concurrently.
@@ -137,7 +155,9 @@ func OpenSegment(fd int, ringBytes uint32) (*Segment, error) {
 	return s, nil
 }
 
-func (s *Segment) header() *RawHeader { return (*RawHeader)(unsafe.Pointer(&s.Mem[0])) }
+func (s *Segment) header() *RawHeader {
+	return (*RawHeader)(unsafe.Pointer(&s.Mem[HeaderOffset(s.RingBytes)]))
+}
 
 // InitHeader writes the header of a new segment: sizes, the two addresses
 // (informational) and the client's pid. The magic goes last.

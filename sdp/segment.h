@@ -4,15 +4,25 @@
  * docs/ARCHITECTURE.md, "Connection segment", explains it in prose.
  *
  * A segment is a memfd (mode 0600, sealed against shrinking and growing
- * before it is shared):
+ * before it is shared) of ring_bytes R per direction, 2R + 4096 bytes. One
+ * page, the shared page at offset R, holds the header and the first bytes
+ * of both rings, so that a small request and its reply touch one page:
  *
- *   0                      struct osf_seg_hdr (one page)
- *   OSF_SEG_HDR_BYTES      ring 0 data: bytes side 0 (client) sends
- *   + ring_bytes           ring 1 data: bytes side 1 (server) sends
+ *   A = OSF_SEG_RING0_SHARED, H = OSF_SEG_HDR_BYTES
+ *   0 .. A              unused
+ *   A .. R + A          ring 0's region: bytes side 0 (client) sends; its
+ *                       positions 0 .. A - 1 are its last A bytes, in the
+ *                       shared page (a bias of R - A)
+ *   R + A .. R + A + H  struct osf_seg_hdr
+ *   R + A + H ..        ring 1's region (R bytes): bytes side 1 (server)
+ *                       sends, position 0 first, in the shared page
  *
  * Each ring has exactly one producing side and one consuming side. Head and
  * tail are free-running byte counts (they never wrap in practice), on
- * separate cache lines; the ring offset of a position is pos & (size - 1).
+ * separate cache lines; the offset in ring r's region of a position is
+ * (pos + osf_seg_ring_bias(R, r)) & (R - 1), the one function both ends
+ * (and both RDMA engines) use. The bias comes from R and r, never from the
+ * segment.
  *
  * Everything in the segment can be written by the peer, so everything read
  * from it is hostile input: positions are checked (0 <= head - tail <= size)
@@ -28,8 +38,12 @@
 #include <string.h>
 
 #define OSF_SEG_MAGIC 0x3147455346534f51ULL /* "QOSFSEG1" */
-#define OSF_SEG_VERSION 2
-#define OSF_SEG_HDR_BYTES 4096u
+#define OSF_SEG_VERSION 3
+#define OSF_SEG_PAGE 4096u
+#define OSF_SEG_HDR_BYTES 768u /* sizeof(struct osf_seg_hdr) */
+/* Ring 0's bytes in the shared page; ring 1 has the rest after the header
+ * (OSF_SEG_PAGE - OSF_SEG_RING0_SHARED - OSF_SEG_HDR_BYTES, as many). */
+#define OSF_SEG_RING0_SHARED ((OSF_SEG_PAGE - OSF_SEG_HDR_BYTES) / 2)
 #define OSF_SEG_MIN_RING 4096u
 #define OSF_SEG_MAX_RING (64u << 20)
 #define OSF_SEG_NAME "osf-seg"
@@ -197,7 +211,7 @@ struct osf_seg_hdr {
 	uint8_t server_addr[28];
 	int64_t connect_ns; /* CLOCK_MONOTONIC when the client connected, or
 			       0: where TCP_DEFER_ACCEPT counts from */
-	uint8_t pad[24];
+	uint8_t pad[32]; /* the sides and rings on whole cache lines */
 	struct osf_seg_side side[2];
 	struct osf_seg_ring ring[2];
 };
@@ -225,8 +239,11 @@ _Static_assert(sizeof(struct osf_seg_side) == 192, "side layout");
 _Static_assert(offsetof(struct osf_seg_side, trim) % 8 == 0,
 	       "a trim's base and len are a struct iovec");
 _Static_assert(sizeof(struct osf_seg_ring) == 128, "ring layout");
-_Static_assert(sizeof(struct osf_seg_hdr) <= OSF_SEG_HDR_BYTES,
-	       "segment header fits its page");
+_Static_assert(sizeof(struct osf_seg_hdr) == OSF_SEG_HDR_BYTES,
+	       "segment header size");
+_Static_assert(offsetof(struct osf_seg_hdr, side) % 64 == 0 &&
+		       OSF_SEG_RING0_SHARED % 64 == 0,
+	       "sides, rings and ring data on cache lines");
 _Static_assert(sizeof(struct osf_hello) == 72, "hello layout");
 #endif
 
@@ -272,7 +289,46 @@ static inline int osf_tcp_state(uint32_t me, uint32_t peer, int peer_gone,
 /* osf_seg_bytes is the size of a segment with rings of ring_bytes. */
 static inline uint64_t osf_seg_bytes(uint32_t ring_bytes)
 {
-	return (uint64_t)OSF_SEG_HDR_BYTES + 2 * (uint64_t)ring_bytes;
+	return (uint64_t)OSF_SEG_PAGE + 2 * (uint64_t)ring_bytes;
+}
+
+/* osf_seg_hdr_off is the header's offset in a segment with rings of
+ * ring_bytes; the page that holds it (the shared page) starts at
+ * ring_bytes. */
+static inline uint64_t osf_seg_hdr_off(uint32_t ring_bytes)
+{
+	return (uint64_t)ring_bytes + OSF_SEG_RING0_SHARED;
+}
+
+/* osf_seg_ring_off is the offset of ring r's region (ring_bytes long). */
+static inline uint64_t osf_seg_ring_off(uint32_t ring_bytes, int r)
+{
+	return r ? osf_seg_hdr_off(ring_bytes) + OSF_SEG_HDR_BYTES
+		 : (uint64_t)OSF_SEG_RING0_SHARED;
+}
+
+/* osf_seg_ring_bias is what ring r adds to a position before masking it:
+ * ring 0's position 0 is its region's last OSF_SEG_RING0_SHARED bytes, in
+ * the shared page; ring 1's is its region's start, in the shared page. */
+static inline uint32_t osf_seg_ring_bias(uint32_t ring_bytes, int r)
+{
+	return r ? 0 : ring_bytes - OSF_SEG_RING0_SHARED;
+}
+
+/* osf_seg_ring_page_phase is ring r's page phase: the positions p with
+ * (p + phase) % OSF_SEG_PAGE == 0 start a page of the segment (0 for
+ * ring 0, whose position 0 starts the shared page). */
+static inline uint32_t osf_seg_ring_page_phase(uint32_t ring_bytes, int r)
+{
+	return (uint32_t)(osf_seg_ring_off(ring_bytes, r) +
+			  osf_seg_ring_bias(ring_bytes, r)) &
+	       (OSF_SEG_PAGE - 1);
+}
+
+/* osf_seg_hdr returns the header of the segment mapped at base. */
+static inline struct osf_seg_hdr *osf_seg_hdr(void *base, uint32_t ring_bytes)
+{
+	return (struct osf_seg_hdr *)((uint8_t *)base + osf_seg_hdr_off(ring_bytes));
 }
 
 /* osf_ring_size_ok reports whether ring_bytes is a usable ring size. */
@@ -291,6 +347,9 @@ static inline int64_t osf_ring_used(uint64_t head, uint64_t tail,
 
 	return used <= size ? (int64_t)used : -1;
 }
+
+/* The ring functions below take a biased position: pos plus the ring's
+ * osf_seg_ring_bias (struct osf_side's txb and rxb). */
 
 /* osf_ring_copy_out copies n <= size bytes starting at position pos out of
  * a ring of size mask + 1. */

@@ -17,7 +17,7 @@
 void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 		   int side, int wfd)
 {
-	struct osf_seg_hdr *h = (struct osf_seg_hdr *)base;
+	struct osf_seg_hdr *h = osf_seg_hdr(base, ring_bytes);
 
 	s->size = ring_bytes;
 	s->mask = ring_bytes - 1;
@@ -28,8 +28,10 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	s->peer = &h->side[1 - side];
 	s->tx = &h->ring[side];
 	s->rx = &h->ring[1 - side];
-	s->txd = base + OSF_SEG_HDR_BYTES + (size_t)side * ring_bytes;
-	s->rxd = base + OSF_SEG_HDR_BYTES + (size_t)(1 - side) * ring_bytes;
+	s->txd = base + osf_seg_ring_off(ring_bytes, side);
+	s->rxd = base + osf_seg_ring_off(ring_bytes, 1 - side);
+	s->txb = osf_seg_ring_bias(ring_bytes, side);
+	s->rxb = osf_seg_ring_bias(ring_bytes, 1 - side);
 	s->state = 0;
 	s->pending_err = 0;
 	s->lock_since[0] = s->lock_since[1] = 0;
@@ -47,7 +49,7 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 
 /* ---- memory ------------------------------------------------------------- */
 
-#define TRIM_PAGE 4096u /* the rings' offsets are multiples of it */
+#define TRIM_PAGE OSF_SEG_PAGE
 
 void osf_side_set_trim(struct osf_side *s, int on)
 {
@@ -81,30 +83,36 @@ static int mine(uint32_t *w, uint32_t me)
 	return (__atomic_load_n(w, __ATOMIC_SEQ_CST) & ~OSF_LOCK_WAITERS) == me;
 }
 
-/* punch gives back the ring's pages at positions [from, to), page-aligned
- * and at most a ring long, in chunks of TRIM_CHUNK, as long as this
- * thread holds the producers' lock w: the bytes given back, or -1 when a
- * punch failed (not shared memory). Through slot t (claimed, or NULL with
- * madvise): each chunk's iovec is set there, then the lock looked at, then
- * punched; a producer that took the lock set len to 0 first or is seen. */
-static ssize_t punch(struct osf_side *s, uint32_t *w, uint32_t me,
-		     struct osf_seg_trim *t, uint64_t from, uint64_t to)
+/* page_down rounds position p of the rx ring down to where a page of the
+ * segment starts (the ring's page phase, segment.h). */
+static uint64_t page_down(const struct osf_side *s, uint64_t p)
+{
+	uint64_t ph = osf_seg_ring_page_phase(s->size, 1 - s->side);
+
+	return ((p + ph) & ~(uint64_t)(TRIM_PAGE - 1)) - ph;
+}
+
+/* punch_range punches [lo, hi) (page-aligned addresses) in chunks of
+ * TRIM_CHUNK, as long as this thread holds the producers' lock w: the
+ * bytes given back, or -1 when a punch failed (not shared memory).
+ * Through slot t (claimed, or NULL with madvise): each chunk's iovec is
+ * set there, then the lock looked at, then punched; a producer that took
+ * the lock set len to 0 first or is seen. *stop is set when a producer
+ * took the lock. */
+static ssize_t punch_range(uint32_t *w, uint32_t me, struct osf_seg_trim *t,
+			   uintptr_t lo, uintptr_t hi, int *stop)
 {
 	size_t given = 0;
 
-	while (from < to) {
-		size_t off = (size_t)(from & s->mask), len = (size_t)(to - from);
+	while (lo < hi) {
+		size_t len = hi - lo < TRIM_CHUNK ? hi - lo : TRIM_CHUNK;
 		long r;
-		if (len > s->size - off)
-			len = s->size - off; /* up to the ring's end, then from 0 */
-		if (len > TRIM_CHUNK)
-			len = TRIM_CHUNK;
 		if (t) {
-			__atomic_store_n(&t->base, (uint64_t)(uintptr_t)(s->rxd + off),
-					 __ATOMIC_RELAXED);
+			__atomic_store_n(&t->base, (uint64_t)lo, __ATOMIC_RELAXED);
 			__atomic_store_n(&t->len, (uint64_t)len, __ATOMIC_SEQ_CST);
 			if (!mine(w, me)) { /* a producer took it: stop here */
 				__atomic_store_n(&t->len, 0, __ATOMIC_RELAXED);
+				*stop = 1;
 				break;
 			}
 			osf_sys_debug_punch();
@@ -112,12 +120,46 @@ static ssize_t punch(struct osf_side *s, uint32_t *w, uint32_t me,
 			__atomic_store_n(&t->len, 0, __ATOMIC_RELEASE);
 		} else {
 			osf_sys_debug_punch();
-			r = madvise(s->rxd + off, len, MADV_REMOVE);
+			r = madvise((void *)lo, len, MADV_REMOVE);
 		}
 		if (r < 0)
 			return -1;
 		given += len;
+		lo += len;
+	}
+	return (ssize_t)given;
+}
+
+/* punch gives back the segment pages that hold only positions [from, to)
+ * of the rx ring (at most a ring long): whole pages inside each piece of
+ * the ring's region the range covers (up to the region's end, then from
+ * its start), never the shared page, which holds the header and the other
+ * ring too; the unused bytes before ring 0's region and after ring 1's
+ * count as free. The bytes given back, or -1 when a punch failed. */
+static ssize_t punch(struct osf_side *s, uint32_t *w, uint32_t me,
+		     struct osf_seg_trim *t, uint64_t from, uint64_t to)
+{
+	const uintptr_t pg = TRIM_PAGE - 1;
+	int ring = 1 - s->side, stop = 0;
+	size_t given = 0;
+
+	while (from < to && !stop) {
+		size_t off = (size_t)((from + s->rxb) & s->mask), len = (size_t)(to - from);
+		uintptr_t lo, hi;
+		ssize_t r;
+		if (len > s->size - off)
+			len = s->size - off; /* up to the region's end, then from 0 */
+		lo = (uintptr_t)(s->rxd + off);
+		hi = lo + len;
+		lo = off == 0 && ring == 0 ? lo & ~pg : (lo + pg) & ~pg;
+		hi = off + len == s->size && ring == 1 ? (hi + pg) & ~pg : hi & ~pg;
 		from += len;
+		if (lo >= hi)
+			continue;
+		r = punch_range(w, me, t, lo, hi, &stop);
+		if (r < 0)
+			return -1;
+		given += (size_t)r;
 	}
 	return (ssize_t)given;
 }
@@ -191,15 +233,14 @@ size_t osf_side_trim(struct osf_side *s)
 		 * more). Of it, only what was consumed since the last trim
 		 * can hold pages: the rest was given back then, or never
 		 * written (trim_tail starts a ring behind, or at 0 on a new ring). */
-		uint64_t last = __atomic_load_n(&s->trim_tail, __ATOMIC_RELAXED) &
-				~(uint64_t)(TRIM_PAGE - 1);
+		uint64_t last = page_down(s, __atomic_load_n(&s->trim_tail,
+							      __ATOMIC_RELAXED));
 		from = tail - last < s->size ? last + s->size : tail;
 		if (from < head + held)
 			from = head + held;
-		from = (from + TRIM_PAGE - 1) & ~(uint64_t)(TRIM_PAGE - 1);
-		to = (tail + s->size) & ~(uint64_t)(TRIM_PAGE - 1);
+		to = tail + s->size; /* punch takes whole pages inside */
 		if (head == tail && !held) { /* nothing unread: the whole ring */
-			from = head & ~(uint64_t)(TRIM_PAGE - 1);
+			from = page_down(s, head);
 			to = from + s->size;
 		}
 		if (to > from)

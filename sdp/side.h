@@ -58,7 +58,9 @@ struct osf_side {
 	int wfd;    /* the writers' wake socket */
 	struct osf_seg_side *me, *peer;
 	struct osf_seg_ring *tx, *rx;
-	uint8_t *txd, *rxd;
+	uint8_t *txd, *rxd; /* the rings' regions */
+	uint32_t txb, rxb;  /* their biases: a position's offset in its
+			       region is (pos + bias) & mask (segment.h) */
 	uint32_t state; /* OSF_CS_* */
 	int pending_err; /* SO_ERROR */
 	uint32_t seen_close_seq;

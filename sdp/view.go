@@ -156,8 +156,8 @@ func load64(p *C.uint64_t) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Po
 // the file is checked before it is opened (a regular file, identity ino
 // when ino is not 0 — the fd number may have been reused since the caller
 // learned it), opened read-only and non-blocking, checked again (the same
-// file, size SizeofHeader + 2*ringBytes, sealed against shrinking so that
-// reading cannot fault), and only its header page is mapped, read-only,
+// file, size Bytes(ringBytes), sealed against shrinking so that
+// reading cannot fault), and only its shared page (the header's) is mapped, read-only,
 // for the time of one ReadHeader. It never writes, locks or keeps
 // anything. Errors wrap ErrSegment when the file is not a segment of that
 // size, or the errno of the failing call.
@@ -200,12 +200,13 @@ func PeekHeader(path string, ringBytes uint32, ino uint64) (HeaderView, error) {
 	if seals&unix.F_SEAL_SHRINK == 0 {
 		return HeaderView{}, fmt.Errorf("%w: not sealed against shrinking", ErrSegment)
 	}
-	mem, err := unix.Mmap(fd, 0, SizeofHeader, unix.PROT_READ, unix.MAP_SHARED)
+	// The shared page starts at ringBytes (segment.h).
+	mem, err := unix.Mmap(fd, int64(ringBytes), PageBytes, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return HeaderView{}, fmt.Errorf("sdp: map segment: %w", err)
 	}
 	defer unix.Munmap(mem)
-	return readGuarded(mem)
+	return readGuarded(mem[HeaderOffset(ringBytes)-int(ringBytes):])
 }
 
 // readGuarded is ReadHeader with memory faults turned into an error. The

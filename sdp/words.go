@@ -184,15 +184,22 @@ func (s *Segment) TakeTokens(i int, w Want, n uint32) {
 // Tokens returns side i's count of tokens of kind w sent and not taken.
 func (s *Segment) Tokens(i int, w Want) uint32 { return atomic.LoadUint32(s.tokens(i, w)) }
 
-// RingData returns ring r's data bytes (mmap memory, written concurrently
-// by the other side: copy out before trusting).
+// RingData returns ring r's region (mmap memory, written concurrently by
+// the other side: copy out before trusting); position pos is at
+// RingPos(r, pos) in it.
 func (s *Segment) RingData(r int) []byte {
-	off := SizeofHeader + r*int(s.RingBytes)
+	off := RingOffset(s.RingBytes, r)
 	return s.Mem[off : off+int(s.RingBytes) : off+int(s.RingBytes)]
 }
 
-// DataOffset returns the offset of ring r's first data byte in the segment.
-func (s *Segment) DataOffset(r int) int { return SizeofHeader + r*int(s.RingBytes) }
+// RingPos returns the offset of ring r's position pos in its region
+// (RingData): masked, so always inside it.
+func (s *Segment) RingPos(r int, pos uint64) uint32 {
+	return uint32((pos + uint64(RingBias(s.RingBytes, r))) & uint64(s.RingBytes-1))
+}
+
+// DataOffset returns the offset of ring r's region in the segment.
+func (s *Segment) DataOffset(r int) int { return RingOffset(s.RingBytes, r) }
 
 // SetFlags sets header flags (Seg*); informational, before the segment is
 // shared.

@@ -15,7 +15,7 @@ import (
 
 // segMemory returns the segments (memfds named osf-seg) that the processes
 // hold, each counted once, the bytes of memory they have allocated, and
-// their rings' bytes (size less the header page).
+// their rings' bytes (size less the shared page).
 func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 	t.Helper()
 	seen := map[uint64]int64{}
@@ -47,7 +47,8 @@ func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 
 // TestIdleRingsGiveMemoryBack: connections that moved a MiB each way and
 // went idle (both ends asleep in epoll_wait) give their rings' pages back,
-// down to what their unread bytes need plus the segment's header page; and
+// down to what their unread bytes need plus the segment's shared page
+// (the header's, with both rings' first bytes: sdp/segment.h); and
 // every byte still arrives, in order, when traffic resumes across the
 // holes, including the bytes left unread in the rings while they were
 // trimmed (issue 12). The server's waits are endless, or cut at 30 ms as
@@ -91,7 +92,7 @@ func idleMemory(t *testing.T, m mode, conns, waitMs int, env []string) {
 	testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), tp)
 	testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), tp)
 
-	// Per connection: the header page, and on every other one the pages
+	// Per connection: the shared page, and on every other one the pages
 	// its unread bytes lie in (at most unread/4096 + 2).
 	limit := int64(conns * 4096)
 	if unread > 0 {

@@ -22,7 +22,7 @@ import (
 // companion.
 const rawOsf = `
 import fcntl, mmap, os, socket, struct, sys, time
-MAGIC, HMAGIC, VERSION = 0x3147455346534f51, 0x48465351, 2
+MAGIC, HMAGIC, VERSION, HDR, RING0_SHARED = 0x3147455346534f51, 0x48465351, 3, 768, 1664
 def sa4(ip, port):
     return struct.pack("=H", socket.AF_INET) + struct.pack(">H", port) + socket.inet_aton(ip) + bytes(20)
 def dial(name):
@@ -34,9 +34,10 @@ def hello(s, ring, client, server):
     fd = os.memfd_create("osf-seg", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, size)
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-    m = mmap.mmap(fd, 4096)
-    m[8:20] = struct.pack("=III", VERSION, 4096, ring)
-    m[0:8] = struct.pack("=Q", MAGIC)
+    m = mmap.mmap(fd, size)
+    h = ring + RING0_SHARED  # the header, in the shared page
+    m[h + 8:h + 20] = struct.pack("=III", VERSION, HDR, ring)
+    m[h:h + 8] = struct.pack("=Q", MAGIC)
     a, b = socket.socketpair()
     h = struct.pack("=IHHII", HMAGIC, VERSION, 72, ring, 0) + sa4(*client) + sa4(*server)
     s.sendmsg([h], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("ii", fd, b.fileno()))])

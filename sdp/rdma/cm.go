@@ -348,7 +348,7 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 	case verbs.EventRouteResolved:
 		d.laps.lap("route")
 		hello, err := ConnectData{
-			RingBytes: d.ring, RKey: d.link.mr.RKey(), RingBase: d.link.localBase(),
+			RingBytes: d.ring, RKey: d.link.localKey(sdp.SideServer), RingBase: d.link.localBase(sdp.SideServer),
 			Client: d.local, Server: d.dst,
 		}.Marshal()
 		if err != nil {
@@ -677,7 +677,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps)
 		t.eng.abandon(sid)
 		return undo(RejectResource, err)
 	}
-	ad, err := AcceptData{RingBytes: cd.RingBytes, RKey: link.mr.RKey(), RingBase: link.localBase()}.Marshal()
+	ad, err := AcceptData{RingBytes: cd.RingBytes, RKey: link.localKey(sdp.SideClient), RingBase: link.localBase(sdp.SideClient)}.Marshal()
 	if err == nil {
 		err = id.Accept(connParam(ad))
 		lp.lap("accept")

@@ -426,7 +426,7 @@ func (a *fakeApp) tryWrite(p []byte) (int, error) {
 	}
 	n := min(room, uint64(len(p)))
 	data := a.seg.RingData(a.side)
-	off := head & (a.size - 1)
+	off := a.seg.RingPos(a.side, head)
 	k := copy(data[off:], p[:n])
 	copy(data, p[k:n])
 	a.seg.SetHead(a.side, head+n)
@@ -443,7 +443,7 @@ func (a *fakeApp) tryRead(p []byte) (int, error) {
 	if used := head - tail; used > 0 {
 		n := min(used, uint64(len(p)))
 		data := a.seg.RingData(a.peer)
-		off := tail & (a.size - 1)
+		off := a.seg.RingPos(a.peer, tail)
 		k := copy(p[:n], data[off:])
 		copy(p[k:n], data)
 		a.seg.SetTail(a.peer, tail+n)

@@ -35,7 +35,7 @@ type spare struct {
 	seg    *sdp.Segment // fd for the application (and the client's C mapping)
 	mirror *sdp.Segment // the engine's mapping, registered as mr
 	cq     *verbs.CQ
-	mr     *verbs.MR
+	mr     *ringMRs
 	src    netip.Addr  // id's address; the zero Addr without an id
 	id     *verbs.CMID // nil, or bound to src on dev, until a dial takes it
 	qp     *verbs.QP   // on id (also once a dial took id), until a link takes it

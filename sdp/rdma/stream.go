@@ -238,7 +238,7 @@ func (s *stream) transmit() error {
 		if n == 0 {
 			break
 		}
-		off := s.sent & s.mask
+		off := uint64(s.seg.RingPos(s.side, s.sent)) // the peer's ring maps positions alike
 		end := s.sent + n
 		imm := MakeImm(ImmData, end)
 		if first := s.size - off; first < n {

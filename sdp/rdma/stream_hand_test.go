@@ -174,26 +174,46 @@ func recvWC(s *stream, imm uint32) verbs.WC {
 
 // TestCreditWindow: never more than a ring in flight; a wrapped transfer
 // is a plain WRITE followed by the WRITE WITH IMMEDIATE; credits open the
-// window again.
+// window again. Offsets are the ring's region offsets of the positions
+// (sdp.Segment.RingPos: ring 0's position 0 is near its region's end).
 func TestCreditWindow(t *testing.T) {
 	s, l, seg := handStream(t)
+	// transfer checks that positions [from, to) went as one WRITE WITH
+	// IMMEDIATE, or, wrapped at the region's end, a plain WRITE then the
+	// rest from offset 0 with the immediate.
+	transfer := func(what string, from, to uint64) {
+		t.Helper()
+		off, n := seg.RingPos(0, from), uint32(to-from)
+		imm := MakeImm(ImmData, to)
+		ok := false
+		switch first := uint32(s.size) - off; {
+		case first >= n:
+			ok = len(l.writes) == 1 && l.writes[0].off == off && l.writes[0].n == n && l.writes[0].withImm &&
+				l.writes[0].imm == imm && verbs.WRID(l.writes[0].wrid).Kind() == wrData
+		default:
+			ok = len(l.writes) == 2 && !l.writes[0].withImm && l.writes[0].off == off && l.writes[0].n == first &&
+				l.writes[1].withImm && l.writes[1].off == 0 && l.writes[1].n == n-first && l.writes[1].imm == imm
+		}
+		if !ok {
+			t.Fatalf("%s [%d, %d): %+v", what, from, to, l.writes)
+		}
+		l.writes = nil
+	}
 	publish(seg, 3000)
 	s.pump()
-	if len(l.writes) != 1 || l.writes[0].off != 0 || l.writes[0].n != 3000 || !l.writes[0].withImm ||
-		l.writes[0].imm != MakeImm(ImmData, 3000) || verbs.WRID(l.writes[0].wrid).Kind() != wrData {
-		t.Fatalf("first transfer: %+v", l.writes)
-	}
+	transfer("first transfer", 0, 3000)
 	// The application fills its ring (it sees room up to the credit).
 	publish(seg, 1096)
 	s.pump()
 	if s.sent != 4096 {
 		t.Fatalf("sent %d, want 4096", s.sent)
 	}
+	transfer("filling", 3000, 4096)
 	// No credit yet: nothing more may go even if the ring claims more.
 	publish(seg, 0)
 	s.pump()
-	if n := len(l.writes); n != 2 {
-		t.Fatalf("%d writes before any credit, want 2", n)
+	if n := len(l.writes); n != 0 {
+		t.Fatalf("%d writes before any credit, want 0", n)
 	}
 	// The peer consumed 3500 bytes.
 	wc := recvWC(s, MakeImm(ImmCredit, 3500))
@@ -201,23 +221,23 @@ func TestCreditWindow(t *testing.T) {
 	if seg.Tail(0) != 3500 {
 		t.Fatalf("credit not applied to the local tail: %d", seg.Tail(0))
 	}
-	publish(seg, 3500) // head 7596: wraps at 8192? no: ring offset 4096..
-	l.writes = nil
+	publish(seg, 3500)
 	s.pump()
-	// 3500 bytes from offset 0 (position 4096): no wrap.
-	if len(l.writes) != 1 || l.writes[0].off != 0 || l.writes[0].n != 3500 {
-		t.Fatalf("after credit: %+v", l.writes)
-	}
-	// Wrap: consume everything, write 1000 starting at offset 3500.
+	transfer("after credit", 4096, 7596)
+	// Everything consumed, 1000 more.
 	wc = recvWC(s, MakeImm(ImmCredit, 7596))
 	s.handle(&wc)
 	publish(seg, 1000)
-	l.writes = nil
 	s.pump()
-	if len(l.writes) != 2 || l.writes[0].withImm || l.writes[0].off != 3500 || l.writes[0].n != 596 ||
-		!l.writes[1].withImm || l.writes[1].off != 0 || l.writes[1].n != 404 || l.writes[1].imm != MakeImm(ImmData, 8596) {
-		t.Fatalf("wrapped transfer: %+v", l.writes)
-	}
+	transfer("then", 7596, 8596)
+	// Across the region's end, whatever the layout: write up to it, then
+	// a little more.
+	wc = recvWC(s, MakeImm(ImmCredit, 8596))
+	s.handle(&wc)
+	end := 8596 + uint64(uint32(s.size)-seg.RingPos(0, 8596))
+	publish(seg, end-8596+100)
+	s.pump()
+	transfer("wrapped transfer", 8596, end+100)
 	if s.sent-s.peerTail > s.size {
 		t.Fatalf("%d bytes in flight in a %d ring", s.sent-s.peerTail, s.size)
 	}

@@ -12,18 +12,18 @@ import (
 
 // verbsLink is a Link over an RC queue pair made by librdmacm: one CQ for
 // sends and receives (on the device's completion channel), the segment's
-// two rings registered as one MR, and the peer's region address and rkey
+// two rings registered as one MR each, and the peer's region address and rkey
 // from the handshake. It is used by the engine goroutine only.
 type verbsLink struct {
 	t    *Transport
 	id   *verbs.CMID
 	qp   *verbs.QP
 	cq   *verbs.CQ
-	mr   *verbs.MR
+	mr   *ringMRs
 	dev  *device
 	ring uint64 // bytes per ring
 
-	rbase uint64 // the peer's ring 0 data address
+	rbase uint64 // the address of the peer's ring region we write
 	rkey  uint32
 
 	disconnected bool
@@ -92,15 +92,18 @@ func (l *verbsLink) createQP(lp *laps) (*verbsLink, error) {
 // setPeer records the peer's region from the handshake.
 func (l *verbsLink) setPeer(base uint64, rkey uint32) { l.rbase, l.rkey = base, rkey }
 
-// localBase is the address of our ring 0 data, as the peer must know it.
-func (l *verbsLink) localBase() uint64 { return l.mr.Addr() }
+// localBase and localKey are the address and rkey of our ring r's region,
+// the one the peer writes: ring 1 at a dial (our application is the
+// client), ring 0 at an accept.
+func (l *verbsLink) localBase(r int) uint64 { return l.mr[r].Addr() }
+func (l *verbsLink) localKey(r int) uint32  { return l.mr[r].RKey() }
 
 func (l *verbsLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint32, withImm, signaled bool) error {
 	if ring < 0 || ring > 1 || n == 0 || uint64(off)+uint64(n) > l.ring {
 		return fmt.Errorf("rdma: write ring %d [%d,+%d) outside a %d-byte ring", ring, off, n, l.ring)
 	}
-	pos := uint64(ring)*l.ring + uint64(off)
-	sge, err := l.mr.SGE(int(pos), int(n))
+	pos := uint64(off) // in both ends' ring regions alike
+	sge, err := l.mr[ring].SGE(int(pos), int(n))
 	if err != nil {
 		return err
 	}

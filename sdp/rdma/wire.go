@@ -17,8 +17,9 @@ import (
 
 // WireVersion is the protocol version carried in every private data block.
 // A peer with another version is refused (RejectBadHello) and the client
-// uses kernel TCP.
-const WireVersion = 1
+// uses kernel TCP. Version 2: segment layout 3 (segment.h), each ring
+// registered apart, the ring base that of the ring the peer writes.
+const WireVersion = 2
 
 // wireMagic starts every osf private data block: "QS". It tells osf peers
 // from other users of the RDMA_PS_TCP port space (rsockets, for one).
@@ -42,7 +43,7 @@ const flagV6 = 0x1 // the two addresses are IPv6 (else IPv4)
 //
 //	off len
 //	  0   2  magic "QS"
-//	  2   1  version (1)
+//	  2   1  version (2)
 //	  3   1  flags: bit 0 = the addresses are IPv6 (else IPv4 in the first
 //	         4 bytes of each address field, the other 12 zero); others 0
 //	  4   1  ring shift: log2 of the ring bytes per direction, 12..26
@@ -50,9 +51,10 @@ const flagV6 = 0x1 // the two addresses are IPv6 (else IPv4)
 //	  6   2  client port: what the server's getpeername reports
 //	  8   2  server port: the port the client connected to
 //	 10   2  reserved, 0
-//	 12   4  rkey of the client's ring region
-//	 16   8  ring base: the address, in the client's region, of ring 0's
-//	         first data byte; ring 1's follows ring bytes later
+//	 12   4  rkey of the client's ring 1 region
+//	 16   8  ring base: the address of the client's ring 1 region (the
+//	         ring the server writes; a position's offset in it is
+//	         sdp.Segment.RingPos's)
 //	 24  16  client address (TCP-visible)
 //	 40  16  server address (the one the client connected to)
 //
@@ -128,14 +130,14 @@ func DecodeConnectData(b []byte) (ConnectData, error) {
 //
 //	off len
 //	  0   2  magic "QS"
-//	  2   1  version (1)
+//	  2   1  version (2)
 //	  3   1  flags, 0
 //	  4   1  ring shift: must equal the client's
 //	  5   3  reserved, 0
-//	  8   4  rkey of the server's ring region
+//	  8   4  rkey of the server's ring 0 region
 //	 12   4  reserved, 0
-//	 16   8  ring base: the address, in the server's region, of ring 0's
-//	         first data byte
+//	 16   8  ring base: the address of the server's ring 0 region (the
+//	         ring the client writes)
 //
 // The client receives it zero-padded (196 bytes over InfiniBand and RoCE).
 type AcceptData struct {

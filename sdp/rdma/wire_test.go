@@ -22,7 +22,7 @@ func TestConnectDataLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "5153" + "01" + "00" + "14" + "00" + "9c40" + "1389" + "0000" + "11223344" + "0102030405060708" +
+	want := "5153" + "02" + "00" + "14" + "00" + "9c40" + "1389" + "0000" + "11223344" + "0102030405060708" +
 		"0a4d0002" + "000000000000000000000000" + "0a4d0001" + "000000000000000000000000"
 	if got := hex.EncodeToString(b); got != want {
 		t.Fatalf("layout\n got %s\nwant %s", got, want)
@@ -76,7 +76,7 @@ func TestConnectDataErrors(t *testing.T) {
 		{"short", good[:55]},
 		{"empty", nil},
 		{"magic", mut(func(b []byte) { b[0] = 'X' })},
-		{"version", mut(func(b []byte) { b[2] = 2 })},
+		{"version", mut(func(b []byte) { b[2] = WireVersion + 1 })},
 		{"flags", mut(func(b []byte) { b[3] = 0x80 })},
 		{"ring too small", mut(func(b []byte) { b[4] = 11 })},
 		{"ring too large", mut(func(b []byte) { b[4] = 27 })},
@@ -112,7 +112,7 @@ func TestAcceptData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "5153" + "01" + "00" + "12" + "000000" + "deadbeef" + "00000000" + "00007f0000001000"
+	want := "5153" + "02" + "00" + "12" + "000000" + "deadbeef" + "00000000" + "00007f0000001000"
 	if got := hex.EncodeToString(b); got != want {
 		t.Fatalf("layout\n got %s\nwant %s", got, want)
 	}
@@ -145,7 +145,7 @@ func TestReject(t *testing.T) {
 			t.Errorf("%d has no name", c)
 		}
 	}
-	for _, b := range [][]byte{nil, {'Q', 'S', 1}, {'Q', 'S', 2, 1}, {'X', 'S', 1, 1}, {'Q', 'S', 1, 0}, make([]byte, 148)} {
+	for _, b := range [][]byte{nil, {'Q', 'S', WireVersion}, {'Q', 'S', WireVersion + 1, 1}, {'X', 'S', WireVersion, 1}, {'Q', 'S', WireVersion, 0}, make([]byte, 148)} {
 		if _, ok := DecodeReject(b); ok {
 			t.Errorf("DecodeReject(%x) accepted", b)
 		}

@@ -48,7 +48,7 @@ static size_t side_write(struct osf_side *s, int fd, const void *b, size_t n)
 	if ((size_t)room < n)
 		n = (size_t)room;
 	head = s->tx->head;
-	osf_ring_copy_in(s->txd, s->mask, head, b, n);
+	osf_ring_copy_in(s->txd, s->mask, head + s->txb, b, n);
 	__atomic_store_n(&s->tx->head, head + n, __ATOMIC_RELEASE);
 	osf_seg_unlock(&s->me->tx_lock);
 	osf_side_wake_reader(s, fd);
@@ -64,7 +64,7 @@ static void side_hold_back(struct osf_side *s, const void *b, size_t n)
 	if (osf_seg_lock(&s->me->tx_lock) < 0)
 		return;
 	held = s->me->cork & OSF_CORK_HELD;
-	osf_ring_copy_in(s->txd, s->mask, s->tx->head + held, b, n);
+	osf_ring_copy_in(s->txd, s->mask, s->tx->head + s->txb + held, b, n);
 	__atomic_store_n(&s->me->cork, OSF_CORK_ON | (held + (uint32_t)n), __ATOMIC_RELAXED);
 	osf_seg_unlock(&s->me->tx_lock);
 }
@@ -86,21 +86,26 @@ static long side_read(struct osf_side *s, void *b, size_t n)
 	if ((size_t)used < n)
 		n = (size_t)used;
 	tail = s->rx->tail;
-	osf_ring_copy_out(s->rxd, s->mask, tail, b, n);
+	osf_ring_copy_out(s->rxd, s->mask, tail + s->rxb, b, n);
 	__atomic_store_n(&s->rx->tail, tail + n, __ATOMIC_RELEASE);
 	osf_seg_unlock(&s->me->rx_lock);
 	osf_side_wake_writer(s, tail + (uint64_t)used, tail + n);
 	return (long)n;
 }
 
-// rx_resident counts the rx ring's pages present in memory (mincore).
+// rx_resident counts the rx ring's own pages present in memory
+// (mincore): those of its region but the shared page, with the unused
+// bytes next to it (segment.h).
 static long rx_resident(struct osf_side *s)
 {
 	size_t pages = s->size / 4096, i;
 	unsigned char *v = malloc(pages);
+	int ring = 1 - s->side;
+	uint8_t *base = s->rxd - osf_seg_ring_off(s->size, ring);
+	uint8_t *own = ring ? base + s->size + OSF_SEG_PAGE : base;
 	long n = 0;
 
-	if (!v || mincore(s->rxd, s->size, v) < 0) {
+	if (!v || mincore(own, s->size, v) < 0) {
 		free(v);
 		return -1;
 	}

@@ -81,7 +81,7 @@ static uint64_t plausible(uint64_t other, uint32_t size)
 /* scribble rewrites what a peer can reach in the segment. */
 static void scribble(uint8_t *seg, uint32_t ring, int wake)
 {
-	struct osf_seg_hdr *h = (struct osf_seg_hdr *)seg;
+	struct osf_seg_hdr *h = osf_seg_hdr(seg, ring);
 	struct osf_seg_side *s = &h->side[rnd() % 2];
 	struct osf_seg_ring *r = &h->ring[rnd() % 2];
 	char junk[64];
@@ -112,7 +112,8 @@ static void scribble(uint8_t *seg, uint32_t ring, int wake)
 		s->close_seq = (uint32_t)rnd();
 		break;
 	case 7:
-		memset(seg + OSF_SEG_HDR_BYTES + rnd() % (2 * (uint64_t)ring - 64),
+		memset(seg + osf_seg_ring_off(ring, (int)(rnd() % 2)) +
+			       rnd() % ((uint64_t)ring - 64),
 		       (int)rnd(), 64);
 		break;
 	case 8:
@@ -244,17 +245,20 @@ static int make_segment(uint32_t ring, int seal, off_t size)
 {
 	int fd = memfd_create("osf-seg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	struct osf_seg_hdr *h;
+	void *m;
 
 	if (fd < 0 || ftruncate(fd, size) < 0)
 		return -1;
-	h = mmap(NULL, OSF_SEG_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h != MAP_FAILED) {
+	m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m != MAP_FAILED && osf_seg_hdr_off(ring) + OSF_SEG_HDR_BYTES <= (uint64_t)size) {
+		h = osf_seg_hdr(m, ring);
 		h->magic = OSF_SEG_MAGIC;
 		h->version = OSF_SEG_VERSION;
 		h->hdr_bytes = OSF_SEG_HDR_BYTES;
 		h->ring_bytes = ring;
-		munmap(h, OSF_SEG_HDR_BYTES);
 	}
+	if (m != MAP_FAILED)
+		munmap(m, (size_t)size);
 	if (seal)
 		fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
 	return fd;
@@ -354,7 +358,7 @@ static int attack(int port)
 			double until = now() + 1.0;
 			if (seg != MAP_FAILED) {
 				/* Send data now and then so the server reads. */
-				struct osf_seg_hdr *sh = (struct osf_seg_hdr *)seg;
+				struct osf_seg_hdr *sh = osf_seg_hdr(seg, ring);
 				while (now() < until) {
 					scribble(seg, ring, c);
 					if (rnd() % 4 == 0) {
@@ -407,7 +411,7 @@ static int lockflip(int port, double secs)
 		fprintf(stderr, "hostile: connect %s: %s\n", name, strerror(errno));
 		return 1;
 	}
-	sh = (struct osf_seg_hdr *)seg;
+	sh = osf_seg_hdr(seg, ring);
 	printf("flipping\n");
 	fflush(stdout);
 	while (now() < until) {

@@ -1,14 +1,17 @@
-/* segmaps.h: how many osf segments a test program maps. */
+/* segmaps.h: the osf segments a test program maps or holds. */
 #ifndef OSF_TESTS_SEGMAPS_H
 #define OSF_TESTS_SEGMAPS_H
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* seg_mappings counts the mappings of memfds named osf-seg in
  * /proc/self/maps; it exits 2 when the file cannot be read. */
-static int seg_mappings(void)
+static inline int seg_mappings(void)
 {
 	FILE *f = fopen("/proc/self/maps", "r");
 	char line[512];
@@ -23,6 +26,37 @@ static int seg_mappings(void)
 			n++;
 	fclose(f);
 	return n;
+}
+
+/* seg_fds calls each(st, arg) for every fd of this process that holds a
+ * memfd named osf-seg (the same memfd may show under several fds); it
+ * returns how many, or -1 when /proc/self/fd cannot be read. */
+static inline int seg_fds(void (*each)(const struct stat *st, void *arg),
+			  void *arg)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n_segs = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		char p[300], l[256];
+		struct stat st;
+		ssize_t n;
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+		n = readlink(p, l, sizeof(l) - 1);
+		if (n <= 0)
+			continue;
+		l[n] = 0;
+		if (strstr(l, "memfd:osf-seg") && stat(p, &st) == 0) {
+			n_segs++;
+			if (each)
+				each(&st, arg);
+		}
+	}
+	closedir(d);
+	return n_segs;
 }
 
 #endif

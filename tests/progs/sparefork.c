@@ -16,7 +16,8 @@
  * prints them while it is open ("child-conn INO..."). Then the parent
  * makes one and prints them while it is open, before reading
  * ("parent-conn INO..."). Exit 0, or 2 on an error. */
-#include <dirent.h>
+#include "segmaps.h"
+
 #include <pthread.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -33,35 +34,23 @@ static void die(const char *what)
 	exit(2);
 }
 
+static void print_ino(const struct stat *st, void *arg)
+{
+	(void)arg;
+	printf(" %lu", (unsigned long)st->st_ino);
+}
+
 /* segs prints what (when not NULL), then the inode of every memfd
  * osf-seg this process holds; it returns how many. */
 static int segs(const char *what)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	char p[300], l[256];
+	int n_segs;
 
-	int n_segs = 0;
-
-	if (!d)
-		die("opendir");
 	if (what)
 		printf("%s", what);
-	while ((e = readdir(d)) != NULL) {
-		struct stat st;
-		ssize_t n;
-		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
-		n = readlink(p, l, sizeof(l) - 1);
-		if (n <= 0)
-			continue;
-		l[n] = 0;
-		if (strstr(l, "memfd:osf-seg") && stat(p, &st) == 0) {
-			n_segs++;
-			if (what)
-				printf(" %lu", (unsigned long)st.st_ino);
-		}
-	}
-	closedir(d);
+	n_segs = seg_fds(what ? print_ino : NULL, NULL);
+	if (n_segs < 0)
+		die("opendir");
 	if (what) {
 		printf("\n");
 		fflush(stdout);
