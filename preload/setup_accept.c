@@ -162,10 +162,22 @@ static void park_put(int aux_fd, int hfd, const struct osf_core_conn *cc,
 	pthread_mutex_unlock(&park.mu);
 }
 
-/* park_add parks cfd, whose hello has not arrived, for companion aux_fd. */
-static void park_add(int aux_fd, int lfd, int cfd)
+/* park_nonblock makes cfd, accepted with the application's flags, non-
+ * blocking before it is parked: a parked connection is handed over as
+ * such (osf_setup_accept's *as_asked 0). */
+static void park_nonblock(int cfd, int flags)
 {
-	int hfd = osf_fdt_hide(cfd, lfd);
+	if (!(flags & SOCK_NONBLOCK))
+		(void)REAL(fcntl)(cfd, F_SETFL, (void *)(long)O_NONBLOCK);
+}
+
+/* park_add parks cfd, whose hello has not arrived, for companion aux_fd. */
+static void park_add(int aux_fd, int lfd, int cfd, int flags)
+{
+	int hfd;
+
+	park_nonblock(cfd, flags);
+	hfd = osf_fdt_hide(cfd, lfd);
 
 	if (hfd < 0) {
 		REAL(close)(cfd);
@@ -224,7 +236,7 @@ static int defer_ready(const struct osf_core_conn *cc, int wfd)
  * over at once, as if its defer time were over, rather than displace a
  * parked connection. */
 static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
-		      int secs)
+		      int secs, int flags)
 {
 	struct osf_seg_hdr *h = (struct osf_seg_hdr *)(uintptr_t)cc->seg_addr;
 	long long now = osf_now_ns(), span = secs * 1000000000LL, from;
@@ -244,6 +256,7 @@ static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (defer_ready(cc, cfd))
 		return 0;
+	park_nonblock(cfd, flags);
 	hfd = osf_fdt_hide(cfd, lfd);
 	if (hfd < 0)
 		return 0;
@@ -631,13 +644,14 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 }
 
 int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		     struct osf_core_conn *cc, int *wait_ms)
+		     struct osf_core_conn *cc, int *wait_ms, int flags, int *as_asked)
 {
 	int tries, cfd, rc, defer = -1;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
 	if (*wait_ms < 0)
 		*wait_ms = HELLO_WAIT_MS;
+	*as_asked = 0;
 	cfd = unpark(lfd, aux_fd, in, cc);
 	if (cfd >= 0)
 		return cfd;
@@ -645,7 +659,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		/* EMFILE (no number below the limit) leaves the connection
 		 * queued, as TCP's; the hello's fds need none of the
 		 * program's (take_hello). */
-		cfd = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		cfd = REAL(accept4)(aux_fd, NULL, NULL, flags);
 		rc = errno;
 		if (cfd < 0) {
 			if (rc == EMFILE || rc == ENFILE || rc == ENOBUFS || rc == ENOMEM ||
@@ -672,12 +686,14 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		if (rc == 0) {
 			if (defer < 0)
 				defer = defer_secs(lfd);
-			if (!defer_park(aux_fd, lfd, cfd, cc, defer))
+			if (!defer_park(aux_fd, lfd, cfd, cc, defer, flags)) {
+				*as_asked = 1;
 				return cfd;
+			}
 			continue;
 		}
 		if (rc == EAGAIN)
-			park_add(aux_fd, lfd, cfd);
+			park_add(aux_fd, lfd, cfd, flags);
 		else
 			REAL(close)(cfd);
 	}

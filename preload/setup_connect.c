@@ -362,6 +362,7 @@ static int kernel(struct osf_core_conn *out, const struct ip *dst, int reason,
 struct parts {
 	uint8_t *seg;
 	int segfd, wtx[2];
+	int placed; /* a spare's: segfd and wtx[0] placed and marked hidden */
 };
 
 static int parts_make(struct parts *p, const struct ip *client, const struct ip *server)
@@ -369,6 +370,7 @@ static int parts_make(struct parts *p, const struct ip *client, const struct ip 
 	int e;
 
 	p->seg = setup_spare_take(setup_cfg.c.ring_size, &p->segfd, p->wtx);
+	p->placed = p->seg != NULL;
 	if (p->seg) {
 		fill_header(p->seg, setup_cfg.c.ring_size, client, server);
 		return 0;
@@ -598,7 +600,7 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 }
 
 int osf_setup_connect(const struct osf_core_connect_in *in,
-		      struct osf_core_conn *out, int *port_fd)
+		      struct osf_core_conn *out, int *port_fd, int *placed)
 {
 	struct osf_route_decision d;
 	struct ip dst, real, local, bound, src, hello_client;
@@ -645,6 +647,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 		return 1;
 	}
 	local.port = hello_client.port;
+	*placed = p.placed;
 	out->status = OSF_CORE_OFFLOADED;
 	out->wake_fd = s;
 	out->seg_fd = p.segfd;
