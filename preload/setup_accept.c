@@ -644,14 +644,20 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 }
 
 int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		     struct osf_core_conn *cc, int *wait_ms, int flags, int *as_asked)
+		     struct osf_core_conn *cc, int *wait_ms, int flags, int *as_asked,
+		     int *window)
 {
-	int tries, cfd, rc, defer = -1;
+	int tries, cfd, rc, defer = -1, win;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
 	if (*wait_ms < 0)
 		*wait_ms = HELLO_WAIT_MS;
-	*as_asked = 0;
+	*as_asked = *window = 0;
+	/* One fd window for the hello's fds and the install's hides
+	 * (take_hello's nests in it), never held while waiting, around
+	 * park.mu (unpark takes them in the other order) or around a debug
+	 * line (the core's logger). */
+	win = !setup_logs(OSF_LOGL_DEBUG);
 	cfd = unpark(lfd, aux_fd, in, cc);
 	if (cfd >= 0)
 		return cfd;
@@ -669,6 +675,8 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			}
 			return -2; /* EAGAIN, ECONNABORTED, EINTR */
 		}
+		if (win)
+			osf_fdt_high_begin();
 		rc = take_hello(cfd, in, cc);
 		if (rc == EAGAIN && *wait_ms > 0) {
 			/* An honest client sends its hello in the system call
@@ -678,20 +686,31 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			 * a parked connection waits for this process's next
 			 * accept or the watcher's kick). */
 			struct pollfd pf = {cfd, POLLIN, 0};
+			if (win)
+				osf_fdt_high_end();
 			if (osf_spin_poll(&pf, 1, *wait_ms) == 0) /* not on EINTR */
 				(void)REAL(poll)(&pf, 1, *wait_ms);
 			*wait_ms = 0;
+			if (win)
+				osf_fdt_high_begin();
 			rc = take_hello(cfd, in, cc);
 		}
 		if (rc == 0) {
 			if (defer < 0)
 				defer = defer_secs(lfd);
-			if (!defer_park(aux_fd, lfd, cfd, cc, defer, flags)) {
+			if (defer > 0 && win)
+				osf_fdt_high_end();
+			if (defer <= 0 || !defer_park(aux_fd, lfd, cfd, cc, defer, flags)) {
+				if (defer > 0 && win)
+					osf_fdt_high_begin();
 				*as_asked = 1;
+				*window = win; /* the caller's to end */
 				return cfd;
 			}
 			continue;
 		}
+		if (win)
+			osf_fdt_high_end();
 		if (rc == EAGAIN)
 			park_add(aux_fd, lfd, cfd, flags);
 		else

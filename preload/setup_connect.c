@@ -600,7 +600,7 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 }
 
 int osf_setup_connect(const struct osf_core_connect_in *in,
-		      struct osf_core_conn *out, int *port_fd, int *placed)
+		      struct osf_core_conn *out, int *port_fd, int *placed, int *window)
 {
 	struct osf_route_decision d;
 	struct ip dst, real, local, bound, src, hello_client;
@@ -638,7 +638,12 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	*port_fd = -1;
 	s = dial(real, &hello_client, in, !(have_bound && bound.port), port_fd, &p, &why,
 		 full_name);
-	osf_fdt_high_end();
+	/* An offloaded connection's install takes this window over (one
+	 * RLIMIT_NOFILE read per connect), unless a line is to be logged:
+	 * the core's logger is never called inside a window. */
+	*window = s >= 0 && !setup_logs(OSF_LOGL_DEBUG);
+	if (!*window)
+		osf_fdt_high_end();
 	if (s < 0) {
 		kernel(out, &dst, why, errno, NULL);
 		/* A full companion: the SYN waits, as TCP's would. */

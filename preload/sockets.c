@@ -555,14 +555,11 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	in.app_fd = fd;
-	/* One fd window (one RLIMIT_NOFILE read; three when the soft limit
-	 * is raised) for the set-up and the install of a connection that
-	 * the C set-up offloads: theirs nest in it. */
-	osf_fdt_high_begin();
-	by_c = osf_setup_connect(&in, &cc, &pfd, &placed);
-	window = by_c && cc.status == OSF_CORE_OFFLOADED;
-	if (!window)
-		osf_fdt_high_end();
+	/* window: the C set-up's fd window, left open for the install (one
+	 * RLIMIT_NOFILE read per connect; three with room above the soft
+	 * limit); the install's nests in it. */
+	window = 0;
+	by_c = osf_setup_connect(&in, &cc, &pfd, &placed, &window);
 	if (!by_c)
 		pfd = -1;
 	rc = by_c ? 0 : osf_core_connect(&in, &cc);
@@ -706,23 +703,26 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 	struct carried opts;
 	socklen_t sl;
 	sa_family_t fam;
-	int cfd, saved = errno, as_asked;
+	int cfd, rc, saved = errno, as_asked, window = 0;
 
 	memset(&in, 0, sizeof(in));
 	(void)sa_split((struct sockaddr *)e->local, sizeof(e->local), &in.family,
 		       in.addr, &in.port);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
-	cfd = osf_setup_accept(lfd, e->aux_fd, &in, &cc, wait_ms, flags, &as_asked);
+	cfd = osf_setup_accept(lfd, e->aux_fd, &in, &cc, wait_ms, flags, &as_asked, &window);
 	if (cfd < 0) {
 		if (cfd == -2)
 			errno = saved;
 		return cfd;
 	}
 	carry_read(lfd, &opts);
-	if (osf_conn_install(cfd, &cc, OSF_ROLE_SERVER, flags & SOCK_CLOEXEC,
-			     (flags & SOCK_NONBLOCK) != 0,
-			     as_asked ? OSF_INSTALL_AS_ASKED : OSF_INSTALL_FL_OWN) < 0) {
+	rc = osf_conn_install(cfd, &cc, OSF_ROLE_SERVER, flags & SOCK_CLOEXEC,
+			      (flags & SOCK_NONBLOCK) != 0,
+			      as_asked ? OSF_INSTALL_AS_ASKED : OSF_INSTALL_FL_OWN);
+	if (window)
+		osf_fdt_high_end(); /* osf_setup_accept's */
+	if (rc < 0) {
 		cc.wake_fd = -1; /* that is cfd */
 		abandon(&cc);
 		REAL(close)(cfd);
