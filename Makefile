@@ -72,7 +72,7 @@ build: $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
 $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 	@mkdir -p $(BUILD)
 	$(CC) $(LIB_CFLAGS) -shared -Wl,--version-script=preload/libosf.map \
-		-Wl,-z,now -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
+		-Wl,-z,now -Wl,-z,noseparate-code -Wl,-z,max-page-size=0x10000 -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
 
 $(BUILD)/libosfcore.so: $(GO_SRCS) preload/core/core.map
 	@mkdir -p $(BUILD)

@@ -11,8 +11,11 @@
 
 #include "fdtable.h"
 
+#include <errno.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 /* OSF_FORK_TEXT marks a function every fork runs (the hook, the snapshot,
  * the child's clean-ups): they are placed together in libosf.so's text. A
@@ -25,12 +28,17 @@
 #define OSF_FORK_TEXT __attribute__((section(".text.hot.osf_fork")))
 
 /* osf_fork: the words the fork path writes, in the parent around the fork
- * and in the child after it, together on one page. A fork write-protects
- * every page the two processes share: the first write to each, in either
- * process, is a page fault. With the pid on a page of its own, a fork
- * cost one fault more (the child's write of it); on one page, the parent
- * (unlocks) and the child (pid, resets; an fd window if it opens one)
- * take one fault each. The locks sit on their own cache line, away from
+ * and in the child after it: the locks, the fd window's state and the
+ * pid. A fork write-protects every private page the two processes share:
+ * the first write to each, in either process, is a page fault. So these
+ * words live on a page of their own marked MADV_WIPEONFORK
+ * (osf_fdt_words_init): fork leaves the parent's copy writable (its
+ * unlocks after fork fault nothing) and gives the child that page
+ * zero-filled, which is just what a child starts with (locks free, no
+ * window, pid not yet asked: osf_pid). The child touches it only when it
+ * uses osf, and so does a child made past the fork hook (a raw clone).
+ * Without the madvise (an old kernel), the child resets them itself
+ * (osf_fork_wiped 0). The locks sit on their own cache line, away from
  * pid (read often). */
 struct osf_fork_words {
 	int lock_word;   /* the table lock: 0 free, else the owner's tid */
@@ -42,11 +50,55 @@ struct osf_fork_words {
 	int high_raised; /* RLIMIT_NOFILE raised by the open window */
 	int high_base;   /* the open window's base, for nested ones */
 	struct rlimit high_saved; /* the program's limit while raised */
-	int reserving;   /* osf_fdt_reserve_low calls not yet released */
-	uint64_t snap_ino; /* st_ino of the fork snapshot (fork_prepare) */
-	pid_t pid __attribute__((aligned(64))); /* getpid() of this process */
+	pid_t pid __attribute__((aligned(64))); /* getpid() of this process, 0:
+						   not asked yet (osf_pid) */
 } __attribute__((aligned(128)));
-extern struct osf_fork_words osf_fork;
+extern struct osf_fork_words *osf_fork_at;
+extern int osf_fork_wiped; /* osf_fork_at's page is MADV_WIPEONFORK */
+#define osf_fork (*osf_fork_at)
+
+/* osf_fdt_words_init moves osf_fork to its page (call it first, from the
+ * library's constructor). */
+void osf_fdt_words_init(void);
+
+/* osf_rawsys makes system call n without the C library and returns what
+ * the kernel returns (-errno on failure; errno is not touched). For the
+ * fork child's path: its first call of a C library function faults the
+ * library's code in (mmap, munmap and syscall share a page the child
+ * otherwise never runs). */
+static inline long osf_rawsys(long n, long a, long b, long c, long d, long e, long f)
+{
+#if defined(__x86_64__)
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long r;
+
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return r;
+#else
+	long r = syscall(n, a, b, c, d, e, f);
+
+	return r < 0 ? -errno : r;
+#endif
+}
+
+/* osf_fdt_fork_set returns scratch space on the fork page for the fork
+ * path (the table lock's holder): *cap pointer slots, a power of two. */
+uintptr_t *osf_fdt_fork_set(unsigned *cap);
+
+/* osf_pid is getpid() of this process, asked once per process. */
+static inline pid_t osf_pid(void)
+{
+	pid_t p = osf_fork.pid;
+
+	if (__builtin_expect(p == 0, 0))
+		p = osf_fork.pid = getpid();
+	return p;
+}
 
 extern struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
 

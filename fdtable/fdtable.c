@@ -35,19 +35,28 @@ static struct osf_fdt_header *hdr; /* NULL until the first tracked fd */
 static int tfd = -1;               /* the table's memfd */
 static off_t tsize;                /* current size of the memfd */
 static uint64_t cur_image;
-struct osf_fork_words osf_fork; /* fdt.h */
-_Static_assert(sizeof(struct osf_fork_words) == 128, "osf_fork: one aligned 128 bytes, so one page");
+_Static_assert(sizeof(struct osf_fork_words) == 128, "osf_fork: one aligned 128 bytes");
+static int reserving; /* osf_fdt_reserve_low calls not yet released; a fork child looks */
 static int inherit_count; /* offloaded entries without FD_CLOEXEC */
 static int offload_count; /* offloaded entries */
 
-static int sys_close(int fd) { return (int)syscall(SYS_close, fd); }
-static int sys_fcntl(int fd, int cmd, long arg)
+/* sys_ret turns osf_rawsys's result into the C library's convention. */
+OSF_FORK_TEXT static int sys_ret(long r)
 {
-	return (int)syscall(SYS_fcntl, fd, cmd, arg);
+	if (r < 0 && r > -4096) {
+		errno = (int)-r;
+		return -1;
+	}
+	return (int)r;
 }
-static int sys_dup3(int oldfd, int newfd, int flags)
+OSF_FORK_TEXT static int sys_close(int fd) { return sys_ret(osf_rawsys(SYS_close, fd, 0, 0, 0, 0, 0)); }
+OSF_FORK_TEXT static int sys_fcntl(int fd, int cmd, long arg)
 {
-	return (int)syscall(SYS_dup3, oldfd, newfd, flags);
+	return sys_ret(osf_rawsys(SYS_fcntl, fd, cmd, arg, 0, 0, 0));
+}
+OSF_FORK_TEXT static int sys_dup3(int oldfd, int newfd, int flags)
+{
+	return sys_ret(osf_rawsys(SYS_dup3, oldfd, newfd, flags, 0, 0, 0));
 }
 /* my_tid is the calling thread's id, asked of the kernel once per thread
  * (and again in a fork child, osf_fdt_child_after_fork): the lock below
@@ -443,6 +452,18 @@ OSF_FORK_TEXT static struct osf_fdt_entry *entry_locked(int fd)
 	return c + ((unsigned)fd & (OSF_FDT_CHUNK_ENTRIES - 1));
 }
 
+/* hidden_entry fills e as the entry of a hidden fd for owner, with inode
+ * ino, the kind last. */
+OSF_FORK_TEXT static void hidden_entry(struct osf_fdt_entry *e, int owner, uint64_t ino)
+{
+	memset(e, 0, sizeof(*e));
+	e->aux_fd = -1;
+	e->owner_fd = owner;
+	e->ino = ino;
+	e->rule = -1;
+	__atomic_store_n(&e->kind, OSF_FD_HIDDEN, __ATOMIC_RELEASE);
+}
+
 /* set_hidden_locked records fd as hidden for owner, with its inode ino
  * (0: look it up); the lock is held. */
 OSF_FORK_TEXT static void set_hidden_locked(int fd, int owner, uint64_t ino)
@@ -451,12 +472,7 @@ OSF_FORK_TEXT static void set_hidden_locked(int fd, int owner, uint64_t ino)
 
 	if (!e)
 		return;
-	memset(e, 0, sizeof(*e));
-	e->aux_fd = -1;
-	e->owner_fd = owner;
-	e->ino = ino ? ino : ino_of(fd);
-	e->rule = -1;
-	__atomic_store_n(&e->kind, OSF_FD_HIDDEN, __ATOMIC_RELEASE);
+	hidden_entry(e, owner, ino ? ino : ino_of(fd));
 }
 
 static void header_init(struct osf_fdt_header *h)
@@ -792,7 +808,7 @@ void osf_fdt_reserve_low(int limit, uint64_t bits[OSF_FDT_RESERVE_MAX / 64])
 {
 	int ph, fd;
 
-	__atomic_add_fetch(&osf_fork.reserving, 1, __ATOMIC_SEQ_CST); /* a fork child looks */
+	__atomic_add_fetch(&reserving, 1, __ATOMIC_SEQ_CST);
 	memset(bits, 0, OSF_FDT_RESERVE_MAX / 8);
 	if (limit > (int)OSF_FDT_RESERVE_MAX)
 		limit = OSF_FDT_RESERVE_MAX;
@@ -835,7 +851,7 @@ void osf_fdt_release_low(int limit, const uint64_t bits[OSF_FDT_RESERVE_MAX / 64
 			continue; /* the program claimed it */
 		sys_close(fd);
 	}
-	__atomic_sub_fetch(&osf_fork.reserving, 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&reserving, 1, __ATOMIC_SEQ_CST);
 	osf_fdt_touch();
 }
 
@@ -985,6 +1001,8 @@ OSF_FORK_TEXT static int snap_flush(struct snap_writer *w)
 /* snap_put queues len bytes at p for file offset off. */
 OSF_FORK_TEXT static int snap_put(struct snap_writer *w, const void *p, size_t len, off_t off)
 {
+	if (!len)
+		return 0;
 	if (w->n && (off != w->end || w->n == SNAP_IOV) && snap_flush(w) < 0)
 		return -1;
 	if (!w->n)
@@ -996,30 +1014,87 @@ OSF_FORK_TEXT static int snap_put(struct snap_writer *w, const void *p, size_t l
 	return 0;
 }
 
+/* The fork page (osf_fork_at, fdt.h): the fork words, then what the
+ * parent's snapshot writes at every fork, so that a fork writes nothing
+ * on a page an earlier fork write-protected (the snapshot's pieces on the
+ * stack reached a page below the program's usual depth). */
+#define FORK_SET 256
+struct fork_page {
+	struct osf_fork_words words;
+	struct snap_writer w;
+	/* The copy's header up to chunk_present, as its new owner will
+	 * have it, and the copy's entry for the table fd. */
+	unsigned char head[offsetof(struct osf_fdt_header, chunk_present)];
+	struct osf_fdt_entry table_entry;
+	uintptr_t set[FORK_SET]; /* osf_fdt_fork_set */
+};
+_Static_assert(sizeof(struct fork_page) <= 4096, "the fork page is one page");
+static union {
+	struct fork_page p;
+	char page[4096];
+} fork_page_static __attribute__((aligned(4096)));
+struct osf_fork_words *osf_fork_at = &fork_page_static.p.words;
+int osf_fork_wiped;
+#define FORK_PAGE ((struct fork_page *)osf_fork_at)
+
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#endif
+
+OSF_FORK_TEXT uintptr_t *osf_fdt_fork_set(unsigned *cap)
+{
+	*cap = FORK_SET;
+	return FORK_PAGE->set;
+}
+
+void osf_fdt_words_init(void)
+{
+	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return;
+	if (madvise(p, 4096, MADV_WIPEONFORK) < 0) {
+		munmap(p, 4096);
+		return;
+	}
+	memcpy(p, osf_fork_at, sizeof(struct osf_fork_words));
+	__atomic_store_n(&osf_fork_at, (struct osf_fork_words *)p, __ATOMIC_RELEASE);
+	osf_fork_wiped = 1;
+}
+
 /* snapshot copies the table into a new memfd (close-on-exec) and returns
- * it, or -1; the copy's header says no process owns it yet (pid 0), so
- * the process that receives it adopts it in place. Only the header and
- * the pages in use (osf_fdt_pages) are written, straight from the table
- * into the new file: the rest of the file is a hole, which reads as zero
- * and holds no memory. The lock is held. */
+ * it, or -1. The copy is written as the process that receives it (a fork
+ * child, or this image adopting another process's table) will have it,
+ * so that it writes only its pid there: no owner yet (pid 0: adopted in
+ * place), this image's id, no core loaded, and the table fd's entry
+ * naming the copy's inode. Only the header and the pages in use
+ * (osf_fdt_pages) are written, straight from the table into the new file:
+ * the rest of the file is a hole, which reads as zero and holds no
+ * memory. The lock is held. */
 OSF_FORK_TEXT static int snapshot(void)
 {
-	static const int32_t unowned = 0;
-	const size_t pid_at = offsetof(struct osf_fdt_header, pid);
-	struct snap_writer w;
+	struct fork_page *fp = FORK_PAGE;
+	struct osf_fdt_header *h = (struct osf_fdt_header *)fp->head;
+	struct snap_writer *w = &fp->w;
+	const size_t head = sizeof(fp->head);
+	const unsigned tchunk = (unsigned)tfd >> OSF_FDT_CHUNK_SHIFT;
+	const size_t tpage = ((unsigned)tfd & (OSF_FDT_CHUNK_ENTRIES - 1)) / OSF_FDT_PAGE_ENTRIES;
+	const size_t tat = ((unsigned)tfd & (OSF_FDT_PAGE_ENTRIES - 1)) * OSF_FDT_ENTRY_BYTES;
 	unsigned i;
 
-	w.n = 0;
-	w.fd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
-	if (w.fd < 0)
+	w->n = 0;
+	w->fd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
+	if (w->fd < 0)
 		return -1;
-	(void)fchmod(w.fd, 0600);
-	if (ftruncate(w.fd, tsize) < 0 ||
-	    snap_put(&w, hdr, pid_at, 0) < 0 ||
-	    snap_put(&w, &unowned, sizeof(unowned), (off_t)pid_at) < 0 ||
-	    snap_put(&w, (const char *)hdr + pid_at + sizeof(unowned),
-		     OSF_FDT_HDR_BYTES - pid_at - sizeof(unowned),
-		     (off_t)(pid_at + sizeof(unowned))) < 0)
+	(void)fchmod(w->fd, 0600);
+	memcpy(h, hdr, head);
+	h->pid = 0;
+	h->image = cur_image;
+	h->flags &= ~OSF_FDTH_CORE_LOADED;
+	h->core_loads = 0;
+	hidden_entry(&fp->table_entry, -1, ino_of(w->fd));
+	if (ftruncate(w->fd, tsize) < 0 || snap_put(w, h, head, 0) < 0 ||
+	    snap_put(w, (const char *)hdr + head, OSF_FDT_HDR_BYTES - head, (off_t)head) < 0)
 		goto fail;
 	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
 		uint32_t pages = __atomic_load_n(&osf_fdt_pages[i], __ATOMIC_ACQUIRE);
@@ -1028,16 +1103,29 @@ OSF_FORK_TEXT static int snapshot(void)
 		unsigned p;
 		if (!c)
 			continue;
-		for (p = 0; pages; p++, pages >>= 1)
-			if ((pages & 1) && snap_put(&w, c + (size_t)p * 4096, 4096,
-						    at + (off_t)p * 4096) < 0)
+		for (p = 0; pages; p++, pages >>= 1) {
+			const char *pg = c + (size_t)p * 4096;
+			off_t o = at + (off_t)p * 4096;
+			if (!(pages & 1))
+				continue;
+			if (i != tchunk || p != tpage) {
+				if (snap_put(w, pg, 4096, o) < 0)
+					goto fail;
+			} else if (snap_put(w, pg, tat, o) < 0 ||
+				   snap_put(w, &fp->table_entry, OSF_FDT_ENTRY_BYTES,
+					    o + (off_t)tat) < 0 ||
+				   snap_put(w, pg + tat + OSF_FDT_ENTRY_BYTES,
+					    4096 - tat - OSF_FDT_ENTRY_BYTES,
+					    o + (off_t)(tat + OSF_FDT_ENTRY_BYTES)) < 0) {
 				goto fail;
+			}
+		}
 	}
-	if (snap_flush(&w) < 0)
+	if (snap_flush(w) < 0)
 		goto fail;
-	return w.fd;
+	return w->fd;
 fail:
-	sys_close(w.fd);
+	sys_close(w->fd);
 	return -1;
 }
 
@@ -1047,18 +1135,19 @@ fail:
  * back as it was (MAP_FIXED may unmap before it fails). */
 OSF_FORK_TEXT static int remap(void *old, size_t len, int nfd, off_t off)
 {
-	if (mmap(old, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, nfd, off) == old)
+	if (osf_rawsys(SYS_mmap, (long)old, (long)len, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_FIXED, nfd, (long)off) == (long)old)
 		return 0;
 	(void)mmap(old, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, tfd, off);
 	return -1;
 }
 
-/* switch_to makes the copy in nfd (inode ino, 0: look it up) this
- * process's table, at the table's fd number and at the same addresses;
- * nfd is consumed. */
-OSF_FORK_TEXT static int switch_to(int nfd, uint64_t ino)
+/* switch_to makes the copy in nfd (made by snapshot) this process's
+ * table, at the table's fd number and at the same addresses; nfd is
+ * consumed. */
+OSF_FORK_TEXT static int switch_to(int nfd)
 {
-	int fdflags;
+	int fdflags, me;
 	unsigned i, near = 0;
 
 	/* On failure what is switched stays switched (the copy equals the
@@ -1081,10 +1170,11 @@ OSF_FORK_TEXT static int switch_to(int nfd, uint64_t ino)
 				OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES) < 0)
 			goto fail;
 	}
-	hdr->pid = getpid();
-	hdr->image = cur_image;
-	hdr->flags &= ~OSF_FDTH_CORE_LOADED;
-	hdr->core_loads = 0;
+	/* The copy says all but the owner (snapshot); its first access a
+	 * read, so that the kernel maps the pages around it at once. */
+	me = getpid();
+	if (hdr->pid != me)
+		hdr->pid = me;
 	fdflags = sys_fcntl(tfd, F_GETFD, 0);
 	fdflags = (fdflags > 0 && (fdflags & FD_CLOEXEC)) ? O_CLOEXEC : 0;
 	/* tfd lies below the program's limit unless the program lowered it
@@ -1103,7 +1193,12 @@ OSF_FORK_TEXT static int switch_to(int nfd, uint64_t ino)
 			goto fail;
 	}
 	sys_close(nfd);
-	set_hidden_locked(tfd, -1, ino);
+	/* snapshot wrote the table fd's entry if its page was in use (read
+	 * here in this process's own copy of osf_fdt_pages: no fault). */
+	if (!osf_fdt_chunks[(unsigned)tfd >> OSF_FDT_CHUNK_SHIFT] ||
+	    !(osf_fdt_pages[(unsigned)tfd >> OSF_FDT_CHUNK_SHIFT] &
+	      (1u << (((unsigned)tfd & (OSF_FDT_CHUNK_ENTRIES - 1)) >> OSF_FDT_PAGE_SHIFT))))
+		set_hidden_locked(tfd, -1, 0);
 	return 0;
 fail:
 	sys_close(nfd);
@@ -1116,17 +1211,12 @@ static int copy_private(void)
 {
 	int nfd = snapshot();
 
-	return nfd < 0 ? -1 : switch_to(nfd, 0);
+	return nfd < 0 ? -1 : switch_to(nfd);
 }
 
 OSF_FORK_TEXT int osf_fdt_fork_prepare(void)
 {
-	int snap = hdr ? snapshot() : -1;
-
-	/* Asked here, where the C library's code is mapped: the child's
-	 * first call of a function faults its code in. */
-	osf_fork.snap_ino = snap >= 0 ? ino_of(snap) : 0;
-	return snap;
+	return hdr ? snapshot() : -1;
 }
 
 OSF_FORK_TEXT void osf_fdt_fork_parent(int prepared)
@@ -1141,19 +1231,22 @@ OSF_FORK_TEXT void osf_fdt_child_after_fork(int prepared)
 	int fd;
 
 	tls_tid = 0; /* this thread has a new id in the child */
-	osf_fork.lock_word = 0;
-	osf_fork.high_word = osf_fork.high_depth = osf_fork.high_raised = osf_fork.high_open = 0; /* fork held it, not raised */
+	if (!osf_fork_wiped) { /* else fork gave the child them all zero (fdt.h) */
+		osf_fork.pid = 0;
+		osf_fork.lock_word = 0;
+		osf_fork.high_word = osf_fork.high_depth = osf_fork.high_raised = osf_fork.high_open = 0; /* fork held it, not raised */
+	}
 	if (!hdr)
 		return;
 	/* The snapshot was taken before fork: the parent may already be
 	 * changing the table we shared a moment ago. */
-	if (prepared < 0 || switch_to(prepared, osf_fork.snap_ino) < 0)
+	if (prepared < 0 || switch_to(prepared) < 0)
 		(void)copy_private();
 	/* Placeholders of a core start under way in the parent are not ours
 	 * (no start is under way here). */
-	if (!osf_fork.reserving)
+	if (!reserving)
 		return;
-	osf_fork.reserving = 0;
+	reserving = 0;
 	OSF_FDT_FOREACH(fd, e) {
 		if (fd >= (int)OSF_FDT_RESERVE_MAX)
 			break;

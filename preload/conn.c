@@ -483,23 +483,57 @@ fail:
 	return OSF_FAIL(EBADF);
 }
 
+/* fork_seen reports whether c was seen already in this count (set: a
+ * hash set of conn pointers on the fork page, cap slots, half used at
+ * most), recording it if not. */
+OSF_FORK_TEXT static int fork_seen(uintptr_t *set, unsigned cap, struct osf_conn *c)
+{
+	uintptr_t v = (uintptr_t)c;
+	unsigned i = (unsigned)(v >> 6) & (cap - 1);
+
+	while (set[i]) {
+		if (set[i] == v)
+			return 1;
+		i = (i + 1) & (cap - 1);
+	}
+	set[i] = v;
+	return 0;
+}
+
 OSF_FORK_TEXT void osf_conn_fork_holders(int delta)
 {
 	static uint32_t round;
 	struct osf_fdt_entry *e;
+	unsigned cap, n = 0;
+	uintptr_t *set;
 	int fd;
 
 	if (!osf_fdt_offloaded())
 		return; /* no connection */
-	round++;
+	/* Each connection once, its dups not again: up to half the fork
+	 * page's set, the set tells (the parent writes nothing a fork
+	 * write-protected, which would be a page fault per page); beyond,
+	 * a mark in each connection. */
+	set = osf_fdt_fork_set(&cap);
+	OSF_FDT_FOREACH(fd, e)
+		n += osf_kind_is_conn(e->kind);
+	if (n <= cap / 2)
+		memset(set, 0, cap * sizeof(*set));
+	else
+		round++;
 	OSF_FDT_FOREACH(fd, e) {
 		struct osf_conn *c;
 		if (!osf_kind_is_conn(e->kind) || e->image != osf.image || !e->priv)
 			continue;
 		c = (struct osf_conn *)(uintptr_t)e->priv;
-		if (c->fork_round == round)
-			continue; /* a dup of one already counted */
-		c->fork_round = round;
+		if (n <= cap / 2) {
+			if (fork_seen(set, cap, c))
+				continue; /* a dup of one already counted */
+		} else {
+			if (c->fork_round == round)
+				continue;
+			c->fork_round = round;
+		}
 		__atomic_add_fetch(&c->s.me->holders, (uint32_t)delta,
 				   __ATOMIC_RELAXED);
 	}

@@ -424,8 +424,8 @@ static int begin(void)
 	int st;
 
 	pthread_mutex_lock(&core.start_mu);
-	if (core.pid != osf_fork.pid) { /* first use in this process */
-		core.pid = osf_fork.pid;
+	if (core.pid != osf_pid()) { /* first use in this process */
+		core.pid = osf_pid();
 		core.state = CORE_NONE;
 	}
 	st = core.state;
@@ -496,7 +496,7 @@ int osf_core_ready(void)
 	if (osf.disabled)
 		return 0;
 	st = __atomic_load_n(&core.state, __ATOMIC_ACQUIRE);
-	if (likely(st == CORE_READY && core.pid == osf_fork.pid))
+	if (likely(st == CORE_READY && core.pid == osf_pid()))
 		return 1;
 	if (st != CORE_LOADING && !room_for_go()) {
 		errno = ENOMEM;

@@ -375,7 +375,7 @@ static int prlimit_sys(pid_t pid, int res, const void *nw, void *old)
 {
 	int r;
 
-	if (res != RLIMIT_NOFILE || (pid != 0 && pid != osf_fork.pid))
+	if (res != RLIMIT_NOFILE || (pid != 0 && pid != osf_pid()))
 		return (int)syscall(SYS_prlimit64, pid, res, nw, old);
 	osf_fdt_limit_lock();
 	r = (int)syscall(SYS_prlimit64, 0, res, nw, old);

@@ -225,8 +225,8 @@ __attribute__((constructor)) static void osf_constructor(void)
 {
 	int tfd;
 
-	osf_fork.pid = getpid();
-	osf.image = __rdtsc() ^ ((uint64_t)(unsigned)osf_fork.pid << 32) ^
+	osf_fdt_words_init();
+	osf.image = __rdtsc() ^ ((uint64_t)(unsigned)osf_pid() << 32) ^
 		    (uint64_t)(uintptr_t)&tfd;
 	if (!osf.image)
 		osf.image = 1;

@@ -91,7 +91,6 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	osf_conn_fork_holders(1);
 	pid = REAL(fork)();
 	if (pid == 0) {
-		osf_fork.pid = getpid();
 		osf_fdt_child_after_fork(snap);
 		if (used) {
 			osf_conn_child_after_fork();

@@ -390,7 +390,7 @@ static void derive_names(const struct osf_core_accept_in *in, const struct osf_h
 
 	okc = setup_get_sockaddr(h->client, &client);
 	oks = setup_get_sockaddr(h->server, &server);
-	if (cr->pid == osf_fork.pid && okc && oks) {
+	if (cr->pid == osf_pid() && okc && oks) {
 		server.port = in->port;
 		server = setup_as_family(server, v6);
 		client = setup_as_family(client, v6);
@@ -556,7 +556,7 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 		close_fds(fds, nfds);
 		return n == 0 ? ECONNRESET : EPROTO;
 	}
-	((struct osf_seg_hdr *)seg)->server_pid = osf_fork.pid;
+	((struct osf_seg_hdr *)seg)->server_pid = osf_pid();
 	memset(cc, 0, sizeof(*cc));
 	cc->status = OSF_CORE_OFFLOADED;
 	cc->wake_fd = cfd;

@@ -259,7 +259,7 @@ static void fill_header(void *seg, uint32_t ring, const struct ip *client,
 	h->version = OSF_SEG_VERSION;
 	h->hdr_bytes = OSF_SEG_HDR_BYTES;
 	h->ring_bytes = ring;
-	h->client_pid = osf_fork.pid;
+	h->client_pid = osf_pid();
 	setup_put_sockaddr(h->client_addr, client);
 	setup_put_sockaddr(h->server_addr, server);
 	__atomic_store_n(&h->magic, OSF_SEG_MAGIC, __ATOMIC_RELEASE);
@@ -573,7 +573,7 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 		if (need_port) {
 			*port_fd = reserve_port(in->app_fd, in->family, client);
 			if (*port_fd < 0) /* no free port: a synthesized one */
-				client->port = setup_client_port(osf_fork.pid);
+				client->port = setup_client_port(osf_pid());
 			setup_put_sockaddr(((struct osf_seg_hdr *)p->seg)->client_addr, client);
 		}
 		((struct osf_seg_hdr *)p->seg)->connect_ns = osf_now_ns();

@@ -46,7 +46,9 @@ static struct {
 		   * handler's, or another thread's) skips its turn */
 } kit = {.fd = {-1, -1, -1}};
 
-int osf_spare_wanted;
+/* Next to kit (in .data, as kit is): a fork child resets both, and one
+ * page written is one page fault. */
+int osf_spare_wanted __attribute__((section(".data")));
 
 /* The kit's fields change only with the limit lock held (the connect's fd
  * window, a fill publishing, a drop, a rename), and busy keeps takes,
@@ -159,12 +161,15 @@ OSF_FORK_TEXT static void kit_free(void)
 {
 	int i;
 
-	if (kit.seg)
-		munmap(kit.seg, osf_seg_bytes(kit.ring));
+	if (kit.seg) /* without the C library's munmap: a fork child runs this */
+		(void)osf_rawsys(SYS_munmap, (long)kit.seg, (long)osf_seg_bytes(kit.ring), 0, 0, 0, 0);
 	for (i = 0; i < 3; i++)
 		osf_fdt_close_hidden(kit.fd[i]); /* -1: nothing */
-	kit.seg = NULL;
-	kit.fd[0] = kit.fd[1] = kit.fd[2] = -1;
+	/* Written only when they change: in a fork child, a write to
+	 * this page is a page fault. */
+	OSF_RESET(kit.seg, NULL);
+	for (i = 0; i < 3; i++)
+		OSF_RESET(kit.fd[i], -1);
 }
 
 /* drop frees this process's kit; the limit lock is held. */
