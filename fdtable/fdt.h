@@ -281,6 +281,13 @@ int osf_fdt_spawn_snapshot(void);
  * range stays where it is (marked for owner). */
 int osf_fdt_hide(int fd, int owner);
 
+/* osf_fdt_hide_placed is osf_fdt_hide for an fd that osf placed and
+ * marked hidden itself and has held since (a spare segment's, preload/
+ * setup_spare.c): it is recorded for owner with the inode recorded when it
+ * was placed, without a look at the file (no fstat); an fd not marked so
+ * goes through osf_fdt_hide. */
+int osf_fdt_hide_placed(int fd, int owner);
+
 /* osf_fdt_keep_hidden is osf_fdt_hide for hfd, a close-on-exec fd already
  * placed in the hidden range (osf_fdt_dup_high): it records it and
  * returns it, or closes it and returns -1. */

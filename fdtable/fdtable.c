@@ -769,6 +769,18 @@ int osf_fdt_hide(int fd, int owner)
 	return nfd;
 }
 
+int osf_fdt_hide_placed(int fd, int owner)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	uint64_t ino = e && e->kind == OSF_FD_HIDDEN ? e->ino : 0;
+
+	if (ino && mark_hidden(fd, owner, ino) == 0) {
+		osf_fdt_touch();
+		return fd;
+	}
+	return osf_fdt_hide(fd, owner);
+}
+
 int osf_fdt_keep_hidden(int hfd, int owner)
 {
 	if (mark_hidden(hfd, owner, 0) < 0) {

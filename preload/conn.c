@@ -293,8 +293,9 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 		release_handed(cc);
 		return OSF_FAIL(ENOMEM);
 	}
-	fl = (how & OSF_INSTALL_FL_OWN) ? O_NONBLOCK
-					: REAL(fcntl)(cc->wake_fd, F_GETFL, NULL);
+	fl = (how & OSF_INSTALL_AS_ASKED) ? (nonblock ? O_NONBLOCK : 0)
+	     : (how & OSF_INSTALL_FL_OWN) ? O_NONBLOCK
+					  : REAL(fcntl)(cc->wake_fd, F_GETFL, NULL);
 	if (fl < 0 ||
 	    (((fl & O_NONBLOCK) != 0) != (nonblock != 0) && /* else already so */
 	     REAL(fcntl)(cc->wake_fd, F_SETFL,
@@ -306,15 +307,17 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 			goto fail;
 		REAL(close)(cc->wake_fd);
 		cc->wake_fd = -1;
-	} else if (REAL(fcntl)(fd, F_SETFD,
-			       (void *)(long)(cloexec ? FD_CLOEXEC : 0)) < 0) {
+	} else if (!(how & OSF_INSTALL_AS_ASKED) &&
+		   REAL(fcntl)(fd, F_SETFD, (void *)(long)(cloexec ? FD_CLOEXEC : 0)) < 0) {
 		goto fail;
 	}
 	osf_fdt_high_begin(); /* one window for both */
-	hfd = osf_fdt_hide(cc->seg_fd, fd);
+	hfd = (how & OSF_INSTALL_PLACED) ? osf_fdt_hide_placed(cc->seg_fd, fd)
+					 : osf_fdt_hide(cc->seg_fd, fd);
 	if (hfd < 0)
 		hfd = cc->seg_fd; /* keep it where it is */
-	hwfd = osf_fdt_hide(cc->wake_tx_fd, fd);
+	hwfd = (how & OSF_INSTALL_PLACED) ? osf_fdt_hide_placed(cc->wake_tx_fd, fd)
+					  : osf_fdt_hide(cc->wake_tx_fd, fd);
 	if (hwfd < 0)
 		hwfd = cc->wake_tx_fd;
 	osf_fdt_high_end();

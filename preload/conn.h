@@ -82,6 +82,13 @@ int osf_conn_gw_notice(int fd, struct osf_fdt_entry *e, uint8_t b[48],
  * them so in cc; wake_fd is -1 in cc once it was moved onto fd. */
 #define OSF_INSTALL_DUP 0x1
 #define OSF_INSTALL_FL_OWN 0x2
+/* OSF_INSTALL_AS_ASKED: a server's fd already has the file status and
+ * descriptor flags asked for (accept4 made it so): neither is set.
+ * OSF_INSTALL_PLACED: seg_fd and wake_tx_fd were placed and marked hidden
+ * by osf and held since (a spare's, osf_fdt_hide_placed): kept where they
+ * are without a look at them. */
+#define OSF_INSTALL_AS_ASKED 0x4
+#define OSF_INSTALL_PLACED 0x8
 int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 		     int nonblock, int how);
 

@@ -22,20 +22,32 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
  * socket a TCP socket bound to the connection's local port, which holds
  * that port: a dup of the application's own socket where it may be kept,
  * already in osf's hidden range, close-on-exec (the caller keeps it with
- * osf_fdt_keep_hidden or closes it). */
+ * osf_fdt_keep_hidden or closes it). *placed is set for an offloaded
+ * connection whose segment and writers' socket came from a spare, placed
+ * and marked hidden already (osf_conn_install's OSF_INSTALL_PLACED).
+ * *window is set when it returns with its fd window still open for the
+ * caller's install (an offloaded connection, no debug line to log): the
+ * caller ends it (osf_fdt_high_end). */
 int osf_setup_connect(const struct osf_core_connect_in *in,
-		      struct osf_core_conn *out, int *port_fd);
+		      struct osf_core_conn *out, int *port_fd, int *placed, int *window);
 
 /* osf_setup_accept takes one offloaded connection from the companion
  * aux_fd of the listener lfd (listening on family/addr/port of in), never
  * waiting: a connection whose hello has not arrived stays parked and is
  * looked at again by later calls. Returns the accepted unix socket (the
- * connection's fd, close-on-exec, non-blocking) with cc filled, -2 when
- * none is ready, or -1 with errno (EMFILE/ENFILE: the connection stays
- * queued). *wait_ms is what may still be spent waiting for late hellos in
- * this application call (-1 at its start: the handshake bound). */
+ * connection's fd) with cc filled, -2 when none is ready, or -1 with errno
+ * (EMFILE/ENFILE: the connection stays queued). The fd has the flags the
+ * application asked for (flags: SOCK_CLOEXEC, SOCK_NONBLOCK; *as_asked 1)
+ * when accept4 took it from the companion in this call, else (a parked
+ * one, *as_asked 0) it is close-on-exec and non-blocking. *wait_ms is
+ * what may still be spent waiting for late hellos in this application
+ * call (-1 at its start: the handshake bound). *window is set when it
+ * returns an fd with an fd window open (osf_fdt_high_begin) for the
+ * install's hidden fds (not when debug lines are logged: the core's logger
+ * is never called inside a window): the caller ends it. */
 int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		     struct osf_core_conn *cc, int *wait_ms);
+		     struct osf_core_conn *cc, int *wait_ms, int flags, int *as_asked,
+		     int *window);
 
 /* osf_setup_parked_fds puts up to max parked connections of companion
  * aux_fd into p (events POLLIN), for a blocking accept's wait; returns how

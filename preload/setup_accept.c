@@ -163,10 +163,22 @@ static void park_put(int aux_fd, int hfd, const struct osf_core_conn *cc,
 	pthread_mutex_unlock(&park.mu);
 }
 
-/* park_add parks cfd, whose hello has not arrived, for companion aux_fd. */
-static void park_add(int aux_fd, int lfd, int cfd)
+/* park_nonblock makes cfd, accepted with the application's flags, non-
+ * blocking before it is parked: a parked connection is handed over as
+ * such (osf_setup_accept's *as_asked 0). */
+static void park_nonblock(int cfd, int flags)
 {
-	int hfd = osf_fdt_hide(cfd, lfd);
+	if (!(flags & SOCK_NONBLOCK))
+		(void)REAL(fcntl)(cfd, F_SETFL, (void *)(long)O_NONBLOCK);
+}
+
+/* park_add parks cfd, whose hello has not arrived, for companion aux_fd. */
+static void park_add(int aux_fd, int lfd, int cfd, int flags)
+{
+	int hfd;
+
+	park_nonblock(cfd, flags);
+	hfd = osf_fdt_hide(cfd, lfd);
 
 	if (hfd < 0) {
 		REAL(close)(cfd);
@@ -226,7 +238,7 @@ static int defer_ready(const struct osf_core_conn *cc, int wfd)
  * over at once, as if its defer time were over, rather than displace a
  * parked connection. */
 static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
-		      int secs)
+		      int secs, int flags)
 {
 	struct osf_seg_hdr *h = osf_seg_hdr((void *)(uintptr_t)cc->seg_addr,
 					    cc->ring_bytes);
@@ -247,6 +259,7 @@ static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (defer_ready(cc, cfd))
 		return 0;
+	park_nonblock(cfd, flags);
 	hfd = osf_fdt_hide(cfd, lfd);
 	if (hfd < 0)
 		return 0;
@@ -636,13 +649,20 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 }
 
 int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		     struct osf_core_conn *cc, int *wait_ms)
+		     struct osf_core_conn *cc, int *wait_ms, int flags, int *as_asked,
+		     int *window)
 {
-	int tries, cfd, rc, defer = -1;
+	int tries, cfd, rc, defer = -1, win;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
 	if (*wait_ms < 0)
 		*wait_ms = HELLO_WAIT_MS;
+	*as_asked = *window = 0;
+	/* One fd window for the hello's fds and the install's hides
+	 * (take_hello's nests in it), never held while waiting, around
+	 * park.mu (unpark takes them in the other order) or around a debug
+	 * line (the core's logger). */
+	win = !setup_logs(OSF_LOGL_DEBUG);
 	cfd = unpark(lfd, aux_fd, in, cc);
 	if (cfd >= 0)
 		return cfd;
@@ -650,7 +670,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		/* EMFILE (no number below the limit) leaves the connection
 		 * queued, as TCP's; the hello's fds need none of the
 		 * program's (take_hello). */
-		cfd = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		cfd = REAL(accept4)(aux_fd, NULL, NULL, flags);
 		rc = errno;
 		if (cfd < 0) {
 			if (rc == EMFILE || rc == ENFILE || rc == ENOBUFS || rc == ENOMEM ||
@@ -660,6 +680,8 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			}
 			return -2; /* EAGAIN, ECONNABORTED, EINTR */
 		}
+		if (win)
+			osf_fdt_high_begin();
 		rc = take_hello(cfd, in, cc);
 		if (rc == EAGAIN && *wait_ms > 0) {
 			/* An honest client sends its hello in the system call
@@ -669,20 +691,33 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			 * a parked connection waits for this process's next
 			 * accept or the watcher's kick). */
 			struct pollfd pf = {cfd, POLLIN, 0};
+			if (win)
+				osf_fdt_high_end();
 			if (osf_spin_poll(&pf, 1, *wait_ms) == 0) /* not on EINTR */
 				(void)REAL(poll)(&pf, 1, *wait_ms);
 			*wait_ms = 0;
+			if (win)
+				osf_fdt_high_begin();
 			rc = take_hello(cfd, in, cc);
 		}
 		if (rc == 0) {
 			if (defer < 0)
 				defer = defer_secs(lfd);
-			if (!defer_park(aux_fd, lfd, cfd, cc, defer))
+			if (defer > 0 && win)
+				osf_fdt_high_end();
+			if (defer <= 0 || !defer_park(aux_fd, lfd, cfd, cc, defer, flags)) {
+				if (defer > 0 && win)
+					osf_fdt_high_begin();
+				*as_asked = 1;
+				*window = win; /* the caller's to end */
 				return cfd;
+			}
 			continue;
 		}
+		if (win)
+			osf_fdt_high_end();
 		if (rc == EAGAIN)
-			park_add(aux_fd, lfd, cfd);
+			park_add(aux_fd, lfd, cfd, flags);
 		else
 			REAL(close)(cfd);
 	}

@@ -362,6 +362,7 @@ static int kernel(struct osf_core_conn *out, const struct ip *dst, int reason,
 struct parts {
 	uint8_t *seg;
 	int segfd, wtx[2];
+	int placed; /* a spare's: segfd and wtx[0] placed and marked hidden */
 };
 
 static int parts_make(struct parts *p, const struct ip *client, const struct ip *server)
@@ -369,6 +370,7 @@ static int parts_make(struct parts *p, const struct ip *client, const struct ip 
 	int e;
 
 	p->seg = setup_spare_take(setup_cfg.c.ring_size, &p->segfd, p->wtx);
+	p->placed = p->seg != NULL;
 	if (p->seg) {
 		fill_header(p->seg, setup_cfg.c.ring_size, client, server);
 		return 0;
@@ -599,7 +601,7 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 }
 
 int osf_setup_connect(const struct osf_core_connect_in *in,
-		      struct osf_core_conn *out, int *port_fd)
+		      struct osf_core_conn *out, int *port_fd, int *placed, int *window)
 {
 	struct osf_route_decision d;
 	struct ip dst, real, local, bound, src, hello_client;
@@ -637,7 +639,12 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	*port_fd = -1;
 	s = dial(real, &hello_client, in, !(have_bound && bound.port), port_fd, &p, &why,
 		 full_name);
-	osf_fdt_high_end();
+	/* An offloaded connection's install takes this window over (one
+	 * RLIMIT_NOFILE read per connect), unless a line is to be logged:
+	 * the core's logger is never called inside a window. */
+	*window = s >= 0 && !setup_logs(OSF_LOGL_DEBUG);
+	if (!*window)
+		osf_fdt_high_end();
 	if (s < 0) {
 		kernel(out, &dst, why, errno, NULL);
 		/* A full companion: the SYN waits, as TCP's would. */
@@ -646,6 +653,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 		return 1;
 	}
 	local.port = hello_client.port;
+	*placed = p.placed;
 	out->status = OSF_CORE_OFFLOADED;
 	out->wake_fd = s;
 	out->seg_fd = p.segfd;

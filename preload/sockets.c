@@ -536,7 +536,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	struct carried opts;
 	socklen_t sl = sizeof(ss);
 	struct bound_port bp;
-	int rc, fl, fdfl, by_c, pfd = -1, bound = 0, kept = -1;
+	int rc, fl, fdfl, by_c, pfd = -1, bound = 0, kept = -1, placed = 0, window;
 	int want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
 	int saved = errno;
 
@@ -555,7 +555,11 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	in.app_fd = fd;
-	by_c = osf_setup_connect(&in, &cc, &pfd);
+	/* window: the C set-up's fd window, left open for the install (one
+	 * RLIMIT_NOFILE read per connect; three with room above the soft
+	 * limit); the install's nests in it. */
+	window = 0;
+	by_c = osf_setup_connect(&in, &cc, &pfd, &placed, &window);
 	if (!by_c)
 		pfd = -1;
 	rc = by_c ? 0 : osf_core_connect(&in, &cc);
@@ -595,7 +599,10 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	if (fl < 0 || fdfl < 0 ||
 	    osf_conn_install(fd, &cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC,
 			     (fl & O_NONBLOCK) != 0,
-			     OSF_INSTALL_DUP | (by_c ? OSF_INSTALL_FL_OWN : 0)) < 0) {
+			     OSF_INSTALL_DUP | (by_c ? OSF_INSTALL_FL_OWN : 0) |
+				     (placed ? OSF_INSTALL_PLACED : 0)) < 0) {
+		if (window)
+			osf_fdt_high_end();
 		abandon(&cc);
 		if (pfd >= 0)
 			REAL(close)(pfd);
@@ -612,6 +619,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		port_give(fd, pfd >= 0 ? pfd : kept, 1);
 	else if (bound)
 		port_give(fd, port_hold(&bp), 0);
+	if (window)
+		osf_fdt_high_end();
 	carry_apply(fd, &opts);
 	if (cc.status == OSF_CORE_GATEWAY) /* before epoll may look at it */
 		osf_gateway_leg_begin(fd, e);
@@ -694,22 +703,26 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 	struct carried opts;
 	socklen_t sl;
 	sa_family_t fam;
-	int cfd, saved = errno;
+	int cfd, rc, saved = errno, as_asked, window = 0;
 
 	memset(&in, 0, sizeof(in));
 	(void)sa_split((struct sockaddr *)e->local, sizeof(e->local), &in.family,
 		       in.addr, &in.port);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
-	cfd = osf_setup_accept(lfd, e->aux_fd, &in, &cc, wait_ms);
+	cfd = osf_setup_accept(lfd, e->aux_fd, &in, &cc, wait_ms, flags, &as_asked, &window);
 	if (cfd < 0) {
 		if (cfd == -2)
 			errno = saved;
 		return cfd;
 	}
 	carry_read(lfd, &opts);
-	if (osf_conn_install(cfd, &cc, OSF_ROLE_SERVER, flags & SOCK_CLOEXEC,
-			     (flags & SOCK_NONBLOCK) != 0, OSF_INSTALL_FL_OWN) < 0) {
+	rc = osf_conn_install(cfd, &cc, OSF_ROLE_SERVER, flags & SOCK_CLOEXEC,
+			      (flags & SOCK_NONBLOCK) != 0,
+			      as_asked ? OSF_INSTALL_AS_ASKED : OSF_INSTALL_FL_OWN);
+	if (window)
+		osf_fdt_high_end(); /* osf_setup_accept's */
+	if (rc < 0) {
 		cc.wake_fd = -1; /* that is cfd */
 		abandon(&cc);
 		REAL(close)(cfd);
@@ -771,7 +784,9 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 {
 	static unsigned turn;
 	int fl, timeout, wait_ms = -1; /* for late hellos, this call */
-	int looked = 0; /* for a free fd number, once nothing was ready */
+	/* 0: nothing looked at yet; 1: nothing was ready at the first look;
+	 * 2: and a free fd number was found before the first sleep. */
+	int looked = 0;
 
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
@@ -789,13 +804,22 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		 * sleep and a wake-up of the server's CPU. */
 		n = looked ? osf_spin_poll(p, 2 + (unsigned long)np, timeout) : 0;
 		if (n == 0) {
+			/* About to sleep: TCP's accept answers EMFILE rather
+			 * than wait when no fd number is free. A connection
+			 * the spin found needs no such look: its accept4
+			 * answers EMFILE itself, and leaves it queued. */
+			if (looked == 1 && timeout != 0) {
+				if (no_fd_left(fd))
+					return OSF_FAIL(EMFILE);
+				looked = 2;
+			}
 			if (looked && timeout != 0)
 				osf_conn_unmap_due(0); /* about to sleep (conn.c) */
 			n = REAL(poll)(p, (nfds_t)(2 + np), looked ? timeout : 0);
 		}
 		if (n == 0 && !looked) {
 			looked = 1;
-			if (no_fd_left(fd))
+			if (timeout == 0 && no_fd_left(fd))
 				return OSF_FAIL(EMFILE);
 			if (timeout != 0)
 				continue;

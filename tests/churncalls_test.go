@@ -1,0 +1,96 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/osfproject/osf/internal/testutil"
+)
+
+// TestChurnSystemCalls: `churn loop` (connect, 64 B each way, close, N
+// times) against `churn server`, both under osf and strace, the client
+// with OSF_STRICT=1 (a fallback fails it; the trace shows a companion
+// connect per connection). Per connection the server's accept takes the
+// connection from the companion with the flags the program asked for
+// (churn's accept: blocking, inheritable), so it sets neither afterwards
+// (it accepted non-blocking and close-on-exec, then made the socket
+// blocking with F_SETFL and inheritable with F_SETFD: 2 calls); the
+// client's connect and install share one fd window (one RLIMIT_NOFILE
+// read, where they took two), and the install keeps the spare segment's
+// fds where the spare placed them without an fstat of each (issue 12: 7
+// fstat and 3 RLIMIT_NOFILE reads per connection before, 5 and 2 after);
+// the server's hello and install share one window too (2 reads per
+// accept before, 1 after, besides late hellos).
+func TestChurnSystemCalls(t *testing.T) {
+	t.Parallel()
+	strace := testutil.OptionalTool(t, "strace", "count a churn's system calls")
+	const n = 40
+	port := strconv.Itoa(testutil.FreePort(t))
+	dir := t.TempDir()
+	st, ct := filepath.Join(dir, "server"), filepath.Join(dir, "client")
+	churn := testutil.Prog(t, "churn")
+	srv := testutil.Cmd(t, nil, strace, "-f", "-qq", "-o", st, "-E", "LD_PRELOAD="+testutil.Lib(t),
+		churn, "server", port, strconv.Itoa(n)).Start()
+	srv.WaitOutput("listening", 10*time.Second)
+	r := testutil.Cmd(t, nil, strace, "-f", "-qq", "-o", ct, "-E", "LD_PRELOAD="+testutil.Lib(t),
+		"-E", "OSF_STRICT=1", churn, "loop", port, strconv.Itoa(n)).Run(longRun)
+	if !r.OK() || !strings.Contains(r.Stdout, "conns="+strconv.Itoa(n)) {
+		t.Fatalf("churn loop under strace: %s", r)
+	}
+	if w := srv.Wait(longRun); !w.OK() {
+		t.Fatalf("churn server: %s", w)
+	}
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	cli, ser := read(ct), read(st)
+	count := func(tr, re string) int { return len(regexp.MustCompile(re).FindAllString(tr, -1)) }
+	if c := count(cli, `connect\(\d+, \{sa_family=AF_UNIX, sun_path=@"osf1/4/127\.0\.0\.1/`+port+`"\}, \d+\) += 0`); c != n {
+		t.Fatalf("client made %d companion connects, want %d (one per connection)", c, n)
+	}
+	// A hello later than the handshake bound parks its connection, which
+	// is then made non-blocking: a few, on a slow host, not one each.
+	if c := count(ser, `(?m)^\d+ +fcntl\(\d+, F_SETFL`); c > n/4 {
+		t.Errorf("server set file status flags %d times for %d accepts, want at most %d", c, n, n/4)
+	}
+	if c := count(ser, `(?m)^\d+ +accept4\(\d+, NULL, NULL, 0\) += \d+`); c < n {
+		t.Errorf("server took %d connections from the companion with churn's own flags (0), want %d", c, n)
+	}
+	per := func(tr, re string) float64 { return float64(count(tr, re)) / n }
+	if f := per(cli, `(?m)^\d+ +newfstatat\(`); f > 6 {
+		t.Errorf("client: %.2f fstat per connection, want at most 6 (5 in steady state)", f)
+	}
+	// RLIMIT_NOFILE reads: one per fd window, whatever the limits (with
+	// room above the soft limit a window also raises and restores it).
+	const reads = `(?m)^\d+ +prlimit64\(0, RLIMIT_NOFILE, NULL, `
+	if f := per(cli, reads); f > 2.5 {
+		t.Errorf("client: %.2f RLIMIT_NOFILE reads per connection, want at most 2.5 (2 in steady state)", f)
+	}
+	// The server's window closes around a late hello's wait (under strace
+	// most are late): one read more for each.
+	late := count(ser, `(?m)^\d+ +recvmsg\(.*= -1 EAGAIN`)
+	if f := float64(count(ser, reads)-late) / n; f > 1.25 {
+		t.Errorf("server: %.2f RLIMIT_NOFILE reads per accept besides %d late hellos' waits, want at most 1.25 (1)", f, late)
+	}
+	if t.Failed() {
+		t.Logf("client trace (tail):\n%s", tail(cli, 4000))
+		t.Logf("server trace (tail):\n%s", tail(ser, 4000))
+	}
+}
+
+// tail returns the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
