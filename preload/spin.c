@@ -9,9 +9,9 @@
  *   sleep at once; one spin that pays restores spinning. A spin cannot
  *   pay when the peer needs the very CPU the spinner holds, or is not
  *   running at all: such waits soon stop spinning;
- * - while the host has more runnable threads than CPUs this process may
- *   use, a recv or send wait spins a quarter of its budget: a spinner then
- *   holds a CPU that a runnable thread needs, and only a peer that answers
+ * - while the host has more runnable threads than online CPUs, a recv or
+ *   send wait spins a quarter of its budget: a spinner then holds a CPU
+ *   that a runnable thread needs, and only a peer that answers
  *   at once (running on another CPU) is worth it. Measured on a loaded
  *   2-CPU host, a ping-pong whose ends run on two CPUs still answers in
  *   0.2 µs this way, where no spin at all costs the kernel's 12-20 µs
@@ -28,7 +28,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,7 +38,10 @@
 
 static long busy_at_us;   /* when busy was last computed */
 static int busy;          /* runnable threads exceed the CPUs */
-static int ncpu;          /* CPUs this process may run on */
+static int ncpu;          /* the host's online CPUs (not the affinity's:
+			   /proc/loadavg counts the whole host, and a
+			   pinned end would count its peer on another
+			   CPU as contention) */
 static __thread unsigned tls_misses, tls_skip;
 
 static long mono_us(void)
@@ -85,9 +87,7 @@ static int host_busy(void)
 	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_RELAXED))
 		return 0; /* a filter may forbid open: keep the last answer */
 	if (!ncpu) {
-		cpu_set_t set;
-		ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
-								     : 1;
+		ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
 		if (ncpu < 1)
 			ncpu = 1;
 	}
