@@ -682,7 +682,8 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 	while ((size_t)sent < count) {
 		int64_t room;
 		uint64_t head;
-		size_t span;
+		size_t span, want;
+		struct iovec iov[2];
 		ssize_t n;
 		int lk = osf_side_lock_tx(&c->s, c->nonblock);
 		if (lk == OSF_LOCK_AGAIN) {
@@ -706,10 +707,16 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 			continue;
 		}
 		head = c->s.tx->head;
-		span = osf_ring_span(c->s.mask, head + c->s.txb,
-				     (size_t)room < count - (size_t)sent
-					     ? (size_t)room
-					     : count - (size_t)sent);
+		want = (size_t)room < count - (size_t)sent ? (size_t)room
+							    : count - (size_t)sent;
+		span = osf_ring_span(c->s.mask, head + c->s.txb, want);
+		/* One read fills the room across the ring's wrap (a splice
+		 * returns after its first read: it takes what the pipe holds,
+		 * up to the room, as the kernel's does). */
+		iov[0].iov_base = c->s.txd + ((head + c->s.txb) & c->s.mask);
+		iov[0].iov_len = span;
+		iov[1].iov_base = c->s.txd;
+		iov[1].iov_len = want - span;
 		if (splice && pipe_nb) {
 			struct pollfd p = {in_fd, POLLIN, 0};
 			if (REAL(poll)(&p, 1, 0) == 0) {
@@ -720,10 +727,9 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 			}
 		}
 		if (offset)
-			n = pread(in_fd, c->s.txd + ((head + c->s.txb) & c->s.mask), span,
-				  *offset + sent);
+			n = preadv(in_fd, iov, want > span ? 2 : 1, *offset + sent);
 		else
-			n = REAL(read)(in_fd, c->s.txd + ((head + c->s.txb) & c->s.mask), span);
+			n = REAL(readv)(in_fd, iov, want > span ? 2 : 1);
 		if (n <= 0) {
 			osf_seg_unlock(&c->s.me->tx_lock);
 			if (n < 0)

@@ -1697,6 +1697,40 @@ static void reader_start(struct reader *r)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* s_splice_wrap: a splice from a pipe into a new connection takes all the
+ * pipe holds (4096 bytes here) in one call, as the kernel's does, also
+ * where osf's send ring wraps within those bytes (segment layout 3: the
+ * client's first 1664 bytes end its ring's region); the bytes arrive in
+ * order. */
+static void s_splice_wrap(void)
+{
+	unsigned char out[4096], in[4096];
+	size_t got = 0;
+	int c, s, p[2], i;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	if (pipe(p) < 0)
+		setup_failed("pipe");
+	for (i = 0; i < (int)sizeof out; i++)
+		out[i] = (unsigned char)(i * 7 + 3);
+	if (write(p[1], out, sizeof out) != (ssize_t)sizeof out)
+		setup_failed("pipe write");
+	say("splice 4096 from the pipe %s", R(DO(splice(p[0], NULL, c, NULL, sizeof out, 0))));
+	wait_bytes(s, sizeof out, 5000);
+	while (got < sizeof in) {
+		r = recv(s, in + got, sizeof in - got, 0);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	say("received %zu, same bytes %s", got, YN(got == sizeof in && !memcmp(in, out, sizeof in)));
+	close(p[0]);
+	close(p[1]);
+	close(c);
+	close(s);
+}
+
 /* s_splice: splice(2) between a connection and a pipe, both ways, with
  * the errors the kernel gives for offsets, two sockets, an empty side and
  * a full pipe (no byte may be lost when the pipe cannot take it). */
@@ -5199,6 +5233,7 @@ static const struct {
 	{"poll_noevents", s_poll_noevents},
 	{"linger_unread", s_linger_unread},
 	{"msg_more", s_msg_more},
+	{"splice_wrap", s_splice_wrap},
 };
 
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
