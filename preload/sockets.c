@@ -430,7 +430,7 @@ static void abandon(const struct osf_core_conn *cc)
 {
 	if (cc->seg_addr)
 		munmap((void *)(uintptr_t)cc->seg_addr,
-		       (size_t)cc->ring_bytes * 2 + 4096);
+		       (size_t)osf_seg_bytes(cc->ring_bytes));
 	if (cc->seg_fd >= 0)
 		REAL(close)(cc->seg_fd);
 	if (cc->wake_tx_fd >= 0)
