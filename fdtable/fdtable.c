@@ -741,17 +741,18 @@ static int mark_hidden(int nfd, int owner, uint64_t ino)
 	return e ? 0 : -1;
 }
 
-int osf_fdt_hide(int fd, int owner)
+/* hide is osf_fdt_hide, and osf_fdt_hide_placed with trusted set: an fd
+ * osf placed in the hidden range and marked (a spare segment's,
+ * preload/setup_spare.c) stays there, now for owner, when it is still the
+ * file the entry records: trusted takes the entry's word for it, else one
+ * fstat tells. */
+static int hide(int fd, int owner, int trusted)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
-	uint64_t ino;
+	uint64_t ino = e && e->kind == OSF_FD_HIDDEN ? e->ino : 0;
 	int nfd;
 
-	/* Placed in the hidden range by osf already (a spare segment's fds,
-	 * preload/setup_spare.c): it stays there, now for owner (one fstat
-	 * tells it is still the same file and is what the entry records). */
-	if (e && e->kind == OSF_FD_HIDDEN && (ino = ino_of(fd)) != 0 && e->ino == ino &&
-	    mark_hidden(fd, owner, ino) == 0) {
+	if (ino && (trusted || ino_of(fd) == ino) && mark_hidden(fd, owner, ino) == 0) {
 		osf_fdt_touch();
 		return fd;
 	}
@@ -769,16 +770,14 @@ int osf_fdt_hide(int fd, int owner)
 	return nfd;
 }
 
+int osf_fdt_hide(int fd, int owner)
+{
+	return hide(fd, owner, 0);
+}
+
 int osf_fdt_hide_placed(int fd, int owner)
 {
-	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
-	uint64_t ino = e && e->kind == OSF_FD_HIDDEN ? e->ino : 0;
-
-	if (ino && mark_hidden(fd, owner, ino) == 0) {
-		osf_fdt_touch();
-		return fd;
-	}
-	return osf_fdt_hide(fd, owner);
+	return hide(fd, owner, 1);
 }
 
 int osf_fdt_keep_hidden(int hfd, int owner)
