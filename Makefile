@@ -98,7 +98,8 @@ $(BIN)/osfperf: cmd/osfperf/osfperf.c
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $< -lm
 
-$(BUILD)/tests/%: tests/progs/%.c tests/progs/pair.h tests/progs/segmaps.h include/osf/qsock.h
+$(BUILD)/tests/%: tests/progs/%.c tests/progs/pair.h tests/progs/segmaps.h include/osf/qsock.h \
+		$(wildcard sdp/*.h) $(wildcard fdtable/*.h)
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Iinclude -o $@ $< -lm -ldl
 
