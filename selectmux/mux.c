@@ -395,11 +395,12 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 				       mask)
 			 : REAL(poll)(k, m, to);
 		err = errno;
-		if (armed)
-			disarm_all(fds, n, k, wx, arm, r > 0);
+		/* Before disarm_all, which clears arm[]. */
 		for (i = 0; due && r == 0 && i < n; i++)
 			if ((arm[i] & OSF_ARM_RX) && kind[i] == SLOT_CONN && fds[i].fd >= 0)
 				osf_conn_trim(fds[i].fd, osf_fdt_lookup(fds[i].fd));
+		if (armed)
+			disarm_all(fds, n, k, wx, arm, r > 0);
 		if (r < 0) { /* EINTR even after a spin pass counted 0 */
 			errno = err;
 			result = -1;
