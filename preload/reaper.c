@@ -17,9 +17,9 @@
  * while an end waits for its trim, and otherwise sleeps on a futex with no
  * timeout: no work while nothing idles. A sleeper wakes it only when it
  * sleeps (one load of a read-mostly word on the sleep path, a futex wake
- * at most once per idle period). It calls nothing but process_madvise
- * (or madvise), clock_nanosleep, futex and atomics, so a fork while it runs copies no
- * lock it holds (the child starts its own on demand). The sleeper's
+ * at most once per idle period). It calls nothing but madvise,
+ * clock_nanosleep, futex, send (a trim wakes writers its stop held back)
+ * and atomics, so a fork while it runs copies no lock it holds (the child starts its own on demand). The sleeper's
  * reference keeps the connection mapped: on waking it waits for a trim of
  * its end under way. Not under a seccomp filter (a new thread may be
  * forbidden there), and a reader that blocks in recv inside a signal

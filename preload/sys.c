@@ -96,15 +96,3 @@ int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	return REAL(getsockopt)(fd, level, name, val, len);
 }
 
-#ifndef PIDFD_SELF_THREAD_GROUP
-#define PIDFD_SELF_THREAD_GROUP -10001 /* linux/pidfd.h, Linux 6.15 */
-#endif
-
-/* A filter may forbid process_madvise, or kill for it. */
-long osf_sys_punch(const void *iov)
-{
-	if (unlikely(sandboxed()))
-		return OSF_FAIL(ENOSYS);
-	return syscall(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, iov, 1,
-		       MADV_REMOVE, 0);
-}

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -77,6 +76,14 @@ static int holder_state(pid_t tid, int look)
 	return HOLDER_RUNS;
 }
 
+int osf_lock_holder_gone(uint32_t tid)
+{
+	int saved = errno, gone = tid != 0 && holder_state((pid_t)tid, 1) == HOLDER_GONE;
+
+	errno = saved;
+	return gone;
+}
+
 /* timeout_ms returns SO_RCVTIMEO of fd in ms, -1 for none. */
 static long timeout_ms(int fd)
 {
@@ -90,64 +97,6 @@ static long timeout_ms(int fd)
 		return -1;
 	}
 	return tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
-}
-
-/* trimmer tells whether owner is a consumer trimming the ring (a slot of
- * trim names it). */
-static int trimmer(const struct osf_seg_trim *trim, uint32_t owner)
-{
-	int i;
-
-	for (i = 0; i < OSF_SEG_TRIMS; i++)
-		if (__atomic_load_n(&trim[i].owner, __ATOMIC_ACQUIRE) == owner)
-			return 1;
-	return 0;
-}
-
-/* take_from_trimmer takes the producers' lock w (found as cur) from the
- * trimmer that holds it: 1 when taken, 0 when the word changed (look
- * again), OSF_LOCK_BROKEN when a trimmer seems to punch for ever. After
- * the lock is ours, every trim's next punch is cancelled (its len set to
- * 0: process_madvise reads it when it runs, and a trimmer looks at the
- * lock after it set len and before it punches, so either it sees the lock
- * gone or we see its len). A punch already made keeps its slot until the
- * trimmer is back from it: wait for that while the trimmer runs (one
- * chunk); a stopped one is not in a system call, so what it read is
- * punched already. */
-static int take_from_trimmer(uint32_t *w, uint32_t cur, uint32_t me,
-			     struct osf_seg_trim *trim, long *since)
-{
-	int i, spins = 0;
-
-	if (!__atomic_compare_exchange_n(w, &cur, me | (cur & OSF_LOCK_WAITERS), 0,
-					 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-		return 0;
-	for (i = 0; i < OSF_SEG_TRIMS; i++)
-		__atomic_store_n(&trim[i].len, 0, __ATOMIC_SEQ_CST);
-	for (i = 0; i < OSF_SEG_TRIMS; i++) {
-		uint32_t o;
-		while ((o = __atomic_load_n(&trim[i].owner, __ATOMIC_ACQUIRE)) != 0) {
-			long now;
-			int st;
-			if (spins++ < 64) {
-				__builtin_ia32_pause();
-				continue;
-			}
-			st = holder_state((pid_t)o, 1);
-			if (st != HOLDER_RUNS)
-				break;
-			now = now_ms();
-			if (!*since)
-				*since = now;
-			if (now - *since > OSF_LOCK_STUCK_MS) {
-				osf_seg_unlock(w);
-				return OSF_LOCK_BROKEN;
-			}
-			sched_yield();
-		}
-	}
-	*since = 0;
-	return 1;
 }
 
 int osf_lock_slow(uint32_t *w, uint32_t me, const struct osf_lock_wait *how)
@@ -171,15 +120,6 @@ int osf_lock_slow(uint32_t *w, uint32_t me, const struct osf_lock_wait *how)
 		owner = cur & ~OSF_LOCK_WAITERS;
 		if (owner == me)
 			return OSF_LOCK_BROKEN; /* re-entered from a signal handler */
-		if (how->trim && trimmer(how->trim, owner)) {
-			/* A trim never keeps a producer waiting. */
-			int r = take_from_trimmer(w, cur, me, how->trim, how->since);
-			if (r == 1)
-				return 0;
-			if (r < 0)
-				return r;
-			continue;
-		}
 		if (spins++ < 256) {
 			__builtin_ia32_pause();
 			continue;

@@ -45,9 +45,6 @@ struct osf_lock_wait {
 			 CLOCK_MONOTONIC, 0: not held against us): when this
 			 lock was first found held, kept across calls and
 			 across owners until this process takes it */
-	struct osf_seg_trim *trim; /* a producers' lock: the side's trims
-				      under way (osf_lock_slow takes the
-				      lock from a trimmer); else NULL */
 };
 
 /* Results of osf_seg_lock_wait besides 0 (taken). */
@@ -58,10 +55,9 @@ struct osf_lock_wait {
 
 /* osf_lock_slow waits for a contended lock as how allows: 0 when taken,
  * else OSF_LOCK_AGAIN or OSF_LOCK_BROKEN. A holder that no longer exists
- * (or is a zombie) is replaced. A producers' lock held by a consumer that
- * trims the ring (how->trim names it) is taken from it at once, running
- * or stopped: its next punch is cancelled, and one it is making is waited
- * for (sdp/side.c osf_side_trim says why no byte is lost). A stopped holder (SIGSTOP, a debugger) is
+ * (or is a zombie) is replaced. (A consumer that trims the ring holds its
+ * producers' lock only to read head and set the trim stop, never across
+ * a punch: sdp/side.c osf_side_trim.) A stopped holder (SIGSTOP, a debugger) is
  * a process sharing the connection that will continue: a non-blocking
  * caller gets OSF_LOCK_AGAIN at once, a blocking one waits (SO_RCVTIMEO),
  * and the connection is never reset for it, as TCP would not. Running
@@ -96,10 +92,15 @@ static inline int osf_seg_lock_wait(uint32_t *w, const struct osf_lock_wait *how
 static inline int osf_seg_lock(uint32_t *w)
 {
 	long since = 0;
-	struct osf_lock_wait how = {0, -1, &since, NULL};
+	struct osf_lock_wait how = {0, -1, &since};
 
 	return osf_seg_lock_wait(w, &how);
 }
+
+/* osf_lock_holder_gone tells whether thread tid (a word another process
+ * may have written) does not exist or is a zombie: 0 when it runs, is
+ * stopped, or tid is 0. Reads /proc; for slow paths only. */
+int osf_lock_holder_gone(uint32_t tid);
 
 /* osf_lock_wake wakes the sleepers of a lock word just released. */
 void osf_lock_wake(uint32_t *w);

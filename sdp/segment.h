@@ -38,7 +38,7 @@
 #include <string.h>
 
 #define OSF_SEG_MAGIC 0x3147455346534f51ULL /* "QOSFSEG1" */
-#define OSF_SEG_VERSION 3
+#define OSF_SEG_VERSION 4
 #define OSF_SEG_PAGE 4096u
 #define OSF_SEG_HDR_BYTES 768u /* sizeof(struct osf_seg_hdr) */
 /* Ring 0's bytes in the shared page; ring 1 has the rest after the header
@@ -68,20 +68,6 @@
 				   peer (its device stopped answering), so
 				   the end is ETIMEDOUT, as when TCP's
 				   retransmissions give up */
-
-/* A trim of a ring under way (osf_seg_side.trim): owner is the trimming
- * thread's tid (0: free), claimed before it takes the producers' tx_lock
- * and kept until it let go of it; base and len are the one struct iovec
- * of its next punch (process_madvise reads them from here when it runs),
- * which a producer taking tx_lock from the trimmer sets to 0. */
-struct osf_seg_trim {
-	uint32_t owner;
-	uint32_t pad;
-	uint64_t base; /* an address in the trimmer's process */
-	uint64_t len;
-};
-
-#define OSF_SEG_TRIMS 2
 
 struct osf_seg_side {
 	/* Cache line 0: what the peer looks at. */
@@ -117,10 +103,17 @@ struct osf_seg_side {
 	 * free, else the owner's tid, | OSF_LOCK_WAITERS when contended. */
 	uint32_t tx_lock;
 	uint32_t rx_lock;
-	/* The trims of this side's ring under way (consumers of the peer:
-	 * sdp/side.c osf_side_trim), for a producer to take tx_lock from. */
-	struct osf_seg_trim trim[OSF_SEG_TRIMS];
-	uint8_t pad1[8];
+	/* A trim of this side's ring by a consumer of the peer (sdp/side.c
+	 * osf_side_trim): trim_owner is the trimming thread's tid (0: none),
+	 * claimed first; while trim_stop is not 0, this side's producers write
+	 * only below ring position trim_stop, and the trimmer gives back pages
+	 * at and above it. Both are words a peer can write: a producer takes
+	 * trim_stop only as a bound on its room (osf_side_tx_free), a trimmer
+	 * punches only what it computed from its own mapping. */
+	uint32_t trim_owner;
+	uint32_t pad_trim;
+	uint64_t trim_stop;
+	uint8_t pad1[40];
 	/* Cache line 2: this side's counters (osfstat). */
 	uint64_t send_calls;
 	uint64_t recv_calls;
@@ -236,8 +229,8 @@ struct osf_hello {
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 _Static_assert(sizeof(struct osf_seg_side) == 192, "side layout");
-_Static_assert(offsetof(struct osf_seg_side, trim) % 8 == 0,
-	       "a trim's base and len are a struct iovec");
+_Static_assert(offsetof(struct osf_seg_side, trim_stop) % 8 == 0,
+	       "trim_stop is one aligned 64-bit word");
 _Static_assert(sizeof(struct osf_seg_ring) == 128, "ring layout");
 _Static_assert(sizeof(struct osf_seg_hdr) == OSF_SEG_HDR_BYTES,
 	       "segment header size");

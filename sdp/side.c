@@ -56,32 +56,8 @@ void osf_side_set_trim(struct osf_side *s, int on)
 	__atomic_store_n(&s->trim, on, __ATOMIC_RELAXED);
 }
 
-#define TRIM_CHUNK (256u << 10) /* one punch: a producer waits for at most one */
-
-/* punch_self tells whether a trim punches with osf_sys_punch: the kernel
- * reads each punch's struct iovec from the segment when the call runs, so
- * a producer can cancel a punch not yet made and take its lock from the
- * trimmer. Else (older kernels, seccomp) madvise, and a producer waits for
- * a stopped trimmer as for any stopped holder of its lock. */
-static int punch_self(void)
-{
-	static int no; /* the kernel said no for good */
-	uint64_t none[2] = {0, 0};
-
-	if (__atomic_load_n(&no, __ATOMIC_RELAXED))
-		return 0;
-	if (osf_sys_punch(none) == 0)
-		return 1;
-	if (errno != ENOSYS) /* EINVAL, EBADF: this kernel cannot */
-		__atomic_store_n(&no, 1, __ATOMIC_RELAXED);
-	return 0;
-}
-
-/* mine tells whether this thread (me) still holds the producers' lock w. */
-static int mine(uint32_t *w, uint32_t me)
-{
-	return (__atomic_load_n(w, __ATOMIC_SEQ_CST) & ~OSF_LOCK_WAITERS) == me;
-}
+#define TRIM_CHUNK (256u << 10) /* ring bytes given back per round: the
+				   producer keeps the room below them */
 
 /* page_down rounds position p of the rx ring down to where a page of the
  * segment starts (the ring's page phase, segment.h). */
@@ -92,61 +68,26 @@ static uint64_t page_down(const struct osf_side *s, uint64_t p)
 	return ((p + ph) & ~(uint64_t)(TRIM_PAGE - 1)) - ph;
 }
 
-/* punch_range punches [lo, hi) (page-aligned addresses) in chunks of
- * TRIM_CHUNK, as long as this thread holds the producers' lock w: the
- * bytes given back, or -1 when a punch failed (not shared memory).
- * Through slot t (claimed, or NULL with madvise): each chunk's iovec is
- * set there, then the lock looked at, then punched; a producer that took
- * the lock set len to 0 first or is seen. *stop is set when a producer
- * took the lock. */
-static ssize_t punch_range(uint32_t *w, uint32_t me, struct osf_seg_trim *t,
-			   uintptr_t lo, uintptr_t hi, int *stop)
-{
-	size_t given = 0;
-
-	while (lo < hi) {
-		size_t len = hi - lo < TRIM_CHUNK ? hi - lo : TRIM_CHUNK;
-		long r;
-		if (t) {
-			__atomic_store_n(&t->base, (uint64_t)lo, __ATOMIC_RELAXED);
-			__atomic_store_n(&t->len, (uint64_t)len, __ATOMIC_SEQ_CST);
-			if (!mine(w, me)) { /* a producer took it: stop here */
-				__atomic_store_n(&t->len, 0, __ATOMIC_RELAXED);
-				*stop = 1;
-				break;
-			}
-			osf_sys_debug_punch();
-			r = osf_sys_punch(&t->base);
-			__atomic_store_n(&t->len, 0, __ATOMIC_RELEASE);
-		} else {
-			osf_sys_debug_punch();
-			r = madvise((void *)lo, len, MADV_REMOVE);
-		}
-		if (r < 0)
-			return -1;
-		given += len;
-		lo += len;
-	}
-	return (ssize_t)given;
-}
-
 /* punch gives back the segment pages that hold only positions [from, to)
  * of the rx ring (at most a ring long): whole pages inside each piece of
  * the ring's region the range covers (up to the region's end, then from
  * its start), never the shared page, which holds the header and the other
  * ring too; the unused bytes before ring 0's region and after ring 1's
- * count as free. The bytes given back, or -1 when a punch failed. */
-static ssize_t punch(struct osf_side *s, uint32_t *w, uint32_t me,
-		     struct osf_seg_trim *t, uint64_t from, uint64_t to)
+ * count as free. Addresses come from this process's own mapping (rxd,
+ * size) and positions are taken modulo the ring, so no value the peer
+ * wrote can move a punch outside the ring's pages. The bytes given back,
+ * or -1 when a punch failed (not shared memory). */
+static ssize_t punch(struct osf_side *s, uint64_t from, uint64_t to)
 {
 	const uintptr_t pg = TRIM_PAGE - 1;
-	int ring = 1 - s->side, stop = 0;
+	const uintptr_t first = (uintptr_t)s->rxd & ~pg,
+			last = ((uintptr_t)s->rxd + s->size + pg) & ~pg;
+	int ring = 1 - s->side;
 	size_t given = 0;
 
-	while (from < to && !stop) {
+	while (from < to) {
 		size_t off = (size_t)((from + s->rxb) & s->mask), len = (size_t)(to - from);
 		uintptr_t lo, hi;
-		ssize_t r;
 		if (len > s->size - off)
 			len = s->size - off; /* up to the region's end, then from 0 */
 		lo = (uintptr_t)(s->rxd + off);
@@ -156,30 +97,33 @@ static ssize_t punch(struct osf_side *s, uint32_t *w, uint32_t me,
 		from += len;
 		if (lo >= hi)
 			continue;
-		r = punch_range(w, me, t, lo, hi, &stop);
-		if (r < 0)
+		if (lo < first || hi > last) /* cannot be: the ring's own pages only */
 			return -1;
-		given += (size_t)r;
+		osf_sys_debug_punch();
+		if (madvise((void *)lo, hi - lo, MADV_REMOVE) < 0)
+			return -1;
+		given += hi - lo;
 	}
 	return (ssize_t)given;
 }
 
-/* claim_trim takes a free trim slot of the producing side for me: the
- * slot, or NULL (both taken: a trim under way, or trimmers stopped). */
-static struct osf_seg_trim *claim_trim(struct osf_side *s, uint32_t me)
+/* claim_trim makes me the trimmer of the rx ring (the producing side's
+ * trim_owner): 0 when another trim has it. An owner that is gone (killed
+ * in a trim) is replaced, and its stop with it when the trim ends. */
+static int claim_trim(struct osf_side *s, uint32_t me)
 {
-	int i;
+	uint32_t cur = 0;
 
-	for (i = 0; i < OSF_SEG_TRIMS; i++) {
-		uint32_t none = 0;
-		if (__atomic_compare_exchange_n(&s->peer->trim[i].owner, &none, me, 0,
-						__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-			return &s->peer->trim[i];
-	}
-	return NULL;
+	if (__atomic_compare_exchange_n(&s->peer->trim_owner, &cur, me, 0,
+					__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return 1;
+	return osf_lock_holder_gone(cur) &&
+	       __atomic_compare_exchange_n(&s->peer->trim_owner, &cur, me, 0,
+					   __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
 }
 
-/* unlock_if_mine releases the producers' lock unless a producer took it. */
+/* unlock_if_mine releases the producers' lock unless it is no longer mine
+ * (a producer replaced a holder it took for gone, or the peer wrote it). */
 static void unlock_if_mine(uint32_t *w, uint32_t me)
 {
 	uint32_t cur = __atomic_load_n(w, __ATOMIC_RELAXED);
@@ -193,68 +137,113 @@ static void unlock_if_mine(uint32_t *w, uint32_t me)
 		}
 }
 
+/* A trim gives back the free pages [from, hi) of the rx ring from the top
+ * down, TRIM_CHUNK a round. Each round takes the producers' tx_lock with
+ * one compare-and-swap (never waiting: a writer in the peer holds it for
+ * a copy, a hostile peer may hold it for ever; either way, next time),
+ * reads head, sets the producers' stop at the round's lowest position and
+ * lets the lock go at once; then it punches, holding nothing. A producer
+ * computes its room under its lock and writes only below the stop
+ * (osf_side_tx_free), so no byte it writes meanwhile lies in a page being
+ * punched, and it never waits for a trimmer, running or stopped: it has
+ * the room below the stop, at least the ring less a round once the first
+ * round is set. The head's own page, when nothing is unread, goes last,
+ * with the stop at head (its top part is the free room's end, its bottom
+ * part the room's start). The stop is cleared and waiting writers woken
+ * when the trim ends. */
 size_t osf_side_trim(struct osf_side *s)
 {
-	uint32_t *w = &s->peer->tx_lock, free_word = 0, me = osf_lock_tid();
-	struct osf_seg_trim *t = NULL;
-	uint64_t head, tail, from, to;
-	uint32_t held;
+	uint32_t *w = &s->peer->tx_lock, me = osf_lock_tid();
+	uint64_t from = 0, hi = 0, head0 = 0, tail0 = 0, head = 0, tail = 0;
+	int whole = 0, done = 0, stopped = 0, round;
 	ssize_t given = 0;
 	int saved = errno;
 
 	if (!__atomic_load_n(&s->trim, __ATOMIC_RELAXED))
 		return 0; /* never for an RDMA engine's (pinned) rings */
-	/* A slot first (a producer that finds us holding its lock looks
-	 * there), then the lock. */
-	if (punch_self() && !(t = claim_trim(s, me)))
+	if (!claim_trim(s, me))
 		return 0;
-	/* Only try: a writer in the peer holds it for a copy, and a hostile
-	 * peer may hold it for ever; either way, next time. */
-	if (!__atomic_compare_exchange_n(w, &free_word, me, 0,
-					 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
-		if (t)
-			__atomic_store_n(&t->owner, 0, __ATOMIC_RELEASE);
-		return 0;
-	}
-	/* With the lock, no producer writes and head stands still. Bytes a
-	 * corked producer wrote after head and holds back ([head, head +
-	 * held)) are not free; the word is read before head: a consumer
-	 * publishing a gone producer's held bytes (osf_side_mark_gone)
-	 * moves head before it clears the word, so held 0 here means head
-	 * already counts them. */
-	held = __atomic_load_n(&s->peer->cork, __ATOMIC_ACQUIRE) & OSF_CORK_HELD;
-	head = __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE);
-	tail = __atomic_load_n(&s->rx->tail, __ATOMIC_ACQUIRE);
-	if (held >= s->size || osf_ring_used(head + held, tail, s->size) < 0) {
-		/* being published (OSF_CORK_HELD), or corrupt: next time */
-	} else if (osf_ring_used(head, tail, s->size) >= 0) {
-		/* Free: [head + held, tail + size), whole pages only (a reader of
-		 * this side may move tail on meanwhile: that only frees
-		 * more). Of it, only what was consumed since the last trim
-		 * can hold pages: the rest was given back then, or never
-		 * written (trim_tail starts a ring behind, or at 0 on a new ring). */
-		uint64_t last = page_down(s, __atomic_load_n(&s->trim_tail,
-							      __ATOMIC_RELAXED));
-		from = tail - last < s->size ? last + s->size : tail;
-		if (from < head + held)
-			from = head + held;
-		to = tail + s->size; /* punch takes whole pages inside */
-		if (head == tail && !held) { /* nothing unread: the whole ring */
-			from = page_down(s, head);
-			to = from + s->size;
+	for (round = 0; round < (int)(s->size / TRIM_CHUNK) + 3; round++) {
+		uint64_t lo, top, stop;
+		uint32_t free_word = 0, held;
+		ssize_t r;
+		if (!__atomic_compare_exchange_n(w, &free_word, me, 0,
+						 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			break;
+		/* With the lock, no producer writes and head stands still.
+		 * Bytes a corked producer wrote after its head and holds back
+		 * ([head, head + held)) are not free; the word is read before
+		 * head: a consumer publishing a gone producer's held bytes
+		 * (osf_side_mark_gone) moves head before it clears the word,
+		 * so held 0 here means head already counts them. */
+		held = __atomic_load_n(&s->peer->cork, __ATOMIC_ACQUIRE) & OSF_CORK_HELD;
+		head = __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE);
+		tail = __atomic_load_n(&s->rx->tail, __ATOMIC_ACQUIRE);
+		if (held >= s->size || osf_ring_used(head + held, tail, s->size) < 0 ||
+		    (round > 0 && (tail < tail0 || head < head0))) {
+			/* being published (OSF_CORK_HELD), or corrupt: next time */
+			unlock_if_mine(w, me);
+			break;
 		}
-		if (to > from)
-			given = punch(s, w, me, t, from, to);
-		if (given < 0) /* not shared memory after all: stop trying */
+		if (round == 0) {
+			/* Free: [head + held, tail + size), whole pages only (a
+			 * reader of this side may move tail on meanwhile: that
+			 * only frees more). Of it, only what was consumed since
+			 * the last trim can hold pages: the rest was given back
+			 * then, or never written (trim_tail starts a ring
+			 * behind, or at 0 on a new ring). Nothing unread: the
+			 * whole ring, the head's page last. */
+			uint64_t last = page_down(s, __atomic_load_n(&s->trim_tail,
+								     __ATOMIC_RELAXED));
+			head0 = head;
+			tail0 = tail;
+			whole = head == tail && !held;
+			from = tail - last < s->size ? last + s->size : tail;
+			if (from < head + held)
+				from = head + held;
+			hi = whole ? page_down(s, head) + s->size : tail + s->size;
+		} else if (from < head + held) {
+			from = head + held; /* written since the last round */
+		}
+		if (whole && (head != head0 || held))
+			whole = 0; /* written meanwhile: the head's page stays */
+		if (hi > from) {
+			lo = hi - from > TRIM_CHUNK ? page_down(s, hi - TRIM_CHUNK) : from;
+			if (lo < from)
+				lo = from;
+			top = hi;
+			stop = lo;
+		} else if (whole && page_down(s, head) != head) {
+			lo = page_down(s, head) + s->size;
+			top = lo + TRIM_PAGE;
+			stop = head;
+			done = 1;
+		} else {
+			unlock_if_mine(w, me);
+			done = 1;
+			break;
+		}
+		__atomic_store_n(&s->peer->trim_stop, stop, __ATOMIC_SEQ_CST);
+		stopped = 1;
+		unlock_if_mine(w, me);
+		r = punch(s, lo, top);
+		if (r < 0) { /* not shared memory after all: stop trying */
 			osf_side_set_trim(s, 0);
-		else if (mine(w, me)) /* else a producer cut it short */
-			__atomic_store_n(&s->trim_tail, tail, __ATOMIC_RELAXED);
+			break;
+		}
+		given += r;
+		hi = lo;
+		if (done)
+			break;
 	}
-	if (t)
-		__atomic_store_n(&t->owner, 0, __ATOMIC_RELEASE);
-	unlock_if_mine(w, me);
+	__atomic_store_n(&s->peer->trim_stop, 0, __ATOMIC_SEQ_CST);
+	if (done)
+		__atomic_store_n(&s->trim_tail, tail0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->peer->trim_owner, 0, __ATOMIC_RELEASE);
+	if (stopped) /* writers a stop held back may wait for room */
+		osf_side_wake_writer(s, head, tail);
 	errno = saved;
-	return given > 0 ? (size_t)given : 0;
+	return (size_t)given;
 }
 
 /* ---- state of the other side ------------------------------------------ */
@@ -632,10 +621,27 @@ int osf_side_wait_more(struct osf_side *s, int fd, unsigned spin_us,
 	return r;
 }
 
+/* clear_dead_stop clears the trim stop of this side's producers when the
+ * consumer that set it is gone (killed in a trim: it would never clear it)
+ * or none claims it: it takes the claim itself first, so that a trimmer
+ * claiming meanwhile keeps its stop. */
+static void clear_dead_stop(struct osf_side *s)
+{
+	uint32_t owner = __atomic_load_n(&s->me->trim_owner, __ATOMIC_ACQUIRE);
+
+	if (owner != 0 && !osf_lock_holder_gone(owner))
+		return;
+	if (!__atomic_compare_exchange_n(&s->me->trim_owner, &owner, osf_lock_tid(),
+					 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&s->me->trim_stop, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->me->trim_owner, 0, __ATOMIC_RELEASE);
+}
+
 /* sleep_limited is sleep_token for a writer held back by the buffer sizes
- * rather than a full ring: a larger SO_SNDBUF (here) or SO_RCVBUF (at the
- * peer) makes room without a token, so it looks again every few
- * milliseconds. The send timeout (SO_RCVTIMEO of the writers' socket)
+ * or a trim's stop rather than a full ring: a larger SO_SNDBUF (here) or
+ * SO_RCVBUF (at the peer), or the trim's end, makes room without a token,
+ * so it looks again every few milliseconds. The send timeout (SO_RCVTIMEO of the writers' socket)
  * still ends it with -EAGAIN, a signal with -EINTR. */
 static int sleep_limited(struct osf_side *s)
 {
@@ -653,6 +659,8 @@ static int sleep_limited(struct osf_side *s)
 		int slice = left_ms < 0 || left_ms > 20 ? 20 : (int)left_ms, n;
 		if (left_ms == 0)
 			return -EAGAIN;
+		if (osf_side_tx_stopped(s))
+			clear_dead_stop(s);
 		n = osf_sys_poll(&p, 1, slice);
 		if (n < 0)
 			return -errno;
@@ -680,7 +688,7 @@ int osf_side_wait_room(struct osf_side *s, unsigned spin_us)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (osf_side_tx_ready(s))
 		r = 0;
-	else if (osf_side_tx_limit(s) < s->size)
+	else if (osf_side_tx_limit(s) < s->size || osf_side_tx_stopped(s))
 		r = sleep_limited(s);
 	else
 		r = sleep_token(s, s->wfd);

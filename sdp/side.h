@@ -161,15 +161,14 @@ static inline void osf_side_peer_closing(struct osf_side *s, int fd)
  * that is nonblock or not: 0, OSF_LOCK_AGAIN or OSF_LOCK_BROKEN. */
 static inline int osf_side_lock_rx(struct osf_side *s, int fd, int nonblock)
 {
-	struct osf_lock_wait how = {nonblock, fd, &s->lock_since[0], NULL};
+	struct osf_lock_wait how = {nonblock, fd, &s->lock_since[0]};
 
 	return osf_seg_lock_wait(&s->me->rx_lock, &how);
 }
 
 static inline int osf_side_lock_tx(struct osf_side *s, int nonblock)
 {
-	struct osf_lock_wait how = {nonblock, s->wfd, &s->lock_since[1],
-				    s->me->trim};
+	struct osf_lock_wait how = {nonblock, s->wfd, &s->lock_since[1]};
 
 	return osf_seg_lock_wait(&s->me->tx_lock, &how);
 }
@@ -212,17 +211,32 @@ static inline uint64_t osf_side_rx_limit(const struct osf_side *s)
 }
 
 /* osf_side_tx_free returns the room to write (osf_side_tx_limit less
- * what is in flight), -1 if the ring is corrupt. */
+ * what is in flight, and only below the trim stop while a consumer gives
+ * pages back: osf_side_trim), -1 if the ring is corrupt. A producer calls
+ * it with its tx_lock held and writes no more than it returned. */
 static inline int64_t osf_side_tx_free(const struct osf_side *s)
 {
 	uint64_t head = __atomic_load_n(&s->tx->head, __ATOMIC_RELAXED);
 	uint64_t tail = __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE);
 	int64_t used = osf_ring_used(head, tail, s->size);
-	uint64_t lim = osf_side_tx_limit(s);
+	uint64_t lim = osf_side_tx_limit(s), stop;
 
 	if (used < 0)
 		return -1;
-	return (uint64_t)used >= lim ? 0 : (int64_t)(lim - (uint64_t)used);
+	if ((uint64_t)used >= lim)
+		return 0;
+	lim -= (uint64_t)used;
+	stop = __atomic_load_n(&s->me->trim_stop, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(stop != 0, 0)) /* a bound only, whatever its value */
+		lim = stop <= head ? 0 : stop - head < lim ? stop - head : lim;
+	return (int64_t)lim;
+}
+
+/* osf_side_tx_stopped tells whether a trim of the tx ring holds this
+ * side's producers below its stop (osf_side_trim). */
+static inline int osf_side_tx_stopped(const struct osf_side *s)
+{
+	return __atomic_load_n(&s->me->trim_stop, __ATOMIC_RELAXED) != 0;
 }
 
 /* osf_side_tx_queued returns the bytes written and not yet read. */

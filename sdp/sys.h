@@ -24,15 +24,8 @@ int osf_sys_ioctl(int fd, unsigned long req, void *arg);
 pid_t osf_sys_gettid(void);
 int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
 
-/* osf_sys_punch is process_madvise(PIDFD_SELF_THREAD_GROUP, iov, 1,
- * MADV_REMOVE, 0) for iov, a struct iovec that the kernel reads when the
- * call runs (Linux 6.15; older kernels fail with EINVAL or EBADF), or -1
- * with errno ENOSYS where the embedder does not make that call (libosf.so
- * under a seccomp filter). */
-long osf_sys_punch(const void *iov);
-
 /* osf_sys_debug_punch is called by a trim right before each punch, with
- * the producers' lock held: libosf.so stops its own process there (SIGSTOP,
+ * the producers' stop set: libosf.so stops its own process there (SIGSTOP,
  * once per process) when OSF_DEBUG_TRIM_STOP=1, for tests; others do
  * nothing. */
 void osf_sys_debug_punch(void);

@@ -19,7 +19,6 @@ int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout) { return poll(p, n, ti
 int osf_sys_ioctl(int fd, unsigned long req, void *arg) { return ioctl(fd, req, arg); }
 pid_t osf_sys_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len) { return getsockopt(fd, level, name, val, len); }
-long osf_sys_punch(const void *iov) { return syscall(SYS_process_madvise, -10001 /* PIDFD_SELF_THREAD_GROUP */, iov, 1, 9 /* MADV_REMOVE */, 0); }
 void osf_sys_debug_punch(void) {}
 /* No reaper here: a reader asleep in a blocking call is not trimmed. */
 int osf_sys_sleep_begin(struct osf_side *s) { (void)s; return 0; }

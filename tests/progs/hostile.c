@@ -15,6 +15,10 @@
  *   hostile lockflip PORT SECONDS      connect with a good hello, keep data
  *       in the server's ring, and write two live tids in turn into the
  *       server side's lock words for SECONDS (issue 10, item 4).
+ *   hostile trimsteer PORT ADDR LEN SECONDS   connect with a good hello,
+ *       give the server pages to read and trim (none in the last second),
+ *       and write ADDR and LEN where layout 3's trim slots were, for
+ *       SECONDS (issue 24, item 1).
  *
  * The layout comes from sdp/segment.h, the names from shm/names.go. */
 #ifndef _GNU_SOURCE
@@ -382,35 +386,49 @@ static int attack(int port)
 	return 0;
 }
 
+/* connect_truthful connects to the server on 127.0.0.1:port as an honest
+ * osf client from client port cport would, with a ring of ring bytes: the
+ * companion connection, or -1; *fd, *seg and *wake are the segment's fd,
+ * its mapping and our end of the writers' wake socket. */
+static int connect_truthful(int port, uint32_t ring, uint16_t cport, int *fd,
+			    uint8_t **seg, int *wake)
+{
+	char name[64];
+	struct osf_hello h;
+	int c, w[2];
+
+	snprintf(name, sizeof(name), "osf1/4/127.0.0.1/%d", port);
+	truthful_hello(&h, port, ring, cport);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w) < 0)
+		return -1;
+	*fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
+	*seg = mmap(NULL, (size_t)osf_seg_bytes(ring), PROT_READ | PROT_WRITE,
+		    MAP_SHARED, *fd, 0);
+	if (*fd < 0 || *seg == MAP_FAILED)
+		return -1;
+	c = send_hello(name, &h, sizeof(h), *fd, w[1], -1);
+	close(w[1]);
+	*wake = w[0];
+	if (c < 0)
+		fprintf(stderr, "hostile: connect %s: %s\n", name, strerror(errno));
+	return c;
+}
+
 /* lockflip connects with a truthful hello to the server on 127.0.0.1:PORT,
  * keeps data in the server's receive ring (the server reads it), and
  * writes live tids into the server side's locks, two in turn, so that the
  * holder seems to change all the time: for SECONDS, then it closes. */
 static int lockflip(int port, double secs)
 {
-	char name[64];
-	struct osf_hello h;
 	uint32_t ring = 1 << 16, tids[2] = {(uint32_t)getpid(), (uint32_t)getppid()};
 	int c, fd, wake[2], i = 0;
 	struct osf_seg_hdr *sh;
 	uint8_t *seg;
 	double until = now() + secs;
 
-	snprintf(name, sizeof(name), "osf1/4/127.0.0.1/%d", port);
-	truthful_hello(&h, port, ring, 40001);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wake) < 0)
+	c = connect_truthful(port, ring, 40001, &fd, &seg, &wake[0]);
+	if (c < 0)
 		return 1;
-	fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring));
-	seg = mmap(NULL, (size_t)osf_seg_bytes(ring), PROT_READ | PROT_WRITE,
-		   MAP_SHARED, fd, 0);
-	if (fd < 0 || seg == MAP_FAILED)
-		return 1;
-	c = send_hello(name, &h, sizeof(h), fd, wake[1], -1);
-	close(wake[1]);
-	if (c < 0) {
-		fprintf(stderr, "hostile: connect %s: %s\n", name, strerror(errno));
-		return 1;
-	}
 	sh = osf_seg_hdr(seg, ring);
 	printf("flipping\n");
 	fflush(stdout);
@@ -432,15 +450,78 @@ static int lockflip(int port, double secs)
 	return 0;
 }
 
+/* trimsteer connects with a truthful hello to the server on 127.0.0.1:PORT
+ * and, for SECONDS, hands it a page of data every 150 ms, so that the
+ * server's idle poller trims the ring it reads (ours: side 0 writes ring
+ * 0), and meanwhile rewrites, without pause, the words of its own side
+ * where segment layout 3 kept the trim slots' struct iovec (bytes 80-95
+ * and 104-119 of struct osf_seg_side) with ADDR and LEN: a shared mapping
+ * of the server's own that no trim may punch (issue 24, item 1). Its
+ * trim_owner words it leaves alone, so a trimmer claims them as usual. */
+static int trimsteer(int port, uint64_t addr, uint64_t len, double secs)
+{
+	uint32_t ring = 1 << 16;
+	int c, fd, wake[2], sent = 0;
+	struct osf_seg_hdr *sh;
+	uint8_t *seg, *mine;
+	double until = now() + secs, next = 0;
+
+	c = connect_truthful(port, ring, 40002, &fd, &seg, &wake[0]);
+	if (c < 0)
+		return 1;
+	sh = osf_seg_hdr(seg, ring);
+	mine = (uint8_t *)&sh->side[0];
+	printf("steering\n");
+	fflush(stdout);
+	while (now() < until) {
+		uint64_t *w;
+		if (now() >= next && now() < until - 1.0) {
+			/* A page more for the server to read; none in the
+			 * last second, which the server spends idle (it trims
+			 * then) while the scribbling goes on. */
+			uint64_t head = __atomic_load_n(&sh->ring[0].head, __ATOMIC_RELAXED);
+			if (head + 4096 - __atomic_load_n(&sh->ring[0].tail, __ATOMIC_ACQUIRE) <= ring) {
+				uint8_t *d = seg + osf_seg_ring_off(ring, 0);
+				for (uint64_t i = 0; i < 4096; i++)
+					d[(head + osf_seg_ring_bias(ring, 0) + i) & (ring - 1)] = (uint8_t)(head + i);
+				__atomic_store_n(&sh->ring[0].head, head + 4096, __ATOMIC_SEQ_CST);
+				/* A token only when the server asked for one, as
+				 * osf's writers do: a poller that finds stale ones
+				 * never sleeps long enough to call its rings idle. */
+				if (__atomic_exchange_n(&sh->side[1].rx_want, 0, __ATOMIC_SEQ_CST))
+					(void)!send(c, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+				sent++;
+			}
+			next = now() + 0.15;
+		}
+		for (int k = 0; k < 1000; k++) {
+			w = (uint64_t *)(mine + 80);
+			__atomic_store_n(&w[0], addr, __ATOMIC_RELAXED);
+			__atomic_store_n(&w[1], len, __ATOMIC_RELAXED);
+			w = (uint64_t *)(mine + 104);
+			__atomic_store_n(&w[0], addr, __ATOMIC_RELAXED);
+			__atomic_store_n(&w[1], len, __ATOMIC_RELAXED);
+		}
+	}
+	printf("steered: %d pages sent\n", sent);
+	close(c);
+	close(fd);
+	close(wake[0]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
 		fprintf(stderr, "usage: hostile server PORT SECONDS SEED | hostile client PORT SEED | "
-				"hostile lockflip PORT SECONDS\n");
+				"hostile lockflip PORT SECONDS | hostile trimsteer PORT ADDR LEN SECONDS\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "lockflip") == 0)
 		return lockflip(atoi(argv[2]), atof(argv[3]));
+	if (strcmp(argv[1], "trimsteer") == 0 && argc >= 6)
+		return trimsteer(atoi(argv[2]), strtoull(argv[3], NULL, 0),
+				 strtoull(argv[4], NULL, 0), atof(argv[5]));
 	if (strcmp(argv[1], "server") == 0 && argc >= 5) {
 		rng = strtoull(argv[4], NULL, 10) | 1;
 		return serve(atoi(argv[2]), atof(argv[3]));
