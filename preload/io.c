@@ -182,11 +182,20 @@ OSF_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen,
 	return recvfrom_conn(fd, e, buf, n, flags, alen);
 }
 
+/* msg_iovlen_bad: a message with more than UIO_MAXIOV iovecs is EMSGSIZE
+ * for sendmsg and recvmsg (the kernel's copy_msghdr_from_user), where
+ * readv and writev say EINVAL; msg_iovlen is a size_t, never cut to int. */
+static int msg_iovlen_bad(const struct msghdr *msg)
+{
+	return msg->msg_iovlen > UIO_MAXIOV ? OSF_FAIL(EMSGSIZE) : 0;
+}
+
 static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 			    struct msghdr *msg, int flags)
 {
-	ssize_t r = osf_conn_recv(fd, e, msg->msg_iov, (int)msg->msg_iovlen,
-				  flags);
+	ssize_t r = msg_iovlen_bad(msg)
+			    ?: osf_conn_recv(fd, e, msg->msg_iov,
+					     (int)msg->msg_iovlen, flags);
 
 	if (r >= 0 && osf_kind_is_conn(e->kind)) {
 		msg->msg_namelen = 0;
@@ -312,6 +321,14 @@ OSF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 	return send1(fd, e, buf, n, flags);
 }
 
+static OSF_SLOW ssize_t sendmsg_conn(int fd, struct osf_fdt_entry *e,
+				     const struct msghdr *msg, int flags)
+{
+	return msg_iovlen_bad(msg)
+		       ?: osf_conn_send(fd, e, msg->msg_iov, (int)msg->msg_iovlen,
+					flags);
+}
+
 OSF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	struct osf_fdt_entry *e = io_entry(fd);
@@ -322,7 +339,7 @@ OSF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 			return osf_handoff_sendmsg(fd, msg, flags);
 		return REAL(sendmsg)(fd, msg, flags);
 	}
-	return osf_conn_send(fd, e, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	return sendmsg_conn(fd, e, msg, flags);
 }
 
 OSF_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
@@ -337,8 +354,7 @@ OSF_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		vlen = UIO_MAXIOV;
 	for (i = 0; i < vlen; i++) {
 		struct msghdr *m = &vec[i].msg_hdr;
-		ssize_t r = osf_conn_send(fd, e, m->msg_iov, (int)m->msg_iovlen,
-					  flags);
+		ssize_t r = sendmsg_conn(fd, e, m, flags);
 		if (r < 0) {
 			if (i)
 				break;

@@ -710,6 +710,14 @@ static void s_iov(void)
 	say("writev iovcnt 0 %s", R(DO(writev(c, w, 0))));
 	say("writev iovcnt IOV_MAX+1 %s", R(DO(writev(c, many, IOV_MAX + 1))));
 	say("writev iovcnt -1 %s", R(DO(writev(c, w, minus_one))));
+	{ /* msg_iovlen past UIO_MAXIOV: EMSGSIZE, even with the high bits */
+		struct msghdr m = {.msg_iov = many, .msg_iovlen = IOV_MAX + 1};
+		say("sendmsg msg_iovlen IOV_MAX+1 %s", R(DO(sendmsg(c, &m, MSG_DONTWAIT))));
+		m.msg_iovlen = ((size_t)1 << 32) + 1;
+		say("sendmsg msg_iovlen 2^32+1 %s", R(DO(sendmsg(c, &m, MSG_DONTWAIT))));
+		m.msg_iovlen = IOV_MAX + 1;
+		say("recvmsg msg_iovlen IOV_MAX+1 %s", R(DO(recvmsg(s, &m, MSG_DONTWAIT))));
+	}
 	wait_bytes(s, 10, 5000);
 	r = DO(readv(s, rv, 4));
 	say("readv 4 iovecs %s data %s", R(r),
