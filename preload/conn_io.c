@@ -495,6 +495,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		return OSF_FAIL(EAGAIN); /* as TCP's SYN_SENT */
 	}
 	osf_side_peer_closing(&c->s, fd);
+	osf_side_peer_unborn_check(&c->s, fd);
 	end = send_end(c, (size_t)total, flags);
 	if (end != 1 || total == 0) {
 		conn_put(c);

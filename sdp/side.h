@@ -153,6 +153,19 @@ static inline void osf_side_peer_closing(struct osf_side *s, int fd)
 	osf_side_check_end(s, fd);
 }
 
+/* osf_side_peer_unborn_check asks the kernel whether the other side, which
+ * never held its side (not accepted yet), never will: its listener closed,
+ * or its process died, with the connection queued, which TCP resets (the
+ * segment cannot say so: nobody on that side ever mapped it). One poll,
+ * only until the peer takes its side or the end is known. */
+static inline void osf_side_peer_unborn_check(struct osf_side *s, int fd)
+{
+	if (__builtin_expect(__atomic_load_n(&s->peer->holders, __ATOMIC_RELAXED) != 0, 1) ||
+	    __atomic_load_n(&s->peer->close_seq, __ATOMIC_RELAXED) || osf_side_state(s))
+		return;
+	osf_side_check_end(s, fd);
+}
+
 /* ---- locks ------------------------------------------------------------- */
 
 /* osf_side_lock_rx and osf_side_lock_tx take this side's consumers' lock

@@ -3109,6 +3109,27 @@ static void s_unaccepted_reset(void)
 	close(c);
 }
 
+/* s_unaccepted_write: writes to a connection reset in the listener's
+ * queue fail, the first with the reset, the next with EPIPE, and a read
+ * then sees the end (issue 27, item 3: osf took every write, dropping the
+ * bytes, until a read said ECONNRESET). */
+static void s_unaccepted_write(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, i;
+	char b;
+
+	c = connect_to(AF_INET, &ss);
+	say("transport %s", transport(c));
+	usleep(50 * 1000);
+	close(l);
+	usleep(50 * 1000);
+	for (i = 0; i < 3; i++)
+		say("send %d %s", i, R(DO(send(c, "x", 1, MSG_NOSIGNAL))));
+	say("read %s", R(DO(read(c, &b, 1))));
+	close(c);
+}
+
 /* s_listen_shutdown: shutdown(SHUT_RD) of a listener resets the
  * connection still in its queue, makes accept fail, and the socket can
  * listen again (issue 11, group D). */
@@ -5202,6 +5223,7 @@ static const struct {
 	{"bufsize", s_bufsize},
 	{"cmsgs", s_cmsgs},
 	{"unaccepted_reset", s_unaccepted_reset},
+	{"unaccepted_write", s_unaccepted_write},
 	{"inherit", s_inherit},
 	{"listen_shutdown", s_listen_shutdown},
 	{"backlog_full", s_backlog_full},
