@@ -31,6 +31,11 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
  * kernel took it already); 0. */
 int osf_conn_carry_kopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			const void *val, socklen_t len);
+/* osf_conn_carry_buf gives a new connection the buffer size (SO_RCVBUF
+ * or SO_SNDBUF) of the kernel socket it was made from, size as that
+ * socket reports it (doubled): what it reads back and the bytes in flight
+ * it allows are then those of a connection that set it; 0, or -1. */
+int osf_conn_carry_buf(int fd, struct osf_fdt_entry *e, int name, int size);
 /* osf_conn_cmsgs fills msg's control buffer after a recvmsg that returned
  * got (>= 0) as TCP would: the receive timestamp (SO_TIMESTAMP,
  * SO_TIMESTAMPNS) and TCP_INQ when the program asked for them; none gives

@@ -519,6 +519,19 @@ int osf_conn_carry_kopt(int fd, struct osf_fdt_entry *e, int level, int name,
 	return 0;
 }
 
+int osf_conn_carry_buf(int fd, struct osf_fdt_entry *e, int name, int size)
+{
+	int force = name == SO_RCVBUF ? SO_RCVBUFFORCE : SO_SNDBUFFORCE, v = size / 2, got = 0;
+	socklen_t l = sizeof(got);
+
+	if (osf_conn_setsockopt(fd, e, SOL_SOCKET, name, &v, sizeof(v)) < 0)
+		return -1;
+	/* Past net.core.[rw]mem_max the program had the privilege to force it. */
+	if (REAL(getsockopt)(fd, SOL_SOCKET, name, &got, &l) == 0 && got != size)
+		(void)osf_conn_setsockopt(fd, e, SOL_SOCKET, force, &v, sizeof(v));
+	return 0;
+}
+
 int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			const void *val, socklen_t len)
 {

@@ -287,6 +287,8 @@ struct carried {
 	struct timeval rcvtimeo, sndtimeo;
 	struct linger linger;
 	int keepalive, nodelay, rcvlowat;
+	int bufs[2]; /* SO_RCVBUF, SO_SNDBUF as the kernel has them (doubled),
+			0: not set */
 	int nkopts; /* TCP and IP options, when any was set (kopt.c) */
 	struct osf_kopt kopts[8];
 };
@@ -310,6 +312,10 @@ static int carried_option(int level, int name)
 	case SO_LINGER:
 	case SO_KEEPALIVE:
 	case SO_RCVLOWAT:
+	case SO_RCVBUF:
+	case SO_SNDBUF:
+	case SO_RCVBUFFORCE:
+	case SO_SNDBUFFORCE:
 		return 1;
 	}
 	return 0;
@@ -323,6 +329,8 @@ static int carried_option(int level, int name)
 #define OPT_KEEPALIVE (1u << 19)
 #define OPT_NODELAY (1u << 20)
 #define OPT_RCVLOWAT (1u << 21)
+#define OPT_RCVBUF (1u << 22)
+#define OPT_SNDBUF (1u << 23)
 
 /* carried_bit is the opts_set bit of an option carry_read reads back (0
  * for one it does not: setting it costs a connection nothing). */
@@ -349,8 +357,47 @@ static uint32_t carried_bit(int level, int name)
 		return OPT_KEEPALIVE;
 	case SO_RCVLOWAT:
 		return OPT_RCVLOWAT;
+	case SO_RCVBUF:
+	case SO_RCVBUFFORCE:
+		return OPT_RCVBUF;
+	case SO_SNDBUF:
+	case SO_SNDBUFFORCE:
+		return OPT_SNDBUF;
 	}
 	return 0;
+}
+
+/* carry_bufs reads fd's buffer sizes the program set (set: opts_set's
+ * bits, ~0u when not known which: then those that differ from a fresh
+ * socket's). A socket's sizes cannot say whether they were set (a size
+ * set to what TCP starts with reads the same but stops autotuning), so
+ * only the bits tell for sure. */
+static void carry_bufs(int fd, int fam, uint32_t set, int bufs[2])
+{
+	static const int names[2] = {SO_RCVBUF, SO_SNDBUF};
+	static const uint32_t bits[2] = {OPT_RCVBUF, OPT_SNDBUF};
+	int fresh = -1, i;
+
+	for (i = 0; i < 2; i++) {
+		socklen_t l = sizeof(int);
+		int d = 0;
+		if (!(set & bits[i]) ||
+		    REAL(getsockopt)(fd, SOL_SOCKET, names[i], &bufs[i], &l) < 0) {
+			bufs[i] = 0;
+			continue;
+		}
+		if (set != ~0u)
+			continue;
+		if (fresh < 0 && (fresh = REAL(socket)(fam, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+			bufs[i] = 0;
+			continue;
+		}
+		l = sizeof(int);
+		if (REAL(getsockopt)(fresh, SOL_SOCKET, names[i], &d, &l) < 0 || d == bufs[i])
+			bufs[i] = 0;
+	}
+	if (fresh >= 0)
+		REAL(close)(fresh);
 }
 
 /* carry_read reads the options a connection made from fd carries over:
@@ -392,6 +439,8 @@ static void carry_read(int fd, struct carried *o)
 	l = sizeof(int);
 	if (set & OPT_RCVLOWAT)
 		REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &o->rcvlowat, &l);
+	if (set & (OPT_RCVBUF | OPT_SNDBUF))
+		carry_bufs(fd, e && (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET, set, o->bufs);
 }
 
 static void carry_apply(int fd, const struct carried *o)
@@ -422,6 +471,9 @@ static void carry_apply(int fd, const struct carried *o)
 	if (o->rcvlowat > 1)
 		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_RCVLOWAT,
 				    &o->rcvlowat, sizeof(int));
+	for (int i = 0; i < 2; i++)
+		if (o->bufs[i] > 0) /* the kernel doubles what it is given */
+			osf_conn_carry_buf(fd, e, i ? SO_SNDBUF : SO_RCVBUF, o->bufs[i]);
 	errno = saved;
 }
 

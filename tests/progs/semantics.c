@@ -3335,6 +3335,44 @@ static void s_inherit(void)
 	close(l);
 }
 
+/* s_inherit_bufs: buffer sizes set on a listener are its accepted
+ * sockets', those set before connect stay, and they hold a non-blocking
+ * sender to a small queue (issue 27, item 2: osf read back the defaults
+ * and queued a whole ring). */
+static void s_inherit_bufs(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, v;
+	long r, n = 0, k;
+	static char buf[1024];
+
+	v = 4096;
+	setsockopt(l, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+	setsockopt(l, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	v = 8192;
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+	setsockopt(c, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+	if (c < 0 || connect(c, (struct sockaddr *)&ss, sa_len(AF_INET)) < 0)
+		setup_failed("connect");
+	s = accept_one(l);
+	transports(c, s);
+	v = geti(c, SOL_SOCKET, SO_SNDBUF, &r);
+	say("connected SO_SNDBUF %s value %d", R(r), v);
+	v = geti(c, SOL_SOCKET, SO_RCVBUF, &r);
+	say("connected SO_RCVBUF %s value %d", R(r), v);
+	v = geti(s, SOL_SOCKET, SO_SNDBUF, &r);
+	say("accepted SO_SNDBUF %s value %d", R(r), v);
+	v = geti(s, SOL_SOCKET, SO_RCVBUF, &r);
+	say("accepted SO_RCVBUF %s value %d", R(r), v);
+	while (n < (4L << 20) && (k = send(c, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+		n += k;
+	say("queued before EAGAIN: under 64 KiB %s", YN(n > 0 && n < 65536));
+	close(c);
+	close(s);
+	close(l);
+}
+
 /* fds_above lists the open fds above 100 (none bare; osf's hidden fds
  * under osf) into v (at most max) and returns how many. */
 static int fds_above(int *v, int max)
@@ -5225,6 +5263,7 @@ static const struct {
 	{"unaccepted_reset", s_unaccepted_reset},
 	{"unaccepted_write", s_unaccepted_write},
 	{"inherit", s_inherit},
+	{"inherit_bufs", s_inherit_bufs},
 	{"listen_shutdown", s_listen_shutdown},
 	{"backlog_full", s_backlog_full},
 	{"backlog_close", s_backlog_close},
