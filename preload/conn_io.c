@@ -243,8 +243,10 @@ recv_target(const struct osf_conn *c, int flags, ssize_t total)
 	return conn_rcvlowat(c) < total ? conn_rcvlowat(c) : total;
 }
 
-ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
-		      int iovcnt, int flags)
+/* conn_recv is osf_conn_recv; raw: a peek of osf's own (splice), which
+ * SO_PEEK_OFF neither moves nor offsets. */
+static ssize_t conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
+			 int iovcnt, int flags, int raw)
 {
 	struct osf_conn *c;
 	struct iovcur cur = {iov, iovcnt, 0, 0};
@@ -284,6 +286,7 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		target = recv_target(c, flags, total);
 	for (;;) {
 		int64_t used;
+		uint64_t peek_skip = 0;
 		r = osf_side_lock_rx(&c->s, fd, nonblock);
 		if (r == OSF_LOCK_AGAIN) {
 			/* Another holder of this side is reading (or stopped
@@ -315,8 +318,30 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 				settled = 1;
 			continue;
 		}
+		if (unlikely(c->peek_off > 0) && (flags & MSG_PEEK) && !raw) {
+			/* SO_PEEK_OFF: the peek starts that far in, and waits
+			 * for data past it. */
+			int64_t off = c->peek_off;
+			if (used <= off) {
+				osf_seg_unlock(&c->s.me->rx_lock);
+				if (got > 0)
+					break;
+				if (peek_ended(&c->s)) {
+					r = osf_side_take_recv_error(&c->s);
+					conn_put(c);
+					return r ? OSF_FAIL(r) : 0;
+				}
+				if (nonblock || (r = wait_more(c, fd, off)) < 0) {
+					conn_put(c);
+					return OSF_FAIL(nonblock ? EAGAIN : -r);
+				}
+				continue;
+			}
+			peek_skip = (uint64_t)off;
+			used -= off;
+		}
 		if (used > 0) {
-			uint64_t tail = c->s.rx->tail, head = tail + (uint64_t)used;
+			uint64_t tail = c->s.rx->tail + peek_skip, head = tail + (uint64_t)used;
 			size_t n = (size_t)used < (size_t)(total - got)
 					   ? (size_t)used
 					   : (size_t)(total - got);
@@ -331,11 +356,15 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			if (!(flags & MSG_PEEK)) {
 				__atomic_store_n(&c->s.rx->tail, tail + n,
 						 __ATOMIC_RELEASE);
+				if (unlikely(c->peek_off > 0)) /* sk_peek_offset_bwd */
+					c->peek_off = (size_t)c->peek_off > n ? c->peek_off - (int)n : 0;
 				osf_seg_unlock(&c->s.me->rx_lock);
 				osf_side_wake_writer(&c->s, head, tail + n);
 				if (unlikely(c->async)) /* SIGIO for what comes */
 					(void)osf_side_arm_rx(&c->s);
 			} else {
+				if (unlikely(c->peek_off >= 0) && !raw) /* sk_peek_offset_fwd */
+					c->peek_off += (int)n;
 				osf_seg_unlock(&c->s.me->rx_lock);
 			}
 			got += (ssize_t)n;
@@ -371,6 +400,12 @@ ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	}
 	conn_put(c);
 	return got;
+}
+
+ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
+		      int iovcnt, int flags)
+{
+	return conn_recv(fd, e, iov, iovcnt, flags, 0);
 }
 
 /* ---- sending --------------------------------------------------------------- */
@@ -794,7 +829,7 @@ ssize_t osf_conn_splice(int fd, struct osf_fdt_entry *e, int pfd, int to_pipe,
 		return OSF_FAIL(ENOMEM);
 	iov.iov_base = buf;
 	iov.iov_len = chunk;
-	n = osf_conn_recv(fd, e, &iov, 1, MSG_PEEK);
+	n = conn_recv(fd, e, &iov, 1, MSG_PEEK, 1);
 	if (n > 0) {
 		struct pollfd p = {pfd, POLLOUT, 0};
 		if (pipe_nb && !(pfl & O_NONBLOCK)) {

@@ -237,6 +237,9 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		case SO_REUSEPORT:
 			r = put_int(val, len, 0);
 			break;
+		case SO_PEEK_OFF:
+			r = put_int(val, len, __atomic_load_n(&c->peek_off, __ATOMIC_RELAXED));
+			break;
 		case SO_PEERCRED: { /* TCP has no peer credentials */
 			struct ucred u = {0, (uid_t)-1, (gid_t)-1};
 			socklen_t n = *len < sizeof(u) ? *len : sizeof(u);
@@ -423,6 +426,13 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 	}
 	case SO_REUSEPORT:
 		return get_int(val, len, &v);
+	case SO_PEEK_OFF: /* any value; a negative one turns it off */
+		if (len < sizeof(int))
+			return OSF_FAIL(EINVAL);
+		if (get_int(val, len, &v) < 0)
+			return -1;
+		__atomic_store_n(&c->peek_off, v < 0 ? -1 : v, __ATOMIC_RELAXED);
+		return 0;
 	case SO_RCVLOWAT:
 		/* As tcp_set_rcvlowat: at most half the receive buffer
 		 * (tcp_rmem's largest unless SO_RCVBUF was set), 0 is 1;

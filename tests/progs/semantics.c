@@ -644,6 +644,43 @@ static void s_peek(void)
 	close(s);
 }
 
+static int geti(int fd, int level, int name, long *r);
+
+/* s_peek_off: SO_PEEK_OFF moves each peek on by what it returned, and a
+ * read moves it back by what it took (issue 27, item 6: osf ignored it). */
+static void s_peek_off(void)
+{
+	char buf[16];
+	int c, s, v;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	v = geti(s, SOL_SOCKET, SO_PEEK_OFF, &r);
+	say("default %s value %d", R(r), v);
+	send(c, "0123456789", 10, 0);
+	wait_bytes(s, 10, 5000);
+	v = 2;
+	say("set 2 %s", R(DO(setsockopt(s, SOL_SOCKET, SO_PEEK_OFF, &v, sizeof v))));
+	r = DO(recv(s, buf, 3, MSG_PEEK));
+	say("peek 3 %s data %.*s", R(r), r > 0 ? (int)r : 0, buf);
+	r = DO(recv(s, buf, 3, MSG_PEEK));
+	say("peek 3 %s data %.*s", R(r), r > 0 ? (int)r : 0, buf);
+	say("offset %d", geti(s, SOL_SOCKET, SO_PEEK_OFF, &r));
+	r = DO(recv(s, buf, 4, 0));
+	say("read 4 %s data %.*s", R(r), r > 0 ? (int)r : 0, buf);
+	say("offset %d", geti(s, SOL_SOCKET, SO_PEEK_OFF, &r));
+	r = DO(recv(s, buf, sizeof buf, MSG_PEEK));
+	say("peek all %s data %.*s", R(r), r > 0 ? (int)r : 0, buf);
+	say("peek past the data dontwait %s", R(DO(recv(s, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT))));
+	v = -1;
+	say("set -1 %s", R(DO(setsockopt(s, SOL_SOCKET, SO_PEEK_OFF, &v, sizeof v))));
+	r = DO(recv(s, buf, sizeof buf, MSG_PEEK));
+	say("peek off %s data %.*s", R(r), r > 0 ? (int)r : 0, buf);
+	say("offset %d", geti(s, SOL_SOCKET, SO_PEEK_OFF, &r));
+	close(c);
+	close(s);
+}
+
 static void s_dontwait(void)
 {
 	char buf[16];
@@ -5203,6 +5240,7 @@ static const struct {
 	{"recv0", s_recv0},
 	{"recv0_empty", s_recv0_empty},
 	{"peek", s_peek},
+	{"peek_off", s_peek_off},
 	{"dontwait", s_dontwait},
 	{"waitall", s_waitall},
 	{"iov", s_iov},
