@@ -398,6 +398,15 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e)
 	conn_put(c); /* the table entry's reference */
 }
 
+void osf_conn_set_oobinline(struct osf_conn *c, int on)
+{
+	c->s.oobinline = on;
+	if (on)
+		__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_OOBINLINE, __ATOMIC_RELAXED);
+	else
+		__atomic_and_fetch(&c->s.me->flags, ~OSF_SIDE_OOBINLINE, __ATOMIC_RELAXED);
+}
+
 /* rebuild maps the segment of an fd inherited across exec, sharing the
  * struct with other fds (dups) of the same connection. */
 static int rebuild_lock;
@@ -466,11 +475,15 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 		c->nonblock = fl > 0 && (fl & O_NONBLOCK);
 		if (fl > 0 && (fl & O_ASYNC))
 			conn_set_async(c, 1);
-		if (fd >= 0) { /* SO_RCVLOWAT: the wake socket keeps it */
+		if (fd >= 0) { /* SO_RCVLOWAT, SO_OOBINLINE: the wake socket keeps them */
 			socklen_t l = sizeof(c->rcvlowat);
+			int v = 0;
 			if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT,
 					     &c->rcvlowat, &l) < 0)
 				c->rcvlowat = 1;
+			l = sizeof(v);
+			if (REAL(getsockopt)(fd, SOL_SOCKET, SO_OOBINLINE, &v, &l) == 0)
+				osf_conn_set_oobinline(c, v != 0);
 		}
 		adopt_dups(c, e);
 	}

@@ -31,6 +31,10 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
  * kernel took it already); 0. */
 int osf_conn_carry_kopt(int fd, struct osf_fdt_entry *e, int level, int name,
 			const void *val, socklen_t len);
+/* osf_conn_set_oobinline notes SO_OOBINLINE (on) for c, in this process
+ * and in its side's flags (the peer reads them: send_urgent). */
+struct osf_conn;
+void osf_conn_set_oobinline(struct osf_conn *c, int on);
 /* osf_conn_carry_buf gives a new connection the buffer size (SO_RCVBUF
  * or SO_SNDBUF) of the kernel socket it was made from, size as that
  * socket reports it (doubled): what it reads back and the bytes in flight

@@ -243,6 +243,50 @@ recv_target(const struct osf_conn *c, int flags, ssize_t total)
 	return conn_rcvlowat(c) < total ? conn_rcvlowat(c) : total;
 }
 
+/* urg_passed is called when the read position leaves the urgent byte
+ * behind, or it is read out of band: the wake socket's out-of-band byte
+ * (send_urgent) is taken, so that the kernel's POLLPRI ends too. */
+static void urg_passed(int fd)
+{
+	int saved = errno;
+	char b;
+
+	(void)REAL(recv)(fd, &b, 1, MSG_OOB | MSG_DONTWAIT);
+	errno = saved;
+}
+
+/* recv_oob is a recv with MSG_OOB (tcp_recv_urg): the urgent byte, once,
+ * unless SO_OOBINLINE keeps it in the stream; EINVAL when there is none,
+ * or it was read already or passed. */
+static __attribute__((noinline, cold)) ssize_t
+recv_oob(int fd, struct osf_conn *c, struct iovcur *cur, ssize_t total, int flags)
+{
+	uint64_t u;
+	int r;
+
+	if (c->s.oobinline)
+		return OSF_FAIL(EINVAL);
+	r = osf_side_lock_rx(&c->s, fd, 1);
+	if (r != 0)
+		return OSF_FAIL(r == OSF_LOCK_AGAIN ? EAGAIN : EINVAL);
+	u = osf_side_urg_now(&c->s);
+	if (!u || __atomic_load_n(&c->s.me->urg_read, __ATOMIC_RELAXED) == u) {
+		osf_seg_unlock(&c->s.me->rx_lock);
+		return OSF_FAIL(EINVAL);
+	}
+	if (total > 0 && !(flags & MSG_TRUNC) &&
+	    ring_iov(cur, c->s.rxd, c->s.mask, u - 1 + c->s.rxb, 1, 1) < 0) {
+		osf_seg_unlock(&c->s.me->rx_lock);
+		return OSF_FAIL(EFAULT);
+	}
+	if (!(flags & MSG_PEEK) && total > 0) {
+		__atomic_store_n(&c->s.me->urg_read, u, __ATOMIC_RELAXED);
+		urg_passed(fd);
+	}
+	osf_seg_unlock(&c->s.me->rx_lock);
+	return total > 0 ? 1 : 0;
+}
+
 /* conn_recv is osf_conn_recv; raw: a peek of osf's own (splice), which
  * SO_PEEK_OFF neither moves nor offsets. */
 static ssize_t conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
@@ -265,9 +309,12 @@ static ssize_t conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *io
 		conn_put(c);
 		return OSF_FAIL(EINVAL);
 	}
-	if (flags & (MSG_OOB | MSG_ERRQUEUE)) {
+	if (unlikely(flags & (MSG_OOB | MSG_ERRQUEUE))) {
+		struct iovcur oc = {iov, iovcnt, 0, 0};
+		ssize_t r0 = (flags & MSG_OOB) ? recv_oob(fd, c, &oc, total, flags)
+					       : OSF_FAIL(EAGAIN);
 		conn_put(c);
-		return OSF_FAIL((flags & MSG_OOB) ? EINVAL : EAGAIN);
+		return r0;
 	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
 	if (unlikely(c->gw == OSF_CONN_GW_WAIT) &&
@@ -287,6 +334,7 @@ static ssize_t conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *io
 	for (;;) {
 		int64_t used;
 		uint64_t peek_skip = 0;
+		int at_mark = 0; /* the read stops at the urgent byte */
 		r = osf_side_lock_rx(&c->s, fd, nonblock);
 		if (r == OSF_LOCK_AGAIN) {
 			/* Another holder of this side is reading (or stopped
@@ -340,6 +388,49 @@ static ssize_t conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *io
 			peek_skip = (uint64_t)off;
 			used -= off;
 		}
+		if (unlikely(__atomic_load_n(&c->s.peer->urg_hole, __ATOMIC_RELAXED)) &&
+		    used > 0 && !peek_skip && !c->s.oobinline) {
+			/* Urgent bytes replaced while we sat at them: [tail,
+			 * hole), a peer's word, counted only inside the
+			 * unread bytes. */
+			uint64_t t0 = c->s.rx->tail,
+				 h = __atomic_load_n(&c->s.peer->urg_hole, __ATOMIC_ACQUIRE);
+			if (h > t0 && h - t0 <= (uint64_t)used) {
+				if (!(flags & MSG_PEEK))
+					__atomic_store_n(&c->s.rx->tail, h, __ATOMIC_RELEASE);
+				else
+					peek_skip = h - t0;
+				used -= (int64_t)(h - t0);
+			}
+		}
+		if (unlikely(__atomic_load_n(&c->s.peer->urg, __ATOMIC_RELAXED)) &&
+		    used > 0 && !peek_skip) {
+			/* Urgent data: a read stops before the urgent byte;
+			 * one that starts at it skips it (SO_OOBINLINE: reads
+			 * it), unless it has read something already. */
+			uint64_t t0 = c->s.rx->tail,
+				 u = osf_side_urg(&c->s, t0, t0 + (uint64_t)used);
+			if (u && u - 1 > t0) {
+				used = (int64_t)(u - 1 - t0);
+				at_mark = 1;
+			} else if (u && got > 0) {
+				osf_seg_unlock(&c->s.me->rx_lock);
+				break;
+			} else if (u) {
+				int was_read = __atomic_load_n(&c->s.me->urg_read,
+							       __ATOMIC_RELAXED) == u;
+				if (!(flags & MSG_PEEK) && !was_read)
+					urg_passed(fd);
+				if (!c->s.oobinline) {
+					if (!(flags & MSG_PEEK))
+						__atomic_store_n(&c->s.rx->tail, t0 + 1,
+								 __ATOMIC_RELEASE);
+					else
+						peek_skip = 1;
+					used--;
+				}
+			}
+		}
 		if (used > 0) {
 			uint64_t tail = c->s.rx->tail + peek_skip, head = tail + (uint64_t)used;
 			size_t n = (size_t)used < (size_t)(total - got)
@@ -369,7 +460,7 @@ static ssize_t conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *io
 			}
 			got += (ssize_t)n;
 			if (got == total || !(flags & MSG_WAITALL) ||
-			    (flags & MSG_PEEK))
+			    (flags & MSG_PEEK) || at_mark)
 				break;
 			continue;
 		}
@@ -500,12 +591,39 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 	return (ssize_t)total;
 }
 
+/* send_urgent makes the last byte written, ending at position end, urgent
+ * data (MSG_OOB: TCP's urgent pointer; a later one replaces it, and the
+ * earlier byte is ordinary data then) and tells the peer with an
+ * out-of-band byte on the wake socket, which raises SIGURG for its owner
+ * and POLLPRI on its fd in the kernel (docs/ARCHITECTURE.md, "Urgent
+ * data"). */
+static __attribute__((noinline, cold)) void send_urgent(int fd, struct osf_conn *c,
+							 uint64_t end)
+{
+	uint64_t old = __atomic_load_n(&c->s.me->urg, __ATOMIC_RELAXED),
+		 at = __atomic_load_n(&c->s.tx->tail, __ATOMIC_ACQUIRE),
+		 hole = __atomic_load_n(&c->s.me->urg_hole, __ATOMIC_RELAXED);
+	int saved = errno;
+
+	/* A reader that sits at the urgent byte this one replaces (past the
+	 * ones it skips already) skips it, unless it keeps urgent bytes
+	 * inline (tcp_check_urg moves its read position at once). */
+	if (hole > at)
+		at = hole;
+	if (old && !(osf_side_peer_flags(&c->s) & OSF_SIDE_OOBINLINE) && at == old - 1)
+		__atomic_store_n(&c->s.me->urg_hole, old, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->s.me->urg, end, __ATOMIC_RELEASE);
+	(void)REAL(send)(fd, "!", 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL);
+	errno = saved;
+}
+
 /* osf_conn_send is one loop on purpose (about 90 lines), the producer's
  * mirror of osf_conn_recv: lock, room, copy, publish, wake, and the end's
  * rules share the cursor and the count already sent. */
 ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
+	uint64_t urg_end = 0; /* the position past the last byte written */
 	struct osf_conn *c;
 	struct iovcur cur = {iov, iovcnt, 0, 0};
 	ssize_t total, sent = 0, end;
@@ -538,8 +656,10 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
 	__atomic_add_fetch(&c->s.me->send_calls, 1, __ATOMIC_RELAXED);
-	if (unlikely(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) ||
-		     (flags & MSG_MORE))) {
+	if (unlikely(flags & MSG_OOB)) /* urgent data is pushed, as TCP's */
+		osf_conn_cork_flush(c, fd);
+	else if (unlikely(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) ||
+			  (flags & MSG_MORE))) {
 		end = send_corked(fd, c, &cur, (size_t)total, nonblock,
 				  flags & MSG_MORE);
 		if (end != -2) {
@@ -583,6 +703,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			osf_seg_unlock(&c->s.me->tx_lock);
 			osf_side_wake_reader(&c->s, fd);
 			sent += (ssize_t)n;
+			urg_end = head + n;
 			continue;
 		}
 		osf_seg_unlock(&c->s.me->tx_lock);
@@ -618,6 +739,8 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		conn_put(c);
 		return end == 1 ? OSF_FAIL(EPIPE) : end;
 	}
+	if (unlikely(flags & MSG_OOB) && sent > 0)
+		send_urgent(fd, c, urg_end);
 	conn_put(c);
 	return sent;
 }

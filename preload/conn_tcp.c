@@ -426,6 +426,11 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 	}
 	case SO_REUSEPORT:
 		return get_int(val, len, &v);
+	case SO_OOBINLINE: /* the wake socket keeps it for getsockopt and exec */
+		r = REAL(setsockopt)(fd, SOL_SOCKET, name, val, len);
+		if (r == 0 && get_int(val, len, &v) == 0)
+			osf_conn_set_oobinline(c, v != 0);
+		return r;
 	case SO_PEEK_OFF: /* any value; a negative one turns it off */
 		if (len < sizeof(int))
 			return OSF_FAIL(EINVAL);
@@ -668,9 +673,11 @@ int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 					   OSF_CORK_HELD);
 		*(int *)arg = v < 0 ? 0 : (int)v;
 		break;
-	case SIOCATMARK:
-		*(int *)arg = 0;
+	case SIOCATMARK: { /* at the urgent byte, read out of band or not */
+		uint64_t u = osf_side_urg_now(&c->s);
+		*(int *)arg = u && __atomic_load_n(&c->s.rx->tail, __ATOMIC_ACQUIRE) == u - 1;
 		break;
+	}
 	case FIONBIO:
 		r = REAL(ioctl)(fd, req, arg);
 		if (r == 0)

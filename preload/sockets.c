@@ -289,6 +289,7 @@ struct carried {
 	int keepalive, nodelay, rcvlowat;
 	int bufs[2]; /* SO_RCVBUF, SO_SNDBUF as the kernel has them (doubled),
 			0: not set */
+	int oobinline;
 	int nkopts; /* TCP and IP options, when any was set (kopt.c) */
 	struct osf_kopt kopts[8];
 };
@@ -316,6 +317,7 @@ static int carried_option(int level, int name)
 	case SO_SNDBUF:
 	case SO_RCVBUFFORCE:
 	case SO_SNDBUFFORCE:
+	case SO_OOBINLINE:
 		return 1;
 	}
 	return 0;
@@ -331,6 +333,7 @@ static int carried_option(int level, int name)
 #define OPT_RCVLOWAT (1u << 21)
 #define OPT_RCVBUF (1u << 22)
 #define OPT_SNDBUF (1u << 23)
+#define OPT_OOBINLINE (1u << 24)
 
 /* carried_bit is the opts_set bit of an option carry_read reads back (0
  * for one it does not: setting it costs a connection nothing). */
@@ -363,6 +366,8 @@ static uint32_t carried_bit(int level, int name)
 	case SO_SNDBUF:
 	case SO_SNDBUFFORCE:
 		return OPT_SNDBUF;
+	case SO_OOBINLINE:
+		return OPT_OOBINLINE;
 	}
 	return 0;
 }
@@ -439,6 +444,9 @@ static void carry_read(int fd, struct carried *o)
 	l = sizeof(int);
 	if (set & OPT_RCVLOWAT)
 		REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &o->rcvlowat, &l);
+	l = sizeof(int);
+	if (set & OPT_OOBINLINE)
+		REAL(getsockopt)(fd, SOL_SOCKET, SO_OOBINLINE, &o->oobinline, &l);
 	if (set & (OPT_RCVBUF | OPT_SNDBUF))
 		carry_bufs(fd, e && (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET, set, o->bufs);
 }
@@ -471,6 +479,9 @@ static void carry_apply(int fd, const struct carried *o)
 	if (o->rcvlowat > 1)
 		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_RCVLOWAT,
 				    &o->rcvlowat, sizeof(int));
+	if (o->oobinline)
+		osf_conn_setsockopt(fd, e, SOL_SOCKET, SO_OOBINLINE,
+				    &o->oobinline, sizeof(int));
 	for (int i = 0; i < 2; i++)
 		if (o->bufs[i] > 0) /* the kernel doubles what it is given */
 			osf_conn_carry_buf(fd, e, i ? SO_SNDBUF : SO_RCVBUF, o->bufs[i]);

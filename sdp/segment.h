@@ -63,6 +63,8 @@
 				(a shutdown woke its readers): it takes no
 				more tokens (sdp/side.c osf_side_shut_wake) */
 #define OSF_SIDE_WRSOCK 0x10u /* the same for its writers' wake socket */
+#define OSF_SIDE_OOBINLINE 0x40u /* SO_OOBINLINE here: the peer leaves an
+				    urgent byte it replaces in the stream */
 #define OSF_SIDE_TIMEDOUT 0x20u /* with RESET, set by an RDMA engine on the
 				   side it plays: it gave up on the remote
 				   peer (its device stopped answering), so
@@ -98,7 +100,11 @@ struct osf_seg_side {
 	uint32_t cork;      /* TCP_CORK: OSF_CORK_ON | the bytes this side
 			       wrote after its head and holds back (under
 			       its tx_lock); 0 when off with nothing held */
-	uint8_t pad0[16];
+	uint64_t urg;       /* MSG_OOB: the stream position just past the
+			       urgent byte this side sent last (TCP's urgent
+			       pointer), published after head; 0: none */
+	uint64_t urg_read;  /* the peer's urg whose byte this side read out
+			       of band (TCP_URG_READ); 0: none */
 	/* Cache line 1: locks of this side's producers and consumers; 0 when
 	 * free, else the owner's tid, | OSF_LOCK_WAITERS when contended. */
 	uint32_t tx_lock;
@@ -113,7 +119,10 @@ struct osf_seg_side {
 	uint32_t trim_owner;
 	uint32_t pad_trim;
 	uint64_t trim_stop;
-	uint8_t pad1[40];
+	uint64_t urg_hole;  /* like urg: an earlier urgent byte the peer's
+			       reader sat at when urg replaced it, which it
+			       skips (tcp_check_urg); 0: none */
+	uint8_t pad1[32];
 	/* Cache line 2: this side's counters (osfstat). */
 	uint64_t send_calls;
 	uint64_t recv_calls;

@@ -37,6 +37,7 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	s->lock_since[0] = s->lock_since[1] = 0;
 	s->seen_close_seq = __atomic_load_n(&s->peer->close_seq, __ATOMIC_RELAXED);
 	s->trim = 0;
+	s->oobinline = 0;
 	/* A ring behind: the first trim looks at the whole ring. Unless
 	 * nothing was ever consumed (tail 0: a new connection): a producer
 	 * cannot wrap before the consumer moves, so no page behind the tail
@@ -717,6 +718,17 @@ short osf_side_revents(const struct osf_side *s)
 	if (used < 0 || room < 0 || (st & OSF_CS_BROKEN))
 		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLERR |
 		       POLLHUP | POLLRDHUP;
+	if (__builtin_expect(used > 0, 1) && !s->oobinline &&
+	    __atomic_load_n(&s->peer->urg, __ATOMIC_RELAXED)) {
+		/* The urgent byte at the read position is not data to read
+		 * (tcp_poll's target + 1); POLLPRI until it is read. */
+		uint64_t tail = __atomic_load_n(&s->rx->tail, __ATOMIC_ACQUIRE),
+			 u = osf_side_urg(s, tail, tail + (uint64_t)used);
+		if (u == tail + 1)
+			used--;
+	}
+	if (osf_side_urg_unread(s))
+		r |= POLLPRI;
 	if (used > 0 || rdhup || s->pending_err)
 		r |= POLLIN | POLLRDNORM;
 	if (rdhup)
@@ -772,8 +784,11 @@ uint64_t osf_side_stamp(const struct osf_side *s)
 			 (osf_side_my_flags(s) & 0xfu) << 4 |
 			 (osf_side_state(s) & 0xfu) << 8;
 
+	/* The urgent pointer too: it moves after the bytes it ends were
+	 * published (and woke the readers), and its own wake-up is an edge. */
 	return __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE) +
 	       __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE) *
 		       0x9e3779b97f4a7c15ULL +
+	       __atomic_load_n(&s->peer->urg, __ATOMIC_ACQUIRE) * 0xc2b2ae3d27d4eb4fULL +
 	       (flags << 52);
 }

@@ -68,6 +68,7 @@ struct osf_side {
 	uint64_t trim_tail; /* the rx tail at the last trim */
 	long lock_since[2]; /* the stuck clocks of rx_lock and tx_lock
 			       (struct osf_lock_wait) */
+	int oobinline; /* SO_OOBINLINE: the urgent byte stays in the stream */
 };
 
 /* osf_side_init points s at the segment mapped at base (rings of
@@ -151,6 +152,42 @@ static inline void osf_side_peer_closing(struct osf_side *s, int fd)
 		return;
 	s->seen_close_seq = seq;
 	osf_side_check_end(s, fd);
+}
+
+/* ---- urgent data (MSG_OOB) ---------------------------------------------- */
+
+/* osf_side_urg returns the position just past the urgent byte the peer
+ * sent last, when that byte is still unread in the rx ring (tail, head:
+ * positions read under the consumers' lock, or a look), else 0. The word
+ * is the peer's: it counts only inside [tail, head). */
+static inline uint64_t osf_side_urg(const struct osf_side *s, uint64_t tail,
+				    uint64_t head)
+{
+	uint64_t u = __atomic_load_n(&s->peer->urg, __ATOMIC_ACQUIRE);
+
+	return __builtin_expect(u == 0, 1) || u <= tail || u > head ? 0 : u;
+}
+
+/* osf_side_urg_now is osf_side_urg at this moment (0 too when the ring is
+ * corrupt). */
+static inline uint64_t osf_side_urg_now(const struct osf_side *s)
+{
+	uint64_t tail, head;
+
+	if (__builtin_expect(!__atomic_load_n(&s->peer->urg, __ATOMIC_RELAXED), 1))
+		return 0;
+	tail = __atomic_load_n(&s->rx->tail, __ATOMIC_ACQUIRE);
+	head = __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE);
+	return osf_ring_used(head, tail, s->size) < 0 ? 0 : osf_side_urg(s, tail, head);
+}
+
+/* osf_side_urg_unread tells whether urgent data waits to be read out of
+ * band (TCP's POLLPRI): an urgent byte not read past, nor read already. */
+static inline int osf_side_urg_unread(const struct osf_side *s)
+{
+	uint64_t u = osf_side_urg_now(s);
+
+	return u && __atomic_load_n(&s->me->urg_read, __ATOMIC_RELAXED) != u;
 }
 
 /* osf_side_peer_unborn_check asks the kernel whether the other side, which

@@ -3146,6 +3146,163 @@ static void s_unaccepted_reset(void)
 	close(c);
 }
 
+/* ---- urgent data (MSG_OOB) ---------------------------------------------------- */
+
+static volatile sig_atomic_t sigurgs;
+
+static void on_sigurg(int s)
+{
+	(void)s;
+	sigurgs++;
+}
+
+/* oob_recv reports a recv of up to n bytes with flags, without waiting,
+ * and the bytes. */
+static void oob_recv(const char *what, int s, size_t n, int flags)
+{
+	char b[64];
+	long r = DO(recv(s, b, n < sizeof b ? n : sizeof b, flags | MSG_DONTWAIT));
+
+	say("%s %s data %.*s", what, R(r), r > 0 ? (int)r : 0, b);
+}
+
+static int atmark(int s)
+{
+	int v = -1;
+
+	ioctl(s, SIOCATMARK, &v);
+	return v;
+}
+
+/* oob_send sends b (n bytes) with flags and gives it 20 ms to arrive. */
+static void oob_send(int c, const char *b, size_t n, int flags)
+{
+	if (send(c, b, n, flags) != (ssize_t)n)
+		setup_failed("send");
+	usleep(20 * 1000);
+}
+
+/* urgent runs the urgent-data script on a new pair, with SO_OOBINLINE
+ * (inline) or not (issue 27, item 5: osf sent MSG_OOB as an ordinary byte
+ * and failed recv with MSG_OOB). */
+static void urgent(int inline_)
+{
+	struct sigaction sa = {.sa_handler = on_sigurg};
+	int c, s, one = 1;
+
+	sigaction(SIGURG, &sa, NULL);
+	mkpair(AF_INET, &c, &s);
+	if (inline_)
+		setsockopt(s, SOL_SOCKET, SO_OOBINLINE, &one, sizeof one);
+	fcntl(s, F_SETOWN, getpid());
+	sigurgs = 0;
+	oob_recv("oob with none", s, 1, MSG_OOB);
+	say("atmark %d", atmark(s));
+	oob_send(c, "abc", 3, 0);
+	oob_send(c, "d", 1, MSG_OOB);
+	oob_send(c, "ef", 2, 0);
+	say("SIGURG %d", (int)sigurgs);
+	pmask("urgent waiting", s);
+	say("atmark %d", atmark(s));
+	oob_recv("peek oob", s, 1, MSG_OOB | MSG_PEEK);
+	oob_recv("recv", s, 64, 0);
+	say("atmark %d", atmark(s));
+	pmask("at the mark", s);
+	oob_recv("oob", s, 1, MSG_OOB);
+	pmask("urgent read", s);
+	oob_recv("oob again", s, 1, MSG_OOB);
+	oob_recv("recv", s, 64, 0);
+	say("atmark %d", atmark(s));
+	oob_send(c, "gh", 2, 0);
+	oob_send(c, "i", 1, MSG_OOB);
+	oob_send(c, "jk", 2, 0);
+	oob_recv("recv", s, 64, 0);
+	oob_recv("recv past", s, 64, 0);
+	oob_recv("oob passed", s, 1, MSG_OOB);
+	oob_send(c, "l", 1, 0);
+	oob_send(c, "m", 1, MSG_OOB);
+	oob_send(c, "n", 1, 0);
+	oob_send(c, "o", 1, MSG_OOB);
+	oob_send(c, "p", 1, 0);
+	oob_recv("two: recv", s, 64, 0);
+	oob_recv("two: oob", s, 1, MSG_OOB);
+	oob_recv("two: recv", s, 64, 0);
+	oob_send(c, "qrs", 3, MSG_OOB);
+	oob_recv("several: recv", s, 64, 0);
+	oob_recv("several: oob", s, 1, MSG_OOB);
+	oob_recv("several: recv", s, 64, 0);
+	oob_send(c, "t", 1, MSG_OOB);
+	pmask("lone urgent byte", s);
+	say("atmark %d", atmark(s));
+	oob_recv("lone: oob", s, 1, MSG_OOB);
+	oob_recv("lone: recv", s, 64, 0);
+	say("atmark %d", atmark(s));
+	/* Read out of band as they come: each one the reader sat at is
+	 * skipped when the next replaces it. */
+	for (const char *u = "uvw"; *u; u++) {
+		oob_send(c, u, 1, MSG_OOB);
+		oob_recv("in turn: oob", s, 1, MSG_OOB);
+	}
+	oob_send(c, "x", 1, 0);
+	oob_recv("in turn: recv", s, 64, 0);
+	say("empty send with MSG_OOB %s", R(DO(send(c, "", 0, MSG_OOB))));
+	oob_recv("oob at the sender", c, 1, MSG_OOB);
+	say("SIGURG %d", (int)sigurgs);
+	sa.sa_handler = SIG_DFL;
+	sigaction(SIGURG, &sa, NULL);
+	close(c);
+	close(s);
+}
+
+static void s_urgent(void) { urgent(0); }
+static void s_urgent_inline(void) { urgent(1); }
+
+/* s_urgent_wait: a wait for urgent data alone (poll POLLPRI, select's
+ * exceptfds, epoll EPOLLPRI, edge-triggered too) wakes when it comes. */
+static void s_urgent_wait(void)
+{
+	struct epoll_event ev = {.events = EPOLLPRI}, out;
+	struct pollfd p;
+	fd_set ex;
+	struct timeval tv = {3, 0};
+	int c, s, ep = epoll_create1(0), i;
+	pid_t k;
+	long r;
+
+	mkpair(AF_INET, &c, &s);
+	k = fork();
+	if (k == 0) { /* the sender: one urgent byte every 200 ms */
+		for (i = 0; i < 4; i++) {
+			usleep(200 * 1000);
+			send(c, "u", 1, MSG_OOB);
+		}
+		_exit(0);
+	}
+	p = (struct pollfd){s, POLLPRI, 0};
+	r = DO(poll(&p, 1, 3000));
+	say("poll POLLPRI %s revents 0x%x", R(r), p.revents);
+	oob_recv("oob", s, 1, MSG_OOB);
+	FD_ZERO(&ex);
+	FD_SET(s, &ex);
+	r = DO(select(s + 1, NULL, NULL, &ex, &tv));
+	say("select exceptfds %s set %s", R(r), YN(FD_ISSET(s, &ex)));
+	oob_recv("oob", s, 1, MSG_OOB);
+	epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+	r = DO(epoll_wait(ep, &out, 1, 3000));
+	say("epoll EPOLLPRI %s events 0x%x", R(r), r == 1 ? out.events : 0);
+	oob_recv("oob", s, 1, MSG_OOB);
+	say("epoll after the read %s", R(DO(epoll_wait(ep, &out, 1, 0))));
+	ev.events = EPOLLPRI | EPOLLET;
+	epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev);
+	r = DO(epoll_wait(ep, &out, 1, 3000));
+	say("epoll EPOLLPRI|EPOLLET %s events 0x%x", R(r), r == 1 ? out.events : 0);
+	say("epoll EPOLLET again %s", R(DO(epoll_wait(ep, &out, 1, 0))));
+	waitpid(k, NULL, 0);
+	close(ep);
+	close(c);
+	close(s);
+}
+
 /* s_unaccepted_write: writes to a connection reset in the listener's
  * queue fail, the first with the reset, the next with EPIPE, and a read
  * then sees the end (issue 27, item 3: osf took every write, dropping the
@@ -5300,6 +5457,9 @@ static const struct {
 	{"cmsgs", s_cmsgs},
 	{"unaccepted_reset", s_unaccepted_reset},
 	{"unaccepted_write", s_unaccepted_write},
+	{"urgent", s_urgent},
+	{"urgent_inline", s_urgent_inline},
+	{"urgent_wait", s_urgent_wait},
 	{"inherit", s_inherit},
 	{"inherit_bufs", s_inherit_bufs},
 	{"listen_shutdown", s_listen_shutdown},
