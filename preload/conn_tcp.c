@@ -105,6 +105,60 @@ static socklen_t tcp_info_size(void)
 	return n;
 }
 
+/* The kernel's struct tcp_info past the C library's (linux/tcp.h), by
+ * offset: the byte and segment counters. */
+#define TI_BYTES_ACKED 120
+#define TI_BYTES_RECEIVED 128
+#define TI_SEGS_OUT 136
+#define TI_SEGS_IN 140
+#define TI_NOTSENT_BYTES 144
+#define TI_MIN_RTT 148
+#define TI_DATA_SEGS_IN 152
+#define TI_DATA_SEGS_OUT 156
+#define TI_DELIVERED 192
+#define TI_BYTES_SENT 200
+#define TI_SND_WND 228
+#define TI_RCV_WND 232
+
+static void put32(unsigned char *b, int off, uint64_t v)
+{
+	uint32_t x = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+
+	memcpy(b + off, &x, sizeof(x));
+}
+
+static void put64(unsigned char *b, int off, uint64_t v) { memcpy(b + off, &v, sizeof(v)); }
+
+/* tcp_info_counts fills in TCP_INFO's counters from the rings as loopback
+ * TCP counts them: bytes sent are acknowledged once they reach the peer
+ * (the ring), the client's count of acknowledged bytes includes its SYN,
+ * each write that moved bytes is a data segment, each data segment is
+ * acknowledged by one segment, and the handshake adds the client's SYN
+ * and ACK and the server's SYN-ACK (which the server's counters leave
+ * out, as the kernel's do). The peer's words only feed these counts. */
+static void tcp_info_counts(struct osf_conn *c, unsigned char *b)
+{
+	int client = c->s.side == OSF_SIDE_CLIENT;
+	uint64_t sent = __atomic_load_n(&c->s.tx->head, __ATOMIC_RELAXED),
+		 got = __atomic_load_n(&c->s.rx->head, __ATOMIC_RELAXED),
+		 dout = __atomic_load_n(&c->s.me->send_calls, __ATOMIC_RELAXED),
+		 din = __atomic_load_n(&c->s.peer->send_calls, __ATOMIC_RELAXED);
+
+	put64(b, TI_BYTES_SENT, sent);
+	put64(b, TI_BYTES_ACKED, sent + (uint64_t)client);
+	put64(b, TI_BYTES_RECEIVED, got);
+	put32(b, TI_DATA_SEGS_OUT, dout);
+	put32(b, TI_DATA_SEGS_IN, din);
+	put32(b, TI_SEGS_OUT, dout + din + (client ? 2 : 0));
+	put32(b, TI_SEGS_IN, din + dout + (client ? 1 : 2));
+	put32(b, TI_DELIVERED, dout + 1);
+	put32(b, TI_NOTSENT_BYTES, __atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) & OSF_CORK_HELD);
+	put32(b, TI_MIN_RTT, 1);
+	put32(b, TI_SND_WND, osf_side_peer_rcv_part(&c->s));
+	put32(b, TI_RCV_WND, osf_seg_rcv_part(c->s.size, __atomic_load_n(&c->s.me->rcvlim,
+									   __ATOMIC_RELAXED)));
+}
+
 /* tcp_info answers TCP_INFO, as long as the kernel's struct (the fields
  * past the C library's struct are zero). The kernel has processed a
  * peer's FIN or reset by the time its socket is asked, so the state is
@@ -134,6 +188,7 @@ static int tcp_info(int fd, struct osf_conn *c, void *val, socklen_t *len)
 	ti.tcpi_snd_ssthresh = 0x7fffffff;
 	ti.tcpi_rcv_ssthresh = c->s.size;
 	u.ti = ti;
+	tcp_info_counts(c, u.b);
 	if (full > sizeof(u))
 		full = sizeof(u);
 	n = *len < full ? *len : full;

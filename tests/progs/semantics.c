@@ -3303,6 +3303,80 @@ static void s_urgent_wait(void)
 	close(s);
 }
 
+/* tcpi_u64 and tcpi_u32 read a field of the kernel's struct tcp_info at
+ * offset off (linux/tcp.h; past the C library's struct). */
+static unsigned long long tcpi_u64(const unsigned char *b, int off)
+{
+	unsigned long long v;
+
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+static unsigned tcpi_u32(const unsigned char *b, int off)
+{
+	unsigned v;
+
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+/* nsegs names a segment count loosely: none, one, or several. */
+static const char *nsegs(unsigned n) { return n == 0 ? "none" : n == 1 ? "one" : "several"; }
+
+/* tcpi_counts reports who's byte and data segment counters (issue 27, item
+ * 6: osf left them 0). */
+static void tcpi_counts(const char *who, int fd)
+{
+	unsigned char b[512];
+	socklen_t l = sizeof b;
+
+	memset(b, 0, sizeof b);
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, b, &l) < 0 || l < 236) {
+		say("%s TCP_INFO %s len %u", who, R(-1), (unsigned)l);
+		return;
+	}
+	/* A tail loss probe may resend the last segment: bytes_sent and
+	 * the data segments count it, the acknowledged bytes do not. */
+	say("%s bytes_acked %llu bytes_received %llu bytes_sent %s", who,
+	    tcpi_u64(b, 120), tcpi_u64(b, 128),
+	    tcpi_u64(b, 200) + (tcpi_u64(b, 120) > tcpi_u64(b, 200)) >= tcpi_u64(b, 120)
+		    ? "counts them" : "short");
+	say("%s data segments out %s in %s, segments out %s in %s", who,
+	    nsegs(tcpi_u32(b, 156)), nsegs(tcpi_u32(b, 152)),
+	    nsegs(tcpi_u32(b, 136)), nsegs(tcpi_u32(b, 140)));
+}
+
+/* s_tcp_info_counts: TCP_INFO's byte and data-segment counters after an
+ * exchange of separate writes (TCP_NODELAY: one segment each). */
+static void s_tcp_info_counts(void)
+{
+	static char big[1000], buf[2048];
+	int c, s, one = 1, i;
+
+	mkpair(AF_INET, &c, &s);
+	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	tcpi_counts("fresh client", c);
+	tcpi_counts("fresh server", s);
+	send(c, big, sizeof big, 0);
+	wait_bytes(s, sizeof big, 5000);
+	recv(s, buf, sizeof buf, 0);
+	send(s, big, 300, 0);
+	wait_bytes(c, 300, 5000);
+	recv(c, buf, sizeof buf, 0);
+	for (i = 0; i < 3; i++) {
+		send(c, big, 10, 0);
+		usleep(10 * 1000);
+	}
+	wait_bytes(s, 30, 5000);
+	recv(s, buf, sizeof buf, 0);
+	tcpi_counts("client", c);
+	tcpi_counts("server", s);
+	close(c);
+	close(s);
+}
+
 /* s_unaccepted_write: writes to a connection reset in the listener's
  * queue fail, the first with the reset, the next with EPIPE, and a read
  * then sees the end (issue 27, item 3: osf took every write, dropping the
@@ -5460,6 +5534,7 @@ static const struct {
 	{"urgent", s_urgent},
 	{"urgent_inline", s_urgent_inline},
 	{"urgent_wait", s_urgent_wait},
+	{"tcp_info_counts", s_tcp_info_counts},
 	{"inherit", s_inherit},
 	{"inherit_bufs", s_inherit_bufs},
 	{"listen_shutdown", s_listen_shutdown},
