@@ -101,6 +101,8 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->cm_ts = c->cm_inq = 0;
 	c->rcvlowat = 1;
 	c->peek_off = -1;
+	c->zerocopy = c->zc_pending = 0;
+	c->zc_next = c->zc_lo = c->zc_hi = 0;
 	c->async = 0;
 	c->gw = OSF_CONN_GW_NONE;
 	__atomic_store_n(&c->refs, 1, __ATOMIC_RELEASE);

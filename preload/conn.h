@@ -35,6 +35,14 @@ int osf_conn_carry_kopt(int fd, struct osf_fdt_entry *e, int level, int name,
  * and in its side's flags (the peer reads them: send_urgent). */
 struct osf_conn;
 void osf_conn_set_oobinline(struct osf_conn *c, int on);
+/* osf_conn_zc_sent notes a MSG_ZEROCOPY send that moved bytes: its
+ * notification (copied, as loopback TCP's always are) joins the one
+ * waiting in the error queue when it follows it, as the kernel's do. */
+void osf_conn_zc_sent(struct osf_conn *c);
+/* osf_conn_errqueue is recvmsg with MSG_ERRQUEUE: the waiting MSG_ZEROCOPY
+ * notification (IP_RECVERR or IPV6_RECVERR, SO_EE_ORIGIN_ZEROCOPY,
+ * SO_EE_CODE_ZEROCOPY_COPIED, ids ee_info to ee_data) and 0, else EAGAIN. */
+int osf_conn_errqueue(int fd, struct osf_fdt_entry *e, struct msghdr *msg, int flags);
 /* osf_conn_carry_buf gives a new connection the buffer size (SO_RCVBUF
  * or SO_SNDBUF) of the kernel socket it was made from, size as that
  * socket reports it (doubled): what it reads back and the bytes in flight

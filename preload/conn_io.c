@@ -741,6 +741,8 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	}
 	if (unlikely(flags & MSG_OOB) && sent > 0)
 		send_urgent(fd, c, urg_end);
+	if (unlikely(flags & MSG_ZEROCOPY) && c->zerocopy && sent > 0)
+		osf_conn_zc_sent(c);
 	conn_put(c);
 	return sent;
 }

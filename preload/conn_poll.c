@@ -19,6 +19,8 @@
  * read side is readable whatever the mark). */
 static short lowat(const struct osf_conn *c, short r)
 {
+	if (unlikely(c->zc_pending)) /* a MSG_ZEROCOPY notification */
+		r |= POLLERR;
 	if (__builtin_expect(c->rcvlowat <= 1, 1) || !(r & POLLIN) ||
 	    (r & (POLLRDHUP | POLLERR)))
 		return r;

@@ -34,6 +34,9 @@ struct osf_conn {
 	int cm_ts;  /* 0, or the SO_TIMESTAMP* option whose cmsg recvmsg adds */
 	int cm_inq; /* TCP_INQ: recvmsg adds the bytes left to read */
 	int rcvlowat; /* SO_RCVLOWAT as TCP keeps it; 0 or 1: the default */
+	int zerocopy; /* SO_ZEROCOPY: MSG_ZEROCOPY sends are notified */
+	int zc_pending; /* a notification [zc_lo, zc_hi] waits in the error queue */
+	uint32_t zc_next, zc_lo, zc_hi; /* MSG_ZEROCOPY send ids */
 	int peek_off; /* SO_PEEK_OFF: where the next MSG_PEEK starts past the
 			 unread data's start; -1: off (TCP's default) */
 	int async; /* O_ASYNC: every read asks the peer for a wake token, which

@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/errqueue.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -295,6 +296,9 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		case SO_PEEK_OFF:
 			r = put_int(val, len, __atomic_load_n(&c->peek_off, __ATOMIC_RELAXED));
 			break;
+		case SO_ZEROCOPY:
+			r = put_int(val, len, c->zerocopy);
+			break;
 		case SO_PEERCRED: { /* TCP has no peer credentials */
 			struct ucred u = {0, (uid_t)-1, (gid_t)-1};
 			socklen_t n = *len < sizeof(u) ? *len : sizeof(u);
@@ -486,6 +490,13 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 		if (r == 0 && get_int(val, len, &v) == 0)
 			osf_conn_set_oobinline(c, v != 0);
 		return r;
+	case SO_ZEROCOPY: /* loopback TCP copies: every send is notified so */
+		if (len < sizeof(int))
+			return OSF_FAIL(EINVAL);
+		if (get_int(val, len, &v) < 0)
+			return -1;
+		c->zerocopy = v != 0;
+		return 0;
 	case SO_PEEK_OFF: /* any value; a negative one turns it off */
 		if (len < sizeof(int))
 			return OSF_FAIL(EINVAL);
@@ -675,6 +686,49 @@ void osf_conn_cmsgs(int fd, struct osf_fdt_entry *e, struct msghdr *msg,
 	msg->msg_controllen = used;
 	if (c)
 		conn_put(c);
+}
+
+void osf_conn_zc_sent(struct osf_conn *c)
+{
+	uint32_t id = c->zc_next++;
+
+	if (c->zc_pending && id == c->zc_hi + 1) {
+		c->zc_hi = id;
+		return;
+	}
+	c->zc_lo = c->zc_hi = id;
+	c->zc_pending = 1;
+}
+
+int osf_conn_errqueue(int fd, struct osf_fdt_entry *e, struct msghdr *msg, int flags)
+{
+	struct osf_conn *c = conn_get(fd, e);
+	struct sock_extended_err ee;
+	size_t used = 0;
+
+	(void)flags;
+	if (!c)
+		return OSF_FAIL(EBADF);
+	if (!c->zc_pending) {
+		conn_put(c);
+		return OSF_FAIL(EAGAIN);
+	}
+	memset(&ee, 0, sizeof(ee));
+	ee.ee_origin = SO_EE_ORIGIN_ZEROCOPY;
+	ee.ee_code = SO_EE_CODE_ZEROCOPY_COPIED;
+	ee.ee_info = c->zc_lo;
+	ee.ee_data = c->zc_hi;
+	c->zc_pending = 0;
+	msg->msg_flags = MSG_ERRQUEUE;
+	msg->msg_namelen = 0;
+	if (msg->msg_control && msg->msg_controllen)
+		put_cmsg(msg, &used, c->v6 ? SOL_IPV6 : SOL_IP,
+			 c->v6 ? IPV6_RECVERR : IP_RECVERR, &ee, sizeof(ee));
+	else
+		msg->msg_flags |= MSG_CTRUNC;
+	msg->msg_controllen = used;
+	conn_put(c);
+	return 0;
 }
 
 int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,

@@ -193,9 +193,12 @@ static int msg_iovlen_bad(const struct msghdr *msg)
 static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 			    struct msghdr *msg, int flags)
 {
-	ssize_t r = msg_iovlen_bad(msg)
-			    ?: osf_conn_recv(fd, e, msg->msg_iov,
-					     (int)msg->msg_iovlen, flags);
+	ssize_t r;
+
+	if (unlikely(flags & MSG_ERRQUEUE) && osf_kind_is_conn(e->kind))
+		return msg_iovlen_bad(msg) ?: osf_conn_errqueue(fd, e, msg, flags);
+	r = msg_iovlen_bad(msg) ?: osf_conn_recv(fd, e, msg->msg_iov,
+						  (int)msg->msg_iovlen, flags);
 
 	if (r >= 0 && osf_kind_is_conn(e->kind)) {
 		msg->msg_namelen = 0;
