@@ -338,6 +338,11 @@ func TestOsfstatOffloaded(t *testing.T) {
 	if !tableRowHas(r.Stdout, cfd, "client", "ESTABLISHED", "shm", "5000", "6000", "3000") {
 		t.Errorf("osfstat -p %d: no row for fd %d with the counters:\n%s", cli.p.Pid, cfd, r.Stdout)
 	}
+	// And --ss, in ss's columns: state, Recv-Q, Send-Q, addresses, process.
+	r = testutil.Cmd(t, nil, testutil.Bin(t, "osfstat"), "--ss", "-p", strconv.Itoa(cli.p.Pid)).MustRun(shortRun)
+	if want := fmt.Sprintf("pid=%d,fd=%d)) osf:shm", cli.p.Pid, cfd); !ssRowHas(r.Stdout, want, "ESTAB", "0", "5000", c.Local, c.Peer) {
+		t.Errorf("osfstat --ss -p %d: no row %q with the queues and addresses:\n%s", cli.p.Pid, want, r.Stdout)
+	}
 
 	// Looking did not disturb: the bytes arrive, intact.
 	srv.do("recv 5000")
@@ -370,6 +375,21 @@ func TestOsfstatOffloaded(t *testing.T) {
 	if r := cli.p.Wait(shortRun); !r.OK() {
 		t.Errorf("client: %s", r)
 	}
+}
+
+// ssRowHas reports whether osfstat --ss printed a line ending in tail whose
+// first fields are want.
+func ssRowHas(out, tail string, want ...string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if !strings.HasSuffix(l, tail) || len(f) < len(want) {
+			continue
+		}
+		if strings.Join(f[:len(want)], " ") == strings.Join(want, " ") {
+			return true
+		}
+	}
+	return false
 }
 
 // tableRowHas reports whether the osfstat table has a row for fd with all

@@ -18,6 +18,9 @@
 //	osfstat -p 1234       one process (exit status 1 if it is not under osf)
 //	osfstat --json        machine-readable output (below)
 //	osfstat -s            a summary: sockets, connections and bytes per transport
+//	osfstat --ss          the offloaded sockets (which ss cannot see) in the
+//	                      columns of `ss -tanp`, the transport after the
+//	                      process ("osf:shm"); -t is the same
 //	osfstat -i 2          refresh every 2 seconds until SIGINT or SIGTERM
 //	                      (with --json: one JSON document per line)
 //

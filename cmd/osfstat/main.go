@@ -21,6 +21,7 @@ type options struct {
 	pid      int
 	json     bool
 	summary  bool
+	ss       bool
 	interval float64
 }
 
@@ -31,6 +32,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.pid, "p", 0, "show only process `PID`")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 	fs.BoolVar(&o.summary, "s", false, "print a summary per transport")
+	fs.BoolVar(&o.ss, "ss", false, "print the offloaded sockets as `ss -tanp` prints TCP sockets")
+	fs.BoolVar(&o.ss, "t", false, "the same as --ss")
 	fs.Float64Var(&o.interval, "i", 0, "refresh every `SECONDS` until interrupted")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -87,6 +90,8 @@ func report(w io.Writer, o options) error {
 		return writeJSON(w, snap, o.summary)
 	case o.summary:
 		return writeSummary(w, snap)
+	case o.ss:
+		return writeSS(w, snap)
 	}
 	return writeTable(w, snap)
 }

@@ -187,6 +187,35 @@ func TestTableColumns(t *testing.T) {
 	}
 }
 
+func TestSSColumns(t *testing.T) {
+	var out bytes.Buffer
+	n := int64(7)
+	procs := []Proc{{PID: 5, Program: "redis-server", Sockets: []Socket{
+		{FD: 3, Role: "listener", State: "LISTEN", Local: "127.0.0.1:6379", Transport: "shm"},
+		{FD: 4, Role: "server", State: "ESTABLISHED", Local: "127.0.0.1:6379", Peer: "127.0.0.1:40000", Transport: "shm", RecvQ: &n, SendQ: &n},
+		{FD: 6, Role: "client", State: "ESTABLISHED", Local: "127.0.0.1:1", Peer: "127.0.0.1:2", Transport: "kernel"},
+		{FD: 7, Role: "client", State: "CLOSE_WAIT", Local: "10.0.0.1:3", Peer: "10.0.0.2:4", Transport: "rdma"},
+	}}}
+	if err := writeSS(&out, procs); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"State", "Recv-Q", "Send-Q", "Local", "Address:Port", "Peer", "Address:Port", "Process"},
+		{"LISTEN", "0", "0", "127.0.0.1:6379", "*:*", `users:(("redis-server",pid=5,fd=3))`, "osf:shm"},
+		{"ESTAB", "7", "7", "127.0.0.1:6379", "127.0.0.1:40000", `users:(("redis-server",pid=5,fd=4))`, "osf:shm"},
+		{"CLOSE-WAIT", "0", "0", "10.0.0.1:3", "10.0.0.2:4", `users:(("redis-server",pid=5,fd=7))`, "osf:rdma"},
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("ss output (the kernel socket left out):\n%s", out.String())
+	}
+	for i, l := range lines {
+		if f := strings.Fields(l); strings.Join(f, " ") != strings.Join(want[i], " ") {
+			t.Errorf("line %d: %q, want %q", i, f, want[i])
+		}
+	}
+}
+
 func TestRunArgs(t *testing.T) {
 	for _, args := range [][]string{{"-i", "-1"}, {"-i", "NaN"}, {"-i", "0.001"}, {"-p", "-3"}, {"extra"}, {"--bogus"}} {
 		var out, errb bytes.Buffer
