@@ -287,10 +287,57 @@ recv_oob(int fd, struct osf_conn *c, struct iovcur *cur, ssize_t total, int flag
 	return total > 0 ? 1 : 0;
 }
 
+/* recv_urgent applies urgent data to a read that finds used bytes at its
+ * position (rx_lock held, an urgent pointer set): urgent bytes replaced
+ * while the reader sat at them are skipped (urg_hole); the read stops
+ * before the urgent byte (*at_mark); one that starts at it skips it
+ * (SO_OOBINLINE: reads it), taking the wake socket's out-of-band byte.
+ * For a peek, skipped bytes are only stepped over (*peek_skip). It returns
+ * the bytes the read may take, or -1 when it is at the urgent byte with
+ * bytes read already (it stops there). The peer's words count only inside
+ * the unread bytes. */
+static __attribute__((noinline, cold)) int64_t
+recv_urgent(int fd, struct osf_conn *c, int flags, int have, int64_t used,
+	    uint64_t *peek_skip, int *at_mark)
+{
+	uint64_t t0 = c->s.rx->tail, h, u;
+
+	h = __atomic_load_n(&c->s.peer->urg_hole, __ATOMIC_ACQUIRE);
+	if (!c->s.oobinline && h > t0 && h - t0 <= (uint64_t)used) {
+		if (!(flags & MSG_PEEK)) {
+			__atomic_store_n(&c->s.rx->tail, h, __ATOMIC_RELEASE);
+			used -= (int64_t)(h - t0);
+			t0 = h;
+		} else {
+			*peek_skip = h - t0;
+			return used - (int64_t)(h - t0); /* a peek past a hole: as it is */
+		}
+	}
+	if (used <= 0 || !(u = osf_side_urg(&c->s, t0, t0 + (uint64_t)used)))
+		return used;
+	if (u - 1 > t0) { /* up to the mark, not past it */
+		*at_mark = 1;
+		return (int64_t)(u - 1 - t0);
+	}
+	if (have)
+		return -1;
+	if (!(flags & MSG_PEEK) &&
+	    __atomic_load_n(&c->s.me->urg_read, __ATOMIC_RELAXED) != u)
+		urg_passed(fd);
+	if (c->s.oobinline)
+		return used;
+	if (!(flags & MSG_PEEK))
+		__atomic_store_n(&c->s.rx->tail, t0 + 1, __ATOMIC_RELEASE);
+	else
+		*peek_skip = 1;
+	return used - 1;
+}
+
 /* conn_recv is osf_conn_recv; raw: a peek of osf's own (splice), which
  * SO_PEEK_OFF neither moves nor offsets. */
-static ssize_t conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
-			 int iovcnt, int flags, int raw)
+static inline __attribute__((always_inline)) ssize_t
+conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov, int iovcnt,
+	  int flags, int raw)
 {
 	struct osf_conn *c;
 	struct iovcur cur = {iov, iovcnt, 0, 0};
@@ -366,7 +413,7 @@ static ssize_t conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *io
 				settled = 1;
 			continue;
 		}
-		if (unlikely(c->peek_off > 0) && (flags & MSG_PEEK) && !raw) {
+		if ((flags & MSG_PEEK) && unlikely(c->peek_off > 0) && !raw) {
 			/* SO_PEEK_OFF: the peek starts that far in, and waits
 			 * for data past it. */
 			int64_t off = c->peek_off;
@@ -388,47 +435,12 @@ static ssize_t conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *io
 			peek_skip = (uint64_t)off;
 			used -= off;
 		}
-		if (unlikely(__atomic_load_n(&c->s.peer->urg_hole, __ATOMIC_RELAXED)) &&
-		    used > 0 && !peek_skip && !c->s.oobinline) {
-			/* Urgent bytes replaced while we sat at them: [tail,
-			 * hole), a peer's word, counted only inside the
-			 * unread bytes. */
-			uint64_t t0 = c->s.rx->tail,
-				 h = __atomic_load_n(&c->s.peer->urg_hole, __ATOMIC_ACQUIRE);
-			if (h > t0 && h - t0 <= (uint64_t)used) {
-				if (!(flags & MSG_PEEK))
-					__atomic_store_n(&c->s.rx->tail, h, __ATOMIC_RELEASE);
-				else
-					peek_skip = h - t0;
-				used -= (int64_t)(h - t0);
-			}
-		}
 		if (unlikely(__atomic_load_n(&c->s.peer->urg, __ATOMIC_RELAXED)) &&
 		    used > 0 && !peek_skip) {
-			/* Urgent data: a read stops before the urgent byte;
-			 * one that starts at it skips it (SO_OOBINLINE: reads
-			 * it), unless it has read something already. */
-			uint64_t t0 = c->s.rx->tail,
-				 u = osf_side_urg(&c->s, t0, t0 + (uint64_t)used);
-			if (u && u - 1 > t0) {
-				used = (int64_t)(u - 1 - t0);
-				at_mark = 1;
-			} else if (u && got > 0) {
+			used = recv_urgent(fd, c, flags, got > 0, used, &peek_skip, &at_mark);
+			if (used < 0) { /* at the urgent byte, with bytes read */
 				osf_seg_unlock(&c->s.me->rx_lock);
 				break;
-			} else if (u) {
-				int was_read = __atomic_load_n(&c->s.me->urg_read,
-							       __ATOMIC_RELAXED) == u;
-				if (!(flags & MSG_PEEK) && !was_read)
-					urg_passed(fd);
-				if (!c->s.oobinline) {
-					if (!(flags & MSG_PEEK))
-						__atomic_store_n(&c->s.rx->tail, t0 + 1,
-								 __ATOMIC_RELEASE);
-					else
-						peek_skip = 1;
-					used--;
-				}
 			}
 		}
 		if (used > 0) {
@@ -591,15 +603,15 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 	return (ssize_t)total;
 }
 
-/* send_urgent makes the last byte written, ending at position end, urgent
+/* send_urgent makes the last byte written urgent
  * data (MSG_OOB: TCP's urgent pointer; a later one replaces it, and the
  * earlier byte is ordinary data then) and tells the peer with an
  * out-of-band byte on the wake socket, which raises SIGURG for its owner
  * and POLLPRI on its fd in the kernel (docs/ARCHITECTURE.md, "Urgent
  * data"). */
-static __attribute__((noinline, cold)) void send_urgent(int fd, struct osf_conn *c,
-							 uint64_t end)
+static __attribute__((noinline, cold)) void send_urgent(int fd, struct osf_conn *c)
 {
+	uint64_t end = __atomic_load_n(&c->s.tx->head, __ATOMIC_RELAXED);
 	uint64_t old = __atomic_load_n(&c->s.me->urg, __ATOMIC_RELAXED),
 		 at = __atomic_load_n(&c->s.tx->tail, __ATOMIC_ACQUIRE),
 		 hole = __atomic_load_n(&c->s.me->urg_hole, __ATOMIC_RELAXED);
@@ -623,7 +635,6 @@ static __attribute__((noinline, cold)) void send_urgent(int fd, struct osf_conn 
 ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		      int iovcnt, int flags)
 {
-	uint64_t urg_end = 0; /* the position past the last byte written */
 	struct osf_conn *c;
 	struct iovcur cur = {iov, iovcnt, 0, 0};
 	ssize_t total, sent = 0, end;
@@ -656,15 +667,17 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	}
 	nonblock = c->nonblock || (flags & MSG_DONTWAIT);
 	__atomic_add_fetch(&c->s.me->send_calls, 1, __ATOMIC_RELAXED);
-	if (unlikely(flags & MSG_OOB)) /* urgent data is pushed, as TCP's */
-		osf_conn_cork_flush(c, fd);
-	else if (unlikely(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) ||
-			  (flags & MSG_MORE))) {
-		end = send_corked(fd, c, &cur, (size_t)total, nonblock,
-				  flags & MSG_MORE);
-		if (end != -2) {
-			conn_put(c);
-			return end;
+	if (unlikely(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) ||
+		     (flags & (MSG_MORE | MSG_OOB)))) {
+		if (flags & MSG_OOB) { /* urgent data is pushed, as TCP's */
+			osf_conn_cork_flush(c, fd);
+		} else {
+			end = send_corked(fd, c, &cur, (size_t)total, nonblock,
+					  flags & MSG_MORE);
+			if (end != -2) {
+				conn_put(c);
+				return end;
+			}
 		}
 	}
 	while (sent < total) {
@@ -703,7 +716,6 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			osf_seg_unlock(&c->s.me->tx_lock);
 			osf_side_wake_reader(&c->s, fd);
 			sent += (ssize_t)n;
-			urg_end = head + n;
 			continue;
 		}
 		osf_seg_unlock(&c->s.me->tx_lock);
@@ -739,10 +751,12 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		conn_put(c);
 		return end == 1 ? OSF_FAIL(EPIPE) : end;
 	}
-	if (unlikely(flags & MSG_OOB) && sent > 0)
-		send_urgent(fd, c, urg_end);
-	if (unlikely(flags & MSG_ZEROCOPY) && c->zerocopy && sent > 0)
-		osf_conn_zc_sent(c);
+	if (unlikely(flags & (MSG_OOB | MSG_ZEROCOPY)) && sent > 0) {
+		if (flags & MSG_OOB)
+			send_urgent(fd, c);
+		if ((flags & MSG_ZEROCOPY) && c->zerocopy)
+			osf_conn_zc_sent(c);
+	}
 	conn_put(c);
 	return sent;
 }
