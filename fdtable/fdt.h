@@ -311,6 +311,16 @@ int osf_fdt_high_begin(void);
 void osf_fdt_high_end(void);
 int osf_fdt_dup_high(int fd, int cloexec);
 
+/* osf_fdt_fds_free reports whether n fd numbers are free below the
+ * program's soft RLIMIT_NOFILE for fds osf is about to take there (a
+ * hello's, which the kernel would otherwise drop: MSG_CTRUNC): 1 at once
+ * when the hard limit leaves osf room above the soft one (as the last
+ * window found), else after one poll of 32 numbers or more (POLLNVAL: not
+ * open). osf_fdt_limit_changed forgets what the last window found (the
+ * program set its limit). */
+int osf_fdt_fds_free(int n);
+void osf_fdt_limit_changed(void);
+
 /* osf_fdt_limit_lock serialises RLIMIT_NOFILE reads and changes with the
  * windows (the hooks of getrlimit, setrlimit and prlimit; fork). */
 void osf_fdt_limit_lock(void);

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <stddef.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +259,73 @@ int osf_fdt_inrange_base(void)
 	return legacy_base(rl.rlim_cur);
 }
 
+/* What the last window (or look) found: whether osf's fds cost the
+ * program none of its limit (room above it), and its soft limit; -1: not
+ * known (none yet, or the program changed its limit since). A hint for
+ * osf_fdt_fds_free, which a stale value can only make look once more. */
+static int seen_room = -1;
+static int seen_soft;
+
+static void note_limit(const struct rlimit *rl)
+{
+	seen_soft = rl->rlim_cur == RLIM_INFINITY || rl->rlim_cur > 1 << 30 ? 1 << 30
+									 : (int)rl->rlim_cur;
+	__atomic_store_n(&seen_room, room_above(rl), __ATOMIC_RELAXED);
+}
+
+void osf_fdt_limit_changed(void)
+{
+	__atomic_store_n(&seen_room, -1, __ATOMIC_RELAXED);
+}
+
+/* FREE_LOOK is how many fd numbers one poll looks at. */
+#define FREE_LOOK 32
+
+int osf_fdt_fds_free(int n)
+{
+	static int hint; /* where free numbers were found last */
+	struct pollfd p[FREE_LOOK];
+	struct rlimit rl;
+	struct timespec zero = {0, 0};
+	int saved = errno, lim, from, done, got = 0, k, i;
+
+	if (__atomic_load_n(&seen_room, __ATOMIC_RELAXED) < 0) {
+		osf_fdt_limit_lock(); /* not a window's raised value */
+		if (sys_prlimit(NULL, &rl) == 0)
+			note_limit(&rl);
+		osf_fdt_limit_unlock();
+	}
+	if (__atomic_load_n(&seen_room, __ATOMIC_RELAXED) != 0) {
+		errno = saved;
+		return 1; /* room above (or no telling): osf's fds cost none */
+	}
+	/* poll marks a number that names no open file POLLNVAL: one call
+	 * looks at FREE_LOOK numbers, from where free ones were last seen,
+	 * round the whole range below the limit at most once. */
+	lim = seen_soft;
+	from = hint < lim ? hint : 0;
+	for (done = 0; done < lim && got < n; done += k) {
+		k = lim - from < FREE_LOOK ? lim - from : FREE_LOOK;
+		for (i = 0; i < k; i++) {
+			p[i].fd = from + i;
+			p[i].events = 0;
+			p[i].revents = 0;
+		}
+		if (osf_rawsys(SYS_ppoll, (long)p, k, (long)&zero, 0, 8, 0) < 0) {
+			errno = saved;
+			return 1; /* no telling: as before */
+		}
+		for (i = 0; i < k; i++)
+			if (p[i].revents & POLLNVAL)
+				got++;
+		if (got < n)
+			from = from + k >= lim ? 0 : from + k;
+	}
+	hint = from;
+	errno = saved;
+	return got >= n;
+}
+
 OSF_FORK_TEXT void osf_fdt_limit_lock(void)
 {
 	if (high_mine()) {
@@ -297,6 +365,7 @@ OSF_FORK_TEXT int osf_fdt_high_begin(void)
 		return 1024;
 	}
 	osf_fork.high_saved = rl;
+	note_limit(&rl);
 	osf_fork.high_raised = 0;
 	osf_fork.high_base = base_of(&rl);
 	SIGNAL_FENCE();

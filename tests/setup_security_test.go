@@ -270,11 +270,15 @@ func TestSlowlorisAccept(t *testing.T) {
 	noOsfMessages(t, "server", srv.Stderr())
 }
 
-// emfileServer leaves exactly one free fd, then accepts: at EMFILE it
-// frees a few fds and accepts again; it answers "pong" to "ping".
+// emfileServer sets its soft RLIMIT_NOFILE to 64 (the hard one too when
+// argv[2] is "equal", as `ulimit -n 64` does), leaves exactly argv[3] free
+// fds, then accepts: at EMFILE it frees a few fds and accepts again; it
+// answers "pong" to "ping" and holds the connection until its client
+// closes it.
 const emfileServer = `
 import errno, os, resource, select, socket, sys
-resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+hard = 64 if sys.argv[2] == "equal" else resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
 l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(4)
@@ -284,7 +288,8 @@ try:
         fill.append(os.open("/dev/null", os.O_RDONLY))
 except OSError:
     pass
-os.close(fill.pop())
+for _ in range(int(sys.argv[3])):
+    os.close(fill.pop())
 print("full", flush=True)
 select.select([l], [], [], 10)
 try:
@@ -299,31 +304,66 @@ except OSError as e:
     c, _ = l.accept()
     print("accepted after freeing fds", flush=True)
 c.sendall(b"pong" if c.recv(4) == b"ping" else b"bad!")
+c.recv(1)
 c.close()
 `
 
-// TestAcceptEMFILEKeepsConnection (issue 10 item 6): with one free fd the
-// server's accept either succeeds or fails with EMFILE and keeps the
-// connection queued; once fds are free it gets it, bytes intact (the
-// connection used to be dropped: the client read ECONNRESET).
+// TestAcceptEMFILEKeepsConnection (issue 10 item 6, issue 24 item 4):
+// with one or two free fds the server's accept either succeeds or fails
+// with EMFILE and keeps the connection queued; once fds are free it gets
+// it, bytes intact, as with kernel TCP. With the hard limit above the
+// soft one the hello's fds land above it; with soft = hard they need two
+// of the program's numbers besides the connection's, and the kernel
+// dropped them when fewer were free (the client read ECONNRESET, the
+// server's accept kept blocking). Under osf both ends are shm.
 func TestAcceptEMFILEKeepsConnection(t *testing.T) {
 	t.Parallel()
-	port := testutil.FreePort(t)
-	srv := underOsf.cmd(t, nil, python(t), "-c", emfileServer, strconv.Itoa(port)).Start()
+	for _, hard := range []string{"above", "equal"} {
+		for _, free := range []string{"1", "2"} {
+			for _, m := range []mode{bare, underOsf} {
+				t.Run(hard+"/"+free+"/"+m.name, func(t *testing.T) {
+					t.Parallel()
+					acceptEMFILE(t, m, hard, free)
+				})
+			}
+		}
+	}
+}
+
+func acceptEMFILE(t *testing.T, m mode, hard, free string) {
+	port := strconv.Itoa(testutil.FreePort(t))
+	srv := m.cmd(t, nil, python(t), "-c", emfileServer, port, hard, free).Start()
 	srv.WaitOutput("full\n", shortRun)
-	r := underOsf.cmd(t, nil, python(t), "-c", `
+	cc := m.cmd(t, nil, python(t), "-c", `
 import socket, sys
 c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
 c.sendall(b"ping")
-print(c.recv(4).decode())`, strconv.Itoa(port)).Run(longRun)
-	if !r.OK() || strings.TrimSpace(r.Stdout) != "pong" {
+print(c.recv(4).decode(), flush=True)
+sys.stdin.read()`, port)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pw.Close(); pr.Close() })
+	cc.Cmd.Stdin = pr
+	cl := cc.Start()
+	if _, err := cl.AwaitOutput("\n", longRun); err != nil || strings.TrimSpace(cl.Stdout()) != "pong" {
+		pw.Close()
+		t.Fatalf("client: %q (%v), server: %q", cl.Stdout(), err, srv.Stdout())
+	}
+	if m.osf {
+		testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), testutil.TransportShm)
+		testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
+	}
+	pw.Close()
+	if r := cl.Wait(longRun); !r.OK() {
 		t.Errorf("client: %s", r)
 	}
 	sr := srv.Wait(longRun)
 	if !sr.OK() || !strings.Contains(sr.Stdout, "accepted") {
 		t.Errorf("server: %s", sr)
 	}
-	t.Logf("server: %s", strings.TrimSpace(sr.Stdout))
+	t.Logf("server: %s", strings.Join(strings.Fields(sr.Stdout), " "))
 }
 
 // bigRing sends a hello whose segment has rings of ring bytes and reports
