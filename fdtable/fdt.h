@@ -311,6 +311,14 @@ int osf_fdt_high_begin(void);
 void osf_fdt_high_end(void);
 int osf_fdt_dup_high(int fd, int cloexec);
 
+/* osf_fdt_affordable reports whether a new connection (or listener) may
+ * take osf's fds: 0 when the hard limit leaves no room above the soft
+ * RLIMIT_NOFILE and the soft one is at most OSF_FDT_TIGHT_MAX (fdtable.c),
+ * where osf's fds would take numbers the program may need, and it gets
+ * kernel TCP instead. In an open window it looks at the limit the window
+ * saved (no system call); else it reads it. */
+int osf_fdt_affordable(void);
+
 /* osf_fdt_fds_free reports whether n fd numbers are free below the
  * program's soft RLIMIT_NOFILE for fds osf is about to take there (a
  * hello's, which the kernel would otherwise drop: MSG_CTRUNC): 1 at once

@@ -230,6 +230,35 @@ static int room_above(const struct rlimit *rl)
 	       rl->rlim_cur <= OSF_FDT_HIGH_MAX;
 }
 
+/* OSF_FDT_TIGHT_MAX: with no room above the soft limit (soft = hard), a
+ * limit up to this is one a program may well fill (`ulimit -n 1024` sets
+ * both, so do containers and service managers), and osf's fds there
+ * would cost it: its connections go to kernel TCP instead
+ * (osf_fdt_affordable). Above it (runtimes that raise the soft limit to a
+ * hard one of 2^19 or 2^20: the JVM, Go, churn here) osf keeps its fds from
+ * legacy_base, as before. */
+#define OSF_FDT_TIGHT_MAX 16384
+
+static int tight(const struct rlimit *rl)
+{
+	return !room_above(rl) && rl->rlim_cur != RLIM_INFINITY &&
+	       rl->rlim_cur <= OSF_FDT_TIGHT_MAX;
+}
+
+int osf_fdt_affordable(void)
+{
+	struct rlimit rl;
+	int saved = errno, r;
+
+	if (high_mine() && osf_fork.high_open)
+		return !tight(&osf_fork.high_saved);
+	osf_fdt_limit_lock(); /* not a window's raised value */
+	r = sys_prlimit(NULL, &rl) < 0 || !tight(&rl);
+	osf_fdt_limit_unlock();
+	errno = saved;
+	return r;
+}
+
 static int base_of(const struct rlimit *rl)
 {
 	if (rl->rlim_cur == RLIM_INFINITY)

@@ -270,18 +270,21 @@ func TestSlowlorisAccept(t *testing.T) {
 	noOsfMessages(t, "server", srv.Stderr())
 }
 
-// emfileServer sets its soft RLIMIT_NOFILE to 64 (the hard one too when
-// argv[2] is "equal", as `ulimit -n 64` does), leaves exactly argv[3] free
-// fds, then accepts: at EMFILE it frees a few fds and accepts again; it
+// emfileServer sets its soft RLIMIT_NOFILE to 64 (argv[2]: "above" keeps
+// the hard one; "equal" sets it to 64 too, as `ulimit -n 64` does;
+// "lowered" does so right after listen), leaves exactly argv[3] free fds,
+// then accepts: at EMFILE it frees a few fds and accepts again; it
 // answers "pong" to "ping" and holds the connection until its client
 // closes it.
 const emfileServer = `
 import errno, os, resource, select, socket, sys
-hard = 64 if sys.argv[2] == "equal" else resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64 if sys.argv[2] == "equal" else hard))
 l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(4)
+if sys.argv[2] == "lowered":
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 fill = []
 try:
     while True:
@@ -312,13 +315,16 @@ c.close()
 // with one or two free fds the server's accept either succeeds or fails
 // with EMFILE and keeps the connection queued; once fds are free it gets
 // it, bytes intact, as with kernel TCP. With the hard limit above the
-// soft one the hello's fds land above it; with soft = hard they need two
-// of the program's numbers besides the connection's, and the kernel
-// dropped them when fewer were free (the client read ECONNRESET, the
-// server's accept kept blocking). Under osf both ends are shm.
+// soft one the hello's fds land above it ("above"). A listener made with
+// soft = hard gets no companion (osf's fds would cost the program), so
+// its connections are kernel TCP ("equal"). One made with room whose
+// program then sets soft = hard ("lowered") keeps its companion: the
+// hello's fds need two of the program's numbers besides the
+// connection's, and the kernel dropped them when fewer were free (the
+// client read ECONNRESET, the server's accept kept blocking).
 func TestAcceptEMFILEKeepsConnection(t *testing.T) {
 	t.Parallel()
-	for _, hard := range []string{"above", "equal"} {
+	for _, hard := range []string{"above", "lowered", "equal"} {
 		for _, free := range []string{"1", "2"} {
 			for _, m := range []mode{bare, underOsf} {
 				t.Run(hard+"/"+free+"/"+m.name, func(t *testing.T) {
@@ -352,8 +358,12 @@ sys.stdin.read()`, port)
 		t.Fatalf("client: %q (%v), server: %q", cl.Stdout(), err, srv.Stdout())
 	}
 	if m.osf {
-		testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), testutil.TransportShm)
-		testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
+		want := testutil.TransportShm
+		if hard == "equal" {
+			want = testutil.TransportKernel
+		}
+		testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), want)
+		testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), want)
 	}
 	pw.Close()
 	if r := cl.Wait(longRun); !r.OK() {
