@@ -245,20 +245,6 @@ static int tight(const struct rlimit *rl)
 	       rl->rlim_cur <= OSF_FDT_TIGHT_MAX;
 }
 
-int osf_fdt_affordable(void)
-{
-	struct rlimit rl;
-	int saved = errno, r;
-
-	if (high_mine() && osf_fork.high_open)
-		return !tight(&osf_fork.high_saved);
-	osf_fdt_limit_lock(); /* not a window's raised value */
-	r = sys_prlimit(NULL, &rl) < 0 || !tight(&rl);
-	osf_fdt_limit_unlock();
-	errno = saved;
-	return r;
-}
-
 static int base_of(const struct rlimit *rl)
 {
 	if (rl->rlim_cur == RLIM_INFINITY)
@@ -289,16 +275,26 @@ int osf_fdt_inrange_base(void)
 }
 
 /* What the last window (or look) found: whether osf's fds cost the
- * program none of its limit (room above it), and its soft limit; -1: not
- * known (none yet, or the program changed its limit since). A hint for
- * osf_fdt_fds_free, which a stale value can only make look once more. */
+ * program none of its limit (room above it), and its soft and hard
+ * limits; -1: not known (none yet, or the program changed its limit
+ * since). A hint for osf_fdt_fds_free, which a stale value can only make
+ * look once more. max_placed is the highest number osf_fdt_dup_high
+ * placed: osf places lowest first, so every number above it is free (the
+ * room above is sure without a look while hard - 1 - max_placed is
+ * enough; fds an exec'd image inherited there are not counted). */
 static int seen_room = -1;
-static int seen_soft;
+static int seen_soft, seen_hard;
+static int max_placed = -1;
+
+static int lim_int(rlim_t v)
+{
+	return v == RLIM_INFINITY || v > 1 << 30 ? 1 << 30 : (int)v;
+}
 
 static void note_limit(const struct rlimit *rl)
 {
-	seen_soft = rl->rlim_cur == RLIM_INFINITY || rl->rlim_cur > 1 << 30 ? 1 << 30
-									 : (int)rl->rlim_cur;
+	seen_soft = lim_int(rl->rlim_cur);
+	seen_hard = lim_int(rl->rlim_max);
 	__atomic_store_n(&seen_room, room_above(rl), __ATOMIC_RELAXED);
 }
 
@@ -310,13 +306,52 @@ void osf_fdt_limit_changed(void)
 /* FREE_LOOK is how many fd numbers one poll looks at. */
 #define FREE_LOOK 32
 
+/* free_in reports whether n numbers in [lo, hi) are free: ppoll marks a
+ * number that names no open file POLLNVAL; one call looks at FREE_LOOK
+ * numbers, from *hint (where free ones were last seen), round the range
+ * at most once. No telling (the call failed) counts as free. */
+static int free_in(int lo, int hi, int n, int *hint)
+{
+	struct pollfd p[FREE_LOOK];
+	struct timespec zero = {0, 0};
+	int from = *hint >= lo && *hint < hi ? *hint : lo, done, got = 0, k, i;
+
+	for (done = 0; done < hi - lo && got < n; done += k) {
+		k = hi - from < FREE_LOOK ? hi - from : FREE_LOOK;
+		for (i = 0; i < k; i++) {
+			p[i].fd = from + i;
+			p[i].events = 0;
+			p[i].revents = 0;
+		}
+		if (osf_rawsys(SYS_ppoll, (long)p, k, (long)&zero, 0, 8, 0) < 0)
+			return 1;
+		for (i = 0; i < k; i++)
+			if (p[i].revents & POLLNVAL)
+				got++;
+		if (got < n)
+			from = from + k >= hi ? lo : from + k;
+	}
+	*hint = from;
+	return got >= n;
+}
+
+/* room_left reports whether n more fds fit between soft and hard: sure
+ * above max_placed, else looked at. */
+static int room_left(int soft, int hard, int n)
+{
+	static int hint;
+	int top = __atomic_load_n(&max_placed, __ATOMIC_RELAXED);
+
+	if (top < soft)
+		top = soft - 1;
+	return hard - 1 - top >= n || free_in(soft, hard, n, &hint);
+}
+
 int osf_fdt_fds_free(int n)
 {
-	static int hint; /* where free numbers were found last */
-	struct pollfd p[FREE_LOOK];
+	static int hint;
 	struct rlimit rl;
-	struct timespec zero = {0, 0};
-	int saved = errno, lim, from, done, got = 0, k, i;
+	int saved = errno, r;
 
 	if (__atomic_load_n(&seen_room, __ATOMIC_RELAXED) < 0) {
 		osf_fdt_limit_lock(); /* not a window's raised value */
@@ -324,35 +359,46 @@ int osf_fdt_fds_free(int n)
 			note_limit(&rl);
 		osf_fdt_limit_unlock();
 	}
-	if (__atomic_load_n(&seen_room, __ATOMIC_RELAXED) != 0) {
+	r = __atomic_load_n(&seen_room, __ATOMIC_RELAXED);
+	if (r < 0 || (r > 0 && room_left(seen_soft, seen_hard, n - 1))) {
 		errno = saved;
 		return 1; /* room above (or no telling): osf's fds cost none */
 	}
-	/* poll marks a number that names no open file POLLNVAL: one call
-	 * looks at FREE_LOOK numbers, from where free ones were last seen,
-	 * round the whole range below the limit at most once. */
-	lim = seen_soft;
-	from = hint < lim ? hint : 0;
-	for (done = 0; done < lim && got < n; done += k) {
-		k = lim - from < FREE_LOOK ? lim - from : FREE_LOOK;
-		for (i = 0; i < k; i++) {
-			p[i].fd = from + i;
-			p[i].events = 0;
-			p[i].revents = 0;
-		}
-		if (osf_rawsys(SYS_ppoll, (long)p, k, (long)&zero, 0, 8, 0) < 0) {
-			errno = saved;
-			return 1; /* no telling: as before */
-		}
-		for (i = 0; i < k; i++)
-			if (p[i].revents & POLLNVAL)
-				got++;
-		if (got < n)
-			from = from + k >= lim ? 0 : from + k;
-	}
-	hint = from;
+	/* Below the limit, or (room above full) anywhere below the hard
+	 * one, where a window's receive puts them. */
+	r = free_in(0, r > 0 ? seen_hard : seen_soft, n, &hint);
 	errno = saved;
-	return got >= n;
+	return r;
+}
+
+/* OSF_FDT_ROOM_NEED is what a connection may place in the room above:
+ * a client's segment, writers' wake socket and port holder, and one
+ * more. */
+#define OSF_FDT_ROOM_NEED 4
+
+int osf_fdt_affordable(void)
+{
+	struct rlimit rl;
+	int saved = errno, r;
+
+	if (high_mine() && osf_fork.high_open) {
+		rl = osf_fork.high_saved;
+	} else {
+		osf_fdt_limit_lock(); /* not a window's raised value */
+		r = sys_prlimit(NULL, &rl);
+		osf_fdt_limit_unlock();
+		if (r < 0) {
+			errno = saved;
+			return 1;
+		}
+	}
+	/* With room above it must not be full: the rest would land below
+	 * the limit, in the program's budget. */
+	r = !tight(&rl) && (!room_above(&rl) ||
+			    room_left(lim_int(rl.rlim_cur), lim_int(rl.rlim_max),
+				      OSF_FDT_ROOM_NEED));
+	errno = saved;
+	return r;
 }
 
 OSF_FORK_TEXT void osf_fdt_limit_lock(void)
@@ -436,6 +482,8 @@ int osf_fdt_dup_high(int fd, int cloexec)
 
 	nfd = sys_fcntl(fd, cmd, osf_fdt_high_begin());
 	err = errno;
+	if (nfd > __atomic_load_n(&max_placed, __ATOMIC_RELAXED))
+		__atomic_store_n(&max_placed, nfd, __ATOMIC_RELAXED);
 	osf_fdt_high_end();
 	if (nfd < 0 && err == EINVAL) /* base above a limit lowered meanwhile */
 		return sys_fcntl(fd, cmd, 3);

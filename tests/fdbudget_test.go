@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -40,11 +41,22 @@ func TestFdBudgetEqualsKernel(t *testing.T) {
 // kernel's count, on the same call, within the one fd of osf's own table,
 // and find the same lowest free fd. Every connection is kernel TCP with
 // reason "resource limit" (nothing offloaded that could not be afforded).
+//
+// With a little room above the soft limit (1000, hard 1024: 24 numbers,
+// the fds of a few connections) the first connections are shm and the
+// rest kernel TCP once the room is full, where they spilled into the
+// program's budget before (EMFILE after 338 of 995); the counts are the
+// kernel's exactly.
 func TestFdBudgetSoftEqualsHard(t *testing.T) {
-	for _, lim := range []int{256, 1024} {
-		t.Run(strconv.Itoa(lim), func(t *testing.T) {
-			want := fdBudget(t, bare, lim, lim, "")
-			got := fdBudget(t, underOsf, lim, lim, testutil.TransportKernel)
+	for _, l := range []struct{ soft, hard int }{{256, 256}, {1024, 1024}, {1000, 1024}} {
+		lim := l.soft
+		t.Run(fmt.Sprintf("%d-%d", l.soft, l.hard), func(t *testing.T) {
+			want := fdBudget(t, bare, l.soft, l.hard, "")
+			tp := testutil.TransportKernel
+			if l.soft < l.hard {
+				tp = "some shm"
+			}
+			got := fdBudget(t, underOsf, l.soft, l.hard, tp)
 			wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
 			if len(wl) != len(gl) {
 				t.Fatalf("limit %d: under osf\n%s\nkernel TCP\n%s", lim, got, want)
@@ -71,7 +83,8 @@ func TestFdBudgetSoftEqualsHard(t *testing.T) {
 
 // fdBudget runs fdbudget's server and client at the limit and returns
 // what they report; under osf every connection of each must have
-// transport.
+// transport, or with "some shm" at least one shm and the others kernel
+// TCP for want of fds (reason "resource limit").
 func fdBudget(t *testing.T, m mode, soft, hard int, transport string) string {
 	t.Helper()
 	prog := testutil.Prog(t, "fdbudget")
@@ -95,7 +108,10 @@ func fdBudget(t *testing.T, m mode, soft, hard int, transport string) string {
 	cl := cc.Start()
 	cl.WaitOutput("then ", 60*time.Second)
 	srv.WaitOutput("then ", 60*time.Second)
-	if m.osf {
+	if m.osf && transport == "some shm" {
+		someShm(t, cl.Pid, "client")
+		someShm(t, srv.Pid, "server")
+	} else if m.osf {
 		testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), transport)
 		testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), transport)
 	}
@@ -127,4 +143,27 @@ func TestRlimitWindowInSignalHandler(t *testing.T) {
 			t.Errorf("%s: got\n%swant\n%s", m.name, r.Stdout, want)
 		}
 	}
+}
+
+// someShm asserts, through osfstat, that process pid has shm connections
+// in role and that its others are kernel TCP: a client's for want of fds
+// (reason "resource limit"), a server's because its client chose so.
+func someShm(t *testing.T, pid int, role string) {
+	t.Helper()
+	shm, kernel := 0, 0
+	why := map[string]string{"client": "resource limit", "server": "peer connected over kernel TCP"}[role]
+	for _, c := range testutil.OsfStat(t, pid).Select(testutil.ByRole(role)) {
+		switch {
+		case c.Transport == testutil.TransportShm:
+			shm++
+		case c.Transport == testutil.TransportKernel && strings.HasPrefix(c.Reason, why):
+			kernel++
+		default:
+			t.Errorf("%s %d: %s", role, pid, c)
+		}
+	}
+	if shm == 0 || kernel == 0 {
+		t.Errorf("%s %d: %d shm and %d kernel TCP connections, want some of each", role, pid, shm, kernel)
+	}
+	t.Logf("%s: %d shm, %d kernel TCP", role, shm, kernel)
 }
