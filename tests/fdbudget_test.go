@@ -42,21 +42,27 @@ func TestFdBudgetEqualsKernel(t *testing.T) {
 // and find the same lowest free fd. Every connection is kernel TCP with
 // reason "resource limit" (nothing offloaded that could not be afforded).
 //
-// With a little room above the soft limit (1000, hard 1024: 24 numbers,
+// A server at soft = hard whose clients have room (client soft 2048, hard
+// 4096) accepts by kernel TCP too (no companion): before, such clients'
+// idle connections filled it at a third of its limit. With a little room
+// above the soft limit (1000, hard 1024: 24 numbers,
 // the fds of a few connections) the first connections are shm and the
 // rest kernel TCP once the room is full, where they spilled into the
 // program's budget before (EMFILE after 338 of 995); the counts are the
 // kernel's exactly.
 func TestFdBudgetSoftEqualsHard(t *testing.T) {
-	for _, l := range []struct{ soft, hard int }{{256, 256}, {1024, 1024}, {1000, 1024}} {
+	for _, l := range []struct{ soft, hard, csoft, chard int }{
+		{256, 256, 256, 256}, {1024, 1024, 1024, 1024}, {1000, 1024, 1000, 1024},
+		{1024, 1024, 2048, 4096}, // a client with room: the server has no companion
+	} {
 		lim := l.soft
-		t.Run(fmt.Sprintf("%d-%d", l.soft, l.hard), func(t *testing.T) {
-			want := fdBudget(t, bare, l.soft, l.hard, "")
+		t.Run(fmt.Sprintf("%d-%d/client-%d-%d", l.soft, l.hard, l.csoft, l.chard), func(t *testing.T) {
+			want := fdBudget(t, bare, l.soft, l.hard, "", l.csoft, l.chard)
 			tp := testutil.TransportKernel
 			if l.soft < l.hard {
 				tp = "some shm"
 			}
-			got := fdBudget(t, underOsf, l.soft, l.hard, tp)
+			got := fdBudget(t, underOsf, l.soft, l.hard, tp, l.csoft, l.chard)
 			wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
 			if len(wl) != len(gl) {
 				t.Fatalf("limit %d: under osf\n%s\nkernel TCP\n%s", lim, got, want)
@@ -85,7 +91,7 @@ func TestFdBudgetSoftEqualsHard(t *testing.T) {
 // what they report; under osf every connection of each must have
 // transport, or with "some shm" at least one shm and the others kernel
 // TCP for want of fds (reason "resource limit").
-func fdBudget(t *testing.T, m mode, soft, hard int, transport string) string {
+func fdBudget(t *testing.T, m mode, soft, hard int, transport string, client ...int) string {
 	t.Helper()
 	prog := testutil.Prog(t, "fdbudget")
 	port := strconv.Itoa(testutil.FreePort(t))
@@ -103,6 +109,9 @@ func fdBudget(t *testing.T, m mode, soft, hard int, transport string) string {
 	sw := hold(sc)
 	srv := sc.Start()
 	srv.WaitOutput("listening", 10*time.Second)
+	if len(client) == 2 { // the client's own soft and hard limits
+		lim = []string{strconv.Itoa(client[0]), strconv.Itoa(client[1])}
+	}
 	cc := m.cmd(t, nil, prog, append([]string{"client", port}, lim...)...)
 	cw := hold(cc)
 	cl := cc.Start()
