@@ -311,6 +311,25 @@ int osf_fdt_high_begin(void);
 void osf_fdt_high_end(void);
 int osf_fdt_dup_high(int fd, int cloexec);
 
+/* osf_fdt_affordable reports whether a new connection (or listener) may
+ * take osf's fds: 0 when the hard limit leaves no room above the soft
+ * RLIMIT_NOFILE and the soft one is at most OSF_FDT_TIGHT_MAX (fdtable.c),
+ * or when the room above is full, where osf's fds would take numbers the
+ * program may need, and it gets kernel TCP instead. In an open window it
+ * looks at the limit the window saved (no system call while the room
+ * above is surely not full); else it reads it. */
+int osf_fdt_affordable(void);
+
+/* osf_fdt_fds_free reports whether n fd numbers are free for fds osf is
+ * about to take (an accepted connection's and its hello's, which the
+ * kernel would otherwise drop: MSG_CTRUNC): 1 at once when the hard limit
+ * leaves osf room above the soft one that is surely not full (as the last
+ * window found), else after one poll of 32 numbers or more (POLLNVAL: not
+ * open). osf_fdt_limit_changed forgets what the last window found (the
+ * program set its limit). */
+int osf_fdt_fds_free(int n);
+void osf_fdt_limit_changed(void);
+
 /* osf_fdt_limit_lock serialises RLIMIT_NOFILE reads and changes with the
  * windows (the hooks of getrlimit, setrlimit and prlimit; fork). */
 void osf_fdt_limit_lock(void);

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <stddef.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,21 @@ static int room_above(const struct rlimit *rl)
 	       rl->rlim_cur <= OSF_FDT_HIGH_MAX;
 }
 
+/* OSF_FDT_TIGHT_MAX: with no room above the soft limit (soft = hard), a
+ * limit up to this is one a program may well fill (`ulimit -n 1024` sets
+ * both, so do containers and service managers), and osf's fds there
+ * would cost it: its connections go to kernel TCP instead
+ * (osf_fdt_affordable). Above it (runtimes that raise the soft limit to a
+ * hard one of 2^19 or 2^20: the JVM, Go, churn here) osf keeps its fds from
+ * legacy_base, as before. */
+#define OSF_FDT_TIGHT_MAX 16384
+
+static int tight(const struct rlimit *rl)
+{
+	return !room_above(rl) && rl->rlim_cur != RLIM_INFINITY &&
+	       rl->rlim_cur <= OSF_FDT_TIGHT_MAX;
+}
+
 static int base_of(const struct rlimit *rl)
 {
 	if (rl->rlim_cur == RLIM_INFINITY)
@@ -256,6 +272,133 @@ int osf_fdt_inrange_base(void)
 	if (sys_prlimit(NULL, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
 		return 1024;
 	return legacy_base(rl.rlim_cur);
+}
+
+/* What the last window (or look) found: whether osf's fds cost the
+ * program none of its limit (room above it), and its soft and hard
+ * limits; -1: not known (none yet, or the program changed its limit
+ * since). A hint for osf_fdt_fds_free, which a stale value can only make
+ * look once more. max_placed is the highest number osf_fdt_dup_high
+ * placed: osf places lowest first, so every number above it is free (the
+ * room above is sure without a look while hard - 1 - max_placed is
+ * enough; fds an exec'd image inherited there are not counted). */
+static int seen_room = -1;
+static int seen_soft, seen_hard;
+static int max_placed = -1;
+
+static int lim_int(rlim_t v)
+{
+	return v == RLIM_INFINITY || v > 1 << 30 ? 1 << 30 : (int)v;
+}
+
+static void note_limit(const struct rlimit *rl)
+{
+	seen_soft = lim_int(rl->rlim_cur);
+	seen_hard = lim_int(rl->rlim_max);
+	__atomic_store_n(&seen_room, room_above(rl), __ATOMIC_RELAXED);
+}
+
+void osf_fdt_limit_changed(void)
+{
+	__atomic_store_n(&seen_room, -1, __ATOMIC_RELAXED);
+}
+
+/* FREE_LOOK is how many fd numbers one poll looks at. */
+#define FREE_LOOK 32
+
+/* free_in reports whether n numbers in [lo, hi) are free: ppoll marks a
+ * number that names no open file POLLNVAL; one call looks at FREE_LOOK
+ * numbers, from *hint (where free ones were last seen), round the range
+ * at most once. No telling (the call failed) counts as free. */
+static int free_in(int lo, int hi, int n, int *hint)
+{
+	struct pollfd p[FREE_LOOK];
+	struct timespec zero = {0, 0};
+	int from = *hint >= lo && *hint < hi ? *hint : lo, done, got = 0, k, i;
+
+	for (done = 0; done < hi - lo && got < n; done += k) {
+		k = hi - from < FREE_LOOK ? hi - from : FREE_LOOK;
+		for (i = 0; i < k; i++) {
+			p[i].fd = from + i;
+			p[i].events = 0;
+			p[i].revents = 0;
+		}
+		if (osf_rawsys(SYS_ppoll, (long)p, k, (long)&zero, 0, 8, 0) < 0)
+			return 1;
+		for (i = 0; i < k; i++)
+			if (p[i].revents & POLLNVAL)
+				got++;
+		if (got < n)
+			from = from + k >= hi ? lo : from + k;
+	}
+	*hint = from;
+	return got >= n;
+}
+
+/* room_left reports whether n more fds fit between soft and hard: sure
+ * above max_placed, else looked at. */
+static int room_left(int soft, int hard, int n)
+{
+	static int hint;
+	int top = __atomic_load_n(&max_placed, __ATOMIC_RELAXED);
+
+	if (top < soft)
+		top = soft - 1;
+	return hard - 1 - top >= n || free_in(soft, hard, n, &hint);
+}
+
+int osf_fdt_fds_free(int n)
+{
+	static int hint;
+	struct rlimit rl;
+	int saved = errno, r;
+
+	if (__atomic_load_n(&seen_room, __ATOMIC_RELAXED) < 0) {
+		osf_fdt_limit_lock(); /* not a window's raised value */
+		if (sys_prlimit(NULL, &rl) == 0)
+			note_limit(&rl);
+		osf_fdt_limit_unlock();
+	}
+	r = __atomic_load_n(&seen_room, __ATOMIC_RELAXED);
+	if (r < 0 || (r > 0 && room_left(seen_soft, seen_hard, n - 1))) {
+		errno = saved;
+		return 1; /* room above (or no telling): osf's fds cost none */
+	}
+	/* Below the limit, or (room above full) anywhere below the hard
+	 * one, where a window's receive puts them. */
+	r = free_in(0, r > 0 ? seen_hard : seen_soft, n, &hint);
+	errno = saved;
+	return r;
+}
+
+/* OSF_FDT_ROOM_NEED is what a connection may place in the room above:
+ * a client's segment, writers' wake socket and port holder, and one
+ * more. */
+#define OSF_FDT_ROOM_NEED 4
+
+int osf_fdt_affordable(void)
+{
+	struct rlimit rl;
+	int saved = errno, r;
+
+	if (high_mine() && osf_fork.high_open) {
+		rl = osf_fork.high_saved;
+	} else {
+		osf_fdt_limit_lock(); /* not a window's raised value */
+		r = sys_prlimit(NULL, &rl);
+		osf_fdt_limit_unlock();
+		if (r < 0) {
+			errno = saved;
+			return 1;
+		}
+	}
+	/* With room above it must not be full: the rest would land below
+	 * the limit, in the program's budget. */
+	r = !tight(&rl) && (!room_above(&rl) ||
+			    room_left(lim_int(rl.rlim_cur), lim_int(rl.rlim_max),
+				      OSF_FDT_ROOM_NEED));
+	errno = saved;
+	return r;
 }
 
 OSF_FORK_TEXT void osf_fdt_limit_lock(void)
@@ -297,6 +440,7 @@ OSF_FORK_TEXT int osf_fdt_high_begin(void)
 		return 1024;
 	}
 	osf_fork.high_saved = rl;
+	note_limit(&rl);
 	osf_fork.high_raised = 0;
 	osf_fork.high_base = base_of(&rl);
 	SIGNAL_FENCE();
@@ -338,6 +482,8 @@ int osf_fdt_dup_high(int fd, int cloexec)
 
 	nfd = sys_fcntl(fd, cmd, osf_fdt_high_begin());
 	err = errno;
+	if (nfd > __atomic_load_n(&max_placed, __ATOMIC_RELAXED))
+		__atomic_store_n(&max_placed, nfd, __ATOMIC_RELAXED);
 	osf_fdt_high_end();
 	if (nfd < 0 && err == EINVAL) /* base above a limit lowered meanwhile */
 		return sys_fcntl(fd, cmd, 3);

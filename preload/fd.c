@@ -379,6 +379,8 @@ static int prlimit_sys(pid_t pid, int res, const void *nw, void *old)
 		return (int)syscall(SYS_prlimit64, pid, res, nw, old);
 	osf_fdt_limit_lock();
 	r = (int)syscall(SYS_prlimit64, 0, res, nw, old);
+	if (nw)
+		osf_fdt_limit_changed();
 	osf_fdt_limit_unlock();
 	return r;
 }

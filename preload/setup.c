@@ -468,6 +468,18 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	}
 	listen_name(ip, in->v6only, base, sizeof(base));
 	osf_fdt_high_begin(); /* the companion needs none of the program's fds */
+	if (!osf_fdt_affordable()) {
+		/* soft = hard, a limit a program may fill: no companion, so
+		 * clients connect by kernel TCP, whose accepts cost the
+		 * program one fd each, as without osf (fdtable.c). */
+		osf_fdt_high_end();
+		out->reason = OSF_R_RESOURCE;
+		setup_set_detail(out->detail, FD_ROOM_DETAIL);
+		if (setup_logs(OSF_LOGL_DEBUG))
+			setup_slog(OSF_LOGL_DEBUG, OSF_R_RESOURCE, d.rule, out->detail,
+				   "listen %s: kernel: ", setup_fmt_ap(&ip, a, sizeof(a)));
+		return 1;
+	}
 	fd = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	osf_fdt_high_end();
 	/* A SO_REUSEPORT listener takes the first free slot of its group

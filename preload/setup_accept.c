@@ -631,7 +631,8 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 				i++;
 			continue;
 		}
-		nfd = REAL(fcntl)(park.p[i].hfd, F_DUPFD_CLOEXEC, (void *)0L);
+		nfd = osf_fdt_fds_free(3) /* its hello's fds too (osf_setup_accept) */
+			      ? REAL(fcntl)(park.p[i].hfd, F_DUPFD_CLOEXEC, (void *)0L) : -1;
 		if (nfd < 0)
 			break; /* EMFILE: stays parked */
 		osf_fdt_close_hidden(park.p[i].hfd);
@@ -668,8 +669,13 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		return cfd;
 	for (tries = 0; tries < ACCEPT_TRIES; tries++) {
 		/* EMFILE (no number below the limit) leaves the connection
-		 * queued, as TCP's; the hello's fds need none of the
-		 * program's (take_hello). */
+		 * queued, as TCP's. The hello's fds land above the limit
+		 * when the hard one leaves room (take_hello); else they need
+		 * two numbers of the program's besides the connection's,
+		 * and with fewer free the kernel would drop them (and so the
+		 * connection): EMFILE, the connection stays queued. */
+		if (!osf_fdt_fds_free(3))
+			return OSF_FAIL(EMFILE);
 		cfd = REAL(accept4)(aux_fd, NULL, NULL, flags);
 		rc = errno;
 		if (cfd < 0) {

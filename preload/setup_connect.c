@@ -625,6 +625,10 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	/* The set-up's fds (census, segment, wake sockets) may lie above the
 	 * program's RLIMIT_NOFILE: they cost it none, as TCP's connect. */
 	osf_fdt_high_begin();
+	if (!osf_fdt_affordable()) { /* soft = hard, a limit a program may fill */
+		osf_fdt_high_end();
+		return kernel(out, &dst, OSF_R_RESOURCE, 0, FD_ROOM_DETAIL);
+	}
 	if (source_for(real, &src) < 0) {
 		osf_fdt_high_end();
 		return kernel(out, &dst, OSF_R_HANDSHAKE, errno, NULL);

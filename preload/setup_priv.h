@@ -78,6 +78,9 @@ socklen_t setup_abstract(struct sockaddr_un *sun, const char *name);
 void setup_slot_name(const char *name, unsigned slot, char *out, size_t n);
 void setup_decide(int role, struct ip ip, struct osf_route_decision *d);
 void setup_set_detail(char out[96], const char *s);
+/* FD_ROOM_DETAIL is the detail of a connection or listener left to kernel
+ * TCP because osf's fds would cost the program (osf_fdt_affordable). */
+#define FD_ROOM_DETAIL "RLIMIT_NOFILE soft = hard: no room for osf's fds"
 const char *setup_fmt_ap(const struct ip *ip, char *out, size_t n);
 int setup_logs(int level);
 __attribute__((format(printf, 5, 6))) void

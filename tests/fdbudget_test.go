@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -12,16 +13,17 @@ import (
 
 // TestFdBudgetEqualsKernel: an offloaded connection costs the program one
 // fd of its RLIMIT_NOFILE, as a TCP socket does, though osf holds two more
-// (segment and writers' wake socket) per connection: a server accepting
-// and a client connecting until EMFILE hold exactly as many connections as
-// under kernel TCP, get EMFILE from the same call (accept, socket), and
-// find the same lowest free fd afterwards (issue 12). Every connection is
-// shm. The hard limit (4096) leaves osf room above the soft one.
+// (segment and writers' wake socket; the client a third, the port holder)
+// per connection: a server accepting and a client connecting until EMFILE
+// hold exactly as many connections as under kernel TCP, get EMFILE from
+// the same call (accept, socket), and find the same lowest free fd
+// afterwards (issue 12). Every connection is shm. The hard limit (4096)
+// leaves osf room above the soft one.
 func TestFdBudgetEqualsKernel(t *testing.T) {
 	for _, soft := range []int{64, 256} {
 		t.Run(strconv.Itoa(soft), func(t *testing.T) {
-			want := fdBudget(t, bare, soft, 4096)
-			got := fdBudget(t, underOsf, soft, 4096)
+			want := fdBudget(t, bare, soft, 4096, "")
+			got := fdBudget(t, underOsf, soft, 4096, testutil.TransportShm)
 			if got != want {
 				t.Fatalf("soft limit %d: under osf\n%s\nkernel TCP\n%s", soft, got, want)
 			}
@@ -30,9 +32,66 @@ func TestFdBudgetEqualsKernel(t *testing.T) {
 	}
 }
 
+// TestFdBudgetSoftEqualsHard (issue 24 item 3): with soft = hard (`ulimit
+// -n 1024` sets both) osf has no room above the limit, and its fds would
+// take numbers the program needs (client 4 fds per connection, server 3:
+// EMFILE after 285 connections where kernel TCP made 1,019, a server 340
+// of 1,018). Connections and listeners then go to kernel TCP, whose
+// accepts cost one fd each, so a server and a client reach EMFILE at the
+// kernel's count, on the same call, within the one fd of osf's own table,
+// and find the same lowest free fd. Every connection is kernel TCP with
+// reason "resource limit" (nothing offloaded that could not be afforded).
+//
+// A server at soft = hard whose clients have room (client soft 2048, hard
+// 4096) accepts by kernel TCP too (no companion): before, such clients'
+// idle connections filled it at a third of its limit. With a little room
+// above the soft limit (1000, hard 1024: 24 numbers,
+// the fds of a few connections) the first connections are shm and the
+// rest kernel TCP once the room is full, where they spilled into the
+// program's budget before (EMFILE after 338 of 995); the counts are the
+// kernel's exactly.
+func TestFdBudgetSoftEqualsHard(t *testing.T) {
+	for _, l := range []struct{ soft, hard, csoft, chard int }{
+		{256, 256, 256, 256}, {1024, 1024, 1024, 1024}, {1000, 1024, 1000, 1024},
+		{1024, 1024, 2048, 4096}, // a client with room: the server has no companion
+	} {
+		lim := l.soft
+		t.Run(fmt.Sprintf("%d-%d/client-%d-%d", l.soft, l.hard, l.csoft, l.chard), func(t *testing.T) {
+			want := fdBudget(t, bare, l.soft, l.hard, "", l.csoft, l.chard)
+			tp := testutil.TransportKernel
+			if l.soft < l.hard {
+				tp = "some shm"
+			}
+			got := fdBudget(t, underOsf, l.soft, l.hard, tp, l.csoft, l.chard)
+			wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
+			if len(wl) != len(gl) {
+				t.Fatalf("limit %d: under osf\n%s\nkernel TCP\n%s", lim, got, want)
+			}
+			for i := range wl {
+				wf, gf := strings.Fields(wl[i]), strings.Fields(gl[i])
+				if len(wf) == 3 && (wf[0] == "server" || wf[0] == "client") && len(gf) == 3 {
+					w, _ := strconv.Atoi(wf[1])
+					g, err := strconv.Atoi(gf[1])
+					// osf's table: one fd of the program's
+					if err == nil && gf[0] == wf[0] && gf[2] == wf[2] && g <= w && g >= w-2 {
+						continue
+					}
+				} else if wl[i] == gl[i] {
+					continue
+				}
+				t.Fatalf("limit %d: line %d: under osf %q, kernel TCP %q\nunder osf\n%s\nkernel TCP\n%s",
+					lim, i+1, gl[i], wl[i], got, want)
+			}
+			t.Logf("limit %d, kernel TCP:\n%sunder osf:\n%s", lim, want, got)
+		})
+	}
+}
+
 // fdBudget runs fdbudget's server and client at the limit and returns
-// what they report.
-func fdBudget(t *testing.T, m mode, soft, hard int) string {
+// what they report; under osf every connection of each must have
+// transport, or with "some shm" at least one shm and the others kernel
+// TCP for want of fds (reason "resource limit").
+func fdBudget(t *testing.T, m mode, soft, hard int, transport string, client ...int) string {
 	t.Helper()
 	prog := testutil.Prog(t, "fdbudget")
 	port := strconv.Itoa(testutil.FreePort(t))
@@ -50,14 +109,20 @@ func fdBudget(t *testing.T, m mode, soft, hard int) string {
 	sw := hold(sc)
 	srv := sc.Start()
 	srv.WaitOutput("listening", 10*time.Second)
+	if len(client) == 2 { // the client's own soft and hard limits
+		lim = []string{strconv.Itoa(client[0]), strconv.Itoa(client[1])}
+	}
 	cc := m.cmd(t, nil, prog, append([]string{"client", port}, lim...)...)
 	cw := hold(cc)
 	cl := cc.Start()
 	cl.WaitOutput("then ", 60*time.Second)
 	srv.WaitOutput("then ", 60*time.Second)
-	if m.osf {
-		testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), testutil.TransportShm)
-		testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
+	if m.osf && transport == "some shm" {
+		someShm(t, cl.Pid, "client")
+		someShm(t, srv.Pid, "server")
+	} else if m.osf {
+		testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), transport)
+		testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), transport)
 	}
 	cw.Close()
 	sw.Close()
@@ -87,4 +152,27 @@ func TestRlimitWindowInSignalHandler(t *testing.T) {
 			t.Errorf("%s: got\n%swant\n%s", m.name, r.Stdout, want)
 		}
 	}
+}
+
+// someShm asserts, through osfstat, that process pid has shm connections
+// in role and that its others are kernel TCP: a client's for want of fds
+// (reason "resource limit"), a server's because its client chose so.
+func someShm(t *testing.T, pid int, role string) {
+	t.Helper()
+	shm, kernel := 0, 0
+	why := map[string]string{"client": "resource limit", "server": "peer connected over kernel TCP"}[role]
+	for _, c := range testutil.OsfStat(t, pid).Select(testutil.ByRole(role)) {
+		switch {
+		case c.Transport == testutil.TransportShm:
+			shm++
+		case c.Transport == testutil.TransportKernel && strings.HasPrefix(c.Reason, why):
+			kernel++
+		default:
+			t.Errorf("%s %d: %s", role, pid, c)
+		}
+	}
+	if shm == 0 || kernel == 0 {
+		t.Errorf("%s %d: %d shm and %d kernel TCP connections, want some of each", role, pid, shm, kernel)
+	}
+	t.Logf("%s: %d shm, %d kernel TCP", role, shm, kernel)
 }

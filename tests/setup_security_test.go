@@ -270,21 +270,29 @@ func TestSlowlorisAccept(t *testing.T) {
 	noOsfMessages(t, "server", srv.Stderr())
 }
 
-// emfileServer leaves exactly one free fd, then accepts: at EMFILE it
-// frees a few fds and accepts again; it answers "pong" to "ping".
+// emfileServer sets its soft RLIMIT_NOFILE to 64 (argv[2]: "above" keeps
+// the hard one; "equal" sets it to 64 too, as `ulimit -n 64` does;
+// "lowered" does so right after listen), leaves exactly argv[3] free fds,
+// then accepts: at EMFILE it frees a few fds and accepts again; it
+// answers "pong" to "ping" and holds the connection until its client
+// closes it.
 const emfileServer = `
 import errno, os, resource, select, socket, sys
-resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64 if sys.argv[2] == "equal" else hard))
 l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(4)
+if sys.argv[2] == "lowered":
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 fill = []
 try:
     while True:
         fill.append(os.open("/dev/null", os.O_RDONLY))
 except OSError:
     pass
-os.close(fill.pop())
+for _ in range(int(sys.argv[3])):
+    os.close(fill.pop())
 print("full", flush=True)
 select.select([l], [], [], 10)
 try:
@@ -299,31 +307,73 @@ except OSError as e:
     c, _ = l.accept()
     print("accepted after freeing fds", flush=True)
 c.sendall(b"pong" if c.recv(4) == b"ping" else b"bad!")
+c.recv(1)
 c.close()
 `
 
-// TestAcceptEMFILEKeepsConnection (issue 10 item 6): with one free fd the
-// server's accept either succeeds or fails with EMFILE and keeps the
-// connection queued; once fds are free it gets it, bytes intact (the
-// connection used to be dropped: the client read ECONNRESET).
+// TestAcceptEMFILEKeepsConnection (issue 10 item 6, issue 24 item 4):
+// with one or two free fds the server's accept either succeeds or fails
+// with EMFILE and keeps the connection queued; once fds are free it gets
+// it, bytes intact, as with kernel TCP. With the hard limit above the
+// soft one the hello's fds land above it ("above"). A listener made with
+// soft = hard gets no companion (osf's fds would cost the program), so
+// its connections are kernel TCP ("equal"). One made with room whose
+// program then sets soft = hard ("lowered") keeps its companion: the
+// hello's fds need two of the program's numbers besides the
+// connection's, and the kernel dropped them when fewer were free (the
+// client read ECONNRESET, the server's accept kept blocking).
 func TestAcceptEMFILEKeepsConnection(t *testing.T) {
 	t.Parallel()
-	port := testutil.FreePort(t)
-	srv := underOsf.cmd(t, nil, python(t), "-c", emfileServer, strconv.Itoa(port)).Start()
+	for _, hard := range []string{"above", "lowered", "equal"} {
+		for _, free := range []string{"1", "2"} {
+			for _, m := range []mode{bare, underOsf} {
+				t.Run(hard+"/"+free+"/"+m.name, func(t *testing.T) {
+					t.Parallel()
+					acceptEMFILE(t, m, hard, free)
+				})
+			}
+		}
+	}
+}
+
+func acceptEMFILE(t *testing.T, m mode, hard, free string) {
+	port := strconv.Itoa(testutil.FreePort(t))
+	srv := m.cmd(t, nil, python(t), "-c", emfileServer, port, hard, free).Start()
 	srv.WaitOutput("full\n", shortRun)
-	r := underOsf.cmd(t, nil, python(t), "-c", `
+	cc := m.cmd(t, nil, python(t), "-c", `
 import socket, sys
 c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
 c.sendall(b"ping")
-print(c.recv(4).decode())`, strconv.Itoa(port)).Run(longRun)
-	if !r.OK() || strings.TrimSpace(r.Stdout) != "pong" {
+print(c.recv(4).decode(), flush=True)
+sys.stdin.read()`, port)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pw.Close(); pr.Close() })
+	cc.Cmd.Stdin = pr
+	cl := cc.Start()
+	if _, err := cl.AwaitOutput("\n", longRun); err != nil || strings.TrimSpace(cl.Stdout()) != "pong" {
+		pw.Close()
+		t.Fatalf("client: %q (%v), server: %q", cl.Stdout(), err, srv.Stdout())
+	}
+	if m.osf {
+		want := testutil.TransportShm
+		if hard == "equal" {
+			want = testutil.TransportKernel
+		}
+		testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), want)
+		testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), want)
+	}
+	pw.Close()
+	if r := cl.Wait(longRun); !r.OK() {
 		t.Errorf("client: %s", r)
 	}
 	sr := srv.Wait(longRun)
 	if !sr.OK() || !strings.Contains(sr.Stdout, "accepted") {
 		t.Errorf("server: %s", sr)
 	}
-	t.Logf("server: %s", strings.TrimSpace(sr.Stdout))
+	t.Logf("server: %s", strings.Join(strings.Fields(sr.Stdout), " "))
 }
 
 // bigRing sends a hello whose segment has rings of ring bytes and reports
