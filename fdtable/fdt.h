@@ -405,7 +405,9 @@ void osf_fdt_child_after_fork(int prepared);
 
 /* osf_fdt_adopt takes over the table an exec'd image inherited at fd
  * (validated first; a copy is made when it belongs to another process),
- * dropping entries whose fds did not survive the exec. */
+ * dropping entries whose fds did not survive the exec; -1 when it is not
+ * usable, or was made by a user other than root and this process's
+ * effective one. */
 int osf_fdt_adopt(int fd, uint64_t image);
 
 /* osf_fdt_find_inherited returns the fd of an inherited table, found via

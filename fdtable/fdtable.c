@@ -1542,6 +1542,11 @@ int osf_fdt_adopt(int fd, uint64_t image)
 
 	if (fstat(fd, &st) < 0 || st.st_size < (off_t)OSF_FDT_HDR_BYTES)
 		return -1;
+	/* A table another user made (its memfd is theirs) may still be
+	 * mapped writable by them: a process never adopts one, but from
+	 * root, who may hand its connections to a user it became. */
+	if (st.st_uid != geteuid() && st.st_uid != 0)
+		return -1;
 	reserve();
 	h = map_hdr(fd);
 	if (!h)

@@ -223,7 +223,7 @@ static void load_config(void)
 
 __attribute__((constructor)) static void osf_constructor(void)
 {
-	int tfd;
+	int tfd, secure;
 
 	osf_fdt_words_init();
 	osf.image = __rdtsc() ^ ((uint64_t)(unsigned)osf_pid() << 32) ^
@@ -232,10 +232,13 @@ __attribute__((constructor)) static void osf_constructor(void)
 		osf.image = 1;
 	snprintf(osf.prog, sizeof(osf.prog), "%s",
 		 program_invocation_short_name);
-	/* A setuid or setgid program (secure execution, which only
-	 * /etc/ld.so.preload can bring osf into) runs without osf: its
-	 * environment is its caller's to choose. */
-	if (getauxval(AT_SECURE))
+	/* A setuid or setgid program, or one with file capabilities (secure
+	 * execution, which only /etc/ld.so.preload can bring osf into), runs
+	 * without osf: its environment, configuration and fd table are its
+	 * caller's to write. It never maps an inherited table (its caller may
+	 * keep a writable mapping of it: docs/ARCHITECTURE.md, "Security"). */
+	secure = getauxval(AT_SECURE) != 0;
+	if (secure)
 		osf.disabled = 1;
 	else {
 		snapshot_env();
@@ -245,7 +248,7 @@ __attribute__((constructor)) static void osf_constructor(void)
 	if (!osf.disabled)
 		load_config();
 	osf_fdt_set_image(osf.image);
-	tfd = osf_fdt_find_inherited(osf.fdtable_env);
+	tfd = secure ? -1 : osf_fdt_find_inherited(osf.fdtable_env);
 	if (tfd >= 0) /* inherited connections may be used at once */
 		osf_sandbox_check();
 	if (tfd >= 0 && osf_fdt_adopt(tfd, osf.image) < 0)

@@ -18,23 +18,8 @@ import (
 // load it for the plain one.
 func TestSetuidIgnoresOsf(t *testing.T) {
 	t.Parallel()
-	dir := setuidDir(t)
 	setpriv := testutil.Tool(t, "setpriv")
-	suid := filepath.Join(dir, "mapscheck-suid")
-	plain := filepath.Join(dir, "mapscheck")
-	copyFile(t, testutil.Prog(t, "mapscheck"), suid)
-	copyFile(t, testutil.Prog(t, "mapscheck"), plain)
-	for _, f := range []string{suid, plain} {
-		if err := os.Chown(f, 0, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(plain, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	suid, plain := setuidPair(t, setuidDir(t), "mapscheck")
 	cases := []struct {
 		prog string
 		m    mode
@@ -84,6 +69,23 @@ func setuidDir(t *testing.T) string {
 	}
 
 	return dir
+}
+
+// setuidPair copies the test program prog into dir twice, both owned by
+// root: PROG-suid set-user-ID, PROG plain; it returns their paths.
+func setuidPair(t *testing.T, dir, prog string) (suid, plain string) {
+	t.Helper()
+	suid, plain = filepath.Join(dir, prog+"-suid"), filepath.Join(dir, prog)
+	for f, mode := range map[string]os.FileMode{suid: 0o755 | os.ModeSetuid, plain: 0o755} {
+		copyFile(t, testutil.Prog(t, prog), f)
+		if err := os.Chown(f, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(f, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return suid, plain
 }
 
 // asNobody is setpriv's arguments for running a program as user nobody.

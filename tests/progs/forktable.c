@@ -40,6 +40,7 @@
 
 #include "../../fdtable/fdtable.h"
 #include "pair.h"
+#include "segmaps.h"
 
 #define MAX 16
 
@@ -81,26 +82,7 @@ static void close_fillers(void)
 
 /* table_fd returns this process's osf fd table, -1 when there is none
  * (bare). */
-static int table_fd(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int fd = -1;
-
-	while (d && (de = readdir(d)) != NULL) {
-		char p[300], l[128];
-		ssize_t k;
-		snprintf(p, sizeof(p), "/proc/self/fd/%s", de->d_name);
-		k = readlink(p, l, sizeof(l) - 1);
-		if (k > 0 && (l[k] = 0, strstr(l, "memfd:" OSF_FDT_NAME " ")) != NULL) {
-			fd = atoi(de->d_name);
-			break;
-		}
-	}
-	if (d)
-		closedir(d);
-	return fd;
-}
+static int table_fd(void) { return memfd_fd(OSF_FDT_NAME); }
 
 /* offloaded reports whether the table says fd is an offloaded connection
  * of this process: 1 yes, 0 no, -1 no table (bare). */

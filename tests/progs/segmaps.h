@@ -28,6 +28,29 @@ static inline int seg_mappings(void)
 	return n;
 }
 
+/* memfd_fd returns the fd of this process that holds the memfd named name
+ * (the last one found when several do), -1 when none does. */
+static inline int memfd_fd(const char *name)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	char want[128];
+	int fd = -1;
+
+	snprintf(want, sizeof(want), "memfd:%s ", name);
+	while (d && (de = readdir(d)) != NULL) {
+		char p[300], l[256];
+		ssize_t k;
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", de->d_name);
+		k = readlink(p, l, sizeof(l) - 1);
+		if (k > 0 && (l[k] = 0, strstr(l, want)) != NULL)
+			fd = atoi(de->d_name);
+	}
+	if (d)
+		closedir(d);
+	return fd;
+}
+
 /* seg_fds calls each(st, arg) for every fd of this process that holds a
  * memfd named osf-seg (the same memfd may show under several fds); it
  * returns how many, or -1 when /proc/self/fd cannot be read. */
