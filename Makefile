@@ -119,6 +119,7 @@ $(BUILD)/tests/confdump: tests/progs/confdump.c preload/conf.c preload/conf.h
 # a change to them rebuild the test (else it may run the previous C).
 SDP_C_HASH = $(shell cat sdp/*.c sdp/*.h | cksum | cut -d' ' -f1)
 test unit: export CGO_CFLAGS = -O2 -g -DOSF_SDP_C_HASH=$(SDP_C_HASH)
+FUZZTIME ?= 5s
 
 # test runs everything: gofmt and vet, the unit tests, then the integration
 # tests (tests/, which move themselves into a fresh network namespace).
@@ -127,6 +128,13 @@ test: build
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+	@# every parser of peer-written data fuzzed for FUZZTIME each (a
+	@# failing input is saved under the package's testdata/fuzz)
+	@for t in 'sdp FuzzDecodeHello' 'sdp/rdma FuzzConnectData' 'sdp/rdma FuzzAcceptData' \
+		'internal/gateway FuzzParse' 'sdp/sidetest FuzzTrimHostileWords'; do set -- $$t; \
+		echo "fuzz $$2 ($$1, $(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$2$$" -fuzztime=$(FUZZTIME) ./$$1/ >/tmp/osf-fuzz.$$$$ 2>&1 || \
+			{ cat /tmp/osf-fuzz.$$$$; rm -f /tmp/osf-fuzz.$$$$; exit 1; }; rm -f /tmp/osf-fuzz.$$$$; done
 	@# the gateway's goroutines share relays with --status: the race detector
 	$(GO) test -race -count=1 ./cmd/osfgw/ ./internal/gateway/
 	@# RDMA between two qemu guests, reduced (make test-rdma: everything);

@@ -6,6 +6,7 @@ package sidetest
 #include "../lock.c"
 
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,11 +25,72 @@ static void side_hold(struct osf_side *s)
 
 static struct osf_side *side_new(void) { return calloc(1, sizeof(struct osf_side)); }
 
+// Guards: shared memory, as any mapping of the process may be, filled with
+// GUARD_BYTE before and after the segment: a punch or a write that leaves
+// the segment shows there.
+#define GUARD (64u << 10)
+#define GUARD_BYTE 0xa5
+
 static void *seg_new(uint32_t ring)
 {
-	void *p = mmap(NULL, osf_seg_bytes(ring), PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+	size_t n = osf_seg_bytes(ring) + 2 * GUARD;
+	uint8_t *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	memset(p, GUARD_BYTE, GUARD);
+	memset(p + n - GUARD, GUARD_BYTE, GUARD);
+	return p + GUARD;
+}
+
+static void seg_free(void *seg, uint32_t ring)
+{
+	munmap((uint8_t *)seg - GUARD, osf_seg_bytes(ring) + 2 * GUARD);
+}
+
+static int all_bytes(const uint8_t *p, size_t n, uint8_t b)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != b)
+			return 0;
+	return 1;
+}
+
+static int seg_guards_intact(void *seg, uint32_t ring)
+{
+	uint8_t *p = (uint8_t *)seg;
+
+	return all_bytes(p - GUARD, GUARD, GUARD_BYTE) &&
+	       all_bytes(p + osf_seg_bytes(ring), GUARD, GUARD_BYTE);
+}
+
+// seg_scribble writes b over what side's process may write of the
+// segment's header: its struct osf_seg_side, then its ring's head and
+// tail words, in turn.
+static void seg_scribble(void *seg, uint32_t ring, int side, const uint8_t *b, size_t n)
+{
+	struct osf_seg_hdr *h = osf_seg_hdr(seg, ring);
+	uint8_t *w = (uint8_t *)&h->side[side];
+	size_t k = n < sizeof(h->side[side]) ? n : sizeof(h->side[side]);
+
+	memcpy(w, b, k);
+	b += k;
+	n -= k;
+	if (n >= 8)
+		memcpy(&h->ring[side].head, b, 8), b += 8, n -= 8;
+	if (n >= 8)
+		memcpy(&h->ring[1 - side].tail, b, 8);
+}
+
+// ring_is reports whether ring r's region holds byte b everywhere.
+static int ring_is(void *seg, uint32_t ring, int r, uint8_t b)
+{
+	return all_bytes((uint8_t *)seg + osf_seg_ring_off(ring, r), ring, b);
+}
+
+static void ring_fill(void *seg, uint32_t ring, int r, uint8_t b)
+{
+	memset((uint8_t *)seg + osf_seg_ring_off(ring, r), b, ring);
 }
 
 // side_write copies n bytes into the tx ring as conn_io.c does and wakes
@@ -209,7 +271,32 @@ func (p *Pair) Close() {
 		unix.Close(e.WFD)
 		C.free(unsafe.Pointer(e.s))
 	}
-	C.munmap(p.seg, C.size_t(C.osf_seg_bytes(C.uint32_t(p.ring))))
+	C.seg_free(p.seg, C.uint32_t(p.ring))
+}
+
+// GuardsIntact reports whether the shared memory mapped right before and
+// after the segment is as it was made: nothing punched or wrote outside.
+func (p *Pair) GuardsIntact() bool { return C.seg_guards_intact(p.seg, C.uint32_t(p.ring)) != 0 }
+
+// Scribble writes b, as a hostile process of side would, over its side's
+// words of the header (struct osf_seg_side), then its ring's head and the
+// other ring's tail.
+func (p *Pair) Scribble(side int, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	cb := C.CBytes(b)
+	defer C.free(cb)
+	C.seg_scribble(p.seg, C.uint32_t(p.ring), C.int(side), (*C.uint8_t)(cb), C.size_t(len(b)))
+}
+
+// FillRing sets every byte of ring r's region to b; RingIs reports whether
+// they all still are.
+func (p *Pair) FillRing(r int, b byte) {
+	C.ring_fill(p.seg, C.uint32_t(p.ring), C.int(r), C.uint8_t(b))
+}
+func (p *Pair) RingIs(r int, b byte) bool {
+	return C.ring_is(p.seg, C.uint32_t(p.ring), C.int(r), C.uint8_t(b)) != 0
 }
 
 // CloseFD closes the end's application socket, as the last holder's close

@@ -693,3 +693,40 @@ func TestLockStoppedHolderIsNotAReset(t *testing.T) {
 		t.Fatal("the lock was released but the waiter did not take it")
 	}
 }
+
+// FuzzTrimHostileWords is issue 24's item 1 as a fuzz target: whatever a
+// hostile client writes over its side's words and ring positions, the
+// server's trim, reads and readiness touch nothing outside the segment
+// (shared memory right before and after it stays as it was: a punch
+// steered there zeroes it) and nothing of the server's own send ring.
+func FuzzTrimHostileWords(f *testing.F) {
+	f.Add(make([]byte, 8))
+	f.Add(bytes.Repeat([]byte{0xff}, 220))
+	seed := make([]byte, 220)
+	for i := range seed {
+		seed[i] = byte(i * 37)
+	}
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, words []byte) {
+		const ring = 16384
+		p := pair(t, ring)
+		s := p.Server
+		s.SetTrim(true)
+		p.Client.Write(make([]byte, ring))
+		s.Read(make([]byte, ring-100))
+		p.FillRing(1, 0x5a) // the server's send ring: its own bytes
+		p.Scribble(0, words)
+		for i := 0; i < 3; i++ {
+			s.Trim()
+			s.Revents()
+			s.TxFree()
+			s.Read(make([]byte, 512))
+		}
+		if !p.GuardsIntact() {
+			t.Fatalf("words %x: memory outside the segment changed", words)
+		}
+		if !p.RingIs(1, 0x5a) {
+			t.Fatalf("words %x: the server's send ring changed", words)
+		}
+	})
+}
