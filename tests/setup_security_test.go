@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/osfproject/osf/internal/testutil"
+	"github.com/osfproject/osf/sdp"
 )
 
 // Regression tests for the shm set-up against other local users and
@@ -16,13 +17,14 @@ import (
 // "Security"). The attackers are raw companion clients and servers written
 // in python, run as user nobody where the attack is another user's.
 
-// rawOsf is python that speaks osf's companion protocol by hand
-// (sdp/segment.h): hello(ring, client, server) builds a hello with a
+// rawOsf is python that speaks osf's companion protocol by hand, with the
+// layout's numbers from sdp/segment.h (through package sdp): hello(ring, client, server) builds a hello with a
 // sealed memfd segment and a wake socket, dial(name) connects to a
 // companion.
-const rawOsf = `
+var rawOsf = fmt.Sprintf(`
 import fcntl, mmap, os, socket, struct, sys, time
-MAGIC, HMAGIC, VERSION, HDR, RING0_SHARED = 0x3147455346534f51, 0x48465351, 3, 768, 1664
+MAGIC, HMAGIC, VERSION, HDR, RING0_SHARED = %d, %d, %d, %d, %d
+`, uint64(sdp.Magic), sdp.HelloMagic, sdp.Version, sdp.SizeofHeader, (sdp.PageBytes-sdp.SizeofHeader)/2) + `
 def sa4(ip, port):
     return struct.pack("=H", socket.AF_INET) + struct.pack(">H", port) + socket.inet_aton(ip) + bytes(20)
 def dial(name):
@@ -157,7 +159,7 @@ func TestCompanionSquatter(t *testing.T) {
 
 // spoofer sends a hello claiming a client address and port, and a server
 // address, then waits.
-const spoofer = rawOsf + `
+var spoofer = rawOsf + `
 port = int(sys.argv[1])
 s = dial("osf1/4/127.0.0.1/%d" % port)
 keep = hello(s, 4096, (sys.argv[2], int(sys.argv[3])), ("192.0.2.1", port))
@@ -210,7 +212,7 @@ func TestSpoofedPeerAddress(t *testing.T) {
 
 // silent opens N companion connections that never send a hello and holds
 // them.
-const silent = rawOsf + `
+var silent = rawOsf + `
 port, n = int(sys.argv[1]), int(sys.argv[2])
 held = [dial("osf1/4/127.0.0.1/%d" % port) for _ in range(n)]
 print("silent %d" % n, flush=True)
@@ -378,7 +380,7 @@ sys.stdin.read()`, port)
 
 // bigRing sends a hello whose segment has rings of ring bytes and reports
 // whether the server closed the connection ("closed") or kept it ("kept").
-const bigRing = rawOsf + `
+var bigRing = rawOsf + `
 port, ring = int(sys.argv[1]), int(sys.argv[2])
 s = dial("osf1/4/127.0.0.1/%d" % port)
 keep = hello(s, ring, ("127.0.0.1", 40000), ("127.0.0.1", port))
