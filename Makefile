@@ -67,11 +67,20 @@ install-debs:
 	fi
 
 build: $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
-	$(BIN)/osfperf $(BIN)/osfgw $(TEST_PROGS) $(BUILD)/man/.stamp
+	$(BIN)/osfperf $(BIN)/osfgw $(TEST_PROGS) $(BUILD)/man/.stamp $(BUILD)/asan/libosf.so
 
 $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 	@mkdir -p $(BUILD)
 	$(CC) $(LIB_CFLAGS) -shared -Wl,--version-script=preload/libosf.map \
+		-Wl,-z,now -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
+
+# The same library with AddressSanitizer and UndefinedBehaviorSanitizer, for
+# the hostile-peer tests (tests/hostile_test.go TestHostileSanitized: a
+# program preloads libasan and libubsan before it).
+$(BUILD)/asan/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
+	@mkdir -p $(BUILD)/asan
+	$(CC) $(filter-out -O2,$(LIB_CFLAGS)) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
+		-shared -Wl,--version-script=preload/libosf.map \
 		-Wl,-z,now -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
 
 $(BUILD)/libosfcore.so: $(GO_SRCS) preload/core/core.map

@@ -2,6 +2,8 @@ package tests
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -56,6 +58,91 @@ func TestHostileServer(t *testing.T) {
 			checkSurvived(t, "victim client", r)
 			if d := time.Since(start); d > 15*time.Second {
 				t.Errorf("the victim needed %v for a 4 s run: something blocked far too long", d)
+			}
+			h.Wait(shortRun)
+		})
+	}
+}
+
+// sanitized returns the environment of a program under the
+// AddressSanitizer and UndefinedBehaviorSanitizer build of libosf.so
+// (build/asan), which loads after their runtimes; it skips the test where
+// gcc's runtimes are not installed.
+func sanitized(t *testing.T, extra ...string) []string {
+	t.Helper()
+	libs := []string{}
+	for _, rt := range []string{"libasan.so", "libubsan.so"} {
+		out, err := exec.Command("gcc", "-print-file-name="+rt).Output()
+		p, _ := filepath.EvalSymlinks(strings.TrimSpace(string(out)))
+		if err != nil || p == "" || !filepath.IsAbs(p) {
+			t.Skipf("no %s (gcc's sanitizer runtimes)", rt)
+		}
+		libs = append(libs, p)
+	}
+	lib := filepath.Join(testutil.BuildDir(t), "asan", "libosf.so")
+	if _, err := os.Stat(lib); err != nil {
+		t.Fatalf("%s: %v (make build)", lib, err)
+	}
+	return append(extra, "LD_PRELOAD="+strings.Join(append(libs, lib), " "),
+		"ASAN_OPTIONS=detect_leaks=0:abort_on_error=1",
+		"UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+}
+
+// asPeer runs a hostile peer's command as user nobody where the test runs
+// as root (another user than the victim's), else as it is.
+func asPeer(t *testing.T, name string, args ...string) *testutil.Command {
+	if os.Geteuid() != 0 {
+		return testutil.Cmd(t, nil, name, args...)
+	}
+	return testutil.Cmd(t, nil, testutil.Tool(t, "setpriv"), append(append(append([]string(nil), asNobody...), name), args...)...)
+}
+
+// noSanitizerReport fails the test if a sanitizer reported on stderr.
+func noSanitizerReport(t *testing.T, who, stderr string) {
+	t.Helper()
+	for _, w := range []string{"AddressSanitizer", "UndefinedBehaviorSanitizer", "runtime error:"} {
+		if strings.Contains(stderr, w) {
+			t.Fatalf("%s under the sanitizers: %s", who, stderr)
+		}
+	}
+}
+
+// TestHostileSanitized is issue 24's hostile-peer harness: a peer of
+// another user (nobody) speaks osf's handshake and then writes random and
+// adversarial values into every word of the segment it can reach (both
+// sides' words, positions, trim and urgent words, ring bytes) and junk on
+// the wake socket, while the victim, server or client, runs the
+// AddressSanitizer and UndefinedBehaviorSanitizer build of libosf.so (with
+// OSF_STRICT=1: a fallback to kernel TCP fails its connects). The victim
+// must survive with the outcomes a TCP peer can cause and no sanitizer
+// report: no access outside what it mapped, no undefined arithmetic on a
+// peer's word.
+func TestHostileSanitized(t *testing.T) {
+	t.Parallel()
+	hostile, victim := testutil.Prog(t, "hostile"), testutil.Prog(t, "victim")
+	t.Run("server", func(t *testing.T) {
+		t.Parallel()
+		port := strconv.Itoa(testutil.FreePort(t))
+		srv := testutil.Cmd(t, sanitized(t, "OSF_STRICT=1"), victim, "server", port, "6").Start()
+		srv.WaitOutput("listening\n", shortRun)
+		if r := asPeer(t, hostile, "client", port, "7").Run(longRun); !r.OK() {
+			t.Fatalf("hostile client: %s", r)
+		}
+		r := srv.Wait(longRun)
+		checkSurvived(t, "victim server", r)
+		noSanitizerReport(t, "victim server", r.Stderr)
+	})
+	for _, seed := range []int{3, 77} {
+		t.Run(fmt.Sprint("client-", seed), func(t *testing.T) {
+			t.Parallel()
+			port := strconv.Itoa(testutil.FreePort(t))
+			h := asPeer(t, hostile, "server", port, "5", strconv.Itoa(seed)).Start()
+			h.WaitOutput("listening\n", shortRun)
+			r := testutil.Cmd(t, sanitized(t, "OSF_STRICT=1"), victim, port, "4").Run(time.Minute)
+			checkSurvived(t, "victim client", r)
+			noSanitizerReport(t, "victim client", r.Stderr)
+			if !strings.Contains(r.Stdout, "ok=") || strings.Contains(r.Stdout, "ok=0 ") {
+				t.Errorf("the victim exchanged nothing with the hostile server: %s", r.Stdout)
 			}
 			h.Wait(shortRun)
 		})

@@ -90,7 +90,17 @@ static void scribble(uint8_t *seg, uint32_t ring, int wake)
 	struct osf_seg_ring *r = &h->ring[rnd() % 2];
 	char junk[64];
 
-	switch (rnd() % 12) {
+	switch (rnd() % 13) {
+	case 12: { /* any word of a side: counters, limits, cork, trim and
+		      urgent words, tokens, holders, pads */
+		size_t words = sizeof(*s) / 4, w = rnd() % words;
+		uint32_t *p = (uint32_t *)s + w;
+		if (rnd() % 2 && w + 1 < words)
+			memcpy(p, &(uint64_t){plausible(r->head, ring)}, 8);
+		else
+			*p = (uint32_t)(rnd() % 3 ? rnd() : rnd() % 64);
+		break;
+	}
 	case 0:
 		r->head = plausible(r->tail, ring);
 		break;
