@@ -201,3 +201,19 @@ func suidexecCopies(t *testing.T, dir string) (suid, parent string) {
 	}
 	return suid, parent
 }
+
+// TestExecMapsOwnTableCopy is issue 24's item 2 for every exec: an image
+// that inherits an fd table maps a copy of its own, never the inherited
+// memfd, which the process that handed it on (or any process that process
+// gave it to) may still hold and write. progs/tablecopy.c execs itself by
+// a raw execve (same pid: the table was adopted in place before) and
+// compares the inodes; the inherited connection must still work.
+func TestExecMapsOwnTableCopy(t *testing.T) {
+	t.Parallel()
+	r := underOsf.cmd(t, nil, testutil.Prog(t, "tablecopy")).MustRun(shortRun)
+	for _, want := range []string{"after: own table\n", "after: connection works\n"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("tablecopy: want %q in:\n%s\nstderr:\n%s", want, r.Stdout, r.Stderr)
+		}
+	}
+}
