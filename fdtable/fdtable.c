@@ -541,16 +541,6 @@ static void *map_at(void *want, size_t len, int fd, off_t off)
 
 static void *map_hdr(int fd) { return map_at(tbase, OSF_FDT_HDR_BYTES, fd, 0); }
 
-/* unmap_hdr lets go of a header mapped by map_hdr. */
-static void unmap_hdr(void *h)
-{
-	if (h == tbase)
-		(void)mmap(h, OSF_FDT_HDR_BYTES, PROT_NONE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-	else
-		munmap(h, OSF_FDT_HDR_BYTES);
-}
-
 OSF_FORK_TEXT static struct osf_fdt_entry *map_chunk(int fd, unsigned i)
 {
 	off_t off = OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES;
@@ -1532,31 +1522,92 @@ static void recount_pages(void)
 	}
 }
 
+/* copy_in copies the inherited table file fd (size bytes, header first)
+ * into a new memfd of this process's own and returns it, or -1. It reads
+ * the file, never maps it: the process that handed it on, or any process
+ * that process gave it to, may write or truncate it meanwhile, and a
+ * mapping would let it change what this process has validated. Only the
+ * pages of chunks the header lists, within size, that hold anything are
+ * written (the rest of the copy is a hole). */
+static int copy_in(int fd, off_t size, const void *first)
+{
+	static char page[4096]; /* the constructor's, single-threaded */
+	int nfd = memfd_create(OSF_FDT_NAME, MFD_CLOEXEC);
+	const struct osf_fdt_header *h = first;
+	unsigned i, p;
+
+	if (nfd < 0)
+		return -1;
+	(void)fchmod(nfd, 0600);
+	if (ftruncate(nfd, size) < 0 ||
+	    pwrite(nfd, first, OSF_FDT_HDR_BYTES, 0) != (ssize_t)OSF_FDT_HDR_BYTES)
+		goto fail;
+	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+		off_t at = OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES;
+		if (!h->chunk_present[i] || at + (off_t)OSF_FDT_CHUNK_BYTES > size)
+			continue;
+		for (p = 0; p < OSF_FDT_CHUNK_BYTES / 4096; p++) {
+			off_t o = at + (off_t)p * 4096;
+			ssize_t n = pread(fd, page, sizeof(page), o);
+			size_t k;
+			if (n <= 0)
+				break; /* truncated meanwhile: the rest stays zero */
+			memset(page + n, 0, sizeof(page) - (size_t)n);
+			for (k = 0; k < sizeof(page) && !page[k]; k++)
+				;
+			if (k < sizeof(page) &&
+			    pwrite(nfd, page, sizeof(page), o) != (ssize_t)sizeof(page))
+				goto fail;
+		}
+	}
+	return nfd;
+fail:
+	sys_close(nfd);
+	return -1;
+}
+
 int osf_fdt_adopt(int fd, uint64_t image)
 {
+	static union {
+		struct osf_fdt_header h;
+		char page[OSF_FDT_HDR_BYTES];
+	} first;
 	struct osf_fdt_header *h;
 	struct stat st;
 	struct osf_fdt_entry *c;
 	unsigned i;
-	int efd;
+	int efd, nfd, fdflags;
 
-	if (fstat(fd, &st) < 0 || st.st_size < (off_t)OSF_FDT_HDR_BYTES)
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size < (off_t)OSF_FDT_HDR_BYTES)
 		return -1;
 	/* A table another user made (its memfd is theirs) may still be
 	 * mapped writable by them: a process never adopts one, but from
 	 * root, who may hand its connections to a user it became. */
 	if (st.st_uid != geteuid() && st.st_uid != 0)
 		return -1;
+	if (st.st_size > (off_t)OSF_FDT_HDR_BYTES + (off_t)OSF_FDT_MAX_CHUNKS * OSF_FDT_CHUNK_BYTES)
+		st.st_size = (off_t)OSF_FDT_HDR_BYTES + (off_t)OSF_FDT_MAX_CHUNKS * OSF_FDT_CHUNK_BYTES;
+	if (pread(fd, &first, sizeof(first), 0) != (ssize_t)sizeof(first) ||
+	    first.h.magic != OSF_FDT_MAGIC || first.h.version != OSF_FDT_VERSION ||
+	    first.h.entry_bytes != OSF_FDT_ENTRY_BYTES ||
+	    first.h.chunk_entries != OSF_FDT_CHUNK_ENTRIES)
+		return -1;
+	/* This process's own copy takes the inherited table's fd number (the
+	 * inherited file is let go of) and is all it ever maps. */
+	nfd = copy_in(fd, st.st_size, &first);
+	if (nfd < 0)
+		return -1;
+	fdflags = sys_fcntl(fd, F_GETFD, 0);
+	if (sys_dup3(nfd, fd, fdflags > 0 && (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+		sys_close(nfd);
+		return -1;
+	}
+	sys_close(nfd);
 	reserve();
 	h = map_hdr(fd);
 	if (!h)
 		return -1;
-	if (h->magic != OSF_FDT_MAGIC || h->version != OSF_FDT_VERSION ||
-	    h->entry_bytes != OSF_FDT_ENTRY_BYTES ||
-	    h->chunk_entries != OSF_FDT_CHUNK_ENTRIES) {
-		unmap_hdr(h);
-		return -1;
-	}
 	osf_fdt_lock();
 	cur_image = image;
 	hdr = h;
@@ -1571,8 +1622,6 @@ int osf_fdt_adopt(int fd, uint64_t image)
 		/* Unknown use: every page, until recount_pages. */
 		osf_fdt_pages[i] = osf_fdt_chunks[i] ? ~0u : 0;
 	}
-	if (h->pid != getpid() && h->pid != 0) /* another process's */
-		(void)copy_private();
 	hdr->pid = getpid();
 	hdr->image = image;
 	hdr->flags &= ~OSF_FDTH_CORE_LOADED;
@@ -1580,6 +1629,11 @@ int osf_fdt_adopt(int fd, uint64_t image)
 	/* Drop what did not survive the exec (FD_CLOEXEC, closed by spawn
 	 * file actions). */
 	OSF_FDT_FOREACH(efd, c) {
+		/* A pointer is valid only in the image that stored it, and
+		 * these words came from another image's table: none is
+		 * used (each is rebuilt on first use, from the fds). */
+		c->image = 0;
+		c->priv = 0;
 		if (c->kind == OSF_FD_NONE || c->kind == OSF_FD_HIDDEN ||
 		    efd == tfd)
 			continue;

@@ -7,6 +7,7 @@
 #include "conf.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -248,7 +249,18 @@ __attribute__((constructor)) static void osf_constructor(void)
 	if (!osf.disabled)
 		load_config();
 	osf_fdt_set_image(osf.image);
-	tfd = secure ? -1 : osf_fdt_find_inherited(osf.fdtable_env);
+	if (secure) {
+		/* Nor does it map or trust an fd table it inherited: its
+		 * caller, and any process the caller gave the table's memfd
+		 * to, can write it. Its inherited connections are plain
+		 * sockets; the table is not handed on to what it runs. */
+		tfd = osf_fdt_find_inherited(NULL);
+		if (tfd >= 0)
+			(void)osf_rawsys(SYS_fcntl, tfd, F_SETFD, FD_CLOEXEC, 0, 0, 0);
+		__atomic_store_n(&osf.ready, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	tfd = osf_fdt_find_inherited(osf.fdtable_env);
 	if (tfd >= 0) /* inherited connections may be used at once */
 		osf_sandbox_check();
 	if (tfd >= 0 && osf_fdt_adopt(tfd, osf.image) < 0)

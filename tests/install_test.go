@@ -253,6 +253,23 @@ func privateMounts(t *testing.T, setup string) []string {
 	return []string{nsenter, "--mount=/proc/" + strconv.Itoa(p.Pid) + "/ns/mnt", "--"}
 }
 
+// ldSoPreloadMounts returns the command prefix that runs a program in a
+// private mount namespace whose /etc/ld.so.preload names the build's
+// libosf.so (files in dir): a bind mount over the host's file, or, on a
+// host without one, an overlay on /etc (in the namespace only) that holds
+// it. The host's file is never touched.
+func ldSoPreloadMounts(t *testing.T, dir string) []string {
+	t.Helper()
+	preload := filepath.Join(dir, "ld.so.preload")
+	if err := os.WriteFile(preload, []byte(testutil.Lib(t)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	over := filepath.Join(dir, "over")
+	return privateMounts(t, "if [ -e /etc/ld.so.preload ]; then mount --bind "+preload+" /etc/ld.so.preload; else "+
+		"mkdir -p "+over+"/up "+over+"/work; mount -t overlay overlay -o lowerdir=/etc,upperdir="+over+"/up,workdir="+over+"/work /etc; "+
+		"cp "+preload+" /etc/ld.so.preload; fi")
+}
+
 // TestLdSoPreload names libosf.so in /etc/ld.so.preload, bind-mounted in a
 // private mount namespace so that the host is untouched: a server and a
 // client started there without LD_PRELOAD or osfrun are offloaded; a
@@ -264,16 +281,7 @@ func TestLdSoPreload(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	preload := filepath.Join(dir, "ld.so.preload")
-	if err := os.WriteFile(preload, []byte(testutil.Lib(t)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// Bind-mount over the host's file; a host without one gets an overlay
-	// on /etc (in the namespace only) that holds it.
-	over := filepath.Join(dir, "over")
-	wrap := privateMounts(t, "if [ -e /etc/ld.so.preload ]; then mount --bind "+preload+" /etc/ld.so.preload; else "+
-		"mkdir -p "+over+"/up "+over+"/work; mount -t overlay overlay -o lowerdir=/etc,upperdir="+over+"/up,workdir="+over+"/work /etc; "+
-		"cp "+preload+" /etc/ld.so.preload; fi")
+	wrap := ldSoPreloadMounts(t, dir)
 	// osfrun's and osfstat's directory: the build's (osfrun is not used).
 	bin := filepath.Dir(testutil.Bin(t, "osfstat"))
 	runInstalledPair(t, wrap, bin, filepath.Dir(testutil.Lib(t)), true, nil)

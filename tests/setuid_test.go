@@ -101,19 +101,7 @@ func TestSetuidHandoffIsLoud(t *testing.T) {
 	t.Parallel()
 	dir := setuidDir(t)
 	setpriv := testutil.Tool(t, "setpriv")
-	suid := filepath.Join(dir, "suidexec-suid")
-	copyFile(t, testutil.Prog(t, "suidexec"), suid)
-	if err := os.Chown(suid, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
-		t.Fatal(err)
-	}
-	parent := filepath.Join(dir, "suidexec")
-	copyFile(t, testutil.Prog(t, "suidexec"), parent)
-	if err := os.Chmod(parent, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	suid, parent := suidexecCopies(t, dir)
 	r := underOsf.cmd(t, nil, setpriv, append(append([]string(nil), asNobody...), parent, "parent", suid)...).Run(longRun)
 	if !r.OK() {
 		t.Fatalf("suidexec: %s", r)
@@ -161,5 +149,73 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSetuidNeverMapsCallersTable is issue 24's item 2: with libosf.so in
+// /etc/ld.so.preload (bind-mounted in a private mount namespace), a
+// setuid-root program loads the library; started with an fd table it
+// inherited from its caller (user nobody, holding an offloaded connection;
+// the exec made both through the hooks and by a raw system call), it must
+// not map that table: any process the caller handed the table's memfd to
+// could write it, and it held a pointer the program dereferenced (a root
+// process died of SIGSEGV with the pointer 0x4141414141414141).
+func TestSetuidNeverMapsCallersTable(t *testing.T) {
+	t.Parallel()
+	dir := setuidDir(t)
+	wrap := ldSoPreloadMounts(t, dir)
+	setpriv := testutil.Tool(t, "setpriv")
+	suid, parent := suidexecCopies(t, dir)
+	for _, how := range []string{"exec", "raw"} {
+		args := append(append(append([]string(nil), wrap...), setpriv), asNobody...)
+		args = append(args, parent, "parent", suid)
+		if how == "raw" {
+			args = append(args, "raw")
+		}
+		r := bare.cmd(t, nil, args[0], args[1:]...).Run(longRun)
+		if !r.OK() {
+			t.Fatalf("suidexec (%s): %s", how, r)
+		}
+		for _, want := range []string{"(euid 0)", "reader: fd table not mapped", "parent: child exit 0"} {
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("suidexec (%s) under /etc/ld.so.preload: want %q in:\n%s\nstderr:\n%s", how, want, r.Stdout, r.Stderr)
+			}
+		}
+	}
+}
+
+// suidexecCopies copies progs/suidexec.c's binary into dir twice: suid, a
+// setuid-root copy, and parent, a plain one.
+func suidexecCopies(t *testing.T, dir string) (suid, parent string) {
+	t.Helper()
+	suid = filepath.Join(dir, "suidexec-suid")
+	copyFile(t, testutil.Prog(t, "suidexec"), suid)
+	if err := os.Chown(suid, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	parent = filepath.Join(dir, "suidexec")
+	copyFile(t, testutil.Prog(t, "suidexec"), parent)
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return suid, parent
+}
+
+// TestExecMapsOwnTableCopy is issue 24's item 2 for every exec: an image
+// that inherits an fd table maps a copy of its own, never the inherited
+// memfd, which the process that handed it on (or any process that process
+// gave it to) may still hold and write. progs/tablecopy.c execs itself by
+// a raw execve (same pid: the table was adopted in place before) and
+// compares the inodes; the inherited connection must still work.
+func TestExecMapsOwnTableCopy(t *testing.T) {
+	t.Parallel()
+	r := underOsf.cmd(t, nil, testutil.Prog(t, "tablecopy")).MustRun(shortRun)
+	for _, want := range []string{"after: own table\n", "after: connection works\n"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("tablecopy: want %q in:\n%s\nstderr:\n%s", want, r.Stdout, r.Stderr)
+		}
 	}
 }

@@ -3,7 +3,7 @@
 /* suidexec: an offloaded connection handed to a program that runs without
  * osf (issue 10, item 9).
  *
- *   suidexec parent PROG [spawn]
+ *   suidexec parent PROG [spawn|raw]
  *                         (under osf) make a connection to itself (a: the
  *                         server end, b: the client end), write 1000 bytes
  *                         on a, fork, and exec PROG reader with b as fd 3
@@ -16,8 +16,12 @@
  *                         wait for it, and say whether this process still
  *                         reads its connection ("parent: still reads
  *                         data").
-  *   suidexec reader        read fd 3 until it fails or ends: "reader: N
- *                         bytes, then EOF|ECONNRESET|...", and its euid.
+ *                         With "raw": exec with syscall(SYS_execve),
+ *                         which no hook sees (the table crosses it).
+ *   suidexec reader        read fd 3 until it fails or ends: "reader: N
+ *                         bytes, then EOF|ECONNRESET|...", and its euid;
+ *                         then whether it maps an osf fd table ("reader:
+ *                         fd table mapped|not mapped").
  *
  * A program without osf cannot use an offloaded connection: it must fail
  * loudly (ECONNRESET) and the peer must see a reset, never a silent end
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,6 +55,23 @@ static const char *ename(int e)
 	return strerror(e);
 }
 
+/* maps_table reports whether this process maps an osf fd table (its
+ * memfd, "osf-fdtable"). */
+static int maps_table(void)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "osf-fdtable"))
+			found = 1;
+	fclose(f);
+	return found;
+}
+
 static int reader(void)
 {
 	char buf[4096];
@@ -61,6 +83,7 @@ static int reader(void)
 		total += n;
 	printf("reader: %ld bytes, then %s (euid %d)\n", total,
 	       n == 0 ? "EOF" : ename(errno), (int)geteuid());
+	printf("reader: fd table %s\n", maps_table() ? "mapped" : "not mapped");
 	return 0;
 }
 
@@ -99,7 +122,16 @@ int main(int argc, char **argv)
 	if (pid == 0) {
 		if (dup2(b, 3) < 0)
 			_exit(3);
-		execl(argv[2], argv[2], "reader", (char *)NULL);
+		if (argc > 3 && !strcmp(argv[3], "raw")) {
+			/* An exec osf's hooks never see (the reader gets
+			 * b as a plain socket: a must not stay open in
+			 * it, or it never reads an end). */
+			char *args[] = {argv[2], "reader", NULL};
+			close(a);
+			syscall(SYS_execve, argv[2], args, environ);
+		} else {
+			execl(argv[2], argv[2], "reader", (char *)NULL);
+		}
 		perror("exec");
 		_exit(4);
 	}
