@@ -13,6 +13,7 @@
  * poller armed for POLLOUT alone wakes up too.
  */
 #include "conn_priv.h"
+#include "gateway.h"
 
 #include <poll.h>
 #include <time.h>
@@ -27,15 +28,6 @@ static int64_t gw_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* gw_parse returns the errno of a reply (0: OK), EPROTO when it is none. */
-static int gw_parse(const uint8_t *b)
-{
-	if (memcmp(b, "OSFA", 4) != 0 || b[4] != 1)
-		return EPROTO;
-	return (int)((uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 |
-		     (uint32_t)b[10] << 8 | b[11]);
 }
 
 /* gw_settled records the outcome err of the wait (0: OK). */
@@ -74,7 +66,7 @@ static int gw_take(int fd, struct osf_conn *c, int *err)
 		osf_ring_copy_out(c->s.rxd, c->s.mask, tail + c->s.rxb, b, GW_REPLY_BYTES);
 		__atomic_store_n(&c->s.rx->tail, tail + GW_REPLY_BYTES,
 				 __ATOMIC_RELEASE);
-		*err = gw_parse(b);
+		*err = osf_gateway_reply_errno(b);
 		gw_settled(c, *err);
 		osf_seg_unlock(&c->s.me->rx_lock);
 		osf_side_wake_writer(&c->s, tail + (uint64_t)used,

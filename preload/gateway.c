@@ -90,6 +90,16 @@ static struct osf_fdt_entry *record_gateway(int fd, const struct sockaddr *sa,
 	return e;
 }
 
+int osf_gateway_reply_errno(const uint8_t *b)
+{
+	uint32_t err;
+
+	if (memcmp(b, "OSFA", 4) != 0 || b[4] != 1)
+		return EPROTO;
+	err = (uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 | (uint32_t)b[10] << 8 | b[11];
+	return err < 4096 ? (int)err : EPROTO;
+}
+
 int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
 			const struct osf_core_conn *cc)
 {
@@ -109,11 +119,8 @@ int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		return OSF_FAIL(EINPROGRESS);
 	}
 	err = read_reply(fd, b, cc->gw_wait_ms);
-	if (!err && (memcmp(b, "OSFA", 4) != 0 || b[4] != 1))
-		err = EPROTO;
 	if (!err)
-		err = (int)((uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 |
-			    (uint32_t)b[10] << 8 | b[11]);
+		err = osf_gateway_reply_errno(b);
 	if (err) {
 		unconnect(fd);
 		return OSF_FAIL(err);
@@ -151,10 +158,7 @@ static int take_reply(int fd, struct osf_fdt_entry *e)
 		err = 0;
 	} else if (n == GW_REPLY_BYTES &&
 	    REAL(recv)(fd, b, sizeof(b), MSG_DONTWAIT) == GW_REPLY_BYTES) {
-		err = (memcmp(b, "OSFA", 4) != 0 || b[4] != 1)
-			      ? EPROTO
-			      : (int)((uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 |
-				      (uint32_t)b[10] << 8 | b[11]);
+		err = osf_gateway_reply_errno(b);
 	} else if (n == 0) {
 		err = ECONNRESET; /* the gateway went away */
 	} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
