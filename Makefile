@@ -43,7 +43,7 @@ CORE_LDFLAGS := -w -X=runtime.godebugDefault=asyncpreemptoff=1,updatemaxprocs=0,
 	-extldflags=-Wl,--version-script=$(CURDIR)/preload/core/core.map
 TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,$(wildcard tests/progs/*.c))
 
-.PHONY: all deps deps-rdma install-debs build test unit integration soak bench test-rdma bench-rdma conformance clean fmt install uninstall deb
+.PHONY: all asan deps deps-rdma install-debs build test unit integration soak bench test-rdma bench-rdma conformance clean fmt install uninstall deb
 all: deps build
 
 # deps installs the Debian packages that are missing (root, or sudo).
@@ -67,12 +67,25 @@ install-debs:
 	fi
 
 build: $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
-	$(BIN)/osfperf $(BIN)/osfgw $(TEST_PROGS) $(BUILD)/man/.stamp
+	$(BIN)/osfperf $(BIN)/osfgw $(TEST_PROGS) $(BUILD)/man/.stamp $(BUILD)/asan/libosf.so
 
 $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 	@mkdir -p $(BUILD)
 	$(CC) $(LIB_CFLAGS) -shared -Wl,--version-script=preload/libosf.map \
 		-Wl,-z,now -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
+
+# asan: libosf.so under AddressSanitizer and UndefinedBehaviorSanitizer, for
+# the hostile-peer tests (tests/hostile_test.go) to run victims with; it
+# finds libosfcore.so next to itself, a link to the ordinary one. Preload
+# it after libasan (LD_PRELOAD=$$(gcc -print-file-name=libasan.so):...).
+asan: $(BUILD)/asan/libosf.so
+$(BUILD)/asan/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map $(BUILD)/libosfcore.so
+	@mkdir -p $(BUILD)/asan
+	ln -sf ../libosfcore.so $(BUILD)/asan/libosfcore.so
+	$(CC) $(filter-out -O2,$(LIB_CFLAGS)) -O1 -fsanitize=address,undefined \
+		-fno-sanitize-recover=undefined -fno-omit-frame-pointer -shared \
+		-Wl,--version-script=preload/libosf.map -Wl,-soname,libosf.so \
+		-o $@ $(LIB_SRCS) -ldl
 
 $(BUILD)/libosfcore.so: $(GO_SRCS) preload/core/core.map
 	@mkdir -p $(BUILD)

@@ -6,8 +6,10 @@
  *   hostile server PORT SECONDS SEED   accept osf clients of 127.0.0.1:PORT
  *       (binding the companion name), map each client's segment and
  *       scribble on it: random and plausible head/tail values, flags, lock
- *       words, sleeper counts, ring bytes, and random bytes on the wake
- *       socket, for SECONDS; then close.
+ *       words, sleeper and token counts, holders, cork, sndlim/rcvlim,
+ *       trim slots (owner, base, len), counters, header fields, ring
+ *       bytes, and random bytes on the wake socket, for SECONDS; then
+ *       close.
  *   hostile client PORT SEED           connect to the osf companion of a
  *       server on 127.0.0.1:PORT with bad hellos: an unsealed segment (so
  *       that it could be truncated under the server), a wrong size, a bad
@@ -86,7 +88,7 @@ static void scribble(uint8_t *seg, uint32_t ring, int wake)
 	struct osf_seg_ring *r = &h->ring[rnd() % 2];
 	char junk[64];
 
-	switch (rnd() % 12) {
+	switch (rnd() % 19) {
 	case 0:
 		r->head = plausible(r->tail, ring);
 		break;
@@ -128,6 +130,45 @@ static void scribble(uint8_t *seg, uint32_t ring, int wake)
 	case 10: /* restore sanity for a while, so data flows again */
 		r->head = r->tail;
 		s->tx_lock = s->rx_lock = 0;
+		break;
+	case 11: /* TCP_CORK's word: the bit and a held count */
+		s->cork = (uint32_t)(rnd() % 3 == 0 ? rnd()
+				     : (rnd() & OSF_CORK_ON) | (uint32_t)plausible(0, ring));
+		break;
+	case 12: /* buffer sizes: 0, near the ring, or anything */
+		s->sndlim = (uint32_t)plausible(ring, ring);
+		s->rcvlim = (uint32_t)plausible(0, ring);
+		break;
+	case 13: /* token and holder counts */
+		s->rx_tokens = (uint32_t)plausible(0, 64);
+		s->tx_tokens = (uint32_t)rnd();
+		s->holders = (uint32_t)plausible(1, 4);
+		break;
+	case 14: { /* the trim slots: owners, and a punch range anywhere */
+		struct osf_seg_trim *t = &s->trim[rnd() % OSF_SEG_TRIMS];
+		t->owner = rnd() % 2 ? (uint32_t)rnd() : s->tx_lock & ~OSF_LOCK_WAITERS;
+		t->base = rnd() % 2 ? rnd() : (uint64_t)(uintptr_t)seg + rnd() % ring;
+		t->len = plausible(0, ring);
+		break;
+	}
+	case 15: /* lock words of only the waiters bit, or the counters */
+		s->tx_lock = s->rx_lock = OSF_LOCK_WAITERS;
+		s->send_calls = rnd();
+		s->recv_calls = rnd();
+		s->sleeps = rnd();
+		s->wakes_sent = rnd();
+		break;
+	case 16: /* the rest of the header, informational after the hello */
+		h->flags = (uint32_t)rnd();
+		h->connect_ns = (int64_t)rnd();
+		h->client_pid = (int32_t)rnd();
+		h->server_pid = (int32_t)rnd();
+		h->version = (uint32_t)rnd();
+		h->hdr_bytes = (uint32_t)rnd();
+		break;
+	case 17: /* every word of a side at once */
+		for (size_t i = 0; i < sizeof(*s); i++)
+			((uint8_t *)s)[i] = (uint8_t)rnd();
 		break;
 	default:
 		r->head += rnd() % 100;
