@@ -88,7 +88,7 @@ static void scribble(uint8_t *seg, uint32_t ring, int wake)
 	struct osf_seg_ring *r = &h->ring[rnd() % 2];
 	char junk[64];
 
-	switch (rnd() % 19) {
+	switch (rnd() % 20) {
 	case 0:
 		r->head = plausible(r->tail, ring);
 		break;
@@ -169,6 +169,12 @@ static void scribble(uint8_t *seg, uint32_t ring, int wake)
 	case 17: /* every word of a side at once */
 		for (size_t i = 0; i < sizeof(*s); i++)
 			((uint8_t *)s)[i] = (uint8_t)rnd();
+		break;
+	case 18: /* adversarial: more tokens than a waiter count above
+		    INT_MAX, and bytes on the wake socket for a drain to read */
+		s->rx_waiters = s->tx_waiters = 0x80000000u + (uint32_t)(rnd() % 64);
+		s->rx_tokens = s->tx_tokens = 0xffffffffu;
+		(void)!send(wake, "xxxxxxxx", 1 + rnd() % 8, MSG_DONTWAIT | MSG_NOSIGNAL);
 		break;
 	default:
 		r->head += rnd() % 100;
