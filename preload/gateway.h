@@ -97,10 +97,4 @@ void osf_gateway_ring_accepted(const struct osf_fdt_entry *l, int nfd);
 void osf_gateway_accepted(const struct osf_fdt_entry *l, int nfd,
 			  struct sockaddr *sa, socklen_t *len);
 
-/* osf_gateway_reply_errno parses a gateway's 32-byte connect reply: its
- * errno (0: connected), EPROTO when it is not a reply or its errno is
- * none an errno can be (the gateway is another process: its word is
- * clamped to 1..4095, never handed on as a negative or huge errno). */
-int osf_gateway_reply_errno(const uint8_t *b);
-
 #endif
