@@ -139,6 +139,11 @@ test: build
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+	@# the C parsers of peer-written data (hello, segment header, gateway
+	@# reply and notice), fuzzed a few seconds each beyond their corpora
+	@for f in FuzzHello FuzzSegHeader FuzzGatewayReply FuzzGatewayNotice; do \
+		$(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=5s ./internal/peerwire/ || exit 1; \
+	done
 	@# the gateway's goroutines share relays with --status: the race detector
 	$(GO) test -race -count=1 ./cmd/osfgw/ ./internal/gateway/
 	@# RDMA between two qemu guests, reduced (make test-rdma: everything);
