@@ -43,7 +43,7 @@ CORE_LDFLAGS := -w -X=runtime.godebugDefault=asyncpreemptoff=1,updatemaxprocs=0,
 	-extldflags=-Wl,--version-script=$(CURDIR)/preload/core/core.map
 TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,$(wildcard tests/progs/*.c))
 
-.PHONY: all deps deps-rdma install-debs build test unit integration soak bench test-rdma bench-rdma conformance clean fmt install uninstall deb
+.PHONY: all asan deps deps-rdma install-debs build test unit integration soak bench test-rdma bench-rdma conformance clean fmt install uninstall deb
 all: deps build
 
 # deps installs the Debian packages that are missing (root, or sudo).
@@ -74,14 +74,18 @@ $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 	$(CC) $(LIB_CFLAGS) -shared -Wl,--version-script=preload/libosf.map \
 		-Wl,-z,now -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
 
-# The same library with AddressSanitizer and UndefinedBehaviorSanitizer, for
-# the hostile-peer tests (tests/hostile_test.go TestHostileSanitized: a
-# program preloads libasan and libubsan before it).
-$(BUILD)/asan/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
+# asan: libosf.so under AddressSanitizer and UndefinedBehaviorSanitizer, for
+# the hostile-peer tests (tests/hostile_test.go) to run victims with; it
+# finds libosfcore.so next to itself, a link to the ordinary one. Preload
+# it after libasan (LD_PRELOAD=$$(gcc -print-file-name=libasan.so):...).
+asan: $(BUILD)/asan/libosf.so
+$(BUILD)/asan/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map $(BUILD)/libosfcore.so
 	@mkdir -p $(BUILD)/asan
-	$(CC) $(filter-out -O2,$(LIB_CFLAGS)) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
-		-shared -Wl,--version-script=preload/libosf.map \
-		-Wl,-z,now -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
+	ln -sf ../libosfcore.so $(BUILD)/asan/libosfcore.so
+	$(CC) $(filter-out -O2,$(LIB_CFLAGS)) -O1 -fsanitize=address,undefined \
+		-fno-sanitize-recover=undefined -fno-omit-frame-pointer -shared \
+		-Wl,--version-script=preload/libosf.map -Wl,-soname,libosf.so \
+		-o $@ $(LIB_SRCS) -ldl
 
 $(BUILD)/libosfcore.so: $(GO_SRCS) preload/core/core.map
 	@mkdir -p $(BUILD)
@@ -137,10 +141,15 @@ test: build
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
-	@# every parser of peer-written data fuzzed for FUZZTIME each (a
-	@# failing input is saved under the package's testdata/fuzz)
-	@for t in 'sdp FuzzDecodeHello' 'sdp/rdma FuzzConnectData' 'sdp/rdma FuzzAcceptData' \
-		'internal/gateway FuzzParse' 'sdp/sidetest FuzzTrimHostileWords'; do set -- $$t; \
+	@# every parser of peer-written data fuzzed for FUZZTIME each beyond
+	@# its corpus: the C ones (hello, segment header, gateway reply and
+	@# notice), the RDMA private data, the gateway's Go messages, and a
+	@# client's words against the server's trim (a failing input is saved
+	@# under the package's testdata/fuzz)
+	@for t in 'internal/peerwire FuzzHello' 'internal/peerwire FuzzSegHeader' \
+		'internal/peerwire FuzzGatewayReply' 'internal/peerwire FuzzGatewayNotice' \
+		'sdp/rdma FuzzConnectData' 'sdp/rdma FuzzAcceptData' 'internal/gateway FuzzParse' \
+		'sdp/sidetest FuzzTrimHostileWords'; do set -- $$t; \
 		echo "fuzz $$2 ($$1, $(FUZZTIME))"; \
 		$(GO) test -run='^$$' -fuzz="^$$2$$" -fuzztime=$(FUZZTIME) ./$$1/ >/tmp/osf-fuzz.$$$$ 2>&1 || \
 			{ cat /tmp/osf-fuzz.$$$$; rm -f /tmp/osf-fuzz.$$$$; exit 1; }; rm -f /tmp/osf-fuzz.$$$$; done

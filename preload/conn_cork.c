@@ -39,10 +39,20 @@ int osf_conn_cork_publish(struct osf_conn *c)
 {
 	uint32_t w = __atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED);
 	uint32_t held = w & OSF_CORK_HELD;
+	uint64_t head = __atomic_load_n(&c->s.tx->head, __ATOMIC_RELAXED);
 
 	if (!held)
 		return 0;
-	__atomic_store_n(&c->s.tx->head, c->s.tx->head + held, __ATOMIC_RELEASE);
+	/* The word is in the segment, which the peer can write: a held
+	 * count that would put head past the room this process's ring has
+	 * (tail + size) is not ours, and is dropped, not published. */
+	if (held >= c->s.size ||
+	    osf_ring_used(head + held, __atomic_load_n(&c->s.tx->tail, __ATOMIC_ACQUIRE),
+			  c->s.size) < 0) {
+		__atomic_store_n(&c->s.me->cork, w & OSF_CORK_ON, __ATOMIC_RELAXED);
+		return 0;
+	}
+	__atomic_store_n(&c->s.tx->head, head + held, __ATOMIC_RELEASE);
 	__atomic_store_n(&c->s.me->cork, w & OSF_CORK_ON, __ATOMIC_RELAXED);
 	return 1;
 }

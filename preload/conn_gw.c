@@ -13,13 +13,14 @@
  * poller armed for POLLOUT alone wakes up too.
  */
 #include "conn_priv.h"
+#include "gwwire.h"
 
 #include <poll.h>
 #include <time.h>
 #include <unistd.h>
 
-#define GW_REPLY_BYTES 32
-#define GW_NOTICE_BYTES 48
+#define GW_REPLY_BYTES OSF_GW_REPLY_BYTES
+#define GW_NOTICE_BYTES OSF_GW_NOTICE_BYTES
 
 static int64_t gw_now_ms(void)
 {
@@ -27,15 +28,6 @@ static int64_t gw_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* gw_parse returns the errno of a reply (0: OK), EPROTO when it is none. */
-static int gw_parse(const uint8_t *b)
-{
-	if (memcmp(b, "OSFA", 4) != 0 || b[4] != 1)
-		return EPROTO;
-	return (int)((uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 |
-		     (uint32_t)b[10] << 8 | b[11]);
 }
 
 /* gw_settled records the outcome err of the wait (0: OK). */
@@ -74,7 +66,7 @@ static int gw_take(int fd, struct osf_conn *c, int *err)
 		osf_ring_copy_out(c->s.rxd, c->s.mask, tail + c->s.rxb, b, GW_REPLY_BYTES);
 		__atomic_store_n(&c->s.rx->tail, tail + GW_REPLY_BYTES,
 				 __ATOMIC_RELEASE);
-		*err = gw_parse(b);
+		*err = osf_gw_reply_errno(b);
 		gw_settled(c, *err);
 		osf_seg_unlock(&c->s.me->rx_lock);
 		osf_side_wake_writer(&c->s, tail + (uint64_t)used,
@@ -201,7 +193,7 @@ int osf_conn_gw_notice(int fd, struct osf_fdt_entry *e, uint8_t b[48],
 			osf_ring_copy_out(c->s.rxd, c->s.mask, tail + c->s.rxb, m, sizeof(m));
 			for (i = 0; i < 32; i++) /* constant time */
 				diff |= m[GW_NOTICE_BYTES + i] ^ token[i];
-			if (memcmp(m, "OSFN", 4) == 0 && m[4] == 1 && !diff) {
+			if (osf_gw_notice_ok(m) && !diff) {
 				__atomic_store_n(&c->s.rx->tail, tail + sizeof(m),
 						 __ATOMIC_RELEASE);
 				memcpy(b, m, GW_NOTICE_BYTES);

@@ -778,8 +778,11 @@ int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 	case SIOCOUTQNSD:
 		v = osf_side_tx_unacked(&c->s);
 		/* and what TCP_CORK holds back: TCP counts it, unsent */
-		v += v < 0 ? 0 : (int64_t)(__atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) &
-					   OSF_CORK_HELD);
+		if (v >= 0) { /* held: a peer-writable word, at most the ring */
+			uint32_t held = __atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED) &
+					OSF_CORK_HELD;
+			v += held < c->s.size ? held : 0;
+		}
 		*(int *)arg = v < 0 ? 0 : (int)v;
 		break;
 	case SIOCATMARK: { /* at the urgent byte, read out of band or not */

@@ -3,6 +3,7 @@
 /* gateway.c: the node side of a connection through an osfgw gateway; see
  * gateway.h. */
 #include "gateway.h"
+#include "gwwire.h"
 #include "conn.h"
 
 #include <fcntl.h>
@@ -13,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define GW_REPLY_BYTES 32
+#define GW_REPLY_BYTES OSF_GW_REPLY_BYTES
 
 static int64_t now_ms(void)
 {
@@ -109,11 +110,8 @@ int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
 		return OSF_FAIL(EINPROGRESS);
 	}
 	err = read_reply(fd, b, cc->gw_wait_ms);
-	if (!err && (memcmp(b, "OSFA", 4) != 0 || b[4] != 1))
-		err = EPROTO;
 	if (!err)
-		err = (int)((uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 |
-			    (uint32_t)b[10] << 8 | b[11]);
+		err = osf_gw_reply_errno(b);
 	if (err) {
 		unconnect(fd);
 		return OSF_FAIL(err);
@@ -151,10 +149,7 @@ static int take_reply(int fd, struct osf_fdt_entry *e)
 		err = 0;
 	} else if (n == GW_REPLY_BYTES &&
 	    REAL(recv)(fd, b, sizeof(b), MSG_DONTWAIT) == GW_REPLY_BYTES) {
-		err = (memcmp(b, "OSFA", 4) != 0 || b[4] != 1)
-			      ? EPROTO
-			      : (int)((uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 |
-				      (uint32_t)b[10] << 8 | b[11]);
+		err = osf_gw_reply_errno(b);
 	} else if (n == 0) {
 		err = ECONNRESET; /* the gateway went away */
 	} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -404,31 +399,7 @@ void osf_gateway_listen(int fd, const struct osf_core_listen_out *out,
 	osf_fdt_touch();
 }
 
-#define GW_NOTICE_BYTES 48
-
-/* put_addr stores a notice address (family code 4/6, port, 16 bytes) as
- * a sockaddr of the listener's family (IPv4 as v4-mapped for AF_INET6). */
-static void put_addr(uint8_t dst[28], int v6, uint8_t fam, const uint8_t *port,
-		     const uint8_t *a)
-{
-	memset(dst, 0, 28);
-	if (!v6 && fam == 4) {
-		struct sockaddr_in *in = (struct sockaddr_in *)dst;
-		in->sin_family = AF_INET;
-		memcpy(&in->sin_port, port, 2);
-		memcpy(&in->sin_addr, a, 4);
-	} else {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)dst;
-		in6->sin6_family = AF_INET6;
-		memcpy(&in6->sin6_port, port, 2);
-		if (fam == 4) {
-			in6->sin6_addr.s6_addr[10] = in6->sin6_addr.s6_addr[11] = 0xff;
-			memcpy(&in6->sin6_addr.s6_addr[12], a, 4);
-		} else {
-			memcpy(&in6->sin6_addr, a, 16);
-		}
-	}
-}
+#define GW_NOTICE_BYTES OSF_GW_NOTICE_BYTES
 
 /* same_host reports whether sockaddrs a and b (in/in6, v4-mapped allowed)
  * name the same address. */
@@ -479,15 +450,15 @@ void osf_gateway_accepted(const struct osf_fdt_entry *l, int nfd,
 		if (n > 0) /* data there but short: wait for the rest briefly */
 			usleep(1000);
 	}
-	if (memcmp(b, "OSFN", 4) != 0 || b[4] != 1 ||
+	if (!osf_gw_notice_ok(b) ||
 	    REAL(recv)(nfd, b, sizeof(b), MSG_DONTWAIT) != (ssize_t)sizeof(b))
 		goto out;
 	e = osf_fdt_lookup(nfd);
 	if (!e)
 		goto out;
 	v6 = (l->flags & OSF_FDF_V6) != 0;
-	put_addr(e->peer, v6, b[5], b + 8, b + 16);
-	put_addr(e->local, v6, b[6], b + 10, b + 32);
+	osf_gw_put_addr(e->peer, v6, b[5], b + 8, b + 16);
+	osf_gw_put_addr(e->local, v6, b[6], b + 10, b + 32);
 	e->transport = OSF_TP_GATEWAY;
 	e->reason = OSF_R_NONE;
 	e->rule = l->rule;
@@ -568,8 +539,8 @@ void osf_gateway_ring_accepted(const struct osf_fdt_entry *l, int nfd)
 	    osf_conn_gw_notice(nfd, e, b, token) < 0)
 		return;
 	v6 = (l->flags & OSF_FDF_V6) != 0;
-	put_addr(e->peer, v6, b[5], b + 8, b + 16);
-	put_addr(e->local, v6, b[6], b + 10, b + 32);
+	osf_gw_put_addr(e->peer, v6, b[5], b + 8, b + 16);
+	osf_gw_put_addr(e->local, v6, b[6], b + 10, b + 32);
 	e->rule = l->rule;
 	__atomic_or_fetch(&e->flags, OSF_FDF_GATEWAY, __ATOMIC_RELEASE);
 	osf_fdt_touch();

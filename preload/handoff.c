@@ -473,8 +473,7 @@ static void *map_segment(int sfd, uint32_t ring)
 	seals = fcntl(sfd, F_GET_SEALS);
 	if (seals < 0 || (seals & need) != need ||
 	    pread(sfd, &h, sizeof(h), (off_t)osf_seg_hdr_off(ring)) != (ssize_t)sizeof(h) ||
-	    h.magic != OSF_SEG_MAGIC || h.version != OSF_SEG_VERSION ||
-	    h.ring_bytes != ring)
+	    !osf_seg_hdr_check(&h, ring))
 		return NULL;
 	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
 		    sfd, 0);

@@ -478,9 +478,7 @@ static void *open_segment(int fd, uint32_t ring, char *why, size_t wn)
 		return NULL;
 	}
 	h = osf_seg_hdr(m, ring);
-	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != OSF_SEG_MAGIC ||
-	    h->version != OSF_SEG_VERSION || h->ring_bytes != ring ||
-	    h->hdr_bytes != OSF_SEG_HDR_BYTES) {
+	if (!osf_seg_hdr_check(h, ring)) {
 		munmap(m, size);
 		snprintf(why, wn, "invalid segment: header does not match the hello");
 		return NULL;
@@ -506,7 +504,7 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 	struct cmsghdr *cm;
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);
-	int fds[4], nfds = 0;
+	int fds[4], nfds = 0, verdict;
 	ssize_t n;
 	void *seg = NULL;
 	char extra, why[160] = "";
@@ -539,12 +537,12 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 		snprintf(why, sizeof(why), "hello carried %d fds, want 2", nfds);
 	else if (!is_wake_socket(fds[1]))
 		snprintf(why, sizeof(why), "writers' wake socket: not a stream socket");
-	else if (n != (ssize_t)sizeof(h) || h.magic != OSF_HELLO_MAGIC ||
-		 h.version != OSF_SEG_VERSION || h.size != sizeof(h))
+	else if ((verdict = osf_hello_check(&h, (size_t)n, server_ring_cap())) ==
+		 OSF_HELLO_MALFORMED)
 		snprintf(why, sizeof(why), "malformed hello: %zd bytes, bad magic or version", n);
-	else if (!osf_ring_size_ok(h.ring_bytes))
+	else if (verdict == OSF_HELLO_BAD_RING)
 		snprintf(why, sizeof(why), "malformed hello: bad ring size %u", h.ring_bytes);
-	else if (h.ring_bytes > server_ring_cap())
+	else if (verdict == OSF_HELLO_OVER_CAP)
 		snprintf(why, sizeof(why), "ring size %u above this server's limit %u",
 			 h.ring_bytes, server_ring_cap());
 	else if (REAL(getsockopt)(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0)

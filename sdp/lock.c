@@ -49,6 +49,11 @@ static int holder_state(pid_t tid, int look)
 	ssize_t n;
 	int fd;
 
+	/* tid comes from a lock word the peer can write: 0 (a word of only
+	 * OSF_LOCK_WAITERS) names no thread, and kill(0, 0) would probe
+	 * this process's own group instead. */
+	if (tid <= 0)
+		return HOLDER_GONE;
 	if (kill(tid, 0) < 0 && errno == ESRCH)
 		return HOLDER_GONE;
 	if (!look)

@@ -340,6 +340,44 @@ static inline int osf_ring_size_ok(uint32_t ring_bytes)
 	       (ring_bytes & (ring_bytes - 1)) == 0;
 }
 
+/* Verdicts of osf_hello_check. */
+#define OSF_HELLO_OK 0
+#define OSF_HELLO_MALFORMED 1 /* size, magic, version */
+#define OSF_HELLO_BAD_RING 2  /* not a usable ring size */
+#define OSF_HELLO_OVER_CAP 3  /* above what the server maps */
+
+/* osf_hello_check checks the n bytes a client sent as its hello (b holds
+ * at least sizeof(struct osf_hello) bytes) against the server's ring cap:
+ * OSF_HELLO_OK, or what is wrong. The one parser of a hello in C
+ * (preload/setup_accept.c take_hello); every field it passes comes from a
+ * hostile client. */
+static inline int osf_hello_check(const void *b, size_t n, uint32_t cap)
+{
+	struct osf_hello h;
+
+	if (n != sizeof(h))
+		return OSF_HELLO_MALFORMED;
+	memcpy(&h, b, sizeof(h));
+	if (h.magic != OSF_HELLO_MAGIC || h.version != OSF_SEG_VERSION ||
+	    h.size != sizeof(h))
+		return OSF_HELLO_MALFORMED;
+	if (!(h.ring_bytes >= OSF_SEG_MIN_RING && h.ring_bytes <= OSF_SEG_MAX_RING &&
+	      (h.ring_bytes & (h.ring_bytes - 1)) == 0))
+		return OSF_HELLO_BAD_RING;
+	return h.ring_bytes > cap ? OSF_HELLO_OVER_CAP : OSF_HELLO_OK;
+}
+
+/* osf_seg_hdr_check reports whether a segment header (a copy, or the
+ * mapped one) matches the ring size the hello announced: the magic,
+ * version, header size and ring size the creator wrote before sharing.
+ * Only the check: the size used afterwards is ring, never the header's. */
+static inline int osf_seg_hdr_check(const struct osf_seg_hdr *h, uint32_t ring)
+{
+	return __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == OSF_SEG_MAGIC &&
+	       h->version == OSF_SEG_VERSION && h->ring_bytes == ring &&
+	       h->hdr_bytes == OSF_SEG_HDR_BYTES;
+}
+
 /* osf_ring_used returns the bytes between tail and head, or -1 when the
  * positions are impossible (the peer corrupted them). */
 static inline int64_t osf_ring_used(uint64_t head, uint64_t tail,

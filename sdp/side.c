@@ -465,6 +465,7 @@ void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters)
 {
 	char buf[256];
 	int avail = 0, saved = errno;
+	uint32_t keep;
 	struct pollfd p = {sock, POLLIN | POLLRDHUP, 0};
 
 	if (osf_sys_poll(&p, 1, 0) <= 0)
@@ -473,7 +474,13 @@ void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters)
 		osf_side_mark_gone(s);
 	if (!(p.revents & POLLIN) || osf_sys_ioctl(sock, FIONREAD, &avail) < 0)
 		goto out;
-	avail -= (int)__atomic_load_n(waiters, __ATOMIC_RELAXED);
+	/* The count is in the segment, which the peer can write: compared
+	 * unsigned, never subtracted past what FIONREAD reported (a count
+	 * above INT_MAX would overflow avail). */
+	keep = __atomic_load_n(waiters, __ATOMIC_RELAXED);
+	if (avail <= 0 || keep >= (uint32_t)avail)
+		goto out;
+	avail -= (int)keep;
 	while (avail > 0) {
 		ssize_t r = osf_sys_recv(sock, buf,
 					 avail < (int)sizeof(buf) ? (size_t)avail

@@ -37,6 +37,51 @@ func checkSurvived(t *testing.T, who string, r testutil.Result) {
 	t.Logf("%s: %s", who, strings.TrimSpace(r.Stdout))
 }
 
+// sanitized returns the environment that runs a victim under the ASan and
+// UBSan build of libosf.so (make asan, part of make build), preloaded
+// after libasan as ASan requires; any report ends the victim with exit
+// status 99 and is caught by noSanitizerReport.
+func sanitized(t testing.TB, extra ...string) []string {
+	t.Helper()
+	lib := filepath.Join(filepath.Dir(testutil.Lib(t)), "asan", "libosf.so")
+	if _, err := os.Stat(lib); err != nil {
+		t.Fatalf("the sanitized library is missing (make build builds it): %v", err)
+	}
+	out, err := exec.Command("gcc", "-print-file-name=libasan.so").Output()
+	asan := strings.TrimSpace(string(out))
+	if err != nil || !filepath.IsAbs(asan) {
+		t.Skipf("no libasan from gcc: %v %q", err, asan)
+	}
+	return append(append([]string(nil), extra...),
+		"LD_PRELOAD="+asan+":"+lib,
+		"ASAN_OPTIONS=detect_leaks=0:exitcode=99:abort_on_error=0",
+		"UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=99")
+}
+
+// noSanitizerReport fails the test when a victim's standard error holds an
+// AddressSanitizer or UndefinedBehaviorSanitizer report.
+func noSanitizerReport(t *testing.T, who, stderr string) {
+	t.Helper()
+	for _, m := range []string{"ERROR: AddressSanitizer", "runtime error:", "SUMMARY: UndefinedBehaviorSanitizer"} {
+		if strings.Contains(stderr, m) {
+			t.Errorf("%s: sanitizer report:\n%s", who, stderr)
+			return
+		}
+	}
+}
+
+// hostilePeer prepares the hostile program with args, as user nobody when
+// the test runs as root (setpriv), so that the attacker is another user.
+func hostilePeer(t *testing.T, args ...string) *testutil.Command {
+	t.Helper()
+	hostile := testutil.Prog(t, "hostile")
+	if os.Geteuid() != 0 {
+		return testutil.Cmd(t, nil, hostile, args...)
+	}
+	return testutil.Cmd(t, nil, testutil.Tool(t, "setpriv"),
+		append(append(append([]string(nil), asNobody...), hostile), args...)...)
+}
+
 // TestHostileServer runs a client under osf against a peer that speaks
 // osf's handshake and then rewrites everything it can reach in the shared
 // segment (positions, flags, lock words, sleeper counts, ring bytes) and
@@ -46,103 +91,24 @@ func checkSurvived(t *testing.T, who string, r testutil.Result) {
 // ECONNRESET or EPIPE. Several seeds.
 func TestHostileServer(t *testing.T) {
 	t.Parallel()
-	hostile, victim := testutil.Prog(t, "hostile"), testutil.Prog(t, "victim")
+	victim := testutil.Prog(t, "victim")
 	for _, seed := range []int{1, 42, 1999} {
 		t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
 			t.Parallel()
 			port := strconv.Itoa(testutil.FreePort(t))
-			h := testutil.Cmd(t, nil, hostile, "server", port, "5", strconv.Itoa(seed)).Start()
+			h := hostilePeer(t, "server", port, "5", strconv.Itoa(seed)).Start()
 			h.WaitOutput("listening\n", shortRun)
 			start := time.Now()
-			r := underOsf.cmd(t, nil, victim, port, "4").Run(30 * time.Second)
+			// OSF_STRICT=1: a fallback to kernel TCP would fail the
+			// victim's connects rather than pass unattacked.
+			r := testutil.Cmd(t, sanitized(t, "OSF_STRICT=1"), victim, port, "4").Run(30 * time.Second)
+			noSanitizerReport(t, "victim client", r.Stderr)
 			checkSurvived(t, "victim client", r)
+			if strings.Contains(r.Stdout, " ok=0") {
+				t.Errorf("the victim exchanged nothing with the hostile server: %s", r.Stdout)
+			}
 			if d := time.Since(start); d > 15*time.Second {
 				t.Errorf("the victim needed %v for a 4 s run: something blocked far too long", d)
-			}
-			h.Wait(shortRun)
-		})
-	}
-}
-
-// sanitized returns the environment of a program under the
-// AddressSanitizer and UndefinedBehaviorSanitizer build of libosf.so
-// (build/asan), which loads after their runtimes; it skips the test where
-// gcc's runtimes are not installed.
-func sanitized(t *testing.T, extra ...string) []string {
-	t.Helper()
-	libs := []string{}
-	for _, rt := range []string{"libasan.so", "libubsan.so"} {
-		out, err := exec.Command("gcc", "-print-file-name="+rt).Output()
-		p, _ := filepath.EvalSymlinks(strings.TrimSpace(string(out)))
-		if err != nil || p == "" || !filepath.IsAbs(p) {
-			t.Skipf("no %s (gcc's sanitizer runtimes)", rt)
-		}
-		libs = append(libs, p)
-	}
-	lib := filepath.Join(testutil.BuildDir(t), "asan", "libosf.so")
-	if _, err := os.Stat(lib); err != nil {
-		t.Fatalf("%s: %v (make build)", lib, err)
-	}
-	return append(extra, "LD_PRELOAD="+strings.Join(append(libs, lib), " "),
-		"ASAN_OPTIONS=detect_leaks=0:abort_on_error=1",
-		"UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
-}
-
-// asPeer runs a hostile peer's command as user nobody where the test runs
-// as root (another user than the victim's), else as it is.
-func asPeer(t *testing.T, name string, args ...string) *testutil.Command {
-	if os.Geteuid() != 0 {
-		return testutil.Cmd(t, nil, name, args...)
-	}
-	return testutil.Cmd(t, nil, testutil.Tool(t, "setpriv"), append(append(append([]string(nil), asNobody...), name), args...)...)
-}
-
-// noSanitizerReport fails the test if a sanitizer reported on stderr.
-func noSanitizerReport(t *testing.T, who, stderr string) {
-	t.Helper()
-	for _, w := range []string{"AddressSanitizer", "UndefinedBehaviorSanitizer", "runtime error:"} {
-		if strings.Contains(stderr, w) {
-			t.Fatalf("%s under the sanitizers: %s", who, stderr)
-		}
-	}
-}
-
-// TestHostileSanitized is issue 24's hostile-peer harness: a peer of
-// another user (nobody) speaks osf's handshake and then writes random and
-// adversarial values into every word of the segment it can reach (both
-// sides' words, positions, trim and urgent words, ring bytes) and junk on
-// the wake socket, while the victim, server or client, runs the
-// AddressSanitizer and UndefinedBehaviorSanitizer build of libosf.so (with
-// OSF_STRICT=1: a fallback to kernel TCP fails its connects). The victim
-// must survive with the outcomes a TCP peer can cause and no sanitizer
-// report: no access outside what it mapped, no undefined arithmetic on a
-// peer's word.
-func TestHostileSanitized(t *testing.T) {
-	t.Parallel()
-	hostile, victim := testutil.Prog(t, "hostile"), testutil.Prog(t, "victim")
-	t.Run("server", func(t *testing.T) {
-		t.Parallel()
-		port := strconv.Itoa(testutil.FreePort(t))
-		srv := testutil.Cmd(t, sanitized(t, "OSF_STRICT=1"), victim, "server", port, "6").Start()
-		srv.WaitOutput("listening\n", shortRun)
-		if r := asPeer(t, hostile, "client", port, "7").Run(longRun); !r.OK() {
-			t.Fatalf("hostile client: %s", r)
-		}
-		r := srv.Wait(longRun)
-		checkSurvived(t, "victim server", r)
-		noSanitizerReport(t, "victim server", r.Stderr)
-	})
-	for _, seed := range []int{3, 77} {
-		t.Run(fmt.Sprint("client-", seed), func(t *testing.T) {
-			t.Parallel()
-			port := strconv.Itoa(testutil.FreePort(t))
-			h := asPeer(t, hostile, "server", port, "5", strconv.Itoa(seed)).Start()
-			h.WaitOutput("listening\n", shortRun)
-			r := testutil.Cmd(t, sanitized(t, "OSF_STRICT=1"), victim, port, "4").Run(time.Minute)
-			checkSurvived(t, "victim client", r)
-			noSanitizerReport(t, "victim client", r.Stderr)
-			if !strings.Contains(r.Stdout, "ok=") || strings.Contains(r.Stdout, "ok=0 ") {
-				t.Errorf("the victim exchanged nothing with the hostile server: %s", r.Stdout)
 			}
 			h.Wait(shortRun)
 		})
@@ -160,25 +126,39 @@ func TestHostileSanitized(t *testing.T) {
 // the server's stderr.
 func TestHostileClient(t *testing.T) {
 	t.Parallel()
-	hostile, victim := testutil.Prog(t, "hostile"), testutil.Prog(t, "victim")
+	victim := testutil.Prog(t, "victim")
 	port := testutil.FreePort(t)
 	logPath := filepath.Join(t.TempDir(), "osf.log")
-	srv := underOsf.cmd(t, []string{"OSF_LOG_LEVEL=debug", "OSF_LOG_FILE=" + logPath},
+	srv := testutil.Cmd(t, sanitized(t, "OSF_LOG_LEVEL=debug", "OSF_LOG_FILE="+logPath),
 		victim, "server", strconv.Itoa(port), "6").Start()
 	srv.WaitOutput("listening\n", shortRun)
-	r := testutil.Cmd(t, nil, hostile, "client", strconv.Itoa(port), "5").Run(longRun)
+	h := hostilePeer(t, "client", strconv.Itoa(port), "5").Start()
+	// Good clients under osf while the attack runs and after it, each
+	// checking its bytes come back.
+	good := func(msg string) {
+		r := underOsf.cmd(t, nil, python(t), "-c", fmt.Sprintf(`import socket
+c = socket.create_connection(("127.0.0.1", %d)); c.sendall(%q.encode()); c.shutdown(socket.SHUT_WR)
+b = b""
+while True:
+    d = c.recv(100)
+    if not d: break
+    b += d
+print(b.decode())`, port, msg)).Run(shortRun)
+		if !r.OK() || strings.TrimSpace(r.Stdout) != msg {
+			t.Errorf("good client %q: %s", msg, r)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		good(fmt.Sprintf("hello during the attack %d", i))
+	}
+	r := h.Wait(longRun)
 	if !r.OK() || !strings.Contains(r.Stdout, "truncate after sealing: Operation not permitted") {
 		t.Fatalf("hostile client: %s", r)
 	}
-	// A good client, under osf, after the attack.
-	const msg = "hello after the attack"
-	good := underOsf.cmd(t, nil, python(t), "-c", fmt.Sprintf(`import socket
-c = socket.create_connection(("127.0.0.1", %d)); c.sendall(%q.encode()); c.shutdown(socket.SHUT_WR)
-print(c.recv(100).decode())`, port, msg)).Run(shortRun)
-	if !good.OK() || strings.TrimSpace(good.Stdout) != msg {
-		t.Errorf("good client after the attack: %s", good)
-	}
-	checkSurvived(t, "victim server", srv.Wait(longRun))
+	good("hello after the attack")
+	sr := srv.Wait(longRun)
+	noSanitizerReport(t, "victim server", sr.Stderr)
+	checkSurvived(t, "victim server", sr)
 	log := readLog(t, logPath)
 	for _, want := range []string{"seals 0x0", "carried 0 fds, want 2", "carried 3 fds, want 2", "header does not match", "not a stream socket", "malformed hello"} {
 		if !strings.Contains(log, want) {
@@ -198,13 +178,13 @@ print(c.recv(100).decode())`, port, msg)).Run(shortRun)
 // on, O_NONBLOCK or not.
 func TestHostileLockFreeze(t *testing.T) {
 	t.Parallel()
-	hostile, soak := testutil.Prog(t, "hostile"), testutil.Prog(t, "soak")
-	srv := underOsf.cmd(t, nil, soak, "server", "127.0.0.1", "0").Start()
+	soak := testutil.Prog(t, "soak")
+	srv := testutil.Cmd(t, sanitized(t), soak, "server", "127.0.0.1", "0").Start()
 	var port int
 	if _, err := fmt.Sscanf(srv.WaitOutput("\n", shortRun), "port %d", &port); err != nil {
 		t.Fatalf("soak server: %v", err)
 	}
-	h := testutil.Cmd(t, nil, hostile, "lockflip", strconv.Itoa(port), "12").Start()
+	h := hostilePeer(t, "lockflip", strconv.Itoa(port), "12").Start()
 	h.WaitOutput("flipping\n", shortRun)
 	// An osf client and a kernel client, each with waits over 5 s
 	// counting as a stall.
@@ -228,4 +208,5 @@ func TestHostileLockFreeze(t *testing.T) {
 	if srv.Exited() {
 		t.Fatalf("the server died: %s", srv.Wait(shortRun))
 	}
+	noSanitizerReport(t, "soak server", srv.Stderr())
 }

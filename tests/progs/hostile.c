@@ -6,8 +6,10 @@
  *   hostile server PORT SECONDS SEED   accept osf clients of 127.0.0.1:PORT
  *       (binding the companion name), map each client's segment and
  *       scribble on it: random and plausible head/tail values, flags, lock
- *       words, sleeper counts, ring bytes, and random bytes on the wake
- *       socket, for SECONDS; then close.
+ *       words, sleeper and token counts, holders, cork, sndlim/rcvlim,
+ *       trim slots (owner, base, len), counters, header fields, ring
+ *       bytes, and random bytes on the wake socket, for SECONDS; then
+ *       close.
  *   hostile client PORT SEED           connect to the osf companion of a
  *       server on 127.0.0.1:PORT with bad hellos: an unsealed segment (so
  *       that it could be truncated under the server), a wrong size, a bad
@@ -90,17 +92,7 @@ static void scribble(uint8_t *seg, uint32_t ring, int wake)
 	struct osf_seg_ring *r = &h->ring[rnd() % 2];
 	char junk[64];
 
-	switch (rnd() % 13) {
-	case 12: { /* any word of a side: counters, limits, cork, trim and
-		      urgent words, tokens, holders, pads */
-		size_t words = sizeof(*s) / 4, w = rnd() % words;
-		uint32_t *p = (uint32_t *)s + w;
-		if (rnd() % 2 && w + 1 < words)
-			memcpy(p, &(uint64_t){plausible(r->head, ring)}, 8);
-		else
-			*p = (uint32_t)(rnd() % 3 ? rnd() : rnd() % 64);
-		break;
-	}
+	switch (rnd() % 20) {
 	case 0:
 		r->head = plausible(r->tail, ring);
 		break;
@@ -142,6 +134,51 @@ static void scribble(uint8_t *seg, uint32_t ring, int wake)
 	case 10: /* restore sanity for a while, so data flows again */
 		r->head = r->tail;
 		s->tx_lock = s->rx_lock = 0;
+		break;
+	case 11: /* TCP_CORK's word: the bit and a held count */
+		s->cork = (uint32_t)(rnd() % 3 == 0 ? rnd()
+				     : (rnd() & OSF_CORK_ON) | (uint32_t)plausible(0, ring));
+		break;
+	case 12: /* buffer sizes: 0, near the ring, or anything */
+		s->sndlim = (uint32_t)plausible(ring, ring);
+		s->rcvlim = (uint32_t)plausible(0, ring);
+		break;
+	case 13: /* token and holder counts */
+		s->rx_tokens = (uint32_t)plausible(0, 64);
+		s->tx_tokens = (uint32_t)rnd();
+		s->holders = (uint32_t)plausible(1, 4);
+		break;
+	case 14: /* the trim and urgent words: owners, stops, positions */
+		s->trim_owner = rnd() % 2 ? (uint32_t)rnd() : 0;
+		s->trim_stop = rnd() % 2 ? rnd() : plausible(r->head, ring);
+		s->urg = plausible(r->tail, ring);
+		s->urg_hole = plausible(r->tail, ring);
+		s->urg_read = rnd();
+		break;
+	case 15: /* lock words of only the waiters bit, or the counters */
+		s->tx_lock = s->rx_lock = OSF_LOCK_WAITERS;
+		s->send_calls = rnd();
+		s->recv_calls = rnd();
+		s->sleeps = rnd();
+		s->wakes_sent = rnd();
+		break;
+	case 16: /* the rest of the header, informational after the hello */
+		h->flags = (uint32_t)rnd();
+		h->connect_ns = (int64_t)rnd();
+		h->client_pid = (int32_t)rnd();
+		h->server_pid = (int32_t)rnd();
+		h->version = (uint32_t)rnd();
+		h->hdr_bytes = (uint32_t)rnd();
+		break;
+	case 17: /* every word of a side at once */
+		for (size_t i = 0; i < sizeof(*s); i++)
+			((uint8_t *)s)[i] = (uint8_t)rnd();
+		break;
+	case 18: /* adversarial: more tokens than a waiter count above
+		    INT_MAX, and bytes on the wake socket for a drain to read */
+		s->rx_waiters = s->tx_waiters = 0x80000000u + (uint32_t)(rnd() % 64);
+		s->rx_tokens = s->tx_tokens = 0xffffffffu;
+		(void)!send(wake, "xxxxxxxx", 1 + rnd() % 8, MSG_DONTWAIT | MSG_NOSIGNAL);
 		break;
 	default:
 		r->head += rnd() % 100;
