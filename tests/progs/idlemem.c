@@ -10,7 +10,7 @@
  *                               connection, asleep in a blocking recv);
  *                               prints "listening", then "accepted N";
  *                               runs until killed.
- *   idlemem client PORT N KIB [UNREAD]
+ *   idlemem client PORT N KIB [UNREAD [IDLE]]
  *                               open N connections and move KIB KiB each
  *                               way on each (64 KiB messages, echoed,
  *                               every byte checked); then on every other
@@ -24,6 +24,12 @@
  *                               none unread, and idle with a thread per
  *                               connection asleep in a blocking recv (the
  *                               echo of one byte sent after the line).
+ *                               IDLE (UNREAD >= 0): how the client idles,
+ *                               "epoll" (the default, above), "sleep"
+ *                               (nanosleep, stdin looked at every 100 ms
+ *                               with a zero-timeout poll: no wait on any
+ *                               connection) or "poll" (poll() on stdin
+ *                               only, its connections unwatched).
  *
  * The bytes are a function of (connection, position), so a byte lost,
  * reordered or zeroed (a page given back too early) is seen. Runs bare or
@@ -31,6 +37,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +46,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MSG (64 << 10)
@@ -281,9 +289,27 @@ static int idle_blocking(const int *fds, uint64_t *pos, int n)
 	return ok ? 0 : -1;
 }
 
+/* idle_elsewhere waits for a line on stdin without watching any
+ * connection: asleep in nanosleep, or in poll() on stdin alone. */
+static void idle_elsewhere(int sleeping)
+{
+	struct pollfd p = {0, POLLIN, 0};
+	struct timespec tick = {0, 100 * 1000000L};
+
+	if (!sleeping) {
+		while (poll(&p, 1, -1) < 0)
+			if (errno != EINTR)
+				die("poll");
+		return;
+	}
+	while (poll(&p, 1, 0) <= 0) /* a look, never a wait */
+		nanosleep(&tick, NULL);
+}
+
 /* idle_polling leaves unread bytes on every other connection and sleeps in
- * epoll_wait until a line arrives on stdin, then reads and checks them. */
-static int idle_polling(const int *fds, uint64_t *pos, int n, long unread)
+ * epoll_wait until a line arrives on stdin (or idles elsewhere: IDLE), then
+ * reads and checks them. */
+static int idle_polling(const int *fds, uint64_t *pos, int n, long unread, const char *idle)
 {
 	uint8_t *b = malloc(unread > 0 ? (size_t)unread : 1);
 	struct epoll_event ev, evs[64];
@@ -295,6 +321,12 @@ static int idle_polling(const int *fds, uint64_t *pos, int n, long unread)
 	for (c = 0; c < n && unread > 0; c += 2) {
 		fill(b, c, pos[c], (size_t)unread);
 		send_all(fds[c], b, (size_t)unread);
+	}
+	if (strcmp(idle, "epoll") != 0) {
+		printf("idle %d\n", n);
+		fflush(stdout);
+		idle_elsewhere(strcmp(idle, "sleep") == 0);
+		goto resume;
 	}
 	ep = epoll_create1(0);
 	if (ep < 0)
@@ -322,6 +354,7 @@ static int idle_polling(const int *fds, uint64_t *pos, int n, long unread)
 		if (in)
 			break;
 	}
+resume:
 	if (!fgets(line, sizeof(line), stdin))
 		die("stdin");
 	for (c = 0; c < n && unread > 0; c += 2) {
@@ -334,7 +367,7 @@ static int idle_polling(const int *fds, uint64_t *pos, int n, long unread)
 	return 0;
 }
 
-static int client(int port, int n, long kib, long unread)
+static int client(int port, int n, long kib, long unread, const char *idle)
 {
 	struct sockaddr_in a = addr(port);
 	int *fds = calloc((size_t)n, sizeof(int)), c;
@@ -350,7 +383,7 @@ static int client(int port, int n, long kib, long unread)
 	}
 	if (move(fds, pos, n, kib) < 0)
 		return 1;
-	if ((unread < 0 ? idle_blocking(fds, pos, n) : idle_polling(fds, pos, n, unread)) < 0 ||
+	if ((unread < 0 ? idle_blocking(fds, pos, n) : idle_polling(fds, pos, n, unread, idle)) < 0 ||
 	    move(fds, pos, n, kib) < 0)
 		return 1;
 	for (c = 0; c < n; c++)
@@ -366,7 +399,7 @@ int main(int argc, char **argv)
 		server(atoi(argv[2]), atoi(argv[3]), argc >= 5 ? atoi(argv[4]) : -1);
 	if (argc >= 5 && strcmp(argv[1], "client") == 0)
 		return client(atoi(argv[2]), atoi(argv[3]), atol(argv[4]),
-			      argc >= 6 ? atol(argv[5]) : 0);
-	fprintf(stderr, "usage: idlemem server PORT N [MS] | client PORT N KIB [UNREAD]\n");
+			      argc >= 6 ? atol(argv[5]) : 0, argc >= 7 ? argv[6] : "epoll");
+	fprintf(stderr, "usage: idlemem server PORT N [MS] | client PORT N KIB [UNREAD [IDLE]]\n");
 	return 2;
 }
