@@ -101,7 +101,7 @@ func TestSetuidHandoffIsLoud(t *testing.T) {
 	t.Parallel()
 	dir := setuidDir(t)
 	setpriv := testutil.Tool(t, "setpriv")
-	suid, parent := suidexecCopies(t, dir)
+	suid, parent := setuidPair(t, dir, "suidexec")
 	r := underOsf.cmd(t, nil, setpriv, append(append([]string(nil), asNobody...), parent, "parent", suid)...).Run(longRun)
 	if !r.OK() {
 		t.Fatalf("suidexec: %s", r)
@@ -165,7 +165,7 @@ func TestSetuidNeverMapsCallersTable(t *testing.T) {
 	dir := setuidDir(t)
 	wrap := ldSoPreloadMounts(t, dir)
 	setpriv := testutil.Tool(t, "setpriv")
-	suid, parent := suidexecCopies(t, dir)
+	suid, parent := setuidPair(t, dir, "suidexec")
 	for _, how := range []string{"exec", "raw"} {
 		args := append(append(append([]string(nil), wrap...), setpriv), asNobody...)
 		args = append(args, parent, "parent", suid)
@@ -182,26 +182,6 @@ func TestSetuidNeverMapsCallersTable(t *testing.T) {
 			}
 		}
 	}
-}
-
-// suidexecCopies copies progs/suidexec.c's binary into dir twice: suid, a
-// setuid-root copy, and parent, a plain one.
-func suidexecCopies(t *testing.T, dir string) (suid, parent string) {
-	t.Helper()
-	suid = filepath.Join(dir, "suidexec-suid")
-	copyFile(t, testutil.Prog(t, "suidexec"), suid)
-	if err := os.Chown(suid, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(suid, 0o755|os.ModeSetuid); err != nil {
-		t.Fatal(err)
-	}
-	parent = filepath.Join(dir, "suidexec")
-	copyFile(t, testutil.Prog(t, "suidexec"), parent)
-	if err := os.Chmod(parent, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return suid, parent
 }
 
 // TestExecMapsOwnTableCopy is issue 24's item 2 for every exec: an image
