@@ -236,8 +236,7 @@ __attribute__((constructor)) static void osf_constructor(void)
 	/* A setuid or setgid program, or one with file capabilities (secure
 	 * execution, which only /etc/ld.so.preload can bring osf into), runs
 	 * without osf: its environment, configuration and fd table are its
-	 * caller's to write. It never maps an inherited table (its caller may
-	 * keep a writable mapping of it: docs/ARCHITECTURE.md, "Security"). */
+	 * caller's to write (docs/ARCHITECTURE.md, "Security"). */
 	secure = getauxval(AT_SECURE) != 0;
 	if (secure)
 		osf.disabled = 1;
@@ -250,10 +249,10 @@ __attribute__((constructor)) static void osf_constructor(void)
 		load_config();
 	osf_fdt_set_image(osf.image);
 	if (secure) {
-		/* Nor does it map or trust an fd table it inherited: its
-		 * caller, and any process the caller gave the table's memfd
-		 * to, can write it. Its inherited connections are plain
-		 * sockets; the table is not handed on to what it runs. */
+		/* It never maps or trusts an inherited fd table: its caller,
+		 * and any process the caller gave the table's memfd to, can
+		 * write it. Its inherited connections are plain sockets; the
+		 * table is not handed on to what it runs. */
 		tfd = osf_fdt_find_inherited(NULL);
 		if (tfd >= 0)
 			(void)osf_rawsys(SYS_fcntl, tfd, F_SETFD, FD_CLOEXEC, 0, 0, 0);
