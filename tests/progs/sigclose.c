@@ -11,7 +11,10 @@
  * cannot tell a poll that a handler ran).
  *
  * Each round makes a connection, checks its bytes, registers both ends in
- * an epoll (data: round and fd), and waits until the handler acted. Then,
+ * an epoll (data: round and fd), and waits until the handler acted (ARM:
+ * the handler acts only while the main thread is at its wait call, so
+ * that a close landing before the call, which the kernel answers with
+ * POLLNVAL or EBADF too, is as unlikely as it can be made). Then,
  * as with kernel TCP: the handler's call returned 0; the interrupted wait
  * returned -1 with EINTR or events, never POLLNVAL or EBADF for a closed
  * fd; after a close the fd number is free (the next socket gets it), the
@@ -227,19 +230,22 @@ int main(int argc, char **argv)
 			return fail("epoll_ctl cli", round);
 		action = raw ? A_CLOSE : (int)(round / 3 % A_N);
 		acted = 0;
-		victim = srv;
 		timer(50);
 		for (spins = 0; !acted; spins++) {
 			if (spins > 100000)
 				return fail("the handler never acted", round);
 			if (mode == 0) {
+				victim = srv; /* armed only around the wait (ARM) */
 				n = epoll_wait(ep, out, 8, 1);
+				victim = -1;
 				for (i = 0; i < n; i++)
 					if (out[i].data.u64 == tag)
 						return fail("epoll reported the idle srv", round);
 			} else if (mode == 1) {
 				struct pollfd pf[2] = {{cli, POLLIN, 0}, {srv, POLLIN, 0}};
+				victim = srv;
 				n = poll(pf, 2, 1);
+				victim = -1;
 				if (n > 0)
 					return fail(pf[1].revents & POLLNVAL
 							    ? "poll said POLLNVAL for the fd its handler closed"
@@ -251,7 +257,9 @@ int main(int argc, char **argv)
 				FD_ZERO(&r);
 				FD_SET(cli, &r);
 				FD_SET(srv, &r);
+				victim = srv;
 				n = select(srv + 1, &r, NULL, NULL, &tv);
+				victim = -1;
 				if (n < 0 && errno == EBADF)
 					return fail("select said EBADF for the fd its handler closed", round);
 				if (n > 0)
@@ -261,6 +269,7 @@ int main(int argc, char **argv)
 				return fail("wait", round);
 		}
 		timer(0);
+		victim = -1;
 		by[mode]++;
 		if (after(l, srv, cli, tag, round))
 			return 1;
