@@ -413,8 +413,8 @@ static void parts_drop(struct parts *p)
  * with dups, or registered in an epoll set (OSF_FDF_NOKEEP), where it would
  * go on reporting under app_fd's number, gets a fresh TCP socket with its
  * SO_REUSEADDR and SO_REUSEPORT instead. Returns the holder, already in the
- * hidden range (the caller's window is open), or -1 (no free port: the
- * caller synthesizes one and the connection holds none). */
+ * hidden range (the caller's window is open), or -1 (no free port, or
+ * no fd for the holder: the connection goes to kernel TCP). */
 static uint16_t port_of(int fd)
 {
 	struct sockaddr_storage ss;
@@ -484,6 +484,10 @@ static int reserve_port(int app_fd, int family, struct ip *client)
 	errno = saved;
 	return pl;
 }
+
+/* OSF_R_NO_PORT: dial's own reason, reported as OSF_R_RESOURCE with a
+ * detail (not an osf_reason: never recorded). */
+#define OSF_R_NO_PORT 1000
 
 /* dial tries each companion name that could serve dst (shm.DialNames).
  * A companion is trusted only when its owner holds the kernel TCP
@@ -572,8 +576,17 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 		}
 		if (need_port) {
 			*port_fd = reserve_port(in->app_fd, in->family, client);
-			if (*port_fd < 0) /* no free port: a synthesized one */
-				client->port = setup_client_port(osf_pid());
+			if (*port_fd < 0) {
+				/* No free port: kernel TCP, whose connect then
+				 * fails as it would without osf (EADDRNOTAVAIL),
+				 * or finds a port freed meanwhile. The companion
+				 * sees a connection without a hello and drops it. */
+				REAL(close)(s);
+				parts_drop(p);
+				*why = OSF_R_NO_PORT;
+				errno = 0;
+				return -1;
+			}
 			setup_put_sockaddr(osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->client_addr,
 					   client);
 		}
@@ -620,7 +633,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 		return kernel(out, &dst, d.reason, 0, d.detail);
 	real = setup_ip_unmap(dst);
 	/* clientAddr: the bound address and port, else the kernel's source
-	 * address with a synthesized port */
+	 * address with the port reserve_port holds */
 	have_bound = setup_get_sockaddr(in->bound, &bound);
 	/* The set-up's fds (census, segment, wake sockets) may lie above the
 	 * program's RLIMIT_NOFILE: they cost it none, as TCP's connect. */
@@ -634,7 +647,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 		return kernel(out, &dst, OSF_R_HANDSHAKE, errno, NULL);
 	}
 	local = src;
-	local.port = 0; /* the port reserve_port holds, or a synthesized one */
+	local.port = 0; /* the port reserve_port holds */
 	if (have_bound && !setup_ip_unspec(&bound))
 		memcpy(local.a, bound.a, 16), local.v4 = bound.v4;
 	if (have_bound && bound.port)
@@ -650,7 +663,10 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	if (!*window)
 		osf_fdt_high_end();
 	if (s < 0) {
-		kernel(out, &dst, why, errno, NULL);
+		if (why == OSF_R_NO_PORT)
+			kernel(out, &dst, OSF_R_RESOURCE, 0, "cannot hold a local port");
+		else
+			kernel(out, &dst, why, errno, NULL);
 		/* A full companion: the SYN waits, as TCP's would. */
 		if (why == OSF_R_BACKLOG && out->status == OSF_CORE_KERNEL)
 			(void)setup_syn_hold(in->app_fd, in->family == AF_INET6, full_name);

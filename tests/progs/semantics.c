@@ -33,9 +33,11 @@
 #include <limits.h>
 #include <linux/errqueue.h>
 #include <linux/sockios.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -4802,6 +4804,57 @@ static void s_port_bind_no_port(void)
 	close(lfd);
 }
 
+/* s_port_range: offloaded connections take their local ports from the
+ * ephemeral range as TCP's do, so a small range runs out at the same
+ * count, with the same error. The scenario moves into a network namespace
+ * of its own to narrow the range without touching anyone else's. */
+static void s_port_range(void)
+{
+	struct sockaddr_storage ss;
+	struct ifreq ifr;
+	int fds[2 * 24], n = 0, i, s, one = 1, lfd;
+	FILE *f;
+
+	if (DO(unshare(CLONE_NEWNET)) < 0) {
+		say("unshare %s (not root?)", R(-1));
+		return;
+	}
+	s = socket(AF_INET, SOCK_DGRAM, 0);
+	memset(&ifr, 0, sizeof ifr);
+	strcpy(ifr.ifr_name, "lo");
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		setup_failed("SIOCGIFFLAGS");
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		setup_failed("SIOCSIFFLAGS");
+	close(s);
+	f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "w");
+	if (!f || fprintf(f, "40000 40009\n") < 0 || fclose(f) != 0)
+		setup_failed("ip_local_port_range");
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	sa_make(&ss, AF_INET, "127.0.0.1", 5000);
+	if (bind(lfd, (struct sockaddr *)&ss, sa_len(AF_INET)) < 0 || listen(lfd, 32) < 0)
+		setup_failed("bind/listen");
+	for (i = 0; i < 24; i++) {
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+		if (DO(connect(c, (struct sockaddr *)&ss, sa_len(AF_INET))) < 0) {
+			say("connect %d %s", i, R(-1));
+			close(c);
+			break;
+		}
+		fds[n++] = c;
+		fds[n++] = accept_one(lfd);
+		if (i == 0)
+			transports(fds[0], fds[1]);
+	}
+	say("connections made %d", n / 2);
+	try_bind("a range port, no connection closed", AF_INET, "127.0.0.1", 0, 0);
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	close(lfd);
+}
+
 /* s_port_listen_shutdown: after shutdown(SHUT_RD) of a listener, the
  * connections accepted from it still hold its port (gVisor
  * TCPListenShutdown). */
@@ -5614,6 +5667,7 @@ static const struct {
 	{"port_bound", s_port_bound},
 	{"port_bind_no_port", s_port_bind_no_port},
 	{"port_listen_shutdown", s_port_listen_shutdown},
+	{"port_range", s_port_range},
 	{"outq", s_outq},
 	{"tcpinfo", s_tcpinfo},
 	{"timeo_eintr", s_timeo_eintr},
