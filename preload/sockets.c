@@ -554,6 +554,61 @@ static int port_hold(const struct bound_port *bp)
 	return fd;
 }
 
+/* wildcard_bound reports whether ss is a wildcard address with a port. */
+static int wildcard_bound(const struct sockaddr_storage *ss, socklen_t len)
+{
+	static const uint8_t any[16];
+	int32_t fam;
+	uint8_t a[16];
+	uint16_t port = 0;
+
+	return sa_split((const struct sockaddr *)ss, len, &fam, a, &port) && port &&
+	       !memcmp(a, any, fam == AF_INET ? 4 : 16);
+}
+
+/* narrow_to_local: a socket bound to a wildcard address before connect
+ * holds, once connected, only the address it connected from (TCP sets
+ * the bound address at connect: a dual-stack [::]:P connected over ::1
+ * leaves 127.0.0.1:P free). bp is the application's bound address; local
+ * the connection's own, with the same port. */
+static void narrow_to_local(struct bound_port *bp, const uint8_t local[28])
+{
+	if (!wildcard_bound(&bp->ss, bp->len))
+		return;
+	memcpy(&bp->ss, local, 28);
+	bp->len = bp->ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					       : sizeof(struct sockaddr_in);
+}
+
+/* narrow_hold does the same to a kept holder h (the application's own
+ * socket): a fresh socket with its options takes the connection's
+ * address and port (SO_REUSEADDR on both for the moment they overlap,
+ * so the port is never free), then replaces h under its number. */
+static void narrow_hold(int h, const uint8_t local[28])
+{
+	struct bound_port bp;
+	int one = 1, n, saved = errno;
+
+	if (!port_read(h, &bp) || !wildcard_bound(&bp.ss, bp.len))
+		return;
+	narrow_to_local(&bp, local);
+	n = REAL(socket)(bp.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (n < 0)
+		goto out;
+	(void)REAL(setsockopt)(h, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	(void)REAL(setsockopt)(n, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bp.reuse[1])
+		(void)REAL(setsockopt)(n, SOL_SOCKET, SO_REUSEPORT, &bp.reuse[1], sizeof(int));
+	if (REAL(bind)(n, (const struct sockaddr *)&bp.ss, bp.len) == 0 &&
+	    REAL(setsockopt)(n, SOL_SOCKET, SO_REUSEADDR, &bp.reuse[0], sizeof(int)) == 0)
+		(void)REAL(dup3)(n, h, O_CLOEXEC);
+	else
+		(void)REAL(setsockopt)(h, SOL_SOCKET, SO_REUSEADDR, &bp.reuse[0], sizeof(int));
+	REAL(close)(n);
+out:
+	errno = saved;
+}
+
 /* port_give hands the port socket pfd to fd's offloaded connection, in
  * osf's hidden range (pfd is there already when high); errno is kept. */
 static void port_give(int fd, int pfd, int high)
@@ -590,6 +645,61 @@ static int bound_port_of(const uint8_t *b)
 	       port != 0;
 }
 
+/* unmapped16 puts a split address in IPv6 form (a v4 address
+ * v4-mapped), so that a v4 socket's and a dual-stack one's compare. */
+static void unmapped16(int32_t fam, const uint8_t a[16], uint8_t out[16])
+{
+	if (fam == AF_INET) {
+		memset(out, 0, 10);
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, a, 4);
+	} else {
+		memcpy(out, a, 16);
+	}
+}
+
+/* tuple_taken reports whether an offloaded connection of this process
+ * already has the 4-tuple a connect from the bound address (with its
+ * port) to dst would make. TCP refuses such a connect with EADDRNOTAVAIL
+ * (two sockets may share a port with SO_REUSEADDR, never a 4-tuple).
+ * Only this process's connections are seen: another's sharing the tuple
+ * goes unnoticed. */
+static int tuple_taken(const uint8_t bound[28], int32_t dfam, const uint8_t daddr[16],
+		       uint16_t dport)
+{
+	static const uint8_t any[16], any4[16] = {[10] = 0xff, [11] = 0xff};
+	struct sockaddr_storage ss;
+	struct osf_fdt_entry *c;
+	uint8_t b[16], d[16], x[16], a[16];
+	int32_t fam;
+	uint16_t bport, p;
+	int fd;
+
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, bound, 28);
+	if (!sa_split((struct sockaddr *)&ss, sizeof(struct sockaddr_in6), &fam, a, &bport) ||
+	    bport == 0)
+		return 0;
+	unmapped16(fam, a, b);
+	unmapped16(dfam, daddr, d);
+	OSF_FDT_FOREACH(fd, c) {
+		if (!osf_kind_is_conn(c->kind) ||
+		    !sa_split((struct sockaddr *)c->local, sizeof(c->local), &fam, a, &p) ||
+		    p != bport)
+			continue;
+		unmapped16(fam, a, x);
+		if (memcmp(b, any, 16) && memcmp(b, any4, 16) && memcmp(b, x, 16))
+			continue;
+		if (!sa_split((struct sockaddr *)c->peer, sizeof(c->peer), &fam, a, &p) ||
+		    p != dport)
+			continue;
+		unmapped16(fam, a, x);
+		if (!memcmp(x, d, 16))
+			return 1;
+	}
+	return 0;
+}
+
 static int connect_offload(int fd, struct osf_fdt_entry *e,
 			   const struct sockaddr *sa, socklen_t len)
 {
@@ -615,6 +725,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	if ((__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_BOUND) &&
 	    REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
 		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
+	if (tuple_taken(in.bound, in.family, in.addr, in.port))
+		return OSF_FAIL(EADDRNOTAVAIL);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	in.app_fd = fd;
@@ -678,6 +790,10 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		errno = saved;
 		return kernel_connect(fd, sa, len);
 	}
+	if (kept >= 0 && (e = osf_fdt_lookup(fd)) != NULL)
+		narrow_hold(kept, e->local);
+	if (bound && (e = osf_fdt_lookup(fd)) != NULL)
+		narrow_to_local(&bp, e->local);
 	if (pfd >= 0 || kept >= 0)
 		port_give(fd, pfd >= 0 ? pfd : kept, 1);
 	else if (bound)

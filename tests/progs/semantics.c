@@ -4855,6 +4855,88 @@ static void s_port_range(void)
 	close(lfd);
 }
 
+/* s_port_tuple: two sockets may share a local port (SO_REUSEADDR on
+ * both), never a 4-tuple: a second connect from one bound address to the
+ * same destination fails with EADDRNOTAVAIL, to another one succeeds
+ * (gVisor TCPConnectionReuseAddrConflicts). */
+static void s_port_tuple(void)
+{
+	struct sockaddr_storage ss, ss2, cs;
+	socklen_t l = sizeof cs;
+	int lfd = plain_listener(AF_INET, "127.0.0.1", &ss);
+	int lfd2 = plain_listener(AF_INET, "127.0.0.1", &ss2);
+	int c1 = socket(AF_INET, SOCK_STREAM, 0), c2 = socket(AF_INET, SOCK_STREAM, 0);
+	int c3 = socket(AF_INET, SOCK_STREAM, 0), one = 1, a1, a3;
+
+	setsockopt(c1, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	setsockopt(c2, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	setsockopt(c3, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (connect(c1, (struct sockaddr *)&ss, sa_len(AF_INET)) < 0)
+		setup_failed("connect");
+	a1 = accept_one(lfd);
+	transports(c1, a1);
+	getsockname(c1, (struct sockaddr *)&cs, &l);
+	say("bind second socket to the first's address %s",
+	    R(DO(bind(c2, (struct sockaddr *)&cs, sa_len(AF_INET)))));
+	say("connect it to the same destination %s",
+	    R(DO(connect(c2, (struct sockaddr *)&ss, sa_len(AF_INET)))));
+	say("bind third socket there too %s", R(DO(bind(c3, (struct sockaddr *)&cs, sa_len(AF_INET)))));
+	say("connect it to another destination %s",
+	    R(DO(connect(c3, (struct sockaddr *)&ss2, sa_len(AF_INET)))));
+	a3 = accept_one(lfd2);
+	transports(c3, a3);
+	close(c1);
+	close(c2);
+	close(c3);
+	close(a1);
+	close(a3);
+	close(lfd);
+	close(lfd2);
+}
+
+/* narrowed: a socket of family fam bound to the wildcard with a port,
+ * then connected to a listener at dst, holds only the address it
+ * connected from (gVisor DualStackV6AnyBindAgain). */
+static void narrowed(int fam, const char *dst, int dupped)
+{
+	struct sockaddr_storage ls, bs, cs;
+	socklen_t l = sizeof cs;
+	int lfd = plain_listener(fam, fam == AF_INET6 ? "::" : "0.0.0.0", &ls), c, a, d, port;
+
+	c = socket(fam, SOCK_STREAM, 0);
+	sa_make(&bs, fam, fam == AF_INET6 ? "::" : "0.0.0.0", 0);
+	if (bind(c, (struct sockaddr *)&bs, sa_len(fam)) < 0)
+		setup_failed("bind");
+	sa_make(&cs, fam, dst, sa_port(&ls));
+	d = dupped ? dup(c) : -1; /* a socket that had dups is not kept */
+	if (d >= 0)
+		close(d);
+	if (connect(c, (struct sockaddr *)&cs, sa_len(fam)) < 0)
+		setup_failed("connect");
+	a = accept_one(lfd);
+	transports(c, a);
+	getsockname(c, (struct sockaddr *)&cs, &l);
+	port = sa_port(&cs);
+	try_bind("127.0.0.1:P", AF_INET, "127.0.0.1", port, 0);
+	try_bind("127.0.0.2:P", AF_INET, "127.0.0.2", port, 0);
+	if (fam == AF_INET6) {
+		try_bind("[::1]:P", AF_INET6, "::1", port, 0);
+		try_bind("[::]:P", AF_INET6, "::", port, 0);
+	} else {
+		try_bind("0.0.0.0:P", AF_INET, "0.0.0.0", port, 0);
+	}
+	say("send %s", R(DO(send(c, "n", 1, 0))));
+	close(c);
+	try_bind("127.0.0.2:P after close", AF_INET, "127.0.0.2", port, 0);
+	close(a);
+	close(lfd);
+}
+
+static void s_port_narrow_v6(void) { narrowed(AF_INET6, "::1", 0); }
+static void s_port_narrow_mapped(void) { narrowed(AF_INET6, "::ffff:127.0.0.1", 0); }
+static void s_port_narrow_v4(void) { narrowed(AF_INET, "127.0.0.1", 0); }
+static void s_port_narrow_dup(void) { narrowed(AF_INET6, "::1", 1); }
+
 /* s_port_listen_shutdown: after shutdown(SHUT_RD) of a listener, the
  * connections accepted from it still hold its port (gVisor
  * TCPListenShutdown). */
@@ -5668,6 +5750,11 @@ static const struct {
 	{"port_bind_no_port", s_port_bind_no_port},
 	{"port_listen_shutdown", s_port_listen_shutdown},
 	{"port_range", s_port_range},
+	{"port_tuple", s_port_tuple},
+	{"port_narrow_v6", s_port_narrow_v6},
+	{"port_narrow_mapped", s_port_narrow_mapped},
+	{"port_narrow_v4", s_port_narrow_v4},
+	{"port_narrow_dup", s_port_narrow_dup},
 	{"outq", s_outq},
 	{"tcpinfo", s_tcpinfo},
 	{"timeo_eintr", s_timeo_eintr},
