@@ -5,84 +5,10 @@
  * connect with its hello and segment. */
 #include "setup_priv.h"
 
+#define OSF_CENSUS_SYS(name) REAL(name)
+#include "../sdp/census.h"
+
 /* ---- the companion's owner ------------------------------------------ */
-
-/* The kernel TCP listeners on one port, as NETLINK_SOCK_DIAG reports
- * them: who owns each and where it is bound (IPv6 form; v4 mapped). */
-#define CENSUS_MAX 16
-struct census {
-	int n;
-	struct {
-		uid_t uid;
-		uint8_t a[16];
-	} l[CENSUS_MAX];
-};
-
-/* census_dump adds the listeners of family fam on port to c over the
- * netlink socket s; 0, or -1 when the kernel did not answer. AF_UNSPEC
- * asks for both families at once with the older request
- * (TCPDIAG_GETSOCK: SOCK_DIAG_BY_FAMILY takes one family): the kernel
- * walks its whole listener table for each dump, one family or two, so one
- * dump costs half of two (~20 µs each on a 2-vCPU VM). */
-static int census_dump(int s, int fam, uint16_t port, struct census *c)
-{
-	struct {
-		struct nlmsghdr nlh;
-		union {
-			struct inet_diag_req_v2 v2;
-			struct inet_diag_req v1;
-		} r;
-	} req;
-	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
-	char buf[8192];
-	int rounds = 0;
-
-	memset(&req, 0, sizeof(req));
-	req.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	if (fam == AF_UNSPEC) {
-		req.nlh.nlmsg_len = NLMSG_LENGTH(sizeof(req.r.v1));
-		req.nlh.nlmsg_type = TCPDIAG_GETSOCK;
-		req.r.v1.idiag_family = AF_UNSPEC;
-		req.r.v1.idiag_states = 1u << 10; /* TCP_LISTEN */
-		req.r.v1.id.idiag_sport = htons(port);
-	} else {
-		req.nlh.nlmsg_len = NLMSG_LENGTH(sizeof(req.r.v2));
-		req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-		req.r.v2.sdiag_family = (uint8_t)fam;
-		req.r.v2.sdiag_protocol = IPPROTO_TCP;
-		req.r.v2.idiag_states = 1u << 10;
-		req.r.v2.id.idiag_sport = htons(port);
-	}
-	if (REAL(sendto)(s, &req, req.nlh.nlmsg_len, 0, (struct sockaddr *)&nl, sizeof(nl)) < 0)
-		return -1;
-	while (rounds++ < 1000) {
-		ssize_t n = REAL(recv)(s, buf, sizeof(buf), 0);
-		struct nlmsghdr *h;
-		if (n <= 0)
-			return -1;
-		for (h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
-			struct inet_diag_msg *m;
-			if (h->nlmsg_type == NLMSG_DONE)
-				return 0;
-			if (h->nlmsg_type == NLMSG_ERROR)
-				return -1;
-			m = NLMSG_DATA(h);
-			if (m->idiag_state != 10 || ntohs(m->id.idiag_sport) != port ||
-			    (m->idiag_family != AF_INET && m->idiag_family != AF_INET6) ||
-			    c->n >= CENSUS_MAX)
-				continue;
-			c->l[c->n].uid = m->idiag_uid;
-			if (m->idiag_family == AF_INET) {
-				memcpy(c->l[c->n].a, setup_v4mapped, 12);
-				memcpy(c->l[c->n].a + 12, m->id.idiag_src, 4);
-			} else {
-				memcpy(c->l[c->n].a, m->id.idiag_src, 16);
-			}
-			c->n++;
-		}
-	}
-	return -1;
-}
 
 /* Recent censuses, per port, reused for CENSUS_TTL_NS: a connection
  * churn asks the kernel once a second, not once per connect. A listener
@@ -95,7 +21,7 @@ static struct {
 	struct {
 		uint16_t port;
 		long long at;
-		struct census c;
+		struct osf_census c;
 	} e[CENSUS_CACHE];
 	unsigned next;
 } census_cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -109,10 +35,10 @@ OSF_FORK_TEXT void setup_connect_after_fork(void)
 
 /* census_take finds the kernel TCP listeners on port; -1 when the kernel
  * cannot tell (no sock_diag): then nobody is trusted. */
-static int census_take(uint16_t port, struct census *c)
+static int census_take(uint16_t port, struct osf_census *c)
 {
 	long long now = osf_now_ns();
-	int s, r, i;
+	int r, i;
 
 	pthread_mutex_lock(&census_cache.mu);
 	for (i = 0; i < CENSUS_CACHE; i++)
@@ -123,18 +49,7 @@ static int census_take(uint16_t port, struct census *c)
 			return 0;
 		}
 	pthread_mutex_unlock(&census_cache.mu);
-	c->n = 0;
-	s = REAL(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (s < 0)
-		return -1;
-	r = census_dump(s, AF_UNSPEC, port, c);
-	if (r < 0) { /* a kernel without the older request: one per family */
-		c->n = 0;
-		r = census_dump(s, AF_INET, port, c);
-		if (r == 0)
-			r = census_dump(s, AF_INET6, port, c);
-	}
-	REAL(close)(s);
+	r = osf_census_read(port, c);
 	if (r == 0 && c->n > 0) {
 		pthread_mutex_lock(&census_cache.mu);
 		i = (int)(census_cache.next++ % CENSUS_CACHE);
@@ -146,39 +61,16 @@ static int census_take(uint16_t port, struct census *c)
 	return r;
 }
 
-static int unspec16(const uint8_t *a)
-{
-	static const uint8_t zero[16];
-
-	return memcmp(a, zero, 16) == 0 ||
-	       (memcmp(a, setup_v4mapped, 12) == 0 && memcmp(a + 12, zero, 4) == 0);
-}
-
-/* census_owns reports whether uid holds a kernel TCP listener that a
- * companion named for want serves: bound to want itself or to a wildcard
- * (wild: a wildcard name, which only a wildcard listener has). */
-static int census_owns(const struct census *c, uid_t uid, const struct ip *want, int wild)
-{
-	struct ip w = setup_as_family(*want, 1);
-	int i;
-
-	for (i = 0; i < c->n; i++)
-		if (c->l[i].uid == uid &&
-		    (unspec16(c->l[i].a) || (!wild && memcmp(c->l[i].a, w.a, 16) == 0)))
-			return 1;
-	return 0;
-}
-
 /* companion_trusted checks the owner of the companion at the other end of
  * s (SO_PEERCRED: who called listen on it) against the census. */
-static int companion_trusted(int s, const struct census *c, const struct ip *want, int wild)
+static int companion_trusted(int s, const struct osf_census *c, const struct ip *want, int wild)
 {
+	struct ip w = setup_as_family(*want, 1);
 	struct ucred cr;
-	socklen_t l = sizeof(cr);
 
-	if (REAL(getsockopt)(s, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0)
+	if (osf_companion_owner(s, &cr) < 0)
 		return 0;
-	if (census_owns(c, cr.uid, want, wild))
+	if (osf_census_owns(c, cr.uid, w.a, wild))
 		return 1;
 	if (setup_logs(OSF_LOGL_DEBUG)) {
 		char a[80];
@@ -504,9 +396,9 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 		char name[128];
 		int wild;
 	} nm[3];
-	struct census c;
+	struct osf_census c;
 	char h[64];
-	unsigned order[CENSUS_MAX + 1], u;
+	unsigned order[OSF_CENSUS_MAX + 1], u;
 	int n = 0, i, j, k, r, full = 0, e;
 
 	p->seg = NULL;
@@ -535,7 +427,7 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 	 * went away leaves a gap until another takes its slot). The slots are
 	 * tried in random order, which spreads connections evenly over the
 	 * members as the kernel does, gap or not. */
-	k = c.n > 1 && c.n < CENSUS_MAX ? c.n : 0;
+	k = c.n > 1 && c.n < OSF_CENSUS_MAX ? c.n : 0;
 	for (i = 0, j = 0; i < n; j = (j + 1) % (k + 1), i += j == 0) {
 		struct sockaddr_un sun;
 		char slot[144];

@@ -16,7 +16,12 @@ import (
 
 // Transport sets up offloaded connections between processes of this host;
 // every call is non-blocking or bounded by the timeout it is given.
-type Transport struct{}
+type Transport struct {
+	// Gateway: the dialed companion is an osfgw gateway's, which holds no
+	// kernel TCP listener in the node's namespace: a companion of root's
+	// or of this process's user is trusted too (see trusted).
+	Gateway bool
+}
 
 // Name returns "shm".
 func (Transport) Name() string { return "shm" }
@@ -46,12 +51,10 @@ func abstract(name string) *unix.SockaddrUnix { return &unix.SockaddrUnix{Name: 
 
 // Dial connects to the companion serving dst, creates the segment and
 // sends the hello. It never waits: a companion either takes the
-// connection now or the caller uses kernel TCP. Unlike the C connect
-// (preload/setup_connect.c) it does not require the companion's owner to
-// hold a kernel TCP listener for dst: the core dials gateways' shm legs
-// with it, and osfgw serves those from a companion in a network namespace
-// where it holds no kernel listener. Trusting a companion there is
-// still open (h-gw's leg design decides).
+// connection now or the caller uses kernel TCP. As the C connect
+// (preload/setup_connect.c), it sends nothing to a companion whose owner
+// does not hold a kernel TCP listener for dst (a squatter of the name),
+// but moves on to the next name (t.Gateway: see Transport).
 func (t Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error) {
 	return t.DialFirst(dst, local, ringBytes, nil)
 }
@@ -59,8 +62,8 @@ func (t Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout tim
 // DialFirst is Dial with first already in the client's send ring when the
 // server sees the hello (osfgw puts a delivery's notice there, so that the
 // node's accept finds it without waiting).
-func (Transport) DialFirst(dst, local netip.AddrPort, ringBytes uint32, first []byte) (*sdp.Endpoint, error) {
-	fd, err := connectCompanion(dst)
+func (t Transport) DialFirst(dst, local netip.AddrPort, ringBytes uint32, first []byte) (*sdp.Endpoint, error) {
+	fd, err := connectCompanion(dst, t.Gateway)
 	if err != nil {
 		return nil, err
 	}
@@ -96,16 +99,18 @@ func (Transport) DialFirst(dst, local netip.AddrPort, ringBytes uint32, first []
 	return &sdp.Endpoint{WakeFD: fd, WakeTxFD: wtx[0], Segment: seg, Side: sdp.SideClient, Local: local, Remote: dst}, nil
 }
 
-// connectCompanion tries each name that could serve dst.
-func connectCompanion(dst netip.AddrPort) (int, error) {
+// connectCompanion tries each name that could serve dst and returns the
+// first trusted companion's connection; an untrusted one is closed before
+// it gets anything.
+func connectCompanion(dst netip.AddrPort, gateway bool) (int, error) {
 	full := false
-	for _, n := range DialNames(dst, policy.IsLocal(dst.Addr())) {
+	for i, n := range DialNames(dst, policy.IsLocal(dst.Addr())) {
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 		if err != nil {
 			return -1, fmt.Errorf("%w: socket: %w", sdp.ErrHandshake, err)
 		}
 		err = unix.Connect(fd, abstract(n))
-		if err == nil {
+		if err == nil && trusted(fd, dst, i > 0, gateway) {
 			return fd, nil
 		}
 		unix.Close(fd)

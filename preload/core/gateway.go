@@ -108,7 +108,7 @@ func gatewayRing(g netip.AddrPort, req gateway.Request) (*sdp.Endpoint, string, 
 	var ep *sdp.Endpoint
 	err = sdp.ErrNoListener
 	if mode == policy.Auto || mode == policy.ShmOnly {
-		ep, err = shmTransport.Dial(real, local, uint32(core.cfg.RingSize), core.cfg.ConnectTimeout)
+		ep, err = shm.Transport{Gateway: true}.Dial(real, local, uint32(core.cfg.RingSize), core.cfg.ConnectTimeout)
 	}
 	if errors.Is(err, sdp.ErrNoListener) && (mode == policy.Auto || mode == policy.RDMAOnly) {
 		if _, ok, _ := rdmaProbe(real.Addr()); ok {
