@@ -18,6 +18,7 @@
  *   errors only).
  */
 #include "setup_priv.h"
+#include "../sdp/names.h"
 
 /* ---- configuration, once per process ---------------------------------- */
 
@@ -277,63 +278,21 @@ int setup_is_local(struct ip ip)
 	return setup_ip_loop(&ip) || setup_ip_unspec(&ip) || host_has(ip.v4, ip.a, NULL);
 }
 
-/* ---- companion names (shm/names.go) ----------------------------------- */
-
-/* fmt_ip6 formats an IPv6 address as netip.Addr.String does (RFC 5952:
- * the first longest run of two or more zero groups becomes "::"). */
-static void fmt_ip6(const uint8_t *a, char *out, size_t n)
-{
-	int g[8], i, best = -1, bestlen = 0, run = 0;
-	size_t o = 0;
-
-	for (i = 0; i < 8; i++)
-		g[i] = a[2 * i] << 8 | a[2 * i + 1];
-	for (i = 0; i <= 8; i++) {
-		if (i < 8 && g[i] == 0) {
-			run++;
-			continue;
-		}
-		if (run >= 2 && run > bestlen) {
-			best = i - run;
-			bestlen = run;
-		}
-		run = 0;
-	}
-	out[0] = 0;
-	for (i = 0; i < 8; i++) {
-		if (i == best) {
-			o += (size_t)snprintf(out + o, n - o, "::");
-			i += bestlen - 1;
-			continue;
-		}
-		o += (size_t)snprintf(out + o, n - o, "%s%x",
-				      (i > 0 && i != best + bestlen) ? ":" : "", g[i]);
-	}
-}
+/* ---- companion names (sdp/names.h) ------------------------------------- */
 
 void setup_fmt_host(const struct ip *ip, char *out, size_t n)
 {
-	if (setup_ip_unspec(ip))
-		snprintf(out, n, "*");
-	else if (ip->v4)
-		snprintf(out, n, "%u.%u.%u.%u", ip->a[0], ip->a[1], ip->a[2], ip->a[3]);
-	else
-		fmt_ip6(ip->a, out, n);
+	struct ip w = setup_as_family(*ip, 1);
+
+	osf_name_host(w.a, out, n);
 }
 
-/* listen_name is shm.ListenName; the result is without the leading NUL. */
+/* listen_name is the companion's name; without the leading NUL. */
 static void listen_name(struct ip ip, int v6only, char *out, size_t n)
 {
-	char h[64];
+	struct ip w = setup_as_family(ip, 1);
 
-	ip = setup_ip_unmap(ip);
-	setup_fmt_host(&ip, h, sizeof(h));
-	if (ip.v4)
-		snprintf(out, n, "osf1/4/%s/%u", h, ip.port);
-	else if (setup_ip_unspec(&ip) && !v6only)
-		snprintf(out, n, "osf1/46/*/%u", ip.port);
-	else
-		snprintf(out, n, "osf1/6/%s/%u", h, ip.port);
+	osf_listen_name(w.a, ip.port, v6only, out, n);
 }
 
 /* setup_slot_name is the companion name of slot slot of a SO_REUSEPORT
@@ -402,7 +361,7 @@ const char *setup_fmt_ap(const struct ip *ip, char *out, size_t n)
 		snprintf(h, sizeof(h), "::ffff:%u.%u.%u.%u", ip->a[12], ip->a[13],
 			 ip->a[14], ip->a[15]);
 	else
-		fmt_ip6(ip->a, h, sizeof(h));
+		osf_name_fmt6(ip->a, h, sizeof(h));
 	snprintf(out, n, "[%s]:%u", h, ip->port);
 	return out;
 }

@@ -7,6 +7,7 @@
 
 #define OSF_CENSUS_SYS(name) REAL(name)
 #include "../sdp/census.h"
+#include "../sdp/names.h"
 
 /* ---- the companion's owner ------------------------------------------ */
 
@@ -381,7 +382,7 @@ static int reserve_port(int app_fd, int family, struct ip *client)
  * detail (not an osf_reason: never recorded). */
 #define OSF_R_NO_PORT 1000
 
-/* dial tries each companion name that could serve dst (shm.DialNames).
+/* dial tries each companion name that could serve dst (sdp/names.h).
  * A companion is trusted only when its owner holds the kernel TCP
  * listener it stands for (the census, taken first); the hello goes right
  * after that check, so that a server sees the connection without it only
@@ -392,12 +393,10 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 		int need_port, int *port_fd, struct parts *p, int *why,
 		char full_name[108])
 {
-	struct {
-		char name[128];
-		int wild;
-	} nm[3];
+	char names[3][OSF_NAME_MAX];
+	int wild[3];
 	struct osf_census c;
-	char h[64];
+	struct ip w;
 	unsigned order[OSF_CENSUS_MAX + 1], u;
 	int n = 0, i, j, k, r, full = 0, e;
 
@@ -406,18 +405,8 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 	errno = 0;
 	if (census_take(a.port, &c) < 0 || c.n == 0)
 		return -1; /* nothing a companion could stand for */
-	setup_fmt_host(&a, h, sizeof(h));
-	snprintf(nm[n].name, sizeof(nm[n].name), "osf1/%s/%s/%u", a.v4 ? "4" : "6", h, a.port);
-	nm[n++].wild = setup_ip_unspec(&a);
-	if (setup_is_local(a)) {
-		if (!setup_ip_unspec(&a)) {
-			snprintf(nm[n].name, sizeof(nm[n].name), "osf1/%s/*/%u",
-				 a.v4 ? "4" : "6", a.port);
-			nm[n++].wild = 1;
-		}
-		snprintf(nm[n].name, sizeof(nm[n].name), "osf1/46/*/%u", a.port);
-		nm[n++].wild = 1;
-	}
+	w = setup_as_family(a, 1);
+	n = osf_dial_names(w.a, a.port, setup_is_local(a), names, wild);
 	if (parts_make(p, client, &a) < 0) {
 		*why = OSF_R_RESOURCE;
 		return -1;
@@ -440,7 +429,7 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 		u = order[r];
 		order[r] = order[j];
 		order[j] = u;
-		setup_slot_name(nm[i].name, u, slot, sizeof(slot));
+		setup_slot_name(names[i], u, slot, sizeof(slot));
 		sl = setup_abstract(&sun, slot);
 		s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (s < 0) {
@@ -462,7 +451,7 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 			REAL(close)(s);
 			continue;
 		}
-		if (!companion_trusted(s, &c, &a, nm[i].wild)) {
+		if (!companion_trusted(s, &c, &a, wild[i])) {
 			REAL(close)(s); /* a squatter: it gets nothing */
 			continue;
 		}

@@ -46,7 +46,7 @@ static const uint8_t osf_census_v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x
  * (TCPDIAG_GETSOCK: SOCK_DIAG_BY_FAMILY takes one family): the kernel
  * walks its whole listener table for each dump, one family or two, so one
  * dump costs half of two (~20 µs each on a 2-vCPU VM). */
-static int osf_census_dump(int s, int fam, uint16_t port, struct osf_census *c)
+static inline int osf_census_dump(int s, int fam, uint16_t port, struct osf_census *c)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -110,7 +110,7 @@ static int osf_census_dump(int s, int fam, uint16_t port, struct osf_census *c)
 /* osf_census_read finds the kernel TCP listeners on port in this thread's
  * network namespace; -1 when the kernel cannot tell (no sock_diag): then
  * nobody is trusted. */
-static int osf_census_read(uint16_t port, struct osf_census *c)
+static inline int osf_census_read(uint16_t port, struct osf_census *c)
 {
 	int s, r;
 
@@ -129,7 +129,7 @@ static int osf_census_read(uint16_t port, struct osf_census *c)
 	return r;
 }
 
-static int osf_census_unspec16(const uint8_t *a)
+static inline int osf_census_unspec16(const uint8_t *a)
 {
 	static const uint8_t zero[16];
 
@@ -141,7 +141,7 @@ static int osf_census_unspec16(const uint8_t *a)
  * companion named for want (IPv6 form, v4 mapped) serves: bound to want
  * itself or to a wildcard (wild: a wildcard name, which only a wildcard
  * listener has). */
-static int osf_census_owns(const struct osf_census *c, uid_t uid, const uint8_t want[16],
+static inline int osf_census_owns(const struct osf_census *c, uid_t uid, const uint8_t want[16],
 			   int wild)
 {
 	int i;
@@ -155,7 +155,7 @@ static int osf_census_owns(const struct osf_census *c, uid_t uid, const uint8_t 
 
 /* osf_companion_owner reads who called listen on the companion at the
  * other end of the connected AF_UNIX socket s; -1 when it cannot tell. */
-static int osf_companion_owner(int s, struct ucred *cr)
+static inline int osf_companion_owner(int s, struct ucred *cr)
 {
 	socklen_t l = sizeof(*cr);
 

@@ -104,13 +104,13 @@ func (t Transport) DialFirst(dst, local netip.AddrPort, ringBytes uint32, first 
 // it gets anything.
 func connectCompanion(dst netip.AddrPort, gateway bool) (int, error) {
 	full := false
-	for i, n := range DialNames(dst, policy.IsLocal(dst.Addr())) {
+	for _, n := range dialNames(dst, policy.IsLocal(dst.Addr())) {
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 		if err != nil {
 			return -1, fmt.Errorf("%w: socket: %w", sdp.ErrHandshake, err)
 		}
-		err = unix.Connect(fd, abstract(n))
-		if err == nil && trusted(fd, dst, i > 0, gateway) {
+		err = unix.Connect(fd, abstract(n.name))
+		if err == nil && trusted(fd, dst, n.wild, gateway) {
 			return fd, nil
 		}
 		unix.Close(fd)
