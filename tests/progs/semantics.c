@@ -3073,6 +3073,69 @@ static void s_epoll_raw_close(void)
 	close(ep);
 }
 
+/* open_fds counts this process's open fds (osf's own among them). */
+static int open_fds(void)
+{
+	char b[1 << 14];
+	int d = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
+	long r, i;
+
+	if (d < 0)
+		setup_failed("open /proc/self/fd");
+	while ((r = syscall(SYS_getdents64, d, b, sizeof b)) > 0)
+		for (i = 0; i < r; i += ((unsigned short *)(b + i + 16))[0])
+			if (b[i + 19] != '.')
+				n++;
+	close(d);
+	return n - 1; /* d itself */
+}
+
+/* end_nowait reads fd without blocking (a blocking wait could have osf
+ * prepare its next connection: fds of its own) until it gets something
+ * other than EAGAIN, within ms. */
+static long end_nowait(int fd, int ms)
+{
+	long end = now_ms() + ms, r;
+	char b[8];
+
+	do {
+		r = DO(recv(fd, b, sizeof b, MSG_DONTWAIT));
+		if (r >= 0 || lerr != EAGAIN)
+			return r;
+		usleep(1000);
+	} while (now_ms() < end);
+	return r;
+}
+
+/* s_raw_close: connections closed with syscall(SYS_close), as libuv (so
+ * node) closes every fd, and with syscall(SYS_close_range), as its spawned
+ * children do, are closed as by close(): the other end reads the end, and
+ * the process then holds no more fds than before it connected. */
+static void s_raw_close(void)
+{
+	int c, s, base;
+	char b[8];
+
+	mkpair(AF_INET, &c, &s); /* what a first connection sets up for good */
+	close(c);
+	close(s);
+	base = open_fds();
+	mkpair(AF_INET, &c, &s);
+	say("send %s", R(DO(send(c, "abc", 3, 0))));
+	wait_bytes(s, 3, 5000);
+	say("recv %s", R(DO(recv(s, b, sizeof b, 0))));
+	say("SYS_close server end %s", R(DO(syscall(SYS_close, s))));
+	say("client reads %s", R(end_nowait(c, 5000)));
+	say("SYS_close client end %s", R(DO(syscall(SYS_close, c))));
+	say("SYS_close again %s", R(DO(syscall(SYS_close, c))));
+	say("fds as before the connection: %s", YN(open_fds() == base));
+	mkpair(AF_INET, &c, &s);
+	say("SYS_close_range server end %s", R(DO(syscall(SYS_close_range, s, s, 0))));
+	say("client reads %s", R(end_nowait(c, 5000)));
+	say("SYS_close_range client end %s", R(DO(syscall(SYS_close_range, c, c, 0))));
+	say("fds as before the connection: %s", YN(open_fds() == base));
+}
+
 /* s_epoll_del_fin: the other side closes while the connection is deleted
  * from the epoll (asyncio's pause_reading around the peer's FIN), and a
  * wait runs meanwhile; added back, the end is reported at once. */
@@ -5598,6 +5661,7 @@ static const struct {
 	{"epoll_fork_close", s_epoll_fork_close},
 	{"epoll_add_wakes", s_epoll_add_wakes},
 	{"epoll_raw_close", s_epoll_raw_close},
+	{"raw_close", s_raw_close},
 	{"epoll_del_fin", s_epoll_del_fin},
 	{"ip_options", s_ip_options},
 	{"defer_accept", s_defer_accept},
