@@ -406,14 +406,26 @@ OSF_EXPORT void closefrom(int lowfd)
  * window to end, so the program only ever sees, and changes, its own
  * value. glibc's functions are this one system call. */
 
+/* raw_prlimit is prlimit64 without libc: ASan's start-up (the sanitized
+ * build of libosf.so) calls getrlimit before its shadow memory exists,
+ * when even loading a real-function pointer (the syscall hook's) faults. */
+static int raw_prlimit(pid_t pid, int res, const void *nw, void *old)
+{
+	long r = osf_rawsys(SYS_prlimit64, pid, res, (long)nw, (long)old, 0, 0);
+
+	if (r < 0 && r > -4096)
+		return OSF_FAIL((int)-r);
+	return (int)r;
+}
+
 static int prlimit_sys(pid_t pid, int res, const void *nw, void *old)
 {
 	int r;
 
 	if (res != RLIMIT_NOFILE || (pid != 0 && pid != osf_pid()))
-		return (int)syscall(SYS_prlimit64, pid, res, nw, old);
+		return raw_prlimit(pid, res, nw, old);
 	osf_fdt_limit_lock();
-	r = (int)syscall(SYS_prlimit64, 0, res, nw, old);
+	r = raw_prlimit(0, res, nw, old);
 	if (nw)
 		osf_fdt_limit_changed();
 	osf_fdt_limit_unlock();
