@@ -3073,6 +3073,81 @@ static void s_epoll_raw_close(void)
 	close(ep);
 }
 
+/* say_events prints what an epoll_wait that returned n gave: the count,
+ * and each event's mask and data in data order (the kernel's ready list
+ * and osf's may order them differently). */
+static void say_events(const char *what, long n, struct epoll_event *out)
+{
+	char line[256] = "";
+	size_t len = 0;
+	long i, j;
+
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && out[j - 1].data.u64 > out[j].data.u64; j--) {
+			struct epoll_event t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	for (i = 0; i < n && len < sizeof line - 40; i++)
+		len += (size_t)snprintf(line + len, sizeof line - len, " 0x%x/0x%llx",
+					out[i].events, (unsigned long long)out[i].data.u64);
+	say("%s %s%s", what, R(n), line);
+}
+
+/* s_epoll_dup: an epoll registration belongs to the open file and the fd
+ * number it was made with, and lives until the file's last fd closes:
+ * closing the registered fd while a dup is open keeps it (its events and
+ * data, woken or not); the closed number is EBADF to epoll_ctl; the dup
+ * is a registration of its own; a dup2 back onto the number makes the
+ * registration that number's again; the last close ends them all. */
+static void s_epoll_dup(void)
+{
+	struct epoll_event ev = {EPOLLIN, {.u64 = 0x51}}, out[4];
+	struct later lt = {.op = LATER_SEND, .delay_ms = 200, .buf = "x", .len = 1};
+	int c, s, d, ep = epoll_create1(0);
+	char b[8];
+
+	mkpair(AF_INET, &c, &s);
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	d = dup(s);
+	say("dup %s", YN(d >= 0));
+	say("close the registered fd %s", R(DO(close(s))));
+	say_events("idle", DO(epoll_wait(ep, out, 4, 0)), out);
+	send(c, "abc", 3, 0);
+	say_events("data", DO(epoll_wait(ep, out, 4, 5000)), out);
+	say_events("data again", DO(epoll_wait(ep, out, 4, 0)), out);
+	say("del the closed number %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL))));
+	say("mod the closed number %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev))));
+	say("add the closed number %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	say("del the dup %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, d, NULL))));
+	ev.data.u64 = 0x52;
+	say("add the dup %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, d, &ev))));
+	say("add the dup again %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, d, &ev))));
+	say_events("both", DO(epoll_wait(ep, out, 4, 0)), out);
+	say("recv %s", R(DO(recv(d, b, sizeof b, 0))));
+	say_events("drained", DO(epoll_wait(ep, out, 4, 0)), out);
+	say("del the dup %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, d, NULL))));
+	lt.fd = c;
+	later_start(&lt); /* while the wait sleeps */
+	say_events("asleep, data", DO(epoll_wait(ep, out, 4, 5000)), out);
+	later_join(&lt);
+	say("recv %s", R(DO(recv(d, b, sizeof b, 0))));
+	say("dup2 onto the closed number %s", YN(DO(dup2(d, s)) == s));
+	say("add it %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	ev.data.u64 = 0x53;
+	say("mod it %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev))));
+	send(c, "y", 1, 0);
+	say_events("data", DO(epoll_wait(ep, out, 4, 5000)), out);
+	say("recv %s", R(DO(recv(d, b, sizeof b, 0))));
+	say("close it %s", R(DO(close(s))));
+	send(c, "z", 1, 0);
+	say_events("data", DO(epoll_wait(ep, out, 4, 5000)), out);
+	say("close the last fd %s", R(DO(close(d))));
+	say_events("all closed", DO(epoll_wait(ep, out, 4, 200)), out);
+	close(c);
+	close(ep);
+}
+
 /* open_fds counts this process's open fds (osf's own among them). */
 static int open_fds(void)
 {
@@ -5662,6 +5737,7 @@ static const struct {
 	{"epoll_add_wakes", s_epoll_add_wakes},
 	{"epoll_raw_close", s_epoll_raw_close},
 	{"raw_close", s_raw_close},
+	{"epoll_dup", s_epoll_dup},
 	{"epoll_del_fin", s_epoll_del_fin},
 	{"ip_options", s_ip_options},
 	{"defer_accept", s_defer_accept},
