@@ -59,7 +59,9 @@ static inline long long osf_now_ns(void)
  * and forwards the call; so REAL(f) is a plain load, and a hook's
  * pass-through is a table lookup and a tail jump. fcntl, fcntl64 and ioctl
  * are declared with three arguments: every command passes none, an int or
- * a pointer, in the register a variadic call uses too (x86-64). */
+ * a pointer, in the register a variadic call uses too (x86-64); syscall
+ * with its number and six arguments, which glibc's reads whatever the
+ * caller passed. */
 #define OSF_REAL_FUNCS(X)                                                      \
 	X(int, socket, 0, (int a, int b, int c), (a, b, c))                   \
 	X(int, socketpair, 0, (int a, int b, int c, int d[2]), (a, b, c, d))  \
@@ -100,6 +102,9 @@ static inline long long osf_now_ns(void)
 	  (int a, loff_t *b, int c, loff_t *d, size_t e, unsigned int f),      \
 	  (a, b, c, d, e, f))                                                  \
 	X(int, close, 0, (int a), (a))                                        \
+	X(long, syscall, 0,                                                    \
+	  (long a, long b, long c, long d, long e, long f, long g),            \
+	  (a, b, c, d, e, f, g))                                               \
 	X(int, close_range, 0, (unsigned int a, unsigned int b, int c),        \
 	  (a, b, c))                                                           \
 	X(int, shutdown, 0, (int a, int b), (a, b))                           \

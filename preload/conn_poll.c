@@ -122,6 +122,26 @@ void osf_conn_unhold(void *h)
 		conn_put(h);
 }
 
+int osf_conn_dup_fd(int fd, struct osf_fdt_entry *e, uint64_t ino)
+{
+	struct osf_fdt_entry *d;
+	int dfd;
+
+	if (e) {
+		struct osf_conn *c = GW_KERNEL(e) ? NULL : conn_get(fd, e);
+		int many = c && __atomic_load_n(&c->fds, __ATOMIC_ACQUIRE) > 1;
+		if (c)
+			conn_put(c);
+		if (!many)
+			return -1;
+		ino = e->ino;
+	}
+	OSF_FDT_FOREACH(dfd, d)
+		if (dfd != fd && osf_kind_is_conn(d->kind) && d->ino == ino)
+			return dfd;
+	return -1;
+}
+
 short osf_conn_wake_events(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c = conn_get(fd, e);

@@ -113,17 +113,52 @@ void osf_fd_dup(int oldfd, int newfd, int cloexec)
 	errno = saved;
 }
 
+/* close_refused reports an fd of osf's own, which the program may not
+ * close (it never had it: EBADF). */
+static int close_refused(int fd, const struct osf_fdt_entry *e)
+{
+	return (e->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(fd)) ||
+	       e->kind == OSF_FD_RESERVED;
+}
+
 OSF_EXPORT int close(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
 	if (likely(!e || e->kind == OSF_FD_NONE))
 		return REAL(close)(fd);
-	if ((e->kind == OSF_FD_HIDDEN && osf_fdt_is_hidden(fd)) ||
-	    e->kind == OSF_FD_RESERVED)
-		return OSF_FAIL(EBADF); /* not the program's to close */
+	if (close_refused(fd, e))
+		return OSF_FAIL(EBADF);
 	osf_fd_closed(fd);
 	return REAL(close)(fd);
+}
+
+/* syscall is glibc's generic system call function, through which some
+ * programs close: libuv (node) closes every fd with syscall(SYS_close)
+ * and its spawned children with SYS_close_range. Those two are closes
+ * like close's and close_range's (a close osf never saw would keep the
+ * connection's hidden fds and ring, and its state for osfstat, until
+ * the process ends, and a close_range would take osf's hidden fds);
+ * every other number is a lookup and a tail jump. Declared with the
+ * number and six arguments, as glibc's reads them (base.h). */
+long osf_syscall_hook(long n, long a, long b, long c, long d, long e, long f)
+	__asm__("syscall");
+
+OSF_EXPORT long osf_syscall_hook(long n, long a, long b, long c, long d, long e, long f)
+{
+	struct osf_fdt_entry *t;
+
+	if (likely(n != SYS_close && n != SYS_close_range))
+		return REAL(syscall)(n, a, b, c, d, e, f);
+	if (n == SYS_close_range)
+		return close_range((unsigned)a, (unsigned)b, (int)c);
+	t = osf_fdt_lookup((int)a);
+	if (likely(!t || t->kind == OSF_FD_NONE))
+		return REAL(syscall)(n, a, b, c, d, e, f);
+	if (close_refused((int)a, t))
+		return OSF_FAIL(EBADF);
+	osf_fd_closed((int)a);
+	return REAL(syscall)(n, a, b, c, d, e, f);
 }
 
 OSF_EXPORT int dup(int fd)
@@ -182,7 +217,7 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 	if (r < 0) {
 		if (moved > 0) { /* the old number is free, as the program saw it */
 			int err = errno;
-			syscall(SYS_close, newfd);
+			REAL(close)(newfd);
 			errno = err;
 		}
 		return r;
@@ -371,14 +406,26 @@ OSF_EXPORT void closefrom(int lowfd)
  * window to end, so the program only ever sees, and changes, its own
  * value. glibc's functions are this one system call. */
 
+/* raw_prlimit is prlimit64 without libc: ASan's start-up (the sanitized
+ * build of libosf.so) calls getrlimit before its shadow memory exists,
+ * when even loading a real-function pointer (the syscall hook's) faults. */
+static int raw_prlimit(pid_t pid, int res, const void *nw, void *old)
+{
+	long r = osf_rawsys(SYS_prlimit64, pid, res, (long)nw, (long)old, 0, 0);
+
+	if (r < 0 && r > -4096)
+		return OSF_FAIL((int)-r);
+	return (int)r;
+}
+
 static int prlimit_sys(pid_t pid, int res, const void *nw, void *old)
 {
 	int r;
 
 	if (res != RLIMIT_NOFILE || (pid != 0 && pid != osf_pid()))
-		return (int)syscall(SYS_prlimit64, pid, res, nw, old);
+		return raw_prlimit(pid, res, nw, old);
 	osf_fdt_limit_lock();
-	r = (int)syscall(SYS_prlimit64, 0, res, nw, old);
+	r = raw_prlimit(0, res, nw, old);
 	if (nw)
 		osf_fdt_limit_changed();
 	osf_fdt_limit_unlock();

@@ -14,7 +14,8 @@ import (
 // hooks are the libc names issue 2 requires libosf.so to interpose, plus
 // fdopen (standard streams on offloaded fds, stdio.c), prctl (a
 // seccomp filter puts osf in sandbox mode, sandbox.c) and the rlimit
-// functions (they wait while osf places its fds above RLIMIT_NOFILE, fd.c).
+// functions (they wait while osf places its fds above RLIMIT_NOFILE, fd.c),
+// and syscall (libuv closes with syscall(SYS_close), fd.c).
 var hooks = strings.Fields(`socket socketpair bind listen accept accept4 connect
 	read readv write writev send sendto sendmsg sendmmsg recv recvfrom recvmsg
 	recvmmsg sendfile sendfile64 splice close close_range closefrom shutdown dup dup2 dup3
@@ -23,7 +24,7 @@ var hooks = strings.Fields(`socket socketpair bind listen accept accept4 connect
 	epoll_pwait2 fork vfork daemon execve execv execvp execvpe execl execlp execle
 	fexecve execveat posix_spawn posix_spawnp sigaction signal siginterrupt __read_chk
 	__recv_chk __recvfrom_chk __poll_chk __ppoll_chk fdopen prctl
-	getrlimit getrlimit64 setrlimit setrlimit64 prlimit prlimit64`)
+	getrlimit getrlimit64 setrlimit setrlimit64 prlimit prlimit64 syscall`)
 
 // otherHooks interpose other libraries' functions: libseccomp's
 // seccomp_load (sandbox.c), resolved when that library is loaded.

@@ -45,6 +45,13 @@ void *osf_conn_hold(int fd, struct osf_fdt_entry *e);
 void osf_conn_hold_disarm(void *h, int kinds);
 void osf_conn_unhold(void *h);
 
+/* osf_conn_dup_fd returns a number other than fd at which this process
+ * holds the open file of fd's connection (a dup), or -1. With entry e
+ * (fd still open) it looks only when the connection counts more than one
+ * fd here; with e NULL (fd closed already) it looks for the file of
+ * identity ino. */
+int osf_conn_dup_fd(int fd, struct osf_fdt_entry *e, uint64_t ino);
+
 /* osf_conn_wake_events returns the events a poller asks of fd itself,
  * the application's wake socket (osf_side_wake_events): POLLIN |
  * POLLRDHUP, 0 once this side shut it for reading, -1 when it must be

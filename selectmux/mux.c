@@ -23,12 +23,15 @@
  * ring positions moved (osf_conn_stamp), as TCP reports one per arrival.
  * A wait costs O(ready + idle), not O(registered).
  *
- * As in the kernel, a registration belongs to the open file: the inner
+ * As in the kernel, a registration belongs to the open file (and the fd
+ * number it was made with): the inner
  * epoll is shared with fork children, so a close in one process never
  * deletes what another process may still use, and inner events carry no
  * pointer but the item's identity (fd number and socket inode), looked up
  * and checked before use; an item whose fd now holds another file (closed
- * behind osf's back, e.g. syscall(SYS_close)) is dropped, never reported.
+ * behind osf's back, by a system call made without libc) is dropped,
+ * never reported. An item whose fd is closed while a dup of it stays open
+ * lives on through the dup (an orphan) until the file's last fd closes.
  * EPOLL_CTL_ADD/MOD of an offloaded fd that is ready already kicks the
  * waits asleep in the kernel (an eventfd in the inner epoll).
  */
@@ -666,6 +669,14 @@ struct epi {
 			 * registrations stay until the fd is closed, so
 			 * that DEL/ADD churn costs no system call */
 	uint64_t ino;   /* the socket's inode when registered: identity */
+	int at;         /* the fd its open file is reached through: fd, or a
+			 * dup of it once fd was closed (an orphan) */
+	int orphan;     /* fd was closed while a dup stayed open: the
+			 * registration lives on with the file, as the
+			 * kernel's (keyed by file and fd number) does until
+			 * the file's last fd closes; on ep->orphans, not in
+			 * byfd, reported through at */
+	struct epi *onext; /* the next orphan */
 	struct epi *prev, *next;
 };
 
@@ -686,6 +697,7 @@ struct ep {
 	unsigned wait; /* counts waits, so an item is reported once per wait */
 	struct epi **byfd;
 	int cap;
+	struct epi *orphans; /* items whose fd was closed, a dup open */
 	struct epi head; /* the may-be-ready list */
 	struct epi idle; /* not ready (or reported edge-triggered), not armed */
 	int nidle;
@@ -916,9 +928,12 @@ static struct epi *item_of(struct ep *ep, uint64_t key)
 	int fd = (int)((key >> 1) & 0x7fffffff);
 	struct epi *it = fd < ep->cap ? ep->byfd[fd] : NULL;
 
-	if (!it || (uint32_t)it->ino != (uint32_t)(key >> 32))
-		return NULL;
-	return it;
+	if (it && (uint32_t)it->ino == (uint32_t)(key >> 32))
+		return it;
+	for (it = ep->orphans; it; it = it->onext)
+		if (it->fd == fd && (uint32_t)it->ino == (uint32_t)(key >> 32))
+			return it;
+	return NULL;
 }
 
 /* inner_add registers fd in the inner epoll with key; a registration of
@@ -981,7 +996,7 @@ static void disarm_item(struct epi *it, struct osf_fdt_entry *e, int woken)
 {
 	if (!it->armed && !woken)
 		return;
-	osf_conn_disarm(it->fd, e, it->armed, woken);
+	osf_conn_disarm(it->at, e, it->armed, woken);
 	it->armed = 0;
 }
 
@@ -991,16 +1006,16 @@ static void disarm_item(struct epi *it, struct osf_fdt_entry *e, int woken)
 static int arm_item(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 {
 	uint32_t want = it->events | EPOLLERR | EPOLLHUP;
-	int kinds = osf_conn_arm_kinds_fd(it->fd, e, poll_events(it->events));
+	int kinds = osf_conn_arm_kinds_fd(it->at, e, poll_events(it->events));
 	short r;
 
 	if ((kinds & OSF_ARM_TX) && reg_wsock(ep, it, e) < 0)
 		return 1;
-	r = osf_conn_arm(it->fd, e, kinds, it->armed, &ep->trim_due);
+	r = osf_conn_arm(it->at, e, kinds, it->armed, &ep->trim_due);
 
 	it->armed |= kinds;
 	if ((poll_to_epoll(r) & want) &&
-	    (!(it->events & EPOLLET) || osf_conn_stamp(it->fd, e) != it->stamp)) {
+	    (!(it->events & EPOLLET) || osf_conn_stamp(it->at, e) != it->stamp)) {
 		disarm_item(it, e, 0);
 		return 1;
 	}
@@ -1012,8 +1027,8 @@ static void rec_note(struct ep *ep, const struct epi *it)
 {
 	struct eprec_slot *sl;
 
-	if (!ep->rec || (unsigned)it->fd >= EPREC_SLOTS)
-		return;
+	if (!ep->rec || it->orphan || (unsigned)it->fd >= EPREC_SLOTS)
+		return; /* an orphan's number is not its own any more */
 	sl = &ep->rec->slot[it->fd];
 	sl->events = it->events;
 	sl->data = it->data.u64;
@@ -1059,6 +1074,38 @@ static void rec_create(struct ep *ep)
 			rec_note(ep, ep->byfd[i]);
 }
 
+/* orphan_unlink takes it off ep's orphans. */
+static void orphan_unlink(struct ep *ep, struct epi *it)
+{
+	struct epi **pp;
+
+	for (pp = &ep->orphans; *pp; pp = &(*pp)->onext)
+		if (*pp == it) {
+			*pp = it->onext;
+			break;
+		}
+	it->orphan = 0;
+}
+
+/* orphan keeps it, whose fd is being closed while dup still holds its
+ * open file: the kernel's registration is keyed by file and fd number and
+ * ends only when the file's last fd closes, so waits go on reporting it
+ * (its events, its data) through dup, and its inner registration, of the
+ * same file, stays; no epoll_ctl can name it unless its number holds the
+ * file again (orphan_take). */
+static void orphan(struct ep *ep, struct epi *it, int dup)
+{
+	if (!it->orphan) {
+		if (ep->rec && (unsigned)it->fd < EPREC_SLOTS && !ep->shared)
+			ep->rec->slot[it->fd].state = REC_NONE;
+		ep->byfd[it->fd] = NULL;
+		it->orphan = 1;
+		it->onext = ep->orphans;
+		ep->orphans = it;
+	}
+	it->at = dup;
+}
+
 /* free_item forgets it; its inner registrations stay to the kernel,
  * which ends them with the open file (events they still bring name an
  * identity no item has, and are ignored). */
@@ -1066,12 +1113,15 @@ static void free_item(struct ep *ep, struct epi *it)
 {
 	/* A close in a process sharing the epoll (fork) leaves the
 	 * registration to the others, as the kernel does. */
-	if (ep->rec && (unsigned)it->fd < EPREC_SLOTS && !ep->shared)
+	if (ep->rec && !it->orphan && (unsigned)it->fd < EPREC_SLOTS && !ep->shared)
 		ep->rec->slot[it->fd].state = REC_NONE;
 	if (it->wown)
 		osf_fdt_close_hidden(it->wsock);
 	list_del(ep, it);
-	ep->byfd[it->fd] = NULL;
+	if (it->orphan)
+		orphan_unlink(ep, it);
+	else
+		ep->byfd[it->fd] = NULL;
 	free(it);
 }
 
@@ -1080,9 +1130,10 @@ static void free_item(struct ep *ep, struct epi *it)
  * one may hold the same open file, and it keeps them, as in the kernel). */
 static void drop_item(struct ep *ep, struct epi *it)
 {
-	disarm_item(it, osf_fdt_lookup(it->fd), 0); /* nothing if parked */
+	disarm_item(it, osf_fdt_lookup(it->at), 0); /* nothing if parked */
 	if (!ep->shared) {
-		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->fd, NULL);
+		if (!it->orphan) /* an orphan's number is not its file's */
+			REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->fd, NULL);
 		if (it->wsock >= 0)
 			REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->wsock, NULL);
 	}
@@ -1109,7 +1160,7 @@ static void drop_closed(struct ep *ep, struct epi *it, void *hold)
  * back. */
 static void stale_item(struct ep *ep, struct epi *it)
 {
-	drop_closed(ep, it, mu_depth ? deferred_hold(it->fd, it->ino) : NULL);
+	drop_closed(ep, it, mu_depth ? deferred_hold(it->at, it->ino) : NULL);
 }
 
 static void note_pending(struct ep *ep, int op, int fd, struct epoll_event *ev);
@@ -1174,6 +1225,25 @@ static void kick(struct ep *ep)
 	(void)!REAL(write)(ep->kick, &one, sizeof(one));
 }
 
+/* orphan_take gives back to fd the orphan registered under fd when fd
+ * holds its file again (a dup2 onto fd of a dup): the kernel's
+ * registration, keyed by file and fd number, is fd's again. */
+static struct epi *orphan_take(struct ep *ep, int fd, struct osf_fdt_entry *e)
+{
+	struct epi *it;
+
+	for (it = ep->orphans; it; it = it->onext)
+		if (it->fd == fd && same_file(it, e))
+			break;
+	if (!it || ep_grow(ep, fd) < 0)
+		return NULL;
+	orphan_unlink(ep, it);
+	it->at = fd;
+	ep->byfd[fd] = it;
+	rec_note(ep, it);
+	return it;
+}
+
 /* The events EPOLLEXCLUSIVE may come with (the kernel's
  * EPOLLEXCLUSIVE_OK_BITS). */
 #define EXCLUSIVE_OK (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | \
@@ -1197,6 +1267,8 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 		stale_item(ep, it);
 		it = NULL;
 	}
+	if (!it && ep->orphans)
+		it = orphan_take(ep, fd, e);
 	switch (op) {
 	case EPOLL_CTL_ADD:
 		if (it && !it->parked)
@@ -1212,7 +1284,7 @@ static int ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 			it = calloc(1, sizeof(*it));
 			if (!it)
 				return OSF_FAIL(ENOMEM);
-			it->fd = fd;
+			it->fd = it->at = fd;
 			it->ino = e ? e->ino : 0;
 			it->wsock = -1;
 			if (inner_add(ep, fd, item_key(it, 0)) < 0) {
@@ -1360,6 +1432,26 @@ void osf_mux_offloaded(int fd)
 	mu_unlock(&all_lock);
 }
 
+/* recheck puts it back on the may-be-ready list when it waits for any of
+ * events on the connection priv (all: any connection; then an item whose
+ * fd no longer holds its file goes); 1 when it did. */
+static int recheck(struct ep *ep, struct epi *it, int all, uint64_t priv, uint32_t events)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(it->at);
+
+	if (all && !same_file(it, e)) {
+		stale_item(ep, it); /* a close deferred unnoted */
+		return 0;
+	}
+	if (it->parked || it->disabled || !same_file(it, e) ||
+	    (!all && e->priv != priv) ||
+	    (events != OSF_MUX_ALL && !(it->events & events)))
+		return 0;
+	disarm_item(it, e, 0);
+	list_add(ep, it);
+	return 1;
+}
+
 /* changed is osf_mux_changed with no mux lock held by this thread; fd -1
  * re-checks every item (deferred re-checks overflowed). */
 static void changed(int fd, int dups, uint32_t events)
@@ -1376,22 +1468,16 @@ static void changed(int fd, int dups, uint32_t events)
 		dups = 1, events = OSF_MUX_ALL;
 	mu_lock(&all_lock);
 	for (ep = all_eps; ep; ep = ep->next_ep) {
+		struct epi *it, *next;
 		int found = 0;
 		mu_lock(&ep->lock);
-		for (i = dups ? 0 : fd; i < ep->cap && (dups || i == fd); i++) {
-			struct epi *it = ep->byfd[i];
-			struct osf_fdt_entry *e = osf_fdt_lookup(i);
-			if (it && all && !same_file(it, e)) {
-				stale_item(ep, it); /* a close deferred unnoted */
-				continue;
-			}
-			if (!it || it->parked || it->disabled || !same_file(it, e) ||
-			    (!all && e->priv != priv) ||
-			    (events != OSF_MUX_ALL && !(it->events & events)))
-				continue;
-			disarm_item(it, e, 0);
-			list_add(ep, it);
-			found = 1;
+		for (i = dups ? 0 : fd; i < ep->cap && (dups || i == fd); i++)
+			if (ep->byfd[i])
+				found |= recheck(ep, ep->byfd[i], all, priv, events);
+		for (it = ep->orphans; it; it = next) {
+			next = it->onext;
+			if (dups || it->at == fd)
+				found |= recheck(ep, it, all, priv, events);
 		}
 		if (found)
 			kick(ep);
@@ -1447,6 +1533,7 @@ static void rekey(int epfd, int old, int nfd)
 void osf_mux_hidden_moved(int old, int nfd)
 {
 	struct ep *ep;
+	struct epi *it;
 	int i;
 
 	if (!all_eps)
@@ -1469,6 +1556,9 @@ void osf_mux_hidden_moved(int old, int nfd)
 		for (i = 0; i < ep->cap; i++)
 			if (ep->byfd[i] && ep->byfd[i]->wsock == old)
 				ep->byfd[i]->wsock = nfd;
+		for (it = ep->orphans; it; it = it->onext)
+			if (it->wsock == old)
+				it->wsock = nfd;
 		mu_unlock(&ep->lock);
 	}
 	mu_unlock(&all_lock);
@@ -1604,7 +1694,7 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 static int blind_item(const struct epi *it, struct osf_fdt_entry *e)
 {
 	return (it->events & EPOLLET) && (it->events & (EPOLLIN | EPOLLRDNORM)) &&
-	       osf_conn_rx_blind(it->fd, e);
+	       osf_conn_rx_blind(it->at, e);
 }
 
 /* go_idle parks an item that needs a new edge (or readiness) on the idle
@@ -1612,7 +1702,7 @@ static int blind_item(const struct epi *it, struct osf_fdt_entry *e)
  * never: it stays idle). */
 static void go_idle(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 {
-	it->stamp = osf_conn_stamp(it->fd, e);
+	it->stamp = osf_conn_stamp(it->at, e);
 	if (ep->nidle < IDLE_MAX || blind_item(it, e)) {
 		list_put(ep, it, ON_IDLE);
 		return;
@@ -1630,7 +1720,7 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 	int n = 0;
 
 	for (; it != &ep->head && n < max; it = next) {
-		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
+		struct osf_fdt_entry *e = osf_fdt_lookup(it->at);
 		uint32_t want = it->events | EPOLLERR | EPOLLHUP, ev;
 		next = it->next;
 		if (!same_file(it, e)) {
@@ -1647,7 +1737,7 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 		}
 		if (it->seen == ep->wait)
 			continue;
-		ev = poll_to_epoll(osf_conn_poll(it->fd, e)) & want;
+		ev = poll_to_epoll(osf_conn_poll(it->at, e)) & want;
 		if (gw_settled(e)) { /* it just did: the kernel reports it */
 			gw_convert(ep, it);
 			continue;
@@ -1679,7 +1769,7 @@ static int idle_check(struct ep *ep)
 	int moved = 0;
 
 	for (; it != &ep->idle; it = next) {
-		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
+		struct osf_fdt_entry *e = osf_fdt_lookup(it->at);
 		uint32_t want = it->events | EPOLLERR | EPOLLHUP;
 		next = it->next;
 		if (!same_file(it, e)) {
@@ -1691,9 +1781,9 @@ static int idle_check(struct ep *ep)
 			moved = 1; /* the kernel may report it now */
 			continue;
 		}
-		if ((it->events & EPOLLET) && osf_conn_stamp(it->fd, e) == it->stamp)
+		if ((it->events & EPOLLET) && osf_conn_stamp(it->at, e) == it->stamp)
 			continue;
-		if (poll_to_epoll(osf_conn_poll(it->fd, e)) & want) {
+		if (poll_to_epoll(osf_conn_poll(it->at, e)) & want) {
 			list_add(ep, it);
 			moved = 1;
 		}
@@ -1709,7 +1799,7 @@ static int arm_idle(struct ep *ep)
 	int ready = 0;
 
 	for (; it != &ep->idle; it = next) {
-		struct osf_fdt_entry *e = osf_fdt_lookup(it->fd);
+		struct osf_fdt_entry *e = osf_fdt_lookup(it->at);
 		next = it->next;
 		if (!same_file(it, e)) {
 			stale_item(ep, it);
@@ -1737,13 +1827,17 @@ static int arm_idle(struct ep *ep)
  * OSF_TRIM_IDLE_MS (ep locked). */
 static void trim_idle(struct ep *ep)
 {
+	struct epi *it;
 	int fd;
 
 	for (fd = 0; fd < ep->cap; fd++) {
-		struct epi *it = ep->byfd[fd];
+		it = ep->byfd[fd];
 		if (it && (it->armed & OSF_ARM_RX) && !it->parked)
 			osf_conn_trim(fd, osf_fdt_lookup(fd));
 	}
+	for (it = ep->orphans; it; it = it->onext)
+		if (it->armed & OSF_ARM_RX)
+			osf_conn_trim(it->at, osf_fdt_lookup(it->at));
 	ep->trim_due = 0;
 	ep->quiet_since = 0;
 }
@@ -1782,7 +1876,7 @@ static void absorb(struct ep *ep)
 			struct osf_fdt_entry *e;
 			if (!it || !it->woken)
 				continue;
-			e = osf_fdt_lookup(it->fd);
+			e = osf_fdt_lookup(it->at);
 			disarm_item(it, e, it->woken);
 			it->woken = 0;
 			if (it->disabled || it->parked)
@@ -1791,7 +1885,7 @@ static void absorb(struct ep *ep)
 			 * for (another waiter's, or one an exec'd image's wait
 			 * left armed) is no edge unless the rings moved since
 			 * its last report. */
-			if ((it->events & EPOLLET) && osf_conn_stamp(it->fd, e) == it->stamp)
+			if ((it->events & EPOLLET) && osf_conn_stamp(it->at, e) == it->stamp)
 				go_idle(ep, it, e);
 			else
 				list_add(ep, it);
@@ -2061,22 +2155,49 @@ OSF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 
 /* ---- closing ------------------------------------------------------------------- */
 
+/* DUP_UNKNOWN: whether a dup of a closing fd's file stays open has not
+ * been looked up yet (close_dup). */
+#define DUP_UNKNOWN (-2)
+
+/* close_dup returns *dup, looking it up first (osf_conn_dup_fd) if need
+ * be: only a close that leaves a registered item pays for it. */
+static int close_dup(int *dup, int fd, struct osf_fdt_entry *e, uint64_t ino)
+{
+	if (*dup == DUP_UNKNOWN)
+		*dup = osf_conn_dup_fd(fd, e, ino);
+	return *dup;
+}
+
 /* forget is a close that a signal handler deferred to its thread's last
  * mux unlock: fd's items that still have the closed file's identity ino
- * go (the number may hold a new file by now), and so does fd's pending
- * registration, unless fd is an undecided socket again. */
+ * go (the number may hold a new file by now), or live on through a dup
+ * of the file (orphan), and so does fd's pending registration, unless fd
+ * is an undecided socket again. */
 static void forget(int fd, uint64_t ino, void *hold)
 {
 	struct ep *ep;
-	int reused = osf_fdt_kind(fd) == OSF_FD_INET;
+	int reused = osf_fdt_kind(fd) == OSF_FD_INET, dup = DUP_UNKNOWN;
 
 	mu_lock(&all_lock);
 	for (ep = all_eps; ep; ep = ep->next_ep) {
-		struct epi *it;
+		struct epi *it, *next;
 		mu_lock(&ep->lock);
 		it = fd < ep->cap ? ep->byfd[fd] : NULL;
-		if (it && it->ino == ino)
-			drop_closed(ep, it, hold);
+		if (it && it->ino == ino) {
+			if (!it->parked && close_dup(&dup, fd, NULL, ino) >= 0)
+				orphan(ep, it, dup);
+			else
+				drop_closed(ep, it, hold);
+		}
+		for (it = ep->orphans; it; it = next) {
+			next = it->onext;
+			if (it->at != fd || it->ino != ino)
+				continue;
+			if (close_dup(&dup, fd, NULL, ino) >= 0)
+				it->at = dup;
+			else
+				drop_closed(ep, it, hold);
+		}
 		if (!reused)
 			note_pending(ep, EPOLL_CTL_DEL, fd, NULL);
 		mu_unlock(&ep->lock);
@@ -2085,19 +2206,22 @@ static void forget(int fd, uint64_t ino, void *hold)
 }
 
 /* osf_mux_forget drops fd from every epoll of this process: the program
- * is closing it. A signal handler on a thread that holds a mux lock (its
+ * is closing it. An item whose file stays open through a dup lives on
+ * (orphan), as its registration does in the kernel. A signal handler on a thread that holds a mux lock (its
  * close interrupted an epoll_wait collecting items, an epoll_ctl) must
  * not wait for it: the drop is deferred to the thread's last mux unlock
  * (forget), holding the connection so that its items' waits can end
  * there; the close itself goes on at once. */
 void osf_mux_forget(int fd)
 {
+	struct osf_fdt_entry *e;
 	struct ep *ep;
+	int dup = DUP_UNKNOWN;
 
 	if (!all_eps)
 		return;
+	e = osf_fdt_lookup(fd);
 	if (mu_depth) {
-		struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 		struct deferred d = {.op = DEFER_FORGET, .fd = fd};
 		if (!e)
 			return;
@@ -2109,9 +2233,27 @@ void osf_mux_forget(int fd)
 	}
 	mu_lock(&all_lock);
 	for (ep = all_eps; ep; ep = ep->next_ep) {
+		struct epi *it, *next;
 		mu_lock(&ep->lock);
-		if (fd < ep->cap && ep->byfd[fd])
-			drop_item(ep, ep->byfd[fd]);
+		it = fd < ep->cap ? ep->byfd[fd] : NULL;
+		if (it) {
+			if (!it->parked && same_file(it, e) &&
+			    close_dup(&dup, fd, e, 0) >= 0)
+				orphan(ep, it, dup);
+			else
+				drop_item(ep, it);
+		}
+		for (it = ep->orphans; it; it = next) {
+			next = it->onext;
+			if (it->at != fd)
+				continue;
+			if (!same_file(it, e))
+				stale_item(ep, it);
+			else if (close_dup(&dup, fd, e, 0) >= 0)
+				it->at = dup;
+			else
+				drop_item(ep, it);
+		}
 		note_pending(ep, EPOLL_CTL_DEL, fd, NULL);
 		mu_unlock(&ep->lock);
 	}
@@ -2159,6 +2301,11 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared)
 	mu_unlock(&all_lock);
 	for (i = 0; i < ep->cap; i++)
 		free(ep->byfd[i]);
+	while (ep->orphans) {
+		struct epi *it = ep->orphans;
+		ep->orphans = it->onext;
+		free(it);
+	}
 	free(ep->byfd);
 	free(ep->listeners);
 	free(ep->pend);

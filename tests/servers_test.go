@@ -340,6 +340,111 @@ func TestServerNodePost(t *testing.T) {
 	}
 }
 
+// nodeHelloServer is a node http server on 127.0.0.1:PORT that answers
+// every request with "hello".
+const nodeHelloServer = `
+require('http').createServer((req, res) => res.end('hello\n')).listen(+process.argv[1], '127.0.0.1');
+`
+
+// keepAliveClient opens N keep-alive connections to 127.0.0.1:PORT, gets
+// one answer on each, sends one more request on each, prints "ready",
+// waits (at most 60 s) for the file GO to exist, and exits without
+// reading the last answers or closing anything (as wrk ends a run).
+const keepAliveClient = `
+import os, socket, sys, time
+port, n, go = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+req = b'GET / HTTP/1.1\r\nHost: x\r\n\r\n'
+cs = [socket.create_connection(('127.0.0.1', port)) for _ in range(n)]
+for c in cs:
+    c.sendall(req)
+for c in cs:
+    got = b''
+    while not got.endswith(b'hello\n'):
+        d = c.recv(4096)
+        if not d:
+            sys.exit('closed early')
+        got += d
+for c in cs:
+    c.sendall(req)
+print('ready', flush=True)
+for _ in range(600):
+    if os.path.exists(go):
+        break
+    time.sleep(0.1)
+os._exit(0)
+`
+
+// TestServerNodeClientGone: a client holds 20 keep-alive connections to
+// a node http server and exits with answers unread, twice. node reads the
+// end of each and closes it with syscall(SYS_close) (libuv): afterwards
+// node must hold no connection (osfstat), and after the second round
+// exactly the fds it held after the first, as over kernel TCP (issue 28:
+// each connection's fds and ring stayed until node exited).
+func TestServerNodeClientGone(t *testing.T) {
+	t.Parallel()
+	node := testutil.Tool(t, "node")
+	const n = 20
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			port := strconv.Itoa(testutil.FreePort(t))
+			srv := m.cmd(t, nil, node, "-e", nodeHelloServer, port).Start()
+			testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+			if m.osf {
+				waitRole(t, srv.Pid, "listener", 1)
+			}
+			base := socketFds(t, srv.Pid) // the listener (and its companion)
+			fds := make([]int, 2)
+			for round := range fds {
+				goFile := filepath.Join(dir, fmt.Sprintf("go%d", round))
+				c := m.cmd(t, nil, python(t), "-c", keepAliveClient, port, strconv.Itoa(n), goFile).Start()
+				c.WaitOutput("ready", shortRun)
+				assertConns(t, m, c.Pid, srv.Pid, n, "client")
+				if err := os.WriteFile(goFile, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if r := c.Wait(shortRun); !r.OK() {
+					t.Fatalf("round %d: client: %s", round, r)
+				}
+				what := fmt.Sprintf("round %d: node holding no connection", round)
+				testutil.WaitFor(t, shortRun, what, func() bool {
+					return socketFds(t, srv.Pid) == base && (!m.osf ||
+						len(testutil.OsfStat(t, srv.Pid).Select(testutil.ByRole("server"))) == 0)
+				})
+				ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", srv.Pid))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fds[round] = len(ents)
+			}
+			if fds[1] != fds[0] {
+				t.Errorf("node holds %d fds after the second round, %d after the first", fds[1], fds[0])
+			}
+			if srv.Exited() {
+				t.Errorf("node died: %s", srv.Wait(0))
+			}
+			noOsfMessages(t, "node", srv.Stderr())
+		})
+	}
+}
+
+// socketFds counts the sockets among process pid's fds.
+func socketFds(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
+}
+
 // apacheEventConf runs apache2 with the event MPM (two children of eight
 // threads) on 127.0.0.1:%[2]d, serving %[1]s/www with sendfile.
 const apacheEventConf = `ServerRoot %[1]s

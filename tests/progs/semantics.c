@@ -3075,6 +3075,144 @@ static void s_epoll_raw_close(void)
 	close(ep);
 }
 
+/* say_events prints what an epoll_wait that returned n gave: the count,
+ * and each event's mask and data in data order (the kernel's ready list
+ * and osf's may order them differently). */
+static void say_events(const char *what, long n, struct epoll_event *out)
+{
+	char line[256] = "";
+	size_t len = 0;
+	long i, j;
+
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && out[j - 1].data.u64 > out[j].data.u64; j--) {
+			struct epoll_event t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	for (i = 0; i < n && len < sizeof line - 40; i++)
+		len += (size_t)snprintf(line + len, sizeof line - len, " 0x%x/0x%llx",
+					out[i].events, (unsigned long long)out[i].data.u64);
+	say("%s %s%s", what, R(n), line);
+}
+
+/* s_epoll_dup: an epoll registration belongs to the open file and the fd
+ * number it was made with, and lives until the file's last fd closes:
+ * closing the registered fd while a dup is open keeps it (its events and
+ * data, woken or not); the closed number is EBADF to epoll_ctl; the dup
+ * is a registration of its own; a dup2 back onto the number makes the
+ * registration that number's again; the last close ends them all. */
+static void s_epoll_dup(void)
+{
+	struct epoll_event ev = {EPOLLIN, {.u64 = 0x51}}, out[4];
+	struct later lt = {.op = LATER_SEND, .delay_ms = 200, .buf = "x", .len = 1};
+	int c, s, d, ep = epoll_create1(0);
+	char b[8];
+
+	mkpair(AF_INET, &c, &s);
+	say("add %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	d = dup(s);
+	say("dup %s", YN(d >= 0));
+	say("close the registered fd %s", R(DO(close(s))));
+	say_events("idle", DO(epoll_wait(ep, out, 4, 0)), out);
+	send(c, "abc", 3, 0);
+	say_events("data", DO(epoll_wait(ep, out, 4, 5000)), out);
+	say_events("data again", DO(epoll_wait(ep, out, 4, 0)), out);
+	say("del the closed number %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL))));
+	say("mod the closed number %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev))));
+	say("add the closed number %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	say("del the dup %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, d, NULL))));
+	ev.data.u64 = 0x52;
+	say("add the dup %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, d, &ev))));
+	say("add the dup again %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, d, &ev))));
+	say_events("both", DO(epoll_wait(ep, out, 4, 0)), out);
+	say("recv %s", R(DO(recv(d, b, sizeof b, 0))));
+	say_events("drained", DO(epoll_wait(ep, out, 4, 0)), out);
+	say("del the dup %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, d, NULL))));
+	lt.fd = c;
+	later_start(&lt); /* while the wait sleeps */
+	say_events("asleep, data", DO(epoll_wait(ep, out, 4, 5000)), out);
+	later_join(&lt);
+	say("recv %s", R(DO(recv(d, b, sizeof b, 0))));
+	say("dup2 onto the closed number %s", YN(DO(dup2(d, s)) == s));
+	say("add it %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev))));
+	ev.data.u64 = 0x53;
+	say("mod it %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev))));
+	send(c, "y", 1, 0);
+	say_events("data", DO(epoll_wait(ep, out, 4, 5000)), out);
+	say("recv %s", R(DO(recv(d, b, sizeof b, 0))));
+	say("close it %s", R(DO(close(s))));
+	send(c, "z", 1, 0);
+	say_events("data", DO(epoll_wait(ep, out, 4, 5000)), out);
+	say("close the last fd %s", R(DO(close(d))));
+	say_events("all closed", DO(epoll_wait(ep, out, 4, 200)), out);
+	close(c);
+	close(ep);
+}
+
+/* open_fds counts this process's open fds (osf's own among them). */
+static int open_fds(void)
+{
+	char b[1 << 14];
+	int d = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
+	long r, i;
+
+	if (d < 0)
+		setup_failed("open /proc/self/fd");
+	while ((r = syscall(SYS_getdents64, d, b, sizeof b)) > 0)
+		for (i = 0; i < r; i += ((unsigned short *)(b + i + 16))[0])
+			if (b[i + 19] != '.')
+				n++;
+	close(d);
+	return n - 1; /* d itself */
+}
+
+/* end_nowait reads fd without blocking (a blocking wait could have osf
+ * prepare its next connection: fds of its own) until it gets something
+ * other than EAGAIN, within ms. */
+static long end_nowait(int fd, int ms)
+{
+	long end = now_ms() + ms, r;
+	char b[8];
+
+	do {
+		r = DO(recv(fd, b, sizeof b, MSG_DONTWAIT));
+		if (r >= 0 || lerr != EAGAIN)
+			return r;
+		usleep(1000);
+	} while (now_ms() < end);
+	return r;
+}
+
+/* s_raw_close: connections closed with syscall(SYS_close), as libuv (so
+ * node) closes every fd, and with syscall(SYS_close_range), as its spawned
+ * children do, are closed as by close(): the other end reads the end, and
+ * the process then holds no more fds than before it connected. */
+static void s_raw_close(void)
+{
+	int c, s, base;
+	char b[8];
+
+	mkpair(AF_INET, &c, &s); /* what a first connection sets up for good */
+	close(c);
+	close(s);
+	base = open_fds();
+	mkpair(AF_INET, &c, &s);
+	say("send %s", R(DO(send(c, "abc", 3, 0))));
+	wait_bytes(s, 3, 5000);
+	say("recv %s", R(DO(recv(s, b, sizeof b, 0))));
+	say("SYS_close server end %s", R(DO(syscall(SYS_close, s))));
+	say("client reads %s", R(end_nowait(c, 5000)));
+	say("SYS_close client end %s", R(DO(syscall(SYS_close, c))));
+	say("SYS_close again %s", R(DO(syscall(SYS_close, c))));
+	say("fds as before the connection: %s", YN(open_fds() == base));
+	mkpair(AF_INET, &c, &s);
+	say("SYS_close_range server end %s", R(DO(syscall(SYS_close_range, s, s, 0))));
+	say("client reads %s", R(end_nowait(c, 5000)));
+	say("SYS_close_range client end %s", R(DO(syscall(SYS_close_range, c, c, 0))));
+	say("fds as before the connection: %s", YN(open_fds() == base));
+}
+
 /* s_epoll_del_fin: the other side closes while the connection is deleted
  * from the epoll (asyncio's pause_reading around the peer's FIN), and a
  * wait runs meanwhile; added back, the end is reported at once. */
@@ -5733,6 +5871,8 @@ static const struct {
 	{"epoll_fork_close", s_epoll_fork_close},
 	{"epoll_add_wakes", s_epoll_add_wakes},
 	{"epoll_raw_close", s_epoll_raw_close},
+	{"raw_close", s_raw_close},
+	{"epoll_dup", s_epoll_dup},
 	{"epoll_del_fin", s_epoll_del_fin},
 	{"ip_options", s_ip_options},
 	{"defer_accept", s_defer_accept},
