@@ -178,10 +178,15 @@ bench: build
 # splice, fork), each binary natively and under build/libosf.so; ends with
 # the tests that pass natively but not under osf. About 15 minutes on 2
 # cores; `GVISOR_ARGS='tcp_socket_test -- --gtest_filter=*Inq*'` narrows it.
+# Then the port-lifetime tests, one per process and namespace (run-isolated,
+# about 15 minutes more; GVISOR_ISOLATED_ARGS narrows them the same way).
 CONFORMANCE ?= ../shared/conformance/gvisor
 conformance: build
 	@if [ -x $(CONFORMANCE)/run ]; then \
-		nice -n 10 $(CONFORMANCE)/run $(GVISOR_ARGS); \
+		rc=0; nice -n 10 $(CONFORMANCE)/run $(GVISOR_ARGS) || rc=1; \
+		if [ -x $(CONFORMANCE)/run-isolated ]; then \
+			nice -n 10 $(CONFORMANCE)/run-isolated $(GVISOR_ISOLATED_ARGS) || rc=1; \
+		fi; exit $$rc; \
 	else \
 		echo "make conformance: no $(CONFORMANCE)/run. Build gVisor's tests"; \
 		echo "(test/syscalls/linux/*.cc of google/gvisor) into a bin/ folder"; \
