@@ -11,10 +11,10 @@
  * cannot tell a poll that a handler ran).
  *
  * Each round makes a connection, checks its bytes, registers both ends in
- * an epoll (data: round and fd), and waits until the handler acted (ARM:
- * the handler acts only while the main thread is at its wait call, so
- * that a close landing before the call, which the kernel answers with
- * POLLNVAL or EBADF too, is as unlikely as it can be made). Then,
+ * an epoll (data: round and fd), and waits until the handler acted (the
+ * handler acts only while the main thread is at its wait call, victim
+ * armed around it, and only when the signal interrupted the call itself,
+ * not the program's own code around it: in_program). Then,
  * as with kernel TCP: the handler's call returned 0; the interrupted wait
  * returned -1 with EINTR or events, never POLLNVAL or EBADF for a closed
  * fd; after a close the fd number is free (the next socket gets it), the
@@ -39,6 +39,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 enum { A_CLOSE, A_DEL, A_MOD, A_CONNECT, A_N };
@@ -48,13 +49,35 @@ static int ep;
 static uint64_t mod_tag;
 static struct sockaddr_in addr;
 
-static void on_alarm(int sig)
+/* in_program reports whether the signal interrupted this program's own
+ * code (its text, PLT stubs included) rather than a call it made: there
+ * a close lands before the wait call starts or after it returned, where
+ * the kernel too answers POLLNVAL or EBADF. The handler acts only inside
+ * the call (osf's part of it, libc's, or the kernel's wait). On a busy
+ * host the main thread is often preempted right after arming victim,
+ * and the pending signal then runs on its resumption, outside the call. */
+static int in_program(const void *ucv)
+{
+#if defined(__x86_64__)
+	extern char __executable_start[], etext[];
+	const ucontext_t *uc = ucv;
+	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+
+	return ip >= (uintptr_t)__executable_start && ip < (uintptr_t)etext;
+#else
+	(void)ucv;
+	return 0;
+#endif
+}
+
+static void on_alarm(int sig, siginfo_t *si, void *uc)
 {
 	int saved = errno, fd = victim;
 	struct epoll_event ev;
 
 	(void)sig;
-	if (fd < 0) {
+	(void)si;
+	if (fd < 0 || in_program(uc)) {
 		errno = saved;
 		return;
 	}
@@ -180,7 +203,7 @@ static int after(int l, int srv, int cli, uint64_t tag, long round)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = SA_RESTART};
+	struct sigaction sa = {.sa_sigaction = on_alarm, .sa_flags = SA_RESTART | SA_SIGINFO};
 	int (*act)(int, const struct sigaction *, struct sigaction *) = sigaction;
 	long round = 0, by[3] = {0, 0, 0};
 	int l, one = 1, raw = argc == 4 && !strcmp(argv[3], "raw");
