@@ -151,6 +151,11 @@ func (t *txState) sqFree() int {
 	return sqDepth - int(used)
 }
 
+// setSent records the bytes sent (tests).
+func (t *txState) setSent(v uint64) {
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&t.p.sent)), v)
+}
+
 // setPeerTail records the peer's credit; the lock held.
 func (t *txState) setPeerTail(v uint64) {
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&t.p.peer_tail)), v)
@@ -297,4 +302,34 @@ func (t *txState) pushVia(link Link, head uint64, fin bool) (int, error) {
 // mapping).
 func ringAddr(seg *sdp.Segment, r int) uint64 {
 	return uint64(uintptr(unsafe.Pointer(&seg.RingData(r)[0])))
+}
+
+// txWR is a work request of the rule, in Go (tests).
+type txWR struct {
+	ID                     verbs.WRID
+	Off, Len, Imm          uint32
+	WithImm, Signaled, Inl bool
+	Ring                   int
+}
+
+// plan is next, in Go types (tests): the chain the rule would post now
+// and its length, 0 for none, -1 for a corrupt ring.
+func (t *txState) plan(head uint64, fin bool) ([]txWR, int) {
+	var wr [3]C.struct_osf_rdma_wr
+	n := t.next(head, fin, &wr)
+	var out []txWR
+	for i := 0; i < n; i++ {
+		w := &wr[i]
+		out = append(out, txWR{ID: verbs.WRID(w.wr_id), Off: uint32(w.off), Len: uint32(w.len), Imm: uint32(w.imm),
+			WithImm: w.with_imm != 0, Signaled: w.signaled != 0, Inl: w.inl != 0, Ring: int(w.ring)})
+	}
+	return out, n
+}
+
+// commitPlan records the chain plan returned as posted (tests).
+func (t *txState) commitPlan(head uint64, fin bool) {
+	var wr [3]C.struct_osf_rdma_wr
+	if n := t.next(head, fin, &wr); n > 0 {
+		t.commit(&wr, n)
+	}
 }
