@@ -154,8 +154,9 @@ static void sim_header(uint8_t *h, const struct osf_rdma_wr *w)
 // sendmsg, which a unix stream socket takes whole or not at all for a
 // message this small (one buffer: tx->max_chunk keeps it below 16 KiB),
 // and completes its signaled requests as written, as the stand-in's link
-// does. EAGAIN, with nothing written, when the link has messages queued
-// (they go first) or the socket is full.
+// does (through sim_done: osf_rdma_tx_commit completes them once they
+// count as posted). EAGAIN, with nothing written, when the link has
+// messages queued (they go first) or the socket is full.
 int osf_rdma_sim_post(struct osf_rdma_tx *tx, const struct osf_rdma_wr *w, int n)
 {
 	uint8_t hdr[3][16];
@@ -215,6 +216,6 @@ int osf_rdma_sim_post(struct osf_rdma_tx *tx, const struct osf_rdma_wr *w, int n
 	}
 	for (i = 0; i < n; i++)
 		if (w[i].signaled)
-			(void)osf_rdma_tx_complete(tx, (uint32_t)w[i].wr_id);
+			tx->sim_done = (uint32_t)w[i].wr_id + 1; // osf_rdma_tx_commit completes it
 	return 0;
 }

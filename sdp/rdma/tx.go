@@ -156,6 +156,10 @@ func (t *txState) setSent(v uint64) {
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&t.p.sent)), v)
 }
 
+// setSimDone is what the stand-in's poster does for a chain whose
+// request seq = v - 1 was signaled (tests).
+func (t *txState) setSimDone(v uint32) { atomic.StoreUint32(t.word(&t.p.sim_done), v) }
+
 // setPeerTail records the peer's credit; the lock held.
 func (t *txState) setPeerTail(v uint64) {
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&t.p.peer_tail)), v)

@@ -104,6 +104,10 @@ struct osf_rdma_tx {
 	uint64_t raddr;    /* the peer's region of that ring */
 	int32_t sim_fd;    /* the stand-in's socket, or -1 */
 	uint32_t sim_busy; /* the stand-in's link holds queued messages */
+	uint32_t sim_done; /* 0, or 1 + the last signaled request of the chain
+			      the stand-in's poster wrote: complete once
+			      committed (under lock) */
+	uint32_t pad2;
 	/* Counters (relaxed; osfstat and tests). */
 	uint64_t caller_posts; /* chains posted by the application's threads */
 	uint64_t engine_posts; /* chains posted by the engine */
@@ -205,8 +209,10 @@ static inline int osf_rdma_tx_next(const struct osf_rdma_tx *tx, uint64_t head,
 	return k;
 }
 
+static inline int osf_rdma_tx_complete(struct osf_rdma_tx *tx, uint32_t seq);
+
 /* osf_rdma_tx_commit records a chain osf_rdma_tx_next decided once it is
- * posted. */
+ * posted (and what the poster completed as it posted). */
 static inline void osf_rdma_tx_commit(struct osf_rdma_tx *tx,
 				      const struct osf_rdma_wr *wr, int n)
 {
@@ -220,6 +226,10 @@ static inline void osf_rdma_tx_commit(struct osf_rdma_tx *tx,
 			tx->fin_sent = 1;
 	}
 	tx->posted += (uint32_t)n;
+	if (tx->sim_done) {
+		(void)osf_rdma_tx_complete(tx, tx->sim_done - 1);
+		tx->sim_done = 0;
+	}
 }
 
 /* osf_rdma_tx_complete records the completion of send work request seq

@@ -100,6 +100,13 @@ func TestTxRule(t *testing.T) {
 		if tx.complete(200) {
 			t.Fatal("a completion of a request never posted must be refused")
 		}
+		// The stand-in's poster completes a chain as it writes it: the
+		// completion counts once the chain does.
+		tx.setSimDone(tx.posted() + 1) // the next chain's one request, signaled
+		tx.commitPlan(uint64(sqDepth+10), false)
+		if tx.completed() != tx.posted() {
+			t.Fatalf("posted %d completed %d: the stand-in's completion was not applied", tx.posted(), tx.completed())
+		}
 	})
 	t.Run("signalling", func(t *testing.T) {
 		for seq, want := range map[uint32]bool{0: false, 14: false, 15: true, 31: true, 32: false} {
