@@ -259,12 +259,28 @@ func (s *stream) pump() {
 // transmit posts the bytes the local application published and nobody
 // posted yet (its own threads post most of them: tx.h), at most what the
 // peer's ring has room for, and FIN after the last of them: the rule of
-// tx.h, through the C poster of a verbs QP, else the link.
+// tx.h, through the C poster of a verbs QP, else the link. Like a writer,
+// it never waits for a writer that holds the lock: that one posts for it
+// (tx.h, "again"); head and FIN are read under the lock (read earlier, a
+// writer could have posted past them).
 func (s *stream) transmit() error {
-	// Under the lock: read earlier, an application's thread could have
-	// posted past them meanwhile.
-	s.tx.lock()
-	defer s.tx.unlock()
+	for {
+		if s.tx.callersLive() {
+			if !s.tx.claim() {
+				return nil
+			}
+		} else {
+			s.tx.lock()
+		}
+		s.tx.begin()
+		err := s.transmitLocked()
+		if again := s.tx.release(); err != nil || !again {
+			return err
+		}
+	}
+}
+
+func (s *stream) transmitLocked() error {
 	flags := s.seg.SideFlags(s.side) // before head: FIN is set after the last write
 	head := s.seg.Head(s.side)
 	fin := flags&sdp.SideFIN != 0
@@ -802,7 +818,7 @@ func (s *stream) wants() bool {
 	// whatever the application published before it looked at the flags.
 	if wantRx {
 		head, sent := s.seg.Head(s.side), s.tx.sent()
-		if head != sent && sent-s.tx.peerTail() < s.size && s.sqFree() >= 2 {
+		if head != sent && sent-s.tx.peerTail() < s.size && s.sqFree() >= 2 && !s.tx.callerPosting() {
 			return true
 		}
 		if s.seg.SideFlags(s.side)&sdp.SideFIN != 0 {

@@ -130,6 +130,35 @@ func (t *txState) lock() {
 
 func (t *txState) unlock() { atomic.StoreUint32(t.word(&t.p.lock), 0) }
 
+// tryLock takes the lock if it is free.
+func (t *txState) tryLock() bool { return atomic.CompareAndSwapUint32(t.word(&t.p.lock), 0, 1) }
+
+// claim, begin and release are tx.h's osf_rdma_tx_claim, _begin and
+// _release (Go's atomics are sequentially consistent): a data push takes
+// the lock or hands its work to the holder, and a holder pushes once more
+// when someone did.
+func (t *txState) claim() bool {
+	if t.tryLock() {
+		return true
+	}
+	atomic.StoreUint32(t.word(&t.p.again), 1)
+	return t.tryLock()
+}
+
+func (t *txState) begin() { atomic.StoreUint32(t.word(&t.p.again), 0) }
+
+func (t *txState) release() bool {
+	atomic.StoreUint32(t.word(&t.p.lock), 0)
+	return atomic.LoadUint32(t.word(&t.p.again)) != 0
+}
+
+// callerPosting reports whether an application's thread may be posting
+// right now (the lock is held while callers may post): it posts what it
+// read, and a writer that finds the lock busy wakes the engine.
+func (t *txState) callerPosting() bool {
+	return atomic.LoadUint32(t.word(&t.p.lock)) != 0 && t.callersLive()
+}
+
 // The counts, read by the engine (exact under the lock, a recent value
 // otherwise: the application's threads change sent and posted).
 func (t *txState) sent() uint64 {

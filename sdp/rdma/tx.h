@@ -22,10 +22,12 @@
  * that work requests reach the QP in the order of their sequence numbers
  * (completions are counted by them) and DATA immediates in the order of
  * their positions (the peer takes a head as proof that every byte below it
- * landed). The application's threads only try it (osf_rdma_tx_push): a
- * busy lock means they leave the bytes to the engine, woken through the
- * wake protocol as before. The engine takes it (spinning; a holder posts
- * one chain and lets go).
+ * landed). Whoever wants to send data only tries it: one that finds it
+ * busy raises again, and the holder, after letting go, sends once more
+ * for it (osf_rdma_tx_push; the engine's transmit does the same), so no
+ * thread waits for another's post, which under soft-RoCE is a system
+ * call that does the device's work. The engine takes it for its own
+ * requests (credits, CLOSE, probes) and to count completions, spinning.
  */
 #ifndef OSF_SDP_RDMA_TX_H
 #define OSF_SDP_RDMA_TX_H
@@ -95,7 +97,8 @@ struct osf_rdma_tx {
 	uint32_t posted;    /* send work requests posted */
 	uint32_t completed; /* send work requests known complete */
 	uint32_t fin_sent;
-	uint32_t pad;
+	uint32_t again; /* a poster found the lock busy: the holder, before it
+			   lets go, looks at head (and FIN) once more */
 	/* How to post (set by the core before live). */
 	osf_rdma_post_fn post;
 	void *qp;          /* struct ibv_qp * (verbs), or NULL */
@@ -262,17 +265,47 @@ static inline void osf_rdma_tx_unlock(struct osf_rdma_tx *tx)
 	__atomic_store_n(&tx->lock, 0, __ATOMIC_RELEASE);
 }
 
+/* osf_rdma_tx_claim takes the lock for a data push, or hands the push to
+ * the holder: 1 when the caller holds it now, 0 when the holder will send
+ * what the caller published (again raised while it held the lock). */
+static inline int osf_rdma_tx_claim(struct osf_rdma_tx *tx)
+{
+	if (osf_rdma_tx_trylock(tx))
+		return 1;
+	__atomic_store_n(&tx->again, 1, __ATOMIC_SEQ_CST);
+	return osf_rdma_tx_trylock(tx); /* it may have let go before it looked */
+}
+
+/* osf_rdma_tx_begin starts a round of a data push under the lock: from
+ * now on a busy poster's again is this holder's to honour. */
+static inline void osf_rdma_tx_begin(struct osf_rdma_tx *tx)
+{
+	__atomic_store_n(&tx->again, 0, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* before head is read */
+}
+
+/* osf_rdma_tx_release lets go after a data push: 1 when a poster found
+ * the lock busy meanwhile and the holder must push once more (claim
+ * again). */
+static inline int osf_rdma_tx_release(struct osf_rdma_tx *tx)
+{
+	__atomic_store_n(&tx->lock, 0, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&tx->again, __ATOMIC_SEQ_CST) != 0;
+}
+
 /* osf_rdma_tx_push is the application's thread's send: it posts what its
  * side published (the head word at headp, FIN in the flags word at
  * flagsp, both read under the lock, flags first: FIN is set after the
  * last write; read earlier, another thread's push could have sent past
  * them), as far as credits and the send queue allow, and returns 1 when
- * everything is out. It returns 0 when it left something to the engine
- * (the caller then wakes it through the wake protocol): not this
- * process's connection (a fork child: pid), the connection no longer open
- * to the caller (live 0), gen not the caller's (retired), the lock busy,
- * the send queue full, the poster refusing, or a corrupt ring. It never
- * blocks; the thread cannot be cancelled while it holds the lock. */
+ * everything is out. When the lock is busy its holder (another writer, or
+ * the engine) sends it (again), and it returns 1 too. It returns 0 when
+ * it left something to the engine (the caller then wakes it through the
+ * wake protocol): not this process's connection (a fork child: pid), the
+ * connection no longer open to the caller (live 0), gen not the caller's
+ * (retired), the send queue full, the poster refusing, or a corrupt ring.
+ * It never blocks; the thread cannot be cancelled while it holds the
+ * lock. */
 static inline int osf_rdma_tx_push(struct osf_rdma_tx *tx, uint32_t gen,
 				   int32_t pid, const uint64_t *headp,
 				   const uint32_t *flagsp, uint32_t fin_flag)
@@ -284,26 +317,28 @@ static inline int osf_rdma_tx_push(struct osf_rdma_tx *tx, uint32_t gen,
 	if (!__atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) || tx->pid != pid)
 		return 0;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-	if (!osf_rdma_tx_trylock(tx)) {
-		pthread_setcancelstate(cs, NULL);
-		return 0;
-	}
-	done = 0;
-	if (__atomic_load_n(&tx->live, __ATOMIC_RELAXED) &&
-	    __atomic_load_n(&tx->gen, __ATOMIC_RELAXED) == gen && tx->post) {
-		fin = (__atomic_load_n(flagsp, __ATOMIC_ACQUIRE) & fin_flag) != 0;
-		head = __atomic_load_n(headp, __ATOMIC_ACQUIRE);
-		while ((n = osf_rdma_tx_next(tx, head, fin, wr)) > 0) {
-			if (tx->post(tx, wr, n) != 0)
-				break;
-			osf_rdma_tx_commit(tx, wr, n);
-			__atomic_add_fetch(&tx->caller_posts, 1, __ATOMIC_RELAXED);
+	do {
+		if (!osf_rdma_tx_claim(tx)) {
+			done = 1; /* the holder sends it */
+			break;
 		}
-		done = n == 0 && tx->sent == head && (!fin || tx->fin_sent);
-	}
-	if (!done)
-		__atomic_add_fetch(&tx->caller_left, 1, __ATOMIC_RELAXED);
-	osf_rdma_tx_unlock(tx);
+		osf_rdma_tx_begin(tx);
+		done = 0;
+		if (__atomic_load_n(&tx->live, __ATOMIC_RELAXED) &&
+		    __atomic_load_n(&tx->gen, __ATOMIC_RELAXED) == gen && tx->post) {
+			fin = (__atomic_load_n(flagsp, __ATOMIC_ACQUIRE) & fin_flag) != 0;
+			head = __atomic_load_n(headp, __ATOMIC_ACQUIRE);
+			while ((n = osf_rdma_tx_next(tx, head, fin, wr)) > 0) {
+				if (tx->post(tx, wr, n) != 0)
+					break;
+				osf_rdma_tx_commit(tx, wr, n);
+				__atomic_add_fetch(&tx->caller_posts, 1, __ATOMIC_RELAXED);
+			}
+			done = n == 0 && tx->sent == head && (!fin || tx->fin_sent);
+		}
+		if (!done)
+			__atomic_add_fetch(&tx->caller_left, 1, __ATOMIC_RELAXED);
+	} while (osf_rdma_tx_release(tx) && done);
 	pthread_setcancelstate(cs, NULL);
 	return done;
 }
