@@ -60,8 +60,9 @@ struct osf_conn {
 };
 
 /* osf_conn_rdma_push posts what c's side published (conn_rdma.c): 1 when
- * everything is on its way to the peer, 0 when the engine must be woken
- * for it. */
+ * everything is on its way to the peer (or with the thread posting on the
+ * connection, which posts it next), 0 when the engine must be woken for
+ * it. */
 int osf_conn_rdma_push(struct osf_conn *c);
 
 /* conn_wake_reader follows a publish into c's tx ring (data, FIN): on an
