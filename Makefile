@@ -31,9 +31,9 @@ LIB_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden
 LIB_SRCS := $(wildcard preload/*.c) fdtable/fdtable.c internal/routec/route.c $(wildcard selectmux/*.c) \
 	$(wildcard sdp/*.c)
 LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) \
-	$(wildcard selectmux/*.h) include/osf/qsock.h
+	$(wildcard selectmux/*.h) include/osf/qsock.h sdp/rdma/tx.h
 GO_SRCS := go.mod $(shell find . -name '*.go' -not -path './build/*') \
-	$(wildcard */*.h */*/*.h)
+	$(wildcard */*.h */*/*.h) $(wildcard sdp/rdma/*.c)
 # asyncpreemptoff: no SIGURG; updatemaxprocs/containermaxprocs: the runtime
 # keeps no cgroup files open in the program's fd space.
 # -w: no DWARF; the library is copied into a memfd by every fork child

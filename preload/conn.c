@@ -105,6 +105,12 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->zc_next = c->zc_lo = c->zc_hi = 0;
 	c->async = 0;
 	c->gw = OSF_CONN_GW_NONE;
+	c->rtx = NULL;
+	c->rtx_gen = 0;
+	c->rtx_look = rdma || (__atomic_load_n(&osf_seg_hdr(base, ring_bytes)->flags,
+					       __ATOMIC_RELAXED) & OSF_SEG_F_RDMA)
+			      ? OSF_CONN_RTX_LOOKS
+			      : 0;
 	__atomic_store_n(&c->refs, 1, __ATOMIC_RELEASE);
 }
 

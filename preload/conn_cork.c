@@ -73,7 +73,7 @@ static void cork_update(struct osf_conn *c, int fd, int on)
 		osf_seg_unlock(&c->s.me->tx_lock);
 	}
 	if (sent && fd >= 0)
-		osf_side_wake_reader(&c->s, fd);
+		conn_wake_reader(c, fd);
 }
 
 void osf_conn_cork_flush(struct osf_conn *c, int fd)

@@ -580,7 +580,7 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 		int sent = osf_conn_cork_publish(c);
 		osf_seg_unlock(&c->s.me->tx_lock);
 		if (sent)
-			osf_side_wake_reader(&c->s, fd);
+			conn_wake_reader(c, fd);
 		return -2;
 	}
 	head = c->s.tx->head;
@@ -597,7 +597,7 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 		__atomic_store_n(&c->s.tx->head, head + pub, __ATOMIC_RELEASE);
 	osf_seg_unlock(&c->s.me->tx_lock);
 	if (pub)
-		osf_side_wake_reader(&c->s, fd);
+		conn_wake_reader(c, fd);
 	if (held)
 		osf_conn_cork_arm(c, fd);
 	return (ssize_t)total;
@@ -714,7 +714,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			__atomic_store_n(&c->s.tx->head, head + n,
 					 __ATOMIC_RELEASE);
 			osf_seg_unlock(&c->s.me->tx_lock);
-			osf_side_wake_reader(&c->s, fd);
+			conn_wake_reader(c, fd);
 			sent += (ssize_t)n;
 			continue;
 		}
@@ -914,7 +914,7 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 		__atomic_store_n(&c->s.tx->head, head + (uint64_t)n,
 				 __ATOMIC_RELEASE);
 		osf_seg_unlock(&c->s.me->tx_lock);
-		osf_side_wake_reader(&c->s, fd);
+		conn_wake_reader(c, fd);
 		sent += n;
 		if (splice)
 			break;
@@ -1016,7 +1016,7 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 				  __ATOMIC_ACQ_REL);
 		if (locked)
 			osf_seg_unlock(&c->s.me->tx_lock);
-		osf_side_wake_reader(&c->s, fd);
+		conn_wake_reader(c, fd);
 	}
 	/* This process's epoll items first: one edge each, as the kernel's
 	 * one wake-up. Then readers (writers) asleep in any thread or

@@ -14,9 +14,14 @@
 
 #include "conn.h"
 
+#include "../sdp/rdma/tx.h"
 #include "../sdp/side.h"
 
 #define OSF_CONN_OPTS 16 /* TCP, IP and IPv6 options remembered */
+/* Writes that look up an RDMA connection's sending state before giving
+ * up (conn_rdma.c): the stand-in's server hands the connection over a
+ * moment before it registers it. */
+#define OSF_CONN_RTX_LOOKS 64
 
 struct osf_conn {
 	struct osf_side s; /* the protocol's view of the segment */
@@ -45,7 +50,32 @@ struct osf_conn {
 	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
 	int gw; /* OSF_CONN_GW_*: a stream to a gateway waiting for its reply
 		   (conn_gw.c) */
+	/* RDMA: where this process's threads post what they write
+	 * (sdp/rdma/tx.h; conn_rdma.c), found through the core by the
+	 * segment memfd's identity; NULL until found. rtx_look counts the
+	 * lookups left before giving up (0: shm, or given up). */
+	struct osf_rdma_tx *rtx;
+	uint32_t rtx_gen;
+	int rtx_look;
 };
+
+/* osf_conn_rdma_push posts what c's side published (conn_rdma.c): 1 when
+ * everything is on its way to the peer (or with the thread posting on the
+ * connection, which posts it next), 0 when the engine must be woken for
+ * it. */
+int osf_conn_rdma_push(struct osf_conn *c);
+
+/* conn_wake_reader follows a publish into c's tx ring (data, FIN): on an
+ * RDMA connection this thread posts it itself when it can
+ * (docs/DESIGN.md D4), else, and on shm, it wakes the reader on the other
+ * side (the peer process, or the RDMA progress engine) if it asked. */
+static inline void conn_wake_reader(struct osf_conn *c, int fd)
+{
+	if (__builtin_expect(c->rtx_look != 0 || c->rtx != NULL, 0) &&
+	    osf_conn_rdma_push(c))
+		return;
+	osf_side_wake_reader(&c->s, fd);
+}
 
 /* osf_conn_gw_revents turns r, the events of c's rings, into what a
  * connection through a gateway reports (conn_gw.c), taking the reply if

@@ -319,6 +319,7 @@ static int core_load(void)
 	core.fns.listen = (osf_core_listen_fn)dlsym(h, "osfcore_listen");
 	core.fns.connect = (osf_core_connect_fn)dlsym(h, "osfcore_connect");
 	core.fns.log = (osf_core_log_fn)dlsym(h, "osfcore_log");
+	core.fns.rdma_find = (osf_core_rdma_find_fn)dlsym(h, "osfcore_rdma_find");
 	if (!core.fns.init || !core.fns.listen || !core.fns.connect ||
 	    !core.fns.log) {
 		snprintf(core.err, sizeof(core.err),
@@ -573,6 +574,14 @@ int osf_core_connect(const struct osf_core_connect_in *in,
 int osf_core_log(const struct osf_core_log_in *in)
 {
 	return call(CORE_OP_LOG, in, NULL);
+}
+
+struct osf_rdma_tx *osf_core_rdma_find(uint64_t dev, uint64_t ino, uint32_t *gen)
+{
+	if (__atomic_load_n(&core.state, __ATOMIC_ACQUIRE) != CORE_READY ||
+	    core.pid != osf_pid() || !core.fns.rdma_find)
+		return NULL;
+	return core.fns.rdma_find(dev, ino, gen);
 }
 
 OSF_FORK_TEXT int osf_core_touched(void)

@@ -142,6 +142,13 @@ typedef int (*osf_core_listen_fn)(const struct osf_core_listen_in *,
 typedef int (*osf_core_connect_fn)(const struct osf_core_connect_in *,
 				   struct osf_core_conn *);
 typedef int (*osf_core_log_fn)(const struct osf_core_log_in *, void *);
+/* rdma_find: the sending state of this process's RDMA connection whose
+ * segment memfd is (dev, ino) (sdp/rdma/tx.h) and its generation, or
+ * NULL. Plain C in libosfcore.so (sdp/rdma/tx.c): the application's
+ * threads call it directly, never through the core thread. */
+struct osf_rdma_tx;
+typedef struct osf_rdma_tx *(*osf_core_rdma_find_fn)(uint64_t dev, uint64_t ino,
+						      uint32_t *gen);
 
 /* Entry points, resolved by name. */
 struct osf_core_fns {
@@ -149,6 +156,7 @@ struct osf_core_fns {
 	osf_core_listen_fn listen;   /* "osfcore_listen" */
 	osf_core_connect_fn connect; /* "osfcore_connect" */
 	osf_core_log_fn log;       /* "osfcore_log" */
+	osf_core_rdma_find_fn rdma_find; /* "osfcore_rdma_find" */
 };
 
 #endif

@@ -33,6 +33,12 @@ int osf_core_listen(const struct osf_core_listen_in *in,
 int osf_core_connect(const struct osf_core_connect_in *in,
 		     struct osf_core_conn *out);
 
+/* osf_core_rdma_find finds the sending state of this process's RDMA
+ * connection whose segment memfd is (dev, ino), without the core thread
+ * (core_api.h rdma_find): NULL when the core is not loaded in this
+ * process (a fork child, an exec'd image) or has no such connection. */
+struct osf_rdma_tx *osf_core_rdma_find(uint64_t dev, uint64_t ino, uint32_t *gen);
+
 /* osf_core_log hands one log line to the core's logger (loading the core);
  * 0 or an errno. */
 int osf_core_log(const struct osf_core_log_in *in);

@@ -83,6 +83,22 @@ type Segment struct {
 	FD        int
 	Mem       []byte
 	RingBytes uint32
+	// dev and ino identify the memfd (FileID), kept by a mirror mapping
+	// that has no fd of its own.
+	dev, ino uint64
+}
+
+// FileID returns the identity (device, inode) of the segment's memfd,
+// which the C data path, holding the same memfd, finds its RDMA
+// connection by (sdp/rdma/tx.c); 0, 0 when unknown.
+func (s *Segment) FileID() (dev, ino uint64) {
+	if s.ino == 0 && s.FD >= 0 {
+		var st unix.Stat_t
+		if unix.Fstat(s.FD, &st) == nil {
+			s.dev, s.ino = st.Dev, st.Ino
+		}
+	}
+	return s.dev, s.ino
 }
 
 // CreateSegment makes a new sealed memfd segment with rings of ringBytes
@@ -118,7 +134,9 @@ func setup(fd int, ringBytes uint32) (*Segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sdp: map segment: %w", err)
 	}
-	return &Segment{FD: fd, Mem: mem, RingBytes: ringBytes}, nil
+	s := &Segment{FD: fd, Mem: mem, RingBytes: ringBytes}
+	s.FileID() // while it has its fd: the fd may go to the application
+	return s, nil
 }
 
 // OpenSegment validates and maps a segment a peer sent. ringBytes comes

@@ -220,7 +220,8 @@ func (s *Segment) Mirror() (*Segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sdp: map segment again: %w", err)
 	}
-	return &Segment{FD: -1, Mem: mem, RingBytes: s.RingBytes}, nil
+	dev, ino := s.FileID()
+	return &Segment{FD: -1, Mem: mem, RingBytes: s.RingBytes, dev: dev, ino: ino}, nil
 }
 
 // BumpCloseSeq tells side i's processes to look for the end of the

@@ -3,6 +3,7 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -68,6 +69,8 @@ func conformanceLegs() []conformanceLeg {
 				assertRDMA(t, s, pid)
 				assertLog(t, clientLog, ": rdma via sim ")
 				assertLog(t, serverLog, "rdma: accepted ")
+				assertCallerPosts(t, clientLog)
+				assertCallerPosts(t, serverLog)
 			},
 		},
 		{
@@ -77,6 +80,8 @@ func conformanceLegs() []conformanceLeg {
 				assertRDMA(t, s, pid)
 				assertLog(t, clientLog, ": rdma via ")
 				assertLog(t, serverLog, "rdma: accepted ")
+				assertCallerPosts(t, clientLog)
+				assertCallerPosts(t, serverLog)
 			},
 		},
 	}
@@ -138,6 +143,23 @@ func assertLog(t *testing.T, log, want string) {
 	if !strings.Contains(log, want) {
 		t.Errorf("the core's log has no %q:\n%s", want, log)
 	}
+}
+
+// callerPosts matches the count of sends an RDMA connection's application
+// threads posted themselves, in the line the engine logs when it releases
+// the connection.
+var callerPosts = regexp.MustCompile(`sends posted by the application's threads ([0-9]+)`)
+
+// assertCallerPosts checks that the application's own threads posted
+// RDMA writes on some connection (docs/DESIGN.md D4), not only the engine.
+func assertCallerPosts(t *testing.T, log string) {
+	t.Helper()
+	for _, m := range callerPosts.FindAllStringSubmatch(log, -1) {
+		if m[1] != "0" {
+			return
+		}
+	}
+	t.Errorf("no connection's sends were posted by the application's threads:\n%s", log)
 }
 
 func readLog(t *testing.T, path string) string {

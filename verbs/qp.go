@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -167,6 +168,16 @@ func (qp *QP) Num() uint32 { return qp.num }
 
 // Cap returns the capacities the device granted.
 func (qp *QP) Cap() QPCap { return qp.cap }
+
+// Raw returns the struct ibv_qp * itself, for C code of this process that
+// posts on the QP (sdp/rdma tx.c: the application's threads post their
+// writes). It stays valid until Close; nil once closed.
+func (qp *QP) Raw() unsafe.Pointer {
+	if qp == nil {
+		return nil
+	}
+	return unsafe.Pointer(qp.qp)
+}
 
 // State queries the QP's current state; it does not block.
 func (qp *QP) State() (QPState, error) {

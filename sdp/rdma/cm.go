@@ -396,6 +396,9 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 		if d.sid != 0 { // reserved, with or without a stream (newStream may have failed)
 			t.eng.abandon(d.sid)
 		}
+		if d.s != nil {
+			d.s.tx.retire()
+		}
 		d.link.Close() // and the id
 	case d.id != nil:
 		d.id.Close() // and a spare's QP on it, before the spare's CQ

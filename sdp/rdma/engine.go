@@ -277,6 +277,7 @@ func (e *Engine) register(s *stream) error {
 	}
 	s.closeFD = e.closeWake
 	e.streams[s.id] = s
+	s.enableCallers()
 	return nil
 }
 
@@ -507,9 +508,9 @@ func (e *Engine) service(s *stream) bool {
 		return false
 	}
 	worked := s.pollLink(e.wc)
-	before := s.posted
+	before := s.tx.posted()
 	s.pump()
-	if s.posted != before {
+	if s.tx.posted() != before {
 		worked = true
 	}
 	if !s.state.sending() && !s.state.dead() {

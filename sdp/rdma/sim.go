@@ -358,6 +358,7 @@ type simLink struct {
 	rnr      bool // an immediate waits for a posted receive
 	down     bool
 	closed   bool
+	tx       *txState // the application's threads post here too, or nil
 }
 
 // simWR is a posted send's id and whether it completes when written.
@@ -451,6 +452,7 @@ func (l *simLink) breakLink() {
 	}
 	l.rq = nil
 	_ = unix.Shutdown(l.fd, unix.SHUT_RDWR)
+	l.syncBusy()
 	l.rearm()
 }
 
@@ -468,12 +470,36 @@ func (l *simLink) post(msg []byte, w simWR) error {
 		l.flush()
 		l.rearm()
 	}
+	l.syncBusy()
 	return nil
+}
+
+// useTx lets the application's threads write their messages to the
+// socket themselves (tx.c osf_rdma_sim_post) while nothing is queued
+// here.
+func (l *simLink) useTx(tx *txState, side int) bool {
+	if l.closed || l.down {
+		return false
+	}
+	tx.useSim(l.fd, ringAddr(l.seg, side))
+	l.tx = tx
+	l.syncBusy()
+	return true
+}
+
+// syncBusy tells the application's threads whether they must leave their
+// messages to the engine: some are queued here (they go first), or the
+// link is down.
+func (l *simLink) syncBusy() {
+	if l.tx != nil {
+		l.tx.setSimBusy(len(l.out) > 0 || l.wblocked || l.down || l.wdead || l.closed)
+	}
 }
 
 // flush writes posted messages in order until the socket is full,
 // completing the signaled ones once written.
 func (l *simLink) flush() {
+	defer l.syncBusy()
 	for len(l.out) > 0 && !l.wdead && !l.down {
 		n, err := unix.SendmsgN(l.fd, l.out[0][l.outOff:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 		switch {
@@ -638,6 +664,7 @@ func (l *simLink) Close() error {
 		return nil
 	}
 	l.closed = true
+	l.syncBusy()
 	l.breakLink()
 	l.eng.unwatch(l.fd)
 	forkCloseDel(l.fd)

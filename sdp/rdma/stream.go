@@ -1,5 +1,8 @@
 package rdma
 
+// #include "tx.h"
+import "C"
+
 import (
 	"errors"
 	"fmt"
@@ -12,16 +15,16 @@ import (
 )
 
 // Queue depths of a stream's link. The send queue holds at most sqDepth
-// work requests; one in every signalEvery is signaled, so a full queue
-// always has signaled requests outstanding whose completions free it. The
-// receive queue is kept full: a peer with sqDepth requests in flight never
-// finds it empty, and should the engine fall behind, the peer's RNR retries
-// (infinite, see verbs.ConnParam) wait for it.
+// work requests; one in every OSF_RDMA_SIGNAL_EVERY is signaled (tx.h),
+// so a full queue always has signaled requests outstanding whose
+// completions free it. The receive queue is kept full: a peer with
+// sqDepth requests in flight never finds it empty, and should the engine
+// fall behind, the peer's RNR retries (infinite, see verbs.ConnParam)
+// wait for it.
 const (
-	sqDepth     = 64
-	rqDepth     = 2 * sqDepth
-	signalEvery = sqDepth / 4
-	cqDepth     = sqDepth + rqDepth
+	sqDepth = C.OSF_RDMA_SQ_DEPTH
+	rqDepth = 2 * sqDepth
+	cqDepth = sqDepth + rqDepth
 )
 
 // ErrProtocol means the peer broke the wire protocol; the connection is
@@ -92,10 +95,11 @@ type stream struct {
 	err     error // why the stream failed, when it did
 	logf    func(format string, a ...any)
 
-	// Transmit: ring side, mirrored into the peer's ring side.
-	sent     uint64 // bytes posted to the peer
-	peerTail uint64 // the peer's consumer position (last credit)
-	finSent  bool
+	// Transmit: ring side, mirrored into the peer's ring side: bytes
+	// sent, the peer's last credit, send work requests posted and
+	// completed, FIN sent, shared with the application's threads, which
+	// post what they write themselves (tx.h).
+	tx *txState
 	// Receive: ring peer, written by the peer.
 	rxHead     uint64 // the peer's producer position
 	credited   uint64 // consumer position last reported to the peer
@@ -109,9 +113,6 @@ type stream struct {
 	closeCode    uint32 // CloseGraceful or CloseAbort
 	linkDown     bool   // the link is broken: only flushes follow
 	released     bool
-
-	posted    uint32 // send work requests posted
-	completed uint32 // send work requests known complete
 
 	// Liveness while stalled: a writer blocked on a full peer ring posts
 	// nothing, so a dead peer or a cut wire would go unnoticed; the engine
@@ -154,8 +155,13 @@ func newStream(id uint32, seg *sdp.Segment, side int, link Link, wake, wakeTx in
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
 	}
+	var err error
+	if s.tx, err = newTx(id, seg.RingBytes, side); err != nil {
+		return nil, err
+	}
 	for s.recvs < rqDepth {
 		if err := s.postRecv(); err != nil {
+			s.tx.retire()
 			return nil, err
 		}
 	}
@@ -171,18 +177,43 @@ func (s *stream) postRecv() error {
 	return nil
 }
 
-// sqFree returns the free send queue slots.
-func (s *stream) sqFree() int { return sqDepth - int(s.posted-s.completed) }
+// sqFree returns the free send queue slots (a recent count: the
+// application's threads post too; post checks under the lock).
+func (s *stream) sqFree() int { return s.tx.sqFree() }
 
-// post posts one send work request of kind k and counts it.
+// post posts one send work request of kind k and counts it, under the
+// sending state's lock; errSQFull when the send queue has no slot.
 func (s *stream) post(k uint8, f func(wrid verbs.WRID, signaled bool) error, forceSignal bool) error {
-	seq := s.posted
-	signaled := forceSignal || (seq+1)%signalEvery == 0
-	if err := f(verbs.MakeWRID(k, s.id, seq), signaled); err != nil {
+	s.tx.lock()
+	defer s.tx.unlock()
+	if s.tx.sqFree() < 1 {
+		return errSQFull
+	}
+	seq := s.tx.posted()
+	if err := f(verbs.MakeWRID(k, s.id, seq), signaled(seq, forceSignal)); err != nil {
 		return err
 	}
-	s.posted++
+	s.tx.bumpPosted()
 	return nil
+}
+
+// enableCallers lets the application's threads of this process post what
+// they write (tx.h), once the link can take their posts: the stream is
+// registered, the peer's region known.
+func (s *stream) enableCallers() {
+	cp, ok := s.link.(callerPoster)
+	if !ok || !s.state.open() || s.linkDown || !cp.useTx(s.tx, s.side) {
+		return
+	}
+	if dev, ino := s.seg.FileID(); ino != 0 {
+		s.tx.publish(dev, ino)
+	}
+}
+
+// callerPoster is a Link the application's threads can post on: useTx
+// gives the sending state its C poster and handles.
+type callerPoster interface {
+	useTx(tx *txState, side int) bool
 }
 
 func (s *stream) postImm(k uint8, imm uint32, signaled bool) error {
@@ -211,7 +242,7 @@ func (s *stream) pump() {
 			return
 		}
 	}
-	if s.state == stateDraining && !s.closeSent && s.sent == s.seg.Head(s.side) {
+	if s.state == stateDraining && !s.closeSent && s.tx.sent() == s.seg.Head(s.side) {
 		// Everything is out; a last credit so the peer's view of its
 		// ring is exact, then CLOSE.
 		if s.sqFree() < 2 {
@@ -225,54 +256,51 @@ func (s *stream) pump() {
 	}
 }
 
-// transmit posts the bytes the local application published, at most what
-// the peer's ring has room for, and FIN after the last of them.
+// transmit posts the bytes the local application published and nobody
+// posted yet (its own threads post most of them: tx.h), at most what the
+// peer's ring has room for, and FIN after the last of them: the rule of
+// tx.h, through the C poster of a verbs QP, else the link. Like a writer,
+// it never waits for a writer that holds the lock: that one posts for it
+// (tx.h, "again"); head and FIN are read under the lock (read earlier, a
+// writer could have posted past them).
 func (s *stream) transmit() error {
-	flags := s.seg.SideFlags(s.side) // before head: FIN is set after the last write
-	head := s.seg.Head(s.side)
-	if head-s.peerTail > s.size || head-s.sent > s.size {
-		return fmt.Errorf("rdma: local send ring corrupt (head %d, sent %d, peer tail %d)", head, s.sent, s.peerTail)
-	}
-	for s.sqFree() >= 2 {
-		n := min(head-s.sent, s.size-(s.sent-s.peerTail))
-		if n == 0 {
-			break
-		}
-		off := uint64(s.seg.RingPos(s.side, s.sent)) // the peer's ring maps positions alike
-		end := s.sent + n
-		imm := MakeImm(ImmData, end)
-		if first := s.size - off; first < n {
-			// Wrapped: a plain WRITE of the ring's end, then the rest
-			// from the ring's start with the immediate, which the peer
-			// sees only after both landed.
-			err := s.post(wrWrite, func(w verbs.WRID, sig bool) error {
-				return s.link.PostWrite(w, s.side, uint32(off), uint32(first), 0, false, sig)
-			}, false)
-			if err != nil {
-				return fmt.Errorf("rdma: post write: %w", err)
-			}
-			err = s.post(wrData, func(w verbs.WRID, sig bool) error {
-				return s.link.PostWrite(w, s.side, 0, uint32(n-first), imm, true, sig)
-			}, false)
-			if err != nil {
-				return fmt.Errorf("rdma: post write: %w", err)
+	for {
+		if s.tx.callersLive() {
+			if !s.tx.claim() {
+				return nil
 			}
 		} else {
-			err := s.post(wrData, func(w verbs.WRID, sig bool) error {
-				return s.link.PostWrite(w, s.side, uint32(off), uint32(n), imm, true, sig)
-			}, false)
-			if err != nil {
-				return fmt.Errorf("rdma: post write: %w", err)
-			}
+			s.tx.lock()
 		}
-		s.sent = end
-		s.bytesOut += n
+		s.tx.begin()
+		err := s.transmitLocked()
+		if again := s.tx.release(); err != nil || !again {
+			return err
+		}
 	}
-	if flags&sdp.SideFIN != 0 && !s.finSent && s.sent == head && s.sqFree() >= 1 {
-		if err := s.postImm(wrFlags, MakeImm(ImmFlags, FlagFIN), false); err != nil {
-			return fmt.Errorf("rdma: post fin: %w", err)
+}
+
+func (s *stream) transmitLocked() error {
+	flags := s.seg.SideFlags(s.side) // before head: FIN is set after the last write
+	head := s.seg.Head(s.side)
+	fin := flags&sdp.SideFIN != 0
+	before := s.tx.sent()
+	var rc int
+	var err error
+	if s.tx.cpost {
+		rc = s.tx.enginePush(head, fin)
+		if rc > 0 {
+			err = unix.Errno(rc)
 		}
-		s.finSent = true
+	} else {
+		rc, err = s.tx.pushVia(s.link, head, fin)
+	}
+	s.bytesOut += s.tx.sent() - before
+	switch {
+	case rc < 0:
+		return fmt.Errorf("rdma: local send ring corrupt (head %d, sent %d, peer tail %d)", head, s.tx.sent(), s.tx.peerTail())
+	case err != nil:
+		return fmt.Errorf("rdma: post write: %w", err)
 	}
 	return nil
 }
@@ -296,6 +324,9 @@ func (s *stream) credit(force bool) error {
 		return nil
 	}
 	if err := s.postImm(wrCredit, MakeImm(ImmCredit, tail), false); err != nil {
+		if errors.Is(err, errSQFull) {
+			return nil
+		}
 		return fmt.Errorf("rdma: post credit: %w", err)
 	}
 	s.credited = tail
@@ -311,6 +342,7 @@ func (s *stream) sendClose(code uint32) {
 	}
 	s.closeCode = code
 	s.closePending = true
+	s.tx.stopCallers()
 	if s.state.sending() {
 		s.state = stateClosing
 	}
@@ -318,6 +350,9 @@ func (s *stream) sendClose(code uint32) {
 		return
 	}
 	if err := s.postImm(wrClose, MakeImm(ImmClose, uint64(code)), true); err != nil {
+		if errors.Is(err, errSQFull) {
+			return
+		}
 		s.closePending = false
 		s.fail(fmt.Errorf("rdma: post close: %w", err))
 		return
@@ -362,12 +397,13 @@ func (s *stream) handle(wc *verbs.WC) {
 		s.linkBroken(wc)
 		return
 	}
-	done := id.Seq() + 1
-	if done-s.completed > s.posted-s.completed {
-		s.fail(fmt.Errorf("rdma: completion for unposted work request %d (posted %d)", id.Seq(), s.posted))
+	s.tx.lock()
+	ok := s.tx.complete(id.Seq())
+	s.tx.unlock()
+	if !ok {
+		s.fail(fmt.Errorf("rdma: completion for unposted work request %d (posted %d)", id.Seq(), s.tx.posted()))
 		return
 	}
-	s.completed = done
 	if id.Kind() == wrProbe {
 		s.probing = false
 	}
@@ -393,17 +429,18 @@ func (s *stream) stalled() bool {
 		return false
 	}
 	head := s.seg.Head(s.side)
-	if head == s.peerTail {
+	peerTail := s.tx.peerTail()
+	if head == peerTail {
 		return false // nothing in flight: idle
 	}
-	if s.sqFree() < 2 && s.sent != head {
+	if s.sqFree() < 2 && s.tx.sent() != head {
 		return true
 	}
 	limit, lowat := s.size, s.lowat
 	if snd, rcv := s.seg.BufLimits(s.side); snd|rcv != 0 {
 		limit, lowat = sdp.TxLimit(s.seg.RingBytes, snd, rcv)
 	}
-	return head-s.peerTail+lowat > limit
+	return head-peerTail+lowat > limit
 }
 
 // probe asks the peer's device whether it is there (PostProbe): a dead
@@ -414,7 +451,9 @@ func (s *stream) probe() {
 		return
 	}
 	if err := s.post(wrProbe, func(w verbs.WRID, _ bool) error { return s.link.PostProbe(w) }, true); err != nil {
-		s.fail(fmt.Errorf("rdma: post probe: %w", err))
+		if !errors.Is(err, errSQFull) {
+			s.fail(fmt.Errorf("rdma: post probe: %w", err))
+		}
 		return
 	}
 	s.probing = true
@@ -445,11 +484,15 @@ func (s *stream) receive(imm uint32) error {
 		s.seg.SetHead(s.peer, head) // release: after the payload, which landed before this completion
 		s.wakeReader()
 	case ImmCredit:
-		tail := Advance(s.peerTail, v)
-		if tail-s.peerTail > s.sent-s.peerTail {
-			return fmt.Errorf("%w: CREDIT to %d beyond %d sent", ErrProtocol, tail, s.sent)
+		s.tx.lock()
+		peerTail, sent := s.tx.peerTail(), s.tx.sent()
+		tail := Advance(peerTail, v)
+		if tail-peerTail > sent-peerTail {
+			s.tx.unlock()
+			return fmt.Errorf("%w: CREDIT to %d beyond %d sent", ErrProtocol, tail, sent)
 		}
-		s.peerTail = tail
+		s.tx.setPeerTail(tail)
+		s.tx.unlock()
 		s.seg.SetTail(s.side, tail)
 		s.wakeWriter()
 	case ImmFlags:
@@ -464,6 +507,7 @@ func (s *stream) receive(imm uint32) error {
 			return fmt.Errorf("%w: CLOSE %#x", ErrProtocol, v)
 		}
 		s.peerClosed = true
+		s.tx.stopCallers()
 		s.tearLap("peer-close")
 		if v == CloseAbort {
 			s.seg.OrSideFlags(s.peer, sdp.SideReset)
@@ -494,7 +538,7 @@ func (s *stream) wakeWriter() {
 	if s.seg.LoadWant(s.side, sdp.WantTx) == 0 {
 		return
 	}
-	if s.size-(s.seg.Head(s.side)-s.peerTail) < s.lowat {
+	if s.size-(s.seg.Head(s.side)-s.tx.peerTail()) < s.lowat {
 		return
 	}
 	if s.seg.TakeWant(s.side, sdp.WantTx) {
@@ -596,6 +640,7 @@ func (s *stream) onLocalEOF() {
 		return
 	}
 	s.localEOF = true
+	s.tx.stopCallers()
 	s.tearLap("local-close")
 	s.closeWake()
 	if !s.state.open() {
@@ -648,6 +693,7 @@ func (s *stream) fail(err error) {
 		s.err = err
 		s.logf("rdma: connection %d reset: %v", s.id, err)
 	}
+	s.tx.stopCallers()
 	s.seg.OrSideFlags(s.peer, sdp.SideReset)
 	s.endLocal()
 	if s.state.sending() {
@@ -694,6 +740,7 @@ func (s *stream) down() {
 		return
 	}
 	s.linkDown = true
+	s.tx.stopCallers()
 	s.tearLap("link-down")
 	if !s.peerClosed && !s.localEOF {
 		s.seg.OrSideFlags(s.peer, sdp.SideReset)
@@ -732,6 +779,9 @@ func (s *stream) releaseWith(later func(func())) {
 	s.released = true
 	s.closeWake()
 	s.state = stateDead
+	// No application's thread posts from now on: the QP may go.
+	caller, engine, left := s.tx.counts()
+	s.tx.retire()
 	free := func() {
 		if err := s.link.Close(); err != nil {
 			s.logf("rdma: connection %d: release link: %v", s.id, err)
@@ -739,7 +789,8 @@ func (s *stream) releaseWith(later func(func())) {
 		s.tearLap("link-release")
 		s.seg.Close()
 		s.tearLap("unmap")
-		s.logf("rdma: connection %d released after %v", s.id, s.teardown)
+		s.logf("rdma: connection %d released after %v; sends posted by the application's threads %d, by the engine %d (%d left to it)",
+			s.id, s.teardown, caller, engine, left)
 	}
 	d, ok := s.link.(detacher)
 	if later == nil || !ok {
@@ -759,15 +810,15 @@ func (s *stream) wants() bool {
 	if s.state.dead() || s.linkDown {
 		return false
 	}
-	wantRx := s.state.sending() && !s.closeSent && !s.peerClosed && !s.finSent
+	wantRx := s.state.sending() && !s.closeSent && !s.peerClosed && !s.tx.finSent()
 	wantTx := !s.peerClosed && !s.closeSent && s.rxHead-s.credited > s.size/2
 	s.seg.SetWant(s.peer, sdp.WantRx, b2u(wantRx))
 	s.seg.SetWant(s.peer, sdp.WantTx, b2u(wantTx))
 	// The stores above are sequentially consistent: the loads below see
 	// whatever the application published before it looked at the flags.
 	if wantRx {
-		head := s.seg.Head(s.side)
-		if head != s.sent && s.sent-s.peerTail < s.size && s.sqFree() >= 2 {
+		head, sent := s.seg.Head(s.side), s.tx.sent()
+		if head != sent && sent-s.tx.peerTail() < s.size && s.sqFree() >= 2 && !s.tx.callerPosting() {
 			return true
 		}
 		if s.seg.SideFlags(s.side)&sdp.SideFIN != 0 {

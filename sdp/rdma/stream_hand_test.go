@@ -205,8 +205,8 @@ func TestCreditWindow(t *testing.T) {
 	// The application fills its ring (it sees room up to the credit).
 	publish(seg, 1096)
 	s.pump()
-	if s.sent != 4096 {
-		t.Fatalf("sent %d, want 4096", s.sent)
+	if s.tx.sent() != 4096 {
+		t.Fatalf("sent %d, want 4096", s.tx.sent())
 	}
 	transfer("filling", 3000, 4096)
 	// No credit yet: nothing more may go even if the ring claims more.
@@ -238,8 +238,8 @@ func TestCreditWindow(t *testing.T) {
 	publish(seg, end-8596+100)
 	s.pump()
 	transfer("wrapped transfer", 8596, end+100)
-	if s.sent-s.peerTail > s.size {
-		t.Fatalf("%d bytes in flight in a %d ring", s.sent-s.peerTail, s.size)
+	if s.tx.sent()-s.tx.peerTail() > s.size {
+		t.Fatalf("%d bytes in flight in a %d ring", s.tx.sent()-s.tx.peerTail(), s.size)
 	}
 }
 
@@ -363,7 +363,7 @@ func TestStreamStates(t *testing.T) {
 	publish(seg, 10)
 	seg.OrSideFlags(0, sdp.SideFIN)
 	s.pump()
-	if !s.finSent || len(l.writes) != 2 {
+	if !s.tx.finSent() || len(l.writes) != 2 {
 		t.Fatalf("FIN not sent after the data: %+v", l.writes)
 	}
 	if k, _ := ParseImm(l.writes[1].imm); k != ImmFlags {

@@ -1,5 +1,8 @@
 package rdma
 
+// #include "tx.h"
+import "C"
+
 import (
 	"errors"
 	"fmt"
@@ -72,7 +75,7 @@ func newVerbsLinkFrom(t *Transport, id *verbs.CMID, dev *device, sp *spare, lp *
 
 // qpConfig is a link's QP, with one CQ for sends and receives.
 func qpConfig(cq *verbs.CQ) verbs.QPConfig {
-	return verbs.QPConfig{SendCQ: cq, RecvCQ: cq, MaxSendWR: sqDepth, MaxRecvWR: rqDepth}
+	return verbs.QPConfig{SendCQ: cq, RecvCQ: cq, MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxInlineData: C.OSF_RDMA_INLINE}
 }
 
 // createQP creates the link's QP on its id; on error the MR and the CQ
@@ -97,6 +100,16 @@ func (l *verbsLink) setPeer(base uint64, rkey uint32) { l.rbase, l.rkey = base, 
 // client), ring 0 at an accept.
 func (l *verbsLink) localBase(r int) uint64 { return l.mr[r].Addr() }
 func (l *verbsLink) localKey(r int) uint32  { return l.mr[r].RKey() }
+
+// useTx lets the application's threads post on the QP (tx.h): payloads
+// from the registered region of ring side to the peer's.
+func (l *verbsLink) useTx(tx *txState, side int) bool {
+	if l.qp == nil || l.closed || l.disconnected || l.rkey == 0 && l.rbase == 0 {
+		return false
+	}
+	tx.useVerbs(l.qp, l.mr[side].Addr(), l.mr[side].LKey(), l.rbase, l.rkey)
+	return true
+}
 
 func (l *verbsLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint32, withImm, signaled bool) error {
 	if ring < 0 || ring > 1 || n == 0 || uint64(off)+uint64(n) > l.ring {

@@ -332,6 +332,7 @@ gateway() {
 		"$BIN/osfgw" --status --json >"$OUT/osfgw-status.json" 2>&1
 		check "gateway: osfgw --status lists the relay with leg rdma" \
 			grep -q "\"destination\":\"$GW_DST:7400\".*\"leg\":\"rdma\"\|\"leg\":\"rdma\".*\"destination\":\"$GW_DST:7400\"" "$OUT/osfgw-status.json"
+		barrier gw-status 300 # the node holds the relay open until now
 		barrier gw-done 600
 		timeout 60 tail --pid=$ep -f /dev/null
 		check "gateway: osfgw relayed over an RDMA leg" grep -q "$GW_DST:7400: connected from .*(node leg rdma)" "$OUT/osfgw.txt"
@@ -367,6 +368,7 @@ gateway() {
 			fail "gateway: osfstat on B: not a gateway connection over an RDMA leg: $(head -c 400 "$OUT/gw-client.txt")"
 		fi
 		barrier gw-held
+		barrier gw-status 300 # until osfgw --status on A has seen the relay
 		echo go >&7
 		exec 7>&-
 		wait $cp

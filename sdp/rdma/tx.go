@@ -1,0 +1,368 @@
+package rdma
+
+/*
+#include "tx.h"
+
+struct osf_rdma_tx *osf_rdma_tx_new(void);
+void osf_rdma_tx_publish(struct osf_rdma_tx *tx, uint64_t dev, uint64_t ino);
+void osf_rdma_tx_retire(struct osf_rdma_tx *tx);
+int osf_rdma_verbs_post(struct osf_rdma_tx *tx, const struct osf_rdma_wr *w, int n);
+int osf_rdma_sim_post(struct osf_rdma_tx *tx, const struct osf_rdma_wr *w, int n);
+
+static void osf_rdma_tx_use_verbs(struct osf_rdma_tx *tx, void *qp, uint64_t laddr,
+				  uint32_t lkey, uint64_t raddr, uint32_t rkey,
+				  uint32_t max_inline)
+{
+	tx->qp = qp;
+	tx->laddr = laddr;
+	tx->lkey = lkey;
+	tx->raddr = raddr;
+	tx->rkey = rkey;
+	tx->max_inline = max_inline;
+	tx->post = osf_rdma_verbs_post;
+}
+
+static void osf_rdma_tx_use_sim(struct osf_rdma_tx *tx, int fd, uint64_t laddr)
+{
+	tx->sim_fd = fd;
+	tx->laddr = laddr;
+	tx->post = osf_rdma_sim_post;
+}
+
+// osf_rdma_tx_engine_push is the engine's transmit through the C poster,
+// the lock held: 0, -1 for a corrupt ring, else the poster's errno.
+static int osf_rdma_tx_engine_push(struct osf_rdma_tx *tx, uint64_t head, int fin)
+{
+	struct osf_rdma_wr wr[3];
+	int n, rc;
+
+	while ((n = osf_rdma_tx_next(tx, head, fin, wr)) > 0) {
+		rc = tx->post(tx, wr, n);
+		if (rc)
+			return rc;
+		osf_rdma_tx_commit(tx, wr, n);
+		__atomic_add_fetch(&tx->engine_posts, 1, __ATOMIC_RELAXED);
+	}
+	return n < 0 ? -1 : 0;
+}
+
+static int osf_rdma_tx_next_go(const struct osf_rdma_tx *tx, uint64_t head, int fin,
+			       struct osf_rdma_wr *wr)
+{
+	return osf_rdma_tx_next(tx, head, fin, wr);
+}
+
+static void osf_rdma_tx_commit_go(struct osf_rdma_tx *tx, const struct osf_rdma_wr *wr, int n)
+{
+	osf_rdma_tx_commit(tx, wr, n);
+	__atomic_add_fetch(&tx->engine_posts, 1, __ATOMIC_RELAXED);
+}
+
+static int osf_rdma_tx_complete_go(struct osf_rdma_tx *tx, uint32_t seq)
+{
+	return osf_rdma_tx_complete(tx, seq);
+}
+
+static int osf_rdma_tx_signaled_go(uint32_t seq, int force)
+{
+	return osf_rdma_tx_signaled(seq, force);
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/verbs"
+)
+
+// txState is a stream's sending state, shared with the application's
+// threads (sdp/rdma/tx.h: the one sending rule, in C). Its memory is C's
+// (calloc'd, never freed, reused once retired): the application's threads
+// read and write it. The engine holds its lock around everything it posts
+// on the send queue and around the counts the rule reads.
+type txState struct {
+	p *C.struct_osf_rdma_tx
+	// cpost: the engine posts data through the C poster too (a verbs
+	// QP), not through its Link.
+	cpost bool
+}
+
+// errSQFull means the send queue has no slot for the request: it is
+// retried when completions free one.
+var errSQFull = errors.New("rdma: send queue full")
+
+// errNoTx means the C sending state could not be allocated.
+var errNoTx = errors.New("rdma: no memory for the sending state")
+
+// newTx allocates the sending state of connection id whose application
+// sends into ring side of size bytes.
+func newTx(id uint32, size uint32, side int) (*txState, error) {
+	p := C.osf_rdma_tx_new()
+	if p == nil {
+		return nil, errNoTx
+	}
+	p.id = C.uint32_t(id)
+	p.size = C.uint32_t(size)
+	p.side = C.int32_t(side)
+	p.bias = C.uint32_t(sdp.RingBias(size, side))
+	p.max_chunk = C.uint32_t(size)
+	return &txState{p: p}, nil
+}
+
+func (t *txState) word(w *C.uint32_t) *uint32 { return (*uint32)(unsafe.Pointer(w)) }
+
+// lock takes the lock, spinning: an application's thread holds it for one
+// chain of posts at most.
+func (t *txState) lock() {
+	for i := 0; !atomic.CompareAndSwapUint32(t.word(&t.p.lock), 0, 1); i++ {
+		if i > 64 {
+			runtime.Gosched()
+		}
+	}
+}
+
+func (t *txState) unlock() { atomic.StoreUint32(t.word(&t.p.lock), 0) }
+
+// tryLock takes the lock if it is free.
+func (t *txState) tryLock() bool { return atomic.CompareAndSwapUint32(t.word(&t.p.lock), 0, 1) }
+
+// claim, begin and release are tx.h's osf_rdma_tx_claim, _begin and
+// _release (Go's atomics are sequentially consistent): a data push takes
+// the lock or hands its work to the holder, and a holder pushes once more
+// when someone did.
+func (t *txState) claim() bool {
+	if t.tryLock() {
+		return true
+	}
+	atomic.StoreUint32(t.word(&t.p.again), 1)
+	return t.tryLock()
+}
+
+func (t *txState) begin() { atomic.StoreUint32(t.word(&t.p.again), 0) }
+
+func (t *txState) release() bool {
+	atomic.StoreUint32(t.word(&t.p.lock), 0)
+	return atomic.LoadUint32(t.word(&t.p.again)) != 0
+}
+
+// callerPosting reports whether an application's thread may be posting
+// right now (the lock is held while callers may post): it posts what it
+// read, and a writer that finds the lock busy wakes the engine.
+func (t *txState) callerPosting() bool {
+	return atomic.LoadUint32(t.word(&t.p.lock)) != 0 && t.callersLive()
+}
+
+// The counts, read by the engine (exact under the lock, a recent value
+// otherwise: the application's threads change sent and posted).
+func (t *txState) sent() uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.sent)))
+}
+func (t *txState) peerTail() uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.peer_tail)))
+}
+func (t *txState) posted() uint32    { return atomic.LoadUint32(t.word(&t.p.posted)) }
+func (t *txState) completed() uint32 { return atomic.LoadUint32(t.word(&t.p.completed)) }
+func (t *txState) finSent() bool     { return atomic.LoadUint32(t.word(&t.p.fin_sent)) != 0 }
+
+// sqFree returns the free send queue slots.
+func (t *txState) sqFree() int {
+	used := t.posted() - t.completed()
+	if used >= sqDepth {
+		return 0
+	}
+	return sqDepth - int(used)
+}
+
+// setSent records the bytes sent (tests).
+func (t *txState) setSent(v uint64) {
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&t.p.sent)), v)
+}
+
+// setSimDone is what the stand-in's poster does for a chain whose
+// request seq = v - 1 was signaled (tests).
+func (t *txState) setSimDone(v uint32) { atomic.StoreUint32(t.word(&t.p.sim_done), v) }
+
+// setPeerTail records the peer's credit; the lock held.
+func (t *txState) setPeerTail(v uint64) {
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&t.p.peer_tail)), v)
+}
+
+// next decides the next chain to post (the lock held): how many of wr,
+// 0 for none, -1 for a corrupt ring.
+func (t *txState) next(head uint64, fin bool, wr *[3]C.struct_osf_rdma_wr) int {
+	return int(C.osf_rdma_tx_next_go(t.p, C.uint64_t(head), b2i(fin), &wr[0]))
+}
+
+func (t *txState) commit(wr *[3]C.struct_osf_rdma_wr, n int) {
+	C.osf_rdma_tx_commit_go(t.p, &wr[0], C.int(n))
+}
+
+// enginePush transmits with the C poster (the lock held): 0, -1 for a
+// corrupt ring, else the poster's errno.
+func (t *txState) enginePush(head uint64, fin bool) int {
+	return int(C.osf_rdma_tx_engine_push(t.p, C.uint64_t(head), b2i(fin)))
+}
+
+// complete records a send completion (the lock held).
+func (t *txState) complete(seq uint32) bool {
+	return C.osf_rdma_tx_complete_go(t.p, C.uint32_t(seq)) == 0
+}
+
+// signaled is the rule's selective signalling.
+func signaled(seq uint32, force bool) bool {
+	return C.osf_rdma_tx_signaled_go(C.uint32_t(seq), b2i(force)) != 0
+}
+
+// useVerbs lets the application's threads (and the engine) post on qp:
+// payloads from the registered region laddr/lkey of the sending ring to
+// the peer's region raddr/rkey.
+func (t *txState) useVerbs(qp *verbs.QP, laddr uint64, lkey uint32, raddr uint64, rkey uint32) {
+	inl := min(qp.Cap().MaxInlineData, C.OSF_RDMA_INLINE)
+	C.osf_rdma_tx_use_verbs(t.p, qp.Raw(), C.uint64_t(laddr), C.uint32_t(lkey),
+		C.uint64_t(raddr), C.uint32_t(rkey), C.uint32_t(inl))
+	t.cpost = true
+}
+
+// simChunk bounds a stand-in message: a unix stream socket takes a
+// message in one buffer whole or not at all, and 16 KiB is one buffer
+// whatever the socket's SO_SNDBUF (tx.c osf_rdma_sim_post).
+const simChunk = 16<<10 - 3*simHdr
+
+// useSim lets the application's threads post on the stand-in's socket fd
+// (the engine keeps posting through its link, which queues what the
+// socket does not take).
+func (t *txState) useSim(fd int, laddr uint64) {
+	C.osf_rdma_tx_use_sim(t.p, C.int(fd), C.uint64_t(laddr))
+	t.p.max_chunk = simChunk
+}
+
+// setSimBusy tells the application's threads whether the stand-in's link
+// has messages queued (or is down): they must not write ahead of them.
+func (t *txState) setSimBusy(busy bool) {
+	atomic.StoreUint32(t.word(&t.p.sim_busy), uint32(b2u(busy)))
+}
+
+// publish makes the state findable by the C data path through the
+// segment memfd's identity, for this process's threads, and lets them post.
+func (t *txState) publish(dev, ino uint64) {
+	t.p.pid = C.int32_t(unix.Getpid())
+	C.osf_rdma_tx_publish(t.p, C.uint64_t(dev), C.uint64_t(ino))
+	atomic.StoreUint32(t.word(&t.p.live), 1)
+}
+
+// stopCallers makes the application's threads leave everything to the
+// engine from now on (the connection closes, or failed).
+func (t *txState) stopCallers() { atomic.StoreUint32(t.word(&t.p.live), 0) }
+
+// callersLive reports whether the application's threads may post.
+func (t *txState) callersLive() bool { return atomic.LoadUint32(t.word(&t.p.live)) != 0 }
+
+// retire waits for any application's thread that is posting, stops them
+// for good and keeps the memory for another connection. The state must
+// not be used afterwards.
+func (t *txState) retire() {
+	if t.p != deadTx {
+		C.osf_rdma_tx_retire(t.p)
+		t.p = deadTx
+		t.cpost = false
+	}
+}
+
+// counts returns the chains posted by the application's threads and by
+// the engine, and the pushes that left bytes to the engine.
+func (t *txState) counts() (caller, engine, left uint64) {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.caller_posts))),
+		atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.engine_posts))),
+		atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.caller_left)))
+}
+
+func b2i(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// deadTx stands in for a retired state: nothing can post through it
+// (live 0, no poster), and what a released stream still reads is zero.
+var deadTx = func() *C.struct_osf_rdma_tx {
+	p := C.osf_rdma_tx_new()
+	if p == nil {
+		panic("rdma: out of memory")
+	}
+	return p
+}()
+
+// bumpPosted counts one send work request the engine posted (the lock
+// held).
+func (t *txState) bumpPosted() { atomic.AddUint32(t.word(&t.p.posted), 1) }
+
+// pushVia transmits through link (a Link without a C poster: the
+// stand-in, test fakes), the lock held: the same chains the C poster
+// would post, one request at a time. It returns -1 for a corrupt ring.
+func (t *txState) pushVia(link Link, head uint64, fin bool) (int, error) {
+	var wr [3]C.struct_osf_rdma_wr
+	for {
+		n := t.next(head, fin, &wr)
+		if n <= 0 {
+			return n, nil
+		}
+		for i := 0; i < n; i++ {
+			w := &wr[i]
+			id := verbs.WRID(w.wr_id)
+			var err error
+			if w.len == 0 {
+				err = link.PostImm(id, uint32(w.imm), w.signaled != 0)
+			} else {
+				err = link.PostWrite(id, int(w.ring), uint32(w.off), uint32(w.len), uint32(w.imm), w.with_imm != 0, w.signaled != 0)
+			}
+			if err != nil {
+				return 0, err
+			}
+		}
+		t.commit(&wr, n)
+	}
+}
+
+// ringAddr is the address of ring r's region in seg (the engine's
+// mapping).
+func ringAddr(seg *sdp.Segment, r int) uint64 {
+	return uint64(uintptr(unsafe.Pointer(&seg.RingData(r)[0])))
+}
+
+// txWR is a work request of the rule, in Go (tests).
+type txWR struct {
+	ID                     verbs.WRID
+	Off, Len, Imm          uint32
+	WithImm, Signaled, Inl bool
+	Ring                   int
+}
+
+// plan is next, in Go types (tests): the chain the rule would post now
+// and its length, 0 for none, -1 for a corrupt ring.
+func (t *txState) plan(head uint64, fin bool) ([]txWR, int) {
+	var wr [3]C.struct_osf_rdma_wr
+	n := t.next(head, fin, &wr)
+	var out []txWR
+	for i := 0; i < n; i++ {
+		w := &wr[i]
+		out = append(out, txWR{ID: verbs.WRID(w.wr_id), Off: uint32(w.off), Len: uint32(w.len), Imm: uint32(w.imm),
+			WithImm: w.with_imm != 0, Signaled: w.signaled != 0, Inl: w.inl != 0, Ring: int(w.ring)})
+	}
+	return out, n
+}
+
+// commitPlan records the chain plan returned as posted (tests).
+func (t *txState) commitPlan(head uint64, fin bool) {
+	var wr [3]C.struct_osf_rdma_wr
+	if n := t.next(head, fin, &wr); n > 0 {
+		t.commit(&wr, n)
+	}
+}
