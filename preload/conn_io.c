@@ -463,6 +463,7 @@ conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov, int iovcnt,
 					c->peek_off = (size_t)c->peek_off > n ? c->peek_off - (int)n : 0;
 				osf_seg_unlock(&c->s.me->rx_lock);
 				osf_side_wake_writer(&c->s, head, tail + n);
+				conn_consumed(c, tail + n);
 				if (unlikely(c->async)) /* SIGIO for what comes */
 					(void)osf_side_arm_rx(&c->s);
 			} else {

@@ -45,7 +45,46 @@ struct osf_conn {
 	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
 	int gw; /* OSF_CONN_GW_*: a stream to a gateway waiting for its reply
 		   (conn_gw.c) */
+	uint64_t reap; /* the reaper's slot naming it (reaper.c), 0: none, or
+			  OSF_REAP_NEVER: its rings are never trimmed */
+	uint64_t reap_at; /* the rx tail from which a read (re)lists it:
+			     UINT64_MAX while listed (written by the reaper,
+			     conn_consumed reads it) */
 };
+
+/* The reaper's list of connections whose readers consumed pages since
+ * their rings' last trim (reaper.c). OSF_REAP_PARKED in a reap word: the
+ * reaper found nothing more to give back and lets the slot go at its
+ * next look, unless a reader unparks it. */
+#define OSF_REAP_PARKED ((uint64_t)1 << 31)
+#define OSF_REAP_NEVER (~(uint64_t)0 & ~OSF_REAP_PARKED)
+
+/* osf_reap_list puts c on the reaper's list, or unparks it, starting or
+ * waking the reaper thread if need be (conn_consumed); the caller holds
+ * a reference. osf_reap_forget takes c out of the list before its segment
+ * is unmapped, waiting while the reaper looks at it. */
+void osf_reap_list(struct osf_conn *c);
+void osf_reap_forget(struct osf_conn *c);
+
+/* conn_reap_at returns the rx tail from which a read must list c again:
+ * OSF_TRIM_BYTES past the ring's last trim (now, if that is behind). */
+static inline uint64_t conn_reap_at(const struct osf_conn *c)
+{
+	uint64_t tail = __atomic_load_n(&c->s.rx->tail, __ATOMIC_ACQUIRE),
+		 last = __atomic_load_n(&c->s.trim_tail, __ATOMIC_RELAXED);
+
+	return tail - last >= OSF_TRIM_BYTES ? tail : last + OSF_TRIM_BYTES;
+}
+
+/* conn_consumed follows a reader of c that moved the rx ring's tail to
+ * tail: once OSF_TRIM_BYTES were consumed since the ring's last trim, the
+ * connection must be on the reaper's list, which gives the pages back
+ * when it idles, whatever the program does then (a comparison per read). */
+static inline void conn_consumed(struct osf_conn *c, uint64_t tail)
+{
+	if (__builtin_expect(tail >= __atomic_load_n(&c->reap_at, __ATOMIC_RELAXED), 0))
+		osf_reap_list(c);
+}
 
 /* osf_conn_gw_revents turns r, the events of c's rings, into what a
  * connection through a gateway reports (conn_gw.c), taking the reply if

@@ -58,25 +58,16 @@ func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 // sleep in a blocking recv, on both ends, and never poll: their rings are
 // trimmed by osf's reaper thread (shm-blocking-recv). A client that waits
 // on none of its connections, asleep in nanosleep (shm-sleeping) or in
-// poll() on stdin alone (shm-poll-other-fd), should give its pages back
-// too: not yet (issue 28), so those two are skipped unless
-// OSF_TEST_IDLE_OPEN=1.
+// poll() on stdin alone (shm-poll-other-fd), gives its pages back too:
+// the reaper trims every connection whose reader consumed a page and
+// that idles, whatever the program does (issue 28).
 func TestIdleRingsGiveMemoryBack(t *testing.T) {
 	t.Run("shm", func(t *testing.T) { idleMemory(t, underOsf, 200, -1, "epoll", nil) })
 	t.Run("shm-30ms-waits", func(t *testing.T) { idleMemory(t, underOsf, 50, 30, "epoll", nil) })
 	t.Run("shm-blocking-recv", func(t *testing.T) { idleMemory(t, underOsf, 50, -2, "epoll", nil) })
-	t.Run("shm-sleeping", func(t *testing.T) { idleOpen(t); idleMemory(t, underOsf, 50, -1, "sleep", nil) })
-	t.Run("shm-poll-other-fd", func(t *testing.T) { idleOpen(t); idleMemory(t, underOsf, 50, -1, "poll", nil) })
+	t.Run("shm-sleeping", func(t *testing.T) { idleMemory(t, underOsf, 50, -1, "sleep", nil) })
+	t.Run("shm-poll-other-fd", func(t *testing.T) { idleMemory(t, underOsf, 50, -1, "poll", nil) })
 	t.Run("rdma-sim", func(t *testing.T) { idleMemory(t, osfRDMASim, 4, -1, "epoll", nil) })
-}
-
-// idleOpen skips the modes osf does not trim yet (issue 28: a client that
-// waits on none of its connections keeps every page, 1 MiB per
-// connection), unless OSF_TEST_IDLE_OPEN=1 runs them to see the gap.
-func idleOpen(t *testing.T) {
-	if os.Getenv("OSF_TEST_IDLE_OPEN") != "1" {
-		t.Skip("issue 28 open: rings of connections no thread waits on are not trimmed; OSF_TEST_IDLE_OPEN=1 runs it")
-	}
 }
 
 func idleMemory(t *testing.T, m mode, conns, waitMs int, idle string, env []string) {
