@@ -5,12 +5,13 @@
  * loses a byte, and what this costs).
  *
  * The list. A reader that consumed OSF_TRIM_BYTES since its ring's last
- * trim puts the connection on the list (conn_consumed, conn_priv.h: a
- * comparison and a load per recv; osf_reap_list once per trim), in a slot
- * of chunks mapped as connections need them (1024 a chunk, 65536 at most;
- * beyond, a connection is not listed until one frees). The slot names the
- * connection, the connection its slot (osf_conn.reap: the slot's number
- * and generation, or OSF_REAP_NEVER for rings that are never trimmed).
+ * trim puts the connection on the list (conn_consumed, conn_priv.h: one
+ * comparison per recv, with the connection's reap_at, UINT64_MAX while it
+ * is listed; osf_reap_list once per idle period), in a slot of chunks
+ * mapped as connections need them (1024 a chunk, 65536 at most; beyond, a
+ * connection is listed when a slot frees). The slot names the connection,
+ * the connection its slot (osf_conn.reap: the slot's number and
+ * generation, or OSF_REAP_NEVER for rings that are never trimmed).
  *
  * The reaper. One thread per process (osf_thread_start: detached, every
  * signal blocked, named osf-reaper), started by the first listing, never
@@ -30,13 +31,14 @@
  * It calls nothing but madvise, clock_nanosleep, futex and send (a trim
  * wakes writers its stop held back), and the idle process's spare segment
  * and kept mappings are freed as a poller's trim frees them; it takes no
- * lock a fork child could inherit: the child forgets every slot (its
- * connections are listed again when read) and starts its own reaper on
- * demand. Not under a seccomp filter (a new thread may be forbidden
- * there: no trim but a poller's), nor with OSF_REAP_BLOCKING=0. A reader
- * whose first page is consumed inside a signal handler that interrupted
- * malloc could deadlock in the pthread_create that starts the reaper (a
- * known limit, once per process). */
+ * lock a fork child could inherit: the child keeps the list (its
+ * connections are the parent's, at the same addresses) and starts its own
+ * reaper at the next read of a listed connection, or the next listing.
+ * Not under a seccomp filter (a new thread may be forbidden there: no trim
+ * but a poller's), nor with OSF_REAP_BLOCKING=0. A reader whose first page
+ * is consumed inside a signal handler that interrupted malloc could
+ * deadlock in the pthread_create that starts the reaper (a known limit,
+ * once per process). */
 #include "conn_priv.h"
 #include "setup.h"
 #include "../sdp/sys.h"
@@ -83,6 +85,8 @@ enum { REAPER_NONE, REAPER_RUNS, REAPER_IDLE };
 static int reaper_state;
 
 static int on = -1; /* OSF_REAP_BLOCKING, 1 unless "0"; -1: not read yet */
+static int slow; /* OSF_DEBUG_REAP_SLOW=1: each look holds its connection
+		    5 ms before reading it (tests: a close must wait) */
 
 /* ring_stamp changes whenever the rx ring's head or tail moves. */
 static uint64_t ring_stamp(const struct osf_side *s)
@@ -129,6 +133,10 @@ static int look(unsigned k, long long now, int *trimmed)
 	/* Ours until we let go: the connection stays mapped meanwhile, and
 	 * until its reap word no longer names this slot (its close then goes
 	 * on without waiting: nothing here touches it after that). */
+	if (slow) {
+		struct timespec ts = {0, 5000000L};
+		clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+	}
 	c = sl->c;
 	s = &c->s;
 	me = GEN(w) | (k + 1);
@@ -195,7 +203,10 @@ static void *reaper(void *arg)
 	struct timespec tick = {0, REAP_TICK_MS * 1000000L};
 	int quiet = 0;
 
+	const char *v = osf_env("OSF_DEBUG_REAP_SLOW");
+
 	(void)arg;
+	slow = v && v[0] == '1';
 	for (;;) {
 		int st = REAPER_IDLE;
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &tick, NULL);
@@ -319,12 +330,15 @@ void osf_reap_list(struct osf_conn *c)
 	}
 	for (tries = 0; tries < 4; tries++) {
 		if (cur & OSF_REAP_PARKED) { /* the reaper's next look keeps it */
-			if (set_reap(c, &cur, cur & ~OSF_REAP_PARKED))
-				goto listed;
-			continue;
+			if (!set_reap(c, &cur, cur & ~OSF_REAP_PARKED))
+				continue;
+			wake(); /* a load (a fork child's first: its reaper) */
+			goto listed;
 		}
-		if (cur != 0)
-			goto listed; /* by another thread meanwhile */
+		if (cur != 0) { /* by another thread meanwhile, or before a fork */
+			wake();
+			goto listed;
+		}
 		r = claim(c);
 		if (!r)
 			break; /* no slot: the next read past a page asks again */
@@ -398,19 +412,23 @@ OSF_FORK_TEXT void osf_reaper_child_after_fork(void)
 	unsigned i, n = (unsigned)nchunks * REAP_CHUNK;
 
 	/* The child has none of the parent's threads: no reaper, no look
-	 * or claim under way. It forgets every slot, and its connections
-	 * their slots, so that its readers list them again. */
+	 * or claim under way. Its connections are the parent's, at the same
+	 * addresses: it keeps the list (a look under way is undone, a claim
+	 * stands if it named its connection already), and its own reaper
+	 * starts at its next listing or unparking. */
 	for (i = 0; i < n; i++) {
 		struct slot *sl = slot_at(i);
 		uint64_t w = sl->word;
-		if (STATE(w) == SLOT_FREE)
-			continue;
-		if (sl->c && (sl->c->reap & ~OSF_REAP_PARKED) == (GEN(w) | (i + 1))) {
-			sl->c->reap = 0;
-			sl->c->reap_at = conn_reap_at(sl->c);
-		}
-		sl->word = GEN(w) | SLOT_FREE;
+		if (STATE(w) == SLOT_LOOKING)
+			sl->word = w = GEN(w) | SLOT_LISTED;
+		else if (STATE(w) == SLOT_CLAIMED)
+			sl->word = w = GEN(w) | (sl->c && (sl->c->reap & ~OSF_REAP_PARKED) ==
+								  (GEN(w) | (i + 1))
+							 ? SLOT_LISTED
+							 : SLOT_FREE);
+		/* Its next read starts the child's reaper (osf_reap_list). */
+		if (STATE(w) == SLOT_LISTED)
+			OSF_RESET(sl->c->reap_at, 0);
 	}
-	OSF_RESET(full, 0);
 	OSF_RESET(reaper_state, REAPER_NONE);
 }

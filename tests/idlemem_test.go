@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,4 +167,81 @@ func TestTrimNeverStallsWriter(t *testing.T) {
 	if !r.OK() || !strings.Contains(r.Stdout, "stopped in a trim") || !strings.Contains(r.Stdout, "PASS") {
 		t.Fatalf("trimstop: %s", r)
 	}
+}
+
+// TestReaperClosesDuringLooks: connections whose readers listed them for
+// osf's reaper are closed one by one while it looks at them and trims
+// them (issue 28): a close takes its connection out of the list first,
+// waiting for a look under way, so the reaper never touches an unmapped
+// segment (the process would crash) nor a closed writers' socket. Each
+// look holds its connection 5 ms (OSF_DEBUG_REAP_SLOW), so that closes
+// land in looks. Under osf (OSF_STRICT=1: offloaded or failed) and the
+// sanitized library.
+func TestReaperClosesDuringLooks(t *testing.T) {
+	t.Parallel()
+	envs := map[string][]string{
+		"osf":       underOsf.env(t, "OSF_STRICT=1", "OSF_DEBUG_REAP_SLOW=1"),
+		"sanitized": sanitized(t, "OSF_STRICT=1", "OSF_DEBUG_REAP_SLOW=1"),
+	}
+	for name, env := range envs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := testutil.Cmd(t, env, testutil.Prog(t, "reaplife"), "close", "6", "32").Run(longRun)
+			noSanitizerReport(t, name, r.Stderr)
+			if !r.OK() || !strings.Contains(r.Stdout, "PASS") {
+				t.Fatalf("reaplife close: %s", r)
+			}
+		})
+	}
+}
+
+// TestReaperInForkChild: a connection its reader listed before a fork,
+// read on by the child after it, and idle in a child that waits on none
+// of its connections (nanosleep) gives its pages back: the child keeps
+// the parent's list and starts its own reaper at that read (issue 28).
+// The parent closed its copy of the child's end (its close took it out of
+// its own list) and holds the other end, asleep too.
+func TestReaperInForkChild(t *testing.T) {
+	t.Parallel()
+	p := underOsf.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "reaplife"), "fork").Start()
+	var child int
+	if _, err := fmt.Sscanf(p.WaitOutput("\n", shortRun), "child %d", &child); err != nil {
+		t.Fatalf("reaplife fork: %v: %s", err, p.Stdout())
+	}
+	testutil.AssertTransport(t, child, testutil.ByRole("server"), testutil.TransportShm)
+	// The shared page, and nothing of the ring the child consumed.
+	var held int64
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, held, _ = segMemory(t, p.Pid, child)
+		if held <= 4096 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if held > 4096 {
+		t.Fatalf("the idle connection holds %d bytes of segment memory, want at most 4096", held)
+	}
+	if !strings.Contains(threadNames(t, child), "osf-reaper") {
+		t.Fatalf("the child has threads %q, want its own osf-reaper", threadNames(t, child))
+	}
+}
+
+// threadNames returns the names of process pid's threads, sorted, joined
+// by commas.
+func threadNames(t *testing.T, pid int) string {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	var names []string
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "comm"))
+		if err == nil {
+			names = append(names, strings.TrimSpace(string(b)))
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
 }
