@@ -48,8 +48,10 @@ struct osf_conn {
 	uint64_t reap; /* the reaper's slot naming it (reaper.c), 0: none, or
 			  OSF_REAP_NEVER: its rings are never trimmed */
 	uint64_t reap_at; /* the rx tail from which a read (re)lists it:
-			     UINT64_MAX while listed (written by the reaper,
-			     conn_consumed reads it) */
+			     UINT64_MAX while listed (written by
+			     osf_reap_list and the reaper, read by
+			     conn_consumed; only ever compared, as the
+			     peer can write the tail it comes from) */
 };
 
 /* The reaper's list of connections whose readers consumed pages since
