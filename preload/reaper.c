@@ -14,15 +14,19 @@
  * generation, or OSF_REAP_NEVER for rings that are never trimmed).
  *
  * The reaper. One thread per process (osf_thread_start: detached, every
- * signal blocked, named osf-reaper), started by the first listing, never
- * in a process whose readers never consumed a page. Every REAP_TICK_MS it
- * looks at each listed connection's rx ring positions; a ring whose
- * positions stood still for OSF_TRIM_IDLE_MS is trimmed (osf_side_trim);
- * a connection with nothing left to give back is parked, and leaves the
- * list at the next look unless its reader consumed a page meanwhile (the
- * reader unparks it with one compare-and-swap). With nothing listed for
- * REAP_LINGER_TICKS it sleeps on a futex with no timeout, which the next
- * listing wakes (a futex call, once per such quiet spell).
+ * signal blocked, named osf-reaper). A listing makes no system call: it
+ * notes the work (osf_reap_kick_due), and the process's next sleep in the
+ * kernel through osf (a blocking call, a poll, select or epoll wait, even
+ * one on other fds) starts or wakes the reaper (osf_reap_kick, ready.h);
+ * never in a process whose readers never consumed a page. Every
+ * REAP_TICK_MS it looks at each listed connection's rx ring positions; a
+ * ring whose positions stood still for OSF_TRIM_IDLE_MS is trimmed
+ * (osf_side_trim); a connection with nothing left to give back is parked,
+ * and leaves the list at the next look unless its reader consumed a page
+ * meanwhile (the reader unparks it with one compare-and-swap). With
+ * nothing listed for REAP_LINGER_TICKS it sleeps on a futex, woken by the
+ * next kick, and looks once a second meanwhile (a listing no sleep
+ * through osf followed).
  *
  * Lifetime. A look holds the slot (SLOT_LOOKING) and no reference: the
  * last reference's osf_conn_destroy takes the connection out of its slot
@@ -33,10 +37,10 @@
  * and kept mappings are freed as a poller's trim frees them; it takes no
  * lock a fork child could inherit: the child keeps the list (its
  * connections are the parent's, at the same addresses) and starts its own
- * reaper at the next read of a listed connection, or the next listing.
- * Not under a seccomp filter (a new thread may be forbidden there: no trim
- * but a poller's), nor with OSF_REAP_BLOCKING=0. A reader whose first page
- * is consumed inside a signal handler that interrupted malloc could
+ * reaper at its first wait after a read of a listed connection, or after
+ * a listing. Not under a seccomp filter (a new thread may be forbidden
+ * there: no trim but a poller's), nor with OSF_REAP_BLOCKING=0. A first
+ * such wait inside a signal handler that interrupted malloc could
  * deadlock in the pthread_create that starts the reaper (a known limit,
  * once per process). */
 #include "conn_priv.h"
@@ -70,6 +74,7 @@ struct slot {
 	long long since;    /* CLOCK_MONOTONIC ns they were first seen so, 0: not yet */
 };
 
+static struct slot chunk0[REAP_CHUNK]; /* the first: no mmap on a read */
 static struct slot *chunks[REAP_CHUNKS];
 static int nchunks; /* chunks[0, nchunks) are mapped */
 static int full;    /* every slot was taken at the last claim */
@@ -200,7 +205,7 @@ static int reap(void)
 
 static void *reaper(void *arg)
 {
-	struct timespec tick = {0, REAP_TICK_MS * 1000000L};
+	struct timespec tick = {0, REAP_TICK_MS * 1000000L}, idle = {1, 0};
 	int quiet = 0;
 
 	const char *v = osf_env("OSF_DEBUG_REAP_SLOW");
@@ -221,19 +226,36 @@ static void *reaper(void *arg)
 		 * listing before the store below is seen by the second look;
 		 * one after it sees REAPER_IDLE and wakes us. */
 		__atomic_store_n(&reaper_state, REAPER_IDLE, __ATOMIC_SEQ_CST);
-		if (reap()) {
-			__atomic_compare_exchange_n(&reaper_state, &st, REAPER_RUNS, 0,
-						    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
-			continue;
+		while (__atomic_load_n(&reaper_state, __ATOMIC_SEQ_CST) == REAPER_IDLE) {
+			/* A listing sets osf_reap_kick_due, and the process's
+			 * next sleep in the kernel wakes us; one whose reads
+			 * never wait is seen within a second. */
+			if (reap()) {
+				st = REAPER_IDLE;
+				__atomic_compare_exchange_n(&reaper_state, &st, REAPER_RUNS, 0,
+							    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+				break;
+			}
+			syscall(SYS_futex, &reaper_state, FUTEX_WAIT_PRIVATE, REAPER_IDLE,
+				&idle, NULL, 0);
 		}
-		while (__atomic_load_n(&reaper_state, __ATOMIC_SEQ_CST) == REAPER_IDLE)
-			syscall(SYS_futex, &reaper_state, FUTEX_WAIT_PRIVATE,
-				REAPER_IDLE, NULL, NULL, 0);
 	}
 	return NULL;
 }
 
-/* wake makes sure the reaper looks at the slots (a slot was just filled). */
+int osf_reap_kick_due;
+
+/* due notes that the reaper must look at the slots (a connection was just
+ * listed or unparked) without a system call: the process's next sleep in
+ * the kernel starts or wakes it (osf_reap_kick, ready.h). */
+static void due(void)
+{
+	if (__builtin_expect(__atomic_load_n(&reaper_state, __ATOMIC_RELAXED) != REAPER_RUNS, 0) &&
+	    !__atomic_load_n(&osf_reap_kick_due, __ATOMIC_RELAXED))
+		__atomic_store_n(&osf_reap_kick_due, 1, __ATOMIC_RELAXED);
+}
+
+/* wake makes sure the reaper looks at the slots, starting it if need be. */
 static void wake(void)
 {
 	int st = __atomic_load_n(&reaper_state, __ATOMIC_SEQ_CST);
@@ -254,7 +276,9 @@ static void wake(void)
 }
 
 /* grow maps chunk c unless another thread did: 0, or -1 (no memory, or
- * every chunk is mapped). */
+ * every chunk is mapped). The first is in the library's bss: a process's
+ * first listing, on the data path, makes no system call (a page fault);
+ * the next ones, for more than 1024 listed connections, are mmap'd. */
 static int grow(int c)
 {
 	struct slot *m, *none = NULL;
@@ -262,12 +286,14 @@ static int grow(int c)
 	if (c >= REAP_CHUNKS)
 		return -1;
 	if (!__atomic_load_n(&chunks[c], __ATOMIC_ACQUIRE)) {
-		m = mmap(NULL, REAP_CHUNK * sizeof(struct slot), PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		m = c == 0 ? chunk0
+			   : mmap(NULL, REAP_CHUNK * sizeof(struct slot),
+				  PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (m == MAP_FAILED)
 			return -1;
 		if (!__atomic_compare_exchange_n(&chunks[c], &none, m, 0,
-						 __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+						 __ATOMIC_RELEASE, __ATOMIC_ACQUIRE) &&
+		    m != chunk0)
 			munmap(m, REAP_CHUNK * sizeof(struct slot));
 	}
 	__atomic_compare_exchange_n(&nchunks, &c, c + 1, 0, __ATOMIC_RELEASE,
@@ -332,11 +358,11 @@ void osf_reap_list(struct osf_conn *c)
 		if (cur & OSF_REAP_PARKED) { /* the reaper's next look keeps it */
 			if (!set_reap(c, &cur, cur & ~OSF_REAP_PARKED))
 				continue;
-			wake(); /* a load (a fork child's first: its reaper) */
+			due();
 			goto listed;
 		}
 		if (cur != 0) { /* by another thread meanwhile, or before a fork */
-			wake();
+			due();
 			goto listed;
 		}
 		r = claim(c);
@@ -349,7 +375,7 @@ void osf_reap_list(struct osf_conn *c)
 		}
 		__atomic_store_n(&slot_at(SLOT_NO(r) - 1)->word, GEN(r) | SLOT_LISTED,
 				 __ATOMIC_RELEASE);
-		wake();
+		due();
 		goto listed;
 	}
 	errno = saved;
@@ -361,6 +387,19 @@ listed:
 	cur = __atomic_load_n(&c->reap, __ATOMIC_SEQ_CST);
 	if (cur == 0 || (cur & OSF_REAP_PARKED))
 		__atomic_store_n(&c->reap_at, conn_reap_at(c), __ATOMIC_RELAXED);
+	errno = saved;
+}
+
+void osf_reap_kick_slow(void)
+{
+	int saved = errno;
+
+	if (!__atomic_exchange_n(&osf_reap_kick_due, 0, __ATOMIC_RELAXED))
+		return;
+	/* Under a seccomp filter a new thread (clone) may be forbidden. */
+	if (!__atomic_load_n(&osf.sandboxed, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&reaper_state, __ATOMIC_RELAXED) != REAPER_NONE)
+		wake();
 	errno = saved;
 }
 
