@@ -206,9 +206,8 @@ static int reap(void)
 static void *reaper(void *arg)
 {
 	struct timespec tick = {0, REAP_TICK_MS * 1000000L}, idle = {1, 0};
-	int quiet = 0;
-
 	const char *v = osf_env("OSF_DEBUG_REAP_SLOW");
+	int quiet = 0;
 
 	(void)arg;
 	slow = v && v[0] == '1';
@@ -223,13 +222,12 @@ static void *reaper(void *arg)
 			continue;
 		quiet = 0;
 		/* Nothing listed for a while: sleep until a connection is. A
-		 * listing before the store below is seen by the second look;
-		 * one after it sees REAPER_IDLE and wakes us. */
+		 * listing after the store below notes a kick (due), and the
+		 * process's next sleep in the kernel wakes us; one before it,
+		 * or one no such sleep follows, is seen by a look: at once,
+		 * then once a second. */
 		__atomic_store_n(&reaper_state, REAPER_IDLE, __ATOMIC_SEQ_CST);
 		while (__atomic_load_n(&reaper_state, __ATOMIC_SEQ_CST) == REAPER_IDLE) {
-			/* A listing sets osf_reap_kick_due, and the process's
-			 * next sleep in the kernel wakes us; one whose reads
-			 * never wait is seen within a second. */
 			if (reap()) {
 				st = REAPER_IDLE;
 				__atomic_compare_exchange_n(&reaper_state, &st, REAPER_RUNS, 0,

@@ -198,7 +198,8 @@ func TestReaperClosesDuringLooks(t *testing.T) {
 // TestReaperInForkChild: a connection its reader listed before a fork,
 // read on by the child after it, and idle in a child that waits on none
 // of its connections (nanosleep) gives its pages back: the child keeps
-// the parent's list and starts its own reaper at that read (issue 28).
+// the parent's list and starts its own reaper at its first wait after
+// that read (issue 28).
 // The parent closed its copy of the child's end (its close took it out of
 // its own list) and holds the other end, asleep too.
 func TestReaperInForkChild(t *testing.T) {

@@ -14,8 +14,10 @@
  *   reaplife fork            a connection to itself (a, b): 64 KiB from a
  *                            read on b (its reader lists it), then fork.
  *                            The parent closes b, writes 64 KiB more on a
- *                            and sleeps; the child closes a, reads those
- *                            64 KiB on b, prints "child PID" and sleeps
+ *                            (two halves 300 ms apart) and sleeps; the
+ *                            child closes a, reads those 64 KiB on b
+ *                            (waiting for the second half: its reaper
+ *                            starts there), prints "child PID" and sleeps
  *                            (nanosleep: it waits on no connection), so
  *                            that only its reaper, started after the fork,
  *                            can give the ring's pages back. Both sleep
@@ -148,7 +150,11 @@ static int forked(void)
 			sleep_ms(1000);
 	}
 	close(b);
-	put(a, 64 * KIB, &w);
+	/* In two halves, the child waiting for the second: a wait through
+	 * osf after a read is where a process starts its reaper. */
+	put(a, 32 * KIB, &w);
+	sleep_ms(300);
+	put(a, 32 * KIB, &w);
 	for (;;)
 		sleep_ms(1000);
 }
