@@ -27,7 +27,8 @@ static const char *const file_vars[] = {
 	"OSF_POLL_SPIN_US",	  "OSF_RDMA_POLL_US", "OSF_CONNECT_TIMEOUT_MS",
 	"OSF_GATEWAY_KEY",	  "OSF_GATEWAY_TIMEOUT_MS",
 	"OSF_REAP_BLOCKING",	  "OSF_DEBUG_TRIM_STOP",
-	"OSF_DEBUG_LOAD_CORE",	  "OSF_DEBUG_RDMA_SIM",
+	"OSF_DEBUG_REAP_SLOW",	  "OSF_DEBUG_LOAD_CORE",
+	"OSF_DEBUG_RDMA_SIM",
 };
 #define NVARS (sizeof(file_vars) / sizeof(file_vars[0]))
 

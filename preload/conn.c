@@ -111,6 +111,13 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 					       __ATOMIC_RELAXED) & OSF_SEG_F_RDMA)
 			      ? OSF_CONN_RTX_LOOKS
 			      : 0;
+	if (__atomic_load_n(&c->s.trim, __ATOMIC_RELAXED)) {
+		c->reap = 0;
+		c->reap_at = conn_reap_at(c);
+	} else {
+		c->reap = OSF_REAP_NEVER;
+		c->reap_at = UINT64_MAX;
+	}
 	__atomic_store_n(&c->refs, 1, __ATOMIC_RELEASE);
 }
 
@@ -234,6 +241,9 @@ void osf_conn_destroy(struct osf_conn *c)
 {
 	int saved = errno;
 
+	/* Out of the reaper's list first: it may be looking at the rings or
+	 * sending a writer's token on the writers' socket. */
+	osf_reap_forget(c);
 	/* Those whose peer let go since: this close is no one's wait. */
 	osf_conn_unmap_due(0);
 	osf_fdt_close_hidden(c->seg_fd);

@@ -182,8 +182,8 @@ static inline void osf_conn_unmap_due(int all)
 		osf_conn_unmap_due_slow(all);
 }
 
-/* osf_reaper_child_after_fork forgets the parent's sleepers and reaper
- * (preload/reaper.c). */
+/* osf_reaper_child_after_fork forgets the parent's list of connections
+ * to trim and its reaper thread (preload/reaper.c). */
 void osf_reaper_child_after_fork(void);
 
 #endif

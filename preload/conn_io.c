@@ -144,6 +144,7 @@ static int wait_data(struct osf_conn *c, int fd)
 	if (__atomic_load_n(&osf_spare_wanted, __ATOMIC_RELAXED))
 		osf_spare_fill(); /* the next connect's segment, while we wait */
 	osf_conn_unmap_due(0); /* closed connections' segments (conn.c) */
+	osf_reap_kick();
 	spin = spin_begin(c, &sleeps);
 	r = osf_side_wait_data(&c->s, fd, spin);
 
@@ -155,8 +156,12 @@ static int wait_data(struct osf_conn *c, int fd)
 static int wait_more(struct osf_conn *c, int fd, int64_t have)
 {
 	uint64_t sleeps;
-	unsigned spin = spin_begin(c, &sleeps);
-	int r = osf_side_wait_more(&c->s, fd, spin, have);
+	unsigned spin;
+	int r;
+
+	osf_reap_kick();
+	spin = spin_begin(c, &sleeps);
+	r = osf_side_wait_more(&c->s, fd, spin, have);
 
 	spin_end(c, spin, sleeps);
 	return r;
@@ -174,8 +179,12 @@ static int peek_ended(const struct osf_side *s)
 static int wait_room(struct osf_conn *c)
 {
 	uint64_t sleeps;
-	unsigned spin = spin_begin(c, &sleeps);
-	int r = osf_side_wait_room(&c->s, spin);
+	unsigned spin;
+	int r;
+
+	osf_reap_kick();
+	spin = spin_begin(c, &sleeps);
+	r = osf_side_wait_room(&c->s, spin);
 
 	spin_end(c, spin, sleeps);
 	return r;
@@ -463,6 +472,7 @@ conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov, int iovcnt,
 					c->peek_off = (size_t)c->peek_off > n ? c->peek_off - (int)n : 0;
 				osf_seg_unlock(&c->s.me->rx_lock);
 				osf_side_wake_writer(&c->s, head, tail + n);
+				conn_consumed(c, tail + n);
 				if (unlikely(c->async)) /* SIGIO for what comes */
 					(void)osf_side_arm_rx(&c->s);
 			} else {

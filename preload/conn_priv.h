@@ -57,6 +57,13 @@ struct osf_conn {
 	struct osf_rdma_tx *rtx;
 	uint32_t rtx_gen;
 	int rtx_look;
+	uint64_t reap; /* the reaper's slot naming it (reaper.c), 0: none, or
+			  OSF_REAP_NEVER: its rings are never trimmed */
+	uint64_t reap_at; /* the rx tail from which a read (re)lists it:
+			     UINT64_MAX while listed (written by
+			     osf_reap_list and the reaper, read by
+			     conn_consumed; only ever compared, as the
+			     peer can write the tail it comes from) */
 };
 
 /* osf_conn_rdma_push posts what c's side published (conn_rdma.c): 1 when
@@ -75,6 +82,40 @@ static inline void conn_wake_reader(struct osf_conn *c, int fd)
 	    osf_conn_rdma_push(c))
 		return;
 	osf_side_wake_reader(&c->s, fd);
+}
+
+/* The reaper's list of connections whose readers consumed pages since
+ * their rings' last trim (reaper.c). OSF_REAP_PARKED in a reap word: the
+ * reaper found nothing more to give back and lets the slot go at its
+ * next look, unless a reader unparks it. */
+#define OSF_REAP_PARKED ((uint64_t)1 << 31)
+#define OSF_REAP_NEVER (~(uint64_t)0 & ~OSF_REAP_PARKED)
+
+/* osf_reap_list puts c on the reaper's list, or unparks it, starting or
+ * waking the reaper thread if need be (conn_consumed); the caller holds
+ * a reference. osf_reap_forget takes c out of the list before its segment
+ * is unmapped, waiting while the reaper looks at it. */
+void osf_reap_list(struct osf_conn *c);
+void osf_reap_forget(struct osf_conn *c);
+
+/* conn_reap_at returns the rx tail from which a read must list c again:
+ * OSF_TRIM_BYTES past the ring's last trim (now, if that is behind). */
+static inline uint64_t conn_reap_at(const struct osf_conn *c)
+{
+	uint64_t tail = __atomic_load_n(&c->s.rx->tail, __ATOMIC_ACQUIRE),
+		 last = __atomic_load_n(&c->s.trim_tail, __ATOMIC_RELAXED);
+
+	return tail - last >= OSF_TRIM_BYTES ? tail : last + OSF_TRIM_BYTES;
+}
+
+/* conn_consumed follows a reader of c that moved the rx ring's tail to
+ * tail: once OSF_TRIM_BYTES were consumed since the ring's last trim, the
+ * connection must be on the reaper's list, which gives the pages back
+ * when it idles, whatever the program does then (a comparison per read). */
+static inline void conn_consumed(struct osf_conn *c, uint64_t tail)
+{
+	if (__builtin_expect(tail >= __atomic_load_n(&c->reap_at, __ATOMIC_RELAXED), 0))
+		osf_reap_list(c);
 }
 
 /* osf_conn_gw_revents turns r, the events of c's rings, into what a

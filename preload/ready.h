@@ -7,6 +7,19 @@
 #include "../fdtable/fdt.h"
 #include "../sdp/side.h" /* OSF_ARM_* */
 
+/* osf_reap_kick starts or wakes the reaper thread when a reader listed a
+ * connection for it since (preload/reaper.c): called where the process is
+ * about to sleep in the kernel anyway (blocking calls, and poll, select
+ * and epoll waits that may sleep), never on the data path, which makes no
+ * system call while data is there. One load when there is nothing to do. */
+extern int osf_reap_kick_due;
+void osf_reap_kick_slow(void);
+static inline void osf_reap_kick(void)
+{
+	if (__builtin_expect(__atomic_load_n(&osf_reap_kick_due, __ATOMIC_RELAXED), 0))
+		osf_reap_kick_slow();
+}
+
 /* osf_conn_poll returns the poll(2) events fd would report now, computed
  * from the rings (POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR). */
 short osf_conn_poll(int fd, struct osf_fdt_entry *e);

@@ -41,8 +41,9 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	/* A ring behind: the first trim looks at the whole ring. Unless
 	 * nothing was ever consumed (tail 0: a new connection): a producer
 	 * cannot wrap before the consumer moves, so no page behind the tail
-	 * was written, and the first sleep of a short client's reader is
-	 * not a trim's (no reaper thread for it, osf_side_trim_due). */
+	 * was written, and a short client's reader that consumes less than
+	 * OSF_TRIM_BYTES has nothing to give back (osf_side_trim_due: no
+	 * reaper thread for it). */
 	s->trim_tail = __atomic_load_n(&s->rx->tail, __ATOMIC_RELAXED);
 	if (s->trim_tail)
 		s->trim_tail -= ring_bytes;
@@ -617,14 +618,7 @@ int osf_side_wait_more(struct osf_side *s, int fd, unsigned spin_us,
 	__atomic_add_fetch(&s->me->rx_waiters, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (osf_side_rx_past(s, have)) {
-		r = 0;
-	} else {
-		/* Idle for long, its pages go back (a poller trims itself). */
-		int slot = osf_side_trim_due(s) ? osf_sys_sleep_begin(s) : 0;
-		r = sleep_token(s, fd);
-		osf_sys_sleep_end(slot);
-	}
+	r = osf_side_rx_past(s, have) ? 0 : sleep_token(s, fd);
 	osf_side_uncount(&s->me->rx_waiters);
 	return r;
 }

@@ -73,7 +73,7 @@ struct osf_side {
 
 /* osf_side_init points s at the segment mapped at base (rings of
  * ring_bytes), seen from side, with writers' wake socket wfd. The rx ring
- * gives its pages back when idle (osf_side_idle) once osf_side_set_trim
+ * gives its pages back when idle (osf_side_trim) once osf_side_set_trim
  * allows it. */
 void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 		   int side, int wfd);
@@ -354,18 +354,20 @@ static inline int osf_side_tx_ready(const struct osf_side *s)
  * pages of a ring that hold no unread data, from head to tail + size, are
  * dead until the producer writes there again. Its consumer gives them back
  * to the kernel (madvise MADV_REMOVE on the shared mapping: a hole in the
- * segment's memfd, freed for both processes) while it holds the producer's
- * tx_lock, so that no producer writes meanwhile; it only tries that lock,
- * and never waits for it. Only the pages consumed since the last trim are
- * looked at. Never for an RDMA engine's segment: its rings are registered
- * (pinned) memory that the NIC writes.
+ * segment's memfd, freed for both processes), in rounds that each set the
+ * producers' trim stop under their tx_lock (osf_side_trim: it only tries
+ * that lock, and never waits for it). Only the pages consumed since the
+ * last trim are looked at. Never for an RDMA engine's segment: its rings
+ * are registered (pinned) memory that the NIC writes.
  *
  * When: a page given back costs the producer a page fault and a zeroed
  * page when it writes there again (measured: 16 KiB blocking ping-pong
  * went from 6 to 30 µs when every sleep trimmed), so a ring is trimmed only
- * once it has been idle: by a poller whose wait has slept OSF_TRIM_IDLE_MS
- * with the connection armed and nothing arriving (selectmux), and only if
- * the side consumed OSF_TRIM_BYTES since the last trim. */
+ * once the side consumed OSF_TRIM_BYTES since the last trim and it has
+ * been idle for OSF_TRIM_IDLE_MS: by a poller whose wait slept that long
+ * with the connection armed and nothing arriving (selectmux), or by the
+ * embedder's reaper thread, which watches the ring positions of every
+ * such side (libosf.so: preload/reaper.c). */
 #ifndef OSF_TRIM_BYTES
 #define OSF_TRIM_BYTES 4096u
 #endif

@@ -30,13 +30,4 @@ int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
  * nothing. */
 void osf_sys_debug_punch(void);
 
-/* osf_sys_sleep_begin is called before a reader whose ring has pages to
- * give back (osf_side_trim_due) sleeps in the kernel, osf_sys_sleep_end
- * with its result when it woke: libosf.so trims the ring of a reader
- * asleep for OSF_TRIM_IDLE_MS from another thread (preload/reaper.c), a
- * unit-test driver does nothing (returns 0). */
-struct osf_side;
-int osf_sys_sleep_begin(struct osf_side *s);
-void osf_sys_sleep_end(int slot);
-
 #endif

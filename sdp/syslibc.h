@@ -20,8 +20,5 @@ int osf_sys_ioctl(int fd, unsigned long req, void *arg) { return ioctl(fd, req, 
 pid_t osf_sys_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len) { return getsockopt(fd, level, name, val, len); }
 void osf_sys_debug_punch(void) {}
-/* No reaper here: a reader asleep in a blocking call is not trimmed. */
-int osf_sys_sleep_begin(struct osf_side *s) { (void)s; return 0; }
-void osf_sys_sleep_end(int slot) { (void)slot; }
 
 #endif

@@ -483,6 +483,7 @@ OSF_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	unsigned intr = osf_intr_count();
 
+	osf_reap_kick(); /* may sleep: the reaper may have work */
 	if (likely(!needs_mux(fds, n)))
 		return REAL(poll)(fds, n, timeout);
 	return mux_poll(fds, n, timeout < 0 ? -1 : timeout, NULL, intr);
@@ -493,6 +494,7 @@ OSF_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout,
 {
 	unsigned intr = osf_intr_count();
 
+	osf_reap_kick(); /* may sleep: the reaper may have work */
 	if (fdslen / sizeof(*fds) < n)
 		__chk_fail();
 	if (likely(!needs_mux(fds, n)))
@@ -505,6 +507,7 @@ OSF_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 {
 	unsigned intr = osf_intr_count();
 
+	osf_reap_kick(); /* may sleep: the reaper may have work */
 	if (likely(!needs_mux(fds, n)))
 		return REAL(ppoll)(fds, n, ts, mask);
 	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
@@ -621,6 +624,7 @@ OSF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *x,
 	unsigned intr = osf_intr_count();
 	int ret;
 
+	osf_reap_kick(); /* may sleep: the reaper may have work */
 	if (likely(!select_needs_mux(n, r, w, x)))
 		return REAL(select)(n, r, w, x, tv);
 	if (tv && (tv->tv_sec < 0 || tv->tv_usec < 0))
@@ -641,6 +645,7 @@ OSF_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *x,
 {
 	unsigned intr = osf_intr_count();
 
+	osf_reap_kick(); /* may sleep: the reaper may have work */
 	if (likely(!select_needs_mux(n, r, w, x)))
 		return REAL(pselect)(n, r, w, x, ts, mask);
 	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
@@ -2121,6 +2126,7 @@ OSF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
 {
 	struct ep *ep = ep_find(epfd);
 
+	osf_reap_kick(); /* may sleep: the reaper may have work */
 	if (likely(!ep || ep->inner < 0))
 		return passed(epfd, ev, max, REAL(epoll_wait)(epfd, ev, max, timeout),
 			      timeout < 0 ? -1 : timeout, NULL);
@@ -2132,6 +2138,7 @@ OSF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max,
 {
 	struct ep *ep = ep_find(epfd);
 
+	osf_reap_kick(); /* may sleep: the reaper may have work */
 	if (likely(!ep || ep->inner < 0))
 		return passed(epfd, ev, max,
 			      REAL(epoll_pwait)(epfd, ev, max, timeout, mask),
@@ -2144,6 +2151,7 @@ OSF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 {
 	struct ep *ep = ep_find(epfd);
 
+	osf_reap_kick(); /* may sleep: the reaper may have work */
 	if (likely(!ep || ep->inner < 0))
 		return passed(epfd, ev, max,
 			      REAL(epoll_pwait2)(epfd, ev, max, ts, mask),

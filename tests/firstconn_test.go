@@ -57,12 +57,12 @@ print("ready", flush=True)
 sys.stdin.read()
 `
 
-// TestShortClientStartsNoThread: a short client's first blocking read
-// sleeps on a new ring, which has no page to give back, so osf starts no
-// thread for it (the reaper, which trims the rings of sleeping readers,
-// cost a short client its creation and an exit that must reap it); once
-// a reader has consumed a page and sleeps again, the reaper runs (issue
-// 12). The connection is shm (OSF_STRICT=1, osfstat), the bytes checked.
+// TestShortClientStartsNoThread: a short client's reader consumes less
+// than a page of a new ring, which then has no page to give back, so osf
+// starts no thread for it (the reaper, which trims the rings of idle
+// connections, would cost a short client its creation and an exit that
+// must reap it); once a reader has consumed a page, the reaper runs
+// (issues 12, 28). The connection is shm (OSF_STRICT=1, osfstat), the bytes checked.
 func TestShortClientStartsNoThread(t *testing.T) {
 	t.Parallel()
 	for _, m := range bareAndOsf {

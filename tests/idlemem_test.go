@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,25 +59,16 @@ func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 // sleep in a blocking recv, on both ends, and never poll: their rings are
 // trimmed by osf's reaper thread (shm-blocking-recv). A client that waits
 // on none of its connections, asleep in nanosleep (shm-sleeping) or in
-// poll() on stdin alone (shm-poll-other-fd), should give its pages back
-// too: not yet (issue 28), so those two are skipped unless
-// OSF_TEST_IDLE_OPEN=1.
+// poll() on stdin alone (shm-poll-other-fd), gives its pages back too:
+// the reaper trims every connection whose reader consumed a page and
+// that idles, whatever the program does (issue 28).
 func TestIdleRingsGiveMemoryBack(t *testing.T) {
 	t.Run("shm", func(t *testing.T) { idleMemory(t, underOsf, 200, -1, "epoll", nil) })
 	t.Run("shm-30ms-waits", func(t *testing.T) { idleMemory(t, underOsf, 50, 30, "epoll", nil) })
 	t.Run("shm-blocking-recv", func(t *testing.T) { idleMemory(t, underOsf, 50, -2, "epoll", nil) })
-	t.Run("shm-sleeping", func(t *testing.T) { idleOpen(t); idleMemory(t, underOsf, 50, -1, "sleep", nil) })
-	t.Run("shm-poll-other-fd", func(t *testing.T) { idleOpen(t); idleMemory(t, underOsf, 50, -1, "poll", nil) })
+	t.Run("shm-sleeping", func(t *testing.T) { idleMemory(t, underOsf, 50, -1, "sleep", nil) })
+	t.Run("shm-poll-other-fd", func(t *testing.T) { idleMemory(t, underOsf, 50, -1, "poll", nil) })
 	t.Run("rdma-sim", func(t *testing.T) { idleMemory(t, osfRDMASim, 4, -1, "epoll", nil) })
-}
-
-// idleOpen skips the modes osf does not trim yet (issue 28: a client that
-// waits on none of its connections keeps every page, 1 MiB per
-// connection), unless OSF_TEST_IDLE_OPEN=1 runs them to see the gap.
-func idleOpen(t *testing.T) {
-	if os.Getenv("OSF_TEST_IDLE_OPEN") != "1" {
-		t.Skip("issue 28 open: rings of connections no thread waits on are not trimmed; OSF_TEST_IDLE_OPEN=1 runs it")
-	}
 }
 
 func idleMemory(t *testing.T, m mode, conns, waitMs int, idle string, env []string) {
@@ -175,4 +167,82 @@ func TestTrimNeverStallsWriter(t *testing.T) {
 	if !r.OK() || !strings.Contains(r.Stdout, "stopped in a trim") || !strings.Contains(r.Stdout, "PASS") {
 		t.Fatalf("trimstop: %s", r)
 	}
+}
+
+// TestReaperClosesDuringLooks: connections whose readers listed them for
+// osf's reaper are closed one by one while it looks at them and trims
+// them (issue 28): a close takes its connection out of the list first,
+// waiting for a look under way, so the reaper never touches an unmapped
+// segment (the process would crash) nor a closed writers' socket. Each
+// look holds its connection 5 ms (OSF_DEBUG_REAP_SLOW), so that closes
+// land in looks. Under osf (OSF_STRICT=1: offloaded or failed) and the
+// sanitized library.
+func TestReaperClosesDuringLooks(t *testing.T) {
+	t.Parallel()
+	envs := map[string][]string{
+		"osf":       underOsf.env(t, "OSF_STRICT=1", "OSF_DEBUG_REAP_SLOW=1"),
+		"sanitized": sanitized(t, "OSF_STRICT=1", "OSF_DEBUG_REAP_SLOW=1"),
+	}
+	for name, env := range envs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := testutil.Cmd(t, env, testutil.Prog(t, "reaplife"), "close", "6", "32").Run(longRun)
+			noSanitizerReport(t, name, r.Stderr)
+			if !r.OK() || !strings.Contains(r.Stdout, "PASS") {
+				t.Fatalf("reaplife close: %s", r)
+			}
+		})
+	}
+}
+
+// TestReaperInForkChild: a connection its reader listed before a fork,
+// read on by the child after it, and idle in a child that waits on none
+// of its connections (nanosleep) gives its pages back: the child keeps
+// the parent's list and starts its own reaper at its first wait after
+// that read (issue 28).
+// The parent closed its copy of the child's end (its close took it out of
+// its own list) and holds the other end, asleep too.
+func TestReaperInForkChild(t *testing.T) {
+	t.Parallel()
+	p := underOsf.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "reaplife"), "fork").Start()
+	var child int
+	if _, err := fmt.Sscanf(p.WaitOutput("\n", shortRun), "child %d", &child); err != nil {
+		t.Fatalf("reaplife fork: %v: %s", err, p.Stdout())
+	}
+	testutil.AssertTransport(t, child, testutil.ByRole("server"), testutil.TransportShm)
+	// The shared page, and nothing of the ring the child consumed.
+	var held int64
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, held, _ = segMemory(t, p.Pid, child)
+		if held <= 4096 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if held > 4096 {
+		t.Fatalf("the idle connection holds %d bytes of segment memory, want at most 4096", held)
+	}
+	if !strings.Contains(threadNames(t, child), "osf-reaper") {
+		t.Fatalf("the child has threads %q, want its own osf-reaper", threadNames(t, child))
+	}
+}
+
+// threadNames returns the names of process pid's threads, sorted, joined
+// by commas.
+func threadNames(t *testing.T, pid int) string {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	var names []string
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "comm"))
+		if err == nil {
+			names = append(names, strings.TrimSpace(string(b)))
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
 }

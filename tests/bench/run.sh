@@ -520,20 +520,25 @@ bench_idle_memory() {
 	# Both ends asleep in a blocking recv, a thread per connection, never
 	# polling: preload/reaper.c gives their pages back.
 	idle_memory_case "${BENCH_MEM_BLOCK_CONNS:-500}" -2 -1 "idle connections, each end a thread asleep in a blocking recv,"
+	# The client waits on none of its connections: asleep in nanosleep,
+	# or in poll() on stdin alone; the reaper trims them all the same.
+	idle_memory_case "${BENCH_MEM_CONNS:-2000}" -1 10000 "idle connections, the client asleep in nanosleep," sleep
+	idle_memory_case "${BENCH_MEM_CONNS:-2000}" -1 10000 "idle connections, the client in poll() on stdin alone," poll
 }
 
-# idle_memory_case N SERVER_MS UNREAD LABEL: one memory row (idlemem's
-# server wait mode and client unread bytes, see tests/progs/idlemem.c).
+# idle_memory_case N SERVER_MS UNREAD LABEL [IDLE]: one memory row
+# (idlemem's server wait mode, the client's unread bytes and how it idles,
+# see tests/progs/idlemem.c).
 idle_memory_case() {
-	local n=$1 ms=$2 unread=$3 what=$4 kib=${BENCH_MEM_KIB:-1024} side line i m
+	local n=$1 ms=$2 unread=$3 what=$4 idle=${5:-epoll} kib=${BENCH_MEM_KIB:-1024} side line i m
 	declare -A held
 	for side in bare osf; do
 		serve "$side" "$IDLEMEM" server $PORT "$n" "$ms"
 		if [[ "$side" == osf ]]; then
 			coproc IDLE { exec taskset -c $CLI_CPU env LD_PRELOAD="$LIB" OSF_STRICT=1 \
-				"$IDLEMEM" client $PORT "$n" "$kib" "$unread"; }
+				"$IDLEMEM" client $PORT "$n" "$kib" "$unread" $idle; }
 		else
-			coproc IDLE { exec taskset -c $CLI_CPU "$IDLEMEM" client $PORT "$n" "$kib" "$unread"; }
+			coproc IDLE { exec taskset -c $CLI_CPU "$IDLEMEM" client $PORT "$n" "$kib" "$unread" $idle; }
 		fi
 		line=
 		read -r -t 300 line <&"${IDLE[0]}" || true
