@@ -4946,16 +4946,19 @@ static void s_port_bind_no_port(void)
  * ephemeral range as TCP's do, so a small range runs out at the same
  * count, with the same error. The scenario moves into a network namespace
  * of its own to narrow the range without touching anyone else's. */
-static void s_port_range(void)
+/* own_netns moves the scenario into a network namespace of its own, with
+ * loopback up: its ports are shared with no other scenario (the kernel
+ * shares a port connect chose among connections to different
+ * destinations, so another process's could make a bind there fail).
+ * Returns 0, or -1 after saying why (not root). */
+static int own_netns(void)
 {
-	struct sockaddr_storage ss;
 	struct ifreq ifr;
-	int fds[2 * 24], n = 0, i, s, one = 1, lfd;
-	FILE *f;
+	int s;
 
 	if (DO(unshare(CLONE_NEWNET)) < 0) {
 		say("unshare %s (not root?)", R(-1));
-		return;
+		return -1;
 	}
 	s = socket(AF_INET, SOCK_DGRAM, 0);
 	memset(&ifr, 0, sizeof ifr);
@@ -4966,6 +4969,17 @@ static void s_port_range(void)
 	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
 		setup_failed("SIOCSIFFLAGS");
 	close(s);
+	return 0;
+}
+
+static void s_port_range(void)
+{
+	struct sockaddr_storage ss;
+	int fds[2 * 24], n = 0, i, one = 1, lfd;
+	FILE *f;
+
+	if (own_netns() < 0)
+		return;
 	f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "w");
 	if (!f || fprintf(f, "40000 40009\n") < 0 || fclose(f) != 0)
 		setup_failed("ip_local_port_range");
@@ -5001,11 +5015,15 @@ static void s_port_tuple(void)
 {
 	struct sockaddr_storage ss, ss2, cs;
 	socklen_t l = sizeof cs;
-	int lfd = plain_listener(AF_INET, "127.0.0.1", &ss);
-	int lfd2 = plain_listener(AF_INET, "127.0.0.1", &ss2);
-	int c1 = socket(AF_INET, SOCK_STREAM, 0), c2 = socket(AF_INET, SOCK_STREAM, 0);
-	int c3 = socket(AF_INET, SOCK_STREAM, 0), one = 1, a1, a3;
+	int lfd, lfd2, c1, c2, c3, one = 1, a1, a3;
 
+	if (own_netns() < 0)
+		return;
+	lfd = plain_listener(AF_INET, "127.0.0.1", &ss);
+	lfd2 = plain_listener(AF_INET, "127.0.0.1", &ss2);
+	c1 = socket(AF_INET, SOCK_STREAM, 0);
+	c2 = socket(AF_INET, SOCK_STREAM, 0);
+	c3 = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(c1, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	setsockopt(c2, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	setsockopt(c3, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -5039,8 +5057,11 @@ static void narrowed(int fam, const char *dst, int dupped)
 {
 	struct sockaddr_storage ls, bs, cs;
 	socklen_t l = sizeof cs;
-	int lfd = plain_listener(fam, fam == AF_INET6 ? "::" : "0.0.0.0", &ls), c, a, d, port;
+	int lfd, c, a, d, port;
 
+	if (own_netns() < 0)
+		return;
+	lfd = plain_listener(fam, fam == AF_INET6 ? "::" : "0.0.0.0", &ls);
 	c = socket(fam, SOCK_STREAM, 0);
 	sa_make(&bs, fam, fam == AF_INET6 ? "::" : "0.0.0.0", 0);
 	if (bind(c, (struct sockaddr *)&bs, sa_len(fam)) < 0)
