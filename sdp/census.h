@@ -23,6 +23,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "names.h" /* addresses in IPv6 form: osf_name_v4mapped, osf_name_unspec */
+
 #ifndef OSF_CENSUS_SYS
 #define OSF_CENSUS_SYS(name) name
 #endif
@@ -37,8 +39,6 @@ struct osf_census {
 		uint8_t a[16];
 	} l[OSF_CENSUS_MAX];
 };
-
-static const uint8_t osf_census_v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 /* osf_census_dump adds the listeners of family fam on port to c over the
  * netlink socket s; 0, or -1 when the kernel did not answer. AF_UNSPEC
@@ -96,7 +96,7 @@ static inline int osf_census_dump(int s, int fam, uint16_t port, struct osf_cens
 				continue;
 			c->l[c->n].uid = m->idiag_uid;
 			if (m->idiag_family == AF_INET) {
-				memcpy(c->l[c->n].a, osf_census_v4mapped, 12);
+				memcpy(c->l[c->n].a, osf_name_v4mapped, 12);
 				memcpy(c->l[c->n].a + 12, m->id.idiag_src, 4);
 			} else {
 				memcpy(c->l[c->n].a, m->id.idiag_src, 16);
@@ -129,14 +129,6 @@ static inline int osf_census_read(uint16_t port, struct osf_census *c)
 	return r;
 }
 
-static inline int osf_census_unspec16(const uint8_t *a)
-{
-	static const uint8_t zero[16];
-
-	return memcmp(a, zero, 16) == 0 ||
-	       (memcmp(a, osf_census_v4mapped, 12) == 0 && memcmp(a + 12, zero, 4) == 0);
-}
-
 /* osf_census_owns reports whether uid holds a kernel TCP listener that a
  * companion named for want (IPv6 form, v4 mapped) serves: bound to want
  * itself or to a wildcard (wild: a wildcard name, which only a wildcard
@@ -148,7 +140,7 @@ static inline int osf_census_owns(const struct osf_census *c, uid_t uid, const u
 
 	for (i = 0; i < c->n; i++)
 		if (c->l[i].uid == uid &&
-		    (osf_census_unspec16(c->l[i].a) || (!wild && memcmp(c->l[i].a, want, 16) == 0)))
+		    (osf_name_unspec(c->l[i].a) || (!wild && memcmp(c->l[i].a, want, 16) == 0)))
 			return 1;
 	return 0;
 }
