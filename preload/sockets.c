@@ -14,6 +14,7 @@
 #include "gateway.h"
 #include "setup.h"
 #include "spin.h"
+#include "../sdp/names.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -554,16 +555,36 @@ static int port_hold(const struct bound_port *bp)
 	return fd;
 }
 
-/* wildcard_bound reports whether ss is a wildcard address with a port. */
-static int wildcard_bound(const struct sockaddr_storage *ss, socklen_t len)
+/* split16 splits the sockaddr at b (len bytes; the fd table and
+ * connect's in.bound keep them in 28) into its address in IPv6 form (an
+ * IPv4 one v4-mapped, so that a v4 socket's and a dual-stack one's
+ * compare) and its port; 0 when it is no IPv4 or IPv6 address. */
+static int split16(const void *b, size_t len, uint8_t a16[16], uint16_t *port)
 {
-	static const uint8_t any[16];
+	struct sockaddr_storage ss;
 	int32_t fam;
+	uint8_t a[16];
+
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, b, len < sizeof(ss) ? len : sizeof(ss));
+	if (!sa_split((struct sockaddr *)&ss, sizeof(struct sockaddr_in6), &fam, a, port))
+		return 0;
+	if (fam == AF_INET) {
+		memcpy(a16, osf_name_v4mapped, 12);
+		memcpy(a16 + 12, a, 4);
+	} else {
+		memcpy(a16, a, 16);
+	}
+	return 1;
+}
+
+/* wildcard_bound reports whether b is a wildcard address with a port. */
+static int wildcard_bound(const uint8_t b[28])
+{
 	uint8_t a[16];
 	uint16_t port = 0;
 
-	return sa_split((const struct sockaddr *)ss, len, &fam, a, &port) && port &&
-	       !memcmp(a, any, fam == AF_INET ? 4 : 16);
+	return split16(b, 28, a, &port) && port && osf_name_unspec(a);
 }
 
 /* narrow_to_local: a socket bound to a wildcard address before connect
@@ -573,7 +594,7 @@ static int wildcard_bound(const struct sockaddr_storage *ss, socklen_t len)
  * the connection's own, with the same port. */
 static void narrow_to_local(struct bound_port *bp, const uint8_t local[28])
 {
-	if (!wildcard_bound(&bp->ss, bp->len))
+	if (!wildcard_bound((const uint8_t *)&bp->ss))
 		return;
 	memcpy(&bp->ss, local, 28);
 	bp->len = bp->ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
@@ -589,7 +610,7 @@ static void narrow_hold(int h, const uint8_t local[28])
 	struct bound_port bp;
 	int one = 1, n, saved = errno;
 
-	if (!port_read(h, &bp) || !wildcard_bound(&bp.ss, bp.len))
+	if (!port_read(h, &bp) || !wildcard_bound((const uint8_t *)&bp.ss))
 		return;
 	narrow_to_local(&bp, local);
 	n = REAL(socket)(bp.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -634,28 +655,10 @@ static void port_give(int fd, int pfd, int high)
  * bound socket (in.bound) has a port. */
 static int bound_port_of(const uint8_t *b)
 {
-	int32_t fam;
 	uint8_t a[16];
 	uint16_t port = 0;
-	struct sockaddr_storage ss;
 
-	memset(&ss, 0, sizeof(ss));
-	memcpy(&ss, b, 28);
-	return sa_split((struct sockaddr *)&ss, sizeof(struct sockaddr_in6), &fam, a, &port) &&
-	       port != 0;
-}
-
-/* unmapped16 puts a split address in IPv6 form (a v4 address
- * v4-mapped), so that a v4 socket's and a dual-stack one's compare. */
-static void unmapped16(int32_t fam, const uint8_t a[16], uint8_t out[16])
-{
-	if (fam == AF_INET) {
-		memset(out, 0, 10);
-		out[10] = out[11] = 0xff;
-		memcpy(out + 12, a, 4);
-	} else {
-		memcpy(out, a, 16);
-	}
+	return split16(b, 28, a, &port) && port != 0;
 }
 
 /* tuple_taken reports whether an offloaded connection of this process
@@ -664,37 +667,20 @@ static void unmapped16(int32_t fam, const uint8_t a[16], uint8_t out[16])
  * (two sockets may share a port with SO_REUSEADDR, never a 4-tuple).
  * Only this process's connections are seen: another's sharing the tuple
  * goes unnoticed. */
-static int tuple_taken(const uint8_t bound[28], int32_t dfam, const uint8_t daddr[16],
-		       uint16_t dport)
+static int tuple_taken(const uint8_t bound[28], const struct sockaddr *dst, socklen_t dlen)
 {
-	static const uint8_t any[16], any4[16] = {[10] = 0xff, [11] = 0xff};
-	struct sockaddr_storage ss;
 	struct osf_fdt_entry *c;
-	uint8_t b[16], d[16], x[16], a[16];
-	int32_t fam;
-	uint16_t bport, p;
+	uint8_t b[16], d[16], x[16];
+	uint16_t bport = 0, dport, p;
 	int fd;
 
-	memset(&ss, 0, sizeof(ss));
-	memcpy(&ss, bound, 28);
-	if (!sa_split((struct sockaddr *)&ss, sizeof(struct sockaddr_in6), &fam, a, &bport) ||
-	    bport == 0)
+	if (!split16(bound, 28, b, &bport) || bport == 0 || !split16(dst, dlen, d, &dport))
 		return 0;
-	unmapped16(fam, a, b);
-	unmapped16(dfam, daddr, d);
 	OSF_FDT_FOREACH(fd, c) {
-		if (!osf_kind_is_conn(c->kind) ||
-		    !sa_split((struct sockaddr *)c->local, sizeof(c->local), &fam, a, &p) ||
-		    p != bport)
+		if (!osf_kind_is_conn(c->kind) || !split16(c->local, 28, x, &p) || p != bport ||
+		    (!osf_name_unspec(b) && memcmp(b, x, 16)))
 			continue;
-		unmapped16(fam, a, x);
-		if (memcmp(b, any, 16) && memcmp(b, any4, 16) && memcmp(b, x, 16))
-			continue;
-		if (!sa_split((struct sockaddr *)c->peer, sizeof(c->peer), &fam, a, &p) ||
-		    p != dport)
-			continue;
-		unmapped16(fam, a, x);
-		if (!memcmp(x, d, 16))
+		if (split16(c->peer, 28, x, &p) && p == dport && !memcmp(x, d, 16))
 			return 1;
 	}
 	return 0;
@@ -725,7 +711,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	if ((__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_BOUND) &&
 	    REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
 		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
-	if (tuple_taken(in.bound, in.family, in.addr, in.port))
+	if (tuple_taken(in.bound, sa, len))
 		return OSF_FAIL(EADDRNOTAVAIL);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
@@ -790,7 +776,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		errno = saved;
 		return kernel_connect(fd, sa, len);
 	}
-	if (kept >= 0 && (e = osf_fdt_lookup(fd)) != NULL)
+	if (kept >= 0 && wildcard_bound(in.bound) && (e = osf_fdt_lookup(fd)) != NULL)
 		narrow_hold(kept, e->local);
 	if (bound && (e = osf_fdt_lookup(fd)) != NULL)
 		narrow_to_local(&bp, e->local);
