@@ -94,6 +94,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->map_bytes = (size_t)osf_seg_bytes(ring_bytes);
 	c->seg_fd = seg_fd;
 	c->port_fd = -1;
+	c->port_kept = 0;
 	c->nonblock = 0;
 	c->bufset = 0;
 	c->v6 = v6;
@@ -248,7 +249,12 @@ void osf_conn_destroy(struct osf_conn *c)
 	osf_conn_unmap_due(0);
 	osf_fdt_close_hidden(c->seg_fd);
 	osf_fdt_close_hidden(c->s.wfd);
-	osf_fdt_close_hidden(c->port_fd);
+	if (c->port_kept && c->port_fd >= 0)
+		osf_port_pass_on(c->port_fd, c);
+	else
+		osf_fdt_close_hidden(c->port_fd);
+	c->port_fd = -1;
+	c->port_kept = 0;
 	if (!keep_mapped(c))
 		munmap(c->base, c->map_bytes);
 	c->base = NULL;
@@ -256,7 +262,9 @@ void osf_conn_destroy(struct osf_conn *c)
 	errno = saved;
 }
 
-void osf_conn_hold_port(struct osf_fdt_entry *e, int pfd)
+/* give_port makes pfd e's connection's port socket; kept: a closed
+ * listener's (osf_conn_keep_port). */
+static void give_port(struct osf_fdt_entry *e, int pfd, int kept)
 {
 	struct osf_conn *c = conn_get(-1, e);
 
@@ -266,7 +274,24 @@ void osf_conn_hold_port(struct osf_fdt_entry *e, int pfd)
 	}
 	osf_fdt_close_hidden(c->port_fd);
 	c->port_fd = pfd;
+	c->port_kept = kept;
 	conn_put(c);
+}
+
+void osf_conn_hold_port(struct osf_fdt_entry *e, int pfd) { give_port(e, pfd, 0); }
+
+void osf_conn_keep_port(struct osf_fdt_entry *e, int pfd) { give_port(e, pfd, 1); }
+
+int osf_conn_port_held(struct osf_fdt_entry *e)
+{
+	struct osf_conn *c = conn_get(-1, e);
+	int held;
+
+	if (!c)
+		return 1; /* gone: nothing to give it */
+	held = c->port_fd >= 0;
+	conn_put(c);
+	return held;
 }
 
 void osf_conn_setfl(struct osf_fdt_entry *e, long fl)

@@ -122,6 +122,15 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e);
  * connection's last fd in this process closes. Not kept across exec. */
 void osf_conn_hold_port(struct osf_fdt_entry *e, int pfd);
 
+/* osf_conn_keep_port gives an accepted connection (entry e) pfd, a TCP
+ * socket bound to its local address and port after its listener closed:
+ * held while any connection accepted on that address lives in this
+ * process (at the connection's end it passes to another,
+ * osf_port_pass_on). osf_conn_port_held reports whether e's connection
+ * holds a port socket. */
+void osf_conn_keep_port(struct osf_fdt_entry *e, int pfd);
+int osf_conn_port_held(struct osf_fdt_entry *e);
+
 /* osf_conn_setfl mirrors F_SETFL's O_NONBLOCK and O_ASYNC (fl) into the
  * connection. */
 void osf_conn_setfl(struct osf_fdt_entry *e, long fl);

@@ -33,6 +33,8 @@ struct osf_conn {
 	int seg_fd; /* hidden: the segment's memfd */
 	int port_fd; /* hidden: the application's TCP socket, kept bound to
 			the local port the connection holds (sockets.c), or -1 */
+	int port_kept; /* port_fd keeps a closed listener's port: passed on
+			  at the end (osf_port_pass_on) */
 	int nonblock;
 	int bufset; /* SO_RCVBUF/SO_SNDBUF set by the application */
 	struct osf_kopt opts[OSF_CONN_OPTS]; /* as set, replayed (kopt.c) */

@@ -121,6 +121,24 @@ static int close_refused(int fd, const struct osf_fdt_entry *e)
 	       e->kind == OSF_FD_RESERVED;
 }
 
+/* listener_close closes listener fd (entry e) through close, or
+ * syscall(SYS_close) when raw, keeping its port for the connections
+ * accepted from it (osf_listener_port_keep). */
+static int listener_close(int fd, struct osf_fdt_entry *e, int raw)
+{
+	struct osf_listener_port lp;
+	int r, err;
+
+	osf_listener_port_read(fd, e, !aux_shared(fd, e), &lp);
+	osf_fd_closed(fd);
+	r = raw ? (int)REAL(syscall)(SYS_close, fd, 0, 0, 0, 0, 0) : REAL(close)(fd);
+	err = errno;
+	if (r == 0)
+		osf_listener_port_keep(&lp);
+	errno = err;
+	return r;
+}
+
 OSF_EXPORT int close(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
@@ -129,6 +147,8 @@ OSF_EXPORT int close(int fd)
 		return REAL(close)(fd);
 	if (close_refused(fd, e))
 		return OSF_FAIL(EBADF);
+	if (unlikely(e->kind == OSF_FD_LISTEN))
+		return listener_close(fd, e, 0);
 	osf_fd_closed(fd);
 	return REAL(close)(fd);
 }
@@ -157,6 +177,8 @@ OSF_EXPORT long osf_syscall_hook(long n, long a, long b, long c, long d, long e,
 		return REAL(syscall)(n, a, b, c, d, e, f);
 	if (close_refused((int)a, t))
 		return OSF_FAIL(EBADF);
+	if (unlikely(t->kind == OSF_FD_LISTEN))
+		return listener_close((int)a, t, 1);
 	osf_fd_closed((int)a);
 	return REAL(syscall)(n, a, b, c, d, e, f);
 }
@@ -192,6 +214,7 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 {
 	struct osf_fdt_entry *o = osf_fdt_lookup(oldfd);
 	struct osf_fdt_entry *n = osf_fdt_lookup(newfd);
+	struct osf_listener_port lp;
 	int r, moved = 0;
 
 	if ((!o || o->kind == OSF_FD_NONE) && (!n || n->kind == OSF_FD_NONE))
@@ -212,6 +235,9 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 		if (moved > 0)
 			hidden_moved(newfd, moved);
 	}
+	lp.keep = 0;
+	if (n && n->kind == OSF_FD_LISTEN)
+		osf_listener_port_read(newfd, n, !aux_shared(newfd, n), &lp);
 	r = is_dup3 ? REAL(dup3)(oldfd, newfd, flags)
 		    : REAL(dup2)(oldfd, newfd);
 	if (r < 0) {
@@ -223,6 +249,7 @@ static int dup_onto(int oldfd, int newfd, int flags, int is_dup3)
 		return r;
 	}
 	osf_fd_closed(newfd);
+	osf_listener_port_keep(&lp);
 	osf_fd_dup(oldfd, newfd, (flags & O_CLOEXEC) != 0);
 	if (newfd <= 2 && osf_fdt_kind(newfd) >= OSF_FD_SHM)
 		osf_stdio_take(newfd);

@@ -120,6 +120,31 @@ void osf_track_inet(int fd, int domain, int type);
 /* osf_fd_closed forgets fd and releases what osf held for it. */
 void osf_fd_closed(int fd);
 
+/* A closed listener's port (preload/sockets.c): TCP connections accepted
+ * from a listener go on holding its port once it is closed, so offloaded
+ * ones that stand for them hold it too. osf_listener_port_read notes,
+ * before listener fd (entry e) closes, whether its port must be kept:
+ * alone says no other fd of this process refers to its socket.
+ * osf_listener_port_keep, once the socket is closed, binds the port for
+ * the connections accepted on it that live in this process. */
+struct osf_bound_port { /* a bound port and its SO_REUSEADDR, SO_REUSEPORT */
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int reuse[2];
+};
+struct osf_listener_port {
+	struct osf_bound_port bp;
+	int keep;
+};
+void osf_listener_port_read(int fd, const struct osf_fdt_entry *e, int alone,
+			    struct osf_listener_port *lp);
+void osf_listener_port_keep(const struct osf_listener_port *lp);
+/* osf_port_pass_on: self, a connection keeping a closed listener's port
+ * with hidden fd pfd (osf_conn_keep_port), is gone; another accepted on
+ * the same address takes pfd over, else it is closed. */
+struct osf_conn;
+void osf_port_pass_on(int pfd, const struct osf_conn *self);
+
 /* osf_fd_unlisten undoes the offload of listener fd (and of its dups)
  * when it stops listening (shutdown SHUT_RD): the connections waiting in
  * its companion are reset, the companion is closed, and the entries go

@@ -505,19 +505,15 @@ static void abandon(const struct osf_core_conn *cc)
 
 /* ---- connect ------------------------------------------------------------ */
 
-/* struct bound_port: the port the application bound its socket to before
- * connect, taken over by a socket of osf's once the application's is gone
- * (port_hold), with the same SO_REUSEADDR and SO_REUSEPORT. */
-struct bound_port {
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int reuse[2];
-};
+/* struct osf_bound_port (osf.h): the port the application bound its
+ * socket to before connect, taken over by a socket of osf's once the
+ * application's is gone (port_hold), with the same SO_REUSEADDR and
+ * SO_REUSEPORT. */
 
 static const int reuse_opts[2] = {SO_REUSEADDR, SO_REUSEPORT};
 
 /* port_read notes fd's bound port in bp; 0 when it has none. */
-static int port_read(int fd, struct bound_port *bp)
+static int port_read(int fd, struct osf_bound_port *bp)
 {
 	int32_t fam;
 	uint8_t a[16];
@@ -539,7 +535,7 @@ static int port_read(int fd, struct bound_port *bp)
 /* port_hold binds a fresh TCP socket to the port in bp (which the
  * application's socket held until it was replaced a moment ago): -1 when
  * it is gone meanwhile. */
-static int port_hold(const struct bound_port *bp)
+static int port_hold(const struct osf_bound_port *bp)
 {
 	int fd = REAL(socket)(bp->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), i;
 
@@ -587,12 +583,43 @@ static int wildcard_bound(const uint8_t b[28])
 	return split16(b, 28, a, &port) && port && osf_name_unspec(a);
 }
 
+/* connect_unspec: a connect to the unspecified address goes where the
+ * kernel sends it (ip_route_connect: to the address the socket is bound
+ * to, else 127.0.0.1; tcp_v6_connect: ::1, or 127.0.0.1 for a socket
+ * bound to a v4-mapped address), and both ends' names are that address,
+ * as with TCP. */
+static void connect_unspec(struct osf_core_connect_in *in)
+{
+	static const uint8_t lo4[4] = {127, 0, 0, 1}, lo6[16] = {[15] = 1};
+	uint8_t a16[16], b16[16];
+	uint16_t bport;
+	int v4 = in->family == AF_INET;
+	int bound4 = split16(in->bound, sizeof(in->bound), b16, &bport) && osf_name_is4(b16);
+
+	if (v4) {
+		memcpy(a16, osf_name_v4mapped, 12);
+		memcpy(a16 + 12, in->addr, 4);
+	} else {
+		memcpy(a16, in->addr, 16);
+	}
+	if (!osf_name_unspec(a16))
+		return;
+	if (!v4 && !osf_name_is4(a16) && !bound4) {
+		memcpy(in->addr, lo6, 16);
+		return;
+	}
+	if (!v4)
+		memcpy(in->addr, osf_name_v4mapped, 12);
+	memcpy(v4 ? in->addr : in->addr + 12,
+	       bound4 && !osf_name_unspec(b16) ? b16 + 12 : lo4, 4);
+}
+
 /* narrow_to_local: a socket bound to a wildcard address before connect
  * holds, once connected, only the address it connected from (TCP sets
  * the bound address at connect: a dual-stack [::]:P connected over ::1
  * leaves 127.0.0.1:P free). bp is the application's bound address; local
  * the connection's own, with the same port. */
-static void narrow_to_local(struct bound_port *bp, const uint8_t local[28])
+static void narrow_to_local(struct osf_bound_port *bp, const uint8_t local[28])
 {
 	if (!wildcard_bound((const uint8_t *)&bp->ss))
 		return;
@@ -607,7 +634,7 @@ static void narrow_to_local(struct bound_port *bp, const uint8_t local[28])
  * so the port is never free), then replaces h under its number. */
 static void narrow_hold(int h, const uint8_t local[28])
 {
-	struct bound_port bp;
+	struct osf_bound_port bp;
 	int one = 1, n, saved = errno;
 
 	if (!port_read(h, &bp) || !wildcard_bound((const uint8_t *)&bp.ss))
@@ -694,7 +721,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	struct sockaddr_storage ss;
 	struct carried opts;
 	socklen_t sl = sizeof(ss);
-	struct bound_port bp;
+	struct osf_bound_port bp;
 	int rc, fl, fdfl, by_c, pfd = -1, bound = 0, kept = -1, placed = 0, window;
 	int want = (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET;
 	int saved = errno;
@@ -711,6 +738,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	if ((__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_BOUND) &&
 	    REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
 		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
+	connect_unspec(&in);
 	if (tuple_taken(in.bound, sa, len))
 		return OSF_FAIL(EADDRNOTAVAIL);
 	memset(&cc, 0, sizeof(cc));
@@ -1098,6 +1126,98 @@ static void hold_listener_port(int fd, const uint8_t local[28])
 	(void)REAL(bind)(fd, (const struct sockaddr *)local,
 			 fam == AF_INET6 ? sizeof(struct sockaddr_in6)
 					 : sizeof(struct sockaddr_in)); /* EINVAL: still bound */
+	errno = saved;
+}
+
+/* A closed listener's port. The kernel's connections accepted from a
+ * listener hold its port after it is closed (a bind() there fails with
+ * EADDRINUSE, or succeeds when both set SO_REUSEADDR, as the kernel
+ * decides) until the last of them is gone; each holds the address it was
+ * accepted on, not a wildcard listener's whole port. Offloaded ones stand
+ * for them: once the listener's socket is closed, a fresh socket with its
+ * SO_REUSEADDR and SO_REUSEPORT binds each local address they use (at most
+ * OSF_KEPT_ADDRS), as the hold of one connection there (osf_conn_keep_port),
+ * passed on at its close to another on that address (osf_port_pass_on).
+ * The listener's own socket is not kept: another process may still listen
+ * on it (one forked, or handed the socket). */
+#define OSF_KEPT_ADDRS 8
+
+void osf_listener_port_read(int fd, const struct osf_fdt_entry *e, int alone,
+			    struct osf_listener_port *lp)
+{
+	uint8_t a[16];
+	uint16_t port = 0;
+	int saved = errno;
+
+	lp->keep = alone && !(e->flags & OSF_FDF_SHARED) &&
+		   port_read(fd, &lp->bp) &&
+		   split16(&lp->bp.ss, lp->bp.len, a, &port) && accepted_hold(port);
+	errno = saved;
+}
+
+/* served_on reports c's local address and port (split16) when it is an
+ * offloaded connection accepted in this process. */
+static int served_on(const struct osf_fdt_entry *c, uint8_t a[16], uint16_t *port)
+{
+	return osf_kind_is_conn(c->kind) && c->role == OSF_ROLE_SERVER &&
+	       split16(c->local, sizeof(c->local), a, port);
+}
+
+void osf_listener_port_keep(const struct osf_listener_port *lp)
+{
+	uint8_t held[OSF_KEPT_ADDRS][16], want[16], a[16];
+	struct osf_fdt_entry *c;
+	uint16_t port = 0, p;
+	int n = 0, fd, i, saved = errno;
+
+	if (!lp->keep || !split16(&lp->bp.ss, lp->bp.len, want, &port))
+		return;
+	OSF_FDT_FOREACH(fd, c) {
+		struct osf_bound_port bp = lp->bp;
+		int pfd, h;
+		if (!served_on(c, a, &p) || p != port || osf_conn_port_held(c))
+			continue;
+		for (i = 0; i < n && memcmp(held[i], a, 16) != 0; i++)
+			;
+		if (i < n)
+			continue;
+		memcpy(&bp.ss, c->local, sizeof(c->local));
+		bp.len = bp.ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						     : sizeof(struct sockaddr_in);
+		if ((pfd = port_hold(&bp)) < 0 || (h = osf_fdt_hide(pfd, fd)) < 0) {
+			if (pfd >= 0)
+				REAL(close)(pfd);
+			continue; /* taken meanwhile, or no fd: not held */
+		}
+		osf_conn_keep_port(c, h);
+		memcpy(held[n++], a, 16);
+		if (n == OSF_KEPT_ADDRS)
+			break;
+	}
+	errno = saved;
+}
+
+void osf_port_pass_on(int pfd, const struct osf_conn *self)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct osf_fdt_entry *c;
+	uint8_t want[16], a[16];
+	uint16_t port = 0, p;
+	int fd, saved = errno;
+
+	if (REAL(getsockname)(pfd, (struct sockaddr *)&ss, &len) == 0 &&
+	    split16(&ss, len, want, &port)) {
+		OSF_FDT_FOREACH(fd, c) {
+			if (!served_on(c, a, &p) || p != port || memcmp(a, want, 16) ||
+			    (uintptr_t)c->priv == (uintptr_t)self || osf_conn_port_held(c))
+				continue;
+			osf_conn_keep_port(c, pfd);
+			errno = saved;
+			return;
+		}
+	}
+	osf_fdt_close_hidden(pfd);
 	errno = saved;
 }
 

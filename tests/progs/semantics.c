@@ -5121,6 +5121,94 @@ static void s_port_listen_shutdown(void)
 }
 
 
+/* listen_closed: connections accepted from a listener (bound to addr)
+ * hold its port after the listener is closed, each only the address it
+ * was accepted on (127.0.0.1), until the last of them is gone (gVisor
+ * ConnectStressTest.TooManyOpen). The clients close first, so that the
+ * server's side leaves no TIME_WAIT. */
+static void listen_closed(const char *addr)
+{
+	struct sockaddr_storage ss;
+	int lfd = plain_listener(AF_INET, addr, &ss), c, a, c2, a2;
+	int port = sa_port(&ss);
+
+	c = connect_to(AF_INET, &ss);
+	a = accept_one(lfd);
+	c2 = connect_to(AF_INET, &ss);
+	a2 = accept_one(lfd);
+	transports(c, a);
+	{
+		struct sockaddr_storage n;
+		socklen_t l = sizeof(n);
+		getsockname(a, (struct sockaddr *)&n, &l);
+		say("accepted on %s", sa_str(&n));
+		l = sizeof(n);
+		getpeername(c, (struct sockaddr *)&n, &l);
+		say("client's peer %s", sa_str(&n));
+	}
+	say("close listener %s", R(DO(close(lfd))));
+	try_bind("listener's address", AF_INET, addr, port, 0);
+	try_bind("127.0.0.1", AF_INET, "127.0.0.1", port, 0);
+	try_bind("127.0.0.1, SO_REUSEADDR", AF_INET, "127.0.0.1", port, 1);
+	try_bind("127.0.0.2", AF_INET, "127.0.0.2", port, 0);
+	close(c);
+	close(a);
+	usleep(20 * 1000);
+	try_bind("127.0.0.1, one connection left", AF_INET, "127.0.0.1", port, 0);
+	close(c2);
+	usleep(20 * 1000);
+	close(a2);
+	usleep(50 * 1000);
+	try_bind("127.0.0.1, none left", AF_INET, "127.0.0.1", port, 0);
+}
+
+/* s_connect_unspec: a connect to the unspecified address reaches
+ * loopback (IPv6 ::1; IPv4 and v4-mapped 127.0.0.1, or the address the
+ * socket is bound to), and both ends name that address. */
+static void s_connect_unspec(void)
+{
+	static const struct {
+		int fam;
+		const char *to, *from;
+	} cases[] = {
+		{AF_INET6, "::", NULL},
+		{AF_INET6, "::ffff:0.0.0.0", NULL},
+		{AF_INET, "0.0.0.0", NULL},
+		{AF_INET, "0.0.0.0", "127.0.0.5"},
+	};
+	struct sockaddr_storage ss, to, n;
+	int lfd = plain_listener(AF_INET6, "::", &ss), i;
+
+	for (i = 0; i < (int)(sizeof(cases) / sizeof(cases[0])); i++) {
+		int c = socket(cases[i].fam, SOCK_STREAM, 0), a = -1;
+		socklen_t l;
+		if (cases[i].from) {
+			struct sockaddr_storage b;
+			sa_make(&b, cases[i].fam, cases[i].from, 0);
+			bind(c, (struct sockaddr *)&b, sa_len(cases[i].fam));
+		}
+		sa_make(&to, cases[i].fam, cases[i].to, sa_port(&ss));
+		say("connect %s %s", cases[i].to,
+		    R(DO(connect(c, (struct sockaddr *)&to, sa_len(cases[i].fam)))));
+		a = accept(lfd, NULL, NULL);
+		transports(c, a);
+		l = sizeof(n);
+		getpeername(c, (struct sockaddr *)&n, &l);
+		say("client's peer %s", sa_str(&n));
+		l = sizeof(n);
+		getsockname(a, (struct sockaddr *)&n, &l);
+		say("accepted on %s", sa_str(&n));
+		close(c);
+		if (a >= 0)
+			close(a);
+	}
+	close(lfd);
+}
+
+static void s_port_listen_close(void) { listen_closed("127.0.0.1"); }
+static void s_port_listen_close_any(void) { listen_closed("0.0.0.0"); }
+
+
 /* s_outq: SIOCOUTQ/TIOCOUTQ/SIOCOUTQNSD count bytes the peer's kernel has
  * not yet taken in (acknowledged); on loopback bytes sitting unread in the
  * peer's receive queue are not counted. */
@@ -5910,6 +5998,9 @@ static const struct {
 	{"port_bound", s_port_bound},
 	{"port_bind_no_port", s_port_bind_no_port},
 	{"port_listen_shutdown", s_port_listen_shutdown},
+	{"port_listen_close", s_port_listen_close},
+	{"connect_unspec", s_connect_unspec},
+	{"port_listen_close_any", s_port_listen_close_any},
 	{"port_range", s_port_range},
 	{"port_tuple", s_port_tuple},
 	{"port_narrow_v6", s_port_narrow_v6},
