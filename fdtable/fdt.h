@@ -415,6 +415,11 @@ int osf_fdt_adopt(int fd, uint64_t image);
  * the number osf would have placed it; -1 when there is none. */
 int osf_fdt_find_inherited(const char *envval);
 
+/* osf_fdt_cur_image is this process image's id (osf_fdt_set_image,
+ * osf_fdt_adopt: the constructor's random id): an entry whose image field
+ * differs holds a priv of another image. */
+extern uint64_t osf_fdt_cur_image;
+
 /* osf_fdt_set_image records the current image id (constructor). */
 void osf_fdt_set_image(uint64_t image);
 

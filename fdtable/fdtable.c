@@ -35,7 +35,7 @@ uint32_t osf_fdt_pages[OSF_FDT_MAX_CHUNKS];
 static struct osf_fdt_header *hdr; /* NULL until the first tracked fd */
 static int tfd = -1;               /* the table's memfd */
 static off_t tsize;                /* current size of the memfd */
-static uint64_t cur_image;
+uint64_t osf_fdt_cur_image;
 _Static_assert(sizeof(struct osf_fork_words) == 128, "osf_fork: one aligned 128 bytes");
 static int reserving; /* osf_fdt_reserve_low calls not yet released; a fork child looks */
 static int inherit_count; /* offloaded entries without FD_CLOEXEC */
@@ -618,7 +618,7 @@ static void header_init(struct osf_fdt_header *h)
 	h->chunk_entries = OSF_FDT_CHUNK_ENTRIES;
 	h->nchunks_max = OSF_FDT_MAX_CHUNKS;
 	h->pid = getpid();
-	h->image = cur_image;
+	h->image = osf_fdt_cur_image;
 	__atomic_store_n(&h->magic, OSF_FDT_MAGIC, __ATOMIC_RELEASE);
 }
 
@@ -1107,7 +1107,7 @@ void osf_fdt_set_header_flag(uint32_t flag, int on)
 
 void osf_fdt_set_image(uint64_t image)
 {
-	cur_image = image;
+	osf_fdt_cur_image = image;
 	if (hdr)
 		hdr->image = image;
 }
@@ -1224,7 +1224,7 @@ OSF_FORK_TEXT static int snapshot(void)
 	(void)fchmod(w->fd, 0600);
 	memcpy(h, hdr, head);
 	h->pid = 0;
-	h->image = cur_image;
+	h->image = osf_fdt_cur_image;
 	h->flags &= ~OSF_FDTH_CORE_LOADED;
 	h->core_loads = 0;
 	hidden_entry(&fp->table_entry, -1, ino_of(w->fd));
@@ -1609,7 +1609,7 @@ int osf_fdt_adopt(int fd, uint64_t image)
 	if (!h)
 		return -1;
 	osf_fdt_lock();
-	cur_image = image;
+	osf_fdt_cur_image = image;
 	hdr = h;
 	tfd = fd;
 	tsize = st.st_size;

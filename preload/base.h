@@ -1,6 +1,8 @@
-/* base.h: what every C file of libosf.so needs: the real libc functions
- * (REAL), the errno macro, and the process state the constructor captured.
- * selectmux/ includes this and ready.h, nothing else of preload/. */
+/* base.h: what every C file of preload/ needs: the real libc functions
+ * (REAL), the library's C conventions (fdtable/cdefs.h: the errno macro,
+ * OSF_RESET), and the process state the constructor captured. selectmux/
+ * includes nothing of preload/: what it needs from here it declares itself
+ * (selectmux/host.h, ready.h), and preload/ implements it. */
 #ifndef OSF_PRELOAD_BASE_H
 #define OSF_PRELOAD_BASE_H
 
@@ -19,30 +21,9 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "../fdtable/cdefs.h"
 #include "../fdtable/fdt.h"
-
-#define OSF_EXPORT __attribute__((visibility("default")))
-#define likely(x) __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
-
-/* OSF_RESET(v, x) sets v to x only when it differs, and OSF_RESET_MEM(p,
- * fresh) *p to fresh: a fork child resetting the state it shares
- * copy-on-write with its parent then writes, and so copies, only the
- * pages that really change (each copied page costs the fork a fault and
- * a page copy in one process or the other). */
-#define OSF_RESET(v, x)                                                        \
-	do {                                                                   \
-		if ((v) != (x))                                                \
-			(v) = (x);                                             \
-	} while (0)
-#define OSF_RESET_MEM(p, fresh)                                                \
-	do {                                                                   \
-		if (__builtin_memcmp((p), &(fresh), sizeof(*(p))) != 0)        \
-			*(p) = (fresh);                                        \
-	} while (0)
-
-/* OSF_FAIL sets errno and evaluates to -1: `return OSF_FAIL(EBADF);`. */
-#define OSF_FAIL(e) (errno = (e), -1)
+#include "../selectmux/host.h" /* osf_intr_count, the spin */
 
 /* osf_now_ns is CLOCK_MONOTONIC in ns. */
 static inline long long osf_now_ns(void)
@@ -218,31 +199,10 @@ extern struct osf_state osf;
 /* Where osf waits in poll in place of a call the kernel restarts after a
  * handler with SA_RESTART (a blocking accept), osf_intr_begin is called
  * before the wait and, when poll fails with EINTR, osf_intr_restart says
- * whether every handler that ran had SA_RESTART (signals.c).
- * osf_intr_count is the number of handlers that have run on this thread
- * through osf's trampoline: a wait that sleeps in the kernel more than
- * once (poll, epoll_wait) ends with EINTR when it changed between two
- * sleeps, as the kernel's one sleep would have. */
+ * whether every handler that ran had SA_RESTART (signals.c; osf_intr_count
+ * and the handlers deferred while selectmux holds a lock:
+ * selectmux/host.h). */
 void osf_intr_begin(void);
 int osf_intr_restart(void);
-extern __thread unsigned osf_intr_n __attribute__((tls_model("initial-exec")));
-
-/* A handler for an asynchronous signal that arrives while its thread is
- * inside selectmux with a lock held or awaited (osf_mux_busy) runs when
- * the thread lets go of its last mux lock, as the kernel runs it after a
- * system call: the trampoline keeps the signal blocked and its siginfo
- * (osf_intr_deferred), and osf_intr_redeliver queues it to the thread
- * again and unblocks it. So the handler may close, connect or epoll_ctl
- * offloaded sockets. */
-int osf_mux_busy(void);
-extern __thread unsigned osf_intr_deferred __attribute__((tls_model("initial-exec")));
-void osf_intr_redeliver(void);
-static inline unsigned osf_intr_count(void)
-{
-	unsigned n = __atomic_load_n(&osf_intr_n, __ATOMIC_RELAXED);
-
-	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* read where it is written */
-	return n;
-}
 
 #endif

@@ -7,7 +7,7 @@
 #define OSF_PRELOAD_CONN_H
 
 #include "osf.h"
-#include "ready.h"
+#include "../selectmux/ready.h"
 
 ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		      int iovcnt, int flags);

@@ -1,6 +1,6 @@
 //go:build osf_make
 
-/* conn_poll.c: readiness of offloaded connections (ready.h), for selectmux
+/* conn_poll.c: readiness of offloaded connections (selectmux/ready.h), for selectmux
  * and qsock_*: the stream protocol's readiness (sdp/side.h) behind a
  * reference on fd's connection.
  */

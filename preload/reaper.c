@@ -17,7 +17,7 @@
  * signal blocked, named osf-reaper). A listing makes no system call: it
  * notes the work (osf_reap_kick_due), and the process's next sleep in the
  * kernel through osf (a blocking call, a poll, select or epoll wait, even
- * one on other fds) starts or wakes the reaper (osf_reap_kick, ready.h);
+ * one on other fds) starts or wakes the reaper (osf_reap_kick, selectmux/ready.h);
  * never in a process whose readers never consumed a page. Every
  * REAP_TICK_MS it looks at each listed connection's rx ring positions; a
  * ring whose positions stood still for OSF_TRIM_IDLE_MS is trimmed
@@ -245,7 +245,7 @@ int osf_reap_kick_due;
 
 /* due notes that the reaper must look at the slots (a connection was just
  * listed or unparked) without a system call: the process's next sleep in
- * the kernel starts or wakes it (osf_reap_kick, ready.h). */
+ * the kernel starts or wakes it (osf_reap_kick, selectmux/ready.h). */
 static void due(void)
 {
 	if (__builtin_expect(__atomic_load_n(&reaper_state, __ATOMIC_RELAXED) != REAPER_RUNS, 0) &&

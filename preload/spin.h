@@ -5,23 +5,13 @@
 #ifndef OSF_PRELOAD_SPIN_H
 #define OSF_PRELOAD_SPIN_H
 
+#include "../selectmux/host.h" /* osf_spin_until, osf_spinning, osf_spin_paid */
+
 /* osf_spin_budget returns the µs the calling thread's wait may spin: max_us
  * (OSF_SPIN_US or OSF_POLL_SPIN_US), max_us / busy_div while the host has
  * more runnable threads than CPUs, or 0 while the thread backs off after
  * spins that did not pay. */
 unsigned osf_spin_budget(unsigned max_us, unsigned busy_div);
-
-/* osf_spin_paid tells how a spin of a nonzero budget ended: paid when
- * the awaited event came while spinning, else the wait went to sleep. */
-void osf_spin_paid(int paid);
-
-/* osf_spin_until returns when a poll-like wait that begins now with
- * timeout_ms (-1: none) may stop spinning, in microseconds of
- * CLOCK_MONOTONIC: OSF_POLL_SPIN_US under the adaptive policy, at most the
- * timeout; 0: no spin. osf_spinning reports whether a spin ending at end
- * is still on. */
-long osf_spin_until(long timeout_ms);
-int osf_spinning(long end);
 
 struct pollfd;
 

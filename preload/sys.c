@@ -96,3 +96,9 @@ int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	return REAL(getsockopt)(fd, level, name, val, len);
 }
 
+
+/* selectmux's libc calls (selectmux/host.h), as the real functions. */
+#define OSF_MUX_SYS_DEF(ret, name, params, args)                               \
+	ret osf_mux_sys_##name params { return REAL(name) args; }
+OSF_MUX_SYS_FUNCS(OSF_MUX_SYS_DEF)
+#undef OSF_MUX_SYS_DEF

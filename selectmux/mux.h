@@ -1,6 +1,7 @@
-/* mux.h: what libosf.so's other hooks tell selectmux (mux.c), which owns
- * select, poll and epoll over mixed kernel and offloaded fds. selectmux
- * itself reads readiness through preload/ready.h only. */
+/* mux.h: what libosf.so's other hooks tell selectmux, which owns select,
+ * poll and epoll over mixed kernel and offloaded fds (poll.c, epoll*.c,
+ * notify.c, lock.c). selectmux reads readiness through ready.h and the
+ * rest it needs through host.h, both of which the embedder implements. */
 #ifndef OSF_SELECTMUX_MUX_H
 #define OSF_SELECTMUX_MUX_H
 
@@ -36,6 +37,10 @@ void osf_mux_changed(int fd, int dups, uint32_t events);
  * registrations (osf_fdt_relocate_hidden; both numbers still hold the
  * file). */
 void osf_mux_hidden_moved(int old, int nfd);
+
+/* osf_mux_busy reports whether this thread holds or awaits a mux lock
+ * (signals.c defers an asynchronous signal's handler then, host.h). */
+int osf_mux_busy(void);
 
 /* osf_mux_child_after_fork resets selectmux's locks in a fork child. */
 void osf_mux_child_after_fork(void);

@@ -4,7 +4,7 @@
  * SECONDS: it closes it, deletes it from the epoll, modifies its
  * registration, or connects a new socket and adds it to the epoll. Under
  * osf those calls take the locks a wait holds while it collects and arms
- * epoll items (selectmux/mux.c): a handler landing there waited for its
+ * epoll items (selectmux/): a handler landing there waited for its
  * own thread for ever. With "raw" the handler is installed through libc's
  * own sigaction, behind osf's back, and only closes, during epoll_wait
  * (no trampoline: osf then defers the close's epoll bookkeeping, and

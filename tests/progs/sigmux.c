@@ -2,7 +2,7 @@
  * timer, calls setsockopt(SO_RCVLOWAT), setsockopt(SO_SNDBUF) and
  * shutdown(SHUT_WR) on connected sockets while the main thread waits on
  * them in epoll_wait and poll, over and over. Under osf those calls
- * re-check the process's epoll items (selectmux/mux.c osf_mux_changed),
+ * re-check the process's epoll items (selectmux/notify.c osf_mux_changed),
  * which takes the locks a wait holds while it collects and arms items: a
  * handler landing there waited for its own thread for ever. Prints "waits
  * N handlers M"; exits 1 when no handler ran during a wait. The caller

@@ -1,8 +1,10 @@
-/* ready.h: readiness of offloaded connections, for selectmux (poll,
- * select, epoll) and qsock_*. Implemented in preload/conn_poll.c over the
- * stream protocol's side (sdp/side.h). */
-#ifndef OSF_PRELOAD_READY_H
-#define OSF_PRELOAD_READY_H
+/* ready.h: readiness of offloaded connections, the interface selectmux
+ * (poll, select, epoll) waits through. selectmux owns it and does not know
+ * who implements it: in libosf.so, preload/conn_poll.c over the stream
+ * protocol's side (sdp/side.h), and preload/reaper.c (osf_reap_kick);
+ * qsock_* uses it too. */
+#ifndef OSF_SELECTMUX_READY_H
+#define OSF_SELECTMUX_READY_H
 
 #include "../fdtable/fdt.h"
 #include "../sdp/side.h" /* OSF_ARM_* */

@@ -1,0 +1,405 @@
+//go:build osf_make
+
+/* epoll_wait.c: epoll_wait, epoll_pwait and epoll_pwait2 over an epoll with
+ * offloaded members (epoll.h): collect the may-be-ready items, spin on the
+ * idle ones, arm them, sleep in the kernel, take the inner epoll's events. */
+#include "epoll.h"
+
+/* blind_item: an edge-triggered item waiting for input on a connection
+ * whose wake socket this side shut for reading (osf_conn_rx_blind): after
+ * SHUT_RD TCP still reports every arrival as an edge, but no token comes,
+ * so it stays idle, unarmed, and the wait looks at its rings every
+ * OSF_BLIND_MS (a level-triggered one is ready for ever after SHUT_RD). */
+static int blind_item(const struct epi *it, struct osf_fdt_entry *e)
+{
+	return (it->events & EPOLLET) && (it->events & (EPOLLIN | EPOLLRDNORM)) &&
+	       osf_conn_rx_blind(it->at, e);
+}
+
+/* go_idle parks an item that needs a new edge (or readiness) on the idle
+ * list, unarmed; past IDLE_MAX it is armed at once instead (a blind one
+ * never: it stays idle). */
+static void go_idle(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
+{
+	it->stamp = osf_conn_stamp(it->at, e);
+	if (ep->nidle < IDLE_MAX || blind_item(it, e)) {
+		list_put(ep, it, ON_IDLE);
+		return;
+	}
+	list_del(ep, it);
+	if (ep_arm_item(ep, it, e))
+		list_add(ep, it); /* it raced to ready */
+}
+
+/* collect reports the items of the may-be-ready list into out, each at
+ * most once per wait. */
+static int collect(struct ep *ep, struct epoll_event *out, int max)
+{
+	struct epi *it = ep->head.next, *next;
+	int n = 0;
+
+	for (; it != &ep->head && n < max; it = next) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(it->at);
+		uint32_t want = it->events | EPOLLERR | EPOLLHUP, ev;
+		next = it->next;
+		if (!same_file(it, e)) {
+			ep_stale_item(ep, it); /* closed */
+			continue;
+		}
+		if (gw_settled(e)) {
+			ep_gw_convert(ep, it);
+			continue;
+		}
+		if (it->disabled) {
+			list_del(ep, it);
+			continue;
+		}
+		if (it->seen == ep->wait)
+			continue;
+		ev = poll_to_epoll(osf_conn_poll(it->at, e)) & want;
+		if (gw_settled(e)) { /* it just did: the kernel reports it */
+			ep_gw_convert(ep, it);
+			continue;
+		}
+		if (!ev) {
+			go_idle(ep, it, e);
+			continue;
+		}
+		out[n].events = ev;
+		out[n].data = it->data;
+		it->seen = ep->wait;
+		n++;
+		if (it->events & EPOLLONESHOT) {
+			it->disabled = 1;
+			ep_rec_note(ep, it);
+			list_del(ep, it);
+		} else if (it->events & EPOLLET) {
+			go_idle(ep, it, e); /* the next edge: positions move */
+		}
+	}
+	return n;
+}
+
+/* idle_gone takes idle item it off ep when its fd no longer holds its
+ * file (dropped) or its connect through a gateway settled (handed to the
+ * kernel, which may report it now: *kernel is set); 1 when it did. */
+static int idle_gone(struct ep *ep, struct epi *it, struct osf_fdt_entry *e, int *kernel)
+{
+	if (!same_file(it, e)) {
+		ep_stale_item(ep, it);
+		return 1;
+	}
+	if (gw_settled(e)) {
+		ep_gw_convert(ep, it);
+		*kernel = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* idle_check moves idle items that became ready (edge-triggered: that saw
+ * a new edge) to the ready list; 1 when any did. */
+static int idle_check(struct ep *ep)
+{
+	struct epi *it = ep->idle.next, *next;
+	int moved = 0;
+
+	for (; it != &ep->idle; it = next) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(it->at);
+		uint32_t want = it->events | EPOLLERR | EPOLLHUP;
+		next = it->next;
+		if (idle_gone(ep, it, e, &moved))
+			continue;
+		if ((it->events & EPOLLET) && osf_conn_stamp(it->at, e) == it->stamp)
+			continue;
+		if (poll_to_epoll(osf_conn_poll(it->at, e)) & want) {
+			list_add(ep, it);
+			moved = 1;
+		}
+	}
+	return moved;
+}
+
+/* arm_idle arms every idle item before the wait sleeps in the kernel; 1
+ * when one turned out ready meanwhile (then the wait must not sleep). */
+static int arm_idle(struct ep *ep)
+{
+	struct epi *it = ep->idle.next, *next;
+	int ready = 0;
+
+	for (; it != &ep->idle; it = next) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(it->at);
+		next = it->next;
+		if (idle_gone(ep, it, e, &ready))
+			continue;
+		if (blind_item(it, e)) {
+			ep->blind = 1;
+			continue;
+		}
+		list_del(ep, it);
+		if (ep_arm_item(ep, it, e)) {
+			list_add(ep, it);
+			ready = 1;
+		}
+	}
+	return ready;
+}
+
+/* trim_idle gives back the ring pages of the armed items, idle for
+ * OSF_TRIM_IDLE_MS (ep locked). */
+static void trim_idle(struct ep *ep)
+{
+	struct epi *it;
+	int fd;
+
+	for (fd = 0; fd < ep->cap; fd++) {
+		it = ep->byfd[fd];
+		if (it && (it->armed & OSF_ARM_RX) && !it->parked)
+			osf_conn_trim(fd, osf_fdt_lookup(fd));
+	}
+	for (it = ep->orphans; it; it = it->onext)
+		if (it->armed & OSF_ARM_RX)
+			osf_conn_trim(it->at, osf_fdt_lookup(it->at));
+	ep->trim_due = 0;
+	ep->quiet_since = 0;
+}
+
+/* absorb takes the inner epoll's events: woken items join the list.
+ * Events that name no item of this process (a kick, a registration of a
+ * closed fd or of another process's item) only wake. */
+static void absorb(struct ep *ep)
+{
+	struct epoll_event tmp[64];
+	int n, i;
+
+	if (ep->inner < 0)
+		return;
+	do {
+		n = REAL(epoll_wait)(ep->inner, tmp, 64, 0);
+		for (i = 0; i < n; i++) {
+			uint64_t u = tmp[i].data.u64;
+			struct epi *it;
+			if (u == KICK_KEY) {
+				uint64_t v;
+				(void)!REAL(read)(ep->kick, &v, sizeof(v));
+				continue;
+			}
+			it = ep_item_of(ep, u);
+			if (it)
+				it->woken |= (u & WSOCK_TAG) ? OSF_ARM_TX : OSF_ARM_RX;
+		}
+		/* Then each woken item once: its tokens, the other side's end
+		 * (a deleted item's too: the edge will not come again when it
+		 * is added back), and the list. */
+		for (i = 0; i < n; i++) {
+			struct epi *it = tmp[i].data.u64 == KICK_KEY
+						 ? NULL
+						 : ep_item_of(ep, tmp[i].data.u64);
+			struct osf_fdt_entry *e;
+			if (!it || !it->woken)
+				continue;
+			e = osf_fdt_lookup(it->at);
+			ep_disarm_item(it, e, it->woken);
+			it->woken = 0;
+			if (it->disabled || it->parked)
+				continue;
+			/* A token an edge-triggered item's own wait did not ask
+			 * for (another waiter's, or one an exec'd image's wait
+			 * left armed) is no edge unless the rings moved since
+			 * its last report. */
+			if ((it->events & EPOLLET) && osf_conn_stamp(it->at, e) == it->stamp)
+				go_idle(ep, it, e);
+			else
+				list_add(ep, it);
+		}
+	} while (n == 64);
+}
+
+/* strip removes osf's marker from kernel results; 1 when it was there. */
+static int strip(struct ep *ep, struct epoll_event *ev, int *n)
+{
+	int i, found = 0;
+
+	for (i = 0; i < *n; i++)
+		if (ev[i].data.u64 == marker(ep)) {
+			ev[i] = ev[--*n];
+			found = 1;
+			i--;
+		}
+	return found;
+}
+
+/* mux_epoll is epoll_wait over an epoll with offloaded members: collect
+ * ready items, spin, arm the idle ones, sleep in the kernel, strip osf's
+ * own events, collect again. One loop (about 90 lines) because the spin
+ * budget, the sleeper count and errno must be settled on every exit. */
+static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
+		     long timeout, const sigset_t *mask)
+{
+	long start = mono_ms(), spin_end = osf_spin_until(timeout);
+	int spun = 0;
+	int saved = errno; /* a successful wait leaves errno alone */
+	unsigned intr = osf_intr_count();
+
+	if (max <= 0 || max > INT_MAX / (int)sizeof(*ev))
+		return OSF_FAIL(EINVAL);
+	for (;;) {
+		int n = 0, k = 0, to, sleep_ok = 0, trim;
+		mu_lock(&ep->lock);
+		ep->young = 0; /* waits from now on are counted */
+		ep->wait++;
+		idle_check(ep);
+		/* Offloaded readiness first on every other wait, kernel events
+		 * first on the others (fairness when both keep coming). */
+		if (!(ep->turn++ & 1))
+			n = collect(ep, ev, max);
+		if (spin_end && !osf_spinning(spin_end)) {
+			osf_spin_paid(0); /* it spun in vain */
+			spin_end = 0;
+		}
+		if (!n && !spin_end) {
+			/* May sleep only with nothing ready on the list and every
+			 * idle item armed, so that the peers wake us (blind ones
+			 * stay idle: then for OSF_BLIND_MS at most). */
+			n = collect(ep, ev, max);
+			ep->blind = 0;
+			if (!n && arm_idle(ep))
+				n = collect(ep, ev, max);
+			sleep_ok = !n;
+		}
+		if (n == max) { /* every slot filled: no room for the kernel's */
+			mu_unlock(&ep->lock);
+			if (spin_end && spun)
+				osf_spin_paid(1);
+			errno = saved;
+			return n;
+		}
+		to = sleep_ok ? remaining(timeout, start) : 0;
+		if (sleep_ok && ep->blind && (to < 0 || to > OSF_BLIND_MS))
+			to = OSF_BLIND_MS;
+		/* Armed connections with ring pages to give back: they are idle
+		 * once the waits on ep have reported nothing for
+		 * OSF_TRIM_IDLE_MS in all (an event loop's timer may cut each
+		 * wait shorter); sleep no longer than that, then trim. */
+		trim = 0;
+		if (sleep_ok && ep->trim_due) {
+			long now = mono_ms(), left;
+			if (!ep->quiet_since)
+				ep->quiet_since = now;
+			left = ep->quiet_since + OSF_TRIM_IDLE_MS - now;
+			if (left < 0)
+				left = 0;
+			if (to < 0 || to >= left) {
+				to = (int)left;
+				trim = 1;
+			}
+		}
+		if (to && osf_intr_count() != intr) {
+			/* A handler ran in osf's part of the call (n is 0):
+			 * the kernel's wait would not sleep past it. */
+			mu_unlock(&ep->lock);
+			return OSF_FAIL(EINTR);
+		}
+		if (to)
+			ep->sleepers++;
+		mu_unlock(&ep->lock);
+		k = REAL(epoll_pwait)(ep->epfd, ev + n, max - n, to, mask);
+		mu_lock(&ep->lock);
+		if (to)
+			ep->sleepers--;
+		if (k < 0) {
+			int err = errno;
+			mu_unlock(&ep->lock);
+			if (n > 0) {
+				errno = saved;
+				return n;
+			}
+			return OSF_FAIL(err);
+		}
+		if (trim && k == 0)
+			trim_idle(ep);
+		if (strip(ep, ev + n, &k))
+			absorb(ep);
+		n += k;
+		if (n < max)
+			n += collect(ep, ev + n, max - n);
+		if (n > 0)
+			ep->quiet_since = 0;
+		mu_unlock(&ep->lock);
+		if (n > 0 && spin_end && spun)
+			osf_spin_paid(1);
+		if (n > 0 || remaining(timeout, start) == 0) {
+			errno = saved;
+			return n;
+		}
+		if (osf_intr_count() != intr) /* a handler ran between sleeps */
+			return OSF_FAIL(EINTR);
+		spun = spin_end != 0;
+	}
+}
+
+/* passed checks what a wait that went straight to the kernel got: when
+ * epfd gained an inner epoll meanwhile (another thread registered an
+ * offloaded fd), osf's marker may be among the events, and it is never
+ * the application's. The wait then goes on as osf's own. */
+static int passed(int epfd, struct epoll_event *ev, int max, int r,
+		  long timeout, const sigset_t *mask)
+{
+	struct ep *ep;
+
+	if (likely(r <= 0))
+		return r;
+	ep = ep_find(epfd);
+	if (likely(!ep || __atomic_load_n(&ep->inner, __ATOMIC_ACQUIRE) < 0))
+		return r;
+	mu_lock(&ep->lock);
+	ep->wait++;
+	if (strip(ep, ev, &r))
+		absorb(ep);
+	if (r < max)
+		r += collect(ep, ev + r, max - r);
+	mu_unlock(&ep->lock);
+	if (r > 0)
+		return r;
+	return mux_epoll(ep, ev, max, timeout, mask);
+}
+
+OSF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
+			  int timeout)
+{
+	struct ep *ep = ep_find(epfd);
+
+	osf_reap_kick(); /* may sleep: the reaper may have work */
+	if (likely(!ep || ep->inner < 0))
+		return passed(epfd, ev, max, REAL(epoll_wait)(epfd, ev, max, timeout),
+			      timeout < 0 ? -1 : timeout, NULL);
+	return mux_epoll(ep, ev, max, timeout < 0 ? -1 : timeout, NULL);
+}
+
+OSF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max,
+			   int timeout, const sigset_t *mask)
+{
+	struct ep *ep = ep_find(epfd);
+
+	osf_reap_kick(); /* may sleep: the reaper may have work */
+	if (likely(!ep || ep->inner < 0))
+		return passed(epfd, ev, max,
+			      REAL(epoll_pwait)(epfd, ev, max, timeout, mask),
+			      timeout < 0 ? -1 : timeout, mask);
+	return mux_epoll(ep, ev, max, timeout < 0 ? -1 : timeout, mask);
+}
+
+OSF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
+			    const struct timespec *ts, const sigset_t *mask)
+{
+	struct ep *ep = ep_find(epfd);
+
+	osf_reap_kick(); /* may sleep: the reaper may have work */
+	if (likely(!ep || ep->inner < 0))
+		return passed(epfd, ev, max,
+			      REAL(epoll_pwait2)(epfd, ev, max, ts, mask),
+			      ts_ms(ts), mask);
+	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+		return OSF_FAIL(EINVAL);
+	return mux_epoll(ep, ev, max, ts_ms(ts), mask);
+}

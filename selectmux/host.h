@@ -1,0 +1,93 @@
+/* host.h: what selectmux needs from the library that embeds it, besides
+ * the connections' readiness (ready.h): the real libc functions, the spin
+ * policy, and the signal bookkeeping. selectmux owns this interface and
+ * does not know who implements it: in libosf.so, preload/ does
+ * (preload/sys.c, spin.c, signals.c). */
+#ifndef OSF_SELECTMUX_HOST_H
+#define OSF_SELECTMUX_HOST_H
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* The libc functions selectmux calls: X(return type, name, parameters,
+ * arguments). The embedder defines osf_mux_sys_<name> for each as the
+ * real libc function, never its own hook (libosf.so: preload/sys.c, from
+ * this list); selectmux calls them as REAL(name). */
+#define OSF_MUX_SYS_FUNCS(X)                                                   \
+	X(int, poll, (struct pollfd * a, nfds_t b, int c), (a, b, c))         \
+	X(int, __poll_chk, (struct pollfd * a, nfds_t b, int c, size_t d),     \
+	  (a, b, c, d))                                                        \
+	X(int, ppoll,                                                          \
+	  (struct pollfd * a, nfds_t b, const struct timespec *c,              \
+	   const sigset_t *d),                                                 \
+	  (a, b, c, d))                                                        \
+	X(int, select,                                                         \
+	  (int a, fd_set *b, fd_set *c, fd_set *d, struct timeval *e),         \
+	  (a, b, c, d, e))                                                     \
+	X(int, pselect,                                                        \
+	  (int a, fd_set *b, fd_set *c, fd_set *d, const struct timespec *e,   \
+	   const sigset_t *f),                                                 \
+	  (a, b, c, d, e, f))                                                  \
+	X(int, epoll_create, (int a), (a))                                    \
+	X(int, epoll_create1, (int a), (a))                                   \
+	X(int, epoll_ctl, (int a, int b, int c, struct epoll_event *d),        \
+	  (a, b, c, d))                                                        \
+	X(int, epoll_wait, (int a, struct epoll_event *b, int c, int d),       \
+	  (a, b, c, d))                                                        \
+	X(int, epoll_pwait,                                                    \
+	  (int a, struct epoll_event *b, int c, int d, const sigset_t *e),     \
+	  (a, b, c, d, e))                                                     \
+	X(int, epoll_pwait2,                                                   \
+	  (int a, struct epoll_event *b, int c, const struct timespec *d,      \
+	   const sigset_t *e),                                                 \
+	  (a, b, c, d, e))                                                     \
+	X(int, fcntl, (int a, int b, void *c), (a, b, c))                     \
+	X(int, close, (int a), (a))                                           \
+	X(ssize_t, read, (int a, void *b, size_t c), (a, b, c))               \
+	X(ssize_t, write, (int a, const void *b, size_t c), (a, b, c))
+
+#define OSF_MUX_SYS_DECL(ret, name, params, args) ret osf_mux_sys_##name params;
+OSF_MUX_SYS_FUNCS(OSF_MUX_SYS_DECL)
+#undef OSF_MUX_SYS_DECL
+
+/* The spin before a wait sleeps in the kernel (libosf.so: preload/spin.c).
+ * osf_spin_until returns when a poll-like wait that begins now with
+ * timeout_ms (-1: none) may stop spinning, in microseconds of
+ * CLOCK_MONOTONIC: OSF_POLL_SPIN_US under the adaptive policy, at most the
+ * timeout; 0: no spin. osf_spinning reports whether a spin ending at end
+ * is still on. osf_spin_paid tells how a spin of a nonzero budget ended:
+ * paid when the awaited event came while spinning, else the wait went to
+ * sleep. */
+long osf_spin_until(long timeout_ms);
+int osf_spinning(long end);
+void osf_spin_paid(int paid);
+
+/* Signals (libosf.so: preload/signals.c). osf_intr_count is the number of
+ * handlers that have run on this thread through osf's trampoline: a wait
+ * that sleeps in the kernel more than once (poll, epoll_wait) ends with
+ * EINTR when it changed between two sleeps, as the kernel's one sleep
+ * would have.
+ *
+ * A handler for an asynchronous signal that arrives while its thread is
+ * inside selectmux with a lock held or awaited (osf_mux_busy, mux.h) runs
+ * when the thread lets go of its last mux lock, as the kernel runs it
+ * after a system call: the trampoline keeps the signal blocked and its
+ * siginfo (osf_intr_deferred), and osf_intr_redeliver queues it to the
+ * thread again and unblocks it. So the handler may close, connect or
+ * epoll_ctl offloaded sockets. */
+extern __thread unsigned osf_intr_n __attribute__((tls_model("initial-exec")));
+extern __thread unsigned osf_intr_deferred __attribute__((tls_model("initial-exec")));
+void osf_intr_redeliver(void);
+static inline unsigned osf_intr_count(void)
+{
+	unsigned n = __atomic_load_n(&osf_intr_n, __ATOMIC_RELAXED);
+
+	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* read where it is written */
+	return n;
+}
+
+#endif

@@ -1,0 +1,455 @@
+//go:build osf_make
+
+/* poll.c: poll, ppoll, select and pselect over any mix of kernel and
+ * offloaded fds.
+ *
+ * Readiness of an offloaded connection is the state of its rings
+ * (osf_conn_poll), never the wake socket's: the kernel object is only used
+ * to sleep. Before sleeping, each offloaded fd is armed (its peer will send
+ * a wake token when the awaited event may have happened), and the wake
+ * socket stands in for it in the kernel wait. An offloaded listener is
+ * watched together with its companion listener. select and pselect are
+ * poll underneath (mux_select).
+ */
+#include "priv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+extern int __poll_chk(struct pollfd *, nfds_t, int, size_t);
+extern void __chk_fail(void) __attribute__((noreturn));
+
+/* involved reports an fd whose readiness osf must compute. */
+static inline int involved(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int k = e ? __atomic_load_n(&e->kind, __ATOMIC_ACQUIRE) : OSF_FD_NONE;
+
+	return osf_kind_is_offloaded(k) || k == OSF_FD_EPOLL ||
+	       unlikely(k == OSF_FD_KERNEL && osf_gw_pending(e));
+}
+
+/* Per pollfd slot, how the kernel array kfds stands in for it. */
+enum { SLOT_KERNEL, SLOT_CONN, SLOT_LISTEN };
+
+/* conn_events filters a connection's readiness as poll reports it. */
+static short conn_events(short ready, short events)
+{
+	return ready & (events | POLLERR | POLLHUP | POLLNVAL);
+}
+
+/* wake_slot makes kernel slot ks stand for connection fd: its wake socket
+ * with the events osf_conn_wake_events asks (a socket this side shut for
+ * reading polls readable for ever), or nothing. */
+static void wake_slot(struct pollfd *ks, int fd, struct osf_fdt_entry *e)
+{
+	short ev = e && osf_kind_is_conn(e->kind) ? osf_conn_wake_events(fd, e)
+						  : POLLIN | POLLRDHUP;
+
+	ks->fd = ev < 0 ? -1 : fd;
+	ks->events = ev < 0 ? 0 : ev;
+}
+
+/* disarm_all ends the waits mux_poll armed; woken tells, per slot, whether
+ * its sockets were found readable (only after a sleep: a wait that did not
+ * sleep takes no token, it would be someone else's). */
+static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
+		       const int *wx, unsigned char *arm, int slept)
+{
+	nfds_t i;
+
+	for (i = 0; i < n; i++) {
+		int woken = 0;
+		if (!arm[i])
+			continue;
+		if (slept) {
+			if (k[i].revents & (POLLIN | POLLHUP | POLLERR))
+				woken |= OSF_ARM_RX;
+			if (wx[i] >= 0 && k[wx[i]].revents)
+				woken |= OSF_ARM_TX;
+		}
+		osf_conn_disarm(fds[i].fd, osf_fdt_lookup(fds[i].fd), arm[i],
+				woken);
+		arm[i] = 0;
+	}
+}
+
+/* mux_poll implements poll and ppoll when offloaded fds are involved. An
+ * offloaded connection's fd stands for itself in the kernel's array (its
+ * readers' tokens and the end arrive there); one waiting for POLLOUT adds
+ * its writers' wake socket, an offloaded listener its companion.
+ *
+ * It is one long function on purpose: its phases (build the kernel array,
+ * spin on the rings, arm, sleep in the kernel, disarm and translate) share
+ * the per-fd arrays it allocates, and every exit must disarm exactly what
+ * was armed; split up, that bookkeeping would be passed around instead of
+ * being visible in one place. */
+static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
+		    const sigset_t *mask, unsigned intr)
+{
+	struct pollfd stack_k[64];
+	unsigned char stack_kind[64], stack_arm[64];
+	int stack_wx[64];
+	struct pollfd *k = stack_k;
+	unsigned char *kind = stack_kind, *arm = stack_arm;
+	int *wx = stack_wx;
+	nfds_t i, m = n, extra = 0;
+	long start = mono_ms(), spin_end = osf_spin_until(timeout);
+	int result = -1, spun = 0;
+
+	for (i = 0; i < n; i++) {
+		int kd = osf_fdt_kind(fds[i].fd);
+		if (kd == OSF_FD_LISTEN ||
+		    (kd >= OSF_FD_SHM && (fds[i].events & (POLLOUT | POLLWRNORM))))
+			extra++;
+	}
+	if (n + extra > 64) {
+		k = malloc((n + extra) * sizeof(*k) +
+			   n * (sizeof(*wx) + 2 * sizeof(*kind)));
+		if (!k)
+			return OSF_FAIL(ENOMEM);
+		wx = (int *)(k + n + extra);
+		kind = (unsigned char *)(wx + n);
+		arm = kind + n;
+	}
+	for (i = 0; i < n; i++) {
+		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
+		int kd = e ? e->kind : OSF_FD_NONE;
+		k[i] = fds[i];
+		k[i].revents = 0;
+		kind[i] = SLOT_KERNEL;
+		arm[i] = 0;
+		wx[i] = -1;
+		if (kd >= OSF_FD_SHM ||
+		    unlikely(kd == OSF_FD_KERNEL && osf_gw_pending(e))) {
+			kind[i] = SLOT_CONN;
+			wake_slot(&k[i], fds[i].fd, e); /* tokens and the end */
+			if (!(fds[i].events & (POLLOUT | POLLWRNORM)) ||
+			    kd == OSF_FD_KERNEL) /* a gateway's reply: data */
+				continue;
+			k[m].fd = osf_conn_wake_tx_fd(e);
+		} else if (kd == OSF_FD_LISTEN) {
+			kind[i] = SLOT_LISTEN;
+			k[m].fd = e->aux_fd;
+		} else {
+			continue;
+		}
+		k[m].events = POLLIN;
+		k[m].revents = 0;
+		wx[i] = (int)m++;
+	}
+	for (;;) {
+		int ready = 0, armed = 0, due = 0, r, to, err;
+		/* What the rings say now. */
+		for (i = 0; i < n; i++) {
+			fds[i].revents = 0;
+			if (kind[i] != SLOT_CONN || fds[i].fd < 0)
+				continue;
+			fds[i].revents = conn_events(
+				osf_conn_poll(fds[i].fd, osf_fdt_lookup(fds[i].fd)),
+				fds[i].events);
+			if (fds[i].revents)
+				ready++;
+		}
+		/* Spin first (rings and a zero-timeout look at the kernel),
+		 * then arm the connections and sleep. */
+		if (!ready && timeout != 0 && !osf_spinning(spin_end)) {
+			if (spin_end)
+				osf_spin_paid(0); /* it spun in vain */
+			spin_end = 0;
+			for (i = 0; i < n; i++) {
+				if (kind[i] != SLOT_CONN || fds[i].fd < 0)
+					continue;
+				arm[i] = (unsigned char)osf_conn_arm_kinds_fd(
+					fds[i].fd, osf_fdt_lookup(fds[i].fd),
+					fds[i].events);
+				fds[i].revents = conn_events(
+					osf_conn_arm(fds[i].fd,
+						     osf_fdt_lookup(fds[i].fd),
+						     arm[i], 0, &due),
+					fds[i].events);
+				if (fds[i].revents)
+					ready++;
+			}
+			armed = 1;
+			if (ready) { /* raced to ready: no sleep, no tokens */
+				disarm_all(fds, n, k, wx, arm, 0);
+				armed = 0;
+			}
+		}
+		to = (ready || spin_end) ? 0 : remaining(timeout, start);
+		/* Connections with ring pages to give back: first sleep
+		 * OSF_TRIM_IDLE_MS; if nothing came, they are idle. */
+		due = armed && due && (to < 0 || to > OSF_TRIM_IDLE_MS);
+		if (due)
+			to = OSF_TRIM_IDLE_MS;
+		if (to && osf_intr_count() != intr) {
+			/* A handler ran in osf's part of the call: the kernel's
+			 * poll would not sleep past it. */
+			if (armed)
+				disarm_all(fds, n, k, wx, arm, 0);
+			result = OSF_FAIL(EINTR);
+			goto out;
+		}
+		r = mask ? REAL(ppoll)(k, m,
+				       to < 0 ? NULL
+					      : &(struct timespec){to / 1000,
+								   (to % 1000) *
+									   1000000L},
+				       mask)
+			 : REAL(poll)(k, m, to);
+		err = errno;
+		/* Before disarm_all, which clears arm[]. */
+		for (i = 0; due && r == 0 && i < n; i++)
+			if ((arm[i] & OSF_ARM_RX) && kind[i] == SLOT_CONN && fds[i].fd >= 0)
+				osf_conn_trim(fds[i].fd, osf_fdt_lookup(fds[i].fd));
+		if (armed)
+			disarm_all(fds, n, k, wx, arm, r > 0);
+		if (r < 0) { /* EINTR even after a spin pass counted 0 */
+			errno = err;
+			result = -1;
+			goto out;
+		}
+		/* Merge what the kernel said. */
+		for (i = 0; i < n; i++) {
+			if (kind[i] == SLOT_CONN) {
+				if (k[i].revents & POLLNVAL)
+					fds[i].revents = POLLNVAL;
+				else if ((k[i].revents ||
+					  (wx[i] >= 0 && k[wx[i]].revents)) &&
+					 !fds[i].revents && fds[i].fd >= 0) {
+					struct osf_fdt_entry *e =
+						osf_fdt_lookup(fds[i].fd);
+					if (!armed) /* the end, if it came */
+						osf_conn_disarm(fds[i].fd, e, 0,
+								k[i].revents ? OSF_ARM_RX
+									     : OSF_ARM_TX);
+					fds[i].revents = conn_events(
+						osf_conn_poll(fds[i].fd, e),
+						fds[i].events);
+					wake_slot(&k[i], fds[i].fd, e);
+				}
+			} else {
+				fds[i].revents = k[i].revents;
+				/* A pending connection on the companion
+				 * is one on the listener: POLLIN and
+				 * POLLRDNORM, as inet_csk_listen_poll. */
+				if (kind[i] == SLOT_LISTEN &&
+				    (k[wx[i]].revents & POLLIN))
+					fds[i].revents |= fds[i].events &
+							  (POLLIN | POLLRDNORM);
+			}
+		}
+		for (i = 0; i < m; i++)
+			k[i].revents = 0;
+		result = 0;
+		for (i = 0; i < n; i++)
+			if (fds[i].revents)
+				result++;
+		if (result > 0 && spin_end && spun)
+			osf_spin_paid(1);
+		/* A handler ran during the call (it may have closed a polled
+		 * fd: never POLLNVAL for it): EINTR, as the kernel's poll
+		 * interrupted before it found anything. */
+		if (osf_intr_count() != intr) {
+			result = OSF_FAIL(EINTR);
+			goto out;
+		}
+		if (result > 0 || remaining(timeout, start) == 0)
+			goto out;
+		spun = spin_end != 0;
+	}
+out:
+	if (k != stack_k)
+		free(k);
+	return result;
+}
+
+static int needs_mux(const struct pollfd *fds, nfds_t n)
+{
+	nfds_t i;
+
+	if (likely(osf_fdt_table_fd() < 0))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (involved(fds[i].fd))
+			return 1;
+	return 0;
+}
+
+/* The hooks below note osf_intr_count first: a handler that runs in
+ * osf's part of the call, before or after the kernel's wait, ran during
+ * the call (EINTR, mux_poll), as it would run after the kernel's. */
+OSF_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	unsigned intr = osf_intr_count();
+
+	osf_reap_kick(); /* may sleep: the reaper may have work */
+	if (likely(!needs_mux(fds, n)))
+		return REAL(poll)(fds, n, timeout);
+	return mux_poll(fds, n, timeout < 0 ? -1 : timeout, NULL, intr);
+}
+
+OSF_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout,
+			  size_t fdslen)
+{
+	unsigned intr = osf_intr_count();
+
+	osf_reap_kick(); /* may sleep: the reaper may have work */
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	if (likely(!needs_mux(fds, n)))
+		return REAL(__poll_chk)(fds, n, timeout, fdslen);
+	return mux_poll(fds, n, timeout < 0 ? -1 : timeout, NULL, intr);
+}
+
+OSF_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+		     const sigset_t *mask)
+{
+	unsigned intr = osf_intr_count();
+
+	osf_reap_kick(); /* may sleep: the reaper may have work */
+	if (likely(!needs_mux(fds, n)))
+		return REAL(ppoll)(fds, n, ts, mask);
+	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+		return OSF_FAIL(EINVAL);
+	return mux_poll(fds, n, ts_ms(ts), mask, intr);
+}
+
+OSF_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n,
+			   const struct timespec *ts, const sigset_t *mask,
+			   size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return ppoll(fds, n, ts, mask);
+}
+
+/* ---- select ------------------------------------------------------------------ */
+
+#define BITS (8 * sizeof(unsigned long))
+
+static int fd_isset(const fd_set *s, int fd)
+{
+	return s && ((const unsigned long *)s)[fd / BITS] & (1UL << (fd % BITS));
+}
+
+static int select_needs_mux(int n, fd_set *r, fd_set *w, fd_set *x)
+{
+	int fd;
+
+	if (likely(osf_fdt_table_fd() < 0) || n <= 0)
+		return 0;
+	for (fd = 0; fd < n; fd++) {
+		unsigned long word = 0;
+		if (fd % BITS == 0) {
+			size_t i = fd / BITS;
+			word = (r ? ((unsigned long *)r)[i] : 0) |
+			       (w ? ((unsigned long *)w)[i] : 0) |
+			       (x ? ((unsigned long *)x)[i] : 0);
+			if (!word) {
+				fd += BITS - 1;
+				continue;
+			}
+		}
+		if ((fd_isset(r, fd) || fd_isset(w, fd) || fd_isset(x, fd)) &&
+		    involved(fd))
+			return 1;
+	}
+	return 0;
+}
+
+/* mux_select implements select and pselect through mux_poll. */
+static int mux_select(int n, fd_set *r, fd_set *w, fd_set *x, long timeout,
+		      const sigset_t *mask, unsigned intr)
+{
+	struct pollfd *p;
+	int fd, cnt = 0, ret, i;
+
+	if (n > FD_SETSIZE * 64)
+		return OSF_FAIL(EINVAL);
+	p = malloc(sizeof(*p) * (size_t)n);
+	if (!p)
+		return OSF_FAIL(ENOMEM);
+	for (fd = 0; fd < n; fd++) {
+		short ev = 0;
+		if (fd_isset(r, fd))
+			ev |= POLLIN;
+		if (fd_isset(w, fd))
+			ev |= POLLOUT;
+		if (fd_isset(x, fd))
+			ev |= POLLPRI;
+		if (ev)
+			p[cnt++] = (struct pollfd){fd, ev, 0};
+	}
+	ret = mux_poll(p, (nfds_t)cnt, timeout, mask, intr);
+	if (ret < 0) {
+		free(p);
+		return -1;
+	}
+	for (i = 0; i < cnt; i++)
+		if (p[i].revents & POLLNVAL) {
+			free(p);
+			return OSF_FAIL(EBADF);
+		}
+	if (r)
+		memset(r, 0, (size_t)(n + BITS - 1) / BITS * sizeof(long));
+	if (w)
+		memset(w, 0, (size_t)(n + BITS - 1) / BITS * sizeof(long));
+	if (x)
+		memset(x, 0, (size_t)(n + BITS - 1) / BITS * sizeof(long));
+	ret = 0;
+	for (i = 0; i < cnt; i++) {
+		short re = p[i].revents;
+		if (r && (p[i].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
+			FD_SET(p[i].fd, r);
+			ret++;
+		}
+		if (w && (p[i].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
+			FD_SET(p[i].fd, w);
+			ret++;
+		}
+		if (x && (p[i].events & POLLPRI) && (re & POLLPRI)) {
+			FD_SET(p[i].fd, x);
+			ret++;
+		}
+	}
+	free(p);
+	return ret;
+}
+
+OSF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *x,
+		      struct timeval *tv)
+{
+	long timeout, start;
+	unsigned intr = osf_intr_count();
+	int ret;
+
+	osf_reap_kick(); /* may sleep: the reaper may have work */
+	if (likely(!select_needs_mux(n, r, w, x)))
+		return REAL(select)(n, r, w, x, tv);
+	if (tv && (tv->tv_sec < 0 || tv->tv_usec < 0))
+		return OSF_FAIL(EINVAL);
+	timeout = tv ? tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000 : -1;
+	start = mono_ms();
+	ret = mux_select(n, r, w, x, timeout, NULL, intr);
+	if (tv) { /* Linux reports the time not slept */
+		long left = remaining(timeout, start);
+		tv->tv_sec = left / 1000;
+		tv->tv_usec = (left % 1000) * 1000;
+	}
+	return ret;
+}
+
+OSF_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *x,
+		       const struct timespec *ts, const sigset_t *mask)
+{
+	unsigned intr = osf_intr_count();
+
+	osf_reap_kick(); /* may sleep: the reaper may have work */
+	if (likely(!select_needs_mux(n, r, w, x)))
+		return REAL(pselect)(n, r, w, x, ts, mask);
+	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+		return OSF_FAIL(EINVAL);
+	return mux_select(n, r, w, x, ts_ms(ts), mask, intr);
+}

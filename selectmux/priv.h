@@ -1,0 +1,128 @@
+/* priv.h: what selectmux's files share (not for preload/, which uses
+ * mux.h): the libc calls, time arithmetic, and the mux lock with the
+ * deferral of what a signal handler asks while its own thread holds one
+ * (lock.c). */
+#ifndef OSF_SELECTMUX_PRIV_H
+#define OSF_SELECTMUX_PRIV_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../fdtable/cdefs.h"
+#include "../fdtable/fdt.h"
+#include "host.h"
+#include "mux.h"
+#include "ready.h"
+
+/* glibc declares poll's array write-only (__attr_access); a poll hook
+ * must read it, which gcc would report as a read of uninitialized data. */
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+/* REAL(f) is libc's f, never osf's hook (host.h). */
+#define REAL(f) osf_mux_sys_##f
+
+static inline long ts_ms(const struct timespec *ts)
+{
+	if (!ts)
+		return -1;
+	if (ts->tv_sec > INT_MAX / 1000)
+		return INT_MAX;
+	return ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+}
+
+static inline long mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* remaining returns what is left of a timeout begun at start (-1: none). */
+static inline int remaining(long timeout, long start)
+{
+	long left;
+
+	if (timeout < 0)
+		return -1;
+	left = timeout - (mono_ms() - start);
+	return left < 0 ? 0 : (int)left;
+}
+
+/* ---- a small futex mutex (lock.c) -----------------------------------------
+ *
+ * mu_depth counts the mux locks this thread holds or waits for. A signal
+ * handler can call into the mux on a thread that holds one (a handler's
+ * shutdown or setsockopt re-checks epoll items, osf_mux_changed, while its
+ * thread's epoll_wait collects them): it must not wait for the lock its
+ * own thread holds. Such a re-check is noted in this thread's deferred
+ * slots instead (mu_defer) and made when the thread lets go of its last
+ * mux lock (mu_unlock, run_deferred), before it sleeps in the kernel. */
+
+extern __thread int mu_depth __attribute__((tls_model("initial-exec")));
+extern __thread int mu_pending __attribute__((tls_model("initial-exec")));
+
+enum { DEFER_CHANGED, DEFER_FORGET };
+struct deferred {
+	int state; /* SLOT_*: claimed by compare-and-swap, a nested handler
+		      takes another */
+	int op;    /* DEFER_* */
+	int fd, dups;
+	uint32_t events;
+	uint64_t ino; /* DEFER_FORGET: the closed file's identity */
+	void *hold;   /* DEFER_FORGET: its connection, held (osf_conn_hold) */
+};
+
+/* mu_defer notes d for this thread's last mux unlock; 0 when the slots are
+ * full (then every item is re-checked, and closed ones dropped). */
+int mu_defer(const struct deferred *d);
+
+/* mu_deferred_hold returns the connection a close deferred on this thread
+ * holds for the item of fd with identity ino, or NULL. */
+void *mu_deferred_hold(int fd, uint64_t ino);
+
+/* run_deferred makes the re-checks and drops that handlers deferred (no
+ * mux lock held): mux_changed and mux_forget (notify.c). */
+void run_deferred(void);
+void mux_changed(int fd, int dups, uint32_t events);
+void mux_forget(int fd, uint64_t ino, void *hold);
+
+static inline void mu_lock(int *m)
+{
+	int c = 0;
+
+	mu_depth++; /* first: a handler from now on defers */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_compare_exchange_n(m, &c, 1, 0, __ATOMIC_ACQUIRE,
+					__ATOMIC_RELAXED))
+		return;
+	if (c != 2)
+		c = __atomic_exchange_n(m, 2, __ATOMIC_ACQUIRE);
+	while (c != 0) {
+		syscall(SYS_futex, m, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+		c = __atomic_exchange_n(m, 2, __ATOMIC_ACQUIRE);
+	}
+}
+
+static inline void mu_unlock(int *m)
+{
+	if (__atomic_exchange_n(m, 0, __ATOMIC_RELEASE) == 2)
+		syscall(SYS_futex, m, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (--mu_depth == 0) {
+		if (__builtin_expect(__atomic_load_n(&mu_pending, __ATOMIC_RELAXED), 0))
+			run_deferred();
+		if (__builtin_expect(osf_intr_deferred, 0))
+			osf_intr_redeliver(); /* the handlers run now */
+	}
+}
+
+#endif
