@@ -690,19 +690,25 @@ static int bound_port_of(const uint8_t *b)
 
 /* tuple_taken reports whether an offloaded connection of this process
  * already has the 4-tuple a connect from the bound address (with its
- * port) to dst would make. TCP refuses such a connect with EADDRNOTAVAIL
+ * port, in->bound) to in's destination would make. TCP refuses such a connect with EADDRNOTAVAIL
  * (two sockets may share a port with SO_REUSEADDR, never a 4-tuple).
  * Only this process's connections are seen: another's sharing the tuple
  * goes unnoticed. */
-static int tuple_taken(const uint8_t bound[28], const struct sockaddr *dst, socklen_t dlen)
+static int tuple_taken(const struct osf_core_connect_in *in)
 {
 	struct osf_fdt_entry *c;
 	uint8_t b[16], d[16], x[16];
-	uint16_t bport = 0, dport, p;
+	uint16_t bport = 0, dport = in->port, p;
 	int fd;
 
-	if (!split16(bound, 28, b, &bport) || bport == 0 || !split16(dst, dlen, d, &dport))
+	if (!split16(in->bound, sizeof(in->bound), b, &bport) || bport == 0)
 		return 0;
+	if (in->family == AF_INET) {
+		memcpy(d, osf_name_v4mapped, 12);
+		memcpy(d + 12, in->addr, 4);
+	} else {
+		memcpy(d, in->addr, 16);
+	}
 	OSF_FDT_FOREACH(fd, c) {
 		if (!osf_kind_is_conn(c->kind) || !split16(c->local, 28, x, &p) || p != bport ||
 		    (!osf_name_unspec(b) && memcmp(b, x, 16)))
@@ -739,7 +745,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	    REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0)
 		memcpy(in.bound, &ss, sl < sizeof(in.bound) ? sl : sizeof(in.bound));
 	connect_unspec(&in);
-	if (tuple_taken(in.bound, sa, len))
+	if (tuple_taken(&in))
 		return OSF_FAIL(EADDRNOTAVAIL);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
