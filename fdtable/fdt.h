@@ -27,6 +27,28 @@
  * changes nothing else about the functions. */
 #define OSF_FORK_TEXT __attribute__((section(".text.hot.osf_fork")))
 
+/* OSF_AFTER_FORK(fn, stage) registers fn, a void (void) function of the
+ * file it appears in, to run after every fork (preload/process.c,
+ * osf_after_fork_run): a file whose state a fork child must reset says so
+ * next to that state, and nothing else has to call it. Stages, run in this
+ * order in the child of a process that used osf, after the fd table's own
+ * reset (osf_fdt_child_after_fork): OSF_FORK_RESET puts locks and state
+ * back (the parent's other threads, which held them, do not exist here);
+ * OSF_FORK_RELEASE, after every reset, lets go of the child's copies of
+ * what the parent keeps (which may take any lock). OSF_FORK_PARENT runs in
+ * the parent after a fork that made a child. Within a stage the order is
+ * the link order; no entry may depend on it. The entries are gathered by
+ * the linker in section osf_after_fork (__start_/__stop_osf_after_fork). */
+enum { OSF_FORK_RESET, OSF_FORK_RELEASE, OSF_FORK_PARENT, OSF_FORK_STAGES };
+struct osf_after_fork {
+	void (*fn)(void);
+	long stage;
+};
+#define OSF_AFTER_FORK(fn, stage)                                              \
+	static const struct osf_after_fork osf_after_fork_##fn                 \
+		__attribute__((used, section("osf_after_fork"),                \
+			       aligned(sizeof(struct osf_after_fork)))) = {fn, stage}
+
 /* osf_fork: the words the fork path writes, in the parent around the fork
  * and in the child after it: the locks, the fd window's state and the
  * pid. A fork write-protects every private page the two processes share:
