@@ -28,7 +28,7 @@ CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
 	-U_FORTIFY_SOURCE -fno-strict-aliasing -pthread
 LIB_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden
 
-LIB_SRCS := $(wildcard preload/*.c) fdtable/fdtable.c internal/routec/route.c $(wildcard selectmux/*.c) \
+LIB_SRCS := $(wildcard preload/*.c) $(wildcard fdtable/*.c) internal/routec/route.c $(wildcard selectmux/*.c) \
 	$(wildcard sdp/*.c)
 LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) \
 	$(wildcard selectmux/*.h) include/osf/qsock.h sdp/rdma/tx.h
@@ -72,7 +72,7 @@ build: $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
 $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 	@mkdir -p $(BUILD)
 	$(CC) $(LIB_CFLAGS) -shared -Wl,--version-script=preload/libosf.map \
-		-Wl,-z,now -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
+		-Wl,-z,now -Wl,-z,defs -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
 
 # asan: libosf.so under AddressSanitizer and UndefinedBehaviorSanitizer, for
 # the hostile-peer tests (tests/hostile_test.go) to run victims with; it

@@ -64,7 +64,7 @@ struct osf_after_fork {
  * pid (read often). */
 struct osf_fork_words {
 	int lock_word;   /* the table lock: 0 free, else the owner's tid */
-	int high_word;   /* the fd window's lock (fdtable.c), same kind */
+	int high_word;   /* the fd window's lock (fdwindow.c), same kind */
 	int high_depth;  /* holds of its owner, its signal handlers' included */
 	int high_open;   /* the depth whose osf_fdt_high_begin opened the
 			    window now open; 0: none (the lock may be held
@@ -335,7 +335,7 @@ int osf_fdt_dup_high(int fd, int cloexec);
 
 /* osf_fdt_affordable reports whether a new connection (or listener) may
  * take osf's fds: 0 when the hard limit leaves no room above the soft
- * RLIMIT_NOFILE and the soft one is at most OSF_FDT_TIGHT_MAX (fdtable.c),
+ * RLIMIT_NOFILE and the soft one is at most OSF_FDT_TIGHT_MAX (fdwindow.c),
  * or when the room above is full, where osf's fds would take numbers the
  * program may need, and it gets kernel TCP instead. In an open window it
  * looks at the limit the window saved (no system call while the room

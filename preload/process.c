@@ -351,7 +351,7 @@ static void unguard(struct osf_exec_undo *u)
 
 /* HELD runs an exec or spawn with the RLIMIT_NOFILE lock held, so that the
  * new image never inherits the limit raised for another thread's window
- * (fdtable.c). */
+ * (fdtable/fdwindow.c). */
 #define HELD(call)                                                             \
 	({                                                                     \
 		osf_fdt_limit_lock();                                          \

@@ -432,7 +432,7 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	if (!osf_fdt_affordable()) {
 		/* soft = hard, a limit a program may fill: no companion, so
 		 * clients connect by kernel TCP, whose accepts cost the
-		 * program one fd each, as without osf (fdtable.c). */
+		 * program one fd each, as without osf (fdtable/fdwindow.c). */
 		osf_fdt_high_end();
 		out->reason = OSF_R_RESOURCE;
 		setup_set_detail(out->detail, FD_ROOM_DETAIL);

@@ -606,7 +606,7 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			}
 			/* Only the connection's own fd takes a number of the
 			 * program's; the segment and writers' socket stay
-			 * above its limit (fdtable.c, osf_fdt_high_begin). */
+			 * above its limit (fdtable/fdwindow.c, osf_fdt_high_begin). */
 			nfd = unhide(d->hfd, 0);
 			if (nfd < 0)
 				break; /* EMFILE: stays parked */
