@@ -107,9 +107,9 @@ $(BIN)/osfgw: $(GO_SRCS) $(wildcard sdp/*.c)
 	@mkdir -p $(BIN)
 	CGO_CFLAGS="-O2 -g -DOSF_SDP_C_HASH=$(SDP_C_HASH)" $(GO) build -trimpath -o $@ ./cmd/osfgw
 
-$(BIN)/osfperf: cmd/osfperf/osfperf.c
+$(BIN)/osfperf: $(wildcard cmd/osfperf/*.c) cmd/osfperf/osfperf.h
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $< -lm
+	$(CC) $(CFLAGS) -o $@ $(wildcard cmd/osfperf/*.c) -lm
 
 $(BUILD)/tests/%: tests/progs/%.c tests/progs/pair.h tests/progs/segmaps.h include/osf/qsock.h \
 		$(wildcard sdp/*.h) $(wildcard fdtable/*.h)
