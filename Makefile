@@ -28,12 +28,13 @@ CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
 	-U_FORTIFY_SOURCE -fno-strict-aliasing -pthread
 LIB_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden
 
+# sdp/syslibc.c is the Go programs' (sdp/cside.go); libosf.so's are preload/sys.c.
 LIB_SRCS := $(wildcard preload/*.c) $(wildcard fdtable/*.c) internal/routec/route.c $(wildcard selectmux/*.c) \
-	$(wildcard sdp/*.c)
+	$(filter-out sdp/syslibc.c,$(wildcard sdp/*.c))
 LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) \
 	$(wildcard selectmux/*.h) include/osf/qsock.h sdp/rdma/tx.h
 GO_SRCS := go.mod $(shell find . -name '*.go' -not -path './build/*') \
-	$(wildcard */*.h */*/*.h) $(wildcard sdp/rdma/*.c)
+	$(wildcard */*.h */*/*.h) $(wildcard sdp/*.c) $(wildcard sdp/rdma/*.c)
 # asyncpreemptoff: no SIGURG; updatemaxprocs/containermaxprocs: the runtime
 # keeps no cgroup files open in the program's fd space.
 # -w: no DWARF; the library is copied into a memfd by every fork child
@@ -102,10 +103,10 @@ $(BIN)/osfstat: $(GO_SRCS)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $@ ./cmd/osfstat
 
-# osfgw compiles sdp/*.c by #include (its ring relay; see SDP_C_HASH).
-$(BIN)/osfgw: $(GO_SRCS) $(wildcard sdp/*.c)
+# osfgw links the stream protocol's C side through package sdp (cside.go).
+$(BIN)/osfgw: $(GO_SRCS)
 	@mkdir -p $(BIN)
-	CGO_CFLAGS="-O2 -g -DOSF_SDP_C_HASH=$(SDP_C_HASH)" $(GO) build -trimpath -o $@ ./cmd/osfgw
+	$(GO) build -trimpath -o $@ ./cmd/osfgw
 
 $(BIN)/osfperf: $(wildcard cmd/osfperf/*.c) cmd/osfperf/osfperf.h
 	@mkdir -p $(BIN)
@@ -127,11 +128,6 @@ $(BUILD)/tests/confdump: tests/progs/confdump.c preload/conf.c preload/conf.h
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Ipreload -o $@ tests/progs/confdump.c preload/conf.c
 
-# sdp/sidetest (and osfgw) compile sdp/*.c by #include from its cgo preamble, which the
-# Go build cache does not track: a hash of those sources in CGO_CFLAGS makes
-# a change to them rebuild the test (else it may run the previous C).
-SDP_C_HASH = $(shell cat sdp/*.c sdp/*.h | cksum | cut -d' ' -f1)
-test unit: export CGO_CFLAGS = -O2 -g -DOSF_SDP_C_HASH=$(SDP_C_HASH)
 FUZZTIME ?= 5s
 
 # test runs everything: gofmt and vet, the unit tests, then the integration
