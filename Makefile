@@ -112,7 +112,7 @@ $(BIN)/osfperf: $(wildcard cmd/osfperf/*.c) cmd/osfperf/osfperf.h
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $(wildcard cmd/osfperf/*.c) -lm
 
-$(BUILD)/tests/%: tests/progs/%.c tests/progs/pair.h tests/progs/segmaps.h include/osf/qsock.h \
+$(BUILD)/tests/%: tests/progs/%.c tests/progs/pair.h tests/progs/segmaps.h tests/progs/progs.h include/osf/qsock.h \
 		$(wildcard sdp/*.h) $(wildcard fdtable/*.h)
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Iinclude -o $@ $< -lm -ldl
