@@ -1,5 +1,5 @@
-# osf — `make` builds everything (installing missing Debian packages first),
-# `make test` runs every test, `make soak` a 10-minute soak, `make bench` prints the benchmark table.
+# osf — `make` builds everything (installing the missing Debian packages it
+# needs to build first), `make test` runs every test (installing what they run first), `make soak` a 10-minute soak, `make bench` prints the benchmark table.
 
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
@@ -8,16 +8,18 @@ CC ?= gcc
 BUILD := build
 BIN := $(BUILD)/bin
 
-# Debian packages: to build (rdma-core for the verbs transport), and the
-# real programs the tests and benchmarks run.
-BUILD_DEBS := gcc make libc6-dev libibverbs-dev librdmacm-dev rdma-core \
-	ibverbs-utils iproute2 util-linux
+# Debian packages: to build (make, make build: the compiler, and rdma-core's
+# headers and libraries the Go core links for the verbs transport), and, for
+# make test and make bench only (test-deps), the real programs the tests and
+# benchmarks run (rdma-core's providers and tools for the software RDMA
+# device, ip and unshare for network namespaces among them).
+BUILD_DEBS := gcc make libc6-dev libibverbs-dev librdmacm-dev
 # man-db and groff-base render the manual pages (make test checks them);
-# lintian checks the Debian package (make deb, make test).
-TEST_DEBS := man-db groff-base lintian curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
+# lintian checks the Debian package (make test).
+TEST_DEBS := rdma-core ibverbs-utils iproute2 util-linux \
+	man-db groff-base lintian curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
 	memcached socat ncat hyperfine sockperf procps psmisc coreutils bash \
 	file binutils openssh-server openssh-client nodejs apache2 valgrind haproxy postgresql
-DEBS := $(BUILD_DEBS) $(TEST_DEBS)
 # Only for make test-rdma / bench-rdma: two qemu guests with Debian's stock
 # kernel (soft-RoCE rdma_rxe), the raw verbs tools and rsocket's preload
 # library to compare against. Plain make does not install these.
@@ -44,15 +46,19 @@ CORE_LDFLAGS := -w -X=runtime.godebugDefault=asyncpreemptoff=1,updatemaxprocs=0,
 	-extldflags=-Wl,--version-script=$(CURDIR)/preload/core/core.map
 TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,$(wildcard tests/progs/*.c))
 
-.PHONY: all asan deps deps-rdma install-debs build test unit integration soak bench test-rdma bench-rdma conformance clean fmt install uninstall deb
+.PHONY: all asan deps test-deps deps-rdma install-debs build test unit integration soak bench test-rdma bench-rdma conformance clean fmt install uninstall deb
 all: deps build
 
-# deps installs the Debian packages that are missing (root, or sudo).
+# deps installs the Debian packages the build needs that are missing (root,
+# or sudo); test-deps those the tests and benchmarks run.
 deps:
-	@$(MAKE) --no-print-directory install-debs PKGS='$(DEBS)'
+	@$(MAKE) --no-print-directory install-debs PKGS='$(BUILD_DEBS)'
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 is required (https://go.dev/dl)"; exit 1; }
 
-deps-rdma: deps
+test-deps: deps
+	@$(MAKE) --no-print-directory install-debs PKGS='$(TEST_DEBS)'
+
+deps-rdma: test-deps
 	@$(MAKE) --no-print-directory install-debs PKGS='$(RDMA_DEBS)'
 
 install-debs:
@@ -132,7 +138,7 @@ FUZZTIME ?= 5s
 
 # test runs everything: gofmt and vet, the unit tests, then the integration
 # tests (tests/, which move themselves into a fresh network namespace).
-test: build
+test: test-deps build
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './build/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
@@ -160,19 +166,19 @@ test: build
 	@# skipped, with the reason, where qemu or the kernel is missing.
 	@if [ "$${OSF_TEST_RDMAVM:-1}" != 0 ]; then tests/rdmavm/run.sh quick; fi
 
-unit: build
+unit: test-deps build
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /tests)
 
-integration: build
+integration: test-deps build
 	$(GO) test -count=1 -timeout 20m -v ./tests/
 
 # soak runs tests/soak_test.go's TestSoak for 10 minutes per client instead
 # of make test's 45 s (servers under osf, clients with poll, select, epoll
 # and blocking calls: ping-pong, streams, churn; bytes checked; no stall).
-soak: build
+soak: test-deps build
 	OSF_SOAK_SECONDS=600 $(GO) test -count=1 -timeout 30m -run 'TestSoak$$' -v ./tests/
 
-bench: build
+bench: test-deps build
 	tests/bench/run.sh
 
 # gVisor's syscall conformance tests (TCP sockets, readiness, sendfile,

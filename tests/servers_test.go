@@ -674,7 +674,7 @@ func postgresBin(t *testing.T) string {
 	t.Helper()
 	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
 	if len(m) == 0 {
-		t.Fatalf("postgresql is not installed (`make deps` installs the test programs)")
+		t.Fatalf("postgresql is not installed (`make test-deps` installs the test programs)")
 	}
 	return filepath.Dir(m[len(m)-1])
 }
