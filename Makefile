@@ -1,5 +1,5 @@
-# osf — `make` builds everything (installing missing Debian packages first),
-# `make test` runs every test, `make soak` a 10-minute soak, `make bench` prints the benchmark table.
+# osf — `make` builds everything (installing the missing Debian packages it
+# needs to build first), `make test` runs every test (installing what they run first), `make soak` a 10-minute soak, `make bench` prints the benchmark table.
 
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
@@ -8,16 +8,18 @@ CC ?= gcc
 BUILD := build
 BIN := $(BUILD)/bin
 
-# Debian packages: to build (rdma-core for the verbs transport), and the
-# real programs the tests and benchmarks run.
-BUILD_DEBS := gcc make libc6-dev libibverbs-dev librdmacm-dev rdma-core \
-	ibverbs-utils iproute2 util-linux
+# Debian packages: to build (make, make build: the compiler, and rdma-core's
+# headers and libraries the Go core links for the verbs transport), and, for
+# make test and make bench only (test-deps), the real programs the tests and
+# benchmarks run (rdma-core's providers and tools for the software RDMA
+# device, ip and unshare for network namespaces among them).
+BUILD_DEBS := gcc make libc6-dev libibverbs-dev librdmacm-dev
 # man-db and groff-base render the manual pages (make test checks them);
-# lintian checks the Debian package (make deb, make test).
-TEST_DEBS := man-db groff-base lintian curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
+# lintian checks the Debian package (make test).
+TEST_DEBS := rdma-core ibverbs-utils iproute2 util-linux \
+	man-db groff-base lintian curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
 	memcached socat ncat hyperfine sockperf procps psmisc coreutils bash \
 	file binutils openssh-server openssh-client nodejs apache2 valgrind haproxy postgresql
-DEBS := $(BUILD_DEBS) $(TEST_DEBS)
 # Only for make test-rdma / bench-rdma: two qemu guests with Debian's stock
 # kernel (soft-RoCE rdma_rxe), the raw verbs tools and rsocket's preload
 # library to compare against. Plain make does not install these.
@@ -28,12 +30,13 @@ CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
 	-U_FORTIFY_SOURCE -fno-strict-aliasing -pthread
 LIB_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden
 
-LIB_SRCS := $(wildcard preload/*.c) fdtable/fdtable.c internal/routec/route.c $(wildcard selectmux/*.c) \
-	$(wildcard sdp/*.c)
+# sdp/syslibc.c is the Go programs' (sdp/cside.go); libosf.so's are preload/sys.c.
+LIB_SRCS := $(wildcard preload/*.c) $(wildcard fdtable/*.c) internal/routec/route.c $(wildcard selectmux/*.c) \
+	$(filter-out sdp/syslibc.c,$(wildcard sdp/*.c))
 LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) \
 	$(wildcard selectmux/*.h) include/osf/qsock.h sdp/rdma/tx.h
 GO_SRCS := go.mod $(shell find . -name '*.go' -not -path './build/*') \
-	$(wildcard */*.h */*/*.h) $(wildcard sdp/rdma/*.c)
+	$(wildcard */*.h */*/*.h) $(wildcard sdp/*.c) $(wildcard sdp/rdma/*.c)
 # asyncpreemptoff: no SIGURG; updatemaxprocs/containermaxprocs: the runtime
 # keeps no cgroup files open in the program's fd space.
 # -w: no DWARF; the library is copied into a memfd by every fork child
@@ -43,15 +46,19 @@ CORE_LDFLAGS := -w -X=runtime.godebugDefault=asyncpreemptoff=1,updatemaxprocs=0,
 	-extldflags=-Wl,--version-script=$(CURDIR)/preload/core/core.map
 TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,$(wildcard tests/progs/*.c))
 
-.PHONY: all asan deps deps-rdma install-debs build test unit integration soak bench test-rdma bench-rdma conformance clean fmt install uninstall deb
+.PHONY: all asan deps test-deps deps-rdma install-debs build test unit integration soak bench test-rdma bench-rdma conformance clean fmt install uninstall deb
 all: deps build
 
-# deps installs the Debian packages that are missing (root, or sudo).
+# deps installs the Debian packages the build needs that are missing (root,
+# or sudo); test-deps those the tests and benchmarks run.
 deps:
-	@$(MAKE) --no-print-directory install-debs PKGS='$(DEBS)'
+	@$(MAKE) --no-print-directory install-debs PKGS='$(BUILD_DEBS)'
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 is required (https://go.dev/dl)"; exit 1; }
 
-deps-rdma: deps
+test-deps: deps
+	@$(MAKE) --no-print-directory install-debs PKGS='$(TEST_DEBS)'
+
+deps-rdma: test-deps
 	@$(MAKE) --no-print-directory install-debs PKGS='$(RDMA_DEBS)'
 
 install-debs:
@@ -72,7 +79,7 @@ build: $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
 $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 	@mkdir -p $(BUILD)
 	$(CC) $(LIB_CFLAGS) -shared -Wl,--version-script=preload/libosf.map \
-		-Wl,-z,now -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
+		-Wl,-z,now -Wl,-z,defs -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
 
 # asan: libosf.so under AddressSanitizer and UndefinedBehaviorSanitizer, for
 # the hostile-peer tests (tests/hostile_test.go) to run victims with; it
@@ -102,16 +109,16 @@ $(BIN)/osfstat: $(GO_SRCS)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $@ ./cmd/osfstat
 
-# osfgw compiles sdp/*.c by #include (its ring relay; see SDP_C_HASH).
-$(BIN)/osfgw: $(GO_SRCS) $(wildcard sdp/*.c)
+# osfgw links the stream protocol's C side through package sdp (cside.go).
+$(BIN)/osfgw: $(GO_SRCS)
 	@mkdir -p $(BIN)
-	CGO_CFLAGS="-O2 -g -DOSF_SDP_C_HASH=$(SDP_C_HASH)" $(GO) build -trimpath -o $@ ./cmd/osfgw
+	$(GO) build -trimpath -o $@ ./cmd/osfgw
 
-$(BIN)/osfperf: cmd/osfperf/osfperf.c
+$(BIN)/osfperf: $(wildcard cmd/osfperf/*.c) cmd/osfperf/osfperf.h
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $< -lm
+	$(CC) $(CFLAGS) -o $@ $(wildcard cmd/osfperf/*.c) -lm
 
-$(BUILD)/tests/%: tests/progs/%.c tests/progs/pair.h tests/progs/segmaps.h include/osf/qsock.h \
+$(BUILD)/tests/%: tests/progs/%.c tests/progs/pair.h tests/progs/segmaps.h tests/progs/progs.h include/osf/qsock.h \
 		$(wildcard sdp/*.h) $(wildcard fdtable/*.h)
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Iinclude -o $@ $< -lm -ldl
@@ -127,16 +134,11 @@ $(BUILD)/tests/confdump: tests/progs/confdump.c preload/conf.c preload/conf.h
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Ipreload -o $@ tests/progs/confdump.c preload/conf.c
 
-# sdp/sidetest (and osfgw) compile sdp/*.c by #include from its cgo preamble, which the
-# Go build cache does not track: a hash of those sources in CGO_CFLAGS makes
-# a change to them rebuild the test (else it may run the previous C).
-SDP_C_HASH = $(shell cat sdp/*.c sdp/*.h | cksum | cut -d' ' -f1)
-test unit: export CGO_CFLAGS = -O2 -g -DOSF_SDP_C_HASH=$(SDP_C_HASH)
 FUZZTIME ?= 5s
 
 # test runs everything: gofmt and vet, the unit tests, then the integration
 # tests (tests/, which move themselves into a fresh network namespace).
-test: build
+test: test-deps build
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './build/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
@@ -164,19 +166,19 @@ test: build
 	@# skipped, with the reason, where qemu or the kernel is missing.
 	@if [ "$${OSF_TEST_RDMAVM:-1}" != 0 ]; then tests/rdmavm/run.sh quick; fi
 
-unit: build
+unit: test-deps build
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /tests)
 
-integration: build
+integration: test-deps build
 	$(GO) test -count=1 -timeout 20m -v ./tests/
 
 # soak runs tests/soak_test.go's TestSoak for 10 minutes per client instead
 # of make test's 45 s (servers under osf, clients with poll, select, epoll
 # and blocking calls: ping-pong, streams, churn; bytes checked; no stall).
-soak: build
+soak: test-deps build
 	OSF_SOAK_SECONDS=600 $(GO) test -count=1 -timeout 30m -run 'TestSoak$$' -v ./tests/
 
-bench: build
+bench: test-deps build
 	tests/bench/run.sh
 
 # gVisor's syscall conformance tests (TCP sockets, readiness, sendfile,

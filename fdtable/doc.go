@@ -2,8 +2,9 @@
 // memfd named "osf-fdtable" (docs/DESIGN.md D3; layout in fdtable.h, the one
 // definition shared by C and Go).
 //
-// libosf.so writes the table (fdtable.c, compiled into the library by the
-// Makefile); this package only reads it, from outside, for osfstat. Reading
+// libosf.so writes the table (fdtable.c, fdwindow.c, fdfork.c, compiled
+// into the library by the Makefile); this package only reads it, from
+// outside, for osfstat. Reading
 // is passive: the table is mapped read-only and never locked, and a reader
 // retries when the owner changed the table while it was being copied.
 //

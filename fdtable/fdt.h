@@ -27,6 +27,28 @@
  * changes nothing else about the functions. */
 #define OSF_FORK_TEXT __attribute__((section(".text.hot.osf_fork")))
 
+/* OSF_AFTER_FORK(fn, stage) registers fn, a void (void) function of the
+ * file it appears in, to run after every fork (preload/process.c,
+ * osf_after_fork_run): a file whose state a fork child must reset says so
+ * next to that state, and nothing else has to call it. Stages, run in this
+ * order in the child of a process that used osf, after the fd table's own
+ * reset (osf_fdt_child_after_fork): OSF_FORK_RESET puts locks and state
+ * back (the parent's other threads, which held them, do not exist here);
+ * OSF_FORK_RELEASE, after every reset, lets go of the child's copies of
+ * what the parent keeps (which may take any lock). OSF_FORK_PARENT runs in
+ * the parent after a fork that made a child. Within a stage the order is
+ * the link order; no entry may depend on it. The entries are gathered by
+ * the linker in section osf_after_fork (__start_/__stop_osf_after_fork). */
+enum { OSF_FORK_RESET, OSF_FORK_RELEASE, OSF_FORK_PARENT, OSF_FORK_STAGES };
+struct osf_after_fork {
+	void (*fn)(void);
+	long stage;
+};
+#define OSF_AFTER_FORK(fn, stage)                                              \
+	static const struct osf_after_fork osf_after_fork_##fn                 \
+		__attribute__((used, section("osf_after_fork"),                \
+			       aligned(sizeof(struct osf_after_fork)))) = {fn, stage}
+
 /* osf_fork: the words the fork path writes, in the parent around the fork
  * and in the child after it: the locks, the fd window's state and the
  * pid. A fork write-protects every private page the two processes share:
@@ -42,7 +64,7 @@
  * pid (read often). */
 struct osf_fork_words {
 	int lock_word;   /* the table lock: 0 free, else the owner's tid */
-	int high_word;   /* the fd window's lock (fdtable.c), same kind */
+	int high_word;   /* the fd window's lock (fdwindow.c), same kind */
 	int high_depth;  /* holds of its owner, its signal handlers' included */
 	int high_open;   /* the depth whose osf_fdt_high_begin opened the
 			    window now open; 0: none (the lock may be held
@@ -313,7 +335,7 @@ int osf_fdt_dup_high(int fd, int cloexec);
 
 /* osf_fdt_affordable reports whether a new connection (or listener) may
  * take osf's fds: 0 when the hard limit leaves no room above the soft
- * RLIMIT_NOFILE and the soft one is at most OSF_FDT_TIGHT_MAX (fdtable.c),
+ * RLIMIT_NOFILE and the soft one is at most OSF_FDT_TIGHT_MAX (fdwindow.c),
  * or when the room above is full, where osf's fds would take numbers the
  * program may need, and it gets kernel TCP instead. In an open window it
  * looks at the limit the window saved (no system call while the room

@@ -223,7 +223,7 @@ func Find(pid int) (int, error) {
 }
 
 // hiddenBase returns the first fd of pid's hidden range as libosf.so
-// computes it (osf_fdt_hidden_base in fdtable.c) from the soft
+// computes it (osf_fdt_hidden_base in fdwindow.c) from the soft
 // RLIMIT_NOFILE in /proc/PID/limits. It is only a first guess: the limit
 // may have changed since the table was made, and Find falls back to a
 // scan.

@@ -8,7 +8,7 @@ import (
 )
 
 // TestHiddenBase checks that the first guess of where a process keeps its
-// table follows the rule of osf_fdt_hidden_base (fdtable.c) for this
+// table follows the rule of osf_fdt_hidden_base (fdwindow.c) for this
 // process's own limit.
 func TestHiddenBase(t *testing.T) {
 	var rl unix.Rlimit

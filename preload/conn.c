@@ -620,14 +620,17 @@ void osf_conn_hidden_moved(int old, int nfd)
 	}
 }
 
-OSF_FORK_TEXT void osf_conn_child_after_fork(void)
+/* child_after_fork resets per-thread and pool state in a fork child (its
+ * only thread is the one that forked; the segment locks' too, sdp/lock.h)
+ * and unmaps its copies of the segments the parent unmaps later. */
+OSF_FORK_TEXT static void child_after_fork(void)
 {
 	osf_lock_after_fork();
 	OSF_RESET(pool_lock, 0);
 	OSF_RESET(rebuild_lock, 0);
 	later_after_fork();
-	osf_conn_cork_after_fork();
 }
+OSF_AFTER_FORK(child_after_fork, OSF_FORK_RESET);
 
 /* ---- exec of a program osf cannot follow --------------------------------- */
 

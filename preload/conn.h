@@ -174,11 +174,6 @@ int osf_conn_spawn_unfollowable(posix_spawn_file_actions_t *fa, int *dead, int m
  * (segment, writers' wake socket, port socket) at nfd (osf_fdt_relocate_hidden). */
 void osf_conn_hidden_moved(int old, int nfd);
 
-/* osf_conn_child_after_fork resets per-thread and pool state in a fork
- * child (its only thread is the one that forked) and unmaps its copies of
- * the segments the parent unmaps later. */
-void osf_conn_child_after_fork(void);
-
 /* osf_conn_unmap_due unmaps the segments of closed connections kept
  * mapped (conn.c, "unmapped later") whose peer has let go or that waited
  * OSF_TRIM_IDLE_MS, or all of them (all): for moments the process would
@@ -190,9 +185,5 @@ static inline void osf_conn_unmap_due(int all)
 	if (__atomic_load_n(&osf_conn_later_n, __ATOMIC_RELAXED))
 		osf_conn_unmap_due_slow(all);
 }
-
-/* osf_reaper_child_after_fork forgets the parent's list of connections
- * to trim and its reaper thread (preload/reaper.c). */
-void osf_reaper_child_after_fork(void);
 
 #endif

@@ -199,7 +199,9 @@ void osf_conn_cork_closed(struct osf_conn *c, int fd)
 		release(k); /* its wake socket must not outlive the close */
 }
 
-OSF_FORK_TEXT void osf_conn_cork_after_fork(void)
+/* cork_after_fork lets go of the parent's corked connections in a fork
+ * child (after the connections' own resets: it releases them). */
+OSF_FORK_TEXT static void cork_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
@@ -208,3 +210,4 @@ OSF_FORK_TEXT void osf_conn_cork_after_fork(void)
 	while (ck.n > 0)
 		release(drop_locked(ck.n - 1));
 }
+OSF_AFTER_FORK(cork_after_fork, OSF_FORK_RELEASE);

@@ -140,7 +140,6 @@ void osf_conn_cork_flush(struct osf_conn *c, int fd);
 void osf_conn_cork_option(struct osf_conn *c, int fd, int name, int v);
 void osf_conn_cork_arm(struct osf_conn *c, int fd);
 void osf_conn_cork_closed(struct osf_conn *c, int fd);
-void osf_conn_cork_after_fork(void);
 
 /* conn_destroy unmaps and frees a connection whose last reference went. */
 void osf_conn_destroy(struct osf_conn *c);

@@ -591,7 +591,10 @@ OSF_FORK_TEXT int osf_core_touched(void)
 	       __atomic_load_n(&core.loading, __ATOMIC_ACQUIRE);
 }
 
-OSF_FORK_TEXT void osf_core_child_after_fork(void)
+/* child_after_fork forgets the parent's core in a fork child: it is never
+ * called again here (docs/DESIGN.md D1), and the signal handlers it
+ * installed are put back to what they were before it loaded. */
+OSF_FORK_TEXT static void child_after_fork(void)
 {
 	int sig;
 	pthread_mutex_t fresh_start = PTHREAD_MUTEX_INITIALIZER;
@@ -618,3 +621,4 @@ OSF_FORK_TEXT void osf_core_child_after_fork(void)
 		core.go_handler[sig] = NULL;
 	}
 }
+OSF_AFTER_FORK(child_after_fork, OSF_FORK_RESET);

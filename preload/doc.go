@@ -4,7 +4,7 @@
 // measurements, why this part is C and the rest Go).
 //
 // The C files here carry the build tag osf_make, so the Go toolchain
-// ignores them; the Makefile compiles them, with fdtable/fdtable.c and
+// ignores them; the Makefile compiles them, with fdtable/*.c and
 // selectmux/*.c, into build/libosf.so, exporting exactly the names in
 // libosf.map. The Go core loaded on demand is the subpackage core
 // (build/libosfcore.so). This package's Go files are tests of the built

@@ -429,7 +429,7 @@ OSF_EXPORT void closefrom(int lowfd)
 
 /* ---- RLIMIT_NOFILE -------------------------------------------------------
  * osf places its own fds above the program's soft limit in short windows
- * that raise it (fdtable.c); reads and changes of the limit wait for a
+ * that raise it (fdtable/fdwindow.c); reads and changes of the limit wait for a
  * window to end, so the program only ever sees, and changes, its own
  * value. glibc's functions are this one system call. */
 

@@ -43,11 +43,6 @@ struct osf_rdma_tx *osf_core_rdma_find(uint64_t dev, uint64_t ino, uint32_t *gen
  * 0 or an errno. */
 int osf_core_log(const struct osf_core_log_in *in);
 
-/* osf_core_child_after_fork forgets the parent's core in a fork child:
- * it is never called again here (docs/DESIGN.md D1), and the signal handlers
- * it installed are put back to what they were before it loaded. */
-void osf_core_child_after_fork(void);
-
 /* osf_core_touched reports whether this image ever started loading the
  * core (fork: a child of one that never did has nothing to forget). */
 int osf_core_touched(void);

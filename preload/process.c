@@ -66,6 +66,23 @@ OSF_FORK_TEXT static void share_listeners(int spawn)
 	}
 }
 
+/* The after-fork entries every file registers (OSF_AFTER_FORK, fdt.h),
+ * gathered by the linker. */
+extern const struct osf_after_fork __start_osf_after_fork[]
+	__attribute__((visibility("hidden")));
+extern const struct osf_after_fork __stop_osf_after_fork[]
+	__attribute__((visibility("hidden")));
+
+/* after_fork runs the entries of stage (OSF_FORK_*). */
+OSF_FORK_TEXT static void after_fork(long stage)
+{
+	const struct osf_after_fork *h;
+
+	for (h = __start_osf_after_fork; h < __stop_osf_after_fork; h++)
+		if (h->stage == stage)
+			h->fn();
+}
+
 OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 {
 	pid_t pid;
@@ -93,11 +110,8 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	if (pid == 0) {
 		osf_fdt_child_after_fork(snap);
 		if (used) {
-			osf_conn_child_after_fork();
-			osf_reaper_child_after_fork();
-			osf_mux_child_after_fork();
-			osf_core_child_after_fork();
-			osf_setup_child_after_fork();
+			after_fork(OSF_FORK_RESET);
+			after_fork(OSF_FORK_RELEASE);
 		}
 		return 0;
 	}
@@ -105,7 +119,7 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	if (pid < 0)
 		osf_conn_fork_holders(-1);
 	else
-		osf_mux_parent_after_fork();
+		after_fork(OSF_FORK_PARENT);
 	osf_fdt_fork_parent(snap);
 	osf_fdt_unlock();
 	osf_fdt_limit_unlock();
@@ -337,7 +351,7 @@ static void unguard(struct osf_exec_undo *u)
 
 /* HELD runs an exec or spawn with the RLIMIT_NOFILE lock held, so that the
  * new image never inherits the limit raised for another thread's window
- * (fdtable.c). */
+ * (fdtable/fdwindow.c). */
 #define HELD(call)                                                             \
 	({                                                                     \
 		osf_fdt_limit_lock();                                          \

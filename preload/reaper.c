@@ -444,7 +444,9 @@ void osf_sys_debug_punch(void)
 		syscall(SYS_tgkill, getpid(), osf_sys_gettid(), SIGSTOP);
 }
 
-OSF_FORK_TEXT void osf_reaper_child_after_fork(void)
+/* child_after_fork forgets the parent's list of connections to trim and
+ * its reaper thread. */
+OSF_FORK_TEXT static void child_after_fork(void)
 {
 	unsigned i, n = (unsigned)nchunks * REAP_CHUNK;
 
@@ -469,3 +471,4 @@ OSF_FORK_TEXT void osf_reaper_child_after_fork(void)
 	}
 	OSF_RESET(reaper_state, REAPER_NONE);
 }
+OSF_AFTER_FORK(child_after_fork, OSF_FORK_RESET);

@@ -226,12 +226,14 @@ static struct {
 	struct ip addrs[HOST_MAX];
 } host = {.mu = PTHREAD_MUTEX_INITIALIZER, .loaded = -HOST_TTL_NS * 2};
 
-OSF_FORK_TEXT void setup_host_after_fork(void)
+/* host_after_fork resets the local addresses' lock in a fork child. */
+OSF_FORK_TEXT static void host_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
 	OSF_RESET_MEM(&host.mu, fresh);
 }
+OSF_AFTER_FORK(host_after_fork, OSF_FORK_RESET);
 
 static void host_reload(long long now)
 {
@@ -430,7 +432,7 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	if (!osf_fdt_affordable()) {
 		/* soft = hard, a limit a program may fill: no companion, so
 		 * clients connect by kernel TCP, whose accepts cost the
-		 * program one fd each, as without osf (fdtable.c). */
+		 * program one fd each, as without osf (fdtable/fdwindow.c). */
 		osf_fdt_high_end();
 		out->reason = OSF_R_RESOURCE;
 		setup_set_detail(out->detail, FD_ROOM_DETAIL);

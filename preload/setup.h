@@ -75,10 +75,6 @@ void osf_setup_reset_companion(int aux_fd);
 void osf_setup_syn_filter(int lfd);
 void osf_setup_syn_unfilter(int fd);
 
-/* osf_setup_child_after_fork closes the parked connections in a fork
- * child: the parent looks after them. */
-void osf_setup_child_after_fork(void);
-
 /* osf_spare_fill makes the client's next segment and writers' socket pair
  * ahead of its next connect (setup_spare.c) when osf_spare_wanted says
  * one is wanted: a reader calls it before it waits for data, where it

@@ -360,19 +360,18 @@ void osf_setup_reset_companion(int aux_fd)
 	errno = saved;
 }
 
-OSF_FORK_TEXT void osf_setup_child_after_fork(void)
+/* park_after_fork closes the parked connections in a fork child: the
+ * parent looks after them. */
+OSF_FORK_TEXT static void park_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
 	OSF_RESET_MEM(&park.mu, fresh);
 	OSF_RESET(park.watcher, 0);
-	setup_connect_after_fork();
-	setup_host_after_fork();
-	setup_syn_after_fork();
-	setup_spare_after_fork();
 	while (park.n > 0)
 		park_forget_locked(park.n - 1);
 }
+OSF_AFTER_FORK(park_after_fork, OSF_FORK_RELEASE);
 
 /* server_ring_cap is the largest ring a client may make this server map. */
 static uint32_t server_ring_cap(void)
@@ -607,7 +606,7 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			}
 			/* Only the connection's own fd takes a number of the
 			 * program's; the segment and writers' socket stay
-			 * above its limit (fdtable.c, osf_fdt_high_begin). */
+			 * above its limit (fdtable/fdwindow.c, osf_fdt_high_begin). */
 			nfd = unhide(d->hfd, 0);
 			if (nfd < 0)
 				break; /* EMFILE: stays parked */

@@ -27,12 +27,14 @@ static struct {
 	unsigned next;
 } census_cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-OSF_FORK_TEXT void setup_connect_after_fork(void)
+/* census_after_fork resets the census cache's lock in a fork child. */
+OSF_FORK_TEXT static void census_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
 	OSF_RESET_MEM(&census_cache.mu, fresh);
 }
+OSF_AFTER_FORK(census_after_fork, OSF_FORK_RESET);
 
 /* census_take finds the kernel TCP listeners on port; -1 when the kernel
  * cannot tell (no sock_diag): then nobody is trusted. */

@@ -92,12 +92,6 @@ uint16_t setup_client_port(pid_t pid);
  * drops its SYNs until the companion has room (setup_syn.c): 1 when
  * marked. */
 int setup_syn_hold(int fd, int v6, const char *name);
-void setup_syn_after_fork(void);
-
-/* setup_host_after_fork and setup_connect_after_fork reset the caches'
- * locks in a fork child (osf_setup_child_after_fork). */
-void setup_host_after_fork(void);
-void setup_connect_after_fork(void);
 
 /* setup_seg_new creates, sizes (rings of ring bytes), seals and maps a
  * fresh segment memfd (close-on-exec, mode 0600, at the lowest free fd):
@@ -109,11 +103,9 @@ void *setup_seg_new(uint32_t ring, int *fdp);
  * setup_spare_take returns a fresh segment of ring bytes per direction,
  * mapped, sized and sealed, its fd in *segfd and a fresh writers' socket
  * pair in wtx (close-on-exec, at the lowest free numbers: the caller's fd
- * window is open), or NULL: make them. setup_spare_after_fork forgets the
- * parent's maker in a fork child; setup_spare_moved renames a hidden fd of
- * it that osf_fdt_relocate_hidden moved. */
+ * window is open), or NULL: make them. setup_spare_moved renames a hidden
+ * fd of the maker that osf_fdt_relocate_hidden moved. */
 void *setup_spare_take(uint32_t ring, int *segfd, int wtx[2]);
-void setup_spare_after_fork(void);
 void setup_spare_moved(int old, int nfd);
 
 #endif

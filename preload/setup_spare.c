@@ -26,7 +26,7 @@
  *
  * Processes: a kit names the process that made it. A fork child closes
  * its copies of the parent's kit and unmaps its copy of the mapping
- * (setup_spare_after_fork); an exec'd image gets its fds closed
+ * (spare_after_fork); an exec'd image gets its fds closed
  * (close-on-exec; a posix_spawn image's adoption closes hidden fds no
  * connection uses); a child made otherwise (a raw clone, no fork hook)
  * finds a kit that is not its own and leaves it alone. */
@@ -193,7 +193,8 @@ void osf_spare_idle(void)
 	errno = saved;
 }
 
-OSF_FORK_TEXT void setup_spare_after_fork(void)
+/* spare_after_fork forgets the parent's maker in a fork child. */
+OSF_FORK_TEXT static void spare_after_fork(void)
 {
 	kit_free(); /* this child's copies; the fds are -1 now */
 	OSF_RESET(kit.ring, 0);
@@ -203,6 +204,7 @@ OSF_FORK_TEXT void setup_spare_after_fork(void)
 	OSF_RESET(kit.busy, 0);
 	OSF_RESET(osf_spare_wanted, 0);
 }
+OSF_AFTER_FORK(spare_after_fork, OSF_FORK_RESET);
 
 void setup_spare_moved(int old, int nfd)
 {

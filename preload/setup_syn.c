@@ -242,7 +242,8 @@ out:
 	return ok;
 }
 
-OSF_FORK_TEXT void setup_syn_after_fork(void)
+/* syn_after_fork resets the SYN watcher's state in a fork child. */
+OSF_FORK_TEXT static void syn_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
@@ -251,3 +252,4 @@ OSF_FORK_TEXT void setup_syn_after_fork(void)
 	OSF_RESET(syn.running, 0);
 	OSF_RESET(syn.n, 0);
 }
+OSF_AFTER_FORK(syn_after_fork, OSF_FORK_RESET);

@@ -2,8 +2,9 @@
 // single-producer/single-consumer byte rings and their control words), the
 // hello that introduces a segment to the peer, the rules of the wake
 // protocol and the TCP state they imply (from segment.h, shared with the
-// C side of a connection end in side.c and lock.c), and the endpoint every
-// offloaded transport hands to the C data path.
+// C side of a connection end in side.c and lock.c, which cgo compiles into
+// this package for Go programs that drive it: cside.go), and the endpoint
+// every offloaded transport hands to the C data path.
 //
 // The layout is defined once, in segment.h, which libosf.so's C data path
 // and this package (through cgo) both include. The C data path moves the

@@ -1,5 +1,3 @@
-//go:build osf_make
-
 /* lock.c: the slow path of the segment locks (lock.h). */
 #include "lock.h"
 
@@ -13,7 +11,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-__thread uint32_t osf_lock_tls_tid __attribute__((tls_model("initial-exec")));
+__thread uint32_t osf_lock_tls_tid __attribute__((tls_model(OSF_LOCK_TLS_MODEL)));
 
 static long now_ms(void)
 {

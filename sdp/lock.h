@@ -22,8 +22,13 @@
 #define OSF_LOCK_STUCK_MS 5000 /* a segment lock held this long is corrupt */
 
 /* osf_lock_tid returns the calling thread's id (cached per thread). */
+#ifdef OSF_LOCK_TLS_GD /* built by cgo (cside.go): maybe in a dlopened library */
+#define OSF_LOCK_TLS_MODEL "global-dynamic"
+#else
+#define OSF_LOCK_TLS_MODEL "initial-exec"
+#endif
 extern __thread uint32_t osf_lock_tls_tid
-	__attribute__((tls_model("initial-exec")));
+	__attribute__((tls_model(OSF_LOCK_TLS_MODEL)));
 static inline uint32_t osf_lock_tid(void)
 {
 	uint32_t t = osf_lock_tls_tid;

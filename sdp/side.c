@@ -1,5 +1,3 @@
-//go:build osf_make
-
 /* side.c: the stream protocol's C side (side.h): end and reset
  * bookkeeping, wake tokens, sleeping and readiness of one connection end.
  */

@@ -42,12 +42,4 @@ void osf_mux_hidden_moved(int old, int nfd);
  * (signals.c defers an asynchronous signal's handler then, host.h). */
 int osf_mux_busy(void);
 
-/* osf_mux_child_after_fork resets selectmux's locks in a fork child. */
-void osf_mux_child_after_fork(void);
-
-/* osf_mux_parent_after_fork notes in the parent that a fork shared the
- * epolls' hidden state with a child: a close then leaves the inner
- * registrations to the kernel, which ends them with the open file. */
-void osf_mux_parent_after_fork(void);
-
 #endif

@@ -367,7 +367,8 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared)
 	free(ep);
 }
 
-OSF_FORK_TEXT void osf_mux_child_after_fork(void)
+/* child_after_fork resets selectmux's locks in a fork child. */
+OSF_FORK_TEXT static void child_after_fork(void)
 {
 	struct ep *ep;
 
@@ -378,8 +379,12 @@ OSF_FORK_TEXT void osf_mux_child_after_fork(void)
 		OSF_RESET(ep->shared, 1);
 	}
 }
+OSF_AFTER_FORK(child_after_fork, OSF_FORK_RESET);
 
-OSF_FORK_TEXT void osf_mux_parent_after_fork(void)
+/* parent_after_fork notes in the parent that a fork shared the epolls'
+ * hidden state with a child: a close then leaves the inner registrations
+ * to the kernel, which ends them with the open file. */
+OSF_FORK_TEXT static void parent_after_fork(void)
 {
 	struct ep *ep;
 
@@ -391,3 +396,4 @@ OSF_FORK_TEXT void osf_mux_parent_after_fork(void)
 			__atomic_store_n(&ep->shared, 1, __ATOMIC_RELAXED);
 	mu_unlock(&ep_all_lock);
 }
+OSF_AFTER_FORK(parent_after_fork, OSF_FORK_PARENT);

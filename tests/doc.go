@@ -4,7 +4,9 @@
 // the library (and, where it matters, the Go core) really was loaded.
 //
 // The test binary moves itself into a private network namespace
-// (testutil.MainInNetns), so it needs root; `make build` must have run.
+// (testutil.MainInNetns), so it needs root: as another user it fails,
+// unless OSF_TEST_ALLOW_PARTIAL=1 lets it run in place and skip each test
+// that needs root (testutil.NeedRoot). `make build` must have run.
 //
 //	make build && go test -count=1 ./tests/
 //

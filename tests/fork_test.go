@@ -174,7 +174,7 @@ func TestForkDuringConnect(t *testing.T) {
 }
 
 // TestForkChildTable checks a fork child's fd table after fork's
-// snapshot, which copies only the pages of the table in use (fdtable.c
+// snapshot, which copies only the pages of the table in use (fdtable/fdfork.c
 // snapshot, osf_fdt_pages): connections whose entries lie in four pages
 // of it, one made just before the fork, the parent closing and remaking
 // them all right after the fork, a connection the child makes in a page
@@ -203,7 +203,7 @@ func TestForkChildTable(t *testing.T) {
 
 // TestForkFairAgainstLockHolders forks 300 children while two other
 // threads read RLIMIT_NOFILE in a loop: under osf each read takes the
-// fd-window lock that fork takes too (preload/process.c fork, fdtable.c
+// fd-window lock that fork takes too (preload/process.c fork, fdtable/fdwindow.c
 // word_lock). forkfair counts, per fork, the reads the other threads
 // finished while fork waited. The lock let a thread take it again right
 // after letting go of it, overtaking a woken fork: 17 to 25 of 300 forks

@@ -38,9 +38,7 @@ var gwNetCount atomic.Int32
 
 func newGatewayNet(t *testing.T) *gatewayNet {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for ip netns")
-	}
+	testutil.NeedRoot(t, "for ip netns")
 	ip := testutil.Tool(t, "ip")
 	tag := fmt.Sprintf("%d%d", os.Getpid()%100000, gwNetCount.Add(1)) // ≤ 15-byte interface names
 	ns := [3]string{"osgn" + tag, "osgg" + tag, "osgo" + tag}

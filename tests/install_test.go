@@ -235,9 +235,7 @@ func runMake(t *testing.T, args ...string) testutil.Result {
 // namespace. Nothing done there is seen by the host.
 func privateMounts(t *testing.T, setup string) []string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a mount namespace")
-	}
+	testutil.NeedRoot(t, "for a mount namespace")
 	unshare, nsenter := testutil.Tool(t, "unshare"), testutil.Tool(t, "nsenter")
 	c := testutil.Cmd(t, nil, unshare, "-m", "--propagation", "private", "/bin/sh", "-ec",
 		setup+"\necho mounted\nexec cat")

@@ -215,9 +215,7 @@ PidFile none
 // sshd process serving it must be offloaded.
 func TestServerSshd(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("sshd needs root (it changes users)")
-	}
+	testutil.NeedRoot(t, "for sshd (it changes users)")
 	sshd, ssh, keygen := testutil.Tool(t, "sshd"), testutil.Tool(t, "ssh"), testutil.Tool(t, "ssh-keygen")
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil { // privilege separation directory
 		t.Fatal(err)
@@ -475,9 +473,7 @@ MaxRequestWorkers 32
 // workers through EPOLL_CTL_ADD while it sleeps in epoll_wait).
 func TestServerApacheEvent(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("apache2 needs root (it changes users)")
-	}
+	testutil.NeedRoot(t, "for apache2 (it changes users)")
 	apache, curl := testutil.Tool(t, "apache2"), testutil.Tool(t, "curl")
 	for _, m := range bareAndOsf {
 		t.Run(m.name, func(t *testing.T) {
@@ -678,7 +674,7 @@ func postgresBin(t *testing.T) string {
 	t.Helper()
 	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
 	if len(m) == 0 {
-		t.Fatalf("postgresql is not installed (`make deps` installs the test programs)")
+		t.Fatalf("postgresql is not installed (`make test-deps` installs the test programs)")
 	}
 	return filepath.Dir(m[len(m)-1])
 }

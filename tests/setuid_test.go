@@ -43,9 +43,7 @@ func TestSetuidIgnoresOsf(t *testing.T) {
 // the test when that cannot be had (not root, nosuid, untraversable).
 func setuidDir(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make a setuid-root binary")
-	}
+	testutil.NeedRoot(t, "to make a setuid-root binary")
 	dir, err := os.MkdirTemp(testutil.BuildDir(t), "setuid-test-")
 	if err != nil {
 		t.Fatal(err)

@@ -51,9 +51,7 @@ def hello(s, ring, client, server):
 // impossible.
 func nobodyPrefix(t *testing.T) []string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run an attacker as another user")
-	}
+	testutil.NeedRoot(t, "to run an attacker as another user")
 	return append([]string{testutil.Tool(t, "setpriv")}, asNobody...)
 }
 

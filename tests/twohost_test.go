@@ -28,9 +28,7 @@ const (
 // they are deleted when the test ends, whether it passed or not.
 func newTwoHosts(t *testing.T) *twoHosts {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for ip netns")
-	}
+	testutil.NeedRoot(t, "for ip netns")
 	ip := testutil.Tool(t, "ip")
 	tag := fmt.Sprintf("%d%x", os.Getpid()%100000, testutil.Seed(t)%0xfff)
 	nsA, nsB := "osft"+tag+"a", "osft"+tag+"b"

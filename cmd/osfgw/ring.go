@@ -11,16 +11,13 @@ package main
 
 /*
 #cgo CFLAGS: -O2 -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing
-#include "../../sdp/side.c"
-#include "../../sdp/lock.c"
+#include "../../sdp/side.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include "../../sdp/syslibc.h"
 
 // A relayed connection's ring end: the side, its wake sockets, counters.
 struct leg {

@@ -2,9 +2,10 @@
 // plain or under osf, and the per-call cost osf adds to calls it does not
 // offload.
 //
-// The command is written in C (osfperf.c; the Makefile builds it with gcc into
-// build/bin/osfperf, and its osf_make build tag keeps the Go toolchain away
-// from it). It has to be: the program under test must reach the network only
+// The command is written in C (osfperf.c: the command line; wire.c: hashing,
+// the pattern, I/O and the test header; server.c; client.c. The Makefile
+// builds it with gcc into build/bin/osfperf, and the osf_make build tag
+// keeps the Go toolchain away from it). It has to be: the program under test must reach the network only
 // through libc so that libosf.so, preloaded, intercepts every call. Go's net
 // package makes system calls directly, bypassing libc, and a Go process could
 // not host osf's Go core besides its own runtime. This package holds only this

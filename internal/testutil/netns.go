@@ -38,16 +38,23 @@ func InNetns() bool { return os.Getenv(NetnsMarker) == "1" }
 // nobody else sees. Fds the test binary inherited (beyond 0, 1 and 2) are
 // made close-on-exec first, so that programs under test see only what the
 // tests give them. When that is impossible (not root, no unshare or ip),
-// it prints why and runs the tests in place, with a loud warning. It never
-// returns.
+// it fails, saying why, unless OSF_TEST_ALLOW_PARTIAL=1 is set: then it
+// runs the tests in place, with a loud warning. It never returns.
 func MainInNetns(m *testing.M) {
 	CloexecInherited()
 	if InNetns() {
 		os.Exit(m.Run())
 	}
 	if why := netnsUnavailable(); why != "" {
+		if !PartialAllowed() {
+			fmt.Fprintf(os.Stderr, "FAIL: testutil: cannot create a private network namespace (%s):\n"+
+				"FAIL: run the tests as root, or set %s=1 to run them in the current one,\n"+
+				"FAIL: where ports and listeners are shared, skipping what needs root.\n", why, AllowPartialEnv)
+			os.Exit(1)
+		}
 		fmt.Fprintf(os.Stderr, "WARNING: testutil: cannot create a private network namespace (%s);\n"+
-			"WARNING: running the tests in the current one, where ports and listeners are shared.\n", why)
+			"WARNING: running the tests in the current one, where ports and listeners are shared (%s=1).\n",
+			why, AllowPartialEnv)
 		os.Exit(m.Run())
 	}
 	os.Exit(reexecInNetns())

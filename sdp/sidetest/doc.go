@@ -4,8 +4,9 @@
 // readiness — are checked on their own and not only through whole
 // programs under LD_PRELOAD.
 //
-// It compiles the two C files with system calls that are plain libc
-// (sdp/sys.h), and gives a test a Pair: one segment in shared memory seen
+// It links the two C files as package sdp compiles them (sdp/cside.go,
+// with the plain libc system calls of sdp/syslibc.c), so the Go build
+// cache rebuilds the test whenever they change, and gives a test a Pair: one segment in shared memory seen
 // from both ends, with the two wake socket pairs a real connection has.
 // It is for tests only; nothing in osf imports it.
 //

@@ -2,16 +2,13 @@ package sidetest
 
 /*
 #cgo CFLAGS: -O2 -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing
-#include "../side.c"
-#include "../lock.c"
+#include "../side.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include "../syslibc.h"
 
 static void side_set_flags(struct osf_side *s, uint32_t f)
 {
@@ -184,6 +181,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	_ "github.com/osfproject/osf/sdp" // links the C side (sdp/cside.go)
 	"golang.org/x/sys/unix"
 )
 

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "progs.h"
+
 static double now_ms(void)
 {
 	struct timespec ts;
@@ -55,20 +57,6 @@ static double timed_connect(void)
 		syscall(SYS_close, s);
 	close(c);
 	return t1 - t0;
-}
-
-static int maps_has(const char *s)
-{
-	char line[4096];
-	int found = 0;
-	FILE *f = fopen("/proc/self/maps", "r");
-
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, s) != NULL;
-	fclose(f);
-	return found;
 }
 
 int main(void)

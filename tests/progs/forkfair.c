@@ -1,5 +1,5 @@
 /* forkfair FORKS: a second thread reads RLIMIT_NOFILE in a loop (under
- * osf each read takes the fd-window lock, fdtable.c) while the main thread
+ * osf each read takes the fd-window lock, fdtable/fdwindow.c) while the main thread
  * forks FORKS children. Each child reports how many reads the other thread
  * finished between its parent's call to fork and the fork itself (the
  * child's copy of the count is frozen at the fork), that is, how often

@@ -1,7 +1,7 @@
 //go:build osf_make
 
 /* forktable: a fork child's fd table is its parent's at the fork, whatever
- * either does afterwards (fdtable.c: the fork snapshot copies only the
+ * either does afterwards (fdtable/fdfork.c: the fork snapshot copies only the
  * pages of the table in use).
  *
  * The process holds connections over loopback (both ends) whose fds lie

@@ -27,6 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "progs.h"
+
 extern ssize_t __read_chk(int, void *, size_t, size_t);
 extern ssize_t __recv_chk(int, void *, size_t, size_t, int);
 extern ssize_t __recvfrom_chk(int, void *, size_t, size_t, int,
@@ -42,42 +44,6 @@ extern int __ppoll_chk(struct pollfd *, nfds_t, const struct timespec *,
 		r_ = (long)(call);                                             \
 		printf("%-16s %ld %s\n", name, r_, r_ < 0 ? strerrorname_np(errno) : "-"); \
 	} while (0)
-
-/* maps_has reports whether a line of /proc/self/maps contains s. */
-static int maps_has(const char *s)
-{
-	char line[4096];
-	int found = 0;
-	FILE *f = fopen("/proc/self/maps", "r");
-
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, s) != NULL;
-	fclose(f);
-	return found;
-}
-
-/* tcp_loopback connects a TCP socket to a listener on 127.0.0.1 and closes
- * both: under osf, listen and connect ask the core for a route. */
-static int tcp_loopback(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof a;
-	int l = socket(AF_INET, SOCK_STREAM, 0), c = -1, rc = -1;
-
-	if (l >= 0 && bind(l, (struct sockaddr *)&a, al) == 0 &&
-	    listen(l, 4) == 0 && getsockname(l, (struct sockaddr *)&a, &al) == 0 &&
-	    (c = socket(AF_INET, SOCK_STREAM, 0)) >= 0 &&
-	    connect(c, (struct sockaddr *)&a, al) == 0)
-		rc = 0;
-	if (c >= 0)
-		close(c);
-	if (l >= 0)
-		close(l);
-	return rc;
-}
 
 int main(int argc, char **args)
 {

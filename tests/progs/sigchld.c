@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "progs.h"
+
 #define CHILDREN 20
 
 static volatile sig_atomic_t reaped, sum;
@@ -38,38 +40,6 @@ static void on_sigchld(int sig)
 	errno = saved;
 }
 
-static int maps_has(const char *s)
-{
-	char line[4096];
-	int found = 0;
-	FILE *f = fopen("/proc/self/maps", "r");
-
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, s) != NULL;
-	fclose(f);
-	return found;
-}
-
-static void tcp_loopback(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof a;
-	int l = socket(AF_INET, SOCK_STREAM, 0), c;
-
-	if (l < 0 || bind(l, (struct sockaddr *)&a, al) < 0 || listen(l, 4) < 0 ||
-	    getsockname(l, (struct sockaddr *)&a, &al) < 0 ||
-	    (c = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
-	    connect(c, (struct sockaddr *)&a, al) < 0) {
-		perror("sigchld: tcp connection on loopback");
-		exit(2);
-	}
-	close(c);
-	close(l);
-}
-
 int main(int argc, char **argv)
 {
 	struct sigaction sa;
@@ -83,8 +53,10 @@ int main(int argc, char **argv)
 		perror("sigaction");
 		return 2;
 	}
-	if (argc > 1 && strcmp(argv[1], "--core") == 0)
-		tcp_loopback();
+	if (argc > 1 && strcmp(argv[1], "--core") == 0 && tcp_loopback() < 0) {
+		perror("sigchld: tcp connection on loopback");
+		return 2;
+	}
 	fprintf(stderr, "maps: libosf=%d libosfcore=%d\n", maps_has("/libosf.so"),
 		maps_has("/libosfcore.so") || maps_has("/memfd:osfcore"));
 	for (i = 0; i < CHILDREN; i++) {

@@ -35,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "progs.h"
+
 static void h(int sig) { (void)sig; }
 static void hinfo(int sig, siginfo_t *si, void *uc)
 {
@@ -175,20 +177,6 @@ static int compare(const char *label, int *checked)
 		       mask_diff);
 	}
 	return changed;
-}
-
-static int maps_has(const char *s)
-{
-	char line[4096];
-	int found = 0;
-	FILE *f = fopen("/proc/self/maps", "r");
-
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, s) != NULL;
-	fclose(f);
-	return found;
 }
 
 static void *expected(const struct setting *s)

@@ -27,26 +27,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "progs.h"
+
 static volatile sig_atomic_t handled;
 
 static void on_sigpipe(int sig)
 {
 	(void)sig;
 	handled++;
-}
-
-static int maps_has(const char *s)
-{
-	char line[4096];
-	int found = 0;
-	FILE *f = fopen("/proc/self/maps", "r");
-
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, s) != NULL;
-	fclose(f);
-	return found;
 }
 
 static void die(const char *what)

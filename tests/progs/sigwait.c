@@ -29,37 +29,7 @@
 #include <poll.h>
 #include <unistd.h>
 
-static int maps_has(const char *s)
-{
-	char line[4096];
-	int found = 0;
-	FILE *f = fopen("/proc/self/maps", "r");
-
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, s) != NULL;
-	fclose(f);
-	return found;
-}
-
-static void tcp_loopback(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof a;
-	int l = socket(AF_INET, SOCK_STREAM, 0), c;
-
-	if (l < 0 || bind(l, (struct sockaddr *)&a, al) < 0 || listen(l, 4) < 0 ||
-	    getsockname(l, (struct sockaddr *)&a, &al) < 0 ||
-	    (c = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
-	    connect(c, (struct sockaddr *)&a, al) < 0) {
-		perror("sigwait: tcp connection on loopback");
-		exit(2);
-	}
-	close(c);
-	close(l);
-}
+#include "progs.h"
 
 /* wait_one waits at most ms for a signal of set, with sigtimedwait or a
  * signalfd (sfd >= 0); it returns the signal or -1. */
@@ -111,8 +81,10 @@ int main(int argc, char **argv)
 		perror("signalfd");
 		return 2;
 	}
-	if (argc > 3 && strcmp(argv[3], "--core") == 0)
-		tcp_loopback();
+	if (argc > 3 && strcmp(argv[3], "--core") == 0 && tcp_loopback() < 0) {
+		perror("sigwait: tcp connection on loopback");
+		return 2;
+	}
 	fprintf(stderr, "maps: libosf=%d libosfcore=%d\n", maps_has("/libosf.so"),
 		maps_has("/libosfcore.so") || maps_has("/memfd:osfcore"));
 

@@ -1,9 +1,10 @@
-/* syslibc.h: sys.h's system calls as the plain libc functions, for the
- * embedders of sdp/side.c other than libosf.so (sdp/sidetest, and osfgw's
- * ring relay). Include it once per program, next to side.c. */
-#ifndef OSF_SDP_SYSLIBC_H
-#define OSF_SDP_SYSLIBC_H
+//go:build !osf_make
 
+/* syslibc.c: sys.h's system calls as the plain libc functions, for the Go
+ * programs that link the stream protocol's C side through this package
+ * (cside.go: osfgw's ring relay, sdp/sidetest). libosf.so defines them as
+ * its real functions instead (preload/sys.c): the Makefile leaves this
+ * file out of the library. */
 #include "sys.h"
 
 #include <sys/ioctl.h>
@@ -21,4 +22,3 @@ pid_t osf_sys_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len) { return getsockopt(fd, level, name, val, len); }
 void osf_sys_debug_punch(void) {}
 
-#endif

@@ -1,0 +1,540 @@
+//go:build osf_make
+
+/* fdwindow.c: the fd table's part in the program's fd space (fdt.h): where
+ * osf's own fds go relative to the program's RLIMIT_NOFILE (the fd window
+ * a connect or accept opens), and the hidden fds: marking, moving and
+ * closing them, and the low numbers a set-up keeps from them.
+ */
+#include "fdt_priv.h"
+
+/* ---- osf's fds and the program's RLIMIT_NOFILE -------------------------
+ *
+ * The kernel refuses an fd (EMFILE) when no number below the soft
+ * RLIMIT_NOFILE is free, and checks the limit only when it hands out a
+ * number. So osf keeps its own fds at and above the program's soft limit,
+ * where they cost the program none of it: the soft limit is raised to the
+ * hard one for the few system calls that place them (a "window", one lock)
+ * and put back at once, and the program's numbering, its EMFILE and its
+ * getrlimit stay the kernel's. The hooks of getrlimit/setrlimit/prlimit
+ * take the same lock, so no thread of the program sees the raised value or
+ * has its own change undone. When the hard limit leaves no room (soft ==
+ * hard) or the soft limit is very large (above OSF_FDT_HIGH_MAX: the
+ * kernel's fd array would grow that far), osf's fds live from half the
+ * soft limit, at most 1024, as they did before. */
+
+#define OSF_FDT_HIGH_MAX 65536
+
+/* The window's lock word is the table lock's kind (word_lock): the
+ * owner's tid, with LOCK_WAITERS once another thread sleeps on it, so
+ * that an uncontended window makes no futex call.
+ *
+ * A signal handler may open a window (or hold the lock) on a thread that
+ * holds it, at any point: it nests (osf_fork.high_depth), and a window it opens
+ * while none is open is its own, put back by its own osf_fdt_high_end
+ * (osf_fork.high_open names the depth that opened it): a handler that opened one
+ * while the thread held the lock only for a getrlimit hook once left the
+ * limit raised. The owner's steps are ordered for a handler that lands
+ * between them (SIGNAL_FENCE: program order as a handler sees it). No
+ * signal is blocked: a window may cover a blocking connect, and an exec
+ * or fork under the lock would pass a blocked mask on. */
+#define SIGNAL_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+
+static int high_mine(void)
+{
+	return (__atomic_load_n(&osf_fork.high_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
+}
+
+OSF_FORK_TEXT static int sys_prlimit(const struct rlimit *nw, struct rlimit *old)
+{
+	return (int)syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, nw, old);
+}
+
+/* legacy_base is the range below the limit, for a limit with no room
+ * above it. */
+static int legacy_base(rlim_t soft)
+{
+	if (soft >= 128)
+		return soft / 2 > 1024 ? 1024 : (int)(soft / 2);
+	return soft > 19 ? (int)soft - 16 : 3;
+}
+
+static int room_above(const struct rlimit *rl)
+{
+	return rl->rlim_cur != RLIM_INFINITY && rl->rlim_cur < rl->rlim_max &&
+	       rl->rlim_cur <= OSF_FDT_HIGH_MAX;
+}
+
+/* OSF_FDT_TIGHT_MAX: with no room above the soft limit (soft = hard), a
+ * limit up to this is one a program may well fill (`ulimit -n 1024` sets
+ * both, so do containers and service managers), and osf's fds there
+ * would cost it: its connections go to kernel TCP instead
+ * (osf_fdt_affordable). Above it (runtimes that raise the soft limit to a
+ * hard one of 2^19 or 2^20: the JVM, Go, churn here) osf keeps its fds from
+ * legacy_base, as before. */
+#define OSF_FDT_TIGHT_MAX 16384
+
+static int tight(const struct rlimit *rl)
+{
+	return !room_above(rl) && rl->rlim_cur != RLIM_INFINITY &&
+	       rl->rlim_cur <= OSF_FDT_TIGHT_MAX;
+}
+
+static int base_of(const struct rlimit *rl)
+{
+	if (rl->rlim_cur == RLIM_INFINITY)
+		return 1024;
+	return room_above(rl) ? (int)rl->rlim_cur : legacy_base(rl->rlim_cur);
+}
+
+int osf_fdt_hidden_base(void)
+{
+	struct rlimit rl;
+
+	if (high_mine() && osf_fork.high_raised)
+		return base_of(&osf_fork.high_saved);
+	if (sys_prlimit(NULL, &rl) < 0)
+		return 1024;
+	return base_of(&rl);
+}
+
+int osf_fdt_inrange_base(void)
+{
+	struct rlimit rl;
+
+	if (high_mine() && osf_fork.high_raised)
+		return legacy_base(osf_fork.high_saved.rlim_cur);
+	if (sys_prlimit(NULL, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 1024;
+	return legacy_base(rl.rlim_cur);
+}
+
+/* What the last window (or look) found: whether osf's fds cost the
+ * program none of its limit (room above it), and its soft and hard
+ * limits; -1: not known (none yet, or the program changed its limit
+ * since). A hint for osf_fdt_fds_free, which a stale value can only make
+ * look once more. max_placed is the highest number osf_fdt_dup_high
+ * placed: osf places lowest first, so every number above it is free (the
+ * room above is sure without a look while hard - 1 - max_placed is
+ * enough; fds an exec'd image inherited there are not counted). */
+static int seen_room = -1;
+static int seen_soft, seen_hard;
+static int max_placed = -1;
+
+static int lim_int(rlim_t v)
+{
+	return v == RLIM_INFINITY || v > 1 << 30 ? 1 << 30 : (int)v;
+}
+
+static void note_limit(const struct rlimit *rl)
+{
+	seen_soft = lim_int(rl->rlim_cur);
+	seen_hard = lim_int(rl->rlim_max);
+	__atomic_store_n(&seen_room, room_above(rl), __ATOMIC_RELAXED);
+}
+
+void osf_fdt_limit_changed(void)
+{
+	__atomic_store_n(&seen_room, -1, __ATOMIC_RELAXED);
+}
+
+/* FREE_LOOK is how many fd numbers one poll looks at. */
+#define FREE_LOOK 32
+
+/* free_in reports whether n numbers in [lo, hi) are free: ppoll marks a
+ * number that names no open file POLLNVAL; one call looks at FREE_LOOK
+ * numbers, from *hint (where free ones were last seen), round the range
+ * at most once. No telling (the call failed) counts as free. */
+static int free_in(int lo, int hi, int n, int *hint)
+{
+	struct pollfd p[FREE_LOOK];
+	struct timespec zero = {0, 0};
+	int from = *hint >= lo && *hint < hi ? *hint : lo, done, got = 0, k, i;
+
+	for (done = 0; done < hi - lo && got < n; done += k) {
+		k = hi - from < FREE_LOOK ? hi - from : FREE_LOOK;
+		for (i = 0; i < k; i++) {
+			p[i].fd = from + i;
+			p[i].events = 0;
+			p[i].revents = 0;
+		}
+		if (osf_rawsys(SYS_ppoll, (long)p, k, (long)&zero, 0, 8, 0) < 0)
+			return 1;
+		for (i = 0; i < k; i++)
+			if (p[i].revents & POLLNVAL)
+				got++;
+		if (got < n)
+			from = from + k >= hi ? lo : from + k;
+	}
+	*hint = from;
+	return got >= n;
+}
+
+/* room_left reports whether n more fds fit between soft and hard: sure
+ * above max_placed, else looked at. */
+static int room_left(int soft, int hard, int n)
+{
+	static int hint;
+	int top = __atomic_load_n(&max_placed, __ATOMIC_RELAXED);
+
+	if (top < soft)
+		top = soft - 1;
+	return hard - 1 - top >= n || free_in(soft, hard, n, &hint);
+}
+
+int osf_fdt_fds_free(int n)
+{
+	static int hint;
+	struct rlimit rl;
+	int saved = errno, r;
+
+	if (__atomic_load_n(&seen_room, __ATOMIC_RELAXED) < 0) {
+		osf_fdt_limit_lock(); /* not a window's raised value */
+		if (sys_prlimit(NULL, &rl) == 0)
+			note_limit(&rl);
+		osf_fdt_limit_unlock();
+	}
+	r = __atomic_load_n(&seen_room, __ATOMIC_RELAXED);
+	if (r < 0 || (r > 0 && room_left(seen_soft, seen_hard, n - 1))) {
+		errno = saved;
+		return 1; /* room above (or no telling): osf's fds cost none */
+	}
+	/* Below the limit, or (room above full) anywhere below the hard
+	 * one, where a window's receive puts them. */
+	r = free_in(0, r > 0 ? seen_hard : seen_soft, n, &hint);
+	errno = saved;
+	return r;
+}
+
+/* OSF_FDT_ROOM_NEED is what a connection may place in the room above:
+ * a client's segment, writers' wake socket and port holder, and one
+ * more. */
+#define OSF_FDT_ROOM_NEED 4
+
+int osf_fdt_affordable(void)
+{
+	struct rlimit rl;
+	int saved = errno, r;
+
+	if (high_mine() && osf_fork.high_open) {
+		rl = osf_fork.high_saved;
+	} else {
+		osf_fdt_limit_lock(); /* not a window's raised value */
+		r = sys_prlimit(NULL, &rl);
+		osf_fdt_limit_unlock();
+		if (r < 0) {
+			errno = saved;
+			return 1;
+		}
+	}
+	/* With room above it must not be full: the rest would land below
+	 * the limit, in the program's budget. */
+	r = !tight(&rl) && (!room_above(&rl) ||
+			    room_left(lim_int(rl.rlim_cur), lim_int(rl.rlim_max),
+				      OSF_FDT_ROOM_NEED));
+	errno = saved;
+	return r;
+}
+
+OSF_FORK_TEXT void osf_fdt_limit_lock(void)
+{
+	if (high_mine()) {
+		/* Nested in this thread. Depth 0: a handler that interrupted
+		 * the owner between taking the word and counting itself (or
+		 * between uncounting itself and letting go): it counts the
+		 * owner too, so its own unlock never lets go of the word. */
+		osf_fork.high_depth = osf_fork.high_depth ? osf_fork.high_depth + 1 : 2;
+		SIGNAL_FENCE();
+		return;
+	}
+	word_lock(&osf_fork.high_word);
+	SIGNAL_FENCE();
+	osf_fork.high_depth = 1;
+	SIGNAL_FENCE();
+}
+
+OSF_FORK_TEXT void osf_fdt_limit_unlock(void)
+{
+	SIGNAL_FENCE();
+	if (--osf_fork.high_depth > 0)
+		return;
+	SIGNAL_FENCE();
+	word_unlock(&osf_fork.high_word);
+}
+
+OSF_FORK_TEXT int osf_fdt_high_begin(void)
+{
+	struct rlimit rl, up;
+	int saved = errno;
+
+	osf_fdt_limit_lock();
+	if (osf_fork.high_open) /* nested in an open window */
+		return osf_fork.high_base;
+	if (sys_prlimit(NULL, &rl) < 0) {
+		errno = saved;
+		return 1024;
+	}
+	osf_fork.high_saved = rl;
+	note_limit(&rl);
+	osf_fork.high_raised = 0;
+	osf_fork.high_base = base_of(&rl);
+	SIGNAL_FENCE();
+	osf_fork.high_open = osf_fork.high_depth; /* a handler from now on nests in it */
+	SIGNAL_FENCE();
+	if (room_above(&rl)) {
+		up.rlim_cur = up.rlim_max = rl.rlim_max;
+		if (sys_prlimit(&up, NULL) == 0)
+			osf_fork.high_raised = 1;
+	}
+	errno = saved;
+	return osf_fork.high_base;
+}
+
+OSF_FORK_TEXT void osf_fdt_high_end(void)
+{
+	int saved = errno;
+
+	if (osf_fork.high_open == osf_fork.high_depth) {
+		/* Copies first: a handler that lands once the window is
+		 * closed opens its own (at the raised limit: no room
+		 * above, nothing to put back) and overwrites them. */
+		struct rlimit back = osf_fork.high_saved;
+		int raised = osf_fork.high_raised;
+		SIGNAL_FENCE();
+		osf_fork.high_open = 0;
+		SIGNAL_FENCE();
+		if (raised)
+			(void)sys_prlimit(&back, NULL);
+		osf_fork.high_raised = 0;
+	}
+	osf_fdt_limit_unlock();
+	errno = saved;
+}
+
+int osf_fdt_dup_high(int fd, int cloexec)
+{
+	int cmd = cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, nfd, err;
+
+	nfd = sys_fcntl(fd, cmd, osf_fdt_high_begin());
+	err = errno;
+	if (nfd > __atomic_load_n(&max_placed, __ATOMIC_RELAXED))
+		__atomic_store_n(&max_placed, nfd, __ATOMIC_RELAXED);
+	osf_fdt_high_end();
+	if (nfd < 0 && err == EINVAL) /* base above a limit lowered meanwhile */
+		return sys_fcntl(fd, cmd, 3);
+	errno = err;
+	return nfd;
+}
+
+/* mark_hidden records nfd, already in the hidden range, as hidden for
+ * owner (ino: its inode, 0 to look it up): 0, or -1 (nfd left open). */
+static int mark_hidden(int nfd, int owner, uint64_t ino)
+{
+	struct osf_fdt_entry *e;
+
+	if (held_by_me()) {
+		errno = EDEADLK;
+		return -1;
+	}
+	osf_fdt_lock();
+	if (!fdt_hdr && table_create() < 0) {
+		osf_fdt_unlock();
+		return -1;
+	}
+	e = entry_locked(nfd);
+	if (e)
+		set_hidden_locked(nfd, owner, ino);
+	osf_fdt_unlock();
+	return e ? 0 : -1;
+}
+
+/* hide is osf_fdt_hide, and osf_fdt_hide_placed with trusted set: an fd
+ * osf placed in the hidden range and marked (a spare segment's,
+ * preload/setup_spare.c) stays there, now for owner, when it is still the
+ * file the entry records: trusted takes the entry's word for it, else one
+ * fstat tells. */
+static int hide(int fd, int owner, int trusted)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	uint64_t ino = e && e->kind == OSF_FD_HIDDEN ? e->ino : 0;
+	int nfd;
+
+	if (ino && (trusted || ino_of(fd) == ino) && mark_hidden(fd, owner, ino) == 0) {
+		osf_fdt_touch();
+		return fd;
+	}
+	nfd = osf_fdt_dup_high(fd, 1);
+	if (nfd < 0)
+		return -1;
+	if (mark_hidden(nfd, owner, 0) < 0) {
+		int e = errno;
+		sys_close(nfd);
+		errno = e;
+		return -1;
+	}
+	sys_close(fd);
+	osf_fdt_touch();
+	return nfd;
+}
+
+int osf_fdt_hide(int fd, int owner)
+{
+	return hide(fd, owner, 0);
+}
+
+int osf_fdt_hide_placed(int fd, int owner)
+{
+	return hide(fd, owner, 1);
+}
+
+int osf_fdt_keep_hidden(int hfd, int owner)
+{
+	if (mark_hidden(hfd, owner, 0) < 0) {
+		int e = errno;
+		sys_close(hfd);
+		errno = e;
+		return -1;
+	}
+	osf_fdt_touch();
+	return hfd;
+}
+
+void osf_fdt_mark_hidden(int fd)
+{
+	if (held_by_me())
+		return;
+	osf_fdt_lock();
+	if (fdt_hdr || table_create() == 0)
+		set_hidden_locked(fd, -1, 0);
+	osf_fdt_unlock();
+	osf_fdt_touch();
+}
+
+void osf_fdt_reserve_low(int limit, uint64_t bits[OSF_FDT_RESERVE_MAX / 64])
+{
+	int ph, fd;
+
+	__atomic_add_fetch(&fdt_reserving, 1, __ATOMIC_SEQ_CST);
+	memset(bits, 0, OSF_FDT_RESERVE_MAX / 8);
+	if (limit > (int)OSF_FDT_RESERVE_MAX)
+		limit = OSF_FDT_RESERVE_MAX;
+	if (osf_fdt_ensure() < 0)
+		return;
+	ph = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (ph < 0)
+		return;
+	for (fd = ph; fd >= 0 && fd < limit;
+	     fd = sys_fcntl(ph, F_DUPFD_CLOEXEC, 0)) {
+		struct osf_fdt_entry e;
+		memset(&e, 0, sizeof(e));
+		e.kind = OSF_FD_RESERVED;
+		e.aux_fd = e.owner_fd = -1;
+		e.rule = -1;
+		if (osf_fdt_set(fd, &e) < 0) {
+			sys_close(fd);
+			break;
+		}
+		bits[fd / 64] |= 1ULL << (fd % 64);
+	}
+	if (fd >= limit)
+		sys_close(fd);
+}
+
+void osf_fdt_release_low(int limit, const uint64_t bits[OSF_FDT_RESERVE_MAX / 64])
+{
+	int fd;
+
+	if (limit > (int)OSF_FDT_RESERVE_MAX)
+		limit = OSF_FDT_RESERVE_MAX;
+	for (fd = 0; fd < limit; fd++) {
+		struct osf_fdt_entry *e;
+		if (!(bits[fd / 64] & (1ULL << (fd % 64))))
+			continue;
+		e = osf_fdt_lookup(fd);
+		if (!e || !__atomic_compare_exchange_n(&e->kind, &(uint8_t){OSF_FD_RESERVED},
+						       OSF_FD_NONE, 0, __ATOMIC_ACQ_REL,
+						       __ATOMIC_RELAXED))
+			continue; /* the program claimed it */
+		sys_close(fd);
+	}
+	__atomic_sub_fetch(&fdt_reserving, 1, __ATOMIC_SEQ_CST);
+	osf_fdt_touch();
+}
+
+OSF_FORK_TEXT void osf_fdt_close_hidden(int hfd)
+{
+	if (hfd < 0)
+		return;
+	osf_fdt_clear(hfd);
+	sys_close(hfd);
+}
+
+int osf_fdt_is_hidden(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int saved = errno;
+
+	if (e && e->kind == OSF_FD_RESERVED)
+		return 1;
+	if (!e || e->kind != OSF_FD_HIDDEN)
+		return 0;
+	if (ino_of(fd) != e->ino) { /* closed behind our back, reused */
+		osf_fdt_clear(fd);
+		errno = saved;
+		return 0;
+	}
+	errno = saved;
+	return 1;
+}
+
+int osf_fdt_relocate_hidden(int fd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd), *c;
+	int fdflags, nfd, cfd;
+
+	if (!e || e->kind != OSF_FD_HIDDEN)
+		return 0;
+	/* The Go runtime's own fds (and its log fd) are known to it by
+	 * number only: they cannot move (core.c, mark_runtime_fds). */
+	if (e->owner_fd < 0 && fd != fdt_fd)
+		return OSF_FAIL_EBUSY();
+	fdflags = sys_fcntl(fd, F_GETFD, 0);
+	if (fdflags < 0)
+		return -1;
+	nfd = osf_fdt_high_begin();
+	nfd = sys_fcntl(fd, (fdflags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD,
+			nfd > fd ? nfd : fd + 1);
+	osf_fdt_high_end();
+	if (nfd < 0)
+		return -1;
+	if (osf_fdt_set(nfd, e) < 0) {
+		sys_close(nfd);
+		return -1;
+	}
+	if (fd == fdt_fd)
+		fdt_fd = nfd;
+	/* Every entry that names it (its owner and the owner's dups). */
+	OSF_FDT_FOREACH(cfd, c) {
+		int k = c->kind;
+		if (k == OSF_FD_NONE || k == OSF_FD_HIDDEN ||
+		    k == OSF_FD_RESERVED)
+			continue;
+		if (c->aux_fd == fd)
+			c->aux_fd = nfd;
+		if ((has_aux2(c) || osf_fdt_has_aux2(c)) && c->aux2_fd == fd)
+			c->aux2_fd = nfd;
+	}
+	osf_fdt_clear(fd);
+	osf_fdt_touch();
+	return nfd;
+}
+
+int osf_fdt_next_hidden(int from)
+{
+	struct osf_fdt_entry *c;
+	int fd = from < 0 ? 0 : from;
+
+	for (; (c = osf_fdt_next(&fd)) != NULL; fd++)
+		if (c->kind == OSF_FD_HIDDEN || c->kind == OSF_FD_RESERVED)
+			return fd;
+	return -1;
+}
