@@ -16,7 +16,7 @@ BUILD_DEBS := gcc make libc6-dev libibverbs-dev librdmacm-dev rdma-core \
 # lintian checks the Debian package (make deb, make test).
 TEST_DEBS := man-db groff-base lintian curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
 	memcached socat ncat hyperfine sockperf procps psmisc coreutils bash \
-	file binutils openssh-server openssh-client nodejs apache2 valgrind haproxy postgresql
+	file binutils openssh-server openssh-client nodejs apache2 apache2-utils valgrind haproxy postgresql
 DEBS := $(BUILD_DEBS) $(TEST_DEBS)
 # Only for make test-rdma / bench-rdma: two qemu guests with Debian's stock
 # kernel (soft-RoCE rdma_rxe), the raw verbs tools and rsocket's preload
