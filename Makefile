@@ -19,7 +19,7 @@ BUILD_DEBS := gcc make libc6-dev libibverbs-dev librdmacm-dev
 TEST_DEBS := rdma-core ibverbs-utils iproute2 util-linux \
 	man-db groff-base lintian curl python3 strace iperf3 redis-server redis-tools nginx-light wrk \
 	memcached socat ncat hyperfine sockperf procps psmisc coreutils bash \
-	file binutils openssh-server openssh-client nodejs apache2 valgrind haproxy postgresql
+	file binutils openssh-server openssh-client nodejs apache2 apache2-utils valgrind haproxy postgresql
 # Only for make test-rdma / bench-rdma: two qemu guests with Debian's stock
 # kernel (soft-RoCE rdma_rxe), the raw verbs tools and rsocket's preload
 # library to compare against. Plain make does not install these.

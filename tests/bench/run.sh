@@ -16,7 +16,8 @@
 # rows: BENCH_SHORT_ROUNDS rounds, default 15, of an eighth each),
 # BENCH_CORE_RUNS (default 15) the coreload runs, BENCH_MEM_CONNS (default
 # 2000) and BENCH_MEM_KIB (default 1024) the idle-memory row's connections
-# and the KiB each moves each way.
+# and the KiB each moves each way, BENCH_HTTP_ROUNDS (default 3) and
+# BENCH_HTTP_SECS (default 2) the HTTP servers' rounds and seconds per run.
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
@@ -180,7 +181,7 @@ SRV_PIN=(taskset -c $SRV_CPU) # empty: the server runs unpinned
 # serve SIDE CMD... starts a server (bare or under osf) pinned to SRV_CPU,
 # records its pid in SRV_PID and waits until it listens on PORT.
 serve() {
-	local side=$1 i
+	local side=$1
 	shift
 	if [[ "$side" == osf ]]; then
 		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" "$@" >"$TMP/server.out" 2>&1 &
@@ -188,14 +189,20 @@ serve() {
 		"${SRV_PIN[@]}" "$@" >"$TMP/server.out" 2>&1 &
 	fi
 	SRV_PID=$!
-	for ((i = 0; i < 200; i++)); do # 200 × 25 ms: bounded
-		# Listening, by ss: a probe connection would be the one
-		# connection that `-1` servers accept.
-		[[ -n "$(ss -Hltn "sport = :$PORT")" ]] && return 0
+	wait_listen $PORT "$TMP/server.out" "$*"
+}
+
+# wait_listen PORT LOG WHAT waits until something listens on PORT; after
+# 10 s it prints LOG and fails. Listening, by ss: a probe connection would
+# be the one connection that `-1` servers accept.
+wait_listen() {
+	local i
+	for ((i = 0; i < 400; i++)); do # 400 × 25 ms: bounded
+		[[ -n "$(ss -Hltn "sport = :$1")" ]] && return 0
 		sleep 0.025
 	done
-	echo "bench: server did not start: $*" >&2
-	cat "$TMP/server.out" >&2
+	echo "bench: nothing listens on port $1: $3" >&2
+	cat "$2" >&2
 	return 1
 }
 
@@ -346,31 +353,47 @@ CHURN_ROUNDS="${BENCH_CHURN_ROUNDS:-7}"
 # bench_churn: connect, 64 B request, 64 B reply, close, CHURN_CONNS times
 # from one client; CHURN_ROUNDS rounds, each a bare run then an osf run.
 # The ratio is the median of the rounds' own ratios: a round's two runs are
-# seconds apart, so load that comes and goes hits both.
-bench_churn() {
-	local side r json
+# seconds apart, so load that comes and goes hits both. Server and client
+# are pinned to different CPUs (bench_churn) or left to the scheduler as
+# programs usually run (bench_churn_unpinned).
+bench_churn() { churn_rows pinned; }
+bench_churn_unpinned() { churn_rows unpinned; }
+
+churn_rows() {
+	local pin=$1 side r json
 	declare -A cps
-	local bare_v=() osf_v=() ratio_v=()
+	local bare_v=() osf_v=() ratio_v=() cli=(taskset -c $CLI_CPU) what=""
+	if [[ $pin == unpinned ]]; then
+		SRV_PIN=()
+		cli=()
+		what=", unpinned"
+	fi
 	for ((r = 0; r < CHURN_ROUNDS; r++)); do
 		for side in bare osf; do
 			serve "$side" "$CHURN" server $PORT "$CHURN_CONNS"
-			json=$(client "$side" "$CHURN" loop $PORT "$CHURN_CONNS")
+			if [[ $side == osf ]]; then
+				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 "$CHURN" loop $PORT "$CHURN_CONNS")
+			else
+				json=$("${cli[@]}" timeout 120 "$CHURN" loop $PORT "$CHURN_CONNS")
+			fi
 			wait "$SRV_PID" 2>/dev/null || true
 			SRV_PID=
 			PORT=$((PORT + 1))
 			cps[$side]=$(sed -E 's/.*conn_per_s=([0-9.]+).*/\1/' <<<"$json")
 			if [[ $side == bare ]]; then bare_v+=("${cps[$side]}"); else osf_v+=("${cps[$side]}"); fi
-			raw "churn $side: $json"
+			raw "churn$what $side: $json"
 		done
 		ratio_v+=("$(calc "${cps[osf]} / ${cps[bare]}")")
 	done
-	local bm om rm
+	SRV_PIN=(taskset -c $SRV_CPU)
+	local bm om rm target="≥ 1.5x"
+	[[ $pin == unpinned ]] && target="≥ 1.0x"
 	bm=$(stats median "${bare_v[@]}")
 	om=$(stats median "${osf_v[@]}")
 	rm=$(stats median "${ratio_v[@]}")
-	raw "churn osf/bare per round: $(printf '%.2f ' "${ratio_v[@]}")"
-	row "connection churn: connect, 64 B request, 64 B reply, close, $CHURN_CONNS times (conn/s, median of $CHURN_ROUNDS alternating rounds; ratio: median of the rounds' ratios)" \
-		"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "≥ 1.0x (aim 1.5x)"
+	raw "churn$what osf/bare per round: $(printf '%.2f ' "${ratio_v[@]}")"
+	row "connection churn$what: connect, 64 B request, 64 B reply, close, $CHURN_CONNS times (conn/s, median of $CHURN_ROUNDS alternating rounds; ratio: median of the rounds' ratios)" \
+		"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
 }
 
 # bench_short_client: a new process that makes one connection (churn
@@ -566,6 +589,246 @@ idle_memory_case() {
 		"$(calc "round($b / 1e6, 1)")" "$(calc "round($o / 1e6, 1)")" "$(ratio "$o" "$b")" "≤ 2x"
 }
 
+# --- (g) real HTTP servers, as they are usually run (unpinned), with
+# short connections (a connection per request: set-up and teardown
+# dominate) and, for nginx, kept-alive ones (issue 28). A bare and an osf
+# server run side by side; HTTP_ROUNDS rounds alternate the clients (the
+# side that goes first alternates too), each run HTTP_SECS long. Every
+# osf client and relay runs with OSF_STRICT=1, so a connection that would
+# fall back to kernel TCP fails and is counted as an error: a row whose
+# runs had any socket error, failed request or non-2xx answer says so
+# instead of a rate. A side's number is the median of its runs; the ratio
+# is the median of the rounds' own ratios.
+HTTP_ROUNDS="${BENCH_HTTP_ROUNDS:-3}"
+HTTP_SECS="${BENCH_HTTP_SECS:-2}"
+HTTP_DIR=
+
+# http_bg SIDE PORT CMD... starts a server or relay (bare, or under osf
+# with OSF_STRICT=1) unpinned, adds it to SRV_MORE and waits until
+# something listens on PORT.
+http_bg() {
+	local side=$1 port=$2
+	shift 2
+	if [[ $side == osf ]]; then
+		env LD_PRELOAD="$LIB" OSF_STRICT=1 "$@" >>"$HTTP_DIR/servers.out" 2>&1 &
+	else
+		"$@" >>"$HTTP_DIR/servers.out" 2>&1 &
+	fi
+	SRV_MORE+=($!)
+	wait_listen "$port" "$HTTP_DIR/servers.out" "$*"
+}
+
+# http_stop stops the servers http_bg started.
+http_stop() {
+	kill "${SRV_MORE[@]}" 2>/dev/null || true
+	wait "${SRV_MORE[@]}" 2>/dev/null || true
+	SRV_MORE=()
+}
+
+# http_setup makes HTTP_DIR (readable by the servers' unprivileged
+# workers) with www/small.html, 1 KiB.
+http_setup() {
+	local tool
+	[[ -n "$HTTP_DIR" ]] && return 0
+	for tool in nginx wrk ab apache2 haproxy node; do
+		command -v "$tool" >/dev/null || { echo "bench: $tool is not installed (make deps)" >&2; exit 1; }
+	done
+	HTTP_DIR="$TMP/http"
+	chmod 711 "$TMP"
+	mkdir -p "$HTTP_DIR/www"
+	"$PY" -c "print('x' * 1023)" >"$HTTP_DIR/www/small.html"
+	chmod -R a+rX "$HTTP_DIR"
+}
+
+# nginx_start SIDE PORT: nginx, a master and two workers, serving HTTP_DIR/www.
+nginx_start() {
+	local conf="$HTTP_DIR/nginx-$2.conf"
+	cat >"$conf" <<NGINX
+daemon off;
+master_process on;
+worker_processes 2;
+pid $HTTP_DIR/nginx-$2.pid;
+error_log $HTTP_DIR/nginx-$2.err;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $HTTP_DIR/body-$2;
+    proxy_temp_path $HTTP_DIR/proxy-$2;
+    fastcgi_temp_path $HTTP_DIR/fastcgi-$2;
+    uwsgi_temp_path $HTTP_DIR/uwsgi-$2;
+    scgi_temp_path $HTTP_DIR/scgi-$2;
+    server {
+        listen 127.0.0.1:$2;
+        root $HTTP_DIR/www;
+    }
+}
+NGINX
+	http_bg "$1" "$2" nginx -c "$conf" -e "$HTTP_DIR/nginx-$2.err"
+}
+
+# apache_start SIDE PORT: apache2 with the event MPM (two children of
+# eight threads, as tests/servers_test.go runs it), serving HTTP_DIR/www.
+apache_start() {
+	local dir="$HTTP_DIR/apache-$2"
+	mkdir -p "$dir"
+	cat >"$dir/httpd.conf" <<APACHE
+ServerRoot $dir
+ServerName localhost
+Listen 127.0.0.1:$2
+PidFile $dir/httpd.pid
+ErrorLog $dir/error.log
+LogLevel warn
+LoadModule mpm_event_module /usr/lib/apache2/modules/mod_mpm_event.so
+LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so
+User nobody
+Group nogroup
+DocumentRoot $HTTP_DIR/www
+StartServers 2
+ServerLimit 4
+ThreadsPerChild 8
+MaxRequestWorkers 32
+<Directory $HTTP_DIR/www>
+  Require all granted
+</Directory>
+APACHE
+	http_bg "$1" "$2" apache2 -D FOREGROUND -f "$dir/httpd.conf"
+}
+
+# haproxy_start SIDE PORT NGINX_PORT: haproxy (two threads) relaying to
+# nginx on NGINX_PORT, reusing its connections to nginx across clients.
+haproxy_start() {
+	cat >"$HTTP_DIR/haproxy-$2.cfg" <<HAPROXY
+global
+    maxconn 256
+    nbthread 2
+defaults
+    mode http
+    timeout connect 10s
+    timeout client 30s
+    timeout server 30s
+frontend fe
+    bind 127.0.0.1:$2
+    default_backend be
+backend be
+    http-reuse always
+    server nginx 127.0.0.1:$3
+HAPROXY
+	http_bg "$1" "$2" haproxy -db -f "$HTTP_DIR/haproxy-$2.cfg"
+}
+
+# node_start SIDE PORT: a node http server answering "hello".
+node_start() {
+	http_bg "$1" "$2" node -e \
+		"require('http').createServer((q, s) => s.end('hello\\n')).listen(+process.argv[1], '127.0.0.1')" "$2"
+}
+
+# http_load SIDE TOOL URL: one run of the load generator (wrk, wrk-close
+# for wrk with "Connection: close", or ab, without keep-alive), unpinned;
+# prints the requests per second, or "errors" when any request failed.
+http_load() {
+	local side=$1 tool=$2 url=$3 pre=(timeout 60) out rps
+	[[ $side == osf ]] && pre+=(env LD_PRELOAD="$LIB" OSF_STRICT=1)
+	case $tool in
+	wrk) out=$("${pre[@]}" wrk -t2 -c16 -d"${HTTP_SECS}s" "$url" 2>&1) || true ;;
+	wrk-close) out=$("${pre[@]}" wrk -t2 -c16 -d"${HTTP_SECS}s" -H 'Connection: close' "$url" 2>&1) || true ;;
+	ab) out=$("${pre[@]}" ab -q -t "$HTTP_SECS" -c 8 "$url" 2>&1) || true ;;
+	esac
+	if [[ $tool == ab ]]; then
+		rps=$(awk '/^Requests per second:/ { print $4 }' <<<"$out")
+		grep -qE '^Failed requests: +0$' <<<"$out" || rps=
+		grep -q '^Non-2xx responses' <<<"$out" && rps=
+	else
+		rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
+		grep -qE 'Socket errors|Non-2xx' <<<"$out" && rps=
+	fi
+	if [[ -z "$rps" ]]; then
+		echo "bench: $tool $url ($side) failed:" >&2
+		echo "$out" >&2
+		echo errors
+		return
+	fi
+	echo "$rps"
+}
+
+# http_rows WHAT TOOL BARE_URL OSF_URL: HTTP_ROUNDS alternating rounds
+# against the running servers, one row.
+http_rows() {
+	local what=$1 tool=$2 r side sides v failed=""
+	declare -A url=([bare]=$3 [osf]=$4) got
+	local bare_v=() osf_v=() ratio_v=()
+	for ((r = 0; r < HTTP_ROUNDS; r++)); do
+		sides="bare osf"
+		((r % 2 == 0)) || sides="osf bare"
+		for side in $sides; do
+			v=$(http_load "$side" "$tool" "${url[$side]}")
+			got[$side]=$v
+			[[ $v == errors ]] && failed+=" $side"
+		done
+		raw "$what, round $r: bare ${got[bare]}, osf ${got[osf]} req/s"
+		[[ ${got[bare]} == errors || ${got[osf]} == errors ]] && continue
+		bare_v+=("${got[bare]}")
+		osf_v+=("${got[osf]}")
+		ratio_v+=("$(calc "${got[osf]} / ${got[bare]}")")
+	done
+	if [[ -n "$failed" ]]; then
+		row "$what (req/s)" "errors in a run:$failed" "see the raw numbers" "—" "≥ 1x"
+		return
+	fi
+	row "$what (req/s, median of $HTTP_ROUNDS alternating ${HTTP_SECS} s runs; ratio: median of the rounds' ratios)" \
+		"$(calc "'%.0f' % $(stats median "${bare_v[@]}")")" "$(calc "'%.0f' % $(stats median "${osf_v[@]}")")" \
+		"$(calc "'%.2fx' % $(stats median "${ratio_v[@]}")")" "≥ 1x"
+}
+
+# http_bench START PATH [WHAT TOOL]...: a bare and an osf server (START
+# SIDE PORT), then a row for each WHAT, TOOL pair against PATH on them.
+http_bench() {
+	local start=$1 path=$2 b=$PORT o=$((PORT + 1))
+	shift 2
+	PORT=$((PORT + 2))
+	http_setup
+	"$start" bare $b
+	"$start" osf $o
+	while (($# >= 2)); do
+		http_rows "$1" "$2" "http://127.0.0.1:$b$path" "http://127.0.0.1:$o$path"
+		shift 2
+	done
+	http_stop
+}
+
+# haproxy_nginx_start SIDE PORT: haproxy on PORT relaying to an nginx of
+# the same side on a port of its own.
+haproxy_nginx_start() {
+	local n=$PORT
+	PORT=$((PORT + 1))
+	nginx_start "$1" $n
+	haproxy_start "$1" "$2" $n
+}
+
+bench_http_nginx() {
+	http_bench nginx_start /small.html \
+		"nginx (master and 2 workers), 1 KiB file, wrk -t2 -c16 with \`Connection: close\` (a connection per request), unpinned" wrk-close \
+		"nginx (master and 2 workers), 1 KiB file, wrk -t2 -c16 keep-alive, unpinned" wrk
+}
+
+bench_http_apache() {
+	if [[ "$(id -u)" != 0 ]]; then
+		echo "bench: http_apache needs root (apache2 changes users); skipped" >&2
+		return 0
+	fi
+	http_bench apache_start /small.html \
+		"apache2 event MPM (2 children of 8 threads), 1 KiB file, ab -c8 without keep-alive, unpinned" ab
+}
+
+bench_http_haproxy() {
+	http_bench haproxy_nginx_start /small.html \
+		"haproxy (2 threads, reusing its connections) → nginx, 1 KiB file, ab -c8 without keep-alive, unpinned" ab
+}
+
+bench_http_node() {
+	http_bench node_start / \
+		"node http server, wrk -t2 -c16 with \`Connection: close\`, unpinned" wrk-close
+}
+
 # --- (f) gateways: a node without a route reaches an outside host through
 # osfgw (node under osf, route "gateway") or through a socat relay (plain
 # kernel TCP relay, the node connects to it), in the same three network
@@ -674,7 +937,7 @@ bench_gateway() {
 main() {
 	# Arguments select benchmarks by name (e.g. `run.sh redis iperf3`);
 	# none runs them all.
-	local all=(syscall_loop startup core_load churn short_client fork idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
+	local all=(syscall_loop startup core_load churn churn_unpinned short_client http_nginx http_apache http_haproxy http_node fork idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
 	(($#)) || set -- "${all[@]}"
 	echo "osf benchmarks on $(hostname), $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 	echo "build: $BUILD" >&2
