@@ -937,13 +937,32 @@ bench_gateway() {
 main() {
 	# Arguments select benchmarks by name (e.g. `run.sh redis iperf3`);
 	# none runs them all.
-	local all=(syscall_loop startup core_load churn churn_unpinned short_client http_nginx http_apache http_haproxy http_node fork idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
+	local rc all=(syscall_loop startup core_load churn churn_unpinned short_client http_nginx http_apache http_haproxy http_node fork idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
 	(($#)) || set -- "${all[@]}"
 	echo "osf benchmarks on $(hostname), $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 	echo "build: $BUILD" >&2
+	# Each benchmark runs in a subshell that cleans up after itself, so
+	# that one that fails (a client past its time bound on a loaded
+	# host) costs its own rows, not the run: its row says so and the
+	# others go on.
 	for b in "$@"; do
 		echo "measuring: $b..." >&2
-		"bench_$b"
+		# Not an if or ||: errexit must hold inside the subshell.
+		set +e
+		(
+			set -e
+			trap 'kill $SRV_PID "${SRV_MORE[@]}" 2>/dev/null || true; gw_teardown' EXIT
+			"bench_$b"
+			declare -p ROWS RAW PORT >"$TMP/state"
+		)
+		rc=$?
+		set -e
+		if ((rc == 0)); then
+			source <(sed -e 's/^declare -- /declare -g /' -e 's/^declare -\([a-zA-Z]*\) /declare -g\1 /' "$TMP/state")
+		else
+			ROWS+=("| $b: failed (exit $rc; its output is above) | | | | |")
+			PORT=$((PORT + 100))
+		fi
 	done
 
 	echo
