@@ -276,6 +276,7 @@ func (e *Engine) register(s *stream) error {
 		e.byWake[fd] = s
 	}
 	s.closeFD = e.closeWake
+	s.tx.setKick(e.kick)
 	e.streams[s.id] = s
 	s.enableCallers()
 	return nil
@@ -570,21 +571,38 @@ func (e *Engine) probeStalled(s *stream) {
 	e.after(probeAfter, func() { e.probeStalled(s) })
 }
 
-// pollLink handles every completion the link has; it reports whether there
-// were any.
+// pollLink applies every completion the link has (rx.h: the device's,
+// taken by the rule's C taker, then those the Go link made); it reports
+// whether there were any, or whether an application's thread is taking
+// them right now (it holds rx_lock only for one batch: the engine must
+// not sleep on a completion channel that thread may have emptied).
 func (s *stream) pollLink(wc []verbs.WC) bool {
+	if s.state.dead() {
+		return false
+	}
+	if !s.tx.rxTryLock() {
+		return true
+	}
+	s.rxHeld = true
+	defer func() { s.rxHeld = false; s.tx.rxUnlock() }()
 	any := false
 	for !s.state.dead() {
-		n, err := s.link.Poll(wc)
+		n := s.tx.rxPoll()
+		if ev := s.tx.event(); ev != nil {
+			s.onEvent(ev)
+			any = true
+			continue
+		}
+		m, err := s.link.Poll(wc)
 		if err != nil {
 			s.fail(fmt.Errorf("rdma: poll: %w", err))
 			s.down()
 			return true
 		}
-		for i := 0; i < n; i++ {
+		for i := 0; i < m && !s.state.dead(); i++ {
 			s.handle(&wc[i])
 		}
-		if n == 0 {
+		if n == 0 && m == 0 {
 			return any
 		}
 		any = true
