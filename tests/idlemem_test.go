@@ -149,14 +149,6 @@ func idleMemory(t *testing.T, m mode, conns, waitMs int, idle string, env []stri
 // (issue 12; before, the writers waited for the whole stop).
 func TestTrimNeverStallsWriter(t *testing.T) {
 	t.Parallel()
-	var u unix.Utsname
-	var major, minor int
-	if unix.Uname(&u) != nil {
-		t.Fatal("uname")
-	}
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil || major < 6 || major == 6 && minor < 15 {
-		t.Skipf("Linux %s: process_madvise(PIDFD_SELF, MADV_REMOVE) needs 6.15; a trimmer keeps its lock", unix.ByteSliceToString(u.Release[:]))
-	}
 	p := underOsf.cmd(t, []string{"OSF_DEBUG_TRIM_STOP=1"}, testutil.Prog(t, "trimstop")).Start()
 	if _, err := fmt.Sscanf(p.WaitOutput("\n", shortRun), "child %d", new(int)); err != nil {
 		t.Fatalf("trimstop: %v: %s", err, p.Stdout())

@@ -300,7 +300,7 @@ func (e *Engine) closeWake(fd int) {
 // it wakes; each take also resets sysmon to its fastest polling (20 µs).
 // Measured with the stand-in and 5 ms between round trips, that was 9-10
 // context switches of the runtime's threads per round trip per host, as
-// in the emulated guests (README, RDMA). So the engine
+// in the emulated guests (docs/RDMA.md). So the engine
 //   - is not locked to its thread: a locked goroutine's every rescheduling
 //     hands its P to another thread and back (two wake-ups);
 //   - yields (runtime.Gosched: a new scheduling tick, for the price of

@@ -20,7 +20,7 @@ import (
 // process that set up one RDMA connection keeps one spare ready, made on
 // the engine's background goroutine, so that its next dial or accept does
 // not wait for the registration. The spare counts against the locked-memory
-// limit like a connection (README: ulimit -l). A spare is never a used
+// limit like a connection (README, Limits: ulimit -l). A spare is never a used
 // segment: its memory has not been seen by any application.
 //
 // A spare made after a dial also holds a connection manager id bound to
