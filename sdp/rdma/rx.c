@@ -32,10 +32,9 @@ int osf_rdma_rx_take(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid)
 			n = -1;
 		} else {
 			n = osf_rdma_rx_poll(rx, 3 * (int)OSF_RDMA_SQ_DEPTH, &rx->caller_wcs);
-			if (rx->ev.what != OSF_RDMA_EV_NONE && rx->kick >= 0) {
-				uint64_t one = 1;
-
-				(void)!write(rx->kick, &one, sizeof(one));
+			if (rx->ev.what != OSF_RDMA_EV_NONE || rx->engine_due) {
+				rx->engine_due = 0;
+				osf_rdma_rx_kick(rx);
 			}
 		}
 		osf_rdma_rx_unlock(rx);

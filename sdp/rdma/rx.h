@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* More work request and immediate kinds (link.go, imm.go). */
 #define OSF_RDMA_WR_CREDIT 3u /* zero-length WRITE WITH IMMEDIATE: credit */
@@ -114,6 +115,9 @@ struct osf_rdma_rx {
 	uint64_t credited; /* our consumer position last reported (tx.h's lock
 			      for writing: see osf_rdma_credit_push) */
 	uint32_t peer_fin, peer_closed;
+	uint32_t engine_due; /* an application's thread applied a CREDIT while
+				bytes (or FIN) wait to be sent: the engine may
+				have been left them */
 	uint32_t recvs;    /* receives posted, not completed */
 	uint32_t recv_seq; /* receives ever posted */
 	struct osf_rdma_ev ev; /* the event waiting for the engine */
@@ -142,6 +146,19 @@ struct osf_rdma_rx {
 	struct osf_rdma_wc stash[16];
 	uint8_t sim_buf[4096];
 };
+
+/* osf_rdma_rx_kick wakes the engine (its eventfd): it has work an
+ * application's thread could not do, and may be asleep (a CQ event or the
+ * stand-in's socket that would have woken it was taken by that thread). */
+static inline void osf_rdma_rx_kick(const struct osf_rdma_rx *rx)
+{
+	uint64_t one = 1;
+	int k = __atomic_load_n(&rx->kick, __ATOMIC_RELAXED), saved = errno;
+
+	if (k >= 0)
+		(void)!write(k, &one, sizeof(one));
+	errno = saved;
+}
 
 static inline struct osf_seg_side *osf_rdma_rx_app(const struct osf_rdma_rx *rx)
 {
@@ -299,6 +316,10 @@ static inline int osf_rdma_rx_imm(struct osf_rdma_rx *rx, const struct osf_rdma_
 					       (unsigned long long)tail, (unsigned long long)sent);
 		}
 		__atomic_store_n(&tx->peer_tail, tail, __ATOMIC_RELAXED);
+		if (sent != __atomic_load_n(&rx->hdr->ring[rx->side].head, __ATOMIC_ACQUIRE) ||
+		    ((__atomic_load_n(&rx->hdr->side[rx->side].flags, __ATOMIC_ACQUIRE) &
+		      OSF_SIDE_FIN) && !tx->fin_sent))
+			rx->engine_due = 1;
 		osf_rdma_tx_unlock(tx);
 		__atomic_store_n(&rx->hdr->ring[rx->side].tail, tail, __ATOMIC_RELEASE);
 		osf_rdma_rx_wake_writer(rx, tail);
@@ -472,7 +493,7 @@ static inline int osf_rdma_credit_push(struct osf_rdma_tx *tx, uint32_t gen, int
 	if (!rx || !osf_rdma_credit_due(rx, tail, 0))
 		return 1;
 	if (!__atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) || tx->pid != pid)
-		return 0;
+		return 0; /* the engine's, woken by the wake protocol */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	if (osf_rdma_tx_trylock(tx)) {
 		if (__atomic_load_n(&tx->live, __ATOMIC_RELAXED) &&
@@ -483,6 +504,11 @@ static inline int osf_rdma_credit_push(struct osf_rdma_tx *tx, uint32_t gen, int
 		}
 		osf_rdma_tx_unlock(tx);
 	}
+	/* Not posted (the lock busy, the send queue full, the stand-in's link
+	 * busy): the engine posts it, which may be asleep with nothing asking
+	 * it to (this thread may have taken the DATA itself). */
+	if (!ok)
+		osf_rdma_rx_kick(rx);
 	pthread_setcancelstate(cs, NULL);
 	return ok;
 }

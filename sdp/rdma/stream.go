@@ -324,8 +324,11 @@ func (s *stream) transmitLocked() error {
 // is set; the application's reading threads post most credits themselves
 // (osf_rdma_credit_push), the engine those they leave.
 func (s *stream) credit(force bool) error {
+	// In this order: a reader's credit moves credited up to a tail it
+	// read, and the rule moves head before readers can pass it.
+	credited := s.tx.credited()
 	tail := s.seg.Tail(s.peer)
-	head, credited := s.tx.rxHead(), s.tx.credited()
+	head := s.tx.rxHead()
 	if tail-credited > head-credited {
 		return fmt.Errorf("rdma: local receive ring corrupt (tail %d, head %d)", tail, head)
 	}
