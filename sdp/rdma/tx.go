@@ -123,7 +123,6 @@ static int osf_rdma_rx_fill(struct osf_rdma_tx *tx)
 
 static int osf_rdma_rx_engine_poll(struct osf_rdma_tx *tx)
 {
-	tx->rx->engine_due = 0; // it pumps after polling
 	return osf_rdma_rx_poll(tx->rx, 0, &tx->rx->engine_wcs);
 }
 
