@@ -102,8 +102,8 @@ struct osf_rdma_rx {
 	int32_t kick;    /* the engine's eventfd */
 	/* Under lock. */
 	uint64_t head;     /* the peer's producer position of ring 1 - side */
-	uint64_t credited; /* our consumer position last reported (tx.h's lock
-			      for writing: see osf_rdma_credit_push) */
+	uint64_t credited; /* our consumer position last reported (written
+			      under tx.h's lock: osf_rdma_credit_post) */
 	uint32_t peer_fin, peer_closed;
 	uint32_t recvs;    /* receives posted, not completed */
 	uint32_t recv_seq; /* receives ever posted */
@@ -123,9 +123,7 @@ struct osf_rdma_rx {
 	uint32_t sim_eof;
 	/* Counters (relaxed; osfstat, logs and tests). */
 	uint64_t bytes_in;
-	uint64_t caller_wcs; /* completions taken by the application's threads */
 	uint64_t engine_wcs; /* by the engine */
-	uint64_t caller_credits; /* credits posted by the application's threads */
 	/* Completions taken from the device and not applied yet (an event
 	 * stopped the rule before them): stash[stash_i, stash_n). */
 	uint32_t stash_i, stash_n;

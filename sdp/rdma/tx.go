@@ -585,12 +585,9 @@ func (t *txState) bytesIn() uint64 {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.bytes_in)))
 }
 
-// rxCounts returns the completions taken by the application's threads
-// and by the engine, and the credits the application's threads posted.
-func (t *txState) rxCounts() (caller, engine, credits uint64) {
-	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.caller_wcs))),
-		atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.engine_wcs))),
-		atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.caller_credits)))
+// rxCount returns the completions the rule applied.
+func (t *txState) rxCount() uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.engine_wcs)))
 }
 
 // creditC posts the credit for tail through the C poster when due: 0,
