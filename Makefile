@@ -34,7 +34,7 @@ LIB_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden
 LIB_SRCS := $(wildcard preload/*.c) $(wildcard fdtable/*.c) internal/routec/route.c $(wildcard selectmux/*.c) \
 	$(filter-out sdp/syslibc.c,$(wildcard sdp/*.c))
 LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) \
-	$(wildcard selectmux/*.h) include/osf/qsock.h sdp/rdma/tx.h
+	$(wildcard selectmux/*.h) include/osf/qsock.h sdp/rdma/tx.h sdp/rdma/rx.h
 GO_SRCS := go.mod $(shell find . -name '*.go' -not -path './build/*') \
 	$(wildcard */*.h */*/*.h) $(wildcard sdp/*.c) $(wildcard sdp/rdma/*.c)
 # asyncpreemptoff: no SIGURG; updatemaxprocs/containermaxprocs: the runtime

@@ -279,6 +279,16 @@ type CQ struct {
 	scratch *C.struct_osf_wc // C.malloc'ed, OSF_POLL_BATCH entries
 }
 
+// Raw returns the struct ibv_cq * itself, for C code of this process that
+// polls the CQ (sdp/rdma rx.c: the application's threads take their
+// completions). It stays valid until Close; nil once closed.
+func (q *CQ) Raw() unsafe.Pointer {
+	if q == nil {
+		return nil
+	}
+	return unsafe.Pointer(q.cq)
+}
+
 // CreateCQ creates a completion queue with room for at least cqe entries on
 // completion vector vector (0 is always valid). ch may be nil when the CQ
 // will only be polled. It does not block.

@@ -276,6 +276,7 @@ func (e *Engine) register(s *stream) error {
 		e.byWake[fd] = s
 	}
 	s.closeFD = e.closeWake
+	s.tx.setKick(e.kick)
 	e.streams[s.id] = s
 	s.enableCallers()
 	return nil
@@ -570,33 +571,63 @@ func (e *Engine) probeStalled(s *stream) {
 	e.after(probeAfter, func() { e.probeStalled(s) })
 }
 
-// pollLink handles every completion the link has; it reports whether there
-// were any.
+// pollLink applies every completion the link has (rx.h: the device's,
+// taken by the rule's C taker, then those the Go link made); it reports
+// whether there were any. busy reports that an application's thread is
+// taking them right now: it holds rx_lock only for one batch, and the
+// engine must not go to sleep on a completion channel that thread may
+// have emptied (arm), but that is not the engine's work (service: a
+// reader spinning on its connection must not keep the engine spinning
+// too).
 func (s *stream) pollLink(wc []verbs.WC) bool {
+	worked, _ := s.pollLinkBusy(wc)
+	return worked
+}
+
+func (s *stream) pollLinkBusy(wc []verbs.WC) (worked, busy bool) {
+	if s.state.dead() {
+		return false, false
+	}
+	if !s.tx.rxTryLock() {
+		return false, true
+	}
+	s.rxHeld = true
+	defer func() { s.rxHeld = false; s.tx.rxUnlock() }()
 	any := false
 	for !s.state.dead() {
-		n, err := s.link.Poll(wc)
+		n := s.tx.rxPoll()
+		if ev := s.tx.event(); ev != nil {
+			s.onEvent(ev)
+			any = true
+			continue
+		}
+		m, err := s.link.Poll(wc)
 		if err != nil {
 			s.fail(fmt.Errorf("rdma: poll: %w", err))
 			s.down()
-			return true
+			return true, false
 		}
-		for i := 0; i < n; i++ {
+		for i := 0; i < m && !s.state.dead(); i++ {
 			s.handle(&wc[i])
 		}
-		if n == 0 {
-			return any
+		if n == 0 && m == 0 {
+			return any, false
 		}
 		any = true
 	}
-	return any
+	return any, false
 }
 
 // linkGone handles the connection manager's word that the connection is
 // gone: completions already queued are taken first (a CLOSE may be among
 // them), then the link counts as down.
 func (e *Engine) linkGone(s *stream) {
-	s.pollLink(e.wc)
+	for {
+		if _, busy := s.pollLinkBusy(e.wc); !busy {
+			break
+		}
+		runtime.Gosched() // an application's thread takes one batch
+	}
 	s.down()
 }
 
@@ -683,7 +714,7 @@ func (e *Engine) arm() bool {
 			busy = true
 			continue
 		}
-		if s.pollLink(e.wc) {
+		if worked, taking := s.pollLinkBusy(e.wc); worked || taking {
 			busy = true
 		}
 		if s.wants() {

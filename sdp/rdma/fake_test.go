@@ -756,7 +756,7 @@ func (p *pair) dump() {
 		_ = p.eng[i].Do(func() {
 			s := p.strm[i]
 			p.t.Logf("engine %d: state %v err %v sent %d peerTail %d rxHead %d credited %d posted %d completed %d recvs %d fin %v/%v wants rx=%d tx=%d",
-				i, s.state, s.err, s.tx.sent(), s.tx.peerTail(), s.rxHead, s.credited, s.tx.posted(), s.tx.completed(), s.recvs, s.tx.finSent(), s.peerFin,
+				i, s.state, s.err, s.tx.sent(), s.tx.peerTail(), s.tx.rxHead(), s.tx.credited(), s.tx.posted(), s.tx.completed(), s.tx.recvs(), s.tx.finSent(), s.tx.peerFin(),
 				s.seg.LoadWant(s.peer, sdp.WantRx), s.seg.LoadWant(s.peer, sdp.WantTx))
 		})
 		a := p.app[i]

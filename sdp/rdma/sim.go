@@ -328,34 +328,28 @@ func (s *Sim) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Dur
 }
 
 // simLink is a Link over a connected AF_UNIX stream socket (see Sim). It
-// plays the device on the engine's thread, as soft-RoCE does in the
+// plays the device in the poster's thread, as soft-RoCE does in the
 // poster's system call: a post writes its message at once (without
-// blocking; what does not fit waits for the socket to drain), and the
-// engine's epoll set watches the socket as it would a completion channel,
-// so that arriving writes wake the engine, which places them into the
-// rings and completes posted receives. No goroutine of its own: the
-// switches the engine and the Go runtime make per message are the ones a
-// device would cause. Engine goroutine only.
+// blocking; what does not fit waits for the socket to drain). Receiving
+// is the rule's C taker (rx.c osf_rdma_sim_poll), on the engine's thread
+// or an application's thread waiting for data: it places arriving writes
+// into the ring and completes posted receives. The engine's epoll set
+// watches the socket as it would a completion channel. No goroutine of
+// its own: the switches the engine and the Go runtime make per message
+// are the ones a device would cause. Engine goroutine only.
 type simLink struct {
 	fd  int
 	seg *sdp.Segment
 	eng *Engine
 
-	out    [][]byte     // messages posted, not fully written; out[0] from outOff
-	outWR  []simWR      // their work requests
-	outOff int          // bytes of out[0] already written
-	rq     []verbs.WRID // posted receives
+	out    [][]byte // messages posted, not fully written; out[0] from outOff
+	outWR  []simWR  // their work requests
+	outOff int      // bytes of out[0] already written
 	cq     []verbs.WC
-
-	in     []byte // bytes read and not yet placed: in[inOff:inEnd]
-	inOff  int
-	inEnd  int
-	cur    simIn // the write being placed
 	events uint32
 
 	wblocked bool // the socket is full: wait until it is writable
 	wdead    bool // the peer is gone for writing; its end comes on the read side
-	rnr      bool // an immediate waits for a posted receive
 	down     bool
 	closed   bool
 	tx       *txState // the application's threads post here too, or nil
@@ -367,28 +361,13 @@ type simWR struct {
 	signaled bool
 }
 
-// simIn is an incoming write whose header was read: its payload still to
-// place (left bytes at ring offset off), then its immediate.
-type simIn struct {
-	active  bool
-	ring    int
-	off     uint32
-	n       uint32
-	left    uint32
-	withImm bool
-	imm     uint32
-}
-
-// simReadBuf is how much the link reads from its socket at a time.
-const simReadBuf = 64 << 10
-
 // newSimLink makes a link over the connected socket fd (made nonblocking)
 // for seg, watched by eng's epoll set.
 func newSimLink(fd int, seg *sdp.Segment, eng *Engine) (*simLink, error) {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		return nil, err
 	}
-	l := &simLink{fd: fd, seg: seg, eng: eng, in: make([]byte, simReadBuf)}
+	l := &simLink{fd: fd, seg: seg, eng: eng}
 	if err := eng.watch(fd, l.ready); err != nil {
 		return nil, err
 	}
@@ -397,22 +376,21 @@ func newSimLink(fd int, seg *sdp.Segment, eng *Engine) (*simLink, error) {
 	return l, nil
 }
 
-// ready runs when the socket is readable or writable (epoll).
+// ready runs when the socket is readable or writable (epoll): what
+// arrived is the rule's to take (the engine's pollLink, right after).
 func (l *simLink) ready() {
 	if l.wblocked {
 		l.wblocked = false
 		l.flush()
 	}
-	l.receive()
 	l.rearm()
 }
 
 // rearm sets what the engine's epoll set waits for on the socket: input
-// unless an immediate waits for a receive (or the link is down), output
-// while it is full.
+// unless the link is down, output while it is full.
 func (l *simLink) rearm() {
 	var want uint32
-	if !l.down && !l.rnr {
+	if !l.down {
 		want = unix.EPOLLIN | unix.EPOLLRDHUP
 	}
 	if !l.down && l.wblocked {
@@ -447,10 +425,6 @@ func (l *simLink) breakLink() {
 		l.complete(verbs.WC{WRID: uint64(w.wrid), Status: verbs.WCWRFlushErr})
 	}
 	l.out, l.outWR, l.outOff = nil, nil, 0
-	for _, r := range l.rq {
-		l.complete(verbs.WC{WRID: uint64(r), Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv})
-	}
-	l.rq = nil
 	_ = unix.Shutdown(l.fd, unix.SHUT_RDWR)
 	l.syncBusy()
 	l.rearm()
@@ -528,81 +502,6 @@ func (l *simLink) flush() {
 	}
 }
 
-// receive reads what the peer wrote and places it: payloads into the
-// rings, and for each immediate a completion of the oldest posted
-// receive; with none posted it stops reading (RNR) until PostRecv.
-func (l *simLink) receive() {
-	for !l.down {
-		if !l.place() {
-			return // RNR, or the link broke
-		}
-		if l.inOff == l.inEnd {
-			l.inOff, l.inEnd = 0, 0
-		} else if l.inOff > 0 {
-			l.inEnd = copy(l.in, l.in[l.inOff:l.inEnd])
-			l.inOff = 0
-		}
-		n, err := unix.Read(l.fd, l.in[l.inEnd:])
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.EAGAIN):
-			return
-		case err != nil || n == 0:
-			l.breakLink() // the peer's end: after everything it sent
-			return
-		}
-		l.inEnd += n
-	}
-}
-
-// place applies the buffered input; it returns false when it must stop:
-// an immediate waits for a receive, or the peer broke the protocol.
-func (l *simLink) place() bool {
-	for {
-		c := &l.cur
-		if !c.active {
-			if l.inEnd-l.inOff < simHdr {
-				return true
-			}
-			h := l.in[l.inOff : l.inOff+simHdr]
-			*c = simIn{active: true, ring: int(h[1]), withImm: h[2]&1 != 0,
-				off: binary.LittleEndian.Uint32(h[4:]), n: binary.LittleEndian.Uint32(h[8:]),
-				imm: binary.LittleEndian.Uint32(h[12:])}
-			c.left = c.n
-			if h[0] != simWrite || c.ring > 1 || uint64(c.off)+uint64(c.n) > uint64(l.seg.RingBytes) {
-				l.breakLink()
-				return false
-			}
-			l.inOff += simHdr
-		}
-		if c.left > 0 {
-			k := min(int(c.left), l.inEnd-l.inOff)
-			if k == 0 {
-				return true
-			}
-			at := c.off + (c.n - c.left)
-			copy(l.seg.RingData(c.ring)[at:at+uint32(k)], l.in[l.inOff:l.inOff+k])
-			l.inOff += k
-			c.left -= uint32(k)
-			if c.left > 0 {
-				return true
-			}
-		}
-		if c.withImm {
-			if len(l.rq) == 0 {
-				l.rnr = true
-				return false
-			}
-			r := l.rq[0]
-			l.rq = l.rq[1:]
-			l.complete(verbs.WC{WRID: uint64(r), Status: verbs.WCSuccess, Opcode: verbs.WCRecvRDMAWithImm, ByteLen: c.n, ImmData: c.imm, HasImm: true})
-		}
-		l.rnr = false
-		c.active = false
-	}
-}
-
 func (l *simLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint32, withImm, signaled bool) error {
 	if ring < 0 || ring > 1 || n == 0 || uint64(off)+uint64(n) > uint64(l.seg.RingBytes) {
 		return fmt.Errorf("rdma sim: bad write ring %d [%d,+%d)", ring, off, n)
@@ -625,20 +524,16 @@ func (l *simLink) PostProbe(wrid verbs.WRID) error {
 	return l.post(msg, simWR{wrid, true})
 }
 
-func (l *simLink) PostRecv(wrid verbs.WRID) error {
-	if l.closed {
-		return errors.New("rdma sim: link closed")
-	}
-	if l.down {
-		l.complete(verbs.WC{WRID: uint64(wrid), Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv})
-		return nil
-	}
-	l.rq = append(l.rq, wrid)
-	if l.rnr {
-		l.receive()
-		l.rearm()
-	}
-	return nil
+// PostRecv is not used: the rule's C code posts the stand-in's receives
+// (useRx).
+func (l *simLink) PostRecv(verbs.WRID) error {
+	return errors.New("rdma sim: receives are posted by the rule (rx.h)")
+}
+
+// useRx makes the rule's C taker read the socket, placing payloads into
+// ring 1 - side, the one the peer writes (rx.c osf_rdma_sim_poll).
+func (l *simLink) useRx(tx *txState, side int) {
+	tx.rxUseSim(l.fd, ringAddr(l.seg, 1-side))
 }
 
 func (l *simLink) Poll(wc []verbs.WC) (int, error) {

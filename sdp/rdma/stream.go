@@ -98,12 +98,16 @@ type stream struct {
 	// Transmit: ring side, mirrored into the peer's ring side: bytes
 	// sent, the peer's last credit, send work requests posted and
 	// completed, FIN sent, shared with the application's threads, which
-	// post what they write themselves (tx.h).
+	// post what they write themselves (tx.h). Receive: ring peer, written
+	// by the peer: its head, our last credit, its FIN, the receives
+	// posted, in the same C state (rx.h), whose rule the application's
+	// threads run too when they wait for data.
 	tx *txState
-	// Receive: ring peer, written by the peer.
-	rxHead     uint64 // the peer's producer position
-	credited   uint64 // consumer position last reported to the peer
-	peerFin    bool
+	// cRecv: receives are posted by the rule's C poster (a verbs QP, the
+	// stand-in), else by the engine through the link (fakes in tests).
+	cRecv bool
+	// rxHeld: the engine holds rx_lock (pollLink).
+	rxHeld     bool
 	peerClosed bool
 
 	localEOF     bool   // the local application's last descriptor is gone
@@ -122,12 +126,9 @@ type stream struct {
 	probeSent  time.Time // when it was posted
 	probes     int       // probes posted
 	probeTimer bool      // probeStalled is scheduled
-	recvs      int       // receives posted and not completed
-	recvSeq    uint32
 
 	// Counters, for logs and tests.
-	bytesOut, bytesIn uint64
-	tokensSent        uint64
+	bytesOut uint64
 
 	// For the debug log: the set-up's steps until ESTABLISHED (server),
 	// the teardown's from the first end (local close or the peer's CLOSE).
@@ -159,21 +160,34 @@ func newStream(id uint32, seg *sdp.Segment, side int, link Link, wake, wakeTx in
 	if s.tx, err = newTx(id, seg.RingBytes, side); err != nil {
 		return nil, err
 	}
-	for s.recvs < rqDepth {
-		if err := s.postRecv(); err != nil {
-			s.tx.retire()
-			return nil, err
-		}
+	s.tx.rxInit(seg, side, wake, wakeTx)
+	if ru, ok := link.(rxUser); ok {
+		ru.useRx(s.tx, side)
+	}
+	if s.cRecv, err = s.tx.rxFill(); err == nil {
+		err = s.refill()
+	}
+	if err != nil {
+		s.tx.retire()
+		return nil, err
 	}
 	return s, nil
 }
 
-func (s *stream) postRecv() error {
-	if err := s.link.PostRecv(verbs.MakeWRID(wrRecv, s.id, s.recvSeq)); err != nil {
-		return fmt.Errorf("rdma: post receive: %w", err)
+// rxUser is a Link whose completions and receives the rule's C code takes
+// and posts (rx.h): useRx gives it its taker and receive poster.
+type rxUser interface {
+	useRx(tx *txState, side int)
+}
+
+// refill keeps the receive queue full where the Go link posts receives.
+func (s *stream) refill() error {
+	for !s.cRecv && !s.linkDown && !s.state.dead() && !s.peerClosed && s.tx.recvs() < rqDepth {
+		if err := s.link.PostRecv(verbs.MakeWRID(wrRecv, s.id, uint32(s.tx.p.rx.recv_seq))); err != nil {
+			return fmt.Errorf("rdma: post receive: %w", err)
+		}
+		s.tx.countRecv()
 	}
-	s.recvSeq++
-	s.recvs++
 	return nil
 }
 
@@ -306,30 +320,37 @@ func (s *stream) transmitLocked() error {
 }
 
 // credit reports the local application's consumption to the peer when it
-// matters: a quarter ring or more consumed since the last report, or the
-// peer's view of our ring more than half full (so a writer that may be
-// waiting for room learns about it), or always when force is set.
+// matters (rx.h osf_rdma_credit_due: SMC-R's rule), or always when force
+// is set.
 func (s *stream) credit(force bool) error {
+	// In this order: credited only moves up to a tail read earlier, and
+	// the rule moves head before readers can pass it.
+	credited := s.tx.credited()
 	tail := s.seg.Tail(s.peer)
-	if tail-s.credited > s.rxHead-s.credited {
-		return fmt.Errorf("rdma: local receive ring corrupt (tail %d, head %d)", tail, s.rxHead)
+	head := s.tx.rxHead()
+	if tail-credited > head-credited {
+		return fmt.Errorf("rdma: local receive ring corrupt (tail %d, head %d)", tail, head)
 	}
-	if tail == s.credited {
-		return nil
-	}
-	if !force && tail-s.credited < s.size/4 && s.rxHead-s.credited <= s.size/2 {
-		return nil
-	}
-	if s.sqFree() < 1 {
-		return nil
-	}
-	if err := s.postImm(wrCredit, MakeImm(ImmCredit, tail), false); err != nil {
-		if errors.Is(err, errSQFull) {
-			return nil
+	if s.tx.cpost {
+		if rc := s.tx.creditC(tail, force); rc > 0 {
+			return fmt.Errorf("rdma: post credit: %w", unix.Errno(rc))
 		}
+		return nil
+	}
+	// Through the link, under the lock: a reader's credit may move
+	// credited meanwhile, and it never moves back.
+	s.tx.lock()
+	defer s.tx.unlock()
+	if !s.tx.creditDue(tail, force) || s.tx.sqFree() < 1 {
+		return nil
+	}
+	was, seq := s.tx.credited(), s.tx.posted()
+	s.tx.setCredited(tail) // before the post: see osf_rdma_credit_post
+	if err := s.link.PostImm(verbs.MakeWRID(wrCredit, s.id, seq), MakeImm(ImmCredit, tail), signaled(seq, false)); err != nil {
+		s.tx.setCredited(was)
 		return fmt.Errorf("rdma: post credit: %w", err)
 	}
-	s.credited = tail
+	s.tx.bumpPosted()
 	return nil
 }
 
@@ -361,57 +382,60 @@ func (s *stream) sendClose(code uint32) {
 	s.closeSent = true
 }
 
-// handle processes one completion.
+// handle applies one completion the Go link made (the stand-in's sends,
+// fakes in tests) with the rule (rx.h), and what it leaves to the engine.
 func (s *stream) handle(wc *verbs.WC) {
-	id := verbs.WRID(wc.WRID)
-	if id.Conn() != s.id&verbs.MaxWRIDConn {
-		s.fail(fmt.Errorf("rdma: completion for connection %d on connection %d", id.Conn(), s.id))
-		return
+	if !s.rxHeld {
+		s.tx.rxLock()
+		s.rxHeld = true
+		defer func() { s.rxHeld = false; s.tx.rxUnlock() }()
 	}
-	if id.Kind() == wrRecv {
-		s.recvs--
-		if !wc.Status.OK() {
-			s.linkBroken(wc)
-			return
-		}
-		if s.state.dead() || s.linkDown {
-			return
-		}
-		if !wc.HasImm {
-			s.fail(fmt.Errorf("%w: message without immediate", ErrProtocol))
-			return
-		}
-		if err := s.receive(wc.ImmData); err != nil {
-			s.fail(err)
-			return
-		}
-		if !s.linkDown && !s.state.dead() && s.recvs < rqDepth {
-			if err := s.postRecv(); err != nil {
-				s.fail(err)
-			}
-		}
-		return
+	s.tx.rxOne(wc)
+	s.events()
+}
+
+// events handles what the rule left to the engine, rx_lock held, and
+// keeps the receive queue full.
+func (s *stream) events() {
+	if ev := s.tx.event(); ev != nil {
+		s.onEvent(ev)
 	}
-	// A send: in order, so everything up to it is complete.
-	if !wc.Status.OK() {
-		s.linkBroken(wc)
-		return
+	if err := s.refill(); err != nil {
+		s.fail(err)
 	}
-	s.tx.lock()
-	ok := s.tx.complete(id.Seq())
-	s.tx.unlock()
-	if !ok {
-		s.fail(fmt.Errorf("rdma: completion for unposted work request %d (posted %d)", id.Seq(), s.tx.posted()))
-		return
-	}
-	if id.Kind() == wrProbe {
-		s.probing = false
-	}
-	if id.Kind() == wrClose {
-		s.tearLap("close-acked")
-		s.closeAck = true
-		// The peer has everything: take the link down.
+}
+
+// onEvent does what the rule leaves to the engine.
+func (s *stream) onEvent(ev *rxEvent) {
+	switch ev.what {
+	case evBroken:
+		s.linkBroken(ev.wc.Status)
+	case evClose:
+		s.peerClosed = true
+		s.tx.stopCallers()
+		s.tearLap("peer-close")
+		if ev.value == CloseAbort {
+			s.seg.OrSideFlags(s.peer, sdp.SideReset)
+		}
+		s.endLocal()
+		if s.state.sending() {
+			s.state = stateClosing
+		}
 		_ = s.link.Disconnect()
+	case evSent:
+		switch verbs.WRID(ev.wc.WRID).Kind() {
+		case wrProbe:
+			s.probing = false
+		case wrClose:
+			s.tearLap("close-acked")
+			s.closeAck = true
+			// The peer has everything: take the link down.
+			_ = s.link.Disconnect()
+		}
+	case evViolation:
+		s.fail(fmt.Errorf("%w: %s", ErrProtocol, ev.why))
+	default:
+		s.fail(errors.New(ev.why))
 	}
 }
 
@@ -462,129 +486,6 @@ func (s *stream) probe() {
 		s.logf("rdma: connection %d: stalled on the peer (its credit, or its device's acknowledgements); probing its device (every %v while stalled)", s.id, probeAfter)
 	}
 	s.probes++
-}
-
-// receive applies one immediate from the peer.
-func (s *stream) receive(imm uint32) error {
-	kind, v := ParseImm(imm)
-	if s.peerClosed {
-		return fmt.Errorf("%w: %s after CLOSE", ErrProtocol, kind)
-	}
-	switch kind {
-	case ImmData:
-		if s.peerFin {
-			return fmt.Errorf("%w: DATA after FIN", ErrProtocol)
-		}
-		head := Advance(s.rxHead, v)
-		if head == s.rxHead || head-s.credited > s.size {
-			return fmt.Errorf("%w: DATA to %d with head %d and credit %d (ring %d)", ErrProtocol, head, s.rxHead, s.credited, s.size)
-		}
-		s.bytesIn += head - s.rxHead
-		s.rxHead = head
-		s.seg.SetHead(s.peer, head) // release: after the payload, which landed before this completion
-		s.wakeReader()
-	case ImmCredit:
-		s.tx.lock()
-		peerTail, sent := s.tx.peerTail(), s.tx.sent()
-		tail := Advance(peerTail, v)
-		if tail-peerTail > sent-peerTail {
-			s.tx.unlock()
-			return fmt.Errorf("%w: CREDIT to %d beyond %d sent", ErrProtocol, tail, sent)
-		}
-		s.tx.setPeerTail(tail)
-		s.tx.unlock()
-		s.seg.SetTail(s.side, tail)
-		s.wakeWriter()
-	case ImmFlags:
-		if v != FlagFIN {
-			return fmt.Errorf("%w: FLAGS %#x", ErrProtocol, v)
-		}
-		s.peerFin = true
-		s.seg.OrSideFlags(s.peer, sdp.SideFIN)
-		s.wakeReader()
-	case ImmClose:
-		if v != CloseGraceful && v != CloseAbort {
-			return fmt.Errorf("%w: CLOSE %#x", ErrProtocol, v)
-		}
-		s.peerClosed = true
-		s.tx.stopCallers()
-		s.tearLap("peer-close")
-		if v == CloseAbort {
-			s.seg.OrSideFlags(s.peer, sdp.SideReset)
-		}
-		s.endLocal()
-		if s.state.sending() {
-			s.state = stateClosing
-		}
-		_ = s.link.Disconnect()
-	default:
-		return fmt.Errorf("%w: immediate kind %d", ErrProtocol, kind)
-	}
-	return nil
-}
-
-// wakeReader wakes the local application's readers if they asked for it
-// (rx_want of its side), as a local peer does after publishing data: a
-// token per reader waiting, on the wake socket.
-func (s *stream) wakeReader() {
-	if s.seg.TakeWant(s.side, sdp.WantRx) {
-		s.tokens(s.wake, sdp.WantRx)
-	}
-}
-
-// wakeWriter wakes a local writer waiting for room once there is at least
-// the low-water mark of it, as the C data path does.
-func (s *stream) wakeWriter() {
-	if s.seg.LoadWant(s.side, sdp.WantTx) == 0 {
-		return
-	}
-	if s.size-(s.seg.Head(s.side)-s.tx.peerTail()) < s.lowat {
-		return
-	}
-	if s.seg.TakeWant(s.side, sdp.WantTx) {
-		s.tokens(s.wakeTx, sdp.WantTx)
-	}
-}
-
-var zeros [sdp.MaxWakeTokens]byte
-
-// tokens sends on sock as many wake tokens as the local side has waiters
-// of kind w (sdp.WakeTokens: at least one, for a waiter osf does not
-// count, the application's own poll), counting them in the side's token
-// count as the C data path does (the application sheds the ones nobody
-// takes). A send that fails other than at the end raises the want flag
-// again, so that the next publish retries instead of losing the wake-up.
-func (s *stream) tokens(sock int, w sdp.Want) {
-	if sock < 0 {
-		return
-	}
-	n := sdp.WakeTokens(s.seg.Waiters(s.side, w))
-	s.seg.AddTokens(s.side, w, n)
-	err := unix.Sendto(sock, zeros[:n], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
-	switch {
-	case err == nil:
-		s.tokensSent++
-		return
-	case errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET):
-		// The application's end is closed, or shut for reading by its
-		// shutdown(SHUT_RD) (sdp/side.c osf_side_shut_wake), after which
-		// nobody there waits for a token: only the close is its end.
-		if sock == s.wake && hungUp(sock) {
-			s.onLocalEOF()
-		}
-	default:
-		s.seg.SetWant(s.side, w, 1)
-	}
-	s.seg.TakeTokens(s.side, w, n)
-}
-
-// hungUp reports whether the other end of sock is closed: the
-// application shuts its ends of the wake sockets only for reading, which
-// does not show here.
-func hungUp(sock int) bool {
-	p := []unix.PollFd{{Fd: int32(sock), Events: unix.POLLRDHUP}}
-	n, err := unix.Poll(p, 0)
-	return err == nil && n > 0 && p[0].Revents&(unix.POLLHUP|unix.POLLRDHUP) != 0
 }
 
 // drainWake reads the tokens the local application sent on both wake
@@ -678,6 +579,15 @@ func (s *stream) closeWake() {
 }
 
 func (s *stream) closeSocket(fd int) {
+	// The rule (an application's thread, under rx_lock) must not send on
+	// the number once closed.
+	if s.rxHeld {
+		s.tx.dropWake(fd)
+	} else {
+		s.tx.rxLock()
+		s.tx.dropWake(fd)
+		s.tx.rxUnlock()
+	}
 	if s.closeFD != nil {
 		s.closeFD(fd)
 	} else {
@@ -710,10 +620,10 @@ func (s *stream) fail(err error) {
 }
 
 // linkBroken handles a failed or flushed completion: the link is down.
-func (s *stream) linkBroken(wc *verbs.WC) {
-	if !s.linkDown && !wc.Status.Flushed() && !s.closeAck && !s.peerClosed {
-		s.logf("rdma: connection %d: work request failed: %s", s.id, wc.Status)
-		if wc.Status == verbs.WCRetryExcErr {
+func (s *stream) linkBroken(st verbs.WCStatus) {
+	if !s.linkDown && !st.Flushed() && !s.closeAck && !s.peerClosed {
+		s.logf("rdma: connection %d: work request failed: %s", s.id, st)
+		if st == verbs.WCRetryExcErr {
 			s.timedOut() // the QP's retries gave up on the peer's device
 			return
 		}
@@ -741,6 +651,7 @@ func (s *stream) down() {
 	}
 	s.linkDown = true
 	s.tx.stopCallers()
+	s.tx.rxDown()
 	s.tearLap("link-down")
 	if !s.peerClosed && !s.localEOF {
 		s.seg.OrSideFlags(s.peer, sdp.SideReset)
@@ -779,8 +690,9 @@ func (s *stream) releaseWith(later func(func())) {
 	s.released = true
 	s.closeWake()
 	s.state = stateDead
-	// No application's thread posts from now on: the QP may go.
+	// No application's thread posts or polls from now on: the QP may go.
 	caller, engine, left := s.tx.counts()
+	wcs := s.tx.rxCount()
 	s.tx.retire()
 	free := func() {
 		if err := s.link.Close(); err != nil {
@@ -789,8 +701,8 @@ func (s *stream) releaseWith(later func(func())) {
 		s.tearLap("link-release")
 		s.seg.Close()
 		s.tearLap("unmap")
-		s.logf("rdma: connection %d released after %v; sends posted by the application's threads %d, by the engine %d (%d left to it)",
-			s.id, s.teardown, caller, engine, left)
+		s.logf("rdma: connection %d released after %v; sends posted by the application's threads %d, by the engine %d (%d left to it); completions %d",
+			s.id, s.teardown, caller, engine, left, wcs)
 	}
 	d, ok := s.link.(detacher)
 	if later == nil || !ok {
@@ -811,7 +723,7 @@ func (s *stream) wants() bool {
 		return false
 	}
 	wantRx := s.state.sending() && !s.closeSent && !s.peerClosed && !s.tx.finSent()
-	wantTx := !s.peerClosed && !s.closeSent && s.rxHead-s.credited > s.size/2
+	wantTx := !s.peerClosed && !s.closeSent && s.tx.rxHead()-s.tx.credited() > s.size/2
 	s.seg.SetWant(s.peer, sdp.WantRx, b2u(wantRx))
 	s.seg.SetWant(s.peer, sdp.WantTx, b2u(wantTx))
 	// The stores above are sequentially consistent: the loads below see
@@ -825,7 +737,7 @@ func (s *stream) wants() bool {
 			return true
 		}
 	}
-	if wantTx && s.seg.Tail(s.peer) != s.credited && s.sqFree() >= 1 {
+	if wantTx && s.seg.Tail(s.peer) != s.tx.credited() && s.sqFree() >= 1 {
 		return true
 	}
 	return false

@@ -4,7 +4,7 @@
 // verbs QP's, the stand-in's). Called from the application's threads:
 // nothing here touches Go.
 
-#include "tx.h"
+#include "rx.h"
 
 #include <endian.h>
 #include <infiniband/verbs.h>
@@ -23,6 +23,7 @@ static struct osf_rdma_tx *reg_live, *reg_free;
 struct osf_rdma_tx *osf_rdma_tx_new(void)
 {
 	struct osf_rdma_tx *tx;
+	struct osf_rdma_rx *rx;
 	uint32_t gen = 0;
 
 	pthread_mutex_lock(&reg_mu);
@@ -32,15 +33,25 @@ struct osf_rdma_tx *osf_rdma_tx_new(void)
 		gen = tx->gen;
 	}
 	pthread_mutex_unlock(&reg_mu);
-	if (!tx)
+	if (!tx) {
 		tx = calloc(1, sizeof(*tx));
+		if (tx && !(tx->rx = calloc(1, sizeof(*tx->rx)))) {
+			free(tx);
+			tx = NULL;
+		}
+	}
 	if (!tx)
 		return NULL;
 	// Only this thread has it: the fields a stale reader looks at
-	// (live, gen, lock) are already 0, gen, 0.
+	// (live, gen, lock, rx's lock) are already 0, gen, 0, 0.
+	rx = tx->rx;
 	memset(tx, 0, sizeof(*tx));
+	memset(rx, 0, offsetof(struct osf_rdma_rx, sim_buf));
 	tx->gen = gen;
 	tx->sim_fd = -1;
+	tx->rx = rx;
+	rx->tx = tx;
+	rx->wake = rx->wake_tx = rx->kick = rx->sim_fd = -1;
 	return tx;
 }
 
@@ -55,21 +66,31 @@ void osf_rdma_tx_publish(struct osf_rdma_tx *tx, uint64_t dev, uint64_t ino)
 	pthread_mutex_unlock(&reg_mu);
 }
 
-// osf_rdma_tx_retire stops the application's threads from posting
-// (waiting for one that holds the lock), bumps the generation and keeps
-// the memory for the next connection.
+// osf_rdma_tx_retire stops the application's threads from posting and
+// taking completions (waiting for one that holds either lock), bumps the
+// generation and keeps the memory for the next connection.
 void osf_rdma_tx_retire(struct osf_rdma_tx *tx)
 {
 	struct osf_rdma_tx **p;
+	struct osf_rdma_rx *rx = tx->rx;
 
 	__atomic_store_n(&tx->live, 0, __ATOMIC_RELEASE);
+	while (!osf_rdma_rx_trylock(rx))
+		sched_yield();
 	while (!osf_rdma_tx_trylock(tx))
 		sched_yield();
 	__atomic_add_fetch(&tx->gen, 1, __ATOMIC_RELEASE);
 	tx->post = NULL;
 	tx->qp = NULL;
 	tx->sim_fd = -1;
+	__atomic_store_n(&rx->down, 1, __ATOMIC_RELEASE);
+	rx->poll = NULL;
+	rx->post_recv = NULL;
+	rx->cq = rx->qp = NULL;
+	rx->hdr = NULL;
+	rx->wake = rx->wake_tx = rx->sim_fd = -1;
 	osf_rdma_tx_unlock(tx);
+	osf_rdma_rx_unlock(rx);
 	pthread_mutex_lock(&reg_mu);
 	for (p = &reg_live; *p; p = &(*p)->next)
 		if (*p == tx) {

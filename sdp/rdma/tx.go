@@ -1,7 +1,7 @@
 package rdma
 
 /*
-#include "tx.h"
+#include "rx.h"
 
 struct osf_rdma_tx *osf_rdma_tx_new(void);
 void osf_rdma_tx_publish(struct osf_rdma_tx *tx, uint64_t dev, uint64_t ino);
@@ -67,11 +67,97 @@ static int osf_rdma_tx_signaled_go(uint32_t seq, int force)
 {
 	return osf_rdma_tx_signaled(seq, force);
 }
+
+int osf_rdma_verbs_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *out, int n);
+int osf_rdma_verbs_recv(struct osf_rdma_rx *rx, uint64_t wr_id);
+int osf_rdma_sim_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *wc, int n);
+int osf_rdma_sim_recv(struct osf_rdma_rx *rx, uint64_t wr_id);
+
+static void osf_rdma_rx_init(struct osf_rdma_tx *tx, void *base, int side, int wake,
+			     int wake_tx)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+
+	rx->hdr = osf_seg_hdr(base, tx->size);
+	rx->side = side;
+	rx->size = tx->size;
+	rx->lowat = osf_seg_lowat(tx->size);
+	rx->wake = wake;
+	rx->wake_tx = wake_tx;
+}
+
+static void osf_rdma_rx_use_verbs(struct osf_rdma_tx *tx, void *cq, void *qp)
+{
+	tx->rx->cq = cq;
+	tx->rx->qp = qp;
+	tx->rx->post_recv = osf_rdma_verbs_recv;
+	tx->rx->poll = osf_rdma_verbs_poll;
+}
+
+static void osf_rdma_rx_use_sim(struct osf_rdma_tx *tx, int fd, uint64_t ring)
+{
+	tx->rx->sim_fd = fd;
+	tx->rx->sim_ring = ring;
+	tx->rx->post_recv = osf_rdma_sim_recv;
+	tx->rx->poll = osf_rdma_sim_poll;
+}
+
+// osf_rdma_rx_fill posts receives until the queue is full: 0, an errno,
+// or -1 without a C receive poster (the Go link posts).
+static int osf_rdma_rx_fill(struct osf_rdma_tx *tx)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+	int rc;
+
+	if (!rx->post_recv)
+		return -1;
+	while (rx->recvs < OSF_RDMA_RQ_DEPTH) {
+		rc = rx->post_recv(rx, osf_rdma_wrid(OSF_RDMA_WR_RECV, tx->id, rx->recv_seq));
+		if (rc)
+			return rc;
+		rx->recv_seq++;
+		rx->recvs++;
+	}
+	return 0;
+}
+
+static int osf_rdma_rx_engine_poll(struct osf_rdma_tx *tx)
+{
+	return osf_rdma_rx_poll(tx->rx, 0, &tx->rx->engine_wcs);
+}
+
+static int osf_rdma_rx_one_go(struct osf_rdma_tx *tx, uint64_t wr_id, uint32_t status,
+			      uint32_t imm, int has_imm)
+{
+	struct osf_rdma_wc wc = {wr_id, status, imm, (uint32_t)has_imm, 0};
+
+	__atomic_add_fetch(&tx->rx->engine_wcs, 1, __ATOMIC_RELAXED);
+	return osf_rdma_rx_one(tx->rx, &wc);
+}
+
+// osf_rdma_credit_engine is the engine's credit for tail (tx's lock
+// taken here): 0 when posted or not due, -1 when the send queue is full,
+// else the poster's errno.
+static int osf_rdma_credit_engine(struct osf_rdma_tx *tx, uint64_t tail, int force)
+{
+	int rc = 0;
+
+	if (!osf_rdma_credit_due(tx->rx, tail, force))
+		return 0;
+	osf_rdma_tx_lock_spin(tx);
+	if (osf_rdma_credit_due(tx->rx, tail, force))
+		rc = osf_rdma_credit_post(tx->rx, tail);
+	if (rc == 0)
+		__atomic_add_fetch(&tx->engine_posts, 1, __ATOMIC_RELAXED);
+	osf_rdma_tx_unlock(tx);
+	return rc;
+}
 */
 import "C"
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"unsafe"
@@ -365,4 +451,152 @@ func (t *txState) commitPlan(head uint64, fin bool) {
 	if n := t.next(head, fin, &wr); n > 0 {
 		t.commit(&wr, n)
 	}
+}
+
+// The receiving half (rx.h): the rule is C, shared with the
+// application's threads; the engine calls it through these.
+
+// rxEvent is what the rule left to the engine (struct osf_rdma_ev).
+type rxEvent struct {
+	what  uint32
+	value uint32
+	wc    verbs.WC
+	why   string
+}
+
+// Events (OSF_RDMA_EV_*).
+const (
+	evBroken    = C.OSF_RDMA_EV_BROKEN
+	evClose     = C.OSF_RDMA_EV_CLOSE
+	evSent      = C.OSF_RDMA_EV_SENT
+	evViolation = C.OSF_RDMA_EV_VIOLATION
+	evFail      = C.OSF_RDMA_EV_FAIL
+)
+
+func (t *txState) rx() *C.struct_osf_rdma_rx { return t.p.rx }
+
+// rxInit points the rule at the engine's mapping of the segment and the
+// engine's ends of the wake sockets.
+func (t *txState) rxInit(seg *sdp.Segment, side, wake, wakeTx int) {
+	C.osf_rdma_rx_init(t.p, unsafe.Pointer(&seg.Mem[0]), C.int(side), C.int(wake), C.int(wakeTx))
+}
+
+// rxUseVerbs makes the rule take completions from cq and post receives on qp.
+func (t *txState) rxUseVerbs(cq *verbs.CQ, qp *verbs.QP) {
+	C.osf_rdma_rx_use_verbs(t.p, cq.Raw(), qp.Raw())
+}
+
+// rxUseSim makes the rule read the stand-in's socket fd, placing payloads
+// into the ring at ring.
+func (t *txState) rxUseSim(fd int, ring uint64) {
+	C.osf_rdma_rx_use_sim(t.p, C.int(fd), C.uint64_t(ring))
+}
+
+// setKick gives the application's threads the engine's eventfd, which
+// they write when they leave it an event.
+func (t *txState) setKick(fd int) { t.p.rx.kick = C.int32_t(fd) }
+
+// rxLock takes rx_lock, spinning (an application's thread holds it for
+// one batch of completions), rxTryLock only if free.
+func (t *txState) rxTryLock() bool {
+	return atomic.CompareAndSwapUint32(t.word(&t.p.rx.lock), 0, 1)
+}
+
+func (t *txState) rxLock() {
+	for i := 0; !t.rxTryLock(); i++ {
+		if i > 64 {
+			runtime.Gosched()
+		}
+	}
+}
+
+func (t *txState) rxUnlock() { atomic.StoreUint32(t.word(&t.p.rx.lock), 0) }
+
+// rxFill posts receives until the queue is full through the C poster:
+// false when there is none (the Go link posts).
+func (t *txState) rxFill() (bool, error) {
+	switch rc := C.osf_rdma_rx_fill(t.p); {
+	case rc < 0:
+		return false, nil
+	case rc > 0:
+		return true, fmt.Errorf("rdma: post receive: %w", unix.Errno(rc))
+	}
+	return true, nil
+}
+
+// countRecv counts a receive the Go link posted.
+func (t *txState) countRecv() {
+	t.p.rx.recv_seq++
+	t.p.rx.recvs++
+}
+
+// rxPoll takes and applies the device's completions, rx_lock held: how
+// many.
+func (t *txState) rxPoll() int { return int(C.osf_rdma_rx_engine_poll(t.p)) }
+
+// rxOne applies a completion the Go link made, rx_lock held.
+func (t *txState) rxOne(wc *verbs.WC) {
+	C.osf_rdma_rx_one_go(t.p, C.uint64_t(wc.WRID), C.uint32_t(wc.Status), C.uint32_t(wc.ImmData), b2i(wc.HasImm))
+}
+
+// event returns the event waiting for the engine and clears it, rx_lock
+// held; nil when none.
+func (t *txState) event() *rxEvent {
+	ev := &t.p.rx.ev
+	if ev.what == 0 {
+		return nil
+	}
+	e := &rxEvent{what: uint32(ev.what), value: uint32(ev.value),
+		wc: verbs.WC{WRID: uint64(ev.wc.wr_id), Status: verbs.WCStatus(ev.wc.status),
+			ImmData: uint32(ev.wc.imm), HasImm: ev.wc.has_imm != 0},
+		why: C.GoString(&ev.why[0])}
+	ev.what = 0
+	return e
+}
+
+// rxDown tells the rule that the link is down or the stream dead: receive
+// completions are only counted from now on.
+func (t *txState) rxDown() { atomic.StoreUint32(t.word(&t.p.rx.down), 1) }
+
+// dropWake makes the rule forget fd, one of the wake socket ends the
+// engine is about to close (rx_lock held).
+func (t *txState) dropWake(fd int) {
+	if int(t.p.rx.wake) == fd {
+		t.p.rx.wake = -1
+	}
+	if int(t.p.rx.wake_tx) == fd {
+		t.p.rx.wake_tx = -1
+	}
+}
+
+// What the rule knows (recent values, exact under rx_lock).
+func (t *txState) rxHead() uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.head)))
+}
+func (t *txState) credited() uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.credited)))
+}
+func (t *txState) setCredited(v uint64) {
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&t.p.rx.credited)), v)
+}
+func (t *txState) peerFin() bool { return atomic.LoadUint32(t.word(&t.p.rx.peer_fin)) != 0 }
+func (t *txState) recvs() int    { return int(atomic.LoadUint32(t.word(&t.p.rx.recvs))) }
+func (t *txState) bytesIn() uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.bytes_in)))
+}
+
+// rxCount returns the completions the rule applied.
+func (t *txState) rxCount() uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.engine_wcs)))
+}
+
+// creditC posts the credit for tail through the C poster when due: 0,
+// -1 when the send queue is full, else the poster's errno.
+func (t *txState) creditC(tail uint64, force bool) int {
+	return int(C.osf_rdma_credit_engine(t.p, C.uint64_t(tail), b2i(force)))
+}
+
+// creditDue is the rule's osf_rdma_credit_due.
+func (t *txState) creditDue(tail uint64, force bool) bool {
+	return C.osf_rdma_credit_due(t.p.rx, C.uint64_t(tail), b2i(force)) != 0
 }

@@ -118,6 +118,10 @@ struct osf_rdma_tx {
 	/* The registry (sdp/rdma tx.c). */
 	uint64_t dev, ino; /* the segment memfd's identity */
 	struct osf_rdma_tx *next;
+	/* Receiving (rx.h): the connection's completions, taken by whoever
+	 * holds rx_lock (an application's thread waiting for data, or the
+	 * engine). */
+	struct osf_rdma_rx *rx;
 };
 
 static inline uint64_t osf_rdma_wrid(uint32_t kind, uint32_t conn, uint32_t seq)

@@ -146,7 +146,13 @@ func (l *verbsLink) PostRecv(wrid verbs.WRID) error {
 	return l.qp.PostRecv(uint64(wrid), verbs.SGE{})
 }
 
-func (l *verbsLink) Poll(wc []verbs.WC) (int, error) { return l.cq.Poll(wc) }
+// useRx lets the rule's C code take the CQ's completions and post the
+// QP's receives (rx.h), on the engine's thread and the application's.
+func (l *verbsLink) useRx(tx *txState, _ int) { tx.rxUseVerbs(l.cq, l.qp) }
+
+// Poll returns nothing: the device's completions are the rule's to take
+// (useRx).
+func (l *verbsLink) Poll([]verbs.WC) (int, error) { return 0, nil }
 
 func (l *verbsLink) Notify() error { return l.cq.ReqNotify(false) }
 

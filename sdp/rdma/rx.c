@@ -1,0 +1,145 @@
+// rx.c: the core's side of rx.h, C in libosfcore.so: the takers and
+// receive posters of a verbs CQ and QP and of the stand-in's socket.
+
+#include "rx.h"
+
+#include <endian.h>
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+
+// osf_rdma_verbs_poll takes completions from the connection's CQ.
+int osf_rdma_verbs_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *out, int n)
+{
+	struct ibv_wc wc[16];
+	int got, i;
+
+	if (n > 16)
+		n = 16;
+	got = ibv_poll_cq((struct ibv_cq *)rx->cq, n, wc);
+	if (got < 0)
+		return -EIO;
+	for (i = 0; i < got; i++) {
+		out[i].wr_id = wc[i].wr_id;
+		out[i].status = (uint32_t)wc[i].status;
+		out[i].has_imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;
+		out[i].imm = out[i].has_imm ? be32toh(wc[i].imm_data) : 0;
+		out[i].pad = 0;
+	}
+	return got;
+}
+
+// osf_rdma_verbs_recv posts one receive (no buffer: every message is a
+// WRITE WITH IMMEDIATE) on the QP.
+int osf_rdma_verbs_recv(struct osf_rdma_rx *rx, uint64_t wr_id)
+{
+	struct ibv_recv_wr wr, *bad = NULL;
+	int rc;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	errno = 0;
+	rc = ibv_post_recv((struct ibv_qp *)rx->qp, &wr, &bad);
+	return rc == 0 ? 0 : (rc > 0 ? rc : (errno ? errno : EIO));
+}
+
+// osf_rdma_sim_recv counts a receive posted on the stand-in's link.
+int osf_rdma_sim_recv(struct osf_rdma_rx *rx, uint64_t wr_id)
+{
+	(void)wr_id;
+	rx->sim_rq++;
+	return 0;
+}
+
+// osf_rdma_sim_poll plays the device for the stand-in's socket (sim.go,
+// the message format): it places each write's payload into the receiving
+// ring at its offset and completes a posted receive for each immediate,
+// in order; with none posted it stops (RNR). A message that does not fit
+// the ring (or names the ring we send) breaks the link (-EPROTO); the
+// socket's end is one flushed receive, after everything the peer sent.
+int osf_rdma_sim_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *wc, int n)
+{
+	uint8_t *h = rx->sim_hdr;
+	uint32_t off, len, imm, take;
+	int got = 0;
+	ssize_t r;
+
+	while (got < n) {
+		uint32_t used = 0;
+
+		while (got < n) {
+			if (!rx->sim_cur) {
+				if (rx->sim_have - used < 16)
+					break;
+				memcpy(h, rx->sim_buf + used, 16);
+				used += 16;
+				memcpy(&off, h + 4, 4);
+				memcpy(&len, h + 8, 4);
+				off = le32toh(off);
+				len = le32toh(len);
+				if (h[0] != 1 || h[1] > 1 || (uint64_t)off + len > rx->size ||
+				    (len > 0 && h[1] != 1 - rx->side)) {
+					rx->sim_have = 0;
+					return -EPROTO;
+				}
+				rx->sim_cur = 1;
+				rx->sim_left = len;
+			}
+			if (rx->sim_left) {
+				memcpy(&off, h + 4, 4);
+				memcpy(&len, h + 8, 4);
+				off = le32toh(off);
+				len = le32toh(len);
+				take = rx->sim_have - used;
+				if (take > rx->sim_left)
+					take = rx->sim_left;
+				if (take == 0)
+					break;
+				memcpy((uint8_t *)(uintptr_t)rx->sim_ring + off + (len - rx->sim_left),
+				       rx->sim_buf + used, take);
+				used += take;
+				rx->sim_left -= take;
+				if (rx->sim_left)
+					break;
+			}
+			if (h[2] & 1) {
+				if (rx->sim_rq == 0)
+					break; // RNR: until a receive is posted
+				rx->sim_rq--;
+				memcpy(&imm, h + 12, 4);
+				wc[got++] = (struct osf_rdma_wc){
+					.wr_id = osf_rdma_wrid(OSF_RDMA_WR_RECV, rx->tx->id, 0),
+					.status = OSF_RDMA_WC_OK, .imm = le32toh(imm), .has_imm = 1};
+			}
+			rx->sim_cur = 0;
+		}
+		if (used) {
+			memmove(rx->sim_buf, rx->sim_buf + used, rx->sim_have - used);
+			rx->sim_have -= used;
+		}
+		if (got == n || (rx->sim_cur && !rx->sim_left && rx->sim_rq == 0))
+			break;
+		if (rx->sim_eof || rx->sim_fd < 0)
+			break;
+		do
+			r = recv(rx->sim_fd, rx->sim_buf + rx->sim_have,
+				 sizeof(rx->sim_buf) - rx->sim_have, MSG_DONTWAIT);
+		while (r < 0 && errno == EINTR);
+		if (r > 0) {
+			rx->sim_have += (uint32_t)r;
+			continue;
+		}
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		rx->sim_eof = 1; // the peer's end, after everything it sent
+		break;
+	}
+	if (rx->sim_eof == 1 && got == 0) {
+		rx->sim_eof = 2;
+		wc[got++] = (struct osf_rdma_wc){
+			.wr_id = osf_rdma_wrid(OSF_RDMA_WR_RECV, rx->tx->id, 0),
+			.status = OSF_RDMA_WC_FLUSH};
+	}
+	return got;
+}

@@ -1,0 +1,450 @@
+/* rx.h: the receiving half of an RDMA stream (docs/ARCHITECTURE.md, "RDMA
+ * transport", "Receiving"), in C: the progress engine (stream.go) applies
+ * it through cgo, over a verbs CQ or the stand-in's socket (rx.c). It is
+ * written to be run by an application's thread too, under the same
+ * try-lock (rx_lock); that caller path was measured and is not enabled
+ * (docs/DESIGN.md D4).
+ *
+ * The rule (osf_rdma_rx_one) applies one completion: the peer's DATA
+ * (the new head of the ring it writes, published into the local segment
+ * after the payload, which landed before the completion), CREDIT (its
+ * consumer position of the ring we write), FLAGS (FIN), the completion of
+ * our own sends (counted for tx.h), and reposts the receive the peer's
+ * message used. Everything the peer sent is checked against what this
+ * process knows: a head at most one ring beyond the credit we gave, a
+ * credit at most what we sent, known kinds and flags; the peer's values
+ * are positions, never addresses, and are only compared and stored. What
+ * the rule does not do itself it leaves, in order, to the engine as one
+ * event (struct osf_rdma_ev): a failed or flushed completion, the peer's
+ * CLOSE, a probe's or CLOSE's completion, a violation (the engine resets
+ * the connection). While an event waits nobody takes more completions.
+ *
+ * It wakes the local side's waiters as a peer process would (segment.h,
+ * the wake protocol): a reader that asked (rx_want) gets tokens on the
+ * engine's end of the application's wake socket after a DATA or FIN, a
+ * writer waiting for room on the writers' socket after a CREDIT.
+ *
+ * struct osf_rdma_rx lives and dies with its struct osf_rdma_tx (tx.c: the
+ * same reuse, the same generation). rx_lock serialises taking
+ * completions; the engine sets the wake sockets to -1 under it before it
+ * closes them, and retires the struct under it.
+ */
+#ifndef OSF_SDP_RDMA_RX_H
+#define OSF_SDP_RDMA_RX_H
+
+#include "tx.h"
+#include "../segment.h"
+
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+/* More work request and immediate kinds (link.go, imm.go). */
+#define OSF_RDMA_WR_CREDIT 3u /* zero-length WRITE WITH IMMEDIATE: credit */
+#define OSF_RDMA_WR_CLOSE 5u
+#define OSF_RDMA_WR_RECV 6u
+#define OSF_RDMA_WR_PROBE 7u
+#define OSF_RDMA_IMM_CREDIT 1u
+#define OSF_RDMA_IMM_CLOSE 3u
+#define OSF_RDMA_CLOSE_GRACEFUL 0u
+#define OSF_RDMA_CLOSE_ABORT 1u
+/* Receives kept posted (the engine's rqDepth): a peer with a full send
+ * queue in flight never finds none. */
+#define OSF_RDMA_RQ_DEPTH (2u * OSF_RDMA_SQ_DEPTH)
+/* Completion status: success, and the flush of a broken queue pair
+ * (ibv_wc_status). */
+#define OSF_RDMA_WC_OK 0u
+#define OSF_RDMA_WC_FLUSH 5u
+
+/* One completion, from a verbs CQ or the stand-in. */
+struct osf_rdma_wc {
+	uint64_t wr_id;
+	uint32_t status;
+	uint32_t imm; /* host order; valid with has_imm */
+	uint32_t has_imm;
+	uint32_t pad;
+};
+
+/* What the rule leaves to the engine. */
+#define OSF_RDMA_EV_NONE 0u
+#define OSF_RDMA_EV_BROKEN 1u    /* a completion failed: wc.status */
+#define OSF_RDMA_EV_CLOSE 2u     /* the peer's CLOSE: value is its code */
+#define OSF_RDMA_EV_SENT 3u      /* our probe or CLOSE completed: wc.wr_id */
+#define OSF_RDMA_EV_VIOLATION 4u /* the peer broke the protocol: why */
+#define OSF_RDMA_EV_FAIL 5u      /* a local failure: why */
+struct osf_rdma_ev {
+	uint32_t what;
+	uint32_t value;
+	struct osf_rdma_wc wc;
+	char why[120];
+};
+
+struct osf_rdma_rx;
+
+/* A taker takes up to n completions without blocking: how many, or
+ * -errno (the link broke). */
+typedef int (*osf_rdma_poll_fn)(struct osf_rdma_rx *rx, struct osf_rdma_wc *wc, int n);
+/* A receive poster posts the receive wr_id: 0 or an errno. */
+typedef int (*osf_rdma_recv_fn)(struct osf_rdma_rx *rx, uint64_t wr_id);
+
+struct osf_rdma_rx {
+	uint32_t lock;   /* rx_lock: 0 free, 1 held */
+	uint32_t down;   /* the engine: the link is down, or the stream dead */
+	struct osf_rdma_tx *tx;
+	/* The local segment (the engine's mapping, mapped until retired). */
+	struct osf_seg_hdr *hdr;
+	int32_t side;  /* the application's side; the engine plays 1 - side */
+	uint32_t size; /* bytes per ring */
+	uint32_t lowat;
+	int32_t wake;    /* the engine's end of the application's wake socket, or -1 */
+	int32_t wake_tx; /* of the writers' wake socket, or -1 */
+	int32_t kick;    /* the engine's eventfd */
+	/* Under lock. */
+	uint64_t head;     /* the peer's producer position of ring 1 - side */
+	uint64_t credited; /* our consumer position last reported (written
+			      under tx.h's lock: osf_rdma_credit_post) */
+	uint32_t peer_fin, peer_closed;
+	uint32_t recvs;    /* receives posted, not completed */
+	uint32_t recv_seq; /* receives ever posted */
+	struct osf_rdma_ev ev; /* the event waiting for the engine */
+	/* How to take completions and post receives (NULL: the engine's Go
+	 * link does, as fakes in tests). */
+	osf_rdma_poll_fn poll;
+	osf_rdma_recv_fn post_recv;
+	void *cq, *qp;       /* verbs */
+	int32_t sim_fd;      /* the stand-in's socket, or -1 */
+	uint32_t sim_rq;     /* the stand-in: receives posted and not used */
+	uint64_t sim_ring;   /* the stand-in: the address of ring 1 - side */
+	uint32_t sim_have;   /* the stand-in: bytes in sim_buf */
+	uint32_t sim_left;   /* payload bytes of the current write still to come */
+	uint8_t sim_hdr[16]; /* its header */
+	uint32_t sim_cur;    /* 1: a write's header is in sim_hdr */
+	uint32_t sim_eof;
+	/* Counters (relaxed; osfstat, logs and tests). */
+	uint64_t bytes_in;
+	uint64_t engine_wcs; /* by the engine */
+	/* Completions taken from the device and not applied yet (an event
+	 * stopped the rule before them): stash[stash_i, stash_n). */
+	uint32_t stash_i, stash_n;
+	struct osf_rdma_wc stash[16];
+	uint8_t sim_buf[4096];
+};
+
+static inline struct osf_seg_side *osf_rdma_rx_app(const struct osf_rdma_rx *rx)
+{
+	return &rx->hdr->side[rx->side];
+}
+
+/* osf_rdma_rx_tokens sends the local side's waiters of one kind (want,
+ * waiters and tokens words) their wake tokens on sock, as a peer process
+ * does (side.c osf_side_send_tokens): at least one, counted before they
+ * are sent; a send that fails, other than at the end of the application's
+ * socket, raises the want flag again. */
+static inline void osf_rdma_rx_tokens(int sock, uint32_t *want, uint32_t *waiters,
+				      uint32_t *tokens)
+{
+	static const char zeros[OSF_WAKE_MAX_TOKENS];
+	uint32_t n = osf_wake_tokens(__atomic_load_n(waiters, __ATOMIC_RELAXED)), v;
+	ssize_t r;
+	int saved = errno;
+
+	if (sock < 0)
+		return;
+	__atomic_add_fetch(tokens, n, __ATOMIC_ACQ_REL);
+	r = sendto(sock, zeros, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+	if (r < (ssize_t)n) {
+		uint32_t back = n - (uint32_t)(r > 0 ? r : 0);
+
+		v = __atomic_load_n(tokens, __ATOMIC_RELAXED);
+		while (!__atomic_compare_exchange_n(tokens, &v, v > back ? v - back : 0, 0,
+						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			;
+		/* The end (EPIPE, ECONNRESET) is the engine's to see, on
+		 * its end of the socket. */
+		if (r >= 0 || (errno != EPIPE && errno != ECONNRESET))
+			__atomic_store_n(want, 1, __ATOMIC_RELEASE);
+	}
+	errno = saved;
+}
+
+/* osf_rdma_rx_wake_reader wakes the application's readers if they asked
+ * (after a DATA or FIN was published). */
+static inline void osf_rdma_rx_wake_reader(struct osf_rdma_rx *rx)
+{
+	struct osf_seg_side *a = osf_rdma_rx_app(rx);
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&a->rx_want, __ATOMIC_RELAXED) ||
+	    !__atomic_exchange_n(&a->rx_want, 0, __ATOMIC_ACQ_REL))
+		return;
+	osf_rdma_rx_tokens(rx->wake, &a->rx_want, &a->rx_waiters, &a->rx_tokens);
+}
+
+/* osf_rdma_rx_wake_writer wakes an application's writer waiting for room
+ * once its ring (head of ours, tail the peer's credit) has the low-water
+ * mark free. */
+static inline void osf_rdma_rx_wake_writer(struct osf_rdma_rx *rx, uint64_t tail)
+{
+	struct osf_seg_side *a = osf_rdma_rx_app(rx);
+	uint64_t head;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&a->tx_want, __ATOMIC_RELAXED))
+		return;
+	head = __atomic_load_n(&rx->hdr->ring[rx->side].head, __ATOMIC_ACQUIRE);
+	if (head - tail > rx->size || rx->size - (head - tail) < rx->lowat)
+		return;
+	if (__atomic_exchange_n(&a->tx_want, 0, __ATOMIC_ACQ_REL))
+		osf_rdma_rx_tokens(rx->wake_tx, &a->tx_want, &a->tx_waiters, &a->tx_tokens);
+}
+
+/* osf_rdma_advance is imm.go's Advance: the position whose low 28 bits
+ * are low, nearest at or after from. */
+static inline uint64_t osf_rdma_advance(uint64_t from, uint32_t low)
+{
+	return from + (uint64_t)((low - (uint32_t)from) & OSF_RDMA_IMM_MASK);
+}
+
+/* osf_rdma_rx_event records what the engine must do and returns 1. */
+static inline int osf_rdma_rx_event(struct osf_rdma_rx *rx, uint32_t what, uint32_t value,
+				    const struct osf_rdma_wc *wc)
+{
+	rx->ev.what = what;
+	rx->ev.value = value;
+	rx->ev.wc = *wc;
+	return 1;
+}
+
+#define OSF_RDMA_RX_BAD(rx, what, wc, ...)                                     \
+	(snprintf((rx)->ev.why, sizeof((rx)->ev.why), __VA_ARGS__),            \
+	 osf_rdma_rx_event((rx), (what), 0, (wc)))
+
+static inline void osf_rdma_tx_lock_spin(struct osf_rdma_tx *tx)
+{
+	int i;
+
+	for (i = 0; !osf_rdma_tx_trylock(tx); i++)
+		if (i > 64)
+			sched_yield();
+}
+
+/* osf_rdma_rx_repost posts a receive for the one the peer used (the
+ * engine's Go link does it where there is no poster). */
+static inline int osf_rdma_rx_repost(struct osf_rdma_rx *rx, const struct osf_rdma_wc *wc)
+{
+	int rc;
+
+	if (!rx->post_recv || rx->recvs >= OSF_RDMA_RQ_DEPTH)
+		return 0;
+	rc = rx->post_recv(rx, osf_rdma_wrid(OSF_RDMA_WR_RECV, rx->tx->id, rx->recv_seq));
+	if (rc)
+		return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_FAIL, wc, "rdma: post receive: errno %d", rc);
+	rx->recv_seq++;
+	rx->recvs++;
+	return 0;
+}
+
+/* osf_rdma_rx_data applies the immediate of a receive completion. */
+static inline int osf_rdma_rx_imm(struct osf_rdma_rx *rx, const struct osf_rdma_wc *wc)
+{
+	struct osf_rdma_tx *tx = rx->tx;
+	uint32_t kind = wc->imm >> OSF_RDMA_IMM_BITS, v = wc->imm & OSF_RDMA_IMM_MASK;
+	static const char *const names[] = {"DATA", "CREDIT", "FLAGS", "CLOSE"};
+	uint64_t head, tail, peer_tail, sent;
+
+	if (rx->peer_closed)
+		return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_VIOLATION, wc, "%s after CLOSE",
+				       kind < 4 ? names[kind] : "immediate");
+	switch (kind) {
+	case OSF_RDMA_IMM_DATA:
+		if (rx->peer_fin)
+			return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_VIOLATION, wc, "DATA after FIN");
+		head = osf_rdma_advance(rx->head, v);
+		if (head == rx->head ||
+		    head - __atomic_load_n(&rx->credited, __ATOMIC_ACQUIRE) > rx->size)
+			return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_VIOLATION, wc,
+					       "DATA to %llu with head %llu and credit %llu (ring %u)",
+					       (unsigned long long)head,
+					       (unsigned long long)rx->head,
+					       (unsigned long long)rx->credited, rx->size);
+		__atomic_add_fetch(&rx->bytes_in, head - rx->head, __ATOMIC_RELAXED);
+		__atomic_store_n(&rx->head, head, __ATOMIC_RELAXED);
+		/* Release: after the payload, which landed before this
+		 * completion. */
+		__atomic_store_n(&rx->hdr->ring[1 - rx->side].head, head, __ATOMIC_RELEASE);
+		osf_rdma_rx_wake_reader(rx);
+		return 0;
+	case OSF_RDMA_IMM_CREDIT:
+		osf_rdma_tx_lock_spin(tx);
+		peer_tail = tx->peer_tail;
+		sent = tx->sent;
+		tail = osf_rdma_advance(peer_tail, v);
+		if (tail - peer_tail > sent - peer_tail) {
+			osf_rdma_tx_unlock(tx);
+			return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_VIOLATION, wc,
+					       "CREDIT to %llu beyond %llu sent",
+					       (unsigned long long)tail, (unsigned long long)sent);
+		}
+		__atomic_store_n(&tx->peer_tail, tail, __ATOMIC_RELAXED);
+		osf_rdma_tx_unlock(tx);
+		__atomic_store_n(&rx->hdr->ring[rx->side].tail, tail, __ATOMIC_RELEASE);
+		osf_rdma_rx_wake_writer(rx, tail);
+		return 0;
+	case OSF_RDMA_IMM_FLAGS:
+		if (v != OSF_RDMA_IMM_FIN)
+			return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_VIOLATION, wc, "FLAGS %#x", v);
+		rx->peer_fin = 1;
+		__atomic_or_fetch(&rx->hdr->side[1 - rx->side].flags, OSF_SIDE_FIN,
+				  __ATOMIC_SEQ_CST);
+		osf_rdma_rx_wake_reader(rx);
+		return 0;
+	case OSF_RDMA_IMM_CLOSE:
+		if (v != OSF_RDMA_CLOSE_GRACEFUL && v != OSF_RDMA_CLOSE_ABORT)
+			return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_VIOLATION, wc, "CLOSE %#x", v);
+		rx->peer_closed = 1;
+		return osf_rdma_rx_event(rx, OSF_RDMA_EV_CLOSE, v, wc);
+	}
+	return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_VIOLATION, wc, "immediate kind %u", kind);
+}
+
+/* osf_rdma_rx_one applies one completion, rx_lock held: 0 when done, 1
+ * when it left an event to the engine (rx->ev). */
+static inline int osf_rdma_rx_one(struct osf_rdma_rx *rx, const struct osf_rdma_wc *wc)
+{
+	struct osf_rdma_tx *tx = rx->tx;
+	uint32_t kind = (uint32_t)(wc->wr_id >> 56), seq = (uint32_t)wc->wr_id, conn;
+	int bad;
+
+	conn = (uint32_t)(wc->wr_id >> 32) & OSF_RDMA_WRID_CONN_MASK;
+	if (conn != (tx->id & OSF_RDMA_WRID_CONN_MASK))
+		return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_FAIL, wc,
+				       "rdma: completion for connection %u on connection %u",
+				       conn, tx->id);
+	if (kind == OSF_RDMA_WR_RECV) {
+		if (rx->recvs > 0)
+			rx->recvs--;
+		if (wc->status != OSF_RDMA_WC_OK)
+			return __atomic_load_n(&rx->down, __ATOMIC_ACQUIRE)
+				       ? 0
+				       : osf_rdma_rx_event(rx, OSF_RDMA_EV_BROKEN, 0, wc);
+		if (__atomic_load_n(&rx->down, __ATOMIC_ACQUIRE))
+			return 0;
+		if (!wc->has_imm)
+			return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_VIOLATION, wc,
+					       "message without immediate");
+		bad = osf_rdma_rx_imm(rx, wc);
+		if (bad || rx->peer_closed)
+			return bad;
+		return osf_rdma_rx_repost(rx, wc);
+	}
+	/* A send: in order, so everything up to it is complete. */
+	if (wc->status != OSF_RDMA_WC_OK)
+		return __atomic_load_n(&rx->down, __ATOMIC_ACQUIRE)
+			       ? 0
+			       : osf_rdma_rx_event(rx, OSF_RDMA_EV_BROKEN, 0, wc);
+	osf_rdma_tx_lock_spin(tx);
+	bad = osf_rdma_tx_complete(tx, seq);
+	osf_rdma_tx_unlock(tx);
+	if (bad)
+		return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_FAIL, wc,
+				       "rdma: completion for unposted work request %u (posted %u)",
+				       seq, tx->posted);
+	if (kind == OSF_RDMA_WR_PROBE || kind == OSF_RDMA_WR_CLOSE)
+		return osf_rdma_rx_event(rx, OSF_RDMA_EV_SENT, kind, wc);
+	return 0;
+}
+
+/* osf_rdma_rx_poll takes and applies completions, rx_lock held, at most
+ * max (0: until there are none): how many it applied; it stops at an
+ * event (rx->ev.what), and does nothing while one waits. A taker's error
+ * is an event too. Completions taken and not applied wait in the stash,
+ * first in line. */
+static inline int osf_rdma_rx_poll(struct osf_rdma_rx *rx, int max, uint64_t *counter)
+{
+	int n, done = 0;
+
+	if (!rx->poll)
+		return 0;
+	while (rx->ev.what == OSF_RDMA_EV_NONE && (!max || done < max)) {
+		if (rx->stash_i == rx->stash_n) {
+			rx->stash_i = rx->stash_n = 0;
+			n = rx->poll(rx, rx->stash, 16);
+			if (n < 0) {
+				struct osf_rdma_wc none = {0, 0, 0, 0, 0};
+
+				OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_FAIL, &none,
+						"rdma: poll: errno %d", -n);
+				break;
+			}
+			if (n == 0)
+				break;
+			rx->stash_n = (uint32_t)n;
+		}
+		done++;
+		__atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+		(void)osf_rdma_rx_one(rx, &rx->stash[rx->stash_i++]);
+	}
+	return done;
+}
+
+static inline int osf_rdma_rx_trylock(struct osf_rdma_rx *rx)
+{
+	uint32_t free = 0;
+
+	return __atomic_compare_exchange_n(&rx->lock, &free, 1, 0, __ATOMIC_ACQUIRE,
+					   __ATOMIC_RELAXED);
+}
+
+static inline void osf_rdma_rx_unlock(struct osf_rdma_rx *rx)
+{
+	__atomic_store_n(&rx->lock, 0, __ATOMIC_RELEASE);
+}
+
+/* osf_rdma_credit_due reports whether the consumption up to tail is worth
+ * reporting to the peer (SMC-R's rule): a quarter ring or more consumed
+ * since the last report, or the peer's view of the ring more than half
+ * full (a writer there may wait for room); always with force. */
+static inline int osf_rdma_credit_due(const struct osf_rdma_rx *rx, uint64_t tail, int force)
+{
+	uint64_t credited = __atomic_load_n(&rx->credited, __ATOMIC_ACQUIRE);
+	/* The rule's head, not the segment's: the struct outlives the
+	 * connection (a reader may still hold it), the mapping does not. */
+	uint64_t head = __atomic_load_n(&rx->head, __ATOMIC_RELAXED);
+
+	if (tail == credited || tail - credited > head - credited)
+		return 0;
+	return force || tail - credited >= rx->size / 4 || head - credited > rx->size / 2;
+}
+
+/* osf_rdma_credit_post posts a CREDIT for tail, tx's lock held: 0, -1
+ * when the send queue has no slot (later), else the poster's errno.
+ * credited moves before the post, so that the peer's next DATA, which may
+ * come before the post returns, is checked against it (moved back when
+ * the post fails). */
+static inline int osf_rdma_credit_post(struct osf_rdma_rx *rx, uint64_t tail)
+{
+	struct osf_rdma_tx *tx = rx->tx;
+	struct osf_rdma_wr wr;
+	uint64_t was = rx->credited;
+	uint32_t seq = tx->posted;
+	int rc;
+
+	if (osf_rdma_tx_sq_free(tx) < 1 || !tx->post)
+		return -1;
+	wr = (struct osf_rdma_wr){
+		.wr_id = osf_rdma_wrid(OSF_RDMA_WR_CREDIT, tx->id, seq),
+		.imm = osf_rdma_imm(OSF_RDMA_IMM_CREDIT, tail),
+		.kind = OSF_RDMA_WR_CREDIT, .with_imm = 1, .ring = tx->side,
+		.signaled = (uint8_t)osf_rdma_tx_signaled(seq, 0)};
+	__atomic_store_n(&rx->credited, tail, __ATOMIC_RELEASE);
+	rc = tx->post(tx, &wr, 1);
+	if (rc) {
+		__atomic_store_n(&rx->credited, was, __ATOMIC_RELEASE);
+		return rc;
+	}
+	osf_rdma_tx_commit(tx, &wr, 1);
+	return 0;
+}
+
+#endif
