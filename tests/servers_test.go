@@ -579,24 +579,16 @@ func readFile(dir, name string) string {
 	return string(b)
 }
 
-// haproxyConf is a haproxy front end on 127.0.0.1:%[1]d (two threads)
-// that relays HTTP to nginx on 127.0.0.1:%[2]d, reusing its connections
-// to nginx across clients.
-const haproxyConf = `global
-    maxconn 256
-    nbthread 2
-defaults
-    mode http
-    timeout connect 10s
-    timeout client 30s
-    timeout server 30s
-frontend fe
-    bind 127.0.0.1:%[1]d
-    default_backend be
-backend be
-    http-reuse always
-    server nginx 127.0.0.1:%[2]d
-`
+// haproxyConf is conf/haproxy.cfg (shared with make bench) for a front
+// end on port front relaying to nginx on port nginx.
+func haproxyConf(t *testing.T, front, nginx int) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("conf", "haproxy.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(strings.NewReplacer("FRONT_PORT", strconv.Itoa(front), "NGINX_PORT", strconv.Itoa(nginx)).Replace(string(b)))
+}
 
 // TestServerHaproxyNginx runs curl -> haproxy -> nginx (master and two
 // workers, sendfile): an 8 MiB random file must come through intact
@@ -616,7 +608,7 @@ func TestServerHaproxyNginx(t *testing.T) {
 			testutil.WriteRandomFile(t, filepath.Join(dir, "www"), "small.bin", 200)
 			hport := testutil.FreePort(t)
 			conf := filepath.Join(dir, "haproxy.cfg")
-			if err := os.WriteFile(conf, fmt.Appendf(nil, haproxyConf, hport, nport), 0o644); err != nil {
+			if err := os.WriteFile(conf, haproxyConf(t, hport, nport), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			hp := m.cmd(t, nil, haproxy, "-db", "-f", conf).Start()

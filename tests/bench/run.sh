@@ -697,22 +697,7 @@ APACHE
 # haproxy_start SIDE PORT NGINX_PORT: haproxy (two threads) relaying to
 # nginx on NGINX_PORT, reusing its connections to nginx across clients.
 haproxy_start() {
-	cat >"$HTTP_DIR/haproxy-$2.cfg" <<HAPROXY
-global
-    maxconn 256
-    nbthread 2
-defaults
-    mode http
-    timeout connect 10s
-    timeout client 30s
-    timeout server 30s
-frontend fe
-    bind 127.0.0.1:$2
-    default_backend be
-backend be
-    http-reuse always
-    server nginx 127.0.0.1:$3
-HAPROXY
+	sed -e "s/FRONT_PORT/$2/" -e "s/NGINX_PORT/$3/" "$ROOT/tests/conf/haproxy.cfg" >"$HTTP_DIR/haproxy-$2.cfg"
 	http_bg "$1" "$2" haproxy -db -f "$HTTP_DIR/haproxy-$2.cfg"
 }
 
