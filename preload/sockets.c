@@ -551,6 +551,18 @@ static int port_hold(const struct osf_bound_port *bp)
 	return fd;
 }
 
+/* addr16 is address a of family fam in IPv6 form (an IPv4 one
+ * v4-mapped, so that a v4 socket's and a dual-stack one's compare). */
+static void addr16(int32_t fam, const uint8_t *a, uint8_t a16[16])
+{
+	if (fam == AF_INET) {
+		memcpy(a16, osf_name_v4mapped, 12);
+		memcpy(a16 + 12, a, 4);
+	} else {
+		memcpy(a16, a, 16);
+	}
+}
+
 /* split16 splits the sockaddr at b (len bytes; the fd table and
  * connect's in.bound keep them in 28) into its address in IPv6 form (an
  * IPv4 one v4-mapped, so that a v4 socket's and a dual-stack one's
@@ -565,12 +577,7 @@ static int split16(const void *b, size_t len, uint8_t a16[16], uint16_t *port)
 	memcpy(&ss, b, len < sizeof(ss) ? len : sizeof(ss));
 	if (!sa_split((struct sockaddr *)&ss, sizeof(struct sockaddr_in6), &fam, a, port))
 		return 0;
-	if (fam == AF_INET) {
-		memcpy(a16, osf_name_v4mapped, 12);
-		memcpy(a16 + 12, a, 4);
-	} else {
-		memcpy(a16, a, 16);
-	}
+	addr16(fam, a, a16);
 	return 1;
 }
 
@@ -596,12 +603,7 @@ static void connect_unspec(struct osf_core_connect_in *in)
 	int v4 = in->family == AF_INET;
 	int bound4 = split16(in->bound, sizeof(in->bound), b16, &bport) && osf_name_is4(b16);
 
-	if (v4) {
-		memcpy(a16, osf_name_v4mapped, 12);
-		memcpy(a16 + 12, in->addr, 4);
-	} else {
-		memcpy(a16, in->addr, 16);
-	}
+	addr16(in->family, in->addr, a16);
 	if (!osf_name_unspec(a16))
 		return;
 	if (!v4 && !osf_name_is4(a16) && !bound4) {
@@ -614,6 +616,15 @@ static void connect_unspec(struct osf_core_connect_in *in)
 	       bound4 && !osf_name_unspec(b16) ? b16 + 12 : lo4, 4);
 }
 
+/* bp_set_addr makes the connection address local (28 bytes, the fd
+ * table's) bp's address, keeping its options. */
+static void bp_set_addr(struct osf_bound_port *bp, const uint8_t local[28])
+{
+	memcpy(&bp->ss, local, 28);
+	bp->len = bp->ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					       : sizeof(struct sockaddr_in);
+}
+
 /* narrow_to_local: a socket bound to a wildcard address before connect
  * holds, once connected, only the address it connected from (TCP sets
  * the bound address at connect: a dual-stack [::]:P connected over ::1
@@ -621,11 +632,8 @@ static void connect_unspec(struct osf_core_connect_in *in)
  * the connection's own, with the same port. */
 static void narrow_to_local(struct osf_bound_port *bp, const uint8_t local[28])
 {
-	if (!wildcard_bound((const uint8_t *)&bp->ss))
-		return;
-	memcpy(&bp->ss, local, 28);
-	bp->len = bp->ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-					       : sizeof(struct sockaddr_in);
+	if (wildcard_bound((const uint8_t *)&bp->ss))
+		bp_set_addr(bp, local);
 }
 
 /* narrow_hold does the same to a kept holder h (the application's own
@@ -703,12 +711,7 @@ static int tuple_taken(const struct osf_core_connect_in *in)
 
 	if (!split16(in->bound, sizeof(in->bound), b, &bport) || bport == 0)
 		return 0;
-	if (in->family == AF_INET) {
-		memcpy(d, osf_name_v4mapped, 12);
-		memcpy(d + 12, in->addr, 4);
-	} else {
-		memcpy(d, in->addr, 16);
-	}
+	addr16(in->family, in->addr, d);
 	OSF_FDT_FOREACH(fd, c) {
 		if (!osf_kind_is_conn(c->kind) || !split16(c->local, 28, x, &p) || p != bport ||
 		    (!osf_name_unspec(b) && memcmp(b, x, 16)))
@@ -1094,22 +1097,26 @@ OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 
 /* ---- per-connection calls --------------------------------------------------- */
 
+/* served_on reports c's local address and port (split16) when it is an
+ * offloaded connection accepted in this process. */
+static int served_on(const struct osf_fdt_entry *c, uint8_t a[16], uint16_t *port)
+{
+	return osf_kind_is_conn(c->kind) && c->role == OSF_ROLE_SERVER &&
+	       split16(c->local, sizeof(c->local), a, port);
+}
+
 /* accepted_hold reports whether this process has offloaded connections
  * accepted on port (they stand for TCP connections that would hold it). */
 static int accepted_hold(uint16_t port)
 {
 	struct osf_fdt_entry *c;
+	uint8_t a[16];
+	uint16_t p;
 	int fd;
 
-	OSF_FDT_FOREACH(fd, c) {
-		int32_t fam;
-		uint8_t a[16];
-		uint16_t p;
-		if (osf_kind_is_conn(c->kind) && c->role == OSF_ROLE_SERVER &&
-		    sa_split((struct sockaddr *)c->local, sizeof(c->local), &fam, a, &p) &&
-		    p == port)
+	OSF_FDT_FOREACH(fd, c)
+		if (served_on(c, a, &p) && p == port)
 			return 1;
-	}
 	return 0;
 }
 
@@ -1161,22 +1168,14 @@ void osf_listener_port_read(int fd, const struct osf_fdt_entry *e, int alone,
 	errno = saved;
 }
 
-/* served_on reports c's local address and port (split16) when it is an
- * offloaded connection accepted in this process. */
-static int served_on(const struct osf_fdt_entry *c, uint8_t a[16], uint16_t *port)
-{
-	return osf_kind_is_conn(c->kind) && c->role == OSF_ROLE_SERVER &&
-	       split16(c->local, sizeof(c->local), a, port);
-}
-
 void osf_listener_port_keep(const struct osf_listener_port *lp)
 {
-	uint8_t held[OSF_KEPT_ADDRS][16], want[16], a[16];
+	uint8_t held[OSF_KEPT_ADDRS][16], a[16];
 	struct osf_fdt_entry *c;
 	uint16_t port = 0, p;
 	int n = 0, fd, i, saved = errno;
 
-	if (!lp->keep || !split16(&lp->bp.ss, lp->bp.len, want, &port))
+	if (!lp->keep || !split16(&lp->bp.ss, lp->bp.len, a, &port))
 		return;
 	OSF_FDT_FOREACH(fd, c) {
 		struct osf_bound_port bp = lp->bp;
@@ -1187,9 +1186,7 @@ void osf_listener_port_keep(const struct osf_listener_port *lp)
 			;
 		if (i < n)
 			continue;
-		memcpy(&bp.ss, c->local, sizeof(c->local));
-		bp.len = bp.ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-						     : sizeof(struct sockaddr_in);
+		bp_set_addr(&bp, c->local);
 		if ((pfd = port_hold(&bp)) < 0 || (h = osf_fdt_hide(pfd, fd)) < 0) {
 			if (pfd >= 0)
 				REAL(close)(pfd);
