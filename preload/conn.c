@@ -89,6 +89,8 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	 * progress engine writes the rings without the producer's lock. */
 	osf_side_set_trim(&c->s, !rdma && !(__atomic_load_n(&osf_seg_hdr(base, ring_bytes)->flags,
 							    __ATOMIC_RELAXED) & OSF_SEG_F_RDMA));
+	/* The same test: an engine maps positions without the base. */
+	c->s.rebase = c->s.trim;
 	c->fds = 1;
 	c->base = base;
 	c->map_bytes = (size_t)osf_seg_bytes(ring_bytes);

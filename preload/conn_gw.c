@@ -63,7 +63,7 @@ static int gw_take(int fd, struct osf_conn *c, int *err)
 	used = osf_side_rx_used(&c->s);
 	if (used >= GW_REPLY_BYTES) {
 		uint64_t tail = c->s.rx->tail;
-		osf_ring_copy_out(c->s.rxd, c->s.mask, tail + c->s.rxb, b, GW_REPLY_BYTES);
+		osf_side_rx_copy(&c->s, tail, b, GW_REPLY_BYTES);
 		__atomic_store_n(&c->s.rx->tail, tail + GW_REPLY_BYTES,
 				 __ATOMIC_RELEASE);
 		*err = osf_gw_reply_errno(b);
@@ -190,7 +190,7 @@ int osf_conn_gw_notice(int fd, struct osf_fdt_entry *e, uint8_t b[48],
 		used = osf_side_rx_used(&c->s);
 		tail = c->s.rx->tail;
 		if (used >= (int64_t)sizeof(m)) {
-			osf_ring_copy_out(c->s.rxd, c->s.mask, tail + c->s.rxb, m, sizeof(m));
+			osf_side_rx_copy(&c->s, tail, m, sizeof(m));
 			for (i = 0; i < 32; i++) /* constant time */
 				diff |= m[GW_NOTICE_BYTES + i] ^ token[i];
 			if (osf_gw_notice_ok(m) && !diff) {

@@ -49,16 +49,20 @@ static void cur_skip_empty(struct iovcur *cur)
 	}
 }
 
-/* ring_iov copies n bytes between biased ring position pos (segment.h)
- * and the iovecs: out of
+/* ring_iov copies n bytes between ring position pos, seen through view v
+ * (segment.h), and the iovecs: out of
  * the ring into them (to_iov), or from them into the ring. It returns -1
  * (nothing copied) when the program's buffers cannot take or give them
  * all, as the kernel fails a copy to or from a bad buffer with EFAULT
  * (fault.c). Inlined, so each caller gets its direction's copy only. */
 static inline __attribute__((always_inline)) int
-ring_iov(struct iovcur *cur, uint8_t *data, uint32_t mask, uint64_t pos,
+ring_iov(struct iovcur *cur, struct osf_ring_view v, uint64_t pos,
 	 size_t n, int to_iov)
 {
+	uint8_t *data = v.d;
+	uint32_t mask = v.mask;
+
+	pos += v.bias;
 	if (osf_probe_iov(cur->iov, cur->cnt, cur->i, cur->off, n, to_iov) < 0)
 		return -1;
 	while (n > 0) {
@@ -284,7 +288,7 @@ recv_oob(int fd, struct osf_conn *c, struct iovcur *cur, ssize_t total, int flag
 		return OSF_FAIL(EINVAL);
 	}
 	if (total > 0 && !(flags & MSG_TRUNC) &&
-	    ring_iov(cur, c->s.rxd, c->s.mask, u - 1 + c->s.rxb, 1, 1) < 0) {
+	    ring_iov(cur, osf_side_rx_view(&c->s), u - 1, 1, 1) < 0) {
 		osf_seg_unlock(&c->s.me->rx_lock);
 		return OSF_FAIL(EFAULT);
 	}
@@ -458,7 +462,7 @@ conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov, int iovcnt,
 					   ? (size_t)used
 					   : (size_t)(total - got);
 			if (!(flags & MSG_TRUNC) &&
-			    ring_iov(&cur, c->s.rxd, c->s.mask, tail + c->s.rxb, n, 1) < 0) {
+			    ring_iov(&cur, osf_side_rx_view(&c->s), tail, n, 1) < 0) {
 				osf_seg_unlock(&c->s.me->rx_lock);
 				if (got > 0) /* MSG_WAITALL: what it has */
 					break;
@@ -584,7 +588,7 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 		return -2; /* the normal path says why */
 	w = __atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED);
 	held = w & OSF_CORK_HELD;
-	room = osf_side_tx_free(&c->s);
+	room = osf_side_tx_room(&c->s);
 	if (!((w & OSF_CORK_ON) || more) || room < (int64_t)held ||
 	    total > (uint64_t)room - held) {
 		int sent = osf_conn_cork_publish(c);
@@ -594,7 +598,7 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 		return -2;
 	}
 	head = c->s.tx->head;
-	if (ring_iov(cur, c->s.txd, c->s.mask, head + c->s.txb + held, total, 0) < 0) {
+	if (ring_iov(cur, osf_side_tx_view(&c->s), head + held, total, 0) < 0) {
 		osf_seg_unlock(&c->s.me->tx_lock);
 		return OSF_FAIL(EFAULT);
 	}
@@ -703,7 +707,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			osf_side_broken(&c->s);
 			break;
 		}
-		room = osf_side_tx_free(&c->s);
+		room = osf_side_tx_room(&c->s);
 		if (room < 0) {
 			osf_seg_unlock(&c->s.me->tx_lock);
 			osf_side_broken(&c->s);
@@ -714,7 +718,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			size_t n = (size_t)room < (size_t)(total - sent)
 					   ? (size_t)room
 					   : (size_t)(total - sent);
-			if (ring_iov(&cur, c->s.txd, c->s.mask, head + c->s.txb, n, 0) < 0) {
+			if (ring_iov(&cur, osf_side_tx_view(&c->s), head, n, 0) < 0) {
 				osf_seg_unlock(&c->s.me->tx_lock);
 				if (sent > 0) /* earlier rounds went out */
 					break;
@@ -869,6 +873,7 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 		uint64_t head;
 		size_t span, want;
 		struct iovec iov[2];
+		struct osf_ring_view v;
 		ssize_t n;
 		int lk = osf_side_lock_tx(&c->s, c->nonblock);
 		if (lk == OSF_LOCK_AGAIN) {
@@ -880,7 +885,7 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 			osf_side_broken(&c->s);
 			break;
 		}
-		room = osf_side_tx_free(&c->s);
+		room = osf_side_tx_room(&c->s);
 		if (room <= 0) {
 			osf_seg_unlock(&c->s.me->tx_lock);
 			if (room < 0) {
@@ -894,13 +899,14 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 		head = c->s.tx->head;
 		want = (size_t)room < count - (size_t)sent ? (size_t)room
 							    : count - (size_t)sent;
-		span = osf_ring_span(c->s.mask, head + c->s.txb, want);
+		v = osf_side_tx_view(&c->s);
+		span = osf_ring_span(v.mask, head + v.bias, want);
 		/* One read fills the room across the ring's wrap (a splice
 		 * returns after its first read: it takes what the pipe holds,
 		 * up to the room, as the kernel's does). */
-		iov[0].iov_base = c->s.txd + ((head + c->s.txb) & c->s.mask);
+		iov[0].iov_base = v.d + ((head + v.bias) & v.mask);
 		iov[0].iov_len = span;
-		iov[1].iov_base = c->s.txd;
+		iov[1].iov_base = v.d;
 		iov[1].iov_len = want - span;
 		if (splice && pipe_nb) {
 			struct pollfd p = {in_fd, POLLIN, 0};

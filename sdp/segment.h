@@ -20,9 +20,10 @@
  * Each ring has exactly one producing side and one consuming side. Head and
  * tail are free-running byte counts (they never wrap in practice), on
  * separate cache lines; the offset in ring r's region of a position is
- * (pos + osf_seg_ring_bias(R, r)) & (R - 1), the one function both ends
+ * (pos - base + osf_seg_ring_bias(R, r)) & (R - 1), the one function both ends
  * (and both RDMA engines) use. The bias comes from R and r, never from the
- * segment.
+ * segment. A shm producer moves a ring's base, the position at its start,
+ * to head when it writes into an empty ring (osf_seg_view below).
  *
  * Everything in the segment can be written by the peer, so everything read
  * from it is hostile input: positions are checked (0 <= head - tail <= size)
@@ -38,7 +39,7 @@
 #include <string.h>
 
 #define OSF_SEG_MAGIC 0x3147455346534f51ULL /* "QOSFSEG1" */
-#define OSF_SEG_VERSION 4
+#define OSF_SEG_VERSION 5
 #define OSF_SEG_PAGE 4096u
 #define OSF_SEG_HDR_BYTES 768u /* sizeof(struct osf_seg_hdr) */
 /* Ring 0's bytes in the shared page; ring 1 has the rest after the header
@@ -191,7 +192,9 @@ static inline uint32_t osf_wake_tokens(uint32_t waiters)
 
 struct osf_seg_ring {
 	uint64_t head; /* written by the producer */
-	uint8_t pad0[56];
+	uint64_t base; /* written by the producer: the position at the
+			  ring's start ("bases" below) */
+	uint8_t pad0[48];
 	uint64_t tail; /* written by the consumer */
 	uint8_t pad1[56];
 };
@@ -325,6 +328,45 @@ static inline uint32_t osf_seg_ring_page_phase(uint32_t ring_bytes, int r)
 	return (uint32_t)(osf_seg_ring_off(ring_bytes, r) +
 			  osf_seg_ring_bias(ring_bytes, r)) &
 	       (OSF_SEG_PAGE - 1);
+}
+
+/* ---- bases ---------------------------------------------------------------
+ *
+ * A ring's positions map to its region from a base: position p is at
+ * offset (p - base + osf_seg_ring_bias(R, r)) & (R - 1), so that position
+ * base is at the ring's start in the shared page. A shm producer moves
+ * the base to head whenever it writes into an empty ring (under its
+ * tx_lock, with nothing held back by TCP_CORK, no trim under way and no
+ * urgent byte ever sent: sdp/side.c osf_side_tx_rebase). Request and reply
+ * traffic then always starts again at the ring's first bytes, and a
+ * kept-alive connection that moves megabytes touches a few pages of its
+ * rings (each first touch costs a page fault in both processes, and
+ * memory) instead of all of them; the ring's capacity stays R. The base
+ * changes only while no byte is in the ring, so no byte is ever read
+ * through another base than it was written with; a consumer reads the
+ * base after head (the producer stores it before the head that follows).
+ * The word is hostile input like head: whatever its value, offsets stay
+ * masked within the region. RDMA rings keep base 0. */
+
+/* An osf_ring_view maps ring positions to bytes: position p is at
+ * d[(p + bias) & mask] (the ring functions below take p + bias). */
+struct osf_ring_view {
+	uint8_t *d;
+	uint32_t mask, bias;
+};
+
+/* osf_seg_view returns the view of ring r, of ring_bytes, whose region
+ * starts at region, from base. */
+static inline struct osf_ring_view osf_seg_view(uint8_t *region,
+						uint32_t ring_bytes, int r,
+						uint64_t base)
+{
+	struct osf_ring_view v;
+
+	v.d = region;
+	v.mask = ring_bytes - 1;
+	v.bias = (uint32_t)((osf_seg_ring_bias(ring_bytes, r) - base) & v.mask);
+	return v;
 }
 
 /* osf_seg_hdr returns the header of the segment mapped at base. */

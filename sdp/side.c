@@ -18,7 +18,6 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	struct osf_seg_hdr *h = osf_seg_hdr(base, ring_bytes);
 
 	s->size = ring_bytes;
-	s->mask = ring_bytes - 1;
 	s->lowat = osf_seg_lowat(ring_bytes);
 	s->side = side;
 	s->wfd = wfd;
@@ -28,8 +27,7 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	s->rx = &h->ring[1 - side];
 	s->txd = base + osf_seg_ring_off(ring_bytes, side);
 	s->rxd = base + osf_seg_ring_off(ring_bytes, 1 - side);
-	s->txb = osf_seg_ring_bias(ring_bytes, side);
-	s->rxb = osf_seg_ring_bias(ring_bytes, 1 - side);
+	s->rebase = 0;
 	s->state = 0;
 	s->pending_err = 0;
 	s->lock_since[0] = s->lock_since[1] = 0;
@@ -45,6 +43,7 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	s->trim_tail = __atomic_load_n(&s->rx->tail, __ATOMIC_RELAXED);
 	if (s->trim_tail)
 		s->trim_tail -= ring_bytes;
+	s->trim_base = __atomic_load_n(&s->rx->base, __ATOMIC_RELAXED);
 }
 
 /* ---- memory ------------------------------------------------------------- */
@@ -59,17 +58,17 @@ void osf_side_set_trim(struct osf_side *s, int on)
 #define TRIM_CHUNK (256u << 10) /* ring bytes given back per round: the
 				   producer keeps the room below them */
 
-/* page_down rounds position p of the rx ring down to where a page of the
- * segment starts (the ring's page phase, segment.h). */
-static uint64_t page_down(const struct osf_side *s, uint64_t p)
+/* page_down rounds position p of the rx ring, seen through view v, down
+ * to where a page of the segment starts. */
+static uint64_t page_down(struct osf_ring_view v, uint64_t p)
 {
-	uint64_t ph = osf_seg_ring_page_phase(s->size, 1 - s->side);
+	uint64_t ph = (uint64_t)((uintptr_t)v.d + v.bias) & (TRIM_PAGE - 1);
 
 	return ((p + ph) & ~(uint64_t)(TRIM_PAGE - 1)) - ph;
 }
 
 /* punch gives back the segment pages that hold only positions [from, to)
- * of the rx ring (at most a ring long): whole pages inside each piece of
+ * of the rx ring (at most a ring long), seen through view v: whole pages inside each piece of
  * the ring's region the range covers (up to the region's end, then from
  * its start), never the shared page, which holds the header and the other
  * ring too; the unused bytes before ring 0's region and after ring 1's
@@ -77,7 +76,8 @@ static uint64_t page_down(const struct osf_side *s, uint64_t p)
  * size) and positions are taken modulo the ring, so no value the peer
  * wrote can move a punch outside the ring's pages. The bytes given back,
  * or -1 when a punch failed (not shared memory). */
-static ssize_t punch(struct osf_side *s, uint64_t from, uint64_t to)
+static ssize_t punch(struct osf_side *s, struct osf_ring_view v,
+		     uint64_t from, uint64_t to)
 {
 	const uintptr_t pg = TRIM_PAGE - 1;
 	const uintptr_t first = (uintptr_t)s->rxd & ~pg,
@@ -86,7 +86,7 @@ static ssize_t punch(struct osf_side *s, uint64_t from, uint64_t to)
 	size_t given = 0;
 
 	while (from < to) {
-		size_t off = (size_t)((from + s->rxb) & s->mask), len = (size_t)(to - from);
+		size_t off = (size_t)((from + v.bias) & v.mask), len = (size_t)(to - from);
 		uintptr_t lo, hi;
 		if (len > s->size - off)
 			len = s->size - off; /* up to the region's end, then from 0 */
@@ -155,6 +155,8 @@ size_t osf_side_trim(struct osf_side *s)
 {
 	uint32_t *w = &s->peer->tx_lock, me = osf_lock_tid();
 	uint64_t from = 0, hi = 0, head0 = 0, tail0 = 0, head = 0, tail = 0;
+	uint64_t base = 0;
+	struct osf_ring_view v = {0};
 	int whole = 0, done = 0, stopped = 0, round;
 	ssize_t given = 0;
 	int saved = errno;
@@ -179,7 +181,14 @@ size_t osf_side_trim(struct osf_side *s)
 		held = __atomic_load_n(&s->peer->cork, __ATOMIC_ACQUIRE) & OSF_CORK_HELD;
 		head = __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE);
 		tail = __atomic_load_n(&s->rx->tail, __ATOMIC_ACQUIRE);
+		/* The base moves only under this lock, and not while a trim
+		 * owns the ring (osf_side_tx_rebase). */
+		if (round == 0) {
+			base = __atomic_load_n(&s->rx->base, __ATOMIC_ACQUIRE);
+			v = osf_seg_view(s->rxd, s->size, 1 - s->side, base);
+		}
 		if (held >= s->size || osf_ring_used(head + held, tail, s->size) < 0 ||
+		    __atomic_load_n(&s->rx->base, __ATOMIC_ACQUIRE) != base ||
 		    (round > 0 && (tail < tail0 || head < head0))) {
 			/* being published (OSF_CORK_HELD), or corrupt: next time */
 			unlock_if_mine(w, me);
@@ -191,30 +200,34 @@ size_t osf_side_trim(struct osf_side *s)
 			 * only frees more). Of it, only what was consumed since
 			 * the last trim can hold pages: the rest was given back
 			 * then, or never written (trim_tail starts a ring
-			 * behind, or at 0 on a new ring). Nothing unread: the
-			 * whole ring, the head's page last. */
-			uint64_t last = page_down(s, __atomic_load_n(&s->trim_tail,
+			 * behind, or at 0 on a new ring); unless the base
+			 * moved since, which moved those pages: then the
+			 * whole ring. Nothing unread: the whole ring, the
+			 * head's page last. */
+			uint64_t last = page_down(v, __atomic_load_n(&s->trim_tail,
 								     __ATOMIC_RELAXED));
+			if (base != s->trim_base)
+				last = tail - s->size;
 			head0 = head;
 			tail0 = tail;
 			whole = head == tail && !held;
 			from = tail - last < s->size ? last + s->size : tail;
 			if (from < head + held)
 				from = head + held;
-			hi = whole ? page_down(s, head) + s->size : tail + s->size;
+			hi = whole ? page_down(v, head) + s->size : tail + s->size;
 		} else if (from < head + held) {
 			from = head + held; /* written since the last round */
 		}
 		if (whole && (head != head0 || held))
 			whole = 0; /* written meanwhile: the head's page stays */
 		if (hi > from) {
-			lo = hi - from > TRIM_CHUNK ? page_down(s, hi - TRIM_CHUNK) : from;
+			lo = hi - from > TRIM_CHUNK ? page_down(v, hi - TRIM_CHUNK) : from;
 			if (lo < from)
 				lo = from;
 			top = hi;
 			stop = lo;
-		} else if (whole && page_down(s, head) != head) {
-			lo = page_down(s, head) + s->size;
+		} else if (whole && page_down(v, head) != head) {
+			lo = page_down(v, head) + s->size;
 			top = lo + TRIM_PAGE;
 			stop = head;
 			done = 1;
@@ -226,7 +239,7 @@ size_t osf_side_trim(struct osf_side *s)
 		__atomic_store_n(&s->peer->trim_stop, stop, __ATOMIC_SEQ_CST);
 		stopped = 1;
 		unlock_if_mine(w, me);
-		r = punch(s, lo, top);
+		r = punch(s, v, lo, top);
 		if (r < 0) { /* not shared memory after all: stop trying */
 			osf_side_set_trim(s, 0);
 			break;
@@ -237,13 +250,32 @@ size_t osf_side_trim(struct osf_side *s)
 			break;
 	}
 	__atomic_store_n(&s->peer->trim_stop, 0, __ATOMIC_SEQ_CST);
-	if (done)
+	if (done) {
 		__atomic_store_n(&s->trim_tail, tail0, __ATOMIC_RELAXED);
+		s->trim_base = base;
+	}
 	__atomic_store_n(&s->peer->trim_owner, 0, __ATOMIC_RELEASE);
 	if (stopped) /* writers a stop held back may wait for room */
 		osf_side_wake_writer(s, head, tail);
 	errno = saved;
 	return (size_t)given;
+}
+
+/* ---- the tx ring's base ----------------------------------------------------- */
+
+void osf_side_tx_rebase(struct osf_side *s, uint64_t head)
+{
+	/* Bytes held back after head were written through this base; a
+	 * trimmer computes its pages through the base it read; a reader
+	 * may still read an urgent byte behind its tail (recv_oob). */
+	if ((__atomic_load_n(&s->me->cork, __ATOMIC_RELAXED) & OSF_CORK_HELD) ||
+	    __atomic_load_n(&s->me->trim_owner, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&s->me->trim_stop, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&s->me->urg, __ATOMIC_RELAXED))
+		return;
+	/* Before the next head (a release): a consumer that reads that head
+	 * reads this base. */
+	__atomic_store_n(&s->tx->base, head, __ATOMIC_RELAXED);
 }
 
 /* ---- state of the other side ------------------------------------------ */

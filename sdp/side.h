@@ -53,19 +53,22 @@
 				  socket is in state CLOSE (ENOTCONN, POLLHUP) */
 
 struct osf_side {
-	uint32_t size, mask, lowat;
+	uint32_t size, lowat;
 	int side;   /* OSF_SIDE_CLIENT or OSF_SIDE_SERVER */
 	int wfd;    /* the writers' wake socket */
 	struct osf_seg_side *me, *peer;
 	struct osf_seg_ring *tx, *rx;
-	uint8_t *txd, *rxd; /* the rings' regions */
-	uint32_t txb, rxb;  /* their biases: a position's offset in its
-			       region is (pos + bias) & mask (segment.h) */
+	uint8_t *txd, *rxd; /* the rings' regions; positions map into them
+			       from the rings' bases (osf_side_tx_view) */
+	int rebase;     /* 1: this side's producers move the tx ring's base
+			   (a shm connection; never an RDMA one, whose
+			   engine maps positions without it) */
 	uint32_t state; /* OSF_CS_* */
 	int pending_err; /* SO_ERROR */
 	uint32_t seen_close_seq;
 	int trim;           /* 1: idle, the rx ring gives its free pages back */
 	uint64_t trim_tail; /* the rx tail at the last trim */
+	uint64_t trim_base; /* the rx ring's base then */
 	long lock_since[2]; /* the stuck clocks of rx_lock and tx_lock
 			       (struct osf_lock_wait) */
 	int oobinline; /* SO_OOBINLINE: the urgent byte stays in the stream */
@@ -234,6 +237,42 @@ static inline int64_t osf_side_rx_used(const struct osf_side *s)
 	return osf_ring_used(head, tail, s->size);
 }
 
+/* osf_side_tx_view returns the tx ring's view (segment.h) for a producer
+ * holding tx_lock. */
+static inline struct osf_ring_view osf_side_tx_view(const struct osf_side *s)
+{
+	return osf_seg_view(s->txd, s->size, s->side,
+			    __atomic_load_n(&s->tx->base, __ATOMIC_RELAXED));
+}
+
+/* osf_side_rx_view returns the rx ring's view for a consumer, read after
+ * head (the producer stores a new base before the head that follows). */
+static inline struct osf_ring_view osf_side_rx_view(const struct osf_side *s)
+{
+	return osf_seg_view(s->rxd, s->size, 1 - s->side,
+			    __atomic_load_n(&s->rx->base, __ATOMIC_ACQUIRE));
+}
+
+/* osf_side_rx_copy copies n bytes from position pos of the rx ring (a
+ * consumer, after it read head). */
+static inline void osf_side_rx_copy(const struct osf_side *s, uint64_t pos,
+				    void *dst, size_t n)
+{
+	struct osf_ring_view v = osf_side_rx_view(s);
+
+	osf_ring_copy_out(v.d, v.mask, pos + v.bias, dst, n);
+}
+
+/* osf_side_tx_copy copies n bytes into the tx ring at position pos (a
+ * producer holding tx_lock). */
+static inline void osf_side_tx_copy(const struct osf_side *s, uint64_t pos,
+				    const void *src, size_t n)
+{
+	struct osf_ring_view v = osf_side_tx_view(s);
+
+	osf_ring_copy_in(v.d, v.mask, pos + v.bias, src, n);
+}
+
 /* osf_side_peer_rcv_part returns the part of the bytes in flight that the
  * peer's receive buffer holds (osf_seg_rcv_part). */
 static inline uint64_t osf_side_peer_rcv_part(const struct osf_side *s)
@@ -287,6 +326,24 @@ static inline int64_t osf_side_tx_free(const struct osf_side *s)
 static inline int osf_side_tx_stopped(const struct osf_side *s)
 {
 	return __atomic_load_n(&s->me->trim_stop, __ATOMIC_RELAXED) != 0;
+}
+
+/* osf_side_tx_rebase moves the tx ring's base to head (segment.h,
+ * "bases") unless TCP_CORK holds bytes back, a trim owns the ring or an
+ * urgent byte was sent; the ring is empty and tx_lock held. */
+void osf_side_tx_rebase(struct osf_side *s, uint64_t head);
+
+/* osf_side_tx_room is osf_side_tx_free for a producer about to write
+ * (tx_lock held), which first moves the base of an empty ring to head. */
+static inline int64_t osf_side_tx_room(struct osf_side *s)
+{
+	if (__builtin_expect(s->rebase, 1)) {
+		uint64_t head = __atomic_load_n(&s->tx->head, __ATOMIC_RELAXED);
+		if (head == __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE) &&
+		    head != __atomic_load_n(&s->tx->base, __ATOMIC_RELAXED))
+			osf_side_tx_rebase(s, head);
+	}
+	return osf_side_tx_free(s);
 }
 
 /* osf_side_tx_queued returns the bytes written and not yet read. */

@@ -51,12 +51,12 @@ static int leg_write(struct leg *l, const void *b, size_t n)
 
 	if (osf_side_lock_tx(s, 0) != 0)
 		return -1;
-	if (osf_side_tx_free(s) < (int64_t)n) {
+	if (osf_side_tx_room(s) < (int64_t)n) {
 		osf_seg_unlock(&s->me->tx_lock);
 		return -1;
 	}
 	head = s->tx->head; // under the lock, as leg_from_dest's
-	osf_ring_copy_in(s->txd, s->mask, head + s->txb, b, n);
+	osf_side_tx_copy(s, head, b, n);
 	__atomic_store_n(&s->tx->head, head + n, __ATOMIC_RELEASE);
 	osf_seg_unlock(&s->me->tx_lock);
 	osf_side_wake_reader(s, l->fd);
@@ -79,7 +79,7 @@ static int leg_read(struct leg *l, void *b, size_t n)
 			return -ECONNRESET;
 		if ((size_t)used >= n) {
 			uint64_t tail = s->rx->tail;
-			osf_ring_copy_out(s->rxd, s->mask, tail + s->rxb, b, n);
+			osf_side_rx_copy(s, tail, b, n);
 			__atomic_store_n(&s->rx->tail, tail + n, __ATOMIC_RELEASE);
 			return 0;
 		}
@@ -107,8 +107,9 @@ static int leg_to_dest(struct leg *l, int dest, unsigned spin, int *err)
 			return LEG_RESET;
 		if (used > 0) {
 			uint64_t tail = s->rx->tail;
-			size_t n = osf_ring_span(s->mask, tail + s->rxb, (size_t)used);
-			ssize_t w = send(dest, s->rxd + ((tail + s->rxb) & s->mask), n, MSG_NOSIGNAL);
+			struct osf_ring_view v = osf_side_rx_view(s);
+			size_t n = osf_ring_span(v.mask, tail + v.bias, (size_t)used);
+			ssize_t w = send(dest, v.d + ((tail + v.bias) & v.mask), n, MSG_NOSIGNAL);
 			if (w < 0 && errno == EINTR)
 				continue;
 			if (w < 0) {
@@ -147,6 +148,7 @@ static int leg_from_dest(struct leg *l, int dest, unsigned spin, int *err)
 	for (;;) {
 		int64_t room;
 		uint64_t head;
+		struct osf_ring_view v;
 		ssize_t r;
 
 		osf_side_peer_closing(s, l->fd);
@@ -168,8 +170,9 @@ static int leg_from_dest(struct leg *l, int dest, unsigned spin, int *err)
 		if (osf_side_lock_tx(s, 0) != 0)
 			return LEG_WRITE;
 		head = s->tx->head;
-		r = recv(dest, s->txd + ((head + s->txb) & s->mask),
-			 osf_ring_span(s->mask, head + s->txb, (size_t)room), MSG_DONTWAIT);
+		v = osf_side_tx_view(s);
+		r = recv(dest, v.d + ((head + v.bias) & v.mask),
+			 osf_ring_span(v.mask, head + v.bias, (size_t)room), MSG_DONTWAIT);
 		if (r > 0)
 			__atomic_store_n(&s->tx->head, head + (uint64_t)r, __ATOMIC_RELEASE);
 		osf_seg_unlock(&s->me->tx_lock);

@@ -99,7 +99,7 @@ static size_t side_write(struct osf_side *s, int fd, const void *b, size_t n)
 
 	if (osf_seg_lock(&s->me->tx_lock) < 0)
 		return 0;
-	room = osf_side_tx_free(s);
+	room = osf_side_tx_room(s);
 	if (room <= 0) {
 		osf_seg_unlock(&s->me->tx_lock);
 		return 0;
@@ -107,7 +107,7 @@ static size_t side_write(struct osf_side *s, int fd, const void *b, size_t n)
 	if ((size_t)room < n)
 		n = (size_t)room;
 	head = s->tx->head;
-	osf_ring_copy_in(s->txd, s->mask, head + s->txb, b, n);
+	osf_side_tx_copy(s, head, b, n);
 	__atomic_store_n(&s->tx->head, head + n, __ATOMIC_RELEASE);
 	osf_seg_unlock(&s->me->tx_lock);
 	osf_side_wake_reader(s, fd);
@@ -123,7 +123,7 @@ static void side_hold_back(struct osf_side *s, const void *b, size_t n)
 	if (osf_seg_lock(&s->me->tx_lock) < 0)
 		return;
 	held = s->me->cork & OSF_CORK_HELD;
-	osf_ring_copy_in(s->txd, s->mask, s->tx->head + s->txb + held, b, n);
+	osf_side_tx_copy(s, s->tx->head + held, b, n);
 	__atomic_store_n(&s->me->cork, OSF_CORK_ON | (held + (uint32_t)n), __ATOMIC_RELAXED);
 	osf_seg_unlock(&s->me->tx_lock);
 }
@@ -145,7 +145,7 @@ static long side_read(struct osf_side *s, void *b, size_t n)
 	if ((size_t)used < n)
 		n = (size_t)used;
 	tail = s->rx->tail;
-	osf_ring_copy_out(s->rxd, s->mask, tail + s->rxb, b, n);
+	osf_side_rx_copy(s, tail, b, n);
 	__atomic_store_n(&s->rx->tail, tail + n, __ATOMIC_RELEASE);
 	osf_seg_unlock(&s->me->rx_lock);
 	osf_side_wake_writer(s, tail + (uint64_t)used, tail + n);
