@@ -91,6 +91,18 @@ static inline void osf_listen_name(const uint8_t a[16], uint16_t port, int v6onl
 		snprintf(out, n, "osf1/6/%s/%u", h, port);
 }
 
+/* osf_slot_name is the name of member slot of a SO_REUSEPORT group of
+ * companions named name: slot 0 is name itself, slot i name followed by
+ * "/r<i>". OSF_SLOT_MAX bounds the members that get a companion. */
+#define OSF_SLOT_MAX 64u
+static inline void osf_slot_name(const char *name, unsigned slot, char *out, size_t n)
+{
+	if (slot == 0)
+		snprintf(out, n, "%s", name);
+	else
+		snprintf(out, n, "%s/r%u", name, slot);
+}
+
 /* osf_dial_names puts in out, in order, the names of the companions that
  * could serve a connection to a:port: a listener bound to a itself and,
  * when a is an address of this host (local), wildcard listeners of its
