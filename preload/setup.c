@@ -1,10 +1,11 @@
 //go:build osf_make
 
-/* setup.c: the shm connection set-up in C (see setup.h).
+/* setup.c: the shm connection set-up in C (see setup.h; the steps every
+ * side shares, Go's included, are sdp/setup.c's).
  *
- * What the Go core did (preload/core/conn.go, shm/transport.go), without
- * its 4.8 ms load and 0.19 ms per call, plus the checks a hostile local
- * user makes necessary (docs/ARCHITECTURE.md, "Security"):
+ * What the Go core did, without its 4.8 ms load and 0.19 ms per call, plus
+ * the checks a hostile local user makes necessary (docs/ARCHITECTURE.md,
+ * "Security"):
  * - a client trusts a companion only when a kernel TCP listener on that
  *   address and port exists and belongs to the uid that created the
  *   companion (SO_PEERCRED against NETLINK_SOCK_DIAG), else kernel TCP;

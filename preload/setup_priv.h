@@ -1,7 +1,8 @@
-/* setup_priv.h: what the three parts of the shm set-up share (setup.c:
- * configuration, addresses, names, route decisions, logging and listen;
- * setup_connect.c: the companion's owner and connect; setup_accept.c:
- * accept, parked connections and the hello watcher). Not for the rest of
+/* setup_priv.h: what the three parts of libosf.so's side of the shm set-up
+ * share (setup.c: configuration, addresses, names, route decisions,
+ * logging and listen; setup_connect.c: the census cache and connect;
+ * setup_accept.c: accept, parked connections and the hello watcher),
+ * around the set-up every side shares (sdp/setup.h). Not for the rest of
  * libosf.so, which sees setup.h. */
 #ifndef OSF_PRELOAD_SETUP_PRIV_H
 #define OSF_PRELOAD_SETUP_PRIV_H

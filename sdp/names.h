@@ -1,7 +1,8 @@
 /* names.h: the abstract AF_UNIX names of companions (the listeners that
  * stand for offloaded kernel TCP listeners), one implementation for
- * libosf.so (preload/setup.c, setup_connect.c) and the Go dialers (shm,
- * through cgo). The functions are static.
+ * libosf.so's listen (preload/setup.c), every dialer (sdp/setup.c's
+ * osf_dial_companion) and the Go programs' names (shm, through cgo). The
+ * functions are static.
  *
  * A name is "osf1/FAMILY/HOST/PORT" without the leading NUL: FAMILY "4"
  * (IPv4), "6" (IPv6 only) or "46" (a dual-stack IPv6 wildcard listener,
