@@ -127,24 +127,21 @@ func (t Transport) DialFirst(dst, local netip.AddrPort, ringBytes uint32, first 
 		unix.Close(fd)
 		return nil, fmt.Errorf("%w: segment: %w", sdp.ErrHandshake, err)
 	}
-	seg := sdp.MappedSegment(m, int(segFD), ringBytes)
+	ep := &sdp.Endpoint{WakeFD: fd, WakeTxFD: int(wtx[0]), Segment: sdp.MappedSegment(m, int(segFD), ringBytes),
+		Side: sdp.SideClient, Local: local, Remote: dst}
 	fail := func(err error) (*sdp.Endpoint, error) {
-		seg.Close()
-		unix.Close(fd)
-		unix.Close(int(wtx[0]))
+		ep.Close()
 		unix.Close(int(wtx[1]))
 		return nil, err
 	}
-	if len(first) > 0 {
-		if err := seg.WriteMsg(sdp.SideClient, fd, first); err != nil {
-			return fail(err)
-		}
+	if err := ep.WriteMsg(first); err != nil {
+		return fail(err)
 	}
 	if r, err := C.osf_hello_send(C.int(fd), C.uint32_t(ringBytes), 0, &client[0], &server[0], segFD, wtx[1]); r < 0 {
 		return fail(fmt.Errorf("%w: send hello: %w", sdp.ErrHandshake, err))
 	}
 	unix.Close(int(wtx[1]))
-	return &sdp.Endpoint{WakeFD: fd, WakeTxFD: int(wtx[0]), Segment: seg, Side: sdp.SideClient, Local: local, Remote: dst}, nil
+	return ep, nil
 }
 
 // connectCompanion returns the connected socket of the first trusted
