@@ -146,14 +146,15 @@ test: test-deps build
 	@# every parser of peer-written data fuzzed for FUZZTIME each beyond
 	@# its corpus: the C ones (hello, segment header, gateway reply and
 	@# notice), the RDMA private data, the gateway's Go messages, and a
-	@# client's words against the server's trim (a failing input is saved
-	@# under the package's testdata/fuzz). A run that ends only with the
+	@# client's words against the server's trim; and "is local" in C
+	@# against Go's (a failing input is saved under the package's
+	@# testdata/fuzz). A run that ends only with the
 	@# fuzzer's own "context deadline exceeded" (its workers slow to stop
 	@# on a loaded host: no failing input, nothing written) runs once more.
 	@for t in 'internal/peerwire FuzzHello' 'internal/peerwire FuzzSegHeader' \
 		'internal/peerwire FuzzGatewayReply' 'internal/peerwire FuzzGatewayNotice' \
 		'sdp/rdma FuzzConnectData' 'sdp/rdma FuzzAcceptData' 'internal/gateway FuzzParse' \
-		'sdp/sidetest FuzzTrimHostileWords'; do set -- $$t; \
+		'sdp/sidetest FuzzTrimHostileWords' 'shm FuzzIsLocalAgree'; do set -- $$t; \
 		echo "fuzz $$2 ($$1, $(FUZZTIME))"; \
 		$(GO) test -run='^$$' -fuzz="^$$2$$" -fuzztime=$(FUZZTIME) ./$$1/ >/tmp/osf-fuzz.$$$$ 2>&1 || \
 		{ grep -q 'context deadline exceeded' /tmp/osf-fuzz.$$$$ && \

@@ -1,10 +1,11 @@
 //go:build osf_make
 
-/* setup.c: the shm connection set-up in C (see setup.h).
+/* setup.c: the shm connection set-up in C (see setup.h; the steps every
+ * side shares, Go's included, are sdp/setup.c's).
  *
- * What the Go core did (preload/core/conn.go, shm/transport.go), without
- * its 4.8 ms load and 0.19 ms per call, plus the checks a hostile local
- * user makes necessary (docs/ARCHITECTURE.md, "Security"):
+ * What the Go core did, without its 4.8 ms load and 0.19 ms per call, plus
+ * the checks a hostile local user makes necessary (docs/ARCHITECTURE.md,
+ * "Security"):
  * - a client trusts a companion only when a kernel TCP listener on that
  *   address and port exists and belongs to the uid that created the
  *   companion (SO_PEERCRED against NETLINK_SOCK_DIAG), else kernel TCP;
@@ -19,6 +20,7 @@
  */
 #include "setup_priv.h"
 #include "../sdp/names.h"
+#include "../sdp/setup.h"
 
 /* ---- configuration, once per process ---------------------------------- */
 
@@ -215,69 +217,31 @@ int setup_get_sockaddr(const uint8_t in[28], struct ip *ip)
 	return 0;
 }
 
-/* Addresses of this host, as policy.HostIsLocal: interface addresses,
- * reloaded at most every 2 s. */
-#define HOST_TTL_NS 2000000000LL
-#define HOST_MAX 64
-static struct {
-	pthread_mutex_t mu;
-	long long loaded;
-	int n;
-	struct ip addrs[HOST_MAX];
-} host = {.mu = PTHREAD_MUTEX_INITIALIZER, .loaded = -HOST_TTL_NS * 2};
-
-/* host_after_fork resets the local addresses' lock in a fork child. */
+/* The addresses of this host: sdp/setup.c's osf_addr_local, whose lock
+ * a fork child resets. */
 OSF_FORK_TEXT static void host_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
-	OSF_RESET_MEM(&host.mu, fresh);
+	OSF_RESET_MEM(&osf_host_mu, fresh);
 }
 OSF_AFTER_FORK(host_after_fork, OSF_FORK_RESET);
 
-static void host_reload(long long now)
-{
-	struct ifaddrs *ifa, *i;
-
-	host.n = 0;
-	host.loaded = now;
-	if (getifaddrs(&ifa) < 0)
-		return;
-	for (i = ifa; i && host.n < HOST_MAX; i = i->ifa_next) {
-		if (!i->ifa_addr)
-			continue;
-		if (i->ifa_addr->sa_family == AF_INET)
-			host.addrs[host.n++] = setup_ip_from(AF_INET,
-				(const uint8_t *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr, 0);
-		else if (i->ifa_addr->sa_family == AF_INET6)
-			host.addrs[host.n++] = setup_ip_unmap(setup_ip_from(AF_INET6,
-				(const uint8_t *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 0));
-	}
-	freeifaddrs(ifa);
-}
-
+/* host_has is the route evaluator's is_local (route.h): a is v4's 4 bytes
+ * or 16. */
 static int host_has(int v4, const uint8_t *a, void *arg)
 {
-	long long now = osf_now_ns();
-	int i, found = 0;
-
 	(void)arg;
-	pthread_mutex_lock(&host.mu);
-	if (now - host.loaded >= HOST_TTL_NS)
-		host_reload(now);
-	for (i = 0; i < host.n && !found; i++)
-		found = host.addrs[i].v4 == v4 &&
-			memcmp(host.addrs[i].a, a, v4 ? 4 : 16) == 0;
-	pthread_mutex_unlock(&host.mu);
-	return found;
+	return setup_is_local(setup_ip_from(v4 ? AF_INET : AF_INET6, a, 0));
 }
 
-/* is_local is shm.IsLocal: loopback, unspecified or an address of this
- * host. */
+/* setup_is_local is osf_addr_local (sdp/setup.h): loopback, unspecified
+ * or an address of this host. */
 int setup_is_local(struct ip ip)
 {
-	ip = setup_ip_unmap(ip);
-	return setup_ip_loop(&ip) || setup_ip_unspec(&ip) || host_has(ip.v4, ip.a, NULL);
+	struct ip w = setup_as_family(ip, 1);
+
+	return osf_addr_local(w.a);
 }
 
 /* ---- companion names (sdp/names.h) ------------------------------------- */
@@ -295,17 +259,6 @@ static void listen_name(struct ip ip, int v6only, char *out, size_t n)
 	struct ip w = setup_as_family(ip, 1);
 
 	osf_listen_name(w.a, ip.port, v6only, out, n);
-}
-
-/* setup_slot_name is the companion name of slot slot of a SO_REUSEPORT
- * group: slot 0 is the listener's name itself (shm.ListenName), slot i
- * that name followed by "/r<i>". */
-void setup_slot_name(const char *name, unsigned slot, char *out, size_t n)
-{
-	if (slot == 0)
-		snprintf(out, n, "%s", name);
-	else
-		snprintf(out, n, "%s/r%u", name, slot);
 }
 
 socklen_t setup_abstract(struct sockaddr_un *sun, const char *name)
@@ -445,8 +398,8 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	osf_fdt_high_end();
 	/* A SO_REUSEPORT listener takes the first free slot of its group
 	 * (clients spread over the slots, setup_connect.c). */
-	for (slot = 0, r = -1; fd >= 0 && slot < (reuseport ? SLOT_MAX : 1u); slot++) {
-		setup_slot_name(base, slot, name, sizeof(name));
+	for (slot = 0, r = -1; fd >= 0 && slot < (reuseport ? OSF_SLOT_MAX : 1u); slot++) {
+		osf_slot_name(base, slot, name, sizeof(name));
 		sl = setup_abstract(&sun, name);
 		r = REAL(bind)(fd, (struct sockaddr *)&sun, sl);
 		if (r == 0 || errno != EADDRINUSE)

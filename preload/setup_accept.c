@@ -5,6 +5,7 @@
  * watcher thread that wakes pollers when one arrives. */
 #include "setup_priv.h"
 #include "spin.h"
+#include "../sdp/setup.h"
 
 #include <netinet/tcp.h>
 
@@ -430,153 +431,53 @@ static void derive_names(const struct osf_core_accept_in *in, const struct osf_h
 	setup_put_sockaddr(cc->peer, &client);
 }
 
-static void close_fds(const int *fds, int n)
-{
-	while (n-- > 0)
-		REAL(close)(fds[n]);
-}
-
-/* is_wake_socket accepts only a connected AF_UNIX stream socket as the
- * writers' wake socket (shm.checkWakeSocket). */
-static int is_wake_socket(int fd)
-{
-	int t = 0, d = 0;
-	socklen_t l = sizeof(int);
-
-	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &t, &l) < 0 || t != SOCK_STREAM)
-		return 0;
-	l = sizeof(int);
-	return REAL(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &d, &l) == 0 && d == AF_UNIX;
-}
-
-/* open_segment validates and maps a peer's segment (sdp.OpenSegment);
- * NULL with why set when it is unusable. */
-static void *open_segment(int fd, uint32_t ring, char *why, size_t wn)
-{
-	struct stat st;
-	struct osf_seg_hdr *h;
-	void *m;
-	int seals;
-	uint64_t size = osf_seg_bytes(ring);
-	const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
-		snprintf(why, wn, "invalid segment: size %lld, want %llu",
-			 (long long)st.st_size, (unsigned long long)size);
-		return NULL;
-	}
-	seals = REAL(fcntl)(fd, F_GET_SEALS, NULL);
-	if (seals < 0 || (seals & need) != need) {
-		snprintf(why, wn, "invalid segment: seals 0x%x, want 0x%x",
-			 seals < 0 ? 0 : seals, need);
-		return NULL;
-	}
-	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (m == MAP_FAILED) {
-		snprintf(why, wn, "map segment: %s", strerror(errno));
-		return NULL;
-	}
-	h = osf_seg_hdr(m, ring);
-	if (!osf_seg_hdr_check(h, ring)) {
-		munmap(m, size);
-		snprintf(why, wn, "invalid segment: header does not match the hello");
-		return NULL;
-	}
-	return m;
-}
-
-/* take_hello reads and checks the hello on cfd: 0 with cc filled, EAGAIN
- * when it has not arrived, another errno when the connection is bad
- * (logged at debug level only: a peer's fault is no reason to write on
- * the server's stderr). It checks everything a hostile client controls
- * in one place, in order (size, magic, fds, segment, addresses), which is
- * why it runs to about 80 lines. */
+/* take_hello reads and checks the hello on cfd (osf_hello_take,
+ * sdp/setup.c, which checks everything a hostile client controls): 0 with
+ * cc filled, EAGAIN when it has not arrived, another errno when the
+ * connection is bad (logged at debug level only: a peer's fault is no
+ * reason to write on the server's stderr). */
 static int take_hello(int cfd, const struct osf_core_accept_in *in,
 		      struct osf_core_conn *cc)
 {
-	struct osf_hello h;
-	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh;
-	struct cmsghdr *cm;
-	struct ucred cr;
-	socklen_t crl = sizeof(cr);
-	int fds[4], nfds = 0, verdict;
-	ssize_t n;
-	void *seg = NULL;
-	char extra, why[160] = "";
-	struct iovec iov[2] = {{&h, sizeof(h)}, {&extra, 1}};
+	struct osf_hello_in hi;
+	char why[160];
+	int rc;
 
-	memset(&mh, 0, sizeof(mh));
-	mh.msg_iov = iov;
-	mh.msg_iovlen = 2;
-	mh.msg_control = u.buf;
-	mh.msg_controllen = sizeof(u.buf);
 	/* The fds may land above the program's limit: they are osf's
 	 * (osf_conn_install hides them), not the program's to count. */
 	osf_fdt_high_begin();
-	n = REAL(recvmsg)(cfd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	rc = osf_hello_take(cfd, server_ring_cap(), &hi, why, sizeof(why));
 	osf_fdt_high_end();
-	if (n < 0)
-		return errno == EAGAIN || errno == EINTR ? EAGAIN : errno;
-	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-			int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int)), j;
-			for (j = 0; j < k && nfds < 4; j++)
-				memcpy(&fds[nfds++], CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
-		}
-	}
-	if (n == 0)
-		snprintf(why, sizeof(why), "closed before its hello");
-	else if (mh.msg_flags & MSG_CTRUNC)
-		snprintf(why, sizeof(why), "hello's fds truncated");
-	else if (nfds != 2)
-		snprintf(why, sizeof(why), "hello carried %d fds, want 2", nfds);
-	else if (!is_wake_socket(fds[1]))
-		snprintf(why, sizeof(why), "writers' wake socket: not a stream socket");
-	else if ((verdict = osf_hello_check(&h, (size_t)n, server_ring_cap())) ==
-		 OSF_HELLO_MALFORMED)
-		snprintf(why, sizeof(why), "malformed hello: %zd bytes, bad magic or version", n);
-	else if (verdict == OSF_HELLO_BAD_RING)
-		snprintf(why, sizeof(why), "malformed hello: bad ring size %u", h.ring_bytes);
-	else if (verdict == OSF_HELLO_OVER_CAP)
-		snprintf(why, sizeof(why), "ring size %u above this server's limit %u",
-			 h.ring_bytes, server_ring_cap());
-	else if (REAL(getsockopt)(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0)
-		snprintf(why, sizeof(why), "SO_PEERCRED: %s", strerror(errno));
-	else
-		seg = open_segment(fds[0], h.ring_bytes, why, sizeof(why));
-	if (!seg) {
-		if (setup_logs(OSF_LOGL_DEBUG)) {
+	if (rc == EAGAIN)
+		return rc;
+	if (rc != 0) {
+		if (why[0] && setup_logs(OSF_LOGL_DEBUG)) {
 			struct ip lis = setup_ip_from(in->family, in->addr, in->port);
 			char a[80];
 			setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL, "accept on %s: handshake failed: %s",
 			     setup_fmt_ap(&lis, a, sizeof(a)), why);
 		}
-		close_fds(fds, nfds);
-		return n == 0 ? ECONNRESET : EPROTO;
+		return rc;
 	}
-	osf_seg_hdr(seg, h.ring_bytes)->server_pid = osf_pid();
+	osf_seg_hdr(hi.seg, hi.h.ring_bytes)->server_pid = osf_pid();
 	memset(cc, 0, sizeof(*cc));
 	cc->status = OSF_CORE_OFFLOADED;
 	cc->wake_fd = cfd;
-	cc->seg_fd = fds[0];
-	cc->wake_tx_fd = fds[1];
+	cc->seg_fd = hi.seg_fd;
+	cc->wake_tx_fd = hi.wake_tx_fd;
 	cc->side = OSF_SIDE_SERVER;
-	cc->seg_addr = (uint64_t)(uintptr_t)seg;
-	cc->ring_bytes = h.ring_bytes;
-	derive_names(in, &h, &cr, cc);
+	cc->seg_addr = (uint64_t)(uintptr_t)hi.seg;
+	cc->ring_bytes = hi.h.ring_bytes;
+	derive_names(in, &hi.h, &hi.cr, cc);
 	if (setup_logs(OSF_LOGL_DEBUG)) {
 		struct ip lis = setup_ip_from(in->family, in->addr, in->port), peer;
 		char a[80], b[80];
 		setup_get_sockaddr(cc->peer, &peer);
 		setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL, "accept on %s: %s from %s (pid %d uid %u)",
 		     setup_fmt_ap(&lis, a, sizeof(a)),
-		     (osf_seg_hdr(seg, h.ring_bytes)->flags & OSF_SEG_F_RDMA)
+		     (osf_seg_hdr(hi.seg, hi.h.ring_bytes)->flags & OSF_SEG_F_RDMA)
 			     ? "rdma (the engine's hand-off)" : "shm",
-		     setup_fmt_ap(&peer, b, sizeof(b)), (int)cr.pid, (unsigned)cr.uid);
+		     setup_fmt_ap(&peer, b, sizeof(b)), (int)hi.cr.pid, (unsigned)hi.cr.uid);
 	}
 	return 0;
 }

@@ -1,13 +1,14 @@
 //go:build osf_make
 
-/* setup_connect.c: the client's side of the shm set-up (setup.h): whom to
- * trust (the companion's owner against the kernel's listeners) and
- * connect with its hello and segment. */
+/* setup_connect.c: the client's side of the shm set-up (setup.h): the
+ * route decision, the census cache, the local address and port, and the
+ * connect with its hello and segment (the companion, its trust, the
+ * segment and the hello are sdp/setup.c's, which the Go dialers share). */
 #include "setup_priv.h"
 
 #define OSF_CENSUS_SYS(name) REAL(name)
 #include "../sdp/census.h"
-#include "../sdp/names.h"
+#include "../sdp/setup.h"
 
 /* ---- the companion's owner ------------------------------------------ */
 
@@ -64,25 +65,16 @@ static int census_take(uint16_t port, struct osf_census *c)
 	return r;
 }
 
-/* companion_trusted checks the owner of the companion at the other end of
- * s (SO_PEERCRED: who called listen on it) against the census. */
-static int companion_trusted(int s, const struct osf_census *c, const struct ip *want, int wild)
+/* untrusted logs a companion osf_dial_companion did not trust. */
+static void untrusted(void *arg, const struct ucred *cr)
 {
-	struct ip w = setup_as_family(*want, 1);
-	struct ucred cr;
+	char a[80];
 
-	if (osf_companion_owner(s, &cr) < 0)
-		return 0;
-	if (osf_census_owns(c, cr.uid, w.a, wild))
-		return 1;
-	if (setup_logs(OSF_LOGL_DEBUG)) {
-		char a[80];
+	if (setup_logs(OSF_LOGL_DEBUG))
 		setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL,
-		     "connect %s: companion of pid %d not trusted: no kernel TCP "
-		     "listener of its uid %u there", setup_fmt_ap(want, a, sizeof(a)),
-		     (int)cr.pid, (unsigned)cr.uid);
-	}
-	return 0;
+			   "connect %s: companion of pid %d not trusted: no kernel TCP "
+			   "listener of its uid %u there", setup_fmt_ap(arg, a, sizeof(a)),
+			   (int)cr->pid, (unsigned)cr->uid);
 }
 
 /* ---- connect ---------------------------------------------------------- */
@@ -120,19 +112,6 @@ static int source_for(struct ip dst, struct ip *src)
 
 static uint32_t port_seq;
 
-/* spread_pick returns a pseudo-random number below n (n > 0): which member
- * of a SO_REUSEPORT group a connection tries first. */
-static unsigned spread_pick(unsigned n)
-{
-	uint64_t x = (uint64_t)osf_now_ns() ^
-		     ((uint64_t)__atomic_add_fetch(&port_seq, 1, __ATOMIC_RELAXED) << 32);
-
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	return (unsigned)(x % n);
-}
-
 /* client_port is shm.ClientPort: a synthesized port in the ephemeral
  * range, distinct among this process's connections until it wraps. */
 uint16_t setup_client_port(pid_t pid)
@@ -145,92 +124,15 @@ uint16_t setup_client_port(pid_t pid)
 	return (uint16_t)(lo + ((uint32_t)pid * 2654435761u + seq * 40503u) % span);
 }
 
-/* fill_header writes the header of a fresh segment. */
+/* fill_header writes the header of a fresh segment (osf_seg_init). */
 static void fill_header(void *seg, uint32_t ring, const struct ip *client,
 			const struct ip *server)
 {
-	struct osf_seg_hdr *h = osf_seg_hdr(seg, ring);
+	uint8_t c[28], v[28];
 
-	h->version = OSF_SEG_VERSION;
-	h->hdr_bytes = OSF_SEG_HDR_BYTES;
-	h->ring_bytes = ring;
-	h->client_pid = osf_pid();
-	setup_put_sockaddr(h->client_addr, client);
-	setup_put_sockaddr(h->server_addr, server);
-	__atomic_store_n(&h->magic, OSF_SEG_MAGIC, __ATOMIC_RELEASE);
-}
-
-void *setup_seg_new(uint32_t ring, int *fdp)
-{
-	uint64_t size = osf_seg_bytes(ring);
-	void *h;
-	int fd = memfd_create(OSF_SEG_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING), e;
-
-	if (fd < 0)
-		return NULL;
-	if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)size) < 0 ||
-	    REAL(fcntl)(fd, F_ADD_SEALS,
-			(void *)(long)(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) < 0)
-		goto fail;
-	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h == MAP_FAILED)
-		goto fail;
-	*fdp = fd;
-	return h;
-fail:
-	e = errno;
-	REAL(close)(fd);
-	errno = e;
-	return NULL;
-}
-
-/* make_segment is setup_seg_new with its header written
- * (sdp.CreateSegment). */
-static void *make_segment(uint32_t ring, const struct ip *client,
-			  const struct ip *server, int *fdp)
-{
-	void *h = setup_seg_new(ring, fdp);
-
-	if (h)
-		fill_header(h, ring, client, server);
-	return h;
-}
-
-/* send_hello sends the hello with the segment and the server's end of the
- * writers' wake socket. */
-static int send_hello(int s, uint32_t ring, const struct ip *client,
-		      const struct ip *server, int segfd, int wtx)
-{
-	struct osf_hello hello;
-	struct iovec iov = {&hello, sizeof(hello)};
-	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh;
-	struct cmsghdr *cm;
-	int fds[2] = {segfd, wtx};
-
-	memset(&hello, 0, sizeof(hello));
-	hello.magic = OSF_HELLO_MAGIC;
-	hello.version = OSF_SEG_VERSION;
-	hello.size = sizeof(hello);
-	hello.ring_bytes = ring;
-	setup_put_sockaddr(hello.client, client);
-	setup_put_sockaddr(hello.server, server);
-	memset(&mh, 0, sizeof(mh));
-	memset(&u, 0, sizeof(u));
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	mh.msg_control = u.buf;
-	mh.msg_controllen = sizeof(u.buf);
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-	return REAL(sendmsg)(s, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(hello)
-		       ? 0 : -1;
+	setup_put_sockaddr(c, client);
+	setup_put_sockaddr(v, server);
+	osf_seg_init(seg, ring, c, v, osf_pid());
 }
 
 /* kernel fills a "use kernel TCP" (or strict refusal) answer. */
@@ -262,7 +164,7 @@ struct parts {
 
 static int parts_make(struct parts *p, const struct ip *client, const struct ip *server)
 {
-	int e;
+	uint8_t c[28], v[28];
 
 	p->seg = setup_spare_take(setup_cfg.c.ring_size, &p->segfd, p->wtx);
 	p->placed = p->seg != NULL;
@@ -270,18 +172,10 @@ static int parts_make(struct parts *p, const struct ip *client, const struct ip 
 		fill_header(p->seg, setup_cfg.c.ring_size, client, server);
 		return 0;
 	}
-	p->seg = make_segment(setup_cfg.c.ring_size, client, server, &p->segfd);
-	if (!p->seg)
-		return -1;
-	if (REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->wtx) < 0) {
-		e = errno;
-		munmap(p->seg, osf_seg_bytes(setup_cfg.c.ring_size));
-		REAL(close)(p->segfd);
-		p->seg = NULL;
-		errno = e;
-		return -1;
-	}
-	return 0;
+	setup_put_sockaddr(c, client);
+	setup_put_sockaddr(v, server);
+	p->seg = osf_seg_parts(setup_cfg.c.ring_size, c, v, osf_pid(), &p->segfd, p->wtx);
+	return p->seg ? 0 : -1;
 }
 
 static void parts_drop(struct parts *p)
@@ -384,116 +278,82 @@ static int reserve_port(int app_fd, int family, struct ip *client)
  * detail (not an osf_reason: never recorded). */
 #define OSF_R_NO_PORT 1000
 
-/* dial tries each companion name that could serve dst (sdp/names.h).
- * A companion is trusted only when its owner holds the kernel TCP
- * listener it stands for (the census, taken first); the hello goes right
- * after that check, so that a server sees the connection without it only
- * for the time of one system call; the local port is reserved (need_port:
- * *port_fd) only then, when the connection is sure to be offloaded. Returns the connected socket with p
- * filled, or -1 with *why (an osf_reason) and errno. */
+/* dial tries each companion that could serve dst (osf_dial_companion,
+ * sdp/setup.c). A companion is trusted only when its owner holds the
+ * kernel TCP listener it stands for (the census, taken first, from the
+ * cache); the segment is made before, so that the hello goes right after
+ * that check and a server sees the connection without it only for the
+ * time of one system call; the local port is reserved (need_port:
+ * *port_fd) only then, when the connection is sure to be offloaded.
+ * Returns the connected socket with p filled, or -1 with *why (an
+ * osf_reason) and errno. */
 static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in *in,
 		int need_port, int *port_fd, struct parts *p, int *why,
 		char full_name[108])
 {
-	char names[3][OSF_NAME_MAX];
-	int wild[3];
 	struct osf_census c;
-	struct ip w;
-	unsigned order[OSF_CENSUS_MAX + 1], u;
-	int n = 0, i, j, k, r, full = 0, e;
+	struct osf_dial d;
+	struct ip w = setup_as_family(a, 1);
+	uint8_t cl[28], sv[28];
+	int s, e;
 
 	p->seg = NULL;
 	*why = OSF_R_NO_LISTENER;
 	errno = 0;
 	if (census_take(a.port, &c) < 0 || c.n == 0)
 		return -1; /* nothing a companion could stand for */
-	w = setup_as_family(a, 1);
-	n = osf_dial_names(w.a, a.port, setup_is_local(a), names, wild);
 	if (parts_make(p, client, &a) < 0) {
 		*why = OSF_R_RESOURCE;
 		return -1;
 	}
-	/* SO_REUSEPORT groups: companions in slots 0..k (setup_slot_name),
-	 * k the kernel listeners on the port (one slot more: a member that
-	 * went away leaves a gap until another takes its slot). The slots are
-	 * tried in random order, which spreads connections evenly over the
-	 * members as the kernel does, gap or not. */
-	k = c.n > 1 && c.n < OSF_CENSUS_MAX ? c.n : 0;
-	for (i = 0, j = 0; i < n; j = (j + 1) % (k + 1), i += j == 0) {
-		struct sockaddr_un sun;
-		char slot[144];
-		socklen_t sl;
-		int s;
-		if (j == 0)
-			for (r = 0; r <= k; r++)
-				order[r] = (unsigned)r;
-		r = j + (int)spread_pick((unsigned)(k + 1 - j));
-		u = order[r];
-		order[r] = order[j];
-		order[j] = u;
-		setup_slot_name(names[i], u, slot, sizeof(slot));
-		sl = setup_abstract(&sun, slot);
-		s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (s < 0) {
-			*why = OSF_R_RESOURCE;
-			break;
-		}
-		if (REAL(connect)(s, (struct sockaddr *)&sun, sl) < 0) {
-			if (errno == EAGAIN) {
-				/* A full member of a group is full for this
-				 * connection (the kernel does not try another
-				 * either): on to the next name. The first full
-				 * one is where a waiting SYN looks for room. */
-				if (!full++) {
-					memcpy(full_name, slot, 107); /* names fit */
-					full_name[107] = 0;
-				}
-				j = k;
-			}
+	memset(&d, 0, sizeof(d));
+	memcpy(d.addr, w.a, 16);
+	d.port = a.port;
+	d.local = setup_is_local(a);
+	d.census = &c;
+	d.untrusted = untrusted;
+	d.arg = &a;
+	s = osf_dial_companion(&d);
+	if (s < 0) {
+		parts_drop(p);
+		*why = d.why == OSF_DIAL_BACKLOG ? OSF_R_BACKLOG
+		       : d.why == OSF_DIAL_RESOURCE ? OSF_R_RESOURCE : OSF_R_NO_LISTENER;
+		memcpy(full_name, d.full_name, 108);
+		errno = 0;
+		return -1;
+	}
+	if (need_port) {
+		*port_fd = reserve_port(in->app_fd, in->family, client);
+		if (*port_fd < 0) {
+			/* No free port: kernel TCP, whose connect then fails as
+			 * it would without osf (EADDRNOTAVAIL), or finds a port
+			 * freed meanwhile. The companion sees a connection
+			 * without a hello and drops it. */
 			REAL(close)(s);
-			continue;
-		}
-		if (!companion_trusted(s, &c, &a, wild[i])) {
-			REAL(close)(s); /* a squatter: it gets nothing */
-			continue;
-		}
-		if (need_port) {
-			*port_fd = reserve_port(in->app_fd, in->family, client);
-			if (*port_fd < 0) {
-				/* No free port: kernel TCP, whose connect then
-				 * fails as it would without osf (EADDRNOTAVAIL),
-				 * or finds a port freed meanwhile. The companion
-				 * sees a connection without a hello and drops it. */
-				REAL(close)(s);
-				parts_drop(p);
-				*why = OSF_R_NO_PORT;
-				errno = 0;
-				return -1;
-			}
-			setup_put_sockaddr(osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->client_addr,
-					   client);
-		}
-		osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->connect_ns = osf_now_ns();
-		if (send_hello(s, setup_cfg.c.ring_size, client, &a, p->segfd, p->wtx[1]) < 0) {
-			e = errno;
-			REAL(close)(s);
-			if (*port_fd >= 0)
-				REAL(close)(*port_fd);
-			*port_fd = -1;
 			parts_drop(p);
-			*why = OSF_R_HANDSHAKE;
-			errno = e;
+			*why = OSF_R_NO_PORT;
+			errno = 0;
 			return -1;
 		}
-		REAL(close)(p->wtx[1]);
-		p->wtx[1] = -1;
-		return s;
+		setup_put_sockaddr(osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->client_addr, client);
 	}
-	parts_drop(p);
-	if (full)
-		*why = OSF_R_BACKLOG;
-	errno = 0;
-	return -1;
+	osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->connect_ns = osf_now_ns();
+	setup_put_sockaddr(cl, client);
+	setup_put_sockaddr(sv, &a);
+	if (osf_hello_send(s, setup_cfg.c.ring_size, 0, cl, sv, p->segfd, p->wtx[1]) < 0) {
+		e = errno;
+		REAL(close)(s);
+		if (*port_fd >= 0)
+			REAL(close)(*port_fd);
+		*port_fd = -1;
+		parts_drop(p);
+		*why = OSF_R_HANDSHAKE;
+		errno = e;
+		return -1;
+	}
+	REAL(close)(p->wtx[1]);
+	p->wtx[1] = -1;
+	return s;
 }
 
 int osf_setup_connect(const struct osf_core_connect_in *in,

@@ -1,7 +1,8 @@
-/* setup_priv.h: what the three parts of the shm set-up share (setup.c:
- * configuration, addresses, names, route decisions, logging and listen;
- * setup_connect.c: the companion's owner and connect; setup_accept.c:
- * accept, parked connections and the hello watcher). Not for the rest of
+/* setup_priv.h: what the three parts of libosf.so's side of the shm set-up
+ * share (setup.c: configuration, addresses, names, route decisions,
+ * logging and listen; setup_connect.c: the census cache and connect;
+ * setup_accept.c: accept, parked connections and the hello watcher),
+ * around the set-up every side shares (sdp/setup.h). Not for the rest of
  * libosf.so, which sees setup.h. */
 #ifndef OSF_PRELOAD_SETUP_PRIV_H
 #define OSF_PRELOAD_SETUP_PRIV_H
@@ -73,9 +74,6 @@ int setup_get_sockaddr(const uint8_t in[28], struct ip *ip);
 int setup_is_local(struct ip ip);
 void setup_fmt_host(const struct ip *ip, char *out, size_t n);
 socklen_t setup_abstract(struct sockaddr_un *sun, const char *name);
-/* SLOT_MAX bounds the members of a SO_REUSEPORT group that get a companion. */
-#define SLOT_MAX 64u
-void setup_slot_name(const char *name, unsigned slot, char *out, size_t n);
 void setup_decide(int role, struct ip ip, struct osf_route_decision *d);
 void setup_set_detail(char out[96], const char *s);
 /* FD_ROOM_DETAIL is the detail of a connection or listener left to kernel
@@ -92,12 +90,6 @@ uint16_t setup_client_port(pid_t pid);
  * drops its SYNs until the companion has room (setup_syn.c): 1 when
  * marked. */
 int setup_syn_hold(int fd, int v6, const char *name);
-
-/* setup_seg_new creates, sizes (rings of ring bytes), seals and maps a
- * fresh segment memfd (close-on-exec, mode 0600, at the lowest free fd):
- * the mapping with the fd in *fdp, or NULL with errno. The header is the
- * caller's to write. */
-void *setup_seg_new(uint32_t ring, int *fdp);
 
 /* setup_spare.c: a client's segments made ahead of need.
  * setup_spare_take returns a fresh segment of ring bytes per direction,

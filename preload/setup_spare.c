@@ -31,6 +31,7 @@
  * connection uses); a child made otherwise (a raw clone, no fork hook)
  * finds a kit that is not its own and leaves it alone. */
 #include "setup_priv.h"
+#include "../sdp/setup.h"
 #include "../sdp/side.h"
 
 #define SPARE_AFTER 2
@@ -92,7 +93,7 @@ static uint8_t *make(uint32_t ring, int fd[3])
 	volatile uint8_t *h;
 	int w[2], i, hfd[3] = {-1, -1, -1};
 
-	h = setup_seg_new(ring, &fd[0]);
+	h = osf_seg_new(ring, &fd[0]);
 	if (!h)
 		return NULL;
 	if (REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w) < 0) {

@@ -96,6 +96,43 @@ int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	return REAL(getsockopt)(fd, level, name, val, len);
 }
 
+/* The shm set-up's (sdp/setup.c). */
+int osf_sys_socket(int domain, int type, int protocol)
+{
+	return REAL(socket)(domain, type, protocol);
+}
+
+int osf_sys_socketpair(int domain, int type, int protocol, int sv[2])
+{
+	return REAL(socketpair)(domain, type, protocol, sv);
+}
+
+int osf_sys_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	return REAL(connect)(fd, sa, len);
+}
+
+ssize_t osf_sys_sendto(int fd, const void *buf, size_t n, int flags,
+		       const struct sockaddr *sa, socklen_t len)
+{
+	return REAL(sendto)(fd, buf, n, flags, sa, len);
+}
+
+ssize_t osf_sys_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	return REAL(sendmsg)(fd, m, flags);
+}
+
+ssize_t osf_sys_recvmsg(int fd, struct msghdr *m, int flags)
+{
+	return REAL(recvmsg)(fd, m, flags);
+}
+
+int osf_sys_fcntl(int fd, int cmd, long arg)
+{
+	return REAL(fcntl)(fd, cmd, (void *)arg);
+}
+
 
 /* selectmux's libc calls (selectmux/host.h), as the real functions. */
 #define OSF_MUX_SYS_DEF(ret, name, params, args)                               \

@@ -4,9 +4,10 @@
  * the companion's name serves, as NETLINK_SOCK_DIAG reports it: anyone can
  * bind an abstract name, only the port's owner its TCP listener.
  *
- * One implementation for every dialer: libosf.so's connect
- * (preload/setup_connect.c, which caches censuses) and the Go dialers
- * (shm, used by the core and osfgw) include this file. The functions are
+ * One implementation for every dialer: sdp/setup.c's osf_dial_companion
+ * (libosf.so's connect and the Go dialers) checks a companion with it, and
+ * the census is taken by preload/setup_connect.c (which caches censuses)
+ * or shm's binding (one per dial). The functions are
  * static; the includer may define OSF_CENSUS_SYS(name) to the system call
  * it wants (libosf.so: its REAL functions, never its own hooks); the
  * default is the libc function. */

@@ -8,21 +8,21 @@
 //
 // The layout is defined once, in segment.h, which libosf.so's C data path
 // and this package (through cgo) both include. The C data path moves the
-// bytes; Go code only creates, validates and maps segments, which makes
-// this package the place where hostile input from a peer is checked before
-// any of it is trusted: OpenSegment verifies the seals, the size and the
-// header of a memfd a peer sent before mapping it.
+// bytes. The shm set-up is C too, one implementation (setup.h, setup.c:
+// the client's segment, the companion and whom to trust, the hello sent,
+// and the server's checks of a hello and of the segment it carries, where
+// hostile input from a peer is checked before any of it is trusted),
+// which libosf.so compiles and this package links for the Go programs:
+// package shm drives it, SendHello sends an RDMA engine's hand-off.
 //
 // Transports (package shm for peers on this host, package sdp/rdma for
 // other hosts) return an Endpoint; the core picks one per connection.
 //
-// Example:
+// Example (an RDMA engine handing a connection to a companion):
 //
-//	seg, err := sdp.CreateSegment(256 << 10) // client side
+//	seg, err := sdp.CreateSegment(256 << 10)
 //	if err != nil { ... }
-//	seg.InitHeader(local, remote, os.Getpid())
-//	hello := sdp.Hello{RingBytes: seg.RingBytes, Client: local, Server: remote}
-//	msg := hello.Marshal()              // sent with seg.FD attached
-//
-//	peer, err := sdp.OpenSegment(fd, h.RingBytes) // server side, after DecodeHello
+//	seg.InitHeader(client, server, 0)
+//	err = sdp.SendHello(companionFD, sdp.Hello{RingBytes: seg.RingBytes, Flags: sdp.HelloRDMA,
+//		Client: client, Server: server}, seg.FD, appTx)
 package sdp

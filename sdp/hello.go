@@ -1,24 +1,21 @@
 package sdp
 
 /*
-#include "segment.h"
+#include "setup.h"
 */
 import "C"
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// ErrHello means a hello message is malformed.
-var ErrHello = errors.New("sdp: malformed hello")
-
-// Hello is the message a client sends with a new segment.
+// Hello is what the hello that introduces a segment to a companion says
+// (segment.h struct osf_hello; the one writer is setup.c's
+// osf_hello_send, the one reader osf_hello_take).
 type Hello struct {
 	RingBytes uint32
 	Flags     uint32
@@ -28,44 +25,19 @@ type Hello struct {
 	Server netip.AddrPort
 }
 
-// Marshal encodes h as a struct osf_hello (segment.h; host byte order:
-// both ends are on this host).
-func (h Hello) Marshal() []byte {
-	var raw RawHello
-	raw.magic = HelloMagic
-	raw.version = Version
-	raw.size = SizeofHello
-	raw.ring_bytes = C.uint32_t(h.RingBytes)
-	raw.flags = C.uint32_t(h.Flags)
-	putSockaddr(raw.client[:], h.Client)
-	putSockaddr(raw.server[:], h.Server)
-	return C.GoBytes(unsafe.Pointer(&raw), SizeofHello)
-}
-
-// DecodeHello parses a hello; it never trusts lengths or sizes inside it
-// beyond checking them.
-func DecodeHello(b []byte) (Hello, error) {
-	var h Hello
-	if len(b) != SizeofHello {
-		return h, fmt.Errorf("%w: %d bytes", ErrHello, len(b))
+// SendHello sends h on the connected companion socket fd with the segment
+// segFD and txFD, the server's end of the writers' wake socket, attached
+// (osf_hello_send). It never waits and never raises SIGPIPE; the fds stay
+// the caller's.
+func SendHello(fd int, h Hello, segFD, txFD int) error {
+	var client, server [28]C.uint8_t
+	putSockaddr(client[:], h.Client)
+	putSockaddr(server[:], h.Server)
+	if r, err := C.osf_hello_send(C.int(fd), C.uint32_t(h.RingBytes), C.uint32_t(h.Flags),
+		&client[0], &server[0], C.int(segFD), C.int(txFD)); r < 0 {
+		return fmt.Errorf("sdp: send hello: %w", err)
 	}
-	var raw RawHello
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&raw)), SizeofHello), b)
-	if raw.magic != HelloMagic || raw.version != Version || raw.size != SizeofHello {
-		return h, fmt.Errorf("%w: bad magic or version", ErrHello)
-	}
-	h.RingBytes = uint32(raw.ring_bytes)
-	h.Flags = uint32(raw.flags)
-	if !RingSizeOK(h.RingBytes) {
-		return h, fmt.Errorf("%w: %w: %d", ErrHello, ErrRingSize, h.RingBytes)
-	}
-	var ok1, ok2 bool
-	h.Client, ok1 = Sockaddr(unsafe.Slice((*byte)(unsafe.Pointer(&raw.client[0])), len(raw.client)))
-	h.Server, ok2 = Sockaddr(unsafe.Slice((*byte)(unsafe.Pointer(&raw.server[0])), len(raw.server)))
-	if !ok1 || !ok2 {
-		return h, fmt.Errorf("%w: bad address", ErrHello)
-	}
-	return h, nil
+	return nil
 }
 
 // PutSockaddr encodes ap as a sockaddr_in (IPv4) or sockaddr_in6 into the

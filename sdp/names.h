@@ -1,7 +1,8 @@
 /* names.h: the abstract AF_UNIX names of companions (the listeners that
  * stand for offloaded kernel TCP listeners), one implementation for
- * libosf.so (preload/setup.c, setup_connect.c) and the Go dialers (shm,
- * through cgo). The functions are static.
+ * libosf.so's listen (preload/setup.c), every dialer (sdp/setup.c's
+ * osf_dial_companion) and the Go programs' names (shm, through cgo). The
+ * functions are static.
  *
  * A name is "osf1/FAMILY/HOST/PORT" without the leading NUL: FAMILY "4"
  * (IPv4), "6" (IPv6 only) or "46" (a dual-stack IPv6 wildcard listener,
@@ -89,6 +90,18 @@ static inline void osf_listen_name(const uint8_t a[16], uint16_t port, int v6onl
 		snprintf(out, n, "osf1/46/*/%u", port);
 	else
 		snprintf(out, n, "osf1/6/%s/%u", h, port);
+}
+
+/* osf_slot_name is the name of member slot of a SO_REUSEPORT group of
+ * companions named name: slot 0 is name itself, slot i name followed by
+ * "/r<i>". OSF_SLOT_MAX bounds the members that get a companion. */
+#define OSF_SLOT_MAX 64u
+static inline void osf_slot_name(const char *name, unsigned slot, char *out, size_t n)
+{
+	if (slot == 0)
+		snprintf(out, n, "%s", name);
+	else
+		snprintf(out, n, "%s/r%u", name, slot);
 }
 
 /* osf_dial_names puts in out, in order, the names of the companions that

@@ -41,7 +41,7 @@ type (
 var (
 	// ErrRingSize means a ring size is not a power of two in [MinRing, MaxRing].
 	ErrRingSize = errors.New("sdp: bad ring size")
-	// ErrSegment means a segment a peer sent failed validation.
+	// ErrSegment means a segment failed validation.
 	ErrSegment = errors.New("sdp: invalid segment")
 	// ErrSegmentGone means the fd a segment was read through no longer
 	// holds it: the connection was closed (and the fd maybe reused)
@@ -86,6 +86,8 @@ type Segment struct {
 	// dev and ino identify the memfd (FileID), kept by a mirror mapping
 	// that has no fd of its own.
 	dev, ino uint64
+	// cmapped: Mem was mapped by C (MappedSegment), not unix.Mmap.
+	cmapped bool
 }
 
 // FileID returns the identity (device, inode) of the segment's memfd,
@@ -139,38 +141,13 @@ func setup(fd int, ringBytes uint32) (*Segment, error) {
 	return s, nil
 }
 
-// OpenSegment validates and maps a segment a peer sent. ringBytes comes
-// from the hello; the memfd must be sealed against shrinking and growing,
-// have exactly the size the hello implies, and carry a matching header.
-// It never trusts the peer further than that: sizes are never read back
-// from the segment afterwards.
-func OpenSegment(fd int, ringBytes uint32) (*Segment, error) {
-	if !RingSizeOK(ringBytes) {
-		return nil, fmt.Errorf("%w: %w: %d", ErrSegment, ErrRingSize, ringBytes)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("sdp: stat segment: %w", err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(Bytes(ringBytes)) {
-		return nil, fmt.Errorf("%w: size %d, want %d", ErrSegment, st.Size, Bytes(ringBytes))
-	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&requiredSeals != requiredSeals {
-		return nil, fmt.Errorf("%w: seals %#x, want %#x", ErrSegment, seals, requiredSeals)
-	}
-	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("sdp: map segment: %w", err)
-	}
-	s := &Segment{FD: fd, Mem: mem, RingBytes: ringBytes}
-	h := s.header()
-	if atomic.LoadUint64((*uint64)(unsafe.Pointer(&h.magic))) != Magic || h.version != Version ||
-		uint32(h.ring_bytes) != ringBytes || h.hdr_bytes != SizeofHeader {
-		s.Unmap()
-		return nil, fmt.Errorf("%w: header does not match the hello", ErrSegment)
-	}
-	return s, nil
+// MappedSegment is the segment C made or validated and mapped (setup.h:
+// osf_seg_parts for a client, osf_hello_take for a server), fd its memfd:
+// the Segment owns both from now on.
+func MappedSegment(mem unsafe.Pointer, fd int, ringBytes uint32) *Segment {
+	s := &Segment{FD: fd, Mem: unsafe.Slice((*byte)(mem), Bytes(ringBytes)), RingBytes: ringBytes, cmapped: true}
+	s.FileID()
+	return s
 }
 
 func (s *Segment) header() *RawHeader {
@@ -199,7 +176,11 @@ func (s *Segment) Addr() uintptr { return uintptr(unsafe.Pointer(&s.Mem[0])) }
 // Unmap releases the mapping; the fd stays open.
 func (s *Segment) Unmap() {
 	if s.Mem != nil {
-		unix.Munmap(s.Mem)
+		if s.cmapped {
+			unix.MunmapPtr(unsafe.Pointer(&s.Mem[0]), uintptr(len(s.Mem)))
+		} else {
+			unix.Munmap(s.Mem)
+		}
 		s.Mem = nil
 	}
 }

@@ -390,8 +390,8 @@ static inline int osf_ring_size_ok(uint32_t ring_bytes)
 
 /* osf_hello_check checks the n bytes a client sent as its hello (b holds
  * at least sizeof(struct osf_hello) bytes) against the server's ring cap:
- * OSF_HELLO_OK, or what is wrong. The one parser of a hello in C
- * (preload/setup_accept.c take_hello); every field it passes comes from a
+ * OSF_HELLO_OK, or what is wrong. The one parser of a hello (sdp/setup.c
+ * osf_hello_take, every server's); every field it passes comes from a
  * hostile client. */
 static inline int osf_hello_check(const void *b, size_t n, uint32_t cap)
 {

@@ -823,3 +823,49 @@ uint64_t osf_side_stamp(const struct osf_side *s)
 	       __atomic_load_n(&s->peer->urg, __ATOMIC_ACQUIRE) * 0xc2b2ae3d27d4eb4fULL +
 	       (flags << 52);
 }
+
+/* ---- messages before the data path owns the connection ------------------ */
+
+int osf_side_put_msg(struct osf_side *s, int fd, const void *b, size_t n)
+{
+	uint64_t head;
+
+	if (osf_side_lock_tx(s, 0) != 0)
+		return -1;
+	if (osf_side_tx_room(s) < (int64_t)n) {
+		osf_seg_unlock(&s->me->tx_lock);
+		return -1;
+	}
+	head = s->tx->head; /* under the lock, as every writer's */
+	osf_side_tx_copy(s, head, b, n);
+	__atomic_store_n(&s->tx->head, head + n, __ATOMIC_RELEASE);
+	osf_seg_unlock(&s->me->tx_lock);
+	osf_side_wake_reader(s, fd);
+	osf_side_wake_writer(s, __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE),
+			     s->rx->tail);
+	return 0;
+}
+
+int osf_side_get_msg(struct osf_side *s, int fd, void *b, size_t n)
+{
+	for (;;) {
+		int64_t used = osf_side_rx_used(s);
+		int r;
+
+		if (used < 0)
+			return -ECONNRESET;
+		if ((size_t)used >= n) {
+			uint64_t tail = s->rx->tail;
+			osf_side_rx_copy(s, tail, b, n);
+			__atomic_store_n(&s->rx->tail, tail + n, __ATOMIC_RELEASE);
+			osf_side_wake_writer(s, tail + (uint64_t)used, tail + n);
+			return 0;
+		}
+		if ((osf_side_peer_flags(s) & (OSF_SIDE_FIN | OSF_SIDE_RESET)) ||
+		    (osf_side_state(s) & (OSF_CS_GONE | OSF_CS_BROKEN)))
+			return -ECONNRESET;
+		r = osf_side_wait_data(s, fd, 0);
+		if (r < 0 && r != -EINTR)
+			return r;
+	}
+}

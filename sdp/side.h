@@ -526,6 +526,21 @@ int osf_side_wait_more(struct osf_side *s, int fd, unsigned spin_us,
  * -EAGAIN when SO_SNDTIMEO expired, -EINTR for a signal. */
 int osf_side_wait_room(struct osf_side *s, unsigned spin_us);
 
+/* ---- messages before the data path owns the connection ------------------ */
+
+/* osf_side_put_msg puts n bytes, whole, into the send ring (a handshake
+ * carried in the stream: a gateway's challenge, request, reply or notice)
+ * and wakes the other side's readers, and its writers (a connect waiting
+ * to complete may poll for POLLOUT only), on fd, the application's wake
+ * socket: 0, or -1 without room for all of them (never waits). */
+int osf_side_put_msg(struct osf_side *s, int fd, const void *b, size_t n);
+
+/* osf_side_get_msg takes exactly n bytes from the receive ring once they
+ * are all there, sleeping on fd (its SO_RCVTIMEO bounds each sleep): 0,
+ * -ECONNRESET when the other side ends first or the ring's positions are
+ * impossible, -EAGAIN when a sleep timed out, or the sleep's -errno. */
+int osf_side_get_msg(struct osf_side *s, int fd, void *b, size_t n);
+
 /* ---- readiness ------------------------------------------------------------ */
 
 /* Kinds of wait a poller arms (osf_side_arm). */

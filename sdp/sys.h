@@ -1,4 +1,5 @@
-/* sys.h: the system calls the stream protocol's C side (sdp/side.c, sdp/lock.c) makes.
+/* sys.h: the system calls the stream protocol's C side (sdp/side.c,
+ * sdp/lock.c) and the shm set-up (sdp/setup.c) make.
  *
  * sdp/ does not know who embeds it: libosf.so defines these as the real
  * libc functions (never its own hooks, preload/sys.c), a unit-test driver
@@ -23,6 +24,16 @@ int osf_sys_ioctl(int fd, unsigned long req, void *arg);
  * call under a seccomp filter). */
 pid_t osf_sys_gettid(void);
 int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
+int osf_sys_socket(int domain, int type, int protocol);
+int osf_sys_socketpair(int domain, int type, int protocol, int sv[2]);
+int osf_sys_connect(int fd, const struct sockaddr *sa, socklen_t len);
+ssize_t osf_sys_sendto(int fd, const void *buf, size_t n, int flags,
+		       const struct sockaddr *sa, socklen_t len);
+ssize_t osf_sys_sendmsg(int fd, const struct msghdr *m, int flags);
+ssize_t osf_sys_recvmsg(int fd, struct msghdr *m, int flags);
+/* osf_sys_fcntl takes fcntl's third argument as a long (F_ADD_SEALS,
+ * F_GET_SEALS, F_SETFL: an int). */
+int osf_sys_fcntl(int fd, int cmd, long arg);
 
 /* osf_sys_debug_punch is called by a trim right before each punch, with
  * the producers' stop set: libosf.so stops its own process there (SIGSTOP,

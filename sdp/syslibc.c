@@ -7,6 +7,7 @@
  * file out of the library. */
 #include "sys.h"
 
+#include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -20,5 +21,12 @@ int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout) { return poll(p, n, ti
 int osf_sys_ioctl(int fd, unsigned long req, void *arg) { return ioctl(fd, req, arg); }
 pid_t osf_sys_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 int osf_sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len) { return getsockopt(fd, level, name, val, len); }
+int osf_sys_socket(int domain, int type, int protocol) { return socket(domain, type, protocol); }
+int osf_sys_socketpair(int domain, int type, int protocol, int sv[2]) { return socketpair(domain, type, protocol, sv); }
+int osf_sys_connect(int fd, const struct sockaddr *sa, socklen_t len) { return connect(fd, sa, len); }
+ssize_t osf_sys_sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t len) { return sendto(fd, buf, n, flags, sa, len); }
+ssize_t osf_sys_sendmsg(int fd, const struct msghdr *m, int flags) { return sendmsg(fd, m, flags); }
+ssize_t osf_sys_recvmsg(int fd, struct msghdr *m, int flags) { return recvmsg(fd, m, flags); }
+int osf_sys_fcntl(int fd, int cmd, long arg) { return fcntl(fd, cmd, arg); }
 void osf_sys_debug_punch(void) {}
 

@@ -164,11 +164,6 @@ func (s *Segment) tokens(i int, w Want) *uint32 {
 	return u32(&s.side(i).rx_tokens)
 }
 
-// AddTokens counts n wake tokens of kind w sent to side i, before they are
-// sent (rx_tokens or tx_tokens): side i sheds tokens beyond its waiters
-// before it asks for more, so that they never pile up.
-func (s *Segment) AddTokens(i int, w Want, n uint32) { atomic.AddUint32(s.tokens(i, w), n) }
-
 // TakeTokens uncounts n tokens of kind w of side i, never below 0: the
 // ones a send did not deliver, or the ones side i took.
 func (s *Segment) TakeTokens(i int, w Want, n uint32) {

@@ -8,10 +8,17 @@
 // protocol version, address family, address and port (ListenName).
 // Abstract names belong to a network namespace, which is exactly the scope
 // in which a TCP address means the same listener. A client tries the names
-// that could serve its destination (DialNames); when one answers it sends
-// a hello with a freshly created, sealed segment attached, and may start
-// writing at once, as TCP lets a client write before accept. No companion,
-// or a full backlog, means kernel TCP.
+// that could serve its destination (DialNames); when one answers and its
+// owner holds the kernel TCP listener it stands for, it sends a hello with
+// a freshly created, sealed segment attached, and may start writing at
+// once, as TCP lets a client write before accept. No companion, or a full
+// backlog, means kernel TCP.
+//
+// The set-up itself is libosf.so's, in C (sdp/setup.h): this package is
+// its binding for the Go programs (the core when libosf.so's C declines a
+// connect, osfgw's deliveries to a node's listener and the accepts on its
+// companion, the RDMA tests), so that both sides make and check a
+// connection the same way. IsLocal is libosf.so's "is local" too.
 //
 // Example (what the core does for connect and accept):
 //

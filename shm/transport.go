@@ -1,5 +1,50 @@
 package shm
 
+/*
+#cgo CFLAGS: -O2 -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing
+#include <errno.h>
+#include "../sdp/setup.h"
+
+// shm_companion connects to the first trusted companion serving a:port
+// (osf_dial_companion, with a census taken now): the socket, or -1 with
+// *why (OSF_DIAL_*) and *err.
+static int shm_companion(const uint8_t *a, uint16_t port, int gateway, int *why, int *err)
+{
+	struct osf_census c;
+	struct osf_dial d;
+	int s;
+
+	memset(&d, 0, sizeof(d));
+	memcpy(d.addr, a, 16);
+	d.port = port;
+	d.local = osf_addr_local(a);
+	d.gateway = gateway;
+	if (osf_census_read(port, &c) == 0)
+		d.census = &c;
+	s = osf_dial_companion(&d);
+	*why = d.why;
+	*err = errno;
+	return s;
+}
+
+static void listen_name(const uint8_t *a, uint16_t port, int v6only, char *out)
+{
+	osf_listen_name(a, port, v6only, out, OSF_NAME_MAX);
+}
+
+struct dial_names {
+	char name[3][OSF_NAME_MAX];
+	int wild[3];
+	int n;
+};
+
+static void dial_names(const uint8_t *a, uint16_t port, int local, struct dial_names *d)
+{
+	d->n = osf_dial_names(a, port, local, d->name, d->wild);
+}
+*/
+import "C"
+
 import (
 	"errors"
 	"fmt"
@@ -7,19 +52,21 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
-	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/verbs/devroute"
 	"golang.org/x/sys/unix"
 )
 
-// Transport sets up offloaded connections between processes of this host;
-// every call is non-blocking or bounded by the timeout it is given.
+// Transport sets up offloaded connections between processes of this host
+// with libosf.so's own set-up (sdp/setup.h: the companion, whom to trust,
+// the segment, the hello and its checks, one implementation in C); every
+// call is non-blocking or bounded by the timeout it is given.
 type Transport struct {
 	// Gateway: the dialed companion is an osfgw gateway's, which holds no
 	// kernel TCP listener in the node's namespace: a companion of root's
-	// or of this process's user is trusted too (see trusted).
+	// or of this process's user is trusted too.
 	Gateway bool
 }
 
@@ -36,7 +83,7 @@ func (Transport) Listen(addr netip.AddrPort, backlog int, v6only bool) (int, err
 	if err != nil {
 		return -1, fmt.Errorf("shm: listen: %w", err)
 	}
-	if err := unix.Bind(fd, abstract(ListenName(addr, v6only))); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: "@" + ListenName(addr, v6only)}); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("shm: bind companion of %s: %w", addr, err)
 	}
@@ -47,14 +94,14 @@ func (Transport) Listen(addr netip.AddrPort, backlog int, v6only bool) (int, err
 	return fd, nil
 }
 
-func abstract(name string) *unix.SockaddrUnix { return &unix.SockaddrUnix{Name: "@" + name} }
-
 // Dial connects to the companion serving dst, creates the segment and
-// sends the hello. It never waits: a companion either takes the
-// connection now or the caller uses kernel TCP. As the C connect
-// (preload/setup_connect.c), it sends nothing to a companion whose owner
-// does not hold a kernel TCP listener for dst (a squatter of the name),
-// but moves on to the next name (t.Gateway: see Transport).
+// sends the hello, as libosf.so's connect does (osf_dial_companion,
+// osf_seg_new, osf_hello_send). It never waits: a companion either takes
+// the connection now or the caller uses kernel TCP (sdp.ErrNoListener,
+// sdp.ErrBacklog). It sends nothing to a companion whose owner does not
+// hold a kernel TCP listener for dst (a squatter of the name), but moves
+// on to the next name (t.Gateway: see Transport). The timeout is unused:
+// nothing here waits.
 func (t Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error) {
 	return t.DialFirst(dst, local, ringBytes, nil)
 }
@@ -63,122 +110,92 @@ func (t Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout tim
 // server sees the hello (osfgw puts a delivery's notice there, so that the
 // node's accept finds it without waiting).
 func (t Transport) DialFirst(dst, local netip.AddrPort, ringBytes uint32, first []byte) (*sdp.Endpoint, error) {
+	if !sdp.RingSizeOK(ringBytes) {
+		return nil, fmt.Errorf("%w: %d", sdp.ErrRingSize, ringBytes)
+	}
 	fd, err := connectCompanion(dst, t.Gateway)
 	if err != nil {
 		return nil, err
 	}
-	seg, err := sdp.CreateSegment(ringBytes)
-	if err != nil {
+	var client, server [28]C.uint8_t
+	putSockaddr(&client, local)
+	putSockaddr(&server, dst)
+	var segFD C.int
+	var wtx [2]C.int
+	m, err := C.osf_seg_parts(C.uint32_t(ringBytes), &client[0], &server[0], C.int32_t(os.Getpid()), &segFD, &wtx[0])
+	if m == nil {
 		unix.Close(fd)
+		return nil, fmt.Errorf("%w: segment: %w", sdp.ErrHandshake, err)
+	}
+	ep := &sdp.Endpoint{WakeFD: fd, WakeTxFD: int(wtx[0]), Segment: sdp.MappedSegment(m, int(segFD), ringBytes),
+		Side: sdp.SideClient, Local: local, Remote: dst}
+	fail := func(err error) (*sdp.Endpoint, error) {
+		ep.Close()
+		unix.Close(int(wtx[1]))
 		return nil, err
 	}
-	seg.InitHeader(local, dst, os.Getpid())
-	if len(first) > 0 {
-		if err := seg.WriteMsg(sdp.SideClient, fd, first); err != nil {
-			seg.Close()
-			unix.Close(fd)
-			return nil, err
-		}
+	if err := ep.WriteMsg(first); err != nil {
+		return fail(err)
 	}
-	// The writers' wake socket: this end here, the other to the server.
-	wtx, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		seg.Close()
-		unix.Close(fd)
-		return nil, fmt.Errorf("%w: writers' wake socket: %w", sdp.ErrHandshake, err)
+	if r, err := C.osf_hello_send(C.int(fd), C.uint32_t(ringBytes), 0, &client[0], &server[0], segFD, wtx[1]); r < 0 {
+		return fail(fmt.Errorf("%w: send hello: %w", sdp.ErrHandshake, err))
 	}
-	hello := sdp.Hello{RingBytes: ringBytes, Client: local, Server: dst}
-	err = unix.Sendmsg(fd, hello.Marshal(), unix.UnixRights(seg.FD, wtx[1]), nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
-	unix.Close(wtx[1])
-	if err != nil {
-		seg.Close()
-		unix.Close(fd)
-		unix.Close(wtx[0])
-		return nil, fmt.Errorf("%w: send hello: %w", sdp.ErrHandshake, err)
-	}
-	return &sdp.Endpoint{WakeFD: fd, WakeTxFD: wtx[0], Segment: seg, Side: sdp.SideClient, Local: local, Remote: dst}, nil
+	unix.Close(int(wtx[1]))
+	return ep, nil
 }
 
-// connectCompanion tries each name that could serve dst and returns the
-// first trusted companion's connection; an untrusted one is closed before
-// it gets anything.
+// connectCompanion returns the connected socket of the first trusted
+// companion that serves dst (osf_dial_companion, with a census of the
+// kernel TCP listeners on dst's port taken now in the calling thread's
+// network namespace).
 func connectCompanion(dst netip.AddrPort, gateway bool) (int, error) {
-	full := false
-	for _, n := range dialNames(dst, policy.IsLocal(dst.Addr())) {
-		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
-		if err != nil {
-			return -1, fmt.Errorf("%w: socket: %w", sdp.ErrHandshake, err)
-		}
-		err = unix.Connect(fd, abstract(n.name))
-		if err == nil && trusted(fd, dst, n.wild, gateway) {
-			return fd, nil
-		}
-		unix.Close(fd)
-		if errors.Is(err, unix.EAGAIN) {
-			full = true
-		}
-	}
-	if full {
+	a := dst.Addr().WithZone("").As16()
+	var why, cerr C.int
+	fd := C.shm_companion((*C.uint8_t)(unsafe.Pointer(&a[0])), C.uint16_t(dst.Port()), cbool(gateway), &why, &cerr)
+	switch {
+	case fd >= 0:
+		return int(fd), nil
+	case why == C.OSF_DIAL_BACKLOG:
 		return -1, sdp.ErrBacklog
+	case why == C.OSF_DIAL_RESOURCE:
+		return -1, fmt.Errorf("%w: socket: %w", sdp.ErrHandshake, unix.Errno(cerr))
 	}
 	return -1, sdp.ErrNoListener
 }
 
 // Accept reads the hello from a connection accepted on a companion
-// listener, validates and maps the segment that came with it, and returns
-// the server's endpoint. It waits at most timeout for the hello (a client
-// sends it right after connecting). On error connFD is left open for the
-// caller to close.
+// listener, validates and maps the segment that came with it (everything
+// libosf.so's accept checks: osf_hello_take), and returns the server's
+// endpoint. It waits at most timeout for the hello (a client sends it
+// right after connecting). On error connFD is left open for the caller to
+// close. A client may make it map rings of up to sdp.MaxRing.
 func (Transport) Accept(connFD int, listen netip.AddrPort, timeout time.Duration) (*sdp.Endpoint, error) {
 	if err := waitReadable(connFD, timeout); err != nil {
 		return nil, err
 	}
-	buf := make([]byte, sdp.SizeofHello+1)
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	n, oobn, _, _, err := unix.Recvmsg(connFD, buf, oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
-	if err != nil {
-		return nil, fmt.Errorf("%w: read hello: %w", sdp.ErrHandshake, err)
+	var in C.struct_osf_hello_in
+	var why [160]C.char
+	switch rc := C.osf_hello_take(C.int(connFD), C.uint32_t(sdp.MaxRing), &in, &why[0], C.size_t(len(why))); {
+	case rc == C.EAGAIN:
+		return nil, fmt.Errorf("%w: no hello", sdp.ErrHandshake)
+	case rc != 0 && why[0] != 0:
+		return nil, fmt.Errorf("%w: %s", sdp.ErrHandshake, C.GoString(&why[0]))
+	case rc != 0:
+		return nil, fmt.Errorf("%w: read hello: %w", sdp.ErrHandshake, unix.Errno(rc))
 	}
-	fds := rights(oob[:oobn])
-	if len(fds) != 2 {
-		closeAll(fds)
-		return nil, fmt.Errorf("%w: hello carried %d fds, want 2", sdp.ErrHandshake, len(fds))
-	}
-	if err := checkWakeSocket(fds[1]); err != nil {
-		closeAll(fds)
-		return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
-	}
-	h, err := sdp.DecodeHello(buf[:n])
-	if err != nil {
-		closeAll(fds)
-		return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
-	}
-	seg, err := sdp.OpenSegment(fds[0], h.RingBytes)
-	if err != nil {
-		closeAll(fds)
-		return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
-	}
+	ring := uint32(in.h.ring_bytes)
+	seg := sdp.MappedSegment(in.seg, int(in.seg_fd), ring)
 	seg.SetServerPID(os.Getpid())
+	client, _ := sdp.Sockaddr(C.GoBytes(unsafe.Pointer(&in.h.client[0]), 28))
+	server, _ := sdp.Sockaddr(C.GoBytes(unsafe.Pointer(&in.h.server[0]), 28))
 	return &sdp.Endpoint{
 		WakeFD:   connFD,
-		WakeTxFD: fds[1],
+		WakeTxFD: int(in.wake_tx_fd),
 		Segment:  seg,
 		Side:     sdp.SideServer,
-		Local:    AsFamily(netip.AddrPortFrom(h.Server.Addr(), listen.Port()), listen.Addr()),
-		Remote:   AsFamily(h.Client, listen.Addr()),
+		Local:    AsFamily(netip.AddrPortFrom(server.Addr(), listen.Port()), listen.Addr()),
+		Remote:   AsFamily(client, listen.Addr()),
 	}, nil
-}
-
-// checkWakeSocket accepts only a connected AF_UNIX stream socket as the
-// writers' wake socket: the C data path sleeps in recv on it.
-func checkWakeSocket(fd int) error {
-	if t, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || t != unix.SOCK_STREAM {
-		return fmt.Errorf("writers' wake socket: not a stream socket (%v)", err)
-	}
-	if d, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || d != unix.AF_UNIX {
-		return fmt.Errorf("writers' wake socket: not AF_UNIX (%v)", err)
-	}
-	return nil
 }
 
 func waitReadable(fd int, timeout time.Duration) error {
@@ -202,23 +219,52 @@ func waitReadable(fd int, timeout time.Duration) error {
 	}
 }
 
-func rights(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if r, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, r...)
-		}
-	}
-	return fds
+// IsLocal reports whether a connection to a stays on this host: loopback,
+// unspecified, or an address of an interface (osf_addr_local, libosf.so's
+// own rule). policy.IsLocal is the same rule in Go for osfrun, which is
+// built without cgo; FuzzIsLocalAgree holds the two together.
+func IsLocal(a netip.Addr) bool {
+	b := a.WithZone("").As16()
+	return C.osf_addr_local((*C.uint8_t)(unsafe.Pointer(&b[0]))) != 0
 }
 
-func closeAll(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
+// ListenName is the abstract socket name (without the leading NUL) of the
+// companion of a listener bound to addr (sdp/names.h). v6only is the
+// IPV6_V6ONLY option of an IPv6 listener.
+func ListenName(addr netip.AddrPort, v6only bool) string {
+	a := addr.Addr().WithZone("").As16()
+	var out [C.OSF_NAME_MAX]C.char
+	C.listen_name((*C.uint8_t)(unsafe.Pointer(&a[0])), C.uint16_t(addr.Port()), cbool(v6only), &out[0])
+	return C.GoString(&out[0])
+}
+
+// DialNames returns, in order, the companion names that could serve a
+// connection to dst (sdp/names.h): a listener bound to dst itself, and,
+// when dst is an address of this host, wildcard listeners of its family
+// and dual-stack ones.
+func DialNames(dst netip.AddrPort, local bool) []string {
+	a := dst.Addr().WithZone("").As16()
+	var d C.struct_dial_names
+	C.dial_names((*C.uint8_t)(unsafe.Pointer(&a[0])), C.uint16_t(dst.Port()), cbool(local), &d)
+	names := make([]string, 0, int(d.n))
+	for i := 0; i < int(d.n); i++ {
+		names = append(names, C.GoString(&d.name[i][0]))
+	}
+	return names
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func putSockaddr(dst *[28]C.uint8_t, ap netip.AddrPort) {
+	var b [28]byte
+	sdp.PutSockaddr(b[:], ap)
+	for i := range b {
+		dst[i] = C.uint8_t(b[i])
 	}
 }
 
@@ -246,13 +292,6 @@ func SourceFor(dst netip.AddrPort) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("shm: %w", err)
 	}
 	return netip.AddrPortFrom(a, ClientPort()), nil
-}
-
-func sockaddr(ap netip.AddrPort) (int, unix.Sockaddr) {
-	if ap.Addr().Is4() {
-		return unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
-	}
-	return unix.AF_INET6, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
 }
 
 var portSeq atomic.Uint32

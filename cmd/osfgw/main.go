@@ -19,6 +19,7 @@ import (
 	"github.com/osfproject/osf/internal/gateway"
 	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/shm"
 	"golang.org/x/sys/unix"
 )
 
@@ -128,7 +129,7 @@ func newGateway(o *options, logger *log.Logger) (*gw, error) {
 	if o.rdma != "auto" && o.rdma != "off" {
 		return nil, fmt.Errorf("osfgw: --rdma %q: want auto or off", o.rdma)
 	}
-	g := &gw{addr: addr, key: key, isLocal: policy.IsLocal, timeout: o.connectTimeout, netns: o.nodeNetns, rdma: o.rdma == "auto",
+	g := &gw{addr: addr, key: key, isLocal: shm.IsLocal, timeout: o.connectTimeout, netns: o.nodeNetns, rdma: o.rdma == "auto",
 		log: logger, conns: make(map[uint64]*relay), pending: make(chan struct{}, maxPending)}
 	for _, a := range o.allow {
 		r, err := policy.ParseTarget(a)

@@ -41,57 +41,6 @@ static struct leg *leg_new(void *base, uint32_t ring, int side, int fd, int wfd)
 	return l;
 }
 
-// leg_write puts a whole control message into the send ring and wakes the
-// node's readers and writers (a node waiting for its connect to complete
-// may poll for POLLOUT only): 0, or -1 without room.
-static int leg_write(struct leg *l, const void *b, size_t n)
-{
-	struct osf_side *s = &l->s;
-	uint64_t head;
-
-	if (osf_side_lock_tx(s, 0) != 0)
-		return -1;
-	if (osf_side_tx_room(s) < (int64_t)n) {
-		osf_seg_unlock(&s->me->tx_lock);
-		return -1;
-	}
-	head = s->tx->head; // under the lock, as leg_from_dest's
-	osf_side_tx_copy(s, head, b, n);
-	__atomic_store_n(&s->tx->head, head + n, __ATOMIC_RELEASE);
-	osf_seg_unlock(&s->me->tx_lock);
-	osf_side_wake_reader(s, l->fd);
-	osf_side_wake_writer(s, __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE),
-			     s->rx->tail);
-	return 0;
-}
-
-// leg_read takes exactly n bytes the node sent, waiting (SO_RCVTIMEO of the
-// wake socket bounds each sleep): 0, or a negative errno.
-static int leg_read(struct leg *l, void *b, size_t n)
-{
-	struct osf_side *s = &l->s;
-
-	for (;;) {
-		int64_t used = osf_side_rx_used(s);
-		int r;
-
-		if (used < 0)
-			return -ECONNRESET;
-		if ((size_t)used >= n) {
-			uint64_t tail = s->rx->tail;
-			osf_side_rx_copy(s, tail, b, n);
-			__atomic_store_n(&s->rx->tail, tail + n, __ATOMIC_RELEASE);
-			return 0;
-		}
-		if ((osf_side_peer_flags(s) & OSF_SIDE_FIN) ||
-		    (osf_side_state(s) & (OSF_CS_GONE | OSF_CS_BROKEN)))
-			return -ECONNRESET;
-		r = osf_side_wait_data(s, l->fd, 0);
-		if (r < 0 && r != -EINTR)
-			return r;
-	}
-}
-
 // leg_to_dest sends what the node writes to dest until the node's end:
 // LEG_FIN (shut down or closed), LEG_RESET (reset, or a corrupt segment),
 // LEG_WRITE with *err when dest cannot take it.
@@ -280,14 +229,14 @@ func (r *ringLeg) node() string      { return r.from }
 func (r *ringLeg) transport() string { return r.via }
 
 func (r *ringLeg) send(b []byte) error {
-	if C.leg_write(r.l, unsafe.Pointer(&b[0]), C.size_t(len(b))) != 0 {
+	if C.osf_side_put_msg(&r.l.s, r.l.fd, unsafe.Pointer(&b[0]), C.size_t(len(b))) != 0 {
 		return errors.New("osfgw: no room in the ring for a control message")
 	}
 	return nil
 }
 
 func (r *ringLeg) recv(b []byte) error {
-	if e := C.leg_read(r.l, unsafe.Pointer(&b[0]), C.size_t(len(b))); e < 0 {
+	if e := C.osf_side_get_msg(&r.l.s, r.l.fd, unsafe.Pointer(&b[0]), C.size_t(len(b))); e < 0 {
 		return fmt.Errorf("osfgw: read from the ring: %w", unix.Errno(-e))
 	}
 	return nil

@@ -17,9 +17,10 @@ var host = &addrCache{load: interfaceAddrs, now: time.Now, ttl: hostTTL}
 // IsLocal reports whether a connection to a stays on this host (in this
 // network namespace): a is loopback, unspecified (Linux connects 0.0.0.0
 // and :: to the host itself, 127.0.0.1 and ::1; probed), or assigned to an
-// interface of this host. This is the one definition of "local": the route
-// rules' "local" and which companion listeners a shm connect tries use it.
-// (verbs/devroute asks a different question, which interface holds an
+// interface of this host. It is the Go twin of libosf.so's osf_addr_local
+// (sdp/setup.c), which libosf.so and, through cgo (shm.IsLocal), the core
+// and osfgw use; osfrun, built without cgo, uses this one, and shm's
+// FuzzIsLocalAgree holds the two together. (verbs/devroute asks a different question, which interface holds an
 // address, because RDMA devices serve interfaces; see Host.ForRoute.)
 //
 // The interface addresses come from net.InterfaceAddrs, are shared by all

@@ -125,13 +125,13 @@ func gatewayRing(g netip.AddrPort, req gateway.Request) (*sdp.Endpoint, string, 
 	}
 	ep.Local = local
 	b := make([]byte, gateway.ChallengeSize)
-	err = ep.Segment.ReadMsg(sdp.SideClient, ep.WakeFD, b, time.Now().Add(core.cfg.ConnectTimeout))
+	err = ep.ReadMsg(b, time.Now().Add(core.cfg.ConnectTimeout))
 	var ch gateway.Challenge
 	if err == nil {
 		ch, err = gateway.ParseChallenge(b)
 	}
 	if err == nil {
-		err = ep.Segment.WriteMsg(sdp.SideClient, ep.WakeFD, req.Marshal(gw.key, ch.Nonce))
+		err = ep.WriteMsg(req.Marshal(gw.key, ch.Nonce))
 	}
 	if err != nil {
 		ep.Close()

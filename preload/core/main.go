@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/osfproject/osf/internal/policy"
+	"github.com/osfproject/osf/shm"
 	"golang.org/x/sys/unix"
 )
 
@@ -45,7 +46,7 @@ func osfcore_init(in *C.struct_osf_core_init_in, out *C.struct_osf_core_init_out
 		return 0
 	}
 	core.cfg = cfg
-	core.isLocal = policy.IsLocal
+	core.isLocal = shm.IsLocal
 	core.rdma = rdmaProbe
 	var logFD int
 	core.log, logFD = newLogger(cfg, int(in.pid), core.prog, int(in.hidden_base))

@@ -717,18 +717,19 @@ func newServerSegment(cd ConnectData, hiddenBase int) (*sdp.Segment, error) {
 }
 
 // sendHello hands a connection to the application through its listener's
-// companion, as a local shm client would: on comp (the engine's end of
+// companion, as a local shm client would (sdp.SendHello, libosf.so's
+// own): on comp (the engine's end of
 // the application's fd to be) the hello, carrying the segment's memfd and
 // appTx, the application's end of the writers' wake socket. Either way it
 // then closes both (the application has its copies; the engine keeps
 // seg's mapping).
 func sendHello(comp int, seg *sdp.Segment, appTx int, cd ConnectData) error {
 	hello := sdp.Hello{RingBytes: cd.RingBytes, Flags: sdp.HelloRDMA, Client: cd.Client, Server: cd.Server}
-	err := unix.Sendmsg(comp, hello.Marshal(), unix.UnixRights(seg.FD, appTx), nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+	err := sdp.SendHello(comp, hello, seg.FD, appTx)
 	closeOpen(seg.FD, appTx)
 	seg.FD = -1
 	if err != nil {
-		return fmt.Errorf("send hello to the companion: %w", err)
+		return fmt.Errorf("to the companion: %w", err)
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/shm"
 	"github.com/osfproject/osf/verbs"
@@ -253,7 +252,7 @@ func (s *Sim) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Dur
 	deadline := time.Now().Add(timeout)
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	fd := -1
-	for _, name := range shm.DialNames(dst, policy.IsLocal(dst.Addr())) {
+	for _, name := range shm.DialNames(dst, shm.IsLocal(dst.Addr())) {
 		sfd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return nil, resourceError(err)
