@@ -123,6 +123,7 @@ static int osf_rdma_rx_fill(struct osf_rdma_tx *tx)
 
 static int osf_rdma_rx_engine_poll(struct osf_rdma_tx *tx)
 {
+	tx->rx->engine_due = 0; // it pumps after polling
 	return osf_rdma_rx_poll(tx->rx, 0, &tx->rx->engine_wcs);
 }
 
@@ -585,9 +586,12 @@ func (t *txState) bytesIn() uint64 {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.bytes_in)))
 }
 
-// rxCount returns the completions the rule applied.
-func (t *txState) rxCount() uint64 {
-	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.engine_wcs)))
+// rxCounts returns the completions taken by the application's threads
+// and by the engine, and the credits the application's threads posted.
+func (t *txState) rxCounts() (caller, engine, credits uint64) {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.caller_wcs))),
+		atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.engine_wcs))),
+		atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.caller_credits)))
 }
 
 // creditC posts the credit for tail through the C poster when due: 0,
