@@ -14,8 +14,9 @@
 
 // osf_rdma_rx_take is rx->take (rx.h osf_rdma_take_fn): an application's
 // thread that found no data takes what completions there are, at most a
-// CQ's depth, when no other thread (nor the engine) is taking them. An
-// event it leaves kicks the engine, which may be asleep on a completion
+// CQ's depth, when no other thread (nor the engine) is taking them. What
+// it leaves (an event, completions it took and did not apply, bytes a
+// CREDIT lets out) kicks the engine, which may be asleep on a completion
 // channel this thread already emptied.
 int osf_rdma_rx_take(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid)
 {
@@ -32,7 +33,12 @@ int osf_rdma_rx_take(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid)
 			n = -1;
 		} else {
 			n = osf_rdma_rx_poll(rx, 3 * (int)OSF_RDMA_SQ_DEPTH, &rx->caller_wcs);
-			if (rx->ev.what != OSF_RDMA_EV_NONE || rx->engine_due) {
+			/* Completions it took from the device and stopped
+			 * before (the stash: its bound, or an event) are
+			 * the engine's now, and no completion event will
+			 * say so. */
+			if (rx->ev.what != OSF_RDMA_EV_NONE || rx->engine_due ||
+			    rx->stash_i != rx->stash_n) {
 				rx->engine_due = 0;
 				osf_rdma_rx_kick(rx);
 			}

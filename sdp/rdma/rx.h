@@ -160,6 +160,27 @@ static inline void osf_rdma_rx_kick(const struct osf_rdma_rx *rx)
 	errno = saved;
 }
 
+/* osf_rdma_tx_leave lets go of tx's lock taken for anything but a data
+ * push: counting a send completion, applying a CREDIT, posting a credit.
+ * A writer (or the engine's transmit) that found the lock busy meanwhile
+ * raised again and left its bytes to the holder (osf_rdma_tx_claim); a
+ * holder that pushes sends them once more (osf_rdma_tx_release), this one
+ * does not, so it wakes the engine, which pumps every stream when it
+ * wakes. Held by an application's thread, which takes completions or
+ * posts credits while another thread (or the engine) writes, the lock
+ * would otherwise leave those bytes unsent until the engine woke for
+ * something else. again is cleared here: whoever pushes next reads head
+ * afresh. */
+static inline void osf_rdma_tx_leave(struct osf_rdma_rx *rx)
+{
+	struct osf_rdma_tx *tx = rx->tx;
+
+	__atomic_store_n(&tx->lock, 0, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&tx->again, __ATOMIC_SEQ_CST) &&
+	    __atomic_exchange_n(&tx->again, 0, __ATOMIC_SEQ_CST))
+		osf_rdma_rx_kick(rx);
+}
+
 static inline struct osf_seg_side *osf_rdma_rx_app(const struct osf_rdma_rx *rx)
 {
 	return &rx->hdr->side[rx->side];
@@ -310,7 +331,7 @@ static inline int osf_rdma_rx_imm(struct osf_rdma_rx *rx, const struct osf_rdma_
 		sent = tx->sent;
 		tail = osf_rdma_advance(peer_tail, v);
 		if (tail - peer_tail > sent - peer_tail) {
-			osf_rdma_tx_unlock(tx);
+			osf_rdma_tx_leave(rx);
 			return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_VIOLATION, wc,
 					       "CREDIT to %llu beyond %llu sent",
 					       (unsigned long long)tail, (unsigned long long)sent);
@@ -320,7 +341,7 @@ static inline int osf_rdma_rx_imm(struct osf_rdma_rx *rx, const struct osf_rdma_
 		    ((__atomic_load_n(&rx->hdr->side[rx->side].flags, __ATOMIC_ACQUIRE) &
 		      OSF_SIDE_FIN) && !tx->fin_sent))
 			rx->engine_due = 1;
-		osf_rdma_tx_unlock(tx);
+		osf_rdma_tx_leave(rx);
 		__atomic_store_n(&rx->hdr->ring[rx->side].tail, tail, __ATOMIC_RELEASE);
 		osf_rdma_rx_wake_writer(rx, tail);
 		return 0;
@@ -378,7 +399,7 @@ static inline int osf_rdma_rx_one(struct osf_rdma_rx *rx, const struct osf_rdma_
 			       : osf_rdma_rx_event(rx, OSF_RDMA_EV_BROKEN, 0, wc);
 	osf_rdma_tx_lock_spin(tx);
 	bad = osf_rdma_tx_complete(tx, seq);
-	osf_rdma_tx_unlock(tx);
+	osf_rdma_tx_leave(rx);
 	if (bad)
 		return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_FAIL, wc,
 				       "rdma: completion for unposted work request %u (posted %u)",
@@ -502,7 +523,7 @@ static inline int osf_rdma_credit_push(struct osf_rdma_tx *tx, uint32_t gen, int
 			__atomic_add_fetch(&rx->caller_credits, 1, __ATOMIC_RELAXED);
 			ok = 1;
 		}
-		osf_rdma_tx_unlock(tx);
+		osf_rdma_tx_leave(rx);
 	}
 	/* Not posted (the lock busy, the send queue full, the stand-in's link
 	 * busy): the engine posts it, which may be asleep with nothing asking

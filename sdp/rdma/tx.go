@@ -46,6 +46,16 @@ static int osf_rdma_tx_engine_push(struct osf_rdma_tx *tx, uint64_t head, int fi
 	return n < 0 ? -1 : 0;
 }
 
+// osf_rdma_tx_push_go is an application's thread's push of head (and
+// FIN), as libosf.so's writers make it (tests).
+static int osf_rdma_tx_push_go(struct osf_rdma_tx *tx, uint64_t head, int fin)
+{
+	uint32_t flags = fin ? 1u : 0u;
+
+	return osf_rdma_tx_push(tx, __atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE), tx->pid,
+				&head, &flags, 1u);
+}
+
 static int osf_rdma_tx_next_go(const struct osf_rdma_tx *tx, uint64_t head, int fin,
 			       struct osf_rdma_wr *wr)
 {
@@ -150,7 +160,7 @@ static int osf_rdma_credit_engine(struct osf_rdma_tx *tx, uint64_t tail, int for
 		rc = osf_rdma_credit_post(tx->rx, tail);
 	if (rc == 0)
 		__atomic_add_fetch(&tx->engine_posts, 1, __ATOMIC_RELAXED);
-	osf_rdma_tx_unlock(tx);
+	osf_rdma_tx_leave(tx->rx);
 	return rc;
 }
 */
@@ -444,6 +454,13 @@ func (t *txState) plan(head uint64, fin bool) ([]txWR, int) {
 			WithImm: w.with_imm != 0, Signaled: w.signaled != 0, Inl: w.inl != 0, Ring: int(w.ring)})
 	}
 	return out, n
+}
+
+// push is an application's thread's push of head (and FIN) through the
+// C poster (tests): true when nothing is left to the engine, as
+// osf_rdma_tx_push reports it.
+func (t *txState) push(head uint64, fin bool) bool {
+	return C.osf_rdma_tx_push_go(t.p, C.uint64_t(head), b2i(fin)) != 0
 }
 
 // commitPlan records the chain plan returned as posted (tests).
