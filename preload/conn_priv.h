@@ -84,8 +84,10 @@ static inline int conn_rdma(const struct osf_conn *c)
 /* osf_conn_rdma_take takes c's completions on this thread (rx.h): 1 when
  * it applied any; with look, it may look c's state up first (a system
  * call, a bounded number of times per connection), else only a state
- * already found is used (a poller's loop). osf_conn_rdma_spin does it until more than have bytes
- * are readable (or the end), for at most spin_us: 1 when they are.
+ * already found is used (a poller's loop). osf_conn_rdma_spin does it
+ * until more than have bytes are readable (or the end), for at most
+ * spin_us, once when spin_us is 0 (a blocking reader about to sleep): 1
+ * when they are.
  * osf_conn_rdma_credit posts the credit for c's consumption up to tail
  * when due: 0 when it is left to the engine. */
 int osf_conn_rdma_take(struct osf_conn *c, int look);

@@ -100,8 +100,10 @@ int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have)
 	long end;
 	int i;
 
-	if (!spin_us || !rtx_get(c))
+	if (!rtx_get(c))
 		return 0;
+	if (!spin_us) /* no spin (it has not paid): one look before the sleep */
+		return osf_conn_rdma_take(c, 0) && osf_side_rx_past(&c->s, have);
 	end = mono_us() + (long)spin_us;
 	for (i = 0;; i++) {
 		if (osf_side_rx_past(&c->s, have))
