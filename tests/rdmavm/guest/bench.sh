@@ -3,11 +3,12 @@
 # both ends preloaded) vs the device's own limit (ib_send_lat, ib_write_bw),
 # one run. Under emulation only the ratios mean anything.
 #   bench.sh [ROWS] [ts=T,T...] [rounds=N] [conns=N]
-#                     ROWS default "pp st cr redis dev": ping-pong, stream,
-#                     connection rate, redis, the device (perftest); ts=
+#                     ROWS default "pp st cr redis ng dev": ping-pong,
+#                     stream, connection rate, redis, nginx -> wrk, the
+#                     device (perftest); ts=
 #                     the transports (default kernel,osf,rsocket; osfalt:
 #                     another build, see under), rounds= how many times
-#                     the cr row runs, transports interleaved (outputs
+#                     the cr and ng rows run, transports interleaved (outputs
 #                     bench-cr-T.out, then bench-cr.2-T.out...)
 . "$OSF_ROOT/tests/rdmavm/guest/lib.sh"
 ts="kernel osf rsocket"
@@ -21,7 +22,7 @@ for a in "$@"; do
 	*) args+=("$a") ;;
 	esac
 done
-rows=" ${args[*]:-pp st cr redis dev} "
+rows=" ${args[*]:-pp st cr redis ng dev} "
 want() { [[ $rows == *" $1 "* ]]; }
 PERF=$BIN/osfperf
 RSP=$(ls /usr/lib/x86_64-linux-gnu/rsocket/librspreload.so 2>/dev/null)
@@ -147,6 +148,39 @@ for r in $(seq "$rounds"); do
 		[ "$t" = rsocket ] && lp=cm:$port
 		want cr && OSF_BENCH_LOG_LEVEL=debug step "cr$sfx-$t" 600 "$lp" "$under" $t python3 $GUESTDIR/connrate.py server 10.77.0.1 $port "$CONNS" -- \
 			"$under" $t python3 $GUESTDIR/connrate.py client 10.77.0.1 $port "$CONNS"
+	done
+done
+# the ng row: nginx (2 workers: fork children of its master) serving a
+# 6-byte file to wrk (2 threads, 8 connections, epoll, non-blocking),
+# rounds of each transport in turn; rsocket cannot run it (epoll, as redis)
+ngconf() {
+	local d=/tmp/ng-$1
+	mkdir -p "$d/www"
+	echo hello >"$d/www/small.txt"
+	cat >"$d/nginx.conf" <<-EOF
+		worker_processes 2;
+		daemon off;
+		pid $d/nginx.pid;
+		error_log $d/error.log;
+		events { worker_connections 1024; }
+		http {
+			access_log off;
+			client_body_temp_path $d; proxy_temp_path $d; fastcgi_temp_path $d;
+			uwsgi_temp_path $d; scgi_temp_path $d;
+			sendfile on;
+			server { listen 10.77.0.1:$1; root $d/www; }
+		}
+	EOF
+	echo "$d/nginx.conf"
+}
+for r in $(seq "$rounds"); do
+	sfx=
+	[ "$r" = 1 ] || sfx=.$r
+	for t in $ts; do
+		[ "$t" = rsocket ] && continue
+		port=$((port + 1))
+		want ng && step "ng$sfx-$t" 300 $port "$under" $t nginx -c "$(ngconf $port)" -- \
+			"$under" $t wrk -t 2 -c 8 -d "${BENCH_WRK_S:-20}s" --timeout 2s "http://10.77.0.1:$port/small.txt"
 	done
 done
 want dev && step "dev-lat" 300 - ib_send_lat -d rxe0 -R -F -n 3000 -- ib_send_lat -d rxe0 -R -F -n 3000 10.77.0.1

@@ -41,6 +41,11 @@ def redis(t, test):
     return None
 
 
+def wrk(t):
+    m = re.search(r"Requests/sec:\s*([0-9.]+)", read(f"ng-{t}"))
+    return float(m.group(1)) if m else None
+
+
 def perftest(name, col):
     """A column of perftest's result row (the line after the header)."""
     lines = read(name).splitlines()
@@ -71,6 +76,7 @@ rows = [
     ("redis GET, 10 clients (req/s)", None, {t: redis(t, "GET") for t in ts}, None, True),
     ("redis SET, 10 clients (req/s)", None, {t: redis(t, "SET") for t in ts}, None, True),
     ("connection set-up (conn/s)", "cr", {t: connrate(t) for t in ts}, None, True),
+    ("nginx (2 workers) -> wrk, 8 connections (req/s)", None, {t: wrk(t) for t in ts}, None, True),
 ]
 
 
@@ -99,6 +105,6 @@ for name, step, v, dev, higher in rows:
           f"{ratio(v['osf'], v['rsocket'], higher)} | {ratio(v['osf'], v['kernel'], higher)} |")
 print()
 print("Ratios are osf's advantage (>1x: osf better). Device: ib_send_lat t_typical and 99%, ib_write_bw BW average.")
-print("¹ redis waits in epoll, which librspreload (rdma-core 44) does not intercept: "
+print("¹ redis and nginx wait in epoll, which librspreload (rdma-core 44) does not intercept: "
       "redis-server fails at start (bench-redis-rsocket.srv).")
 print("² no rdma_cm id of the program was seen: librspreload used kernel TCP; not counted.")
