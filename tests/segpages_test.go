@@ -16,17 +16,24 @@ import (
 // they allocated three: the header page and each ring's first page. Up to
 // OSF_SEG_RING0_SHARED (1664) bytes each way fit; a larger reply takes
 // ring 1's next page too. OSF_STRICT=1: a fallback fails the program
-// instead of counting no segment.
+// instead of counting no segment. A kept-alive exchange stays in the same
+// pages.
 func TestSmallExchangeTouchesOnePage(t *testing.T) {
-	for _, tc := range []struct{ req, reply, pages int }{
-		{64, 64, 1},
-		{1664, 1664, 1},
-		{64, 1665, 2},
+	for _, tc := range []struct{ req, reply, rounds, pages int }{
+		{64, 64, 1, 1},
+		{1664, 1664, 1, 1},
+		{64, 1665, 1, 2},
+		// Kept alive: 1 MB one way and 3 MB the other, in exchanges
+		// that each find the ring empty, start again at the ring's
+		// base (segment.h, "bases"): the same two pages, where
+		// positions running on through the 1 MiB rings allocated
+		// ~500.
+		{1000, 3000, 1000, 2},
 	} {
-		name := strconv.Itoa(tc.req) + "-" + strconv.Itoa(tc.reply)
+		name := strconv.Itoa(tc.req) + "-" + strconv.Itoa(tc.reply) + "x" + strconv.Itoa(tc.rounds)
 		t.Run(name, func(t *testing.T) {
 			r := underOsf.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "segpages"),
-				strconv.Itoa(tc.req), strconv.Itoa(tc.reply)).Run(30 * time.Second)
+				strconv.Itoa(tc.req), strconv.Itoa(tc.reply), strconv.Itoa(tc.rounds)).Run(30 * time.Second)
 			if !r.OK() {
 				t.Fatalf("segpages: %s", r)
 			}

@@ -2,10 +2,12 @@
 
 /* segpages: the memory a small exchange allocates in its segment.
  *
- *   segpages REQ REPLY   makes a loopback connection, sends REQ bytes from
+ *   segpages REQ REPLY [ROUNDS]
+ *                        makes a loopback connection, sends REQ bytes from
  *                        the client, reads them at the server, answers
  *                        with REPLY bytes and reads them at the client
- *                        (bytes checked), then prints, for each osf
+ *                        (bytes checked), ROUNDS times (1), then prints,
+ *                        for each osf
  *                        segment (memfd:osf-seg) the process holds, the
  *                        bytes of memory it has allocated: "seg INODE
  *                        BYTES" (once per fd: the same memfd may show
@@ -52,13 +54,16 @@ static void print_seg(const struct stat *st, void *arg)
 int main(int argc, char **argv)
 {
 	int l, c, s;
+	long rounds = argc == 4 ? atol(argv[3]) : 1, i;
 
-	if (argc != 3)
-		return fprintf(stderr, "usage: segpages REQ REPLY\n"), 2;
-	if (loopback_pair(&l, &c, &s) < 0 ||
-	    xfer(c, s, (size_t)atol(argv[1]), 1) < 0 ||
-	    xfer(s, c, (size_t)atol(argv[2]), 2) < 0)
+	if (argc != 3 && argc != 4)
+		return fprintf(stderr, "usage: segpages REQ REPLY [ROUNDS]\n"), 2;
+	if (loopback_pair(&l, &c, &s) < 0)
 		return 1;
+	for (i = 0; i < rounds && i < 100000; i++)
+		if (xfer(c, s, (size_t)atol(argv[1]), 1) < 0 ||
+		    xfer(s, c, (size_t)atol(argv[2]), 2) < 0)
+			return 1;
 	if (seg_fds(print_seg, NULL) < 0)
 		return perror("/proc/self/fd"), 1;
 	return 0;
