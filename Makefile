@@ -5,6 +5,13 @@ SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 CC ?= gcc
+# Go's build cache keys a cgo package on its own directory's headers only;
+# packages that include C headers from elsewhere in the tree (peerwire,
+# osfgw, sidetest: ../../sdp/segment.h) would reuse an object built from an
+# older header. The C headers' hash in CGO_CFLAGS (part of every cgo key)
+# rebuilds them when any header changes.
+OSF_HDRS_HASH := $(shell cat $$(find sdp preload selectmux fdtable internal include -name '*.h' 2>/dev/null | sort) 2>/dev/null | sha1sum | cut -c1-12)
+export CGO_CFLAGS := -O2 -g -DOSF_HDRS_HASH=0x$(OSF_HDRS_HASH)
 BUILD := build
 BIN := $(BUILD)/bin
 
