@@ -320,16 +320,6 @@ static inline uint32_t osf_seg_ring_bias(uint32_t ring_bytes, int r)
 	return r ? 0 : ring_bytes - OSF_SEG_RING0_SHARED;
 }
 
-/* osf_seg_ring_page_phase is ring r's page phase: the positions p with
- * (p + phase) % OSF_SEG_PAGE == 0 start a page of the segment (0 for
- * ring 0, whose position 0 starts the shared page). */
-static inline uint32_t osf_seg_ring_page_phase(uint32_t ring_bytes, int r)
-{
-	return (uint32_t)(osf_seg_ring_off(ring_bytes, r) +
-			  osf_seg_ring_bias(ring_bytes, r)) &
-	       (OSF_SEG_PAGE - 1);
-}
-
 /* ---- bases ---------------------------------------------------------------
  *
  * A ring's positions map to its region from a base: position p is at

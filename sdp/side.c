@@ -68,9 +68,9 @@ static uint64_t page_down(struct osf_ring_view v, uint64_t p)
 }
 
 /* punch gives back the segment pages that hold only positions [from, to)
- * of the rx ring (at most a ring long), seen through view v: whole pages inside each piece of
- * the ring's region the range covers (up to the region's end, then from
- * its start), never the shared page, which holds the header and the other
+ * of the rx ring (at most a ring long), seen through view v: whole pages
+ * inside each piece of the ring's region the range covers (up to the
+ * region's end, then from its start), never the shared page, which holds the header and the other
  * ring too; the unused bytes before ring 0's region and after ring 1's
  * count as free. Addresses come from this process's own mapping (rxd,
  * size) and positions are taken modulo the ring, so no value the peer
