@@ -39,7 +39,7 @@
 #include <string.h>
 
 #define OSF_SEG_MAGIC 0x3147455346534f51ULL /* "QOSFSEG1" */
-#define OSF_SEG_VERSION 5
+#define OSF_SEG_VERSION 6
 #define OSF_SEG_PAGE 4096u
 #define OSF_SEG_HDR_BYTES 768u /* sizeof(struct osf_seg_hdr) */
 /* Ring 0's bytes in the shared page; ring 1 has the rest after the header
@@ -196,7 +196,10 @@ struct osf_seg_ring {
 			  ring's start ("bases" below) */
 	uint8_t pad0[48];
 	uint64_t tail; /* written by the consumer */
-	uint8_t pad1[56];
+	uint64_t trims; /* written by the consumer: its trims that held the
+			   producers back (osf_side_trim), counted so that
+			   the stop's end moves the producer's stamp */
+	uint8_t pad1[48];
 };
 
 /* Segment header flags (osf_seg_hdr.flags), informational: set by the

@@ -255,8 +255,11 @@ size_t osf_side_trim(struct osf_side *s)
 		s->trim_base = base;
 	}
 	__atomic_store_n(&s->peer->trim_owner, 0, __ATOMIC_RELEASE);
-	if (stopped) /* writers a stop held back may wait for room */
+	if (stopped) { /* writers a stop held back may wait for room: an
+			  edge, though neither head nor tail moved */
+		__atomic_fetch_add(&s->rx->trims, 1, __ATOMIC_RELEASE);
 		osf_side_wake_writer(s, head, tail);
+	}
 	errno = saved;
 	return (size_t)given;
 }
@@ -816,10 +819,15 @@ uint64_t osf_side_stamp(const struct osf_side *s)
 			 (osf_side_state(s) & 0xfu) << 8;
 
 	/* The urgent pointer too: it moves after the bytes it ends were
-	 * published (and woke the readers), and its own wake-up is an edge. */
+	 * published (and woke the readers), and its own wake-up is an edge.
+	 * And the end of a trim that held this side's producers back: a
+	 * writer that got EAGAIN at the trim's stop has room again, with
+	 * the same tail. */
 	return __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE) +
 	       __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE) *
 		       0x9e3779b97f4a7c15ULL +
+	       __atomic_load_n(&s->tx->trims, __ATOMIC_ACQUIRE) *
+		       0xff51afd7ed558ccdULL +
 	       __atomic_load_n(&s->peer->urg, __ATOMIC_ACQUIRE) * 0xc2b2ae3d27d4eb4fULL +
 	       (flags << 52);
 }

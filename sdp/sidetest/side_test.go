@@ -301,6 +301,26 @@ func TestStampMovesWithDataAndState(t *testing.T) {
 	}
 }
 
+// TestStampMovesWhenATrimLetsTheProducerGo: a trim holds the producer below
+// its stop while it gives pages back, so a writer may get EAGAIN with room
+// in the ring; when the trim ends, head and tail are where they were, and
+// the producer's stamp must still move, or an edge-triggered epoll takes
+// the wake-up for a stale one and the writer waits for ever (TestShmEcho's
+// poll-200 hung so, once, in CI).
+func TestStampMovesWhenATrimLetsTheProducerGo(t *testing.T) {
+	p := pair(t, 16384)
+	p.Server.SetTrim(true)
+	p.Client.Write(make([]byte, 16384))
+	p.Server.Read(make([]byte, 16384))
+	c0 := p.Client.Stamp()
+	if g := p.Server.Trim(); g == 0 {
+		t.Fatal("nothing trimmed")
+	}
+	if p.Client.Stamp() == c0 {
+		t.Fatal("the producer's stamp did not move when the trim let it go")
+	}
+}
+
 func TestLockExcludesAcrossThreads(t *testing.T) {
 	p := pair(t, 4096)
 	w := p.Client.TxLockWord()
