@@ -2,6 +2,7 @@ package sdp
 
 /*
 #include "segment.h"
+#include "setup.h"
 */
 import "C"
 
@@ -9,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -48,11 +48,6 @@ var (
 	// while it was being read.
 	ErrSegmentGone = errors.New("sdp: segment gone (connection closed)")
 )
-
-// requiredSeals are the seals a peer's segment must carry: without them
-// the peer could shrink the memfd under us and turn every access into
-// SIGBUS.
-const requiredSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
 
 // RingSizeOK reports whether n is a usable ring size.
 func RingSizeOK(n uint32) bool { return C.osf_ring_size_ok(C.uint32_t(n)) != 0 }
@@ -104,41 +99,18 @@ func (s *Segment) FileID() (dev, ino uint64) {
 }
 
 // CreateSegment makes a new sealed memfd segment with rings of ringBytes
-// and maps it; the header is zero until InitHeader.
+// and maps it (osf_seg_new, the builder libosf.so's set-up uses); the
+// header is zero until InitHeader.
 func CreateSegment(ringBytes uint32) (*Segment, error) {
 	if !RingSizeOK(ringBytes) {
 		return nil, fmt.Errorf("%w: %d", ErrRingSize, ringBytes)
 	}
-	fd, err := unix.MemfdCreate(SegmentName, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		return nil, fmt.Errorf("sdp: memfd_create: %w", err)
+	var fd C.int
+	m, err := C.osf_seg_new(C.uint32_t(ringBytes), &fd)
+	if m == nil {
+		return nil, fmt.Errorf("sdp: new segment: %w", err)
 	}
-	s, err := setup(fd, ringBytes)
-	if err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return s, nil
-}
-
-func setup(fd int, ringBytes uint32) (*Segment, error) {
-	if err := unix.Fchmod(fd, 0o600); err != nil {
-		return nil, fmt.Errorf("sdp: fchmod segment: %w", err)
-	}
-	size := Bytes(ringBytes)
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		return nil, fmt.Errorf("sdp: size segment: %w", err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, requiredSeals); err != nil {
-		return nil, fmt.Errorf("sdp: seal segment: %w", err)
-	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("sdp: map segment: %w", err)
-	}
-	s := &Segment{FD: fd, Mem: mem, RingBytes: ringBytes}
-	s.FileID() // while it has its fd: the fd may go to the application
-	return s, nil
+	return MappedSegment(m, int(fd), ringBytes), nil
 }
 
 // MappedSegment is the segment C made or validated and mapped (setup.h:
@@ -154,17 +126,13 @@ func (s *Segment) header() *RawHeader {
 	return (*RawHeader)(unsafe.Pointer(&s.Mem[HeaderOffset(s.RingBytes)]))
 }
 
-// InitHeader writes the header of a new segment: sizes, the two addresses
-// (informational) and the client's pid. The magic goes last.
+// InitHeader writes the header of a new segment (osf_seg_init): sizes,
+// the two addresses (informational) and the client's pid; the magic last.
 func (s *Segment) InitHeader(client, server netip.AddrPort, pid int) {
-	h := s.header()
-	h.version = Version
-	h.hdr_bytes = SizeofHeader
-	h.ring_bytes = C.uint32_t(s.RingBytes)
-	h.client_pid = C.int32_t(pid)
-	putSockaddr(h.client_addr[:], client)
-	putSockaddr(h.server_addr[:], server)
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&h.magic)), Magic)
+	var c, v [28]C.uint8_t
+	putSockaddr(c[:], client)
+	putSockaddr(v[:], server)
+	C.osf_seg_init(unsafe.Pointer(&s.Mem[0]), C.uint32_t(s.RingBytes), &c[0], &v[0], C.int32_t(pid))
 }
 
 // SetServerPID records the accepting process (informational).
