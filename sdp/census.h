@@ -31,8 +31,10 @@
 #endif
 
 /* The kernel TCP listeners on one port: who owns each and where it is
- * bound (IPv6 form; v4 mapped). */
-#define OSF_CENSUS_MAX 16
+ * bound (IPv6 form; v4 mapped). As many as an SO_REUSEPORT group has
+ * companions, and one more: a full census only says "more than that"
+ * (osf_dial_companion then tries every slot). */
+#define OSF_CENSUS_MAX ((int)OSF_SLOT_MAX + 1)
 struct osf_census {
 	int n;
 	struct {

@@ -143,8 +143,9 @@ int osf_dial_companion(struct osf_dial *d)
 	 * port (one slot more: a member that went away leaves a gap until
 	 * another takes its slot). The slots are tried in random order, which
 	 * spreads connections evenly over the members as the kernel does,
-	 * gap or not. */
-	k = cn > 1 && cn < OSF_CENSUS_MAX ? cn : 0;
+	 * gap or not. A census that counted more listeners than a group
+	 * has companions tries them all. */
+	k = cn > 1 ? (cn < (int)OSF_SLOT_MAX ? cn : (int)OSF_SLOT_MAX - 1) : 0;
 	for (i = 0, j = 0; i < n; j = (j + 1) % (k + 1), i += j == 0) {
 		struct sockaddr_un sun;
 		char slot[OSF_NAME_MAX + 16];

@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define NMAX 8
+#define NMAX 32
 
 static void die(const char *what)
 {
