@@ -1,12 +1,12 @@
 //go:build osf_make
 
 /* setup_syn.c: a full backlog completes no more connections than the
- * kernel would (issue 11, group C).
+ * kernel would.
  *
  * An offloaded listener queues connections in two places, its companion
  * and the kernel's accept queue. A client that found the companion full
- * used to connect over kernel TCP, whose queue was empty: the backlog was
- * doubled. With TCP the client's SYN is dropped while the queue is full
+ * and simply connected over kernel TCP would find that queue empty: the
+ * backlog would double. With TCP the client's SYN is dropped while the queue is full
  * and retransmitted (1 s, 3 s, 7 s, ...): the socket stays in SYN_SENT,
  * completes at the first retransmission after the server accepted,
  * is refused once the listener is gone, and gives up with ETIMEDOUT.
