@@ -493,9 +493,21 @@ int osf_fdt_adopt(int fd, uint64_t image)
 	if (nfd < 0)
 		return -1;
 	fdflags = sys_fcntl(fd, F_GETFD, 0);
-	if (sys_dup3(nfd, fd, fdflags > 0 && (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
-		sys_close(nfd);
-		return -1;
+	fdflags = fdflags > 0 && (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0;
+	/* The inherited number lies at or above the soft limit when it was
+	 * a hidden fd there (EBADF): dup3 onto it in a window. */
+	if (sys_dup3(nfd, fd, fdflags) < 0) {
+		int r = -1;
+
+		if (errno == EBADF) {
+			osf_fdt_high_begin();
+			r = sys_dup3(nfd, fd, fdflags);
+			osf_fdt_high_end();
+		}
+		if (r < 0) {
+			sys_close(nfd);
+			return -1;
+		}
 	}
 	sys_close(nfd);
 	reserve();

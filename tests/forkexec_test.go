@@ -148,6 +148,23 @@ func TestForkExecPosixSpawn(t *testing.T) {
 	}
 }
 
+// TestForkExecSystem hands connections to cat through system() in a fork
+// child: glibc spawns sh itself, past osf's hooks, and sh execs cat. sh
+// adopts the fd table it inherited, which lies at the soft RLIMIT_NOFILE
+// (a hidden fd), so its adoption must place its copy there in a window;
+// it printed "inherited fd table ... is unusable" and cat got a plain
+// wake socket instead of the connection.
+func TestForkExecSystem(t *testing.T) {
+	t.Parallel()
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			runHandoff(t, m, handoff{mode: "system", args: []string{"cat"}, conns: 3, size: sizes(1 << 20),
+				holders: []holder{{"cat", []int{0, 1}}}, expect: echoed})
+		})
+	}
+}
+
 // TestForkExecVfork hands connections to cat from a real vfork child (bare)
 // that dup2s and execve's; under osf vfork runs as fork.
 func TestForkExecVfork(t *testing.T) {

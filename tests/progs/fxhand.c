@@ -36,6 +36,10 @@
  *                 program holds it without knowing
  *   hold-cloexec  the same with the connection made close-on-exec first:
  *                 the program must not hold it
+ *   system        (soft RLIMIT_NOFILE 1024 first, below the hard limit)
+ *                 fork; the child runs system("exec PROG ARG... <&C >&C
+ *                 C<&-"): glibc's own spawn of sh, which osf's hooks do
+ *                 not see, then sh's exec
  *   activate      accept nothing: put the listener on fd 3 and exec
  *                 PROG ARG... (socket activation: the program accepts on
  *                 the listener it inherited); N must be 0
@@ -55,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -198,6 +203,19 @@ int main(int argc, char **argv)
 	kids = calloc((size_t)n, sizeof(*kids));
 	snprintf(lpvar, sizeof lpvar, "LD_PRELOAD=%s", lp ? lp : "");
 
+	if (strcmp(mode, "system") == 0) {
+		/* As a program that keeps select() usable does: a soft limit
+		 * of 1024 below a higher hard one, so that osf's hidden fds
+		 * (the fd table's among them) lie at and above 1024. */
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+			die("getrlimit");
+		if (rl.rlim_max > 1024) {
+			rl.rlim_cur = 1024;
+			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+				die("setrlimit");
+		}
+	}
 	if (strncmp(argv[2], "fd:", 3) == 0) {
 		l = atoi(argv[2] + 3);
 	} else {
@@ -239,6 +257,25 @@ int main(int argc, char **argv)
 				errno = e;
 				die("posix_spawnp");
 			}
+		} else if (strcmp(mode, "system") == 0) {
+			char cmd[8192];
+			size_t k = (size_t)snprintf(cmd, sizeof cmd, "exec");
+			for (int j = 4; j < argc && k < sizeof cmd; j++)
+				k += (size_t)snprintf(cmd + k, sizeof cmd - k, " %s", argv[j]);
+			if (k < sizeof cmd)
+				k += (size_t)snprintf(cmd + k, sizeof cmd - k, " <&%d >&%d %d<&-", c, c, c);
+			if (k >= sizeof cmd)
+				die("command too long");
+			pid = fork();
+			if (pid < 0)
+				die("fork");
+			if (pid == 0) {
+				int st;
+				close(l);
+				st = system(cmd);
+				_exit(st == 0 ? 0 : 1);
+			}
+			close(c);
 		} else if (strcmp(mode, "vfork") == 0) {
 			pid = vfork_exec(find_path(prog, pathbuf, sizeof pathbuf),
 					 pargv, c, l);
