@@ -1,0 +1,178 @@
+/* spike.h: helpers shared by the D2 spike programs (docs/D2-PROPOSAL.md).
+ * Measurement code, not product code: no hooks, no osf headers. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static inline void die(const char *what)
+{
+	perror(what);
+	exit(2);
+}
+
+static inline void pin(int cpu)
+{
+	cpu_set_t s;
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&s);
+	CPU_SET(cpu, &s);
+	if (sched_setaffinity(0, sizeof(s), &s) < 0)
+		die("sched_setaffinity");
+}
+
+static inline double cpu_us(const struct rusage *r)
+{
+	return r->ru_utime.tv_sec * 1e6 + r->ru_utime.tv_usec + r->ru_stime.tv_sec * 1e6 +
+	       r->ru_stime.tv_usec;
+}
+
+static inline int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static inline struct sockaddr_in lo_addr(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	return a;
+}
+
+static inline int futex(_Atomic uint32_t *w, int op, uint32_t v)
+{
+	return (int)syscall(SYS_futex, (uint32_t *)w, op, v, NULL, NULL, 0);
+}
+
+/* SCM_RIGHTS one fd over a unix socket (the once-per-pair region hand-off). */
+static inline void send_fd(int s, int fd)
+{
+	char c = 'R';
+	struct iovec iov = {&c, 1};
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+			   .msg_controllen = sizeof(u.b)};
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof(int));
+	if (sendmsg(s, &m, 0) != 1)
+		die("sendmsg fd");
+}
+
+static inline int recv_fd(int s)
+{
+	char c;
+	struct iovec iov = {&c, 1};
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+			   .msg_controllen = sizeof(u.b)};
+	int fd;
+	if (recvmsg(s, &m, 0) != 1)
+		die("recvmsg fd");
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	if (!h || h->cmsg_type != SCM_RIGHTS)
+		die("no fd");
+	memcpy(&fd, CMSG_DATA(h), sizeof(int));
+	return fd;
+}
+
+/* ---- the per-process-pair region (prototype of the proposal) ----
+ * One memfd per pair, shared once. A bitmap of slots (lock-free: fetch_or to
+ * take, fetch_and to give back); each slot is one 4 KiB page holding the
+ * connection's words and two tiny rings, so a small exchange touches one
+ * page, as today's layout 3 does. Real slots would continue with larger
+ * rings after that page; the spike only moves one byte. */
+#define SLOT_BYTES 4096u
+#define RING_BYTES 1024u
+#define MAX_SLOTS 65536u
+
+struct ring {
+	_Alignas(64) _Atomic uint32_t head;
+	_Alignas(64) _Atomic uint32_t tail;
+};
+
+struct slot {
+	_Alignas(64) _Atomic uint32_t state; /* bit 0: client closed, bit 1: server closed */
+	uint32_t gen;
+	_Alignas(64) _Atomic uint32_t want[2]; /* side s waits for data in ring 1-s */
+	_Alignas(64) _Atomic uint32_t fin[2];
+	_Alignas(64) _Atomic uint32_t fut[2]; /* futex words, for the wake spike */
+	struct ring ring[2];
+	_Alignas(64) unsigned char data[2][RING_BYTES];
+};
+
+struct region {
+	char magic[8];
+	uint64_t secret[2];
+	uint32_t nslots;
+	_Atomic uint32_t fresh; /* next never-used slot (variant "fresh") */
+	_Alignas(64) _Atomic uint64_t bitmap[MAX_SLOTS / 64];
+	/* variant "nohello": the client announces slot + 1 under its local port
+	 * right after connect; the server takes it by the port accept reported. */
+	_Atomic uint32_t announce[65536];
+};
+
+#define REGION_HDR (16384u + 262144u) /* bitmap 8 KiB, announce 256 KiB */
+static inline struct slot *slot_at(void *region, uint32_t i)
+{
+	return (struct slot *)((char *)region + REGION_HDR + (size_t)i * SLOT_BYTES);
+}
+
+static inline size_t region_bytes(uint32_t nslots)
+{
+	return REGION_HDR + (size_t)nslots * SLOT_BYTES;
+}
+
+/* Lowest free slot, or -1. */
+static inline int slot_take(struct region *r)
+{
+	uint32_t words = r->nslots / 64;
+	for (uint32_t w = 0; w < words; w++) {
+		uint64_t v = atomic_load_explicit(&r->bitmap[w], memory_order_relaxed);
+		while (~v) {
+			int b = __builtin_ctzll(~v);
+			uint64_t bit = 1ull << b;
+			v = atomic_fetch_or(&r->bitmap[w], bit);
+			if (!(v & bit))
+				return (int)(w * 64 + (uint32_t)b);
+		}
+	}
+	return -1;
+}
+
+static inline void slot_give(struct region *r, uint32_t i)
+{
+	atomic_fetch_and(&r->bitmap[i / 64], ~(1ull << (i % 64)));
+}
