@@ -22,6 +22,10 @@
  *          (getsockname) and announces its slot under it in the region; the
  *          server takes the port from accept and spins for the announcement.
  *          A connection then makes no data system call when the spins pay.
+ *   pair   spin, and every connection also sets up a new pair first (an
+ *          AF_UNIX connect to the server's abstract listener, a memfd region
+ *          sent by SCM_RIGHTS, mapped by both, unmapped and closed at the
+ *          end): a short client process, which meets its server once.
  *   bound  spin, no hello, and the announcement made before connect: the
  *          client binds to port 0 and reads its port (bind, getsockname)
  *          before connect, so the server finds the slot at accept, always.
@@ -30,14 +34,24 @@
  * was an AF_UNIX socket (today's osf) or not. */
 #include "spike.h"
 #include <netinet/ip.h>
+#include <stddef.h>
+#include <sys/un.h>
 
 #define MARK_TOS 0x98 /* DSCP 38 */
 #define HELLO_MAGIC 0x4f534632u
 #define ANNOUNCE_WANT 0xffffffffu
 
 static struct region *reg;
-static int variant; /* 0 tcp, 1 pool, 2 fresh, 3 spin, 4 nohello, 5 bound */
+static int variant; /* 0 tcp, 1 pool, 2 fresh, 3 spin, 4 nohello, 5 bound, 6 pair */
 static uint64_t spin_ns;
+
+static void unix_name(struct sockaddr_un *u, socklen_t *len, int port)
+{
+	memset(u, 0, sizeof(*u));
+	u->sun_family = AF_UNIX;
+	int k = snprintf(u->sun_path + 1, sizeof(u->sun_path) - 1, "osf-spike/%d", port);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
+}
 
 static void map_region(int fd, uint32_t nslots)
 {
@@ -124,8 +138,17 @@ static void slot_close(uint32_t i, int side)
 static void server(int port, long n, int cpu, int ready, int pairsock, uint32_t nslots)
 {
 	pin(cpu);
-	if (variant)
+	if (variant && variant != 6)
 		map_region(recv_fd(pairsock), nslots);
+	int ul = -1;
+	if (variant == 6) {
+		struct sockaddr_un u;
+		socklen_t ulen;
+		unix_name(&u, &ulen, port);
+		ul = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (ul < 0 || bind(ul, (struct sockaddr *)&u, ulen) < 0 || listen(ul, 1024) < 0)
+			die("unix listen");
+	}
 	struct sockaddr_in a = lo_addr(port);
 	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
 	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
@@ -136,6 +159,16 @@ static void server(int port, long n, int cpu, int ready, int pairsock, uint32_t 
 		die("listen");
 	(void)!write(ready, "r", 1);
 	for (long k = 0; k < n; k++) {
+		int lk = -1, m = -1;
+		if (variant == 6) {
+			lk = accept(ul, NULL, NULL);
+			if (lk < 0)
+				die("unix accept");
+			m = recv_fd(lk);
+			map_region(m, nslots);
+			if (memcmp(reg->magic, "OSFPAIR1", 8))
+				die("region magic");
+		}
 		struct sockaddr_in peer;
 		socklen_t pl = sizeof(peer);
 		int c = accept(l, (struct sockaddr *)&peer, &pl);
@@ -193,6 +226,11 @@ static void server(int port, long n, int cpu, int ready, int pairsock, uint32_t 
 		ring_put(s, 1, c, b);
 		slot_close(hello[1], 1);
 		close(c);
+		if (variant == 6) {
+			munmap(reg, region_bytes(nslots));
+			close(m);
+			close(lk);
+		}
 	}
 	exit(0);
 }
@@ -224,20 +262,20 @@ static int fd_is_unix(int fd)
 int main(int argc, char **argv)
 {
 	if (argc != 5) {
-		fprintf(stderr, "usage: churn tcp|pool|fresh|spin|nohello|bound N PIN PORT\n");
+		fprintf(stderr, "usage: churn tcp|pool|fresh|spin|nohello|bound|pair N PIN PORT\n");
 		return 2;
 	}
 	const char *v = argv[1];
 	variant = !strcmp(v, "tcp") ? 0 : !strcmp(v, "pool") ? 1 : !strcmp(v, "fresh") ? 2
 					  : !strcmp(v, "spin") ? 3 : !strcmp(v, "nohello") ? 4
-					  : !strcmp(v, "bound") ? 5 : -1;
+					  : !strcmp(v, "bound") ? 5 : !strcmp(v, "pair") ? 6 : -1;
 	if (variant < 0)
 		return 2;
 	if (variant >= 3)
 		spin_ns = 20000;
 	long n = atol(argv[2]);
 	int pinned = atoi(argv[3]), port = atoi(argv[4]);
-	uint32_t nslots = variant == 2 ? (uint32_t)((n + 64) / 64 * 64) : 4096;
+	uint32_t nslots = variant == 2 ? (uint32_t)((n + 64) / 64 * 64) : variant == 6 ? 64 : 4096;
 	int ready[2], pair[2];
 	if (pipe(ready) < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, pair) < 0)
 		die("pipe");
@@ -246,7 +284,7 @@ int main(int argc, char **argv)
 	if (pid == 0)
 		server(port, n + 1, pinned ? 1 : -1, ready[1], pair[1], nslots);
 	pin(pinned ? 0 : -1);
-	if (variant) {
+	if (variant && variant != 6) {
 		int m = memfd_create("osf-pair", MFD_CLOEXEC);
 		if (m < 0 || ftruncate(m, (off_t)region_bytes(nslots)) < 0)
 			die("memfd");
@@ -271,6 +309,22 @@ int main(int argc, char **argv)
 			t0 = now_ns();
 		}
 		uint64_t s0 = now_ns();
+		int lk = -1, m = -1;
+		if (variant == 6) {
+			struct sockaddr_un u;
+			socklen_t ulen;
+			unix_name(&u, &ulen, port);
+			lk = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (lk < 0 || connect(lk, (struct sockaddr *)&u, ulen) < 0)
+				die("unix connect");
+			m = memfd_create("osf-pair", MFD_CLOEXEC);
+			if (m < 0 || ftruncate(m, (off_t)region_bytes(nslots)) < 0)
+				die("memfd");
+			map_region(m, nslots);
+			memcpy(reg->magic, "OSFPAIR1", 8);
+			reg->nslots = nslots;
+			send_fd(lk, m);
+		}
 		int fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (fd < 0)
 			die("socket");
@@ -333,6 +387,11 @@ int main(int argc, char **argv)
 			slot_close((uint32_t)i, 0);
 		}
 		close(fd);
+		if (variant == 6) {
+			munmap(reg, region_bytes(nslots));
+			close(m);
+			close(lk);
+		}
 		if (k)
 			lat[k - 1] = now_ns() - s0;
 	}

@@ -15,7 +15,7 @@ if rows and 'conn_per_s' in rows[0]:
     base = 'tcp'
     for pin in ('1', '0'):
         print(f"pin={pin}")
-        for v in ('tcp', 'osf', 'pool', 'fresh', 'spin', 'nohello', 'bound'):
+        for v in ('tcp', 'osf', 'pool', 'fresh', 'spin', 'nohello', 'bound', 'pair'):
             rs, ratios, cc, sc, p50 = [], [], [], [], []
             for r in rows:
                 if r['name'] != v or r['pin'] != pin: continue
