@@ -60,57 +60,27 @@ static void map_region(int fd, uint32_t nslots)
 		die("mmap region");
 }
 
-/* Wait until ring (1 - side) of s has a byte; sleep on a token of fd. */
-static void ring_wait(struct slot *s, int side, int fd)
+/* Tokens on the connection's TCP socket (arg points at its fd). */
+static void tcp_sleep(void *arg, int side)
 {
-	struct ring *r = &s->ring[1 - side];
-	uint64_t t0 = spin_ns ? now_ns() : 0;
-
-	for (;;) {
-		if (atomic_load_explicit(&r->head, memory_order_acquire) !=
-		    atomic_load_explicit(&r->tail, memory_order_relaxed))
-			return;
-		if (spin_ns && now_ns() - t0 < spin_ns) {
-			__builtin_ia32_pause();
-			continue;
-		}
-		atomic_store(&s->want[side], 1);
-		if (atomic_load(&r->head) != atomic_load_explicit(&r->tail, memory_order_relaxed)) {
-			if (atomic_exchange(&s->want[side], 0) == 0) {
-				char c; /* the writer took the flag: its token is coming */
-				if (recv(fd, &c, 1, MSG_WAITALL) != 1)
-					die("recv token (late)");
-			}
-			return;
-		}
-		char c;
-		if (recv(fd, &c, 1, 0) != 1)
-			die("recv token");
-	}
+	char c;
+	(void)side;
+	if (recv(*(int *)arg, &c, 1, MSG_WAITALL) != 1)
+		die("recv token");
 }
 
-static void ring_put(struct slot *s, int side, int fd, unsigned char b)
+static void tcp_wake(void *arg, int side)
 {
-	struct ring *r = &s->ring[side];
-	uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-	s->data[side][h % RING_BYTES] = b;
-	atomic_store_explicit(&r->head, h + 1, memory_order_release);
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&s->want[1 - side], memory_order_relaxed) &&
-	    atomic_exchange(&s->want[1 - side], 0)) {
-		char c = 'w';
-		if (send(fd, &c, 1, MSG_NOSIGNAL) != 1)
-			die("send token");
-	}
+	char c = 'w';
+	(void)side;
+	if (send(*(int *)arg, &c, 1, MSG_NOSIGNAL) != 1)
+		die("send token");
 }
 
-static unsigned char ring_get(struct slot *s, int side)
+static struct waker waker_for(int *fd)
 {
-	struct ring *r = &s->ring[1 - side];
-	uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	unsigned char b = s->data[1 - side][t % RING_BYTES];
-	atomic_store_explicit(&r->tail, t + 1, memory_order_release);
-	return b;
+	return (struct waker){.sleep = tcp_sleep, .wake = tcp_wake, .arg = fd, .late = 1,
+			      .spin_ns = spin_ns};
 }
 
 /* A slot taken by the client is made new before anything names it. */
@@ -221,9 +191,10 @@ static void server(int port, long n, int cpu, int ready, int pairsock, uint32_t 
 		if (hello[0] != HELLO_MAGIC || hello[1] >= nslots)
 			die("bad hello");
 		struct slot *s = slot_at(reg, hello[1]);
-		ring_wait(s, 1, c);
+		struct waker w = waker_for(&c);
+		ring_wait(s, 1, &w);
 		unsigned char b = ring_get(s, 1);
-		ring_put(s, 1, c, b);
+		ring_put(s, 1, b, &w);
 		slot_close(hello[1], 1);
 		close(c);
 		if (variant == 6) {
@@ -362,7 +333,8 @@ int main(int argc, char **argv)
 			struct slot *s = slot_at(reg, (uint32_t)i);
 			if (variant != 5)
 				slot_reset(s);
-			ring_put(s, 0, fd, 'x');
+			struct waker w = waker_for(&fd);
+			ring_put(s, 0, 'x', &w);
 			if (variant == 5) {
 				/* announced before connect */
 			} else if (variant == 4) {
@@ -381,7 +353,7 @@ int main(int argc, char **argv)
 				if (send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello))
 					die("send hello");
 			}
-			ring_wait(s, 0, fd);
+			ring_wait(s, 0, &w);
 			if (ring_get(s, 0) != 'x')
 				die("bad reply");
 			slot_close((uint32_t)i, 0);

@@ -69,39 +69,46 @@ static inline int futex(_Atomic uint32_t *w, int op, uint32_t v)
 }
 
 /* SCM_RIGHTS one fd over a unix socket (the once-per-pair region hand-off). */
-static inline void send_fd(int s, int fd)
-{
-	char c = 'R';
-	struct iovec iov = {&c, 1};
+struct fdmsg {
+	char c;
+	struct iovec iov;
 	union {
 		struct cmsghdr h;
 		char b[CMSG_SPACE(sizeof(int))];
 	} u;
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-			   .msg_controllen = sizeof(u.b)};
-	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	struct msghdr m;
+};
+
+static inline void fdmsg_init(struct fdmsg *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->c = 'R';
+	f->iov = (struct iovec){&f->c, 1};
+	f->m = (struct msghdr){.msg_iov = &f->iov, .msg_iovlen = 1, .msg_control = f->u.b,
+			       .msg_controllen = sizeof(f->u.b)};
+}
+
+static inline void send_fd(int s, int fd)
+{
+	struct fdmsg f;
+	fdmsg_init(&f);
+	struct cmsghdr *h = CMSG_FIRSTHDR(&f.m);
 	h->cmsg_level = SOL_SOCKET;
 	h->cmsg_type = SCM_RIGHTS;
 	h->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(h), &fd, sizeof(int));
-	if (sendmsg(s, &m, 0) != 1)
+	if (sendmsg(s, &f.m, 0) != 1)
 		die("sendmsg fd");
 }
 
 static inline int recv_fd(int s)
 {
-	char c;
-	struct iovec iov = {&c, 1};
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int))];
-	} u;
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-			   .msg_controllen = sizeof(u.b)};
+	struct fdmsg f;
 	int fd;
-	if (recvmsg(s, &m, 0) != 1)
+	fdmsg_init(&f);
+	if (recvmsg(s, &f.m, 0) != 1)
 		die("recvmsg fd");
-	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	struct cmsghdr *h = CMSG_FIRSTHDR(&f.m);
 	if (!h || h->cmsg_type != SCM_RIGHTS)
 		die("no fd");
 	memcpy(&fd, CMSG_DATA(h), sizeof(int));
@@ -175,4 +182,62 @@ static inline int slot_take(struct region *r)
 static inline void slot_give(struct region *r, uint32_t i)
 {
 	atomic_fetch_and(&r->bitmap[i / 64], ~(1ull << (i % 64)));
+}
+
+/* ---- the wake protocol (osf's, reduced to one byte) ----
+ * A reader that finds its ring empty spins up to spin_ns, then raises its want
+ * word, looks once more and sleeps; a writer publishes, fences, and wakes the
+ * reader only if it takes the want word. How to sleep and wake is the caller's. */
+struct waker {
+	void (*sleep)(void *arg, int side); /* block side until woken */
+	void (*wake)(void *arg, int side);  /* wake side */
+	void *arg;
+	int late;	  /* 1: a wake-up sent after the reader found data must be taken */
+	uint64_t spin_ns;
+};
+
+/* Wait until ring (1 - side) of s has a byte. */
+static inline void ring_wait(struct slot *s, int side, const struct waker *w)
+{
+	struct ring *r = &s->ring[1 - side];
+	uint64_t t0 = w->spin_ns ? now_ns() : 0;
+
+	for (;;) {
+		if (atomic_load_explicit(&r->head, memory_order_acquire) !=
+		    atomic_load_explicit(&r->tail, memory_order_relaxed))
+			return;
+		if (w->spin_ns && now_ns() - t0 < w->spin_ns) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		atomic_store(&s->want[side], 1);
+		if (atomic_load(&r->head) != atomic_load_explicit(&r->tail, memory_order_relaxed)) {
+			/* the writer took the flag: its wake-up is on its way */
+			if (atomic_exchange(&s->want[side], 0) == 0 && w->late)
+				w->sleep(w->arg, side);
+			return;
+		}
+		w->sleep(w->arg, side);
+	}
+}
+
+static inline void ring_put(struct slot *s, int side, unsigned char b, const struct waker *w)
+{
+	struct ring *r = &s->ring[side];
+	uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	s->data[side][h % RING_BYTES] = b;
+	atomic_store_explicit(&r->head, h + 1, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&s->want[1 - side], memory_order_relaxed) &&
+	    atomic_exchange(&s->want[1 - side], 0))
+		w->wake(w->arg, 1 - side);
+}
+
+static inline unsigned char ring_get(struct slot *s, int side)
+{
+	struct ring *r = &s->ring[1 - side];
+	uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	unsigned char b = s->data[1 - side][t % RING_BYTES];
+	atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+	return b;
 }

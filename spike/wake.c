@@ -12,7 +12,9 @@
  *   tcpdata  no ring: kernel TCP ping-pong of the byte itself (the baseline)
  * A reader raises its want word, checks the ring again and sleeps; a writer
  * publishes, fences and wakes only if it takes the want word (as osf's wake
- * protocol). Prints rt_p50_us rt_p90_us and CPU per round trip of both sides. */
+ * protocol). Prints rt_p50_us rt_p90_us and CPU per round trip of both sides.
+ * With SPIN_US=n in the environment a reader first spins up to n µs on the
+ * ring (as OSF_SPIN_US), and sleeps, and so needs a wake-up, only after. */
 #include "spike.h"
 #include <sys/eventfd.h>
 
@@ -21,9 +23,11 @@ static int mech;
 static int fds[2];	/* per side: socket end (unix, tcp) or eventfd to sleep on */
 static int wakefd[2];	/* per side: what the other side writes to wake it */
 static struct slot *s;
+static uint64_t spin_ns;
 
-static void sleep_wait(int side)
+static void sleep_wait(void *arg, int side)
 {
+	(void)arg;
 	if (mech == FUTEX) {
 		if (futex(&s->want[side], FUTEX_WAIT, 1) < 0 && errno != EAGAIN && errno != EINTR)
 			die("futex wait");
@@ -35,8 +39,9 @@ static void sleep_wait(int side)
 		die("sleep");
 }
 
-static void wake(int side)
+static void wake(void *arg, int side)
 {
+	(void)arg;
 	if (mech == FUTEX) {
 		futex(&s->want[side], FUTEX_WAKE, 1);
 		return;
@@ -47,43 +52,7 @@ static void wake(int side)
 		die("wake");
 }
 
-static void ring_wait(int side)
-{
-	struct ring *r = &s->ring[1 - side];
-	for (;;) {
-		if (atomic_load_explicit(&r->head, memory_order_acquire) !=
-		    atomic_load_explicit(&r->tail, memory_order_relaxed))
-			return;
-		atomic_store(&s->want[side], 1);
-		if (atomic_load(&r->head) != atomic_load_explicit(&r->tail, memory_order_relaxed)) {
-			if (atomic_exchange(&s->want[side], 0) == 0 && mech != FUTEX)
-				sleep_wait(side); /* the writer's wake-up is on its way */
-			return;
-		}
-		sleep_wait(side);
-	}
-}
-
-static void ring_put(int side, unsigned char b)
-{
-	struct ring *r = &s->ring[side];
-	uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-	s->data[side][h % RING_BYTES] = b;
-	atomic_store_explicit(&r->head, h + 1, memory_order_release);
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&s->want[1 - side], memory_order_relaxed) &&
-	    atomic_exchange(&s->want[1 - side], 0))
-		wake(1 - side);
-}
-
-static unsigned char ring_get(int side)
-{
-	struct ring *r = &s->ring[1 - side];
-	uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	unsigned char b = s->data[1 - side][t % RING_BYTES];
-	atomic_store_explicit(&r->tail, t + 1, memory_order_release);
-	return b;
-}
+static struct waker w = {.sleep = sleep_wait, .wake = wake};
 
 static void tcp_pair(int out[2])
 {
@@ -113,9 +82,9 @@ static void side_b(long n)
 				die("b io");
 			continue;
 		}
-		ring_wait(1);
-		b = ring_get(1);
-		ring_put(1, b);
+		ring_wait(s, 1, &w);
+		b = ring_get(s, 1);
+		ring_put(s, 1, b, &w);
 	}
 }
 
@@ -134,6 +103,10 @@ int main(int argc, char **argv)
 		return 2;
 	long n = atol(argv[2]);
 	int pinned = atoi(argv[3]);
+	if (getenv("SPIN_US"))
+		spin_ns = (uint64_t)atol(getenv("SPIN_US")) * 1000;
+	w.spin_ns = spin_ns;
+	w.late = mech != FUTEX;
 	s = mmap(NULL, SLOT_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (s == MAP_FAILED)
 		die("mmap");
@@ -170,9 +143,9 @@ int main(int argc, char **argv)
 			if (write(fds[0], &b, 1) != 1 || read(fds[0], &b, 1) != 1)
 				die("a io");
 		} else {
-			ring_put(0, b);
-			ring_wait(0);
-			if (ring_get(0) != (unsigned char)k)
+			ring_put(s, 0, b, &w);
+			ring_wait(s, 0, &w);
+			if (ring_get(s, 0) != (unsigned char)k)
 				die("bad byte");
 		}
 		rt[k] = now_ns() - t;
@@ -184,8 +157,8 @@ int main(int argc, char **argv)
 	if (!WIFEXITED(st) || WEXITSTATUS(st))
 		die("side b failed");
 	qsort(rt, (size_t)n, sizeof(uint64_t), cmp_u64);
-	printf("%s pin=%d rounds=%ld rt_p50_us=%.1f rt_p90_us=%.1f cpu_a_us=%.1f cpu_b_us=%.1f\n",
-	       names[mech], pinned, n, rt[n / 2] / 1e3, rt[n * 9 / 10] / 1e3,
+	printf("%s spin_us=%lu pin=%d rounds=%ld rt_p50_us=%.1f rt_p90_us=%.1f cpu_a_us=%.1f cpu_b_us=%.1f\n",
+	       names[mech], (unsigned long)(spin_ns / 1000), pinned, n, rt[n / 2] / 1e3, rt[n * 9 / 10] / 1e3,
 	       (cpu_us(&r1) - cpu_us(&r0)) / (double)n, cpu_us(&rc) / (double)n);
 	return 0;
 }
