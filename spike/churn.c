@@ -29,6 +29,8 @@
  *   bound  spin, no hello, and the announcement made before connect: the
  *          client binds to port 0 and reads its port (bind, getsockname)
  *          before connect, so the server finds the slot at accept, always.
+ * SPIN_YIELD=1 in the environment makes every spin call sched_yield (a peer
+ * on the same CPU then runs; osf's adaptive spin avoids such spins otherwise).
  * Prints one line: variant pin conns conn_per_s p50_us client_cpu_us
  * server_cpu_us (CPU per connection, getrusage) and whether the client's fd
  * was an AF_UNIX socket (today's osf) or not. */
@@ -44,6 +46,7 @@
 static struct region *reg;
 static int variant; /* 0 tcp, 1 pool, 2 fresh, 3 spin, 4 nohello, 5 bound, 6 pair */
 static uint64_t spin_ns;
+static int spin_yield; /* SPIN_YIELD=1: spins call sched_yield */
 
 static void unix_name(struct sockaddr_un *u, socklen_t *len, int port)
 {
@@ -80,7 +83,7 @@ static void tcp_wake(void *arg, int side)
 static struct waker waker_for(int *fd)
 {
 	return (struct waker){.sleep = tcp_sleep, .wake = tcp_wake, .arg = fd, .late = 1,
-			      .spin_ns = spin_ns};
+			      .spin_ns = spin_ns, .yield = spin_yield};
 }
 
 /* A slot taken by the client is made new before anything names it. */
@@ -172,7 +175,10 @@ static void server(int port, long n, int cpu, int ready, int pairsock, uint32_t 
 			while (now_ns() - t < spin_ns) {
 				if ((v = atomic_load(an)) != 0)
 					break;
-				__builtin_ia32_pause();
+				if (spin_yield)
+					sched_yield();
+				else
+					__builtin_ia32_pause();
 			}
 			if (!v) {
 				uint32_t z = 0;
@@ -244,6 +250,7 @@ int main(int argc, char **argv)
 		return 2;
 	if (variant >= 3)
 		spin_ns = 20000;
+	spin_yield = getenv("SPIN_YIELD") && atoi(getenv("SPIN_YIELD"));
 	long n = atol(argv[2]);
 	int pinned = atoi(argv[3]), port = atoi(argv[4]);
 	uint32_t nslots = variant == 2 ? (uint32_t)((n + 64) / 64 * 64) : variant == 6 ? 64 : 4096;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # run.sh: the D2 spike's measurements, variants alternating within each round
 # (docs/D2-PROPOSAL.md). Each program runs in a network namespace of its own.
-#   sh run.sh churn ROUNDS N      churn: tcp, osf (tcp under libosf.so), pool, fresh, spin, nohello, bound, pair
+#   sh run.sh churn ROUNDS N      churn: tcp, osf (tcp under libosf.so), pool, fresh, spin, nohello, bound, pair,
+#                                 segment, step1 (unixchurn: today's shape, step 1 of the plan)
 #   sh run.sh wake ROUNDS N       wake-ups: unix, tcp, futex, eventfd, tcpdata
 #   sh run.sh idle N              idle connections: tcp, osf, pool, sparse
 # LIBOSF selects the libosf.so (default /work/main/build/libosf.so).
@@ -14,8 +15,10 @@ case "$1" in
 churn)
 	for r in $(seq "$2"); do
 		for pin in 1 0; do
-			for v in tcp osf pool fresh spin nohello bound pair; do
-				if [ $v = osf ]; then
+			for v in tcp osf pool fresh spin nohello bound pair segment step1; do
+				if [ $v = segment ] || [ $v = step1 ]; then
+					ns "timeout 60 ./unixchurn $v $3 $pin 5000" | sed "s/^/round=$r load=$(cut -d' ' -f1 /proc/loadavg) /"
+				elif [ $v = osf ]; then
 					ns "LD_PRELOAD=$LIBOSF timeout 60 ./churn tcp $3 $pin 5000" | sed "s/^tcp/osf/;s/^/round=$r load=$(cut -d' ' -f1 /proc/loadavg) /"
 				else
 					ns "timeout 60 ./churn $v $3 $pin 5000" | sed "s/^/round=$r load=$(cut -d' ' -f1 /proc/loadavg) /"

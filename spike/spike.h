@@ -189,6 +189,7 @@ static inline void slot_give(struct region *r, uint32_t i)
  * word, looks once more and sleeps; a writer publishes, fences, and wakes the
  * reader only if it takes the want word. How to sleep and wake is the caller's. */
 struct waker {
+	int yield;	  /* spin with sched_yield (lets a peer on this CPU run) */
 	void (*sleep)(void *arg, int side); /* block side until woken */
 	void (*wake)(void *arg, int side);  /* wake side */
 	void *arg;
@@ -207,7 +208,10 @@ static inline void ring_wait(struct slot *s, int side, const struct waker *w)
 		    atomic_load_explicit(&r->tail, memory_order_relaxed))
 			return;
 		if (w->spin_ns && now_ns() - t0 < w->spin_ns) {
-			__builtin_ia32_pause();
+			if (w->yield)
+				sched_yield();
+			else
+				__builtin_ia32_pause();
 			continue;
 		}
 		atomic_store(&s->want[side], 1);

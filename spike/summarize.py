@@ -15,8 +15,9 @@ if rows and 'conn_per_s' in rows[0]:
     base = 'tcp'
     for pin in ('1', '0'):
         print(f"pin={pin}")
-        for v in ('tcp', 'osf', 'pool', 'fresh', 'spin', 'nohello', 'bound', 'pair'):
+        for v in ('tcp', 'osf', 'pool', 'fresh', 'spin', 'nohello', 'bound', 'pair', 'segment', 'step1'):
             rs, ratios, cc, sc, p50 = [], [], [], [], []
+            if not any(r['name'] == v for r in rows): continue
             for r in rows:
                 if r['name'] != v or r['pin'] != pin: continue
                 b = [x for x in rows if x['name'] == base and x['pin'] == pin and x['round'] == r['round']][0]
