@@ -36,8 +36,6 @@
  * was an AF_UNIX socket (today's osf) or not. */
 #include "spike.h"
 #include <netinet/ip.h>
-#include <stddef.h>
-#include <sys/un.h>
 
 #define MARK_TOS 0x98 /* DSCP 38 */
 #define HELLO_MAGIC 0x4f534632u
@@ -48,14 +46,6 @@ static int variant; /* 0 tcp, 1 pool, 2 fresh, 3 spin, 4 nohello, 5 bound, 6 pai
 static uint64_t spin_ns;
 static int spin_yield; /* SPIN_YIELD=1: spins call sched_yield */
 
-static void unix_name(struct sockaddr_un *u, socklen_t *len, int port)
-{
-	memset(u, 0, sizeof(*u));
-	u->sun_family = AF_UNIX;
-	int k = snprintf(u->sun_path + 1, sizeof(u->sun_path) - 1, "osf-spike/%d", port);
-	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
-}
-
 static void map_region(int fd, uint32_t nslots)
 {
 	reg = mmap(NULL, region_bytes(nslots), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -63,26 +53,9 @@ static void map_region(int fd, uint32_t nslots)
 		die("mmap region");
 }
 
-/* Tokens on the connection's TCP socket (arg points at its fd). */
-static void tcp_sleep(void *arg, int side)
-{
-	char c;
-	(void)side;
-	if (recv(*(int *)arg, &c, 1, MSG_WAITALL) != 1)
-		die("recv token");
-}
-
-static void tcp_wake(void *arg, int side)
-{
-	char c = 'w';
-	(void)side;
-	if (send(*(int *)arg, &c, 1, MSG_NOSIGNAL) != 1)
-		die("send token");
-}
-
 static struct waker waker_for(int *fd)
 {
-	return (struct waker){.sleep = tcp_sleep, .wake = tcp_wake, .arg = fd, .late = 1,
+	return (struct waker){.sleep = sock_token_sleep, .wake = sock_token_wake, .arg = fd, .late = 1,
 			      .spin_ns = spin_ns, .yield = spin_yield};
 }
 
@@ -117,7 +90,7 @@ static void server(int port, long n, int cpu, int ready, int pairsock, uint32_t 
 	if (variant == 6) {
 		struct sockaddr_un u;
 		socklen_t ulen;
-		unix_name(&u, &ulen, port);
+		abstract_name(&u, &ulen, "osf-spike", port);
 		ul = socket(AF_UNIX, SOCK_STREAM, 0);
 		if (ul < 0 || bind(ul, (struct sockaddr *)&u, ulen) < 0 || listen(ul, 1024) < 0)
 			die("unix listen");
@@ -276,22 +249,17 @@ int main(int argc, char **argv)
 		die("ready");
 	struct sockaddr_in a = lo_addr(port);
 	uint64_t *lat = calloc((size_t)n, sizeof(uint64_t));
-	struct rusage r0, r1, rc;
+	struct rusage r0;
 	int unixfd = -1;
 	uint64_t t0 = 0;
-	/* Connection 0 warms up (osf's first connect loads its state) and is
-	 * not counted; N more are timed. */
 	for (long k = 0; k <= n; k++) {
-		if (k == 1) {
-			getrusage(RUSAGE_SELF, &r0);
-			t0 = now_ns();
-		}
+		churn_start(k, &r0, &t0);
 		uint64_t s0 = now_ns();
 		int lk = -1, m = -1;
 		if (variant == 6) {
 			struct sockaddr_un u;
 			socklen_t ulen;
-			unix_name(&u, &ulen, port);
+			abstract_name(&u, &ulen, "osf-spike", port);
 			lk = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 			if (lk < 0 || connect(lk, (struct sockaddr *)&u, ulen) < 0)
 				die("unix connect");
@@ -374,18 +342,6 @@ int main(int argc, char **argv)
 		if (k)
 			lat[k - 1] = now_ns() - s0;
 	}
-	uint64_t t1 = now_ns();
-	getrusage(RUSAGE_SELF, &r1);
-	int st;
-	waitpid(pid, &st, 0);
-	getrusage(RUSAGE_CHILDREN, &rc);
-	if (!WIFEXITED(st) || WEXITSTATUS(st))
-		die("server failed");
-	qsort(lat, (size_t)n, sizeof(uint64_t), cmp_u64);
-	double secs = (double)(t1 - t0) / 1e9;
-	printf("%s pin=%d conns=%ld conn_per_s=%.0f p50_us=%.1f p90_us=%.1f client_cpu_us=%.1f "
-	       "server_cpu_us=%.1f app_fd_unix=%d max_us=%.0f\n",
-	       v, pinned, n, (double)n / secs, lat[n / 2] / 1e3, lat[n * 9 / 10] / 1e3,
-	       (cpu_us(&r1) - cpu_us(&r0)) / (double)n, cpu_us(&rc) / (double)n, unixfd, lat[n - 1] / 1e3);
+	churn_report(v, pinned, n, t0, now_ns(), &r0, lat, unixfd, pid);
 	return 0;
 }

@@ -16,7 +16,9 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <stddef.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -244,4 +246,62 @@ static inline unsigned char ring_get(struct slot *s, int side)
 	unsigned char b = s->data[1 - side][t % RING_BYTES];
 	atomic_store_explicit(&r->tail, t + 1, memory_order_release);
 	return b;
+}
+
+/* A waker whose sleep is a blocking recv of a 1-byte token on a socket and
+ * whose wake-up sends one (arg points at the socket's fd). */
+static inline void sock_token_sleep(void *arg, int side)
+{
+	char c;
+	(void)side;
+	if (recv(*(int *)arg, &c, 1, MSG_WAITALL) != 1)
+		die("recv token");
+}
+
+static inline void sock_token_wake(void *arg, int side)
+{
+	char c = 'w';
+	(void)side;
+	if (send(*(int *)arg, &c, 1, MSG_NOSIGNAL) != 1)
+		die("send token");
+}
+
+/* An abstract AF_UNIX name PREFIX/PORT (a stand-in for osf's companion). */
+static inline void abstract_name(struct sockaddr_un *u, socklen_t *len, const char *prefix,
+				 int port)
+{
+	memset(u, 0, sizeof(*u));
+	u->sun_family = AF_UNIX;
+	int k = snprintf(u->sun_path + 1, sizeof(u->sun_path) - 1, "%s/%d", prefix, port);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
+}
+
+/* Connection 0 of a churn run warms up (osf's first connect loads its state)
+ * and is not counted: the clock and the CPU count start at connection 1. */
+static inline void churn_start(long k, struct rusage *r0, uint64_t *t0)
+{
+	if (k == 1) {
+		getrusage(RUSAGE_SELF, r0);
+		*t0 = now_ns();
+	}
+}
+
+/* The end of a churn run: the timed loop ended at t1 (started at t0, with r0
+ * taken then); waits for the server pid and prints the one line run.sh reads. */
+static inline void churn_report(const char *name, int pinned, long n, uint64_t t0, uint64_t t1,
+				const struct rusage *r0, uint64_t *lat, int unixfd, pid_t pid)
+{
+	struct rusage r1, rc;
+	int st;
+	getrusage(RUSAGE_SELF, &r1);
+	waitpid(pid, &st, 0);
+	getrusage(RUSAGE_CHILDREN, &rc);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		die("server failed");
+	qsort(lat, (size_t)n, sizeof(uint64_t), cmp_u64);
+	printf("%s pin=%d conns=%ld conn_per_s=%.0f p50_us=%.1f p90_us=%.1f client_cpu_us=%.1f "
+	       "server_cpu_us=%.1f app_fd_unix=%d max_us=%.0f\n",
+	       name, pinned, n, (double)n / ((double)(t1 - t0) / 1e9), lat[n / 2] / 1e3,
+	       lat[n * 9 / 10] / 1e3, (cpu_us(&r1) - cpu_us(r0)) / (double)n,
+	       cpu_us(&rc) / (double)n, unixfd, lat[n - 1] / 1e3);
 }

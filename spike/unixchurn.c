@@ -18,38 +18,12 @@
  *            maps each region once, known by its inode.
  * Prints the same line as churn. */
 #include "spike.h"
-#include <stddef.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 
 #define SEG_BYTES ((2u << 20) + 4096u)
 static int variant; /* 0 segment, 1 step1 */
 static struct region *reg;
 static const uint32_t nslots = 4096;
-
-static void unix_name(struct sockaddr_un *u, socklen_t *len, int port)
-{
-	memset(u, 0, sizeof(*u));
-	u->sun_family = AF_UNIX;
-	int k = snprintf(u->sun_path + 1, sizeof(u->sun_path) - 1, "osf-spike-u/%d", port);
-	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)k);
-}
-
-static void sock_sleep(void *arg, int side)
-{
-	char c;
-	(void)side;
-	if (recv(*(int *)arg, &c, 1, MSG_WAITALL) != 1)
-		die("recv token");
-}
-
-static void sock_wake(void *arg, int side)
-{
-	char c = 'w';
-	(void)side;
-	if (send(*(int *)arg, &c, 1, MSG_NOSIGNAL) != 1)
-		die("send token");
-}
 
 static void send_hello(int s, uint32_t slot, int fd0, int fd1)
 {
@@ -101,7 +75,7 @@ static void server(int port, long n, int cpu, int ready)
 	pin(cpu);
 	struct sockaddr_un u;
 	socklen_t ulen;
-	unix_name(&u, &ulen, port);
+	abstract_name(&u, &ulen, "osf-spike-u", port);
 	int ul = socket(AF_UNIX, SOCK_STREAM, 0);
 	if (ul < 0 || bind(ul, (struct sockaddr *)&u, ulen) < 0 || listen(ul, 1024) < 0)
 		die("companion");
@@ -135,7 +109,7 @@ static void server(int port, long n, int cpu, int ready)
 			s = slot_at(reg, i);
 		}
 		close(fds[0]);
-		struct waker w = {.sleep = sock_sleep, .wake = sock_wake, .arg = &c, .late = 1,
+		struct waker w = {.sleep = sock_token_sleep, .wake = sock_token_wake, .arg = &c, .late = 1,
 				  .spin_ns = 20000};
 		ring_wait(s, 1, &w);
 		ring_put(s, 1, ring_get(s, 1), &w);
@@ -185,15 +159,12 @@ int main(int argc, char **argv)
 		die("ready");
 	struct sockaddr_un u;
 	socklen_t ulen;
-	unix_name(&u, &ulen, port);
+	abstract_name(&u, &ulen, "osf-spike-u", port);
 	uint64_t *lat = calloc((size_t)n, sizeof(uint64_t));
-	struct rusage r0, r1, rc;
+	struct rusage r0;
 	uint64_t t0 = 0;
 	for (long k = 0; k <= n; k++) {
-		if (k == 1) {
-			getrusage(RUSAGE_SELF, &r0);
-			t0 = now_ns();
-		}
+		churn_start(k, &r0, &t0);
 		uint64_t s0 = now_ns();
 		/* the port hold: the application's TCP socket bound to port 0 */
 		int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -235,7 +206,7 @@ int main(int argc, char **argv)
 			die("companion connect");
 		send_hello(cs, (uint32_t)i, variant == 0 ? seg_fd : rm, wp[1]);
 		close(wp[1]);
-		struct waker w = {.sleep = sock_sleep, .wake = sock_wake, .arg = &cs, .late = 1,
+		struct waker w = {.sleep = sock_token_sleep, .wake = sock_token_wake, .arg = &cs, .late = 1,
 				  .spin_ns = 20000};
 		ring_put(s, 0, 'x', &w);
 		ring_wait(s, 0, &w);
@@ -254,18 +225,6 @@ int main(int argc, char **argv)
 		if (k)
 			lat[k - 1] = now_ns() - s0;
 	}
-	uint64_t t1 = now_ns();
-	getrusage(RUSAGE_SELF, &r1);
-	int st;
-	waitpid(pid, &st, 0);
-	getrusage(RUSAGE_CHILDREN, &rc);
-	if (!WIFEXITED(st) || WEXITSTATUS(st))
-		die("server failed");
-	qsort(lat, (size_t)n, sizeof(uint64_t), cmp_u64);
-	printf("%s pin=%d conns=%ld conn_per_s=%.0f p50_us=%.1f p90_us=%.1f client_cpu_us=%.1f "
-	       "server_cpu_us=%.1f app_fd_unix=1 max_us=%.0f\n",
-	       argv[1], pinned, n, (double)n / ((double)(t1 - t0) / 1e9), lat[n / 2] / 1e3,
-	       lat[n * 9 / 10] / 1e3, (cpu_us(&r1) - cpu_us(&r0)) / (double)n,
-	       cpu_us(&rc) / (double)n, lat[n - 1] / 1e3);
+	churn_report(argv[1], pinned, n, t0, now_ns(), &r0, lat, 1, pid);
 	return 0;
 }
