@@ -21,11 +21,9 @@ import (
 // (it accepted non-blocking and close-on-exec, then made the socket
 // blocking with F_SETFL and inheritable with F_SETFD: 2 calls); the
 // client's connect and install share one fd window (one RLIMIT_NOFILE
-// read, where they took two), and the install keeps the spare segment's
-// fds where the spare placed them without an fstat of each (issue 12: 7
-// fstat and 3 RLIMIT_NOFILE reads per connection before, 5 and 2 after);
-// the server's hello and install share one window too (2 reads per
-// accept before, 1 after, besides late hellos).
+// read), and the install keeps the spare segment's fds where the spare
+// placed them without an fstat of each; the server's hello and install
+// share one window too (one read per accept, besides late hellos).
 func TestChurnSystemCalls(t *testing.T) {
 	t.Parallel()
 	strace := testutil.OptionalTool(t, "strace", "count a churn's system calls")
