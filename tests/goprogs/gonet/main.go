@@ -9,7 +9,8 @@
 //	gonet echo ADDR CONNS BYTES   CONNS concurrent connections, each sends BYTES
 //	                              and reads them back; prints "ok" when all match
 //	gonet exec ADDR               one connection; runs /bin/true (os/exec) in the
-//	                              middle of an exchange, then goes on
+//	                              middle of an exchange, then goes on (pauses
+//	                              for a line of standard input once)
 //	gonet pingpong ADDR ROUNDS    64-byte ping-pong; prints "rtt avg=NS max=NS over1ms=N"
 //	gonet hold ADDR               one connection that echoes one line, then
 //	                              waits for standard input to close
@@ -176,9 +177,10 @@ func prefix(a, b []byte) int {
 	return n
 }
 
-// execMidway exchanges a first block, runs /bin/true through os/exec (a
-// vfork child that execs), then exchanges a second block on the same
-// connection.
+// execMidway exchanges three blocks on one connection and runs /bin/true
+// through os/exec (a vfork child that execs) after each of the first two.
+// After the first it prints "paused" and waits for a line on standard
+// input, so that a test can look at the connection.
 func execMidway(addr string) error {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -202,6 +204,12 @@ func execMidway(addr string) error {
 		if round < 2 {
 			if err := exec.Command("/bin/true").Run(); err != nil {
 				return fmt.Errorf("exec /bin/true: %w", err)
+			}
+		}
+		if round == 0 {
+			fmt.Println("paused")
+			if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+				return fmt.Errorf("stdin: %w", err)
 			}
 		}
 	}
