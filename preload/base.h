@@ -196,21 +196,10 @@ struct osf_state {
 
 extern struct osf_state osf;
 
-/* Go programs (preload/gosys.c): whether their system calls reach the
- * hooks. */
-enum osf_go_state {
-	OSF_GO_NOT_GO = 0, /* not a Go program */
-	OSF_GO_ON = 1,	   /* Syscall6 patched: sockets are osf's */
-	OSF_GO_OFF = 2,	   /* a Go program, OSF_GO is not 1 */
-	OSF_GO_STRIPPED = 3, /* a Go program without a symbol table */
-	OSF_GO_UNKNOWN = 4,  /* a Go version or code osf does not know */
-};
-extern int osf_go_state;
-extern char osf_go_detail[128]; /* the Go version, or why not */
-
 /* osf_go_init recognises a Go program and, with OSF_GO=1, makes its
- * system calls reach the hooks; called once by the constructor before
- * any of the program's code runs. */
+ * system calls reach the hooks (preload/gosys.c); called once by the
+ * constructor before any of the program's code runs. What it found goes
+ * into the fd table's header (osf_fdt_set_go) for osfstat. */
 void osf_go_init(void);
 
 /* Where osf waits in poll in place of a call the kernel restarts after a

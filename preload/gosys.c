@@ -25,9 +25,10 @@
  * when it resumes), and the trampoline sends a marked thread's calls to
  * the kernel.
  *
- * Anything unexpected (no Go note, no symbol table, another Go version,
- * other code) leaves the program untouched on kernel TCP with a reason
- * (osf_go_state, shown by osfstat). */
+ * Anything unexpected (no symbol table, another Go version, other code)
+ * leaves the program untouched on kernel TCP, with a reason in the fd
+ * table's header (osfstat shows it) and, as OSF_GO=1 asked for it, a line
+ * on stderr. */
 #include "osf.h"
 
 #include <elf.h>
@@ -39,6 +40,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -53,9 +55,6 @@ unsigned char osf_go_hooked[OSF_GO_NSYS];
 void *osf_go_asmcgocall;
 /* Set on the thread of os/exec's vfork child until the parent resumes. */
 __thread unsigned char osf_go_child __attribute__((tls_model("initial-exec")));
-
-int osf_go_state = OSF_GO_NOT_GO;
-char osf_go_detail[128];
 
 /* One hooked call, built by the trampoline on the goroutine's stack and
  * read by osf_go_dispatch on the system stack; r is the result: a value,
@@ -178,7 +177,7 @@ static const int hooked[] = {
 	SYS_fcntl,	  SYS_ioctl,	     SYS_dup,	      SYS_dup2,
 	SYS_dup3,	  SYS_sendfile,	     SYS_splice,      SYS_epoll_create,
 	SYS_epoll_create1, SYS_epoll_ctl,    SYS_epoll_wait,  SYS_epoll_pwait,
-	SYS_epoll_pwait2, SYS_execve,
+	SYS_epoll_pwait2, SYS_execve,	     SYS_prlimit64,   SYS_setrlimit,
 };
 
 static long hook(long n, const long *a)
@@ -258,6 +257,11 @@ static long hook(long n, const long *a)
 	case SYS_epoll_pwait2:
 		return epoll_pwait2((int)a[0], (struct epoll_event *)a[1], (int)a[2],
 				    (const struct timespec *)a[3], (const sigset_t *)a[4]);
+	case SYS_prlimit64: /* osf keeps its fds at the top of RLIMIT_NOFILE */
+		return prlimit((pid_t)a[0], (__rlimit_resource_t)a[1],
+			       (const struct rlimit *)a[2], (struct rlimit *)a[3]);
+	case SYS_setrlimit:
+		return setrlimit((__rlimit_resource_t)a[0], (const struct rlimit *)a[1]);
 	case SYS_execve:
 		return execve((const char *)a[0], (char *const *)a[1], (char *const *)a[2]);
 	}
@@ -391,10 +395,16 @@ static int first_object(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1; /* the first object is the executable */
 }
 
-static void refuse(int state, const char *fmt, const char *what)
+/* refuse leaves a Go program on kernel TCP, says why and makes the fd
+ * table, so that osfstat shows it. */
+static void refuse(int reason, const char *fmt, const char *what)
 {
-	osf_go_state = state;
-	snprintf(osf_go_detail, sizeof(osf_go_detail), fmt, what);
+	char detail[120];
+
+	snprintf(detail, sizeof(detail), fmt, what);
+	osf_fdt_set_go(reason, detail);
+	osf_report("OSF_GO=1, but this Go program's sockets stay on kernel TCP: %s", detail);
+	(void)osf_fdt_ensure();
 }
 
 /* patch writes the jump to `to` over the entry of the function at addr. */
@@ -444,39 +454,39 @@ void osf_go_init(void)
 	if (scan(&im) < 0 || !im.go)
 		goto out;
 	if (!on || strcmp(on, "1") != 0) {
-		refuse(OSF_GO_OFF, "%s", "OSF_GO is not 1");
+		osf_fdt_set_go(OSF_R_GO_OFF, "");
 		goto out;
 	}
 	if (!im.symtab) {
-		refuse(OSF_GO_STRIPPED, "%s", "no symbol table");
+		refuse(OSF_R_GO_STRIPPED, "%s", "no symbol table");
 		goto out;
 	}
 	dl_iterate_phdr(first_object, &im.bias);
 	vfork = im.sym[SYM_VFORK_ABI0] ? im.sym[SYM_VFORK_ABI0] : im.sym[SYM_VFORK];
 	for (int j = 0; j < NSYMS; j++)
 		if (!im.sym[j] && j != SYM_VFORK && j != SYM_VFORK_ABI0) {
-			refuse(OSF_GO_UNKNOWN, "no symbol %s", sym_names[j]);
+			refuse(OSF_R_GO_UNKNOWN, "no symbol %s", sym_names[j]);
 			goto out;
 		}
 	if (!vfork) {
-		refuse(OSF_GO_UNKNOWN, "no symbol %s", sym_names[SYM_VFORK]);
+		refuse(OSF_R_GO_UNKNOWN, "no symbol %s", sym_names[SYM_VFORK]);
 		goto out;
 	}
 	ver = (const void *)(im.bias + im.sym[SYM_VERSION]);
 	if (ver->n < 6 || ver->n > 64 || memcmp(ver->p, "go1.26", 6) != 0 ||
 	    (ver->n > 6 && ver->p[6] != '.' && ver->p[6] != '-' && ver->p[6] != ' ')) {
-		snprintf(osf_go_detail, sizeof(osf_go_detail), "Go version %.*s, not go1.26",
-			 ver->n > 0 && ver->n <= 64 ? (int)ver->n : 0, ver->p);
-		osf_go_state = OSF_GO_UNKNOWN;
+		char v[80];
+		snprintf(v, sizeof(v), "%.*s", ver->n > 0 && ver->n <= 64 ? (int)ver->n : 0, ver->p);
+		refuse(OSF_R_GO_UNKNOWN, "Go version %s, not go1.26", v);
 		goto out;
 	}
 	if (memcmp((const void *)(im.bias + im.sym[SYM_SYSCALL6]), syscall6_code,
 		   sizeof(syscall6_code)) != 0) {
-		refuse(OSF_GO_UNKNOWN, "unexpected code in %s", sym_names[SYM_SYSCALL6]);
+		refuse(OSF_R_GO_UNKNOWN, "unexpected code in %s", sym_names[SYM_SYSCALL6]);
 		goto out;
 	}
 	if (memcmp((const void *)(im.bias + vfork), vfork_code, sizeof(vfork_code)) != 0) {
-		refuse(OSF_GO_UNKNOWN, "unexpected code in %s", sym_names[SYM_VFORK]);
+		refuse(OSF_R_GO_UNKNOWN, "unexpected code in %s", sym_names[SYM_VFORK]);
 		goto out;
 	}
 	osf_go_asmcgocall = (void *)(im.bias + im.sym[SYM_ASMCGOCALL]);
@@ -485,11 +495,15 @@ void osf_go_init(void)
 	/* The child's copy first: once Syscall6 jumps, os/exec must mark. */
 	if (patch(im.bias + vfork, osf_go_vfork) < 0 ||
 	    patch(im.bias + im.sym[SYM_SYSCALL6], osf_go_syscall6) < 0) {
-		refuse(OSF_GO_UNKNOWN, "%s", "cannot write the program's code (mprotect)");
+		refuse(OSF_R_GO_UNKNOWN, "%s", "cannot write the program's code (mprotect)");
 		goto out;
 	}
-	osf_go_state = OSF_GO_ON;
-	snprintf(osf_go_detail, sizeof(osf_go_detail), "%.*s", (int)ver->n, ver->p);
+	{
+		char v[80];
+		snprintf(v, sizeof(v), "%.*s", (int)ver->n, ver->p);
+		osf_fdt_set_go(OSF_R_NONE, v);
+		(void)osf_fdt_ensure();
+	}
 out:
 	munmap(map, im.len);
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/internal/testutil"
 )
 
@@ -38,23 +39,33 @@ func (g goMode) extra() []string {
 	return nil
 }
 
-var gonetBuild struct {
+type goBuild struct {
 	once sync.Once
 	path string
 	err  error
 }
 
+var gonetBuilds = map[string]*goBuild{"gonet": {}, "gonet-stripped": {}}
+
 // gonet returns the gonet program, built once per test run into the build
 // directory (build/tests/gonet); it fails the test unless the binary is
 // dynamically linked, as LD_PRELOAD needs.
-func gonet(t *testing.T) string {
+func gonet(t *testing.T) string { return buildGonet(t, "gonet") }
+
+// buildGonet builds gonet as name: "gonet", or "gonet-stripped" (linked
+// with -s: no symbol table).
+func buildGonet(t *testing.T, name string) string {
 	t.Helper()
-	b := &gonetBuild
+	b := gonetBuilds[name]
 	b.once.Do(func() {
 		dir := filepath.Join(testutil.BuildDir(t), "tests")
-		out := filepath.Join(dir, "gonet")
+		out := filepath.Join(dir, name)
 		tmp := out + ".tmp"
-		cmd := exec.Command("go", "build", "-o", tmp, "./goprogs/gonet")
+		args := []string{"build", "-o", tmp}
+		if name == "gonet-stripped" {
+			args = append(args, "-ldflags=-s")
+		}
+		cmd := exec.Command("go", append(args, "./goprogs/gonet")...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if o, err := cmd.CombinedOutput(); err != nil {
 			b.err = &buildError{string(o), err}
@@ -65,7 +76,7 @@ func gonet(t *testing.T) string {
 		}
 	})
 	if b.err != nil {
-		t.Fatalf("go build ./goprogs/gonet: %v", b.err)
+		t.Fatalf("go build ./goprogs/gonet (%s): %v", name, b.err)
 	}
 	f, err := elf.Open(b.path)
 	if err != nil {
@@ -94,6 +105,21 @@ func gonetCmd(t *testing.T, g goMode, args ...string) *testutil.Command {
 	return underOsf.cmd(t, g.extra(), gonet(t), args...)
 }
 
+// assertGoState checks what osfstat says of Go process pid: offloaded,
+// with its Go version, or on the kernel for reason (policy.Reason).
+func assertGoState(t *testing.T, pid int, reason policy.Reason) {
+	t.Helper()
+	g := testutil.OsfStat(t, pid).Go
+	switch {
+	case g == nil:
+		t.Errorf("osfstat: process %d: no Go state", pid)
+	case reason == policy.ReasonNone && (!g.Offloaded || !strings.HasPrefix(g.Detail, "go1.26")):
+		t.Errorf("osfstat: Go process %d: %+v, want offloaded, go1.26", pid, *g)
+	case reason != policy.ReasonNone && (g.Offloaded || g.ReasonID != int(reason)):
+		t.Errorf("osfstat: Go process %d: %+v, want reason %d (%s)", pid, *g, reason, reason)
+	}
+}
+
 // assertGoSockets checks a Go process's connections: under OSF_GO=1 osfstat
 // shows every one with role (client or server) on shm; without it osf
 // tracks none of its sockets and the kernel lists its sockets as TCP.
@@ -101,8 +127,10 @@ func assertGoSockets(t *testing.T, g goMode, pid int, role string) {
 	t.Helper()
 	if g.on {
 		testutil.AssertTransport(t, pid, testutil.ByRole(role), testutil.TransportShm)
+		assertGoState(t, pid, policy.ReasonNone)
 		return
 	}
+	assertGoState(t, pid, policy.ReasonGoOff)
 	if p := testutil.OsfStat(t, pid); len(p.Sockets) != 0 {
 		t.Errorf("OSF_GO unset: osf tracks sockets of Go process %d: %v", pid, p.Sockets)
 	}
@@ -249,4 +277,23 @@ func TestGoExec(t *testing.T) {
 		t.Fatalf("gonet exec: %s", r)
 	}
 	noOsfMessages(t, "gonet exec", r.Stderr)
+}
+
+// TestGoStripped: a Go program without a symbol table stays on kernel TCP
+// under OSF_GO=1, says so on stderr, and osfstat gives the reason.
+func TestGoStripped(t *testing.T) {
+	srv := startPiped(t, gonetCmd(t, goOn, "serve", "127.0.0.1:0"))
+	addr := "127.0.0.1:" + srv.port(t)
+	c := startPiped(t, underOsf.cmd(t, goOn.extra(), buildGonet(t, "gonet-stripped"), "hold", addr))
+	c.WaitOutput("connected", shortRun)
+	assertGoState(t, c.Pid, policy.ReasonGoStripped)
+	if p := testutil.OsfStat(t, c.Pid); len(p.Sockets) != 0 {
+		t.Errorf("stripped Go program: osf tracks its sockets: %v", p.Sockets)
+	}
+	testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportKernel)
+	c.stdin.Close()
+	r := c.Wait(shortRun)
+	if !r.OK() || !strings.Contains(r.Stderr, "osf: OSF_GO=1, but this Go program's sockets stay on kernel TCP: no symbol table") {
+		t.Errorf("gonet-stripped hold: %s", r)
+	}
 }
