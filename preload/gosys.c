@@ -321,7 +321,6 @@ struct image {
 	uintptr_t bias;
 	uintptr_t sym[NSYMS];
 	size_t size[NSYMS];
-	int go; /* has a .note.go.buildid section */
 	int symtab;
 };
 
@@ -330,7 +329,7 @@ static int in_file(const struct image *im, uint64_t off, uint64_t len)
 	return off <= im->len && len <= im->len - off;
 }
 
-/* scan reads the section headers: the Go note, and the symbols we need. */
+/* scan reads the symbol table for the symbols we need. */
 static int scan(struct image *im)
 {
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)im->p;
@@ -348,12 +347,7 @@ static int scan(struct image *im)
 	if (!in_file(im, shstr->sh_offset, shstr->sh_size))
 		return -1;
 	names = (const char *)im->p + shstr->sh_offset;
-	for (int i = 0; i < eh->e_shnum; i++) {
-		if (sh[i].sh_name < shstr->sh_size &&
-		    strncmp(names + sh[i].sh_name, ".note.go.buildid",
-			    shstr->sh_size - sh[i].sh_name) == 0)
-			im->go = 1;
-	}
+	(void)names;
 	for (int i = 0; i < eh->e_shnum; i++) {
 		const Elf64_Shdr *st = &sh[i], *str;
 		const Elf64_Sym *sym;
@@ -388,10 +382,44 @@ static int scan(struct image *im)
 	return 0;
 }
 
+/* The executable as it is mapped: its load bias, and whether it carries
+ * Go's build-id note (name "Go", padded to 4, type 4: .note.go.buildid, in a PT_NOTE
+ * segment), found without a system call: every program under osf asks. */
+struct exe {
+	uintptr_t bias;
+	int go;
+};
+
+static int go_note(const unsigned char *p, size_t len)
+{
+	while (len >= 12) {
+		uint32_t nsz, dsz, type;
+		size_t step;
+		memcpy(&nsz, p, 4);
+		memcpy(&dsz, p + 4, 4);
+		memcpy(&type, p + 8, 4);
+		step = 12 + (((size_t)nsz + 3) & ~(size_t)3) + (((size_t)dsz + 3) & ~(size_t)3);
+		if (step > len)
+			return 0;
+		if (type == 4 && (nsz == 3 || nsz == 4) && memcmp(p + 12, "Go", 3) == 0)
+			return 1;
+		p += step;
+		len -= step;
+	}
+	return 0;
+}
+
 static int first_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
+	struct exe *x = arg;
+
 	(void)size;
-	*(uintptr_t *)arg = info->dlpi_addr;
+	x->bias = info->dlpi_addr;
+	for (int i = 0; i < info->dlpi_phnum && !x->go; i++)
+		if (info->dlpi_phdr[i].p_type == PT_NOTE)
+			x->go = go_note((const unsigned char *)(info->dlpi_addr +
+								info->dlpi_phdr[i].p_vaddr),
+					info->dlpi_phdr[i].p_filesz);
 	return 1; /* the first object is the executable */
 }
 
@@ -428,6 +456,7 @@ static int patch(uintptr_t addr, void (*to)(void))
 void osf_go_init(void)
 {
 	struct image im = {0};
+	struct exe x = {0};
 	struct stat st;
 	const char *on = osf_env("OSF_GO");
 	uintptr_t vfork;
@@ -438,30 +467,34 @@ void osf_go_init(void)
 	int fd;
 	void *map;
 
-	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	dl_iterate_phdr(first_object, &x);
+	if (!x.go)
 		return;
-	if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
-		close(fd);
-		return;
-	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (map == MAP_FAILED)
-		return;
-	im.p = map;
-	im.len = (size_t)st.st_size;
-	if (scan(&im) < 0 || !im.go)
-		goto out;
 	if (!on || strcmp(on, "1") != 0) {
 		osf_fdt_set_go(OSF_R_GO_OFF, "");
+		return;
+	}
+	im.bias = x.bias;
+	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	map = MAP_FAILED;
+	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(Elf64_Ehdr))
+		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (fd >= 0)
+		REAL(close)(fd);
+	if (map == MAP_FAILED) {
+		refuse(OSF_R_GO_UNKNOWN, "%s", "cannot read /proc/self/exe");
+		return;
+	}
+	im.p = map;
+	im.len = (size_t)st.st_size;
+	if (scan(&im) < 0) {
+		refuse(OSF_R_GO_UNKNOWN, "%s", "cannot read the executable's ELF headers");
 		goto out;
 	}
 	if (!im.symtab) {
 		refuse(OSF_R_GO_STRIPPED, "%s", "no symbol table");
 		goto out;
 	}
-	dl_iterate_phdr(first_object, &im.bias);
 	vfork = im.sym[SYM_VFORK_ABI0] ? im.sym[SYM_VFORK_ABI0] : im.sym[SYM_VFORK];
 	for (int j = 0; j < NSYMS; j++)
 		if (!im.sym[j] && j != SYM_VFORK && j != SYM_VFORK_ABI0) {

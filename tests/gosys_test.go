@@ -45,15 +45,16 @@ type goBuild struct {
 	err  error
 }
 
-var gonetBuilds = map[string]*goBuild{"gonet": {}, "gonet-stripped": {}}
+var gonetBuilds = map[string]*goBuild{"gonet": {}, "gonet-stripped": {}, "gonet-pie": {}}
 
 // gonet returns the gonet program, built once per test run into the build
 // directory (build/tests/gonet); it fails the test unless the binary is
 // dynamically linked, as LD_PRELOAD needs.
 func gonet(t *testing.T) string { return buildGonet(t, "gonet") }
 
-// buildGonet builds gonet as name: "gonet", or "gonet-stripped" (linked
-// with -s: no symbol table).
+// buildGonet builds gonet as name: "gonet", "gonet-stripped" (linked
+// with -s: no symbol table) or "gonet-pie" (position-independent: osf
+// finds Go's functions at the load bias).
 func buildGonet(t *testing.T, name string) string {
 	t.Helper()
 	b := gonetBuilds[name]
@@ -62,8 +63,11 @@ func buildGonet(t *testing.T, name string) string {
 		out := filepath.Join(dir, name)
 		tmp := out + ".tmp"
 		args := []string{"build", "-o", tmp}
-		if name == "gonet-stripped" {
+		switch name {
+		case "gonet-stripped":
 			args = append(args, "-ldflags=-s")
+		case "gonet-pie":
+			args = append(args, "-buildmode=pie")
 		}
 		cmd := exec.Command("go", append(args, "./goprogs/gonet")...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
@@ -174,7 +178,13 @@ func endHold(t *testing.T, h *tcpxProc) {
 // byte checked.
 func goEcho(t *testing.T, g goMode, addr string) {
 	t.Helper()
-	r := gonetCmd(t, g, "echo", addr, "16", strconv.Itoa(1<<20)).Run(longRun)
+	goEchoWith(t, g, gonet(t), addr)
+}
+
+// goEchoWith is goEcho with the gonet binary bin.
+func goEchoWith(t *testing.T, g goMode, bin, addr string) {
+	t.Helper()
+	r := underOsf.cmd(t, g.extra(), bin, "echo", addr, "16", strconv.Itoa(1<<20)).Run(longRun)
 	if !r.OK() || !strings.Contains(r.Stdout, "ok") {
 		t.Fatalf("gonet echo: %s", r)
 	}
@@ -296,4 +306,18 @@ func TestGoStripped(t *testing.T) {
 	if !r.OK() || !strings.Contains(r.Stderr, "osf: OSF_GO=1, but this Go program's sockets stay on kernel TCP: no symbol table") {
 		t.Errorf("gonet-stripped hold: %s", r)
 	}
+}
+
+// TestGoPIE: a position-independent Go client (osf finds Go's functions at
+// its load bias) against tcpx's echo server, over shm.
+func TestGoPIE(t *testing.T) {
+	pie := buildGonet(t, "gonet-pie")
+	srv := startTcpx(t, underOsf, "server", "-n", "17", "echo", "127.0.0.1", "0")
+	addr := "127.0.0.1:" + srv.port(t)
+	h := startPiped(t, underOsf.cmd(t, goOn.extra(), pie, "hold", addr))
+	h.WaitOutput("connected", shortRun)
+	assertGoSockets(t, goOn, h.Pid, "client")
+	testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
+	endHold(t, h)
+	goEchoWith(t, goOn, pie, addr)
 }
