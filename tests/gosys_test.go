@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"debug/elf"
 	"os"
 	"os/exec"
@@ -292,19 +293,47 @@ func TestGoExec(t *testing.T) {
 // TestGoStripped: a Go program without a symbol table stays on kernel TCP
 // under OSF_GO=1, says so on stderr, and osfstat gives the reason.
 func TestGoStripped(t *testing.T) {
+	goRefused(t, buildGonet(t, "gonet-stripped"), policy.ReasonGoStripped, "no symbol table")
+}
+
+// TestGoVersionUnknown: a Go program whose runtime says another version
+// (gonet with "go1.26" replaced by "go1.99" in its bytes) stays on kernel
+// TCP under OSF_GO=1, with reason and detail.
+func TestGoVersionUnknown(t *testing.T) {
+	b, err := os.ReadFile(gonet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "gonet")
+	if err := os.WriteFile(bin, bytes.ReplaceAll(b, []byte("go1.26"), []byte("go1.99")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	goRefused(t, bin, policy.ReasonGoUnknown, "Go version go1.99")
+}
+
+// goRefused runs bin, a gonet that osf must not hook, as a client of a Go
+// server under OSF_GO=1: osfstat gives reason and osf tracks none of its
+// sockets, the server's connection is kernel TCP, and stderr says why
+// (detail).
+func goRefused(t *testing.T, bin string, reason policy.Reason, detail string) {
+	t.Helper()
 	srv := startPiped(t, gonetCmd(t, goOn, "serve", "127.0.0.1:0"))
 	addr := "127.0.0.1:" + srv.port(t)
-	c := startPiped(t, underOsf.cmd(t, goOn.extra(), buildGonet(t, "gonet-stripped"), "hold", addr))
+	c := startPiped(t, underOsf.cmd(t, goOn.extra(), bin, "hold", addr))
 	c.WaitOutput("connected", shortRun)
-	assertGoState(t, c.Pid, policy.ReasonGoStripped)
-	if p := testutil.OsfStat(t, c.Pid); len(p.Sockets) != 0 {
-		t.Errorf("stripped Go program: osf tracks its sockets: %v", p.Sockets)
+	assertGoState(t, c.Pid, reason)
+	p := testutil.OsfStat(t, c.Pid)
+	if len(p.Sockets) != 0 {
+		t.Errorf("osf tracks the sockets of a Go program it did not hook: %v", p.Sockets)
+	}
+	if p.Go != nil && !strings.Contains(p.Go.Reason, detail) {
+		t.Errorf("osfstat: reason %q does not name %q", p.Go.Reason, detail)
 	}
 	testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportKernel)
 	c.stdin.Close()
 	r := c.Wait(shortRun)
-	if !r.OK() || !strings.Contains(r.Stderr, "osf: OSF_GO=1, but this Go program's sockets stay on kernel TCP: no symbol table") {
-		t.Errorf("gonet-stripped hold: %s", r)
+	if !r.OK() || !strings.Contains(r.Stderr, "osf: OSF_GO=1, but this Go program's sockets stay on kernel TCP: "+detail) {
+		t.Errorf("gonet hold: %s", r)
 	}
 }
 
