@@ -25,6 +25,9 @@ var (
 		"OSF_R_PEER_KERNEL":      C.OSF_R_PEER_KERNEL,
 		"OSF_R_SHM_REMOTE":       C.OSF_R_SHM_REMOTE,
 		"OSF_R_SANDBOX":          C.OSF_R_SANDBOX,
+		"OSF_R_GO_OFF":           C.OSF_R_GO_OFF,
+		"OSF_R_GO_STRIPPED":      C.OSF_R_GO_STRIPPED,
+		"OSF_R_GO_UNKNOWN":       C.OSF_R_GO_UNKNOWN,
 	}
 	cTransports = map[string]uint8{
 		"OSF_TP_KERNEL":  C.OSF_TP_KERNEL,

@@ -27,6 +27,9 @@ func TestPolicyABI(t *testing.T) {
 		policy.ReasonPeerKernel:      "OSF_R_PEER_KERNEL",
 		policy.ReasonShmRemote:       "OSF_R_SHM_REMOTE",
 		policy.ReasonSandbox:         "OSF_R_SANDBOX",
+		policy.ReasonGoOff:           "OSF_R_GO_OFF",
+		policy.ReasonGoStripped:      "OSF_R_GO_STRIPPED",
+		policy.ReasonGoUnknown:       "OSF_R_GO_UNKNOWN",
 	}
 	all := policy.AllReasons()
 	if len(all) != len(reasons) || len(cReasons) != len(reasons) {

@@ -531,6 +531,7 @@ int osf_fdt_adopt(int fd, uint64_t image)
 	fdt_hdr->pid = getpid();
 	fdt_hdr->image = image;
 	fdt_hdr->flags &= ~OSF_FDTH_CORE_LOADED;
+	go_header(fdt_hdr); /* this image's, not the one before exec */
 	remap_moved();
 	/* Drop what did not survive the exec (FD_CLOEXEC, closed by spawn
 	 * file actions). */

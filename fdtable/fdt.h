@@ -445,4 +445,9 @@ extern uint64_t osf_fdt_cur_image;
 /* osf_fdt_set_image records the current image id (constructor). */
 void osf_fdt_set_image(uint64_t image);
 
+/* osf_fdt_set_go records that this image is a Go program and whether its
+ * system calls reach the hooks (reason OSF_R_NONE) or why not, with
+ * detail, in the header now and in any table made or adopted later. */
+void osf_fdt_set_go(int reason, const char *detail);
+
 #endif

@@ -112,6 +112,10 @@ struct osf_fdt_entry *entry_locked(int fd);
 void hidden_entry(struct osf_fdt_entry *e, int owner, uint64_t ino);
 void set_hidden_locked(int fd, int owner, uint64_t ino);
 int table_create(void);
+
+/* go_header writes this image's Go fields (osf_fdt_set_go) into a header
+ * it owns: a new table's, or one adopted across exec. */
+void go_header(struct osf_fdt_header *h);
 int accounted(int kind);
 int has_aux2(const struct osf_fdt_entry *e);
 void account(const struct osf_fdt_entry *e, int delta);

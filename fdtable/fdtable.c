@@ -221,6 +221,7 @@ static void header_init(struct osf_fdt_header *h)
 	h->nchunks_max = OSF_FDT_MAX_CHUNKS;
 	h->pid = getpid();
 	h->image = osf_fdt_cur_image;
+	go_header(h);
 	__atomic_store_n(&h->magic, OSF_FDT_MAGIC, __ATOMIC_RELEASE);
 }
 
@@ -491,6 +492,32 @@ void osf_fdt_set_header_flag(uint32_t flag, int on)
 	else
 		__atomic_and_fetch(&fdt_hdr->flags, ~flag, __ATOMIC_RELEASE);
 	osf_fdt_touch();
+}
+
+static struct {
+	int set, reason;
+	char detail[sizeof(((struct osf_fdt_header *)0)->go_detail)];
+} go_state;
+
+void go_header(struct osf_fdt_header *h)
+{
+	h->go_reason = (uint8_t)go_state.reason;
+	memcpy(h->go_detail, go_state.detail, sizeof(h->go_detail));
+	if (go_state.set)
+		__atomic_or_fetch(&h->flags, OSF_FDTH_GO, __ATOMIC_RELEASE);
+	else
+		__atomic_and_fetch(&h->flags, ~OSF_FDTH_GO, __ATOMIC_RELEASE);
+}
+
+void osf_fdt_set_go(int reason, const char *detail)
+{
+	go_state.set = 1;
+	go_state.reason = reason;
+	snprintf(go_state.detail, sizeof(go_state.detail), "%s", detail);
+	if (fdt_hdr) {
+		go_header(fdt_hdr);
+		osf_fdt_touch();
+	}
 }
 
 void osf_fdt_set_image(uint64_t image)

@@ -84,6 +84,9 @@ enum osf_reason {
 	OSF_R_PEER_KERNEL = 13,
 	OSF_R_SHM_REMOTE = 14,
 	OSF_R_SANDBOX = 16,
+	OSF_R_GO_OFF = 17,      /* a Go program, OSF_GO is not 1 */
+	OSF_R_GO_STRIPPED = 18, /* a Go program without a symbol table */
+	OSF_R_GO_UNKNOWN = 19,  /* a Go version or code osf does not know */
 };
 
 /* Roles. */
@@ -185,10 +188,17 @@ struct osf_fdt_header {
 	uint64_t generation; /* bumped on every change (readers' consistency) */
 	uint64_t core_loads; /* times this process loaded the Go core */
 	uint8_t chunk_present[OSF_FDT_MAX_CHUNKS]; /* 1 when chunk i exists */
+	/* With OSF_FDTH_GO: whether the owner's system calls reach the hooks
+	 * (preload/gosys.c): OSF_R_NONE, or the osf_reason why not, and the
+	 * Go version or what was not recognised (NUL-terminated). */
+	uint8_t go_reason;
+	uint8_t go_pad[7];
+	char go_detail[120];
 };
 
 #define OSF_FDTH_CORE_LOADED 0x1u /* the Go core is loaded in the owner */
 #define OSF_FDTH_DISABLED 0x2u    /* osf is pass-through (config error) */
+#define OSF_FDTH_GO 0x4u          /* the owner is a Go program (go_reason) */
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 _Static_assert(sizeof(struct osf_fdt_entry) == OSF_FDT_ENTRY_BYTES,

@@ -164,6 +164,7 @@ type Entry struct {
 const (
 	HeaderCoreLoaded = C.OSF_FDTH_CORE_LOADED
 	HeaderDisabled   = C.OSF_FDTH_DISABLED
+	HeaderGo         = C.OSF_FDTH_GO
 )
 
 // Table is a snapshot of one process's fd table.
@@ -172,7 +173,12 @@ type Table struct {
 	FD        int    // the table's fd number in its process
 	Flags     uint32 // Header* flags
 	CoreLoads uint64
-	entries   []Entry
+	// GoReason and GoDetail, with HeaderGo: whether the owner, a Go
+	// program, has its system calls seen by osf (policy.ReasonNone) or
+	// why not, and its Go version or what osf did not recognise.
+	GoReason uint8
+	GoDetail string
+	entries  []Entry
 }
 
 // Entries returns the tracked fds in fd order.
@@ -329,6 +335,8 @@ func (t *Table) read(m []byte) error {
 		gen := loadGeneration(h)
 		t.Flags = uint32(h.flags)
 		t.CoreLoads = uint64(h.core_loads)
+		t.GoReason = uint8(h.go_reason)
+		t.GoDetail = goString(h.go_detail[:])
 		t.entries = t.entries[:0]
 		for i := 0; i < MaxChunks; i++ {
 			if h.chunk_present[i] == 0 {
@@ -414,4 +422,17 @@ func Procs() ([]int, error) {
 func HasLib(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	return err == nil && strings.Contains(string(b), "/libosf.so")
+}
+
+// goString reads a NUL-terminated C string of at most len(b) bytes that
+// another process wrote.
+func goString(b []C.char) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
 }

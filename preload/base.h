@@ -196,6 +196,12 @@ struct osf_state {
 
 extern struct osf_state osf;
 
+/* osf_go_init recognises a Go program and, with OSF_GO=1, makes its
+ * system calls reach the hooks (preload/gosys.c); called once by the
+ * constructor before any of the program's code runs. What it found goes
+ * into the fd table's header (osf_fdt_set_go) for osfstat. */
+void osf_go_init(void);
+
 /* Where osf waits in poll in place of a call the kernel restarts after a
  * handler with SA_RESTART (a blocking accept), osf_intr_begin is called
  * before the wait and, when poll fails with EINTR, osf_intr_restart says

@@ -245,8 +245,10 @@ __attribute__((constructor)) static void osf_constructor(void)
 		load_file();
 	}
 	find_lib_path();
-	if (!osf.disabled)
+	if (!osf.disabled) {
 		load_config();
+		osf_go_init();
+	}
 	osf_fdt_set_image(osf.image);
 	if (secure) {
 		/* It never maps or trusts an inherited fd table: its caller,

@@ -29,11 +29,18 @@ static int osf_on(void)
 	return __atomic_load_n(&osf.ready, __ATOMIC_ACQUIRE) && !osf.disabled;
 }
 
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+
+/* is_inet_stream: a TCP socket, or an MPTCP one (Go's listeners since 1.24
+ * ask for IPPROTO_MPTCP): its clients are TCP clients, and a kernel MPTCP
+ * connection to a TCP peer is TCP on the wire, so osf treats it as TCP. */
 static int is_inet_stream(int domain, int type, int protocol)
 {
 	return (domain == AF_INET || domain == AF_INET6) &&
 	       (type & 0xf) == SOCK_STREAM &&
-	       (protocol == 0 || protocol == IPPROTO_TCP);
+	       (protocol == 0 || protocol == IPPROTO_TCP || protocol == IPPROTO_MPTCP);
 }
 
 void osf_track_inet(int fd, int domain, int type)

@@ -17,11 +17,13 @@ static int blind_item(const struct epi *it, struct osf_fdt_entry *e)
 }
 
 /* go_idle parks an item that needs a new edge (or readiness) on the idle
- * list, unarmed; past IDLE_MAX it is armed at once instead (a blind one
- * never: it stays idle). */
-static void go_idle(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
+ * list, unarmed, with stamp: the rings' positions read before the
+ * readiness it was last reported (or found not ready) with; past IDLE_MAX
+ * it is armed at once instead (a blind one never: it stays idle). */
+static void go_idle(struct ep *ep, struct epi *it, struct osf_fdt_entry *e,
+		    uint64_t stamp)
 {
-	it->stamp = osf_conn_stamp(it->at, e);
+	it->stamp = stamp;
 	if (ep->nidle < IDLE_MAX || blind_item(it, e)) {
 		list_put(ep, it, ON_IDLE);
 		return;
@@ -41,6 +43,7 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 	for (; it != &ep->head && n < max; it = next) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(it->at);
 		uint32_t want = it->events | EPOLLERR | EPOLLHUP, ev;
+		uint64_t stamp;
 		next = it->next;
 		if (!same_file(it, e)) {
 			ep_stale_item(ep, it); /* closed */
@@ -56,13 +59,20 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 		}
 		if (it->seen == ep->wait)
 			continue;
+		/* The stamp first: what arrives after it is a new edge. Read
+		 * after the poll, it could take in bytes that arrived after
+		 * the poll (a report of EPOLLOUT alone, the peer's answer
+		 * landing between the two) and that edge would be lost, the
+		 * peer having found no waiter to wake (Go's netpoller, which
+		 * watches EPOLLIN|EPOLLOUT|EPOLLET, then slept for ever). */
+		stamp = osf_conn_stamp(it->at, e);
 		ev = poll_to_epoll(osf_conn_poll(it->at, e)) & want;
 		if (gw_settled(e)) { /* it just did: the kernel reports it */
 			ep_gw_convert(ep, it);
 			continue;
 		}
 		if (!ev) {
-			go_idle(ep, it, e);
+			go_idle(ep, it, e, stamp);
 			continue;
 		}
 		out[n].events = ev;
@@ -74,7 +84,7 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 			ep_rec_note(ep, it);
 			list_del(ep, it);
 		} else if (it->events & EPOLLET) {
-			go_idle(ep, it, e); /* the next edge: positions move */
+			go_idle(ep, it, e, stamp); /* the next edge: positions move */
 		}
 	}
 	return n;
@@ -208,7 +218,7 @@ static void absorb(struct ep *ep)
 			 * left armed) is no edge unless the rings moved since
 			 * its last report. */
 			if ((it->events & EPOLLET) && osf_conn_stamp(it->at, e) == it->stamp)
-				go_idle(ep, it, e);
+				go_idle(ep, it, e, it->stamp);
 			else
 				list_add(ep, it);
 		}

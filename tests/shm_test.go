@@ -34,7 +34,8 @@ var families = []struct{ name, listen, connect string }{
 	{"v4mapped", "::", "::ffff:127.0.0.1"}, // an AF_INET6 client, a dual-stack listener
 }
 
-// tcpxProc is a tcpx server or client; stdin feeds its -w pause.
+// tcpxProc is a tcpx server or client (or a gonet, gosys_test.go); stdin
+// feeds its -w pause.
 type tcpxProc struct {
 	*testutil.Process
 	stdin io.WriteCloser
@@ -43,7 +44,13 @@ type tcpxProc struct {
 // startTcpx starts `tcpx ROLE ARGS...` in mode m.
 func startTcpx(t *testing.T, m mode, role string, args ...string) *tcpxProc {
 	t.Helper()
-	c := m.cmd(t, nil, testutil.Prog(t, "tcpx"), append([]string{role}, args...)...)
+	return startPiped(t, m.cmd(t, nil, testutil.Prog(t, "tcpx"), append([]string{role}, args...)...))
+}
+
+// startPiped starts c with a pipe on its standard input, closed at the
+// end of the test.
+func startPiped(t *testing.T, c *testutil.Command) *tcpxProc {
+	t.Helper()
 	in, err := c.Cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -55,17 +62,17 @@ func startTcpx(t *testing.T, m mode, role string, args ...string) *tcpxProc {
 
 var listeningRE = regexp.MustCompile(`(?m)^listening (\d+)$`)
 
-// port waits for a tcpx server's "listening PORT" line.
+// port waits for a server's "listening PORT" line (tcpx, gonet).
 func (p *tcpxProc) port(t *testing.T) string {
 	t.Helper()
 	var port string
-	testutil.WaitFor(t, shortRun, "tcpx server listening", func() bool {
+	testutil.WaitFor(t, shortRun, "server listening", func() bool {
 		if m := listeningRE.FindStringSubmatch(p.Stdout()); m != nil {
 			port = m[1]
 			return true
 		}
 		if p.Exited() {
-			t.Fatalf("tcpx server exited: %s", p.Wait(0))
+			t.Fatalf("server exited: %s", p.Wait(0))
 		}
 		return false
 	})

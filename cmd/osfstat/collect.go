@@ -1,6 +1,7 @@
 package main
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -19,7 +20,39 @@ type Proc struct {
 	CoreLoaded bool     `json:"core_loaded"`
 	CoreLoads  uint64   `json:"core_loads"`
 	Disabled   bool     `json:"disabled"`
+	Go         *GoProg  `json:"go,omitempty"`
 	Sockets    []Socket `json:"sockets"`
+}
+
+// GoProg says, for a Go program, whether osf sees its system calls
+// (OSF_GO=1, preload/gosys.c) and, when it does not, why.
+type GoProg struct {
+	Offloaded bool `json:"offloaded"`
+	// Detail is the Go version when offloaded, or what osf did not
+	// recognise.
+	Detail   string `json:"detail,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Hint     string `json:"hint,omitempty"`
+	ReasonID int    `json:"reason_code"`
+}
+
+func goProg(r policy.Reason, detail string) *GoProg {
+	g := &GoProg{Offloaded: r == policy.ReasonNone, Detail: detail, ReasonID: int(r)}
+	if !g.Offloaded {
+		g.Reason, g.Hint = r.Describe(0, detail), r.Hint()
+	}
+	return g
+}
+
+// isGoExe reports whether process pid runs a Go program: its executable
+// has Go's build-id note, as libosf.so looks for at start-up.
+func isGoExe(pid int) bool {
+	f, err := elf.Open("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return f.Section(".note.go.buildid") != nil
 }
 
 // Socket is one socket osf has seen.
@@ -110,6 +143,11 @@ func (c *collector) proc(pid int) (Proc, error) {
 	t, err := fdtable.Open(pid)
 	switch {
 	case errors.Is(err, fdtable.ErrNoTable):
+		// libosf.so makes the table of a Go program it hooks, or was
+		// asked to (OSF_GO=1), at start-up: one without is off.
+		if isGoExe(pid) {
+			p.Go = goProg(policy.ReasonGoOff, "")
+		}
 		return p, nil
 	case err != nil:
 		return p, err
@@ -117,6 +155,9 @@ func (c *collector) proc(pid int) (Proc, error) {
 	p.CoreLoaded = t.CoreLoaded()
 	p.CoreLoads = t.CoreLoads
 	p.Disabled = t.Flags&fdtable.HeaderDisabled != 0
+	if t.Flags&fdtable.HeaderGo != 0 {
+		p.Go = goProg(policy.Reason(t.GoReason), t.GoDetail)
+	}
 	for _, e := range t.Entries() {
 		if !e.Kind.Socket() {
 			continue

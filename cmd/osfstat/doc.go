@@ -28,7 +28,10 @@
 //
 //	PID PROGRAM      the process and its name (/proc/PID/comm)
 //	CORE             "loaded" once the process loaded osf's Go core;
-//	                 ",disabled" when osf is pass-through (configuration error)
+//	                 ",disabled" when osf is pass-through (configuration error);
+//	                 "go" for a Go program whose sockets osf sees (OSF_GO=1),
+//	                 "go(kernel)" for one whose it does not: the REASON of
+//	                 its line without a socket says why
 //	FD               the socket's fd number in the process
 //	ROLE             listener, client (connect), server (accept), - (undecided)
 //	STATE            as TCP names it: LISTEN, ESTABLISHED, CLOSE_WAIT, ...
@@ -68,6 +71,9 @@
 //	    "core_loaded": true,       // the Go core is loaded
 //	    "core_loads": 1,           // times the process loaded it
 //	    "disabled": false,         // osf is pass-through in the process
+//	    "go": {"offloaded": true,  // a Go program (omitted otherwise): osf sees its sockets
+//	           "detail": "go1.26.8", // its Go version, or what osf did not recognise
+//	           "reason": "...", "hint": "...", "reason_code": 17}, // when not offloaded
 //	    "sockets": [{
 //	        "fd": 7,
 //	        "kind": "shm",         // fd table kind: tcp (undecided), kernel, listen, shm, rdma

@@ -23,8 +23,21 @@ func writeTable(w io.Writer, procs []Proc) error {
 		if p.Disabled {
 			core += ",disabled"
 		}
+		procNote := "-"
+		if p.Go != nil {
+			g := "go"
+			if !p.Go.Offloaded {
+				g += "(kernel)"
+				procNote = p.Go.Reason
+			}
+			if core == "-" {
+				core = g
+			} else {
+				core += "," + g
+			}
+		}
 		if len(p.Sockets) == 0 {
-			fmt.Fprintf(tw, "%d\t%s\t%s%s\n", p.PID, p.Program, core, strings.Repeat("\t-", 14))
+			fmt.Fprintf(tw, "%d\t%s\t%s%s\t%s\n", p.PID, p.Program, core, strings.Repeat("\t-", 13), procNote)
 		}
 		for _, s := range p.Sockets {
 			ring, out, in, calls, sleeps := "-", "-", "-", "-", "-"

@@ -51,6 +51,15 @@ const (
 	ReasonShmRemote Reason = 14
 	// ReasonSandbox means the process runs under a seccomp filter.
 	ReasonSandbox Reason = 16
+	// ReasonGoOff means the process is a Go program and OSF_GO is not 1,
+	// so its system calls do not reach osf.
+	ReasonGoOff Reason = 17
+	// ReasonGoStripped means the process is a Go program without a symbol
+	// table, in which osf cannot find Go's system call entry.
+	ReasonGoStripped Reason = 18
+	// ReasonGoUnknown means the process is a Go program of a version, or
+	// with code, that osf does not recognise.
+	ReasonGoUnknown Reason = 19
 )
 
 // reasonInfo holds the text of a reason, with "%d" standing for the rule
@@ -120,6 +129,18 @@ var reasons = [...]reasonInfo{
 	ReasonSandbox: {
 		"seccomp filter in this process",
 		"Nothing to do: under a seccomp filter osf sets up no new connection (its set-up needs system calls the filter was not written for); connections offloaded before the filter keep working.",
+	},
+	ReasonGoOff: {
+		"Go program and OSF_GO is not 1",
+		"Set OSF_GO=1 to offload the sockets of a dynamically linked Go 1.26 program (amd64); it is off by default for now.",
+	},
+	ReasonGoStripped: {
+		"Go program without a symbol table (stripped)",
+		"Build the program without -ldflags=-s and do not strip it: osf finds Go's system call entry in the symbol table.",
+	},
+	ReasonGoUnknown: {
+		"Go version or code not recognised",
+		"Nothing to do but build the program with Go 1.26 for amd64, dynamically linked: osf hooks only code it knows byte for byte, and the detail names the version or the function that differed.",
 	},
 }
 

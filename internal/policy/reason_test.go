@@ -31,6 +31,9 @@ func TestReasonABI(t *testing.T) {
 		{policy.ReasonPeerKernel, 13, "peer connected over kernel TCP (peer without osf or routed to kernel)"},
 		{policy.ReasonShmRemote, 14, "OSF_TRANSPORT=shm and the peer is another host"},
 		{policy.ReasonSandbox, 16, "seccomp filter in this process"},
+		{policy.ReasonGoOff, 17, "Go program and OSF_GO is not 1"},
+		{policy.ReasonGoStripped, 18, "Go program without a symbol table (stripped)"},
+		{policy.ReasonGoUnknown, 19, "Go version or code not recognised"},
 	}
 	all := policy.AllReasons()
 	if len(all) != len(tests) {
@@ -50,8 +53,8 @@ func TestReasonABI(t *testing.T) {
 			t.Errorf("Reason(%d).Valid() = false", tt.code)
 		}
 	}
-	// 12 and 15 are retired, never reused; 16 is the last one ever used.
-	for _, n := range []int{12, 15, 17} {
+	// 12 and 15 are retired, never reused; 19 is the last one ever used.
+	for _, n := range []int{12, 15, 20} {
 		if r := policy.Reason(n); r.Valid() || r.String() != "reason("+strconv.Itoa(n)+")" || r.Hint() != "" {
 			t.Errorf("undefined reason %d: Valid %v, String %q, Hint %q", n, r.Valid(), r.String(), r.Hint())
 		}

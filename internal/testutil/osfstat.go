@@ -31,7 +31,17 @@ type StatProc struct {
 	CoreLoaded bool         `json:"core_loaded"`
 	CoreLoads  uint64       `json:"core_loads"`
 	Disabled   bool         `json:"disabled"`
+	Go         *StatGo      `json:"go"`
 	Sockets    []StatSocket `json:"sockets"`
+}
+
+// StatGo is, for a Go program, whether osf sees its sockets, as osfstat
+// reports it.
+type StatGo struct {
+	Offloaded bool   `json:"offloaded"`
+	Detail    string `json:"detail"`
+	Reason    string `json:"reason"`
+	ReasonID  int    `json:"reason_code"`
 }
 
 // StatSocket is one socket osf has seen, as osfstat reports it.
