@@ -65,3 +65,27 @@ func TestNetpollManyWaiters(t *testing.T) {
 		}
 	}
 }
+
+// TestEpollStolenWakeup runs progs/epsteal.c: a thread blocked in
+// epoll_wait (timeout -1) while the main thread's non-blocking waits on
+// the same epoll take what the blocked one was woken for. The kernel
+// still wakes the blocked wait for what is left or comes next: an
+// edge-triggered connection's next arrival after a short read (edge),
+// the second of two ready connections when the non-blocking wait takes
+// one (maxev), connections added or changed while it is blocked (ctladd,
+// ctlmod), and a connection added after a wait went to the kernel on an
+// epoll that had none (young); two threads in poll() both wake (poll2).
+// Bare and under osf alike, on shm connections (OSF_STRICT=1).
+func TestEpollStolenWakeup(t *testing.T) {
+	for _, m := range bareAndOsf {
+		for _, c := range []string{"edge", "maxev", "ctladd", "ctlmod", "young", "poll2"} {
+			t.Run(m.name+"/"+c, func(t *testing.T) {
+				r := m.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "epsteal"), c).Run(longRun)
+				if !r.OK() || !strings.Contains(r.Stdout, "result ok") {
+					t.Fatalf("epsteal %s: %s", c, r)
+				}
+				t.Log(strings.TrimSpace(r.Stdout))
+			})
+		}
+	}
+}
