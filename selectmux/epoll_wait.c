@@ -156,14 +156,14 @@ static int arm_idle(struct ep *ep)
  * it looks for the epoll's inner epoll and until its pass-through wait
  * returns. While any is, ep->young stays set (a wait that went straight
  * to the kernel before the inner epoll existed sleeps on, and nothing
- * would arm items or kick for it). Numbers from PASS_SLOTS on share the
- * last slot. */
-#define PASS_SLOTS 256
-static uint32_t passing[PASS_SLOTS + 1];
+ * would arm items or kick for it). One page: numbers from PASS_SLOTS - 1
+ * on share the last slot. */
+#define PASS_SLOTS 1024
+static uint32_t passing[PASS_SLOTS] __attribute__((aligned(4096)));
 
 static inline uint32_t *pass_slot(int epfd)
 {
-	return &passing[(unsigned)epfd < PASS_SLOTS ? (unsigned)epfd : PASS_SLOTS];
+	return &passing[(unsigned)epfd < PASS_SLOTS - 1 ? (unsigned)epfd : PASS_SLOTS - 1];
 }
 
 /* pass_forked empties the counts in a fork child: its only thread is
@@ -173,7 +173,7 @@ OSF_FORK_TEXT static void pass_forked(void)
 {
 	unsigned i;
 
-	for (i = 0; i <= PASS_SLOTS; i++)
+	for (i = 0; i < PASS_SLOTS; i++)
 		OSF_RESET(passing[i], 0);
 }
 OSF_AFTER_FORK(pass_forked, OSF_FORK_RESET);
