@@ -11,8 +11,9 @@
  * ready (new registrations, woken ones, level-triggered ones still ready).
  * An item found not ready (or an edge-triggered one just reported) moves
  * to a bounded idle list, which the spin phase checks in the rings; only a
- * wait about to sleep in the kernel arms the idle items, so a busy peer
- * sends no wake tokens. Edge-triggered items report an edge when their
+ * wait about to sleep in the kernel arms the idle items (or one that
+ * returns while another sleeps there: epoll_wait.c, leave), so a busy
+ * peer sends no wake tokens. Edge-triggered items report an edge when their
  * ring positions moved (osf_conn_stamp), as TCP reports one per arrival.
  * A wait costs O(ready + idle), not O(registered).
  *
@@ -91,8 +92,11 @@ struct ep {
 	int npend, cappend;
 	int kick;     /* eventfd in the inner epoll waking sleepers, or -1 */
 	int sleepers; /* waits asleep (or about to be) in the kernel */
-	int young;    /* the inner epoll is new: a wait that began before it
-		       * may be asleep in the kernel uncounted */
+	int young;    /* a wait that went straight to the kernel (begun
+		       * before the inner epoll existed) may be asleep there
+		       * uncounted: set when the inner epoll is made, cleared
+		       * by a wait once no such wait is left (epoll_wait.c,
+		       * passing) */
 	int shared;   /* a fork shared the inner epoll with another process:
 		       * never delete from it on close (the kernel does) */
 	struct ep *next_ep;

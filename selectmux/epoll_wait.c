@@ -17,9 +17,11 @@ static int blind_item(const struct epi *it, struct osf_fdt_entry *e)
 }
 
 /* go_idle parks an item that needs a new edge (or readiness) on the idle
- * list, unarmed, with stamp: the rings' positions read before the
- * readiness it was last reported (or found not ready) with; past IDLE_MAX
- * it is armed at once instead (a blind one never: it stays idle). */
+ * list, unarmed; past IDLE_MAX it is armed at once instead (a blind one
+ * never: it stays idle). stamp is osf_conn_stamp taken before the
+ * readiness the caller acted on was computed: whatever changes after that
+ * look is a new edge (a stamp taken after it would swallow an arrival
+ * that came between the two, and its token would then be no edge). */
 static void go_idle(struct ep *ep, struct epi *it, struct osf_fdt_entry *e,
 		    uint64_t stamp)
 {
@@ -59,13 +61,7 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 		}
 		if (it->seen == ep->wait)
 			continue;
-		/* The stamp first: what arrives after it is a new edge. Read
-		 * after the poll, it could take in bytes that arrived after
-		 * the poll (a report of EPOLLOUT alone, the peer's answer
-		 * landing between the two) and that edge would be lost, the
-		 * peer having found no waiter to wake (Go's netpoller, which
-		 * watches EPOLLIN|EPOLLOUT|EPOLLET, then slept for ever). */
-		stamp = osf_conn_stamp(it->at, e);
+		stamp = osf_conn_stamp(it->at, e); /* first: go_idle */
 		ev = poll_to_epoll(osf_conn_poll(it->at, e)) & want;
 		if (gw_settled(e)) { /* it just did: the kernel reports it */
 			ep_gw_convert(ep, it);
@@ -153,6 +149,81 @@ static int arm_idle(struct ep *ep)
 		}
 	}
 	return ready;
+}
+
+/* passing counts, per epoll fd number, the waits that may be in the
+ * kernel's wait uncounted by ep->sleepers: each hook counts itself before
+ * it looks for the epoll's inner epoll and until its pass-through wait
+ * returns. While any is, ep->young stays set (a wait that went straight
+ * to the kernel before the inner epoll existed sleeps on, and nothing
+ * would arm items or kick for it). One page: numbers from PASS_SLOTS - 1
+ * on share the last slot. */
+#define PASS_SLOTS 1024
+static uint32_t passing[PASS_SLOTS] __attribute__((aligned(4096)));
+
+static inline uint32_t *pass_slot(int epfd)
+{
+	return &passing[(unsigned)epfd < PASS_SLOTS - 1 ? (unsigned)epfd : PASS_SLOTS - 1];
+}
+
+/* pass_forked empties the counts in a fork child: its only thread is
+ * in no wait (a count left from the parent's waits would keep young set,
+ * and waits arming for nobody, for ever). */
+OSF_FORK_TEXT static void pass_forked(void)
+{
+	unsigned i;
+
+	for (i = 0; i < PASS_SLOTS; i++)
+		OSF_RESET(passing[i], 0);
+}
+OSF_AFTER_FORK(pass_forked, OSF_FORK_RESET);
+
+/* pass_begin counts a wait on epfd and returns its state, or NULL when the
+ * wait goes straight to the kernel (then pass_end follows its return). */
+static struct ep *pass_begin(int epfd, uint32_t **slot)
+{
+	struct ep *ep;
+
+	*slot = pass_slot(epfd);
+	__atomic_add_fetch(*slot, 1, __ATOMIC_SEQ_CST);
+	ep = ep_find(epfd);
+	if (likely(!ep || __atomic_load_n(&ep->inner, __ATOMIC_SEQ_CST) < 0))
+		return NULL;
+	__atomic_sub_fetch(*slot, 1, __ATOMIC_RELEASE);
+	return ep;
+}
+
+static inline int pass_end(uint32_t *slot, int r)
+{
+	int saved = errno;
+
+	__atomic_sub_fetch(slot, 1, __ATOMIC_RELEASE);
+	errno = saved;
+	return r;
+}
+
+/* leave keeps, as a wait returns (ep locked), what the waits asleep in
+ * the kernel on ep sleep on: with several threads in one epoll (Go's
+ * netpoller: one thread blocked, others making non-blocking waits), the
+ * one returning may have taken the wake-up a sleeper was woken for
+ * (the inner epoll drained, the sleeper back asleep in the kernel). So,
+ * while any sleeps: every idle item is armed (what this wait reported
+ * edge-triggered, or found not ready, went idle unarmed: its next edge
+ * must send a token, as the kernel wakes a sleeper for the next
+ * arrival), and a sleeper is kicked when items are left on the
+ * may-be-ready list (maxevents filled; level-triggered ones still
+ * ready: the kernel wakes another waiter when its ready list is not
+ * empty after a wait), when an idle item turned out ready while armed,
+ * or when an item no token can wake went idle (the sleeper then bounds
+ * its sleep, OSF_BLIND_MS). */
+static void leave(struct ep *ep)
+{
+	int blind = ep->blind;
+
+	if (!ep->sleepers && !ep->young)
+		return;
+	if (arm_idle(ep) || ep->head.next != &ep->head || (ep->blind && !blind))
+		ep_kick(ep);
 }
 
 /* trim_idle gives back the ring pages of the armed items, idle for
@@ -256,7 +327,8 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 	for (;;) {
 		int n = 0, k = 0, to, sleep_ok = 0, trim;
 		mu_lock(&ep->lock);
-		ep->young = 0; /* waits from now on are counted */
+		if (ep->young && !__atomic_load_n(pass_slot(ep->epfd), __ATOMIC_SEQ_CST))
+			ep->young = 0; /* waits from now on are counted */
 		ep->wait++;
 		idle_check(ep);
 		/* Offloaded readiness first on every other wait, kernel events
@@ -278,6 +350,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 			sleep_ok = !n;
 		}
 		if (n == max) { /* every slot filled: no room for the kernel's */
+			leave(ep);
 			mu_unlock(&ep->lock);
 			if (spin_end && spun)
 				osf_spin_paid(1);
@@ -307,6 +380,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		if (to && osf_intr_count() != intr) {
 			/* A handler ran in osf's part of the call (n is 0):
 			 * the kernel's wait would not sleep past it. */
+			leave(ep);
 			mu_unlock(&ep->lock);
 			return OSF_FAIL(EINTR);
 		}
@@ -319,6 +393,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 			ep->sleepers--;
 		if (k < 0) {
 			int err = errno;
+			leave(ep);
 			mu_unlock(&ep->lock);
 			if (n > 0) {
 				errno = saved;
@@ -335,6 +410,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 			n += collect(ep, ev + n, max - n);
 		if (n > 0)
 			ep->quiet_since = 0;
+		leave(ep);
 		mu_unlock(&ep->lock);
 		if (n > 0 && spin_end && spun)
 			osf_spin_paid(1);
@@ -368,6 +444,7 @@ static int passed(int epfd, struct epoll_event *ev, int max, int r,
 		absorb(ep);
 	if (r < max)
 		r += collect(ep, ev + r, max - r);
+	leave(ep);
 	mu_unlock(&ep->lock);
 	if (r > 0)
 		return r;
@@ -377,11 +454,14 @@ static int passed(int epfd, struct epoll_event *ev, int max, int r,
 OSF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
 			  int timeout)
 {
-	struct ep *ep = ep_find(epfd);
+	uint32_t *slot;
+	struct ep *ep;
 
 	osf_reap_kick(); /* may sleep: the reaper may have work */
-	if (likely(!ep || ep->inner < 0))
-		return passed(epfd, ev, max, REAL(epoll_wait)(epfd, ev, max, timeout),
+	ep = pass_begin(epfd, &slot);
+	if (likely(!ep))
+		return passed(epfd, ev, max,
+			      pass_end(slot, REAL(epoll_wait)(epfd, ev, max, timeout)),
 			      timeout < 0 ? -1 : timeout, NULL);
 	return mux_epoll(ep, ev, max, timeout < 0 ? -1 : timeout, NULL);
 }
@@ -389,12 +469,14 @@ OSF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
 OSF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max,
 			   int timeout, const sigset_t *mask)
 {
-	struct ep *ep = ep_find(epfd);
+	uint32_t *slot;
+	struct ep *ep;
 
 	osf_reap_kick(); /* may sleep: the reaper may have work */
-	if (likely(!ep || ep->inner < 0))
+	ep = pass_begin(epfd, &slot);
+	if (likely(!ep))
 		return passed(epfd, ev, max,
-			      REAL(epoll_pwait)(epfd, ev, max, timeout, mask),
+			      pass_end(slot, REAL(epoll_pwait)(epfd, ev, max, timeout, mask)),
 			      timeout < 0 ? -1 : timeout, mask);
 	return mux_epoll(ep, ev, max, timeout < 0 ? -1 : timeout, mask);
 }
@@ -402,12 +484,14 @@ OSF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max,
 OSF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 			    const struct timespec *ts, const sigset_t *mask)
 {
-	struct ep *ep = ep_find(epfd);
+	uint32_t *slot;
+	struct ep *ep;
 
 	osf_reap_kick(); /* may sleep: the reaper may have work */
-	if (likely(!ep || ep->inner < 0))
+	ep = pass_begin(epfd, &slot);
+	if (likely(!ep))
 		return passed(epfd, ev, max,
-			      REAL(epoll_pwait2)(epfd, ev, max, ts, mask),
+			      pass_end(slot, REAL(epoll_pwait2)(epfd, ev, max, ts, mask)),
 			      ts_ms(ts), mask);
 	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
 		return OSF_FAIL(EINVAL);

@@ -1,0 +1,91 @@
+package tests
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/osfproject/osf/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// TestNetpollManyWaiters runs progs/netpoll.c: two processes ping-pong
+// over 8–16 connections, each process waiting on one edge-triggered epoll
+// from several threads at once as Go's runtime netpoller does (one thread
+// blocked with no timeout, others making non-blocking waits and handing
+// the events over, workers reading and writing until EAGAIN). Nothing in
+// it polls on a timer, so a wake-up osf loses is a stall: the program
+// reports the connection, every connection's state and osfstat's view of
+// the rings, and fails. Bytes are checked on both sides; bare and under
+// osf alike, on shm connections (OSF_STRICT=1 and osfstat).
+func TestNetpollManyWaiters(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"pwait", nil},
+		// The non-blocking waits take fewer events than are ready.
+		{"pwait2-maxev2", []string{"wait=pwait2", "maxev=2", "spinners=2"}},
+		// Non-blocking waits after every hand-out; a short read counts
+		// as drained (no EAGAIN before the next edge is awaited).
+		{"wait-shortread", []string{"wait=wait", "shortread=1", "eager=1", "big=0",
+			"rounds=1000", "conns=8"}},
+	}
+	for _, m := range bareAndOsf {
+		for _, tc := range cases {
+			t.Run(m.name+"/"+tc.name, func(t *testing.T) {
+				port := strconv.Itoa(testutil.FreePort(t))
+				env := []string{"OSF_STRICT=1", "NETPOLL_OSFSTAT=" + testutil.Bin(t, "osfstat")}
+				args := append([]string{port, "stall=8", "seconds=45"}, tc.args...)
+				p := m.cmd(t, env, testutil.Prog(t, "netpoll"), args...).Start()
+				var srv, cli int
+				out := p.WaitOutput("\n", shortRun)
+				if _, err := fmt.Sscanf(out, "ready server %d client %d", &srv, &cli); err != nil {
+					t.Fatalf("netpoll: %v: %q", err, out)
+				}
+				if m.osf {
+					testutil.AssertTransport(t, srv, testutil.ByRole("server"), testutil.TransportShm)
+					testutil.AssertTransport(t, cli, testutil.ByRole("client"), testutil.TransportShm)
+				}
+				if err := p.Signal(unix.SIGUSR1); err != nil {
+					t.Fatal(err)
+				}
+				r := p.Wait(longRun)
+				if !r.OK() || !strings.Contains(r.Stdout, "result ok") ||
+					!strings.Contains(r.Stdout, "server ok") {
+					t.Fatalf("netpoll %s: %s", strings.Join(args, " "), r)
+				}
+				for _, line := range strings.Split(r.Stdout, "\n") {
+					if strings.HasPrefix(line, "result") {
+						t.Log(line)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestEpollStolenWakeup runs progs/epsteal.c: a thread blocked in
+// epoll_wait (timeout -1) while the main thread's non-blocking waits on
+// the same epoll take what the blocked one was woken for. The kernel
+// still wakes the blocked wait for what is left or comes next: an
+// edge-triggered connection's next arrival after a short read (edge),
+// the second of two ready connections when the non-blocking wait takes
+// one (maxev), connections added or changed while it is blocked (ctladd,
+// ctlmod), and a connection added after a wait went to the kernel on an
+// epoll that had none (young); two threads in poll() both wake (poll2).
+// Bare and under osf alike, on shm connections (OSF_STRICT=1).
+func TestEpollStolenWakeup(t *testing.T) {
+	for _, m := range bareAndOsf {
+		for _, c := range []string{"edge", "maxev", "ctladd", "ctlmod", "young", "poll2"} {
+			t.Run(m.name+"/"+c, func(t *testing.T) {
+				r := m.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "epsteal"), c).Run(longRun)
+				if !r.OK() || !strings.Contains(r.Stdout, "result ok") {
+					t.Fatalf("epsteal %s: %s", c, r)
+				}
+				t.Log(strings.TrimSpace(r.Stdout))
+			})
+		}
+	}
+}
