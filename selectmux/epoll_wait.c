@@ -5,6 +5,8 @@
  * idle ones, arm them, sleep in the kernel, take the inner epoll's events. */
 #include "epoll.h"
 
+#include <sys/mman.h>
+
 /* blind_item: an edge-triggered item waiting for input on a connection
  * whose wake socket this side shut for reading (osf_conn_rx_blind): after
  * SHUT_RD TCP still reports every arrival as an edge, but no token comes,
@@ -156,25 +158,66 @@ static int arm_idle(struct ep *ep)
  * it looks for the epoll's inner epoll and until its pass-through wait
  * returns. While any is, ep->young stays set (a wait that went straight
  * to the kernel before the inner epoll existed sleeps on, and nothing
- * would arm items or kick for it). One page: numbers from PASS_SLOTS - 1
- * on share the last slot. */
+ * would arm items or kick for it). One page, made at the first wait and
+ * marked MADV_WIPEONFORK: a fork child, whose only thread is in no wait,
+ * starts with every count 0 and no page fault (a count left from the
+ * parent's waits would keep young set, and waits arming for nobody, for
+ * ever). Numbers from PASS_SLOTS - 1 on share the last slot; without a
+ * page of its own every number shares one count. */
 #define PASS_SLOTS 1024
-static uint32_t passing[PASS_SLOTS] __attribute__((aligned(4096)));
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#endif
+static uint32_t *passing;   /* the page, NULL until the first wait */
+static uint32_t pass_one;   /* the one count when no page could be made */
+static int passing_wiped;   /* the page is MADV_WIPEONFORK */
+
+static uint32_t *pass_page(void)
+{
+	uint32_t *p = mmap(NULL, PASS_SLOTS * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *none = NULL;
+	int wiped = 0;
+
+	if (p == MAP_FAILED)
+		p = &pass_one;
+	else if (madvise(p, PASS_SLOTS * sizeof(uint32_t), MADV_WIPEONFORK) == 0)
+		wiped = 1;
+	if (!__atomic_compare_exchange_n(&passing, &none, p, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		if (p != &pass_one) /* another thread's came first */
+			munmap(p, PASS_SLOTS * sizeof(uint32_t));
+		return none;
+	}
+	if (wiped)
+		__atomic_store_n(&passing_wiped, 1, __ATOMIC_RELEASE);
+	return p;
+}
 
 static inline uint32_t *pass_slot(int epfd)
 {
-	return &passing[(unsigned)epfd < PASS_SLOTS - 1 ? (unsigned)epfd : PASS_SLOTS - 1];
+	uint32_t *p = __atomic_load_n(&passing, __ATOMIC_ACQUIRE);
+
+	if (unlikely(!p))
+		p = pass_page();
+	if (p == &pass_one)
+		return p;
+	return &p[(unsigned)epfd < PASS_SLOTS - 1 ? (unsigned)epfd : PASS_SLOTS - 1];
 }
 
-/* pass_forked empties the counts in a fork child: its only thread is
- * in no wait (a count left from the parent's waits would keep young set,
- * and waits arming for nobody, for ever). */
+/* pass_forked empties the counts in a fork child when fork did not. */
 OSF_FORK_TEXT static void pass_forked(void)
 {
+	uint32_t *p = passing;
 	unsigned i;
 
+	if (!p || passing_wiped)
+		return;
+	if (p == &pass_one) {
+		OSF_RESET(pass_one, 0);
+		return;
+	}
 	for (i = 0; i < PASS_SLOTS; i++)
-		OSF_RESET(passing[i], 0);
+		OSF_RESET(p[i], 0);
 }
 OSF_AFTER_FORK(pass_forked, OSF_FORK_RESET);
 

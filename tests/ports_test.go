@@ -113,8 +113,15 @@ func TestShmNginxReuseport(t *testing.T) {
 				waitUnderOsf(t, w.Pid, "wrk")
 				waitRole(t, w.Pid, "client", 20)
 				testutil.AssertTransport(t, w.Pid, testutil.ByRole("client"), testutil.TransportShm)
-				// wrk keeps its 20 connections: each worker holds its share.
-				for i, n := range servedShm(t, "nginx worker", workers, false) {
+				// wrk keeps its 20 connections: each worker holds its share,
+				// once it has accepted them (a loaded host may run a worker
+				// late; a lost wake-up would leave them queued for ever).
+				var counts []int
+				testutil.WaitFor(t, shortRun, "the nginx workers to accept wrk's 20 connections", func() bool {
+					counts = servedShm(t, "nginx worker", workers, false)
+					return total(counts) >= 20
+				})
+				for i, n := range counts {
 					t.Logf("nginx worker %d holds %d offloaded connections", workers[i], n)
 					if n == 0 {
 						t.Errorf("nginx worker %d holds none of wrk's 20 connections (SO_REUSEPORT not spread)", workers[i])
