@@ -988,21 +988,37 @@ static int no_fd_left(int fd)
 	return 0;
 }
 
+/* listener_mode reads, once per accept, the listener's O_NONBLOCK (its
+ * open file's, which another process may change) into *fl and the wait
+ * it allows into *timeout: 0, or -1 when the fd is gone. */
+static int listener_mode(int fd, const struct osf_fdt_entry *e, int *fl, int *timeout)
+{
+	int saved = errno;
+
+	if (*fl >= 0)
+		return 0;
+	*fl = REAL(fcntl)(fd, F_GETFL, NULL);
+	if (*fl < 0)
+		return -1;
+	*timeout = (*fl & O_NONBLOCK) ? 0 : listener_timeout(fd, e);
+	errno = saved;
+	return 0;
+}
+
 static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			  socklen_t *len, int flags)
 {
 	static unsigned turn;
-	int fl, timeout, wait_ms = -1; /* for late hellos, this call */
+	/* The listener's mode is read only when the first look found
+	 * nothing ready (a connection ready at once is accepted alike on
+	 * a blocking listener and a non-blocking one). */
+	int fl = -1, timeout = 0, wait_ms = -1; /* for late hellos, this call */
 	/* 0: nothing looked at yet; 1: nothing was ready at the first look;
 	 * 2: and a free fd number was found before the first sleep. */
 	int looked = 0;
 
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
-	fl = REAL(fcntl)(fd, F_GETFL, NULL);
-	if (fl < 0)
-		return -1;
-	timeout = (fl & O_NONBLOCK) ? 0 : listener_timeout(fd, e);
 	for (;;) {
 		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
 		int n, first, nfd, np, i, ready;
@@ -1026,6 +1042,8 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 				osf_conn_unmap_due(0); /* about to sleep (conn.c) */
 			n = REAL(poll)(p, (nfds_t)(2 + np), looked ? timeout : 0);
 		}
+		if (n <= 0 && !looked && listener_mode(fd, e, &fl, &timeout) < 0)
+			return -1;
 		if (n == 0 && !looked) {
 			looked = 1;
 			if (timeout == 0 && no_fd_left(fd))
@@ -1064,7 +1082,8 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 					osf_gateway_accepted(e, nfd, sa, len);
 				return nfd;
 			}
-			if (errno != EAGAIN || (fl & O_NONBLOCK))
+			if (errno != EAGAIN || listener_mode(fd, e, &fl, &timeout) < 0 ||
+			    (fl & O_NONBLOCK))
 				return -1;
 		}
 	}

@@ -168,6 +168,42 @@ func TestCurlConnectCarriesOnlySetOptions(t *testing.T) {
 	}
 }
 
+// TestNodelayAfterConnectMakesNoSocket: TCP_NODELAY set on an offloaded
+// connection (wrk, node and nginx set it after connect or accept) is taken
+// as kernel TCP takes it, any int of at least an int's length, with no
+// scratch TCP socket to ask (preload/kopt.c, any_int): the client's
+// process makes one TCP socket, its own, and no TCP_NODELAY reaches the
+// kernel; it made 2 and 1 (a socket, a setsockopt and a close per
+// connection). The reply read after it is checked; gVisor's
+// tcp_socket_test checks the option's lengths and values.
+func TestNodelayAfterConnectMakesNoSocket(t *testing.T) {
+	t.Parallel()
+	py := testutil.OptionalTool(t, "python3", "set TCP_NODELAY after connect")
+	port := strconv.Itoa(testutil.FreePort(t))
+	const script = `import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+s.sendall(b"GET / HTTP/1.0\r\n\r\n" + b"q" * 46)
+b = b""
+while len(b) < 64:
+    d = s.recv(64 - len(b))
+    if not d:
+        break
+    b += d
+sys.stdout.write(b.split(b"\r\n\r\n", 1)[1].rstrip(b"\0").decode())
+`
+	tr := traceFirstConnect(t, port, py, "-c", script, port)
+	if n := strings.Count(tr, "socket(AF_INET,"); n != 1 {
+		t.Errorf("the client made %d TCP sockets, want 1 (its own)", n)
+	}
+	if n := strings.Count(tr, "TCP_NODELAY"); n != 0 {
+		t.Errorf("%d TCP_NODELAY calls reached the kernel, want 0", n)
+	}
+	if t.Failed() {
+		t.Logf("trace:\n%s", tr)
+	}
+}
+
 // traceFirstConnect runs prog (a client of 127.0.0.1:port) under strace -f
 // with osf (OSF_STRICT=1) against an osf `churn server` on port, checks
 // that it exited 0 and that its connection was shm (the trace shows the
