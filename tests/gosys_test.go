@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -349,4 +350,27 @@ func TestGoPIE(t *testing.T) {
 	testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
 	endHold(t, h)
 	goEchoWith(t, goOn, pie, addr)
+}
+
+// TestGoStackUse: the trampoline writes no more of the goroutine's stack
+// than Syscall6 itself (NOSPLIT, no frame): a hooked system call
+// (getsockname) and a passed one (getpid), made through the same nosplit
+// chain from gonet's stackuse_amd64.s, write the same number of bytes
+// below the caller's stack pointer, in a plain and a position-independent
+// executable (the thread's g found another way).
+func TestGoStackUse(t *testing.T) {
+	for _, name := range []string{"gonet", "gonet-pie"} {
+		r := underOsf.cmd(t, goOn.extra(), buildGonet(t, name), "stackuse", "-").Run(shortRun)
+		var pass, hooked int
+		if !r.OK() {
+			t.Fatalf("%s stackuse: %s", name, r)
+		}
+		if _, err := fmt.Sscanf(r.Stdout, "stackuse passthrough=%d hooked=%d", &pass, &hooked); err != nil {
+			t.Fatalf("%s stackuse: %v: %q", name, err, r.Stdout)
+		}
+		noOsfMessages(t, name+" stackuse", r.Stderr)
+		if pass <= 0 || hooked != pass {
+			t.Errorf("%s: a hooked system call writes %d bytes below the caller's SP, a passed one %d", name, hooked, pass)
+		}
+	}
 }

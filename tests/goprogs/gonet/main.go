@@ -14,6 +14,8 @@
 //	gonet pingpong ADDR ROUNDS    64-byte ping-pong; prints "rtt avg=NS max=NS over1ms=N"
 //	gonet hold ADDR               one connection that echoes one line, then
 //	                              waits for standard input to close
+//	gonet stackuse -              bytes below the caller's SP a passed and a
+//	                              hooked system call write (stackuse.go)
 package main
 
 import (
@@ -32,7 +34,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fail("usage: gonet serve|http|echo|exec|pingpong|hold ADDR [ARGS]")
+		fail("usage: gonet serve|http|echo|exec|pingpong|hold|stackuse ADDR [ARGS]")
 	}
 	addr := os.Args[2]
 	var err error
@@ -49,6 +51,8 @@ func main() {
 		err = pingpong(addr, atoi(3))
 	case "hold":
 		err = hold(addr)
+	case "stackuse":
+		err = printStackUse()
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
