@@ -24,7 +24,8 @@
  * a copy that marks the child in the thread-local osf_go_child (the child
  * runs on the suspended parent thread's TLS; the parent clears the mark
  * when it resumes), and the trampoline sends a marked thread's calls to
- * the kernel.
+ * the kernel. The fds the child moves (ExtraFiles, Stdin) are handed on
+ * as by a posix_spawn with file actions (osf_go_spawn_begin).
  *
  * Anything unexpected (no symbol table, another Go version, other code)
  * leaves the program untouched on kernel TCP, with a reason in the fd
@@ -74,6 +75,49 @@ int32_t osf_go_dispatch(struct go_call *c);
 long osf_go_tlsg;
 void *osf_go_switchpc;
 
+/* GO_TO_G0 moves to the thread's system stack as runtime.asmcgocall does,
+ * in registers (nothing is written on the goroutine's stack): the
+ * goroutine's SP, PC and BP into g.sched (gosave_systemstack_switch), g0
+ * into the thread's g, SP from g0.sched.sp, 16-byte aligned; already on g0
+ * or the signal stack it stays there. It leaves the goroutine's SP in R12
+ * and g in R13 (callee-saved in C, for GO_FROM_G0) and uses R10, R11, DX.
+ * GO_FROM_G0 comes back. */
+#define GO_TO_G0                                                               \
+	"	movq %rsp, %r12\n"                                             \
+	"	movq osf_go_tlsg(%rip), %r11\n"                                \
+	"	movq %fs:(%r11), %r13\n"                                       \
+	"	testq %r13, %r13\n"                                            \
+	"	jz 8f\n"                                                       \
+	"	movq 0x30(%r13), %r10\n"                                       \
+	"	cmpq %r13, 0x48(%r10)\n"                                       \
+	"	je 8f\n"                                                       \
+	"	movq 0(%r10), %r10\n"                                          \
+	"	cmpq %r13, %r10\n"                                             \
+	"	je 8f\n"                                                       \
+	"	movq osf_go_switchpc(%rip), %rdx\n"                            \
+	"	movq %rdx, 0x40(%r13)\n"                                       \
+	"	movq %rsp, 0x38(%r13)\n"                                       \
+	"	movq %rbp, 0x60(%r13)\n"                                       \
+	"	movq %r10, %fs:(%r11)\n"                                       \
+	"	movq 0x38(%r10), %rsp\n"                                       \
+	"8:\n"                                                                 \
+	"	andq $-16, %rsp\n"
+#define GO_FROM_G0                                                             \
+	"	movq osf_go_tlsg(%rip), %r11\n"                                \
+	"	movq %r13, %fs:(%r11)\n"                                       \
+	"	movq %r12, %rsp\n"                                             \
+	"	xorps %xmm15, %xmm15\n"
+
+/* os/exec's child (osf_go_vfork) of a process holding offloaded fds: the
+ * table's snapshot it hands on (-1: none), the OSF_FDTABLE=<fd> the child's
+ * execve adds to its environment, and the array that environment is built
+ * in (GO_ENVMAX pointers, made at start-up): the child runs no C code, so
+ * the trampoline does it in assembly. */
+#define GO_ENVMAX 4096
+int osf_go_snap = -1;
+char osf_go_envvar[32];
+char **osf_go_envbuf;
+
 /* The trampoline (Go ABIInternal: AX number, BX CX DI SI R8 R9 the six
  * arguments; returns AX r1, BX r2, CX errno; R14 is g, X15 must be zero
  * on return). Its pass-through path is Syscall6's own body. The hooked
@@ -93,31 +137,13 @@ __asm__(".text\n"
 	"osf_go_syscall6:\n"
 	"	movq osf_go_child@gottpoff(%rip), %r11\n"
 	"	cmpb $0, %fs:(%r11)\n"
-	"	jne 1f\n"
+	"	jne 6f\n"
 	"	cmpq $512, %rax\n"
 	"	jae 1f\n"
 	"	leaq osf_go_hooked(%rip), %r11\n"
 	"	cmpb $0, (%r11,%rax)\n"
 	"	je 1f\n"
-	"	movq %rsp, %r12\n"
-	"	movq osf_go_tlsg(%rip), %r11\n"
-	"	movq %fs:(%r11), %r13\n"
-	"	testq %r13, %r13\n"
-	"	jz 4f\n"
-	"	movq 0x30(%r13), %r10\n"
-	"	cmpq %r13, 0x48(%r10)\n"
-	"	je 4f\n"
-	"	movq 0(%r10), %r10\n"
-	"	cmpq %r13, %r10\n"
-	"	je 4f\n"
-	"	movq osf_go_switchpc(%rip), %rdx\n"
-	"	movq %rdx, 0x40(%r13)\n"
-	"	movq %rsp, 0x38(%r13)\n"
-	"	movq %rbp, 0x60(%r13)\n"
-	"	movq %r10, %fs:(%r11)\n"
-	"	movq 0x38(%r10), %rsp\n"
-	"4:\n"
-	"	andq $-16, %rsp\n"
+	GO_TO_G0
 	"	subq $64, %rsp\n"
 	"	movq %rax, 0(%rsp)\n"
 	"	movq %rbx, 8(%rsp)\n"
@@ -129,12 +155,48 @@ __asm__(".text\n"
 	"	movq %rsp, %rdi\n"
 	"	call osf_go_dispatch\n"
 	"	movq 0(%rsp), %rax\n"
-	"	movq osf_go_tlsg(%rip), %r11\n"
-	"	movq %r13, %fs:(%r11)\n"
-	"	movq %r12, %rsp\n"
-	"	xorps %xmm15, %xmm15\n"
+	GO_FROM_G0
 	"	xorl %edx, %edx\n"
 	"	jmp 2f\n"
+	/* os/exec's child: execve gets OSF_FDTABLE=<snapshot> in place of
+	 * any OSF_FDTABLE= entry (the new image adopts that table), unless
+	 * the environment has GO_ENVMAX-2 entries or more. */
+	"6:\n"
+	"	cmpq $59, %rax\n" /* SYS_execve */
+	"	jne 1f\n"
+	"	cmpl $0, osf_go_snap(%rip)\n"
+	"	jl 1f\n"
+	"	movq osf_go_envbuf(%rip), %r10\n"
+	"	xorl %edx, %edx\n"
+	"	movq %rdi, %r8\n"
+	"	testq %r8, %r8\n"
+	"	jz 7f\n"
+	"9:\n"
+	"	movq (%r8), %r9\n"
+	"	testq %r9, %r9\n"
+	"	jz 7f\n"
+	"	addq $8, %r8\n"
+	"	leaq osf_go_envvar(%rip), %r11\n"
+	"	xorl %r12d, %r12d\n"
+	"10:\n"
+	"	movzbl (%r9,%r12), %r13d\n"
+	"	cmpb (%r11,%r12), %r13b\n"
+	"	jne 11f\n"
+	"	incq %r12\n"
+	"	cmpq $12, %r12\n" /* strlen("OSF_FDTABLE=") */
+	"	jb 10b\n"
+	"	jmp 9b\n"
+	"11:\n"
+	"	cmpq $4094, %rdx\n" /* GO_ENVMAX - 2 */
+	"	jae 1f\n"
+	"	movq %r9, (%r10,%rdx,8)\n"
+	"	incq %rdx\n"
+	"	jmp 9b\n"
+	"7:\n"
+	"	leaq osf_go_envvar(%rip), %r11\n"
+	"	movq %r11, (%r10,%rdx,8)\n"
+	"	movq $0, 8(%r10,%rdx,8)\n"
+	"	movq %r10, %rdi\n"
 	"1:\n"
 	"	movq %rsi, %r10\n"
 	"	movq %rdi, %rdx\n"
@@ -164,6 +226,12 @@ __asm__(".text\n"
 	".hidden osf_go_vfork\n"
 	".type osf_go_vfork,@function\n"
 	"osf_go_vfork:\n"
+	"	cmpq $0, osf_go_envbuf(%rip)\n"
+	"	je 5f\n"
+	GO_TO_G0
+	"	call osf_go_spawn_begin\n"
+	GO_FROM_G0
+	"5:\n"
 	"	movq 0x10(%rsp), %rdi\n"
 	"	movq 0x18(%rsp), %rsi\n"
 	"	movq 0x20(%rsp), %rdx\n"
@@ -177,6 +245,15 @@ __asm__(".text\n"
 	"	movq osf_go_child@gottpoff(%rip), %r11\n"
 	"	testq %rax, %rax\n"
 	"	sete %fs:(%r11)\n"
+	"	je 2f\n"
+	"	cmpl $0, osf_go_snap(%rip)\n"
+	"	jl 2f\n"
+	"	movq %rax, %rbx\n"
+	GO_TO_G0
+	"	call osf_go_spawn_end\n"
+	GO_FROM_G0
+	"	movq %rbx, %rax\n"
+	"2:\n"
 	"	cmpq $-4095, %rax\n"
 	"	jbe 1f\n"
 	"	movq $-1, 0x28(%rsp)\n"
@@ -191,6 +268,35 @@ __asm__(".text\n"
 
 void osf_go_syscall6(void);
 void osf_go_vfork(void);
+void osf_go_spawn_begin(void);
+void osf_go_spawn_end(void);
+
+/* osf_go_spawn_begin runs in the parent on its system stack before
+ * os/exec's clone, osf_go_spawn_end after it (the parent thread resumes
+ * once the child has exec'd or died). The child's dup3s onto its own fd
+ * numbers (ExtraFiles, Stdin, ...) happen where no hook sees them, so it
+ * is prepared as a posix_spawn with file actions: the new image gets a
+ * snapshot of the table (named by OSF_FDTABLE, which the child's execve
+ * adds) and every hidden fd, and finds the connections at their new
+ * numbers by inode (osf_fdt_adopt). */
+void osf_go_spawn_begin(void)
+{
+	int saved = errno;
+
+	osf_go_snap = osf_spawn_begin();
+	if (osf_go_snap >= 0)
+		snprintf(osf_go_envvar, sizeof(osf_go_envvar), "OSF_FDTABLE=%d", osf_go_snap);
+	errno = saved;
+}
+
+void osf_go_spawn_end(void)
+{
+	int saved = errno;
+
+	osf_spawn_end(osf_go_snap);
+	osf_go_snap = -1;
+	errno = saved;
+}
 
 /* The system call numbers Go's net, os and runtime use on sockets and
  * their readiness, each reaching the hook of the same name. */
@@ -640,6 +746,10 @@ void osf_go_init(void)
 	}
 	for (size_t i = 0; i < sizeof(hooked) / sizeof(hooked[0]); i++)
 		osf_go_hooked[hooked[i]] = 1;
+	osf_go_envbuf = mmap(NULL, GO_ENVMAX * sizeof(char *), PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (osf_go_envbuf == MAP_FAILED)
+		osf_go_envbuf = NULL; /* the child is not prepared (osf_go_vfork) */
 	/* The child's copy first: once Syscall6 jumps, os/exec must mark. */
 	if (patch(im.bias + vfork, osf_go_vfork) < 0 ||
 	    patch(im.bias + im.sym[SYM_SYSCALL6], osf_go_syscall6) < 0) {

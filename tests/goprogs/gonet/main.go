@@ -14,6 +14,12 @@
 //	gonet pingpong ADDR ROUNDS    64-byte ping-pong; prints "rtt avg=NS max=NS over1ms=N"
 //	gonet hold ADDR               one connection that echoes one line, then
 //	                              waits for standard input to close
+//	gonet passconn ADDR           accepts one connection and hands it to cat
+//	                              (os/exec Stdin, Stdout); prints "listening
+//	                              PORT", "child PID", "ok" (pass.go)
+//	gonet passlisten ADDR         hands its listener to `gonet servefd 3`
+//	                              (ExtraFiles); prints "listening PORT", "child PID"
+//	gonet servefd 3               echoes the connections of the listener at fd 3
 //	gonet stackuse -              bytes below the caller's SP a passed and a
 //	                              hooked system call write (stackuse.go)
 package main
@@ -34,7 +40,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fail("usage: gonet serve|http|echo|exec|pingpong|hold|stackuse ADDR [ARGS]")
+		fail("usage: gonet serve|http|echo|exec|pingpong|hold|stackuse|passconn|passlisten|servefd ADDR [ARGS]")
 	}
 	addr := os.Args[2]
 	var err error
@@ -53,6 +59,12 @@ func main() {
 		err = hold(addr)
 	case "stackuse":
 		err = printStackUse()
+	case "passconn":
+		err = passConn(addr)
+	case "passlisten":
+		err = passListener(addr)
+	case "servefd":
+		err = serveFD()
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -91,6 +103,11 @@ func serve(addr string) error {
 	if err != nil {
 		return err
 	}
+	return echoAll(ln)
+}
+
+// echoAll echoes every connection ln accepts.
+func echoAll(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
