@@ -109,13 +109,15 @@ void *osf_go_switchpc;
 	"	xorps %xmm15, %xmm15\n"
 
 /* os/exec's child (osf_go_vfork) of a process holding offloaded fds: the
- * table's snapshot it hands on (-1: none), the OSF_FDTABLE=<fd> the child's
- * execve adds to its environment, and the array that environment is built
+ * table's snapshot it hands on (-1: none), the OSF_FDTABLE=<fd> and
+ * LD_PRELOAD=<libosf.so> the child's execve adds to its environment
+ * (osf_go_preload: only without an LD_PRELOAD), and the array that environment is built
  * in (GO_ENVMAX pointers, made at start-up): the child runs no C code, so
  * the trampoline does it in assembly. */
 #define GO_ENVMAX 4096
 int osf_go_snap = -1;
 char osf_go_envvar[32];
+char osf_go_preload[sizeof("LD_PRELOAD=") + sizeof(osf.lib_path)];
 char **osf_go_envbuf;
 
 /* The trampoline (Go ABIInternal: AX number, BX CX DI SI R8 R9 the six
@@ -159,8 +161,11 @@ __asm__(".text\n"
 	"	xorl %edx, %edx\n"
 	"	jmp 2f\n"
 	/* os/exec's child: execve gets OSF_FDTABLE=<snapshot> in place of
-	 * any OSF_FDTABLE= entry (the new image adopts that table), unless
-	 * the environment has GO_ENVMAX-2 entries or more. */
+	 * any OSF_FDTABLE= entry (the new image adopts that table), and
+	 * LD_PRELOAD=<libosf.so> when it has no LD_PRELOAD (as the exec
+	 * hooks put it back), unless the environment has GO_ENVMAX-3
+	 * entries or more. R8 walks the environment, R9 is an entry, RDX
+	 * the count copied, SI whether LD_PRELOAD was seen. */
 	"6:\n"
 	"	cmpq $59, %rax\n" /* SYS_execve */
 	"	jne 1f\n"
@@ -168,6 +173,7 @@ __asm__(".text\n"
 	"	jl 1f\n"
 	"	movq osf_go_envbuf(%rip), %r10\n"
 	"	xorl %edx, %edx\n"
+	"	xorl %esi, %esi\n"
 	"	movq %rdi, %r8\n"
 	"	testq %r8, %r8\n"
 	"	jz 7f\n"
@@ -181,13 +187,24 @@ __asm__(".text\n"
 	"10:\n"
 	"	movzbl (%r9,%r12), %r13d\n"
 	"	cmpb (%r11,%r12), %r13b\n"
-	"	jne 11f\n"
+	"	jne 12f\n"
 	"	incq %r12\n"
 	"	cmpq $12, %r12\n" /* strlen("OSF_FDTABLE=") */
 	"	jb 10b\n"
 	"	jmp 9b\n"
+	"12:\n"
+	"	leaq osf_go_preload(%rip), %r11\n"
+	"	xorl %r12d, %r12d\n"
+	"13:\n"
+	"	movzbl (%r9,%r12), %r13d\n"
+	"	cmpb (%r11,%r12), %r13b\n"
+	"	jne 11f\n"
+	"	incq %r12\n"
+	"	cmpq $11, %r12\n" /* strlen("LD_PRELOAD=") */
+	"	jb 13b\n"
+	"	movl $1, %esi\n"
 	"11:\n"
-	"	cmpq $4094, %rdx\n" /* GO_ENVMAX - 2 */
+	"	cmpq $4093, %rdx\n" /* GO_ENVMAX - 3 */
 	"	jae 1f\n"
 	"	movq %r9, (%r10,%rdx,8)\n"
 	"	incq %rdx\n"
@@ -195,7 +212,14 @@ __asm__(".text\n"
 	"7:\n"
 	"	leaq osf_go_envvar(%rip), %r11\n"
 	"	movq %r11, (%r10,%rdx,8)\n"
-	"	movq $0, 8(%r10,%rdx,8)\n"
+	"	incq %rdx\n"
+	"	testl %esi, %esi\n"
+	"	jnz 14f\n"
+	"	leaq osf_go_preload(%rip), %r11\n"
+	"	movq %r11, (%r10,%rdx,8)\n"
+	"	incq %rdx\n"
+	"14:\n"
+	"	movq $0, (%r10,%rdx,8)\n"
 	"	movq %r10, %rdi\n"
 	"1:\n"
 	"	movq %rsi, %r10\n"
@@ -746,6 +770,7 @@ void osf_go_init(void)
 	}
 	for (size_t i = 0; i < sizeof(hooked) / sizeof(hooked[0]); i++)
 		osf_go_hooked[hooked[i]] = 1;
+	snprintf(osf_go_preload, sizeof(osf_go_preload), "LD_PRELOAD=%s", osf.lib_path);
 	osf_go_envbuf = mmap(NULL, GO_ENVMAX * sizeof(char *), PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (osf_go_envbuf == MAP_FAILED)

@@ -399,22 +399,27 @@ func goChild(t *testing.T, p *tcpxProc) int {
 // through os/exec (Stdin and Stdout: the vfork child's dup3s onto 0 and 1,
 // which no hook sees) and closes its own copies; cat finds the connection
 // at fds 0 and 1 by inode, over shm, and echoes tcpx's messages, every
-// byte checked.
+// byte checked. Also with cat's environment reduced to PATH (osf adds
+// LD_PRELOAD, as its exec hooks do).
 func TestGoExecPassConn(t *testing.T) {
-	srv := startPiped(t, gonetCmd(t, goOn, "passconn", "127.0.0.1:0"))
-	port := srv.port(t)
-	c := startTcpx(t, underOsf, "client", "-w", "-c", "1", "-k", "50", "-M", "65536", "echo", "127.0.0.1", port)
-	c.WaitOutput("ready", shortRun)
-	child := goChild(t, srv)
-	testutil.AssertTransport(t, child, testutil.ByFD(0), testutil.TransportShm)
-	testutil.AssertTransport(t, child, testutil.ByFD(1), testutil.TransportShm)
-	c.proceed(t)
-	r := c.Wait(longRun)
-	if !r.OK() || !strings.Contains(r.Stdout, "transports unix=1 tcp=0") || !strings.Contains(r.Stdout, "pattern ok") {
-		t.Fatalf("tcpx client: %s", r)
-	}
-	if r := srv.Wait(shortRun); !r.OK() || !strings.Contains(r.Stdout, "ok") {
-		t.Fatalf("gonet passconn: %s", r)
+	for _, env := range []string{"inherit", "clearenv"} {
+		t.Run(env, func(t *testing.T) {
+			srv := startPiped(t, gonetCmd(t, goOn, "passconn", "127.0.0.1:0", env))
+			port := srv.port(t)
+			c := startTcpx(t, underOsf, "client", "-w", "-c", "1", "-k", "50", "-M", "65536", "echo", "127.0.0.1", port)
+			c.WaitOutput("ready", shortRun)
+			child := goChild(t, srv)
+			testutil.AssertTransport(t, child, testutil.ByFD(0), testutil.TransportShm)
+			testutil.AssertTransport(t, child, testutil.ByFD(1), testutil.TransportShm)
+			c.proceed(t)
+			r := c.Wait(longRun)
+			if !r.OK() || !strings.Contains(r.Stdout, "transports unix=1 tcp=0") || !strings.Contains(r.Stdout, "pattern ok") {
+				t.Fatalf("tcpx client: %s", r)
+			}
+			if r := srv.Wait(shortRun); !r.OK() || !strings.Contains(r.Stdout, "ok") {
+				t.Fatalf("gonet passconn: %s", r)
+			}
+		})
 	}
 }
 

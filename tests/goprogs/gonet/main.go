@@ -14,9 +14,10 @@
 //	gonet pingpong ADDR ROUNDS    64-byte ping-pong; prints "rtt avg=NS max=NS over1ms=N"
 //	gonet hold ADDR               one connection that echoes one line, then
 //	                              waits for standard input to close
-//	gonet passconn ADDR           accepts one connection and hands it to cat
-//	                              (os/exec Stdin, Stdout); prints "listening
-//	                              PORT", "child PID", "ok" (pass.go)
+//	gonet passconn ADDR [clearenv]  accepts one connection and hands it to cat
+//	                              (os/exec Stdin, Stdout; clearenv: only PATH in
+//	                              its environment); prints "listening PORT",
+//	                              "child PID", "ok" (pass.go)
 //	gonet passlisten ADDR         hands its listener to `gonet servefd 3`
 //	                              (ExtraFiles); prints "listening PORT", "child PID"
 //	gonet servefd 3               echoes the connections of the listener at fd 3
@@ -60,7 +61,7 @@ func main() {
 	case "stackuse":
 		err = printStackUse()
 	case "passconn":
-		err = passConn(addr)
+		err = passConn(addr, len(os.Args) > 3 && os.Args[3] == "clearenv")
 	case "passlisten":
 		err = passListener(addr)
 	case "servefd":

@@ -9,8 +9,9 @@ import (
 
 // passConn accepts one connection on addr and hands it to cat (os/exec:
 // standard input and output), which echoes it; the parent closes its
-// copies at once. Prints "child PID", then "ok" when cat has exited.
-func passConn(addr string) error {
+// copies at once. With clearEnv cat's environment has only PATH (no
+// LD_PRELOAD). Prints "child PID", then "ok" when cat has exited.
+func passConn(addr string, clearEnv bool) error {
 	ln, err := listen(addr)
 	if err != nil {
 		return err
@@ -25,6 +26,9 @@ func passConn(addr string) error {
 	}
 	cmd := exec.Command("cat")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = f, f, os.Stderr
+	if clearEnv {
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
