@@ -409,6 +409,8 @@ func TestGoExecPassConn(t *testing.T) {
 			c := startTcpx(t, underOsf, "client", "-w", "-c", "1", "-k", "50", "-M", "65536", "echo", "127.0.0.1", port)
 			c.WaitOutput("ready", shortRun)
 			child := goChild(t, srv)
+			// cat exists before it has loaded osf and adopted the table
+			checkHolders(t, underOsf, child, []holder{{"cat", []int{0, 1}}})
 			testutil.AssertTransport(t, child, testutil.ByFD(0), testutil.TransportShm)
 			testutil.AssertTransport(t, child, testutil.ByFD(1), testutil.TransportShm)
 			c.proceed(t)
