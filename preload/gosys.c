@@ -12,10 +12,11 @@
  * 1.26's, and replaces its first instructions by a jump to
  * osf_go_syscall6 below. That trampoline passes every system call number
  * osf does not hook straight to the kernel, with the original
- * instructions; for the others it moves to the thread's system stack
- * through the runtime's own runtime.asmcgocall (goroutine stacks are small
- * and may move: no C code runs on them) and calls the hook of the same
- * name, then returns in Go's convention (r1, r2, errno).
+ * instructions; for the others it moves to the thread's system stack as
+ * runtime.asmcgocall does, without writing the goroutine's stack
+ * (goroutine stacks are small and may move: no C code runs on them), and
+ * calls the hook of the same name, then returns in Go's convention (r1,
+ * r2, errno).
  *
  * os/exec's child (syscall.rawVforkSyscall, CLONE_VM|CLONE_VFORK) shares
  * the parent's memory until it execs: no osf code may run there. The
@@ -23,7 +24,8 @@
  * a copy that marks the child in the thread-local osf_go_child (the child
  * runs on the suspended parent thread's TLS; the parent clears the mark
  * when it resumes), and the trampoline sends a marked thread's calls to
- * the kernel.
+ * the kernel. The fds the child moves (ExtraFiles, Stdin) are handed on
+ * as by a posix_spawn with file actions (osf_go_spawn_begin).
  *
  * Anything unexpected (no symbol table, another Go version, other code)
  * leaves the program untouched on kernel TCP, with a reason in the fd
@@ -51,14 +53,11 @@
 /* The hooked numbers; every number at or above OSF_GO_NSYS passes. */
 #define OSF_GO_NSYS 512
 unsigned char osf_go_hooked[OSF_GO_NSYS];
-/* runtime.asmcgocall (ABI0) in this process. */
-void *osf_go_asmcgocall;
 /* Set on the thread of os/exec's vfork child until the parent resumes. */
 __thread unsigned char osf_go_child __attribute__((tls_model("initial-exec")));
 
-/* One hooked call, built by the trampoline on the goroutine's stack and
- * read by osf_go_dispatch on the system stack; r is the result: a value,
- * or -errno. */
+/* One hooked call, built by the trampoline on the system stack and read
+ * by osf_go_dispatch; r is the result: a value, or -errno. */
 struct go_call {
 	long r; /* in: the number */
 	long a[6];
@@ -66,11 +65,73 @@ struct go_call {
 
 int32_t osf_go_dispatch(struct go_call *c);
 
+/* What the trampoline needs of the runtime to move to the system stack as
+ * runtime.asmcgocall does, read from asmcgocall's and
+ * gosave_systemstack_switch's code (go_runtime below): the TLS offset of
+ * g, and runtime.systemstack_switch+8 (the PC a traceback of the
+ * goroutine starts from while it is on the system stack). The structure
+ * offsets are those the same code uses (Go 1.26: g.m 0x30, m.g0 0,
+ * m.gsignal 0x48, g.sched.sp 0x38, .pc 0x40, .bp 0x60). */
+long osf_go_tlsg;
+void *osf_go_switchpc;
+
+/* GO_TO_G0 moves to the thread's system stack as runtime.asmcgocall does,
+ * in registers (nothing is written on the goroutine's stack): the
+ * goroutine's SP, PC and BP into g.sched (gosave_systemstack_switch), g0
+ * into the thread's g, SP from g0.sched.sp, 16-byte aligned; already on g0
+ * or the signal stack it stays there. It leaves the goroutine's SP in R12
+ * and g in R13 (callee-saved in C, for GO_FROM_G0) and uses R10, R11, DX.
+ * GO_FROM_G0 comes back. */
+#define GO_TO_G0                                                               \
+	"	movq %rsp, %r12\n"                                             \
+	"	movq osf_go_tlsg(%rip), %r11\n"                                \
+	"	movq %fs:(%r11), %r13\n"                                       \
+	"	testq %r13, %r13\n"                                            \
+	"	jz 8f\n"                                                       \
+	"	movq 0x30(%r13), %r10\n"                                       \
+	"	cmpq %r13, 0x48(%r10)\n"                                       \
+	"	je 8f\n"                                                       \
+	"	movq 0(%r10), %r10\n"                                          \
+	"	cmpq %r13, %r10\n"                                             \
+	"	je 8f\n"                                                       \
+	"	movq osf_go_switchpc(%rip), %rdx\n"                            \
+	"	movq %rdx, 0x40(%r13)\n"                                       \
+	"	movq %rsp, 0x38(%r13)\n"                                       \
+	"	movq %rbp, 0x60(%r13)\n"                                       \
+	"	movq %r10, %fs:(%r11)\n"                                       \
+	"	movq 0x38(%r10), %rsp\n"                                       \
+	"8:\n"                                                                 \
+	"	andq $-16, %rsp\n"
+#define GO_FROM_G0                                                             \
+	"	movq osf_go_tlsg(%rip), %r11\n"                                \
+	"	movq %r13, %fs:(%r11)\n"                                       \
+	"	movq %r12, %rsp\n"                                             \
+	"	xorps %xmm15, %xmm15\n"
+
+/* os/exec's child (osf_go_vfork) of a process holding offloaded fds: the
+ * table's snapshot it hands on (-1: none), the OSF_FDTABLE=<fd> and
+ * LD_PRELOAD=<libosf.so> the child's execve adds to its environment
+ * (osf_go_preload: only without an LD_PRELOAD), and the array that environment is built
+ * in (GO_ENVMAX pointers, made at start-up): the child runs no C code, so
+ * the trampoline does it in assembly. */
+#define GO_ENVMAX 4096
+int osf_go_snap = -1;
+char osf_go_envvar[32];
+char osf_go_preload[sizeof("LD_PRELOAD=") + sizeof(osf.lib_path)];
+char **osf_go_envbuf;
+
 /* The trampoline (Go ABIInternal: AX number, BX CX DI SI R8 R9 the six
  * arguments; returns AX r1, BX r2, CX errno; R14 is g, X15 must be zero
- * on return). Its pass-through path is Syscall6's own body. The frame
- * (rbp chain, 64 bytes of arguments, 32 of asmcgocall's ABI0 arguments)
- * stays within what a NOSPLIT leaf may use. */
+ * on return). Its pass-through path is Syscall6's own body. The hooked
+ * path writes nothing on the goroutine's stack, as Syscall6 (NOSPLIT, $0)
+ * does not: no push, no call before SP is on the system stack (a
+ * goroutine in a NOSPLIT chain may be within a few bytes of its stack's
+ * end). It does runtime.asmcgocall's switch in registers: the goroutine's
+ * SP, PC and BP into g.sched (gosave_systemstack_switch), g0 into the
+ * thread's g, SP from g0.sched.sp; already on g0 or the signal stack it
+ * stays there. R12 (the goroutine's SP) and R13 (g) live across the C
+ * call (callee-saved in C; scratch in Go's ABI, as Syscall6 may clobber
+ * all but R14, R15, BP and SP). */
 __asm__(".text\n"
 	".globl osf_go_syscall6\n"
 	".hidden osf_go_syscall6\n"
@@ -78,14 +139,13 @@ __asm__(".text\n"
 	"osf_go_syscall6:\n"
 	"	movq osf_go_child@gottpoff(%rip), %r11\n"
 	"	cmpb $0, %fs:(%r11)\n"
-	"	jne 1f\n"
+	"	jne 6f\n"
 	"	cmpq $512, %rax\n"
 	"	jae 1f\n"
 	"	leaq osf_go_hooked(%rip), %r11\n"
 	"	cmpb $0, (%r11,%rax)\n"
 	"	je 1f\n"
-	"	pushq %rbp\n"
-	"	movq %rsp, %rbp\n"
+	GO_TO_G0
 	"	subq $64, %rsp\n"
 	"	movq %rax, 0(%rsp)\n"
 	"	movq %rbx, 8(%rsp)\n"
@@ -94,21 +154,73 @@ __asm__(".text\n"
 	"	movq %rsi, 32(%rsp)\n"
 	"	movq %r8, 40(%rsp)\n"
 	"	movq %r9, 48(%rsp)\n"
-	"	movq %r14, 56(%rsp)\n"
-	"	movq %rsp, %rax\n"
-	"	subq $32, %rsp\n"
-	"	leaq osf_go_dispatch(%rip), %r11\n"
-	"	movq %r11, 0(%rsp)\n"
-	"	movq %rax, 8(%rsp)\n"
-	"	call *osf_go_asmcgocall(%rip)\n"
-	"	addq $32, %rsp\n"
+	"	movq %rsp, %rdi\n"
+	"	call osf_go_dispatch\n"
 	"	movq 0(%rsp), %rax\n"
-	"	movq 56(%rsp), %r14\n"
-	"	movq %rbp, %rsp\n"
-	"	popq %rbp\n"
-	"	xorps %xmm15, %xmm15\n"
+	GO_FROM_G0
 	"	xorl %edx, %edx\n"
 	"	jmp 2f\n"
+	/* os/exec's child: execve gets OSF_FDTABLE=<snapshot> in place of
+	 * any OSF_FDTABLE= entry (the new image adopts that table), and
+	 * LD_PRELOAD=<libosf.so> when it has no LD_PRELOAD (as the exec
+	 * hooks put it back), unless the environment has GO_ENVMAX-3
+	 * entries or more. R8 walks the environment, R9 is an entry, RDX
+	 * the count copied, SI whether LD_PRELOAD was seen. */
+	"6:\n"
+	"	cmpq $59, %rax\n" /* SYS_execve */
+	"	jne 1f\n"
+	"	cmpl $0, osf_go_snap(%rip)\n"
+	"	jl 1f\n"
+	"	movq osf_go_envbuf(%rip), %r10\n"
+	"	xorl %edx, %edx\n"
+	"	xorl %esi, %esi\n"
+	"	movq %rdi, %r8\n"
+	"	testq %r8, %r8\n"
+	"	jz 7f\n"
+	"9:\n"
+	"	movq (%r8), %r9\n"
+	"	testq %r9, %r9\n"
+	"	jz 7f\n"
+	"	addq $8, %r8\n"
+	"	leaq osf_go_envvar(%rip), %r11\n"
+	"	xorl %r12d, %r12d\n"
+	"10:\n"
+	"	movzbl (%r9,%r12), %r13d\n"
+	"	cmpb (%r11,%r12), %r13b\n"
+	"	jne 12f\n"
+	"	incq %r12\n"
+	"	cmpq $12, %r12\n" /* strlen("OSF_FDTABLE=") */
+	"	jb 10b\n"
+	"	jmp 9b\n"
+	"12:\n"
+	"	leaq osf_go_preload(%rip), %r11\n"
+	"	xorl %r12d, %r12d\n"
+	"13:\n"
+	"	movzbl (%r9,%r12), %r13d\n"
+	"	cmpb (%r11,%r12), %r13b\n"
+	"	jne 11f\n"
+	"	incq %r12\n"
+	"	cmpq $11, %r12\n" /* strlen("LD_PRELOAD=") */
+	"	jb 13b\n"
+	"	movl $1, %esi\n"
+	"11:\n"
+	"	cmpq $4093, %rdx\n" /* GO_ENVMAX - 3 */
+	"	jae 1f\n"
+	"	movq %r9, (%r10,%rdx,8)\n"
+	"	incq %rdx\n"
+	"	jmp 9b\n"
+	"7:\n"
+	"	leaq osf_go_envvar(%rip), %r11\n"
+	"	movq %r11, (%r10,%rdx,8)\n"
+	"	incq %rdx\n"
+	"	testl %esi, %esi\n"
+	"	jnz 14f\n"
+	"	leaq osf_go_preload(%rip), %r11\n"
+	"	movq %r11, (%r10,%rdx,8)\n"
+	"	incq %rdx\n"
+	"14:\n"
+	"	movq $0, (%r10,%rdx,8)\n"
+	"	movq %r10, %rdi\n"
 	"1:\n"
 	"	movq %rsi, %r10\n"
 	"	movq %rdi, %rdx\n"
@@ -138,6 +250,12 @@ __asm__(".text\n"
 	".hidden osf_go_vfork\n"
 	".type osf_go_vfork,@function\n"
 	"osf_go_vfork:\n"
+	"	cmpq $0, osf_go_envbuf(%rip)\n"
+	"	je 5f\n"
+	GO_TO_G0
+	"	call osf_go_spawn_begin\n"
+	GO_FROM_G0
+	"5:\n"
 	"	movq 0x10(%rsp), %rdi\n"
 	"	movq 0x18(%rsp), %rsi\n"
 	"	movq 0x20(%rsp), %rdx\n"
@@ -151,6 +269,15 @@ __asm__(".text\n"
 	"	movq osf_go_child@gottpoff(%rip), %r11\n"
 	"	testq %rax, %rax\n"
 	"	sete %fs:(%r11)\n"
+	"	je 2f\n"
+	"	cmpl $0, osf_go_snap(%rip)\n"
+	"	jl 2f\n"
+	"	movq %rax, %rbx\n"
+	GO_TO_G0
+	"	call osf_go_spawn_end\n"
+	GO_FROM_G0
+	"	movq %rbx, %rax\n"
+	"2:\n"
 	"	cmpq $-4095, %rax\n"
 	"	jbe 1f\n"
 	"	movq $-1, 0x28(%rsp)\n"
@@ -165,6 +292,35 @@ __asm__(".text\n"
 
 void osf_go_syscall6(void);
 void osf_go_vfork(void);
+void osf_go_spawn_begin(void);
+void osf_go_spawn_end(void);
+
+/* osf_go_spawn_begin runs in the parent on its system stack before
+ * os/exec's clone, osf_go_spawn_end after it (the parent thread resumes
+ * once the child has exec'd or died). The child's dup3s onto its own fd
+ * numbers (ExtraFiles, Stdin, ...) happen where no hook sees them, so it
+ * is prepared as a posix_spawn with file actions: the new image gets a
+ * snapshot of the table (named by OSF_FDTABLE, which the child's execve
+ * adds) and every hidden fd, and finds the connections at their new
+ * numbers by inode (osf_fdt_adopt). */
+void osf_go_spawn_begin(void)
+{
+	int saved = errno;
+
+	osf_go_snap = osf_spawn_begin();
+	if (osf_go_snap >= 0)
+		snprintf(osf_go_envvar, sizeof(osf_go_envvar), "OSF_FDTABLE=%d", osf_go_snap);
+	errno = saved;
+}
+
+void osf_go_spawn_end(void)
+{
+	int saved = errno;
+
+	osf_spawn_end(osf_go_snap);
+	osf_go_snap = -1;
+	errno = saved;
+}
 
 /* The system call numbers Go's net, os and runtime use on sockets and
  * their readiness, each reaching the hook of the same name. */
@@ -268,7 +424,7 @@ static long hook(long n, const long *a)
 	return -ENOSYS;
 }
 
-/* osf_go_dispatch runs on the thread's system stack (asmcgocall). */
+/* osf_go_dispatch runs on the thread's system stack (the trampoline). */
 int32_t osf_go_dispatch(struct go_call *c)
 {
 	int saved = errno;
@@ -301,6 +457,91 @@ static const unsigned char vfork_code[] = {
 	0xd8, 0x48, 0x89, 0x44, 0x24, 0x30, 0xc3, 0x48, 0x89, 0x44, 0x24,
 	0x28, 0x48, 0xc7, 0x44, 0x24, 0x30, 0x00, 0x00, 0x00, 0x00, 0xc3,
 };
+
+/* match compares n bytes at p with want, where want's byte 0x100 matches
+ * any byte (a displacement or a branch offset). */
+static int match(const unsigned char *p, const short *want, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (want[i] != 0x100 && p[i] != want[i])
+			return 0;
+	return 1;
+}
+
+static int32_t rel32(const unsigned char *p)
+{
+	int32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+#define ANY 0x100
+#define ANY4 ANY, ANY, ANY, ANY
+
+/* go_runtime reads what the trampoline needs from Go 1.26's amd64
+ * runtime.asmcgocall (ABI0) at a, whose switch to the system stack it
+ * repeats: the thread's g is at %fs:tlsg (get_tls: an absolute
+ * displacement, or a constant in CX in a position-independent
+ * executable), g.m at 0x30, m.gsignal 0x48, m.g0 0, g0.sched.sp 0x38;
+ * and from gosave_systemstack_switch, which asmcgocall calls first, the
+ * address of runtime.systemstack_switch+8 and g.sched's pc 0x40, sp 0x38
+ * and bp 0x60. Returns -1 unless the code is exactly that. */
+static int go_runtime(const unsigned char *a)
+{
+	static const short fixed_tls[] = {0x64, 0x48, 0x8b, 0x3c, 0x25, ANY4};
+	static const short pic_tls[] = {0x48, 0xc7, 0xc1, ANY4, 0x64, 0x48, 0x8b, 0x39};
+	static const short checks[] = {
+		0x48, 0x83, 0xff, 0x00, 0x74, ANY,			/* CMPQ DI, $0; JEQ */
+		0x4c, 0x8b, 0x47, 0x30,					/* MOVQ g_m(DI), R8 */
+		0x49, 0x8b, 0x70, 0x48,					/* MOVQ m_gsignal(R8), SI */
+		0x48, 0x39, 0xf7, 0x74, ANY,				/* CMPQ DI, SI; JEQ */
+		0x49, 0x8b, 0x30,					/* MOVQ m_g0(R8), SI */
+		0x48, 0x39, 0xf7, 0x74, ANY,				/* CMPQ DI, SI; JEQ */
+		0x48, 0x8b, 0x44, 0x24, 0x10, 0x48, 0x8b, 0x5c, 0x24, 0x18, /* fn, arg */
+		0x48, 0x89, 0xe2,					/* MOVQ SP, DX */
+		0xe8, ANY4,						/* CALL gosave_systemstack_switch */
+	};
+	static const short fixed_set[] = {0x64, 0x48, 0x89, 0x34, 0x25, ANY4};
+	static const short pic_set[] = {0x64, 0x48, 0x89, 0x31};
+	static const short to_g0[] = {0x48, 0x8b, 0x66, 0x38}; /* MOVQ g_sched+gobuf_sp(SI), SP */
+	static const short gosave[] = {
+		0x4c, 0x8d, 0x0d, ANY4,		/* LEAQ systemstack_switch+8(SB), R9 */
+		0x4d, 0x89, 0x4e, 0x40,		/* MOVQ R9, g_sched+gobuf_pc(R14) */
+		0x4c, 0x8d, 0x4c, 0x24, 0x08,	/* LEAQ 8(SP), R9 */
+		0x4d, 0x89, 0x4e, 0x38,		/* MOVQ R9, g_sched+gobuf_sp(R14) */
+		0x49, 0x89, 0x6e, 0x60,		/* MOVQ BP, g_sched+gobuf_bp(R14) */
+		0x4d, 0x8b, 0x4e, 0x50, 0x4d, 0x85, 0xc9, 0x74, 0x05, /* ctxt == 0 */
+		0xe8, ANY4, 0xc3,		/* CALL runtime.abort; RET */
+	};
+	static const unsigned char head[] = {0x55, 0x48, 0x89, 0xe5};
+	const unsigned char *p = a + sizeof(head), *save;
+	int pic;
+	long tls;
+
+	if (memcmp(a, head, sizeof(head)) != 0)
+		return -1;
+	if (match(p, fixed_tls, sizeof(fixed_tls) / sizeof(short))) {
+		pic = 0, tls = rel32(p + 5), p += sizeof(fixed_tls) / sizeof(short);
+	} else if (match(p, pic_tls, sizeof(pic_tls) / sizeof(short))) {
+		pic = 1, tls = rel32(p + 3), p += sizeof(pic_tls) / sizeof(short);
+	} else {
+		return -1;
+	}
+	if (!match(p, checks, sizeof(checks) / sizeof(short)))
+		return -1;
+	p += sizeof(checks) / sizeof(short);
+	save = p + rel32(p - 4);
+	if (pic ? !match(p, pic_set, sizeof(pic_set) / sizeof(short))
+		: !match(p, fixed_set, sizeof(fixed_set) / sizeof(short)) || rel32(p + 5) != tls)
+		return -1;
+	p += pic ? sizeof(pic_set) / sizeof(short) : sizeof(fixed_set) / sizeof(short);
+	if (!match(p, to_g0, sizeof(to_g0) / sizeof(short)) ||
+	    !match(save, gosave, sizeof(gosave) / sizeof(short)))
+		return -1;
+	osf_go_tlsg = tls;
+	osf_go_switchpc = (void *)(save + 7 + rel32(save + 3));
+	return 0;
+}
 
 /* The jump written over a function's entry: movabs $to, %r11; jmp *%r11
  * (R11 is scratch in both Go ABIs, and SYSCALL clobbers it anyway). */
@@ -522,9 +763,18 @@ void osf_go_init(void)
 		refuse(OSF_R_GO_UNKNOWN, "unexpected code in %s", sym_names[SYM_VFORK]);
 		goto out;
 	}
-	osf_go_asmcgocall = (void *)(im.bias + im.sym[SYM_ASMCGOCALL]);
+	if (im.size[SYM_ASMCGOCALL] < 72 ||
+	    go_runtime((const unsigned char *)(im.bias + im.sym[SYM_ASMCGOCALL])) < 0) {
+		refuse(OSF_R_GO_UNKNOWN, "unexpected code in %s", sym_names[SYM_ASMCGOCALL]);
+		goto out;
+	}
 	for (size_t i = 0; i < sizeof(hooked) / sizeof(hooked[0]); i++)
 		osf_go_hooked[hooked[i]] = 1;
+	snprintf(osf_go_preload, sizeof(osf_go_preload), "LD_PRELOAD=%s", osf.lib_path);
+	osf_go_envbuf = mmap(NULL, GO_ENVMAX * sizeof(char *), PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (osf_go_envbuf == MAP_FAILED)
+		osf_go_envbuf = NULL; /* the child is not prepared (osf_go_vfork) */
 	/* The child's copy first: once Syscall6 jumps, os/exec must mark. */
 	if (patch(im.bias + vfork, osf_go_vfork) < 0 ||
 	    patch(im.bias + im.sym[SYM_SYSCALL6], osf_go_syscall6) < 0) {

@@ -194,4 +194,12 @@ int osf_thread_start(void *(*fn)(void *), const char *name);
 char **osf_exec_env(char *const envp[]);
 void osf_exec_env_free(char **env, char *const envp[]);
 
+/* osf_spawn_begin prepares a child that execs after moving fds where no
+ * hook sees it (a Go program's os/exec child, gosys.c), as a posix_spawn
+ * with file actions: listeners marked shared, every hidden fd inheritable,
+ * and a snapshot of the table for the new image (its fd, or -1 when the
+ * process holds no offloaded fd). osf_spawn_end(snap) undoes it. */
+int osf_spawn_begin(void);
+void osf_spawn_end(int snap);
+
 #endif

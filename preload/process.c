@@ -262,6 +262,27 @@ static char **spawn_env(const posix_spawn_file_actions_t *fa,
 	return exec_env(envp, 1, *snap);
 }
 
+int osf_spawn_begin(void)
+{
+	int snap;
+
+	if (!osf_fdt_offloaded())
+		return -1;
+	share_listeners(0);
+	snap = osf_fdt_spawn_snapshot();
+	if (snap >= 0)
+		osf_fdt_spawn_inherit(1);
+	return snap;
+}
+
+void osf_spawn_end(int snap)
+{
+	if (snap < 0)
+		return;
+	osf_fdt_spawn_inherit(0);
+	REAL(close)(snap);
+}
+
 static void spawn_done(char **env, char *const envp[], int snap)
 {
 	int saved = errno;

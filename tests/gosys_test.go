@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // Go programs under osf (preload/gosys.c): their system calls reach the
@@ -349,4 +351,100 @@ func TestGoPIE(t *testing.T) {
 	testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
 	endHold(t, h)
 	goEchoWith(t, goOn, pie, addr)
+}
+
+// TestGoStackUse: the trampoline writes no more of the goroutine's stack
+// than Syscall6 itself (NOSPLIT, no frame): a hooked system call
+// (getsockname) and a passed one (getpid), made through the same nosplit
+// chain from gonet's stackuse_amd64.s, write the same number of bytes
+// below the caller's stack pointer, in a plain and a position-independent
+// executable (the thread's g found another way).
+func TestGoStackUse(t *testing.T) {
+	for _, name := range []string{"gonet", "gonet-pie"} {
+		r := underOsf.cmd(t, goOn.extra(), buildGonet(t, name), "stackuse", "-").Run(shortRun)
+		var pass, hooked int
+		if !r.OK() {
+			t.Fatalf("%s stackuse: %s", name, r)
+		}
+		if _, err := fmt.Sscanf(r.Stdout, "stackuse passthrough=%d hooked=%d", &pass, &hooked); err != nil {
+			t.Fatalf("%s stackuse: %v: %q", name, err, r.Stdout)
+		}
+		noOsfMessages(t, name+" stackuse", r.Stderr)
+		if pass <= 0 || hooked != pass {
+			t.Errorf("%s: a hooked system call writes %d bytes below the caller's SP, a passed one %d", name, hooked, pass)
+		}
+	}
+}
+
+var childRE = regexp.MustCompile(`child (\d+)`)
+
+// goChild waits for p's "child PID" line (gonet passconn, passlisten).
+func goChild(t *testing.T, p *tcpxProc) int {
+	t.Helper()
+	var pid int
+	testutil.WaitFor(t, shortRun, "the child's pid", func() bool {
+		if m := childRE.FindStringSubmatch(p.Stdout()); m != nil {
+			pid, _ = strconv.Atoi(m[1])
+			return true
+		}
+		if p.Exited() {
+			t.Fatalf("parent exited: %s", p.Wait(0))
+		}
+		return false
+	})
+	return pid
+}
+
+// TestGoExecPassConn: a Go server hands an accepted connection to cat
+// through os/exec (Stdin and Stdout: the vfork child's dup3s onto 0 and 1,
+// which no hook sees) and closes its own copies; cat finds the connection
+// at fds 0 and 1 by inode, over shm, and echoes tcpx's messages, every
+// byte checked. Also with cat's environment reduced to PATH (osf adds
+// LD_PRELOAD, as its exec hooks do).
+func TestGoExecPassConn(t *testing.T) {
+	for _, env := range []string{"inherit", "clearenv"} {
+		t.Run(env, func(t *testing.T) {
+			srv := startPiped(t, gonetCmd(t, goOn, "passconn", "127.0.0.1:0", env))
+			port := srv.port(t)
+			c := startTcpx(t, underOsf, "client", "-w", "-c", "1", "-k", "50", "-M", "65536", "echo", "127.0.0.1", port)
+			c.WaitOutput("ready", shortRun)
+			child := goChild(t, srv)
+			// cat exists before it has loaded osf and adopted the table
+			checkHolders(t, underOsf, child, []holder{{"cat", []int{0, 1}}})
+			testutil.AssertTransport(t, child, testutil.ByFD(0), testutil.TransportShm)
+			testutil.AssertTransport(t, child, testutil.ByFD(1), testutil.TransportShm)
+			c.proceed(t)
+			r := c.Wait(longRun)
+			if !r.OK() || !strings.Contains(r.Stdout, "transports unix=1 tcp=0") || !strings.Contains(r.Stdout, "pattern ok") {
+				t.Fatalf("tcpx client: %s", r)
+			}
+			if r := srv.Wait(shortRun); !r.OK() || !strings.Contains(r.Stdout, "ok") {
+				t.Fatalf("gonet passconn: %s", r)
+			}
+		})
+	}
+}
+
+// TestGoExecPassListener: a graceful restart. A Go server hands its
+// listener to a new gonet (os/exec ExtraFiles: fd 3) and closes its own;
+// the child accepts tcpx's connections over shm.
+func TestGoExecPassListener(t *testing.T) {
+	srv := startPiped(t, gonetCmd(t, goOn, "passlisten", "127.0.0.1:0"))
+	port := srv.port(t)
+	child := goChild(t, srv)
+	srv.WaitOutput("serving", shortRun)
+	c := startTcpx(t, underOsf, "client", "-w", "-c", "3", "-k", "50", "-M", "65536", "echo", "127.0.0.1", port)
+	c.WaitOutput("ready", shortRun)
+	testutil.AssertTransport(t, child, testutil.ByFD(3), testutil.TransportShm)
+	testutil.AssertTransport(t, child, testutil.ByRole("server"), testutil.TransportShm)
+	c.proceed(t)
+	r := c.Wait(longRun)
+	if !r.OK() || !strings.Contains(r.Stdout, "transports unix=3 tcp=0") || !strings.Contains(r.Stdout, "pattern ok") {
+		t.Fatalf("tcpx client: %s", r)
+	}
+	assertGoState(t, child, policy.ReasonNone)
+	if err := unix.Kill(child, unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	srv.Wait(shortRun)
 }

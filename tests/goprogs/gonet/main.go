@@ -14,6 +14,15 @@
 //	gonet pingpong ADDR ROUNDS    64-byte ping-pong; prints "rtt avg=NS max=NS over1ms=N"
 //	gonet hold ADDR               one connection that echoes one line, then
 //	                              waits for standard input to close
+//	gonet passconn ADDR [clearenv]  accepts one connection and hands it to cat
+//	                              (os/exec Stdin, Stdout; clearenv: only PATH in
+//	                              its environment); prints "listening PORT",
+//	                              "child PID", "ok" (pass.go)
+//	gonet passlisten ADDR         hands its listener to `gonet servefd 3`
+//	                              (ExtraFiles); prints "listening PORT", "child PID"
+//	gonet servefd 3               echoes the connections of the listener at fd 3
+//	gonet stackuse -              bytes below the caller's SP a passed and a
+//	                              hooked system call write (stackuse.go)
 package main
 
 import (
@@ -32,7 +41,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fail("usage: gonet serve|http|echo|exec|pingpong|hold ADDR [ARGS]")
+		fail("usage: gonet serve|http|echo|exec|pingpong|hold|stackuse|passconn|passlisten|servefd ADDR [ARGS]")
 	}
 	addr := os.Args[2]
 	var err error
@@ -49,6 +58,14 @@ func main() {
 		err = pingpong(addr, atoi(3))
 	case "hold":
 		err = hold(addr)
+	case "stackuse":
+		err = printStackUse()
+	case "passconn":
+		err = passConn(addr, len(os.Args) > 3 && os.Args[3] == "clearenv")
+	case "passlisten":
+		err = passListener(addr)
+	case "servefd":
+		err = serveFD()
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -87,6 +104,11 @@ func serve(addr string) error {
 	if err != nil {
 		return err
 	}
+	return echoAll(ln)
+}
+
+// echoAll echoes every connection ln accepts.
+func echoAll(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
