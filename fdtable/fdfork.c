@@ -174,9 +174,31 @@ OSF_FORK_TEXT static int remap(void *old, size_t len, int nfd, off_t off)
 /* switch_to makes the copy in nfd (made by snapshot) this process's
  * table, at the table's fd number and at the same addresses; nfd is
  * consumed. */
+/* dup_onto puts nfd at fd's number, keeping fd's close-on-exec flag: 0,
+ * or -1 with errno. The number lies below the program's limit unless it is
+ * a hidden fd's, at or above the soft limit, or the program lowered the
+ * limit since: only then (EBADF) is the fd window worth its system calls
+ * (and, in a fork child, the page faults of their code). */
+OSF_FORK_TEXT static int dup_onto(int nfd, int fd)
+{
+	int fl = sys_fcntl(fd, F_GETFD, 0), r, saved;
+
+	fl = (fl > 0 && (fl & FD_CLOEXEC)) ? O_CLOEXEC : 0;
+	if (sys_dup3(nfd, fd, fl) >= 0)
+		return 0;
+	saved = errno;
+	if (saved != EBADF)
+		return -1;
+	osf_fdt_high_begin();
+	r = sys_dup3(nfd, fd, fl);
+	osf_fdt_high_end();
+	errno = saved;
+	return r < 0 ? -1 : 0;
+}
+
 OSF_FORK_TEXT static int switch_to(int nfd)
 {
-	int fdflags, me;
+	int me;
 	unsigned i, near = 0;
 
 	/* On failure what is switched stays switched (the copy equals the
@@ -204,23 +226,8 @@ OSF_FORK_TEXT static int switch_to(int nfd)
 	me = getpid();
 	if (fdt_hdr->pid != me)
 		fdt_hdr->pid = me;
-	fdflags = sys_fcntl(fdt_fd, F_GETFD, 0);
-	fdflags = (fdflags > 0 && (fdflags & FD_CLOEXEC)) ? O_CLOEXEC : 0;
-	/* fdt_fd lies below the program's limit unless the program lowered it
-	 * since: only then (EBADF) is the fd window worth its system calls
-	 * (and, in a fork child, the page faults of their code). */
-	if (sys_dup3(nfd, fdt_fd, fdflags) < 0) {
-		int saved = errno, r = -1;
-
-		if (saved == EBADF) {
-			osf_fdt_high_begin();
-			r = sys_dup3(nfd, fdt_fd, fdflags);
-			osf_fdt_high_end();
-		}
-		errno = saved;
-		if (r < 0)
-			goto fail;
-	}
+	if (dup_onto(nfd, fdt_fd) < 0)
+		goto fail;
 	sys_close(nfd);
 	/* snapshot wrote the table fd's entry if its page was in use (read
 	 * here in this process's own copy of osf_fdt_pages: no fault). */
@@ -470,7 +477,7 @@ int osf_fdt_adopt(int fd, uint64_t image)
 	struct stat st;
 	struct osf_fdt_entry *c;
 	unsigned i;
-	int efd, nfd, fdflags;
+	int efd, nfd;
 
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_size < (off_t)OSF_FDT_HDR_BYTES)
@@ -492,22 +499,9 @@ int osf_fdt_adopt(int fd, uint64_t image)
 	nfd = copy_in(fd, st.st_size, &first);
 	if (nfd < 0)
 		return -1;
-	fdflags = sys_fcntl(fd, F_GETFD, 0);
-	fdflags = fdflags > 0 && (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0;
-	/* The inherited number lies at or above the soft limit when it was
-	 * a hidden fd there (EBADF): dup3 onto it in a window. */
-	if (sys_dup3(nfd, fd, fdflags) < 0) {
-		int r = -1;
-
-		if (errno == EBADF) {
-			osf_fdt_high_begin();
-			r = sys_dup3(nfd, fd, fdflags);
-			osf_fdt_high_end();
-		}
-		if (r < 0) {
-			sys_close(nfd);
-			return -1;
-		}
+	if (dup_onto(nfd, fd) < 0) {
+		sys_close(nfd);
+		return -1;
 	}
 	sys_close(nfd);
 	reserve();
