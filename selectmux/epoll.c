@@ -470,28 +470,75 @@ int ep_ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 	return OSF_FAIL(EINVAL);
 }
 
-void ep_note_listener(struct ep *ep, int fd, int add)
+/* lsn_put registers the companion aux in ep's epoll with ev, whether or
+ * not a registration of it is there already (EPOLLEXCLUSIVE's cannot be
+ * modified: it is made again). */
+static void lsn_put(struct ep *ep, int aux, const struct epoll_event *ev)
+{
+	struct epoll_event e = *ev;
+
+	if (REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, aux, &e) == 0 || errno != EEXIST)
+		return;
+	e = *ev;
+	if (REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_MOD, aux, &e) == 0)
+		return;
+	REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_DEL, aux, NULL);
+	e = *ev;
+	REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, aux, &e);
+}
+
+/* lsn_forget drops fd's note; 1 when there was one. */
+static int lsn_forget(struct ep *ep, int fd)
 {
 	int i;
 
 	for (i = 0; i < ep->nlisteners; i++)
-		if (ep->listeners[i] == fd) {
-			if (!add)
-				ep->listeners[i] = ep->listeners[--ep->nlisteners];
-			return;
+		if (ep->listeners[i].fd == fd) {
+			ep->listeners[i] = ep->listeners[--ep->nlisteners];
+			return 1;
 		}
-	if (!add)
+	return 0;
+}
+
+/* ep_listener_ctl follows the kernel's successful epoll_ctl op of the
+ * listener fd with companion aux. The kernel keys registrations by file and
+ * fd number, so two dups of a listener are two registrations, each with
+ * its own data and each removed by its own EPOLL_CTL_DEL; the companion is
+ * one hidden fd for all dups, so its one registration stands for all of
+ * them: it carries the events and data of the newest ADD or MOD and goes
+ * with the last DEL. (Go's net.FileListener registers the dup, deletes the
+ * original, then the file's own registration: the dup must go on getting
+ * the companion's connections.) */
+void ep_listener_ctl(struct ep *ep, int op, int fd, int aux, const struct epoll_event *ev)
+{
+	int i;
+
+	if (op == EPOLL_CTL_DEL) {
+		lsn_forget(ep, fd);
+		for (i = ep->nlisteners - 1; i >= 0; i--)
+			if (ep->listeners[i].aux == aux) {
+				lsn_put(ep, aux, &ep->listeners[i].ev);
+				return;
+			}
+		REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_DEL, aux, NULL);
 		return;
+	}
+	lsn_put(ep, aux, ev);
+	lsn_forget(ep, fd);
 	if (ep->nlisteners == ep->caplisteners) {
 		int cap = ep->caplisteners ? 2 * ep->caplisteners : 8;
-		int *n = realloc(ep->listeners, (size_t)cap * sizeof(int));
+		struct ep_lsn *n = realloc(ep->listeners, (size_t)cap * sizeof(*n));
 		if (!n)
 			return;
 		ep->listeners = n;
 		ep->caplisteners = cap;
 	}
-	ep->listeners[ep->nlisteners++] = fd;
+	ep->listeners[ep->nlisteners++] = (struct ep_lsn){fd, aux, *ev};
 }
+
+/* ep_listener_closed forgets the note of a listener fd closed in this
+ * process (osf_mux_closed says why the registrations stay). */
+void ep_listener_closed(struct ep *ep, int fd) { lsn_forget(ep, fd); }
 
 /* ep_note_pending remembers (or forgets) how an undecided TCP socket is
  * registered: if it becomes offloaded, its wake socket replaces it and
@@ -620,12 +667,13 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		r = REAL(epoll_ctl)(epfd, op, fd, ev);
 		if (r < 0)
 			return r;
-		(void)REAL(epoll_ctl)(epfd, op, t->aux_fd, ev);
 		ep = ep_create(epfd);
 		if (ep) {
 			mu_lock(&ep->lock);
-			ep_note_listener(ep, fd, op != EPOLL_CTL_DEL);
+			ep_listener_ctl(ep, op, fd, t->aux_fd, ev);
 			mu_unlock(&ep->lock);
+		} else {
+			(void)REAL(epoll_ctl)(epfd, op, t->aux_fd, ev);
 		}
 		return r;
 	}

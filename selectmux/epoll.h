@@ -73,6 +73,14 @@ struct epi {
 
 #define IDLE_MAX 256 /* idle items checked while spinning; more are armed */
 
+/* A listener's registration in an epoll: its companion (aux) is one
+ * hidden fd shared by the listener's dups, registered once for all of them
+ * (ep_listener_ctl). */
+struct ep_lsn {
+	int fd, aux;
+	struct epoll_event ev;
+};
+
 struct ep {
 	int epfd;
 	int inner;      /* hidden epoll of wake sockets; -1 until needed */
@@ -85,7 +93,7 @@ struct ep {
 	struct epi head; /* the may-be-ready list */
 	struct epi idle; /* not ready (or reported edge-triggered), not armed */
 	int nidle;
-	int *listeners;  /* listener fds whose companions are in epfd */
+	struct ep_lsn *listeners; /* listener fds registered in epfd */
 	int nlisteners, caplisteners;
 	struct epoll_event *pend; /* registrations of undecided TCP sockets */
 	int *pendfd;
@@ -224,7 +232,8 @@ void ep_stale_item(struct ep *ep, struct epi *it);
 void ep_gw_convert(struct ep *ep, struct epi *it);
 void ep_kick(struct ep *ep);
 int ep_ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev);
-void ep_note_listener(struct ep *ep, int fd, int add);
+void ep_listener_ctl(struct ep *ep, int op, int fd, int aux, const struct epoll_event *ev);
+void ep_listener_closed(struct ep *ep, int fd);
 void ep_note_pending(struct ep *ep, int op, int fd, struct epoll_event *ev);
 
 /* epoll_exec.c: the record for an exec'd image, and finding an epoll's

@@ -35,8 +35,7 @@ void osf_mux_offloaded(int fd)
 					__atomic_or_fetch(&t->flags, OSF_FDF_GWITEMS,
 							  __ATOMIC_RELEASE);
 			} else if (t->kind == OSF_FD_LISTEN) {
-				REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, t->aux_fd, &ev);
-				ep_note_listener(ep, fd, 1);
+				ep_listener_ctl(ep, EPOLL_CTL_ADD, fd, t->aux_fd, &ev);
 			}
 			ep_note_pending(ep, EPOLL_CTL_DEL, fd, NULL);
 			break;
@@ -319,7 +318,7 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared)
 		mu_lock(&ep_all_lock);
 		for (ep = ep_all; ep; ep = ep->next_ep) {
 			mu_lock(&ep->lock);
-			ep_note_listener(ep, fd, 0);
+			ep_listener_closed(ep, fd);
 			mu_unlock(&ep->lock);
 		}
 		mu_unlock(&ep_all_lock);

@@ -2185,6 +2185,57 @@ static void s_epoll_readd(void)
 	close(s2);
 }
 
+/* connect_wakes connects to ss and says what ep's wait reports, then
+ * accepts the connection on l; the two ends are closed. */
+static void connect_wakes(int ep, int l, const struct sockaddr_storage *ss, const char *what)
+{
+	struct epoll_event out[4];
+	int c = connect_to(AF_INET, ss), s, n;
+
+	n = (int)DO(epoll_wait(ep, out, 4, 5000));
+	say("%s %s events 0x%x data %llu", what, R(n), n > 0 ? out[0].events : 0,
+	    n > 0 ? (unsigned long long)out[0].data.u64 : 0ULL);
+	s = accept(l, NULL, NULL);
+	say("accepted %s", YN(s >= 0));
+	close(s);
+	close(c);
+}
+
+/* s_epoll_listen_dups: each fd of a listener is its own registration,
+ * added and deleted on its own, as Go's net.FileListener makes them: a
+ * dup registered, the original deleted and closed, a dup of the dup
+ * registered, the middle one deleted and closed; connections then wake
+ * the last one, with its data, also after a MOD of it. */
+static void s_epoll_listen_dups(void)
+{
+	struct sockaddr_storage ss;
+	struct epoll_event ev = {EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, {.u64 = 1}}, out[4];
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), ep = epoll_create1(0);
+	int f, l2;
+
+	say("add listener %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev))));
+	f = fcntl(l, F_DUPFD_CLOEXEC, 0);
+	ev.data.u64 = 2;
+	say("add its dup %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, f, &ev))));
+	say("del listener %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, l, NULL))));
+	close(l);
+	l2 = fcntl(f, F_DUPFD_CLOEXEC, 0);
+	set_nonblock(l2, 1);
+	ev.data.u64 = 3;
+	say("add a dup of the dup %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, l2, &ev))));
+	say("del the first dup %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, f, NULL))));
+	close(f);
+	say("idle %s", R(DO(epoll_wait(ep, out, 4, 0))));
+	connect_wakes(ep, l2, &ss, "connection");
+	ev.events = EPOLLIN;
+	ev.data.u64 = 4;
+	say("mod %s", R(DO(epoll_ctl(ep, EPOLL_CTL_MOD, l2, &ev))));
+	connect_wakes(ep, l2, &ss, "connection after mod");
+	say("del %s", R(DO(epoll_ctl(ep, EPOLL_CTL_DEL, l2, NULL))));
+	close(l2);
+	close(ep);
+}
+
 static void s_epoll_et(void)
 {
 	struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 5}};
@@ -5953,6 +6004,7 @@ static const struct {
 	{"epoll_lt", s_epoll_lt},
 	{"epoll_errno", s_epoll_errno},
 	{"epoll_readd", s_epoll_readd},
+	{"epoll_listen_dups", s_epoll_listen_dups},
 	{"epoll_et", s_epoll_et},
 	{"epoll_et_out", s_epoll_et_out},
 	{"epoll_oneshot", s_epoll_oneshot},
