@@ -552,10 +552,15 @@ static ssize_t send_end(struct osf_conn *c, size_t total, int flags)
 	    !(osf_side_state(&c->s) & OSF_CS_RESET)) {
 		/* TCP accepts one write after the peer's FIN; the peer,
 		 * closed, answers it with a reset, which in CLOSE_WAIT
-		 * leaves EPIPE for the next call. */
+		 * leaves EPIPE for the next call. The write takes what the
+		 * send buffer has room for (the ring's room here), as the
+		 * kernel returns the part it queued before the reset came:
+		 * a writer of 1 GiB in one call sees a short count, then
+		 * the error. */
+		int64_t room = osf_side_tx_room(&c->s);
 		osf_side_set_pending(&c->s, EPIPE);
 		osf_side_set_state(&c->s, OSF_CS_RESET);
-		return (ssize_t)total;
+		return room > 0 && (uint64_t)room < total ? (ssize_t)room : (ssize_t)total;
 	}
 	raise_sigpipe(flags);
 	return OSF_FAIL(EPIPE);

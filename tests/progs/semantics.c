@@ -1048,6 +1048,31 @@ static void s_peerclose(void)
 	close(c);
 }
 
+/* s_peerclose_big: one writev of 64 MiB to a peer that closed takes
+ * what the send buffer holds before the reset (a short count), then
+ * EPIPE, as Go's TestWritevError expects of a 1 GiB write. */
+static void s_peerclose_big(void)
+{
+	enum { N = 64, SZ = 1 << 20 };
+	struct iovec iov[N];
+	char *buf = calloc(1, SZ);
+	long rv;
+	int c, s, i;
+
+	if (!buf)
+		setup_failed("calloc");
+	for (i = 0; i < N; i++)
+		iov[i] = (struct iovec){buf, SZ};
+	mkpair(AF_INET, &c, &s);
+	close(s);
+	rv = DO(writev(c, iov, N));
+	say("first writev short %s", YN(rv > 0 && rv < (long)N * SZ));
+	rv = DO(writev(c, iov, N));
+	say("second writev %s", R(rv));
+	close(c);
+	free(buf);
+}
+
 static void s_peerclose_nb(void)
 {
 	char buf[8];
@@ -5978,6 +6003,7 @@ static const struct {
 	{"epipe_own", s_epipe_own},
 	{"peerclose", s_peerclose},
 	{"peerclose_nb", s_peerclose_nb},
+	{"peerclose_big", s_peerclose_big},
 	{"peerclose_unread", s_peerclose_unread},
 	{"linger0", s_linger0},
 	{"linger0_so_error", s_linger0_so_error},
