@@ -111,14 +111,19 @@ void *osf_go_switchpc;
 /* os/exec's child (osf_go_vfork) of a process holding offloaded fds: the
  * table's snapshot it hands on (-1: none), the OSF_FDTABLE=<fd> and
  * LD_PRELOAD=<libosf.so> the child's execve adds to its environment
- * (osf_go_preload: only without an LD_PRELOAD), and the array that environment is built
- * in (GO_ENVMAX pointers, made at start-up): the child runs no C code, so
- * the trampoline does it in assembly. */
+ * (osf_go_preload: only without an LD_PRELOAD), the OSF_* variables of
+ * this process's environment that replace the child's (osf_go_envadd, as
+ * the exec hooks do: the new image runs with its parent's configuration,
+ * OSF_GO=1 included, even where os/exec's Env dropped it), and the array
+ * that environment is built in (GO_ENVMAX pointers, made at start-up):
+ * the child runs no C code, so the trampoline does it in assembly. */
 #define GO_ENVMAX 4096
+#define GO_ENVADD 64
 int osf_go_snap = -1;
 char osf_go_envvar[32];
 char osf_go_preload[sizeof("LD_PRELOAD=") + sizeof(osf.lib_path)];
 char **osf_go_envbuf;
+char *osf_go_envadd[GO_ENVADD + 1];
 
 /* The trampoline (Go ABIInternal: AX number, BX CX DI SI R8 R9 the six
  * arguments; returns AX r1, BX r2, CX errno; R14 is g, X15 must be zero
@@ -160,12 +165,13 @@ __asm__(".text\n"
 	GO_FROM_G0
 	"	xorl %edx, %edx\n"
 	"	jmp 2f\n"
-	/* os/exec's child: execve gets OSF_FDTABLE=<snapshot> in place of
-	 * any OSF_FDTABLE= entry (the new image adopts that table), and
-	 * LD_PRELOAD=<libosf.so> when it has no LD_PRELOAD (as the exec
-	 * hooks put it back), unless the environment has GO_ENVMAX-3
-	 * entries or more. R8 walks the environment, R9 is an entry, RDX
-	 * the count copied, SI whether LD_PRELOAD was seen. */
+	/* os/exec's child: execve gets this process's OSF_* variables and
+	 * OSF_FDTABLE=<snapshot> in place of any OSF_ entry (the new image
+	 * adopts that table), and LD_PRELOAD=<libosf.so> when it has no
+	 * LD_PRELOAD (as the exec hooks put it back), unless the environment
+	 * has GO_ENVMAX-3-GO_ENVADD entries or more. R8 walks the
+	 * environment, R9 is an entry, RDX the count copied, SI whether
+	 * LD_PRELOAD was seen. */
 	"6:\n"
 	"	cmpq $59, %rax\n" /* SYS_execve */
 	"	jne 1f\n"
@@ -189,7 +195,7 @@ __asm__(".text\n"
 	"	cmpb (%r11,%r12), %r13b\n"
 	"	jne 12f\n"
 	"	incq %r12\n"
-	"	cmpq $12, %r12\n" /* strlen("OSF_FDTABLE=") */
+	"	cmpq $4, %r12\n" /* strlen("OSF_") */
 	"	jb 10b\n"
 	"	jmp 9b\n"
 	"12:\n"
@@ -204,12 +210,22 @@ __asm__(".text\n"
 	"	jb 13b\n"
 	"	movl $1, %esi\n"
 	"11:\n"
-	"	cmpq $4093, %rdx\n" /* GO_ENVMAX - 3 */
+	"	cmpq $4029, %rdx\n" /* GO_ENVMAX - 3 - GO_ENVADD */
 	"	jae 1f\n"
 	"	movq %r9, (%r10,%rdx,8)\n"
 	"	incq %rdx\n"
 	"	jmp 9b\n"
 	"7:\n"
+	"	leaq osf_go_envadd(%rip), %r11\n"
+	"15:\n"
+	"	movq (%r11), %r9\n"
+	"	testq %r9, %r9\n"
+	"	jz 16f\n"
+	"	movq %r9, (%r10,%rdx,8)\n"
+	"	incq %rdx\n"
+	"	addq $8, %r11\n"
+	"	jmp 15b\n"
+	"16:\n"
 	"	leaq osf_go_envvar(%rip), %r11\n"
 	"	movq %r11, (%r10,%rdx,8)\n"
 	"	incq %rdx\n"
@@ -771,6 +787,12 @@ void osf_go_init(void)
 	for (size_t i = 0; i < sizeof(hooked) / sizeof(hooked[0]); i++)
 		osf_go_hooked[hooked[i]] = 1;
 	snprintf(osf_go_preload, sizeof(osf_go_preload), "LD_PRELOAD=%s", osf.lib_path);
+	{
+		const char *e = osf.env;
+		int k = 0;
+		for (; e < osf.env + osf.env_user_len && k < GO_ENVADD; e += strlen(e) + 1)
+			osf_go_envadd[k++] = (char *)e;
+	}
 	osf_go_envbuf = mmap(NULL, GO_ENVMAX * sizeof(char *), PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (osf_go_envbuf == MAP_FAILED)

@@ -427,24 +427,30 @@ func TestGoExecPassConn(t *testing.T) {
 
 // TestGoExecPassListener: a graceful restart. A Go server hands its
 // listener to a new gonet (os/exec ExtraFiles: fd 3) and closes its own;
-// the child accepts tcpx's connections over shm.
+// the child accepts tcpx's connections over shm. Also with the child's
+// environment reduced to PATH: osf adds LD_PRELOAD and its parent's OSF_*
+// variables (OSF_GO=1), as its exec hooks do for C programs.
 func TestGoExecPassListener(t *testing.T) {
-	srv := startPiped(t, gonetCmd(t, goOn, "passlisten", "127.0.0.1:0"))
-	port := srv.port(t)
-	child := goChild(t, srv)
-	srv.WaitOutput("serving", shortRun)
-	c := startTcpx(t, underOsf, "client", "-w", "-c", "3", "-k", "50", "-M", "65536", "echo", "127.0.0.1", port)
-	c.WaitOutput("ready", shortRun)
-	testutil.AssertTransport(t, child, testutil.ByFD(3), testutil.TransportShm)
-	testutil.AssertTransport(t, child, testutil.ByRole("server"), testutil.TransportShm)
-	c.proceed(t)
-	r := c.Wait(longRun)
-	if !r.OK() || !strings.Contains(r.Stdout, "transports unix=3 tcp=0") || !strings.Contains(r.Stdout, "pattern ok") {
-		t.Fatalf("tcpx client: %s", r)
+	for _, env := range []string{"inherit", "clearenv"} {
+		t.Run(env, func(t *testing.T) {
+			srv := startPiped(t, gonetCmd(t, goOn, "passlisten", "127.0.0.1:0", env))
+			port := srv.port(t)
+			child := goChild(t, srv)
+			srv.WaitOutput("serving", shortRun)
+			c := startTcpx(t, underOsf, "client", "-w", "-c", "3", "-k", "50", "-M", "65536", "echo", "127.0.0.1", port)
+			c.WaitOutput("ready", shortRun)
+			testutil.AssertTransport(t, child, testutil.ByFD(3), testutil.TransportShm)
+			testutil.AssertTransport(t, child, testutil.ByRole("server"), testutil.TransportShm)
+			c.proceed(t)
+			r := c.Wait(longRun)
+			if !r.OK() || !strings.Contains(r.Stdout, "transports unix=3 tcp=0") || !strings.Contains(r.Stdout, "pattern ok") {
+				t.Fatalf("tcpx client: %s", r)
+			}
+			assertGoState(t, child, policy.ReasonNone)
+			if err := unix.Kill(child, unix.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			srv.Wait(shortRun)
+		})
 	}
-	assertGoState(t, child, policy.ReasonNone)
-	if err := unix.Kill(child, unix.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	srv.Wait(shortRun)
 }

@@ -18,8 +18,9 @@
 //	                              (os/exec Stdin, Stdout; clearenv: only PATH in
 //	                              its environment); prints "listening PORT",
 //	                              "child PID", "ok" (pass.go)
-//	gonet passlisten ADDR         hands its listener to `gonet servefd 3`
-//	                              (ExtraFiles); prints "listening PORT", "child PID"
+//	gonet passlisten ADDR [clearenv]  hands its listener to `gonet servefd 3`
+//	                              (ExtraFiles; clearenv: only PATH in its
+//	                              environment); prints "listening PORT", "child PID"
 //	gonet servefd 3               echoes the connections of the listener at fd 3
 //	gonet stackuse -              bytes below the caller's SP a passed and a
 //	                              hooked system call write (stackuse.go)
@@ -63,7 +64,7 @@ func main() {
 	case "passconn":
 		err = passConn(addr, len(os.Args) > 3 && os.Args[3] == "clearenv")
 	case "passlisten":
-		err = passListener(addr)
+		err = passListener(addr, len(os.Args) > 3 && os.Args[3] == "clearenv")
 	case "servefd":
 		err = serveFD()
 	default:

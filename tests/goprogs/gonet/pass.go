@@ -45,9 +45,10 @@ func passConn(addr string, clearEnv bool) error {
 
 // passListener listens on addr and hands the listener to a `gonet
 // servefd` child as fd 3 (os/exec ExtraFiles), closing its own: a
-// graceful restart. Prints "listening PORT", "child PID", and waits for
-// the child.
-func passListener(addr string) error {
+// graceful restart. With clearEnv the child's environment has only PATH
+// (no LD_PRELOAD, no OSF_GO). Prints "listening PORT", "child PID", and
+// waits for the child.
+func passListener(addr string, clearEnv bool) error {
 	ln, err := listen(addr)
 	if err != nil {
 		return err
@@ -59,6 +60,9 @@ func passListener(addr string) error {
 	cmd := exec.Command(os.Args[0], "servefd", "3")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{f}
+	if clearEnv {
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
