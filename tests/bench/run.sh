@@ -795,6 +795,41 @@ bench_http_nginx() {
 		"nginx (master and 2 workers), 1 KiB file, wrk -t2 -c16 keep-alive, unpinned" wrk
 }
 
+# bench_go: Go programs (tests/goprogs/gonet, dynamically linked, built
+# here when missing) with OSF_GO=1 on the osf side: a 64 B ping-pong over
+# the net package (gonet serve and gonet pingpong, pinned as the osfperf
+# ping-pong is), then gonet's net/http server under wrk, keep-alive and a
+# connection per request. OSF_STRICT=1 on the osf clients: a Go connection
+# that fell back to kernel TCP fails the row instead of measuring the kernel.
+GONET="$BUILD/tests/gonet"
+bench_go() {
+	local side out
+	declare -A avg
+	if [[ ! -x "$GONET" ]]; then
+		(cd "$ROOT/tests" && CGO_ENABLED=1 go build -o "$GONET" ./goprogs/gonet)
+	fi
+	export OSF_GO=1
+	for side in bare osf; do
+		serve "$side" "$GONET" serve 127.0.0.1:$PORT
+		out=$(client "$side" "$GONET" pingpong 127.0.0.1:$PORT 100000)
+		unserve
+		avg[$side]=$(sed -n 's/^rtt avg=\([0-9]*\) .*/\1/p' <<<"$out")
+		[[ -n "${avg[$side]}" ]] || { echo "bench: gonet pingpong ($side): $out" >&2; return 1; }
+		raw "gonet pingpong 64 B $side: $out"
+	done
+	row "Go ping-pong 64 B, net package, OSF_GO=1, pinned (µs per round trip, mean of 100,000)" \
+		"$(calc "'%.1f' % (${avg[bare]} / 1000)")" "$(calc "'%.1f' % (${avg[osf]} / 1000)")" \
+		"$(ratio "${avg[bare]}" "${avg[osf]}") faster" "≥ 5x faster"
+	http_bench gonet_start /hello \
+		"Go net/http server, OSF_GO=1, wrk -t2 -c16 keep-alive, unpinned" wrk \
+		"Go net/http server, OSF_GO=1, wrk -t2 -c16 with \`Connection: close\`, unpinned" wrk-close
+}
+
+# gonet_start SIDE PORT: gonet's net/http server answering /hello.
+gonet_start() {
+	http_bg "$1" "$2" "$GONET" http 127.0.0.1:"$2"
+}
+
 bench_http_apache() {
 	if [[ "$(id -u)" != 0 ]]; then
 		echo "bench: http_apache needs root (apache2 changes users); skipped" >&2
@@ -922,7 +957,7 @@ bench_gateway() {
 main() {
 	# Arguments select benchmarks by name (e.g. `run.sh redis iperf3`);
 	# none runs them all.
-	local rc all=(syscall_loop startup core_load churn churn_unpinned short_client http_nginx http_apache http_haproxy http_node fork idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
+	local rc all=(syscall_loop startup core_load churn churn_unpinned short_client http_nginx http_apache http_haproxy http_node go fork idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
 	(($#)) || set -- "${all[@]}"
 	echo "osf benchmarks on $(hostname), $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 	echo "build: $BUILD" >&2
