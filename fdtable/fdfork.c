@@ -344,9 +344,19 @@ static void remap_moved(void)
 				break;
 			}
 		if (src && (at = entry_locked(fd)) != NULL) {
+			int fdfl = sys_fcntl(fd, F_GETFD, 0);
 			*at = *src;
 			at->image = 0; /* rebuilt on first use */
 			at->priv = 0;
+			/* The close-on-exec of the new number, not the old
+			 * one's: a dup2 or dup3 without O_CLOEXEC clears it
+			 * (os/exec's ExtraFiles from a File, which Go makes
+			 * close-on-exec), and the next exec must carry the
+			 * connection and the table on. */
+			if (fdfl >= 0 && !(fdfl & FD_CLOEXEC))
+				at->flags &= ~OSF_FDF_CLOEXEC;
+			else if (fdfl >= 0)
+				at->flags |= OSF_FDF_CLOEXEC;
 		}
 	}
 }

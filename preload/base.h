@@ -199,8 +199,12 @@ extern struct osf_state osf;
 /* osf_go_init recognises a Go program and, with OSF_GO=1, makes its
  * system calls reach the hooks (preload/gosys.c); called once by the
  * constructor before any of the program's code runs. What it found goes
- * into the fd table's header (osf_fdt_set_go) for osfstat. */
+ * into the fd table's header (osf_fdt_set_go) for osfstat; osf_go_table
+ * says the constructor is to make the table once it has adopted an
+ * inherited one or found none (a table made before would hide the
+ * inherited one from osfstat and be a second table). */
 void osf_go_init(void);
+extern int osf_go_table;
 
 /* Where osf waits in poll in place of a call the kernel restarts after a
  * handler with SA_RESTART (a blocking accept), osf_intr_begin is called

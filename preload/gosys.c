@@ -680,8 +680,10 @@ static int first_object(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1; /* the first object is the executable */
 }
 
-/* refuse leaves a Go program on kernel TCP, says why and makes the fd
- * table, so that osfstat shows it. */
+int osf_go_table;
+
+/* refuse leaves a Go program on kernel TCP, says why and has the fd table
+ * made, so that osfstat shows it. */
 static void refuse(int reason, const char *fmt, const char *what)
 {
 	char detail[120];
@@ -689,7 +691,7 @@ static void refuse(int reason, const char *fmt, const char *what)
 	snprintf(detail, sizeof(detail), fmt, what);
 	osf_fdt_set_go(reason, detail);
 	osf_report("OSF_GO=1, but this Go program's sockets stay on kernel TCP: %s", detail);
-	(void)osf_fdt_ensure();
+	osf_go_table = 1;
 }
 
 /* patch writes the jump to `to` over the entry of the function at addr. */
@@ -807,7 +809,7 @@ void osf_go_init(void)
 		char v[80];
 		snprintf(v, sizeof(v), "%.*s", (int)ver->n, ver->p);
 		osf_fdt_set_go(OSF_R_NONE, v);
-		(void)osf_fdt_ensure();
+		osf_go_table = 1;
 	}
 out:
 	munmap(map, im.len);

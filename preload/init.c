@@ -266,6 +266,8 @@ __attribute__((constructor)) static void osf_constructor(void)
 		osf_sandbox_check();
 	if (tfd >= 0 && osf_fdt_adopt(tfd, osf.image) < 0)
 		osf_report("inherited fd table at fd %d is unusable", tfd);
+	if (osf_go_table)
+		(void)osf_fdt_ensure();
 	for (int fd = 0; tfd >= 0 && fd <= 2; fd++)
 		if (osf_fdt_kind(fd) >= OSF_FD_SHM)
 			osf_stdio_take(fd);

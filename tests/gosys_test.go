@@ -428,10 +428,13 @@ func TestGoExecPassConn(t *testing.T) {
 // TestGoExecPassListener: a graceful restart. A Go server hands its
 // listener to a new gonet (os/exec ExtraFiles: fd 3) and closes its own;
 // the child accepts tcpx's connections over shm. Also with the child's
-// environment reduced to PATH: osf adds LD_PRELOAD and its parent's OSF_*
-// variables (OSF_GO=1), as its exec hooks do for C programs.
+// environment reduced to PATH (osf adds LD_PRELOAD and its parent's OSF_*
+// variables, OSF_GO=1, as its exec hooks do for C programs), and through
+// /bin/sh, which execs gonet (the listener arrives at fd 3 by a dup3
+// without close-on-exec, from a File Go made close-on-exec: sh must hand
+// it on; Go's net/http TestLinuxSendfile runs its server through strace).
 func TestGoExecPassListener(t *testing.T) {
-	for _, env := range []string{"inherit", "clearenv"} {
+	for _, env := range []string{"inherit", "clearenv", "sh"} {
 		t.Run(env, func(t *testing.T) {
 			srv := startPiped(t, gonetCmd(t, goOn, "passlisten", "127.0.0.1:0", env))
 			port := srv.port(t)

@@ -18,9 +18,10 @@
 //	                              (os/exec Stdin, Stdout; clearenv: only PATH in
 //	                              its environment); prints "listening PORT",
 //	                              "child PID", "ok" (pass.go)
-//	gonet passlisten ADDR [clearenv]  hands its listener to `gonet servefd 3`
+//	gonet passlisten ADDR [clearenv|sh]  hands its listener to `gonet servefd 3`
 //	                              (ExtraFiles; clearenv: only PATH in its
-//	                              environment); prints "listening PORT", "child PID"
+//	                              environment; sh: through /bin/sh's exec);
+//	                              prints "listening PORT", "child PID"
 //	gonet servefd 3               echoes the connections of the listener at fd 3
 //	gonet stackuse -              bytes below the caller's SP a passed and a
 //	                              hooked system call write (stackuse.go)
@@ -64,7 +65,11 @@ func main() {
 	case "passconn":
 		err = passConn(addr, len(os.Args) > 3 && os.Args[3] == "clearenv")
 	case "passlisten":
-		err = passListener(addr, len(os.Args) > 3 && os.Args[3] == "clearenv")
+		mode := ""
+		if len(os.Args) > 3 {
+			mode = os.Args[3]
+		}
+		err = passListener(addr, mode)
 	case "servefd":
 		err = serveFD()
 	default:

@@ -45,10 +45,11 @@ func passConn(addr string, clearEnv bool) error {
 
 // passListener listens on addr and hands the listener to a `gonet
 // servefd` child as fd 3 (os/exec ExtraFiles), closing its own: a
-// graceful restart. With clearEnv the child's environment has only PATH
-// (no LD_PRELOAD, no OSF_GO). Prints "listening PORT", "child PID", and
-// waits for the child.
-func passListener(addr string, clearEnv bool) error {
+// graceful restart. mode "clearenv": the child's environment has only PATH
+// (no LD_PRELOAD, no OSF_GO); "sh": the child is /bin/sh, which execs
+// gonet servefd (a C program in between, as strace or a wrapper script).
+// Prints "listening PORT", "child PID", and waits for the child.
+func passListener(addr, mode string) error {
 	ln, err := listen(addr)
 	if err != nil {
 		return err
@@ -58,11 +59,14 @@ func passListener(addr string, clearEnv bool) error {
 		return err
 	}
 	cmd := exec.Command(os.Args[0], "servefd", "3")
+	switch mode {
+	case "clearenv":
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	case "sh":
+		cmd = exec.Command("/bin/sh", "-c", `exec "$0" servefd 3`, os.Args[0])
+	}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{f}
-	if clearEnv {
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
