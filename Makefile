@@ -170,6 +170,8 @@ test: test-deps build
 			{ cat /tmp/osf-fuzz.$$$$; rm -f /tmp/osf-fuzz.$$$$; exit 1; }; rm -f /tmp/osf-fuzz.$$$$; done
 	@# the gateway's goroutines share relays with --status: the race detector
 	$(GO) test -race -count=1 ./cmd/osfgw/ ./internal/gateway/
+	@# Go's own net and net/http tests, bare and under osf (OSF_GO=1)
+	tests/goconf/run.sh
 	@# RDMA between two qemu guests, reduced (make test-rdma: everything);
 	@# skipped, with the reason, where qemu or the kernel is missing.
 	@if [ "$${OSF_TEST_RDMAVM:-1}" != 0 ]; then tests/rdmavm/run.sh quick; fi
