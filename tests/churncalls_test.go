@@ -23,7 +23,8 @@ import (
 // client's connect and install share one fd window (one RLIMIT_NOFILE
 // read), and the install keeps the spare segment's fds where the spare
 // placed them without an fstat of each; the server's hello and install
-// share one window too (one read per accept, besides late hellos).
+// share one window too (one read per accept, besides late hellos), and
+// the server hides the hello's fds inheritable at once (no F_SETFD).
 func TestChurnSystemCalls(t *testing.T) {
 	t.Parallel()
 	strace := testutil.OptionalTool(t, "strace", "count a churn's system calls")
@@ -59,6 +60,13 @@ func TestChurnSystemCalls(t *testing.T) {
 	// is then made non-blocking: a few, on a slow host, not one each.
 	if c := count(ser, `(?m)^\d+ +fcntl\(\d+, F_SETFL`); c > n/4 {
 		t.Errorf("server set file status flags %d times for %d accepts, want at most %d", c, n, n/4)
+	}
+	// churn's accepted sockets are inheritable: the hello's fds are
+	// hidden by dups made inheritable at once (OSF_HIDE_INHERIT), not
+	// made close-on-exec and then cleared (2 F_SETFD per accept); the
+	// companion listener's own are set once.
+	if c := count(ser, `(?m)^\d+ +fcntl\(\d+, F_SETFD`); c > n/8 {
+		t.Errorf("server set fd flags %d times for %d accepts, want at most %d (none per accept)", c, n, n/8)
 	}
 	if c := count(ser, `(?m)^\d+ +accept4\(\d+, NULL, NULL, 0\) += \d+`); c < n {
 		t.Errorf("server took %d connections from the companion with churn's own flags (0), want %d", c, n)
