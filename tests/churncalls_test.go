@@ -100,3 +100,30 @@ func tail(s string, n int) string {
 	}
 	return s[len(s)-n:]
 }
+
+// TestConnectWindowsShared: two threads of one client connect at once
+// (churn pair, OSF_STRICT=1: both shm, bytes checked by churn);
+// libwinshim.so, preloaded after libosf.so, holds the first connect
+// inside its fd window (at the port holder's bind) until the second has
+// reached the same point. Where one connect's window kept the others out
+// (a client's threads connected one at a time), the second waited for
+// the first and the shim gave up after 5 s ("waited alone").
+func TestConnectWindowsShared(t *testing.T) {
+	t.Parallel()
+	port := strconv.Itoa(testutil.FreePort(t))
+	churn := testutil.Prog(t, "churn")
+	srv := testutil.Cmd(t, testutil.Preload(t), churn, "server", port, "2").Start()
+	srv.WaitOutput("listening", 10*time.Second)
+	r := testutil.Cmd(t, []string{"OSF_STRICT=1",
+		"LD_PRELOAD=" + testutil.Lib(t) + ":" + testutil.Prog(t, "libwinshim.so")},
+		churn, "pair", port).Run(longRun)
+	if !r.OK() || !strings.Contains(r.Stdout, "pair done") {
+		t.Fatalf("churn pair: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "winshim: overlapped") {
+		t.Errorf("the second connect did not reach its window while the first held its own: %q", r.Stderr)
+	}
+	if w := srv.Wait(longRun); !w.OK() {
+		t.Fatalf("churn server: %s", w)
+	}
+}
