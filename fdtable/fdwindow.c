@@ -138,15 +138,50 @@ static int lim_int(rlim_t v)
 	return v == RLIM_INFINITY || v > 1 << 30 ? 1 << 30 : (int)v;
 }
 
+/* seen_rl is the limit the last read found, at seen_at (CLOCK_MONOTONIC
+ * ns; 0: none, or changed through a hook since). A flat one (soft = hard:
+ * a window raises nothing) read within FLAT_TTL_NS is what a shared
+ * window's first opener takes without reading it again: a change through
+ * the hooks is seen at once, one made past them (prlimit(1) on the
+ * process, a raw system call) within FLAT_TTL_NS; meanwhile a window's
+ * F_DUPFD above a lowered limit falls back below it (osf_fdt_dup_high).
+ * Both are written with the window's word held. */
+#define FLAT_TTL_NS 100000000LL
+static struct rlimit seen_rl;
+static long long seen_at;
+
+static long long coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec + 1;
+}
+
 static void note_limit(const struct rlimit *rl)
 {
 	seen_soft = lim_int(rl->rlim_cur);
 	seen_hard = lim_int(rl->rlim_max);
+	seen_rl = *rl;
+	__atomic_store_n(&seen_at, coarse_ns(), __ATOMIC_RELAXED);
 	__atomic_store_n(&seen_room, room_above(rl), __ATOMIC_RELAXED);
+}
+
+/* flat_recent sets *rl to the limit last read when it is flat and
+ * recent (seen_rl); 0: read it. The word is held. */
+static int flat_recent(struct rlimit *rl)
+{
+	long long at = __atomic_load_n(&seen_at, __ATOMIC_RELAXED);
+
+	if (!at || room_above(&seen_rl) || coarse_ns() - at >= FLAT_TTL_NS)
+		return 0;
+	*rl = seen_rl;
+	return 1;
 }
 
 void osf_fdt_limit_changed(void)
 {
+	__atomic_store_n(&seen_at, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&seen_room, -1, __ATOMIC_RELAXED);
 }
 
@@ -400,7 +435,9 @@ static int shared_begin(void)
 		nap(&osf_fork.high_excl, x);
 	}
 	if (osf_fork.high_users == 0) {
-		if (sys_prlimit(NULL, &rl) < 0) {
+		if (flat_recent(&rl)) {
+			/* soft = hard, read a moment ago: nothing to raise */
+		} else if (sys_prlimit(NULL, &rl) < 0) {
 			rl.rlim_cur = rl.rlim_max = RLIM_INFINITY; /* base 1024, nothing raised */
 		} else {
 			note_limit(&rl);

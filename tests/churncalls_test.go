@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/osfproject/osf/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // TestChurnSystemCalls: `churn loop` (connect, 64 B each way, close, N
@@ -75,9 +76,23 @@ func TestChurnSystemCalls(t *testing.T) {
 	if f := per(cli, `(?m)^\d+ +newfstatat\(`); f > 6 {
 		t.Errorf("client: %.2f fstat per connection, want at most 6 (5 in steady state)", f)
 	}
-	// RLIMIT_NOFILE reads: one per fd window, whatever the limits (with
-	// room above the soft limit a window also raises and restores it).
+	// RLIMIT_NOFILE reads: with room above the soft limit, one per fd
+	// window (which also raises and restores it); with soft = hard (a
+	// window raises nothing) one per FLAT_TTL_NS (100 ms, fdwindow.c) at
+	// most, whatever the windows.
 	const reads = `(?m)^\d+ +prlimit64\(0, RLIMIT_NOFILE, NULL, `
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	if rl.Cur == rl.Max {
+		if c := count(cli, reads); c > n/4 {
+			t.Errorf("client: %d RLIMIT_NOFILE reads for %d connections at soft = hard, want at most %d (one per 100 ms)", c, n, n/4)
+		}
+		if c := count(ser, reads); c > n/4 {
+			t.Errorf("server: %d RLIMIT_NOFILE reads for %d accepts at soft = hard, want at most %d (one per 100 ms)", c, n, n/4)
+		}
+	}
 	if f := per(cli, reads); f > 2.5 {
 		t.Errorf("client: %.2f RLIMIT_NOFILE reads per connection, want at most 2.5 (2 in steady state)", f)
 	}
