@@ -19,10 +19,11 @@
  * once, the first window raises the limit and the last puts it back. The
  * hooks of getrlimit/setrlimit/prlimit, fork and exec hold the limit
  * exclusively (no window open), so no thread of the program sees the
- * raised value or has its own change undone, and no child inherits it. When the hard limit leaves no room (soft ==
- * hard) or the soft limit is very large (above OSF_FDT_HIGH_MAX: the
- * kernel's fd array would grow that far), osf's fds live from half the
- * soft limit, at most 1024, as they did before. */
+ * raised value or has its own change undone, and no child inherits it.
+ * When the hard limit leaves no room (soft == hard) or the soft limit is
+ * very large (above OSF_FDT_HIGH_MAX: the kernel's fd array would grow
+ * that far), osf's fds live from half the soft limit, at most 1024, as
+ * they did before. */
 
 #define OSF_FDT_HIGH_MAX 65536
 
@@ -35,11 +36,11 @@
  *
  * A signal handler may open a window (or hold the lock) on a thread that
  * holds one: in this thread's shared window it nests (fdt_tls_win); on a
- * thread that holds the word it nests (osf_fork.high_depth), and a window it opens
- * while none is open is its own, put back by its own osf_fdt_high_end
- * (osf_fork.high_open names the depth that opened it): a handler that opened one
- * while the thread held the lock only for a getrlimit hook once left the
- * limit raised. The owner's steps are ordered for a handler that lands
+ * thread that holds the word it nests (osf_fork.high_depth), and a window
+ * it opens while none is open is its own, put back by its own
+ * osf_fdt_high_end (osf_fork.high_open names the depth that opened it): a
+ * handler that opened one while the thread held the lock only for a
+ * getrlimit hook once left the limit raised. The owner's steps are ordered for a handler that lands
  * between them (SIGNAL_FENCE: program order as a handler sees it). No
  * signal is blocked: a window may cover a blocking connect, and an exec
  * or fork under the lock would pass a blocked mask on. */
@@ -138,8 +139,8 @@ static int lim_int(rlim_t v)
 	return v == RLIM_INFINITY || v > 1 << 30 ? 1 << 30 : (int)v;
 }
 
-/* seen_rl is the limit the last read found, at seen_at (CLOCK_MONOTONIC
- * ns; 0: none, or changed through a hook since). A flat one (soft = hard:
+/* seen_rl is the limit the last read found, at seen_at
+ * (CLOCK_MONOTONIC_COARSE ns; 0: none, or changed through a hook since). A flat one (soft = hard:
  * a window raises nothing) read within FLAT_TTL_NS is what a shared
  * window's first opener takes without reading it again: a change through
  * the hooks is seen at once, one made past them (prlimit(1) on the
