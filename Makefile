@@ -81,7 +81,7 @@ install-debs:
 	fi
 
 build: $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
-	$(BIN)/osfperf $(BIN)/osfgw $(TEST_PROGS) $(BUILD)/man/.stamp $(BUILD)/asan/libosf.so
+	$(BIN)/osfperf $(BIN)/osfgw $(TEST_PROGS) $(BUILD)/tests/libwinshim.so $(BUILD)/man/.stamp $(BUILD)/asan/libosf.so
 
 $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 	@mkdir -p $(BUILD)
@@ -129,6 +129,12 @@ $(BUILD)/tests/%: tests/progs/%.c tests/progs/pair.h tests/progs/segmaps.h tests
 		$(wildcard sdp/*.h) $(wildcard fdtable/*.h)
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Iinclude -o $@ $< -lm -ldl
+
+# libwinshim.so: preloaded after libosf.so, it holds a connect inside its
+# fd window (tests/fdbudget_test.go, TestConnectWindowsShared).
+$(BUILD)/tests/libwinshim.so: tests/progs/shim/winshim.c
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
 
 # The manual pages: docs/man/*.in filled in from internal/policy (the
 # variables and reasons, also README.md's table) by internal/mangen.

@@ -267,10 +267,13 @@ OSF_FORK_TEXT void osf_fdt_child_after_fork(int prepared)
 	int fd;
 
 	fdt_tls_tid = 0; /* this thread has a new id in the child */
+	if (fdt_tls_win) /* a handler's fork in a window: none here */
+		fdt_tls_win = 0;
 	if (!osf_fork_wiped) { /* else fork gave the child them all zero (fdt.h) */
 		osf_fork.pid = 0;
 		osf_fork.lock_word = 0;
 		osf_fork.high_word = osf_fork.high_depth = osf_fork.high_raised = osf_fork.high_open = 0; /* fork held it, not raised */
+		osf_fork.high_users = osf_fork.high_excl = 0;
 	}
 	if (!fdt_hdr)
 		return;
@@ -379,8 +382,10 @@ static void recount(void)
 
 	fdt_inherit_count = fdt_offload_count = 0;
 	OSF_FDT_FOREACH(efd, c)
-		if (c->kind == OSF_FD_HIDDEN)
+		if (c->kind == OSF_FD_HIDDEN) {
 			c->inherit_refs = 0;
+			c->flags |= OSF_FDF_INHERITS; /* it crossed the exec */
+		}
 	OSF_FDT_FOREACH(efd, c) {
 		if (accounted(c->kind))
 			mark_in_use(c->aux_fd);

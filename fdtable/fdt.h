@@ -72,6 +72,9 @@ struct osf_fork_words {
 	int high_raised; /* RLIMIT_NOFILE raised by the open window */
 	int high_base;   /* the open window's base, for nested ones */
 	struct rlimit high_saved; /* the program's limit while raised */
+	int high_users;  /* threads in a shared window (fdwindow.c) */
+	int high_excl;   /* threads waiting for the shared windows to end
+			    (an exclusive hold): no new one starts */
 	pid_t pid __attribute__((aligned(64))); /* getpid() of this process, 0:
 						   not asked yet (osf_pid) */
 } __attribute__((aligned(128)));
@@ -309,6 +312,16 @@ int osf_fdt_hide(int fd, int owner);
  * was placed, without a look at the file (no fstat); an fd not marked so
  * goes through osf_fdt_hide. */
 int osf_fdt_hide_placed(int fd, int owner);
+
+/* osf_fdt_hide_for is osf_fdt_hide (how 0) or osf_fdt_hide_placed
+ * (OSF_HIDE_PLACED); with OSF_HIDE_INHERIT the dup it makes is without
+ * FD_CLOEXEC, for an owner that crosses exec: its accounting (osf_fdt_set)
+ * then finds the flag as wanted and makes no F_SETFD. The caller records
+ * the owner in the same fd window (an exec waits for it), so that no exec
+ * passes an fd that is not yet accounted for. */
+#define OSF_HIDE_PLACED 1
+#define OSF_HIDE_INHERIT 2
+int osf_fdt_hide_for(int fd, int owner, int how);
 
 /* osf_fdt_keep_hidden is osf_fdt_hide for hfd, a close-on-exec fd already
  * placed in the hidden range (osf_fdt_dup_high): it records it and

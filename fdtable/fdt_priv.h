@@ -8,6 +8,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <stddef.h>
 #include <poll.h>
@@ -67,6 +68,11 @@ static inline int sys_dup3(int oldfd, int newfd, int flags)
  * (and again in a fork child, osf_fdt_child_after_fork): the lock below
  * runs several times per connection set-up and close. */
 extern __thread int fdt_tls_tid __attribute__((tls_model("initial-exec")));
+/* fdt_tls_win: this thread's holds of a shared fd window (its window and
+ * what nests in it), 0: none; fdt_tls_excl_wait: it waits for the shared
+ * windows to end (fdwindow.c). */
+extern __thread int fdt_tls_win __attribute__((tls_model("initial-exec")));
+extern __thread int fdt_tls_excl_wait __attribute__((tls_model("initial-exec")));
 static inline int my_tid(void)
 {
 	if (__builtin_expect(fdt_tls_tid == 0, 0))

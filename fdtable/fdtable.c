@@ -25,6 +25,8 @@ int fdt_reserving; /* osf_fdt_reserve_low calls not yet released; a fork child l
 int fdt_inherit_count; /* offloaded entries without FD_CLOEXEC */
 int fdt_offload_count; /* offloaded entries */
 __thread int fdt_tls_tid __attribute__((tls_model("initial-exec")));
+__thread int fdt_tls_win __attribute__((tls_model("initial-exec")));
+__thread int fdt_tls_excl_wait __attribute__((tls_model("initial-exec")));
 
 struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
 uint32_t osf_fdt_pages[OSF_FDT_MAX_CHUNKS];
@@ -330,12 +332,18 @@ static int inheritable(const struct osf_fdt_entry *e)
 static void account_aux(int afd, int delta)
 {
 	struct osf_fdt_entry *a;
+	int want;
 
 	if (afd < 0 || !(a = osf_fdt_lookup(afd)) || a->kind != OSF_FD_HIDDEN)
 		return;
 	a->inherit_refs += (uint32_t)delta;
-	if (a->inherit_refs == 0 || (delta > 0 && a->inherit_refs == 1))
-		sys_fcntl(afd, F_SETFD, a->inherit_refs ? 0 : FD_CLOEXEC);
+	/* A hidden fd made without FD_CLOEXEC for the owner it serves
+	 * (osf_fdt_hide_for, OSF_HIDE_INHERIT) is already as wanted. */
+	want = a->inherit_refs > 0;
+	if (want == !!(a->flags & OSF_FDF_INHERITS))
+		return;
+	if (sys_fcntl(afd, F_SETFD, want ? 0 : FD_CLOEXEC) == 0)
+		a->flags ^= OSF_FDF_INHERITS;
 }
 
 /* account adds (delta 1) or removes (-1) entry e's share in what must

@@ -145,6 +145,9 @@ enum osf_role {
 				      was added to an epoll set: an offloaded
 				      connect may not keep it alive as its
 				      port hold (sockets.c, setup_connect.c) */
+#define OSF_FDF_INHERITS 0x80000u /* HIDDEN: the fd is without FD_CLOEXEC
+				      (made so for an inheritable owner, or
+				      made so by its accounting) */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

@@ -13,27 +13,34 @@
  * RLIMIT_NOFILE is free, and checks the limit only when it hands out a
  * number. So osf keeps its own fds at and above the program's soft limit,
  * where they cost the program none of it: the soft limit is raised to the
- * hard one for the few system calls that place them (a "window", one lock)
- * and put back at once, and the program's numbering, its EMFILE and its
- * getrlimit stay the kernel's. The hooks of getrlimit/setrlimit/prlimit
- * take the same lock, so no thread of the program sees the raised value or
- * has its own change undone. When the hard limit leaves no room (soft ==
- * hard) or the soft limit is very large (above OSF_FDT_HIGH_MAX: the
- * kernel's fd array would grow that far), osf's fds live from half the
- * soft limit, at most 1024, as they did before. */
+ * hard one for the few system calls that place them (a "window") and put
+ * back at once, and the program's numbering, its EMFILE and its getrlimit
+ * stay the kernel's. Windows are shared: threads connect and accept at
+ * once, the first window raises the limit and the last puts it back. The
+ * hooks of getrlimit/setrlimit/prlimit, fork and exec hold the limit
+ * exclusively (no window open), so no thread of the program sees the
+ * raised value or has its own change undone, and no child inherits it.
+ * When the hard limit leaves no room (soft == hard) or the soft limit is
+ * very large (above OSF_FDT_HIGH_MAX: the kernel's fd array would grow
+ * that far), osf's fds live from half the soft limit, at most 1024, as
+ * they did before. */
 
 #define OSF_FDT_HIGH_MAX 65536
 
 /* The window's lock word is the table lock's kind (word_lock): the
  * owner's tid, with LOCK_WAITERS once another thread sleeps on it, so
- * that an uncontended window makes no futex call.
+ * that an uncontended window makes no futex call. A shared window holds
+ * it only to count itself in and out (osf_fork.high_users: the first
+ * raises the limit, the last puts it back); an exclusive hold holds it
+ * throughout, once the shared windows have ended (osf_fdt_limit_lock).
  *
  * A signal handler may open a window (or hold the lock) on a thread that
- * holds it, at any point: it nests (osf_fork.high_depth), and a window it opens
- * while none is open is its own, put back by its own osf_fdt_high_end
- * (osf_fork.high_open names the depth that opened it): a handler that opened one
- * while the thread held the lock only for a getrlimit hook once left the
- * limit raised. The owner's steps are ordered for a handler that lands
+ * holds one: in this thread's shared window it nests (fdt_tls_win); on a
+ * thread that holds the word it nests (osf_fork.high_depth), and a window
+ * it opens while none is open is its own, put back by its own
+ * osf_fdt_high_end (osf_fork.high_open names the depth that opened it): a
+ * handler that opened one while the thread held the lock only for a
+ * getrlimit hook once left the limit raised. The owner's steps are ordered for a handler that lands
  * between them (SIGNAL_FENCE: program order as a handler sees it). No
  * signal is blocked: a window may cover a blocking connect, and an exec
  * or fork under the lock would pass a blocked mask on. */
@@ -42,6 +49,13 @@
 static int high_mine(void)
 {
 	return (__atomic_load_n(&osf_fork.high_word, __ATOMIC_RELAXED) & ~LOCK_WAITERS) == my_tid();
+}
+
+/* in_window: this thread holds a window (its own, shared, or one under
+ * the word): the limit it saved is the program's. */
+static int in_window(void)
+{
+	return fdt_tls_win > 0 || high_mine();
 }
 
 OSF_FORK_TEXT static int sys_prlimit(const struct rlimit *nw, struct rlimit *old)
@@ -90,7 +104,7 @@ int osf_fdt_hidden_base(void)
 {
 	struct rlimit rl;
 
-	if (high_mine() && osf_fork.high_raised)
+	if (in_window() && osf_fork.high_raised)
 		return base_of(&osf_fork.high_saved);
 	if (sys_prlimit(NULL, &rl) < 0)
 		return 1024;
@@ -101,7 +115,7 @@ int osf_fdt_inrange_base(void)
 {
 	struct rlimit rl;
 
-	if (high_mine() && osf_fork.high_raised)
+	if (in_window() && osf_fork.high_raised)
 		return legacy_base(osf_fork.high_saved.rlim_cur);
 	if (sys_prlimit(NULL, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
 		return 1024;
@@ -125,15 +139,50 @@ static int lim_int(rlim_t v)
 	return v == RLIM_INFINITY || v > 1 << 30 ? 1 << 30 : (int)v;
 }
 
+/* seen_rl is the limit the last read found, at seen_at
+ * (CLOCK_MONOTONIC_COARSE ns; 0: none, or changed through a hook since). A flat one (soft = hard:
+ * a window raises nothing) read within FLAT_TTL_NS is what a shared
+ * window's first opener takes without reading it again: a change through
+ * the hooks is seen at once, one made past them (prlimit(1) on the
+ * process, a raw system call) within FLAT_TTL_NS; meanwhile a window's
+ * F_DUPFD above a lowered limit falls back below it (osf_fdt_dup_high).
+ * Both are written with the window's word held. */
+#define FLAT_TTL_NS 100000000LL
+static struct rlimit seen_rl;
+static long long seen_at;
+
+static long long coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec + 1;
+}
+
 static void note_limit(const struct rlimit *rl)
 {
 	seen_soft = lim_int(rl->rlim_cur);
 	seen_hard = lim_int(rl->rlim_max);
+	seen_rl = *rl;
+	__atomic_store_n(&seen_at, coarse_ns(), __ATOMIC_RELAXED);
 	__atomic_store_n(&seen_room, room_above(rl), __ATOMIC_RELAXED);
+}
+
+/* flat_recent sets *rl to the limit last read when it is flat and
+ * recent (seen_rl); 0: read it. The word is held. */
+static int flat_recent(struct rlimit *rl)
+{
+	long long at = __atomic_load_n(&seen_at, __ATOMIC_RELAXED);
+
+	if (!at || room_above(&seen_rl) || coarse_ns() - at >= FLAT_TTL_NS)
+		return 0;
+	*rl = seen_rl;
+	return 1;
 }
 
 void osf_fdt_limit_changed(void)
 {
+	__atomic_store_n(&seen_at, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&seen_room, -1, __ATOMIC_RELAXED);
 }
 
@@ -215,7 +264,7 @@ int osf_fdt_affordable(void)
 	struct rlimit rl;
 	int saved = errno, r;
 
-	if (high_mine() && osf_fork.high_open) {
+	if (fdt_tls_win > 0 || (high_mine() && osf_fork.high_open)) {
 		rl = osf_fork.high_saved;
 	} else {
 		osf_fdt_limit_lock(); /* not a window's raised value */
@@ -235,7 +284,9 @@ int osf_fdt_affordable(void)
 	return r;
 }
 
-OSF_FORK_TEXT void osf_fdt_limit_lock(void)
+/* word_take and word_give hold the window's lock word as its owner
+ * (high_depth: a signal handler that lands on the owner nests). */
+OSF_FORK_TEXT static void word_take(void)
 {
 	if (high_mine()) {
 		/* Nested in this thread. Depth 0: a handler that interrupted
@@ -252,7 +303,7 @@ OSF_FORK_TEXT void osf_fdt_limit_lock(void)
 	SIGNAL_FENCE();
 }
 
-OSF_FORK_TEXT void osf_fdt_limit_unlock(void)
+OSF_FORK_TEXT static void word_give(void)
 {
 	SIGNAL_FENCE();
 	if (--osf_fork.high_depth > 0)
@@ -261,14 +312,74 @@ OSF_FORK_TEXT void osf_fdt_limit_unlock(void)
 	word_unlock(&osf_fork.high_word);
 }
 
-OSF_FORK_TEXT int osf_fdt_high_begin(void)
+/* nap sleeps until *w may no longer be v (or LOCK_NAP_NS passed). */
+OSF_FORK_TEXT static void nap(int *w, int v)
+{
+	struct timespec t = {0, LOCK_NAP_NS};
+	int saved = errno;
+
+	(void)syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, &t, NULL, 0);
+	errno = saved;
+}
+
+OSF_FORK_TEXT static void wake_all(int *w)
+{
+	int saved = errno;
+
+	(void)syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	errno = saved;
+}
+
+/* An exclusive hold (the hooks of getrlimit, setrlimit and prlimit, fork,
+ * exec, the spare kit's changes) takes the word and waits until no shared
+ * window is open (high_users 0); high_excl, counted meanwhile, keeps new
+ * shared windows from starting, so a fork is not starved by threads that
+ * connect in a loop. A thread in a shared window nests in it instead
+ * (fdt_tls_win): its own window keeps the others from ending. */
+OSF_FORK_TEXT void osf_fdt_limit_lock(void)
+{
+	int u;
+
+	if (fdt_tls_win > 0) {
+		fdt_tls_win++;
+		return;
+	}
+	word_take();
+	if (osf_fork.high_depth > 1 || !__atomic_load_n(&osf_fork.high_users, __ATOMIC_RELAXED))
+		return;
+	osf_fork.high_excl++;
+	fdt_tls_excl_wait++; /* a handler's window here does not wait for us */
+	while ((u = __atomic_load_n(&osf_fork.high_users, __ATOMIC_RELAXED)) > 0) {
+		word_give();
+		nap(&osf_fork.high_users, u);
+		word_take();
+	}
+	fdt_tls_excl_wait--;
+	if (--osf_fork.high_excl == 0)
+		wake_all(&osf_fork.high_excl);
+}
+
+OSF_FORK_TEXT void osf_fdt_limit_unlock(void)
+{
+	if (fdt_tls_win > 0) {
+		fdt_tls_win--;
+		return;
+	}
+	word_give();
+}
+
+/* own_begin opens a window on a thread that holds the word (an exclusive
+ * hold, or a signal handler that landed while its thread took or gave the
+ * word for a shared window): it nests in the window open, if any, else
+ * opens its own, which its osf_fdt_high_end puts back. */
+OSF_FORK_TEXT static int own_begin(void)
 {
 	struct rlimit rl, up;
 	int saved = errno;
 
-	osf_fdt_limit_lock();
-	if (osf_fork.high_open) /* nested in an open window */
-		return osf_fork.high_base;
+	word_take();
+	if (osf_fork.high_open || __atomic_load_n(&osf_fork.high_users, __ATOMIC_RELAXED))
+		return osf_fork.high_base; /* nested in an open window */
 	if (sys_prlimit(NULL, &rl) < 0) {
 		errno = saved;
 		return 1024;
@@ -289,10 +400,8 @@ OSF_FORK_TEXT int osf_fdt_high_begin(void)
 	return osf_fork.high_base;
 }
 
-OSF_FORK_TEXT void osf_fdt_high_end(void)
+OSF_FORK_TEXT static void own_end(void)
 {
-	int saved = errno;
-
 	if (osf_fork.high_open == osf_fork.high_depth) {
 		/* Copies first: a handler that lands once the window is
 		 * closed opens its own (at the raised limit: no room
@@ -306,7 +415,105 @@ OSF_FORK_TEXT void osf_fdt_high_end(void)
 			(void)sys_prlimit(&back, NULL);
 		osf_fork.high_raised = 0;
 	}
-	osf_fdt_limit_unlock();
+	word_give();
+}
+
+/* shared_begin opens this thread's window, shared with the other
+ * threads': the first raises the limit (under the word), the others
+ * count themselves in, and the word is let go at once, so that threads
+ * connect and accept at the same time. */
+static int shared_begin(void)
+{
+	struct rlimit rl, up;
+	int saved = errno, base, x;
+
+	for (;;) {
+		word_take();
+		x = osf_fork.high_excl;
+		if (!x || fdt_tls_excl_wait)
+			break;
+		word_give(); /* an exclusive hold waits: after it */
+		nap(&osf_fork.high_excl, x);
+	}
+	if (osf_fork.high_users == 0) {
+		if (flat_recent(&rl)) {
+			/* soft = hard, read a moment ago: nothing to raise */
+		} else if (sys_prlimit(NULL, &rl) < 0) {
+			rl.rlim_cur = rl.rlim_max = RLIM_INFINITY; /* base 1024, nothing raised */
+		} else {
+			note_limit(&rl);
+		}
+		osf_fork.high_saved = rl;
+		osf_fork.high_raised = 0;
+		osf_fork.high_base = base_of(&rl);
+		SIGNAL_FENCE();
+		__atomic_store_n(&osf_fork.high_users, 1, __ATOMIC_RELAXED); /* a handler now nests */
+		SIGNAL_FENCE();
+		if (room_above(&rl)) {
+			up.rlim_cur = up.rlim_max = rl.rlim_max;
+			if (sys_prlimit(&up, NULL) == 0)
+				osf_fork.high_raised = 1;
+		}
+	} else {
+		__atomic_store_n(&osf_fork.high_users, osf_fork.high_users + 1, __ATOMIC_RELAXED);
+	}
+	base = osf_fork.high_base;
+	SIGNAL_FENCE();
+	fdt_tls_win = 1;
+	SIGNAL_FENCE();
+	word_give();
+	errno = saved;
+	return base;
+}
+
+static void shared_end(void)
+{
+	int saved = errno;
+
+	word_take();
+	SIGNAL_FENCE();
+	fdt_tls_win = 0;
+	SIGNAL_FENCE();
+	if (osf_fork.high_users == 1) {
+		/* Copies first, as own_end. */
+		struct rlimit back = osf_fork.high_saved;
+		int raised = osf_fork.high_raised;
+		SIGNAL_FENCE();
+		__atomic_store_n(&osf_fork.high_users, 0, __ATOMIC_RELAXED);
+		SIGNAL_FENCE();
+		if (raised)
+			(void)sys_prlimit(&back, NULL);
+		osf_fork.high_raised = 0;
+		if (osf_fork.high_excl)
+			wake_all(&osf_fork.high_users);
+	} else if (osf_fork.high_users > 1) {
+		__atomic_store_n(&osf_fork.high_users, osf_fork.high_users - 1, __ATOMIC_RELAXED);
+	}
+	word_give();
+	errno = saved;
+}
+
+OSF_FORK_TEXT int osf_fdt_high_begin(void)
+{
+	if (fdt_tls_win > 0) { /* nested in this thread's window */
+		fdt_tls_win++;
+		return osf_fork.high_base;
+	}
+	if (high_mine())
+		return own_begin();
+	return shared_begin();
+}
+
+OSF_FORK_TEXT void osf_fdt_high_end(void)
+{
+	int saved = errno;
+
+	if (fdt_tls_win > 1)
+		fdt_tls_win--;
+	else if (fdt_tls_win == 1)
+		shared_end();
+	else
+		own_end();
 	errno = saved;
 }
 
@@ -326,8 +533,9 @@ int osf_fdt_dup_high(int fd, int cloexec)
 }
 
 /* mark_hidden records nfd, already in the hidden range, as hidden for
- * owner (ino: its inode, 0 to look it up): 0, or -1 (nfd left open). */
-static int mark_hidden(int nfd, int owner, uint64_t ino)
+ * owner (ino: its inode, 0 to look it up, before the lock; inherits: nfd
+ * is without FD_CLOEXEC): 0, or -1 (nfd left open). */
+static int mark_hidden(int nfd, int owner, uint64_t ino, int inherits)
 {
 	struct osf_fdt_entry *e;
 
@@ -335,37 +543,43 @@ static int mark_hidden(int nfd, int owner, uint64_t ino)
 		errno = EDEADLK;
 		return -1;
 	}
+	if (!ino)
+		ino = ino_of(nfd);
 	osf_fdt_lock();
 	if (!fdt_hdr && table_create() < 0) {
 		osf_fdt_unlock();
 		return -1;
 	}
 	e = entry_locked(nfd);
-	if (e)
+	if (e) {
 		set_hidden_locked(nfd, owner, ino);
+		if (inherits)
+			e->flags |= OSF_FDF_INHERITS;
+	}
 	osf_fdt_unlock();
 	return e ? 0 : -1;
 }
 
-/* hide is osf_fdt_hide, and osf_fdt_hide_placed with trusted set: an fd
- * osf placed in the hidden range and marked (a spare segment's,
- * preload/setup_spare.c) stays there, now for owner, when it is still the
- * file the entry records: trusted takes the entry's word for it, else one
- * fstat tells. */
-static int hide(int fd, int owner, int trusted)
+/* hide is osf_fdt_hide_for: with OSF_HIDE_PLACED an fd osf placed in the
+ * hidden range and marked (a spare segment's, preload/setup_spare.c)
+ * stays there, now for owner, when it is still the file the entry
+ * records: trusted takes the entry's word for it, else one fstat tells;
+ * with OSF_HIDE_INHERIT a dup is made without FD_CLOEXEC. */
+static int hide(int fd, int owner, int how)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	uint64_t ino = e && e->kind == OSF_FD_HIDDEN ? e->ino : 0;
-	int nfd;
+	int inherit = (how & OSF_HIDE_INHERIT) != 0, nfd;
 
-	if (ino && (trusted || ino_of(fd) == ino) && mark_hidden(fd, owner, ino) == 0) {
+	if (ino && ((how & OSF_HIDE_PLACED) || ino_of(fd) == ino) &&
+	    mark_hidden(fd, owner, ino, 0) == 0) {
 		osf_fdt_touch();
 		return fd;
 	}
-	nfd = osf_fdt_dup_high(fd, 1);
+	nfd = osf_fdt_dup_high(fd, !inherit);
 	if (nfd < 0)
 		return -1;
-	if (mark_hidden(nfd, owner, 0) < 0) {
+	if (mark_hidden(nfd, owner, 0, inherit) < 0) {
 		int e = errno;
 		sys_close(nfd);
 		errno = e;
@@ -383,12 +597,17 @@ int osf_fdt_hide(int fd, int owner)
 
 int osf_fdt_hide_placed(int fd, int owner)
 {
-	return hide(fd, owner, 1);
+	return hide(fd, owner, OSF_HIDE_PLACED);
+}
+
+int osf_fdt_hide_for(int fd, int owner, int how)
+{
+	return hide(fd, owner, how);
 }
 
 int osf_fdt_keep_hidden(int hfd, int owner)
 {
-	if (mark_hidden(hfd, owner, 0) < 0) {
+	if (mark_hidden(hfd, owner, 0, 0) < 0) {
 		int e = errno;
 		sys_close(hfd);
 		errno = e;

@@ -330,7 +330,7 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	struct osf_fdt_entry ent;
 	struct osf_conn *c;
 	struct stat st;
-	int hfd, hwfd, fl;
+	int hfd, hwfd, fl, hide_how;
 	uint32_t seg_flags;
 	sa_family_t fam;
 
@@ -357,16 +357,19 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 		   REAL(fcntl)(fd, F_SETFD, (void *)(long)(cloexec ? FD_CLOEXEC : 0)) < 0) {
 		goto fail;
 	}
-	osf_fdt_high_begin(); /* one window for both */
-	hfd = (how & OSF_INSTALL_PLACED) ? osf_fdt_hide_placed(cc->seg_fd, fd)
-					 : osf_fdt_hide(cc->seg_fd, fd);
+	/* One window for both and the entry: the hidden fds of an
+	 * inheritable connection are made inheritable (no F_SETFD when the
+	 * entry accounts for them), and no exec passes them before the entry
+	 * does (an exec waits for the window). */
+	osf_fdt_high_begin();
+	hide_how = ((how & OSF_INSTALL_PLACED) ? OSF_HIDE_PLACED : 0) |
+		   (cloexec ? 0 : OSF_HIDE_INHERIT);
+	hfd = osf_fdt_hide_for(cc->seg_fd, fd, hide_how);
 	if (hfd < 0)
 		hfd = cc->seg_fd; /* keep it where it is */
-	hwfd = (how & OSF_INSTALL_PLACED) ? osf_fdt_hide_placed(cc->wake_tx_fd, fd)
-					  : osf_fdt_hide(cc->wake_tx_fd, fd);
+	hwfd = osf_fdt_hide_for(cc->wake_tx_fd, fd, hide_how);
 	if (hwfd < 0)
 		hwfd = cc->wake_tx_fd;
-	osf_fdt_high_end();
 	memcpy(&fam, cc->peer, sizeof(fam));
 	/* Informational, set by the segment's creator before it was shared:
 	 * an RDMA progress engine's segments say so, for osfstat. */
@@ -397,9 +400,11 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	memcpy(ent.local, cc->local, sizeof(ent.local));
 	memcpy(ent.peer, cc->peer, sizeof(ent.peer));
 	if (osf_fdt_set(fd, &ent) < 0) {
+		osf_fdt_high_end();
 		conn_put(c); /* unmaps, closes both hidden fds */
 		return -1;
 	}
+	osf_fdt_high_end();
 	return 0;
 fail:
 	conn_free(c);

@@ -51,9 +51,10 @@ static struct {
  * page written is one page fault. */
 int osf_spare_wanted __attribute__((section(".data")));
 
-/* The kit's fields change only with the limit lock held (the connect's fd
- * window, a fill publishing, a drop, a rename), and busy keeps takes,
- * fills and drops from crossing (one skips). */
+/* The kit's fields change only in an fd window (a connect's take) or
+ * under the limit lock's exclusive hold, which waits for every window (a
+ * fill publishing, a drop, a rename); busy keeps takes (two threads'
+ * windows are open at once), fills and drops from crossing (one skips). */
 
 void *setup_spare_take(uint32_t ring, int *segfd, int wtx[2])
 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/osfproject/osf/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // TestChurnSystemCalls: `churn loop` (connect, 64 B each way, close, N
@@ -23,7 +24,8 @@ import (
 // client's connect and install share one fd window (one RLIMIT_NOFILE
 // read), and the install keeps the spare segment's fds where the spare
 // placed them without an fstat of each; the server's hello and install
-// share one window too (one read per accept, besides late hellos).
+// share one window too (one read per accept, besides late hellos), and
+// the server hides the hello's fds inheritable at once (no F_SETFD).
 func TestChurnSystemCalls(t *testing.T) {
 	t.Parallel()
 	strace := testutil.OptionalTool(t, "strace", "count a churn's system calls")
@@ -60,6 +62,13 @@ func TestChurnSystemCalls(t *testing.T) {
 	if c := count(ser, `(?m)^\d+ +fcntl\(\d+, F_SETFL`); c > n/4 {
 		t.Errorf("server set file status flags %d times for %d accepts, want at most %d", c, n, n/4)
 	}
+	// churn's accepted sockets are inheritable: the hello's fds are
+	// hidden by dups made inheritable at once (OSF_HIDE_INHERIT), not
+	// made close-on-exec and then cleared (2 F_SETFD per accept); the
+	// companion listener's own are set once.
+	if c := count(ser, `(?m)^\d+ +fcntl\(\d+, F_SETFD`); c > n/8 {
+		t.Errorf("server set fd flags %d times for %d accepts, want at most %d (none per accept)", c, n, n/8)
+	}
 	if c := count(ser, `(?m)^\d+ +accept4\(\d+, NULL, NULL, 0\) += \d+`); c < n {
 		t.Errorf("server took %d connections from the companion with churn's own flags (0), want %d", c, n)
 	}
@@ -67,9 +76,23 @@ func TestChurnSystemCalls(t *testing.T) {
 	if f := per(cli, `(?m)^\d+ +newfstatat\(`); f > 6 {
 		t.Errorf("client: %.2f fstat per connection, want at most 6 (5 in steady state)", f)
 	}
-	// RLIMIT_NOFILE reads: one per fd window, whatever the limits (with
-	// room above the soft limit a window also raises and restores it).
+	// RLIMIT_NOFILE reads: with room above the soft limit, one per fd
+	// window (which also raises and restores it); with soft = hard (a
+	// window raises nothing) one per FLAT_TTL_NS (100 ms, fdwindow.c) at
+	// most, whatever the windows.
 	const reads = `(?m)^\d+ +prlimit64\(0, RLIMIT_NOFILE, NULL, `
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	if rl.Cur == rl.Max {
+		if c := count(cli, reads); c > n/4 {
+			t.Errorf("client: %d RLIMIT_NOFILE reads for %d connections at soft = hard, want at most %d (one per 100 ms)", c, n, n/4)
+		}
+		if c := count(ser, reads); c > n/4 {
+			t.Errorf("server: %d RLIMIT_NOFILE reads for %d accepts at soft = hard, want at most %d (one per 100 ms)", c, n, n/4)
+		}
+	}
 	if f := per(cli, reads); f > 2.5 {
 		t.Errorf("client: %.2f RLIMIT_NOFILE reads per connection, want at most 2.5 (2 in steady state)", f)
 	}
@@ -91,4 +114,31 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// TestConnectWindowsShared: two threads of one client connect at once
+// (churn pair, OSF_STRICT=1: both shm, bytes checked by churn);
+// libwinshim.so, preloaded after libosf.so, holds the first connect
+// inside its fd window (at the port holder's bind) until the second has
+// reached the same point. Where one connect's window kept the others out
+// (a client's threads connected one at a time), the second waited for
+// the first and the shim gave up after 5 s ("waited alone").
+func TestConnectWindowsShared(t *testing.T) {
+	t.Parallel()
+	port := strconv.Itoa(testutil.FreePort(t))
+	churn := testutil.Prog(t, "churn")
+	srv := testutil.Cmd(t, testutil.Preload(t), churn, "server", port, "2").Start()
+	srv.WaitOutput("listening", 10*time.Second)
+	r := testutil.Cmd(t, []string{"OSF_STRICT=1",
+		"LD_PRELOAD=" + testutil.Lib(t) + ":" + testutil.Prog(t, "libwinshim.so")},
+		churn, "pair", port).Run(longRun)
+	if !r.OK() || !strings.Contains(r.Stdout, "pair done") {
+		t.Fatalf("churn pair: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "winshim: overlapped") {
+		t.Errorf("the second connect did not reach its window while the first held its own: %q", r.Stderr)
+	}
+	if w := srv.Wait(longRun); !w.OK() {
+		t.Fatalf("churn server: %s", w)
+	}
 }

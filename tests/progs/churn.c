@@ -12,6 +12,8 @@
  *                               "conns=N secs=S conn_per_s=R".
  *   churn once PORT             one such connection (a short client: run
  *                               it as a new process to measure start-up).
+ *   churn pair PORT             two such connections at once, from two
+ *                               threads; prints "pair done".
  *   churn hold PORT N MIB       N connections open at once, each moving MIB
  *                               MiB each way (16 KiB messages) against a
  *                               "churn sink" server, then idle; prints
@@ -24,6 +26,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +202,12 @@ static int hold(int port, int conns, int mib)
 	return 0;
 }
 
+static void *one_thread(void *port)
+{
+	one((int)(long)port);
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && strcmp(argv[1], "server") == 0) {
@@ -209,6 +218,16 @@ int main(int argc, char **argv)
 		sink(atoi(argv[2]));
 	if (argc >= 3 && strcmp(argv[1], "once") == 0) {
 		one(atoi(argv[2]));
+		return 0;
+	}
+	if (argc >= 3 && strcmp(argv[1], "pair") == 0) {
+		pthread_t th[2];
+		for (int i = 0; i < 2; i++)
+			if (pthread_create(&th[i], NULL, one_thread, (void *)(long)atoi(argv[2])) != 0)
+				die("pthread_create");
+		for (int i = 0; i < 2; i++)
+			pthread_join(th[i], NULL);
+		printf("pair done\n");
 		return 0;
 	}
 	if (argc >= 4 && strcmp(argv[1], "loop") == 0) {
@@ -222,6 +241,6 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 5 && strcmp(argv[1], "hold") == 0)
 		return hold(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
-	fprintf(stderr, "usage: churn server|sink PORT | loop PORT N | once PORT | hold PORT N MIB\n");
+	fprintf(stderr, "usage: churn server|sink PORT | loop PORT N | once|pair PORT | hold PORT N MIB\n");
 	return 2;
 }
