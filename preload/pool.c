@@ -26,6 +26,7 @@
 #define REGIONS 256
 #define IDLE_MAX 16                 /* mapped regions with no slot held here */
 #define OWN_IDLE_MAX 8              /* owner regions with every slot free */
+#define TRIM_MAX 4                  /* of those, dropped at one time */
 #define REGION_VIRT (1ull << 30)   /* a region's size, at most (and 1 slot) */
 
 struct region {
@@ -121,25 +122,31 @@ static struct region *entry(void)
 	return free_e;
 }
 
-/* make_region makes an owner region for ring; the lock is held, and the
- * caller's fd window open. */
-static struct region *make_region(uint32_t ring, const struct ucred *owner, const char *name)
+/* A region made outside the lock (its memfd hidden: the fd table's lock
+ * is never taken under this one), then entered. */
+struct made {
+	uint8_t *base;
+	uint64_t bytes, dev, ino;
+	uint32_t n;
+	int fd;
+};
+
+/* make_region makes an owner region's memfd and mapping for ring; the
+ * caller's fd window is open, the lock not held. 0, or -1. */
+static int make_region(uint32_t ring, struct made *md)
 {
 	uint64_t sb = osf_seg_bytes(ring), n = REGION_VIRT / sb;
-	struct region *r = entry();
 	struct stat st;
 	void *m;
 	int fd, h;
 
-	if (!r)
-		return NULL;
 	if (n < 1)
 		n = 1;
 	if (n > OSF_REGION_SLOTS_MAX)
 		n = OSF_REGION_SLOTS_MAX;
 	fd = memfd_create(OSF_REGION_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
-		return NULL;
+		return -1;
 	if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)(n * sb)) < 0 ||
 	    REAL(fcntl)(fd, F_ADD_SEALS, (void *)(long)(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) < 0 ||
 	    fstat(fd, &st) < 0)
@@ -152,23 +159,41 @@ static struct region *make_region(uint32_t ring, const struct ucred *owner, cons
 		munmap(m, n * sb);
 		goto fail;
 	}
+	md->base = m;
+	md->bytes = n * sb;
+	md->n = (uint32_t)n;
+	md->dev = (uint64_t)st.st_dev;
+	md->ino = (uint64_t)st.st_ino;
+	md->fd = h;
+	return 0;
+fail:
+	REAL(close)(fd);
+	return -1;
+}
+
+/* enter_region enters made region md as an owner region; the lock is
+ * held. NULL when the table is full. */
+static struct region *enter_region(const struct made *md, uint32_t ring,
+				   const struct ucred *owner, const char *name)
+{
+	struct region *r = entry();
+
+	if (!r)
+		return NULL;
 	memset(r, 0, sizeof(*r));
-	r->base = m;
-	r->bytes = n * sb;
+	r->base = md->base;
+	r->bytes = md->bytes;
 	r->ring = ring;
-	r->n = (uint32_t)n;
-	r->dev = (uint64_t)st.st_dev;
-	r->ino = (uint64_t)st.st_ino;
-	r->fd = h;
+	r->n = md->n;
+	r->dev = md->dev;
+	r->ino = md->ino;
+	r->fd = md->fd;
 	r->owner = osf_pid();
 	r->kuid = owner->uid;
 	r->kpid = owner->pid;
 	memcpy(r->kname, name, sizeof(r->kname) - 1);
 	r->idle_since = osf_now_ns();
 	return r;
-fail:
-	REAL(close)(fd);
-	return NULL;
 }
 
 /* free_slot returns the lowest slot of owner region r this process may
@@ -204,15 +229,17 @@ static int all_free(const struct region *r)
 	return 1;
 }
 
-/* trim_owned drops the owner regions of this process that have every
- * slot free beyond the OWN_IDLE_MAX used last (a client that met many
- * listeners, each with a region, keeps few); the lock is held. */
-static void trim_owned(void)
+/* trim_owned takes out of the table the owner regions of this process
+ * that have every slot free beyond the OWN_IDLE_MAX used last (a client
+ * that met many listeners, each with a region, keeps few), at most max
+ * of them, into gone, for drop_gone once the lock is released; the lock
+ * is held. Returns how many. */
+static int trim_owned(struct made *gone, int max)
 {
 	pid_t me = osf_pid();
-	int i, idle;
+	int i, idle, k = 0;
 
-	for (;;) {
+	while (k < max) {
 		struct region *old = NULL;
 		for (i = 0, idle = 0; i < nregions; i++) {
 			struct region *r = &regions[i];
@@ -223,51 +250,81 @@ static void trim_owned(void)
 				old = r;
 		}
 		if (idle <= OWN_IDLE_MAX)
-			return;
-		munmap(old->base, old->bytes);
-		osf_fdt_close_hidden(old->fd);
+			break;
+		gone[k].base = old->base;
+		gone[k].bytes = old->bytes;
+		gone[k++].fd = old->fd;
 		memset(old, 0, sizeof(*old));
+	}
+	return k;
+}
+
+/* drop_gone unmaps and closes what trim_owned took out; the lock is not
+ * held. */
+static void drop_gone(const struct made *gone, int k)
+{
+	while (k-- > 0) {
+		munmap(gone[k].base, gone[k].bytes);
+		osf_fdt_close_hidden(gone[k].fd);
 	}
 }
 
 void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		    int *fdp, struct osf_hello_pool *hp)
 {
+	struct made md = {0}, drop[TRIM_MAX];
 	struct region *r = NULL;
 	struct osf_seg_hdr *h;
 	pid_t me = osf_pid();
-	int i, s = -1, saved = errno, fd;
+	int i, s = -1, saved = errno, fd = -1, made = 0, k, round;
 
-	lock();
-	for (i = 0; i < nregions && s < 0; i++) {
-		r = &regions[i];
-		if (r->base && r->owner == me && r->ring == ring && r->kuid == owner->uid &&
-		    r->kpid == owner->pid && strncmp(r->kname, name, sizeof(r->kname)) == 0)
-			s = free_slot(r);
-	}
-	if (s < 0) {
-		trim_owned();
-		r = make_region(ring, owner, name);
-		s = r ? 0 : -1;
-	}
-	if (s < 0 || (fd = REAL(fcntl)(r->fd, F_DUPFD_CLOEXEC, (void *)0L)) < 0) {
+	for (round = 0; round < 2; round++) {
+		lock();
+		for (i = 0; i < nregions && s < 0; i++) {
+			r = &regions[i];
+			if (r->base && r->owner == me && r->ring == ring &&
+			    r->kuid == owner->uid && r->kpid == owner->pid &&
+			    strncmp(r->kname, name, sizeof(r->kname)) == 0)
+				s = free_slot(r);
+		}
+		if (s < 0 && made && (r = enter_region(&md, ring, owner, name)) != NULL) {
+			made = 0; /* the table's now */
+			s = 0;
+		}
+		if (s >= 0 || made)
+			break;
+		/* None free: make a region, outside the lock (the fd table's
+		 * lock is never taken under this one). */
+		k = trim_owned(drop, TRIM_MAX);
 		unlock();
-		errno = saved;
-		return NULL;
+		drop_gone(drop, k);
+		if (make_region(ring, &md) < 0) {
+			errno = saved;
+			return NULL;
+		}
+		made = 1;
 	}
-	r->live[OSF_SIDE_CLIENT] |= 1ull << s;
-	r->used |= 1ull << s;
-	r->gen[s]++;
-	h = slot_hdr(r, (uint32_t)s);
-	memset(h, 0, sizeof(*h)); /* no one else's any more: both let go */
-	h->slot_gen = r->gen[s];
-	hp->slot = (uint32_t)s;
-	hp->gen = r->gen[s];
-	hp->region_bytes = r->bytes;
-	*fdp = fd;
+	if (s >= 0)
+		fd = REAL(fcntl)(r->fd, F_DUPFD_CLOEXEC, (void *)0L);
+	if (fd >= 0) {
+		r->live[OSF_SIDE_CLIENT] |= 1ull << s;
+		r->used |= 1ull << s;
+		r->gen[s]++;
+		h = slot_hdr(r, (uint32_t)s);
+		memset(h, 0, sizeof(*h)); /* no one else's any more: both let go */
+		h->slot_gen = r->gen[s];
+		hp->slot = (uint32_t)s;
+		hp->gen = r->gen[s];
+		hp->region_bytes = r->bytes;
+		*fdp = fd;
+	}
 	unlock();
+	if (made) { /* a slot came free meanwhile, or the table is full */
+		munmap(md.base, md.bytes);
+		osf_fdt_close_hidden(md.fd);
+	}
 	errno = saved;
-	return slot_seg(r, (uint32_t)s);
+	return fd >= 0 ? slot_seg(r, (uint32_t)s) : NULL;
 }
 
 /* hold maps (or finds) the region whose memfd fd was checked by the
@@ -333,8 +390,10 @@ static void *hold(int fd, uint32_t ring, uint64_t bytes, uint32_t slot, int side
 /* unhold lets go of side's hold on seg; the lock is not held. */
 static void unhold(void *seg, uint32_t ring, int side)
 {
+	struct made drop[TRIM_MAX];
 	struct region *r;
 	uint32_t slot;
+	int k = 0;
 
 	lock();
 	r = find_addr(seg, ring, &slot);
@@ -343,10 +402,11 @@ static void unhold(void *seg, uint32_t ring, int side)
 		if (!(r->live[0] | r->live[1])) {
 			r->idle_since = osf_now_ns();
 			if (r->owner == osf_pid())
-				trim_owned();
+				k = trim_owned(drop, TRIM_MAX);
 		}
 	}
 	unlock();
+	drop_gone(drop, k);
 }
 
 void *osf_pool_map(int fd, uint32_t ring, const struct osf_hello_pool *p, char *why,
