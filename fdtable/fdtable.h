@@ -176,7 +176,9 @@ struct osf_fdt_entry {
 	uint32_t inherit_refs; /* HIDDEN: entries without FD_CLOEXEC that use
 				  this fd; it is inheritable while > 0 */
 	uint8_t cause;       /* reason OSF_R_STRICT: the fallback refused */
-	uint8_t pad[3];
+	uint8_t slot1;       /* SHM: 1 + the slot of the region aux_fd is
+				(preload/pool.c), 0: a segment of its own */
+	uint8_t pad[2];
 };
 
 struct osf_fdt_header {

@@ -158,6 +158,9 @@ type Entry struct {
 	// RingBytes is the ring size of an offloaded connection, as agreed at
 	// the handshake.
 	RingBytes uint32
+	// Slot is, for an shm connection whose rings are a slot of a region
+	// (OSF_SHM_POOL=1), its slot in the region AuxFD is; -1 otherwise.
+	Slot int
 }
 
 // Header flags.
@@ -378,6 +381,7 @@ func decode(fd int, r *RawEntry) Entry {
 		Ino:         uint64(r.ino),
 		OwnerFD:     int(r.owner_fd),
 		RingBytes:   uint32(r.ring_bytes),
+		Slot:        int(r.slot1) - 1,
 	}
 }
 

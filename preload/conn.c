@@ -13,6 +13,7 @@
  * (options, names, ioctls), conn_poll.c readiness.
  */
 #include "conn_priv.h"
+#include "pool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -95,6 +96,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->base = base;
 	c->map_bytes = (size_t)osf_seg_bytes(ring_bytes);
 	c->seg_fd = seg_fd;
+	c->gone = 0;
 	c->port_fd = -1;
 	c->port_kept = 0;
 	c->nonblock = 0;
@@ -194,6 +196,12 @@ void osf_conn_unmap_due_slow(int all)
 	errno = saved;
 }
 
+/* conn_ring is c's ring size (its mapping is a segment of it). */
+static uint32_t conn_ring(const struct osf_conn *c)
+{
+	return (uint32_t)((c->map_bytes - OSF_SEG_PAGE) / 2);
+}
+
 /* keep_mapped keeps the mapping of closed connection c for later: 1, or 0
  * when it is to be unmapped now. */
 static int keep_mapped(struct osf_conn *c)
@@ -257,7 +265,9 @@ void osf_conn_destroy(struct osf_conn *c)
 		osf_fdt_close_hidden(c->port_fd);
 	c->port_fd = -1;
 	c->port_kept = 0;
-	if (!keep_mapped(c))
+	if (osf_pool_slot(c->base, conn_ring(c)) >= 0) /* a slot: never unmapped */
+		osf_seg_release(c->base, conn_ring(c), c->s.side, c->gone);
+	else if (!keep_mapped(c))
 		munmap(c->base, c->map_bytes);
 	c->base = NULL;
 	conn_free(c);
@@ -313,9 +323,9 @@ void osf_conn_setfl(struct osf_fdt_entry *e, long fl)
  * take, and marks it gone in cc. */
 static void release_handed(struct osf_core_conn *cc)
 {
-	if (cc->seg_addr)
-		munmap((void *)(uintptr_t)cc->seg_addr,
-		       (size_t)osf_seg_bytes(cc->ring_bytes));
+	if (cc->seg_addr) /* a slot stays taken: a passed one's sender holds it */
+		osf_seg_release((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes,
+				cc->side, 0);
 	if (cc->seg_fd >= 0)
 		REAL(close)(cc->seg_fd);
 	if (cc->wake_tx_fd >= 0)
@@ -330,7 +340,7 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	struct osf_fdt_entry ent;
 	struct osf_conn *c;
 	struct stat st;
-	int hfd, hwfd, fl, hide_how;
+	int hfd, hwfd, fl, hide_how, slot;
 	uint32_t seg_flags;
 	sa_family_t fam;
 
@@ -397,6 +407,12 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	ent.image = osf.image;
 	ent.priv = (uint64_t)(uintptr_t)c;
 	ent.ring_bytes = cc->ring_bytes;
+	slot = osf_pool_slot(c->base, cc->ring_bytes);
+	if (slot >= 0) { /* whoever adopts this side must hold this socket */
+		ent.slot1 = (uint8_t)(slot + 1);
+		__atomic_store_n(&osf_seg_hdr(c->base, cc->ring_bytes)->slot_ino[c->s.side],
+				 ent.ino, __ATOMIC_RELEASE);
+	}
 	memcpy(ent.local, cc->local, sizeof(ent.local));
 	memcpy(ent.peer, cc->peer, sizeof(ent.peer));
 	if (osf_fdt_set(fd, &ent) < 0) {
@@ -441,7 +457,7 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e)
 		if ((e->flags & OSF_FDF_LINGER) && e->linger_secs == 0)
 			__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_RESET,
 					  __ATOMIC_ACQ_REL);
-		__atomic_sub_fetch(&c->s.me->holders, 1, __ATOMIC_RELAXED);
+		c->gone = __atomic_sub_fetch(&c->s.me->holders, 1, __ATOMIC_RELAXED) == 0;
 		__atomic_add_fetch(&c->s.me->close_seq, 1, __ATOMIC_ACQ_REL);
 	}
 	__atomic_store_n(&e->priv, 0, __ATOMIC_RELEASE);
@@ -504,16 +520,26 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 			break;
 		}
 	if (!c) {
-		if (!osf_ring_size_ok(e->ring_bytes) || fstat(e->aux_fd, &st) < 0 ||
-		    (uint64_t)st.st_size != osf_seg_bytes(e->ring_bytes))
-			goto fail;
-		base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
-			    MAP_SHARED, e->aux_fd, 0);
-		if (base == MAP_FAILED)
-			goto fail;
+		int side = e->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER : OSF_SIDE_CLIENT;
+		if (e->slot1) {
+			/* A slot: refused when it is no longer this
+			 * connection's (recycled: another socket's now). */
+			base = osf_pool_adopt(e->aux_fd, e->ring_bytes, e->slot1 - 1u, side,
+					      e->ino);
+			if (!base)
+				goto fail;
+		} else {
+			if (!osf_ring_size_ok(e->ring_bytes) || fstat(e->aux_fd, &st) < 0 ||
+			    (uint64_t)st.st_size != osf_seg_bytes(e->ring_bytes))
+				goto fail;
+			base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+				    MAP_SHARED, e->aux_fd, 0);
+			if (base == MAP_FAILED)
+				goto fail;
+		}
 		c = conn_alloc();
 		if (!c) {
-			munmap(base, (size_t)st.st_size);
+			osf_seg_release(base, e->ring_bytes, side, 0);
 			goto fail;
 		}
 		conn_init(c, base, e->ring_bytes,
@@ -625,6 +651,7 @@ void osf_conn_hidden_moved(int old, int nfd)
 		__atomic_compare_exchange_n(&c->port_fd, &o, nfd, 0,
 					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 	}
+	osf_pool_moved(old, nfd);
 }
 
 /* child_after_fork resets per-thread and pool state in a fork child (its

@@ -33,6 +33,8 @@ struct osf_conn {
 	int seg_fd; /* hidden: the segment's memfd */
 	int port_fd; /* hidden: the application's TCP socket, kept bound to
 			the local port the connection holds (sockets.c), or -1 */
+	int gone; /* this process's side let go for good (its holders fell
+		     to 0 here): a slot's slot_done gets its bit at the end */
 	int port_kept; /* port_fd keeps a closed listener's port: passed on
 			  at the end (osf_port_pass_on) */
 	int nonblock;

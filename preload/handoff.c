@@ -26,6 +26,7 @@
  * the receiver's socket can send one): indexes are bounded, the segment is
  * mapped only when its size, seals and header agree with the record.
  */
+#include "pool.h"
 #include "conn.h"
 
 #include "../sdp/segment.h"
@@ -52,7 +53,7 @@ struct handoff_item {
 	uint8_t kind;   /* OSF_FD_SHM (2 extra fds) or OSF_FD_LISTEN (1) */
 	uint8_t transport;
 	uint8_t role;
-	uint8_t pad;
+	uint8_t slot1; /* the fd table's: 1 + the slot of the region passed */
 	uint32_t ring_bytes;
 	uint32_t flags; /* OSF_FDF_V6, V6ONLY, NODELAY */
 	int32_t rule;
@@ -334,6 +335,7 @@ static int describe(int fd, uint32_t i, struct handoff_item *it, int *extra,
 	it->transport = e->transport;
 	it->role = e->role;
 	it->ring_bytes = e->ring_bytes;
+	it->slot1 = e->kind == OSF_FD_SHM ? e->slot1 : 0;
 	it->flags = e->flags & (OSF_FDF_V6 | OSF_FDF_V6ONLY | OSF_FDF_NODELAY);
 	it->rule = e->rule;
 	memcpy(it->local, e->local, sizeof(it->local));
@@ -510,7 +512,15 @@ static void adopt(int fd, const struct handoff_item *it, const int *x,
 		return;
 	}
 	struct osf_core_conn cc;
-	void *base = fl < 0 ? NULL : map_segment(x[0], it->ring_bytes);
+	void *base = NULL;
+	if (fl >= 0 && it->slot1) /* a slot: this socket's, as its side says */
+		base = fstat(fd, &st) < 0 ? NULL
+		       : osf_pool_adopt(x[0], it->ring_bytes, it->slot1 - 1u,
+					it->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER
+								    : OSF_SIDE_CLIENT,
+					(uint64_t)st.st_ino);
+	else if (fl >= 0)
+		base = map_segment(x[0], it->ring_bytes);
 	if (!base) {
 		REAL(close)(x[0]);
 		REAL(close)(x[1]);

@@ -6,6 +6,7 @@
 #include "setup_priv.h"
 #include "spin.h"
 #include "../sdp/setup.h"
+#include "pool.h"
 
 #include <netinet/tcp.h>
 
@@ -113,9 +114,9 @@ OSF_FORK_TEXT static void park_forget_locked(int i)
 {
 	struct parked *p = &park.p[i];
 
-	if (p->defer) {
-		munmap((void *)(uintptr_t)p->cc.seg_addr,
-		       (size_t)osf_seg_bytes(p->cc.ring_bytes));
+	if (p->defer) { /* a slot: only this process's hold on it goes */
+		osf_seg_release((void *)(uintptr_t)p->cc.seg_addr, p->cc.ring_bytes,
+				OSF_SIDE_SERVER, 0);
 		osf_fdt_close_hidden(p->cc.seg_fd);
 		osf_fdt_close_hidden(p->cc.wake_tx_fd);
 	}
@@ -127,11 +128,14 @@ static void park_drop_locked(int i)
 {
 	struct parked *p = &park.p[i];
 
-	if (p->defer)
-		__atomic_or_fetch(&osf_seg_hdr((void *)(uintptr_t)p->cc.seg_addr,
-					       p->cc.ring_bytes)
-					   ->side[OSF_SIDE_SERVER].flags,
-				  OSF_SIDE_RESET, __ATOMIC_ACQ_REL);
+	if (p->defer) {
+		struct osf_seg_hdr *h = osf_seg_hdr((void *)(uintptr_t)p->cc.seg_addr,
+						    p->cc.ring_bytes);
+		__atomic_or_fetch(&h->side[OSF_SIDE_SERVER].flags, OSF_SIDE_RESET,
+				  __ATOMIC_ACQ_REL);
+		/* Never held: the server side lets go of a slot for good. */
+		__atomic_or_fetch(&h->slot_done, 1u << OSF_SIDE_SERVER, __ATOMIC_ACQ_REL);
+	}
 	park_forget_locked(i);
 }
 
@@ -446,7 +450,7 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 	/* The fds may land above the program's limit: they are osf's
 	 * (osf_conn_install hides them), not the program's to count. */
 	osf_fdt_high_begin();
-	rc = osf_hello_take(cfd, server_ring_cap(), &hi, why, sizeof(why));
+	rc = osf_hello_take_pool(cfd, server_ring_cap(), &hi, why, sizeof(why), osf_pool_map);
 	osf_fdt_high_end();
 	if (rc == EAGAIN)
 		return rc;

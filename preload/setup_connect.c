@@ -9,6 +9,7 @@
 #define OSF_CENSUS_SYS(name) REAL(name)
 #include "../sdp/census.h"
 #include "../sdp/setup.h"
+#include "pool.h"
 
 /* ---- the companion's owner ------------------------------------------ */
 
@@ -160,11 +161,23 @@ struct parts {
 	uint8_t *seg;
 	int segfd, wtx[2];
 	int placed; /* a spare's: segfd and wtx[0] placed and marked hidden */
+	int pool;   /* OSF_SHM_POOL: the segment is taken after the dial */
+	struct osf_hello_pool hp; /* seg is a slot of a region: its hello part */
+	int slot;   /* seg is a slot (hp) */
 };
 
 static int parts_make(struct parts *p, const struct ip *client, const struct ip *server)
 {
 	uint8_t c[28], v[28];
+
+	p->slot = 0;
+	p->pool = osf.shm_pool;
+	if (p->pool) { /* the writers' pair now, the slot once the companion is known */
+		p->seg = NULL;
+		p->segfd = -1;
+		p->placed = 0;
+		return REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->wtx);
+	}
 
 	p->seg = setup_spare_take(setup_cfg.c.ring_size, &p->segfd, p->wtx);
 	p->placed = p->seg != NULL;
@@ -182,13 +195,17 @@ static void parts_drop(struct parts *p)
 {
 	int e = errno;
 
-	if (!p->seg)
+	if (!p->seg && !p->pool)
 		return;
-	munmap(p->seg, osf_seg_bytes(setup_cfg.c.ring_size));
+	if (p->seg && p->slot)
+		osf_pool_abandon(p->seg, setup_cfg.c.ring_size); /* no peer saw it */
+	else if (p->seg)
+		munmap(p->seg, osf_seg_bytes(setup_cfg.c.ring_size));
 	osf_fdt_close_hidden(p->segfd); /* a spare's are marked hidden */
 	osf_fdt_close_hidden(p->wtx[0]);
 	osf_fdt_close_hidden(p->wtx[1]);
 	p->seg = NULL;
+	p->pool = p->slot = 0;
 	errno = e;
 }
 
@@ -322,6 +339,19 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 		errno = 0;
 		return -1;
 	}
+	if (p->pool) { /* a slot of this listener's region, else a segment */
+		p->seg = osf_pool_take(setup_cfg.c.ring_size, &d.owner, d.name, &p->segfd, &p->hp);
+		p->slot = p->seg != NULL;
+		if (!p->seg)
+			p->seg = osf_seg_new(setup_cfg.c.ring_size, &p->segfd);
+		if (!p->seg) {
+			REAL(close)(s);
+			parts_drop(p);
+			*why = OSF_R_RESOURCE;
+			return -1;
+		}
+		fill_header(p->seg, setup_cfg.c.ring_size, client, &a);
+	}
 	if (need_port) {
 		*port_fd = reserve_port(in->app_fd, in->family, client);
 		if (*port_fd < 0) {
@@ -340,7 +370,9 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 	osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->connect_ns = osf_now_ns();
 	setup_put_sockaddr(cl, client);
 	setup_put_sockaddr(sv, &a);
-	if (osf_hello_send(s, setup_cfg.c.ring_size, 0, cl, sv, p->segfd, p->wtx[1]) < 0) {
+	if ((p->slot ? osf_hello_send_pool(s, setup_cfg.c.ring_size, 0, cl, sv, p->segfd,
+					    p->wtx[1], &p->hp)
+		     : osf_hello_send(s, setup_cfg.c.ring_size, 0, cl, sv, p->segfd, p->wtx[1])) < 0) {
 		e = errno;
 		REAL(close)(s);
 		if (*port_fd >= 0)

@@ -12,6 +12,7 @@
  */
 #include "conn.h"
 #include "gateway.h"
+#include "pool.h"
 #include "setup.h"
 #include "spin.h"
 #include "../sdp/names.h"
@@ -499,9 +500,8 @@ static void carry_apply(int fd, const struct carried *o)
 /* abandon releases what the core handed over when it cannot be used. */
 static void abandon(const struct osf_core_conn *cc)
 {
-	if (cc->seg_addr)
-		munmap((void *)(uintptr_t)cc->seg_addr,
-		       (size_t)osf_seg_bytes(cc->ring_bytes));
+	if (cc->seg_addr) /* never held: this side lets go for good */
+		osf_seg_release((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes, cc->side, 1);
 	if (cc->seg_fd >= 0)
 		REAL(close)(cc->seg_fd);
 	if (cc->wake_tx_fd >= 0)

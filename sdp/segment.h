@@ -219,7 +219,17 @@ struct osf_seg_hdr {
 	uint8_t server_addr[28];
 	int64_t connect_ns; /* CLOCK_MONOTONIC when the client connected, or
 			       0: where TCP_DEFER_ACCEPT counts from */
-	uint8_t pad[32]; /* the sides and rings on whole cache lines */
+	/* A slot of a region (OSF_HELLO_F_POOL; preload/pool.c), all hostile
+	 * input like the rest: */
+	uint32_t slot_gen;    /* the generation the region's owner gave the
+				 slot when it took it for this connection */
+	uint32_t slot_done;   /* bit s: side s let go of the slot (its last
+				 holder's connection is gone in every
+				 process); the owner reuses it at 3 */
+	uint64_t slot_ino[2]; /* st_ino of side s's wake socket: an adopter
+				 (exec, a passed fd) takes the slot only if
+				 its own socket is this one */
+	uint8_t pad[8]; /* the sides and rings on whole cache lines */
 	struct osf_seg_side side[2];
 	struct osf_seg_ring ring[2];
 };
@@ -231,6 +241,11 @@ struct osf_seg_hdr {
  * writers of one side never take each other's tokens). */
 #define OSF_HELLO_MAGIC 0x48465351u /* "QSFH" */
 #define OSF_HELLO_F_RDMA 0x1u /* the sender is an RDMA progress engine */
+#define OSF_HELLO_F_POOL 0x2u /* the segment is a slot of a region: struct
+				 osf_hello_pool follows, and the memfd is the
+				 region (OSF_REGION_SLOTS_MAX slots of
+				 osf_seg_bytes(ring_bytes) each, slot i at
+				 i * osf_seg_bytes(ring_bytes)) */
 struct osf_hello {
 	uint32_t magic;
 	uint16_t version;    /* OSF_SEG_VERSION */
@@ -242,7 +257,19 @@ struct osf_hello {
 	uint8_t server[28];  /* the address the client connected to */
 };
 
+/* The pooled hello's second part. */
+#define OSF_REGION_SLOTS_MAX 64u
+#define OSF_REGION_NAME "osf-region"
+struct osf_hello_pool {
+	uint32_t slot;         /* < region_bytes / osf_seg_bytes(ring_bytes) */
+	uint32_t gen;          /* the slot's slot_gen for this connection */
+	uint64_t region_bytes; /* the region memfd's size: a whole number of
+				  slots, at most OSF_REGION_SLOTS_MAX */
+};
+
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(sizeof(struct osf_hello_pool) == 16, "pooled hello layout");
+_Static_assert(offsetof(struct osf_seg_hdr, slot_ino) % 8 == 0, "slot words");
 _Static_assert(sizeof(struct osf_seg_side) == 192, "side layout");
 _Static_assert(offsetof(struct osf_seg_side, trim_stop) % 8 == 0,
 	       "trim_stop is one aligned 64-bit word");
@@ -390,9 +417,11 @@ static inline int osf_hello_check(const void *b, size_t n, uint32_t cap)
 {
 	struct osf_hello h;
 
-	if (n != sizeof(h))
+	if (n != sizeof(h) && n != sizeof(h) + sizeof(struct osf_hello_pool))
 		return OSF_HELLO_MALFORMED;
 	memcpy(&h, b, sizeof(h));
+	if ((n != sizeof(h)) != ((h.flags & OSF_HELLO_F_POOL) != 0))
+		return OSF_HELLO_MALFORMED; /* the second part iff the flag */
 	if (h.magic != OSF_HELLO_MAGIC || h.version != OSF_SEG_VERSION ||
 	    h.size != sizeof(h))
 		return OSF_HELLO_MALFORMED;
@@ -411,6 +440,18 @@ static inline int osf_seg_hdr_check(const struct osf_seg_hdr *h, uint32_t ring)
 	return __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == OSF_SEG_MAGIC &&
 	       h->version == OSF_SEG_VERSION && h->ring_bytes == ring &&
 	       h->hdr_bytes == OSF_SEG_HDR_BYTES;
+}
+
+/* osf_region_slots returns the slots of a region of bytes with rings of
+ * ring_bytes, or 0 when that is not a whole number of slots between 1 and
+ * OSF_REGION_SLOTS_MAX (ring_bytes is a usable ring size). */
+static inline uint32_t osf_region_slots(uint64_t bytes, uint32_t ring_bytes)
+{
+	uint64_t sb = osf_seg_bytes(ring_bytes);
+
+	if (bytes == 0 || bytes % sb || bytes / sb > OSF_REGION_SLOTS_MAX)
+		return 0;
+	return (uint32_t)(bytes / sb);
 }
 
 /* osf_ring_used returns the bytes between tail and head, or -1 when the

@@ -112,12 +112,13 @@ static unsigned spread_pick(unsigned n)
 
 /* trusted checks the owner of the companion at the other end of s
  * (SO_PEERCRED: who called listen on it) against the census. */
-static int trusted(const struct osf_dial *d, int s, int wild)
+static int trusted(struct osf_dial *d, int s, int wild)
 {
 	struct ucred cr;
 
 	if (osf_companion_owner(s, &cr) < 0)
 		return 0;
+	d->owner = cr;
 	if (d->gateway && (cr.uid == 0 || cr.uid == geteuid()))
 		return 1;
 	if (d->census && osf_census_owns(d->census, cr.uid, d->addr, wild))
@@ -184,6 +185,8 @@ int osf_dial_companion(struct osf_dial *d)
 			osf_sys_close(s); /* a squatter: it gets nothing */
 			continue;
 		}
+		memcpy(d->name, slot, sizeof(d->name) - 1);
+		d->name[sizeof(d->name) - 1] = 0;
 		return s;
 	}
 	if (full)
@@ -194,11 +197,14 @@ int osf_dial_companion(struct osf_dial *d)
 
 /* ---- the hello -------------------------------------------------------- */
 
-int osf_hello_send(int s, uint32_t ring, uint32_t flags, const uint8_t client[28],
-		   const uint8_t server[28], int segfd, int wtx)
+static int hello_send(int s, uint32_t ring, uint32_t flags, const uint8_t client[28],
+		      const uint8_t server[28], int segfd, int wtx,
+		      const struct osf_hello_pool *p)
 {
 	struct osf_hello hello;
-	struct iovec iov = {&hello, sizeof(hello)};
+	struct osf_hello_pool pool;
+	struct iovec iov[2] = {{&hello, sizeof(hello)}, {&pool, sizeof(pool)}};
+	size_t want = sizeof(hello) + (p ? sizeof(pool) : 0);
 	union {
 		char buf[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
@@ -213,13 +219,15 @@ int osf_hello_send(int s, uint32_t ring, uint32_t flags, const uint8_t client[28
 	hello.version = OSF_SEG_VERSION;
 	hello.size = sizeof(hello);
 	hello.ring_bytes = ring;
-	hello.flags = flags;
+	hello.flags = flags | (p ? OSF_HELLO_F_POOL : 0);
 	memcpy(hello.client, client, 28);
 	memcpy(hello.server, server, 28);
+	if (p)
+		pool = *p;
 	memset(&mh, 0, sizeof(mh));
 	memset(&u, 0, sizeof(u));
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
+	mh.msg_iov = iov;
+	mh.msg_iovlen = p ? 2 : 1;
 	mh.msg_control = u.buf;
 	mh.msg_controllen = sizeof(u.buf);
 	cm = CMSG_FIRSTHDR(&mh);
@@ -228,11 +236,24 @@ int osf_hello_send(int s, uint32_t ring, uint32_t flags, const uint8_t client[28
 	cm->cmsg_len = CMSG_LEN(sizeof(fds));
 	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
 	n = osf_sys_sendmsg(s, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-	if (n == (ssize_t)sizeof(hello))
+	if (n == (ssize_t)want)
 		return 0;
 	if (n >= 0)
-		errno = EPROTO; /* a stream socket takes 72 bytes whole or not at all */
+		errno = EPROTO; /* a stream socket takes 72 (88) bytes whole or not at all */
 	return -1;
+}
+
+int osf_hello_send(int s, uint32_t ring, uint32_t flags, const uint8_t client[28],
+		   const uint8_t server[28], int segfd, int wtx)
+{
+	return hello_send(s, ring, flags & ~OSF_HELLO_F_POOL, client, server, segfd, wtx, NULL);
+}
+
+int osf_hello_send_pool(int s, uint32_t ring, uint32_t flags, const uint8_t client[28],
+			const uint8_t server[28], int regionfd, int wtx,
+			const struct osf_hello_pool *p)
+{
+	return hello_send(s, ring, flags, client, server, regionfd, wtx, p);
 }
 
 /* is_wake_socket accepts only a connected AF_UNIX stream socket as the
@@ -248,16 +269,25 @@ static int is_wake_socket(int fd)
 	return osf_sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &d, &l) == 0 && d == AF_UNIX;
 }
 
-/* open_segment validates and maps a peer's segment; NULL with why set
- * when it is unusable. */
-static void *open_segment(int fd, uint32_t ring, char *why, size_t wn)
+/* open_segment validates and maps a peer's segment (or, with p, the slot
+ * p names of the peer's region, through map); NULL with why set when it is
+ * unusable. */
+static void *open_segment(int fd, uint32_t ring, const struct osf_hello_pool *p,
+			  osf_region_map_fn map, char *why, size_t wn)
 {
 	struct stat st;
 	void *m;
 	int seals;
-	uint64_t size = osf_seg_bytes(ring);
+	uint64_t size = p ? p->region_bytes : osf_seg_bytes(ring);
 	const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	uint32_t n;
 
+	if (p && (!map || (n = osf_region_slots(p->region_bytes, ring)) == 0 || p->slot >= n)) {
+		snprintf(why, wn, "invalid pooled hello: %s, region %llu bytes, slot %u",
+			 map ? "bad bounds" : "this server maps no regions",
+			 (unsigned long long)p->region_bytes, p->slot);
+		return NULL;
+	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
 		snprintf(why, wn, "invalid segment: size %lld, want %llu",
 			 (long long)st.st_size, (unsigned long long)size);
@@ -269,6 +299,8 @@ static void *open_segment(int fd, uint32_t ring, char *why, size_t wn)
 			 seals < 0 ? 0 : seals, need);
 		return NULL;
 	}
+	if (p)
+		return map(fd, ring, p, why, wn);
 	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		snprintf(why, wn, "map segment: %s", strerror(errno));
@@ -284,6 +316,12 @@ static void *open_segment(int fd, uint32_t ring, char *why, size_t wn)
 
 int osf_hello_take(int cfd, uint32_t cap, struct osf_hello_in *in, char *why, size_t wn)
 {
+	return osf_hello_take_pool(cfd, cap, in, why, wn, NULL);
+}
+
+int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *why,
+			size_t wn, osf_region_map_fn map)
+{
 	struct osf_hello *h = &in->h;
 	union {
 		char buf[CMSG_SPACE(4 * sizeof(int))];
@@ -295,10 +333,14 @@ int osf_hello_take(int cfd, uint32_t cap, struct osf_hello_in *in, char *why, si
 	int fds[4], nfds = 0, verdict;
 	ssize_t n;
 	void *seg = NULL;
-	char extra;
-	struct iovec iov[2] = {{h, sizeof(*h)}, {&extra, 1}};
+	struct {
+		struct osf_hello_pool p;
+		char extra;
+	} tail; /* the pooled hello's second part, or a byte too many */
+	struct iovec iov[2] = {{h, sizeof(*h)}, {&tail, sizeof(tail.p) + 1}};
 
 	memset(&mh, 0, sizeof(mh));
+	memset(&in->pool, 0, sizeof(in->pool));
 	mh.msg_iov = iov;
 	mh.msg_iovlen = 2;
 	mh.msg_control = u.buf;
@@ -330,8 +372,12 @@ int osf_hello_take(int cfd, uint32_t cap, struct osf_hello_in *in, char *why, si
 		snprintf(why, wn, "ring size %u above this server's limit %u", h->ring_bytes, cap);
 	else if (osf_sys_getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &in->cr, &crl) < 0)
 		snprintf(why, wn, "SO_PEERCRED: %s", strerror(errno));
-	else
-		seg = open_segment(fds[0], h->ring_bytes, why, wn);
+	else {
+		if (h->flags & OSF_HELLO_F_POOL)
+			memcpy(&in->pool, &tail.p, sizeof(in->pool));
+		seg = open_segment(fds[0], h->ring_bytes,
+				   (h->flags & OSF_HELLO_F_POOL) ? &in->pool : NULL, map, why, wn);
+	}
 	if (!seg) {
 		while (nfds-- > 0)
 			osf_sys_close(fds[nfds]);

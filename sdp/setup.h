@@ -79,6 +79,8 @@ struct osf_dial {
 	/* out */
 	int why;             /* OSF_DIAL_*, when it returns -1 */
 	char full_name[108]; /* the first full companion's name, "" if none */
+	struct ucred owner;  /* the trusted companion's owner (SO_PEERCRED) */
+	char name[108];      /* and its name (a SO_REUSEPORT slot's too) */
 };
 
 /* osf_dial_companion tries each companion that could serve d->addr,
@@ -98,9 +100,28 @@ int osf_dial_companion(struct osf_dial *d);
 int osf_hello_send(int s, uint32_t ring, uint32_t flags, const uint8_t client[28],
 		   const uint8_t server[28], int segfd, int wtx);
 
+/* osf_hello_send_pool is osf_hello_send for a slot of a region: regionfd
+ * is the region's memfd, p names the slot (OSF_HELLO_F_POOL is added to
+ * flags). */
+int osf_hello_send_pool(int s, uint32_t ring, uint32_t flags, const uint8_t client[28],
+			const uint8_t server[28], int regionfd, int wtx,
+			const struct osf_hello_pool *p);
+
+/* What a server that maps regions does with a pooled hello's memfd
+ * (preload/pool.c): fd is the region, already checked to be a regular
+ * memfd of p->region_bytes (a whole number of slots, at most
+ * OSF_REGION_SLOTS_MAX) sealed against shrinking and growing, and p->slot
+ * below its slot count. It returns the slot's segment (the region mapped
+ * once per process, known by its inode) or NULL with why set: a slot this
+ * process holds already, a header that does not match, a generation that
+ * is not the slot's. */
+typedef void *(*osf_region_map_fn)(int fd, uint32_t ring, const struct osf_hello_pool *p,
+				    char *why, size_t wn);
+
 /* A hello taken by osf_hello_take, with what came with it. */
 struct osf_hello_in {
 	struct osf_hello h;
+	struct osf_hello_pool pool; /* with OSF_HELLO_F_POOL in h.flags */
 	int seg_fd, wake_tx_fd; /* close-on-exec, the caller's */
 	void *seg;              /* the segment, mapped (osf_seg_bytes(h.ring_bytes)) */
 	struct ucred cr;        /* the client (SO_PEERCRED) */
@@ -118,6 +139,12 @@ struct osf_hello_in {
  * closed first, EPROTO for a bad hello (why says what, every fd that came
  * with it closed); cfd stays the caller's either way. */
 int osf_hello_take(int cfd, uint32_t cap, struct osf_hello_in *in, char *why, size_t wn);
+
+/* osf_hello_take_pool is osf_hello_take that also takes a pooled hello
+ * (OSF_HELLO_F_POOL), its region checked as osf_region_map_fn says and
+ * mapped by map; osf_hello_take refuses one (EPROTO). */
+int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *why,
+			size_t wn, osf_region_map_fn map);
 
 /* osf_addr_local reports whether a connection to a (IPv6 form) stays on
  * this host, in this network namespace: loopback, the unspecified address

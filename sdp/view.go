@@ -162,6 +162,13 @@ func load64(p *C.uint64_t) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Po
 // anything. Errors wrap ErrSegment when the file is not a segment of that
 // size, or the errno of the failing call.
 func PeekHeader(path string, ringBytes uint32, ino uint64) (HeaderView, error) {
+	return PeekSlot(path, ringBytes, -1, ino)
+}
+
+// PeekSlot is PeekHeader for slot slot of a region (OSF_SHM_POOL: a whole
+// number of segments, at most C.OSF_REGION_SLOTS_MAX), or of a segment of
+// its own when slot is -1.
+func PeekSlot(path string, ringBytes uint32, slot int, ino uint64) (HeaderView, error) {
 	if !RingSizeOK(ringBytes) {
 		return HeaderView{}, fmt.Errorf("%w: %w: %d", ErrSegment, ErrRingSize, ringBytes)
 	}
@@ -190,7 +197,14 @@ func PeekHeader(path string, ringBytes uint32, ino uint64) (HeaderView, error) {
 	if st.Dev != before.Dev || st.Ino != before.Ino {
 		return HeaderView{}, fmt.Errorf("%w: %w: not the segment (fd reused)", ErrSegment, ErrSegmentGone)
 	}
-	if st.Size != int64(Bytes(ringBytes)) {
+	off := int64(0)
+	if slot >= 0 {
+		n := int64(C.osf_region_slots(C.uint64_t(st.Size), C.uint32_t(ringBytes)))
+		if st.Size <= 0 || int64(slot) >= n {
+			return HeaderView{}, fmt.Errorf("%w: region of %d bytes has no slot %d", ErrSegment, st.Size, slot)
+		}
+		off = int64(slot) * int64(Bytes(ringBytes))
+	} else if st.Size != int64(Bytes(ringBytes)) {
 		return HeaderView{}, fmt.Errorf("%w: size %d, want %d", ErrSegment, st.Size, Bytes(ringBytes))
 	}
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
@@ -201,7 +215,7 @@ func PeekHeader(path string, ringBytes uint32, ino uint64) (HeaderView, error) {
 		return HeaderView{}, fmt.Errorf("%w: not sealed against shrinking", ErrSegment)
 	}
 	// The shared page starts at ringBytes (segment.h).
-	mem, err := unix.Mmap(fd, int64(ringBytes), PageBytes, unix.PROT_READ, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, off+int64(ringBytes), PageBytes, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return HeaderView{}, fmt.Errorf("sdp: map segment: %w", err)
 	}

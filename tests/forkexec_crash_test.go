@@ -143,7 +143,7 @@ func runCrash(t *testing.T, m mode, cc crashCase, op string) string {
 	if m.osf {
 		testutil.AssertTransport(t, srv.Pid, testutil.ByFD(sfd), testutil.TransportShm)
 	}
-	segs := append(testutil.MemfdInodes(srv.Pid, "osf-seg"), testutil.MemfdInodes(cl.Pid, "osf-seg")...)
+	segs := append(testutil.MemfdInodes(srv.Pid, testutil.SegMemfd()), testutil.MemfdInodes(cl.Pid, testutil.SegMemfd())...)
 	if m.osf != (len(segs) > 0) {
 		t.Errorf("%s: segments held by the two ends: %v", m.name, segs)
 	}
@@ -195,7 +195,7 @@ func runCrash(t *testing.T, m mode, cc crashCase, op string) string {
 	}
 
 	// Nothing may keep the connection's segment alive.
-	if h := testutil.MemfdHolders("osf-seg", segs); len(h) > 0 {
+	if h := testutil.MemfdHolders(testutil.SegMemfd(), segs); len(h) > 0 {
 		t.Errorf("%s: segment still held after both ends are gone:\n%s", m.name, strings.Join(h, "\n"))
 	}
 	for _, n := range devShm(t) {

@@ -52,7 +52,11 @@ func sanitized(t testing.TB, extra ...string) []string {
 	if err != nil || !filepath.IsAbs(asan) {
 		t.Skipf("no libasan from gcc: %v %q", err, asan)
 	}
-	return append(append([]string(nil), extra...),
+	var env []string
+	if testutil.PoolRun() {
+		env = append(env, "OSF_SHM_POOL=1")
+	}
+	return append(append(env, extra...),
 		"LD_PRELOAD="+asan+":"+lib,
 		"ASAN_OPTIONS=detect_leaks=0:exitcode=99:abort_on_error=0",
 		"UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=99")
@@ -160,7 +164,10 @@ print(b.decode())`, port, msg)).Run(shortRun)
 	noSanitizerReport(t, "victim server", sr.Stderr)
 	checkSurvived(t, "victim server", sr)
 	log := readLog(t, logPath)
-	for _, want := range []string{"seals 0x0", "carried 0 fds, want 2", "carried 3 fds, want 2", "header does not match", "not a stream socket", "malformed hello"} {
+	for _, want := range []string{"seals 0x0", "carried 0 fds, want 2", "carried 3 fds, want 2", "header does not match", "not a stream socket", "malformed hello",
+		// pooled hellos (OSF_HELLO_F_POOL)
+		"invalid pooled hello: bad bounds", "generation does not match the hello",
+		"held here already"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the server's log does not show the rejection %q:\n%s", want, log)
 		}

@@ -286,7 +286,7 @@ func (c *collector) segment(s *Socket, t *fdtable.Table, e fdtable.Entry) {
 		ino = h.Ino
 	}
 	path := "/proc/" + strconv.Itoa(t.PID) + "/fd/" + strconv.Itoa(e.AuxFD)
-	hv, err := sdp.PeekHeader(path, e.RingBytes, ino)
+	hv, err := sdp.PeekSlot(path, e.RingBytes, e.Slot, ino)
 	if errors.Is(err, sdp.ErrSegmentGone) {
 		// Closed while osfstat read it: closing, not an error.
 		s.State = "CLOSING"

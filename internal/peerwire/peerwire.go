@@ -37,11 +37,16 @@ import "unsafe"
 
 // Sizes of the messages.
 const (
-	HelloBytes  = int(C.sizeof_struct_osf_hello)
-	HdrBytes    = int(C.OSF_SEG_HDR_BYTES)
-	ReplyBytes  = int(C.OSF_GW_REPLY_BYTES)
-	NoticeBytes = int(C.OSF_GW_NOTICE_BYTES)
+	HelloBytes = int(C.sizeof_struct_osf_hello)
+	// HelloPoolBytes follow a hello whose flags have HelloFlagPool.
+	HelloPoolBytes = int(C.sizeof_struct_osf_hello_pool)
+	HdrBytes       = int(C.OSF_SEG_HDR_BYTES)
+	ReplyBytes     = int(C.OSF_GW_REPLY_BYTES)
+	NoticeBytes    = int(C.OSF_GW_NOTICE_BYTES)
 )
+
+// HelloFlagPool is OSF_HELLO_F_POOL: a slot of a region.
+const HelloFlagPool = uint32(C.OSF_HELLO_F_POOL)
 
 // Verdicts of HelloCheck.
 const (

@@ -35,10 +35,11 @@ func hello(ring uint32) []byte {
 	return b
 }
 
-// FuzzHello: a hello passes only when it is exactly the struct's size with
-// the magic, version and size, and a power-of-two ring 4 KiB..64 MiB at
-// most the cap; one with the right magic, version and size is never
-// malformed.
+// FuzzHello: a hello passes only when it is exactly the struct's size (or
+// that plus the pooled part's bytes, exactly when its flags say
+// OSF_HELLO_F_POOL) with the magic, version and size, and a power-of-two
+// ring 4 KiB..64 MiB at most the cap; one with the right magic, version,
+// size and length for its flag is never malformed.
 func FuzzHello(f *testing.F) {
 	f.Add(hello(65536), uint32(1<<20))
 	f.Add(hello(1<<26), uint32(1<<20))
@@ -49,14 +50,23 @@ func FuzzHello(f *testing.F) {
 	f.Add(append(hello(65536), 0), uint32(1<<20))
 	f.Add(hello(65536)[:40], uint32(1<<20))
 	f.Add([]byte{}, uint32(0))
+	pooled := append(hello(65536), make([]byte, peerwire.HelloPoolBytes)...)
+	binary.NativeEndian.PutUint32(pooled[12:], peerwire.HelloFlagPool)
+	f.Add(pooled, uint32(1<<20))
+	f.Add(pooled[:peerwire.HelloBytes], uint32(1<<20))
 	f.Fuzz(func(t *testing.T, b []byte, cap uint32) {
 		if len(b) > 200 {
 			b = b[:200]
 		}
 		v := peerwire.HelloCheck(b, cap)
-		if len(b) != peerwire.HelloBytes {
+		pool := len(b) >= peerwire.HelloBytes && binary.NativeEndian.Uint32(b[12:])&peerwire.HelloFlagPool != 0
+		want := peerwire.HelloBytes
+		if pool {
+			want += peerwire.HelloPoolBytes
+		}
+		if len(b) != want {
 			if v != peerwire.HelloMalformed {
-				t.Fatalf("%d bytes: verdict %d", len(b), v)
+				t.Fatalf("%d bytes (pooled %v): verdict %d", len(b), pool, v)
 			}
 			return
 		}

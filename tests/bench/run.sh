@@ -18,6 +18,9 @@
 # 2000) and BENCH_MEM_KIB (default 1024) the idle-memory row's connections
 # and the KiB each moves each way, BENCH_HTTP_ROUNDS (default 3) and
 # BENCH_HTTP_SECS (default 2) the HTTP servers' rounds and seconds per run.
+# BENCH_POOL=1 adds to the churn and idle-memory rows a third side,
+# "pool": osf with OSF_SHM_POOL=1 (rings from regions), alternating in the
+# same rounds, with rows of its own.
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
@@ -185,6 +188,8 @@ serve() {
 	shift
 	if [[ "$side" == osf ]]; then
 		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" "$@" >"$TMP/server.out" 2>&1 &
+	elif [[ "$side" == pool ]]; then
+		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_POOL=1 "$@" >"$TMP/server.out" 2>&1 &
 	else
 		"${SRV_PIN[@]}" "$@" >"$TMP/server.out" 2>&1 &
 	fi
@@ -362,17 +367,21 @@ bench_churn_unpinned() { churn_rows unpinned; }
 churn_rows() {
 	local pin=$1 side r json
 	declare -A cps
-	local bare_v=() osf_v=() ratio_v=() cli=(taskset -c $CLI_CPU) what=""
+	local bare_v=() osf_v=() ratio_v=() pool_v=() pratio_v=() cli=(taskset -c $CLI_CPU) what=""
+	local sides=(bare osf)
+	[[ "${BENCH_POOL:-0}" == 1 ]] && sides+=(pool)
 	if [[ $pin == unpinned ]]; then
 		SRV_PIN=()
 		cli=()
 		what=", unpinned"
 	fi
 	for ((r = 0; r < CHURN_ROUNDS; r++)); do
-		for side in bare osf; do
+		for side in "${sides[@]}"; do
 			serve "$side" "$CHURN" server $PORT "$CHURN_CONNS"
 			if [[ $side == osf ]]; then
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 "$CHURN" loop $PORT "$CHURN_CONNS")
+			elif [[ $side == pool ]]; then
+				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_POOL=1 "$CHURN" loop $PORT "$CHURN_CONNS")
 			else
 				json=$("${cli[@]}" timeout 120 "$CHURN" loop $PORT "$CHURN_CONNS")
 			fi
@@ -380,10 +389,15 @@ churn_rows() {
 			SRV_PID=
 			PORT=$((PORT + 1))
 			cps[$side]=$(sed -E 's/.*conn_per_s=([0-9.]+).*/\1/' <<<"$json")
-			if [[ $side == bare ]]; then bare_v+=("${cps[$side]}"); else osf_v+=("${cps[$side]}"); fi
+			case $side in
+			bare) bare_v+=("${cps[$side]}") ;;
+			osf) osf_v+=("${cps[$side]}") ;;
+			pool) pool_v+=("${cps[$side]}") ;;
+			esac
 			raw "churn$what $side: $json"
 		done
 		ratio_v+=("$(calc "${cps[osf]} / ${cps[bare]}")")
+		[[ -n "${cps[pool]:-}" ]] && pratio_v+=("$(calc "${cps[pool]} / ${cps[bare]}")")
 	done
 	SRV_PIN=(taskset -c $SRV_CPU)
 	local bm om rm target="≥ 1.5x"
@@ -394,6 +408,13 @@ churn_rows() {
 	raw "churn$what osf/bare per round: $(printf '%.2f ' "${ratio_v[@]}")"
 	row "connection churn$what: connect, 64 B request, 64 B reply, close, $CHURN_CONNS times (conn/s, median of $CHURN_ROUNDS alternating rounds; ratio: median of the rounds' ratios)" \
 		"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
+	if ((${#pool_v[@]})); then
+		om=$(stats median "${pool_v[@]}")
+		rm=$(stats median "${pratio_v[@]}")
+		raw "churn$what pool/bare per round: $(printf '%.2f ' "${pratio_v[@]}")"
+		row "connection churn$what, OSF_SHM_POOL=1 (the same rounds)" \
+			"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
+	fi
 }
 
 # bench_short_client: a new process that makes one connection (churn
@@ -514,22 +535,26 @@ mem_held() {
 	"$PY" - "$TMP/skmem" "$@" <<'PYEOF'
 import os, re, sys
 skmem, pids = open(sys.argv[1]).read(), sys.argv[2:]
-rss, segs = 0, {}
+rss, segs, pte, maps = 0, {}, 0, 0
 for pid in pids:
     for l in open(f"/proc/{pid}/status"):
         k, v = l.split(":", 1)
         if k in ("RssAnon", "RssFile"):
             rss += int(v.split()[0]) * 1024
+        if k == "VmPTE":
+            pte += int(v.split()[0]) * 1024
+    maps += sum(1 for _ in open(f"/proc/{pid}/maps"))
     d = f"/proc/{pid}/fd"
     for fd in os.listdir(d):
         try:
-            if "memfd:osf-seg" in os.readlink(f"{d}/{fd}"):
+            l = os.readlink(f"{d}/{fd}")
+            if "memfd:osf-seg" in l or "memfd:osf-region" in l:
                 st = os.stat(f"{d}/{fd}")
                 segs[st.st_ino] = st.st_blocks * 512
         except OSError:
             pass
 sock = sum(int(n) for k, n in re.findall(r"\b([rwf])(\d+)", skmem))
-print(rss + sum(segs.values()) + sock, rss, sum(segs.values()), sock, len(segs))
+print(rss + sum(segs.values()) + sock, rss, sum(segs.values()), sock, len(segs), pte, maps)
 PYEOF
 }
 
@@ -555,10 +580,15 @@ bench_idle_memory() {
 idle_memory_case() {
 	local n=$1 ms=$2 unread=$3 what=$4 idle=${5:-epoll} kib=${BENCH_MEM_KIB:-1024} side line i m
 	declare -A held
-	for side in bare osf; do
+	local sides=(bare osf)
+	[[ "${BENCH_POOL:-0}" == 1 ]] && sides+=(pool)
+	for side in "${sides[@]}"; do
 		serve "$side" "$IDLEMEM" server $PORT "$n" "$ms"
 		if [[ "$side" == osf ]]; then
 			coproc IDLE { exec taskset -c $CLI_CPU env LD_PRELOAD="$LIB" OSF_STRICT=1 \
+				"$IDLEMEM" client $PORT "$n" "$kib" "$unread" $idle; }
+		elif [[ "$side" == pool ]]; then
+			coproc IDLE { exec taskset -c $CLI_CPU env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_POOL=1 \
 				"$IDLEMEM" client $PORT "$n" "$kib" "$unread" $idle; }
 		else
 			coproc IDLE { exec taskset -c $CLI_CPU "$IDLEMEM" client $PORT "$n" "$kib" "$unread" $idle; }
@@ -582,11 +612,16 @@ idle_memory_case() {
 		[[ "$line" == ok ]] || echo "bench: idlemem client after idling: $line" >&2
 		wait "$IDLE_PID" 2>/dev/null || true
 		unserve
-		raw "idle memory $side, $n $what $kib KiB each way: total rss segments sockets nsegments = ${held[$side]}"
+		raw "idle memory $side, $n $what $kib KiB each way: total rss segments sockets nsegments pagetables mappings = ${held[$side]}"
 	done
 	local b=${held[bare]%% *} o=${held[osf]%% *}
 	row "memory held by $n $what that moved $kib KiB each way (MB, RSS + shared memory + socket buffers)" \
 		"$(calc "round($b / 1e6, 1)")" "$(calc "round($o / 1e6, 1)")" "$(ratio "$o" "$b")" "≤ 2x"
+	if [[ -n "${held[pool]:-}" ]]; then
+		o=${held[pool]%% *}
+		row "memory held by $n $what, OSF_SHM_POOL=1 (the same run)" \
+			"$(calc "round($b / 1e6, 1)")" "$(calc "round($o / 1e6, 1)")" "$(ratio "$o" "$b")" "≤ 2x"
+	fi
 }
 
 # --- (g) real HTTP servers, as they are usually run (unpinned), with

@@ -221,8 +221,12 @@ static int serve(int port, double secs)
 				    .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
 		struct cmsghdr *cm;
 		struct osf_hello *hello = (void *)buf;
+		struct osf_hello_pool pool;
+		struct stat st;
 		int segfd = -1;
-		uint8_t *seg;
+		uint8_t *seg, *base;
+		size_t bytes;
+		uint64_t sb;
 		double until;
 
 		if (poll(&p, 1, 100) <= 0)
@@ -237,20 +241,39 @@ static int serve(int port, double secs)
 		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
 			if (cm->cmsg_type == SCM_RIGHTS)
 				memcpy(&segfd, CMSG_DATA(cm), sizeof(int));
-		seg = mmap(NULL, (size_t)osf_seg_bytes(hello->ring_bytes),
-			   PROT_READ | PROT_WRITE, MAP_SHARED, segfd, 0);
-		if (seg == MAP_FAILED) {
+		/* A pooled hello (OSF_SHM_POOL client): the whole region is
+		 * ours to scribble on, its every slot_done forged "free" too. */
+		sb = osf_seg_bytes(hello->ring_bytes);
+		bytes = (size_t)sb;
+		memset(&pool, 0, sizeof(pool));
+		if ((hello->flags & OSF_HELLO_F_POOL) &&
+		    (recv(c, &pool, sizeof(pool), MSG_WAITALL) != (ssize_t)sizeof(pool) ||
+		     fstat(segfd, &st) < 0 || (bytes = (size_t)st.st_size) < sb)) {
 			close(c);
 			continue;
 		}
+		base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, segfd, 0);
+		if (base == MAP_FAILED) {
+			close(c);
+			continue;
+		}
+		seg = base + (pool.slot % (bytes / sb)) * sb;
 		/* Scribble on this connection for a while, then drop it. */
 		until = now() + 0.2 + (rnd() % 100) / 100.0;
 		while (now() < until && now() < end) {
 			scribble(seg, hello->ring_bytes, c);
+			if (hello->flags & OSF_HELLO_F_POOL) {
+				uint64_t i;
+				for (i = 0; i < bytes / sb; i++)
+					osf_seg_hdr(base + i * sb, hello->ring_bytes)->slot_done = 3;
+				if (rnd() % 4 == 0)
+					scribble(base + (rnd() % (bytes / sb)) * sb,
+						 hello->ring_bytes, c);
+			}
 			if (rnd() % 8 == 0)
 				usleep(100);
 		}
-		munmap(seg, (size_t)osf_seg_bytes(hello->ring_bytes));
+		munmap(base, bytes);
 		close(segfd);
 		close(c);
 	}
@@ -310,6 +333,33 @@ static int make_segment(uint32_t ring, int seal, off_t size)
 	}
 	if (m != MAP_FAILED)
 		munmap(m, (size_t)size);
+	if (seal)
+		fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	return fd;
+}
+
+/* make_region makes a region of n slots of ring (OSF_SHM_POOL), each slot's
+ * header plausible with generation gen, sealed if seal, bytes long. */
+static int make_region(uint32_t ring, uint32_t n, int seal, uint32_t gen, off_t bytes)
+{
+	int fd = memfd_create("osf-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	uint8_t *m;
+	uint32_t i;
+
+	if (fd < 0 || ftruncate(fd, bytes) < 0)
+		return -1;
+	m = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	for (i = 0; m != MAP_FAILED && i < n &&
+		    (i + 1) * osf_seg_bytes(ring) <= (uint64_t)bytes; i++) {
+		struct osf_seg_hdr *h = osf_seg_hdr(m + i * osf_seg_bytes(ring), ring);
+		h->magic = OSF_SEG_MAGIC;
+		h->version = OSF_SEG_VERSION;
+		h->hdr_bytes = OSF_SEG_HDR_BYTES;
+		h->ring_bytes = ring;
+		h->slot_gen = gen;
+	}
+	if (m != MAP_FAILED)
+		munmap(m, (size_t)bytes);
 	if (seal)
 		fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
 	return fd;
@@ -427,6 +477,95 @@ static int attack(int port)
 			close(fd);
 		if (fd3 >= 0)
 			close(fd3);
+		close(wake[0]);
+	}
+	/* Pooled hellos (OSF_HELLO_F_POOL): a region's bounds, its slot, the
+	 * slot's generation, and a slot named twice are all the client's. */
+	for (i = 0; i < 8; i++) {
+		struct {
+			struct osf_hello h;
+			struct osf_hello_pool p;
+		} ph;
+		uint64_t sb = osf_seg_bytes(ring);
+		size_t len = sizeof(ph);
+		int wake[2], c2 = -1, w2[2] = {-1, -1};
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wake) < 0)
+			return 1;
+		truthful_hello(&ph.h, port, ring, 40000);
+		ph.h.flags = OSF_HELLO_F_POOL;
+		ph.p.slot = 1;
+		ph.p.gen = 7;
+		ph.p.region_bytes = 2 * sb;
+		fd = make_region(ring, 2, 1, 7, (off_t)(2 * sb));
+		switch (i) {
+		case 0: /* a slot beyond the region */
+			ph.p.slot = 2;
+			break;
+		case 1: /* a region that is not a whole number of slots */
+			close(fd);
+			fd = make_region(ring, 2, 1, 7, (off_t)(2 * sb + 4096));
+			ph.p.region_bytes = 2 * sb + 4096;
+			break;
+		case 2: /* the slot's generation is not the hello's */
+			ph.p.gen = 8;
+			break;
+		case 3: /* unsealed */
+			close(fd);
+			fd = make_region(ring, 2, 0, 7, (off_t)(2 * sb));
+			break;
+		case 4: /* the flag without the second part */
+			len = sizeof(ph.h);
+			break;
+		case 5: /* more slots than a region has */
+			close(fd);
+			fd = make_region(ring, 65, 1, 7, (off_t)(65 * sb));
+			ph.p.region_bytes = 65 * sb;
+			break;
+		case 6: /* the same slot named by two connections at once */
+			if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w2) < 0)
+				return 1;
+			c2 = send_hello(name, &ph, len, fd, w2[1], -1);
+			usleep(100000); /* served: the server holds slot 1 */
+			break;
+		default: /* a truthful pooled hello, then scribbling on both slots */
+			break;
+		}
+		c = send_hello(name, &ph, len, fd, wake[1], -1);
+		close(wake[1]);
+		if (c < 0) {
+			fprintf(stderr, "hostile: connect %s: %s\n", name, strerror(errno));
+			return 1;
+		}
+		if (i == 7) {
+			uint8_t *m = mmap(NULL, (size_t)(2 * sb), PROT_READ | PROT_WRITE,
+					  MAP_SHARED, fd, 0);
+			double until = now() + 1.0;
+			if (m != MAP_FAILED) {
+				struct osf_seg_hdr *sh = osf_seg_hdr(m + sb, ring);
+				while (now() < until) {
+					scribble(m + (rnd() & 1) * sb, ring, c);
+					sh->slot_gen = (uint32_t)rnd();
+					sh->slot_done = (uint32_t)rnd();
+					sh->slot_ino[rnd() & 1] = rnd();
+					if (rnd() % 4 == 0) {
+						sh->ring[0].head = sh->ring[0].tail + rnd() % 1000;
+						(void)!send(c, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+					}
+					usleep(50);
+				}
+				munmap(m, (size_t)(2 * sb));
+			}
+		}
+		usleep(50000);
+		close(c);
+		if (c2 >= 0)
+			close(c2);
+		if (w2[0] >= 0)
+			close(w2[0]);
+		if (w2[1] >= 0)
+			close(w2[1]);
+		if (fd >= 0)
+			close(fd);
 		close(wake[0]);
 	}
 	printf("attacks done\n");

@@ -9,6 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* is_seg_link reports whether l, a /proc link or maps line, names an osf
+ * segment's memfd: osf-seg, or a region of slots (OSF_SHM_POOL=1). */
+static inline int is_seg_link(const char *l)
+{
+	return strstr(l, "memfd:osf-seg") || strstr(l, "memfd:osf-region");
+}
+
 /* seg_mappings counts the mappings of memfds named osf-seg in
  * /proc/self/maps; it exits 2 when the file cannot be read. */
 static inline int seg_mappings(void)
@@ -22,7 +29,7 @@ static inline int seg_mappings(void)
 		exit(2);
 	}
 	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "memfd:osf-seg"))
+		if (is_seg_link(line))
 			n++;
 	fclose(f);
 	return n;
@@ -72,7 +79,7 @@ static inline int seg_fds(void (*each)(const struct stat *st, void *arg),
 		if (n <= 0)
 			continue;
 		l[n] = 0;
-		if (strstr(l, "memfd:osf-seg") && stat(p, &st) == 0) {
+		if (is_seg_link(l) && stat(p, &st) == 0) {
 			n_segs++;
 			if (each)
 				each(&st, arg);

@@ -3233,19 +3233,27 @@ static void s_epoll_dup(void)
 	close(ep);
 }
 
-/* open_fds counts this process's open fds (osf's own among them). */
+/* open_fds counts this process's open fds (osf's own among them, but a
+ * region's memfd under OSF_SHM_POOL=1: the region of slots for a
+ * listener, kept for the next connection, is set up for good). */
 static int open_fds(void)
 {
-	char b[1 << 14];
+	char b[1 << 14], p[64], l[64];
 	int d = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
-	long r, i;
+	long r, i, k;
 
 	if (d < 0)
 		setup_failed("open /proc/self/fd");
 	while ((r = syscall(SYS_getdents64, d, b, sizeof b)) > 0)
-		for (i = 0; i < r; i += ((unsigned short *)(b + i + 16))[0])
-			if (b[i + 19] != '.')
-				n++;
+		for (i = 0; i < r; i += ((unsigned short *)(b + i + 16))[0]) {
+			if (b[i + 19] == '.')
+				continue;
+			snprintf(p, sizeof(p), "/proc/self/fd/%s", b + i + 19);
+			k = readlink(p, l, sizeof(l) - 1);
+			if (k > 0 && (l[k] = 0, strstr(l, "memfd:osf-region")))
+				continue;
+			n++;
+		}
 	close(d);
 	return n - 1; /* d itself */
 }

@@ -1,0 +1,529 @@
+//go:build osf_make
+
+/* pool.c: shm segments as slots of a region (pool.h, OSF_SHM_POOL=1;
+ * docs/ARCHITECTURE.md "Connection segment", "Slots of a region").
+ *
+ * This process's regions are one table, under one short lock: the ones it
+ * owns (made here, hands slots out; their memfd is a hidden fd of the
+ * process) and the ones it maps for a peer's slots or for connections it
+ * inherited (known by the memfd's inode, which cannot name another file
+ * while this mapping pins it). Per region and side, a private bitmap of
+ * the slots this process's connections hold: a hello, an adoption or a
+ * take that names one held already is refused, so no two connections of
+ * one process ever share rings, whatever a peer writes. */
+#include "pool.h"
+#include "osf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define REGIONS 256
+#define IDLE_MAX 16                 /* mapped regions with no slot held here */
+#define OWN_IDLE_MAX 8              /* owner regions with every slot free */
+#define TRIM_MAX 4                  /* of those, dropped at one time */
+#define REGION_VIRT (1ull << 30)   /* a region's size, at most (and 1 slot) */
+
+struct region {
+	uint8_t *base; /* NULL: free entry */
+	uint64_t bytes;
+	uint32_t ring, n;
+	uint64_t dev, ino;
+	int fd;        /* owner's hidden memfd, else -1 */
+	pid_t owner;   /* the process that hands slots out (osf_pid()), else 0 */
+	uid_t kuid;    /* owner regions: the companion's owner and name */
+	pid_t kpid;
+	char kname[108];
+	uint64_t live[2]; /* slots side s's connections of this process hold */
+	uint64_t used;    /* owner: slots handed out at least once */
+	uint32_t gen[OSF_REGION_SLOTS_MAX]; /* owner: the generation given */
+	long long idle_since;
+};
+
+static struct region regions[REGIONS];
+static int nregions; /* entries in use or freed below this */
+static int lk;
+
+static void lock(void)
+{
+	while (__atomic_exchange_n(&lk, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+static void unlock(void) { __atomic_store_n(&lk, 0, __ATOMIC_RELEASE); }
+
+static uint8_t *slot_seg(const struct region *r, uint32_t i)
+{
+	return r->base + (uint64_t)i * osf_seg_bytes(r->ring);
+}
+
+static struct osf_seg_hdr *slot_hdr(const struct region *r, uint32_t i)
+{
+	return osf_seg_hdr(slot_seg(r, i), r->ring);
+}
+
+/* find_addr returns the region holding seg (a slot's start), with its slot
+ * in *slot; the lock is held. */
+static struct region *find_addr(const void *seg, uint32_t ring, uint32_t *slot)
+{
+	int i;
+
+	for (i = 0; i < nregions; i++) {
+		struct region *r = &regions[i];
+		uint64_t off;
+		if (!r->base || r->ring != ring || (const uint8_t *)seg < r->base ||
+		    (const uint8_t *)seg >= r->base + r->bytes)
+			continue;
+		off = (uint64_t)((const uint8_t *)seg - r->base);
+		if (off % osf_seg_bytes(ring))
+			return NULL;
+		*slot = (uint32_t)(off / osf_seg_bytes(ring));
+		return r;
+	}
+	return NULL;
+}
+
+/* entry returns a free table entry, unmapping the oldest idle region not
+ * owned here when there are IDLE_MAX idle ones or no free entry; NULL when
+ * the table is full of regions in use. The lock is held. */
+static struct region *entry(void)
+{
+	struct region *free_e = NULL, *old = NULL;
+	int i, idle = 0;
+
+	for (i = 0; i < nregions; i++) {
+		struct region *r = &regions[i];
+		if (!r->base) {
+			if (!free_e)
+				free_e = r;
+			continue;
+		}
+		if (r->owner || r->live[0] || r->live[1])
+			continue;
+		idle++;
+		if (!old || r->idle_since < old->idle_since)
+			old = r;
+	}
+	if (old && (idle >= IDLE_MAX || (!free_e && nregions == REGIONS))) {
+		munmap(old->base, old->bytes);
+		memset(old, 0, sizeof(*old));
+		if (!free_e)
+			free_e = old;
+	}
+	if (!free_e && nregions < REGIONS)
+		free_e = &regions[nregions++];
+	if (free_e)
+		free_e->fd = -1;
+	return free_e;
+}
+
+/* A region made outside the lock (its memfd hidden: the fd table's lock
+ * is never taken under this one), then entered. */
+struct made {
+	uint8_t *base;
+	uint64_t bytes, dev, ino;
+	uint32_t n;
+	int fd;
+};
+
+/* make_region makes an owner region's memfd and mapping for ring; the
+ * caller's fd window is open, the lock not held. 0, or -1. */
+static int make_region(uint32_t ring, struct made *md)
+{
+	uint64_t sb = osf_seg_bytes(ring), n = REGION_VIRT / sb;
+	struct stat st;
+	void *m;
+	int fd, h;
+
+	if (n < 1)
+		n = 1;
+	if (n > OSF_REGION_SLOTS_MAX)
+		n = OSF_REGION_SLOTS_MAX;
+	fd = memfd_create(OSF_REGION_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -1;
+	if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)(n * sb)) < 0 ||
+	    REAL(fcntl)(fd, F_ADD_SEALS, (void *)(long)(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) < 0 ||
+	    fstat(fd, &st) < 0)
+		goto fail;
+	m = mmap(NULL, n * sb, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		goto fail;
+	h = osf_fdt_hide(fd, 0); /* owner 0: the process's (osf_pool_moved) */
+	if (h < 0) {
+		munmap(m, n * sb);
+		goto fail;
+	}
+	md->base = m;
+	md->bytes = n * sb;
+	md->n = (uint32_t)n;
+	md->dev = (uint64_t)st.st_dev;
+	md->ino = (uint64_t)st.st_ino;
+	md->fd = h;
+	return 0;
+fail:
+	REAL(close)(fd);
+	return -1;
+}
+
+/* enter_region enters made region md as an owner region; the lock is
+ * held. NULL when the table is full. */
+static struct region *enter_region(const struct made *md, uint32_t ring,
+				   const struct ucred *owner, const char *name)
+{
+	struct region *r = entry();
+
+	if (!r)
+		return NULL;
+	memset(r, 0, sizeof(*r));
+	r->base = md->base;
+	r->bytes = md->bytes;
+	r->ring = ring;
+	r->n = md->n;
+	r->dev = md->dev;
+	r->ino = md->ino;
+	r->fd = md->fd;
+	r->owner = osf_pid();
+	r->kuid = owner->uid;
+	r->kpid = owner->pid;
+	memcpy(r->kname, name, sizeof(r->kname) - 1);
+	r->idle_since = osf_now_ns();
+	return r;
+}
+
+/* free_slot returns the lowest slot of owner region r this process may
+ * hand out, or -1: one no connection of this process holds on either side
+ * (its own knowledge), never handed out, or let go by both sides. */
+static int free_slot(struct region *r)
+{
+	uint64_t busy = r->live[0] | r->live[1];
+	uint32_t i;
+
+	for (i = 0; i < r->n; i++) {
+		if (busy >> i & 1)
+			continue;
+		if (!(r->used >> i & 1) ||
+		    __atomic_load_n(&slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) == 3)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* all_free reports whether owner region r has no slot taken: none held
+ * here, every one handed out let go by both sides. The lock is held. */
+static int all_free(const struct region *r)
+{
+	uint32_t i;
+
+	if (r->live[0] | r->live[1])
+		return 0;
+	for (i = 0; i < r->n; i++)
+		if ((r->used >> i & 1) &&
+		    __atomic_load_n(&slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) != 3)
+			return 0;
+	return 1;
+}
+
+/* trim_owned takes out of the table the owner regions of this process
+ * that have every slot free beyond the OWN_IDLE_MAX used last (a client
+ * that met many listeners, each with a region, keeps few), at most max
+ * of them, into gone, for drop_gone once the lock is released; the lock
+ * is held. Returns how many. */
+static int trim_owned(struct made *gone, int max)
+{
+	pid_t me = osf_pid();
+	int i, idle, k = 0;
+
+	while (k < max) {
+		struct region *old = NULL;
+		for (i = 0, idle = 0; i < nregions; i++) {
+			struct region *r = &regions[i];
+			if (!r->base || r->owner != me || !all_free(r))
+				continue;
+			idle++;
+			if (!old || r->idle_since < old->idle_since)
+				old = r;
+		}
+		if (idle <= OWN_IDLE_MAX)
+			break;
+		gone[k].base = old->base;
+		gone[k].bytes = old->bytes;
+		gone[k++].fd = old->fd;
+		memset(old, 0, sizeof(*old));
+	}
+	return k;
+}
+
+/* drop_gone unmaps and closes what trim_owned took out; the lock is not
+ * held. */
+static void drop_gone(const struct made *gone, int k)
+{
+	while (k-- > 0) {
+		munmap(gone[k].base, gone[k].bytes);
+		osf_fdt_close_hidden(gone[k].fd);
+	}
+}
+
+void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
+		    int *fdp, struct osf_hello_pool *hp)
+{
+	struct made md = {0}, drop[TRIM_MAX];
+	struct region *r = NULL;
+	struct osf_seg_hdr *h;
+	pid_t me = osf_pid();
+	int i, s = -1, saved = errno, fd = -1, made = 0, k, round;
+
+	for (round = 0; round < 2; round++) {
+		lock();
+		for (i = 0; i < nregions && s < 0; i++) {
+			r = &regions[i];
+			if (r->base && r->owner == me && r->ring == ring &&
+			    r->kuid == owner->uid && r->kpid == owner->pid &&
+			    strncmp(r->kname, name, sizeof(r->kname)) == 0)
+				s = free_slot(r);
+		}
+		if (s < 0 && made && (r = enter_region(&md, ring, owner, name)) != NULL) {
+			made = 0; /* the table's now */
+			s = 0;
+		}
+		if (s >= 0 || made)
+			break;
+		/* None free: make a region, outside the lock (the fd table's
+		 * lock is never taken under this one). */
+		k = trim_owned(drop, TRIM_MAX);
+		unlock();
+		drop_gone(drop, k);
+		if (make_region(ring, &md) < 0) {
+			errno = saved;
+			return NULL;
+		}
+		made = 1;
+	}
+	if (s >= 0)
+		fd = REAL(fcntl)(r->fd, F_DUPFD_CLOEXEC, (void *)0L);
+	if (fd >= 0) {
+		r->live[OSF_SIDE_CLIENT] |= 1ull << s;
+		r->used |= 1ull << s;
+		r->gen[s]++;
+		h = slot_hdr(r, (uint32_t)s);
+		memset(h, 0, sizeof(*h)); /* no one else's any more: both let go */
+		h->slot_gen = r->gen[s];
+		hp->slot = (uint32_t)s;
+		hp->gen = r->gen[s];
+		hp->region_bytes = r->bytes;
+		*fdp = fd;
+	}
+	unlock();
+	if (made) { /* a slot came free meanwhile, or the table is full */
+		munmap(md.base, md.bytes);
+		osf_fdt_close_hidden(md.fd);
+	}
+	errno = saved;
+	return fd >= 0 ? slot_seg(r, (uint32_t)s) : NULL;
+}
+
+/* hold maps (or finds) the region whose memfd fd was checked by the
+ * caller, and takes side's hold on slot: the segment, or NULL with why. */
+static void *hold(int fd, uint32_t ring, uint64_t bytes, uint32_t slot, int side,
+		  char *why, size_t wn)
+{
+	struct stat st;
+	struct region *r = NULL;
+	int i;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes) {
+		snprintf(why, wn, "region: not a regular file of %llu bytes",
+			 (unsigned long long)bytes);
+		return NULL;
+	}
+	lock();
+	for (i = 0; i < nregions; i++)
+		if (regions[i].base && regions[i].dev == (uint64_t)st.st_dev &&
+		    regions[i].ino == (uint64_t)st.st_ino) {
+			r = &regions[i];
+			break;
+		}
+	if (r && (r->bytes != bytes || r->ring != ring)) {
+		unlock();
+		snprintf(why, wn, "region: mapped here with another size or ring");
+		return NULL;
+	}
+	if (!r) {
+		void *m;
+		r = entry();
+		if (!r) {
+			unlock();
+			snprintf(why, wn, "region: %d regions mapped already", REGIONS);
+			return NULL;
+		}
+		m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED) {
+			unlock();
+			snprintf(why, wn, "map region: %s", strerror(errno));
+			return NULL;
+		}
+		memset(r, 0, sizeof(*r));
+		r->base = m;
+		r->bytes = bytes;
+		r->ring = ring;
+		r->n = (uint32_t)(bytes / osf_seg_bytes(ring));
+		r->dev = (uint64_t)st.st_dev;
+		r->ino = (uint64_t)st.st_ino;
+		r->fd = -1;
+		r->idle_since = osf_now_ns();
+	}
+	if (slot >= r->n || (r->live[side] >> slot & 1)) {
+		unlock();
+		snprintf(why, wn, "region: slot %u held here already (or beyond %u)", slot, r->n);
+		return NULL;
+	}
+	r->live[side] |= 1ull << slot;
+	unlock();
+	return slot_seg(r, slot);
+}
+
+/* unhold lets go of side's hold on seg; the lock is not held. */
+static void unhold(void *seg, uint32_t ring, int side)
+{
+	struct made drop[TRIM_MAX];
+	struct region *r;
+	uint32_t slot;
+	int k = 0;
+
+	lock();
+	r = find_addr(seg, ring, &slot);
+	if (r) {
+		r->live[side] &= ~(1ull << slot);
+		if (!(r->live[0] | r->live[1])) {
+			r->idle_since = osf_now_ns();
+			if (r->owner == osf_pid())
+				k = trim_owned(drop, TRIM_MAX);
+		}
+	}
+	unlock();
+	drop_gone(drop, k);
+}
+
+void *osf_pool_map(int fd, uint32_t ring, const struct osf_hello_pool *p, char *why,
+		   size_t wn)
+{
+	uint8_t *seg = hold(fd, ring, p->region_bytes, p->slot, OSF_SIDE_SERVER, why, wn);
+	const struct osf_seg_hdr *h;
+
+	if (!seg)
+		return NULL;
+	h = osf_seg_hdr(seg, ring);
+	if (!osf_seg_hdr_check(h, ring) ||
+	    __atomic_load_n(&h->slot_gen, __ATOMIC_ACQUIRE) != p->gen) {
+		unhold(seg, ring, OSF_SIDE_SERVER);
+		snprintf(why, wn, "invalid slot %u: header or generation does not match the hello",
+			 p->slot);
+		return NULL;
+	}
+	return seg;
+}
+
+void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t ino)
+{
+	const int need = F_SEAL_SHRINK | F_SEAL_GROW;
+	struct stat st;
+	uint8_t *seg;
+	char why[160];
+	int seals;
+
+	if (!osf_ring_size_ok(ring) || fstat(fd, &st) < 0 || st.st_size <= 0 ||
+	    osf_region_slots((uint64_t)st.st_size, ring) == 0 || ino == 0)
+		return NULL;
+	seals = REAL(fcntl)(fd, F_GET_SEALS, NULL);
+	if (seals < 0 || (seals & need) != need)
+		return NULL;
+	seg = hold(fd, ring, (uint64_t)st.st_size, slot, side, why, sizeof(why));
+	if (!seg)
+		return NULL;
+	/* Recycled since this connection took it: its side is another
+	 * socket's now (a socket's inode is no other's while it is held). */
+	if (!osf_seg_hdr_check(osf_seg_hdr(seg, ring), ring) ||
+	    __atomic_load_n(&osf_seg_hdr(seg, ring)->slot_ino[side], __ATOMIC_ACQUIRE) != ino) {
+		unhold(seg, ring, side);
+		return NULL;
+	}
+	return seg;
+}
+
+int osf_pool_slot(const void *seg, uint32_t ring)
+{
+	uint32_t slot;
+	int r;
+
+	if (!__atomic_load_n(&nregions, __ATOMIC_RELAXED))
+		return -1;
+	lock();
+	r = find_addr(seg, ring, &slot) ? (int)slot : -1;
+	unlock();
+	return r;
+}
+
+void osf_seg_release(void *seg, uint32_t ring, int side, int gone)
+{
+	int saved = errno;
+
+	if (osf_pool_slot(seg, ring) < 0) {
+		munmap(seg, (size_t)osf_seg_bytes(ring));
+		errno = saved;
+		return;
+	}
+	if (gone) /* after every use of the slot here: the owner may reuse it */
+		__atomic_or_fetch(&osf_seg_hdr(seg, ring)->slot_done, 1u << side,
+				  __ATOMIC_ACQ_REL);
+	unhold(seg, ring, side);
+	errno = saved;
+}
+
+void osf_pool_abandon(void *seg, uint32_t ring)
+{
+	__atomic_store_n(&osf_seg_hdr(seg, ring)->slot_done, 3u, __ATOMIC_RELEASE);
+	unhold(seg, ring, OSF_SIDE_CLIENT);
+}
+
+void osf_pool_moved(int old, int nfd)
+{
+	int i;
+
+	lock();
+	for (i = 0; i < nregions; i++)
+		if (regions[i].base && regions[i].fd == old)
+			regions[i].fd = nfd;
+	unlock();
+}
+
+/* pool_after_fork: a fork child hands no slot of its parent's regions out
+ * (the parent does; the owner pid says so) and closes their memfds; it
+ * unmaps the regions none of its inherited connections uses. */
+OSF_FORK_TEXT static void pool_reset(void) { OSF_RESET(lk, 0); }
+OSF_AFTER_FORK(pool_reset, OSF_FORK_RESET);
+
+OSF_FORK_TEXT static void pool_after_fork(void)
+{
+	int i;
+
+	for (i = 0; i < nregions; i++) {
+		struct region *r = &regions[i];
+		if (!r->base)
+			continue;
+		if (r->fd >= 0) {
+			osf_fdt_close_hidden(r->fd);
+			r->fd = -1;
+		}
+		r->owner = 0;
+		if (!(r->live[0] | r->live[1])) {
+			(void)osf_rawsys(SYS_munmap, (long)r->base, (long)r->bytes, 0, 0, 0, 0);
+			memset(r, 0, sizeof(*r));
+		}
+	}
+}
+OSF_AFTER_FORK(pool_after_fork, OSF_FORK_RELEASE);

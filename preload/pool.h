@@ -1,0 +1,63 @@
+/* pool.h: shm segments as slots of a region (pool.c; OSF_SHM_POOL=1).
+ *
+ * A region is one memfd of up to OSF_REGION_SLOTS_MAX slots, each laid out
+ * as a segment (sdp/segment.h) of the connection's ring size. A client
+ * process takes slots of a region of its own per (ring size, companion
+ * name, companion owner): the trust domain of one listener. The hello
+ * carries the region's memfd and (slot, generation); a server maps each
+ * region once, known by its inode. No slot is ever unmapped while its
+ * region lives; a slot goes back to its owner's pool when both sides let
+ * go of it (slot_done), and the owner alone hands slots out, from what it
+ * knows itself (its own connections on a slot, the generations it gave),
+ * never from a peer's word but the slot_done a peer can only delay or
+ * hurry for its own connections. */
+#ifndef OSF_PRELOAD_POOL_H
+#define OSF_PRELOAD_POOL_H
+
+#include "../sdp/setup.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* osf_pool_take gives a client's new connection a slot of a region for
+ * (ring, the companion's owner and name), making a region when none has
+ * a free slot: the slot's segment with its header cleared and slot_gen
+ * set (the caller writes the rest: osf_seg_init), *fdp a close-on-exec dup
+ * of the region's memfd for the connection, *hp the hello's pool part. The
+ * caller's fd window is open. NULL (errno kept) when no slot can be had:
+ * the caller makes a segment of its own. */
+void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
+		    int *fdp, struct osf_hello_pool *hp);
+
+/* osf_pool_map is the server's osf_region_map_fn (sdp/setup.h). */
+void *osf_pool_map(int fd, uint32_t ring, const struct osf_hello_pool *p, char *why,
+		   size_t wn);
+
+/* osf_pool_adopt maps the slot of an inherited or passed connection: fd
+ * the region's memfd, slot the slot the fd table (or the hand-off record)
+ * names, side this process's side, ino its wake socket's inode. The slot's
+ * segment, or NULL when the region or slot is not usable or the slot is
+ * no longer this connection's (its slot_ino for side is another socket's:
+ * recycled), or this process holds that side of it already. */
+void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t ino);
+
+/* osf_pool_slot returns the slot of seg (a segment of rings of ring), or
+ * -1 when seg is not a slot of a region. */
+int osf_pool_slot(const void *seg, uint32_t ring);
+
+/* osf_seg_release lets go of this process's segment seg of ring (side:
+ * the side it held): a slot goes back to its region (no unmap), anything
+ * else is unmapped. gone: this process's side let go of the slot for good
+ * (its last holder's connection, or one that never counted a holder):
+ * slot_done gets the side's bit. */
+void osf_seg_release(void *seg, uint32_t ring, int side, int gone);
+
+/* osf_pool_abandon gives back the slot of a hello that was never sent:
+ * no peer saw it, so its owner may reuse it at once. */
+void osf_pool_abandon(void *seg, uint32_t ring);
+
+/* osf_pool_moved renames a region's hidden memfd old to nfd. */
+void osf_pool_moved(int old, int nfd);
+
+#endif
