@@ -185,6 +185,7 @@ struct osf_state {
 	unsigned spin_us;  /* OSF_SPIN_US */
 	unsigned poll_spin_us;
 	int debug_load_core;
+	int rdma_rx_caller; /* OSF_RDMA_RX=caller (docs/DESIGN.md D4) */
 	int sandboxed; /* a seccomp filter is on (preload/sandbox.c) */
 	char lib_path[4096];
 	char prog[256];
