@@ -85,16 +85,18 @@ func withEnv(setup func(t *testing.T) (place, string, []string), env ...string) 
 
 // rdmaPath checks an RDMA leg's connections: RDMA at both ends, the
 // client's log naming the device (via), the application's threads
-// posting sends, and taking completions exactly when caller.
+// posting sends, and taking completions exactly when caller: on some
+// connection of either end (a client process often exits before its
+// engine logs the release, and whether a thread finds a completion in
+// the queue before it sleeps is timing), on none of either without it.
 func rdmaPath(via string, caller bool) func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
 	return func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
 		assertRDMA(t, s, pid)
 		assertLog(t, clientLog, via)
 		assertLog(t, serverLog, "rdma: accepted ")
-		for _, log := range []string{clientLog, serverLog} {
-			assertCallerPosts(t, log)
-			assertCallerTakes(t, log, caller)
-		}
+		assertCallerPosts(t, clientLog)
+		assertCallerPosts(t, serverLog)
+		assertCallerTakes(t, clientLog+serverLog, caller)
 	}
 }
 
