@@ -107,6 +107,9 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 	if (osf_side_my_flags(&c->s) & OSF_SIDE_RDSHUT)
 		return 0;
 	if (!(st & OSF_CS_GONE) && nonblock) {
+		/* RDMA: what arrived may still be in the completion queue. */
+		if (conn_rdma_rx(c) && osf_conn_rdma_take(c, 1) && osf_side_rx_used(&c->s) != 0)
+			return 2;
 		osf_side_drain(&c->s, fd, &c->s.me->rx_waiters);
 		st = osf_side_state(&c->s);
 		if (!(st & OSF_CS_GONE) && osf_side_arm_rx(&c->s))
@@ -150,7 +153,10 @@ static int wait_data(struct osf_conn *c, int fd)
 	osf_conn_unmap_due(0); /* closed connections' segments (conn.c) */
 	osf_reap_kick();
 	spin = spin_begin(c, &sleeps);
-	r = osf_side_wait_data(&c->s, fd, spin);
+	if (conn_rdma_rx(c) && osf_conn_rdma_spin(c, spin, 0))
+		r = 0; /* this thread took what arrived (conn_rdma.c) */
+	else
+		r = osf_side_wait_data(&c->s, fd, conn_rdma_rx(c) && c->rtx ? 0 : spin);
 
 	spin_end(c, spin, sleeps);
 	return r;
@@ -165,7 +171,10 @@ static int wait_more(struct osf_conn *c, int fd, int64_t have)
 
 	osf_reap_kick();
 	spin = spin_begin(c, &sleeps);
-	r = osf_side_wait_more(&c->s, fd, spin, have);
+	if (conn_rdma_rx(c) && osf_conn_rdma_spin(c, spin, have))
+		r = 0;
+	else
+		r = osf_side_wait_more(&c->s, fd, conn_rdma_rx(c) && c->rtx ? 0 : spin, have);
 
 	spin_end(c, spin, sleeps);
 	return r;

@@ -40,7 +40,13 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 	if (!c)
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd); /* a reset nobody waited for */
-	r = lowat(c, osf_side_revents(&c->s));
+	r = osf_side_revents(&c->s);
+	/* RDMA: what arrived (data, credit) may still be in the completion
+	 * queue: a poller takes it itself (conn_rdma.c). */
+	if (conn_rdma_rx(c) && (r & (POLLIN | POLLOUT)) != (POLLIN | POLLOUT) &&
+	    osf_conn_rdma_take(c, 0))
+		r = osf_side_revents(&c->s);
+	r = lowat(c, r);
 	if (unlikely(c->gw))
 		r = osf_conn_gw_revents(fd, c, r);
 	conn_put(c);

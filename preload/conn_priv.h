@@ -76,14 +76,42 @@ struct osf_conn {
  * it. */
 int osf_conn_rdma_push(struct osf_conn *c);
 
+/* conn_rdma reports whether c may be an RDMA connection this process
+ * runs the data path of (conn_rdma.c). */
+static inline int conn_rdma(const struct osf_conn *c)
+{
+	return __builtin_expect(c->rtx_look != 0 || c->rtx != NULL, 0);
+}
+
+/* conn_rdma_rx reports whether this thread may run c's receiving rule
+ * itself (conn_rdma.c): c may be an RDMA connection and OSF_RDMA_RX is
+ * caller; else the progress engine takes every completion (the default,
+ * docs/DESIGN.md D4). */
+static inline int conn_rdma_rx(const struct osf_conn *c)
+{
+	return __builtin_expect(osf.rdma_rx_caller, 0) && conn_rdma(c);
+}
+
+/* osf_conn_rdma_take takes c's completions on this thread (rx.h): 1 when
+ * it applied any; with look, it may look c's state up first (a system
+ * call, a bounded number of times per connection), else only a state
+ * already found is used (a poller's loop). osf_conn_rdma_spin does it
+ * until more than have bytes are readable (or the end), for at most
+ * spin_us, once when spin_us is 0 (a blocking reader about to sleep): 1
+ * when they are.
+ * osf_conn_rdma_credit posts the credit for c's consumption up to tail
+ * when due: 0 when it is left to the engine. */
+int osf_conn_rdma_take(struct osf_conn *c, int look);
+int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have);
+int osf_conn_rdma_credit(struct osf_conn *c, uint64_t tail);
+
 /* conn_wake_reader follows a publish into c's tx ring (data, FIN): on an
  * RDMA connection this thread posts it itself when it can
  * (docs/DESIGN.md D4), else, and on shm, it wakes the reader on the other
  * side (the peer process, or the RDMA progress engine) if it asked. */
 static inline void conn_wake_reader(struct osf_conn *c, int fd)
 {
-	if (__builtin_expect(c->rtx_look != 0 || c->rtx != NULL, 0) &&
-	    osf_conn_rdma_push(c))
+	if (conn_rdma(c) && osf_conn_rdma_push(c))
 		return;
 	osf_side_wake_reader(&c->s, fd);
 }
@@ -120,6 +148,8 @@ static inline void conn_consumed(struct osf_conn *c, uint64_t tail)
 {
 	if (__builtin_expect(tail >= __atomic_load_n(&c->reap_at, __ATOMIC_RELAXED), 0))
 		osf_reap_list(c);
+	if (conn_rdma_rx(c))
+		(void)osf_conn_rdma_credit(c, tail);
 }
 
 /* osf_conn_gw_revents turns r, the events of c's rings, into what a

@@ -212,7 +212,7 @@ static void tunable(const char *name, unsigned hi, unsigned *v)
 
 static void load_config(void)
 {
-	const char *dbg;
+	const char *dbg, *rx;
 
 	osf.spin_us = 20;
 	osf.poll_spin_us = 20;
@@ -222,6 +222,8 @@ static void load_config(void)
 	osf.debug_load_core = dbg && strcmp(dbg, "1") == 0;
 	dbg = osf_env("OSF_SHM_POOL");
 	osf.shm_pool = dbg && strcmp(dbg, "1") == 0;
+	rx = osf_env("OSF_RDMA_RX"); /* the core rejects other values */
+	osf.rdma_rx_caller = rx && strcmp(rx, "caller") == 0;
 }
 
 __attribute__((constructor)) static void osf_constructor(void)

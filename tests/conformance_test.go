@@ -30,7 +30,7 @@ type conformanceLeg struct {
 }
 
 func conformanceLegs() []conformanceLeg {
-	return []conformanceLeg{
+	legs := []conformanceLeg{
 		{
 			name: "kernel",
 			setup: func(t *testing.T) (place, string, []string) {
@@ -55,35 +55,48 @@ func conformanceLegs() []conformanceLeg {
 				testutil.AssertTransport(t, s.p.Pid, testutil.ByRole("server"), testutil.TransportShm)
 			},
 		},
-		{
-			// The RDMA engine (both ends as the C data path's peer),
-			// wire data, credits, FIN, CLOSE and listener replication
-			// through the companion, over the software stand-in for a
-			// device (OSF_DEBUG_RDMA_SIM): everything of the rdma leg
-			// but libibverbs and librdmacm, on any machine.
-			name: "rdma-sim",
-			setup: func(t *testing.T) (place, string, []string) {
-				return place{}, "127.0.0.1", []string{"OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1"}
-			},
-			path: func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
-				assertRDMA(t, s, pid)
-				assertLog(t, clientLog, ": rdma via sim ")
-				assertLog(t, serverLog, "rdma: accepted ")
-				assertCallerPosts(t, clientLog)
-				assertCallerPosts(t, serverLog)
-			},
-		},
-		{
-			name:  "rdma",
-			setup: rdmaLeg,
-			path: func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
-				assertRDMA(t, s, pid)
-				assertLog(t, clientLog, ": rdma via ")
-				assertLog(t, serverLog, "rdma: accepted ")
-				assertCallerPosts(t, clientLog)
-				assertCallerPosts(t, serverLog)
-			},
-		},
+	}
+	// The RDMA engine (both ends as the C data path's peer), wire data,
+	// credits, FIN, CLOSE and listener replication through the companion,
+	// over the software stand-in for a device (OSF_DEBUG_RDMA_SIM):
+	// everything of the rdma leg but libibverbs and librdmacm, on any
+	// machine. Each RDMA leg runs twice: the engine taking every
+	// completion (the default), and OSF_RDMA_RX=caller, the application's
+	// waiting threads taking their connections' (docs/DESIGN.md D4).
+	sim := func(t *testing.T) (place, string, []string) {
+		return place{}, "127.0.0.1", []string{"OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1"}
+	}
+	for _, rx := range []string{"engine", "caller"} {
+		sfx := map[string]string{"engine": "", "caller": "-caller"}[rx]
+		legs = append(legs,
+			conformanceLeg{name: "rdma-sim" + sfx, setup: withEnv(sim, "OSF_RDMA_RX="+rx), path: rdmaPath(": rdma via sim ", rx == "caller")},
+			conformanceLeg{name: "rdma" + sfx, setup: withEnv(rdmaLeg, "OSF_RDMA_RX="+rx), path: rdmaPath(": rdma via ", rx == "caller")})
+	}
+	return legs
+}
+
+// withEnv is setup with more variables for both programs.
+func withEnv(setup func(t *testing.T) (place, string, []string), env ...string) func(t *testing.T) (place, string, []string) {
+	return func(t *testing.T) (place, string, []string) {
+		pl, host, e := setup(t)
+		return pl, host, append(e, env...)
+	}
+}
+
+// rdmaPath checks an RDMA leg's connections: RDMA at both ends, the
+// client's log naming the device (via), the application's threads
+// posting sends, and taking completions exactly when caller: on some
+// connection of either end (a client process often exits before its
+// engine logs the release, and whether a thread finds a completion in
+// the queue before it sleeps is timing), on none of either without it.
+func rdmaPath(via string, caller bool) func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
+	return func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
+		assertRDMA(t, s, pid)
+		assertLog(t, clientLog, via)
+		assertLog(t, serverLog, "rdma: accepted ")
+		assertCallerPosts(t, clientLog)
+		assertCallerPosts(t, serverLog)
+		assertCallerTakes(t, clientLog+serverLog, caller)
 	}
 }
 
@@ -145,21 +158,47 @@ func assertLog(t *testing.T, log, want string) {
 	}
 }
 
-// callerPosts matches the count of sends an RDMA connection's application
-// threads posted themselves, in the line the engine logs when it releases
-// the connection.
-var callerPosts = regexp.MustCompile(`sends posted by the application's threads ([0-9]+)`)
+// callerPosts and callerTakes match the counts of sends an RDMA
+// connection's application threads posted themselves and of completions
+// they took themselves (sdp/rdma/tx.h, rx.h), in the line the engine logs
+// when it releases the connection.
+var (
+	callerPosts = regexp.MustCompile(`sends posted by the application's threads ([0-9]+)`)
+	callerTakes = regexp.MustCompile(`completions taken by the application's threads ([0-9]+)`)
+)
 
 // assertCallerPosts checks that the application's own threads posted
 // RDMA writes on some connection (docs/DESIGN.md D4), not only the engine.
 func assertCallerPosts(t *testing.T, log string) {
 	t.Helper()
-	for _, m := range callerPosts.FindAllStringSubmatch(log, -1) {
+	assertCallerCount(t, log, callerPosts, "sends were posted")
+}
+
+// assertCallerTakes checks that the application's own threads received
+// on some connection when want (they took completions, DATA and credits,
+// from the connection's queue, not only the engine), else on none.
+func assertCallerTakes(t *testing.T, log string, want bool) {
+	t.Helper()
+	if want {
+		assertCallerCount(t, log, callerTakes, "completions were taken")
+		return
+	}
+	for _, m := range callerTakes.FindAllStringSubmatch(log, -1) {
+		if m[1] != "0" {
+			t.Errorf("with OSF_RDMA_RX=engine, the application's threads took %s completions:\n%s", m[1], log)
+			return
+		}
+	}
+}
+
+func assertCallerCount(t *testing.T, log string, re *regexp.Regexp, what string) {
+	t.Helper()
+	for _, m := range re.FindAllStringSubmatch(log, -1) {
 		if m[1] != "0" {
 			return
 		}
 	}
-	t.Errorf("no connection's sends were posted by the application's threads:\n%s", log)
+	t.Errorf("no connection's %s by the application's threads:\n%s", what, log)
 }
 
 func readLog(t *testing.T, path string) string {

@@ -94,6 +94,11 @@ type Config struct {
 	// RDMAPoll is OSF_RDMA_POLL_US: how long the RDMA progress engine keeps
 	// polling after its last piece of work before it sleeps.
 	RDMAPoll time.Duration
+	// RDMARxCaller is OSF_RDMA_RX=caller: an application's thread that
+	// waits for data on an RDMA connection takes the connection's
+	// completions and posts its credits itself (docs/DESIGN.md D4); with
+	// engine (the default) the progress engine does.
+	RDMARxCaller bool
 	// GatewayKey is OSF_GATEWAY_KEY: the file holding the key that
 	// authenticates this node to its gateways ("" means none).
 	GatewayKey string
@@ -185,6 +190,7 @@ var variables = []variable{
 	{Var{"OSF_SPIN_US", "20", "microseconds a blocking call spins before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.Spin })},
 	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select, epoll and a blocking accept on an offloaded listener spin before they sleep, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
 	{Var{"OSF_RDMA_POLL_US", "20", "microseconds the RDMA progress engine polls before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.RDMAPoll })},
+	{Var{"OSF_RDMA_RX", "engine", "who takes an RDMA connection's completions: engine (the progress engine) or caller (the waiting application thread, the engine for the rest)"}, parseRDMARx},
 	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
 	{Var{"OSF_GATEWAY_KEY", "", "file holding the key (mode 0600) that authenticates this node to its gateways"}, func(c *Config, v string) error { c.GatewayKey = v; return nil }},
 	{Var{"OSF_GATEWAY_TIMEOUT_MS", "20000", "milliseconds a gateway may take to connect to a destination, 1-600000"}, parseGatewayTimeout},
@@ -194,6 +200,7 @@ var variables = []variable{
 	{Var{"OSF_DEBUG_TRIM_STOP", "0", "1 stops a process with SIGSTOP right before its first trim punch (tests)"}, nil},
 	{Var{"OSF_DEBUG_REAP_SLOW", "0", "1 makes the osf-reaper thread hold each connection it looks at 5 ms before it reads it (tests)"}, nil},
 	{Var{"OSF_DEBUG_LOAD_CORE", "0", "1 loads the osf core at start-up (debugging)"}, boolVar(func(c *Config) *bool { return &c.DebugLoadCore })},
+	{Var{"OSF_DEBUG_RDMA_WATCH_MS", "0", "N > 0 makes each RDMA progress engine log, every N milliseconds at debug, the connections that made no progress with work pending (debugging)"}, nil},
 	{Var{"OSF_DEBUG_RDMA_SIM", "0", "1 replaces RDMA devices by a software stand-in between processes of this host (tests)"}, boolVar(func(c *Config) *bool { return &c.DebugRDMASim })},
 	{Var{varConf, DefaultConfFile, "configuration file; empty means none (the environment overrides the file)"}, nil},
 	{Var{"OSF_LIB", "", "libosf.so for osfrun to preload; default: found next to osfrun"}, nil},
@@ -299,6 +306,15 @@ func parseTransport(c *Config, v string) error {
 		}
 	}
 	return errors.New("want auto, shm, rdma or kernel")
+}
+
+func parseRDMARx(c *Config, v string) error {
+	switch v {
+	case "engine", "caller":
+		c.RDMARxCaller = v == "caller"
+		return nil
+	}
+	return errors.New("want engine or caller")
 }
 
 func parseLogLevel(c *Config, v string) error {
@@ -436,11 +452,18 @@ func (c *Config) Summary() string {
 	if c.LogFile != "" {
 		logFile = strconv.Quote(c.LogFile)
 	}
-	fmt.Fprintf(&b, " transport=%s strict=%s log-level=%s log-file=%s ring-size=%s spin-us=%d poll-spin-us=%d rdma-poll-us=%d connect-timeout-ms=%d debug-load-core=%s debug-rdma-sim=%s",
+	fmt.Fprintf(&b, " transport=%s strict=%s log-level=%s log-file=%s ring-size=%s spin-us=%d poll-spin-us=%d rdma-poll-us=%d rdma-rx=%s connect-timeout-ms=%d debug-load-core=%s debug-rdma-sim=%s",
 		c.Transport, flag01(c.Strict), c.LogLevel, logFile, formatSize(c.RingSize),
-		c.Spin.Microseconds(), c.PollSpin.Microseconds(), c.RDMAPoll.Microseconds(), c.ConnectTimeout.Milliseconds(),
+		c.Spin.Microseconds(), c.PollSpin.Microseconds(), c.RDMAPoll.Microseconds(), rdmaRxName(c.RDMARxCaller), c.ConnectTimeout.Milliseconds(),
 		flag01(c.DebugLoadCore), flag01(c.DebugRDMASim))
 	return b.String()
+}
+
+func rdmaRxName(caller bool) string {
+	if caller {
+		return "caller"
+	}
+	return "engine"
 }
 
 // routesText returns the texts of c's rules joined by "; ".

@@ -590,6 +590,9 @@ int osf_route_parse(const char *env, uint32_t len, struct osf_route_config *c)
 	if (lookup(env, len, "OSF_RDMA_POLL_US", &v, &n) &&
 	    parse_uint(v, n, 0, 1000000, &x) < 0)
 		return OSF_ROUTE_MALFORMED;
+	if (lookup(env, len, "OSF_RDMA_RX", &v, &n) &&
+	    !(n == 6 && memcmp(v, "engine", 6) == 0) && !(n == 6 && memcmp(v, "caller", 6) == 0))
+		return OSF_ROUTE_MALFORMED;
 	if (lookup(env, len, "OSF_CONNECT_TIMEOUT_MS", &v, &n)) {
 		if (parse_uint(v, n, 1, 60000, &x) < 0)
 			return OSF_ROUTE_MALFORMED;

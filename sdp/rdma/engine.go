@@ -55,21 +55,23 @@ type Engine struct {
 	done    chan struct{}
 
 	// Engine goroutine only.
-	nextID  uint32
-	pending map[uint32]bool
-	streams map[uint32]*stream
-	byWake  map[int]*stream
-	sources map[int]func()
-	closing map[*stream]time.Time // streams taking their link down, and their deadline
-	timers  []timer
-	wc      []verbs.WC
-	free    chan func()            // background's queue, nil until first used
-	freed   chan struct{}          // closed when its goroutine has finished
-	onIdle  []func()               // run once per loop iteration before sleeping (tests)
-	onSleep func(ms int, hot bool) // each sleep's epoll_wait timeout (tests)
-	yields  int                    // runtime.Gosched calls (tests)
-	hotFor  time.Duration          // hotFor, shorter in tests
-	holdP   bool                   // short sleeps keep the P: a P is left for the rest
+	nextID   uint32
+	pending  map[uint32]bool
+	streams  map[uint32]*stream
+	byWake   map[int]*stream
+	sources  map[int]func()
+	closing  map[*stream]time.Time // streams taking their link down, and their deadline
+	timers   []timer
+	wc       []verbs.WC
+	free     chan func()            // background's queue, nil until first used
+	freed    chan struct{}          // closed when its goroutine has finished
+	onIdle   []func()               // run once per loop iteration before sleeping (tests)
+	onSleep  func(ms int, hot bool) // each sleep's epoll_wait timeout (tests)
+	yields   int                    // runtime.Gosched calls (tests)
+	hotFor   time.Duration          // hotFor, shorter in tests
+	holdP    bool                   // short sleeps keep the P: a P is left for the rest
+	sleptAt  time.Time              // the last sleep's start (watch.go)
+	sleptFor time.Duration          // and length
 
 	// At exit (exit.go): the process's exit(3) waits for the streams.
 	exitArmed bool
@@ -117,6 +119,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		return nil, err
 	}
 	e.sources[e.kick] = e.drainKick
+	if watchEvery > 0 {
+		e.after(watchEvery, e.watchdog)
+	}
 	go e.loop()
 	return e, nil
 }
@@ -385,7 +390,9 @@ func (e *Engine) loop() {
 		if e.onSleep != nil {
 			e.onSleep(ms, hot)
 		}
+		e.sleptAt = time.Now()
 		e.dispatch(events, ms)
+		e.sleptFor = time.Since(e.sleptAt)
 		lastWork = time.Time{} // asleep until now: quiet the streams once
 	}
 }

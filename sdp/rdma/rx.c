@@ -1,5 +1,7 @@
-// rx.c: the core's side of rx.h, C in libosfcore.so: the takers and
+// rx.c: the core's side of rx.h, C in libosfcore.so: the application's
+// threads' entry (osf_rdma_rx_take, through rx->take), and the takers and
 // receive posters of a verbs CQ and QP and of the stand-in's socket.
+// Called from the application's threads: nothing here touches Go.
 
 #include "rx.h"
 
@@ -7,7 +9,45 @@
 #include <infiniband/verbs.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+// osf_rdma_rx_take is rx->take (rx.h osf_rdma_take_fn): an application's
+// thread that found no data takes what completions there are, at most a
+// CQ's depth, when no other thread (nor the engine) is taking them. What
+// it leaves (an event, completions it took and did not apply, bytes a
+// CREDIT lets out) kicks the engine, which may be asleep on a completion
+// channel this thread already emptied.
+int osf_rdma_rx_take(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+	int n = 0, cs;
+
+	if (!rx || !__atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) || tx->pid != pid)
+		return -1;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	if (osf_rdma_rx_trylock(rx)) {
+		if (!__atomic_load_n(&tx->live, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&tx->gen, __ATOMIC_RELAXED) != gen ||
+		    __atomic_load_n(&rx->down, __ATOMIC_RELAXED)) {
+			n = -1;
+		} else {
+			n = osf_rdma_rx_poll(rx, 3 * (int)OSF_RDMA_SQ_DEPTH, &rx->caller_wcs);
+			/* Completions it took from the device and stopped
+			 * before (the stash: its bound, or an event) are
+			 * the engine's now, and no completion event will
+			 * say so. */
+			if (rx->ev.what != OSF_RDMA_EV_NONE || rx->engine_due ||
+			    rx->stash_i != rx->stash_n) {
+				rx->engine_due = 0;
+				osf_rdma_rx_kick(rx);
+			}
+		}
+		osf_rdma_rx_unlock(rx);
+	}
+	pthread_setcancelstate(cs, NULL);
+	return n;
+}
 
 // osf_rdma_verbs_poll takes completions from the connection's CQ.
 int osf_rdma_verbs_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *out, int n)

@@ -1,9 +1,9 @@
 /* rx.h: the receiving half of an RDMA stream (docs/ARCHITECTURE.md, "RDMA
- * transport", "Receiving"), in C: the progress engine (stream.go) applies
- * it through cgo, over a verbs CQ or the stand-in's socket (rx.c). It is
- * written to be run by an application's thread too, under the same
- * try-lock (rx_lock); that caller path was measured and is not enabled
- * (docs/DESIGN.md D4).
+ * transport", "Receiving"), one implementation for both threads that take
+ * a connection's completions: an application's thread that found no data
+ * (libosf.so, preload/conn_rdma.c, through rx->take: plain C of the core,
+ * sdp/rdma rx.c; only with OSF_RDMA_RX=caller, docs/DESIGN.md D4) and the
+ * progress engine (stream.go, through cgo).
  *
  * The rule (osf_rdma_rx_one) applies one completion: the peer's DATA
  * (the new head of the ring it writes, published into the local segment
@@ -25,9 +25,13 @@
  * writer waiting for room on the writers' socket after a CREDIT.
  *
  * struct osf_rdma_rx lives and dies with its struct osf_rdma_tx (tx.c: the
- * same reuse, the same generation). rx_lock serialises taking
- * completions; the engine sets the wake sockets to -1 under it before it
- * closes them, and retires the struct under it.
+ * same reuse, the same generation). Locking: rx_lock serialises taking
+ * completions; an application's thread only tries it (a thread that
+ * finds it busy looks at its ring again: the holder publishes whatever it
+ * takes), the engine spins for it. The engine sets the wake sockets to -1
+ * under rx_lock before it closes them, and retires the struct under it,
+ * so a holder never sends on a closed number or writes an unmapped
+ * segment.
  */
 #ifndef OSF_SDP_RDMA_RX_H
 #define OSF_SDP_RDMA_RX_H
@@ -39,6 +43,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* More work request and immediate kinds (link.go, imm.go). */
 #define OSF_RDMA_WR_CREDIT 3u /* zero-length WRITE WITH IMMEDIATE: credit */
@@ -87,6 +92,12 @@ struct osf_rdma_rx;
 typedef int (*osf_rdma_poll_fn)(struct osf_rdma_rx *rx, struct osf_rdma_wc *wc, int n);
 /* A receive poster posts the receive wr_id: 0 or an errno. */
 typedef int (*osf_rdma_recv_fn)(struct osf_rdma_rx *rx, uint64_t wr_id);
+/* The application's threads' entry (rx.c osf_rdma_rx_take): takes and
+ * applies what completions there are, for the caller of pid holding
+ * generation gen: how many, 0 when there were none, the lock was busy or
+ * the engine must act, -1 when this thread may not (another process, a
+ * retired or closing connection). */
+typedef int (*osf_rdma_take_fn)(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid);
 
 struct osf_rdma_rx {
 	uint32_t lock;   /* rx_lock: 0 free, 1 held */
@@ -99,12 +110,15 @@ struct osf_rdma_rx {
 	uint32_t lowat;
 	int32_t wake;    /* the engine's end of the application's wake socket, or -1 */
 	int32_t wake_tx; /* of the writers' wake socket, or -1 */
-	int32_t kick;    /* the engine's eventfd */
+	int32_t kick;    /* the engine's eventfd: an event waits */
 	/* Under lock. */
 	uint64_t head;     /* the peer's producer position of ring 1 - side */
-	uint64_t credited; /* our consumer position last reported (written
-			      under tx.h's lock: osf_rdma_credit_post) */
+	uint64_t credited; /* our consumer position last reported (tx.h's lock
+			      for writing: see osf_rdma_credit_push) */
 	uint32_t peer_fin, peer_closed;
+	uint32_t engine_due; /* an application's thread applied a CREDIT while
+				bytes (or FIN) wait to be sent: the engine may
+				have been left them */
 	uint32_t recvs;    /* receives posted, not completed */
 	uint32_t recv_seq; /* receives ever posted */
 	struct osf_rdma_ev ev; /* the event waiting for the engine */
@@ -112,6 +126,7 @@ struct osf_rdma_rx {
 	 * link does, as fakes in tests). */
 	osf_rdma_poll_fn poll;
 	osf_rdma_recv_fn post_recv;
+	osf_rdma_take_fn take; /* rx.c osf_rdma_rx_take */
 	void *cq, *qp;       /* verbs */
 	int32_t sim_fd;      /* the stand-in's socket, or -1 */
 	uint32_t sim_rq;     /* the stand-in: receives posted and not used */
@@ -123,13 +138,49 @@ struct osf_rdma_rx {
 	uint32_t sim_eof;
 	/* Counters (relaxed; osfstat, logs and tests). */
 	uint64_t bytes_in;
+	uint64_t caller_wcs; /* completions taken by the application's threads */
 	uint64_t engine_wcs; /* by the engine */
+	uint64_t caller_credits; /* credits posted by the application's threads */
 	/* Completions taken from the device and not applied yet (an event
 	 * stopped the rule before them): stash[stash_i, stash_n). */
 	uint32_t stash_i, stash_n;
 	struct osf_rdma_wc stash[16];
 	uint8_t sim_buf[4096];
 };
+
+/* osf_rdma_rx_kick wakes the engine (its eventfd): it has work an
+ * application's thread could not do, and may be asleep (a CQ event or the
+ * stand-in's socket that would have woken it was taken by that thread). */
+static inline void osf_rdma_rx_kick(const struct osf_rdma_rx *rx)
+{
+	uint64_t one = 1;
+	int k = __atomic_load_n(&rx->kick, __ATOMIC_RELAXED), saved = errno;
+
+	if (k >= 0)
+		(void)!write(k, &one, sizeof(one));
+	errno = saved;
+}
+
+/* osf_rdma_tx_leave lets go of tx's lock taken for anything but a data
+ * push: counting a send completion, applying a CREDIT, posting a credit.
+ * A writer (or the engine's transmit) that found the lock busy meanwhile
+ * raised again and left its bytes to the holder (osf_rdma_tx_claim); a
+ * holder that pushes sends them once more (osf_rdma_tx_release), this one
+ * does not, so it wakes the engine, which pumps every stream when it
+ * wakes. Held by an application's thread, which takes completions or
+ * posts credits while another thread (or the engine) writes, the lock
+ * would otherwise leave those bytes unsent until the engine woke for
+ * something else. again is cleared here: whoever pushes next reads head
+ * afresh. */
+static inline void osf_rdma_tx_leave(struct osf_rdma_rx *rx)
+{
+	struct osf_rdma_tx *tx = rx->tx;
+
+	__atomic_store_n(&tx->lock, 0, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&tx->again, __ATOMIC_SEQ_CST) &&
+	    __atomic_exchange_n(&tx->again, 0, __ATOMIC_SEQ_CST))
+		osf_rdma_rx_kick(rx);
+}
 
 static inline struct osf_seg_side *osf_rdma_rx_app(const struct osf_rdma_rx *rx)
 {
@@ -281,13 +332,17 @@ static inline int osf_rdma_rx_imm(struct osf_rdma_rx *rx, const struct osf_rdma_
 		sent = tx->sent;
 		tail = osf_rdma_advance(peer_tail, v);
 		if (tail - peer_tail > sent - peer_tail) {
-			osf_rdma_tx_unlock(tx);
+			osf_rdma_tx_leave(rx);
 			return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_VIOLATION, wc,
 					       "CREDIT to %llu beyond %llu sent",
 					       (unsigned long long)tail, (unsigned long long)sent);
 		}
 		__atomic_store_n(&tx->peer_tail, tail, __ATOMIC_RELAXED);
-		osf_rdma_tx_unlock(tx);
+		if (sent != __atomic_load_n(&rx->hdr->ring[rx->side].head, __ATOMIC_ACQUIRE) ||
+		    ((__atomic_load_n(&rx->hdr->side[rx->side].flags, __ATOMIC_ACQUIRE) &
+		      OSF_SIDE_FIN) && !tx->fin_sent))
+			rx->engine_due = 1;
+		osf_rdma_tx_leave(rx);
 		__atomic_store_n(&rx->hdr->ring[rx->side].tail, tail, __ATOMIC_RELEASE);
 		osf_rdma_rx_wake_writer(rx, tail);
 		return 0;
@@ -345,7 +400,7 @@ static inline int osf_rdma_rx_one(struct osf_rdma_rx *rx, const struct osf_rdma_
 			       : osf_rdma_rx_event(rx, OSF_RDMA_EV_BROKEN, 0, wc);
 	osf_rdma_tx_lock_spin(tx);
 	bad = osf_rdma_tx_complete(tx, seq);
-	osf_rdma_tx_unlock(tx);
+	osf_rdma_tx_leave(rx);
 	if (bad)
 		return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_FAIL, wc,
 				       "rdma: completion for unposted work request %u (posted %u)",
@@ -445,6 +500,39 @@ static inline int osf_rdma_credit_post(struct osf_rdma_rx *rx, uint64_t tail)
 	}
 	osf_rdma_tx_commit(tx, &wr, 1);
 	return 0;
+}
+
+/* osf_rdma_credit_push is the reader's thread's credit, after it consumed
+ * up to tail: posted here when due and the send lock free (else the
+ * engine, woken by the wake protocol as today, sends it): 1 when nothing
+ * is owed any more. */
+static inline int osf_rdma_credit_push(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid,
+				       uint64_t tail)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+	int cs, ok = 0;
+
+	if (!rx || !osf_rdma_credit_due(rx, tail, 0))
+		return 1;
+	if (!__atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) || tx->pid != pid)
+		return 0; /* the engine's, woken by the wake protocol */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	if (osf_rdma_tx_trylock(tx)) {
+		if (__atomic_load_n(&tx->live, __ATOMIC_RELAXED) &&
+		    __atomic_load_n(&tx->gen, __ATOMIC_RELAXED) == gen &&
+		    osf_rdma_credit_due(rx, tail, 0) && osf_rdma_credit_post(rx, tail) == 0) {
+			__atomic_add_fetch(&rx->caller_credits, 1, __ATOMIC_RELAXED);
+			ok = 1;
+		}
+		osf_rdma_tx_leave(rx);
+	}
+	/* Not posted (the lock busy, the send queue full, the stand-in's link
+	 * busy): the engine posts it, which may be asleep with nothing asking
+	 * it to (this thread may have taken the DATA itself). */
+	if (!ok)
+		osf_rdma_rx_kick(rx);
+	pthread_setcancelstate(cs, NULL);
+	return ok;
 }
 
 #endif

@@ -129,6 +129,7 @@ type stream struct {
 
 	// Counters, for logs and tests.
 	bytesOut uint64
+	watched  *watchSample // watch.go
 
 	// For the debug log: the set-up's steps until ESTABLISHED (server),
 	// the teardown's from the first end (local close or the peer's CLOSE).
@@ -321,10 +322,11 @@ func (s *stream) transmitLocked() error {
 
 // credit reports the local application's consumption to the peer when it
 // matters (rx.h osf_rdma_credit_due: SMC-R's rule), or always when force
-// is set.
+// is set; the application's reading threads post most credits themselves
+// (osf_rdma_credit_push), the engine those they leave.
 func (s *stream) credit(force bool) error {
-	// In this order: credited only moves up to a tail read earlier, and
-	// the rule moves head before readers can pass it.
+	// In this order: a reader's credit moves credited up to a tail it
+	// read, and the rule moves head before readers can pass it.
 	credited := s.tx.credited()
 	tail := s.seg.Tail(s.peer)
 	head := s.tx.rxHead()
@@ -692,7 +694,7 @@ func (s *stream) releaseWith(later func(func())) {
 	s.state = stateDead
 	// No application's thread posts or polls from now on: the QP may go.
 	caller, engine, left := s.tx.counts()
-	wcs := s.tx.rxCount()
+	rxCaller, rxEngine, credits := s.tx.rxCounts()
 	s.tx.retire()
 	free := func() {
 		if err := s.link.Close(); err != nil {
@@ -701,8 +703,8 @@ func (s *stream) releaseWith(later func(func())) {
 		s.tearLap("link-release")
 		s.seg.Close()
 		s.tearLap("unmap")
-		s.logf("rdma: connection %d released after %v; sends posted by the application's threads %d, by the engine %d (%d left to it); completions %d",
-			s.id, s.teardown, caller, engine, left, wcs)
+		s.logf("rdma: connection %d released after %v; sends posted by the application's threads %d, by the engine %d (%d left to it); completions taken by the application's threads %d, by the engine %d; credits posted by the application's threads %d",
+			s.id, s.teardown, caller, engine, left, rxCaller, rxEngine, credits)
 	}
 	d, ok := s.link.(detacher)
 	if later == nil || !ok {

@@ -20,6 +20,8 @@ static struct osf_rdma_tx *reg_live, *reg_free;
 
 // osf_rdma_tx_new returns a zeroed struct (a retired one, or new memory)
 // keeping its generation; NULL when out of memory.
+int osf_rdma_rx_take(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid);
+
 struct osf_rdma_tx *osf_rdma_tx_new(void)
 {
 	struct osf_rdma_tx *tx;
@@ -52,6 +54,7 @@ struct osf_rdma_tx *osf_rdma_tx_new(void)
 	tx->rx = rx;
 	rx->tx = tx;
 	rx->wake = rx->wake_tx = rx->kick = rx->sim_fd = -1;
+	rx->take = osf_rdma_rx_take;
 	return tx;
 }
 

@@ -46,6 +46,16 @@ static int osf_rdma_tx_engine_push(struct osf_rdma_tx *tx, uint64_t head, int fi
 	return n < 0 ? -1 : 0;
 }
 
+// osf_rdma_tx_push_go is an application's thread's push of head (and
+// FIN), as libosf.so's writers make it (tests).
+static int osf_rdma_tx_push_go(struct osf_rdma_tx *tx, uint64_t head, int fin)
+{
+	uint32_t flags = fin ? 1u : 0u;
+
+	return osf_rdma_tx_push(tx, __atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE), tx->pid,
+				&head, &flags, 1u);
+}
+
 static int osf_rdma_tx_next_go(const struct osf_rdma_tx *tx, uint64_t head, int fin,
 			       struct osf_rdma_wr *wr)
 {
@@ -123,6 +133,7 @@ static int osf_rdma_rx_fill(struct osf_rdma_tx *tx)
 
 static int osf_rdma_rx_engine_poll(struct osf_rdma_tx *tx)
 {
+	tx->rx->engine_due = 0; // it pumps after polling
 	return osf_rdma_rx_poll(tx->rx, 0, &tx->rx->engine_wcs);
 }
 
@@ -149,7 +160,7 @@ static int osf_rdma_credit_engine(struct osf_rdma_tx *tx, uint64_t tail, int for
 		rc = osf_rdma_credit_post(tx->rx, tail);
 	if (rc == 0)
 		__atomic_add_fetch(&tx->engine_posts, 1, __ATOMIC_RELAXED);
-	osf_rdma_tx_unlock(tx);
+	osf_rdma_tx_leave(tx->rx);
 	return rc;
 }
 */
@@ -445,6 +456,13 @@ func (t *txState) plan(head uint64, fin bool) ([]txWR, int) {
 	return out, n
 }
 
+// push is an application's thread's push of head (and FIN) through the
+// C poster (tests): true when nothing is left to the engine, as
+// osf_rdma_tx_push reports it.
+func (t *txState) push(head uint64, fin bool) bool {
+	return C.osf_rdma_tx_push_go(t.p, C.uint64_t(head), b2i(fin)) != 0
+}
+
 // commitPlan records the chain plan returned as posted (tests).
 func (t *txState) commitPlan(head uint64, fin bool) {
 	var wr [3]C.struct_osf_rdma_wr
@@ -585,9 +603,12 @@ func (t *txState) bytesIn() uint64 {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.bytes_in)))
 }
 
-// rxCount returns the completions the rule applied.
-func (t *txState) rxCount() uint64 {
-	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.engine_wcs)))
+// rxCounts returns the completions taken by the application's threads
+// and by the engine, and the credits the application's threads posted.
+func (t *txState) rxCounts() (caller, engine, credits uint64) {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.caller_wcs))),
+		atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.engine_wcs))),
+		atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.caller_credits)))
 }
 
 // creditC posts the credit for tail through the C poster when due: 0,

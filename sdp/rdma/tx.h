@@ -27,7 +27,10 @@
  * for it (osf_rdma_tx_push; the engine's transmit does the same), so no
  * thread waits for another's post, which under soft-RoCE is a system
  * call that does the device's work. The engine takes it for its own
- * requests (credits, CLOSE, probes) and to count completions, spinning.
+ * requests (credits, CLOSE, probes) and to count completions, spinning,
+ * and so do application's threads that take completions or post credits
+ * (rx.h); those, which send no data, wake the engine for a push left to
+ * them (osf_rdma_tx_leave).
  */
 #ifndef OSF_SDP_RDMA_TX_H
 #define OSF_SDP_RDMA_TX_H

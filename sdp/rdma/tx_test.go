@@ -3,6 +3,8 @@ package rdma
 import (
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/verbs"
 )
@@ -132,4 +134,52 @@ func TestTxRule(t *testing.T) {
 			t.Fatalf("chunked plan %+v (%d)", w, n)
 		}
 	})
+}
+
+// TestTxHandOffWakesEngine checks the hand-off of a push to a lock holder
+// that does not push: an application's thread counting a send completion
+// (the receiving rule, rx.h) holds the sending lock while a writer
+// publishes; the writer's push raises again and leaves its bytes to the
+// holder, which sends nothing, so it must wake the engine (its kick
+// eventfd). Before osf_rdma_tx_leave, the bytes waited unsent until the
+// engine woke for something else.
+func TestTxHandOffWakesEngine(t *testing.T) {
+	const size = 4096
+	tx, err := newTx(7, size, sdp.SideClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tx.retire)
+	tx.publish(0, 1) // live, for this process
+	kick, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(kick)
+	tx.setKick(kick)
+	tx.commitPlan(100, false) // request 0 posted, signaled
+	if !tx.tryLock() {
+		t.Fatal("lock busy")
+	}
+	done := make(chan struct{})
+	go func() {
+		// The rule, as an application's thread that took the completion
+		// of request 0: it waits for the lock, counts, lets go.
+		defer close(done)
+		tx.rxLock()
+		tx.rxOne(&verbs.WC{WRID: uint64(verbs.MakeWRID(wrData, 7, 0)), Status: verbs.WCSuccess})
+		tx.rxUnlock()
+	}()
+	if !tx.push(200, false) {
+		t.Fatal("a push that finds the lock busy leaves its bytes to the holder")
+	}
+	tx.unlock() // the rule takes it now
+	<-done
+	if tx.completed() != 1 || tx.sent() != 100 {
+		t.Fatalf("completed %d sent %d: want 1 and 100", tx.completed(), tx.sent())
+	}
+	var b [8]byte
+	if n, err := unix.Read(kick, b[:]); n != 8 || err != nil {
+		t.Fatalf("the engine was not woken for the bytes left to the rule's holder (read %d, %v): they wait unsent", n, err)
+	}
 }

@@ -46,6 +46,21 @@ def wrk(t):
     return float(m.group(1)) if m else None
 
 
+def wrk_rounds(t):
+    """Requests/sec of every ng round of t (bench.sh rounds=N), and the
+    requests over wrk's timeout in all of them."""
+    rates, late = [], 0
+    for f in sorted(os.listdir(out)):
+        if re.fullmatch(rf"bench-ng(\.[0-9]+)?-{re.escape(t)}\.out", f):
+            text = open(os.path.join(out, f), errors="replace").read()
+            m = re.search(r"Requests/sec:\s*([0-9.]+)", text)
+            if m:
+                rates.append(float(m.group(1)))
+            m = re.search(r"timeout ([0-9]+)", text)
+            late += int(m.group(1)) if m else 0
+    return rates, late
+
+
 def perftest(name, col):
     """A column of perftest's result row (the line after the header)."""
     lines = read(name).splitlines()
@@ -68,7 +83,10 @@ def over_rdma_cm(name):
     return re.search(r"ps TCP .*comm (osfperf|python3)", ids) is not None
 
 
-ts = ["kernel", "osf", "rsocket"]
+ts = ["kernel", "osf", "rsocket", "osf.caller"]
+# osf.caller (bench.sh ts=...,osf.caller: OSF_RDMA_RX=caller) gets a column
+# of its own when it ran
+caller = any(f.startswith("bench-") and f.endswith("-osf.caller.out") for f in os.listdir(out))
 rows = [
     ("ping-pong 64 B, p50 (µs, lower is better)", "pp", {t: perf(f"pp-{t}", "p50") for t in ts}, perftest("dev-lat", 4), False),
     ("ping-pong 64 B, p99 (µs)", "pp", {t: perf(f"pp-{t}", "p99") for t in ts}, perftest("dev-lat", 7), False),
@@ -78,6 +96,12 @@ rows = [
     ("connection set-up (conn/s)", "cr", {t: connrate(t) for t in ts}, None, True),
     ("nginx (2 workers) -> wrk, 8 connections (req/s)", None, {t: wrk(t) for t in ts}, None, True),
 ]
+ng_rounds = max(len(wrk_rounds(t)[0]) for t in ts)
+if ng_rounds > 1:
+    rows.append((f"nginx -> wrk, mean of {ng_rounds} rounds (req/s)", None,
+                 {t: (sum(r) / len(r) if r else None) for t, r in ((t, wrk_rounds(t)[0]) for t in ts)}, None, True))
+rows.append(("nginx -> wrk: requests over wrk's 2 s timeout, all rounds", None,
+             {t: (float(wrk_rounds(t)[1]) if wrk_rounds(t)[0] else None) for t in ts}, None, False))
 
 
 def fmt(v):
@@ -93,16 +117,22 @@ def ratio(a, b, higher):
     return f"{r:.2f}x"
 
 
-print("| metric (in the qemu guests) | kernel TCP | osf | rsocket | device (perftest) | osf vs rsocket | osf vs kernel |")
-print("|---|---|---|---|---|---|---|")
+head = "| metric (in the qemu guests) | kernel TCP | osf | rsocket | device (perftest) | osf vs rsocket | osf vs kernel |"
+if caller:
+    head += " osf, OSF_RDMA_RX=caller | caller vs osf |"
+print(head)
+print("|---" * head.count(" |") + "|")
 for name, step, v, dev, higher in rows:
     rs = fmt(v["rsocket"])
     if step is None:
         rs = "cannot run¹"
     elif v["rsocket"] is not None and not over_rdma_cm(step):
         rs, v["rsocket"] = "kernel TCP²", None
-    print(f"| {name} | {fmt(v['kernel'])} | {fmt(v['osf'])} | {rs} | {fmt(dev)} | "
-          f"{ratio(v['osf'], v['rsocket'], higher)} | {ratio(v['osf'], v['kernel'], higher)} |")
+    line = (f"| {name} | {fmt(v['kernel'])} | {fmt(v['osf'])} | {rs} | {fmt(dev)} | "
+            f"{ratio(v['osf'], v['rsocket'], higher)} | {ratio(v['osf'], v['kernel'], higher)} |")
+    if caller:
+        line += f" {fmt(v['osf.caller'])} | {ratio(v['osf.caller'], v['osf'], higher)} |"
+    print(line)
 print()
 print("Ratios are osf's advantage (>1x: osf better). Device: ib_send_lat t_typical and 99%, ib_write_bw BW average.")
 print("¹ redis and nginx wait in epoll, which librspreload (rdma-core 44) does not intercept: "
