@@ -46,6 +46,28 @@ var (
 	ErrLayout = errors.New("fdtable: unknown layout")
 )
 
+// Ops is the operations table libosf.so dispatches an fd to (enum
+// osf_ops_kind, preload/ops.h): its data calls and readiness.
+type Ops uint8
+
+// The operations tables.
+const (
+	OpsNone           Ops = C.OSF_OPS_NONE
+	OpsShm            Ops = C.OSF_OPS_SHM
+	OpsRDMA           Ops = C.OSF_OPS_RDMA
+	OpsGatewayPending Ops = C.OSF_OPS_GW_PENDING
+)
+
+var opsNames = [...]string{OpsShm: "shm", OpsRDMA: "rdma", OpsGatewayPending: "gateway-pending"}
+
+// String names the table as osfstat prints it ("" for none).
+func (o Ops) String() string {
+	if int(o) < len(opsNames) {
+		return opsNames[o]
+	}
+	return "ops" + strconv.Itoa(int(o))
+}
+
 // Kind is what an fd is to osf (enum osf_fd_kind).
 type Kind uint8
 
@@ -158,6 +180,8 @@ type Entry struct {
 	// RingBytes is the ring size of an offloaded connection, as agreed at
 	// the handshake.
 	RingBytes uint32
+	// Ops is the operations table the hooks dispatch the fd to.
+	Ops Ops
 }
 
 // Header flags.
@@ -378,6 +402,7 @@ func decode(fd int, r *RawEntry) Entry {
 		Ino:         uint64(r.ino),
 		OwnerFD:     int(r.owner_fd),
 		RingBytes:   uint32(r.ring_bytes),
+		Ops:         Ops(r.ops),
 	}
 }
 
