@@ -99,7 +99,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	for (i = 0; i < n; i++) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
 		if (e && (e->kind == OSF_FD_LISTEN ||
-			  (osf_ready_of(e) && (fds[i].events & (POLLOUT | POLLWRNORM)))))
+			  ((fds[i].events & (POLLOUT | POLLWRNORM)) && osf_ready_of(e))))
 			extra++;
 	}
 	if (n + extra > 64) {
