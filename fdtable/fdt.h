@@ -230,16 +230,6 @@ static inline int osf_kind_is_offloaded(int k)
 	return k == OSF_FD_LISTEN || k == OSF_FD_SHM;
 }
 
-/* osf_gw_pending: a kernel socket whose connect through a gateway
- * (kernel leg) waits for the reply or failed with SO_ERROR not yet read:
- * selectmux reports its readiness (preload/gateway.c), not the kernel. */
-static inline int osf_gw_pending(const struct osf_fdt_entry *e)
-{
-	return e->kind == OSF_FD_KERNEL &&
-	       (__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) &
-		(OSF_FDF_GWWAIT | OSF_FDF_GWERR));
-}
-
 /* osf_kind_is_socket: a TCP socket osf tracks, decided or not. */
 static inline int osf_kind_is_socket(int k)
 {

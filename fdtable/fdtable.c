@@ -374,9 +374,13 @@ int osf_fdt_set(int fd, const struct osf_fdt_entry *src)
 		osf_fdt_lock();
 		account(e, -1);
 	}
+	__atomic_store_n(&e->ops, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->kind, OSF_FD_NONE, __ATOMIC_RELEASE);
-	memcpy((char *)e + 1, (const char *)src + 1, sizeof(*e) - 1);
+	memcpy((char *)e + 1, (const char *)src + 1,
+	       offsetof(struct osf_fdt_entry, ops) - 1);
+	memcpy(&e->pad, &src->pad, sizeof(*e) - offsetof(struct osf_fdt_entry, pad));
 	__atomic_store_n(&e->kind, src->kind, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->ops, src->ops, __ATOMIC_RELEASE);
 	if (mine) {
 		account(e, 1);
 		osf_fdt_unlock();
@@ -397,6 +401,7 @@ OSF_FORK_TEXT void osf_fdt_clear(int fd)
 		osf_fdt_lock();
 		account(e, -1);
 	}
+	__atomic_store_n(&e->ops, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->kind, OSF_FD_NONE, __ATOMIC_RELEASE);
 	memset((char *)e + 1, 0, sizeof(*e) - 1);
 	if (mine)

@@ -64,6 +64,21 @@ enum osf_transport {
 			       destination, which getpeername reports) */
 };
 
+/* Operations tables (the entry's ops): which of libosf.so's per-kind
+ * tables (preload/ops.h) the hooks and selectmux dispatch an fd to. The
+ * numbers are recorded in tables that cross exec and are read by Go
+ * (fdtable.Ops): never renumber or reuse. */
+enum osf_ops_kind {
+	OSF_OPS_NONE = 0,       /* the kernel's: the hooks pass the fd on */
+	OSF_OPS_SHM = 1,        /* an offloaded connection to a peer on this
+				   host (kind SHM, transport SHM) */
+	OSF_OPS_RDMA = 2,       /* an offloaded connection whose other side is
+				   an RDMA engine (kind SHM, transport RDMA) */
+	OSF_OPS_GW_PENDING = 3, /* a kernel socket whose non-blocking connect
+				   through a gateway waits for the reply, or
+				   failed with SO_ERROR unread */
+};
+
 /* Reasons a socket is on the kernel. The one definition: the Go side
  * (internal/policy.Reason, which must stay free of cgo) is held to it by
  * fdtable's TestPolicyABI. The numbers are recorded in fd tables and read
@@ -132,9 +147,11 @@ enum osf_role {
 #define OSF_FDF_GWERR 0x4000u     /* ... whose reply was an error: SO_ERROR
 				      is reason_errno until it is read */
 #define OSF_FDF_GWTAKE 0x8000u    /* ... a thread is taking the reply */
-#define OSF_FDF_GWITEMS 0x10000u  /* ... was registered in an epoll while
-				      waiting (selectmux moves it to the
-				      kernel's set once it is settled) */
+#define OSF_FDF_MUXITEMS 0x10000u /* kind KERNEL: was registered in an
+				      epoll while osf computed its readiness
+				      (ops, e.g. waiting for a gateway):
+				      selectmux moves it to the kernel's set
+				      once ops is none again */
 #define OSF_FDF_REUSESET 0x20000u /* SO_REUSEADDR or SO_REUSEPORT was set
 				      on this kernel socket, or it has (had)
 				      dups through which they may have been:
@@ -178,8 +195,19 @@ struct osf_fdt_entry {
 	uint8_t cause;       /* reason OSF_R_STRICT: the fallback refused */
 	uint8_t slot1;       /* SHM: 1 + the slot of the region aux_fd is
 				(preload/pool.c), 0: a segment of its own */
-	uint8_t pad[2];
+	uint8_t ops;         /* enum osf_ops_kind: the operations table
+				libosf.so chose for this fd when it installed
+				it (preload/ops.h: its data calls and, through
+				selectmux/ready.h, its readiness); 0: none, the
+				kernel's. Below OSF_FDT_OPS_MAX; it crosses
+				fork and exec with the entry. osf_fdt_set
+				publishes it after kind, osf_fdt_clear takes
+				it away first. */
+	uint8_t pad[1];
 };
+
+/* OSF_FDT_OPS_MAX bounds the entry's ops (a power of two: readers mask). */
+#define OSF_FDT_OPS_MAX 8u
 
 struct osf_fdt_header {
 	uint64_t magic;

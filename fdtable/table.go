@@ -46,6 +46,28 @@ var (
 	ErrLayout = errors.New("fdtable: unknown layout")
 )
 
+// Ops is the operations table libosf.so dispatches an fd to (enum
+// osf_ops_kind, preload/ops.h): its data calls and readiness.
+type Ops uint8
+
+// The operations tables.
+const (
+	OpsNone           Ops = C.OSF_OPS_NONE
+	OpsShm            Ops = C.OSF_OPS_SHM
+	OpsRDMA           Ops = C.OSF_OPS_RDMA
+	OpsGatewayPending Ops = C.OSF_OPS_GW_PENDING
+)
+
+var opsNames = [...]string{OpsShm: "shm", OpsRDMA: "rdma", OpsGatewayPending: "gateway-pending"}
+
+// String names the table as osfstat prints it ("" for none).
+func (o Ops) String() string {
+	if int(o) < len(opsNames) {
+		return opsNames[o]
+	}
+	return "ops" + strconv.Itoa(int(o))
+}
+
 // Kind is what an fd is to osf (enum osf_fd_kind).
 type Kind uint8
 
@@ -161,6 +183,8 @@ type Entry struct {
 	// Slot is, for an shm connection whose rings are a slot of a region
 	// (OSF_SHM_POOL=1), its slot in the region AuxFD is; -1 otherwise.
 	Slot int
+	// Ops is the operations table the hooks dispatch the fd to.
+	Ops Ops
 }
 
 // Header flags.
@@ -382,6 +406,7 @@ func decode(fd int, r *RawEntry) Entry {
 		OwnerFD:     int(r.owner_fd),
 		RingBytes:   uint32(r.ring_bytes),
 		Slot:        int(r.slot1) - 1,
+		Ops:         Ops(r.ops),
 	}
 }
 

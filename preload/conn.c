@@ -397,6 +397,7 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	memset(&ent, 0, sizeof(ent));
 	ent.kind = OSF_FD_SHM;
 	ent.transport = (seg_flags & OSF_SEG_F_RDMA) ? OSF_TP_RDMA : OSF_TP_SHM;
+	ent.ops = (seg_flags & OSF_SEG_F_RDMA) ? OSF_OPS_RDMA : OSF_OPS_SHM;
 	ent.role = (uint8_t)role;
 	ent.flags = (cloexec ? OSF_FDF_CLOEXEC : 0) |
 		    (fam == AF_INET6 ? OSF_FDF_V6 : 0);

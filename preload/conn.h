@@ -7,12 +7,30 @@
 #define OSF_PRELOAD_CONN_H
 
 #include "osf.h"
-#include "../selectmux/ready.h"
+#include "ops.h"
 
 ssize_t osf_conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		      int iovcnt, int flags);
 ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 		      int iovcnt, int flags);
+/* The readiness of an offloaded connection (conn_poll.c), its table's
+ * (ops.h; each does what struct osf_ready says, selectmux/ready.h):
+ * computed from the rings, and woken by the wake protocol (sdp/side.h).
+ * osf_conn_arm_kinds is arm_kinds for any connection: OSF_ARM_RX for
+ * readers, OSF_ARM_TX for writers. */
+short osf_conn_poll(int fd, struct osf_fdt_entry *e);
+int osf_conn_arm_kinds(short events);
+int osf_conn_arm_kinds_fd(int fd, struct osf_fdt_entry *e, short events);
+short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
+		   int *trim_due);
+void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken);
+uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e);
+void osf_conn_trim(int fd, struct osf_fdt_entry *e);
+int osf_conn_rx_blind(int fd, struct osf_fdt_entry *e);
+short osf_conn_wake_events(int fd, struct osf_fdt_entry *e);
+int osf_conn_wake_tx_fd(const struct osf_fdt_entry *e);
+void *osf_conn_hold(int fd, struct osf_fdt_entry *e);
+
 ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 			  off_t *offset, size_t count);
 /* osf_conn_splice moves up to len bytes between offloaded connection fd

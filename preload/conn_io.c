@@ -8,7 +8,6 @@
  */
 #include "conn_priv.h"
 #include "spin.h"
-#include "gateway.h"
 #include "setup.h"
 
 #include <fcntl.h>
@@ -223,35 +222,6 @@ static int recv_none(int fd, struct osf_conn *c, int nonblock)
  * consumers' lock, copying, publishing tail, waking writers and deciding
  * what an empty ring means share the iovec cursor and the count so far,
  * which MSG_WAITALL, MSG_PEEK and a fault part-way must all see. */
-/* gw_recv and gw_send are recv and send on a kernel socket whose connect
- * through a gateway has not settled: once it has, the kernel's. */
-static ssize_t gw_io(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
-		     int iovcnt, int flags, int send)
-{
-	struct msghdr m;
-	int fl = REAL(fcntl)(fd, F_GETFL, NULL);
-
-	if (osf_gateway_pending_io(fd, e, (flags & MSG_DONTWAIT) ||
-						  (fl >= 0 && (fl & O_NONBLOCK))) < 0)
-		return -1;
-	memset(&m, 0, sizeof(m));
-	m.msg_iov = (struct iovec *)iov;
-	m.msg_iovlen = (size_t)iovcnt;
-	return send ? REAL(sendmsg)(fd, &m, flags) : REAL(recvmsg)(fd, &m, flags);
-}
-
-static ssize_t gw_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
-		       int iovcnt, int flags)
-{
-	return gw_io(fd, e, iov, iovcnt, flags, 0);
-}
-
-static ssize_t gw_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
-		       int iovcnt, int flags)
-{
-	return gw_io(fd, e, iov, iovcnt, flags, 1);
-}
-
 /* recv_target returns what a blocking recv of total bytes waits for
  * before it takes any: SO_RCVLOWAT (at most total), or the whole length
  * for a peek with MSG_WAITALL; MSG_WAITALL without MSG_PEEK takes as it
@@ -368,8 +338,6 @@ conn_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov, int iovcnt,
 	int nonblock, r, settled = 0;
 	unsigned intr = osf_intr_count();
 
-	if (unlikely(e->kind == OSF_FD_KERNEL)) /* through a gateway */
-		return gw_recv(fd, e, iov, iovcnt, flags);
 	c = conn_get(fd, e);
 	if (!c)
 		return OSF_FAIL(EBADF);
@@ -669,8 +637,6 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	int nonblock, r;
 	unsigned intr = osf_intr_count();
 
-	if (unlikely(e->kind == OSF_FD_KERNEL)) /* through a gateway */
-		return gw_send(fd, e, iov, iovcnt, flags);
 	c = conn_get(fd, e);
 	if (!c)
 		return OSF_FAIL(EBADF);

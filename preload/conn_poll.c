@@ -1,18 +1,12 @@
 //go:build osf_make
 
-/* conn_poll.c: readiness of offloaded connections (selectmux/ready.h), for selectmux
- * and qsock_*: the stream protocol's readiness (sdp/side.h) behind a
- * reference on fd's connection.
+/* conn_poll.c: readiness of offloaded connections, their operations
+ * tables' (ops.h, selectmux/ready.h), for selectmux and qsock_*: the
+ * stream protocol's readiness (sdp/side.h) behind a reference on fd's
+ * connection.
  */
 #include "conn_priv.h"
-#include "gateway.h"
 #include "setup.h"
-
-/* A kernel socket connecting through a gateway (osf_gw_pending, or just
- * settled and still among selectmux's items) is not a ring: its readiness
- * is preload/gateway.c's, it is woken by the reply arriving as data on the
- * socket itself, and it has no tokens, stamps or pages. */
-#define GW_KERNEL(e) unlikely((e) && (e)->kind == OSF_FD_KERNEL)
 
 /* lowat takes POLLIN away while fewer than SO_RCVLOWAT bytes are queued
  * and the stream goes on (tcp_poll: the end, an error or a shut-down
@@ -34,8 +28,6 @@ short osf_conn_poll(int fd, struct osf_fdt_entry *e)
 	struct osf_conn *c;
 	short r;
 
-	if (GW_KERNEL(e))
-		return osf_gateway_poll(fd, e);
 	c = conn_get(fd, e);
 	if (!c)
 		return POLLNVAL;
@@ -67,8 +59,6 @@ int osf_conn_arm_kinds_fd(int fd, struct osf_fdt_entry *e, short events)
 {
 	int k = osf_conn_arm_kinds(events);
 
-	if (GW_KERNEL(e))
-		return OSF_ARM_RX;
 	/* Waiting for a gateway's reply: it arrives as data, and an RDMA
 	 * engine wakes only readers for data (conn_gw.c). */
 	if (unlikely(e && (e->flags & OSF_FDF_GATEWAY)) && !(k & OSF_ARM_RX) &&
@@ -83,8 +73,6 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 	struct osf_conn *c;
 	short r;
 
-	if (GW_KERNEL(e))
-		return osf_gateway_poll(fd, e);
 	c = conn_get(fd, e);
 	if (!c)
 		return POLLNVAL;
@@ -102,8 +90,6 @@ void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken)
 {
 	struct osf_conn *c;
 
-	if (GW_KERNEL(e))
-		return;
 	c = conn_get(fd, e);
 	if (!c)
 		return;
@@ -113,28 +99,31 @@ void osf_conn_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken)
 
 void *osf_conn_hold(int fd, struct osf_fdt_entry *e)
 {
-	return GW_KERNEL(e) ? NULL : conn_get(fd, e);
+	return conn_get(fd, e);
 }
 
-void osf_conn_hold_disarm(void *h, int kinds)
+/* Only connections hold (osf_conn_hold): a hold is one. */
+void osf_ready_hold_disarm(void *h, int kinds)
 {
 	if (h && kinds)
 		osf_side_disarm(&((struct osf_conn *)h)->s, -1, kinds, 0);
 }
 
-void osf_conn_unhold(void *h)
+void osf_ready_unhold(void *h)
 {
 	if (h)
 		conn_put(h);
 }
 
-int osf_conn_dup_fd(int fd, struct osf_fdt_entry *e, uint64_t ino)
+/* Only connections have dups whose readiness osf computes (a socket
+ * waiting for a gateway shares its file with the kernel's). */
+int osf_ready_dup_fd(int fd, struct osf_fdt_entry *e, uint64_t ino)
 {
 	struct osf_fdt_entry *d;
 	int dfd;
 
 	if (e) {
-		struct osf_conn *c = GW_KERNEL(e) ? NULL : conn_get(fd, e);
+		struct osf_conn *c = osf_kind_is_conn(e->kind) ? conn_get(fd, e) : NULL;
 		int many = c && __atomic_load_n(&c->fds, __ATOMIC_ACQUIRE) > 1;
 		if (c)
 			conn_put(c);
@@ -146,6 +135,11 @@ int osf_conn_dup_fd(int fd, struct osf_fdt_entry *e, uint64_t ino)
 		if (dfd != fd && osf_kind_is_conn(d->kind) && d->ino == ino)
 			return dfd;
 	return -1;
+}
+
+int osf_conn_wake_tx_fd(const struct osf_fdt_entry *e)
+{
+	return e->aux2_fd;
 }
 
 short osf_conn_wake_events(int fd, struct osf_fdt_entry *e)
@@ -165,8 +159,6 @@ int osf_conn_rx_blind(int fd, struct osf_fdt_entry *e)
 	struct osf_conn *c;
 	int r;
 
-	if (GW_KERNEL(e))
-		return 0;
 	c = conn_get(fd, e);
 	if (!c)
 		return 0;
@@ -180,9 +172,6 @@ uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
 	struct osf_conn *c;
 	uint64_t st;
 
-	if (GW_KERNEL(e)) /* waiting, failed, settled: each an edge */
-		return __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) &
-		       (OSF_FDF_GWWAIT | OSF_FDF_GWERR);
 	c = conn_get(fd, e);
 	if (!c)
 		return 0;
@@ -195,8 +184,6 @@ void osf_conn_trim(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c;
 
-	if (GW_KERNEL(e))
-		return;
 	c = conn_get(fd, e);
 	if (!c)
 		return;

@@ -32,15 +32,17 @@ static int aux_shared(int fd, const struct osf_fdt_entry *e)
 void osf_fd_closed(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	const struct osf_fd_ops *ops;
 	int saved = errno;
 
 	if (!e || e->kind == OSF_FD_NONE || e->kind == OSF_FD_HIDDEN)
 		return;
-	if (osf_kind_is_conn(e->kind) || e->kind == OSF_FD_INET ||
-	    (e->kind == OSF_FD_KERNEL && (e->flags & OSF_FDF_GWITEMS)))
+	ops = osf_ops_of(e);
+	if (ops || e->kind == OSF_FD_INET ||
+	    (e->kind == OSF_FD_KERNEL && (e->flags & OSF_FDF_MUXITEMS)))
 		osf_mux_forget(fd);
-	if (osf_kind_is_conn(e->kind))
-		osf_conn_close(fd, e);
+	if (ops && ops->close)
+		ops->close(fd, e);
 	else if (e->kind == OSF_FD_EPOLL || e->kind == OSF_FD_LISTEN) {
 		struct osf_fdt_entry copy = *e;
 		int shared = aux_shared(fd, e);

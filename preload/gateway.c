@@ -87,6 +87,8 @@ static struct osf_fdt_entry *record_gateway(int fd, const struct sockaddr *sa,
 	memcpy(e->peer, sa, len < sizeof(e->peer) ? len : sizeof(e->peer));
 	__atomic_or_fetch(&e->flags, flags, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->kind, OSF_FD_KERNEL, __ATOMIC_RELEASE);
+	if (flags & OSF_FDF_GWWAIT) /* last: the hooks dispatch on it */
+		__atomic_store_n(&e->ops, OSF_OPS_GW_PENDING, __ATOMIC_RELEASE);
 	osf_fdt_touch();
 	return e;
 }
@@ -174,6 +176,8 @@ static int take_reply(int fd, struct osf_fdt_entry *e)
 	}
 	__atomic_and_fetch(&e->flags, ~(OSF_FDF_GWWAIT | OSF_FDF_GWTAKE),
 			   __ATOMIC_RELEASE);
+	if (!err) /* the kernel's socket from now on */
+		__atomic_store_n(&e->ops, OSF_OPS_NONE, __ATOMIC_RELEASE);
 	osf_fdt_touch();
 	errno = saved;
 	return 0;
@@ -187,9 +191,10 @@ static void clear_error(int fd, struct osf_fdt_entry *e)
 	if (!(__atomic_fetch_and(&e->flags, ~OSF_FDF_GWERR, __ATOMIC_ACQ_REL) &
 	      OSF_FDF_GWERR))
 		return;
-	if (__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) & OSF_FDF_GWITEMS)
-		osf_mux_gw_settled(fd);
-	__atomic_and_fetch(&e->flags, ~OSF_FDF_GWITEMS, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->ops, OSF_OPS_NONE, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) & OSF_FDF_MUXITEMS)
+		osf_mux_kernel_ready(fd);
+	__atomic_and_fetch(&e->flags, ~OSF_FDF_MUXITEMS, __ATOMIC_RELEASE);
 	e->transport = OSF_TP_NONE;
 	e->reason_errno = 0;
 	memset(e->peer, 0, sizeof(e->peer));
@@ -202,9 +207,9 @@ int osf_gateway_settle(int fd, struct osf_fdt_entry *e)
 	if (take_reply(fd, e))
 		return 1;
 	if ((__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) &
-	     (OSF_FDF_GWITEMS | OSF_FDF_GWERR)) == OSF_FDF_GWITEMS) {
-		osf_mux_gw_settled(fd);
-		__atomic_and_fetch(&e->flags, ~OSF_FDF_GWITEMS, __ATOMIC_RELEASE);
+	     (OSF_FDF_MUXITEMS | OSF_FDF_GWERR)) == OSF_FDF_MUXITEMS) {
+		osf_mux_kernel_ready(fd);
+		__atomic_and_fetch(&e->flags, ~OSF_FDF_MUXITEMS, __ATOMIC_RELEASE);
 	}
 	return 0;
 }
@@ -286,6 +291,111 @@ int osf_gateway_pending_io(int fd, struct osf_fdt_entry *e, int nonblock)
 	}
 	return 0;
 }
+
+/* ---- the operations of a socket waiting for the reply (OSF_OPS_GW_PENDING) --
+ *
+ * It is not a ring: its readiness is osf_gateway_poll, it is woken by the
+ * reply arriving as data on the socket itself (so a wait arms OSF_ARM_RX
+ * and sleeps on fd), and it has no tokens, stamps but its state's, pages
+ * or hold. Once settled (ops none again) it is the kernel's. */
+
+/* gw_io is recv (send) on such a socket: once settled, the kernel's. */
+static ssize_t gw_io(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
+		     int iovcnt, int flags, int send)
+{
+	struct msghdr m;
+	int fl = REAL(fcntl)(fd, F_GETFL, NULL);
+
+	if (osf_gateway_pending_io(fd, e, (flags & MSG_DONTWAIT) ||
+						  (fl >= 0 && (fl & O_NONBLOCK))) < 0)
+		return -1;
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = (struct iovec *)iov;
+	m.msg_iovlen = (size_t)iovcnt;
+	return send ? REAL(sendmsg)(fd, &m, flags) : REAL(recvmsg)(fd, &m, flags);
+}
+
+static ssize_t gw_recv(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
+		       int iovcnt, int flags)
+{
+	return gw_io(fd, e, iov, iovcnt, flags, 0);
+}
+
+static ssize_t gw_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
+		       int iovcnt, int flags)
+{
+	return gw_io(fd, e, iov, iovcnt, flags, 1);
+}
+
+static int gw_arm_kinds(int fd, struct osf_fdt_entry *e, short events)
+{
+	(void)fd, (void)e, (void)events;
+	return OSF_ARM_RX; /* the reply arrives as data */
+}
+
+static short gw_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
+		    int *trim_due)
+{
+	(void)kinds, (void)already, (void)trim_due;
+	return osf_gateway_poll(fd, e);
+}
+
+static void gw_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken)
+{
+	(void)fd, (void)e, (void)kinds, (void)woken;
+}
+
+/* gw_stamp: waiting, failed, settled: each an edge. */
+static uint64_t gw_stamp(int fd, struct osf_fdt_entry *e)
+{
+	(void)fd;
+	return __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) &
+	       (OSF_FDF_GWWAIT | OSF_FDF_GWERR);
+}
+
+static void gw_trim(int fd, struct osf_fdt_entry *e) { (void)fd, (void)e; }
+
+static int gw_rx_blind(int fd, struct osf_fdt_entry *e)
+{
+	(void)fd, (void)e;
+	return 0;
+}
+
+static short gw_wake_events(int fd, struct osf_fdt_entry *e)
+{
+	(void)fd, (void)e;
+	return POLLIN | POLLRDHUP;
+}
+
+static int gw_wake_tx_fd(const struct osf_fdt_entry *e)
+{
+	(void)e;
+	return -1;
+}
+
+static void *gw_hold(int fd, struct osf_fdt_entry *e)
+{
+	(void)fd, (void)e;
+	return NULL;
+}
+
+const struct osf_fd_ops osf_ops_gw_pending = {
+	.ready = {
+		.poll = osf_gateway_poll,
+		.arm_kinds = gw_arm_kinds,
+		.arm = gw_arm,
+		.disarm = gw_disarm,
+		.stamp = gw_stamp,
+		.trim = gw_trim,
+		.rx_blind = gw_rx_blind,
+		.wake_events = gw_wake_events,
+		.wake_tx_fd = gw_wake_tx_fd,
+		.hold = gw_hold,
+	},
+	.recv = gw_recv,
+	.send = gw_send,
+	.close = NULL, /* the kernel's socket: nothing of osf's to release */
+};
 
 void osf_gateway_leg_begin(int fd, struct osf_fdt_entry *e)
 {

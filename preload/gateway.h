@@ -8,6 +8,7 @@
 #define OSF_PRELOAD_GATEWAY_H
 
 #include "osf.h"
+#include "ops.h"
 
 /* osf_gateway_connect finishes connect(fd, sa, len) after the core
  * answered OSF_CORE_GATEWAY in cc: it returns what connect returns (0, or
@@ -20,6 +21,16 @@ int osf_gateway_connect(int fd, const struct sockaddr *sa, socklen_t len,
  * EINPROGRESS once the request is sent; the entry (kind KERNEL, transport
  * GATEWAY) carries OSF_FDF_GWWAIT until the reply is taken by whoever
  * looks first, as the functions below do. */
+
+/* osf_gw_pending: a kernel socket whose connect through a gateway
+ * (kernel leg) waits for the reply or failed with SO_ERROR not yet read
+ * (its operations table is then OSF_OPS_GW_PENDING, ops.h). */
+static inline int osf_gw_pending(const struct osf_fdt_entry *e)
+{
+	return e->kind == OSF_FD_KERNEL &&
+	       (__atomic_load_n(&e->flags, __ATOMIC_ACQUIRE) &
+		(OSF_FDF_GWWAIT | OSF_FDF_GWERR));
+}
 
 /* osf_gateway_settle takes the reply if it is all there: 1 while it is
  * awaited, else 0 (and fd's epoll registrations, held by selectmux while

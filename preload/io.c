@@ -1,8 +1,9 @@
 //go:build osf_make
 
 /* io.c: the read and write hooks. For an fd osf does not own, each is a
- * table lookup and a tail call into libc; offloaded connections go to the
- * ring data path in conn.c. */
+ * table lookup and a tail call into libc; an fd with an operations table
+ * (ops.h: an offloaded connection's ring data path, conn_io.c; a socket
+ * waiting for a gateway, gateway.c) goes to its table's recv or send. */
 #include "conn.h"
 
 #include <fcntl.h>
@@ -26,19 +27,46 @@ static inline struct osf_fdt_entry *conn_entry(int fd)
 	return (e && osf_kind_is_conn(e->kind)) ? e : NULL;
 }
 
-/* io_entry is conn_entry for the read and write calls, which also take a
- * kernel socket whose connect through a gateway has not settled
- * (osf_conn_recv/send then wait for, or refuse before, the reply). */
+/* io_entry returns fd's entry when it has an operations table (ops.h):
+ * the read and write calls go through the table's recv and send. */
 static inline struct osf_fdt_entry *io_entry(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 
-	if (likely(!e))
-		return NULL;
-	if (osf_kind_is_conn(e->kind) ||
-	    unlikely(e->kind == OSF_FD_KERNEL && osf_gw_pending(e)))
-		return e;
-	return NULL;
+	return likely(!e || !__atomic_load_n(&e->ops, __ATOMIC_RELAXED)) ? NULL : e;
+}
+
+/* io_kernel is recv (send) on fd as the kernel's, for a call whose fd's
+ * table went away after io_entry looked (a gateway's connect settled on
+ * another thread, or a close raced with the call). */
+static __attribute__((noinline, cold)) ssize_t
+io_kernel(int fd, const struct iovec *iov, int iovcnt, int flags, int send)
+{
+	struct msghdr m;
+
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = (struct iovec *)iov;
+	m.msg_iovlen = (size_t)iovcnt;
+	return send ? REAL(sendmsg)(fd, &m, flags) : REAL(recvmsg)(fd, &m, flags);
+}
+
+/* io_recv and io_send call the recv and send of e's table. */
+static inline ssize_t io_recv(int fd, struct osf_fdt_entry *e,
+			      const struct iovec *iov, int iovcnt, int flags)
+{
+	const struct osf_fd_ops *o = osf_ops_of(e);
+
+	return likely(o) ? o->recv(fd, e, iov, iovcnt, flags)
+			 : io_kernel(fd, iov, iovcnt, flags, 0);
+}
+
+static inline ssize_t io_send(int fd, struct osf_fdt_entry *e,
+			      const struct iovec *iov, int iovcnt, int flags)
+{
+	const struct osf_fd_ops *o = osf_ops_of(e);
+
+	return likely(o) ? o->send(fd, e, iov, iovcnt, flags)
+			 : io_kernel(fd, iov, iovcnt, flags, 1);
 }
 
 /* iov_bytes is the length of an iovec array (no overflow check: only
@@ -61,7 +89,7 @@ static OSF_SLOW ssize_t recv1(int fd, struct osf_fdt_entry *e, void *buf,
 {
 	struct iovec v = {buf, n};
 
-	return osf_conn_recv(fd, e, &v, 1, flags);
+	return io_recv(fd, e, &v, 1, flags);
 }
 
 static OSF_SLOW ssize_t send1(int fd, struct osf_fdt_entry *e, const void *buf,
@@ -69,7 +97,7 @@ static OSF_SLOW ssize_t send1(int fd, struct osf_fdt_entry *e, const void *buf,
 {
 	struct iovec v = {(void *)buf, n};
 
-	return osf_conn_send(fd, e, &v, 1, flags);
+	return io_send(fd, e, &v, 1, flags);
 }
 
 /* read1 and readv1: read(2) of 0 bytes returns 0 at once, where
@@ -89,7 +117,7 @@ static OSF_SLOW ssize_t readv1(int fd, struct osf_fdt_entry *e,
 		;
 	if (iovcnt >= 0 && iovcnt <= IOV_MAX && i == iovcnt)
 		return 0;
-	return osf_conn_recv(fd, e, iov, iovcnt, 0);
+	return io_recv(fd, e, iov, iovcnt, 0);
 }
 
 static OSF_SLOW ssize_t recv1_chk(int fd, struct osf_fdt_entry *e, void *buf,
@@ -197,8 +225,8 @@ static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 
 	if (unlikely(flags & MSG_ERRQUEUE) && osf_kind_is_conn(e->kind))
 		return msg_iovlen_bad(msg) ?: osf_conn_errqueue(fd, e, msg, flags);
-	r = msg_iovlen_bad(msg) ?: osf_conn_recv(fd, e, msg->msg_iov,
-						  (int)msg->msg_iovlen, flags);
+	r = msg_iovlen_bad(msg) ?: io_recv(fd, e, msg->msg_iov,
+					    (int)msg->msg_iovlen, flags);
 
 	if (r >= 0 && osf_kind_is_conn(e->kind)) {
 		msg->msg_namelen = 0;
@@ -301,7 +329,7 @@ OSF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 	if (likely(!e))
 		return REAL(writev)(fd, iov, iovcnt);
-	return osf_conn_send(fd, e, iov, iovcnt, 0);
+	return io_send(fd, e, iov, iovcnt, 0);
 }
 
 OSF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -328,8 +356,7 @@ static OSF_SLOW ssize_t sendmsg_conn(int fd, struct osf_fdt_entry *e,
 				     const struct msghdr *msg, int flags)
 {
 	return msg_iovlen_bad(msg)
-		       ?: osf_conn_send(fd, e, msg->msg_iov, (int)msg->msg_iovlen,
-					flags);
+		       ?: io_send(fd, e, msg->msg_iov, (int)msg->msg_iovlen, flags);
 }
 
 OSF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)

@@ -163,7 +163,7 @@ static int inner_add(struct ep *ep, int fd, uint64_t key)
 static int reg_wsock(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 {
 	struct epoll_event iev;
-	int w = e ? osf_conn_wake_tx_fd(e) : -1, d;
+	int w = e ? rd_wake_tx_fd(e) : -1, d;
 
 	if (it->wsock >= 0)
 		return 0;
@@ -201,7 +201,7 @@ void ep_disarm_item(struct epi *it, struct osf_fdt_entry *e, int woken)
 {
 	if (!it->armed && !woken)
 		return;
-	osf_conn_disarm(it->at, e, it->armed, woken);
+	rd_disarm(it->at, e, it->armed, woken);
 	it->armed = 0;
 }
 
@@ -211,16 +211,16 @@ void ep_disarm_item(struct epi *it, struct osf_fdt_entry *e, int woken)
 int ep_arm_item(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 {
 	uint32_t want = it->events | EPOLLERR | EPOLLHUP;
-	int kinds = osf_conn_arm_kinds_fd(it->at, e, poll_events(it->events));
+	int kinds = rd_arm_kinds(it->at, e, poll_events(it->events));
 	short r;
 
 	if ((kinds & OSF_ARM_TX) && reg_wsock(ep, it, e) < 0)
 		return 1;
-	r = osf_conn_arm(it->at, e, kinds, it->armed, &ep->trim_due);
+	r = rd_arm(it->at, e, kinds, it->armed, &ep->trim_due);
 
 	it->armed |= kinds;
 	if ((poll_to_epoll(r) & want) &&
-	    (!(it->events & EPOLLET) || osf_conn_stamp(it->at, e) != it->stamp)) {
+	    (!(it->events & EPOLLET) || rd_stamp(it->at, e) != it->stamp)) {
 		ep_disarm_item(it, e, 0);
 		return 1;
 	}
@@ -301,7 +301,7 @@ void ep_drop_item(struct ep *ep, struct epi *it)
  * has). */
 void ep_drop_closed(struct ep *ep, struct epi *it, void *hold)
 {
-	osf_conn_hold_disarm(hold, it->armed);
+	osf_ready_hold_disarm(hold, it->armed);
 	it->armed = 0;
 	if (hold && !ep->shared && it->wsock >= 0)
 		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->wsock, NULL);
@@ -316,10 +316,11 @@ void ep_stale_item(struct ep *ep, struct epi *it)
 	ep_drop_closed(ep, it, mu_depth ? mu_deferred_hold(it->at, it->ino) : NULL);
 }
 
-/* ep_gw_convert hands it, such an item, to the kernel: registered in the
+/* ep_to_kernel hands it, an item of a kernel socket whose readiness the
+ * kernel reports again (kernel_ready), to the kernel: registered in the
  * application's epoll with its events and data (unless the application
  * deleted it), and out of the inner one. */
-void ep_gw_convert(struct ep *ep, struct epi *it)
+void ep_to_kernel(struct ep *ep, struct epi *it)
 {
 	struct epoll_event ev;
 
@@ -447,7 +448,7 @@ int ep_ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
 		/* The kernel wakes a wait already asleep when the fd it adds
 		 * (or modifies) is ready, or becomes so: kick it now, or arm
 		 * the item so that the peer's token wakes it. */
-		if (poll_to_epoll(osf_conn_poll(fd, e)) &
+		if (poll_to_epoll(rd_poll(fd, e)) &
 		    (it->events | EPOLLERR | EPOLLHUP)) {
 			ep_kick(ep);
 		} else if (ep->sleepers || ep->young) {
@@ -579,7 +580,7 @@ void ep_note_pending(struct ep *ep, int op, int fd, struct epoll_event *ev)
 }
 
 /* ctl_item is epoll_ctl of an fd whose registrations are items of osf's
- * (an offloaded connection, or a socket connecting through a gateway). */
+ * (an fd whose readiness osf computes: its entry has a readiness table). */
 static int ctl_item(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct ep *ep;
@@ -606,27 +607,29 @@ static int ctl_item(int epfd, int op, int fd, struct epoll_event *ev)
 	return r;
 }
 
-/* ctl_gw is epoll_ctl for a kernel socket connecting through a gateway:
- * an item of osf's while it waits (or failed, SO_ERROR unread), the
- * kernel's registration once settled. */
-static int ctl_gw(int epfd, int op, int fd, struct epoll_event *ev,
-		  struct osf_fdt_entry *t)
+/* ctl_kernel is epoll_ctl for a kernel socket whose readiness osf computes
+ * for a while (its entry has a readiness table: a connect through a
+ * gateway waiting for the reply, or failed with SO_ERROR unread): an item
+ * of osf's while it does, the kernel's registration once the table is
+ * gone (kernel_ready). */
+static int ctl_kernel(int epfd, int op, int fd, struct epoll_event *ev,
+		      struct osf_fdt_entry *t)
 {
 	struct ep *ep = ep_find(epfd);
 	struct epi *it;
 	int r;
 
-	if (osf_gw_pending(t)) {
+	if (osf_ready_of(t)) {
 		r = ctl_item(epfd, op, fd, ev);
 		if (r == 0 && op == EPOLL_CTL_ADD)
-			__atomic_or_fetch(&t->flags, OSF_FDF_GWITEMS, __ATOMIC_RELEASE);
+			__atomic_or_fetch(&t->flags, OSF_FDF_MUXITEMS, __ATOMIC_RELEASE);
 		return r;
 	}
-	if (ep) { /* settled: hand a waiting item over first */
+	if (ep) { /* the kernel's now: hand a waiting item over first */
 		mu_lock(&ep->lock);
 		it = fd < ep->cap ? ep->byfd[fd] : NULL;
 		if (it && same_file(it, t))
-			ep_gw_convert(ep, it);
+			ep_to_kernel(ep, it);
 		ep_note_pending(ep, op, fd, ev);
 		mu_unlock(&ep->lock);
 	}
@@ -644,11 +647,11 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	int r;
 
 	if (likely(!t || !osf_kind_may_offload(t->kind))) {
-		if (likely(!t || t->kind != OSF_FD_KERNEL ||
-			   !(__atomic_load_n(&t->flags, __ATOMIC_ACQUIRE) &
-			     (OSF_FDF_GWWAIT | OSF_FDF_GWERR | OSF_FDF_GWITEMS))))
+		if (likely(!t || (!__atomic_load_n(&t->ops, __ATOMIC_ACQUIRE) &&
+				  !(__atomic_load_n(&t->flags, __ATOMIC_ACQUIRE) &
+				    OSF_FDF_MUXITEMS))))
 			return REAL(epoll_ctl)(epfd, op, fd, ev);
-		return ctl_gw(epfd, op, fd, ev, t);
+		return ctl_kernel(epfd, op, fd, ev, t);
 	}
 	if (t->kind == OSF_FD_INET) {
 		/* The registration is the kernel socket's: connect must not

@@ -14,7 +14,7 @@
  * wait about to sleep in the kernel arms the idle items (or one that
  * returns while another sleeps there: epoll_wait.c, leave), so a busy
  * peer sends no wake tokens. Edge-triggered items report an edge when their
- * ring positions moved (osf_conn_stamp), as TCP reports one per arrival.
+ * ring positions moved (the table's stamp, rd_stamp), as TCP reports one per arrival.
  * A wait costs O(ready + idle), not O(registered).
  *
  * As in the kernel, a registration belongs to the open file (and the fd
@@ -43,7 +43,7 @@ struct epi {
 	int disabled;  /* EPOLLONESHOT fired: off until EPOLL_CTL_MOD */
 	int listed;    /* ON_*: which list it is on */
 	unsigned seen; /* the wait that last reported it */
-	uint64_t stamp; /* osf_conn_stamp when it went idle (edge detection) */
+	uint64_t stamp; /* rd_stamp when it went idle (edge detection) */
 	int armed;      /* OSF_ARM_* kinds it is counted as waiting for */
 	int woken;      /* OSF_ARM_* kinds whose socket fired (absorb) */
 	int wsock;      /* the writers' wake socket registered for it, or -1
@@ -204,18 +204,21 @@ static inline short poll_events(uint32_t events)
 }
 
 /* same_file reports whether it still describes the file at its fd: the
- * fd was not closed and reused behind osf's back (syscall(SYS_close)). */
+ * fd was not closed and reused behind osf's back (syscall(SYS_close)).
+ * An item's fd is one whose readiness osf computes, or a kernel socket
+ * whose readiness osf computed (kernel_ready). */
 static inline int same_file(const struct epi *it, const struct osf_fdt_entry *e)
 {
-	return e && (osf_kind_is_conn(e->kind) || e->kind == OSF_FD_KERNEL) &&
+	return e && (osf_ready_of(e) || e->kind == OSF_FD_KERNEL) &&
 	       e->ino == it->ino;
 }
 
-/* gw_settled reports an item of a kernel socket whose connect through a
- * gateway has settled: the kernel reports it from now on. */
-static inline int gw_settled(const struct osf_fdt_entry *e)
+/* kernel_ready reports an item (of the same file) whose readiness the
+ * kernel reports from now on: its entry's ops went back to none (a
+ * connect through a gateway settled). */
+static inline int kernel_ready(const struct osf_fdt_entry *e)
 {
-	return unlikely(e->kind == OSF_FD_KERNEL) && !osf_gw_pending(e);
+	return unlikely(!osf_ready_of(e));
 }
 
 /* epoll.c: an epoll's state and its items (each function is documented
@@ -229,7 +232,7 @@ void ep_orphan(struct ep *ep, struct epi *it, int dup);
 void ep_drop_item(struct ep *ep, struct epi *it);
 void ep_drop_closed(struct ep *ep, struct epi *it, void *hold);
 void ep_stale_item(struct ep *ep, struct epi *it);
-void ep_gw_convert(struct ep *ep, struct epi *it);
+void ep_to_kernel(struct ep *ep, struct epi *it);
 void ep_kick(struct ep *ep);
 int ep_ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev);
 void ep_listener_ctl(struct ep *ep, int op, int fd, int aux, const struct epoll_event *ev);

@@ -8,19 +8,19 @@
 #include <sys/mman.h>
 
 /* blind_item: an edge-triggered item waiting for input on a connection
- * whose wake socket this side shut for reading (osf_conn_rx_blind): after
+ * whose wake socket this side shut for reading (rd_rx_blind): after
  * SHUT_RD TCP still reports every arrival as an edge, but no token comes,
  * so it stays idle, unarmed, and the wait looks at its rings every
  * OSF_BLIND_MS (a level-triggered one is ready for ever after SHUT_RD). */
 static int blind_item(const struct epi *it, struct osf_fdt_entry *e)
 {
 	return (it->events & EPOLLET) && (it->events & (EPOLLIN | EPOLLRDNORM)) &&
-	       osf_conn_rx_blind(it->at, e);
+	       rd_rx_blind(it->at, e);
 }
 
 /* go_idle parks an item that needs a new edge (or readiness) on the idle
  * list, unarmed; past IDLE_MAX it is armed at once instead (a blind one
- * never: it stays idle). stamp is osf_conn_stamp taken before the
+ * never: it stays idle). stamp is rd_stamp taken before the
  * readiness the caller acted on was computed: whatever changes after that
  * look is a new edge (a stamp taken after it would swallow an arrival
  * that came between the two, and its token would then be no edge). */
@@ -53,8 +53,8 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 			ep_stale_item(ep, it); /* closed */
 			continue;
 		}
-		if (gw_settled(e)) {
-			ep_gw_convert(ep, it);
+		if (kernel_ready(e)) {
+			ep_to_kernel(ep, it);
 			continue;
 		}
 		if (it->disabled) {
@@ -63,10 +63,10 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 		}
 		if (it->seen == ep->wait)
 			continue;
-		stamp = osf_conn_stamp(it->at, e); /* first: go_idle */
-		ev = poll_to_epoll(osf_conn_poll(it->at, e)) & want;
-		if (gw_settled(e)) { /* it just did: the kernel reports it */
-			ep_gw_convert(ep, it);
+		stamp = rd_stamp(it->at, e); /* first: go_idle */
+		ev = poll_to_epoll(rd_poll(it->at, e)) & want;
+		if (kernel_ready(e)) { /* it just did: the kernel reports it */
+			ep_to_kernel(ep, it);
 			continue;
 		}
 		if (!ev) {
@@ -89,16 +89,16 @@ static int collect(struct ep *ep, struct epoll_event *out, int max)
 }
 
 /* idle_gone takes idle item it off ep when its fd no longer holds its
- * file (dropped) or its connect through a gateway settled (handed to the
- * kernel, which may report it now: *kernel is set); 1 when it did. */
+ * file (dropped) or the kernel reports its readiness now (handed to the
+ * kernel's set: *kernel is set); 1 when it did. */
 static int idle_gone(struct ep *ep, struct epi *it, struct osf_fdt_entry *e, int *kernel)
 {
 	if (!same_file(it, e)) {
 		ep_stale_item(ep, it);
 		return 1;
 	}
-	if (gw_settled(e)) {
-		ep_gw_convert(ep, it);
+	if (kernel_ready(e)) {
+		ep_to_kernel(ep, it);
 		*kernel = 1;
 		return 1;
 	}
@@ -118,9 +118,9 @@ static int idle_check(struct ep *ep)
 		next = it->next;
 		if (idle_gone(ep, it, e, &moved))
 			continue;
-		if ((it->events & EPOLLET) && osf_conn_stamp(it->at, e) == it->stamp)
+		if ((it->events & EPOLLET) && rd_stamp(it->at, e) == it->stamp)
 			continue;
-		if (poll_to_epoll(osf_conn_poll(it->at, e)) & want) {
+		if (poll_to_epoll(rd_poll(it->at, e)) & want) {
 			list_add(ep, it);
 			moved = 1;
 		}
@@ -279,11 +279,11 @@ static void trim_idle(struct ep *ep)
 	for (fd = 0; fd < ep->cap; fd++) {
 		it = ep->byfd[fd];
 		if (it && (it->armed & OSF_ARM_RX) && !it->parked)
-			osf_conn_trim(fd, osf_fdt_lookup(fd));
+			rd_trim(fd, osf_fdt_lookup(fd));
 	}
 	for (it = ep->orphans; it; it = it->onext)
 		if (it->armed & OSF_ARM_RX)
-			osf_conn_trim(it->at, osf_fdt_lookup(it->at));
+			rd_trim(it->at, osf_fdt_lookup(it->at));
 	ep->trim_due = 0;
 	ep->quiet_since = 0;
 }
@@ -331,7 +331,7 @@ static void absorb(struct ep *ep)
 			 * for (another waiter's, or one an exec'd image's wait
 			 * left armed) is no edge unless the rings moved since
 			 * its last report. */
-			if ((it->events & EPOLLET) && osf_conn_stamp(it->at, e) == it->stamp)
+			if ((it->events & EPOLLET) && rd_stamp(it->at, e) == it->stamp)
 				go_idle(ep, it, e, it->stamp);
 			else
 				list_add(ep, it);

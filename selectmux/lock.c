@@ -66,7 +66,7 @@ void run_deferred(void)
 				mux_forget(d.fd, d.ino, d.hold); /* slot still names the hold */
 			__atomic_store_n(&mu_deferred[i].state, SLOT_FREE, __ATOMIC_RELEASE);
 			if (d.op == DEFER_FORGET)
-				osf_conn_unhold(d.hold);
+				osf_ready_unhold(d.hold);
 			else
 				mux_changed(d.fd, d.dups, d.events);
 		}

@@ -18,11 +18,13 @@ void osf_mux_closed(int fd, struct osf_fdt_entry *e, int shared);
 void osf_mux_forget(int fd);
 void osf_mux_offloaded(int fd);
 
-/* osf_mux_gw_settled hands fd, a kernel socket whose connect through a
- * gateway just settled (preload/gateway.c), from osf's inner epolls back
- * to the kernel's: each epoll it was registered in while it waited gets
- * the kernel registration with the application's events and data. */
-void osf_mux_gw_settled(int fd);
+/* osf_mux_kernel_ready hands fd, a kernel socket whose readiness osf
+ * computed until now (its entry's ops just went back to none: a connect
+ * through a gateway settled, preload/gateway.c), from osf's inner epolls
+ * back to the kernel's: each epoll it was registered in meanwhile
+ * (OSF_FDF_MUXITEMS) gets the kernel registration with the application's
+ * events and data. */
+void osf_mux_kernel_ready(int fd);
 
 /* osf_mux_changed re-checks, in this process's epolls, the items of the
  * connection of fd (of its dups too when dups) that wait for any of

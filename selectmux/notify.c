@@ -2,7 +2,7 @@
 
 /* notify.c: what libosf.so's other hooks tell selectmux (mux.h): a socket
  * offloaded, a connection's own state changed, a hidden fd moved, a
- * gateway's connect settled, an fd closed, a fork. */
+ * kernel socket's readiness the kernel's again, an fd closed, a fork. */
 #include "epoll.h"
 
 #include <stdio.h>
@@ -25,14 +25,15 @@ void osf_mux_offloaded(int fd)
 			if (ep->pendfd[i] != fd)
 				continue;
 			ev = ep->pend[i];
-			if (osf_kind_is_conn(t->kind)) {
+			if (osf_ready_of(t) && t->kind != OSF_FD_KERNEL) {
 				ep_ctl_conn(ep, EPOLL_CTL_ADD, fd, &ev);
-			} else if (osf_gw_pending(t)) {
+			} else if (osf_ready_of(t)) {
 				/* Same file: the kernel's registration would
-				 * say writable before the gateway answers. */
+				 * report the kernel's readiness, not osf's
+				 * (writable before a gateway answers). */
 				REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_DEL, fd, NULL);
 				if (ep_ctl_conn(ep, EPOLL_CTL_ADD, fd, &ev) == 0)
-					__atomic_or_fetch(&t->flags, OSF_FDF_GWITEMS,
+					__atomic_or_fetch(&t->flags, OSF_FDF_MUXITEMS,
 							  __ATOMIC_RELEASE);
 			} else if (t->kind == OSF_FD_LISTEN) {
 				ep_listener_ctl(ep, EPOLL_CTL_ADD, fd, t->aux_fd, &ev);
@@ -177,7 +178,7 @@ void osf_mux_hidden_moved(int old, int nfd)
 	mu_unlock(&ep_all_lock);
 }
 
-void osf_mux_gw_settled(int fd)
+void osf_mux_kernel_ready(int fd)
 {
 	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
 	struct ep *ep;
@@ -190,7 +191,7 @@ void osf_mux_gw_settled(int fd)
 		mu_lock(&ep->lock);
 		it = fd < ep->cap ? ep->byfd[fd] : NULL;
 		if (it && same_file(it, t)) {
-			ep_gw_convert(ep, it);
+			ep_to_kernel(ep, it);
 			ep_kick(ep); /* a wait asleep picks the kernel's up */
 		}
 		mu_unlock(&ep->lock);
@@ -204,12 +205,12 @@ void osf_mux_gw_settled(int fd)
  * been looked up yet (close_dup). */
 #define DUP_UNKNOWN (-2)
 
-/* close_dup returns *dup, looking it up first (osf_conn_dup_fd) if need
+/* close_dup returns *dup, looking it up first (osf_ready_dup_fd) if need
  * be: only a close that leaves a registered item pays for it. */
 static int close_dup(int *dup, int fd, struct osf_fdt_entry *e, uint64_t ino)
 {
 	if (*dup == DUP_UNKNOWN)
-		*dup = osf_conn_dup_fd(fd, e, ino);
+		*dup = osf_ready_dup_fd(fd, e, ino);
 	return *dup;
 }
 
@@ -271,9 +272,9 @@ void osf_mux_forget(int fd)
 		if (!e)
 			return;
 		d.ino = e->ino;
-		d.hold = osf_kind_is_conn(e->kind) ? osf_conn_hold(fd, e) : NULL;
+		d.hold = rd_hold(fd, e);
 		if (!mu_defer(&d))
-			osf_conn_unhold(d.hold); /* never the last reference: fd's */
+			osf_ready_unhold(d.hold); /* never the last reference: fd's */
 		return;
 	}
 	mu_lock(&ep_all_lock);

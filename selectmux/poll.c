@@ -3,9 +3,9 @@
 /* poll.c: poll, ppoll, select and pselect over any mix of kernel and
  * offloaded fds.
  *
- * Readiness of an offloaded connection is the state of its rings
- * (osf_conn_poll), never the wake socket's: the kernel object is only used
- * to sleep. Before sleeping, each offloaded fd is armed (its peer will send
+ * Readiness of an offloaded connection is the state of its rings (its
+ * readiness table's poll, ready.h), never the wake socket's: the kernel
+ * object is only used to sleep. Before sleeping, each offloaded fd is armed (its peer will send
  * a wake token when the awaited event may have happened), and the wake
  * socket stands in for it in the kernel wait. An offloaded listener is
  * watched together with its companion listener. select and pselect are
@@ -26,7 +26,7 @@ static inline int involved(int fd)
 	int k = e ? __atomic_load_n(&e->kind, __ATOMIC_ACQUIRE) : OSF_FD_NONE;
 
 	return osf_kind_is_offloaded(k) || k == OSF_FD_EPOLL ||
-	       unlikely(k == OSF_FD_KERNEL && osf_gw_pending(e));
+	       unlikely(e && osf_ready_of(e));
 }
 
 /* Per pollfd slot, how the kernel array kfds stands in for it. */
@@ -39,12 +39,11 @@ static short conn_events(short ready, short events)
 }
 
 /* wake_slot makes kernel slot ks stand for connection fd: its wake socket
- * with the events osf_conn_wake_events asks (a socket this side shut for
- * reading polls readable for ever), or nothing. */
+ * with the events its table's wake_events asks (a socket this side shut
+ * for reading polls readable for ever), or nothing. */
 static void wake_slot(struct pollfd *ks, int fd, struct osf_fdt_entry *e)
 {
-	short ev = e && osf_kind_is_conn(e->kind) ? osf_conn_wake_events(fd, e)
-						  : POLLIN | POLLRDHUP;
+	short ev = rd_wake_events(fd, e);
 
 	ks->fd = ev < 0 ? -1 : fd;
 	ks->events = ev < 0 ? 0 : ev;
@@ -68,7 +67,7 @@ static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
 			if (wx[i] >= 0 && k[wx[i]].revents)
 				woken |= OSF_ARM_TX;
 		}
-		osf_conn_disarm(fds[i].fd, osf_fdt_lookup(fds[i].fd), arm[i],
+		rd_disarm(fds[i].fd, osf_fdt_lookup(fds[i].fd), arm[i],
 				woken);
 		arm[i] = 0;
 	}
@@ -98,9 +97,9 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	int result = -1, spun = 0;
 
 	for (i = 0; i < n; i++) {
-		int kd = osf_fdt_kind(fds[i].fd);
-		if (kd == OSF_FD_LISTEN ||
-		    (kd >= OSF_FD_SHM && (fds[i].events & (POLLOUT | POLLWRNORM))))
+		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
+		if (e && (e->kind == OSF_FD_LISTEN ||
+			  ((fds[i].events & (POLLOUT | POLLWRNORM)) && osf_ready_of(e))))
 			extra++;
 	}
 	if (n + extra > 64) {
@@ -114,20 +113,19 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	}
 	for (i = 0; i < n; i++) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
-		int kd = e ? e->kind : OSF_FD_NONE;
+		int kd = e ? e->kind : OSF_FD_NONE, w;
 		k[i] = fds[i];
 		k[i].revents = 0;
 		kind[i] = SLOT_KERNEL;
 		arm[i] = 0;
 		wx[i] = -1;
-		if (kd >= OSF_FD_SHM ||
-		    unlikely(kd == OSF_FD_KERNEL && osf_gw_pending(e))) {
+		if (e && osf_ready_of(e)) {
 			kind[i] = SLOT_CONN;
 			wake_slot(&k[i], fds[i].fd, e); /* tokens and the end */
 			if (!(fds[i].events & (POLLOUT | POLLWRNORM)) ||
-			    kd == OSF_FD_KERNEL) /* a gateway's reply: data */
+			    (w = rd_wake_tx_fd(e)) < 0) /* none: woken on fd */
 				continue;
-			k[m].fd = osf_conn_wake_tx_fd(e);
+			k[m].fd = w;
 		} else if (kd == OSF_FD_LISTEN) {
 			kind[i] = SLOT_LISTEN;
 			k[m].fd = e->aux_fd;
@@ -146,7 +144,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			if (kind[i] != SLOT_CONN || fds[i].fd < 0)
 				continue;
 			fds[i].revents = conn_events(
-				osf_conn_poll(fds[i].fd, osf_fdt_lookup(fds[i].fd)),
+				rd_poll(fds[i].fd, osf_fdt_lookup(fds[i].fd)),
 				fds[i].events);
 			if (fds[i].revents)
 				ready++;
@@ -160,11 +158,11 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			for (i = 0; i < n; i++) {
 				if (kind[i] != SLOT_CONN || fds[i].fd < 0)
 					continue;
-				arm[i] = (unsigned char)osf_conn_arm_kinds_fd(
+				arm[i] = (unsigned char)rd_arm_kinds(
 					fds[i].fd, osf_fdt_lookup(fds[i].fd),
 					fds[i].events);
 				fds[i].revents = conn_events(
-					osf_conn_arm(fds[i].fd,
+					rd_arm(fds[i].fd,
 						     osf_fdt_lookup(fds[i].fd),
 						     arm[i], 0, &due),
 					fds[i].events);
@@ -202,7 +200,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		/* Before disarm_all, which clears arm[]. */
 		for (i = 0; due && r == 0 && i < n; i++)
 			if ((arm[i] & OSF_ARM_RX) && kind[i] == SLOT_CONN && fds[i].fd >= 0)
-				osf_conn_trim(fds[i].fd, osf_fdt_lookup(fds[i].fd));
+				rd_trim(fds[i].fd, osf_fdt_lookup(fds[i].fd));
 		if (armed)
 			disarm_all(fds, n, k, wx, arm, r > 0);
 		if (r < 0) { /* EINTR even after a spin pass counted 0 */
@@ -221,11 +219,11 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 					struct osf_fdt_entry *e =
 						osf_fdt_lookup(fds[i].fd);
 					if (!armed) /* the end, if it came */
-						osf_conn_disarm(fds[i].fd, e, 0,
+						rd_disarm(fds[i].fd, e, 0,
 								k[i].revents ? OSF_ARM_RX
 									     : OSF_ARM_TX);
 					fds[i].revents = conn_events(
-						osf_conn_poll(fds[i].fd, e),
+						rd_poll(fds[i].fd, e),
 						fds[i].events);
 					wake_slot(&k[i], fds[i].fd, e);
 				}

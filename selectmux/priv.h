@@ -10,6 +10,7 @@
 #endif
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <linux/futex.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -57,6 +58,98 @@ static inline int remaining(long timeout, long start)
 	return left < 0 ? 0 : (int)left;
 }
 
+/* ---- readiness through an fd's table (ready.h) ----------------------------
+ *
+ * rd_* call fd's (entry e's) readiness table. An fd whose readiness is the
+ * kernel's (no entry, or its ops none: a gateway's connect settled while
+ * it was waited on) reports what the kernel's socket reports, arms and
+ * holds nothing, and its stamp stays 0. */
+
+static inline const struct osf_ready *rd_of(const struct osf_fdt_entry *e)
+{
+	return e ? osf_ready_of(e) : NULL;
+}
+
+static inline short rd_kernel_poll(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN | POLLOUT | POLLRDHUP | POLLPRI};
+
+	return REAL(poll)(&p, 1, 0) < 0 ? POLLNVAL : p.revents;
+}
+
+static inline short rd_poll(int fd, struct osf_fdt_entry *e)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	return r ? r->poll(fd, e) : rd_kernel_poll(fd);
+}
+
+static inline int rd_arm_kinds(int fd, struct osf_fdt_entry *e, short events)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	return r ? r->arm_kinds(fd, e, events) : OSF_ARM_RX;
+}
+
+static inline short rd_arm(int fd, struct osf_fdt_entry *e, int kinds,
+			   int already, int *trim_due)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	return r ? r->arm(fd, e, kinds, already, trim_due) : rd_kernel_poll(fd);
+}
+
+static inline void rd_disarm(int fd, struct osf_fdt_entry *e, int kinds, int woken)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	if (r)
+		r->disarm(fd, e, kinds, woken);
+}
+
+static inline uint64_t rd_stamp(int fd, struct osf_fdt_entry *e)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	return r ? r->stamp(fd, e) : 0;
+}
+
+static inline void rd_trim(int fd, struct osf_fdt_entry *e)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	if (r)
+		r->trim(fd, e);
+}
+
+static inline int rd_rx_blind(int fd, struct osf_fdt_entry *e)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	return r ? r->rx_blind(fd, e) : 0;
+}
+
+static inline short rd_wake_events(int fd, struct osf_fdt_entry *e)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	return r ? r->wake_events(fd, e) : POLLIN | POLLRDHUP;
+}
+
+static inline int rd_wake_tx_fd(const struct osf_fdt_entry *e)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	return r ? r->wake_tx_fd(e) : -1;
+}
+
+static inline void *rd_hold(int fd, struct osf_fdt_entry *e)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	return r ? r->hold(fd, e) : NULL;
+}
+
 /* ---- a small futex mutex (lock.c) -----------------------------------------
  *
  * mu_depth counts the mux locks this thread holds or waits for. A signal
@@ -78,7 +171,7 @@ struct deferred {
 	int fd, dups;
 	uint32_t events;
 	uint64_t ino; /* DEFER_FORGET: the closed file's identity */
-	void *hold;   /* DEFER_FORGET: its connection, held (osf_conn_hold) */
+	void *hold;   /* DEFER_FORGET: its state, held (rd_hold) */
 };
 
 /* mu_defer notes d for this thread's last mux unlock; 0 when the slots are

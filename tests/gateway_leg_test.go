@@ -246,6 +246,18 @@ func (g *gatewayNet) nonblockingConnects(t *testing.T, gw *testutil.Process, leg
 				p.WaitOutput("early", 20*time.Second)
 				testutil.AssertTransport(t, p.Pid, testutil.ByPeer(tt.dst), testutil.TransportGateway)
 				g.assertLeg(t, p.Pid, tt.dst, leg)
+				// While the reply is awaited, the hooks dispatch a
+				// kernel leg's socket to the gateway-pending
+				// operations, an offloaded leg's to its rings'.
+				ops := leg
+				if leg == "kernel" {
+					ops = "gateway-pending"
+				}
+				for _, s := range testutil.OsfStat(t, p.Pid).Select(testutil.ByPeer(tt.dst)) {
+					if s.Ops != ops {
+						t.Errorf("osfstat: %s: operations %q, want %q", s, s.Ops, ops)
+					}
+				}
 			}
 			if err := os.WriteFile(goFile, nil, 0o600); err != nil {
 				t.Fatal(err)

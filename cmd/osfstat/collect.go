@@ -64,6 +64,9 @@ type Socket struct {
 	Local     string `json:"local,omitempty"`
 	Peer      string `json:"peer,omitempty"`
 	Transport string `json:"transport"`
+	// Ops names the operations table libosf.so dispatches the socket to
+	// (shm, rdma, gateway-pending); absent: the kernel's.
+	Ops string `json:"ops,omitempty"`
 	// Gateway is, for transport "gateway", the gateway's address and
 	// GatewayLeg the transport of the stream to it.
 	Gateway    string `json:"gateway,omitempty"`
@@ -190,6 +193,7 @@ func socket(e fdtable.Entry) Socket {
 		Role:      e.Role.String(),
 		State:     stateUnknown.String(),
 		Transport: e.Transport.String(),
+		Ops:       e.Ops.String(),
 		ReasonID:  int(e.Reason),
 		Rule:      e.Rule,
 	}

@@ -52,6 +52,10 @@ type StatSocket struct {
 	Local     string `json:"local,omitempty"`
 	Peer      string `json:"peer,omitempty"`
 	Transport string `json:"transport"` // one of the Transport* constants
+	// Ops is the operations table libosf.so dispatches the socket to:
+	// "shm" or "rdma" for an offloaded connection (its transport),
+	// "gateway-pending" for a socket waiting for a gateway, "" otherwise.
+	Ops string `json:"ops,omitempty"`
 	// Gateway and GatewayLeg are set for transport "gateway": the gateway's
 	// address and the transport of the stream to it.
 	Gateway    string `json:"gateway,omitempty"`
@@ -74,8 +78,8 @@ type StatSocket struct {
 
 // String describes the socket in one line for messages.
 func (s StatSocket) String() string {
-	str := fmt.Sprintf("fd %d %s %s %s local=%s peer=%s transport=%s reason=%q (code %d, rule %d)",
-		s.FD, s.Kind, s.Role, s.State, s.Local, s.Peer, s.Transport, s.Reason, s.ReasonCode, s.Rule)
+	str := fmt.Sprintf("fd %d %s %s %s local=%s peer=%s transport=%s ops=%q reason=%q (code %d, rule %d)",
+		s.FD, s.Kind, s.Role, s.State, s.Local, s.Peer, s.Transport, s.Ops, s.Reason, s.ReasonCode, s.Rule)
 	if s.Segment != nil {
 		str += " segment " + s.Segment.String()
 	}
@@ -202,8 +206,24 @@ func AssertTransport(t testing.TB, pid int, f SocketFilter, want string) []StatS
 			t.Errorf("osfstat: process %d (%s), %s: transport %q, want %q: %s",
 				pid, p.Program, f, s.Transport, want, s)
 		}
+		if o := wantOps(s); o != "?" && s.Ops != o {
+			t.Errorf("osfstat: process %d (%s), %s: operations %q, want %q (the hooks would dispatch it elsewhere): %s",
+				pid, p.Program, f, s.Ops, o, s)
+		}
 	}
 	return got
+}
+
+// wantOps returns the operations table a socket of s's kind and transport
+// must be dispatched to, "?" when it depends on more (a gateway's).
+func wantOps(s StatSocket) string {
+	switch {
+	case s.Kind == "shm" && (s.Transport == TransportShm || s.Transport == TransportRDMA):
+		return s.Transport
+	case s.Transport == TransportKernel || s.Kind == "listen":
+		return ""
+	}
+	return "?"
 }
 
 // AssertCoreLoaded asserts that osfstat reports process pid's core as loaded
