@@ -619,7 +619,7 @@ idle_memory_case() {
 		"$(calc "round($b / 1e6, 1)")" "$(calc "round($o / 1e6, 1)")" "$(ratio "$o" "$b")" "≤ 2x"
 	if [[ -n "${held[pool]:-}" ]]; then
 		o=${held[pool]%% *}
-		row "memory held by $n $what, OSF_SHM_POOL=1 (the same run)" \
+		row "memory held by $n ${what%,}, OSF_SHM_POOL=1 (the same run)" \
 			"$(calc "round($b / 1e6, 1)")" "$(calc "round($o / 1e6, 1)")" "$(ratio "$o" "$b")" "≤ 2x"
 	fi
 }
