@@ -209,8 +209,12 @@ func TestForkChildTable(t *testing.T) {
 // after letting go of it, overtaking a woken fork: 17 to 25 of 300 forks
 // waited for more than 1000 reads under osf (1 bare, from scheduling);
 // handed over to a sleeper, 0 or 1. This counts overtakes, not time.
+// The bare run is the reference, not held to the bound: on a loaded host
+// a slow fork lets the kernel's own scheduling pass 1000 reads (10 of 300
+// once in make test); osf may have 10 more than it had.
 func TestForkFairAgainstLockHolders(t *testing.T) {
 	t.Parallel()
+	bareOver := 0
 	for _, m := range bareAndOsf {
 		t.Run(m.name, func(t *testing.T) {
 			r := m.cmd(t, nil, testutil.Prog(t, "forkfair"), "300").Run(longRun)
@@ -223,9 +227,16 @@ func TestForkFairAgainstLockHolders(t *testing.T) {
 				t.Fatalf("forkfair output %q: %v", r.Stdout, err)
 			}
 			t.Logf("%s", strings.TrimSpace(r.Stdout))
-			if forks < 290 || over >= 10 {
-				t.Fatalf("forks %d, %d of them overtaken more than 1000 times (want < 10): %s",
-					forks, over, r)
+			if m.name == bare.name {
+				bareOver = over
+				if forks < 290 {
+					t.Fatalf("forks %d: %s", forks, r)
+				}
+				return
+			}
+			if forks < 290 || over >= 10+bareOver {
+				t.Fatalf("forks %d, %d of them overtaken more than 1000 times (want < 10 + bare's %d): %s",
+					forks, over, bareOver, r)
 			}
 		})
 	}
