@@ -476,29 +476,26 @@ int ep_ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev)
  * modified: it is made again). */
 static void lsn_put(struct ep *ep, int aux, const struct epoll_event *ev)
 {
-	struct epoll_event e = *ev;
+	struct epoll_event e = *ev; /* epoll_ctl reads it, never writes */
 
 	if (REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, aux, &e) == 0 || errno != EEXIST)
 		return;
-	e = *ev;
 	if (REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_MOD, aux, &e) == 0)
 		return;
 	REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_DEL, aux, NULL);
-	e = *ev;
 	REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_ADD, aux, &e);
 }
 
-/* lsn_forget drops fd's note; 1 when there was one. */
-static int lsn_forget(struct ep *ep, int fd)
+/* lsn_forget drops fd's note, if there is one. */
+static void lsn_forget(struct ep *ep, int fd)
 {
 	int i;
 
 	for (i = 0; i < ep->nlisteners; i++)
 		if (ep->listeners[i].fd == fd) {
 			ep->listeners[i] = ep->listeners[--ep->nlisteners];
-			return 1;
+			return;
 		}
-	return 0;
 }
 
 /* ep_listener_ctl follows the kernel's successful epoll_ctl op of the

@@ -315,6 +315,16 @@ static int send_hello(const char *name, const void *msg, size_t len, int fd1,
 	return c;
 }
 
+/* plausible_hdr writes the segment header an honest creator of ring
+ * would, at h. */
+static void plausible_hdr(struct osf_seg_hdr *h, uint32_t ring)
+{
+	h->magic = OSF_SEG_MAGIC;
+	h->version = OSF_SEG_VERSION;
+	h->hdr_bytes = OSF_SEG_HDR_BYTES;
+	h->ring_bytes = ring;
+}
+
 static int make_segment(uint32_t ring, int seal, off_t size)
 {
 	int fd = memfd_create("osf-seg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -326,10 +336,7 @@ static int make_segment(uint32_t ring, int seal, off_t size)
 	m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m != MAP_FAILED && osf_seg_hdr_off(ring) + OSF_SEG_HDR_BYTES <= (uint64_t)size) {
 		h = osf_seg_hdr(m, ring);
-		h->magic = OSF_SEG_MAGIC;
-		h->version = OSF_SEG_VERSION;
-		h->hdr_bytes = OSF_SEG_HDR_BYTES;
-		h->ring_bytes = ring;
+		plausible_hdr(h, ring);
 	}
 	if (m != MAP_FAILED)
 		munmap(m, (size_t)size);
@@ -352,10 +359,7 @@ static int make_region(uint32_t ring, uint32_t n, int seal, uint32_t gen, off_t 
 	for (i = 0; m != MAP_FAILED && i < n &&
 		    (i + 1) * osf_seg_bytes(ring) <= (uint64_t)bytes; i++) {
 		struct osf_seg_hdr *h = osf_seg_hdr(m + i * osf_seg_bytes(ring), ring);
-		h->magic = OSF_SEG_MAGIC;
-		h->version = OSF_SEG_VERSION;
-		h->hdr_bytes = OSF_SEG_HDR_BYTES;
-		h->ring_bytes = ring;
+		plausible_hdr(h, ring);
 		h->slot_gen = gen;
 	}
 	if (m != MAP_FAILED)
