@@ -47,7 +47,7 @@ for pkg in "$@"; do
 		[[ $side == osf ]] && pre=(env LD_PRELOAD="$LIB" OSF_GO=1)
 		(cd "$GOROOT/src/$pkg" && timeout 900 "${pre[@]}" "$bin" -test.short -test.v \
 			-test.skip "$SKIP" >"$OUT/$name.$side.log" 2>&1) || true
-		grep -E '^--- PASS' "$OUT/$name.$side.log" | awk '{ print $3 }' | sort -u >"$OUT/$name.$side.pass"
+		grep -aE '^--- PASS' "$OUT/$name.$side.log" | awk '{ print $3 }' | sort -u >"$OUT/$name.$side.pass"
 	done
 	lost=
 	# A test lost once runs again alone under osf (a timing test on a
