@@ -20,7 +20,10 @@ import (
 // socket about a value only the first time (kopt.c by_value), where it
 // made, asked and closed one for each option of each connection (nine
 // system calls, three TCP sockets: 48 TCP sockets and keepalive calls in
-// the server for 16 connections).
+// the server for 16 connections). Go's accept loop ends each wake-up
+// with an accept that finds nothing: that is the kernel's accept4 on the
+// listener (EAGAIN, or EMFILE when no fd number is free), where osf
+// looked for a free number first with a dup and a close of the listener.
 func TestGoAcceptSystemCalls(t *testing.T) {
 	strace := testutil.OptionalTool(t, "strace", "count a Go server's system calls")
 	const n = 16
@@ -85,8 +88,82 @@ func TestGoAcceptSystemCalls(t *testing.T) {
 	if c := count(ser, `(?m)^socket\(AF_INET, SOCK_STREAM\|SOCK_CLOEXEC, IPPROTO_TCP\)`); c > 3 {
 		t.Errorf("server made %d scratch TCP sockets for %d connections, want at most 3", c, n)
 	}
+	lm := regexp.MustCompile(`(?m)^listen\((\d+), `).FindStringSubmatch(ser)
+	if lm == nil {
+		t.Fatal("no listen in the server's trace")
+	}
+	lfd := lm[1]
+	if c := count(ser, `(?m)^fcntl\(`+lfd+`, F_DUPFD_CLOEXEC, 0\)`); c != 0 {
+		t.Errorf("server looked for a free fd number with a dup of its listener %d times, want 0", c)
+	}
+	if c := count(ser, `(?m)^accept4\(`+lfd+`, .*= -1 EAGAIN`); c == 0 {
+		t.Errorf("server's accepts never asked the listener (no accept4 on fd %s found EAGAIN)", lfd)
+	}
 	if t.Failed() {
 		t.Logf("server's sockets, accepts and options:\n%s", strings.Join(
 			regexp.MustCompile(`(?m)^(socket|accept4|setsockopt|listen)\(.*$`).FindAllString(ser, 200), "\n"))
+	}
+}
+
+// TestAcceptNonblockingEmptyOrFull: accept on an empty non-blocking
+// listener answers EAGAIN, and EMFILE when no fd number is free (Linux
+// takes the number before it looks for a connection), as kernel TCP
+// does, with the hard limit above the soft one or lowered to it after
+// listen; then a connection is accepted (shm under osf with room above
+// the soft limit: its fd is a unix socket).
+func TestAcceptNonblockingEmptyOrFull(t *testing.T) {
+	t.Parallel()
+	const prog = `
+import errno, os, resource, select, socket, sys
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+l.bind(("127.0.0.1", 0)); l.listen(4); l.setblocking(False)
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64 if sys.argv[1] == "lowered" else hard))
+def kind(c):
+    ino = os.readlink("/proc/self/fd/%d" % c.fileno())[len("socket:["):-1]
+    with open("/proc/net/unix") as f:
+        return "unix" if any(l.split()[6] == ino for l in f.readlines()[1:]) else "tcp"
+def acc():
+    try:
+        c, _ = l.accept()
+        k = kind(c)
+        c.close()
+        return k
+    except OSError as e:
+        return errno.errorcode[e.errno]
+out = ["empty " + acc()]
+fill = []
+try:
+    while True:
+        fill.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+out.append("full " + acc())
+os.close(fill.pop())
+out.append("one-free " + acc())
+for f in fill:
+    os.close(f)
+c = socket.create_connection(l.getsockname())
+select.select([l], [], [], 10)
+out.append("ready " + acc())
+c.close()
+print(" ".join(out), flush=True)
+`
+	for _, hard := range []string{"above", "lowered"} {
+		for _, m := range bareAndOsf {
+			t.Run(hard+"/"+m.name, func(t *testing.T) {
+				t.Parallel()
+				// With soft = hard osf's client refuses its fds a
+				// place: kernel TCP.
+				want := "empty EAGAIN full EMFILE one-free EAGAIN ready tcp"
+				if m.osf && hard == "above" {
+					want = "empty EAGAIN full EMFILE one-free EAGAIN ready unix"
+				}
+				r := m.cmd(t, nil, python(t), "-c", prog, hard).Run(longRun)
+				if !r.OK() || strings.TrimSpace(r.Stdout) != want {
+					t.Fatalf("got %q, want %q: %s", strings.TrimSpace(r.Stdout), want, r)
+				}
+			})
+		}
 	}
 }
