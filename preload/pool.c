@@ -41,6 +41,7 @@ struct region {
 	char kname[108];
 	uint64_t live[2]; /* slots side s's connections of this process hold */
 	uint64_t used;    /* owner: slots handed out at least once */
+	uint64_t clean;   /* owner: free slots whose rings went back since */
 	uint32_t gen[OSF_REGION_SLOTS_MAX]; /* owner: the generation given */
 	long long idle_since;
 };
@@ -309,6 +310,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 	if (fd >= 0) {
 		r->live[OSF_SIDE_CLIENT] |= 1ull << s;
 		r->used |= 1ull << s;
+		r->clean &= ~(1ull << s);
 		r->gen[s]++;
 		h = slot_hdr(r, (uint32_t)s);
 		memset(h, 0, sizeof(*h)); /* no one else's any more: both let go */
@@ -387,6 +389,32 @@ static void *hold(int fd, uint32_t ring, uint64_t bytes, uint32_t slot, int side
 	return slot_seg(r, slot);
 }
 
+/* give_back gives back the rings' pages (all but the shared page, the
+ * header's) of owner region r's slots that both sides let go of since
+ * they were last handed out (slot_done = 3): a slot waiting for its next
+ * connection holds no more memory than an unmapped segment, here and in a
+ * peer that keeps the region mapped. Under the lock, so none is handed
+ * out meanwhile; only what the owner could hand out again anyway (a side
+ * never punches at its own release: a process spawned with the
+ * connection may not have adopted it yet when its parent's close counts
+ * the side's last holder gone). A ring that never left the shared page
+ * costs a punch of under a microsecond. The lock is held. */
+static void give_back(struct region *r)
+{
+	uint64_t busy = r->live[0] | r->live[1], rb = r->ring;
+	uint32_t i;
+
+	for (i = 0; i < r->n; i++) {
+		uint8_t *seg = slot_seg(r, i);
+		if (!(r->used >> i & 1) || ((busy | r->clean) >> i & 1) ||
+		    __atomic_load_n(&slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) != 3)
+			continue;
+		(void)madvise(seg, rb, MADV_REMOVE);                     /* ring 0's */
+		(void)madvise(seg + rb + OSF_SEG_PAGE, rb, MADV_REMOVE); /* ring 1's */
+		r->clean |= 1ull << i;
+	}
+}
+
 /* unhold lets go of side's hold on seg; the lock is not held. */
 static void unhold(void *seg, uint32_t ring, int side)
 {
@@ -399,6 +427,8 @@ static void unhold(void *seg, uint32_t ring, int side)
 	r = find_addr(seg, ring, &slot);
 	if (r) {
 		r->live[side] &= ~(1ull << slot);
+		if (r->owner == osf_pid())
+			give_back(r);
 		if (!(r->live[0] | r->live[1])) {
 			r->idle_since = osf_now_ns();
 			if (r->owner == osf_pid())
