@@ -1,6 +1,7 @@
 //go:build osf_make
 
-/* pool.c: shm segments as slots of a region (pool.h, OSF_SHM_POOL=1;
+/* pool.c: shm segments as slots of a region (pool.h; the default,
+ * OSF_SHM_POOL=0 turns it off;
  * docs/ARCHITECTURE.md "Connection segment", "Slots of a region").
  *
  * This process's regions are one table, under one short lock: the ones it
