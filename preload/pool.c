@@ -416,8 +416,12 @@ static void give_back(struct region *r)
 	}
 }
 
-/* unhold lets go of side's hold on seg; the lock is not held. */
-static void unhold(void *seg, uint32_t ring, int side)
+/* unhold lets go of side's hold on seg, setting done in its slot_done
+ * first (0: none), under the lock: a thread of this process that takes
+ * the lock for a hello naming the slot again (the owner handed it out
+ * once it saw slot_done 3) finds the hold gone, and no other thread
+ * unmaps the region before the word is written. The lock is not held. */
+static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 {
 	struct made drop[TRIM_MAX];
 	struct region *r;
@@ -427,6 +431,8 @@ static void unhold(void *seg, uint32_t ring, int side)
 	lock();
 	r = find_addr(seg, ring, &slot);
 	if (r) {
+		if (done)
+			__atomic_or_fetch(&slot_hdr(r, slot)->slot_done, done, __ATOMIC_ACQ_REL);
 		r->live[side] &= ~(1ull << slot);
 		if (r->owner == osf_pid())
 			give_back(r);
@@ -451,7 +457,7 @@ void *osf_pool_map(int fd, uint32_t ring, const struct osf_hello_pool *p, char *
 	h = osf_seg_hdr(seg, ring);
 	if (!osf_seg_hdr_check(h, ring) ||
 	    __atomic_load_n(&h->slot_gen, __ATOMIC_ACQUIRE) != p->gen) {
-		unhold(seg, ring, OSF_SIDE_SERVER);
+		unhold(seg, ring, OSF_SIDE_SERVER, 0);
 		snprintf(why, wn, "invalid slot %u: header or generation does not match the hello",
 			 p->slot);
 		return NULL;
@@ -480,7 +486,7 @@ void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t in
 	 * socket's now (a socket's inode is no other's while it is held). */
 	if (!osf_seg_hdr_check(osf_seg_hdr(seg, ring), ring) ||
 	    __atomic_load_n(&osf_seg_hdr(seg, ring)->slot_ino[side], __ATOMIC_ACQUIRE) != ino) {
-		unhold(seg, ring, side);
+		unhold(seg, ring, side, 0);
 		return NULL;
 	}
 	return seg;
@@ -508,17 +514,14 @@ void osf_seg_release(void *seg, uint32_t ring, int side, int gone)
 		errno = saved;
 		return;
 	}
-	if (gone) /* after every use of the slot here: the owner may reuse it */
-		__atomic_or_fetch(&osf_seg_hdr(seg, ring)->slot_done, 1u << side,
-				  __ATOMIC_ACQ_REL);
-	unhold(seg, ring, side);
+	/* gone: after every use of the slot here, the owner may reuse it */
+	unhold(seg, ring, side, gone ? 1u << side : 0);
 	errno = saved;
 }
 
 void osf_pool_abandon(void *seg, uint32_t ring)
 {
-	__atomic_store_n(&osf_seg_hdr(seg, ring)->slot_done, 3u, __ATOMIC_RELEASE);
-	unhold(seg, ring, OSF_SIDE_CLIENT);
+	unhold(seg, ring, OSF_SIDE_CLIENT, 3u);
 }
 
 void osf_pool_moved(int old, int nfd)
