@@ -21,7 +21,8 @@
 # BENCH_POOL=1 adds to the churn and idle-memory rows a third side,
 # "segs": osf with OSF_SHM_POOL=0 (a segment per connection instead of
 # the default slots of regions), alternating in the
-# same rounds, with rows of its own.
+# same rounds, with rows of its own. OSF_SHM_POOL=0 in run.sh's own
+# environment runs every osf side with a segment per connection.
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
