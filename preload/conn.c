@@ -630,6 +630,32 @@ OSF_FORK_TEXT void osf_conn_fork_holders(int delta)
 	}
 }
 
+void osf_conn_spawn_holders(const int *fds, int nfds, int all, int delta)
+{
+	static uint32_t round;
+	struct osf_fdt_entry *e;
+	int fd, i;
+
+	if (!osf_fdt_offloaded())
+		return;
+	round++;
+	OSF_FDT_FOREACH(fd, e) {
+		struct osf_conn *c;
+		int take = all || !(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_CLOEXEC);
+		if (!osf_kind_is_conn(e->kind) || e->image != osf.image || !e->priv)
+			continue;
+		for (i = 0; !take && i < nfds; i++)
+			take = fds[i] == fd;
+		if (!take)
+			continue;
+		c = (struct osf_conn *)(uintptr_t)e->priv;
+		if (c->spawn_round == round)
+			continue; /* a dup of one already counted */
+		c->spawn_round = round;
+		__atomic_add_fetch(&c->s.me->holders, (uint32_t)delta, __ATOMIC_RELAXED);
+	}
+}
+
 void osf_conn_hidden_moved(int old, int nfd)
 {
 	struct osf_fdt_entry *e;

@@ -157,6 +157,15 @@ void osf_conn_setfl(struct osf_fdt_entry *e, long fl);
  * process holding each connection of this process: around fork. */
 void osf_conn_fork_holders(int delta);
 
+/* osf_conn_spawn_holders counts one more (delta 1) or one fewer (-1)
+ * process holding each connection a posix_spawn (or os/exec) child may
+ * inherit: those without close-on-exec, fds[0..nfds) (its file actions'
+ * dup2 sources), or all. The spawned image adopts what it inherited
+ * without counting itself (as an exec'd one, osf_conn_rebuild), and
+ * may do so only after this process closed its copy: counted at the
+ * spawn, the child keeps the slot until its own last close. */
+void osf_conn_spawn_holders(const int *fds, int nfds, int all, int delta);
+
 /* Exec of a program osf cannot follow (process.c decides: a set-user-ID
  * or set-group-ID program that changes the effective id, or one with file
  * capabilities: the loader ignores LD_PRELOAD). Such a program would see

@@ -52,6 +52,7 @@ struct osf_conn {
 		      raises SIGIO on the wake socket (the application's fd) */
 	int v6;
 	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
+	uint32_t spawn_round; /* osf_conn_spawn_holders' de-duplication */
 	int gw; /* OSF_CONN_GW_*: a stream to a gateway waiting for its reply
 		   (conn_gw.c) */
 	/* RDMA: where this process's threads post what they write

@@ -241,20 +241,74 @@ static char **exec_env(char *const envp[], int force, int table)
 
 char **osf_exec_env(char *const envp[]) { return exec_env(envp, 0, -1); }
 
+/* glibc's file action (spawn_int.h, the same since 2.2): a tag, then
+ * the action's operands; dup2's are two ints. */
+struct glibc_spawn_action {
+	int tag; /* 1: dup2 */
+	union {
+		struct {
+			int fd, newfd;
+		} dup2;
+		struct {
+			int fd;
+			char *path;
+			int oflag;
+			mode_t mode;
+		} open;
+	} u;
+};
+
+#define SPAWN_DUP2_MAX 64
+
+/* spawn_holders counts (delta 1) or uncounts (-1, the spawn failed) a
+ * posix_spawn child as a holder of the connections it may get
+ * (osf_conn_spawn_holders): without close-on-exec, or the source of one
+ * of fa's dup2 actions (which clears it in the child); all of them when
+ * fa cannot be read as glibc's. */
+static void spawn_holders(const posix_spawn_file_actions_t *fa, int delta)
+{
+	int fds[SPAWN_DUP2_MAX], n = 0, i;
+	const struct glibc_spawn_action *a;
+
+	if (!fa) {
+		osf_conn_spawn_holders(NULL, 0, 0, delta);
+		return;
+	}
+	a = (const struct glibc_spawn_action *)(const void *)fa->__actions;
+	if (fa->__used < 0 || fa->__used > fa->__allocated || (fa->__used && !a)) {
+		osf_conn_spawn_holders(NULL, 0, 1, delta);
+		return;
+	}
+	for (i = 0; i < fa->__used; i++) {
+		if (a[i].tag != 1)
+			continue;
+		if (n == SPAWN_DUP2_MAX) {
+			osf_conn_spawn_holders(NULL, 0, 1, delta);
+			return;
+		}
+		fds[n++] = a[i].u.dup2.fd;
+	}
+	osf_conn_spawn_holders(fds, n, 0, delta);
+}
+
 /* spawn_env prepares a posix_spawn in a process that holds offloaded fds:
  * the spawned image gets a snapshot of the table (this process goes on
  * changing its own right after the spawn returns) and, with file actions
- * that may move fds where no hook sees it, every hidden fd. *snap is the
- * snapshot's fd, for spawn_done. */
+ * that may move fds where no hook sees it, every hidden fd; the child is
+ * counted a holder of what it may inherit (*counted: for spawn_done to
+ * undo when the spawn fails). *snap is the snapshot's fd, for spawn_done. */
 static char **spawn_env(const posix_spawn_file_actions_t *fa,
-			char *const envp[], int *snap)
+			char *const envp[], int *snap, int *counted)
 {
 	int force = fa != NULL && osf_fdt_offloaded();
 
 	*snap = -1;
+	*counted = 0;
 	if (!force && !osf_fdt_inheritable())
 		return (char **)envp;
 	share_listeners(1);
+	spawn_holders(fa, 1);
+	*counted = 1;
 	*snap = osf_fdt_spawn_snapshot();
 	if (*snap < 0)
 		return exec_env(envp, force, -1);
@@ -269,6 +323,8 @@ int osf_spawn_begin(void)
 	if (!osf_fdt_offloaded())
 		return -1;
 	share_listeners(0);
+	/* os/exec's child dup2s what it passes in raw system calls: any */
+	osf_conn_spawn_holders(NULL, 0, 1, 1);
 	snap = osf_fdt_spawn_snapshot();
 	if (snap >= 0)
 		osf_fdt_spawn_inherit(1);
@@ -283,9 +339,13 @@ void osf_spawn_end(int snap)
 	REAL(close)(snap);
 }
 
-static void spawn_done(char **env, char *const envp[], int snap)
+static void spawn_done(char **env, char *const envp[], int snap,
+		       const posix_spawn_file_actions_t *fa, int failed)
 {
 	int saved = errno;
+
+	if (failed)
+		spawn_holders(fa, -1);
 
 	if (snap >= 0) {
 		osf_fdt_spawn_inherit(0);
@@ -528,13 +588,13 @@ OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,
 			   char *const envp[])
 {
 	struct spawn_guard g;
-	int snap, r;
+	int snap, counted, r;
 	char **env;
 
 	fa = spawn_guard(HOLDS_CONNS() && unfollowable(AT_FDCWD, path, 0), fa, &g);
-	env = spawn_env(fa, envp, &snap);
+	env = spawn_env(fa, envp, &snap, &counted);
 	r = HELD(REAL(posix_spawn)(pid, path, fa, attr, argv, env));
-	spawn_done(env, envp, snap);
+	spawn_done(env, envp, snap, fa, counted && r != 0);
 	spawn_unguard(&g);
 	return r;
 }
@@ -545,13 +605,13 @@ OSF_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 			    char *const envp[])
 {
 	struct spawn_guard g;
-	int snap, r;
+	int snap, counted, r;
 	char **env;
 
 	fa = spawn_guard(HOLDS_CONNS() && unfollowable_file(file), fa, &g);
-	env = spawn_env(fa, envp, &snap);
+	env = spawn_env(fa, envp, &snap, &counted);
 	r = HELD(REAL(posix_spawnp)(pid, file, fa, attr, argv, env));
-	spawn_done(env, envp, snap);
+	spawn_done(env, envp, snap, fa, counted && r != 0);
 	spawn_unguard(&g);
 	return r;
 }
