@@ -293,6 +293,10 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		case SO_REUSEPORT:
 			r = put_int(val, len, 0);
 			break;
+		case SO_RCVLOWAT:
+			r = c->kfd ? put_int(val, len, c->rcvlowat)
+				   : REAL(getsockopt)(fd, level, name, val, len);
+			break;
 		case SO_PEEK_OFF:
 			r = put_int(val, len, __atomic_load_n(&c->peek_off, __ATOMIC_RELAXED));
 			break;
@@ -513,7 +517,9 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 		if (get_int(val, len, &v) < 0)
 			return -1;
 		v = rcvlowat_clamp(fd, c, v);
-		r = REAL(setsockopt)(fd, SOL_SOCKET, name, &v, sizeof(v));
+		/* A kernel TCP socket (OSF_SHM_KFD) would wait for that many
+		 * tokens: osf keeps the value itself. */
+		r = c->kfd ? 0 : REAL(setsockopt)(fd, SOL_SOCKET, name, &v, sizeof(v));
 		if (r == 0) {
 			c->rcvlowat = v;
 			own_change(fd, e, c, POLLIN);

@@ -37,7 +37,7 @@ func TestSemantics(t *testing.T) {
 			}
 			noOsfMessages(t, name, o.Stderr)
 			want, nb := semanticsNormalize(t, name, "bare", b.Stdout, "tcp")
-			got, no := semanticsNormalize(t, name, "osf", o.Stdout, "unix")
+			got, no := semanticsNormalize(t, name, "osf", o.Stdout, testutil.ShmTransport())
 			if nb != no {
 				t.Errorf("%d connections bare, %d under osf", nb, no)
 			}
