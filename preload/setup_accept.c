@@ -302,10 +302,9 @@ static int unhide(int hfd, int high)
  * kernel's connect, so the hello is queued there by the time the kernel
  * connection can be accepted; the companion's queue is read in order, so
  * the hellos of connections not accepted yet wait here (under park.mu),
- * their fds hidden, until the accept of theirs, at most
- * OSF_CONNECT_TIMEOUT_MS. Only the process that read a hello can match
+ * their fds hidden, until the accept of theirs (kfd_expire_locked). Only the process that read a hello can match
  * it: listeners shared by processes are a limit (LIMITS.md). */
-#define KFD_MAX 64
+#define KFD_MAX 256
 
 static struct {
 	int n;
@@ -337,16 +336,32 @@ OSF_FORK_TEXT static void kfd_forget_locked(int i, int gone)
 	kfdq.h[i] = kfdq.h[--kfdq.n];
 }
 
-/* kfd_expire_locked drops the hellos kept longer than the handshake may
- * take. */
+/* kfd_dead reports whether kept hello h's client let go of its side
+ * (its connect failed, or it closed): its kernel connection, if any, is
+ * queued no more. The words are the client's: it can only hurry the end
+ * of its own connection. */
+static int kfd_dead(const struct kfd_hello *h)
+{
+	const struct osf_seg_hdr *g = osf_seg_hdr((void *)(uintptr_t)h->cc.seg_addr,
+						  h->cc.ring_bytes);
+
+	return (__atomic_load_n(&g->slot_done, __ATOMIC_ACQUIRE) & (1u << OSF_SIDE_CLIENT)) ||
+	       (!__atomic_load_n(&g->side[OSF_SIDE_CLIENT].holders, __ATOMIC_ACQUIRE) &&
+		__atomic_load_n(&g->side[OSF_SIDE_CLIENT].close_seq, __ATOMIC_ACQUIRE));
+}
+
+/* kfd_expire_locked drops the hellos whose client let go, and those kept
+ * longer than KFD_KEEP_S (a connection queued that long in the kernel's
+ * backlog then stays on kernel TCP, its client's bytes in the ring: a
+ * limit, LIMITS.md). */
+#define KFD_KEEP_S 60
+
 static void kfd_expire_locked(long long now)
 {
-	long long limit = (long long)(setup_cfg.rc == OSF_ROUTE_OK
-					      ? setup_cfg.c.connect_timeout_ms : 1000) * 1000000LL;
 	int i;
 
 	for (i = 0; i < kfdq.n;)
-		if (now - kfdq.h[i].since > limit)
+		if (now - kfdq.h[i].since > KFD_KEEP_S * 1000000000LL || kfd_dead(&kfdq.h[i]))
 			kfd_forget_locked(i, 1);
 		else
 			i++;

@@ -1118,8 +1118,17 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
 	if (e->flags & OSF_FDF_KFD) { /* the kernel's accept, all of it */
-		int nfd = REAL(accept4)(fd, sa, len, flags);
-		if (nfd >= 0 && !accept_kfd(fd, e, nfd, flags))
+		int nfd;
+		if ((e->flags & OSF_FDF_SHARED) && e->transport == OSF_TP_SHM) {
+			/* Another process may accept a connection whose hello
+			 * this one read (LIMITS.md): new clients find no
+			 * companion and stay on kernel TCP. */
+			osf_setup_reset_companion(e->aux_fd);
+			e->transport = OSF_TP_KERNEL;
+			e->reason = OSF_R_DISABLED;
+		}
+		nfd = REAL(accept4)(fd, sa, len, flags);
+		if (nfd >= 0 && (e->transport != OSF_TP_SHM || !accept_kfd(fd, e, nfd, flags)))
 			accepted(fd, nfd, flags, sa, len);
 		return nfd;
 	}

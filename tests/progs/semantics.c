@@ -28,7 +28,6 @@
  * 2 for a usage error or a failed set-up step (reported as "SETUP").
  */
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -58,6 +57,8 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
+
+#include "progs.h"
 #include <unistd.h>
 
 /* ---- output ---------------------------------------------------------------- */
@@ -212,21 +213,6 @@ static int in_table(const char *path, int field, unsigned long ino)
 	return found;
 }
 
-/* offloaded reports whether osf (when preloaded) carries fd's data itself:
- * qsock_readable leaves its cookie NULL on an fd it does not offload. A
- * kernel TCP socket osf offloads (OSF_SHM_KFD) is "kfd". */
-static int offloaded(int fd)
-{
-	int (*rd)(int, void **) = (int (*)(int, void **))dlsym(RTLD_DEFAULT, "qsock_readable");
-	void *cookie = NULL;
-	int saved = errno;
-
-	if (rd)
-		(void)rd(fd, &cookie);
-	errno = saved;
-	return cookie != NULL;
-}
-
 static const char *transport(int fd)
 {
 	unsigned long ino = sock_ino(fd);
@@ -236,7 +222,7 @@ static const char *transport(int fd)
 	if (in_table("/proc/net/unix", 6, ino))
 		return "unix";
 	if (in_table("/proc/net/tcp", 9, ino) || in_table("/proc/net/tcp6", 9, ino))
-		return offloaded(fd) ? "kfd" : "tcp";
+		return osf_offloaded(fd) ? "kfd" : "tcp";
 	return "none";
 }
 
