@@ -169,6 +169,8 @@ enum osf_role {
 				      are the kernel listener's, whose
 				      readiness and accept are the kernel's;
 				      the companion only keeps hellos */
+#define OSF_FDF_KFDSHUT 0x200000u /* ... shared by processes: its
+				      companion was shut (sockets.c) */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

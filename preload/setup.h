@@ -59,6 +59,11 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		       const uint8_t peer[28], int look, struct osf_core_conn *cc);
 
+/* osf_setup_kfd_shut keeps the hellos companion aux_fd of OSF_SHM_KFD
+ * listener lfd queued, as osf_setup_kfd_take would, and shuts it in every
+ * process sharing it: new clients find no companion. */
+void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in);
+
 /* osf_setup_parked_fds puts up to max parked connections of companion
  * aux_fd into p (events POLLIN), for a blocking accept's wait; returns how
  * many. */

@@ -540,6 +540,20 @@ void osf_setup_hidden_moved(int old, int nfd)
 	setup_spare_moved(old, nfd);
 }
 
+void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in)
+{
+	int saved = errno;
+
+	pthread_once(&setup_cfg.once, setup_cfg_load);
+	kfd_fill(lfd, aux_fd, in);
+	/* New connects get ECONNREFUSED (unix_stream_connect), in every
+	 * process; one that came since the fill is dropped: its client's
+	 * connection stays on kernel TCP at this end (a limit). */
+	(void)REAL(shutdown)(aux_fd, SHUT_RDWR);
+	kfd_fill(lfd, aux_fd, in);
+	errno = saved;
+}
+
 /* drain closes, without reading their hellos, the connections queued in
  * companion aux_fd: the kernel gives each client ECONNRESET and a hang-up
  * (a unix socket closed with unread data), and its side, never held by a

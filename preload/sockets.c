@@ -1013,6 +1013,24 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 	return cfd;
 }
 
+/* kfd_in fills in with listener e's address. */
+static void kfd_in(const struct osf_fdt_entry *e, struct osf_core_accept_in *in)
+{
+	memset(in, 0, sizeof(*in));
+	(void)sa_split((struct sockaddr *)e->local, sizeof(e->local), &in->family, in->addr,
+		       &in->port);
+}
+
+/* kfd_shut keeps the hellos companion of OSF_SHM_KFD listener lfd queued
+ * and shuts it, in every process (osf_setup_kfd_shut). */
+static void kfd_shut(int lfd, const struct osf_fdt_entry *e)
+{
+	struct osf_core_accept_in in;
+
+	kfd_in(e, &in);
+	osf_setup_kfd_shut(lfd, e->aux_fd, &in);
+}
+
 /* accept_kfd makes kernel connection nfd, just accepted from listener lfd
  * (OSF_SHM_KFD), an offloaded one when its client's hello is found: 1, or
  * 0 (errno kept) for a kernel TCP connection. */
@@ -1031,9 +1049,7 @@ static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 	memset(p28, 0, sizeof(p28));
 	memcpy(p28, &peer, pl < sizeof(p28) ? pl : sizeof(p28));
 	marked = osf_kfd_marked(nfd);
-	memset(&in, 0, sizeof(in));
-	(void)sa_split((struct sockaddr *)e->local, sizeof(e->local), &in.family, in.addr,
-		       &in.port);
+	kfd_in(e, &in);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
 	if (osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, marked != 0, &cc) < 0) {
@@ -1119,16 +1135,16 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
 	if (e->flags & OSF_FDF_KFD) { /* the kernel's accept, all of it */
 		int nfd;
-		if ((e->flags & OSF_FDF_SHARED) && e->transport == OSF_TP_SHM) {
+		if ((e->flags & (OSF_FDF_SHARED | OSF_FDF_KFDSHUT)) == OSF_FDF_SHARED) {
 			/* Another process may accept a connection whose hello
-			 * this one read (LIMITS.md): new clients find no
-			 * companion and stay on kernel TCP. */
-			osf_setup_reset_companion(e->aux_fd);
-			e->transport = OSF_TP_KERNEL;
-			e->reason = OSF_R_DISABLED;
+			 * this one read (LIMITS.md): the hellos queued are
+			 * kept here, and new clients find no companion and
+			 * stay on kernel TCP. */
+			__atomic_or_fetch(&e->flags, OSF_FDF_KFDSHUT, __ATOMIC_RELAXED);
+			kfd_shut(fd, e);
 		}
 		nfd = REAL(accept4)(fd, sa, len, flags);
-		if (nfd >= 0 && (e->transport != OSF_TP_SHM || !accept_kfd(fd, e, nfd, flags)))
+		if (nfd >= 0 && !accept_kfd(fd, e, nfd, flags))
 			accepted(fd, nfd, flags, sa, len);
 		return nfd;
 	}
