@@ -68,7 +68,11 @@ int osf_kfd_connect(int fd, const struct sockaddr *sa, socklen_t len, int v6)
 	mark(fd, v6, 1, old);
 	r = REAL(connect)(fd, sa, len);
 	err = errno;
-	mark(fd, v6, 0, old); /* the SYN has left (or failed) */
+	/* The mark stays on a connection: a SYN retransmitted after a
+	 * non-blocking connect returned carries it too, and the program's
+	 * IP_TOS is answered by osf (conn_tcp.c) on an offloaded socket. */
+	if (r < 0 && err != EINPROGRESS)
+		mark(fd, v6, 0, old);
 	errno = err;
 	return r;
 }

@@ -424,47 +424,82 @@ static int kfd_find(int aux_fd, const struct ip *key, struct osf_core_conn *cc)
 	return 0;
 }
 
-/* kfd_fill reads what companion aux_fd has queued, never waiting: the
- * hellos of OSF_SHM_KFD clients are kept, a connection of a client
- * without it (its hello taken) is parked for the next accept, one whose
- * hello is late is parked as osf_setup_accept parks it. */
+/* kfd_use keeps the hello taken (take_hello's rc) from companion
+ * connection cfd into cc; park.mu is held. A connection of a client
+ * without the switch is dropped (its client reads a reset: LIMITS.md), as
+ * is a bad one; 0, or EAGAIN when the hello has not arrived. */
+static int kfd_use_locked(int aux_fd, int lfd, int cfd, int rc, struct osf_core_conn *cc,
+			  const struct ip *kfd)
+{
+	if (rc == 0 && kfd->port) {
+		kfd_put_locked(aux_fd, lfd, cfd, cc, kfd);
+		return 0;
+	}
+	if (rc == EAGAIN)
+		return rc;
+	if (rc == 0) {
+		osf_seg_release((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes, OSF_SIDE_SERVER, 1);
+		REAL(close)(cc->seg_fd);
+		REAL(close)(cc->wake_tx_fd);
+	}
+	REAL(close)(cfd);
+	return 0;
+}
+
+/* kfd_unpark_locked takes the hellos that arrived on the parked
+ * connections of companion aux_fd (taken from it before their client sent
+ * one), and drops those silent longer than the handshake may take; park.mu
+ * is held. */
+static void kfd_unpark_locked(int lfd, int aux_fd, const struct osf_core_accept_in *in)
+{
+	long long now = osf_now_ns(),
+		  limit = (long long)(setup_cfg.rc == OSF_ROUTE_OK ? setup_cfg.c.connect_timeout_ms
+								   : 1000) * 1000000LL;
+	struct osf_core_conn cc;
+	struct ip kfd;
+	int i, cfd;
+
+	for (i = 0; i < park.n;) {
+		struct pollfd p = {park.p[i].hfd, POLLIN, 0};
+		if (park.p[i].aux_fd != aux_fd || park.p[i].defer) {
+			i++;
+		} else if (REAL(poll)(&p, 1, 0) > 0 &&
+			   (cfd = osf_fdt_dup_high(park.p[i].hfd, 1)) >= 0) {
+			osf_fdt_close_hidden(park.p[i].hfd);
+			park.p[i] = park.p[--park.n];
+			(void)kfd_use_locked(aux_fd, lfd, cfd, take_hello(cfd, in, &cc, &kfd), &cc,
+					     &kfd);
+		} else if (now - park.p[i].since > limit) {
+			park_drop_locked(i);
+		} else {
+			i++;
+		}
+	}
+}
+
+/* kfd_fill reads what companion aux_fd has queued, never waiting, and
+ * what arrived on the connections parked before their hello came: the
+ * hellos of OSF_SHM_KFD clients are kept; a connection whose hello is late
+ * is parked. */
 static void kfd_fill(int lfd, int aux_fd, const struct osf_core_accept_in *in)
 {
 	struct osf_core_conn cc;
 	struct ip kfd;
 	int n, cfd, rc;
 
+	pthread_mutex_lock(&park.mu);
+	kfd_unpark_locked(lfd, aux_fd, in);
+	pthread_mutex_unlock(&park.mu);
 	for (n = 0; n < KFD_MAX && osf_fdt_fds_free(3); n++) {
 		cfd = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (cfd < 0)
 			return;
 		rc = take_hello(cfd, in, &cc, &kfd);
-		if (rc == 0 && kfd.port) {
-			pthread_mutex_lock(&park.mu);
-			kfd_put_locked(aux_fd, lfd, cfd, &cc, &kfd);
-			pthread_mutex_unlock(&park.mu);
-		} else if (rc == 0) { /* handed over by the next accept */
-			int hfd = osf_fdt_hide(cfd, lfd), hs, hw;
-			if (hfd < 0) {
-				cc.wake_fd = -1;
-				REAL(close)(cfd);
-				osf_seg_release((void *)(uintptr_t)cc.seg_addr, cc.ring_bytes,
-						OSF_SIDE_SERVER, 1);
-				REAL(close)(cc.seg_fd);
-				REAL(close)(cc.wake_tx_fd);
-				continue;
-			}
-			hs = osf_fdt_hide(cc.seg_fd, lfd);
-			hw = osf_fdt_hide(cc.wake_tx_fd, lfd);
-			cc.wake_fd = hfd;
-			cc.seg_fd = hs < 0 ? cc.seg_fd : hs;
-			cc.wake_tx_fd = hw < 0 ? cc.wake_tx_fd : hw;
-			park_put(aux_fd, hfd, &cc, 0);
-		} else if (rc == EAGAIN) {
+		pthread_mutex_lock(&park.mu);
+		rc = kfd_use_locked(aux_fd, lfd, cfd, rc, &cc, &kfd);
+		pthread_mutex_unlock(&park.mu);
+		if (rc == EAGAIN)
 			park_add(aux_fd, lfd, cfd, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		} else {
-			REAL(close)(cfd);
-		}
 	}
 }
 
