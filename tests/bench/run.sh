@@ -20,7 +20,9 @@
 # BENCH_HTTP_SECS (default 2) the HTTP servers' rounds and seconds per run.
 # BENCH_POOL=1 adds to the churn and idle-memory rows a third side,
 # "pool": osf with OSF_SHM_POOL=1 (rings from regions), alternating in the
-# same rounds, with rows of its own.
+# same rounds, with rows of its own. BENCH_KFD=1 adds to the churn rows
+# the side "kfd": osf with OSF_SHM_KFD=1 (the connection's fd its kernel
+# TCP socket, rings from regions).
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
@@ -190,6 +192,8 @@ serve() {
 		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" "$@" >"$TMP/server.out" 2>&1 &
 	elif [[ "$side" == pool ]]; then
 		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_POOL=1 "$@" >"$TMP/server.out" 2>&1 &
+	elif [[ "$side" == kfd ]]; then
+		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_KFD=1 "$@" >"$TMP/server.out" 2>&1 &
 	else
 		"${SRV_PIN[@]}" "$@" >"$TMP/server.out" 2>&1 &
 	fi
@@ -367,9 +371,11 @@ bench_churn_unpinned() { churn_rows unpinned; }
 churn_rows() {
 	local pin=$1 side r json
 	declare -A cps
-	local bare_v=() osf_v=() ratio_v=() pool_v=() pratio_v=() cli=(taskset -c $CLI_CPU) what=""
+	local bare_v=() osf_v=() ratio_v=() pool_v=() pratio_v=() kfd_v=() kratio_v=()
+	local cli=(taskset -c $CLI_CPU) what=""
 	local sides=(bare osf)
 	[[ "${BENCH_POOL:-0}" == 1 ]] && sides+=(pool)
+	[[ "${BENCH_KFD:-0}" == 1 ]] && sides+=(kfd)
 	if [[ $pin == unpinned ]]; then
 		SRV_PIN=()
 		cli=()
@@ -382,6 +388,8 @@ churn_rows() {
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 "$CHURN" loop $PORT "$CHURN_CONNS")
 			elif [[ $side == pool ]]; then
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_POOL=1 "$CHURN" loop $PORT "$CHURN_CONNS")
+			elif [[ $side == kfd ]]; then
+				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_KFD=1 "$CHURN" loop $PORT "$CHURN_CONNS")
 			else
 				json=$("${cli[@]}" timeout 120 "$CHURN" loop $PORT "$CHURN_CONNS")
 			fi
@@ -393,11 +401,13 @@ churn_rows() {
 			bare) bare_v+=("${cps[$side]}") ;;
 			osf) osf_v+=("${cps[$side]}") ;;
 			pool) pool_v+=("${cps[$side]}") ;;
+			kfd) kfd_v+=("${cps[$side]}") ;;
 			esac
 			raw "churn$what $side: $json"
 		done
 		ratio_v+=("$(calc "${cps[osf]} / ${cps[bare]}")")
 		[[ -n "${cps[pool]:-}" ]] && pratio_v+=("$(calc "${cps[pool]} / ${cps[bare]}")")
+		[[ -n "${cps[kfd]:-}" ]] && kratio_v+=("$(calc "${cps[kfd]} / ${cps[bare]}")")
 	done
 	SRV_PIN=(taskset -c $SRV_CPU)
 	local bm om rm target="≥ 1.5x"
@@ -413,6 +423,13 @@ churn_rows() {
 		rm=$(stats median "${pratio_v[@]}")
 		raw "churn$what pool/bare per round: $(printf '%.2f ' "${pratio_v[@]}")"
 		row "connection churn$what, OSF_SHM_POOL=1 (the same rounds)" \
+			"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
+	fi
+	if ((${#kfd_v[@]})); then
+		om=$(stats median "${kfd_v[@]}")
+		rm=$(stats median "${kratio_v[@]}")
+		raw "churn$what kfd/bare per round: $(printf '%.2f ' "${kratio_v[@]}")"
+		row "connection churn$what, OSF_SHM_KFD=1 (the same rounds)" \
 			"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
 	fi
 }
