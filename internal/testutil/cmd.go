@@ -44,14 +44,15 @@ func BaseEnv() []string {
 
 // Preload returns env with LD_PRELOAD set to build/libosf.so, for running a
 // program under osf: Cmd(t, Preload(t, "OSF_DEBUG_LOAD_CORE=1"), ...).
-// With OSF_TEST_SHM_POOL=1 in the test's own environment (make test runs
-// the shm tests so once more) it adds OSF_SHM_POOL=1 first, so that shm
-// connections take slots of regions; a test's own env still wins.
+// With OSF_TEST_SHM_POOL=0 in the test's own environment (make test runs
+// the shm tests so once more) it adds OSF_SHM_POOL=0 first, so that shm
+// connections take a segment each instead of slots of regions (the
+// default); a test's own env still wins.
 func Preload(t testing.TB, env ...string) []string {
 	t.Helper()
 	var out []string
-	if PoolRun() {
-		out = append(out, "OSF_SHM_POOL=1")
+	if !PoolRun() {
+		out = append(out, "OSF_SHM_POOL=0")
 	}
 	if KfdRun() {
 		out = append(out, "OSF_SHM_KFD=1")
@@ -61,8 +62,9 @@ func Preload(t testing.TB, env ...string) []string {
 }
 
 // PoolRun reports whether this test run makes shm connections from
-// regions (OSF_TEST_SHM_POOL=1: Preload adds OSF_SHM_POOL=1).
-func PoolRun() bool { return os.Getenv("OSF_TEST_SHM_POOL") == "1" || KfdRun() }
+// regions, the default (not with OSF_TEST_SHM_POOL=0: Preload adds
+// OSF_SHM_POOL=0), and always with OSF_TEST_SHM_KFD=1.
+func PoolRun() bool { return os.Getenv("OSF_TEST_SHM_POOL") != "0" || KfdRun() }
 
 // KfdRun reports whether this test run keeps shm connections on their
 // kernel TCP sockets (OSF_TEST_SHM_KFD=1: Preload adds OSF_SHM_KFD=1,
