@@ -165,6 +165,12 @@ enum osf_role {
 #define OSF_FDF_INHERITS 0x80000u /* HIDDEN: the fd is without FD_CLOEXEC
 				      (made so for an inheritable owner, or
 				      made so by its accounting) */
+#define OSF_FDF_KFD 0x100000u     /* LISTEN (OSF_SHM_KFD): its connections
+				      are the kernel listener's, whose
+				      readiness and accept are the kernel's;
+				      the companion only keeps hellos */
+#define OSF_FDF_KFDSHUT 0x200000u /* ... shared by processes: its
+				      companion was shut (sockets.c) */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

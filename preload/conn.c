@@ -13,6 +13,7 @@
  * (options, names, ioctls), conn_poll.c readiness.
  */
 #include "conn_priv.h"
+#include "kfd.h"
 #include "pool.h"
 
 #include <errno.h>
@@ -97,6 +98,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->map_bytes = (size_t)osf_seg_bytes(ring_bytes);
 	c->seg_fd = seg_fd;
 	c->gone = 0;
+	c->kfd = 0;
 	c->port_fd = -1;
 	c->port_kept = 0;
 	c->nonblock = 0;
@@ -392,6 +394,7 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	cc->seg_addr = 0; /* the connection owns them now */
 	cc->seg_fd = cc->wake_tx_fd = -1;
 	c->nonblock = nonblock;
+	c->kfd = !(how & OSF_INSTALL_KFD) ? 0 : role == OSF_ROLE_CLIENT ? OSF_KFD_CLIENT : 1;
 	__atomic_add_fetch(&c->s.me->holders, 1, __ATOMIC_RELAXED);
 
 	memset(&ent, 0, sizeof(ent));
@@ -460,6 +463,8 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e)
 					  __ATOMIC_ACQ_REL);
 		c->gone = __atomic_sub_fetch(&c->s.me->holders, 1, __ATOMIC_RELAXED) == 0;
 		__atomic_add_fetch(&c->s.me->close_seq, 1, __ATOMIC_ACQ_REL);
+		if (c->kfd && c->gone)
+			osf_kfd_close(c, fd, (e->flags & OSF_FDF_LINGER) && e->linger_secs == 0);
 	}
 	__atomic_store_n(&e->priv, 0, __ATOMIC_RELEASE);
 	conn_put(c); /* the table entry's reference */

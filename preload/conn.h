@@ -124,6 +124,9 @@ int osf_conn_gw_notice(int fd, struct osf_fdt_entry *e, uint8_t b[48],
  * are without a look at them. */
 #define OSF_INSTALL_AS_ASKED 0x4
 #define OSF_INSTALL_PLACED 0x8
+/* OSF_INSTALL_KFD: fd is the application's kernel TCP socket, connected
+ * by the kernel, and is the wake socket (OSF_SHM_KFD, kfd.c). */
+#define OSF_INSTALL_KFD 0x10
 int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 		     int nonblock, int how);
 

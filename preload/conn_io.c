@@ -786,6 +786,8 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 		if (locked)
 			osf_seg_unlock(&c->s.me->tx_lock);
 		conn_wake_reader(c, fd);
+		if (c->kfd) /* the kernel's FIN too: TIME_WAIT goes to who sent it first */
+			(void)REAL(shutdown)(fd, SHUT_WR);
 	}
 	/* This process's epoll items first: one edge each, as the kernel's
 	 * one wake-up. Then readers (writers) asleep in any thread or

@@ -53,6 +53,10 @@ struct osf_conn {
 	int v6;
 	uint32_t fork_round; /* osf_conn_fork_holders' de-duplication */
 	uint32_t spawn_round; /* osf_conn_spawn_holders' de-duplication */
+	int kfd; /* the wake socket is the application's kernel TCP socket
+		    (OSF_INSTALL_KFD): its last close drains tokens first.
+		    OSF_KFD_CLIENT until the first publish has looked
+		    whether the server accepted (osf_kfd_poke) */
 	int gw; /* OSF_CONN_GW_*: a stream to a gateway waiting for its reply
 		   (conn_gw.c) */
 	/* RDMA: where this process's threads post what they write
@@ -110,10 +114,19 @@ int osf_conn_rdma_credit(struct osf_conn *c, uint64_t tail);
  * RDMA connection this thread posts it itself when it can
  * (docs/DESIGN.md D4), else, and on shm, it wakes the reader on the other
  * side (the peer process, or the RDMA progress engine) if it asked. */
+#define OSF_KFD_CLIENT 2
+
+/* osf_kfd_poke sends the kernel socket fd of a client's connection whose
+ * server has not accepted it yet one token (kfd.c): the byte that ends
+ * TCP_DEFER_ACCEPT's wait, as the first byte of data would. */
+void osf_kfd_poke(struct osf_conn *c, int fd);
+
 static inline void conn_wake_reader(struct osf_conn *c, int fd)
 {
 	if (conn_rdma(c) && osf_conn_rdma_push(c))
 		return;
+	if (__builtin_expect(c->kfd == OSF_KFD_CLIENT, 0))
+		osf_kfd_poke(c, fd);
 	osf_side_wake_reader(&c->s, fd);
 }
 

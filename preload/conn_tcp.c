@@ -293,6 +293,10 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 		case SO_REUSEPORT:
 			r = put_int(val, len, 0);
 			break;
+		case SO_RCVLOWAT:
+			r = c->kfd ? put_int(val, len, c->rcvlowat)
+				   : REAL(getsockopt)(fd, level, name, val, len);
+			break;
 		case SO_PEEK_OFF:
 			r = put_int(val, len, __atomic_load_n(&c->peek_off, __ATOMIC_RELAXED));
 			break;
@@ -513,7 +517,9 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 		if (get_int(val, len, &v) < 0)
 			return -1;
 		v = rcvlowat_clamp(fd, c, v);
-		r = REAL(setsockopt)(fd, SOL_SOCKET, name, &v, sizeof(v));
+		/* A kernel TCP socket (OSF_SHM_KFD) would wait for that many
+		 * tokens: osf keeps the value itself. */
+		r = c->kfd ? 0 : REAL(setsockopt)(fd, SOL_SOCKET, name, &v, sizeof(v));
 		if (r == 0) {
 			c->rcvlowat = v;
 			own_change(fd, e, c, POLLIN);
@@ -567,6 +573,20 @@ static void kopt_took(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 		osf_conn_cork_option(c, fd, name, v);
 }
 
+/* kfd_kernel_kopt reports whether an option set on a connection whose fd
+ * is its kernel TCP socket (OSF_SHM_KFD) goes to that socket too: those
+ * of the connection's life (TCP_LINGER2, keepalive, user timeout, ...),
+ * not those that would hold or mark its wake tokens (TCP_NODELAY,
+ * TCP_CORK, the TOS that marks its SYN). */
+static int kfd_kernel_kopt(int level, int name)
+{
+	if (level == IPPROTO_TCP)
+		return name != TCP_NODELAY && name != TCP_CORK && name != TCP_INQ;
+	if (level == IPPROTO_IP)
+		return name != IP_TOS;
+	return level == IPPROTO_IPV6 && name != IPV6_TCLASS;
+}
+
 /* set_kopt validates, normalises and remembers an IPPROTO_TCP, IP or IPV6
  * option as kernel TCP does (kopt.c). */
 static int set_kopt(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
@@ -583,6 +603,11 @@ static int set_kopt(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 		r = get_int(val, len, &v);
 	if (r == 0)
 		kopt_took(fd, e, c, level, name, val, len);
+	if (r == 0 && c->kfd && kfd_kernel_kopt(level, name)) {
+		int saved = errno;
+		(void)REAL(setsockopt)(fd, level, name, val, len);
+		errno = saved;
+	}
 	return r;
 }
 

@@ -222,6 +222,9 @@ static void load_config(void)
 	osf.debug_load_core = dbg && strcmp(dbg, "1") == 0;
 	dbg = osf_env("OSF_SHM_POOL"); /* on unless 0 */
 	osf.shm_pool = !dbg || strcmp(dbg, "0") != 0;
+	dbg = osf_env("OSF_SHM_KFD");
+	osf.shm_kfd = dbg && strcmp(dbg, "1") == 0;
+	osf.shm_pool |= osf.shm_kfd; /* its rings are slots of a region */
 	rx = osf_env("OSF_RDMA_RX"); /* the core rejects other values */
 	osf.rdma_rx_caller = rx && strcmp(rx, "caller") == 0;
 }

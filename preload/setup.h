@@ -49,6 +49,21 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		     struct osf_core_conn *cc, int *wait_ms, int flags, int *as_asked,
 		     int *window);
 
+/* osf_setup_kfd_take finds the hello (OSF_HELLO_F_KFD) of the kernel
+ * connection from peer (its address as accept gave it) accepted on
+ * listener lfd, whose companion is aux_fd: among the hellos kept, then
+ * (look: the SYN was marked, or not saved) among those the companion
+ * queued, never waiting. 0 with cc filled (its fds above the program's
+ * limit, names still to set), -1 when there is none: the connection is
+ * the kernel's. */
+int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
+		       const uint8_t peer[28], int look, struct osf_core_conn *cc);
+
+/* osf_setup_kfd_shut keeps the hellos companion aux_fd of OSF_SHM_KFD
+ * listener lfd queued, as osf_setup_kfd_take would, and shuts it in every
+ * process sharing it: new clients find no companion. */
+void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in);
+
 /* osf_setup_parked_fds puts up to max parked connections of companion
  * aux_fd into p (events POLLIN), for a blocking accept's wait; returns how
  * many. */

@@ -29,6 +29,11 @@ static struct {
 	int watcher; /* the watcher thread runs (in this process) */
 } park = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+static void kfd_put_locked(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
+			   const struct ip *key);
+static int take_hello(int cfd, const struct osf_core_accept_in *in,
+		      struct osf_core_conn *cc, struct ip *kfd);
+
 /* kick makes companion aux_fd readable: a connection from this process
  * that closes at once, which accept drops (it carries no hello). The
  * application's poll, epoll or accept then wakes and takes the parked
@@ -291,6 +296,230 @@ static int unhide(int hfd, int high)
 	return fd < 0 && high ? hfd : fd;
 }
 
+/* ---- OSF_SHM_KFD: hellos waiting for their kernel connection ---------- */
+
+/* A client sends its hello (OSF_HELLO_F_KFD) to the companion before the
+ * kernel's connect, so the hello is queued there by the time the kernel
+ * connection can be accepted; the companion's queue is read in order, so
+ * the hellos of connections not accepted yet wait here (under park.mu),
+ * their fds hidden, until the accept of theirs (kfd_expire_locked). Only the process that read a hello can match
+ * it: listeners shared by processes are a limit (LIMITS.md). */
+#define KFD_MAX 256
+
+static struct {
+	int n;
+	struct kfd_hello {
+		int aux_fd;
+		struct ip key; /* the client's address (unmapped) and port */
+		long long since;
+		struct osf_core_conn cc;
+	} h[KFD_MAX];
+} kfdq;
+
+/* kfd_forget_locked drops kept hello i; gone: for good (never accepted:
+ * the server side lets go of the slot, and its client reads a reset),
+ * else a fork child's copy (its parent keeps it). */
+OSF_FORK_TEXT static void kfd_forget_locked(int i, int gone)
+{
+	struct osf_core_conn *cc = &kfdq.h[i].cc;
+
+	if (gone) {
+		struct osf_seg_hdr *h = osf_seg_hdr((void *)(uintptr_t)cc->seg_addr,
+						    cc->ring_bytes);
+		__atomic_or_fetch(&h->side[OSF_SIDE_SERVER].flags, OSF_SIDE_RESET,
+				  __ATOMIC_ACQ_REL);
+		__atomic_or_fetch(&h->slot_done, 1u << OSF_SIDE_SERVER, __ATOMIC_ACQ_REL);
+	}
+	osf_seg_release((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes, OSF_SIDE_SERVER, 0);
+	osf_fdt_close_hidden(cc->seg_fd);
+	osf_fdt_close_hidden(cc->wake_tx_fd);
+	kfdq.h[i] = kfdq.h[--kfdq.n];
+}
+
+/* kfd_dead reports whether kept hello h's client let go of its side
+ * (its connect failed, or it closed): its kernel connection, if any, is
+ * queued no more. The words are the client's: it can only hurry the end
+ * of its own connection. */
+static int kfd_dead(const struct kfd_hello *h)
+{
+	const struct osf_seg_hdr *g = osf_seg_hdr((void *)(uintptr_t)h->cc.seg_addr,
+						  h->cc.ring_bytes);
+
+	return (__atomic_load_n(&g->slot_done, __ATOMIC_ACQUIRE) & (1u << OSF_SIDE_CLIENT)) ||
+	       (!__atomic_load_n(&g->side[OSF_SIDE_CLIENT].holders, __ATOMIC_ACQUIRE) &&
+		__atomic_load_n(&g->side[OSF_SIDE_CLIENT].close_seq, __ATOMIC_ACQUIRE));
+}
+
+/* kfd_expire_locked drops the hellos whose client let go, and those kept
+ * longer than KFD_KEEP_S (a connection queued that long in the kernel's
+ * backlog then stays on kernel TCP, its client's bytes in the ring: a
+ * limit, LIMITS.md). */
+#define KFD_KEEP_S 60
+
+static void kfd_expire_locked(long long now)
+{
+	int i;
+
+	for (i = 0; i < kfdq.n;)
+		if (now - kfdq.h[i].since > KFD_KEEP_S * 1000000000LL || kfd_dead(&kfdq.h[i]))
+			kfd_forget_locked(i, 1);
+		else
+			i++;
+}
+
+/* kfd_put_locked keeps the hello taken into cc from companion connection
+ * cfd (closed here: it carried nothing else) under key. */
+static void kfd_put_locked(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
+			   const struct ip *key)
+{
+	long long now = osf_now_ns();
+	int hs, hw, i, old = 0;
+
+	REAL(close)(cfd);
+	hs = osf_fdt_hide(cc->seg_fd, lfd);
+	hw = osf_fdt_hide(cc->wake_tx_fd, lfd);
+	cc->wake_fd = -1;
+	cc->seg_fd = hs < 0 ? cc->seg_fd : hs;
+	cc->wake_tx_fd = hw < 0 ? cc->wake_tx_fd : hw;
+	kfd_expire_locked(now);
+	if (kfdq.n == KFD_MAX) {
+		for (i = 1; i < kfdq.n; i++)
+			if (kfdq.h[i].since < kfdq.h[old].since)
+				old = i;
+		kfd_forget_locked(old, 1);
+	}
+	kfdq.h[kfdq.n].aux_fd = aux_fd;
+	kfdq.h[kfdq.n].key = *key;
+	kfdq.h[kfdq.n].since = now;
+	kfdq.h[kfdq.n].cc = *cc;
+	kfdq.n++;
+	memset(cc, 0, sizeof(*cc));
+	cc->wake_fd = cc->seg_fd = cc->wake_tx_fd = -1;
+}
+
+/* kfd_find takes the kept hello of companion aux_fd under key into cc
+ * (its fds out of the hidden table, above the program's limit): 0, or -1
+ * when there is none. */
+static int kfd_find(int aux_fd, const struct ip *key, struct osf_core_conn *cc)
+{
+	int i;
+
+	pthread_mutex_lock(&park.mu);
+	for (i = 0; i < kfdq.n; i++) {
+		const struct ip *k = &kfdq.h[i].key;
+		if (kfdq.h[i].aux_fd == aux_fd && k->v4 == key->v4 && k->port == key->port &&
+		    !memcmp(k->a, key->a, k->v4 ? 4 : 16))
+			break;
+	}
+	if (i == kfdq.n) {
+		kfd_expire_locked(osf_now_ns());
+		pthread_mutex_unlock(&park.mu);
+		return -1;
+	}
+	*cc = kfdq.h[i].cc;
+	kfdq.h[i] = kfdq.h[--kfdq.n];
+	pthread_mutex_unlock(&park.mu);
+	cc->seg_fd = unhide(cc->seg_fd, 1);
+	cc->wake_tx_fd = unhide(cc->wake_tx_fd, 1);
+	return 0;
+}
+
+/* kfd_use keeps the hello taken (take_hello's rc) from companion
+ * connection cfd into cc; park.mu is held. A connection of a client
+ * without the switch is dropped (its client reads a reset: LIMITS.md), as
+ * is a bad one; 0, or EAGAIN when the hello has not arrived. */
+static int kfd_use_locked(int aux_fd, int lfd, int cfd, int rc, struct osf_core_conn *cc,
+			  const struct ip *kfd)
+{
+	if (rc == 0 && kfd->port) {
+		kfd_put_locked(aux_fd, lfd, cfd, cc, kfd);
+		return 0;
+	}
+	if (rc == EAGAIN)
+		return rc;
+	if (rc == 0) {
+		osf_seg_release((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes, OSF_SIDE_SERVER, 1);
+		REAL(close)(cc->seg_fd);
+		REAL(close)(cc->wake_tx_fd);
+	}
+	REAL(close)(cfd);
+	return 0;
+}
+
+/* kfd_unpark_locked takes the hellos that arrived on the parked
+ * connections of companion aux_fd (taken from it before their client sent
+ * one), and drops those silent longer than the handshake may take; park.mu
+ * is held. */
+static void kfd_unpark_locked(int lfd, int aux_fd, const struct osf_core_accept_in *in)
+{
+	long long now = osf_now_ns(),
+		  limit = (long long)(setup_cfg.rc == OSF_ROUTE_OK ? setup_cfg.c.connect_timeout_ms
+								   : 1000) * 1000000LL;
+	struct osf_core_conn cc;
+	struct ip kfd;
+	int i, cfd;
+
+	for (i = 0; i < park.n;) {
+		struct pollfd p = {park.p[i].hfd, POLLIN, 0};
+		if (park.p[i].aux_fd != aux_fd || park.p[i].defer) {
+			i++;
+		} else if (REAL(poll)(&p, 1, 0) > 0 &&
+			   (cfd = osf_fdt_dup_high(park.p[i].hfd, 1)) >= 0) {
+			osf_fdt_close_hidden(park.p[i].hfd);
+			park.p[i] = park.p[--park.n];
+			(void)kfd_use_locked(aux_fd, lfd, cfd, take_hello(cfd, in, &cc, &kfd), &cc,
+					     &kfd);
+		} else if (now - park.p[i].since > limit) {
+			park_drop_locked(i);
+		} else {
+			i++;
+		}
+	}
+}
+
+/* kfd_fill reads what companion aux_fd has queued, never waiting, and
+ * what arrived on the connections parked before their hello came: the
+ * hellos of OSF_SHM_KFD clients are kept; a connection whose hello is late
+ * is parked. */
+static void kfd_fill(int lfd, int aux_fd, const struct osf_core_accept_in *in)
+{
+	struct osf_core_conn cc;
+	struct ip kfd;
+	int n, cfd, rc;
+
+	pthread_mutex_lock(&park.mu);
+	kfd_unpark_locked(lfd, aux_fd, in);
+	pthread_mutex_unlock(&park.mu);
+	for (n = 0; n < KFD_MAX && osf_fdt_fds_free(3); n++) {
+		cfd = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (cfd < 0)
+			return;
+		rc = take_hello(cfd, in, &cc, &kfd);
+		pthread_mutex_lock(&park.mu);
+		rc = kfd_use_locked(aux_fd, lfd, cfd, rc, &cc, &kfd);
+		pthread_mutex_unlock(&park.mu);
+		if (rc == EAGAIN)
+			park_add(aux_fd, lfd, cfd, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	}
+}
+
+int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
+		       const uint8_t peer[28], int look, struct osf_core_conn *cc)
+{
+	struct ip key;
+
+	pthread_once(&setup_cfg.once, setup_cfg_load);
+	if (!setup_get_sockaddr(peer, &key))
+		return -1;
+	key = setup_ip_unmap(key);
+	if (kfd_find(aux_fd, &key, cc) == 0)
+		return 0;
+	if (!look)
+		return -1;
+	kfd_fill(lfd, aux_fd, in);
+	return kfd_find(aux_fd, &key, cc);
+}
+
 int osf_setup_parked_fds(int aux_fd, struct pollfd *p, int max)
 {
 	int i, n = 0;
@@ -317,6 +546,11 @@ void osf_setup_forget_companion(int aux_fd)
 			park_drop_locked(i);
 		else
 			i++;
+	for (i = 0; i < kfdq.n;)
+		if (kfdq.h[i].aux_fd == aux_fd)
+			kfd_forget_locked(i, 1);
+		else
+			i++;
 	pthread_mutex_unlock(&park.mu);
 }
 
@@ -331,8 +565,28 @@ void osf_setup_hidden_moved(int old, int nfd)
 		if (park.p[i].hfd == old)
 			park.p[i].hfd = nfd;
 	}
+	for (i = 0; i < kfdq.n; i++) {
+		struct kfd_hello *h = &kfdq.h[i];
+		h->aux_fd = h->aux_fd == old ? nfd : h->aux_fd;
+		h->cc.seg_fd = h->cc.seg_fd == old ? nfd : h->cc.seg_fd;
+		h->cc.wake_tx_fd = h->cc.wake_tx_fd == old ? nfd : h->cc.wake_tx_fd;
+	}
 	pthread_mutex_unlock(&park.mu);
 	setup_spare_moved(old, nfd);
+}
+
+void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in)
+{
+	int saved = errno;
+
+	pthread_once(&setup_cfg.once, setup_cfg_load);
+	kfd_fill(lfd, aux_fd, in);
+	/* New connects get ECONNREFUSED (unix_stream_connect), in every
+	 * process; one that came since the fill is dropped: its client's
+	 * connection stays on kernel TCP at this end (a limit). */
+	(void)REAL(shutdown)(aux_fd, SHUT_RDWR);
+	kfd_fill(lfd, aux_fd, in);
+	errno = saved;
 }
 
 /* drain closes, without reading their hellos, the connections queued in
@@ -375,6 +629,8 @@ OSF_FORK_TEXT static void park_after_fork(void)
 	OSF_RESET(park.watcher, 0);
 	while (park.n > 0)
 		park_forget_locked(park.n - 1);
+	while (kfdq.n > 0)
+		kfd_forget_locked(kfdq.n - 1, 0);
 }
 OSF_AFTER_FORK(park_after_fork, OSF_FORK_RELEASE);
 
@@ -441,7 +697,7 @@ static void derive_names(const struct osf_core_accept_in *in, const struct osf_h
  * connection is bad (logged at debug level only: a peer's fault is no
  * reason to write on the server's stderr). */
 static int take_hello(int cfd, const struct osf_core_accept_in *in,
-		      struct osf_core_conn *cc)
+		      struct osf_core_conn *cc, struct ip *kfd)
 {
 	struct osf_hello_in hi;
 	char why[160];
@@ -473,6 +729,11 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 	cc->seg_addr = (uint64_t)(uintptr_t)hi.seg;
 	cc->ring_bytes = hi.h.ring_bytes;
 	derive_names(in, &hi.h, &hi.cr, cc);
+	/* OSF_SHM_KFD: the kernel connection that follows names it (its
+	 * peer address and port), never this unix socket. */
+	kfd->port = 0;
+	if ((hi.h.flags & OSF_HELLO_F_KFD) && setup_get_sockaddr(hi.h.client, kfd))
+		*kfd = setup_ip_unmap(*kfd);
 	if (setup_logs(OSF_LOGL_DEBUG)) {
 		struct ip lis = setup_ip_from(in->family, in->addr, in->port), peer;
 		char a[80], b[80];
@@ -492,6 +753,7 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		  struct osf_core_conn *cc)
 {
 	long long now = osf_now_ns(), limit;
+	struct ip kfd;
 	int i;
 
 	limit = (long long)(setup_cfg.rc == OSF_ROUTE_OK ? setup_cfg.c.connect_timeout_ms : 1000) * 1000000LL;
@@ -539,7 +801,11 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			break; /* EMFILE: stays parked */
 		osf_fdt_close_hidden(park.p[i].hfd);
 		park.p[i] = park.p[--park.n];
-		rc = take_hello(nfd, in, cc);
+		rc = take_hello(nfd, in, cc, &kfd);
+		if (rc == 0 && kfd.port) {
+			kfd_put_locked(aux_fd, lfd, nfd, cc, &kfd);
+			continue;
+		}
 		if (rc == 0) {
 			pthread_mutex_unlock(&park.mu);
 			return nfd;
@@ -547,7 +813,6 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		REAL(close)(nfd);
 	}
 	pthread_mutex_unlock(&park.mu);
-	(void)lfd;
 	return -2;
 }
 
@@ -556,6 +821,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		     int *window)
 {
 	int tries, cfd, rc, defer = -1, win;
+	struct ip kfd;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
 	if (*wait_ms < 0)
@@ -590,7 +856,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		}
 		if (win)
 			osf_fdt_high_begin();
-		rc = take_hello(cfd, in, cc);
+		rc = take_hello(cfd, in, cc, &kfd);
 		if (rc == EAGAIN && *wait_ms > 0) {
 			/* An honest client sends its hello in the system call
 			 * after its connect, unless preempted in between: give
@@ -606,7 +872,15 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			*wait_ms = 0;
 			if (win)
 				osf_fdt_high_begin();
-			rc = take_hello(cfd, in, cc);
+			rc = take_hello(cfd, in, cc, &kfd);
+		}
+		if (rc == 0 && kfd.port) { /* kept for its kernel connection */
+			if (win)
+				osf_fdt_high_end();
+			pthread_mutex_lock(&park.mu);
+			kfd_put_locked(aux_fd, lfd, cfd, cc, &kfd);
+			pthread_mutex_unlock(&park.mu);
+			continue;
 		}
 		if (rc == 0) {
 			if (defer < 0)

@@ -291,6 +291,43 @@ static int reserve_port(int app_fd, int family, struct ip *client)
 	return pl;
 }
 
+/* kfd_bind binds the application's unbound TCP socket app_fd to the
+ * client address with port 0 (OSF_SHM_KFD): the kernel picks a free
+ * ephemeral port, put in *client, which the socket holds as TCP's own;
+ * the server finds the hello by it. -1 when no port is free or the socket
+ * cannot be bound (IP_BIND_ADDRESS_NO_PORT, bound already): kernel TCP. */
+static int kfd_bind(int app_fd, int family, struct ip *client)
+{
+	struct ip a = setup_as_family(*client, family == AF_INET6);
+	struct osf_fdt_entry *e = osf_fdt_lookup(app_fd);
+	uint8_t sa[28];
+	int saved = errno, noport = 0, zero = 0, r;
+	socklen_t l = sizeof(noport);
+	uint16_t port;
+
+	a.port = 0;
+	setup_put_sockaddr(sa, &a);
+	/* IP_BIND_ADDRESS_NO_PORT would leave the port to connect: the
+	 * port is taken at this bind instead (LIMITS.md), the option kept. */
+	if (e && (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_KOPTS) &&
+	    REAL(getsockopt)(app_fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &noport, &l) == 0 &&
+	    noport)
+		(void)REAL(setsockopt)(app_fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &zero,
+				       sizeof(zero));
+	r = REAL(bind)(app_fd, (struct sockaddr *)sa,
+		       a.v4 ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+	if (noport)
+		(void)REAL(setsockopt)(app_fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &noport,
+				       sizeof(noport));
+	if (r < 0 || (port = port_of(app_fd)) == 0) {
+		errno = saved;
+		return -1;
+	}
+	client->port = port;
+	errno = saved;
+	return 0;
+}
+
 /* OSF_R_NO_PORT: dial's own reason, reported as OSF_R_RESOURCE with a
  * detail (not an osf_reason: never recorded). */
 #define OSF_R_NO_PORT 1000
@@ -312,6 +349,7 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 	struct osf_dial d;
 	struct ip w = setup_as_family(a, 1);
 	uint8_t cl[28], sv[28];
+	uint32_t hf;
 	int s, e;
 
 	p->seg = NULL;
@@ -352,7 +390,16 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 		}
 		fill_header(p->seg, setup_cfg.c.ring_size, client, &a);
 	}
-	if (need_port) {
+	if (need_port && osf.shm_kfd) { /* the application's socket takes the port */
+		if (kfd_bind(in->app_fd, in->family, client) < 0) {
+			REAL(close)(s);
+			parts_drop(p);
+			*why = OSF_R_NO_PORT;
+			errno = 0;
+			return -1;
+		}
+		setup_put_sockaddr(osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->client_addr, client);
+	} else if (need_port) {
 		*port_fd = reserve_port(in->app_fd, in->family, client);
 		if (*port_fd < 0) {
 			/* No free port: kernel TCP, whose connect then fails as
@@ -370,9 +417,10 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 	osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->connect_ns = osf_now_ns();
 	setup_put_sockaddr(cl, client);
 	setup_put_sockaddr(sv, &a);
-	if ((p->slot ? osf_hello_send_pool(s, setup_cfg.c.ring_size, 0, cl, sv, p->segfd,
+	hf = osf.shm_kfd ? OSF_HELLO_F_KFD : 0;
+	if ((p->slot ? osf_hello_send_pool(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd,
 					    p->wtx[1], &p->hp)
-		     : osf_hello_send(s, setup_cfg.c.ring_size, 0, cl, sv, p->segfd, p->wtx[1])) < 0) {
+		     : osf_hello_send(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd, p->wtx[1])) < 0) {
 		e = errno;
 		REAL(close)(s);
 		if (*port_fd >= 0)
@@ -451,6 +499,10 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	*placed = p.placed;
 	out->status = OSF_CORE_OFFLOADED;
 	out->wake_fd = s;
+	if (osf.shm_kfd) { /* the hello waits in the companion's queue */
+		REAL(close)(s);
+		out->wake_fd = -1;
+	}
 	out->seg_fd = p.segfd;
 	out->wake_tx_fd = p.wtx[0];
 	out->side = OSF_SIDE_CLIENT;

@@ -12,6 +12,7 @@
  */
 #include "conn.h"
 #include "gateway.h"
+#include "kfd.h"
 #include "pool.h"
 #include "setup.h"
 #include "spin.h"
@@ -203,6 +204,12 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	in.v6only = v6only;
 	REAL(getsockopt)(fd, SOL_SOCKET, SO_REUSEPORT, &reuseport, &rl);
 	memset(&out, 0, sizeof(out));
+	if (osf.shm_kfd && reuseport) {
+		/* The kernel spreads the group's connections, the client
+		 * its hellos: they would not meet (LIMITS.md). */
+		record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_DISABLED, -1, 0, NULL, 0);
+		return;
+	}
 	rc = osf_setup_listen(&in, reuseport, &out) ? 0 : osf_core_listen(&in, &out);
 	if (rc != 0) {
 		record_kernel(fd, OSF_ROLE_LISTENER, core_reason(rc), -1, rc, NULL, 0);
@@ -230,6 +237,8 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 		return;
 	}
 	osf_setup_syn_filter(fd);
+	if (osf.shm_kfd && ctl < 0)
+		osf_kfd_listen(fd);
 	hfd = osf_fdt_hide(out.fd, fd);
 	if (hfd < 0)
 		hfd = out.fd;
@@ -244,6 +253,8 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	ent.ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	if (v6only)
 		ent.flags |= OSF_FDF_V6ONLY;
+	if (osf.shm_kfd && ctl < 0)
+		ent.flags |= OSF_FDF_KFD;
 	memset(ent.local, 0, sizeof(ent.local));
 	memcpy(ent.local, &ss, sl < sizeof(ent.local) ? sl : sizeof(ent.local));
 	if (ctl >= 0) {
@@ -729,6 +740,50 @@ static int tuple_taken(const struct osf_core_connect_in *in)
 	return 0;
 }
 
+/* connect_kfd connects fd, whose hello osf_setup_connect sent
+ * (OSF_SHM_KFD), by the kernel's connect, and installs the connection on
+ * it (kfd.c): fl and fdfl are its file status and descriptor flags,
+ * window the set-up's fd window, still open. */
+static int connect_kfd(int fd, const struct sockaddr *sa, socklen_t len,
+		       struct osf_core_conn *cc, const struct carried *opts, int fl,
+		       int fdfl, int window)
+{
+	int r, err, v6 = sa->sa_family == AF_INET6;
+	struct osf_fdt_entry *e;
+
+	if (window)
+		osf_fdt_high_end();
+	r = fl < 0 || fdfl < 0 ? -1 : osf_kfd_connect(fd, sa, len, v6);
+	err = errno;
+	if (r < 0 && err != EINPROGRESS) {
+		/* The hello waits at the server until its time is up. */
+		abandon(cc);
+		if (fl >= 0 && fdfl >= 0)
+			kernel_connected(fd);
+		errno = err;
+		return -1;
+	}
+	if (osf_conn_install(fd, cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC, (fl & O_NONBLOCK) != 0,
+			     OSF_INSTALL_AS_ASKED | OSF_INSTALL_KFD) < 0) {
+		/* The connection is the kernel's (its peer waits for
+		 * bytes that stay in the ring: a limit, LIMITS.md). */
+		record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc->rule, errno, sa, len);
+		kernel_connected(fd);
+		errno = err;
+		return r;
+	}
+	carry_apply(fd, opts);
+	if (opts->rcvlowat > 1) /* osf keeps it (conn_tcp.c), not the token socket */
+		osf_kfd_lowat(fd);
+	osf_mux_offloaded(fd);
+	if (r < 0 && (e = osf_fdt_lookup(fd)) != NULL) { /* as loopback TCP: in progress */
+		e->flags |= OSF_FDF_INPROGRESS;
+		errno = EINPROGRESS;
+		return -1;
+	}
+	return r;
+}
+
 static int connect_offload(int fd, struct osf_fdt_entry *e,
 			   const struct sockaddr *sa, socklen_t len)
 {
@@ -791,6 +846,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	fl = REAL(fcntl)(fd, F_GETFL, NULL);
 	fdfl = REAL(fcntl)(fd, F_GETFD, NULL);
 	carry_read(fd, &opts);
+	if (by_c && cc.status == OSF_CORE_OFFLOADED && cc.wake_fd < 0) /* OSF_SHM_KFD */
+		return connect_kfd(fd, sa, len, &cc, &opts, fl, fdfl, window);
 	/* A socket bound to a port before connect keeps holding it: osf keeps
 	 * it alive behind the wake socket (a hidden dup), unless it has dups
 	 * or epoll registrations (OSF_FDF_NOKEEP); then a socket of osf's
@@ -956,6 +1013,63 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 	return cfd;
 }
 
+/* kfd_in fills in with listener e's address. */
+static void kfd_in(const struct osf_fdt_entry *e, struct osf_core_accept_in *in)
+{
+	memset(in, 0, sizeof(*in));
+	(void)sa_split((struct sockaddr *)e->local, sizeof(e->local), &in->family, in->addr,
+		       &in->port);
+}
+
+/* kfd_shut keeps the hellos companion of OSF_SHM_KFD listener lfd queued
+ * and shuts it, in every process (osf_setup_kfd_shut). */
+static void kfd_shut(int lfd, const struct osf_fdt_entry *e)
+{
+	struct osf_core_accept_in in;
+
+	kfd_in(e, &in);
+	osf_setup_kfd_shut(lfd, e->aux_fd, &in);
+}
+
+/* accept_kfd makes kernel connection nfd, just accepted from listener lfd
+ * (OSF_SHM_KFD), an offloaded one when its client's hello is found: 1, or
+ * 0 (errno kept) for a kernel TCP connection. */
+static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
+{
+	struct osf_core_accept_in in;
+	struct osf_core_conn cc;
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof(peer);
+	uint8_t p28[28];
+	struct carried opts;
+	int saved = errno, marked;
+
+	if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0)
+		return 0;
+	memset(p28, 0, sizeof(p28));
+	memcpy(p28, &peer, pl < sizeof(p28) ? pl : sizeof(p28));
+	marked = osf_kfd_marked(nfd);
+	kfd_in(e, &in);
+	memset(&cc, 0, sizeof(cc));
+	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
+	if (osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, marked != 0, &cc) < 0) {
+		errno = saved;
+		return 0;
+	}
+	memcpy(cc.peer, p28, sizeof(cc.peer));
+	cc.rule = e->rule;
+	carry_read(lfd, &opts);
+	if (osf_kfd_accepted(nfd, &cc, flags) < 0) {
+		errno = saved;
+		return 0;
+	}
+	carry_apply(nfd, &opts);
+	if (opts.rcvlowat > 1) /* inherited from the listener */
+		osf_kfd_lowat(nfd);
+	errno = saved;
+	return 1;
+}
+
 /* listener_timeout returns the poll timeout of a blocking accept: the
  * listener's SO_RCVTIMEO, or -1. */
 static int listener_timeout(int fd, const struct osf_fdt_entry *e)
@@ -1032,6 +1146,21 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
+	if (e->flags & OSF_FDF_KFD) { /* the kernel's accept, all of it */
+		int nfd;
+		if ((e->flags & (OSF_FDF_SHARED | OSF_FDF_KFDSHUT)) == OSF_FDF_SHARED) {
+			/* Another process may accept a connection whose hello
+			 * this one read (LIMITS.md): the hellos queued are
+			 * kept here, and new clients find no companion and
+			 * stay on kernel TCP. */
+			__atomic_or_fetch(&e->flags, OSF_FDF_KFDSHUT, __ATOMIC_RELAXED);
+			kfd_shut(fd, e);
+		}
+		nfd = REAL(accept4)(fd, sa, len, flags);
+		if (nfd >= 0 && !accept_kfd(fd, e, nfd, flags))
+			accepted(fd, nfd, flags, sa, len);
+		return nfd;
+	}
 	for (;;) {
 		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
 		int n, first, nfd, np, i, ready;

@@ -246,6 +246,11 @@ struct osf_seg_hdr {
 				 region (OSF_REGION_SLOTS_MAX slots of
 				 osf_seg_bytes(ring_bytes) each, slot i at
 				 i * osf_seg_bytes(ring_bytes)) */
+#define OSF_HELLO_F_KFD 0x4u  /* OSF_SHM_KFD: the connection is the kernel
+				 TCP connection from client (its bound
+				 address and port) that follows; the unix
+				 socket carries only this hello (the server
+				 keeps it until it accepts that connection) */
 struct osf_hello {
 	uint32_t magic;
 	uint16_t version;    /* OSF_SEG_VERSION */

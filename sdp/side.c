@@ -396,8 +396,18 @@ static int end_seen(const struct osf_side *s, int sock, short revents)
 {
 	uint32_t shut = sock == s->wfd ? OSF_SIDE_WRSOCK : OSF_SIDE_RDSOCK;
 
-	if (__builtin_expect(!(osf_side_my_flags(s) & shut), 1))
-		return (revents & (POLLHUP | POLLRDHUP)) != 0;
+	if (__builtin_expect(!(osf_side_my_flags(s) & shut), 1)) {
+		if (revents & (POLLHUP | POLLERR))
+			return 1;
+		/* Only the read side shut: a unix wake socket never is so
+		 * by the other side; a TCP one (OSF_SHM_KFD) is by its
+		 * shutdown(SHUT_WR), after its FIN flag, while it still
+		 * holds its side: the end is its last holder's close, which
+		 * lets go of its side first. */
+		return (revents & POLLRDHUP) &&
+		       !((osf_side_peer_flags(s) & OSF_SIDE_FIN) &&
+			 __atomic_load_n(&s->peer->holders, __ATOMIC_ACQUIRE));
+	}
 	return (revents & POLLHUP) && !(osf_side_peer_flags(s) & shut);
 }
 

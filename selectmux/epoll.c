@@ -662,6 +662,8 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		}
 		return r;
 	}
+	if (t->kind == OSF_FD_LISTEN && (t->flags & OSF_FDF_KFD))
+		return REAL(epoll_ctl)(epfd, op, fd, ev); /* the kernel's */
 	if (t->kind == OSF_FD_LISTEN) {
 		/* The companion joins with the application's own data. */
 		r = REAL(epoll_ctl)(epfd, op, fd, ev);

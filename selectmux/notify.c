@@ -26,6 +26,10 @@ void osf_mux_offloaded(int fd)
 				continue;
 			ev = ep->pend[i];
 			if (osf_ready_of(t) && t->kind != OSF_FD_KERNEL) {
+				/* The same file when the connection is the
+				 * kernel socket itself (OSF_SHM_KFD): its
+				 * registration would report tokens. */
+				REAL(epoll_ctl)(ep->epfd, EPOLL_CTL_DEL, fd, NULL);
 				ep_ctl_conn(ep, EPOLL_CTL_ADD, fd, &ev);
 			} else if (osf_ready_of(t)) {
 				/* Same file: the kernel's registration would
@@ -35,7 +39,7 @@ void osf_mux_offloaded(int fd)
 				if (ep_ctl_conn(ep, EPOLL_CTL_ADD, fd, &ev) == 0)
 					__atomic_or_fetch(&t->flags, OSF_FDF_MUXITEMS,
 							  __ATOMIC_RELEASE);
-			} else if (t->kind == OSF_FD_LISTEN) {
+			} else if (t->kind == OSF_FD_LISTEN && !(t->flags & OSF_FDF_KFD)) {
 				ep_listener_ctl(ep, EPOLL_CTL_ADD, fd, t->aux_fd, &ev);
 			}
 			ep_note_pending(ep, EPOLL_CTL_DEL, fd, NULL);

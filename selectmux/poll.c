@@ -98,7 +98,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 
 	for (i = 0; i < n; i++) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
-		if (e && (e->kind == OSF_FD_LISTEN ||
+		if (e && ((e->kind == OSF_FD_LISTEN && !(e->flags & OSF_FDF_KFD)) ||
 			  ((fds[i].events & (POLLOUT | POLLWRNORM)) && osf_ready_of(e))))
 			extra++;
 	}
@@ -126,7 +126,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			    (w = rd_wake_tx_fd(e)) < 0) /* none: woken on fd */
 				continue;
 			k[m].fd = w;
-		} else if (kd == OSF_FD_LISTEN) {
+		} else if (kd == OSF_FD_LISTEN && !(e->flags & OSF_FDF_KFD)) {
 			kind[i] = SLOT_LISTEN;
 			k[m].fd = e->aux_fd;
 		} else {

@@ -15,7 +15,8 @@ import (
 // process and so offloaded. The outputs must be identical line for line,
 // except the "transport" lines, which must say tcp for every end bare and
 // unix (the kernel lists the socket in /proc/net/unix: offloaded) under
-// osf. Bare Linux TCP is the reference: a difference is a bug in osf.
+// osf, or kfd (a TCP socket osf offloads) with OSF_TEST_SHM_KFD=1. Bare
+// Linux TCP is the reference: a difference is a bug in osf.
 func TestSemantics(t *testing.T) {
 	t.Parallel()
 	prog := testutil.Prog(t, "semantics")
@@ -37,7 +38,7 @@ func TestSemantics(t *testing.T) {
 			}
 			noOsfMessages(t, name, o.Stderr)
 			want, nb := semanticsNormalize(t, name, "bare", b.Stdout, "tcp")
-			got, no := semanticsNormalize(t, name, "osf", o.Stdout, "unix")
+			got, no := semanticsNormalize(t, name, "osf", o.Stdout, testutil.ShmTransport())
 			if nb != no {
 				t.Errorf("%d connections bare, %d under osf", nb, no)
 			}

@@ -90,7 +90,7 @@ func (p *tcpxProc) proceed(t *testing.T) {
 // wantTable is the kernel table a connection end is in: unix when offloaded.
 func wantTable(osf bool) string {
 	if osf {
-		return testutil.TableUnix
+		return testutil.ShmTransport()
 	}
 	return testutil.TableTCP
 }
@@ -237,7 +237,7 @@ func TestShmEcho(t *testing.T) {
 				cli.WaitOutput("ready\n", shortRun)
 				tp := "transports unix=0 tcp=" + n
 				if m.osf {
-					tp = "transports unix=" + n + " tcp=0"
+					tp = "transports " + testutil.ShmTransport() + "=" + n + " tcp=0"
 					testutil.AssertTransport(t, cli.Pid, testutil.ByRole("client"), testutil.TransportShm)
 					testutil.WaitFor(t, shortRun, "the server to accept every connection", func() bool {
 						return len(testutil.OsfStat(t, srv.Pid).Select(testutil.ByRole("server"))) == tc.conns

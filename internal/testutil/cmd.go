@@ -54,14 +54,32 @@ func Preload(t testing.TB, env ...string) []string {
 	if !PoolRun() {
 		out = append(out, "OSF_SHM_POOL=0")
 	}
+	if KfdRun() {
+		out = append(out, "OSF_SHM_KFD=1")
+	}
 	out = append(out, env...)
 	return append(out, "LD_PRELOAD="+Lib(t))
 }
 
 // PoolRun reports whether this test run makes shm connections from
 // regions, the default (not with OSF_TEST_SHM_POOL=0: Preload adds
-// OSF_SHM_POOL=0).
-func PoolRun() bool { return os.Getenv("OSF_TEST_SHM_POOL") != "0" }
+// OSF_SHM_POOL=0), and always with OSF_TEST_SHM_KFD=1.
+func PoolRun() bool { return os.Getenv("OSF_TEST_SHM_POOL") != "0" || KfdRun() }
+
+// KfdRun reports whether this test run keeps shm connections on their
+// kernel TCP sockets (OSF_TEST_SHM_KFD=1: Preload adds OSF_SHM_KFD=1,
+// which implies the pool).
+func KfdRun() bool { return os.Getenv("OSF_TEST_SHM_KFD") == "1" }
+
+// ShmTransport is what tests/progs/semantics.c reports for an offloaded
+// connection end in this run: "unix" (the wake socket is the
+// application's fd), or "kfd" (its own kernel TCP socket, offloaded).
+func ShmTransport() string {
+	if KfdRun() {
+		return "kfd"
+	}
+	return "unix"
+}
 
 // SegMemfd is the name of the memfds that hold shm connections' rings in
 // this run: "osf-seg", or "osf-region" in a pooled run.

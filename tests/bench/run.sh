@@ -23,6 +23,8 @@
 # the default slots of regions), alternating in the
 # same rounds, with rows of its own. OSF_SHM_POOL=0 in run.sh's own
 # environment runs every osf side with a segment per connection.
+# BENCH_KFD=1 adds to the churn rows the side "kfd": osf with
+# OSF_SHM_KFD=1 (the connection's fd its kernel TCP socket).
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
@@ -192,6 +194,8 @@ serve() {
 		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" "$@" >"$TMP/server.out" 2>&1 &
 	elif [[ "$side" == segs ]]; then
 		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_POOL=0 "$@" >"$TMP/server.out" 2>&1 &
+	elif [[ "$side" == kfd ]]; then
+		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_KFD=1 "$@" >"$TMP/server.out" 2>&1 &
 	else
 		"${SRV_PIN[@]}" "$@" >"$TMP/server.out" 2>&1 &
 	fi
@@ -369,9 +373,11 @@ bench_churn_unpinned() { churn_rows unpinned; }
 churn_rows() {
 	local pin=$1 side r json
 	declare -A cps
-	local bare_v=() osf_v=() ratio_v=() pool_v=() pratio_v=() cli=(taskset -c $CLI_CPU) what=""
+	local bare_v=() osf_v=() ratio_v=() pool_v=() pratio_v=() kfd_v=() kratio_v=()
+	local cli=(taskset -c $CLI_CPU) what=""
 	local sides=(bare osf)
 	[[ "${BENCH_POOL:-0}" == 1 ]] && sides+=(segs)
+	[[ "${BENCH_KFD:-0}" == 1 ]] && sides+=(kfd)
 	if [[ $pin == unpinned ]]; then
 		SRV_PIN=()
 		cli=()
@@ -384,6 +390,8 @@ churn_rows() {
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 "$CHURN" loop $PORT "$CHURN_CONNS")
 			elif [[ $side == segs ]]; then
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_POOL=0 "$CHURN" loop $PORT "$CHURN_CONNS")
+			elif [[ $side == kfd ]]; then
+				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_KFD=1 "$CHURN" loop $PORT "$CHURN_CONNS")
 			else
 				json=$("${cli[@]}" timeout 120 "$CHURN" loop $PORT "$CHURN_CONNS")
 			fi
@@ -395,11 +403,13 @@ churn_rows() {
 			bare) bare_v+=("${cps[$side]}") ;;
 			osf) osf_v+=("${cps[$side]}") ;;
 			segs) pool_v+=("${cps[$side]}") ;;
+			kfd) kfd_v+=("${cps[$side]}") ;;
 			esac
 			raw "churn$what $side: $json"
 		done
 		ratio_v+=("$(calc "${cps[osf]} / ${cps[bare]}")")
 		[[ -n "${cps[segs]:-}" ]] && pratio_v+=("$(calc "${cps[segs]} / ${cps[bare]}")")
+		[[ -n "${cps[kfd]:-}" ]] && kratio_v+=("$(calc "${cps[kfd]} / ${cps[bare]}")")
 	done
 	SRV_PIN=(taskset -c $SRV_CPU)
 	local bm om rm target="≥ 1.5x"
@@ -415,6 +425,13 @@ churn_rows() {
 		rm=$(stats median "${pratio_v[@]}")
 		raw "churn$what segs/bare per round: $(printf '%.2f ' "${pratio_v[@]}")"
 		row "connection churn$what, OSF_SHM_POOL=0 (the same rounds)" \
+			"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
+	fi
+	if ((${#kfd_v[@]})); then
+		om=$(stats median "${kfd_v[@]}")
+		rm=$(stats median "${kratio_v[@]}")
+		raw "churn$what kfd/bare per round: $(printf '%.2f ' "${kratio_v[@]}")"
+		row "connection churn$what, OSF_SHM_KFD=1 (the same rounds)" \
 			"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
 	fi
 }

@@ -4,11 +4,29 @@
 #define OSF_TESTS_PROGS_H
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* osf_offloaded reports whether osf (when preloaded) carries fd's data
+ * itself: qsock_readable leaves its cookie NULL on an fd it does not
+ * offload. A kernel TCP socket osf offloads (OSF_SHM_KFD=1) is reported
+ * as transport "kfd". */
+static inline int osf_offloaded(int fd)
+{
+	int (*rd)(int, void **) = (int (*)(int, void **))dlsym(RTLD_DEFAULT, "qsock_readable");
+	void *cookie = NULL;
+	int saved = errno;
+
+	if (rd)
+		(void)rd(fd, &cookie);
+	errno = saved;
+	return cookie != NULL;
+}
 
 /* maps_has reports whether a line of /proc/self/maps contains s (whether
  * libosfcore.so is loaded, say). */

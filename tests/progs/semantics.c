@@ -57,6 +57,8 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
+
+#include "progs.h"
 #include <unistd.h>
 
 /* ---- output ---------------------------------------------------------------- */
@@ -220,7 +222,7 @@ static const char *transport(int fd)
 	if (in_table("/proc/net/unix", 6, ino))
 		return "unix";
 	if (in_table("/proc/net/tcp", 9, ino) || in_table("/proc/net/tcp6", 9, ino))
-		return "tcp";
+		return osf_offloaded(fd) ? "kfd" : "tcp";
 	return "none";
 }
 

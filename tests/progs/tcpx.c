@@ -87,6 +87,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "progs.h"
+
 static int failed;
 
 static void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -272,8 +274,23 @@ static const char *transport(int fd)
 	if (in_table("/proc/net/unix", 6, ino))
 		return "unix";
 	if (in_table("/proc/net/tcp", 9, ino) || in_table("/proc/net/tcp6", 9, ino))
-		return "tcp";
+		return osf_offloaded(fd) ? "kfd" : "tcp";
 	return "none";
+}
+
+/* shm_word names the offloaded connections counted in a "transports"
+ * line: "kfd" when any was (OSF_SHM_KFD=1), else "unix". */
+static int kfd_seen;
+
+static const char *shm_word(void) { return kfd_seen ? "kfd" : "unix"; }
+
+/* is_shm counts fd's transport: 1 when offloaded. */
+static int is_shm(int fd)
+{
+	const char *t = transport(fd);
+
+	kfd_seen |= strcmp(t, "kfd") == 0;
+	return strcmp(t, "unix") == 0 || strcmp(t, "kfd") == 0;
 }
 
 static int wait_line;
@@ -501,7 +518,7 @@ static void echo_accept(int ep, int l, struct estats *st)
 				die("accept4");
 			return;
 		}
-		if (strcmp(transport(fd), "unix") == 0)
+		if (is_shm(fd))
 			st->unix_n++;
 		else
 			st->tcp_n++;
@@ -546,8 +563,8 @@ static void echo_server(int l, int max_conns)
 				echo_finish(ep, c, &st);
 		}
 	}
-	out("served %d connections, echoed %llu bytes, transports unix=%d tcp=%d", st.served,
-	    (unsigned long long)st.bytes, st.unix_n, st.tcp_n);
+	out("served %d connections, echoed %llu bytes, transports %s=%d tcp=%d", st.served,
+	    (unsigned long long)st.bytes, shm_word(), st.unix_n, st.tcp_n);
 	close(ep);
 }
 
@@ -669,7 +686,7 @@ static void echo_client(int fam, struct sockaddr_storage *ss, socklen_t sl, cons
 		int fd = socket(fam, SOCK_STREAM, 0);
 		if (fd < 0 || connect(fd, (struct sockaddr *)ss, sl) < 0)
 			die("connect");
-		if (strcmp(transport(fd), "unix") == 0)
+		if (is_shm(fd))
 			unix_n++;
 		else
 			tcp_n++;
@@ -678,7 +695,7 @@ static void echo_client(int fam, struct sockaddr_storage *ss, socklen_t sl, cons
 		cs[i].pat_off = rnd() % PERIOD;
 		cs[i].size = msg_size(max);
 	}
-	out("transports unix=%d tcp=%d", unix_n, tcp_n);
+	out("transports %s=%d tcp=%d", shm_word(), unix_n, tcp_n);
 	maybe_wait();
 	if (m == 'e') {
 		ep = epoll_create1(0);

@@ -1,0 +1,165 @@
+//go:build osf_make
+
+/* kfd.c: OSF_SHM_KFD=1, an shm connection whose fd stays the application's
+ * own kernel TCP socket (docs/D2-PROPOSAL.md step 3; ARCHITECTURE.md "The
+ * kernel TCP socket as the connection's fd"). The kernel connects and
+ * accepts it over loopback and keeps its port's whole life (bind
+ * conflicts, 4-tuples, TIME_WAIT, FIN_WAIT2, ss); the data goes through
+ * the rings of a slot of a region (pool.c), and the socket carries only
+ * the readers' 1-byte wake tokens and the end (FIN or RST).
+ *
+ * The client marks its SYN (DSCP OSF_KFD_MARK), sends its hello (flag
+ * OSF_HELLO_F_KFD, its bound address and port) to the listener's
+ * companion before the kernel's connect (setup_connect.c), and installs
+ * the connection on its TCP socket. The server's accept takes the kernel
+ * connection, reads the SYN back (TCP_SAVED_SYN), and finds the hello
+ * under the peer's address and port among the hellos its companion
+ * queued (setup_accept.c osf_setup_kfd_take). */
+#include "conn_priv.h"
+#include "kfd.h"
+#include "setup.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* The SYN's mark: DSCP 38 (0x98 in the TOS byte), unassigned; the
+ * backlog's SYN-drop filter (setup_syn.c) drops DSCP 39. */
+#define OSF_KFD_TOS 0x98
+
+/* mark sets (on 1) or puts back (on 0, old) the TOS of fd's packets. */
+static void mark(int fd, int v6, int on, int old[2])
+{
+	socklen_t l = sizeof(int);
+	int v = OSF_KFD_TOS;
+
+	if (on) {
+		old[0] = old[1] = -1;
+		if (REAL(getsockopt)(fd, IPPROTO_IP, IP_TOS, &old[0], &l) < 0)
+			old[0] = -1;
+		l = sizeof(int);
+		if (v6 && REAL(getsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &old[1], &l) < 0)
+			old[1] = -1;
+	}
+	if (old[0] >= 0)
+		(void)REAL(setsockopt)(fd, IPPROTO_IP, IP_TOS, on ? &v : &old[0], sizeof(int));
+	if (v6 && old[1] >= 0)
+		(void)REAL(setsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, on ? &v : &old[1],
+				       sizeof(int));
+}
+
+/* nodelay sets TCP_NODELAY on fd: a token must not wait for a delayed
+ * ACK (docs/D2-PROPOSAL.md, hard part 10). The program's own value is the
+ * fd table's (conn_tcp.c answers getsockopt). */
+static void nodelay(int fd)
+{
+	int one = 1;
+
+	(void)REAL(setsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+int osf_kfd_connect(int fd, const struct sockaddr *sa, socklen_t len, int v6)
+{
+	int old[2], r, err;
+
+	nodelay(fd);
+	mark(fd, v6, 1, old);
+	r = REAL(connect)(fd, sa, len);
+	err = errno;
+	/* The mark stays on a connection: a SYN retransmitted after a
+	 * non-blocking connect returned carries it too, and the program's
+	 * IP_TOS is answered by osf (conn_tcp.c) on an offloaded socket. */
+	if (r < 0 && err != EINPROGRESS)
+		mark(fd, v6, 0, old);
+	errno = err;
+	return r;
+}
+
+void osf_kfd_listen(int lfd)
+{
+	int one = 1;
+
+	(void)REAL(setsockopt)(lfd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof(one));
+}
+
+int osf_kfd_marked(int nfd)
+{
+	uint8_t b[128];
+	socklen_t l = sizeof(b);
+	int tos, saved = errno;
+
+	if (REAL(getsockopt)(nfd, IPPROTO_TCP, TCP_SAVED_SYN, b, &l) < 0 || l < 2) {
+		errno = saved;
+		return -1; /* no SYN saved (SYN cookies, TCP_SAVE_SYN set late) */
+	}
+	if ((b[0] >> 4) == 4)
+		tos = b[1];
+	else if ((b[0] >> 4) == 6)
+		tos = ((b[0] & 0x0f) << 4) | (b[1] >> 4);
+	else
+		return 0;
+	return (tos & 0xfc) == OSF_KFD_TOS;
+}
+
+int osf_kfd_accepted(int nfd, struct osf_core_conn *cc, int flags)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	nodelay(nfd);
+	memset(cc->local, 0, sizeof(cc->local));
+	if (REAL(getsockname)(nfd, (struct sockaddr *)&ss, &sl) == 0)
+		memcpy(cc->local, &ss, sl < sizeof(cc->local) ? sl : sizeof(cc->local));
+	cc->wake_fd = -1; /* nfd itself */
+	return osf_conn_install(nfd, cc, OSF_ROLE_SERVER, (flags & SOCK_CLOEXEC) != 0,
+				(flags & SOCK_NONBLOCK) != 0,
+				OSF_INSTALL_AS_ASKED | OSF_INSTALL_KFD);
+}
+
+void osf_kfd_lowat(int fd)
+{
+	int one = 1, saved = errno;
+
+	(void)REAL(setsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+	errno = saved;
+}
+
+void osf_kfd_poke(struct osf_conn *c, int fd)
+{
+	int saved = errno;
+
+	c->kfd = 1;
+	if (__atomic_load_n(&c->s.peer->holders, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&c->s.peer->close_seq, __ATOMIC_ACQUIRE))
+		return; /* accepted: nothing waits for a byte */
+	__atomic_add_fetch(&c->s.peer->rx_tokens, 1, __ATOMIC_ACQ_REL);
+	if (REAL(send)(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
+		uint32_t v = __atomic_load_n(&c->s.peer->rx_tokens, __ATOMIC_RELAXED);
+		while (v && !__atomic_compare_exchange_n(&c->s.peer->rx_tokens, &v, v - 1, 0,
+							 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			;
+	}
+	errno = saved;
+}
+
+void osf_kfd_close(struct osf_conn *c, int fd, int linger0)
+{
+	static uint32_t none;
+	struct linger lg = {1, 0};
+	int saved = errno;
+
+	/* Tokens nobody will read would make the kernel's close a reset
+	 * (unread data): take them first, when the count (the peer's
+	 * hint, raised before each send) says any came. One that races in
+	 * after this makes a reset where TCP sends a FIN; the peer read
+	 * the end from the slot first. */
+	if (__atomic_load_n(&c->s.me->rx_tokens, __ATOMIC_ACQUIRE))
+		osf_side_drain(&c->s, fd, &none);
+	/* Unread data in this side's ring: TCP resets (RFC 2525), and so
+	 * does SO_LINGER {1, 0}. */
+	if (linger0 || osf_side_rx_used(&c->s) != 0)
+		(void)REAL(setsockopt)(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	errno = saved;
+}

@@ -1,0 +1,41 @@
+/* kfd.h: an shm connection on the application's own kernel TCP socket
+ * (OSF_SHM_KFD=1; kfd.c). */
+#ifndef OSF_PRELOAD_KFD_H
+#define OSF_PRELOAD_KFD_H
+
+#include "osf.h"
+
+#include <sys/socket.h>
+
+struct osf_conn;
+
+/* osf_kfd_connect makes the kernel's connect of fd (v6: an AF_INET6
+ * socket) with its SYN marked and TCP_NODELAY set: the connect's result
+ * and errno. */
+int osf_kfd_connect(int fd, const struct sockaddr *sa, socklen_t len, int v6);
+
+/* osf_kfd_listen asks the kernel to keep the SYN of the connections
+ * listener lfd accepts (TCP_SAVE_SYN), where the mark is read. */
+void osf_kfd_listen(int lfd);
+
+/* osf_kfd_marked reports whether accepted socket nfd's SYN carried the
+ * mark: 1, 0, or -1 when the kernel kept no SYN for it. */
+int osf_kfd_marked(int nfd);
+
+/* osf_kfd_accepted installs accepted socket nfd (accept4's flags) as the
+ * server's end of the connection whose hello osf_setup_kfd_take gave in
+ * cc (peer filled): 0, or -1 with errno (cc released). */
+int osf_kfd_accepted(int nfd, struct osf_core_conn *cc, int flags);
+
+/* osf_kfd_lowat puts the kernel's SO_RCVLOWAT of connection socket fd
+ * back to 1: tokens wake a reader one at a time; the program's value is
+ * osf's (conn_tcp.c). */
+void osf_kfd_lowat(int fd);
+
+/* osf_kfd_close prepares socket fd of c, whose side's last holder goes,
+ * for the kernel's close: owed tokens read, and SO_LINGER {1, 0} when its
+ * ring holds unread data or linger0 (the program's SO_LINGER 0), so that
+ * the kernel sends the RST TCP would and a FIN otherwise. */
+void osf_kfd_close(struct osf_conn *c, int fd, int linger0);
+
+#endif

@@ -1,0 +1,134 @@
+package tests
+
+import (
+	"errors"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/osfproject/osf/internal/testutil"
+)
+
+// kfdOn is the environment of a process whose shm connections keep their
+// kernel TCP sockets (OSF_SHM_KFD=1, preload/kfd.c).
+var kfdOn = []string{"OSF_SHM_KFD=1", "OSF_STRICT=1"}
+
+// TestKfdOffloaded holds 4 connections (churn hold: 2 MiB each way in
+// 16 KiB messages each, echoed by churn sink) under OSF_SHM_KFD=1 and
+// checks that each end is an offloaded connection whose fd is a kernel
+// TCP socket: osfstat's transport shm, the slot's counters with the 2 MiB
+// each way, while the kernel's own counters of the same sockets (ss -ti)
+// saw almost nothing (wake tokens at most, never the data). tcpx then
+// moves 64 MiB each way over one such connection, its ends reporting
+// "kfd" (a TCP socket osf offloads), and both streams' hashes and
+// patterns are checked.
+func TestKfdOffloaded(t *testing.T) {
+	t.Parallel()
+	ss := testutil.OptionalTool(t, "ss", "read the kernel's socket counters")
+	churn := testutil.Prog(t, "churn")
+	port := strconv.Itoa(testutil.FreePort(t))
+	srv := testutil.Cmd(t, testutil.Preload(t, kfdOn...), churn, "sink", port).Start()
+	testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+	cli := startPiped(t, testutil.Cmd(t, testutil.Preload(t, kfdOn...), churn, "hold", port, "4", "2"))
+	cli.WaitOutput("held 4\n", longRun)
+
+	for _, end := range []struct {
+		pid  int
+		role string
+	}{{cli.Pid, "client"}, {srv.Pid, "server"}} {
+		got := testutil.AssertTransport(t, end.pid, testutil.ByRole(end.role), testutil.TransportShm)
+		if len(got) != 4 {
+			t.Errorf("%s: %d offloaded connections, want 4", end.role, len(got))
+		}
+		for _, s := range got {
+			if s.Segment == nil || s.Segment.BytesOut < 2<<20 || s.Segment.BytesIn < 2<<20 {
+				t.Errorf("%s fd %d: slot counters %+v, want 2 MiB each way", end.role, s.FD, s.Segment)
+			}
+		}
+	}
+	// The kernel's view of the same connections: established, and at
+	// most a few wake tokens received each (ss -tin: bytes_received).
+	out, err := exec.Command(ss, "-tinH", "state", "established", "( sport = :"+port+" or dport = :"+port+" )").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ss: %v\n%s", err, out)
+	}
+	conns := regexp.MustCompile(`(?m)^\s*\d+\s+\d+\s+127\.0\.0\.1:\d+\s+127\.0\.0\.1:\d+`).FindAllString(string(out), -1)
+	if len(conns) != 8 {
+		t.Errorf("ss lists %d established ends on port %s, want 8 (4 connections):\n%s", len(conns), port, out)
+	}
+	for _, m := range regexp.MustCompile(`bytes_received:(\d+)`).FindAllStringSubmatch(string(out), -1) {
+		if n, _ := strconv.Atoi(m[1]); n >= 64<<10 {
+			t.Errorf("a kernel socket received %d bytes: the data went over TCP\n%s", n, out)
+		}
+	}
+	cli.stdin.Close()
+	if r := cli.Wait(shortRun); !r.OK() {
+		t.Errorf("churn hold: %s", r)
+	}
+
+	s := startPiped(t, testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "tcpx"), "server", "bidir", "127.0.0.1", "0", "64M"))
+	c := startPiped(t, testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "tcpx"), "client", "bidir", "127.0.0.1", s.port(t), "64M"))
+	co, so := waitTcpx(t, "client", c, longRun), waitTcpx(t, "server", s, longRun)
+	mustSay(t, "client", co, "connected, transport kfd")
+	mustSay(t, "server", so, "accepted, transport kfd")
+	checkBidir(t, co, so, 64<<20)
+}
+
+// TestKfdTimeWait: the end of a connection that closes first stays in
+// TIME_WAIT, as TCP's, bare and under OSF_SHM_KFD=1 alike: after 20 churn
+// connections (request, answer, both close) one end of each is in
+// TIME_WAIT, and a bind to the port of one of them without SO_REUSEADDR
+// fails with EADDRINUSE; under osf (OSF_STRICT=1: a fallback fails the
+// connect) every connection was offloaded.
+func TestKfdTimeWait(t *testing.T) {
+	t.Parallel()
+	ss := testutil.OptionalTool(t, "ss", "list the kernel's TIME_WAIT sockets")
+	const n = 20
+	for _, m := range []struct {
+		name string
+		env  []string
+	}{{"bare", nil}, {"kfd", testutil.Preload(t, kfdOn...)}} {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			churn := testutil.Prog(t, "churn")
+			port := strconv.Itoa(testutil.FreePort(t))
+			srv := testutil.Cmd(t, m.env, churn, "server", port, strconv.Itoa(n)).Start()
+			srv.WaitOutput("listening", shortRun)
+			r := testutil.Cmd(t, m.env, churn, "loop", port, strconv.Itoa(n)).Run(longRun)
+			if !r.OK() || !strings.Contains(r.Stdout, "conns="+strconv.Itoa(n)) {
+				t.Fatalf("churn loop: %s", r)
+			}
+			if w := srv.Wait(longRun); !w.OK() {
+				t.Fatalf("churn server: %s", w)
+			}
+			out, err := exec.Command(ss, "-tanH", "state", "time-wait",
+				"( sport = :"+port+" or dport = :"+port+" )").CombinedOutput()
+			if err != nil {
+				t.Fatalf("ss: %v\n%s", err, out)
+			}
+			// One end of each connection, the one that closed first.
+			tw := regexp.MustCompile(`(?m)^\s*\d+\s+\d+\s+127\.0\.0\.1:(\d+)\s`).FindAllStringSubmatch(string(out), -1)
+			if len(tw) != n {
+				t.Fatalf("%d sockets in TIME_WAIT on connections to port %s, want %d:\n%s", len(tw), port, n, out)
+			}
+			p, _ := strconv.Atoi(tw[0][1])
+			if err := bindNoReuse(p); !errors.Is(err, syscall.EADDRINUSE) {
+				t.Errorf("bind to port %d, in TIME_WAIT: %v, want EADDRINUSE", p, err)
+			}
+		})
+	}
+}
+
+// bindNoReuse binds a fresh TCP socket to 127.0.0.1:port without
+// SO_REUSEADDR (Go's net package sets it on listeners).
+func bindNoReuse(port int) error {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	return syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+}
