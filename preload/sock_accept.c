@@ -1,0 +1,360 @@
+//go:build osf_make
+
+/* sock_accept.c: accept and accept4 on an offloaded listener: whichever of
+ * the kernel listener and its companion is ready, the hello taken and the
+ * connection installed under the accepted fd (sockets.c for the rest).
+ */
+#include "conn.h"
+#include "gateway.h"
+#include "kfd.h"
+#include "pool.h"
+#include "setup.h"
+#include "sockets_priv.h"
+#include "spin.h"
+#include "../sdp/names.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- accept ------------------------------------------------------------- */
+
+/* accepted records a kernel TCP connection accepted from a tracked
+ * listener; sa is what accept returned (may be NULL). */
+static void accepted(int lfd, int nfd, int flags, const struct sockaddr *sa,
+		     const socklen_t *len)
+{
+	struct osf_fdt_entry *l = osf_fdt_lookup(lfd);
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof(peer);
+	int saved = errno;
+
+	if (nfd < 0 || !l || !sock_on())
+		return;
+	osf_track_inet(nfd, (l->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET,
+		       (flags & SOCK_CLOEXEC) ? SOCK_CLOEXEC : 0);
+	if (sa && len && *len <= sizeof(peer)) {
+		memcpy(&peer, sa, *len);
+		pl = *len;
+	} else if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0) {
+		pl = 0;
+	}
+	if (l->kind == OSF_FD_LISTEN)
+		osf_setup_syn_unfilter(nfd);
+	sock_record_kernel(nfd, OSF_ROLE_SERVER, OSF_R_PEER_KERNEL, -1, 0,
+			   pl ? (struct sockaddr *)&peer : NULL, pl);
+	errno = saved;
+}
+
+/* accept_companion takes one offloaded connection from the companion
+ * (preload/setup.c, which never waits for a hello): its fd, or -2 when
+ * there was none after all (another process took it, its hello is not
+ * there yet, or its handshake failed), or -1 with errno (EMFILE: the
+ * connection stays queued). */
+static int accept_companion(int lfd, struct osf_fdt_entry *e,
+			    struct sockaddr *sa, socklen_t *len, int flags,
+			    int *wait_ms)
+{
+	struct osf_core_accept_in in;
+	struct osf_core_conn cc;
+	struct carried opts;
+	socklen_t sl;
+	sa_family_t fam;
+	int cfd, rc, saved = errno, as_asked, window = 0;
+
+	memset(&in, 0, sizeof(in));
+	(void)sock_sa_split((struct sockaddr *)e->local, sizeof(e->local), &in.family,
+			    in.addr, &in.port);
+	memset(&cc, 0, sizeof(cc));
+	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
+	cfd = osf_setup_accept(lfd, e->aux_fd, &in, &cc, wait_ms, flags, &as_asked, &window);
+	if (cfd < 0) {
+		if (cfd == -2)
+			errno = saved;
+		return cfd;
+	}
+	sock_carry_read(lfd, &opts);
+	rc = osf_conn_install(cfd, &cc, OSF_ROLE_SERVER, flags & SOCK_CLOEXEC,
+			      (flags & SOCK_NONBLOCK) != 0,
+			      as_asked ? OSF_INSTALL_AS_ASKED : OSF_INSTALL_FL_OWN);
+	if (window)
+		osf_fdt_high_end(); /* osf_setup_accept's */
+	if (rc < 0) {
+		cc.wake_fd = -1; /* that is cfd */
+		sock_abandon(&cc);
+		REAL(close)(cfd);
+		errno = saved;
+		return -2;
+	}
+	sock_carry_apply(cfd, &opts);
+	if (unlikely(e->transport == OSF_TP_GATEWAY)) {
+		struct osf_fdt_entry *ce = osf_fdt_lookup(cfd);
+		osf_gateway_ring_accepted(e, cfd);
+		if (ce)
+			memcpy(cc.peer, ce->peer, sizeof(cc.peer));
+	}
+	if (sa && len) {
+		memcpy(&fam, cc.peer, sizeof(fam));
+		sl = fam == AF_INET6 ? sizeof(struct sockaddr_in6)
+				     : sizeof(struct sockaddr_in);
+		memcpy(sa, cc.peer, *len < sl ? *len : sl);
+		*len = sl;
+	}
+	errno = saved;
+	return cfd;
+}
+
+/* kfd_in fills in with listener e's address. */
+static void kfd_in(const struct osf_fdt_entry *e, struct osf_core_accept_in *in)
+{
+	memset(in, 0, sizeof(*in));
+	(void)sock_sa_split((struct sockaddr *)e->local, sizeof(e->local), &in->family, in->addr,
+			    &in->port);
+}
+
+/* kfd_shut keeps the hellos companion of OSF_SHM_KFD listener lfd queued
+ * and shuts it, in every process (osf_setup_kfd_shut). */
+static void kfd_shut(int lfd, const struct osf_fdt_entry *e)
+{
+	struct osf_core_accept_in in;
+
+	kfd_in(e, &in);
+	osf_setup_kfd_shut(lfd, e->aux_fd, &in);
+}
+
+/* accept_kfd makes kernel connection nfd, just accepted from listener lfd
+ * (OSF_SHM_KFD), an offloaded one when its client's hello is found: 1, or
+ * 0 (errno kept) for a kernel TCP connection. */
+static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
+{
+	struct osf_core_accept_in in;
+	struct osf_core_conn cc;
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof(peer);
+	uint8_t p28[28];
+	struct carried opts;
+	int saved = errno, marked;
+
+	if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0)
+		return 0;
+	memset(p28, 0, sizeof(p28));
+	memcpy(p28, &peer, pl < sizeof(p28) ? pl : sizeof(p28));
+	marked = osf_kfd_marked(nfd);
+	kfd_in(e, &in);
+	memset(&cc, 0, sizeof(cc));
+	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
+	if (osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, marked != 0, &cc) < 0) {
+		errno = saved;
+		return 0;
+	}
+	memcpy(cc.peer, p28, sizeof(cc.peer));
+	cc.rule = e->rule;
+	sock_carry_read(lfd, &opts);
+	if (osf_kfd_accepted(nfd, &cc, flags) < 0) {
+		errno = saved;
+		return 0;
+	}
+	sock_carry_apply(nfd, &opts);
+	if (opts.rcvlowat > 1) /* inherited from the listener */
+		osf_kfd_lowat(nfd);
+	errno = saved;
+	return 1;
+}
+
+/* listener_timeout returns the poll timeout of a blocking accept: the
+ * listener's SO_RCVTIMEO, or -1. */
+static int listener_timeout(int fd, const struct osf_fdt_entry *e)
+{
+	struct timeval tv = {0, 0};
+	socklen_t l = sizeof(tv);
+
+	if (!(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_OPTSET))
+		return -1; /* no option was ever set: none */
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) < 0 ||
+	    (!tv.tv_sec && !tv.tv_usec))
+		return -1;
+	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+}
+
+/* PARKED_POLL bounds the parked connections (hello not there yet) a
+ * blocking accept also waits on. */
+#define PARKED_POLL 8
+
+/* no_fd_left reports whether the program has no free fd number below its
+ * limit: TCP's accept answers EMFILE then before it looks for a
+ * connection (blocking or not). */
+static int no_fd_left(int fd)
+{
+	int d = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, (void *)0L);
+
+	if (d < 0)
+		return errno == EMFILE;
+	REAL(close)(d);
+	return 0;
+}
+
+/* listener_mode reads, once per accept, the listener's O_NONBLOCK (its
+ * open file's, which another process may change) into *fl and the wait
+ * it allows into *timeout: 0, or -1 when the fd is gone. */
+static int listener_mode(int fd, const struct osf_fdt_entry *e, int *fl, int *timeout)
+{
+	int saved = errno;
+
+	if (*fl >= 0)
+		return 0;
+	*fl = REAL(fcntl)(fd, F_GETFL, NULL);
+	if (*fl < 0)
+		return -1;
+	*timeout = (*fl & O_NONBLOCK) ? 0 : listener_timeout(fd, e);
+	errno = saved;
+	return 0;
+}
+
+/* accept_tcp is the kernel's accept4 on the TCP listener itself, and the
+ * tracking of the connection it returns. */
+static int accept_tcp(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
+		      socklen_t *len, int flags)
+{
+	int nfd = REAL(accept4)(fd, sa, len, flags);
+
+	accepted(fd, nfd, flags, sa, len);
+	if (unlikely(nfd >= 0 && e->transport == OSF_TP_GATEWAY))
+		osf_gateway_accepted(e, nfd, sa, len);
+	return nfd;
+}
+
+static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
+			  socklen_t *len, int flags)
+{
+	static unsigned turn;
+	/* The listener's mode is read only when the first look found
+	 * nothing ready (a connection ready at once is accepted alike on
+	 * a blocking listener and a non-blocking one). */
+	int fl = -1, timeout = 0, wait_ms = -1; /* for late hellos, this call */
+	/* 0: nothing looked at yet; 1: nothing was ready at the first look;
+	 * 2: and a free fd number was found before the first sleep. */
+	int looked = 0;
+
+	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
+		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
+	if (e->flags & OSF_FDF_KFD) { /* the kernel's accept, all of it */
+		int nfd;
+		if ((e->flags & (OSF_FDF_SHARED | OSF_FDF_KFDSHUT)) == OSF_FDF_SHARED) {
+			/* Another process may accept a connection whose hello
+			 * this one read (LIMITS.md): the hellos queued are
+			 * kept here, and new clients find no companion and
+			 * stay on kernel TCP. */
+			__atomic_or_fetch(&e->flags, OSF_FDF_KFDSHUT, __ATOMIC_RELAXED);
+			kfd_shut(fd, e);
+		}
+		nfd = REAL(accept4)(fd, sa, len, flags);
+		if (nfd >= 0 && !accept_kfd(fd, e, nfd, flags))
+			accepted(fd, nfd, flags, sa, len);
+		return nfd;
+	}
+	for (;;) {
+		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
+		int n, first, nfd, np, i, ready;
+		np = osf_setup_parked_fds(e->aux_fd, p + 2, PARKED_POLL);
+		osf_intr_begin();
+		/* Spin first, as a poll on the listener does: a churn of
+		 * short connections then finds the next one without a
+		 * sleep and a wake-up of the server's CPU. */
+		n = looked ? osf_spin_poll(p, 2 + (unsigned long)np, timeout) : 0;
+		if (n == 0) {
+			/* About to sleep: TCP's accept answers EMFILE rather
+			 * than wait when no fd number is free. A connection
+			 * the spin found needs no such look: its accept4
+			 * answers EMFILE itself, and leaves it queued. */
+			if (looked == 1 && timeout != 0) {
+				if (no_fd_left(fd))
+					return OSF_FAIL(EMFILE);
+				looked = 2;
+			}
+			if (looked && timeout != 0)
+				osf_conn_unmap_due(0); /* about to sleep (conn.c) */
+			n = REAL(poll)(p, (nfds_t)(2 + np), looked ? timeout : 0);
+		}
+		if (n <= 0 && !looked && listener_mode(fd, e, &fl, &timeout) < 0)
+			return -1;
+		if (n == 0 && !looked) {
+			looked = 1;
+			/* Non-blocking, nothing ready: the kernel's accept on
+			 * the listener answers as TCP's (EMFILE when no fd
+			 * number is free, before it looks; else EAGAIN, or a
+			 * connection that came meanwhile), in one call where
+			 * a look for a free number (a dup and its close) took
+			 * two. Go's accept loop ends each wake-up so. */
+			if (timeout == 0)
+				return accept_tcp(fd, e, sa, len, flags);
+			continue;
+		}
+		if (n < 0) {
+			/* As accept: restarted after SA_RESTART handlers,
+			 * unless SO_RCVTIMEO is set. */
+			if (errno == EINTR && timeout < 0 && osf_intr_restart())
+				continue;
+			return -1;
+		}
+		if (n == 0)
+			return OSF_FAIL(EAGAIN);
+		if (p[0].revents & POLLNVAL)
+			return OSF_FAIL(EBADF);
+		ready = (p[1].revents & POLLIN) != 0;
+		for (i = 0; i < np; i++)
+			ready |= p[2 + i].revents != 0;
+		first = __atomic_fetch_add(&turn, 1, __ATOMIC_RELAXED) & 1;
+		if (p[0].revents & (POLLHUP | POLLERR)) /* shut down: EINVAL */
+			ready = 0;
+		if (ready && (first || !(p[0].revents & POLLIN))) {
+			nfd = accept_companion(fd, e, sa, len, flags, &wait_ms);
+			if (nfd != -2)
+				return nfd;
+			continue;
+		}
+		if (p[0].revents) {
+			nfd = accept_tcp(fd, e, sa, len, flags);
+			if (nfd >= 0)
+				return nfd;
+			if (errno != EAGAIN || listener_mode(fd, e, &fl, &timeout) < 0 ||
+			    (fl & O_NONBLOCK))
+				return -1;
+		}
+	}
+}
+
+OSF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int nfd;
+
+	if (likely(!e || !osf_kind_is_accepting(e->kind)))
+		return REAL(accept4)(fd, sa, len, flags);
+	if (e->kind == OSF_FD_LISTEN)
+		return accept_offload(fd, e, sa, len, flags);
+	nfd = REAL(accept4)(fd, sa, len, flags);
+	accepted(fd, nfd, flags, sa, len);
+	if (unlikely(e->transport == OSF_TP_GATEWAY))
+		osf_gateway_accepted(e, nfd, sa, len);
+	return nfd;
+}
+
+OSF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int nfd;
+
+	if (likely(!e || !osf_kind_is_accepting(e->kind)))
+		return REAL(accept)(fd, sa, len);
+	if (e->kind == OSF_FD_LISTEN)
+		return accept_offload(fd, e, sa, len, 0);
+	nfd = REAL(accept)(fd, sa, len);
+	accepted(fd, nfd, 0, sa, len);
+	if (unlikely(e->transport == OSF_TP_GATEWAY))
+		osf_gateway_accepted(e, nfd, sa, len);
+	return nfd;
+}
