@@ -200,6 +200,7 @@ var variables = []variable{
 	{Var{"OSF_DEBUG_TRIM_STOP", "0", "1 stops a process with SIGSTOP right before its first trim punch (tests)"}, nil},
 	{Var{"OSF_DEBUG_REAP_SLOW", "0", "1 makes the osf-reaper thread hold each connection it looks at 5 ms before it reads it (tests)"}, nil},
 	{Var{"OSF_DEBUG_LOAD_CORE", "0", "1 loads the osf core at start-up (debugging)"}, boolVar(func(c *Config) *bool { return &c.DebugLoadCore })},
+	{Var{"OSF_DEBUG_CORE_AT_SETUP", "0", "1 loads the osf core at a process's first listen, connect or accept of an offloadable socket, where nothing else needs it (tests)"}, nil},
 	{Var{"OSF_DEBUG_RDMA_WATCH_MS", "0", "N > 0 makes each RDMA progress engine log, every N milliseconds at debug, the connections that made no progress with work pending (debugging)"}, nil},
 	{Var{"OSF_DEBUG_RDMA_SIM", "0", "1 replaces RDMA devices by a software stand-in between processes of this host (tests)"}, boolVar(func(c *Config) *bool { return &c.DebugRDMASim })},
 	{Var{varConf, DefaultConfFile, "configuration file; empty means none (the environment overrides the file)"}, nil},
