@@ -695,6 +695,7 @@ func (s *stream) releaseWith(later func(func())) {
 	// No application's thread posts or polls from now on: the QP may go.
 	caller, engine, left := s.tx.counts()
 	rxCaller, rxEngine, credits := s.tx.rxCounts()
+	chanSleeps := s.tx.chanSleeps()
 	s.tx.retire()
 	free := func() {
 		if err := s.link.Close(); err != nil {
@@ -703,8 +704,8 @@ func (s *stream) releaseWith(later func(func())) {
 		s.tearLap("link-release")
 		s.seg.Close()
 		s.tearLap("unmap")
-		s.logf("rdma: connection %d released after %v; sends posted by the application's threads %d, by the engine %d (%d left to it); completions taken by the application's threads %d, by the engine %d; credits posted by the application's threads %d",
-			s.id, s.teardown, caller, engine, left, rxCaller, rxEngine, credits)
+		s.logf("rdma: connection %d released after %v; sends posted by the application's threads %d, by the engine %d (%d left to it); completions taken by the application's threads %d, by the engine %d; credits posted by the application's threads %d; sleeps on the connection's channel %d",
+			s.id, s.teardown, caller, engine, left, rxCaller, rxEngine, credits, chanSleeps)
 	}
 	d, ok := s.link.(detacher)
 	if later == nil || !ok {
