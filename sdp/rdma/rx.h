@@ -211,33 +211,17 @@ static inline struct osf_seg_side *osf_rdma_rx_app(const struct osf_rdma_rx *rx)
 
 /* osf_rdma_rx_tokens sends the local side's waiters of one kind (want,
  * waiters and tokens words) their wake tokens on sock, as a peer process
- * does (side.c osf_side_send_tokens): at least one, counted before they
- * are sent; a send that fails, other than at the end of the application's
- * socket, raises the want flag again. */
-static inline void osf_rdma_rx_tokens(int sock, uint32_t *want, uint32_t *waiters,
-				      uint32_t *tokens)
+ * does (segment.h osf_wake_send, side.c's too), counted in the engine's
+ * side's wakes_sent; the end of the socket (EPIPE, ECONNRESET) is the
+ * engine's to see, on its end. */
+static inline void osf_rdma_rx_tokens(struct osf_rdma_rx *rx, int sock, uint32_t *want,
+				      uint32_t *waiters, uint32_t *tokens)
 {
-	static const char zeros[OSF_WAKE_MAX_TOKENS];
-	uint32_t n = osf_wake_tokens(__atomic_load_n(waiters, __ATOMIC_RELAXED)), v;
-	ssize_t r;
 	int saved = errno;
 
-	if (sock < 0)
-		return;
-	__atomic_add_fetch(tokens, n, __ATOMIC_ACQ_REL);
-	r = sendto(sock, zeros, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
-	if (r < (ssize_t)n) {
-		uint32_t back = n - (uint32_t)(r > 0 ? r : 0);
-
-		v = __atomic_load_n(tokens, __ATOMIC_RELAXED);
-		while (!__atomic_compare_exchange_n(tokens, &v, v > back ? v - back : 0, 0,
-						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-			;
-		/* The end (EPIPE, ECONNRESET) is the engine's to see, on
-		 * its end of the socket. */
-		if (r >= 0 || (errno != EPIPE && errno != ECONNRESET))
-			__atomic_store_n(want, 1, __ATOMIC_RELEASE);
-	}
+	if (sock >= 0)
+		(void)osf_wake_send(sock, want, waiters, tokens,
+				    &rx->hdr->side[1 - rx->side].wakes_sent, send);
 	errno = saved;
 }
 
@@ -251,7 +235,7 @@ static inline void osf_rdma_rx_wake_reader(struct osf_rdma_rx *rx)
 	if (!__atomic_load_n(&a->rx_want, __ATOMIC_RELAXED) ||
 	    !__atomic_exchange_n(&a->rx_want, 0, __ATOMIC_ACQ_REL))
 		return;
-	osf_rdma_rx_tokens(rx->wake, &a->rx_want, &a->rx_waiters, &a->rx_tokens);
+	osf_rdma_rx_tokens(rx, rx->wake, &a->rx_want, &a->rx_waiters, &a->rx_tokens);
 }
 
 /* osf_rdma_rx_wake_writer wakes an application's writer waiting for room
@@ -269,7 +253,7 @@ static inline void osf_rdma_rx_wake_writer(struct osf_rdma_rx *rx, uint64_t tail
 	if (head - tail > rx->size || rx->size - (head - tail) < rx->lowat)
 		return;
 	if (__atomic_exchange_n(&a->tx_want, 0, __ATOMIC_ACQ_REL))
-		osf_rdma_rx_tokens(rx->wake_tx, &a->tx_want, &a->tx_waiters, &a->tx_tokens);
+		osf_rdma_rx_tokens(rx, rx->wake_tx, &a->tx_want, &a->tx_waiters, &a->tx_tokens);
 }
 
 /* osf_rdma_advance is imm.go's Advance: the position whose low 28 bits
