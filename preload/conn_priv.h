@@ -67,7 +67,7 @@ struct osf_conn {
 	 * by another thread meanwhile does not end the connection); made at
 	 * the first such sleep, closed with this process's last fd of the
 	 * connection or, if a reader sleeps then, by the last one to wake.
-	 * Under hold_lock. */
+	 * Under hold_lock (the holder's pid). */
 	int hold_fd;
 	uint32_t hold_users, hold_closed, hold_lock;
 	uint64_t reap; /* the reaper's slot naming it (reaper.c), 0: none, or

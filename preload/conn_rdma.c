@@ -215,10 +215,21 @@ static int still_ours(int fd, const struct osf_conn *c)
 	return e && __atomic_load_n(&e->priv, __ATOMIC_ACQUIRE) == (uint64_t)(uintptr_t)c;
 }
 
+/* hold_lock holds the word with this process's pid: a fork child, alone
+ * in its process, takes over a lock that a thread of its parent held at
+ * the fork (the holder is not there to let it go). */
 static void hold_lock(struct osf_conn *c)
 {
-	while (__atomic_exchange_n(&c->hold_lock, 1, __ATOMIC_ACQUIRE))
+	uint32_t me = (uint32_t)osf_pid(), cur = 0;
+
+	while (!__atomic_compare_exchange_n(&c->hold_lock, &cur, me, 0, __ATOMIC_ACQUIRE,
+					    __ATOMIC_RELAXED)) {
+		if (cur != me && __atomic_compare_exchange_n(&c->hold_lock, &cur, me, 0,
+							     __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return;
 		sched_yield();
+		cur = 0;
+	}
 }
 
 static void hold_unlock(struct osf_conn *c)
