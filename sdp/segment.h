@@ -235,6 +235,40 @@ static inline long osf_wake_send(int sock, uint32_t *want, const uint32_t *waite
 	return (long)r;
 }
 
+/* osf_wake_take reads, without blocking, up to max wake tokens waiting
+ * on sock with recv_fn (the reader's recv(2)) and uncounts them from
+ * tokens (the taking side's count of that kind). It returns how many it
+ * read and sets *end when it reached the socket's end (every holder of
+ * the other end gone, or a reset). The one way a side takes its tokens:
+ * the C data path's (side.c osf_side_drain) and the RDMA engine's
+ * (sdp/rdma stream.go drainWake). */
+static inline uint32_t osf_wake_take(int sock, uint32_t *tokens, uint32_t max, int *end,
+				     ssize_t (*recv_fn)(int, void *, size_t, int))
+{
+	char buf[256];
+	uint32_t got = 0;
+	ssize_t r;
+	int saved = errno;
+
+	*end = 0;
+	while (sock >= 0 && got < max) {
+		r = recv_fn(sock, buf, max - got < sizeof(buf) ? max - got : sizeof(buf),
+			    MSG_DONTWAIT);
+		if (r > 0) {
+			got += (uint32_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		*end = r == 0 || errno == ECONNRESET;
+		break;
+	}
+	if (got)
+		osf_wake_sub(tokens, got);
+	errno = saved;
+	return got;
+}
+
 struct osf_seg_ring {
 	uint64_t head; /* written by the producer */
 	uint64_t base; /* written by the producer: the position at the

@@ -474,8 +474,7 @@ void osf_side_send_tokens(struct osf_side *s, int sock, uint32_t *waiters)
 
 void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters)
 {
-	char buf[256];
-	int avail = 0, saved = errno;
+	int avail = 0, end, saved = errno;
 	uint32_t keep;
 	struct pollfd p = {sock, POLLIN | POLLRDHUP, 0};
 
@@ -491,17 +490,9 @@ void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters)
 	keep = __atomic_load_n(waiters, __ATOMIC_RELAXED);
 	if (avail <= 0 || keep >= (uint32_t)avail)
 		goto out;
-	avail -= (int)keep;
-	while (avail > 0) {
-		ssize_t r = osf_sys_recv(sock, buf,
-					 avail < (int)sizeof(buf) ? (size_t)avail
-								  : sizeof(buf),
-					 MSG_DONTWAIT);
-		if (r <= 0)
-			break;
-		osf_wake_sub(tokens_of(s->me, waiters), (uint32_t)r);
-		avail -= (int)r;
-	}
+	/* The end, if reached, was seen by the poll above. */
+	(void)osf_wake_take(sock, tokens_of(s->me, waiters), (uint32_t)avail - keep, &end,
+			    osf_sys_recv);
 out:
 	errno = saved;
 }

@@ -499,39 +499,14 @@ func (s *stream) probe() {
 // closes the engine's end of it, so that epoll stops reporting it: nobody
 // is left to wake there.
 func (s *stream) drainWake() {
-	end, n := drainSocket(s.wake)
-	s.seg.TakeTokens(s.peer, sdp.WantRx, n)
-	if end {
+	if wakeTake(s.wake, s.seg.TokensWord(s.peer, sdp.WantRx)) {
 		s.onLocalEOF()
 	}
-	end, n = drainSocket(s.wakeTx)
-	s.seg.TakeTokens(s.peer, sdp.WantTx, n)
-	if end && s.wakeTx >= 0 {
+	if wakeTake(s.wakeTx, s.seg.TokensWord(s.peer, sdp.WantTx)) && s.wakeTx >= 0 {
 		fd := s.wakeTx
 		s.wakeTx = -1
 		s.closeSocket(fd)
 	}
-}
-
-// drainSocket reads everything waiting on sock, if it is open, without
-// blocking, and reports whether it reached the end and how many tokens it
-// read.
-func drainSocket(sock int) (end bool, read uint32) {
-	var buf [256]byte
-	for sock >= 0 {
-		n, _, err := unix.Recvfrom(sock, buf[:], unix.MSG_DONTWAIT)
-		switch {
-		case err == nil && n > 0:
-			read += uint32(n)
-			continue
-		case errors.Is(err, unix.EINTR):
-			continue
-		case err == nil && n == 0, errors.Is(err, unix.ECONNRESET):
-			return true, read
-		}
-		return false, read
-	}
-	return false, read
 }
 
 // onLocalEOF handles the end of the local application's side: every

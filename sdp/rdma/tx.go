@@ -78,6 +78,16 @@ static int osf_rdma_tx_signaled_go(uint32_t seq, int force)
 	return osf_rdma_tx_signaled(seq, force);
 }
 
+// osf_rdma_wake_take is the engine's osf_wake_take (segment.h): every
+// token waiting on sock, uncounted from tokens; 1 at the socket's end.
+static int osf_rdma_wake_take(int sock, uint32_t *tokens)
+{
+	int end;
+
+	(void)osf_wake_take(sock, tokens, UINT32_MAX, &end, recv);
+	return end;
+}
+
 int osf_rdma_verbs_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *out, int n);
 int osf_rdma_verbs_recv(struct osf_rdma_rx *rx, uint64_t wr_id);
 int osf_rdma_sim_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *wc, int n);
@@ -532,6 +542,17 @@ func (t *txState) chanEngineDrain() bool { return C.osf_rdma_chan_engine_drain(t
 // chanSleeps counts the sleeps of application's threads on the channel.
 func (t *txState) chanSleeps() uint64 {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.chan_sleeps)))
+}
+
+// wakeTake reads every token waiting on sock, if it is open, without
+// blocking, uncounts them from tokens (a word of the segment: mmap'd
+// memory) with the wake protocol's one implementation (segment.h
+// osf_wake_take), and reports whether it reached the socket's end.
+func wakeTake(sock int, tokens *uint32) bool {
+	if sock < 0 {
+		return false
+	}
+	return C.osf_rdma_wake_take(C.int(sock), (*C.uint32_t)(unsafe.Pointer(tokens))) != 0
 }
 
 // live reports whether the state has not been retired.
