@@ -1005,6 +1005,19 @@ static int listener_mode(int fd, const struct osf_fdt_entry *e, int *fl, int *ti
 	return 0;
 }
 
+/* accept_tcp is the kernel's accept4 on the TCP listener itself, and the
+ * tracking of the connection it returns. */
+static int accept_tcp(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
+		      socklen_t *len, int flags)
+{
+	int nfd = REAL(accept4)(fd, sa, len, flags);
+
+	accepted(fd, nfd, flags, sa, len);
+	if (unlikely(nfd >= 0 && e->transport == OSF_TP_GATEWAY))
+		osf_gateway_accepted(e, nfd, sa, len);
+	return nfd;
+}
+
 static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			  socklen_t *len, int flags)
 {
@@ -1046,10 +1059,15 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			return -1;
 		if (n == 0 && !looked) {
 			looked = 1;
-			if (timeout == 0 && no_fd_left(fd))
-				return OSF_FAIL(EMFILE);
-			if (timeout != 0)
-				continue;
+			/* Non-blocking, nothing ready: the kernel's accept on
+			 * the listener answers as TCP's (EMFILE when no fd
+			 * number is free, before it looks; else EAGAIN, or a
+			 * connection that came meanwhile), in one call where
+			 * a look for a free number (a dup and its close) took
+			 * two. Go's accept loop ends each wake-up so. */
+			if (timeout == 0)
+				return accept_tcp(fd, e, sa, len, flags);
+			continue;
 		}
 		if (n < 0) {
 			/* As accept: restarted after SA_RESTART handlers,
@@ -1075,13 +1093,9 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			continue;
 		}
 		if (p[0].revents) {
-			nfd = REAL(accept4)(fd, sa, len, flags);
-			if (nfd >= 0) {
-				accepted(fd, nfd, flags, sa, len);
-				if (unlikely(e->transport == OSF_TP_GATEWAY))
-					osf_gateway_accepted(e, nfd, sa, len);
+			nfd = accept_tcp(fd, e, sa, len, flags);
+			if (nfd >= 0)
 				return nfd;
-			}
 			if (errno != EAGAIN || listener_mode(fd, e, &fl, &timeout) < 0 ||
 			    (fl & O_NONBLOCK))
 				return -1;
