@@ -151,19 +151,22 @@ FUZZTIME ?= 5s
 
 # test runs everything: gofmt and vet, the unit tests, then the integration
 # tests (tests/, which move themselves into a fresh network namespace).
-# The shm tests that make test runs a second time with OSF_SHM_POOL=1:
+# The shm tests that make test runs a second time with OSF_SHM_POOL=0 (a
+# segment per connection instead of slots of regions, the default):
 # echo, streams, churn, fork/exec/spawn, hand-off, the semantics
-# scenarios, the hostile peers and the segment's pages.
-POOL_TESTS := TestShm|TestHostile|TestSmallExchange|TestFork|TestHandoff|TestChurn|TestSemantics|TestPool|TestStream
+# scenarios, the hostile peers, the segment's pages, the spare kits, the
+# unmap-later list, idle memory and the soak.
+POOL_TESTS := TestShm|TestHostile|TestSmallExchange|TestFork|TestHandoff|TestChurn|TestSemantics|TestPool|TestStream|TestSpareSegment|TestUnmapLater|TestIdleRings|TestSoak
 
 test: test-deps build
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './build/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
-	@# the shm tests once more with rings from regions (OSF_SHM_POOL=1,
-	@# preload/pool.c): testutil.Preload adds it to every program under osf
-	OSF_TEST_SHM_POOL=1 $(GO) test -count=1 -timeout 20m -run '$(POOL_TESTS)' ./tests/
+	@# the shm tests once more with a segment per connection
+	@# (OSF_SHM_POOL=0, not preload/pool.c's regions): testutil.Preload
+	@# adds it to every program under osf
+	OSF_TEST_SHM_POOL=0 $(GO) test -count=1 -timeout 20m -run '$(POOL_TESTS)' ./tests/
 	@# every parser of peer-written data fuzzed for FUZZTIME each beyond
 	@# its corpus: the C ones (hello, segment header, gateway reply and
 	@# notice), the RDMA private data, the gateway's Go messages, and a

@@ -181,7 +181,8 @@ type Entry struct {
 	// the handshake.
 	RingBytes uint32
 	// Slot is, for an shm connection whose rings are a slot of a region
-	// (OSF_SHM_POOL=1), its slot in the region AuxFD is; -1 otherwise.
+	// (the default; not with OSF_SHM_POOL=0), its slot in the region AuxFD
+	// is; -1 otherwise.
 	Slot int
 	// Ops is the operations table the hooks dispatch the fd to.
 	Ops Ops

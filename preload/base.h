@@ -186,7 +186,7 @@ struct osf_state {
 	unsigned poll_spin_us;
 	int debug_load_core;
 	int debug_core_at_setup; /* OSF_DEBUG_CORE_AT_SETUP=1 (setup.c) */
-	int shm_pool; /* OSF_SHM_POOL=1: shm rings from regions (pool.c) */
+	int shm_pool; /* OSF_SHM_POOL (not 0): shm rings from regions (pool.c) */
 	int rdma_rx_caller; /* OSF_RDMA_RX=caller (docs/DESIGN.md D4) */
 	int sandboxed; /* a seccomp filter is on (preload/sandbox.c) */
 	char lib_path[4096];

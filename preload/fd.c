@@ -106,11 +106,15 @@ void osf_fd_dup(int oldfd, int newfd, int cloexec)
 					     OSF_FDF_REUSESET | OSF_FDF_NOKEEP,
 				  __ATOMIC_RELAXED);
 	}
+	/* The new entry's reference, before the copy: an entry inherited
+	 * across exec and not used in this image yet gets its connection
+	 * here (osf_conn_rebuild), which the copy must share, not map again
+	 * (a slot of a region cannot be: held already). */
+	if (osf_kind_is_conn(e->kind))
+		osf_conn_dup(e);
 	copy = *e;
 	copy.flags = cloexec ? (copy.flags | OSF_FDF_CLOEXEC)
 			     : (copy.flags & ~OSF_FDF_CLOEXEC);
-	if (osf_kind_is_conn(copy.kind))
-		osf_conn_dup(e); /* the new entry's reference */
 	(void)osf_fdt_set(newfd, &copy);
 	errno = saved;
 }

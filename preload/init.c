@@ -222,8 +222,8 @@ static void load_config(void)
 	osf.debug_load_core = dbg && strcmp(dbg, "1") == 0;
 	dbg = osf_env("OSF_DEBUG_CORE_AT_SETUP");
 	osf.debug_core_at_setup = dbg && strcmp(dbg, "1") == 0;
-	dbg = osf_env("OSF_SHM_POOL");
-	osf.shm_pool = dbg && strcmp(dbg, "1") == 0;
+	dbg = osf_env("OSF_SHM_POOL"); /* on unless 0 */
+	osf.shm_pool = !dbg || strcmp(dbg, "0") != 0;
 	rx = osf_env("OSF_RDMA_RX"); /* the core rejects other values */
 	osf.rdma_rx_caller = rx && strcmp(rx, "caller") == 0;
 }

@@ -1,6 +1,7 @@
 //go:build osf_make
 
-/* pool.c: shm segments as slots of a region (pool.h, OSF_SHM_POOL=1;
+/* pool.c: shm segments as slots of a region (pool.h; the default,
+ * OSF_SHM_POOL=0 turns it off;
  * docs/ARCHITECTURE.md "Connection segment", "Slots of a region").
  *
  * This process's regions are one table, under one short lock: the ones it
@@ -41,6 +42,7 @@ struct region {
 	char kname[108];
 	uint64_t live[2]; /* slots side s's connections of this process hold */
 	uint64_t used;    /* owner: slots handed out at least once */
+	uint64_t clean;   /* owner: free slots whose rings went back since */
 	uint32_t gen[OSF_REGION_SLOTS_MAX]; /* owner: the generation given */
 	long long idle_since;
 };
@@ -309,6 +311,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 	if (fd >= 0) {
 		r->live[OSF_SIDE_CLIENT] |= 1ull << s;
 		r->used |= 1ull << s;
+		r->clean &= ~(1ull << s);
 		r->gen[s]++;
 		h = slot_hdr(r, (uint32_t)s);
 		memset(h, 0, sizeof(*h)); /* no one else's any more: both let go */
@@ -387,8 +390,38 @@ static void *hold(int fd, uint32_t ring, uint64_t bytes, uint32_t slot, int side
 	return slot_seg(r, slot);
 }
 
-/* unhold lets go of side's hold on seg; the lock is not held. */
-static void unhold(void *seg, uint32_t ring, int side)
+/* give_back gives back the rings' pages (all but the shared page, the
+ * header's) of owner region r's slots that both sides let go of since
+ * they were last handed out (slot_done = 3): a slot waiting for its next
+ * connection holds no more memory than an unmapped segment, here and in a
+ * peer that keeps the region mapped. Under the lock, so none is handed
+ * out meanwhile; only what the owner could hand out again anyway (a side
+ * never punches at its own release: a process spawned with the
+ * connection may not have adopted it yet when its parent's close counts
+ * the side's last holder gone). A ring that never left the shared page
+ * costs a punch of under a microsecond. The lock is held. */
+static void give_back(struct region *r)
+{
+	uint64_t busy = r->live[0] | r->live[1], rb = r->ring;
+	uint32_t i;
+
+	for (i = 0; i < r->n; i++) {
+		uint8_t *seg = slot_seg(r, i);
+		if (!(r->used >> i & 1) || ((busy | r->clean) >> i & 1) ||
+		    __atomic_load_n(&slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) != 3)
+			continue;
+		(void)madvise(seg, rb, MADV_REMOVE);                     /* ring 0's */
+		(void)madvise(seg + rb + OSF_SEG_PAGE, rb, MADV_REMOVE); /* ring 1's */
+		r->clean |= 1ull << i;
+	}
+}
+
+/* unhold lets go of side's hold on seg, setting done in its slot_done
+ * first (0: none), under the lock: a thread of this process that takes
+ * the lock for a hello naming the slot again (the owner handed it out
+ * once it saw slot_done 3) finds the hold gone, and no other thread
+ * unmaps the region before the word is written. The lock is not held. */
+static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 {
 	struct made drop[TRIM_MAX];
 	struct region *r;
@@ -398,7 +431,11 @@ static void unhold(void *seg, uint32_t ring, int side)
 	lock();
 	r = find_addr(seg, ring, &slot);
 	if (r) {
+		if (done)
+			__atomic_or_fetch(&slot_hdr(r, slot)->slot_done, done, __ATOMIC_ACQ_REL);
 		r->live[side] &= ~(1ull << slot);
+		if (r->owner == osf_pid())
+			give_back(r);
 		if (!(r->live[0] | r->live[1])) {
 			r->idle_since = osf_now_ns();
 			if (r->owner == osf_pid())
@@ -420,7 +457,7 @@ void *osf_pool_map(int fd, uint32_t ring, const struct osf_hello_pool *p, char *
 	h = osf_seg_hdr(seg, ring);
 	if (!osf_seg_hdr_check(h, ring) ||
 	    __atomic_load_n(&h->slot_gen, __ATOMIC_ACQUIRE) != p->gen) {
-		unhold(seg, ring, OSF_SIDE_SERVER);
+		unhold(seg, ring, OSF_SIDE_SERVER, 0);
 		snprintf(why, wn, "invalid slot %u: header or generation does not match the hello",
 			 p->slot);
 		return NULL;
@@ -449,7 +486,7 @@ void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t in
 	 * socket's now (a socket's inode is no other's while it is held). */
 	if (!osf_seg_hdr_check(osf_seg_hdr(seg, ring), ring) ||
 	    __atomic_load_n(&osf_seg_hdr(seg, ring)->slot_ino[side], __ATOMIC_ACQUIRE) != ino) {
-		unhold(seg, ring, side);
+		unhold(seg, ring, side, 0);
 		return NULL;
 	}
 	return seg;
@@ -477,17 +514,14 @@ void osf_seg_release(void *seg, uint32_t ring, int side, int gone)
 		errno = saved;
 		return;
 	}
-	if (gone) /* after every use of the slot here: the owner may reuse it */
-		__atomic_or_fetch(&osf_seg_hdr(seg, ring)->slot_done, 1u << side,
-				  __ATOMIC_ACQ_REL);
-	unhold(seg, ring, side);
+	/* gone: after every use of the slot here, the owner may reuse it */
+	unhold(seg, ring, side, gone ? 1u << side : 0);
 	errno = saved;
 }
 
 void osf_pool_abandon(void *seg, uint32_t ring)
 {
-	__atomic_store_n(&osf_seg_hdr(seg, ring)->slot_done, 3u, __ATOMIC_RELEASE);
-	unhold(seg, ring, OSF_SIDE_CLIENT);
+	unhold(seg, ring, OSF_SIDE_CLIENT, 3u);
 }
 
 void osf_pool_moved(int old, int nfd)

@@ -1,4 +1,5 @@
-/* pool.h: shm segments as slots of a region (pool.c; OSF_SHM_POOL=1).
+/* pool.h: shm segments as slots of a region (pool.c; the default,
+ * OSF_SHM_POOL=0 turns it off).
  *
  * A region is one memfd of up to OSF_REGION_SLOTS_MAX slots, each laid out
  * as a segment (sdp/segment.h) of the connection's ring size. A client

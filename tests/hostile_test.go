@@ -53,8 +53,8 @@ func sanitized(t testing.TB, extra ...string) []string {
 		t.Skipf("no libasan from gcc: %v %q", err, asan)
 	}
 	var env []string
-	if testutil.PoolRun() {
-		env = append(env, "OSF_SHM_POOL=1")
+	if !testutil.PoolRun() {
+		env = append(env, "OSF_SHM_POOL=0")
 	}
 	return append(append(env, extra...),
 		"LD_PRELOAD="+asan+":"+lib,

@@ -14,13 +14,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// segMemory returns the segments (memfds named osf-seg) that the processes
-// hold, each counted once, the bytes of memory they have allocated, and
-// their rings' bytes (size less the shared page).
+// segMemory returns the connections' rings that the processes hold and
+// the bytes of memory those have allocated, each memfd counted once, and
+// the segments' rings' bytes (size less the shared page). A segment is a
+// memfd named osf-seg, one per connection; a region of slots (osf-region,
+// OSF_SHM_POOL) holds one connection's rings a slot, and pids[0] holds one
+// fd for it per connection that uses it (the connection's own; an owner's
+// hidden fd is another), which segs counts instead.
 func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 	t.Helper()
 	seen := map[uint64]int64{}
-	for _, pid := range pids {
+	for i, pid := range pids {
 		dir := fmt.Sprintf("/proc/%d/fd", pid)
 		ents, err := os.ReadDir(dir)
 		if err != nil {
@@ -28,22 +32,29 @@ func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 		}
 		for _, e := range ents {
 			p := filepath.Join(dir, e.Name())
-			if l, err := os.Readlink(p); err != nil || !strings.Contains(l, "memfd:osf-seg") {
+			l, err := os.Readlink(p)
+			region := strings.Contains(l, "memfd:osf-region")
+			if err != nil || !region && !strings.Contains(l, "memfd:osf-seg") {
 				continue
 			}
 			var st unix.Stat_t
-			if unix.Stat(p, &st) == nil {
-				if _, ok := seen[st.Ino]; !ok {
-					rings += st.Size - 4096
-				}
-				seen[st.Ino] = st.Blocks * 512
+			if unix.Stat(p, &st) != nil {
+				continue
 			}
+			if _, ok := seen[st.Ino]; !ok && !region {
+				rings += st.Size - 4096
+				segs++
+			}
+			if region && i == 0 {
+				segs++
+			}
+			seen[st.Ino] = st.Blocks * 512
 		}
 	}
 	for _, b := range seen {
 		bytes += b
 	}
-	return len(seen), bytes, rings
+	return segs, bytes, rings
 }
 
 // TestIdleRingsGiveMemoryBack: connections that moved a MiB each way and

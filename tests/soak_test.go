@@ -54,8 +54,10 @@ func soakSeconds(t *testing.T) int {
 	return 45
 }
 
-// procCounts are the resources of a process that must stay flat.
-type procCounts struct{ fds, maps, rssKiB int }
+// procCounts are the resources of a process that must stay flat, and the
+// regions of slots (OSF_SHM_POOL) it maps among its maps, with their
+// resident memory.
+type procCounts struct{ fds, maps, rssKiB, regions, regionKiB int }
 
 func countsOf(t *testing.T, pid int) procCounts {
 	t.Helper()
@@ -70,6 +72,24 @@ func countsOf(t *testing.T, pid int) procCounts {
 		t.Fatalf("soak: %v", err)
 	}
 	c.maps = strings.Count(maps, "\n")
+	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		t.Fatalf("soak: %v", err)
+	}
+	region := false
+	for _, line := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-"):
+			region = strings.Contains(line, "memfd:osf-region")
+			if region {
+				c.regions++
+			}
+		case region && len(f) >= 2 && f[0] == "Rss:":
+			kib, _ := strconv.Atoi(f[1])
+			c.regionKiB += kib
+		}
+	}
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatalf("soak: %v", err)
@@ -167,16 +187,32 @@ func TestSoak(t *testing.T) {
 			t.Fatalf("soak server %d exited: %s", i, srv[i].p.Wait(shortRun))
 		}
 		var end procCounts
+		defer func() { // also when WaitFor fails
+			t.Logf("soak server %d: fds %d -> %d, maps %d -> %d (regions %d -> %d, %d KiB resident), RSS %d -> %d KiB", i,
+				srv[i].base.fds, end.fds, srv[i].base.maps, end.maps, srv[i].base.regions, end.regions,
+				end.regionKiB, srv[i].base.rssKiB, end.rssKiB)
+		}()
 		testutil.WaitFor(t, 10*time.Second, "the soak server to close every connection", func() bool {
 			end = countsOf(t, srv[i].p.Pid)
-			return end.fds <= srv[i].base.fds && end.maps <= srv[i].base.maps+4
+			return end.fds <= srv[i].base.fds &&
+				end.maps-end.regions <= srv[i].base.maps-srv[i].base.regions+4
 		})
+		// Regions of slots (OSF_SHM_POOL): the server keeps at most 16
+		// that no connection holds mapped (one per client process, for
+		// its next connection); their free slots' rings go back at the
+		// owner's closes (preload/pool.c), so of their memory at most a
+		// page a slot and a slot's rings each (its last connection's,
+		// when the client's side let go first and it exited).
+		if end.regions > 16 {
+			t.Errorf("soak server %d: maps %d regions of slots, want at most 16 idle", i, end.regions)
+		}
+		if limit := end.regions * (64*4 + 2*1024); end.regionKiB > limit {
+			t.Errorf("soak server %d: %d regions hold %d KiB, want at most %d", i, end.regions, end.regionKiB, limit)
+		}
 		// Memory: malloc may keep freed arenas; a leak of one segment per
 		// connection would be gigabytes.
 		if end.rssKiB > srv[i].base.rssKiB+32*1024 {
 			t.Errorf("soak server %d: RSS grew from %d KiB to %d KiB", i, srv[i].base.rssKiB, end.rssKiB)
 		}
-		t.Logf("soak server %d: fds %d -> %d, maps %d -> %d, RSS %d -> %d KiB", i,
-			srv[i].base.fds, end.fds, srv[i].base.maps, end.maps, srv[i].base.rssKiB, end.rssKiB)
 	}
 }

@@ -15,7 +15,10 @@ import (
 // and unmaps it once the peer let go and it waits (here in accept); the
 // peer reads the end at once all the same, and a fork child holds none of
 // it. Bare: no segments at all. The client runs with OSF_STRICT=1 (a
-// fallback to kernel TCP fails its connect).
+// fallback to kernel TCP fails its connect). With rings from a region
+// (OSF_SHM_POOL) nothing is unmapped later: each end's mapping is the
+// region's, which the server keeps idle for the client's next connection
+// (preload/pool.c, at most 16 such), so it still maps it then.
 func TestUnmapLater(t *testing.T) {
 	for _, m := range bareAndOsf {
 		t.Run(m.name, func(t *testing.T) {
@@ -27,6 +30,9 @@ func TestUnmapLater(t *testing.T) {
 			got := namedCounts(r.Stdout)
 			t.Logf("segments mapped: %v", got)
 			want := map[string]int{"server-closed": 1, "child": 0, "client-eof": 1, "server-idle": 0}
+			if m.osf && testutil.PoolRun() {
+				want["server-idle"] = 1
+			}
 			if m.name == bare.name {
 				want = map[string]int{"server-closed": 0, "child": 0, "client-eof": 0, "server-idle": 0}
 			}

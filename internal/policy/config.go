@@ -195,7 +195,7 @@ var variables = []variable{
 	{Var{"OSF_GATEWAY_KEY", "", "file holding the key (mode 0600) that authenticates this node to its gateways"}, func(c *Config, v string) error { c.GatewayKey = v; return nil }},
 	{Var{"OSF_GATEWAY_TIMEOUT_MS", "20000", "milliseconds a gateway may take to connect to a destination, 1-600000"}, parseGatewayTimeout},
 	{Var{"OSF_GO", "0", "1 offloads the sockets of Go programs (Go 1.26, amd64, dynamically linked): their system calls reach osf's hooks"}, nil},
-	{Var{"OSF_SHM_POOL", "0", "1 carves shm connections' rings from a region per client process and listener: no memfd, map or unmap per connection after the first (off by default while it is new)"}, nil},
+	{Var{"OSF_SHM_POOL", "1", "1 carves shm connections' rings from a region per client process and listener: no memfd, map or unmap per connection after the first; 0 gives each connection a segment of its own"}, nil},
 	{Var{"OSF_REAP_BLOCKING", "1", "0 starts no osf-reaper thread: only connections that a poll, select or epoll wait watches give their idle pages back"}, nil},
 	{Var{"OSF_DEBUG_TRIM_STOP", "0", "1 stops a process with SIGSTOP right before its first trim punch (tests)"}, nil},
 	{Var{"OSF_DEBUG_REAP_SLOW", "0", "1 makes the osf-reaper thread hold each connection it looks at 5 ms before it reads it (tests)"}, nil},

@@ -44,22 +44,24 @@ func BaseEnv() []string {
 
 // Preload returns env with LD_PRELOAD set to build/libosf.so, for running a
 // program under osf: Cmd(t, Preload(t, "OSF_DEBUG_LOAD_CORE=1"), ...).
-// With OSF_TEST_SHM_POOL=1 in the test's own environment (make test runs
-// the shm tests so once more) it adds OSF_SHM_POOL=1 first, so that shm
-// connections take slots of regions; a test's own env still wins.
+// With OSF_TEST_SHM_POOL=0 in the test's own environment (make test runs
+// the shm tests so once more) it adds OSF_SHM_POOL=0 first, so that shm
+// connections take a segment each instead of slots of regions (the
+// default); a test's own env still wins.
 func Preload(t testing.TB, env ...string) []string {
 	t.Helper()
 	var out []string
-	if PoolRun() {
-		out = append(out, "OSF_SHM_POOL=1")
+	if !PoolRun() {
+		out = append(out, "OSF_SHM_POOL=0")
 	}
 	out = append(out, env...)
 	return append(out, "LD_PRELOAD="+Lib(t))
 }
 
 // PoolRun reports whether this test run makes shm connections from
-// regions (OSF_TEST_SHM_POOL=1: Preload adds OSF_SHM_POOL=1).
-func PoolRun() bool { return os.Getenv("OSF_TEST_SHM_POOL") == "1" }
+// regions, the default (not with OSF_TEST_SHM_POOL=0: Preload adds
+// OSF_SHM_POOL=0).
+func PoolRun() bool { return os.Getenv("OSF_TEST_SHM_POOL") != "0" }
 
 // SegMemfd is the name of the memfds that hold shm connections' rings in
 // this run: "osf-seg", or "osf-region" in a pooled run.

@@ -19,8 +19,10 @@
 # and the KiB each moves each way, BENCH_HTTP_ROUNDS (default 3) and
 # BENCH_HTTP_SECS (default 2) the HTTP servers' rounds and seconds per run.
 # BENCH_POOL=1 adds to the churn and idle-memory rows a third side,
-# "pool": osf with OSF_SHM_POOL=1 (rings from regions), alternating in the
-# same rounds, with rows of its own.
+# "segs": osf with OSF_SHM_POOL=0 (a segment per connection instead of
+# the default slots of regions), alternating in the
+# same rounds, with rows of its own. OSF_SHM_POOL=0 in run.sh's own
+# environment runs every osf side with a segment per connection.
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
@@ -188,8 +190,8 @@ serve() {
 	shift
 	if [[ "$side" == osf ]]; then
 		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" "$@" >"$TMP/server.out" 2>&1 &
-	elif [[ "$side" == pool ]]; then
-		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_POOL=1 "$@" >"$TMP/server.out" 2>&1 &
+	elif [[ "$side" == segs ]]; then
+		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_POOL=0 "$@" >"$TMP/server.out" 2>&1 &
 	else
 		"${SRV_PIN[@]}" "$@" >"$TMP/server.out" 2>&1 &
 	fi
@@ -369,7 +371,7 @@ churn_rows() {
 	declare -A cps
 	local bare_v=() osf_v=() ratio_v=() pool_v=() pratio_v=() cli=(taskset -c $CLI_CPU) what=""
 	local sides=(bare osf)
-	[[ "${BENCH_POOL:-0}" == 1 ]] && sides+=(pool)
+	[[ "${BENCH_POOL:-0}" == 1 ]] && sides+=(segs)
 	if [[ $pin == unpinned ]]; then
 		SRV_PIN=()
 		cli=()
@@ -380,8 +382,8 @@ churn_rows() {
 			serve "$side" "$CHURN" server $PORT "$CHURN_CONNS"
 			if [[ $side == osf ]]; then
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 "$CHURN" loop $PORT "$CHURN_CONNS")
-			elif [[ $side == pool ]]; then
-				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_POOL=1 "$CHURN" loop $PORT "$CHURN_CONNS")
+			elif [[ $side == segs ]]; then
+				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_POOL=0 "$CHURN" loop $PORT "$CHURN_CONNS")
 			else
 				json=$("${cli[@]}" timeout 120 "$CHURN" loop $PORT "$CHURN_CONNS")
 			fi
@@ -392,12 +394,12 @@ churn_rows() {
 			case $side in
 			bare) bare_v+=("${cps[$side]}") ;;
 			osf) osf_v+=("${cps[$side]}") ;;
-			pool) pool_v+=("${cps[$side]}") ;;
+			segs) pool_v+=("${cps[$side]}") ;;
 			esac
 			raw "churn$what $side: $json"
 		done
 		ratio_v+=("$(calc "${cps[osf]} / ${cps[bare]}")")
-		[[ -n "${cps[pool]:-}" ]] && pratio_v+=("$(calc "${cps[pool]} / ${cps[bare]}")")
+		[[ -n "${cps[segs]:-}" ]] && pratio_v+=("$(calc "${cps[segs]} / ${cps[bare]}")")
 	done
 	SRV_PIN=(taskset -c $SRV_CPU)
 	local bm om rm target="≥ 1.5x"
@@ -411,8 +413,8 @@ churn_rows() {
 	if ((${#pool_v[@]})); then
 		om=$(stats median "${pool_v[@]}")
 		rm=$(stats median "${pratio_v[@]}")
-		raw "churn$what pool/bare per round: $(printf '%.2f ' "${pratio_v[@]}")"
-		row "connection churn$what, OSF_SHM_POOL=1 (the same rounds)" \
+		raw "churn$what segs/bare per round: $(printf '%.2f ' "${pratio_v[@]}")"
+		row "connection churn$what, OSF_SHM_POOL=0 (the same rounds)" \
 			"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
 	fi
 }
@@ -581,14 +583,14 @@ idle_memory_case() {
 	local n=$1 ms=$2 unread=$3 what=$4 idle=${5:-epoll} kib=${BENCH_MEM_KIB:-1024} side line i m
 	declare -A held
 	local sides=(bare osf)
-	[[ "${BENCH_POOL:-0}" == 1 ]] && sides+=(pool)
+	[[ "${BENCH_POOL:-0}" == 1 ]] && sides+=(segs)
 	for side in "${sides[@]}"; do
 		serve "$side" "$IDLEMEM" server $PORT "$n" "$ms"
 		if [[ "$side" == osf ]]; then
 			coproc IDLE { exec taskset -c $CLI_CPU env LD_PRELOAD="$LIB" OSF_STRICT=1 \
 				"$IDLEMEM" client $PORT "$n" "$kib" "$unread" $idle; }
-		elif [[ "$side" == pool ]]; then
-			coproc IDLE { exec taskset -c $CLI_CPU env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_POOL=1 \
+		elif [[ "$side" == segs ]]; then
+			coproc IDLE { exec taskset -c $CLI_CPU env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_POOL=0 \
 				"$IDLEMEM" client $PORT "$n" "$kib" "$unread" $idle; }
 		else
 			coproc IDLE { exec taskset -c $CLI_CPU "$IDLEMEM" client $PORT "$n" "$kib" "$unread" $idle; }
@@ -617,9 +619,9 @@ idle_memory_case() {
 	local b=${held[bare]%% *} o=${held[osf]%% *}
 	row "memory held by $n $what that moved $kib KiB each way (MB, RSS + shared memory + socket buffers)" \
 		"$(calc "round($b / 1e6, 1)")" "$(calc "round($o / 1e6, 1)")" "$(ratio "$o" "$b")" "≤ 2x"
-	if [[ -n "${held[pool]:-}" ]]; then
-		o=${held[pool]%% *}
-		row "memory held by $n ${what%,}, OSF_SHM_POOL=1 (the same run)" \
+	if [[ -n "${held[segs]:-}" ]]; then
+		o=${held[segs]%% *}
+		row "memory held by $n ${what%,}, OSF_SHM_POOL=0 (the same run)" \
 			"$(calc "round($b / 1e6, 1)")" "$(calc "round($o / 1e6, 1)")" "$(ratio "$o" "$b")" "≤ 2x"
 	fi
 }
