@@ -108,7 +108,7 @@ func TestSemanticsRDMACaller(t *testing.T) {
 	t.Parallel()
 	prog := testutil.Prog(t, "semantics")
 	var mu sync.Mutex
-	sleeps := 0
+	sleeps, ran := 0, 0
 	t.Run("scenarios", func(t *testing.T) {
 		for _, name := range rdmaCallerScenarios {
 			t.Run(name, func(t *testing.T) {
@@ -127,6 +127,7 @@ func TestSemanticsRDMACaller(t *testing.T) {
 				}
 				mu.Lock()
 				defer mu.Unlock()
+				ran++
 				for _, m := range chanSleeps.FindAllStringSubmatch(string(log), -1) {
 					n, _ := strconv.Atoi(m[1])
 					sleeps += n
@@ -134,7 +135,7 @@ func TestSemanticsRDMACaller(t *testing.T) {
 			})
 		}
 	})
-	if sleeps == 0 {
+	if ran > 0 && sleeps == 0 {
 		t.Errorf("no reader slept on its connection's channel in %d scenarios", len(rdmaCallerScenarios))
 	}
 }
