@@ -1,9 +1,23 @@
 package fdtable
 
 /*
+#include <stdlib.h>
 #include "fdtable.h"
+#include "reason.h"
 */
 import "C"
+
+import "unsafe"
+
+// cDescribe is osf_reason_describe (reason.h), the text libosf.so's C log
+// lines give a reason: TestReasonDescribe holds it to policy's Describe.
+func cDescribe(r, rule int, detail string) string {
+	var buf [512]C.char
+	d := C.CString(detail)
+	defer C.free(unsafe.Pointer(d))
+	C.osf_reason_describe(C.int(r), C.int(rule), d, &buf[0], C.size_t(len(buf)))
+	return C.GoString(&buf[0])
+}
 
 // The C enums that internal/policy mirrors by value, by their C names:
 // policy must stay free of cgo (osfrun is built without it), so

@@ -60,3 +60,19 @@ func TestPolicyABI(t *testing.T) {
 		}
 	}
 }
+
+// TestReasonDescribe checks that the C text of every reason (reason.h,
+// which libosf.so's log lines use) is policy.Reason.Describe's, with and
+// without a rule number and a detail, undefined reasons included.
+func TestReasonDescribe(t *testing.T) {
+	for r := 0; r < 32; r++ {
+		for _, rule := range []int{0, 3, 64} {
+			for _, detail := range []string{"", "EMFILE: too many open files"} {
+				want := policy.Reason(r).Describe(rule, detail)
+				if got := cDescribe(r, rule, detail); got != want {
+					t.Errorf("reason %d rule %d detail %q: C %q, Go %q", r, rule, detail, got, want)
+				}
+			}
+		}
+	}
+}

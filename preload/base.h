@@ -185,6 +185,7 @@ struct osf_state {
 	unsigned spin_us;  /* OSF_SPIN_US */
 	unsigned poll_spin_us;
 	int debug_load_core;
+	int debug_core_at_setup; /* OSF_DEBUG_CORE_AT_SETUP=1 (setup.c) */
 	int shm_pool; /* OSF_SHM_POOL (not 0): shm rings from regions (pool.c) */
 	int shm_kfd;  /* OSF_SHM_KFD=1: the application's fd stays the kernel
 			 TCP socket, data in a slot's rings (kfd.c) */

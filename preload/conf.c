@@ -28,7 +28,7 @@ static const char *const file_vars[] = {
 	"OSF_CONNECT_TIMEOUT_MS",
 	"OSF_GATEWAY_KEY",	  "OSF_GATEWAY_TIMEOUT_MS",
 	"OSF_GO",		  "OSF_SHM_POOL",	  "OSF_SHM_KFD",	  "OSF_REAP_BLOCKING",	  "OSF_DEBUG_TRIM_STOP",
-	"OSF_DEBUG_REAP_SLOW",	  "OSF_DEBUG_LOAD_CORE",
+	"OSF_DEBUG_REAP_SLOW",	  "OSF_DEBUG_LOAD_CORE",    "OSF_DEBUG_CORE_AT_SETUP",
 	"OSF_DEBUG_RDMA_SIM",	  "OSF_DEBUG_RDMA_WATCH_MS",
 };
 #define NVARS (sizeof(file_vars) / sizeof(file_vars[0]))

@@ -114,6 +114,8 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->gw = OSF_CONN_GW_NONE;
 	c->rtx = NULL;
 	c->rtx_gen = 0;
+	c->hold_fd = -1;
+	c->hold_users = c->hold_closed = c->hold_lock = 0;
 	c->rtx_look = rdma || (__atomic_load_n(&osf_seg_hdr(base, ring_bytes)->flags,
 					       __ATOMIC_RELAXED) & OSF_SEG_F_RDMA)
 			      ? OSF_CONN_RTX_LOOKS
@@ -261,6 +263,7 @@ void osf_conn_destroy(struct osf_conn *c)
 	osf_conn_unmap_due(0);
 	osf_fdt_close_hidden(c->seg_fd);
 	osf_fdt_close_hidden(c->s.wfd);
+	osf_conn_rdma_unhold(c, 1);
 	if (c->port_kept && c->port_fd >= 0)
 		osf_port_pass_on(c->port_fd, c);
 	else
@@ -465,6 +468,7 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e)
 		__atomic_add_fetch(&c->s.me->close_seq, 1, __ATOMIC_ACQ_REL);
 		if (c->kfd && c->gone)
 			osf_kfd_close(c, fd, (e->flags & OSF_FDF_LINGER) && e->linger_secs == 0);
+		osf_conn_rdma_unhold(c, 0);
 	}
 	__atomic_store_n(&e->priv, 0, __ATOMIC_RELEASE);
 	conn_put(c); /* the table entry's reference */
@@ -681,6 +685,9 @@ void osf_conn_hidden_moved(int old, int nfd)
 					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		o = old;
 		__atomic_compare_exchange_n(&c->port_fd, &o, nfd, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		o = old;
+		__atomic_compare_exchange_n(&c->hold_fd, &o, nfd, 0,
 					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 	}
 	osf_pool_moved(old, nfd);

@@ -153,7 +153,7 @@ static int wait_data(struct osf_conn *c, int fd)
 	spin = spin_begin(c, &sleeps);
 	if (conn_rdma_rx(c) && osf_conn_rdma_spin(c, spin, 0))
 		r = 0; /* this thread took what arrived (conn_rdma.c) */
-	else
+	else if (!conn_rdma_rx(c) || (r = osf_conn_rdma_sleep(c, fd, 0)) == 1)
 		r = osf_side_wait_data(&c->s, fd, conn_rdma_rx(c) && c->rtx ? 0 : spin);
 
 	spin_end(c, spin, sleeps);
@@ -171,7 +171,7 @@ static int wait_more(struct osf_conn *c, int fd, int64_t have)
 	spin = spin_begin(c, &sleeps);
 	if (conn_rdma_rx(c) && osf_conn_rdma_spin(c, spin, have))
 		r = 0;
-	else
+	else if (!conn_rdma_rx(c) || (r = osf_conn_rdma_sleep(c, fd, have)) == 1)
 		r = osf_side_wait_more(&c->s, fd, conn_rdma_rx(c) && c->rtx ? 0 : spin, have);
 
 	spin_end(c, spin, sleeps);

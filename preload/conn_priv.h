@@ -66,6 +66,15 @@ struct osf_conn {
 	struct osf_rdma_tx *rtx;
 	uint32_t rtx_gen;
 	int rtx_look;
+	/* RDMA, a reader asleep on the connection's channel (conn_rdma.c):
+	 * a hidden duplicate of the wake socket that holds it while a reader
+	 * sleeps, as a recv blocked in the kernel holds its socket (a close
+	 * by another thread meanwhile does not end the connection); made at
+	 * the first such sleep, closed with this process's last fd of the
+	 * connection or, if a reader sleeps then, by the last one to wake.
+	 * Under hold_lock (the holder's pid). */
+	int hold_fd;
+	uint32_t hold_users, hold_closed, hold_lock;
 	uint64_t reap; /* the reaper's slot naming it (reaper.c), 0: none, or
 			  OSF_REAP_NEVER: its rings are never trimmed */
 	uint64_t reap_at; /* the rx tail from which a read (re)lists it:
@@ -109,6 +118,21 @@ static inline int conn_rdma_rx(const struct osf_conn *c)
 int osf_conn_rdma_take(struct osf_conn *c, int look);
 int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have);
 int osf_conn_rdma_credit(struct osf_conn *c, uint64_t tail);
+
+/* osf_conn_rdma_sleep is osf_side_wait_more for a reader of an RDMA
+ * connection whose process owns the QP and whose link offers a channel of
+ * its own (conn_rdma.c; docs/ARCHITECTURE.md, "A reader sleeps on its
+ * connection's channel"): it sleeps in poll on that channel and its wake
+ * socket, takes the completions itself when the channel fires, and gives
+ * recv's answers: 0 when woken, -EAGAIN when SO_RCVTIMEO expired, -EINTR
+ * for a signal (restarted after an SA_RESTART handler when no timeout is
+ * set). 1 when it cannot sleep so: the caller sleeps on the wake socket. */
+int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have);
+
+/* osf_conn_rdma_unhold closes c's wake socket holder (conn_rdma.c) once no
+ * reader sleeps: this process closed its last fd of c (last 0), or c is
+ * destroyed (last 1). */
+void osf_conn_rdma_unhold(struct osf_conn *c, int last);
 
 /* conn_wake_reader follows a publish into c's tx ring (data, FIN): on an
  * RDMA connection this thread posts it itself when it can

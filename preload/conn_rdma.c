@@ -115,3 +115,260 @@ int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have)
 			return 0;
 	}
 }
+
+/* ---- sleeping on the connection's own channel ------------------------ */
+
+/* take_sure takes c's completions, waiting (yielding) while another
+ * thread holds the lock: a completion that came before this thread armed
+ * the channel raises no event, so it must be taken now, by this thread
+ * or the holder. It kicks the engine when the holder keeps the lock. */
+static int take_sure(struct osf_rdma_tx *tx, uint32_t gen)
+{
+	int i, r;
+
+	for (i = 0; i < 64; i++) {
+		r = tx->rx->take(tx, gen, (int32_t)osf_pid());
+		if (r != -2)
+			return r;
+		sched_yield();
+	}
+	osf_rdma_rx_kick(tx->rx);
+	return 0;
+}
+
+/* chan_enter counts this thread as asleep on the channel (the engine's
+ * epoll then leaves it alone) and arms the CQ; the channel's fd, or -1
+ * when the connection has none (any more). chan_leave undoes it; the last
+ * sleeper arms the CQ and gives the channel back to the engine. */
+static int chan_enter(struct osf_rdma_tx *tx, uint32_t gen)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+	int fd = -1;
+
+	osf_rdma_ep_lock(rx);
+	if (__atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) == gen &&
+	    __atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) && rx->chan_fd >= 0) {
+		rx->sleepers++;
+		osf_rdma_chan_apply_locked(rx);
+		if (rx->chan_arm)
+			(void)rx->chan_arm(rx);
+		fd = rx->chan_fd;
+	}
+	osf_rdma_ep_unlock(rx);
+	return fd;
+}
+
+static void chan_leave(struct osf_rdma_tx *tx, uint32_t gen, int fd)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+
+	osf_rdma_ep_lock(rx);
+	if (__atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) == gen && rx->chan_fd == fd &&
+	    rx->sleepers > 0) {
+		if (--rx->sleepers == 0 && rx->chan_arm)
+			(void)rx->chan_arm(rx);
+		osf_rdma_chan_apply_locked(rx);
+	}
+	osf_rdma_ep_unlock(rx);
+}
+
+/* chan_rearm reads the channel's events and arms the CQ again. */
+static void chan_rearm(struct osf_rdma_tx *tx, uint32_t gen, int fd)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+
+	osf_rdma_ep_lock(rx);
+	if (__atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) == gen && rx->chan_fd == fd &&
+	    rx->chan_drain) {
+		(void)rx->chan_drain(rx);
+		(void)rx->chan_arm(rx);
+	}
+	osf_rdma_ep_unlock(rx);
+}
+
+/* rx_done: more than have bytes, or nothing more can come. */
+static int rx_done(const struct osf_side *s, int64_t have)
+{
+	return osf_side_rx_past(s, have) ||
+	       (osf_side_peer_flags(s) & (OSF_SIDE_FIN | OSF_SIDE_RESET)) ||
+	       (osf_side_state(s) & (OSF_CS_GONE | OSF_CS_BROKEN)) ||
+	       (osf_side_my_flags(s) & OSF_SIDE_RDSHUT) || s->pending_err;
+}
+
+/* chan_drop stops sleeping on the channel (this thread sleeps on its wake
+ * socket only from now on) and takes what came before the last arm. */
+static void chan_drop(struct osf_rdma_tx *tx, uint32_t gen, int *cfd)
+{
+	if (*cfd < 0)
+		return;
+	chan_leave(tx, gen, *cfd);
+	*cfd = -1;
+	(void)take_sure(tx, gen);
+}
+
+/* still_ours reports whether fd still names c (another thread may have
+ * closed it, or put another file at its number). */
+static int still_ours(int fd, const struct osf_conn *c)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+
+	return e && __atomic_load_n(&e->priv, __ATOMIC_ACQUIRE) == (uint64_t)(uintptr_t)c;
+}
+
+/* hold_lock holds the word with this process's pid: a fork child, alone
+ * in its process, takes over a lock that a thread of its parent held at
+ * the fork (the holder is not there to let it go). */
+static void hold_lock(struct osf_conn *c)
+{
+	uint32_t me = (uint32_t)osf_pid(), cur = 0;
+
+	while (!__atomic_compare_exchange_n(&c->hold_lock, &cur, me, 0, __ATOMIC_ACQUIRE,
+					    __ATOMIC_RELAXED)) {
+		if (cur != me && __atomic_compare_exchange_n(&c->hold_lock, &cur, me, 0,
+							     __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return;
+		sched_yield();
+		cur = 0;
+	}
+}
+
+static void hold_unlock(struct osf_conn *c)
+{
+	__atomic_store_n(&c->hold_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* hold_get returns c's wake socket holder (conn_priv.h hold_fd), made
+ * from fd on first use, counting this thread as its user; -1 when there
+ * is none to be had (fd is not c's any more, no fd left). */
+static int hold_get(struct osf_conn *c, int fd)
+{
+	int h;
+
+	hold_lock(c);
+	if (c->hold_fd < 0 && !c->hold_closed && still_ours(fd, c)) {
+		h = osf_fdt_dup_high(fd, 1);
+		c->hold_fd = h >= 0 ? osf_fdt_keep_hidden(h, fd) : -1;
+	}
+	h = c->hold_closed ? -1 : c->hold_fd;
+	if (h >= 0)
+		c->hold_users++;
+	hold_unlock(c);
+	return h;
+}
+
+static void hold_close_locked(struct osf_conn *c)
+{
+	if (c->hold_users == 0 && c->hold_closed && c->hold_fd >= 0) {
+		osf_fdt_close_hidden(c->hold_fd);
+		c->hold_fd = -1;
+	}
+}
+
+static void hold_put(struct osf_conn *c)
+{
+	hold_lock(c);
+	c->hold_users--;
+	hold_close_locked(c);
+	hold_unlock(c);
+}
+
+void osf_conn_rdma_unhold(struct osf_conn *c, int last)
+{
+	if (c->hold_fd < 0 && !last)
+		return;
+	hold_lock(c);
+	c->hold_closed = 1;
+	if (last)
+		c->hold_users = 0;
+	hold_close_locked(c);
+	hold_unlock(c);
+}
+
+int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
+{
+	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
+	uint32_t gen = __atomic_load_n(&c->rtx_gen, __ATOMIC_RELAXED);
+	struct timeval tv = {0, 0};
+	socklen_t tl = sizeof(tv);
+	long deadline = -1;
+	int cfd, wfd, took, woken = 0, stuck = 0, r = 0, n, ms;
+
+	if (!tx || !tx->rx || __atomic_load_n(&tx->rx->chan_fd, __ATOMIC_RELAXED) < 0 ||
+	    tx->pid != (int32_t)osf_pid())
+		return 1;
+	/* recv's timeout is the wake socket's, where the program set it. */
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 &&
+	    (tv.tv_sec || tv.tv_usec))
+		deadline = mono_us() / 1000 + tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+	/* The wake socket, through the holder: poll holds a file only while
+	 * it sleeps, and this thread may poll several times. */
+	if ((wfd = hold_get(c, fd)) < 0)
+		return 1;
+	if ((cfd = chan_enter(tx, gen)) < 0) {
+		hold_put(c);
+		return 1;
+	}
+	/* Counted as a reader with rx_want up, as any: whoever else takes
+	 * this connection's completions (the engine, another thread) and
+	 * publishes wakes this thread with a token. */
+	(void)osf_side_arm(&c->s, wfd, OSF_ARM_RX, 0);
+	__atomic_add_fetch(&c->s.me->sleeps, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&tx->rx->chan_sleeps, 1, __ATOMIC_RELAXED);
+	osf_intr_begin();
+	took = take_sure(tx, gen);
+	for (;;) {
+		struct pollfd p[2] = {{wfd, POLLIN, 0}, {cfd, POLLIN, 0}};
+
+		if (rx_done(&c->s, have))
+			break;
+		if (took < 0) /* retired or closing: the engine's, and the wake socket's */
+			chan_drop(tx, gen, &cfd);
+		ms = -1;
+		if (deadline >= 0) {
+			long left = deadline - mono_us() / 1000;
+			if (left <= 0) {
+				r = -EAGAIN;
+				break;
+			}
+			ms = left > 1000000000L ? 1000000000 : (int)left;
+		}
+		p[1].fd = cfd;
+		n = REAL(poll)(p, cfd >= 0 ? 2 : 1, ms);
+		if (n < 0) {
+			/* As recv: restarted after SA_RESTART handlers, unless
+			 * SO_RCVTIMEO is set. */
+			if (errno == EINTR && deadline < 0 && osf_intr_restart()) {
+				osf_intr_begin();
+				took = 0;
+				continue;
+			}
+			r = -errno;
+			break;
+		}
+		if (n == 0) {
+			r = -EAGAIN;
+			break;
+		}
+		if (p[0].revents) { /* a token, or the end */
+			woken = 1;
+			break;
+		}
+		if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+			chan_drop(tx, gen, &cfd); /* the stand-in's end: the engine's */
+			took = 0;
+			continue;
+		}
+		chan_rearm(tx, gen, cfd);
+		took = take_sure(tx, gen);
+		/* The stand-in's socket stays readable while what it holds
+		 * waits for a receive to be posted (RNR): this thread leaves
+		 * it to the engine then and sleeps on its wake socket. */
+		stuck = took > 0 ? 0 : stuck + 1;
+		if (stuck > 2)
+			chan_drop(tx, gen, &cfd);
+	}
+	osf_side_disarm(&c->s, wfd, OSF_ARM_RX, woken ? OSF_ARM_RX : 0);
+	chan_drop(tx, gen, &cfd);
+	hold_put(c);
+	return r;
+}

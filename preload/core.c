@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 enum core_state { CORE_NONE, CORE_LOADING, CORE_READY, CORE_FAILED };
-enum core_op { CORE_OP_LISTEN = 1, CORE_OP_CONNECT, CORE_OP_LOG };
+enum core_op { CORE_OP_LISTEN = 1, CORE_OP_CONNECT };
 
 /* A caller waits for the core's load while the loading thread makes
  * progress (uses CPU: a slow but healthy host), up to CORE_LOAD_MAX_MS; it
@@ -318,10 +318,8 @@ static int core_load(void)
 	core.fns.init = (osf_core_init_fn)dlsym(h, "osfcore_init");
 	core.fns.listen = (osf_core_listen_fn)dlsym(h, "osfcore_listen");
 	core.fns.connect = (osf_core_connect_fn)dlsym(h, "osfcore_connect");
-	core.fns.log = (osf_core_log_fn)dlsym(h, "osfcore_log");
 	core.fns.rdma_find = (osf_core_rdma_find_fn)dlsym(h, "osfcore_rdma_find");
-	if (!core.fns.init || !core.fns.listen || !core.fns.connect ||
-	    !core.fns.log) {
+	if (!core.fns.init || !core.fns.listen || !core.fns.connect) {
 		snprintf(core.err, sizeof(core.err),
 			 "%s lacks the osfcore_* entry points", path);
 		if (have_nofile)
@@ -378,9 +376,6 @@ static void serve(void)
 			break;
 		case CORE_OP_CONNECT:
 			core.ret = core.fns.connect(core.in, core.out);
-			break;
-		case CORE_OP_LOG:
-			core.ret = core.fns.log(core.in, core.out);
 			break;
 		default:
 			core.ret = ENOSYS;
@@ -569,11 +564,6 @@ int osf_core_connect(const struct osf_core_connect_in *in,
 		     struct osf_core_conn *out)
 {
 	return call(CORE_OP_CONNECT, in, out);
-}
-
-int osf_core_log(const struct osf_core_log_in *in)
-{
-	return call(CORE_OP_LOG, in, NULL);
 }
 
 struct osf_rdma_tx *osf_core_rdma_find(uint64_t dev, uint64_t ino, uint32_t *gen)

@@ -123,25 +123,12 @@ struct osf_core_accept_in {
 	uint16_t pad;
 };
 
-/* log: one line for the core's logger, from the C set-up (preload/setup.c)
- * at OSF_LOG_LEVEL debug or info. When reason >= 0 the core appends
- * policy.Reason(reason).Describe(rule, detail) to msg. */
-struct osf_core_log_in {
-	int32_t level;      /* policy.LogLevel: -1 debug, 0 info, 1 warn, 2 error */
-	int32_t reason;     /* enum osf_reason, or -1 */
-	int32_t rule;
-	int32_t pad;
-	char msg[256];      /* NUL-terminated */
-	char detail[96];    /* NUL-terminated */
-};
-
 typedef int (*osf_core_init_fn)(const struct osf_core_init_in *,
 				struct osf_core_init_out *);
 typedef int (*osf_core_listen_fn)(const struct osf_core_listen_in *,
 				  struct osf_core_listen_out *);
 typedef int (*osf_core_connect_fn)(const struct osf_core_connect_in *,
 				   struct osf_core_conn *);
-typedef int (*osf_core_log_fn)(const struct osf_core_log_in *, void *);
 /* rdma_find: the sending state of this process's RDMA connection whose
  * segment memfd is (dev, ino) (sdp/rdma/tx.h) and its generation, or
  * NULL. Plain C in libosfcore.so (sdp/rdma/tx.c): the application's
@@ -155,7 +142,6 @@ struct osf_core_fns {
 	osf_core_init_fn init;       /* "osfcore_init" */
 	osf_core_listen_fn listen;   /* "osfcore_listen" */
 	osf_core_connect_fn connect; /* "osfcore_connect" */
-	osf_core_log_fn log;       /* "osfcore_log" */
 	osf_core_rdma_find_fn rdma_find; /* "osfcore_rdma_find" */
 };
 

@@ -212,6 +212,7 @@ static void hidden_moved(int old, int nfd)
 	osf_conn_hidden_moved(old, nfd);
 	osf_mux_hidden_moved(old, nfd);
 	osf_setup_hidden_moved(old, nfd);
+	osf_log_hidden_moved(old, nfd);
 }
 
 /* dup_onto implements dup2 and dup3 once: newfd's old tenant is released

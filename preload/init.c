@@ -220,6 +220,8 @@ static void load_config(void)
 	tunable("OSF_POLL_SPIN_US", 1000000, &osf.poll_spin_us);
 	dbg = osf_env("OSF_DEBUG_LOAD_CORE");
 	osf.debug_load_core = dbg && strcmp(dbg, "1") == 0;
+	dbg = osf_env("OSF_DEBUG_CORE_AT_SETUP");
+	osf.debug_core_at_setup = dbg && strcmp(dbg, "1") == 0;
 	dbg = osf_env("OSF_SHM_POOL"); /* on unless 0 */
 	osf.shm_pool = !dbg || strcmp(dbg, "0") != 0;
 	dbg = osf_env("OSF_SHM_KFD");

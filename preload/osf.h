@@ -8,7 +8,7 @@
 #include "../selectmux/mux.h"
 
 /* osf_report prints "osf: <msg>" on stderr with one write; it is for
- * errors the user must see (the Go core logs everything else). */
+ * errors the user must see (log lines go through osf_log). */
 void osf_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* osf_env returns the snapshot value of an OSF_* variable, or NULL. */
@@ -39,9 +39,13 @@ int osf_core_connect(const struct osf_core_connect_in *in,
  * process (a fork child, an exec'd image) or has no such connection. */
 struct osf_rdma_tx *osf_core_rdma_find(uint64_t dev, uint64_t ino, uint32_t *gen);
 
-/* osf_core_log hands one log line to the core's logger (loading the core);
- * 0 or an errno. */
-int osf_core_log(const struct osf_core_log_in *in);
+/* osf_log writes one log line of level (OSF_LOGL_*, internal/routec/
+ * route.h) as the core's logger would, to OSF_LOG_FILE or standard error,
+ * without the core (preload/log.c); errno is kept. The caller checks the
+ * level against OSF_LOG_LEVEL. osf_log_hidden_moved follows the log
+ * file's hidden fd when the program takes its number (fd.c). */
+void osf_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void osf_log_hidden_moved(int old, int nfd);
 
 /* osf_core_touched reports whether this image ever started loading the
  * core (fork: a child of one that never did has nothing to forget). */

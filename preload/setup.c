@@ -21,6 +21,7 @@
 #include "setup_priv.h"
 #include "../sdp/names.h"
 #include "../sdp/setup.h"
+#include "../fdtable/reason.h"
 
 /* ---- configuration, once per process ---------------------------------- */
 
@@ -120,6 +121,12 @@ int setup_usable(void)
 {
 	pthread_once(&setup_cfg.once, setup_cfg_load);
 	return setup_cfg.rc == OSF_ROUTE_OK && !setup_cfg.c.debug_rdma_sim;
+}
+
+void setup_debug_core(void)
+{
+	if (osf.debug_core_at_setup)
+		(void)osf_core_ready();
 }
 
 /* ---- addresses ------------------------------------------------------- */
@@ -300,7 +307,7 @@ void setup_set_detail(char out[96], const char *s)
 	snprintf(out, 96, "%s", s ? s : "");
 }
 
-/* ---- logging, through the core, only when asked for ---------------- */
+/* ---- logging (in C: preload/log.c) ---------------------------------- */
 
 /* fmt_ap formats ip:port as netip.AddrPort.String does. */
 const char *setup_fmt_ap(const struct ip *ip, char *out, size_t n)
@@ -327,27 +334,25 @@ int setup_logs(int level)
 	return setup_cfg.rc == OSF_ROUTE_OK && level >= setup_cfg.c.log_level;
 }
 
-/* slog hands a line to the core's logger; reason >= 0 appends its
- * description (policy.Reason.Describe). The core is loaded only for
- * lines the configured level keeps. */
+/* slog writes a line (preload/log.c, never through the core) when the
+ * configured level keeps it; reason >= 0 appends its description
+ * (fdtable/reason.h, policy.Reason.Describe's text). */
 __attribute__((format(printf, 5, 6))) void
 setup_slog(int level, int reason, int rule, const char *detail, const char *fmt, ...)
 {
-	struct osf_core_log_in in;
+	char msg[256], why[256];
 	va_list ap;
 	int saved = errno;
 
 	if (!setup_logs(level))
 		return;
-	memset(&in, 0, sizeof(in));
-	in.level = level;
-	in.reason = reason;
-	in.rule = rule;
-	setup_set_detail(in.detail, detail);
 	va_start(ap, fmt);
-	vsnprintf(in.msg, sizeof(in.msg), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	(void)osf_core_log(&in);
+	why[0] = 0;
+	if (reason >= 0)
+		osf_reason_describe(reason, rule, detail, why, sizeof(why));
+	osf_log(level, "%s%s", msg, why);
 	errno = saved;
 }
 
@@ -364,6 +369,7 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	unsigned slot;
 	int fd, r;
 
+	setup_debug_core();
 	if (!setup_usable())
 		return 0;
 	ip = setup_ip_from(in->family, in->addr, in->port);

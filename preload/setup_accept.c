@@ -720,6 +720,7 @@ static int take_hello(int cfd, const struct osf_core_accept_in *in,
 		return rc;
 	}
 	osf_seg_hdr(hi.seg, hi.h.ring_bytes)->server_pid = osf_pid();
+	setup_debug_core();
 	memset(cc, 0, sizeof(*cc));
 	cc->status = OSF_CORE_OFFLOADED;
 	cc->wake_fd = cfd;

@@ -445,6 +445,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	char full_name[108] = "";
 	int s, why, have_bound;
 
+	setup_debug_core();
 	if (!setup_usable())
 		return 0;
 	dst = setup_ip_from(in->family, in->addr, in->port);
@@ -480,9 +481,8 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	s = dial(real, &hello_client, in, !(have_bound && bound.port), port_fd, &p, &why,
 		 full_name);
 	/* An offloaded connection's install takes this window over (one
-	 * RLIMIT_NOFILE read per connect), unless a line is to be logged:
-	 * the core's logger is never called inside a window. */
-	*window = s >= 0 && !setup_logs(OSF_LOGL_DEBUG);
+	 * RLIMIT_NOFILE read per connect). */
+	*window = s >= 0;
 	if (!*window)
 		osf_fdt_high_end();
 	if (s < 0) {

@@ -58,6 +58,11 @@ struct ip {
 
 void setup_cfg_load(void);
 int setup_usable(void);
+
+/* setup_debug_core loads the core at a connection set-up (listen,
+ * connect, accept) when OSF_DEBUG_CORE_AT_SETUP=1 (tests of the core's
+ * loading: a fresh copy in a fork child, signals, limits). */
+void setup_debug_core(void);
 /* Read on first use: no RDMA device at all (no /sys/class/infiniband
  * entries, no OSF_DEBUG_RDMA_SIM); the ephemeral port range; the first
  * unprivileged port. */

@@ -34,9 +34,12 @@
 #ifndef OSF_SDP_SEGMENT_H
 #define OSF_SDP_SEGMENT_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #define OSF_SEG_MAGIC 0x3147455346534f51ULL /* "QOSFSEG1" */
 #define OSF_SEG_VERSION 6
@@ -188,6 +191,82 @@ static inline uint32_t osf_wake_tokens(uint32_t waiters)
 	if (waiters == 0)
 		return 1;
 	return waiters < OSF_WAKE_MAX_TOKENS ? waiters : OSF_WAKE_MAX_TOKENS;
+}
+
+/* osf_wake_sub subtracts n from a token count, never below 0. */
+static inline void osf_wake_sub(uint32_t *v, uint32_t n)
+{
+	uint32_t cur = __atomic_load_n(v, __ATOMIC_RELAXED);
+
+	while (cur && !__atomic_compare_exchange_n(v, &cur, cur > n ? cur - n : 0, 0,
+						   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		;
+}
+
+/* osf_wake_send wakes the waiters of one kind of a side: its want flag
+ * was up (the caller cleared it), waiters and tokens are its count words
+ * of that kind (rx_ or tx_). It sends them osf_wake_tokens(waiters)
+ * one-byte tokens on sock with send_fn (the sender's send(2)), counted in
+ * tokens before they are sent; what was not sent is uncounted, and the
+ * flag raised again so that the next publish retries, unless the socket's
+ * end is why (EPIPE, ECONNRESET: nobody waits there any more). It counts
+ * the wake-up in *wakes_sent (the waker's side) and returns the send's
+ * result, with its errno. The one implementation of a wake-up: the C data
+ * path's (sdp/side.c) and the RDMA receiving rule's (sdp/rdma/rx.h). */
+static inline long osf_wake_send(int sock, uint32_t *want, const uint32_t *waiters,
+				 uint32_t *tokens, uint64_t *wakes_sent,
+				 ssize_t (*send_fn)(int, const void *, size_t, int))
+{
+	static const char tok[OSF_WAKE_MAX_TOKENS];
+	uint32_t n = osf_wake_tokens(__atomic_load_n(waiters, __ATOMIC_RELAXED));
+	ssize_t r;
+	int err;
+
+	__atomic_add_fetch(tokens, n, __ATOMIC_ACQ_REL);
+	r = send_fn(sock, tok, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	err = errno;
+	if (r < (ssize_t)n) {
+		osf_wake_sub(tokens, n - (uint32_t)(r > 0 ? r : 0));
+		if (r >= 0 || (err != EPIPE && err != ECONNRESET))
+			__atomic_store_n(want, 1, __ATOMIC_RELEASE);
+	}
+	__atomic_add_fetch(wakes_sent, 1, __ATOMIC_RELAXED);
+	errno = err;
+	return (long)r;
+}
+
+/* osf_wake_take reads, without blocking, up to max wake tokens waiting
+ * on sock with recv_fn (the reader's recv(2)) and uncounts them from
+ * tokens (the taking side's count of that kind). It returns how many it
+ * read and sets *end when it reached the socket's end (every holder of
+ * the other end gone, or a reset). The one way a side takes its tokens:
+ * the C data path's (side.c osf_side_drain) and the RDMA engine's
+ * (sdp/rdma stream.go drainWake). */
+static inline uint32_t osf_wake_take(int sock, uint32_t *tokens, uint32_t max, int *end,
+				     ssize_t (*recv_fn)(int, void *, size_t, int))
+{
+	char buf[256];
+	uint32_t got = 0;
+	ssize_t r;
+	int saved = errno;
+
+	*end = 0;
+	while (sock >= 0 && got < max) {
+		r = recv_fn(sock, buf, max - got < sizeof(buf) ? max - got : sizeof(buf),
+			    MSG_DONTWAIT);
+		if (r > 0) {
+			got += (uint32_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		*end = r == 0 || errno == ECONNRESET;
+		break;
+	}
+	if (got)
+		osf_wake_sub(tokens, got);
+	errno = saved;
+	return got;
 }
 
 struct osf_seg_ring {

@@ -468,47 +468,23 @@ static uint32_t *tokens_of(struct osf_seg_side *sd, const uint32_t *waiters)
 	return waiters == &sd->tx_waiters ? &sd->tx_tokens : &sd->rx_tokens;
 }
 
-/* sub_sat subtracts n from a count, never below 0. */
-static void sub_sat(uint32_t *v, uint32_t n)
-{
-	uint32_t cur = __atomic_load_n(v, __ATOMIC_RELAXED);
-
-	while (cur && !__atomic_compare_exchange_n(v, &cur, cur > n ? cur - n : 0,
-						   0, __ATOMIC_ACQ_REL,
-						   __ATOMIC_RELAXED))
-		;
-}
-
 void osf_side_send_tokens(struct osf_side *s, int sock, uint32_t *waiters)
 {
-	static const char tok[OSF_WAKE_MAX_TOKENS];
-	uint32_t n = osf_wake_tokens(__atomic_load_n(waiters, __ATOMIC_RELAXED));
-	uint32_t *count = tokens_of(s->peer, waiters);
 	int saved = errno;
-	ssize_t r;
+	int tx = waiters == &s->peer->tx_waiters;
 
-	__atomic_add_fetch(count, n, __ATOMIC_ACQ_REL);
-	r = osf_sys_send(sock, tok, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-	if (r < (ssize_t)n) {
-		sub_sat(count, n - (uint32_t)(r > 0 ? r : 0));
-		if (r < 0 && (errno == EPIPE || errno == ECONNRESET))
-			/* Gone, or its end shut by its own shutdown, where
-			 * nobody waits for a token any more. */
-			osf_side_check_end(s, sock);
-		else /* not (all) sent: ask again at the next publish */
-			__atomic_store_n(waiters == &s->peer->tx_waiters
-						 ? &s->peer->tx_want
-						 : &s->peer->rx_want,
-					 1, __ATOMIC_RELEASE);
-	}
-	__atomic_add_fetch(&s->me->wakes_sent, 1, __ATOMIC_RELAXED);
+	if (osf_wake_send(sock, tx ? &s->peer->tx_want : &s->peer->rx_want, waiters,
+			  tokens_of(s->peer, waiters), &s->me->wakes_sent, osf_sys_send) < 0 &&
+	    (errno == EPIPE || errno == ECONNRESET))
+		/* Gone, or its end shut by its own shutdown, where nobody
+		 * waits for a token any more. */
+		osf_side_check_end(s, sock);
 	errno = saved;
 }
 
 void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters)
 {
-	char buf[256];
-	int avail = 0, saved = errno;
+	int avail = 0, end, saved = errno;
 	uint32_t keep;
 	struct pollfd p = {sock, POLLIN | POLLRDHUP, 0};
 
@@ -524,17 +500,9 @@ void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters)
 	keep = __atomic_load_n(waiters, __ATOMIC_RELAXED);
 	if (avail <= 0 || keep >= (uint32_t)avail)
 		goto out;
-	avail -= (int)keep;
-	while (avail > 0) {
-		ssize_t r = osf_sys_recv(sock, buf,
-					 avail < (int)sizeof(buf) ? (size_t)avail
-								  : sizeof(buf),
-					 MSG_DONTWAIT);
-		if (r <= 0)
-			break;
-		sub_sat(tokens_of(s->me, waiters), (uint32_t)r);
-		avail -= (int)r;
-	}
+	/* The end, if reached, was seen by the poll above. */
+	(void)osf_wake_take(sock, tokens_of(s->me, waiters), (uint32_t)avail - keep, &end,
+			    osf_sys_recv);
 out:
 	errno = saved;
 }
@@ -570,7 +538,7 @@ void osf_side_take_token(struct osf_side *s, int sock)
 	if (r == 0)
 		osf_side_check_end(s, sock);
 	else if (r == 1)
-		sub_sat(sock == s->wfd ? &s->me->tx_tokens : &s->me->rx_tokens, 1);
+		osf_wake_sub(sock == s->wfd ? &s->me->tx_tokens : &s->me->rx_tokens, 1);
 	errno = saved;
 }
 
@@ -641,7 +609,7 @@ static int sleep_token(struct osf_side *s, int sock)
 		return 0;
 	}
 	if (r == 1)
-		sub_sat(sock == s->wfd ? &s->me->tx_tokens : &s->me->rx_tokens, 1);
+		osf_wake_sub(sock == s->wfd ? &s->me->tx_tokens : &s->me->rx_tokens, 1);
 	return r < 0 ? -err : 0;
 }
 

@@ -164,17 +164,9 @@ func (s *Segment) tokens(i int, w Want) *uint32 {
 	return u32(&s.side(i).rx_tokens)
 }
 
-// TakeTokens uncounts n tokens of kind w of side i, never below 0: the
-// ones a send did not deliver, or the ones side i took.
-func (s *Segment) TakeTokens(i int, w Want, n uint32) {
-	p := s.tokens(i, w)
-	for {
-		v := atomic.LoadUint32(p)
-		if v == 0 || atomic.CompareAndSwapUint32(p, v, v-min(v, n)) {
-			return
-		}
-	}
-}
+// TokensWord returns side i's count of tokens of kind w sent and not
+// taken, for C code that takes them (segment.h osf_wake_take).
+func (s *Segment) TokensWord(i int, w Want) *uint32 { return s.tokens(i, w) }
 
 // Tokens returns side i's count of tokens of kind w sent and not taken.
 func (s *Segment) Tokens(i int, w Want) uint32 { return atomic.LoadUint32(s.tokens(i, w)) }

@@ -165,6 +165,7 @@ func assertLog(t *testing.T, log, want string) {
 var (
 	callerPosts = regexp.MustCompile(`sends posted by the application's threads ([0-9]+)`)
 	callerTakes = regexp.MustCompile(`completions taken by the application's threads ([0-9]+)`)
+	chanSleeps  = regexp.MustCompile(`sleeps on the connection's channel ([0-9]+)`)
 )
 
 // assertCallerPosts checks that the application's own threads posted
@@ -181,7 +182,16 @@ func assertCallerTakes(t *testing.T, log string, want bool) {
 	t.Helper()
 	if want {
 		assertCallerCount(t, log, callerTakes, "completions were taken")
+		// A reader that found nothing slept on its connection's
+		// channel (preload/conn_rdma.c), not on its wake socket.
+		assertCallerCount(t, log, chanSleeps, "readers slept on the connection's channel")
 		return
+	}
+	for _, m := range chanSleeps.FindAllStringSubmatch(log, -1) {
+		if m[1] != "0" {
+			t.Errorf("with OSF_RDMA_RX=engine, readers slept %s times on the connection's channel:\n%s", m[1], log)
+			return
+		}
 	}
 	for _, m := range callerTakes.FindAllStringSubmatch(log, -1) {
 		if m[1] != "0" {

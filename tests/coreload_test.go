@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -228,5 +230,109 @@ func TestCoreKeepsFdLimit(t *testing.T) {
 	}
 	if !strings.Contains(r.Stderr, "libosfcore=1") {
 		t.Errorf("the core was not loaded: %s", r)
+	}
+}
+
+// forkLogServer listens on 127.0.0.1:PORT, forks one child that accepts
+// a connection and echoes one message (a pre-fork worker), prints
+// "child PID accepted", waits for its standard input to close and exits.
+const forkLogServer = `
+import os, socket, sys
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(8)
+print("listening", flush=True)
+pid = os.fork()
+if pid == 0:
+    c, _ = l.accept()
+    c.sendall(c.recv(64))
+    print("child %d accepted" % os.getpid(), flush=True)
+    sys.stdin.read()
+    os._exit(0)
+sys.stdin.read()
+os.waitpid(pid, 0)
+`
+
+// logLine is one line of osf's log: the core's zap console format, which
+// libosf.so's C lines (preload/log.c) copy: time, level, "osf", message,
+// then the pid and program as JSON.
+var logLine = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d{4})\t(debug|info|warn|error)\tosf\t(.*)\t\{"pid": (\d+), "prog": "([^"\\]*)"\}$`)
+
+// TestForkChildLogsWithoutCore: a pre-fork server's worker (a fork child)
+// at OSF_LOG_LEVEL=debug accepts a shm connection without mapping the Go
+// core, and its "accept on" line is written, by libosf.so, in the core's
+// format. With OSF_DEBUG_CORE_AT_SETUP=1 the core loads and writes lines
+// of its own into the same file: every line has one format.
+func TestForkChildLogsWithoutCore(t *testing.T) {
+	t.Parallel()
+	for _, withCore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("core-at-setup=%v", withCore), func(t *testing.T) {
+			t.Parallel()
+			logPath := filepath.Join(t.TempDir(), "osf.log")
+			env := []string{"OSF_LOG_LEVEL=debug", "OSF_LOG_FILE=" + logPath}
+			if withCore {
+				env = append(env, "OSF_DEBUG_CORE_AT_SETUP=1")
+			}
+			port := testutil.FreePort(t)
+			srv := underOsf.cmd(t, env, python(t), "-c", forkLogServer, fmt.Sprint(port))
+			stdin, err := srv.Cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := srv.Start()
+			defer stdin.Close()
+			p.WaitOutput("listening\n", shortRun)
+			r := underOsf.cmd(t, nil, python(t), "-c", `
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+c.sendall(b"ping-osf")
+print(c.recv(64).decode())`, fmt.Sprint(port)).MustRun(shortRun)
+			if r.Stdout != "ping-osf\n" {
+				t.Fatalf("client: %s", r)
+			}
+			out := p.WaitOutput(" accepted\n", shortRun)
+			var child int
+			if _, err := fmt.Sscanf(out[strings.LastIndex(out, "child "):], "child %d accepted", &child); err != nil {
+				t.Fatalf("no child pid in %q", out)
+			}
+			testutil.AssertTransport(t, child, testutil.ByRole("server"), testutil.TransportShm)
+			mapped, err := testutil.CoreMapped(child)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mapped != withCore {
+				t.Errorf("fork child %d: core mapped %v, want %v", child, mapped, withCore)
+			}
+			stdin.Close()
+			p.Wait(shortRun)
+
+			b, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantMsg := regexp.MustCompile(fmt.Sprintf(`^accept on 127\.0\.0\.1:%d: shm from 127\.0\.0\.1:\d+ \(pid \d+ uid \d+\)$`, port))
+			var accepted, coreLines int
+			for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+				m := logLine.FindStringSubmatch(line)
+				if m == nil {
+					t.Errorf("log line not in the core's format: %q", line)
+					continue
+				}
+				if strings.HasPrefix(m[3], "core loaded:") {
+					coreLines++
+				}
+				if m[4] == fmt.Sprint(child) && wantMsg.MatchString(m[3]) {
+					accepted++
+					if m[2] != "debug" || m[5] != "python3" {
+						t.Errorf("accept line: level %q prog %q, want debug python3: %q", m[2], m[5], line)
+					}
+				}
+			}
+			if accepted != 1 {
+				t.Errorf("%d \"accept on\" lines of the child %d, want 1; log:\n%s", accepted, child, b)
+			}
+			if withCore && coreLines == 0 {
+				t.Errorf("the core wrote no line; log:\n%s", b)
+			}
+		})
 	}
 }

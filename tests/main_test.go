@@ -24,7 +24,7 @@ type mode struct {
 	// or not at all (OSF_TRANSPORT=rdma OSF_DEBUG_RDMA_SIM=1 OSF_STRICT=1:
 	// no fallback to kernel TCP passes for it).
 	rdmaSim bool
-	log     bool // OSF_LOG_LEVEL=debug into a file: the core loads at set-up
+	log     bool // OSF_LOG_LEVEL=debug into a file, the core loaded at set-up
 }
 
 var (
@@ -32,11 +32,11 @@ var (
 	underOsf   = mode{name: "osf", osf: true}
 	osfCore    = mode{name: "osf+core", osf: true, core: true}
 	osfRDMASim = mode{name: "osf+rdma-sim", osf: true, rdmaSim: true}
-	// osfLogged logs at debug level to a file: the C set-up hands its log
-	// lines to the Go core, so the core loads at the first listen, connect
-	// or accept, as it did for every one of them before the set-up moved
-	// to C. Tests of the core's loading (fresh copies in fork children,
-	// signals, limits) run in this mode.
+	// osfLogged logs at debug level to a file (libosf.so writes the C
+	// set-up's lines itself) and loads the core at the first listen,
+	// connect or accept (OSF_DEBUG_CORE_AT_SETUP=1), as every one of them
+	// did before the set-up moved to C. Tests of the core's loading
+	// (fresh copies in fork children, signals, limits) run in this mode.
 	osfLogged = mode{name: "osf+log", osf: true, log: true}
 )
 
@@ -50,7 +50,8 @@ func (m mode) env(t testing.TB, extra ...string) []string {
 		extra = append(extra, "OSF_DEBUG_LOAD_CORE=1")
 	}
 	if m.log {
-		extra = append(extra, "OSF_LOG_LEVEL=debug", "OSF_LOG_FILE="+filepath.Join(t.TempDir(), "osf.log"))
+		extra = append(extra, "OSF_LOG_LEVEL=debug", "OSF_LOG_FILE="+filepath.Join(t.TempDir(), "osf.log"),
+			"OSF_DEBUG_CORE_AT_SETUP=1")
 	}
 	if m.osf {
 		return testutil.Preload(t, extra...)

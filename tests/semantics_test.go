@@ -2,7 +2,11 @@ package tests
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/osfproject/osf/internal/testutil"
@@ -37,16 +41,23 @@ func TestSemantics(t *testing.T) {
 				t.Fatalf("run under osf: %s\n--- bare output for comparison:\n%s", o, b.Stdout)
 			}
 			noOsfMessages(t, name, o.Stderr)
-			want, nb := semanticsNormalize(t, name, "bare", b.Stdout, "tcp")
-			got, no := semanticsNormalize(t, name, "osf", o.Stdout, testutil.ShmTransport())
-			if nb != no {
-				t.Errorf("%d connections bare, %d under osf", nb, no)
-			}
-			if want != got {
-				t.Errorf("scenario %s under osf differs from Linux TCP (bare):\n%s\n--- bare:\n%s--- osf:\n%s",
-					name, lineDiff(want, got), b.Stdout, o.Stdout)
-			}
+			semanticsCompare(t, name, b.Stdout, o.Stdout, testutil.ShmTransport())
 		})
+	}
+}
+
+// semanticsCompare requires scenario name's output under osf to be the
+// bare run's (Linux TCP's) line for line, and as many connection ends.
+func semanticsCompare(t *testing.T, name, bare, osf, transport string) {
+	t.Helper()
+	want, nb := semanticsNormalize(t, name, "bare", bare, "tcp")
+	got, no := semanticsNormalize(t, name, "osf", osf, transport)
+	if nb != no {
+		t.Errorf("%d connections bare, %d under osf", nb, no)
+	}
+	if want != got {
+		t.Errorf("scenario %s under osf differs from Linux TCP (bare):\n%s\n--- bare:\n%s--- osf:\n%s",
+			name, lineDiff(want, got), bare, osf)
 	}
 }
 
@@ -79,4 +90,53 @@ func semanticsNormalize(t *testing.T, name, mode, out, transport string) (string
 		lines[i] = fmt.Sprintf("%s: transport", name)
 	}
 	return strings.Join(lines, "\n"), ends
+}
+
+// rdmaCallerScenarios are the scenarios of progs/semantics.c in which a
+// recv blocks: timeouts, signals with and without SA_RESTART, the peer's
+// FIN and reset, a shutdown or close by another thread, MSG_WAITALL and
+// SO_RCVLOWAT.
+var rdmaCallerScenarios = []string{"rcvtimeo", "eintr", "eintr_restart", "timeo_eintr",
+	"peerclose", "reset_seen", "blocked_shutdown", "waitall", "rcvlowat", "recv0"}
+
+// TestSemanticsRDMACaller runs rdmaCallerScenarios over the RDMA
+// stand-in with OSF_RDMA_RX=caller, where a reader that found nothing
+// sleeps in poll on its connection's own channel and its wake socket
+// (preload/conn_rdma.c) instead of in recv on the wake socket: the
+// outputs must be Linux TCP's line for line, and the engine's log must
+// show readers asleep on the channel.
+func TestSemanticsRDMACaller(t *testing.T) {
+	t.Parallel()
+	prog := testutil.Prog(t, "semantics")
+	var mu sync.Mutex
+	sleeps, ran := 0, 0
+	t.Run("scenarios", func(t *testing.T) {
+		for _, name := range rdmaCallerScenarios {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				logPath := filepath.Join(t.TempDir(), "osf.log")
+				b := bare.cmd(t, nil, prog, name).MustRun(shortRun)
+				o := osfRDMASim.cmd(t, []string{"OSF_RDMA_RX=caller", "OSF_LOG_LEVEL=debug", "OSF_LOG_FILE=" + logPath},
+					prog, name).Run(shortRun)
+				if !o.OK() {
+					t.Fatalf("run under osf: %s\n--- bare output for comparison:\n%s", o, b.Stdout)
+				}
+				semanticsCompare(t, name, b.Stdout, o.Stdout, "unix")
+				log, _ := os.ReadFile(logPath)
+				if !strings.Contains(string(log), ": rdma via sim") {
+					t.Errorf("no connection over RDMA in the log:\n%s", log)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				ran++
+				for _, m := range chanSleeps.FindAllStringSubmatch(string(log), -1) {
+					n, _ := strconv.Atoi(m[1])
+					sleeps += n
+				}
+			})
+		}
+	})
+	if ran > 0 && sleeps == 0 {
+		t.Errorf("no reader slept on its connection's channel in %d scenarios", len(rdmaCallerScenarios))
+	}
 }

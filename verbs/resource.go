@@ -203,6 +203,32 @@ func (ch *CompChannel) Fd() int {
 	return int(ch.ch.fd)
 }
 
+// Raw returns the struct ibv_comp_channel * itself, for C code of this
+// process that reads its events (sdp/rdma rx.c: an application's thread
+// asleep on its connection's channel). It stays valid until Close; nil
+// once closed.
+func (ch *CompChannel) Raw() unsafe.Pointer {
+	if ch == nil {
+		return nil
+	}
+	return unsafe.Pointer(ch.ch)
+}
+
+// MoveFD makes the channel use fd, a duplicate of its fd that the caller
+// made (at a number of its choosing), and closes the old one. It must not
+// run concurrently with other methods.
+func (ch *CompChannel) MoveFD(fd int) error {
+	if ch == nil || ch.ch == nil {
+		return closedError("comp channel move fd")
+	}
+	old := int(ch.ch.fd)
+	if fd == old {
+		return nil
+	}
+	ch.ch.fd = C.int(fd)
+	return unix.Close(old)
+}
+
 // SetNonblock switches GetEvent between blocking (the default) and
 // non-blocking mode, by setting O_NONBLOCK on the fd.
 func (ch *CompChannel) SetNonblock(nonblocking bool) error {

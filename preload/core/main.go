@@ -102,25 +102,3 @@ func setDetail(dst *[96]C.char, s string) {
 	}
 	dst[n] = 0
 }
-
-//export osfcore_log
-func osfcore_log(in *C.struct_osf_core_log_in, _ unsafe.Pointer) C.int {
-	if core.log == nil {
-		return C.int(unix.ENOSYS)
-	}
-	msg := C.GoString(&in.msg[0])
-	if in.reason >= 0 {
-		msg += policy.Reason(in.reason).Describe(int(in.rule), C.GoString(&in.detail[0]))
-	}
-	switch policy.LogLevel(in.level) {
-	case policy.LogDebug:
-		core.log.Debugf("%s", msg)
-	case policy.LogInfo:
-		core.log.Infof("%s", msg)
-	case policy.LogWarn:
-		core.log.Warnf("%s", msg)
-	default:
-		core.log.Errorf("%s", msg)
-	}
-	return 0
-}

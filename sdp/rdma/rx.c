@@ -26,7 +26,9 @@ int osf_rdma_rx_take(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid)
 	if (!rx || !__atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) || tx->pid != pid)
 		return -1;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	n = -2;
 	if (osf_rdma_rx_trylock(rx)) {
+		n = 0;
 		if (!__atomic_load_n(&tx->live, __ATOMIC_RELAXED) ||
 		    __atomic_load_n(&tx->gen, __ATOMIC_RELAXED) != gen ||
 		    __atomic_load_n(&rx->down, __ATOMIC_RELAXED)) {
@@ -182,4 +184,102 @@ int osf_rdma_sim_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *wc, int n)
 			.status = OSF_RDMA_WC_FLUSH};
 	}
 	return got;
+}
+
+// ---- the connection's own channel (rx.h chan_fd) ----------------------
+
+// osf_rdma_verbs_arm is rx->chan_arm for a verbs CQ: its next completion
+// raises an event on the connection's completion channel.
+static int osf_rdma_verbs_arm(struct osf_rdma_rx *rx)
+{
+	return rx->cq ? ibv_req_notify_cq((struct ibv_cq *)rx->cq, 0) : EINVAL;
+}
+
+// osf_rdma_verbs_drain is rx->chan_drain: it reads (non-blocking: the
+// channel's fd is) and acknowledges every event waiting on the channel.
+static int osf_rdma_verbs_drain(struct osf_rdma_rx *rx)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+	int i, saved = errno;
+
+	for (i = 0; rx->chan && i < 64; i++) {
+		if (ibv_get_cq_event((struct ibv_comp_channel *)rx->chan, &cq, &ctx) != 0)
+			break;
+		ibv_ack_cq_events(cq, 1);
+	}
+	errno = saved;
+	return 0;
+}
+
+// osf_rdma_chan_use hands the connection's channel to the rule: fd (a
+// verbs completion channel, chan non-NULL, or the stand-in's socket),
+// registered in the engine's epoll ep for set, the engine wanting want.
+void osf_rdma_chan_use(struct osf_rdma_tx *tx, int fd, void *chan, int ep, uint32_t want,
+		       uint32_t set)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+
+	osf_rdma_ep_lock(rx);
+	rx->chan_fd = fd;
+	rx->chan = chan;
+	rx->ep_fd = ep;
+	rx->ep_want = want;
+	rx->ep_set = set;
+	rx->sleepers = 0;
+	rx->chan_arm = chan ? osf_rdma_verbs_arm : NULL;
+	rx->chan_drain = chan ? osf_rdma_verbs_drain : NULL;
+	osf_rdma_chan_apply_locked(rx);
+	osf_rdma_ep_unlock(rx);
+}
+
+// osf_rdma_chan_want sets the events the engine wants on the channel
+// (registered at once unless a thread sleeps on it); it returns the
+// events registered now.
+uint32_t osf_rdma_chan_want(struct osf_rdma_tx *tx, uint32_t want)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+	uint32_t set;
+
+	osf_rdma_ep_lock(rx);
+	rx->ep_want = want;
+	osf_rdma_chan_apply_locked(rx);
+	set = rx->ep_set;
+	osf_rdma_ep_unlock(rx);
+	return set;
+}
+
+// osf_rdma_chan_engine_drain is the engine's read of the channel's events
+// when it woke for them: none while an application's thread sleeps on
+// the channel (the event is that thread's; the engine only looks at the
+// CQ). It reports whether the channel is the rule's.
+int osf_rdma_chan_engine_drain(struct osf_rdma_tx *tx)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+	int mine;
+
+	osf_rdma_ep_lock(rx);
+	mine = rx->chan_fd >= 0;
+	if (mine && rx->sleepers == 0 && rx->chan_drain)
+		(void)rx->chan_drain(rx);
+	osf_rdma_ep_unlock(rx);
+	return mine;
+}
+
+// osf_rdma_chan_forget takes the channel out of the engine's epoll and
+// out of the rule's hands, before it is closed: a thread asleep on it
+// is woken by its wake socket's end, and finds it gone.
+void osf_rdma_chan_forget(struct osf_rdma_tx *tx)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+
+	osf_rdma_ep_lock(rx);
+	rx->sleepers = 0;
+	rx->ep_want = 0;
+	osf_rdma_chan_apply_locked(rx);
+	rx->chan_fd = rx->ep_fd = -1;
+	rx->ep_set = 0;
+	rx->chan = NULL;
+	rx->chan_arm = rx->chan_drain = NULL;
+	osf_rdma_ep_unlock(rx);
 }

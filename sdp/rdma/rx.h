@@ -42,6 +42,8 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -94,10 +96,14 @@ typedef int (*osf_rdma_poll_fn)(struct osf_rdma_rx *rx, struct osf_rdma_wc *wc, 
 typedef int (*osf_rdma_recv_fn)(struct osf_rdma_rx *rx, uint64_t wr_id);
 /* The application's threads' entry (rx.c osf_rdma_rx_take): takes and
  * applies what completions there are, for the caller of pid holding
- * generation gen: how many, 0 when there were none, the lock was busy or
- * the engine must act, -1 when this thread may not (another process, a
- * retired or closing connection). */
+ * generation gen: how many, 0 when there were none or the engine must
+ * act, -2 when another thread (or the engine) holds the lock, -1 when this
+ * thread may not (another process, a retired or closing connection). */
 typedef int (*osf_rdma_take_fn)(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid);
+/* A channel operation (rx.c), under ep_lock: arm the CQ for its next
+ * completion event, or read and acknowledge the channel's events without
+ * blocking; 0 or an errno. */
+typedef int (*osf_rdma_chan_fn)(struct osf_rdma_rx *rx);
 
 struct osf_rdma_rx {
 	uint32_t lock;   /* rx_lock: 0 free, 1 held */
@@ -146,6 +152,22 @@ struct osf_rdma_rx {
 	uint32_t stash_i, stash_n;
 	struct osf_rdma_wc stash[16];
 	uint8_t sim_buf[4096];
+	/* The connection's own channel (docs/ARCHITECTURE.md, "A reader
+	 * sleeps on its connection's channel"): an fd readable when
+	 * completions may wait (a verbs completion channel of this CQ alone,
+	 * or the stand-in's socket), which the engine's epoll watches while
+	 * no application thread sleeps on it. Past sim_buf: a reuse's memset
+	 * never clears ep_lock under a thread that holds it. Under ep_lock: */
+	uint32_t ep_lock;
+	int32_t chan_fd;  /* -1: none (the thread sleeps on its wake socket) */
+	int32_t ep_fd;    /* the engine's epoll */
+	uint32_t ep_want; /* events the engine wants on chan_fd */
+	uint32_t ep_set;  /* events chan_fd is registered with (0: not in the set) */
+	uint32_t sleepers; /* application threads asleep on chan_fd */
+	osf_rdma_chan_fn chan_arm;   /* verbs: ibv_req_notify_cq; NULL: stand-in */
+	osf_rdma_chan_fn chan_drain; /* verbs: ibv_get_cq_event and ack */
+	void *chan;                  /* verbs: the struct ibv_comp_channel */
+	uint64_t chan_sleeps; /* sleeps on chan_fd (relaxed; tests, osfstat) */
 };
 
 /* osf_rdma_rx_kick wakes the engine (its eventfd): it has work an
@@ -189,33 +211,17 @@ static inline struct osf_seg_side *osf_rdma_rx_app(const struct osf_rdma_rx *rx)
 
 /* osf_rdma_rx_tokens sends the local side's waiters of one kind (want,
  * waiters and tokens words) their wake tokens on sock, as a peer process
- * does (side.c osf_side_send_tokens): at least one, counted before they
- * are sent; a send that fails, other than at the end of the application's
- * socket, raises the want flag again. */
-static inline void osf_rdma_rx_tokens(int sock, uint32_t *want, uint32_t *waiters,
-				      uint32_t *tokens)
+ * does (segment.h osf_wake_send, side.c's too), counted in the engine's
+ * side's wakes_sent; the end of the socket (EPIPE, ECONNRESET) is the
+ * engine's to see, on its end. */
+static inline void osf_rdma_rx_tokens(struct osf_rdma_rx *rx, int sock, uint32_t *want,
+				      uint32_t *waiters, uint32_t *tokens)
 {
-	static const char zeros[OSF_WAKE_MAX_TOKENS];
-	uint32_t n = osf_wake_tokens(__atomic_load_n(waiters, __ATOMIC_RELAXED)), v;
-	ssize_t r;
 	int saved = errno;
 
-	if (sock < 0)
-		return;
-	__atomic_add_fetch(tokens, n, __ATOMIC_ACQ_REL);
-	r = sendto(sock, zeros, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
-	if (r < (ssize_t)n) {
-		uint32_t back = n - (uint32_t)(r > 0 ? r : 0);
-
-		v = __atomic_load_n(tokens, __ATOMIC_RELAXED);
-		while (!__atomic_compare_exchange_n(tokens, &v, v > back ? v - back : 0, 0,
-						    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-			;
-		/* The end (EPIPE, ECONNRESET) is the engine's to see, on
-		 * its end of the socket. */
-		if (r >= 0 || (errno != EPIPE && errno != ECONNRESET))
-			__atomic_store_n(want, 1, __ATOMIC_RELEASE);
-	}
+	if (sock >= 0)
+		(void)osf_wake_send(sock, want, waiters, tokens,
+				    &rx->hdr->side[1 - rx->side].wakes_sent, send);
 	errno = saved;
 }
 
@@ -229,7 +235,7 @@ static inline void osf_rdma_rx_wake_reader(struct osf_rdma_rx *rx)
 	if (!__atomic_load_n(&a->rx_want, __ATOMIC_RELAXED) ||
 	    !__atomic_exchange_n(&a->rx_want, 0, __ATOMIC_ACQ_REL))
 		return;
-	osf_rdma_rx_tokens(rx->wake, &a->rx_want, &a->rx_waiters, &a->rx_tokens);
+	osf_rdma_rx_tokens(rx, rx->wake, &a->rx_want, &a->rx_waiters, &a->rx_tokens);
 }
 
 /* osf_rdma_rx_wake_writer wakes an application's writer waiting for room
@@ -247,7 +253,7 @@ static inline void osf_rdma_rx_wake_writer(struct osf_rdma_rx *rx, uint64_t tail
 	if (head - tail > rx->size || rx->size - (head - tail) < rx->lowat)
 		return;
 	if (__atomic_exchange_n(&a->tx_want, 0, __ATOMIC_ACQ_REL))
-		osf_rdma_rx_tokens(rx->wake_tx, &a->tx_want, &a->tx_waiters, &a->tx_tokens);
+		osf_rdma_rx_tokens(rx, rx->wake_tx, &a->tx_want, &a->tx_waiters, &a->tx_tokens);
 }
 
 /* osf_rdma_advance is imm.go's Advance: the position whose low 28 bits
@@ -456,6 +462,53 @@ static inline void osf_rdma_rx_unlock(struct osf_rdma_rx *rx)
 	__atomic_store_n(&rx->lock, 0, __ATOMIC_RELEASE);
 }
 
+/* ep_lock guards the channel's fields and its registration in the
+ * engine's epoll: held for one epoll_ctl, a CQ arm or a channel read. */
+static inline void osf_rdma_ep_lock(struct osf_rdma_rx *rx)
+{
+	uint32_t free;
+	int i;
+
+	for (i = 0;; i++) {
+		free = 0;
+		if (__atomic_compare_exchange_n(&rx->ep_lock, &free, 1, 0, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return;
+		if (i > 64)
+			sched_yield();
+	}
+}
+
+static inline void osf_rdma_ep_unlock(struct osf_rdma_rx *rx)
+{
+	__atomic_store_n(&rx->ep_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* osf_rdma_chan_apply_locked makes the engine's epoll watch chan_fd for
+ * ep_want while no application thread sleeps on it, and not for input
+ * while one does (the connection's completions then wake that thread
+ * alone, not the engine; the stand-in's engine still waits for room to
+ * write on it). Under ep_lock. */
+static inline void osf_rdma_chan_apply_locked(struct osf_rdma_rx *rx)
+{
+	uint32_t want = rx->sleepers ? rx->ep_want & ~(uint32_t)(EPOLLIN | EPOLLRDHUP)
+				     : rx->ep_want;
+	struct epoll_event ev;
+	int op, saved = errno;
+
+	if (rx->chan_fd < 0 || rx->ep_fd < 0 || want == rx->ep_set)
+		return;
+	/* Deleted rather than watched for nothing: a stand-in socket's
+	 * hang-up would be reported with no events asked for. */
+	op = want == 0 ? EPOLL_CTL_DEL : rx->ep_set == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+	memset(&ev, 0, sizeof(ev));
+	ev.events = want;
+	ev.data.u64 = (uint32_t)rx->chan_fd; /* the engine's EpollEvent.Fd */
+	if (epoll_ctl(rx->ep_fd, op, rx->chan_fd, &ev) == 0 || op == EPOLL_CTL_DEL)
+		rx->ep_set = want;
+	errno = saved;
+}
+
 /* osf_rdma_credit_due reports whether the consumption up to tail is worth
  * reporting to the peer (SMC-R's rule): a quarter ring or more consumed
  * since the last report, or the peer's view of the ring more than half
@@ -534,5 +587,12 @@ static inline int osf_rdma_credit_push(struct osf_rdma_tx *tx, uint32_t gen, int
 	pthread_setcancelstate(cs, NULL);
 	return ok;
 }
+
+/* The channel's set-up, in libosfcore.so (rx.c), for the engine: */
+void osf_rdma_chan_use(struct osf_rdma_tx *tx, int fd, void *chan, int ep, uint32_t want,
+		       uint32_t set);
+uint32_t osf_rdma_chan_want(struct osf_rdma_tx *tx, uint32_t want);
+int osf_rdma_chan_engine_drain(struct osf_rdma_tx *tx);
+void osf_rdma_chan_forget(struct osf_rdma_tx *tx);
 
 #endif

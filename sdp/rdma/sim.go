@@ -352,6 +352,7 @@ type simLink struct {
 	down     bool
 	closed   bool
 	tx       *txState // the application's threads post here too, or nil
+	rx       *txState // the rule takes from the socket: its registration is the rule's (rx.h chan_fd)
 }
 
 // simWR is a posted send's id and whether it completes when written.
@@ -394,6 +395,11 @@ func (l *simLink) rearm() {
 	}
 	if !l.down && l.wblocked {
 		want |= unix.EPOLLOUT
+	}
+	if l.rx != nil && l.rx.live() {
+		l.rx.chanWant(want) // a reader asleep on the socket keeps it meanwhile
+		l.events = want
+		return
 	}
 	if want == l.events {
 		return
@@ -533,6 +539,8 @@ func (l *simLink) PostRecv(verbs.WRID) error {
 // ring 1 - side, the one the peer writes (rx.c osf_rdma_sim_poll).
 func (l *simLink) useRx(tx *txState, side int) {
 	tx.rxUseSim(l.fd, ringAddr(l.seg, 1-side))
+	tx.chanUse(l.fd, nil, l.eng.epfd, l.events, l.events)
+	l.rx = tx
 }
 
 func (l *simLink) Poll(wc []verbs.WC) (int, error) {

@@ -35,6 +35,7 @@ type spare struct {
 	seg    *sdp.Segment // fd for the application (and the client's C mapping)
 	mirror *sdp.Segment // the engine's mapping, registered as mr
 	cq     *verbs.CQ
+	cc     *verbs.CompChannel // the CQ's own (verbslink.go newCQ)
 	mr     *ringMRs
 	src    netip.Addr  // id's address; the zero Addr without an id
 	id     *verbs.CMID // nil, or bound to src on dev, until a dial takes it
@@ -61,7 +62,7 @@ func makeSpare(dev *device, ring uint32, hiddenBase int, ch *verbs.EventChannel,
 		return nil, err
 	}
 	sp := &spare{dev: dev, ring: ring, seg: seg, mirror: mirror}
-	if sp.cq, err = dev.ctx.CreateCQ(cqDepth, dev.cc, 0); err != nil {
+	if sp.cq, sp.cc, err = newCQ(dev, hiddenBase); err != nil {
 		sp.close()
 		return nil, err
 	}
@@ -152,8 +153,8 @@ func (sp *spare) closeRegistration() {
 		sp.mr = nil
 	}
 	if sp.cq != nil {
-		sp.cq.Close()
-		sp.cq = nil
+		closeCQ(sp.cq, sp.cc)
+		sp.cq, sp.cc = nil, nil
 	}
 }
 

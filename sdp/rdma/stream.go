@@ -499,39 +499,14 @@ func (s *stream) probe() {
 // closes the engine's end of it, so that epoll stops reporting it: nobody
 // is left to wake there.
 func (s *stream) drainWake() {
-	end, n := drainSocket(s.wake)
-	s.seg.TakeTokens(s.peer, sdp.WantRx, n)
-	if end {
+	if wakeTake(s.wake, s.seg.TokensWord(s.peer, sdp.WantRx)) {
 		s.onLocalEOF()
 	}
-	end, n = drainSocket(s.wakeTx)
-	s.seg.TakeTokens(s.peer, sdp.WantTx, n)
-	if end && s.wakeTx >= 0 {
+	if wakeTake(s.wakeTx, s.seg.TokensWord(s.peer, sdp.WantTx)) && s.wakeTx >= 0 {
 		fd := s.wakeTx
 		s.wakeTx = -1
 		s.closeSocket(fd)
 	}
-}
-
-// drainSocket reads everything waiting on sock, if it is open, without
-// blocking, and reports whether it reached the end and how many tokens it
-// read.
-func drainSocket(sock int) (end bool, read uint32) {
-	var buf [256]byte
-	for sock >= 0 {
-		n, _, err := unix.Recvfrom(sock, buf[:], unix.MSG_DONTWAIT)
-		switch {
-		case err == nil && n > 0:
-			read += uint32(n)
-			continue
-		case errors.Is(err, unix.EINTR):
-			continue
-		case err == nil && n == 0, errors.Is(err, unix.ECONNRESET):
-			return true, read
-		}
-		return false, read
-	}
-	return false, read
 }
 
 // onLocalEOF handles the end of the local application's side: every
@@ -695,6 +670,7 @@ func (s *stream) releaseWith(later func(func())) {
 	// No application's thread posts or polls from now on: the QP may go.
 	caller, engine, left := s.tx.counts()
 	rxCaller, rxEngine, credits := s.tx.rxCounts()
+	chanSleeps := s.tx.chanSleeps()
 	s.tx.retire()
 	free := func() {
 		if err := s.link.Close(); err != nil {
@@ -703,8 +679,8 @@ func (s *stream) releaseWith(later func(func())) {
 		s.tearLap("link-release")
 		s.seg.Close()
 		s.tearLap("unmap")
-		s.logf("rdma: connection %d released after %v; sends posted by the application's threads %d, by the engine %d (%d left to it); completions taken by the application's threads %d, by the engine %d; credits posted by the application's threads %d",
-			s.id, s.teardown, caller, engine, left, rxCaller, rxEngine, credits)
+		s.logf("rdma: connection %d released after %v; sends posted by the application's threads %d, by the engine %d (%d left to it); completions taken by the application's threads %d, by the engine %d; credits posted by the application's threads %d; sleeps on the connection's channel %d",
+			s.id, s.teardown, caller, engine, left, rxCaller, rxEngine, credits, chanSleeps)
 	}
 	d, ok := s.link.(detacher)
 	if later == nil || !ok {

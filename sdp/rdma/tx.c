@@ -55,6 +55,13 @@ struct osf_rdma_tx *osf_rdma_tx_new(void)
 	rx->tx = tx;
 	rx->wake = rx->wake_tx = rx->kick = rx->sim_fd = -1;
 	rx->take = osf_rdma_rx_take;
+	osf_rdma_ep_lock(rx);
+	rx->chan_fd = rx->ep_fd = -1;
+	rx->ep_want = rx->ep_set = rx->sleepers = 0;
+	rx->chan_arm = rx->chan_drain = NULL;
+	rx->chan = NULL;
+	rx->chan_sleeps = 0;
+	osf_rdma_ep_unlock(rx);
 	return tx;
 }
 
@@ -94,6 +101,7 @@ void osf_rdma_tx_retire(struct osf_rdma_tx *tx)
 	rx->wake = rx->wake_tx = rx->sim_fd = -1;
 	osf_rdma_tx_unlock(tx);
 	osf_rdma_rx_unlock(rx);
+	osf_rdma_chan_forget(tx);
 	pthread_mutex_lock(&reg_mu);
 	for (p = &reg_live; *p; p = &(*p)->next)
 		if (*p == tx) {

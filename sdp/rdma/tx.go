@@ -78,6 +78,16 @@ static int osf_rdma_tx_signaled_go(uint32_t seq, int force)
 	return osf_rdma_tx_signaled(seq, force);
 }
 
+// osf_rdma_wake_take is the engine's osf_wake_take (segment.h): every
+// token waiting on sock, uncounted from tokens; 1 at the socket's end.
+static int osf_rdma_wake_take(int sock, uint32_t *tokens)
+{
+	int end;
+
+	(void)osf_wake_take(sock, tokens, UINT32_MAX, &end, recv);
+	return end;
+}
+
 int osf_rdma_verbs_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *out, int n);
 int osf_rdma_verbs_recv(struct osf_rdma_rx *rx, uint64_t wr_id);
 int osf_rdma_sim_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *wc, int n);
@@ -509,6 +519,44 @@ func (t *txState) rxUseVerbs(cq *verbs.CQ, qp *verbs.QP) {
 func (t *txState) rxUseSim(fd int, ring uint64) {
 	C.osf_rdma_rx_use_sim(t.p, C.int(fd), C.uint64_t(ring))
 }
+
+// chanUse hands the connection's own channel to the rule (rx.h chan_fd):
+// fd, a verbs completion channel ch (nil: the stand-in's socket), now
+// registered in the engine's epoll ep for set, the engine wanting want.
+// An application's thread that waits for data sleeps on it, and the
+// engine's epoll leaves it alone meanwhile.
+func (t *txState) chanUse(fd int, ch unsafe.Pointer, ep int, want, set uint32) {
+	C.osf_rdma_chan_use(t.p, C.int(fd), ch, C.int(ep), C.uint32_t(want), C.uint32_t(set))
+}
+
+// chanWant sets the events the engine wants on the channel and returns
+// those registered now (none while a thread sleeps on it).
+func (t *txState) chanWant(want uint32) uint32 {
+	return uint32(C.osf_rdma_chan_want(t.p, C.uint32_t(want)))
+}
+
+// chanEngineDrain reads the channel's events for the engine, unless a
+// thread sleeps on it; false when the channel is not the rule's.
+func (t *txState) chanEngineDrain() bool { return C.osf_rdma_chan_engine_drain(t.p) != 0 }
+
+// chanSleeps counts the sleeps of application's threads on the channel.
+func (t *txState) chanSleeps() uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.chan_sleeps)))
+}
+
+// wakeTake reads every token waiting on sock, if it is open, without
+// blocking, uncounts them from tokens (a word of the segment: mmap'd
+// memory) with the wake protocol's one implementation (segment.h
+// osf_wake_take), and reports whether it reached the socket's end.
+func wakeTake(sock int, tokens *uint32) bool {
+	if sock < 0 {
+		return false
+	}
+	return C.osf_rdma_wake_take(C.int(sock), (*C.uint32_t)(unsafe.Pointer(tokens))) != 0
+}
+
+// live reports whether the state has not been retired.
+func (t *txState) live() bool { return t.p != deadTx }
 
 // setKick gives the application's threads the engine's eventfd, which
 // they write when they leave it an event.

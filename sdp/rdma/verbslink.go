@@ -14,7 +14,7 @@ import (
 )
 
 // verbsLink is a Link over an RC queue pair made by librdmacm: one CQ for
-// sends and receives (on the device's completion channel), the segment's
+// sends and receives (on a completion channel of its own), the segment's
 // two rings registered as one MR each, and the peer's region address and rkey
 // from the handshake. It is used by the engine goroutine only.
 type verbsLink struct {
@@ -22,6 +22,7 @@ type verbsLink struct {
 	id   *verbs.CMID
 	qp   *verbs.QP
 	cq   *verbs.CQ
+	cc   *verbs.CompChannel // the CQ's own: an application's thread sleeps on it
 	mr   *ringMRs
 	dev  *device
 	ring uint64 // bytes per ring
@@ -32,6 +33,7 @@ type verbsLink struct {
 	disconnected bool
 	closed       bool
 	detached     bool // the engine forgot it: Close may run elsewhere
+	chanFD       int  // cc's fd once the engine's handler is registered, else 0
 }
 
 // newVerbsLink creates the CQ, registers seg's rings and creates the QP on
@@ -40,12 +42,12 @@ type verbsLink struct {
 func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment, lp *laps) (*verbsLink, error) {
 	l := &verbsLink{t: t, id: id, dev: dev, ring: uint64(seg.RingBytes)}
 	var err error
-	if l.cq, err = dev.ctx.CreateCQ(cqDepth, dev.cc, 0); err != nil {
+	if l.cq, l.cc, err = newCQ(dev, t.cfg.HiddenBase); err != nil {
 		return nil, resourceError(err)
 	}
 	lp.lap("cq")
 	if l.mr, err = regRings(dev.pd, seg); err != nil {
-		l.cq.Close()
+		closeCQ(l.cq, l.cc)
 		return nil, resourceError(err)
 	}
 	lp.lap("mr")
@@ -57,8 +59,8 @@ func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment, l
 // made it on id (a dial took the spare's id). On error they are released
 // and id is left alone.
 func newVerbsLinkFrom(t *Transport, id *verbs.CMID, dev *device, sp *spare, lp *laps) (*verbsLink, error) {
-	l := &verbsLink{t: t, id: id, dev: dev, ring: uint64(sp.ring), cq: sp.cq, mr: sp.mr}
-	sp.cq, sp.mr = nil, nil
+	l := &verbsLink{t: t, id: id, dev: dev, ring: uint64(sp.ring), cq: sp.cq, cc: sp.cc, mr: sp.mr}
+	sp.cq, sp.cc, sp.mr = nil, nil, nil
 	if sp.qp != nil && sp.id == nil && id.QP() == sp.qp {
 		l.qp = sp.qp
 		sp.qp = nil
@@ -85,7 +87,7 @@ func (l *verbsLink) createQP(lp *laps) (*verbsLink, error) {
 	l.qp, err = l.id.CreateQP(l.dev.pd, qpConfig(l.cq))
 	if err != nil {
 		l.mr.Close()
-		l.cq.Close()
+		closeCQ(l.cq, l.cc)
 		return nil, qpError(err)
 	}
 	lp.lap("qp")
@@ -147,8 +149,19 @@ func (l *verbsLink) PostRecv(wrid verbs.WRID) error {
 }
 
 // useRx lets the rule's C code take the CQ's completions and post the
-// QP's receives (rx.h), on the engine's thread and the application's.
-func (l *verbsLink) useRx(tx *txState, _ int) { tx.rxUseVerbs(l.cq, l.qp) }
+// QP's receives (rx.h), on the engine's thread and the application's, and
+// hands it the CQ's channel, which the engine's epoll watches from now on
+// (while no application's thread sleeps on it). Engine goroutine.
+func (l *verbsLink) useRx(tx *txState, _ int) {
+	tx.rxUseVerbs(l.cq, l.qp)
+	if l.cc == nil {
+		return
+	}
+	e, fd := l.t.eng, l.cc.Fd()
+	e.sources[fd] = func() { tx.chanEngineDrain() } // the engine polls every stream after waking
+	l.chanFD = fd
+	tx.chanUse(fd, l.cc.Raw(), e.epfd, unix.EPOLLIN|unix.EPOLLRDHUP, 0)
+}
 
 // Poll returns nothing: the device's completions are the rule's to take
 // (useRx).
@@ -171,7 +184,19 @@ func (l *verbsLink) Disconnect() error {
 // only.
 func (l *verbsLink) detach() {
 	delete(l.t.conns, l.id)
+	l.forgetChan()
 	l.detached = true
+}
+
+// forgetChan takes the channel's handler out of the engine (its epoll
+// registration went when the stream's state was retired). Engine
+// goroutine only.
+func (l *verbsLink) forgetChan() {
+	if l.chanFD > 0 {
+		_ = unix.EpollCtl(l.t.eng.epfd, unix.EPOLL_CTL_DEL, l.chanFD, nil)
+		delete(l.t.eng.sources, l.chanFD)
+		l.chanFD = 0
+	}
 }
 
 // Close destroys the QP and the id, then the MR and the CQ. Once detached
@@ -184,13 +209,55 @@ func (l *verbsLink) Close() error {
 	l.closed = true
 	if !l.detached {
 		delete(l.t.conns, l.id)
+		l.forgetChan()
 	}
 	err := l.id.Close()
 	if e := l.mr.Close(); err == nil {
 		err = e
 	}
-	if e := l.cq.Close(); err == nil {
+	if e := closeCQ(l.cq, l.cc); err == nil {
 		err = e
+	}
+	return err
+}
+
+// newCQ makes a CQ on dev with a completion channel of its own (non-
+// blocking, its fd moved to the hidden range from hiddenBase): the
+// engine's epoll watches the channel while no application's thread
+// sleeps on it (rx.h chan_fd).
+func newCQ(dev *device, hiddenBase int) (*verbs.CQ, *verbs.CompChannel, error) {
+	cc, err := dev.ctx.CreateCompChannel()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cc.SetNonblock(true); err != nil {
+		cc.Close()
+		return nil, nil, err
+	}
+	if hiddenBase > 0 && cc.Fd() < hiddenBase {
+		// As hideFD, but the channel keeps its fd in its struct.
+		if fd, err := unix.FcntlInt(uintptr(cc.Fd()), unix.F_DUPFD_CLOEXEC, hiddenBase); err == nil {
+			if err := cc.MoveFD(fd); err != nil {
+				cc.Close()
+				return nil, nil, err
+			}
+		}
+	}
+	cq, err := dev.ctx.CreateCQ(cqDepth, cc, 0)
+	if err != nil {
+		cc.Close()
+		return nil, nil, err
+	}
+	return cq, cc, nil
+}
+
+// closeCQ destroys cq, then its channel cc.
+func closeCQ(cq *verbs.CQ, cc *verbs.CompChannel) error {
+	err := cq.Close()
+	if cc != nil {
+		if e := cc.Close(); err == nil {
+			err = e
+		}
 	}
 	return err
 }
