@@ -420,20 +420,22 @@ churn_rows() {
 	raw "churn$what osf/bare per round: $(printf '%.2f ' "${ratio_v[@]}")"
 	row "connection churn$what: connect, 64 B request, 64 B reply, close, $CHURN_CONNS times (conn/s, median of $CHURN_ROUNDS alternating rounds; ratio: median of the rounds' ratios)" \
 		"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
-	if ((${#pool_v[@]})); then
-		om=$(stats median "${pool_v[@]}")
-		rm=$(stats median "${pratio_v[@]}")
-		raw "churn$what segs/bare per round: $(printf '%.2f ' "${pratio_v[@]}")"
-		row "connection churn$what, OSF_SHM_POOL=0 (the same rounds)" \
-			"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
-	fi
-	if ((${#kfd_v[@]})); then
-		om=$(stats median "${kfd_v[@]}")
-		rm=$(stats median "${kratio_v[@]}")
-		raw "churn$what kfd/bare per round: $(printf '%.2f ' "${kratio_v[@]}")"
-		row "connection churn$what, OSF_SHM_KFD=1 (the same rounds)" \
-			"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
-	fi
+	churn_side "$what" segs "OSF_SHM_POOL=0" "$bm" "$target" pool_v pratio_v
+	churn_side "$what" kfd "OSF_SHM_KFD=1" "$bm" "$target" kfd_v kratio_v
+}
+
+# churn_side WHAT TAG SETTING BARE_MEDIAN TARGET VALUES RATIOS: the row of
+# an extra osf side measured in the same churn rounds (VALUES and RATIOS
+# name its arrays of conn/s and per-round ratios), when it ran.
+churn_side() {
+	local what=$1 tag=$2 setting=$3 bm=$4 target=$5 om rm
+	local -n side_v=$6 side_r=$7
+	((${#side_v[@]})) || return 0
+	om=$(stats median "${side_v[@]}")
+	rm=$(stats median "${side_r[@]}")
+	raw "churn$what $tag/bare per round: $(printf '%.2f ' "${side_r[@]}")"
+	row "connection churn$what, $setting (the same rounds)" \
+		"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
 }
 
 # bench_short_client: a new process that makes one connection (churn
