@@ -132,13 +132,7 @@ def acc():
     except OSError as e:
         return errno.errorcode[e.errno]
 out = ["empty " + acc()]
-fill = []
-try:
-    while True:
-        fill.append(os.open("/dev/null", os.O_RDONLY))
-except OSError:
-    pass
-out.append("full " + acc())
+` + pyFillFds + `out.append("full " + acc())
 os.close(fill.pop())
 out.append("one-free " + acc())
 for f in fill:

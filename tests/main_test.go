@@ -88,6 +88,17 @@ func python(t testing.TB) string {
 	return testutil.Tool(t, "python3")
 }
 
+// pyFillFds is python (the program imports os) that opens /dev/null until
+// the open-files limit refuses, keeping the fds in the list fill: the
+// EMFILE tests' way to use up a budget, whatever osf holds in it.
+const pyFillFds = `fill = []
+try:
+    while True:
+        fill.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+`
+
 // mapsReport parses the "maps: libosf=N libosfcore=N" line the C helpers
 // print on stderr.
 func mapsReport(t testing.TB, stderr string) (lib, core bool) {

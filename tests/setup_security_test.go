@@ -285,13 +285,7 @@ l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(4)
 if sys.argv[2] == "lowered":
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-fill = []
-try:
-    while True:
-        fill.append(os.open("/dev/null", os.O_RDONLY))
-except OSError:
-    pass
-for _ in range(int(sys.argv[3])):
+` + pyFillFds + `for _ in range(int(sys.argv[3])):
     os.close(fill.pop())
 print("full", flush=True)
 select.select([l], [], [], 10)
