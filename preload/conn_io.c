@@ -187,7 +187,7 @@ static int peek_ended(const struct osf_side *s)
 	       (osf_side_my_flags(s) & OSF_SIDE_RDSHUT);
 }
 
-int conn_wait_room(struct osf_conn *c)
+int conn_wait_room(struct osf_conn *c, int fd)
 {
 	uint64_t sleeps;
 	unsigned spin;
@@ -195,7 +195,12 @@ int conn_wait_room(struct osf_conn *c)
 
 	osf_reap_kick();
 	spin = spin_begin(c, &sleeps);
-	r = osf_side_wait_room(&c->s, spin);
+	/* OSF_SHM_KFD, not accepted yet: the server's reset of a connection
+	 * whose hello it could not find comes on the kernel socket only. */
+	r = osf_side_wait_room_or(&c->s, spin,
+				  c->kfd && !__atomic_load_n(&c->s.peer->holders, __ATOMIC_ACQUIRE) &&
+						  !__atomic_load_n(&c->s.peer->close_seq, __ATOMIC_ACQUIRE)
+					  ? fd : -1);
 
 	spin_end(c, spin, sleeps);
 	return r;
@@ -731,7 +736,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			}
 			break;
 		}
-		r = conn_wait_room(c);
+		r = conn_wait_room(c, fd);
 		if (r < 0) {
 			if (sent == 0) {
 				conn_put(c);

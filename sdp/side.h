@@ -526,6 +526,14 @@ int osf_side_wait_more(struct osf_side *s, int fd, unsigned spin_us,
  * -EAGAIN when SO_SNDTIMEO expired, -EINTR for a signal. */
 int osf_side_wait_room(struct osf_side *s, unsigned spin_us);
 
+/* osf_side_wait_room_or is osf_side_wait_room that also ends, the side
+ * then gone, when socket end reports an error or hang-up: a connection
+ * whose fd is its kernel TCP socket (OSF_SHM_KFD) and whose server never
+ * took its side, where the writers' socket's far end may sit in a hello
+ * no process reads and the server's answer is the kernel's reset. It
+ * looks every few milliseconds (a signal ends it with -EINTR). */
+int osf_side_wait_room_or(struct osf_side *s, unsigned spin_us, int end);
+
 /* ---- messages before the data path owns the connection ------------------ */
 
 /* osf_side_put_msg puts n bytes, whole, into the send ring (a handshake

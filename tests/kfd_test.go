@@ -142,3 +142,41 @@ func bindNoReuse(port int) error {
 	defer syscall.Close(fd)
 	return syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
 }
+
+// TestKfdLostHello: a connection whose server has no hello for it is a
+// reset, never a stall (issue 28). kfdlost's server shares its listener
+// with a fork child; under OSF_SHM_KFD=1 the parent's first accept reads
+// both queued hellos, so the child's accept of the second connection
+// finds none: osf resets it and the child's accept passes it over
+// (EAGAIN), where bare TCP hands it over and the child resets it itself.
+// Either way the client's 8 MiB write (waiting for room) ends, its read
+// fails with ECONNRESET and a write after it with EPIPE, alike bare and
+// under osf; the first connection makes a round trip, offloaded.
+func TestKfdLostHello(t *testing.T) {
+	t.Parallel()
+	prog := testutil.Prog(t, "kfdlost")
+	ends := func(env []string) []string {
+		r := testutil.Cmd(t, env, prog, strconv.Itoa(testutil.FreePort(t))).Run(longRun)
+		if !r.OK() {
+			t.Fatalf("kfdlost: %s", r)
+		}
+		return strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	}
+	bare, kfd := ends(nil), ends(testutil.Preload(t, kfdOn...))
+	for _, w := range []struct {
+		got  []string
+		want []string
+	}{{bare, []string{"c1: round trip, transport tcp", "child: got ping"}},
+		{kfd, []string{"c1: round trip, transport kfd", "child: accept EAGAIN"}}} {
+		if len(w.got) != 6 || w.got[0] != w.want[0] || w.got[1] != w.want[1] {
+			t.Fatalf("kfdlost said %q, want %q first (bare: %q)", w.got, w.want, bare)
+		}
+	}
+	want := []string{"c2: big write partial", "c2: poll 1 revents IN ERR HUP",
+		"c2: read -1 ECONNRESET", "c2: write -1 EPIPE"}
+	for i, line := range want {
+		if bare[2+i] != line || kfd[2+i] != line {
+			t.Errorf("c2's end: bare %q, kfd %q, want %q", bare[2+i], kfd[2+i], line)
+		}
+	}
+}
