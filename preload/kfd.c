@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -62,16 +63,22 @@ static void nodelay(int fd)
 
 int osf_kfd_connect(int fd, const struct sockaddr *sa, socklen_t len, int v6)
 {
+	struct pollfd p = {fd, POLLOUT, 0};
 	int old[2], r, err;
 
 	nodelay(fd);
 	mark(fd, v6, 1, old);
 	r = REAL(connect)(fd, sa, len);
 	err = errno;
-	/* The mark stays on a connection: a SYN retransmitted after a
-	 * non-blocking connect returned carries it too, and the program's
-	 * IP_TOS is answered by osf (conn_tcp.c) on an offloaded socket. */
-	if (r < 0 && err != EINPROGRESS)
+	/* Over loopback the kernel has done the handshake within a non-
+	 * blocking connect, unless the listener's backlog dropped the SYN:
+	 * then TCP's connect is in progress until a retransmitted SYN finds
+	 * room, which an offloaded connection cannot mirror. */
+	if (r < 0 && err == EINPROGRESS && REAL(poll)(&p, 1, 0) == 0)
+		r = -2, err = EINPROGRESS;
+	/* The mark stays on an offloaded connection, and the program's
+	 * IP_TOS is answered by osf (conn_tcp.c). */
+	if (r < 0 && (err != EINPROGRESS || r == -2))
 		mark(fd, v6, 0, old);
 	errno = err;
 	return r;

@@ -153,7 +153,7 @@ static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 	socklen_t pl = sizeof(peer);
 	uint8_t p28[28];
 	struct carried opts;
-	int saved = errno, marked;
+	int saved = errno, marked, r;
 
 	if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0)
 		return 0;
@@ -163,9 +163,10 @@ static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 	kfd_in(e, &in);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
-	if (osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, marked != 0, &cc) < 0) {
+	r = osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, marked != 0, &cc);
+	if (r != 0) {
 		errno = saved;
-		if (marked != 1)
+		if (marked != 1 || r > 0) /* r > 0: its client's is kernel TCP */
 			return 0;
 		kfd_reset(nfd);
 		return -1;

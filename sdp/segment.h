@@ -69,6 +69,11 @@
 #define OSF_SIDE_WRSOCK 0x10u /* the same for its writers' wake socket */
 #define OSF_SIDE_OOBINLINE 0x40u /* SO_OOBINLINE here: the peer leaves an
 				    urgent byte it replaces in the stream */
+#define OSF_SIDE_KERNEL 0x200u /* OSF_SHM_KFD, on a client side: its
+				 connection went to kernel TCP after the
+				 hello was sent (preload/kfd.c
+				 osf_kfd_connect's -2); a server that finds
+				 the hello serves it as kernel TCP */
 #define OSF_SIDE_TIMEDOUT 0x20u /* with RESET, set by an RDMA engine on the
 				   side it plays: it gave up on the remote
 				   peer (its device stopped answering), so
