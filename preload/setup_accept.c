@@ -9,6 +9,7 @@
 #include "pool.h"
 
 #include <netinet/tcp.h>
+#include <stdlib.h>
 
 /* ---- accept ------------------------------------------------------------ */
 
@@ -447,7 +448,8 @@ static struct {
 	int n;
 	struct {
 		int aux_fd, fd;
-	} l[LINK_MAX];
+	} *l; /* LINK_MAX of them, made at the first (a process without the
+		 switch, and its fork children, touch no page of them) */
 } links;
 
 /* link_forget_locked closes link i (its client's next hello fails with
@@ -500,8 +502,11 @@ static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
  * oldest link is read out and closed. */
 static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_accept_in *in)
 {
-	int h = osf_fdt_hide(cfd, lfd);
+	int h;
 
+	if (!links.l)
+		links.l = calloc(LINK_MAX, sizeof(*links.l));
+	h = links.l ? osf_fdt_hide(cfd, lfd) : -1;
 	if (h < 0) {
 		REAL(close)(cfd);
 		return -1;

@@ -14,20 +14,23 @@
 #include "setup_priv.h"
 
 #include <poll.h>
+#include <stdlib.h>
 
 #define LINKS 16
 
+/* The table is on the heap, made at the first link: a process without
+ * the switch keeps none, and its fork children touch no page of it. */
 static struct {
 	pthread_mutex_t mu;
 	unsigned gen;
 	struct link {
-		int fd;       /* hidden, -1: free */
+		int fd;       /* hidden; gen 0: free */
 		unsigned gen; /* which link this is (setup_link_lock) */
 		struct ip dst; /* the destination dialed, unmapped */
 		struct ucred owner;
 		char name[108];
 		long long used;
-	} l[LINKS];
+	} *l; /* LINKS of them, or NULL */
 } links = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* find_locked returns the link to dst, or NULL. */
@@ -35,7 +38,7 @@ static struct link *find_locked(const struct ip *dst)
 {
 	int i;
 
-	for (i = 0; i < LINKS; i++) {
+	for (i = 0; links.l && i < LINKS; i++) {
 		struct link *k = &links.l[i];
 		if (k->gen && k->dst.v4 == dst->v4 && k->dst.port == dst->port &&
 		    !memcmp(k->dst.a, dst->a, 16))
@@ -100,7 +103,7 @@ static void prune_locked(void)
 	struct pollfd p[LINKS];
 	int i, n = 0;
 
-	for (i = 0; i < LINKS; i++)
+	for (i = 0; links.l && i < LINKS; i++)
 		if (links.l[i].gen) {
 			p[n].fd = links.l[i].fd;
 			p[n].events = POLLIN | POLLRDHUP; /* a server writes nothing */
@@ -117,11 +120,13 @@ void setup_link_keep(const struct ip *dst, int s, const struct ucred *owner,
 		     const char name[108])
 {
 	struct link *k;
-	int i, h, old = 0;
+	int i, h = -1, old = 0;
 
 	pthread_mutex_lock(&links.mu);
+	if (!links.l)
+		links.l = calloc(LINKS, sizeof(*links.l));
 	prune_locked();
-	if (find_locked(dst) || (h = osf_fdt_hide(s, 0)) < 0) {
+	if (!links.l || find_locked(dst) || (h = osf_fdt_hide(s, 0)) < 0) {
 		/* Another thread keeps one: this socket's hello stays queued
 		 * for its server, which reads it, then the end. */
 		pthread_mutex_unlock(&links.mu);
@@ -149,7 +154,7 @@ void setup_link_moved(int old, int nfd)
 	int i;
 
 	pthread_mutex_lock(&links.mu);
-	for (i = 0; i < LINKS; i++)
+	for (i = 0; links.l && i < LINKS; i++)
 		if (links.l[i].gen && links.l[i].fd == old)
 			links.l[i].fd = nfd;
 	pthread_mutex_unlock(&links.mu);
@@ -163,7 +168,7 @@ OSF_FORK_TEXT static void links_after_fork(void)
 	int i;
 
 	OSF_RESET_MEM(&links.mu, fresh);
-	for (i = 0; i < LINKS; i++)
+	for (i = 0; links.l && i < LINKS; i++)
 		if (links.l[i].gen) {
 			osf_fdt_close_hidden(links.l[i].fd);
 			links.l[i].gen = 0;
