@@ -2,6 +2,7 @@ package tests
 
 import (
 	"errors"
+	"io"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/osfproject/osf/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // kfdOn is the environment of a process whose shm connections keep their
@@ -198,5 +200,37 @@ func TestKfdLinkFork(t *testing.T) {
 	want := "parent: links 0 1, transport kfd\nchild: links 0 1, transport kfd\nparent: links 1 1, transport kfd\n"
 	if !r.OK() || r.Stdout != want {
 		t.Fatalf("kfdfork: %s\nwant:\n%s", r, want)
+	}
+}
+
+// TestKfdLinkBroken: a link whose server went away is forgotten and the
+// next connection dials a new one (preload/setup_link.c). kfdfork relink
+// makes a connection to churn sink, the sink is killed and another
+// started on the same port, and its next connection is offloaded again
+// (OSF_STRICT=1: a fallback fails it) on a fresh link, the process still
+// holding one.
+func TestKfdLinkBroken(t *testing.T) {
+	t.Parallel()
+	port := strconv.Itoa(testutil.FreePort(t))
+	sink := func() *testutil.Process {
+		p := testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "churn"), "sink", port).Start()
+		testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+		return p
+	}
+	first := sink()
+	cli := startPiped(t, testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "kfdfork"), "relink", port))
+	cli.WaitOutput("first: links 0 1, transport kfd\n", shortRun)
+	if err := first.Signal(unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait(shortRun)
+	sink()
+	if _, err := io.WriteString(cli.stdin, "again\n"); err != nil {
+		t.Fatal(err)
+	}
+	cli.WaitOutput("again: links 1 1, transport kfd\n", shortRun)
+	cli.stdin.Close()
+	if r := cli.Wait(shortRun); !r.OK() {
+		t.Errorf("kfdfork relink: %s", r)
 	}
 }

@@ -9,7 +9,12 @@
  * name "osf1/..."; counted with the raw system calls, osf's hidden fds
  * too), and the transport of its connection ("kfd", else "tcp").
  * Expected under the switch: the parent holds one link throughout, the
- * child none until its own connection, then one of its own. */
+ * child none until its own connection, then one of its own.
+ *
+ * kfdfork relink PORT: a connection, then, at each line read on standard
+ * input (at most 4), another, printing as above: the test restarts the
+ * server in between, so the link of the first is broken and the second
+ * must dial a new one (the process keeps one link). */
 #include "progs.h"
 
 #include <dirent.h>
@@ -74,6 +79,15 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc == 3 && strcmp(argv[1], "relink") == 0) {
+		char line[64];
+		int n;
+		a.sin_port = htons((uint16_t)atoi(argv[2]));
+		trip("first", &a);
+		for (n = 0; n < 4 && fgets(line, sizeof line, stdin); n++)
+			trip("again", &a);
+		return 0;
+	}
 	if (argc != 2)
 		return 2;
 	a.sin_port = htons((uint16_t)atoi(argv[1]));
