@@ -284,6 +284,33 @@ void osf_conn_rdma_unhold(struct osf_conn *c, int last)
 	hold_unlock(c);
 }
 
+int osf_conn_rdma_chan(struct osf_conn *c, int how, int cfd)
+{
+	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
+	uint32_t gen = __atomic_load_n(&c->rtx_gen, __ATOMIC_RELAXED);
+
+	if (!tx || !tx->rx || tx->pid != (int32_t)osf_pid())
+		return -1;
+	switch (how) {
+	case OSF_CHAN_ENTER:
+		if (__atomic_load_n(&tx->rx->chan_fd, __ATOMIC_RELAXED) < 0 ||
+		    (cfd = chan_enter(tx, gen)) < 0)
+			return -1;
+		if (take_sure(tx, gen) < 0) { /* retired or closing: the engine's */
+			chan_leave(tx, gen, cfd);
+			return -1;
+		}
+		__atomic_add_fetch(&tx->rx->chan_sleeps, 1, __ATOMIC_RELAXED);
+		return cfd;
+	case OSF_CHAN_FIRED:
+		chan_rearm(tx, gen, cfd);
+		return take_sure(tx, gen);
+	default:
+		chan_leave(tx, gen, cfd);
+		return 0;
+	}
+}
+
 int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 {
 	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);

@@ -70,6 +70,18 @@ static inline void osf_reap_kick(void)
  *
  * wake_tx_fd returns the socket writers wait on (OSF_ARM_TX), or -1.
  *
+ * chan (NULL for kinds without one) lets a poller sleep on the channel of
+ * the state h (hold's) where its completions are announced, taking them
+ * itself instead of leaving them to another thread that would wake it
+ * with a token (an RDMA connection's completion channel,
+ * docs/ARCHITECTURE.md "A poller sleeps on its connection's channel"):
+ * OSF_CHAN_ENTER (before arm) returns the channel's fd, which the poller
+ * adds to its kernel wait (POLLIN), or -1 (none: sleep as usual); what
+ * arrived before it is taken already. OSF_CHAN_FIRED (the kernel
+ * reported cfd, before disarm) takes what the channel announced: > 0
+ * when it took anything (then a token may wait on fd: disarm as woken).
+ * OSF_CHAN_LEAVE (after every ENTER that returned cfd) ends it.
+ *
  * hold returns fd's state with a reference held, or NULL (none to hold):
  * selectmux keeps it across a close that a signal handler makes while its
  * thread holds a mux lock, to end the closed items' waits later
@@ -88,7 +100,9 @@ struct osf_ready {
 	short (*wake_events)(int fd, struct osf_fdt_entry *e);
 	int (*wake_tx_fd)(const struct osf_fdt_entry *e);
 	void *(*hold)(int fd, struct osf_fdt_entry *e);
+	int (*chan)(void *h, int how, int cfd);
 };
+enum { OSF_CHAN_ENTER, OSF_CHAN_FIRED, OSF_CHAN_LEAVE };
 
 /* osf_ready_ops is the embedder's readiness table of each ops index
  * (libosf.so: preload/ops.c); NULL: the kernel's readiness. */
