@@ -60,7 +60,7 @@ type Engine struct {
 	streams  map[uint32]*stream
 	byWake   map[int]*stream
 	sources  map[int]func()
-	chans    map[int]bool // the sources that are completion channels (woke)
+	chans    map[int]bool          // the sources that are completion channels (woke)
 	closing  map[*stream]time.Time // streams taking their link down, and their deadline
 	timers   []timer
 	wc       []verbs.WC
@@ -404,6 +404,13 @@ func (e *Engine) loop() {
 		hot := now.Sub(lastActive) < e.hotFor
 		if hot {
 			ms = boundMS(ms, lastYield.Add(yieldBound).Sub(now))
+		}
+		if len(e.closing) > 0 {
+			// A closing stream waits for completions (CLOSE's, the
+			// peer's) whose events an application's thread may hold:
+			// an epoll item stays armed on its channel between waits,
+			// and at exit(3) nobody waits any more.
+			ms = boundMS(ms, yieldBound)
 		}
 		if e.onSleep != nil {
 			e.onSleep(ms, hot)
