@@ -274,11 +274,16 @@ static void hold_close_locked(struct osf_conn *c)
 	}
 }
 
+/* hold_put uncounts this thread. It never closes the holder: when the
+ * connection's last close came while this thread slept, the bytes it
+ * woke for are still unread, and the holder is the wake socket's last
+ * reference, whose end is the engine's sign of the application's close
+ * (with unread data, a reset). The last reference to the connection,
+ * after the reader consumed, closes it (osf_conn_destroy). */
 static void hold_put(struct osf_conn *c)
 {
 	hold_lock(c);
 	c->hold_users--;
-	hold_close_locked(c);
 	hold_unlock(c);
 }
 
