@@ -414,10 +414,10 @@ static void give_back(struct region *r)
 
 	for (i = 0; i < r->n; i++) {
 		uint8_t *seg = slot_seg(r, i);
-		if (!(r->used >> i & 1) || ((busy | r->clean) >> i & 1) ||
-		    __atomic_load_n(&slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) != 3)
-			continue;
 		h = slot_hdr(r, i);
+		if (!(r->used >> i & 1) || ((busy | r->clean) >> i & 1) ||
+		    __atomic_load_n(&h->slot_done, __ATOMIC_ACQUIRE) != 3)
+			continue;
 		if (__atomic_load_n(&h->ring[0].head, __ATOMIC_ACQUIRE) > OSF_SEG_RING0_SHARED)
 			(void)madvise(seg, rb, MADV_REMOVE); /* ring 0's */
 		if (__atomic_load_n(&h->ring[1].head, __ATOMIC_ACQUIRE) > OSF_SEG_RING1_SHARED)

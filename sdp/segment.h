@@ -45,8 +45,8 @@
 #define OSF_SEG_VERSION 6
 #define OSF_SEG_PAGE 4096u
 #define OSF_SEG_HDR_BYTES 768u /* sizeof(struct osf_seg_hdr) */
-/* Ring 0's bytes in the shared page; ring 1 has the rest after the header
- * (OSF_SEG_PAGE - OSF_SEG_RING0_SHARED - OSF_SEG_HDR_BYTES, as many). */
+/* Each ring's bytes in the shared page: ring 0's before the header, ring
+ * 1's the rest after it (as many). */
 #define OSF_SEG_RING0_SHARED ((OSF_SEG_PAGE - OSF_SEG_HDR_BYTES) / 2)
 #define OSF_SEG_RING1_SHARED (OSF_SEG_PAGE - OSF_SEG_RING0_SHARED - OSF_SEG_HDR_BYTES)
 #define OSF_SEG_MIN_RING 4096u
