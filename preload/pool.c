@@ -402,8 +402,8 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
  * of the shared page (the slot's header starts at 0 at each hand-out, and
  * positions below that part never leave the page, whatever the base) has
  * no page to give back and is not punched: a punch of an untouched 1 MiB
- * costs a few microseconds per ring (zapping both processes' mappings),
- * a fifth of a small connection's CPU here. The head is the peer's word:
+ * costs a few microseconds per ring (zapping both processes' mappings).
+ * The head is the peer's word:
  * a lie only keeps pages the peer could keep anyway, or punches ours. The
  * lock is held. */
 static void give_back(struct region *r)
