@@ -80,13 +80,19 @@ install-debs:
 			--no-install-recommends $$missing >/dev/null; \
 	fi
 
-build: $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
+build: $(BUILD)/libosf.so $(BUILD)/osfload $(BUILD)/libosfcore.so $(BIN)/osfrun $(BIN)/osfstat \
 	$(BIN)/osfperf $(BIN)/osfgw $(TEST_PROGS) $(BUILD)/tests/libwinshim.so $(BUILD)/man/.stamp $(BUILD)/asan/libosf.so
 
 $(BUILD)/libosf.so: $(LIB_SRCS) $(LIB_HDRS) preload/libosf.map
 	@mkdir -p $(BUILD)
 	$(CC) $(LIB_CFLAGS) -shared -Wl,--version-script=preload/libosf.map \
 		-Wl,-z,now -Wl,-z,defs -Wl,-soname,libosf.so -o $@ $(LIB_SRCS) -ldl
+
+# osfload runs statically linked programs under osf (osfrun --static,
+# preload/static.c); it lives next to libosf.so.
+$(BUILD)/osfload: preload/loader/osfload.c
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -o $@ $< -ldl
 
 # asan: libosf.so under AddressSanitizer and UndefinedBehaviorSanitizer, for
 # the hostile-peer tests (tests/hostile_test.go) to run victims with; it

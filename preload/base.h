@@ -209,6 +209,12 @@ extern struct osf_state osf;
  * inherited one or found none (a table made before would hide the
  * inherited one from osfstat and be a second table). */
 void osf_go_init(void);
+/* osf_go_hook calls the hook of system call n (one of those osf_go_mark
+ * sets in a table of OSF_GO_NSYS numbers) with a[0..5] and returns what
+ * the hook returns (-1 with errno on failure). Statically linked programs (static.c) share them. */
+#define OSF_GO_NSYS 512
+void osf_go_mark(unsigned char t[OSF_GO_NSYS]);
+long osf_go_hook(long n, const long *a);
 extern int osf_go_table;
 
 /* Where osf waits in poll in place of a call the kernel restarts after a

@@ -51,7 +51,6 @@
 #include <unistd.h>
 
 /* The hooked numbers; every number at or above OSF_GO_NSYS passes. */
-#define OSF_GO_NSYS 512
 unsigned char osf_go_hooked[OSF_GO_NSYS];
 /* Set on the thread of os/exec's vfork child until the parent resumes. */
 __thread unsigned char osf_go_child __attribute__((tls_model("initial-exec")));
@@ -352,7 +351,13 @@ static const int hooked[] = {
 	SYS_epoll_pwait2, SYS_execve,	     SYS_prlimit64,   SYS_setrlimit,
 };
 
-static long hook(long n, const long *a)
+void osf_go_mark(unsigned char t[OSF_GO_NSYS])
+{
+	for (size_t i = 0; i < sizeof(hooked) / sizeof(hooked[0]); i++)
+		t[hooked[i]] = 1;
+}
+
+long osf_go_hook(long n, const long *a)
 {
 	switch (n) {
 	case SYS_socket:
@@ -444,7 +449,7 @@ static long hook(long n, const long *a)
 int32_t osf_go_dispatch(struct go_call *c)
 {
 	int saved = errno;
-	long r = hook(c->r, c->a);
+	long r = osf_go_hook(c->r, c->a);
 
 	c->r = r == -1 ? -(long)errno : r;
 	errno = saved;
@@ -786,8 +791,7 @@ void osf_go_init(void)
 		refuse(OSF_R_GO_UNKNOWN, "unexpected code in %s", sym_names[SYM_ASMCGOCALL]);
 		goto out;
 	}
-	for (size_t i = 0; i < sizeof(hooked) / sizeof(hooked[0]); i++)
-		osf_go_hooked[hooked[i]] = 1;
+	osf_go_mark(osf_go_hooked);
 	snprintf(osf_go_preload, sizeof(osf_go_preload), "LD_PRELOAD=%s", osf.lib_path);
 	{
 		const char *e = osf.env;

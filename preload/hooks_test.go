@@ -30,7 +30,9 @@ var hooks = strings.Fields(`socket socketpair bind listen accept accept4 connect
 // seccomp_load (sandbox.c), resolved when that library is loaded.
 var otherHooks = []string{"seccomp_load"}
 
-var api = []string{"qsock_readable", "qsock_writable"}
+// api is the qsock API, and osf_static_exec, which osfload calls to run a
+// statically linked program (static.c).
+var api = []string{"qsock_readable", "qsock_writable", "osf_static_exec"}
 
 func buildDir(t *testing.T) string {
 	_, file, _, _ := runtime.Caller(0)

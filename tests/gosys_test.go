@@ -61,28 +61,17 @@ func gonet(t *testing.T) string { return buildGonet(t, "gonet") }
 func buildGonet(t *testing.T, name string) string {
 	t.Helper()
 	b := gonetBuilds[name]
-	b.once.Do(func() {
-		dir := filepath.Join(testutil.BuildDir(t), "tests")
-		out := filepath.Join(dir, name)
-		tmp := out + ".tmp"
-		args := []string{"build", "-o", tmp}
-		switch name {
-		case "gonet-stripped":
-			args = append(args, "-ldflags=-s")
-		case "gonet-pie":
-			args = append(args, "-buildmode=pie")
-		}
-		cmd := exec.Command("go", append(args, "./goprogs/gonet")...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-		if o, err := cmd.CombinedOutput(); err != nil {
-			b.err = &buildError{string(o), err}
-			return
-		}
-		if b.err = os.Rename(tmp, out); b.err == nil {
-			b.path = out
-		}
-	})
-	if b.err != nil {
+	out := filepath.Join(testutil.BuildDir(t), "tests", name)
+	args := []string{"build", "-o", out + ".tmp"}
+	switch name {
+	case "gonet-stripped":
+		args = append(args, "-ldflags=-s")
+	case "gonet-pie":
+		args = append(args, "-buildmode=pie")
+	}
+	cmd := exec.Command("go", append(args, "./goprogs/gonet")...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if b.build(cmd, out); b.err != nil {
 		t.Fatalf("go build ./goprogs/gonet (%s): %v", name, b.err)
 	}
 	f, err := elf.Open(b.path)
@@ -97,6 +86,20 @@ func buildGonet(t *testing.T, name string) string {
 	}
 	t.Fatalf("%s is statically linked (no cgo?): LD_PRELOAD cannot reach it", b.path)
 	return ""
+}
+
+// build runs cmd, which writes out+".tmp", once, and renames its output
+// to out.
+func (b *goBuild) build(cmd *exec.Cmd, out string) {
+	b.once.Do(func() {
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.err = &buildError{string(o), err}
+			return
+		}
+		if b.err = os.Rename(out+".tmp", out); b.err == nil {
+			b.path = out
+		}
+	})
 }
 
 type buildError struct {

@@ -21,6 +21,11 @@
 //	--log-file F        OSF_LOG_FILE
 //	--spin-us N         OSF_SPIN_US
 //	--ring-size S       OSF_RING_SIZE, such as 1M
+//	--static            run prog through osfload (found next to libosf.so):
+//	                    a statically linked prog is mapped into it and its
+//	                    system calls reach osf's hooks (Syscall User
+//	                    Dispatch, docs/STATIC.md); any other prog is exec'd
+//	                    as without --static. Off by default.
 //	--lib PATH          libosf.so to preload
 //	--explain ADDR:PORT explain instead of running (IPv6 as [::1]:80)
 //	--role R            with --explain: client, server or both (default both)

@@ -11,6 +11,10 @@ import (
 // libName is the file name of the library osfrun preloads.
 const libName = "libosf.so"
 
+// loaderName is the program osfrun --static runs prog through, next to
+// libosf.so (preload/loader/osfload.c).
+const loaderName = "osfload"
+
 // getEnv returns the value of name in env; the first occurrence counts, as
 // with getenv.
 func getEnv(env []string, name string) string {

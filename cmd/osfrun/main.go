@@ -47,6 +47,7 @@ type options struct {
 	roles   []policy.Role
 	prog    string // --prog; "" means derive it from args
 	progSet bool
+	static  bool // --static: run prog through osfload (preload/static.c)
 	args    []string
 }
 
@@ -115,11 +116,12 @@ func parseArgs(args []string) (options, error) {
 	explainAddr := fs.String("explain", "", "")
 	role := fs.String("role", "both", "")
 	prog := fs.String("prog", "", "")
+	static := fs.Bool("static", false, "")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 
-	opts := options{lib: *lib, prog: *prog, args: fs.Args()}
+	opts := options{lib: *lib, prog: *prog, static: *static, args: fs.Args()}
 	seen := make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { seen[f.Name] = true })
 	for _, f := range envFlags {
@@ -209,7 +211,16 @@ func launch(opts options, env []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "osfrun: %v\n", err)
 		return exitNotFound
 	}
-	err = unix.Exec(path, opts.args, env)
+	argv := opts.args
+	if opts.static {
+		// osfload, next to libosf.so, maps a statically linked prog
+		// into itself and runs it with its system calls dispatched to
+		// osf; anything else it execs as it is.
+		loader := filepath.Join(filepath.Dir(lib), loaderName)
+		argv = append([]string{loader, path}, opts.args[1:]...)
+		path = loader
+	}
+	err = unix.Exec(path, argv, env)
 	fmt.Fprintf(stderr, "osfrun: exec %s: %v\n", path, err)
 	return exitNoExec
 }
@@ -230,6 +241,9 @@ flags:
 		fmt.Fprintf(w, "  --%-20s %s (sets %s)\n", f.name+" "+f.arg, f.usage, f.env)
 	}
 	fmt.Fprint(w, `  --strict               fail instead of falling back to kernel TCP (sets OSF_STRICT=1)
+  --static               run prog through osfload (next to libosf.so), which
+                         offloads a statically linked prog too (Syscall User
+                         Dispatch); off by default
   --lib PATH             libosf.so to preload (default $OSF_LIB, else ../libosf.so
                          or libosf.so next to osfrun)
   --explain ADDR:PORT    explain the decision for ADDR:PORT (IPv6 as [::1]:80)

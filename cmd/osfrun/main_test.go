@@ -44,6 +44,8 @@ func TestParseArgs(t *testing.T) {
 			}},
 		{"strict false", []string{"--strict=false", "prog"},
 			options{set: []string{"OSF_STRICT=0"}, args: []string{"prog"}}},
+		{"static", []string{"--static", "prog", "--static"},
+			options{static: true, args: []string{"prog", "--static"}}},
 		{"empty routes", []string{"-routes=", "prog"},
 			options{set: []string{"OSF_ROUTES="}, args: []string{"prog"}}},
 		{"explain", []string{"--explain", "10.0.0.1:80"},

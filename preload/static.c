@@ -1,0 +1,529 @@
+//go:build osf_make
+
+/* static.c: statically linked programs under osf (osfrun --static).
+ *
+ * A statically linked program cannot load libosf.so. osfrun --static execs
+ * osfload (preload/loader/osfload.c), a dynamically linked program that
+ * loads libosf.so as any program does and calls osf_static_exec: it maps
+ * the static executable's PT_LOAD segments itself, below every other piece
+ * of code in the process (an ET_EXEC links there; a static PIE is placed
+ * at STATIC_PIE_BASE), builds its initial stack (argv, envp, auxv with
+ * AT_PHDR, AT_ENTRY, AT_BASE 0, AT_EXECFN of the program), turns on Syscall
+ * User Dispatch with the allowed range everything above the program's code
+ * and jumps to its entry. Every system call the program makes then raises
+ * SIGSYS; on_sigsys emulates it:
+ *
+ *   - the numbers the Go path hooks (osf_go_mark: sockets, read/write,
+ *     epoll, dup, fcntl, close, ...) and poll/ppoll/select/pselect6 call
+ *     the hook of the same name;
+ *   - arch_prctl ARCH_SET_FS/GET_FS is kept (the program's TLS), brk is
+ *     served from a reserved region (the kernel's break belongs to the
+ *     loader's C library), rt_sigaction gets a restorer outside the
+ *     program (its own would trap on rt_sigreturn) and never touches
+ *     SIGSYS, rt_sigprocmask never blocks SIGSYS;
+ *   - clone with a new stack or CLONE_VM (threads, posix_spawn) and clone3
+ *     are refused (ENOSYS, EAGAIN: the first path is single-threaded);
+ *     a fork-like clone runs, and the child turns dispatch on again (the
+ *     kernel does not carry it across fork or to a new thread);
+ *   - everything else goes to the kernel unchanged.
+ *
+ * The handler runs on the program's stack with the program's FS; it moves
+ * FS to the loader thread's TLS (the C library's, which libosf.so's code
+ * uses) before any C code runs and back before it returns (wrfsbase where
+ * the CPU and kernel allow it, else arch_prctl). All signals are blocked
+ * while it runs: a program's handler must never see the loader's FS.
+ *
+ * Where any of this is unavailable (no Syscall User Dispatch, a program
+ * that is not a static x86-64 executable, code mapped below the program)
+ * osf_static_exec returns -1 with the reason, and osfload execs the program
+ * on kernel TCP. */
+#include "osf.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <asm/prctl.h>
+#include <linux/sched.h>
+
+#ifndef PR_SYS_DISPATCH_ON
+#define PR_SYS_DISPATCH_OFF 0
+#define PR_SYS_DISPATCH_ON 1
+#endif
+#ifndef HWCAP2_FSGSBASE
+#define HWCAP2_FSGSBASE (1 << 1)
+#endif
+
+#ifndef SA_RESTORER
+#define SA_RESTORER 0x04000000
+#endif
+
+#define STATIC_PIE_BASE 0x10000000UL  /* below any PIE or library */
+#define STATIC_BRK_MAX (1UL << 30)     /* the program's break region */
+#define STATIC_STACK (8UL << 20)       /* the program's initial stack */
+#define STATIC_TOP (1UL << 47)         /* end of user space */
+
+static struct {
+	unsigned long loader_fs; /* the loader thread's TLS */
+	unsigned long prog_fs;   /* the program's (its arch_prctl) */
+	int fsgsbase;
+	unsigned long text_end;  /* the allowed range's start */
+	unsigned long brk_lo, brk_cur, brk_top; /* [brk_lo, brk_cur) writable */
+	struct kact {
+		unsigned long handler, flags, restorer, mask;
+	} sigsys; /* the program's SIGSYS action: recorded, never installed */
+	unsigned char hooked[OSF_GO_NSYS];
+	int warned_threads;
+} st;
+
+/* ---- FS and dispatch's switch (no TLS, no libc: osf_rawsys) ------------ */
+
+static inline unsigned long fs_get(void)
+{
+	unsigned long v = 0;
+
+	if (st.fsgsbase)
+		__asm__ volatile("rdfsbase %0" : "=r"(v));
+	else
+		osf_rawsys(SYS_arch_prctl, ARCH_GET_FS, (long)&v, 0, 0, 0, 0);
+	return v;
+}
+
+static inline void fs_set(unsigned long v)
+{
+	if (st.fsgsbase)
+		__asm__ volatile("wrfsbase %0" ::"r"(v) : "memory");
+	else
+		osf_rawsys(SYS_arch_prctl, ARCH_SET_FS, (long)v, 0, 0, 0, 0);
+}
+
+static int sud_on(void)
+{
+	return (int)osf_rawsys(SYS_prctl, PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON,
+			 (long)st.text_end, (long)(STATIC_TOP - st.text_end), 0, 0);
+}
+
+/* The restorer every program handler returns through: the program's own
+ * (in its code) would trap on rt_sigreturn. */
+void osf_static_restorer(void);
+__asm__(".text\n"
+	".globl osf_static_restorer\n"
+	".hidden osf_static_restorer\n"
+	".type osf_static_restorer,@function\n"
+	"osf_static_restorer:\n"
+	"	movq $15, %rax\n" /* SYS_rt_sigreturn */
+	"	syscall\n"
+	"	hlt\n");
+
+/* ---- emulation --------------------------------------------------------- */
+
+#define SIGSYS_BIT (1UL << (SIGSYS - 1))
+
+static long sys_brk(unsigned long want)
+{
+	unsigned long pg = 4096, cur = (st.brk_cur + pg - 1) & ~(pg - 1);
+	unsigned long next = (want + pg - 1) & ~(pg - 1);
+
+	if (want < st.brk_lo || want > st.brk_top)
+		return (long)st.brk_cur;
+	if (next > cur && mprotect((void *)cur, next - cur, PROT_READ | PROT_WRITE) < 0)
+		return (long)st.brk_cur;
+	if (next < cur) {
+		madvise((void *)next, cur - next, MADV_DONTNEED);
+		mprotect((void *)next, cur - next, PROT_NONE);
+	}
+	st.brk_cur = want;
+	return (long)want;
+}
+
+static long sys_sigaction(const long *a)
+{
+	int sig = (int)a[0];
+	const struct kact *act = (const void *)a[1];
+	struct kact *old = (void *)a[2], k;
+
+	if ((size_t)a[3] != sizeof(k.mask))
+		return -EINVAL;
+	if (sig == SIGSYS) {
+		if (old)
+			*old = st.sigsys;
+		if (act)
+			st.sigsys = *act;
+		return 0;
+	}
+	if (!act)
+		return osf_rawsys(SYS_rt_sigaction, sig, 0, (long)old, a[3], 0, 0);
+	k = *act;
+	k.mask &= ~SIGSYS_BIT;
+	if (k.handler != (unsigned long)SIG_DFL && k.handler != (unsigned long)SIG_IGN) {
+		k.flags |= SA_RESTORER;
+		k.restorer = (unsigned long)osf_static_restorer;
+	}
+	return osf_rawsys(SYS_rt_sigaction, sig, (long)&k, (long)old, a[3], 0, 0);
+}
+
+static long sys_sigprocmask(const long *a)
+{
+	unsigned long set;
+
+	if (!a[1] || (int)a[0] == SIG_UNBLOCK || (size_t)a[3] != sizeof(set))
+		return osf_rawsys(SYS_rt_sigprocmask, a[0], a[1], a[2], a[3], 0, 0);
+	set = *(const unsigned long *)a[1] & ~SIGSYS_BIT;
+	return osf_rawsys(SYS_rt_sigprocmask, a[0], (long)&set, a[2], a[3], 0, 0);
+}
+
+static long sys_clone(const long *a)
+{
+	unsigned long flags = (unsigned long)a[0];
+	long r;
+
+	if ((flags & (CLONE_VM | CLONE_THREAD)) || a[1]) {
+		if (!st.warned_threads++)
+			dprintf(2, "osf: static: threads and clone(CLONE_VM) are refused (EAGAIN)\n");
+		return -EAGAIN;
+	}
+	r = osf_rawsys(SYS_clone, a[0], 0, a[2], a[3], a[4], 0);
+	if (r == 0 && sud_on() < 0)
+		osf_rawsys(SYS_exit_group, 127, 0, 0, 0, 0, 0);
+	return r;
+}
+
+static long emulate(long n, const long *a)
+{
+	long r;
+
+	if (n >= 0 && n < OSF_GO_NSYS && st.hooked[n]) {
+		r = osf_go_hook(n, a);
+		return r == -1 ? -(long)errno : r;
+	}
+	switch (n) {
+	case SYS_arch_prctl:
+		if (a[0] == ARCH_SET_FS) {
+			st.prog_fs = (unsigned long)a[1];
+			return 0;
+		}
+		if (a[0] == ARCH_GET_FS) {
+			*(unsigned long *)a[1] = st.prog_fs;
+			return 0;
+		}
+		break;
+	case SYS_brk:
+		return sys_brk((unsigned long)a[0]);
+	case SYS_rt_sigaction:
+		return sys_sigaction(a);
+	case SYS_rt_sigprocmask:
+		return sys_sigprocmask(a);
+	case SYS_clone:
+		return sys_clone(a);
+	case SYS_clone3:
+		return -ENOSYS; /* the C library falls back to clone */
+	case SYS_fork:
+	case SYS_vfork: {
+		const long f[5] = {SIGCHLD};
+		return sys_clone(f);
+	}
+	case SYS_poll:
+		r = poll((struct pollfd *)a[0], (nfds_t)a[1], (int)a[2]);
+		return r == -1 ? -(long)errno : r;
+	case SYS_ppoll:
+		r = ppoll((struct pollfd *)a[0], (nfds_t)a[1], (const struct timespec *)a[2],
+			  (const sigset_t *)a[3]);
+		return r == -1 ? -(long)errno : r;
+	case SYS_select:
+		r = select((int)a[0], (fd_set *)a[1], (fd_set *)a[2], (fd_set *)a[3],
+			   (struct timeval *)a[4]);
+		return r == -1 ? -(long)errno : r;
+	case SYS_pselect6: {
+		/* a[5] is {const sigset_t *, size_t}, as the kernel takes it */
+		const struct {
+			const sigset_t *set;
+			size_t len;
+		} *m = (const void *)a[5];
+		r = pselect((int)a[0], (fd_set *)a[1], (fd_set *)a[2], (fd_set *)a[3],
+			    (const struct timespec *)a[4], m ? m->set : NULL);
+		return r == -1 ? -(long)errno : r;
+	}
+	}
+	return osf_rawsys(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+/* on_sigsys runs with the program's FS: no TLS (and so no stack
+ * protector) before fs_set. The program's FS is st.prog_fs once it set
+ * one; before that it runs on the loader's. */
+__attribute__((noinline)) static void dispatch(ucontext_t *uc)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+	const long a[6] = {g[REG_RDI], g[REG_RSI], g[REG_RDX], g[REG_R10], g[REG_R8], g[REG_R9]};
+	int saved = errno;
+
+	g[REG_RAX] = emulate(g[REG_RAX], a);
+	errno = saved;
+}
+
+__attribute__((no_stack_protector)) static void on_sigsys(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	fs_set(st.loader_fs);
+	dispatch(uc);
+	fs_set(st.prog_fs ? st.prog_fs : st.loader_fs);
+}
+
+/* ---- loading ----------------------------------------------------------- */
+
+struct image {
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph[64];
+	unsigned long bias, lo, hi, phdr;
+};
+
+static const char *read_image(int fd, struct image *im)
+{
+	Elf64_Ehdr *e = &im->eh;
+	size_t phsz;
+
+	if (pread(fd, e, sizeof(*e), 0) != (ssize_t)sizeof(*e) ||
+	    memcmp(e->e_ident, ELFMAG, SELFMAG) != 0)
+		return "not an ELF file";
+	if (e->e_ident[EI_CLASS] != ELFCLASS64 || e->e_machine != EM_X86_64)
+		return "not an x86-64 executable";
+	if (e->e_type != ET_EXEC && e->e_type != ET_DYN)
+		return "not an executable";
+	if (e->e_phentsize != sizeof(Elf64_Phdr) || e->e_phnum == 0 ||
+	    e->e_phnum > sizeof(im->ph) / sizeof(im->ph[0]))
+		return "unexpected program headers";
+	phsz = (size_t)e->e_phnum * sizeof(Elf64_Phdr);
+	if (pread(fd, im->ph, phsz, (off_t)e->e_phoff) != (ssize_t)phsz)
+		return "cannot read the program headers";
+	im->lo = ~0UL;
+	im->hi = 0;
+	for (int i = 0; i < e->e_phnum; i++) {
+		const Elf64_Phdr *p = &im->ph[i];
+		if (p->p_type == PT_INTERP)
+			return "";
+		if (p->p_type == PT_PHDR)
+			im->phdr = p->p_vaddr;
+		if (p->p_type != PT_LOAD)
+			continue;
+		if (p->p_memsz < p->p_filesz || p->p_vaddr + p->p_memsz < p->p_vaddr ||
+		    p->p_vaddr + p->p_memsz >= STATIC_TOP / 2 || p->p_align < 4096 ||
+		    (p->p_vaddr - p->p_offset) % 4096)
+			return "unexpected PT_LOAD segment";
+		if (p->p_vaddr < im->lo)
+			im->lo = p->p_vaddr & ~4095UL;
+		if (p->p_vaddr + p->p_memsz > im->hi)
+			im->hi = p->p_vaddr + p->p_memsz;
+		if (!im->phdr && p->p_offset == 0)
+			im->phdr = p->p_vaddr + e->e_phoff;
+	}
+	if (im->hi == 0 || !im->phdr)
+		return "no loadable segment";
+	im->bias = e->e_type == ET_DYN ? STATIC_PIE_BASE - im->lo : 0;
+	return NULL;
+}
+
+static int prot(unsigned f)
+{
+	return (f & PF_R ? PROT_READ : 0) | (f & PF_W ? PROT_WRITE : 0) | (f & PF_X ? PROT_EXEC : 0);
+}
+
+static const char *map_image(int fd, struct image *im)
+{
+	unsigned long lo = im->lo + im->bias, hi = ((im->hi + im->bias) + 4095) & ~4095UL;
+
+	if (mmap((void *)lo, hi - lo, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		 -1, 0) != (void *)lo)
+		return "its addresses are taken in this process";
+	for (int i = 0; i < im->eh.e_phnum; i++) {
+		const Elf64_Phdr *p = &im->ph[i];
+		unsigned long va = p->p_vaddr + im->bias, pa = va & ~4095UL;
+		unsigned long fend = va + p->p_filesz, mend = ((va + p->p_memsz) + 4095) & ~4095UL;
+		unsigned long fpage = (fend + 4095) & ~4095UL;
+		int pr = prot(p->p_flags);
+
+		if (p->p_type != PT_LOAD)
+			continue;
+		if (p->p_filesz &&
+		    mmap((void *)pa, fend - pa, pr | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd,
+			 (off_t)(p->p_offset - (va - pa))) != (void *)pa)
+			return "cannot map a segment";
+		if (p->p_memsz > p->p_filesz) {
+			if (p->p_filesz && fpage > fend)
+				memset((void *)fend, 0, fpage - fend);
+			if (mend > fpage &&
+			    mmap((void *)fpage, mend - fpage, pr, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+				 -1, 0) != (void *)fpage)
+				return "cannot map a segment's zero pages";
+		}
+		if (mprotect((void *)pa, mend - pa, pr) < 0)
+			return "cannot protect a segment";
+		if ((p->p_flags & PF_X) && mend > st.text_end)
+			st.text_end = mend;
+	}
+	st.brk_lo = st.brk_cur = hi;
+	st.brk_top = hi;
+	if (mmap((void *)hi, STATIC_BRK_MAX, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0) == (void *)hi)
+		st.brk_top = hi + STATIC_BRK_MAX;
+	return NULL;
+}
+
+/* below_text says whether any executable mapping other than the program's
+ * lies below its code's end (it would be dispatched too). */
+static int below_text(const struct image *im)
+{
+	char buf[512];
+	FILE *f = fopen("/proc/self/maps", "re");
+	int bad = 0;
+
+	if (!f)
+		return 1;
+	while (!bad && fgets(buf, sizeof(buf), f)) {
+		unsigned long a, b;
+		char perm[5];
+		if (sscanf(buf, "%lx-%lx %4s", &a, &b, perm) == 3 && perm[2] == 'x' &&
+		    a < st.text_end && (a < im->lo + im->bias || b > st.text_end))
+			bad = 1;
+	}
+	fclose(f);
+	return bad;
+}
+
+/* start jumps to the program's entry with SP at argc, RDX 0 (no
+ * rtld_fini) and the other registers cleared. */
+__attribute__((noreturn)) static void start(unsigned long sp, unsigned long entry)
+{
+	__asm__ volatile("movq %0, %%rsp\n"
+			 "xorl %%edx, %%edx\n"
+			 "xorl %%ebp, %%ebp\n"
+			 "jmp *%1\n"
+			 :
+			 : "r"(sp), "r"(entry)
+			 : "memory");
+	__builtin_unreachable();
+}
+
+static const char *build_stack(const struct image *im, const char *path, int argc, char **argv,
+			       char **envp, unsigned long *spp)
+{
+	char **e = envp;
+	Elf64_auxv_t *aux;
+	size_t envc, auxc = 0, words;
+	unsigned long *sp, top;
+	void *stk = mmap(NULL, STATIC_STACK, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+
+	if (stk == MAP_FAILED)
+		return "cannot map a stack";
+	while (*e)
+		e++;
+	envc = (size_t)(e - envp);
+	aux = (Elf64_auxv_t *)(e + 1);
+	while (aux[auxc].a_type != AT_NULL)
+		auxc++;
+	words = 1 + (size_t)argc + 1 + envc + 1 + 2 * (auxc + 1);
+	top = (unsigned long)stk + STATIC_STACK - 256;
+	sp = (unsigned long *)((top - words * 8) & ~15UL);
+	{
+		unsigned long *w = sp;
+		*w++ = (unsigned long)argc;
+		for (int i = 0; i < argc; i++)
+			*w++ = (unsigned long)argv[i];
+		*w++ = 0;
+		for (size_t i = 0; i < envc; i++)
+			*w++ = (unsigned long)envp[i];
+		*w++ = 0;
+		for (size_t i = 0; i <= auxc; i++) {
+			unsigned long t = aux[i].a_type, v = aux[i].a_un.a_val;
+			switch (t) {
+			case AT_PHDR:
+				v = im->phdr + im->bias;
+				break;
+			case AT_PHNUM:
+				v = im->eh.e_phnum;
+				break;
+			case AT_PHENT:
+				v = sizeof(Elf64_Phdr);
+				break;
+			case AT_ENTRY:
+				v = im->eh.e_entry + im->bias;
+				break;
+			case AT_BASE:
+				v = 0;
+				break;
+			case AT_EXECFN:
+				v = (unsigned long)path;
+				break;
+			}
+			*w++ = t;
+			*w++ = v;
+		}
+	}
+	*spp = (unsigned long)sp;
+	return NULL;
+}
+
+/* osf_static_exec runs the statically linked program at path in this
+ * process with argv[0..argc) and envp (the process's own, the auxiliary
+ * vector after it). It does not return on success; otherwise it returns
+ * -1 and sets *why to the reason, "" for a dynamically linked program
+ * (exec'd as it is, libosf.so preloaded, it needs no loader). */
+OSF_EXPORT int osf_static_exec(const char *path, int argc, char **argv, char **envp, const char **why)
+{
+	static struct image im;
+	struct sigaction sa;
+	unsigned long sp;
+	int fd;
+
+	*why = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		*why = "cannot open the program";
+		return -1;
+	}
+	*why = read_image(fd, &im);
+	if (!*why && osf_rawsys(SYS_prctl, PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_OFF, 0, 0, 0, 0) < 0)
+		*why = "this kernel has no Syscall User Dispatch (Linux 5.11 or later)";
+	if (!*why)
+		*why = map_image(fd, &im);
+	REAL(close)(fd);
+	if (*why)
+		return -1;
+	if (below_text(&im)) {
+		*why = "other code is mapped below the program";
+		return -1;
+	}
+	*why = build_stack(&im, path, argc, argv, envp, &sp);
+	if (*why)
+		return -1;
+	st.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
+	st.loader_fs = fs_get();
+	osf_go_mark(st.hooked);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigsys;
+	sa.sa_flags = SA_SIGINFO;
+	sigfillset(&sa.sa_mask);
+	if (REAL(sigaction)(SIGSYS, &sa, NULL) < 0) {
+		*why = "cannot install the SIGSYS handler";
+		return -1;
+	}
+	{
+		const char *b = strrchr(path, '/');
+		osf_rawsys(SYS_prctl, PR_SET_NAME, (long)(b ? b + 1 : path), 0, 0, 0, 0);
+	}
+	if (sud_on() < 0) {
+		*why = "cannot turn on Syscall User Dispatch";
+		return -1;
+	}
+	start(sp, im.eh.e_entry + im.bias);
+}

@@ -1,0 +1,173 @@
+/* staticecho: a TCP echo server and client, built statically linked
+ * (gcc -static) by tests/static_test.go, for osfrun --static
+ * (preload/static.c). Only the C library: no osf header.
+ *
+ *   staticecho serve ADDR          listen on ADDR:0, print "listening PORT",
+ *                                  echo one connection until EOF, exit 0
+ *   staticecho client ADDR PORT N  connect, print "connected", wait for a
+ *                                  line on stdin, then send N pattern bytes
+ *                                  in chunks of 1..65536 bytes, each read
+ *                                  back (poll, then read) and checked;
+ *                                  print "ok N"
+ *   staticecho pingpong ADDR PORT N  N round trips of 64 bytes; print
+ *                                  "rtt_ns X" (mean)
+ *   staticecho fork                fork a child that exits 7; print
+ *                                  "child 7" */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void die(const char *what)
+{
+	fprintf(stderr, "staticecho: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static unsigned char pat(size_t i)
+{
+	return (unsigned char)(i * 131 + (i >> 9));
+}
+
+static void full(int fd, unsigned char *b, size_t n, int wr)
+{
+	while (n) {
+		ssize_t r = wr ? write(fd, b, n) : read(fd, b, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			die(wr ? "write" : "read");
+		b += r, n -= (size_t)r;
+	}
+}
+
+static int serve(const char *addr)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t al = sizeof(a);
+	static unsigned char buf[65536];
+	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), c;
+	ssize_t r;
+
+	if (l < 0 || inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+		die("socket");
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 8) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &al) < 0)
+		die("listen");
+	printf("listening %d\n", ntohs(a.sin_port));
+	fflush(stdout);
+	if ((c = accept(l, NULL, NULL)) < 0)
+		die("accept");
+	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	while ((r = read(c, buf, sizeof(buf))) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			die("read");
+		full(c, buf, (size_t)r, 1);
+	}
+	close(c);
+	close(l);
+	return 0;
+}
+
+static int dial(const char *addr, const char *port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(port))};
+	int one = 1, s = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (s < 0 || inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+		die("socket");
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+		die("connect");
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return s;
+}
+
+static int client(const char *addr, const char *port, size_t n)
+{
+	static unsigned char out[65536], in[65536];
+	int s = dial(addr, port);
+	size_t off = 0, chunk = 1;
+	char line[16];
+
+	printf("connected\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
+	while (off < n) {
+		size_t k = chunk < n - off ? chunk : n - off;
+		struct pollfd p = {.fd = s, .events = POLLIN};
+		for (size_t i = 0; i < k; i++)
+			out[i] = pat(off + i);
+		full(s, out, k, 1);
+		if (poll(&p, 1, 10000) != 1 || !(p.revents & POLLIN))
+			die("poll");
+		full(s, in, k, 0);
+		if (memcmp(in, out, k) != 0) {
+			fprintf(stderr, "staticecho: bytes differ at %zu..%zu\n", off, off + k);
+			return 1;
+		}
+		off += k;
+		chunk = chunk * 3 % 65536 + 1;
+	}
+	shutdown(s, SHUT_WR);
+	if (read(s, in, 1) != 0)
+		die("eof");
+	close(s);
+	printf("ok %zu\n", n);
+	return 0;
+}
+
+static int pingpong(const char *addr, const char *port, long n)
+{
+	unsigned char b[64] = {0};
+	struct timespec t0, t1;
+	int s = dial(addr, port);
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (long i = 0; i < n; i++) {
+		full(s, b, sizeof(b), 1);
+		full(s, b, sizeof(b), 0);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("rtt_ns %.0f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n);
+	close(s);
+	return 0;
+}
+
+static int forks(void)
+{
+	int st = 0;
+	pid_t p = fork();
+
+	if (p == 0)
+		_exit(7);
+	if (p < 0 || waitpid(p, &st, 0) != p)
+		die("fork");
+	printf("child %d\n", WEXITSTATUS(st));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "serve") == 0)
+		return serve(argv[2]);
+	if (argc == 5 && strcmp(argv[1], "client") == 0)
+		return client(argv[2], argv[3], (size_t)atol(argv[4]));
+	if (argc == 5 && strcmp(argv[1], "pingpong") == 0)
+		return pingpong(argv[2], argv[3], atol(argv[4]));
+	if (argc == 2 && strcmp(argv[1], "fork") == 0)
+		return forks();
+	fprintf(stderr, "usage: staticecho serve ADDR | client ADDR PORT N | pingpong ADDR PORT N | fork\n");
+	return 2;
+}

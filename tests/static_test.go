@@ -1,0 +1,158 @@
+package tests
+
+import (
+	"debug/elf"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/osfproject/osf/internal/testutil"
+)
+
+// Statically linked programs under osf (osfrun --static, preload/static.c):
+// tests/progs/static/echo.c built with gcc -static, run through osfload,
+// must reach osf's hooks (shm, bytes checked); where that is impossible it
+// runs on kernel TCP with the reason on stderr.
+
+var echoBuilds = map[string]*goBuild{"staticecho": {}, "dynecho": {}}
+
+// staticecho returns tests/progs/static/echo.c built statically linked
+// (build/tests/staticecho); it skips the test where the C library has no
+// static archive.
+func staticecho(t *testing.T) string { return buildEcho(t, "staticecho") }
+
+// buildEcho builds tests/progs/static/echo.c as name: "staticecho" (gcc
+// -static) or "dynecho" (dynamically linked).
+func buildEcho(t *testing.T, name string) string {
+	t.Helper()
+	b := echoBuilds[name]
+	out := filepath.Join(testutil.BuildDir(t), "tests", name)
+	args := []string{"-O2", "-o", out + ".tmp", filepath.Join(testutil.Root(t), "tests", "progs", "static", "echo.c")}
+	if name == "staticecho" {
+		args = append(args, "-static")
+	}
+	if b.build(exec.Command("gcc", args...), out); b.err != nil {
+		t.Skipf("gcc %s (no libc.a?): %v", name, b.err)
+	}
+	f, err := elf.Open(b.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dynamic := false
+	for _, p := range f.Progs {
+		dynamic = dynamic || p.Type == elf.PT_INTERP
+	}
+	if dynamic != (name == "dynecho") {
+		t.Fatalf("%s: dynamically linked %v", b.path, dynamic)
+	}
+	return b.path
+}
+
+// osfload is the loader osfrun --static runs a program through.
+func osfload(t *testing.T) string {
+	return filepath.Join(testutil.BuildDir(t), "osfload")
+}
+
+// skipIfNoDispatch skips the test when osfload could not run the program
+// on this kernel (no Syscall User Dispatch); stderr is the program's.
+func skipIfNoDispatch(t *testing.T, stderr string) {
+	t.Helper()
+	if strings.Contains(stderr, "no Syscall User Dispatch") {
+		t.Skipf("osfload: %s", strings.TrimSpace(stderr))
+	}
+}
+
+// staticServer starts staticecho's server in m through cmd (osfload or
+// osfrun --static) and returns it with its port.
+func staticServer(t *testing.T, c *testutil.Command) (*tcpxProc, string) {
+	t.Helper()
+	srv := startPiped(t, c)
+	testutil.WaitFor(t, shortRun, "server listening or refused", func() bool {
+		return listeningRE.MatchString(srv.Stdout()) || srv.Exited() ||
+			strings.Contains(srv.Stderr(), "osf: static:")
+	})
+	skipIfNoDispatch(t, srv.Stderr())
+	return srv, srv.port(t)
+}
+
+// TestStaticEcho: a statically linked echo server (osfrun --static) and
+// client (osfload under LD_PRELOAD), 4 MB in chunks of 1 byte to 64 KiB
+// each read back and checked, both ends shm in osfstat; the same with the
+// program dynamically linked, which osfload execs as it is (libosf.so
+// preloaded as usual).
+func TestStaticEcho(t *testing.T) {
+	for _, name := range []string{"staticecho", "dynecho"} {
+		t.Run(name, func(t *testing.T) {
+			prog := buildEcho(t, name)
+			srv, port := staticServer(t, underOsf.cmd(t, nil, testutil.Bin(t, "osfrun"), "--static", prog,
+				"serve", "127.0.0.1"))
+			cli := startPiped(t, underOsf.cmd(t, nil, osfload(t), prog, "client", "127.0.0.1", port, "4000000"))
+			cli.WaitOutput("connected", shortRun)
+			testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
+			testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
+			testutil.AssertTransport(t, cli.Pid, testutil.ByRole("client"), testutil.TransportShm)
+			cli.proceed(t)
+			if r := cli.Wait(longRun); !r.OK() || !strings.Contains(r.Stdout, "ok 4000000") {
+				t.Fatalf("%s client: %s", name, r)
+			}
+			if r := srv.Wait(shortRun); !r.OK() {
+				t.Fatalf("%s server: %s", name, r)
+			}
+			noOsfMessages(t, name+" server", srv.Stderr())
+			noOsfMessages(t, name+" client", cli.Stderr())
+		})
+	}
+}
+
+// TestStaticFork: a static program's fork runs (the child is under
+// dispatch again) and a thread is refused with EAGAIN and a line on
+// stderr, never a crash.
+func TestStaticFork(t *testing.T) {
+	prog := staticecho(t)
+	r := underOsf.cmd(t, nil, osfload(t), prog, "fork").Run(shortRun)
+	skipIfNoDispatch(t, r.Stderr)
+	if !r.OK() || r.Stdout != "child 7\n" {
+		t.Fatalf("staticecho fork: %s", r)
+	}
+	noOsfMessages(t, "staticecho fork", r.Stderr)
+}
+
+// TestStaticFallback: without libosf.so preloaded osfload says why and
+// execs the program, which runs on kernel TCP (TCP sockets in the
+// kernel's table, bytes checked); a dynamically linked program under
+// osfrun --static is offloaded as without it.
+func TestStaticFallback(t *testing.T) {
+	prog := staticecho(t)
+	srv, port := staticServer(t, bare.cmd(t, nil, osfload(t), prog, "serve", "127.0.0.1"))
+	if want := "osf: static: " + prog + ": libosf.so is not preloaded; it runs on kernel TCP"; !strings.Contains(srv.Stderr(), want) {
+		t.Errorf("osfload without libosf.so: stderr %q, want %q", srv.Stderr(), want)
+	}
+	cli := startPiped(t, bare.cmd(t, nil, osfload(t), prog, "client", "127.0.0.1", port, "100000"))
+	cli.WaitOutput("connected", shortRun)
+	for _, pid := range []int{srv.Pid, cli.Pid} {
+		tabs, err := testutil.SocketTables(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tcp := 0
+		for fd, tab := range tabs {
+			if tab != testutil.TableTCP {
+				t.Errorf("fallback: fd %d of %d is %s, want TCP", fd, pid, tab)
+			}
+			tcp++
+		}
+		if tcp == 0 {
+			t.Errorf("fallback: process %d has no kernel TCP socket", pid)
+		}
+	}
+	cli.proceed(t)
+	if r := cli.Wait(longRun); !r.OK() || !strings.Contains(r.Stdout, "ok 100000") {
+		t.Fatalf("staticecho client: %s", r)
+	}
+	if r := srv.Wait(shortRun); !r.OK() {
+		t.Fatalf("staticecho server: %s", r)
+	}
+
+}
