@@ -265,6 +265,7 @@ install: build
 		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSCONFDIR)
 	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_PROGS)) $(DESTDIR)$(BINDIR)/
 	install -m 0644 $(BUILD)/libosf.so $(BUILD)/libosfcore.so $(DESTDIR)$(LIBDIR)/
+	install -m 0755 $(BUILD)/osfload $(DESTDIR)$(LIBDIR)/
 	install -m 0644 include/osf/qsock.h $(DESTDIR)$(INCLUDEDIR)/osf/
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
 		docs/osf.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/osf.pc
@@ -278,7 +279,7 @@ install: build
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,osfrun osfstat osfperf osfgw) \
-		$(DESTDIR)$(LIBDIR)/libosf.so $(DESTDIR)$(LIBDIR)/libosfcore.so \
+		$(DESTDIR)$(LIBDIR)/libosf.so $(DESTDIR)$(LIBDIR)/libosfcore.so $(DESTDIR)$(LIBDIR)/osfload \
 		$(DESTDIR)$(INCLUDEDIR)/osf/qsock.h $(DESTDIR)$(PKGCONFIGDIR)/osf.pc \
 		$(DESTDIR)$(DOCDIR)/osf.conf.example
 	for m in $(MAN_PAGES); do rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$$m; done

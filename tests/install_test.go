@@ -157,7 +157,7 @@ func TestMakeInstall(t *testing.T) {
 	}
 	prefix := filepath.Join(dest, "usr/local")
 	for _, f := range []string{
-		"bin/osfrun", "bin/osfstat", "bin/osfperf", "lib/libosf.so", "lib/libosfcore.so",
+		"bin/osfrun", "bin/osfstat", "bin/osfperf", "lib/libosf.so", "lib/libosfcore.so", "lib/osfload",
 		"include/osf/qsock.h", "lib/pkgconfig/osf.pc", "share/doc/osf/osf.conf.example",
 		"share/man/man7/osf.7", "share/man/man1/osfrun.1", "share/man/man8/osfstat.8",
 		"share/man/man1/osfperf.1", "share/man/man3/qsock_readable.3", "share/man/man3/qsock_writable.3",
