@@ -27,6 +27,9 @@
  *     kernel does not carry it across fork or to a new thread);
  *   - everything else goes to the kernel unchanged.
  *
+ * A site osf serves whose bytes allow it is then rewritten to jump to a
+ * stub that calls the hook without a signal (rewrite, osf_static_fast).
+ *
  * The handler runs on the program's stack with the program's FS; it moves
  * FS to the loader thread's TLS (the C library's, which libosf.so's code
  * uses) before any C code runs and back before it returns (wrfsbase where
@@ -72,6 +75,9 @@
 #define STATIC_BRK_MAX (1UL << 30)     /* the program's break region */
 #define STATIC_STACK (8UL << 20)       /* the program's initial stack */
 #define STATIC_TOP (1UL << 47)         /* end of user space */
+#define STUB_SIZE 64
+#define STUB_SLOTS 1024
+#define STUB_AREA (STUB_SIZE * STUB_SLOTS)
 
 static struct {
 	unsigned long loader_fs; /* the loader thread's TLS */
@@ -84,7 +90,22 @@ static struct {
 	} sigsys; /* the program's SIGSYS action: recorded, never installed */
 	unsigned char hooked[OSF_GO_NSYS];
 	int warned_threads;
+	/* The rewritten call sites' stubs (rewrite below): STUB_SLOTS slots
+	 * of STUB_SIZE bytes in a mapping just below the program, inside the
+	 * dispatched range (a stub's own syscall traps); the program's code
+	 * range [text_lo, text_end). */
+	unsigned char *stubs;
+	int nstubs;
+	unsigned long text_lo;
+	unsigned long refused[64]; /* sites found unsafe to rewrite */
+	int nrefused;
 } st;
+
+/* The numbers a rewritten site serves without a trap: the hooked ones
+ * but execve (its image would inherit the fast path's blocked signals),
+ * and poll and select. Others at such a site take the stub's own
+ * syscall, which traps. */
+unsigned char osf_static_fastnr[OSF_GO_NSYS];
 
 /* ---- FS and dispatch's switch (no TLS, no libc: osf_rawsys) ------------ */
 
@@ -257,19 +278,223 @@ static long emulate(long n, const long *a)
 	return osf_rawsys(n, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
-/* on_sigsys runs with the program's FS: no TLS (and so no stack
- * protector) before fs_set. The program's FS is st.prog_fs once it set
- * one; before that it runs on the loader's. */
+/* call emulates system call n on the loader's FS, errno kept. */
+__attribute__((noinline)) static long call(long n, const long *a)
+{
+	int saved = errno;
+	long r = emulate(n, a);
+
+	errno = saved;
+	return r;
+}
+
+/* ---- rewritten call sites ------------------------------------------------
+ *
+ * A trap costs a signal (docs/STATIC.md: about 1.3 us here). After a
+ * trapped call whose number osf_static_fastnr serves, the site is
+ * rewritten when its bytes are glibc's `syscall; cmp $imm32, %rax` (8
+ * bytes) and no branch within 4 KiB lands inside them: they become `jmp
+ * rel32` to a stub of their own,
+ *
+ *	lea -128(%rsp), %rsp		past the red zone
+ *	lea 1f(%rip), %rcx
+ *	movabs $osf_static_fast, %r11
+ *	jmp *%r11			R11 0: served, 1: not ours
+ *  1:	lea 128(%rsp), %rsp
+ *	test %r11, %r11
+ *	jz 2f
+ *	syscall				traps: the stub is below the program's code
+ *  2:	cmp $imm32, %rax		the instruction the jmp displaced
+ *	jmp site+8
+ *
+ * osf_static_fast keeps every register the kernel keeps across a system
+ * call but RCX and R11 (which `syscall` clobbers too), and XMM0-15, and
+ * calls osf_static_fast_c, which blocks signals (a handler must not run
+ * on the loader's FS), switches FS, calls the hook, and undoes both. */
+long osf_static_fast_c(long n, const long *a);
+void osf_static_fast(void);
+__asm__(".text\n"
+	".globl osf_static_fast\n"
+	".hidden osf_static_fast\n"
+	".type osf_static_fast,@function\n"
+	"osf_static_fast:\n"
+	"	cmpq $512, %rax\n"
+	"	jae 9f\n"
+	"	leaq osf_static_fastnr(%rip), %r11\n"
+	"	cmpb $0, (%r11,%rax)\n"
+	"	je 9f\n"
+	"	pushq %rcx\n"
+	"	pushq %rbp\n"
+	"	movq %rsp, %rbp\n"
+	"	pushq %r9\n"
+	"	pushq %r8\n"
+	"	pushq %r10\n"
+	"	pushq %rdx\n"
+	"	pushq %rsi\n"
+	"	pushq %rdi\n"
+	"	movq %rsp, %rsi\n"
+	"	subq $256, %rsp\n"
+	"	andq $-16, %rsp\n"
+	"	movups %xmm0, 0(%rsp)\n"
+	"	movups %xmm1, 16(%rsp)\n"
+	"	movups %xmm2, 32(%rsp)\n"
+	"	movups %xmm3, 48(%rsp)\n"
+	"	movups %xmm4, 64(%rsp)\n"
+	"	movups %xmm5, 80(%rsp)\n"
+	"	movups %xmm6, 96(%rsp)\n"
+	"	movups %xmm7, 112(%rsp)\n"
+	"	movups %xmm8, 128(%rsp)\n"
+	"	movups %xmm9, 144(%rsp)\n"
+	"	movups %xmm10, 160(%rsp)\n"
+	"	movups %xmm11, 176(%rsp)\n"
+	"	movups %xmm12, 192(%rsp)\n"
+	"	movups %xmm13, 208(%rsp)\n"
+	"	movups %xmm14, 224(%rsp)\n"
+	"	movups %xmm15, 240(%rsp)\n"
+	"	cld\n"
+	"	movq %rax, %rdi\n"
+	"	call osf_static_fast_c\n"
+	"	movups 0(%rsp), %xmm0\n"
+	"	movups 16(%rsp), %xmm1\n"
+	"	movups 32(%rsp), %xmm2\n"
+	"	movups 48(%rsp), %xmm3\n"
+	"	movups 64(%rsp), %xmm4\n"
+	"	movups 80(%rsp), %xmm5\n"
+	"	movups 96(%rsp), %xmm6\n"
+	"	movups 112(%rsp), %xmm7\n"
+	"	movups 128(%rsp), %xmm8\n"
+	"	movups 144(%rsp), %xmm9\n"
+	"	movups 160(%rsp), %xmm10\n"
+	"	movups 176(%rsp), %xmm11\n"
+	"	movups 192(%rsp), %xmm12\n"
+	"	movups 208(%rsp), %xmm13\n"
+	"	movups 224(%rsp), %xmm14\n"
+	"	movups 240(%rsp), %xmm15\n"
+	"	leaq -48(%rbp), %rsp\n"
+	"	popq %rdi\n"
+	"	popq %rsi\n"
+	"	popq %rdx\n"
+	"	popq %r10\n"
+	"	popq %r8\n"
+	"	popq %r9\n"
+	"	popq %rbp\n"
+	"	popq %rcx\n"
+	"	xorl %r11d, %r11d\n"
+	"	jmp *%rcx\n"
+	"9:\n"
+	"	movl $1, %r11d\n"
+	"	jmp *%rcx\n");
+
+__attribute__((no_stack_protector)) long osf_static_fast_c(long n, const long *a)
+{
+	unsigned long all = ~0UL, old;
+	unsigned long fs = fs_get();
+	long r;
+
+	osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof(all), 0, 0);
+	fs_set(st.loader_fs);
+	r = call(n, a);
+	fs_set(fs);
+	osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof(old), 0, 0);
+	return r;
+}
+
+/* branches_into says whether a direct branch within 4 KiB of site (in the
+ * program's code) may land on one of its bytes after the first: every
+ * byte is read as a possible opcode, so it errs towards yes. */
+static int branches_into(unsigned long site, unsigned long len)
+{
+	unsigned long lo = site > st.text_lo + 4096 ? site - 4096 : st.text_lo;
+	unsigned long hi = site + 4096 < st.text_end ? site + 4096 : st.text_end;
+
+	for (unsigned long j = lo; j + 6 <= hi; j++) {
+		const unsigned char *b = (const unsigned char *)j;
+		unsigned long t = 0;
+		int32_t d;
+		if ((b[0] >= 0x70 && b[0] <= 0x7f) || (b[0] >= 0xe0 && b[0] <= 0xe3) || b[0] == 0xeb) {
+			t = j + 2 + (unsigned long)(long)(int8_t)b[1];
+		} else if (b[0] == 0xe8 || b[0] == 0xe9) {
+			memcpy(&d, b + 1, 4);
+			t = j + 5 + (unsigned long)(long)d;
+		} else if (b[0] == 0x0f && b[1] >= 0x80 && b[1] <= 0x8f) {
+			memcpy(&d, b + 2, 4);
+			t = j + 6 + (unsigned long)(long)d;
+		}
+		if (t > site && t < site + len)
+			return 1;
+	}
+	return 0;
+}
+
+/* rewrite makes the site whose syscall ended at ret take a stub from now
+ * on, when it is safe to, and returns where the trapped call resumes: the
+ * stub's displaced cmp (ret itself is now inside the jmp). It returns ret
+ * when the site stays a trap. */
+static unsigned long rewrite(unsigned long ret)
+{
+	unsigned long site = ret - 2, pg = site & ~4095UL;
+	unsigned char *p = (unsigned char *)site, *s;
+	int32_t rel;
+
+	if (!st.stubs || st.nstubs >= STUB_SLOTS || site < st.text_lo || site + 8 > st.text_end ||
+	    p[0] != 0x0f || p[1] != 0x05 || p[2] != 0x48 || p[3] != 0x3d)
+		return ret;
+	for (int i = 0; i < st.nrefused; i++)
+		if (st.refused[i] == site)
+			return ret;
+	if (branches_into(site, 8)) {
+		if (st.nrefused < (int)(sizeof(st.refused) / sizeof(st.refused[0])))
+			st.refused[st.nrefused++] = site;
+		return ret;
+	}
+	s = st.stubs + (size_t)st.nstubs * STUB_SIZE;
+	if (mprotect(st.stubs, STUB_AREA, PROT_READ | PROT_WRITE) < 0)
+		return ret;
+	/* lea -128(%rsp), %rsp; lea 1f(%rip), %rcx (1f: 25 bytes in) */
+	memcpy(s, "\x48\x8d\x64\x24\x80\x48\x8d\x0d\x0d\x00\x00\x00", 12);
+	s[12] = 0x49, s[13] = 0xbb; /* movabs $osf_static_fast, %r11 */
+	{
+		uint64_t f = (uint64_t)(uintptr_t)osf_static_fast;
+		memcpy(s + 14, &f, 8);
+	}
+	memcpy(s + 22, "\x41\xff\xe3", 3); /* jmp *%r11 */
+	/* 1: lea 128(%rsp), %rsp; test %r11, %r11; jz 2f; syscall */
+	memcpy(s + 25, "\x48\x8d\xa4\x24\x80\x00\x00\x00\x4d\x85\xdb\x74\x02\x0f\x05", 15);
+	memcpy(s + 40, p + 2, 6); /* 2: cmp $imm32, %rax */
+	s[46] = 0xe9;             /* jmp site+8 */
+	rel = (int32_t)((long)(site + 8) - (long)(s + 51));
+	memcpy(s + 47, &rel, 4);
+	if (mprotect(st.stubs, STUB_AREA, PROT_READ | PROT_EXEC) < 0)
+		return ret;
+	rel = (int32_t)((long)s - (long)(site + 5));
+	if ((long)s - (long)(site + 5) != rel ||
+	    mprotect((void *)pg, site + 8 - pg, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
+		return ret;
+	st.nstubs++;
+	memcpy(p + 1, &rel, 4);
+	memcpy(p + 5, "\x90\x90\x90", 3);
+	__atomic_store_n(p, 0xe9, __ATOMIC_RELEASE);
+	__builtin___clear_cache((char *)p, (char *)p + 8);
+	mprotect((void *)pg, site + 8 - pg, PROT_READ | PROT_EXEC);
+	return (unsigned long)(s + 40);
+}
+
+/* dispatch runs a trapped call (on_sigsys, on the loader's FS) and
+ * rewrites its site when a stub can serve it from then on. */
 __attribute__((noinline)) static void dispatch(ucontext_t *uc)
 {
 	greg_t *g = uc->uc_mcontext.gregs;
 	const long a[6] = {g[REG_RDI], g[REG_RSI], g[REG_RDX], g[REG_R10], g[REG_R8], g[REG_R9]};
-	int saved = errno;
+	long n = g[REG_RAX];
 
-	g[REG_RAX] = emulate(g[REG_RAX], a);
-	errno = saved;
+	g[REG_RAX] = call(n, a);
+	if (n >= 0 && n < OSF_GO_NSYS && osf_static_fastnr[n])
+		g[REG_RIP] = (greg_t)rewrite((unsigned long)g[REG_RIP]);
 }
 
+/* on_sigsys runs with the program's FS: no TLS (and so no stack
+ * protector) before fs_set. The program's FS is st.prog_fs once it set
+ * one; before that it runs on the loader's. */
 __attribute__((no_stack_protector)) static void on_sigsys(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig;
@@ -340,6 +565,7 @@ static int prot(unsigned f)
 static const char *map_image(int fd, struct image *im)
 {
 	unsigned long lo = im->lo + im->bias, hi = ((im->hi + im->bias) + 4095) & ~4095UL;
+	int nx = 0;
 
 	if (mmap((void *)lo, hi - lo, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
 		 -1, 0) != (void *)lo)
@@ -369,6 +595,20 @@ static const char *map_image(int fd, struct image *im)
 			return "cannot protect a segment";
 		if ((p->p_flags & PF_X) && mend > st.text_end)
 			st.text_end = mend;
+		if ((p->p_flags & PF_X) && (!st.text_lo || pa < st.text_lo))
+			st.text_lo = pa;
+		nx += (p->p_flags & PF_X) != 0;
+	}
+	/* rewrite scans the code around a site: one executable segment, no
+	 * holes */
+	if (nx == 1 && lo >= STUB_AREA + 65536) {
+		st.stubs = mmap((void *)(lo - STUB_AREA), STUB_AREA, PROT_READ | PROT_EXEC,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		if (st.stubs != (void *)(lo - STUB_AREA)) {
+			if (st.stubs != MAP_FAILED)
+				munmap(st.stubs, STUB_AREA);
+			st.stubs = NULL; /* every call traps */
+		}
 	}
 	st.brk_lo = st.brk_cur = hi;
 	st.brk_top = hi;
@@ -379,11 +619,12 @@ static const char *map_image(int fd, struct image *im)
 }
 
 /* below_text says whether any executable mapping other than the program's
- * lies below its code's end (it would be dispatched too). */
+ * and its stubs' lies below its code's end (it would be dispatched too). */
 static int below_text(const struct image *im)
 {
 	char buf[512];
 	FILE *f = fopen("/proc/self/maps", "re");
+	unsigned long own = st.stubs ? (unsigned long)st.stubs : im->lo + im->bias;
 	int bad = 0;
 
 	if (!f)
@@ -392,7 +633,7 @@ static int below_text(const struct image *im)
 		unsigned long a, b;
 		char perm[5];
 		if (sscanf(buf, "%lx-%lx %4s", &a, &b, perm) == 3 && perm[2] == 'x' &&
-		    a < st.text_end && (a < im->lo + im->bias || b > st.text_end))
+		    a < st.text_end && (a < own || b > st.text_end))
 			bad = 1;
 	}
 	fclose(f);
@@ -509,6 +750,10 @@ OSF_EXPORT int osf_static_exec(const char *path, int argc, char **argv, char **e
 	st.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
 	st.loader_fs = fs_get();
 	osf_go_mark(st.hooked);
+	osf_go_mark(osf_static_fastnr);
+	osf_static_fastnr[SYS_execve] = 0;
+	osf_static_fastnr[SYS_poll] = osf_static_fastnr[SYS_ppoll] = 1;
+	osf_static_fastnr[SYS_select] = osf_static_fastnr[SYS_pselect6] = 1;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_sigsys;
 	sa.sa_flags = SA_SIGINFO;

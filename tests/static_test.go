@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"bytes"
 	"debug/elf"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -90,6 +93,11 @@ func TestStaticEcho(t *testing.T) {
 				"serve", "127.0.0.1"))
 			cli := startPiped(t, underOsf.cmd(t, nil, osfload(t), prog, "client", "127.0.0.1", port, "4000000"))
 			cli.WaitOutput("connected", shortRun)
+			if name == "staticecho" {
+				// "connected" went through write: its site now
+				// jumps to a stub (no trap per call).
+				assertRewritten(t, cli.Pid, prog, "__libc_write")
+			}
 			testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
 			testutil.AssertTransport(t, srv.Pid, testutil.ByRole("listener"), testutil.TransportShm)
 			testutil.AssertTransport(t, cli.Pid, testutil.ByRole("client"), testutil.TransportShm)
@@ -155,4 +163,48 @@ func TestStaticFallback(t *testing.T) {
 		t.Fatalf("staticecho server: %s", r)
 	}
 
+}
+
+// assertRewritten checks, in process pid's memory, that function fn of
+// the static program prog (not a PIE: no load bias) has a rewritten system
+// call site (`jmp rel32` and three nops, preload/static.c rewrite): its
+// calls no longer trap.
+func assertRewritten(t *testing.T, pid int, prog, fn string) {
+	t.Helper()
+	f, err := elf.Open(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sym *elf.Symbol
+	for i := range syms {
+		if syms[i].Name == fn {
+			sym = &syms[i]
+		}
+	}
+	if sym == nil || sym.Size < 16 {
+		t.Fatalf("%s: no symbol %s", prog, fn)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	code := make([]byte, sym.Size)
+	if _, err := mem.ReadAt(code, int64(sym.Value)); err != nil {
+		t.Fatalf("read %s of process %d: %v", fn, pid, err)
+	}
+	rewritten := 0
+	for i := 0; i+8 <= len(code); i++ {
+		if code[i] == 0xe9 && bytes.Equal(code[i+5:i+8], []byte{0x90, 0x90, 0x90}) {
+			rewritten++
+		}
+	}
+	if rewritten == 0 {
+		t.Errorf("%s of process %d: no rewritten system call site: % x", fn, pid, code)
+	}
 }
