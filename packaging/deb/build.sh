@@ -12,7 +12,7 @@ make -s install DESTDIR="$root" PREFIX=/usr LIBDIR="/usr/lib/$multiarch" SYSCONF
 # Debian policy: compressed manual pages and changelog, a copyright file,
 # stripped C objects (the Go core keeps its symbol table: crash traces).
 gzip -9n "$root"/usr/share/man/man*/*
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/lib/$multiarch/libosf.so" "$root/usr/bin/osfperf"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/lib/$multiarch/libosf.so" "$root/usr/lib/$multiarch/osfload" "$root/usr/bin/osfperf"
 strip "$root"/usr/bin/osfrun "$root"/usr/bin/osfstat
 [ ! -e "$root/usr/bin/osfgw" ] || strip "$root/usr/bin/osfgw"
 install -m 0644 packaging/deb/copyright "$root/usr/share/doc/osf/copyright"
