@@ -21,20 +21,21 @@
  *     loader's C library), rt_sigaction gets a restorer outside the
  *     program (its own would trap on rt_sigreturn) and never touches
  *     SIGSYS, rt_sigprocmask never blocks SIGSYS;
- *   - clone with a new stack or CLONE_VM (threads, posix_spawn) and clone3
- *     are refused (ENOSYS, EAGAIN: the first path is single-threaded);
- *     a fork-like clone runs, and the child turns dispatch on again (the
- *     kernel does not carry it across fork or to a new thread);
+ *   - a thread runs on a carrier the loader's C library makes
+ *     (sys_thread); clone3 gets ENOSYS (the C library falls back to
+ *     clone), other CLONE_VM clones (posix_spawn) EAGAIN; a fork-like
+ *     clone runs, and the child turns dispatch on again (the kernel does
+ *     not carry it across fork or to a new thread);
  *   - everything else goes to the kernel unchanged.
  *
  * A site osf serves whose bytes allow it is then rewritten to jump to a
  * stub that calls the hook without a signal (rewrite, osf_static_fast).
  *
  * The handler runs on the program's stack with the program's FS; it moves
- * FS to the loader thread's TLS (the C library's, which libosf.so's code
- * uses) before any C code runs and back before it returns (wrfsbase where
- * the CPU and kernel allow it, else arch_prctl). All signals are blocked
- * while it runs: a program's handler must never see the loader's FS.
+ * FS to the thread's carrier's TLS (the C library's, which libosf.so's
+ * code uses) before any C code runs and back before it returns (wrfsbase
+ * where the CPU and kernel allow it, else arch_prctl). All signals are
+ * blocked while it runs: a program's handler must never see osf's FS.
  *
  * Where any of this is unavailable (no Syscall User Dispatch, a program
  * that is not a static x86-64 executable, code mapped below the program)
@@ -45,6 +46,9 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -80,8 +84,6 @@
 #define STUB_AREA (STUB_SIZE * STUB_SLOTS)
 
 static struct {
-	unsigned long loader_fs; /* the loader thread's TLS */
-	unsigned long prog_fs;   /* the program's (its arch_prctl) */
 	int fsgsbase;
 	unsigned long text_end;  /* the allowed range's start */
 	unsigned long brk_lo, brk_cur, brk_top; /* [brk_lo, brk_cur) writable */
@@ -99,13 +101,17 @@ static struct {
 	unsigned long text_lo;
 	unsigned long refused[64]; /* sites found unsafe to rewrite */
 	int nrefused;
+	unsigned long sites[STUB_SLOTS]; /* the site of each stub */
+	int threads;                     /* carriers made (sys_thread) */
 } st;
+static pthread_mutex_t rewrite_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The numbers a rewritten site serves without a trap: the hooked ones
  * but execve (its image would inherit the fast path's blocked signals),
  * and poll and select. Others at such a site take the stub's own
  * syscall, which traps. */
 unsigned char osf_static_fastnr[OSF_GO_NSYS];
+
 
 /* ---- FS and dispatch's switch (no TLS, no libc: osf_rawsys) ------------ */
 
@@ -126,6 +132,70 @@ static inline void fs_set(unsigned long v)
 		__asm__ volatile("wrfsbase %0" ::"r"(v) : "memory");
 	else
 		osf_rawsys(SYS_arch_prctl, ARCH_SET_FS, (long)v, 0, 0, 0, 0);
+}
+
+/* Each program thread runs on a thread of the loader's C library (its
+ * carrier: the main thread, or one sys_thread made), whose TLS osf's code
+ * uses. fsmap finds a carrier's FS from the program's FS the thread runs
+ * with (a handler's first step, before any TLS); t_prog_fs is the
+ * program's FS of this thread (0 until it sets one: it then runs on the
+ * carrier's). Entries are written before their key (release) and never
+ * removed: a key comes back only when the C library reuses a finished
+ * thread's TCB, and that thread's new carrier overwrites it. */
+#define FSMAP 4096
+static struct {
+	unsigned long prog, carrier;
+} fsmap[FSMAP];
+static int fsmap_lock;
+static __thread unsigned long t_prog_fs __attribute__((tls_model("initial-exec")));
+
+static inline unsigned long fsmap_get(unsigned long prog)
+{
+	for (unsigned long i = (prog >> 6) % FSMAP, n = 0; n < FSMAP; i = (i + 1) % FSMAP, n++) {
+		unsigned long k = __atomic_load_n(&fsmap[i].prog, __ATOMIC_ACQUIRE);
+		if (k == prog)
+			return __atomic_load_n(&fsmap[i].carrier, __ATOMIC_RELAXED);
+		if (!k)
+			break;
+	}
+	return 0;
+}
+
+static void fsmap_put(unsigned long prog, unsigned long carrier)
+{
+	unsigned long i = (prog >> 6) % FSMAP;
+
+	while (__atomic_exchange_n(&fsmap_lock, 1, __ATOMIC_ACQUIRE))
+		;
+	for (unsigned long n = 0; n < FSMAP; i = (i + 1) % FSMAP, n++) {
+		unsigned long k = fsmap[i].prog;
+		if (k == prog || !k) {
+			__atomic_store_n(&fsmap[i].carrier, carrier, __ATOMIC_RELAXED);
+			__atomic_store_n(&fsmap[i].prog, prog, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	__atomic_store_n(&fsmap_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* enter_osf moves FS from the program's to its carrier's and returns the
+ * program's; leave_osf moves back (to the one the program set meanwhile,
+ * if any). No TLS before enter_osf. */
+static inline __attribute__((always_inline)) unsigned long enter_osf(void)
+{
+	unsigned long cur = fs_get(), carrier = fsmap_get(cur);
+
+	if (carrier && carrier != cur)
+		fs_set(carrier);
+	return cur;
+}
+
+static inline __attribute__((always_inline)) void leave_osf(unsigned long cur)
+{
+	unsigned long want = t_prog_fs ? t_prog_fs : cur;
+
+	if (want != fs_get())
+		fs_set(want);
 }
 
 static int sud_on(void)
@@ -210,7 +280,7 @@ static long sys_clone(const long *a)
 
 	if ((flags & (CLONE_VM | CLONE_THREAD)) || a[1]) {
 		if (!st.warned_threads++)
-			dprintf(2, "osf: static: threads and clone(CLONE_VM) are refused (EAGAIN)\n");
+			dprintf(2, "osf: static: clone(CLONE_VM) other than a thread's is refused (EAGAIN)\n");
 		return -EAGAIN;
 	}
 	r = osf_rawsys(SYS_clone, a[0], 0, a[2], a[3], a[4], 0);
@@ -230,11 +300,12 @@ static long emulate(long n, const long *a)
 	switch (n) {
 	case SYS_arch_prctl:
 		if (a[0] == ARCH_SET_FS) {
-			st.prog_fs = (unsigned long)a[1];
+			fsmap_put((unsigned long)a[1], fs_get());
+			t_prog_fs = (unsigned long)a[1];
 			return 0;
 		}
 		if (a[0] == ARCH_GET_FS) {
-			*(unsigned long *)a[1] = st.prog_fs;
+			*(unsigned long *)a[1] = t_prog_fs ? t_prog_fs : fs_get();
 			return 0;
 		}
 		break;
@@ -387,14 +458,13 @@ __asm__(".text\n"
 
 __attribute__((no_stack_protector)) long osf_static_fast_c(long n, const long *a)
 {
-	unsigned long all = ~0UL, old;
-	unsigned long fs = fs_get();
+	unsigned long all = ~0UL, old, fs;
 	long r;
 
 	osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof(all), 0, 0);
-	fs_set(st.loader_fs);
+	fs = enter_osf();
 	r = call(n, a);
-	fs_set(fs);
+	leave_osf(fs);
 	osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof(old), 0, 0);
 	return r;
 }
@@ -427,17 +497,25 @@ static int branches_into(unsigned long site, unsigned long len)
 }
 
 /* rewrite makes the site whose syscall ended at ret take a stub from now
- * on, when it is safe to, and returns where the trapped call resumes: the
- * stub's displaced cmp (ret itself is now inside the jmp). It returns ret
- * when the site stays a trap. */
-static unsigned long rewrite(unsigned long ret)
+ * on, when create and it is safe to, and returns where the trapped call resumes: the
+ * stub's displaced cmp when the site is rewritten (now, or by another
+ * thread while this one was in the call: ret is then inside the jmp), else
+ * ret. Once the program has threads, only a site whose 8 bytes are one
+ * aligned word is rewritten (one store: a thread running it sees the old
+ * bytes or the new ones, and one that trapped on the old resumes in the
+ * stub). */
+static unsigned long rewrite_locked(unsigned long ret, int create)
 {
 	unsigned long site = ret - 2, pg = site & ~4095UL;
-	unsigned char *p = (unsigned char *)site, *s;
+	unsigned char *p = (unsigned char *)site, *s, jmp[8] = {0xe9, 0, 0, 0, 0, 0x90, 0x90, 0x90};
 	int32_t rel;
 
-	if (!st.stubs || st.nstubs >= STUB_SLOTS || site < st.text_lo || site + 8 > st.text_end ||
-	    p[0] != 0x0f || p[1] != 0x05 || p[2] != 0x48 || p[3] != 0x3d)
+	for (int i = 0; i < st.nstubs; i++)
+		if (st.sites[i] == site) /* another thread rewrote it */
+			return (unsigned long)(st.stubs + (size_t)i * STUB_SIZE + 40);
+	if (!create || !st.stubs || st.nstubs >= STUB_SLOTS || site < st.text_lo || site + 8 > st.text_end ||
+	    p[0] != 0x0f || p[1] != 0x05 || p[2] != 0x48 || p[3] != 0x3d ||
+	    (st.threads && (site & 7))) /* others may run it: one 8-byte store */
 		return ret;
 	for (int i = 0; i < st.nrefused; i++)
 		if (st.refused[i] == site)
@@ -448,7 +526,13 @@ static unsigned long rewrite(unsigned long ret)
 		return ret;
 	}
 	s = st.stubs + (size_t)st.nstubs * STUB_SIZE;
-	if (mprotect(st.stubs, STUB_AREA, PROT_READ | PROT_WRITE) < 0)
+	rel = (int32_t)((long)s - (long)(site + 5));
+	if ((long)s - (long)(site + 5) != rel)
+		return ret;
+	memcpy(jmp + 1, &rel, 4);
+	/* other threads may be running earlier stubs: the area stays
+	 * executable while it is written */
+	if (mprotect(st.stubs, STUB_AREA, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
 		return ret;
 	/* lea -128(%rsp), %rsp; lea 1f(%rip), %rcx (1f: 25 bytes in) */
 	memcpy(s, "\x48\x8d\x64\x24\x80\x48\x8d\x0d\x0d\x00\x00\x00", 12);
@@ -464,19 +548,147 @@ static unsigned long rewrite(unsigned long ret)
 	s[46] = 0xe9;             /* jmp site+8 */
 	rel = (int32_t)((long)(site + 8) - (long)(s + 51));
 	memcpy(s + 47, &rel, 4);
-	if (mprotect(st.stubs, STUB_AREA, PROT_READ | PROT_EXEC) < 0)
-		return ret;
-	rel = (int32_t)((long)s - (long)(site + 5));
-	if ((long)s - (long)(site + 5) != rel ||
+	if (mprotect(st.stubs, STUB_AREA, PROT_READ | PROT_EXEC) < 0 ||
 	    mprotect((void *)pg, site + 8 - pg, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
 		return ret;
-	st.nstubs++;
-	memcpy(p + 1, &rel, 4);
-	memcpy(p + 5, "\x90\x90\x90", 3);
-	__atomic_store_n(p, 0xe9, __ATOMIC_RELEASE);
+	st.sites[st.nstubs++] = site;
+	if (!(site & 7)) {
+		uint64_t v;
+		memcpy(&v, jmp, 8);
+		__atomic_store_n((uint64_t *)p, v, __ATOMIC_RELEASE);
+	} else { /* one thread: the jmp's first byte last */
+		memcpy(p + 1, jmp + 1, 7);
+		__atomic_store_n(p, jmp[0], __ATOMIC_RELEASE);
+	}
 	__builtin___clear_cache((char *)p, (char *)p + 8);
 	mprotect((void *)pg, site + 8 - pg, PROT_READ | PROT_EXEC);
 	return (unsigned long)(s + 40);
+}
+
+static unsigned long rewrite(unsigned long ret, int create)
+{
+	unsigned long r;
+
+	pthread_mutex_lock(&rewrite_lock);
+	r = rewrite_locked(ret, create);
+	pthread_mutex_unlock(&rewrite_lock);
+	return r;
+}
+
+/* ---- threads ------------------------------------------------------------
+ *
+ * A thread the program makes (clone with CLONE_VM|CLONE_SIGHAND|
+ * CLONE_THREAD and a stack) runs on a carrier made by the loader's C
+ * library (pthread_create), so that osf's code has TLS on it too: the
+ * carrier sets what the clone flags ask (the child's tid words, the
+ * program's TLS), turns dispatch on (the kernel does not carry it to a new
+ * task), takes the parent's signal mask and jumps to the instruction
+ * after the parent's syscall with the parent's registers, RAX 0 and RSP
+ * the new stack. The parent waits for the carrier's tid. When the program's
+ * thread exits (SYS_exit), the carrier ends with it; the C library never
+ * learns, so its stack (CARRIER_STACK) and TCB stay. */
+#define THREAD_FLAGS (CLONE_VM | CLONE_SIGHAND | CLONE_THREAD)
+#define CARRIER_STACK (64UL << 10)
+
+struct carrier {
+	greg_t regs[NGREG];
+	unsigned long flags, tls, mask;
+	int *ctid, *ptid;
+	int tid; /* the carrier's, once it runs; -errno if it cannot */
+};
+
+/* osf_static_jump loads regs (a gregs array: the program's registers) and
+ * jumps to regs[REG_RIP] with RSP regs[REG_RSP] and RAX 0. */
+__attribute__((noreturn)) void osf_static_jump(const greg_t *regs);
+__asm__(".text\n"
+	".globl osf_static_jump\n"
+	".hidden osf_static_jump\n"
+	".type osf_static_jump,@function\n"
+	"osf_static_jump:\n"
+	"	movq %rdi, %r15\n"
+	"	movq 120(%r15), %rax\n" /* REG_RSP */
+	"	subq $8, %rax\n"
+	"	movq 128(%r15), %rcx\n" /* REG_RIP */
+	"	movq %rcx, (%rax)\n"
+	"	movq %rax, %rsp\n"
+	"	movq 0(%r15), %r8\n"
+	"	movq 8(%r15), %r9\n"
+	"	movq 16(%r15), %r10\n"
+	"	movq 24(%r15), %r11\n"
+	"	movq 32(%r15), %r12\n"
+	"	movq 40(%r15), %r13\n"
+	"	movq 48(%r15), %r14\n"
+	"	movq 64(%r15), %rdi\n"
+	"	movq 72(%r15), %rsi\n"
+	"	movq 80(%r15), %rbp\n"
+	"	movq 88(%r15), %rbx\n"
+	"	movq 96(%r15), %rdx\n"
+	"	movq 112(%r15), %rcx\n"
+	"	movq 56(%r15), %r15\n"
+	"	xorl %eax, %eax\n"
+	"	ret\n");
+
+__attribute__((no_stack_protector)) static void *carrier_main(void *arg)
+{
+	struct carrier *c = arg;
+	greg_t regs[NGREG];
+	unsigned long mask = c->mask & ~SIGSYS_BIT, prog;
+	int tid = (int)osf_rawsys(SYS_gettid, 0, 0, 0, 0, 0, 0);
+
+	memcpy(regs, c->regs, sizeof(regs));
+	if (c->flags & CLONE_CHILD_CLEARTID)
+		osf_rawsys(SYS_set_tid_address, (long)c->ctid, 0, 0, 0, 0, 0);
+	if (c->flags & CLONE_CHILD_SETTID)
+		*c->ctid = tid;
+	if (c->flags & CLONE_PARENT_SETTID) /* before the child can exit */
+		*c->ptid = tid;
+	prog = fs_get();
+	if (c->flags & CLONE_SETTLS) {
+		fsmap_put(c->tls, prog);
+		t_prog_fs = prog = c->tls;
+	}
+	if (sud_on() < 0)
+		tid = -EPERM;
+	__atomic_store_n(&c->tid, tid, __ATOMIC_RELEASE);
+	if (tid < 0)
+		return NULL;
+	/* c is the parent's from here on: only locals. No TLS once FS is
+	 * the program's. */
+	fs_set(prog);
+	osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, sizeof(mask), 0, 0);
+	osf_static_jump(regs);
+}
+
+static long sys_thread(ucontext_t *uc, const long *a)
+{
+	struct carrier *c = calloc(1, sizeof(*c));
+	pthread_attr_t at;
+	pthread_t t;
+	int tid, err;
+
+	if (!c)
+		return -EAGAIN;
+	memcpy(c->regs, uc->uc_mcontext.gregs, sizeof(c->regs));
+	c->regs[REG_RSP] = (greg_t)a[1];
+	c->flags = (unsigned long)a[0];
+	c->ptid = (int *)a[2];
+	c->ctid = (int *)a[3];
+	c->tls = (unsigned long)a[4];
+	memcpy(&c->mask, &uc->uc_sigmask, sizeof(c->mask));
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, CARRIER_STACK);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	__atomic_store_n(&st.threads, 1, __ATOMIC_RELAXED);
+	err = pthread_create(&t, &at, carrier_main, c);
+	pthread_attr_destroy(&at);
+	if (err) {
+		free(c);
+		return -EAGAIN;
+	}
+	while (!(tid = __atomic_load_n(&c->tid, __ATOMIC_ACQUIRE)))
+		sched_yield();
+	free(c);
+	return tid;
 }
 
 /* dispatch runs a trapped call (on_sigsys, on the loader's FS) and
@@ -487,21 +699,26 @@ __attribute__((noinline)) static void dispatch(ucontext_t *uc)
 	const long a[6] = {g[REG_RDI], g[REG_RSI], g[REG_RDX], g[REG_R10], g[REG_R8], g[REG_R9]};
 	long n = g[REG_RAX];
 
+	if (n == SYS_clone && ((unsigned long)a[0] & THREAD_FLAGS) == THREAD_FLAGS && a[1] &&
+	    !((unsigned long)a[0] & CLONE_VFORK)) {
+		g[REG_RAX] = sys_thread(uc, a);
+		return;
+	}
 	g[REG_RAX] = call(n, a);
-	if (n >= 0 && n < OSF_GO_NSYS && osf_static_fastnr[n])
-		g[REG_RIP] = (greg_t)rewrite((unsigned long)g[REG_RIP]);
+	g[REG_RIP] = (greg_t)rewrite((unsigned long)g[REG_RIP],
+				     n >= 0 && n < OSF_GO_NSYS && osf_static_fastnr[n]);
 }
 
 /* on_sigsys runs with the program's FS: no TLS (and so no stack
- * protector) before fs_set. The program's FS is st.prog_fs once it set
- * one; before that it runs on the loader's. */
+ * protector) before enter_osf. */
 __attribute__((no_stack_protector)) static void on_sigsys(int sig, siginfo_t *si, void *uc)
 {
+	unsigned long fs = enter_osf();
+
 	(void)sig;
 	(void)si;
-	fs_set(st.loader_fs);
 	dispatch(uc);
-	fs_set(st.prog_fs ? st.prog_fs : st.loader_fs);
+	leave_osf(fs);
 }
 
 /* ---- loading ----------------------------------------------------------- */
@@ -748,7 +965,6 @@ OSF_EXPORT int osf_static_exec(const char *path, int argc, char **argv, char **e
 	if (*why)
 		return -1;
 	st.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
-	st.loader_fs = fs_get();
 	osf_go_mark(st.hooked);
 	osf_go_mark(osf_static_fastnr);
 	osf_static_fastnr[SYS_execve] = 0;

@@ -9,6 +9,12 @@
  *                                  in chunks of 1..65536 bytes, each read
  *                                  back (poll, then read) and checked;
  *                                  print "ok N"
+ *   staticecho tserve ADDR K       as serve, K connections, each echoed by a
+ *                                  thread of its own
+ *   staticecho tclient ADDR PORT K N  K threads each connect; print
+ *                                  "connected" when all are, wait for a line
+ *                                  on stdin, then each does client's
+ *                                  exchange; print "ok K*N"
  *   staticecho pingpong ADDR PORT N  N round trips of 64 bytes; print
  *                                  "rtt_ns X" (mean)
  *   staticecho fork                fork a child that exits 7; print
@@ -18,6 +24,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,13 +56,11 @@ static void full(int fd, unsigned char *b, size_t n, int wr)
 	}
 }
 
-static int serve(const char *addr)
+static int listener(const char *addr)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t al = sizeof(a);
-	static unsigned char buf[65536];
-	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), c;
-	ssize_t r;
+	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
 
 	if (l < 0 || inet_pton(AF_INET, addr, &a.sin_addr) != 1)
 		die("socket");
@@ -65,8 +70,16 @@ static int serve(const char *addr)
 		die("listen");
 	printf("listening %d\n", ntohs(a.sin_port));
 	fflush(stdout);
-	if ((c = accept(l, NULL, NULL)) < 0)
-		die("accept");
+	return l;
+}
+
+/* echo echoes connection c until EOF and closes it. */
+static void *echo(void *arg)
+{
+	unsigned char buf[65536];
+	int c = (int)(long)arg, one = 1;
+	ssize_t r;
+
 	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	while ((r = read(c, buf, sizeof(buf))) != 0) {
 		if (r < 0 && errno == EINTR)
@@ -76,6 +89,25 @@ static int serve(const char *addr)
 		full(c, buf, (size_t)r, 1);
 	}
 	close(c);
+	return NULL;
+}
+
+static int serve(const char *addr, int k)
+{
+	pthread_t t[64];
+	int l = listener(addr);
+
+	for (int i = 0; i < k; i++) {
+		int c = accept(l, NULL, NULL);
+		if (c < 0)
+			die("accept");
+		if (k == 1)
+			echo((void *)(long)c);
+		else if ((errno = pthread_create(&t[i], NULL, echo, (void *)(long)c)) != 0)
+			die("pthread_create");
+	}
+	for (int i = 0; k > 1 && i < k; i++)
+		pthread_join(t[i], NULL);
 	close(l);
 	return 0;
 }
@@ -93,17 +125,13 @@ static int dial(const char *addr, const char *port)
 	return s;
 }
 
-static int client(const char *addr, const char *port, size_t n)
+/* exchange sends n pattern bytes on s in chunks of 1..65536, each read
+ * back (poll, then read) and checked, then waits for the echo's EOF. */
+static int exchange(int s, size_t n)
 {
-	static unsigned char out[65536], in[65536];
-	int s = dial(addr, port);
+	unsigned char out[65536], in[65536];
 	size_t off = 0, chunk = 1;
-	char line[16];
 
-	printf("connected\n");
-	fflush(stdout);
-	if (!fgets(line, sizeof(line), stdin))
-		return 1;
 	while (off < n) {
 		size_t k = chunk < n - off ? chunk : n - off;
 		struct pollfd p = {.fd = s, .events = POLLIN};
@@ -124,7 +152,53 @@ static int client(const char *addr, const char *port, size_t n)
 	if (read(s, in, 1) != 0)
 		die("eof");
 	close(s);
-	printf("ok %zu\n", n);
+	return 0;
+}
+
+struct tclient {
+	pthread_t t;
+	int s, bad;
+	size_t n;
+	pthread_barrier_t *go;
+};
+
+static void *tclient_run(void *arg)
+{
+	struct tclient *c = arg;
+
+	pthread_barrier_wait(c->go);
+	c->bad = exchange(c->s, c->n);
+	return NULL;
+}
+
+static int client(const char *addr, const char *port, int k, size_t n)
+{
+	struct tclient c[64];
+	pthread_barrier_t go;
+	char line[16];
+	int bad = 0;
+
+	pthread_barrier_init(&go, NULL, (unsigned)k + 1);
+	for (int i = 0; i < k; i++) {
+		c[i] = (struct tclient){.s = dial(addr, port), .n = n, .go = &go};
+		if (k > 1 && (errno = pthread_create(&c[i].t, NULL, tclient_run, &c[i])) != 0)
+			die("pthread_create");
+	}
+	printf("connected\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
+	if (k == 1)
+		bad = exchange(c[0].s, n);
+	else
+		pthread_barrier_wait(&go);
+	for (int i = 0; k > 1 && i < k; i++) {
+		pthread_join(c[i].t, NULL);
+		bad |= c[i].bad;
+	}
+	if (bad)
+		return 1;
+	printf("ok %zu\n", (size_t)k * n);
 	return 0;
 }
 
@@ -161,13 +235,18 @@ static int forks(void)
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "serve") == 0)
-		return serve(argv[2]);
+		return serve(argv[2], 1);
+	if (argc == 4 && strcmp(argv[1], "tserve") == 0 && atoi(argv[3]) >= 1 && atoi(argv[3]) <= 64)
+		return serve(argv[2], atoi(argv[3]));
 	if (argc == 5 && strcmp(argv[1], "client") == 0)
-		return client(argv[2], argv[3], (size_t)atol(argv[4]));
+		return client(argv[2], argv[3], 1, (size_t)atol(argv[4]));
+	if (argc == 6 && strcmp(argv[1], "tclient") == 0 && atoi(argv[4]) >= 1 && atoi(argv[4]) <= 64)
+		return client(argv[2], argv[3], atoi(argv[4]), (size_t)atol(argv[5]));
 	if (argc == 5 && strcmp(argv[1], "pingpong") == 0)
 		return pingpong(argv[2], argv[3], atol(argv[4]));
 	if (argc == 2 && strcmp(argv[1], "fork") == 0)
 		return forks();
-	fprintf(stderr, "usage: staticecho serve ADDR | client ADDR PORT N | pingpong ADDR PORT N | fork\n");
+	fprintf(stderr, "usage: staticecho serve ADDR | tserve ADDR K | client ADDR PORT N | "
+			"tclient ADDR PORT K N | pingpong ADDR PORT N | fork\n");
 	return 2;
 }
