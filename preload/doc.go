@@ -8,8 +8,9 @@
 // selectmux/*.c, into build/libosf.so, exporting exactly the names in
 // libosf.map. The Go core loaded on demand is the subpackage core
 // (build/libosfcore.so). This package's Go files are tests of the built
-// library: the exported symbols are exactly the hooks, each resolves to a
-// libc definition, and libosf.so links no rdma-core library.
+// library: the exported symbols are exactly the hooks, the qsock API and
+// osf_static_exec (osfload's entry, static.c), each hook resolves to a libc
+// definition, and libosf.so links no rdma-core library.
 //
 // Use:
 //
