@@ -196,6 +196,30 @@ static void chan_rearm(struct osf_rdma_tx *tx, uint32_t gen, int fd)
 	osf_rdma_ep_unlock(rx);
 }
 
+/* own_take_quiet lowers c's rx_want before this thread, a counted
+ * reader or poller whose channel fired, takes the completions itself:
+ * its own take then sends it no token (a send, and the recv that drains
+ * it: two system calls a message). Not when another waiter counts on the
+ * flag: one that arms meanwhile raises it after counting itself
+ * (osf_side_arm), so either it is seen here and the flag goes back up,
+ * or its raise comes after the lowering. want_again raises it before
+ * this thread sleeps once more (reporting 1 when data came meanwhile). */
+static int own_take_quiet(struct osf_side *s)
+{
+	if (!__atomic_exchange_n(&s->me->rx_want, 0, __ATOMIC_SEQ_CST))
+		return 0;
+	if (__atomic_load_n(&s->me->rx_waiters, __ATOMIC_SEQ_CST) > 1)
+		__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_SEQ_CST);
+	return 1;
+}
+
+static void want_again(struct osf_side *s)
+{
+	if (!(osf_side_my_flags(s) & OSF_SIDE_RDSOCK))
+		__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
 /* rx_done: more than have bytes, or nothing more can come. */
 static int rx_done(const struct osf_side *s, int64_t have)
 {
@@ -319,8 +343,9 @@ int osf_conn_rdma_chan(struct osf_conn *c, int how, struct osf_chan_wait *w)
 		}
 		__atomic_add_fetch(&tx->rx->chan_sleeps, 1, __ATOMIC_RELAXED);
 		return 0;
-	case OSF_CHAN_FIRED:
+	case OSF_CHAN_FIRED: /* disarm follows: no sleep before the next arm */
 		chan_rearm(tx, gen, w->fd);
+		(void)own_take_quiet(&c->s);
 		return take_sure(tx, gen);
 	default:
 		chan_leave(tx, gen, w->fd, w->ep);
@@ -335,7 +360,7 @@ int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 	struct timeval tv = {0, 0};
 	socklen_t tl = sizeof(tv);
 	long deadline = -1;
-	int cfd, wfd, took, woken = 0, stuck = 0, r = 0, n, ms;
+	int cfd, wfd, took, woken = 0, stuck = 0, r = 0, n, ms, quiet = 0;
 
 	if (!tx || !tx->rx || __atomic_load_n(&tx->rx->chan_fd, __ATOMIC_RELAXED) < 0 ||
 	    tx->pid != (int32_t)osf_pid())
@@ -367,6 +392,12 @@ int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 			break;
 		if (took < 0) /* retired or closing: the engine's, and the wake socket's */
 			chan_drop(tx, gen, &cfd);
+		if (quiet) { /* asleep again: whoever publishes wakes it */
+			quiet = 0;
+			want_again(&c->s);
+			if (rx_done(&c->s, have))
+				break;
+		}
 		ms = -1;
 		if (deadline >= 0) {
 			long left = deadline - mono_us() / 1000;
@@ -403,6 +434,7 @@ int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 			continue;
 		}
 		chan_rearm(tx, gen, cfd);
+		quiet = own_take_quiet(&c->s);
 		took = take_sure(tx, gen);
 		/* The stand-in's socket stays readable while what it holds
 		 * waits for a receive to be posted (RNR): this thread leaves

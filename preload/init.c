@@ -228,7 +228,7 @@ static void load_config(void)
 	osf.shm_kfd = dbg && strcmp(dbg, "1") == 0;
 	osf.shm_pool |= osf.shm_kfd; /* its rings are slots of a region */
 	rx = osf_env("OSF_RDMA_RX"); /* the core rejects other values */
-	osf.rdma_rx_caller = rx && strcmp(rx, "caller") == 0;
+	osf.rdma_rx_caller = !rx || strcmp(rx, "engine") != 0;
 }
 
 __attribute__((constructor)) static void osf_constructor(void)

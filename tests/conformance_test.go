@@ -61,8 +61,9 @@ func conformanceLegs() []conformanceLeg {
 	// over the software stand-in for a device (OSF_DEBUG_RDMA_SIM):
 	// everything of the rdma leg but libibverbs and librdmacm, on any
 	// machine. Each RDMA leg runs twice: the engine taking every
-	// completion (the default), and OSF_RDMA_RX=caller, the application's
-	// waiting threads taking their connections' (docs/DESIGN.md D4).
+	// completion (OSF_RDMA_RX=engine), and the application's waiting
+	// threads taking their connections' (caller, the default;
+	// docs/DESIGN.md D4).
 	sim := func(t *testing.T) (place, string, []string) {
 		return place{}, "127.0.0.1", []string{"OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1"}
 	}

@@ -188,15 +188,28 @@ int osf_rdma_sim_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *wc, int n)
 
 // ---- the connection's own channel (rx.h chan_fd) ----------------------
 
-// osf_rdma_verbs_arm is rx->chan_arm for a verbs CQ: its next completion
-// raises an event on the connection's completion channel.
+// osf_rdma_verbs_arm is rx->chan_arm for a verbs CQ (under ep_lock): its
+// next completion raises an event on the connection's completion channel.
+// Armed already (cq_armed), it makes no system call: a sleeper's enter,
+// its leave and the engine's every sleep each armed the CQ, three
+// ibv_req_notify_cq per message where one is needed.
 static int osf_rdma_verbs_arm(struct osf_rdma_rx *rx)
 {
-	return rx->cq ? ibv_req_notify_cq((struct ibv_cq *)rx->cq, 0) : EINVAL;
+	int rc;
+
+	if (!rx->cq)
+		return EINVAL;
+	if (rx->cq_armed)
+		return 0;
+	rc = ibv_req_notify_cq((struct ibv_cq *)rx->cq, 0);
+	if (rc == 0)
+		rx->cq_armed = 1;
+	return rc;
 }
 
-// osf_rdma_verbs_drain is rx->chan_drain: it reads (non-blocking: the
-// channel's fd is) and acknowledges every event waiting on the channel.
+// osf_rdma_verbs_drain is rx->chan_drain (under ep_lock): it reads
+// (non-blocking: the channel's fd is) and acknowledges every event
+// waiting on the channel; one read disarmed the CQ.
 static int osf_rdma_verbs_drain(struct osf_rdma_rx *rx)
 {
 	struct ibv_cq *cq;
@@ -207,6 +220,7 @@ static int osf_rdma_verbs_drain(struct osf_rdma_rx *rx)
 		if (ibv_get_cq_event((struct ibv_comp_channel *)rx->chan, &cq, &ctx) != 0)
 			break;
 		ibv_ack_cq_events(cq, 1);
+		rx->cq_armed = 0;
 	}
 	errno = saved;
 	return 0;
@@ -227,6 +241,7 @@ void osf_rdma_chan_use(struct osf_rdma_tx *tx, int fd, void *chan, int ep, uint3
 	rx->ep_want = want;
 	rx->ep_set = set;
 	rx->sleepers = 0;
+	rx->cq_armed = 0;
 	rx->chan_arm = chan ? osf_rdma_verbs_arm : NULL;
 	rx->chan_drain = chan ? osf_rdma_verbs_drain : NULL;
 	osf_rdma_chan_apply_locked(rx);
@@ -266,6 +281,21 @@ int osf_rdma_chan_engine_drain(struct osf_rdma_tx *tx)
 	return mine;
 }
 
+// osf_rdma_chan_engine_arm is the engine's arm of the connection's CQ
+// before it sleeps, through chan_arm (none when armed already); -1 when
+// the channel is not the rule's (the engine arms the CQ itself).
+int osf_rdma_chan_engine_arm(struct osf_rdma_tx *tx)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+	int rc = -1;
+
+	osf_rdma_ep_lock(rx);
+	if (rx->chan_fd >= 0 && rx->chan_arm)
+		rc = rx->chan_arm(rx);
+	osf_rdma_ep_unlock(rx);
+	return rc;
+}
+
 // osf_rdma_chan_forget takes the channel out of the engine's epoll and
 // out of the rule's hands, before it is closed: a thread asleep on it
 // is woken by its wake socket's end, and finds it gone.
@@ -281,5 +311,6 @@ void osf_rdma_chan_forget(struct osf_rdma_tx *tx)
 	rx->ep_set = 0;
 	rx->chan = NULL;
 	rx->chan_arm = rx->chan_drain = NULL;
+	rx->cq_armed = 0;
 	osf_rdma_ep_unlock(rx);
 }

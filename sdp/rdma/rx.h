@@ -164,8 +164,13 @@ struct osf_rdma_rx {
 	uint32_t ep_want; /* events the engine wants on chan_fd */
 	uint32_t ep_set;  /* events chan_fd is registered with (0: not in the set) */
 	uint32_t sleepers; /* application threads asleep on chan_fd */
-	osf_rdma_chan_fn chan_arm;   /* verbs: ibv_req_notify_cq; NULL: stand-in */
+	osf_rdma_chan_fn chan_arm;   /* verbs: ibv_req_notify_cq unless cq_armed;
+					NULL: stand-in */
 	osf_rdma_chan_fn chan_drain; /* verbs: ibv_get_cq_event and ack */
+	uint32_t cq_armed; /* chan_arm armed the CQ and chan_drain has read no
+			      event since: the CQ is armed, or its event
+			      waits on chan_fd (whoever watches it wakes), so
+			      arming again would be a system call for nothing */
 	void *chan;                  /* verbs: the struct ibv_comp_channel */
 	uint64_t chan_sleeps; /* sleeps on chan_fd (relaxed; tests, osfstat) */
 };
@@ -593,6 +598,7 @@ void osf_rdma_chan_use(struct osf_rdma_tx *tx, int fd, void *chan, int ep, uint3
 		       uint32_t set);
 uint32_t osf_rdma_chan_want(struct osf_rdma_tx *tx, uint32_t want);
 int osf_rdma_chan_engine_drain(struct osf_rdma_tx *tx);
+int osf_rdma_chan_engine_arm(struct osf_rdma_tx *tx);
 void osf_rdma_chan_forget(struct osf_rdma_tx *tx);
 
 #endif

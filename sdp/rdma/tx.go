@@ -535,6 +535,11 @@ func (t *txState) chanWant(want uint32) uint32 {
 	return uint32(C.osf_rdma_chan_want(t.p, C.uint32_t(want)))
 }
 
+// chanEngineArm arms the CQ for the engine through the rule (no system
+// call when it is armed already); -1 when the channel is not the rule's,
+// else ibv_req_notify_cq's result.
+func (t *txState) chanEngineArm() int { return int(C.osf_rdma_chan_engine_arm(t.p)) }
+
 // chanEngineDrain reads the channel's events for the engine, unless a
 // thread sleeps on it; false when the channel is not the rule's.
 func (t *txState) chanEngineDrain() bool { return C.osf_rdma_chan_engine_drain(t.p) != 0 }

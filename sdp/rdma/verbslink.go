@@ -32,8 +32,9 @@ type verbsLink struct {
 
 	disconnected bool
 	closed       bool
-	detached     bool // the engine forgot it: Close may run elsewhere
-	chanFD       int  // cc's fd once the engine's handler is registered, else 0
+	detached     bool     // the engine forgot it: Close may run elsewhere
+	chanFD       int      // cc's fd once the engine's handler is registered, else 0
+	rx           *txState // the rule's state the channel was handed to (useRx)
 }
 
 // newVerbsLink creates the CQ, registers seg's rings and creates the QP on
@@ -161,6 +162,7 @@ func (l *verbsLink) useRx(tx *txState, _ int) {
 	e.sources[fd] = func() { tx.chanEngineDrain() } // the engine polls every stream after waking
 	e.chans[fd] = true
 	l.chanFD = fd
+	l.rx = tx
 	tx.chanUse(fd, l.cc.Raw(), e.epfd, unix.EPOLLIN|unix.EPOLLRDHUP, 0)
 }
 
@@ -168,7 +170,19 @@ func (l *verbsLink) useRx(tx *txState, _ int) {
 // (useRx).
 func (l *verbsLink) Poll([]verbs.WC) (int, error) { return 0, nil }
 
-func (l *verbsLink) Notify() error { return l.cq.ReqNotify(false) }
+// Notify arms the CQ: through the rule while the channel is its own
+// (which knows when the CQ is armed already), else directly.
+func (l *verbsLink) Notify() error {
+	if l.chanFD > 0 && l.rx != nil {
+		if rc := l.rx.chanEngineArm(); rc >= 0 {
+			if rc != 0 {
+				return unix.Errno(rc)
+			}
+			return nil
+		}
+	}
+	return l.cq.ReqNotify(false)
+}
 
 // Disconnect moves the QP to the error state and tells the peer
 // (rdma_disconnect), once.
@@ -198,6 +212,7 @@ func (l *verbsLink) forgetChan() {
 		delete(l.t.eng.sources, l.chanFD)
 		delete(l.t.eng.chans, l.chanFD)
 		l.chanFD = 0
+		l.rx = nil
 	}
 }
 
