@@ -6,6 +6,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -34,6 +35,8 @@ type verbsLink struct {
 	closed       bool
 	detached     bool // the engine forgot it: Close may run elsewhere
 	chanFD       int  // cc's fd once the engine's handler is registered, else 0
+
+	reuse *reuse // how its segment may be reused once released, or nil
 }
 
 // newVerbsLink creates the CQ, registers seg's rings and creates the QP on
@@ -220,7 +223,34 @@ func (l *verbsLink) Close() error {
 	if e := closeCQ(l.cq, l.cc); err == nil {
 		err = e
 	}
+	if l.reuse != nil {
+		closeKeep(l.reuse.keep)
+		l.reuse = nil
+	}
 	return err
+}
+
+// closeHolding is Close for a released stream whose segment is mirror
+// (the engine's mapping) and whose application plays side: when the
+// segment may be reused it keeps the registration and hands both to the
+// transport to hold until the application lets go (recycle.go), after the
+// QP is destroyed; held reports that (mirror is then not the caller's to
+// unmap).
+func (l *verbsLink) closeHolding(mirror *sdp.Segment, side int) (kept bool, err error) {
+	r, mr := l.reuse, l.mr
+	if r == nil || l.closed || mr == nil {
+		return false, l.Close()
+	}
+	l.reuse, l.mr = nil, nil
+	err = l.Close() // the QP and the id first: the peer can no longer write here
+	h := &held{dev: l.dev, ring: uint32(l.ring), mirror: mirror, mr: mr, keep: r.keep,
+		side: side, peer: r.peer, src: r.src, since: time.Now()}
+	if err != nil || !l.t.hold(h) {
+		h.free()
+		return true, err
+	}
+	l.t.sweep()
+	return true, nil
 }
 
 // newCQ makes a CQ on dev with a completion channel of its own (non-
