@@ -217,8 +217,10 @@ func (l *verbsLink) Close() error {
 		l.forgetChan()
 	}
 	err := l.id.Close()
-	if e := l.mr.Close(); err == nil {
-		err = e
+	if l.mr != nil { // nil: closeHolding keeps it
+		if e := l.mr.Close(); err == nil {
+			err = e
+		}
 	}
 	if e := closeCQ(l.cq, l.cc); err == nil {
 		err = e
@@ -249,7 +251,9 @@ func (l *verbsLink) closeHolding(mirror *sdp.Segment, side int) (kept bool, err 
 		h.free()
 		return true, err
 	}
-	l.t.sweep()
+	// Looked at after this release is done (and logged): the background
+	// goroutine takes its work in order.
+	_ = l.t.eng.post(func() { l.t.eng.background(l.t.sweep) })
 	return true, nil
 }
 
