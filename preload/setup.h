@@ -16,6 +16,10 @@
 int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 		     struct osf_core_listen_out *out);
 
+/* osf_setup_port_listened: 1 when a kernel TCP listener holds port (or
+ * the kernel does not say), 0 when none does (the census, uncached). */
+int osf_setup_port_listened(uint16_t port);
+
 /* osf_setup_connect decides a connect and, for shm, opens the connection:
  * 1 when done in C (out filled as osf_core_connect would), 0 when the core
  * must. *port_fd is -1, or for an offloaded connection from an unbound

@@ -66,6 +66,13 @@ static int census_take(uint16_t port, struct osf_census *c)
 	return r;
 }
 
+int osf_setup_port_listened(uint16_t port)
+{
+	struct osf_census c;
+
+	return osf_census_read(port, &c) < 0 || c.n > 0;
+}
+
 /* untrusted logs a companion osf_dial_companion did not trust. */
 static void untrusted(void *arg, const struct ucred *cr)
 {

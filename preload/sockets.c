@@ -181,7 +181,29 @@ OSF_EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
 
 /* ---- listen ------------------------------------------------------------ */
 
-static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
+/* The kernel listener appears to clients before an offload listener
+ * would be ready for them: a client that meets it in between connects
+ * over kernel TCP (osfstat: no osf listener at the peer). So when the
+ * socket is bound to a port no kernel listener holds yet (the census:
+ * nobody a client could trust a companion for), the companion comes
+ * first and the kernel listen last (early); the SYN filter and
+ * OSF_SHM_KFD's TCP_SAVE_SYN are then in place before the first SYN. A
+ * port bound by listen itself (0) or already listened on keeps the
+ * kernel listen first (the companion's name may be another's, and the
+ * port must be known). listen_kernel makes the kernel listen of an early
+ * listener; -1 when it failed (errno set). */
+static int listen_kernel(int fd, int backlog, int *early)
+{
+	if (!*early)
+		return 0;
+	*early = 0;
+	return REAL(listen)(fd, backlog);
+}
+
+/* listen_offload makes fd's kernel listen (returned) and, when the route
+ * says so, its offload listener; the companion comes first (early) only
+ * when may_early. */
+static int listen_offload(int fd, struct osf_fdt_entry *e, int backlog, int may_early)
 {
 	struct osf_core_listen_in in;
 	struct osf_core_listen_out out;
@@ -189,18 +211,31 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	struct sockaddr_storage ss;
 	struct stat st;
 	socklen_t sl = sizeof(ss);
-	int v6only = 0, reuseport = 0, rc, hfd, ctl = -1;
+	int v6only = 0, reuseport = 0, rc, hfd, ctl = -1, early;
 	socklen_t vl = sizeof(v6only), rl = sizeof(reuseport);
 
 	osf_sandbox_check();
 	if (__atomic_load_n(&osf.sandboxed, __ATOMIC_ACQUIRE)) {
-		sock_record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_SANDBOX, -1, 0, NULL, 0);
-		return;
+		rc = REAL(listen)(fd, backlog);
+		if (rc == 0)
+			sock_record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_SANDBOX, -1, 0, NULL, 0);
+		return rc;
 	}
 	memset(&in, 0, sizeof(in));
 	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) < 0 ||
 	    !sock_sa_split((struct sockaddr *)&ss, sl, &in.family, in.addr, &in.port))
-		return;
+		return REAL(listen)(fd, backlog);
+	early = may_early && in.port != 0 && !osf_setup_port_listened((uint16_t)in.port);
+	if (!early) {
+		if (REAL(listen)(fd, backlog) < 0)
+			return -1;
+		if (in.port == 0) { /* bound by listen */
+			sl = sizeof(ss);
+			if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+			    !sock_sa_split((struct sockaddr *)&ss, sl, &in.family, in.addr, &in.port))
+				return 0;
+		}
+	}
 	if (in.family == AF_INET6)
 		REAL(getsockopt)(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &vl);
 	in.backlog = backlog;
@@ -210,13 +245,23 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	if (osf.shm_kfd && reuseport) {
 		/* The kernel spreads the group's connections, the client
 		 * its hellos: they would not meet (LIMITS.md). */
+		if (listen_kernel(fd, backlog, &early) < 0)
+			return -1;
 		sock_record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_DISABLED, -1, 0, NULL, 0);
-		return;
+		return 0;
 	}
-	rc = osf_setup_listen(&in, reuseport, &out) ? 0 : osf_core_listen(&in, &out);
+	if (osf_setup_listen(&in, reuseport, &out))
+		rc = 0;
+	else if (listen_kernel(fd, backlog, &early) < 0) /* the core's listeners: kernel first */
+		return -1;
+	else
+		rc = osf_core_listen(&in, &out);
+	/* Only osf_setup_listen's companion comes early; nothing else waits. */
+	if ((rc != 0 || out.fd < 0) && listen_kernel(fd, backlog, &early) < 0)
+		return -1;
 	if (rc != 0) {
 		sock_record_kernel(fd, OSF_ROLE_LISTENER, core_reason(rc), -1, rc, NULL, 0);
-		return;
+		return 0;
 	}
 	if (out.gw) {
 		/* With a companion, an offloaded listener (below) that also
@@ -230,18 +275,40 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 			if (out.gw_companion >= 0)
 				REAL(close)(out.gw_companion);
 			osf_gateway_listen(fd, &out, &ss, sl);
-			return;
+			return 0;
 		}
 		out.fd = out.gw_companion;
 	}
 	if (out.fd < 0) {
 		sock_record_kernel(fd, OSF_ROLE_LISTENER, out.reason, out.rule,
 				   out.reason_errno, NULL, 0);
-		return;
+		return 0;
 	}
 	osf_setup_syn_filter(fd);
 	if (osf.shm_kfd && ctl < 0)
 		osf_kfd_listen(fd);
+	if (early) {
+		int r = REAL(listen)(fd, backlog), saved = errno;
+		uint16_t port = 0;
+
+		early = 0;
+		sl = sizeof(ss);
+		if (r == 0 && REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0 &&
+		    sock_sa_split((struct sockaddr *)&ss, sl, &in.family, in.addr, &port) &&
+		    port == in.port)
+			goto listening;
+		/* Failed, or listen took another port (a listener's
+		 * shutdown let go of one the kernel chose): no companion
+		 * for the one named. */
+		REAL(close)(out.fd);
+		osf_setup_syn_unfilter(fd);
+		if (r < 0) {
+			errno = saved;
+			return -1;
+		}
+		return listen_offload(fd, e, backlog, 0);
+	}
+listening:
 	hfd = osf_fdt_hide(out.fd, fd);
 	if (hfd < 0)
 		hfd = out.fd;
@@ -267,6 +334,7 @@ static void listen_offload(int fd, struct osf_fdt_entry *e, int backlog)
 	(void)osf_fdt_set(fd, &ent);
 	osf_listen_async(fd, hfd, 1);
 	osf_mux_offloaded(fd);
+	return 0;
 }
 
 void osf_listen_async(int fd, int cfd, int only_async)
@@ -294,13 +362,11 @@ OSF_EXPORT int listen(int fd, int backlog)
 
 	if (likely(!e || (e->kind != OSF_FD_INET && e->kind != OSF_FD_LISTEN)))
 		return REAL(listen)(fd, backlog);
+	if (e->kind == OSF_FD_INET && sock_on())
+		return listen_offload(fd, e, backlog, 1);
 	rc = REAL(listen)(fd, backlog);
-	if (rc < 0)
-		return rc;
-	if (e->kind == OSF_FD_LISTEN) /* again: a new backlog for both */
+	if (rc == 0 && e->kind == OSF_FD_LISTEN) /* again: a new backlog for both */
 		(void)REAL(listen)(e->aux_fd, backlog);
-	else if (sock_on())
-		listen_offload(fd, e, backlog);
 	return rc;
 }
 

@@ -727,7 +727,7 @@ static uint64_t tx_lowat(const struct osf_side *s)
 	return osf_seg_tx_lowat(s->size, osf_side_tx_limit(s));
 }
 
-short osf_side_revents(const struct osf_side *s)
+short osf_side_revents(struct osf_side *s)
 {
 	uint32_t st = osf_side_state(s), pf = osf_side_peer_flags(s),
 		 mf = osf_side_my_flags(s);
@@ -757,6 +757,8 @@ short osf_side_revents(const struct osf_side *s)
 		r |= POLLRDHUP;
 	if ((uint64_t)room >= tx_lowat(s) || wrshut || (st & OSF_CS_GONE))
 		r |= POLLOUT | POLLWRNORM;
+	else
+		__atomic_store_n(&s->nospace, 1, __ATOMIC_RELEASE);
 	if ((rdhup && wrshut) || osf_side_tcp_closed(s))
 		r |= POLLHUP;
 	if (s->pending_err)
@@ -798,21 +800,30 @@ void osf_side_disarm(struct osf_side *s, int fd, int kinds, int woken)
 		osf_side_uncount(&s->me->tx_waiters);
 }
 
-uint64_t osf_side_stamp(const struct osf_side *s)
+uint64_t osf_side_stamp(struct osf_side *s)
 {
 	/* The state is 4 bits, and so are the flags but WRSOCK, which only
 	 * ever comes with FIN: all of them count. */
 	uint64_t flags = (osf_side_peer_flags(s) & 0xfu) |
 			 (osf_side_my_flags(s) & 0xfu) << 4 |
 			 (osf_side_state(s) & 0xfu) << 8;
+	int64_t room;
 
+	/* Room is an edge once after nospace, as TCP's write_space wakes
+	 * only a socket marked SOCK_NOSPACE: the peer's reads (credits over
+	 * RDMA, which may trickle in after the wake-up) while the side is
+	 * writable are none. */
+	if (__atomic_load_n(&s->nospace, __ATOMIC_ACQUIRE) &&
+	    (room = osf_side_tx_free(s)) >= 0 && (uint64_t)room >= tx_lowat(s) &&
+	    __atomic_exchange_n(&s->nospace, 0, __ATOMIC_ACQ_REL))
+		__atomic_add_fetch(&s->room_edges, 1, __ATOMIC_ACQ_REL);
 	/* The urgent pointer too: it moves after the bytes it ends were
 	 * published (and woke the readers), and its own wake-up is an edge.
 	 * And the end of a trim that held this side's producers back: a
 	 * writer that got EAGAIN at the trim's stop has room again, with
 	 * the same tail. */
 	return __atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE) +
-	       __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE) *
+	       __atomic_load_n(&s->room_edges, __ATOMIC_ACQUIRE) *
 		       0x9e3779b97f4a7c15ULL +
 	       __atomic_load_n(&s->tx->trims, __ATOMIC_ACQUIRE) *
 		       0xff51afd7ed558ccdULL +

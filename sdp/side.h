@@ -72,6 +72,10 @@ struct osf_side {
 	long lock_since[2]; /* the stuck clocks of rx_lock and tx_lock
 			       (struct osf_lock_wait) */
 	int oobinline; /* SO_OOBINLINE: the urgent byte stays in the stream */
+	uint32_t nospace;    /* TCP's SOCK_NOSPACE: a writer found no room, or
+				readiness found the side not writable, since
+				room last appeared (osf_side_stamp) */
+	uint64_t room_edges; /* times room appeared after nospace */
 };
 
 /* osf_side_init points s at the segment mapped at base (rings of
@@ -337,13 +341,18 @@ void osf_side_tx_rebase(struct osf_side *s, uint64_t head);
  * (tx_lock held), which first moves the base of an empty ring to head. */
 static inline int64_t osf_side_tx_room(struct osf_side *s)
 {
+	int64_t room;
+
 	if (__builtin_expect(s->rebase, 1)) {
 		uint64_t head = __atomic_load_n(&s->tx->head, __ATOMIC_RELAXED);
 		if (head == __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE) &&
 		    head != __atomic_load_n(&s->tx->base, __ATOMIC_RELAXED))
 			osf_side_tx_rebase(s, head);
 	}
-	return osf_side_tx_free(s);
+	room = osf_side_tx_free(s);
+	if (__builtin_expect(room == 0, 0))
+		__atomic_store_n(&s->nospace, 1, __ATOMIC_RELEASE);
+	return room;
 }
 
 /* osf_side_tx_queued returns the bytes written and not yet read. */
@@ -556,8 +565,9 @@ int osf_side_get_msg(struct osf_side *s, int fd, void *b, size_t n);
 #define OSF_ARM_TX 0x2 /* room: a token on the writers' socket */
 
 /* osf_side_revents returns the poll(2) events the side would report now,
- * computed from the rings. */
-short osf_side_revents(const struct osf_side *s);
+ * computed from the rings; not writable, it notes nospace (as tcp_poll
+ * sets SOCK_NOSPACE). */
+short osf_side_revents(struct osf_side *s);
 
 /* osf_side_arm counts the caller as a waiter of kinds not in already
  * (first shedding stale tokens on fd, the application's wake socket, or
@@ -585,7 +595,9 @@ static inline short osf_side_wake_events(const struct osf_side *s)
 void osf_side_disarm(struct osf_side *s, int fd, int kinds, int woken);
 
 /* osf_side_stamp returns a value that changes whenever data arrives, room
- * appears or the other side's state changes. */
-uint64_t osf_side_stamp(const struct osf_side *s);
+ * appears after nospace (TCP wakes writers only then: room that a credit
+ * or a read makes while the side is writable is no edge) or the other
+ * side's state changes. */
+uint64_t osf_side_stamp(struct osf_side *s);
 
 #endif

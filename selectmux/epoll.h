@@ -13,8 +13,9 @@
  * to a bounded idle list, which the spin phase checks in the rings; only a
  * wait about to sleep in the kernel arms the idle items (or one that
  * returns while another sleeps there: epoll_wait.c, leave), so a busy
- * peer sends no wake tokens. Edge-triggered items report an edge when their
- * ring positions moved (the table's stamp, rd_stamp), as TCP reports one per arrival.
+ * peer sends no wake tokens. Edge-triggered items report an edge when the
+ * table's stamp (rd_stamp) moved: data arrived (as TCP reports one per
+ * arrival), or room appeared after the side lacked it (TCP's SOCK_NOSPACE).
  * A wait costs O(ready + idle), not O(registered).
  *
  * As in the kernel, a registration belongs to the open file (and the fd

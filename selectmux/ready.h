@@ -53,7 +53,8 @@ static inline void osf_reap_kick(void)
  * and notes the other side's end when a socket fired.
  *
  * stamp returns a value that changes whenever data arrives, room appears
- * or the other side's state changes: an edge-triggered waiter compares
+ * after the side lacked it, or the other side's state changes: an
+ * edge-triggered waiter compares
  * stamps to tell a new edge from an old readiness.
  *
  * trim gives back the memory of fd that holds no unread data: a poller

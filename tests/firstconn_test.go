@@ -238,3 +238,100 @@ func traceFirstConnect(t *testing.T, port, prog string, args ...string) string {
 	}
 	return tr
 }
+
+// listenEchoServerScript listens on 127.0.0.1:PORT, prints "listening",
+// echoes the 64 bytes of the one connection it accepts and waits for its
+// standard input to close.
+const listenEchoServerScript = `
+import socket, sys
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(4)
+print("listening", flush=True)
+c, _ = l.accept()
+b = b""
+while len(b) < 64:
+    x = c.recv(64 - len(b))
+    if not x: sys.exit("early end")
+    b += x
+c.sendall(b)
+sys.stdin.read()
+`
+
+// echoClientScript connects to 127.0.0.1:PORT, sends 64 bytes, checks
+// they come back, prints "ready" and waits for its standard input to close.
+const echoClientScript = `
+import os, socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+m = os.urandom(64); c.sendall(m)
+b = b""
+while len(b) < 64:
+    x = c.recv(64 - len(b))
+    if not x: sys.exit("early end")
+    b += x
+assert b == m
+print("ready", flush=True)
+sys.stdin.read()
+`
+
+// TestListenCompanionFirst: a listener on a bound port that nobody listens
+// on yet makes osf's companion before the kernel's listener, so a client
+// that connects the moment the port shows in /proc/net/tcp (iperf3's first
+// connection in TestShmIperf3, started by WaitListening) finds the
+// companion: it is offloaded, not left to kernel TCP. The server runs under
+// strace (listen calls only, with their sockets): under osf the companion's
+// listen comes first. The bytes are checked with and without osf, and the
+// client's connection is shm under osf.
+func TestListenCompanionFirst(t *testing.T) {
+	t.Parallel()
+	strace := testutil.OptionalTool(t, "strace", "see the order of a server's listen calls")
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			port := strconv.Itoa(testutil.FreePort(t))
+			trace := filepath.Join(t.TempDir(), "trace")
+			sc := m.cmd(t, nil, strace, "-f", "-qq", "-yy", "-e", "trace=listen", "-o", trace,
+				python(t), "-c", listenEchoServerScript, port)
+			sin, err := sc.Cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := sc.Start()
+			srv.WaitOutput("listening", shortRun)
+			cc := m.cmd(t, nil, python(t), "-c", echoClientScript, port)
+			cin, err := cc.Cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl := cc.Start()
+			cl.WaitOutput("ready\n", longRun)
+			if m.osf {
+				testutil.AssertTransport(t, cl.Pid, testutil.ByRole("client"), testutil.TransportShm)
+			}
+			cin.Close()
+			sin.Close()
+			if r := cl.Wait(shortRun); !r.OK() {
+				t.Fatalf("client: %s", r)
+			}
+			if r := srv.Wait(shortRun); !r.OK() {
+				t.Fatalf("server: %s", r)
+			}
+			b, err := os.ReadFile(trace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := string(b)
+			kernel := regexp.MustCompile(`listen\(\d+<TCP:\[127\.0\.0\.1:` + port + `\]>, 4\) = 0`).FindStringIndex(tr)
+			companion := regexp.MustCompile(`listen\(\d+<UNIX-STREAM:\[\d+,@"osf1/[^"]*/127\.0\.0\.1/` + port + `"\]>, 4\) = 0`).FindStringIndex(tr)
+			switch {
+			case kernel == nil:
+				t.Errorf("no kernel listen in the server's trace:\n%s", tr)
+			case m.osf && companion == nil:
+				t.Errorf("no companion listen in the server's trace:\n%s", tr)
+			case m.osf && companion[0] > kernel[0]:
+				t.Errorf("the kernel listener came before osf's companion:\n%s", tr)
+			case !m.osf && companion != nil:
+				t.Errorf("a companion without osf:\n%s", tr)
+			}
+		})
+	}
+}

@@ -321,6 +321,46 @@ func TestStampMovesWhenATrimLetsTheProducerGo(t *testing.T) {
 	}
 }
 
+// TestStampRoomIsAnEdgeOnlyAfterNoSpace: room the peer's reads make is an
+// edge for an edge-triggered writer only after the side lacked room (a
+// write found none, or readiness found it not writable), and once, as
+// TCP's write_space wakes only a socket marked SOCK_NOSPACE. Over RDMA
+// the peer's credits trickle in after the wake-up; each one was another
+// EPOLLOUT edge (TestSemanticsRDMACaller's epoll_et_out, under load).
+func TestStampRoomIsAnEdgeOnlyAfterNoSpace(t *testing.T) {
+	p := pair(t, 16384)
+	p.Client.Write(make([]byte, 4096))
+	c0 := p.Client.Stamp()
+	p.Server.Read(make([]byte, 4096))
+	if p.Client.Stamp() != c0 {
+		t.Fatal("room made while the side was writable moved the stamp")
+	}
+	for i := 0; i < 16 && p.Client.Write(make([]byte, 4096)) > 0; i++ {
+	}
+	if p.Client.TxFree() != 0 {
+		t.Fatalf("the ring did not fill: %d free", p.Client.TxFree())
+	}
+	c1 := p.Client.Stamp()
+	buf := make([]byte, 1024)
+	for i := 0; i < 16 && p.Client.Revents()&unix.POLLOUT == 0; i++ {
+		if p.Client.Stamp() != c1 {
+			t.Fatal("the stamp moved before the side was writable")
+		}
+		p.Server.Read(buf)
+	}
+	if p.Client.Revents()&unix.POLLOUT == 0 {
+		t.Fatal("not writable after reads")
+	}
+	c2 := p.Client.Stamp()
+	if c2 == c1 {
+		t.Fatal("room after no room did not move the stamp")
+	}
+	p.Server.Read(make([]byte, 16384))
+	if p.Client.Stamp() != c2 {
+		t.Fatal("more room while writable moved the stamp again")
+	}
+}
+
 func TestLockExcludesAcrossThreads(t *testing.T) {
 	p := pair(t, 4096)
 	w := p.Client.TxLockWord()
