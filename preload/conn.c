@@ -270,10 +270,18 @@ void osf_conn_destroy(struct osf_conn *c)
 		osf_fdt_close_hidden(c->port_fd);
 	c->port_fd = -1;
 	c->port_kept = 0;
-	if (osf_pool_slot(c->base, conn_ring(c)) >= 0) /* a slot: never unmapped */
+	if (osf_pool_slot(c->base, conn_ring(c)) >= 0) { /* a slot: never unmapped */
 		osf_seg_release(c->base, conn_ring(c), c->s.side, c->gone);
-	else if (!keep_mapped(c))
-		munmap(c->base, c->map_bytes);
+	} else {
+		/* An RDMA segment's progress engine reuses its registered
+		 * rings once this side let go everywhere and its QP is gone
+		 * (sdp/rdma/recycle.go): the same word and moment as a slot's. */
+		struct osf_seg_hdr *h = osf_seg_hdr(c->base, conn_ring(c));
+		if (c->gone && (__atomic_load_n(&h->flags, __ATOMIC_RELAXED) & OSF_SEG_F_RDMA))
+			__atomic_or_fetch(&h->slot_done, 1u << c->s.side, __ATOMIC_ACQ_REL);
+		if (!keep_mapped(c))
+			munmap(c->base, c->map_bytes);
+	}
 	c->base = NULL;
 	conn_free(c);
 	errno = saved;

@@ -195,6 +195,33 @@ func (s *Segment) SetFlags(f uint32) { atomic.OrUint32(u32(&s.header().flags), f
 // Flags returns the header flags.
 func (s *Segment) Flags() uint32 { return atomic.LoadUint32(u32(&s.header().flags)) }
 
+// LetGo returns the bits of the sides that let go of the segment for good
+// (the header's slot_done: the C data path sets its side's bit when the
+// side's last holder's connection object is gone in every process). It is
+// a word the C side writes: compared only.
+func (s *Segment) LetGo() uint32 { return atomic.LoadUint32(u32(&s.header().slot_done)) }
+
+// SetLetGo sets side's bit in the header's slot_done, as the C data path
+// does when its side lets go (tests play that side).
+func (s *Segment) SetLetGo(side int) {
+	atomic.OrUint32(u32(&s.header().slot_done), 1<<uint(side))
+}
+
+// MapSegment maps the memfd fd of a segment with rings of ringBytes (one
+// this process made, so its size is known) and returns it as a Segment
+// that owns fd and the mapping, which it may Release to the C data path
+// as CreateSegment's. The header is left as it is.
+func MapSegment(fd int, ringBytes uint32) (*Segment, error) {
+	if !RingSizeOK(ringBytes) {
+		return nil, fmt.Errorf("%w: %d", ErrRingSize, ringBytes)
+	}
+	p, err := unix.MmapPtr(fd, 0, nil, uintptr(Bytes(ringBytes)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("sdp: map segment: %w", err)
+	}
+	return MappedSegment(p, fd, ringBytes), nil
+}
+
 // Mirror maps s's memfd a second time and returns that mapping as a
 // Segment that owns no fd (FD is -1; Close only unmaps). The RDMA engine
 // keeps such a mapping of a segment whose first mapping and fd it hands to

@@ -43,6 +43,7 @@ type dialer struct {
 	done       bool
 	laps       *laps  // the steps' times, for the debug log
 	spare      *spare // its registration, until the link takes it (or not)
+	keep       int    // the engine's fd of the segment's memfd until the link takes it, or -1
 }
 
 func (d *dialer) remaining() time.Duration {
@@ -62,9 +63,11 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	lp := newLaps()
 	timeout = t.bound.of(timeout)
 	var seg, mirror *sdp.Segment
-	sp := t.spares.takeWaiting(ringBytes)
+	keep := -1
+	sp := t.spares.takeWaiting(ringBytes, dst.Addr().Unmap())
 	if sp != nil {
-		seg, mirror = sp.seg, sp.mirror
+		seg, mirror, keep = sp.seg, sp.mirror, sp.keep
+		sp.keep = -1
 	} else {
 		var err error
 		if seg, err = sdp.CreateSegment(ringBytes); err != nil {
@@ -74,6 +77,7 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 			seg.Close()
 			return nil, resourceError(err)
 		}
+		keep = keepFD(seg.FD, t.cfg.HiddenBase)
 	}
 	seg.InitHeader(local, dst, t.cfg.PID)
 	seg.SetFlags(sdp.SegRDMA)
@@ -82,6 +86,7 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 		if sp != nil {
 			sp.closeRegistration()
 		}
+		closeKeep(keep)
 		mirror.Close()
 		seg.Close()
 		return nil, resourceError(err)
@@ -89,9 +94,13 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	d := &dialer{
 		dst: netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), local: local, ring: ringBytes,
 		deadline: time.Now().Add(timeout), mirror: mirror, wake: ws.engine, wakeTx: ws.engineTx, res: make(chan error, 1),
-		laps: lp, spare: sp,
+		laps: lp, spare: sp, keep: keep,
 	}
-	lp.lap("segment")
+	if sp != nil && sp.peer.IsValid() {
+		lp.lap("reused")
+	} else {
+		lp.lap("segment")
+	}
 	fail := func(err error) (*sdp.Endpoint, error) {
 		closeOpen(ws.app, ws.appTx)
 		seg.Close()
@@ -101,6 +110,7 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 		if sp != nil {
 			sp.closeRegistration()
 		}
+		closeKeep(d.keep)
 		closeOpen(ws.engine, ws.engineTx)
 		mirror.Close()
 		return fail(err)
@@ -337,6 +347,10 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 			t.dialFailed(d, err)
 			return
 		}
+		if d.keep >= 0 {
+			d.link.reuse = &reuse{keep: d.keep, peer: d.dst.Addr(), src: dialSource(d.local, d.dst).Addr()}
+			d.keep = -1
+		}
 		d.sid = t.eng.allocID()
 		// The receives are posted before connecting: the server may
 		// write as soon as the connection is established.
@@ -407,6 +421,8 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 		d.spare.closeRegistration() // its segment is the dial's
 		d.spare = nil
 	}
+	closeKeep(d.keep)
+	d.keep = -1
 	d.mirror.Close()
 	closeOpen(d.wake, d.wakeTx)
 	t.cfg.Logf("rdma: connect to %s: %v (after %v)", d.dst, err, d.laps)
@@ -512,6 +528,7 @@ func (t *Transport) deviceRemoved(ctx *verbs.Context) {
 	dev.removed = true
 	t.cfg.Logf("rdma: device %s removed", ctx.Name())
 	t.dropSpare(false)
+	t.dropRecycled(dev)
 	for _, d := range t.dials {
 		if c, err := d.id.Context(); err == nil && c == ctx {
 			t.dialFailed(d, fmt.Errorf("rdma: device %s removed: %w", ctx.Name(), verbs.ErrNoDevice))
@@ -609,8 +626,13 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps)
 	// spare's second mapping, else seg's own).
 	var seg, mine *sdp.Segment
 	var link *verbsLink
-	if sp := t.spares.take(cd.RingBytes); sp != nil && sp.dev == dev {
-		seg, mine = sp.seg, sp.mirror
+	peer, keep := id.RemoteAddr().Addr().Unmap(), -1
+	if sp := t.spares.take(cd.RingBytes, peer); sp != nil && sp.dev == dev {
+		seg, mine, keep = sp.seg, sp.mirror, sp.keep
+		sp.keep = -1
+		if sp.peer.IsValid() {
+			lp.lap("reused")
+		}
 		seg.InitHeader(cd.Client, cd.Server, 0)
 		seg.SetFlags(sdp.SegRDMA)
 		link, err = newVerbsLinkFrom(t, id, dev, sp, lp)
@@ -622,6 +644,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps)
 			return nil, RejectResource, err
 		}
 		mine = seg
+		keep = keepFD(seg.FD, t.cfg.HiddenBase)
 		lp.lap("segment")
 		link, err = newVerbsLink(t, id, dev, seg, lp)
 	}
@@ -630,6 +653,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps)
 			mine.Close()
 		}
 		seg.Close()
+		closeKeep(keep)
 	}
 	if err != nil {
 		closeSegs()
@@ -691,11 +715,15 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps)
 	}
 	if err := t.eng.register(s); err != nil {
 		// Accepted: the peer learns of the failure from the disconnect.
+		closeKeep(keep)
 		t.eng.abandon(sid)
 		s.fail(err)
 		s.down()
 		s.release()
 		return s, 0, err
+	}
+	if keep >= 0 {
+		link.reuse = &reuse{keep: keep, peer: peer}
 	}
 	t.conns[id] = s
 	t.wantSpare(dev, cd.RingBytes, netip.Addr{})

@@ -40,6 +40,8 @@ type spare struct {
 	src    netip.Addr  // id's address; the zero Addr without an id
 	id     *verbs.CMID // nil, or bound to src on dev, until a dial takes it
 	qp     *verbs.QP   // on id (also once a dial took id), until a link takes it
+	keep   int         // the engine's fd of seg's memfd, for reuse (recycle.go), or -1
+	peer   netip.Addr  // reused: only for this remote host; new: the zero Addr
 }
 
 // makeSpare makes a spare for rings of ring bytes on dev, with an id bound
@@ -61,7 +63,7 @@ func makeSpare(dev *device, ring uint32, hiddenBase int, ch *verbs.EventChannel,
 		seg.Close()
 		return nil, err
 	}
-	sp := &spare{dev: dev, ring: ring, seg: seg, mirror: mirror}
+	sp := &spare{dev: dev, ring: ring, seg: seg, mirror: mirror, keep: keepFD(seg.FD, hiddenBase)}
 	if sp.cq, sp.cc, err = newCQ(dev, hiddenBase); err != nil {
 		sp.close()
 		return nil, err
@@ -136,6 +138,8 @@ func (sp *spare) closeID() {
 // close releases what the spare still holds.
 func (sp *spare) close() {
 	sp.closeRegistration()
+	closeKeep(sp.keep)
+	sp.keep = -1
 	if sp.mirror != nil {
 		sp.mirror.Close()
 	}
@@ -167,17 +171,26 @@ type spares struct {
 	stopped bool
 	taken   int // spares used, for tests
 	withQP  int // links that took a spare's QP, for tests
+
+	held     []*held          // released segments waiting for their application (recycle.go)
+	recycled []*spare         // reused segments ready, each for one peer host
+	reused   int              // set-ups that took one, for tests
+	lost     map[*device]bool // removed devices: nothing more is held for them
 }
 
 // spareWait bounds how long a dial waits for the spare being made (rather
 // than making the same memory again, in parallel with it).
 const spareWait = 200 * time.Millisecond
 
-// takeWaiting is take, but when a spare is being made it first waits
-// for it, at most spareWait; any goroutine but the engine's (which
-// installs it).
-func (s *spares) takeWaiting(ring uint32) *spare {
+// takeWaiting is take, but when a spare is being made (and no reused
+// one is there for peer) it first waits for it, at most spareWait; any
+// goroutine but the engine's (which installs it).
+func (s *spares) takeWaiting(ring uint32, peer netip.Addr) *spare {
 	s.mu.Lock()
+	if sp := s.takeRecycled(ring, peer); sp != nil {
+		s.mu.Unlock()
+		return sp
+	}
 	made := s.made
 	wait := s.ready == nil && s.making && made != nil
 	s.mu.Unlock()
@@ -189,7 +202,7 @@ func (s *spares) takeWaiting(ring uint32) *spare {
 		}
 		t.Stop()
 	}
-	return s.take(ring)
+	return s.take(ring, peer)
 }
 
 // doneMaking records that the spare being made is ready or failed. s.mu
@@ -202,11 +215,14 @@ func (s *spares) doneMaking() {
 	}
 }
 
-// take returns the spare if it has rings of ring bytes, else nil; any
-// goroutine.
-func (s *spares) take(ring uint32) *spare {
+// take returns a reused spare for peer with rings of ring bytes, else
+// the new spare if it has rings of ring bytes, else nil; any goroutine.
+func (s *spares) take(ring uint32, peer netip.Addr) *spare {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if sp := s.takeRecycled(ring, peer); sp != nil {
+		return sp
+	}
 	sp := s.ready
 	if sp == nil || sp.ring != ring {
 		return nil
@@ -216,11 +232,18 @@ func (s *spares) take(ring uint32) *spare {
 	return sp
 }
 
-// wantSpare has the engine's background goroutine make a spare for dev if
-// there is none, with an id bound to src and a QP if src is valid (after
-// a dial from src). Engine goroutine only.
+// wantSpare has the engine's background goroutine look at the held
+// segments (recycle.go) and make a spare for dev if there is none, with
+// an id bound to src and a QP if src is valid (after a dial from src).
+// Engine goroutine only.
 func (t *Transport) wantSpare(dev *device, ring uint32, src netip.Addr) {
 	s := &t.spares
+	s.mu.Lock()
+	sweep := len(s.held) > 0 // some may have been let go since their release
+	s.mu.Unlock()
+	if sweep {
+		t.eng.background(t.sweep)
+	}
 	s.mu.Lock()
 	if s.ready != nil || s.making || s.stopped || dev.removed {
 		s.mu.Unlock()
@@ -278,5 +301,8 @@ func (t *Transport) dropSpare(stop bool) {
 	s.mu.Unlock()
 	if sp != nil {
 		sp.close()
+	}
+	if stop {
+		t.dropRecycled(nil)
 	}
 }

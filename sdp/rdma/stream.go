@@ -652,6 +652,12 @@ func (s *stream) finished() bool { return s.linkDown && s.wake < 0 && s.wakeTx <
 // release frees the link and the engine's mapping; the stream is dead.
 func (s *stream) release() { s.releaseWith(nil) }
 
+// segmentHolder is a Link that may keep its stream's registered segment
+// for reuse when it closes (verbsLink.closeHolding).
+type segmentHolder interface {
+	closeHolding(seg *sdp.Segment, side int) (held bool, err error)
+}
+
 // detacher is a Link whose Close may run on another goroutine once detach
 // (on the engine goroutine) has made the engine forget it.
 type detacher interface{ detach() }
@@ -673,11 +679,20 @@ func (s *stream) releaseWith(later func(func())) {
 	chanSleeps := s.tx.chanSleeps()
 	s.tx.retire()
 	free := func() {
-		if err := s.link.Close(); err != nil {
+		var err error
+		held := false
+		if h, ok := s.link.(segmentHolder); ok {
+			held, err = h.closeHolding(s.seg, s.side)
+		} else {
+			err = s.link.Close()
+		}
+		if err != nil {
 			s.logf("rdma: connection %d: release link: %v", s.id, err)
 		}
 		s.tearLap("link-release")
-		s.seg.Close()
+		if !held {
+			s.seg.Close()
+		}
 		s.tearLap("unmap")
 		s.logf("rdma: connection %d released after %v; sends posted by the application's threads %d, by the engine %d (%d left to it); completions taken by the application's threads %d, by the engine %d; credits posted by the application's threads %d; sleeps on the connection's channel %d",
 			s.id, s.teardown, caller, engine, left, rxCaller, rxEngine, credits, chanSleeps)

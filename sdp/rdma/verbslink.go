@@ -6,6 +6,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -35,6 +36,8 @@ type verbsLink struct {
 	detached     bool     // the engine forgot it: Close may run elsewhere
 	chanFD       int      // cc's fd once the engine's handler is registered, else 0
 	rx           *txState // the rule's state the channel was handed to (useRx)
+
+	reuse *reuse // how its segment may be reused once released, or nil
 }
 
 // newVerbsLink creates the CQ, registers seg's rings and creates the QP on
@@ -229,13 +232,44 @@ func (l *verbsLink) Close() error {
 		l.forgetChan()
 	}
 	err := l.id.Close()
-	if e := l.mr.Close(); err == nil {
-		err = e
+	if l.mr != nil { // nil: closeHolding keeps it
+		if e := l.mr.Close(); err == nil {
+			err = e
+		}
 	}
 	if e := closeCQ(l.cq, l.cc); err == nil {
 		err = e
 	}
+	if l.reuse != nil {
+		closeKeep(l.reuse.keep)
+		l.reuse = nil
+	}
 	return err
+}
+
+// closeHolding is Close for a released stream whose segment is mirror
+// (the engine's mapping) and whose application plays side: when the
+// segment may be reused it keeps the registration and hands both to the
+// transport to hold until the application lets go (recycle.go), after the
+// QP is destroyed; held reports that (mirror is then not the caller's to
+// unmap).
+func (l *verbsLink) closeHolding(mirror *sdp.Segment, side int) (kept bool, err error) {
+	r, mr := l.reuse, l.mr
+	if r == nil || l.closed || mr == nil {
+		return false, l.Close()
+	}
+	l.reuse, l.mr = nil, nil
+	err = l.Close() // the QP and the id first: the peer can no longer write here
+	h := &held{dev: l.dev, ring: uint32(l.ring), mirror: mirror, mr: mr, keep: r.keep,
+		side: side, peer: r.peer, src: r.src, since: time.Now()}
+	if err != nil || !l.t.hold(h) {
+		h.free()
+		return true, err
+	}
+	// Looked at after this release is done (and logged): the background
+	// goroutine takes its work in order.
+	_ = l.t.eng.post(func() { l.t.eng.background(l.t.sweep) })
+	return true, nil
 }
 
 // newCQ makes a CQ on dev with a completion channel of its own (non-
