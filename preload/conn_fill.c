@@ -15,7 +15,7 @@
 
 /* fill_no_room handles a full ring in fill_from: 1 to look again, 0 to
  * stop (*err set when the call fails for want of room). */
-static int fill_no_room(struct osf_conn *c, ssize_t sent, int *err)
+static int fill_no_room(struct osf_conn *c, int fd, ssize_t sent, int *err)
 {
 	if (conn_send_over(c))
 		return 0;
@@ -27,7 +27,7 @@ static int fill_no_room(struct osf_conn *c, ssize_t sent, int *err)
 			*err = EAGAIN;
 		return 0;
 	}
-	*err = -conn_wait_room(c);
+	*err = -conn_wait_room(c, fd);
 	return *err == 0;
 }
 
@@ -130,7 +130,7 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 				osf_side_broken(&c->s);
 				break;
 			}
-			if (!fill_no_room(c, sent, &err))
+			if (!fill_no_room(c, fd, sent, &err))
 				break;
 			continue;
 		}

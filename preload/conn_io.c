@@ -187,7 +187,7 @@ static int peek_ended(const struct osf_side *s)
 	       (osf_side_my_flags(s) & OSF_SIDE_RDSHUT);
 }
 
-int conn_wait_room(struct osf_conn *c)
+int conn_wait_room(struct osf_conn *c, int fd)
 {
 	uint64_t sleeps;
 	unsigned spin;
@@ -195,7 +195,7 @@ int conn_wait_room(struct osf_conn *c)
 
 	osf_reap_kick();
 	spin = spin_begin(c, &sleeps);
-	r = osf_side_wait_room(&c->s, spin);
+	r = osf_side_wait_room(&c->s, fd, spin);
 
 	spin_end(c, spin, sleeps);
 	return r;
@@ -731,7 +731,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 			}
 			break;
 		}
-		r = conn_wait_room(c);
+		r = conn_wait_room(c, fd);
 		if (r < 0) {
 			if (sent == 0) {
 				conn_put(c);

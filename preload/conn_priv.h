@@ -287,11 +287,12 @@ static inline struct osf_conn *conn_get(int fd, struct osf_fdt_entry *e)
  * conn_send_end: a write on a connection whose other side is gone (or
  * broken, or shut down here): 1 to go on writing, else the result.
  * conn_send_over: a write that waits for room stops. conn_wait_room: sleep
- * until the tx ring has room (0, or -errno). conn_peek_raw: a peek of
- * osf's own, which SO_PEEK_OFF neither moves nor offsets. */
+ * until the tx ring has room (0, or -errno; fd is the application's).
+ * conn_peek_raw: a peek of osf's own, which SO_PEEK_OFF neither moves nor
+ * offsets. */
 ssize_t conn_send_end(struct osf_conn *c, size_t total, int flags);
 int conn_send_over(struct osf_conn *c);
-int conn_wait_room(struct osf_conn *c);
+int conn_wait_room(struct osf_conn *c, int fd);
 ssize_t conn_peek_raw(int fd, struct osf_fdt_entry *e, const struct iovec *iov, int iovcnt);
 
 #endif
