@@ -469,16 +469,25 @@ void osf_side_use_efd(struct osf_side *s, int efd)
 
 void osf_side_wake_efd(struct osf_side *s)
 {
-	uint64_t one = 1;
+	uint64_t one = 1, was;
 	int saved = errno;
 
 	if (s->efd < 0)
 		return;
 	__atomic_add_fetch(&s->me->wakes_sent, 1, __ATOMIC_RELAXED);
-	/* Fails only with the counter at its maximum (2^64 - 2 wake-ups) or
-	 * a broken fd: the flag stays up, so the next publish tries again. */
-	if (osf_sys_write(s->efd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-		__atomic_store_n(&s->peer->tx_want, 1, __ATOMIC_RELEASE);
+	/* The counter is nobody's to read, but anyone holding the eventfd
+	 * may write it up to its maximum (2^64 - 2), where a write fails
+	 * with EAGAIN: then it is read back to 0 (what it says does not
+	 * matter: a wake-up is a write, an edge) and written again. A
+	 * write that still fails (a broken fd) leaves the flag up, so the
+	 * next publish tries again. */
+	if (osf_sys_write(s->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		goto out;
+	if (errno == EAGAIN && osf_sys_read(s->efd, &was, sizeof(was)) >= 0 &&
+	    osf_sys_write(s->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		goto out;
+	__atomic_store_n(&s->peer->tx_want, 1, __ATOMIC_RELEASE);
+out:
 	errno = saved;
 }
 

@@ -157,6 +157,25 @@ func TestEfdWriterSleepsUntilRoom(t *testing.T) {
 	}
 }
 
+// TestEfdWakesThroughAFullCounter: a peer that wrote the eventfd's
+// counter to its maximum (where a write fails with EAGAIN) does not stop
+// wake-ups: the waker reads the counter back and writes again.
+func TestEfdWakesThroughAFullCounter(t *testing.T) {
+	ps, efd := regionPairs(t, 4096, 1)
+	p := ps[0]
+	max := []byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	if _, err := unix.Write(efd, max); err != nil {
+		t.Fatal(err)
+	}
+	p.Client.Write(make([]byte, 4096))
+	done := waitRoom(p.Client)
+	asleep(t, p.Client)
+	p.Server.Read(make([]byte, 4096))
+	if r := result(t, done, "room behind a full counter"); r != 0 {
+		t.Fatalf("wait returned %d", r)
+	}
+}
+
 // TestEfdWriterWakesAtPeerClose: the other side's last close (its wake
 // socket's end) wakes a writer asleep on a full ring: the end, which the
 // write then reports (EPIPE), never a hang.
