@@ -6,7 +6,9 @@
  * (tx), the ring it consumes (rx), its own flags and the peer's, and two
  * wake sockets: the application's fd carries the tokens that wake readers
  * (data or the end arrived), the writers' socket (wfd) those that wake
- * writers (room appeared), so that a reader never takes a writer's token.
+ * writers (room appeared), so that a reader never takes a writer's token;
+ * or, in place of the writers' socket, the eventfd of the region the
+ * segment is a slot of (osf_side_use_efd).
  *
  * Sleeping and waking: a side about to sleep counts itself as a waiter,
  * raises its rx_want (or tx_want) flag in the segment, fences, and checks
