@@ -48,6 +48,7 @@
 /* Ring 0's bytes in the shared page; ring 1 has the rest after the header
  * (OSF_SEG_PAGE - OSF_SEG_RING0_SHARED - OSF_SEG_HDR_BYTES, as many). */
 #define OSF_SEG_RING0_SHARED ((OSF_SEG_PAGE - OSF_SEG_HDR_BYTES) / 2)
+#define OSF_SEG_RING1_SHARED (OSF_SEG_PAGE - OSF_SEG_RING0_SHARED - OSF_SEG_HDR_BYTES)
 #define OSF_SEG_MIN_RING 4096u
 #define OSF_SEG_MAX_RING (64u << 20)
 #define OSF_SEG_NAME "osf-seg"
