@@ -222,8 +222,10 @@ OSF_FORK_TEXT static int switch_to(int nfd)
 			goto fail;
 	}
 	/* The copy says all but the owner (snapshot); its first access a
-	 * read, so that the kernel maps the pages around it at once. */
-	me = getpid();
+	 * read, so that the kernel maps the pages around it at once. A raw
+	 * getpid: the PLT's page may be one the child would not touch
+	 * otherwise (a page fault per fork). */
+	me = (pid_t)osf_rawsys(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	if (fdt_hdr->pid != me)
 		fdt_hdr->pid = me;
 	if (dup_onto(nfd, fdt_fd) < 0)

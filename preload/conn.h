@@ -30,6 +30,9 @@ int osf_conn_rx_blind(int fd, struct osf_fdt_entry *e);
 short osf_conn_wake_events(int fd, struct osf_fdt_entry *e);
 int osf_conn_wake_tx_fd(const struct osf_fdt_entry *e);
 void *osf_conn_hold(int fd, struct osf_fdt_entry *e);
+/* osf_conn_chan is chan for an RDMA connection (h: a hold), with
+ * OSF_RDMA_RX=caller (conn_rdma.c osf_conn_rdma_chan). */
+int osf_conn_chan(void *h, int how, struct osf_chan_wait *w);
 
 ssize_t osf_conn_sendfile(int fd, struct osf_fdt_entry *e, int in_fd,
 			  off_t *offset, size_t count);

@@ -102,6 +102,15 @@ void *osf_conn_hold(int fd, struct osf_fdt_entry *e)
 	return conn_get(fd, e);
 }
 
+int osf_conn_chan(void *h, int how, struct osf_chan_wait *w)
+{
+	struct osf_conn *c = h;
+
+	if (!c || !conn_rdma_rx(c))
+		return -1;
+	return osf_conn_rdma_chan(c, how, w);
+}
+
 /* Only connections hold (osf_conn_hold): a hold is one. */
 void osf_ready_hold_disarm(void *h, int kinds)
 {

@@ -129,6 +129,16 @@ int osf_conn_rdma_credit(struct osf_conn *c, uint64_t tail);
  * set). 1 when it cannot sleep so: the caller sleeps on the wake socket. */
 int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have);
 
+/* osf_conn_rdma_chan is a poller's sleep on c's channel (selectmux/ready.h
+ * chan, how OSF_CHAN_*; docs/ARCHITECTURE.md "A poller sleeps on its
+ * connection's channel"): ENTER counts the thread asleep on the channel
+ * (the engine lets go of it), arms the CQ, takes what came before and
+ * sets w->fd to the channel's fd (registered in w->ep when that is not
+ * -1), or -1 when this thread cannot (another process's QP, no channel,
+ * a retired or closing connection); FIRED reads the channel's events,
+ * arms again and takes (> 0: took any); LEAVE undoes ENTER. */
+int osf_conn_rdma_chan(struct osf_conn *c, int how, struct osf_chan_wait *w);
+
 /* osf_conn_rdma_unhold closes c's wake socket holder (conn_rdma.c) once no
  * reader sleeps: this process closed its last fd of c (last 0), or c is
  * destroyed (last 1). */

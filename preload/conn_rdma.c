@@ -20,6 +20,7 @@
 #include "osf.h"
 #include "../sdp/rdma/rx.h"
 
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -138,16 +139,23 @@ static int take_sure(struct osf_rdma_tx *tx, uint32_t gen)
 
 /* chan_enter counts this thread as asleep on the channel (the engine's
  * epoll then leaves it alone) and arms the CQ; the channel's fd, or -1
- * when the connection has none (any more). chan_leave undoes it; the last
- * sleeper arms the CQ and gives the channel back to the engine. */
-static int chan_enter(struct osf_rdma_tx *tx, uint32_t gen)
+ * when the connection has none (any more). With ep >= 0 (an epoll wait's
+ * inner epoll) it registers the channel there, edge-triggered with key,
+ * under ep_lock: the fd is surely the channel's then (the engine closes
+ * it only after taking it from the rule, under that lock). chan_leave
+ * undoes it; the last sleeper arms the CQ and gives the channel back to
+ * the engine. */
+static int chan_enter(struct osf_rdma_tx *tx, uint32_t gen, int ep, uint64_t key)
 {
 	struct osf_rdma_rx *rx = tx->rx;
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = key};
 	int fd = -1;
 
 	osf_rdma_ep_lock(rx);
 	if (__atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) == gen &&
-	    __atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) && rx->chan_fd >= 0) {
+	    __atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) && rx->chan_fd >= 0 &&
+	    (ep < 0 || REAL(epoll_ctl)(ep, EPOLL_CTL_ADD, rx->chan_fd, &ev) == 0 ||
+	     (errno == EEXIST && REAL(epoll_ctl)(ep, EPOLL_CTL_MOD, rx->chan_fd, &ev) == 0))) {
 		rx->sleepers++;
 		osf_rdma_chan_apply_locked(rx);
 		if (rx->chan_arm)
@@ -158,13 +166,15 @@ static int chan_enter(struct osf_rdma_tx *tx, uint32_t gen)
 	return fd;
 }
 
-static void chan_leave(struct osf_rdma_tx *tx, uint32_t gen, int fd)
+static void chan_leave(struct osf_rdma_tx *tx, uint32_t gen, int fd, int ep)
 {
 	struct osf_rdma_rx *rx = tx->rx;
 
 	osf_rdma_ep_lock(rx);
 	if (__atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) == gen && rx->chan_fd == fd &&
 	    rx->sleepers > 0) {
+		if (ep >= 0)
+			(void)REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, fd, NULL);
 		if (--rx->sleepers == 0 && rx->chan_arm)
 			(void)rx->chan_arm(rx);
 		osf_rdma_chan_apply_locked(rx);
@@ -201,7 +211,7 @@ static void chan_drop(struct osf_rdma_tx *tx, uint32_t gen, int *cfd)
 {
 	if (*cfd < 0)
 		return;
-	chan_leave(tx, gen, *cfd);
+	chan_leave(tx, gen, *cfd, -1);
 	*cfd = -1;
 	(void)take_sure(tx, gen);
 }
@@ -264,11 +274,16 @@ static void hold_close_locked(struct osf_conn *c)
 	}
 }
 
+/* hold_put uncounts this thread. It never closes the holder: when the
+ * connection's last close came while this thread slept, the bytes it
+ * woke for are still unread, and the holder is the wake socket's last
+ * reference, whose end is the engine's sign of the application's close
+ * (with unread data, a reset). The last reference to the connection,
+ * after the reader consumed, closes it (osf_conn_destroy). */
 static void hold_put(struct osf_conn *c)
 {
 	hold_lock(c);
 	c->hold_users--;
-	hold_close_locked(c);
 	hold_unlock(c);
 }
 
@@ -282,6 +297,35 @@ void osf_conn_rdma_unhold(struct osf_conn *c, int last)
 		c->hold_users = 0;
 	hold_close_locked(c);
 	hold_unlock(c);
+}
+
+int osf_conn_rdma_chan(struct osf_conn *c, int how, struct osf_chan_wait *w)
+{
+	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
+	uint32_t gen = __atomic_load_n(&c->rtx_gen, __ATOMIC_RELAXED);
+
+	if (!tx || !tx->rx || tx->pid != (int32_t)osf_pid())
+		return -1;
+	switch (how) {
+	case OSF_CHAN_ENTER:
+		w->fd = -1;
+		if (__atomic_load_n(&tx->rx->chan_fd, __ATOMIC_RELAXED) < 0 ||
+		    (w->fd = chan_enter(tx, gen, w->ep, w->key)) < 0)
+			return -1;
+		if (take_sure(tx, gen) < 0) { /* retired or closing: the engine's */
+			chan_leave(tx, gen, w->fd, w->ep);
+			w->fd = -1;
+			return -1;
+		}
+		__atomic_add_fetch(&tx->rx->chan_sleeps, 1, __ATOMIC_RELAXED);
+		return 0;
+	case OSF_CHAN_FIRED:
+		chan_rearm(tx, gen, w->fd);
+		return take_sure(tx, gen);
+	default:
+		chan_leave(tx, gen, w->fd, w->ep);
+		return 0;
+	}
 }
 
 int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
@@ -304,7 +348,7 @@ int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 	 * it sleeps, and this thread may poll several times. */
 	if ((wfd = hold_get(c, fd)) < 0)
 		return 1;
-	if ((cfd = chan_enter(tx, gen)) < 0) {
+	if ((cfd = chan_enter(tx, gen, -1, 0)) < 0) {
 		hold_put(c);
 		return 1;
 	}

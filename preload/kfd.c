@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -62,16 +63,22 @@ static void nodelay(int fd)
 
 int osf_kfd_connect(int fd, const struct sockaddr *sa, socklen_t len, int v6)
 {
+	struct pollfd p = {fd, POLLOUT, 0};
 	int old[2], r, err;
 
 	nodelay(fd);
 	mark(fd, v6, 1, old);
 	r = REAL(connect)(fd, sa, len);
 	err = errno;
-	/* The mark stays on a connection: a SYN retransmitted after a
-	 * non-blocking connect returned carries it too, and the program's
-	 * IP_TOS is answered by osf (conn_tcp.c) on an offloaded socket. */
-	if (r < 0 && err != EINPROGRESS)
+	/* Over loopback the kernel has done the handshake within a non-
+	 * blocking connect, unless the listener's backlog dropped the SYN:
+	 * then TCP's connect is in progress until a retransmitted SYN finds
+	 * room, which an offloaded connection cannot mirror. */
+	if (r < 0 && err == EINPROGRESS && REAL(poll)(&p, 1, 0) == 0)
+		r = -2, err = EINPROGRESS;
+	/* The mark stays on an offloaded connection, and the program's
+	 * IP_TOS is answered by osf (conn_tcp.c). */
+	if (r < 0 && (err != EINPROGRESS || r == -2))
 		mark(fd, v6, 0, old);
 	errno = err;
 	return r;
@@ -131,32 +138,46 @@ void osf_kfd_poke(struct osf_conn *c, int fd)
 	int saved = errno;
 
 	c->kfd = 1;
-	if (__atomic_load_n(&c->s.peer->holders, __ATOMIC_ACQUIRE) ||
-	    __atomic_load_n(&c->s.peer->close_seq, __ATOMIC_ACQUIRE))
-		return; /* accepted: nothing waits for a byte */
-	__atomic_add_fetch(&c->s.peer->rx_tokens, 1, __ATOMIC_ACQ_REL);
-	if (REAL(send)(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
-		uint32_t v = __atomic_load_n(&c->s.peer->rx_tokens, __ATOMIC_RELAXED);
-		while (v && !__atomic_compare_exchange_n(&c->s.peer->rx_tokens, &v, v - 1, 0,
-							 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-			;
+	/* The count before the look: the server raises holders at its
+	 * install and reads the count at its close (osf_kfd_close), so
+	 * either this look sees it accepted, or its close sees the token
+	 * owed and waits for it (a byte that came after the close would make
+	 * the kernel's close a reset). */
+	__atomic_add_fetch(&c->s.peer->rx_tokens, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->s.peer->holders, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&c->s.peer->close_seq, __ATOMIC_SEQ_CST)) {
+		osf_wake_sub(&c->s.peer->rx_tokens, 1); /* accepted: nothing waits for a byte */
+		errno = saved;
+		return;
 	}
+	if (REAL(send)(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+		osf_wake_sub(&c->s.peer->rx_tokens, 1);
 	errno = saved;
 }
+
+#define KFD_OWED_MS 20
 
 void osf_kfd_close(struct osf_conn *c, int fd, int linger0)
 {
 	static uint32_t none;
 	struct linger lg = {1, 0};
-	int saved = errno;
+	int saved = errno, i;
 
 	/* Tokens nobody will read would make the kernel's close a reset
 	 * (unread data): take them first, when the count (the peer's
-	 * hint, raised before each send) says any came. One that races in
-	 * after this makes a reset where TCP sends a FIN; the peer read
-	 * the end from the slot first. */
+	 * hint, raised before each send) says any came. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* osf_kfd_poke's count */
 	if (__atomic_load_n(&c->s.me->rx_tokens, __ATOMIC_ACQUIRE))
 		osf_side_drain(&c->s, fd, &none);
+	/* A token counted but not sent yet (its sender between the two, or
+	 * preempted there) is waited for, briefly: the count is the peer's
+	 * word, so at most KFD_OWED_MS. */
+	for (i = 0; i < KFD_OWED_MS && __atomic_load_n(&c->s.me->rx_tokens, __ATOMIC_ACQUIRE);
+	     i++) {
+		struct pollfd p = {fd, POLLIN, 0};
+		(void)REAL(poll)(&p, 1, 1);
+		osf_side_drain(&c->s, fd, &none);
+	}
 	/* Unread data in this side's ring: TCP resets (RFC 2525), and so
 	 * does SO_LINGER {1, 0}. */
 	if (linger0 || osf_side_rx_used(&c->s) != 0)

@@ -11,7 +11,9 @@ struct osf_conn;
 
 /* osf_kfd_connect makes the kernel's connect of fd (v6: an AF_INET6
  * socket) with its SYN marked and TCP_NODELAY set: the connect's result
- * and errno. */
+ * and errno, or -2 (errno EINPROGRESS, the mark taken off) when a non-
+ * blocking connect's SYN was not answered at once (the listener's
+ * backlog full): the connection must stay the kernel's. */
 int osf_kfd_connect(int fd, const struct sockaddr *sa, socklen_t len, int v6);
 
 /* osf_kfd_listen asks the kernel to keep the SYN of the connections

@@ -24,7 +24,7 @@
 	.recv = osf_conn_recv, .send = osf_conn_send, .close = osf_conn_close
 
 const struct osf_fd_ops osf_ops_shm = {RING_OPS};
-const struct osf_fd_ops osf_ops_rdma = {RING_OPS};
+const struct osf_fd_ops osf_ops_rdma = {RING_OPS, .ready.chan = osf_conn_chan};
 
 const struct osf_fd_ops *const osf_fd_ops[OSF_FDT_OPS_MAX] = {
 	[OSF_OPS_SHM] = &osf_ops_shm,

@@ -331,23 +331,23 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 }
 
 /* hold maps (or finds) the region whose memfd fd was checked by the
- * caller, and takes side's hold on slot: the segment, or NULL with why. */
-static void *hold(int fd, uint32_t ring, uint64_t bytes, uint32_t slot, int side,
-		  char *why, size_t wn)
+ * caller, st its fstat (the caller's: one per hello or adoption), and
+ * takes side's hold on slot: the segment, or NULL with why. */
+static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
+		  uint32_t slot, int side, char *why, size_t wn)
 {
-	struct stat st;
 	struct region *r = NULL;
 	int i;
 
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes) {
+	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size != bytes) {
 		snprintf(why, wn, "region: not a regular file of %llu bytes",
 			 (unsigned long long)bytes);
 		return NULL;
 	}
 	lock();
 	for (i = 0; i < nregions; i++)
-		if (regions[i].base && regions[i].dev == (uint64_t)st.st_dev &&
-		    regions[i].ino == (uint64_t)st.st_ino) {
+		if (regions[i].base && regions[i].dev == (uint64_t)st->st_dev &&
+		    regions[i].ino == (uint64_t)st->st_ino) {
 			r = &regions[i];
 			break;
 		}
@@ -375,8 +375,8 @@ static void *hold(int fd, uint32_t ring, uint64_t bytes, uint32_t slot, int side
 		r->bytes = bytes;
 		r->ring = ring;
 		r->n = (uint32_t)(bytes / osf_seg_bytes(ring));
-		r->dev = (uint64_t)st.st_dev;
-		r->ino = (uint64_t)st.st_ino;
+		r->dev = (uint64_t)st->st_dev;
+		r->ino = (uint64_t)st->st_ino;
 		r->fd = -1;
 		r->idle_since = osf_now_ns();
 	}
@@ -402,8 +402,8 @@ static void *hold(int fd, uint32_t ring, uint64_t bytes, uint32_t slot, int side
  * of the shared page (the slot's header starts at 0 at each hand-out, and
  * positions below that part never leave the page, whatever the base) has
  * no page to give back and is not punched: a punch of an untouched 1 MiB
- * costs a few microseconds per ring (zapping both processes' mappings),
- * a fifth of a small connection's CPU here. The head is the peer's word:
+ * costs a few microseconds per ring (zapping both processes' mappings).
+ * The head is the peer's word:
  * a lie only keeps pages the peer could keep anyway, or punches ours. The
  * lock is held. */
 static void give_back(struct region *r)
@@ -414,10 +414,10 @@ static void give_back(struct region *r)
 
 	for (i = 0; i < r->n; i++) {
 		uint8_t *seg = slot_seg(r, i);
-		if (!(r->used >> i & 1) || ((busy | r->clean) >> i & 1) ||
-		    __atomic_load_n(&slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) != 3)
-			continue;
 		h = slot_hdr(r, i);
+		if (!(r->used >> i & 1) || ((busy | r->clean) >> i & 1) ||
+		    __atomic_load_n(&h->slot_done, __ATOMIC_ACQUIRE) != 3)
+			continue;
 		if (__atomic_load_n(&h->ring[0].head, __ATOMIC_ACQUIRE) > OSF_SEG_RING0_SHARED)
 			(void)madvise(seg, rb, MADV_REMOVE); /* ring 0's */
 		if (__atomic_load_n(&h->ring[1].head, __ATOMIC_ACQUIRE) > OSF_SEG_RING1_SHARED)
@@ -456,10 +456,10 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 	drop_gone(drop, k);
 }
 
-void *osf_pool_map(int fd, uint32_t ring, const struct osf_hello_pool *p, char *why,
-		   size_t wn)
+void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
+		   const struct osf_hello_pool *p, char *why, size_t wn)
 {
-	uint8_t *seg = hold(fd, ring, p->region_bytes, p->slot, OSF_SIDE_SERVER, why, wn);
+	uint8_t *seg = hold(fd, st, ring, p->region_bytes, p->slot, OSF_SIDE_SERVER, why, wn);
 	const struct osf_seg_hdr *h;
 
 	if (!seg)
@@ -489,7 +489,7 @@ void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t in
 	seals = REAL(fcntl)(fd, F_GET_SEALS, NULL);
 	if (seals < 0 || (seals & need) != need)
 		return NULL;
-	seg = hold(fd, ring, (uint64_t)st.st_size, slot, side, why, sizeof(why));
+	seg = hold(fd, &st, ring, (uint64_t)st.st_size, slot, side, why, sizeof(why));
 	if (!seg)
 		return NULL;
 	/* Recycled since this connection took it: its side is another

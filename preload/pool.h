@@ -32,8 +32,8 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		    int *fdp, struct osf_hello_pool *hp);
 
 /* osf_pool_map is the server's osf_region_map_fn (sdp/setup.h). */
-void *osf_pool_map(int fd, uint32_t ring, const struct osf_hello_pool *p, char *why,
-		   size_t wn);
+void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
+		   const struct osf_hello_pool *p, char *why, size_t wn);
 
 /* osf_pool_adopt maps the slot of an inherited or passed connection: fd
  * the region's memfd, slot the slot the fd table (or the hand-off record)

@@ -52,10 +52,11 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 /* osf_setup_kfd_take finds the hello (OSF_HELLO_F_KFD) of the kernel
  * connection from peer (its address as accept gave it) accepted on
  * listener lfd, whose companion is aux_fd: among the hellos kept, then
- * (look: the SYN was marked, or not saved) among those the companion
- * queued, never waiting. 0 with cc filled (its fds above the program's
- * limit, names still to set), -1 when there is none: the connection is
- * the kernel's. */
+ * (look: the SYN was marked, or not saved) among those queued on the
+ * companion's links (setup_accept.c), never waiting. 0 with cc filled
+ * (its fds above the program's limit, names still to set), -1 when there
+ * is none, 1 when its client made the connection kernel TCP after its
+ * hello (OSF_SIDE_KERNEL). */
 int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		       const uint8_t peer[28], int look, struct osf_core_conn *cc);
 

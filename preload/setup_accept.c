@@ -9,6 +9,7 @@
 #include "pool.h"
 
 #include <netinet/tcp.h>
+#include <stdlib.h>
 
 /* ---- accept ------------------------------------------------------------ */
 
@@ -29,7 +30,7 @@ static struct {
 	int watcher; /* the watcher thread runs (in this process) */
 } park = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void kfd_put_locked(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
+static void kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
 			   const struct ip *key);
 static int take_hello(int cfd, const struct osf_core_accept_in *in,
 		      struct osf_core_conn *cc, struct ip *kfd);
@@ -345,6 +346,8 @@ static int kfd_dead(const struct kfd_hello *h)
 	const struct osf_seg_hdr *g = osf_seg_hdr((void *)(uintptr_t)h->cc.seg_addr,
 						  h->cc.ring_bytes);
 
+	if (__atomic_load_n(&g->side[OSF_SIDE_CLIENT].flags, __ATOMIC_ACQUIRE) & OSF_SIDE_KERNEL)
+		return 0; /* kept to tell its accept (kfd_find) */
 	return (__atomic_load_n(&g->slot_done, __ATOMIC_ACQUIRE) & (1u << OSF_SIDE_CLIENT)) ||
 	       (!__atomic_load_n(&g->side[OSF_SIDE_CLIENT].holders, __ATOMIC_ACQUIRE) &&
 		__atomic_load_n(&g->side[OSF_SIDE_CLIENT].close_seq, __ATOMIC_ACQUIRE));
@@ -367,15 +370,14 @@ static void kfd_expire_locked(long long now)
 			i++;
 }
 
-/* kfd_put_locked keeps the hello taken into cc from companion connection
- * cfd (closed here: it carried nothing else) under key. */
-static void kfd_put_locked(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
+/* kfd_put_locked keeps the hello taken into cc (from a link of companion
+ * aux_fd) under key. */
+static void kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
 			   const struct ip *key)
 {
 	long long now = osf_now_ns();
 	int hs, hw, i, old = 0;
 
-	REAL(close)(cfd);
 	hs = osf_fdt_hide(cc->seg_fd, lfd);
 	hw = osf_fdt_hide(cc->wake_tx_fd, lfd);
 	cc->wake_fd = -1;
@@ -398,10 +400,12 @@ static void kfd_put_locked(int aux_fd, int lfd, int cfd, struct osf_core_conn *c
 }
 
 /* kfd_find takes the kept hello of companion aux_fd under key into cc
- * (its fds out of the hidden table, above the program's limit): 0, or -1
- * when there is none. */
+ * (its fds out of the hidden table, above the program's limit): 0, -1
+ * when there is none, or 1 when its client's connection went to kernel
+ * TCP (OSF_SIDE_KERNEL: the hello is let go). */
 static int kfd_find(int aux_fd, const struct ip *key, struct osf_core_conn *cc)
 {
+	const struct osf_seg_hdr *g;
 	int i;
 
 	pthread_mutex_lock(&park.mu);
@@ -416,6 +420,12 @@ static int kfd_find(int aux_fd, const struct ip *key, struct osf_core_conn *cc)
 		pthread_mutex_unlock(&park.mu);
 		return -1;
 	}
+	g = osf_seg_hdr((void *)(uintptr_t)kfdq.h[i].cc.seg_addr, kfdq.h[i].cc.ring_bytes);
+	if (__atomic_load_n(&g->side[OSF_SIDE_CLIENT].flags, __ATOMIC_ACQUIRE) & OSF_SIDE_KERNEL) {
+		kfd_forget_locked(i, 1);
+		pthread_mutex_unlock(&park.mu);
+		return 1;
+	}
 	*cc = kfdq.h[i].cc;
 	kfdq.h[i] = kfdq.h[--kfdq.n];
 	pthread_mutex_unlock(&park.mu);
@@ -424,99 +434,144 @@ static int kfd_find(int aux_fd, const struct ip *key, struct osf_core_conn *cc)
 	return 0;
 }
 
-/* kfd_use keeps the hello taken (take_hello's rc) from companion
- * connection cfd into cc; park.mu is held. A connection of a client
- * without the switch is dropped (its client reads a reset: LIMITS.md), as
- * is a bad one; 0, or EAGAIN when the hello has not arrived. */
-static int kfd_use_locked(int aux_fd, int lfd, int cfd, int rc, struct osf_core_conn *cc,
-			  const struct ip *kfd)
+/* ---- OSF_SHM_KFD: links -------------------------------------------------- */
+
+/* A client process sends the hellos of all its connections to a listener
+ * on one companion connection, its link (setup_link.c); the links a
+ * companion's owner accepted are kept here (under park.mu), their fds
+ * hidden, and read when an accept looks for a hello. A link that ends
+ * (its client closed it: after the hellos it carried) or carries
+ * anything but hellos of OSF_SHM_KFD clients is closed. */
+#define LINK_MAX 256
+
+static struct {
+	int n;
+	struct {
+		int aux_fd, fd;
+	} *l; /* LINK_MAX of them, made at the first (a process without the
+		 switch, and its fork children, touch no page of them) */
+} links;
+
+/* link_forget_locked closes link i (its client's next hello fails with
+ * EPIPE and it dials a new one; hellos left unread on it are lost: their
+ * connections are reset at accept). */
+OSF_FORK_TEXT static void link_forget_locked(int i)
 {
-	if (rc == 0 && kfd->port) {
-		kfd_put_locked(aux_fd, lfd, cfd, cc, kfd);
-		return 0;
+	osf_fdt_close_hidden(links.l[i].fd);
+	links.l[i] = links.l[--links.n];
+}
+
+/* link_read_locked takes the hellos queued on link i into the kept ones,
+ * never waiting, up to the one under want (NULL: all): 1 when that one
+ * was taken, 0 when the link has nothing more now, -1 when it ended or
+ * was bad (closed and forgotten: slot i holds another link now). A hello
+ * of a client without the switch is let go (its client reads a reset:
+ * LIMITS.md). */
+static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
+			    const struct ip *want)
+{
+	struct osf_core_conn cc;
+	struct ip kfd;
+	int n, rc;
+
+	for (n = 0; n < KFD_MAX && osf_fdt_fds_free(3); n++) {
+		rc = take_hello(links.l[i].fd, in, &cc, &kfd);
+		if (rc == EAGAIN)
+			return 0;
+		if (rc == 0 && kfd.port) {
+			kfd_put_locked(links.l[i].aux_fd, lfd, &cc, &kfd);
+			if (want && kfd.v4 == want->v4 && kfd.port == want->port &&
+			    !memcmp(kfd.a, want->a, kfd.v4 ? 4 : 16))
+				return 1;
+			continue;
+		}
+		if (rc == 0) {
+			osf_seg_release((void *)(uintptr_t)cc.seg_addr, cc.ring_bytes,
+					OSF_SIDE_SERVER, 1);
+			REAL(close)(cc.seg_fd);
+			REAL(close)(cc.wake_tx_fd);
+		}
+		link_forget_locked(i);
+		return -1;
 	}
-	if (rc == EAGAIN)
-		return rc;
-	if (rc == 0) {
-		osf_seg_release((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes, OSF_SIDE_SERVER, 1);
-		REAL(close)(cc->seg_fd);
-		REAL(close)(cc->wake_tx_fd);
-	}
-	REAL(close)(cfd);
 	return 0;
 }
 
-/* kfd_unpark_locked takes the hellos that arrived on the parked
- * connections of companion aux_fd (taken from it before their client sent
- * one), and drops those silent longer than the handshake may take; park.mu
- * is held. */
-static void kfd_unpark_locked(int lfd, int aux_fd, const struct osf_core_accept_in *in)
+/* link_add_locked keeps cfd, just accepted from companion aux_fd, as a
+ * link (hidden): its index, or -1 (cfd closed). With the table full the
+ * oldest link is read out and closed. */
+static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_accept_in *in)
 {
-	long long now = osf_now_ns(),
-		  limit = (long long)(setup_cfg.rc == OSF_ROUTE_OK ? setup_cfg.c.connect_timeout_ms
-								   : 1000) * 1000000LL;
-	struct osf_core_conn cc;
-	struct ip kfd;
-	int i, cfd;
+	int h;
 
-	for (i = 0; i < park.n;) {
-		struct pollfd p = {park.p[i].hfd, POLLIN, 0};
-		if (park.p[i].aux_fd != aux_fd || park.p[i].defer) {
-			i++;
-		} else if (REAL(poll)(&p, 1, 0) > 0 &&
-			   (cfd = osf_fdt_dup_high(park.p[i].hfd, 1)) >= 0) {
-			osf_fdt_close_hidden(park.p[i].hfd);
-			park.p[i] = park.p[--park.n];
-			(void)kfd_use_locked(aux_fd, lfd, cfd, take_hello(cfd, in, &cc, &kfd), &cc,
-					     &kfd);
-		} else if (now - park.p[i].since > limit) {
-			park_drop_locked(i);
-		} else {
-			i++;
-		}
+	if (!links.l)
+		links.l = calloc(LINK_MAX, sizeof(*links.l));
+	h = links.l ? osf_fdt_hide(cfd, lfd) : -1;
+	if (h < 0) {
+		REAL(close)(cfd);
+		return -1;
 	}
+	if (links.n == LINK_MAX && link_read_locked(lfd, 0, in, NULL) >= 0)
+		link_forget_locked(0);
+	links.l[links.n].aux_fd = aux_fd;
+	links.l[links.n].fd = h;
+	return links.n++;
 }
 
-/* kfd_fill reads what companion aux_fd has queued, never waiting, and
- * what arrived on the connections parked before their hello came: the
- * hellos of OSF_SHM_KFD clients are kept; a connection whose hello is late
- * is parked. */
-static void kfd_fill(int lfd, int aux_fd, const struct osf_core_accept_in *in)
+/* kfd_fill reads, never waiting, the hellos queued on companion aux_fd's
+ * links, then on the links it has queued, up to the one under want
+ * (NULL: all). A client sends its hello before its SYN, so the hello of
+ * an accepted connection is queued by then. */
+static void kfd_fill(int lfd, int aux_fd, const struct osf_core_accept_in *in,
+		     const struct ip *want)
 {
-	struct osf_core_conn cc;
-	struct ip kfd;
-	int n, cfd, rc;
+	int i, n, cfd;
 
 	pthread_mutex_lock(&park.mu);
-	kfd_unpark_locked(lfd, aux_fd, in);
-	pthread_mutex_unlock(&park.mu);
-	for (n = 0; n < KFD_MAX && osf_fdt_fds_free(3); n++) {
+	for (i = 0; i < links.n;) {
+		int r = links.l[i].aux_fd == aux_fd ? link_read_locked(lfd, i, in, want) : 0;
+		if (r == 1)
+			goto out;
+		i += r == 0;
+	}
+	for (n = 0; n < LINK_MAX && osf_fdt_fds_free(3); n++) {
 		cfd = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (cfd < 0)
-			return;
-		rc = take_hello(cfd, in, &cc, &kfd);
-		pthread_mutex_lock(&park.mu);
-		rc = kfd_use_locked(aux_fd, lfd, cfd, rc, &cc, &kfd);
-		pthread_mutex_unlock(&park.mu);
-		if (rc == EAGAIN)
-			park_add(aux_fd, lfd, cfd, SOCK_CLOEXEC | SOCK_NONBLOCK);
+			break;
+		i = link_add_locked(lfd, aux_fd, cfd, in);
+		if (i >= 0 && link_read_locked(lfd, i, in, want) == 1)
+			break;
 	}
+out:
+	pthread_mutex_unlock(&park.mu);
+}
+
+/* links_shut shuts companion aux_fd's links: their clients' next hellos
+ * fail (EPIPE) and they dial anew, where the companion, shut too, refuses
+ * them; park.mu is held. */
+static void links_shut_locked(int aux_fd)
+{
+	int i;
+
+	for (i = 0; i < links.n; i++)
+		if (links.l[i].aux_fd == aux_fd)
+			(void)REAL(shutdown)(links.l[i].fd, SHUT_RDWR);
 }
 
 int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		       const uint8_t peer[28], int look, struct osf_core_conn *cc)
 {
 	struct ip key;
+	int r;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
 	if (!setup_get_sockaddr(peer, &key))
 		return -1;
 	key = setup_ip_unmap(key);
-	if (kfd_find(aux_fd, &key, cc) == 0)
-		return 0;
-	if (!look)
-		return -1;
-	kfd_fill(lfd, aux_fd, in);
+	r = kfd_find(aux_fd, &key, cc);
+	if (r >= 0 || !look)
+		return r;
+	kfd_fill(lfd, aux_fd, in, &key);
 	return kfd_find(aux_fd, &key, cc);
 }
 
@@ -551,6 +606,11 @@ void osf_setup_forget_companion(int aux_fd)
 			kfd_forget_locked(i, 1);
 		else
 			i++;
+	for (i = 0; i < links.n;)
+		if (links.l[i].aux_fd == aux_fd)
+			link_forget_locked(i);
+		else
+			i++;
 	pthread_mutex_unlock(&park.mu);
 }
 
@@ -565,6 +625,10 @@ void osf_setup_hidden_moved(int old, int nfd)
 		if (park.p[i].hfd == old)
 			park.p[i].hfd = nfd;
 	}
+	for (i = 0; i < links.n; i++) {
+		links.l[i].aux_fd = links.l[i].aux_fd == old ? nfd : links.l[i].aux_fd;
+		links.l[i].fd = links.l[i].fd == old ? nfd : links.l[i].fd;
+	}
 	for (i = 0; i < kfdq.n; i++) {
 		struct kfd_hello *h = &kfdq.h[i];
 		h->aux_fd = h->aux_fd == old ? nfd : h->aux_fd;
@@ -573,6 +637,7 @@ void osf_setup_hidden_moved(int old, int nfd)
 	}
 	pthread_mutex_unlock(&park.mu);
 	setup_spare_moved(old, nfd);
+	setup_link_moved(old, nfd);
 }
 
 void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in)
@@ -580,12 +645,16 @@ void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in
 	int saved = errno;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
-	kfd_fill(lfd, aux_fd, in);
+	kfd_fill(lfd, aux_fd, in, NULL);
 	/* New connects get ECONNREFUSED (unix_stream_connect), in every
-	 * process; one that came since the fill is dropped: its client's
-	 * connection stays on kernel TCP at this end (a limit). */
+	 * process, and hellos on the links EPIPE (their clients dial anew and
+	 * are refused: kernel TCP); what came before is read here, each link
+	 * to its end. */
 	(void)REAL(shutdown)(aux_fd, SHUT_RDWR);
-	kfd_fill(lfd, aux_fd, in);
+	pthread_mutex_lock(&park.mu);
+	links_shut_locked(aux_fd);
+	pthread_mutex_unlock(&park.mu);
+	kfd_fill(lfd, aux_fd, in, NULL);
 	errno = saved;
 }
 
@@ -631,6 +700,8 @@ OSF_FORK_TEXT static void park_after_fork(void)
 		park_forget_locked(park.n - 1);
 	while (kfdq.n > 0)
 		kfd_forget_locked(kfdq.n - 1, 0);
+	while (links.n > 0) /* the parent reads them */
+		link_forget_locked(links.n - 1);
 }
 OSF_AFTER_FORK(park_after_fork, OSF_FORK_RELEASE);
 
@@ -804,7 +875,8 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		park.p[i] = park.p[--park.n];
 		rc = take_hello(nfd, in, cc, &kfd);
 		if (rc == 0 && kfd.port) {
-			kfd_put_locked(aux_fd, lfd, nfd, cc, &kfd);
+			kfd_put_locked(aux_fd, lfd, cc, &kfd);
+			REAL(close)(nfd);
 			continue;
 		}
 		if (rc == 0) {
@@ -879,8 +951,9 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			if (win)
 				osf_fdt_high_end();
 			pthread_mutex_lock(&park.mu);
-			kfd_put_locked(aux_fd, lfd, cfd, cc, &kfd);
+			kfd_put_locked(aux_fd, lfd, cc, &kfd);
 			pthread_mutex_unlock(&park.mu);
+			REAL(close)(cfd);
 			continue;
 		}
 		if (rc == 0) {

@@ -339,8 +339,12 @@ static int kfd_bind(int app_fd, int family, struct ip *client)
  * that check and a server sees the connection without it only for the
  * time of one system call; the local port is reserved (need_port:
  * *port_fd) only then, when the connection is sure to be offloaded.
- * Returns the connected socket with p filled, or -1 with *why (an
- * osf_reason) and errno. */
+ * OSF_SHM_KFD: the hello goes on the process's link to dst's companion
+ * when it has one (setup_link.c: no census, no dial), else on a fresh
+ * companion connection kept as the link; a link found broken is
+ * forgotten and one fresh dial tried. Returns the socket the hello went
+ * on (under OSF_SHM_KFD the link's, not the caller's to close) with p
+ * filled, or -1 with *why (an osf_reason) and errno. */
 static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in *in,
 		int need_port, int *port_fd, struct parts *p, int *why,
 		char full_name[108])
@@ -350,32 +354,38 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 	struct ip w = setup_as_family(a, 1);
 	uint8_t cl[28], sv[28];
 	uint32_t hf;
-	int s, e;
+	unsigned link = 0;
+	int s = -1, e, r, retried = 0, bound = 0;
 
+again:
 	p->seg = NULL;
 	*why = OSF_R_NO_LISTENER;
 	errno = 0;
-	if (census_take(a.port, &c) < 0 || c.n == 0)
+	memset(&d, 0, sizeof(d));
+	if (osf.shm_kfd && !retried)
+		link = setup_link_get(&a, &d.owner, d.name);
+	if (!link && (census_take(a.port, &c) < 0 || c.n == 0))
 		return -1; /* nothing a companion could stand for */
 	if (parts_make(p, client, &a) < 0) {
 		*why = OSF_R_RESOURCE;
 		return -1;
 	}
-	memset(&d, 0, sizeof(d));
-	memcpy(d.addr, w.a, 16);
-	d.port = a.port;
-	d.local = setup_is_local(a);
-	d.census = &c;
-	d.untrusted = untrusted;
-	d.arg = &a;
-	s = osf_dial_companion(&d);
-	if (s < 0) {
-		parts_drop(p);
-		*why = d.why == OSF_DIAL_BACKLOG ? OSF_R_BACKLOG
-		       : d.why == OSF_DIAL_RESOURCE ? OSF_R_RESOURCE : OSF_R_NO_LISTENER;
-		memcpy(full_name, d.full_name, 108);
-		errno = 0;
-		return -1;
+	if (!link) {
+		memcpy(d.addr, w.a, 16);
+		d.port = a.port;
+		d.local = setup_is_local(a);
+		d.census = &c;
+		d.untrusted = untrusted;
+		d.arg = &a;
+		s = osf_dial_companion(&d);
+		if (s < 0) {
+			parts_drop(p);
+			*why = d.why == OSF_DIAL_BACKLOG ? OSF_R_BACKLOG
+			       : d.why == OSF_DIAL_RESOURCE ? OSF_R_RESOURCE : OSF_R_NO_LISTENER;
+			memcpy(full_name, d.full_name, 108);
+			errno = 0;
+			return -1;
+		}
 	}
 	if (p->pool) { /* a slot of this listener's region, else a segment */
 		p->seg = osf_pool_take(setup_cfg.c.ring_size, &d.owner, d.name, &p->segfd, &p->hp);
@@ -383,7 +393,8 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 		if (!p->seg)
 			p->seg = osf_seg_new(setup_cfg.c.ring_size, &p->segfd);
 		if (!p->seg) {
-			REAL(close)(s);
+			if (!link)
+				REAL(close)(s);
 			parts_drop(p);
 			*why = OSF_R_RESOURCE;
 			return -1;
@@ -391,13 +402,15 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 		fill_header(p->seg, setup_cfg.c.ring_size, client, &a);
 	}
 	if (need_port && osf.shm_kfd) { /* the application's socket takes the port */
-		if (kfd_bind(in->app_fd, in->family, client) < 0) {
-			REAL(close)(s);
+		if (!bound && kfd_bind(in->app_fd, in->family, client) < 0) {
+			if (!link)
+				REAL(close)(s);
 			parts_drop(p);
 			*why = OSF_R_NO_PORT;
 			errno = 0;
 			return -1;
 		}
+		bound = 1;
 		setup_put_sockaddr(osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->client_addr, client);
 	} else if (need_port) {
 		*port_fd = reserve_port(in->app_fd, in->family, client);
@@ -418,21 +431,37 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 	setup_put_sockaddr(cl, client);
 	setup_put_sockaddr(sv, &a);
 	hf = osf.shm_kfd ? OSF_HELLO_F_KFD : 0;
-	if ((p->slot ? osf_hello_send_pool(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd,
-					    p->wtx[1], &p->hp)
-		     : osf_hello_send(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd, p->wtx[1])) < 0) {
+	if (link && (s = setup_link_lock(&a, link)) < 0) {
+		r = -1; /* another thread dropped it */
+		e = EPIPE;
+	} else {
+		r = p->slot ? osf_hello_send_pool(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd,
+						  p->wtx[1], &p->hp)
+			    : osf_hello_send(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd, p->wtx[1]);
 		e = errno;
-		REAL(close)(s);
+		if (link)
+			setup_link_unlock(&a, r < 0 ? e : 0);
+	}
+	if (r < 0) {
+		if (!link)
+			REAL(close)(s);
 		if (*port_fd >= 0)
 			REAL(close)(*port_fd);
 		*port_fd = -1;
 		parts_drop(p);
-		*why = OSF_R_HANDSHAKE;
+		if (link && e != EAGAIN && !retried++) {
+			link = 0; /* broken: a fresh dial */
+			s = -1;
+			goto again;
+		}
+		*why = OSF_R_HANDSHAKE; /* a full link (EAGAIN) too: kernel TCP, no SYN held */
 		errno = e;
 		return -1;
 	}
 	REAL(close)(p->wtx[1]);
 	p->wtx[1] = -1;
+	if (osf.shm_kfd && !link)
+		setup_link_keep(&a, s, &d.owner, d.name);
 	return s;
 }
 
@@ -499,10 +528,8 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	*placed = p.placed;
 	out->status = OSF_CORE_OFFLOADED;
 	out->wake_fd = s;
-	if (osf.shm_kfd) { /* the hello waits in the companion's queue */
-		REAL(close)(s);
+	if (osf.shm_kfd) /* the hello waits on the link (setup_link.c) */
 		out->wake_fd = -1;
-	}
 	out->seg_fd = p.segfd;
 	out->wake_tx_fd = p.wtx[0];
 	out->side = OSF_SIDE_CLIENT;

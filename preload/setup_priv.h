@@ -105,4 +105,20 @@ int setup_syn_hold(int fd, int v6, const char *name);
 void *setup_spare_take(uint32_t ring, int *segfd, int wtx[2]);
 void setup_spare_moved(int old, int nfd);
 
+/* OSF_SHM_KFD clients' links (setup_link.c), keyed by the destination
+ * dialed. setup_link_get gives the link to dst's companion's owner and
+ * name and its generation, or 0 when there is none. setup_link_lock takes
+ * the links' lock and returns that link's fd when it is still generation
+ * gen, else -1 (unlocked); setup_link_unlock lets go, dropping the link
+ * when err (its sendmsg's errno) says it broke. setup_link_keep keeps s,
+ * a companion connection that carried a hello, as dst's link (or closes
+ * it when another thread keeps one). setup_link_moved renames a hidden
+ * fd osf_fdt_relocate_hidden moved. */
+unsigned setup_link_get(const struct ip *dst, struct ucred *owner, char name[108]);
+int setup_link_lock(const struct ip *dst, unsigned gen);
+void setup_link_unlock(const struct ip *dst, int err);
+void setup_link_keep(const struct ip *dst, int s, const struct ucred *owner,
+		     const char name[108]);
+void setup_link_moved(int old, int nfd);
+
 #endif

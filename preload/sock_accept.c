@@ -126,9 +126,25 @@ static void kfd_shut(int lfd, const struct osf_fdt_entry *e)
 	osf_setup_kfd_shut(lfd, e->aux_fd, &in);
 }
 
+/* kfd_reset ends accepted connection nfd with a reset (SO_LINGER {1, 0}):
+ * its SYN was marked, so its client writes into a slot's ring, and this
+ * process has no hello for it (another process of the listener's read it,
+ * it was dropped, or its install failed). Its client's next read or write
+ * fails as on a TCP connection its peer reset (ECONNRESET; its waits end:
+ * osf_side_wait_room_or), never a stall on bytes nobody reads. */
+static void kfd_reset(int nfd)
+{
+	struct linger lg = {1, 0};
+
+	(void)REAL(setsockopt)(nfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	REAL(close)(nfd);
+}
+
 /* accept_kfd makes kernel connection nfd, just accepted from listener lfd
  * (OSF_SHM_KFD), an offloaded one when its client's hello is found: 1, or
- * 0 (errno kept) for a kernel TCP connection. */
+ * 0 (errno kept) for a kernel TCP connection (its client has not the
+ * switch, or its SYN could not be read back), or -1 when nfd was reset
+ * (kfd_reset). */
 static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 {
 	struct osf_core_accept_in in;
@@ -137,7 +153,7 @@ static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 	socklen_t pl = sizeof(peer);
 	uint8_t p28[28];
 	struct carried opts;
-	int saved = errno, marked;
+	int saved = errno, marked, r;
 
 	if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0)
 		return 0;
@@ -147,22 +163,48 @@ static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 	kfd_in(e, &in);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
-	if (osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, marked != 0, &cc) < 0) {
+	r = osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, marked != 0, &cc);
+	if (r != 0) {
 		errno = saved;
-		return 0;
+		if (marked != 1 || r > 0) /* r > 0: its client's is kernel TCP */
+			return 0;
+		kfd_reset(nfd);
+		return -1;
 	}
 	memcpy(cc.peer, p28, sizeof(cc.peer));
 	cc.rule = e->rule;
 	sock_carry_read(lfd, &opts);
 	if (osf_kfd_accepted(nfd, &cc, flags) < 0) {
+		kfd_reset(nfd);
 		errno = saved;
-		return 0;
+		return -1;
 	}
 	sock_carry_apply(nfd, &opts);
 	if (opts.rcvlowat > 1) /* inherited from the listener */
 		osf_kfd_lowat(nfd);
 	errno = saved;
 	return 1;
+}
+
+/* accept_kfd_next is the kernel's accept4 on OSF_SHM_KFD listener fd: a
+ * connection reset for want of its hello (accept_kfd) is passed over, as
+ * if it had never come (bounded by the kernel's queue). */
+static int accept_kfd_next(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
+			   socklen_t *len, int flags)
+{
+	socklen_t asked = len ? *len : 0;
+	int nfd, r;
+
+	do {
+		if (len)
+			*len = asked;
+		nfd = REAL(accept4)(fd, sa, len, flags);
+		if (nfd < 0)
+			return nfd;
+	} while ((r = accept_kfd(fd, e, nfd, flags)) < 0);
+	if (r == 0)
+		accepted(fd, nfd, flags, sa, len);
+	return nfd;
 }
 
 /* listener_timeout returns the poll timeout of a blocking accept: the
@@ -242,7 +284,6 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
 	if (e->flags & OSF_FDF_KFD) { /* the kernel's accept, all of it */
-		int nfd;
 		if ((e->flags & (OSF_FDF_SHARED | OSF_FDF_KFDSHUT)) == OSF_FDF_SHARED) {
 			/* Another process may accept a connection whose hello
 			 * this one read (LIMITS.md): the hellos queued are
@@ -251,10 +292,7 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			__atomic_or_fetch(&e->flags, OSF_FDF_KFDSHUT, __ATOMIC_RELAXED);
 			kfd_shut(fd, e);
 		}
-		nfd = REAL(accept4)(fd, sa, len, flags);
-		if (nfd >= 0 && !accept_kfd(fd, e, nfd, flags))
-			accepted(fd, nfd, flags, sa, len);
-		return nfd;
+		return accept_kfd_next(fd, e, sa, len, flags);
 	}
 	for (;;) {
 		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};

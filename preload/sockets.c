@@ -538,6 +538,16 @@ static int connect_kfd(int fd, const struct sockaddr *sa, socklen_t len,
 		osf_fdt_high_end();
 	r = fl < 0 || fdfl < 0 ? -1 : osf_kfd_connect(fd, sa, len, v6);
 	err = errno;
+	if (r == -2) { /* the kernel's, in progress: the hello says so */
+		__atomic_or_fetch(&osf_seg_hdr((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes)
+					   ->side[OSF_SIDE_CLIENT].flags,
+				  OSF_SIDE_KERNEL, __ATOMIC_RELEASE);
+		sock_abandon(cc);
+		sock_record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_BACKLOG, cc->rule, 0, sa, len);
+		kernel_connected(fd);
+		errno = err;
+		return -1;
+	}
 	if (r < 0 && err != EINPROGRESS) {
 		/* The hello waits at the server until its time is up. */
 		sock_abandon(cc);

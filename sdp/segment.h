@@ -45,8 +45,8 @@
 #define OSF_SEG_VERSION 6
 #define OSF_SEG_PAGE 4096u
 #define OSF_SEG_HDR_BYTES 768u /* sizeof(struct osf_seg_hdr) */
-/* Ring 0's bytes in the shared page; ring 1 has the rest after the header
- * (OSF_SEG_PAGE - OSF_SEG_RING0_SHARED - OSF_SEG_HDR_BYTES, as many). */
+/* Each ring's bytes in the shared page: ring 0's before the header, ring
+ * 1's the rest after it (as many). */
 #define OSF_SEG_RING0_SHARED ((OSF_SEG_PAGE - OSF_SEG_HDR_BYTES) / 2)
 #define OSF_SEG_RING1_SHARED (OSF_SEG_PAGE - OSF_SEG_RING0_SHARED - OSF_SEG_HDR_BYTES)
 #define OSF_SEG_MIN_RING 4096u
@@ -70,6 +70,11 @@
 #define OSF_SIDE_WRSOCK 0x10u /* the same for its writers' wake socket */
 #define OSF_SIDE_OOBINLINE 0x40u /* SO_OOBINLINE here: the peer leaves an
 				    urgent byte it replaces in the stream */
+#define OSF_SIDE_KERNEL 0x200u /* OSF_SHM_KFD, on a client side: its
+				 connection went to kernel TCP after the
+				 hello was sent (preload/kfd.c
+				 osf_kfd_connect's -2); a server that finds
+				 the hello serves it as kernel TCP */
 #define OSF_SIDE_TIMEDOUT 0x20u /* with RESET, set by an RDMA engine on the
 				   side it plays: it gave up on the remote
 				   peer (its device stopped answering), so

@@ -300,7 +300,7 @@ static void *open_segment(int fd, uint32_t ring, const struct osf_hello_pool *p,
 		return NULL;
 	}
 	if (p)
-		return map(fd, ring, p, why, wn);
+		return map(fd, &st, ring, p, why, wn);
 	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		snprintf(why, wn, "map segment: %s", strerror(errno));

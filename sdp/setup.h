@@ -36,6 +36,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /* osf_seg_new creates, sizes (rings of ring bytes), seals and maps a fresh
@@ -110,13 +111,14 @@ int osf_hello_send_pool(int s, uint32_t ring, uint32_t flags, const uint8_t clie
 /* What a server that maps regions does with a pooled hello's memfd
  * (preload/pool.c): fd is the region, already checked to be a regular
  * memfd of p->region_bytes (a whole number of slots, at most
- * OSF_REGION_SLOTS_MAX) sealed against shrinking and growing, and p->slot
- * below its slot count. It returns the slot's segment (the region mapped
+ * OSF_REGION_SLOTS_MAX) sealed against shrinking and growing, st its
+ * fstat (the check's: the region is known by its inode without another),
+ * and p->slot below its slot count. It returns the slot's segment (the region mapped
  * once per process, known by its inode) or NULL with why set: a slot this
  * process holds already, a header that does not match, a generation that
  * is not the slot's. */
-typedef void *(*osf_region_map_fn)(int fd, uint32_t ring, const struct osf_hello_pool *p,
-				    char *why, size_t wn);
+typedef void *(*osf_region_map_fn)(int fd, const struct stat *st, uint32_t ring,
+				    const struct osf_hello_pool *p, char *why, size_t wn);
 
 /* A hello taken by osf_hello_take, with what came with it. */
 struct osf_hello_in {

@@ -696,8 +696,9 @@ static void clear_dead_stop(struct osf_side *s)
  * or a trim's stop rather than a full ring: a larger SO_SNDBUF (here) or
  * SO_RCVBUF (at the peer), or the trim's end, makes room without a token,
  * so it looks again every few milliseconds. The send timeout (SO_RCVTIMEO of the writers' socket)
- * still ends it with -EAGAIN, a signal with -EINTR. */
-static int sleep_limited(struct osf_side *s)
+ * still ends it with -EAGAIN, a signal with -EINTR. With end >= 0 it also
+ * ends when socket end reports an error or hang-up (osf_side_wait_room_or). */
+static int sleep_limited(struct osf_side *s, int end)
 {
 	struct timeval tv = {0, 0};
 	socklen_t tl = sizeof(tv);
@@ -709,15 +710,19 @@ static int sleep_limited(struct osf_side *s)
 	    (tv.tv_sec || tv.tv_usec))
 		left_ms = tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
 	while (!osf_side_tx_ready(s)) {
-		struct pollfd p = {s->wfd, POLLIN, 0};
+		struct pollfd p[2] = {{s->wfd, POLLIN, 0}, {end, 0, 0}};
 		int slice = left_ms < 0 || left_ms > 20 ? 20 : (int)left_ms, n;
 		if (left_ms == 0)
 			return -EAGAIN;
 		if (osf_side_tx_stopped(s))
 			clear_dead_stop(s);
-		n = osf_sys_poll(&p, 1, slice);
+		n = osf_sys_poll(p, end >= 0 ? 2 : 1, slice);
 		if (n < 0)
 			return -errno;
+		if (end >= 0 && (p[1].revents & (POLLERR | POLLHUP))) {
+			osf_side_check_end(s, end);
+			return 0;
+		}
 		if (n > 0) { /* a token, or the end */
 			ssize_t r = osf_sys_recv(s->wfd, &b, 1, MSG_DONTWAIT);
 			if (r == 0)
@@ -803,6 +808,11 @@ static int wait_room_efd(struct osf_side *s, int fd)
 
 int osf_side_wait_room(struct osf_side *s, int fd, unsigned spin_us)
 {
+	return osf_side_wait_room_or(s, fd, spin_us, -1);
+}
+
+int osf_side_wait_room_or(struct osf_side *s, int fd, unsigned spin_us, int end)
+{
 	int r;
 
 	if (SPIN_UNTIL(spin_us, osf_side_tx_ready(s)))
@@ -815,8 +825,8 @@ int osf_side_wait_room(struct osf_side *s, int fd, unsigned spin_us)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (osf_side_tx_ready(s))
 		r = 0;
-	else if (osf_side_tx_limit(s) < s->size || osf_side_tx_stopped(s))
-		r = sleep_limited(s);
+	else if (end >= 0 || osf_side_tx_limit(s) < s->size || osf_side_tx_stopped(s))
+		r = sleep_limited(s, end);
 	else
 		r = sleep_token(s, s->wfd);
 	osf_side_uncount(&s->me->tx_waiters);

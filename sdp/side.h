@@ -559,6 +559,15 @@ int osf_side_wait_more(struct osf_side *s, int fd, unsigned spin_us,
  * the kernel restarts a send). */
 int osf_side_wait_room(struct osf_side *s, int fd, unsigned spin_us);
 
+/* osf_side_wait_room_or is osf_side_wait_room that also ends, the side
+ * then gone, when socket end reports an error or hang-up: a connection
+ * whose fd is its kernel TCP socket (OSF_SHM_KFD) and whose server never
+ * took its side, where the writers' socket's far end may sit in a hello
+ * no process reads and the server's answer is the kernel's reset. It
+ * looks every few milliseconds (a signal ends it with -EINTR). On the
+ * region's eventfd end is fd or -1, and fd's hang-up is watched anyway. */
+int osf_side_wait_room_or(struct osf_side *s, int fd, unsigned spin_us, int end);
+
 /* ---- messages before the data path owns the connection ------------------ */
 
 /* osf_side_put_msg puts n bytes, whole, into the send ring (a handshake

@@ -196,9 +196,17 @@ static int reg_wsock(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 }
 
 /* ep_disarm_item ends the wait it was counted in, taking the tokens it is
- * owed from the sockets that fired (woken). */
+ * owed from the sockets that fired (woken). Its channel, when it slept on
+ * one, is taken from first (what it announced: woken for input shares
+ * the item's key) and left: the token that take sent this thread is
+ * then on the socket, and taken as owed. */
 void ep_disarm_item(struct epi *it, struct osf_fdt_entry *e, int woken)
 {
+	if (it->ch.h) {
+		if ((woken & OSF_ARM_RX) && rd_chan_fired(&it->ch) > 0)
+			woken |= (it->armed & OSF_ARM_RX);
+		rd_chan_leave(&it->ch);
+	}
 	if (!it->armed && !woken)
 		return;
 	rd_disarm(it->at, e, it->armed, woken);
@@ -216,6 +224,11 @@ int ep_arm_item(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 
 	if ((kinds & OSF_ARM_TX) && reg_wsock(ep, it, e) < 0)
 		return 1;
+	/* Its channel first (what that takes, arm sees); not in a process
+	 * that shares the inner epoll (its waits would take this one's
+	 * events). */
+	if (!it->ch.h && !ep->shared)
+		(void)rd_chan_enter(it->at, e, &it->ch, ep->inner, item_key(it, 0));
 	r = rd_arm(it->at, e, kinds, it->armed, &ep->trim_due);
 
 	it->armed |= kinds;
@@ -268,6 +281,7 @@ static void free_item(struct ep *ep, struct epi *it)
 	 * registration to the others, as the kernel does. */
 	if (ep->rec && !it->orphan && (unsigned)it->fd < EPREC_SLOTS && !ep->shared)
 		ep->rec->slot[it->fd].state = REC_NONE;
+	rd_chan_leave(&it->ch); /* left already on every path: a safety net */
 	if (it->wown)
 		osf_fdt_close_hidden(it->wsock);
 	list_del(ep, it);
@@ -301,6 +315,7 @@ void ep_drop_item(struct ep *ep, struct epi *it)
  * has). */
 void ep_drop_closed(struct ep *ep, struct epi *it, void *hold)
 {
+	rd_chan_leave(&it->ch);
 	osf_ready_hold_disarm(hold, it->armed);
 	it->armed = 0;
 	if (hold && !ep->shared && it->wsock >= 0)

@@ -61,6 +61,10 @@ struct epi {
 			 * the file's last fd closes; on ep->orphans, not in
 			 * byfd, reported through at */
 	struct epi *onext; /* the next orphan */
+	struct rd_chan ch; /* the channel it sleeps on too while armed
+			    * (ready.h chan), registered in the inner
+			    * epoll under the item's own key: it wakes as
+			    * its fd's tokens do */
 	struct epi *prev, *next;
 };
 

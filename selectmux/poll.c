@@ -49,16 +49,47 @@ static void wake_slot(struct pollfd *ks, int fd, struct osf_fdt_entry *e)
 	ks->events = ev < 0 ? 0 : ev;
 }
 
+/* struct chans: the connections' channels a mux_poll sleeps on too
+ * (ready.h chan), per pollfd slot: the sleep, its kernel slot (cx, -1:
+ * none), whether it fired in the last sleep (fired) and how many times in
+ * a row it fired with nothing to take (idle: past CHAN_IDLE_MAX the slot
+ * sleeps without it for the rest of the call, as a blocking reader does:
+ * the stand-in's socket stays readable while what it holds waits for a
+ * receive to be posted). */
+struct chans {
+	struct rd_chan *c;
+	int *cx;
+	unsigned char *fired, *idle;
+};
+#define CHAN_IDLE_MAX 2
+
 /* disarm_all ends the waits mux_poll armed; woken tells, per slot, whether
  * its sockets were found readable (only after a sleep: a wait that did not
- * sleep takes no token, it would be someone else's). */
+ * sleep takes no token, it would be someone else's). A channel that fired
+ * is taken from first: a token the take sent this thread waits on the
+ * slot's socket then, and is taken as woken. */
 static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
-		       const int *wx, unsigned char *arm, int slept)
+		       const int *wx, unsigned char *arm, int slept,
+		       struct chans *ch)
 {
 	nfds_t i;
 
 	for (i = 0; i < n; i++) {
 		int woken = 0;
+		ch->fired[i] = 0;
+		if (ch->cx[i] >= 0) {
+			if (slept && k[ch->cx[i]].revents) {
+				ch->fired[i] = 1;
+				if (rd_chan_fired(&ch->c[i]) > 0) {
+					woken |= OSF_ARM_RX;
+					ch->idle[i] = 0;
+				} else if (ch->idle[i] <= CHAN_IDLE_MAX) {
+					ch->idle[i]++;
+				}
+			}
+			rd_chan_leave(&ch->c[i]);
+			ch->cx[i] = -1;
+		}
 		if (!arm[i])
 			continue;
 		if (slept) {
@@ -87,12 +118,14 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		    const sigset_t *mask, unsigned intr)
 {
 	struct pollfd stack_k[64];
-	unsigned char stack_kind[64], stack_arm[64];
-	int stack_wx[64];
+	unsigned char stack_kind[64], stack_arm[64], stack_fired[64], stack_idle[64];
+	int stack_wx[64], stack_cx[64];
+	struct rd_chan stack_c[64];
 	struct pollfd *k = stack_k;
 	unsigned char *kind = stack_kind, *arm = stack_arm;
 	int *wx = stack_wx;
-	nfds_t i, m = n, extra = 0;
+	struct chans ch = {stack_c, stack_cx, stack_fired, stack_idle};
+	nfds_t i, m = n, m0, extra = 0;
 	long start = mono_ms(), spin_end = osf_spin_until(timeout);
 	int result = -1, spun = 0;
 
@@ -101,15 +134,21 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		if (e && ((e->kind == OSF_FD_LISTEN && !(e->flags & OSF_FDF_KFD)) ||
 			  ((fds[i].events & (POLLOUT | POLLWRNORM)) && osf_ready_of(e))))
 			extra++;
+		if (e && rd_has_chan(e))
+			extra++;
 	}
 	if (n + extra > 64) {
 		k = malloc((n + extra) * sizeof(*k) +
-			   n * (sizeof(*wx) + 2 * sizeof(*kind)));
+			   n * (sizeof(*ch.c) + 2 * sizeof(*wx) + 4 * sizeof(*kind)));
 		if (!k)
 			return OSF_FAIL(ENOMEM);
-		wx = (int *)(k + n + extra);
-		kind = (unsigned char *)(wx + n);
+		ch.c = (struct rd_chan *)(k + n + extra);
+		wx = (int *)(ch.c + n);
+		ch.cx = wx + n;
+		kind = (unsigned char *)(ch.cx + n);
 		arm = kind + n;
+		ch.fired = arm + n;
+		ch.idle = ch.fired + n;
 	}
 	for (i = 0; i < n; i++) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
@@ -119,6 +158,9 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		kind[i] = SLOT_KERNEL;
 		arm[i] = 0;
 		wx[i] = -1;
+		ch.cx[i] = -1;
+		ch.c[i].h = NULL;
+		ch.fired[i] = ch.idle[i] = 0;
 		if (e && osf_ready_of(e)) {
 			kind[i] = SLOT_CONN;
 			wake_slot(&k[i], fds[i].fd, e); /* tokens and the end */
@@ -136,8 +178,10 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		k[m].revents = 0;
 		wx[i] = (int)m++;
 	}
+	m0 = m; /* then the channels of the connections armed */
 	for (;;) {
 		int ready = 0, armed = 0, due = 0, r, to, err;
+		m = m0;
 		/* What the rings say now. */
 		for (i = 0; i < n; i++) {
 			fds[i].revents = 0;
@@ -161,6 +205,13 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 				arm[i] = (unsigned char)rd_arm_kinds(
 					fds[i].fd, osf_fdt_lookup(fds[i].fd),
 					fds[i].events);
+				/* Its channel first: what it takes, arm sees. */
+				if (ch.idle[i] <= CHAN_IDLE_MAX &&
+				    rd_chan_enter(fds[i].fd, osf_fdt_lookup(fds[i].fd),
+						  &ch.c[i], -1, 0) >= 0) {
+					k[m] = (struct pollfd){ch.c[i].w.fd, POLLIN, 0};
+					ch.cx[i] = (int)m++;
+				}
 				fds[i].revents = conn_events(
 					rd_arm(fds[i].fd,
 						     osf_fdt_lookup(fds[i].fd),
@@ -171,7 +222,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			}
 			armed = 1;
 			if (ready) { /* raced to ready: no sleep, no tokens */
-				disarm_all(fds, n, k, wx, arm, 0);
+				disarm_all(fds, n, k, wx, arm, 0, &ch);
 				armed = 0;
 			}
 		}
@@ -185,7 +236,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			/* A handler ran in osf's part of the call: the kernel's
 			 * poll would not sleep past it. */
 			if (armed)
-				disarm_all(fds, n, k, wx, arm, 0);
+				disarm_all(fds, n, k, wx, arm, 0, &ch);
 			result = OSF_FAIL(EINTR);
 			goto out;
 		}
@@ -202,7 +253,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			if ((arm[i] & OSF_ARM_RX) && kind[i] == SLOT_CONN && fds[i].fd >= 0)
 				rd_trim(fds[i].fd, osf_fdt_lookup(fds[i].fd));
 		if (armed)
-			disarm_all(fds, n, k, wx, arm, r > 0);
+			disarm_all(fds, n, k, wx, arm, r > 0, &ch);
 		if (r < 0) { /* EINTR even after a spin pass counted 0 */
 			errno = err;
 			result = -1;
@@ -213,7 +264,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			if (kind[i] == SLOT_CONN) {
 				if (k[i].revents & POLLNVAL)
 					fds[i].revents = POLLNVAL;
-				else if ((k[i].revents ||
+				else if ((k[i].revents || ch.fired[i] ||
 					  (wx[i] >= 0 && k[wx[i]].revents)) &&
 					 !fds[i].revents && fds[i].fd >= 0) {
 					struct osf_fdt_entry *e =

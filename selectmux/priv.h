@@ -150,6 +150,61 @@ static inline void *rd_hold(int fd, struct osf_fdt_entry *e)
 	return r ? r->hold(fd, e) : NULL;
 }
 
+/* rd_has_chan: fd's kind may offer a channel to sleep on (ready.h chan). */
+static inline int rd_has_chan(const struct osf_fdt_entry *e)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	return r && r->chan;
+}
+
+/* struct rd_chan: a poller's sleep on a channel (ready.h chan): the
+ * state held (NULL: none), its table's chan (e's table may move on
+ * meanwhile), the wait. */
+struct rd_chan {
+	void *h;
+	int (*chan)(void *h, int how, struct osf_chan_wait *w);
+	struct osf_chan_wait w;
+};
+
+/* rd_chan_enter holds fd's state and enters its channel, registering it
+ * in epoll ep (-1: none) with key: the channel's fd (in c, for
+ * rd_chan_fired and rd_chan_leave), or -1 (nothing held). */
+static inline int rd_chan_enter(int fd, struct osf_fdt_entry *e, struct rd_chan *c,
+				int ep, uint64_t key)
+{
+	const struct osf_ready *r = rd_of(e);
+
+	c->h = NULL;
+	c->w = (struct osf_chan_wait){-1, ep, key};
+	if (!r || !r->chan || !(c->h = r->hold(fd, e)))
+		return -1;
+	c->chan = r->chan;
+	if (c->chan(c->h, OSF_CHAN_ENTER, &c->w) < 0 || c->w.fd < 0) {
+		osf_ready_unhold(c->h);
+		c->h = NULL;
+		c->w.fd = -1;
+	}
+	return c->w.fd;
+}
+
+/* rd_chan_fired takes what c's channel announced (> 0: took any). */
+static inline int rd_chan_fired(struct rd_chan *c)
+{
+	return c->h ? c->chan(c->h, OSF_CHAN_FIRED, &c->w) : 0;
+}
+
+/* rd_chan_leave ends rd_chan_enter's sleep, if any, and drops its hold. */
+static inline void rd_chan_leave(struct rd_chan *c)
+{
+	if (!c->h)
+		return;
+	c->chan(c->h, OSF_CHAN_LEAVE, &c->w);
+	osf_ready_unhold(c->h);
+	c->h = NULL;
+	c->w.fd = -1;
+}
+
 /* ---- a small futex mutex (lock.c) -----------------------------------------
  *
  * mu_depth counts the mux locks this thread holds or waits for. A signal

@@ -70,12 +70,33 @@ static inline void osf_reap_kick(void)
  *
  * wake_tx_fd returns the socket writers wait on (OSF_ARM_TX), or -1.
  *
+ * chan (NULL for kinds without one) lets a poller sleep on the channel of
+ * the state h (hold's) where its completions are announced, taking them
+ * itself instead of leaving them to another thread that would wake it
+ * with a token (an RDMA connection's completion channel,
+ * docs/ARCHITECTURE.md "Pollers sleep on the channel too"), w the wait:
+ * OSF_CHAN_ENTER (before arm) sets w->fd to the channel's fd, which the
+ * poller adds to its kernel wait (POLLIN), or to -1 (none: sleep as
+ * usual); with w->ep >= 0 it registers the channel there itself
+ * (EPOLLIN | EPOLLET, data w->key) while the channel is surely the
+ * state's. What arrived before it is taken already. OSF_CHAN_FIRED (the
+ * kernel reported w->fd, before disarm) takes what the channel announced:
+ * > 0 when it took anything (then a token may wait on fd: disarm as
+ * woken). OSF_CHAN_LEAVE (after every ENTER that set w->fd) ends it,
+ * taking the channel out of w->ep if it is still the state's.
+ *
  * hold returns fd's state with a reference held, or NULL (none to hold):
  * selectmux keeps it across a close that a signal handler makes while its
  * thread holds a mux lock, to end the closed items' waits later
  * (osf_ready_hold_disarm, as disarm with nothing woken) and then drop it
  * (osf_ready_unhold). */
 #define OSF_BLIND_MS 10
+enum { OSF_CHAN_ENTER, OSF_CHAN_FIRED, OSF_CHAN_LEAVE };
+struct osf_chan_wait {
+	int fd;       /* the channel's fd, -1: none */
+	int ep;       /* the epoll it is registered in while entered, or -1 */
+	uint64_t key; /* its data there */
+};
 struct osf_ready {
 	short (*poll)(int fd, struct osf_fdt_entry *e);
 	int (*arm_kinds)(int fd, struct osf_fdt_entry *e, short events);
@@ -88,6 +109,7 @@ struct osf_ready {
 	short (*wake_events)(int fd, struct osf_fdt_entry *e);
 	int (*wake_tx_fd)(const struct osf_fdt_entry *e);
 	void *(*hold)(int fd, struct osf_fdt_entry *e);
+	int (*chan)(void *h, int how, struct osf_chan_wait *w);
 };
 
 /* osf_ready_ops is the embedder's readiness table of each ops index

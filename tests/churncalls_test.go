@@ -25,7 +25,8 @@ import (
 // read), and the install keeps the spare segment's fds where the spare
 // placed them without an fstat of each; the server's hello and install
 // share one window too (one read per accept, besides late hellos), and
-// the server hides the hello's fds inheritable at once (no F_SETFD).
+// the server hides the hello's fds inheritable at once (no F_SETFD), and
+// fstats the hello's region once (its check and its mapping's look-up).
 func TestChurnSystemCalls(t *testing.T) {
 	t.Parallel()
 	strace := testutil.OptionalTool(t, "strace", "count a churn's system calls")
@@ -75,6 +76,12 @@ func TestChurnSystemCalls(t *testing.T) {
 	per := func(tr, re string) float64 { return float64(count(tr, re)) / n }
 	if f := per(cli, `(?m)^\d+ +newfstatat\(`); f > 6 {
 		t.Errorf("client: %.2f fstat per connection, want at most 6 (5 in steady state)", f)
+	}
+	// The server's: the companion's socket (the entry's identity), the
+	// hello's region (its check; the pool finds its mapping by that
+	// stat, without another) and the hidden dups' identities.
+	if f := per(ser, `(?m)^\d+ +newfstatat\(`); f > 4.5 {
+		t.Errorf("server: %.2f fstat per accept, want at most 4.5 (4 in steady state)", f)
 	}
 	// RLIMIT_NOFILE reads: with room above the soft limit, one per fd
 	// window (which also raises and restores it); with soft = hard (a

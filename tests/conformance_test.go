@@ -166,6 +166,8 @@ var (
 	callerPosts = regexp.MustCompile(`sends posted by the application's threads ([0-9]+)`)
 	callerTakes = regexp.MustCompile(`completions taken by the application's threads ([0-9]+)`)
 	chanSleeps  = regexp.MustCompile(`sleeps on the connection's channel ([0-9]+)`)
+	// both counts of completions: the application's threads', the engine's
+	callerEngineTakes = regexp.MustCompile(`completions taken by the application's threads ([0-9]+), by the engine ([0-9]+)`)
 )
 
 // assertCallerPosts checks that the application's own threads posted

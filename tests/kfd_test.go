@@ -2,14 +2,17 @@ package tests
 
 import (
 	"errors"
+	"io"
 	"os/exec"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/osfproject/osf/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // kfdOn is the environment of a process whose shm connections keep their
@@ -141,4 +144,93 @@ func bindNoReuse(port int) error {
 	}
 	defer syscall.Close(fd)
 	return syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+}
+
+// TestKfdLostHello: a connection whose server has no hello for it is a
+// reset, never a stall (issue 28). kfdlost's server shares its listener
+// with a fork child; under OSF_SHM_KFD=1 the parent's first accept reads
+// both queued hellos, so the child's accept of the second connection
+// finds none: osf resets it and the child's accept passes it over
+// (EAGAIN), where bare TCP hands it over and the child resets it itself.
+// Either way the client's 8 MiB write (waiting for room) ends, its read
+// fails with ECONNRESET and a write after it with EPIPE, alike bare and
+// under osf; the first connection makes a round trip, offloaded.
+func TestKfdLostHello(t *testing.T) {
+	t.Parallel()
+	prog := testutil.Prog(t, "kfdlost")
+	ends := func(env []string) []string {
+		r := testutil.Cmd(t, env, prog, strconv.Itoa(testutil.FreePort(t))).Run(longRun)
+		if !r.OK() {
+			t.Fatalf("kfdlost: %s", r)
+		}
+		return strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	}
+	// The child's line and the writer thread's come in either order.
+	common := []string{"c2: big write partial", "c2: poll 1 revents IN ERR HUP",
+		"c2: read -1 ECONNRESET", "c2: write -1 EPIPE"}
+	for _, w := range []struct {
+		name string
+		env  []string
+		want []string
+	}{{"bare", nil, []string{"c1: round trip, transport tcp", "child: got ping"}},
+		{"kfd", testutil.Preload(t, kfdOn...), []string{"c1: round trip, transport kfd", "child: accept EAGAIN"}}} {
+		got := ends(w.env)
+		sort.Strings(got)
+		want := append(append([]string{}, w.want...), common...)
+		sort.Strings(want)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: kfdlost said %q, want %q", w.name, got, want)
+		}
+	}
+}
+
+// TestKfdLinkFork: an OSF_SHM_KFD client sends the hellos of its
+// connections to a listener on one link (preload/setup_link.c), and a
+// fork child never writes on its parent's: kfdfork's parent holds one
+// link from its first connection on and its second connection (after the
+// child's) goes over the same, while the child starts with none and dials
+// its own. Every connection is offloaded (OSF_STRICT=1) and echoes 64
+// bytes.
+func TestKfdLinkFork(t *testing.T) {
+	t.Parallel()
+	port := strconv.Itoa(testutil.FreePort(t))
+	testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "churn"), "sink", port).Start()
+	testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+	r := testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "kfdfork"), port).Run(longRun)
+	want := "parent: links 0 1, transport kfd\nchild: links 0 1, transport kfd\nparent: links 1 1, transport kfd\n"
+	if !r.OK() || r.Stdout != want {
+		t.Fatalf("kfdfork: %s\nwant:\n%s", r, want)
+	}
+}
+
+// TestKfdLinkBroken: a link whose server went away is forgotten and the
+// next connection dials a new one (preload/setup_link.c). kfdfork relink
+// makes a connection to churn sink, the sink is killed and another
+// started on the same port, and its next connection is offloaded again
+// (OSF_STRICT=1: a fallback fails it) on a fresh link, the process still
+// holding one.
+func TestKfdLinkBroken(t *testing.T) {
+	t.Parallel()
+	port := strconv.Itoa(testutil.FreePort(t))
+	sink := func() *testutil.Process {
+		p := testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "churn"), "sink", port).Start()
+		testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+		return p
+	}
+	first := sink()
+	cli := startPiped(t, testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "kfdfork"), "relink", port))
+	cli.WaitOutput("first: links 0 1, transport kfd\n", shortRun)
+	if err := first.Signal(unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	first.Wait(shortRun)
+	sink()
+	if _, err := io.WriteString(cli.stdin, "again\n"); err != nil {
+		t.Fatal(err)
+	}
+	cli.WaitOutput("again: links 1 1, transport kfd\n", shortRun)
+	cli.stdin.Close()
+	if r := cli.Wait(shortRun); !r.OK() {
+		t.Errorf("kfdfork relink: %s", r)
+	}
 }

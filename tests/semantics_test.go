@@ -95,9 +95,15 @@ func semanticsNormalize(t *testing.T, name, mode, out, transport string) (string
 // rdmaCallerScenarios are the scenarios of progs/semantics.c in which a
 // recv blocks: timeouts, signals with and without SA_RESTART, the peer's
 // FIN and reset, a shutdown or close by another thread, MSG_WAITALL and
-// SO_RCVLOWAT.
+// SO_RCVLOWAT; and those in which poll, select or epoll_wait sleeps:
+// readiness masks, select and poll together, a signal in poll, the peer's
+// FIN seen by a poller, epoll level- and edge-triggered, for output,
+// one-shot, EPOLLRDHUP, the end seen by an edge-triggered item, an item
+// deleted and added again.
 var rdmaCallerScenarios = []string{"rcvtimeo", "eintr", "eintr_restart", "timeo_eintr",
-	"peerclose", "reset_seen", "blocked_shutdown", "waitall", "rcvlowat", "recv0"}
+	"peerclose", "reset_seen", "blocked_shutdown", "waitall", "rcvlowat", "recv0",
+	"pollmasks", "selectpoll", "poll_eintr", "peerclose_nb",
+	"epoll_lt", "epoll_et", "epoll_et_out", "epoll_oneshot", "epoll_rdhup", "epoll_et_end", "epoll_readd"}
 
 // TestSemanticsRDMACaller runs rdmaCallerScenarios over the RDMA
 // stand-in with OSF_RDMA_RX=caller, where a reader that found nothing
@@ -138,5 +144,49 @@ func TestSemanticsRDMACaller(t *testing.T) {
 	})
 	if ran > 0 && sleeps == 0 {
 		t.Errorf("no reader slept on its connection's channel in %d scenarios", len(rdmaCallerScenarios))
+	}
+}
+
+// TestRDMACallerPollerTakes: osfperf's ping-pong waits in poll(2) on
+// nonblocking sockets. Over the stand-in with OSF_RDMA_RX=caller the
+// pollers of both ends must take their connection's completions
+// themselves, asleep on its channel (selectmux/poll.c, ready.h chan),
+// not leave each message to the engine (which took all but a handful
+// while pollers slept on their wake sockets only).
+func TestRDMACallerPollerTakes(t *testing.T) {
+	t.Parallel()
+	perf := testutil.Bin(t, "osfperf")
+	port := strconv.Itoa(testutil.FreePort(t))
+	dir := t.TempDir()
+	env := func(log string) []string {
+		return []string{"OSF_RDMA_RX=caller", "OSF_LOG_LEVEL=debug", "OSF_LOG_FILE=" + filepath.Join(dir, log)}
+	}
+	srv := osfRDMASim.cmd(t, env("server.log"), perf, "server", "-a", "127.0.0.1", "-p", port, "-1").Start()
+	testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+	r := osfRDMASim.cmd(t, env("client.log"), perf, "client", "-a", "127.0.0.1", "-p", port,
+		"-t", "pingpong", "-s", "64", "-n", "500", "--warmup", "50").Run(longRun)
+	if !r.OK() {
+		t.Fatalf("client: %s", r)
+	}
+	if w := srv.Wait(longRun); !w.OK() {
+		t.Fatalf("server: %s", w)
+	}
+	for _, name := range []string{"server.log", "client.log"} {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		log := string(b)
+		if !strings.Contains(log, ": rdma via sim") {
+			t.Errorf("%s: no connection over RDMA:\n%s", name, log)
+		}
+		m := callerEngineTakes.FindStringSubmatch(log)
+		if m == nil {
+			t.Errorf("%s: no release line:\n%s", name, log)
+			continue
+		}
+		caller, _ := strconv.Atoi(m[1])
+		engine, _ := strconv.Atoi(m[2])
+		if caller <= engine {
+			t.Errorf("%s: the pollers took %d completions, the engine %d: pollers must take most themselves:\n%s", name, caller, engine, log)
+		}
+		t.Logf("%s: completions taken by the pollers %d, by the engine %d", name, caller, engine)
 	}
 }

@@ -190,7 +190,7 @@ var variables = []variable{
 	{Var{"OSF_SPIN_US", "20", "microseconds a blocking call spins before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.Spin })},
 	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select, epoll and a blocking accept on an offloaded listener spin before they sleep, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
 	{Var{"OSF_RDMA_POLL_US", "20", "microseconds the RDMA progress engine polls before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.RDMAPoll })},
-	{Var{"OSF_RDMA_RX", "engine", "who takes an RDMA connection's completions: engine (the progress engine) or caller (the waiting application thread, which sleeps on its connection's completion channel; the engine for the rest)"}, parseRDMARx},
+	{Var{"OSF_RDMA_RX", "engine", "who takes an RDMA connection's completions: engine (the progress engine) or caller (the waiting application thread — a blocking reader, a poll, select or epoll wait — which sleeps on its connection's completion channel; the engine for the rest)"}, parseRDMARx},
 	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
 	{Var{"OSF_GATEWAY_KEY", "", "file holding the key (mode 0600) that authenticates this node to its gateways"}, func(c *Config, v string) error { c.GatewayKey = v; return nil }},
 	{Var{"OSF_GATEWAY_TIMEOUT_MS", "20000", "milliseconds a gateway may take to connect to a destination, 1-600000"}, parseGatewayTimeout},

@@ -60,6 +60,7 @@ type Engine struct {
 	streams  map[uint32]*stream
 	byWake   map[int]*stream
 	sources  map[int]func()
+	chans    map[int]bool          // the sources that are completion channels (woke)
 	closing  map[*stream]time.Time // streams taking their link down, and their deadline
 	timers   []timer
 	wc       []verbs.WC
@@ -72,11 +73,27 @@ type Engine struct {
 	holdP    bool                   // short sleeps keep the P: a P is left for the rest
 	sleptAt  time.Time              // the last sleep's start (watch.go)
 	sleptFor time.Duration          // and length
+	woke     wakeCounts             // what ended its sleeps (logged at each release)
 
 	// At exit (exit.go): the process's exit(3) waits for the streams.
 	exitArmed bool
 	exiting   bool
 	lastOpen  int
+}
+
+// wakeCounts counts what ended the engine's sleeps: the deadline, the
+// kick eventfd (an application's thread left it work, or a call from the
+// core), a wake socket (a token from the application), a connection's
+// completion channel, anything else (the connection manager). The log
+// line of each released connection reports them: with
+// OSF_RDMA_RX=caller a message should wake none of them.
+type wakeCounts struct {
+	sleeps, timeout, kick, wake, channel, other uint64
+}
+
+func (w wakeCounts) String() string {
+	return fmt.Sprintf("engine sleeps %d, ended by the deadline %d, a kick %d, a wake socket %d, a completion channel %d, another source %d",
+		w.sleeps, w.timeout, w.kick, w.wake, w.channel, w.other)
 }
 
 type timer struct {
@@ -99,6 +116,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		streams: map[uint32]*stream{},
 		byWake:  map[int]*stream{},
 		sources: map[int]func(){},
+		chans:   map[int]bool{},
 		closing: map[*stream]time.Time{},
 		wc:      make([]verbs.WC, 32),
 		hotFor:  hotFor,
@@ -387,6 +405,13 @@ func (e *Engine) loop() {
 		if hot {
 			ms = boundMS(ms, lastYield.Add(yieldBound).Sub(now))
 		}
+		if len(e.closing) > 0 {
+			// A closing stream waits for completions (CLOSE's, the
+			// peer's) whose events an application's thread may hold:
+			// an epoll item stays armed on its channel between waits,
+			// and at exit(3) nobody waits any more.
+			ms = boundMS(ms, yieldBound)
+		}
 		if e.onSleep != nil {
 			e.onSleep(ms, hot)
 		}
@@ -496,6 +521,9 @@ func (e *Engine) dispatch(events []unix.EpollEvent, ms int) bool {
 	if err != nil {
 		return false // EINTR
 	}
+	if ms != 0 {
+		e.countWake(events[:n])
+	}
 	for i := 0; i < n; i++ {
 		fd := int(events[i].Fd)
 		if s := e.byWake[fd]; s != nil {
@@ -507,6 +535,36 @@ func (e *Engine) dispatch(events []unix.EpollEvent, ms int) bool {
 		}
 	}
 	return n > 0
+}
+
+// countWake counts what ended a sleep: each source once per wake-up.
+func (e *Engine) countWake(ev []unix.EpollEvent) {
+	e.woke.sleeps++
+	if len(ev) == 0 {
+		e.woke.timeout++
+	}
+	var kick, wake, channel, other bool
+	for i := range ev {
+		fd := int(ev[i].Fd)
+		switch {
+		case fd == e.kick:
+			kick = true
+		case e.byWake[fd] != nil:
+			wake = true
+		case e.chans[fd]:
+			channel = true
+		default:
+			other = true
+		}
+	}
+	for _, c := range []struct {
+		on bool
+		n  *uint64
+	}{{kick, &e.woke.kick}, {wake, &e.woke.wake}, {channel, &e.woke.channel}, {other, &e.woke.other}} {
+		if c.on {
+			*c.n++
+		}
+	}
 }
 
 // service polls one stream's completions and pumps it; it reports whether
@@ -650,6 +708,7 @@ func (e *Engine) reap() {
 		if s.finished() {
 			delete(e.closing, s)
 			delete(e.streams, s.id)
+			s.logf("rdma: connection %d: so far %v", s.id, e.woke)
 			s.releaseWith(e.background)
 		}
 	}

@@ -540,6 +540,7 @@ func (l *simLink) PostRecv(verbs.WRID) error {
 func (l *simLink) useRx(tx *txState, side int) {
 	tx.rxUseSim(l.fd, ringAddr(l.seg, 1-side))
 	tx.chanUse(l.fd, nil, l.eng.epfd, l.events, l.events)
+	l.eng.chans[l.fd] = true
 	l.rx = tx
 }
 
@@ -569,6 +570,7 @@ func (l *simLink) Close() error {
 	l.syncBusy()
 	l.breakLink()
 	l.eng.unwatch(l.fd)
+	delete(l.eng.chans, l.fd)
 	forkCloseDel(l.fd)
 	return unix.Close(l.fd)
 }

@@ -159,6 +159,7 @@ func (l *verbsLink) useRx(tx *txState, _ int) {
 	}
 	e, fd := l.t.eng, l.cc.Fd()
 	e.sources[fd] = func() { tx.chanEngineDrain() } // the engine polls every stream after waking
+	e.chans[fd] = true
 	l.chanFD = fd
 	tx.chanUse(fd, l.cc.Raw(), e.epfd, unix.EPOLLIN|unix.EPOLLRDHUP, 0)
 }
@@ -195,6 +196,7 @@ func (l *verbsLink) forgetChan() {
 	if l.chanFD > 0 {
 		_ = unix.EpollCtl(l.t.eng.epfd, unix.EPOLL_CTL_DEL, l.chanFD, nil)
 		delete(l.t.eng.sources, l.chanFD)
+		delete(l.t.eng.chans, l.chanFD)
 		l.chanFD = 0
 	}
 }

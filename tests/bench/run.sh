@@ -24,7 +24,9 @@
 # same rounds, with rows of its own. OSF_SHM_POOL=0 in run.sh's own
 # environment runs every osf side with a segment per connection.
 # BENCH_KFD=1 adds to the churn rows the side "kfd": osf with
-# OSF_SHM_KFD=1 (the connection's fd its kernel TCP socket).
+# OSF_SHM_KFD=1 (the connection's fd its kernel TCP socket);
+# BENCH_KFD_BASE=PATH another, "kfdbase": the same with the libosf.so at
+# PATH (another build: before and after a change, in the same rounds).
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
@@ -196,6 +198,8 @@ serve() {
 		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_POOL=0 "$@" >"$TMP/server.out" 2>&1 &
 	elif [[ "$side" == kfd ]]; then
 		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_KFD=1 "$@" >"$TMP/server.out" 2>&1 &
+	elif [[ "$side" == kfdbase ]]; then
+		"${SRV_PIN[@]}" env LD_PRELOAD="$BENCH_KFD_BASE" OSF_SHM_KFD=1 "$@" >"$TMP/server.out" 2>&1 &
 	else
 		"${SRV_PIN[@]}" "$@" >"$TMP/server.out" 2>&1 &
 	fi
@@ -373,11 +377,12 @@ bench_churn_unpinned() { churn_rows unpinned; }
 churn_rows() {
 	local pin=$1 side r json
 	declare -A cps
-	local bare_v=() osf_v=() ratio_v=() pool_v=() pratio_v=() kfd_v=() kratio_v=()
+	local bare_v=() osf_v=() ratio_v=() pool_v=() pratio_v=() kfd_v=() kratio_v=() kb_v=() kbratio_v=()
 	local cli=(taskset -c $CLI_CPU) what=""
 	local sides=(bare osf)
 	[[ "${BENCH_POOL:-0}" == 1 ]] && sides+=(segs)
 	[[ "${BENCH_KFD:-0}" == 1 ]] && sides+=(kfd)
+	[[ -n "${BENCH_KFD_BASE:-}" ]] && sides+=(kfdbase)
 	if [[ $pin == unpinned ]]; then
 		SRV_PIN=()
 		cli=()
@@ -392,6 +397,8 @@ churn_rows() {
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_POOL=0 "$CHURN" loop $PORT "$CHURN_CONNS")
 			elif [[ $side == kfd ]]; then
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_KFD=1 "$CHURN" loop $PORT "$CHURN_CONNS")
+			elif [[ $side == kfdbase ]]; then
+				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$BENCH_KFD_BASE" OSF_STRICT=1 OSF_SHM_KFD=1 "$CHURN" loop $PORT "$CHURN_CONNS")
 			else
 				json=$("${cli[@]}" timeout 120 "$CHURN" loop $PORT "$CHURN_CONNS")
 			fi
@@ -404,12 +411,14 @@ churn_rows() {
 			osf) osf_v+=("${cps[$side]}") ;;
 			segs) pool_v+=("${cps[$side]}") ;;
 			kfd) kfd_v+=("${cps[$side]}") ;;
+			kfdbase) kb_v+=("${cps[$side]}") ;;
 			esac
 			raw "churn$what $side: $json"
 		done
 		ratio_v+=("$(calc "${cps[osf]} / ${cps[bare]}")")
 		[[ -n "${cps[segs]:-}" ]] && pratio_v+=("$(calc "${cps[segs]} / ${cps[bare]}")")
 		[[ -n "${cps[kfd]:-}" ]] && kratio_v+=("$(calc "${cps[kfd]} / ${cps[bare]}")")
+		[[ -n "${cps[kfdbase]:-}" ]] && kbratio_v+=("$(calc "${cps[kfdbase]} / ${cps[bare]}")")
 	done
 	SRV_PIN=(taskset -c $SRV_CPU)
 	local bm om rm target="≥ 1.5x"
@@ -422,6 +431,7 @@ churn_rows() {
 		"$(calc "'%.0f' % $bm")" "$(calc "'%.0f' % $om")" "$(calc "'%.1fx' % $rm")" "$target"
 	churn_side "$what" segs "OSF_SHM_POOL=0" "$bm" "$target" pool_v pratio_v
 	churn_side "$what" kfd "OSF_SHM_KFD=1" "$bm" "$target" kfd_v kratio_v
+	churn_side "$what" kfdbase "OSF_SHM_KFD=1, ${BENCH_KFD_BASE:-}" "$bm" "$target" kb_v kbratio_v
 }
 
 # churn_side WHAT TAG SETTING BARE_MEDIAN TARGET VALUES RATIOS: the row of
