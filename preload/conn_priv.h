@@ -30,7 +30,9 @@ struct osf_conn {
 	struct osf_conn *next_free;
 	uint8_t *base;
 	size_t map_bytes;
-	int seg_fd; /* hidden: the segment's memfd */
+	int seg_fd; /* hidden: the segment's memfd, or its region's */
+	int seg_shared; /* seg_fd is the region's one memfd (pool.c's, named
+			   by every connection of it): never closed here */
 	int port_fd; /* hidden: the application's TCP socket, kept bound to
 			the local port the connection holds (sockets.c), or -1 */
 	int gone; /* this process's side let go for good (its holders fell

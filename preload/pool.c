@@ -11,7 +11,14 @@
  * while this mapping pins it). Per region and side, a private bitmap of
  * the slots this process's connections hold: a hello, an adoption or a
  * take that names one held already is refused, so no two connections of
- * one process ever share rings, whatever a peer writes. */
+ * one process ever share rings, whatever a peer writes.
+ *
+ * A region's memfd is one hidden fd of the process, which every
+ * connection of the region names in its entry (OSF_FDF_REGIONFD) and none
+ * closes: it goes with the region (an owner's trimmed, a fork child's
+ * that none of its connections uses). A region that took an fd inherited
+ * across exec stays mapped with it while the image lives: entries not
+ * rebuilt yet may name it. */
 #include "pool.h"
 #include "osf.h"
 
@@ -35,7 +42,9 @@ struct region {
 	uint64_t bytes;
 	uint32_t ring, n;
 	uint64_t dev, ino;
-	int fd;        /* owner's hidden memfd, else -1 */
+	int fd;        /* the hidden memfd this process's connections of the
+			  region name (OSF_FDF_REGIONFD): the owner's, or
+			  one inherited across exec or fork; else -1 */
 	pid_t owner;   /* the process that hands slots out (osf_pid()), else 0 */
 	uid_t kuid;    /* owner regions: the companion's owner and name */
 	pid_t kpid;
@@ -105,8 +114,8 @@ static struct region *entry(void)
 				free_e = r;
 			continue;
 		}
-		if (r->owner || r->live[0] || r->live[1])
-			continue;
+		if (r->owner || r->fd >= 0 || r->live[0] || r->live[1])
+			continue; /* an fd's region stays: entries may name it */
 		idle++;
 		if (!old || r->idle_since < old->idle_since)
 			old = r;
@@ -307,7 +316,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		made = 1;
 	}
 	if (s >= 0)
-		fd = REAL(fcntl)(r->fd, F_DUPFD_CLOEXEC, (void *)0L);
+		fd = r->fd; /* the region's: every connection names it */
 	if (fd >= 0) {
 		r->live[OSF_SIDE_CLIENT] |= 1ull << s;
 		r->used |= 1ull << s;
@@ -332,9 +341,11 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 
 /* hold maps (or finds) the region whose memfd fd was checked by the
  * caller, st its fstat (the caller's: one per hello or adoption), and
- * takes side's hold on slot: the segment, or NULL with why. */
+ * takes side's hold on slot: the segment, or NULL with why. keep: fd is
+ * the region's for this process (an entry's OSF_FDF_REGIONFD), which the
+ * region takes when it has none. */
 static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
-		  uint32_t slot, int side, char *why, size_t wn)
+		  uint32_t slot, int side, int keep, char *why, size_t wn)
 {
 	struct region *r = NULL;
 	int i;
@@ -386,6 +397,8 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 		return NULL;
 	}
 	r->live[side] |= 1ull << slot;
+	if (keep && r->fd < 0)
+		r->fd = fd;
 	unlock();
 	return slot_seg(r, slot);
 }
@@ -459,7 +472,7 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
 		   const struct osf_hello_pool *p, char *why, size_t wn)
 {
-	uint8_t *seg = hold(fd, st, ring, p->region_bytes, p->slot, OSF_SIDE_SERVER, why, wn);
+	uint8_t *seg = hold(fd, st, ring, p->region_bytes, p->slot, OSF_SIDE_SERVER, 0, why, wn);
 	const struct osf_seg_hdr *h;
 
 	if (!seg)
@@ -475,7 +488,8 @@ void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
 	return seg;
 }
 
-void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t ino)
+void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t ino,
+		     int keep)
 {
 	const int need = F_SEAL_SHRINK | F_SEAL_GROW;
 	struct stat st;
@@ -489,7 +503,7 @@ void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t in
 	seals = REAL(fcntl)(fd, F_GET_SEALS, NULL);
 	if (seals < 0 || (seals & need) != need)
 		return NULL;
-	seg = hold(fd, &st, ring, (uint64_t)st.st_size, slot, side, why, sizeof(why));
+	seg = hold(fd, &st, ring, (uint64_t)st.st_size, slot, side, keep, why, sizeof(why));
 	if (!seg)
 		return NULL;
 	/* Recycled since this connection took it: its side is another
@@ -534,6 +548,19 @@ void osf_pool_abandon(void *seg, uint32_t ring)
 	unhold(seg, ring, OSF_SIDE_CLIENT, 3u);
 }
 
+int osf_pool_is_region_fd(int fd)
+{
+	int i, r = 0;
+
+	if (fd < 0 || !__atomic_load_n(&nregions, __ATOMIC_RELAXED))
+		return 0;
+	lock();
+	for (i = 0; i < nregions && !r; i++)
+		r = regions[i].base && regions[i].fd == fd;
+	unlock();
+	return r;
+}
+
 void osf_pool_moved(int old, int nfd)
 {
 	int i;
@@ -545,9 +572,24 @@ void osf_pool_moved(int old, int nfd)
 	unlock();
 }
 
+/* named reports whether an entry of a connection names region fd fd
+ * (OSF_FDF_REGIONFD), one rebuilt here or not yet. */
+OSF_FORK_TEXT static int named(int fd)
+{
+	struct osf_fdt_entry *e;
+	int efd;
+
+	OSF_FDT_FOREACH(efd, e)
+		if (osf_kind_is_conn(e->kind) && (e->flags & OSF_FDF_REGIONFD) &&
+		    e->aux_fd == fd)
+			return 1;
+	return 0;
+}
+
 /* pool_after_fork: a fork child hands no slot of its parent's regions out
- * (the parent does; the owner pid says so) and closes their memfds; it
- * unmaps the regions none of its inherited connections uses. */
+ * (the parent does; the owner pid says so); it unmaps the regions none of
+ * its inherited connections uses and closes their memfds, and keeps the
+ * memfd of the others (its connections' entries name it). */
 OSF_FORK_TEXT static void pool_reset(void) { OSF_RESET(lk, 0); }
 OSF_AFTER_FORK(pool_reset, OSF_FORK_RESET);
 
@@ -559,12 +601,12 @@ OSF_FORK_TEXT static void pool_after_fork(void)
 		struct region *r = &regions[i];
 		if (!r->base)
 			continue;
-		if (r->fd >= 0) {
+		r->owner = 0;
+		if (r->fd >= 0 && !(r->live[0] | r->live[1]) && !named(r->fd)) {
 			osf_fdt_close_hidden(r->fd);
 			r->fd = -1;
 		}
-		r->owner = 0;
-		if (!(r->live[0] | r->live[1])) {
+		if (!(r->live[0] | r->live[1]) && r->fd < 0) {
 			(void)osf_rawsys(SYS_munmap, (long)r->base, (long)r->bytes, 0, 0, 0, 0);
 			memset(r, 0, sizeof(*r));
 		}
