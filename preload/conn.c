@@ -349,6 +349,7 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	struct stat st;
 	int hfd, hwfd, fl, hide_how, slot, shared;
 	uint32_t seg_flags;
+	void *seg;
 	sa_family_t fam;
 
 	c = conn_alloc();
@@ -381,10 +382,23 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	osf_fdt_high_begin();
 	hide_how = ((how & OSF_INSTALL_PLACED) ? OSF_HIDE_PLACED : 0) |
 		   (cloexec ? 0 : OSF_HIDE_INHERIT);
-	/* A slot's memfd is its region's, hidden already: the entry names
-	 * it, and its inherit accounting keeps it inheritable (osf_fdt_set). */
-	shared = osf_pool_is_region_fd(cc->seg_fd);
-	hfd = shared ? -1 : osf_fdt_hide_for(cc->seg_fd, fd, hide_how);
+	/* A slot's entry names its region's one memfd, hidden already (the
+	 * client's own, or the first a hello or hand-off brought here, which
+	 * the region then keeps), and its inherit accounting keeps it
+	 * inheritable (osf_fdt_set); a later copy is closed. */
+	seg = (void *)(uintptr_t)cc->seg_addr;
+	hfd = osf_pool_name_fd(seg, cc->ring_bytes, -1);
+	if (hfd >= 0 && hfd != cc->seg_fd)
+		osf_fdt_close_hidden(cc->seg_fd);
+	shared = hfd >= 0;
+	if (!shared)
+		hfd = osf_fdt_hide_for(cc->seg_fd, fd, hide_how);
+	if (!shared && hfd >= 0 && (slot = osf_pool_name_fd(seg, cc->ring_bytes, hfd)) >= 0) {
+		if (slot != hfd) /* another thread's came first */
+			osf_fdt_close_hidden(hfd);
+		hfd = slot;
+		shared = 1;
+	}
 	if (hfd < 0)
 		hfd = cc->seg_fd; /* keep it where it is */
 	hwfd = osf_fdt_hide_for(cc->wake_tx_fd, fd, hide_how);

@@ -15,10 +15,13 @@
  *
  * A region's memfd is one hidden fd of the process, which every
  * connection of the region names in its entry (OSF_FDF_REGIONFD) and none
- * closes: it goes with the region (an owner's trimmed, a fork child's
- * that none of its connections uses). A region that took an fd inherited
- * across exec stays mapped with it while the image lives: entries not
- * rebuilt yet may name it. */
+ * closes. The owner's goes with its region (trimmed); a region not owned
+ * here has one while a connection of it lives here: the first memfd such
+ * a connection brought (a hello's, a hand-off's: osf_pool_name_fd; later
+ * ones are closed), or one inherited across exec (osf_pool_adopt's keep),
+ * closed when its last connection here lets go (unhold; the mapping stays
+ * for the next), unless an entry inherited across exec and not rebuilt
+ * yet still names it (named). */
 #include "pool.h"
 #include "osf.h"
 
@@ -43,8 +46,9 @@ struct region {
 	uint32_t ring, n;
 	uint64_t dev, ino;
 	int fd;        /* the hidden memfd this process's connections of the
-			  region name (OSF_FDF_REGIONFD): the owner's, or
-			  one inherited across exec or fork; else -1 */
+			  region name (OSF_FDF_REGIONFD): the owner's, a
+			  mapper's first, one inherited across exec or
+			  fork; else -1 */
 	pid_t owner;   /* the process that hands slots out (osf_pid()), else 0 */
 	uid_t kuid;    /* owner regions: the companion's owner and name */
 	pid_t kpid;
@@ -67,6 +71,15 @@ static void lock(void)
 }
 
 static void unlock(void) { __atomic_store_n(&lk, 0, __ATOMIC_RELEASE); }
+
+/* unlock_drop unlocks, then closes drop, a memfd of a region entry() let
+ * go (-1: none): the fd table's lock is never taken under this one. */
+static void unlock_drop(int drop)
+{
+	unlock();
+	if (drop >= 0)
+		osf_fdt_close_hidden(drop);
+}
 
 static uint8_t *slot_seg(const struct region *r, uint32_t i)
 {
@@ -99,14 +112,43 @@ static struct region *find_addr(const void *seg, uint32_t ring, uint32_t *slot)
 	return NULL;
 }
 
+/* adopted: a region took a memfd that entries inherited across exec
+ * name (osf_pool_adopt's keep): entries not rebuilt yet may name a
+ * region's fd while it has no connection here. */
+static int adopted;
+
+/* named reports whether an entry of a connection names region fd fd
+ * (OSF_FDF_REGIONFD) that is not being closed (one closing has no priv
+ * in this image); only after adopted, for an idle region (otherwise
+ * only its live connections' entries name it). */
+OSF_FORK_TEXT static int named(int fd)
+{
+	struct osf_fdt_entry *e;
+	int efd;
+
+	if (!__atomic_load_n(&adopted, __ATOMIC_RELAXED))
+		return 0;
+	OSF_FDT_FOREACH(efd, e)
+		if (osf_kind_is_conn(e->kind) && (e->flags & OSF_FDF_REGIONFD) &&
+		    e->aux_fd == fd &&
+		    (__atomic_load_n(&e->image, __ATOMIC_ACQUIRE) != osf.image ||
+		     __atomic_load_n(&e->priv, __ATOMIC_ACQUIRE)))
+			return 1;
+	return 0;
+}
+
 /* entry returns a free table entry, unmapping the oldest idle region not
  * owned here when there are IDLE_MAX idle ones or no free entry; NULL when
- * the table is full of regions in use. The lock is held. */
-static struct region *entry(void)
+ * the table is full of regions in use. An idle region whose memfd an
+ * entry still names stays; one that goes leaves its memfd in *drop, for
+ * the caller to close once the lock is released (else -1). The lock is
+ * held. */
+static struct region *entry(int *drop)
 {
 	struct region *free_e = NULL, *old = NULL;
 	int i, idle = 0;
 
+	*drop = -1;
 	for (i = 0; i < nregions; i++) {
 		struct region *r = &regions[i];
 		if (!r->base) {
@@ -114,14 +156,17 @@ static struct region *entry(void)
 				free_e = r;
 			continue;
 		}
-		if (r->owner || r->fd >= 0 || r->live[0] || r->live[1])
-			continue; /* an fd's region stays: entries may name it */
+		if (r->owner || r->live[0] || r->live[1])
+			continue;
 		idle++;
 		if (!old || r->idle_since < old->idle_since)
 			old = r;
 	}
+	if (old && old->fd >= 0 && named(old->fd))
+		old = NULL; /* one look per call: the table can be long */
 	if (old && (idle >= IDLE_MAX || (!free_e && nregions == REGIONS))) {
 		munmap(old->base, old->bytes);
+		*drop = old->fd;
 		memset(old, 0, sizeof(*old));
 		if (!free_e)
 			free_e = old;
@@ -183,11 +228,11 @@ fail:
 }
 
 /* enter_region enters made region md as an owner region; the lock is
- * held. NULL when the table is full. */
+ * held. NULL when the table is full. drop: entry()'s. */
 static struct region *enter_region(const struct made *md, uint32_t ring,
-				   const struct ucred *owner, const char *name)
+				   const struct ucred *owner, const char *name, int *drop)
 {
-	struct region *r = entry();
+	struct region *r = entry(drop);
 
 	if (!r)
 		return NULL;
@@ -287,7 +332,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 	struct region *r = NULL;
 	struct osf_seg_hdr *h;
 	pid_t me = osf_pid();
-	int i, s = -1, saved = errno, fd = -1, made = 0, k, round;
+	int i, s = -1, saved = errno, fd = -1, made = 0, k, round, dropfd = -1;
 
 	for (round = 0; round < 2; round++) {
 		lock();
@@ -298,7 +343,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 			    strncmp(r->kname, name, sizeof(r->kname)) == 0)
 				s = free_slot(r);
 		}
-		if (s < 0 && made && (r = enter_region(&md, ring, owner, name)) != NULL) {
+		if (s < 0 && made && (r = enter_region(&md, ring, owner, name, &dropfd)) != NULL) {
 			made = 0; /* the table's now */
 			s = 0;
 		}
@@ -330,7 +375,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		hp->region_bytes = r->bytes;
 		*fdp = fd;
 	}
-	unlock();
+	unlock_drop(dropfd);
 	if (made) { /* a slot came free meanwhile, or the table is full */
 		munmap(md.base, md.bytes);
 		osf_fdt_close_hidden(md.fd);
@@ -348,7 +393,7 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 		  uint32_t slot, int side, int keep, char *why, size_t wn)
 {
 	struct region *r = NULL;
-	int i;
+	int i, drop = -1;
 
 	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size != bytes) {
 		snprintf(why, wn, "region: not a regular file of %llu bytes",
@@ -369,15 +414,15 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 	}
 	if (!r) {
 		void *m;
-		r = entry();
+		r = entry(&drop);
 		if (!r) {
-			unlock();
+			unlock_drop(drop);
 			snprintf(why, wn, "region: %d regions mapped already", REGIONS);
 			return NULL;
 		}
 		m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (m == MAP_FAILED) {
-			unlock();
+			unlock_drop(drop);
 			snprintf(why, wn, "map region: %s", strerror(errno));
 			return NULL;
 		}
@@ -392,14 +437,16 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 		r->idle_since = osf_now_ns();
 	}
 	if (slot >= r->n || (r->live[side] >> slot & 1)) {
-		unlock();
+		unlock_drop(drop);
 		snprintf(why, wn, "region: slot %u held here already (or beyond %u)", slot, r->n);
 		return NULL;
 	}
 	r->live[side] |= 1ull << slot;
-	if (keep && r->fd < 0)
+	if (keep && r->fd < 0) {
 		r->fd = fd;
-	unlock();
+		__atomic_store_n(&adopted, 1, __ATOMIC_RELAXED);
+	}
+	unlock_drop(drop);
 	return slot_seg(r, slot);
 }
 
@@ -449,7 +496,7 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 	struct made drop[TRIM_MAX];
 	struct region *r;
 	uint32_t slot;
-	int k = 0;
+	int k = 0, dropfd = -1;
 
 	lock();
 	r = find_addr(seg, ring, &slot);
@@ -463,9 +510,13 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 			r->idle_since = osf_now_ns();
 			if (r->owner == osf_pid())
 				k = trim_owned(drop, TRIM_MAX);
+			else if (r->fd >= 0 && !named(r->fd)) {
+				dropfd = r->fd; /* a mapper's: until its next connection */
+				r->fd = -1;
+			}
 		}
 	}
-	unlock();
+	unlock_drop(dropfd);
 	drop_gone(drop, k);
 }
 
@@ -548,6 +599,23 @@ void osf_pool_abandon(void *seg, uint32_t ring)
 	unhold(seg, ring, OSF_SIDE_CLIENT, 3u);
 }
 
+int osf_pool_name_fd(const void *seg, uint32_t ring, int fd)
+{
+	struct region *r;
+	uint32_t slot;
+	int rfd = -1;
+
+	lock();
+	r = find_addr(seg, ring, &slot);
+	if (r) {
+		if (r->fd < 0)
+			r->fd = fd;
+		rfd = r->fd;
+	}
+	unlock();
+	return rfd;
+}
+
 int osf_pool_is_region_fd(int fd)
 {
 	int i, r = 0;
@@ -570,20 +638,6 @@ void osf_pool_moved(int old, int nfd)
 		if (regions[i].base && regions[i].fd == old)
 			regions[i].fd = nfd;
 	unlock();
-}
-
-/* named reports whether an entry of a connection names region fd fd
- * (OSF_FDF_REGIONFD), one rebuilt here or not yet. */
-OSF_FORK_TEXT static int named(int fd)
-{
-	struct osf_fdt_entry *e;
-	int efd;
-
-	OSF_FDT_FOREACH(efd, e)
-		if (osf_kind_is_conn(e->kind) && (e->flags & OSF_FDF_REGIONFD) &&
-		    e->aux_fd == fd)
-			return 1;
-	return 0;
 }
 
 /* pool_after_fork: a fork child hands no slot of its parent's regions out

@@ -62,6 +62,14 @@ void osf_seg_release(void *seg, uint32_t ring, int side, int gone);
  * no peer saw it, so its owner may reuse it at once. */
 void osf_pool_abandon(void *seg, uint32_t ring);
 
+/* osf_pool_name_fd gives seg's region, when it has none, fd (a hidden
+ * copy of the region's memfd a connection on the slot seg brought: a
+ * hello's, a hand-off's), to own from now on: the region's memfd, which
+ * the connection's entry is to name (fd when the region took it; else the
+ * caller closes fd), or -1 when seg is not a slot (or fd is -1, a look
+ * only, and the region has none). */
+int osf_pool_name_fd(const void *seg, uint32_t ring, int fd);
+
 /* osf_pool_is_region_fd reports whether fd is a region's memfd, which
  * pool.c owns and connections only name: none closes it. */
 int osf_pool_is_region_fd(int fd);
