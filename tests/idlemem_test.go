@@ -18,13 +18,14 @@ import (
 // the bytes of memory those have allocated, each memfd counted once, and
 // the segments' rings' bytes (size less the shared page). A segment is a
 // memfd named osf-seg, one per connection; a region of slots (osf-region,
-// OSF_SHM_POOL) holds one connection's rings a slot, and pids[0] holds one
-// fd for it per connection that uses it (the connection's own; an owner's
-// hidden fd is another), which segs counts instead.
+// OSF_SHM_POOL) holds one connection's rings a slot, and each process one
+// fd for it that all its connections name: segs counts pids[0]'s shm
+// connections instead (osfstat).
 func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 	t.Helper()
 	seen := map[uint64]int64{}
-	for i, pid := range pids {
+	regions := false
+	for _, pid := range pids {
 		dir := fmt.Sprintf("/proc/%d/fd", pid)
 		ents, err := os.ReadDir(dir)
 		if err != nil {
@@ -45,14 +46,19 @@ func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 				rings += st.Size - 4096
 				segs++
 			}
-			if region && i == 0 {
-				segs++
-			}
+			regions = regions || region
 			seen[st.Ino] = st.Blocks * 512
 		}
 	}
 	for _, b := range seen {
 		bytes += b
+	}
+	if regions {
+		for _, s := range testutil.OsfStat(t, pids[0]).Sockets {
+			if s.Kind == "shm" && s.Transport == testutil.TransportShm {
+				segs++
+			}
+		}
 	}
 	return segs, bytes, rings
 }
