@@ -171,6 +171,10 @@ enum osf_role {
 				      the companion only keeps hellos */
 #define OSF_FDF_KFDSHUT 0x200000u /* ... shared by processes: its
 				      companion was shut (sockets.c) */
+#define OSF_FDF_REGIONFD 0x400000u /* SHM slot: aux_fd is the region's one
+				      memfd, which preload/pool.c owns and
+				      every connection of the region names;
+				      never closed as the connection's */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */
@@ -178,8 +182,9 @@ struct osf_fdt_entry {
 	uint8_t reason;    /* enum osf_reason when transport is kernel */
 	uint8_t role;      /* enum osf_role */
 	uint32_t flags;    /* OSF_FDF_* */
-	int32_t aux_fd;    /* hidden fd: segment memfd, companion listener,
-	                      inner epoll; -1 none */
+	int32_t aux_fd;    /* hidden fd: segment memfd (a slot's: its
+	                      region's, OSF_FDF_REGIONFD), companion
+	                      listener, inner epoll; -1 none */
 	int32_t rule;      /* route rule that decided, 0 implicit, -1 none */
 	uint64_t ino;      /* st_ino of the fd's file: identity after exec */
 	uint64_t image;    /* image id for which priv is valid */

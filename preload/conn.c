@@ -97,6 +97,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->base = base;
 	c->map_bytes = (size_t)osf_seg_bytes(ring_bytes);
 	c->seg_fd = seg_fd;
+	c->seg_shared = 0;
 	c->gone = 0;
 	c->kfd = 0;
 	c->port_fd = -1;
@@ -261,7 +262,8 @@ void osf_conn_destroy(struct osf_conn *c)
 	osf_reap_forget(c);
 	/* Those whose peer let go since: this close is no one's wait. */
 	osf_conn_unmap_due(0);
-	osf_fdt_close_hidden(c->seg_fd);
+	if (!c->seg_shared)
+		osf_fdt_close_hidden(c->seg_fd);
 	osf_fdt_close_hidden(c->s.wfd);
 	osf_conn_rdma_unhold(c, 1);
 	if (c->port_kept && c->port_fd >= 0)
@@ -339,7 +341,7 @@ static void release_handed(struct osf_core_conn *cc)
 	if (cc->seg_addr) /* a slot stays taken: a passed one's sender holds it */
 		osf_seg_release((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes,
 				cc->side, 0);
-	if (cc->seg_fd >= 0)
+	if (cc->seg_fd >= 0 && !osf_pool_is_region_fd(cc->seg_fd))
 		REAL(close)(cc->seg_fd);
 	if (cc->wake_tx_fd >= 0)
 		REAL(close)(cc->wake_tx_fd);
@@ -353,8 +355,9 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	struct osf_fdt_entry ent;
 	struct osf_conn *c;
 	struct stat st;
-	int hfd, hwfd, fl, hide_how, slot;
+	int hfd, hwfd, fl, hide_how, slot, shared;
 	uint32_t seg_flags;
+	void *seg;
 	sa_family_t fam;
 
 	c = conn_alloc();
@@ -387,7 +390,23 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	osf_fdt_high_begin();
 	hide_how = ((how & OSF_INSTALL_PLACED) ? OSF_HIDE_PLACED : 0) |
 		   (cloexec ? 0 : OSF_HIDE_INHERIT);
-	hfd = osf_fdt_hide_for(cc->seg_fd, fd, hide_how);
+	/* A slot's entry names its region's one memfd, hidden already (the
+	 * client's own, or the first a hello or hand-off brought here, which
+	 * the region then keeps), and its inherit accounting keeps it
+	 * inheritable (osf_fdt_set); a later copy is closed. */
+	seg = (void *)(uintptr_t)cc->seg_addr;
+	hfd = osf_pool_name_fd(seg, cc->ring_bytes, -1);
+	if (hfd >= 0 && hfd != cc->seg_fd)
+		osf_fdt_close_hidden(cc->seg_fd);
+	shared = hfd >= 0;
+	if (!shared)
+		hfd = osf_fdt_hide_for(cc->seg_fd, fd, hide_how);
+	if (!shared && hfd >= 0 && (slot = osf_pool_name_fd(seg, cc->ring_bytes, hfd)) >= 0) {
+		if (slot != hfd) /* another thread's came first */
+			osf_fdt_close_hidden(hfd);
+		hfd = slot;
+		shared = 1;
+	}
 	if (hfd < 0)
 		hfd = cc->seg_fd; /* keep it where it is */
 	hwfd = osf_fdt_hide_for(cc->wake_tx_fd, fd, hide_how);
@@ -402,6 +421,7 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	conn_init(c, (uint8_t *)(uintptr_t)cc->seg_addr, cc->ring_bytes,
 		  cc->side, hfd, hwfd, fam == AF_INET6,
 		  (seg_flags & OSF_SEG_F_RDMA) != 0);
+	c->seg_shared = shared;
 	cc->seg_addr = 0; /* the connection owns them now */
 	cc->seg_fd = cc->wake_tx_fd = -1;
 	c->nonblock = nonblock;
@@ -414,7 +434,7 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	ent.ops = (seg_flags & OSF_SEG_F_RDMA) ? OSF_OPS_RDMA : OSF_OPS_SHM;
 	ent.role = (uint8_t)role;
 	ent.flags = (cloexec ? OSF_FDF_CLOEXEC : 0) |
-		    (fam == AF_INET6 ? OSF_FDF_V6 : 0);
+		    (fam == AF_INET6 ? OSF_FDF_V6 : 0) | (shared ? OSF_FDF_REGIONFD : 0);
 	ent.aux_fd = hfd;
 	ent.aux2_fd = hwfd;
 	ent.rule = cc->rule;
@@ -495,6 +515,14 @@ void osf_conn_set_oobinline(struct osf_conn *c, int on)
  * struct with other fds (dups) of the same connection. */
 static int rebuild_lock;
 
+/* same_conn reports whether entry d is of the connection of entry e (a
+ * dup): the same segment fd, and for a region's, the same slot and side. */
+static int same_conn(const struct osf_fdt_entry *d, const struct osf_fdt_entry *e)
+{
+	return osf_kind_is_conn(d->kind) && d->aux_fd == e->aux_fd &&
+	       d->slot1 == e->slot1 && d->role == e->role;
+}
+
 /* adopt_dups gives the new struct c of entry e to every other inherited
  * entry of the same connection (same segment fd), each with its
  * reference, so that c counts every fd of this process (the last one's
@@ -506,8 +534,7 @@ static void adopt_dups(struct osf_conn *c, struct osf_fdt_entry *e)
 	int fd;
 
 	OSF_FDT_FOREACH(fd, d) {
-		if (d == e || !osf_kind_is_conn(d->kind) ||
-		    d->aux_fd != e->aux_fd ||
+		if (d == e || !same_conn(d, e) ||
 		    __atomic_load_n(&d->image, __ATOMIC_ACQUIRE) == osf.image)
 			continue;
 		__atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
@@ -530,8 +557,7 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 	if (__atomic_load_n(&e->image, __ATOMIC_ACQUIRE) == osf.image)
 		goto out;
 	OSF_FDT_FOREACH(dfd, d)
-		if (osf_kind_is_conn(d->kind) && d->image == osf.image &&
-		    d->aux_fd == e->aux_fd && d->priv) {
+		if (same_conn(d, e) && d->image == osf.image && d->priv) {
 			c = (struct osf_conn *)(uintptr_t)d->priv;
 			__atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
 			__atomic_add_fetch(&c->fds, 1, __ATOMIC_ACQ_REL);
@@ -543,7 +569,7 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 			/* A slot: refused when it is no longer this
 			 * connection's (recycled: another socket's now). */
 			base = osf_pool_adopt(e->aux_fd, e->ring_bytes, e->slot1 - 1u, side,
-					      e->ino);
+					      e->ino, (e->flags & OSF_FDF_REGIONFD) != 0);
 			if (!base)
 				goto fail;
 		} else {
@@ -565,6 +591,7 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 						     : OSF_SIDE_CLIENT,
 			  e->aux_fd, e->aux2_fd, (e->flags & OSF_FDF_V6) != 0,
 			  e->transport == OSF_TP_RDMA);
+		c->seg_shared = (e->flags & OSF_FDF_REGIONFD) != 0;
 		fl = fd >= 0 ? REAL(fcntl)(fd, F_GETFL, NULL) : 0;
 		c->nonblock = fl > 0 && (fl & O_NONBLOCK);
 		if (fl > 0 && (fl & O_ASYNC))
@@ -793,7 +820,9 @@ void osf_conn_exec_failed(struct osf_exec_undo *u)
 {
 	int i, saved = errno;
 
-	for (i = 0; i < u->n; i++) {
+	/* Last first: a region's memfd, named by several, gets back what it
+	 * had before the first of them changed it. */
+	for (i = u->n; i-- > 0;) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(u->v[i].fd);
 		REAL(dup2)(u->v[i].saved, u->v[i].fd);
 		REAL(close)(u->v[i].saved);

@@ -197,7 +197,7 @@ int conn_wait_room(struct osf_conn *c, int fd)
 	spin = spin_begin(c, &sleeps);
 	/* OSF_SHM_KFD, not accepted yet: the server's reset of a connection
 	 * whose hello it could not find comes on the kernel socket only. */
-	r = osf_side_wait_room_or(&c->s, spin,
+	r = osf_side_wait_room_or(&c->s, fd, spin,
 				  c->kfd && !__atomic_load_n(&c->s.peer->holders, __ATOMIC_ACQUIRE) &&
 						  !__atomic_load_n(&c->s.peer->close_seq, __ATOMIC_ACQUIRE)
 					  ? fd : -1);

@@ -30,7 +30,9 @@ struct osf_conn {
 	struct osf_conn *next_free;
 	uint8_t *base;
 	size_t map_bytes;
-	int seg_fd; /* hidden: the segment's memfd */
+	int seg_fd; /* hidden: the segment's memfd, or its region's */
+	int seg_shared; /* seg_fd is the region's one memfd (pool.c's, named
+			   by every connection of it): never closed here */
 	int port_fd; /* hidden: the application's TCP socket, kept bound to
 			the local port the connection holds (sockets.c), or -1 */
 	int gone; /* this process's side let go for good (its holders fell
@@ -297,8 +299,9 @@ static inline struct osf_conn *conn_get(int fd, struct osf_fdt_entry *e)
  * conn_send_end: a write on a connection whose other side is gone (or
  * broken, or shut down here): 1 to go on writing, else the result.
  * conn_send_over: a write that waits for room stops. conn_wait_room: sleep
- * until the tx ring of fd's connection has room (0, or -errno). conn_peek_raw: a peek of
- * osf's own, which SO_PEEK_OFF neither moves nor offsets. */
+ * until the tx ring has room (0, or -errno; fd is the application's).
+ * conn_peek_raw: a peek of osf's own, which SO_PEEK_OFF neither moves nor
+ * offsets. */
 ssize_t conn_send_end(struct osf_conn *c, size_t total, int flags);
 int conn_send_over(struct osf_conn *c);
 int conn_wait_room(struct osf_conn *c, int fd);

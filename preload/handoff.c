@@ -518,7 +518,7 @@ static void adopt(int fd, const struct handoff_item *it, const int *x,
 		       : osf_pool_adopt(x[0], it->ring_bytes, it->slot1 - 1u,
 					it->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER
 								    : OSF_SIDE_CLIENT,
-					(uint64_t)st.st_ino);
+					(uint64_t)st.st_ino, 0); /* x[0] its own */
 	else if (fl >= 0)
 		base = map_segment(x[0], it->ring_bytes);
 	if (!base) {

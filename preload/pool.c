@@ -11,7 +11,17 @@
  * while this mapping pins it). Per region and side, a private bitmap of
  * the slots this process's connections hold: a hello, an adoption or a
  * take that names one held already is refused, so no two connections of
- * one process ever share rings, whatever a peer writes. */
+ * one process ever share rings, whatever a peer writes.
+ *
+ * A region's memfd is one hidden fd of the process, which every
+ * connection of the region names in its entry (OSF_FDF_REGIONFD) and none
+ * closes. The owner's goes with its region (trimmed); a region not owned
+ * here has one while a connection of it lives here: the first memfd such
+ * a connection brought (a hello's, a hand-off's: osf_pool_name_fd; later
+ * ones are closed), or one inherited across exec (osf_pool_adopt's keep),
+ * closed when its last connection here lets go (unhold; the mapping stays
+ * for the next), unless an entry inherited across exec and not rebuilt
+ * yet still names it (named). */
 #include "pool.h"
 #include "osf.h"
 
@@ -35,7 +45,10 @@ struct region {
 	uint64_t bytes;
 	uint32_t ring, n;
 	uint64_t dev, ino;
-	int fd;        /* owner's hidden memfd, else -1 */
+	int fd;        /* the hidden memfd this process's connections of the
+			  region name (OSF_FDF_REGIONFD): the owner's, a
+			  mapper's first, one inherited across exec or
+			  fork; else -1 */
 	pid_t owner;   /* the process that hands slots out (osf_pid()), else 0 */
 	uid_t kuid;    /* owner regions: the companion's owner and name */
 	pid_t kpid;
@@ -58,6 +71,15 @@ static void lock(void)
 }
 
 static void unlock(void) { __atomic_store_n(&lk, 0, __ATOMIC_RELEASE); }
+
+/* unlock_drop unlocks, then closes drop, a memfd of a region entry() let
+ * go (-1: none): the fd table's lock is never taken under this one. */
+static void unlock_drop(int drop)
+{
+	unlock();
+	if (drop >= 0)
+		osf_fdt_close_hidden(drop);
+}
 
 static uint8_t *slot_seg(const struct region *r, uint32_t i)
 {
@@ -90,14 +112,43 @@ static struct region *find_addr(const void *seg, uint32_t ring, uint32_t *slot)
 	return NULL;
 }
 
+/* adopted: a region took a memfd that entries inherited across exec
+ * name (osf_pool_adopt's keep): entries not rebuilt yet may name a
+ * region's fd while it has no connection here. */
+static int adopted;
+
+/* named reports whether an entry of a connection names region fd fd
+ * (OSF_FDF_REGIONFD) that is not being closed (one closing has no priv
+ * in this image); only after adopted, for an idle region (otherwise
+ * only its live connections' entries name it). */
+OSF_FORK_TEXT static int named(int fd)
+{
+	struct osf_fdt_entry *e;
+	int efd;
+
+	if (!__atomic_load_n(&adopted, __ATOMIC_RELAXED))
+		return 0;
+	OSF_FDT_FOREACH(efd, e)
+		if (osf_kind_is_conn(e->kind) && (e->flags & OSF_FDF_REGIONFD) &&
+		    e->aux_fd == fd &&
+		    (__atomic_load_n(&e->image, __ATOMIC_ACQUIRE) != osf.image ||
+		     __atomic_load_n(&e->priv, __ATOMIC_ACQUIRE)))
+			return 1;
+	return 0;
+}
+
 /* entry returns a free table entry, unmapping the oldest idle region not
  * owned here when there are IDLE_MAX idle ones or no free entry; NULL when
- * the table is full of regions in use. The lock is held. */
-static struct region *entry(void)
+ * the table is full of regions in use. An idle region whose memfd an
+ * entry still names stays; one that goes leaves its memfd in *drop, for
+ * the caller to close once the lock is released (else -1). The lock is
+ * held. */
+static struct region *entry(int *drop)
 {
 	struct region *free_e = NULL, *old = NULL;
 	int i, idle = 0;
 
+	*drop = -1;
 	for (i = 0; i < nregions; i++) {
 		struct region *r = &regions[i];
 		if (!r->base) {
@@ -111,8 +162,11 @@ static struct region *entry(void)
 		if (!old || r->idle_since < old->idle_since)
 			old = r;
 	}
+	if (old && old->fd >= 0 && named(old->fd))
+		old = NULL; /* one look per call: the table can be long */
 	if (old && (idle >= IDLE_MAX || (!free_e && nregions == REGIONS))) {
 		munmap(old->base, old->bytes);
+		*drop = old->fd;
 		memset(old, 0, sizeof(*old));
 		if (!free_e)
 			free_e = old;
@@ -174,11 +228,11 @@ fail:
 }
 
 /* enter_region enters made region md as an owner region; the lock is
- * held. NULL when the table is full. */
+ * held. NULL when the table is full. drop: entry()'s. */
 static struct region *enter_region(const struct made *md, uint32_t ring,
-				   const struct ucred *owner, const char *name)
+				   const struct ucred *owner, const char *name, int *drop)
 {
-	struct region *r = entry();
+	struct region *r = entry(drop);
 
 	if (!r)
 		return NULL;
@@ -278,7 +332,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 	struct region *r = NULL;
 	struct osf_seg_hdr *h;
 	pid_t me = osf_pid();
-	int i, s = -1, saved = errno, fd = -1, made = 0, k, round;
+	int i, s = -1, saved = errno, fd = -1, made = 0, k, round, dropfd = -1;
 
 	for (round = 0; round < 2; round++) {
 		lock();
@@ -289,7 +343,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 			    strncmp(r->kname, name, sizeof(r->kname)) == 0)
 				s = free_slot(r);
 		}
-		if (s < 0 && made && (r = enter_region(&md, ring, owner, name)) != NULL) {
+		if (s < 0 && made && (r = enter_region(&md, ring, owner, name, &dropfd)) != NULL) {
 			made = 0; /* the table's now */
 			s = 0;
 		}
@@ -307,7 +361,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		made = 1;
 	}
 	if (s >= 0)
-		fd = REAL(fcntl)(r->fd, F_DUPFD_CLOEXEC, (void *)0L);
+		fd = r->fd; /* the region's: every connection names it */
 	if (fd >= 0) {
 		r->live[OSF_SIDE_CLIENT] |= 1ull << s;
 		r->used |= 1ull << s;
@@ -321,7 +375,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		hp->region_bytes = r->bytes;
 		*fdp = fd;
 	}
-	unlock();
+	unlock_drop(dropfd);
 	if (made) { /* a slot came free meanwhile, or the table is full */
 		munmap(md.base, md.bytes);
 		osf_fdt_close_hidden(md.fd);
@@ -332,12 +386,14 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 
 /* hold maps (or finds) the region whose memfd fd was checked by the
  * caller, st its fstat (the caller's: one per hello or adoption), and
- * takes side's hold on slot: the segment, or NULL with why. */
+ * takes side's hold on slot: the segment, or NULL with why. keep: fd is
+ * the region's for this process (an entry's OSF_FDF_REGIONFD), which the
+ * region takes when it has none. */
 static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
-		  uint32_t slot, int side, char *why, size_t wn)
+		  uint32_t slot, int side, int keep, char *why, size_t wn)
 {
 	struct region *r = NULL;
-	int i;
+	int i, drop = -1;
 
 	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size != bytes) {
 		snprintf(why, wn, "region: not a regular file of %llu bytes",
@@ -358,15 +414,15 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 	}
 	if (!r) {
 		void *m;
-		r = entry();
+		r = entry(&drop);
 		if (!r) {
-			unlock();
+			unlock_drop(drop);
 			snprintf(why, wn, "region: %d regions mapped already", REGIONS);
 			return NULL;
 		}
 		m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (m == MAP_FAILED) {
-			unlock();
+			unlock_drop(drop);
 			snprintf(why, wn, "map region: %s", strerror(errno));
 			return NULL;
 		}
@@ -381,12 +437,16 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 		r->idle_since = osf_now_ns();
 	}
 	if (slot >= r->n || (r->live[side] >> slot & 1)) {
-		unlock();
+		unlock_drop(drop);
 		snprintf(why, wn, "region: slot %u held here already (or beyond %u)", slot, r->n);
 		return NULL;
 	}
 	r->live[side] |= 1ull << slot;
-	unlock();
+	if (keep && r->fd < 0) {
+		r->fd = fd;
+		__atomic_store_n(&adopted, 1, __ATOMIC_RELAXED);
+	}
+	unlock_drop(drop);
 	return slot_seg(r, slot);
 }
 
@@ -436,7 +496,7 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 	struct made drop[TRIM_MAX];
 	struct region *r;
 	uint32_t slot;
-	int k = 0;
+	int k = 0, dropfd = -1;
 
 	lock();
 	r = find_addr(seg, ring, &slot);
@@ -450,16 +510,20 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 			r->idle_since = osf_now_ns();
 			if (r->owner == osf_pid())
 				k = trim_owned(drop, TRIM_MAX);
+			else if (r->fd >= 0 && !named(r->fd)) {
+				dropfd = r->fd; /* a mapper's: until its next connection */
+				r->fd = -1;
+			}
 		}
 	}
-	unlock();
+	unlock_drop(dropfd);
 	drop_gone(drop, k);
 }
 
 void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
 		   const struct osf_hello_pool *p, char *why, size_t wn)
 {
-	uint8_t *seg = hold(fd, st, ring, p->region_bytes, p->slot, OSF_SIDE_SERVER, why, wn);
+	uint8_t *seg = hold(fd, st, ring, p->region_bytes, p->slot, OSF_SIDE_SERVER, 0, why, wn);
 	const struct osf_seg_hdr *h;
 
 	if (!seg)
@@ -475,7 +539,8 @@ void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
 	return seg;
 }
 
-void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t ino)
+void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t ino,
+		     int keep)
 {
 	const int need = F_SEAL_SHRINK | F_SEAL_GROW;
 	struct stat st;
@@ -489,7 +554,7 @@ void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t in
 	seals = REAL(fcntl)(fd, F_GET_SEALS, NULL);
 	if (seals < 0 || (seals & need) != need)
 		return NULL;
-	seg = hold(fd, &st, ring, (uint64_t)st.st_size, slot, side, why, sizeof(why));
+	seg = hold(fd, &st, ring, (uint64_t)st.st_size, slot, side, keep, why, sizeof(why));
 	if (!seg)
 		return NULL;
 	/* Recycled since this connection took it: its side is another
@@ -534,6 +599,36 @@ void osf_pool_abandon(void *seg, uint32_t ring)
 	unhold(seg, ring, OSF_SIDE_CLIENT, 3u);
 }
 
+int osf_pool_name_fd(const void *seg, uint32_t ring, int fd)
+{
+	struct region *r;
+	uint32_t slot;
+	int rfd = -1;
+
+	lock();
+	r = find_addr(seg, ring, &slot);
+	if (r) {
+		if (r->fd < 0)
+			r->fd = fd;
+		rfd = r->fd;
+	}
+	unlock();
+	return rfd;
+}
+
+int osf_pool_is_region_fd(int fd)
+{
+	int i, r = 0;
+
+	if (fd < 0 || !__atomic_load_n(&nregions, __ATOMIC_RELAXED))
+		return 0;
+	lock();
+	for (i = 0; i < nregions && !r; i++)
+		r = regions[i].base && regions[i].fd == fd;
+	unlock();
+	return r;
+}
+
 void osf_pool_moved(int old, int nfd)
 {
 	int i;
@@ -546,8 +641,9 @@ void osf_pool_moved(int old, int nfd)
 }
 
 /* pool_after_fork: a fork child hands no slot of its parent's regions out
- * (the parent does; the owner pid says so) and closes their memfds; it
- * unmaps the regions none of its inherited connections uses. */
+ * (the parent does; the owner pid says so); it unmaps the regions none of
+ * its inherited connections uses and closes their memfds, and keeps the
+ * memfd of the others (its connections' entries name it). */
 OSF_FORK_TEXT static void pool_reset(void) { OSF_RESET(lk, 0); }
 OSF_AFTER_FORK(pool_reset, OSF_FORK_RESET);
 
@@ -559,12 +655,12 @@ OSF_FORK_TEXT static void pool_after_fork(void)
 		struct region *r = &regions[i];
 		if (!r->base)
 			continue;
-		if (r->fd >= 0) {
+		r->owner = 0;
+		if (r->fd >= 0 && !(r->live[0] | r->live[1]) && !named(r->fd)) {
 			osf_fdt_close_hidden(r->fd);
 			r->fd = -1;
 		}
-		r->owner = 0;
-		if (!(r->live[0] | r->live[1])) {
+		if (!(r->live[0] | r->live[1]) && r->fd < 0) {
 			(void)osf_rawsys(SYS_munmap, (long)r->base, (long)r->bytes, 0, 0, 0, 0);
 			memset(r, 0, sizeof(*r));
 		}

@@ -24,8 +24,9 @@
 /* osf_pool_take gives a client's new connection a slot of a region for
  * (ring, the companion's owner and name), making a region when none has
  * a free slot: the slot's segment with its header cleared and slot_gen
- * set (the caller writes the rest: osf_seg_init), *fdp a close-on-exec dup
- * of the region's memfd for the connection, *hp the hello's pool part. The
+ * set (the caller writes the rest: osf_seg_init), *fdp the region's memfd
+ * (hidden, the region's: the connection's entry names it, nobody closes
+ * it but pool.c; osf_pool_is_region_fd), *hp the hello's pool part. The
  * caller's fd window is open. NULL (errno kept) when no slot can be had:
  * the caller makes a segment of its own. */
 void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
@@ -40,8 +41,11 @@ void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
  * names, side this process's side, ino its wake socket's inode. The slot's
  * segment, or NULL when the region or slot is not usable or the slot is
  * no longer this connection's (its slot_ino for side is another socket's:
- * recycled), or this process holds that side of it already. */
-void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t ino);
+ * recycled), or this process holds that side of it already. keep: fd is
+ * the region's one memfd here (OSF_FDF_REGIONFD), which the region keeps
+ * (and closes with itself) when it has none yet. */
+void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t ino,
+		     int keep);
 
 /* osf_pool_slot returns the slot of seg (a segment of rings of ring), or
  * -1 when seg is not a slot of a region. */
@@ -57,6 +61,18 @@ void osf_seg_release(void *seg, uint32_t ring, int side, int gone);
 /* osf_pool_abandon gives back the slot of a hello that was never sent:
  * no peer saw it, so its owner may reuse it at once. */
 void osf_pool_abandon(void *seg, uint32_t ring);
+
+/* osf_pool_name_fd gives seg's region, when it has none, fd (a hidden
+ * copy of the region's memfd a connection on the slot seg brought: a
+ * hello's, a hand-off's), to own from now on: the region's memfd, which
+ * the connection's entry is to name (fd when the region took it; else the
+ * caller closes fd), or -1 when seg is not a slot (or fd is -1, a look
+ * only, and the region has none). */
+int osf_pool_name_fd(const void *seg, uint32_t ring, int fd);
+
+/* osf_pool_is_region_fd reports whether fd is a region's memfd, which
+ * pool.c owns and connections only name: none closes it. */
+int osf_pool_is_region_fd(int fd);
 
 /* osf_pool_moved renames a region's hidden memfd old to nfd. */
 void osf_pool_moved(int old, int nfd);

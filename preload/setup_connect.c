@@ -208,7 +208,8 @@ static void parts_drop(struct parts *p)
 		osf_pool_abandon(p->seg, setup_cfg.c.ring_size); /* no peer saw it */
 	else if (p->seg)
 		munmap(p->seg, osf_seg_bytes(setup_cfg.c.ring_size));
-	osf_fdt_close_hidden(p->segfd); /* a spare's are marked hidden */
+	if (!p->slot) /* a slot's is its region's */
+		osf_fdt_close_hidden(p->segfd); /* a spare's are marked hidden */
 	osf_fdt_close_hidden(p->wtx[0]);
 	osf_fdt_close_hidden(p->wtx[1]);
 	p->seg = NULL;

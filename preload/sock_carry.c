@@ -221,7 +221,7 @@ void sock_abandon(const struct osf_core_conn *cc)
 {
 	if (cc->seg_addr) /* never held: this side lets go for good */
 		osf_seg_release((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes, cc->side, 1);
-	if (cc->seg_fd >= 0)
+	if (cc->seg_fd >= 0 && !osf_pool_is_region_fd(cc->seg_fd))
 		REAL(close)(cc->seg_fd);
 	if (cc->wake_tx_fd >= 0)
 		REAL(close)(cc->wake_tx_fd);

@@ -63,6 +63,24 @@ ssize_t osf_sys_read(int fd, void *buf, size_t n) { return REAL(read)(fd, buf, n
 
 int osf_sys_close(int fd) { return REAL(close)(fd); }
 
+ssize_t osf_sys_write(int fd, const void *buf, size_t n) { return REAL(write)(fd, buf, n); }
+
+int osf_sys_epoll_create1(int flags) { return REAL(epoll_create1)(flags); }
+
+int osf_sys_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
+{
+	return REAL(epoll_ctl)(ep, op, fd, ev);
+}
+
+int osf_sys_epoll_wait(int ep, struct epoll_event *ev, int n, int timeout)
+{
+	return REAL(epoll_wait)(ep, ev, n, timeout);
+}
+
+void osf_sys_intr_begin(void) { osf_intr_begin(); }
+
+int osf_sys_intr_restart(void) { return osf_intr_restart(); }
+
 int osf_sys_shutdown(int fd, int how) { return REAL(shutdown)(fd, how); }
 
 int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout)

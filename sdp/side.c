@@ -10,6 +10,8 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <limits.h>
+#include <stdint.h>
 #include <time.h>
 
 void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
@@ -21,6 +23,7 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	s->lowat = osf_seg_lowat(ring_bytes);
 	s->side = side;
 	s->wfd = wfd;
+	s->efd = -1;
 	s->me = &h->side[side];
 	s->peer = &h->side[1 - side];
 	s->tx = &h->ring[side];
@@ -447,6 +450,44 @@ void osf_side_shut_wake(struct osf_side *s, int fd, int how)
 	if (how != SHUT_RD && s->wfd >= 0 &&
 	    __atomic_load_n(&s->me->tx_waiters, __ATOMIC_RELAXED))
 		shut_sock(s, s->wfd, OSF_SIDE_WRSOCK, &s->me->tx_want);
+	else if (how != SHUT_RD && s->efd >= 0 &&
+		 __atomic_load_n(&s->me->tx_waiters, __ATOMIC_RELAXED))
+		/* Every writer of the region wakes; this side's find the
+		 * FIN flag the caller set (writable: EPIPE), the others
+		 * sleep again. */
+		osf_side_wake_efd(s);
+	errno = saved;
+}
+
+/* ---- the region's writers' eventfd (osf_side_use_efd) -------------------- */
+
+void osf_side_use_efd(struct osf_side *s, int efd)
+{
+	s->wfd = -1;
+	s->efd = efd;
+}
+
+void osf_side_wake_efd(struct osf_side *s)
+{
+	uint64_t one = 1, was;
+	int saved = errno;
+
+	if (s->efd < 0)
+		return;
+	__atomic_add_fetch(&s->me->wakes_sent, 1, __ATOMIC_RELAXED);
+	/* The counter is nobody's to read, but anyone holding the eventfd
+	 * may write it up to its maximum (2^64 - 2), where a write fails
+	 * with EAGAIN: then it is read back to 0 (what it says does not
+	 * matter: a wake-up is a write, an edge) and written again. A
+	 * write that still fails (a broken fd) leaves the flag up, so the
+	 * next publish tries again. */
+	if (osf_sys_write(s->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		goto out;
+	if (errno == EAGAIN && osf_sys_read(s->efd, &was, sizeof(was)) >= 0 &&
+	    osf_sys_write(s->efd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		goto out;
+	__atomic_store_n(&s->peer->tx_want, 1, __ATOMIC_RELEASE);
+out:
 	errno = saved;
 }
 
@@ -488,7 +529,7 @@ void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters)
 	uint32_t keep;
 	struct pollfd p = {sock, POLLIN | POLLRDHUP, 0};
 
-	if (osf_sys_poll(&p, 1, 0) <= 0)
+	if (sock < 0 || osf_sys_poll(&p, 1, 0) <= 0) /* -1: the eventfd's, no tokens */
 		goto out;
 	if (end_seen(s, sock, p.revents))
 		osf_side_mark_gone(s);
@@ -512,7 +553,7 @@ out:
  * it counts itself and raises the flag. */
 static void shed(struct osf_side *s, int sock, uint32_t *waiters)
 {
-	if (__builtin_expect(__atomic_load_n(tokens_of(s->me, waiters),
+	if (sock >= 0 && __builtin_expect(__atomic_load_n(tokens_of(s->me, waiters),
 					     __ATOMIC_ACQUIRE) >
 				     __atomic_load_n(waiters, __ATOMIC_RELAXED),
 			     0))
@@ -533,7 +574,7 @@ void osf_side_take_token(struct osf_side *s, int sock)
 {
 	char b;
 	int saved = errno;
-	ssize_t r = osf_sys_recv(sock, &b, 1, MSG_DONTWAIT);
+	ssize_t r = sock < 0 ? -1 : osf_sys_recv(sock, &b, 1, MSG_DONTWAIT);
 
 	if (r == 0)
 		osf_side_check_end(s, sock);
@@ -694,17 +735,90 @@ static int sleep_limited(struct osf_side *s, int end)
 	return 0;
 }
 
-int osf_side_wait_room(struct osf_side *s, unsigned spin_us)
+/* wait_room_efd is osf_side_wait_room's sleep on the region's eventfd
+ * (osf_side_use_efd): in an epoll of its own holding the eventfd and fd,
+ * both edge-triggered, made before the flag goes up, so that every
+ * wake-up after the flag is an edge there (the eventfd's counter is
+ * never read: level-triggered it would be readable for ever; the first
+ * wait may return at once for the edges already there: spurious). Each
+ * round raises tx_want again (a waker clears it) and looks at the ring
+ * before it sleeps; a POLLHUP of fd is the other side's end (end_seen).
+ * Held back by the buffer sizes or a trim's stop, or without an epoll (no
+ * fd left for it), it looks again every 20 ms: late, never lost. */
+static int wait_room_efd(struct osf_side *s, int fd)
 {
-	return osf_side_wait_room_or(s, spin_us, -1);
+	struct epoll_event ev[2], in = {EPOLLIN | EPOLLET, {.u64 = 0}},
+				  hup = {EPOLLET, {.u64 = 1}};
+	struct timeval tv = {0, 0};
+	socklen_t tl = sizeof(tv);
+	long deadline = -1;
+	int ep, r = 0, n, i;
+
+	if (osf_sys_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl) == 0 &&
+	    (tv.tv_sec || tv.tv_usec))
+		deadline = now_us() / 1000 + tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+	ep = osf_sys_epoll_create1(EPOLL_CLOEXEC);
+	if (ep >= 0 && (osf_sys_epoll_ctl(ep, EPOLL_CTL_ADD, s->efd, &in) < 0 ||
+			osf_sys_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &hup) < 0)) {
+		osf_sys_close(ep);
+		ep = -1;
+	}
+	__atomic_add_fetch(&s->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&s->me->sleeps, 1, __ATOMIC_RELAXED);
+	osf_sys_intr_begin();
+	for (;;) {
+		int ms = -1, end = ep < 0;
+
+		__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (osf_side_tx_ready(s))
+			break;
+		if (osf_side_tx_stopped(s))
+			clear_dead_stop(s);
+		if (deadline >= 0) {
+			long left = deadline - now_us() / 1000;
+			if (left <= 0) {
+				r = -EAGAIN;
+				break;
+			}
+			ms = left > INT_MAX ? INT_MAX : (int)left;
+		}
+		if ((ep < 0 || osf_side_tx_limit(s) < s->size || osf_side_tx_stopped(s)) &&
+		    (ms < 0 || ms > 20))
+			ms = 20;
+		n = ep >= 0 ? osf_sys_epoll_wait(ep, ev, 2, ms) : osf_sys_poll(NULL, 0, ms);
+		if (n < 0) {
+			if (errno == EINTR && deadline < 0 && osf_sys_intr_restart()) {
+				osf_sys_intr_begin();
+				continue;
+			}
+			r = -errno;
+			break;
+		}
+		for (i = 0; i < n && ep >= 0; i++)
+			end |= ev[i].data.u64 == 1;
+		if (end)
+			osf_side_check_end(s, fd);
+	}
+	osf_side_uncount(&s->me->tx_waiters);
+	if (ep >= 0)
+		osf_sys_close(ep);
+	return r;
 }
 
-int osf_side_wait_room_or(struct osf_side *s, unsigned spin_us, int end)
+int osf_side_wait_room(struct osf_side *s, int fd, unsigned spin_us)
+{
+	return osf_side_wait_room_or(s, fd, spin_us, -1);
+}
+
+int osf_side_wait_room_or(struct osf_side *s, int fd, unsigned spin_us, int end)
 {
 	int r;
 
 	if (SPIN_UNTIL(spin_us, osf_side_tx_ready(s)))
 		return 0;
+	if (s->wfd < 0)
+		return wait_room_efd(s, fd);
 	shed(s, s->wfd, &s->me->tx_waiters);
 	__atomic_add_fetch(&s->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
@@ -793,7 +907,7 @@ void osf_side_disarm(struct osf_side *s, int fd, int kinds, int woken)
 	if (woken & kinds & OSF_ARM_TX)
 		osf_side_take_token(s, s->wfd);
 	if (woken) /* a hang-up wakes too: the end, even behind tokens */
-		osf_side_check_end(s, (woken & OSF_ARM_RX) ? fd : s->wfd);
+		osf_side_check_end(s, (woken & OSF_ARM_RX) || s->wfd < 0 ? fd : s->wfd);
 	if (kinds & OSF_ARM_RX)
 		osf_side_uncount(&s->me->rx_waiters);
 	if (kinds & OSF_ARM_TX)

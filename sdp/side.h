@@ -6,7 +6,9 @@
  * (tx), the ring it consumes (rx), its own flags and the peer's, and two
  * wake sockets: the application's fd carries the tokens that wake readers
  * (data or the end arrived), the writers' socket (wfd) those that wake
- * writers (room appeared), so that a reader never takes a writer's token.
+ * writers (room appeared), so that a reader never takes a writer's token;
+ * or, in place of the writers' socket, the eventfd of the region the
+ * segment is a slot of (osf_side_use_efd).
  *
  * Sleeping and waking: a side about to sleep counts itself as a waiter,
  * raises its rx_want (or tx_want) flag in the segment, fences, and checks
@@ -55,7 +57,10 @@
 struct osf_side {
 	uint32_t size, lowat;
 	int side;   /* OSF_SIDE_CLIENT or OSF_SIDE_SERVER */
-	int wfd;    /* the writers' wake socket */
+	int wfd;    /* the writers' wake socket, or -1: writers wake on efd */
+	int efd;    /* the writers' eventfd of the segment's region, shared by
+		       its slots and both ends (osf_side_use_efd), or -1; not
+		       the side's to close */
 	struct osf_seg_side *me, *peer;
 	struct osf_seg_ring *tx, *rx;
 	uint8_t *txd, *rxd; /* the rings' regions; positions map into them
@@ -84,6 +89,21 @@ struct osf_side {
  * allows it. */
 void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 		   int side, int wfd);
+
+/* osf_side_use_efd makes s's writers wake on efd, the eventfd of the
+ * region its segment is a slot of, in place of a writers' socket (s was
+ * initialised with wfd -1). One eventfd serves every slot of the region
+ * and both ends: a reader that makes room adds 1 to it when the writers'
+ * tx_want is up, and its counter is never read, so it stays readable
+ * after its first wake-up and every write is an edge for each epoll that
+ * holds it edge-triggered. A writer sleeps in an epoll of its own that
+ * holds the eventfd (EPOLLIN | EPOLLET) and the application's wake socket
+ * (the other side's end: POLLHUP), so no writer takes another's wake-up
+ * whatever slot or process it is in; a wake-up for another slot is a
+ * spurious one (it looks at its ring and sleeps again). Level-triggered
+ * pollers cannot sleep on it (readable for ever): they poll such an epoll
+ * instead (docs/D2-PROPOSAL.md, step 2). */
+void osf_side_use_efd(struct osf_side *s, int efd);
 
 /* ---- state ------------------------------------------------------------- */
 
@@ -480,6 +500,10 @@ static inline void osf_side_wake_reader(struct osf_side *s, int fd)
 		osf_side_send_tokens(s, fd, &s->peer->rx_waiters);
 }
 
+/* osf_side_wake_efd wakes the writers asleep on the region's eventfd
+ * (osf_side_use_efd): all of them, of every slot and both ends. */
+void osf_side_wake_efd(struct osf_side *s);
+
 /* osf_side_wake_writer wakes the other side's writers waiting for room,
  * once the rx ring (positions head, tail) has the low-water mark free. */
 static inline void osf_side_wake_writer(struct osf_side *s, uint64_t head,
@@ -492,8 +516,12 @@ static inline void osf_side_wake_writer(struct osf_side *s, uint64_t head,
 		return;
 	if (s->size - (head - tail) < s->lowat)
 		return;
-	if (__atomic_exchange_n(&s->peer->tx_want, 0, __ATOMIC_ACQ_REL))
+	if (!__atomic_exchange_n(&s->peer->tx_want, 0, __ATOMIC_ACQ_REL))
+		return;
+	if (__builtin_expect(s->wfd >= 0, 1))
 		osf_side_send_tokens(s, s->wfd, &s->peer->tx_waiters);
+	else
+		osf_side_wake_efd(s);
 }
 
 /* ---- waiting -------------------------------------------------------------- */
@@ -531,17 +559,23 @@ int osf_side_wait_more(struct osf_side *s, int fd, unsigned spin_us,
 		       int64_t have);
 
 /* osf_side_wait_room waits until there is room to write (or the end),
- * spinning for up to spin_us, then sleeping on the writers' socket: 0, or
- * -EAGAIN when SO_SNDTIMEO expired, -EINTR for a signal. */
-int osf_side_wait_room(struct osf_side *s, unsigned spin_us);
+ * spinning for up to spin_us, then sleeping on the writers' socket, or
+ * on the region's eventfd and the application's wake socket fd (its
+ * POLLHUP is the other side's end; its SO_SNDTIMEO the send timeout): 0,
+ * or -EAGAIN when SO_SNDTIMEO expired, -EINTR for a signal (on the
+ * eventfd: after a handler, the sleep goes on when osf_sys_intr_restart
+ * says every handler that ran had SA_RESTART and no timeout is set, as
+ * the kernel restarts a send). */
+int osf_side_wait_room(struct osf_side *s, int fd, unsigned spin_us);
 
 /* osf_side_wait_room_or is osf_side_wait_room that also ends, the side
  * then gone, when socket end reports an error or hang-up: a connection
  * whose fd is its kernel TCP socket (OSF_SHM_KFD) and whose server never
  * took its side, where the writers' socket's far end may sit in a hello
  * no process reads and the server's answer is the kernel's reset. It
- * looks every few milliseconds (a signal ends it with -EINTR). */
-int osf_side_wait_room_or(struct osf_side *s, unsigned spin_us, int end);
+ * looks every few milliseconds (a signal ends it with -EINTR). On the
+ * region's eventfd end is fd or -1, and fd's hang-up is watched anyway. */
+int osf_side_wait_room_or(struct osf_side *s, int fd, unsigned spin_us, int end);
 
 /* ---- messages before the data path owns the connection ------------------ */
 

@@ -10,6 +10,7 @@
 #define OSF_SDP_SYS_H
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -34,6 +35,19 @@ ssize_t osf_sys_recvmsg(int fd, struct msghdr *m, int flags);
 /* osf_sys_fcntl takes fcntl's third argument as a long (F_ADD_SEALS,
  * F_GET_SEALS, F_SETFL: an int). */
 int osf_sys_fcntl(int fd, int cmd, long arg);
+
+ssize_t osf_sys_write(int fd, const void *buf, size_t n);
+int osf_sys_epoll_create1(int flags);
+int osf_sys_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev);
+int osf_sys_epoll_wait(int ep, struct epoll_event *ev, int n, int timeout);
+
+/* osf_sys_intr_begin starts counting the signal handlers that run in this
+ * thread; after a wait failed with EINTR, osf_sys_intr_restart says
+ * whether every handler that ran since had SA_RESTART (the kernel would
+ * have restarted the call). A driver that does not know the handlers
+ * says 0: EINTR. */
+void osf_sys_intr_begin(void);
+int osf_sys_intr_restart(void);
 
 /* osf_sys_debug_punch is called by a trim right before each punch, with
  * the producers' stop set: libosf.so stops its own process there (SIGSTOP,

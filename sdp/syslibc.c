@@ -28,5 +28,11 @@ ssize_t osf_sys_sendto(int fd, const void *buf, size_t n, int flags, const struc
 ssize_t osf_sys_sendmsg(int fd, const struct msghdr *m, int flags) { return sendmsg(fd, m, flags); }
 ssize_t osf_sys_recvmsg(int fd, struct msghdr *m, int flags) { return recvmsg(fd, m, flags); }
 int osf_sys_fcntl(int fd, int cmd, long arg) { return fcntl(fd, cmd, arg); }
+ssize_t osf_sys_write(int fd, const void *buf, size_t n) { return write(fd, buf, n); }
+int osf_sys_epoll_create1(int flags) { return epoll_create1(flags); }
+int osf_sys_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev) { return epoll_ctl(ep, op, fd, ev); }
+int osf_sys_epoll_wait(int ep, struct epoll_event *ev, int n, int timeout) { return epoll_wait(ep, ev, n, timeout); }
+void osf_sys_intr_begin(void) {}
+int osf_sys_intr_restart(void) { return 0; }
 void osf_sys_debug_punch(void) {}
 

@@ -18,13 +18,14 @@ import (
 // the bytes of memory those have allocated, each memfd counted once, and
 // the segments' rings' bytes (size less the shared page). A segment is a
 // memfd named osf-seg, one per connection; a region of slots (osf-region,
-// OSF_SHM_POOL) holds one connection's rings a slot, and pids[0] holds one
-// fd for it per connection that uses it (the connection's own; an owner's
-// hidden fd is another), which segs counts instead.
+// OSF_SHM_POOL) holds one connection's rings a slot, and each process one
+// fd for it that all its connections name: segs counts pids[0]'s shm
+// connections instead (osfstat).
 func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 	t.Helper()
 	seen := map[uint64]int64{}
-	for i, pid := range pids {
+	regions := false
+	for _, pid := range pids {
 		dir := fmt.Sprintf("/proc/%d/fd", pid)
 		ents, err := os.ReadDir(dir)
 		if err != nil {
@@ -45,14 +46,19 @@ func segMemory(t *testing.T, pids ...int) (segs int, bytes, rings int64) {
 				rings += st.Size - 4096
 				segs++
 			}
-			if region && i == 0 {
-				segs++
-			}
+			regions = regions || region
 			seen[st.Ino] = st.Blocks * 512
 		}
 	}
 	for _, b := range seen {
 		bytes += b
+	}
+	if regions {
+		for _, s := range testutil.OsfStat(t, pids[0]).Sockets {
+			if s.Kind == "shm" && s.Transport == testutil.TransportShm {
+				segs++
+			}
+		}
 	}
 	return segs, bytes, rings
 }
@@ -82,27 +88,37 @@ func TestIdleRingsGiveMemoryBack(t *testing.T) {
 	t.Run("rdma-sim", func(t *testing.T) { idleMemory(t, osfRDMASim, 4, -1, "epoll", nil) })
 }
 
-func idleMemory(t *testing.T, m mode, conns, waitMs int, idle string, env []string) {
-	const kib = 1024
-	unread := 10000
-	if waitMs == -2 { // blocking recv threads: nothing left unread
-		unread = -1
-	}
+// startIdlemem starts an idlemem server (waits of waitMs) and a client
+// of conns connections that moved kib KiB each way, left unread bytes
+// unread and idles as idle says, and returns once the client is idle; a
+// line on pw ends its idling.
+func startIdlemem(t *testing.T, m mode, env []string, conns, waitMs, kib, unread int, idle string) (srv, cl *testutil.Process, pw *os.File) {
+	t.Helper()
 	prog := testutil.Prog(t, "idlemem")
 	port := strconv.Itoa(testutil.FreePort(t))
-	srv := m.cmd(t, env, prog, "server", port, strconv.Itoa(conns), strconv.Itoa(waitMs)).Start()
+	srv = m.cmd(t, env, prog, "server", port, strconv.Itoa(conns), strconv.Itoa(waitMs)).Start()
 	srv.WaitOutput("listening", 10*time.Second)
 
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pw.Close()
 	cc := m.cmd(t, env, prog, "client", port, strconv.Itoa(conns), strconv.Itoa(kib), strconv.Itoa(unread), idle)
 	cc.Cmd.Stdin = pr
-	cl := cc.Start()
+	cl = cc.Start()
 	pr.Close()
 	cl.WaitOutput(fmt.Sprintf("idle %d", conns), 60*time.Second)
+	return srv, cl, pw
+}
+
+func idleMemory(t *testing.T, m mode, conns, waitMs int, idle string, env []string) {
+	const kib = 1024
+	unread := 10000
+	if waitMs == -2 { // blocking recv threads: nothing left unread
+		unread = -1
+	}
+	srv, cl, pw := startIdlemem(t, m, env, conns, waitMs, kib, unread, idle)
+	defer pw.Close()
 	tp, wantSegs := testutil.TransportShm, conns
 	if m.rdmaSim {
 		tp, wantSegs = testutil.TransportRDMA, 2*conns // one per side, each with its engine

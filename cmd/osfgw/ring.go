@@ -107,7 +107,7 @@ static int leg_from_dest(struct leg *l, int dest, unsigned spin, int *err)
 		if (room < 0)
 			return LEG_WRITE;
 		if (room == 0) {
-			int w = osf_side_wait_room(s, spin);
+			int w = osf_side_wait_room(s, l->fd, spin);
 			if (w < 0 && w != -EINTR)
 				return LEG_WRITE;
 			continue;

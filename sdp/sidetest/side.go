@@ -253,6 +253,49 @@ func NewPair(ring uint32) (*Pair, error) {
 	return p, nil
 }
 
+// NewRegionPairs makes n pairs whose writers wake on one eventfd, as the
+// slots of a region do (osf_side_use_efd): each pair has its segment and
+// its application's wake sockets, and no writers' sockets (WFD -1). The
+// eventfd is EFD; Close of the last pair does not close it: the caller
+// does.
+func NewRegionPairs(ring uint32, n int) (pairs []*Pair, efd int, err error) {
+	efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, -1, fmt.Errorf("sidetest: eventfd: %w", err)
+	}
+	for i := 0; i < n; i++ {
+		if !bool(C.osf_ring_size_ok(C.uint32_t(ring)) != 0) {
+			err = fmt.Errorf("sidetest: ring size %d", ring)
+			break
+		}
+		seg := C.seg_new(C.uint32_t(ring))
+		if seg == nil {
+			err = errors.New("sidetest: mmap failed")
+			break
+		}
+		app, e := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if e != nil {
+			C.seg_free(seg, C.uint32_t(ring))
+			err = fmt.Errorf("sidetest: socketpair: %w", e)
+			break
+		}
+		p := &Pair{seg: seg, ring: ring}
+		p.Client = newEnd(seg, ring, int(C.OSF_SIDE_CLIENT), app[0], -1)
+		p.Server = newEnd(seg, ring, int(C.OSF_SIDE_SERVER), app[1], -1)
+		C.osf_side_use_efd(p.Client.s, C.int(efd))
+		C.osf_side_use_efd(p.Server.s, C.int(efd))
+		pairs = append(pairs, p)
+	}
+	if err != nil {
+		for _, p := range pairs {
+			p.Close()
+		}
+		unix.Close(efd)
+		return nil, -1, err
+	}
+	return pairs, efd, nil
+}
+
 func newEnd(seg unsafe.Pointer, ring uint32, side, fd, wfd int) *End {
 	e := &End{s: C.side_new(), FD: fd, WFD: wfd}
 	C.osf_side_init(e.s, (*C.uint8_t)(seg), C.uint32_t(ring), C.int(side), C.int(wfd))
@@ -266,7 +309,9 @@ func (p *Pair) Close() {
 		if e.FD >= 0 {
 			unix.Close(e.FD)
 		}
-		unix.Close(e.WFD)
+		if e.WFD >= 0 {
+			unix.Close(e.WFD)
+		}
 		C.free(unsafe.Pointer(e.s))
 	}
 	C.seg_free(p.seg, C.uint32_t(p.ring))
@@ -342,6 +387,10 @@ func (e *End) SetFlags(f uint32) {
 	C.side_set_flags(e.s, C.uint32_t(f))
 }
 
+// ShutWake is osf_side_shut_wake on FD for shutdown(how), whose flags the
+// caller set (SetFlags).
+func (e *End) ShutWake(how int) { C.osf_side_shut_wake(e.s, C.int(e.FD), C.int(how)) }
+
 // MarkGone is osf_side_mark_gone; CheckEnd osf_side_check_end on FD.
 func (e *End) MarkGone() { C.osf_side_mark_gone(e.s) }
 func (e *End) CheckEnd() { C.osf_side_check_end(e.s, C.int(e.FD)) }
@@ -382,7 +431,7 @@ func (e *End) WaitData(spinUs uint) int {
 
 // WaitRoom blocks until a write would not block: 0 or a negative errno.
 func (e *End) WaitRoom(spinUs uint) int {
-	return int(C.osf_side_wait_room(e.s, C.unsigned(spinUs)))
+	return int(C.osf_side_wait_room(e.s, C.int(e.FD), C.unsigned(spinUs)))
 }
 
 // Waiters returns the end's counted readers and writers.

@@ -4566,6 +4566,26 @@ static int exec_close(const char *fdarg)
 	return 0;
 }
 
+/* exec_region is the exec'd half of s_exec_region: c1 and s1 are the two
+ * ends of one connection, c2 the client end of another, all three made
+ * by one process (under osf: three entries naming one region's memfd,
+ * c1 and s1 of one slot). It uses c1 and s1, closes them, writes on c2,
+ * closes it and counts what is left. */
+static int exec_region(int c1, int s1, int c2)
+{
+	char b[4];
+
+	scn = "exec_region";
+	say("send c1 %s", R(DO(send(c1, "a", 1, 0))));
+	wait_bytes(s1, 1, 5000);
+	say("recv s1 %s", R(DO(recv(s1, b, sizeof b, MSG_DONTWAIT))));
+	say("close c1 %s s1 %s", R(DO(close(c1))), R(DO(close(s1))));
+	say("send c2 after %s", R(DO(send(c2, "b", 1, 0))));
+	say("close c2 %s", R(DO(close(c2))));
+	say("sockets and memfds left above fd 100 %d", fds_above_not_table());
+	return 0;
+}
+
 /* epoll_exec is the exec'd half of s_epoll_exec: the epoll fd it
  * inherited reports the inherited connections registered before the exec
  * (level-triggered: data already there; edge-triggered: data that comes;
@@ -4666,6 +4686,41 @@ static void s_exec_close(void)
 	say("child exit %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	say("peer sees the end %s", R(DO(recv(s, b, sizeof b, 0))));
 	close(s);
+}
+
+/* s_exec_region: connections that shared what went with them (under osf:
+ * their region's one memfd, both ends of one of them in the exec'd image)
+ * work across exec one by one, and the last close there releases it. */
+static void s_exec_region(void)
+{
+	int c1, s1, c2, s2, st;
+	char a[3][16], b[8];
+	pid_t pid;
+
+	mkpair(AF_INET, &c1, &s1);
+	mkpair(AF_INET, &c2, &s2);
+	fcntl(s2, F_SETFD, FD_CLOEXEC); /* s2 stays here */
+	snprintf(a[0], 16, "%d", c1);
+	snprintf(a[1], 16, "%d", s1);
+	snprintf(a[2], 16, "%d", c2);
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		setup_failed("fork");
+	if (pid == 0) {
+		execl("/proc/self/exe", "semantics", "--exec-region", a[0], a[1], a[2],
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(c1);
+	close(s1);
+	close(c2);
+	waitpid(pid, &st, 0);
+	say("child exit %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	wait_bytes(s2, 1, 5000);
+	say("recv s2 %s", R(DO(recv(s2, b, sizeof b, MSG_DONTWAIT))));
+	say("then the end %s", R(DO(recv(s2, b, sizeof b, 0))));
+	close(s2);
 }
 
 /* ---- main -------------------------------------------------------------------- */
@@ -6088,6 +6143,7 @@ static const struct {
 	{"blocked_shutdown", s_blocked_shutdown},
 	{"epoll_et_own", s_epoll_et_own},
 	{"exec_close", s_exec_close},
+	{"exec_region", s_exec_region},
 	{"epoll_exec", s_epoll_exec},
 	{"port_ephemeral", s_port_ephemeral},
 	{"port_bound", s_port_bound},
@@ -6142,6 +6198,8 @@ int main(int argc, char **argv)
 	pat_init();
 	if (argc == 3 && strcmp(argv[1], "--exec-close") == 0)
 		return exec_close(argv[2]);
+	if (argc == 5 && strcmp(argv[1], "--exec-region") == 0)
+		return exec_region(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
 	if (argc == 7 && strcmp(argv[1], "--epoll-exec") == 0)
 		return epoll_exec(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]),
 				  atoi(argv[6]));
