@@ -191,13 +191,26 @@ OSF_EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
  * port bound by listen itself (0) or already listened on keeps the
  * kernel listen first (the companion's name may be another's, and the
  * port must be known). listen_kernel makes the kernel listen of an early
- * listener; -1 when it failed (errno set). */
-static int listen_kernel(int fd, int backlog, int *early)
+ * listener: -1 when it failed (errno set), 1 when it took another port
+ * than named (a listener's shutdown let go of one the kernel chose: the
+ * caller sets up again), else 0. */
+static int listen_kernel(int fd, int backlog, int *early, uint16_t named)
 {
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	uint8_t a[16];
+	uint16_t port;
+	int32_t fam;
+
 	if (!*early)
 		return 0;
 	*early = 0;
-	return REAL(listen)(fd, backlog);
+	if (REAL(listen)(fd, backlog) < 0)
+		return -1;
+	if (REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    !sock_sa_split((struct sockaddr *)&ss, sl, &fam, a, &port))
+		return 0;
+	return port != named;
 }
 
 /* listen_offload makes fd's kernel listen (returned) and, when the route
@@ -245,19 +258,19 @@ static int listen_offload(int fd, struct osf_fdt_entry *e, int backlog, int may_
 	if (osf.shm_kfd && reuseport) {
 		/* The kernel spreads the group's connections, the client
 		 * its hellos: they would not meet (LIMITS.md). */
-		if (listen_kernel(fd, backlog, &early) < 0)
+		if (listen_kernel(fd, backlog, &early, in.port) < 0)
 			return -1;
 		sock_record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_DISABLED, -1, 0, NULL, 0);
 		return 0;
 	}
 	if (osf_setup_listen(&in, reuseport, &out))
 		rc = 0;
-	else if (listen_kernel(fd, backlog, &early) < 0) /* the core's listeners: kernel first */
-		return -1;
+	else if ((rc = listen_kernel(fd, backlog, &early, in.port)) != 0) /* the core's: kernel first */
+		return rc < 0 ? -1 : listen_offload(fd, e, backlog, 0);
 	else
 		rc = osf_core_listen(&in, &out);
 	/* Only osf_setup_listen's companion comes early; nothing else waits. */
-	if ((rc != 0 || out.fd < 0) && listen_kernel(fd, backlog, &early) < 0)
+	if ((rc != 0 || out.fd < 0) && listen_kernel(fd, backlog, &early, in.port) < 0)
 		return -1;
 	if (rc != 0) {
 		sock_record_kernel(fd, OSF_ROLE_LISTENER, core_reason(rc), -1, rc, NULL, 0);
@@ -287,28 +300,15 @@ static int listen_offload(int fd, struct osf_fdt_entry *e, int backlog, int may_
 	osf_setup_syn_filter(fd);
 	if (osf.shm_kfd && ctl < 0)
 		osf_kfd_listen(fd);
-	if (early) {
-		int r = REAL(listen)(fd, backlog), saved = errno;
-		uint16_t port = 0;
+	rc = listen_kernel(fd, backlog, &early, in.port);
+	if (rc != 0) { /* no companion for the port named */
+		int saved = errno;
 
-		early = 0;
-		sl = sizeof(ss);
-		if (r == 0 && REAL(getsockname)(fd, (struct sockaddr *)&ss, &sl) == 0 &&
-		    sock_sa_split((struct sockaddr *)&ss, sl, &in.family, in.addr, &port) &&
-		    port == in.port)
-			goto listening;
-		/* Failed, or listen took another port (a listener's
-		 * shutdown let go of one the kernel chose): no companion
-		 * for the one named. */
 		REAL(close)(out.fd);
 		osf_setup_syn_unfilter(fd);
-		if (r < 0) {
-			errno = saved;
-			return -1;
-		}
-		return listen_offload(fd, e, backlog, 0);
+		errno = saved;
+		return rc < 0 ? -1 : listen_offload(fd, e, backlog, 0);
 	}
-listening:
 	hfd = osf_fdt_hide(out.fd, fd);
 	if (hfd < 0)
 		hfd = out.fd;
