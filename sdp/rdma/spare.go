@@ -14,9 +14,10 @@ import (
 
 // A spare is the memory of a connection made ahead of time: a new segment
 // (its memfd in the hidden range), a second mapping of it registered with
-// a device in a protection domain of its own (ringMRs), and a CQ. Registering a connection's rings (2 MiB with the
-// default ring size) was the largest step of a set-up on both hosts (12-40
-// ms each in an emulated guest, where rsocket registers 256 KiB); a
+// a device in a protection domain of its own (ringMRs), and a CQ.
+// Registering a connection's rings (2 MiB with the default ring size) was
+// the largest step of a set-up on both hosts (12-40 ms each in an
+// emulated guest, where rsocket registers 256 KiB); a
 // process that set up one RDMA connection keeps one spare ready, made on
 // the engine's background goroutine, so that its next dial or accept does
 // not wait for the registration. The spare counts against the locked-memory

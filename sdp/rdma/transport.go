@@ -95,10 +95,11 @@ type listener struct {
 
 // Start opens every RDMA device through librdmacm, creates a completion
 // channel on each (protection domains are per segment: ringMRs) and the
-// connection manager's event channel, and starts the engine. The fds this opens
-// (rdma_cm, the devices' command and event fds, completion channels) land
-// wherever the kernel puts them: the core calls Start while the program's
-// low fd numbers are reserved, so they are born in osf's hidden range.
+// connection manager's event channel, and starts the engine. The fds
+// this opens (rdma_cm, the devices' command and event fds, completion
+// channels) land wherever the kernel puts them: the core calls Start
+// while the program's low fd numbers are reserved, so they are born in
+// osf's hidden range.
 //
 // It fails with an error satisfying errors.Is(err, verbs.ErrNoDevice) when
 // there is no device, and with ErrForkChild in a fork child of a process
