@@ -517,9 +517,9 @@ func (t *Transport) cmEvent(ev *verbs.Event) {
 
 // deviceRemoved releases everything on a device that is going away
 // (DEVICE_REMOVAL): its connections are reset (the applications see
-// ECONNRESET), dials fail, listeners close; then its protection domain
-// and completion channel, once nothing uses them, so that the kernel can
-// finish removing it.
+// ECONNRESET), dials fail, listeners close; then its completion channel,
+// once nothing uses it, so that the kernel can finish removing it (each
+// segment's protection domain goes with its registration).
 func (t *Transport) deviceRemoved(ctx *verbs.Context) {
 	dev := t.devs[ctx]
 	if dev == nil || dev.removed {
@@ -562,9 +562,6 @@ func (t *Transport) releaseDevice(dev *device, deadline time.Time) {
 		}
 		t.eng.unwatch(fd) // closing it took it out of the epoll set
 		dev.cc = nil
-	}
-	if err := dev.pd.Close(); err != nil {
-		t.cfg.Logf("rdma: device %s: %v", dev.ctx.Name(), err)
 	}
 	delete(t.devs, dev.ctx)
 }

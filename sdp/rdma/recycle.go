@@ -25,11 +25,12 @@ import (
 // unmapping them.
 //
 // Reset-safe: a segment is held only once its QP is destroyed, so the old
-// peer cannot write into it through that connection. Its rkey stays
-// valid for the next connection: any QP of this process's protection
-// domain whose peer knows the rkey could write into the ring (as with a
-// guessed rkey of any registration), so a segment is reused only for a
-// connection to or from the same peer address (docs/RDMA.md, Limits).
+// peer cannot write into it through that connection. Its rkey and its
+// protection domain stay for the next connection, whose QP is made in
+// that domain: the old peer knows the rkey, but none of its QPs into this
+// process is in the domain (each segment has its own: ringMRs), so the
+// NIC refuses its writes there. A segment is reused only for a
+// connection to or from the same peer address (docs/RDMA.md).
 //
 // Fork: the engine's fd of each segment's memfd (keep) is in the fork-close
 // set, and a forked child never runs the parent's Go code, so a child never

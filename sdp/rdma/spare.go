@@ -14,9 +14,10 @@ import (
 
 // A spare is the memory of a connection made ahead of time: a new segment
 // (its memfd in the hidden range), a second mapping of it registered with
-// a device, and a CQ. Registering a connection's rings (2 MiB with the
-// default ring size) was the largest step of a set-up on both hosts (12-40
-// ms each in an emulated guest, where rsocket registers 256 KiB); a
+// a device in a protection domain of its own (ringMRs), and a CQ.
+// Registering a connection's rings (2 MiB with the default ring size) was
+// the largest step of a set-up on both hosts (12-40 ms each in an
+// emulated guest, where rsocket registers 256 KiB); a
 // process that set up one RDMA connection keeps one spare ready, made on
 // the engine's background goroutine, so that its next dial or accept does
 // not wait for the registration. The spare counts against the locked-memory
@@ -68,7 +69,7 @@ func makeSpare(dev *device, ring uint32, hiddenBase int, ch *verbs.EventChannel,
 		sp.close()
 		return nil, err
 	}
-	if sp.mr, err = regRings(dev.pd, mirror); err != nil {
+	if sp.mr, err = regRings(dev.ctx, mirror); err != nil {
 		sp.close()
 		return nil, err
 	}
@@ -80,7 +81,8 @@ func makeSpare(dev *device, ring uint32, hiddenBase int, ch *verbs.EventChannel,
 	return sp, nil
 }
 
-// bindQP gives the spare an id bound to src on its device and the QP on it.
+// bindQP gives the spare an id bound to src on its device and the QP on
+// it, in the segment's protection domain.
 func (sp *spare) bindQP(ch *verbs.EventChannel, src netip.Addr) error {
 	id, err := ch.CreateID()
 	if err != nil {
@@ -98,7 +100,7 @@ func (sp *spare) bindQP(ch *verbs.EventChannel, src netip.Addr) error {
 		id.Close()
 		return err
 	}
-	qp, err := id.CreateQP(sp.dev.pd, qpConfig(sp.cq))
+	qp, err := id.CreateQP(sp.mr.pd, qpConfig(sp.cq))
 	if err != nil {
 		id.Close()
 		return err

@@ -76,10 +76,10 @@ type Transport struct {
 }
 
 // device holds the per-device resources every connection on it shares:
-// the protection domain and the completion channel its CQs report to.
+// the completion channel its CQs report to. Protection domains are not
+// shared: each segment has its own (ringMRs).
 type device struct {
 	ctx     *verbs.Context
-	pd      *verbs.PD
 	cc      *verbs.CompChannel
 	removed bool // DEVICE_REMOVAL: being released
 }
@@ -93,12 +93,13 @@ type listener struct {
 	name string // the companion's abstract name
 }
 
-// Start opens every RDMA device through librdmacm, allocates a protection
-// domain and a completion channel on each, creates the connection
-// manager's event channel and starts the engine. The fds this opens
-// (rdma_cm, the devices' command and event fds, completion channels) land
-// wherever the kernel puts them: the core calls Start while the program's
-// low fd numbers are reserved, so they are born in osf's hidden range.
+// Start opens every RDMA device through librdmacm, creates a completion
+// channel on each (protection domains are per segment: ringMRs) and the
+// connection manager's event channel, and starts the engine. The fds
+// this opens (rdma_cm, the devices' command and event fds, completion
+// channels) land wherever the kernel puts them: the core calls Start
+// while the program's low fd numbers are reserved, so they are born in
+// osf's hidden range.
 //
 // It fails with an error satisfying errors.Is(err, verbs.ErrNoDevice) when
 // there is no device, and with ErrForkChild in a fork child of a process
@@ -163,16 +164,11 @@ func Start(cfg Config) (*Transport, error) {
 func (t *Transport) openDevice(ctx *verbs.Context) (*device, error) {
 	d := &device{ctx: ctx}
 	var err error
-	if d.pd, err = ctx.AllocPD(); err != nil {
-		return nil, fmt.Errorf("rdma: device %s: %w", ctx.Name(), err)
-	}
 	if d.cc, err = ctx.CreateCompChannel(); err != nil {
-		d.pd.Close()
 		return nil, fmt.Errorf("rdma: device %s: %w", ctx.Name(), err)
 	}
 	if err := d.cc.SetNonblock(true); err != nil {
 		d.cc.Close()
-		d.pd.Close()
 		return nil, fmt.Errorf("rdma: device %s: %w", ctx.Name(), err)
 	}
 	t.devs[ctx] = d
@@ -218,9 +214,6 @@ func (t *Transport) closeDevices() {
 	for ctx, d := range t.devs {
 		if d.cc != nil {
 			d.cc.Close()
-		}
-		if d.pd != nil {
-			d.pd.Close()
 		}
 		delete(t.devs, ctx)
 	}

@@ -92,6 +92,20 @@ func startDevice(t *testing.T) (*Transport, netip.Addr) {
 	return tr, ip
 }
 
+// startServerClient starts two transports on this host's device, a
+// server listening (listenBoth) on a random port of an address the device
+// serves and a client, as two processes; it returns the client, the
+// server's companion listener (closed at the test's end) and its address.
+func startServerClient(t *testing.T) (cli *Transport, lfd int, addr netip.AddrPort) {
+	t.Helper()
+	srv, ip := startDevice(t)
+	cli, _ = startDevice(t)
+	addr = netip.AddrPortFrom(ip, 20000+uint16(rand.IntN(20000)))
+	lfd = listenBoth(t, srv, addr)
+	t.Cleanup(func() { unix.Close(lfd) })
+	return cli, lfd, addr
+}
+
 // acceptBoth takes the connection the companion listener lfd (of addr) has
 // for the client endpoint cep, and returns the two applications' views of
 // it, the client's first.
@@ -334,11 +348,8 @@ func TestDeviceSpare(t *testing.T) {
 // and uses that QP (not made on the dial's path), and its connection
 // carries bytes both ways.
 func TestDeviceSpareQP(t *testing.T) {
-	srv, ip := startDevice(t)
-	cli, _ := startDevice(t)
-	addr := netip.AddrPortFrom(ip, 20000+uint16(rand.IntN(20000)))
-	lfd := listenBoth(t, srv, addr)
-	defer unix.Close(lfd)
+	cli, lfd, addr := startServerClient(t)
+	ip := addr.Addr()
 	ready := func() bool {
 		cli.spares.mu.Lock()
 		defer cli.spares.mu.Unlock()

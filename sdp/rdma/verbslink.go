@@ -16,8 +16,9 @@ import (
 
 // verbsLink is a Link over an RC queue pair made by librdmacm: one CQ for
 // sends and receives (on a completion channel of its own), the segment's
-// two rings registered as one MR each, and the peer's region address and rkey
-// from the handshake. It is used by the engine goroutine only.
+// two rings registered as one MR each in the segment's protection domain
+// (the QP's too: ringMRs), and the peer's region address and rkey from the
+// handshake. It is used by the engine goroutine only.
 type verbsLink struct {
 	t    *Transport
 	id   *verbs.CMID
@@ -50,7 +51,7 @@ func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment, l
 		return nil, resourceError(err)
 	}
 	lp.lap("cq")
-	if l.mr, err = regRings(dev.pd, seg); err != nil {
+	if l.mr, err = regRings(dev.ctx, seg); err != nil {
 		closeCQ(l.cq, l.cc)
 		return nil, resourceError(err)
 	}
@@ -88,7 +89,7 @@ func qpConfig(cq *verbs.CQ) verbs.QPConfig {
 // are released.
 func (l *verbsLink) createQP(lp *laps) (*verbsLink, error) {
 	var err error
-	l.qp, err = l.id.CreateQP(l.dev.pd, qpConfig(l.cq))
+	l.qp, err = l.id.CreateQP(l.mr.pd, qpConfig(l.cq))
 	if err != nil {
 		l.mr.Close()
 		closeCQ(l.cq, l.cc)
@@ -104,8 +105,8 @@ func (l *verbsLink) setPeer(base uint64, rkey uint32) { l.rbase, l.rkey = base, 
 // localBase and localKey are the address and rkey of our ring r's region,
 // the one the peer writes: ring 1 at a dial (our application is the
 // client), ring 0 at an accept.
-func (l *verbsLink) localBase(r int) uint64 { return l.mr[r].Addr() }
-func (l *verbsLink) localKey(r int) uint32  { return l.mr[r].RKey() }
+func (l *verbsLink) localBase(r int) uint64 { return l.mr.mr[r].Addr() }
+func (l *verbsLink) localKey(r int) uint32  { return l.mr.mr[r].RKey() }
 
 // useTx lets the application's threads post on the QP (tx.h): payloads
 // from the registered region of ring side to the peer's.
@@ -113,7 +114,7 @@ func (l *verbsLink) useTx(tx *txState, side int) bool {
 	if l.qp == nil || l.closed || l.disconnected || l.rkey == 0 && l.rbase == 0 {
 		return false
 	}
-	tx.useVerbs(l.qp, l.mr[side].Addr(), l.mr[side].LKey(), l.rbase, l.rkey)
+	tx.useVerbs(l.qp, l.mr.mr[side].Addr(), l.mr.mr[side].LKey(), l.rbase, l.rkey)
 	return true
 }
 
@@ -122,7 +123,7 @@ func (l *verbsLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint
 		return fmt.Errorf("rdma: write ring %d [%d,+%d) outside a %d-byte ring", ring, off, n, l.ring)
 	}
 	pos := uint64(off) // in both ends' ring regions alike
-	sge, err := l.mr[ring].SGE(int(pos), int(n))
+	sge, err := l.mr.mr[ring].SGE(int(pos), int(n))
 	if err != nil {
 		return err
 	}
@@ -219,7 +220,8 @@ func (l *verbsLink) forgetChan() {
 	}
 }
 
-// Close destroys the QP and the id, then the MR and the CQ. Once detached
+// Close destroys the QP and the id, then the MRs with their protection
+// domain, and the CQ. Once detached
 // it may be called from any goroutine (libibverbs and librdmacm are
 // thread-safe; the id's events were acknowledged when they were read).
 func (l *verbsLink) Close() error {
