@@ -345,7 +345,10 @@ int osf_conn_rdma_chan(struct osf_conn *c, int how, struct osf_chan_wait *w)
 		return 0;
 	case OSF_CHAN_FIRED: /* disarm follows: no sleep before the next arm */
 		chan_rearm(tx, gen, w->fd);
-		(void)own_take_quiet(&c->s);
+		/* Not a wait for room alone: the readers' flag is theirs,
+		 * and lowered here their data would send them no token. */
+		if (w->reader)
+			(void)own_take_quiet(&c->s);
 		return take_sure(tx, gen);
 	default:
 		chan_leave(tx, gen, w->fd, w->ep);

@@ -1090,6 +1090,102 @@ static void s_peerclose_nb(void)
 	close(c);
 }
 
+/* s_duplex_pollers: one connection, two threads of one process as in a
+ * program that sends from one thread and reads from another, each
+ * waiting in poll (a Python socket with a timeout): one for POLLOUT
+ * while it sends 8 MiB, one for POLLIN while it reads the echo, which a
+ * third thread writes back from the other end. A wait for room that
+ * takes the reader's data must still wake the reader. */
+#define DUPLEX_BYTES (8 << 20)
+struct duplex {
+	int fd;
+	long moved;
+	unsigned sum;
+};
+
+static int poll_one(int fd, short ev)
+{
+	struct pollfd p = {fd, ev, 0};
+
+	return poll(&p, 1, 20000);
+}
+
+static void *duplex_send(void *arg)
+{
+	struct duplex *d = arg;
+	char buf[65536];
+	long r;
+
+	while (d->moved < DUPLEX_BYTES) {
+		long n = DUPLEX_BYTES - d->moved < (long)sizeof buf ? DUPLEX_BYTES - d->moved
+								   : (long)sizeof buf;
+		for (long i = 0; i < n; i++)
+			buf[i] = (char)((d->moved + i) * 7 + 3);
+		r = send(d->fd, buf, (size_t)n, MSG_NOSIGNAL);
+		if (r > 0) {
+			d->moved += r;
+			continue;
+		}
+		if (r < 0 && errno != EAGAIN)
+			break;
+		if (poll_one(d->fd, POLLOUT) <= 0)
+			break;
+	}
+	return NULL;
+}
+
+static void *duplex_echo(void *arg)
+{
+	struct duplex *d = arg;
+	char buf[65536];
+	long r, off;
+
+	while ((r = recv(d->fd, buf, sizeof buf, 0)) > 0) {
+		for (off = 0; off < r;) {
+			long w = send(d->fd, buf + off, (size_t)(r - off), MSG_NOSIGNAL);
+			if (w <= 0)
+				return NULL;
+			off += w;
+		}
+		d->moved += r;
+	}
+	return NULL;
+}
+
+static void s_duplex_pollers(void)
+{
+	struct duplex tx = {0}, echo = {0};
+	pthread_t ts, te;
+	char buf[65536];
+	long got = 0, r, bad = 0;
+	int c, s;
+
+	mkpair(AF_INET, &c, &s);
+	set_nonblock(c, 1);
+	tx.fd = c;
+	echo.fd = s;
+	thread_start(&te, duplex_echo, &echo);
+	thread_start(&ts, duplex_send, &tx);
+	while (got < DUPLEX_BYTES) {
+		r = recv(c, buf, sizeof buf, 0);
+		if (r > 0) {
+			for (long i = 0; i < r; i++)
+				bad += buf[i] != (char)((got + i) * 7 + 3);
+			got += r;
+			continue;
+		}
+		if (r == 0 || errno != EAGAIN || poll_one(c, POLLIN) <= 0)
+			break;
+	}
+	pthread_join(ts, NULL);
+	shutdown(c, SHUT_WR);
+	pthread_join(te, NULL);
+	say("sent all %s echoed all %s read all %s intact %s", YN(tx.moved == DUPLEX_BYTES),
+	    YN(echo.moved == DUPLEX_BYTES), YN(got == DUPLEX_BYTES), YN(bad == 0));
+	close(c);
+	close(s);
+}
+
 static void s_peerclose_unread(void)
 {
 	long rv;
@@ -6068,6 +6164,7 @@ static const struct {
 	{"epipe_own", s_epipe_own},
 	{"peerclose", s_peerclose},
 	{"peerclose_nb", s_peerclose_nb},
+	{"duplex_pollers", s_duplex_pollers},
 	{"peerclose_big", s_peerclose_big},
 	{"peerclose_unread", s_peerclose_unread},
 	{"linger0", s_linger0},
