@@ -117,6 +117,23 @@ int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have)
 	}
 }
 
+void osf_conn_rdma_blocked(struct osf_conn *c)
+{
+	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
+	uint64_t mark;
+
+	if (!tx || !tx->rx || tx->pid != (int32_t)osf_pid() ||
+	    !__atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) !=
+		    __atomic_load_n(&c->rtx_gen, __ATOMIC_RELAXED))
+		return;
+	/* Once per credit: a writer that blocks again before the peer's
+	 * next credit adds nothing the engine does not know. */
+	mark = __atomic_load_n(&tx->peer_tail, __ATOMIC_RELAXED) + 1;
+	if (__atomic_exchange_n(&c->blocked_at, mark, __ATOMIC_RELAXED) != mark)
+		osf_rdma_rx_kick(tx->rx);
+}
+
 /* ---- sleeping on the connection's own channel ------------------------ */
 
 /* take_sure takes c's completions, waiting (yielding) while another

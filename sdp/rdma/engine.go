@@ -587,8 +587,12 @@ func (e *Engine) service(s *stream) bool {
 	switch {
 	case !s.stalled():
 		s.stallSince = time.Time{}
-	case worked || s.stallSince.IsZero(): // the peer showed signs of life
+	case worked || s.stallSince.IsZero() || s.tx.callerWCs() != s.stallLife:
+		// The peer showed signs of life, to the engine or to an
+		// application's thread that took its completions (the engine
+		// may not have looked while the stall ended and began again).
 		s.stallSince = time.Now()
+		s.stallLife = s.tx.callerWCs()
 	}
 	if !s.stallSince.IsZero() && !s.probeTimer {
 		s.probeTimer = true
