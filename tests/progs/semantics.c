@@ -1653,7 +1653,8 @@ static void s_rcvtimeo(void)
 	struct later l = {.op = LATER_SEND, .delay_ms = 30, .buf = "late", .len = 4};
 	socklen_t gl = sizeof got;
 	char buf[8];
-	int c, s;
+	int c, s, st = 0;
+	pid_t pid;
 	long t0, r, el;
 
 	mkpair(AF_INET, &c, &s);
@@ -1681,6 +1682,25 @@ static void s_rcvtimeo(void)
 	r = DO(recv(s, buf, sizeof buf, 0));
 	say("data before the timeout %s", R(r));
 	later_join(&l);
+	/* The timeout is the socket's, whichever process sets it: a fork
+	 * child's 100 ms ends the parent's next wait (osf keeps the value
+	 * it read: conn_rdma.c rcv_timeout). The alarm ends a wait that
+	 * ignored it. */
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		tv = (struct timeval){0, 100000};
+		_exit(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 ? 0 : 1);
+	}
+	say("child sets SO_RCVTIMEO 100ms %s", YN(pid > 0 && waitpid(pid, &st, 0) == pid &&
+						       WIFEXITED(st) && WEXITSTATUS(st) == 0));
+	alrm_handler(0);
+	alarm_ms(3000);
+	t0 = now_ms();
+	r = DO(recv(s, buf, sizeof buf, 0));
+	el = now_ms() - t0;
+	alarm_ms(0);
+	say("recv after the child's timeout %s after >= 90 ms %s", R(r), YN(el >= 90));
 	close(c);
 	close(s);
 }
