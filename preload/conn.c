@@ -117,6 +117,7 @@ static void conn_init(struct osf_conn *c, uint8_t *base, uint32_t ring_bytes,
 	c->rtx_gen = 0;
 	c->hold_fd = -1;
 	c->hold_users = c->hold_closed = c->hold_lock = 0;
+	c->rcvtimeo = c->blocked_at = 0;
 	c->rtx_look = rdma || (__atomic_load_n(&osf_seg_hdr(base, ring_bytes)->flags,
 					       __ATOMIC_RELAXED) & OSF_SEG_F_RDMA)
 			      ? OSF_CONN_RTX_LOOKS

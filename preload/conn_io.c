@@ -194,6 +194,8 @@ int conn_wait_room(struct osf_conn *c, int fd)
 	int r;
 
 	osf_reap_kick();
+	if (conn_rdma(c))
+		osf_conn_rdma_blocked(c);
 	spin = spin_begin(c, &sleeps);
 	/* OSF_SHM_KFD, not accepted yet: the server's reset of a connection
 	 * whose hello it could not find comes on the kernel socket only. */

@@ -78,6 +78,9 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 		return POLLNVAL;
 	osf_side_peer_closing(&c->s, fd);
 	r = lowat(c, osf_side_arm(&c->s, fd, kinds, already));
+	/* A poller for room sleeps as a blocked writer does. */
+	if ((kinds & OSF_ARM_TX) && !(r & POLLOUT) && conn_rdma(c))
+		osf_conn_rdma_blocked(c);
 	if (unlikely(c->gw))
 		r = osf_conn_gw_revents(fd, c, r);
 	if ((kinds & OSF_ARM_RX) && osf_side_trim_due(&c->s))

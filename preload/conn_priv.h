@@ -77,6 +77,14 @@ struct osf_conn {
 	 * Under hold_lock (the holder's pid). */
 	int hold_fd;
 	uint32_t hold_users, hold_closed, hold_lock;
+	/* RDMA, that reader's SO_RCVTIMEO as last read from the wake socket
+	 * (conn_rdma.c rcv_timeout): the side's opts_seq then << 32 |
+	 * OSF_CONN_RCVTIMEO_KNOWN | the timeout in ms (0: none); 0: not
+	 * read yet. */
+	uint64_t rcvtimeo;
+	/* RDMA: the peer's credit (+ 1) when a writer of this process last
+	 * blocked for room and told the engine (osf_conn_rdma_blocked). */
+	uint64_t blocked_at;
 	uint64_t reap; /* the reaper's slot naming it (reaper.c), 0: none, or
 			  OSF_REAP_NEVER: its rings are never trimmed */
 	uint64_t reap_at; /* the rx tail from which a read (re)lists it:
@@ -120,6 +128,14 @@ static inline int conn_rdma_rx(const struct osf_conn *c)
 int osf_conn_rdma_take(struct osf_conn *c, int look);
 int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have);
 int osf_conn_rdma_credit(struct osf_conn *c, uint64_t tail);
+
+/* osf_conn_rdma_blocked tells the progress engine that a writer of this
+ * process is about to sleep for room on c (conn_rdma.c): the engine, which
+ * may be asleep with nothing due (the writer posted everything itself),
+ * then watches the stream for a stall on the peer's credit and probes a
+ * peer that stays silent (docs/ARCHITECTURE.md, Teardown). Once per credit
+ * of the peer; nothing on other connections. */
+void osf_conn_rdma_blocked(struct osf_conn *c);
 
 /* osf_conn_rdma_sleep is osf_side_wait_more for a reader of an RDMA
  * connection whose process owns the QP and whose link offers a channel of

@@ -117,6 +117,23 @@ int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have)
 	}
 }
 
+void osf_conn_rdma_blocked(struct osf_conn *c)
+{
+	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
+	uint64_t mark;
+
+	if (!tx || !tx->rx || tx->pid != (int32_t)osf_pid() ||
+	    !__atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) !=
+		    __atomic_load_n(&c->rtx_gen, __ATOMIC_RELAXED))
+		return;
+	/* Once per credit: a writer that blocks again before the peer's
+	 * next credit adds nothing the engine does not know. */
+	mark = __atomic_load_n(&tx->peer_tail, __ATOMIC_RELAXED) + 1;
+	if (__atomic_exchange_n(&c->blocked_at, mark, __ATOMIC_RELAXED) != mark)
+		osf_rdma_rx_kick(tx->rx);
+}
+
 /* ---- sleeping on the connection's own channel ------------------------ */
 
 /* take_sure takes c's completions, waiting (yielding) while another
@@ -345,7 +362,10 @@ int osf_conn_rdma_chan(struct osf_conn *c, int how, struct osf_chan_wait *w)
 		return 0;
 	case OSF_CHAN_FIRED: /* disarm follows: no sleep before the next arm */
 		chan_rearm(tx, gen, w->fd);
-		(void)own_take_quiet(&c->s);
+		/* Not a wait for room alone: the readers' flag is theirs,
+		 * and lowered here their data would send them no token. */
+		if (w->reader)
+			(void)own_take_quiet(&c->s);
 		return take_sure(tx, gen);
 	default:
 		chan_leave(tx, gen, w->fd, w->ep);
@@ -353,22 +373,51 @@ int osf_conn_rdma_chan(struct osf_conn *c, int how, struct osf_chan_wait *w)
 	}
 }
 
+/* rcv_timeout is recv's timeout in ms, the wake socket's SO_RCVTIMEO,
+ * where the program set it (0: none). It is read once and kept in
+ * c->rcvtimeo with the side's opts_seq, which every holder's
+ * setsockopt(SO_RCVTIMEO) bumps (conn_tcp.c set_socket), a fork child's
+ * too: a getsockopt per sleep was one more system call per message. A
+ * timeout too long to keep (OSF_CONN_RCVTIMEO_MS) is read every time. */
+#define OSF_CONN_RCVTIMEO_KNOWN (1ull << 31)
+#define OSF_CONN_RCVTIMEO_MS 0x7fffffffl
+static long rcv_timeout(struct osf_conn *c, int fd)
+{
+	uint32_t seq = __atomic_load_n(&c->s.me->opts_seq, __ATOMIC_SEQ_CST);
+	uint64_t v = __atomic_load_n(&c->rcvtimeo, __ATOMIC_ACQUIRE);
+	struct timeval tv = {0, 0};
+	socklen_t tl = sizeof(tv);
+	long ms;
+
+	if ((v & OSF_CONN_RCVTIMEO_KNOWN) && (uint32_t)(v >> 32) == seq)
+		return (long)(v & OSF_CONN_RCVTIMEO_MS);
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) != 0 ||
+	    (!tv.tv_sec && !tv.tv_usec))
+		ms = 0;
+	else if (tv.tv_sec >= OSF_CONN_RCVTIMEO_MS / 1000 - 1)
+		return tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+	else
+		ms = tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+	/* Kept only if no other thread kept a value read after this one's. */
+	(void)__atomic_compare_exchange_n(&c->rcvtimeo, &v,
+					  (uint64_t)seq << 32 | OSF_CONN_RCVTIMEO_KNOWN |
+						  (uint64_t)ms,
+					  0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	return ms;
+}
+
 int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 {
 	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
 	uint32_t gen = __atomic_load_n(&c->rtx_gen, __ATOMIC_RELAXED);
-	struct timeval tv = {0, 0};
-	socklen_t tl = sizeof(tv);
-	long deadline = -1;
+	long deadline = -1, tmo;
 	int cfd, wfd, took, woken = 0, stuck = 0, r = 0, n, ms, quiet = 0;
 
 	if (!tx || !tx->rx || __atomic_load_n(&tx->rx->chan_fd, __ATOMIC_RELAXED) < 0 ||
 	    tx->pid != (int32_t)osf_pid())
 		return 1;
-	/* recv's timeout is the wake socket's, where the program set it. */
-	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 &&
-	    (tv.tv_sec || tv.tv_usec))
-		deadline = mono_us() / 1000 + tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+	if ((tmo = rcv_timeout(c, fd)) > 0)
+		deadline = mono_us() / 1000 + tmo;
 	/* The wake socket, through the holder: poll holds a file only while
 	 * it sleeps, and this thread may poll several times. */
 	if ((wfd = hold_get(c, fd)) < 0)

@@ -469,6 +469,16 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 			(void)REAL(setsockopt)(c->s.wfd, SOL_SOCKET, SO_RCVTIMEO,
 					       val, len);
 		return r;
+	case SO_RCVTIMEO_OLD:
+#ifdef SO_RCVTIMEO_NEW
+	case SO_RCVTIMEO_NEW:
+#endif
+		/* An RDMA reader asleep on its channel keeps the value
+		 * (conn_rdma.c rcv_timeout): every holder reads it again. */
+		r = REAL(setsockopt)(fd, SOL_SOCKET, name, val, len);
+		if (r == 0)
+			__atomic_add_fetch(&c->s.me->opts_seq, 1, __ATOMIC_SEQ_CST);
+		return r;
 	case SO_LINGER: {
 		const struct linger *l = val;
 		r = REAL(setsockopt)(fd, SOL_SOCKET, name, val, len);

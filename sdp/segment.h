@@ -127,7 +127,10 @@ struct osf_seg_side {
 	 * trim_stop only as a bound on its room (osf_side_tx_free), a trimmer
 	 * punches only what it computed from its own mapping. */
 	uint32_t trim_owner;
-	uint32_t pad_trim;
+	uint32_t opts_seq; /* bumped by any holder of this side after it set
+			      an option that its other holders cache
+			      (SO_RCVTIMEO: preload/conn_rdma.c): a changed
+			      value only makes them read it again */
 	uint64_t trim_stop;
 	uint64_t urg_hole;  /* like urg: an earlier urgent byte the peer's
 			       reader sat at when urg replaced it, which it

@@ -230,7 +230,7 @@ int ep_arm_item(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 	 * that shares the inner epoll (its waits would take this one's
 	 * events). */
 	if (!it->ch.h && !ep->shared)
-		(void)rd_chan_enter(it->at, e, &it->ch, ep->inner, item_key(it, 0));
+		(void)rd_chan_enter(it->at, e, &it->ch, ep->inner, item_key(it, 0), kinds);
 	r = rd_arm(it->at, e, kinds, it->armed, &ep->trim_due);
 
 	it->armed |= kinds;

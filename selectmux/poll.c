@@ -212,7 +212,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 				/* Its channel first: what it takes, arm sees. */
 				if (ch.idle[i] <= CHAN_IDLE_MAX &&
 				    rd_chan_enter(fds[i].fd, osf_fdt_lookup(fds[i].fd),
-						  &ch.c[i], -1, 0) >= 0) {
+						  &ch.c[i], -1, 0, arm[i]) >= 0) {
 					k[m] = (struct pollfd){ch.c[i].w.fd, POLLIN, 0};
 					ch.cx[i] = (int)m++;
 				}

@@ -168,15 +168,16 @@ struct rd_chan {
 };
 
 /* rd_chan_enter holds fd's state and enters its channel, registering it
- * in epoll ep (-1: none) with key: the channel's fd (in c, for
- * rd_chan_fired and rd_chan_leave), or -1 (nothing held). */
+ * in epoll ep (-1: none) with key, for a wait armed for kinds (OSF_ARM_*):
+ * the channel's fd (in c, for rd_chan_fired and rd_chan_leave), or -1
+ * (nothing held). */
 static inline int rd_chan_enter(int fd, struct osf_fdt_entry *e, struct rd_chan *c,
-				int ep, uint64_t key)
+				int ep, uint64_t key, int kinds)
 {
 	const struct osf_ready *r = rd_of(e);
 
 	c->h = NULL;
-	c->w = (struct osf_chan_wait){-1, ep, key};
+	c->w = (struct osf_chan_wait){-1, ep, key, (kinds & OSF_ARM_RX) != 0};
 	if (!r || !r->chan || !(c->h = r->hold(fd, e)))
 		return -1;
 	c->chan = r->chan;

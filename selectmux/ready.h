@@ -97,6 +97,8 @@ struct osf_chan_wait {
 	int fd;       /* the channel's fd, -1: none */
 	int ep;       /* the epoll it is registered in while entered, or -1 */
 	uint64_t key; /* its data there */
+	int reader;   /* the wait counted itself a reader (OSF_ARM_RX): only
+			 then is the readers' want flag its own to lower */
 };
 struct osf_ready {
 	short (*poll)(int fd, struct osf_fdt_entry *e);

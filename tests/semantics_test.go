@@ -97,12 +97,13 @@ func semanticsNormalize(t *testing.T, name, mode, out, transport string) (string
 // FIN and reset, a shutdown or close by another thread, MSG_WAITALL and
 // SO_RCVLOWAT; and those in which poll, select or epoll_wait sleeps:
 // readiness masks, select and poll together, a signal in poll, the peer's
-// FIN seen by a poller, epoll level- and edge-triggered, for output,
+// FIN seen by a poller, a reader and a sender polling on one connection
+// from two threads, epoll level- and edge-triggered, for output,
 // one-shot, EPOLLRDHUP, the end seen by an edge-triggered item, an item
 // deleted and added again.
 var rdmaCallerScenarios = []string{"rcvtimeo", "eintr", "eintr_restart", "timeo_eintr",
 	"peerclose", "reset_seen", "blocked_shutdown", "waitall", "rcvlowat", "recv0",
-	"pollmasks", "selectpoll", "poll_eintr", "peerclose_nb",
+	"pollmasks", "selectpoll", "poll_eintr", "peerclose_nb", "duplex_pollers",
 	"epoll_lt", "epoll_et", "epoll_et_out", "epoll_oneshot", "epoll_rdhup", "epoll_et_end", "epoll_readd"}
 
 // TestSemanticsRDMACaller runs rdmaCallerScenarios over the RDMA

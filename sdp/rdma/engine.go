@@ -334,11 +334,16 @@ func (e *Engine) closeWake(fd int) {
 //     10 ms.
 //
 // An engine idle for hotFor sleeps as long as nothing is due: the runtime
-// takes its P once, and then every thread sleeps until work comes.
+// takes its P once, and then every thread sleeps until work comes. Only
+// work it was woken for counts (an event: a completion channel, a wake
+// socket, a kick, a command): completions it finds when its own bounded
+// sleep ends are the application's threads' to take (OSF_RDMA_RX=caller
+// takes them all while a thread waits), and counting them kept it waking
+// every yieldBound as long as the program ran.
 const (
 	yieldEvery = 6 * time.Millisecond
 	yieldBound = 8 * time.Millisecond
-	hotFor     = time.Second
+	hotFor     = 250 * time.Millisecond
 )
 
 // liveEngines counts the engines running in this process (one, but for
@@ -355,12 +360,14 @@ func (e *Engine) loop() {
 	events := make([]unix.EpollEvent, 64)
 	lastWork := time.Now()
 	lastActive, lastYield := lastWork, lastWork
+	woke := true // awake for an event (not its own deadline) since it last slept
 	for {
 		if e.runCommands() {
 			e.shutdown()
 			return
 		}
 		worked := e.dispatch(events, 0)
+		woke = woke || worked
 		for _, s := range e.streams {
 			if e.service(s) {
 				worked = true
@@ -386,7 +393,10 @@ func (e *Engine) loop() {
 					s.quiet()
 				}
 			}
-			lastWork, lastActive = now, now
+			lastWork = now
+			if woke {
+				lastActive = now
+			}
 			continue
 		}
 		if now.Sub(lastWork) < e.cfg.PollSpin {
@@ -416,7 +426,7 @@ func (e *Engine) loop() {
 			e.onSleep(ms, hot)
 		}
 		e.sleptAt = time.Now()
-		e.dispatch(events, ms)
+		woke = e.dispatch(events, ms)
 		e.sleptFor = time.Since(e.sleptAt)
 		lastWork = time.Time{} // asleep until now: quiet the streams once
 	}
@@ -587,8 +597,12 @@ func (e *Engine) service(s *stream) bool {
 	switch {
 	case !s.stalled():
 		s.stallSince = time.Time{}
-	case worked || s.stallSince.IsZero(): // the peer showed signs of life
+	case worked || s.stallSince.IsZero() || s.tx.callerWCs() != s.stallLife:
+		// The peer showed signs of life, to the engine or to an
+		// application's thread that took its completions (the engine
+		// may not have looked while the stall ended and began again).
 		s.stallSince = time.Now()
+		s.stallLife = s.tx.callerWCs()
 	}
 	if !s.stallSince.IsZero() && !s.probeTimer {
 		s.probeTimer = true

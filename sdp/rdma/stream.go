@@ -122,6 +122,7 @@ type stream struct {
 	// nothing, so a dead peer or a cut wire would go unnoticed; the engine
 	// then probes (probeStalled).
 	stallSince time.Time // when the stream last became stalled, or zero
+	stallLife  uint64    // the completions callers had taken by then
 	probing    bool      // a probe is outstanding
 	probeSent  time.Time // when it was posted
 	probes     int       // probes posted

@@ -544,6 +544,12 @@ func (t *txState) chanEngineArm() int { return int(C.osf_rdma_chan_engine_arm(t.
 // thread sleeps on it; false when the channel is not the rule's.
 func (t *txState) chanEngineDrain() bool { return C.osf_rdma_chan_engine_drain(t.p) != 0 }
 
+// callerWCs counts the completions the application's threads took
+// (OSF_RDMA_RX=caller): signs of the peer's life the engine does not see.
+func (t *txState) callerWCs() uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.caller_wcs)))
+}
+
 // chanSleeps counts the sleeps of application's threads on the channel.
 func (t *txState) chanSleeps() uint64 {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.chan_sleeps)))

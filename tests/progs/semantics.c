@@ -1090,6 +1090,102 @@ static void s_peerclose_nb(void)
 	close(c);
 }
 
+/* s_duplex_pollers: one connection, two threads of one process as in a
+ * program that sends from one thread and reads from another, each
+ * waiting in poll (a Python socket with a timeout): one for POLLOUT
+ * while it sends 8 MiB, one for POLLIN while it reads the echo, which a
+ * third thread writes back from the other end. A wait for room that
+ * takes the reader's data must still wake the reader. */
+#define DUPLEX_BYTES (8 << 20)
+struct duplex {
+	int fd;
+	long moved;
+	unsigned sum;
+};
+
+static int poll_one(int fd, short ev)
+{
+	struct pollfd p = {fd, ev, 0};
+
+	return poll(&p, 1, 20000);
+}
+
+static void *duplex_send(void *arg)
+{
+	struct duplex *d = arg;
+	char buf[65536];
+	long r;
+
+	while (d->moved < DUPLEX_BYTES) {
+		long n = DUPLEX_BYTES - d->moved < (long)sizeof buf ? DUPLEX_BYTES - d->moved
+								   : (long)sizeof buf;
+		for (long i = 0; i < n; i++)
+			buf[i] = (char)((d->moved + i) * 7 + 3);
+		r = send(d->fd, buf, (size_t)n, MSG_NOSIGNAL);
+		if (r > 0) {
+			d->moved += r;
+			continue;
+		}
+		if (r < 0 && errno != EAGAIN)
+			break;
+		if (poll_one(d->fd, POLLOUT) <= 0)
+			break;
+	}
+	return NULL;
+}
+
+static void *duplex_echo(void *arg)
+{
+	struct duplex *d = arg;
+	char buf[65536];
+	long r, off;
+
+	while ((r = recv(d->fd, buf, sizeof buf, 0)) > 0) {
+		for (off = 0; off < r;) {
+			long w = send(d->fd, buf + off, (size_t)(r - off), MSG_NOSIGNAL);
+			if (w <= 0)
+				return NULL;
+			off += w;
+		}
+		d->moved += r;
+	}
+	return NULL;
+}
+
+static void s_duplex_pollers(void)
+{
+	struct duplex tx = {0}, echo = {0};
+	pthread_t ts, te;
+	char buf[65536];
+	long got = 0, r, bad = 0;
+	int c, s;
+
+	mkpair(AF_INET, &c, &s);
+	set_nonblock(c, 1);
+	tx.fd = c;
+	echo.fd = s;
+	thread_start(&te, duplex_echo, &echo);
+	thread_start(&ts, duplex_send, &tx);
+	while (got < DUPLEX_BYTES) {
+		r = recv(c, buf, sizeof buf, 0);
+		if (r > 0) {
+			for (long i = 0; i < r; i++)
+				bad += buf[i] != (char)((got + i) * 7 + 3);
+			got += r;
+			continue;
+		}
+		if (r == 0 || errno != EAGAIN || poll_one(c, POLLIN) <= 0)
+			break;
+	}
+	pthread_join(ts, NULL);
+	shutdown(c, SHUT_WR);
+	pthread_join(te, NULL);
+	say("sent all %s echoed all %s read all %s intact %s", YN(tx.moved == DUPLEX_BYTES),
+	    YN(echo.moved == DUPLEX_BYTES), YN(got == DUPLEX_BYTES), YN(bad == 0));
+	close(c);
+	close(s);
+}
+
 static void s_peerclose_unread(void)
 {
 	long rv;
@@ -1557,7 +1653,8 @@ static void s_rcvtimeo(void)
 	struct later l = {.op = LATER_SEND, .delay_ms = 30, .buf = "late", .len = 4};
 	socklen_t gl = sizeof got;
 	char buf[8];
-	int c, s;
+	int c, s, st = 0;
+	pid_t pid;
 	long t0, r, el;
 
 	mkpair(AF_INET, &c, &s);
@@ -1585,6 +1682,25 @@ static void s_rcvtimeo(void)
 	r = DO(recv(s, buf, sizeof buf, 0));
 	say("data before the timeout %s", R(r));
 	later_join(&l);
+	/* The timeout is the socket's, whichever process sets it: a fork
+	 * child's 100 ms ends the parent's next wait (osf keeps the value
+	 * it read: conn_rdma.c rcv_timeout). The alarm ends a wait that
+	 * ignored it. */
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		tv = (struct timeval){0, 100000};
+		_exit(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 ? 0 : 1);
+	}
+	say("child sets SO_RCVTIMEO 100ms %s", YN(pid > 0 && waitpid(pid, &st, 0) == pid &&
+						       WIFEXITED(st) && WEXITSTATUS(st) == 0));
+	alrm_handler(0);
+	alarm_ms(3000);
+	t0 = now_ms();
+	r = DO(recv(s, buf, sizeof buf, 0));
+	el = now_ms() - t0;
+	alarm_ms(0);
+	say("recv after the child's timeout %s after >= 90 ms %s", R(r), YN(el >= 90));
 	close(c);
 	close(s);
 }
@@ -6082,6 +6198,7 @@ static const struct {
 	{"epipe_own", s_epipe_own},
 	{"peerclose", s_peerclose},
 	{"peerclose_nb", s_peerclose_nb},
+	{"duplex_pollers", s_duplex_pollers},
 	{"peerclose_big", s_peerclose_big},
 	{"peerclose_unread", s_peerclose_unread},
 	{"linger0", s_linger0},

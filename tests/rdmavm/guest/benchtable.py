@@ -83,10 +83,29 @@ def over_rdma_cm(name):
     return re.search(r"ps TCP .*comm (osfperf|python3)", ids) is not None
 
 
-ts = ["kernel", "osf", "rsocket", "osf.engine"]
-# osf.engine (bench.sh ts=...,osf.engine: OSF_RDMA_RX=engine, the way back
-# from the default caller) gets a column of its own when it ran
-engine = any(f.startswith("bench-") and f.endswith("-osf.engine.out") for f in os.listdir(out))
+# Every other osf that ran (bench.sh ts=...: osf.engine, OSF_RDMA_RX=engine,
+# the way back from the default caller; osfalt, another build; osf.rSIZE...)
+# gets a column of its own and a ratio against osf.
+others = sorted({m.group(1) for m in (re.fullmatch(r"bench-[a-z]+(?:\.[0-9]+)?-(osf[^/]*)\.out", f)
+                                       for f in os.listdir(out)) if m and m.group(1) != "osf"})
+ts = ["kernel", "osf", "rsocket"] + others
+
+
+def switches(t):
+    """Context switches per ping-pong round trip of the programs' threads
+    on hosts A and B (bench.sh threads: the last per-thread sample),
+    warm-up included."""
+    n = perf(f"pp-{t}", "n")
+    per = []
+    for host in "AB":
+        try:
+            lines = open(os.path.join(out, f"bench-pp-{t}.threads-{host}"), errors="replace").read().splitlines()
+        except OSError:
+            return None
+        per.append(sum(int(f[2]) for f in (x.split() for x in lines) if len(f) > 2 and f[2].isdigit()))
+    if not n or not all(per):
+        return None
+    return "%.1f / %.1f" % tuple(p / (n + 200) for p in per)
 rows = [
     ("ping-pong 64 B, p50 (µs, lower is better)", "pp", {t: perf(f"pp-{t}", "p50") for t in ts}, perftest("dev-lat", 4), False),
     ("ping-pong 64 B, p99 (µs)", "pp", {t: perf(f"pp-{t}", "p99") for t in ts}, perftest("dev-lat", 7), False),
@@ -118,8 +137,8 @@ def ratio(a, b, higher):
 
 
 head = "| metric (in the qemu guests) | kernel TCP | osf | rsocket | device (perftest) | osf vs rsocket | osf vs kernel |"
-if engine:
-    head += " osf, OSF_RDMA_RX=engine | osf vs engine |"
+for o in others:
+    head += f" {o} | osf vs {o} |"
 print(head)
 print("|---" * head.count(" |") + "|")
 for name, step, v, dev, higher in rows:
@@ -130,9 +149,15 @@ for name, step, v, dev, higher in rows:
         rs, v["rsocket"] = "kernel TCP²", None
     line = (f"| {name} | {fmt(v['kernel'])} | {fmt(v['osf'])} | {rs} | {fmt(dev)} | "
             f"{ratio(v['osf'], v['rsocket'], higher)} | {ratio(v['osf'], v['kernel'], higher)} |")
-    if engine:
-        line += f" {fmt(v['osf.engine'])} | {ratio(v['osf'], v['osf.engine'], higher)} |"
+    for o in others:
+        line += f" {fmt(v[o])} | {ratio(v['osf'], v[o], higher)} |"
     print(line)
+sw = {t: switches(t) for t in ts}
+line = (f"| ping-pong: context switches per round trip, host A / B | {sw['kernel'] or 'n/a'} | "
+        f"{sw['osf'] or 'n/a'} | {sw['rsocket'] or 'n/a'} | | | |")
+for o in others:
+    line += f" {sw[o] or 'n/a'} | |"
+print(line)
 print()
 print("Ratios are osf's advantage (>1x: osf better). Device: ib_send_lat t_typical and 99%, ib_write_bw BW average.")
 print("¹ redis and nginx wait in epoll, which librspreload (rdma-core 44) does not intercept: "
