@@ -20,28 +20,35 @@
  *     served from a reserved region (the kernel's break belongs to the
  *     loader's C library), rt_sigaction gets a restorer outside the
  *     program (its own would trap on rt_sigreturn) and never touches
- *     SIGSYS, rt_sigprocmask never blocks SIGSYS;
+ *     SIGSYS, rt_sigprocmask and sigaltstack act on the signal frame's
+ *     saved mask and stack (rt_sigreturn restores them), SIGSYS never
+ *     blocked;
  *   - a thread runs on a carrier the loader's C library makes
  *     (sys_thread); clone3 gets ENOSYS (the C library falls back to
- *     clone), other CLONE_VM clones (posix_spawn) EAGAIN; a fork-like
+ *     clone), a vfork (os/exec's) runs in a copy of the memory without
+ *     dispatch, other CLONE_VM clones (posix_spawn) EAGAIN; a fork-like
  *     clone runs, and the child turns dispatch on again (the kernel does
  *     not carry it across fork or to a new thread);
  *   - everything else goes to the kernel unchanged.
  *
  * A site osf serves whose bytes allow it is then rewritten to jump to a
- * stub that calls the hook without a signal (rewrite, osf_static_fast).
+ * stub that calls the hook without a signal (rewrite, osf_static_fast); a
+ * Go program's Syscall6 is patched instead (static_go.c).
  *
- * The handler runs on the program's stack with the program's FS; it moves
- * FS to the thread's carrier's TLS (the C library's, which libosf.so's
- * code uses) before any C code runs and back before it returns (wrfsbase
- * where the CPU and kernel allow it, else arch_prctl). All signals are
- * blocked while it runs: a program's handler must never see osf's FS.
+ * The handler (SA_ONSTACK: on a Go thread's signal stack, never a
+ * goroutine's) starts with the program's FS; it moves FS to the thread's
+ * carrier's TLS (the C library's, which libosf.so's code uses) before any
+ * C code runs and back before it returns (wrfsbase where the CPU and
+ * kernel allow it, else arch_prctl), and runs osf's code on the carrier's
+ * stack. All signals are blocked while it runs: a program's handler must
+ * never see osf's FS.
  *
  * Where any of this is unavailable (no Syscall User Dispatch, a program
  * that is not a static x86-64 executable, code mapped below the program)
  * osf_static_exec returns -1 with the reason, and osfload execs the program
  * on kernel TCP. */
 #include "osf.h"
+#include "static.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -71,6 +78,9 @@
 #define HWCAP2_FSGSBASE (1 << 1)
 #endif
 
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1U << 31)
+#endif
 #ifndef SA_RESTORER
 #define SA_RESTORER 0x04000000
 #endif
@@ -103,6 +113,7 @@ static struct {
 	int nrefused;
 	unsigned long sites[STUB_SLOTS]; /* the site of each stub */
 	int threads;                     /* carriers made (sys_thread) */
+	int go;                          /* a Go program: no site is rewritten */
 } st;
 static pthread_mutex_t rewrite_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -111,6 +122,8 @@ static pthread_mutex_t rewrite_lock = PTHREAD_MUTEX_INITIALIZER;
  * and poll and select. Others at such a site take the stub's own
  * syscall, which traps. */
 unsigned char osf_static_fastnr[OSF_GO_NSYS];
+unsigned char osf_static_trapnr[OSF_GO_NSYS];
+unsigned char osf_static_vchild;
 
 
 /* ---- FS and dispatch's switch (no TLS, no libc: osf_rawsys) ------------ */
@@ -136,46 +149,56 @@ static inline void fs_set(unsigned long v)
 
 /* Each program thread runs on a thread of the loader's C library (its
  * carrier: the main thread, or one sys_thread made), whose TLS osf's code
- * uses. fsmap finds a carrier's FS from the program's FS the thread runs
- * with (a handler's first step, before any TLS); t_prog_fs is the
- * program's FS of this thread (0 until it sets one: it then runs on the
- * carrier's). Entries are written before their key (release) and never
- * removed: a key comes back only when the C library reuses a finished
- * thread's TCB, and that thread's new carrier overwrites it. */
-#define FSMAP 4096
-static struct {
-	unsigned long prog, carrier;
-} fsmap[FSMAP];
+ * uses and whose stack it runs on (a goroutine's is small). The fs map
+ * (static.h) finds a carrier's static_thr from the program's FS the
+ * thread runs with (a handler's first step, before any TLS); t_prog_fs is
+ * the program's FS of this thread (0 until it sets one: it then runs on
+ * the carrier's). Entries are never removed: a key comes back only when
+ * the C library reuses a finished thread's TCB, and that thread's new
+ * carrier overwrites it. */
+unsigned long osf_static_fsprog[STATIC_FSMAP];
+struct static_thr *osf_static_fsthr[STATIC_FSMAP];
 static int fsmap_lock;
 static __thread unsigned long t_prog_fs __attribute__((tls_model("initial-exec")));
+static __thread struct static_thr t_thr __attribute__((tls_model("initial-exec")));
 
-static inline unsigned long fsmap_get(unsigned long prog)
+static inline struct static_thr *fsmap_get(unsigned long prog)
 {
-	for (unsigned long i = (prog >> 6) % FSMAP, n = 0; n < FSMAP; i = (i + 1) % FSMAP, n++) {
-		unsigned long k = __atomic_load_n(&fsmap[i].prog, __ATOMIC_ACQUIRE);
+	for (unsigned long i = (prog >> 6) % STATIC_FSMAP, n = 0; n < STATIC_FSMAP;
+	     i = (i + 1) % STATIC_FSMAP, n++) {
+		unsigned long k = __atomic_load_n(&osf_static_fsprog[i], __ATOMIC_ACQUIRE);
 		if (k == prog)
-			return __atomic_load_n(&fsmap[i].carrier, __ATOMIC_RELAXED);
+			return __atomic_load_n(&osf_static_fsthr[i], __ATOMIC_RELAXED);
 		if (!k)
 			break;
 	}
-	return 0;
+	return NULL;
 }
 
-static void fsmap_put(unsigned long prog, unsigned long carrier)
+/* fsmap_put maps prog to this carrier's static_thr. */
+static void fsmap_put(unsigned long prog)
 {
-	unsigned long i = (prog >> 6) % FSMAP;
+	unsigned long i = (prog >> 6) % STATIC_FSMAP;
 
 	while (__atomic_exchange_n(&fsmap_lock, 1, __ATOMIC_ACQUIRE))
 		;
-	for (unsigned long n = 0; n < FSMAP; i = (i + 1) % FSMAP, n++) {
-		unsigned long k = fsmap[i].prog;
+	for (unsigned long n = 0; n < STATIC_FSMAP; i = (i + 1) % STATIC_FSMAP, n++) {
+		unsigned long k = osf_static_fsprog[i];
 		if (k == prog || !k) {
-			__atomic_store_n(&fsmap[i].carrier, carrier, __ATOMIC_RELAXED);
-			__atomic_store_n(&fsmap[i].prog, prog, __ATOMIC_RELEASE);
+			__atomic_store_n(&osf_static_fsthr[i], &t_thr, __ATOMIC_RELAXED);
+			__atomic_store_n(&osf_static_fsprog[i], prog, __ATOMIC_RELEASE);
 			break;
 		}
 	}
 	__atomic_store_n(&fsmap_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* thr_init records the carrier's FS and the top of the stack osf's code
+ * runs on (the carrier's own below sp, which it no longer uses). */
+static void thr_init(unsigned long sp)
+{
+	t_thr.carrier_fs = fs_get();
+	t_thr.stack = (sp - 256) & ~15UL;
 }
 
 /* enter_osf moves FS from the program's to its carrier's and returns the
@@ -183,10 +206,11 @@ static void fsmap_put(unsigned long prog, unsigned long carrier)
  * if any). No TLS before enter_osf. */
 static inline __attribute__((always_inline)) unsigned long enter_osf(void)
 {
-	unsigned long cur = fs_get(), carrier = fsmap_get(cur);
+	unsigned long cur = fs_get();
+	struct static_thr *t = fsmap_get(cur);
 
-	if (carrier && carrier != cur)
-		fs_set(carrier);
+	if (t && t->carrier_fs != cur)
+		fs_set(t->carrier_fs);
 	return cur;
 }
 
@@ -263,14 +287,59 @@ static long sys_sigaction(const long *a)
 	return osf_rawsys(SYS_rt_sigaction, sig, (long)&k, (long)old, a[3], 0, 0);
 }
 
-static long sys_sigprocmask(const long *a)
+/* The thread's signal mask and alternate stack are the kernel's only
+ * between the program's calls: the handler runs with every signal
+ * blocked, and rt_sigreturn puts back the mask and the alternate stack
+ * saved in the frame. So the program's rt_sigprocmask and sigaltstack
+ * read and write those (uc), which the kernel applies as the handler
+ * returns; SIGSYS is never blocked. */
+static long sys_sigprocmask(ucontext_t *uc, const long *a)
 {
-	unsigned long set;
+	unsigned long *cur = (unsigned long *)&uc->uc_sigmask, set = 0, old = *cur;
+	const unsigned long never = SIGSYS_BIT | (1UL << (SIGKILL - 1)) | (1UL << (SIGSTOP - 1));
 
-	if (!a[1] || (int)a[0] == SIG_UNBLOCK || (size_t)a[3] != sizeof(set))
-		return osf_rawsys(SYS_rt_sigprocmask, a[0], a[1], a[2], a[3], 0, 0);
-	set = *(const unsigned long *)a[1] & ~SIGSYS_BIT;
-	return osf_rawsys(SYS_rt_sigprocmask, a[0], (long)&set, a[2], a[3], 0, 0);
+	if ((size_t)a[3] != sizeof(set))
+		return -EINVAL;
+	if (a[1]) {
+		set = *(const unsigned long *)a[1];
+		if (a[0] == SIG_BLOCK)
+			set |= old;
+		else if (a[0] == SIG_UNBLOCK)
+			set = old & ~set;
+		else if (a[0] != SIG_SETMASK)
+			return -EINVAL;
+		*cur = set & ~never;
+	}
+	if (a[2])
+		*(unsigned long *)a[2] = old;
+	return 0;
+}
+
+static long sys_sigaltstack(ucontext_t *uc, const long *a)
+{
+	const stack_t *ss = (const stack_t *)a[0];
+	stack_t old = uc->uc_stack;
+
+	if (ss) {
+		int mode = ss->ss_flags & ~(int)SS_AUTODISARM;
+		if (old.ss_flags & SS_ONSTACK)
+			return -EPERM;
+		if (mode != SS_DISABLE && mode != SS_ONSTACK && mode != 0)
+			return -EINVAL;
+		if (mode == SS_DISABLE) {
+			uc->uc_stack.ss_sp = NULL;
+			uc->uc_stack.ss_size = 0;
+		} else if (ss->ss_size < (size_t)MINSIGSTKSZ) {
+			return -ENOMEM;
+		} else {
+			uc->uc_stack.ss_sp = ss->ss_sp;
+			uc->uc_stack.ss_size = ss->ss_size;
+		}
+		uc->uc_stack.ss_flags = ss->ss_flags;
+	}
+	if (a[1])
+		*(stack_t *)a[1] = old;
+	return 0;
 }
 
 static long sys_clone(const long *a)
@@ -278,6 +347,17 @@ static long sys_clone(const long *a)
 	unsigned long flags = (unsigned long)a[0];
 	long r;
 
+	/* os/exec's child (Go's rawVforkSyscall: CLONE_VM|CLONE_VFORK, no
+	 * stack) runs in a copy of the memory: in the shared memory it would
+	 * return through the handler's frames, which the suspended parent
+	 * returns through later. Its calls go to the kernel (no dispatch, no
+	 * osf code) until it execs, as in gosys.c. */
+	if ((flags & (CLONE_VM | CLONE_VFORK | CLONE_THREAD)) == (CLONE_VM | CLONE_VFORK) && !a[1]) {
+		r = osf_rawsys(SYS_clone, (long)(flags & ~(unsigned long)CLONE_VM), 0, a[2], a[3], a[4], 0);
+		if (r == 0)
+			osf_static_vchild = 1;
+		return r;
+	}
 	if ((flags & (CLONE_VM | CLONE_THREAD)) || a[1]) {
 		if (!st.warned_threads++)
 			dprintf(2, "osf: static: clone(CLONE_VM) other than a thread's is refused (EAGAIN)\n");
@@ -300,7 +380,7 @@ static long emulate(long n, const long *a)
 	switch (n) {
 	case SYS_arch_prctl:
 		if (a[0] == ARCH_SET_FS) {
-			fsmap_put((unsigned long)a[1], fs_get());
+			fsmap_put((unsigned long)a[1]);
 			t_prog_fs = (unsigned long)a[1];
 			return 0;
 		}
@@ -313,8 +393,6 @@ static long emulate(long n, const long *a)
 		return sys_brk((unsigned long)a[0]);
 	case SYS_rt_sigaction:
 		return sys_sigaction(a);
-	case SYS_rt_sigprocmask:
-		return sys_sigprocmask(a);
 	case SYS_clone:
 		return sys_clone(a);
 	case SYS_clone3:
@@ -349,8 +427,8 @@ static long emulate(long n, const long *a)
 	return osf_rawsys(n, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
-/* call emulates system call n on the loader's FS, errno kept. */
-__attribute__((noinline)) static long call(long n, const long *a)
+/* osf_static_call emulates system call n on the loader's FS, errno kept. */
+__attribute__((noinline)) long osf_static_call(long n, const long *a)
 {
 	int saved = errno;
 	long r = emulate(n, a);
@@ -463,7 +541,7 @@ __attribute__((no_stack_protector)) long osf_static_fast_c(long n, const long *a
 
 	osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof(all), 0, 0);
 	fs = enter_osf();
-	r = call(n, a);
+	r = osf_static_call(n, a);
 	leave_osf(fs);
 	osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof(old), 0, 0);
 	return r;
@@ -643,8 +721,9 @@ __attribute__((no_stack_protector)) static void *carrier_main(void *arg)
 	if (c->flags & CLONE_PARENT_SETTID) /* before the child can exit */
 		*c->ptid = tid;
 	prog = fs_get();
+	thr_init((unsigned long)__builtin_frame_address(0));
 	if (c->flags & CLONE_SETTLS) {
-		fsmap_put(c->tls, prog);
+		fsmap_put(c->tls);
 		t_prog_fs = prog = c->tls;
 	}
 	if (sud_on() < 0)
@@ -704,10 +783,39 @@ __attribute__((noinline)) static void dispatch(ucontext_t *uc)
 		g[REG_RAX] = sys_thread(uc, a);
 		return;
 	}
-	g[REG_RAX] = call(n, a);
-	g[REG_RIP] = (greg_t)rewrite((unsigned long)g[REG_RIP],
-				     n >= 0 && n < OSF_GO_NSYS && osf_static_fastnr[n]);
+	if (n == SYS_rt_sigprocmask || n == SYS_sigaltstack) {
+		g[REG_RAX] = n == SYS_sigaltstack ? sys_sigaltstack(uc, a) : sys_sigprocmask(uc, a);
+		return;
+	}
+	/* the site first: once the call's effect shows (a line written), its
+	 * site no longer traps */
+	if (!st.go)
+		g[REG_RIP] = (greg_t)rewrite((unsigned long)g[REG_RIP],
+					     n >= 0 && n < OSF_GO_NSYS && osf_static_fastnr[n]);
+	g[REG_RAX] = osf_static_call(n, a);
 }
+
+/* osf_static_onstack calls fn(arg) on the stack whose top is top (0:
+ * the current one). */
+void osf_static_onstack(void (*fn)(ucontext_t *), ucontext_t *arg, unsigned long top);
+__asm__(".text\n"
+	".globl osf_static_onstack\n"
+	".hidden osf_static_onstack\n"
+	".type osf_static_onstack,@function\n"
+	"osf_static_onstack:\n"
+	"	pushq %rbp\n"
+	"	movq %rsp, %rbp\n"
+	"	testq %rdx, %rdx\n"
+	"	jz 1f\n"
+	"	movq %rdx, %rsp\n"
+	"1:\n"
+	"	andq $-16, %rsp\n"
+	"	movq %rdi, %rax\n"
+	"	movq %rsi, %rdi\n"
+	"	call *%rax\n"
+	"	movq %rbp, %rsp\n"
+	"	popq %rbp\n"
+	"	ret\n");
 
 /* on_sigsys runs with the program's FS: no TLS (and so no stack
  * protector) before enter_osf. */
@@ -717,7 +825,10 @@ __attribute__((no_stack_protector)) static void on_sigsys(int sig, siginfo_t *si
 
 	(void)sig;
 	(void)si;
-	dispatch(uc);
+	/* the kernel's frame is on the program's signal stack (SA_ONSTACK:
+	 * a Go thread's, once it has one) or its own; osf's code runs on the
+	 * carrier's */
+	osf_static_onstack(dispatch, uc, t_thr.stack);
 	leave_osf(fs);
 }
 
@@ -835,6 +946,16 @@ static const char *map_image(int fd, struct image *im)
 	return NULL;
 }
 
+/* go_image says whether the mapped image carries Go's build-id note. */
+static int go_image(const struct image *im)
+{
+	for (int i = 0; i < im->eh.e_phnum; i++)
+		if (im->ph[i].p_type == PT_NOTE &&
+		    osf_go_note((const unsigned char *)(im->ph[i].p_vaddr + im->bias), im->ph[i].p_filesz))
+			return 1;
+	return 0;
+}
+
 /* below_text says whether any executable mapping other than the program's
  * and its stubs' lies below its code's end (it would be dispatched too). */
 static int below_text(const struct image *im)
@@ -939,6 +1060,10 @@ static const char *build_stack(const struct image *im, const char *path, int arg
 OSF_EXPORT int osf_static_exec(const char *path, int argc, char **argv, char **envp, const char **why)
 {
 	static struct image im;
+	static const int emulated[] = {
+		SYS_arch_prctl, SYS_brk,    SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_clone,
+		SYS_clone3,	SYS_fork,   SYS_vfork,	      SYS_execve,	  SYS_sigaltstack,
+	};
 	struct sigaction sa;
 	unsigned long sp;
 	int fd;
@@ -954,6 +1079,12 @@ OSF_EXPORT int osf_static_exec(const char *path, int argc, char **argv, char **e
 		*why = "this kernel has no Syscall User Dispatch (Linux 5.11 or later)";
 	if (!*why)
 		*why = map_image(fd, &im);
+	st.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
+	/* A Go program: its sites are not rewritten (a stub's frame would be
+	 * on a goroutine's stack); its Syscall6 calls the hooks itself. */
+	st.go = !*why && go_image(&im);
+	if (st.go && st.fsgsbase && st.stubs)
+		osf_static_go_patch(fd, im.bias, st.stubs);
 	REAL(close)(fd);
 	if (*why)
 		return -1;
@@ -964,15 +1095,17 @@ OSF_EXPORT int osf_static_exec(const char *path, int argc, char **argv, char **e
 	*why = build_stack(&im, path, argc, argv, envp, &sp);
 	if (*why)
 		return -1;
-	st.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
 	osf_go_mark(st.hooked);
 	osf_go_mark(osf_static_fastnr);
 	osf_static_fastnr[SYS_execve] = 0;
 	osf_static_fastnr[SYS_poll] = osf_static_fastnr[SYS_ppoll] = 1;
 	osf_static_fastnr[SYS_select] = osf_static_fastnr[SYS_pselect6] = 1;
+	for (size_t i = 0; i < sizeof(emulated) / sizeof(emulated[0]); i++)
+		osf_static_trapnr[emulated[i]] = 1;
+	thr_init((unsigned long)__builtin_frame_address(0));
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_sigsys;
-	sa.sa_flags = SA_SIGINFO;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
 	sigfillset(&sa.sa_mask);
 	if (REAL(sigaction)(SIGSYS, &sa, NULL) < 0) {
 		*why = "cannot install the SIGSYS handler";
