@@ -126,6 +126,11 @@ func TestStaticThreads(t *testing.T) {
 	srv, port := staticServer(t, underOsf.cmd(t, nil, osfload(t), prog, "tserve", "127.0.0.1", "4"))
 	cli := startPiped(t, underOsf.cmd(t, nil, osfload(t), prog, "tclient", "127.0.0.1", port, "4", "2000000"))
 	cli.WaitOutput("connected", shortRun)
+	// the client's connects return before the server's thread has
+	// accepted the last one
+	testutil.WaitFor(t, shortRun, "4 server connections", func() bool {
+		return len(testutil.OsfStat(t, srv.Pid).Select(testutil.ByRole("server"))) == 4
+	})
 	for _, c := range []struct {
 		pid  int
 		role string
