@@ -216,6 +216,11 @@ void osf_go_init(void);
 void osf_go_mark(unsigned char t[OSF_GO_NSYS]);
 long osf_go_hook(long n, const long *a);
 extern int osf_go_table;
+/* osf_go_note says whether the notes at p carry Go's build id;
+ * osf_go_static_syscall6 finds Go 1.26's Syscall6 in a statically linked
+ * Go executable (static_go.c patches it). */
+int osf_go_note(const unsigned char *p, size_t len);
+uintptr_t osf_go_static_syscall6(int fd, uintptr_t bias);
 
 /* Where osf waits in poll in place of a call the kernel restarts after a
  * handler with SA_RESTART (a blocking accept), osf_intr_begin is called

@@ -32,6 +32,7 @@
  * table's header (osfstat shows it) and, as OSF_GO=1 asked for it, a line
  * on stderr. */
 #include "osf.h"
+#include "goabi.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -236,24 +237,7 @@ __asm__(".text\n"
 	"14:\n"
 	"	movq $0, (%r10,%rdx,8)\n"
 	"	movq %r10, %rdi\n"
-	"1:\n"
-	"	movq %rsi, %r10\n"
-	"	movq %rdi, %rdx\n"
-	"	movq %rcx, %rsi\n"
-	"	movq %rbx, %rdi\n"
-	"	syscall\n"
-	"2:\n"
-	"	cmpq $-4095, %rax\n"
-	"	jbe 3f\n"
-	"	negq %rax\n"
-	"	movq %rax, %rcx\n"
-	"	movq $-1, %rax\n"
-	"	xorl %ebx, %ebx\n"
-	"	ret\n"
-	"3:\n"
-	"	movq %rdx, %rbx\n"
-	"	xorl %ecx, %ecx\n"
-	"	ret\n"
+	GO_SYSCALL6_TAIL
 	".size osf_go_syscall6, .-osf_go_syscall6\n");
 
 /* syscall.rawVforkSyscall(trap, a1, a2, a3 uintptr) (r1, err uintptr),
@@ -652,7 +636,7 @@ struct exe {
 	int go;
 };
 
-static int go_note(const unsigned char *p, size_t len)
+int osf_go_note(const unsigned char *p, size_t len)
 {
 	while (len >= 12) {
 		uint32_t nsz, dsz, type;
@@ -679,13 +663,41 @@ static int first_object(struct dl_phdr_info *info, size_t size, void *arg)
 	x->bias = info->dlpi_addr;
 	for (int i = 0; i < info->dlpi_phnum && !x->go; i++)
 		if (info->dlpi_phdr[i].p_type == PT_NOTE)
-			x->go = go_note((const unsigned char *)(info->dlpi_addr +
+			x->go = osf_go_note((const unsigned char *)(info->dlpi_addr +
 								info->dlpi_phdr[i].p_vaddr),
 					info->dlpi_phdr[i].p_filesz);
 	return 1; /* the first object is the executable */
 }
 
 int osf_go_table;
+
+/* osf_go_static_syscall6 returns the address of Syscall6 in the Go
+ * executable open at fd and mapped at bias (a statically linked one that
+ * osfload runs: preload/static_go.c), or 0 when its symbol table has no
+ * such symbol or its code is not Go 1.26's. */
+uintptr_t osf_go_static_syscall6(int fd, uintptr_t bias)
+{
+	struct image im = {0};
+	struct stat st;
+	void *map;
+	uintptr_t r = 0;
+
+	if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr))
+		return 0;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED)
+		return 0;
+	im.p = map;
+	im.len = (size_t)st.st_size;
+	if (scan(&im) == 0 && im.sym[SYM_SYSCALL6] &&
+	    im.size[SYM_SYSCALL6] >= sizeof(syscall6_code) &&
+	    memcmp((const void *)(bias + im.sym[SYM_SYSCALL6]), syscall6_code,
+		   sizeof(syscall6_code)) == 0)
+		r = bias + im.sym[SYM_SYSCALL6];
+	munmap(map, im.len);
+	return r;
+}
+
 
 /* refuse leaves a Go program on kernel TCP, says why and has the fd table
  * made, so that osfstat shows it. */

@@ -20,28 +20,36 @@
  *     served from a reserved region (the kernel's break belongs to the
  *     loader's C library), rt_sigaction gets a restorer outside the
  *     program (its own would trap on rt_sigreturn) and never touches
- *     SIGSYS, rt_sigprocmask never blocks SIGSYS;
+ *     SIGSYS, rt_sigprocmask and sigaltstack act on the signal frame's
+ *     saved mask and stack (rt_sigreturn restores them), SIGSYS never
+ *     blocked;
  *   - a thread runs on a carrier the loader's C library makes
  *     (sys_thread); clone3 gets ENOSYS (the C library falls back to
- *     clone), other CLONE_VM clones (posix_spawn) EAGAIN; a fork-like
+ *     clone), a vfork (os/exec's) runs in a copy of the memory without
+ *     dispatch, other CLONE_VM clones (posix_spawn) EAGAIN; a fork-like
  *     clone runs, and the child turns dispatch on again (the kernel does
  *     not carry it across fork or to a new thread);
  *   - everything else goes to the kernel unchanged.
  *
  * A site osf serves whose bytes allow it is then rewritten to jump to a
- * stub that calls the hook without a signal (rewrite, osf_static_fast).
+ * stub that calls the hook without a signal (static_site.c); a Go
+ * program's Syscall6 is patched instead (static_go.c). The image and the
+ * initial stack are static_load.c's.
  *
- * The handler runs on the program's stack with the program's FS; it moves
- * FS to the thread's carrier's TLS (the C library's, which libosf.so's
- * code uses) before any C code runs and back before it returns (wrfsbase
- * where the CPU and kernel allow it, else arch_prctl). All signals are
- * blocked while it runs: a program's handler must never see osf's FS.
+ * The handler (SA_ONSTACK: on a Go thread's signal stack, never a
+ * goroutine's) starts with the program's FS; it moves FS to the thread's
+ * carrier's TLS (the C library's, which libosf.so's code uses) before any
+ * C code runs and back before it returns (wrfsbase where the CPU and
+ * kernel allow it, else arch_prctl), and runs osf's code on the carrier's
+ * stack. All signals are blocked while it runs: a program's handler must
+ * never see osf's FS.
  *
  * Where any of this is unavailable (no Syscall User Dispatch, a program
  * that is not a static x86-64 executable, code mapped below the program)
  * osf_static_exec returns -1 with the reason, and osfload execs the program
  * on kernel TCP. */
 #include "osf.h"
+#include "static.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -71,47 +79,22 @@
 #define HWCAP2_FSGSBASE (1 << 1)
 #endif
 
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1U << 31)
+#endif
 #ifndef SA_RESTORER
 #define SA_RESTORER 0x04000000
 #endif
 
-#define STATIC_PIE_BASE 0x10000000UL  /* below any PIE or library */
-#define STATIC_BRK_MAX (1UL << 30)     /* the program's break region */
-#define STATIC_STACK (8UL << 20)       /* the program's initial stack */
-#define STATIC_TOP (1UL << 47)         /* end of user space */
-#define STUB_SIZE 64
-#define STUB_SLOTS 1024
-#define STUB_AREA (STUB_SIZE * STUB_SLOTS)
-
-static struct {
-	int fsgsbase;
-	unsigned long text_end;  /* the allowed range's start */
-	unsigned long brk_lo, brk_cur, brk_top; /* [brk_lo, brk_cur) writable */
-	struct kact {
-		unsigned long handler, flags, restorer, mask;
-	} sigsys; /* the program's SIGSYS action: recorded, never installed */
-	unsigned char hooked[OSF_GO_NSYS];
-	int warned_threads;
-	/* The rewritten call sites' stubs (rewrite below): STUB_SLOTS slots
-	 * of STUB_SIZE bytes in a mapping just below the program, inside the
-	 * dispatched range (a stub's own syscall traps); the program's code
-	 * range [text_lo, text_end). */
-	unsigned char *stubs;
-	int nstubs;
-	unsigned long text_lo;
-	unsigned long refused[64]; /* sites found unsafe to rewrite */
-	int nrefused;
-	unsigned long sites[STUB_SLOTS]; /* the site of each stub */
-	int threads;                     /* carriers made (sys_thread) */
-} st;
-static pthread_mutex_t rewrite_lock = PTHREAD_MUTEX_INITIALIZER;
+struct static_state static_st;
 
 /* The numbers a rewritten site serves without a trap: the hooked ones
  * but execve (its image would inherit the fast path's blocked signals),
  * and poll and select. Others at such a site take the stub's own
  * syscall, which traps. */
 unsigned char osf_static_fastnr[OSF_GO_NSYS];
-
+unsigned char osf_static_trapnr[OSF_GO_NSYS];
+unsigned char osf_static_vchild;
 
 /* ---- FS and dispatch's switch (no TLS, no libc: osf_rawsys) ------------ */
 
@@ -119,7 +102,7 @@ static inline unsigned long fs_get(void)
 {
 	unsigned long v = 0;
 
-	if (st.fsgsbase)
+	if (static_st.fsgsbase)
 		__asm__ volatile("rdfsbase %0" : "=r"(v));
 	else
 		osf_rawsys(SYS_arch_prctl, ARCH_GET_FS, (long)&v, 0, 0, 0, 0);
@@ -128,7 +111,7 @@ static inline unsigned long fs_get(void)
 
 static inline void fs_set(unsigned long v)
 {
-	if (st.fsgsbase)
+	if (static_st.fsgsbase)
 		__asm__ volatile("wrfsbase %0" ::"r"(v) : "memory");
 	else
 		osf_rawsys(SYS_arch_prctl, ARCH_SET_FS, (long)v, 0, 0, 0, 0);
@@ -136,46 +119,56 @@ static inline void fs_set(unsigned long v)
 
 /* Each program thread runs on a thread of the loader's C library (its
  * carrier: the main thread, or one sys_thread made), whose TLS osf's code
- * uses. fsmap finds a carrier's FS from the program's FS the thread runs
- * with (a handler's first step, before any TLS); t_prog_fs is the
- * program's FS of this thread (0 until it sets one: it then runs on the
- * carrier's). Entries are written before their key (release) and never
- * removed: a key comes back only when the C library reuses a finished
- * thread's TCB, and that thread's new carrier overwrites it. */
-#define FSMAP 4096
-static struct {
-	unsigned long prog, carrier;
-} fsmap[FSMAP];
+ * uses and whose stack it runs on (a goroutine's is small). The fs map
+ * (static.h) finds a carrier's static_thr from the program's FS the
+ * thread runs with (a handler's first step, before any TLS); t_prog_fs is
+ * the program's FS of this thread (0 until it sets one: it then runs on
+ * the carrier's). Entries are never removed: a key comes back only when
+ * the C library reuses a finished thread's TCB, and that thread's new
+ * carrier overwrites it. */
+unsigned long osf_static_fsprog[STATIC_FSMAP];
+struct static_thr *osf_static_fsthr[STATIC_FSMAP];
 static int fsmap_lock;
 static __thread unsigned long t_prog_fs __attribute__((tls_model("initial-exec")));
+static __thread struct static_thr t_thr __attribute__((tls_model("initial-exec")));
 
-static inline unsigned long fsmap_get(unsigned long prog)
+static inline struct static_thr *fsmap_get(unsigned long prog)
 {
-	for (unsigned long i = (prog >> 6) % FSMAP, n = 0; n < FSMAP; i = (i + 1) % FSMAP, n++) {
-		unsigned long k = __atomic_load_n(&fsmap[i].prog, __ATOMIC_ACQUIRE);
+	for (unsigned long i = (prog >> 6) % STATIC_FSMAP, n = 0; n < STATIC_FSMAP;
+	     i = (i + 1) % STATIC_FSMAP, n++) {
+		unsigned long k = __atomic_load_n(&osf_static_fsprog[i], __ATOMIC_ACQUIRE);
 		if (k == prog)
-			return __atomic_load_n(&fsmap[i].carrier, __ATOMIC_RELAXED);
+			return __atomic_load_n(&osf_static_fsthr[i], __ATOMIC_RELAXED);
 		if (!k)
 			break;
 	}
-	return 0;
+	return NULL;
 }
 
-static void fsmap_put(unsigned long prog, unsigned long carrier)
+/* fsmap_put maps prog to this carrier's static_thr. */
+static void fsmap_put(unsigned long prog)
 {
-	unsigned long i = (prog >> 6) % FSMAP;
+	unsigned long i = (prog >> 6) % STATIC_FSMAP;
 
 	while (__atomic_exchange_n(&fsmap_lock, 1, __ATOMIC_ACQUIRE))
 		;
-	for (unsigned long n = 0; n < FSMAP; i = (i + 1) % FSMAP, n++) {
-		unsigned long k = fsmap[i].prog;
+	for (unsigned long n = 0; n < STATIC_FSMAP; i = (i + 1) % STATIC_FSMAP, n++) {
+		unsigned long k = osf_static_fsprog[i];
 		if (k == prog || !k) {
-			__atomic_store_n(&fsmap[i].carrier, carrier, __ATOMIC_RELAXED);
-			__atomic_store_n(&fsmap[i].prog, prog, __ATOMIC_RELEASE);
+			__atomic_store_n(&osf_static_fsthr[i], &t_thr, __ATOMIC_RELAXED);
+			__atomic_store_n(&osf_static_fsprog[i], prog, __ATOMIC_RELEASE);
 			break;
 		}
 	}
 	__atomic_store_n(&fsmap_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* thr_init records the carrier's FS and the top of the stack osf's code
+ * runs on (the carrier's own below sp, which it no longer uses). */
+static void thr_init(unsigned long sp)
+{
+	t_thr.carrier_fs = fs_get();
+	t_thr.stack = (sp - 256) & ~15UL;
 }
 
 /* enter_osf moves FS from the program's to its carrier's and returns the
@@ -183,10 +176,11 @@ static void fsmap_put(unsigned long prog, unsigned long carrier)
  * if any). No TLS before enter_osf. */
 static inline __attribute__((always_inline)) unsigned long enter_osf(void)
 {
-	unsigned long cur = fs_get(), carrier = fsmap_get(cur);
+	unsigned long cur = fs_get();
+	struct static_thr *t = fsmap_get(cur);
 
-	if (carrier && carrier != cur)
-		fs_set(carrier);
+	if (t && t->carrier_fs != cur)
+		fs_set(t->carrier_fs);
 	return cur;
 }
 
@@ -201,7 +195,7 @@ static inline __attribute__((always_inline)) void leave_osf(unsigned long cur)
 static int sud_on(void)
 {
 	return (int)osf_rawsys(SYS_prctl, PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON,
-			 (long)st.text_end, (long)(STATIC_TOP - st.text_end), 0, 0);
+			 (long)static_st.text_end, (long)(STATIC_TOP - static_st.text_end), 0, 0);
 }
 
 /* The restorer every program handler returns through: the program's own
@@ -222,18 +216,18 @@ __asm__(".text\n"
 
 static long sys_brk(unsigned long want)
 {
-	unsigned long pg = 4096, cur = (st.brk_cur + pg - 1) & ~(pg - 1);
+	unsigned long pg = 4096, cur = (static_st.brk_cur + pg - 1) & ~(pg - 1);
 	unsigned long next = (want + pg - 1) & ~(pg - 1);
 
-	if (want < st.brk_lo || want > st.brk_top)
-		return (long)st.brk_cur;
+	if (want < static_st.brk_lo || want > static_st.brk_top)
+		return (long)static_st.brk_cur;
 	if (next > cur && mprotect((void *)cur, next - cur, PROT_READ | PROT_WRITE) < 0)
-		return (long)st.brk_cur;
+		return (long)static_st.brk_cur;
 	if (next < cur) {
 		madvise((void *)next, cur - next, MADV_DONTNEED);
 		mprotect((void *)next, cur - next, PROT_NONE);
 	}
-	st.brk_cur = want;
+	static_st.brk_cur = want;
 	return (long)want;
 }
 
@@ -247,9 +241,9 @@ static long sys_sigaction(const long *a)
 		return -EINVAL;
 	if (sig == SIGSYS) {
 		if (old)
-			*old = st.sigsys;
+			*old = static_st.sigsys;
 		if (act)
-			st.sigsys = *act;
+			static_st.sigsys = *act;
 		return 0;
 	}
 	if (!act)
@@ -263,14 +257,59 @@ static long sys_sigaction(const long *a)
 	return osf_rawsys(SYS_rt_sigaction, sig, (long)&k, (long)old, a[3], 0, 0);
 }
 
-static long sys_sigprocmask(const long *a)
+/* The thread's signal mask and alternate stack are the kernel's only
+ * between the program's calls: the handler runs with every signal
+ * blocked, and rt_sigreturn puts back the mask and the alternate stack
+ * saved in the frame. So the program's rt_sigprocmask and sigaltstack
+ * read and write those (uc), which the kernel applies as the handler
+ * returns; SIGSYS is never blocked. */
+static long sys_sigprocmask(ucontext_t *uc, const long *a)
 {
-	unsigned long set;
+	unsigned long *cur = (unsigned long *)&uc->uc_sigmask, set = 0, old = *cur;
+	const unsigned long never = SIGSYS_BIT | (1UL << (SIGKILL - 1)) | (1UL << (SIGSTOP - 1));
 
-	if (!a[1] || (int)a[0] == SIG_UNBLOCK || (size_t)a[3] != sizeof(set))
-		return osf_rawsys(SYS_rt_sigprocmask, a[0], a[1], a[2], a[3], 0, 0);
-	set = *(const unsigned long *)a[1] & ~SIGSYS_BIT;
-	return osf_rawsys(SYS_rt_sigprocmask, a[0], (long)&set, a[2], a[3], 0, 0);
+	if ((size_t)a[3] != sizeof(set))
+		return -EINVAL;
+	if (a[1]) {
+		set = *(const unsigned long *)a[1];
+		if (a[0] == SIG_BLOCK)
+			set |= old;
+		else if (a[0] == SIG_UNBLOCK)
+			set = old & ~set;
+		else if (a[0] != SIG_SETMASK)
+			return -EINVAL;
+		*cur = set & ~never;
+	}
+	if (a[2])
+		*(unsigned long *)a[2] = old;
+	return 0;
+}
+
+static long sys_sigaltstack(ucontext_t *uc, const long *a)
+{
+	const stack_t *ss = (const stack_t *)a[0];
+	stack_t old = uc->uc_stack;
+
+	if (ss) {
+		int mode = ss->ss_flags & ~(int)SS_AUTODISARM;
+		if (old.ss_flags & SS_ONSTACK)
+			return -EPERM;
+		if (mode != SS_DISABLE && mode != SS_ONSTACK && mode != 0)
+			return -EINVAL;
+		if (mode == SS_DISABLE) {
+			uc->uc_stack.ss_sp = NULL;
+			uc->uc_stack.ss_size = 0;
+		} else if (ss->ss_size < (size_t)MINSIGSTKSZ) {
+			return -ENOMEM;
+		} else {
+			uc->uc_stack.ss_sp = ss->ss_sp;
+			uc->uc_stack.ss_size = ss->ss_size;
+		}
+		uc->uc_stack.ss_flags = ss->ss_flags;
+	}
+	if (a[1])
+		*(stack_t *)a[1] = old;
+	return 0;
 }
 
 static long sys_clone(const long *a)
@@ -278,8 +317,19 @@ static long sys_clone(const long *a)
 	unsigned long flags = (unsigned long)a[0];
 	long r;
 
+	/* os/exec's child (Go's rawVforkSyscall: CLONE_VM|CLONE_VFORK, no
+	 * stack) runs in a copy of the memory: in the shared memory it would
+	 * return through the handler's frames, which the suspended parent
+	 * returns through later. Its calls go to the kernel (no dispatch, no
+	 * osf code) until it execs, as in gosys.c. */
+	if ((flags & (CLONE_VM | CLONE_VFORK | CLONE_THREAD)) == (CLONE_VM | CLONE_VFORK) && !a[1]) {
+		r = osf_rawsys(SYS_clone, (long)(flags & ~(unsigned long)CLONE_VM), 0, a[2], a[3], a[4], 0);
+		if (r == 0)
+			osf_static_vchild = 1;
+		return r;
+	}
 	if ((flags & (CLONE_VM | CLONE_THREAD)) || a[1]) {
-		if (!st.warned_threads++)
+		if (!static_st.warned_threads++)
 			dprintf(2, "osf: static: clone(CLONE_VM) other than a thread's is refused (EAGAIN)\n");
 		return -EAGAIN;
 	}
@@ -293,14 +343,14 @@ static long emulate(long n, const long *a)
 {
 	long r;
 
-	if (n >= 0 && n < OSF_GO_NSYS && st.hooked[n]) {
+	if (n >= 0 && n < OSF_GO_NSYS && static_st.hooked[n]) {
 		r = osf_go_hook(n, a);
 		return r == -1 ? -(long)errno : r;
 	}
 	switch (n) {
 	case SYS_arch_prctl:
 		if (a[0] == ARCH_SET_FS) {
-			fsmap_put((unsigned long)a[1], fs_get());
+			fsmap_put((unsigned long)a[1]);
 			t_prog_fs = (unsigned long)a[1];
 			return 0;
 		}
@@ -313,8 +363,6 @@ static long emulate(long n, const long *a)
 		return sys_brk((unsigned long)a[0]);
 	case SYS_rt_sigaction:
 		return sys_sigaction(a);
-	case SYS_rt_sigprocmask:
-		return sys_sigprocmask(a);
 	case SYS_clone:
 		return sys_clone(a);
 	case SYS_clone3:
@@ -349,8 +397,8 @@ static long emulate(long n, const long *a)
 	return osf_rawsys(n, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
-/* call emulates system call n on the loader's FS, errno kept. */
-__attribute__((noinline)) static long call(long n, const long *a)
+/* osf_static_call emulates system call n on the loader's FS, errno kept. */
+__attribute__((noinline)) long osf_static_call(long n, const long *a)
 {
 	int saved = errno;
 	long r = emulate(n, a);
@@ -359,103 +407,9 @@ __attribute__((noinline)) static long call(long n, const long *a)
 	return r;
 }
 
-/* ---- rewritten call sites ------------------------------------------------
- *
- * A trap costs a signal (docs/STATIC.md: about 1.3 us here). After a
- * trapped call whose number osf_static_fastnr serves, the site is
- * rewritten when its bytes are glibc's `syscall; cmp $imm32, %rax` (8
- * bytes) and no branch within 4 KiB lands inside them: they become `jmp
- * rel32` to a stub of their own,
- *
- *	lea -128(%rsp), %rsp		past the red zone
- *	lea 1f(%rip), %rcx
- *	movabs $osf_static_fast, %r11
- *	jmp *%r11			R11 0: served, 1: not ours
- *  1:	lea 128(%rsp), %rsp
- *	test %r11, %r11
- *	jz 2f
- *	syscall				traps: the stub is below the program's code
- *  2:	cmp $imm32, %rax		the instruction the jmp displaced
- *	jmp site+8
- *
- * osf_static_fast keeps every register the kernel keeps across a system
- * call but RCX and R11 (which `syscall` clobbers too), and XMM0-15, and
- * calls osf_static_fast_c, which blocks signals (a handler must not run
- * on the loader's FS), switches FS, calls the hook, and undoes both. */
-long osf_static_fast_c(long n, const long *a);
-void osf_static_fast(void);
-__asm__(".text\n"
-	".globl osf_static_fast\n"
-	".hidden osf_static_fast\n"
-	".type osf_static_fast,@function\n"
-	"osf_static_fast:\n"
-	"	cmpq $512, %rax\n"
-	"	jae 9f\n"
-	"	leaq osf_static_fastnr(%rip), %r11\n"
-	"	cmpb $0, (%r11,%rax)\n"
-	"	je 9f\n"
-	"	pushq %rcx\n"
-	"	pushq %rbp\n"
-	"	movq %rsp, %rbp\n"
-	"	pushq %r9\n"
-	"	pushq %r8\n"
-	"	pushq %r10\n"
-	"	pushq %rdx\n"
-	"	pushq %rsi\n"
-	"	pushq %rdi\n"
-	"	movq %rsp, %rsi\n"
-	"	subq $256, %rsp\n"
-	"	andq $-16, %rsp\n"
-	"	movups %xmm0, 0(%rsp)\n"
-	"	movups %xmm1, 16(%rsp)\n"
-	"	movups %xmm2, 32(%rsp)\n"
-	"	movups %xmm3, 48(%rsp)\n"
-	"	movups %xmm4, 64(%rsp)\n"
-	"	movups %xmm5, 80(%rsp)\n"
-	"	movups %xmm6, 96(%rsp)\n"
-	"	movups %xmm7, 112(%rsp)\n"
-	"	movups %xmm8, 128(%rsp)\n"
-	"	movups %xmm9, 144(%rsp)\n"
-	"	movups %xmm10, 160(%rsp)\n"
-	"	movups %xmm11, 176(%rsp)\n"
-	"	movups %xmm12, 192(%rsp)\n"
-	"	movups %xmm13, 208(%rsp)\n"
-	"	movups %xmm14, 224(%rsp)\n"
-	"	movups %xmm15, 240(%rsp)\n"
-	"	cld\n"
-	"	movq %rax, %rdi\n"
-	"	call osf_static_fast_c\n"
-	"	movups 0(%rsp), %xmm0\n"
-	"	movups 16(%rsp), %xmm1\n"
-	"	movups 32(%rsp), %xmm2\n"
-	"	movups 48(%rsp), %xmm3\n"
-	"	movups 64(%rsp), %xmm4\n"
-	"	movups 80(%rsp), %xmm5\n"
-	"	movups 96(%rsp), %xmm6\n"
-	"	movups 112(%rsp), %xmm7\n"
-	"	movups 128(%rsp), %xmm8\n"
-	"	movups 144(%rsp), %xmm9\n"
-	"	movups 160(%rsp), %xmm10\n"
-	"	movups 176(%rsp), %xmm11\n"
-	"	movups 192(%rsp), %xmm12\n"
-	"	movups 208(%rsp), %xmm13\n"
-	"	movups 224(%rsp), %xmm14\n"
-	"	movups 240(%rsp), %xmm15\n"
-	"	leaq -48(%rbp), %rsp\n"
-	"	popq %rdi\n"
-	"	popq %rsi\n"
-	"	popq %rdx\n"
-	"	popq %r10\n"
-	"	popq %r8\n"
-	"	popq %r9\n"
-	"	popq %rbp\n"
-	"	popq %rcx\n"
-	"	xorl %r11d, %r11d\n"
-	"	jmp *%rcx\n"
-	"9:\n"
-	"	movl $1, %r11d\n"
-	"	jmp *%rcx\n");
-
+/* osf_static_fast_c: a rewritten site's call (static_site.c) on the
+ * loader's FS, signals blocked (a handler must not run on the loader's
+ * FS). */
 __attribute__((no_stack_protector)) long osf_static_fast_c(long n, const long *a)
 {
 	unsigned long all = ~0UL, old, fs;
@@ -463,115 +417,9 @@ __attribute__((no_stack_protector)) long osf_static_fast_c(long n, const long *a
 
 	osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof(all), 0, 0);
 	fs = enter_osf();
-	r = call(n, a);
+	r = osf_static_call(n, a);
 	leave_osf(fs);
 	osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof(old), 0, 0);
-	return r;
-}
-
-/* branches_into says whether a direct branch within 4 KiB of site (in the
- * program's code) may land on one of its bytes after the first: every
- * byte is read as a possible opcode, so it errs towards yes. */
-static int branches_into(unsigned long site, unsigned long len)
-{
-	unsigned long lo = site > st.text_lo + 4096 ? site - 4096 : st.text_lo;
-	unsigned long hi = site + 4096 < st.text_end ? site + 4096 : st.text_end;
-
-	for (unsigned long j = lo; j + 6 <= hi; j++) {
-		const unsigned char *b = (const unsigned char *)j;
-		unsigned long t = 0;
-		int32_t d;
-		if ((b[0] >= 0x70 && b[0] <= 0x7f) || (b[0] >= 0xe0 && b[0] <= 0xe3) || b[0] == 0xeb) {
-			t = j + 2 + (unsigned long)(long)(int8_t)b[1];
-		} else if (b[0] == 0xe8 || b[0] == 0xe9) {
-			memcpy(&d, b + 1, 4);
-			t = j + 5 + (unsigned long)(long)d;
-		} else if (b[0] == 0x0f && b[1] >= 0x80 && b[1] <= 0x8f) {
-			memcpy(&d, b + 2, 4);
-			t = j + 6 + (unsigned long)(long)d;
-		}
-		if (t > site && t < site + len)
-			return 1;
-	}
-	return 0;
-}
-
-/* rewrite makes the site whose syscall ended at ret take a stub from now
- * on, when create and it is safe to, and returns where the trapped call resumes: the
- * stub's displaced cmp when the site is rewritten (now, or by another
- * thread while this one was in the call: ret is then inside the jmp), else
- * ret. Once the program has threads, only a site whose 8 bytes are one
- * aligned word is rewritten (one store: a thread running it sees the old
- * bytes or the new ones, and one that trapped on the old resumes in the
- * stub). */
-static unsigned long rewrite_locked(unsigned long ret, int create)
-{
-	unsigned long site = ret - 2, pg = site & ~4095UL;
-	unsigned char *p = (unsigned char *)site, *s, jmp[8] = {0xe9, 0, 0, 0, 0, 0x90, 0x90, 0x90};
-	int32_t rel;
-
-	for (int i = 0; i < st.nstubs; i++)
-		if (st.sites[i] == site) /* another thread rewrote it */
-			return (unsigned long)(st.stubs + (size_t)i * STUB_SIZE + 40);
-	if (!create || !st.stubs || st.nstubs >= STUB_SLOTS || site < st.text_lo || site + 8 > st.text_end ||
-	    p[0] != 0x0f || p[1] != 0x05 || p[2] != 0x48 || p[3] != 0x3d ||
-	    (st.threads && (site & 7))) /* others may run it: one 8-byte store */
-		return ret;
-	for (int i = 0; i < st.nrefused; i++)
-		if (st.refused[i] == site)
-			return ret;
-	if (branches_into(site, 8)) {
-		if (st.nrefused < (int)(sizeof(st.refused) / sizeof(st.refused[0])))
-			st.refused[st.nrefused++] = site;
-		return ret;
-	}
-	s = st.stubs + (size_t)st.nstubs * STUB_SIZE;
-	rel = (int32_t)((long)s - (long)(site + 5));
-	if ((long)s - (long)(site + 5) != rel)
-		return ret;
-	memcpy(jmp + 1, &rel, 4);
-	/* other threads may be running earlier stubs: the area stays
-	 * executable while it is written */
-	if (mprotect(st.stubs, STUB_AREA, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
-		return ret;
-	/* lea -128(%rsp), %rsp; lea 1f(%rip), %rcx (1f: 25 bytes in) */
-	memcpy(s, "\x48\x8d\x64\x24\x80\x48\x8d\x0d\x0d\x00\x00\x00", 12);
-	s[12] = 0x49, s[13] = 0xbb; /* movabs $osf_static_fast, %r11 */
-	{
-		uint64_t f = (uint64_t)(uintptr_t)osf_static_fast;
-		memcpy(s + 14, &f, 8);
-	}
-	memcpy(s + 22, "\x41\xff\xe3", 3); /* jmp *%r11 */
-	/* 1: lea 128(%rsp), %rsp; test %r11, %r11; jz 2f; syscall */
-	memcpy(s + 25, "\x48\x8d\xa4\x24\x80\x00\x00\x00\x4d\x85\xdb\x74\x02\x0f\x05", 15);
-	memcpy(s + 40, p + 2, 6); /* 2: cmp $imm32, %rax */
-	s[46] = 0xe9;             /* jmp site+8 */
-	rel = (int32_t)((long)(site + 8) - (long)(s + 51));
-	memcpy(s + 47, &rel, 4);
-	if (mprotect(st.stubs, STUB_AREA, PROT_READ | PROT_EXEC) < 0 ||
-	    mprotect((void *)pg, site + 8 - pg, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
-		return ret;
-	st.sites[st.nstubs++] = site;
-	if (!(site & 7)) {
-		uint64_t v;
-		memcpy(&v, jmp, 8);
-		__atomic_store_n((uint64_t *)p, v, __ATOMIC_RELEASE);
-	} else { /* one thread: the jmp's first byte last */
-		memcpy(p + 1, jmp + 1, 7);
-		__atomic_store_n(p, jmp[0], __ATOMIC_RELEASE);
-	}
-	__builtin___clear_cache((char *)p, (char *)p + 8);
-	mprotect((void *)pg, site + 8 - pg, PROT_READ | PROT_EXEC);
-	return (unsigned long)(s + 40);
-}
-
-static unsigned long rewrite(unsigned long ret, int create)
-{
-	unsigned long r;
-
-	pthread_mutex_lock(&rewrite_lock);
-	r = rewrite_locked(ret, create);
-	pthread_mutex_unlock(&rewrite_lock);
 	return r;
 }
 
@@ -588,7 +436,7 @@ static unsigned long rewrite(unsigned long ret, int create)
  * thread exits (SYS_exit), the carrier ends with it; the C library never
  * learns, so its stack (CARRIER_STACK) and TCB stay. */
 #define THREAD_FLAGS (CLONE_VM | CLONE_SIGHAND | CLONE_THREAD)
-#define CARRIER_STACK (64UL << 10)
+#define CARRIER_STACK (256UL << 10) /* the program's thread's and osf's */
 
 struct carrier {
 	greg_t regs[NGREG];
@@ -643,8 +491,9 @@ __attribute__((no_stack_protector)) static void *carrier_main(void *arg)
 	if (c->flags & CLONE_PARENT_SETTID) /* before the child can exit */
 		*c->ptid = tid;
 	prog = fs_get();
+	thr_init((unsigned long)__builtin_frame_address(0));
 	if (c->flags & CLONE_SETTLS) {
-		fsmap_put(c->tls, prog);
+		fsmap_put(c->tls);
 		t_prog_fs = prog = c->tls;
 	}
 	if (sud_on() < 0)
@@ -678,7 +527,7 @@ static long sys_thread(ucontext_t *uc, const long *a)
 	pthread_attr_init(&at);
 	pthread_attr_setstacksize(&at, CARRIER_STACK);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	__atomic_store_n(&st.threads, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&static_st.threads, 1, __ATOMIC_RELAXED);
 	err = pthread_create(&t, &at, carrier_main, c);
 	pthread_attr_destroy(&at);
 	if (err) {
@@ -704,10 +553,39 @@ __attribute__((noinline)) static void dispatch(ucontext_t *uc)
 		g[REG_RAX] = sys_thread(uc, a);
 		return;
 	}
-	g[REG_RAX] = call(n, a);
-	g[REG_RIP] = (greg_t)rewrite((unsigned long)g[REG_RIP],
-				     n >= 0 && n < OSF_GO_NSYS && osf_static_fastnr[n]);
+	if (n == SYS_rt_sigprocmask || n == SYS_sigaltstack) {
+		g[REG_RAX] = n == SYS_sigaltstack ? sys_sigaltstack(uc, a) : sys_sigprocmask(uc, a);
+		return;
+	}
+	/* the site first: once the call's effect shows (a line written), its
+	 * site no longer traps */
+	if (!static_st.go)
+		g[REG_RIP] = (greg_t)osf_static_rewrite((unsigned long)g[REG_RIP],
+					     n >= 0 && n < OSF_GO_NSYS && osf_static_fastnr[n]);
+	g[REG_RAX] = osf_static_call(n, a);
 }
+
+/* osf_static_onstack calls fn(arg) on the stack whose top is top (0:
+ * the current one). */
+void osf_static_onstack(void (*fn)(ucontext_t *), ucontext_t *arg, unsigned long top);
+__asm__(".text\n"
+	".globl osf_static_onstack\n"
+	".hidden osf_static_onstack\n"
+	".type osf_static_onstack,@function\n"
+	"osf_static_onstack:\n"
+	"	pushq %rbp\n"
+	"	movq %rsp, %rbp\n"
+	"	testq %rdx, %rdx\n"
+	"	jz 1f\n"
+	"	movq %rdx, %rsp\n"
+	"1:\n"
+	"	andq $-16, %rsp\n"
+	"	movq %rdi, %rax\n"
+	"	movq %rsi, %rdi\n"
+	"	call *%rax\n"
+	"	movq %rbp, %rsp\n"
+	"	popq %rbp\n"
+	"	ret\n");
 
 /* on_sigsys runs with the program's FS: no TLS (and so no stack
  * protector) before enter_osf. */
@@ -717,218 +595,11 @@ __attribute__((no_stack_protector)) static void on_sigsys(int sig, siginfo_t *si
 
 	(void)sig;
 	(void)si;
-	dispatch(uc);
+	/* the kernel's frame is on the program's signal stack (SA_ONSTACK:
+	 * a Go thread's, once it has one) or its own; osf's code runs on the
+	 * carrier's */
+	osf_static_onstack(dispatch, uc, t_thr.stack);
 	leave_osf(fs);
-}
-
-/* ---- loading ----------------------------------------------------------- */
-
-struct image {
-	Elf64_Ehdr eh;
-	Elf64_Phdr ph[64];
-	unsigned long bias, lo, hi, phdr;
-};
-
-static const char *read_image(int fd, struct image *im)
-{
-	Elf64_Ehdr *e = &im->eh;
-	size_t phsz;
-
-	if (pread(fd, e, sizeof(*e), 0) != (ssize_t)sizeof(*e) ||
-	    memcmp(e->e_ident, ELFMAG, SELFMAG) != 0)
-		return "not an ELF file";
-	if (e->e_ident[EI_CLASS] != ELFCLASS64 || e->e_machine != EM_X86_64)
-		return "not an x86-64 executable";
-	if (e->e_type != ET_EXEC && e->e_type != ET_DYN)
-		return "not an executable";
-	if (e->e_phentsize != sizeof(Elf64_Phdr) || e->e_phnum == 0 ||
-	    e->e_phnum > sizeof(im->ph) / sizeof(im->ph[0]))
-		return "unexpected program headers";
-	phsz = (size_t)e->e_phnum * sizeof(Elf64_Phdr);
-	if (pread(fd, im->ph, phsz, (off_t)e->e_phoff) != (ssize_t)phsz)
-		return "cannot read the program headers";
-	im->lo = ~0UL;
-	im->hi = 0;
-	for (int i = 0; i < e->e_phnum; i++) {
-		const Elf64_Phdr *p = &im->ph[i];
-		if (p->p_type == PT_INTERP)
-			return "";
-		if (p->p_type == PT_PHDR)
-			im->phdr = p->p_vaddr;
-		if (p->p_type != PT_LOAD)
-			continue;
-		if (p->p_memsz < p->p_filesz || p->p_vaddr + p->p_memsz < p->p_vaddr ||
-		    p->p_vaddr + p->p_memsz >= STATIC_TOP / 2 || p->p_align < 4096 ||
-		    (p->p_vaddr - p->p_offset) % 4096)
-			return "unexpected PT_LOAD segment";
-		if (p->p_vaddr < im->lo)
-			im->lo = p->p_vaddr & ~4095UL;
-		if (p->p_vaddr + p->p_memsz > im->hi)
-			im->hi = p->p_vaddr + p->p_memsz;
-		if (!im->phdr && p->p_offset == 0)
-			im->phdr = p->p_vaddr + e->e_phoff;
-	}
-	if (im->hi == 0 || !im->phdr)
-		return "no loadable segment";
-	im->bias = e->e_type == ET_DYN ? STATIC_PIE_BASE - im->lo : 0;
-	return NULL;
-}
-
-static int prot(unsigned f)
-{
-	return (f & PF_R ? PROT_READ : 0) | (f & PF_W ? PROT_WRITE : 0) | (f & PF_X ? PROT_EXEC : 0);
-}
-
-static const char *map_image(int fd, struct image *im)
-{
-	unsigned long lo = im->lo + im->bias, hi = ((im->hi + im->bias) + 4095) & ~4095UL;
-	int nx = 0;
-
-	if (mmap((void *)lo, hi - lo, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-		 -1, 0) != (void *)lo)
-		return "its addresses are taken in this process";
-	for (int i = 0; i < im->eh.e_phnum; i++) {
-		const Elf64_Phdr *p = &im->ph[i];
-		unsigned long va = p->p_vaddr + im->bias, pa = va & ~4095UL;
-		unsigned long fend = va + p->p_filesz, mend = ((va + p->p_memsz) + 4095) & ~4095UL;
-		unsigned long fpage = (fend + 4095) & ~4095UL;
-		int pr = prot(p->p_flags);
-
-		if (p->p_type != PT_LOAD)
-			continue;
-		if (p->p_filesz &&
-		    mmap((void *)pa, fend - pa, pr | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd,
-			 (off_t)(p->p_offset - (va - pa))) != (void *)pa)
-			return "cannot map a segment";
-		if (p->p_memsz > p->p_filesz) {
-			if (p->p_filesz && fpage > fend)
-				memset((void *)fend, 0, fpage - fend);
-			if (mend > fpage &&
-			    mmap((void *)fpage, mend - fpage, pr, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-				 -1, 0) != (void *)fpage)
-				return "cannot map a segment's zero pages";
-		}
-		if (mprotect((void *)pa, mend - pa, pr) < 0)
-			return "cannot protect a segment";
-		if ((p->p_flags & PF_X) && mend > st.text_end)
-			st.text_end = mend;
-		if ((p->p_flags & PF_X) && (!st.text_lo || pa < st.text_lo))
-			st.text_lo = pa;
-		nx += (p->p_flags & PF_X) != 0;
-	}
-	/* rewrite scans the code around a site: one executable segment, no
-	 * holes */
-	if (nx == 1 && lo >= STUB_AREA + 65536) {
-		st.stubs = mmap((void *)(lo - STUB_AREA), STUB_AREA, PROT_READ | PROT_EXEC,
-				MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-		if (st.stubs != (void *)(lo - STUB_AREA)) {
-			if (st.stubs != MAP_FAILED)
-				munmap(st.stubs, STUB_AREA);
-			st.stubs = NULL; /* every call traps */
-		}
-	}
-	st.brk_lo = st.brk_cur = hi;
-	st.brk_top = hi;
-	if (mmap((void *)hi, STATIC_BRK_MAX, PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0) == (void *)hi)
-		st.brk_top = hi + STATIC_BRK_MAX;
-	return NULL;
-}
-
-/* below_text says whether any executable mapping other than the program's
- * and its stubs' lies below its code's end (it would be dispatched too). */
-static int below_text(const struct image *im)
-{
-	char buf[512];
-	FILE *f = fopen("/proc/self/maps", "re");
-	unsigned long own = st.stubs ? (unsigned long)st.stubs : im->lo + im->bias;
-	int bad = 0;
-
-	if (!f)
-		return 1;
-	while (!bad && fgets(buf, sizeof(buf), f)) {
-		unsigned long a, b;
-		char perm[5];
-		if (sscanf(buf, "%lx-%lx %4s", &a, &b, perm) == 3 && perm[2] == 'x' &&
-		    a < st.text_end && (a < own || b > st.text_end))
-			bad = 1;
-	}
-	fclose(f);
-	return bad;
-}
-
-/* start jumps to the program's entry with SP at argc, RDX 0 (no
- * rtld_fini) and the other registers cleared. */
-__attribute__((noreturn)) static void start(unsigned long sp, unsigned long entry)
-{
-	__asm__ volatile("movq %0, %%rsp\n"
-			 "xorl %%edx, %%edx\n"
-			 "xorl %%ebp, %%ebp\n"
-			 "jmp *%1\n"
-			 :
-			 : "r"(sp), "r"(entry)
-			 : "memory");
-	__builtin_unreachable();
-}
-
-static const char *build_stack(const struct image *im, const char *path, int argc, char **argv,
-			       char **envp, unsigned long *spp)
-{
-	char **e = envp;
-	Elf64_auxv_t *aux;
-	size_t envc, auxc = 0, words;
-	unsigned long *sp, top;
-	void *stk = mmap(NULL, STATIC_STACK, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-
-	if (stk == MAP_FAILED)
-		return "cannot map a stack";
-	while (*e)
-		e++;
-	envc = (size_t)(e - envp);
-	aux = (Elf64_auxv_t *)(e + 1);
-	while (aux[auxc].a_type != AT_NULL)
-		auxc++;
-	words = 1 + (size_t)argc + 1 + envc + 1 + 2 * (auxc + 1);
-	top = (unsigned long)stk + STATIC_STACK - 256;
-	sp = (unsigned long *)((top - words * 8) & ~15UL);
-	{
-		unsigned long *w = sp;
-		*w++ = (unsigned long)argc;
-		for (int i = 0; i < argc; i++)
-			*w++ = (unsigned long)argv[i];
-		*w++ = 0;
-		for (size_t i = 0; i < envc; i++)
-			*w++ = (unsigned long)envp[i];
-		*w++ = 0;
-		for (size_t i = 0; i <= auxc; i++) {
-			unsigned long t = aux[i].a_type, v = aux[i].a_un.a_val;
-			switch (t) {
-			case AT_PHDR:
-				v = im->phdr + im->bias;
-				break;
-			case AT_PHNUM:
-				v = im->eh.e_phnum;
-				break;
-			case AT_PHENT:
-				v = sizeof(Elf64_Phdr);
-				break;
-			case AT_ENTRY:
-				v = im->eh.e_entry + im->bias;
-				break;
-			case AT_BASE:
-				v = 0;
-				break;
-			case AT_EXECFN:
-				v = (unsigned long)path;
-				break;
-			}
-			*w++ = t;
-			*w++ = v;
-		}
-	}
-	*spp = (unsigned long)sp;
-	return NULL;
 }
 
 /* osf_static_exec runs the statically linked program at path in this
@@ -939,6 +610,10 @@ static const char *build_stack(const struct image *im, const char *path, int arg
 OSF_EXPORT int osf_static_exec(const char *path, int argc, char **argv, char **envp, const char **why)
 {
 	static struct image im;
+	static const int emulated[] = {
+		SYS_arch_prctl, SYS_brk,    SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_clone,
+		SYS_clone3,	SYS_fork,   SYS_vfork,	      SYS_execve,	  SYS_sigaltstack,
+	};
 	struct sigaction sa;
 	unsigned long sp;
 	int fd;
@@ -949,30 +624,38 @@ OSF_EXPORT int osf_static_exec(const char *path, int argc, char **argv, char **e
 		*why = "cannot open the program";
 		return -1;
 	}
-	*why = read_image(fd, &im);
+	*why = osf_static_read_image(fd, &im);
 	if (!*why && osf_rawsys(SYS_prctl, PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_OFF, 0, 0, 0, 0) < 0)
 		*why = "this kernel has no Syscall User Dispatch (Linux 5.11 or later)";
 	if (!*why)
-		*why = map_image(fd, &im);
+		*why = osf_static_map_image(fd, &im);
+	static_st.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
+	/* A Go program: its sites are not rewritten (a stub's frame would be
+	 * on a goroutine's stack); its Syscall6 calls the hooks itself. */
+	static_st.go = !*why && osf_static_go_image(&im);
+	if (static_st.go && static_st.fsgsbase && static_st.stubs)
+		osf_static_go_patch(fd, im.bias, static_st.stubs);
 	REAL(close)(fd);
 	if (*why)
 		return -1;
-	if (below_text(&im)) {
+	if (osf_static_below_text(&im)) {
 		*why = "other code is mapped below the program";
 		return -1;
 	}
-	*why = build_stack(&im, path, argc, argv, envp, &sp);
+	*why = osf_static_build_stack(&im, path, argc, argv, envp, &sp);
 	if (*why)
 		return -1;
-	st.fsgsbase = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE) != 0;
-	osf_go_mark(st.hooked);
+	osf_go_mark(static_st.hooked);
 	osf_go_mark(osf_static_fastnr);
 	osf_static_fastnr[SYS_execve] = 0;
 	osf_static_fastnr[SYS_poll] = osf_static_fastnr[SYS_ppoll] = 1;
 	osf_static_fastnr[SYS_select] = osf_static_fastnr[SYS_pselect6] = 1;
+	for (size_t i = 0; i < sizeof(emulated) / sizeof(emulated[0]); i++)
+		osf_static_trapnr[emulated[i]] = 1;
+	thr_init((unsigned long)__builtin_frame_address(0));
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_sigsys;
-	sa.sa_flags = SA_SIGINFO;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
 	sigfillset(&sa.sa_mask);
 	if (REAL(sigaction)(SIGSYS, &sa, NULL) < 0) {
 		*why = "cannot install the SIGSYS handler";
@@ -986,5 +669,5 @@ OSF_EXPORT int osf_static_exec(const char *path, int argc, char **argv, char **e
 		*why = "cannot turn on Syscall User Dispatch";
 		return -1;
 	}
-	start(sp, im.eh.e_entry + im.bias);
+	osf_static_start(sp, im.eh.e_entry + im.bias);
 }

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -74,18 +73,10 @@ func buildGonet(t *testing.T, name string) string {
 	if b.build(cmd, out); b.err != nil {
 		t.Fatalf("go build ./goprogs/gonet (%s): %v", name, b.err)
 	}
-	f, err := elf.Open(b.path)
-	if err != nil {
-		t.Fatal(err)
+	if !dynamicallyLinked(t, b.path) {
+		t.Fatalf("%s is statically linked (no cgo?): LD_PRELOAD cannot reach it", b.path)
 	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return b.path
-		}
-	}
-	t.Fatalf("%s is statically linked (no cgo?): LD_PRELOAD cannot reach it", b.path)
-	return ""
+	return b.path
 }
 
 // build runs cmd, which writes out+".tmp", once, and renames its output

@@ -38,16 +38,7 @@ func buildEcho(t *testing.T, name string) string {
 	if b.build(exec.Command("gcc", args...), out); b.err != nil {
 		t.Skipf("gcc %s (no libc.a?): %v", name, b.err)
 	}
-	f, err := elf.Open(b.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	dynamic := false
-	for _, p := range f.Progs {
-		dynamic = dynamic || p.Type == elf.PT_INTERP
-	}
-	if dynamic != (name == "dynecho") {
+	if dynamic := dynamicallyLinked(t, b.path); dynamic != (name == "dynecho") {
 		t.Fatalf("%s: dynamically linked %v", b.path, dynamic)
 	}
 	return b.path
@@ -135,6 +126,11 @@ func TestStaticThreads(t *testing.T) {
 	srv, port := staticServer(t, underOsf.cmd(t, nil, osfload(t), prog, "tserve", "127.0.0.1", "4"))
 	cli := startPiped(t, underOsf.cmd(t, nil, osfload(t), prog, "tclient", "127.0.0.1", port, "4", "2000000"))
 	cli.WaitOutput("connected", shortRun)
+	// the client's connects return before the server's thread has
+	// accepted the last one
+	testutil.WaitFor(t, shortRun, "4 server connections", func() bool {
+		return len(testutil.OsfStat(t, srv.Pid).Select(testutil.ByRole("server"))) == 4
+	})
 	for _, c := range []struct {
 		pid  int
 		role string
@@ -198,6 +194,25 @@ func TestStaticFallback(t *testing.T) {
 // calls no longer trap.
 func assertRewritten(t *testing.T, pid int, prog, fn string) {
 	t.Helper()
+	code := symbolCode(t, pid, prog, fn, 0)
+	if len(code) < 16 {
+		t.Fatalf("%s: symbol %s has %d bytes", prog, fn, len(code))
+	}
+	rewritten := 0
+	for i := 0; i+8 <= len(code); i++ {
+		if code[i] == 0xe9 && bytes.Equal(code[i+5:i+8], []byte{0x90, 0x90, 0x90}) {
+			rewritten++
+		}
+	}
+	if rewritten == 0 {
+		t.Errorf("%s of process %d: no rewritten system call site: % x", fn, pid, code)
+	}
+}
+
+// symbolCode reads n bytes (0: the symbol's size) at function fn of the
+// static program prog (not a PIE) in process pid's memory.
+func symbolCode(t *testing.T, pid int, prog, fn string, n int) []byte {
+	t.Helper()
 	f, err := elf.Open(prog)
 	if err != nil {
 		t.Fatal(err)
@@ -213,25 +228,37 @@ func assertRewritten(t *testing.T, pid int, prog, fn string) {
 			sym = &syms[i]
 		}
 	}
-	if sym == nil || sym.Size < 16 {
+	if sym == nil {
 		t.Fatalf("%s: no symbol %s", prog, fn)
+	}
+	if n == 0 {
+		n = int(sym.Size)
 	}
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	code := make([]byte, sym.Size)
+	code := make([]byte, n)
 	if _, err := mem.ReadAt(code, int64(sym.Value)); err != nil {
 		t.Fatalf("read %s of process %d: %v", fn, pid, err)
 	}
-	rewritten := 0
-	for i := 0; i+8 <= len(code); i++ {
-		if code[i] == 0xe9 && bytes.Equal(code[i+5:i+8], []byte{0x90, 0x90, 0x90}) {
-			rewritten++
+	return code
+}
+
+// dynamicallyLinked says whether the executable at path has an
+// interpreter (PT_INTERP).
+func dynamicallyLinked(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true
 		}
 	}
-	if rewritten == 0 {
-		t.Errorf("%s of process %d: no rewritten system call site: % x", fn, pid, code)
-	}
+	return false
 }

@@ -242,8 +242,8 @@ flags:
 	}
 	fmt.Fprint(w, `  --strict               fail instead of falling back to kernel TCP (sets OSF_STRICT=1)
   --static               run prog through osfload (next to libosf.so), which
-                         offloads a statically linked prog too (Syscall User
-                         Dispatch); off by default
+                         offloads a statically linked C or Go prog too
+                         (Syscall User Dispatch); off by default
   --lib PATH             libosf.so to preload (default $OSF_LIB, else ../libosf.so
                          or libosf.so next to osfrun)
   --explain ADDR:PORT    explain the decision for ADDR:PORT (IPv6 as [::1]:80)

@@ -18,6 +18,7 @@
 # 2000) and BENCH_MEM_KIB (default 1024) the idle-memory row's connections
 # and the KiB each moves each way, BENCH_HTTP_ROUNDS (default 3) and
 # BENCH_HTTP_SECS (default 2) the HTTP servers' rounds and seconds per run.
+# BENCH_STATIC_ROUNDS (default 5) the static ping-pong rows' alternating rounds.
 # BENCH_POOL=1 adds to the churn and idle-memory rows a third side,
 # "segs": osf with OSF_SHM_POOL=0 (a segment per connection instead of
 # the default slots of regions), alternating in the
@@ -891,6 +892,73 @@ bench_go() {
 		"Go net/http server, OSF_GO=1, wrk -t2 -c16 with \`Connection: close\`, unpinned" wrk-close
 }
 
+# bench_static: statically linked programs under `osfrun --static`
+# (through osfload, docs/STATIC.md; OSF_STRICT=1 on the client, so a
+# connection that fell back to kernel TCP fails the row) against the same
+# programs on kernel TCP: the C echo's 64 B ping-pong
+# (tests/progs/static/echo.c, gcc -static), pinned and unpinned, and
+# gonet's (CGO_ENABLED=0), pinned. STATIC_ROUNDS alternating rounds of
+# 20,000 round trips each; a row gives the medians and the ratio's spread.
+STATIC_ECHO="$BUILD/tests/staticecho"
+GONET_STATIC="$BUILD/tests/gonet-static"
+STATIC_ROUNDS="${BENCH_STATIC_ROUNDS:-5}"
+bench_static() {
+	[[ -x "$STATIC_ECHO" ]] || gcc -O2 -static -o "$STATIC_ECHO" "$ROOT/tests/progs/static/echo.c"
+	[[ -x "$GONET_STATIC" ]] || (cd "$ROOT/tests" && CGO_ENABLED=0 go build -o "$GONET_STATIC" ./goprogs/gonet)
+	static_rows C pinned
+	static_rows C unpinned
+	static_rows Go pinned
+}
+
+# static_rows C|Go pinned|unpinned: one row of bench_static.
+static_rows() {
+	local kind=$1 pin=$2 r side out k=() s=() ratios=()
+	for ((r = 0; r < STATIC_ROUNDS; r++)); do
+		for side in bare static; do
+			out=$(static_pingpong "$kind" "$pin" "$side")
+			[[ -n "$out" ]] || { echo "bench: static $kind ping-pong ($side) failed" >&2; return 1; }
+			if [[ $side == bare ]]; then k+=("$out"); else s+=("$out"); fi
+		done
+		ratios+=("$(calc "${k[-1]} / ${s[-1]}")")
+	done
+	raw "static $kind ping-pong 64 B $pin, ns per round trip, kernel TCP: ${k[*]}"
+	raw "static $kind ping-pong 64 B $pin, ns per round trip, osfrun --static: ${s[*]}"
+	local km sm
+	km=$(stats median "${k[@]}")
+	sm=$(stats median "${s[@]}")
+	row "static $kind ping-pong 64 B, osfrun --static, $pin (µs per round trip, median of $STATIC_ROUNDS rounds of 20,000)" \
+		"$(calc "'%.1f' % ($km / 1000)")" "$(calc "'%.1f' % ($sm / 1000)")" \
+		"$(ratio "$km" "$sm") faster (rounds $(calc "'%.1f' % $(stats min "${ratios[@]}")")–$(calc "'%.1f' % $(stats max "${ratios[@]}")")x)" "≥ 5x faster"
+}
+
+# static_pingpong C|Go pinned|unpinned bare|static: one round's mean
+# round trip in ns (empty on failure).
+static_pingpong() {
+	local kind=$1 pin=$2 side=$3 i port srv=() cli=() pre=() out
+	[[ $pin == pinned ]] && srv=(taskset -c $SRV_CPU) cli=(taskset -c $CLI_CPU)
+	[[ $side == static ]] && pre=(env LD_PRELOAD="$LIB" OSF_STRICT=1 "$BUILD/osfload")
+	if [[ $kind == C ]]; then
+		"${srv[@]}" "${pre[@]}" "$STATIC_ECHO" serve 127.0.0.1 >"$TMP/server.out" 2>&1 &
+	else
+		"${srv[@]}" "${pre[@]}" "$GONET_STATIC" serve 127.0.0.1:0 >"$TMP/server.out" 2>&1 &
+	fi
+	SRV_PID=$!
+	for ((i = 0; i < 200; i++)); do
+		port=$(sed -n 's/^listening \([0-9]*\)$/\1/p' "$TMP/server.out")
+		[[ -n "$port" ]] && break
+		sleep 0.05
+	done
+	if [[ -n "$port" && $kind == C ]]; then
+		out=$("${cli[@]}" timeout 120 "${pre[@]}" "$STATIC_ECHO" pingpong 127.0.0.1 "$port" 20000 |
+			sed -n 's/^rtt_ns \([0-9]*\)$/\1/p')
+	elif [[ -n "$port" ]]; then
+		out=$("${cli[@]}" timeout 120 "${pre[@]}" "$GONET_STATIC" pingpong 127.0.0.1:"$port" 20000 |
+			sed -n 's/^rtt avg=\([0-9]*\) .*/\1/p')
+	fi
+	unserve
+	echo "$out"
+}
+
 # gonet_start SIDE PORT: gonet's net/http server answering /hello.
 gonet_start() {
 	http_bg "$1" "$2" "$GONET" http 127.0.0.1:"$2"
@@ -1023,7 +1091,7 @@ bench_gateway() {
 main() {
 	# Arguments select benchmarks by name (e.g. `run.sh redis iperf3`);
 	# none runs them all.
-	local rc all=(syscall_loop startup core_load churn churn_unpinned short_client http_nginx http_apache http_haproxy http_node go fork idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
+	local rc all=(syscall_loop startup core_load churn churn_unpinned short_client http_nginx http_apache http_haproxy http_node go static fork idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
 	(($#)) || set -- "${all[@]}"
 	echo "osf benchmarks on $(hostname), $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 	echo "build: $BUILD" >&2
