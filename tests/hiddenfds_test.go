@@ -42,9 +42,13 @@ func TestHiddenFdsPerConnection(t *testing.T) {
 			"socket,socket,socket", "socket,socket"},
 		{"kfd", underOsf, []string{"OSF_SHM_KFD=1"}, testutil.TransportShm,
 			"socket,socket", "socket,socket"},
+		{"slots-efd", underOsf, []string{"OSF_SHM_POOL=1", "OSF_SHM_EFD=1"}, testutil.TransportShm,
+			"socket,socket", "socket"},
+		{"kfd-efd", underOsf, []string{"OSF_SHM_KFD=1", "OSF_SHM_EFD=1"}, testutil.TransportShm,
+			"socket", "socket"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if testutil.KfdRun() && tc.name != "tcp" && tc.name != "kfd" {
+			if testutil.KfdRun() && tc.name != "tcp" && !strings.HasPrefix(tc.name, "kfd") {
 				t.Skip("OSF_TEST_SHM_KFD=1: every connection under osf is kfd")
 			}
 			env := append([]string{"OSF_STRICT=1"}, tc.env...)
