@@ -227,7 +227,7 @@ static int make_region(uint32_t ring, struct made *md)
 		goto fail;
 	}
 	md->efd = -1;
-	if (osf.shm_efd && (e = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0 &&
+	if (osf.shm_efd && !osf.shm_kfd && (e = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0 &&
 	    (md->efd = osf_fdt_hide(e, 0)) < 0)
 		REAL(close)(e); /* the slots' writers wake on socket pairs */
 	md->base = m;
@@ -623,38 +623,33 @@ void osf_pool_abandon(void *seg, uint32_t ring)
 	unhold(seg, ring, OSF_SIDE_CLIENT, 3u);
 }
 
-int osf_pool_name_fd(const void *seg, uint32_t ring, int fd)
+/* name_in is osf_pool_name_fd (efd 0) and osf_pool_name_efd (efd 1). */
+static int name_in(const void *seg, uint32_t ring, int fd, int efd)
 {
 	struct region *r;
 	uint32_t slot;
-	int rfd = -1;
+	int rfd = -1, *f;
 
 	lock();
 	r = find_addr(seg, ring, &slot);
 	if (r) {
-		if (r->fd < 0)
-			r->fd = fd;
-		rfd = r->fd;
+		f = efd ? &r->efd : &r->fd;
+		if (*f < 0)
+			*f = fd;
+		rfd = *f;
 	}
 	unlock();
 	return rfd;
 }
 
+int osf_pool_name_fd(const void *seg, uint32_t ring, int fd)
+{
+	return name_in(seg, ring, fd, 0);
+}
+
 int osf_pool_name_efd(const void *seg, uint32_t ring, int fd)
 {
-	struct region *r;
-	uint32_t slot;
-	int rfd = -1;
-
-	lock();
-	r = find_addr(seg, ring, &slot);
-	if (r) {
-		if (r->efd < 0)
-			r->efd = fd;
-		rfd = r->efd;
-	}
-	unlock();
-	return rfd;
+	return name_in(seg, ring, fd, 1);
 }
 
 int osf_pool_is_region_fd(int fd)

@@ -187,7 +187,11 @@ static int parts_make(struct parts *p, const struct ip *client, const struct ip 
 		p->segfd = -1;
 		p->placed = 0;
 		p->wtx[0] = p->wtx[1] = -1;
-		if (osf.shm_efd) /* the region's eventfd, or the pair after all */
+		/* The region's eventfd, or the pair after all; OSF_SHM_KFD
+		 * keeps the pair: its writers' end would be the TCP socket,
+		 * where a peer killed after its shutdown(SHUT_WR) makes no
+		 * event (its FIN came before), and the writer would sleep on. */
+		if (osf.shm_efd && !osf.shm_kfd)
 			return 0;
 		return REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->wtx);
 	}
@@ -407,7 +411,7 @@ again:
 		p->slot = p->seg != NULL;
 		if (!p->seg)
 			p->seg = osf_seg_new(setup_cfg.c.ring_size, &p->segfd);
-		if (!p->slot)
+		if (!p->slot || osf.shm_kfd) /* OSF_SHM_KFD keeps the pair */
 			p->efd = -1;
 		if (!p->seg || (p->efd < 0 && p->wtx[0] < 0 &&
 				REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->wtx) < 0)) {

@@ -489,7 +489,7 @@ static int attack(int port)
 	 * slot's generation, and a slot named twice are all the client's; so
 	 * is the region's writers' eventfd (OSF_HELLO_F_EFD), what it is and
 	 * what is written to it. */
-	for (i = 0; i < 12; i++) {
+	for (i = 0; i < 13; i++) {
 		struct {
 			struct osf_hello h;
 			struct osf_hello_pool p;
@@ -551,6 +551,10 @@ static int attack(int port)
 		case 11: /* a truthful one, written as fast as we can, to its maximum too */
 			ph.h.flags |= OSF_HELLO_F_EFD;
 			second = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+			break;
+		case 12: /* an eventfd for a kernel TCP connection (keeps its pair) */
+			ph.h.flags |= OSF_HELLO_F_EFD | OSF_HELLO_F_KFD;
+			second = eventfd(0, EFD_CLOEXEC);
 			break;
 		default: /* a truthful pooled hello, then scribbling on both slots */
 			break;
