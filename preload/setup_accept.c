@@ -30,10 +30,16 @@ static struct {
 	int watcher; /* the watcher thread runs (in this process) */
 } park = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
-			   const struct ip *key);
-static int take_hello(int cfd, const struct osf_core_accept_in *in,
-		      struct osf_core_conn *cc, struct ip *kfd);
+void setup_park_lock(void)
+{
+	pthread_mutex_lock(&park.mu);
+}
+
+void setup_park_unlock(void)
+{
+	pthread_mutex_unlock(&park.mu);
+}
+
 
 /* kick makes companion aux_fd readable: a connection from this process
  * that closes at once, which accept drops (it carries no hello). The
@@ -285,294 +291,16 @@ static int defer_park(int aux_fd, int lfd, int cfd, struct osf_core_conn *cc,
 	return 1;
 }
 
-/* unhide moves a parked fd out of the hidden table: to the program's
+/* setup_unhide moves a parked fd out of the hidden table: to the program's
  * lowest free number, or (high) above the program's limit, where the
- * fds of a hello land (take_hello); -1 (EMFILE) leaves it parked. */
-static int unhide(int hfd, int high)
+ * fds of a hello land (setup_take_hello); -1 (EMFILE) leaves it parked. */
+int setup_unhide(int hfd, int high)
 {
 	int fd = high ? osf_fdt_dup_high(hfd, 1) : REAL(fcntl)(hfd, F_DUPFD_CLOEXEC, (void *)0L);
 
 	if (fd >= 0)
 		osf_fdt_close_hidden(hfd);
 	return fd < 0 && high ? hfd : fd;
-}
-
-/* ---- OSF_SHM_KFD: hellos waiting for their kernel connection ---------- */
-
-/* A client sends its hello (OSF_HELLO_F_KFD) to the companion before the
- * kernel's connect, so the hello is queued there by the time the kernel
- * connection can be accepted; the companion's queue is read in order, so
- * the hellos of connections not accepted yet wait here (under park.mu),
- * their fds hidden, until the accept of theirs (kfd_expire_locked). Only the process that read a hello can match
- * it: listeners shared by processes are a limit (LIMITS.md). */
-#define KFD_MAX 256
-
-static struct {
-	int n;
-	struct kfd_hello {
-		int aux_fd;
-		struct ip key; /* the client's address (unmapped) and port */
-		long long since;
-		struct osf_core_conn cc;
-	} h[KFD_MAX];
-} kfdq;
-
-/* kfd_forget_locked drops kept hello i; gone: for good (never accepted:
- * the server side lets go of the slot, and its client reads a reset),
- * else a fork child's copy (its parent keeps it). */
-OSF_FORK_TEXT static void kfd_forget_locked(int i, int gone)
-{
-	struct osf_core_conn *cc = &kfdq.h[i].cc;
-
-	if (gone) {
-		struct osf_seg_hdr *h = osf_seg_hdr((void *)(uintptr_t)cc->seg_addr,
-						    cc->ring_bytes);
-		__atomic_or_fetch(&h->side[OSF_SIDE_SERVER].flags, OSF_SIDE_RESET,
-				  __ATOMIC_ACQ_REL);
-		__atomic_or_fetch(&h->slot_done, 1u << OSF_SIDE_SERVER, __ATOMIC_ACQ_REL);
-	}
-	osf_seg_release((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes, OSF_SIDE_SERVER, 0);
-	osf_fdt_close_hidden(cc->seg_fd);
-	osf_fdt_close_hidden(cc->wake_tx_fd);
-	kfdq.h[i] = kfdq.h[--kfdq.n];
-}
-
-/* kfd_dead reports whether kept hello h's client let go of its side
- * (its connect failed, or it closed): its kernel connection, if any, is
- * queued no more. The words are the client's: it can only hurry the end
- * of its own connection. */
-static int kfd_dead(const struct kfd_hello *h)
-{
-	const struct osf_seg_hdr *g = osf_seg_hdr((void *)(uintptr_t)h->cc.seg_addr,
-						  h->cc.ring_bytes);
-
-	if (__atomic_load_n(&g->side[OSF_SIDE_CLIENT].flags, __ATOMIC_ACQUIRE) & OSF_SIDE_KERNEL)
-		return 0; /* kept to tell its accept (kfd_find) */
-	return (__atomic_load_n(&g->slot_done, __ATOMIC_ACQUIRE) & (1u << OSF_SIDE_CLIENT)) ||
-	       (!__atomic_load_n(&g->side[OSF_SIDE_CLIENT].holders, __ATOMIC_ACQUIRE) &&
-		__atomic_load_n(&g->side[OSF_SIDE_CLIENT].close_seq, __ATOMIC_ACQUIRE));
-}
-
-/* kfd_expire_locked drops the hellos whose client let go, and those kept
- * longer than KFD_KEEP_S (a connection queued that long in the kernel's
- * backlog then stays on kernel TCP, its client's bytes in the ring: a
- * limit, LIMITS.md). */
-#define KFD_KEEP_S 60
-
-static void kfd_expire_locked(long long now)
-{
-	int i;
-
-	for (i = 0; i < kfdq.n;)
-		if (now - kfdq.h[i].since > KFD_KEEP_S * 1000000000LL || kfd_dead(&kfdq.h[i]))
-			kfd_forget_locked(i, 1);
-		else
-			i++;
-}
-
-/* kfd_put_locked keeps the hello taken into cc (from a link of companion
- * aux_fd) under key. */
-static void kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
-			   const struct ip *key)
-{
-	long long now = osf_now_ns();
-	int hs, hw, i, old = 0;
-
-	hs = osf_fdt_hide(cc->seg_fd, lfd);
-	hw = osf_fdt_hide(cc->wake_tx_fd, lfd);
-	cc->wake_fd = -1;
-	cc->seg_fd = hs < 0 ? cc->seg_fd : hs;
-	cc->wake_tx_fd = hw < 0 ? cc->wake_tx_fd : hw;
-	kfd_expire_locked(now);
-	if (kfdq.n == KFD_MAX) {
-		for (i = 1; i < kfdq.n; i++)
-			if (kfdq.h[i].since < kfdq.h[old].since)
-				old = i;
-		kfd_forget_locked(old, 1);
-	}
-	kfdq.h[kfdq.n].aux_fd = aux_fd;
-	kfdq.h[kfdq.n].key = *key;
-	kfdq.h[kfdq.n].since = now;
-	kfdq.h[kfdq.n].cc = *cc;
-	kfdq.n++;
-	memset(cc, 0, sizeof(*cc));
-	cc->wake_fd = cc->seg_fd = cc->wake_tx_fd = -1;
-}
-
-/* kfd_find takes the kept hello of companion aux_fd under key into cc
- * (its fds out of the hidden table, above the program's limit): 0, -1
- * when there is none, or 1 when its client's connection went to kernel
- * TCP (OSF_SIDE_KERNEL: the hello is let go). */
-static int kfd_find(int aux_fd, const struct ip *key, struct osf_core_conn *cc)
-{
-	const struct osf_seg_hdr *g;
-	int i;
-
-	pthread_mutex_lock(&park.mu);
-	for (i = 0; i < kfdq.n; i++) {
-		const struct ip *k = &kfdq.h[i].key;
-		if (kfdq.h[i].aux_fd == aux_fd && k->v4 == key->v4 && k->port == key->port &&
-		    !memcmp(k->a, key->a, k->v4 ? 4 : 16))
-			break;
-	}
-	if (i == kfdq.n) {
-		kfd_expire_locked(osf_now_ns());
-		pthread_mutex_unlock(&park.mu);
-		return -1;
-	}
-	g = osf_seg_hdr((void *)(uintptr_t)kfdq.h[i].cc.seg_addr, kfdq.h[i].cc.ring_bytes);
-	if (__atomic_load_n(&g->side[OSF_SIDE_CLIENT].flags, __ATOMIC_ACQUIRE) & OSF_SIDE_KERNEL) {
-		kfd_forget_locked(i, 1);
-		pthread_mutex_unlock(&park.mu);
-		return 1;
-	}
-	*cc = kfdq.h[i].cc;
-	kfdq.h[i] = kfdq.h[--kfdq.n];
-	pthread_mutex_unlock(&park.mu);
-	cc->seg_fd = unhide(cc->seg_fd, 1);
-	cc->wake_tx_fd = unhide(cc->wake_tx_fd, 1);
-	return 0;
-}
-
-/* ---- OSF_SHM_KFD: links -------------------------------------------------- */
-
-/* A client process sends the hellos of all its connections to a listener
- * on one companion connection, its link (setup_link.c); the links a
- * companion's owner accepted are kept here (under park.mu), their fds
- * hidden, and read when an accept looks for a hello. A link that ends
- * (its client closed it: after the hellos it carried) or carries
- * anything but hellos of OSF_SHM_KFD clients is closed. */
-#define LINK_MAX 256
-
-static struct {
-	int n;
-	struct {
-		int aux_fd, fd;
-	} *l; /* LINK_MAX of them, made at the first (a process without the
-		 switch, and its fork children, touch no page of them) */
-} links;
-
-/* link_forget_locked closes link i (its client's next hello fails with
- * EPIPE and it dials a new one; hellos left unread on it are lost: their
- * connections are reset at accept). */
-OSF_FORK_TEXT static void link_forget_locked(int i)
-{
-	osf_fdt_close_hidden(links.l[i].fd);
-	links.l[i] = links.l[--links.n];
-}
-
-/* link_read_locked takes the hellos queued on link i into the kept ones,
- * never waiting, up to the one under want (NULL: all): 1 when that one
- * was taken, 0 when the link has nothing more now, -1 when it ended or
- * was bad (closed and forgotten: slot i holds another link now). A hello
- * of a client without the switch is let go (its client reads a reset:
- * LIMITS.md). */
-static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
-			    const struct ip *want)
-{
-	struct osf_core_conn cc;
-	struct ip kfd;
-	int n, rc;
-
-	for (n = 0; n < KFD_MAX && osf_fdt_fds_free(3); n++) {
-		rc = take_hello(links.l[i].fd, in, &cc, &kfd);
-		if (rc == EAGAIN)
-			return 0;
-		if (rc == 0 && kfd.port) {
-			kfd_put_locked(links.l[i].aux_fd, lfd, &cc, &kfd);
-			if (want && kfd.v4 == want->v4 && kfd.port == want->port &&
-			    !memcmp(kfd.a, want->a, kfd.v4 ? 4 : 16))
-				return 1;
-			continue;
-		}
-		if (rc == 0) {
-			osf_seg_release((void *)(uintptr_t)cc.seg_addr, cc.ring_bytes,
-					OSF_SIDE_SERVER, 1);
-			REAL(close)(cc.seg_fd);
-			REAL(close)(cc.wake_tx_fd);
-		}
-		link_forget_locked(i);
-		return -1;
-	}
-	return 0;
-}
-
-/* link_add_locked keeps cfd, just accepted from companion aux_fd, as a
- * link (hidden): its index, or -1 (cfd closed). With the table full the
- * oldest link is read out and closed. */
-static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_accept_in *in)
-{
-	int h;
-
-	if (!links.l)
-		links.l = calloc(LINK_MAX, sizeof(*links.l));
-	h = links.l ? osf_fdt_hide(cfd, lfd) : -1;
-	if (h < 0) {
-		REAL(close)(cfd);
-		return -1;
-	}
-	if (links.n == LINK_MAX && link_read_locked(lfd, 0, in, NULL) >= 0)
-		link_forget_locked(0);
-	links.l[links.n].aux_fd = aux_fd;
-	links.l[links.n].fd = h;
-	return links.n++;
-}
-
-/* kfd_fill reads, never waiting, the hellos queued on companion aux_fd's
- * links, then on the links it has queued, up to the one under want
- * (NULL: all). A client sends its hello before its SYN, so the hello of
- * an accepted connection is queued by then. */
-static void kfd_fill(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		     const struct ip *want)
-{
-	int i, n, cfd;
-
-	pthread_mutex_lock(&park.mu);
-	for (i = 0; i < links.n;) {
-		int r = links.l[i].aux_fd == aux_fd ? link_read_locked(lfd, i, in, want) : 0;
-		if (r == 1)
-			goto out;
-		i += r == 0;
-	}
-	for (n = 0; n < LINK_MAX && osf_fdt_fds_free(3); n++) {
-		cfd = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (cfd < 0)
-			break;
-		i = link_add_locked(lfd, aux_fd, cfd, in);
-		if (i >= 0 && link_read_locked(lfd, i, in, want) == 1)
-			break;
-	}
-out:
-	pthread_mutex_unlock(&park.mu);
-}
-
-/* links_shut shuts companion aux_fd's links: their clients' next hellos
- * fail (EPIPE) and they dial anew, where the companion, shut too, refuses
- * them; park.mu is held. */
-static void links_shut_locked(int aux_fd)
-{
-	int i;
-
-	for (i = 0; i < links.n; i++)
-		if (links.l[i].aux_fd == aux_fd)
-			(void)REAL(shutdown)(links.l[i].fd, SHUT_RDWR);
-}
-
-int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		       const uint8_t peer[28], int look, struct osf_core_conn *cc)
-{
-	struct ip key;
-	int r;
-
-	pthread_once(&setup_cfg.once, setup_cfg_load);
-	if (!setup_get_sockaddr(peer, &key))
-		return -1;
-	key = setup_ip_unmap(key);
-	r = kfd_find(aux_fd, &key, cc);
-	if (r >= 0 || !look)
-		return r;
-	kfd_fill(lfd, aux_fd, in, &key);
-	return kfd_find(aux_fd, &key, cc);
 }
 
 int osf_setup_parked_fds(int aux_fd, struct pollfd *p, int max)
@@ -601,16 +329,7 @@ void osf_setup_forget_companion(int aux_fd)
 			park_drop_locked(i);
 		else
 			i++;
-	for (i = 0; i < kfdq.n;)
-		if (kfdq.h[i].aux_fd == aux_fd)
-			kfd_forget_locked(i, 1);
-		else
-			i++;
-	for (i = 0; i < links.n;)
-		if (links.l[i].aux_fd == aux_fd)
-			link_forget_locked(i);
-		else
-			i++;
+	setup_kfd_forget_locked(aux_fd);
 	pthread_mutex_unlock(&park.mu);
 }
 
@@ -625,37 +344,10 @@ void osf_setup_hidden_moved(int old, int nfd)
 		if (park.p[i].hfd == old)
 			park.p[i].hfd = nfd;
 	}
-	for (i = 0; i < links.n; i++) {
-		links.l[i].aux_fd = links.l[i].aux_fd == old ? nfd : links.l[i].aux_fd;
-		links.l[i].fd = links.l[i].fd == old ? nfd : links.l[i].fd;
-	}
-	for (i = 0; i < kfdq.n; i++) {
-		struct kfd_hello *h = &kfdq.h[i];
-		h->aux_fd = h->aux_fd == old ? nfd : h->aux_fd;
-		h->cc.seg_fd = h->cc.seg_fd == old ? nfd : h->cc.seg_fd;
-		h->cc.wake_tx_fd = h->cc.wake_tx_fd == old ? nfd : h->cc.wake_tx_fd;
-	}
+	setup_kfd_moved_locked(old, nfd);
 	pthread_mutex_unlock(&park.mu);
 	setup_spare_moved(old, nfd);
 	setup_link_moved(old, nfd);
-}
-
-void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in)
-{
-	int saved = errno;
-
-	pthread_once(&setup_cfg.once, setup_cfg_load);
-	kfd_fill(lfd, aux_fd, in, NULL);
-	/* New connects get ECONNREFUSED (unix_stream_connect), in every
-	 * process, and hellos on the links EPIPE (their clients dial anew and
-	 * are refused: kernel TCP); what came before is read here, each link
-	 * to its end. */
-	(void)REAL(shutdown)(aux_fd, SHUT_RDWR);
-	pthread_mutex_lock(&park.mu);
-	links_shut_locked(aux_fd);
-	pthread_mutex_unlock(&park.mu);
-	kfd_fill(lfd, aux_fd, in, NULL);
-	errno = saved;
 }
 
 /* drain closes, without reading their hellos, the connections queued in
@@ -698,10 +390,7 @@ OSF_FORK_TEXT static void park_after_fork(void)
 	OSF_RESET(park.watcher, 0);
 	while (park.n > 0)
 		park_forget_locked(park.n - 1);
-	while (kfdq.n > 0)
-		kfd_forget_locked(kfdq.n - 1, 0);
-	while (links.n > 0) /* the parent reads them */
-		link_forget_locked(links.n - 1);
+	setup_kfd_after_fork();
 }
 OSF_AFTER_FORK(park_after_fork, OSF_FORK_RELEASE);
 
@@ -762,12 +451,12 @@ static void derive_names(const struct osf_core_accept_in *in, const struct osf_h
 	setup_put_sockaddr(cc->peer, &client);
 }
 
-/* take_hello reads and checks the hello on cfd (osf_hello_take,
+/* setup_take_hello reads and checks the hello on cfd (osf_hello_take,
  * sdp/setup.c, which checks everything a hostile client controls): 0 with
  * cc filled, EAGAIN when it has not arrived, another errno when the
  * connection is bad (logged at debug level only: a peer's fault is no
  * reason to write on the server's stderr). */
-static int take_hello(int cfd, const struct osf_core_accept_in *in,
+int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
 		      struct osf_core_conn *cc, struct ip *kfd)
 {
 	struct osf_hello_in hi;
@@ -847,13 +536,13 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			/* Only the connection's own fd takes a number of the
 			 * program's; the segment and writers' socket stay
 			 * above its limit (fdtable/fdwindow.c, osf_fdt_high_begin). */
-			nfd = unhide(d->hfd, 0);
+			nfd = setup_unhide(d->hfd, 0);
 			if (nfd < 0)
 				break; /* EMFILE: stays parked */
 			*cc = d->cc;
 			cc->wake_fd = nfd;
-			cc->seg_fd = unhide(d->cc.seg_fd, 1);
-			cc->wake_tx_fd = unhide(d->cc.wake_tx_fd, 1);
+			cc->seg_fd = setup_unhide(d->cc.seg_fd, 1);
+			cc->wake_tx_fd = setup_unhide(d->cc.wake_tx_fd, 1);
 			park.p[i] = park.p[--park.n];
 			pthread_mutex_unlock(&park.mu);
 			return cc->wake_fd;
@@ -874,9 +563,9 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			break; /* EMFILE: stays parked */
 		osf_fdt_close_hidden(park.p[i].hfd);
 		park.p[i] = park.p[--park.n];
-		rc = take_hello(nfd, in, cc, &kfd);
+		rc = setup_take_hello(nfd, in, cc, &kfd);
 		if (rc == 0 && kfd.port) {
-			kfd_put_locked(aux_fd, lfd, cc, &kfd);
+			setup_kfd_put_locked(aux_fd, lfd, cc, &kfd);
 			REAL(close)(nfd);
 			continue;
 		}
@@ -902,7 +591,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		*wait_ms = HELLO_WAIT_MS;
 	*as_asked = *window = 0;
 	/* One fd window for the hello's fds and the install's hides
-	 * (take_hello's nests in it), never held while waiting, around
+	 * (setup_take_hello's nests in it), never held while waiting, around
 	 * park.mu (unpark takes them in the other order) or around a debug
 	 * line (the core's logger). */
 	win = !setup_logs(OSF_LOGL_DEBUG);
@@ -930,7 +619,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		}
 		if (win)
 			osf_fdt_high_begin();
-		rc = take_hello(cfd, in, cc, &kfd);
+		rc = setup_take_hello(cfd, in, cc, &kfd);
 		if (rc == EAGAIN && *wait_ms > 0) {
 			/* An honest client sends its hello in the system call
 			 * after its connect, unless preempted in between: give
@@ -946,13 +635,13 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			*wait_ms = 0;
 			if (win)
 				osf_fdt_high_begin();
-			rc = take_hello(cfd, in, cc, &kfd);
+			rc = setup_take_hello(cfd, in, cc, &kfd);
 		}
 		if (rc == 0 && kfd.port) { /* kept for its kernel connection */
 			if (win)
 				osf_fdt_high_end();
 			pthread_mutex_lock(&park.mu);
-			kfd_put_locked(aux_fd, lfd, cc, &kfd);
+			setup_kfd_put_locked(aux_fd, lfd, cc, &kfd);
 			pthread_mutex_unlock(&park.mu);
 			REAL(close)(cfd);
 			continue;

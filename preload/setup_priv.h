@@ -96,6 +96,29 @@ uint16_t setup_client_port(pid_t pid);
  * marked. */
 int setup_syn_hold(int fd, int v6, const char *name);
 
+/* setup_accept.c's park lock (its parked connections, and setup_kfd.c's
+ * kept hellos and links); setup_take_hello reads and checks the hello on
+ * companion connection cfd into cc (0, EAGAIN when it has not come, else
+ * an error: cfd is bad); setup_unhide moves a hidden fd to the program's
+ * lowest free number, or (high) above its limit (-1: EMFILE, or hfd when
+ * high). */
+void setup_park_lock(void);
+void setup_park_unlock(void);
+int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
+		     struct osf_core_conn *cc, struct ip *kfd);
+int setup_unhide(int hfd, int high);
+
+/* setup_kfd.c: OSF_SHM_KFD hellos kept for their kernel connection and
+ * the links they come on, under the park lock (_locked). put keeps the
+ * hello in cc (from companion aux_fd) under the client's key; forget drops
+ * companion aux_fd's; moved renames a hidden fd osf_fdt_relocate_hidden
+ * moved; after_fork drops a fork child's copies (its parent keeps them). */
+void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
+			  const struct ip *key);
+void setup_kfd_forget_locked(int aux_fd);
+void setup_kfd_moved_locked(int old, int nfd);
+void setup_kfd_after_fork(void);
+
 /* setup_spare.c: a client's segments made ahead of need.
  * setup_spare_take returns a fresh segment of ring bytes per direction,
  * mapped, sized and sealed, its fd in *segfd and a fresh writers' socket

@@ -63,7 +63,7 @@ struct osf_lock_wait {
  * else OSF_LOCK_AGAIN or OSF_LOCK_BROKEN. A holder that no longer exists
  * (or is a zombie) is replaced. (A consumer that trims the ring holds its
  * producers' lock only to read head and set the trim stop, never across
- * a punch: sdp/side.c osf_side_trim.) A stopped holder (SIGSTOP, a debugger) is
+ * a punch: sdp/side_mem.c osf_side_trim.) A stopped holder (SIGSTOP, a debugger) is
  * a process sharing the connection that will continue: a non-blocking
  * caller gets OSF_LOCK_AGAIN at once, a blocking one waits (SO_RCVTIMEO),
  * and the connection is never reset for it, as TCP would not. Running

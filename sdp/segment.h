@@ -451,7 +451,7 @@ static inline uint32_t osf_seg_ring_bias(uint32_t ring_bytes, int r)
  * base is at the ring's start in the shared page. A shm producer moves
  * the base to head whenever it writes into an empty ring (under its
  * tx_lock, with nothing held back by TCP_CORK, no trim under way and no
- * urgent byte ever sent: sdp/side.c osf_side_tx_rebase). Request and reply
+ * urgent byte ever sent: sdp/side_mem.c osf_side_tx_rebase). Request and reply
  * traffic then always starts again at the ring's first bytes, and a
  * kept-alive connection that moves megabytes touches a few pages of its
  * rings (each first touch costs a page fault in both processes, and

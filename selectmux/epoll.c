@@ -143,12 +143,14 @@ struct epi *ep_item_of(struct ep *ep, uint64_t key)
 
 /* inner_add registers fd in the inner epoll with key; a registration of
  * the same open file and fd number left by a closed item (the kernel keeps
- * it while any process holds the file) is taken over. */
+ * it while any process holds the file) is taken over. EPOLLPRI: the
+ * sender's out-of-band byte (send_urgent) may come after the token a wait
+ * took, and on a TCP wake socket (kfd) a lone urgent byte is not EPOLLIN. */
 static int inner_add(struct ep *ep, int fd, uint64_t key)
 {
 	struct epoll_event iev;
 
-	iev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+	iev.events = EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLET;
 	iev.data.u64 = key;
 	if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, fd, &iev) == 0)
 		return 0;

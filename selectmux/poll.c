@@ -41,13 +41,17 @@ static short conn_events(short ready, short events)
 
 /* wake_slot makes kernel slot ks stand for connection fd: its wake socket
  * with the events its table's wake_events asks (a socket this side shut
- * for reading polls readable for ever), or nothing. */
-static void wake_slot(struct pollfd *ks, int fd, struct osf_fdt_entry *e)
+ * for reading polls readable for ever), or nothing. A wait for POLLPRI
+ * asks it too: the sender's out-of-band byte (send_urgent) may come after
+ * the token this wait already took, and on a TCP wake socket (kfd) a lone
+ * urgent byte is not POLLIN. */
+static void wake_slot(struct pollfd *ks, int fd, struct osf_fdt_entry *e,
+		      short want)
 {
 	short ev = rd_wake_events(fd, e);
 
 	ks->fd = ev < 0 ? -1 : fd;
-	ks->events = ev < 0 ? 0 : ev;
+	ks->events = ev < 0 ? 0 : (short)(ev | (want & POLLPRI));
 }
 
 /* struct chans: the connections' channels a mux_poll sleeps on too
@@ -195,7 +199,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		ch.fired[i] = ch.idle[i] = 0;
 		if (e && osf_ready_of(e)) {
 			kind[i] = SLOT_CONN;
-			wake_slot(&k[i], fds[i].fd, e); /* tokens and the end */
+			wake_slot(&k[i], fds[i].fd, e, fds[i].events); /* tokens, the end */
 			if (!(fds[i].events & (POLLOUT | POLLWRNORM)) ||
 			    (w = rd_wake_tx_fd(e)) < 0) /* none: woken on fd */
 				continue;
@@ -317,7 +321,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 					fds[i].revents = conn_events(
 						rd_poll(fds[i].fd, e),
 						fds[i].events);
-					wake_slot(&k[i], fds[i].fd, e);
+					wake_slot(&k[i], fds[i].fd, e,
+						  fds[i].events);
 				}
 			} else {
 				fds[i].revents = k[i].revents;

@@ -3495,45 +3495,59 @@ static void s_urgent(void) { urgent(0); }
 static void s_urgent_inline(void) { urgent(1); }
 
 /* s_urgent_wait: a wait for urgent data alone (poll POLLPRI, select's
- * exceptfds, epoll EPOLLPRI, edge-triggered too) wakes when it comes. */
+ * exceptfds, epoll EPOLLPRI, edge-triggered too) wakes when it comes. The
+ * receiver paces the sender (a byte on a pipe before each wait), so a slow
+ * receiver on a busy host never finds the next urgent byte early. */
 static void s_urgent_wait(void)
 {
 	struct epoll_event ev = {.events = EPOLLPRI}, out;
 	struct pollfd p;
 	fd_set ex;
 	struct timeval tv = {3, 0};
-	int c, s, ep = epoll_create1(0), i;
+	int c, s, ep = epoll_create1(0), i, go[2];
 	pid_t k;
 	long r;
+	char b;
 
 	mkpair(AF_INET, &c, &s);
+	if (pipe(go) < 0)
+		setup_failed("pipe");
 	k = fork();
-	if (k == 0) { /* the sender: one urgent byte every 200 ms */
-		for (i = 0; i < 4; i++) {
+	if (k == 0) { /* the sender: an urgent byte 200 ms after each go */
+		close(go[1]);
+		for (i = 0; i < 4 && read(go[0], &b, 1) == 1; i++) {
 			usleep(200 * 1000);
 			send(c, "u", 1, MSG_OOB);
 		}
 		_exit(0);
 	}
+	close(go[0]);
+#define GO() (void)!write(go[1], "g", 1)
+	GO();
 	p = (struct pollfd){s, POLLPRI, 0};
 	r = DO(poll(&p, 1, 3000));
 	say("poll POLLPRI %s revents 0x%x", R(r), p.revents);
 	oob_recv("oob", s, 1, MSG_OOB);
+	GO();
 	FD_ZERO(&ex);
 	FD_SET(s, &ex);
 	r = DO(select(s + 1, NULL, NULL, &ex, &tv));
 	say("select exceptfds %s set %s", R(r), YN(FD_ISSET(s, &ex)));
 	oob_recv("oob", s, 1, MSG_OOB);
+	GO();
 	epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
 	r = DO(epoll_wait(ep, &out, 1, 3000));
 	say("epoll EPOLLPRI %s events 0x%x", R(r), r == 1 ? out.events : 0);
 	oob_recv("oob", s, 1, MSG_OOB);
 	say("epoll after the read %s", R(DO(epoll_wait(ep, &out, 1, 0))));
 	ev.events = EPOLLPRI | EPOLLET;
+	GO();
 	epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev);
 	r = DO(epoll_wait(ep, &out, 1, 3000));
 	say("epoll EPOLLPRI|EPOLLET %s events 0x%x", R(r), r == 1 ? out.events : 0);
 	say("epoll EPOLLET again %s", R(DO(epoll_wait(ep, &out, 1, 0))));
+#undef GO
+	close(go[1]);
 	waitpid(k, NULL, 0);
 	close(ep);
 	close(c);
