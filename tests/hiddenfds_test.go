@@ -38,7 +38,7 @@ func TestHiddenFdsPerConnection(t *testing.T) {
 		{"tcp", bare, nil, "", "socket", "socket"},
 		{"segments", underOsf, []string{"OSF_SHM_POOL=0"}, testutil.TransportShm,
 			"memfd:osf-seg,socket,socket,socket", "memfd:osf-seg,socket,socket"},
-		{"slots", underOsf, []string{"OSF_SHM_POOL=1"}, testutil.TransportShm,
+		{"slots", underOsf, []string{"OSF_SHM_POOL=1", "OSF_SHM_EFD=0"}, testutil.TransportShm,
 			"socket,socket,socket", "socket,socket"},
 		{"kfd", underOsf, []string{"OSF_SHM_KFD=1"}, testutil.TransportShm,
 			"socket,socket", "socket,socket"},
