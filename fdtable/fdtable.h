@@ -175,6 +175,10 @@ enum osf_role {
 				      memfd, which preload/pool.c owns and
 				      every connection of the region names;
 				      never closed as the connection's */
+#define OSF_FDF_REGIONEFD 0x800000u /* SHM slot (OSF_SHM_EFD): aux2_fd is
+				      the region's writers' eventfd, owned
+				      as OSF_FDF_REGIONFD's memfd; the
+				      connection's writers wake on it */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

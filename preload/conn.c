@@ -344,10 +344,31 @@ static void release_handed(struct osf_core_conn *cc)
 				cc->side, 0);
 	if (cc->seg_fd >= 0 && !osf_pool_is_region_fd(cc->seg_fd))
 		REAL(close)(cc->seg_fd);
-	if (cc->wake_tx_fd >= 0)
+	if (cc->wake_tx_fd >= 0 && !osf_pool_is_region_fd(cc->wake_tx_fd))
 		REAL(close)(cc->wake_tx_fd);
 	cc->seg_addr = 0;
 	cc->seg_fd = cc->wake_tx_fd = -1;
+}
+
+/* name_efd is install's region eventfd for cc (wake_tx_efd): the one
+ * seg's region names already (cc's copy, a hello's, closed), else cc's,
+ * hidden for fd, which the region then names; -1 when seg is no slot. */
+static int name_efd(void *seg, struct osf_core_conn *cc, int fd, int hide_how)
+{
+	int e = osf_pool_name_efd(seg, cc->ring_bytes, -1), h;
+
+	if (e >= 0) {
+		if (e != cc->wake_tx_fd)
+			osf_fdt_close_hidden(cc->wake_tx_fd);
+		return e;
+	}
+	h = osf_fdt_hide_for(cc->wake_tx_fd, fd, hide_how);
+	if (h < 0)
+		h = cc->wake_tx_fd;
+	e = osf_pool_name_efd(seg, cc->ring_bytes, h);
+	if (e != h)
+		osf_fdt_close_hidden(h); /* another thread's came first, or no slot */
+	return e;
 }
 
 int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
@@ -410,8 +431,9 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	}
 	if (hfd < 0)
 		hfd = cc->seg_fd; /* keep it where it is */
-	hwfd = osf_fdt_hide_for(cc->wake_tx_fd, fd, hide_how);
-	if (hwfd < 0)
+	if (cc->wake_tx_efd) /* the region's, as its memfd */
+		hwfd = name_efd(seg, cc, fd, hide_how);
+	else if ((hwfd = osf_fdt_hide_for(cc->wake_tx_fd, fd, hide_how)) < 0)
 		hwfd = cc->wake_tx_fd;
 	memcpy(&fam, cc->peer, sizeof(fam));
 	/* Informational, set by the segment's creator before it was shared:
@@ -420,8 +442,10 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 		&osf_seg_hdr((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes)->flags,
 		__ATOMIC_RELAXED);
 	conn_init(c, (uint8_t *)(uintptr_t)cc->seg_addr, cc->ring_bytes,
-		  cc->side, hfd, hwfd, fam == AF_INET6,
+		  cc->side, hfd, cc->wake_tx_efd ? -1 : hwfd, fam == AF_INET6,
 		  (seg_flags & OSF_SEG_F_RDMA) != 0);
+	if (cc->wake_tx_efd)
+		osf_side_use_efd(&c->s, hwfd);
 	c->seg_shared = shared;
 	cc->seg_addr = 0; /* the connection owns them now */
 	cc->seg_fd = cc->wake_tx_fd = -1;
@@ -435,7 +459,8 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	ent.ops = (seg_flags & OSF_SEG_F_RDMA) ? OSF_OPS_RDMA : OSF_OPS_SHM;
 	ent.role = (uint8_t)role;
 	ent.flags = (cloexec ? OSF_FDF_CLOEXEC : 0) |
-		    (fam == AF_INET6 ? OSF_FDF_V6 : 0) | (shared ? OSF_FDF_REGIONFD : 0);
+		    (fam == AF_INET6 ? OSF_FDF_V6 : 0) | (shared ? OSF_FDF_REGIONFD : 0) |
+		    (cc->wake_tx_efd ? OSF_FDF_REGIONEFD : 0);
 	ent.aux_fd = hfd;
 	ent.aux2_fd = hwfd;
 	ent.rule = cc->rule;
@@ -590,8 +615,10 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 		conn_init(c, base, e->ring_bytes,
 			  e->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER
 						     : OSF_SIDE_CLIENT,
-			  e->aux_fd, e->aux2_fd, (e->flags & OSF_FDF_V6) != 0,
-			  e->transport == OSF_TP_RDMA);
+			  e->aux_fd, (e->flags & OSF_FDF_REGIONEFD) ? -1 : e->aux2_fd,
+			  (e->flags & OSF_FDF_V6) != 0, e->transport == OSF_TP_RDMA);
+		if (e->flags & OSF_FDF_REGIONEFD) /* the region's, which it keeps */
+			osf_side_use_efd(&c->s, osf_pool_name_efd(base, e->ring_bytes, e->aux2_fd));
 		c->seg_shared = (e->flags & OSF_FDF_REGIONFD) != 0;
 		fl = fd >= 0 ? REAL(fcntl)(fd, F_GETFL, NULL) : 0;
 		c->nonblock = fl > 0 && (fl & O_NONBLOCK);
@@ -718,6 +745,9 @@ void osf_conn_hidden_moved(int old, int nfd)
 					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		o = old;
 		__atomic_compare_exchange_n(&c->s.wfd, &o, nfd, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		o = old;
+		__atomic_compare_exchange_n(&c->s.efd, &o, nfd, 0,
 					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		o = old;
 		__atomic_compare_exchange_n(&c->port_fd, &o, nfd, 0,

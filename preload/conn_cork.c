@@ -61,7 +61,7 @@ int osf_conn_cork_publish(struct osf_conn *c)
  * and but for on == 1 publishes what is held, waking the reader on fd. */
 static void cork_update(struct osf_conn *c, int fd, int on)
 {
-	int locked = osf_side_lock_tx(&c->s, 0) == 0, sent = 0;
+	int locked = osf_side_lock_tx(&c->s, fd, 0) == 0, sent = 0;
 
 	if (on == 1)
 		__atomic_or_fetch(&c->s.me->cork, OSF_CORK_ON, __ATOMIC_RELAXED);

@@ -113,7 +113,7 @@ static ssize_t fill_from(int fd, struct osf_fdt_entry *e, int in_fd,
 		struct iovec iov[2];
 		struct osf_ring_view v;
 		ssize_t n;
-		int lk = osf_side_lock_tx(&c->s, c->nonblock);
+		int lk = osf_side_lock_tx(&c->s, fd, c->nonblock);
 		if (lk == OSF_LOCK_AGAIN) {
 			if (sent == 0)
 				err = EAGAIN;

@@ -577,7 +577,7 @@ send_corked(int fd, struct osf_conn *c, struct iovcur *cur,
 	uint64_t head, pub;
 	int64_t room;
 
-	if (osf_side_lock_tx(&c->s, nonblock) != 0)
+	if (osf_side_lock_tx(&c->s, fd, nonblock) != 0)
 		return -2; /* the normal path says why */
 	w = __atomic_load_n(&c->s.me->cork, __ATOMIC_RELAXED);
 	held = w & OSF_CORK_HELD;
@@ -687,7 +687,7 @@ ssize_t osf_conn_send(int fd, struct osf_fdt_entry *e, const struct iovec *iov,
 	}
 	while (sent < total) {
 		int64_t room;
-		r = osf_side_lock_tx(&c->s, nonblock);
+		r = osf_side_lock_tx(&c->s, fd, nonblock);
 		if (r == OSF_LOCK_AGAIN) {
 			if (sent > 0)
 				break;
@@ -785,7 +785,7 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 	if (how != SHUT_RD) {
 		/* After every byte already written: take the producers' lock
 		 * (as long as a blocking send would wait for it). */
-		int locked = osf_side_lock_tx(&c->s, 0) == 0;
+		int locked = osf_side_lock_tx(&c->s, fd, 0) == 0;
 		if (locked) /* TCP_CORK: what is held goes before the FIN */
 			(void)osf_conn_cork_publish(c);
 		__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_FIN,

@@ -463,9 +463,10 @@ static int set_socket(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 	}
 	case SO_SNDTIMEO:
 		/* A blocked writer sleeps in recv on the writers' socket: the
-		 * send timeout is its receive timeout. */
+		 * send timeout is its receive timeout (on the region's
+		 * eventfd it reads fd's SO_SNDTIMEO). */
 		r = REAL(setsockopt)(fd, SOL_SOCKET, name, val, len);
-		if (r == 0)
+		if (r == 0 && c->s.wfd >= 0) /* else the writer reads fd's own */
 			(void)REAL(setsockopt)(c->s.wfd, SOL_SOCKET, SO_RCVTIMEO,
 					       val, len);
 		return r;

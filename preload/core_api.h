@@ -99,8 +99,10 @@ struct osf_core_conn {
 				 wakes its readers, and carries the end */
 	int32_t seg_fd;       /* the segment's memfd */
 	int32_t side;         /* OSF_SIDE_CLIENT or OSF_SIDE_SERVER */
-	int32_t wake_tx_fd;   /* unix socket that wakes its writers */
-	int32_t pad;
+	int32_t wake_tx_fd;   /* unix socket that wakes its writers, or with
+				 wake_tx_efd the region's writers' eventfd */
+	int32_t wake_tx_efd;  /* 1: wake_tx_fd is the eventfd of the region
+				 the segment is a slot of (OSF_SHM_EFD) */
 	uint64_t seg_addr;    /* the segment, mapped MAP_SHARED */
 	uint32_t ring_bytes;
 	int32_t rule;

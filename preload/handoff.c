@@ -55,7 +55,7 @@ struct handoff_item {
 	uint8_t role;
 	uint8_t slot1; /* the fd table's: 1 + the slot of the region passed */
 	uint32_t ring_bytes;
-	uint32_t flags; /* OSF_FDF_V6, V6ONLY, NODELAY */
+	uint32_t flags; /* OSF_FDF_V6, V6ONLY, NODELAY, REGIONEFD */
 	int32_t rule;
 	uint8_t local[28];
 	uint8_t peer[28];
@@ -336,7 +336,7 @@ static int describe(int fd, uint32_t i, struct handoff_item *it, int *extra,
 	it->role = e->role;
 	it->ring_bytes = e->ring_bytes;
 	it->slot1 = e->kind == OSF_FD_SHM ? e->slot1 : 0;
-	it->flags = e->flags & (OSF_FDF_V6 | OSF_FDF_V6ONLY | OSF_FDF_NODELAY);
+	it->flags = e->flags & (OSF_FDF_V6 | OSF_FDF_V6ONLY | OSF_FDF_NODELAY | OSF_FDF_REGIONEFD);
 	it->rule = e->rule;
 	memcpy(it->local, e->local, sizeof(it->local));
 	memcpy(it->peer, e->peer, sizeof(it->peer));
@@ -521,6 +521,11 @@ static void adopt(int fd, const struct handoff_item *it, const int *x,
 					(uint64_t)st.st_ino, 0); /* x[0] its own */
 	else if (fl >= 0)
 		base = map_segment(x[0], it->ring_bytes);
+	if (base && (it->flags & OSF_FDF_REGIONEFD) && (!it->slot1 || !osf_wake_efd_ok(x[1]))) {
+		osf_seg_release(base, it->ring_bytes,
+				it->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER : OSF_SIDE_CLIENT, 0);
+		base = NULL; /* the writers would sleep on what is no eventfd */
+	}
 	if (!base) {
 		REAL(close)(x[0]);
 		REAL(close)(x[1]);
@@ -532,6 +537,7 @@ static void adopt(int fd, const struct handoff_item *it, const int *x,
 	cc.side = it->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER : OSF_SIDE_CLIENT;
 	cc.seg_fd = x[0];
 	cc.wake_tx_fd = x[1];
+	cc.wake_tx_efd = (it->flags & OSF_FDF_REGIONEFD) != 0;
 	cc.wake_fd = fd;
 	cc.rule = it->rule;
 	memcpy(cc.local, it->local, sizeof(it->local));

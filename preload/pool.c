@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,6 +50,11 @@ struct region {
 			  region name (OSF_FDF_REGIONFD): the owner's, a
 			  mapper's first, one inherited across exec or
 			  fork; else -1 */
+	int efd;       /* OSF_SHM_EFD: the region's writers' eventfd, hidden,
+			  which its connections' entries name
+			  (OSF_FDF_REGIONEFD): the owner's, made with the
+			  memfd, or the first a hello or an entry brought;
+			  goes with fd; else -1 */
 	pid_t owner;   /* the process that hands slots out (osf_pid()), else 0 */
 	uid_t kuid;    /* owner regions: the companion's owner and name */
 	pid_t kpid;
@@ -72,13 +78,16 @@ static void lock(void)
 
 static void unlock(void) { __atomic_store_n(&lk, 0, __ATOMIC_RELEASE); }
 
-/* unlock_drop unlocks, then closes drop, a memfd of a region entry() let
- * go (-1: none): the fd table's lock is never taken under this one. */
-static void unlock_drop(int drop)
+/* unlock_drop unlocks, then closes drop[0..1], the memfd and eventfd of a
+ * region entry() let go (-1: none): the fd table's lock is never taken
+ * under this one. */
+static void unlock_drop(const int drop[2])
 {
 	unlock();
-	if (drop >= 0)
-		osf_fdt_close_hidden(drop);
+	if (drop[0] >= 0)
+		osf_fdt_close_hidden(drop[0]);
+	if (drop[1] >= 0)
+		osf_fdt_close_hidden(drop[1]);
 }
 
 static uint8_t *slot_seg(const struct region *r, uint32_t i)
@@ -118,7 +127,7 @@ static struct region *find_addr(const void *seg, uint32_t ring, uint32_t *slot)
 static int adopted;
 
 /* named reports whether an entry of a connection names region fd fd
- * (OSF_FDF_REGIONFD) that is not being closed (one closing has no priv
+ * (OSF_FDF_REGIONFD, or its eventfd: OSF_FDF_REGIONEFD) that is not being closed (one closing has no priv
  * in this image); only after adopted, for an idle region (otherwise
  * only its live connections' entries name it). */
 OSF_FORK_TEXT static int named(int fd)
@@ -129,8 +138,9 @@ OSF_FORK_TEXT static int named(int fd)
 	if (!__atomic_load_n(&adopted, __ATOMIC_RELAXED))
 		return 0;
 	OSF_FDT_FOREACH(efd, e)
-		if (osf_kind_is_conn(e->kind) && (e->flags & OSF_FDF_REGIONFD) &&
-		    e->aux_fd == fd &&
+		if (osf_kind_is_conn(e->kind) &&
+		    (((e->flags & OSF_FDF_REGIONFD) && e->aux_fd == fd) ||
+		     ((e->flags & OSF_FDF_REGIONEFD) && e->aux2_fd == fd)) &&
 		    (__atomic_load_n(&e->image, __ATOMIC_ACQUIRE) != osf.image ||
 		     __atomic_load_n(&e->priv, __ATOMIC_ACQUIRE)))
 			return 1;
@@ -143,12 +153,12 @@ OSF_FORK_TEXT static int named(int fd)
  * entry still names stays; one that goes leaves its memfd in *drop, for
  * the caller to close once the lock is released (else -1). The lock is
  * held. */
-static struct region *entry(int *drop)
+static struct region *entry(int drop[2])
 {
 	struct region *free_e = NULL, *old = NULL;
 	int i, idle = 0;
 
-	*drop = -1;
+	drop[0] = drop[1] = -1;
 	for (i = 0; i < nregions; i++) {
 		struct region *r = &regions[i];
 		if (!r->base) {
@@ -162,11 +172,12 @@ static struct region *entry(int *drop)
 		if (!old || r->idle_since < old->idle_since)
 			old = r;
 	}
-	if (old && old->fd >= 0 && named(old->fd))
+	if (old && ((old->fd >= 0 && named(old->fd)) || (old->efd >= 0 && named(old->efd))))
 		old = NULL; /* one look per call: the table can be long */
 	if (old && (idle >= IDLE_MAX || (!free_e && nregions == REGIONS))) {
 		munmap(old->base, old->bytes);
-		*drop = old->fd;
+		drop[0] = old->fd;
+		drop[1] = old->efd;
 		memset(old, 0, sizeof(*old));
 		if (!free_e)
 			free_e = old;
@@ -174,7 +185,7 @@ static struct region *entry(int *drop)
 	if (!free_e && nregions < REGIONS)
 		free_e = &regions[nregions++];
 	if (free_e)
-		free_e->fd = -1;
+		free_e->fd = free_e->efd = -1;
 	return free_e;
 }
 
@@ -184,7 +195,7 @@ struct made {
 	uint8_t *base;
 	uint64_t bytes, dev, ino;
 	uint32_t n;
-	int fd;
+	int fd, efd;
 };
 
 /* make_region makes an owner region's memfd and mapping for ring; the
@@ -194,7 +205,7 @@ static int make_region(uint32_t ring, struct made *md)
 	uint64_t sb = osf_seg_bytes(ring), n = REGION_VIRT / sb;
 	struct stat st;
 	void *m;
-	int fd, h;
+	int fd, h, e;
 
 	if (n < 1)
 		n = 1;
@@ -215,6 +226,10 @@ static int make_region(uint32_t ring, struct made *md)
 		munmap(m, n * sb);
 		goto fail;
 	}
+	md->efd = -1;
+	if (osf.shm_efd && !osf.shm_kfd && (e = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0 &&
+	    (md->efd = osf_fdt_hide(e, 0)) < 0)
+		REAL(close)(e); /* the slots' writers wake on socket pairs */
 	md->base = m;
 	md->bytes = n * sb;
 	md->n = (uint32_t)n;
@@ -230,7 +245,7 @@ fail:
 /* enter_region enters made region md as an owner region; the lock is
  * held. NULL when the table is full. drop: entry()'s. */
 static struct region *enter_region(const struct made *md, uint32_t ring,
-				   const struct ucred *owner, const char *name, int *drop)
+				   const struct ucred *owner, const char *name, int drop[2])
 {
 	struct region *r = entry(drop);
 
@@ -244,6 +259,7 @@ static struct region *enter_region(const struct made *md, uint32_t ring,
 	r->dev = md->dev;
 	r->ino = md->ino;
 	r->fd = md->fd;
+	r->efd = md->efd;
 	r->owner = osf_pid();
 	r->kuid = owner->uid;
 	r->kpid = owner->pid;
@@ -309,6 +325,7 @@ static int trim_owned(struct made *gone, int max)
 			break;
 		gone[k].base = old->base;
 		gone[k].bytes = old->bytes;
+		gone[k].efd = old->efd;
 		gone[k++].fd = old->fd;
 		memset(old, 0, sizeof(*old));
 	}
@@ -322,17 +339,19 @@ static void drop_gone(const struct made *gone, int k)
 	while (k-- > 0) {
 		munmap(gone[k].base, gone[k].bytes);
 		osf_fdt_close_hidden(gone[k].fd);
+		if (gone[k].efd >= 0)
+			osf_fdt_close_hidden(gone[k].efd);
 	}
 }
 
 void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
-		    int *fdp, struct osf_hello_pool *hp)
+		    int *fdp, int *efdp, struct osf_hello_pool *hp)
 {
 	struct made md = {0}, drop[TRIM_MAX];
 	struct region *r = NULL;
 	struct osf_seg_hdr *h;
 	pid_t me = osf_pid();
-	int i, s = -1, saved = errno, fd = -1, made = 0, k, round, dropfd = -1;
+	int i, s = -1, saved = errno, fd = -1, made = 0, k, round, dropfd[2] = {-1, -1};
 
 	for (round = 0; round < 2; round++) {
 		lock();
@@ -343,7 +362,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 			    strncmp(r->kname, name, sizeof(r->kname)) == 0)
 				s = free_slot(r);
 		}
-		if (s < 0 && made && (r = enter_region(&md, ring, owner, name, &dropfd)) != NULL) {
+		if (s < 0 && made && (r = enter_region(&md, ring, owner, name, dropfd)) != NULL) {
 			made = 0; /* the table's now */
 			s = 0;
 		}
@@ -374,11 +393,14 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		hp->gen = r->gen[s];
 		hp->region_bytes = r->bytes;
 		*fdp = fd;
+		*efdp = r->efd;
 	}
 	unlock_drop(dropfd);
 	if (made) { /* a slot came free meanwhile, or the table is full */
 		munmap(md.base, md.bytes);
 		osf_fdt_close_hidden(md.fd);
+		if (md.efd >= 0)
+			osf_fdt_close_hidden(md.efd);
 	}
 	errno = saved;
 	return fd >= 0 ? slot_seg(r, (uint32_t)s) : NULL;
@@ -393,7 +415,7 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 		  uint32_t slot, int side, int keep, char *why, size_t wn)
 {
 	struct region *r = NULL;
-	int i, drop = -1;
+	int i, drop[2] = {-1, -1};
 
 	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size != bytes) {
 		snprintf(why, wn, "region: not a regular file of %llu bytes",
@@ -414,7 +436,7 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 	}
 	if (!r) {
 		void *m;
-		r = entry(&drop);
+		r = entry(drop);
 		if (!r) {
 			unlock_drop(drop);
 			snprintf(why, wn, "region: %d regions mapped already", REGIONS);
@@ -433,7 +455,7 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 		r->n = (uint32_t)(bytes / osf_seg_bytes(ring));
 		r->dev = (uint64_t)st->st_dev;
 		r->ino = (uint64_t)st->st_ino;
-		r->fd = -1;
+		r->fd = r->efd = -1;
 		r->idle_since = osf_now_ns();
 	}
 	if (slot >= r->n || (r->live[side] >> slot & 1)) {
@@ -496,7 +518,7 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 	struct made drop[TRIM_MAX];
 	struct region *r;
 	uint32_t slot;
-	int k = 0, dropfd = -1;
+	int k = 0, dropfd[2] = {-1, -1};
 
 	lock();
 	r = find_addr(seg, ring, &slot);
@@ -510,9 +532,11 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 			r->idle_since = osf_now_ns();
 			if (r->owner == osf_pid())
 				k = trim_owned(drop, TRIM_MAX);
-			else if (r->fd >= 0 && !named(r->fd)) {
-				dropfd = r->fd; /* a mapper's: until its next connection */
-				r->fd = -1;
+			else if ((r->fd >= 0 || r->efd >= 0) && !named(r->fd) &&
+				 !named(r->efd)) {
+				dropfd[0] = r->fd; /* a mapper's: until its next connection */
+				dropfd[1] = r->efd;
+				r->fd = r->efd = -1;
 			}
 		}
 	}
@@ -599,21 +623,33 @@ void osf_pool_abandon(void *seg, uint32_t ring)
 	unhold(seg, ring, OSF_SIDE_CLIENT, 3u);
 }
 
-int osf_pool_name_fd(const void *seg, uint32_t ring, int fd)
+/* name_in is osf_pool_name_fd (efd 0) and osf_pool_name_efd (efd 1). */
+static int name_in(const void *seg, uint32_t ring, int fd, int efd)
 {
 	struct region *r;
 	uint32_t slot;
-	int rfd = -1;
+	int rfd = -1, *f;
 
 	lock();
 	r = find_addr(seg, ring, &slot);
 	if (r) {
-		if (r->fd < 0)
-			r->fd = fd;
-		rfd = r->fd;
+		f = efd ? &r->efd : &r->fd;
+		if (*f < 0)
+			*f = fd;
+		rfd = *f;
 	}
 	unlock();
 	return rfd;
+}
+
+int osf_pool_name_fd(const void *seg, uint32_t ring, int fd)
+{
+	return name_in(seg, ring, fd, 0);
+}
+
+int osf_pool_name_efd(const void *seg, uint32_t ring, int fd)
+{
+	return name_in(seg, ring, fd, 1);
 }
 
 int osf_pool_is_region_fd(int fd)
@@ -624,7 +660,7 @@ int osf_pool_is_region_fd(int fd)
 		return 0;
 	lock();
 	for (i = 0; i < nregions && !r; i++)
-		r = regions[i].base && regions[i].fd == fd;
+		r = regions[i].base && (regions[i].fd == fd || regions[i].efd == fd);
 	unlock();
 	return r;
 }
@@ -637,6 +673,8 @@ void osf_pool_moved(int old, int nfd)
 	for (i = 0; i < nregions; i++)
 		if (regions[i].base && regions[i].fd == old)
 			regions[i].fd = nfd;
+		else if (regions[i].base && regions[i].efd == old)
+			regions[i].efd = nfd;
 	unlock();
 }
 
@@ -656,11 +694,15 @@ OSF_FORK_TEXT static void pool_after_fork(void)
 		if (!r->base)
 			continue;
 		r->owner = 0;
-		if (r->fd >= 0 && !(r->live[0] | r->live[1]) && !named(r->fd)) {
-			osf_fdt_close_hidden(r->fd);
-			r->fd = -1;
+		if ((r->fd >= 0 || r->efd >= 0) && !(r->live[0] | r->live[1]) &&
+		    !named(r->fd) && !named(r->efd)) {
+			if (r->fd >= 0)
+				osf_fdt_close_hidden(r->fd);
+			if (r->efd >= 0)
+				osf_fdt_close_hidden(r->efd);
+			r->fd = r->efd = -1;
 		}
-		if (!(r->live[0] | r->live[1]) && r->fd < 0) {
+		if (!(r->live[0] | r->live[1]) && r->fd < 0 && r->efd < 0) {
 			(void)osf_rawsys(SYS_munmap, (long)r->base, (long)r->bytes, 0, 0, 0, 0);
 			memset(r, 0, sizeof(*r));
 		}

@@ -26,11 +26,13 @@
  * a free slot: the slot's segment with its header cleared and slot_gen
  * set (the caller writes the rest: osf_seg_init), *fdp the region's memfd
  * (hidden, the region's: the connection's entry names it, nobody closes
- * it but pool.c; osf_pool_is_region_fd), *hp the hello's pool part. The
+ * it but pool.c; osf_pool_is_region_fd), *efdp its writers' eventfd
+ * (OSF_SHM_EFD, made with the region; -1 without: the connection makes a
+ * writers' socket pair), *hp the hello's pool part. The
  * caller's fd window is open. NULL (errno kept) when no slot can be had:
  * the caller makes a segment of its own. */
 void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
-		    int *fdp, struct osf_hello_pool *hp);
+		    int *fdp, int *efdp, struct osf_hello_pool *hp);
 
 /* osf_pool_map is the server's osf_region_map_fn (sdp/setup.h). */
 void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
@@ -70,11 +72,16 @@ void osf_pool_abandon(void *seg, uint32_t ring);
  * only, and the region has none). */
 int osf_pool_name_fd(const void *seg, uint32_t ring, int fd);
 
-/* osf_pool_is_region_fd reports whether fd is a region's memfd, which
- * pool.c owns and connections only name: none closes it. */
+/* osf_pool_name_efd is osf_pool_name_fd for the region's writers'
+ * eventfd (a hello's, an adopted entry's aux2_fd; OSF_FDF_REGIONEFD). */
+int osf_pool_name_efd(const void *seg, uint32_t ring, int fd);
+
+/* osf_pool_is_region_fd reports whether fd is a region's memfd or
+ * writers' eventfd, which pool.c owns and connections only name: none
+ * closes it. */
 int osf_pool_is_region_fd(int fd);
 
-/* osf_pool_moved renames a region's hidden memfd old to nfd. */
+/* osf_pool_moved renames a region's hidden memfd or eventfd old to nfd. */
 void osf_pool_moved(int old, int nfd);
 
 #endif

@@ -163,10 +163,12 @@ static int kernel(struct osf_core_conn *out, const struct ip *dst, int reason,
 	return 1;
 }
 
-/* The hello's fds: the segment and the writers' wake socket. */
+/* The hello's fds: the segment and the writers' wake socket (or the
+ * region's eventfd). */
 struct parts {
 	uint8_t *seg;
 	int segfd, wtx[2];
+	int efd;    /* a slot's region's writers' eventfd (OSF_SHM_EFD), else -1 */
 	int placed; /* a spare's: segfd and wtx[0] placed and marked hidden */
 	int pool;   /* OSF_SHM_POOL: the segment is taken after the dial */
 	struct osf_hello_pool hp; /* seg is a slot of a region: its hello part */
@@ -178,11 +180,19 @@ static int parts_make(struct parts *p, const struct ip *client, const struct ip 
 	uint8_t c[28], v[28];
 
 	p->slot = 0;
+	p->efd = -1;
 	p->pool = osf.shm_pool;
 	if (p->pool) { /* the writers' pair now, the slot once the companion is known */
 		p->seg = NULL;
 		p->segfd = -1;
 		p->placed = 0;
+		p->wtx[0] = p->wtx[1] = -1;
+		/* The region's eventfd, or the pair after all; OSF_SHM_KFD
+		 * keeps the pair: its writers' end would be the TCP socket,
+		 * where a peer killed after its shutdown(SHUT_WR) makes no
+		 * event (its FIN came before), and the writer would sleep on. */
+		if (osf.shm_efd && !osf.shm_kfd)
+			return 0;
 		return REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->wtx);
 	}
 
@@ -396,11 +406,15 @@ again:
 		}
 	}
 	if (p->pool) { /* a slot of this listener's region, else a segment */
-		p->seg = osf_pool_take(setup_cfg.c.ring_size, &d.owner, d.name, &p->segfd, &p->hp);
+		p->seg = osf_pool_take(setup_cfg.c.ring_size, &d.owner, d.name, &p->segfd,
+				       &p->efd, &p->hp);
 		p->slot = p->seg != NULL;
 		if (!p->seg)
 			p->seg = osf_seg_new(setup_cfg.c.ring_size, &p->segfd);
-		if (!p->seg) {
+		if (!p->slot || osf.shm_kfd) /* OSF_SHM_KFD keeps the pair */
+			p->efd = -1;
+		if (!p->seg || (p->efd < 0 && p->wtx[0] < 0 &&
+				REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->wtx) < 0)) {
 			if (!link)
 				REAL(close)(s);
 			parts_drop(p);
@@ -438,13 +452,13 @@ again:
 	osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->connect_ns = osf_now_ns();
 	setup_put_sockaddr(cl, client);
 	setup_put_sockaddr(sv, &a);
-	hf = osf.shm_kfd ? OSF_HELLO_F_KFD : 0;
+	hf = (osf.shm_kfd ? OSF_HELLO_F_KFD : 0) | (p->efd >= 0 ? OSF_HELLO_F_EFD : 0);
 	if (link && (s = setup_link_lock(&a, link)) < 0) {
 		r = -1; /* another thread dropped it */
 		e = EPIPE;
 	} else {
 		r = p->slot ? osf_hello_send_pool(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd,
-						  p->wtx[1], &p->hp)
+						  p->efd >= 0 ? p->efd : p->wtx[1], &p->hp)
 			    : osf_hello_send(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd, p->wtx[1]);
 		e = errno;
 		if (link)
@@ -466,7 +480,8 @@ again:
 		errno = e;
 		return -1;
 	}
-	REAL(close)(p->wtx[1]);
+	if (p->wtx[1] >= 0)
+		REAL(close)(p->wtx[1]);
 	p->wtx[1] = -1;
 	if (osf.shm_kfd && !link)
 		setup_link_keep(&a, s, &d.owner, d.name);
@@ -539,7 +554,8 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	if (osf.shm_kfd) /* the hello waits on the link (setup_link.c) */
 		out->wake_fd = -1;
 	out->seg_fd = p.segfd;
-	out->wake_tx_fd = p.wtx[0];
+	out->wake_tx_fd = p.efd >= 0 ? p.efd : p.wtx[0];
+	out->wake_tx_efd = p.efd >= 0;
 	out->side = OSF_SIDE_CLIENT;
 	out->seg_addr = (uint64_t)(uintptr_t)p.seg;
 	out->ring_bytes = setup_cfg.c.ring_size;

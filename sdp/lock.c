@@ -87,14 +87,15 @@ int osf_lock_holder_gone(uint32_t tid)
 	return gone;
 }
 
-/* timeout_ms returns SO_RCVTIMEO of fd in ms, -1 for none. */
-static long timeout_ms(int fd)
+/* timeout_ms returns SO_RCVTIMEO (snd: SO_SNDTIMEO) of fd in ms, -1 for
+ * none. */
+static long timeout_ms(int fd, int snd)
 {
 	struct timeval tv = {0, 0};
 	socklen_t len = sizeof(tv);
 	int saved = errno;
 
-	if (fd < 0 || osf_sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) < 0 ||
+	if (fd < 0 || osf_sys_getsockopt(fd, SOL_SOCKET, snd ? SO_SNDTIMEO : SO_RCVTIMEO, &tv, &len) < 0 ||
 	    (tv.tv_sec == 0 && tv.tv_usec == 0)) {
 		errno = saved;
 		return -1;
@@ -160,7 +161,7 @@ int osf_lock_slow(uint32_t *w, uint32_t me, const struct osf_lock_wait *how)
 		}
 		if (!how->nonblock) {
 			if (limit == -2)
-				limit = timeout_ms(how->timeo_fd);
+				limit = timeout_ms(how->timeo_fd, how->sndtimeo);
 			if (limit >= 0 && now - start >= limit)
 				return OSF_LOCK_AGAIN;
 		}

@@ -50,6 +50,7 @@ struct osf_lock_wait {
 			 CLOCK_MONOTONIC, 0: not held against us): when this
 			 lock was first found held, kept across calls and
 			 across owners until this process takes it */
+	int sndtimeo; /* 1: timeo_fd's SO_SNDTIMEO rather than SO_RCVTIMEO */
 };
 
 /* Results of osf_seg_lock_wait besides 0 (taken). */
@@ -97,7 +98,7 @@ static inline int osf_seg_lock_wait(uint32_t *w, const struct osf_lock_wait *how
 static inline int osf_seg_lock(uint32_t *w)
 {
 	long since = 0;
-	struct osf_lock_wait how = {0, -1, &since};
+	struct osf_lock_wait how = {0, -1, &since, 0};
 
 	return osf_seg_lock_wait(w, &how);
 }

@@ -269,6 +269,24 @@ static int is_wake_socket(int fd)
 	return osf_sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &d, &l) == 0 && d == AF_UNIX;
 }
 
+/* osf_wake_efd_ok (setup.h): a file of no type (an anonymous inode) that
+ * takes an 8-byte write of 0, which leaves an eventfd's counter as it is
+ * and never blocks; the other anonymous files (epoll, timerfd, signalfd,
+ * inotify, userfaultfd, io_uring) have no write. */
+int osf_wake_efd_ok(int fd)
+{
+	struct stat st;
+	uint64_t zero = 0;
+	int fl;
+
+	if (fstat(fd, &st) < 0 || (st.st_mode & S_IFMT) != 0)
+		return 0;
+	fl = osf_sys_fcntl(fd, F_GETFL, 0);
+	if (fl < 0 || (!(fl & O_NONBLOCK) && osf_sys_fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
+		return 0;
+	return osf_sys_write(fd, &zero, sizeof(zero)) == (ssize_t)sizeof(zero);
+}
+
 /* open_segment validates and maps a peer's segment (or, with p, the slot
  * p names of the peer's region, through map); NULL with why set when it is
  * unusable. */
@@ -362,14 +380,21 @@ int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *wh
 		snprintf(why, wn, "hello's fds truncated");
 	else if (nfds != 2)
 		snprintf(why, wn, "hello carried %d fds, want 2", nfds);
-	else if (!is_wake_socket(fds[1]))
-		snprintf(why, wn, "writers' wake socket: not a stream socket");
 	else if ((verdict = osf_hello_check(h, (size_t)n, cap)) == OSF_HELLO_MALFORMED)
 		snprintf(why, wn, "malformed hello: %zd bytes, bad magic or version", n);
 	else if (verdict == OSF_HELLO_BAD_RING)
 		snprintf(why, wn, "malformed hello: bad ring size %u", h->ring_bytes);
 	else if (verdict == OSF_HELLO_OVER_CAP)
 		snprintf(why, wn, "ring size %u above this server's limit %u", h->ring_bytes, cap);
+	else if ((h->flags & OSF_HELLO_F_EFD) && (!(h->flags & OSF_HELLO_F_POOL) || !map))
+		snprintf(why, wn, "writers' eventfd without a region");
+	else if ((h->flags & (OSF_HELLO_F_EFD | OSF_HELLO_F_KFD)) ==
+		 (OSF_HELLO_F_EFD | OSF_HELLO_F_KFD))
+		snprintf(why, wn, "writers' eventfd for a kernel TCP connection");
+	else if ((h->flags & OSF_HELLO_F_EFD) ? !osf_wake_efd_ok(fds[1]) : !is_wake_socket(fds[1]))
+		snprintf(why, wn, "writers' wake %s", (h->flags & OSF_HELLO_F_EFD)
+						       ? "eventfd: not an eventfd"
+						       : "socket: not a stream socket");
 	else if (osf_sys_getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &in->cr, &crl) < 0)
 		snprintf(why, wn, "SO_PEERCRED: %s", strerror(errno));
 	else {

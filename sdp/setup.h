@@ -108,6 +108,12 @@ int osf_hello_send_pool(int s, uint32_t ring, uint32_t flags, const uint8_t clie
 			const uint8_t server[28], int regionfd, int wtx,
 			const struct osf_hello_pool *p);
 
+/* osf_wake_efd_ok accepts a region's writers' eventfd another process
+ * handed over (a pooled hello's with OSF_HELLO_F_EFD, a hand-off's) only
+ * as what an eventfd is, and makes it non-blocking (a blocking one at its
+ * maximum would block a waker): 1, or 0 for anything else. */
+int osf_wake_efd_ok(int fd);
+
 /* What a server that maps regions does with a pooled hello's memfd
  * (preload/pool.c): fd is the region, already checked to be a regular
  * memfd of p->region_bytes (a whole number of slots, at most

@@ -507,13 +507,15 @@ static int sleep_limited(struct osf_side *s, int end)
  * never read: level-triggered it would be readable for ever; the first
  * wait may return at once for the edges already there: spurious). Each
  * round raises tx_want again (a waker clears it) and looks at the ring
- * before it sleeps; a POLLHUP of fd is the other side's end (end_seen).
+ * before it sleeps; a POLLHUP of fd is the other side's end (end_seen),
+ * and so is a POLLRDHUP of a TCP socket (OSF_SHM_KFD: its peer's FIN)
+ * unless the peer said FIN itself and still holds its side.
  * Held back by the buffer sizes or a trim's stop, or without an epoll (no
  * fd left for it), it looks again every 20 ms: late, never lost. */
 static int wait_room_efd(struct osf_side *s, int fd)
 {
 	struct epoll_event ev[2], in = {EPOLLIN | EPOLLET, {.u64 = 0}},
-				  hup = {EPOLLET, {.u64 = 1}};
+				  hup = {EPOLLRDHUP | EPOLLET, {.u64 = 1}};
 	struct timeval tv = {0, 0};
 	socklen_t tl = sizeof(tv);
 	long deadline = -1;
@@ -716,7 +718,7 @@ int osf_side_put_msg(struct osf_side *s, int fd, const void *b, size_t n)
 {
 	uint64_t head;
 
-	if (osf_side_lock_tx(s, 0) != 0)
+	if (osf_side_lock_tx(s, fd, 0) != 0)
 		return -1;
 	if (osf_side_tx_room(s) < (int64_t)n) {
 		osf_seg_unlock(&s->me->tx_lock);

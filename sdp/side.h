@@ -238,14 +238,17 @@ static inline void osf_side_peer_unborn_check(struct osf_side *s, int fd)
  * that is nonblock or not: 0, OSF_LOCK_AGAIN or OSF_LOCK_BROKEN. */
 static inline int osf_side_lock_rx(struct osf_side *s, int fd, int nonblock)
 {
-	struct osf_lock_wait how = {nonblock, fd, &s->lock_since[0]};
+	struct osf_lock_wait how = {nonblock, fd, &s->lock_since[0], 0};
 
 	return osf_seg_lock_wait(&s->me->rx_lock, &how);
 }
 
-static inline int osf_side_lock_tx(struct osf_side *s, int nonblock)
+static inline int osf_side_lock_tx(struct osf_side *s, int fd, int nonblock)
 {
-	struct osf_lock_wait how = {nonblock, s->wfd, &s->lock_since[1]};
+	/* SO_SNDTIMEO: the writers' socket's receive timeout (a copy), else
+	 * the application's socket's own. */
+	struct osf_lock_wait how = {nonblock, s->wfd >= 0 ? s->wfd : fd, &s->lock_since[1],
+				    s->wfd < 0};
 
 	return osf_seg_lock_wait(&s->me->tx_lock, &how);
 }

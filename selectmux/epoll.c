@@ -170,6 +170,17 @@ static int reg_wsock(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
 	if (it->wsock >= 0)
 		return 0;
 	iev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+	if (e && (e->flags & OSF_FDF_REGIONEFD)) {
+		/* One registration for all: an epoll holds a file once per
+		 * fd, and a dup per item would cost an fd per connection. */
+		iev.data.u64 = EFD_KEY(w);
+		if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, w, &iev) < 0 && errno != EEXIST)
+			return -1;
+		it->wsock = w;
+		it->wown = 0;
+		it->wefd = 1;
+		return 0;
+	}
 	iev.data.u64 = item_key(it, WSOCK_TAG);
 	if (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, w, &iev) == 0) {
 		it->wsock = w;
@@ -303,7 +314,7 @@ void ep_drop_item(struct ep *ep, struct epi *it)
 	if (!ep->shared) {
 		if (!it->orphan) /* an orphan's number is not its file's */
 			REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->fd, NULL);
-		if (it->wsock >= 0)
+		if (it->wsock >= 0 && !it->wefd) /* a region's stays for its others */
 			REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->wsock, NULL);
 	}
 	free_item(ep, it);
@@ -320,7 +331,7 @@ void ep_drop_closed(struct ep *ep, struct epi *it, void *hold)
 	rd_chan_leave(&it->ch);
 	osf_ready_hold_disarm(hold, it->armed);
 	it->armed = 0;
-	if (hold && !ep->shared && it->wsock >= 0)
+	if (hold && !ep->shared && it->wsock >= 0 && !it->wefd)
 		REAL(epoll_ctl)(ep->inner, EPOLL_CTL_DEL, it->wsock, NULL);
 	free_item(ep, it);
 }

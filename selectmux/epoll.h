@@ -50,6 +50,10 @@ struct epi {
 	int wsock;      /* the writers' wake socket registered for it, or -1
 			 * (registered at the first wait for EPOLLOUT) */
 	int wown;       /* wsock is a dup osf made for this item */
+	int wefd;       /* wsock is its region's writers' eventfd, registered
+			 * once per inner epoll for every item of every
+			 * region (EFD_KEY): its events wake every item
+			 * armed for OSF_ARM_TX with wefd (absorb) */
 	int parked;     /* EPOLL_CTL_DEL'd: invisible, but its inner
 			 * registrations stay until the fd is closed, so
 			 * that DEL/ADD churn costs no system call */
@@ -75,6 +79,10 @@ struct epi {
  * socket. KICK_KEY is the kick eventfd's. */
 #define WSOCK_TAG 1u
 #define KICK_KEY UINT64_MAX
+/* A region's writers' eventfd (epi.wefd): no item's identity. */
+#define EFD_KEY_MARK (0xefdULL << 52)
+#define EFD_KEY_MASK (~0ULL << 32)
+#define EFD_KEY(fd) (EFD_KEY_MARK | (uint64_t)(uint32_t)(fd) << 1 | WSOCK_TAG)
 
 #define IDLE_MAX 256 /* idle items checked while spinning; more are armed */
 

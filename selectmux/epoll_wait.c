@@ -288,13 +288,54 @@ static void trim_idle(struct ep *ep)
 	ep->quiet_since = 0;
 }
 
+/* take_woken ends the wait of woken item it: its tokens, the other side's
+ * end (a deleted item's too: the edge will not come again when it is
+ * added back), and the list. */
+static void take_woken(struct ep *ep, struct epi *it)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(it->at);
+
+	ep_disarm_item(it, e, it->woken);
+	it->woken = 0;
+	if (it->disabled || it->parked)
+		return;
+	/* A token an edge-triggered item's own wait did not ask for
+	 * (another waiter's, or one an exec'd image's wait left armed) is no
+	 * edge unless the rings moved since its last report. */
+	if ((it->events & EPOLLET) && rd_stamp(it->at, e) == it->stamp)
+		go_idle(ep, it, e, it->stamp);
+	else
+		list_add(ep, it);
+}
+
+/* efd_woken wakes every item that waits for room on a region's writers'
+ * eventfd (epi.wefd): one of them fired, whose events name no item. */
+static void efd_woken(struct ep *ep)
+{
+	struct epi *it, *next;
+	int i;
+
+	for (i = 0; i < ep->cap; i++)
+		if ((it = ep->byfd[i]) && it->wefd && (it->armed & OSF_ARM_TX)) {
+			it->woken |= OSF_ARM_TX;
+			take_woken(ep, it);
+		}
+	for (it = ep->orphans; it; it = next) {
+		next = it->onext;
+		if (it->wefd && (it->armed & OSF_ARM_TX)) {
+			it->woken |= OSF_ARM_TX;
+			take_woken(ep, it);
+		}
+	}
+}
+
 /* absorb takes the inner epoll's events: woken items join the list.
  * Events that name no item of this process (a kick, a registration of a
  * closed fd or of another process's item) only wake. */
 static void absorb(struct ep *ep)
 {
 	struct epoll_event tmp[64];
-	int n, i;
+	int n, i, efd = 0;
 
 	if (ep->inner < 0)
 		return;
@@ -308,35 +349,26 @@ static void absorb(struct ep *ep)
 				(void)!REAL(read)(ep->kick, &v, sizeof(v));
 				continue;
 			}
+			if ((u & EFD_KEY_MASK) == EFD_KEY_MARK) {
+				efd = 1;
+				continue;
+			}
 			it = ep_item_of(ep, u);
 			if (it)
 				it->woken |= (u & WSOCK_TAG) ? OSF_ARM_TX : OSF_ARM_RX;
 		}
-		/* Then each woken item once: its tokens, the other side's end
-		 * (a deleted item's too: the edge will not come again when it
-		 * is added back), and the list. */
+		/* Then each woken item once. */
 		for (i = 0; i < n; i++) {
-			struct epi *it = tmp[i].data.u64 == KICK_KEY
+			uint64_t u = tmp[i].data.u64;
+			struct epi *it = u == KICK_KEY || (u & EFD_KEY_MASK) == EFD_KEY_MARK
 						 ? NULL
-						 : ep_item_of(ep, tmp[i].data.u64);
-			struct osf_fdt_entry *e;
-			if (!it || !it->woken)
-				continue;
-			e = osf_fdt_lookup(it->at);
-			ep_disarm_item(it, e, it->woken);
-			it->woken = 0;
-			if (it->disabled || it->parked)
-				continue;
-			/* A token an edge-triggered item's own wait did not ask
-			 * for (another waiter's, or one an exec'd image's wait
-			 * left armed) is no edge unless the rings moved since
-			 * its last report. */
-			if ((it->events & EPOLLET) && rd_stamp(it->at, e) == it->stamp)
-				go_idle(ep, it, e, it->stamp);
-			else
-				list_add(ep, it);
+						 : ep_item_of(ep, u);
+			if (it && it->woken)
+				take_woken(ep, it);
 		}
 	} while (n == 64);
+	if (efd)
+		efd_woken(ep);
 }
 
 /* strip removes osf's marker from kernel results; 1 when it was there. */

@@ -15,6 +15,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 extern int __poll_chk(struct pollfd *, nfds_t, int, size_t);
 extern void __chk_fail(void) __attribute__((noreturn));
@@ -108,6 +109,37 @@ static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
 	}
 }
 
+/* efd_stand_in returns the epoll of this call (*wep, made at its first
+ * use) that stands in the kernel's array for region eventfd efd (a slot's
+ * writers wake there, OSF_FDF_REGIONEFD), or -1 (then the wait looks
+ * again every EFD_LATE_MS). The eventfd itself cannot: its counter is
+ * never read (sdp/side.h osf_side_use_efd), so it polls readable for
+ * ever; in an epoll of this call, edge-triggered, each write after it was
+ * added is one event, which efd_drain takes after each sleep. */
+#define EFD_LATE_MS 20
+static int efd_stand_in(int *wep, int efd)
+{
+	struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 0}};
+
+	if (*wep < 0 && (*wep = REAL(epoll_create1)(EPOLL_CLOEXEC)) < 0)
+		return -1;
+	if (REAL(epoll_ctl)(*wep, EPOLL_CTL_ADD, efd, &ev) < 0 && errno != EEXIST)
+		return -1;
+	return *wep;
+}
+
+/* efd_drain takes the events waiting in wep (-1: none), so that it polls
+ * readable again only for the next wake-up. */
+static void efd_drain(int wep)
+{
+	struct epoll_event ev[16];
+	int saved = errno;
+
+	while (wep >= 0 && REAL(epoll_wait)(wep, ev, 16, 0) == 16)
+		;
+	errno = saved;
+}
+
 /* mux_poll implements poll and ppoll when offloaded fds are involved. An
  * offloaded connection's fd stands for itself in the kernel's array (its
  * readers' tokens and the end arrive there); one waiting for POLLOUT adds
@@ -131,7 +163,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	struct chans ch = {stack_c, stack_cx, stack_fired, stack_idle};
 	nfds_t i, m = n, m0, extra = 0;
 	long start = mono_ms(), spin_end = osf_spin_until(timeout);
-	int result = -1, spun = 0;
+	int result = -1, spun = 0, wep = -1, efd_late = 0;
 
 	for (i = 0; i < n; i++) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
@@ -171,6 +203,10 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			if (!(fds[i].events & (POLLOUT | POLLWRNORM)) ||
 			    (w = rd_wake_tx_fd(e)) < 0) /* none: woken on fd */
 				continue;
+			if ((e->flags & OSF_FDF_REGIONEFD) && (w = efd_stand_in(&wep, w)) < 0) {
+				efd_late = 1;
+				continue;
+			}
 			k[m].fd = w;
 		} else if (kd == OSF_FD_LISTEN && !(e->flags & OSF_FDF_KFD)) {
 			kind[i] = SLOT_LISTEN;
@@ -182,6 +218,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		k[m].revents = 0;
 		wx[i] = (int)m++;
 	}
+	efd_drain(wep); /* what came before: every later write is an edge */
 	m0 = m; /* then the channels of the connections armed */
 	for (;;) {
 		int ready = 0, armed = 0, due = 0, r, to, err;
@@ -236,6 +273,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		due = armed && due && (to < 0 || to > OSF_TRIM_IDLE_MS);
 		if (due)
 			to = OSF_TRIM_IDLE_MS;
+		if (armed && efd_late && (to < 0 || to > EFD_LATE_MS))
+			to = EFD_LATE_MS;
 		if (to && osf_intr_count() != intr) {
 			/* A handler ran in osf's part of the call: the kernel's
 			 * poll would not sleep past it. */
@@ -252,6 +291,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 				       mask)
 			 : REAL(poll)(k, m, to);
 		err = errno;
+		if (r > 0)
+			efd_drain(wep);
 		/* Before disarm_all, which clears arm[]. */
 		for (i = 0; due && r == 0 && i < n; i++)
 			if ((arm[i] & OSF_ARM_RX) && kind[i] == SLOT_CONN && fds[i].fd >= 0)
@@ -314,6 +355,11 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		spun = spin_end != 0;
 	}
 out:
+	if (wep >= 0) {
+		int saved = errno;
+		REAL(close)(wep);
+		errno = saved;
+	}
 	if (k != stack_k)
 		free(k);
 	return result;

@@ -38,13 +38,19 @@ func TestHiddenFdsPerConnection(t *testing.T) {
 		{"tcp", bare, nil, "", "socket", "socket"},
 		{"segments", underOsf, []string{"OSF_SHM_POOL=0"}, testutil.TransportShm,
 			"memfd:osf-seg,socket,socket,socket", "memfd:osf-seg,socket,socket"},
-		{"slots", underOsf, []string{"OSF_SHM_POOL=1"}, testutil.TransportShm,
+		{"slots", underOsf, []string{"OSF_SHM_POOL=1", "OSF_SHM_EFD=0"}, testutil.TransportShm,
 			"socket,socket,socket", "socket,socket"},
 		{"kfd", underOsf, []string{"OSF_SHM_KFD=1"}, testutil.TransportShm,
 			"socket,socket", "socket,socket"},
+		{"slots-efd", underOsf, []string{"OSF_SHM_POOL=1", "OSF_SHM_EFD=1"}, testutil.TransportShm,
+			"socket,socket", "socket"},
+		// OSF_SHM_KFD=1 keeps the writers' socket pair (a peer killed
+		// after its shutdown(SHUT_WR) makes no event on a TCP socket)
+		{"kfd-efd", underOsf, []string{"OSF_SHM_KFD=1", "OSF_SHM_EFD=1"}, testutil.TransportShm,
+			"socket,socket", "socket,socket"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if testutil.KfdRun() && tc.name != "tcp" && tc.name != "kfd" {
+			if testutil.KfdRun() && tc.name != "tcp" && !strings.HasPrefix(tc.name, "kfd") {
 				t.Skip("OSF_TEST_SHM_KFD=1: every connection under osf is kfd")
 			}
 			env := append([]string{"OSF_STRICT=1"}, tc.env...)

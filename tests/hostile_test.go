@@ -123,7 +123,11 @@ func TestHostileServer(t *testing.T) {
 // listener with bad hellos (an unsealed segment that could be truncated
 // under the server, a wrong size, a mismatched header, no fd, three fds, a
 // file that is not a memfd, a wake socket that is a file, a bad magic), tries to shrink a sealed segment
-// after the hello, then scribbles on a truthful one while it is served.
+// after the hello, then scribbles on a truthful one while it is served;
+// pooled hellos likewise, and with the region's writers' eventfd
+// (OSF_HELLO_F_EFD) one that is a socket, an epoll, comes without a
+// region or for a kernel TCP connection, then a truthful one written without pause (to its maximum
+// too) for a second.
 // The server must reject each, survive (it is one process), and serve a
 // good client afterwards with its bytes intact. The rejections are logged
 // at debug level only (here into a file): a peer's fault never writes on
@@ -167,7 +171,10 @@ print(b.decode())`, port, msg)).Run(shortRun)
 	for _, want := range []string{"seals 0x0", "carried 0 fds, want 2", "carried 3 fds, want 2", "header does not match", "not a stream socket", "malformed hello",
 		// pooled hellos (OSF_HELLO_F_POOL)
 		"invalid pooled hello: bad bounds", "generation does not match the hello",
-		"held here already"} {
+		"held here already",
+		// the region's writers' eventfd (OSF_HELLO_F_EFD)
+		"eventfd: not an eventfd", "writers' eventfd without a region",
+		"writers' eventfd for a kernel TCP connection"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the server's log does not show the rejection %q:\n%s", want, log)
 		}

@@ -116,7 +116,7 @@ static int leg_from_dest(struct leg *l, int dest, unsigned spin, int *err)
 		// producer's: the node's trim (osf_side_trim) holds it while
 		// it gives the free pages back (and gives it up to us at
 		// once). So never blocking with it.
-		if (osf_side_lock_tx(s, 0) != 0)
+		if (osf_side_lock_tx(s, l->fd, 0) != 0)
 			return LEG_WRITE;
 		head = s->tx->head;
 		v = osf_side_tx_view(s);

@@ -57,6 +57,9 @@ func Preload(t testing.TB, env ...string) []string {
 	if KfdRun() {
 		out = append(out, "OSF_SHM_KFD=1")
 	}
+	if EfdRun() {
+		out = append(out, "OSF_SHM_EFD=1")
+	}
 	out = append(out, env...)
 	return append(out, "LD_PRELOAD="+Lib(t))
 }
@@ -70,6 +73,10 @@ func PoolRun() bool { return os.Getenv("OSF_TEST_SHM_POOL") != "0" || KfdRun() }
 // kernel TCP sockets (OSF_TEST_SHM_KFD=1: Preload adds OSF_SHM_KFD=1,
 // which implies the pool).
 func KfdRun() bool { return os.Getenv("OSF_TEST_SHM_KFD") == "1" }
+
+// EfdRun reports whether this test run's slots wake their writers on
+// their region's eventfd (OSF_TEST_SHM_EFD=1: Preload adds OSF_SHM_EFD=1).
+func EfdRun() bool { return os.Getenv("OSF_TEST_SHM_EFD") == "1" }
 
 // ShmTransport is what tests/progs/semantics.c reports for an offloaded
 // connection end in this run: "unix" (the wake socket is the

@@ -28,6 +28,9 @@
 # OSF_SHM_KFD=1 (the connection's fd its kernel TCP socket);
 # BENCH_KFD_BASE=PATH another, "kfdbase": the same with the libosf.so at
 # PATH (another build: before and after a change, in the same rounds).
+# BENCH_EFD=1 adds to the churn rows the side "efd": osf with
+# OSF_SHM_EFD=1 (writers wake on the region's eventfd, no writers' socket
+# pair per connection).
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
@@ -201,6 +204,8 @@ serve() {
 		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_KFD=1 "$@" >"$TMP/server.out" 2>&1 &
 	elif [[ "$side" == kfdbase ]]; then
 		"${SRV_PIN[@]}" env LD_PRELOAD="$BENCH_KFD_BASE" OSF_SHM_KFD=1 "$@" >"$TMP/server.out" 2>&1 &
+	elif [[ "$side" == efd ]]; then
+		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_EFD=1 "$@" >"$TMP/server.out" 2>&1 &
 	else
 		"${SRV_PIN[@]}" "$@" >"$TMP/server.out" 2>&1 &
 	fi
@@ -379,11 +384,13 @@ churn_rows() {
 	local pin=$1 side r json
 	declare -A cps
 	local bare_v=() osf_v=() ratio_v=() pool_v=() pratio_v=() kfd_v=() kratio_v=() kb_v=() kbratio_v=()
+	local efd_v=() eratio_v=()
 	local cli=(taskset -c $CLI_CPU) what=""
 	local sides=(bare osf)
 	[[ "${BENCH_POOL:-0}" == 1 ]] && sides+=(segs)
 	[[ "${BENCH_KFD:-0}" == 1 ]] && sides+=(kfd)
 	[[ -n "${BENCH_KFD_BASE:-}" ]] && sides+=(kfdbase)
+	[[ "${BENCH_EFD:-0}" == 1 ]] && sides+=(efd)
 	if [[ $pin == unpinned ]]; then
 		SRV_PIN=()
 		cli=()
@@ -400,6 +407,8 @@ churn_rows() {
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_KFD=1 "$CHURN" loop $PORT "$CHURN_CONNS")
 			elif [[ $side == kfdbase ]]; then
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$BENCH_KFD_BASE" OSF_STRICT=1 OSF_SHM_KFD=1 "$CHURN" loop $PORT "$CHURN_CONNS")
+			elif [[ $side == efd ]]; then
+				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_EFD=1 "$CHURN" loop $PORT "$CHURN_CONNS")
 			else
 				json=$("${cli[@]}" timeout 120 "$CHURN" loop $PORT "$CHURN_CONNS")
 			fi
@@ -413,6 +422,7 @@ churn_rows() {
 			segs) pool_v+=("${cps[$side]}") ;;
 			kfd) kfd_v+=("${cps[$side]}") ;;
 			kfdbase) kb_v+=("${cps[$side]}") ;;
+			efd) efd_v+=("${cps[$side]}") ;;
 			esac
 			raw "churn$what $side: $json"
 		done
@@ -420,6 +430,7 @@ churn_rows() {
 		[[ -n "${cps[segs]:-}" ]] && pratio_v+=("$(calc "${cps[segs]} / ${cps[bare]}")")
 		[[ -n "${cps[kfd]:-}" ]] && kratio_v+=("$(calc "${cps[kfd]} / ${cps[bare]}")")
 		[[ -n "${cps[kfdbase]:-}" ]] && kbratio_v+=("$(calc "${cps[kfdbase]} / ${cps[bare]}")")
+		[[ -n "${cps[efd]:-}" ]] && eratio_v+=("$(calc "${cps[efd]} / ${cps[bare]}")")
 	done
 	SRV_PIN=(taskset -c $SRV_CPU)
 	local bm om rm target="≥ 1.5x"
@@ -433,6 +444,7 @@ churn_rows() {
 	churn_side "$what" segs "OSF_SHM_POOL=0" "$bm" "$target" pool_v pratio_v
 	churn_side "$what" kfd "OSF_SHM_KFD=1" "$bm" "$target" kfd_v kratio_v
 	churn_side "$what" kfdbase "OSF_SHM_KFD=1, ${BENCH_KFD_BASE:-}" "$bm" "$target" kb_v kbratio_v
+	churn_side "$what" efd "OSF_SHM_EFD=1" "$bm" "$target" efd_v eratio_v
 }
 
 # churn_side WHAT TAG SETTING BARE_MEDIAN TARGET VALUES RATIOS: the row of

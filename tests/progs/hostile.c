@@ -33,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -484,17 +486,20 @@ static int attack(int port)
 		close(wake[0]);
 	}
 	/* Pooled hellos (OSF_HELLO_F_POOL): a region's bounds, its slot, the
-	 * slot's generation, and a slot named twice are all the client's. */
-	for (i = 0; i < 8; i++) {
+	 * slot's generation, and a slot named twice are all the client's; so
+	 * is the region's writers' eventfd (OSF_HELLO_F_EFD), what it is and
+	 * what is written to it. */
+	for (i = 0; i < 13; i++) {
 		struct {
 			struct osf_hello h;
 			struct osf_hello_pool p;
 		} ph;
 		uint64_t sb = osf_seg_bytes(ring);
 		size_t len = sizeof(ph);
-		int wake[2], c2 = -1, w2[2] = {-1, -1};
+		int wake[2], c2 = -1, w2[2] = {-1, -1}, second;
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wake) < 0)
 			return 1;
+		second = wake[1];
 		truthful_hello(&ph.h, port, ring, 40000);
 		ph.h.flags = OSF_HELLO_F_POOL;
 		ph.p.slot = 1;
@@ -531,14 +536,48 @@ static int attack(int port)
 			c2 = send_hello(name, &ph, len, fd, w2[1], -1);
 			usleep(100000); /* served: the server holds slot 1 */
 			break;
+		case 8: /* an "eventfd" that is the writers' socket */
+			ph.h.flags |= OSF_HELLO_F_EFD;
+			break;
+		case 9: /* an "eventfd" that is an epoll: no type, no write */
+			ph.h.flags |= OSF_HELLO_F_EFD;
+			second = epoll_create1(EPOLL_CLOEXEC);
+			break;
+		case 10: /* an eventfd without a region */
+			ph.h.flags = OSF_HELLO_F_EFD;
+			len = sizeof(ph.h);
+			second = eventfd(0, EFD_CLOEXEC);
+			break;
+		case 11: /* a truthful one, written as fast as we can, to its maximum too */
+			ph.h.flags |= OSF_HELLO_F_EFD;
+			second = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+			break;
+		case 12: /* an eventfd for a kernel TCP connection (keeps its pair) */
+			ph.h.flags |= OSF_HELLO_F_EFD | OSF_HELLO_F_KFD;
+			second = eventfd(0, EFD_CLOEXEC);
+			break;
 		default: /* a truthful pooled hello, then scribbling on both slots */
 			break;
 		}
-		c = send_hello(name, &ph, len, fd, wake[1], -1);
+		c = send_hello(name, &ph, len, fd, second, -1);
 		close(wake[1]);
+		if (second != wake[1] && i != 11)
+			close(second);
 		if (c < 0) {
 			fprintf(stderr, "hostile: connect %s: %s\n", name, strerror(errno));
 			return 1;
+		}
+		if (i == 11) {
+			uint64_t one = 1, most = UINT64_MAX - 1;
+			double until = now() + 1.0;
+			long n = 0;
+			while (now() < until) {
+				(void)!write(second, n % 64 ? &one : &most, sizeof(one));
+				if (++n % 1024 == 0)
+					(void)!send(c, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+			}
+			close(second);
+			printf("eventfd written %ld times\n", n);
 		}
 		if (i == 7) {
 			uint8_t *m = mmap(NULL, (size_t)(2 * sb), PROT_READ | PROT_WRITE,

@@ -3353,7 +3353,9 @@ static void s_epoll_dup(void)
 
 /* open_fds counts this process's open fds (osf's own among them, but a
  * region's memfd under OSF_SHM_POOL=1: the region of slots for a
- * listener, kept for the next connection, is set up for good). */
+ * listener, kept for the next connection, is set up for good; and so is
+ * its writers' eventfd under OSF_SHM_EFD=1, which this program makes
+ * none of). */
 static int open_fds(void)
 {
 	char b[1 << 14], p[64], l[64];
@@ -3368,7 +3370,8 @@ static int open_fds(void)
 				continue;
 			snprintf(p, sizeof(p), "/proc/self/fd/%s", b + i + 19);
 			k = readlink(p, l, sizeof(l) - 1);
-			if (k > 0 && (l[k] = 0, strstr(l, "memfd:osf-region")))
+			if (k > 0 && (l[k] = 0, strstr(l, "memfd:osf-region") ||
+				      strstr(l, "anon_inode:[eventfd]")))
 				continue;
 			n++;
 		}
