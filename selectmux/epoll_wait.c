@@ -349,20 +349,20 @@ static void absorb(struct ep *ep)
 				(void)!REAL(read)(ep->kick, &v, sizeof(v));
 				continue;
 			}
-			if ((u & EFD_KEY_MASK) == EFD_KEY_MARK) {
+			/* An item first: its key's high word is its inode's
+			 * low 32 bits, which may be anything, the mark too. */
+			it = ep_item_of(ep, u);
+			if (!it && (u & EFD_KEY_MASK) == EFD_KEY_MARK) {
 				efd = 1;
 				continue;
 			}
-			it = ep_item_of(ep, u);
 			if (it)
 				it->woken |= (u & WSOCK_TAG) ? OSF_ARM_TX : OSF_ARM_RX;
 		}
 		/* Then each woken item once. */
 		for (i = 0; i < n; i++) {
 			uint64_t u = tmp[i].data.u64;
-			struct epi *it = u == KICK_KEY || (u & EFD_KEY_MASK) == EFD_KEY_MARK
-						 ? NULL
-						 : ep_item_of(ep, u);
+			struct epi *it = u == KICK_KEY ? NULL : ep_item_of(ep, u);
 			if (it && it->woken)
 				take_woken(ep, it);
 		}
