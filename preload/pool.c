@@ -84,10 +84,8 @@ static void unlock(void) { __atomic_store_n(&lk, 0, __ATOMIC_RELEASE); }
 static void unlock_drop(const int drop[2])
 {
 	unlock();
-	if (drop[0] >= 0)
-		osf_fdt_close_hidden(drop[0]);
-	if (drop[1] >= 0)
-		osf_fdt_close_hidden(drop[1]);
+	osf_fdt_close_hidden(drop[0]); /* -1: nothing */
+	osf_fdt_close_hidden(drop[1]);
 }
 
 static uint8_t *slot_seg(const struct region *r, uint32_t i)
@@ -339,8 +337,7 @@ static void drop_gone(const struct made *gone, int k)
 	while (k-- > 0) {
 		munmap(gone[k].base, gone[k].bytes);
 		osf_fdt_close_hidden(gone[k].fd);
-		if (gone[k].efd >= 0)
-			osf_fdt_close_hidden(gone[k].efd);
+		osf_fdt_close_hidden(gone[k].efd);
 	}
 }
 
@@ -399,8 +396,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 	if (made) { /* a slot came free meanwhile, or the table is full */
 		munmap(md.base, md.bytes);
 		osf_fdt_close_hidden(md.fd);
-		if (md.efd >= 0)
-			osf_fdt_close_hidden(md.efd);
+		osf_fdt_close_hidden(md.efd);
 	}
 	errno = saved;
 	return fd >= 0 ? slot_seg(r, (uint32_t)s) : NULL;
@@ -696,10 +692,8 @@ OSF_FORK_TEXT static void pool_after_fork(void)
 		r->owner = 0;
 		if ((r->fd >= 0 || r->efd >= 0) && !(r->live[0] | r->live[1]) &&
 		    !named(r->fd) && !named(r->efd)) {
-			if (r->fd >= 0)
-				osf_fdt_close_hidden(r->fd);
-			if (r->efd >= 0)
-				osf_fdt_close_hidden(r->efd);
+			osf_fdt_close_hidden(r->fd);
+			osf_fdt_close_hidden(r->efd);
 			r->fd = r->efd = -1;
 		}
 		if (!(r->live[0] | r->live[1]) && r->fd < 0 && r->efd < 0) {
