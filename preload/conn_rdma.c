@@ -385,19 +385,15 @@ static long rcv_timeout(struct osf_conn *c, int fd)
 {
 	uint32_t seq = __atomic_load_n(&c->s.me->opts_seq, __ATOMIC_SEQ_CST);
 	uint64_t v = __atomic_load_n(&c->rcvtimeo, __ATOMIC_ACQUIRE);
-	struct timeval tv = {0, 0};
-	socklen_t tl = sizeof(tv);
 	long ms;
 
 	if ((v & OSF_CONN_RCVTIMEO_KNOWN) && (uint32_t)(v >> 32) == seq)
 		return (long)(v & OSF_CONN_RCVTIMEO_MS);
-	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) != 0 ||
-	    (!tv.tv_sec && !tv.tv_usec))
+	ms = osf_sock_timeout_ms(fd, 0);
+	if (ms < 0)
 		ms = 0;
-	else if (tv.tv_sec >= OSF_CONN_RCVTIMEO_MS / 1000 - 1)
-		return tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
-	else
-		ms = tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+	else if (ms >= OSF_CONN_RCVTIMEO_MS)
+		return ms;
 	/* Kept only if no other thread kept a value read after this one's. */
 	(void)__atomic_compare_exchange_n(&c->rcvtimeo, &v,
 					  (uint64_t)seq << 32 | OSF_CONN_RCVTIMEO_KNOWN |

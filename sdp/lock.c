@@ -87,9 +87,7 @@ int osf_lock_holder_gone(uint32_t tid)
 	return gone;
 }
 
-/* timeout_ms returns SO_RCVTIMEO (snd: SO_SNDTIMEO) of fd in ms, -1 for
- * none. */
-static long timeout_ms(int fd, int snd)
+long osf_sock_timeout_ms(int fd, int snd)
 {
 	struct timeval tv = {0, 0};
 	socklen_t len = sizeof(tv);
@@ -161,7 +159,7 @@ int osf_lock_slow(uint32_t *w, uint32_t me, const struct osf_lock_wait *how)
 		}
 		if (!how->nonblock) {
 			if (limit == -2)
-				limit = timeout_ms(how->timeo_fd, how->sndtimeo);
+				limit = osf_sock_timeout_ms(how->timeo_fd, how->sndtimeo);
 			if (limit >= 0 && now - start >= limit)
 				return OSF_LOCK_AGAIN;
 		}

@@ -38,6 +38,11 @@ static inline uint32_t osf_lock_tid(void)
 	return t;
 }
 
+/* osf_sock_timeout_ms returns socket fd's SO_RCVTIMEO (snd: SO_SNDTIMEO)
+ * in ms, rounded up, or -1 for none (or fd -1, or no such socket); errno
+ * is kept. */
+long osf_sock_timeout_ms(int fd, int snd);
+
 /* How a caller may wait for a contended lock (osf_seg_lock_wait). */
 struct osf_lock_wait {
 	int nonblock; /* O_NONBLOCK or MSG_DONTWAIT: never wait for a holder

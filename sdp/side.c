@@ -465,15 +465,10 @@ static void clear_dead_stop(struct osf_side *s)
  * ends when socket end reports an error or hang-up (osf_side_wait_room_or). */
 static int sleep_limited(struct osf_side *s, int end)
 {
-	struct timeval tv = {0, 0};
-	socklen_t tl = sizeof(tv);
-	long left_ms = -1;
+	long left_ms = osf_sock_timeout_ms(s->wfd, 0);
 	char b;
 
 	__atomic_add_fetch(&s->me->sleeps, 1, __ATOMIC_RELAXED);
-	if (osf_sys_getsockopt(s->wfd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl) == 0 &&
-	    (tv.tv_sec || tv.tv_usec))
-		left_ms = tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
 	while (!osf_side_tx_ready(s)) {
 		struct pollfd p[2] = {{s->wfd, POLLIN, 0}, {end, 0, 0}};
 		int slice = left_ms < 0 || left_ms > 20 ? 20 : (int)left_ms, n;
@@ -516,14 +511,11 @@ static int wait_room_efd(struct osf_side *s, int fd)
 {
 	struct epoll_event ev[2], in = {EPOLLIN | EPOLLET, {.u64 = 0}},
 				  hup = {EPOLLRDHUP | EPOLLET, {.u64 = 1}};
-	struct timeval tv = {0, 0};
-	socklen_t tl = sizeof(tv);
-	long deadline = -1;
+	long deadline = osf_sock_timeout_ms(fd, 1);
 	int ep, r = 0, n, i;
 
-	if (osf_sys_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl) == 0 &&
-	    (tv.tv_sec || tv.tv_usec))
-		deadline = now_us() / 1000 + tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+	if (deadline >= 0)
+		deadline += now_us() / 1000;
 	ep = osf_sys_epoll_create1(EPOLL_CLOEXEC);
 	if (ep >= 0 && (osf_sys_epoll_ctl(ep, EPOLL_CTL_ADD, s->efd, &in) < 0 ||
 			osf_sys_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &hup) < 0)) {
