@@ -14,8 +14,8 @@
  * path never does. Behaviour that depends on the connection's state
  * (TCP_INFO, TCP_MAXSEG, IP_MTU, a zero TCP_WINDOW_CLAMP) stays with the
  * caller. Options the kernel takes with any int (any_int) are checked
- * here, without a socket, and so are values of an option checked by its
- * value alone that the kernel took before (by_value). */
+ * here, without a socket, and so are values every kernel takes of an
+ * option checked by its value alone (in_range). */
 #include "osf.h"
 
 #include <netinet/in.h>
@@ -72,55 +72,31 @@ static int any_int(int level, int name)
 	return level == IPPROTO_TCP && name == TCP_NODELAY;
 }
 
-/* by_value reports the options whose check on a fresh socket is a range
- * of the int alone (do_tcp_setsockopt: TCP_KEEPIDLE and TCP_KEEPINTVL
- * 1..32767, TCP_KEEPCNT 1..127), so a value the kernel took once it takes
- * again. Go's net sets all three on every connection it dials or accepts
- * (KeepAliveConfig, 15 s by default): a scratch socket for each cost a Go
- * server nine system calls and three TCP sockets' making and freeing per
- * connection. */
-static int by_value(int level, int name)
+/* in_range reports an option whose check is a range of the int alone
+ * and a value inside it (do_tcp_setsockopt: TCP_KEEPIDLE and
+ * TCP_KEEPINTVL 1..MAX_TCP_KEEPIDLE, 32767, TCP_KEEPCNT 1..MAX_TCP_KEEPCNT,
+ * 127, the same since Linux 2.4): every kernel takes it, and a value
+ * outside is the kernel's to judge. Go's net sets all three on every
+ * connection it dials or accepts (KeepAliveConfig, 15 s by default): a
+ * scratch socket for each cost a Go server nine system calls and three TCP
+ * sockets' making and freeing per connection. (A cache of values the
+ * kernel took once still asked once per thread that set one before the
+ * first answer came: Go's dialing goroutines at once.) */
+static int in_range(int level, int name, const void *val, socklen_t len)
 {
-	return level == IPPROTO_TCP &&
-	       (name == TCP_KEEPIDLE || name == TCP_KEEPINTVL || name == TCP_KEEPCNT);
-}
+	int v;
 
-/* TOOK_N values the kernel took (by_value's options) are remembered, each
- * a word: 1 << 63, the family's bit, the option's name and the int. */
-#define TOOK_N 8
-static uint64_t took[TOOK_N];
-static unsigned took_next;
-
-/* took_key is the word for value v of option name of family fam. */
-static uint64_t took_key(int fam, int name, int v)
-{
-	return 1ULL << 63 | (uint64_t)(fam == AF_INET6) << 62 |
-	       (uint64_t)(name & 0xff) << 32 | (uint32_t)v;
-}
-
-/* took_before reports whether the kernel took this int option (len an
- * int's, val readable) on a fresh socket before; *key is its word. */
-static int took_before(int fam, int level, int name, const void *val,
-		       socklen_t len, uint64_t *key)
-{
-	int v, i;
-
-	*key = 0;
-	if (!by_value(level, name) || len != sizeof(int) || !val ||
+	if (level != IPPROTO_TCP || len != sizeof(int) || !val ||
+	    (name != TCP_KEEPIDLE && name != TCP_KEEPINTVL && name != TCP_KEEPCNT) ||
 	    osf_probe_rd(val, sizeof(int)) < 0)
 		return 0; /* the kernel says (EFAULT too) */
 	memcpy(&v, val, sizeof(v));
-	*key = took_key(fam, name, v);
-	for (i = 0; i < TOOK_N; i++)
-		if (__atomic_load_n(&took[i], __ATOMIC_RELAXED) == *key)
-			return 1;
-	return 0;
+	return v >= 1 && v <= (name == TCP_KEEPCNT ? 127 : 32767);
 }
 
 int osf_kopt_set(int fam, struct osf_kopt *tab, int n, int level, int name,
 		 const void *val, socklen_t len)
 {
-	uint64_t key;
 	int s, r, err;
 
 	if (len > sizeof(tab[0].val))
@@ -132,7 +108,7 @@ int osf_kopt_set(int fam, struct osf_kopt *tab, int n, int level, int name,
 			return OSF_FAIL(EFAULT);
 		return osf_kopt_record(tab, n, level, name, val, len);
 	}
-	if (took_before(fam, level, name, val, len, &key))
+	if (in_range(level, name, val, len))
 		return osf_kopt_record(tab, n, level, name, val, len);
 	s = oracle(fam, NULL, 0);
 	if (s < 0)
@@ -142,9 +118,6 @@ int osf_kopt_set(int fam, struct osf_kopt *tab, int n, int level, int name,
 	REAL(close)(s);
 	if (r < 0)
 		return OSF_FAIL(err);
-	if (key)
-		__atomic_store_n(&took[__atomic_fetch_add(&took_next, 1, __ATOMIC_RELAXED) % TOOK_N],
-				 key, __ATOMIC_RELAXED);
 	return osf_kopt_record(tab, n, level, name, val, len);
 }
 
