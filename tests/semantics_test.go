@@ -167,10 +167,18 @@ func TestRDMACallerPollerTakes(t *testing.T) {
 	}
 	srv := osfRDMASim.cmd(t, env("server.log"), perf, "server", "-a", "127.0.0.1", "-p", port, "-1").Start()
 	testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+	// The kernel listener comes before the core's RDMA one (sockets.c
+	// listen_offload): a client in between is not offloaded (strict:
+	// refused).
+	testutil.WaitFor(t, shortRun, "the server's RDMA listener", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+		return strings.Contains(string(b), ": RDMA listener via")
+	})
 	r := osfRDMASim.cmd(t, env("client.log"), perf, "client", "-a", "127.0.0.1", "-p", port,
 		"-t", "pingpong", "-s", "64", "-n", "500", "--warmup", "50").Run(longRun)
 	if !r.OK() {
-		t.Fatalf("client: %s", r)
+		cl, _ := os.ReadFile(filepath.Join(dir, "client.log"))
+		t.Fatalf("client: %s\n--- its osf log (why it was not offloaded):\n%s", r, cl)
 	}
 	if w := srv.Wait(longRun); !w.OK() {
 		t.Fatalf("server: %s", w)
