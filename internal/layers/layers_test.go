@@ -276,3 +276,45 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// MaxLines is the most lines a product source file may have (issue 29: a
+// file a newcomer can read whole); tests, spikes and _test.go files are
+// not bound.
+const MaxLines = 900
+
+// TestFileSize fails on every product C, header or Go file over MaxLines.
+func TestFileSize(t *testing.T) {
+	n := 0
+	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("../..", p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel != "." && (skipDir(rel) || rel == "tests" || rel == "spike") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		ext := filepath.Ext(p)
+		if (ext != ".c" && ext != ".h" && ext != ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		n++
+		if lines := strings.Count(string(b), "\n"); lines > MaxLines {
+			t.Errorf("%s: %d lines, over %d: split it by concern", rel, lines, MaxLines)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no product source found: is the tree at ../..?")
+	}
+}
