@@ -45,16 +45,10 @@ static int no_rdma_devices(void)
 static unsigned read_uints(const char *path, unsigned *a, unsigned *b)
 {
 	char buf[64];
-	int fd = open(path, O_RDONLY | O_CLOEXEC), n;
-	ssize_t r;
+	int n;
 
-	if (fd < 0)
+	if (osf_read_file(path, buf, sizeof(buf)) <= 0)
 		return 0;
-	r = REAL(read)(fd, buf, sizeof(buf) - 1);
-	REAL(close)(fd);
-	if (r <= 0)
-		return 0;
-	buf[r] = 0;
 	n = sscanf(buf, "%u %u", a, b);
 	return n < 0 ? 0 : (unsigned)n;
 }
