@@ -296,6 +296,17 @@ void setup_decide(int role, struct ip ip, struct osf_route_decision *d)
 	}
 }
 
+int setup_begin(int role, int family, const uint8_t *addr, uint16_t port,
+		struct ip *ip, struct osf_route_decision *d)
+{
+	setup_debug_core();
+	if (!setup_usable())
+		return 0;
+	*ip = setup_ip_from(family, addr, port);
+	setup_decide(role, *ip, d);
+	return !d->need_go;
+}
+
 void setup_set_detail(char out[96], const char *s)
 {
 	snprintf(out, 96, "%s", s ? s : "");
@@ -363,12 +374,7 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	unsigned slot;
 	int fd, r;
 
-	setup_debug_core();
-	if (!setup_usable())
-		return 0;
-	ip = setup_ip_from(in->family, in->addr, in->port);
-	setup_decide(OSF_ROUTE_SERVER, ip, &d);
-	if (d.need_go)
+	if (!setup_begin(OSF_ROUTE_SERVER, in->family, in->addr, in->port, &ip, &d))
 		return 0;
 	out->fd = -1;
 	out->rule = d.rule;
