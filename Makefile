@@ -41,7 +41,8 @@ LIB_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden
 LIB_SRCS := $(wildcard preload/*.c) $(wildcard fdtable/*.c) internal/routec/route.c $(wildcard selectmux/*.c) \
 	$(filter-out sdp/syslibc.c,$(wildcard sdp/*.c))
 LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) \
-	$(wildcard selectmux/*.h) include/osf/qsock.h sdp/rdma/tx.h sdp/rdma/rx.h
+	$(wildcard selectmux/*.h) include/osf/qsock.h sdp/rdma/tx.h sdp/rdma/rx.h \
+	internal/gateway/gwwire.h internal/routec/route.h
 GO_SRCS := go.mod $(shell find . -name '*.go' -not -path './build/*') \
 	$(wildcard */*.h */*/*.h) $(wildcard sdp/*.c) $(wildcard sdp/rdma/*.c)
 # asyncpreemptoff: no SIGURG; updatemaxprocs/containermaxprocs: the runtime

@@ -233,4 +233,10 @@ uintptr_t osf_go_static_syscall6(int fd, uintptr_t bias);
 void osf_intr_begin(void);
 int osf_intr_restart(void);
 
+/* osf_read_file reads what fits of the file at path (a small /proc file)
+ * into buf of size bytes and ends it with a NUL: the bytes read, or <= 0
+ * (buf unset) when the file could not be opened or read (sys.c; libc's
+ * functions, never osf's hooks). */
+ssize_t osf_read_file(const char *path, char *buf, size_t size);
+
 #endif

@@ -172,17 +172,18 @@ void osf_conn_fork_holders(int delta);
  * spawn, the child keeps the slot until its own last close. */
 void osf_conn_spawn_holders(const int *fds, int nfds, int all, int delta);
 
-/* Exec of a program osf cannot follow (process.c decides: a set-user-ID
- * or set-group-ID program that changes the effective id, or one with file
- * capabilities: the loader ignores LD_PRELOAD). Such a program would see
- * only an offloaded connection's wake socket: its reads would end or
- * block while the data sits in the ring. osf_conn_exec_unfollowable
- * replaces every inheritable connection fd by a socket that is reset (the
- * first read gets ECONNRESET, writes EPIPE, as after a TCP reset), marks
- * the side reset when this process is its last holder (the peer then gets
- * ECONNRESET, never a silent end of file with its data lost) and makes
- * the connection's hidden fds close-on-exec; osf_conn_exec_failed undoes
- * it when the exec fails. At most OSF_EXEC_UNDO_MAX connections. */
+/* Exec of a program osf cannot follow (conn_exec.c; process.c decides: a
+ * set-user-ID or set-group-ID program that changes the effective id, or
+ * one with file capabilities: the loader ignores LD_PRELOAD). Such a
+ * program would see only an offloaded connection's wake socket: its reads
+ * would end or block while the data sits in the ring.
+ * osf_conn_exec_unfollowable replaces every inheritable connection fd by a
+ * socket that is reset (the first read gets ECONNRESET, writes EPIPE, as
+ * after a TCP reset), marks the side reset when this process is its last
+ * holder (the peer then gets ECONNRESET, never a silent end of file with
+ * its data lost) and makes the connection's hidden fds close-on-exec;
+ * osf_conn_exec_failed undoes it when the exec fails. At most
+ * OSF_EXEC_UNDO_MAX connections. */
 #define OSF_EXEC_UNDO_MAX 64
 struct osf_conn;
 struct osf_exec_undo {

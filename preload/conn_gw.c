@@ -13,7 +13,7 @@
  * poller armed for POLLOUT alone wakes up too.
  */
 #include "conn_priv.h"
-#include "gwwire.h"
+#include "../internal/gateway/gwwire.h"
 
 #include <poll.h>
 #include <time.h>

@@ -154,42 +154,32 @@ int osf_conn_wake_tx_fd(const struct osf_fdt_entry *e)
 	return e->aux2_fd;
 }
 
+/* ON_SIDE is side_fn(&c->s) for fd's connection c, with a reference held
+ * for the call; none when fd has no connection. */
+#define ON_SIDE(fd, e, side_fn, none)                                          \
+	({                                                                     \
+		struct osf_conn *c_ = conn_get(fd, e);                         \
+		__typeof__(side_fn(&c_->s)) r_ = (none);                       \
+		if (c_) {                                                      \
+			r_ = side_fn(&c_->s);                                  \
+			conn_put(c_);                                          \
+		}                                                              \
+		r_;                                                            \
+	})
+
 short osf_conn_wake_events(int fd, struct osf_fdt_entry *e)
 {
-	struct osf_conn *c = conn_get(fd, e);
-	short ev;
-
-	if (!c)
-		return POLLIN | POLLRDHUP;
-	ev = osf_side_wake_events(&c->s);
-	conn_put(c);
-	return ev;
+	return ON_SIDE(fd, e, osf_side_wake_events, POLLIN | POLLRDHUP);
 }
 
 int osf_conn_rx_blind(int fd, struct osf_fdt_entry *e)
 {
-	struct osf_conn *c;
-	int r;
-
-	c = conn_get(fd, e);
-	if (!c)
-		return 0;
-	r = osf_side_rx_blind(&c->s);
-	conn_put(c);
-	return r;
+	return ON_SIDE(fd, e, osf_side_rx_blind, 0);
 }
 
 uint64_t osf_conn_stamp(int fd, struct osf_fdt_entry *e)
 {
-	struct osf_conn *c;
-	uint64_t st;
-
-	c = conn_get(fd, e);
-	if (!c)
-		return 0;
-	st = osf_side_stamp(&c->s);
-	conn_put(c);
-	return st;
+	return ON_SIDE(fd, e, osf_side_stamp, 0);
 }
 
 void osf_conn_trim(int fd, struct osf_fdt_entry *e)

@@ -222,17 +222,11 @@ static void mark_runtime_fds(int base, const uint64_t *before)
 static int other_threads(void)
 {
 	char buf[2048];
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC), n = 0;
-	ssize_t r;
+	int n = 0;
 	char *p;
 
-	if (fd < 0)
+	if (osf_read_file("/proc/self/status", buf, sizeof(buf)) <= 0)
 		return 1;
-	r = REAL(read)(fd, buf, sizeof(buf) - 1);
-	REAL(close)(fd);
-	if (r <= 0)
-		return 1;
-	buf[r] = 0;
 	p = strstr(buf, "\nThreads:");
 	if (!p || sscanf(p + 9, "%d", &n) != 1)
 		return 1;

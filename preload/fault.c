@@ -25,7 +25,19 @@
 /* osf_probe_rd(p, n) loads one byte of each page of [p, p+n); 0, or -1
  * when one faulted. osf_probe_wr does the same with a load and a store of
  * the same byte (a write probe: a read-only page faults too). The byte is
- * written back unchanged, and the caller is about to overwrite it. */
+ * written back unchanged, and the caller is about to overwrite it.
+ * PROBE_NEXT_PAGE is both probes' step to the next page (label 1: the
+ * probe, 2: done, 0 in eax), up to the last byte in %rsi; an address that
+ * wraps ends the walk. */
+#define PROBE_NEXT_PAGE                                                        \
+	"	and $-4096, %rdi\n"                                          \
+	"	add $4096, %rdi\n"                                           \
+	"	jc 2f\n"                                                     \
+	"	cmp %rsi, %rdi\n"                                            \
+	"	jbe 1b\n"                                                    \
+	"2:\n"                                                               \
+	"	xor %eax, %eax\n"                                            \
+	"	ret\n"
 __asm__(".text\n"
 	".globl osf_probe_rd\n.hidden osf_probe_rd\n"
 	".type osf_probe_rd,@function\n"
@@ -37,14 +49,7 @@ __asm__(".text\n"
 	".globl osf_probe_rd_insn\n.hidden osf_probe_rd_insn\n"
 	"osf_probe_rd_insn:\n"
 	"	movb (%rdi), %al\n"
-	"	and $-4096, %rdi\n"
-	"	add $4096, %rdi\n"
-	"	jc 2f\n"
-	"	cmp %rsi, %rdi\n"
-	"	jbe 1b\n"
-	"2:\n"
-	"	xor %eax, %eax\n"
-	"	ret\n"
+	PROBE_NEXT_PAGE
 	".size osf_probe_rd, .-osf_probe_rd\n"
 	".globl osf_probe_wr\n.hidden osf_probe_wr\n"
 	".type osf_probe_wr,@function\n"
@@ -59,14 +64,7 @@ __asm__(".text\n"
 	".globl osf_probe_wr_insn2\n.hidden osf_probe_wr_insn2\n"
 	"osf_probe_wr_insn2:\n"
 	"	movb %al, (%rdi)\n"
-	"	and $-4096, %rdi\n"
-	"	add $4096, %rdi\n"
-	"	jc 2f\n"
-	"	cmp %rsi, %rdi\n"
-	"	jbe 1b\n"
-	"2:\n"
-	"	xor %eax, %eax\n"
-	"	ret\n"
+	PROBE_NEXT_PAGE
 	".size osf_probe_wr, .-osf_probe_wr\n"
 	".globl osf_probe_fixup\n.hidden osf_probe_fixup\n"
 	".type osf_probe_fixup,@function\n"

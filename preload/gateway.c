@@ -3,7 +3,7 @@
 /* gateway.c: the node side of a connection through an osfgw gateway; see
  * gateway.h. */
 #include "gateway.h"
-#include "gwwire.h"
+#include "../internal/gateway/gwwire.h"
 #include "conn.h"
 
 #include <fcntl.h>

@@ -222,21 +222,13 @@ static void descendants_check(pid_t p, const char *want, int *v, pid_t *pid,
 	if (!tasks)
 		return;
 	while (*v != HOLDERS_NOT && (t = readdir(tasks)) != NULL) {
-		ssize_t n;
 		char *q, *end;
-		int f;
 		if (t->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/task/%s/children", (int)p,
 			 t->d_name);
-		f = open(path, O_RDONLY | O_CLOEXEC);
-		if (f < 0)
+		if (osf_read_file(path, buf, sizeof(buf)) <= 0)
 			continue;
-		n = REAL(read)(f, buf, sizeof(buf) - 1);
-		REAL(close)(f);
-		if (n <= 0)
-			continue;
-		buf[n] = 0;
 		for (q = buf; *v != HOLDERS_NOT; q = end) {
 			long c = strtol(q, &end, 10);
 			if (end == q || c <= 0)

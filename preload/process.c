@@ -441,17 +441,33 @@ static void unguard(struct osf_exec_undo *u)
 		held_r_;                                                       \
 	})
 
-OSF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+/* unfollowable_path is unfollowable for execve's path. */
+static int unfollowable_path(const char *path)
+{
+	return unfollowable(AT_FDCWD, path, 0);
+}
+
+/* exec_held runs real (libc's execve or execvpe) on path with osf's
+ * environment added to envp, guarded when this process holds connections
+ * and unfollow says the new image will not run osf. */
+static int exec_held(int (*real)(const char *, char *const[], char *const[]),
+		     int (*unfollow)(const char *), const char *path,
+		     char *const argv[], char *const envp[])
 {
 	struct osf_exec_undo u;
 	char **env = osf_exec_env(envp);
 	int r;
 
-	guard(HOLDS_CONNS() && unfollowable(AT_FDCWD, path, 0), &u);
-	r = HELD(REAL(execve)(path, argv, env));
+	guard(HOLDS_CONNS() && unfollow(path), &u);
+	r = HELD(real(path, argv, env));
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
+}
+
+OSF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	return exec_held(REAL(execve), unfollowable_path, path, argv, envp);
 }
 
 OSF_EXPORT int execv(const char *path, char *const argv[])
@@ -462,15 +478,7 @@ OSF_EXPORT int execv(const char *path, char *const argv[])
 OSF_EXPORT int execvpe(const char *file, char *const argv[],
 		       char *const envp[])
 {
-	struct osf_exec_undo u;
-	char **env = osf_exec_env(envp);
-	int r;
-
-	guard(HOLDS_CONNS() && unfollowable_file(file), &u);
-	r = HELD(REAL(execvpe)(file, argv, env));
-	unguard(&u);
-	osf_exec_env_free(env, envp);
-	return r;
+	return exec_held(REAL(execvpe), unfollowable_file, file, argv, envp);
 }
 
 OSF_EXPORT int execvp(const char *file, char *const argv[])
@@ -582,21 +590,36 @@ static void spawn_unguard(struct spawn_guard *g)
 	errno = saved;
 }
 
-OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,
-			   const posix_spawn_file_actions_t *fa,
-			   const posix_spawnattr_t *attr, char *const argv[],
-			   char *const envp[])
+/* spawn_held runs real (libc's posix_spawn or posix_spawnp) on path with
+ * osf's environment, guarded as exec_held's exec is. */
+static int spawn_held(int (*real)(pid_t *, const char *,
+				  const posix_spawn_file_actions_t *,
+				  const posix_spawnattr_t *, char *const[],
+				  char *const[]),
+		      int (*unfollow)(const char *), pid_t *pid,
+		      const char *path, const posix_spawn_file_actions_t *fa,
+		      const posix_spawnattr_t *attr, char *const argv[],
+		      char *const envp[])
 {
 	struct spawn_guard g;
 	int snap, counted, r;
 	char **env;
 
-	fa = spawn_guard(HOLDS_CONNS() && unfollowable(AT_FDCWD, path, 0), fa, &g);
+	fa = spawn_guard(HOLDS_CONNS() && unfollow(path), fa, &g);
 	env = spawn_env(fa, envp, &snap, &counted);
-	r = HELD(REAL(posix_spawn)(pid, path, fa, attr, argv, env));
+	r = HELD(real(pid, path, fa, attr, argv, env));
 	spawn_done(env, envp, snap, fa, counted && r != 0);
 	spawn_unguard(&g);
 	return r;
+}
+
+OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,
+			   const posix_spawn_file_actions_t *fa,
+			   const posix_spawnattr_t *attr, char *const argv[],
+			   char *const envp[])
+{
+	return spawn_held(REAL(posix_spawn), unfollowable_path, pid, path, fa,
+			  attr, argv, envp);
 }
 
 OSF_EXPORT int posix_spawnp(pid_t *pid, const char *file,
@@ -604,14 +627,6 @@ OSF_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 			    const posix_spawnattr_t *attr, char *const argv[],
 			    char *const envp[])
 {
-	struct spawn_guard g;
-	int snap, counted, r;
-	char **env;
-
-	fa = spawn_guard(HOLDS_CONNS() && unfollowable_file(file), fa, &g);
-	env = spawn_env(fa, envp, &snap, &counted);
-	r = HELD(REAL(posix_spawnp)(pid, file, fa, attr, argv, env));
-	spawn_done(env, envp, snap, fa, counted && r != 0);
-	spawn_unguard(&g);
-	return r;
+	return spawn_held(REAL(posix_spawnp), unfollowable_file, pid, file, fa,
+			  attr, argv, envp);
 }

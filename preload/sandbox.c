@@ -28,16 +28,9 @@
 void osf_sandbox_detect(void)
 {
 	char buf[4096], *p;
-	ssize_t n;
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
+	if (osf_read_file("/proc/self/status", buf, sizeof(buf)) <= 0)
 		return;
-	n = REAL(read)(fd, buf, sizeof(buf) - 1);
-	REAL(close)(fd);
-	if (n <= 0)
-		return;
-	buf[n] = 0;
 	p = strstr(buf, "\nSeccomp:");
 	if (p && strtol(p + 9, NULL, 10) != SECCOMP_MODE_DISABLED)
 		__atomic_store_n(&osf.sandboxed, 1, __ATOMIC_RELEASE);

@@ -45,16 +45,10 @@ static int no_rdma_devices(void)
 static unsigned read_uints(const char *path, unsigned *a, unsigned *b)
 {
 	char buf[64];
-	int fd = open(path, O_RDONLY | O_CLOEXEC), n;
-	ssize_t r;
+	int n;
 
-	if (fd < 0)
+	if (osf_read_file(path, buf, sizeof(buf)) <= 0)
 		return 0;
-	r = REAL(read)(fd, buf, sizeof(buf) - 1);
-	REAL(close)(fd);
-	if (r <= 0)
-		return 0;
-	buf[r] = 0;
 	n = sscanf(buf, "%u %u", a, b);
 	return n < 0 ? 0 : (unsigned)n;
 }
@@ -302,6 +296,17 @@ void setup_decide(int role, struct ip ip, struct osf_route_decision *d)
 	}
 }
 
+int setup_begin(int role, int family, const uint8_t *addr, uint16_t port,
+		struct ip *ip, struct osf_route_decision *d)
+{
+	setup_debug_core();
+	if (!setup_usable())
+		return 0;
+	*ip = setup_ip_from(family, addr, port);
+	setup_decide(role, *ip, d);
+	return !d->need_go;
+}
+
 void setup_set_detail(char out[96], const char *s)
 {
 	snprintf(out, 96, "%s", s ? s : "");
@@ -369,12 +374,7 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	unsigned slot;
 	int fd, r;
 
-	setup_debug_core();
-	if (!setup_usable())
-		return 0;
-	ip = setup_ip_from(in->family, in->addr, in->port);
-	setup_decide(OSF_ROUTE_SERVER, ip, &d);
-	if (d.need_go)
+	if (!setup_begin(OSF_ROUTE_SERVER, in->family, in->addr, in->port, &ip, &d))
 		return 0;
 	out->fd = -1;
 	out->rule = d.rule;

@@ -497,12 +497,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	char full_name[108] = "";
 	int s, why, have_bound;
 
-	setup_debug_core();
-	if (!setup_usable())
-		return 0;
-	dst = setup_ip_from(in->family, in->addr, in->port);
-	setup_decide(OSF_ROUTE_CLIENT, dst, &d);
-	if (d.need_go)
+	if (!setup_begin(OSF_ROUTE_CLIENT, in->family, in->addr, in->port, &dst, &d))
 		return 0;
 	out->rule = d.rule;
 	if (d.transport != OSF_ROUTE_SHM)

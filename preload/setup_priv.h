@@ -80,6 +80,12 @@ int setup_is_local(struct ip ip);
 void setup_fmt_host(const struct ip *ip, char *out, size_t n);
 socklen_t setup_abstract(struct sockaddr_un *sun, const char *name);
 void setup_decide(int role, struct ip ip, struct osf_route_decision *d);
+/* setup_begin starts a listen's or connect's set-up (role OSF_ROUTE_SERVER
+ * or OSF_ROUTE_CLIENT) at the address of family, addr and port: 1 with
+ * that address in *ip and the route decision in *d, or 0 when the C
+ * set-up does not answer (unusable, or the decision needs the Go core). */
+int setup_begin(int role, int family, const uint8_t *addr, uint16_t port,
+		struct ip *ip, struct osf_route_decision *d);
 void setup_set_detail(char out[96], const char *s);
 /* FD_ROOM_DETAIL is the detail of a connection or listener left to kernel
  * TCP because osf's fds would cost the program (osf_fdt_affordable). */

@@ -57,16 +57,9 @@ static long mono_us(void)
 static int runnable(void)
 {
 	char buf[128], *p;
-	ssize_t n;
-	int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
+	if (osf_read_file("/proc/loadavg", buf, sizeof(buf)) <= 0)
 		return -1;
-	n = REAL(read)(fd, buf, sizeof(buf) - 1);
-	REAL(close)(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
 	p = strchr(buf, '/');
 	while (p && p > buf && p[-1] != ' ')
 		p--;

@@ -1,11 +1,13 @@
 //go:build osf_make
 
 /* sys.c: the system calls of the stream protocol's C side (sdp/sys.h), as
- * the real libc functions: osf never re-enters its own hooks. */
+ * the real libc functions: osf never re-enters its own hooks; and
+ * osf_read_file (base.h), the reader of small /proc files. */
 #include "base.h"
 
 #include "../sdp/sys.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -157,3 +159,17 @@ int osf_sys_fcntl(int fd, int cmd, long arg)
 	ret osf_mux_sys_##name params { return REAL(name) args; }
 OSF_MUX_SYS_FUNCS(OSF_MUX_SYS_DEF)
 #undef OSF_MUX_SYS_DEF
+
+ssize_t osf_read_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = REAL(read)(fd, buf, size - 1);
+	REAL(close)(fd);
+	if (n > 0)
+		buf[n] = 0;
+	return n;
+}

@@ -526,49 +526,51 @@ static int passed(int epfd, struct epoll_event *ev, int max, int r,
 	return mux_epoll(ep, ev, max, timeout, mask);
 }
 
-OSF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
-			  int timeout)
+enum { WAIT, PWAIT, PWAIT2 };
+#define WAIT_MS(call, timeout, ts)                                             \
+	((call) == PWAIT2 ? ts_ms(ts) : (timeout) < 0 ? -1 : (long)(timeout))
+
+/* wait_hook is epoll_wait, epoll_pwait and epoll_pwait2 (call: which the
+ * application made, and which of the kernel's runs when epfd is none of
+ * osf's): timeout in ms for the first two, ts for epoll_pwait2. Inlined
+ * with call constant, each hook keeps its one branch to the kernel. */
+static inline __attribute__((always_inline)) int
+wait_hook(int call, int epfd, struct epoll_event *ev, int max, int timeout,
+	  const struct timespec *ts, const sigset_t *mask)
 {
 	uint32_t *slot;
 	struct ep *ep;
+	int r;
 
 	osf_reap_kick(); /* may sleep: the reaper may have work */
 	ep = pass_begin(epfd, &slot);
-	if (likely(!ep))
-		return passed(epfd, ev, max,
-			      pass_end(slot, REAL(epoll_wait)(epfd, ev, max, timeout)),
-			      timeout < 0 ? -1 : timeout, NULL);
-	return mux_epoll(ep, ev, max, timeout < 0 ? -1 : timeout, NULL);
+	if (likely(!ep)) {
+		r = call == WAIT     ? REAL(epoll_wait)(epfd, ev, max, timeout)
+		    : call == PWAIT ? REAL(epoll_pwait)(epfd, ev, max, timeout, mask)
+				    : REAL(epoll_pwait2)(epfd, ev, max, ts, mask);
+		return passed(epfd, ev, max, pass_end(slot, r),
+			      WAIT_MS(call, timeout, ts), mask);
+	}
+	if (call == PWAIT2 && ts &&
+	    (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+		return OSF_FAIL(EINVAL);
+	return mux_epoll(ep, ev, max, WAIT_MS(call, timeout, ts), mask);
+}
+
+OSF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max,
+			  int timeout)
+{
+	return wait_hook(WAIT, epfd, ev, max, timeout, NULL, NULL);
 }
 
 OSF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max,
 			   int timeout, const sigset_t *mask)
 {
-	uint32_t *slot;
-	struct ep *ep;
-
-	osf_reap_kick(); /* may sleep: the reaper may have work */
-	ep = pass_begin(epfd, &slot);
-	if (likely(!ep))
-		return passed(epfd, ev, max,
-			      pass_end(slot, REAL(epoll_pwait)(epfd, ev, max, timeout, mask)),
-			      timeout < 0 ? -1 : timeout, mask);
-	return mux_epoll(ep, ev, max, timeout < 0 ? -1 : timeout, mask);
+	return wait_hook(PWAIT, epfd, ev, max, timeout, NULL, mask);
 }
 
 OSF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 			    const struct timespec *ts, const sigset_t *mask)
 {
-	uint32_t *slot;
-	struct ep *ep;
-
-	osf_reap_kick(); /* may sleep: the reaper may have work */
-	ep = pass_begin(epfd, &slot);
-	if (likely(!ep))
-		return passed(epfd, ev, max,
-			      pass_end(slot, REAL(epoll_pwait2)(epfd, ev, max, ts, mask)),
-			      ts_ms(ts), mask);
-	if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
-		return OSF_FAIL(EINVAL);
-	return mux_epoll(ep, ev, max, ts_ms(ts), mask);
+	return wait_hook(PWAIT2, epfd, ev, max, 0, ts, mask);
 }

@@ -260,12 +260,10 @@ func cbool(b bool) C.int {
 	return 0
 }
 
+// putSockaddr writes ap into dst, a C struct's 28-byte sockaddr (C.uint8_t
+// is a byte).
 func putSockaddr(dst *[28]C.uint8_t, ap netip.AddrPort) {
-	var b [28]byte
-	sdp.PutSockaddr(b[:], ap)
-	for i := range b {
-		dst[i] = C.uint8_t(b[i])
-	}
+	sdp.PutSockaddr((*[28]byte)(unsafe.Pointer(dst))[:], ap)
 }
 
 // AsFamily returns ap in the family of a socket whose address is like: an

@@ -8,6 +8,10 @@
 // whose Errno is what connect returns. After an OK reply the stream is the
 // connection to the destination, byte for byte, with TCP's end and reset.
 //
+// gwwire.h holds the node's C parsers of the connect reply and the notice
+// of a delivered connection (libosf.so's preload/gateway.c and conn_gw.c
+// include it; internal/peerwire fuzzes it).
+//
 //	key, err := gateway.LoadKey("/etc/osf/gateway.key")
 //	ch, err := gateway.ParseChallenge(buf[:gateway.ChallengeSize])
 //	req := gateway.Request{Op: gateway.OpConnect, Dest: dst, Timeout: 20 * time.Second}

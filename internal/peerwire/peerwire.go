@@ -1,7 +1,7 @@
 // Package peerwire reaches libosf.so's C parsers of peer-written data from
 // Go, for the fuzz targets in its tests: the hello (sdp/segment.h
 // osf_hello_check), the segment header check (osf_seg_hdr_check) and the
-// gateway's connect reply and notice (preload/gwwire.h). They are static
+// gateway's connect reply and notice (internal/gateway/gwwire.h). They are static
 // inline functions, so these are the very instructions libosf.so runs.
 // The C is built with UndefinedBehaviorSanitizer; the tests fail when
 // it reports (UBSAN_OPTIONS=halt_on_error=1, set by the tests). Nothing
@@ -12,7 +12,7 @@ package peerwire
 #cgo CFLAGS: -O1 -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -fsanitize=undefined
 #cgo LDFLAGS: -fsanitize=undefined
 #include "../../sdp/segment.h"
-#include "../../preload/gwwire.h"
+#include "../gateway/gwwire.h"
 
 static int hello_check(const void *b, size_t n, uint32_t cap)
 {

@@ -164,12 +164,10 @@ func fill(out *C.struct_osf_core_conn, ep *sdp.Endpoint) {
 	putSockaddr(&out.peer, ep.Remote)
 }
 
+// putSockaddr writes ap into dst, a C struct's 28-byte sockaddr (C.uint8_t
+// is a byte).
 func putSockaddr(dst *[28]C.uint8_t, ap netip.AddrPort) {
-	var b [28]byte
-	sdp.PutSockaddr(b[:], ap)
-	for i := range b {
-		dst[i] = C.uint8_t(b[i])
-	}
+	sdp.PutSockaddr((*[28]byte)(unsafe.Pointer(dst))[:], ap)
 }
 
 func query(role policy.Role, ap netip.AddrPort) policy.Query {

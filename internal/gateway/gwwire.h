@@ -5,8 +5,8 @@
  * an errno clamped to what an errno can be, addresses copied into fixed
  * sockaddrs. Static inline so that the fuzz targets (internal/peerwire)
  * run the very code libosf.so does. */
-#ifndef OSF_PRELOAD_GWWIRE_H
-#define OSF_PRELOAD_GWWIRE_H
+#ifndef OSF_GATEWAY_GWWIRE_H
+#define OSF_GATEWAY_GWWIRE_H
 
 #include <errno.h>
 #include <netinet/in.h>
