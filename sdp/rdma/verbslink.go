@@ -274,7 +274,7 @@ func (l *verbsLink) closeHolding(mirror *sdp.Segment, side int) (kept bool, err 
 	l.reuse, l.mr = nil, nil
 	err = l.Close() // the QP and the id first: the peer can no longer write here
 	h := &held{dev: l.dev, ring: uint32(l.ring), mirror: mirror, mr: mr, keep: r.keep,
-		side: side, peer: r.peer, src: r.src, since: time.Now()}
+		side: side, peer: r.peer, src: r.src, dst: r.dst, since: time.Now()}
 	if err != nil || !l.t.hold(h) {
 		h.free()
 		return true, err
