@@ -226,8 +226,13 @@ func TestDeviceResolveAhead(t *testing.T) {
 	if after[aheadNone] != before[aheadNone]+1 || qp2 != qp+1 {
 		t.Errorf("the dial after the resolution expired: ahead counts %v -> %v, links on a spare's QP %d -> %d; want one more dial that resolved itself on the spare's QP", before, after, qp, qp2)
 	}
-	// Another port of the same host.
+	// Another port of the same host: the spare's id resolved the first
+	// one; the dial makes its own.
 	waitSpare("resolving ahead", resolving)
 	conn(rounds+1, 1)
-	t.Logf("dials by resolution ahead (none, address, route, done, stale): %v", after)
+	final, _ := counts()
+	if final[aheadStale] != after[aheadStale]+1 {
+		t.Errorf("the dial to another port: ahead counts %v -> %v, want one more that found the spare's id resolved for another destination", after, final)
+	}
+	t.Logf("dials by resolution ahead (none, address, route, done, stale): %v", final)
 }
