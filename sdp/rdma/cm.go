@@ -64,7 +64,7 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	timeout = t.bound.of(timeout)
 	var seg, mirror *sdp.Segment
 	keep := -1
-	sp := t.spares.takeWaiting(ringBytes, dst.Addr().Unmap())
+	sp := t.spares.takeWaiting(ringBytes, dst.Addr().Unmap(), netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()))
 	if sp != nil {
 		seg, mirror, keep = sp.seg, sp.mirror, sp.keep
 		sp.keep = -1
@@ -83,9 +83,7 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	seg.SetFlags(sdp.SegRDMA)
 	ws, err := newWakeSockets(t.cfg.HiddenBase)
 	if err != nil {
-		if sp != nil {
-			sp.closeRegistration()
-		}
+		t.dropTaken(sp)
 		closeKeep(keep)
 		mirror.Close()
 		seg.Close()
@@ -107,9 +105,7 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 		return nil, err
 	}
 	failEarly := func(err error) (*sdp.Endpoint, error) {
-		if sp != nil {
-			sp.closeRegistration()
-		}
+		t.dropTaken(sp)
 		closeKeep(d.keep)
 		closeOpen(ws.engine, ws.engineTx)
 		mirror.Close()
@@ -151,6 +147,16 @@ func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout ti
 	_ = t.eng.post(func() { t.wantSpare(dev, ringBytes, src) })
 	t.cfg.Logf("rdma: connect to %s took %v", dst, lp)
 	return ws.endpoint(seg, local, dst), nil
+}
+
+// dropTaken releases the registration of a spare (nil: none) that Dial
+// took but does not use: on the engine goroutine, which owns its id (it
+// may be resolving ahead of the dial, prepare), or here once the engine
+// has stopped.
+func (t *Transport) dropTaken(sp *spare) {
+	if sp != nil && t.eng.post(sp.closeRegistration) != nil {
+		sp.closeRegistration()
+	}
 }
 
 // wait returns the dial's result (answered), or answered false when
@@ -274,14 +280,28 @@ func wakePair(hiddenBase int) (app, engine int, err error) {
 }
 
 // startDial creates the id (or takes the spare's, bound to the dial's
-// source address with its QP made) and starts resolving the address.
+// source address with its QP made) and starts resolving the address; a
+// reused spare's id that resolved the dial's destination ahead of it
+// (prepare) skips what it resolved.
 func (t *Transport) startDial(d *dialer) {
 	d.laps.lap("engine")
 	src := dialSource(d.local, d.dst)
+	ahead := aheadNone
 	if d.spare != nil {
-		d.id = d.spare.takeID(src.Addr())
+		ahead = d.spare.ahead(src.Addr(), d.dst, time.Now())
+		t.spares.mu.Lock()
+		t.spares.ahead[ahead]++
+		t.spares.mu.Unlock()
+		if ahead == aheadStale {
+			delete(t.resolving, d.spare.id)
+			d.spare.closeID() // resolved for another destination, or too long ago
+		}
+		if d.id = d.spare.takeID(src.Addr()); d.id != nil {
+			delete(t.resolving, d.id) // its events are the dial's now
+		}
 	}
 	if d.id == nil {
+		ahead = aheadNone
 		var err error
 		if d.id, err = t.ch.CreateID(); err != nil {
 			t.dialFailed(d, resourceError(err))
@@ -289,10 +309,23 @@ func (t *Transport) startDial(d *dialer) {
 		}
 	}
 	t.dials[d.id] = d
-	if err := d.id.ResolveAddr(src, d.dst, d.remaining()); err != nil {
-		t.dialFailed(d, classify(err))
+	switch ahead {
+	case aheadNone:
+		if err := d.id.ResolveAddr(src, d.dst, d.remaining()); err != nil {
+			t.dialFailed(d, classify(err))
+		}
+		d.laps.lap("resolve-call")
+	case aheadAddr: // ADDR_RESOLVED comes to dialEvent
+		d.laps.lap("address-ahead")
+	case aheadRoute: // ROUTE_RESOLVED comes to dialEvent
+		d.laps.lap("address-ahead")
+		t.dialAddressed(d, false)
+	case aheadDone:
+		d.laps.lap("route-ahead")
+		if t.dialAddressed(d, false) {
+			t.dialRouted(d)
+		}
 	}
-	d.laps.lap("resolve-call")
 }
 
 // dialSource is the address a dial to dst binds its id to: the
@@ -315,63 +348,10 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 	switch ev.Type {
 	case verbs.EventAddrResolved:
 		d.laps.lap("address")
-		// The route is resolved while the QP is made and the receives
-		// are posted: its event is then usually waiting when this
-		// returns, and is handled without the engine sleeping between.
-		if err := d.id.ResolveRoute(d.remaining()); err != nil {
-			t.dialFailed(d, classify(err))
-			return
-		}
-		ctx, err := d.id.Context()
-		if err != nil {
-			t.dialFailed(d, fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
-			return
-		}
-		dev, err := t.device(ctx)
-		if err != nil {
-			t.dialFailed(d, resourceError(err))
-			return
-		}
-		sp := d.spare
-		d.spare = nil
-		switch {
-		case sp != nil && sp.dev == dev:
-			d.link, err = newVerbsLinkFrom(t, d.id, dev, sp, d.laps)
-		default:
-			if sp != nil {
-				sp.closeRegistration() // on another device
-			}
-			d.link, err = newVerbsLink(t, d.id, dev, d.mirror, d.laps)
-		}
-		if err != nil {
-			t.dialFailed(d, err)
-			return
-		}
-		if d.keep >= 0 {
-			d.link.reuse = &reuse{keep: d.keep, peer: d.dst.Addr(), src: dialSource(d.local, d.dst).Addr()}
-			d.keep = -1
-		}
-		d.sid = t.eng.allocID()
-		// The receives are posted before connecting: the server may
-		// write as soon as the connection is established.
-		if d.s, err = newStream(d.sid, d.mirror, sdp.SideClient, d.link, d.wake, d.wakeTx, t.cfg.Logf); err != nil {
-			t.dialFailed(d, resourceError(err))
-			return
-		}
-		d.laps.lap("recvs")
+		t.dialAddressed(d, true)
 	case verbs.EventRouteResolved:
 		d.laps.lap("route")
-		hello, err := ConnectData{
-			RingBytes: d.ring, RKey: d.link.localKey(sdp.SideServer), RingBase: d.link.localBase(sdp.SideServer),
-			Client: d.local, Server: d.dst,
-		}.Marshal()
-		if err != nil {
-			t.dialFailed(d, fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
-			return
-		}
-		if err := d.id.Connect(connParam(hello)); err != nil {
-			t.dialFailed(d, classify(err))
-		}
+		t.dialRouted(d)
 	case verbs.EventEstablished:
 		d.laps.lap("established")
 		ad, err := DecodeAcceptData(ev.PrivateData)
@@ -393,6 +373,76 @@ func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 		d.laps.lap("registered")
 		d.result(nil)
 		t.cfg.Logf("rdma: connected to %s as connection %d (qp %d)", d.dst, d.sid, d.link.qp.Num())
+	}
+}
+
+// dialAddressed continues a dial whose address is resolved: the route is
+// resolved (with route; else it was, or is being, ahead of the dial)
+// while the link is made from the spare (or anew) and the receives are
+// posted. It reports whether the dial goes on (false: it failed).
+func (t *Transport) dialAddressed(d *dialer, route bool) bool {
+	// The route is resolved while the QP is made and the receives are
+	// posted: its event is then usually waiting when this returns, and
+	// is handled without the engine sleeping between.
+	if route {
+		if err := d.id.ResolveRoute(d.remaining()); err != nil {
+			t.dialFailed(d, classify(err))
+			return false
+		}
+	}
+	ctx, err := d.id.Context()
+	if err != nil {
+		t.dialFailed(d, fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
+		return false
+	}
+	dev, err := t.device(ctx)
+	if err != nil {
+		t.dialFailed(d, resourceError(err))
+		return false
+	}
+	sp := d.spare
+	d.spare = nil
+	switch {
+	case sp != nil && sp.dev == dev:
+		d.link, err = newVerbsLinkFrom(t, d.id, dev, sp, d.laps)
+	default:
+		if sp != nil {
+			sp.closeRegistration() // on another device
+		}
+		d.link, err = newVerbsLink(t, d.id, dev, d.mirror, d.laps)
+	}
+	if err != nil {
+		t.dialFailed(d, err)
+		return false
+	}
+	if d.keep >= 0 {
+		d.link.reuse = &reuse{keep: d.keep, peer: d.dst.Addr(), src: dialSource(d.local, d.dst).Addr(), dst: d.dst}
+		d.keep = -1
+	}
+	d.sid = t.eng.allocID()
+	// The receives are posted before connecting: the server may write
+	// as soon as the connection is established.
+	if d.s, err = newStream(d.sid, d.mirror, sdp.SideClient, d.link, d.wake, d.wakeTx, t.cfg.Logf); err != nil {
+		t.dialFailed(d, resourceError(err))
+		return false
+	}
+	d.laps.lap("recvs")
+	return true
+}
+
+// dialRouted connects a dial whose route is resolved, with the hello in
+// the private data.
+func (t *Transport) dialRouted(d *dialer) {
+	hello, err := ConnectData{
+		RingBytes: d.ring, RKey: d.link.localKey(sdp.SideServer), RingBase: d.link.localBase(sdp.SideServer),
+		Client: d.local, Server: d.dst,
+	}.Marshal()
+	if err != nil {
+		t.dialFailed(d, fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
+		return
+	}
+	if err := d.id.Connect(connParam(hello)); err != nil {
+		t.dialFailed(d, classify(err))
 	}
 }
 
@@ -494,6 +544,10 @@ func (t *Transport) cmEvent(ev *verbs.Event) {
 	}
 	if d := t.dials[ev.ID]; d != nil {
 		t.dialEvent(d, ev)
+		return
+	}
+	if sp := t.resolving[ev.ID]; sp != nil {
+		t.aheadEvent(sp, ev)
 		return
 	}
 	if s := t.conns[ev.ID]; s != nil {
@@ -624,7 +678,7 @@ func (t *Transport) serve(id *verbs.CMID, cd ConnectData, l *listener, lp *laps)
 	var seg, mine *sdp.Segment
 	var link *verbsLink
 	peer, keep := id.RemoteAddr().Addr().Unmap(), -1
-	if sp := t.spares.take(cd.RingBytes, peer); sp != nil && sp.dev == dev {
+	if sp := t.spares.take(cd.RingBytes, peer, netip.AddrPort{}); sp != nil && sp.dev == dev {
 		seg, mine, keep = sp.seg, sp.mirror, sp.keep
 		sp.keep = -1
 		if sp.peer.IsValid() {

@@ -43,6 +43,45 @@ type spare struct {
 	qp     *verbs.QP   // on id (also once a dial took id), until a link takes it
 	keep   int         // the engine's fd of seg's memfd, for reuse (recycle.go), or -1
 	peer   netip.Addr  // reused: only for this remote host; new: the zero Addr
+
+	// Reused after a dial, the id also resolves that dial's destination
+	// ahead of the next one (prepare): dst, or the zero AddrPort when it
+	// does not; whether the address is resolved, and when the route was
+	// (zero until then). Engine goroutine only, once the spare is made.
+	dst      netip.AddrPort
+	addrDone bool
+	routed   time.Time
+	aheadFor netip.AddrPort // dst as made (never changed after: read under spares.mu)
+}
+
+// aheadState is how much of a dial's resolution a spare's id has done
+// ahead of it (prepare).
+type aheadState int
+
+const (
+	aheadNone  aheadState = iota // the id is only bound (or there is none): the dial resolves
+	aheadAddr                    // the address is being resolved for the dial's destination
+	aheadRoute                   // the address is resolved, the route is being resolved
+	aheadDone                    // both are resolved, within routeTTL
+	aheadStale                   // resolved for another destination or too long ago: the id is useless
+)
+
+// ahead says how much of a dial from src to dst the spare's id has
+// resolved ahead of it. Engine goroutine only.
+func (sp *spare) ahead(src netip.Addr, dst netip.AddrPort, now time.Time) aheadState {
+	switch {
+	case sp.id == nil || !sp.dst.IsValid():
+		return aheadNone
+	case sp.src != src || sp.dst != dst:
+		return aheadStale
+	case !sp.routed.IsZero() && now.Sub(sp.routed) >= routeTTL:
+		return aheadStale
+	case !sp.routed.IsZero():
+		return aheadDone
+	case sp.addrDone:
+		return aheadRoute
+	}
+	return aheadAddr
 }
 
 // makeSpare makes a spare for rings of ring bytes on dev, with an id bound
@@ -125,8 +164,10 @@ func (sp *spare) takeID(src netip.Addr) *verbs.CMID {
 	return id
 }
 
-// closeID closes the QP and the id, if the spare still has them.
+// closeID closes the QP and the id, if the spare still has them (and
+// forgets what the id resolved).
 func (sp *spare) closeID() {
+	sp.dst, sp.addrDone, sp.routed = netip.AddrPort{}, false, time.Time{}
 	if sp.qp != nil {
 		sp.qp.Close()
 		sp.qp = nil
@@ -171,8 +212,9 @@ type spares struct {
 	making  bool
 	made    chan struct{} // closed when the one being made is ready or failed
 	stopped bool
-	taken   int // spares used, for tests
-	withQP  int // links that took a spare's QP, for tests
+	taken   int                 // spares used, for tests
+	withQP  int                 // links that took a spare's QP, for tests
+	ahead   [aheadStale + 1]int // dials with a spare, by what its id had resolved ahead of them, for tests
 
 	held     []*held          // released segments waiting for their application (recycle.go)
 	recycled []*spare         // reused segments ready, each for one peer host
@@ -187,9 +229,9 @@ const spareWait = 200 * time.Millisecond
 // takeWaiting is take, but when a spare is being made (and no reused
 // one is there for peer) it first waits for it, at most spareWait; any
 // goroutine but the engine's (which installs it).
-func (s *spares) takeWaiting(ring uint32, peer netip.Addr) *spare {
+func (s *spares) takeWaiting(ring uint32, peer netip.Addr, dst netip.AddrPort) *spare {
 	s.mu.Lock()
-	if sp := s.takeRecycled(ring, peer); sp != nil {
+	if sp := s.takeRecycled(ring, peer, dst); sp != nil {
 		s.mu.Unlock()
 		return sp
 	}
@@ -204,7 +246,7 @@ func (s *spares) takeWaiting(ring uint32, peer netip.Addr) *spare {
 		}
 		t.Stop()
 	}
-	return s.take(ring, peer)
+	return s.take(ring, peer, dst)
 }
 
 // doneMaking records that the spare being made is ready or failed. s.mu
@@ -217,12 +259,14 @@ func (s *spares) doneMaking() {
 	}
 }
 
-// take returns a reused spare for peer with rings of ring bytes, else
-// the new spare if it has rings of ring bytes, else nil; any goroutine.
-func (s *spares) take(ring uint32, peer netip.Addr) *spare {
+// take returns a reused spare for peer with rings of ring bytes (for a
+// dial to dst, one resolving dst ahead first; an accept passes the zero
+// AddrPort), else the new spare if it has rings of ring bytes, else nil;
+// any goroutine.
+func (s *spares) take(ring uint32, peer netip.Addr, dst netip.AddrPort) *spare {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sp := s.takeRecycled(ring, peer); sp != nil {
+	if sp := s.takeRecycled(ring, peer, dst); sp != nil {
 		return sp
 	}
 	sp := s.ready

@@ -682,6 +682,9 @@ func (s *stream) releaseWith(later func(func())) {
 	free := func() {
 		var err error
 		held := false
+		if l, ok := s.link.(*verbsLink); ok {
+			l.tear = s.teardown // its steps: qp, id, mr, cq
+		}
 		if h, ok := s.link.(segmentHolder); ok {
 			held, err = h.closeHolding(s.seg, s.side)
 		} else {

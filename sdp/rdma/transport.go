@@ -69,6 +69,7 @@ type Transport struct {
 	// Engine goroutine only (after Start).
 	devs      map[*verbs.Context]*device
 	dials     map[*verbs.CMID]*dialer
+	resolving map[*verbs.CMID]*spare // reused spares' ids resolving ahead of a dial (prepare)
 	conns     map[*verbs.CMID]*stream
 	listeners map[*verbs.CMID]*listener
 	byName    map[string]*listener
@@ -115,6 +116,7 @@ func Start(cfg Config) (*Transport, error) {
 		cfg:       cfg,
 		devs:      map[*verbs.Context]*device{},
 		dials:     map[*verbs.CMID]*dialer{},
+		resolving: map[*verbs.CMID]*spare{},
 		conns:     map[*verbs.CMID]*stream{},
 		listeners: map[*verbs.CMID]*listener{},
 		byName:    map[string]*listener{},

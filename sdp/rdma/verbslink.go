@@ -39,6 +39,7 @@ type verbsLink struct {
 	rx           *txState // the rule's state the channel was handed to (useRx)
 
 	reuse *reuse // how its segment may be reused once released, or nil
+	tear  *laps  // the stream's teardown laps, for Close's steps (or nil)
 }
 
 // newVerbsLink creates the CQ, registers seg's rings and creates the QP on
@@ -233,15 +234,25 @@ func (l *verbsLink) Close() error {
 		delete(l.t.conns, l.id)
 		l.forgetChan()
 	}
-	err := l.id.Close()
+	var err error
+	if qp := l.id.QP(); qp != nil {
+		err = qp.Close()
+		l.tear.lap("qp")
+	}
+	if e := l.id.Close(); err == nil {
+		err = e
+	}
+	l.tear.lap("id")
 	if l.mr != nil { // nil: closeHolding keeps it
 		if e := l.mr.Close(); err == nil {
 			err = e
 		}
+		l.tear.lap("mr")
 	}
 	if e := closeCQ(l.cq, l.cc); err == nil {
 		err = e
 	}
+	l.tear.lap("cq")
 	if l.reuse != nil {
 		closeKeep(l.reuse.keep)
 		l.reuse = nil
@@ -263,7 +274,7 @@ func (l *verbsLink) closeHolding(mirror *sdp.Segment, side int) (kept bool, err 
 	l.reuse, l.mr = nil, nil
 	err = l.Close() // the QP and the id first: the peer can no longer write here
 	h := &held{dev: l.dev, ring: uint32(l.ring), mirror: mirror, mr: mr, keep: r.keep,
-		side: side, peer: r.peer, src: r.src, since: time.Now()}
+		side: side, peer: r.peer, src: r.src, dst: r.dst, since: time.Now()}
 	if err != nil || !l.t.hold(h) {
 		h.free()
 		return true, err

@@ -5,6 +5,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import setuplaps  # noqa: E402  (this directory's)
+
 out = sys.argv[1]
 
 
@@ -28,6 +31,18 @@ def perf(name, key):
 def connrate(t):
     m = re.search(r"per_s=([0-9.]+)", read(f"cr-{t}"))
     return float(m.group(1)) if m else None
+
+
+def cr_rounds(t, what="per_s", ext="out"):
+    """A figure of every cr round of t (bench.sh rounds=N): per_s, or
+    cpu_ms (per connection; ext srv: the server's)."""
+    v = []
+    for f in sorted(os.listdir(out)):
+        if re.fullmatch(rf"bench-cr(\.[0-9]+)?-{re.escape(t)}\.{ext}", f):
+            m = re.search(rf"{what}=([0-9.]+)", open(os.path.join(out, f), errors="replace").read())
+            if m:
+                v.append(float(m.group(1)))
+    return v
 
 
 def redis(t, test):
@@ -115,6 +130,18 @@ rows = [
     ("connection set-up (conn/s)", "cr", {t: connrate(t) for t in ts}, None, True),
     ("nginx (2 workers) -> wrk, 8 connections (req/s)", None, {t: wrk(t) for t in ts}, None, True),
 ]
+cr_n = max(len(cr_rounds(t)) for t in ts)
+cr_rows = []
+if cr_n > 1:
+    cr_rows.append((f"connection set-up, median of {cr_n} rounds (conn/s)", "cr",
+                    {t: setuplaps.median(cr_rounds(t)) for t in ts}, None, True))
+if cr_n:
+    cr_rows.append(("connection set-up: CPU per connection, client (ms, median of the rounds)", "cr",
+                    {t: setuplaps.median(cr_rounds(t, "cpu_ms")) for t in ts}, None, False))
+    cr_rows.append(("connection set-up: CPU per connection, server (ms, median of the rounds)", "cr",
+                    {t: setuplaps.median(cr_rounds(t, "cpu_ms", "srv")) for t in ts}, None, False))
+at = next(i for i, r in enumerate(rows) if r[1] == "cr") + 1
+rows[at:at] = cr_rows
 ng_rounds = max(len(wrk_rounds(t)[0]) for t in ts)
 if ng_rounds > 1:
     rows.append((f"nginx -> wrk, mean of {ng_rounds} rounds (req/s)", None,
@@ -163,3 +190,8 @@ print("Ratios are osf's advantage (>1x: osf better). Device: ib_send_lat t_typic
 print("¹ redis and nginx wait in epoll, which librspreload (rdma-core 44) does not intercept: "
       "redis-server fails at start (bench-redis-rsocket.srv).")
 print("² no rdma_cm id of the program was seen: librspreload used kernel TCP; not counted.")
+# Where osf's set-up time goes (the cr rows' debug logs).
+laps = setuplaps.report(out, setuplaps.transports(out))
+if laps:
+    print()
+    print("\n".join(laps))
