@@ -18,8 +18,9 @@
  * connection can be accepted; the companion's queue is read in order, so
  * the hellos of connections not accepted yet wait here (under the park
  * lock), their fds hidden, until the accept of theirs (kfd_expire_locked).
- * Only the process that read a hello can match it: listeners shared by
- * processes are a limit (LIMITS.md). */
+ * Only the process that read a hello can match it: a listener shared by
+ * a fork family keeps its hellos in the family's store instead
+ * (setup_fam.c); one shared otherwise is a limit (LIMITS.md). */
 #define KFD_MAX 256
 
 static struct {
@@ -299,11 +300,11 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	if (!setup_get_sockaddr(peer, &key))
 		return -1;
 	key = setup_ip_unmap(key);
-	if (osf_setup_kfd_family(aux_fd)) /* shared by a fork family: its store */
-		return look ? setup_fam_take(aux_fd, in, &key, cc) : -1;
 	r = kfd_find(aux_fd, &key, cc);
 	if (r >= 0 || !look)
 		return r;
+	if (osf_setup_kfd_family(aux_fd)) /* shared by a fork family: its store */
+		return setup_fam_take(aux_fd, in, &key, cc);
 	kfd_fill(lfd, aux_fd, in, &key);
 	return kfd_find(aux_fd, &key, cc);
 }
