@@ -13,8 +13,10 @@
  * record it takes out that is not its own goes back before it lets go: no
  * hello is ever in transit while another process looks. A holder that
  * dies leaves the mutex to the next (EOWNERDEAD; what it held out is
- * lost); one that stalls costs the others FAM_WAIT_MS per accept, then
- * the lost hello's reset (sock_accept.c kfd_reset). */
+ * lost); one that stalls costs the others the handshake bound
+ * (HELLO_WAIT_MS: OSF_CONNECT_TIMEOUT_MS, 1 s by default) per accept,
+ * then the lost hello's reset (sock_accept.c kfd_reset): a holder merely
+ * descheduled on a loaded host must not make resets. */
 #include "setup_priv.h"
 #include "../sdp/setup.h"
 #include "pool.h"
@@ -27,7 +29,6 @@
 #define FAM_MAX 16     /* listeners with a store, per process */
 #define FAM_RECS 256   /* records a store keeps; the oldest hellos beyond go */
 #define FAM_KEEP_S 60  /* a hello's connection not accepted by then: dropped */
-#define FAM_WAIT_MS 200 /* the longest wait for the store's mutex */
 
 enum { FAM_HELLO = 0x6f736668, FAM_LINK = 0x6f73666c };
 
@@ -106,7 +107,7 @@ static struct fam *make_locked(int lfd, int aux_fd)
 	return &fams[nfam++];
 }
 
-/* fam_lock takes the family's mutex, waiting at most FAM_WAIT_MS: 0, or
+/* fam_lock takes the family's mutex, waiting at most HELLO_WAIT_MS: 0, or
  * -1 (a holder stalls). OSF_DEBUG_KFD_STALL=PATH (tests): the process
  * that takes it while PATH exists removes PATH and stops itself
  * (SIGSTOP), holding it. */
@@ -117,7 +118,8 @@ static int fam_lock(struct fam_page *pg)
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += FAM_WAIT_MS * 1000000L;
+	ts.tv_sec += HELLO_WAIT_MS / 1000;
+	ts.tv_nsec += (HELLO_WAIT_MS % 1000) * 1000000L;
 	ts.tv_sec += ts.tv_nsec / 1000000000L;
 	ts.tv_nsec %= 1000000000L;
 	r = pthread_mutex_clocklock(&pg->mu, CLOCK_MONOTONIC, &ts);
