@@ -179,6 +179,9 @@ enum osf_role {
 				      the region's writers' eventfd, owned
 				      as OSF_FDF_REGIONFD's memfd; the
 				      connection's writers wake on it */
+#define OSF_FDF_EXECSHARED 0x1000000u /* LISTEN: shared with a spawned or
+				      exec'd image, which no fork family's
+				      hello store reaches (setup_fam.c) */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

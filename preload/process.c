@@ -51,9 +51,10 @@ int osf_thread_start(void *(*fn)(void *), const char *name)
 }
 
 /* share_listeners marks the listeners another process will hold too
- * (all at fork; spawn: the inheritable ones): TCP_DEFER_ACCEPT then parks
+ * (all at fork; spawn: the inheritable ones; exec: another image's, which
+ * no fork family's hello store reaches): TCP_DEFER_ACCEPT then parks
  * nothing in this process's park, which only it could take from. */
-OSF_FORK_TEXT static void share_listeners(int spawn)
+OSF_FORK_TEXT static void share_listeners(int spawn, int exec)
 {
 	struct osf_fdt_entry *e;
 	int fd;
@@ -61,7 +62,8 @@ OSF_FORK_TEXT static void share_listeners(int spawn)
 	OSF_FDT_FOREACH(fd, e) {
 		if (e->kind == OSF_FD_LISTEN &&
 		    !(spawn && (e->flags & OSF_FDF_CLOEXEC)))
-			__atomic_or_fetch(&e->flags, OSF_FDF_SHARED,
+			__atomic_or_fetch(&e->flags,
+					  OSF_FDF_SHARED | (exec ? OSF_FDF_EXECSHARED : 0),
 					  __ATOMIC_RELAXED);
 	}
 }
@@ -94,6 +96,7 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	 * before the table lock (osf_fdt_high_begin, then osf_fdt_hide):
 	 * the other order deadlocks a fork against a connect in another
 	 * thread. */
+	osf_setup_kfd_fork_prepare(); /* before the locks: it takes the table's */
 	osf_fdt_limit_lock(); /* no child inherits a raised RLIMIT_NOFILE */
 	osf_fdt_lock(); /* the snapshot is the table at fork */
 	/* Every socket osf takes part in has an entry, so a process without
@@ -103,7 +106,7 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	 * child then skips those clean-ups: each reads state on pages of its
 	 * own, and a fork child's first touch of a page is a page fault. */
 	used = osf_fdt_table_fd() >= 0 || osf_core_touched();
-	share_listeners(0);
+	share_listeners(0, 0);
 	snap = osf_fdt_fork_prepare();
 	osf_conn_fork_holders(1);
 	pid = REAL(fork)();
@@ -306,7 +309,7 @@ static char **spawn_env(const posix_spawn_file_actions_t *fa,
 	*counted = 0;
 	if (!force && !osf_fdt_inheritable())
 		return (char **)envp;
-	share_listeners(1);
+	share_listeners(1, 1);
 	spawn_holders(fa, 1);
 	*counted = 1;
 	*snap = osf_fdt_spawn_snapshot();
@@ -322,7 +325,7 @@ int osf_spawn_begin(void)
 
 	if (!osf_fdt_offloaded())
 		return -1;
-	share_listeners(0);
+	share_listeners(0, 1);
 	/* os/exec's child dup2s what it passes in raw system calls: any */
 	osf_conn_spawn_holders(NULL, 0, 1, 1);
 	snap = osf_fdt_spawn_snapshot();

@@ -69,6 +69,14 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
  * process sharing it: new clients find no companion. */
 void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in);
 
+/* osf_setup_kfd_family reports whether companion aux_fd's listener has a
+ * fork family's hello store (setup_fam.c): its accepts then find hellos
+ * read by any process of the family. osf_setup_kfd_fork_prepare, called
+ * by fork before it takes the table's locks, makes one for each OSF_SHM_KFD
+ * listener that has none and puts the links this process accepted in it. */
+int osf_setup_kfd_family(int aux_fd);
+void osf_setup_kfd_fork_prepare(void);
+
 /* osf_setup_parked_fds puts up to max parked connections of companion
  * aux_fd into p (events POLLIN), for a blocking accept's wait; returns how
  * many. */

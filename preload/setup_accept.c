@@ -456,6 +456,9 @@ static void derive_names(const struct osf_core_accept_in *in, const struct osf_h
  * cc filled, EAGAIN when it has not arrived, another errno when the
  * connection is bad (logged at debug level only: a peer's fault is no
  * reason to write on the server's stderr). */
+static int took_hello(int rc, const char *why, int cfd, const struct osf_core_accept_in *in,
+		      struct osf_hello_in *hi, struct osf_core_conn *cc, struct ip *kfd);
+
 int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
 		      struct osf_core_conn *cc, struct ip *kfd)
 {
@@ -470,6 +473,26 @@ int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
 	osf_fdt_high_end();
 	if (rc == EAGAIN)
 		return rc;
+	return took_hello(rc, why, cfd, in, &hi, cc, kfd);
+}
+
+int setup_take_stored(const void *msg, size_t n, int fds[2], const struct ucred *cr,
+		      const struct osf_core_accept_in *in, struct osf_core_conn *cc,
+		      struct ip *kfd)
+{
+	struct osf_hello_in hi;
+	char why[160];
+	int rc = osf_hello_take_stored(msg, n, fds, cr, server_ring_cap(), &hi, why,
+				       sizeof(why), osf_pool_map);
+
+	return took_hello(rc, why, -1, in, &hi, cc, kfd);
+}
+
+/* took_hello logs a bad hello (rc, why) or fills cc from good one hi,
+ * which came on cfd (-1: from the family's store). */
+static int took_hello(int rc, const char *why, int cfd, const struct osf_core_accept_in *in,
+		      struct osf_hello_in *hi, struct osf_core_conn *cc, struct ip *kfd)
+{
 	if (rc != 0) {
 		if (why[0] && setup_logs(OSF_LOGL_DEBUG)) {
 			struct ip lis = setup_ip_from(in->family, in->addr, in->port);
@@ -479,22 +502,22 @@ int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
 		}
 		return rc;
 	}
-	osf_seg_hdr(hi.seg, hi.h.ring_bytes)->server_pid = osf_pid();
+	osf_seg_hdr(hi->seg, hi->h.ring_bytes)->server_pid = osf_pid();
 	setup_debug_core();
 	memset(cc, 0, sizeof(*cc));
 	cc->status = OSF_CORE_OFFLOADED;
 	cc->wake_fd = cfd;
-	cc->seg_fd = hi.seg_fd;
-	cc->wake_tx_fd = hi.wake_tx_fd;
-	cc->wake_tx_efd = (hi.h.flags & OSF_HELLO_F_EFD) != 0; /* checked by osf_hello_take_pool */
+	cc->seg_fd = hi->seg_fd;
+	cc->wake_tx_fd = hi->wake_tx_fd;
+	cc->wake_tx_efd = (hi->h.flags & OSF_HELLO_F_EFD) != 0; /* checked by osf_hello_take_pool */
 	cc->side = OSF_SIDE_SERVER;
-	cc->seg_addr = (uint64_t)(uintptr_t)hi.seg;
-	cc->ring_bytes = hi.h.ring_bytes;
-	derive_names(in, &hi.h, &hi.cr, cc);
+	cc->seg_addr = (uint64_t)(uintptr_t)hi->seg;
+	cc->ring_bytes = hi->h.ring_bytes;
+	derive_names(in, &hi->h, &hi->cr, cc);
 	/* OSF_SHM_KFD: the kernel connection that follows names it (its
 	 * peer address and port), never this unix socket. */
 	kfd->port = 0;
-	if ((hi.h.flags & OSF_HELLO_F_KFD) && setup_get_sockaddr(hi.h.client, kfd))
+	if ((hi->h.flags & OSF_HELLO_F_KFD) && setup_get_sockaddr(hi->h.client, kfd))
 		*kfd = setup_ip_unmap(*kfd);
 	if (setup_logs(OSF_LOGL_DEBUG)) {
 		struct ip lis = setup_ip_from(in->family, in->addr, in->port), peer;
@@ -502,9 +525,9 @@ int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
 		setup_get_sockaddr(cc->peer, &peer);
 		setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL, "accept on %s: %s from %s (pid %d uid %u)",
 		     setup_fmt_ap(&lis, a, sizeof(a)),
-		     (osf_seg_hdr(hi.seg, hi.h.ring_bytes)->flags & OSF_SEG_F_RDMA)
+		     (osf_seg_hdr(hi->seg, hi->h.ring_bytes)->flags & OSF_SEG_F_RDMA)
 			     ? "rdma (the engine's hand-off)" : "shm",
-		     setup_fmt_ap(&peer, b, sizeof(b)), (int)hi.cr.pid, (unsigned)hi.cr.uid);
+		     setup_fmt_ap(&peer, b, sizeof(b)), (int)hi->cr.pid, (unsigned)hi->cr.uid);
 	}
 	return 0;
 }

@@ -18,8 +18,9 @@
  * connection can be accepted; the companion's queue is read in order, so
  * the hellos of connections not accepted yet wait here (under the park
  * lock), their fds hidden, until the accept of theirs (kfd_expire_locked).
- * Only the process that read a hello can match it: listeners shared by
- * processes are a limit (LIMITS.md). */
+ * Only the process that read a hello can match it: a listener shared by
+ * a fork family keeps its hellos in the family's store instead
+ * (setup_fam.c); one shared otherwise is a limit (LIMITS.md). */
 #define KFD_MAX 256
 
 static struct {
@@ -37,8 +38,12 @@ static struct {
  * else a fork child's copy (its parent keeps it). */
 OSF_FORK_TEXT static void kfd_forget_locked(int i, int gone)
 {
-	struct osf_core_conn *cc = &kfdq.h[i].cc;
+	setup_kfd_let_go(&kfdq.h[i].cc, gone);
+	kfdq.h[i] = kfdq.h[--kfdq.n];
+}
 
+OSF_FORK_TEXT void setup_kfd_let_go(struct osf_core_conn *cc, int gone)
+{
 	if (gone) {
 		struct osf_seg_hdr *h = osf_seg_hdr((void *)(uintptr_t)cc->seg_addr,
 						    cc->ring_bytes);
@@ -49,7 +54,6 @@ OSF_FORK_TEXT static void kfd_forget_locked(int i, int gone)
 	osf_seg_release((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes, OSF_SIDE_SERVER, 0);
 	osf_fdt_close_hidden(cc->seg_fd);
 	osf_fdt_close_hidden(cc->wake_tx_fd);
-	kfdq.h[i] = kfdq.h[--kfdq.n];
 }
 
 /* kfd_dead reports whether kept hello h's client let go of its side
@@ -261,6 +265,19 @@ out:
 	setup_park_unlock();
 }
 
+int setup_kfd_link_pop_locked(int aux_fd)
+{
+	int i, fd;
+
+	for (i = 0; i < links.n; i++)
+		if (links.l[i].aux_fd == aux_fd) {
+			fd = links.l[i].fd;
+			links.l[i] = links.l[--links.n];
+			return fd;
+		}
+	return -1;
+}
+
 /* links_shut shuts companion aux_fd's links: their clients' next hellos
  * fail (EPIPE) and they dial anew, where the companion, shut too, refuses
  * them; the park lock is held. */
@@ -286,6 +303,8 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	r = kfd_find(aux_fd, &key, cc);
 	if (r >= 0 || !look)
 		return r;
+	if (osf_setup_kfd_family(aux_fd)) /* shared by a fork family: its store */
+		return setup_fam_take(aux_fd, in, &key, cc);
 	kfd_fill(lfd, aux_fd, in, &key);
 	return kfd_find(aux_fd, &key, cc);
 }
@@ -313,6 +332,7 @@ void setup_kfd_forget_locked(int aux_fd)
 {
 	int i;
 
+	setup_fam_forget_locked(aux_fd);
 	for (i = 0; i < kfdq.n;)
 		if (kfdq.h[i].aux_fd == aux_fd)
 			kfd_forget_locked(i, 1);
@@ -329,6 +349,7 @@ void setup_kfd_moved_locked(int old, int nfd)
 {
 	int i;
 
+	setup_fam_moved_locked(old, nfd);
 	for (i = 0; i < links.n; i++) {
 		links.l[i].aux_fd = links.l[i].aux_fd == old ? nfd : links.l[i].aux_fd;
 		links.l[i].fd = links.l[i].fd == old ? nfd : links.l[i].fd;

@@ -124,6 +124,29 @@ void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
 void setup_kfd_forget_locked(int aux_fd);
 void setup_kfd_moved_locked(int old, int nfd);
 void setup_kfd_after_fork(void);
+/* setup_kfd_let_go lets go of the server's side of hello cc taken but
+ * never to be installed (gone: for good, its client reads a reset; else
+ * a fork child's copy), closing its fds. setup_kfd_link_pop_locked takes
+ * a link of companion aux_fd out of the table: its hidden fd, or -1. */
+void setup_kfd_let_go(struct osf_core_conn *cc, int gone);
+int setup_kfd_link_pop_locked(int aux_fd);
+
+/* setup_fam.c: the hello store of an OSF_SHM_KFD listener shared by a
+ * fork family. setup_fam_take looks for the hello under want in companion
+ * aux_fd's store, and on the links queued on the companion, the store's
+ * mutex held: 0 (cc filled), 1 (its client's connection is kernel TCP),
+ * -1 (not found, or the mutex not had within its bound). forget drops
+ * companion aux_fd's store (this process's listener closed), moved
+ * renames a hidden fd osf_fdt_relocate_hidden moved (park lock held).
+ * setup_take_stored is setup_take_hello for a stored hello (msg, n bytes
+ * as its client sent them; fds its two; cr its client's). */
+int setup_fam_take(int aux_fd, const struct osf_core_accept_in *in, const struct ip *want,
+		   struct osf_core_conn *cc);
+void setup_fam_forget_locked(int aux_fd);
+void setup_fam_moved_locked(int old, int nfd);
+int setup_take_stored(const void *msg, size_t n, int fds[2], const struct ucred *cr,
+		      const struct osf_core_accept_in *in, struct osf_core_conn *cc,
+		      struct ip *kfd);
 
 /* setup_spare.c: a client's segments made ahead of need.
  * setup_spare_take returns a fresh segment of ring bytes per direction,

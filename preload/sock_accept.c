@@ -284,11 +284,14 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return REAL(accept4)(fd, sa, len, flags); /* EINVAL */
 	if (e->flags & OSF_FDF_KFD) { /* the kernel's accept, all of it */
-		if ((e->flags & (OSF_FDF_SHARED | OSF_FDF_KFDSHUT)) == OSF_FDF_SHARED) {
+		if ((e->flags & (OSF_FDF_SHARED | OSF_FDF_KFDSHUT)) == OSF_FDF_SHARED &&
+		    ((e->flags & OSF_FDF_EXECSHARED) || !osf_setup_kfd_family(e->aux_fd))) {
 			/* Another process may accept a connection whose hello
-			 * this one read (LIMITS.md): the hellos queued are
-			 * kept here, and new clients find no companion and
-			 * stay on kernel TCP. */
+			 * this one read, and no store of a fork family's
+			 * reaches it (an exec'd image, or none was made:
+			 * LIMITS.md): the hellos queued are kept here, and
+			 * new clients find no companion and stay on kernel
+			 * TCP. */
 			__atomic_or_fetch(&e->flags, OSF_FDF_KFDSHUT, __ATOMIC_RELAXED);
 			kfd_shut(fd, e);
 		}

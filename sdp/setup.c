@@ -337,46 +337,22 @@ int osf_hello_take(int cfd, uint32_t cap, struct osf_hello_in *in, char *why, si
 	return osf_hello_take_pool(cfd, cap, in, why, wn, NULL);
 }
 
-int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *why,
-			size_t wn, osf_region_map_fn map)
+/* hello_verdict checks a hello received with its fds (n bytes, of which
+ * h and the tail hold the first; ctrunc: the fds were truncated) and maps
+ * its segment: osf_hello_take_pool's checks, in its order. The client's
+ * credentials are cr, or when NULL cfd's SO_PEERCRED. */
+static int hello_verdict(int cfd, const struct ucred *cr, ssize_t n, int ctrunc, int *fds,
+			 int nfds, const struct osf_hello_pool *tail, uint32_t cap,
+			 struct osf_hello_in *in, char *why, size_t wn, osf_region_map_fn map)
 {
 	struct osf_hello *h = &in->h;
-	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh;
-	struct cmsghdr *cm;
 	socklen_t crl = sizeof(in->cr);
-	int fds[4], nfds = 0, verdict;
-	ssize_t n;
+	int verdict;
 	void *seg = NULL;
-	struct {
-		struct osf_hello_pool p;
-		char extra;
-	} tail; /* the pooled hello's second part, or a byte too many */
-	struct iovec iov[2] = {{h, sizeof(*h)}, {&tail, sizeof(tail.p) + 1}};
 
-	memset(&mh, 0, sizeof(mh));
-	memset(&in->pool, 0, sizeof(in->pool));
-	mh.msg_iov = iov;
-	mh.msg_iovlen = 2;
-	mh.msg_control = u.buf;
-	mh.msg_controllen = sizeof(u.buf);
-	why[0] = 0;
-	n = osf_sys_recvmsg(cfd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (n < 0)
-		return errno == EAGAIN || errno == EINTR ? EAGAIN : errno;
-	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-			int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int)), j;
-			for (j = 0; j < k && nfds < 4; j++)
-				memcpy(&fds[nfds++], CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
-		}
-	}
 	if (n == 0)
 		snprintf(why, wn, "closed before its hello");
-	else if (mh.msg_flags & MSG_CTRUNC)
+	else if (ctrunc)
 		snprintf(why, wn, "hello's fds truncated");
 	else if (nfds != 2)
 		snprintf(why, wn, "hello carried %d fds, want 2", nfds);
@@ -395,11 +371,13 @@ int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *wh
 		snprintf(why, wn, "writers' wake %s", (h->flags & OSF_HELLO_F_EFD)
 						       ? "eventfd: not an eventfd"
 						       : "socket: not a stream socket");
-	else if (osf_sys_getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &in->cr, &crl) < 0)
+	else if (!cr && osf_sys_getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &in->cr, &crl) < 0)
 		snprintf(why, wn, "SO_PEERCRED: %s", strerror(errno));
 	else {
+		if (cr)
+			in->cr = *cr;
 		if (h->flags & OSF_HELLO_F_POOL)
-			memcpy(&in->pool, &tail.p, sizeof(in->pool));
+			memcpy(&in->pool, tail, sizeof(in->pool));
 		seg = open_segment(fds[0], h->ring_bytes,
 				   (h->flags & OSF_HELLO_F_POOL) ? &in->pool : NULL, map, why, wn);
 	}
@@ -412,6 +390,60 @@ int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *wh
 	in->seg_fd = fds[0];
 	in->wake_tx_fd = fds[1];
 	return 0;
+}
+
+int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *why,
+			size_t wn, osf_region_map_fn map)
+{
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	int fds[4], nfds = 0;
+	ssize_t n;
+	struct {
+		struct osf_hello_pool p;
+		char extra;
+	} tail; /* the pooled hello's second part, or a byte too many */
+	struct iovec iov[2] = {{&in->h, sizeof(in->h)}, {&tail, sizeof(tail.p) + 1}};
+
+	memset(&mh, 0, sizeof(mh));
+	memset(&in->pool, 0, sizeof(in->pool));
+	mh.msg_iov = iov;
+	mh.msg_iovlen = 2;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	why[0] = 0;
+	n = osf_sys_recvmsg(cfd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? EAGAIN : errno;
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int)), j;
+			for (j = 0; j < k && nfds < 4; j++)
+				memcpy(&fds[nfds++], CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
+		}
+	}
+	return hello_verdict(cfd, NULL, n, (mh.msg_flags & MSG_CTRUNC) != 0, fds, nfds, &tail.p,
+			     cap, in, why, wn, map);
+}
+
+int osf_hello_take_stored(const void *msg, size_t n, int fds[2], const struct ucred *cr,
+			  uint32_t cap, struct osf_hello_in *in, char *why, size_t wn,
+			  osf_region_map_fn map)
+{
+	struct osf_hello_pool tail;
+	size_t t = n > sizeof(in->h) ? n - sizeof(in->h) : 0;
+
+	memset(&in->h, 0, sizeof(in->h));
+	memset(&in->pool, 0, sizeof(in->pool));
+	memset(&tail, 0, sizeof(tail));
+	memcpy(&in->h, msg, n < sizeof(in->h) ? n : sizeof(in->h));
+	memcpy(&tail, (const char *)msg + sizeof(in->h), t < sizeof(tail) ? t : sizeof(tail));
+	why[0] = 0;
+	return hello_verdict(-1, cr, (ssize_t)n, 0, fds, 2, &tail, cap, in, why, wn, map);
 }
 
 /* ---- is local --------------------------------------------------------- */

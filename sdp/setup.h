@@ -154,6 +154,15 @@ int osf_hello_take(int cfd, uint32_t cap, struct osf_hello_in *in, char *why, si
 int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *why,
 			size_t wn, osf_region_map_fn map);
 
+/* osf_hello_take_stored is osf_hello_take_pool for a hello read earlier
+ * (n bytes at msg, as its client sent them, kept with its two fds and its
+ * client's credentials cr where a re-posted message would carry the
+ * re-poster's: preload/setup_fam.c): the same checks, fds closed on
+ * failure. */
+int osf_hello_take_stored(const void *msg, size_t n, int fds[2], const struct ucred *cr,
+			  uint32_t cap, struct osf_hello_in *in, char *why, size_t wn,
+			  osf_region_map_fn map);
+
 /* osf_addr_local reports whether a connection to a (IPv6 form) stays on
  * this host, in this network namespace: loopback, the unspecified address
  * (connect reaches 127.0.0.1 or ::1), or an address of an interface. The

@@ -1,19 +1,21 @@
-/* kfdlost: a connection whose server cannot find its client's hello
- * (OSF_SHM_KFD=1) must be a reset, never a stall (TestKfdLostHello).
+/* kfdlost: a connection accepted by another process than the one that
+ * read its client's hello (OSF_SHM_KFD=1) is served as on TCP, never a
+ * stall (TestKfdLostHello).
  *
  * kfdlost PORT: the parent listens on 127.0.0.1:PORT and forks a child
  * that shares the listener. The parent connects c1 and c2 and writes
- * "ping" on each, then accepts once: under the switch that first accept
- * of a shared listener reads every hello queued (setup_accept.c
- * osf_setup_kfd_shut), so the child, accepting next (the listener made
- * non-blocking), gets c2's kernel connection without its hello. It prints
- * what it saw ("child: accept EAGAIN": osf reset the connection it could
- * not serve; "child: got ping" then a reset of its own, SO_LINGER 0, as
- * a TCP peer that resets; "child: stall" when nothing came in 5 s). The
- * parent checks c1 (a round trip with the connection it accepted), has a
- * thread write 8 MiB on c2 (it waits for room until the reset), and
- * prints how c2 ended: that write's result, the errno of a read after
- * its end arrived, and of a write after it. */
+ * "ping" on each, then accepts once: under the switch that accept reads
+ * the hellos on the parent's link to its companion up to c1's, and the
+ * child, accepting next (the listener made non-blocking), gets c2's
+ * kernel connection, whose hello it finds in the fork family's store
+ * (preload/setup_fam.c). It prints what it saw ("child: got ping" then a
+ * reset of its own, SO_LINGER 0, as a TCP peer that resets; "child:
+ * accept EAGAIN": osf reset a connection it could not serve; "child:
+ * stall" when nothing came in 5 s). The parent checks c1 (a round trip
+ * with the connection it accepted), has a thread write 8 MiB on c2 (it
+ * waits for room until the reset), and prints how c2 ended: that write's
+ * result, the errno of a read after its end arrived, and of a write after
+ * it (report_reset). */
 #include "progs.h"
 
 #include <fcntl.h>
@@ -21,12 +23,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/wait.h>
-
-static const char *err_name(int e)
-{
-	return e == ECONNRESET ? "ECONNRESET" : e == EPIPE ? "EPIPE" : e == EAGAIN ? "EAGAIN"
-	       : e == 0 ? "0" : strerror(e);
-}
 
 static int dial(const struct sockaddr_in *a)
 {
@@ -89,8 +85,7 @@ static void child(int l, int go)
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	struct pollfd p;
-	int l, c1, c2, a1, go[2], one = 1, st, r, e;
+	int l, c1, c2, a1, go[2], one = 1, st;
 	char b[8];
 	pid_t pid;
 	pthread_t t;
@@ -126,18 +121,6 @@ int main(int argc, char **argv)
 		perror("child");
 		return 1;
 	}
-	p.fd = c2;
-	p.events = POLLIN;
-	r = poll(&p, 1, 10000);
-	printf("c2: poll %d revents%s%s%s\n", r, (p.revents & POLLIN) ? " IN" : "",
-	       (p.revents & POLLERR) ? " ERR" : "", (p.revents & POLLHUP) ? " HUP" : "");
-	errno = 0;
-	r = (int)read(c2, b, sizeof b);
-	e = r < 0 ? errno : 0;
-	printf("c2: read %d %s\n", r, err_name(e));
-	errno = 0;
-	r = (int)send(c2, "x", 1, MSG_NOSIGNAL);
-	e = r < 0 ? errno : 0;
-	printf("c2: write %d %s\n", r, err_name(e));
+	report_reset("c2", c2);
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -64,6 +65,33 @@ static inline int tcp_loopback(void)
 	if (l >= 0)
 		close(l);
 	return rc;
+}
+
+/* err_name names the errnos the reset tests print. */
+static inline const char *err_name(int e)
+{
+	return e == ECONNRESET ? "ECONNRESET" : e == EPIPE ? "EPIPE" : e == EAGAIN ? "EAGAIN"
+	       : e == 0 ? "0" : strerror(e);
+}
+
+/* report_reset prints how connection fd ends after its peer's reset (up
+ * to 10 s): "WHO: poll R revents ...", "WHO: read R ERRNO", and "WHO:
+ * write R ERRNO" of a write after it. */
+static inline void report_reset(const char *who, int fd)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	char b[8];
+	int r;
+
+	r = poll(&p, 1, 10000);
+	printf("%s: poll %d revents%s%s%s\n", who, r, (p.revents & POLLIN) ? " IN" : "",
+	       (p.revents & POLLERR) ? " ERR" : "", (p.revents & POLLHUP) ? " HUP" : "");
+	errno = 0;
+	r = (int)read(fd, b, sizeof b);
+	printf("%s: read %d %s\n", who, r, err_name(r < 0 ? errno : 0));
+	errno = 0;
+	r = (int)send(fd, "x", 1, MSG_NOSIGNAL);
+	printf("%s: write %d %s\n", who, r, err_name(r < 0 ? errno : 0));
 }
 
 #endif

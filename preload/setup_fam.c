@@ -1,0 +1,462 @@
+//go:build osf_make
+
+/* setup_fam.c: the hello store of an OSF_SHM_KFD listener shared by a fork
+ * family (docs/ARCHITECTURE.md "The kernel TCP socket as the connection's
+ * fd"). Any process of the family may accept a connection, so the hellos
+ * and the links they come on (setup_kfd.c) sit where every process can
+ * read them: a SOCK_SEQPACKET socket pair made at the listener's first
+ * fork (its ends hidden and inherited, closed at exec), one fixed-size
+ * record per message, a hello's two fds or a link's one attached, and the
+ * client's credentials and the time it was first read in the record (a
+ * re-posted message carries the re-poster's). A process scans it under a
+ * robust process-shared mutex on a page only the family maps, and every
+ * record it takes out that is not its own goes back before it lets go: no
+ * hello is ever in transit while another process looks. A holder that
+ * dies leaves the mutex to the next (EOWNERDEAD; what it held out is
+ * lost); one that stalls costs the others the handshake bound
+ * (HELLO_WAIT_MS: OSF_CONNECT_TIMEOUT_MS, 1 s by default) per accept,
+ * then the lost hello's reset (sock_accept.c kfd_reset): a holder merely
+ * descheduled on a loaded host must not make resets. */
+#include "setup_priv.h"
+#include "../sdp/setup.h"
+#include "pool.h"
+
+#include <linux/sockios.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+
+#define FAM_MAX 16     /* listeners with a store, per process */
+#define FAM_RECS 256   /* records a store keeps; the oldest hellos beyond go */
+#define FAM_KEEP_S 60  /* a hello's connection not accepted by then: dropped */
+
+enum { FAM_HELLO = 0x6f736668, FAM_LINK = 0x6f73666c };
+
+/* A record of the store. Only the family writes the store (its ends are
+ * no other process's), but a record is checked as any message: its size,
+ * kind, length and fd count. */
+struct fam_rec {
+	uint32_t kind; /* FAM_HELLO (2 fds: segment, wake socket), FAM_LINK (1) */
+	uint32_t len;  /* FAM_HELLO: bytes of msg */
+	int64_t since; /* FAM_HELLO: osf_now_ns when first read off its link */
+	struct ucred cr; /* FAM_HELLO: the link's SO_PEERCRED, its client's */
+	uint32_t pad;
+	unsigned char msg[sizeof(struct osf_hello) + sizeof(struct osf_hello_pool)];
+};
+
+/* The family's page: MAP_SHARED anonymous, mapped before the fork. */
+struct fam_page {
+	pthread_mutex_t mu; /* robust, process-shared */
+};
+
+/* This process's stores, one per companion, under the park lock. A fork
+ * child inherits the table with the fds and the mapping. */
+static struct fam {
+	int aux_fd; /* the listener's companion */
+	int rd, wr; /* the pair's ends, hidden: records are sent on wr, read on rd */
+	struct fam_page *pg;
+} fams[FAM_MAX];
+static int nfam;
+
+static struct fam *find_locked(int aux_fd)
+{
+	int i;
+
+	for (i = 0; i < nfam; i++)
+		if (fams[i].aux_fd == aux_fd)
+			return &fams[i];
+	return NULL;
+}
+
+/* make_locked makes listener lfd's store (companion aux_fd): 0, or -1. */
+static struct fam *make_locked(int lfd, int aux_fd)
+{
+	pthread_mutexattr_t a;
+	struct fam_page *pg;
+	int sv[2], big = 4 << 20, rd, wr;
+
+	if (nfam == FAM_MAX)
+		return NULL;
+	pg = mmap(NULL, sizeof(*pg), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (pg == MAP_FAILED)
+		return NULL;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&pg->mu, &a);
+	pthread_mutexattr_destroy(&a);
+	if (REAL(socketpair)(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
+		munmap(pg, sizeof(*pg));
+		return NULL;
+	}
+	/* The records queued are charged to the sending end (capped by
+	 * wmem_max): room for FAM_RECS of them. */
+	(void)REAL(setsockopt)(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	wr = osf_fdt_hide(sv[0], lfd);
+	rd = wr < 0 ? -1 : osf_fdt_hide(sv[1], lfd);
+	if (rd < 0) {
+		if (wr >= 0)
+			osf_fdt_close_hidden(wr);
+		else
+			REAL(close)(sv[0]);
+		REAL(close)(sv[1]);
+		munmap(pg, sizeof(*pg));
+		return NULL;
+	}
+	fams[nfam] = (struct fam){aux_fd, rd, wr, pg};
+	return &fams[nfam++];
+}
+
+/* fam_lock takes the family's mutex, waiting at most HELLO_WAIT_MS: 0, or
+ * -1 (a holder stalls). OSF_DEBUG_KFD_STALL=PATH (tests): the process
+ * that takes it while PATH exists removes PATH and stops itself
+ * (SIGSTOP), holding it. */
+static int fam_lock(struct fam_page *pg)
+{
+	struct timespec ts;
+	const char *stall;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += HELLO_WAIT_MS / 1000;
+	ts.tv_nsec += (HELLO_WAIT_MS % 1000) * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	r = pthread_mutex_clocklock(&pg->mu, CLOCK_MONOTONIC, &ts);
+	if (r == EOWNERDEAD) /* records its holder took out are lost */
+		r = pthread_mutex_consistent(&pg->mu);
+	if (r != 0)
+		return -1;
+	stall = getenv("OSF_DEBUG_KFD_STALL");
+	if (stall && *stall && unlink(stall) == 0)
+		raise(SIGSTOP);
+	return 0;
+}
+
+/* post puts record r with its nfds fds at the end of f's store (the
+ * caller closes its own copies): 0, or -1 (the store full: dropped). */
+static int post(const struct fam *f, const struct fam_rec *r, const int *fds, int nfds)
+{
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {(void *)r, sizeof(*r)};
+	struct msghdr mh;
+	struct cmsghdr *cm;
+
+	memset(&mh, 0, sizeof(mh));
+	memset(&u, 0, sizeof(u));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
+	return REAL(sendmsg)(f->wr, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*r) ? 0 : -1;
+}
+
+/* recv_fds reads one message on fd into buf (up to n bytes) with up to 2
+ * fds (more are closed): its length, or -1 with errno; *nfds counts the
+ * fds that came (3: more than 2, or truncated, all closed). */
+static ssize_t recv_fds(int fd, void *buf, size_t n, int fds[2], int *nfds)
+{
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {buf, n};
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	int got[4], k = 0, i;
+	ssize_t r;
+
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	r = REAL(recvmsg)(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	*nfds = 0;
+	if (r < 0)
+		return r;
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			for (i = 0; i < (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int)) && k < 4; i++)
+				memcpy(&got[k++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+	if (k > 2 || (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
+		while (k-- > 0)
+			REAL(close)(got[k]);
+		*nfds = 3;
+		return r;
+	}
+	memcpy(fds, got, (size_t)k * sizeof(int));
+	*nfds = k;
+	return r;
+}
+
+static void close_fds(const int *fds, int n)
+{
+	while (n-- > 0)
+		REAL(close)(fds[n]);
+}
+
+/* rec_key reads the client's address and port out of hello record r:
+ * 1, or 0 when it names none. */
+static int rec_key(const struct fam_rec *r, struct ip *key)
+{
+	struct osf_hello h;
+
+	if (r->len < sizeof(h) || r->len > sizeof(r->msg))
+		return 0;
+	memcpy(&h, r->msg, sizeof(h));
+	if (!(h.flags & OSF_HELLO_F_KFD) || !setup_get_sockaddr(h.client, key))
+		return 0;
+	*key = setup_ip_unmap(*key);
+	return 1;
+}
+
+static int same_ip(const struct ip *a, const struct ip *b)
+{
+	return a->v4 == b->v4 && a->port == b->port && !memcmp(a->a, b->a, a->v4 ? 4 : 16);
+}
+
+/* A scan's outcome: NONE (not found yet), or what osf_setup_kfd_take
+ * returns: 0 (cc filled), 1 (its client's is kernel TCP), -1 (bad). */
+#define NONE 2
+
+/* take checks and maps hello record r (fds its) into cc: 0, 1 when its
+ * client's connection went to kernel TCP (let go), or -1. */
+static int take(const struct fam_rec *r, int fds[2], const struct osf_core_accept_in *in,
+		struct osf_core_conn *cc)
+{
+	const struct osf_seg_hdr *g;
+	struct ip kfd;
+
+	if (setup_take_stored(r->msg, r->len, fds, &r->cr, in, cc, &kfd) != 0)
+		return -1;
+	g = osf_seg_hdr((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes);
+	if (__atomic_load_n(&g->side[OSF_SIDE_CLIENT].flags, __ATOMIC_ACQUIRE) & OSF_SIDE_KERNEL) {
+		setup_kfd_let_go(cc, 1);
+		return 1;
+	}
+	cc->wake_fd = -1;
+	return 0;
+}
+
+/* link_scan reads the hellos queued on link fd without waiting: the one
+ * under want taken into cc (*found), the others posted to f's store. It
+ * returns 0 while the link lives, -1 when it ended or carried anything
+ * but hellos of OSF_SHM_KFD clients (the caller closes it). */
+static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_in *in,
+		     const struct ip *want, struct osf_core_conn *cc, int *found)
+{
+	struct fam_rec r;
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	struct ip key;
+	int fds[2], k, n;
+	ssize_t len;
+
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0)
+		return -1;
+	for (n = 0; n < FAM_RECS && *found == NONE && osf_fdt_fds_free(3); n++) {
+		unsigned char buf[sizeof(r.msg) + 1];
+		len = recv_fds(fd, buf, sizeof(buf), fds, &k);
+		if (len < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		if (len == 0 || k != 2 || (size_t)len > sizeof(r.msg)) {
+			close_fds(fds, k < 3 ? k : 0);
+			return -1;
+		}
+		memset(&r, 0, sizeof(r));
+		r.kind = FAM_HELLO;
+		r.len = (uint32_t)len;
+		r.since = osf_now_ns();
+		r.cr = cr;
+		memcpy(r.msg, buf, (size_t)len);
+		if (!rec_key(&r, &key)) {
+			close_fds(fds, 2);
+			return -1;
+		}
+		if (same_ip(&key, want)) {
+			*found = take(&r, fds, in, cc);
+			return *found < 0 ? -1 : 0;
+		}
+		(void)post(f, &r, fds, 2);
+		close_fds(fds, 2);
+	}
+	return 0;
+}
+
+/* keep_link scans link fd (link_scan) and puts it in f's store while it
+ * lives; fd is closed here either way. */
+static void keep_link(const struct fam *f, int fd, const struct osf_core_accept_in *in,
+		      const struct ip *want, struct osf_core_conn *cc, int *found)
+{
+	struct fam_rec r;
+
+	if (link_scan(f, fd, in, want, cc, found) == 0) {
+		memset(&r, 0, sizeof(r));
+		r.kind = FAM_LINK;
+		(void)post(f, &r, &fd, 1);
+	}
+	REAL(close)(fd);
+}
+
+/* scan looks for the hello under want in f's store, then on the links its
+ * companion queued: NONE, or take's outcome. The mutex is held. */
+static int scan(const struct fam *f, const struct osf_core_accept_in *in, const struct ip *want,
+		struct osf_core_conn *cc)
+{
+	long long now = osf_now_ns();
+	int found = NONE, queued = 0, i, k, fds[2], cfd;
+	struct fam_rec r;
+	struct ip key;
+
+	if (REAL(ioctl)(f->rd, SIOCINQ, &queued) < 0)
+		queued = 0;
+	queued /= (int)sizeof(r);
+	for (i = 0; i < queued && found == NONE && osf_fdt_fds_free(3); i++) {
+		ssize_t len = recv_fds(f->rd, &r, sizeof(r), fds, &k);
+		if (len < 0)
+			break;
+		if (len != (ssize_t)sizeof(r) || k != (r.kind == FAM_LINK ? 1 : 2) ||
+		    (r.kind != FAM_LINK && r.kind != FAM_HELLO)) {
+			close_fds(fds, k < 3 ? k : 0);
+			continue;
+		}
+		if (r.kind == FAM_LINK) {
+			keep_link(f, fds[0], in, want, cc, &found);
+			continue;
+		}
+		if (!rec_key(&r, &key) || now - r.since > FAM_KEEP_S * 1000000000LL ||
+		    queued - i > FAM_RECS) { /* dropped: its connection, if any, is reset */
+			close_fds(fds, 2);
+			continue;
+		}
+		if (same_ip(&key, want)) {
+			found = take(&r, fds, in, cc);
+			continue;
+		}
+		(void)post(f, &r, fds, 2);
+		close_fds(fds, 2);
+	}
+	for (i = 0; i < FAM_RECS && found == NONE && osf_fdt_fds_free(3); i++) {
+		cfd = REAL(accept4)(f->aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (cfd < 0)
+			break;
+		keep_link(f, cfd, in, want, cc, &found);
+	}
+	return found;
+}
+
+int setup_fam_take(int aux_fd, const struct osf_core_accept_in *in, const struct ip *want,
+		   struct osf_core_conn *cc)
+{
+	struct fam f, *p;
+	int r;
+
+	setup_park_lock();
+	p = find_locked(aux_fd);
+	if (p)
+		f = *p;
+	setup_park_unlock();
+	if (!p)
+		return NONE;
+	if (fam_lock(f.pg) < 0)
+		return -1;
+	/* The fds may land above the program's limit (setup_take_hello). */
+	osf_fdt_high_begin();
+	r = scan(&f, in, want, cc);
+	osf_fdt_high_end();
+	pthread_mutex_unlock(&f.pg->mu);
+	if (r == 0) { /* out of the program's numbers, as kfd_find's */
+		int s = osf_fdt_dup_high(cc->seg_fd, 1), w = osf_fdt_dup_high(cc->wake_tx_fd, 1);
+		if (s >= 0) {
+			REAL(close)(cc->seg_fd);
+			cc->seg_fd = s;
+		}
+		if (w >= 0) {
+			REAL(close)(cc->wake_tx_fd);
+			cc->wake_tx_fd = w;
+		}
+	}
+	return r == NONE ? -1 : r;
+}
+
+int osf_setup_kfd_family(int aux_fd)
+{
+	int r;
+
+	setup_park_lock();
+	r = find_locked(aux_fd) != NULL;
+	setup_park_unlock();
+	return r;
+}
+
+void osf_setup_kfd_fork_prepare(void)
+{
+	struct {
+		int lfd, aux_fd;
+	} l[FAM_MAX];
+	struct osf_fdt_entry *e;
+	struct fam *f;
+	int fd, n = 0, i, h;
+
+	if (!osf.shm_kfd || osf_fdt_table_fd() < 0)
+		return;
+	setup_park_lock();
+	osf_fdt_lock();
+	OSF_FDT_FOREACH(fd, e) {
+		if (e->kind == OSF_FD_LISTEN && n < FAM_MAX &&
+		    (e->flags & (OSF_FDF_KFD | OSF_FDF_KFDSHUT | OSF_FDF_EXECSHARED)) == OSF_FDF_KFD) {
+			l[n].lfd = fd;
+			l[n++].aux_fd = e->aux_fd;
+		}
+	}
+	osf_fdt_unlock();
+	for (i = 0; i < n; i++) {
+		struct fam_rec r;
+		if (find_locked(l[i].aux_fd))
+			continue;
+		f = make_locked(l[i].lfd, l[i].aux_fd);
+		if (!f)
+			continue; /* shared without a store: shut at its first accept */
+		/* The links this process accepted go to the store, for the
+		 * family to read (nobody else knows the store yet). */
+		memset(&r, 0, sizeof(r));
+		r.kind = FAM_LINK;
+		while ((h = setup_kfd_link_pop_locked(l[i].aux_fd)) >= 0) {
+			(void)post(f, &r, &h, 1);
+			osf_fdt_close_hidden(h);
+		}
+	}
+	setup_park_unlock();
+}
+
+void setup_fam_forget_locked(int aux_fd)
+{
+	struct fam *f = find_locked(aux_fd);
+
+	if (!f)
+		return;
+	osf_fdt_close_hidden(f->rd);
+	osf_fdt_close_hidden(f->wr);
+	munmap(f->pg, sizeof(*f->pg));
+	*f = fams[--nfam];
+}
+
+void setup_fam_moved_locked(int old, int nfd)
+{
+	int i;
+
+	for (i = 0; i < nfam; i++) {
+		fams[i].aux_fd = fams[i].aux_fd == old ? nfd : fams[i].aux_fd;
+		fams[i].rd = fams[i].rd == old ? nfd : fams[i].rd;
+		fams[i].wr = fams[i].wr == old ? nfd : fams[i].wr;
+	}
+}
