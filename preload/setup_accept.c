@@ -487,6 +487,7 @@ int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
 	cc->seg_fd = hi.seg_fd;
 	cc->wake_tx_fd = hi.wake_tx_fd;
 	cc->wake_tx_efd = (hi.h.flags & OSF_HELLO_F_EFD) != 0; /* checked by osf_hello_take_pool */
+	cc->wake_tx_ino = hi.wake_tx_ino;
 	cc->side = OSF_SIDE_SERVER;
 	cc->seg_addr = (uint64_t)(uintptr_t)hi.seg;
 	cc->ring_bytes = hi.h.ring_bytes;
