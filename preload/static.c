@@ -587,14 +587,56 @@ __asm__(".text\n"
 	"	popq %rbp\n"
 	"	ret\n");
 
+/* resume is dispatch's end for a call on_sigsys made itself: where the
+ * call resumes (a site another thread rewrote meanwhile: the stub). */
+__attribute__((noinline)) static void resume(ucontext_t *uc)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+
+	g[REG_RIP] = (greg_t)osf_static_rewrite((unsigned long)g[REG_RIP], 0);
+}
+
+/* sleeps reports the calls that may sleep and that osf passes to the
+ * kernel unchanged (no hook, no emulation): Go's idle threads wait in
+ * futex, a C program in nanosleep or wait4. */
+static inline __attribute__((always_inline)) int sleeps(long n)
+{
+	return (n == SYS_futex || n == SYS_nanosleep || n == SYS_clock_nanosleep ||
+		n == SYS_pause || n == SYS_wait4 || n == SYS_waitid ||
+		n == SYS_rt_sigtimedwait) &&
+	       !static_st.hooked[n] && !osf_static_trapnr[n];
+}
+
 /* on_sigsys runs with the program's FS: no TLS (and so no stack
- * protector) before enter_osf. */
+ * protector) before enter_osf. A call that sleeps (above) runs here, on
+ * the program's FS, with the program's signal mask: a signal then reaches
+ * the program's handler during the wait, as in the kernel's call, where
+ * with every signal blocked a SIGTERM to an idle static Go program (each
+ * thread asleep in a trapped futex) waited for ever. Nothing of osf's is
+ * held meanwhile (a handler may even leave by longjmp). */
 __attribute__((no_stack_protector)) static void on_sigsys(int sig, siginfo_t *si, void *uc)
 {
-	unsigned long fs = enter_osf();
+	greg_t *g = ((ucontext_t *)uc)->uc_mcontext.gregs;
+	unsigned long fs;
 
 	(void)sig;
 	(void)si;
+	if (sleeps(g[REG_RAX])) {
+		unsigned long all = ~0UL, prog;
+		memcpy(&prog, &((ucontext_t *)uc)->uc_sigmask, sizeof(prog));
+		prog &= ~SIGSYS_BIT;
+		osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&prog, 0, sizeof(prog), 0, 0);
+		g[REG_RAX] = osf_rawsys(g[REG_RAX], g[REG_RDI], g[REG_RSI], g[REG_RDX],
+					g[REG_R10], g[REG_R8], g[REG_R9]);
+		osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, 0, sizeof(all), 0, 0);
+		if (static_st.go)
+			return; /* no site of a Go program is rewritten */
+		fs = enter_osf();
+		osf_static_onstack(resume, uc, t_thr.stack);
+		leave_osf(fs);
+		return;
+	}
+	fs = enter_osf();
 	/* the kernel's frame is on the program's signal stack (SA_ONSTACK:
 	 * a Go thread's, once it has one) or its own; osf's code runs on the
 	 * carrier's */

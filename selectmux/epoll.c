@@ -13,14 +13,20 @@
 struct ep *ep_all;
 int ep_all_lock;
 
-struct ep *ep_create(int epfd)
+/* Held from ep_create's look-up to its entry's store: two threads that
+ * register their first offloaded fds in one epoll at once (Go's dialing
+ * goroutines, all on the netpoller's) must share one state, or the
+ * loser's inner epoll joins the epoll under a marker that no wait strips
+ * (the program gets it as its own data: Go's netpoller took it for a
+ * pointer). */
+static int create_lock;
+
+static struct ep *ep_create_locked(int epfd)
 {
-	struct osf_fdt_entry ent, *e = osf_fdt_lookup(epfd);
+	struct osf_fdt_entry ent;
 	struct ep *ep;
 	int fdfl;
 
-	if (e && ep_of(e))
-		return ep_of(e);
 	fdfl = REAL(fcntl)(epfd, F_GETFD, NULL);
 	if (fdfl < 0)
 		return NULL;
@@ -50,6 +56,24 @@ struct ep *ep_create(int epfd)
 	ep->next_ep = ep_all;
 	ep_all = ep;
 	mu_unlock(&ep_all_lock);
+	return ep;
+}
+
+struct ep *ep_create(int epfd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(epfd);
+	struct ep *ep;
+
+	if (e && ep_of(e))
+		return ep_of(e);
+	mu_lock(&create_lock);
+	e = osf_fdt_lookup(epfd);
+	if (e && ep_of(e)) {
+		mu_unlock(&create_lock);
+		return ep_of(e);
+	}
+	ep = ep_create_locked(epfd);
+	mu_unlock(&create_lock);
 	return ep;
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/osfproject/osf/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // outcomeRE matches the outcome counts a victim prints after "survived:".
@@ -138,7 +139,7 @@ func TestHostileClient(t *testing.T) {
 	port := testutil.FreePort(t)
 	logPath := filepath.Join(t.TempDir(), "osf.log")
 	srv := testutil.Cmd(t, sanitized(t, "OSF_LOG_LEVEL=debug", "OSF_LOG_FILE="+logPath),
-		victim, "server", strconv.Itoa(port), "6").Start()
+		victim, "server", strconv.Itoa(port), "60").Start()
 	srv.WaitOutput("listening\n", shortRun)
 	h := hostilePeer(t, "client", strconv.Itoa(port), "5").Start()
 	// Good clients under osf while the attack runs and after it, each
@@ -164,6 +165,11 @@ print(b.decode())`, port, msg)).Run(shortRun)
 		t.Fatalf("hostile client: %s", r)
 	}
 	good("hello after the attack")
+	// It serves until told to stop (a fixed life ran out before the
+	// last good client on a busy host).
+	if err := unix.Kill(srv.Pid, unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	sr := srv.Wait(longRun)
 	noSanitizerReport(t, "victim server", sr.Stderr)
 	checkSurvived(t, "victim server", sr)

@@ -89,3 +89,22 @@ func TestEpollStolenWakeup(t *testing.T) {
 		}
 	}
 }
+
+// TestEpollFirstRegistrations runs progs/epfirst.c: eight threads add
+// their first connections to one fresh epoll at once (Go's dialing
+// goroutines on the netpoller's epoll), 100 rounds; every event carries
+// data a thread registered and every connection is reported. Under osf
+// two threads could each make the epoll's state, and the loser's inner
+// epoll joined the epoll under a marker no wait stripped: a Go client
+// took it for a pollDesc and died of SIGSEGV. Bare and under osf alike,
+// on shm connections (OSF_STRICT=1).
+func TestEpollFirstRegistrations(t *testing.T) {
+	for _, m := range bareAndOsf {
+		t.Run(m.name, func(t *testing.T) {
+			r := m.cmd(t, []string{"OSF_STRICT=1"}, testutil.Prog(t, "epfirst")).Run(longRun)
+			if !r.OK() || !strings.Contains(r.Stdout, "result ok") {
+				t.Fatalf("epfirst: %s", r)
+			}
+		})
+	}
+}

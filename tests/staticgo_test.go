@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/osfproject/osf/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // Statically linked Go programs under osf (osfrun --static,
@@ -154,4 +156,40 @@ func TestStaticGoExec(t *testing.T) {
 		t.Fatalf("static gonet exec: %s", r)
 	}
 	noOsfMessages(t, "static gonet exec", c.Stderr())
+}
+
+// TestStaticGoSigterm: a static Go server, idle with a connection open
+// (the runtime's threads asleep in futex, the netpoller in epoll_pwait),
+// ends on SIGTERM as on kernel TCP: Go's default, killed by the signal.
+// Under osfrun --static every trapped call ran with every signal blocked,
+// and the signal waited for ever (killed after 30 s). Bare and under osf
+// (shm asserted) alike.
+func TestStaticGoSigterm(t *testing.T) {
+	for _, osf := range []bool{false, true} {
+		name := map[bool]string{false: "bare", true: "osf"}[osf]
+		t.Run(name, func(t *testing.T) {
+			var srv, h *tcpxProc
+			var addr string
+			if osf {
+				srv, addr = staticGoServer(t, "serve")
+				h = staticGoHold(t, addr)
+				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
+			} else {
+				var port string
+				srv, port = staticServer(t, bare.cmd(t, nil, gonetStatic(t), "serve", "127.0.0.1:0"))
+				addr = "127.0.0.1:" + port
+				h = startPiped(t, bare.cmd(t, nil, gonetStatic(t), "hold", addr))
+				h.WaitOutput("connected", shortRun)
+			}
+			time.Sleep(300 * time.Millisecond) // every thread of the server asleep
+			if err := srv.Signal(unix.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if r := srv.Wait(shortRun); r.TimedOut || r.Signal != unix.SIGTERM {
+				t.Fatalf("the idle server after SIGTERM: %s", r)
+			}
+			h.stdin.Close()
+			h.Wait(shortRun)
+		})
+	}
 }

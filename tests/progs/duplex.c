@@ -16,10 +16,13 @@
  * or in poll mode nonblocking writes with poll(POLLOUT, -1) whenever a
  * write would block. A watchdog thread ends the run when the writer made
  * no progress for 2 s: since the child drains the connection
- * continuously, room always comes back within milliseconds. It prints
+ * continuously, room always comes back within milliseconds; then the
+ * reader must see the end of file and exit 0 within 30 s. It prints
  *
  *   result ok
  *   result stalled after N bytes
+ *   result the reader did not see the end in 30 s
+ *   result the reader failed
  *
  * and exits 0 only for ok.
  */
@@ -68,20 +71,30 @@ static void *waiter(void *arg)
 	}
 }
 
+/* watchdog ends a writer without progress for 2 s, and, once all is
+ * written (written set), a reader that does not see the end within 30 s
+ * (the rest of the connection to drain on a busy host first). */
+static volatile int written;
+
 static void *watchdog(void *arg)
 {
 	long last = -1;
+	int i;
 
 	(void)arg;
-	for (;;) {
+	while (!written) {
 		long now = sent;
-		if (now == last) {
+		if (now == last && !written) {
 			printf("result stalled after %ld bytes\n", now);
 			exit(1);
 		}
 		last = now;
 		sleep(2);
 	}
+	for (i = 0; i < 30; i++)
+		sleep(1);
+	printf("result the reader did not see the end in 30 s\n");
+	exit(1);
 }
 
 int main(int argc, char **argv)
@@ -157,10 +170,14 @@ int main(int argc, char **argv)
 			continue;
 		die("write");
 	}
-	printf("result ok\n");
+	written = 1;
 	/* End of file for the child; not close(s): the waiter's read or
 	 * poll holds the socket open. The waiter ends with the process. */
 	shutdown(s, SHUT_WR);
-	waitpid(pid, &st, 0);
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		printf("result the reader failed\n");
+		return 1;
+	}
+	printf("result ok\n");
 	return 0;
 }

@@ -4331,16 +4331,20 @@ static void *kick_run(void *p)
 
 static void kick_start(struct kick *k) { thread_start(&k->th, kick_run, k); }
 
-/* fill_full fills blocking fd until its send buffer stays full: loopback
- * TCP moves queued bytes to the peer's receive buffer for a while after
- * the first EAGAIN. */
+/* fill_full fills blocking fd until its send buffer stays full (three
+ * looks 20 ms apart take nothing): loopback TCP moves queued bytes to the
+ * peer's receive buffer for a while after the first EAGAIN, and on a busy
+ * host the acknowledgements that free the room come late (a blocked send
+ * of 1 byte then took it: "1" where "EPIPE" was meant). */
 static void fill_full(int fd)
 {
-	int partial, eagain, n;
+	int partial, eagain, n, still = 0;
 
 	set_nonblock(fd, 1);
-	for (n = 0; n < 50 && fill(fd, 65536, (size_t)256 << 20, 0, &partial, &eagain) > 0; n++)
+	for (n = 0; n < 100 && still < 3; n++) {
+		still = fill(fd, 65536, (size_t)256 << 20, 0, &partial, &eagain) > 0 ? 0 : still + 1;
 		usleep(20000);
+	}
 	set_nonblock(fd, 0);
 }
 

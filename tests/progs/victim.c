@@ -9,8 +9,9 @@
  *       (blocking and non-blocking reads and writes with timeouts, poll,
  *       epoll);
  *   victim server PORT SECONDS   a single-process epoll echo server on
- *       127.0.0.1:PORT that serves everyone for SECONDS (a crash would
- *       end it, and the good client after the attack would fail). */
+ *       127.0.0.1:PORT that serves everyone for SECONDS or until SIGTERM
+ *       (a crash would end it, and the good client after the attack would
+ *       fail). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -29,6 +30,13 @@
 #include <unistd.h>
 
 static long counts[256];
+static volatile sig_atomic_t stop;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
 
 static double now(void)
 {
@@ -61,9 +69,10 @@ static int echo_server(int port, double secs)
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	ev.data.fd = l;
 	epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev);
+	signal(SIGTERM, on_term);
 	printf("listening\n");
 	fflush(stdout);
-	while (now() < end) {
+	while (now() < end && !stop) {
 		int n = epoll_wait(ep, out, 64, 50);
 		note(n);
 		for (int i = 0; i < n; i++) {
