@@ -313,6 +313,11 @@ int osf_fdt_hide_placed(int fd, int owner);
 #define OSF_HIDE_INHERIT 2
 int osf_fdt_hide_for(int fd, int owner, int how);
 
+/* osf_fdt_hide_known is osf_fdt_hide_for for a file whose inode ino the
+ * caller has just read (a check's fstat; 0: not known): the dup records
+ * it without another look. */
+int osf_fdt_hide_known(int fd, int owner, int how, uint64_t ino);
+
 /* osf_fdt_keep_hidden is osf_fdt_hide for hfd, a close-on-exec fd already
  * placed in the hidden range (osf_fdt_dup_high): it records it and
  * returns it, or closes it and returns -1. */

@@ -564,8 +564,9 @@ static int mark_hidden(int nfd, int owner, uint64_t ino, int inherits)
  * hidden range and marked (a spare segment's, preload/setup_spare.c)
  * stays there, now for owner, when it is still the file the entry
  * records: trusted takes the entry's word for it, else one fstat tells;
- * with OSF_HIDE_INHERIT a dup is made without FD_CLOEXEC. */
-static int hide(int fd, int owner, int how)
+ * with OSF_HIDE_INHERIT a dup is made without FD_CLOEXEC. The dup records
+ * known, the file's inode as the caller read it, or (0) one fstat's. */
+static int hide(int fd, int owner, int how, uint64_t known)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	uint64_t ino = e && e->kind == OSF_FD_HIDDEN ? e->ino : 0;
@@ -579,7 +580,7 @@ static int hide(int fd, int owner, int how)
 	nfd = osf_fdt_dup_high(fd, !inherit);
 	if (nfd < 0)
 		return -1;
-	if (mark_hidden(nfd, owner, 0, inherit) < 0) {
+	if (mark_hidden(nfd, owner, known, inherit) < 0) {
 		int e = errno;
 		sys_close(nfd);
 		errno = e;
@@ -592,17 +593,22 @@ static int hide(int fd, int owner, int how)
 
 int osf_fdt_hide(int fd, int owner)
 {
-	return hide(fd, owner, 0);
+	return hide(fd, owner, 0, 0);
 }
 
 int osf_fdt_hide_placed(int fd, int owner)
 {
-	return hide(fd, owner, OSF_HIDE_PLACED);
+	return hide(fd, owner, OSF_HIDE_PLACED, 0);
 }
 
 int osf_fdt_hide_for(int fd, int owner, int how)
 {
-	return hide(fd, owner, how);
+	return hide(fd, owner, how, 0);
+}
+
+int osf_fdt_hide_known(int fd, int owner, int how, uint64_t ino)
+{
+	return hide(fd, owner, how, ino);
 }
 
 int osf_fdt_keep_hidden(int hfd, int owner)

@@ -189,7 +189,7 @@ struct osf_state {
 	int shm_pool; /* OSF_SHM_POOL (not 0): shm rings from regions (pool.c) */
 	int shm_kfd;  /* OSF_SHM_KFD=1: the application's fd stays the kernel
 			 TCP socket, data in a slot's rings (kfd.c) */
-	int shm_efd;  /* OSF_SHM_EFD=1: a slot's writers wake on its region's
+	int shm_efd;  /* OSF_SHM_EFD (not 0): a slot's writers wake on its region's
 			 eventfd, not a socket pair per connection (pool.c) */
 	int rdma_rx_caller; /* OSF_RDMA_RX is caller, the default (docs/DESIGN.md D4) */
 	int sandboxed; /* a seccomp filter is on (preload/sandbox.c) */

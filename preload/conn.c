@@ -362,7 +362,7 @@ static int name_efd(void *seg, struct osf_core_conn *cc, int fd, int hide_how)
 			osf_fdt_close_hidden(cc->wake_tx_fd);
 		return e;
 	}
-	h = osf_fdt_hide_for(cc->wake_tx_fd, fd, hide_how);
+	h = osf_fdt_hide_known(cc->wake_tx_fd, fd, hide_how, cc->wake_tx_ino);
 	if (h < 0)
 		h = cc->wake_tx_fd;
 	e = osf_pool_name_efd(seg, cc->ring_bytes, h);

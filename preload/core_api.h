@@ -113,6 +113,8 @@ struct osf_core_conn {
 	char detail[96];
 	uint8_t gateway[28];  /* OSF_CORE_GATEWAY: the gateway's sockaddr */
 	uint32_t gw_wait_ms;  /* OSF_CORE_GATEWAY: bound on the reply */
+	uint64_t wake_tx_ino; /* wake_tx_efd: its inode, as its check found
+				 it (the hidden dup's identity), or 0 */
 };
 
 /* accept: a connection accepted from a companion, for the C accept

@@ -513,7 +513,7 @@ static void adopt(int fd, const struct handoff_item *it, const int *x,
 					(uint64_t)st.st_ino, 0); /* x[0] its own */
 	else if (fl >= 0)
 		base = map_segment(x[0], it->ring_bytes);
-	if (base && (it->flags & OSF_FDF_REGIONEFD) && (!it->slot1 || !osf_wake_efd_ok(x[1]))) {
+	if (base && (it->flags & OSF_FDF_REGIONEFD) && (!it->slot1 || !osf_wake_efd_ok(x[1], NULL))) {
 		osf_seg_release(base, it->ring_bytes,
 				it->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER : OSF_SIDE_CLIENT, 0);
 		base = NULL; /* the writers would sleep on what is no eventfd */

@@ -227,8 +227,8 @@ static void load_config(void)
 	dbg = osf_env("OSF_SHM_KFD");
 	osf.shm_kfd = dbg && strcmp(dbg, "1") == 0;
 	osf.shm_pool |= osf.shm_kfd; /* its rings are slots of a region */
-	dbg = osf_env("OSF_SHM_EFD");
-	osf.shm_efd = dbg && strcmp(dbg, "1") == 0;
+	dbg = osf_env("OSF_SHM_EFD"); /* on unless 0 */
+	osf.shm_efd = !dbg || strcmp(dbg, "0") != 0;
 	rx = osf_env("OSF_RDMA_RX"); /* the core rejects other values */
 	osf.rdma_rx_caller = !rx || strcmp(rx, "engine") != 0;
 }

@@ -510,6 +510,7 @@ static int took_hello(int rc, const char *why, int cfd, const struct osf_core_ac
 	cc->seg_fd = hi->seg_fd;
 	cc->wake_tx_fd = hi->wake_tx_fd;
 	cc->wake_tx_efd = (hi->h.flags & OSF_HELLO_F_EFD) != 0; /* checked by osf_hello_take_pool */
+	cc->wake_tx_ino = hi->wake_tx_ino;
 	cc->side = OSF_SIDE_SERVER;
 	cc->seg_addr = (uint64_t)(uintptr_t)hi->seg;
 	cc->ring_bytes = hi->h.ring_bytes;

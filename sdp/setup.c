@@ -273,7 +273,7 @@ static int is_wake_socket(int fd)
  * takes an 8-byte write of 0, which leaves an eventfd's counter as it is
  * and never blocks; the other anonymous files (epoll, timerfd, signalfd,
  * inotify, userfaultfd, io_uring) have no write. */
-int osf_wake_efd_ok(int fd)
+int osf_wake_efd_ok(int fd, uint64_t *ino)
 {
 	struct stat st;
 	uint64_t zero = 0;
@@ -281,6 +281,8 @@ int osf_wake_efd_ok(int fd)
 
 	if (fstat(fd, &st) < 0 || (st.st_mode & S_IFMT) != 0)
 		return 0;
+	if (ino)
+		*ino = (uint64_t)st.st_ino;
 	fl = osf_sys_fcntl(fd, F_GETFL, 0);
 	if (fl < 0 || (!(fl & O_NONBLOCK) && osf_sys_fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
 		return 0;
@@ -367,7 +369,8 @@ static int hello_verdict(int cfd, const struct ucred *cr, ssize_t n, int ctrunc,
 	else if ((h->flags & (OSF_HELLO_F_EFD | OSF_HELLO_F_KFD)) ==
 		 (OSF_HELLO_F_EFD | OSF_HELLO_F_KFD))
 		snprintf(why, wn, "writers' eventfd for a kernel TCP connection");
-	else if ((h->flags & OSF_HELLO_F_EFD) ? !osf_wake_efd_ok(fds[1]) : !is_wake_socket(fds[1]))
+	else if ((h->flags & OSF_HELLO_F_EFD) ? !osf_wake_efd_ok(fds[1], &in->wake_tx_ino)
+					      : !is_wake_socket(fds[1]))
 		snprintf(why, wn, "writers' wake %s", (h->flags & OSF_HELLO_F_EFD)
 						       ? "eventfd: not an eventfd"
 						       : "socket: not a stream socket");

@@ -111,8 +111,10 @@ int osf_hello_send_pool(int s, uint32_t ring, uint32_t flags, const uint8_t clie
 /* osf_wake_efd_ok accepts a region's writers' eventfd another process
  * handed over (a pooled hello's with OSF_HELLO_F_EFD, a hand-off's) only
  * as what an eventfd is, and makes it non-blocking (a blocking one at its
- * maximum would block a waker): 1, or 0 for anything else. */
-int osf_wake_efd_ok(int fd);
+ * maximum would block a waker): 1, or 0 for anything else. With ino, the
+ * inode its check found (the identity a hidden dup of it records, without
+ * another fstat). */
+int osf_wake_efd_ok(int fd, uint64_t *ino);
 
 /* What a server that maps regions does with a pooled hello's memfd
  * (preload/pool.c): fd is the region, already checked to be a regular
@@ -131,6 +133,7 @@ struct osf_hello_in {
 	struct osf_hello h;
 	struct osf_hello_pool pool; /* with OSF_HELLO_F_POOL in h.flags */
 	int seg_fd, wake_tx_fd; /* close-on-exec, the caller's */
+	uint64_t wake_tx_ino;   /* an eventfd's inode (osf_wake_efd_ok), else 0 */
 	void *seg;              /* the segment, mapped (osf_seg_bytes(h.ring_bytes)) */
 	struct ucred cr;        /* the client (SO_PEERCRED) */
 };

@@ -21,8 +21,10 @@ import (
 // whose rings are a segment of its own (OSF_SHM_POOL=0) holds the
 // segment's memfd; a slot of a region (the default) none: its entry names
 // the region's one memfd (the client's own, the first a hello brought
-// the server); each holds the writers' wake socket, and
-// on the client the socket that holds its port; with OSF_SHM_KFD=1 the
+// the server); a slot's writers wake on its region's one eventfd (the
+// default), else (OSF_SHM_EFD=0, segments, OSF_SHM_KFD=1) each holds
+// the writers' wake socket; on the client the socket that holds its
+// port; with OSF_SHM_KFD=1 the
 // application's fd is the kernel TCP socket, which holds the port. The counts are by kind of file, so a change in
 // what osf holds per connection shows as which fd came or went.
 func TestHiddenFdsPerConnection(t *testing.T) {

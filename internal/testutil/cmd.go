@@ -57,8 +57,8 @@ func Preload(t testing.TB, env ...string) []string {
 	if KfdRun() {
 		out = append(out, "OSF_SHM_KFD=1")
 	}
-	if EfdRun() {
-		out = append(out, "OSF_SHM_EFD=1")
+	if !EfdRun() {
+		out = append(out, "OSF_SHM_EFD=0")
 	}
 	out = append(out, env...)
 	return append(out, "LD_PRELOAD="+Lib(t))
@@ -75,8 +75,9 @@ func PoolRun() bool { return os.Getenv("OSF_TEST_SHM_POOL") != "0" || KfdRun() }
 func KfdRun() bool { return os.Getenv("OSF_TEST_SHM_KFD") == "1" }
 
 // EfdRun reports whether this test run's slots wake their writers on
-// their region's eventfd (OSF_TEST_SHM_EFD=1: Preload adds OSF_SHM_EFD=1).
-func EfdRun() bool { return os.Getenv("OSF_TEST_SHM_EFD") == "1" }
+// their region's eventfd, the default (not with OSF_TEST_SHM_EFD=0:
+// Preload adds OSF_SHM_EFD=0, a writers' socket pair per connection).
+func EfdRun() bool { return os.Getenv("OSF_TEST_SHM_EFD") != "0" }
 
 // ShmTransport is what tests/progs/semantics.c reports for an offloaded
 // connection end in this run: "unix" (the wake socket is the

@@ -28,9 +28,9 @@
 # OSF_SHM_KFD=1 (the connection's fd its kernel TCP socket);
 # BENCH_KFD_BASE=PATH another, "kfdbase": the same with the libosf.so at
 # PATH (another build: before and after a change, in the same rounds).
-# BENCH_EFD=1 adds to the churn rows the side "efd": osf with
-# OSF_SHM_EFD=1 (writers wake on the region's eventfd, no writers' socket
-# pair per connection).
+# BENCH_EFD=1 adds to the churn rows the side "efd0": osf with
+# OSF_SHM_EFD=0 (a writers' socket pair per connection instead of the
+# region's eventfd, the default).
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
@@ -204,8 +204,8 @@ serve() {
 		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_KFD=1 "$@" >"$TMP/server.out" 2>&1 &
 	elif [[ "$side" == kfdbase ]]; then
 		"${SRV_PIN[@]}" env LD_PRELOAD="$BENCH_KFD_BASE" OSF_SHM_KFD=1 "$@" >"$TMP/server.out" 2>&1 &
-	elif [[ "$side" == efd ]]; then
-		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_EFD=1 "$@" >"$TMP/server.out" 2>&1 &
+	elif [[ "$side" == efd0 ]]; then
+		"${SRV_PIN[@]}" env LD_PRELOAD="$LIB" OSF_SHM_EFD=0 "$@" >"$TMP/server.out" 2>&1 &
 	else
 		"${SRV_PIN[@]}" "$@" >"$TMP/server.out" 2>&1 &
 	fi
@@ -390,7 +390,7 @@ churn_rows() {
 	[[ "${BENCH_POOL:-0}" == 1 ]] && sides+=(segs)
 	[[ "${BENCH_KFD:-0}" == 1 ]] && sides+=(kfd)
 	[[ -n "${BENCH_KFD_BASE:-}" ]] && sides+=(kfdbase)
-	[[ "${BENCH_EFD:-0}" == 1 ]] && sides+=(efd)
+	[[ "${BENCH_EFD:-0}" == 1 ]] && sides+=(efd0)
 	if [[ $pin == unpinned ]]; then
 		SRV_PIN=()
 		cli=()
@@ -407,8 +407,8 @@ churn_rows() {
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_KFD=1 "$CHURN" loop $PORT "$CHURN_CONNS")
 			elif [[ $side == kfdbase ]]; then
 				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$BENCH_KFD_BASE" OSF_STRICT=1 OSF_SHM_KFD=1 "$CHURN" loop $PORT "$CHURN_CONNS")
-			elif [[ $side == efd ]]; then
-				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_EFD=1 "$CHURN" loop $PORT "$CHURN_CONNS")
+			elif [[ $side == efd0 ]]; then
+				json=$("${cli[@]}" timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_EFD=0 "$CHURN" loop $PORT "$CHURN_CONNS")
 			else
 				json=$("${cli[@]}" timeout 120 "$CHURN" loop $PORT "$CHURN_CONNS")
 			fi
@@ -422,7 +422,7 @@ churn_rows() {
 			segs) pool_v+=("${cps[$side]}") ;;
 			kfd) kfd_v+=("${cps[$side]}") ;;
 			kfdbase) kb_v+=("${cps[$side]}") ;;
-			efd) efd_v+=("${cps[$side]}") ;;
+			efd0) efd_v+=("${cps[$side]}") ;;
 			esac
 			raw "churn$what $side: $json"
 		done
@@ -430,7 +430,7 @@ churn_rows() {
 		[[ -n "${cps[segs]:-}" ]] && pratio_v+=("$(calc "${cps[segs]} / ${cps[bare]}")")
 		[[ -n "${cps[kfd]:-}" ]] && kratio_v+=("$(calc "${cps[kfd]} / ${cps[bare]}")")
 		[[ -n "${cps[kfdbase]:-}" ]] && kbratio_v+=("$(calc "${cps[kfdbase]} / ${cps[bare]}")")
-		[[ -n "${cps[efd]:-}" ]] && eratio_v+=("$(calc "${cps[efd]} / ${cps[bare]}")")
+		[[ -n "${cps[efd0]:-}" ]] && eratio_v+=("$(calc "${cps[efd0]} / ${cps[bare]}")")
 	done
 	SRV_PIN=(taskset -c $SRV_CPU)
 	local bm om rm target="≥ 1.5x"
@@ -444,7 +444,7 @@ churn_rows() {
 	churn_side "$what" segs "OSF_SHM_POOL=0" "$bm" "$target" pool_v pratio_v
 	churn_side "$what" kfd "OSF_SHM_KFD=1" "$bm" "$target" kfd_v kratio_v
 	churn_side "$what" kfdbase "OSF_SHM_KFD=1, ${BENCH_KFD_BASE:-}" "$bm" "$target" kb_v kbratio_v
-	churn_side "$what" efd "OSF_SHM_EFD=1" "$bm" "$target" efd_v eratio_v
+	churn_side "$what" efd0 "OSF_SHM_EFD=0" "$bm" "$target" efd_v eratio_v
 }
 
 # churn_side WHAT TAG SETTING BARE_MEDIAN TARGET VALUES RATIOS: the row of
