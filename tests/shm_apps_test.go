@@ -118,11 +118,10 @@ func assertConns(t *testing.T, m mode, cli, srv, n int, what string) {
 		return
 	}
 	waitUnderOsf(t, cli, what)
-	for _, s := range append(waitRole(t, cli, "client", n), waitRole(t, srv, "server", n)...) {
-		if s.Transport != testutil.TransportShm {
-			t.Errorf("%s: transport %q, want %q: %s", what, s.Transport, testutil.TransportShm, s)
-		}
-	}
+	testutil.AssertSocketsTransport(t, fmt.Sprintf("%s: process %d, clients", what, cli),
+		waitRole(t, cli, "client", n), testutil.TransportShm)
+	testutil.AssertSocketsTransport(t, fmt.Sprintf("%s: process %d, servers", what, srv),
+		waitRole(t, srv, "server", n), testutil.TransportShm)
 }
 
 // iperfResult is what iperf3 -J reports at the end.

@@ -201,17 +201,25 @@ func AssertTransport(t testing.TB, pid int, f SocketFilter, want string) []StatS
 		t.Fatalf("osfstat: process %d (%s) has no socket with %s; sockets:\n%s",
 			pid, p.Program, f, socketLines(p.Sockets))
 	}
-	for _, s := range got {
+	AssertSocketsTransport(t, fmt.Sprintf("process %d (%s), %s", pid, p.Program, f), got, want)
+	return got
+}
+
+// AssertSocketsTransport checks sockets taken from one osfstat snapshot
+// as AssertTransport does (transport, and the operations table the hooks
+// dispatch to); desc names them in failures. For connections that may be
+// gone by another look.
+func AssertSocketsTransport(t testing.TB, desc string, socks []StatSocket, want string) {
+	t.Helper()
+	for _, s := range socks {
 		if s.Transport != want {
-			t.Errorf("osfstat: process %d (%s), %s: transport %q, want %q: %s",
-				pid, p.Program, f, s.Transport, want, s)
+			t.Errorf("osfstat: %s: transport %q, want %q: %s", desc, s.Transport, want, s)
 		}
 		if o := wantOps(s); o != "?" && s.Ops != o {
-			t.Errorf("osfstat: process %d (%s), %s: operations %q, want %q (the hooks would dispatch it elsewhere): %s",
-				pid, p.Program, f, s.Ops, o, s)
+			t.Errorf("osfstat: %s: operations %q, want %q (the hooks would dispatch it elsewhere): %s",
+				desc, s.Ops, o, s)
 		}
 	}
-	return got
 }
 
 // wantOps returns the operations table a socket of s's kind and transport
