@@ -67,12 +67,8 @@ struct ep *ep_create(int epfd)
 	if (e && ep_of(e))
 		return ep_of(e);
 	mu_lock(&create_lock);
-	e = osf_fdt_lookup(epfd);
-	if (e && ep_of(e)) {
-		mu_unlock(&create_lock);
-		return ep_of(e);
-	}
-	ep = ep_create_locked(epfd);
+	e = osf_fdt_lookup(epfd); /* another thread's, made meanwhile */
+	ep = e && ep_of(e) ? ep_of(e) : ep_create_locked(epfd);
 	mu_unlock(&create_lock);
 	return ep;
 }
