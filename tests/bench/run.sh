@@ -949,6 +949,9 @@ static_pingpong() {
 	local kind=$1 pin=$2 side=$3 i port srv=() cli=() pre=() out
 	[[ $pin == pinned ]] && srv=(taskset -c $SRV_CPU) cli=(taskset -c $CLI_CPU)
 	[[ $side == static ]] && pre=(env LD_PRELOAD="$LIB" OSF_STRICT=1 "$BUILD/osfload")
+	# emptied here: the server's own redirection may come after the
+	# first look below, which would read the last round's port
+	: >"$TMP/server.out"
 	if [[ $kind == C ]]; then
 		"${srv[@]}" "${pre[@]}" "$STATIC_ECHO" serve 127.0.0.1 >"$TMP/server.out" 2>&1 &
 	else
