@@ -31,7 +31,8 @@
  *                                  handled H" or "recv 1 C handled H"
  *   staticecho sigpeer ADDR        listen as serve, accept one connection,
  *                                  send "x" once a line comes on stdin (none
- *                                  at EOF), read until EOF */
+ *                                  at EOF), read until EOF
+ *   staticecho exec PROG ARGS...   execv PROG with ARGS */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -337,8 +338,12 @@ int main(int argc, char **argv)
 		return sigrecv(argv[2], argv[3], argv[4]);
 	if (argc == 3 && strcmp(argv[1], "sigpeer") == 0)
 		return sigpeer(argv[2]);
+	if (argc >= 3 && strcmp(argv[1], "exec") == 0) {
+		execv(argv[2], argv + 2);
+		die("exec");
+	}
 	fprintf(stderr, "usage: staticecho serve ADDR | tserve ADDR K | client ADDR PORT N | "
 			"tclient ADDR PORT K N | pingpong ADDR PORT N | fork | sigaccept ADDR MODE | "
-			"sigrecv ADDR PORT MODE | sigpeer ADDR\n");
+			"sigrecv ADDR PORT MODE | sigpeer ADDR | exec PROG ARGS...\n");
 	return 2;
 }
