@@ -106,6 +106,7 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	 * child then skips those clean-ups: each reads state on pages of its
 	 * own, and a fork child's first touch of a page is a page fault. */
 	used = osf_fdt_table_fd() >= 0 || osf_core_touched();
+	osf.fl_shared = 1; /* before: the child has it without a write */
 	share_listeners(0, 0);
 	snap = osf_fdt_fork_prepare();
 	osf_conn_fork_holders(1);
@@ -323,6 +324,8 @@ int osf_spawn_begin(void)
 {
 	int snap;
 
+	osf_fdt_settle();
+	osf.fl_shared = 1;
 	if (!osf_fdt_offloaded())
 		return -1;
 	share_listeners(0, 1);
@@ -435,9 +438,12 @@ static void unguard(struct osf_exec_undo *u)
 
 /* HELD runs an exec or spawn with the RLIMIT_NOFILE lock held, so that the
  * new image never inherits the limit raised for another thread's window
- * (fdtable/fdwindow.c). */
+ * (fdtable/fdwindow.c), after what was left inheritable for no entry is
+ * made close-on-exec (osf_fdt_settle; before the lock: the table's lock
+ * is never taken under it). */
 #define HELD(call)                                                             \
 	({                                                                     \
+		osf_fdt_settle();                                              \
 		osf_fdt_limit_lock();                                          \
 		int held_r_ = (call);                                          \
 		osf_fdt_limit_unlock();                                        \
@@ -608,12 +614,31 @@ static int spawn_held(int (*real)(pid_t *, const char *,
 	int snap, counted, r;
 	char **env;
 
+	osf.fl_shared = 1;
 	fa = spawn_guard(HOLDS_CONNS() && unfollow(path), fa, &g);
 	env = spawn_env(fa, envp, &snap, &counted);
 	r = HELD(real(pid, path, fa, attr, argv, env));
 	spawn_done(env, envp, snap, fa, counted && r != 0);
 	spawn_unguard(&g);
 	return r;
+}
+
+/* system and popen exec inside glibc (its own posix_spawn, which no hook
+ * sees): what was left inheritable for no connection is made
+ * close-on-exec first (osf_fdt_settle); what must cross is inheritable
+ * already (fdtable/fdtable.c, account). */
+OSF_EXPORT int system(const char *cmd)
+{
+	osf_fdt_settle();
+	osf.fl_shared = 1;
+	return REAL(system)(cmd);
+}
+
+OSF_EXPORT FILE *popen(const char *cmd, const char *type)
+{
+	osf_fdt_settle();
+	osf.fl_shared = 1;
+	return REAL(popen)(cmd, type);
 }
 
 OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,
