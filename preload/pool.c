@@ -64,15 +64,19 @@ struct region {
 	uint64_t clean;   /* owner: free slots whose rings went back since */
 	uint32_t gen[OSF_REGION_SLOTS_MAX]; /* owner: the generation given */
 	long long idle_since;
+	int by_hello;  /* a hello brought it (else only entries inherited
+			  across exec, or a hand-off): it may be kept */
 };
 
 static struct region regions[REGIONS];
 static int nregions; /* entries in use or freed below this */
 /* kept: the mapper's region that went idle last, which keeps its memfd and
  * eventfd for its next connection (a client's next one, one region per
- * client process and listener): a hello's copies are then closed, not
- * hidden, and its eventfd needs no check. The one kept before lets go of
- * its fds, so an idle process holds those of one region at most. */
+ * client process and listener), if hellos brought its connections (one
+ * that came with connections inherited across exec goes with them): a
+ * hello's copies are then closed, not hidden, and its eventfd needs no
+ * check. The one kept before lets go of its fds, so an idle process holds
+ * those of one region at most. */
 static struct region *kept;
 static int lk;
 
@@ -545,7 +549,12 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 			if (r->owner == osf_pid())
 				k = trim_owned(drop, TRIM_MAX);
 			else if ((r->fd >= 0 || r->efd >= 0) && !named(r->fd) &&
-				 !named(r->efd)) {
+				 !named(r->efd) && !r->by_hello) {
+				dropfd[0] = r->fd; /* a mapper's: until its next connection */
+				dropfd[1] = r->efd;
+				r->fd = r->efd = -1;
+			} else if ((r->fd >= 0 || r->efd >= 0) && !named(r->fd) &&
+				   !named(r->efd)) {
 				struct region *o = kept; /* a mapper's: kept (kept) */
 				kept = r;
 				if (o && o != r && o->base && !o->owner &&
@@ -569,6 +578,8 @@ void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
 	uint8_t *seg = hold(fd, st, ring, p->region_bytes, p->slot, OSF_SIDE_SERVER, 0,
 			    OSF_REGION_SEALS, why, wn);
 	const struct osf_seg_hdr *h;
+	struct region *r;
+	uint32_t slot;
 
 	if (!seg)
 		return NULL;
@@ -588,6 +599,11 @@ void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
 		snprintf(why, wn, "writers' wake eventfd: not an eventfd");
 		return NULL;
 	}
+	lock();
+	r = find_addr(seg, ring, &slot);
+	if (r)
+		r->by_hello = 1;
+	unlock();
 	return seg;
 }
 

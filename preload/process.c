@@ -106,7 +106,8 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	 * child then skips those clean-ups: each reads state on pages of its
 	 * own, and a fork child's first touch of a page is a page fault. */
 	used = osf_fdt_table_fd() >= 0 || osf_core_touched();
-	osf.fl_shared = 1; /* before: the child has it without a write */
+	if (!osf.fl_shared) /* before: the child has it without a write, and */
+		osf.fl_shared = 1; /* once: a write per fork is a page fault after it */
 	share_listeners(0, 0);
 	snap = osf_fdt_fork_prepare();
 	osf_conn_fork_holders(1);
@@ -438,12 +439,12 @@ static void unguard(struct osf_exec_undo *u)
 
 /* HELD runs an exec or spawn with the RLIMIT_NOFILE lock held, so that the
  * new image never inherits the limit raised for another thread's window
- * (fdtable/fdwindow.c), after what was left inheritable for no entry is
- * made close-on-exec (osf_fdt_settle; before the lock: the table's lock
- * is never taken under it). */
+ * (fdtable/fdwindow.c). Each exec and spawn first makes close-on-exec
+ * what was left inheritable for no entry (osf_fdt_settle; not under the
+ * lock, which the table's lock is never taken under; a spawn before
+ * spawn_env makes every hidden fd inheritable for it). */
 #define HELD(call)                                                             \
 	({                                                                     \
-		osf_fdt_settle();                                              \
 		osf_fdt_limit_lock();                                          \
 		int held_r_ = (call);                                          \
 		osf_fdt_limit_unlock();                                        \
@@ -464,9 +465,11 @@ static int exec_held(int (*real)(const char *, char *const[], char *const[]),
 		     char *const argv[], char *const envp[])
 {
 	struct osf_exec_undo u;
-	char **env = osf_exec_env(envp);
+	char **env;
 	int r;
 
+	osf_fdt_settle();
+	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollow(path), &u);
 	r = HELD(real(path, argv, env));
 	unguard(&u);
@@ -498,9 +501,11 @@ OSF_EXPORT int execvp(const char *file, char *const argv[])
 OSF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	struct osf_exec_undo u;
-	char **env = osf_exec_env(envp);
+	char **env;
 	int r;
 
+	osf_fdt_settle();
+	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollowable(fd, "", AT_EMPTY_PATH), &u);
 	r = HELD(REAL(fexecve)(fd, argv, env));
 	unguard(&u);
@@ -512,9 +517,11 @@ OSF_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 			char *const envp[], int flags)
 {
 	struct osf_exec_undo u;
-	char **env = osf_exec_env(envp);
+	char **env;
 	int r;
 
+	osf_fdt_settle();
+	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollowable(dirfd, path, flags), &u);
 	r = HELD(REAL(execveat)(dirfd, path, argv, env, flags));
 	unguard(&u);
@@ -614,6 +621,7 @@ static int spawn_held(int (*real)(pid_t *, const char *,
 	int snap, counted, r;
 	char **env;
 
+	osf_fdt_settle();
 	osf.fl_shared = 1;
 	fa = spawn_guard(HOLDS_CONNS() && unfollow(path), fa, &g);
 	env = spawn_env(fa, envp, &snap, &counted);
