@@ -416,7 +416,7 @@ static void recount(void)
 		memset(c, 0, sizeof(*c));
 		sys_close(efd); /* its owners did not cross the exec */
 	}
-	sys_fcntl(fdt_fd, F_SETFD, fdt_inherit_count ? 0 : FD_CLOEXEC);
+	table_inherit(fdt_inherit_count > 0);
 }
 
 /* recount_pages keeps, of an adopted table, the pages in use that hold
@@ -552,6 +552,10 @@ int osf_fdt_adopt(int fd, uint64_t image)
 		 * used (each is rebuilt on first use, from the fds). */
 		c->image = 0;
 		c->priv = 0;
+		/* An undecided socket's file status flags may have been set
+		 * before the exec: connect reads them. */
+		if (c->kind == OSF_FD_INET)
+			c->flags |= OSF_FDF_FLSET;
 		if (c->kind == OSF_FD_NONE || c->kind == OSF_FD_HIDDEN ||
 		    efd == fdt_fd)
 			continue;

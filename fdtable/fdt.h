@@ -266,9 +266,20 @@ void osf_fdt_clear(int fd);
 /* osf_fdt_set_cloexec mirrors FD_CLOEXEC of fd into its entry. Whether an
  * offloaded fd (listener or connection) crosses exec decides whether the
  * hidden fds it uses do, and whether the table itself does: the table is
- * inheritable exactly while some offloaded fd is, so that an exec inside
- * glibc (system, popen) still hands it on. */
+ * inheritable while some offloaded fd is, so that an exec inside glibc
+ * (system, popen) still hands it on. When the last such fd goes, the
+ * table and the hidden fds stay inheritable until the next exec or spawn
+ * (osf_fdt_settle), so that a process whose inheritable connections come
+ * and go one at a time sets no flag per connection. */
 void osf_fdt_set_cloexec(int fd, int on);
+
+/* osf_fdt_settle makes close-on-exec what is inheritable with no
+ * inheritable offloaded fd that needs it (the table, hidden fds): every
+ * exec and spawn osf sees calls it first (preload/process.c: the exec
+ * family, posix_spawn, system, popen, Go's fork and exec; syscall with
+ * SYS_execve), never with the RLIMIT_NOFILE lock held. Costs nothing when
+ * nothing was left so. */
+void osf_fdt_settle(void);
 
 /* osf_fdt_inheritable reports whether an exec would hand on offloaded
  * fds; osf_fdt_offloaded whether the process holds any at all. */

@@ -33,6 +33,8 @@ extern int fdt_fd;                     /* the table's memfd */
 extern off_t fdt_size;                 /* current size of the memfd */
 extern int fdt_reserving;     /* osf_fdt_reserve_low calls not yet released */
 extern int fdt_inherit_count; /* offloaded entries without FD_CLOEXEC */
+extern int fdt_table_inherits; /* the table's fd is without FD_CLOEXEC */
+extern int fdt_stale; /* a flag left inheritable until the next exec */
 extern int fdt_offload_count; /* offloaded entries */
 
 /* The table's addresses: the header and the chunks of fds below
@@ -125,6 +127,9 @@ void go_header(struct osf_fdt_header *h);
 int accounted(int kind);
 int has_aux2(const struct osf_fdt_entry *e);
 void account(const struct osf_fdt_entry *e, int delta);
+/* table_inherit clears (on) or sets FD_CLOEXEC of the table's fd and
+ * records it (fdt_table_inherits). The lock is held. */
+void table_inherit(int on);
 int snapshot(void);
 
 #endif

@@ -23,6 +23,10 @@ uint64_t osf_fdt_cur_image;
 _Static_assert(sizeof(struct osf_fork_words) == 128, "osf_fork: one aligned 128 bytes");
 int fdt_reserving; /* osf_fdt_reserve_low calls not yet released; a fork child looks */
 int fdt_inherit_count; /* offloaded entries without FD_CLOEXEC */
+int fdt_table_inherits; /* the table's fd is without FD_CLOEXEC */
+int fdt_stale; /* the table or a hidden fd may be inheritable with no
+		* entry that needs it: made close-on-exec before an exec
+		* (osf_fdt_settle) */
 int fdt_offload_count; /* offloaded entries */
 __thread int fdt_tls_tid __attribute__((tls_model("initial-exec")));
 __thread int fdt_tls_win __attribute__((tls_model("initial-exec")));
@@ -328,26 +332,38 @@ static int inheritable(const struct osf_fdt_entry *e)
 }
 
 /* account_aux adds delta to the inheriting users of hidden fd afd: it is
- * inheritable while it has any. The lock is held. */
+ * inheritable while it has any, and after its last goes until the next
+ * exec (osf_fdt_settle): a process whose inheritable connections come
+ * and go one at a time (a churn) sets no flag per connection. The lock
+ * is held. */
 static void account_aux(int afd, int delta)
 {
 	struct osf_fdt_entry *a;
-	int want;
 
 	if (afd < 0 || !(a = osf_fdt_lookup(afd)) || a->kind != OSF_FD_HIDDEN)
 		return;
 	a->inherit_refs += (uint32_t)delta;
-	/* A hidden fd made without FD_CLOEXEC for the owner it serves
-	 * (osf_fdt_hide_for, OSF_HIDE_INHERIT) is already as wanted. */
-	want = a->inherit_refs > 0;
-	if (want == !!(a->flags & OSF_FDF_INHERITS))
+	if (!a->inherit_refs) {
+		if (a->flags & OSF_FDF_INHERITS)
+			__atomic_store_n(&fdt_stale, 1, __ATOMIC_RELAXED);
 		return;
-	if (sys_fcntl(afd, F_SETFD, want ? 0 : FD_CLOEXEC) == 0)
-		a->flags ^= OSF_FDF_INHERITS;
+	}
+	/* A hidden fd made without FD_CLOEXEC for the owner it serves
+	 * (osf_fdt_hide_for, OSF_HIDE_INHERIT), or left so, is as wanted. */
+	if (!(a->flags & OSF_FDF_INHERITS) && sys_fcntl(afd, F_SETFD, 0) == 0)
+		a->flags |= OSF_FDF_INHERITS;
+}
+
+void table_inherit(int on)
+{
+	if (fdt_hdr && sys_fcntl(fdt_fd, F_SETFD, on ? 0 : FD_CLOEXEC) == 0)
+		fdt_table_inherits = on;
 }
 
 /* account adds (delta 1) or removes (-1) entry e's share in what must
- * cross exec: its hidden fds, and the table. The lock is held. */
+ * cross exec: its hidden fds, and the table (inheritable from the first
+ * inheritable entry on; after the last, until the next exec). The lock is
+ * held. */
 void account(const struct osf_fdt_entry *e, int delta)
 {
 	if (osf_kind_is_offloaded(e->kind))
@@ -355,11 +371,31 @@ void account(const struct osf_fdt_entry *e, int delta)
 	if (!inheritable(e))
 		return;
 	fdt_inherit_count += delta;
-	if (fdt_hdr && (fdt_inherit_count == 0 || (delta > 0 && fdt_inherit_count == 1)))
-		sys_fcntl(fdt_fd, F_SETFD, fdt_inherit_count ? 0 : FD_CLOEXEC);
+	if (fdt_inherit_count > 0 && !fdt_table_inherits)
+		table_inherit(1);
+	else if (!fdt_inherit_count && fdt_table_inherits)
+		__atomic_store_n(&fdt_stale, 1, __ATOMIC_RELAXED);
 	account_aux(e->aux_fd, delta);
 	if (has_aux2(e))
 		account_aux(e->aux2_fd, delta);
+}
+
+void osf_fdt_settle(void)
+{
+	struct osf_fdt_entry *c;
+	int efd;
+
+	if (!__atomic_load_n(&fdt_stale, __ATOMIC_RELAXED) || !fdt_hdr || held_by_me())
+		return;
+	osf_fdt_lock();
+	__atomic_store_n(&fdt_stale, 0, __ATOMIC_RELAXED);
+	OSF_FDT_FOREACH(efd, c)
+		if (c->kind == OSF_FD_HIDDEN && efd != fdt_fd && !c->inherit_refs &&
+		    (c->flags & OSF_FDF_INHERITS) && sys_fcntl(efd, F_SETFD, FD_CLOEXEC) == 0)
+			c->flags &= ~OSF_FDF_INHERITS;
+	if (!fdt_inherit_count && fdt_table_inherits)
+		table_inherit(0);
+	osf_fdt_unlock();
 }
 
 int osf_fdt_set(int fd, const struct osf_fdt_entry *src)
@@ -461,13 +497,21 @@ void osf_fdt_spawn_inherit(int on)
 		return;
 	osf_fdt_lock();
 	OSF_FDT_FOREACH(efd, c) {
-		if (c->kind == OSF_FD_HIDDEN && efd != fdt_fd)
-			sys_fcntl(efd, F_SETFD,
-				  on || c->inherit_refs ? 0 : FD_CLOEXEC);
+		int want = on || c->inherit_refs;
+		if (c->kind != OSF_FD_HIDDEN || efd == fdt_fd ||
+		    sys_fcntl(efd, F_SETFD, want ? 0 : FD_CLOEXEC) < 0)
+			continue;
+		if (want)
+			c->flags |= OSF_FDF_INHERITS;
+		else
+			c->flags &= ~OSF_FDF_INHERITS;
 	}
 	/* The spawned image gets a snapshot (osf_fdt_spawn_snapshot), not
-	 * this table, which its parent goes on changing. */
-	sys_fcntl(fdt_fd, F_SETFD, !on && fdt_inherit_count ? 0 : FD_CLOEXEC);
+	 * this table, which its parent goes on changing. Off: every flag is
+	 * as the accounting wants it (none stale). */
+	table_inherit(!on && fdt_inherit_count);
+	if (!on)
+		__atomic_store_n(&fdt_stale, 0, __ATOMIC_RELAXED);
 	osf_fdt_unlock();
 }
 

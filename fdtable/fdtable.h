@@ -182,6 +182,14 @@ enum osf_role {
 #define OSF_FDF_EXECSHARED 0x1000000u /* LISTEN: shared with a spawned or
 				      exec'd image, which no fork family's
 				      hello store reaches (setup_fam.c) */
+#define OSF_FDF_NBSOCK 0x2000000u /* INET: made with SOCK_NONBLOCK */
+#define OSF_FDF_FLSET 0x4000000u  /* INET: its file status flags may not be
+				      socket()'s any more (F_SETFL or
+				      FIONBIO through it, it has (had) dups,
+				      it crossed an exec): connect reads
+				      them (F_GETFL), else O_NONBLOCK is
+				      OSF_FDF_NBSOCK (and no fork or spawn
+				      shared it: osf.fl_shared) */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

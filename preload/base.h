@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -129,6 +130,8 @@ static inline long long osf_now_ns(void)
 	   const sigset_t *e),                                                 \
 	  (a, b, c, d, e))                                                     \
 	X(pid_t, fork, 0, (void), ())                                         \
+	X(int, system, 0, (const char *a), (a))                                \
+	X(FILE *, popen, 0, (const char *a, const char *b), (a, b))            \
 	X(int, execve, 0, (const char *a, char *const b[], char *const c[]),   \
 	  (a, b, c))                                                           \
 	X(int, execvpe, 0, (const char *a, char *const b[], char *const c[]),  \
@@ -193,6 +196,8 @@ struct osf_state {
 			 eventfd, not a socket pair per connection (pool.c) */
 	int rdma_rx_caller; /* OSF_RDMA_RX is caller, the default (docs/DESIGN.md D4) */
 	int sandboxed; /* a seccomp filter is on (preload/sandbox.c) */
+	int fl_shared; /* forked or spawned: another process may have set an
+			  undecided socket's file status flags (OSF_FDF_FLSET) */
 	char lib_path[4096];
 	char prog[256];
 	uint32_t env_len;

@@ -421,8 +421,9 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	if (hfd >= 0 && hfd != cc->seg_fd)
 		osf_fdt_close_hidden(cc->seg_fd);
 	shared = hfd >= 0;
-	if (!shared)
-		hfd = osf_fdt_hide_for(cc->seg_fd, fd, hide_how);
+	if (!shared) /* a region's copy: the inode its check read */
+		hfd = osf_fdt_hide_known(cc->seg_fd, fd, hide_how,
+					 osf_pool_ino(seg, cc->ring_bytes));
 	if (!shared && hfd >= 0 && (slot = osf_pool_name_fd(seg, cc->ring_bytes, hfd)) >= 0) {
 		if (slot != hfd) /* another thread's came first */
 			osf_fdt_close_hidden(hfd);

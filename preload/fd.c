@@ -103,7 +103,7 @@ void osf_fd_dup(int oldfd, int newfd, int cloexec)
 	if (e->kind == OSF_FD_INET || e->kind == OSF_FD_LISTEN) {
 		__atomic_or_fetch(&e->opts_set, OSF_OPTS_ALL, __ATOMIC_RELAXED);
 		__atomic_or_fetch(&e->flags, OSF_FDF_OPTSET | OSF_FDF_BOUND |
-					     OSF_FDF_REUSESET | OSF_FDF_NOKEEP,
+					     OSF_FDF_REUSESET | OSF_FDF_NOKEEP | OSF_FDF_FLSET,
 				  __ATOMIC_RELAXED);
 	}
 	/* The new entry's reference, before the copy: an entry inherited
@@ -174,8 +174,11 @@ OSF_EXPORT long osf_syscall_hook(long n, long a, long b, long c, long d, long e,
 {
 	struct osf_fdt_entry *t;
 
-	if (likely(n != SYS_close && n != SYS_close_range))
+	if (likely(n != SYS_close && n != SYS_close_range)) {
+		if (unlikely(n == SYS_execve || n == SYS_execveat))
+			osf_fdt_settle(); /* as the exec hooks do (process.c) */
 		return REAL(syscall)(n, a, b, c, d, e, f);
+	}
 	if (n == SYS_close_range)
 		return close_range((unsigned)a, (unsigned)b, (int)c);
 	t = osf_fdt_lookup((int)a);
@@ -295,6 +298,8 @@ static __attribute__((noinline)) int fcntl_tracked(int (*real)(int, int, void *)
 	case F_SETSIG:
 		if (cmd == F_SETFL && osf_kind_is_conn(e->kind))
 			osf_conn_setfl(e, (long)arg);
+		else if (cmd == F_SETFL && e->kind == OSF_FD_INET)
+			__atomic_or_fetch(&e->flags, OSF_FDF_FLSET, __ATOMIC_RELAXED);
 		else if (e->kind == OSF_FD_LISTEN)
 			osf_listen_async(fd, e->aux_fd, 0);
 		break;
@@ -338,6 +343,14 @@ OSF_EXPORT int osf_ioctl_hook(int fd, unsigned long req, void *arg)
 
 	int r;
 
+	if (unlikely(e && e->kind >= OSF_FD_INET && (req == FIOCLEX || req == FIONCLEX))) {
+		r = REAL(ioctl)(fd, req, arg); /* as F_SETFD: the entry keeps it */
+		if (r == 0)
+			osf_fdt_set_cloexec(fd, req == FIOCLEX);
+		return r;
+	}
+	if (unlikely(e && e->kind == OSF_FD_INET && (req == FIONBIO || req == FIOASYNC)))
+		__atomic_or_fetch(&e->flags, OSF_FDF_FLSET, __ATOMIC_RELAXED);
 	if (likely(!e || !osf_kind_is_conn(e->kind))) {
 		if (likely(!e || e->kind != OSF_FD_LISTEN ||
 			   (req != FIOASYNC && req != FIOSETOWN && req != SIOCSPGRP)))

@@ -15,14 +15,16 @@ import (
 // fdopen (standard streams on offloaded fds, stdio.c), prctl (a
 // seccomp filter puts osf in sandbox mode, sandbox.c) and the rlimit
 // functions (they wait while osf places its fds above RLIMIT_NOFILE, fd.c),
-// and syscall (libuv closes with syscall(SYS_close), fd.c).
+// syscall (libuv closes with syscall(SYS_close), fd.c), and system and
+// popen (they exec inside glibc, where no exec hook sees it: process.c
+// settles the inheritance flags first).
 var hooks = strings.Fields(`socket socketpair bind listen accept accept4 connect
 	read readv write writev send sendto sendmsg sendmmsg recv recvfrom recvmsg
 	recvmmsg sendfile sendfile64 splice close close_range closefrom shutdown dup dup2 dup3
 	fcntl fcntl64 ioctl getsockopt setsockopt getsockname getpeername poll ppoll
 	select pselect epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait
 	epoll_pwait2 fork vfork daemon execve execv execvp execvpe execl execlp execle
-	fexecve execveat posix_spawn posix_spawnp sigaction signal siginterrupt __read_chk
+	fexecve execveat posix_spawn posix_spawnp system popen sigaction signal siginterrupt __read_chk
 	__recv_chk __recvfrom_chk __poll_chk __ppoll_chk fdopen prctl
 	getrlimit getrlimit64 setrlimit setrlimit64 prlimit prlimit64 syscall`)
 

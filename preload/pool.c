@@ -64,10 +64,20 @@ struct region {
 	uint64_t clean;   /* owner: free slots whose rings went back since */
 	uint32_t gen[OSF_REGION_SLOTS_MAX]; /* owner: the generation given */
 	long long idle_since;
+	int by_hello;  /* a hello brought it (else only entries inherited
+			  across exec, or a hand-off): it may be kept */
 };
 
 static struct region regions[REGIONS];
 static int nregions; /* entries in use or freed below this */
+/* kept: the mapper's region that went idle last, which keeps its memfd and
+ * eventfd for its next connection (a client's next one, one region per
+ * client process and listener), if hellos brought its connections (one
+ * that came with connections inherited across exec goes with them): a
+ * hello's copies are then closed, not hidden, and its eventfd needs no
+ * check. The one kept before lets go of its fds, so an idle process holds
+ * those of one region at most. */
+static struct region *kept;
 static int lk;
 
 static void lock(void)
@@ -402,16 +412,19 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 	return fd >= 0 ? slot_seg(r, (uint32_t)s) : NULL;
 }
 
-/* hold maps (or finds) the region whose memfd fd was checked by the
- * caller, st its fstat (the caller's: one per hello or adoption), and
- * takes side's hold on slot: the segment, or NULL with why. keep: fd is
- * the region's for this process (an entry's OSF_FDF_REGIONFD), which the
- * region takes when it has none. */
+/* hold maps (or finds) the region whose memfd is fd, st its fstat (the
+ * caller's: one per hello or adoption), and takes side's hold on slot:
+ * the segment, or NULL with why. A region it maps anew must have the
+ * seals need; one mapped here already had them (a seal is never removed,
+ * and the mapping pins the file, so no other file has its inode
+ * meanwhile): no F_GET_SEALS per connection. keep: fd is the region's for
+ * this process (an entry's OSF_FDF_REGIONFD), which the region takes when
+ * it has none. */
 static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
-		  uint32_t slot, int side, int keep, char *why, size_t wn)
+		  uint32_t slot, int side, int keep, int need, char *why, size_t wn)
 {
 	struct region *r = NULL;
-	int i, drop[2] = {-1, -1};
+	int i, seals, drop[2] = {-1, -1};
 
 	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size != bytes) {
 		snprintf(why, wn, "region: not a regular file of %llu bytes",
@@ -432,6 +445,13 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 	}
 	if (!r) {
 		void *m;
+		seals = REAL(fcntl)(fd, F_GET_SEALS, NULL);
+		if (seals < 0 || (seals & need) != need) {
+			unlock();
+			snprintf(why, wn, "invalid segment: seals 0x%x, want 0x%x",
+				 seals < 0 ? 0 : seals, need);
+			return NULL;
+		}
 		r = entry(drop);
 		if (!r) {
 			unlock_drop(drop);
@@ -529,10 +549,21 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 			if (r->owner == osf_pid())
 				k = trim_owned(drop, TRIM_MAX);
 			else if ((r->fd >= 0 || r->efd >= 0) && !named(r->fd) &&
-				 !named(r->efd)) {
+				 !named(r->efd) && !r->by_hello) {
 				dropfd[0] = r->fd; /* a mapper's: until its next connection */
 				dropfd[1] = r->efd;
 				r->fd = r->efd = -1;
+			} else if ((r->fd >= 0 || r->efd >= 0) && !named(r->fd) &&
+				   !named(r->efd)) {
+				struct region *o = kept; /* a mapper's: kept (kept) */
+				kept = r;
+				if (o && o != r && o->base && !o->owner &&
+				    !(o->live[0] | o->live[1]) && (o->fd >= 0 || o->efd >= 0) &&
+				    !named(o->fd) && !named(o->efd)) {
+					dropfd[0] = o->fd;
+					dropfd[1] = o->efd;
+					o->fd = o->efd = -1;
+				}
 			}
 		}
 	}
@@ -541,10 +572,14 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 }
 
 void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
-		   const struct osf_hello_pool *p, char *why, size_t wn)
+		   const struct osf_hello_pool *p, int efd, uint64_t *efd_ino, char *why,
+		   size_t wn)
 {
-	uint8_t *seg = hold(fd, st, ring, p->region_bytes, p->slot, OSF_SIDE_SERVER, 0, why, wn);
+	uint8_t *seg = hold(fd, st, ring, p->region_bytes, p->slot, OSF_SIDE_SERVER, 0,
+			    OSF_REGION_SEALS, why, wn);
 	const struct osf_seg_hdr *h;
+	struct region *r;
+	uint32_t slot;
 
 	if (!seg)
 		return NULL;
@@ -556,25 +591,34 @@ void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
 			 p->slot);
 		return NULL;
 	}
+	/* The hello's writers' eventfd: one that the region names here
+	 * already (checked when it came, kept while a slot is held) is the
+	 * one the install uses, and the hello's is closed unlooked at. */
+	if (efd >= 0 && osf_pool_name_efd(seg, ring, -1) < 0 && !osf_wake_efd_ok(efd, efd_ino)) {
+		unhold(seg, ring, OSF_SIDE_SERVER, 0);
+		snprintf(why, wn, "writers' wake eventfd: not an eventfd");
+		return NULL;
+	}
+	lock();
+	r = find_addr(seg, ring, &slot);
+	if (r)
+		r->by_hello = 1;
+	unlock();
 	return seg;
 }
 
 void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t ino,
 		     int keep)
 {
-	const int need = F_SEAL_SHRINK | F_SEAL_GROW;
 	struct stat st;
 	uint8_t *seg;
 	char why[160];
-	int seals;
 
 	if (!osf_ring_size_ok(ring) || fstat(fd, &st) < 0 || st.st_size <= 0 ||
 	    osf_region_slots((uint64_t)st.st_size, ring) == 0 || ino == 0)
 		return NULL;
-	seals = REAL(fcntl)(fd, F_GET_SEALS, NULL);
-	if (seals < 0 || (seals & need) != need)
-		return NULL;
-	seg = hold(fd, &st, ring, (uint64_t)st.st_size, slot, side, keep, why, sizeof(why));
+	seg = hold(fd, &st, ring, (uint64_t)st.st_size, slot, side, keep,
+		   F_SEAL_SHRINK | F_SEAL_GROW, why, sizeof(why));
 	if (!seg)
 		return NULL;
 	/* Recycled since this connection took it: its side is another
@@ -585,6 +629,22 @@ void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t in
 		return NULL;
 	}
 	return seg;
+}
+
+uint64_t osf_pool_ino(const void *seg, uint32_t ring)
+{
+	struct region *r;
+	uint32_t slot;
+	uint64_t ino = 0;
+
+	if (!__atomic_load_n(&nregions, __ATOMIC_RELAXED))
+		return 0;
+	lock();
+	r = find_addr(seg, ring, &slot);
+	if (r)
+		ino = r->ino;
+	unlock();
+	return ino;
 }
 
 int osf_pool_slot(const void *seg, uint32_t ring)

@@ -36,7 +36,8 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 
 /* osf_pool_map is the server's osf_region_map_fn (sdp/setup.h). */
 void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
-		   const struct osf_hello_pool *p, char *why, size_t wn);
+		   const struct osf_hello_pool *p, int efd, uint64_t *efd_ino, char *why,
+		   size_t wn);
 
 /* osf_pool_adopt maps the slot of an inherited or passed connection: fd
  * the region's memfd, slot the slot the fd table (or the hand-off record)
@@ -48,6 +49,11 @@ void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
  * (and closes with itself) when it has none yet. */
 void *osf_pool_adopt(int fd, uint32_t ring, uint32_t slot, int side, uint64_t ino,
 		     int keep);
+
+/* osf_pool_ino returns the inode of seg's region (its memfd's, as the
+ * region was made or mapped by), or 0 when seg is not a slot: a hidden
+ * copy of the memfd records it without an fstat. */
+uint64_t osf_pool_ino(const void *seg, uint32_t ring);
 
 /* osf_pool_slot returns the slot of seg (a segment of rings of ring), or
  * -1 when seg is not a slot of a region. */

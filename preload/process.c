@@ -106,6 +106,8 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	 * child then skips those clean-ups: each reads state on pages of its
 	 * own, and a fork child's first touch of a page is a page fault. */
 	used = osf_fdt_table_fd() >= 0 || osf_core_touched();
+	if (!osf.fl_shared) /* before: the child has it without a write, and */
+		osf.fl_shared = 1; /* once: a write per fork is a page fault after it */
 	share_listeners(0, 0);
 	snap = osf_fdt_fork_prepare();
 	osf_conn_fork_holders(1);
@@ -323,6 +325,8 @@ int osf_spawn_begin(void)
 {
 	int snap;
 
+	osf_fdt_settle();
+	osf.fl_shared = 1;
 	if (!osf_fdt_offloaded())
 		return -1;
 	share_listeners(0, 1);
@@ -435,7 +439,10 @@ static void unguard(struct osf_exec_undo *u)
 
 /* HELD runs an exec or spawn with the RLIMIT_NOFILE lock held, so that the
  * new image never inherits the limit raised for another thread's window
- * (fdtable/fdwindow.c). */
+ * (fdtable/fdwindow.c). Each exec and spawn first makes close-on-exec
+ * what was left inheritable for no entry (osf_fdt_settle; not under the
+ * lock, which the table's lock is never taken under; a spawn before
+ * spawn_env makes every hidden fd inheritable for it). */
 #define HELD(call)                                                             \
 	({                                                                     \
 		osf_fdt_limit_lock();                                          \
@@ -458,9 +465,11 @@ static int exec_held(int (*real)(const char *, char *const[], char *const[]),
 		     char *const argv[], char *const envp[])
 {
 	struct osf_exec_undo u;
-	char **env = osf_exec_env(envp);
+	char **env;
 	int r;
 
+	osf_fdt_settle();
+	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollow(path), &u);
 	r = HELD(real(path, argv, env));
 	unguard(&u);
@@ -492,9 +501,11 @@ OSF_EXPORT int execvp(const char *file, char *const argv[])
 OSF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	struct osf_exec_undo u;
-	char **env = osf_exec_env(envp);
+	char **env;
 	int r;
 
+	osf_fdt_settle();
+	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollowable(fd, "", AT_EMPTY_PATH), &u);
 	r = HELD(REAL(fexecve)(fd, argv, env));
 	unguard(&u);
@@ -506,9 +517,11 @@ OSF_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 			char *const envp[], int flags)
 {
 	struct osf_exec_undo u;
-	char **env = osf_exec_env(envp);
+	char **env;
 	int r;
 
+	osf_fdt_settle();
+	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollowable(dirfd, path, flags), &u);
 	r = HELD(REAL(execveat)(dirfd, path, argv, env, flags));
 	unguard(&u);
@@ -608,12 +621,32 @@ static int spawn_held(int (*real)(pid_t *, const char *,
 	int snap, counted, r;
 	char **env;
 
+	osf_fdt_settle();
+	osf.fl_shared = 1;
 	fa = spawn_guard(HOLDS_CONNS() && unfollow(path), fa, &g);
 	env = spawn_env(fa, envp, &snap, &counted);
 	r = HELD(real(pid, path, fa, attr, argv, env));
 	spawn_done(env, envp, snap, fa, counted && r != 0);
 	spawn_unguard(&g);
 	return r;
+}
+
+/* system and popen exec inside glibc (its own posix_spawn, which no hook
+ * sees): what was left inheritable for no connection is made
+ * close-on-exec first (osf_fdt_settle); what must cross is inheritable
+ * already (fdtable/fdtable.c, account). */
+OSF_EXPORT int system(const char *cmd)
+{
+	osf_fdt_settle();
+	osf.fl_shared = 1;
+	return REAL(system)(cmd);
+}
+
+OSF_EXPORT FILE *popen(const char *cmd, const char *type)
+{
+	osf_fdt_settle();
+	osf.fl_shared = 1;
+	return REAL(popen)(cmd, type);
 }
 
 OSF_EXPORT int posix_spawn(pid_t *pid, const char *path,

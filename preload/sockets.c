@@ -61,6 +61,8 @@ void osf_track_inet(int fd, int domain, int type)
 		e.flags |= OSF_FDF_V6;
 	if (type & SOCK_CLOEXEC)
 		e.flags |= OSF_FDF_CLOEXEC;
+	if (type & SOCK_NONBLOCK)
+		e.flags |= OSF_FDF_NBSOCK;
 	(void)osf_fdt_set(fd, &e);
 	errno = saved;
 }
@@ -702,8 +704,16 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 			e->cause = (uint8_t)cc.reason;
 		return OSF_FAIL(EPROTONOSUPPORT);
 	}
-	fl = REAL(fcntl)(fd, F_GETFL, NULL);
-	fdfl = REAL(fcntl)(fd, F_GETFD, NULL);
+	/* The socket's file status flags as socket() set them, unless
+	 * something may have changed them since (OSF_FDF_FLSET): no F_GETFL. */
+	fl = (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_FLSET) ||
+		     __atomic_load_n(&osf.fl_shared, __ATOMIC_RELAXED)
+		     ? REAL(fcntl)(fd, F_GETFL, NULL)
+		     : O_RDWR | ((e->flags & OSF_FDF_NBSOCK) ? O_NONBLOCK : 0);
+	/* The fd's own flag, which only this process sets, through hooks
+	 * that keep the entry's copy (socket, fcntl, ioctl, dup3,
+	 * close_range): no F_GETFD. */
+	fdfl = (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_CLOEXEC) ? FD_CLOEXEC : 0;
 	sock_carry_read(fd, &opts);
 	if (by_c && cc.status == OSF_CORE_OFFLOADED && cc.wake_fd < 0) /* OSF_SHM_KFD */
 		return connect_kfd(fd, sa, len, &cc, &opts, fl, fdfl, window);

@@ -290,16 +290,18 @@ int osf_wake_efd_ok(int fd, uint64_t *ino)
 }
 
 /* open_segment validates and maps a peer's segment (or, with p, the slot
- * p names of the peer's region, through map); NULL with why set when it is
+ * p names of the peer's region, through map, which checks the region's
+ * seals and the writers' eventfd efd); NULL with why set when it is
  * unusable. */
 static void *open_segment(int fd, uint32_t ring, const struct osf_hello_pool *p,
-			  osf_region_map_fn map, char *why, size_t wn)
+			  osf_region_map_fn map, int efd, uint64_t *efd_ino, char *why,
+			  size_t wn)
 {
 	struct stat st;
 	void *m;
 	int seals;
 	uint64_t size = p ? p->region_bytes : osf_seg_bytes(ring);
-	const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	const int need = OSF_REGION_SEALS;
 	uint32_t n;
 
 	if (p && (!map || (n = osf_region_slots(p->region_bytes, ring)) == 0 || p->slot >= n)) {
@@ -313,14 +315,14 @@ static void *open_segment(int fd, uint32_t ring, const struct osf_hello_pool *p,
 			 (long long)st.st_size, (unsigned long long)size);
 		return NULL;
 	}
+	if (p)
+		return map(fd, &st, ring, p, efd, efd_ino, why, wn);
 	seals = osf_sys_fcntl(fd, F_GET_SEALS, 0);
 	if (seals < 0 || (seals & need) != need) {
 		snprintf(why, wn, "invalid segment: seals 0x%x, want 0x%x",
 			 seals < 0 ? 0 : seals, need);
 		return NULL;
 	}
-	if (p)
-		return map(fd, &st, ring, p, why, wn);
 	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
 		snprintf(why, wn, "map segment: %s", strerror(errno));
@@ -352,6 +354,7 @@ static int hello_verdict(int cfd, const struct ucred *cr, ssize_t n, int ctrunc,
 	int verdict;
 	void *seg = NULL;
 
+	in->wake_tx_ino = 0;
 	if (n == 0)
 		snprintf(why, wn, "closed before its hello");
 	else if (ctrunc)
@@ -369,11 +372,8 @@ static int hello_verdict(int cfd, const struct ucred *cr, ssize_t n, int ctrunc,
 	else if ((h->flags & (OSF_HELLO_F_EFD | OSF_HELLO_F_KFD)) ==
 		 (OSF_HELLO_F_EFD | OSF_HELLO_F_KFD))
 		snprintf(why, wn, "writers' eventfd for a kernel TCP connection");
-	else if ((h->flags & OSF_HELLO_F_EFD) ? !osf_wake_efd_ok(fds[1], &in->wake_tx_ino)
-					      : !is_wake_socket(fds[1]))
-		snprintf(why, wn, "writers' wake %s", (h->flags & OSF_HELLO_F_EFD)
-						       ? "eventfd: not an eventfd"
-						       : "socket: not a stream socket");
+	else if (!(h->flags & OSF_HELLO_F_EFD) && !is_wake_socket(fds[1]))
+		snprintf(why, wn, "writers' wake socket: not a stream socket");
 	else if (!cr && osf_sys_getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &in->cr, &crl) < 0)
 		snprintf(why, wn, "SO_PEERCRED: %s", strerror(errno));
 	else {
@@ -381,8 +381,11 @@ static int hello_verdict(int cfd, const struct ucred *cr, ssize_t n, int ctrunc,
 			in->cr = *cr;
 		if (h->flags & OSF_HELLO_F_POOL)
 			memcpy(&in->pool, tail, sizeof(in->pool));
+		/* The eventfd is map's to check (osf_region_map_fn). */
 		seg = open_segment(fds[0], h->ring_bytes,
-				   (h->flags & OSF_HELLO_F_POOL) ? &in->pool : NULL, map, why, wn);
+				   (h->flags & OSF_HELLO_F_POOL) ? &in->pool : NULL, map,
+				   (h->flags & OSF_HELLO_F_EFD) ? fds[1] : -1, &in->wake_tx_ino,
+				   why, wn);
 	}
 	if (!seg) {
 		while (nfds-- > 0)

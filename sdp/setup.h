@@ -116,24 +116,33 @@ int osf_hello_send_pool(int s, uint32_t ring, uint32_t flags, const uint8_t clie
  * another fstat). */
 int osf_wake_efd_ok(int fd, uint64_t *ino);
 
+/* OSF_REGION_SEALS are the seals a hello's segment or region must have. */
+#define OSF_REGION_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
 /* What a server that maps regions does with a pooled hello's memfd
  * (preload/pool.c): fd is the region, already checked to be a regular
- * memfd of p->region_bytes (a whole number of slots, at most
- * OSF_REGION_SLOTS_MAX) sealed against shrinking and growing, st its
- * fstat (the check's: the region is known by its inode without another),
- * and p->slot below its slot count. It returns the slot's segment (the region mapped
- * once per process, known by its inode) or NULL with why set: a slot this
- * process holds already, a header that does not match, a generation that
- * is not the slot's. */
+ * file of p->region_bytes (a whole number of slots, at most
+ * OSF_REGION_SLOTS_MAX), st its fstat (the check's: the region is known
+ * by its inode without another), and p->slot below its slot count. A
+ * region it maps anew must have OSF_REGION_SEALS (one it maps already
+ * had them). efd is the hello's writers' eventfd (OSF_HELLO_F_EFD), else
+ * -1: unless the region has one here already (which the connection then
+ * uses, closing the hello's), it must pass osf_wake_efd_ok (its inode in
+ * *efd_ino). It returns the slot's segment (the region mapped once per
+ * process, known by its inode) or NULL with why set: seals missing, a
+ * slot this process holds already, a header that does not match, a
+ * generation that is not the slot's, an eventfd that is none. */
 typedef void *(*osf_region_map_fn)(int fd, const struct stat *st, uint32_t ring,
-				    const struct osf_hello_pool *p, char *why, size_t wn);
+				    const struct osf_hello_pool *p, int efd, uint64_t *efd_ino,
+				    char *why, size_t wn);
 
 /* A hello taken by osf_hello_take, with what came with it. */
 struct osf_hello_in {
 	struct osf_hello h;
 	struct osf_hello_pool pool; /* with OSF_HELLO_F_POOL in h.flags */
 	int seg_fd, wake_tx_fd; /* close-on-exec, the caller's */
-	uint64_t wake_tx_ino;   /* an eventfd's inode (osf_wake_efd_ok), else 0 */
+	uint64_t wake_tx_ino;   /* an eventfd's inode (osf_wake_efd_ok), else 0 (also when
+				 * the region had one: the hello's goes unused) */
 	void *seg;              /* the segment, mapped (osf_seg_bytes(h.ring_bytes)) */
 	struct ucred cr;        /* the client (SO_PEERCRED) */
 };

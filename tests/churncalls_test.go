@@ -27,10 +27,26 @@ import (
 // share one window too (one read per accept, besides late hellos), and
 // the server hides the hello's fds inheritable at once (no F_SETFD), and
 // fstats the hello's region once (its check and its mapping's look-up).
+//
+// And per connection in the steady state (connections 10 to 49, so that
+// the first connection's set-up counts for none), every call but the waits
+// and wake tokens (poll, recvfrom, sendto, a late hello's recvmsg, the
+// spin's look at /proc/loadavg): the client at most 15 (docs/BENCHMARKS.md,
+// "Profile of one connection": socket, the companion's socket, connect and
+// SO_PEERCRED, the port holder's dup, bind, getsockname and identity, the
+// hello, F_SETFL and dup3 onto the program's fd, its identity, the three
+// closes), where the table's and the region's inheritance flags cost six
+// F_SETFD more and the socket's F_GETFD and F_GETFL two; the server at most
+// 12 (the accept's mode and free-number looks, the companion's accept,
+// the hello, SO_PEERCRED, the region's fstat, the hello's two fds closed,
+// the entry's identity, the close), where the hello's eventfd check, the
+// region's seals and the hidden dups of the hello's fds (re-made for each
+// connection of a client whose region went idle in between) cost nine
+// more.
 func TestChurnSystemCalls(t *testing.T) {
 	t.Parallel()
 	strace := testutil.OptionalTool(t, "strace", "count a churn's system calls")
-	const n = 40
+	const n = 60
 	port := strconv.Itoa(testutil.FreePort(t))
 	dir := t.TempDir()
 	st, ct := filepath.Join(dir, "server"), filepath.Join(dir, "client")
@@ -109,10 +125,66 @@ func TestChurnSystemCalls(t *testing.T) {
 	if f := float64(count(ser, reads)-late) / n; f > 1.25 {
 		t.Errorf("server: %.2f RLIMIT_NOFILE reads per accept besides %d late hellos' waits, want at most 1.25 (1)", f, late)
 	}
+	// (15, and the census's look at the kernel's listeners, once a second)
+	if f := steadyCalls(t, cli, `connect\(\d+, \{sa_family=AF_UNIX, sun_path=@"osf1/`); f > 15.5 {
+		t.Errorf("client: %.2f system calls per connection besides waits, want at most 15", f)
+	}
+	if f := steadyCalls(t, ser, `accept4\(\d+, NULL, NULL, 0\) += \d+`); f > 12.5 {
+		t.Errorf("server: %.2f system calls per connection besides waits, want at most 12", f)
+	}
 	if t.Failed() {
 		t.Logf("client trace (tail):\n%s", tail(cli, 4000))
 		t.Logf("server trace (tail):\n%s", tail(ser, 4000))
 	}
+}
+
+// steadyCalls counts, in strace trace tr (one process, one thread), the
+// system calls from the 10th line that matches start to the 50th, per
+// such line, leaving out waits and wake tokens (poll, recvfrom, sendto, a
+// recvmsg that found nothing) and the spin's look at /proc/loadavg (its
+// openat, read and close): what a connection's set-up and close cost.
+func steadyCalls(t *testing.T, tr, start string) float64 {
+	t.Helper()
+	re := regexp.MustCompile(start)
+	call := regexp.MustCompile(`^\d+ +([a-z0-9_]+)\((\d*)`)
+	from, to, k, calls, load := -1, -1, 0, 0, ""
+	lines := strings.Split(tr, "\n")
+	for i, l := range lines {
+		if re.MatchString(l) {
+			k++
+			if k == 10 {
+				from = i
+			} else if k == 50 {
+				to = i
+			}
+		}
+	}
+	if from < 0 || to < 0 {
+		t.Fatalf("fewer than 50 lines match %q", start)
+	}
+	for _, l := range lines[from:to] {
+		m := call.FindStringSubmatch(l)
+		if m == nil || strings.Contains(l, "resumed>") {
+			continue
+		}
+		switch {
+		case m[1] == "poll" || m[1] == "recvfrom" || m[1] == "sendto" ||
+			(m[1] == "recvmsg" && strings.Contains(l, "EAGAIN")):
+			continue
+		case m[1] == "openat" && strings.Contains(l, "/proc/loadavg"):
+			if f := regexp.MustCompile(`= (\d+)$`).FindStringSubmatch(l); f != nil {
+				load = f[1]
+			}
+			continue
+		case (m[1] == "read" || m[1] == "close") && m[2] == load:
+			if m[1] == "close" {
+				load = ""
+			}
+			continue
+		}
+		calls++
+	}
+	return float64(calls) / 40
 }
 
 // tail returns the last n bytes of s.
@@ -144,6 +216,34 @@ func TestConnectWindowsShared(t *testing.T) {
 	}
 	if !strings.Contains(r.Stderr, "winshim: overlapped") {
 		t.Errorf("the second connect did not reach its window while the first held its own: %q", r.Stderr)
+	}
+	if w := srv.Wait(longRun); !w.OK() {
+		t.Fatalf("churn server: %s", w)
+	}
+}
+
+// TestExecAfterChurnPassesNoOsfFds: a client whose inheritable connections
+// came and went one at a time (churn's: no SOCK_CLOEXEC) leaves the fd
+// table and its region inheritable after the last one closes, until an
+// exec (no F_SETFD pair per connection, fdtable.c account); a shell it then
+// runs without osf, by system() (an exec inside glibc, seen by the system
+// hook) or by execve, inherits no memfd of osf's.
+func TestExecAfterChurnPassesNoOsfFds(t *testing.T) {
+	t.Parallel()
+	const n = 5
+	port := strconv.Itoa(testutil.FreePort(t))
+	churn := testutil.Prog(t, "churn")
+	srv := testutil.Cmd(t, testutil.Preload(t), churn, "server", port, strconv.Itoa(n)).Start()
+	srv.WaitOutput("listening", 10*time.Second)
+	r := testutil.Cmd(t, testutil.Preload(t, "OSF_STRICT=1"), churn, "execafter", port,
+		strconv.Itoa(n)).Run(longRun)
+	if !r.OK() {
+		t.Fatalf("churn execafter: %s", r)
+	}
+	for _, want := range []string{"system memfds=0", "exec memfds=0"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("want %q after the connections closed: %s", want, r)
+		}
 	}
 	if w := srv.Wait(longRun); !w.OK() {
 		t.Fatalf("churn server: %s", w)

@@ -19,6 +19,11 @@
  *                               "churn sink" server, then idle; prints
  *                               "held N" and waits for stdin to close.
  *   churn sink PORT             echo server for hold (poll, non-blocking).
+ *   churn execafter PORT N      N such connections (inheritable, one at a
+ *                               time), then, without LD_PRELOAD, a shell by
+ *                               system() and one by execve, each printing
+ *                               how many memfds it inherited ("system
+ *                               memfds=K", "exec memfds=K").
  *
  * Runs bare or under osf alike; both ends of a measurement must be. */
 #include <errno.h>
@@ -202,6 +207,30 @@ static int hold(int port, int conns, int mib)
 	return 0;
 }
 
+/* COUNT_MEMFDS prints, from a shell, how many memfds the shell holds. */
+#define COUNT_MEMFDS(what) \
+	"echo " what " memfds=$(ls -l /proc/$$/fd 2>/dev/null | grep -c memfd:)"
+
+/* exec_after makes n connections, then runs a shell without osf by system()
+ * and by execve: an inheritable connection that is closed leaves nothing
+ * of osf's (the fd table, a region) to a program run after it. */
+static int exec_after(int port, int n)
+{
+	char *argv[] = {"sh", "-c", COUNT_MEMFDS("exec"), NULL};
+	extern char **environ;
+
+	for (int i = 0; i < n; i++)
+		one(port);
+	unsetenv("LD_PRELOAD");
+	fflush(stdout);
+	if (system(COUNT_MEMFDS("system")) != 0)
+		die("system");
+	fflush(stdout);
+	execve("/bin/sh", argv, environ);
+	die("execve");
+	return 2;
+}
+
 static void *one_thread(void *port)
 {
 	one((int)(long)port);
@@ -239,8 +268,10 @@ int main(int argc, char **argv)
 		printf("conns=%d secs=%.4f conn_per_s=%.0f\n", n, t, n / t);
 		return 0;
 	}
+	if (argc >= 4 && strcmp(argv[1], "execafter") == 0)
+		return exec_after(atoi(argv[2]), atoi(argv[3]));
 	if (argc >= 5 && strcmp(argv[1], "hold") == 0)
 		return hold(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
-	fprintf(stderr, "usage: churn server|sink PORT | loop PORT N | once|pair PORT | hold PORT N MIB\n");
+	fprintf(stderr, "usage: churn server|sink PORT | loop|execafter PORT N | once|pair PORT | hold PORT N MIB\n");
 	return 2;
 }
