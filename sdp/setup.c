@@ -366,9 +366,6 @@ static int hello_verdict(int cfd, const struct ucred *cr, ssize_t n, int ctrunc,
 		snprintf(why, wn, "ring size %u above this server's limit %u", h->ring_bytes, cap);
 	else if ((h->flags & OSF_HELLO_F_EFD) && (!(h->flags & OSF_HELLO_F_POOL) || !map))
 		snprintf(why, wn, "writers' eventfd without a region");
-	else if ((h->flags & (OSF_HELLO_F_EFD | OSF_HELLO_F_KFD)) ==
-		 (OSF_HELLO_F_EFD | OSF_HELLO_F_KFD))
-		snprintf(why, wn, "writers' eventfd for a kernel TCP connection");
 	else if ((h->flags & OSF_HELLO_F_EFD) ? !osf_wake_efd_ok(fds[1], &in->wake_tx_ino)
 					      : !is_wake_socket(fds[1]))
 		snprintf(why, wn, "writers' wake %s", (h->flags & OSF_HELLO_F_EFD)
