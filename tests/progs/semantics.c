@@ -4467,10 +4467,12 @@ static void s_epoll_et_own(void)
  * send, a poll for POLLOUT, an epoll for EPOLLOUT; after the peer's
  * shutdown(SHUT_WR) (its FIN came long before its death), and without
  * it. TCP: the dead process's socket held unread data, so its close is a
- * reset, which ends each wait (ECONNRESET, POLLERR | POLLHUP); then the
- * end reads 0 and a send fails with EPIPE. Under OSF_SHM_KFD=1 the
- * kernel socket is the only file the two ends share per connection
- * (sdp/side.h osf_side_probe_peer). */
+ * reset, which ends each wait (POLLERR | POLLHUP): a blocked send fails
+ * with EPIPE and SIGPIPE after the peer's FIN (a reset in CLOSE_WAIT),
+ * else with ECONNRESET, which a recv after a poll then reads; then a send
+ * fails with EPIPE. Under OSF_SHM_KFD=1 the kernel socket is the only
+ * file the two ends share per connection (sdp/side.h
+ * osf_side_probe_peer). */
 struct killer {
 	pid_t pid;
 	int delay_ms;
