@@ -219,10 +219,19 @@ void osf_go_mark(unsigned char t[OSF_GO_NSYS]);
 long osf_go_hook(long n, const long *a);
 extern int osf_go_table;
 /* osf_go_note says whether the notes at p carry Go's build id;
- * osf_go_static_syscall6 finds Go 1.26's Syscall6 in a statically linked
- * Go executable (static_go.c patches it). */
+ * osf_go_static_syms returns the address of Go 1.26's Syscall6 in the
+ * statically linked Go executable open at fd and mapped at bias (0 when
+ * its symbol table has no such symbol or its code is not Go 1.26's), and
+ * sets stubs to the runtime's futex, usleep and osyield stubs (0 when
+ * absent; their code is not checked). static_go.c patches them. */
+#define OSF_GO_STUBS 3
+/* osf_go_jump writes `movabs $to, %r11; jmp *%r11` (OSF_GO_JUMP_LEN bytes:
+ * R11 is scratch in both Go ABIs, and SYSCALL clobbers it anyway) over the
+ * code at addr (gosys.c): 0, or -1 when its page could not be written. */
+#define OSF_GO_JUMP_LEN 13
+int osf_go_jump(uintptr_t addr, const void *to);
 int osf_go_note(const unsigned char *p, size_t len);
-uintptr_t osf_go_static_syscall6(int fd, uintptr_t bias);
+uintptr_t osf_go_static_syms(int fd, uintptr_t bias, uintptr_t stubs[OSF_GO_STUBS]);
 
 /* Where osf waits in poll in place of a call the kernel restarts after a
  * handler with SA_RESTART (a blocking accept), osf_intr_begin is called
@@ -232,6 +241,23 @@ uintptr_t osf_go_static_syscall6(int fd, uintptr_t bias);
  * selectmux/host.h). */
 void osf_intr_begin(void);
 int osf_intr_restart(void);
+/* A statically linked program's (preload/static_sig.c): its handlers run
+ * only outside the hooks. osf_intr_static_init turns that mode on (and
+ * leaves SIGSEGV and SIGBUS to static_sig.c); osf_intr_defer notes a
+ * handler deferred until the hook returns (a wait ends with EINTR, as
+ * after a handler; kernel_restart: a wait the kernel was restarting,
+ * made to fail with EINTR instead); osf_intr_take_restart says whether
+ * the hook's wait would have restarted after it (every deferred handler
+ * with SA_RESTART): the call is then made again once the handlers ran. */
+void osf_intr_static_init(void);
+void osf_intr_defer(int restart, int kernel_restart);
+int osf_intr_take_restart(void);
+/* osf_intr_pending says whether a handler was deferred during this hook
+ * call: a sleep the hook is about to start (its signal blocked until the
+ * hook returns) must end with EINTR at once instead; restartable, one the
+ * kernel restarts after an SA_RESTART handler (a blocking recv). Always 0
+ * for a dynamically linked program. */
+int osf_intr_pending(int restartable);
 
 /* osf_read_file reads what fits of the file at path (a small /proc file)
  * into buf of size bytes and ends it with a NUL: the bytes read, or <= 0

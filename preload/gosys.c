@@ -548,17 +548,18 @@ static int go_runtime(const unsigned char *a)
 	return 0;
 }
 
-/* The jump written over a function's entry: movabs $to, %r11; jmp *%r11
- * (R11 is scratch in both Go ABIs, and SYSCALL clobbers it anyway). */
-#define JUMP_LEN 13
 
-enum { SYM_SYSCALL6, SYM_VFORK, SYM_VFORK_ABI0, SYM_ASMCGOCALL, SYM_VERSION, NSYMS };
+enum { SYM_SYSCALL6, SYM_VFORK, SYM_VFORK_ABI0, SYM_ASMCGOCALL, SYM_VERSION,
+       SYM_STUBS, NSYMS = SYM_STUBS + OSF_GO_STUBS };
 static const char *const sym_names[NSYMS] = {
 	"internal/runtime/syscall/linux.Syscall6",
 	"syscall.rawVforkSyscall",
 	"syscall.rawVforkSyscall.abi0",
 	"runtime.asmcgocall.abi0",
 	"runtime.buildVersion",
+	"runtime.futex.abi0",
+	"runtime.usleep.abi0",
+	"runtime.osyield.abi0",
 };
 
 struct image {
@@ -671,17 +672,14 @@ static int first_object(struct dl_phdr_info *info, size_t size, void *arg)
 
 int osf_go_table;
 
-/* osf_go_static_syscall6 returns the address of Syscall6 in the Go
- * executable open at fd and mapped at bias (a statically linked one that
- * osfload runs: preload/static_go.c), or 0 when its symbol table has no
- * such symbol or its code is not Go 1.26's. */
-uintptr_t osf_go_static_syscall6(int fd, uintptr_t bias)
+uintptr_t osf_go_static_syms(int fd, uintptr_t bias, uintptr_t stubs[OSF_GO_STUBS])
 {
 	struct image im = {0};
 	struct stat st;
 	void *map;
 	uintptr_t r = 0;
 
+	memset(stubs, 0, OSF_GO_STUBS * sizeof(stubs[0]));
 	if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr))
 		return 0;
 	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -694,6 +692,8 @@ uintptr_t osf_go_static_syscall6(int fd, uintptr_t bias)
 	    memcmp((const void *)(bias + im.sym[SYM_SYSCALL6]), syscall6_code,
 		   sizeof(syscall6_code)) == 0)
 		r = bias + im.sym[SYM_SYSCALL6];
+	for (int i = 0; i < OSF_GO_STUBS; i++)
+		stubs[i] = im.sym[SYM_STUBS + i] ? bias + im.sym[SYM_STUBS + i] : 0;
 	munmap(map, im.len);
 	return r;
 }
@@ -711,21 +711,20 @@ static void refuse(int reason, const char *fmt, const char *what)
 	osf_go_table = 1;
 }
 
-/* patch writes the jump to `to` over the entry of the function at addr. */
-static int patch(uintptr_t addr, void (*to)(void))
+int osf_go_jump(uintptr_t addr, const void *to)
 {
 	long pg = sysconf(_SC_PAGESIZE);
 	uintptr_t lo = addr & ~(uintptr_t)(pg - 1);
-	size_t len = (addr + JUMP_LEN - lo + (size_t)pg - 1) & ~((size_t)pg - 1);
-	unsigned char j[JUMP_LEN] = {0x49, 0xbb};
+	size_t len = (addr + OSF_GO_JUMP_LEN - lo + (size_t)pg - 1) & ~((size_t)pg - 1);
+	unsigned char j[OSF_GO_JUMP_LEN] = {0x49, 0xbb};
 	uint64_t t = (uint64_t)(uintptr_t)to;
 
 	memcpy(j + 2, &t, 8);
 	j[10] = 0x41, j[11] = 0xff, j[12] = 0xe3;
 	if (mprotect((void *)lo, len, PROT_READ | PROT_WRITE) < 0)
 		return -1;
-	memcpy((void *)addr, j, JUMP_LEN);
-	__builtin___clear_cache((char *)addr, (char *)addr + JUMP_LEN);
+	memcpy((void *)addr, j, OSF_GO_JUMP_LEN);
+	__builtin___clear_cache((char *)addr, (char *)addr + OSF_GO_JUMP_LEN);
 	return mprotect((void *)lo, len, PROT_READ | PROT_EXEC);
 }
 
@@ -772,7 +771,7 @@ void osf_go_init(void)
 		goto out;
 	}
 	vfork = im.sym[SYM_VFORK_ABI0] ? im.sym[SYM_VFORK_ABI0] : im.sym[SYM_VFORK];
-	for (int j = 0; j < NSYMS; j++)
+	for (int j = 0; j < SYM_STUBS; j++) /* the stubs are the static path's */
 		if (!im.sym[j] && j != SYM_VFORK && j != SYM_VFORK_ABI0) {
 			refuse(OSF_R_GO_UNKNOWN, "no symbol %s", sym_names[j]);
 			goto out;
@@ -816,8 +815,8 @@ void osf_go_init(void)
 	if (osf_go_envbuf == MAP_FAILED)
 		osf_go_envbuf = NULL; /* the child is not prepared (osf_go_vfork) */
 	/* The child's copy first: once Syscall6 jumps, os/exec must mark. */
-	if (patch(im.bias + vfork, osf_go_vfork) < 0 ||
-	    patch(im.bias + im.sym[SYM_SYSCALL6], osf_go_syscall6) < 0) {
+	if (osf_go_jump(im.bias + vfork, osf_go_vfork) < 0 ||
+	    osf_go_jump(im.bias + im.sym[SYM_SYSCALL6], osf_go_syscall6) < 0) {
 		refuse(OSF_R_GO_UNKNOWN, "%s", "cannot write the program's code (mprotect)");
 		goto out;
 	}

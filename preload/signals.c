@@ -167,7 +167,20 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 		((void (*)(int))h)(sig);
 }
 
-void osf_intr_begin(void) { tls_intr = 0; }
+/* A statically linked program (static_sig.c) has its own handlers' wrapper:
+ * a signal that comes while a hook runs is deferred until the hook
+ * returns (osf_intr_defer), so a wait that would restart after it returns
+ * EINTR instead, and the caller restarts the call after the handler ran
+ * (osf_intr_take_restart). tls_intr then covers one hook call. */
+static int intr_static;
+static __thread uint8_t tls_want_restart __attribute__((tls_model("initial-exec")));
+static __thread uint8_t tls_static_deferred __attribute__((tls_model("initial-exec")));
+
+void osf_intr_begin(void)
+{
+	if (!intr_static)
+		tls_intr = 0;
+}
 
 int osf_intr_restart(void)
 {
@@ -175,7 +188,44 @@ int osf_intr_restart(void)
 	 * (before osf loaded, or by a raw system call) is taken as one
 	 * without SA_RESTART: a needless EINTR is handled by every caller of
 	 * accept, a needless restart would ignore a program's stop signal. */
+	if (intr_static) {
+		tls_want_restart = tls_intr == INTR_RAN;
+		return 0;
+	}
 	return tls_intr == INTR_RAN;
+}
+
+void osf_intr_static_init(void)
+{
+	intr_static = 1;
+	/* static_sig.c wraps SIGSEGV and SIGBUS itself */
+	__atomic_store_n(&fault_armed, 1, __ATOMIC_RELEASE);
+}
+
+void osf_intr_defer(int restart, int kernel_restart)
+{
+	tls_intr |= INTR_RAN | (restart ? 0 : INTR_NORESTART);
+	tls_want_restart |= (uint8_t)(kernel_restart != 0);
+	tls_static_deferred = 1;
+	osf_intr_n++;
+}
+
+int osf_intr_pending(int restartable)
+{
+	if (likely(!tls_static_deferred))
+		return 0;
+	if (restartable)
+		tls_want_restart = 1;
+	return 1;
+}
+
+int osf_intr_take_restart(void)
+{
+	int r = tls_want_restart && tls_intr == INTR_RAN;
+
+	tls_want_restart = tls_static_deferred = 0;
+	tls_intr = 0;
+	return r;
 }
 
 /* wrap rewrites a handler's action to go through the trampoline. */

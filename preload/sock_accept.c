@@ -318,7 +318,12 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			}
 			if (looked && timeout != 0)
 				osf_conn_unmap_due(0); /* about to sleep (conn.c) */
-			n = REAL(poll)(p, (nfds_t)(2 + np), looked ? timeout : 0);
+			if (looked && timeout != 0 && osf_intr_pending(0)) { /* static_sig.c */
+				errno = EINTR;
+				n = -1;
+			} else {
+				n = REAL(poll)(p, (nfds_t)(2 + np), looked ? timeout : 0);
+			}
 		}
 		if (n <= 0 && !looked && listener_mode(fd, e, &fl, &timeout) < 0)
 			return -1;

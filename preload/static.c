@@ -42,7 +42,10 @@
  * C code runs and back before it returns (wrfsbase where the CPU and
  * kernel allow it, else arch_prctl), and runs osf's code on the carrier's
  * stack. All signals are blocked while it runs: a program's handler must
- * never see osf's FS.
+ * never see osf's FS. So a call a hook serves leaves the handler for a
+ * stub or osf_static_gate (static_site.c), where the hook runs with the
+ * program's signal mask and the program's handlers are deferred until it
+ * returns (static_sig.c); a Go program's trampoline does the same.
  *
  * Where any of this is unavailable (no Syscall User Dispatch, a program
  * that is not a static x86-64 executable, code mapped below the program)
@@ -79,19 +82,12 @@
 #define HWCAP2_FSGSBASE (1 << 1)
 #endif
 
-#ifndef SS_AUTODISARM
-#define SS_AUTODISARM (1U << 31)
-#endif
-#ifndef SA_RESTORER
-#define SA_RESTORER 0x04000000
-#endif
-
 struct static_state static_st;
 
-/* The numbers a rewritten site serves without a trap: the hooked ones
- * but execve (its image would inherit the fast path's blocked signals),
+/* The numbers a rewritten site serves without a trap: the hooked ones,
  * and poll and select. Others at such a site take the stub's own
- * syscall, which traps. */
+ * syscall, which traps. A Go trampoline traps for those in
+ * osf_static_trapnr (execve among them). */
 unsigned char osf_static_fastnr[OSF_GO_NSYS];
 unsigned char osf_static_trapnr[OSF_GO_NSYS];
 unsigned char osf_static_vchild;
@@ -192,23 +188,27 @@ static inline __attribute__((always_inline)) void leave_osf(unsigned long cur)
 		fs_set(want);
 }
 
+/* thr_self is the carrier's record, on the carrier's FS only. Out of
+ * line: the compiler takes the thread pointer for a constant within a
+ * function, which it is not here. */
+__attribute__((noipa)) static struct static_thr *thr_self(void) { return &t_thr; }
+
+__attribute__((no_stack_protector)) struct static_thr *osf_static_osf_running(void)
+{
+	unsigned long cur = fs_get();
+	struct static_thr *t = fsmap_get(cur);
+
+	if (t && t->carrier_fs != cur)
+		return NULL; /* the program's FS */
+	/* the carrier's: TLS is osf's */
+	return t_prog_fs ? thr_self() : NULL;
+}
+
 static int sud_on(void)
 {
 	return (int)osf_rawsys(SYS_prctl, PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON,
 			 (long)static_st.text_end, (long)(STATIC_TOP - static_st.text_end), 0, 0);
 }
-
-/* The restorer every program handler returns through: the program's own
- * (in its code) would trap on rt_sigreturn. */
-void osf_static_restorer(void);
-__asm__(".text\n"
-	".globl osf_static_restorer\n"
-	".hidden osf_static_restorer\n"
-	".type osf_static_restorer,@function\n"
-	"osf_static_restorer:\n"
-	"	movq $15, %rax\n" /* SYS_rt_sigreturn */
-	"	syscall\n"
-	"	hlt\n");
 
 /* ---- emulation --------------------------------------------------------- */
 
@@ -229,87 +229,6 @@ static long sys_brk(unsigned long want)
 	}
 	static_st.brk_cur = want;
 	return (long)want;
-}
-
-static long sys_sigaction(const long *a)
-{
-	int sig = (int)a[0];
-	const struct kact *act = (const void *)a[1];
-	struct kact *old = (void *)a[2], k;
-
-	if ((size_t)a[3] != sizeof(k.mask))
-		return -EINVAL;
-	if (sig == SIGSYS) {
-		if (old)
-			*old = static_st.sigsys;
-		if (act)
-			static_st.sigsys = *act;
-		return 0;
-	}
-	if (!act)
-		return osf_rawsys(SYS_rt_sigaction, sig, 0, (long)old, a[3], 0, 0);
-	k = *act;
-	k.mask &= ~SIGSYS_BIT;
-	if (k.handler != (unsigned long)SIG_DFL && k.handler != (unsigned long)SIG_IGN) {
-		k.flags |= SA_RESTORER;
-		k.restorer = (unsigned long)osf_static_restorer;
-	}
-	return osf_rawsys(SYS_rt_sigaction, sig, (long)&k, (long)old, a[3], 0, 0);
-}
-
-/* The thread's signal mask and alternate stack are the kernel's only
- * between the program's calls: the handler runs with every signal
- * blocked, and rt_sigreturn puts back the mask and the alternate stack
- * saved in the frame. So the program's rt_sigprocmask and sigaltstack
- * read and write those (uc), which the kernel applies as the handler
- * returns; SIGSYS is never blocked. */
-static long sys_sigprocmask(ucontext_t *uc, const long *a)
-{
-	unsigned long *cur = (unsigned long *)&uc->uc_sigmask, set = 0, old = *cur;
-	const unsigned long never = SIGSYS_BIT | (1UL << (SIGKILL - 1)) | (1UL << (SIGSTOP - 1));
-
-	if ((size_t)a[3] != sizeof(set))
-		return -EINVAL;
-	if (a[1]) {
-		set = *(const unsigned long *)a[1];
-		if (a[0] == SIG_BLOCK)
-			set |= old;
-		else if (a[0] == SIG_UNBLOCK)
-			set = old & ~set;
-		else if (a[0] != SIG_SETMASK)
-			return -EINVAL;
-		*cur = set & ~never;
-	}
-	if (a[2])
-		*(unsigned long *)a[2] = old;
-	return 0;
-}
-
-static long sys_sigaltstack(ucontext_t *uc, const long *a)
-{
-	const stack_t *ss = (const stack_t *)a[0];
-	stack_t old = uc->uc_stack;
-
-	if (ss) {
-		int mode = ss->ss_flags & ~(int)SS_AUTODISARM;
-		if (old.ss_flags & SS_ONSTACK)
-			return -EPERM;
-		if (mode != SS_DISABLE && mode != SS_ONSTACK && mode != 0)
-			return -EINVAL;
-		if (mode == SS_DISABLE) {
-			uc->uc_stack.ss_sp = NULL;
-			uc->uc_stack.ss_size = 0;
-		} else if (ss->ss_size < (size_t)MINSIGSTKSZ) {
-			return -ENOMEM;
-		} else {
-			uc->uc_stack.ss_sp = ss->ss_sp;
-			uc->uc_stack.ss_size = ss->ss_size;
-		}
-		uc->uc_stack.ss_flags = ss->ss_flags;
-	}
-	if (a[1])
-		*(stack_t *)a[1] = old;
-	return 0;
 }
 
 static long sys_clone(const long *a)
@@ -362,7 +281,7 @@ static long emulate(long n, const long *a)
 	case SYS_brk:
 		return sys_brk((unsigned long)a[0]);
 	case SYS_rt_sigaction:
-		return sys_sigaction(a);
+		return osf_static_sigaction(a);
 	case SYS_clone:
 		return sys_clone(a);
 	case SYS_clone3:
@@ -408,18 +327,24 @@ __attribute__((noinline)) long osf_static_call(long n, const long *a)
 }
 
 /* osf_static_fast_c: a rewritten site's call (static_site.c) on the
- * loader's FS, signals blocked (a handler must not run on the loader's
- * FS). */
+ * loader's FS, with the program's signal mask: a handler for a signal
+ * that comes meanwhile runs once FS is the program's again
+ * (static_sig.c), and the call is made again when the kernel would have
+ * restarted it after the handler. */
 __attribute__((no_stack_protector)) long osf_static_fast_c(long n, const long *a)
 {
-	unsigned long all = ~0UL, old, fs;
+	struct static_thr *t;
+	unsigned long fs;
 	long r;
+	int again;
 
-	osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof(all), 0, 0);
-	fs = enter_osf();
-	r = osf_static_call(n, a);
-	leave_osf(fs);
-	osf_rawsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof(old), 0, 0);
+	do {
+		fs = enter_osf();
+		t = thr_self();
+		r = osf_static_call(n, a);
+		again = osf_intr_take_restart() && r == -EINTR && static_restarts(n);
+		leave_osf(fs);
+	} while (osf_static_unblock(t) && again);
 	return r;
 }
 
@@ -547,21 +472,41 @@ __attribute__((noinline)) static void dispatch(ucontext_t *uc)
 	greg_t *g = uc->uc_mcontext.gregs;
 	const long a[6] = {g[REG_RDI], g[REG_RSI], g[REG_RDX], g[REG_R10], g[REG_R8], g[REG_R9]};
 	long n = g[REG_RAX];
+	int fast;
 
 	if (n == SYS_clone && ((unsigned long)a[0] & THREAD_FLAGS) == THREAD_FLAGS && a[1] &&
 	    !((unsigned long)a[0] & CLONE_VFORK)) {
 		g[REG_RAX] = sys_thread(uc, a);
 		return;
 	}
-	if (n == SYS_rt_sigprocmask || n == SYS_sigaltstack) {
-		g[REG_RAX] = n == SYS_sigaltstack ? sys_sigaltstack(uc, a) : sys_sigprocmask(uc, a);
+	if (n == SYS_rt_sigprocmask) {
+		g[REG_RAX] = osf_static_sigprocmask(uc, a);
+		return;
+	}
+	if (n == SYS_sigaltstack) {
+		g[REG_RAX] = osf_static_sigaltstack(uc, a);
+		t_thr.ss_sp = (unsigned long)uc->uc_stack.ss_sp;
+		t_thr.ss_size = uc->uc_stack.ss_size;
+		return;
+	}
+	if (static_st.go) {
+		g[REG_RAX] = osf_static_call(n, a);
 		return;
 	}
 	/* the site first: once the call's effect shows (a line written), its
 	 * site no longer traps */
-	if (!static_st.go)
-		g[REG_RIP] = (greg_t)osf_static_rewrite((unsigned long)g[REG_RIP],
-					     n >= 0 && n < OSF_GO_NSYS && osf_static_fastnr[n]);
+	fast = n >= 0 && n < OSF_GO_NSYS && osf_static_fastnr[n];
+	g[REG_RIP] = (greg_t)osf_static_rewrite((unsigned long)g[REG_RIP], fast);
+	if (fast) {
+		/* A hook runs outside this handler, where signals reach the
+		 * program (static_sig.c): the call leaves for the gate, with
+		 * where it resumes below the red zone. */
+		unsigned long sp = (unsigned long)g[REG_RSP] - 128 - 8;
+		*(unsigned long *)sp = (unsigned long)g[REG_RIP];
+		g[REG_RSP] = (greg_t)sp;
+		g[REG_RIP] = (greg_t)osf_static_gate;
+		return;
+	}
 	g[REG_RAX] = osf_static_call(n, a);
 }
 
@@ -675,8 +620,8 @@ OSF_EXPORT int osf_static_exec(const char *path, int argc, char **argv, char **e
 	/* A Go program: its sites are not rewritten (a stub's frame would be
 	 * on a goroutine's stack); its Syscall6 calls the hooks itself. */
 	static_st.go = !*why && osf_static_go_image(&im);
-	if (static_st.go && static_st.fsgsbase && static_st.stubs)
-		osf_static_go_patch(fd, im.bias, static_st.stubs);
+	if (static_st.go)
+		osf_static_go_patch(fd, im.bias, static_st.fsgsbase ? static_st.stubs : NULL);
 	REAL(close)(fd);
 	if (*why)
 		return -1;
@@ -689,12 +634,15 @@ OSF_EXPORT int osf_static_exec(const char *path, int argc, char **argv, char **e
 		return -1;
 	osf_go_mark(static_st.hooked);
 	osf_go_mark(osf_static_fastnr);
-	osf_static_fastnr[SYS_execve] = 0;
 	osf_static_fastnr[SYS_poll] = osf_static_fastnr[SYS_ppoll] = 1;
 	osf_static_fastnr[SYS_select] = osf_static_fastnr[SYS_pselect6] = 1;
 	for (size_t i = 0; i < sizeof(emulated) / sizeof(emulated[0]); i++)
 		osf_static_trapnr[emulated[i]] = 1;
 	thr_init((unsigned long)__builtin_frame_address(0));
+	if (osf_static_sig_init() < 0) {
+		*why = "cannot install the signal handlers";
+		return -1;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_sigsys;
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;

@@ -8,6 +8,7 @@
 
 #include <elf.h>
 #include <stddef.h>
+#include <sys/syscall.h>
 
 #define STATIC_PIE_BASE 0x10000000UL  /* below any PIE or library */
 #define STATIC_BRK_MAX (1UL << 30)     /* the program's break region */
@@ -65,6 +66,10 @@ __attribute__((noreturn)) void osf_static_start(unsigned long sp, unsigned long 
  * create and its bytes allow it, and returns where the call resumes. */
 void osf_static_sites_map(unsigned long lo, int nx);
 unsigned long osf_static_rewrite(unsigned long ret, int create);
+/* osf_static_gate makes the call in RAX and the argument registers
+ * through osf_static_fast (a number osf_static_fastnr serves) and returns
+ * to the address at the top of the stack, 128 bytes below which it is. */
+void osf_static_gate(void);
 
 /* One per program thread, in its carrier's TLS (static.c): what a hook
  * call from that thread needs before it can use TLS. The offsets are
@@ -73,20 +78,36 @@ struct static_thr {
 	unsigned long carrier_fs; /* the carrier's FS: the C library's TLS */
 	unsigned long stack;      /* top of the stack osf's code runs on */
 	unsigned long prog_fs;    /* the program's FS while a call runs */
-	unsigned long mask;       /* the program's signal mask meanwhile */
-	long n;                   /* a Go call: the number, then the result */
+	long n;                   /* a Go call: the number */
 	long a[6];
-	unsigned char busy; /* a Go call is under way (one at a time) */
+	unsigned char busy;     /* a Go call is under way (one at a time) */
+	unsigned char restart;  /* a Go call: run it again (static_go.c) */
+	long r;                 /* a Go call's result, or -errno */
+	unsigned long deferred; /* signals static_sig.c deferred meanwhile */
+	unsigned long unblock;  /* what the Go trampoline unblocks */
+	unsigned long ss_sp, ss_size; /* the program's alternate signal stack */
 };
 #define STATIC_THR_CARRIER 0
 #define STATIC_THR_STACK 8
 #define STATIC_THR_PROGFS 16
-#define STATIC_THR_MASK 24
-#define STATIC_THR_N 32
-#define STATIC_THR_A 40
-#define STATIC_THR_BUSY 88
+#define STATIC_THR_N 24
+#define STATIC_THR_A 32
+#define STATIC_THR_BUSY 80
+#define STATIC_THR_RESTART 81
+#define STATIC_THR_R 88
+#define STATIC_THR_DEFERRED 96
+#define STATIC_THR_UNBLOCK 104
+#define STATIC_THR_SS_SP 112
+#define STATIC_THR_SS_SIZE 120
+_Static_assert(offsetof(struct static_thr, n) == STATIC_THR_N, "static_thr layout");
 _Static_assert(offsetof(struct static_thr, a) == STATIC_THR_A, "static_thr layout");
 _Static_assert(offsetof(struct static_thr, busy) == STATIC_THR_BUSY, "static_thr layout");
+_Static_assert(offsetof(struct static_thr, restart) == STATIC_THR_RESTART, "static_thr layout");
+_Static_assert(offsetof(struct static_thr, r) == STATIC_THR_R, "static_thr layout");
+_Static_assert(offsetof(struct static_thr, deferred) == STATIC_THR_DEFERRED, "static_thr layout");
+_Static_assert(offsetof(struct static_thr, unblock) == STATIC_THR_UNBLOCK, "static_thr layout");
+_Static_assert(offsetof(struct static_thr, ss_sp) == STATIC_THR_SS_SP, "static_thr layout");
+_Static_assert(offsetof(struct static_thr, ss_size) == STATIC_THR_SS_SIZE, "static_thr layout");
 
 /* The program's FS -> its thread's static_thr (open addressing on
  * (fs >> 6) % STATIC_FSMAP; a key is written after its value, with
@@ -104,6 +125,32 @@ extern unsigned char osf_static_trapnr[512];
  * it, its calls go to the kernel). */
 extern unsigned char osf_static_vchild;
 
+/* osf_static_osf_running tells a signal handler, before it touches TLS,
+ * whether osf's code runs on this thread (FS is its carrier's while the
+ * program has one of its own): the thread's record then, else NULL
+ * (static.c). */
+struct static_thr *osf_static_osf_running(void);
+
+/* static_sig.c: the program's signal actions. osf_static_sig_init wraps
+ * SIGSEGV and SIGBUS (a probe's fault in osf's code becomes EFAULT);
+ * the others emulate rt_sigaction, rt_sigprocmask and sigaltstack in the
+ * SIGSYS handler (uc its frame); osf_static_unblock lets the signals
+ * deferred while a hook ran (t->deferred) reach the program's handlers,
+ * on the program's FS. */
+int osf_static_sig_init(void);
+long osf_static_sigaction(const long *a);
+long osf_static_sigprocmask(void *uc, const long *a);
+long osf_static_sigaltstack(void *uc, const long *a);
+unsigned long osf_static_unblock(struct static_thr *t);
+
+/* static_restarts says whether the kernel may restart call n after an
+ * SA_RESTART handler: never a poll, select or epoll_wait. */
+static inline int static_restarts(long n)
+{
+	return n != SYS_poll && n != SYS_ppoll && n != SYS_select && n != SYS_pselect6 &&
+	       n != SYS_epoll_wait && n != SYS_epoll_pwait && n != SYS_epoll_pwait2;
+}
+
 /* osf_static_call emulates system call n with a[0..5] on the carrier's
  * FS and returns the result or -errno. */
 long osf_static_call(long n, const long *a);
@@ -111,9 +158,10 @@ long osf_static_call(long n, const long *a);
 /* osf_static_go_patch makes Go 1.26's Syscall6, in the Go executable open
  * at fd and mapped at bias, jump to static_go.c's trampoline; trap is a
  * `syscall; jmp *%r12` in the dispatched range (below the program) that
- * the trampoline runs for numbers static.c emulates. Returns 0 when
- * patched, -1 when Syscall6 is not found as expected (every call then
- * traps). */
+ * the trampoline runs for numbers static.c emulates (NULL: Syscall6 is
+ * left as it is). It moves the runtime's futex, usleep and osyield stubs
+ * above the dispatched range either way. Returns 0 when Syscall6 is
+ * patched, -1 when not (every call then traps). */
 int osf_static_go_patch(int fd, unsigned long bias, unsigned char *trap);
 
 #endif

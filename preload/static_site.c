@@ -22,8 +22,13 @@
  *
  * osf_static_fast keeps every register the kernel keeps across a system
  * call but RCX and R11 (which `syscall` clobbers too), and XMM0-15, and
- * calls osf_static_fast_c, which blocks signals (a handler must not run
- * on the loader's FS), switches FS, calls the hook, and undoes both. */
+ * calls osf_static_fast_c, which switches FS, calls the hook and switches
+ * back (a signal meanwhile waits for that: static_sig.c).
+ *
+ * A trapped call of a site that is not rewritten leaves the SIGSYS
+ * handler for osf_static_gate, which calls osf_static_fast the same way,
+ * outside the handler (where signals reach the program), and resumes
+ * where the handler left below the red zone. */
 #include "osf.h"
 #include "static.h"
 
@@ -106,6 +111,21 @@ __asm__(".text\n"
 	"	jmp *%rcx\n"
 	"9:\n"
 	"	movl $1, %r11d\n"
+	"	jmp *%rcx\n");
+
+/* The stack at the gate: 8 bytes, where the call resumes, then the red
+ * zone's 128 (static.c dispatch). */
+void osf_static_gate(void);
+__asm__(".text\n"
+	".globl osf_static_gate\n"
+	".hidden osf_static_gate\n"
+	".type osf_static_gate,@function\n"
+	"osf_static_gate:\n"
+	"	leaq 1f(%rip), %rcx\n"
+	"	jmp osf_static_fast\n" /* a number it serves: back at 1, R11 0 */
+	"1:\n"
+	"	popq %rcx\n"
+	"	leaq 128(%rsp), %rsp\n"
 	"	jmp *%rcx\n");
 
 /* branches_into says whether a direct branch within 4 KiB of site (in the

@@ -5,6 +5,7 @@
  * osf_read_file (base.h), the reader of small /proc files. */
 #include "base.h"
 
+#include "../sdp/lock.h" /* osf_sock_timeout_ms */
 #include "../sdp/sys.h"
 
 #include <fcntl.h>
@@ -51,8 +52,20 @@ ssize_t osf_sys_send(int fd, const void *buf, size_t n, int flags)
 	return REAL(send)(fd, buf, n, flags);
 }
 
+/* The sleeps below (a blocking recv, a poll or epoll_wait with a timeout)
+ * fail with EINTR at once when a statically linked program's handler was
+ * deferred during this hook (osf_intr_pending): the signal is blocked
+ * until the hook returns, so the kernel's sleep would not end for it. A
+ * recv without a timeout is one the kernel restarts after an SA_RESTART
+ * handler. */
 ssize_t osf_sys_recv(int fd, void *buf, size_t n, int flags)
 {
+	if (unlikely(!(flags & MSG_DONTWAIT) && osf_intr_pending(0))) {
+		if (osf_sock_timeout_ms(fd, 0) < 0) /* a timeout: EINTR, as TCP */
+			osf_intr_pending(1);
+		errno = EINTR;
+		return -1;
+	}
 	if (unlikely(sandboxed())) {
 		if ((flags & MSG_DONTWAIT) && sandbox_ready(fd, POLLIN) <= 0)
 			return -1;
@@ -76,6 +89,10 @@ int osf_sys_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 
 int osf_sys_epoll_wait(int ep, struct epoll_event *ev, int n, int timeout)
 {
+	if (unlikely(timeout != 0 && osf_intr_pending(0))) {
+		errno = EINTR;
+		return -1;
+	}
 	return REAL(epoll_wait)(ep, ev, n, timeout);
 }
 
@@ -87,6 +104,10 @@ int osf_sys_shutdown(int fd, int how) { return REAL(shutdown)(fd, how); }
 
 int osf_sys_poll(struct pollfd *p, nfds_t n, int timeout)
 {
+	if (unlikely(timeout != 0 && osf_intr_pending(0))) {
+		errno = EINTR;
+		return -1;
+	}
 	return REAL(poll)(p, n, timeout);
 }
 

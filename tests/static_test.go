@@ -117,6 +117,23 @@ func TestStaticFork(t *testing.T) {
 	noOsfMessages(t, "staticecho fork", r.Stderr)
 }
 
+// TestStaticExecMask: an image a static program execs starts with the
+// program's signal mask (nothing blocked), as on the kernel; an execve
+// served inside the SIGSYS handler left it every signal blocked.
+func TestStaticExecMask(t *testing.T) {
+	prog := staticecho(t)
+	args := []string{"exec", "/bin/grep", "SigBlk", "/proc/self/status"}
+	for _, c := range []*testutil.Command{bare.cmd(t, nil, prog, args...),
+		underOsf.cmd(t, nil, osfload(t), append([]string{prog}, args...)...)} {
+		r := c.Run(shortRun)
+		skipIfNoDispatch(t, r.Stderr)
+		if !r.OK() || !strings.Contains(r.Stdout, "SigBlk:\t0000000000000000") {
+			t.Fatalf("staticecho exec grep SigBlk: %s", r)
+		}
+		noOsfMessages(t, "staticecho exec", r.Stderr)
+	}
+}
+
 // TestStaticThreads: a static server echoing 4 connections, a thread
 // each, and a static client with 4 threads (each thread's system calls
 // reach osf on a carrier thread of its own, preload/static.c sys_thread):

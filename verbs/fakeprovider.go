@@ -242,3 +242,39 @@ func (p *fakeProvider) free() {
 	C.free(unsafe.Pointer(p.f))
 	p.f = nil
 }
+
+// Fake is the fake provider for other packages' tests (sdp/rdma's C rule
+// arms, polls and posts through the same inline verbs calls): one CQ and
+// one QP over a context whose ops record what they were asked.
+type Fake struct {
+	p  *fakeProvider
+	cq *CQ
+}
+
+// NewFake makes a fake CQ and QP; Free releases them.
+func NewFake() *Fake {
+	p := newFakeProvider()
+	return &Fake{p: p, cq: p.cq()}
+}
+
+func (f *Fake) CQ() *CQ { return f.cq }
+func (f *Fake) QP() *QP { return f.p.qp() }
+
+// AddWC queues a completion for the CQ's next poll.
+func (f *Fake) AddWC(wc WC) bool { return f.p.addWC(wc) }
+
+// Notifies reports how often the CQ was armed, and whether the last arm
+// asked for solicited completions only.
+func (f *Fake) Notifies() (n int, solicitedOnly bool) { return f.p.notifies() }
+
+// LastSend reports the opcode and flags of the first work request of the
+// last chain posted.
+func (f *Fake) LastSend() (WROpcode, SendFlags) {
+	s := f.p.lastSend()
+	return s.Opcode, s.Flags
+}
+
+func (f *Fake) Free() {
+	f.p.releaseCQ(f.cq)
+	f.p.free()
+}

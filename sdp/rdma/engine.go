@@ -789,6 +789,7 @@ func (e *Engine) arm() bool {
 		if s.state.dead() || s.linkDown {
 			continue
 		}
+		s.armFor()
 		if err := s.link.Notify(); err != nil {
 			s.fail(fmt.Errorf("rdma: arm completions: %w", err))
 			busy = true

@@ -189,21 +189,28 @@ int osf_rdma_sim_poll(struct osf_rdma_rx *rx, struct osf_rdma_wc *wc, int n)
 // ---- the connection's own channel (rx.h chan_fd) ----------------------
 
 // osf_rdma_verbs_arm is rx->chan_arm for a verbs CQ (under ep_lock): its
-// next completion raises an event on the connection's completion channel.
-// Armed already (cq_armed), it makes no system call: a sleeper's enter,
-// its leave and the engine's every sleep each armed the CQ, three
-// ibv_req_notify_cq per message where one is needed.
+// next solicited completion (the peer's immediates), or with arm_all its
+// next completion of any kind, raises an event on the connection's
+// completion channel. Our own sends' completions (one in 16 signaled)
+// then wake nobody unless the engine waits for one: they came while a
+// poller was between waits and woke the engine, or woke the poller for
+// nothing. Armed already as much (cq_armed), it makes no system call: a
+// sleeper's enter, its leave and the engine's every sleep each armed the
+// CQ, three ibv_req_notify_cq per message where one is needed. A request
+// for every completion after one for solicited ones widens the arm (the
+// verbs' rule; rxe keeps the wider of the two).
 static int osf_rdma_verbs_arm(struct osf_rdma_rx *rx)
 {
+	uint32_t how = rx->arm_all ? OSF_RDMA_ARMED_ALL : OSF_RDMA_ARMED_SOLICITED;
 	int rc;
 
 	if (!rx->cq)
 		return EINVAL;
-	if (rx->cq_armed)
+	if (rx->cq_armed >= how)
 		return 0;
-	rc = ibv_req_notify_cq((struct ibv_cq *)rx->cq, 0);
+	rc = ibv_req_notify_cq((struct ibv_cq *)rx->cq, how == OSF_RDMA_ARMED_SOLICITED);
 	if (rc == 0)
-		rx->cq_armed = 1;
+		rx->cq_armed = how;
 	return rc;
 }
 
@@ -220,7 +227,7 @@ static int osf_rdma_verbs_drain(struct osf_rdma_rx *rx)
 		if (ibv_get_cq_event((struct ibv_comp_channel *)rx->chan, &cq, &ctx) != 0)
 			break;
 		ibv_ack_cq_events(cq, 1);
-		rx->cq_armed = 0;
+		rx->cq_armed = OSF_RDMA_ARMED_NONE;
 	}
 	errno = saved;
 	return 0;
@@ -241,7 +248,8 @@ void osf_rdma_chan_use(struct osf_rdma_tx *tx, int fd, void *chan, int ep, uint3
 	rx->ep_want = want;
 	rx->ep_set = set;
 	rx->sleepers = 0;
-	rx->cq_armed = 0;
+	rx->cq_armed = OSF_RDMA_ARMED_NONE;
+	rx->arm_all = 0;
 	rx->chan_arm = chan ? osf_rdma_verbs_arm : NULL;
 	rx->chan_drain = chan ? osf_rdma_verbs_drain : NULL;
 	osf_rdma_chan_apply_locked(rx);
@@ -296,6 +304,19 @@ int osf_rdma_chan_engine_arm(struct osf_rdma_tx *tx)
 	return rc;
 }
 
+// osf_rdma_chan_arm_all says whether the engine waits for a completion
+// of its own sends (send-queue slots, a probe, CLOSE): every arm from now
+// on (the engine's before it sleeps, a sleeper's) asks for every
+// completion, else for solicited ones only.
+void osf_rdma_chan_arm_all(struct osf_rdma_tx *tx, int all)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+
+	osf_rdma_ep_lock(rx);
+	__atomic_store_n(&rx->arm_all, all ? 1u : 0u, __ATOMIC_RELAXED);
+	osf_rdma_ep_unlock(rx);
+}
+
 // osf_rdma_chan_forget takes the channel out of the engine's epoll and
 // out of the rule's hands, before it is closed: a thread asleep on it
 // is woken by its wake socket's end, and finds it gone.
@@ -311,6 +332,7 @@ void osf_rdma_chan_forget(struct osf_rdma_tx *tx)
 	rx->ep_set = 0;
 	rx->chan = NULL;
 	rx->chan_arm = rx->chan_drain = NULL;
-	rx->cq_armed = 0;
+	rx->cq_armed = OSF_RDMA_ARMED_NONE;
+	rx->arm_all = 0;
 	osf_rdma_ep_unlock(rx);
 }

@@ -73,6 +73,14 @@ struct osf_rdma_wc {
 	uint32_t pad;
 };
 
+/* How the CQ is armed (rx->cq_armed): not, for the next solicited
+ * completion (every immediate the peer sends is solicited, tx.c: its
+ * DATA, FIN, CREDIT and CLOSE; our own sends' completions are not), or
+ * for the next completion of any kind. */
+#define OSF_RDMA_ARMED_NONE 0u
+#define OSF_RDMA_ARMED_SOLICITED 1u
+#define OSF_RDMA_ARMED_ALL 2u
+
 /* What the rule leaves to the engine. */
 #define OSF_RDMA_EV_NONE 0u
 #define OSF_RDMA_EV_BROKEN 1u    /* a completion failed: wc.status */
@@ -123,8 +131,9 @@ struct osf_rdma_rx {
 			      for writing: see osf_rdma_credit_push) */
 	uint32_t peer_fin, peer_closed;
 	uint32_t engine_due; /* an application's thread applied a CREDIT while
-				bytes (or FIN) wait to be sent: the engine may
-				have been left them */
+				bytes (or FIN) wait to be sent, or a send
+				completion the engine waits for (arm_all): the
+				engine may have been left work */
 	uint32_t recvs;    /* receives posted, not completed */
 	uint32_t recv_seq; /* receives ever posted */
 	struct osf_rdma_ev ev; /* the event waiting for the engine */
@@ -167,10 +176,16 @@ struct osf_rdma_rx {
 	osf_rdma_chan_fn chan_arm;   /* verbs: ibv_req_notify_cq unless cq_armed;
 					NULL: stand-in */
 	osf_rdma_chan_fn chan_drain; /* verbs: ibv_get_cq_event and ack */
-	uint32_t cq_armed; /* chan_arm armed the CQ and chan_drain has read no
-			      event since: the CQ is armed, or its event
-			      waits on chan_fd (whoever watches it wakes), so
-			      arming again would be a system call for nothing */
+	uint32_t cq_armed; /* how chan_arm armed the CQ (OSF_RDMA_ARMED_*)
+			      since chan_drain last read an event: the CQ is
+			      armed so, or its event waits on chan_fd
+			      (whoever watches it wakes), so arming again as
+			      much would be a system call for nothing */
+	uint32_t arm_all; /* the engine waits for a completion of its own
+			     sends (send-queue slots, a probe, CLOSE): the CQ
+			     is armed for every completion, not only the
+			     peer's solicited immediates; a thread that takes
+			     a send completion then kicks the engine */
 	void *chan;                  /* verbs: the struct ibv_comp_channel */
 	uint64_t chan_sleeps; /* sleeps on chan_fd (relaxed; tests, osfstat) */
 };
@@ -412,6 +427,10 @@ static inline int osf_rdma_rx_one(struct osf_rdma_rx *rx, const struct osf_rdma_
 	osf_rdma_tx_lock_spin(tx);
 	bad = osf_rdma_tx_complete(tx, seq);
 	osf_rdma_tx_leave(rx);
+	/* The engine waits for it (send-queue slots, ...) and no event of
+	 * the channel will say that a thread took it. */
+	if (__atomic_load_n(&rx->arm_all, __ATOMIC_RELAXED))
+		rx->engine_due = 1;
 	if (bad)
 		return OSF_RDMA_RX_BAD(rx, OSF_RDMA_EV_FAIL, wc,
 				       "rdma: completion for unposted work request %u (posted %u)",
@@ -599,6 +618,7 @@ void osf_rdma_chan_use(struct osf_rdma_tx *tx, int fd, void *chan, int ep, uint3
 uint32_t osf_rdma_chan_want(struct osf_rdma_tx *tx, uint32_t want);
 int osf_rdma_chan_engine_drain(struct osf_rdma_tx *tx);
 int osf_rdma_chan_engine_arm(struct osf_rdma_tx *tx);
+void osf_rdma_chan_arm_all(struct osf_rdma_tx *tx, int all);
 void osf_rdma_chan_forget(struct osf_rdma_tx *tx);
 
 #endif

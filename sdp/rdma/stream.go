@@ -128,6 +128,10 @@ type stream struct {
 	probes     int       // probes posted
 	probeTimer bool      // probeStalled is scheduled
 
+	// armAll: the CQ is armed for every completion (waitsForSends), as
+	// last told to the rule.
+	armAll bool
+
 	// Counters, for logs and tests.
 	bytesOut uint64
 	watched  *watchSample // watch.go
@@ -738,6 +742,29 @@ func (s *stream) wants() bool {
 		return true
 	}
 	return false
+}
+
+// waitsForSends reports whether the engine waits for a completion of its
+// own sends: an outstanding probe or CLOSE, or send-queue slots for what
+// it has left to post (bytes, FIN, a credit, CLOSE: data needs two). The
+// CQ is then armed for every completion; otherwise for the peer's
+// solicited immediates only, so that our sends' completions (one in 16
+// signaled), which come while the application's poller is between waits,
+// wake nobody (docs/ARCHITECTURE.md, "Engine wake-ups").
+func (s *stream) waitsForSends() bool {
+	if s.state.dead() || s.linkDown {
+		return false
+	}
+	return s.probing || s.closePending || s.closeSent && !s.closeAck || s.sqFree() < 2
+}
+
+// armFor tells the rule how to arm the CQ before the engine sleeps
+// (waitsForSends); a cgo call only when that changes.
+func (s *stream) armFor() {
+	if all := s.waitsForSends(); all != s.armAll {
+		s.armAll = all
+		s.tx.setArmAll(all)
+	}
 }
 
 // quiet clears the engine's want flags while it polls actively, so that

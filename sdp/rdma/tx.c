@@ -57,7 +57,8 @@ struct osf_rdma_tx *osf_rdma_tx_new(void)
 	rx->take = osf_rdma_rx_take;
 	osf_rdma_ep_lock(rx);
 	rx->chan_fd = rx->ep_fd = -1;
-	rx->ep_want = rx->ep_set = rx->sleepers = 0;
+	rx->ep_want = rx->ep_set = rx->sleepers = rx->arm_all = 0;
+	rx->cq_armed = OSF_RDMA_ARMED_NONE;
 	rx->chan_arm = rx->chan_drain = NULL;
 	rx->chan = NULL;
 	rx->chan_sleeps = 0;
@@ -152,8 +153,13 @@ int osf_rdma_verbs_post(struct osf_rdma_tx *tx, const struct osf_rdma_wr *w, int
 		wr[i].sg_list = w[i].len ? &sge[i] : NULL;
 		wr[i].num_sge = w[i].len ? 1 : 0;
 		wr[i].opcode = w[i].with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+		// Every immediate is solicited: the peer's CQ, armed for
+		// solicited completions (rx.c osf_rdma_verbs_arm), wakes its
+		// waiter for our DATA, FIN, CREDIT and CLOSE, not for its own
+		// sends' completions.
 		wr[i].send_flags = (w[i].signaled ? IBV_SEND_SIGNALED : 0) |
-				   (w[i].inl && w[i].len ? IBV_SEND_INLINE : 0);
+				   (w[i].inl && w[i].len ? IBV_SEND_INLINE : 0) |
+				   (w[i].with_imm ? IBV_SEND_SOLICITED : 0);
 		if (w[i].with_imm)
 			wr[i].imm_data = htobe32(w[i].imm);
 		wr[i].wr.rdma.remote_addr = tx->raddr + w[i].off;

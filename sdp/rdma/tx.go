@@ -56,6 +56,13 @@ static int osf_rdma_tx_push_go(struct osf_rdma_tx *tx, uint64_t head, int fin)
 				&head, &flags, 1u);
 }
 
+// osf_rdma_rx_take_go is an application's thread's take of the
+// connection's completions, as libosf.so's readers make it (tests).
+static int osf_rdma_rx_take_go(struct osf_rdma_tx *tx)
+{
+	return tx->rx->take(tx, __atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE), tx->pid);
+}
+
 static int osf_rdma_tx_next_go(const struct osf_rdma_tx *tx, uint64_t head, int fin,
 			       struct osf_rdma_wr *wr)
 {
@@ -539,6 +546,15 @@ func (t *txState) chanWant(want uint32) uint32 {
 // call when it is armed already); -1 when the channel is not the rule's,
 // else ibv_req_notify_cq's result.
 func (t *txState) chanEngineArm() int { return int(C.osf_rdma_chan_engine_arm(t.p)) }
+
+// callerTake takes the connection's completions as an application's
+// thread does (rx.c osf_rdma_rx_take): how many, or its negative answer.
+func (t *txState) callerTake() int { return int(C.osf_rdma_rx_take_go(t.p)) }
+
+// setArmAll says whether the engine waits for a completion of its own
+// sends: the CQ is armed for every completion then, else for the peer's
+// solicited immediates only (rx.c osf_rdma_chan_arm_all).
+func (t *txState) setArmAll(all bool) { C.osf_rdma_chan_arm_all(t.p, b2i(all)) }
 
 // chanEngineDrain reads the channel's events for the engine, unless a
 // thread sleeps on it; false when the channel is not the rule's.

@@ -128,13 +128,12 @@ func (l *verbsLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint
 	if err != nil {
 		return err
 	}
-	op := verbs.OpWrite
-	if withImm {
-		op = verbs.OpWriteImm
-	}
-	var flags verbs.SendFlags
+	op, flags := verbs.OpWrite, verbs.SendFlags(0)
 	if signaled {
 		flags = verbs.SendSignaled
+	}
+	if withImm {
+		op, flags = verbs.OpWriteImm, immFlags(signaled)
 	}
 	return l.qp.PostSend(verbs.SendWR{
 		ID: uint64(wrid), Opcode: op, Local: sge,
@@ -142,8 +141,19 @@ func (l *verbsLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint
 	})
 }
 
+// immFlags are the flags of a WRITE WITH IMMEDIATE: solicited, as the C
+// poster's (tx.c osf_rdma_verbs_post): the peer's CQ is armed for
+// solicited completions (rx.c osf_rdma_verbs_arm).
+func immFlags(signaled bool) verbs.SendFlags {
+	if signaled {
+		return verbs.SendSolicited | verbs.SendSignaled
+	}
+	return verbs.SendSolicited
+}
+
 func (l *verbsLink) PostImm(wrid verbs.WRID, imm uint32, signaled bool) error {
-	return l.qp.PostWriteImm(uint64(wrid), verbs.SGE{}, l.rbase, l.rkey, imm, signaled)
+	return l.qp.PostSend(verbs.SendWR{ID: uint64(wrid), Opcode: verbs.OpWriteImm,
+		RemoteAddr: l.rbase, RKey: l.rkey, Imm: imm, Flags: immFlags(signaled)})
 }
 
 func (l *verbsLink) PostProbe(wrid verbs.WRID) error {
@@ -176,7 +186,9 @@ func (l *verbsLink) useRx(tx *txState, _ int) {
 func (l *verbsLink) Poll([]verbs.WC) (int, error) { return 0, nil }
 
 // Notify arms the CQ: through the rule while the channel is its own
-// (which knows when the CQ is armed already), else directly.
+// (which knows when the CQ is armed already, and arms it for solicited
+// completions only unless the engine waits for its own sends: useArmAll),
+// else directly, for every completion.
 func (l *verbsLink) Notify() error {
 	if l.chanFD > 0 && l.rx != nil {
 		if rc := l.rx.chanEngineArm(); rc >= 0 {

@@ -902,6 +902,8 @@ bench_go() {
 	http_bench gonet_start /hello \
 		"Go net/http server, OSF_GO=1, wrk -t2 -c16 keep-alive, unpinned" wrk \
 		"Go net/http server, OSF_GO=1, wrk -t2 -c16 with \`Connection: close\`, unpinned" wrk-close
+	grpcpp_build 1 "$GRPCPP"
+	static_rows gRPC-dyn pinned osfgo
 }
 
 # bench_static: statically linked programs under `osfrun --static`
@@ -909,50 +911,76 @@ bench_go() {
 # connection that fell back to kernel TCP fails the row) against the same
 # programs on kernel TCP: the C echo's 64 B ping-pong
 # (tests/progs/static/echo.c, gcc -static), pinned and unpinned, and
-# gonet's (CGO_ENABLED=0), pinned. STATIC_ROUNDS alternating rounds of
-# 20,000 round trips each; a row gives the medians and the ratio's spread.
+# gonet's (CGO_ENABLED=0), pinned, and a gRPC-Go unary call of 64 bytes
+# (tests/goprogs/grpcpp, CGO_ENABLED=0), pinned. STATIC_ROUNDS alternating
+# rounds of 20,000 round trips each; a row gives the medians and the
+# ratio's spread.
 STATIC_ECHO="$BUILD/tests/staticecho"
 GONET_STATIC="$BUILD/tests/gonet-static"
+GRPCPP="$BUILD/tests/grpcpp"
+GRPCPP_STATIC="$BUILD/tests/grpcpp-static"
 STATIC_ROUNDS="${BENCH_STATIC_ROUNDS:-5}"
 bench_static() {
 	[[ -x "$STATIC_ECHO" ]] || gcc -O2 -static -o "$STATIC_ECHO" "$ROOT/tests/progs/static/echo.c"
 	[[ -x "$GONET_STATIC" ]] || (cd "$ROOT/tests" && CGO_ENABLED=0 go build -o "$GONET_STATIC" ./goprogs/gonet)
+	grpcpp_build 0 "$GRPCPP_STATIC"
 	static_rows C pinned
 	static_rows C unpinned
 	static_rows Go pinned
+	static_rows gRPC pinned
 }
 
-# static_rows C|Go pinned|unpinned: one row of bench_static.
+# grpcpp_build CGO_ENABLED OUT builds tests/goprogs/grpcpp (a module of its
+# own: gRPC is no dependency of osf's) unless OUT is there.
+grpcpp_build() {
+	[[ -x "$2" ]] || (cd "$ROOT/tests/goprogs/grpcpp" && CGO_ENABLED=$1 go build -o "$2" .)
+}
+
+# static_rows C|Go|gRPC|gRPC-dyn pinned|unpinned [static|osfgo]: one row of
+# ping-pong rounds, the program bare against it under `osfrun --static`
+# (static, the default) or under libosf.so with OSF_GO=1 (osfgo: the
+# dynamically linked gRPC-dyn).
 static_rows() {
-	local kind=$1 pin=$2 r side out k=() s=() ratios=()
+	local kind=$1 pin=$2 osf=${3:-static} r side out k=() s=() ratios=()
+	local what="$kind ping-pong 64 B" how="osfrun --static" target="≥ 5x faster"
+	[[ $osf == static ]] && what="static $what"
+	[[ $osf == osfgo ]] && how="OSF_GO=1"
+	[[ $kind == gRPC* ]] && what="${what/$kind ping-pong/gRPC-Go unary call,} each way" target="≥ 2x faster"
 	for ((r = 0; r < STATIC_ROUNDS; r++)); do
-		for side in bare static; do
+		for side in bare "$osf"; do
 			out=$(static_pingpong "$kind" "$pin" "$side")
-			[[ -n "$out" ]] || { echo "bench: static $kind ping-pong ($side) failed" >&2; return 1; }
+			[[ -n "$out" ]] || { echo "bench: $what ($side) failed" >&2; return 1; }
 			if [[ $side == bare ]]; then k+=("$out"); else s+=("$out"); fi
 		done
 		ratios+=("$(calc "${k[-1]} / ${s[-1]}")")
 	done
-	raw "static $kind ping-pong 64 B $pin, ns per round trip, kernel TCP: ${k[*]}"
-	raw "static $kind ping-pong 64 B $pin, ns per round trip, osfrun --static: ${s[*]}"
+	raw "$what $pin, ns per round trip, kernel TCP: ${k[*]}"
+	raw "$what $pin, ns per round trip, $how: ${s[*]}"
 	local km sm
 	km=$(stats median "${k[@]}")
 	sm=$(stats median "${s[@]}")
-	row "static $kind ping-pong 64 B, osfrun --static, $pin (µs per round trip, median of $STATIC_ROUNDS rounds of 20,000)" \
+	row "$what, $how, $pin (µs per round trip, median of $STATIC_ROUNDS rounds of 20,000)" \
 		"$(calc "'%.1f' % ($km / 1000)")" "$(calc "'%.1f' % ($sm / 1000)")" \
-		"$(ratio "$km" "$sm") faster (rounds $(calc "'%.1f' % $(stats min "${ratios[@]}")")–$(calc "'%.1f' % $(stats max "${ratios[@]}")")x)" "≥ 5x faster"
+		"$(ratio "$km" "$sm") faster (rounds $(calc "'%.1f' % $(stats min "${ratios[@]}")")–$(calc "'%.1f' % $(stats max "${ratios[@]}")")x)" "$target"
 }
 
-# static_pingpong C|Go pinned|unpinned bare|static: one round's mean
+# static_pingpong C|Go|gRPC|gRPC-dyn pinned|unpinned bare|static|osfgo: one round's mean
 # round trip in ns (empty on failure).
 static_pingpong() {
 	local kind=$1 pin=$2 side=$3 i port srv=() cli=() pre=() out
 	[[ $pin == pinned ]] && srv=(taskset -c $SRV_CPU) cli=(taskset -c $CLI_CPU)
+	local prog=$GONET_STATIC
+	[[ $kind == gRPC ]] && prog=$GRPCPP_STATIC
+	[[ $kind == gRPC-dyn ]] && prog=$GRPCPP
 	[[ $side == static ]] && pre=(env LD_PRELOAD="$LIB" OSF_STRICT=1 "$BUILD/osfload")
+	[[ $side == osfgo ]] && pre=(env LD_PRELOAD="$LIB" OSF_GO=1 OSF_STRICT=1)
+	# emptied here: the server's own redirection may come after the
+	# first look below, which would read the last round's port
+	: >"$TMP/server.out"
 	if [[ $kind == C ]]; then
 		"${srv[@]}" "${pre[@]}" "$STATIC_ECHO" serve 127.0.0.1 >"$TMP/server.out" 2>&1 &
 	else
-		"${srv[@]}" "${pre[@]}" "$GONET_STATIC" serve 127.0.0.1:0 >"$TMP/server.out" 2>&1 &
+		"${srv[@]}" "${pre[@]}" "$prog" serve 127.0.0.1:0 >"$TMP/server.out" 2>&1 &
 	fi
 	SRV_PID=$!
 	for ((i = 0; i < 200; i++)); do
@@ -964,7 +992,7 @@ static_pingpong() {
 		out=$("${cli[@]}" timeout 120 "${pre[@]}" "$STATIC_ECHO" pingpong 127.0.0.1 "$port" 20000 |
 			sed -n 's/^rtt_ns \([0-9]*\)$/\1/p')
 	elif [[ -n "$port" ]]; then
-		out=$("${cli[@]}" timeout 120 "${pre[@]}" "$GONET_STATIC" pingpong 127.0.0.1:"$port" 20000 |
+		out=$("${cli[@]}" timeout 120 "${pre[@]}" "$prog" pingpong 127.0.0.1:"$port" 20000 |
 			sed -n 's/^rtt avg=\([0-9]*\) .*/\1/p')
 	fi
 	unserve

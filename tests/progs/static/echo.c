@@ -18,13 +18,28 @@
  *   staticecho pingpong ADDR PORT N  N round trips of 64 bytes; print
  *                                  "rtt_ns X" (mean)
  *   staticecho fork                fork a child that exits 7; print
- *                                  "child 7" */
+ *                                  "child 7"
+ *   staticecho sigaccept ADDR MODE   SIGTERM's action per MODE (dfl: the
+ *                                  default; intr: a handler; restart: a
+ *                                  handler with SA_RESTART; the handler
+ *                                  writes "handler"), listen as serve, then
+ *                                  block in accept: print "accept EINTR
+ *                                  handled H" or "accepted handled H"
+ *   staticecho sigrecv ADDR PORT MODE  connect, SIGTERM's action as
+ *                                  sigaccept's, print "connected", block
+ *                                  in recv of one byte: print "recv EINTR
+ *                                  handled H" or "recv 1 C handled H"
+ *   staticecho sigpeer ADDR        listen as serve, accept one connection,
+ *                                  send "x" once a line comes on stdin (none
+ *                                  at EOF), read until EOF
+ *   staticecho exec PROG ARGS...   execv PROG with ARGS */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +247,77 @@ static int forks(void)
 	return 0;
 }
 
+static volatile sig_atomic_t handled;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	handled++;
+	if (write(1, "handler\n", 8) < 0)
+		_exit(3);
+}
+
+/* on_sigterm sets SIGTERM's action per mode (dfl, intr, restart). */
+static void on_sigterm(const char *mode)
+{
+	struct sigaction sa = {.sa_handler = on_term};
+
+	if (strcmp(mode, "dfl") == 0)
+		return;
+	sa.sa_flags = strcmp(mode, "restart") == 0 ? SA_RESTART : 0;
+	if (sigaction(SIGTERM, &sa, NULL) < 0)
+		die("sigaction");
+}
+
+static int sigaccept(const char *addr, const char *mode)
+{
+	int l, c;
+
+	on_sigterm(mode);
+	l = listener(addr);
+	c = accept(l, NULL, NULL);
+	if (c < 0 && errno == EINTR)
+		printf("accept EINTR handled %d\n", (int)handled);
+	else if (c >= 0)
+		printf("accepted handled %d\n", (int)handled);
+	else
+		die("accept");
+	return 0;
+}
+
+static int sigrecv(const char *addr, const char *port, const char *mode)
+{
+	int s = dial(addr, port);
+	char c;
+	ssize_t r;
+
+	on_sigterm(mode);
+	printf("connected\n");
+	fflush(stdout);
+	r = recv(s, &c, 1, 0);
+	if (r < 0 && errno == EINTR)
+		printf("recv EINTR handled %d\n", (int)handled);
+	else if (r == 1)
+		printf("recv 1 %c handled %d\n", c, (int)handled);
+	else
+		die("recv");
+	return 0;
+}
+
+static int sigpeer(const char *addr)
+{
+	int l = listener(addr), c = accept(l, NULL, NULL);
+	char line[16], b[64];
+
+	if (c < 0)
+		die("accept");
+	if (fgets(line, sizeof(line), stdin) && write(c, "x", 1) != 1)
+		die("write");
+	while (read(c, b, sizeof(b)) > 0)
+		;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "serve") == 0)
@@ -246,7 +332,18 @@ int main(int argc, char **argv)
 		return pingpong(argv[2], argv[3], atol(argv[4]));
 	if (argc == 2 && strcmp(argv[1], "fork") == 0)
 		return forks();
+	if (argc == 4 && strcmp(argv[1], "sigaccept") == 0)
+		return sigaccept(argv[2], argv[3]);
+	if (argc == 5 && strcmp(argv[1], "sigrecv") == 0)
+		return sigrecv(argv[2], argv[3], argv[4]);
+	if (argc == 3 && strcmp(argv[1], "sigpeer") == 0)
+		return sigpeer(argv[2]);
+	if (argc >= 3 && strcmp(argv[1], "exec") == 0) {
+		execv(argv[2], argv + 2);
+		die("exec");
+	}
 	fprintf(stderr, "usage: staticecho serve ADDR | tserve ADDR K | client ADDR PORT N | "
-			"tclient ADDR PORT K N | pingpong ADDR PORT N | fork\n");
+			"tclient ADDR PORT K N | pingpong ADDR PORT N | fork | sigaccept ADDR MODE | "
+			"sigrecv ADDR PORT MODE | sigpeer ADDR | exec PROG ARGS...\n");
 	return 2;
 }
