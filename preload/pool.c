@@ -235,7 +235,7 @@ static int make_region(uint32_t ring, struct made *md)
 		goto fail;
 	}
 	md->efd = -1;
-	if (osf.shm_efd && !osf.shm_kfd && (e = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0 &&
+	if (osf.shm_efd && (e = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0 &&
 	    (md->efd = osf_fdt_hide(e, 0)) < 0)
 		REAL(close)(e); /* the slots' writers wake on socket pairs */
 	md->base = m;

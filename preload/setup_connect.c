@@ -187,11 +187,10 @@ static int parts_make(struct parts *p, const struct ip *client, const struct ip 
 		p->segfd = -1;
 		p->placed = 0;
 		p->wtx[0] = p->wtx[1] = -1;
-		/* The region's eventfd, or the pair after all; OSF_SHM_KFD
-		 * keeps the pair: its writers' end would be the TCP socket,
-		 * where a peer killed after its shutdown(SHUT_WR) makes no
-		 * event (its FIN came before), and the writer would sleep on. */
-		if (osf.shm_efd && !osf.shm_kfd)
+		/* The region's eventfd, or the pair after all (OSF_SHM_KFD
+		 * too: a peer killed after its shutdown(SHUT_WR) is a reset on
+		 * the TCP socket, osf_side_probe_peer). */
+		if (osf.shm_efd)
 			return 0;
 		return REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->wtx);
 	}
@@ -411,7 +410,7 @@ again:
 		p->slot = p->seg != NULL;
 		if (!p->seg)
 			p->seg = osf_seg_new(setup_cfg.c.ring_size, &p->segfd);
-		if (!p->slot || osf.shm_kfd) /* OSF_SHM_KFD keeps the pair */
+		if (!p->slot)
 			p->efd = -1;
 		if (!p->seg || (p->efd < 0 && p->wtx[0] < 0 &&
 				REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->wtx) < 0)) {

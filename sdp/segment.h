@@ -339,10 +339,10 @@ struct osf_seg_hdr {
 				 address and port) that follows; the unix
 				 socket carries only this hello (the server
 				 keeps it until it accepts that connection) */
-#define OSF_HELLO_F_EFD 0x8u  /* OSF_SHM_EFD, with OSF_HELLO_F_POOL and
-				 without OSF_HELLO_F_KFD only: the second fd
-				 is the region's writers' eventfd (sdp/side.h
-				 osf_side_use_efd), not a wake socket */
+#define OSF_HELLO_F_EFD 0x8u  /* OSF_SHM_EFD, with OSF_HELLO_F_POOL only:
+				 the second fd is the region's writers'
+				 eventfd (sdp/side.h osf_side_use_efd), not
+				 a wake socket */
 struct osf_hello {
 	uint32_t magic;
 	uint16_t version;    /* OSF_SEG_VERSION */

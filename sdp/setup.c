@@ -369,9 +369,6 @@ static int hello_verdict(int cfd, const struct ucred *cr, ssize_t n, int ctrunc,
 		snprintf(why, wn, "ring size %u above this server's limit %u", h->ring_bytes, cap);
 	else if ((h->flags & OSF_HELLO_F_EFD) && (!(h->flags & OSF_HELLO_F_POOL) || !map))
 		snprintf(why, wn, "writers' eventfd without a region");
-	else if ((h->flags & (OSF_HELLO_F_EFD | OSF_HELLO_F_KFD)) ==
-		 (OSF_HELLO_F_EFD | OSF_HELLO_F_KFD))
-		snprintf(why, wn, "writers' eventfd for a kernel TCP connection");
 	else if (!(h->flags & OSF_HELLO_F_EFD) && !is_wake_socket(fds[1]))
 		snprintf(why, wn, "writers' wake socket: not a stream socket");
 	else if (!cr && osf_sys_getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &in->cr, &crl) < 0)

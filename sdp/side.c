@@ -24,6 +24,7 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
 	s->side = side;
 	s->wfd = wfd;
 	s->efd = -1;
+	s->kfd = 0;
 	s->me = &h->side[side];
 	s->peer = &h->side[1 - side];
 	s->tx = &h->ring[side];
@@ -135,8 +136,13 @@ void osf_side_mark_gone(struct osf_side *s)
 	if (osf_end_is_reset(osf_side_peer_flags(s), head != tail) ||
 	    (!__atomic_load_n(&s->peer->holders, __ATOMIC_ACQUIRE) &&
 	     !__atomic_load_n(&s->peer->close_seq, __ATOMIC_ACQUIRE))) {
-		osf_side_set_pending(s, (osf_side_peer_flags(s) & OSF_SIDE_TIMEDOUT)
-						? ETIMEDOUT
+		uint32_t pf = osf_side_peer_flags(s);
+		/* A reset in CLOSE_WAIT (the peer's FIN came, this side's
+		 * did not go) is EPIPE to TCP (tcp_reset): a peer killed
+		 * after its shutdown(SHUT_WR). */
+		osf_side_set_pending(s, (pf & OSF_SIDE_TIMEDOUT) ? ETIMEDOUT
+					: (pf & OSF_SIDE_FIN) && !(osf_side_my_flags(s) & OSF_SIDE_FIN)
+						? EPIPE
 						: ECONNRESET);
 		osf_side_set_state(s, OSF_CS_GONE | OSF_CS_RESET);
 		return;
@@ -254,6 +260,26 @@ void osf_side_wake_efd(struct osf_side *s)
 	__atomic_store_n(&s->peer->tx_want, 1, __ATOMIC_RELEASE);
 out:
 	errno = saved;
+}
+
+int osf_side_probe_peer(struct osf_side *s, int fd)
+{
+	int saved;
+
+	if (!s->kfd || s->wfd >= 0 || !(osf_side_peer_flags(s) & OSF_SIDE_FIN) ||
+	    osf_side_state(s))
+		return 0;
+	if (__atomic_load_n(&s->peer->rx_tokens, __ATOMIC_ACQUIRE))
+		return 1; /* one is queued (or on its way): the peer's word, a hint */
+	saved = errno;
+	__atomic_add_fetch(&s->peer->rx_tokens, 1, __ATOMIC_SEQ_CST);
+	if (osf_sys_send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
+		osf_wake_sub(&s->peer->rx_tokens, 1);
+		if (errno == EPIPE || errno == ECONNRESET)
+			osf_side_check_end(s, fd);
+	}
+	errno = saved;
+	return 1;
 }
 
 /* ---- wake tokens ------------------------------------------------------ */
@@ -504,7 +530,9 @@ static int sleep_limited(struct osf_side *s, int end)
  * round raises tx_want again (a waker clears it) and looks at the ring
  * before it sleeps; a POLLHUP of fd is the other side's end (end_seen),
  * and so is a POLLRDHUP of a TCP socket (OSF_SHM_KFD: its peer's FIN)
- * unless the peer said FIN itself and still holds its side.
+ * unless the peer said FIN itself and still holds its side; after that
+ * FIN, a byte kept queued at the peer (osf_side_probe_peer) makes the
+ * death of its last holder a reset here (POLLERR | POLLHUP).
  * Held back by the buffer sizes or a trim's stop, or without an epoll (no
  * fd left for it), it looks again every 20 ms: late, never lost. */
 static int wait_room_efd(struct osf_side *s, int fd)
@@ -545,6 +573,12 @@ static int wait_room_efd(struct osf_side *s, int fd)
 		if ((ep < 0 || osf_side_tx_limit(s) < s->size || osf_side_tx_stopped(s)) &&
 		    (ms < 0 || ms > 20))
 			ms = 20;
+		if (osf_side_probe_peer(s, fd)) {
+			if (osf_side_state(s))
+				continue; /* the probe met the end: tx_ready */
+			if (ms < 0 || ms > OSF_PROBE_MS)
+				ms = OSF_PROBE_MS;
+		}
 		n = ep >= 0 ? osf_sys_epoll_wait(ep, ev, 2, ms) : osf_sys_poll(NULL, 0, ms);
 		if (n < 0) {
 			if (errno == EINTR && deadline < 0 && osf_sys_intr_restart()) {
@@ -641,6 +675,8 @@ short osf_side_revents(struct osf_side *s)
 
 short osf_side_arm(struct osf_side *s, int fd, int kinds, int already)
 {
+	short r;
+
 	if ((kinds & OSF_ARM_RX) && !(already & OSF_ARM_RX)) {
 		shed(s, fd, &s->me->rx_waiters);
 		__atomic_add_fetch(&s->me->rx_waiters, 1, __ATOMIC_ACQ_REL);
@@ -656,7 +692,10 @@ short osf_side_arm(struct osf_side *s, int fd, int kinds, int already)
 	if ((kinds & OSF_ARM_TX) && !(osf_side_my_flags(s) & OSF_SIDE_WRSOCK))
 		__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	return osf_side_revents(s);
+	r = osf_side_revents(s);
+	if ((kinds & OSF_ARM_TX) && !(r & POLLOUT) && osf_side_probe_peer(s, fd))
+		r = osf_side_revents(s); /* the probe may have found the end */
+	return r;
 }
 
 void osf_side_disarm(struct osf_side *s, int fd, int kinds, int woken)

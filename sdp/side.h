@@ -25,7 +25,8 @@
  *
  * The end follows Linux TCP: data already received is readable first; then
  * a peer that closed with data it never read (or with SO_LINGER 0) gives
- * ECONNRESET once, else end-of-file; the first write after the peer closed
+ * ECONNRESET once (EPIPE after its shutdown(SHUT_WR), in CLOSE_WAIT),
+ * else end-of-file; the first write after the peer closed
  * is accepted, later ones get EPIPE.
  *
  * Everything in the segment may be written by the peer: positions are
@@ -61,6 +62,8 @@ struct osf_side {
 	int efd;    /* the writers' eventfd of the segment's region, shared by
 		       its slots and both ends (osf_side_use_efd), or -1; not
 		       the side's to close */
+	int kfd;    /* 1: the application's wake socket is the connection's
+		       kernel TCP socket (OSF_SHM_KFD; osf_side_probe_peer) */
 	struct osf_seg_side *me, *peer;
 	struct osf_seg_ring *tx, *rx;
 	uint8_t *txd, *rxd; /* the rings' regions; positions map into them
@@ -104,6 +107,26 @@ void osf_side_init(struct osf_side *s, uint8_t *base, uint32_t ring_bytes,
  * pollers cannot sleep on it (readable for ever): they poll such an epoll
  * instead (docs/D2-PROPOSAL.md, step 2). */
 void osf_side_use_efd(struct osf_side *s, int efd);
+
+/* osf_side_probe_peer keeps a byte queued on the peer's kernel TCP socket
+ * while a writer or a poller for room of s (kfd: OSF_SHM_KFD) waits after
+ * the peer's FIN. Such a peer (its shutdown(SHUT_WR)) sent its FIN
+ * already, so the death of its last holder makes no event on fd, the only
+ * file the two ends share per connection; with a byte unread there, that
+ * death is the kernel's close of a socket holding unread data: a reset
+ * (RFC 2525, as TCP's, whose peer dies with this side's unread data),
+ * which fd reports to every waiter (POLLERR | POLLHUP) and which ends the
+ * wait as the peer's end (osf_side_check_end). The byte is a readers'
+ * token, counted in the peer's rx_tokens before it is sent: a live peer's
+ * readers shed it, its close reads it first (its FIN stays a FIN), and
+ * none is sent while the count says one is queued. Returns 1 when the
+ * wait needs the byte (then it looks again now and then, every
+ * OSF_PROBE_MS: a poller of the peer may take it as a spurious wake-up),
+ * else 0: no kfd, writers on a socket pair (its hang-up tells), no FIN
+ * from the peer yet (its death would be a FIN or a reset on fd by
+ * itself), or the end known already. */
+#define OSF_PROBE_MS 100
+int osf_side_probe_peer(struct osf_side *s, int fd);
 
 /* ---- state ------------------------------------------------------------- */
 
@@ -617,11 +640,16 @@ short osf_side_arm(struct osf_side *s, int fd, int kinds, int already);
  * this side shut it for reading (osf_side_shut_wake) it polls readable for
  * ever: then 0 (POLLHUP, the other side's end, still comes), or -1 when
  * the other side shut its end the same way (POLLHUP for ever too): leave
- * the socket out; the writers' socket still tells the end. */
+ * the socket out; the writers' socket still tells the end. So does a TCP
+ * socket (kfd) once the peer's shutdown(SHUT_WR) sent its FIN, after its
+ * slot's FIN flag: no token is owed to a reader after that flag, and the
+ * end there is POLLERR | POLLHUP (osf_side_probe_peer): 0, not a poll
+ * that returns at once for ever while it waits for room. */
 static inline short osf_side_wake_events(const struct osf_side *s)
 {
 	if (__builtin_expect(!(osf_side_my_flags(s) & OSF_SIDE_RDSOCK), 1))
-		return POLLIN | POLLRDHUP;
+		return s->kfd && (osf_side_peer_flags(s) & OSF_SIDE_FIN) ? 0
+								       : POLLIN | POLLRDHUP;
 	return (osf_side_peer_flags(s) & OSF_SIDE_RDSOCK) ? -1 : 0;
 }
 

@@ -126,9 +126,9 @@ func TestHostileServer(t *testing.T) {
 // file that is not a memfd, a wake socket that is a file, a bad magic), tries to shrink a sealed segment
 // after the hello, then scribbles on a truthful one while it is served;
 // pooled hellos likewise, and with the region's writers' eventfd
-// (OSF_HELLO_F_EFD) one that is a socket, an epoll, comes without a
-// region or for a kernel TCP connection, then a truthful one written without pause (to its maximum
-// too) for a second.
+// (OSF_HELLO_F_EFD) one that is a socket (for a kernel TCP connection
+// too), an epoll, comes without a region, then a truthful one written
+// without pause (to its maximum too) for a second.
 // The server must reject each, survive (it is one process), and serve a
 // good client afterwards with its bytes intact. The rejections are logged
 // at debug level only (here into a file): a peer's fault never writes on
@@ -179,8 +179,7 @@ print(b.decode())`, port, msg)).Run(shortRun)
 		"invalid pooled hello: bad bounds", "generation does not match the hello",
 		"held here already",
 		// the region's writers' eventfd (OSF_HELLO_F_EFD)
-		"eventfd: not an eventfd", "writers' eventfd without a region",
-		"writers' eventfd for a kernel TCP connection"} {
+		"eventfd: not an eventfd", "writers' eventfd without a region"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the server's log does not show the rejection %q:\n%s", want, log)
 		}

@@ -81,6 +81,27 @@ func TestKfdOffloaded(t *testing.T) {
 	checkBidir(t, co, so, 64<<20)
 }
 
+// TestKfdPeerKilled runs semantics' peer_killed (a blocked send, a poll
+// and an epoll waiting for room on a full connection when the peer's
+// process is killed, after its shutdown(SHUT_WR) and without it) bare and
+// under OSF_SHM_KFD=1, where writers wake on their region's eventfd and
+// the kernel TCP socket is the only file the two ends share per
+// connection (sdp/side.h osf_side_probe_peer): the outputs must be the
+// same line for line, every end offloaded.
+func TestKfdPeerKilled(t *testing.T) {
+	t.Parallel()
+	prog := testutil.Prog(t, "semantics")
+	b := testutil.Cmd(t, nil, prog, "peer_killed").Run(longRun)
+	o := testutil.Cmd(t, testutil.Preload(t, kfdOn...), prog, "peer_killed").Run(longRun)
+	if !b.OK() {
+		t.Fatalf("bare run: %s", b)
+	}
+	if !o.OK() {
+		t.Fatalf("run under osf: %s\n--- bare output for comparison:\n%s", o, b.Stdout)
+	}
+	semanticsCompare(t, "peer_killed", b.Stdout, o.Stdout, "kfd")
+}
+
 // TestKfdTimeWait: the end of a connection that closes first stays in
 // TIME_WAIT, as TCP's, bare and under OSF_SHM_KFD=1 alike: after 20 churn
 // connections (request, answer, both close) one end of each is in

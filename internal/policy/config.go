@@ -198,7 +198,7 @@ var variables = []variable{
 	{Var{"OSF_GO", "0", "1 offloads the sockets of Go programs (Go 1.26, amd64, dynamically linked): their system calls reach osf's hooks"}, nil},
 	{Var{"OSF_SHM_POOL", "1", "1 carves shm connections' rings from a region per client process and listener: no memfd, map or unmap per connection after the first; 0 gives each connection a segment of its own"}, nil},
 	{Var{"OSF_SHM_KFD", "0", "1 keeps an shm connection's fd the kernel's own TCP socket (set-up, FIN, ports, TIME_WAIT, ss are the kernel's) with the data in the rings of a region's slot; implies OSF_SHM_POOL=1 (off by default while it is new)"}, nil},
-	{Var{"OSF_SHM_EFD", "1", "1 wakes the writers of a region's slots on the region's one eventfd instead of a writers' socket pair per connection: one hidden fd less per connection on each end (not with OSF_SHM_KFD=1, which keeps the pair); 0 gives each connection its writers' socket pair"}, nil},
+	{Var{"OSF_SHM_EFD", "1", "1 wakes the writers of a region's slots on the region's one eventfd instead of a writers' socket pair per connection: one hidden fd less per connection on each end (with OSF_SHM_KFD=1 too); 0 gives each connection its writers' socket pair"}, nil},
 	{Var{"OSF_REAP_BLOCKING", "1", "0 starts no osf-reaper thread: only connections that a poll, select or epoll wait watches give their idle pages back"}, nil},
 	{Var{"OSF_DEBUG_TRIM_STOP", "0", "1 stops a process with SIGSTOP right before its first trim punch (tests)"}, nil},
 	{Var{"OSF_DEBUG_REAP_SLOW", "0", "1 makes the osf-reaper thread hold each connection it looks at 5 ms before it reads it (tests)"}, nil},

@@ -552,9 +552,8 @@ static int attack(int port)
 			ph.h.flags |= OSF_HELLO_F_EFD;
 			second = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 			break;
-		case 12: /* an eventfd for a kernel TCP connection (keeps its pair) */
+		case 12: /* a kernel TCP connection's "eventfd" that is a socket */
 			ph.h.flags |= OSF_HELLO_F_EFD | OSF_HELLO_F_KFD;
-			second = eventfd(0, EFD_CLOEXEC);
 			break;
 		default: /* a truthful pooled hello, then scribbling on both slots */
 			break;

@@ -4462,6 +4462,95 @@ static void s_epoll_et_own(void)
 	}
 }
 
+/* s_peer_killed: the peer's process is killed (SIGKILL) while this end
+ * waits for room on a full connection the peer never read: in a blocking
+ * send, a poll for POLLOUT, an epoll for EPOLLOUT; after the peer's
+ * shutdown(SHUT_WR) (its FIN came long before its death), and without
+ * it. TCP: the dead process's socket held unread data, so its close is a
+ * reset, which ends each wait (POLLERR | POLLHUP): a blocked send fails
+ * with EPIPE and SIGPIPE after the peer's FIN (a reset in CLOSE_WAIT),
+ * else with ECONNRESET, which a recv after a poll then reads; then a send
+ * fails with EPIPE. Under OSF_SHM_KFD=1 the kernel socket is the only
+ * file the two ends share per connection (sdp/side.h
+ * osf_side_probe_peer). */
+struct killer {
+	pid_t pid;
+	int delay_ms;
+	pthread_t th;
+};
+
+static void *killer_run(void *p)
+{
+	struct killer *k = p;
+
+	usleep((useconds_t)k->delay_ms * 1000);
+	kill(k->pid, SIGKILL);
+	return NULL;
+}
+
+static void s_peer_killed(void)
+{
+	static const char *const waits[] = {"send", "poll out", "epoll out"};
+	char b;
+	int w, shut;
+
+	for (shut = 1; shut >= 0; shut--)
+		for (w = 0; w < 3; w++) {
+			struct killer k = {0, 300, 0};
+			int c, s, pp[2], st, p0 = sigpipes;
+			long r;
+
+			if (pipe(pp) < 0)
+				setup_failed("pipe");
+			mkpair(AF_INET, &c, &s);
+			k.pid = fork();
+			if (k.pid < 0)
+				setup_failed("fork");
+			if (k.pid == 0) { /* the peer: holds c, reads nothing */
+				close(s);
+				if (shut)
+					shutdown(c, SHUT_WR);
+				(void)!write(pp[1], "x", 1);
+				for (;;)
+					pause();
+			}
+			close(c);
+			if (read(pp[0], &b, 1) != 1)
+				setup_failed("read pipe");
+			timeouts(s);
+			fill_full(s);
+			thread_start(&k.th, killer_run, &k);
+			if (w == 0) {
+				r = DO(send(s, "x", 1, 0));
+				say("%s, peer %skilled: %s sigpipe %d", waits[w], shut ? "shut down, " : "",
+				    R(r), sigpipes - p0);
+			} else if (w == 1) {
+				struct pollfd p = {s, POLLOUT, 0};
+				r = DO(poll(&p, 1, 10000));
+				say("%s, peer %skilled: %s revents 0x%x", waits[w],
+				    shut ? "shut down, " : "", R(r), p.revents);
+			} else {
+				struct epoll_event ev = {EPOLLOUT, {.u64 = 7}};
+				int ep = epoll_create1(0);
+				uint32_t e;
+				epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+				r = ewait(ep, 10000, &e);
+				say("%s, peer %skilled: %s events 0x%x", waits[w],
+				    shut ? "shut down, " : "", R(r), e);
+				close(ep);
+			}
+			pthread_join(k.th, NULL);
+			waitpid(k.pid, &st, 0);
+			say("%s: then recv %s", waits[w], R(DO(recv(s, &b, 1, MSG_DONTWAIT))));
+			p0 = sigpipes;
+			r = DO(send(s, "y", 1, MSG_DONTWAIT));
+			say("%s: then send %s sigpipe %d", waits[w], R(r), sigpipes - p0);
+			close(s);
+			close(pp[0]);
+			close(pp[1]);
+		}
+}
+
 /* s_blocked_shutdown: a recv (or send on a full connection) blocked in one
  * thread while another thread shuts the same socket down: the kernel wakes
  * a reader for SHUT_RD and SHUT_RDWR (recv returns 0, or what MSG_WAITALL
@@ -6279,6 +6368,7 @@ static const struct {
 	{"dup2_hidden_epoll", s_dup2_hidden_epoll},
 	{"epoll_et_asleep", s_epoll_et_asleep},
 	{"blocked_shutdown", s_blocked_shutdown},
+	{"peer_killed", s_peer_killed},
 	{"epoll_et_own", s_epoll_et_own},
 	{"exec_close", s_exec_close},
 	{"exec_region", s_exec_region},
