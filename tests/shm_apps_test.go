@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/osfproject/osf/internal/testutil"
 )
@@ -159,7 +160,7 @@ func TestShmIperf3(t *testing.T) {
 				streams int
 			}{{"single", nil, 1}, {"reverse", []string{"-R"}, 1}, {"parallel4", []string{"-P", "4"}, 4}} {
 				args := append([]string{"-c", "127.0.0.1", "-p", port, "-t", "2", "-J"}, tc.args...)
-				cli := m.cmd(t, nil, iperf, args...).Start()
+				cli := startIperfClient(t, m, iperf, args)
 				conns := 1 + tc.streams // the control connection and the streams
 				assertConns(t, m, cli.Pid, srv.Pid, conns, "iperf3 -c")
 				r := cli.Wait(longRun)
@@ -185,6 +186,25 @@ func TestShmIperf3(t *testing.T) {
 			}
 			noOsfMessages(t, "iperf3 -s", srv.Stderr())
 		})
+	}
+}
+
+// startIperfClient starts an iperf3 client; one the server turned away
+// because it was still ending the last test ("the server is busy running a
+// test") is started again (bounded), as the kernel side and osf's alike
+// may race with the server's end of the previous test.
+func startIperfClient(t *testing.T, m mode, iperf string, args []string) *testutil.Process {
+	t.Helper()
+	for try := 0; ; try++ {
+		cli := m.cmd(t, nil, iperf, args...).Start()
+		deadline := time.Now().Add(300 * time.Millisecond)
+		for !cli.Exited() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if try == 10 || !cli.Exited() || !strings.Contains(cli.Wait(0).Stdout, "busy") {
+			return cli
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
 }
 
