@@ -155,7 +155,7 @@ void osf_kfd_poke(struct osf_conn *c, int fd)
 	errno = saved;
 }
 
-#define KFD_OWED_MS 20
+#define KFD_OWED_MS 200
 
 void osf_kfd_close(struct osf_conn *c, int fd, int linger0)
 {
