@@ -321,12 +321,22 @@ static char **spawn_env(const posix_spawn_file_actions_t *fa,
 	return exec_env(envp, 1, *snap);
 }
 
+/* child_image_begins is the start of every way a new image shares this
+ * process's files (a spawn, system, popen): what was left inheritable for
+ * no entry is made close-on-exec first (osf_fdt_settle), and the sockets'
+ * file status flags may be changed by that other process from now on
+ * (osf.fl_shared: connect asks the kernel for them). */
+static void child_image_begins(void)
+{
+	osf_fdt_settle();
+	osf.fl_shared = 1;
+}
+
 int osf_spawn_begin(void)
 {
 	int snap;
 
-	osf_fdt_settle();
-	osf.fl_shared = 1;
+	child_image_begins();
 	if (!osf_fdt_offloaded())
 		return -1;
 	share_listeners(0, 1);
@@ -621,8 +631,7 @@ static int spawn_held(int (*real)(pid_t *, const char *,
 	int snap, counted, r;
 	char **env;
 
-	osf_fdt_settle();
-	osf.fl_shared = 1;
+	child_image_begins();
 	fa = spawn_guard(HOLDS_CONNS() && unfollow(path), fa, &g);
 	env = spawn_env(fa, envp, &snap, &counted);
 	r = HELD(real(pid, path, fa, attr, argv, env));
@@ -632,20 +641,17 @@ static int spawn_held(int (*real)(pid_t *, const char *,
 }
 
 /* system and popen exec inside glibc (its own posix_spawn, which no hook
- * sees): what was left inheritable for no connection is made
- * close-on-exec first (osf_fdt_settle); what must cross is inheritable
- * already (fdtable/fdtable.c, account). */
+ * sees); what must cross is inheritable already (fdtable/fdtable.c,
+ * account). */
 OSF_EXPORT int system(const char *cmd)
 {
-	osf_fdt_settle();
-	osf.fl_shared = 1;
+	child_image_begins();
 	return REAL(system)(cmd);
 }
 
 OSF_EXPORT FILE *popen(const char *cmd, const char *type)
 {
-	osf_fdt_settle();
-	osf.fl_shared = 1;
+	child_image_begins();
 	return REAL(popen)(cmd, type);
 }
 
