@@ -212,8 +212,11 @@ integration: test-deps build
 soak: test-deps build
 	OSF_SOAK_SECONDS=600 $(GO) test -count=1 -timeout 30m -run 'TestSoak$$' -v ./tests/
 
+# bench prints the table and the raw numbers, and keeps them in
+# build/bench.txt (make bench-rdma: build/rdmavm/bench.log).
 bench: test-deps build
-	tests/bench/run.sh
+	@mkdir -p $(BUILD)
+	set -o pipefail; tests/bench/run.sh | tee $(BUILD)/bench.txt
 
 # gVisor's syscall conformance tests (TCP sockets, readiness, sendfile,
 # splice, fork), each binary natively and under build/libosf.so; ends with
