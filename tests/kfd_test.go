@@ -240,8 +240,10 @@ func TestKfdLostHello(t *testing.T) {
 // reset (a write waiting for room ends, ECONNRESET, then EPIPE), never a
 // stall; then the holder is killed, and 4 client processes make 25
 // connections each (1..64 KiB each way, compared), every one offloaded
-// at both ends (qsock_readable) and none reset or stalled. Bare, the
-// same clients over TCP.
+// at both ends (qsock_readable) and none reset or stalled; the first
+// from the reset connection's client port, whose hello is still in the
+// store (a port the kernel handed out again: served with its own hello,
+// not that one). Bare, the same clients over TCP.
 func TestKfdPrefork(t *testing.T) {
 	t.Parallel()
 	const procs, per = 4, 25
