@@ -55,7 +55,8 @@ struct handoff_item {
 	uint8_t role;
 	uint8_t slot1; /* the fd table's: 1 + the slot of the region passed */
 	uint32_t ring_bytes;
-	uint32_t flags; /* OSF_FDF_V6, V6ONLY, NODELAY, REGIONEFD */
+	uint32_t flags; /* OSF_FDF_V6, V6ONLY, NODELAY, REGIONEFD; KFD (a
+			   listener) */
 	int32_t rule;
 	uint8_t local[28];
 	uint8_t peer[28];
@@ -328,7 +329,14 @@ static int describe(int fd, uint32_t i, struct handoff_item *it, int *extra,
 	it->role = e->role;
 	it->ring_bytes = e->ring_bytes;
 	it->slot1 = e->kind == OSF_FD_SHM ? e->slot1 : 0;
-	it->flags = e->flags & (OSF_FDF_V6 | OSF_FDF_V6ONLY | OSF_FDF_NODELAY | OSF_FDF_REGIONEFD);
+	it->flags = e->flags & (OSF_FDF_V6 | OSF_FDF_V6ONLY | OSF_FDF_NODELAY | OSF_FDF_REGIONEFD |
+				(e->kind == OSF_FD_LISTEN ? OSF_FDF_KFD : 0));
+	/* An OSF_SHM_KFD listener that another process may accept on is a
+	 * listener shared without a store, here and there: the first
+	 * accept shuts its companion (sock_accept.c), so that no hello
+	 * waits in one process for a connection the other accepts. */
+	if (e->kind == OSF_FD_LISTEN && (e->flags & OSF_FDF_KFD))
+		__atomic_or_fetch(&e->flags, OSF_FDF_SHARED | OSF_FDF_EXECSHARED, __ATOMIC_RELAXED);
 	it->rule = e->rule;
 	memcpy(it->local, e->local, sizeof(it->local));
 	memcpy(it->peer, e->peer, sizeof(it->peer));
@@ -494,6 +502,12 @@ static void adopt(int fd, const struct handoff_item *it, const int *x,
 		ent.rule = it->rule;
 		ent.flags = (it->flags & (OSF_FDF_V6 | OSF_FDF_V6ONLY)) |
 			    (cloexec ? OSF_FDF_CLOEXEC : 0);
+		/* The sender's OSF_SHM_KFD listener: the kernel's accept,
+		 * the hello looked up (or the companion shut at the first
+		 * accept: shared with the sender), never a connection read as
+		 * a plain TCP one whose client writes into a ring. */
+		if (osf.shm_kfd && (it->flags & OSF_FDF_KFD))
+			ent.flags |= OSF_FDF_KFD | OSF_FDF_SHARED | OSF_FDF_EXECSHARED;
 		ent.aux_fd = osf_fdt_hide(x[0], fd);
 		if (ent.aux_fd < 0)
 			ent.aux_fd = x[0];

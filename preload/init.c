@@ -5,6 +5,7 @@
  * before main, because programs wipe their environment). */
 #include "osf.h"
 #include "conf.h"
+#include "../sdp/side.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -227,6 +228,10 @@ static void load_config(void)
 	dbg = osf_env("OSF_SHM_KFD");
 	osf.shm_kfd = dbg && strcmp(dbg, "1") == 0;
 	osf.shm_pool |= osf.shm_kfd; /* its rings are slots of a region */
+	/* Tests: a reader's wake-up on a kernel TCP socket as a preempted
+	 * sender's (sdp/side.h osf_side_debug_wake_us; TestKfdCloseRace). */
+	if (osf_parse_uint(osf_env("OSF_DEBUG_KFD_WAKE_US"), 0, 100000, &osf_side_debug_wake_us) < 0)
+		osf_side_debug_wake_us = 0;
 	dbg = osf_env("OSF_SHM_EFD"); /* on unless 0 */
 	osf.shm_efd = !dbg || strcmp(dbg, "0") != 0;
 	rx = osf_env("OSF_RDMA_RX"); /* the core rejects other values */

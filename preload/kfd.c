@@ -162,11 +162,27 @@ void osf_kfd_close(struct osf_conn *c, int fd, int linger0)
 	static uint32_t none;
 	struct linger lg = {1, 0};
 	int saved = errno, i;
+	/* No other thread of this process in a call on c: this close is
+	 * the socket's last reference, the kernel's close its end. Else
+	 * (a reader asleep in recv on it, a poller) the kernel keeps the
+	 * socket until that call returns, and it takes the next tokens as
+	 * TCP's takes the peer's next data. */
+	int last = __atomic_load_n(&c->refs, __ATOMIC_ACQUIRE) == 1;
 
+	if (!last) {
+		/* Only the tokens beyond its waiters: theirs they take. */
+		if (__atomic_load_n(&c->s.me->rx_tokens, __ATOMIC_ACQUIRE))
+			osf_side_drain(&c->s, fd, &c->s.me->rx_waiters);
+		goto linger;
+	}
 	/* Tokens nobody will read would make the kernel's close a reset
-	 * (unread data): take them first, when the count (the peer's
-	 * hint, raised before each send) says any came. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* osf_kfd_poke's count */
+	 * (unread data): no sender takes the flag from here on, and one
+	 * that took it counted its tokens before (segment.h
+	 * osf_wake_claim), so the count read after says every byte still
+	 * to come (osf_kfd_poke's and osf_side_probe_peer's too: they count,
+	 * then look at the flag, or at close_seq). Read them first. */
+	__atomic_exchange_n(&c->s.me->rx_want, OSF_WANT_CLOSED, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&c->s.me->rx_tokens, __ATOMIC_ACQUIRE))
 		osf_side_drain(&c->s, fd, &none);
 	/* A token counted but not sent yet (its sender between the two, or
@@ -178,6 +194,7 @@ void osf_kfd_close(struct osf_conn *c, int fd, int linger0)
 		(void)REAL(poll)(&p, 1, 1);
 		osf_side_drain(&c->s, fd, &none);
 	}
+linger:
 	/* Unread data in this side's ring: TCP resets (RFC 2525), and so
 	 * does SO_LINGER {1, 0}. */
 	if (linger0 || osf_side_rx_used(&c->s) != 0)

@@ -228,17 +228,21 @@ static int same_ip(const struct ip *a, const struct ip *b)
  * returns: 0 (cc filled), 1 (its client's is kernel TCP), -1 (bad). */
 #define NONE 2
 
-/* take checks and maps hello record r (fds its) into cc: 0, 1 when its
- * client's connection went to kernel TCP (let go), or -1. */
-static int take(const struct fam_rec *r, int fds[2], const struct osf_core_accept_in *in,
-		struct osf_core_conn *cc)
-{
-	const struct osf_seg_hdr *g;
-	struct ip kfd;
+/* A scan's hello whose client let go of its side (setup_kfd_client_gone):
+ * taken only when no other hello names the same client port, since the
+ * kernel may have given that port to the new connection the scan looks
+ * for, whose client sent its hello before its SYN. */
+struct gone {
+	int have;
+	struct osf_core_conn cc;
+};
 
-	if (setup_take_stored(r->msg, r->len, fds, &r->cr, in, cc, &kfd) != 0)
-		return -1;
-	g = osf_seg_hdr((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes);
+/* took ends a scan with hello cc mapped: 0, or 1 when its client's
+ * connection went to kernel TCP (let go). */
+static int took(struct osf_core_conn *cc)
+{
+	const struct osf_seg_hdr *g = osf_seg_hdr((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes);
+
 	if (__atomic_load_n(&g->side[OSF_SIDE_CLIENT].flags, __ATOMIC_ACQUIRE) & OSF_SIDE_KERNEL) {
 		setup_kfd_let_go(cc, 1);
 		return 1;
@@ -247,12 +251,31 @@ static int take(const struct fam_rec *r, int fds[2], const struct osf_core_accep
 	return 0;
 }
 
+/* take checks and maps hello record r (fds its) into cc: took's outcome,
+ * NONE when its client let go (kept in *gone, the first such), or -1. */
+static int take(const struct fam_rec *r, int fds[2], const struct osf_core_accept_in *in,
+		struct osf_core_conn *cc, struct gone *gone)
+{
+	struct ip kfd;
+
+	if (setup_take_stored(r->msg, r->len, fds, &r->cr, in, cc, &kfd) != 0)
+		return -1;
+	if (!setup_kfd_client_gone(cc))
+		return took(cc);
+	if (gone->have) /* only one connection had that port at a time */
+		setup_kfd_let_go(cc, 1);
+	else
+		gone->cc = *cc, gone->have = 1;
+	return NONE;
+}
+
 /* link_scan reads the hellos queued on link fd without waiting: the one
  * under want taken into cc (*found), the others posted to f's store. It
  * returns 0 while the link lives, -1 when it ended or carried anything
  * but hellos of OSF_SHM_KFD clients (the caller closes it). */
 static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_in *in,
-		     const struct ip *want, struct osf_core_conn *cc, int *found)
+		     const struct ip *want, struct osf_core_conn *cc, int *found,
+		     struct gone *gone)
 {
 	struct fam_rec r;
 	struct ucred cr;
@@ -283,7 +306,9 @@ static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_i
 			return -1;
 		}
 		if (same_ip(&key, want)) {
-			*found = take(&r, fds, in, cc);
+			*found = take(&r, fds, in, cc, gone);
+			if (*found == NONE)
+				continue;
 			return *found < 0 ? -1 : 0;
 		}
 		(void)post(f, &r, fds, 2);
@@ -295,11 +320,12 @@ static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_i
 /* keep_link scans link fd (link_scan) and puts it in f's store while it
  * lives; fd is closed here either way. */
 static void keep_link(const struct fam *f, int fd, const struct osf_core_accept_in *in,
-		      const struct ip *want, struct osf_core_conn *cc, int *found)
+		      const struct ip *want, struct osf_core_conn *cc, int *found,
+		      struct gone *gone)
 {
 	struct fam_rec r;
 
-	if (link_scan(f, fd, in, want, cc, found) == 0) {
+	if (link_scan(f, fd, in, want, cc, found, gone) == 0) {
 		memset(&r, 0, sizeof(r));
 		r.kind = FAM_LINK;
 		(void)post(f, &r, &fd, 1);
@@ -314,6 +340,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 {
 	long long now = osf_now_ns();
 	int found = NONE, queued = 0, i, k, fds[2], cfd;
+	struct gone gone = {0};
 	struct fam_rec r;
 	struct ip key;
 
@@ -330,7 +357,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 			continue;
 		}
 		if (r.kind == FAM_LINK) {
-			keep_link(f, fds[0], in, want, cc, &found);
+			keep_link(f, fds[0], in, want, cc, &found, &gone);
 			continue;
 		}
 		if (!rec_key(&r, &key) || now - r.since > FAM_KEEP_S * 1000000000LL ||
@@ -339,7 +366,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 			continue;
 		}
 		if (same_ip(&key, want)) {
-			found = take(&r, fds, in, cc);
+			found = take(&r, fds, in, cc, &gone);
 			continue;
 		}
 		(void)post(f, &r, fds, 2);
@@ -349,8 +376,14 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 		cfd = REAL(accept4)(f->aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (cfd < 0)
 			break;
-		keep_link(f, cfd, in, want, cc, &found);
+		keep_link(f, cfd, in, want, cc, &found, &gone);
 	}
+	if (gone.have && found == NONE) { /* its own client closed before the accept */
+		*cc = gone.cc;
+		return took(cc);
+	}
+	if (gone.have)
+		setup_kfd_let_go(&gone.cc, 1);
 	return found;
 }
 

@@ -56,6 +56,16 @@ OSF_FORK_TEXT void setup_kfd_let_go(struct osf_core_conn *cc, int gone)
 	osf_fdt_close_hidden(cc->wake_tx_fd);
 }
 
+int setup_kfd_client_gone(const struct osf_core_conn *cc)
+{
+	const struct osf_seg_hdr *g = osf_seg_hdr((void *)(uintptr_t)cc->seg_addr,
+						  cc->ring_bytes);
+
+	return (__atomic_load_n(&g->slot_done, __ATOMIC_ACQUIRE) & (1u << OSF_SIDE_CLIENT)) ||
+	       (!__atomic_load_n(&g->side[OSF_SIDE_CLIENT].holders, __ATOMIC_ACQUIRE) &&
+		__atomic_load_n(&g->side[OSF_SIDE_CLIENT].close_seq, __ATOMIC_ACQUIRE));
+}
+
 /* kfd_dead reports whether kept hello h's client let go of its side
  * (its connect failed, or it closed): its kernel connection, if any, is
  * queued no more. The words are the client's: it can only hurry the end
@@ -67,9 +77,7 @@ static int kfd_dead(const struct kfd_hello *h)
 
 	if (__atomic_load_n(&g->side[OSF_SIDE_CLIENT].flags, __ATOMIC_ACQUIRE) & OSF_SIDE_KERNEL)
 		return 0; /* kept to tell its accept (kfd_find) */
-	return (__atomic_load_n(&g->slot_done, __ATOMIC_ACQUIRE) & (1u << OSF_SIDE_CLIENT)) ||
-	       (!__atomic_load_n(&g->side[OSF_SIDE_CLIENT].holders, __ATOMIC_ACQUIRE) &&
-		__atomic_load_n(&g->side[OSF_SIDE_CLIENT].close_seq, __ATOMIC_ACQUIRE));
+	return setup_kfd_client_gone(&h->cc);
 }
 
 /* kfd_expire_locked drops the hellos whose client let go, and those kept
@@ -125,14 +133,29 @@ void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
 static int kfd_find(int aux_fd, const struct ip *key, struct osf_core_conn *cc)
 {
 	const struct osf_seg_hdr *g;
-	int i;
+	int i, gone;
 
 	setup_park_lock();
-	for (i = 0; i < kfdq.n; i++) {
+	/* A hello whose client let go names a port the kernel may have
+	 * given to a new connection since, whose hello is then here too: the
+	 * gone one is this connection's only when no other names the port
+	 * (its client closed before this accept). */
+	for (i = 0, gone = -1; i < kfdq.n; i++) {
 		const struct ip *k = &kfdq.h[i].key;
-		if (kfdq.h[i].aux_fd == aux_fd && k->v4 == key->v4 && k->port == key->port &&
-		    !memcmp(k->a, key->a, k->v4 ? 4 : 16))
+		if (kfdq.h[i].aux_fd != aux_fd || k->v4 != key->v4 || k->port != key->port ||
+		    memcmp(k->a, key->a, k->v4 ? 4 : 16))
+			continue;
+		if (!setup_kfd_client_gone(&kfdq.h[i].cc))
 			break;
+		if (gone < 0)
+			gone = i;
+	}
+	if (i < kfdq.n && gone >= 0) { /* the live one's: the gone one is stale */
+		kfd_forget_locked(gone, 1);
+		if (i == kfdq.n) /* moved into gone's place */
+			i = gone;
+	} else if (i == kfdq.n && gone >= 0) {
+		i = gone;
 	}
 	if (i == kfdq.n) {
 		kfd_expire_locked(osf_now_ns());

@@ -128,6 +128,10 @@ void setup_kfd_moved_locked(int old, int nfd);
  * a fork child's copy), closing its fds. setup_kfd_link_pop_locked takes
  * a link of companion aux_fd out of the table: its hidden fd, or -1. */
 void setup_kfd_let_go(struct osf_core_conn *cc, int gone);
+/* setup_kfd_client_gone reports whether the client of hello cc (mapped)
+ * let go of its side (its connect failed, or it closed): its port may be
+ * a new connection's now, so the hello is no accepted connection's. */
+int setup_kfd_client_gone(const struct osf_core_conn *cc);
 int setup_kfd_link_pop_locked(int aux_fd);
 
 /* setup_fam.c: the hello store of an OSF_SHM_KFD listener shared by a

@@ -212,36 +212,79 @@ static inline void osf_wake_sub(uint32_t *v, uint32_t n)
 		;
 }
 
-/* osf_wake_send wakes the waiters of one kind of a side: its want flag
- * was up (the caller cleared it), waiters and tokens are its count words
- * of that kind (rx_ or tx_). It sends them osf_wake_tokens(waiters)
- * one-byte tokens on sock with send_fn (the sender's send(2)), counted in
- * tokens before they are sent; what was not sent is uncounted, and the
- * flag raised again so that the next publish retries, unless the socket's
+/* OSF_WANT_CLOSED in a side's rx_want: the side's last holder closes its
+ * kernel TCP socket (OSF_SHM_KFD; preload/kfd.c osf_kfd_close), where a
+ * token that arrives after the close makes the kernel's close a reset. A
+ * sender takes the flag only from 1 (osf_wake_claim), so it never sends
+ * there once the closer put this value. */
+#define OSF_WANT_CLOSED 2u
+
+/* osf_wake_put sends n one-byte tokens, already counted in tokens, on
+ * sock with send_fn (the sender's send(2)): what was not sent is
+ * uncounted, and the want flag raised again (from 0 only: never over
+ * OSF_WANT_CLOSED) so that the next publish retries, unless the socket's
  * end is why (EPIPE, ECONNRESET: nobody waits there any more). It counts
  * the wake-up in *wakes_sent (the waker's side) and returns the send's
- * result, with its errno. The one implementation of a wake-up: the C data
- * path's (sdp/side.c) and the RDMA receiving rule's (sdp/rdma/rx.h). */
-static inline long osf_wake_send(int sock, uint32_t *want, const uint32_t *waiters,
-				 uint32_t *tokens, uint64_t *wakes_sent,
-				 ssize_t (*send_fn)(int, const void *, size_t, int))
+ * result, with its errno. */
+static inline long osf_wake_put(int sock, uint32_t *want, uint32_t *tokens, uint32_t n,
+				uint64_t *wakes_sent,
+				ssize_t (*send_fn)(int, const void *, size_t, int))
 {
 	static const char tok[OSF_WAKE_MAX_TOKENS];
-	uint32_t n = osf_wake_tokens(__atomic_load_n(waiters, __ATOMIC_RELAXED));
+	uint32_t zero = 0;
 	ssize_t r;
 	int err;
 
-	__atomic_add_fetch(tokens, n, __ATOMIC_ACQ_REL);
 	r = send_fn(sock, tok, n, MSG_DONTWAIT | MSG_NOSIGNAL);
 	err = errno;
 	if (r < (ssize_t)n) {
 		osf_wake_sub(tokens, n - (uint32_t)(r > 0 ? r : 0));
 		if (r >= 0 || (err != EPIPE && err != ECONNRESET))
-			__atomic_store_n(want, 1, __ATOMIC_RELEASE);
+			__atomic_compare_exchange_n(want, &zero, 1, 0, __ATOMIC_ACQ_REL,
+						    __ATOMIC_RELAXED);
 	}
 	__atomic_add_fetch(wakes_sent, 1, __ATOMIC_RELAXED);
 	errno = err;
 	return (long)r;
+}
+
+/* osf_wake_send wakes the waiters of one kind of a side: its want flag
+ * was up (the caller cleared it), waiters and tokens are its count words
+ * of that kind (rx_ or tx_). It sends them osf_wake_tokens(waiters)
+ * one-byte tokens on sock, counted in tokens before they are sent
+ * (osf_wake_put). The one implementation of a wake-up: the C data
+ * path's (sdp/side.c) and the RDMA receiving rule's (sdp/rdma/rx.h). */
+static inline long osf_wake_send(int sock, uint32_t *want, const uint32_t *waiters,
+				 uint32_t *tokens, uint64_t *wakes_sent,
+				 ssize_t (*send_fn)(int, const void *, size_t, int))
+{
+	uint32_t n = osf_wake_tokens(__atomic_load_n(waiters, __ATOMIC_RELAXED));
+
+	__atomic_add_fetch(tokens, n, __ATOMIC_ACQ_REL);
+	return osf_wake_put(sock, want, tokens, n, wakes_sent, send_fn);
+}
+
+/* osf_wake_claim takes a want flag a sender saw up, for a wake-up whose
+ * tokens go to a kernel TCP socket (sdp/side.c osf_side_wake_reader): it
+ * counts the tokens in tokens first (*n of them, for the waiters counted
+ * in waiters), then takes the flag, from 1 only. So a closer that puts
+ * OSF_WANT_CLOSED and then reads the count either sees every token that
+ * will still come, or no token comes: the count and the flag are
+ * separate words, and a sender that took the flag before counting could
+ * count and send after the closer looked. Returns 1 when the flag was
+ * taken (then send the *n tokens: osf_wake_put), else 0, the count put
+ * back. */
+static inline int osf_wake_claim(uint32_t *want, const uint32_t *waiters, uint32_t *tokens,
+				 uint32_t *n)
+{
+	uint32_t one = 1;
+
+	*n = osf_wake_tokens(__atomic_load_n(waiters, __ATOMIC_RELAXED));
+	__atomic_add_fetch(tokens, *n, __ATOMIC_SEQ_CST);
+	if (__atomic_compare_exchange_n(want, &one, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return 1;
+	osf_wake_sub(tokens, *n);
+	return 0;
 }
 
 /* osf_wake_take reads, without blocking, up to max wake tokens waiting

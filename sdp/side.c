@@ -273,6 +273,13 @@ int osf_side_probe_peer(struct osf_side *s, int fd)
 		return 1; /* one is queued (or on its way): the peer's word, a hint */
 	saved = errno;
 	__atomic_add_fetch(&s->peer->rx_tokens, 1, __ATOMIC_SEQ_CST);
+	/* The count before the look, as osf_wake_claim: a closing peer
+	 * (OSF_WANT_CLOSED) either waits for this byte or gets none. */
+	if (__atomic_load_n(&s->peer->rx_want, __ATOMIC_SEQ_CST) == OSF_WANT_CLOSED) {
+		osf_wake_sub(&s->peer->rx_tokens, 1);
+		errno = saved;
+		return 1; /* its kernel close tells the end */
+	}
 	if (osf_sys_send(fd, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
 		osf_wake_sub(&s->peer->rx_tokens, 1);
 		if (errno == EPIPE || errno == ECONNRESET)
@@ -311,6 +318,26 @@ void osf_side_send_tokens(struct osf_side *s, int sock, uint32_t *waiters)
 		/* Gone, or its end shut by its own shutdown, where nobody
 		 * waits for a token any more. */
 		osf_side_check_end(s, sock);
+	errno = saved;
+}
+
+unsigned osf_side_debug_wake_us;
+
+void osf_side_claim_readers(struct osf_side *s, int fd)
+{
+	int saved = errno;
+	uint32_t n;
+
+	if (!osf_wake_claim(&s->peer->rx_want, &s->peer->rx_waiters, &s->peer->rx_tokens, &n))
+		return;
+	if (__builtin_expect(osf_side_debug_wake_us != 0, 0) && s->kfd) {
+		struct timespec ts = {0, (long)osf_side_debug_wake_us * 1000};
+		nanosleep(&ts, NULL);
+	}
+	if (osf_wake_put(fd, &s->peer->rx_want, &s->peer->rx_tokens, n, &s->me->wakes_sent,
+			 osf_sys_send) < 0 &&
+	    (errno == EPIPE || errno == ECONNRESET))
+		osf_side_check_end(s, fd); /* as osf_side_send_tokens */
 	errno = saved;
 }
 

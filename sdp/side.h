@@ -512,6 +512,19 @@ static inline int osf_side_trim_due(const struct osf_side *s)
  * on sock, without blocking. */
 void osf_side_send_tokens(struct osf_side *s, int sock, uint32_t *waiters);
 
+/* osf_side_claim_readers sends the other side's readers, whose rx_want
+ * the caller saw up, their tokens on fd if it takes the flag
+ * (segment.h osf_wake_claim: counted before the flag is taken, so that
+ * a kernel TCP socket's closer sees them; OSF_WANT_CLOSED is never
+ * taken). */
+void osf_side_claim_readers(struct osf_side *s, int fd);
+
+/* osf_side_debug_wake_us (tests: OSF_DEBUG_KFD_WAKE_US, libosf.so's
+ * init): a reader's wake-up on a kernel TCP socket (kfd) sleeps that long
+ * between taking the flag and sending its tokens, as a sender preempted
+ * there would; 0 in production. */
+extern unsigned osf_side_debug_wake_us;
+
 /* osf_side_wake_reader wakes the other side's readers if they asked for
  * it, on fd (the application's wake socket); the caller has published
  * what it changed (data, FIN). */
@@ -522,8 +535,7 @@ static inline void osf_side_wake_reader(struct osf_side *s, int fd)
 					      __ATOMIC_RELAXED),
 			     1))
 		return;
-	if (__atomic_exchange_n(&s->peer->rx_want, 0, __ATOMIC_ACQ_REL))
-		osf_side_send_tokens(s, fd, &s->peer->rx_waiters);
+	osf_side_claim_readers(s, fd);
 }
 
 /* osf_side_wake_efd wakes the writers asleep on the region's eventfd

@@ -437,24 +437,12 @@ for p in pids:
 // preforkClients forks PROCS children that each make PER connections to
 // 127.0.0.1:PORT one after the other, send 1..100,000 random bytes (from
 // SEED), half-close and read the echo back, comparing SHA-256 digests, and
-// note the family of each socket (unix: an osf-offloaded connection; tcp).
+// note how each connection is carried (osf: offloaded, whatever its fd; tcp).
 // Each child prints "client K ok N FAMILY=COUNT..."; the parent "done".
-const preforkClients = `
+const preforkClients = pyFamily + `
 import hashlib, os, random, socket, sys
 port, procs, per, seed = map(int, sys.argv[1:5])
 
-def family(fd):
-    ino = str(os.fstat(fd).st_ino)
-    for line in open("/proc/net/unix").read().split("\n")[1:]:
-        f = line.split()
-        if len(f) > 6 and f[6] == ino:
-            return "unix"
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in open(path).read().split("\n")[1:]:
-            f = line.split()
-            if len(f) > 9 and f[9] == ino:
-                return "tcp"
-    return "other"
 
 kids = []
 for k in range(procs):
@@ -534,7 +522,7 @@ func TestForkExecPrefork(t *testing.T) {
 				time.Since(start).Round(time.Millisecond))
 			fam := "tcp"
 			if m.osf {
-				fam = "unix"
+				fam = "osf"
 			}
 			for k := range procs {
 				if line := fmt.Sprintf("client %d ok %d %s=%d\n", k, per, fam, per); !strings.Contains(r.Stdout, line) {
@@ -707,19 +695,12 @@ print("sent", len(wake), hashlib.sha256(wake).hexdigest(), flush=True)
 // connection to its end, and waits until that thread sleeps in recv
 // ("reader blocked TID"). Then it forks: the child writes 256 KiB on the
 // same connection, opens a connection of its own and checks its echo
-// ("child echo ok|BAD family unix|tcp fresh_core 0|1"). The parent prints
+// ("child echo ok|BAD family osf|tcp fresh_core 0|1"). The parent prints
 // "child status S" and, once the reader has its data, "reader got N SHA".
-const forkReadClient = `
+const forkReadClient = pyFamily + `
 import hashlib, os, random, socket, sys, threading, time
 port, seed = int(sys.argv[1]), int(sys.argv[2])
 
-def family(fd):
-    ino = str(os.fstat(fd).st_ino)
-    for line in open("/proc/net/unix").read().split("\n")[1:]:
-        f = line.split()
-        if len(f) > 6 and f[6] == ino:
-            return "unix"
-    return "tcp"
 
 c = socket.create_connection(("127.0.0.1", port))
 c.sendall(b"hello\n")
@@ -809,7 +790,7 @@ func TestForkExecBlockedReader(t *testing.T) {
 			}
 			fam, fresh := "tcp", 0
 			if m.osf {
-				fam = "unix"
+				fam = "osf"
 			}
 			if m.log {
 				fresh = 1

@@ -146,8 +146,9 @@ func clipBytes(b []byte) []byte {
 }
 
 // checkConn asserts how the connection at fd of process pid is carried:
-// under osf an offloaded shm connection (osfstat) that is a connected
-// AF_UNIX socket (/proc/net/unix); bare a TCP socket.
+// under osf an offloaded shm connection (osfstat) whose fd is a connected
+// AF_UNIX socket (/proc/net/unix), or its kernel TCP socket under
+// OSF_TEST_SHM_KFD=1 (testutil.ShmFamily); bare a TCP socket.
 func checkConn(t *testing.T, m mode, what string, pid, fd int) {
 	t.Helper()
 	fam, err := testutil.SocketFamily(pid, fd)
@@ -160,8 +161,8 @@ func checkConn(t *testing.T, m mode, what string, pid, fd int) {
 		}
 		return
 	}
-	if fam != "unix" {
-		t.Errorf("%s (pid %d) fd %d: socket family %q, want unix (an offloaded connection)", what, pid, fd, fam)
+	if want := testutil.ShmFamily(); fam != want {
+		t.Errorf("%s (pid %d) fd %d: socket family %q, want %s (an offloaded connection)", what, pid, fd, fam, want)
 	}
 	testutil.AssertTransport(t, pid, testutil.ByFD(fd), testutil.TransportShm)
 }
@@ -204,7 +205,7 @@ func holds(t *testing.T, m mode, pid int, fds []int) (bool, string) {
 	t.Helper()
 	want := "tcp"
 	if m.osf {
-		want = "unix"
+		want = testutil.ShmFamily()
 	}
 	for _, fd := range fds {
 		fam, err := testutil.SocketFamily(pid, fd)
@@ -228,3 +229,20 @@ func holds(t *testing.T, m mode, pid int, fds []int) (bool, string) {
 	}
 	return true, ""
 }
+
+// pyFamily is a Python family(fd) for the test scripts: "osf" when osf
+// offloads fd (qsock_readable gives it a cookie: an shm connection whose
+// fd is a unix wake socket or, under OSF_TEST_SHM_KFD=1, its own kernel
+// TCP socket), else "tcp".
+const pyFamily = `
+import ctypes as _ct
+_qsock = getattr(_ct.CDLL(None), "qsock_readable", None)
+
+def family(fd):
+    if _qsock is not None:
+        cookie = _ct.c_void_p()
+        _qsock(fd, _ct.byref(cookie))
+        if cookie.value:
+            return "osf"
+    return "tcp"
+`

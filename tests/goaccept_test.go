@@ -108,19 +108,17 @@ func TestGoAcceptSystemCalls(t *testing.T) {
 // takes the number before it looks for a connection), as kernel TCP
 // does, with the hard limit above the soft one or lowered to it after
 // listen; then a connection is accepted (shm under osf with room above
-// the soft limit: its fd is a unix socket).
+// the soft limit: qsock says so).
 func TestAcceptNonblockingEmptyOrFull(t *testing.T) {
 	t.Parallel()
-	const prog = `
+	const prog = pyFamily + `
 import errno, os, resource, select, socket, sys
 hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 l.bind(("127.0.0.1", 0)); l.listen(4); l.setblocking(False)
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64 if sys.argv[1] == "lowered" else hard))
 def kind(c):
-    ino = os.readlink("/proc/self/fd/%d" % c.fileno())[len("socket:["):-1]
-    with open("/proc/net/unix") as f:
-        return "unix" if any(l.split()[6] == ino for l in f.readlines()[1:]) else "tcp"
+    return family(c.fileno())
 def acc():
     try:
         c, _ = l.accept()
@@ -149,7 +147,7 @@ print(" ".join(out), flush=True)
 				// place: kernel TCP.
 				want := "empty EAGAIN full EMFILE one-free EAGAIN ready tcp"
 				if m.osf && hard == "above" {
-					want = "empty EAGAIN full EMFILE one-free EAGAIN ready unix"
+					want = "empty EAGAIN full EMFILE one-free EAGAIN ready osf"
 				}
 				r := m.cmd(t, nil, python(t), "-c", prog, hard).Run(longRun)
 				if !r.OK() || strings.TrimSpace(r.Stdout) != want {

@@ -203,7 +203,9 @@ func TestGoEcho(t *testing.T) {
 	}
 }
 
-var transportsRE = regexp.MustCompile(`(?m)^transports unix=(\d+) tcp=(\d+)$`)
+// transportsRE reads tcpx's "transports" line: offloaded ("unix", or
+// "kfd" once one is a kernel TCP socket osf offloads) and kernel TCP.
+var transportsRE = regexp.MustCompile(`(?m)^transports (?:unix|kfd)=(\d+) tcp=(\d+)$`)
 
 // TestGoServerCClient: a Go echo server and tcpx's echo client (C, epoll,
 // 8 connections, random message sizes checked), and curl uploading to a Go
@@ -409,7 +411,7 @@ func TestGoExecPassConn(t *testing.T) {
 			testutil.AssertTransport(t, child, testutil.ByFD(1), testutil.TransportShm)
 			c.proceed(t)
 			r := c.Wait(longRun)
-			if !r.OK() || !strings.Contains(r.Stdout, "transports unix=1 tcp=0") || !strings.Contains(r.Stdout, "pattern ok") {
+			if !r.OK() || !strings.Contains(r.Stdout, "transports "+testutil.ShmTransport()+"=1 tcp=0") || !strings.Contains(r.Stdout, "pattern ok") {
 				t.Fatalf("tcpx client: %s", r)
 			}
 			if r := srv.Wait(shortRun); !r.OK() || !strings.Contains(r.Stdout, "ok") {
@@ -440,7 +442,7 @@ func TestGoExecPassListener(t *testing.T) {
 			testutil.AssertTransport(t, child, testutil.ByRole("server"), testutil.TransportShm)
 			c.proceed(t)
 			r := c.Wait(longRun)
-			if !r.OK() || !strings.Contains(r.Stdout, "transports unix=3 tcp=0") || !strings.Contains(r.Stdout, "pattern ok") {
+			if !r.OK() || !strings.Contains(r.Stdout, "transports "+testutil.ShmTransport()+"=3 tcp=0") || !strings.Contains(r.Stdout, "pattern ok") {
 				t.Fatalf("tcpx client: %s", r)
 			}
 			assertGoState(t, child, policy.ReasonNone)

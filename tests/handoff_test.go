@@ -12,18 +12,11 @@ import (
 // hand-off, so it waits in the connection while it moves. The worker reads
 // to the end and answers with the SHA-256 of what it read; the client
 // compares. Every line it prints is checked by the test.
-const handoffScript = `
+const handoffScript = pyFamily + `
 import hashlib, os, socket, sys
 
 what = sys.argv[1]
 
-def family(fd):
-    ino = str(os.fstat(fd).st_ino)
-    for line in open("/proc/net/unix").read().split("\n")[1:]:
-        f = line.split()
-        if len(f) > 6 and f[6] == ino:
-            return "unix"
-    return "tcp"
 
 payload = os.urandom(1 << 20)
 lst = socket.socket()
@@ -86,7 +79,7 @@ func TestHandoffSCMRights(t *testing.T) {
 				out := r.Stdout
 				want := "client transport=tcp digest_ok=1"
 				if m.osf {
-					want = "client transport=unix digest_ok=1" // offloaded over shm
+					want = "client transport=osf digest_ok=1" // offloaded over shm
 				}
 				if !strings.Contains(out, want) {
 					t.Errorf("want %q in:\n%s\nstderr:\n%s", want, out, r.Stderr)

@@ -102,6 +102,30 @@ func TestKfdPeerKilled(t *testing.T) {
 	semanticsCompare(t, "peer_killed", b.Stdout, o.Stdout, "kfd")
 }
 
+// TestKfdCloseRace: a reader that closes while its peer is waking it
+// never makes the kernel reset the peer's live connection (preload/kfd.c
+// osf_kfd_close, sdp/segment.h osf_wake_claim). kfdclose's client reads
+// without blocking, so its want flag is up when the server's byte and
+// FIN come, and closes at once at the end; the server's wake-ups sleep
+// 2 ms between taking that flag and sending the token
+// (OSF_DEBUG_KFD_WAKE_US), as a sender preempted there, so the close
+// comes in between on most of the 150 connections (130 of 150 were reset
+// when the sender took the flag before counting its token). Each must
+// end as TCP's: the byte and end-of-file at the client, end-of-file at
+// the server, no reset sent in kfdclose's own network namespace, every
+// connection offloaded at both ends.
+func TestKfdCloseRace(t *testing.T) {
+	t.Parallel()
+	const n = 150
+	env := testutil.Preload(t, append([]string{"OSF_DEBUG_KFD_WAKE_US=2000"}, kfdOn...)...)
+	r := testutil.Cmd(t, env, testutil.Prog(t, "kfdclose"), strconv.Itoa(testutil.FreePort(t)),
+		strconv.Itoa(n)).Run(longRun)
+	want := fmt.Sprintf("client ok %d kfd %d\nserver ok %d resets 0 other 0 kfd %d\n", n, n, n, n)
+	if !r.OK() || r.Stdout != want {
+		t.Fatalf("kfdclose: %s\nwant:\n%s", r, want)
+	}
+}
+
 // TestKfdTimeWait: the end of a connection that closes first stays in
 // TIME_WAIT, as TCP's, bare and under OSF_SHM_KFD=1 alike: after 20 churn
 // connections (request, answer, both close) one end of each is in
@@ -216,8 +240,10 @@ func TestKfdLostHello(t *testing.T) {
 // reset (a write waiting for room ends, ECONNRESET, then EPIPE), never a
 // stall; then the holder is killed, and 4 client processes make 25
 // connections each (1..64 KiB each way, compared), every one offloaded
-// at both ends (qsock_readable) and none reset or stalled. Bare, the
-// same clients over TCP.
+// at both ends (qsock_readable) and none reset or stalled; the first
+// from the reset connection's client port, whose hello is still in the
+// store (a port the kernel handed out again: served with its own hello,
+// not that one). Bare, the same clients over TCP.
 func TestKfdPrefork(t *testing.T) {
 	t.Parallel()
 	const procs, per = 4, 25

@@ -13,18 +13,16 @@ import (
 // the client have let go, so the slot must not be handed out again nor
 // its pages given back before the child is done: every child reads its
 // connection's own bytes, as over TCP. Under osf every connection is
-// offloaded (a unix socket at accept).
+// offloaded (qsock says so at accept).
 func TestSpawnedChildReadsAfterParentAndClientClosed(t *testing.T) {
 	t.Parallel()
-	const prog = `
+	const prog = pyFamily + `
 import hashlib, os, socket, sys, time
 N = 12
 def data(i):
     return hashlib.sha256(b"%d" % i).digest() * (2048 + 97 * i)
 def kind(c):
-    ino = os.readlink("/proc/self/fd/%d" % c.fileno())[len("socket:["):-1]
-    with open("/proc/net/unix") as f:
-        return "unix" if any(l.split()[6] == ino for l in f.readlines()[1:]) else "tcp"
+    return family(c.fileno())
 out = sys.argv[1]
 l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 l.bind(("127.0.0.1", 0)); l.listen(N)
@@ -57,7 +55,7 @@ print("kinds", ",".join(sorted(kinds)), "bad", bad, flush=True)
 			t.Parallel()
 			want := "kinds tcp bad []"
 			if m.osf {
-				want = "kinds unix bad []"
+				want = "kinds osf bad []"
 			}
 			r := m.cmd(t, nil, python(t), "-c", prog, t.TempDir()).Run(longRun)
 			if !r.OK() || strings.TrimSpace(r.Stdout) != want {

@@ -110,7 +110,7 @@ func TestStaticGoC(t *testing.T) {
 		strings.TrimPrefix(addr, "127.0.0.1:"))
 	cli.WaitOutput("ready", shortRun)
 	if m := transportsRE.FindStringSubmatch(cli.Stdout()); m == nil || m[1] != "8" {
-		t.Errorf("tcpx client against the static Go server: %q, want 8 unix", cli.Stdout())
+		t.Errorf("tcpx client against the static Go server: %q, want 8 %s", cli.Stdout(), testutil.ShmTransport())
 	}
 	testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
 	testutil.AssertTransport(t, cli.Pid, testutil.ByRole("client"), testutil.TransportShm)

@@ -89,6 +89,18 @@ func ShmTransport() string {
 	return "unix"
 }
 
+// ShmFamily is the socket family (SocketFamily) of an offloaded shm
+// connection's fd in this run: "unix" (the wake socket dup'ed onto it), or
+// "tcp" (OSF_TEST_SHM_KFD=1: its own kernel TCP socket), which a kernel
+// TCP connection has too, so that only osfstat or qsock tells the two
+// apart there.
+func ShmFamily() string {
+	if KfdRun() {
+		return "tcp"
+	}
+	return "unix"
+}
+
 // SegMemfd is the name of the memfds that hold shm connections' rings in
 // this run: "osf-seg", or "osf-region" in a pooled run.
 func SegMemfd() string {

@@ -17,6 +17,11 @@
  * write after it with EPIPE). Then the stopped worker is killed ("killed
  * holder"): the mutex is the next taker's (EOWNERDEAD).
  *
+ * t2's hello stays in the store, unread, after its connection's reset:
+ * the first client connection binds t2's port again, so the kernel's new
+ * connection has the 4-tuple that hello names (as a port the kernel hands
+ * out again), and must still be served with its own hello.
+ *
  * Then PROCS client processes make PER connections each, one after the
  * other: 1..65,536 bytes (from SEED) written, half-closed, the echo read
  * back and compared. Each prints "client K ok N kfd M" (M: connections
@@ -44,10 +49,24 @@ static void timeouts(int fd)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-static int dial(void)
-{
-	int c = socket(AF_INET, SOCK_STREAM, 0);
+/* The client port of the stalled phase's reset connection, which the
+ * first client connection binds again (stall). */
+static int reuse_port;
 
+/* dial connects to the server, from 127.0.0.1:port when port is not 0. */
+static int dial(int port)
+{
+	struct sockaddr_in from = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int c = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+	if (c >= 0 && port) {
+		setsockopt(c, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (bind(c, (struct sockaddr *)&from, sizeof from) < 0) {
+			perror("bind");
+			exit(1);
+		}
+	}
 	if (c < 0 || connect(c, (struct sockaddr *)&addr, sizeof addr) < 0) {
 		perror("connect");
 		exit(1);
@@ -97,7 +116,7 @@ static void client(int k, int per, uint64_t seed)
 
 	for (i = 0; i < per; i++) {
 		size_t len = 1 + rnd(&s) % sizeof out, got = 0, j;
-		int c = dial();
+		int c = dial(k == 0 && i == 0 ? reuse_port : 0);
 		ssize_t n;
 		for (j = 0; j < len; j++)
 			out[j] = (unsigned char)rnd(&s);
@@ -143,7 +162,7 @@ static void stall(const char *file, pid_t *workers, int *nw)
 	int t1, t2, i, w = -1, tries;
 	ssize_t r;
 
-	t1 = dial();
+	t1 = dial(0);
 	if (write(t1, "ping", 4) != 4)
 		exit(1);
 	for (tries = 0; tries < 1000 && access(file, F_OK) == 0; tries++)
@@ -161,7 +180,13 @@ static void stall(const char *file, pid_t *workers, int *nw)
 	}
 	/* More than its ring and the kernel's buffers hold, while nobody
 	 * reads: the write waits for room until the reset. */
-	t2 = dial();
+	t2 = dial(0);
+	{
+		struct sockaddr_in me;
+		socklen_t ml = sizeof me;
+		if (getsockname(t2, (struct sockaddr *)&me, &ml) == 0)
+			reuse_port = ntohs(me.sin_port);
+	}
 	r = send(t2, big, sizeof big, MSG_NOSIGNAL);
 	printf("stalled holder: big write %s\n", r > 0 && r < (ssize_t)sizeof big ? "partial"
 					     : r < 0 ? err_name(errno) : "whole");

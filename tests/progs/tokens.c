@@ -16,6 +16,8 @@
  *
  * Prints "transport offloaded" (or "tcp" without osf), then
  * "PASS queued=Q woken=1" or "FAIL ..." and exits 1. */
+#include "progs.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -77,11 +79,12 @@ int main(int argc, char **argv)
 		printf("FAIL connect/accept: %s\n", strerror(errno));
 		return 1;
 	}
-	{ /* what the fd really is: AF_UNIX when osf offloaded it */
+	{ /* what the fd really is: AF_UNIX when osf offloaded it, or a TCP
+	   * socket osf offloads (OSF_SHM_KFD=1: qsock says so) */
 		int dom = 0;
 		socklen_t dl = sizeof(dom);
 		syscall(SYS_getsockopt, b, SOL_SOCKET, SO_DOMAIN, &dom, &dl);
-		printf("transport %s\n", dom == AF_UNIX ? "offloaded" : "tcp");
+		printf("transport %s\n", dom == AF_UNIX || osf_offloaded(b) ? "offloaded" : "tcp");
 	}
 	ep = epoll_create1(0);
 	e.data.fd = b;
