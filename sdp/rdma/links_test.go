@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/verbs"
 )
 
 // TestLinkImm: a stream's immediate on a link names its slot and keeps
@@ -104,6 +105,114 @@ func FuzzParseLinkFrame(f *testing.F) {
 			t.Fatalf("accepted a control frame of %d bytes", fr.n)
 		}
 	})
+}
+
+// TestLinkApply: what a frame names is checked against the link's
+// streams: a slot that is not open or not accepted yet, the ring the
+// local side writes, a write beyond the stream's ring, an answer to no
+// open, an open on a link that makes them, a second END: each is refused
+// (the link breaks), and a write within the right ring lands there.
+func TestLinkApply(t *testing.T) {
+	s, err := StartSim(Config{PollSpin: 20 * time.Microsecond, PID: unix.Getpid(), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	seg, err := sdp.CreateSegment(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[1])
+	write := func(slot uint8, ring int, off, n uint32) linkFrame {
+		return linkFrame{kind: simLinkWrite, ring: ring, slot: slot, off: off, n: n}
+	}
+	ctl := func(kind byte, slot uint8) linkFrame { return linkFrame{kind: kind, slot: slot} }
+	_ = s.eng.Do(func() {
+		ml, err := s.newMuxLink(fds[0], "test", true)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer ml.fail(errors.New("test over"))
+		e := ml.newEnd(1, seg, sdp.SideClient) // the peer writes ring 1
+		pending := ml.newEnd(2, seg, sdp.SideClient)
+		pending.open = &linkOpen{done: make(chan error, 1)}
+		for _, tc := range []struct {
+			name string
+			f    linkFrame
+			p    []byte
+			ok   bool
+		}{
+			{"before the accept", write(1, 1, 0, 3), []byte("abc"), false},
+			{"accept of no open", ctl(simLinkAccept, 1), nil, false},
+			{"open on a dialed link", ctl(simLinkOpen, 3), nil, false},
+			{"write to a slot not open", write(3, 1, 0, 3), []byte("abc"), false},
+			{"write to a stream not accepted", write(2, 1, 0, 3), []byte("abc"), false},
+			{"accept", ctl(simLinkAccept, 1), nil, true}, // e: set below
+			{"write to the local side's ring", write(1, 0, 0, 3), []byte("abc"), false},
+			{"write beyond the ring", write(1, 1, 4094, 3), []byte("abc"), false},
+			{"write", write(1, 1, 4093, 3), []byte("xyz"), true},
+			{"end", ctl(simLinkEnd, 1), nil, true},
+			{"second end", ctl(simLinkEnd, 1), nil, false},
+		} {
+			if tc.name == "accept" {
+				e.accepted = true
+				continue
+			}
+			err := ml.apply(tc.f, tc.p)
+			if (err == nil) != tc.ok {
+				t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
+			}
+		}
+		if got := string(seg.RingData(1)[4093:]); got != "xyz" {
+			t.Errorf("ring 1 ends with %q, want the write's xyz", got)
+		}
+		if ml.ends[1] != nil {
+			t.Error("stream 1's slot not free after END both ways")
+		}
+	})
+}
+
+// TestLinkArrive: a stream's 22-bit positions are rebuilt across many
+// wraps of 22 bits, in order with its receives; an immediate before a
+// receive is posted waits for it.
+func TestLinkArrive(t *testing.T) {
+	e := &muxEnd{slot: 5}
+	pos := uint64(0)
+	for i := range 40 {
+		if i%3 == 0 {
+			if err := e.PostRecv(verbs.MakeWRID(wrRecv, 9, uint32(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pos += linkMaxRing - uint64(i)
+		if err := e.arrive(MakeLinkImm(5, MakeImm(ImmData, pos)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; len(e.rnr) > 0; i++ {
+		if err := e.PostRecv(verbs.MakeWRID(wrRecv, 9, uint32(100+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wc := make([]verbs.WC, 64)
+	n, _ := e.Poll(wc)
+	if n != 40 {
+		t.Fatalf("%d completions, want 40", n)
+	}
+	want := uint64(0)
+	for i := range n {
+		want += linkMaxRing - uint64(i)
+		k, v := ParseImm(wc[i].ImmData)
+		if k != ImmData || Advance(want-uint64(linkMaxRing-uint64(i)), v) != want {
+			t.Fatalf("completion %d: %v %#x, want DATA to %d", i, k, v, want)
+		}
+	}
 }
 
 // startLinkSim starts the stand-in with links and a listener on a random
@@ -297,6 +406,20 @@ func TestSimLinkFailure(t *testing.T) {
 	if made, open, _ := linkCounts(s); made != 2 || open != 1 {
 		t.Errorf("links made %d, open %d; want 2, 1", made, open)
 	}
+	closeStreams(t, s, conns)
+}
+
+// TestSimLinkFull: a dial that finds its link full gets a connection of
+// its own, and carries its bytes.
+func TestSimLinkFull(t *testing.T) {
+	defer func(n int) { linkSlotsUsed = n }(linkSlotsUsed)
+	linkSlotsUsed = 2
+	s, lfd, addr := startLinkSim(t)
+	conns := dialStreams(t, s, lfd, addr, 3, 16<<10)
+	if made, _, streams := linkCounts(s); made != 1 || streams != 2 {
+		t.Errorf("links made %d, streams on them %d; want 1, 2", made, streams)
+	}
+	exchangeBoth(t, conns[2], 100<<10, 97, 30*time.Second)
 	closeStreams(t, s, conns)
 }
 
