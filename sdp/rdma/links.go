@@ -748,7 +748,21 @@ func (s *Sim) dialLink(dst, local netip.AddrPort, ringBytes uint32, deadline tim
 	var e *muxEnd
 	var oerr error
 	names := shm.DialNames(dst, shm.IsLocal(dst.Addr()))
-	if derr := s.eng.Do(func() { e, oerr = s.openStream(names, mirror, cd, o) }); derr != nil || oerr != nil {
+	derr := s.eng.Do(func() { e, oerr = s.openStream(names, mirror, cd, o, -1, "") })
+	if derr == nil && errors.Is(oerr, errNoLink) {
+		// The link is made here, not on the engine's thread: a
+		// listener's full backlog makes connect wait.
+		fd, name, err := s.connectLink(names, dst)
+		if err != nil {
+			return fail(err)
+		}
+		ran := false
+		derr = s.eng.Do(func() { ran = true; e, oerr = s.openStream(names, mirror, cd, o, fd, name) })
+		if !ran {
+			unix.Close(fd)
+		}
+	}
+	if derr != nil || oerr != nil {
 		return fail(errors.Join(derr, oerr))
 	}
 	timer := time.NewTimer(time.Until(deadline))
@@ -774,21 +788,35 @@ func (s *Sim) dialLink(dst, local netip.AddrPort, ringBytes uint32, deadline tim
 	return ws.endpoint(seg, local, dst), nil
 }
 
+// errNoLink means no link reaches the listener yet: the dial makes one
+// (connectLink).
+var errNoLink = errors.New("rdma sim: no link")
+
 // openStream posts a stream-open for the connect data cd on the link to
-// the first of names that has one, else on a new link to the first that
-// listens. Engine goroutine.
-func (s *Sim) openStream(names []string, mirror *sdp.Segment, cd []byte, o *linkOpen) (*muxEnd, error) {
+// the first of names that has one, else, with fd >= 0, on a new link
+// over fd (connectLink's, to name; closed when a link appeared
+// meanwhile or on error), else fails with errNoLink. Engine goroutine.
+func (s *Sim) openStream(names []string, mirror *sdp.Segment, cd []byte, o *linkOpen, fd int, name string) (*muxEnd, error) {
 	var ml *muxLink
 	for _, n := range names {
 		if ml = s.links[n]; ml != nil {
 			break
 		}
 	}
-	if ml == nil {
+	switch {
+	case ml != nil && fd >= 0:
+		unix.Close(fd) // another dial made the link meanwhile
+	case ml == nil && fd < 0:
+		return nil, errNoLink
+	case ml == nil:
 		var err error
-		if ml, err = s.linkTo(names, o.dst); err != nil {
-			return nil, err
+		if ml, err = s.newMuxLink(fd, name, true); err != nil {
+			unix.Close(fd)
+			return nil, resourceError(err)
 		}
+		s.links[name] = ml
+		s.linksMade++
+		s.cfg.Logf("rdma sim: link %d to %s made", fd, name)
 	}
 	slot := ml.slot()
 	if slot == 0 {
@@ -800,13 +828,14 @@ func (s *Sim) openStream(names []string, mirror *sdp.Segment, cd []byte, o *link
 	return e, nil
 }
 
-// linkTo makes a link to the first of names whose simulated RDMA
-// listener answers. Engine goroutine.
-func (s *Sim) linkTo(names []string, dst netip.AddrPort) (*muxLink, error) {
+// connectLink connects to the first of names whose simulated RDMA
+// listener answers and sends the link's HELLO; it returns the socket (in
+// the hidden range) and the name.
+func (s *Sim) connectLink(names []string, dst netip.AddrPort) (int, string, error) {
 	for _, name := range names {
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
-			return nil, resourceError(err)
+			return -1, "", resourceError(err)
 		}
 		if err := unix.Connect(fd, &unix.SockaddrUnix{Name: "@" + simPrefix + name}); err != nil {
 			unix.Close(fd)
@@ -815,17 +844,9 @@ func (s *Sim) linkTo(names []string, dst netip.AddrPort) (*muxLink, error) {
 		fd = hideFD(fd, s.cfg.HiddenBase)
 		if err := simSend(fd, simLinkHello, nil); err != nil {
 			unix.Close(fd)
-			return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
+			return -1, "", fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
 		}
-		ml, err := s.newMuxLink(fd, name, true)
-		if err != nil {
-			unix.Close(fd)
-			return nil, resourceError(err)
-		}
-		s.links[name] = ml
-		s.linksMade++
-		s.cfg.Logf("rdma sim: link %d to %s made", fd, name)
-		return ml, nil
+		return fd, name, nil
 	}
-	return nil, fmt.Errorf("%w: %s: no simulated RDMA listener", sdp.ErrNoListener, dst)
+	return -1, "", fmt.Errorf("%w: %s: no simulated RDMA listener", sdp.ErrNoListener, dst)
 }
