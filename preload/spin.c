@@ -35,6 +35,7 @@
 
 #define BUSY_CHECK_US 5000 /* how stale the host's load may be */
 #define MISSES_MAX 6       /* back-off: at most 2^6 - 1 waits skip */
+#define OSF_SPIN_GROW 10   /* a thread's poll spin grows to 10x OSF_POLL_SPIN_US */
 
 static long busy_at_us;   /* when busy was last computed */
 static int busy;          /* runnable threads exceed the CPUs */
@@ -43,6 +44,7 @@ static int ncpu;          /* the host's online CPUs (not the affinity's:
 			   pinned end would count its peer on another
 			   CPU as contention) */
 static __thread unsigned tls_misses, tls_skip;
+static __thread unsigned tls_poll_us; /* this thread's poll spin, when grown */
 
 static long mono_us(void)
 {
@@ -113,13 +115,54 @@ void osf_spin_paid(int paid)
 	tls_skip = (1u << tls_misses) - 1;
 }
 
+/* poll_spin_us is the calling thread's poll spin: OSF_POLL_SPIN_US, or
+ * more while its waits end soon after they sleep (osf_spin_woke). */
+static unsigned poll_spin_us(void)
+{
+	unsigned base = osf.poll_spin_us;
+
+	return tls_poll_us > base ? tls_poll_us : base;
+}
+
+long osf_spin_clock(void)
+{
+	return mono_us();
+}
+
+/* osf_spin_woke grows the poll spin as KVM's halt polling grows
+ * halt_poll_ns: a wait that slept and then had its events within
+ * OSF_SPIN_GROW times the base would have been cheaper spun (a sleep and
+ * its wake-up are two context switches: a Go program's netpoller, a
+ * gRPC call's reply 100-200 µs after the request), so the next spin
+ * covers it (twice the last spin, or a quarter more than the wait took,
+ * whichever is more); a later wait or a busy host (spinning there takes
+ * a CPU a runnable thread needs) returns it to the base. */
+void osf_spin_woke(long begun)
+{
+	unsigned base = osf.poll_spin_us, cap = base * OSF_SPIN_GROW, b = poll_spin_us(), nb;
+	long took = mono_us() - begun;
+
+	if (!base || took < 0)
+		return;
+	if (took > (long)cap || host_busy()) {
+		tls_poll_us = 0;
+		return;
+	}
+	if ((unsigned)took <= b)
+		return; /* the spin was long enough: it ended early for another reason */
+	nb = b * 2;
+	if (nb < (unsigned)took + (unsigned)took / 4)
+		nb = (unsigned)took + (unsigned)took / 4;
+	tls_poll_us = nb < cap ? nb : cap;
+}
+
 long osf_spin_until(long timeout_ms)
 {
 	long us;
 
 	if (timeout_ms == 0)
 		return 0;
-	us = osf_spin_budget(osf.poll_spin_us, 1);
+	us = osf_spin_budget(poll_spin_us(), 1);
 	if (!us)
 		return 0;
 	if (timeout_ms > 0 && timeout_ms * 1000 < us)

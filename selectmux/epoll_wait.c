@@ -392,8 +392,9 @@ static int strip(struct ep *ep, struct epoll_event *ev, int *n)
 static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		     long timeout, const sigset_t *mask)
 {
-	long start = mono_ms(), spin_end = osf_spin_until(timeout);
-	int spun = 0;
+	long start = mono_ms(), begun = timeout ? osf_spin_clock() : 0,
+	     spin_end = osf_spin_until(timeout);
+	int spun = 0, slept = 0;
 	int saved = errno; /* a successful wait leaves errno alone */
 	unsigned intr = osf_intr_count();
 
@@ -461,6 +462,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		}
 		if (to)
 			ep->sleepers++;
+		slept |= to != 0;
 		mu_unlock(&ep->lock);
 		k = REAL(epoll_pwait)(ep->epfd, ev + n, max - n, to, mask);
 		mu_lock(&ep->lock);
@@ -489,6 +491,8 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		mu_unlock(&ep->lock);
 		if (n > 0 && spin_end && spun)
 			osf_spin_paid(1);
+		if (n > 0 && slept)
+			osf_spin_woke(begun);
 		if (n > 0 || remaining(timeout, start) == 0) {
 			errno = saved;
 			return n;

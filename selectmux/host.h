@@ -65,6 +65,13 @@ OSF_MUX_SYS_FUNCS(OSF_MUX_SYS_DECL)
 long osf_spin_until(long timeout_ms);
 int osf_spinning(long end);
 void osf_spin_paid(int paid);
+/* osf_spin_clock is CLOCK_MONOTONIC in microseconds. osf_spin_woke tells
+ * that a poll-like wait which began at begun (osf_spin_clock) slept in the
+ * kernel and then had events: the thread's next waits spin about as long
+ * as that took when it was short (up to OSF_SPIN_GROW times
+ * OSF_POLL_SPIN_US), and OSF_POLL_SPIN_US again when it was longer. */
+long osf_spin_clock(void);
+void osf_spin_woke(long begun);
 
 /* Signals (libosf.so: preload/signals.c). osf_intr_count is the number of
  * handlers that have run on this thread through osf's trampoline: a wait

@@ -162,8 +162,9 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	int *wx = stack_wx;
 	struct chans ch = {stack_c, stack_cx, stack_fired, stack_idle};
 	nfds_t i, m = n, m0, extra = 0;
-	long start = mono_ms(), spin_end = osf_spin_until(timeout);
-	int result = -1, spun = 0, wep = -1, efd_late = 0;
+	long start = mono_ms(), begun = timeout ? osf_spin_clock() : 0,
+	     spin_end = osf_spin_until(timeout);
+	int result = -1, spun = 0, wep = -1, efd_late = 0, slept = 0;
 
 	for (i = 0; i < n; i++) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
@@ -283,6 +284,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			result = OSF_FAIL(EINTR);
 			goto out;
 		}
+		slept |= to != 0;
 		r = mask ? REAL(ppoll)(k, m,
 				       to < 0 ? NULL
 					      : &(struct timespec){to / 1000,
@@ -343,6 +345,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 				result++;
 		if (result > 0 && spin_end && spun)
 			osf_spin_paid(1);
+		if (result > 0 && slept)
+			osf_spin_woke(begun);
 		/* A handler ran during the call (it may have closed a polled
 		 * fd: never POLLNVAL for it): EINTR, as the kernel's poll
 		 * interrupted before it found anything. */

@@ -67,6 +67,10 @@ func newGatewayNet(t *testing.T) *gatewayNet {
 		run("-n", x.ns, "link", "set", x.dev, "up")
 		run("-n", x.ns, "link", "set", "lo", "up")
 	}
+	// A connect to an outside address nobody answers (10.88.2.99) fails
+	// once ARP gives up: 3 probes 2.5 s apart, not 1 s, so that a test
+	// on a loaded host still finds it pending at the gateway.
+	run("-n", ns[1], "ntable", "change", "name", "arp_cache", "dev", vh, "retrans", "2500")
 	// IPv6 between the gateway and the outside only.
 	run("-n", ns[1], "addr", "add", "fd88:2::1/64", "dev", vh, "nodad")
 	run("-n", ns[2], "addr", "add", gwOutAddr6+"/64", "dev", vo, "nodad")

@@ -194,7 +194,7 @@ var variables = []variable{
 	{Var{"OSF_LOG_FILE", "", "log file; unset or empty means standard error"}, func(c *Config, v string) error { c.LogFile = v; return nil }},
 	{Var{"OSF_RING_SIZE", "1M", "bytes per ring direction: a power of two from 4K to 64M"}, parseRingSize},
 	{Var{"OSF_SPIN_US", "20", "microseconds a blocking call spins before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.Spin })},
-	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select, epoll and a blocking accept on an offloaded listener spin before they sleep, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
+	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select, epoll and a blocking accept on an offloaded listener spin before they sleep (a thread whose waits end soon after they sleep spins up to 10 times longer), 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
 	{Var{"OSF_RDMA_POLL_US", "20", "microseconds the RDMA progress engine polls before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.RDMAPoll })},
 	{Var{"OSF_RDMA_RX", "caller", "who takes an RDMA connection's completions: caller (the waiting application thread — a blocking reader, a poll, select or epoll wait — which sleeps on its connection's completion channel; the engine for the rest) or engine (the progress engine, all of them)"}, parseRDMARx},
 	{Var{"OSF_RDMA_LINKS", "0", "1 carries a connection to a listener process this process already reaches over RDMA as a stream on that link (one message, no handshake of its own); the software stand-in only so far (tests)"}, boolVar(func(c *Config) *bool { return &c.RDMALinks })},
