@@ -73,6 +73,17 @@ func conformanceLegs() []conformanceLeg {
 			conformanceLeg{name: "rdma-sim" + sfx, setup: withEnv(sim, "OSF_RDMA_RX="+rx), path: rdmaPath(": rdma via sim ", rx == "caller")},
 			conformanceLeg{name: "rdma" + sfx, setup: withEnv(rdmaLeg, "OSF_RDMA_RX="+rx), path: rdmaPath(": rdma via ", rx == "caller")})
 	}
+	// Streams on a link (OSF_RDMA_LINKS=1, the stand-in only): the
+	// client's connection is a stream on its link to the server process,
+	// moved by the engines alone (docs/RDMA.md, "Links").
+	legs = append(legs, conformanceLeg{name: "rdma-sim-links", setup: withEnv(sim, "OSF_RDMA_LINKS=1"),
+		path: func(t *testing.T, s *streamServer, pid int, clientLog, serverLog string) {
+			assertRDMA(t, s, pid)
+			assertLog(t, clientLog, ": rdma via sim ")
+			assertLog(t, clientLog, " on link ")
+			assertLog(t, serverLog, "rdma: accepted ")
+			assertLog(t, serverLog, "(sim, link ")
+		}})
 	return legs
 }
 

@@ -964,10 +964,11 @@ func sharedWriters(t *testing.T, m mode, records int, kill bool) (reader, writer
 // duplex.c gives up after 2 s without progress). Under osf the wake-up
 // meant for the writer could be taken by the other waiter, so each case
 // runs three times to catch it; with the RDMA engine as the peer too,
-// which must wake readers and writers on their own sockets as well.
+// which must wake readers and writers on their own sockets as well (and
+// with the connection a stream on a link: docs/RDMA.md, "Links").
 func TestForkExecDuplex(t *testing.T) {
 	t.Parallel()
-	for _, m := range []mode{bare, underOsf, osfRDMASim} {
+	for _, m := range []mode{bare, underOsf, osfRDMASim, osfLinks} {
 		for _, how := range []string{"block", "poll", "fork"} {
 			t.Run(m.name+"/"+how, func(t *testing.T) {
 				t.Parallel()

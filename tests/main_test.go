@@ -24,6 +24,7 @@ type mode struct {
 	// or not at all (OSF_TRANSPORT=rdma OSF_DEBUG_RDMA_SIM=1 OSF_STRICT=1:
 	// no fallback to kernel TCP passes for it).
 	rdmaSim bool
+	links   bool // with rdmaSim: OSF_RDMA_LINKS=1 (docs/RDMA.md, "Links")
 	log     bool // OSF_LOG_LEVEL=debug into a file, the core loaded at set-up
 }
 
@@ -32,6 +33,7 @@ var (
 	underOsf   = mode{name: "osf", osf: true}
 	osfCore    = mode{name: "osf+core", osf: true, core: true}
 	osfRDMASim = mode{name: "osf+rdma-sim", osf: true, rdmaSim: true}
+	osfLinks   = mode{name: "osf+rdma-sim-links", osf: true, rdmaSim: true, links: true}
 	// osfLogged logs at debug level to a file (libosf.so writes the C
 	// set-up's lines itself) and loads the core at the first listen,
 	// connect or accept (OSF_DEBUG_CORE_AT_SETUP=1), as every one of them
@@ -45,6 +47,9 @@ func (m mode) env(t testing.TB, extra ...string) []string {
 	t.Helper()
 	if m.rdmaSim {
 		extra = append(extra, "OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1", "OSF_STRICT=1")
+	}
+	if m.links {
+		extra = append(extra, "OSF_RDMA_LINKS=1")
 	}
 	if m.core {
 		extra = append(extra, "OSF_DEBUG_LOAD_CORE=1")

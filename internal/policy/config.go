@@ -99,6 +99,11 @@ type Config struct {
 	// connection's completions and posts its credits itself
 	// (docs/DESIGN.md D4); with engine the progress engine does.
 	RDMARxCaller bool
+	// RDMALinks is OSF_RDMA_LINKS: a connection to a listener this process
+	// already reaches over RDMA is a stream on that link, not a
+	// connection of its own (docs/RDMA.md, "Links"; the software stand-in
+	// only so far).
+	RDMALinks bool
 	// GatewayKey is OSF_GATEWAY_KEY: the file holding the key that
 	// authenticates this node to its gateways ("" means none).
 	GatewayKey string
@@ -192,6 +197,7 @@ var variables = []variable{
 	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select, epoll and a blocking accept on an offloaded listener spin before they sleep (a thread whose waits end soon after they sleep spins up to 10 times longer), 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
 	{Var{"OSF_RDMA_POLL_US", "20", "microseconds the RDMA progress engine polls before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.RDMAPoll })},
 	{Var{"OSF_RDMA_RX", "caller", "who takes an RDMA connection's completions: caller (the waiting application thread — a blocking reader, a poll, select or epoll wait — which sleeps on its connection's completion channel; the engine for the rest) or engine (the progress engine, all of them)"}, parseRDMARx},
+	{Var{"OSF_RDMA_LINKS", "0", "1 carries a connection to a listener process this process already reaches over RDMA as a stream on that link (one message, no handshake of its own); the software stand-in only so far (tests)"}, boolVar(func(c *Config) *bool { return &c.RDMALinks })},
 	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
 	{Var{"OSF_GATEWAY_KEY", "", "file holding the key (mode 0600) that authenticates this node to its gateways"}, func(c *Config, v string) error { c.GatewayKey = v; return nil }},
 	{Var{"OSF_GATEWAY_TIMEOUT_MS", "20000", "milliseconds a gateway may take to connect to a destination, 1-600000"}, parseGatewayTimeout},

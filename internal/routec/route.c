@@ -534,6 +534,7 @@ int osf_route_parse(const char *env, uint32_t len, struct osf_route_config *c)
 	const char *v;
 	size_t n;
 	uint64_t x;
+	int b;
 	int rc;
 
 	memset(c, 0, sizeof(*c));
@@ -592,6 +593,8 @@ int osf_route_parse(const char *env, uint32_t len, struct osf_route_config *c)
 		return OSF_ROUTE_MALFORMED;
 	if (lookup(env, len, "OSF_RDMA_RX", &v, &n) &&
 	    !(n == 6 && memcmp(v, "engine", 6) == 0) && !(n == 6 && memcmp(v, "caller", 6) == 0))
+		return OSF_ROUTE_MALFORMED;
+	if (lookup(env, len, "OSF_RDMA_LINKS", &v, &n) && parse_bool(v, n, &b) < 0)
 		return OSF_ROUTE_MALFORMED;
 	if (lookup(env, len, "OSF_CONNECT_TIMEOUT_MS", &v, &n)) {
 		if (parse_uint(v, n, 1, 60000, &x) < 0)

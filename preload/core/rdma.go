@@ -58,6 +58,7 @@ func startRDMA(cfg *policy.Config, pid, hiddenBase int, fresh bool) {
 		PollSpin:   cfg.RDMAPoll,
 		PID:        pid,
 		ForkChild:  fresh,
+		Links:      cfg.RDMALinks,
 		Logf:       core.log.Debugf,
 	}
 	if cfg.DebugRDMASim {

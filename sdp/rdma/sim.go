@@ -48,7 +48,10 @@ type Sim struct {
 	eng *Engine
 
 	// Engine goroutine only.
-	listeners map[string]int // companion name -> listening socket
+	listeners map[string]int      // companion name -> listening socket
+	links     map[string]*muxLink // Config.Links: this process's links by the companion they reach
+	muxes     map[*muxLink]bool   // every link, dialed or accepted
+	linksMade int                 // links dialed, ever (tests)
 }
 
 const (
@@ -71,7 +74,7 @@ func StartSim(cfg Config) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sim{cfg: cfg, eng: eng, listeners: map[string]int{}}
+	s := &Sim{cfg: cfg, eng: eng, listeners: map[string]int{}, links: map[string]*muxLink{}, muxes: map[*muxLink]bool{}}
 	if err := eng.Do(eng.armExit); err != nil {
 		return nil, err
 	}
@@ -83,6 +86,9 @@ func (s *Sim) Stop() {
 	_ = s.eng.Do(func() {
 		for name := range s.listeners {
 			s.closeListener(name)
+		}
+		for ml := range s.muxes {
+			ml.fail(ErrStopped)
 		}
 	})
 	s.eng.Stop()
@@ -158,6 +164,14 @@ func (s *Sim) onListen(name string, lfd int) {
 // it.
 func (s *Sim) handshake(name string, fd int) {
 	kind, b, err := simRead(fd, time.Now().Add(simHandshake))
+	if err == nil && kind == simLinkHello && len(b) == 0 {
+		// A link (links.go): its stream-opens follow on the socket.
+		var lerr error
+		if derr := s.eng.Do(func() { _, lerr = s.newMuxLink(fd, name, false) }); derr != nil || lerr != nil {
+			unix.Close(fd)
+		}
+		return
+	}
 	if err != nil || kind != simConnect {
 		unix.Close(fd)
 		return
@@ -182,45 +196,74 @@ func (s *Sim) serve(name string, fd int, cd ConnectData) {
 		_ = simSend(fd, simReject, code.Marshal())
 		unix.Close(fd)
 	}
-	comp, code, gone, err := openCompanion(name, s.cfg.HiddenBase)
+	o, code, err := s.offer(name, cd)
 	if err != nil {
 		reject(code, err)
-		if _, ok := s.listeners[name]; ok && gone {
-			s.cfg.Logf("rdma sim: the listener of %s is gone; closing its simulated RDMA listener", name)
-			s.closeListener(name)
-		}
 		return
 	}
-	seg, err := newServerSegment(cd, s.cfg.HiddenBase)
-	if err != nil {
-		unix.Close(comp)
+	ad, _ := AcceptData{RingBytes: cd.RingBytes}.Marshal()
+	if err := simSend(fd, simAccept, ad); err != nil {
+		o.release(s.eng)
 		reject(RejectResource, err)
 		return
 	}
-	// The number before the hello: the application may accept, read and
-	// exit before adopt returns, and its exit must wait for the stream.
-	id := s.eng.allocID()
-	appTx, wakeTx, err := wakePair(s.cfg.HiddenBase)
-	if err == nil {
-		err = sendHello(comp, seg, appTx, cd)
-	}
-	if err == nil {
-		ad, _ := AcceptData{RingBytes: cd.RingBytes}.Marshal()
-		err = simSend(fd, simAccept, ad)
-	}
-	if err != nil {
-		s.eng.abandon(id)
-		seg.Close()
-		closeOpen(comp, wakeTx)
-		reject(RejectResource, err)
-		return
-	}
-	st, err := s.adopt(id, fd, seg, sdp.SideServer, comp, wakeTx)
+	st, err := s.adopt(o.id, fd, o.seg, sdp.SideServer, o.comp, o.wakeTx)
 	if err != nil {
 		s.cfg.Logf("rdma sim: accepted %s but lost it: %v", cd.Client, err)
 		return
 	}
 	s.cfg.Logf("rdma: accepted %s (sim) as connection %d", cd.Client, st.id)
+}
+
+// offered is a connection request handed to the application (offer): its
+// number, the engine's mapping of its segment and the engine's ends of
+// its wake socket (comp) and writers' wake socket.
+type offered struct {
+	id           uint32
+	seg          *sdp.Segment
+	comp, wakeTx int
+}
+
+// release gives everything back when the request cannot be answered.
+func (o offered) release(e *Engine) {
+	e.abandon(o.id)
+	o.seg.Close()
+	closeOpen(o.comp, o.wakeTx)
+}
+
+// offer hands the connection request cd to the application through the
+// companion name: a segment, a number (before the hello: the application
+// may accept, read and exit before the stream is adopted, and its exit
+// must wait for the stream) and the hello with the segment and the
+// writers' wake socket. On failure nothing is left, and code is what to
+// refuse the request with; a companion that is gone closes its simulated
+// RDMA listener. Engine goroutine.
+func (s *Sim) offer(name string, cd ConnectData) (offered, RejectCode, error) {
+	comp, code, gone, err := openCompanion(name, s.cfg.HiddenBase)
+	if err != nil {
+		if _, ok := s.listeners[name]; ok && gone {
+			s.cfg.Logf("rdma sim: the listener of %s is gone; closing its simulated RDMA listener", name)
+			s.closeListener(name)
+		}
+		return offered{}, code, err
+	}
+	seg, err := newServerSegment(cd, s.cfg.HiddenBase)
+	if err != nil {
+		unix.Close(comp)
+		return offered{}, RejectResource, err
+	}
+	id := s.eng.allocID()
+	appTx, wakeTx, err := wakePair(s.cfg.HiddenBase)
+	if err == nil {
+		err = sendHello(comp, seg, appTx, cd)
+	}
+	if err != nil {
+		s.eng.abandon(id)
+		seg.Close()
+		closeOpen(comp, wakeTx)
+		return offered{}, RejectResource, err
+	}
+	return offered{id: id, seg: seg, comp: comp, wakeTx: wakeTx}, 0, nil
 }
 
 // adopt starts stream id (reserved with allocID) over a simulated link on
@@ -251,6 +294,15 @@ func (s *Sim) adopt(id uint32, fd int, seg *sdp.Segment, side int, wake, wakeTx 
 func (s *Sim) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error) {
 	deadline := time.Now().Add(timeout)
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	if s.cfg.Links && ringBytes <= linkMaxRing {
+		// A stream on this process's link to the listener; a listener
+		// gone from the link's process, or a full link, may still be
+		// reached by a connection of its own.
+		ep, err := s.dialLink(dst, local, ringBytes, deadline)
+		if err == nil || !errors.Is(err, sdp.ErrNoListener) && !errors.Is(err, errLinkFull) {
+			return ep, err
+		}
+	}
 	fd := -1
 	for _, name := range shm.DialNames(dst, shm.IsLocal(dst.Addr())) {
 		sfd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -341,24 +393,76 @@ type simLink struct {
 	seg *sdp.Segment
 	eng *Engine
 
-	out    [][]byte // messages posted, not fully written; out[0] from outOff
-	outWR  []simWR  // their work requests
-	outOff int      // bytes of out[0] already written
-	cq     []verbs.WC
-	events uint32
+	simQueue // messages posted, not fully written
+	cq       []verbs.WC
+	events   uint32
 
-	wblocked bool // the socket is full: wait until it is writable
-	wdead    bool // the peer is gone for writing; its end comes on the read side
-	down     bool
-	closed   bool
-	tx       *txState // the application's threads post here too, or nil
-	rx       *txState // the rule takes from the socket: its registration is the rule's (rx.h chan_fd)
+	down   bool
+	closed bool
+	tx     *txState // the application's threads post here too, or nil
+	rx     *txState // the rule takes from the socket: its registration is the rule's (rx.h chan_fd)
 }
 
-// simWR is a posted send's id and whether it completes when written.
+// simWR is a posted send's id and whether it completes when written;
+// on a link, the stream that posted it (nil: the link's own message).
 type simWR struct {
 	wrid     verbs.WRID
 	signaled bool
+	end      *muxEnd
+}
+
+// simQueue is the sending side of a stand-in's socket: the messages
+// posted and not fully written, in order, out[0] from outOff.
+type simQueue struct {
+	out      [][]byte
+	outWR    []simWR
+	outOff   int
+	wblocked bool // the socket is full: wait until it is writable
+	wdead    bool // the peer is gone for writing; its end comes on the read side
+}
+
+func (q *simQueue) queue(msg []byte, w simWR) {
+	q.out = append(q.out, msg)
+	q.outWR = append(q.outWR, w)
+}
+
+// flushTo writes queued messages to fd in order until the socket is
+// full, calling written for each one written whole.
+func (q *simQueue) flushTo(fd int, written func(simWR)) {
+	for len(q.out) > 0 && !q.wdead {
+		n, err := unix.SendmsgN(fd, q.out[0][q.outOff:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			q.wblocked = true
+			return
+		case err != nil:
+			// The peer is gone. What it sent before going is still in
+			// the socket, and on a real QP those completions come first:
+			// the read side flushes everything when it reaches the end.
+			q.wdead = true
+			_ = unix.Shutdown(fd, unix.SHUT_WR)
+			return
+		}
+		q.outOff += n
+		if q.outOff < len(q.out[0]) {
+			continue
+		}
+		w := q.outWR[0]
+		q.out, q.outWR, q.outOff = q.out[1:], q.outWR[1:], 0
+		written(w)
+	}
+}
+
+// takeWCs moves up to len(wc) completions from the front of *cq to wc.
+func takeWCs(cq *[]verbs.WC, wc []verbs.WC) int {
+	n := copy(wc, *cq)
+	*cq = (*cq)[n:]
+	if len(*cq) == 0 {
+		*cq = (*cq)[:0:0]
+	}
+	return n
 }
 
 // newSimLink makes a link over the connected socket fd (made nonblocking)
@@ -443,8 +547,7 @@ func (l *simLink) post(msg []byte, w simWR) error {
 		l.complete(verbs.WC{WRID: uint64(w.wrid), Status: verbs.WCWRFlushErr})
 		return nil
 	}
-	l.out = append(l.out, msg)
-	l.outWR = append(l.outWR, w)
+	l.queue(msg, w)
 	if !l.wblocked {
 		l.flush()
 		l.rearm()
@@ -479,32 +582,14 @@ func (l *simLink) syncBusy() {
 // completing the signaled ones once written.
 func (l *simLink) flush() {
 	defer l.syncBusy()
-	for len(l.out) > 0 && !l.wdead && !l.down {
-		n, err := unix.SendmsgN(l.fd, l.out[0][l.outOff:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.EAGAIN):
-			l.wblocked = true
-			return
-		case err != nil:
-			// The peer is gone. What it sent before going is still in
-			// the socket, and on a real QP those completions come first:
-			// the read side flushes everything when it reaches the end.
-			l.wdead = true
-			_ = unix.Shutdown(l.fd, unix.SHUT_WR)
-			return
-		}
-		l.outOff += n
-		if l.outOff < len(l.out[0]) {
-			continue
-		}
-		w := l.outWR[0]
-		l.out, l.outWR, l.outOff = l.out[1:], l.outWR[1:], 0
+	if l.down {
+		return
+	}
+	l.flushTo(l.fd, func(w simWR) {
 		if w.signaled {
 			l.complete(verbs.WC{WRID: uint64(w.wrid), Status: verbs.WCSuccess, Opcode: verbs.WCRDMAWrite})
 		}
-	}
+	})
 }
 
 func (l *simLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint32, withImm, signaled bool) error {
@@ -514,19 +599,19 @@ func (l *simLink) PostWrite(wrid verbs.WRID, ring int, off, n uint32, imm uint32
 	msg := make([]byte, simHdr+int(n))
 	simHeader(msg, simWrite, ring, withImm, off, n, imm)
 	copy(msg[simHdr:], l.seg.RingData(ring)[off:off+n])
-	return l.post(msg, simWR{wrid, signaled})
+	return l.post(msg, simWR{wrid: wrid, signaled: signaled})
 }
 
 func (l *simLink) PostImm(wrid verbs.WRID, imm uint32, signaled bool) error {
 	msg := make([]byte, simHdr)
 	simHeader(msg, simWrite, 0, true, 0, 0, imm)
-	return l.post(msg, simWR{wrid, signaled})
+	return l.post(msg, simWR{wrid: wrid, signaled: signaled})
 }
 
 func (l *simLink) PostProbe(wrid verbs.WRID) error {
 	msg := make([]byte, simHdr)
 	simHeader(msg, simWrite, 0, false, 0, 0, 0)
-	return l.post(msg, simWR{wrid, true})
+	return l.post(msg, simWR{wrid: wrid, signaled: true})
 }
 
 // PostRecv is not used: the rule's C code posts the stand-in's receives
@@ -544,14 +629,7 @@ func (l *simLink) useRx(tx *txState, side int) {
 	l.rx = tx
 }
 
-func (l *simLink) Poll(wc []verbs.WC) (int, error) {
-	n := copy(wc, l.cq)
-	l.cq = l.cq[n:]
-	if len(l.cq) == 0 {
-		l.cq = l.cq[:0:0]
-	}
-	return n, nil
-}
+func (l *simLink) Poll(wc []verbs.WC) (int, error) { return takeWCs(&l.cq, wc), nil }
 
 // Notify does nothing: the engine's epoll set watches the socket itself,
 // and completions of sends happen while it runs.

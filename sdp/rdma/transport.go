@@ -36,6 +36,10 @@ type Config struct {
 	// core: Start then refuses (ErrForkChild) when the parent's RDMA state
 	// came along (see InheritedState).
 	ForkChild bool
+	// Links (OSF_RDMA_LINKS=1) carries a dial to a listener this process
+	// already reaches over a link as a stream on that link (links.go);
+	// built on the software stand-in (Sim) only.
+	Links bool
 	// Logf logs; nil discards.
 	Logf func(format string, a ...any)
 }
