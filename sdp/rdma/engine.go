@@ -74,7 +74,6 @@ type Engine struct {
 	sleptAt  time.Time              // the last sleep's start (watch.go)
 	sleptFor time.Duration          // and length
 	woke     wakeCounts             // what ended its sleeps (logged at each release)
-	looks    int                    // sleeps bounded to heldLook (tests)
 
 	// At exit (exit.go): the process's exit(3) waits for the streams.
 	exitArmed bool
@@ -441,7 +440,6 @@ func (e *Engine) loop() {
 			e.woke.hot++
 		} else if e.chansHeld() {
 			ms = boundMS(ms, heldLook)
-			e.looks++
 		}
 		if len(e.closing) > 0 {
 			// A closing stream waits for completions (CLOSE's, the
