@@ -5,13 +5,12 @@ SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 CC ?= gcc
-# Go's build cache keys a cgo package on its own directory's headers only;
-# packages that include C headers from elsewhere in the tree (peerwire,
-# osfgw, sidetest: ../../sdp/segment.h) would reuse an object built from an
-# older header. The C headers' hash in CGO_CFLAGS (part of every cgo key)
-# rebuilds them when any header changes.
-OSF_HDRS_HASH := $(shell cat $$(find sdp preload selectmux fdtable internal include -name '*.h' 2>/dev/null | sort) 2>/dev/null | sha1sum | cut -c1-12)
-export CGO_CFLAGS := -O2 -g -DOSF_HDRS_HASH=0x$(OSF_HDRS_HASH)
+# Go's build cache keys a cgo package on its own folder's files only; a
+# package that includes a C header of another folder imports that folder's
+# package, which embeds its headers (sdp/headers.go; internal/layers
+# TestCgoHeadersTracked): go build and go test rebuild it when the header
+# changes, under make or not.
+export CGO_CFLAGS := -O2 -g
 BUILD := build
 BIN := $(BUILD)/bin
 
@@ -40,7 +39,7 @@ LIB_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden
 # sdp/syslibc.c is the Go programs' (sdp/cside.go); libosf.so's are preload/sys.c.
 LIB_SRCS := $(wildcard preload/*.c) $(wildcard fdtable/*.c) internal/routec/route.c $(wildcard selectmux/*.c) \
 	$(filter-out sdp/syslibc.c,$(wildcard sdp/*.c))
-LIB_HDRS := $(wildcard preload/*.h) $(wildcard fdtable/*.h) $(wildcard sdp/*.h) \
+LIB_HDRS := $(wildcard preload/*.h) preload/core/core_api.h $(wildcard fdtable/*.h) $(wildcard sdp/*.h) \
 	$(wildcard selectmux/*.h) include/osf/qsock.h sdp/rdma/tx.h sdp/rdma/rx.h \
 	internal/gateway/gwwire.h internal/routec/route.h
 GO_SRCS := go.mod $(shell find . -name '*.go' -not -path './build/*') \
@@ -212,8 +211,11 @@ integration: test-deps build
 soak: test-deps build
 	OSF_SOAK_SECONDS=600 $(GO) test -count=1 -timeout 30m -run 'TestSoak$$' -v ./tests/
 
+# bench prints the table and the raw numbers, and keeps them in
+# build/bench.txt (make bench-rdma: build/rdmavm/bench.log).
 bench: test-deps build
-	tests/bench/run.sh
+	@mkdir -p $(BUILD)
+	set -o pipefail; tests/bench/run.sh | tee $(BUILD)/bench.txt
 
 # gVisor's syscall conformance tests (TCP sockets, readiness, sendfile,
 # splice, fork), each binary natively and under build/libosf.so; ends with

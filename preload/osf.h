@@ -4,7 +4,7 @@
 #define OSF_PRELOAD_OSF_H
 
 #include "base.h"
-#include "core_api.h"
+#include "core/core_api.h"
 #include "../selectmux/mux.h"
 
 /* osf_report prints "osf: <msg>" on stderr with one write; it is for

@@ -390,7 +390,6 @@ OSF_FORK_TEXT static void park_after_fork(void)
 	OSF_RESET(park.watcher, 0);
 	while (park.n > 0)
 		park_forget_locked(park.n - 1);
-	setup_kfd_after_fork();
 }
 OSF_AFTER_FORK(park_after_fork, OSF_FORK_RELEASE);
 

@@ -362,10 +362,13 @@ void setup_kfd_moved_locked(int old, int nfd)
 	}
 }
 
-OSF_FORK_TEXT void setup_kfd_after_fork(void)
+/* kfd_after_fork lets go of a fork child's copies of the kept hellos and
+ * of the links: the parent reads them. */
+OSF_FORK_TEXT static void kfd_after_fork(void)
 {
 	while (kfdq.n > 0)
 		kfd_forget_locked(kfdq.n - 1, 0);
-	while (links.n > 0) /* the parent reads them */
+	while (links.n > 0)
 		link_forget_locked(links.n - 1);
 }
+OSF_AFTER_FORK(kfd_after_fork, OSF_FORK_RELEASE);

@@ -123,7 +123,6 @@ void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
 			  const struct ip *key);
 void setup_kfd_forget_locked(int aux_fd);
 void setup_kfd_moved_locked(int old, int nfd);
-void setup_kfd_after_fork(void);
 /* setup_kfd_let_go lets go of the server's side of hello cc taken but
  * never to be installed (gone: for good, its client reads a reset; else
  * a fork child's copy), closing its fds. setup_kfd_link_pop_locked takes

@@ -689,10 +689,22 @@ short osf_side_arm(struct osf_side *s, int fd, int kinds, int already)
 	 * no flag for it. */
 	if ((kinds & OSF_ARM_RX) && !(osf_side_my_flags(s) & OSF_SIDE_RDSOCK))
 		__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
-	if ((kinds & OSF_ARM_TX) && !(osf_side_my_flags(s) & OSF_SIDE_WRSOCK))
-		__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	r = osf_side_revents(s);
+	/* Room is asked for only when there is none, as TCP's writers get
+	 * write_space only after SOCK_NOSPACE: a poller armed for POLLOUT
+	 * while the side is writable (an edge-triggered epoll item holding
+	 * EPOLLOUT, Go's netpoller's every connection) would otherwise make
+	 * each read of the other side write the region's eventfd, waking
+	 * every poller of the region in both processes. A writer that later
+	 * finds no room raises the flag itself (send's EAGAIN, a blocked
+	 * write), which wakes this poller too. */
+	if ((kinds & OSF_ARM_TX) && !(r & POLLOUT) &&
+	    !(osf_side_my_flags(s) & OSF_SIDE_WRSOCK)) {
+		__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		r = osf_side_revents(s);
+	}
 	if ((kinds & OSF_ARM_TX) && !(r & POLLOUT) && osf_side_probe_peer(s, fd))
 		r = osf_side_revents(s); /* the probe may have found the end */
 	return r;

@@ -62,6 +62,14 @@ sys.stdin.read()
 // /etc/ld.so.preload).
 func runInstalledPair(t *testing.T, wrap []string, bin, libDir string, noOsfrun bool, env []string) {
 	t.Helper()
+	runInstalledPairCore(t, wrap, bin, libDir, noOsfrun, env, true)
+}
+
+// runInstalledPairCore is runInstalledPair; without core, the processes
+// are left to load the Go core only if they need it, and must not: an
+// shm connection is set up in C.
+func runInstalledPairCore(t *testing.T, wrap []string, bin, libDir string, noOsfrun bool, env []string, core bool) {
+	t.Helper()
 	osfstat := filepath.Join(bin, "osfstat")
 	launcher := append(slices.Clone(wrap), filepath.Join(bin, "osfrun"), "--")
 	if noOsfrun {
@@ -69,7 +77,10 @@ func runInstalledPair(t *testing.T, wrap []string, bin, libDir string, noOsfrun 
 	}
 	// The shm set-up needs no core; OSF_DEBUG_LOAD_CORE=1 loads it anyway,
 	// to check where it is found.
-	coreEnv := append(slices.Clone(env), "OSF_DEBUG_LOAD_CORE=1")
+	coreEnv := slices.Clone(env)
+	if core {
+		coreEnv = append(coreEnv, "OSF_DEBUG_LOAD_CORE=1")
+	}
 	cmd := func(args ...string) *testutil.Command {
 		all := append(slices.Clone(launcher), args...)
 		return testutil.Cmd(t, coreEnv, all[0], all[1:]...)
@@ -122,7 +133,14 @@ func runInstalledPair(t *testing.T, wrap []string, bin, libDir string, noOsfrun 
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, lib := range []string{"libosf.so", "libosfcore.so"} {
+		libs := []string{"libosf.so", "libosfcore.so"}
+		if !core {
+			libs = libs[:1]
+			if strings.Contains(maps, "osfcore") {
+				t.Errorf("pid %d loaded the Go core for an shm connection", p.Pid)
+			}
+		}
+		for _, lib := range libs {
 			if !strings.Contains(maps, filepath.Join(libDir, lib)) {
 				t.Errorf("pid %d did not map %s from %s", p.Pid, lib, libDir)
 			}
@@ -399,6 +417,18 @@ func TestDebianPackage(t *testing.T) {
 	step("dpkg -i")
 	runInstalledPair(t, wrap, "/usr/bin", libDir, false, nil)
 	step("client and server")
+	// rdma-core's libraries are recommended, not required: the core (RDMA,
+	// gateways) and osfgw need them, an shm-only host does not.
+	if r := run("dpkg-query", "-W", "-f=${Depends}|${Recommends}", "osf"); !r.OK() ||
+		strings.Contains(strings.Split(r.Stdout, "|")[0], "libibverbs") || !strings.Contains(r.Stdout, "|libibverbs1") {
+		t.Errorf("osf's Depends|Recommends: %s, want libibverbs1 recommended only", r)
+	}
+	rdmaLibs := libDir + "/libibverbs.so.1* " + libDir + "/librdmacm.so.1*"
+	if r := run("/bin/sh", "-c", "ls "+rdmaLibs+" >/dev/null && rm -f "+rdmaLibs); !r.OK() {
+		t.Fatalf("hiding rdma-core's libraries: %s", r)
+	}
+	runInstalledPairCore(t, wrap, "/usr/bin", libDir, false, nil, false)
+	step("client and server without rdma-core")
 	if r := run("man", "osf"); !r.OK() || !strings.Contains(r.Stdout, "OSF_ROUTES") {
 		t.Errorf("man osf after dpkg -i: %s", r)
 	}

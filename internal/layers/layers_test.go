@@ -93,9 +93,10 @@ func skipDir(rel string) bool {
 	return filepath.Base(rel) == "testdata"
 }
 
-// edges returns every cross-unit dependency in the tree at root, and the
-// source files no unit holds.
-func edges(t *testing.T, root string) (out []edge, homeless []string) {
+// walkFiles calls fn with each file of the tree at root (rel: its path
+// relative to root, slash-separated), but in the folders skipDir names
+// and, with product, in tests/ and spike/.
+func walkFiles(t *testing.T, root string, product bool, fn func(rel, path string)) {
 	t.Helper()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -104,19 +105,32 @@ func edges(t *testing.T, root string) (out []edge, homeless []string) {
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if rel != "." && skipDir(rel) {
+			if rel != "." && (skipDir(rel) || product && (rel == "tests" || rel == "spike")) {
 				return filepath.SkipDir
 			}
 			return nil
 		}
+		fn(rel, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// edges returns every cross-unit dependency in the tree at root, and the
+// source files no unit holds.
+func edges(t *testing.T, root string) (out []edge, homeless []string) {
+	t.Helper()
+	walkFiles(t, root, false, func(rel, p string) {
 		ext := filepath.Ext(p)
 		if ext != ".c" && ext != ".h" && ext != ".go" {
-			return nil
+			return
 		}
 		from := unitOf(rel)
 		if from == "" {
 			homeless = append(homeless, rel)
-			return nil
+			return
 		}
 		add := func(line int, target, what string) {
 			to := unitOf(target)
@@ -129,11 +143,7 @@ func edges(t *testing.T, root string) (out []edge, homeless []string) {
 		if ext == ".go" {
 			imports(t, root, rel, add)
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return out, homeless
 }
 
@@ -285,35 +295,20 @@ const MaxLines = 900
 // TestFileSize fails on every product C, header or Go file over MaxLines.
 func TestFileSize(t *testing.T) {
 	n := 0
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel("../..", p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel != "." && (skipDir(rel) || rel == "tests" || rel == "spike") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	walkFiles(t, "../..", true, func(rel, p string) {
 		ext := filepath.Ext(p)
 		if (ext != ".c" && ext != ".h" && ext != ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
+			return
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		n++
 		if lines := strings.Count(string(b), "\n"); lines > MaxLines {
 			t.Errorf("%s: %d lines, over %d: split it by concern", rel, lines, MaxLines)
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if n == 0 {
 		t.Fatal("no product source found: is the tree at ../..?")
 	}

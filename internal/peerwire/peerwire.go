@@ -33,7 +33,14 @@ static int hdr_check(const void *b, uint32_t ring)
 */
 import "C"
 
-import "unsafe"
+import (
+	"unsafe"
+
+	// The packages of the headers above: they embed them, so that a
+	// change to one rebuilds this package (sdp/headers.go).
+	_ "github.com/osfproject/osf/internal/gateway"
+	_ "github.com/osfproject/osf/sdp"
+)
 
 // Sizes of the messages.
 const (

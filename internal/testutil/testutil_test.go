@@ -128,3 +128,39 @@ func TestPty(t *testing.T) {
 		t.Errorf("want exit status 7: %s", r)
 	}
 }
+
+// TestPartialOnlyWhenAllowed runs this test binary as user nobody (issue
+// 29, item 8): without OSF_TEST_ALLOW_PARTIAL=1 it must fail before any
+// test runs, saying why; with it, the tests run in place and one that
+// needs root skips, saying so.
+func TestPartialOnlyWhenAllowed(t *testing.T) {
+	if os.Getenv("OSFTEST_PARTIAL_PROBE") == "1" { // the run as nobody
+		testutil.NeedRoot(t, "for the probe")
+		t.Fatal("NeedRoot returned as nobody")
+	}
+	testutil.NeedRoot(t, "to run the test binary as nobody")
+	setpriv := testutil.Tool(t, "setpriv")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(testutil.WorldReadableTempDir(t), "testutil.test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(partial string) testutil.Result {
+		c := testutil.Cmd(t, []string{"OSFTEST_PARTIAL_PROBE=1", testutil.AllowPartialEnv + "=" + partial},
+			setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+			bin, "-test.run=^TestPartialOnlyWhenAllowed$", "-test.v")
+		c.Cmd.Dir = filepath.Dir(bin)
+		return c.Run(time.Minute)
+	}
+	if r := run(""); r.ExitCode != 1 || strings.Contains(r.Stdout, "=== RUN") ||
+		!strings.Contains(r.Stderr, "FAIL: testutil: cannot create a private network namespace (not root)") {
+		t.Errorf("as nobody: %s, want exit status 1, no test run and why", r)
+	}
+	if r := run("1"); !r.OK() || !strings.Contains(r.Stdout, "--- SKIP: TestPartialOnlyWhenAllowed") ||
+		!strings.Contains(r.Stdout, "needs root for the probe") {
+		t.Errorf("as nobody with %s=1: %s, want the probe skipped for want of root", testutil.AllowPartialEnv, r)
+	}
+}

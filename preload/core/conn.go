@@ -2,7 +2,7 @@ package main
 
 /*
 #include <sys/socket.h>
-#include "../core_api.h"
+#include "core_api.h"
 #include "../../fdtable/fdtable.h"
 */
 import "C"

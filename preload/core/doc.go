@@ -6,7 +6,7 @@
 //
 // The core owns configuration and route policy (package internal/policy),
 // zap logging, and connection management. libosf.so reaches it through the
-// table of function pointers described in preload/core_api.h, always from
+// table of function pointers described in preload/core/core_api.h, always from
 // its own osf-core thread, so application threads never run Go code.
 //
 // Only the osfcore_* entry points are exported (core.map). Asynchronous

@@ -3,7 +3,7 @@ package main
 /*
 #include <string.h>
 #include <sys/socket.h>
-#include "../core_api.h"
+#include "core_api.h"
 */
 import "C"
 

@@ -2,7 +2,7 @@ package main
 
 /*
 #include <sys/socket.h>
-#include "../core_api.h"
+#include "core_api.h"
 #include "../../fdtable/fdtable.h"
 */
 import "C"
@@ -13,6 +13,7 @@ import (
 	"os"
 	"unsafe"
 
+	_ "github.com/osfproject/osf/fdtable" // rebuilds the core when fdtable.h changes (fdtable/headers.go)
 	"github.com/osfproject/osf/internal/policy"
 	"github.com/osfproject/osf/shm"
 	"golang.org/x/sys/unix"

@@ -181,7 +181,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	_ "github.com/osfproject/osf/sdp" // links the C side (sdp/cside.go)
+	_ "github.com/osfproject/osf/sdp" // links the C side (sdp/cside.go); its headers (sdp/headers.go)
 	"golang.org/x/sys/unix"
 )
 

@@ -77,8 +77,7 @@ int main(void)
 	}
 	first = timed_connect();
 	second = timed_connect();
-	fprintf(stderr, "maps: libosf=%d libosfcore=%d\n", maps_has("/libosf.so"),
-		maps_has("/libosfcore.so") || maps_has("/memfd:osfcore"));
+	maps_report();
 	if (pipe(p) < 0) {
 		perror("pipe");
 		return 2;

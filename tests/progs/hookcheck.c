@@ -148,7 +148,6 @@ int main(int argc, char **args)
 		_exit(9);
 	waitpid(pid, &v, 0);
 	printf("vfork-child      %d\n", WEXITSTATUS(v));
-	fprintf(stderr, "maps: libosf=%d libosfcore=%d\n", maps_has("/libosf.so"),
-		maps_has("/libosfcore.so") || maps_has("/memfd:osfcore"));
+	maps_report();
 	return 0;
 }

@@ -45,6 +45,15 @@ static inline int maps_has(const char *s)
 	return found;
 }
 
+/* maps_report writes the line the tests read (tests/main_test.go
+ * mapsReport): whether libosf.so and the Go core (from its file or a memfd
+ * copy) are mapped in this process. */
+static inline void maps_report(void)
+{
+	fprintf(stderr, "maps: libosf=%d libosfcore=%d\n", maps_has("/libosf.so"),
+		maps_has("/libosfcore.so") || maps_has("/memfd:osfcore"));
+}
+
 /* tcp_loopback connects a TCP socket to a listener on 127.0.0.1 and closes
  * both: under osf, listen and connect ask the core for a route. 0, or -1
  * with errno. */

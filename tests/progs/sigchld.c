@@ -57,8 +57,7 @@ int main(int argc, char **argv)
 		perror("sigchld: tcp connection on loopback");
 		return 2;
 	}
-	fprintf(stderr, "maps: libosf=%d libosfcore=%d\n", maps_has("/libosf.so"),
-		maps_has("/libosfcore.so") || maps_has("/memfd:osfcore"));
+	maps_report();
 	for (i = 0; i < CHILDREN; i++) {
 		pid_t p = fork();
 		if (p < 0) {

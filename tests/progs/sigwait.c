@@ -85,8 +85,7 @@ int main(int argc, char **argv)
 		perror("sigwait: tcp connection on loopback");
 		return 2;
 	}
-	fprintf(stderr, "maps: libosf=%d libosfcore=%d\n", maps_has("/libosf.so"),
-		maps_has("/libosfcore.so") || maps_has("/memfd:osfcore"));
+	maps_report();
 
 	for (i = 1; i <= rounds; i++) {
 		int sig;
