@@ -52,7 +52,7 @@ func TestEngineQuietsRuntime(t *testing.T) {
 	deadline := time.Now().Add(testTimeout)
 	for {
 		var idle []int
-		_ = e.Do(func() { idle = sleeps })
+		_ = e.Do(func() { idle, e.setUpTo = sleeps, time.Time{} }) // a test's look is no set-up
 		for _, ms := range idle {
 			if ms < 0 {
 				return // idle: unbounded
@@ -98,6 +98,7 @@ func TestEngineColdWhenWorkIsRare(t *testing.T) {
 	e := p.eng[0]
 	var cold, hot int
 	if err := e.Do(func() {
+		e.setUpTo = time.Time{} // no set-up to follow
 		e.onSleep = func(ms int, h bool) {
 			switch {
 			case h:
@@ -153,7 +154,7 @@ func TestEngineLooksAtHeldChannel(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(testTimeout)
 		for time.Now().Before(deadline) {
-			_ = e.Do(func() {})
+			_ = e.Do(func() { e.setUpTo = time.Time{} }) // a test's look is no set-up
 			select {
 			case ms := <-sleeps:
 				if ok(ms) {
