@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -61,6 +60,7 @@ type Engine struct {
 	byWake   map[int]*stream
 	sources  map[int]func()
 	chans    map[int]bool          // the sources that are completion channels (woke)
+	setUpSrc map[int]bool          // the sources of set-up and teardown events (watchSetUp)
 	closing  map[*stream]time.Time // streams taking their link down, and their deadline
 	timers   []timer
 	wc       []verbs.WC
@@ -69,7 +69,8 @@ type Engine struct {
 	onIdle   []func()               // run once per loop iteration before sleeping (tests)
 	onSleep  func(ms int, hot bool) // each sleep's epoll_wait timeout (tests)
 	yields   int                    // runtime.Gosched calls (tests)
-	hotFor   time.Duration          // hotFor, shorter in tests
+	hotGap   time.Duration          // hotGap (tests may change it)
+	setUpTo  time.Time              // hot until then: set-up work (setUpHot)
 	holdP    bool                   // short sleeps keep the P: a P is left for the rest
 	sleptAt  time.Time              // the last sleep's start (watch.go)
 	sleptFor time.Duration          // and length
@@ -79,21 +80,6 @@ type Engine struct {
 	exitArmed bool
 	exiting   bool
 	lastOpen  int
-}
-
-// wakeCounts counts what ended the engine's sleeps: the deadline, the
-// kick eventfd (an application's thread left it work, or a call from the
-// core), a wake socket (a token from the application), a connection's
-// completion channel, anything else (the connection manager). The log
-// line of each released connection reports them: with
-// OSF_RDMA_RX=caller a message should wake none of them.
-type wakeCounts struct {
-	sleeps, timeout, kick, wake, channel, other uint64
-}
-
-func (w wakeCounts) String() string {
-	return fmt.Sprintf("engine sleeps %d, ended by the deadline %d, a kick %d, a wake socket %d, a completion channel %d, another source %d",
-		w.sleeps, w.timeout, w.kick, w.wake, w.channel, w.other)
 }
 
 type timer struct {
@@ -107,19 +93,20 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		cfg.Logf = func(string, ...any) {}
 	}
 	e := &Engine{
-		cfg:     cfg,
-		epfd:    -1,
-		kick:    -1,
-		done:    make(chan struct{}),
-		nextID:  1,
-		pending: map[uint32]bool{},
-		streams: map[uint32]*stream{},
-		byWake:  map[int]*stream{},
-		sources: map[int]func(){},
-		chans:   map[int]bool{},
-		closing: map[*stream]time.Time{},
-		wc:      make([]verbs.WC, 32),
-		hotFor:  hotFor,
+		cfg:      cfg,
+		epfd:     -1,
+		kick:     -1,
+		done:     make(chan struct{}),
+		nextID:   1,
+		pending:  map[uint32]bool{},
+		streams:  map[uint32]*stream{},
+		byWake:   map[int]*stream{},
+		sources:  map[int]func(){},
+		chans:    map[int]bool{},
+		setUpSrc: map[int]bool{},
+		closing:  map[*stream]time.Time{},
+		wc:       make([]verbs.WC, 32),
+		hotGap:   hotGap,
 	}
 	var err error
 	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
@@ -230,10 +217,22 @@ func (e *Engine) watch(fd int, f func()) error {
 	return nil
 }
 
+// watchSetUp is watch for a source of set-up and teardown events (the
+// connection manager's channel, a stand-in listener): each of its events
+// keeps the engine hot for setUpHot. Engine goroutine only.
+func (e *Engine) watchSetUp(fd int, f func()) error {
+	if err := e.watch(fd, f); err != nil {
+		return err
+	}
+	e.setUpSrc[fd] = true
+	return nil
+}
+
 // unwatch removes fd from the engine's epoll set. Engine goroutine only.
 func (e *Engine) unwatch(fd int) {
 	_ = unix.EpollCtl(e.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	delete(e.sources, fd)
+	delete(e.setUpSrc, fd)
 }
 
 // after runs f on the engine goroutine at or after d from now. Engine
@@ -313,45 +312,6 @@ func (e *Engine) closeWake(fd int) {
 	unix.Close(fd)
 }
 
-// Keeping the Go runtime quiet. The engine goroutine lives as long as the
-// process and never parks: it runs, makes system calls and cgo calls, and
-// sleeps in epoll_wait. To sysmon, the runtime's monitor thread, that
-// looks like one goroutine running for ever on the same scheduling tick:
-// after forcePreemptNS (10 ms) sysmon preempts it and from then on takes
-// its P away at every system call it finds it in, however short (and any
-// system call longer than 10 ms anyway), handing the P to an idle thread
-// it wakes; each take also resets sysmon to its fastest polling (20 µs).
-// Measured with the stand-in and 5 ms between round trips, that was 9-10
-// context switches of the runtime's threads per round trip per host, as
-// in the emulated guests (docs/RDMA.md). So the engine
-//   - is not locked to its thread: a locked goroutine's every rescheduling
-//     hands its P to another thread and back (two wake-ups);
-//   - yields (runtime.Gosched: a new scheduling tick, for the price of
-//     waking an idle thread at most) when it wakes or works yieldEvery or
-//     more after its last yield;
-//   - while it has worked within the last hotFor, sleeps at most until
-//     yieldBound after its last yield, so that no tick and no sleep lasts
-//     10 ms.
-//
-// An engine idle for hotFor sleeps as long as nothing is due: the runtime
-// takes its P once, and then every thread sleeps until work comes. Only
-// work it was woken for counts (an event: a completion channel, a wake
-// socket, a kick, a command): completions it finds when its own bounded
-// sleep ends are the application's threads' to take (OSF_RDMA_RX=caller
-// takes them all while a thread waits), and counting them kept it waking
-// every yieldBound as long as the program ran.
-const (
-	yieldEvery = 6 * time.Millisecond
-	yieldBound = 8 * time.Millisecond
-	hotFor     = 250 * time.Millisecond
-)
-
-// liveEngines counts the engines running in this process (one, but for
-// tests): an engine keeps its P in short sleeps only while GOMAXPROCS
-// leaves a P for everything else (the core's calls, the fake devices of
-// tests, the garbage collector's workers).
-var liveEngines atomic.Int32
-
 // loop is the engine goroutine.
 func (e *Engine) loop() {
 	liveEngines.Add(1)
@@ -359,8 +319,10 @@ func (e *Engine) loop() {
 	defer close(e.done)
 	events := make([]unix.EpollEvent, 64)
 	lastWork := time.Now()
-	lastActive, lastYield := lastWork, lastWork
-	woke := true // awake for an event (not its own deadline) since it last slept
+	lastActive, lastYield := lastWork, lastWork // lastActive: its last work for an event
+	woke := true                                // awake for an event (not its own deadline) since it last slept
+	e.setUpTo = lastWork.Add(setUpHot)
+	var gap time.Duration // from the work before its latest wake-up for an event to it
 	for {
 		if e.runCommands() {
 			e.shutdown()
@@ -411,9 +373,12 @@ func (e *Engine) loop() {
 		}
 		ms := e.sleepMS()
 		now = time.Now()
-		hot := now.Sub(lastActive) < e.hotFor
+		hot := gap < e.hotGap && now.Sub(lastActive) < e.hotGap || now.Before(e.setUpTo)
 		if hot {
 			ms = boundMS(ms, lastYield.Add(yieldBound).Sub(now))
+			e.woke.hot++
+		} else if e.chansHeld() {
+			ms = boundMS(ms, heldLook)
 		}
 		if len(e.closing) > 0 {
 			// A closing stream waits for completions (CLOSE's, the
@@ -428,6 +393,9 @@ func (e *Engine) loop() {
 		e.sleptAt = time.Now()
 		woke = e.dispatch(events, ms)
 		e.sleptFor = time.Since(e.sleptAt)
+		if woke {
+			gap = time.Since(lastActive)
+		}
 		lastWork = time.Time{} // asleep until now: quiet the streams once
 	}
 }
@@ -505,13 +473,17 @@ func (e *Engine) background(f func()) {
 	}
 }
 
-// runCommands runs queued commands; it reports whether the engine stops.
+// runCommands runs queued commands (set-up: hot for setUpHot from now,
+// unless a command says otherwise); it reports whether the engine stops.
 func (e *Engine) runCommands() bool {
 	e.mu.Lock()
 	cmds := e.cmds
 	e.cmds = nil
 	stopped := e.stopped
 	e.mu.Unlock()
+	if len(cmds) > 0 {
+		e.setUpTo = time.Now().Add(setUpHot)
+	}
 	for _, f := range cmds {
 		f()
 	}
@@ -523,10 +495,14 @@ func (e *Engine) runCommands() bool {
 func (e *Engine) dispatch(events []unix.EpollEvent, ms int) bool {
 	var n int
 	var err error
-	if e.holdP && ms >= 0 && ms <= int(yieldBound/time.Millisecond) {
+	short := ms >= 0 && ms <= int(yieldBound/time.Millisecond)
+	switch {
+	case ms == 0 || short && e.holdP:
 		n, err = epollWaitHeld(e.epfd, events, ms)
-	} else {
+	case short:
 		n, err = unix.EpollWait(e.epfd, events, ms)
+	default:
+		n, err = epollWaitBlock(e.epfd, events, ms)
 	}
 	if err != nil {
 		return false // EINTR
@@ -541,40 +517,13 @@ func (e *Engine) dispatch(events []unix.EpollEvent, ms int) bool {
 			continue
 		}
 		if f := e.sources[fd]; f != nil {
+			if e.setUpSrc[fd] {
+				e.setUpTo = time.Now().Add(setUpHot)
+			}
 			f()
 		}
 	}
 	return n > 0
-}
-
-// countWake counts what ended a sleep: each source once per wake-up.
-func (e *Engine) countWake(ev []unix.EpollEvent) {
-	e.woke.sleeps++
-	if len(ev) == 0 {
-		e.woke.timeout++
-	}
-	var kick, wake, channel, other bool
-	for i := range ev {
-		fd := int(ev[i].Fd)
-		switch {
-		case fd == e.kick:
-			kick = true
-		case e.byWake[fd] != nil:
-			wake = true
-		case e.chans[fd]:
-			channel = true
-		default:
-			other = true
-		}
-	}
-	for _, c := range []struct {
-		on bool
-		n  *uint64
-	}{{kick, &e.woke.kick}, {wake, &e.woke.wake}, {channel, &e.woke.channel}, {other, &e.woke.other}} {
-		if c.on {
-			*c.n++
-		}
-	}
 }
 
 // service polls one stream's completions and pumps it; it reports whether
@@ -746,37 +695,6 @@ func (e *Engine) runTimers() {
 	for _, f := range due {
 		f()
 	}
-}
-
-// sleepMS is how long the engine may sleep: until the next timer or
-// closing deadline, else forever.
-func (e *Engine) sleepMS() int {
-	var next time.Time
-	for _, t := range e.timers {
-		if next.IsZero() || t.at.Before(next) {
-			next = t.at
-		}
-	}
-	for _, d := range e.closing {
-		if next.IsZero() || d.Before(next) {
-			next = d
-		}
-	}
-	if next.IsZero() {
-		return -1
-	}
-	ms := int(time.Until(next)/time.Millisecond) + 1
-	return max(ms, 0)
-}
-
-// boundMS is the epoll_wait timeout ms (-1: none) shortened to d, at
-// least 1 ms.
-func boundMS(ms int, d time.Duration) int {
-	b := max(int((d+time.Millisecond-1)/time.Millisecond), 1)
-	if ms < 0 || ms > b {
-		return b
-	}
-	return ms
 }
 
 // arm prepares every stream for sleeping: the link notifies at its next

@@ -121,7 +121,7 @@ func (s *Sim) Replicate(addr netip.AddrPort, v6only bool, backlog int) error {
 			err = unix.Listen(fd, max(backlog, 1))
 		}
 		if err == nil {
-			err = s.eng.watch(fd, func() { s.onListen(name, fd) })
+			err = s.eng.watchSetUp(fd, func() { s.onListen(name, fd) })
 		}
 		if err != nil {
 			unix.Close(fd)

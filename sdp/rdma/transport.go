@@ -150,7 +150,7 @@ func Start(cfg Config) (*Transport, error) {
 	var werr error
 	if err := t.eng.Do(func() {
 		t.eng.armExit()
-		if werr = t.eng.watch(t.ch.Fd(), t.onCMEvents); werr != nil {
+		if werr = t.eng.watchSetUp(t.ch.Fd(), t.onCMEvents); werr != nil {
 			return
 		}
 		for _, d := range t.devs {

@@ -571,6 +571,14 @@ func (t *txState) chanSleeps() uint64 {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.chan_sleeps)))
 }
 
+// chanHeld reports whether an application's thread counts itself asleep
+// on the channel (rx.h sleepers): the connection's completion events then
+// wake that thread, not the engine, and an epoll item keeps the channel
+// armed between the program's waits (relaxed: the engine's look only).
+func (t *txState) chanHeld() bool {
+	return atomic.LoadUint32(t.word(&t.p.rx.sleepers)) != 0
+}
+
 // wakeTake reads every token waiting on sock, if it is open, without
 // blocking, uncounts them from tokens (a word of the segment: mmap'd
 // memory) with the wake protocol's one implementation (segment.h
