@@ -392,7 +392,8 @@ static int strip(struct ep *ep, struct epoll_event *ev, int *n)
 static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		     long timeout, const sigset_t *mask)
 {
-	long start = mono_ms(), begun = timeout ? osf_spin_clock() : 0,
+	/* One clock read for the timeout (ms) and the spin's growth (µs). */
+	long begun = osf_spin_clock(), start = begun / 1000,
 	     spin_end = osf_spin_until(timeout);
 	int spun = 0, slept = 0;
 	int saved = errno; /* a successful wait leaves errno alone */

@@ -65,7 +65,8 @@ OSF_MUX_SYS_FUNCS(OSF_MUX_SYS_DECL)
 long osf_spin_until(long timeout_ms);
 int osf_spinning(long end);
 void osf_spin_paid(int paid);
-/* osf_spin_clock is CLOCK_MONOTONIC in microseconds. osf_spin_woke tells
+/* osf_spin_clock is CLOCK_MONOTONIC in microseconds (divided by 1000,
+ * mono_ms's milliseconds). osf_spin_woke tells
  * that a poll-like wait which began at begun (osf_spin_clock) slept in the
  * kernel and then had events: the thread's next waits spin about as long
  * as that took when it was short (up to OSF_SPIN_GROW times

@@ -162,7 +162,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	int *wx = stack_wx;
 	struct chans ch = {stack_c, stack_cx, stack_fired, stack_idle};
 	nfds_t i, m = n, m0, extra = 0;
-	long start = mono_ms(), begun = timeout ? osf_spin_clock() : 0,
+	/* One clock read for the timeout (ms) and the spin's growth (µs). */
+	long begun = osf_spin_clock(), start = begun / 1000,
 	     spin_end = osf_spin_until(timeout);
 	int result = -1, spun = 0, wep = -1, efd_late = 0, slept = 0;
 
