@@ -587,12 +587,13 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 	struct osf_fdt_entry *d;
 	struct stat st;
 	void *base;
-	int fl, dfd;
+	int fl, dfd, locked;
 
 	while (__atomic_exchange_n(&rebuild_lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
 	if (__atomic_load_n(&e->image, __ATOMIC_ACQUIRE) == osf.image)
 		goto out;
+	locked = osf_fdt_lock_unheld(); /* a dup's close lets go under it */
 	OSF_FDT_FOREACH(dfd, d)
 		if (same_conn(d, e) && d->image == osf.image && d->priv) {
 			c = (struct osf_conn *)(uintptr_t)d->priv;
@@ -600,6 +601,8 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 			__atomic_add_fetch(&c->fds, 1, __ATOMIC_ACQ_REL);
 			break;
 		}
+	if (locked)
+		osf_fdt_unlock();
 	if (!c) {
 		int side = e->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER : OSF_SIDE_CLIENT;
 		if (e->slot1) {
