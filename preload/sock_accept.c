@@ -297,6 +297,18 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		}
 		return accept_kfd_next(fd, e, sa, len, flags);
 	}
+	/* On the companion's turns the look at both queues (a poll that
+	 * costs as much as an accept) is skipped: the companion's accept4
+	 * never waits, and finding nothing there leads to the look. A
+	 * listener shut down meanwhile shut its companion down in every
+	 * process (osf_fd_unlisten): EINVAL from there as from the look. */
+	if (__atomic_load_n(&turn, __ATOMIC_RELAXED) & 1) {
+		int nfd = accept_companion(fd, e, sa, len, flags, &wait_ms);
+		if (nfd != -2) {
+			__atomic_fetch_add(&turn, 1, __ATOMIC_RELAXED); /* the kernel's next */
+			return nfd;
+		}
+	}
 	for (;;) {
 		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
 		int n, first, nfd, np, i, ready;

@@ -4022,6 +4022,41 @@ static void s_inherit(void)
 	close(l);
 }
 
+/* s_inherit_change: an option changed on a listener between two accepts
+ * is the next accepted socket's (osf keeps a listener's options between
+ * accepts: sock_carry.c), set through the listener or through a dup. */
+static void s_inherit_change(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), d, c, s, v, i;
+	long r;
+
+	for (i = 0; i < 4; i++) {
+		v = i & 1; /* on, off, on (through a dup), off */
+		if (i == 2) {
+			d = dup(l);
+			setsockopt(d, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof v);
+			close(d);
+		} else {
+			setsockopt(l, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof v);
+		}
+		v = 100 + i;
+		setsockopt(l, IPPROTO_TCP, TCP_KEEPIDLE, &v, sizeof v);
+		c = socket(AF_INET, SOCK_STREAM, 0);
+		if (c < 0 || connect(c, (struct sockaddr *)&ss, sa_len(AF_INET)) < 0)
+			setup_failed("connect");
+		s = accept_one(l);
+		transports(c, s);
+		v = geti(s, SOL_SOCKET, SO_KEEPALIVE, &r);
+		say("accept %d: SO_KEEPALIVE %s value %d", i, R(r), v);
+		v = geti(s, IPPROTO_TCP, TCP_KEEPIDLE, &r);
+		say("accept %d: TCP_KEEPIDLE %s value %d", i, R(r), v);
+		close(c);
+		close(s);
+	}
+	close(l);
+}
+
 /* s_inherit_bufs: buffer sizes set on a listener are its accepted
  * sockets', those set before connect stay, and they hold a non-blocking
  * sender to a small queue (issue 27, item 2: osf read back the defaults
@@ -6350,6 +6385,7 @@ static const struct {
 	{"zerocopy", s_zerocopy},
 	{"inherit", s_inherit},
 	{"inherit_bufs", s_inherit_bufs},
+	{"inherit_change", s_inherit_change},
 	{"listen_shutdown", s_listen_shutdown},
 	{"backlog_full", s_backlog_full},
 	{"backlog_close", s_backlog_close},
