@@ -269,6 +269,9 @@ static int accept_tcp(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 	return nfd;
 }
 
+/* found_ready: the last accept's first look found a connection ready. */
+static int found_ready;
+
 static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			  socklen_t *len, int flags)
 {
@@ -298,16 +301,21 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		return accept_kfd_next(fd, e, sa, len, flags);
 	}
 	/* On the companion's turns the look at both queues (a poll that
-	 * costs as much as an accept) is skipped: the companion's accept4
-	 * never waits, and finding nothing there leads to the look. A
-	 * listener shut down meanwhile shut its companion down in every
-	 * process (osf_fd_unlisten): EINVAL from there as from the look. */
-	if (__atomic_load_n(&turn, __ATOMIC_RELAXED) & 1) {
+	 * costs as much as an accept) is skipped while accepts find a
+	 * connection ready (an event loop accepts what its wait reported;
+	 * a blocking accept that waits for the next would pay an accept4
+	 * in vain): the companion's accept4 never waits, and finding
+	 * nothing there leads to the look. A listener shut down meanwhile
+	 * shut its companion down in every process (osf_fd_unlisten):
+	 * EINVAL from there as from the look. */
+	if ((__atomic_load_n(&turn, __ATOMIC_RELAXED) & 1) &&
+	    __atomic_load_n(&found_ready, __ATOMIC_RELAXED)) {
 		int nfd = accept_companion(fd, e, sa, len, flags, &wait_ms);
 		if (nfd != -2) {
 			__atomic_fetch_add(&turn, 1, __ATOMIC_RELAXED); /* the kernel's next */
 			return nfd;
 		}
+		__atomic_store_n(&found_ready, 0, __ATOMIC_RELAXED);
 	}
 	for (;;) {
 		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
@@ -337,6 +345,8 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 				n = REAL(poll)(p, (nfds_t)(2 + np), looked ? timeout : 0);
 			}
 		}
+		if (!looked)
+			__atomic_store_n(&found_ready, n > 0, __ATOMIC_RELAXED);
 		if (n <= 0 && !looked && listener_mode(fd, e, &fl, &timeout) < 0)
 			return -1;
 		if (n == 0 && !looked) {
