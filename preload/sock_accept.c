@@ -214,8 +214,12 @@ static int listener_timeout(int fd, const struct osf_fdt_entry *e)
 	struct timeval tv = {0, 0};
 	socklen_t l = sizeof(tv);
 
+	uint32_t set = __atomic_load_n(&e->opts_set, __ATOMIC_RELAXED);
+
 	if (!(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_OPTSET))
 		return -1; /* no option was ever set: none */
+	if (!(set & OSF_OPTS_ALL) && !(set & sock_carried_bit(SOL_SOCKET, SO_RCVTIMEO)))
+		return -1; /* others were, through this fd alone (no dup): none */
 	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) < 0 ||
 	    (!tv.tv_sec && !tv.tv_usec))
 		return -1;

@@ -1808,10 +1808,22 @@ static void s_accept_timeo(void)
 {
 	struct sockaddr_storage ss;
 	struct timeval tv = {0, 100000};
-	int l = listener(AF_INET, "127.0.0.1", -1, &ss);
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), d;
 	long t0, r, el;
 
 	say("set SO_RCVTIMEO on listener %s", R(DO(setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))));
+	t0 = now_ms();
+	r = DO(accept(l, NULL, NULL));
+	el = now_ms() - t0;
+	say("accept %s after >= 90 ms %s before 2 s %s", R(r), YN(el >= 90), YN(el < 2000));
+	close(l);
+	/* Another option set on the listener, the timeout through a dup. */
+	l = listener(AF_INET, "127.0.0.1", -1, &ss);
+	d = 1;
+	setsockopt(l, SOL_SOCKET, SO_KEEPALIVE, &d, sizeof d);
+	d = dup(l);
+	say("set SO_RCVTIMEO through a dup %s", R(DO(setsockopt(d, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))));
+	close(d);
 	t0 = now_ms();
 	r = DO(accept(l, NULL, NULL));
 	el = now_ms() - t0;
