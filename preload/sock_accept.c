@@ -214,8 +214,12 @@ static int listener_timeout(int fd, const struct osf_fdt_entry *e)
 	struct timeval tv = {0, 0};
 	socklen_t l = sizeof(tv);
 
+	uint32_t set = __atomic_load_n(&e->opts_set, __ATOMIC_RELAXED);
+
 	if (!(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_OPTSET))
 		return -1; /* no option was ever set: none */
+	if (!(set & OSF_OPTS_ALL) && !(set & sock_carried_bit(SOL_SOCKET, SO_RCVTIMEO)))
+		return -1; /* others were, through this fd alone (no dup): none */
 	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) < 0 ||
 	    (!tv.tv_sec && !tv.tv_usec))
 		return -1;
@@ -269,6 +273,9 @@ static int accept_tcp(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 	return nfd;
 }
 
+/* found_ready: the last accept's first look found a connection ready. */
+static int found_ready;
+
 static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			  socklen_t *len, int flags)
 {
@@ -296,6 +303,23 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			kfd_shut(fd, e);
 		}
 		return accept_kfd_next(fd, e, sa, len, flags);
+	}
+	/* On the companion's turns the look at both queues (a poll that
+	 * costs as much as an accept) is skipped while accepts find a
+	 * connection ready (an event loop accepts what its wait reported;
+	 * a blocking accept that waits for the next would pay an accept4
+	 * in vain): the companion's accept4 never waits, and finding
+	 * nothing there leads to the look. A listener shut down meanwhile
+	 * shut its companion down in every process (osf_fd_unlisten):
+	 * EINVAL from there as from the look. */
+	if ((__atomic_load_n(&turn, __ATOMIC_RELAXED) & 1) &&
+	    __atomic_load_n(&found_ready, __ATOMIC_RELAXED)) {
+		int nfd = accept_companion(fd, e, sa, len, flags, &wait_ms);
+		if (nfd != -2) {
+			__atomic_fetch_add(&turn, 1, __ATOMIC_RELAXED); /* the kernel's next */
+			return nfd;
+		}
+		__atomic_store_n(&found_ready, 0, __ATOMIC_RELAXED);
 	}
 	for (;;) {
 		struct pollfd p[2 + PARKED_POLL] = {{fd, POLLIN, 0}, {e->aux_fd, POLLIN, 0}};
@@ -325,6 +349,8 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 				n = REAL(poll)(p, (nfds_t)(2 + np), looked ? timeout : 0);
 			}
 		}
+		if (!looked)
+			__atomic_store_n(&found_ready, n > 0, __ATOMIC_RELAXED);
 		if (n <= 0 && !looked && listener_mode(fd, e, &fl, &timeout) < 0)
 			return -1;
 		if (n == 0 && !looked) {

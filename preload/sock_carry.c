@@ -133,14 +133,87 @@ static void carry_bufs(int fd, int fam, uint32_t set, int bufs[2])
 		REAL(close)(fresh);
 }
 
+/* ---- a listener's options, read once for its accepts -------------------- */
+
+/* Every accept carries the listener's options to its connection, and they
+ * seldom change: the last listener's read is kept (lcache) and used again
+ * while it is the same listener (fd and socket inode, the entry's option
+ * bits, which a dup changes) and nothing may have changed them: a
+ * setsockopt of a carried option through this process's hooks, on any
+ * fd, bumps lcache_gen once it returned (sock_carry_changed), and a read
+ * is used for at most LCACHE_TTL_NS, so that a change past the hooks
+ * (another process sharing the listener, a raw system call) is seen
+ * within that time, as the rlimit's (fdtable/fdwindow.c FLAT_TTL_NS): the kernel itself gives a
+ * connection the options its listener had at the handshake, not at the
+ * accept. The word is only tried (taken, a reader reads the kernel), so
+ * no thread waits and a fork child whose parent held it reads the kernel
+ * until its reset. */
+#define LCACHE_TTL_NS 100000000LL
+static struct {
+	int word;
+	int fd;
+	uint32_t gen, set, flags;
+	uint64_t ino;
+	long long at;
+	struct carried o;
+} lcache;
+static uint32_t lcache_gen = 1;
+
+void sock_carry_changed(void)
+{
+	__atomic_add_fetch(&lcache_gen, 1, __ATOMIC_RELEASE);
+}
+
+static void lcache_after_fork(void)
+{
+	OSF_RESET(lcache.word, 0);
+}
+OSF_AFTER_FORK(lcache_after_fork, OSF_FORK_RESET);
+
+/* lcache_get copies the kept read of listener fd into o: 1, or 0 (read
+ * it: *gen is the generation to store it under). */
+static int lcache_get(int fd, const struct osf_fdt_entry *e, uint32_t set, uint32_t flags,
+		      struct carried *o, uint32_t *gen)
+{
+	int hit = 0;
+
+	*gen = __atomic_load_n(&lcache_gen, __ATOMIC_ACQUIRE);
+	if (__atomic_exchange_n(&lcache.word, 1, __ATOMIC_ACQUIRE))
+		return 0;
+	if (lcache.gen == *gen && lcache.fd == fd && lcache.ino == e->ino && lcache.set == set &&
+	    lcache.flags == flags && osf_now_ns() - lcache.at < LCACHE_TTL_NS) {
+		*o = lcache.o;
+		hit = 1;
+	}
+	__atomic_store_n(&lcache.word, 0, __ATOMIC_RELEASE);
+	return hit;
+}
+
+static void lcache_put(int fd, const struct osf_fdt_entry *e, uint32_t set, uint32_t flags,
+		       const struct carried *o, uint32_t gen)
+{
+	if (__atomic_exchange_n(&lcache.word, 1, __ATOMIC_ACQUIRE))
+		return;
+	lcache.gen = gen;
+	lcache.fd = fd;
+	lcache.ino = e->ino;
+	lcache.set = set;
+	lcache.flags = flags;
+	lcache.at = osf_now_ns();
+	lcache.o = *o;
+	__atomic_store_n(&lcache.word, 0, __ATOMIC_RELEASE);
+}
+
+static void carry_read(int fd, const struct osf_fdt_entry *e, uint32_t set, struct carried *o);
+
 /* sock_carry_read reads the options a connection made from fd carries over:
  * none when none was ever set through any fd of it, those set through
- * fd when it never had a dup (opts_set), else every one. */
+ * fd when it never had a dup (opts_set), else every one; a listener's
+ * from its last read while it stands (lcache). */
 void sock_carry_read(int fd, struct carried *o)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
-	uint32_t set = OSF_OPTS_ALL;
-	socklen_t l;
+	uint32_t set = OSF_OPTS_ALL, flags, gen;
 
 	memset(o, 0, sizeof(*o));
 	if (e && !(__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_OPTSET))
@@ -149,6 +222,22 @@ void sock_carry_read(int fd, struct carried *o)
 		set = __atomic_load_n(&e->opts_set, __ATOMIC_RELAXED);
 	if (set & OSF_OPTS_ALL)
 		set = ~0u;
+	if (!e || e->kind != OSF_FD_LISTEN || !e->ino) {
+		carry_read(fd, e, set, o);
+		return;
+	}
+	flags = __atomic_load_n(&e->flags, __ATOMIC_RELAXED) & (OSF_FDF_KOPTS | OSF_FDF_V6);
+	if (lcache_get(fd, e, set, flags, o, &gen))
+		return;
+	carry_read(fd, e, set, o);
+	lcache_put(fd, e, set, flags, o, gen);
+}
+
+/* carry_read reads fd's options named by set (~0u: all) into o, zeroed. */
+static void carry_read(int fd, const struct osf_fdt_entry *e, uint32_t set, struct carried *o)
+{
+	socklen_t l;
+
 	if (e && (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_KOPTS) &&
 	    (set & 0xffffu))
 		o->nkopts = osf_kopt_carry(fd, (e->flags & OSF_FDF_V6) ? AF_INET6 : AF_INET,

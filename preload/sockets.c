@@ -839,6 +839,7 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			  socklen_t len)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
+	int r, saved;
 
 	if (likely(!e))
 		return REAL(setsockopt)(fd, level, name, val, len);
@@ -854,7 +855,13 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 		    level == IPPROTO_IPV6) /* for sock_carry_read */
 			__atomic_or_fetch(&e->flags, OSF_FDF_KOPTS,
 					  __ATOMIC_RELAXED);
-		return REAL(setsockopt)(fd, level, name, val, len);
+		r = REAL(setsockopt)(fd, level, name, val, len);
+		if (sock_carried_option(level, name)) { /* after it: a listener's */
+			saved = errno;
+			sock_carry_changed();
+			errno = saved;
+		}
+		return r;
 	}
 	return osf_conn_setsockopt(fd, e, level, name, val, len);
 }

@@ -37,6 +37,7 @@ struct carried {
 int sock_carried_option(int level, int name);
 uint32_t sock_carried_bit(int level, int name);
 void sock_carry_read(int fd, struct carried *o);
+void sock_carry_changed(void);
 void sock_carry_apply(int fd, const struct carried *o);
 void sock_abandon(const struct osf_core_conn *cc);
 

@@ -349,8 +349,15 @@ void osf_side_drain(struct osf_side *s, int sock, uint32_t *waiters)
 
 	if (sock < 0 || osf_sys_poll(&p, 1, 0) <= 0) /* -1: the eventfd's, no tokens */
 		goto out;
-	if (end_seen(s, sock, p.revents))
+	if (end_seen(s, sock, p.revents)) {
 		osf_side_mark_gone(s);
+		/* Gone for good: nobody waits on a unix wake socket again
+		 * (it reads end-of-file), so its tokens may stay. A TCP one
+		 * (OSF_SHM_KFD) is read to the end: an unread byte would
+		 * make its close a reset. */
+		if (!s->kfd)
+			goto out;
+	}
 	if (!(p.revents & POLLIN) || osf_sys_ioctl(sock, FIONREAD, &avail) < 0)
 		goto out;
 	/* The count is in the segment, which the peer can write: compared

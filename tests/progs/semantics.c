@@ -1808,10 +1808,22 @@ static void s_accept_timeo(void)
 {
 	struct sockaddr_storage ss;
 	struct timeval tv = {0, 100000};
-	int l = listener(AF_INET, "127.0.0.1", -1, &ss);
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), d;
 	long t0, r, el;
 
 	say("set SO_RCVTIMEO on listener %s", R(DO(setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))));
+	t0 = now_ms();
+	r = DO(accept(l, NULL, NULL));
+	el = now_ms() - t0;
+	say("accept %s after >= 90 ms %s before 2 s %s", R(r), YN(el >= 90), YN(el < 2000));
+	close(l);
+	/* Another option set on the listener, the timeout through a dup. */
+	l = listener(AF_INET, "127.0.0.1", -1, &ss);
+	d = 1;
+	setsockopt(l, SOL_SOCKET, SO_KEEPALIVE, &d, sizeof d);
+	d = dup(l);
+	say("set SO_RCVTIMEO through a dup %s", R(DO(setsockopt(d, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv))));
+	close(d);
 	t0 = now_ms();
 	r = DO(accept(l, NULL, NULL));
 	el = now_ms() - t0;
@@ -4019,6 +4031,41 @@ static void s_inherit(void)
 	say("connected TCP_CONGESTION %s %.16s", R(r), cc);
 	close(c);
 	close(s);
+	close(l);
+}
+
+/* s_inherit_change: an option changed on a listener between two accepts
+ * is the next accepted socket's (osf keeps a listener's options between
+ * accepts: sock_carry.c), set through the listener or through a dup. */
+static void s_inherit_change(void)
+{
+	struct sockaddr_storage ss;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), d, c, s, v, i;
+	long r;
+
+	for (i = 0; i < 4; i++) {
+		v = i & 1; /* on, off, on (through a dup), off */
+		if (i == 2) {
+			d = dup(l);
+			setsockopt(d, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof v);
+			close(d);
+		} else {
+			setsockopt(l, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof v);
+		}
+		v = 100 + i;
+		setsockopt(l, IPPROTO_TCP, TCP_KEEPIDLE, &v, sizeof v);
+		c = socket(AF_INET, SOCK_STREAM, 0);
+		if (c < 0 || connect(c, (struct sockaddr *)&ss, sa_len(AF_INET)) < 0)
+			setup_failed("connect");
+		s = accept_one(l);
+		transports(c, s);
+		v = geti(s, SOL_SOCKET, SO_KEEPALIVE, &r);
+		say("accept %d: SO_KEEPALIVE %s value %d", i, R(r), v);
+		v = geti(s, IPPROTO_TCP, TCP_KEEPIDLE, &r);
+		say("accept %d: TCP_KEEPIDLE %s value %d", i, R(r), v);
+		close(c);
+		close(s);
+	}
 	close(l);
 }
 
@@ -6364,6 +6411,7 @@ static const struct {
 	{"zerocopy", s_zerocopy},
 	{"inherit", s_inherit},
 	{"inherit_bufs", s_inherit_bufs},
+	{"inherit_change", s_inherit_change},
 	{"listen_shutdown", s_listen_shutdown},
 	{"backlog_full", s_backlog_full},
 	{"backlog_close", s_backlog_close},
