@@ -99,6 +99,10 @@ type Config struct {
 	// connection's completions and posts its credits itself
 	// (docs/DESIGN.md D4); with engine the progress engine does.
 	RDMARxCaller bool
+	// RDMARxLend is OSF_RDMA_RX=lend: caller, and the last waiter to
+	// leave a connection's completion channel lends it to the next wait
+	// instead of giving it back to the engine (docs/DESIGN.md D4).
+	RDMARxLend bool
 	// RDMALinks is OSF_RDMA_LINKS: a connection to a listener this process
 	// already reaches over RDMA is a stream on that link, not a
 	// connection of its own (docs/RDMA.md, "Links"; the software stand-in
@@ -320,11 +324,12 @@ func parseTransport(c *Config, v string) error {
 
 func parseRDMARx(c *Config, v string) error {
 	switch v {
-	case "engine", "caller":
-		c.RDMARxCaller = v == "caller"
+	case "engine", "caller", "lend":
+		c.RDMARxCaller = v != "engine"
+		c.RDMARxLend = v == "lend"
 		return nil
 	}
-	return errors.New("want engine or caller")
+	return errors.New("want engine, caller or lend")
 }
 
 func parseLogLevel(c *Config, v string) error {
@@ -464,12 +469,15 @@ func (c *Config) Summary() string {
 	}
 	fmt.Fprintf(&b, " transport=%s strict=%s log-level=%s log-file=%s ring-size=%s spin-us=%d poll-spin-us=%d rdma-poll-us=%d rdma-rx=%s connect-timeout-ms=%d debug-load-core=%s debug-rdma-sim=%s",
 		c.Transport, flag01(c.Strict), c.LogLevel, logFile, formatSize(c.RingSize),
-		c.Spin.Microseconds(), c.PollSpin.Microseconds(), c.RDMAPoll.Microseconds(), rdmaRxName(c.RDMARxCaller), c.ConnectTimeout.Milliseconds(),
+		c.Spin.Microseconds(), c.PollSpin.Microseconds(), c.RDMAPoll.Microseconds(), rdmaRxName(c.RDMARxCaller, c.RDMARxLend), c.ConnectTimeout.Milliseconds(),
 		flag01(c.DebugLoadCore), flag01(c.DebugRDMASim))
 	return b.String()
 }
 
-func rdmaRxName(caller bool) string {
+func rdmaRxName(caller, lend bool) string {
+	if lend {
+		return "lend"
+	}
 	if caller {
 		return "caller"
 	}

@@ -56,6 +56,7 @@ func TestParse(t *testing.T) {
 		{"rdma poll", []string{"OSF_RDMA_POLL_US=0"}, func(c *policy.Config) { c.RDMAPoll = 0 }},
 		{"rdma rx caller", []string{"OSF_RDMA_RX=caller"}, func(*policy.Config) {}},
 		{"rdma rx engine", []string{"OSF_RDMA_RX=engine"}, func(c *policy.Config) { c.RDMARxCaller = false }},
+		{"rdma rx lend", []string{"OSF_RDMA_RX=lend"}, func(c *policy.Config) { c.RDMARxLend = true }},
 		{"connect timeout", []string{"OSF_CONNECT_TIMEOUT_MS=60000"}, func(c *policy.Config) { c.ConnectTimeout = time.Minute }},
 		{"debug load core", []string{"OSF_DEBUG_LOAD_CORE=1"}, func(c *policy.Config) { c.DebugLoadCore = true }},
 		{"debug rdma sim", []string{"OSF_DEBUG_RDMA_SIM=1"}, func(c *policy.Config) { c.DebugRDMASim = true }},
