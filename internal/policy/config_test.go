@@ -83,7 +83,7 @@ func TestParseMalformed(t *testing.T) {
 		want string
 	}{
 		{[]string{"OSF_TRANSPORT=tcp"}, `osf: OSF_TRANSPORT="tcp": want auto, shm, rdma or kernel`},
-		{[]string{"OSF_RDMA_RX=app"}, `osf: OSF_RDMA_RX="app": want engine or caller`},
+		{[]string{"OSF_RDMA_RX=app"}, `osf: OSF_RDMA_RX="app": want engine, caller or lend`},
 		{[]string{"OSF_TRANSPORT="}, `osf: OSF_TRANSPORT="": want auto, shm, rdma or kernel`},
 		{[]string{"OSF_STRICT=yes"}, `osf: OSF_STRICT="yes": want 0 or 1`},
 		{[]string{"OSF_STRICT="}, `osf: OSF_STRICT="": want 0 or 1`},
