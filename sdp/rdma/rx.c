@@ -332,6 +332,19 @@ void osf_rdma_chan_arm_all(struct osf_rdma_tx *tx, int all)
 	osf_rdma_ep_unlock(rx);
 }
 
+// osf_rdma_chan_reclaim takes a lent channel back into the engine's
+// epoll (the engine needs its completions: bytes wait for the peer's
+// credit).
+void osf_rdma_chan_reclaim(struct osf_rdma_tx *tx)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+
+	osf_rdma_ep_lock(rx);
+	osf_rdma_chan_unlend_locked(rx);
+	osf_rdma_chan_apply_locked(rx);
+	osf_rdma_ep_unlock(rx);
+}
+
 // osf_rdma_chan_forget takes the channel out of the engine's epoll and
 // out of the rule's hands, before it is closed: a thread asleep on it
 // is woken by its wake socket's end, and finds it gone.

@@ -674,5 +674,6 @@ int osf_rdma_chan_engine_drain(struct osf_rdma_tx *tx);
 int osf_rdma_chan_engine_arm(struct osf_rdma_tx *tx);
 void osf_rdma_chan_arm_all(struct osf_rdma_tx *tx, int all);
 void osf_rdma_chan_forget(struct osf_rdma_tx *tx);
+void osf_rdma_chan_reclaim(struct osf_rdma_tx *tx);
 
 #endif

@@ -578,12 +578,18 @@ func (t *txState) chanSleeps() uint64 {
 // epoll item keeps the channel armed between the program's waits
 // (relaxed: the engine's look only).
 func (t *txState) chanHeld() bool {
+	return atomic.LoadUint32(t.word(&t.p.rx.sleepers)) != 0 || t.chanLent()
+}
+
+// chanLent reports whether the channel is lent to the application's
+// waiters (segment.h chan_lent; relaxed).
+func (t *txState) chanLent() bool {
 	rx := t.p.rx
-	if atomic.LoadUint32(t.word(&rx.sleepers)) != 0 {
-		return true
-	}
 	return rx.hdr != nil && atomic.LoadUint32(t.word(&rx.hdr.side[1-rx.side].chan_lent)) != 0
 }
+
+// chanReclaim takes a lent channel back into the engine's epoll.
+func (t *txState) chanReclaim() { C.osf_rdma_chan_reclaim(t.p) }
 
 // wakeTake reads every token waiting on sock, if it is open, without
 // blocking, uncounts them from tokens (a word of the segment: mmap'd
