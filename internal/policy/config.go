@@ -94,12 +94,12 @@ type Config struct {
 	// RDMAPoll is OSF_RDMA_POLL_US: how long the RDMA progress engine keeps
 	// polling after its last piece of work before it sleeps.
 	RDMAPoll time.Duration
-	// RDMARxCaller is OSF_RDMA_RX=caller, the default: an application's
+	// RDMARxCaller is OSF_RDMA_RX=caller or lend (the default): an application's
 	// thread that waits for data on an RDMA connection takes the
 	// connection's completions and posts its credits itself
 	// (docs/DESIGN.md D4); with engine the progress engine does.
 	RDMARxCaller bool
-	// RDMARxLend is OSF_RDMA_RX=lend: caller, and the last waiter to
+	// RDMARxLend is OSF_RDMA_RX=lend, the default: caller, and the last waiter to
 	// leave a connection's completion channel lends it to the next wait
 	// instead of giving it back to the engine (docs/DESIGN.md D4).
 	RDMARxLend bool
@@ -163,6 +163,7 @@ func Default() *Config {
 		ConnectTimeout: 1000 * time.Millisecond,
 		RDMAPoll:       20 * time.Microsecond,
 		RDMARxCaller:   true,
+		RDMARxLend:     true,
 		GatewayTimeout: 20 * time.Second,
 	}
 }
