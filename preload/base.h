@@ -194,7 +194,8 @@ struct osf_state {
 			 TCP socket, data in a slot's rings (kfd.c) */
 	int shm_efd;  /* OSF_SHM_EFD (not 0): a slot's writers wake on its region's
 			 eventfd, not a socket pair per connection (pool.c) */
-	int rdma_rx_caller; /* OSF_RDMA_RX is caller, the default (docs/DESIGN.md D4) */
+	int rdma_rx_caller; /* OSF_RDMA_RX is caller, or lend, the default (docs/DESIGN.md D4) */
+	int rdma_lend;      /* OSF_RDMA_RX is lend: the last waiter to leave a channel lends it */
 	int sandboxed; /* a seccomp filter is on (preload/sandbox.c) */
 	int fl_shared; /* forked or spawned: another process may have set an
 			  undecided socket's file status flags (OSF_FDF_FLSET) */

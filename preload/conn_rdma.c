@@ -155,13 +155,15 @@ static int take_sure(struct osf_rdma_tx *tx, uint32_t gen)
 }
 
 /* chan_enter counts this thread as asleep on the channel (the engine's
- * epoll then leaves it alone) and arms the CQ; the channel's fd, or -1
+ * epoll then leaves it alone; a lent channel is out of it already) and
+ * arms the CQ; the channel's fd, or -1
  * when the connection has none (any more). With ep >= 0 (an epoll wait's
  * inner epoll) it registers the channel there, edge-triggered with key,
  * under ep_lock: the fd is surely the channel's then (the engine closes
  * it only after taking it from the rule, under that lock). chan_leave
  * undoes it; the last sleeper arms the CQ and gives the channel back to
- * the engine. */
+ * the engine, or with OSF_RDMA_RX=lend lends it to the next wait (rx.h
+ * osf_rdma_chan_lend_locked). */
 static int chan_enter(struct osf_rdma_tx *tx, uint32_t gen, int ep, uint64_t key)
 {
 	struct osf_rdma_rx *rx = tx->rx;
@@ -173,7 +175,8 @@ static int chan_enter(struct osf_rdma_tx *tx, uint32_t gen, int ep, uint64_t key
 	    __atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) && rx->chan_fd >= 0 &&
 	    (ep < 0 || REAL(epoll_ctl)(ep, EPOLL_CTL_ADD, rx->chan_fd, &ev) == 0 ||
 	     (errno == EEXIST && REAL(epoll_ctl)(ep, EPOLL_CTL_MOD, rx->chan_fd, &ev) == 0))) {
-		rx->sleepers++;
+		if (rx->sleepers++ == 0)
+			osf_rdma_chan_unlend_locked(rx); /* lent: no epoll_ctl */
 		osf_rdma_chan_apply_locked(rx);
 		if (rx->chan_arm)
 			(void)rx->chan_arm(rx);
@@ -192,8 +195,12 @@ static void chan_leave(struct osf_rdma_tx *tx, uint32_t gen, int fd, int ep)
 	    rx->sleepers > 0) {
 		if (ep >= 0)
 			(void)REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, fd, NULL);
-		if (--rx->sleepers == 0 && rx->chan_arm)
-			(void)rx->chan_arm(rx);
+		if (--rx->sleepers == 0) {
+			if (rx->chan_arm)
+				(void)rx->chan_arm(rx);
+			if (osf.rdma_lend)
+				osf_rdma_chan_lend_locked(rx);
+		}
 		osf_rdma_chan_apply_locked(rx);
 	}
 	osf_rdma_ep_unlock(rx);

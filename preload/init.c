@@ -241,6 +241,7 @@ static void load_config(void)
 	osf.shm_efd = !dbg || strcmp(dbg, "0") != 0;
 	rx = osf_env("OSF_RDMA_RX"); /* the core rejects other values */
 	osf.rdma_rx_caller = !rx || strcmp(rx, "engine") != 0;
+	osf.rdma_lend = !rx || strcmp(rx, "lend") == 0;
 }
 
 __attribute__((constructor)) static void osf_constructor(void)

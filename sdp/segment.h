@@ -135,7 +135,14 @@ struct osf_seg_side {
 	uint64_t urg_hole;  /* like urg: an earlier urgent byte the peer's
 			       reader sat at when urg replaced it, which it
 			       skips (tcp_check_urg); 0: none */
-	uint8_t pad1[32];
+	uint32_t chan_lent; /* RDMA, the engine's side only: 1 while the
+			       connection's completion channel is lent to
+			       the application's waiters (out of the engine's
+			       epoll with none asleep on it); a waiter that
+			       does not sleep on it takes the word from 1 and
+			       calls the engine back with a token
+			       (osf_side_call_back). 0 on shm */
+	uint8_t pad1[28];
 	/* Cache line 2: this side's counters (osfstat). */
 	uint64_t send_calls;
 	uint64_t recv_calls;

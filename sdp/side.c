@@ -408,6 +408,28 @@ void osf_side_take_token(struct osf_side *s, int sock)
 	errno = saved;
 }
 
+/* call_back: a waiter that counted itself (and fenced) and will not sleep
+ * on an RDMA connection's completion channel calls the engine back when
+ * the channel is lent to the application's waiters (segment.h chan_lent,
+ * docs/ARCHITECTURE.md "The lent channel"): the engine's epoll does not
+ * watch it then, so the completions this waiter waits for would wake
+ * nobody. It takes the word from 1 (one call-back per lending) and sends
+ * the engine one token on sock (the wake socket of the kind it waits for),
+ * counted in the engine's tokens of that kind; the engine, woken, takes
+ * its completions and the channel back. The word is 0 on shm. */
+static void call_back(struct osf_side *s, int sock, uint32_t *tokens)
+{
+	uint32_t one = 1, no_want = 0;
+
+	if (__builtin_expect(!__atomic_load_n(&s->peer->chan_lent, __ATOMIC_SEQ_CST), 1) ||
+	    sock < 0 ||
+	    !__atomic_compare_exchange_n(&s->peer->chan_lent, &one, 0, 0, __ATOMIC_SEQ_CST,
+					 __ATOMIC_RELAXED))
+		return;
+	__atomic_add_fetch(tokens, 1, __ATOMIC_ACQ_REL);
+	(void)osf_wake_put(sock, &no_want, tokens, 1, &s->me->wakes_sent, osf_sys_send);
+}
+
 int osf_side_arm_rx(struct osf_side *s)
 {
 	__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
@@ -495,7 +517,12 @@ int osf_side_wait_more(struct osf_side *s, int fd, unsigned spin_us,
 	__atomic_add_fetch(&s->me->rx_waiters, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	r = osf_side_rx_past(s, have) ? 0 : sleep_token(s, fd);
+	if (osf_side_rx_past(s, have)) {
+		r = 0;
+	} else {
+		call_back(s, fd, &s->peer->rx_tokens);
+		r = sleep_token(s, fd);
+	}
 	osf_side_uncount(&s->me->rx_waiters);
 	return r;
 }
@@ -650,6 +677,8 @@ int osf_side_wait_room_or(struct osf_side *s, int fd, unsigned spin_us, int end)
 	__atomic_add_fetch(&s->me->tx_waiters, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&s->me->tx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!osf_side_tx_ready(s))
+		call_back(s, s->wfd, &s->peer->tx_tokens);
 	if (osf_side_tx_ready(s))
 		r = 0;
 	else if (end >= 0 || osf_side_tx_limit(s) < s->size || osf_side_tx_stopped(s))
@@ -725,6 +754,11 @@ short osf_side_arm(struct osf_side *s, int fd, int kinds, int already)
 		__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	r = osf_side_revents(s);
+	/* A poller asleep on the channel entered it first (no lending then). */
+	if (kinds & OSF_ARM_RX)
+		call_back(s, fd, &s->peer->rx_tokens);
+	else if (kinds & OSF_ARM_TX)
+		call_back(s, s->wfd, &s->peer->tx_tokens);
 	/* Room is asked for only when there is none, as TCP's writers get
 	 * write_space only after SOCK_NOSPACE: a poller armed for POLLOUT
 	 * while the side is writable (an edge-triggered epoll item holding

@@ -235,15 +235,15 @@ static int reg_wsock(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
  * then on the socket, and taken as owed. */
 void ep_disarm_item(struct epi *it, struct osf_fdt_entry *e, int woken)
 {
-	if (it->ch.h) {
-		if ((woken & OSF_ARM_RX) && rd_chan_fired(&it->ch) > 0)
-			woken |= (it->armed & OSF_ARM_RX);
-		rd_chan_leave(&it->ch);
+	if (it->ch.h && (woken & OSF_ARM_RX) && rd_chan_fired(&it->ch) > 0)
+		woken |= (it->armed & OSF_ARM_RX);
+	if (it->armed || woken) {
+		rd_disarm(it->at, e, it->armed, woken);
+		it->armed = 0;
 	}
-	if (!it->armed && !woken)
-		return;
-	rd_disarm(it->at, e, it->armed, woken);
-	it->armed = 0;
+	/* Left uncounted: the last to leave may lend the channel only
+	 * while no waiter is counted (rx.h). */
+	rd_chan_leave(&it->ch);
 }
 
 /* ep_arm_item counts it as a waiter and asks its peer for tokens; 1 (and it

@@ -80,32 +80,34 @@ static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
 	nfds_t i;
 
 	for (i = 0; i < n; i++) {
-		int woken = 0;
+		int woken = 0, left = ch->cx[i] >= 0;
 		ch->fired[i] = 0;
-		if (ch->cx[i] >= 0) {
-			if (slept && k[ch->cx[i]].revents) {
-				ch->fired[i] = 1;
-				if (rd_chan_fired(&ch->c[i]) > 0) {
-					woken |= OSF_ARM_RX;
-					ch->idle[i] = 0;
-				} else if (ch->idle[i] <= CHAN_IDLE_MAX) {
-					ch->idle[i]++;
-				}
+		if (left && slept && k[ch->cx[i]].revents) {
+			ch->fired[i] = 1;
+			if (rd_chan_fired(&ch->c[i]) > 0) {
+				woken |= OSF_ARM_RX;
+				ch->idle[i] = 0;
+			} else if (ch->idle[i] <= CHAN_IDLE_MAX) {
+				ch->idle[i]++;
 			}
+		}
+		if (arm[i]) {
+			if (slept) {
+				if (k[i].revents & (POLLIN | POLLHUP | POLLERR))
+					woken |= OSF_ARM_RX;
+				if (wx[i] >= 0 && k[wx[i]].revents)
+					woken |= OSF_ARM_TX;
+			}
+			rd_disarm(fds[i].fd, osf_fdt_lookup(fds[i].fd), arm[i],
+					woken);
+			arm[i] = 0;
+		}
+		/* Left uncounted: the last to leave may lend the channel
+		 * only while no waiter is counted (rx.h). */
+		if (left) {
 			rd_chan_leave(&ch->c[i]);
 			ch->cx[i] = -1;
 		}
-		if (!arm[i])
-			continue;
-		if (slept) {
-			if (k[i].revents & (POLLIN | POLLHUP | POLLERR))
-				woken |= OSF_ARM_RX;
-			if (wx[i] >= 0 && k[wx[i]].revents)
-				woken |= OSF_ARM_TX;
-		}
-		rd_disarm(fds[i].fd, osf_fdt_lookup(fds[i].fd), arm[i],
-				woken);
-		arm[i] = 0;
 	}
 }
 

@@ -63,15 +63,16 @@ func conformanceLegs() []conformanceLeg {
 	// machine. Each RDMA leg runs twice: the engine taking every
 	// completion (OSF_RDMA_RX=engine), and the application's waiting
 	// threads taking their connections' (caller, the default;
-	// docs/DESIGN.md D4).
+	// docs/DESIGN.md D4), and caller with the channel lent between
+	// waits (lend).
 	sim := func(t *testing.T) (place, string, []string) {
 		return place{}, "127.0.0.1", []string{"OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1"}
 	}
-	for _, rx := range []string{"engine", "caller"} {
-		sfx := map[string]string{"engine": "", "caller": "-caller"}[rx]
+	for _, rx := range []string{"engine", "caller", "lend"} {
+		sfx := map[string]string{"engine": "", "caller": "-caller", "lend": "-lend"}[rx]
 		legs = append(legs,
-			conformanceLeg{name: "rdma-sim" + sfx, setup: withEnv(sim, "OSF_RDMA_RX="+rx), path: rdmaPath(": rdma via sim ", rx == "caller")},
-			conformanceLeg{name: "rdma" + sfx, setup: withEnv(rdmaLeg, "OSF_RDMA_RX="+rx), path: rdmaPath(": rdma via ", rx == "caller")})
+			conformanceLeg{name: "rdma-sim" + sfx, setup: withEnv(sim, "OSF_RDMA_RX="+rx), path: rdmaPath(": rdma via sim ", rx != "engine")},
+			conformanceLeg{name: "rdma" + sfx, setup: withEnv(rdmaLeg, "OSF_RDMA_RX="+rx), path: rdmaPath(": rdma via ", rx != "engine")})
 	}
 	// Streams on a link (OSF_RDMA_LINKS=1, the stand-in only): the
 	// client's connection is a stream on its link to the server process,
@@ -180,6 +181,9 @@ var (
 	chanSleeps  = regexp.MustCompile(`sleeps on the connection's channel ([0-9]+)`)
 	// both counts of completions: the application's threads', the engine's
 	callerEngineTakes = regexp.MustCompile(`completions taken by the application's threads ([0-9]+), by the engine ([0-9]+)`)
+	// the epoll_ctl calls on the engine's set for a connection's channel
+	// (the engine's line when it releases the connection)
+	chanCtls = regexp.MustCompile(`the channel's epoll_ctl calls ([0-9]+)`)
 )
 
 // assertCallerPosts checks that the application's own threads posted

@@ -118,6 +118,14 @@ var rdmaCallerScenarios = []string{"rcvtimeo", "eintr", "eintr_restart", "timeo_
 func TestSemanticsRDMACaller(t *testing.T) {
 	t.Parallel()
 	prog := testutil.Prog(t, "semantics")
+	// lend: the channel lent between waits (docs/DESIGN.md D4). One
+	// after the other: 22 scenarios at once load a busy host enough.
+	for _, rx := range []string{"caller", "lend"} {
+		t.Run(rx, func(t *testing.T) { semanticsRDMACaller(t, prog, rx) })
+	}
+}
+
+func semanticsRDMACaller(t *testing.T, prog, rx string) {
 	var mu sync.Mutex
 	sleeps, ran := 0, 0
 	t.Run("scenarios", func(t *testing.T) {
@@ -129,7 +137,7 @@ func TestSemanticsRDMACaller(t *testing.T) {
 				// one (blocked_shutdown: 6 s of kicks alone) ran out
 				// of shortRun on a busy host.
 				b := bare.cmd(t, nil, prog, name).MustRun(longRun)
-				o := osfRDMASim.cmd(t, []string{"OSF_RDMA_RX=caller", "OSF_LOG_LEVEL=debug", "OSF_LOG_FILE=" + logPath},
+				o := osfRDMASim.cmd(t, []string{"OSF_RDMA_RX=" + rx, "OSF_LOG_LEVEL=debug", "OSF_LOG_FILE=" + logPath},
 					prog, name).Run(longRun)
 				if !o.OK() {
 					t.Fatalf("run under osf: %s\n--- bare output for comparison:\n%s", o, b.Stdout)
@@ -162,11 +170,23 @@ func TestSemanticsRDMACaller(t *testing.T) {
 // while pollers slept on their wake sockets only).
 func TestRDMACallerPollerTakes(t *testing.T) {
 	t.Parallel()
+	for _, rx := range []string{"caller", "lend"} {
+		t.Run(rx, func(t *testing.T) {
+			t.Parallel()
+			rdmaCallerPollerTakes(t, rx)
+		})
+	}
+}
+
+// rdmaCallerPollerTakes is TestRDMACallerPollerTakes for OSF_RDMA_RX=rx;
+// with lend the pollers' waits must also leave the engine's epoll alone:
+// the channel lent between them, no epoll_ctl pair per wait.
+func rdmaCallerPollerTakes(t *testing.T, rx string) {
 	perf := testutil.Bin(t, "osfperf")
 	port := strconv.Itoa(testutil.FreePort(t))
 	dir := t.TempDir()
 	env := func(log string) []string {
-		return []string{"OSF_RDMA_RX=caller", "OSF_LOG_LEVEL=debug", "OSF_LOG_FILE=" + filepath.Join(dir, log)}
+		return []string{"OSF_RDMA_RX=" + rx, "OSF_LOG_LEVEL=debug", "OSF_LOG_FILE=" + filepath.Join(dir, log)}
 	}
 	srv := osfRDMASim.cmd(t, env("server.log"), perf, "server", "-a", "127.0.0.1", "-p", port, "-1").Start()
 	testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
@@ -203,5 +223,16 @@ func TestRDMACallerPollerTakes(t *testing.T) {
 			t.Errorf("%s: the pollers took %d completions, the engine %d: pollers must take most themselves:\n%s", name, caller, engine, log)
 		}
 		t.Logf("%s: completions taken by the pollers %d, by the engine %d", name, caller, engine)
+		c := chanCtls.FindStringSubmatch(log)
+		if c == nil {
+			t.Errorf("%s: no count of the channel's epoll_ctl calls:\n%s", name, log)
+			continue
+		}
+		// 550 round trips: a wait each at least (caller: two calls each).
+		if ctls, _ := strconv.Atoi(c[1]); rx == "lend" && ctls > 55 {
+			t.Errorf("%s: %d epoll_ctl calls on the engine's set for 550 round trips: the channel was not lent between the pollers' waits:\n%s", name, ctls, log)
+		} else {
+			t.Logf("%s: the channel's epoll_ctl calls %d", name, ctls)
+		}
 	}
 }

@@ -94,11 +94,15 @@ type Config struct {
 	// RDMAPoll is OSF_RDMA_POLL_US: how long the RDMA progress engine keeps
 	// polling after its last piece of work before it sleeps.
 	RDMAPoll time.Duration
-	// RDMARxCaller is OSF_RDMA_RX=caller, the default: an application's
+	// RDMARxCaller is OSF_RDMA_RX=caller or lend (the default): an application's
 	// thread that waits for data on an RDMA connection takes the
 	// connection's completions and posts its credits itself
 	// (docs/DESIGN.md D4); with engine the progress engine does.
 	RDMARxCaller bool
+	// RDMARxLend is OSF_RDMA_RX=lend, the default: caller, and the last waiter to
+	// leave a connection's completion channel lends it to the next wait
+	// instead of giving it back to the engine (docs/DESIGN.md D4).
+	RDMARxLend bool
 	// RDMALinks is OSF_RDMA_LINKS: a connection to a listener this process
 	// already reaches over RDMA is a stream on that link, not a
 	// connection of its own (docs/RDMA.md, "Links"; the software stand-in
@@ -159,6 +163,7 @@ func Default() *Config {
 		ConnectTimeout: 1000 * time.Millisecond,
 		RDMAPoll:       20 * time.Microsecond,
 		RDMARxCaller:   true,
+		RDMARxLend:     true,
 		GatewayTimeout: 20 * time.Second,
 	}
 }
@@ -196,7 +201,7 @@ var variables = []variable{
 	{Var{"OSF_SPIN_US", "20", "microseconds a blocking call spins before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.Spin })},
 	{Var{"OSF_POLL_SPIN_US", "20", "microseconds poll, select, epoll and a blocking accept on an offloaded listener spin before they sleep (a thread whose waits end soon after they sleep spins up to 10 times longer), 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.PollSpin })},
 	{Var{"OSF_RDMA_POLL_US", "20", "microseconds the RDMA progress engine polls before it sleeps, 0-1000000"}, spinVar(func(c *Config) *time.Duration { return &c.RDMAPoll })},
-	{Var{"OSF_RDMA_RX", "caller", "who takes an RDMA connection's completions: caller (the waiting application thread — a blocking reader, a poll, select or epoll wait — which sleeps on its connection's completion channel; the engine for the rest) or engine (the progress engine, all of them)"}, parseRDMARx},
+	{Var{"OSF_RDMA_RX", "lend", "who takes an RDMA connection's completions: lend (the waiting application thread — a blocking reader, a poll, select or epoll wait — which sleeps on its connection's completion channel, the engine for the rest; between waits the channel is lent to the next wait instead of going back to the engine), caller (the same without lending) or engine (the progress engine, all of them)"}, parseRDMARx},
 	{Var{"OSF_RDMA_LINKS", "0", "1 carries a connection to a listener process this process already reaches over RDMA as a stream on that link (one message, no handshake of its own); the software stand-in only so far (tests)"}, boolVar(func(c *Config) *bool { return &c.RDMALinks })},
 	{Var{"OSF_CONNECT_TIMEOUT_MS", "1000", "milliseconds an offload handshake may take, 1-60000"}, parseConnectTimeout},
 	{Var{"OSF_GATEWAY_KEY", "", "file holding the key (mode 0600) that authenticates this node to its gateways"}, func(c *Config, v string) error { c.GatewayKey = v; return nil }},
@@ -320,11 +325,12 @@ func parseTransport(c *Config, v string) error {
 
 func parseRDMARx(c *Config, v string) error {
 	switch v {
-	case "engine", "caller":
-		c.RDMARxCaller = v == "caller"
+	case "engine", "caller", "lend":
+		c.RDMARxCaller = v != "engine"
+		c.RDMARxLend = v == "lend"
 		return nil
 	}
-	return errors.New("want engine or caller")
+	return errors.New("want engine, caller or lend")
 }
 
 func parseLogLevel(c *Config, v string) error {
@@ -464,12 +470,15 @@ func (c *Config) Summary() string {
 	}
 	fmt.Fprintf(&b, " transport=%s strict=%s log-level=%s log-file=%s ring-size=%s spin-us=%d poll-spin-us=%d rdma-poll-us=%d rdma-rx=%s connect-timeout-ms=%d debug-load-core=%s debug-rdma-sim=%s",
 		c.Transport, flag01(c.Strict), c.LogLevel, logFile, formatSize(c.RingSize),
-		c.Spin.Microseconds(), c.PollSpin.Microseconds(), c.RDMAPoll.Microseconds(), rdmaRxName(c.RDMARxCaller), c.ConnectTimeout.Milliseconds(),
+		c.Spin.Microseconds(), c.PollSpin.Microseconds(), c.RDMAPoll.Microseconds(), rdmaRxName(c.RDMARxCaller, c.RDMARxLend), c.ConnectTimeout.Milliseconds(),
 		flag01(c.DebugLoadCore), flag01(c.DebugRDMASim))
 	return b.String()
 }
 
-func rdmaRxName(caller bool) string {
+func rdmaRxName(caller, lend bool) string {
+	if lend {
+		return "lend"
+	}
 	if caller {
 		return "caller"
 	}

@@ -54,8 +54,9 @@ func TestParse(t *testing.T) {
 			c.Spin, c.PollSpin = 0, time.Second
 		}},
 		{"rdma poll", []string{"OSF_RDMA_POLL_US=0"}, func(c *policy.Config) { c.RDMAPoll = 0 }},
-		{"rdma rx caller", []string{"OSF_RDMA_RX=caller"}, func(*policy.Config) {}},
-		{"rdma rx engine", []string{"OSF_RDMA_RX=engine"}, func(c *policy.Config) { c.RDMARxCaller = false }},
+		{"rdma rx caller", []string{"OSF_RDMA_RX=caller"}, func(c *policy.Config) { c.RDMARxLend = false }},
+		{"rdma rx engine", []string{"OSF_RDMA_RX=engine"}, func(c *policy.Config) { c.RDMARxCaller, c.RDMARxLend = false, false }},
+		{"rdma rx lend", []string{"OSF_RDMA_RX=lend"}, func(*policy.Config) {}},
 		{"connect timeout", []string{"OSF_CONNECT_TIMEOUT_MS=60000"}, func(c *policy.Config) { c.ConnectTimeout = time.Minute }},
 		{"debug load core", []string{"OSF_DEBUG_LOAD_CORE=1"}, func(c *policy.Config) { c.DebugLoadCore = true }},
 		{"debug rdma sim", []string{"OSF_DEBUG_RDMA_SIM=1"}, func(c *policy.Config) { c.DebugRDMASim = true }},
@@ -82,7 +83,7 @@ func TestParseMalformed(t *testing.T) {
 		want string
 	}{
 		{[]string{"OSF_TRANSPORT=tcp"}, `osf: OSF_TRANSPORT="tcp": want auto, shm, rdma or kernel`},
-		{[]string{"OSF_RDMA_RX=app"}, `osf: OSF_RDMA_RX="app": want engine or caller`},
+		{[]string{"OSF_RDMA_RX=app"}, `osf: OSF_RDMA_RX="app": want engine, caller or lend`},
 		{[]string{"OSF_TRANSPORT="}, `osf: OSF_TRANSPORT="": want auto, shm, rdma or kernel`},
 		{[]string{"OSF_STRICT=yes"}, `osf: OSF_STRICT="yes": want 0 or 1`},
 		{[]string{"OSF_STRICT="}, `osf: OSF_STRICT="": want 0 or 1`},
@@ -200,10 +201,10 @@ func TestSummary(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{nil, `routes="kernel both * *:53; offload both * local" (default) transport=auto strict=0 log-level=error log-file=stderr ring-size=1M spin-us=20 poll-spin-us=20 rdma-poll-us=20 rdma-rx=caller connect-timeout-ms=1000 debug-load-core=0 debug-rdma-sim=0`},
+		{nil, `routes="kernel both * *:53; offload both * local" (default) transport=auto strict=0 log-level=error log-file=stderr ring-size=1M spin-us=20 poll-spin-us=20 rdma-poll-us=20 rdma-rx=lend connect-timeout-ms=1000 debug-load-core=0 debug-rdma-sim=0`},
 		{[]string{"OSF_ROUTES=offload 10.1.2.3/8 ; kernel *", "OSF_TRANSPORT=shm", "OSF_STRICT=1", "OSF_LOG_FILE=/x y", "OSF_RING_SIZE=4M", "OSF_SPIN_US=7", "OSF_CONNECT_TIMEOUT_MS=5", "OSF_DEBUG_LOAD_CORE=1"},
-			`routes="offload 10.1.2.3/8; kernel *" transport=shm strict=1 log-level=error log-file="/x y" ring-size=4M spin-us=7 poll-spin-us=20 rdma-poll-us=20 rdma-rx=caller connect-timeout-ms=5 debug-load-core=1 debug-rdma-sim=0`},
-		{[]string{"OSF_ROUTES="}, `routes="" transport=auto strict=0 log-level=error log-file=stderr ring-size=1M spin-us=20 poll-spin-us=20 rdma-poll-us=20 rdma-rx=caller connect-timeout-ms=1000 debug-load-core=0 debug-rdma-sim=0`},
+			`routes="offload 10.1.2.3/8; kernel *" transport=shm strict=1 log-level=error log-file="/x y" ring-size=4M spin-us=7 poll-spin-us=20 rdma-poll-us=20 rdma-rx=lend connect-timeout-ms=5 debug-load-core=1 debug-rdma-sim=0`},
+		{[]string{"OSF_ROUTES="}, `routes="" transport=auto strict=0 log-level=error log-file=stderr ring-size=1M spin-us=20 poll-spin-us=20 rdma-poll-us=20 rdma-rx=lend connect-timeout-ms=1000 debug-load-core=0 debug-rdma-sim=0`},
 	}
 	for _, tt := range tests {
 		c, err := policy.Parse(tt.env)

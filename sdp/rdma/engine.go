@@ -671,7 +671,7 @@ func (e *Engine) reap() {
 		if s.finished() {
 			delete(e.closing, s)
 			delete(e.streams, s.id)
-			s.logf("rdma: connection %d: so far %v", s.id, e.woke)
+			s.logf("rdma: connection %d: so far %v; %s", s.id, e.woke, s.waitCosts())
 			s.releaseWith(e.background)
 		}
 	}

@@ -35,6 +35,9 @@ int osf_rdma_rx_take(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid)
 			n = -1;
 		} else {
 			n = osf_rdma_rx_poll(rx, 3 * (int)OSF_RDMA_SQ_DEPTH, &rx->caller_wcs);
+			__atomic_add_fetch(&rx->caller_takes, 1, __ATOMIC_RELAXED);
+			if (n == 0)
+				__atomic_add_fetch(&rx->caller_empty, 1, __ATOMIC_RELAXED);
 			/* Completions it took from the device and stopped
 			 * before (the stash: its bound, or an event) are
 			 * the engine's now, and no completion event will
@@ -208,6 +211,7 @@ static int osf_rdma_verbs_arm(struct osf_rdma_rx *rx)
 		return EINVAL;
 	if (rx->cq_armed >= how)
 		return 0;
+	__atomic_add_fetch(&rx->cq_arms, 1, __ATOMIC_RELAXED);
 	rc = ibv_req_notify_cq((struct ibv_cq *)rx->cq, how == OSF_RDMA_ARMED_SOLICITED);
 	if (rc == 0)
 		rx->cq_armed = how;
@@ -252,6 +256,7 @@ void osf_rdma_chan_use(struct osf_rdma_tx *tx, int fd, void *chan, int ep, uint3
 	rx->arm_all = 0;
 	rx->chan_arm = chan ? osf_rdma_verbs_arm : NULL;
 	rx->chan_drain = chan ? osf_rdma_verbs_drain : NULL;
+	osf_rdma_chan_unlend_locked(rx);
 	osf_rdma_chan_apply_locked(rx);
 	osf_rdma_ep_unlock(rx);
 }
@@ -291,13 +296,19 @@ int osf_rdma_chan_engine_drain(struct osf_rdma_tx *tx)
 
 // osf_rdma_chan_engine_arm is the engine's arm of the connection's CQ
 // before it sleeps, through chan_arm (none when armed already); -1 when
-// the channel is not the rule's (the engine arms the CQ itself).
+// the channel is not the rule's (the engine arms the CQ itself). A
+// channel whose lending a waiter ended (side.c call_back: the token that
+// woke the engine) goes back into the engine's epoll here, and one the
+// engine needs (it waits for its own sends) is taken back.
 int osf_rdma_chan_engine_arm(struct osf_rdma_tx *tx)
 {
 	struct osf_rdma_rx *rx = tx->rx;
 	int rc = -1;
 
 	osf_rdma_ep_lock(rx);
+	if (__atomic_load_n(&rx->arm_all, __ATOMIC_RELAXED))
+		osf_rdma_chan_unlend_locked(rx);
+	osf_rdma_chan_apply_locked(rx);
 	if (rx->chan_fd >= 0 && rx->chan_arm)
 		rc = rx->chan_arm(rx);
 	osf_rdma_ep_unlock(rx);
@@ -314,6 +325,23 @@ void osf_rdma_chan_arm_all(struct osf_rdma_tx *tx, int all)
 
 	osf_rdma_ep_lock(rx);
 	__atomic_store_n(&rx->arm_all, all ? 1u : 0u, __ATOMIC_RELAXED);
+	if (all) { /* the engine needs the channel: it takes it back */
+		osf_rdma_chan_unlend_locked(rx);
+		osf_rdma_chan_apply_locked(rx);
+	}
+	osf_rdma_ep_unlock(rx);
+}
+
+// osf_rdma_chan_reclaim takes a lent channel back into the engine's
+// epoll (the engine needs its completions: bytes wait for the peer's
+// credit).
+void osf_rdma_chan_reclaim(struct osf_rdma_tx *tx)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+
+	osf_rdma_ep_lock(rx);
+	osf_rdma_chan_unlend_locked(rx);
+	osf_rdma_chan_apply_locked(rx);
 	osf_rdma_ep_unlock(rx);
 }
 
@@ -327,6 +355,7 @@ void osf_rdma_chan_forget(struct osf_rdma_tx *tx)
 	osf_rdma_ep_lock(rx);
 	rx->sleepers = 0;
 	rx->ep_want = 0;
+	osf_rdma_chan_unlend_locked(rx);
 	osf_rdma_chan_apply_locked(rx);
 	rx->chan_fd = rx->ep_fd = -1;
 	rx->ep_set = 0;

@@ -156,6 +156,10 @@ struct osf_rdma_rx {
 	uint64_t caller_wcs; /* completions taken by the application's threads */
 	uint64_t engine_wcs; /* by the engine */
 	uint64_t caller_credits; /* credits posted by the application's threads */
+	uint64_t caller_takes;   /* takes by the application's threads that held rx_lock */
+	uint64_t caller_empty;   /* of them, those that found no completion */
+	uint64_t chan_ctls;      /* epoll_ctl calls on the engine's set for chan_fd */
+	uint64_t cq_arms;        /* ibv_req_notify_cq calls */
 	/* Completions taken from the device and not applied yet (an event
 	 * stopped the rule before them): stash[stash_i, stash_n). */
 	uint32_t stash_i, stash_n;
@@ -508,15 +512,64 @@ static inline void osf_rdma_ep_unlock(struct osf_rdma_rx *rx)
 	__atomic_store_n(&rx->ep_lock, 0, __ATOMIC_RELEASE);
 }
 
+/* osf_rdma_chan_lent is the segment's word saying the channel is lent
+ * (segment.h chan_lent, in the engine's side), or NULL without a segment
+ * (fakes). */
+static inline uint32_t *osf_rdma_chan_lent(const struct osf_rdma_rx *rx)
+{
+	return rx->hdr ? &rx->hdr->side[1 - rx->side].chan_lent : NULL;
+}
+
+/* osf_rdma_chan_unlend_locked takes the channel back from the
+ * application's waiters (under ep_lock; osf_rdma_chan_apply_locked then
+ * puts it in the engine's epoll). */
+static inline void osf_rdma_chan_unlend_locked(struct osf_rdma_rx *rx)
+{
+	uint32_t *lent = osf_rdma_chan_lent(rx);
+
+	if (lent && __atomic_load_n(lent, __ATOMIC_RELAXED))
+		__atomic_store_n(lent, 0, __ATOMIC_SEQ_CST);
+}
+
+/* osf_rdma_chan_lend_locked, by the last sleeper to leave the channel
+ * (under ep_lock, the CQ armed), lends it to the application's waiters
+ * (docs/ARCHITECTURE.md, "The lent channel"): it stays out of the engine's
+ * epoll, so that a completion landing before the next wait's enter waits
+ * for that enter (which takes it at once) instead of waking the engine,
+ * and the enter and leave make no epoll_ctl. Not while another waiter is
+ * counted (any process: a reader or writer asleep on its wake socket, a
+ * poller without the channel, a fork child's), nor while the engine
+ * waits for a completion of its own sends. A waiter that counts itself
+ * later and does not sleep on the channel calls the engine back
+ * (side.c call_back): it counts itself, then reads the word; this sets
+ * the word, then reads the counts; one of the two sees the other. */
+static inline void osf_rdma_chan_lend_locked(struct osf_rdma_rx *rx)
+{
+	struct osf_seg_side *a;
+	uint32_t *lent = osf_rdma_chan_lent(rx);
+
+	if (!lent || rx->chan_fd < 0 || rx->sleepers ||
+	    __atomic_load_n(&rx->arm_all, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&rx->down, __ATOMIC_RELAXED))
+		return;
+	a = osf_rdma_rx_app(rx);
+	__atomic_store_n(lent, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&a->rx_waiters, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&a->tx_waiters, __ATOMIC_SEQ_CST))
+		__atomic_store_n(lent, 0, __ATOMIC_SEQ_CST);
+}
+
 /* osf_rdma_chan_apply_locked makes the engine's epoll watch chan_fd for
- * ep_want while no application thread sleeps on it, and not for input
- * while one does (the connection's completions then wake that thread
- * alone, not the engine; the stand-in's engine still waits for room to
- * write on it). Under ep_lock. */
+ * ep_want while no application thread sleeps on it and it is not lent,
+ * and not for input otherwise (the connection's completions then wake
+ * that thread alone, or wait for the next one, not the engine; the
+ * stand-in's engine still waits for room to write on it). Under ep_lock. */
 static inline void osf_rdma_chan_apply_locked(struct osf_rdma_rx *rx)
 {
-	uint32_t want = rx->sleepers ? rx->ep_want & ~(uint32_t)(EPOLLIN | EPOLLRDHUP)
-				     : rx->ep_want;
+	const uint32_t *lent = osf_rdma_chan_lent(rx);
+	uint32_t want = rx->sleepers || (lent && __atomic_load_n(lent, __ATOMIC_SEQ_CST))
+				? rx->ep_want & ~(uint32_t)(EPOLLIN | EPOLLRDHUP)
+				: rx->ep_want;
 	struct epoll_event ev;
 	int op, saved = errno;
 
@@ -528,6 +581,7 @@ static inline void osf_rdma_chan_apply_locked(struct osf_rdma_rx *rx)
 	memset(&ev, 0, sizeof(ev));
 	ev.events = want;
 	ev.data.u64 = (uint32_t)rx->chan_fd; /* the engine's EpollEvent.Fd */
+	__atomic_add_fetch(&rx->chan_ctls, 1, __ATOMIC_RELAXED);
 	if (epoll_ctl(rx->ep_fd, op, rx->chan_fd, &ev) == 0 || op == EPOLL_CTL_DEL)
 		rx->ep_set = want;
 	errno = saved;
@@ -620,5 +674,6 @@ int osf_rdma_chan_engine_drain(struct osf_rdma_tx *tx);
 int osf_rdma_chan_engine_arm(struct osf_rdma_tx *tx);
 void osf_rdma_chan_arm_all(struct osf_rdma_tx *tx, int all);
 void osf_rdma_chan_forget(struct osf_rdma_tx *tx);
+void osf_rdma_chan_reclaim(struct osf_rdma_tx *tx);
 
 #endif

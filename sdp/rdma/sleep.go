@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,19 @@ import (
 // OSF_RDMA_RX=caller a message should wake none of them.
 type wakeCounts struct {
 	sleeps, hot, timeout, kick, wake, channel, other uint64
+}
+
+// waitCosts says what the application's waits on s cost (logged with
+// the engine's wake-ups when s is released, before its rule retires):
+// posts and completions by whom, the application's takes and how many
+// found nothing, its sleeps on the channel, the channel's epoll_ctl calls
+// and CQ arms, and the process's cgo calls so far.
+func (s *stream) waitCosts() string {
+	caller, engine, _ := s.tx.counts()
+	rxCaller, rxEngine, _ := s.tx.rxCounts()
+	takes, empty, ctls, arms := s.tx.waitCounts()
+	return fmt.Sprintf("sends posted by the application's threads %d, by the engine %d; completions taken by the application's threads %d, by the engine %d; takes by the application's threads %d (%d empty); sleeps on the channel %d; the channel's epoll_ctl calls %d, CQ arms %d; the process's cgo calls %d",
+		caller, engine, rxCaller, rxEngine, takes, empty, s.tx.chanSleeps(), ctls, arms, runtime.NumCgoCall())
 }
 
 func (w wakeCounts) String() string {

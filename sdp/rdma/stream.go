@@ -759,11 +759,17 @@ func (s *stream) waitsForSends() bool {
 }
 
 // armFor tells the rule how to arm the CQ before the engine sleeps
-// (waitsForSends); a cgo call only when that changes.
+// (waitsForSends); a cgo call only when that changes. A channel lent to
+// the application's waiters (OSF_RDMA_RX=lend) is taken back while bytes
+// wait for the peer's credit: the credit's completion must wake the
+// engine even when nobody here waits.
 func (s *stream) armFor() {
 	if all := s.waitsForSends(); all != s.armAll {
 		s.armAll = all
 		s.tx.setArmAll(all)
+	}
+	if !s.state.dead() && !s.linkDown && s.tx.chanLent() && s.tx.sent() != s.seg.Head(s.side) {
+		s.tx.chanReclaim()
 	}
 }
 

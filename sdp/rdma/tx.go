@@ -572,12 +572,24 @@ func (t *txState) chanSleeps() uint64 {
 }
 
 // chanHeld reports whether an application's thread counts itself asleep
-// on the channel (rx.h sleepers): the connection's completion events then
-// wake that thread, not the engine, and an epoll item keeps the channel
-// armed between the program's waits (relaxed: the engine's look only).
+// on the channel (rx.h sleepers), or the channel is lent to the
+// application's waiters (segment.h chan_lent): the connection's completion
+// events then wake that thread, or wait for the next, not the engine; an
+// epoll item keeps the channel armed between the program's waits
+// (relaxed: the engine's look only).
 func (t *txState) chanHeld() bool {
-	return atomic.LoadUint32(t.word(&t.p.rx.sleepers)) != 0
+	return atomic.LoadUint32(t.word(&t.p.rx.sleepers)) != 0 || t.chanLent()
 }
+
+// chanLent reports whether the channel is lent to the application's
+// waiters (segment.h chan_lent; relaxed).
+func (t *txState) chanLent() bool {
+	rx := t.p.rx
+	return rx.hdr != nil && atomic.LoadUint32(t.word(&rx.hdr.side[1-rx.side].chan_lent)) != 0
+}
+
+// chanReclaim takes a lent channel back into the engine's epoll.
+func (t *txState) chanReclaim() { C.osf_rdma_chan_reclaim(t.p) }
 
 // wakeTake reads every token waiting on sock, if it is open, without
 // blocking, uncounts them from tokens (a word of the segment: mmap'd
@@ -692,6 +704,17 @@ func (t *txState) rxCounts() (caller, engine, credits uint64) {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.caller_wcs))),
 		atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.engine_wcs))),
 		atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.p.rx.caller_credits)))
+}
+
+// waitCounts returns what the application's threads' waits cost the
+// connection (rx.h): takes that held rx_lock, those that found nothing,
+// epoll_ctl calls on the engine's set for its channel, CQ arms.
+func (t *txState) waitCounts() (takes, empty, ctls, arms uint64) {
+	rx := t.p.rx
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&rx.caller_takes))),
+		atomic.LoadUint64((*uint64)(unsafe.Pointer(&rx.caller_empty))),
+		atomic.LoadUint64((*uint64)(unsafe.Pointer(&rx.chan_ctls))),
+		atomic.LoadUint64((*uint64)(unsafe.Pointer(&rx.cq_arms)))
 }
 
 // creditC posts the credit for tail through the C poster when due: 0,

@@ -20,8 +20,8 @@ unit() {
 		done
 		t0=$(date +%s)
 		(cd "$OSF/tests" && OSFTEST_RDMA_ADDR=$ADDR "$b/tests.test" -test.count=1 -test.timeout 20m -test.v \
-			-test.run 'TestConformance/rdma(-caller)?$|TestTwoHosts') >"$OUT/unit-conformance.log" 2>&1
-		check "unit: conformance rdma legs (engine, caller) on rxe0 and TestTwoHosts ($(($(date +%s) - t0))s)" \
+			-test.run 'TestConformance/rdma(-caller|-lend)?$|TestTwoHosts') >"$OUT/unit-conformance.log" 2>&1
+		check "unit: conformance rdma legs (engine, caller, lend) on rxe0 and TestTwoHosts ($(($(date +%s) - t0))s)" \
 			grep -q '^PASS$' "$OUT/unit-conformance.log"
 		grep -E -- '--- (FAIL|SKIP)' "$OUT/unit-conformance.log" | head -20
 	fi
