@@ -186,9 +186,8 @@ type muxLink struct {
 	retired bool // dials do not use it; closed with its last stream
 }
 
-// muxEnd is one stream's end of a muxLink; it implements Link. Its
-// receives are counted here, matched in order with the stream's
-// immediates as they arrive. Engine goroutine only.
+// muxEnd is one stream's end of a muxLink; it implements Link. Engine
+// goroutine only.
 type muxEnd struct {
 	ml        *muxLink
 	slot      uint8
@@ -197,13 +196,10 @@ type muxEnd struct {
 	peerRing  int // the ring the peer writes: 1 - the local application's side
 	accepted  bool
 
-	rq  []verbs.WRID // receives posted, not used
-	cq  []verbs.WC
-	rnr []verbs.WC // immediates that came before a receive was posted
+	linkRecvs
 
-	lastData, lastCredit uint64 // the positions the 22-bit values advance
-	ended, peerEnded     bool   // END sent, received
-	closed               bool
+	ended, peerEnded bool // END sent, received
+	closed           bool
 
 	open *linkOpen // a dial waiting for the answer to the stream-open
 }
@@ -447,26 +443,53 @@ func (ml *muxLink) serveOpen(slot uint8, p []byte) {
 
 // accepted starts the stream a dial opened, unless the dial gave up.
 func (ml *muxLink) accepted(e *muxEnd, p []byte) error {
-	ad, err := DecodeAcceptData(p)
-	if err != nil || ad.RingBytes != e.ringBytes {
-		return fmt.Errorf("bad accept of stream %d (%v)", e.slot, err)
+	if err := checkAccept(p, e.ringBytes, e.slot); err != nil {
+		return err
 	}
 	e.accepted = true
 	o := e.open
 	e.open = nil
+	// On failure the dial closes the mapping and the sockets.
+	if st := o.start(ml.sim.eng, e.seg, e, e.drop); st != nil {
+		ml.sim.cfg.Logf("rdma: connection %d: stream %d on link %d to %s", st.id, e.slot, ml.fd, ml.name)
+	}
+	return nil
+}
+
+// checkAccept checks the accept of the stream in slot, of ringBytes.
+func checkAccept(p []byte, ringBytes uint32, slot uint8) error {
+	ad, err := DecodeAcceptData(p)
+	if err != nil || ad.RingBytes != ringBytes {
+		return fmt.Errorf("bad accept of stream %d (%v)", slot, err)
+	}
+	return nil
+}
+
+// start starts the stream of an accepted stream-open over l, whose
+// engine mapping is seg, and tells the dial; a dial that gave up, or a
+// stream that cannot start, is dropped. It returns the stream, or nil.
+func (o *linkOpen) start(eng *Engine, seg *sdp.Segment, l Link, drop func()) *stream {
 	if o.cancelled {
-		e.drop()
+		drop()
 		return nil
 	}
-	st, err := ml.sim.eng.addStream(ml.sim.eng.allocID(), e.seg, sdp.SideClient, e, o.wake, o.wakeTx)
+	st, err := eng.addStream(eng.allocID(), seg, sdp.SideClient, l, o.wake, o.wakeTx)
 	if err != nil {
-		e.drop() // the dial closes the mapping and the sockets
+		drop()
 		o.done <- resourceError(err)
 		return nil
 	}
-	ml.sim.cfg.Logf("rdma: connection %d: stream %d on link %d to %s", st.id, e.slot, ml.fd, ml.name)
 	o.done <- nil
-	return nil
+	return st
+}
+
+// rejectCode is the reject block p's code (RejectSetup when p is none).
+func rejectCode(p []byte) RejectCode {
+	code, ok := DecodeReject(p)
+	if !ok {
+		code = RejectSetup
+	}
+	return code
 }
 
 // rejected ends a dial's stream-open that the server refused; a link
@@ -474,10 +497,7 @@ func (ml *muxLink) accepted(e *muxEnd, p []byte) error {
 func (ml *muxLink) rejected(e *muxEnd, p []byte) {
 	o := e.open
 	e.open = nil
-	code, ok := DecodeReject(p)
-	if !ok {
-		code = RejectSetup
-	}
+	code := rejectCode(p)
 	if code == RejectNoListener {
 		ml.retire()
 	}
@@ -561,43 +581,73 @@ func (ml *muxLink) slot() uint8 {
 	return 0
 }
 
-func (e *muxEnd) complete(wc verbs.WC) { e.cq = append(e.cq, wc) }
+// linkRecvs are a stream's receives on a link (muxEnd, qpEnd): counted
+// here, matched in order with the stream's immediates as they arrive,
+// and its completions. Engine goroutine only.
+type linkRecvs struct {
+	rq  []verbs.WRID // receives posted, not used
+	cq  []verbs.WC
+	rnr []verbs.WC // immediates that came before a receive was posted
+
+	lastData, lastCredit uint64 // the positions the 22-bit values advance
+}
+
+func (r *linkRecvs) complete(wc verbs.WC) { r.cq = append(r.cq, wc) }
 
 // arrive completes the stream's next receive with the immediate imm of a
 // write of n bytes, rebuilt in MakeImm's layout: the full position from
 // its 22 bits, checked by the stream's rule (rx.h) as any other.
-func (e *muxEnd) arrive(imm, n uint32) error {
-	kind, _, low := ParseLinkImm(imm)
+func (r *linkRecvs) arrive(imm, n uint32) error {
+	kind, slot, low := ParseLinkImm(imm)
 	v := uint64(low)
 	switch kind {
 	case ImmData:
-		e.lastData = advanceLink(e.lastData, low)
-		v = e.lastData
+		r.lastData = advanceLink(r.lastData, low)
+		v = r.lastData
 	case ImmCredit:
-		e.lastCredit = advanceLink(e.lastCredit, low)
-		v = e.lastCredit
+		r.lastCredit = advanceLink(r.lastCredit, low)
+		v = r.lastCredit
 	}
 	wc := verbs.WC{Status: verbs.WCSuccess, Opcode: verbs.WCRecvRDMAWithImm, ByteLen: n, ImmData: MakeImm(kind, v), HasImm: true}
-	if len(e.rq) == 0 {
-		if len(e.rnr) >= linkRNRMax {
-			return fmt.Errorf("stream %d: %d messages without a receive", e.slot, len(e.rnr))
+	if len(r.rq) == 0 {
+		if len(r.rnr) >= linkRNRMax {
+			return fmt.Errorf("stream %d: %d messages without a receive", slot, len(r.rnr))
 		}
-		e.rnr = append(e.rnr, wc)
+		r.rnr = append(r.rnr, wc)
 		return nil
 	}
-	wc.WRID = uint64(e.rq[0])
-	e.rq = e.rq[1:]
-	e.complete(wc)
+	wc.WRID = uint64(r.rq[0])
+	r.rq = r.rq[1:]
+	r.complete(wc)
 	return nil
 }
 
 // flushRecvs completes every posted receive with a flush.
-func (e *muxEnd) flushRecvs() {
-	for _, r := range e.rq {
-		e.complete(verbs.WC{WRID: uint64(r), Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv})
+func (r *linkRecvs) flushRecvs() {
+	for _, w := range r.rq {
+		r.complete(verbs.WC{WRID: uint64(w), Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv})
 	}
-	e.rq, e.rnr = nil, nil
+	r.rq, r.rnr = nil, nil
 }
+
+// postRecv posts a receive of a stream whose end is up (ended: flushed
+// at once), completing it right away with an immediate that came first.
+func (r *linkRecvs) postRecv(wrid verbs.WRID, ended bool) {
+	switch {
+	case ended:
+		r.complete(verbs.WC{WRID: uint64(wrid), Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv})
+	case len(r.rnr) > 0:
+		wc := r.rnr[0]
+		r.rnr = r.rnr[1:]
+		wc.WRID = uint64(wrid)
+		r.complete(wc)
+	default:
+		r.rq = append(r.rq, wrid)
+	}
+}
+
+// Poll takes up to len(wc) of the stream's completions.
+func (r *linkRecvs) Poll(wc []verbs.WC) (int, error) { return takeWCs(&r.cq, wc), nil }
 
 // end takes the stream's end down, once: what it posted and the link has
 // not written is flushed, its receives too, and the peer gets END.
@@ -676,22 +726,9 @@ func (e *muxEnd) PostRecv(wrid verbs.WRID) error {
 	if e.closed {
 		return errors.New("rdma sim: stream closed")
 	}
-	if e.ended {
-		e.complete(verbs.WC{WRID: uint64(wrid), Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv})
-		return nil
-	}
-	if len(e.rnr) > 0 {
-		wc := e.rnr[0]
-		e.rnr = e.rnr[1:]
-		wc.WRID = uint64(wrid)
-		e.complete(wc)
-		return nil
-	}
-	e.rq = append(e.rq, wrid)
+	e.postRecv(wrid, e.ended)
 	return nil
 }
-
-func (e *muxEnd) Poll(wc []verbs.WC) (int, error) { return takeWCs(&e.cq, wc), nil }
 
 // Notify does nothing: the engine's epoll set watches the link's socket,
 // and completions of sends happen while the engine runs.
