@@ -443,7 +443,7 @@ func (ml *muxLink) serveOpen(slot uint8, p []byte) {
 
 // accepted starts the stream a dial opened, unless the dial gave up.
 func (ml *muxLink) accepted(e *muxEnd, p []byte) error {
-	if err := checkAccept(p, e.ringBytes, e.slot); err != nil {
+	if _, err := checkAccept(p, e.ringBytes, e.slot); err != nil {
 		return err
 	}
 	e.accepted = true
@@ -456,13 +456,13 @@ func (ml *muxLink) accepted(e *muxEnd, p []byte) error {
 	return nil
 }
 
-// checkAccept checks the accept of the stream in slot, of ringBytes.
-func checkAccept(p []byte, ringBytes uint32, slot uint8) error {
+// checkAccept decodes the accept of the stream in slot, of ringBytes.
+func checkAccept(p []byte, ringBytes uint32, slot uint8) (AcceptData, error) {
 	ad, err := DecodeAcceptData(p)
 	if err != nil || ad.RingBytes != ringBytes {
-		return fmt.Errorf("bad accept of stream %d (%v)", slot, err)
+		return ad, fmt.Errorf("bad accept of stream %d (%v)", slot, err)
 	}
-	return nil
+	return ad, nil
 }
 
 // start starts the stream of an accepted stream-open over l, whose

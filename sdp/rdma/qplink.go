@@ -1,7 +1,6 @@
 package rdma
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -19,13 +18,12 @@ import (
 //	byte 0     kind: 1 OPEN, 2 ACCEPT, 3 REJECT, 4 END
 //	byte 1     stream slot, 1-255
 //	bytes 2-3  zero
-//	bytes 4-11 OPEN, ACCEPT: the address of the sender's ring that the
-//	           receiver is to write (its registration's), else zero
-//	bytes 12-15 OPEN, ACCEPT: that ring's rkey, else zero
 //	then       OPEN: ConnectData; ACCEPT: AcceptData; REJECT: the reject
 //	           block; END: nothing
 //
-// A stream-open thus carries the ring's registration with it: each
+// A stream-open thus carries the registration (RingBase, RKey) of the
+// ring the server is to write, as a connection's hello does, and the
+// accept the server's: each
 // stream's rings are registered in the link's protection domain (only the
 // ring the peer writes with remote write access), so a stream costs one
 // registration and one message, not a queue pair and a handshake.
@@ -50,7 +48,7 @@ const (
 	qpLinkReject = 3
 	qpLinkEnd    = 4
 
-	qpLinkHdr = 16
+	qpLinkHdr = 4
 	// QPLinkMsgMax is the largest message on a link: the size of each
 	// of its receive buffers.
 	QPLinkMsgMax = qpLinkHdr + SizeofConnectData
@@ -69,49 +67,43 @@ const (
 // qpLinkMsg is a parsed link message.
 type qpLinkMsg struct {
 	kind, slot uint8
-	addr       uint64
-	rkey       uint32
 	body       []byte
 }
 
 // parseQPLinkMsg checks a message the peer sent: its length against its
-// kind, the reserved bytes, and that only an OPEN or ACCEPT carries a
-// registration. The address is only ever a remote address of our writes
-// (the peer's device checks it); the body is decoded by its kind's
-// decoder.
+// kind and the reserved bytes; the body is decoded (and checked) by its
+// kind's decoder. A registration it carries is only ever the remote
+// address of our writes (the peer's device checks it).
 func parseQPLinkMsg(b []byte) (qpLinkMsg, error) {
 	if len(b) < qpLinkHdr || len(b) > QPLinkMsgMax {
 		return qpLinkMsg{}, fmt.Errorf("%w: link message of %d bytes", ErrWire, len(b))
 	}
-	m := qpLinkMsg{kind: b[0], slot: b[1], addr: binary.LittleEndian.Uint64(b[4:]),
-		rkey: binary.LittleEndian.Uint32(b[12:]), body: b[qpLinkHdr:]}
+	m := qpLinkMsg{kind: b[0], slot: b[1], body: b[qpLinkHdr:]}
 	if b[2] != 0 || b[3] != 0 || m.slot == 0 {
 		return m, fmt.Errorf("%w: link message of kind %d for stream %d, reserved %#x", ErrWire, m.kind, m.slot, b[2:4])
 	}
-	want, reg := 0, false
+	want := 0
 	switch m.kind {
 	case qpLinkOpen:
-		want, reg = SizeofConnectData, true
+		want = SizeofConnectData
 	case qpLinkAccept:
-		want, reg = SizeofAcceptData, true
+		want = SizeofAcceptData
 	case qpLinkReject:
 		want = SizeofRejectData
 	case qpLinkEnd:
 	default:
 		return m, fmt.Errorf("%w: link message of kind %d", ErrWire, m.kind)
 	}
-	if len(m.body) != want || !reg && (m.addr != 0 || m.rkey != 0) {
-		return m, fmt.Errorf("%w: link message of kind %d: %d bytes, ring %#x key %#x", ErrWire, m.kind, len(m.body), m.addr, m.rkey)
+	if len(m.body) != want {
+		return m, fmt.Errorf("%w: link message of kind %d: %d bytes", ErrWire, m.kind, len(m.body))
 	}
 	return m, nil
 }
 
 // qpLinkMessage builds a link message.
-func qpLinkMessage(kind, slot uint8, addr uint64, rkey uint32, body []byte) []byte {
+func qpLinkMessage(kind, slot uint8, body []byte) []byte {
 	b := make([]byte, qpLinkHdr+len(body))
 	b[0], b[1] = kind, slot
-	binary.LittleEndian.PutUint64(b[4:], addr)
-	binary.LittleEndian.PutUint32(b[12:], rkey)
 	copy(b[qpLinkHdr:], body)
 	return b
 }
@@ -318,7 +310,7 @@ func (ql *qpLink) apply(b []byte) error {
 func (ql *qpLink) serveOpen(m qpLinkMsg) {
 	reject := func(code RejectCode, why error) {
 		ql.logf("rdma: link to %s: refused stream %d: %s: %v", ql.name, m.slot, code, why)
-		ql.send(qpLinkMessage(qpLinkReject, m.slot, 0, 0, code.Marshal()))
+		ql.send(qpLinkMessage(qpLinkReject, m.slot, code.Marshal()))
 	}
 	cd, err := DecodeConnectData(m.body)
 	if err == nil && cd.RingBytes > linkMaxRing {
@@ -340,9 +332,9 @@ func (ql *qpLink) serveOpen(m qpLinkMsg) {
 		return
 	}
 	e := ql.newEnd(m.slot, o.seg, sdp.SideServer, reg)
-	e.raddr, e.rkey, e.accepted = m.addr, m.rkey, true
-	ad, _ := AcceptData{RingBytes: cd.RingBytes}.Marshal()
-	ql.send(qpLinkMessage(qpLinkAccept, m.slot, reg.raddr, reg.rkey, ad))
+	e.raddr, e.rkey, e.accepted = cd.RingBase, cd.RKey, true
+	ad, _ := AcceptData{RingBytes: cd.RingBytes, RKey: reg.rkey, RingBase: reg.raddr}.Marshal()
+	ql.send(qpLinkMessage(qpLinkAccept, m.slot, ad))
 	st, err := ql.eng.addStream(o.id, o.seg, sdp.SideServer, e, o.comp, o.wakeTx)
 	if err != nil {
 		e.drop()
@@ -353,12 +345,12 @@ func (ql *qpLink) serveOpen(m qpLinkMsg) {
 	ql.logf("rdma: accepted %s (link to %s, stream %d) as connection %d", cd.Client, ql.name, m.slot, st.id)
 }
 
-// openStream posts a stream-open for the connect data cd of a dial whose
+// openStream posts a stream-open for the hello cd of a dial whose
 // engine mapping is seg; o hears the answer. Once it returns an end, the
 // link owns seg (registered, it stays mapped until the stream and the
 // peer are done with it, whatever the dial does). It fails with
 // errLinkFull when the link has no free slot.
-func (ql *qpLink) openStream(seg *sdp.Segment, cd []byte, o *linkOpen) (*qpEnd, error) {
+func (ql *qpLink) openStream(seg *sdp.Segment, cd ConnectData, o *linkOpen) (*qpEnd, error) {
 	if ql.broken {
 		return nil, fmt.Errorf("%w: link to %s is broken", sdp.ErrHandshake, ql.name)
 	}
@@ -370,18 +362,25 @@ func (ql *qpLink) openStream(seg *sdp.Segment, cd []byte, o *linkOpen) (*qpEnd, 
 	if err != nil {
 		return nil, resourceError(err)
 	}
+	cd.RingBytes, cd.RKey, cd.RingBase = seg.RingBytes, reg.rkey, reg.raddr
+	hello, err := cd.Marshal()
+	if err != nil {
+		_ = ql.wire.deregStream(reg)
+		return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
+	}
 	e := ql.newEnd(slot, seg, sdp.SideClient, reg)
 	e.open = o
-	ql.send(qpLinkMessage(qpLinkOpen, slot, reg.raddr, reg.rkey, cd))
+	ql.send(qpLinkMessage(qpLinkOpen, slot, hello))
 	return e, nil
 }
 
 // accepted starts the stream a dial opened, unless the dial gave up.
 func (ql *qpLink) accepted(e *qpEnd, m qpLinkMsg) error {
-	if err := checkAccept(m.body, e.ringBytes, e.slot); err != nil {
+	ad, err := checkAccept(m.body, e.ringBytes, e.slot)
+	if err != nil {
 		return err
 	}
-	e.raddr, e.rkey, e.accepted = m.addr, m.rkey, true
+	e.raddr, e.rkey, e.accepted = ad.RingBase, ad.RKey, true
 	o := e.open
 	e.open = nil
 	if st := o.start(ql.eng, e.seg, e, e.drop); st != nil {
@@ -551,7 +550,7 @@ func (e *qpEnd) end() {
 	}
 	ql.waiting = keep
 	e.flushRecvs()
-	ql.send(qpLinkMessage(qpLinkEnd, e.slot, 0, 0, nil))
+	ql.send(qpLinkMessage(qpLinkEnd, e.slot, nil))
 }
 
 // settle frees the slot once both ends said END, and the registration

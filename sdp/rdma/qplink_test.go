@@ -311,7 +311,7 @@ func (p *qpPair) dial(port uint16) ([2]*fakeApp, error) {
 		return [2]*fakeApp{}, err
 	}
 	dst := netip.MustParseAddrPort(fmt.Sprintf("10.0.0.2:%d", port))
-	cd, _ := ConnectData{RingBytes: p.ring, Client: netip.MustParseAddrPort("10.0.0.1:40000"), Server: dst}.Marshal()
+	cd := ConnectData{RingBytes: p.ring, Client: netip.MustParseAddrPort("10.0.0.1:40000"), Server: dst}
 	o := &linkOpen{dst: dst, wake: ws.engine, wakeTx: ws.engineTx, done: make(chan error, 1)}
 	var oerr error
 	if derr := p.eng[0].Do(func() { _, oerr = p.link[0].openStream(m, cd, o) }); derr != nil || oerr != nil {
@@ -521,14 +521,14 @@ func TestQPLinkHostile(t *testing.T) {
 		do   func(p *qpPair, w *fakeWire, reg qpReg) error
 	}{
 		{"bad message", func(_ *qpPair, w *fakeWire, _ qpReg) error {
-			return w.postSend(verbs.MakeWRID(wrLinkMsg, 0, 1), []byte{qpLinkEnd, 1, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0})
+			return w.postSend(verbs.MakeWRID(wrLinkMsg, 0, 1), []byte{qpLinkEnd, 1, 0, 0, 1})
 		}},
 		{"end of a stream not open", func(_ *qpPair, w *fakeWire, _ qpReg) error {
-			return w.postSend(verbs.MakeWRID(wrLinkMsg, 0, 1), qpLinkMessage(qpLinkEnd, 200, 0, 0, nil))
+			return w.postSend(verbs.MakeWRID(wrLinkMsg, 0, 1), qpLinkMessage(qpLinkEnd, 200, nil))
 		}},
 		{"open to the dialer", func(_ *qpPair, w *fakeWire, _ qpReg) error {
 			cd, _ := ConnectData{RingBytes: 4096, Client: netip.MustParseAddrPort("10.0.0.2:1"), Server: netip.MustParseAddrPort("10.0.0.1:2")}.Marshal()
-			return w.postSend(verbs.MakeWRID(wrLinkMsg, 0, 1), qpLinkMessage(qpLinkOpen, 9, 0, 0, cd))
+			return w.postSend(verbs.MakeWRID(wrLinkMsg, 0, 1), qpLinkMessage(qpLinkOpen, 9, cd))
 		}},
 		{"immediate of a stream not open", func(_ *qpPair, w *fakeWire, _ qpReg) error {
 			return w.postWrite(verbs.MakeWRID(wrData, 1, 1), 0, 0, 0, 0, 0, MakeLinkImm(77, MakeImm(ImmData, 1)), true)
@@ -572,10 +572,10 @@ func TestParseQPLinkMsg(t *testing.T) {
 	cd, _ := ConnectData{RingBytes: 4096, Client: netip.MustParseAddrPort("10.0.0.1:1"), Server: netip.MustParseAddrPort("10.0.0.2:2")}.Marshal()
 	ad, _ := AcceptData{RingBytes: 4096}.Marshal()
 	ok := [][]byte{
-		qpLinkMessage(qpLinkOpen, 1, 0x1000, 7, cd),
-		qpLinkMessage(qpLinkAccept, 255, 0x2000, 9, ad),
-		qpLinkMessage(qpLinkReject, 3, 0, 0, RejectNoListener.Marshal()),
-		qpLinkMessage(qpLinkEnd, 4, 0, 0, nil),
+		qpLinkMessage(qpLinkOpen, 1, cd),
+		qpLinkMessage(qpLinkAccept, 255, ad),
+		qpLinkMessage(qpLinkReject, 3, RejectNoListener.Marshal()),
+		qpLinkMessage(qpLinkEnd, 4, nil),
 	}
 	for _, b := range ok {
 		if _, err := parseQPLinkMsg(b); err != nil {
@@ -585,15 +585,15 @@ func TestParseQPLinkMsg(t *testing.T) {
 	bad := [][]byte{
 		nil,
 		make([]byte, qpLinkHdr-1),
-		qpLinkMessage(qpLinkEnd, 0, 0, 0, nil),                   // stream 0
-		qpLinkMessage(qpLinkEnd, 1, 0x1000, 0, nil),              // a registration on an END
-		qpLinkMessage(qpLinkReject, 1, 0, 5, []byte{0, 0, 0, 1}), // and on a REJECT
-		qpLinkMessage(qpLinkEnd, 1, 0, 0, []byte{1}),             // a body on an END
-		qpLinkMessage(qpLinkOpen, 1, 0, 0, cd[:10]),              // short
-		qpLinkMessage(qpLinkAccept, 1, 0, 0, cd),                 // long
-		qpLinkMessage(qpLinkOpen, 1, 0, 0, append(bytes.Clone(cd), 0)),
-		qpLinkMessage(5, 1, 0, 0, nil),
-		append([]byte{qpLinkEnd, 1, 1, 0}, make([]byte, 12)...), // reserved
+		qpLinkMessage(qpLinkEnd, 0, nil),              // stream 0
+		qpLinkMessage(qpLinkReject, 1, nil),           // no code
+		qpLinkMessage(qpLinkEnd, 1, []byte{1}),        // a body on an END
+		qpLinkMessage(qpLinkOpen, 1, cd[:10]),         // short
+		qpLinkMessage(qpLinkAccept, 1, cd),            // long
+		qpLinkMessage(qpLinkOpen, 1, append(cd, 0)),   // longer than a buffer
+		qpLinkMessage(5, 1, nil),                      // no such kind
+		{qpLinkEnd, 1, 1, 0},                          // reserved
+		append([]byte{qpLinkEnd, 1, 0, 0}, ad[:4]...), // a body on an END
 	}
 	for _, b := range bad {
 		if _, err := parseQPLinkMsg(b); !errors.Is(err, ErrWire) {
@@ -606,8 +606,8 @@ func TestParseQPLinkMsg(t *testing.T) {
 // of a known kind, names a stream, and has exactly its kind's body.
 func FuzzParseQPLinkMsg(f *testing.F) {
 	ad, _ := AcceptData{RingBytes: 4096}.Marshal()
-	f.Add(qpLinkMessage(qpLinkAccept, 2, 0x1000, 3, ad))
-	f.Add(qpLinkMessage(qpLinkEnd, 2, 0, 0, nil))
+	f.Add(qpLinkMessage(qpLinkAccept, 2, ad))
+	f.Add(qpLinkMessage(qpLinkEnd, 2, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := parseQPLinkMsg(b)
 		if err != nil {
