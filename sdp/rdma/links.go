@@ -210,6 +210,7 @@ type linkOpen struct {
 	wake, wakeTx int // the engine's ends of the application's wake sockets
 	done         chan error
 	cancelled    bool // the dial gave up: an accept is answered by END
+	taken        bool // a qpLink took the dial's mapping (qpLink.openStream)
 }
 
 func (ml *muxLink) newEnd(slot uint8, seg *sdp.Segment, side int) *muxEnd {
@@ -758,22 +759,9 @@ func (s *Sim) dialLink(dst, local netip.AddrPort, ringBytes uint32, deadline tim
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
 	}
-	seg, err := sdp.CreateSegment(ringBytes)
+	seg, mirror, ws, err := newStreamDial(ringBytes, local, dst, s.cfg.PID, s.cfg.HiddenBase)
 	if err != nil {
-		return nil, resourceError(err)
-	}
-	seg.InitHeader(local, dst, s.cfg.PID)
-	seg.SetFlags(sdp.SegRDMA)
-	mirror, err := seg.Mirror()
-	if err != nil {
-		seg.Close()
-		return nil, resourceError(err)
-	}
-	ws, err := newWakeSockets(s.cfg.HiddenBase)
-	if err != nil {
-		mirror.Close()
-		seg.Close()
-		return nil, resourceError(err)
+		return nil, err
 	}
 	fail := func(err error) (*sdp.Endpoint, error) {
 		mirror.Close()
@@ -823,6 +811,27 @@ func (s *Sim) dialLink(dst, local netip.AddrPort, ringBytes uint32, deadline tim
 		return fail(err)
 	}
 	return ws.endpoint(seg, local, dst), nil
+}
+
+// newStreamDial makes what a dial of a stream on a link needs: the
+// segment, the engine's mapping of it and the wake sockets. On error
+// nothing is left.
+func newStreamDial(ringBytes uint32, local, dst netip.AddrPort, pid, hiddenBase int) (seg, mirror *sdp.Segment, ws wakeSockets, err error) {
+	if seg, err = sdp.CreateSegment(ringBytes); err != nil {
+		return nil, nil, ws, resourceError(err)
+	}
+	seg.InitHeader(local, dst, pid)
+	seg.SetFlags(sdp.SegRDMA)
+	if mirror, err = seg.Mirror(); err != nil {
+		seg.Close()
+		return nil, nil, ws, resourceError(err)
+	}
+	if ws, err = newWakeSockets(hiddenBase); err != nil {
+		mirror.Close()
+		seg.Close()
+		return nil, nil, ws, resourceError(err)
+	}
+	return seg, mirror, ws, nil
 }
 
 // errNoLink means no link reaches the listener yet: the dial makes one

@@ -194,17 +194,28 @@ func newQPLink(eng *Engine, w qpWire, name string, client bool, logf func(string
 }
 
 // ready takes the wire's completions and hands each to its stream, or
-// applies the peer's message; a violation breaks the link.
+// applies the peer's message; a violation breaks the link. Once the CQ is
+// empty it arms it (and looks once more), whether or not a stream is open:
+// a stream-open may come to an idle link.
 func (ql *qpLink) ready() {
-	for !ql.broken {
+	for armed := false; !ql.broken; {
 		n, err := ql.wire.poll(ql.wc)
 		if err != nil {
 			ql.fail(fmt.Errorf("poll: %w", err))
 			return
 		}
 		if n == 0 {
-			return
+			if armed {
+				return
+			}
+			if err := ql.wire.notify(); err != nil {
+				ql.fail(fmt.Errorf("arm: %w", err))
+				return
+			}
+			armed = true
+			continue
 		}
+		armed = false
 		for i := 0; i < n && !ql.broken; i++ {
 			if err := ql.take(ql.wc[i]); err != nil {
 				ql.fail(err)

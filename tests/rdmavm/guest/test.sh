@@ -470,6 +470,47 @@ wirecut() {
 	on A ip neigh flush dev eth0
 }
 
+# ---- links: OSF_RDMA_LINKS=1 at both ends (docs/RDMA.md, "Links"): one
+# client process's connections to one server process are streams on one
+# link (one RC QP in the client), bytes verified, one of them reset while
+# its siblings run, one written by a fork child; then a link failure (the
+# server killed) resets every stream on it
+links() {
+	local n=4
+	if [ "$GUEST" = A ]; then
+		OSF_RDMA_LINKS=1 osf links-server timeout 600 python3 "$GUESTDIR/links.py" server "$ADDR" 7400 $n >"$OUT/links-server.txt" 2>&1 &
+		local sp=$!
+		wait_listen 7400
+		barrier links-go
+		wait $sp
+		check "links: the server got $n connections' bytes and 1 reset" grep -q "^served $n reset 1\$" "$OUT/links-server.txt"
+		check "links: one link accepted" test "$(grep -c 'rdma: link from ' "$OUT/osf-links-server-A.log")" = 1
+		check "links: $((n + 1)) streams accepted on it" test "$(grep -c 'rdma: accepted .* (link to ' "$OUT/osf-links-server-A.log")" = $((n + 1))
+		OSF_RDMA_LINKS=1 osf links-kill timeout 300 python3 "$GUESTDIR/peer.py" streamer listen "$ADDR" 7401 >"$OUT/links-kill.txt" 2>&1 &
+		sp=$!
+		wait_listen 7401
+		barrier links-kill
+		wait $sp
+		barrier links-done 600
+	else
+		barrier links-go
+		local out
+		out=$(OSF_RDMA_LINKS=1 osf links-client timeout 600 python3 "$GUESTDIR/links.py" client "$PEER_ADDR" 7400 $n 4 2>&1)
+		echo "  $out" | tr '\n' ' '
+		echo
+		check "links: $n streams, bytes verified, one written by a fork child" grep -q '^parent ok child ok$' <<<"$out"
+		check "links: one RC QP in the client for $((n + 1)) connections" grep -q '^qps 1$' <<<"$out"
+		check "links: one link made" test "$(grep -c 'rdma: link to .* made' "$OUT/osf-links-client-B.log")" = 1
+		check "links: $((n + 1)) streams on it" test "$(grep -c 'rdma: connection .*: stream .* on link to ' "$OUT/osf-links-client-B.log")" = $((n + 1))
+		barrier links-kill
+		OSF_RDMA_LINKS=1 osf links-watch timeout 300 python3 "$GUESTDIR/peer.py" watcher connect "$PEER_ADDR" 7401 K 120 >"$OUT/links-watch.txt" 2>&1
+		check "links: the link's failure (server killed) resets its stream: $(tr '\n' ' ' <"$OUT/links-watch.txt")" \
+			grep -q 'result=ECONNRESET' "$OUT/links-watch.txt"
+		check "links: that stream was on a link" grep -q 'on link to ' "$OUT/osf-links-watch-B.log"
+		barrier links-done
+	fi
+}
+
 # ---- quick: make test's reduced set
 quick() {
 	conformance_quick

@@ -1,0 +1,108 @@
+"""links.py: tests/rdmavm's streams on a link (OSF_RDMA_LINKS=1).
+
+  links.py server ADDR PORT N
+      Serves N connections on ADDR:PORT at once: each is read to its end
+      and the SHA-256 of what came is sent back; a connection reset by
+      its client is counted. Prints "served N reset R".
+  links.py client ADDR PORT N MIB
+      Opens N connections to ADDR:PORT and one more, which it resets
+      (SO_LINGER 0) after a first write while the others run; prints the
+      RC queue pairs this process holds ("qps Q", from `rdma res show
+      qp`), then forks: the child sends on the last connection, the
+      parent's threads on the others (MIB MiB each, a pattern of its own);
+      each shuts down writing and checks the SHA-256 that comes back.
+      Prints "parent ok|bad child ok|bad"."""
+import hashlib
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+
+
+def server(addr, port, n):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((addr, port))
+    ls.listen(64)
+    print("listening", flush=True)
+    resets = []
+
+    def serve(c):
+        h = hashlib.sha256()
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                h.update(b)
+            c.sendall(h.digest())
+        except ConnectionResetError:
+            resets.append(1)
+        c.close()
+
+    ts = []
+    for _ in range(n + 1):
+        c, _ = ls.accept()
+        t = threading.Thread(target=serve, args=(c,))
+        t.start()
+        ts.append(t)
+    for t in ts:
+        t.join()
+    print("served", n, "reset", len(resets), flush=True)
+
+
+def qps():
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    out = subprocess.run(["rdma", "res", "show", "qp"], env=env, capture_output=True, text=True).stdout
+    return sum(1 for line in out.splitlines() if f"pid {os.getpid()} " in line and "type RC" in line)
+
+
+def client(addr, port, n, mib):
+    cs = [socket.create_connection((addr, port), timeout=120) for _ in range(n)]
+    for c in cs:
+        c.settimeout(None)
+    r = socket.create_connection((addr, port), timeout=120)
+    r.sendall(b"x" * 65536)
+    print("qps", qps(), flush=True)
+    r.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    r.close()
+
+    def run(i):
+        data = bytes((j * 7 + i * 13) & 0xFF for j in range(65536)) * (16 * mib)
+        c = cs[i]
+        c.sendall(data)
+        c.shutdown(socket.SHUT_WR)
+        got = b""
+        while len(got) < 32:
+            b = c.recv(32 - len(got))
+            if not b:
+                break
+            got += b
+        return got == hashlib.sha256(data).digest()
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if run(n - 1) else 1)
+    res = [False] * (n - 1)
+
+    def th(i):
+        res[i] = run(i)
+
+    ts = [threading.Thread(target=th, args=(i,)) for i in range(n - 1)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    _, st = os.waitpid(pid, 0)
+    print("parent", "ok" if all(res) else "bad", "child", "ok" if st == 0 else "bad", flush=True)
+
+
+if __name__ == "__main__":
+    what, addr, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    if what == "server":
+        server(addr, port, n)
+    else:
+        client(addr, port, n, int(sys.argv[5]))
