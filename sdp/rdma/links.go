@@ -422,7 +422,7 @@ func (ml *muxLink) serveOpen(slot uint8, p []byte) {
 		reject(RejectBadHello, err)
 		return
 	}
-	o, code, err := s.offer(ml.name, cd)
+	o, code, err := s.offer(ml.name, cd, true)
 	if err != nil {
 		reject(code, err)
 		return
@@ -821,7 +821,7 @@ func newStreamDial(ringBytes uint32, local, dst netip.AddrPort, pid, hiddenBase 
 		return nil, nil, ws, resourceError(err)
 	}
 	seg.InitHeader(local, dst, pid)
-	seg.SetFlags(sdp.SegRDMA)
+	seg.SetFlags(sdp.SegRDMA | sdp.SegLink)
 	if mirror, err = seg.Mirror(); err != nil {
 		seg.Close()
 		return nil, nil, ws, resourceError(err)

@@ -281,7 +281,7 @@ func (t *Transport) acceptLink(id *verbs.CMID, cd ConnectData, l *listener) (Rej
 		return RejectSetup, err
 	}
 	ql.offer = func(cd ConnectData) (offered, RejectCode, error) {
-		o, code, gone, err := offerConn(t.eng, l.name, cd, t.cfg.HiddenBase)
+		o, code, gone, err := offerConn(t.eng, l.name, cd, true, t.cfg.HiddenBase)
 		if gone && t.listeners[l.id] == l {
 			t.cfg.Logf("rdma: the listener on %s is gone; closing its RDMA listener", l.addr)
 			t.closeListener(l)

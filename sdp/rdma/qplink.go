@@ -182,13 +182,16 @@ type qpLink struct {
 	logf   func(string, ...any)
 }
 
-// newQPLink makes a link over w and posts its receives.
+// newQPLink makes a link over w, posts its receives and arms its CQ.
 func newQPLink(eng *Engine, w qpWire, name string, client bool, logf func(string, ...any)) (*qpLink, error) {
 	ql := &qpLink{eng: eng, wire: w, name: name, client: client, wc: make([]verbs.WC, 32), logf: logf}
 	for i := range qpLinkRecvs {
 		if err := w.postRecv(verbs.MakeWRID(wrLinkRecv, 0, uint32(i)), i); err != nil {
 			return nil, fmt.Errorf("rdma: link receive: %w", err)
 		}
+	}
+	if err := w.notify(); err != nil {
+		return nil, fmt.Errorf("rdma: link arm: %w", err)
 	}
 	return ql, nil
 }

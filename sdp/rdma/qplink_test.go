@@ -104,11 +104,15 @@ func (w *fakeWire) registered() int {
 	return len(w.regs)
 }
 
-// complete queues a completion; mu held.
+// complete queues a completion, waking the engine when the CQ is armed;
+// mu held.
 func (w *fakeWire) complete(wc verbs.WC) {
 	w.cq = append(w.cq, wc)
-	var one = [8]byte{1}
-	_, _ = unix.Write(w.efd, one[:])
+	if w.armed {
+		w.armed = false
+		var one = [8]byte{1}
+		_, _ = unix.Write(w.efd, one[:])
+	}
 }
 
 func (w *fakeWire) postLocked(s fakeSend) error {
@@ -223,7 +227,19 @@ func (w *fakeWire) poll(wc []verbs.WC) (int, error) {
 	return takeWCs(&w.cq, wc), nil
 }
 
-func (w *fakeWire) notify() error { return nil }
+// notify arms the CQ: the next completion wakes the engine (at once if
+// there are some).
+func (w *fakeWire) notify() error {
+	w.qp.mu.Lock()
+	defer w.qp.mu.Unlock()
+	w.armed = true
+	if len(w.cq) > 0 {
+		w.armed = false
+		var one = [8]byte{1}
+		_, _ = unix.Write(w.efd, one[:])
+	}
+	return nil
+}
 
 func (w *fakeWire) disconnect() error {
 	w.qp.mu.Lock()

@@ -196,7 +196,7 @@ func (s *Sim) serve(name string, fd int, cd ConnectData) {
 		_ = simSend(fd, simReject, code.Marshal())
 		unix.Close(fd)
 	}
-	o, code, err := s.offer(name, cd)
+	o, code, err := s.offer(name, cd, false)
 	if err != nil {
 		reject(code, err)
 		return
@@ -233,8 +233,8 @@ func (o offered) release(e *Engine) {
 
 // offer is offerConn on the stand-in: a companion that is gone closes its
 // simulated RDMA listener. Engine goroutine.
-func (s *Sim) offer(name string, cd ConnectData) (offered, RejectCode, error) {
-	o, code, gone, err := offerConn(s.eng, name, cd, s.cfg.HiddenBase)
+func (s *Sim) offer(name string, cd ConnectData, link bool) (offered, RejectCode, error) {
+	o, code, gone, err := offerConn(s.eng, name, cd, link, s.cfg.HiddenBase)
 	if _, ok := s.listeners[name]; ok && gone {
 		s.cfg.Logf("rdma sim: the listener of %s is gone; closing its simulated RDMA listener", name)
 		s.closeListener(name)
@@ -248,8 +248,9 @@ func (s *Sim) offer(name string, cd ConnectData) (offered, RejectCode, error) {
 // its exit must wait for the stream) and the hello with the segment and
 // the writers' wake socket. On failure nothing is left, code is what to
 // refuse the request with, and gone says the companion is gone (its
-// listener should close). Engine goroutine.
-func offerConn(eng *Engine, name string, cd ConnectData, hiddenBase int) (o offered, code RejectCode, gone bool, err error) {
+// listener should close). link marks the segment as a stream on a link
+// (sdp.SegLink). Engine goroutine.
+func offerConn(eng *Engine, name string, cd ConnectData, link bool, hiddenBase int) (o offered, code RejectCode, gone bool, err error) {
 	comp, code, gone, err := openCompanion(name, hiddenBase)
 	if err != nil {
 		return offered{}, code, gone, err
@@ -258,6 +259,9 @@ func offerConn(eng *Engine, name string, cd ConnectData, hiddenBase int) (o offe
 	if err != nil {
 		unix.Close(comp)
 		return offered{}, RejectResource, false, err
+	}
+	if link {
+		seg.SetFlags(sdp.SegLink)
 	}
 	id := eng.allocID()
 	appTx, wakeTx, err := wakePair(hiddenBase)

@@ -14,6 +14,7 @@
       Prints "parent ok|bad child ok|bad"."""
 import hashlib
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -57,7 +58,8 @@ def qps():
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     out = subprocess.run(["rdma", "res", "show", "qp"], env=env, capture_output=True, text=True).stdout
-    return sum(1 for line in out.splitlines() if f"pid {os.getpid()} " in line and "type RC" in line)
+    mine = re.compile(rf"\bpid {os.getpid()}\b")
+    return sum(1 for line in out.splitlines() if mine.search(line) and "type RC" in line)
 
 
 def client(addr, port, n, mib):
