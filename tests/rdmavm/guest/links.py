@@ -11,7 +11,13 @@
       qp`), then forks: the child sends on the last connection, the
       parent's threads on the others (MIB MiB each, a pattern of its own);
       each shuts down writing and checks the SHA-256 that comes back.
-      Prints "parent ok|bad child ok|bad"."""
+      Prints "parent ok|bad child ok|bad".
+  links.py hold ADDR PORT N
+      The qp row of make bench-rdma: the server (on ADDR) accepts N
+      connections and holds them until each ends; the client opens N
+      connections at once, and both print the RC queue pairs this process
+      holds with them open ("qps Q conns N secs S", S: the client's time
+      to open them), then the client closes them."""
 import hashlib
 import os
 import re
@@ -20,6 +26,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 
 def server(addr, port, n):
@@ -102,9 +109,34 @@ def client(addr, port, n, mib):
     print("parent", "ok" if all(res) else "bad", "child", "ok" if st == 0 else "bad", flush=True)
 
 
+def hold(addr, port, n, serve):
+    if serve:
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind((addr, port))
+        ls.listen(n)
+        print("listening", flush=True)
+        cs = [ls.accept()[0] for _ in range(n)]
+        print("qps", qps(), "conns", n, flush=True)
+        for c in cs:
+            c.recv(1)
+            c.close()
+        return
+    t0 = time.time()
+    cs = [socket.create_connection((addr, port), timeout=120) for _ in range(n)]
+    secs = time.time() - t0
+    print("qps", qps(), "conns", n, "secs", round(secs, 2), flush=True)
+    for c in cs:
+        c.close()
+
+
 if __name__ == "__main__":
     what, addr, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     if what == "server":
         server(addr, port, n)
+    elif what == "hold-server":
+        hold(addr, port, n, True)
+    elif what == "hold":
+        hold(addr, port, n, False)
     else:
         client(addr, port, n, int(sys.argv[5]))
