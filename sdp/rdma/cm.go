@@ -176,10 +176,16 @@ func (t *Transport) dropTaken(sp *spare) {
 // (an idle thread woken to hand the thread its P); the eventfd wakes the
 // sleeping thread directly.
 func (d *dialer) wait(timeout time.Duration) (answered bool, err error) {
+	return waitReady(d.ready, d.res, timeout)
+}
+
+// waitReady is dialer.wait for an answer on res whose sender writes the
+// eventfd ready first.
+func waitReady(ready int, res chan error, timeout time.Duration) (answered bool, err error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		select {
-		case err := <-d.res:
+		case err := <-res:
 			return true, err
 		default:
 		}
@@ -187,19 +193,19 @@ func (d *dialer) wait(timeout time.Duration) (answered bool, err error) {
 		if left <= 0 {
 			return false, nil
 		}
-		fds := []unix.PollFd{{Fd: int32(d.ready), Events: unix.POLLIN}}
+		fds := []unix.PollFd{{Fd: int32(ready), Events: unix.POLLIN}}
 		_, perr := unix.Poll(fds, int((left+time.Millisecond-1)/time.Millisecond))
 		if perr != nil && perr != unix.EINTR {
 			// Cannot sleep on the eventfd: wait on the channel.
 			select {
-			case err := <-d.res:
+			case err := <-res:
 				return true, err
 			case <-time.After(time.Until(deadline)):
 				return false, nil
 			}
 		}
 		if perr == nil && fds[0].Revents&unix.POLLIN != 0 {
-			return true, <-d.res // sent right after the eventfd was written
+			return true, <-res // sent right after the eventfd was written
 		}
 	}
 }

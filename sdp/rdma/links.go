@@ -211,6 +211,16 @@ type linkOpen struct {
 	done         chan error
 	cancelled    bool // the dial gave up: an accept is answered by END
 	taken        bool // a qpLink took the dial's mapping (qpLink.openStream)
+	ready        int  // > 0: an eventfd written just before the answer (the dial sleeps on it)
+}
+
+// finish answers the dial.
+func (o *linkOpen) finish(err error) {
+	if o.ready > 0 {
+		var one = [8]byte{1}
+		_, _ = unix.Write(o.ready, one[:])
+	}
+	o.done <- err
 }
 
 func (ml *muxLink) newEnd(slot uint8, seg *sdp.Segment, side int) *muxEnd {
@@ -477,10 +487,10 @@ func (o *linkOpen) start(eng *Engine, seg *sdp.Segment, l Link, drop func()) *st
 	st, err := eng.addStream(eng.allocID(), seg, sdp.SideClient, l, o.wake, o.wakeTx)
 	if err != nil {
 		drop()
-		o.done <- resourceError(err)
+		o.finish(resourceError(err))
 		return nil
 	}
-	o.done <- nil
+	o.finish(nil)
 	return st
 }
 
@@ -504,7 +514,7 @@ func (ml *muxLink) rejected(e *muxEnd, p []byte) {
 	}
 	ml.free(e)
 	if !o.cancelled {
-		o.done <- rejectError(o.dst, code)
+		o.finish(rejectError(o.dst, code))
 	}
 }
 
@@ -551,7 +561,7 @@ func (ml *muxLink) fail(why error) {
 		if o := e.open; o != nil {
 			e.open = nil
 			if !o.cancelled {
-				o.done <- fmt.Errorf("%w: link broke: %v", sdp.ErrHandshake, why)
+				o.finish(fmt.Errorf("%w: link broke: %v", sdp.ErrHandshake, why))
 			}
 		}
 		ml.ends[slot] = nil

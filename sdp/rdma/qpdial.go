@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/verbs"
 )
@@ -57,6 +59,13 @@ func (t *Transport) dialStream(dst, local netip.AddrPort, ringBytes uint32, time
 		return nil, err
 	}
 	o := &linkOpen{dst: dst, wake: ws.engine, wakeTx: ws.engineTx, done: make(chan error, 1)}
+	if o.ready, err = t.readyFD(); err != nil {
+		o.ready = 0
+		closeOpen(ws.app, ws.appTx, ws.engine, ws.engineTx)
+		mirror.Close()
+		seg.Close()
+		return nil, resourceError(err)
+	}
 	fail := func(err error) (*sdp.Endpoint, error) {
 		if !o.taken { // else the link unmaps it once done with it
 			mirror.Close()
@@ -67,19 +76,22 @@ func (t *Transport) dialStream(dst, local netip.AddrPort, ringBytes uint32, time
 	}
 	lw := linkWaiter{seg: mirror, cd: ConnectData{RingBytes: ringBytes, Client: local, Server: dst}, o: o}
 	if derr := t.eng.Do(func() { t.openOnLink(dst, local, lw, deadline) }); derr != nil {
+		unix.Close(o.ready)
 		return fail(derr)
 	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	select {
-	case err = <-o.done:
-	case <-timer.C:
-		_ = t.eng.Do(func() { o.cancelled = true })
+	ready := o.ready
+	answered, err := waitReady(ready, o.done, time.Until(deadline))
+	if !answered {
+		// From now on the engine neither answers nor writes the eventfd.
+		_ = t.eng.Do(func() { o.cancelled, o.ready = true, 0 })
 		select {
 		case err = <-o.done:
 		default:
 			err = fmt.Errorf("%w: %s: no answer to the stream-open within %v: %w", sdp.ErrHandshake, dst, timeout, verbs.ErrTimeout)
 		}
+		unix.Close(ready) // perhaps written: not reused
+	} else {
+		t.putReadyFD(ready)
 	}
 	if err != nil {
 		return fail(err)
@@ -94,7 +106,7 @@ func (t *Transport) dialStream(dst, local netip.AddrPort, ringBytes uint32, time
 func (t *Transport) openOnLink(dst, local netip.AddrPort, w linkWaiter, deadline time.Time) {
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	if w.o.cancelled {
-		w.o.done <- fmt.Errorf("%w: %s: gave up", sdp.ErrHandshake, dst)
+		w.o.finish(fmt.Errorf("%w: %s: gave up", sdp.ErrHandshake, dst))
 		return
 	}
 	if ql := t.qlinks[dst]; ql != nil && !ql.broken {
@@ -121,14 +133,14 @@ func (t *Transport) openOnLink(dst, local netip.AddrPort, w linkWaiter, deadline
 // openOn posts w's stream-open on ql.
 func (t *Transport) openOn(ql *qpLink, w linkWaiter) {
 	if w.o.cancelled {
-		w.o.done <- fmt.Errorf("%w: %s: gave up", sdp.ErrHandshake, w.o.dst)
+		w.o.finish(fmt.Errorf("%w: %s: gave up", sdp.ErrHandshake, w.o.dst))
 		return
 	}
 	if _, err := ql.openStream(w.seg, w.cd, w.o); err != nil {
 		if errors.Is(err, errLinkFull) {
 			err = fmt.Errorf("%w: %w", errUseConnection, err)
 		}
-		w.o.done <- err
+		w.o.finish(err)
 		return
 	}
 	w.o.taken = true
@@ -208,7 +220,7 @@ func (t *Transport) linkDialFailed(ld *linkDial, err error) {
 	}
 	t.cfg.Logf("rdma: link to %s: %v", ld.dst, err)
 	for _, w := range ld.waiting {
-		w.o.done <- err
+		w.o.finish(err)
 	}
 	ld.waiting = nil
 }

@@ -412,7 +412,7 @@ func (ql *qpLink) rejected(e *qpEnd, body []byte) {
 	e.closed = true
 	e.settle()
 	if !o.cancelled {
-		o.done <- rejectError(o.dst, code)
+		o.finish(rejectError(o.dst, code))
 	}
 }
 
@@ -497,7 +497,7 @@ func (ql *qpLink) fail(why error) {
 		if o := e.open; o != nil {
 			e.open, e.closed = nil, true // no stream will let go of it
 			if !o.cancelled {
-				o.done <- fmt.Errorf("%w: link broke: %v", sdp.ErrHandshake, why)
+				o.finish(fmt.Errorf("%w: link broke: %v", sdp.ErrHandshake, why))
 			}
 		}
 		if e.regd {
