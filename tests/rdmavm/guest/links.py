@@ -17,10 +17,19 @@
       connections and holds them until each ends; the client opens N
       connections at once, and both print the RC queue pairs this process
       holds with them open ("qps Q conns N secs S", S: the client's time
-      to open them), then the client closes them."""
+      to open them), then the client closes them.
+  links.py streamers ADDR PORT N
+      Accepts N connections and sends a pattern on each without pause;
+      a "K" read on any of them SIGKILLs the process.
+  links.py watchers ADDR PORT N
+      Opens N connections to a streamers server, reads 1 MiB from each,
+      sends "K" on the first, then reads each until end of file or an
+      error; prints "results R1 R2 ..." (ECONNRESET, EOF, TIMEOUT...)."""
+import errno
 import hashlib
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -130,6 +139,68 @@ def hold(addr, port, n, serve):
         c.close()
 
 
+def streamers(addr, port, n):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((addr, port))
+    ls.listen(n)
+    print("listening", flush=True)
+    cs = [ls.accept()[0] for _ in range(n)]
+    chunk = bytes(range(256)) * 256
+
+    def send(c):
+        try:
+            while True:
+                c.sendall(chunk)
+        except OSError:
+            pass
+
+    def watch(c):
+        try:
+            if c.recv(1) == b"K":
+                os.kill(os.getpid(), signal.SIGKILL)
+        except OSError:
+            pass
+
+    ts = [threading.Thread(target=f, args=(c,), daemon=True) for c in cs for f in (send, watch)]
+    for t in ts:
+        t.start()
+    time.sleep(300)
+
+
+def watchers(addr, port, n):
+    cs = [socket.create_connection((addr, port), timeout=120) for _ in range(n)]
+    for c in cs:
+        got = 0
+        while got < 1 << 20:
+            b = c.recv(65536)
+            if not b:
+                break
+            got += len(b)
+    cs[0].sendall(b"K")
+    res = [""] * n
+
+    def drain(i):
+        c = cs[i]
+        c.settimeout(120)
+        res[i] = "TIMEOUT"
+        try:
+            while c.recv(1 << 16):
+                pass
+            res[i] = "EOF"
+        except socket.timeout:
+            pass
+        except OSError as e:
+            res[i] = errno.errorcode.get(e.errno, str(e.errno))
+
+    ts = [threading.Thread(target=drain, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print("results", *res, flush=True)
+
+
 if __name__ == "__main__":
     what, addr, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     if what == "server":
@@ -138,5 +209,9 @@ if __name__ == "__main__":
         hold(addr, port, n, True)
     elif what == "hold":
         hold(addr, port, n, False)
+    elif what == "streamers":
+        streamers(addr, port, n)
+    elif what == "watchers":
+        watchers(addr, port, n)
     else:
         client(addr, port, n, int(sys.argv[5]))

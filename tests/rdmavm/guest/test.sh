@@ -486,7 +486,7 @@ links() {
 		check "links: the server got $n connections' bytes and 1 reset" grep -q "^served $n reset 1\$" "$OUT/links-server.txt"
 		check "links: one link accepted" test "$(grep -c 'rdma: link from ' "$OUT/osf-links-server-A.log")" = 1
 		check "links: $((n + 1)) streams accepted on it" test "$(grep -c 'rdma: accepted .* (link to ' "$OUT/osf-links-server-A.log")" = $((n + 1))
-		OSF_RDMA_LINKS=1 osf links-kill timeout 300 python3 "$GUESTDIR/peer.py" streamer listen "$ADDR" 7401 >"$OUT/links-kill.txt" 2>&1 &
+		OSF_RDMA_LINKS=1 osf links-kill timeout 300 python3 "$GUESTDIR/links.py" streamers "$ADDR" 7401 3 >"$OUT/links-kill.txt" 2>&1 &
 		sp=$!
 		wait_listen 7401
 		barrier links-kill
@@ -503,10 +503,10 @@ links() {
 		check "links: one link made" test "$(grep -c 'rdma: link to .* made' "$OUT/osf-links-client-B.log")" = 1
 		check "links: $((n + 1)) streams on it" test "$(grep -c 'rdma: connection .*: stream .* on link to ' "$OUT/osf-links-client-B.log")" = $((n + 1))
 		barrier links-kill
-		OSF_RDMA_LINKS=1 osf links-watch timeout 300 python3 "$GUESTDIR/peer.py" watcher connect "$PEER_ADDR" 7401 K 120 >"$OUT/links-watch.txt" 2>&1
-		check "links: the link's failure (server killed) resets its stream: $(tr '\n' ' ' <"$OUT/links-watch.txt")" \
-			grep -q 'result=ECONNRESET' "$OUT/links-watch.txt"
-		check "links: that stream was on a link" grep -q 'on link to ' "$OUT/osf-links-watch-B.log"
+		OSF_RDMA_LINKS=1 osf links-watch timeout 300 python3 "$GUESTDIR/links.py" watchers "$PEER_ADDR" 7401 3 >"$OUT/links-watch.txt" 2>&1
+		check "links: the link's failure (server killed) resets its 3 streams: $(tr '\n' ' ' <"$OUT/links-watch.txt")" \
+			grep -q '^results ECONNRESET ECONNRESET ECONNRESET$' "$OUT/links-watch.txt"
+		check "links: those 3 streams were on one link" test "$(grep -c 'rdma: connection .*: stream .* on link to ' "$OUT/osf-links-watch-B.log")" = 3
 		barrier links-done
 	fi
 }
