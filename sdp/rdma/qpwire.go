@@ -54,7 +54,9 @@ func newVerbsWire(eng *Engine, id *verbs.CMID, dev *device, hiddenBase int) (w *
 	if w.cq, w.cc, err = newCQ(dev, hiddenBase, qpLinkSends+qpLinkRecvs); err != nil {
 		return nil, err
 	}
-	if w.buf, err = unix.Mmap(-1, 0, (qpLinkRecvs+qpLinkSends)*QPLinkMsgMax, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
+	// MAP_SHARED, as the segments: never copied on write after a fork,
+	// so the device and this process keep seeing the same pages.
+	if w.buf, err = unix.Mmap(-1, 0, (qpLinkRecvs+qpLinkSends)*QPLinkMsgMax, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS); err != nil {
 		return nil, err
 	}
 	if w.mr, err = regLocal(w.pd, w.buf); err != nil {
