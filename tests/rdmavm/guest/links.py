@@ -74,8 +74,16 @@ def qps():
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     out = subprocess.run(["rdma", "res", "show", "qp"], env=env, capture_output=True, text=True).stdout
-    mine = re.compile(rf"\bpid {os.getpid()}\b")
-    return sum(1 for line in out.splitlines() if mine.search(line) and "type RC" in line)
+    # the kernel names the thread that made a QP (the engine's), not the process
+    tids = set(os.listdir(f"/proc/{os.getpid()}/task"))
+    n = 0
+    for line in out.splitlines():
+        m = re.search(r"\bpid (\d+)\b", line)
+        if m and m.group(1) in tids and "type RC" in line:
+            n += 1
+    if n == 0:
+        print(f"rdma res show qp (threads {sorted(tids)}):\n{out}", file=sys.stderr, flush=True)
+    return n
 
 
 def client(addr, port, n, mib):
