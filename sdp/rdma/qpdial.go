@@ -248,6 +248,7 @@ func (t *Transport) newLink(w *verbsWire, name string, client bool) (*qpLink, er
 		return nil, resourceError(err)
 	}
 	ql.onFail = t.forgetLink
+	ql.later = t.eng.background
 	return ql, nil
 }
 

@@ -172,6 +172,9 @@ type qpLink struct {
 	offer func(ConnectData) (offered, RejectCode, error)
 	// onFail runs once when the link breaks.
 	onFail func(*qpLink)
+	// later runs a settled stream's deregistration and unmapping (the
+	// engine's background goroutine: Engine.background); nil: at once.
+	later func(func())
 
 	inflight []qpPost // posted on the wire, in order
 	waiting  []qpPost // not posted yet: the send queue was full
@@ -579,16 +582,25 @@ func (e *qpEnd) settle() {
 		ql.ends[e.slot] = nil
 		ql.open--
 	}
-	if e.inflight > 0 || !e.closed {
+	if e.inflight > 0 || !e.closed || !e.regd {
 		return
 	}
-	if e.regd {
-		e.regd = false
-		if err := ql.wire.deregStream(e.reg); err != nil {
-			ql.logf("rdma: link to %s: stream %d: deregister: %v", ql.name, e.slot, err)
+	e.regd = false
+	reg, seg, slot := e.reg, e.seg, e.slot
+	e.seg = nil
+	free := func() {
+		if err := ql.wire.deregStream(reg); err != nil {
+			ql.logf("rdma: link to %s: stream %d: deregister: %v", ql.name, slot, err)
+		}
+		if seg != nil {
+			seg.Close()
 		}
 	}
-	e.unmap()
+	if ql.later != nil {
+		ql.later(free)
+	} else {
+		free()
+	}
 }
 
 // unmap releases the engine's mapping once the stream let go.

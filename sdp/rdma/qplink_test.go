@@ -283,6 +283,7 @@ func newQPPair(t testing.TB, ring uint32) *qpPair {
 		w := p.qp.ends[i]
 		if derr := e.Do(func() {
 			if p.link[i], err = newQPLink(e, w, fmt.Sprintf("peer-%d", 1-i), i == 0, t.Logf); err == nil {
+				p.link[i].later = e.background
 				err = e.watch(w.efd, func() { w.drain(); p.link[i].ready() })
 			}
 		}); derr != nil || err != nil {

@@ -3,6 +3,7 @@ package rdma
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -30,7 +31,9 @@ type verbsWire struct {
 	buf  []byte // mmap'd
 	mr   *verbs.MR
 	sent int // messages sent: the next send buffer
-	regs int // stream registrations not released
+
+	mu   sync.Mutex // regs, pd and closed: streams deregister in the background
+	regs int        // stream registrations not released
 
 	chanFD       int // cc's fd while the engine watches it, else 0
 	disconnected bool
@@ -97,7 +100,9 @@ func (w *verbsWire) regStream(seg *sdp.Segment, side int) (qpReg, error) {
 	if err != nil {
 		return qpReg{}, err
 	}
+	w.mu.Lock()
 	w.regs++
+	w.mu.Unlock()
 	rx, tx := m.mr[1-side], m.mr[side]
 	return qpReg{raddr: rx.Addr(), rkey: rx.RKey(), laddr: tx.Addr(), lkey: tx.LKey(), h: m}, nil
 }
@@ -108,6 +113,8 @@ func (w *verbsWire) deregStream(r qpReg) error {
 		return errors.New("rdma: not a registration of this link")
 	}
 	err := m.Close()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.regs--
 	if w.closed && w.regs == 0 && w.pd != nil {
 		if e := w.pd.Close(); err == nil {
@@ -172,10 +179,13 @@ func (w *verbsWire) disconnect() error {
 // close destroys the QP and the id, the buffers' registration, the CQ and
 // the buffers; the domain goes with the last stream's registration.
 func (w *verbsWire) close() error {
-	if w.closed {
+	w.mu.Lock()
+	closed := w.closed
+	w.closed = true
+	w.mu.Unlock()
+	if closed {
 		return nil
 	}
-	w.closed = true
 	return w.release()
 }
 
@@ -190,7 +200,10 @@ func (w *verbsWire) release() error {
 		errs = append(errs, w.qp.Close())
 		w.qp = nil
 	}
-	if w.closed { // else (newVerbsWire failed) id is the caller's
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if closed { // else (newVerbsWire failed) id is the caller's
 		errs = append(errs, w.id.Close())
 	}
 	if w.mr != nil {
@@ -205,6 +218,8 @@ func (w *verbsWire) release() error {
 		errs = append(errs, unix.Munmap(w.buf))
 		w.buf = nil
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.pd != nil && w.regs == 0 {
 		errs = append(errs, w.pd.Close())
 		w.pd = nil
