@@ -419,13 +419,20 @@ func linkPattern(seed uint64, n int) []byte {
 func TestQPLinkStreams(t *testing.T) {
 	p := newQPPair(t, 64<<10)
 	for round := range 2 {
-		var wg sync.WaitGroup
-		errs := make(chan error, 4)
-		for k := range 4 {
+		var all [4][2]*fakeApp
+		for k := range all {
 			apps, err := p.dial(uint16(8000 + k))
 			if err != nil {
 				t.Fatalf("round %d stream %d: %v", round, k, err)
 			}
+			all[k] = apps
+		}
+		if _, open, _, _ := p.state(0); open != 4 {
+			t.Errorf("round %d: %d streams on the client's link, want 4", round, open)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for k, apps := range all {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -435,9 +442,6 @@ func TestQPLinkStreams(t *testing.T) {
 				}
 				errs <- err
 			}()
-		}
-		if _, open, _, _ := p.state(0); open != 4 {
-			t.Errorf("round %d: %d streams on the client's link, want 4", round, open)
 		}
 		wg.Wait()
 		close(errs)
