@@ -180,7 +180,7 @@ test: test-deps build
 	OSF_TEST_SHM_KFD=1 $(GO) test -count=1 -timeout 10m -run '$(KFD_TESTS)' ./tests/
 	@# every parser of peer-written data fuzzed for FUZZTIME each beyond
 	@# its corpus: the C ones (hello, segment header, gateway reply and
-	@# notice), the RDMA private data and link frames, the gateway's Go messages, and a
+	@# notice), the RDMA private data and link frames and messages, the gateway's Go messages, and a
 	@# client's words against the server's trim; and "is local" in C
 	@# against Go's (a failing input is saved under the package's
 	@# testdata/fuzz). A run that ends only with the
@@ -189,6 +189,7 @@ test: test-deps build
 	@for t in 'internal/peerwire FuzzHello' 'internal/peerwire FuzzSegHeader' \
 		'internal/peerwire FuzzGatewayReply' 'internal/peerwire FuzzGatewayNotice' \
 		'sdp/rdma FuzzConnectData' 'sdp/rdma FuzzAcceptData' 'sdp/rdma FuzzParseLinkFrame' \
+		'sdp/rdma FuzzParseQPLinkMsg' \
 		'internal/gateway FuzzParse' \
 		'sdp/sidetest FuzzTrimHostileWords' 'shm FuzzIsLocalAgree'; do set -- $$t; \
 		echo "fuzz $$2 ($$1, $(FUZZTIME))"; \

@@ -344,6 +344,9 @@ struct osf_seg_ring {
  * side that creates the segment before it is shared. */
 #define OSF_SEG_F_RDMA 0x1u /* the other side is a progress engine that
 			       mirrors the rings over RDMA to another host */
+#define OSF_SEG_F_LINK 0x2u /* ... as a stream on a link (OSF_RDMA_LINKS):
+			       the engine takes its completions and posts
+			       its writes (no caller's path) */
 
 struct osf_seg_hdr {
 	uint64_t magic;

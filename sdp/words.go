@@ -41,6 +41,9 @@ const (
 const (
 	// SegRDMA marks a segment whose other side is an RDMA progress engine.
 	SegRDMA = C.OSF_SEG_F_RDMA
+	// SegLink marks an RDMA segment carried as a stream on a link: the
+	// engine posts its writes and takes its completions.
+	SegLink = C.OSF_SEG_F_LINK
 	// HelloRDMA marks a hello sent by an RDMA progress engine.
 	HelloRDMA = C.OSF_HELLO_F_RDMA
 )

@@ -89,21 +89,24 @@ type Socket struct {
 // Segment is what osfstat read from an offloaded connection's shared
 // segment, for this process's side.
 type Segment struct {
-	Side       int      `json:"side"` // 0 client (connecting) side, 1 server (accepting) side
-	RingBytes  uint32   `json:"ring_bytes"`
-	PeerPID    int      `json:"peer_pid,omitempty"`
-	BytesOut   uint64   `json:"bytes_out"`
-	BytesIn    uint64   `json:"bytes_in"`
-	TxQueued   int64    `json:"tx_queued"`
-	RxQueued   int64    `json:"rx_queued"`
-	SendCalls  uint64   `json:"send_calls"`
-	RecvCalls  uint64   `json:"recv_calls"`
-	Sleeps     uint64   `json:"sleeps"`
-	WakesSent  uint64   `json:"wakes_sent"`
-	Flags      string   `json:"flags"`
-	PeerFlags  string   `json:"peer_flags"`
-	PeerClosed bool     `json:"peer_closed"`
-	Anomalies  []string `json:"anomalies,omitempty"`
+	Side       int    `json:"side"` // 0 client (connecting) side, 1 server (accepting) side
+	RingBytes  uint32 `json:"ring_bytes"`
+	PeerPID    int    `json:"peer_pid,omitempty"`
+	BytesOut   uint64 `json:"bytes_out"`
+	BytesIn    uint64 `json:"bytes_in"`
+	TxQueued   int64  `json:"tx_queued"`
+	RxQueued   int64  `json:"rx_queued"`
+	SendCalls  uint64 `json:"send_calls"`
+	RecvCalls  uint64 `json:"recv_calls"`
+	Sleeps     uint64 `json:"sleeps"`
+	WakesSent  uint64 `json:"wakes_sent"`
+	Flags      string `json:"flags"`
+	PeerFlags  string `json:"peer_flags"`
+	PeerClosed bool   `json:"peer_closed"`
+	// Link: an RDMA connection carried as a stream on a link
+	// (OSF_RDMA_LINKS), whose writes and completions are the engine's.
+	Link      bool     `json:"link,omitempty"`
+	Anomalies []string `json:"anomalies,omitempty"`
 }
 
 // collector takes one snapshot of the processes under osf. It caches what
@@ -331,6 +334,7 @@ func segmentView(hv *sdp.HeaderView, side int, ringBytes uint32) (*Segment, stri
 		Flags:      me.Flags.String(),
 		PeerFlags:  peer.Flags.String(),
 		PeerClosed: peer.CloseSeq != 0 && peer.Holders == 0,
+		Link:       hv.Flags&sdp.SegLink != 0,
 		Anomalies:  hv.Check(ringBytes),
 	}
 	if side == sdp.SideClient {

@@ -101,6 +101,7 @@
 //	            "flags": "-",      // this side's flags: FIN, RESET, RDSHUT joined by |, "-" none
 //	            "peer_flags": "FIN",
 //	            "peer_closed": false, // no process holds the peer's side any more
+//	            "link": true,      // rdma: a stream on a link (OSF_RDMA_LINKS), the engine's path (omitted if not)
 //	            "anomalies": ["..."]  // impossible values read (omitted when none)
 //	        },
 //	        "segment_error": "..." // offloaded, but the segment could not be read

@@ -102,6 +102,15 @@ func TestSegmentView(t *testing.T) {
 		g.RecvCalls != 9 || g.PeerPID != 10 || st != "FIN_WAIT2" {
 		t.Errorf("server side: %+v %s", g, st)
 	}
+	if g.Link {
+		t.Error("a connection of its own shown as a stream on a link")
+	}
+	// A stream on a link (OSF_RDMA_LINKS): the engine's path, shown.
+	linked := hv
+	linked.Flags = sdp.SegRDMA | sdp.SegLink
+	if g, _ = segmentView(&linked, sdp.SideClient, ring); !g.Link {
+		t.Errorf("a stream on a link not shown: %+v", g)
+	}
 
 	// Whatever a peer writes, it is shown, not trusted.
 	bad := hv

@@ -59,6 +59,15 @@ func (d *dialer) remaining() time.Duration {
 // sdp.ErrHandshake, verbs.ErrNoDevice (no device serves the route),
 // ErrResource or ErrStopped; the caller then uses kernel TCP.
 func (t *Transport) Dial(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error) {
+	if t.cfg.Links && ringBytes <= linkMaxRing {
+		// A stream on this process's link to the listener; a full link,
+		// or a peer that takes no links, leaves a connection of its own.
+		ep, err := t.dialStream(dst, local, ringBytes, timeout)
+		if !errors.Is(err, errUseConnection) {
+			return ep, err
+		}
+		t.cfg.Logf("rdma: connect to %s: %v", dst, err)
+	}
 	start := time.Now()
 	lp := newLaps()
 	timeout = t.bound.of(timeout)
@@ -167,10 +176,16 @@ func (t *Transport) dropTaken(sp *spare) {
 // (an idle thread woken to hand the thread its P); the eventfd wakes the
 // sleeping thread directly.
 func (d *dialer) wait(timeout time.Duration) (answered bool, err error) {
+	return waitReady(d.ready, d.res, timeout)
+}
+
+// waitReady is dialer.wait for an answer on res whose sender writes the
+// eventfd ready first.
+func waitReady(ready int, res chan error, timeout time.Duration) (answered bool, err error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		select {
-		case err := <-d.res:
+		case err := <-res:
 			return true, err
 		default:
 		}
@@ -178,19 +193,19 @@ func (d *dialer) wait(timeout time.Duration) (answered bool, err error) {
 		if left <= 0 {
 			return false, nil
 		}
-		fds := []unix.PollFd{{Fd: int32(d.ready), Events: unix.POLLIN}}
+		fds := []unix.PollFd{{Fd: int32(ready), Events: unix.POLLIN}}
 		_, perr := unix.Poll(fds, int((left+time.Millisecond-1)/time.Millisecond))
 		if perr != nil && perr != unix.EINTR {
 			// Cannot sleep on the eventfd: wait on the channel.
 			select {
-			case err := <-d.res:
+			case err := <-res:
 				return true, err
 			case <-time.After(time.Until(deadline)):
 				return false, nil
 			}
 		}
 		if perr == nil && fds[0].Revents&unix.POLLIN != 0 {
-			return true, <-d.res // sent right after the eventfd was written
+			return true, <-res // sent right after the eventfd was written
 		}
 	}
 }
@@ -342,7 +357,7 @@ func dialSource(local, dst netip.AddrPort) netip.AddrPort {
 // dialEvent advances a dial.
 func (t *Transport) dialEvent(d *dialer, ev *verbs.Event) {
 	if err := ev.Err(); err != nil {
-		t.dialFailed(d, t.eventFailure(d, ev, err))
+		t.dialFailed(d, eventFailure(d.dst, ev, err))
 		return
 	}
 	switch ev.Type {
@@ -479,20 +494,20 @@ func (t *Transport) dialFailed(d *dialer, err error) {
 	d.result(err)
 }
 
-// eventFailure turns a dial's failure event into the error the core maps to
-// a fallback reason.
-func (t *Transport) eventFailure(d *dialer, ev *verbs.Event, err error) error {
+// eventFailure turns the failure event of a dial to dst into the error the
+// core maps to a fallback reason.
+func eventFailure(dst netip.AddrPort, ev *verbs.Event, err error) error {
 	switch ev.Type {
 	case verbs.EventRejected:
 		code, ok := DecodeReject(ev.PrivateData)
 		if !ok {
-			return fmt.Errorf("%w: %s rejected the RDMA connection (no osf RDMA listener on the port): %w", sdp.ErrNoListener, d.dst, err)
+			return fmt.Errorf("%w: %s rejected the RDMA connection (no osf RDMA listener on the port): %w", sdp.ErrNoListener, dst, err)
 		}
-		return rejectError(d.dst, code)
+		return rejectError(dst, code)
 	case verbs.EventUnreachable:
-		return fmt.Errorf("%w: %s did not answer the RDMA connection request (no RDMA or no osf there): %w", sdp.ErrNoListener, d.dst, err)
+		return fmt.Errorf("%w: %s did not answer the RDMA connection request (no RDMA or no osf there): %w", sdp.ErrNoListener, dst, err)
 	case verbs.EventDeviceRemoval:
-		return fmt.Errorf("rdma: connect to %s: %w", d.dst, err)
+		return fmt.Errorf("rdma: connect to %s: %w", dst, err)
 	}
 	return classify(err)
 }
@@ -542,6 +557,14 @@ func (t *Transport) cmEvent(ev *verbs.Event) {
 			t.deviceRemoved(ctx)
 		}
 	}
+	if ld := t.linkIDs[ev.ID]; ld != nil {
+		t.linkDialEvent(ld, ev)
+		return
+	}
+	if ql := t.qlinkIDs[ev.ID]; ql != nil {
+		t.linkEvent(ql, ev)
+		return
+	}
 	if d := t.dials[ev.ID]; d != nil {
 		t.dialEvent(d, ev)
 		return
@@ -583,6 +606,7 @@ func (t *Transport) deviceRemoved(ctx *verbs.Context) {
 	t.cfg.Logf("rdma: device %s removed", ctx.Name())
 	t.dropSpare(false)
 	t.dropRecycled(dev)
+	t.stopLinks(dev, fmt.Errorf("rdma: device %s removed: %w", ctx.Name(), verbs.ErrNoDevice))
 	for _, d := range t.dials {
 		if c, err := d.id.Context(); err == nil && c == ctx {
 			t.dialFailed(d, fmt.Errorf("rdma: device %s removed: %w", ctx.Name(), verbs.ErrNoDevice))
@@ -644,6 +668,12 @@ func (t *Transport) accept(ev *verbs.Event) {
 	cd, err := DecodeConnectData(ev.PrivateData)
 	if err != nil {
 		reject(RejectBadHello, err)
+		return
+	}
+	if cd.Link {
+		if code, err := t.acceptLink(id, cd, l); err != nil {
+			reject(code, err)
+		}
 		return
 	}
 	s, code, err := t.serve(id, cd, l, lp)

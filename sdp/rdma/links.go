@@ -14,71 +14,9 @@ import (
 	"github.com/osfproject/osf/verbs"
 )
 
-// Links (OSF_RDMA_LINKS=1; built on the software stand-in only,
-// docs/RDMA.md "Links"): one link per pair of processes, dialing process
-// and listening process, carries many streams. The first connection from
-// this process to a listener of another makes the link; a later one to the
-// same listener costs one message on it, a stream-open carrying the
-// hello's addresses and the ring size, answered by an accept or a reject
-// (no listener: ECONNREFUSED as today), with no handshake of its own. The
-// trust domain is unchanged: the peer process that writes a link's streams
-// is the one that would write their rings over connections of their own.
+// Links over the software stand-in (Sim): linkstream.go has what they
+// share with a device's (qplink.go).
 //
-// Each stream keeps its own rings, credits, FIN and CLOSE (stream.go,
-// rx.h), so a stream whose reader stalls stops only its own writer; the
-// link only carries the messages, and its receiver places every write in
-// the ring of the stream it names, whatever the state of the others.
-//
-// Immediates on a link name the stream:
-//
-//	31 30 29      22 21                 0
-//	+----+----------+--------------------+
-//	|kind|  stream  |  low 22 bits value |
-//	+----+----------+--------------------+
-//
-// kind and value as in a connection's immediates (imm.go: DATA, CREDIT,
-// FLAGS, CLOSE); stream 1-255 (0 is never a stream). A stream's position
-// moves by at most one ring between two of its messages, so a ring of at
-// most 2 MiB (linkMaxRing) lets the receiver rebuild the full position
-// from 22 bits and the last one it knew; larger rings use a connection
-// of their own.
-const (
-	linkSlotBits  = 8
-	linkValueBits = 22
-	linkValueMask = 1<<linkValueBits - 1
-	// linkSlots is how many streams a link carries at once; a dial that
-	// finds its link full uses a connection of its own.
-	linkSlots = 1<<linkSlotBits - 1
-	// linkMaxRing is the largest ring a stream on a link may have.
-	linkMaxRing = 1 << (linkValueBits - 1)
-	// linkReads bounds the reads of one wake-up of the link (16 frames
-	// of 64 KiB at most): the engine applies what they brought to the
-	// streams, and posts their receives again, before it reads more.
-	linkReads = 4
-	// linkRNRMax bounds the messages of one stream waiting for a receive
-	// the stream has not posted yet (what linkReads can bring, and
-	// more): beyond it, a protocol violation.
-	linkRNRMax = 1 << 16
-)
-
-// MakeLinkImm is the immediate of a stream's message on a link: imm (of
-// MakeImm's layout, kinds 0-3) for the stream in slot.
-func MakeLinkImm(slot uint8, imm uint32) uint32 {
-	k, v := ParseImm(imm)
-	return (uint32(k)&3)<<(linkSlotBits+linkValueBits) | uint32(slot)<<linkValueBits | v&linkValueMask
-}
-
-// ParseLinkImm splits an immediate received on a link into kind, stream
-// slot and the low 22 bits of the value.
-func ParseLinkImm(imm uint32) (ImmKind, uint8, uint32) {
-	return ImmKind(imm >> (linkSlotBits + linkValueBits)), uint8(imm >> linkValueBits), imm & linkValueMask
-}
-
-// advanceLink is Advance for 22-bit values.
-func advanceLink(from uint64, low uint32) uint64 {
-	return from + uint64((low-uint32(from))&linkValueMask)
-}
-
 // Frames on a link of the stand-in: the 16-byte header of Sim's messages,
 // with the stream's slot in byte 3, and a payload.
 //
@@ -186,9 +124,8 @@ type muxLink struct {
 	retired bool // dials do not use it; closed with its last stream
 }
 
-// muxEnd is one stream's end of a muxLink; it implements Link. Its
-// receives are counted here, matched in order with the stream's
-// immediates as they arrive. Engine goroutine only.
+// muxEnd is one stream's end of a muxLink; it implements Link. Engine
+// goroutine only.
 type muxEnd struct {
 	ml        *muxLink
 	slot      uint8
@@ -197,23 +134,12 @@ type muxEnd struct {
 	peerRing  int // the ring the peer writes: 1 - the local application's side
 	accepted  bool
 
-	rq  []verbs.WRID // receives posted, not used
-	cq  []verbs.WC
-	rnr []verbs.WC // immediates that came before a receive was posted
+	linkRecvs
 
-	lastData, lastCredit uint64 // the positions the 22-bit values advance
-	ended, peerEnded     bool   // END sent, received
-	closed               bool
+	ended, peerEnded bool // END sent, received
+	closed           bool
 
 	open *linkOpen // a dial waiting for the answer to the stream-open
-}
-
-// linkOpen is a dial waiting for its stream-open's answer.
-type linkOpen struct {
-	dst          netip.AddrPort
-	wake, wakeTx int // the engine's ends of the application's wake sockets
-	done         chan error
-	cancelled    bool // the dial gave up: an accept is answered by END
 }
 
 func (ml *muxLink) newEnd(slot uint8, seg *sdp.Segment, side int) *muxEnd {
@@ -425,7 +351,7 @@ func (ml *muxLink) serveOpen(slot uint8, p []byte) {
 		reject(RejectBadHello, err)
 		return
 	}
-	o, code, err := s.offer(ml.name, cd)
+	o, code, err := s.offer(ml.name, cd, true)
 	if err != nil {
 		reject(code, err)
 		return
@@ -447,25 +373,16 @@ func (ml *muxLink) serveOpen(slot uint8, p []byte) {
 
 // accepted starts the stream a dial opened, unless the dial gave up.
 func (ml *muxLink) accepted(e *muxEnd, p []byte) error {
-	ad, err := DecodeAcceptData(p)
-	if err != nil || ad.RingBytes != e.ringBytes {
-		return fmt.Errorf("bad accept of stream %d (%v)", e.slot, err)
+	if _, err := checkAccept(p, e.ringBytes, e.slot); err != nil {
+		return err
 	}
 	e.accepted = true
 	o := e.open
 	e.open = nil
-	if o.cancelled {
-		e.drop()
-		return nil
+	// On failure the dial closes the mapping and the sockets.
+	if st := o.start(ml.sim.eng, e.seg, e, e.drop); st != nil {
+		ml.sim.cfg.Logf("rdma: connection %d: stream %d on link %d to %s", st.id, e.slot, ml.fd, ml.name)
 	}
-	st, err := ml.sim.eng.addStream(ml.sim.eng.allocID(), e.seg, sdp.SideClient, e, o.wake, o.wakeTx)
-	if err != nil {
-		e.drop() // the dial closes the mapping and the sockets
-		o.done <- resourceError(err)
-		return nil
-	}
-	ml.sim.cfg.Logf("rdma: connection %d: stream %d on link %d to %s", st.id, e.slot, ml.fd, ml.name)
-	o.done <- nil
 	return nil
 }
 
@@ -474,16 +391,13 @@ func (ml *muxLink) accepted(e *muxEnd, p []byte) error {
 func (ml *muxLink) rejected(e *muxEnd, p []byte) {
 	o := e.open
 	e.open = nil
-	code, ok := DecodeReject(p)
-	if !ok {
-		code = RejectSetup
-	}
+	code := rejectCode(p)
 	if code == RejectNoListener {
 		ml.retire()
 	}
 	ml.free(e)
 	if !o.cancelled {
-		o.done <- rejectError(o.dst, code)
+		o.finish(rejectError(o.dst, code))
 	}
 }
 
@@ -530,7 +444,7 @@ func (ml *muxLink) fail(why error) {
 		if o := e.open; o != nil {
 			e.open = nil
 			if !o.cancelled {
-				o.done <- fmt.Errorf("%w: link broke: %v", sdp.ErrHandshake, why)
+				o.finish(fmt.Errorf("%w: link broke: %v", sdp.ErrHandshake, why))
 			}
 		}
 		ml.ends[slot] = nil
@@ -548,9 +462,6 @@ func (ml *muxLink) fail(why error) {
 	}
 }
 
-// linkSlotsUsed is how many slots dials use (linkSlots; fewer in tests).
-var linkSlotsUsed = linkSlots
-
 // slot returns a free slot, or 0 when the link is full.
 func (ml *muxLink) slot() uint8 {
 	for i := 1; i <= linkSlotsUsed; i++ {
@@ -559,44 +470,6 @@ func (ml *muxLink) slot() uint8 {
 		}
 	}
 	return 0
-}
-
-func (e *muxEnd) complete(wc verbs.WC) { e.cq = append(e.cq, wc) }
-
-// arrive completes the stream's next receive with the immediate imm of a
-// write of n bytes, rebuilt in MakeImm's layout: the full position from
-// its 22 bits, checked by the stream's rule (rx.h) as any other.
-func (e *muxEnd) arrive(imm, n uint32) error {
-	kind, _, low := ParseLinkImm(imm)
-	v := uint64(low)
-	switch kind {
-	case ImmData:
-		e.lastData = advanceLink(e.lastData, low)
-		v = e.lastData
-	case ImmCredit:
-		e.lastCredit = advanceLink(e.lastCredit, low)
-		v = e.lastCredit
-	}
-	wc := verbs.WC{Status: verbs.WCSuccess, Opcode: verbs.WCRecvRDMAWithImm, ByteLen: n, ImmData: MakeImm(kind, v), HasImm: true}
-	if len(e.rq) == 0 {
-		if len(e.rnr) >= linkRNRMax {
-			return fmt.Errorf("stream %d: %d messages without a receive", e.slot, len(e.rnr))
-		}
-		e.rnr = append(e.rnr, wc)
-		return nil
-	}
-	wc.WRID = uint64(e.rq[0])
-	e.rq = e.rq[1:]
-	e.complete(wc)
-	return nil
-}
-
-// flushRecvs completes every posted receive with a flush.
-func (e *muxEnd) flushRecvs() {
-	for _, r := range e.rq {
-		e.complete(verbs.WC{WRID: uint64(r), Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv})
-	}
-	e.rq, e.rnr = nil, nil
 }
 
 // end takes the stream's end down, once: what it posted and the link has
@@ -676,22 +549,9 @@ func (e *muxEnd) PostRecv(wrid verbs.WRID) error {
 	if e.closed {
 		return errors.New("rdma sim: stream closed")
 	}
-	if e.ended {
-		e.complete(verbs.WC{WRID: uint64(wrid), Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv})
-		return nil
-	}
-	if len(e.rnr) > 0 {
-		wc := e.rnr[0]
-		e.rnr = e.rnr[1:]
-		wc.WRID = uint64(wrid)
-		e.complete(wc)
-		return nil
-	}
-	e.rq = append(e.rq, wrid)
+	e.postRecv(wrid, e.ended)
 	return nil
 }
-
-func (e *muxEnd) Poll(wc []verbs.WC) (int, error) { return takeWCs(&e.cq, wc), nil }
 
 // Notify does nothing: the engine's epoll set watches the link's socket,
 // and completions of sends happen while the engine runs.
@@ -709,10 +569,6 @@ func (e *muxEnd) Close() error {
 	return nil
 }
 
-// errLinkFull means the link to a listener carries linkSlots streams: the
-// dial uses a connection of its own.
-var errLinkFull = errors.New("rdma sim: link full")
-
 // dialLink opens a stream to dst's listener on this process's link to it,
 // making the link if there is none (Dial with Config.Links). It fails
 // with errLinkFull when the link has no free slot.
@@ -721,22 +577,9 @@ func (s *Sim) dialLink(dst, local netip.AddrPort, ringBytes uint32, deadline tim
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
 	}
-	seg, err := sdp.CreateSegment(ringBytes)
+	seg, mirror, ws, err := newStreamDial(ringBytes, local, dst, s.cfg.PID, s.cfg.HiddenBase)
 	if err != nil {
-		return nil, resourceError(err)
-	}
-	seg.InitHeader(local, dst, s.cfg.PID)
-	seg.SetFlags(sdp.SegRDMA)
-	mirror, err := seg.Mirror()
-	if err != nil {
-		seg.Close()
-		return nil, resourceError(err)
-	}
-	ws, err := newWakeSockets(s.cfg.HiddenBase)
-	if err != nil {
-		mirror.Close()
-		seg.Close()
-		return nil, resourceError(err)
+		return nil, err
 	}
 	fail := func(err error) (*sdp.Endpoint, error) {
 		mirror.Close()

@@ -73,3 +73,32 @@ func (m *ringMRs) Close() error {
 	}
 	return err
 }
+
+// regStreamRings registers the two rings of seg (the engine's mapping) in
+// pd, a link's domain, for a stream on that link whose local application
+// plays side: ring 1-side, the one the peer writes, with remote write
+// access, ring side, the source of our writes, for local reads only (the
+// peer cannot write it). Close releases both; pd stays.
+func regStreamRings(pd *verbs.PD, seg *sdp.Segment, side int) (*ringMRs, error) {
+	m := &ringMRs{}
+	for r := range m.mr {
+		access := verbs.Access(0)
+		if r != side {
+			access = verbs.AccessLocalWrite | verbs.AccessRemoteWrite
+		}
+		data := seg.RingData(r)
+		mr, err := pd.RegMR(unsafe.Pointer(&data[0]), len(data), access)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.mr[r] = mr
+	}
+	return m, nil
+}
+
+// regLocal registers buf (from mmap) in pd for local writes only: a
+// link's receive and send buffers.
+func regLocal(pd *verbs.PD, buf []byte) (*verbs.MR, error) {
+	return pd.RegMR(unsafe.Pointer(&buf[0]), len(buf), verbs.AccessLocalWrite)
+}

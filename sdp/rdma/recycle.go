@@ -165,7 +165,7 @@ func (t *Transport) respare(h *held) (*spare, error) {
 		return nil, err
 	}
 	sp := &spare{dev: h.dev, ring: h.ring, seg: seg, mirror: h.mirror, mr: h.mr, keep: h.keep, peer: h.peer}
-	if sp.cq, sp.cc, err = newCQ(h.dev, t.cfg.HiddenBase); err != nil {
+	if sp.cq, sp.cc, err = newCQ(h.dev, t.cfg.HiddenBase, cqDepth); err != nil {
 		sp.mirror, sp.mr, sp.keep = nil, nil, -1 // h.free releases them
 		seg.Close()
 		return nil, err

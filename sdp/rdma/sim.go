@@ -196,7 +196,7 @@ func (s *Sim) serve(name string, fd int, cd ConnectData) {
 		_ = simSend(fd, simReject, code.Marshal())
 		unix.Close(fd)
 	}
-	o, code, err := s.offer(name, cd)
+	o, code, err := s.offer(name, cd, false)
 	if err != nil {
 		reject(code, err)
 		return
@@ -231,39 +231,50 @@ func (o offered) release(e *Engine) {
 	closeOpen(o.comp, o.wakeTx)
 }
 
-// offer hands the connection request cd to the application through the
-// companion name: a segment, a number (before the hello: the application
-// may accept, read and exit before the stream is adopted, and its exit
-// must wait for the stream) and the hello with the segment and the
-// writers' wake socket. On failure nothing is left, and code is what to
-// refuse the request with; a companion that is gone closes its simulated
-// RDMA listener. Engine goroutine.
-func (s *Sim) offer(name string, cd ConnectData) (offered, RejectCode, error) {
-	comp, code, gone, err := openCompanion(name, s.cfg.HiddenBase)
-	if err != nil {
-		if _, ok := s.listeners[name]; ok && gone {
-			s.cfg.Logf("rdma sim: the listener of %s is gone; closing its simulated RDMA listener", name)
-			s.closeListener(name)
-		}
-		return offered{}, code, err
+// offer is offerConn on the stand-in: a companion that is gone closes its
+// simulated RDMA listener. Engine goroutine.
+func (s *Sim) offer(name string, cd ConnectData, link bool) (offered, RejectCode, error) {
+	o, code, gone, err := offerConn(s.eng, name, cd, link, s.cfg.HiddenBase)
+	if _, ok := s.listeners[name]; ok && gone {
+		s.cfg.Logf("rdma sim: the listener of %s is gone; closing its simulated RDMA listener", name)
+		s.closeListener(name)
 	}
-	seg, err := newServerSegment(cd, s.cfg.HiddenBase)
+	return o, code, err
+}
+
+// offerConn hands the connection request cd to the application through
+// the companion name: a segment, a number (before the hello: the
+// application may accept, read and exit before the stream is adopted, and
+// its exit must wait for the stream) and the hello with the segment and
+// the writers' wake socket. On failure nothing is left, code is what to
+// refuse the request with, and gone says the companion is gone (its
+// listener should close). link marks the segment as a stream on a link
+// (sdp.SegLink). Engine goroutine.
+func offerConn(eng *Engine, name string, cd ConnectData, link bool, hiddenBase int) (o offered, code RejectCode, gone bool, err error) {
+	comp, code, gone, err := openCompanion(name, hiddenBase)
+	if err != nil {
+		return offered{}, code, gone, err
+	}
+	seg, err := newServerSegment(cd, hiddenBase)
 	if err != nil {
 		unix.Close(comp)
-		return offered{}, RejectResource, err
+		return offered{}, RejectResource, false, err
 	}
-	id := s.eng.allocID()
-	appTx, wakeTx, err := wakePair(s.cfg.HiddenBase)
+	if link {
+		seg.SetFlags(sdp.SegLink)
+	}
+	id := eng.allocID()
+	appTx, wakeTx, err := wakePair(hiddenBase)
 	if err == nil {
 		err = sendHello(comp, seg, appTx, cd)
 	}
 	if err != nil {
-		s.eng.abandon(id)
+		eng.abandon(id)
 		seg.Close()
 		closeOpen(comp, wakeTx)
-		return offered{}, RejectResource, err
+		return offered{}, RejectResource, false, err
 	}
-	return offered{id: id, seg: seg, comp: comp, wakeTx: wakeTx}, 0, nil
+	return offered{id: id, seg: seg, comp: comp, wakeTx: wakeTx}, 0, false, nil
 }
 
 // adopt starts stream id (reserved with allocID) over a simulated link on

@@ -104,7 +104,7 @@ func makeSpare(dev *device, ring uint32, hiddenBase int, ch *verbs.EventChannel,
 		return nil, err
 	}
 	sp := &spare{dev: dev, ring: ring, seg: seg, mirror: mirror, keep: keepFD(seg.FD, hiddenBase)}
-	if sp.cq, sp.cc, err = newCQ(dev, hiddenBase); err != nil {
+	if sp.cq, sp.cc, err = newCQ(dev, hiddenBase, cqDepth); err != nil {
 		sp.close()
 		return nil, err
 	}

@@ -37,8 +37,8 @@ type Config struct {
 	// came along (see InheritedState).
 	ForkChild bool
 	// Links (OSF_RDMA_LINKS=1) carries a dial to a listener this process
-	// already reaches over a link as a stream on that link (links.go);
-	// built on the software stand-in (Sim) only.
+	// already reaches over a link as a stream on that link (links.go on
+	// the software stand-in, qplink.go and qpdial.go on a device).
 	Links bool
 	// Logf logs; nil discards.
 	Logf func(format string, a ...any)
@@ -78,6 +78,10 @@ type Transport struct {
 	listeners map[*verbs.CMID]*listener
 	byName    map[string]*listener
 	devNames  []string
+	qlinks    map[netip.AddrPort]*qpLink   // Links: this process's links, by the listener they reach
+	qlinkIDs  map[*verbs.CMID]*qpLink      // every link's id (both ends)
+	linkDials map[netip.AddrPort]*linkDial // links being made, by listener
+	linkIDs   map[*verbs.CMID]*linkDial
 }
 
 // device holds the per-device resources every connection on it shares:
@@ -124,6 +128,10 @@ func Start(cfg Config) (*Transport, error) {
 		conns:     map[*verbs.CMID]*stream{},
 		listeners: map[*verbs.CMID]*listener{},
 		byName:    map[string]*listener{},
+		qlinks:    map[netip.AddrPort]*qpLink{},
+		qlinkIDs:  map[*verbs.CMID]*qpLink{},
+		linkDials: map[netip.AddrPort]*linkDial{},
+		linkIDs:   map[*verbs.CMID]*linkDial{},
 	}
 	ctxs, err := verbs.CMDevices()
 	if err != nil {
@@ -236,6 +244,7 @@ func (t *Transport) Stop() {
 		for _, d := range t.dials {
 			t.dialFailed(d, ErrStopped)
 		}
+		t.stopLinks(nil, ErrStopped)
 		for _, l := range t.listeners {
 			t.closeListener(l)
 		}

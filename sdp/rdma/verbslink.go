@@ -48,7 +48,7 @@ type verbsLink struct {
 func newVerbsLink(t *Transport, id *verbs.CMID, dev *device, seg *sdp.Segment, lp *laps) (*verbsLink, error) {
 	l := &verbsLink{t: t, id: id, dev: dev, ring: uint64(seg.RingBytes)}
 	var err error
-	if l.cq, l.cc, err = newCQ(dev, t.cfg.HiddenBase); err != nil {
+	if l.cq, l.cc, err = newCQ(dev, t.cfg.HiddenBase, cqDepth); err != nil {
 		return nil, resourceError(err)
 	}
 	lp.lap("cq")
@@ -300,8 +300,9 @@ func (l *verbsLink) closeHolding(mirror *sdp.Segment, side int) (kept bool, err 
 // newCQ makes a CQ on dev with a completion channel of its own (non-
 // blocking, its fd moved to the hidden range from hiddenBase): the
 // engine's epoll watches the channel while no application's thread
-// sleeps on it (rx.h chan_fd).
-func newCQ(dev *device, hiddenBase int) (*verbs.CQ, *verbs.CompChannel, error) {
+// sleeps on it (rx.h chan_fd). depth is the CQ's: cqDepth for a
+// connection's.
+func newCQ(dev *device, hiddenBase, depth int) (*verbs.CQ, *verbs.CompChannel, error) {
 	cc, err := dev.ctx.CreateCompChannel()
 	if err != nil {
 		return nil, nil, err
@@ -319,7 +320,7 @@ func newCQ(dev *device, hiddenBase int) (*verbs.CQ, *verbs.CompChannel, error) {
 			}
 		}
 	}
-	cq, err := dev.ctx.CreateCQ(cqDepth, cc, 0)
+	cq, err := dev.ctx.CreateCQ(depth, cc, 0)
 	if err != nil {
 		cc.Close()
 		return nil, nil, err

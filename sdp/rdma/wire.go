@@ -37,7 +37,10 @@ const (
 var ErrWire = errors.New("rdma: malformed wire data")
 
 // connect data flags
-const flagV6 = 0x1 // the two addresses are IPv6 (else IPv4)
+const (
+	flagV6   = 0x1 // the two addresses are IPv6 (else IPv4)
+	flagLink = 0x2 // the connection is a link: its streams open on it (qplink.go)
+)
 
 // ConnectData is the hello a client puts in rdma_connect's private data:
 //
@@ -45,7 +48,9 @@ const flagV6 = 0x1 // the two addresses are IPv6 (else IPv4)
 //	  0   2  magic "QS"
 //	  2   1  version (2)
 //	  3   1  flags: bit 0 = the addresses are IPv6 (else IPv4 in the first
-//	         4 bytes of each address field, the other 12 zero); others 0
+//	         4 bytes of each address field, the other 12 zero); bit 1 =
+//	         a link (OSF_RDMA_LINKS: no stream of its own, no rings; its
+//	         streams open on it, qplink.go); others 0
 //	  4   1  ring shift: log2 of the ring bytes per direction, 12..26
 //	  5   1  reserved, 0
 //	  6   2  client port: what the server's getpeername reports
@@ -66,6 +71,7 @@ type ConnectData struct {
 	RingBase  uint64
 	Client    netip.AddrPort
 	Server    netip.AddrPort
+	Link      bool // the connection is a link (flag bit 1)
 }
 
 // Marshal encodes d; it fails for a bad ring size or when the two
@@ -85,6 +91,9 @@ func (d ConnectData) Marshal() ([]byte, error) {
 	if !c.Is4() {
 		b[3] = flagV6
 	}
+	if d.Link {
+		b[3] |= flagLink
+	}
 	b[4] = shift
 	binary.BigEndian.PutUint16(b[6:], d.Client.Port())
 	binary.BigEndian.PutUint16(b[8:], d.Server.Port())
@@ -102,7 +111,7 @@ func DecodeConnectData(b []byte) (ConnectData, error) {
 	if err := checkHeader(b, SizeofConnectData); err != nil {
 		return d, err
 	}
-	if b[3]&^flagV6 != 0 || b[5] != 0 || b[10] != 0 || b[11] != 0 {
+	if b[3]&^(flagV6|flagLink) != 0 || b[5] != 0 || b[10] != 0 || b[11] != 0 {
 		return d, fmt.Errorf("%w: reserved bits set", ErrWire)
 	}
 	rb, err := ringBytes(b[4])
@@ -113,6 +122,7 @@ func DecodeConnectData(b []byte) (ConnectData, error) {
 	d.RKey = binary.BigEndian.Uint32(b[12:])
 	d.RingBase = binary.BigEndian.Uint64(b[16:])
 	v6 := b[3]&flagV6 != 0
+	d.Link = b[3]&flagLink != 0
 	ca, err := getAddr(b[24:40], v6)
 	if err != nil {
 		return d, err

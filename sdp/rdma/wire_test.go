@@ -40,6 +40,7 @@ func TestConnectDataRoundTrip(t *testing.T) {
 		{"v4", ConnectData{RingBytes: 4096, RKey: 1, RingBase: 4096, Client: netip.MustParseAddrPort("1.2.3.4:1"), Server: netip.MustParseAddrPort("5.6.7.8:65535")}},
 		{"v6", ConnectData{RingBytes: 64 << 20, RKey: ^uint32(0), RingBase: ^uint64(0), Client: netip.MustParseAddrPort("[fd00::1]:33000"), Server: netip.MustParseAddrPort("[fd00::2]:80")}},
 		{"v4-mapped is v4", ConnectData{RingBytes: 1 << 16, Client: netip.MustParseAddrPort("[::ffff:1.2.3.4]:9"), Server: netip.MustParseAddrPort("5.6.7.8:10")}},
+		{"link v6", ConnectData{RingBytes: 4096, Link: true, Client: netip.MustParseAddrPort("[fd00::1]:1"), Server: netip.MustParseAddrPort("[fd00::2]:2")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := tc.d.Marshal()
@@ -78,6 +79,7 @@ func TestConnectDataErrors(t *testing.T) {
 		{"magic", mut(func(b []byte) { b[0] = 'X' })},
 		{"version", mut(func(b []byte) { b[2] = WireVersion + 1 })},
 		{"flags", mut(func(b []byte) { b[3] = 0x80 })},
+		{"flag 2", mut(func(b []byte) { b[3] = 0x4 })},
 		{"ring too small", mut(func(b []byte) { b[4] = 11 })},
 		{"ring too large", mut(func(b []byte) { b[4] = 27 })},
 		{"ring shift huge", mut(func(b []byte) { b[4] = 200 })},

@@ -2,10 +2,12 @@
 # client): osf vs kernel TCP over the same wire vs rsocket (librspreload,
 # both ends preloaded) vs the device's own limit (ib_send_lat, ib_write_bw),
 # one run. Under emulation only the ratios mean anything.
-#   bench.sh [ROWS] [ts=T,T...] [rounds=N] [conns=N]
+#   bench.sh [ROWS] [ts=T,T...] [rounds=N] [conns=N] [held=N]
 #                     ROWS default "pp st cr redis ng dev": ping-pong,
 #                     stream, connection rate, redis, nginx -> wrk, the
-#                     device (perftest); ts=
+#                     device (perftest); qp (not by default): RC queue
+#                     pairs per host pair with held=N (default 200)
+#                     connections of one client open at once; ts=
 #                     the transports (default kernel,osf,rsocket; osfalt:
 #                     another build, see under), rounds= how many times
 #                     the cr and ng rows run, transports interleaved (outputs
@@ -19,6 +21,7 @@ for a in "$@"; do
 	ts=*) ts=${a#ts=} ts=${ts//,/ } ;;
 	rounds=*) rounds=${a#rounds=} ;;
 	conns=*) BENCH_CONNS=${a#conns=} ;;
+	held=*) BENCH_HELD=${a#held=} ;;
 	*) args+=("$a") ;;
 	esac
 done
@@ -149,6 +152,16 @@ for r in $(seq "$rounds"); do
 		want cr && OSF_BENCH_LOG_LEVEL=debug step "cr$sfx-$t" 600 "$lp" "$under" $t python3 $GUESTDIR/connrate.py server 10.77.0.1 $port "$CONNS" -- \
 			"$under" $t python3 $GUESTDIR/connrate.py client 10.77.0.1 $port "$CONNS"
 	done
+done
+# the qp row: HELD connections of one client open at once; the RC queue
+# pairs each end's process holds then (links.py hold; not rsocket:
+# Python's sockets are SOCK_CLOEXEC, which librspreload leaves to the
+# kernel, connrate.py)
+for t in $ts; do
+	[ "$t" = rsocket ] && continue
+	port=$((port + 1))
+	want qp && step "qp-$t" 900 $port "$under" $t python3 $GUESTDIR/links.py hold-server 10.77.0.1 $port "${BENCH_HELD:-200}" -- \
+		"$under" $t python3 $GUESTDIR/links.py hold 10.77.0.1 $port "${BENCH_HELD:-200}"
 done
 # the ng row: nginx (2 workers: fork children of its master) serving a
 # 6-byte file to wrk (2 threads, 8 connections, epoll, non-blocking),

@@ -1,10 +1,10 @@
 # make test-rdma, in both guests (A 10.77.0.1 serves, B 10.77.0.2 is the
 # client unless said otherwise). Every real program runs under osf on both
 # hosts; osfstat on both hosts must show transport rdma; bytes are checked.
-#   test.sh [SECTIONS]   default "unit conformance apps gateway failures"
+#   test.sh [SECTIONS]   default "unit conformance apps gateway failures links"
 #   test.sh quick        make test's reduced set: one stream case, osfstat
 . "$OSF_ROOT/tests/rdmavm/guest/lib.sh"
-sections="unit conformance apps gateway failures"
+sections="unit conformance apps gateway failures links"
 [ $# -gt 0 ] && sections=$*
 barrier up 300 || exit 1
 
@@ -468,6 +468,47 @@ wirecut() {
 		barrier cut-done
 	fi
 	on A ip neigh flush dev eth0
+}
+
+# ---- links: OSF_RDMA_LINKS=1 at both ends (docs/RDMA.md, "Links"): one
+# client process's connections to one server process are streams on one
+# link (one RC QP in the client), bytes verified, one of them reset while
+# its siblings run, one written by a fork child; then a link failure (the
+# server killed) resets every stream on it
+links() {
+	local n=4
+	if [ "$GUEST" = A ]; then
+		OSF_RDMA_LINKS=1 osf links-server timeout 600 python3 "$GUESTDIR/links.py" server "$ADDR" 7400 $n >"$OUT/links-server.txt" 2>&1 &
+		local sp=$!
+		wait_listen 7400
+		barrier links-go
+		wait $sp
+		check "links: the server got $n connections' bytes and 1 reset" grep -q "^served $n reset 1\$" "$OUT/links-server.txt"
+		check "links: one link accepted" test "$(grep -c 'rdma: link from ' "$OUT/osf-links-server-A.log")" = 1
+		check "links: $((n + 1)) streams accepted on it" test "$(grep -c 'rdma: accepted .* (link to ' "$OUT/osf-links-server-A.log")" = $((n + 1))
+		OSF_RDMA_LINKS=1 osf links-kill timeout 300 python3 "$GUESTDIR/links.py" streamers "$ADDR" 7401 3 >"$OUT/links-kill.txt" 2>&1 &
+		sp=$!
+		wait_listen 7401
+		barrier links-kill
+		wait $sp
+		barrier links-done 600
+	else
+		barrier links-go
+		local out
+		out=$(OSF_RDMA_LINKS=1 osf links-client timeout 600 python3 "$GUESTDIR/links.py" client "$PEER_ADDR" 7400 $n 4 2>&1)
+		echo "  $out" | tr '\n' ' '
+		echo
+		check "links: $n streams, bytes verified, one written by a fork child" grep -q '^parent ok child ok$' <<<"$out"
+		check "links: one RC QP in the client for $((n + 1)) connections" grep -q '^qps 1$' <<<"$out"
+		check "links: one link made" test "$(grep -c 'rdma: link to .* made' "$OUT/osf-links-client-B.log")" = 1
+		check "links: $((n + 1)) streams on it" test "$(grep -c 'rdma: connection .*: stream .* on link to ' "$OUT/osf-links-client-B.log")" = $((n + 1))
+		barrier links-kill
+		OSF_RDMA_LINKS=1 osf links-watch timeout 300 python3 "$GUESTDIR/links.py" watchers "$PEER_ADDR" 7401 3 >"$OUT/links-watch.txt" 2>&1
+		check "links: the link's failure (server killed) resets its 3 streams: $(tr '\n' ' ' <"$OUT/links-watch.txt")" \
+			grep -q '^results ECONNRESET ECONNRESET ECONNRESET$' "$OUT/links-watch.txt"
+		check "links: those 3 streams were on one link" test "$(grep -c 'rdma: connection .*: stream .* on link to ' "$OUT/osf-links-watch-B.log")" = 3
+		barrier links-done
+	fi
 }
 
 # ---- quick: make test's reduced set

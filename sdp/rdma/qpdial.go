@@ -1,0 +1,331 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/osfproject/osf/sdp"
+	"github.com/osfproject/osf/verbs"
+)
+
+// Links over a device (Config.Links, qplink.go): a dial to a listener
+// this process has a link to opens a stream on it; the first one makes
+// the link, a connection of its own whose hello says so (ConnectData.Link:
+// no rings, no stream, no application on the server's side), and waits
+// for it with any dial that comes meanwhile. The links of a process are
+// kept by the listener's address; the server keeps its links by their
+// rdma_cm ids, and hands their streams to the listener that accepted the
+// link.
+
+// linkDial is a link being made: its id resolves and connects.
+type linkDial struct {
+	dst, src netip.AddrPort
+	local    netip.AddrPort
+	id       *verbs.CMID
+	w        *verbsWire
+	ql       *qpLink
+	deadline time.Time
+	waiting  []linkWaiter
+}
+
+// linkWaiter is a dial waiting for its link: its engine mapping and hello.
+type linkWaiter struct {
+	seg *sdp.Segment
+	cd  ConnectData
+	o   *linkOpen
+}
+
+// linkRingBytes is the ring size a link's own hello names (it has none).
+const linkRingBytes = 4096
+
+// errUseConnection means the dial is to use a connection of its own: its
+// link is full, or the peer does not take links.
+var errUseConnection = errors.New("rdma: a connection of its own")
+
+// dialStream opens a stream to dst's listener on this process's link to
+// it, making the link if there is none (Dial with Config.Links). It fails
+// with an error wrapping errUseConnection when the dial should make a
+// connection of its own.
+func (t *Transport) dialStream(dst, local netip.AddrPort, ringBytes uint32, timeout time.Duration) (*sdp.Endpoint, error) {
+	start := time.Now()
+	timeout = t.bound.of(timeout)
+	deadline := start.Add(timeout)
+	seg, mirror, ws, err := newStreamDial(ringBytes, local, dst, t.cfg.PID, t.cfg.HiddenBase)
+	if err != nil {
+		return nil, err
+	}
+	o := &linkOpen{dst: dst, wake: ws.engine, wakeTx: ws.engineTx, done: make(chan error, 1)}
+	if o.ready, err = t.readyFD(); err != nil {
+		o.ready = 0
+		closeOpen(ws.app, ws.appTx, ws.engine, ws.engineTx)
+		mirror.Close()
+		seg.Close()
+		return nil, resourceError(err)
+	}
+	fail := func(err error) (*sdp.Endpoint, error) {
+		if !o.taken { // else the link unmaps it once done with it
+			mirror.Close()
+		}
+		closeOpen(ws.app, ws.appTx, ws.engine, ws.engineTx)
+		seg.Close()
+		return nil, err
+	}
+	lw := linkWaiter{seg: mirror, cd: ConnectData{RingBytes: ringBytes, Client: local, Server: dst}, o: o}
+	if derr := t.eng.Do(func() { t.openOnLink(dst, local, lw, deadline) }); derr != nil {
+		unix.Close(o.ready)
+		return fail(derr)
+	}
+	ready := o.ready
+	answered, err := waitReady(ready, o.done, time.Until(deadline))
+	if !answered {
+		// From now on the engine neither answers nor writes the eventfd.
+		_ = t.eng.Do(func() { o.cancelled, o.ready = true, 0 })
+		select {
+		case err = <-o.done:
+		default:
+			err = fmt.Errorf("%w: %s: no answer to the stream-open within %v: %w", sdp.ErrHandshake, dst, timeout, verbs.ErrTimeout)
+		}
+		unix.Close(ready) // perhaps written: not reused
+	} else {
+		t.putReadyFD(ready)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	t.bound.observe(time.Since(start))
+	t.cfg.Logf("rdma: connect to %s (a stream) took %v", dst, time.Since(start))
+	return ws.endpoint(seg, local, dst), nil
+}
+
+// openOnLink opens w's stream on the link to dst, or queues it on the
+// link being made (making it if need be). Engine goroutine.
+func (t *Transport) openOnLink(dst, local netip.AddrPort, w linkWaiter, deadline time.Time) {
+	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	if w.o.cancelled {
+		w.o.finish(fmt.Errorf("%w: %s: gave up", sdp.ErrHandshake, dst))
+		return
+	}
+	if ql := t.qlinks[dst]; ql != nil && !ql.broken {
+		t.openOn(ql, w)
+		return
+	}
+	if ld := t.linkDials[dst]; ld != nil {
+		ld.waiting = append(ld.waiting, w)
+		return
+	}
+	ld := &linkDial{dst: dst, local: local, src: dialSource(local, dst), deadline: deadline, waiting: []linkWaiter{w}}
+	id, err := t.ch.CreateID()
+	if err == nil {
+		ld.id = id
+		t.linkDials[dst] = ld
+		t.linkIDs[id] = ld
+		err = id.ResolveAddr(ld.src, dst, max(time.Until(deadline), time.Millisecond))
+	}
+	if err != nil {
+		t.linkDialFailed(ld, classify(err))
+	}
+}
+
+// openOn posts w's stream-open on ql.
+func (t *Transport) openOn(ql *qpLink, w linkWaiter) {
+	if w.o.cancelled {
+		w.o.finish(fmt.Errorf("%w: %s: gave up", sdp.ErrHandshake, w.o.dst))
+		return
+	}
+	if _, err := ql.openStream(w.seg, w.cd, w.o); err != nil {
+		if errors.Is(err, errLinkFull) {
+			err = fmt.Errorf("%w: %w", errUseConnection, err)
+		}
+		w.o.finish(err)
+		return
+	}
+	w.o.taken = true
+}
+
+// linkDialEvent advances a link being made.
+func (t *Transport) linkDialEvent(ld *linkDial, ev *verbs.Event) {
+	if err := ev.Err(); err != nil {
+		err = eventFailure(ld.dst, ev, err)
+		if ev.Type == verbs.EventRejected {
+			if code, ok := DecodeReject(ev.PrivateData); ok && code == RejectBadHello {
+				err = fmt.Errorf("%w: %s takes no links: %w", errUseConnection, ld.dst, err)
+			}
+		}
+		t.linkDialFailed(ld, err)
+		return
+	}
+	remaining := max(time.Until(ld.deadline), time.Millisecond)
+	switch ev.Type {
+	case verbs.EventAddrResolved:
+		if err := ld.id.ResolveRoute(remaining); err != nil {
+			t.linkDialFailed(ld, classify(err))
+			return
+		}
+		dev, err := t.idDevice(ld.id)
+		if err == nil {
+			ld.w, err = newVerbsWire(t.eng, ld.id, dev, t.cfg.HiddenBase)
+		}
+		if err == nil {
+			ld.ql, err = t.newLink(ld.w, ld.dst.String(), true)
+		}
+		if err != nil {
+			t.linkDialFailed(ld, err)
+		}
+	case verbs.EventRouteResolved:
+		hello, err := ConnectData{RingBytes: linkRingBytes, Link: true, Client: ld.local, Server: ld.dst}.Marshal()
+		if err == nil {
+			err = ld.id.Connect(connParam(hello))
+		}
+		if err != nil {
+			t.linkDialFailed(ld, classify(err))
+		}
+	case verbs.EventEstablished:
+		if _, err := DecodeAcceptData(ev.PrivateData); err != nil {
+			t.linkDialFailed(ld, fmt.Errorf("%w: %w", sdp.ErrHandshake, err))
+			return
+		}
+		delete(t.linkDials, ld.dst)
+		delete(t.linkIDs, ld.id)
+		t.qlinks[ld.dst] = ld.ql
+		t.qlinkIDs[ld.id] = ld.ql
+		t.cfg.Logf("rdma: link to %s made (qp %d)", ld.dst, ld.w.qp.Num())
+		for _, w := range ld.waiting {
+			t.openOn(ld.ql, w)
+		}
+		ld.waiting = nil
+	}
+}
+
+// linkDialFailed releases what a link being made made and fails the dials
+// waiting for it.
+func (t *Transport) linkDialFailed(ld *linkDial, err error) {
+	if t.linkDials[ld.dst] == ld {
+		delete(t.linkDials, ld.dst)
+	}
+	if ld.id != nil {
+		delete(t.linkIDs, ld.id)
+	}
+	switch {
+	case ld.ql != nil:
+		ld.ql.onFail = nil
+		ld.ql.fail(err) // closes the wire and the id
+	case ld.w != nil:
+		_ = ld.w.close()
+	case ld.id != nil:
+		_ = ld.id.Close()
+	}
+	t.cfg.Logf("rdma: link to %s: %v", ld.dst, err)
+	for _, w := range ld.waiting {
+		w.o.finish(err)
+	}
+	ld.waiting = nil
+}
+
+// idDevice is the device an id is bound to.
+func (t *Transport) idDevice(id *verbs.CMID) (*device, error) {
+	ctx, err := id.Context()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
+	}
+	dev, err := t.device(ctx)
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	return dev, nil
+}
+
+// newLink makes a link over w, watched by the engine.
+func (t *Transport) newLink(w *verbsWire, name string, client bool) (*qpLink, error) {
+	ql, err := newQPLink(t.eng, w, name, client, t.cfg.Logf)
+	if err == nil {
+		err = w.watch(ql)
+	}
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	ql.onFail = t.forgetLink
+	ql.later = t.eng.background
+	return ql, nil
+}
+
+// forgetLink drops a broken link from the transport's maps.
+func (t *Transport) forgetLink(ql *qpLink) {
+	for dst, l := range t.qlinks {
+		if l == ql {
+			delete(t.qlinks, dst)
+		}
+	}
+	for id, l := range t.qlinkIDs {
+		if l == ql {
+			delete(t.qlinkIDs, id)
+		}
+	}
+}
+
+// acceptLink accepts a link request on listener l: its streams go to l's
+// application. On error it has released everything but id and returns
+// the code to reject it with.
+func (t *Transport) acceptLink(id *verbs.CMID, cd ConnectData, l *listener) (RejectCode, error) {
+	dev, err := t.idDevice(id)
+	if err != nil {
+		return RejectSetup, err
+	}
+	w, err := newVerbsWire(t.eng, id, dev, t.cfg.HiddenBase)
+	if err != nil {
+		return RejectResource, err
+	}
+	ql, err := t.newLink(w, id.RemoteAddr().String(), false)
+	if err == nil {
+		var ad []byte
+		if ad, err = (AcceptData{RingBytes: cd.RingBytes}).Marshal(); err == nil {
+			err = id.Accept(connParam(ad))
+		}
+	}
+	if err != nil {
+		if ql != nil {
+			ql.onFail = nil
+			ql.broken = true
+		}
+		_ = w.release() // not closed: id stays the caller's
+		return RejectSetup, err
+	}
+	ql.offer = func(cd ConnectData) (offered, RejectCode, error) {
+		o, code, gone, err := offerConn(t.eng, l.name, cd, true, t.cfg.HiddenBase)
+		if gone && t.listeners[l.id] == l {
+			t.cfg.Logf("rdma: the listener on %s is gone; closing its RDMA listener", l.addr)
+			t.closeListener(l)
+		}
+		return o, code, err
+	}
+	t.qlinkIDs[id] = ql
+	t.cfg.Logf("rdma: link from %s accepted on %s (qp %d)", id.RemoteAddr(), l.addr, w.qp.Num())
+	return 0, nil
+}
+
+// linkEvent handles an event of an established link's id.
+func (t *Transport) linkEvent(ql *qpLink, ev *verbs.Event) {
+	switch ev.Type {
+	case verbs.EventDisconnected, verbs.EventDeviceRemoval, verbs.EventConnectError,
+		verbs.EventUnreachable, verbs.EventRejected, verbs.EventTimewaitExit:
+		ql.ready() // what completed before the end
+		ql.fail(fmt.Errorf("%s", ev))
+	}
+}
+
+// stopLinks breaks every link (Stop, a removed device).
+func (t *Transport) stopLinks(dev *device, err error) {
+	for _, ld := range t.linkDials {
+		if dev == nil || ld.w != nil && ld.w.dev == dev {
+			t.linkDialFailed(ld, err)
+		}
+	}
+	for _, ql := range t.qlinkIDs {
+		if w, ok := ql.wire.(*verbsWire); dev == nil || ok && w.dev == dev {
+			ql.fail(err)
+		}
+	}
+}
