@@ -4391,16 +4391,22 @@ static int in_flight(int fd)
 	return q - nsd;
 }
 
-/* fill_full fills blocking fd until its send buffer stays full (three
- * looks 20 ms apart take nothing, and nothing is in flight): loopback TCP
+/* fill_full fills blocking fd until its send buffer stays full (its size
+ * set, three looks 20 ms apart take nothing, nothing in flight): loopback TCP
  * moves queued bytes to the peer's receive buffer for a while after the
  * first EAGAIN, and on a busy host the acknowledgements that free the
  * room come late, even after three looks (a blocked send of 1 byte then
  * took it: "1" where "EPIPE" was meant, at load 15). */
 static void fill_full(int fd)
 {
-	int partial, eagain, n, still = 0;
+	int partial, eagain, n, still = 0, sb;
+	socklen_t sl = sizeof(sb);
 
+	/* The size it has, set: TCP grows an unset send buffer when the
+	 * peer's window probes are answered (tcp_sndbuf_expand), which made
+	 * room for a send meant to block, at load. */
+	if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, &sl) == 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &(int){sb / 2}, sizeof(int));
 	set_nonblock(fd, 1);
 	for (n = 0; n < 200 && (still < 3 || in_flight(fd) > 0); n++) {
 		still = fill(fd, 65536, (size_t)256 << 20, 0, &partial, &eagain) > 0 ? 0 : still + 1;
