@@ -325,6 +325,11 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	int r;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
+	/* Before the park lock, the family's mutex and the fd window: the
+	 * core's loading thread waits for the window's limit lock, and
+	 * took_hello's load within it waited 5 s (CORE_LOAD_TIMEOUT_MS),
+	 * the family's other accepts resetting their connections meanwhile. */
+	setup_debug_core();
 	if (!setup_get_sockaddr(peer, &key))
 		return -1;
 	key = setup_ip_unmap(key);
