@@ -228,6 +228,33 @@ static int kfd_fds_short(int fd, const struct osf_fdt_entry *e)
 	return 0;
 }
 
+/* kfd_spin spins on blocking OSF_SHM_KFD listener fd before the kernel's
+ * accept sleeps, as accept_offload does: a churn of short connections
+ * finds the next one without a sleep and a wake-up of the server's CPU.
+ * The first look is the one accept_offload makes too; the listener's
+ * mode is read only when it found nothing. -1 with EINTR when a handler
+ * without SA_RESTART ran meanwhile (as the kernel's accept), else 0. */
+static int kfd_spin(int fd, const struct osf_fdt_entry *e)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	int fl = -1, timeout = 0, saved = errno;
+
+	if (REAL(poll)(&p, 1, 0) != 0 || listener_mode(fd, e, &fl, &timeout) < 0 ||
+	    timeout == 0) {
+		errno = saved; /* ready, non-blocking, or for the accept to answer */
+		return 0;
+	}
+	for (;;) {
+		osf_intr_begin();
+		if (osf_spin_poll(&p, 1, timeout) >= 0 || errno != EINTR)
+			break;
+		if (timeout >= 0 || !osf_intr_restart())
+			return -1;
+	}
+	errno = saved;
+	return 0;
+}
+
 /* accept_kfd_next is the kernel's accept4 on OSF_SHM_KFD listener fd: a
  * connection reset for want of its hello (accept_kfd) is passed over, as
  * if it had never come (bounded by the kernel's queue). */
@@ -238,7 +265,7 @@ static int accept_kfd_next(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 	int nfd, r;
 
 	do {
-		if (kfd_fds_short(fd, e) < 0)
+		if (kfd_fds_short(fd, e) < 0 || kfd_spin(fd, e) < 0)
 			return -1;
 		if (len)
 			*len = asked;
