@@ -287,16 +287,18 @@ func TestKfdPrefork(t *testing.T) {
 // connections to a listener on one link (preload/setup_link.c), and a
 // fork child never writes on its parent's: kfdfork's parent holds one
 // link from its first connection on and its second connection (after the
-// child's) goes over the same, while the child starts with none and dials
-// its own. Every connection is offloaded (OSF_STRICT=1) and echoes 64
-// bytes.
+// child's) goes over the same, while the child starts with its copy of the
+// parent's (closed at its first use of the links, not at the fork, which
+// would cost every fork child two page faults: TestForkPageFaults) and
+// dials its own (none of its links after its connection is the parent's).
+// Every connection is offloaded (OSF_STRICT=1) and echoes 64 bytes.
 func TestKfdLinkFork(t *testing.T) {
 	t.Parallel()
 	port := strconv.Itoa(testutil.FreePort(t))
 	testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "churn"), "sink", port).Start()
 	testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
 	r := testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "kfdfork"), port).Run(longRun)
-	want := "parent: links 0 1, transport kfd\nchild: links 0 1, transport kfd\nparent: links 1 1, transport kfd\n"
+	want := "parent: links 0 1, transport kfd\nchild: links 1 1, transport kfd, its own\nparent: links 1 1, transport kfd\n"
 	if !r.OK() || r.Stdout != want {
 		t.Fatalf("kfdfork: %s\nwant:\n%s", r, want)
 	}
