@@ -435,6 +435,11 @@ void osf_fdt_touch(void);
 void osf_fdt_lock(void);
 void osf_fdt_unlock(void);
 
+/* osf_fdt_lock_unheld takes the lock unless this thread holds it already
+ * (a signal handler's call inside a structural change): 1 when it took
+ * it, for the caller's osf_fdt_unlock. */
+int osf_fdt_lock_unheld(void);
+
 /* Fork: with the lock held, the parent takes a snapshot of the table
  * (osf_fdt_fork_prepare, an fd or -1) before fork; the child makes the
  * snapshot its own table (osf_fdt_child_after_fork, which also resets the

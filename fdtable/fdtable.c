@@ -103,6 +103,14 @@ OSF_FORK_TEXT void osf_fdt_unlock(void)
 	word_unlock(&osf_fork.lock_word);
 }
 
+int osf_fdt_lock_unheld(void)
+{
+	if (held_by_me())
+		return 0;
+	osf_fdt_lock();
+	return 1;
+}
+
 /* held_by_me reports a re-entrant call (a signal handler that interrupted
  * this thread inside a structural change). */
 int held_by_me(void)

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the pool of connection structs ---------------------------------- */
@@ -504,6 +505,7 @@ void osf_conn_dup(struct osf_fdt_entry *e)
 void osf_conn_close(int fd, struct osf_fdt_entry *e)
 {
 	struct osf_conn *c;
+	int locked;
 
 	/* Inherited across exec and never used in this image: map it now, so
 	 * that its last close here releases the hidden fds and the holder
@@ -526,7 +528,14 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e)
 			osf_kfd_close(c, fd, (e->flags & OSF_FDF_LINGER) && e->linger_secs == 0);
 		osf_conn_rdma_unhold(c, 0);
 	}
+	/* Under the table lock, as fork's and posix_spawn's walks read
+	 * priv and count on c (osf_conn_fork_holders): an entry they see
+	 * holding c still holds its reference, so c and its rings stay
+	 * mapped and c this connection's while they look. */
+	locked = osf_fdt_lock_unheld();
 	__atomic_store_n(&e->priv, 0, __ATOMIC_RELEASE);
+	if (locked)
+		osf_fdt_unlock();
 	conn_put(c); /* the table entry's reference */
 }
 
@@ -578,12 +587,13 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 	struct osf_fdt_entry *d;
 	struct stat st;
 	void *base;
-	int fl, dfd;
+	int fl, dfd, locked;
 
 	while (__atomic_exchange_n(&rebuild_lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
 	if (__atomic_load_n(&e->image, __ATOMIC_ACQUIRE) == osf.image)
 		goto out;
+	locked = osf_fdt_lock_unheld(); /* a dup's close lets go under it */
 	OSF_FDT_FOREACH(dfd, d)
 		if (same_conn(d, e) && d->image == osf.image && d->priv) {
 			c = (struct osf_conn *)(uintptr_t)d->priv;
@@ -591,6 +601,8 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 			__atomic_add_fetch(&c->fds, 1, __ATOMIC_ACQ_REL);
 			break;
 		}
+	if (locked)
+		osf_fdt_unlock();
 	if (!c) {
 		int side = e->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER : OSF_SIDE_CLIENT;
 		if (e->slot1) {
@@ -665,6 +677,8 @@ OSF_FORK_TEXT static int fork_seen(uintptr_t *set, unsigned cap, struct osf_conn
 	return 0;
 }
 
+unsigned osf_conn_debug_fork_us;
+
 OSF_FORK_TEXT void osf_conn_fork_holders(int delta)
 {
 	static uint32_t round;
@@ -691,6 +705,10 @@ OSF_FORK_TEXT void osf_conn_fork_holders(int delta)
 		if (!osf_kind_is_conn(e->kind) || e->image != osf.image || !e->priv)
 			continue;
 		c = (struct osf_conn *)(uintptr_t)e->priv;
+		if (__builtin_expect(osf_conn_debug_fork_us != 0, 0)) {
+			struct timespec ts = {0, (long)osf_conn_debug_fork_us * 1000};
+			nanosleep(&ts, NULL);
+		}
 		if (n <= cap / 2) {
 			if (fork_seen(set, cap, c))
 				continue; /* a dup of one already counted */
@@ -708,10 +726,11 @@ void osf_conn_spawn_holders(const int *fds, int nfds, int all, int delta)
 {
 	static uint32_t round;
 	struct osf_fdt_entry *e;
-	int fd, i;
+	int fd, i, locked;
 
 	if (!osf_fdt_offloaded())
 		return;
+	locked = osf_fdt_lock_unheld(); /* as fork's (osf_conn_close) */
 	round++;
 	OSF_FDT_FOREACH(fd, e) {
 		struct osf_conn *c;
@@ -728,6 +747,8 @@ void osf_conn_spawn_holders(const int *fds, int nfds, int all, int delta)
 		c->spawn_round = round;
 		__atomic_add_fetch(&c->s.me->holders, (uint32_t)delta, __ATOMIC_RELAXED);
 	}
+	if (locked)
+		osf_fdt_unlock();
 }
 
 void osf_conn_hidden_moved(int old, int nfd)

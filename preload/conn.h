@@ -160,8 +160,16 @@ int osf_conn_port_held(struct osf_fdt_entry *e);
 void osf_conn_setfl(struct osf_fdt_entry *e, long fl);
 
 /* osf_conn_fork_holders counts one more (delta 1) or one fewer (-1)
- * process holding each connection of this process: around fork. */
+ * process holding each connection of this process: around fork, which
+ * holds the table lock (osf_fdt_lock), as osf_conn_close does while it
+ * lets go of an entry's connection. */
 void osf_conn_fork_holders(int delta);
+
+/* osf_conn_debug_fork_us (tests: OSF_DEBUG_FORK_WALK_US, libosf.so's
+ * init): fork's count of holders sleeps that long at each connection it
+ * found, between reading the entry and counting, as a forking thread
+ * preempted there would; 0 in production. */
+extern unsigned osf_conn_debug_fork_us;
 
 /* osf_conn_spawn_holders counts one more (delta 1) or one fewer (-1)
  * process holding each connection a posix_spawn (or os/exec) child may

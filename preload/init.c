@@ -6,6 +6,7 @@
 #include "osf.h"
 #include "conf.h"
 #include "../sdp/side.h"
+#include "conn.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -232,6 +233,10 @@ static void load_config(void)
 	 * sender's (sdp/side.h osf_side_debug_wake_us; TestKfdCloseRace). */
 	if (osf_parse_uint(osf_env("OSF_DEBUG_KFD_WAKE_US"), 0, 100000, &osf_side_debug_wake_us) < 0)
 		osf_side_debug_wake_us = 0;
+	/* Tests: fork's walk of the connections as a preempted thread's
+	 * (preload/conn.h osf_conn_debug_fork_us; TestForkWhileClosing). */
+	if (osf_parse_uint(osf_env("OSF_DEBUG_FORK_WALK_US"), 0, 100000, &osf_conn_debug_fork_us) < 0)
+		osf_conn_debug_fork_us = 0;
 	dbg = osf_env("OSF_SHM_EFD"); /* on unless 0 */
 	osf.shm_efd = !dbg || strcmp(dbg, "0") != 0;
 	rx = osf_env("OSF_RDMA_RX"); /* the core rejects other values */
