@@ -33,7 +33,10 @@ func TestSemantics(t *testing.T) {
 			t.Parallel()
 			bp := bare.cmd(t, nil, prog, name).Start()
 			op := underOsf.cmd(t, nil, prog, name).Start()
-			b, o := bp.Wait(shortRun), op.Wait(shortRun)
+			// longRun: a scenario's own waits are bounded (10 s each, the
+			// program's timeouts), and blocked_shutdown runs 6 s on a
+			// quiet host, more than shortRun at load 13.
+			b, o := bp.Wait(longRun), op.Wait(longRun)
 			if !b.OK() {
 				t.Fatalf("bare run: %s", b)
 			}

@@ -430,9 +430,19 @@ func TestServerNodeClientGone(t *testing.T) {
 // socketFds counts the sockets among process pid's fds.
 func socketFds(t *testing.T, pid int) int {
 	t.Helper()
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	n, err := countSocketFds(pid)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return n
+}
+
+// countSocketFds counts the sockets among process pid's fds; an error once
+// the process is gone.
+func countSocketFds(pid int) (int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	for _, e := range ents {
@@ -440,7 +450,7 @@ func socketFds(t *testing.T, pid int) int {
 			n++
 		}
 	}
-	return n
+	return n, nil
 }
 
 // apacheEventConf runs apache2 with the event MPM (two children of eight

@@ -160,8 +160,8 @@ func TestShmIperf3(t *testing.T) {
 				streams int
 			}{{"single", nil, 1}, {"reverse", []string{"-R"}, 1}, {"parallel4", []string{"-P", "4"}, 4}} {
 				args := append([]string{"-c", "127.0.0.1", "-p", port, "-t", "2", "-J"}, tc.args...)
-				cli := startIperfClient(t, m, iperf, args)
 				conns := 1 + tc.streams // the control connection and the streams
+				cli := startIperfClient(t, m, iperf, args, conns)
 				assertConns(t, m, cli.Pid, srv.Pid, conns, "iperf3 -c")
 				r := cli.Wait(longRun)
 				if !r.OK() {
@@ -192,13 +192,16 @@ func TestShmIperf3(t *testing.T) {
 // startIperfClient starts an iperf3 client; one the server turned away
 // because it was still ending the last test ("the server is busy running a
 // test") is started again (bounded), as the kernel side and osf's alike
-// may race with the server's end of the previous test.
-func startIperfClient(t *testing.T, m mode, iperf string, args []string) *testutil.Process {
+// may race with the server's end of the previous test. It waits until the
+// client holds conns sockets or exits: on a loaded host the refusal came
+// after any fixed wait (the bare client then exited before the test
+// looked at its sockets).
+func startIperfClient(t *testing.T, m mode, iperf string, args []string, conns int) *testutil.Process {
 	t.Helper()
 	for try := 0; ; try++ {
 		cli := m.cmd(t, nil, iperf, args...).Start()
-		deadline := time.Now().Add(300 * time.Millisecond)
-		for !cli.Exited() && time.Now().Before(deadline) {
+		deadline := time.Now().Add(shortRun)
+		for !cli.Exited() && time.Now().Before(deadline) && hasSockets(cli.Pid, conns) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if try == 10 || !cli.Exited() || !strings.Contains(cli.Wait(0).Stdout, "busy") {
@@ -206,6 +209,12 @@ func startIperfClient(t *testing.T, m mode, iperf string, args []string) *testut
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// hasSockets reports whether process pid holds at least n sockets.
+func hasSockets(pid, n int) bool {
+	k, err := countSocketFds(pid)
+	return err == nil && k >= n
 }
 
 // TestShmRedis runs redis-server, redis-benchmark (SET, GET, LPUSH, 100000

@@ -946,11 +946,13 @@ static_rows() {
 	[[ $osf == static ]] && what="static $what"
 	[[ $osf == osfgo ]] && how="OSF_GO=1"
 	[[ $kind == gRPC* ]] && what="${what/$kind ping-pong/gRPC-Go unary call,} each way" target="≥ 2x faster"
+	local kc=() sc=() rt cpu
 	for ((r = 0; r < STATIC_ROUNDS; r++)); do
 		for side in bare "$osf"; do
 			out=$(static_pingpong "$kind" "$pin" "$side")
 			[[ -n "$out" ]] || { echo "bench: $what ($side) failed" >&2; return 1; }
-			if [[ $side == bare ]]; then k+=("$out"); else s+=("$out"); fi
+			read -r rt cpu <<<"$out"
+			if [[ $side == bare ]]; then k+=("$rt") kc+=("$cpu"); else s+=("$rt") sc+=("$cpu"); fi
 		done
 		ratios+=("$(calc "${k[-1]} / ${s[-1]}")")
 	done
@@ -962,6 +964,16 @@ static_rows() {
 	row "$what, $how, $pin (µs per round trip, median of $STATIC_ROUNDS rounds of 20,000)" \
 		"$(calc "'%.1f' % ($km / 1000)")" "$(calc "'%.1f' % ($sm / 1000)")" \
 		"$(ratio "$km" "$sm") faster (rounds $(calc "'%.1f' % $(stats min "${ratios[@]}")")–$(calc "'%.1f' % $(stats max "${ratios[@]}")")x)" "$target"
+	[[ $kind == gRPC* ]] || return 0
+	# What the speed costs in CPU: osf's waits spin before they sleep
+	# (OSF_SPIN_US, OSF_POLL_SPIN_US, the poll spin's growth).
+	raw "$what $pin, CPU ns per round trip (both processes), kernel TCP: ${kc[*]}"
+	raw "$what $pin, CPU ns per round trip (both processes), $how: ${sc[*]}"
+	km=$(stats median "${kc[@]}")
+	sm=$(stats median "${sc[@]}")
+	row "$what, $how, $pin: CPU time of client and server (µs per round trip, median of $STATIC_ROUNDS rounds)" \
+		"$(calc "'%.1f' % ($km / 1000)")" "$(calc "'%.1f' % ($sm / 1000)")" \
+		"$(calc "'%.2fx' % ($sm / $km)")" "≤ 1x"
 }
 
 # static_pingpong C|Go|gRPC|gRPC-dyn pinned|unpinned bare|static|osfgo: one round's mean
@@ -996,7 +1008,13 @@ static_pingpong() {
 			sed -n 's/^rtt avg=\([0-9]*\) .*/\1/p')
 	fi
 	unserve
-	echo "$out"
+	# and the CPU time of every process of the round (server, client and
+	# their wrappers: the reaped children of this subshell), per round trip
+	# (times itself in this shell: a pipe or $() would ask a new one)
+	times >"$TMP/times"
+	[[ -n "$out" ]] && echo "$out $(sed -n 2p "$TMP/times" | awk '{
+		split($1, u, "m"); split($2, k, "m")
+		printf "%.0f", ((u[1] * 60 + u[2]) + (k[1] * 60 + k[2])) * 1e9 / 20000 }')"
 }
 
 # gonet_start SIDE PORT: gonet's net/http server answering /hello.
