@@ -165,8 +165,9 @@ FUZZTIME ?= 5s
 POOL_TESTS := TestShm|TestHostile|TestSmallExchange|TestFork|TestHandoff|TestChurn|TestSemantics|TestPool|TestStream|TestSpareSegment|TestUnmapLater|TestIdleRings|TestSoak
 # The shm tests run once more with each connection's fd its own kernel TCP
 # socket (OSF_TEST_SHM_KFD=1: OSF_SHM_KFD=1, off by default), a subset that
-# passes so (docs/D2-PROPOSAL.md step 3 lists the rest, by cause).
-KFD_TESTS := TestKfd|TestSemantics$$|TestForkExec(Inetd|Pipeline|EnvReplaced|CloseRange|System|Vfork|Activate|Hold|Daemon|BlockedReader)$$|TestHandoffSCMRights|TestSpawnedChildReadsAfterParentAndClientClosed|TestAcceptNonblockingEmptyOrFull|TestGoExecPassConn|TestGoServerCClient|TestStaticGoC$$|TestShmNginxWrk
+# passes so (docs/D2-PROPOSAL.md step 3 lists the rest, by cause); the
+# soak for 10 s there.
+KFD_TESTS := TestKfd|TestSemantics$$|TestForkExec(Inetd|Pipeline|EnvReplaced|CloseRange|System|Vfork|Activate|Hold|Daemon|BlockedReader|Prefork)$$|TestHandoffSCMRights|TestSpawnedChildReadsAfterParentAndClientClosed|TestAcceptNonblockingEmptyOrFull|TestGoExecPassConn|TestGoServerCClient|TestStaticGoC$$|TestShmNginxWrk|TestAcceptEMFILEKeepsConnection|TestAcceptSpins|TestForkPageFaults|TestSoak|TestForkExecSharedWriters|TestFirstConnectSystemCalls|TestCurlConnectCarriesOnlySetOptions|TestNodelayAfterConnectMakesNoSocket|TestConnectWindowsShared|TestServerBoundsRingSize|TestSpoofedPeerAddress
 
 test: test-deps build
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './build/*')); \
@@ -177,7 +178,7 @@ test: test-deps build
 	@# (OSF_SHM_POOL=0, not preload/pool.c's regions): testutil.Preload
 	@# adds it to every program under osf
 	OSF_TEST_SHM_POOL=0 $(GO) test -count=1 -timeout 20m -run '$(POOL_TESTS)' ./tests/
-	OSF_TEST_SHM_KFD=1 $(GO) test -count=1 -timeout 10m -run '$(KFD_TESTS)' ./tests/
+	OSF_TEST_SHM_KFD=1 OSF_SOAK_SECONDS=10 $(GO) test -count=1 -timeout 10m -run '$(KFD_TESTS)' ./tests/
 	@# every parser of peer-written data fuzzed for FUZZTIME each beyond
 	@# its corpus: the C ones (hello, segment header, gateway reply and
 	@# notice), the RDMA private data and link frames and messages, the gateway's Go messages, and a

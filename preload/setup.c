@@ -400,7 +400,12 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 				   "listen %s: kernel: ", setup_fmt_ap(&ip, a, sizeof(a)));
 		return 1;
 	}
-	fd = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	/* OSF_SHM_KFD: a SOCK_SEQPACKET companion, which only its clients'
+	 * links dial (struct osf_dial's seqpacket): a client without the
+	 * switch, whose hello it would never read, is refused and connects
+	 * over kernel TCP, as one with it to a server without it. */
+	fd = REAL(socket)(AF_UNIX, (osf.shm_kfd ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC |
+					   SOCK_NONBLOCK, 0);
 	osf_fdt_high_end();
 	/* A SO_REUSEPORT listener takes the first free slot of its group
 	 * (clients spread over the slots, setup_connect.c). */

@@ -394,6 +394,7 @@ again:
 		d.census = &c;
 		d.untrusted = untrusted;
 		d.arg = &a;
+		d.seqpacket = osf.shm_kfd;
 		s = osf_dial_companion(&d);
 		if (s < 0) {
 			parts_drop(p);

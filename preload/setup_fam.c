@@ -431,6 +431,31 @@ int osf_setup_kfd_family(int aux_fd)
 	return r;
 }
 
+/* fork_needs_store reports whether a listener of this process may need a
+ * store at this fork, looked at without a lock: the park lock's word, on a
+ * page the last fork shared, would cost the parent a page fault per fork
+ * (TestForkPageFaults). Only the table (a shared mapping) and fams are
+ * read; a listener made by another thread meanwhile races with the fork
+ * either way (it is then shared without a store: LIMITS.md). */
+static int fork_needs_store(void)
+{
+	struct osf_fdt_entry *e;
+	int fd, i, n = __atomic_load_n(&nfam, __ATOMIC_RELAXED);
+
+	OSF_FDT_FOREACH(fd, e) {
+		if (e->kind != OSF_FD_LISTEN ||
+		    (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) &
+		     (OSF_FDF_KFD | OSF_FDF_KFDSHUT | OSF_FDF_EXECSHARED)) != OSF_FDF_KFD)
+			continue;
+		for (i = 0; i < n && i < FAM_MAX; i++)
+			if (__atomic_load_n(&fams[i].aux_fd, __ATOMIC_RELAXED) == e->aux_fd)
+				break;
+		if (i == n || i == FAM_MAX)
+			return n < FAM_MAX;
+	}
+	return 0;
+}
+
 void osf_setup_kfd_fork_prepare(void)
 {
 	struct {
@@ -440,7 +465,7 @@ void osf_setup_kfd_fork_prepare(void)
 	struct fam *f;
 	int fd, n = 0, i, h;
 
-	if (!osf.shm_kfd || osf_fdt_table_fd() < 0)
+	if (!osf.shm_kfd || osf_fdt_table_fd() < 0 || !fork_needs_store())
 		return;
 	setup_park_lock();
 	osf_fdt_lock();

@@ -277,7 +277,12 @@ static void kfd_fill(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		i += r == 0;
 	}
 	for (n = 0; n < LINK_MAX && osf_fdt_fds_free(3); n++) {
+		/* In a window: the program's last free number below its
+		 * limit may be its connection's (link_add_locked hides the
+		 * link above it). */
+		osf_fdt_high_begin();
 		cfd = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		osf_fdt_high_end();
 		if (cfd < 0)
 			break;
 		i = link_add_locked(lfd, aux_fd, cfd, in);
@@ -320,6 +325,11 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	int r;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
+	/* Before the park lock, the family's mutex and the fd window: the
+	 * core's loading thread waits for the window's limit lock, and
+	 * took_hello's load within it waited 5 s (CORE_LOAD_TIMEOUT_MS),
+	 * the family's other accepts resetting their connections meanwhile. */
+	setup_debug_core();
 	if (!setup_get_sockaddr(peer, &key))
 		return -1;
 	key = setup_ip_unmap(key);

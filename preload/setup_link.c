@@ -9,7 +9,8 @@
  * that breaks (its server closed or shut it: EPIPE, ECONNRESET) is
  * forgotten and the connection dials a new one; links whose server closed
  * its end are dropped whenever a new one is made. A fork child closes its
- * copies and dials its own: hellos from two processes never share a link,
+ * copies (at its first use of them) and dials its own: hellos from two
+ * processes never share a link,
  * and the server's SO_PEERCRED of a link is its one writer. */
 #include "setup_priv.h"
 
@@ -23,6 +24,7 @@
 static struct {
 	pthread_mutex_t mu;
 	unsigned gen;
+	pid_t pid; /* the process they are of (a fork child's copies: own_locked) */
 	struct link {
 		int fd;       /* hidden; gen 0: free */
 		unsigned gen; /* which link this is (setup_link_lock) */
@@ -32,6 +34,26 @@ static struct {
 		long long used;
 	} *l; /* LINKS of them, or NULL */
 } links = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* own_locked closes a fork child's copies of its parent's links, at its
+ * first use of the table (writes of two processes never share one) and
+ * makes the table the caller's: at the fork itself the closes would cost
+ * every child two page faults, the table's page and its entries'
+ * (TestForkPageFaults). */
+static void own_locked(void)
+{
+	int i;
+
+	if (!links.l || links.pid == osf_pid())
+		return;
+	for (i = 0; i < LINKS; i++)
+		if (links.l[i].gen) {
+			osf_fdt_close_hidden(links.l[i].fd);
+			links.l[i].gen = 0;
+			links.l[i].fd = -1;
+		}
+	links.pid = osf_pid();
+}
 
 /* find_locked returns the link to dst, or NULL. */
 static struct link *find_locked(const struct ip *dst)
@@ -62,6 +84,7 @@ unsigned setup_link_get(const struct ip *dst, struct ucred *owner, char name[108
 	unsigned gen = 0;
 
 	pthread_mutex_lock(&links.mu);
+	own_locked();
 	k = find_locked(dst);
 	if (k) {
 		*owner = k->owner;
@@ -77,6 +100,7 @@ int setup_link_lock(const struct ip *dst, unsigned gen)
 	struct link *k;
 
 	pthread_mutex_lock(&links.mu);
+	own_locked();
 	k = find_locked(dst);
 	if (k && k->gen == gen)
 		return k->fd;
@@ -123,8 +147,11 @@ void setup_link_keep(const struct ip *dst, int s, const struct ucred *owner,
 	int i, h = -1, old = 0;
 
 	pthread_mutex_lock(&links.mu);
-	if (!links.l)
+	own_locked();
+	if (!links.l) {
 		links.l = calloc(LINKS, sizeof(*links.l));
+		links.pid = osf_pid();
+	}
 	prune_locked();
 	if (!links.l || find_locked(dst) || (h = osf_fdt_hide(s, 0)) < 0) {
 		/* Another thread keeps one: this socket's hello stays queued
@@ -154,25 +181,20 @@ void setup_link_moved(int old, int nfd)
 	int i;
 
 	pthread_mutex_lock(&links.mu);
+	own_locked();
 	for (i = 0; links.l && i < LINKS; i++)
 		if (links.l[i].gen && links.l[i].fd == old)
 			links.l[i].fd = nfd;
 	pthread_mutex_unlock(&links.mu);
 }
 
-/* links_after_fork: a fork child closes its copies of its parent's links
- * (writes of two processes never share one) and dials its own. */
+/* links_after_fork: a fork child's lock is free (another thread may have
+ * held it at the fork); its copies of its parent's links are closed at
+ * its first use of them (own_locked), when it dials its own. */
 OSF_FORK_TEXT static void links_after_fork(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-	int i;
 
 	OSF_RESET_MEM(&links.mu, fresh);
-	for (i = 0; links.l && i < LINKS; i++)
-		if (links.l[i].gen) {
-			osf_fdt_close_hidden(links.l[i].fd);
-			links.l[i].gen = 0;
-			links.l[i].fd = -1;
-		}
 }
 OSF_AFTER_FORK(links_after_fork, OSF_FORK_RELEASE);

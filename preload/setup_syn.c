@@ -133,18 +133,33 @@ static void unmark(const struct syn *s)
 				       sizeof(int));
 }
 
+/* companion_try connects a socket of type to the companion at sun and
+ * closes it at once: 1 when it has room, 0 when it is full (or no socket
+ * now: look again later), -1 with errno when it is gone. */
+static int companion_try(const struct sockaddr_un *sun, socklen_t sl, int type)
+{
+	int s = REAL(socket)(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), r, e;
+
+	if (s < 0)
+		return 0;
+	r = REAL(connect)(s, (const struct sockaddr *)sun, sl) == 0 ? 1 : errno == EAGAIN ? 0 : -1;
+	e = errno;
+	REAL(close)(s);
+	errno = e;
+	return r;
+}
+
 /* companion_state connects to the companion name and closes at once:
- * 1 when it has room, 0 when it is full, -1 when it is gone. */
+ * 1 when it has room, 0 when it is full, -1 when it is gone. An
+ * OSF_SHM_KFD listener's companion is a SOCK_SEQPACKET one. */
 static int companion_state(const char *name)
 {
 	struct sockaddr_un sun;
 	socklen_t sl = setup_abstract(&sun, name);
-	int s = REAL(socket)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), r;
+	int r = companion_try(&sun, sl, SOCK_STREAM);
 
-	if (s < 0)
-		return 0; /* look again later */
-	r = REAL(connect)(s, (struct sockaddr *)&sun, sl) == 0 ? 1 : errno == EAGAIN ? 0 : -1;
-	REAL(close)(s);
+	if (r < 0 && errno == EPROTOTYPE)
+		r = companion_try(&sun, sl, SOCK_SEQPACKET);
 	return r;
 }
 

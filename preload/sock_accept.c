@@ -186,6 +186,75 @@ static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 	return 1;
 }
 
+/* KFD_ACCEPT_FDS: the numbers an offloaded accept may take at once, the
+ * connection's, a new link's and its hello's two (setup_kfd.c); with
+ * room above the program's limit all but the first land there. */
+#define KFD_ACCEPT_FDS 4
+
+static int listener_mode(int fd, const struct osf_fdt_entry *e, int *fl, int *timeout);
+static int no_fd_left(int fd);
+
+/* kfd_fds_short answers an accept on OSF_SHM_KFD listener fd when fewer
+ * than KFD_ACCEPT_FDS numbers are free: the kernel's accept would take
+ * the connection and its hello could not be read (the connection reset).
+ * TCP's accept would take it with the one number left; this one answers
+ * EMFILE once a connection is queued and leaves it there, as TCP's does
+ * with none (issue 24 item 4): -1 with errno, 0 when the numbers are
+ * there (after a wait, they may be: looked at again). */
+static int kfd_fds_short(int fd, const struct osf_fdt_entry *e)
+{
+	int fl = -1, timeout = 0, n;
+
+	while (!osf_fdt_fds_free(KFD_ACCEPT_FDS)) {
+		struct pollfd p = {fd, POLLIN, 0};
+		if (fl < 0 && listener_mode(fd, e, &fl, &timeout) < 0)
+			return -1;
+		if (no_fd_left(fd)) /* TCP's answer, before it looks */
+			return OSF_FAIL(EMFILE);
+		n = REAL(poll)(&p, 1, timeout);
+		if (n < 0 && errno == EINTR && timeout < 0 && osf_intr_restart())
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			return OSF_FAIL(EAGAIN);
+		if (p.revents & POLLNVAL)
+			return OSF_FAIL(EBADF);
+		if (!(p.revents & POLLIN))
+			return 0; /* shut down: the kernel's accept answers */
+		if (!osf_fdt_fds_free(KFD_ACCEPT_FDS))
+			return OSF_FAIL(EMFILE);
+	}
+	return 0;
+}
+
+/* kfd_spin spins on blocking OSF_SHM_KFD listener fd before the kernel's
+ * accept sleeps, as accept_offload does: a churn of short connections
+ * finds the next one without a sleep and a wake-up of the server's CPU.
+ * The first look is the one accept_offload makes too; the listener's
+ * mode is read only when it found nothing. -1 with EINTR when a handler
+ * without SA_RESTART ran meanwhile (as the kernel's accept), else 0. */
+static int kfd_spin(int fd, const struct osf_fdt_entry *e)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	int fl = -1, timeout = 0, saved = errno;
+
+	if (REAL(poll)(&p, 1, 0) != 0 || listener_mode(fd, e, &fl, &timeout) < 0 ||
+	    timeout == 0) {
+		errno = saved; /* ready, non-blocking, or for the accept to answer */
+		return 0;
+	}
+	for (;;) {
+		osf_intr_begin();
+		if (osf_spin_poll(&p, 1, timeout) >= 0 || errno != EINTR)
+			break;
+		if (timeout >= 0 || !osf_intr_restart())
+			return -1;
+	}
+	errno = saved;
+	return 0;
+}
+
 /* accept_kfd_next is the kernel's accept4 on OSF_SHM_KFD listener fd: a
  * connection reset for want of its hello (accept_kfd) is passed over, as
  * if it had never come (bounded by the kernel's queue). */
@@ -196,6 +265,8 @@ static int accept_kfd_next(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 	int nfd, r;
 
 	do {
+		if (kfd_fds_short(fd, e) < 0 || kfd_spin(fd, e) < 0)
+			return -1;
 		if (len)
 			*len = asked;
 		nfd = REAL(accept4)(fd, sa, len, flags);

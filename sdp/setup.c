@@ -161,7 +161,8 @@ int osf_dial_companion(struct osf_dial *d)
 		order[j] = u;
 		osf_slot_name(names[i], u, slot, sizeof(slot));
 		sl = abstract(&sun, slot);
-		s = osf_sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		s = osf_sys_socket(AF_UNIX, (d->seqpacket ? SOCK_SEQPACKET : SOCK_STREAM) |
+						    SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (s < 0) {
 			d->why = full ? OSF_DIAL_BACKLOG : OSF_DIAL_RESOURCE;
 			return -1;

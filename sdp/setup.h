@@ -77,6 +77,11 @@ struct osf_dial {
 	/* untrusted, if set, is told of each companion not trusted. */
 	void (*untrusted)(void *arg, const struct ucred *cr);
 	void *arg;
+	/* seqpacket: dial an OSF_SHM_KFD listener's companion, a
+	 * SOCK_SEQPACKET one (its clients' links); 0: a SOCK_STREAM one.
+	 * Either connect fails on the other's (EPROTOTYPE), so a client and
+	 * a server that differ in the switch meet over kernel TCP. */
+	int seqpacket;
 	/* out */
 	int why;             /* OSF_DIAL_*, when it returns -1 */
 	char full_name[108]; /* the first full companion's name, "" if none */

@@ -217,8 +217,8 @@ func TestConnectWindowsShared(t *testing.T) {
 	churn := testutil.Prog(t, "churn")
 	srv := testutil.Cmd(t, testutil.Preload(t), churn, "server", port, "2").Start()
 	srv.WaitOutput("listening", 10*time.Second)
-	r := testutil.Cmd(t, []string{"OSF_STRICT=1",
-		"LD_PRELOAD=" + testutil.Lib(t) + ":" + testutil.Prog(t, "libwinshim.so")},
+	r := testutil.Cmd(t, append(testutil.RunSwitches(), "OSF_STRICT=1",
+		"LD_PRELOAD="+testutil.Lib(t)+":"+testutil.Prog(t, "libwinshim.so")),
 		churn, "pair", port).Run(longRun)
 	if !r.OK() || !strings.Contains(r.Stdout, "pair done") {
 		t.Fatalf("churn pair: %s", r)

@@ -287,16 +287,18 @@ func TestKfdPrefork(t *testing.T) {
 // connections to a listener on one link (preload/setup_link.c), and a
 // fork child never writes on its parent's: kfdfork's parent holds one
 // link from its first connection on and its second connection (after the
-// child's) goes over the same, while the child starts with none and dials
-// its own. Every connection is offloaded (OSF_STRICT=1) and echoes 64
-// bytes.
+// child's) goes over the same, while the child starts with its copy of the
+// parent's (closed at its first use of the links, not at the fork, which
+// would cost every fork child two page faults: TestForkPageFaults) and
+// dials its own (none of its links after its connection is the parent's).
+// Every connection is offloaded (OSF_STRICT=1) and echoes 64 bytes.
 func TestKfdLinkFork(t *testing.T) {
 	t.Parallel()
 	port := strconv.Itoa(testutil.FreePort(t))
 	testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "churn"), "sink", port).Start()
 	testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
 	r := testutil.Cmd(t, testutil.Preload(t, kfdOn...), testutil.Prog(t, "kfdfork"), port).Run(longRun)
-	want := "parent: links 0 1, transport kfd\nchild: links 0 1, transport kfd\nparent: links 1 1, transport kfd\n"
+	want := "parent: links 0 1, transport kfd\nchild: links 1 1, transport kfd, its own\nparent: links 1 1, transport kfd\n"
 	if !r.OK() || r.Stdout != want {
 		t.Fatalf("kfdfork: %s\nwant:\n%s", r, want)
 	}
@@ -331,5 +333,46 @@ func TestKfdLinkBroken(t *testing.T) {
 	cli.stdin.Close()
 	if r := cli.Wait(shortRun); !r.OK() {
 		t.Errorf("kfdfork relink: %s", r)
+	}
+}
+
+// kfdEchoClient connects to 127.0.0.1:PORT, sends 64 bytes, reads them
+// back (churn sink echoes) and prints how the connection is carried
+// (pyFamily: "osf" offloaded, "tcp") and whether the bytes came back.
+const kfdEchoClient = pyFamily + `
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+c.sendall(b"k" * 64)
+got = b""
+while len(got) < 64:
+    d = c.recv(64 - len(got))
+    if not d:
+        break
+    got += d
+print(family(c.fileno()), "echoed" if got == b"k" * 64 else "lost %d" % len(got), flush=True)
+`
+
+// TestKfdMixed: a client and a server that differ in OSF_SHM_KFD meet
+// over kernel TCP, bytes intact, in both directions; alike, they meet
+// offloaded. A server with the switch has a SOCK_SEQPACKET companion,
+// which only its clients' links dial (sdp/setup.h struct osf_dial): a
+// client without it used to connect to it, send its hello and wait
+// forever for an answer its server never read.
+func TestKfdMixed(t *testing.T) {
+	t.Parallel()
+	churn := testutil.Prog(t, "churn")
+	for _, c := range []struct {
+		srv, cli, want string
+	}{{"1", "0", "tcp"}, {"0", "1", "tcp"}, {"1", "1", "osf"}, {"0", "0", "osf"}} {
+		t.Run("server"+c.srv+"/client"+c.cli, func(t *testing.T) {
+			t.Parallel()
+			port := strconv.Itoa(testutil.FreePort(t))
+			testutil.Cmd(t, testutil.Preload(t, "OSF_SHM_KFD="+c.srv), churn, "sink", port).Start()
+			testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+			r := testutil.Cmd(t, testutil.Preload(t, "OSF_SHM_KFD="+c.cli), python(t), "-c", kfdEchoClient, port).Run(longRun)
+			if !r.OK() || strings.TrimSpace(r.Stdout) != c.want+" echoed" {
+				t.Fatalf("client: %s (want %q)", r, c.want+" echoed")
+			}
+		})
 	}
 }

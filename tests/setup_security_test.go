@@ -23,14 +23,24 @@ import (
 // companion.
 var rawOsf = fmt.Sprintf(`
 import fcntl, mmap, os, socket, struct, sys, time
-MAGIC, HMAGIC, VERSION, HDR, RING0_SHARED = %d, %d, %d, %d, %d
-`, uint64(sdp.Magic), sdp.HelloMagic, sdp.Version, sdp.SizeofHeader, (sdp.PageBytes-sdp.SizeofHeader)/2) + `
+MAGIC, HMAGIC, VERSION, HDR, RING0_SHARED, KFD = %d, %d, %d, %d, %d, %d
+`, uint64(sdp.Magic), sdp.HelloMagic, sdp.Version, sdp.SizeofHeader, (sdp.PageBytes-sdp.SizeofHeader)/2,
+	map[bool]int{false: 0, true: 1}[testutil.KfdRun()]) + `
 def sa4(ip, port):
     return struct.pack("=H", socket.AF_INET) + struct.pack(">H", port) + socket.inet_aton(ip) + bytes(20)
 def dial(name):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # OSF_SHM_KFD=1 (KFD): a link to a SOCK_SEQPACKET companion.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET if KFD else socket.SOCK_STREAM)
     s.connect("\0" + name)
     return s
+def kfd_socket():
+    # KFD: the TCP socket a hello names (its bound port), its SYN marked
+    # as an osf client's (DSCP 38, preload/kfd.c).
+    t = socket.socket()
+    t.bind(("127.0.0.1", 0))
+    t.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    t.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x98)
+    return t
 def hello(s, ring, client, server):
     size = 4096 + 2 * ring
     fd = os.memfd_create("osf-seg", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -41,7 +51,7 @@ def hello(s, ring, client, server):
     m[h + 8:h + 20] = struct.pack("=III", VERSION, HDR, ring)
     m[h:h + 8] = struct.pack("=Q", MAGIC)
     a, b = socket.socketpair()
-    h = struct.pack("=IHHII", HMAGIC, VERSION, 72, ring, 0) + sa4(*client) + sa4(*server)
+    h = struct.pack("=IHHII", HMAGIC, VERSION, 72, ring, 4 if KFD else 0) + sa4(*client) + sa4(*server)
     s.sendmsg([h], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("ii", fd, b.fileno()))])
     return (fd, m, a, b)
 `
@@ -156,11 +166,31 @@ func TestCompanionSquatter(t *testing.T) {
 }
 
 // spoofer sends a hello claiming a client address and port, and a server
-// address, then waits.
+// address, then waits. KFD (OSF_TEST_SHM_KFD=1): a hello names the kernel
+// connection it comes for by its client address and port, so one that
+// claims another's belongs to no connection: the marked connection from
+// the spoofer's own port is reset at its accept, never handed over
+// ("claimed: reset"); then a hello naming its own port, with the foreign
+// server address, and its connection.
 var spoofer = rawOsf + `
 port = int(sys.argv[1])
 s = dial("osf1/4/127.0.0.1/%d" % port)
-keep = hello(s, 4096, (sys.argv[2], int(sys.argv[3])), ("192.0.2.1", port))
+if KFD:
+    t = kfd_socket()
+    keep = hello(s, 4096, (sys.argv[2], int(sys.argv[3])), ("192.0.2.1", port))
+    t.connect(("127.0.0.1", port))
+    t.settimeout(5)
+    try:
+        print("claimed: " + ("end" if t.recv(1) == b"" else "data"), flush=True)
+    except ConnectionResetError:
+        print("claimed: reset", flush=True)
+    except socket.timeout:
+        print("claimed: kept", flush=True)
+    u = kfd_socket()
+    keep2 = hello(s, 4096, u.getsockname(), ("192.0.2.1", port))
+    u.connect(("127.0.0.1", port))
+else:
+    keep = hello(s, 4096, (sys.argv[2], int(sys.argv[3])), ("192.0.2.1", port))
 print("sent", flush=True)
 time.sleep(5)
 `
@@ -202,6 +232,9 @@ func TestSpoofedPeerAddress(t *testing.T) {
 			if peer != "127.0.0.1" || pport < 1024 || sock != "127.0.0.1" || sport != port {
 				t.Errorf("a hello claiming %s:%s from server 192.0.2.1: accept reports peer %s:%d, own address %s:%d; "+
 					"want 127.0.0.1, an unprivileged port, 127.0.0.1:%d", claim[0], claim[1], peer, pport, sock, sport, port)
+			}
+			if testutil.KfdRun() && !strings.Contains(sp.Stdout(), "claimed: reset\n") {
+				t.Errorf("the connection of a hello claiming %s:%s: %q, want it reset", claim[0], claim[1], sp.Stdout())
 			}
 			srv.Wait(shortRun)
 		})
@@ -375,7 +408,13 @@ sys.stdin.read()`, port)
 var bigRing = rawOsf + `
 port, ring = int(sys.argv[1]), int(sys.argv[2])
 s = dial("osf1/4/127.0.0.1/%d" % port)
-keep = hello(s, ring, ("127.0.0.1", 40000), ("127.0.0.1", port))
+if KFD: # the hello names the kernel connection that follows, read there
+    t = kfd_socket()
+    keep = hello(s, ring, t.getsockname(), ("127.0.0.1", port))
+    t.connect(("127.0.0.1", port))
+    s = t
+else:
+    keep = hello(s, ring, ("127.0.0.1", 40000), ("127.0.0.1", port))
 s.settimeout(3)
 try:
     print("closed" if s.recv(1) == b"" else "kept", flush=True)
@@ -387,7 +426,10 @@ except ConnectionResetError:
 
 // TestServerBoundsRingSize (issue 10 item 7): a client cannot make a
 // server map 64 MiB rings (the server closes that connection), while a
-// ring within the bound (1 MiB) is accepted.
+// ring within the bound (1 MiB) is accepted. With OSF_TEST_SHM_KFD=1 the
+// raw client sends its hello on a link and connects the TCP socket it
+// names: the 64 MiB one is reset at its accept, never handed to the
+// program.
 func TestServerBoundsRingSize(t *testing.T) {
 	t.Parallel()
 	port := testutil.FreePort(t)

@@ -201,7 +201,7 @@ func startIperfClient(t *testing.T, m mode, iperf string, args []string, conns i
 	for try := 0; ; try++ {
 		cli := m.cmd(t, nil, iperf, args...).Start()
 		deadline := time.Now().Add(shortRun)
-		for !cli.Exited() && time.Now().Before(deadline) && hasSockets(cli.Pid, conns) {
+		for !cli.Exited() && time.Now().Before(deadline) && !hasSockets(cli.Pid, conns) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if try == 10 || !cli.Exited() || !strings.Contains(cli.Wait(0).Stdout, "busy") {

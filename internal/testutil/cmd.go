@@ -50,6 +50,15 @@ func BaseEnv() []string {
 // default); a test's own env still wins.
 func Preload(t testing.TB, env ...string) []string {
 	t.Helper()
+	out := append(RunSwitches(), env...)
+	return append(out, "LD_PRELOAD="+Lib(t))
+}
+
+// RunSwitches are the variables Preload adds for this test run's
+// switches (OSF_TEST_SHM_POOL=0, OSF_TEST_SHM_KFD=1, OSF_TEST_SHM_EFD=0),
+// for a program given its environment otherwise (strace -E, a preload of
+// its own): both ends of a connection must use the same.
+func RunSwitches() []string {
 	var out []string
 	if !PoolRun() {
 		out = append(out, "OSF_SHM_POOL=0")
@@ -60,8 +69,17 @@ func Preload(t testing.TB, env ...string) []string {
 	if !EfdRun() {
 		out = append(out, "OSF_SHM_EFD=0")
 	}
-	out = append(out, env...)
-	return append(out, "LD_PRELOAD="+Lib(t))
+	return out
+}
+
+// StraceEnv is Preload(t, env...) as strace's -E arguments.
+func StraceEnv(t testing.TB, env ...string) []string {
+	t.Helper()
+	var out []string
+	for _, v := range Preload(t, env...) {
+		out = append(out, "-E", v)
+	}
+	return out
 }
 
 // PoolRun reports whether this test run makes shm connections from

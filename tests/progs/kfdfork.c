@@ -8,8 +8,11 @@
  * the companion connections it holds (sockets whose peer is an abstract
  * name "osf1/..."; counted with the raw system calls, osf's hidden fds
  * too), and the transport of its connection ("kfd", else "tcp").
- * Expected under the switch: the parent holds one link throughout, the
- * child none until its own connection, then one of its own.
+ * Expected under the switch: the parent holds one link throughout; the
+ * child its copy of the parent's (closed at its first use of the links,
+ * not at the fork: preload/setup_link.c own_locked), then one of its own
+ * only: "mine" counts the links after the connection that are not the
+ * parent's (inode numbers).
  *
  * kfdfork relink PORT: a connection, then, at each line read on standard
  * input (at most 4), another, printing as above: the test restarts the
@@ -19,11 +22,19 @@
 
 #include <dirent.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
-/* links counts this process's sockets connected to a companion. */
+/* The inodes of the links the last links() counted (parent: before the
+ * fork, the child's copy). */
+#define MAX_SEEN 16
+static unsigned long seen[MAX_SEEN];
+static int nseen;
+
+/* links counts this process's sockets connected to a companion, noting
+ * their inodes in seen. */
 static int links(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -32,6 +43,7 @@ static int links(void)
 
 	if (!d)
 		return -1;
+	nseen = 0;
 	while ((de = readdir(d)) != NULL) {
 		struct sockaddr_un sun;
 		socklen_t sl = sizeof(sun);
@@ -41,8 +53,12 @@ static int links(void)
 		memset(&sun, 0, sizeof(sun));
 		if (syscall(SYS_getpeername, fd, (struct sockaddr *)&sun, &sl) == 0 &&
 		    sun.sun_family == AF_UNIX && sl > sizeof(sa_family_t) + 5 &&
-		    sun.sun_path[0] == 0 && memcmp(sun.sun_path + 1, "osf1/", 5) == 0)
+		    sun.sun_path[0] == 0 && memcmp(sun.sun_path + 1, "osf1/", 5) == 0) {
+			struct stat st;
+			if (nseen < MAX_SEEN && fstat(fd, &st) == 0)
+				seen[nseen++] = (unsigned long)st.st_ino;
 			n++;
+		}
 	}
 	closedir(d);
 	return n;
@@ -52,7 +68,9 @@ static int links(void)
 static void trip(const char *who, const struct sockaddr_in *a)
 {
 	char out[64], in[64];
-	int c, before = links(), got = 0, r;
+	int c, before = links(), got = 0, r, mine = 0, i, j;
+	unsigned long prev[MAX_SEEN];
+	int nprev = nseen;
 
 	memset(out, who[0], sizeof(out));
 	c = socket(AF_INET, SOCK_STREAM, 0);
@@ -67,8 +85,16 @@ static void trip(const char *who, const struct sockaddr_in *a)
 		fprintf(stderr, "%s: echo: %d bytes\n", who, got);
 		exit(1);
 	}
-	printf("%s: links %d %d, transport %s\n", who, before, links(),
-	       osf_offloaded(c) ? "kfd" : "tcp");
+	memcpy(prev, seen, sizeof(prev));
+	r = links();
+	for (i = 0; i < nseen; i++) {
+		for (j = 0; j < nprev && prev[j] != seen[i]; j++)
+			;
+		mine += j == nprev;
+	}
+	printf("%s: links %d %d, transport %s%s\n", who, before, r,
+	       osf_offloaded(c) ? "kfd" : "tcp",
+	       strcmp(who, "child") ? "" : mine == r ? ", its own" : ", not its own");
 	close(c);
 }
 
