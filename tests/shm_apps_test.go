@@ -154,6 +154,14 @@ func TestShmIperf3(t *testing.T) {
 			port := strconv.Itoa(testutil.FreePort(t))
 			srv := m.cmd(t, nil, iperf, "-s", "-p", port).Start()
 			testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+			idle := -1 // the server's sockets between tests
+			testutil.WaitFor(t, shortRun, "iperf3 -s settled", func() bool {
+				n, _ := countSocketFds(srv.Pid)
+				same := n == idle
+				idle = n
+				time.Sleep(50 * time.Millisecond)
+				return same
+			})
 			for _, tc := range []struct {
 				name    string
 				args    []string
@@ -161,6 +169,13 @@ func TestShmIperf3(t *testing.T) {
 			}{{"single", nil, 1}, {"reverse", []string{"-R"}, 1}, {"parallel4", []string{"-P", "4"}, 4}} {
 				args := append([]string{"-c", "127.0.0.1", "-p", port, "-t", "2", "-J"}, tc.args...)
 				conns := 1 + tc.streams // the control connection and the streams
+				// The last test's end first (a server still ending it
+				// turns a client away as busy), for 2 s at most.
+				for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+					if n, err := countSocketFds(srv.Pid); err != nil || n <= idle {
+						break
+					}
+				}
 				cli := startIperfClient(t, m, iperf, args, conns)
 				assertConns(t, m, cli.Pid, srv.Pid, conns, "iperf3 -c")
 				r := cli.Wait(longRun)
