@@ -419,8 +419,8 @@ int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 	if (!tx || !tx->rx || __atomic_load_n(&tx->rx->chan_fd, __ATOMIC_RELAXED) < 0 ||
 	    tx->pid != (int32_t)osf_pid())
 		return 1;
-	if ((tmo = rcv_timeout(c, fd)) > 0)
-		deadline = mono_us() / 1000 + tmo;
+	if ((tmo = rcv_timeout(c, fd)) > 0) /* in µs: a deadline in whole ms ended early */
+		deadline = mono_us() + tmo * 1000;
 	/* The wake socket, through the holder: poll holds a file only while
 	 * it sleeps, and this thread may poll several times. */
 	if ((wfd = hold_get(c, fd)) < 0)
@@ -452,11 +452,12 @@ int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 		}
 		ms = -1;
 		if (deadline >= 0) {
-			long left = deadline - mono_us() / 1000;
+			long left = deadline - mono_us();
 			if (left <= 0) {
 				r = -EAGAIN;
 				break;
 			}
+			left = (left + 999) / 1000; /* never less than the timeout */
 			ms = left > 1000000000L ? 1000000000 : (int)left;
 		}
 		p[1].fd = cfd;

@@ -603,8 +603,8 @@ static int wait_room_efd(struct osf_side *s, int fd)
 	long deadline = osf_sock_timeout_ms(fd, 1);
 	int ep, r = 0, n, i;
 
-	if (deadline >= 0)
-		deadline += now_us() / 1000;
+	if (deadline >= 0) /* in µs: a deadline in whole ms ended up to 1 ms early */
+		deadline = now_us() + deadline * 1000;
 	ep = osf_sys_epoll_create1(EPOLL_CLOEXEC);
 	if (ep >= 0 && (osf_sys_epoll_ctl(ep, EPOLL_CTL_ADD, s->efd, &in) < 0 ||
 			osf_sys_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &hup) < 0)) {
@@ -624,11 +624,12 @@ static int wait_room_efd(struct osf_side *s, int fd)
 		if (osf_side_tx_stopped(s))
 			clear_dead_stop(s);
 		if (deadline >= 0) {
-			long left = deadline - now_us() / 1000;
+			long left = deadline - now_us();
 			if (left <= 0) {
 				r = -EAGAIN;
 				break;
 			}
+			left = (left + 999) / 1000; /* never less than the timeout */
 			ms = left > INT_MAX ? INT_MAX : (int)left;
 		}
 		if ((ep < 0 || osf_side_tx_limit(s) < s->size || osf_side_tx_stopped(s)) &&
