@@ -23,7 +23,6 @@
 #include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- the pool of connection structs ---------------------------------- */
@@ -705,10 +704,7 @@ OSF_FORK_TEXT void osf_conn_fork_holders(int delta)
 		if (!osf_kind_is_conn(e->kind) || e->image != osf.image || !e->priv)
 			continue;
 		c = (struct osf_conn *)(uintptr_t)e->priv;
-		if (__builtin_expect(osf_conn_debug_fork_us != 0, 0)) {
-			struct timespec ts = {0, (long)osf_conn_debug_fork_us * 1000};
-			nanosleep(&ts, NULL);
-		}
+		osf_debug_pause_us(osf_conn_debug_fork_us);
 		if (n <= cap / 2) {
 			if (fork_seen(set, cap, c))
 				continue; /* a dup of one already counted */

@@ -89,14 +89,6 @@ int osf_conn_rdma_credit(struct osf_conn *c, uint64_t tail)
 				    (int32_t)osf_pid(), tail);
 }
 
-static long mono_us(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
-
 int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have)
 {
 	long end;
@@ -106,13 +98,13 @@ int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have)
 		return 0;
 	if (!spin_us) /* no spin (it has not paid): one look before the sleep */
 		return osf_conn_rdma_take(c, 0) && osf_side_rx_past(&c->s, have);
-	end = mono_us() + (long)spin_us;
+	end = osf_mono_us() + (long)spin_us;
 	for (i = 0;; i++) {
 		if (osf_side_rx_past(&c->s, have))
 			return 1;
 		if (!osf_conn_rdma_take(c, 0))
 			__builtin_ia32_pause();
-		if ((i & 15) == 15 && mono_us() > end)
+		if ((i & 15) == 15 && osf_mono_us() > end)
 			return 0;
 	}
 }
@@ -420,7 +412,7 @@ int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 	    tx->pid != (int32_t)osf_pid())
 		return 1;
 	if ((tmo = rcv_timeout(c, fd)) > 0) /* in µs: a deadline in whole ms ended early */
-		deadline = mono_us() + tmo * 1000;
+		deadline = osf_mono_us() + tmo * 1000;
 	/* The wake socket, through the holder: poll holds a file only while
 	 * it sleeps, and this thread may poll several times. */
 	if ((wfd = hold_get(c, fd)) < 0)
@@ -452,12 +444,11 @@ int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 		}
 		ms = -1;
 		if (deadline >= 0) {
-			long left = deadline - mono_us();
-			if (left <= 0) {
+			long left = osf_wait_ms(deadline);
+			if (!left) {
 				r = -EAGAIN;
 				break;
 			}
-			left = (left + 999) / 1000; /* never less than the timeout */
 			ms = left > 1000000000L ? 1000000000 : (int)left;
 		}
 		p[1].fd = cfd;

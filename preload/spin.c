@@ -24,6 +24,7 @@
 #include "spin.h"
 
 #include "base.h"
+#include "../sdp/lock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -46,14 +47,6 @@ static int ncpu;          /* the host's online CPUs (not the affinity's:
 static __thread unsigned tls_misses, tls_skip;
 static __thread unsigned tls_poll_us; /* this thread's poll spin, when grown */
 
-static long mono_us(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
-
 /* runnable reads the number of runnable threads on the host (the fourth
  * field of /proc/loadavg, "R/T"), -1 when unknown. */
 static int runnable(void)
@@ -70,7 +63,7 @@ static int runnable(void)
 
 static int host_busy(void)
 {
-	long now = mono_us(), at = __atomic_load_n(&busy_at_us, __ATOMIC_RELAXED);
+	long now = osf_mono_us(), at = __atomic_load_n(&busy_at_us, __ATOMIC_RELAXED);
 	int r;
 
 	if (now - at < BUSY_CHECK_US && at)
@@ -126,7 +119,7 @@ static unsigned poll_spin_us(void)
 
 long osf_spin_clock(void)
 {
-	return mono_us();
+	return osf_mono_us();
 }
 
 /* osf_spin_woke grows the poll spin as KVM's halt polling grows
@@ -140,7 +133,7 @@ long osf_spin_clock(void)
 void osf_spin_woke(long begun)
 {
 	unsigned base = osf.poll_spin_us, cap = base * OSF_SPIN_GROW, b = poll_spin_us(), nb;
-	long took = mono_us() - begun;
+	long took = osf_mono_us() - begun;
 
 	if (!base || took < 0)
 		return;
@@ -167,12 +160,12 @@ long osf_spin_until(long timeout_ms)
 		return 0;
 	if (timeout_ms > 0 && timeout_ms * 1000 < us)
 		us = timeout_ms * 1000;
-	return mono_us() + us;
+	return osf_mono_us() + us;
 }
 
 int osf_spinning(long end)
 {
-	return end && mono_us() < end;
+	return end && osf_mono_us() < end;
 }
 
 int osf_spin_poll(struct pollfd *p, unsigned long n, int timeout_ms)

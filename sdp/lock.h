@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define OSF_LOCK_STUCK_MS 5000 /* a segment lock held this long is corrupt */
@@ -36,6 +37,36 @@ static inline uint32_t osf_lock_tid(void)
 	if (__builtin_expect(t == 0, 0))
 		t = osf_lock_tls_tid = (uint32_t)osf_sys_gettid();
 	return t;
+}
+
+/* osf_mono_us is CLOCK_MONOTONIC in microseconds. */
+static inline long osf_mono_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+/* osf_wait_ms is how long a wait may still sleep before deadline (in
+ * osf_mono_us's microseconds): poll's milliseconds rounded up, so that a
+ * timed wait never ends before its timeout (as the kernel's never do); 0
+ * once the deadline passed. */
+static inline long osf_wait_ms(long deadline)
+{
+	long left = deadline - osf_mono_us();
+
+	return left <= 0 ? 0 : (left + 999) / 1000;
+}
+
+/* osf_debug_pause_us sleeps us microseconds (tests' OSF_DEBUG_*_US: a
+ * thread preempted at that point), nothing for 0. */
+static inline void osf_debug_pause_us(unsigned us)
+{
+	if (__builtin_expect(us != 0, 0)) {
+		struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* osf_sock_timeout_ms returns socket fd's SO_RCVTIMEO (snd: SO_SNDTIMEO)

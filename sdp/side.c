@@ -330,10 +330,8 @@ void osf_side_claim_readers(struct osf_side *s, int fd)
 
 	if (!osf_wake_claim(&s->peer->rx_want, &s->peer->rx_waiters, &s->peer->rx_tokens, &n))
 		return;
-	if (__builtin_expect(osf_side_debug_wake_us != 0, 0) && s->kfd) {
-		struct timespec ts = {0, (long)osf_side_debug_wake_us * 1000};
-		nanosleep(&ts, NULL);
-	}
+	if (s->kfd)
+		osf_debug_pause_us(osf_side_debug_wake_us);
 	if (osf_wake_put(fd, &s->peer->rx_want, &s->peer->rx_tokens, n, &s->me->wakes_sent,
 			 osf_sys_send) < 0 &&
 	    (errno == EPIPE || errno == ECONNRESET))
@@ -446,27 +444,20 @@ int osf_side_arm_tx(struct osf_side *s)
 
 /* ---- sleeping ------------------------------------------------------------ */
 
-static long now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* SPIN_UNTIL waits in user space for up to spin_us for cond. */
 #define SPIN_UNTIL(spin_us, cond)                                              \
 	({                                                                     \
 		int ok_ = 0;                                                   \
 		if (spin_us) {                                                 \
-			long end_ = now_us() + (long)(spin_us);                \
+			long end_ = osf_mono_us() + (long)(spin_us);                \
 			for (int i_ = 0;; i_++) {                              \
 				if (cond) {                                    \
 					ok_ = 1;                               \
 					break;                                 \
 				}                                              \
 				__builtin_ia32_pause();                        \
-				if ((i_ & 63) == 63 && now_us() > end_)        \
+				if ((i_ & 63) == 63 && osf_mono_us() > end_)        \
 					break;                                 \
 			}                                                      \
 		}                                                              \
@@ -604,7 +595,7 @@ static int wait_room_efd(struct osf_side *s, int fd)
 	int ep, r = 0, n, i;
 
 	if (deadline >= 0) /* in µs: a deadline in whole ms ended up to 1 ms early */
-		deadline = now_us() + deadline * 1000;
+		deadline = osf_mono_us() + deadline * 1000;
 	ep = osf_sys_epoll_create1(EPOLL_CLOEXEC);
 	if (ep >= 0 && (osf_sys_epoll_ctl(ep, EPOLL_CTL_ADD, s->efd, &in) < 0 ||
 			osf_sys_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &hup) < 0)) {
@@ -624,12 +615,11 @@ static int wait_room_efd(struct osf_side *s, int fd)
 		if (osf_side_tx_stopped(s))
 			clear_dead_stop(s);
 		if (deadline >= 0) {
-			long left = deadline - now_us();
-			if (left <= 0) {
+			long left = osf_wait_ms(deadline);
+			if (!left) {
 				r = -EAGAIN;
 				break;
 			}
-			left = (left + 999) / 1000; /* never less than the timeout */
 			ms = left > INT_MAX ? INT_MAX : (int)left;
 		}
 		if ((ep < 0 || osf_side_tx_limit(s) < s->size || osf_side_tx_stopped(s)) &&
