@@ -184,7 +184,7 @@ func TestSandboxedConnection(t *testing.T) {
 			}
 			tp := "tcp"
 			if m.osf {
-				tp = "unix"
+				tp = testutil.ShmTransport()
 			}
 			want := fmt.Sprintf("transport %[1]s %[1]s\nreceived %d bytes pattern ok\n", tp, 8<<20)
 			if r.Stdout != want {
@@ -783,7 +783,7 @@ func TestPythonSocketAPIs(t *testing.T) {
 			}
 			want := "tcp"
 			if m.osf {
-				want = "unix"
+				want = testutil.ShmTransport()
 			}
 			checks := 0
 			for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
