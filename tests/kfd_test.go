@@ -243,7 +243,13 @@ func TestKfdLostHello(t *testing.T) {
 // at both ends (qsock_readable) and none reset or stalled; the first
 // from the reset connection's client port, whose hello is still in the
 // store (a port the kernel handed out again: served with its own hello,
-// not that one). Bare, the same clients over TCP.
+// not that one). Bare, the same clients over TCP. kfd-exec: the store
+// crosses exec: of the workers one is a fork child that execs kfdprefork
+// again and one a posix_spawn'd image of it, the parent closes its
+// listener once they run (a graceful restart's order), and every
+// connection is still offloaded at both ends, also those of a fifth
+// client process made after the fork children were killed (the exec'd
+// and spawned workers accept them all).
 func TestKfdPrefork(t *testing.T) {
 	t.Parallel()
 	const procs, per = 4, 25
@@ -256,7 +262,8 @@ func TestKfdPrefork(t *testing.T) {
 	}{{"bare", "none", "0", nil, nil},
 		{"kfd", "stall", strconv.Itoa(per), testutil.Preload(t, kfdOn...), []string{
 			"stalled holder: big write partial", "stalled holder: poll 1 revents IN ERR HUP",
-			"stalled holder: read -1 ECONNRESET", "stalled holder: write -1 EPIPE", "killed holder"}}} {
+			"stalled holder: read -1 ECONNRESET", "stalled holder: write -1 EPIPE", "killed holder"}},
+		{"kfd-exec", "exec", strconv.Itoa(per), testutil.Preload(t, kfdOn...), nil}} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			r := testutil.Cmd(t, m.env, prog, strconv.Itoa(testutil.FreePort(t)), "4",
@@ -265,13 +272,17 @@ func TestKfdPrefork(t *testing.T) {
 				t.Fatalf("kfdprefork: %s", r)
 			}
 			want := append([]string{}, m.want...)
-			for k := range procs {
+			clients := procs
+			if m.mode == "exec" { // and one for the exec'd workers alone
+				clients++
+			}
+			for k := range clients {
 				want = append(want, fmt.Sprintf("client %d ok %d kfd %s", k, per, m.fam))
 			}
 			if m.fam == "0" {
-				want = append(want, fmt.Sprintf("server kfd 0 tcp %d", procs*per))
+				want = append(want, fmt.Sprintf("server kfd 0 tcp %d", clients*per))
 			} else {
-				want = append(want, fmt.Sprintf("server kfd %d tcp 0", procs*per))
+				want = append(want, fmt.Sprintf("server kfd %d tcp 0", clients*per))
 			}
 			got := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 			sort.Strings(got)
