@@ -294,6 +294,42 @@ func TestKfdPrefork(t *testing.T) {
 	}
 }
 
+// TestKfdForeignImage: a listener with OSF_SHM_KFD=1 inherited by an
+// image that runs without osf (a set-user-ID copy of kfdprefork, exec'd
+// by a fork child of the server, which the loader starts without osf)
+// reads no hello: osf shuts the listener's companion before that exec,
+// in every process, so that its clients connect over kernel TCP. That
+// image accepts all 20 connections (made after its exec; the server's
+// other worker killed, its own copy closed first), each kernel TCP at
+// both ends, its bytes echoed. (A connection whose hello was sent before
+// that exec and that such an image accepts is not served: LIMITS.md.)
+// Without the shut the companion stays open in that image, every client
+// sends its hello there and writes into its ring, which nobody reads: all
+// 10 connections of a client ended in ECONNRESET, no byte echoed.
+func TestKfdForeignImage(t *testing.T) {
+	t.Parallel()
+	setpriv := testutil.Tool(t, "setpriv")
+	suid, plain := setuidPair(t, setuidDir(t), "kfdprefork")
+	const procs, per = 2, 10
+	seed := strconv.FormatUint(testutil.Seed(t)%1000003, 10)
+	r := testutil.Cmd(t, testutil.Preload(t, "OSF_SHM_KFD=1"), setpriv, append(asNobody, plain,
+		strconv.Itoa(testutil.FreePort(t)), "2", strconv.Itoa(procs), strconv.Itoa(per), seed,
+		"foreign", suid)...).Run(longRun)
+	if !r.OK() {
+		t.Fatalf("kfdprefork foreign: %s", r)
+	}
+	want := []string{fmt.Sprintf("server kfd 0 tcp %d", procs*per)}
+	for k := range procs {
+		want = append(want, fmt.Sprintf("client %d ok %d kfd 0", k, per))
+	}
+	got := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("kfdprefork foreign said:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestKfdLinkFork: an OSF_SHM_KFD client sends the hellos of its
 // connections to a listener on one link (preload/setup_link.c), and a
 // fork child never writes on its parent's: kfdfork's parent holds one

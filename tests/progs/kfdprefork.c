@@ -26,6 +26,14 @@
  * ("client PROCS ...") makes PER connections, which only the exec'd and
  * spawned workers can accept.
  *
+ * foreign PROG (under osf): worker 0 is a fork child that execs PROG, a
+ * set-user-ID copy of this program, which runs without osf; the other
+ * workers are killed and the parent closes its listener before the
+ * clients start (after that exec), so that worker accepts every
+ * connection: osf shut the
+ * companion before that exec (no image without osf reads a hello), and
+ * every connection must be kernel TCP and echo its bytes.
+ *
  * t2's hello stays in the store, unread, after its connection's reset:
  * the first client connection binds t2's port again, so the kernel's new
  * connection has the 4-tuple that hello names (as a port the kernel hands
@@ -232,11 +240,33 @@ static int reports(int fd, int want, int counts[2])
 /* start_worker starts worker i on listener l, reporting on rep[1]: a fork
  * child, or (exec) one in three a fork child that execs this program
  * again and one a posix_spawn'd image of it. */
-static pid_t start_worker(int i, int l, const int rep[2], int exec)
+static pid_t start_worker(int i, int l, const int rep[2], int exec, const char *foreign)
 {
 	char lfd[16], rfd[16];
 	char *args[] = {"kfdprefork", "worker", lfd, rfd, NULL};
 	pid_t pid;
+
+	if (foreign && i == 0) {
+		int ex[2];
+		char c;
+		snprintf(lfd, sizeof lfd, "%d", l);
+		snprintf(rfd, sizeof rfd, "%d", rep[1]);
+		if (pipe2(ex, O_CLOEXEC) < 0)
+			return -1;
+		pid = fork();
+		if (pid == 0) {
+			close(rep[0]);
+			execv(foreign, args);
+			_exit(1);
+		}
+		/* Returns once the child has exec'd (its copy of ex[1] gone):
+		 * the clients' connections come after that exec. */
+		close(ex[1]);
+		while (read(ex[0], &c, 1) < 0 && errno == EINTR)
+			;
+		close(ex[0]);
+		return pid;
+	}
 
 	snprintf(lfd, sizeof lfd, "%d", l);
 	snprintf(rfd, sizeof rfd, "%d", rep[1]);
@@ -264,7 +294,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (argc == 4 && strcmp(argv[1], "worker") == 0)
 		worker(atoi(argv[2]), atoi(argv[3]));
-	if (argc != 7)
+	if (argc != 7 && !(argc == 8 && strcmp(argv[6], "foreign") == 0))
 		return 2;
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	addr.sin_port = htons((uint16_t)atoi(argv[1]));
@@ -291,7 +321,7 @@ int main(int argc, char **argv)
 	}
 	exec = strcmp(argv[6], "exec") == 0;
 	for (i = 0; i < nw; i++) {
-		workers[i] = start_worker(i, l, rep, exec);
+		workers[i] = start_worker(i, l, rep, exec, argc == 8 ? argv[7] : NULL);
 		if (workers[i] < 0) {
 			perror("worker");
 			return 1;
@@ -300,6 +330,14 @@ int main(int argc, char **argv)
 	close(rep[1]);
 	if (exec)
 		close(l);
+	if (argc == 8) { /* the foreign worker alone accepts */
+		for (i = 1; i < nw; i++) {
+			kill(workers[i], SIGKILL);
+			waitpid(workers[i], NULL, 0);
+		}
+		nw = 1;
+		close(l);
+	}
 	unsetenv("OSF_DEBUG_KFD_STALL");
 	if (strcmp(argv[6], "stall") == 0)
 		stall(file, workers, &nw);
