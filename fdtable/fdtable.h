@@ -180,8 +180,9 @@ enum osf_role {
 				      as OSF_FDF_REGIONFD's memfd; the
 				      connection's writers wake on it */
 #define OSF_FDF_EXECSHARED 0x1000000u /* LISTEN: shared with a spawned or
-				      exec'd image, which no fork family's
-				      hello store reaches (setup_fam.c) */
+				      exec'd image (or passed over a
+				      socket) without a hello store
+				      (setup_fam.c) */
 #define OSF_FDF_NBSOCK 0x2000000u /* INET: made with SOCK_NONBLOCK */
 #define OSF_FDF_FLSET 0x4000000u  /* INET: its file status flags may not be
 				      socket()'s any more (F_SETFL or

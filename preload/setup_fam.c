@@ -5,11 +5,12 @@
  * fd"). Any process of the family may accept a connection, so the hellos
  * and the links they come on (setup_kfd.c) sit where every process can
  * read them: a SOCK_SEQPACKET socket pair made at the listener's first
- * fork (its ends hidden and inherited, closed at exec), one fixed-size
+ * fork, spawn or exec (its ends hidden and inherited; across exec with
+ * the listener's companion: osf_setup_kfd_adopt), one fixed-size
  * record per message, a hello's two fds or a link's one attached, and the
  * client's credentials and the time it was first read in the record (a
  * re-posted message carries the re-poster's). A process scans it under a
- * robust process-shared mutex on a page only the family maps, and every
+ * robust process-shared mutex on a memfd's page only the family maps, and every
  * record it takes out that is not its own goes back before it lets go: no
  * hello is ever in transit while another process looks. A holder that
  * dies leaves the mutex to the next (EOWNERDEAD; what it held out is
