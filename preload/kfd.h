@@ -40,4 +40,11 @@ void osf_kfd_lowat(int fd);
  * the kernel sends the RST TCP would and a FIN otherwise. */
 void osf_kfd_close(struct osf_conn *c, int fd, int linger0);
 
+/* osf_kfd_shut_foreign shuts the companion of each OSF_SHM_KFD listener
+ * an image that runs without osf is about to inherit (spawn with file
+ * actions: any, they may move one; else those without close-on-exec),
+ * in every process, before it can accept: such an image reads no hello,
+ * so its connections must be kernel TCP (sock_accept.c). */
+void osf_kfd_shut_foreign(int any);
+
 #endif

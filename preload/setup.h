@@ -77,6 +77,20 @@ void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in
 int osf_setup_kfd_family(int aux_fd);
 void osf_setup_kfd_fork_prepare(void);
 
+/* The store crosses exec. osf_setup_kfd_store, called for each listener
+ * an exec'd or spawned image may share, makes listener lfd's store when
+ * it is an OSF_SHM_KFD listener without one, as a fork would: 1 when it
+ * has one, 0 when it is not such a listener or none could be made.
+ * osf_setup_kfd_exec_inherit (on) makes each store's fds cross the
+ * next exec when its companion does, (off) close-on-exec again (a spawn
+ * makes every hidden fd cross: osf_fdt_spawn_inherit). osf_setup_kfd_adopt,
+ * in an image that adopted an inherited fd table, finds the stores its
+ * table names (OSF_FDF_STORE) and maps their pages; a store whose
+ * listener did not cross is closed. */
+int osf_setup_kfd_store(int lfd);
+void osf_setup_kfd_exec_inherit(int on);
+void osf_setup_kfd_adopt(void);
+
 /* osf_setup_parked_fds puts up to max parked connections of companion
  * aux_fd into p (events POLLIN), for a blocking accept's wait; returns how
  * many. */

@@ -126,6 +126,22 @@ static void kfd_shut(int lfd, const struct osf_fdt_entry *e)
 	osf_setup_kfd_shut(lfd, e->aux_fd, &in);
 }
 
+void osf_kfd_shut_foreign(int any)
+{
+	struct osf_fdt_entry *e;
+	int fd;
+
+	OSF_FDT_FOREACH(fd, e) {
+		if (e->kind != OSF_FD_LISTEN ||
+		    (e->flags & (OSF_FDF_KFD | OSF_FDF_KFDSHUT)) != OSF_FDF_KFD ||
+		    (!any && (e->flags & OSF_FDF_CLOEXEC)))
+			continue;
+		__atomic_or_fetch(&e->flags, OSF_FDF_SHARED | OSF_FDF_EXECSHARED | OSF_FDF_KFDSHUT,
+				  __ATOMIC_RELAXED);
+		kfd_shut(fd, e);
+	}
+}
+
 /* kfd_reset ends accepted connection nfd with a reset (SO_LINGER {1, 0}):
  * its SYN was marked, so its client writes into a slot's ring, and this
  * process has no hello for it (another process of the listener's read it,
@@ -365,8 +381,8 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		if ((e->flags & (OSF_FDF_SHARED | OSF_FDF_KFDSHUT)) == OSF_FDF_SHARED &&
 		    ((e->flags & OSF_FDF_EXECSHARED) || !osf_setup_kfd_family(e->aux_fd))) {
 			/* Another process may accept a connection whose hello
-			 * this one read, and no store of a fork family's
-			 * reaches it (an exec'd image, or none was made:
+			 * this one read, and no hello store reaches it (none
+			 * could be made, or it was passed over a socket:
 			 * LIMITS.md): the hellos queued are kept here, and
 			 * new clients find no companion and stay on kernel
 			 * TCP. */
