@@ -53,11 +53,7 @@ func sanitized(t testing.TB, extra ...string) []string {
 	if err != nil || !filepath.IsAbs(asan) {
 		t.Skipf("no libasan from gcc: %v %q", err, asan)
 	}
-	var env []string
-	if !testutil.PoolRun() {
-		env = append(env, "OSF_SHM_POOL=0")
-	}
-	return append(append(env, extra...),
+	return append(append(testutil.RunSwitches(), extra...),
 		"LD_PRELOAD="+asan+":"+lib,
 		"ASAN_OPTIONS=detect_leaks=0:exitcode=99:abort_on_error=0",
 		"UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=99")
@@ -77,13 +73,18 @@ func noSanitizerReport(t *testing.T, who, stderr string) {
 
 // hostilePeer prepares the hostile program with args, as user nobody when
 // the test runs as root (setpriv), so that the attacker is another user.
+// Under OSF_TEST_SHM_KFD=1 it speaks as a client with the switch.
 func hostilePeer(t *testing.T, args ...string) *testutil.Command {
 	t.Helper()
 	hostile := testutil.Prog(t, "hostile")
-	if os.Geteuid() != 0 {
-		return testutil.Cmd(t, nil, hostile, args...)
+	var env []string
+	if testutil.KfdRun() {
+		env = append(env, "OSF_SHM_KFD=1")
 	}
-	return testutil.Cmd(t, nil, testutil.Tool(t, "setpriv"),
+	if os.Geteuid() != 0 {
+		return testutil.Cmd(t, env, hostile, args...)
+	}
+	return testutil.Cmd(t, env, testutil.Tool(t, "setpriv"),
 		append(append(append([]string(nil), asNobody...), hostile), args...)...)
 }
 
@@ -93,7 +94,9 @@ func hostilePeer(t *testing.T, args ...string) *testutil.Command {
 // sends junk on the wake socket. The client, exercising blocking and
 // non-blocking reads and writes, poll and epoll, must neither crash nor
 // hang (it is killed after 30 s); connections may only fail with
-// ECONNRESET or EPIPE. Several seeds.
+// ECONNRESET or EPIPE. Several seeds. Under OSF_TEST_SHM_KFD=1 both have
+// the switch: the peer reads the hellos from its links and scribbles on
+// the wake socket that is the kernel connection.
 func TestHostileServer(t *testing.T) {
 	t.Parallel()
 	victim := testutil.Prog(t, "victim")
@@ -130,7 +133,9 @@ func TestHostileServer(t *testing.T) {
 // too), an epoll, comes without a region, then a truthful one written
 // without pause (to its maximum too) for a second.
 // The server must reject each, survive (it is one process), and serve a
-// good client afterwards with its bytes intact. The rejections are logged
+// good client afterwards with its bytes intact. Under OSF_TEST_SHM_KFD=1
+// both the server and the attacker have the switch: the hellos come on
+// links, each followed by its kernel connection. The rejections are logged
 // at debug level only (here into a file): a peer's fault never writes on
 // the server's stderr.
 func TestHostileClient(t *testing.T) {
@@ -143,18 +148,19 @@ func TestHostileClient(t *testing.T) {
 	srv.WaitOutput("listening\n", shortRun)
 	h := hostilePeer(t, "client", strconv.Itoa(port), "5").Start()
 	// Good clients under osf while the attack runs and after it, each
-	// checking its bytes come back.
+	// checking its bytes come back, offloaded.
 	good := func(msg string) {
-		r := underOsf.cmd(t, nil, python(t), "-c", fmt.Sprintf(`import socket
+		r := underOsf.cmd(t, nil, python(t), "-c", pyFamily+fmt.Sprintf(`
+import socket
 c = socket.create_connection(("127.0.0.1", %d)); c.sendall(%q.encode()); c.shutdown(socket.SHUT_WR)
 b = b""
 while True:
     d = c.recv(100)
     if not d: break
     b += d
-print(b.decode())`, port, msg)).Run(shortRun)
-		if !r.OK() || strings.TrimSpace(r.Stdout) != msg {
-			t.Errorf("good client %q: %s", msg, r)
+print(family(c.fileno()), b.decode())`, port, msg)).Run(shortRun)
+		if !r.OK() || strings.TrimSpace(r.Stdout) != "osf "+msg {
+			t.Errorf("good client %q (want it offloaded, \"osf\"): %s", msg, r)
 		}
 	}
 	for i := 0; i < 3; i++ {
