@@ -76,11 +76,17 @@ func noSanitizerReport(t *testing.T, who, stderr string) {
 // Under OSF_TEST_SHM_KFD=1 it speaks as a client with the switch.
 func hostilePeer(t *testing.T, args ...string) *testutil.Command {
 	t.Helper()
-	hostile := testutil.Prog(t, "hostile")
 	var env []string
 	if testutil.KfdRun() {
 		env = append(env, "OSF_SHM_KFD=1")
 	}
+	return hostilePeerEnv(t, env, args...)
+}
+
+// hostilePeerEnv is hostilePeer with the environment env.
+func hostilePeerEnv(t *testing.T, env []string, args ...string) *testutil.Command {
+	t.Helper()
+	hostile := testutil.Prog(t, "hostile")
 	if os.Geteuid() != 0 {
 		return testutil.Cmd(t, env, hostile, args...)
 	}
@@ -234,4 +240,59 @@ func TestHostileLockFreeze(t *testing.T) {
 		t.Fatalf("the server died: %s", srv.Wait(shortRun))
 	}
 	noSanitizerReport(t, "soak server", srv.Stderr())
+}
+
+// TestHostilePortClaim: under OSF_SHM_KFD=1 a hello names its kernel
+// connection by the client's address and port, which anyone can claim
+// ahead of its connection. Another user's hellos for a port (progs/
+// hostile.c claim, each ring holding "HIJACK") sent before a good
+// client's connection from that port must not become that connection's:
+// only a hello sent by the owner of the connection's client socket (or
+// root) is taken (preload/setup_kfd.c setup_kfd_owner_ok, the owner read
+// with NETLINK_SOCK_DIAG). Before, the server read the claim's ring as
+// the good client's bytes, and the good client waited for an answer that
+// never came. A client of another user than the server's is served as
+// before (its owner looked up and matched). The switch is set here, so
+// it runs in every leg.
+func TestHostilePortClaim(t *testing.T) {
+	t.Parallel()
+	testutil.NeedRoot(t, "to claim ports as another user (nobody)")
+	port := testutil.FreePort(t)
+	srv := testutil.Cmd(t, testutil.Preload(t, "OSF_SHM_KFD=1"), testutil.Prog(t, "victim"),
+		"server", strconv.Itoa(port), "60").Start()
+	srv.WaitOutput("listening\n", shortRun)
+	cport := testutil.FreePort(t)
+	h := hostilePeerEnv(t, []string{"OSF_SHM_KFD=1"}, "claim", strconv.Itoa(port), "30",
+		strconv.Itoa(cport), strconv.Itoa(cport)).Start()
+	h.WaitOutput("claimed 1\n", shortRun)
+	// A client from port from (0: the kernel's choice), as root or as
+	// nobody (prefix): its bytes echoed, offloaded.
+	good := func(prefix []string, from int, msg string) {
+		args := append(append(append([]string(nil), prefix...), python(t)), "-c", pyFamily+fmt.Sprintf(`
+import socket
+c = socket.socket()
+c.bind(("127.0.0.1", %d))
+c.settimeout(10)
+c.connect(("127.0.0.1", %d))
+c.sendall(%q.encode())
+print(family(c.fileno()), c.recv(100).decode(), flush=True)`, from, port, msg))
+		r := testutil.Cmd(t, testutil.Preload(t, "OSF_SHM_KFD=1"), args[0], args[1:]...).Run(longRun)
+		if !r.OK() || strings.TrimSpace(r.Stdout) != "osf "+msg {
+			t.Errorf("good client %v from port %d: %s (want its bytes echoed, offloaded)", prefix, from, r)
+		}
+	}
+	msg := "the good client's bytes"
+	good(nil, cport, msg)
+	// The owner looked up and matched: a client of another user than
+	// the server's (nobody, as the claim is) is served as before.
+	nobody := "nobody's bytes"
+	good(append([]string{testutil.Tool(t, "setpriv")}, asNobody...), 0, nobody)
+	if err := unix.Kill(srv.Pid, unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sr := srv.Wait(longRun)
+	checkSurvived(t, "victim server", sr)
+	if want := fmt.Sprintf("served %d bytes", len(msg)+len(nobody)); !strings.Contains(sr.Stdout, want) {
+		t.Errorf("victim server: %q, want %q (the claim's ring read as the good client's?)", sr.Stdout, want)
+	}
 }

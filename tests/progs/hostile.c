@@ -903,6 +903,65 @@ static int trimsteer(int port, uint64_t addr, uint64_t len, double secs)
 	return 0;
 }
 
+/* claim sends, on one link (OSF_SHM_KFD), a truthful hello for each
+ * client port from LO to HI, each segment's ring holding "HIJACK\n" for
+ * the server to read, for connections it never makes: hellos that claim
+ * the ports other clients' connections will come from. It prints
+ * "claimed N" and holds them for SECONDS. */
+static int claim(int port, double secs, int lo, int hi)
+{
+	uint32_t ring = 1 << 16;
+	struct sockaddr_un sun;
+	char name[64];
+	int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), n = 0;
+
+	snprintf(name, sizeof(name), "osf1/4/127.0.0.1/%d", port);
+	if (connect(c, (struct sockaddr *)&sun, abstract(&sun, name)) < 0) {
+		perror("hostile: link");
+		return 1;
+	}
+	for (int p = lo; p <= hi; p++) {
+		struct osf_hello h;
+		char cbuf[CMSG_SPACE(2 * sizeof(int))];
+		struct iovec iov = {&h, sizeof(h)};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+				    .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+		struct cmsghdr *cm;
+		int w[2], fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring)), fds[2];
+		uint8_t *seg;
+
+		if (fd < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w) < 0)
+			return 1;
+		seg = mmap(NULL, (size_t)osf_seg_bytes(ring), PROT_READ | PROT_WRITE,
+			   MAP_SHARED, fd, 0);
+		if (seg != MAP_FAILED) {
+			static const char m[] = "HIJACK\n";
+			struct osf_seg_hdr *sh = osf_seg_hdr(seg, ring);
+			uint8_t *d = seg + osf_seg_ring_off(ring, 0);
+			for (uint64_t i = 0; i < sizeof(m) - 1; i++)
+				d[(osf_seg_ring_bias(ring, 0) + i) & (ring - 1)] = (uint8_t)m[i];
+			__atomic_store_n(&sh->ring[0].head, sizeof(m) - 1, __ATOMIC_SEQ_CST);
+		}
+		truthful_hello(&h, port, ring, (uint16_t)p);
+		h.flags = OSF_HELLO_F_KFD;
+		fds[0] = fd;
+		fds[1] = w[1];
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(fds));
+		memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+		if (sendmsg(c, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(h))
+			n++;
+		close(w[1]);
+	}
+	printf("claimed %d\n", n);
+	fflush(stdout);
+	usleep((useconds_t)(secs * 1e6));
+	close(c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
@@ -911,6 +970,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	kfd = getenv("OSF_SHM_KFD") && strcmp(getenv("OSF_SHM_KFD"), "1") == 0;
+	if (strcmp(argv[1], "claim") == 0 && argc >= 6)
+		return claim(atoi(argv[2]), atof(argv[3]), atoi(argv[4]), atoi(argv[5]));
 	if (strcmp(argv[1], "lockflip") == 0)
 		return lockflip(atoi(argv[2]), atof(argv[3]));
 	if (strcmp(argv[1], "trimsteer") == 0 && argc >= 6)
