@@ -21,6 +21,9 @@
  *       give the server pages to read and trim (none in the last second),
  *       and write ADDR and LEN where layout 3's trim slots were, for
  *       SECONDS (issue 24, item 1).
+ *   hostile claim PORT SECONDS LO HI   OSF_SHM_KFD's hellos on one link
+ *       for client ports LO to HI, each ring holding "HIJACK", for
+ *       connections it never makes; held for SECONDS.
  *
  * With OSF_SHM_KFD=1 in its environment it speaks as a peer with that
  * switch does (preload/kfd.c): as a client, each hello, flagged
@@ -966,7 +969,8 @@ int main(int argc, char **argv)
 {
 	if (argc < 4) {
 		fprintf(stderr, "usage: hostile server PORT SECONDS SEED | hostile client PORT SEED | "
-				"hostile lockflip PORT SECONDS | hostile trimsteer PORT ADDR LEN SECONDS\n");
+				"hostile lockflip PORT SECONDS | hostile trimsteer PORT ADDR LEN SECONDS | "
+				"hostile claim PORT SECONDS LO HI\n");
 		return 2;
 	}
 	kfd = getenv("OSF_SHM_KFD") && strcmp(getenv("OSF_SHM_KFD"), "1") == 0;
