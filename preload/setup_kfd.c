@@ -106,7 +106,7 @@ void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
 			   const struct ip *key, uid_t by)
 {
 	long long now = osf_now_ns();
-	int hs, hw, i, old = 0;
+	int hs, hw, i, old = 0, own = -1, mine = 0;
 
 	hs = osf_fdt_hide(cc->seg_fd, lfd);
 	hw = osf_fdt_hide(cc->wake_tx_fd, lfd);
@@ -115,10 +115,19 @@ void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
 	cc->wake_tx_fd = hw < 0 ? cc->wake_tx_fd : hw;
 	kfd_expire_locked(now);
 	if (kfdq.n == KFD_MAX) {
-		for (i = 1; i < kfdq.n; i++)
+		/* Full: the oldest, unless its sender holds half the table
+		 * or more, then the oldest of its own: a user who floods
+		 * hellos for connections it never makes (hostile.c claim)
+		 * crowds out only its own, never the hellos other users'
+		 * clients sent ahead of their connections. */
+		for (i = 0; i < kfdq.n; i++) {
 			if (kfdq.h[i].since < kfdq.h[old].since)
 				old = i;
-		kfd_forget_locked(old, 1);
+			if (kfdq.h[i].by == by && (own < 0 || kfdq.h[i].since < kfdq.h[own].since))
+				own = i;
+			mine += kfdq.h[i].by == by;
+		}
+		kfd_forget_locked(mine >= KFD_MAX / 2 ? own : old, 1);
 	}
 	kfdq.h[kfdq.n].aux_fd = aux_fd;
 	kfdq.h[kfdq.n].key = *key;
