@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -264,7 +265,7 @@ func TestHostilePortClaim(t *testing.T) {
 	cport := testutil.FreePort(t)
 	h := hostilePeerEnv(t, []string{"OSF_SHM_KFD=1"}, "claim", strconv.Itoa(port), "30",
 		strconv.Itoa(cport), strconv.Itoa(cport)).Start()
-	h.WaitOutput("claimed 1\n", shortRun)
+	h.WaitOutput("claimed 1, own connection reset\n", shortRun)
 	// A client from port from (0: the kernel's choice), as root or as
 	// nobody (prefix): its bytes echoed, offloaded.
 	good := func(prefix []string, from int, msg string) {
@@ -294,5 +295,82 @@ print(family(c.fileno()), c.recv(100).decode(), flush=True)`, from, port, msg))
 	checkSurvived(t, "victim server", sr)
 	if want := fmt.Sprintf("served %d bytes", len(msg)+len(nobody)); !strings.Contains(sr.Stdout, want) {
 		t.Errorf("victim server: %q, want %q (the claim's ring read as the good client's?)", sr.Stdout, want)
+	}
+}
+
+// aheadClient (OSF_SHM_KFD, as rawOsf speaks it) sends two hellos on its
+// link, for its sockets from ports a and b, connects b only (so that the
+// server, looking for b's hello, reads a's ahead of its connection and
+// keeps it), prints "ahead A B", and connects a once stdin says so.
+var aheadClient = rawOsf + `
+port = int(sys.argv[1])
+s = dial("osf1/4/127.0.0.1/%d" % port)
+ta, tb = kfd_socket(), kfd_socket()
+keep = [hello(s, 4096, t.getsockname(), ("127.0.0.1", port)) for t in (ta, tb)]
+tb.connect(("127.0.0.1", port))
+print("ahead %d %d" % (ta.getsockname()[1], tb.getsockname()[1]), flush=True)
+sys.stdin.readline()
+ta.connect(("127.0.0.1", port))
+print("connected", flush=True)
+time.sleep(30)
+`
+
+// acceptPrinter accepts forever and prints each connection's peer port.
+const acceptPrinter = `
+import socket, sys
+l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(64)
+print("listening", flush=True)
+held = []
+while True:
+    c, a = l.accept()
+    held.append(c)
+    print("peer %d" % a[1], flush=True)
+`
+
+// TestHostileHelloFlood: under OSF_SHM_KFD=1 a server keeps, up to 256,
+// the hellos it read ahead of their connections (a client's link carries
+// the hellos of all its connections). Another user's flood of hellos for
+// connections it never makes (hostile.c claim, 300 of them, then a
+// connection without a hello, whose accept reads every link) must not
+// crowd out a hello a good client sent ahead of its connection: when the
+// table is full, a sender holding half of it or more loses its own
+// oldest (preload/setup_kfd.c setup_kfd_put_locked). Before, the good
+// client's hello, the oldest, went, and its connection was reset at its
+// accept.
+func TestHostileHelloFlood(t *testing.T) {
+	t.Parallel()
+	if !testutil.KfdRun() {
+		t.Skip("OSF_SHM_KFD's kept hellos: OSF_TEST_SHM_KFD=1 (make test's KFD leg)")
+	}
+	testutil.NeedRoot(t, "to flood as another user (nobody)")
+	port := strconv.Itoa(testutil.FreePort(t))
+	srv := underOsf.cmd(t, nil, python(t), "-c", acceptPrinter, port).Start()
+	srv.WaitOutput("listening\n", shortRun)
+	cc := testutil.Cmd(t, nil, python(t), "-c", aheadClient, port)
+	cin, err := cc.Cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := cc.Start()
+	defer cin.Close()
+	var a, b int
+	if _, err := fmt.Sscanf(cl.WaitOutput("\n", shortRun), "ahead %d %d", &a, &b); err != nil {
+		t.Fatalf("client: %v: %s", err, cl.Stdout())
+	}
+	srv.WaitOutput(fmt.Sprintf("peer %d\n", b), shortRun)
+	h := hostilePeer(t, "claim", port, "20", "2000", "2299").Start()
+	// Its connection reset: the server has read the flood.
+	h.WaitOutput("claimed 300, own connection reset\n", longRun)
+	if _, err := io.WriteString(cin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	cl.WaitOutput("connected\n", shortRun)
+	deadline := time.Now().Add(shortRun)
+	for !strings.Contains(srv.Stdout(), fmt.Sprintf("peer %d\n", a)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection whose hello the server had read ahead was not accepted (reset?): server %q", srv.Stdout())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

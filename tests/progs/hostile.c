@@ -23,7 +23,9 @@
  *       SECONDS (issue 24, item 1).
  *   hostile claim PORT SECONDS LO HI   OSF_SHM_KFD's hellos on one link
  *       for client ports LO to HI, each ring holding "HIJACK", for
- *       connections it never makes; held for SECONDS.
+ *       connections it never makes, then one marked connection without a
+ *       hello (its accept reads every link), waited for until the server
+ *       resets it; held for SECONDS.
  *
  * With OSF_SHM_KFD=1 in its environment it speaks as a peer with that
  * switch does (preload/kfd.c): as a client, each hello, flagged
@@ -906,11 +908,37 @@ static int trimsteer(int port, uint64_t addr, uint64_t len, double secs)
 	return 0;
 }
 
+/* poke connects a marked socket without a hello to the server of link
+ * name (OSF_SHM_KFD): its accept reads every link, then resets it. It
+ * waits for that (at most 10 s) and returns how it ended: "reset", else
+ * what came instead. */
+static const char *poke(const char *name)
+{
+	struct timeval tv = {10, 0};
+	const char *how = "none";
+	uint16_t cp;
+	ssize_t r;
+	char b;
+	int t = kfd_socket(&cp);
+
+	if (t >= 0)
+		t = kfd_connect(t, name);
+	if (t >= 0 && setsockopt(t, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0) {
+		r = recv(t, &b, 1, 0);
+		how = r == 0 ? "end" : r > 0 ? "data" : errno == ECONNRESET ? "reset" : "waited";
+	}
+	if (t >= 0)
+		close(t);
+	return how;
+}
+
 /* claim sends, on one link (OSF_SHM_KFD), a truthful hello for each
  * client port from LO to HI, each segment's ring holding "HIJACK\n" for
  * the server to read, for connections it never makes: hellos that claim
- * the ports other clients' connections will come from. It prints
- * "claimed N" and holds them for SECONDS. */
+ * the ports other clients' connections will come from, and that crowd
+ * the hellos the server keeps; a full link is poked (poke) for the server
+ * to read it, and so is the link at the end. It prints "claimed N, own
+ * connection HOW" (the last poke's: reset) and holds them for SECONDS. */
 static int claim(int port, double secs, int lo, int hi)
 {
 	uint32_t ring = 1 << 16;
@@ -954,11 +982,19 @@ static int claim(int port, double secs, int lo, int hi)
 		cm->cmsg_type = SCM_RIGHTS;
 		cm->cmsg_len = CMSG_LEN(sizeof(fds));
 		memcpy(CMSG_DATA(cm), fds, sizeof(fds));
-		if (sendmsg(c, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(h))
-			n++;
+		/* A full link: a poke makes the server read it. */
+		for (int k = 0; k < 3; k++) {
+			if (sendmsg(c, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(h)) {
+				n++;
+				break;
+			}
+			if (errno != EAGAIN)
+				break;
+			(void)poke(name);
+		}
 		close(w[1]);
 	}
-	printf("claimed %d\n", n);
+	printf("claimed %d, own connection %s\n", n, poke(name)); /* the rest read */
 	fflush(stdout);
 	usleep((useconds_t)(secs * 1e6));
 	close(c);
