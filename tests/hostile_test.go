@@ -319,6 +319,7 @@ time.sleep(30)
 const acceptPrinter = `
 import socket, sys
 l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(64)
 print("listening", flush=True)
 held = []
