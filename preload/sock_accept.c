@@ -175,6 +175,7 @@ static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 		return -1;
 	}
 	memcpy(cc.peer, p28, sizeof(cc.peer));
+	memcpy(cc.local, l28, sizeof(cc.local));
 	cc.rule = e->rule;
 	sock_carry_read(lfd, &opts);
 	if (osf_kfd_accepted(nfd, &cc, flags) < 0) {
