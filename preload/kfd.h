@@ -26,7 +26,7 @@ int osf_kfd_marked(int nfd);
 
 /* osf_kfd_accepted installs accepted socket nfd (accept4's flags) as the
  * server's end of the connection whose hello osf_setup_kfd_take gave in
- * cc (peer filled): 0, or -1 with errno (cc released). */
+ * cc (peer and local filled): 0, or -1 with errno (cc released). */
 int osf_kfd_accepted(int nfd, struct osf_core_conn *cc, int flags);
 
 /* osf_kfd_lowat puts the kernel's SO_RCVLOWAT of connection socket fd

@@ -54,15 +54,17 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		     int *window);
 
 /* osf_setup_kfd_take finds the hello (OSF_HELLO_F_KFD) of the kernel
- * connection from peer (its address as accept gave it) accepted on
- * listener lfd, whose companion is aux_fd: among the hellos kept, then
+ * connection from peer to local (its addresses as accept and getsockname
+ * gave them) accepted on listener lfd, whose companion is aux_fd, sent
+ * by the owner of its client end (or root): among the hellos kept, then
  * (look: the SYN was marked, or not saved) among those queued on the
  * companion's links (setup_accept.c), never waiting. 0 with cc filled
  * (its fds above the program's limit, names still to set), -1 when there
  * is none, 1 when its client made the connection kernel TCP after its
  * hello (OSF_SIDE_KERNEL). */
 int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		       const uint8_t peer[28], int look, struct osf_core_conn *cc);
+		       const uint8_t peer[28], const uint8_t local[28], int look,
+		       struct osf_core_conn *cc);
 
 /* osf_setup_kfd_shut keeps the hellos companion aux_fd of OSF_SHM_KFD
  * listener lfd queued, as osf_setup_kfd_take would, and shuts it in every

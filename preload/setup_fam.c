@@ -303,8 +303,8 @@ static int take(const struct fam_rec *r, int fds[2], const struct osf_core_accep
  * returns 0 while the link lives, -1 when it ended or carried anything
  * but hellos of OSF_SHM_KFD clients (the caller closes it). */
 static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_in *in,
-		     const struct ip *want, struct osf_core_conn *cc, int *found,
-		     struct gone *gone)
+		     const struct ip *want, struct kfd_owner *o, struct osf_core_conn *cc,
+		     int *found, struct gone *gone)
 {
 	struct fam_rec r;
 	struct ucred cr;
@@ -334,7 +334,7 @@ static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_i
 			close_fds(fds, 2);
 			return -1;
 		}
-		if (same_ip(&key, want)) {
+		if (same_ip(&key, want) && setup_kfd_owner_ok(o, r.cr.uid)) {
 			*found = take(&r, fds, in, cc, gone);
 			if (*found == NONE)
 				continue;
@@ -349,12 +349,12 @@ static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_i
 /* keep_link scans link fd (link_scan) and puts it in f's store while it
  * lives; fd is closed here either way. */
 static void keep_link(const struct fam *f, int fd, const struct osf_core_accept_in *in,
-		      const struct ip *want, struct osf_core_conn *cc, int *found,
-		      struct gone *gone)
+		      const struct ip *want, struct kfd_owner *o, struct osf_core_conn *cc,
+		      int *found, struct gone *gone)
 {
 	struct fam_rec r;
 
-	if (link_scan(f, fd, in, want, cc, found, gone) == 0) {
+	if (link_scan(f, fd, in, want, o, cc, found, gone) == 0) {
 		memset(&r, 0, sizeof(r));
 		r.kind = FAM_LINK;
 		(void)post(f, &r, &fd, 1);
@@ -365,7 +365,7 @@ static void keep_link(const struct fam *f, int fd, const struct osf_core_accept_
 /* scan looks for the hello under want in f's store, then on the links its
  * companion queued: NONE, or take's outcome. The mutex is held. */
 static int scan(const struct fam *f, const struct osf_core_accept_in *in, const struct ip *want,
-		struct osf_core_conn *cc)
+		struct kfd_owner *o, struct osf_core_conn *cc)
 {
 	long long now = osf_now_ns();
 	int found = NONE, queued = 0, i, k, fds[2], cfd;
@@ -386,7 +386,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 			continue;
 		}
 		if (r.kind == FAM_LINK) {
-			keep_link(f, fds[0], in, want, cc, &found, &gone);
+			keep_link(f, fds[0], in, want, o, cc, &found, &gone);
 			continue;
 		}
 		if (!rec_key(&r, &key) || now - r.since > FAM_KEEP_S * 1000000000LL ||
@@ -394,7 +394,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 			close_fds(fds, 2);
 			continue;
 		}
-		if (same_ip(&key, want)) {
+		if (same_ip(&key, want) && setup_kfd_owner_ok(o, r.cr.uid)) {
 			found = take(&r, fds, in, cc, &gone);
 			continue;
 		}
@@ -405,7 +405,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 		cfd = REAL(accept4)(f->aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (cfd < 0)
 			break;
-		keep_link(f, cfd, in, want, cc, &found, &gone);
+		keep_link(f, cfd, in, want, o, cc, &found, &gone);
 	}
 	if (gone.have && found == NONE) { /* its own client closed before the accept */
 		*cc = gone.cc;
@@ -417,7 +417,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 }
 
 int setup_fam_take(int aux_fd, const struct osf_core_accept_in *in, const struct ip *want,
-		   struct osf_core_conn *cc)
+		   struct kfd_owner *o, struct osf_core_conn *cc)
 {
 	struct fam f, *p;
 	int r;
@@ -433,7 +433,7 @@ int setup_fam_take(int aux_fd, const struct osf_core_accept_in *in, const struct
 		return -1;
 	/* The fds may land above the program's limit (setup_take_hello). */
 	osf_fdt_high_begin();
-	r = scan(&f, in, want, cc);
+	r = scan(&f, in, want, o, cc);
 	osf_fdt_high_end();
 	pthread_mutex_unlock(&f.pg->mu);
 	if (r == 0) { /* out of the program's numbers, as kfd_find's */

@@ -165,21 +165,24 @@ static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 {
 	struct osf_core_accept_in in;
 	struct osf_core_conn cc;
-	struct sockaddr_storage peer;
-	socklen_t pl = sizeof(peer);
-	uint8_t p28[28];
+	struct sockaddr_storage peer, local;
+	socklen_t pl = sizeof(peer), ll = sizeof(local);
+	uint8_t p28[28], l28[28];
 	struct carried opts;
 	int saved = errno, marked, r;
 
-	if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0)
+	if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
+	    REAL(getsockname)(nfd, (struct sockaddr *)&local, &ll) < 0)
 		return 0;
 	memset(p28, 0, sizeof(p28));
 	memcpy(p28, &peer, pl < sizeof(p28) ? pl : sizeof(p28));
+	memset(l28, 0, sizeof(l28));
+	memcpy(l28, &local, ll < sizeof(l28) ? ll : sizeof(l28));
 	marked = osf_kfd_marked(nfd);
 	kfd_in(e, &in);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
-	r = osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, marked != 0, &cc);
+	r = osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, l28, marked != 0, &cc);
 	if (r != 0) {
 		errno = saved;
 		if (marked != 1 || r > 0) /* r > 0: its client's is kernel TCP */
@@ -188,6 +191,7 @@ static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 		return -1;
 	}
 	memcpy(cc.peer, p28, sizeof(cc.peer));
+	memcpy(cc.local, l28, sizeof(cc.local));
 	cc.rule = e->rule;
 	sock_carry_read(lfd, &opts);
 	if (osf_kfd_accepted(nfd, &cc, flags) < 0) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -421,5 +422,43 @@ func TestKfdMixed(t *testing.T) {
 				t.Fatalf("client: %s (want %q)", r, c.want+" echoed")
 			}
 		})
+	}
+}
+
+// TestKfdRDMAListener: under OSF_SHM_KFD=1 a listener whose route may take
+// RDMA connections (here the stand-in, OSF_TRANSPORT=rdma) is set up by
+// the Go core and stays the listener of the switch's absence (its
+// SOCK_STREAM companion, where the engine hands RDMA connections over,
+// watched beside the kernel listener; ARCHITECTURE.md, "The kernel TCP
+// socket as the connection's fd"): an RDMA client with the switch is
+// accepted over RDMA (its accept used to wait for a kernel connection
+// that never came), a local client without the switch over shm, and one
+// with it, refused by that companion, over kernel TCP; bytes intact in
+// each.
+func TestKfdRDMAListener(t *testing.T) {
+	t.Parallel()
+	sim := []string{"OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1"}
+	port := strconv.Itoa(testutil.FreePort(t))
+	logPath := filepath.Join(t.TempDir(), "server.log")
+	testutil.Cmd(t, testutil.Preload(t, append([]string{"OSF_SHM_KFD=1", "OSF_LOG_LEVEL=debug",
+		"OSF_LOG_FILE=" + logPath}, sim...)...), testutil.Prog(t, "churn"), "sink", port).Start()
+	testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
+	for _, c := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"rdma", append([]string{"OSF_SHM_KFD=1", "OSF_STRICT=1"}, sim...), "osf"},
+		{"shm", []string{"OSF_SHM_KFD=0", "OSF_STRICT=1"}, "osf"},
+		{"kfd", []string{"OSF_SHM_KFD=1"}, "tcp"},
+	} {
+		r := testutil.Cmd(t, testutil.Preload(t, c.env...), python(t), "-c", kfdEchoClient, port).Run(longRun)
+		if !r.OK() || strings.TrimSpace(r.Stdout) != c.want+" echoed" {
+			t.Errorf("%s client: %s (want %q)", c.name, r, c.want+" echoed")
+		}
+	}
+	log := readLog(t, logPath)
+	for _, want := range []string{"rdma: accepted ", "listen 127.0.0.1:" + port + ": rdma"} {
+		assertLog(t, log, want)
 	}
 }
