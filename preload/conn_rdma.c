@@ -112,12 +112,23 @@ int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have)
 void osf_conn_rdma_blocked(struct osf_conn *c)
 {
 	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
+	const uint32_t *looks;
 	uint64_t mark;
 
 	if (!tx || !tx->rx || tx->pid != (int32_t)osf_pid() ||
 	    !__atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) !=
 		    __atomic_load_n(&c->rtx_gen, __ATOMIC_RELAXED))
+		return;
+	/* The engine sleeps at most a second (rx.h eng_looks: a thread holds
+	 * a channel, or it is hot): its next look sees the stall without a
+	 * kick. The bytes this writer waits to send were published before
+	 * (the fence); a look after this read comes after them. A poller
+	 * for room holds its own channel meanwhile, so a stream's writer
+	 * kicks the engine no more (it did once per credit of the peer). */
+	looks = __atomic_load_n(&tx->rx->eng_looks, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (looks && __atomic_load_n(looks, __ATOMIC_RELAXED))
 		return;
 	/* Once per credit: a writer that blocks again before the peer's
 	 * next credit adds nothing the engine does not know. */

@@ -125,6 +125,11 @@ struct osf_rdma_rx {
 	int32_t wake;    /* the engine's end of the application's wake socket, or -1 */
 	int32_t wake_tx; /* of the writers' wake socket, or -1 */
 	int32_t kick;    /* the engine's eventfd: an event waits */
+	/* The engine's word (C memory of its own, never freed): 1 while it
+	 * sleeps at most heldLook (sleep.go), so that it will look at every
+	 * stream within about a second without being kicked; 0 while it is
+	 * awake or sleeps without such a bound. NULL: no engine (fakes). */
+	const uint32_t *eng_looks;
 	/* Under lock. */
 	uint64_t head;     /* the peer's producer position of ring 1 - side */
 	uint64_t credited; /* our consumer position last reported (tx.h's lock
