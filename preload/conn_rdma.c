@@ -370,13 +370,21 @@ int osf_conn_rdma_chan(struct osf_conn *c, int how, struct osf_chan_wait *w)
 		}
 		__atomic_add_fetch(&tx->rx->chan_sleeps, 1, __ATOMIC_RELAXED);
 		return 0;
-	case OSF_CHAN_FIRED: /* disarm follows: no sleep before the next arm */
+	case OSF_CHAN_FIRED: { /* disarm follows: no sleep before the next arm */
+		int took;
+
 		chan_rearm(tx, gen, w->fd);
 		/* Not a wait for room alone: the readers' flag is theirs,
 		 * and lowered here their data would send them no token. */
 		if (w->reader)
 			(void)own_take_quiet(&c->s);
-		return take_sure(tx, gen);
+		took = take_sure(tx, gen);
+		/* Tokens are counted before they are sent (segment.h
+		 * osf_wake_send): none counted, none waits on the socket. */
+		if (took > 0 && !__atomic_load_n(&c->s.me->rx_tokens, __ATOMIC_ACQUIRE))
+			return 1;
+		return took > 0 ? 2 : took;
+	}
 	default:
 		chan_leave(tx, gen, w->fd, w->ep);
 		return 0;

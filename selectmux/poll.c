@@ -72,7 +72,10 @@ struct chans {
  * its sockets were found readable (only after a sleep: a wait that did not
  * sleep takes no token, it would be someone else's). A channel that fired
  * is taken from first: a token the take sent this thread waits on the
- * slot's socket then, and is taken as woken. */
+ * slot's socket then, and is taken as woken; when the tokens' count says
+ * none was sent (the take lowered the readers' flag first, conn_rdma.c),
+ * the socket is left alone: a recv and a poll of it per message found
+ * nothing. */
 static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
 		       const int *wx, unsigned char *arm, int slept,
 		       struct chans *ch)
@@ -84,8 +87,10 @@ static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
 		ch->fired[i] = 0;
 		if (left && slept && k[ch->cx[i]].revents) {
 			ch->fired[i] = 1;
-			if (rd_chan_fired(&ch->c[i]) > 0) {
-				woken |= OSF_ARM_RX;
+			int took = rd_chan_fired(&ch->c[i]);
+			if (took > 0) {
+				if (took > 1) /* a token its take sent */
+					woken |= OSF_ARM_RX;
 				ch->idle[i] = 0;
 			} else if (ch->idle[i] <= CHAN_IDLE_MAX) {
 				ch->idle[i]++;

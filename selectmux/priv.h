@@ -189,7 +189,8 @@ static inline int rd_chan_enter(int fd, struct osf_fdt_entry *e, struct rd_chan 
 	return c->w.fd;
 }
 
-/* rd_chan_fired takes what c's channel announced (> 0: took any). */
+/* rd_chan_fired takes what c's channel announced (> 0: took any; 2: a
+ * token may wait on the fd, ready.h). */
 static inline int rd_chan_fired(struct rd_chan *c)
 {
 	return c->h ? c->chan(c->h, OSF_CHAN_FIRED, &c->w) : 0;
