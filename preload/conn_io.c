@@ -196,6 +196,10 @@ int conn_wait_room(struct osf_conn *c, int fd)
 	osf_reap_kick();
 	if (conn_rdma(c))
 		osf_conn_rdma_blocked(c);
+	/* RDMA: room comes as the peer's credit, a completion this thread
+	 * takes itself, asleep on the connection's channel (conn_rdma.c). */
+	if (conn_rdma_rx(c) && (r = osf_conn_rdma_sleep_room(c, fd)) != 1)
+		return r;
 	spin = spin_begin(c, &sleeps);
 	/* OSF_SHM_KFD, not accepted yet: the server's reset of a connection
 	 * whose hello it could not find comes on the kernel socket only. */

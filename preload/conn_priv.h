@@ -147,6 +147,16 @@ void osf_conn_rdma_blocked(struct osf_conn *c);
  * set). 1 when it cannot sleep so: the caller sleeps on the wake socket. */
 int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have);
 
+/* osf_conn_rdma_sleep_room is osf_side_wait_room for a writer of such a
+ * connection: asleep in poll on the channel and the writers' wake socket,
+ * it takes the completions itself (the peer's credit makes the room), so
+ * that a blocked writer wakes neither the engine nor a Go thread. It
+ * gives send's answers (0, -EAGAIN after SO_SNDTIMEO, -EINTR), or 1 when
+ * it cannot sleep so (also while SO_SNDBUF or the peer's SO_RCVBUF, or a
+ * trim's stop, holds the writer back: room then comes without a credit):
+ * the caller sleeps on the writers' socket as before. */
+int osf_conn_rdma_sleep_room(struct osf_conn *c, int fd);
+
 /* osf_conn_rdma_chan is a poller's sleep on c's channel (selectmux/ready.h
  * chan, how OSF_CHAN_*; docs/ARCHITECTURE.md "A poller sleeps on its
  * connection's channel"): ENTER counts the thread asleep on the channel
