@@ -108,7 +108,19 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 		/* RDMA: what arrived may still be in the completion queue. */
 		if (conn_rdma_rx(c) && osf_conn_rdma_take(c, 1) && osf_side_rx_used(&c->s) != 0)
 			return 2;
-		osf_side_drain(&c->s, fd, &c->s.me->rx_waiters);
+		/* The wake socket's end and stale tokens: over RDMA, with the
+		 * engine in this process, the end comes after a bump of
+		 * close_seq (a look without a system call) and tokens are
+		 * counted before they are sent, so a poll of the socket per
+		 * EAGAIN found nothing. */
+		if (conn_rdma_rx(c) && osf_conn_rdma_own(c)) {
+			osf_side_peer_closing(&c->s, fd);
+			if (__atomic_load_n(&c->s.me->rx_tokens, __ATOMIC_ACQUIRE) >
+			    __atomic_load_n(&c->s.me->rx_waiters, __ATOMIC_ACQUIRE))
+				osf_side_drain(&c->s, fd, &c->s.me->rx_waiters);
+		} else {
+			osf_side_drain(&c->s, fd, &c->s.me->rx_waiters);
+		}
 		st = osf_side_state(&c->s);
 		if (!(st & OSF_CS_GONE) && osf_side_arm_rx(&c->s))
 			return 2;

@@ -126,6 +126,11 @@ static inline int conn_rdma_rx(const struct osf_conn *c)
  * osf_conn_rdma_credit posts the credit for c's consumption up to tail
  * when due: 0 when it is left to the engine. */
 int osf_conn_rdma_take(struct osf_conn *c, int look);
+/* osf_conn_rdma_own reports whether c's engine runs in this process (its
+ * sending state found, made by this process): the engine then bumps
+ * close_seq before it closes its end of the wake socket (sdp/rdma
+ * stream.go endLocal). */
+int osf_conn_rdma_own(struct osf_conn *c);
 int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have);
 int osf_conn_rdma_credit(struct osf_conn *c, uint64_t tail);
 

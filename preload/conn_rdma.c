@@ -79,6 +79,13 @@ int osf_conn_rdma_take(struct osf_conn *c, int look)
 			    (int32_t)osf_pid()) > 0;
 }
 
+int osf_conn_rdma_own(struct osf_conn *c)
+{
+	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
+
+	return tx && tx->pid == (int32_t)osf_pid();
+}
+
 int osf_conn_rdma_credit(struct osf_conn *c, uint64_t tail)
 {
 	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
