@@ -240,13 +240,15 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	}
 	efd_drain(wep); /* what came before: every later write is an edge */
 	m0 = m; /* then the channels of the connections armed */
-	/* Kernel fds of the program's own (a listener's companion too): only
-	 * then has a spin round anything to ask the kernel. An offloaded
-	 * connection's rings say what its sockets would (tokens follow data
-	 * or room there); its end, if the sockets show it first, is seen by
-	 * the armed sleep once the spin ends. */
+	/* Only with fds besides RDMA connections has a spin round anything
+	 * to ask the kernel. An RDMA connection's rings say what its sockets
+	 * would (tokens follow data or room there, and the engine bumps
+	 * close_seq, which rd_poll reads, before it closes its end); shm's
+	 * end (a peer's death) and a kernel TCP fd's events (OSF_SHM_KFD)
+	 * show on the socket only. */
 	for (i = 0; i < n; i++)
-		kern |= kind[i] != SLOT_CONN && fds[i].fd >= 0;
+		kern |= fds[i].fd >= 0 &&
+			(kind[i] != SLOT_CONN || !rd_has_chan(osf_fdt_lookup(fds[i].fd)));
 	for (;;) {
 		int ready = 0, armed = 0, due = 0, r, to, err;
 		m = m0;
@@ -315,10 +317,11 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		slept |= to != 0;
 		if (to)
 			fresh = 0;
-		/* A spin round over offloaded connections alone asks the
-		 * kernel nothing: a poll system call per round was most of
-		 * the spin's cost. */
-		if (!to && !ready && spin_end && !kern && !mask)
+		/* A spin round over RDMA connections alone asks the kernel
+		 * nothing (a poll system call per round was most of the
+		 * spin's cost), but the last before the timeout does. */
+		if (!to && !ready && spin_end && !kern && !mask &&
+		    remaining_at(timeout, start, now / 1000) != 0)
 			r = 0;
 		else
 			r = mask ? REAL(ppoll)(k, m,
