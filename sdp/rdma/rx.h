@@ -109,8 +109,8 @@ typedef int (*osf_rdma_recv_fn)(struct osf_rdma_rx *rx, uint64_t wr_id);
  * thread may not (another process, a retired or closing connection). */
 typedef int (*osf_rdma_take_fn)(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid);
 /* A channel operation (rx.c), under ep_lock: arm the CQ for its next
- * completion event, or read and acknowledge the channel's events without
- * blocking; 0 or an errno. */
+ * completion event, or read and acknowledge the channel's event (at most
+ * one waits: rx.c) without blocking; 0 or an errno. */
 typedef int (*osf_rdma_chan_fn)(struct osf_rdma_rx *rx);
 
 struct osf_rdma_rx {
