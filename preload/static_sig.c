@@ -50,6 +50,11 @@
 #endif
 
 #define NSIGS 65 /* 1..64 */
+/* The kernel's smallest alternate stack (asm/signal.h's MINSIGSTKSZ).
+ * glibc's MINSIGSTKSZ under _GNU_SOURCE is sysconf(_SC_SIGSTKSZ), four
+ * times the CPU's signal frame: 47,808 bytes where the CPU has AMX,
+ * which refused Go's 32 KiB signal stacks that the kernel takes. */
+#define KERNEL_MINSIGSTKSZ 2048
 #define BIT(sig) (1UL << ((sig) - 1))
 
 /* The restorer every program handler returns through: the program's own
@@ -315,7 +320,7 @@ long osf_static_sigaltstack(void *ucv, const long *a)
 		if (mode == SS_DISABLE) {
 			uc->uc_stack.ss_sp = NULL;
 			uc->uc_stack.ss_size = 0;
-		} else if (ss->ss_size < (size_t)MINSIGSTKSZ) {
+		} else if (ss->ss_size < KERNEL_MINSIGSTKSZ) {
 			return -ENOMEM;
 		} else {
 			uc->uc_stack.ss_sp = ss->ss_sp;

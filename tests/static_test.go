@@ -134,6 +134,30 @@ func TestStaticExecMask(t *testing.T) {
 	}
 }
 
+// TestStaticAltStack: sigaltstack under dispatch (osf emulates it in the
+// SIGSYS handler) takes and refuses the sizes the kernel does. It once
+// applied glibc's MINSIGSTKSZ, sysconf(_SC_SIGSTKSZ), 47,808 bytes on a
+// CPU with AMX: every static Go program died at start (its 32 KiB signal
+// stacks refused, the runtime's deliberate fault).
+func TestStaticAltStack(t *testing.T) {
+	prog := staticecho(t)
+	var want string
+	for i, c := range []*testutil.Command{bare.cmd(t, nil, prog, "altstack"),
+		underOsf.cmd(t, nil, osfload(t), prog, "altstack")} {
+		r := c.Run(shortRun)
+		skipIfNoDispatch(t, r.Stderr)
+		if !r.OK() || !strings.Contains(r.Stdout, "32768 0 0 32768\n") {
+			t.Fatalf("staticecho altstack: %s", r)
+		}
+		if i == 0 {
+			want = r.Stdout
+		} else if r.Stdout != want {
+			t.Fatalf("staticecho altstack under osfload:\n%s\nbare:\n%s", r.Stdout, want)
+		}
+		noOsfMessages(t, "staticecho altstack", r.Stderr)
+	}
+}
+
 // TestStaticThreads: a static server echoing 4 connections, a thread
 // each, and a static client with 4 threads (each thread's system calls
 // reach osf on a carrier thread of its own, preload/static.c sys_thread):

@@ -34,6 +34,11 @@
 set -euo pipefail
 
 if [[ -z "${OSFBENCH_IN_NETNS:-}" ]]; then
+	# The gRPC rows build tests/goprogs/grpcpp, a module of its own whose
+	# dependencies come from the module proxy: fetch them here, where the
+	# network is, not in the namespace (a fresh machine has none cached).
+	(cd "$(dirname "${BASH_SOURCE[0]}")/../goprogs/grpcpp" && PATH="$PATH:/usr/local/go/bin" go mod download) ||
+		echo "WARNING: go mod download for tests/goprogs/grpcpp failed: the gRPC rows will fail" >&2
 	if [[ "$(id -u)" == 0 ]] && unshare -n -- true 2>/dev/null; then
 		exec env OSFBENCH_IN_NETNS=1 unshare -n -- \
 			sh -c 'ip link set lo up && exec "$0" "$@"' "$0" "$@"
@@ -979,7 +984,7 @@ static_rows() {
 # static_pingpong C|Go|gRPC|gRPC-dyn pinned|unpinned bare|static|osfgo: one round's mean
 # round trip in ns (empty on failure).
 static_pingpong() {
-	local kind=$1 pin=$2 side=$3 i port srv=() cli=() pre=() out
+	local kind=$1 pin=$2 side=$3 i port= srv=() cli=() pre=() out=
 	[[ $pin == pinned ]] && srv=(taskset -c $SRV_CPU) cli=(taskset -c $CLI_CPU)
 	local prog=$GONET_STATIC
 	[[ $kind == gRPC ]] && prog=$GRPCPP_STATIC

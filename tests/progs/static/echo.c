@@ -318,6 +318,26 @@ static int sigpeer(const char *addr)
 	return 0;
 }
 
+/* altstack prints what sigaltstack answers for stacks below the kernel's
+ * smallest size (2048) and for Go's 32 KiB signal stacks. (One of 2048
+ * would be taken, but under dispatch every system call's SIGSYS frame
+ * then goes on it, and a frame with AVX-512 state does not fit.) */
+static int altstack(void)
+{
+	static char mem[65536];
+	const size_t sizes[] = {1024, 2047, 32768};
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		stack_t ss = {.ss_sp = mem, .ss_size = sizes[i]}, old;
+		int r = sigaltstack(&ss, NULL);
+		printf("%zu %d %d", sizes[i], r, r < 0 ? errno : 0);
+		if (sigaltstack(NULL, &old) < 0)
+			die("sigaltstack");
+		printf(" %zu\n", old.ss_size);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "serve") == 0)
@@ -338,12 +358,14 @@ int main(int argc, char **argv)
 		return sigrecv(argv[2], argv[3], argv[4]);
 	if (argc == 3 && strcmp(argv[1], "sigpeer") == 0)
 		return sigpeer(argv[2]);
+	if (argc == 2 && strcmp(argv[1], "altstack") == 0)
+		return altstack();
 	if (argc >= 3 && strcmp(argv[1], "exec") == 0) {
 		execv(argv[2], argv + 2);
 		die("exec");
 	}
 	fprintf(stderr, "usage: staticecho serve ADDR | tserve ADDR K | client ADDR PORT N | "
 			"tclient ADDR PORT K N | pingpong ADDR PORT N | fork | sigaccept ADDR MODE | "
-			"sigrecv ADDR PORT MODE | sigpeer ADDR | exec PROG ARGS...\n");
+			"sigrecv ADDR PORT MODE | sigpeer ADDR | altstack | exec PROG ARGS...\n");
 	return 2;
 }
