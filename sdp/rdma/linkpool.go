@@ -113,6 +113,18 @@ func (p *linkPool) take(ring uint32) *poolSeg {
 	return ps
 }
 
+// prime makes segments of ring bytes ahead, unless the pool makes some
+// already: a new link's, for the dials after its first ones. Engine
+// goroutine.
+func (p *linkPool) prime(ring uint32) {
+	p.mu.Lock()
+	if p.ring == 0 {
+		p.ring = ring
+	}
+	p.mu.Unlock()
+	p.fill()
+}
+
 // fill makes segments ahead on the background goroutine until poolReady
 // are ready or being made.
 func (p *linkPool) fill() {

@@ -30,6 +30,7 @@ type linkDial struct {
 	ql       *qpLink
 	deadline time.Time
 	waiting  []linkWaiter
+	step     string // how far it got, for the log of one abandoned
 }
 
 // linkWaiter is a dial waiting for its link: its engine mapping (ps's
@@ -147,7 +148,7 @@ func (t *Transport) openOnLink(dst, local netip.AddrPort, w linkWaiter) {
 		ld.waiting = append(ld.waiting, w)
 		return
 	}
-	ld := &linkDial{dst: dst, local: local, src: dialSource(local, dst), deadline: w.deadline, waiting: []linkWaiter{w}}
+	ld := &linkDial{dst: dst, local: local, src: dialSource(local, dst), deadline: w.deadline, waiting: []linkWaiter{w}, step: "resolving the address"}
 	id, err := t.ch.CreateID()
 	if err == nil {
 		ld.id = id
@@ -174,7 +175,7 @@ func (t *Transport) linkDialExpired(ld *linkDial) {
 	}
 	waiting := ld.waiting
 	ld.waiting = nil
-	err := fmt.Errorf("%w: %s: link not made by its first dial's deadline: %w", sdp.ErrHandshake, ld.dst, verbs.ErrTimeout)
+	err := fmt.Errorf("%w: %s: link not made by its first dial's deadline (%s): %w", sdp.ErrHandshake, ld.dst, ld.step, verbs.ErrTimeout)
 	t.linkDialFailed(ld, err)
 	now := time.Now()
 	for _, w := range waiting {
@@ -241,6 +242,7 @@ func (t *Transport) linkDialEvent(ld *linkDial, ev *verbs.Event) {
 	remaining := max(time.Until(ld.deadline), time.Millisecond)
 	switch ev.Type {
 	case verbs.EventAddrResolved:
+		ld.step = "resolving the route"
 		if err := ld.id.ResolveRoute(remaining); err != nil {
 			t.linkDialFailed(ld, classify(err))
 			return
@@ -256,6 +258,7 @@ func (t *Transport) linkDialEvent(ld *linkDial, ev *verbs.Event) {
 			t.linkDialFailed(ld, err)
 		}
 	case verbs.EventRouteResolved:
+		ld.step = "connecting: no answer from the listener's host"
 		hello, err := ConnectData{RingBytes: linkRingBytes, Link: true, Client: ld.local, Server: ld.dst}.Marshal()
 		if err == nil {
 			err = ld.id.Connect(connParam(hello))
@@ -275,6 +278,9 @@ func (t *Transport) linkDialEvent(ld *linkDial, ev *verbs.Event) {
 		t.cfg.Logf("rdma: link to %s made (qp %d)", ld.dst, ld.w.qp.Num())
 		for _, w := range ld.waiting {
 			t.openOn(ld.ql, w)
+		}
+		if len(ld.waiting) > 0 {
+			ld.ql.pool.prime(ld.waiting[0].cd.RingBytes)
 		}
 		ld.waiting = nil
 	}
@@ -400,6 +406,8 @@ func (t *Transport) acceptLink(id *verbs.CMID, cd ConnectData, l *listener) (Rej
 // linkEvent handles an event of an established link's id.
 func (t *Transport) linkEvent(ql *qpLink, ev *verbs.Event) {
 	switch ev.Type {
+	case verbs.EventEstablished:
+		t.cfg.Logf("rdma: link to %s established", ql.name)
 	case verbs.EventDisconnected, verbs.EventDeviceRemoval, verbs.EventConnectError,
 		verbs.EventUnreachable, verbs.EventRejected, verbs.EventTimewaitExit:
 		ql.ready() // what completed before the end
