@@ -289,7 +289,11 @@ func (ql *qpLink) take(wc verbs.WC) error {
 		}
 		e.settle()
 	}
-	return ql.postWaiting()
+	if err := ql.postWaiting(); err != nil {
+		return err
+	}
+	ql.downIfIdle()
+	return nil
 }
 
 // arrive hands a write's immediate to the stream it names.
@@ -530,19 +534,28 @@ func (ql *qpLink) fail(why error) {
 	ql.broken = true
 	busy := ql.open
 	_ = ql.wire.disconnect()
+	// Every end: those in a slot, and those whose slot is free already
+	// but whose last work requests had not completed (settle).
+	ends := map[*qpEnd]bool{}
 	for _, q := range [][]qpPost{ql.inflight, ql.waiting} {
 		for _, p := range q {
-			if e := p.end; e != nil && !e.closed {
-				e.complete(verbs.WC{WRID: uint64(p.wrid), Status: verbs.WCWRFlushErr})
+			if e := p.end; e != nil {
+				if !e.closed {
+					e.complete(verbs.WC{WRID: uint64(p.wrid), Status: verbs.WCWRFlushErr})
+				}
+				ends[e] = true
 			}
 		}
 	}
 	ql.inflight, ql.waiting = nil, nil
-	var regs []qpReg
 	for slot, e := range ql.ends {
-		if e == nil {
-			continue
+		if e != nil {
+			ends[e] = true
+			ql.ends[slot] = nil
 		}
+	}
+	var regs []qpReg
+	for e := range ends {
 		e.flushRecvs()
 		e.ended, e.peerEnded, e.inflight = true, true, 0
 		if o := e.open; o != nil {
@@ -558,7 +571,6 @@ func (ql *qpLink) fail(why error) {
 		if e.closed {
 			e.unmap()
 		}
-		ql.ends[slot] = nil
 	}
 	ql.open = 0
 	if err := ql.wire.close(); err != nil {
@@ -593,9 +605,10 @@ func (ql *qpLink) retire(why string) {
 }
 
 // downIfIdle takes a retired link down once it carries no stream but
-// stream-opens their dials gave up on.
+// stream-opens their dials gave up on, and no work request is on its way
+// (a stream's last END reaches the peer).
 func (ql *qpLink) downIfIdle() {
-	if !ql.retired || ql.broken {
+	if !ql.retired || ql.broken || len(ql.inflight) > 0 || len(ql.waiting) > 0 {
 		return
 	}
 	for _, e := range ql.ends {
