@@ -73,7 +73,7 @@ type poolSeg struct {
 	app    *sdp.Segment // dialing end: the application's mapping (its fd), until taken
 	keep   int          // the engine's fd of the memfd (hidden, in the fork-close set)
 	reg    qpReg
-	regd   bool // reg not released yet
+	regd   bool      // reg not released yet
 	since  time.Time // held since
 }
 
@@ -88,9 +88,7 @@ func (p *linkPool) take(ring uint32) *poolSeg {
 	p.mu.Lock()
 	var ps *poolSeg
 	if !p.closed {
-		if p.ring != ring {
-			p.ring = ring
-		}
+		p.ring = ring
 		for i, s := range p.ready {
 			if s.ring == ring {
 				ps = s
