@@ -126,7 +126,11 @@ func (t *Transport) dialStream(dst, local netip.AddrPort, ringBytes uint32, time
 		return fail(err)
 	}
 	t.bound.observe(time.Since(start))
-	t.cfg.Logf("rdma: connect to %s (a stream) took %v", dst, time.Since(start))
+	how := "a stream"
+	if lw.ps != nil {
+		how = "a stream, rings from the link's pool"
+	}
+	t.cfg.Logf("rdma: connect to %s (%s) took %v", dst, how, time.Since(start))
 	return ws.endpoint(seg, local, dst), nil
 }
 

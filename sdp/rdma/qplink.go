@@ -400,7 +400,11 @@ func (ql *qpLink) serveOpen(m qpLinkMsg) {
 		ql.logf("rdma: accepted %s on link to %s but lost it: %v", cd.Client, ql.name, err)
 		return
 	}
-	ql.logf("rdma: accepted %s (link to %s, stream %d) as connection %d", cd.Client, ql.name, m.slot, st.id)
+	how := ""
+	if ps != nil {
+		how = ", rings from the link's pool"
+	}
+	ql.logf("rdma: accepted %s (link to %s, stream %d%s) as connection %d", cd.Client, ql.name, m.slot, how, st.id)
 }
 
 // openStream posts a stream-open for the hello cd of a dial whose
