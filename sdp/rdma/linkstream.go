@@ -82,13 +82,16 @@ type linkOpen struct {
 	dst          netip.AddrPort
 	wake, wakeTx int // the engine's ends of the application's wake sockets
 	done         chan error
-	cancelled    bool // the dial gave up: an accept is answered by END
-	taken        bool // a qpLink took the dial's mapping (qpLink.openStream)
-	ready        int  // > 0: an eventfd written just before the answer (the dial sleeps on it)
+	cancelled    bool    // the dial gave up: an accept is answered by END
+	taken        bool    // a qpLink took the dial's mapping (qpLink.openStream)
+	on           *qpLink // the link its stream-open was posted on, if any
+	answered     bool    // finish ran
+	ready        int     // > 0: an eventfd written just before the answer (the dial sleeps on it)
 }
 
 // finish answers the dial.
 func (o *linkOpen) finish(err error) {
+	o.answered = true
 	if o.ready > 0 {
 		var one = [8]byte{1}
 		_, _ = unix.Write(o.ready, one[:])
@@ -207,18 +210,27 @@ func (r *linkRecvs) Poll(wc []verbs.WC) (int, error) { return takeWCs(&r.cq, wc)
 // dial uses a connection of its own.
 var errLinkFull = errors.New("rdma sim: link full")
 
-// newStreamDial makes what a dial of a stream on a link needs: the
-// segment, the engine's mapping of it and the wake sockets. On error
-// nothing is left.
-func newStreamDial(ringBytes uint32, local, dst netip.AddrPort, pid, hiddenBase int) (seg, mirror *sdp.Segment, ws wakeSockets, err error) {
+// newLinkSegment makes the segment of a dial of a stream on a link and
+// the engine's mapping of it. On error nothing is left.
+func newLinkSegment(ringBytes uint32, local, dst netip.AddrPort, pid int) (seg, mirror *sdp.Segment, err error) {
 	if seg, err = sdp.CreateSegment(ringBytes); err != nil {
-		return nil, nil, ws, resourceError(err)
+		return nil, nil, resourceError(err)
 	}
 	seg.InitHeader(local, dst, pid)
 	seg.SetFlags(sdp.SegRDMA | sdp.SegLink)
 	if mirror, err = seg.Mirror(); err != nil {
 		seg.Close()
-		return nil, nil, ws, resourceError(err)
+		return nil, nil, resourceError(err)
+	}
+	return seg, mirror, nil
+}
+
+// newStreamDial makes what a dial of a stream on a link needs: the
+// segment, the engine's mapping of it and the wake sockets. On error
+// nothing is left.
+func newStreamDial(ringBytes uint32, local, dst netip.AddrPort, pid, hiddenBase int) (seg, mirror *sdp.Segment, ws wakeSockets, err error) {
+	if seg, mirror, err = newLinkSegment(ringBytes, local, dst, pid); err != nil {
+		return nil, nil, ws, err
 	}
 	if ws, err = newWakeSockets(hiddenBase); err != nil {
 		mirror.Close()

@@ -30,13 +30,17 @@ type linkDial struct {
 	ql       *qpLink
 	deadline time.Time
 	waiting  []linkWaiter
+	step     string // how far it got, for the log of one abandoned
 }
 
-// linkWaiter is a dial waiting for its link: its engine mapping and hello.
+// linkWaiter is a dial waiting for its link: its engine mapping (ps's
+// when it comes from the link's pool), hello and deadline.
 type linkWaiter struct {
-	seg *sdp.Segment
-	cd  ConnectData
-	o   *linkOpen
+	seg      *sdp.Segment
+	ps       *poolSeg
+	cd       ConnectData
+	o        *linkOpen
+	deadline time.Time
 }
 
 // linkRingBytes is the ring size a link's own hello names (it has none).
@@ -54,28 +58,53 @@ func (t *Transport) dialStream(dst, local netip.AddrPort, ringBytes uint32, time
 	start := time.Now()
 	timeout = t.bound.of(timeout)
 	deadline := start.Add(timeout)
-	seg, mirror, ws, err := newStreamDial(ringBytes, local, dst, t.cfg.PID, t.cfg.HiddenBase)
+	ws, err := newWakeSockets(t.cfg.HiddenBase)
 	if err != nil {
-		return nil, err
+		return nil, resourceError(err)
 	}
 	o := &linkOpen{dst: dst, wake: ws.engine, wakeTx: ws.engineTx, done: make(chan error, 1)}
 	if o.ready, err = t.readyFD(); err != nil {
-		o.ready = 0
 		closeOpen(ws.app, ws.appTx, ws.engine, ws.engineTx)
-		mirror.Close()
-		seg.Close()
 		return nil, resourceError(err)
 	}
+	var seg, mirror *sdp.Segment // the application's mapping, the engine's
 	fail := func(err error) (*sdp.Endpoint, error) {
-		if !o.taken { // else the link unmaps it once done with it
+		if !o.taken && mirror != nil { // else the link unmaps it once done with it
 			mirror.Close()
 		}
 		closeOpen(ws.app, ws.appTx, ws.engine, ws.engineTx)
-		seg.Close()
+		if seg != nil {
+			seg.Close()
+		}
 		return nil, err
 	}
-	lw := linkWaiter{seg: mirror, cd: ConnectData{RingBytes: ringBytes, Client: local, Server: dst}, o: o}
-	if derr := t.eng.Do(func() { t.openOnLink(dst, local, lw, deadline) }); derr != nil {
+	lw := linkWaiter{cd: ConnectData{RingBytes: ringBytes, Client: local, Server: dst}, o: o, deadline: deadline}
+	// On a link with a segment of its pool ready, one call of the engine
+	// opens the stream: no segment made, nothing registered.
+	key := netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	derr := t.eng.Do(func() {
+		ql := t.qlinks[key]
+		if ql == nil || ql.broken || ql.retired {
+			return
+		}
+		if lw.ps = ql.pool.take(ringBytes); lw.ps == nil {
+			return
+		}
+		seg, mirror, lw.seg = lw.ps.app, lw.ps.mirror, lw.ps.mirror
+		lw.ps.app = nil
+		seg.InitHeader(local, dst, t.cfg.PID)
+		seg.SetFlags(sdp.SegRDMA | sdp.SegLink)
+		t.openOnLink(dst, local, lw)
+	})
+	if derr == nil && lw.ps == nil {
+		if seg, mirror, err = newLinkSegment(ringBytes, local, dst, t.cfg.PID); err != nil {
+			unix.Close(o.ready)
+			return fail(err)
+		}
+		lw.seg = mirror
+		derr = t.eng.Do(func() { t.openOnLink(dst, local, lw) })
+	}
+	if derr != nil {
 		unix.Close(o.ready)
 		return fail(derr)
 	}
@@ -83,7 +112,7 @@ func (t *Transport) dialStream(dst, local netip.AddrPort, ringBytes uint32, time
 	answered, err := waitReady(ready, o.done, time.Until(deadline))
 	if !answered {
 		// From now on the engine neither answers nor writes the eventfd.
-		_ = t.eng.Do(func() { o.cancelled, o.ready = true, 0 })
+		_ = t.eng.Do(func() { giveUp(o) })
 		select {
 		case err = <-o.done:
 		default:
@@ -97,16 +126,22 @@ func (t *Transport) dialStream(dst, local netip.AddrPort, ringBytes uint32, time
 		return fail(err)
 	}
 	t.bound.observe(time.Since(start))
-	t.cfg.Logf("rdma: connect to %s (a stream) took %v", dst, time.Since(start))
+	how := "a stream"
+	if lw.ps != nil {
+		how = "a stream, rings from the link's pool"
+	}
+	t.cfg.Logf("rdma: connect to %s (%s) took %v", dst, how, time.Since(start))
 	return ws.endpoint(seg, local, dst), nil
 }
 
 // openOnLink opens w's stream on the link to dst, or queues it on the
-// link being made (making it if need be). Engine goroutine.
-func (t *Transport) openOnLink(dst, local netip.AddrPort, w linkWaiter, deadline time.Time) {
+// link being made (making it if need be). A link being made is bounded by
+// the deadline of the dial that started it, as a connection's handshake
+// is (linkDialExpired). Engine goroutine.
+func (t *Transport) openOnLink(dst, local netip.AddrPort, w linkWaiter) {
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	if w.o.cancelled {
-		w.o.finish(fmt.Errorf("%w: %s: gave up", sdp.ErrHandshake, dst))
+		w.drop(fmt.Errorf("%w: %s: gave up", sdp.ErrHandshake, dst))
 		return
 	}
 	if ql := t.qlinks[dst]; ql != nil && !ql.broken {
@@ -117,33 +152,83 @@ func (t *Transport) openOnLink(dst, local netip.AddrPort, w linkWaiter, deadline
 		ld.waiting = append(ld.waiting, w)
 		return
 	}
-	ld := &linkDial{dst: dst, local: local, src: dialSource(local, dst), deadline: deadline, waiting: []linkWaiter{w}}
+	ld := &linkDial{dst: dst, local: local, src: dialSource(local, dst), deadline: w.deadline, waiting: []linkWaiter{w}, step: "resolving the address"}
 	id, err := t.ch.CreateID()
 	if err == nil {
 		ld.id = id
 		t.linkDials[dst] = ld
 		t.linkIDs[id] = ld
-		err = id.ResolveAddr(ld.src, dst, max(time.Until(deadline), time.Millisecond))
+		err = id.ResolveAddr(ld.src, dst, max(time.Until(ld.deadline), time.Millisecond))
 	}
 	if err != nil {
 		t.linkDialFailed(ld, classify(err))
+		return
+	}
+	t.eng.after(time.Until(ld.deadline), func() { t.linkDialExpired(ld) })
+}
+
+// linkDialExpired abandons a link that was not made by the deadline of
+// the dial that started it: the connection manager may take much longer
+// to give up on a handshake (a lost reply is retried for up to a minute),
+// and every later dial to that listener would otherwise queue on it and
+// fail at its own deadline. The dials still within their deadline start
+// a new link. Engine goroutine.
+func (t *Transport) linkDialExpired(ld *linkDial) {
+	if t.linkDials[ld.dst] != ld {
+		return // made, or failed
+	}
+	waiting := ld.waiting
+	ld.waiting = nil
+	err := fmt.Errorf("%w: %s: link not made by its first dial's deadline (%s): %w", sdp.ErrHandshake, ld.dst, ld.step, verbs.ErrTimeout)
+	t.linkDialFailed(ld, err)
+	now := time.Now()
+	for _, w := range waiting {
+		if w.o.cancelled || !now.Before(w.deadline) {
+			w.o.finish(err)
+			continue
+		}
+		t.openOnLink(ld.dst, w.cd.Client, w)
+	}
+}
+
+// giveUp records that a dial stopped waiting for its stream-open's
+// answer: from now on the engine neither answers it nor writes its
+// eventfd. A stream-open posted on a made link and not answered within
+// the dial's whole bound means the link or the peer's engine is stuck:
+// the link is retired (qpLink.retire), so that the next dial makes a new
+// one. Engine goroutine.
+func giveUp(o *linkOpen) {
+	o.cancelled, o.ready = true, 0
+	if ql := o.on; ql != nil && !o.answered {
+		ql.retire(fmt.Sprintf("a stream-open to %s was not answered within its dial's bound", o.dst))
 	}
 }
 
 // openOn posts w's stream-open on ql.
 func (t *Transport) openOn(ql *qpLink, w linkWaiter) {
 	if w.o.cancelled {
-		w.o.finish(fmt.Errorf("%w: %s: gave up", sdp.ErrHandshake, w.o.dst))
+		w.drop(fmt.Errorf("%w: %s: gave up", sdp.ErrHandshake, w.o.dst))
 		return
 	}
-	if _, err := ql.openStream(w.seg, w.cd, w.o); err != nil {
+	if _, err := ql.openStream(w.seg, w.cd, w.o, w.ps); err != nil {
 		if errors.Is(err, errLinkFull) {
 			err = fmt.Errorf("%w: %w", errUseConnection, err)
 		}
-		w.o.finish(err)
+		w.drop(err)
 		return
 	}
-	w.o.taken = true
+	w.o.taken, w.o.on = true, ql
+}
+
+// drop answers a waiter whose stream-open was not posted; a segment of a
+// link's pool goes back to nobody (released: the dial has the
+// application's mapping).
+func (w linkWaiter) drop(err error) {
+	if w.ps != nil {
+		w.o.taken = true // the engine's mapping is the pool's to release
+		w.ps.pool.discard(w.ps)
+	}
+	w.o.finish(err)
 }
 
 // linkDialEvent advances a link being made.
@@ -161,6 +246,7 @@ func (t *Transport) linkDialEvent(ld *linkDial, ev *verbs.Event) {
 	remaining := max(time.Until(ld.deadline), time.Millisecond)
 	switch ev.Type {
 	case verbs.EventAddrResolved:
+		ld.step = "resolving the route"
 		if err := ld.id.ResolveRoute(remaining); err != nil {
 			t.linkDialFailed(ld, classify(err))
 			return
@@ -176,6 +262,7 @@ func (t *Transport) linkDialEvent(ld *linkDial, ev *verbs.Event) {
 			t.linkDialFailed(ld, err)
 		}
 	case verbs.EventRouteResolved:
+		ld.step = "connecting: no answer from the listener's host"
 		hello, err := ConnectData{RingBytes: linkRingBytes, Link: true, Client: ld.local, Server: ld.dst}.Marshal()
 		if err == nil {
 			err = ld.id.Connect(connParam(hello))
@@ -195,6 +282,9 @@ func (t *Transport) linkDialEvent(ld *linkDial, ev *verbs.Event) {
 		t.cfg.Logf("rdma: link to %s made (qp %d)", ld.dst, ld.w.qp.Num())
 		for _, w := range ld.waiting {
 			t.openOn(ld.ql, w)
+		}
+		if len(ld.waiting) > 0 {
+			ld.ql.pool.prime(ld.waiting[0].cd.RingBytes)
 		}
 		ld.waiting = nil
 	}
@@ -248,6 +338,7 @@ func (t *Transport) newLink(w *verbsWire, name string, client bool) (*qpLink, er
 		return nil, resourceError(err)
 	}
 	ql.onFail = t.forgetLink
+	ql.onRetire = t.retireLink
 	ql.later = t.eng.background
 	return ql, nil
 }
@@ -262,6 +353,16 @@ func (t *Transport) forgetLink(ql *qpLink) {
 	for id, l := range t.qlinkIDs {
 		if l == ql {
 			delete(t.qlinkIDs, id)
+		}
+	}
+}
+
+// retireLink makes the next dial to a retired link's listener make a new
+// link; the retired one stays known by its id until it is taken down.
+func (t *Transport) retireLink(ql *qpLink) {
+	for dst, l := range t.qlinks {
+		if l == ql {
+			delete(t.qlinks, dst)
 		}
 	}
 }
@@ -293,8 +394,8 @@ func (t *Transport) acceptLink(id *verbs.CMID, cd ConnectData, l *listener) (Rej
 		_ = w.release() // not closed: id stays the caller's
 		return RejectSetup, err
 	}
-	ql.offer = func(cd ConnectData) (offered, RejectCode, error) {
-		o, code, gone, err := offerConn(t.eng, l.name, cd, true, t.cfg.HiddenBase)
+	ql.offer = func(cd ConnectData, pre *sdp.Segment) (offered, RejectCode, error) {
+		o, code, gone, err := offerConn(t.eng, l.name, cd, true, pre, t.cfg.HiddenBase)
 		if gone && t.listeners[l.id] == l {
 			t.cfg.Logf("rdma: the listener on %s is gone; closing its RDMA listener", l.addr)
 			t.closeListener(l)
@@ -309,6 +410,8 @@ func (t *Transport) acceptLink(id *verbs.CMID, cd ConnectData, l *listener) (Rej
 // linkEvent handles an event of an established link's id.
 func (t *Transport) linkEvent(ql *qpLink, ev *verbs.Event) {
 	switch ev.Type {
+	case verbs.EventEstablished:
+		t.cfg.Logf("rdma: link to %s established", ql.name)
 	case verbs.EventDisconnected, verbs.EventDeviceRemoval, verbs.EventConnectError,
 		verbs.EventUnreachable, verbs.EventRejected, verbs.EventTimewaitExit:
 		ql.ready() // what completed before the end

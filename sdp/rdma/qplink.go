@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/osfproject/osf/sdp"
 	"github.com/osfproject/osf/verbs"
 )
@@ -121,11 +123,13 @@ type qpReg struct {
 
 // qpWire is the queue pair a link posts on: an RC QP with its CQ, its
 // protection domain and its receive buffers, or a fake in tests. Post
-// methods never block. Engine goroutine only.
+// methods never block. Engine goroutine only, but for regStream and
+// deregStream (any goroutine: the link's pool).
 type qpWire interface {
 	// regStream registers seg's rings (the engine's mapping) for a
 	// stream whose local application plays side: ring 1-side with
-	// remote write access, ring side for local reads only.
+	// remote write access, ring side for local reads only. It fails
+	// once the wire is closed.
 	regStream(seg *sdp.Segment, side int) (qpReg, error)
 	// deregStream releases a registration; no work request using it
 	// may be outstanding.
@@ -166,12 +170,17 @@ type qpLink struct {
 	client bool   // this end opens streams
 	ends   [linkSlots + 1]*qpEnd
 	open   int
+	pool   *linkPool // the streams' registered rings, made ahead and reused
 
-	// offer hands a stream-open to the application (server); nil on a
-	// client's link.
-	offer func(ConnectData) (offered, RejectCode, error)
+	// offer hands a stream-open to the application (server), over pre
+	// (the engine's mapping of a segment of the pool, its FD the one to
+	// send), or a segment of its own when pre is nil; nil on a client's
+	// link.
+	offer func(cd ConnectData, pre *sdp.Segment) (offered, RejectCode, error)
 	// onFail runs once when the link breaks.
 	onFail func(*qpLink)
+	// onRetire runs once when the link is retired (retire).
+	onRetire func(*qpLink)
 	// later runs a settled stream's deregistration and unmapping (the
 	// engine's background goroutine: Engine.background); nil: at once.
 	later func(func())
@@ -181,13 +190,22 @@ type qpLink struct {
 	msgSeq   uint32
 	wc       []verbs.WC
 
-	broken bool
-	logf   func(string, ...any)
+	broken  bool
+	retired bool // takes no more streams; taken down once idle
+	logf    func(string, ...any)
 }
 
 // newQPLink makes a link over w, posts its receives and arms its CQ.
 func newQPLink(eng *Engine, w qpWire, name string, client bool, logf func(string, ...any)) (*qpLink, error) {
 	ql := &qpLink{eng: eng, wire: w, name: name, client: client, wc: make([]verbs.WC, 32), logf: logf}
+	side, later := sdp.SideServer, (func(func()))(nil)
+	if client {
+		side = sdp.SideClient
+	}
+	if eng != nil {
+		later = eng.background
+	}
+	ql.pool = newLinkPool(w, side, hiddenBase(eng), later, logf)
 	for i := range qpLinkRecvs {
 		if err := w.postRecv(verbs.MakeWRID(wrLinkRecv, 0, uint32(i)), i); err != nil {
 			return nil, fmt.Errorf("rdma: link receive: %w", err)
@@ -254,6 +272,9 @@ func (ql *qpLink) take(wc verbs.WC) error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrProtocol, err)
 		}
+		if ql.broken { // taken down meanwhile (a retired link's last stream)
+			return nil
+		}
 		return ql.wire.postRecv(w, i)
 	}
 	if len(ql.inflight) == 0 || ql.inflight[0].wrid != verbs.WRID(wc.WRID) {
@@ -268,7 +289,11 @@ func (ql *qpLink) take(wc verbs.WC) error {
 		}
 		e.settle()
 	}
-	return ql.postWaiting()
+	if err := ql.postWaiting(); err != nil {
+		return err
+	}
+	ql.downIfIdle()
+	return nil
 }
 
 // arrive hands a write's immediate to the stream it names.
@@ -337,18 +362,34 @@ func (ql *qpLink) serveOpen(m qpLinkMsg) {
 		reject(RejectBadHello, err)
 		return
 	}
-	o, code, err := ql.offer(cd)
+	var pre *sdp.Segment
+	ps := ql.pool.take(cd.RingBytes)
+	if ps != nil {
+		pre = ps.mirror
+		if pre.FD, err = unix.FcntlInt(uintptr(ps.keep), unix.F_DUPFD_CLOEXEC, max(ql.pool.hidden, 0)); err != nil {
+			pre.FD = -1
+			ql.pool.discard(ps)
+			ps, pre = nil, nil
+		}
+	}
+	o, code, err := ql.offer(cd, pre)
 	if err != nil {
+		if ps != nil {
+			ql.pool.discard(ps) // offer unmapped it
+		}
 		reject(code, err)
 		return
 	}
-	reg, err := ql.wire.regStream(o.seg, sdp.SideServer)
-	if err != nil {
+	var reg qpReg
+	if ps != nil {
+		reg = ps.reg
+	} else if reg, err = ql.wire.regStream(o.seg, sdp.SideServer); err != nil {
 		o.release(ql.eng)
 		reject(RejectResource, err)
 		return
 	}
 	e := ql.newEnd(m.slot, o.seg, sdp.SideServer, reg)
+	e.ps = ps
 	e.raddr, e.rkey, e.accepted = cd.RingBase, cd.RKey, true
 	ad, _ := AcceptData{RingBytes: cd.RingBytes, RKey: reg.rkey, RingBase: reg.raddr}.Marshal()
 	ql.send(qpLinkMessage(qpLinkAccept, m.slot, ad))
@@ -359,33 +400,44 @@ func (ql *qpLink) serveOpen(m qpLinkMsg) {
 		ql.logf("rdma: accepted %s on link to %s but lost it: %v", cd.Client, ql.name, err)
 		return
 	}
-	ql.logf("rdma: accepted %s (link to %s, stream %d) as connection %d", cd.Client, ql.name, m.slot, st.id)
+	how := ""
+	if ps != nil {
+		how = ", rings from the link's pool"
+	}
+	ql.logf("rdma: accepted %s (link to %s, stream %d%s) as connection %d", cd.Client, ql.name, m.slot, how, st.id)
 }
 
 // openStream posts a stream-open for the hello cd of a dial whose
-// engine mapping is seg; o hears the answer. Once it returns an end, the
-// link owns seg (registered, it stays mapped until the stream and the
-// peer are done with it, whatever the dial does). It fails with
-// errLinkFull when the link has no free slot.
-func (ql *qpLink) openStream(seg *sdp.Segment, cd ConnectData, o *linkOpen) (*qpEnd, error) {
-	if ql.broken {
-		return nil, fmt.Errorf("%w: link to %s is broken", sdp.ErrHandshake, ql.name)
+// engine mapping is seg (ps's, registered, when it comes from the link's
+// pool); o hears the answer. Once it returns an end, the link owns seg
+// (registered, it stays mapped until the stream and the peer are done
+// with it, whatever the dial does). It fails with errLinkFull when the
+// link has no free slot; ps is then still the caller's.
+func (ql *qpLink) openStream(seg *sdp.Segment, cd ConnectData, o *linkOpen, ps *poolSeg) (*qpEnd, error) {
+	if ql.broken || ql.retired {
+		return nil, fmt.Errorf("%w: link to %s is broken or retired", sdp.ErrHandshake, ql.name)
 	}
 	slot := ql.slot()
 	if slot == 0 {
 		return nil, errLinkFull
 	}
-	reg, err := ql.wire.regStream(seg, sdp.SideClient)
-	if err != nil {
+	var reg qpReg
+	var err error
+	if ps != nil {
+		reg = ps.reg
+	} else if reg, err = ql.wire.regStream(seg, sdp.SideClient); err != nil {
 		return nil, resourceError(err)
 	}
 	cd.RingBytes, cd.RKey, cd.RingBase = seg.RingBytes, reg.rkey, reg.raddr
 	hello, err := cd.Marshal()
 	if err != nil {
-		_ = ql.wire.deregStream(reg)
+		if ps == nil {
+			_ = ql.wire.deregStream(reg)
+		}
 		return nil, fmt.Errorf("%w: %w", sdp.ErrHandshake, err)
 	}
 	e := ql.newEnd(slot, seg, sdp.SideClient, reg)
+	e.ps = ps
 	e.open = o
 	ql.send(qpLinkMessage(qpLinkOpen, slot, hello))
 	return e, nil
@@ -400,6 +452,9 @@ func (ql *qpLink) accepted(e *qpEnd, m qpLinkMsg) error {
 	e.raddr, e.rkey, e.accepted = ad.RingBase, ad.RKey, true
 	o := e.open
 	e.open = nil
+	if o.cancelled {
+		e.unused()
+	}
 	if st := o.start(ql.eng, e.seg, e, e.drop); st != nil {
 		ql.logf("rdma: connection %d: stream %d on link to %s", st.id, e.slot, ql.name)
 	}
@@ -413,6 +468,7 @@ func (ql *qpLink) rejected(e *qpEnd, body []byte) {
 	code := rejectCode(body)
 	e.ended, e.peerEnded = true, true // nothing was written either way
 	e.closed = true
+	e.unused()
 	e.settle()
 	if !o.cancelled {
 		o.finish(rejectError(o.dst, code))
@@ -482,19 +538,28 @@ func (ql *qpLink) fail(why error) {
 	ql.broken = true
 	busy := ql.open
 	_ = ql.wire.disconnect()
+	// Every end: those in a slot, and those whose slot is free already
+	// but whose last work requests had not completed (settle).
+	ends := map[*qpEnd]bool{}
 	for _, q := range [][]qpPost{ql.inflight, ql.waiting} {
 		for _, p := range q {
-			if e := p.end; e != nil && !e.closed {
-				e.complete(verbs.WC{WRID: uint64(p.wrid), Status: verbs.WCWRFlushErr})
+			if e := p.end; e != nil {
+				if !e.closed {
+					e.complete(verbs.WC{WRID: uint64(p.wrid), Status: verbs.WCWRFlushErr})
+				}
+				ends[e] = true
 			}
 		}
 	}
 	ql.inflight, ql.waiting = nil, nil
-	var regs []qpReg
 	for slot, e := range ql.ends {
-		if e == nil {
-			continue
+		if e != nil {
+			ends[e] = true
+			ql.ends[slot] = nil
 		}
+	}
+	var regs []qpReg
+	for e := range ends {
 		e.flushRecvs()
 		e.ended, e.peerEnded, e.inflight = true, true, 0
 		if o := e.open; o != nil {
@@ -510,7 +575,6 @@ func (ql *qpLink) fail(why error) {
 		if e.closed {
 			e.unmap()
 		}
-		ql.ends[slot] = nil
 	}
 	ql.open = 0
 	if err := ql.wire.close(); err != nil {
@@ -519,12 +583,44 @@ func (ql *qpLink) fail(why error) {
 	for _, r := range regs { // the QP is gone: nothing uses them
 		_ = ql.wire.deregStream(r)
 	}
+	ql.pool.close()
 	if busy > 0 {
 		ql.logf("rdma: link to %s broke with %d streams: %v", ql.name, busy, why)
 	}
 	if ql.onFail != nil {
 		ql.onFail(ql)
 	}
+}
+
+// retire makes the link take no more streams, for the reason why: its
+// streams go on, and once none is left but stream-opens their dials gave
+// up on, the link is taken down (the peer's end sees it break, with no
+// stream on it). Engine goroutine.
+func (ql *qpLink) retire(why string) {
+	if ql.retired || ql.broken {
+		return
+	}
+	ql.retired = true
+	ql.logf("rdma: link to %s retired (%d streams on it): %s", ql.name, ql.open, why)
+	if ql.onRetire != nil {
+		ql.onRetire(ql)
+	}
+	ql.downIfIdle()
+}
+
+// downIfIdle takes a retired link down once it carries no stream but
+// stream-opens their dials gave up on, and no work request is on its way
+// (a stream's last END reaches the peer).
+func (ql *qpLink) downIfIdle() {
+	if !ql.retired || ql.broken || len(ql.inflight) > 0 || len(ql.waiting) > 0 {
+		return
+	}
+	for _, e := range ql.ends {
+		if e != nil && (e.open == nil || !e.open.cancelled) {
+			return
+		}
+	}
+	ql.fail(errors.New("retired, and idle"))
 }
 
 // qpEnd is one stream's end of a qpLink; it implements Link. Engine
@@ -536,7 +632,8 @@ type qpEnd struct {
 	ringBytes uint32
 	side      int // the local application's: the ring we write
 	reg       qpReg
-	regd      bool // reg not released yet (false only once settled)
+	regd      bool     // reg not released yet (false only once settled)
+	ps        *poolSeg // the pool's segment (seg, reg) the stream runs on, or nil
 	raddr     uint64
 	rkey      uint32 // the peer's ring we write
 	accepted  bool
@@ -581,19 +678,31 @@ func (e *qpEnd) settle() {
 	if ql.ends[e.slot] == e {
 		ql.ends[e.slot] = nil
 		ql.open--
+		defer ql.downIfIdle()
 	}
-	if e.inflight > 0 || !e.closed || !e.regd {
+	if e.inflight > 0 || !e.closed {
+		return
+	}
+	if !e.regd { // the link broke: its registration went with it
+		e.unmap()
 		return
 	}
 	e.regd = false
-	reg, seg, slot := e.reg, e.seg, e.slot
-	e.seg = nil
+	if ps := e.ps; ps != nil && ql.pool.hold(ps) {
+		e.seg, e.ps = nil, nil // the pool's again
+		return
+	}
+	reg, seg, slot, ps := e.reg, e.seg, e.slot, e.ps
+	e.seg, e.ps = nil, nil
 	free := func() {
 		if err := ql.wire.deregStream(reg); err != nil {
 			ql.logf("rdma: link to %s: stream %d: deregister: %v", ql.name, slot, err)
 		}
 		if seg != nil {
 			seg.Close()
+		}
+		if ps != nil {
+			closeKeep(ps.keep)
 		}
 	}
 	if ql.later != nil {
@@ -603,11 +712,24 @@ func (e *qpEnd) settle() {
 	}
 }
 
+// unused marks a stream's segment let go by its application, which never
+// had it (a dial that gave up, a stream-open refused): the pool may take
+// it back as soon as it is settled.
+func (e *qpEnd) unused() {
+	if e.ps != nil && e.seg != nil {
+		e.seg.SetLetGo(e.side)
+	}
+}
+
 // unmap releases the engine's mapping once the stream let go.
 func (e *qpEnd) unmap() {
 	if e.seg != nil {
 		e.seg.Close()
 		e.seg = nil
+	}
+	if e.ps != nil {
+		closeKeep(e.ps.keep)
+		e.ps = nil
 	}
 }
 

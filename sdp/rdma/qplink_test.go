@@ -59,6 +59,7 @@ type fakeWire struct {
 	cq     []verbs.WC
 	efd    int
 	armed  bool
+	muted  bool // completion events are lost (mute)
 	closed bool
 }
 
@@ -108,7 +109,7 @@ func (w *fakeWire) registered() int {
 // mu held.
 func (w *fakeWire) complete(wc verbs.WC) {
 	w.cq = append(w.cq, wc)
-	if w.armed {
+	if w.armed && !w.muted {
 		w.armed = false
 		var one = [8]byte{1}
 		_, _ = unix.Write(w.efd, one[:])
@@ -227,18 +228,27 @@ func (w *fakeWire) poll(wc []verbs.WC) (int, error) {
 	return takeWCs(&w.cq, wc), nil
 }
 
-// notify arms the CQ: the next completion wakes the engine (at once if
-// there are some).
+// notify arms the CQ: the next completion wakes the engine. As a
+// device's (ibv_req_notify_cq without IBV_CQ_REPORT_MISSED_EVENTS), not
+// those already there: whoever arms must poll again after arming.
 func (w *fakeWire) notify() error {
 	w.qp.mu.Lock()
 	defer w.qp.mu.Unlock()
 	w.armed = true
-	if len(w.cq) > 0 {
+	return nil
+}
+
+// mute loses the wire's completion events (on): its engine does not see
+// what completes, as when an event is lost; off wakes it.
+func (w *fakeWire) mute(on bool) {
+	w.qp.mu.Lock()
+	defer w.qp.mu.Unlock()
+	w.muted = on
+	if !on {
 		w.armed = false
 		var one = [8]byte{1}
 		_, _ = unix.Write(w.efd, one[:])
 	}
-	return nil
 }
 
 func (w *fakeWire) disconnect() error {
@@ -269,6 +279,7 @@ type qpPair struct {
 	link   [2]*qpLink
 	served chan *fakeApp
 	ring   uint32
+	pooled bool // dials take a segment of the link's pool when one is ready
 }
 
 func newQPPair(t testing.TB, ring uint32) *qpPair {
@@ -295,15 +306,24 @@ func newQPPair(t testing.TB, ring uint32) *qpPair {
 	return p
 }
 
-// offer is the server's application taking a stream (engine 1).
-func (p *qpPair) offer(cd ConnectData) (offered, RejectCode, error) {
-	seg, err := sdp.CreateSegment(cd.RingBytes)
-	if err != nil {
-		return offered{}, RejectResource, err
-	}
-	m, err := seg.Mirror()
-	if err != nil {
-		return offered{}, RejectResource, err
+// offer is the server's application taking a stream (engine 1), over a
+// segment of the link's pool (pre) or one of its own.
+func (p *qpPair) offer(cd ConnectData, pre *sdp.Segment) (offered, RejectCode, error) {
+	var seg, m *sdp.Segment
+	var err error
+	if pre != nil {
+		m = pre
+		if seg, err = sdp.MapSegment(pre.FD, cd.RingBytes); err != nil {
+			return offered{}, RejectResource, err
+		}
+		pre.FD = -1 // sent
+	} else {
+		if seg, err = sdp.CreateSegment(cd.RingBytes); err != nil {
+			return offered{}, RejectResource, err
+		}
+		if m, err = seg.Mirror(); err != nil {
+			return offered{}, RejectResource, err
+		}
 	}
 	ws, err := newWakeSockets(0)
 	if err != nil {
@@ -315,24 +335,9 @@ func (p *qpPair) offer(cd ConnectData) (offered, RejectCode, error) {
 
 // dial opens a stream from engine 0 and returns both applications.
 func (p *qpPair) dial(port uint16) ([2]*fakeApp, error) {
-	seg, err := sdp.CreateSegment(p.ring)
+	seg, ws, o, err := p.open(port)
 	if err != nil {
 		return [2]*fakeApp{}, err
-	}
-	m, err := seg.Mirror()
-	if err != nil {
-		return [2]*fakeApp{}, err
-	}
-	ws, err := newWakeSockets(0)
-	if err != nil {
-		return [2]*fakeApp{}, err
-	}
-	dst := netip.MustParseAddrPort(fmt.Sprintf("10.0.0.2:%d", port))
-	cd := ConnectData{RingBytes: p.ring, Client: netip.MustParseAddrPort("10.0.0.1:40000"), Server: dst}
-	o := &linkOpen{dst: dst, wake: ws.engine, wakeTx: ws.engineTx, done: make(chan error, 1)}
-	var oerr error
-	if derr := p.eng[0].Do(func() { _, oerr = p.link[0].openStream(m, cd, o) }); derr != nil || oerr != nil {
-		return [2]*fakeApp{}, errors.Join(derr, oerr)
 	}
 	select {
 	case err = <-o.done:
@@ -348,6 +353,49 @@ func (p *qpPair) dial(port uint16) ([2]*fakeApp, error) {
 	return [2]*fakeApp{client, <-p.served}, nil
 }
 
+// open posts a stream-open from engine 0, as dialStream does; o hears
+// the answer.
+func (p *qpPair) open(port uint16) (*sdp.Segment, wakeSockets, *linkOpen, error) {
+	var ps *poolSeg
+	if p.pooled {
+		_ = p.eng[0].Do(func() { ps = p.link[0].pool.take(p.ring) })
+	}
+	var seg, m *sdp.Segment
+	var err error
+	if ps != nil {
+		seg, m = ps.app, ps.mirror
+		ps.app = nil
+		for _, b := range seg.Mem {
+			if b != 0 {
+				return nil, wakeSockets{}, nil, errors.New("a segment of the pool was not zeroed")
+			}
+		}
+	} else {
+		if seg, err = sdp.CreateSegment(p.ring); err != nil {
+			return nil, wakeSockets{}, nil, err
+		}
+		if m, err = seg.Mirror(); err != nil {
+			return nil, wakeSockets{}, nil, err
+		}
+	}
+	ws, err := newWakeSockets(0)
+	if err != nil {
+		return nil, wakeSockets{}, nil, err
+	}
+	dst := netip.MustParseAddrPort(fmt.Sprintf("10.0.0.2:%d", port))
+	cd := ConnectData{RingBytes: p.ring, Client: netip.MustParseAddrPort("10.0.0.1:40000"), Server: dst}
+	o := &linkOpen{dst: dst, wake: ws.engine, wakeTx: ws.engineTx, done: make(chan error, 1)}
+	var oerr error
+	if derr := p.eng[0].Do(func() {
+		if _, oerr = p.link[0].openStream(m, cd, o, ps); oerr == nil {
+			o.taken, o.on = true, p.link[0]
+		}
+	}); derr != nil || oerr != nil {
+		return nil, wakeSockets{}, nil, errors.Join(derr, oerr)
+	}
+	return seg, ws, o, nil
+}
+
 func (p *qpPair) stop() {
 	for i := range 2 {
 		p.eng[i].Stop()
@@ -356,10 +404,18 @@ func (p *qpPair) stop() {
 }
 
 // state reports engine i's link: broken, streams open, streams of the
-// engine, registrations of the wire.
+// engine, registrations of the wire (regions: two a stream) beyond those
+// of the link's pool.
 func (p *qpPair) state(i int) (broken bool, open, streams, regs int) {
-	_ = p.eng[i].Do(func() { broken, open, streams = p.link[i].broken, p.link[i].open, len(p.eng[i].streams) })
-	return broken, open, streams, p.qp.ends[i].registered()
+	pooled := 0
+	_ = p.eng[i].Do(func() {
+		broken, open, streams = p.link[i].broken, p.link[i].open, len(p.eng[i].streams)
+		pl := p.link[i].pool
+		pl.mu.Lock()
+		pooled = len(pl.ready) + len(pl.held) + pl.making
+		pl.mu.Unlock()
+	})
+	return broken, open, streams, p.qp.ends[i].registered() - 2*pooled
 }
 
 // waitIdle waits until both engines released every stream and the links
@@ -529,6 +585,120 @@ func TestQPLinkFailure(t *testing.T) {
 	}
 	if _, err := p.dial(9200); err == nil {
 		t.Error("a stream-open on a broken link succeeded")
+	}
+}
+
+// TestQPLinkUnanswered: a stream-open its peer does not answer within the
+// dial's bound (here the peer's engine does not hear of it for a while: a
+// lost completion event) retires the link: it takes no more streams, its
+// other stream goes on, and once that one and the late answer's are done
+// the link is taken down at both ends with nothing left registered.
+func TestQPLinkUnanswered(t *testing.T) {
+	p := newQPPair(t, 4096)
+	a, err := p.dial(9400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.qp.ends[1].mute(true)
+	seg, ws, o, err := p.open(9401)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeOpen(ws.app, ws.appTx)
+	defer seg.Close()
+	select {
+	case err := <-o.done:
+		t.Fatalf("answered by a muted peer: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	var retired bool
+	var oerr error
+	_ = p.eng[0].Do(func() {
+		giveUp(o)
+		retired = p.link[0].retired
+		_, oerr = p.link[0].openStream(nil, ConnectData{}, &linkOpen{}, nil)
+	})
+	if !retired || oerr == nil {
+		t.Fatalf("after the dial gave up: retired %v, a new stream-open: %v", retired, oerr)
+	}
+	p.qp.ends[1].mute(false) // the server answers late; the dial is gone
+	select {
+	case late := <-p.served:
+		late.close(false)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the unmuted server did not take the late stream-open")
+	}
+	if err := duplex(a, 64<<10, 7); err != nil {
+		t.Fatalf("the sibling stream on the retired link: %v", err)
+	}
+	if broken, _, _, _ := p.state(0); broken {
+		t.Fatal("the retired link went down with a stream on it")
+	}
+	a[0].close(false)
+	a[1].close(false)
+	p.waitIdle(10 * time.Second)
+	for i := range 2 {
+		if broken, _, _, _ := p.state(i); !broken {
+			t.Errorf("link %d is still up", i)
+		}
+	}
+}
+
+// TestQPLinkPool: streams of a link run on segments of its pool, made
+// ahead and registered once: the first streams find none ready and
+// register their own; once those are done (their applications let go)
+// and the pool made its segments, the next streams take segments zeroed
+// and registered already at both ends, bytes verified both ways; a broken
+// link releases every registration.
+func TestQPLinkPool(t *testing.T) {
+	p := newQPPair(t, 64<<10)
+	p.pooled = true
+	run := func(round int) {
+		var all [][2]*fakeApp
+		for k := range 2 {
+			apps, err := p.dial(uint16(9500 + 10*round + k))
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			all = append(all, apps)
+		}
+		for k, apps := range all {
+			if err := duplex(apps, 100<<10+k, uint64(round*10+k)); err != nil {
+				t.Fatalf("round %d stream %d: %v", round, k, err)
+			}
+			for _, a := range apps {
+				a.seg.SetLetGo(a.side) // as the C data path does when it unmaps
+				a.close(false)
+			}
+		}
+		p.waitIdle(10 * time.Second)
+	}
+	pools := func() (ready, taken [2]int) {
+		for i := range 2 {
+			ready[i], _, taken[i], _ = p.link[i].pool.counts()
+		}
+		return
+	}
+	run(0)
+	deadline := time.Now().Add(10 * time.Second)
+	for ready, _ := pools(); ready[0] < poolReady || ready[1] < poolReady; ready, _ = pools() {
+		if time.Now().After(deadline) {
+			t.Fatalf("segments ready after the first streams: %v, want %d at each end", ready, poolReady)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, before := pools()
+	run(1)
+	if _, after := pools(); after[0]-before[0] != 2 || after[1]-before[1] != 2 {
+		t.Errorf("streams on segments of the pool: %d and %d, want 2 at each end", after[0]-before[0], after[1]-before[1])
+	}
+	_ = p.qp.ends[0].disconnect()
+	deadline = time.Now().Add(10 * time.Second)
+	for p.qp.ends[0].registered()+p.qp.ends[1].registered() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("registrations left after the link broke: %d and %d", p.qp.ends[0].registered(), p.qp.ends[1].registered())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

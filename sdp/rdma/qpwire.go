@@ -95,14 +95,22 @@ func (w *verbsWire) watch(ql *qpLink) error {
 	return nil
 }
 
+// regStream may run on any goroutine (the link's pool registers on the
+// engine's background goroutine): the domain is held while it registers.
 func (w *verbsWire) regStream(seg *sdp.Segment, side int) (qpReg, error) {
-	m, err := regStreamRings(w.pd, seg, side)
-	if err != nil {
-		return qpReg{}, err
-	}
 	w.mu.Lock()
+	pd := w.pd
+	if w.closed || pd == nil {
+		w.mu.Unlock()
+		return qpReg{}, errors.New("rdma: the link is closed")
+	}
 	w.regs++
 	w.mu.Unlock()
+	m, err := regStreamRings(pd, seg, side)
+	if err != nil {
+		_ = w.unref()
+		return qpReg{}, err
+	}
 	rx, tx := m.mr[1-side], m.mr[side]
 	return qpReg{raddr: rx.Addr(), rkey: rx.RKey(), laddr: tx.Addr(), lkey: tx.LKey(), h: m}, nil
 }
@@ -113,16 +121,24 @@ func (w *verbsWire) deregStream(r qpReg) error {
 		return errors.New("rdma: not a registration of this link")
 	}
 	err := m.Close()
+	if e := w.unref(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// unref counts a registration gone; the domain goes with the last one once
+// the link is closed.
+func (w *verbsWire) unref() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.regs--
 	if w.closed && w.regs == 0 && w.pd != nil {
-		if e := w.pd.Close(); err == nil {
-			err = e
-		}
+		err := w.pd.Close()
 		w.pd = nil
+		return err
 	}
-	return err
+	return nil
 }
 
 func (w *verbsWire) postSend(wrid verbs.WRID, msg []byte) error {

@@ -234,7 +234,7 @@ func (o offered) release(e *Engine) {
 // offer is offerConn on the stand-in: a companion that is gone closes its
 // simulated RDMA listener. Engine goroutine.
 func (s *Sim) offer(name string, cd ConnectData, link bool) (offered, RejectCode, error) {
-	o, code, gone, err := offerConn(s.eng, name, cd, link, s.cfg.HiddenBase)
+	o, code, gone, err := offerConn(s.eng, name, cd, link, nil, s.cfg.HiddenBase)
 	if _, ok := s.listeners[name]; ok && gone {
 		s.cfg.Logf("rdma sim: the listener of %s is gone; closing its simulated RDMA listener", name)
 		s.closeListener(name)
@@ -249,14 +249,22 @@ func (s *Sim) offer(name string, cd ConnectData, link bool) (offered, RejectCode
 // the writers' wake socket. On failure nothing is left, code is what to
 // refuse the request with, and gone says the companion is gone (its
 // listener should close). link marks the segment as a stream on a link
-// (sdp.SegLink). Engine goroutine.
-func offerConn(eng *Engine, name string, cd ConnectData, link bool, hiddenBase int) (o offered, code RejectCode, gone bool, err error) {
+// (sdp.SegLink). pre, when not nil, is the segment to offer (the engine's
+// mapping of a segment of a link's pool, its FD the copy to send),
+// released too on failure. Engine goroutine.
+func offerConn(eng *Engine, name string, cd ConnectData, link bool, pre *sdp.Segment, hiddenBase int) (o offered, code RejectCode, gone bool, err error) {
 	comp, code, gone, err := openCompanion(name, hiddenBase)
 	if err != nil {
+		if pre != nil {
+			pre.Close()
+		}
 		return offered{}, code, gone, err
 	}
-	seg, err := newServerSegment(cd, hiddenBase)
-	if err != nil {
+	seg := pre
+	if seg != nil {
+		seg.InitHeader(cd.Client, cd.Server, 0)
+		seg.SetFlags(sdp.SegRDMA)
+	} else if seg, err = newServerSegment(cd, hiddenBase); err != nil {
 		unix.Close(comp)
 		return offered{}, RejectResource, false, err
 	}

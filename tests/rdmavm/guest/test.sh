@@ -1,10 +1,13 @@
 # make test-rdma, in both guests (A 10.77.0.1 serves, B 10.77.0.2 is the
 # client unless said otherwise). Every real program runs under osf on both
 # hosts; osfstat on both hosts must show transport rdma; bytes are checked.
-#   test.sh [SECTIONS]   default "unit conformance apps gateway failures links"
+#   test.sh [SECTIONS]   default "unit conformance apps gateway links failures"
+#                        (failures last: after its wire cut, RDMA between the
+#                        guests was seen to stay broken for minutes, B's
+#                        handshakes unanswered, so nothing RDMA runs after it)
 #   test.sh quick        make test's reduced set: one stream case, osfstat
 . "$OSF_ROOT/tests/rdmavm/guest/lib.sh"
-sections="unit conformance apps gateway failures links"
+sections="unit conformance apps gateway links failures"
 [ $# -gt 0 ] && sections=$*
 barrier up 300 || exit 1
 
