@@ -406,8 +406,8 @@ again:
 		}
 	}
 	if (p->pool) { /* a slot of this listener's region, else a segment */
-		p->seg = osf_pool_take(setup_cfg.c.ring_size, &d.owner, d.name, &p->segfd,
-				       &p->efd, &p->hp);
+		p->seg = osf_pool_take(setup_cfg.c.ring_size, &d.owner, d.name, OSF_POOL_MAKE, 0,
+				       &p->segfd, &p->efd, &p->hp);
 		p->slot = p->seg != NULL;
 		if (!p->seg)
 			p->seg = osf_seg_new(setup_cfg.c.ring_size, &p->segfd);
