@@ -97,19 +97,52 @@ static void kfd_expire_locked(long long now)
 			i++;
 }
 
+/* kfd_keep_fd keeps fd, a hello's region memfd (efd 0) or writers'
+ * eventfd (efd 1) for a slot seg of ring: a region holds one of each for
+ * all of its connections here, so fd is closed when it has one, else
+ * hidden and given to it (-1: the region's); a segment's own is kept
+ * hidden (returned). A kept hello then holds no fd of its own (a client
+ * that connects many times before the accepts come costs none per
+ * connection: RLIMIT_NOFILE soft = hard, LIMITS "Descriptors"). */
+static int kfd_keep_fd(void *seg, uint32_t ring, int fd, int lfd, int efd)
+{
+	int h, r;
+
+	if (fd < 0)
+		return fd;
+	r = efd ? osf_pool_name_efd(seg, ring, -1) : osf_pool_name_fd(seg, ring, -1);
+	if (r >= 0 && r != fd) {
+		REAL(close)(fd);
+		return -1;
+	}
+	h = osf_fdt_hide(fd, lfd);
+	if (h < 0)
+		return fd;
+	r = efd ? osf_pool_name_efd(seg, ring, h) : osf_pool_name_fd(seg, ring, h);
+	if (r < 0)
+		return h; /* no slot */
+	if (r != h)
+		osf_fdt_close_hidden(h); /* another thread's came first */
+	return -1;
+}
+
 /* setup_kfd_put_locked keeps the hello taken into cc (from a link of companion
  * aux_fd) under key. */
 void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
 			   const struct ip *key)
 {
 	long long now = osf_now_ns();
-	int hs, hw, i, old = 0;
+	void *seg = (void *)(uintptr_t)cc->seg_addr;
+	int hw, i, old = 0;
 
-	hs = osf_fdt_hide(cc->seg_fd, lfd);
-	hw = osf_fdt_hide(cc->wake_tx_fd, lfd);
+	cc->seg_fd = kfd_keep_fd(seg, cc->ring_bytes, cc->seg_fd, lfd, 0);
+	if (cc->wake_tx_efd) {
+		cc->wake_tx_fd = kfd_keep_fd(seg, cc->ring_bytes, cc->wake_tx_fd, lfd, 1);
+	} else {
+		hw = osf_fdt_hide(cc->wake_tx_fd, lfd);
+		cc->wake_tx_fd = hw < 0 ? cc->wake_tx_fd : hw;
+	}
 	cc->wake_fd = -1;
-	cc->seg_fd = hs < 0 ? cc->seg_fd : hs;
-	cc->wake_tx_fd = hw < 0 ? cc->wake_tx_fd : hw;
 	kfd_expire_locked(now);
 	if (kfdq.n == KFD_MAX) {
 		for (i = 1; i < kfdq.n; i++)
@@ -239,6 +272,21 @@ static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
 	return 0;
 }
 
+/* tight_note asks the client of link fd for a wide region
+ * (setup_link_note) when this program's RLIMIT_NOFILE has no room above
+ * it: each region of the client's costs this process two fds of the
+ * program's budget, and a client process with room makes one per
+ * OSF_REGION_SLOTS connections. Best effort: a full link, or a client
+ * that never reads it, costs nothing but its regions. */
+static void tight_note(int fd)
+{
+	struct setup_link_note m = {SETUP_LINK_NOTE_MAGIC, 0};
+
+	if (!osf.shm_efd || !(m.slots = (uint32_t)osf_fdt_tight_limit()))
+		return;
+	(void)REAL(send)(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* link_add_locked keeps cfd, just accepted from companion aux_fd, as a
  * link (hidden): its index, or -1 (cfd closed). With the table full the
  * oldest link is read out and closed. */
@@ -257,7 +305,23 @@ static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_a
 		link_forget_locked(0);
 	links.l[links.n].aux_fd = aux_fd;
 	links.l[links.n].fd = h;
+	tight_note(h);
 	return links.n++;
+}
+
+/* budget_shut shuts companion aux_fd when the program's RLIMIT_NOFILE
+ * has no room above it (soft = hard) and osf could not hold one more
+ * client process's fds (a link and a region's two: SETUP_CLIENT_FDS)
+ * after the next one's within OSF_FDT_TIGHT_CAP: new client processes
+ * then find no companion and connect by kernel TCP, deciding before
+ * their SYN, while the links queued already (their clients committed)
+ * are still accepted and served, at most the companion's backlog beyond
+ * the cap. The companion stays shut (LIMITS.md "Descriptors"). */
+static void budget_shut(int aux_fd)
+{
+	if (osf.shm_efd && osf_fdt_tight_limit() &&
+	    !osf_fdt_budget_ok(2 * SETUP_CLIENT_FDS))
+		(void)REAL(shutdown)(aux_fd, SHUT_RDWR);
 }
 
 /* kfd_fill reads, never waiting, the hellos queued on companion aux_fd's
@@ -276,6 +340,7 @@ static void kfd_fill(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			goto out;
 		i += r == 0;
 	}
+	budget_shut(aux_fd);
 	for (n = 0; n < LINK_MAX && osf_fdt_fds_free(3); n++) {
 		/* In a window: the program's last free number below its
 		 * limit may be its connection's (link_add_locked hides the
@@ -336,8 +401,10 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	r = kfd_find(aux_fd, &key, cc);
 	if (r >= 0 || !look)
 		return r;
-	if (osf_setup_kfd_family(aux_fd)) /* shared by a fork family: its store */
+	if (osf_setup_kfd_family(aux_fd)) { /* shared by a fork family: its store */
+		budget_shut(aux_fd);
 		return setup_fam_take(aux_fd, in, &key, cc);
+	}
 	kfd_fill(lfd, aux_fd, in, &key);
 	return kfd_find(aux_fd, &key, cc);
 }
