@@ -167,7 +167,7 @@ POOL_TESTS := TestShm|TestHostile|TestSmallExchange|TestFork|TestHandoff|TestChu
 # socket (OSF_TEST_SHM_KFD=1: OSF_SHM_KFD=1, off by default), a subset that
 # passes so (docs/D2-PROPOSAL.md step 3 lists the rest, by cause); the
 # soak for 10 s there.
-KFD_TESTS := TestKfd|TestSemantics$$|TestForkExec(Inetd|Pipeline|EnvReplaced|CloseRange|System|Vfork|Activate|Hold|Daemon|BlockedReader|Prefork)$$|TestHandoffSCMRights|TestSpawnedChildReadsAfterParentAndClientClosed|TestAcceptNonblockingEmptyOrFull|TestGoExecPassConn|TestGoServerCClient|TestStaticGoC$$|TestShmNginxWrk|TestAcceptEMFILEKeepsConnection|TestAcceptSpins|TestForkPageFaults|TestSoak|TestForkExecSharedWriters|TestFirstConnectSystemCalls|TestCurlConnectCarriesOnlySetOptions|TestNodelayAfterConnectMakesNoSocket|TestConnectWindowsShared|TestServerBoundsRingSize|TestSpoofedPeerAddress
+KFD_TESTS := TestKfd|TestSemantics$$|TestForkExec(Inetd|Pipeline|EnvReplaced|CloseRange|System|Vfork|Activate|Hold|Daemon|BlockedReader|Prefork)$$|TestHandoffSCMRights|TestSpawnedChildReadsAfterParentAndClientClosed|TestAcceptNonblockingEmptyOrFull|TestGoExecPassConn|TestGoServerCClient|TestStaticGoC$$|TestShmNginxWrk|TestAcceptEMFILEKeepsConnection|TestAcceptSpins|TestForkPageFaults|TestSoak|TestForkExecSharedWriters|TestFirstConnectSystemCalls|TestCurlConnectCarriesOnlySetOptions|TestNodelayAfterConnectMakesNoSocket|TestConnectWindowsShared|TestServerBoundsRingSize|TestSpoofedPeerAddress|TestFdBudgetSoftEqualsHard|TestFdBudgetClientProcesses
 
 test: test-deps build
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './build/*')); \
