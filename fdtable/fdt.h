@@ -370,6 +370,11 @@ int osf_fdt_affordable(void);
  * TCP. */
 int osf_fdt_tight_limit(void);
 
+/* osf_fdt_tight_seen reports whether the limit the last window read was
+ * such a one, without a system call or a lock (0 when none was read, or
+ * the program changed its limit through the hooks since): a hint. */
+int osf_fdt_tight_seen(void);
+
 /* OSF_FDT_TIGHT_CAP is how many fds osf may hold in a tight limit's
  * budget (osf_fdt_tight_limit) under OSF_SHM_KFD: its table, a listener's
  * companion, a client process's link to a listener and wide region's

@@ -284,6 +284,11 @@ int osf_fdt_tight_limit(void)
 	return r;
 }
 
+int osf_fdt_tight_seen(void)
+{
+	return __atomic_load_n(&seen_at, __ATOMIC_RELAXED) && tight(&seen_rl);
+}
+
 int osf_fdt_budget_ok(int need)
 {
 	struct osf_fdt_entry *e;

@@ -636,6 +636,10 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 	struct region *r;
 	uint32_t slot;
 	int k = 0, dropfd[2] = {-1, -1};
+	/* Soft = hard: no idle region keeps its fds, which are the
+	 * program's (osf_fdt_budget_ok counts them): a server would shut
+	 * its companion for a client process that is gone. */
+	int keep = !osf_fdt_tight_seen();
 
 	lock();
 	r = find_addr(seg, ring, &slot);
@@ -650,7 +654,7 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 			if (r->owner == osf_pid())
 				k = trim_owned(drop, TRIM_MAX);
 			else if ((r->fd >= 0 || r->efd >= 0) && !named(r->fd) &&
-				 !named(r->efd) && !r->by_hello) {
+				 !named(r->efd) && (!r->by_hello || !keep)) {
 				dropfd[0] = r->fd; /* a mapper's: until its next connection */
 				dropfd[1] = r->efd;
 				r->fd = r->efd = -1;

@@ -319,7 +319,9 @@ static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_a
  * the cap. The companion stays shut (LIMITS.md "Descriptors"). */
 static void budget_shut(int aux_fd)
 {
-	if (osf.shm_efd && osf_fdt_tight_limit() &&
+	/* The limit the last window read (accepts open windows): no
+	 * system call per accept where it has room or is large. */
+	if (osf.shm_efd && osf_fdt_tight_seen() &&
 	    !osf_fdt_budget_ok(2 * SETUP_CLIENT_FDS))
 		(void)REAL(shutdown)(aux_fd, SHUT_RDWR);
 }
