@@ -10,6 +10,12 @@
  *   fdbudget procs PORT SOFT HARD N  fork N processes that connect once
  *                                    each; print "procs N ok K" (K
  *                                    connected and sent their bytes)
+ *   fdbudget seq PORT SOFT HARD N    the same one process after another,
+ *                                    each waiting for its server's close
+ *   fdbudget closer PORT SOFT HARD N accept N, each read, checked and
+ *                                    closed; print "server N none",
+ *                                    "bytes ok" and "offloaded K" (K of
+ *                                    them osf's: progs.h osf_offloaded)
  *
  * Each first sets its soft and hard RLIMIT_NOFILE (before any socket),
  * then prints "server N ERRNO" / "client N ERRNO" (connections held, the
@@ -30,6 +36,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "progs.h"
 
 #define MSG 64
 
@@ -90,8 +98,9 @@ static int dial(const struct sockaddr_in *a, uint32_t n)
 }
 
 /* procs forks n processes that connect once each (and hold their
- * connection until standard input ends): how many did. */
-static int procs(const struct sockaddr_in *a, int n)
+ * connection until standard input ends; seq: one after another, each
+ * until its server closes the connection): how many did. */
+static int procs(const struct sockaddr_in *a, int n, int seq)
 {
 	int p[2], i, ok = 0;
 	char c;
@@ -108,12 +117,14 @@ static int procs(const struct sockaddr_in *a, int n)
 			if (write(p[1], &c, 1) != 1)
 				_exit(1);
 			close(p[1]);
-			while (read(0, b, sizeof(b)) > 0)
+			while (read(seq ? fd : 0, b, sizeof(b)) > 0)
 				;
 			_exit(0);
 		}
 		if (pid < 0)
 			break;
+		if (seq)
+			(void)waitpid(pid, NULL, 0);
 	}
 	close(p[1]);
 	while (read(p[0], &c, 1) == 1)
@@ -138,7 +149,7 @@ int main(int argc, char **argv)
 	struct sockaddr_in a = {.sin_family = AF_INET,
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct rlimit rl;
-	int server, n = 0, err = 0, fd, last = -1, max = -1, bad = 0;
+	int server, n = 0, err = 0, fd, last = -1, max = -1, bad = 0, offl = 0;
 	char b[64];
 
 	if (argc != 5 && argc != 6) {
@@ -147,7 +158,7 @@ int main(int argc, char **argv)
 	}
 	if (argc == 6)
 		max = atoi(argv[5]);
-	server = strcmp(argv[1], "server") == 0;
+	server = strcmp(argv[1], "server") == 0 || strcmp(argv[1], "closer") == 0;
 	a.sin_port = htons((unsigned short)atoi(argv[2]));
 	rl.rlim_cur = strtoul(argv[3], NULL, 10);
 	rl.rlim_max = strtoul(argv[4], NULL, 10);
@@ -155,8 +166,8 @@ int main(int argc, char **argv)
 		perror("fdbudget: setrlimit");
 		return 2;
 	}
-	if (strcmp(argv[1], "procs") == 0) {
-		n = procs(&a, max);
+	if (strcmp(argv[1], "procs") == 0 || strcmp(argv[1], "seq") == 0) {
+		n = procs(&a, max, argv[1][0] == 's');
 		printf("procs %d ok %d\n", max, n);
 		fflush(stdout);
 		while (read(0, b, sizeof(b)) > 0)
@@ -184,6 +195,11 @@ int main(int argc, char **argv)
 			bad += !check(fd);
 			last = fd;
 			n++;
+			if (argv[1][0] == 'c') { /* closer */
+				offl += osf_offloaded(fd);
+				close(fd);
+				last = -1;
+			}
 		}
 	} else {
 		for (;;) {
@@ -201,6 +217,8 @@ int main(int argc, char **argv)
 		printf("bytes bad %d\n", bad);
 	else if (server)
 		printf("bytes ok\n");
+	if (argv[1][0] == 'c')
+		printf("offloaded %d\n", offl);
 	if (last >= 0) {
 		close(last);
 		fd = open("/dev/null", O_RDONLY);
