@@ -316,14 +316,114 @@ static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_a
  * then find no companion and connect by kernel TCP, deciding before
  * their SYN, while the links queued already (their clients committed)
  * are still accepted and served, at most the companion's backlog beyond
- * the cap. The companion stays shut (LIMITS.md "Descriptors"). */
-static void budget_shut(int aux_fd)
+ * the cap. record (the park lock held, a listener of this process
+ * alone): budget_reopen opens it again once osf holds few enough. */
+#define BSHUT_MAX 16
+static struct {
+	int n;
+	long long looked; /* budget_reopen's last look (osf_now_ns) */
+	int fd[BSHUT_MAX];
+} bshut;
+
+static void budget_shut(int aux_fd, int record)
 {
+	int i;
+
 	/* The limit the last window read (accepts open windows): no
 	 * system call per accept where it has room or is large. */
-	if (osf.shm_efd && osf_fdt_tight_seen() &&
-	    !osf_fdt_budget_ok(2 * SETUP_CLIENT_FDS))
-		(void)REAL(shutdown)(aux_fd, SHUT_RDWR);
+	if (!osf.shm_efd || !osf_fdt_tight_seen() || osf_fdt_budget_ok(2 * SETUP_CLIENT_FDS))
+		return;
+	(void)REAL(shutdown)(aux_fd, SHUT_RDWR);
+	for (i = 0; record && i < bshut.n && bshut.fd[i] != aux_fd; i++)
+		;
+	if (record && i == bshut.n && bshut.n < BSHUT_MAX)
+		bshut.fd[bshut.n++] = aux_fd;
+}
+
+/* budget_reopen_locked opens companion aux_fd of listener lfd, which
+ * budget_shut shut, again when osf holds few enough fds for two client
+ * processes, looking at most every 1 ms: the links still queued on it
+ * are taken first (none can queue since it was shut; their hellos kept)
+ * and those of client processes gone are closed,
+ * then a socket of the same kind takes its number (dup3, so that the
+ * number is never free for another thread) with its close-on-exec flag,
+ * then its name (the shut one, its last holder gone, freed it) and
+ * listens. A bind that fails (another process holds the shut one) leaves
+ * an unbound socket: still refused, as shut. The park lock is held. */
+static void budget_reopen_locked(int lfd, int aux_fd, const struct osf_core_accept_in *in)
+{
+	struct sockaddr_un sun;
+	socklen_t sl = sizeof(sun);
+	struct osf_fdt_entry *e;
+	long long now = osf_now_ns();
+	int i, s, fl, owner, n;
+
+	for (i = 0; i < bshut.n && bshut.fd[i] != aux_fd; i++)
+		;
+	if (i == bshut.n || now - bshut.looked < 1000000LL)
+		return;
+	bshut.looked = now;
+	for (n = 0; n < LINK_MAX; n++) {
+		osf_fdt_high_begin();
+		s = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		osf_fdt_high_end();
+		if (s < 0 && errno != EAGAIN && errno != EINVAL)
+			return; /* EMFILE: not drained, look again later */
+		if (s < 0)
+			break;
+		if ((s = link_add_locked(lfd, aux_fd, s, in)) >= 0)
+			(void)link_read_locked(lfd, s, in, NULL);
+	}
+	for (i = 0; i < links.n;) /* those of client processes gone end here */
+		i += links.l[i].aux_fd != aux_fd || link_read_locked(lfd, i, in, NULL) >= 0;
+	if (n == LINK_MAX || !osf_fdt_budget_ok(2 * SETUP_CLIENT_FDS))
+		return;
+	for (i = 0; i < bshut.n && bshut.fd[i] != aux_fd; i++)
+		;
+	bshut.fd[i] = bshut.fd[--bshut.n];
+	e = osf_fdt_lookup(aux_fd);
+	owner = e && e->kind == OSF_FD_HIDDEN ? e->owner_fd : lfd;
+	if (REAL(getsockname)(aux_fd, (struct sockaddr *)&sun, &sl) < 0 ||
+	    sl <= offsetof(struct sockaddr_un, sun_path) + 1 ||
+	    (fl = REAL(fcntl)(aux_fd, F_GETFD, NULL)) < 0)
+		return;
+	osf_fdt_high_begin();
+	s = REAL(socket)(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	osf_fdt_high_end();
+	if (s < 0)
+		return;
+	if (REAL(dup3)(s, aux_fd, (fl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+		REAL(close)(s);
+		return;
+	}
+	REAL(close)(s);
+	(void)osf_fdt_keep_hidden(aux_fd, owner); /* its inode now */
+	if (REAL(bind)(aux_fd, (struct sockaddr *)&sun, sl) == 0)
+		(void)REAL(listen)(aux_fd, SOMAXCONN);
+}
+
+/* budget_reopen opens companion aux_fd again when budget_shut shut it and
+ * osf holds few enough fds now (budget_reopen_locked); one load when
+ * none is shut. */
+static void budget_reopen(int lfd, int aux_fd, const struct osf_core_accept_in *in)
+{
+	int saved = errno;
+	struct osf_fdt_entry *e;
+
+	if (!__atomic_load_n(&bshut.n, __ATOMIC_RELAXED))
+		return;
+	/* Shared with another process (forked, spawned, passed): it may
+	 * hold the shut one, or accept a connection whose hello this one
+	 * would read. */
+	e = osf_fdt_lookup(lfd);
+	if (!e || (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) &
+		   (OSF_FDF_SHARED | OSF_FDF_KFDSHUT | OSF_FDF_EXECSHARED)) ||
+	    osf_setup_kfd_family(aux_fd))
+		return;
+	setup_park_lock();
+	budget_reopen_locked(lfd, aux_fd, in);
+	setup_park_unlock();
+	errno = saved;
 }
 
 /* kfd_fill reads, never waiting, the hellos queued on companion aux_fd's
@@ -342,7 +442,7 @@ static void kfd_fill(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			goto out;
 		i += r == 0;
 	}
-	budget_shut(aux_fd);
+	budget_shut(aux_fd, 1);
 	for (n = 0; n < LINK_MAX && osf_fdt_fds_free(3); n++) {
 		/* In a window: the program's last free number below its
 		 * limit may be its connection's (link_add_locked hides the
@@ -400,11 +500,12 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	if (!setup_get_sockaddr(peer, &key))
 		return -1;
 	key = setup_ip_unmap(key);
+	budget_reopen(lfd, aux_fd, in);
 	r = kfd_find(aux_fd, &key, cc);
 	if (r >= 0 || !look)
 		return r;
 	if (osf_setup_kfd_family(aux_fd)) { /* shared by a fork family: its store */
-		budget_shut(aux_fd);
+		budget_shut(aux_fd, 0);
 		return setup_fam_take(aux_fd, in, &key, cc);
 	}
 	kfd_fill(lfd, aux_fd, in, &key);
@@ -434,6 +535,11 @@ void setup_kfd_forget_locked(int aux_fd)
 {
 	int i;
 
+	for (i = 0; i < bshut.n;)
+		if (bshut.fd[i] == aux_fd)
+			bshut.fd[i] = bshut.fd[--bshut.n];
+		else
+			i++;
 	setup_fam_forget_locked(aux_fd);
 	for (i = 0; i < kfdq.n;)
 		if (kfdq.h[i].aux_fd == aux_fd)
@@ -452,6 +558,8 @@ void setup_kfd_moved_locked(int old, int nfd)
 	int i;
 
 	setup_fam_moved_locked(old, nfd);
+	for (i = 0; i < bshut.n; i++)
+		bshut.fd[i] = bshut.fd[i] == old ? nfd : bshut.fd[i];
 	for (i = 0; i < links.n; i++) {
 		links.l[i].aux_fd = links.l[i].aux_fd == old ? nfd : links.l[i].aux_fd;
 		links.l[i].fd = links.l[i].fd == old ? nfd : links.l[i].fd;
@@ -472,5 +580,7 @@ OSF_FORK_TEXT static void kfd_after_fork(void)
 		kfd_forget_locked(kfdq.n - 1, 0);
 	while (links.n > 0)
 		link_forget_locked(links.n - 1);
+	if (bshut.n) /* the listener is its parent's too: never opened again here */
+		bshut.n = 0; /* (a write only then: a fork child's page fault) */
 }
 OSF_AFTER_FORK(kfd_after_fork, OSF_FORK_RELEASE);
