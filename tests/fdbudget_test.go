@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,7 +141,7 @@ func TestFdBudgetClientProcesses(t *testing.T) {
 	const procs = 300
 	for _, m := range []mode{bare, underOsf} {
 		t.Run(m.name, func(t *testing.T) {
-			srv, cl, end := clientProcesses(t, m, "server", "procs", procs)
+			srv, end := clientProcesses(t, m, "server", clientPhase{"procs", procs})
 			srv.WaitOutput("bytes ", 120*time.Second)
 			want := fmt.Sprintf("listening\nserver %d none\nbytes ok\n", procs)
 			if got := srv.Stdout(); !strings.HasPrefix(got, want) {
@@ -151,67 +152,92 @@ func TestFdBudgetClientProcesses(t *testing.T) {
 			} else if m.osf {
 				testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportKernel)
 			}
-			end(srv, cl)
+			end()
 		})
 	}
 }
 
-// TestFdBudgetClientProcessesInTurn: client processes one after another,
-// each done before the next (its server reads its bytes and closes its
-// connection), to a server at soft = hard = 1024: under OSF_SHM_KFD=1
-// every one is shm, since what a client process cost the server (its
-// link, its region's memfd and eventfd) goes with it, so the cap never
-// shuts the companion; bare and without the switch every one is kernel
-// TCP.
+// TestFdBudgetClientProcessesInTurn: 12 client processes at once, then 20
+// one after another, each done before the next (its server reads its
+// bytes and closes its connection), to a server at soft = hard = 1024.
+// Under OSF_SHM_KFD=1 the burst shuts the server's companion (some of it
+// shm, the rest kernel TCP); once those processes are gone, what they
+// cost the server (links, regions' memfds and eventfds) is gone too and
+// an accept opens the companion again (budget_reopen), so the processes
+// in turn are shm from the first or second on. Bare and without the
+// switch every connection is kernel TCP.
 func TestFdBudgetClientProcessesInTurn(t *testing.T) {
-	const procs = 20
+	const burst, turn = 12, 20
 	for _, m := range []mode{bare, underOsf} {
 		t.Run(m.name, func(t *testing.T) {
-			srv, cl, end := clientProcesses(t, m, "closer", "seq", procs)
-			srv.WaitOutput("offloaded ", 120*time.Second)
-			offl := 0
-			if m.osf && tightOffloads() {
-				offl = procs
+			srv, end := clientProcesses(t, m, "closer", clientPhase{"burst", burst},
+				clientPhase{"seq", turn})
+			srv.WaitOutput("transports ", 120*time.Second)
+			tp := regexp.MustCompile(`transports ([01]*)\n`).FindStringSubmatch(srv.Stdout())
+			want := fmt.Sprintf("listening\nserver %d none\nbytes ok\n", burst+turn)
+			if got := srv.Stdout(); !strings.HasPrefix(got, want) || tp == nil || len(tp[1]) != burst+turn {
+				t.Fatalf("server: %q, want %q first and a transport for each", got, want)
 			}
-			want := fmt.Sprintf("listening\nserver %d none\nbytes ok\noffloaded %d\n", procs, offl)
-			if got := srv.Stdout(); got != want {
-				t.Errorf("server: %q, want %q", got, want)
+			t.Logf("transports, burst then in turn (1: osf's): %s %s", tp[1][:burst], tp[1][burst:])
+			switch inTurn := tp[1][burst:]; {
+			case m.osf && tightOffloads():
+				if !strings.Contains(tp[1][:burst], "1") ||
+					!regexp.MustCompile(`^0{0,3}1+$`).MatchString(inTurn) {
+					t.Errorf("want some of the burst shm, and those in turn from the first few on")
+				}
+			case strings.Contains(tp[1], "1"):
+				t.Errorf("want every connection kernel TCP")
 			}
-			end(srv, cl)
+			end()
 		})
 	}
 }
 
-// clientProcesses starts fdbudget's server (server or closer) for procs
-// connections and its procs client processes (procs or seq), all at soft
-// = hard = 1024, and waits for the clients' report, which must say each
-// connected. end closes their standard input and waits for both.
-func clientProcesses(t *testing.T, m mode, server, clients string, procs int) (srv, cl *testutil.Process,
-	end func(srv, cl *testutil.Process)) {
+// clientPhase is a run of fdbudget's client processes: procs, seq or
+// burst, n of them.
+type clientPhase struct {
+	cmd string
+	n   int
+}
+
+// clientProcesses starts fdbudget's server (server or closer) for the
+// connections of phases and then each phase's client processes, all at
+// soft = hard = 1024, each phase after the one before reported (which
+// must say each connected). end closes their standard input and waits for
+// all.
+func clientProcesses(t *testing.T, m mode, server string, phases ...clientPhase) (srv *testutil.Process, end func()) {
 	t.Helper()
 	prog := testutil.Prog(t, "fdbudget")
 	port := strconv.Itoa(testutil.FreePort(t))
-	args := func(cmd string) []string { return []string{cmd, port, "1024", "1024", strconv.Itoa(procs)} }
+	args := func(cmd string, n int) []string { return []string{cmd, port, "1024", "1024", strconv.Itoa(n)} }
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pw.Close(); pr.Close() })
-	sc := m.cmd(t, nil, prog, args(server)...)
+	total := 0
+	for _, ph := range phases {
+		total += ph.n
+	}
+	sc := m.cmd(t, nil, prog, args(server, total)...)
 	sc.Cmd.Stdin = pr
 	srv = sc.Start()
 	srv.WaitOutput("listening", 10*time.Second)
-	cc := m.cmd(t, nil, prog, args(clients)...)
-	cc.Cmd.Stdin = pr
-	cl = cc.Start()
-	cl.WaitOutput("procs ", 120*time.Second)
-	if want := fmt.Sprintf("procs %d ok %d\n", procs, procs); cl.Stdout() != want {
-		t.Errorf("clients: %q, want %q", cl.Stdout(), want)
+	procs := []*testutil.Process{srv}
+	for _, ph := range phases {
+		cc := m.cmd(t, nil, prog, args(ph.cmd, ph.n)...)
+		cc.Cmd.Stdin = pr
+		cl := cc.Start()
+		procs = append(procs, cl)
+		cl.WaitOutput("procs ", 120*time.Second)
+		if want := fmt.Sprintf("procs %d ok %d\n", ph.n, ph.n); cl.Stdout() != want {
+			t.Errorf("%s clients: %q, want %q", ph.cmd, cl.Stdout(), want)
+		}
 	}
-	return srv, cl, func(srv, cl *testutil.Process) {
+	return srv, func() {
 		t.Helper()
 		pw.Close()
-		for _, p := range []*testutil.Process{cl, srv} {
+		for _, p := range procs {
 			if r := p.Wait(60 * time.Second); !r.OK() {
 				t.Fatalf("fdbudget: %s", r)
 			}

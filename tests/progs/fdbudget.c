@@ -12,10 +12,15 @@
  *                                    connected and sent their bytes)
  *   fdbudget seq PORT SOFT HARD N    the same one process after another,
  *                                    each waiting for its server's close
+ *   fdbudget burst PORT SOFT HARD N  all at once, each waiting for its
+ *                                    server's close, all ended before the
+ *                                    report
  *   fdbudget closer PORT SOFT HARD N accept N, each read, checked and
  *                                    closed; print "server N none",
- *                                    "bytes ok" and "offloaded K" (K of
+ *                                    "bytes ok", "offloaded K" (K of
  *                                    them osf's: progs.h osf_offloaded)
+ *                                    and "transports T" (a 1 for each
+ *                                    osf's, 0 for the kernel's, in turn)
  *
  * Each first sets its soft and hard RLIMIT_NOFILE (before any socket),
  * then prints "server N ERRNO" / "client N ERRNO" (connections held, the
@@ -99,8 +104,9 @@ static int dial(const struct sockaddr_in *a, uint32_t n)
 
 /* procs forks n processes that connect once each (and hold their
  * connection until standard input ends; seq: one after another, each
- * until its server closes the connection): how many did. */
-static int procs(const struct sockaddr_in *a, int n, int seq)
+ * until its server closes the connection; burst: all at once, each until
+ * its server's close, all ended before it returns): how many did. */
+static int procs(const struct sockaddr_in *a, int n, int seq, int burst)
 {
 	int p[2], i, ok = 0;
 	char c;
@@ -117,7 +123,7 @@ static int procs(const struct sockaddr_in *a, int n, int seq)
 			if (write(p[1], &c, 1) != 1)
 				_exit(1);
 			close(p[1]);
-			while (read(seq ? fd : 0, b, sizeof(b)) > 0)
+			while (read(seq || burst ? fd : 0, b, sizeof(b)) > 0)
 				;
 			_exit(0);
 		}
@@ -130,6 +136,8 @@ static int procs(const struct sockaddr_in *a, int n, int seq)
 	while (read(p[0], &c, 1) == 1)
 		ok += c == 'y';
 	close(p[0]);
+	while (burst && wait(NULL) > 0)
+		;
 	return ok;
 }
 
@@ -150,6 +158,7 @@ int main(int argc, char **argv)
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct rlimit rl;
 	int server, n = 0, err = 0, fd, last = -1, max = -1, bad = 0, offl = 0;
+	char tp[257] = "";
 	char b[64];
 
 	if (argc != 5 && argc != 6) {
@@ -166,8 +175,9 @@ int main(int argc, char **argv)
 		perror("fdbudget: setrlimit");
 		return 2;
 	}
-	if (strcmp(argv[1], "procs") == 0 || strcmp(argv[1], "seq") == 0) {
-		n = procs(&a, max, argv[1][0] == 's');
+	if (strcmp(argv[1], "procs") == 0 || strcmp(argv[1], "seq") == 0 ||
+	    strcmp(argv[1], "burst") == 0) {
+		n = procs(&a, max, argv[1][0] == 's', argv[1][0] == 'b');
 		printf("procs %d ok %d\n", max, n);
 		fflush(stdout);
 		while (read(0, b, sizeof(b)) > 0)
@@ -196,7 +206,10 @@ int main(int argc, char **argv)
 			last = fd;
 			n++;
 			if (argv[1][0] == 'c') { /* closer */
-				offl += osf_offloaded(fd);
+				int o = osf_offloaded(fd);
+				if (n <= (int)sizeof(tp) - 1)
+					tp[n - 1] = o ? '1' : '0';
+				offl += o;
 				close(fd);
 				last = -1;
 			}
@@ -218,7 +231,7 @@ int main(int argc, char **argv)
 	else if (server)
 		printf("bytes ok\n");
 	if (argv[1][0] == 'c')
-		printf("offloaded %d\n", offl);
+		printf("offloaded %d\ntransports %s\n", offl, tp);
 	if (last >= 0) {
 		close(last);
 		fd = open("/dev/null", O_RDONLY);
