@@ -393,11 +393,11 @@ static int all_free(const struct region *r)
 }
 
 /* trim_owned takes out of the table the owner regions of this process
- * that have every slot free beyond the OWN_IDLE_MAX used last (a client
- * that met many listeners, each with a region, keeps few), at most max
+ * that have every slot free beyond the keep used last (a client that met
+ * many listeners, each with a region, keeps few), at most max
  * of them, into gone, for drop_gone once the lock is released; the lock
  * is held. Returns how many. */
-static int trim_owned(struct made *gone, int max)
+static int trim_owned(struct made *gone, int max, int keep)
 {
 	pid_t me = osf_pid();
 	int i, idle, k = 0;
@@ -412,7 +412,7 @@ static int trim_owned(struct made *gone, int max)
 			if (!old || r->idle_since < old->idle_since)
 				old = r;
 		}
-		if (idle <= OWN_IDLE_MAX)
+		if (idle <= keep)
 			break;
 		gone[k].base = old->base;
 		gone[k].bytes = old->bytes;
@@ -421,6 +421,16 @@ static int trim_owned(struct made *gone, int max)
 		region_clear(old);
 	}
 	return k;
+}
+
+/* own_idle_max is how many owner regions with every slot free
+ * trim_owned keeps: OWN_IDLE_MAX, or 1 when the limit the last fd window
+ * read was soft = hard, where their fds are the program's
+ * (osf_fdt_budget_ok counts them: a process whose tests each make a
+ * listener kept one region per listener met). */
+static int own_idle_max(void)
+{
+	return osf_fdt_tight_seen() ? 1 : OWN_IDLE_MAX;
 }
 
 /* drop_gone unmaps and closes what trim_owned took out; the lock is not
@@ -460,7 +470,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 			break;
 		/* None free: make a region, outside the lock (the fd table's
 		 * lock is never taken under this one). */
-		k = trim_owned(drop, TRIM_MAX);
+		k = trim_owned(drop, TRIM_MAX, make == OSF_POOL_CAPPED ? 0 : own_idle_max());
 		unlock();
 		drop_gone(drop, k);
 		/* Capped: the program's budget holds osf's fds (soft =
@@ -652,7 +662,7 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 		if (!r->nlive) {
 			r->idle_since = osf_now_ns();
 			if (r->owner == osf_pid())
-				k = trim_owned(drop, TRIM_MAX);
+				k = trim_owned(drop, TRIM_MAX, own_idle_max());
 			else if ((r->fd >= 0 || r->efd >= 0) && !named(r->fd) &&
 				 !named(r->efd) && (!r->by_hello || !keep)) {
 				dropfd[0] = r->fd; /* a mapper's: until its next connection */

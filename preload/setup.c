@@ -392,7 +392,9 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	 * hold it and a client process's link and region (OSF_FDT_TIGHT_CAP):
 	 * its connections hold no fd of their own. */
 	tight = osf.shm_kfd && osf.shm_efd ? osf_fdt_tight_limit() : 0;
-	if (tight ? !osf_fdt_budget_ok(1 + SETUP_CLIENT_FDS) : !osf_fdt_affordable()) {
+	if (tight ? !osf_fdt_budget_ok(1 + SETUP_CLIENT_FDS) &&
+		    (setup_link_prune(), !osf_fdt_budget_ok(1 + SETUP_CLIENT_FDS))
+		  : !osf_fdt_affordable()) {
 		/* soft = hard, a limit a program may fill: no companion, so
 		 * clients connect by kernel TCP, whose accepts cost the
 		 * program one fd each, as without osf (fdtable/fdwindow.c). */

@@ -384,7 +384,8 @@ again:
 		link = setup_link_get(&a, &d.owner, d.name);
 	if (!link && (census_take(a.port, &c) < 0 || c.n == 0))
 		return -1; /* nothing a companion could stand for */
-	if (!link && tight && !osf_fdt_budget_ok(1)) {
+	if (!link && tight && !osf_fdt_budget_ok(1) &&
+	    (setup_link_prune(), !osf_fdt_budget_ok(1))) { /* closed servers' links count */
 		*why = OSF_R_FD_CAP; /* no fd for a link: before the SYN */
 		return -1;
 	}

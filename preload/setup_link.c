@@ -177,6 +177,14 @@ void setup_link_keep(const struct ip *dst, int s, const struct ucred *owner,
 	pthread_mutex_unlock(&links.mu);
 }
 
+void setup_link_prune(void)
+{
+	pthread_mutex_lock(&links.mu);
+	own_locked();
+	prune_locked();
+	pthread_mutex_unlock(&links.mu);
+}
+
 uint32_t setup_link_wide(const struct ip *dst, unsigned gen)
 {
 	struct setup_link_note m;

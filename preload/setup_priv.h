@@ -197,4 +197,9 @@ struct setup_link_note {
 };
 uint32_t setup_link_wide(const struct ip *dst, unsigned gen);
 
+/* setup_link_prune closes the links whose server closed its end (its
+ * listener closed): at soft = hard under OSF_SHM_KFD they count in osf's
+ * fds (osf_fdt_budget_ok) until a new link would prune them. */
+void setup_link_prune(void);
+
 #endif
