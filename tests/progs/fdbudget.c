@@ -157,7 +157,7 @@ int main(int argc, char **argv)
 	struct sockaddr_in a = {.sin_family = AF_INET,
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct rlimit rl;
-	int server, n = 0, err = 0, fd, last = -1, max = -1, bad = 0, offl = 0;
+	int server, closer, n = 0, err = 0, fd, last = -1, max = -1, bad = 0, offl = 0;
 	char tp[257] = "";
 	char b[64];
 
@@ -167,7 +167,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 6)
 		max = atoi(argv[5]);
-	server = strcmp(argv[1], "server") == 0 || strcmp(argv[1], "closer") == 0;
+	closer = strcmp(argv[1], "closer") == 0;
+	server = strcmp(argv[1], "server") == 0 || closer;
 	a.sin_port = htons((unsigned short)atoi(argv[2]));
 	rl.rlim_cur = strtoul(argv[3], NULL, 10);
 	rl.rlim_max = strtoul(argv[4], NULL, 10);
@@ -205,7 +206,7 @@ int main(int argc, char **argv)
 			bad += !check(fd);
 			last = fd;
 			n++;
-			if (argv[1][0] == 'c') { /* closer */
+			if (closer) {
 				int o = osf_offloaded(fd);
 				if (n <= (int)sizeof(tp) - 1)
 					tp[n - 1] = o ? '1' : '0';
@@ -230,7 +231,7 @@ int main(int argc, char **argv)
 		printf("bytes bad %d\n", bad);
 	else if (server)
 		printf("bytes ok\n");
-	if (argv[1][0] == 'c')
+	if (closer)
 		printf("offloaded %d\ntransports %s\n", offl, tp);
 	if (last >= 0) {
 		close(last);
