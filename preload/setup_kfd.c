@@ -318,9 +318,13 @@ static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_a
  * are still accepted and served, at most the companion's backlog beyond
  * the cap. record (the park lock held, a listener of this process
  * alone): budget_reopen opens it again once osf holds few enough. */
-#define BSHUT_MAX 16
+#define BSHUT_MAX 8
 static struct {
 	int n;
+	pid_t pid;        /* the process that shut them: a fork child's
+			     listener is its parent's too, never opened
+			     again there (no write at the fork: a page
+			     fault of every child) */
 	long long looked; /* budget_reopen's last look (osf_now_ns) */
 	int fd[BSHUT_MAX];
 } bshut;
@@ -334,6 +338,10 @@ static void budget_shut(int aux_fd, int record)
 	if (!osf.shm_efd || !osf_fdt_tight_seen() || osf_fdt_budget_ok(2 * SETUP_CLIENT_FDS))
 		return;
 	(void)REAL(shutdown)(aux_fd, SHUT_RDWR);
+	if (record && bshut.pid != osf_pid()) {
+		bshut.n = 0;
+		bshut.pid = osf_pid();
+	}
 	for (i = 0; record && i < bshut.n && bshut.fd[i] != aux_fd; i++)
 		;
 	if (record && i == bshut.n && bshut.n < BSHUT_MAX)
@@ -410,7 +418,7 @@ static void budget_reopen(int lfd, int aux_fd, const struct osf_core_accept_in *
 	int saved = errno;
 	struct osf_fdt_entry *e;
 
-	if (!__atomic_load_n(&bshut.n, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&bshut.n, __ATOMIC_RELAXED) || bshut.pid != osf_pid())
 		return;
 	/* Shared with another process (forked, spawned, passed): it may
 	 * hold the shut one, or accept a connection whose hello this one
@@ -580,7 +588,5 @@ OSF_FORK_TEXT static void kfd_after_fork(void)
 		kfd_forget_locked(kfdq.n - 1, 0);
 	while (links.n > 0)
 		link_forget_locked(links.n - 1);
-	if (bshut.n) /* the listener is its parent's too: never opened again here */
-		bshut.n = 0; /* (a write only then: a fork child's page fault) */
 }
 OSF_AFTER_FORK(kfd_after_fork, OSF_FORK_RELEASE);
