@@ -166,8 +166,12 @@ POOL_TESTS := TestShm|TestHostile|TestSmallExchange|TestFork|TestHandoff|TestChu
 # The shm tests run once more with each connection's fd its own kernel TCP
 # socket (OSF_TEST_SHM_KFD=1: OSF_SHM_KFD=1, off by default), a subset that
 # passes so (docs/D2-PROPOSAL.md step 3 lists the rest, by cause); the
-# soak for 10 s there.
-KFD_TESTS := TestKfd|TestSemantics$$|TestForkExec(Inetd|Pipeline|EnvReplaced|CloseRange|System|Vfork|Activate|Hold|Daemon|BlockedReader|Prefork)$$|TestHandoffSCMRights|TestSpawnedChildReadsAfterParentAndClientClosed|TestAcceptNonblockingEmptyOrFull|TestGoExecPassConn|TestGoServerCClient|TestStaticGoC$$|TestShmNginxWrk|TestAcceptEMFILEKeepsConnection|TestAcceptSpins|TestForkPageFaults|TestSoak|TestForkExecSharedWriters|TestFirstConnectSystemCalls|TestCurlConnectCarriesOnlySetOptions|TestNodelayAfterConnectMakesNoSocket|TestConnectWindowsShared|TestServerBoundsRingSize|TestSpoofedPeerAddress|TestFdBudgetSoftEqualsHard|TestFdBudgetClientProcesses
+# soak for 10 s there. The RDMA stand-in's conformance legs are there for
+# the listener the core sets up, and the hostile peers; left out for the
+# leg's time, they pass with the switch by hand: TestSemanticsRDMACaller
+# (35 s), TestIdleRingsGiveMemoryBack, TestForkExecDuplex,
+# TestRDMASimLinks, TestHostileServer.
+KFD_TESTS := TestKfd|TestListenCompanionFirst|TestPythonSocketAPIs|TestQsock$$|TestSandboxedConnection|TestSemantics$$|TestForkExec(Inetd|Pipeline|EnvReplaced|CloseRange|System|Vfork|Activate|Hold|Daemon|BlockedReader|Prefork|PosixSpawn)$$|TestGoExecPassListener|TestValgrindSuppressions|TestHandoffSCMRights|TestSpawnedChildReadsAfterParentAndClientClosed|TestAcceptNonblockingEmptyOrFull|TestGoExecPassConn|TestGoServerCClient|TestStaticGoC$$|TestShmNginxWrk|TestAcceptEMFILEKeepsConnection|TestAcceptSpins|TestForkPageFaults|TestSoak|TestForkExecSharedWriters|TestFirstConnectSystemCalls|TestCurlConnectCarriesOnlySetOptions|TestNodelayAfterConnectMakesNoSocket|TestConnectWindowsShared|TestServerBoundsRingSize|TestSpoofedPeerAddress|TestConformance$$|TestRDMACallerPollerTakes|TestWakeTokensBounded|TestHostile(Client|LockFreeze|PortClaim|HelloFlood)$$|TestTrimNeverPunchesOutsideRing|TestFdBudgetSoftEqualsHard|TestFdBudgetClientProcesses
 
 test: test-deps build
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './build/*')); \

@@ -406,6 +406,15 @@ static void recount(void)
 		}
 		account(c, 1);
 	}
+	/* A listener's hello store crosses with its companion (its fds were
+	 * made inheritable for the exec when the companion was). */
+	OSF_FDT_FOREACH(efd, c) {
+		struct osf_fdt_entry *a;
+		if (c->kind == OSF_FD_HIDDEN && (c->flags & OSF_FDF_STORE) && c->aux_fd >= 0 &&
+		    c->owner_fd != -2 && (a = osf_fdt_lookup(c->aux_fd)) != NULL &&
+		    a->kind == OSF_FD_HIDDEN && a->owner_fd == -2)
+			c->owner_fd = -2;
+	}
 	OSF_FDT_FOREACH(efd, c) {
 		if (c->kind != OSF_FD_HIDDEN || efd == fdt_fd)
 			continue;

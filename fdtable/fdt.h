@@ -422,6 +422,12 @@ static inline int osf_fdt_is_reserved(int fd)
 /* osf_fdt_close_hidden closes a hidden fd and forgets it. */
 void osf_fdt_close_hidden(int hfd);
 
+/* osf_fdt_tag_store records on hidden fd hfd's entry that it is one of
+ * the fds of companion's hello store (tag: OSF_FDF_STORE_RD, _WR or _PG;
+ * preload/setup_fam.c): the entry crosses exec when the companion's does
+ * (an exec'd image's adoption keeps it). 0, or -1 when hfd is not hidden. */
+int osf_fdt_tag_store(int hfd, int companion, uint32_t tag);
+
 /* osf_fdt_is_hidden reports whether fd is one of osf's own fds, checking
  * its identity so that a stale entry (an fd closed behind osf's back and
  * reused by the application) is forgotten rather than protected. */

@@ -308,6 +308,20 @@ struct osf_fdt_entry *osf_fdt_get(int fd)
 	return e;
 }
 
+int osf_fdt_tag_store(int hfd, int companion, uint32_t tag)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(hfd);
+
+	if (!e || e->kind != OSF_FD_HIDDEN || held_by_me())
+		return -1;
+	osf_fdt_lock();
+	e->flags = (e->flags & ~OSF_FDF_STORE) | (tag & OSF_FDF_STORE);
+	e->aux_fd = companion;
+	osf_fdt_unlock();
+	osf_fdt_touch();
+	return 0;
+}
+
 void osf_fdt_touch(void)
 {
 	if (fdt_hdr)

@@ -180,8 +180,9 @@ enum osf_role {
 				      as OSF_FDF_REGIONFD's memfd; the
 				      connection's writers wake on it */
 #define OSF_FDF_EXECSHARED 0x1000000u /* LISTEN: shared with a spawned or
-				      exec'd image, which no fork family's
-				      hello store reaches (setup_fam.c) */
+				      exec'd image (or passed over a
+				      socket) without a hello store
+				      (setup_fam.c) */
 #define OSF_FDF_NBSOCK 0x2000000u /* INET: made with SOCK_NONBLOCK */
 #define OSF_FDF_FLSET 0x4000000u  /* INET: its file status flags may not be
 				      socket()'s any more (F_SETFL or
@@ -190,6 +191,13 @@ enum osf_role {
 				      them (F_GETFL), else O_NONBLOCK is
 				      OSF_FDF_NBSOCK (and no fork or spawn
 				      shared it: osf.fl_shared) */
+/* HIDDEN: one of the three fds of an OSF_SHM_KFD listener's hello store
+ * (preload/setup_fam.c), its aux_fd the listener's companion: they cross
+ * exec with that companion, and the new image finds the store again. */
+#define OSF_FDF_STORE_RD 0x8000000u  /* the read end of its socket pair */
+#define OSF_FDF_STORE_WR 0x10000000u /* the write end */
+#define OSF_FDF_STORE_PG 0x20000000u /* the memfd of its mutex's page */
+#define OSF_FDF_STORE (OSF_FDF_STORE_RD | OSF_FDF_STORE_WR | OSF_FDF_STORE_PG)
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

@@ -108,7 +108,20 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 		/* RDMA: what arrived may still be in the completion queue. */
 		if (conn_rdma_rx(c) && osf_conn_rdma_take(c, 1) && osf_side_rx_used(&c->s) != 0)
 			return 2;
-		osf_side_drain(&c->s, fd, &c->s.me->rx_waiters);
+		/* The wake socket's end and stale tokens: over RDMA, with the
+		 * engine in this process, the end comes after a bump of
+		 * close_seq (a look without a system call) and tokens are
+		 * counted before they are sent, so a poll of the socket per
+		 * EAGAIN found nothing. Not with the kernel's socket as the fd
+		 * (OSF_SHM_KFD): the peer's end comes there. */
+		if (conn_rdma_rx(c) && !c->kfd && osf_conn_rdma_own(c)) {
+			osf_side_peer_closing(&c->s, fd);
+			if (__atomic_load_n(&c->s.me->rx_tokens, __ATOMIC_ACQUIRE) >
+			    __atomic_load_n(&c->s.me->rx_waiters, __ATOMIC_ACQUIRE))
+				osf_side_drain(&c->s, fd, &c->s.me->rx_waiters);
+		} else {
+			osf_side_drain(&c->s, fd, &c->s.me->rx_waiters);
+		}
 		st = osf_side_state(&c->s);
 		if (!(st & OSF_CS_GONE) && osf_side_arm_rx(&c->s))
 			return 2;
@@ -196,6 +209,12 @@ int conn_wait_room(struct osf_conn *c, int fd)
 	osf_reap_kick();
 	if (conn_rdma(c))
 		osf_conn_rdma_blocked(c);
+	/* RDMA: room comes as the peer's credit, a completion this thread
+	 * takes itself, asleep on the connection's channel (conn_rdma.c).
+	 * Not with the kernel's socket as the fd (OSF_SHM_KFD): its end
+	 * comes there. */
+	if (conn_rdma_rx(c) && !c->kfd && (r = osf_conn_rdma_sleep_room(c, fd)) != 1)
+		return r;
 	spin = spin_begin(c, &sleeps);
 	/* OSF_SHM_KFD, not accepted yet: the server's reset of a connection
 	 * whose hello it could not find comes on the kernel socket only. */

@@ -126,6 +126,11 @@ static inline int conn_rdma_rx(const struct osf_conn *c)
  * osf_conn_rdma_credit posts the credit for c's consumption up to tail
  * when due: 0 when it is left to the engine. */
 int osf_conn_rdma_take(struct osf_conn *c, int look);
+/* osf_conn_rdma_own reports whether c's engine runs in this process (its
+ * sending state found, made by this process): the engine then bumps
+ * close_seq before it closes its end of the wake socket (sdp/rdma
+ * stream.go endLocal). */
+int osf_conn_rdma_own(struct osf_conn *c);
 int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have);
 int osf_conn_rdma_credit(struct osf_conn *c, uint64_t tail);
 
@@ -146,6 +151,16 @@ void osf_conn_rdma_blocked(struct osf_conn *c);
  * for a signal (restarted after an SA_RESTART handler when no timeout is
  * set). 1 when it cannot sleep so: the caller sleeps on the wake socket. */
 int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have);
+
+/* osf_conn_rdma_sleep_room is osf_side_wait_room for a writer of such a
+ * connection: asleep in poll on the channel and the writers' wake socket,
+ * it takes the completions itself (the peer's credit makes the room), so
+ * that a blocked writer wakes neither the engine nor a Go thread. It
+ * gives send's answers (0, -EAGAIN after SO_SNDTIMEO, -EINTR), or 1 when
+ * it cannot sleep so (also while SO_SNDBUF or the peer's SO_RCVBUF, or a
+ * trim's stop, holds the writer back: room then comes without a credit):
+ * the caller sleeps on the writers' socket as before. */
+int osf_conn_rdma_sleep_room(struct osf_conn *c, int fd);
 
 /* osf_conn_rdma_chan is a poller's sleep on c's channel (selectmux/ready.h
  * chan, how OSF_CHAN_*; docs/ARCHITECTURE.md "A poller sleeps on its

@@ -79,6 +79,13 @@ int osf_conn_rdma_take(struct osf_conn *c, int look)
 			    (int32_t)osf_pid()) > 0;
 }
 
+int osf_conn_rdma_own(struct osf_conn *c)
+{
+	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
+
+	return tx && tx->pid == (int32_t)osf_pid();
+}
+
 int osf_conn_rdma_credit(struct osf_conn *c, uint64_t tail)
 {
 	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
@@ -112,12 +119,23 @@ int osf_conn_rdma_spin(struct osf_conn *c, unsigned spin_us, int64_t have)
 void osf_conn_rdma_blocked(struct osf_conn *c)
 {
 	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
+	const uint32_t *looks;
 	uint64_t mark;
 
 	if (!tx || !tx->rx || tx->pid != (int32_t)osf_pid() ||
 	    !__atomic_load_n(&tx->live, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) !=
 		    __atomic_load_n(&c->rtx_gen, __ATOMIC_RELAXED))
+		return;
+	/* The engine sleeps at most a second (rx.h eng_looks: a thread holds
+	 * a channel, or it is hot): its next look sees the stall without a
+	 * kick. The bytes this writer waits to send were published before
+	 * (the fence); a look after this read comes after them. A poller
+	 * for room holds its own channel meanwhile, so a stream's writer
+	 * kicks the engine no more (it did once per credit of the peer). */
+	looks = __atomic_load_n(&tx->rx->eng_looks, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (looks && __atomic_load_n(looks, __ATOMIC_RELAXED))
 		return;
 	/* Once per credit: a writer that blocks again before the peer's
 	 * next credit adds nothing the engine does not know. */
@@ -212,33 +230,39 @@ static void chan_rearm(struct osf_rdma_tx *tx, uint32_t gen, int fd)
 	osf_rdma_ep_unlock(rx);
 }
 
-/* own_take_quiet lowers c's rx_want before this thread, a counted
- * reader or poller whose channel fired, takes the completions itself:
- * its own take then sends it no token (a send, and the recv that drains
- * it: two system calls a message). Not when another waiter counts on the
- * flag: one that arms meanwhile raises it after counting itself
+/* own_take_quiet lowers c's want flag of a kind (want and waiters: its
+ * rx_ or tx_ words) before this thread, a counted reader, poller or
+ * writer whose channel fired, takes the completions itself: its own take
+ * then sends it no token (a send, and the recv that drains it: two
+ * system calls a message). Not when another waiter counts on the flag:
+ * one that arms meanwhile raises it after counting itself
  * (osf_side_arm), so either it is seen here and the flag goes back up,
  * or its raise comes after the lowering. want_again raises it before
- * this thread sleeps once more (reporting 1 when data came meanwhile). */
-static int own_take_quiet(struct osf_side *s)
+ * this thread sleeps once more, unless the socket of the kind is shut
+ * here (shut: OSF_SIDE_RDSOCK or _WRSOCK). */
+static int own_take_quiet(uint32_t *want, const uint32_t *waiters)
 {
-	if (!__atomic_exchange_n(&s->me->rx_want, 0, __ATOMIC_SEQ_CST))
+	if (!__atomic_exchange_n(want, 0, __ATOMIC_SEQ_CST))
 		return 0;
-	if (__atomic_load_n(&s->me->rx_waiters, __ATOMIC_SEQ_CST) > 1)
-		__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(waiters, __ATOMIC_SEQ_CST) > 1)
+		__atomic_store_n(want, 1, __ATOMIC_SEQ_CST);
 	return 1;
 }
 
-static void want_again(struct osf_side *s)
+static void want_again(struct osf_side *s, uint32_t *want, uint32_t shut)
 {
-	if (!(osf_side_my_flags(s) & OSF_SIDE_RDSOCK))
-		__atomic_store_n(&s->me->rx_want, 1, __ATOMIC_RELAXED);
+	if (!(osf_side_my_flags(s) & shut))
+		__atomic_store_n(want, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-/* rx_done: more than have bytes, or nothing more can come. */
-static int rx_done(const struct osf_side *s, int64_t have)
+/* sleep_done: for a reader (kind OSF_ARM_RX), more than have bytes or
+ * nothing more can come; for a writer, room or the end (a write would
+ * not block). */
+static int sleep_done(const struct osf_side *s, int kind, int64_t have)
 {
+	if (kind == OSF_ARM_TX)
+		return osf_side_tx_ready(s) || s->pending_err;
 	return osf_side_rx_past(s, have) ||
 	       (osf_side_peer_flags(s) & (OSF_SIDE_FIN | OSF_SIDE_RESET)) ||
 	       (osf_side_state(s) & (OSF_CS_GONE | OSF_CS_BROKEN)) ||
@@ -359,13 +383,21 @@ int osf_conn_rdma_chan(struct osf_conn *c, int how, struct osf_chan_wait *w)
 		}
 		__atomic_add_fetch(&tx->rx->chan_sleeps, 1, __ATOMIC_RELAXED);
 		return 0;
-	case OSF_CHAN_FIRED: /* disarm follows: no sleep before the next arm */
+	case OSF_CHAN_FIRED: { /* disarm follows: no sleep before the next arm */
+		int took;
+
 		chan_rearm(tx, gen, w->fd);
 		/* Not a wait for room alone: the readers' flag is theirs,
 		 * and lowered here their data would send them no token. */
 		if (w->reader)
-			(void)own_take_quiet(&c->s);
-		return take_sure(tx, gen);
+			(void)own_take_quiet(&c->s.me->rx_want, &c->s.me->rx_waiters);
+		took = take_sure(tx, gen);
+		/* Tokens are counted before they are sent (segment.h
+		 * osf_wake_send): none counted, none waits on the socket. */
+		if (took > 0 && !__atomic_load_n(&c->s.me->rx_tokens, __ATOMIC_ACQUIRE))
+			return 1;
+		return took > 0 ? 2 : took;
+	}
 	default:
 		chan_leave(tx, gen, w->fd, w->ep);
 		return 0;
@@ -401,45 +433,60 @@ static long rcv_timeout(struct osf_conn *c, int fd)
 	return ms;
 }
 
-int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
+/* chan_sleep is osf_conn_rdma_sleep (kind OSF_ARM_RX) and
+ * osf_conn_rdma_sleep_room (OSF_ARM_TX): asleep in poll on c's channel
+ * and the wake socket of the kind (a reader's: the holder of fd; a
+ * writer's: the writers' socket, held by the writer's reference to c). */
+static int chan_sleep(struct osf_conn *c, int fd, int kind, int64_t have)
 {
 	struct osf_rdma_tx *tx = __atomic_load_n(&c->rtx, __ATOMIC_ACQUIRE);
 	uint32_t gen = __atomic_load_n(&c->rtx_gen, __ATOMIC_RELAXED);
+	struct osf_seg_side *me = c->s.me;
+	uint32_t *want = kind == OSF_ARM_TX ? &me->tx_want : &me->rx_want;
+	uint32_t *waiters = kind == OSF_ARM_TX ? &me->tx_waiters : &me->rx_waiters;
+	uint32_t shut = kind == OSF_ARM_TX ? OSF_SIDE_WRSOCK : OSF_SIDE_RDSOCK;
 	long deadline = -1, tmo;
 	int cfd, wfd, took, woken = 0, stuck = 0, r = 0, n, ms, quiet = 0;
 
 	if (!tx || !tx->rx || __atomic_load_n(&tx->rx->chan_fd, __ATOMIC_RELAXED) < 0 ||
 	    tx->pid != (int32_t)osf_pid())
 		return 1;
-	if ((tmo = rcv_timeout(c, fd)) > 0) /* in µs: a deadline in whole ms ended early */
+	/* recv's SO_RCVTIMEO; send's SO_SNDTIMEO is the writers' socket's
+	 * SO_RCVTIMEO (conn_tcp.c), read per sleep (once per credit). */
+	tmo = kind == OSF_ARM_TX ? osf_sock_timeout_ms(c->s.wfd, 0) : rcv_timeout(c, fd);
+	if (tmo > 0) /* in µs: a deadline in whole ms ended early */
 		deadline = osf_mono_us() + tmo * 1000;
 	/* The wake socket, through the holder: poll holds a file only while
 	 * it sleeps, and this thread may poll several times. */
-	if ((wfd = hold_get(c, fd)) < 0)
+	if ((wfd = kind == OSF_ARM_TX ? c->s.wfd : hold_get(c, fd)) < 0)
 		return 1;
 	if ((cfd = chan_enter(tx, gen, -1, 0)) < 0) {
-		hold_put(c);
+		if (kind == OSF_ARM_RX)
+			hold_put(c);
 		return 1;
 	}
-	/* Counted as a reader with rx_want up, as any: whoever else takes
+	/* Counted as a waiter with its flag up, as any: whoever else takes
 	 * this connection's completions (the engine, another thread) and
-	 * publishes wakes this thread with a token. */
-	(void)osf_side_arm(&c->s, wfd, OSF_ARM_RX, 0);
-	__atomic_add_fetch(&c->s.me->sleeps, 1, __ATOMIC_RELAXED);
+	 * publishes (data, or a credit that makes room) wakes this thread
+	 * with a token. */
+	(void)osf_side_arm(&c->s, kind == OSF_ARM_TX ? fd : wfd, kind, 0);
+	if (kind == OSF_ARM_TX) /* osf_side_arm raises it only with no room */
+		want_again(&c->s, want, shut);
+	__atomic_add_fetch(&me->sleeps, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&tx->rx->chan_sleeps, 1, __ATOMIC_RELAXED);
 	osf_intr_begin();
 	took = take_sure(tx, gen);
 	for (;;) {
 		struct pollfd p[2] = {{wfd, POLLIN, 0}, {cfd, POLLIN, 0}};
 
-		if (rx_done(&c->s, have))
+		if (sleep_done(&c->s, kind, have))
 			break;
 		if (took < 0) /* retired or closing: the engine's, and the wake socket's */
 			chan_drop(tx, gen, &cfd);
 		if (quiet) { /* asleep again: whoever publishes wakes it */
 			quiet = 0;
-			want_again(&c->s);
-			if (rx_done(&c->s, have))
+			want_again(&c->s, want, shut);
+			if (sleep_done(&c->s, kind, have))
 				break;
 		}
 		ms = -1;
@@ -454,8 +501,8 @@ int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 		p[1].fd = cfd;
 		n = REAL(poll)(p, cfd >= 0 ? 2 : 1, ms);
 		if (n < 0) {
-			/* As recv: restarted after SA_RESTART handlers, unless
-			 * SO_RCVTIMEO is set. */
+			/* As recv and send: restarted after SA_RESTART
+			 * handlers, unless a timeout is set. */
 			if (errno == EINTR && deadline < 0 && osf_intr_restart()) {
 				osf_intr_begin();
 				took = 0;
@@ -478,7 +525,7 @@ int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 			continue;
 		}
 		chan_rearm(tx, gen, cfd);
-		quiet = own_take_quiet(&c->s);
+		quiet = own_take_quiet(want, waiters);
 		took = take_sure(tx, gen);
 		/* The stand-in's socket stays readable while what it holds
 		 * waits for a receive to be posted (RNR): this thread leaves
@@ -487,8 +534,23 @@ int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
 		if (stuck > 2)
 			chan_drop(tx, gen, &cfd);
 	}
-	osf_side_disarm(&c->s, wfd, OSF_ARM_RX, woken ? OSF_ARM_RX : 0);
+	osf_side_disarm(&c->s, wfd, kind, woken ? kind : 0);
 	chan_drop(tx, gen, &cfd);
-	hold_put(c);
+	if (kind == OSF_ARM_RX)
+		hold_put(c);
 	return r;
+}
+
+int osf_conn_rdma_sleep(struct osf_conn *c, int fd, int64_t have)
+{
+	return chan_sleep(c, fd, OSF_ARM_RX, have);
+}
+
+int osf_conn_rdma_sleep_room(struct osf_conn *c, int fd)
+{
+	/* Held back by the buffer sizes or a trim's stop, room comes without
+	 * a credit (side.c sleep_limited looks again every 20 ms). */
+	if (c->s.wfd < 0 || osf_side_tx_limit(&c->s) < c->s.size || osf_side_tx_stopped(&c->s))
+		return 1;
+	return chan_sleep(c, fd, OSF_ARM_TX, 0);
 }

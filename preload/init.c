@@ -7,6 +7,7 @@
 #include "conf.h"
 #include "../sdp/side.h"
 #include "conn.h"
+#include "setup.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -288,6 +289,8 @@ __attribute__((constructor)) static void osf_constructor(void)
 		osf_sandbox_check();
 	if (tfd >= 0 && osf_fdt_adopt(tfd, osf.image) < 0)
 		osf_report("inherited fd table at fd %d is unusable", tfd);
+	else if (tfd >= 0)
+		osf_setup_kfd_adopt(); /* listeners' hello stores (setup_fam.c) */
 	if (osf_go_table)
 		(void)osf_fdt_ensure();
 	for (int fd = 0; tfd >= 0 && fd <= 2; fd++)

@@ -112,13 +112,7 @@ int osf_kfd_marked(int nfd)
 
 int osf_kfd_accepted(int nfd, struct osf_core_conn *cc, int flags)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-
 	nodelay(nfd);
-	memset(cc->local, 0, sizeof(cc->local));
-	if (REAL(getsockname)(nfd, (struct sockaddr *)&ss, &sl) == 0)
-		memcpy(cc->local, &ss, sl < sizeof(cc->local) ? sl : sizeof(cc->local));
 	cc->wake_fd = -1; /* nfd itself */
 	return osf_conn_install(nfd, cc, OSF_ROLE_SERVER, (flags & SOCK_CLOEXEC) != 0,
 				(flags & SOCK_NONBLOCK) != 0,

@@ -26,7 +26,7 @@ int osf_kfd_marked(int nfd);
 
 /* osf_kfd_accepted installs accepted socket nfd (accept4's flags) as the
  * server's end of the connection whose hello osf_setup_kfd_take gave in
- * cc (peer filled): 0, or -1 with errno (cc released). */
+ * cc (peer and local filled): 0, or -1 with errno (cc released). */
 int osf_kfd_accepted(int nfd, struct osf_core_conn *cc, int flags);
 
 /* osf_kfd_lowat puts the kernel's SO_RCVLOWAT of connection socket fd
@@ -39,5 +39,12 @@ void osf_kfd_lowat(int fd);
  * ring holds unread data or linger0 (the program's SO_LINGER 0), so that
  * the kernel sends the RST TCP would and a FIN otherwise. */
 void osf_kfd_close(struct osf_conn *c, int fd, int linger0);
+
+/* osf_kfd_shut_foreign shuts the companion of each OSF_SHM_KFD listener
+ * an image that runs without osf is about to inherit (spawn with file
+ * actions: any, they may move one; else those without close-on-exec),
+ * in every process, before it can accept: such an image reads no hello,
+ * so its connections must be kernel TCP (sock_accept.c). */
+void osf_kfd_shut_foreign(int any);
 
 #endif

@@ -13,6 +13,7 @@
  * place instead of connections it cannot use (osf_conn_exec_unfollowable).
  */
 #include "conn.h"
+#include "kfd.h"
 #include "setup.h"
 
 #include <fcntl.h>
@@ -50,21 +51,87 @@ int osf_thread_start(void *(*fn)(void *), const char *name)
 	return rc;
 }
 
-/* share_listeners marks the listeners another process will hold too
- * (all at fork; spawn: the inheritable ones; exec: another image's, which
- * no fork family's hello store reaches): TCP_DEFER_ACCEPT then parks
- * nothing in this process's park, which only it could take from. */
-OSF_FORK_TEXT static void share_listeners(int spawn, int exec)
+/* glibc's file action (spawn_int.h, the same since 2.2): a tag, then
+ * the action's operands; close's is an int, dup2's two. */
+struct glibc_spawn_action {
+	int tag; /* 0: close, 1: dup2 */
+	union {
+		struct {
+			int fd;
+		} close;
+		struct {
+			int fd, newfd;
+		} dup2;
+		struct {
+			int fd;
+			char *path;
+			int oflag;
+			mode_t mode;
+		} open;
+	} u;
+};
+
+/* spawn_actions puts fa's actions in *a and their count in *n: 0, or -1
+ * when fa cannot be read as glibc's (fa not NULL). */
+static int spawn_actions(const posix_spawn_file_actions_t *fa,
+			 const struct glibc_spawn_action **a, int *n)
+{
+	*a = (const struct glibc_spawn_action *)(const void *)fa->__actions;
+	if (fa->__used < 0 || fa->__used > fa->__allocated || (fa->__used && !*a))
+		return -1;
+	*n = fa->__used;
+	return 0;
+}
+
+/* spawn_closes reports whether file actions fa close fd in the spawned
+ * image and copy it nowhere first: that image never holds it. */
+static int spawn_closes(const posix_spawn_file_actions_t *fa, int fd)
+{
+	const struct glibc_spawn_action *a;
+	int n = 0, i;
+
+	if (!fa || spawn_actions(fa, &a, &n) < 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (a[i].tag == 1 && a[i].u.dup2.fd == fd)
+			return 0;
+		if (a[i].tag == 0 && a[i].u.close.fd == fd)
+			return 1;
+	}
+	return 0;
+}
+
+/* share_listeners marks the listeners a fork child will hold too: all of
+ * them. TCP_DEFER_ACCEPT then parks nothing in this process's park, which
+ * only it could take from. */
+OSF_FORK_TEXT static void share_listeners(void)
 {
 	struct osf_fdt_entry *e;
 	int fd;
 
 	OSF_FDT_FOREACH(fd, e) {
-		if (e->kind == OSF_FD_LISTEN &&
-		    !(spawn && (e->flags & OSF_FDF_CLOEXEC)))
-			__atomic_or_fetch(&e->flags,
-					  OSF_FDF_SHARED | (exec ? OSF_FDF_EXECSHARED : 0),
-					  __ATOMIC_RELAXED);
+		if (e->kind == OSF_FD_LISTEN)
+			__atomic_or_fetch(&e->flags, OSF_FDF_SHARED, __ATOMIC_RELAXED);
+	}
+}
+
+/* share_listeners_exec is share_listeners for an exec'd image: spawn, the
+ * inheritable listeners that file actions fa do not close; else all. An
+ * OSF_SHM_KFD listener another image shares gets a hello store that
+ * crosses the exec (setup_fam.c, as at fork); one that has none is marked
+ * OSF_FDF_EXECSHARED (its first accept shuts its companion). */
+static void share_listeners_exec(int spawn, const posix_spawn_file_actions_t *fa)
+{
+	struct osf_fdt_entry *e;
+	int fd;
+
+	OSF_FDT_FOREACH(fd, e) {
+		if (e->kind != OSF_FD_LISTEN || (spawn && (e->flags & OSF_FDF_CLOEXEC)) ||
+		    (spawn && spawn_closes(fa, fd)))
+			continue;
+		__atomic_or_fetch(&e->flags,
+				  OSF_FDF_SHARED | (osf_setup_kfd_store(fd) ? 0 : OSF_FDF_EXECSHARED),
+				  __ATOMIC_RELAXED);
 	}
 }
 
@@ -108,7 +175,7 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	used = osf_fdt_table_fd() >= 0 || osf_core_touched();
 	if (!osf.fl_shared) /* before: the child has it without a write, and */
 		osf.fl_shared = 1; /* once: a write per fork is a page fault after it */
-	share_listeners(0, 0);
+	share_listeners();
 	snap = osf_fdt_fork_prepare();
 	osf_conn_fork_holders(1);
 	pid = REAL(fork)();
@@ -246,23 +313,6 @@ static char **exec_env(char *const envp[], int force, int table)
 
 char **osf_exec_env(char *const envp[]) { return exec_env(envp, 0, -1); }
 
-/* glibc's file action (spawn_int.h, the same since 2.2): a tag, then
- * the action's operands; dup2's are two ints. */
-struct glibc_spawn_action {
-	int tag; /* 1: dup2 */
-	union {
-		struct {
-			int fd, newfd;
-		} dup2;
-		struct {
-			int fd;
-			char *path;
-			int oflag;
-			mode_t mode;
-		} open;
-	} u;
-};
-
 #define SPAWN_DUP2_MAX 64
 
 /* spawn_holders counts (delta 1) or uncounts (-1, the spawn failed) a
@@ -272,19 +322,18 @@ struct glibc_spawn_action {
  * fa cannot be read as glibc's. */
 static void spawn_holders(const posix_spawn_file_actions_t *fa, int delta)
 {
-	int fds[SPAWN_DUP2_MAX], n = 0, i;
+	int fds[SPAWN_DUP2_MAX], n = 0, i, used = 0;
 	const struct glibc_spawn_action *a;
 
 	if (!fa) {
 		osf_conn_spawn_holders(NULL, 0, 0, delta);
 		return;
 	}
-	a = (const struct glibc_spawn_action *)(const void *)fa->__actions;
-	if (fa->__used < 0 || fa->__used > fa->__allocated || (fa->__used && !a)) {
+	if (spawn_actions(fa, &a, &used) < 0) {
 		osf_conn_spawn_holders(NULL, 0, 1, delta);
 		return;
 	}
-	for (i = 0; i < fa->__used; i++) {
+	for (i = 0; i < used; i++) {
 		if (a[i].tag != 1)
 			continue;
 		if (n == SPAWN_DUP2_MAX) {
@@ -311,7 +360,7 @@ static char **spawn_env(const posix_spawn_file_actions_t *fa,
 	*counted = 0;
 	if (!force && !osf_fdt_inheritable())
 		return (char **)envp;
-	share_listeners(1, 1);
+	share_listeners_exec(1, fa);
 	spawn_holders(fa, 1);
 	*counted = 1;
 	*snap = osf_fdt_spawn_snapshot();
@@ -339,7 +388,7 @@ int osf_spawn_begin(void)
 	child_image_begins();
 	if (!osf_fdt_offloaded())
 		return -1;
-	share_listeners(0, 1);
+	share_listeners_exec(0, NULL);
 	/* os/exec's child dup2s what it passes in raw system calls: any */
 	osf_conn_spawn_holders(NULL, 0, 1, 1);
 	snap = osf_fdt_spawn_snapshot();
@@ -434,8 +483,10 @@ static int unfollowable_file(const char *file)
 static void guard(int judge, struct osf_exec_undo *u)
 {
 	u->n = 0;
-	if (judge)
+	if (judge) {
 		osf_conn_exec_unfollowable(u);
+		osf_kfd_shut_foreign(0);
+	}
 }
 
 /* unguard undoes guard after an exec that failed. */
@@ -481,7 +532,9 @@ static int exec_held(int (*real)(const char *, char *const[], char *const[]),
 	osf_fdt_settle();
 	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollow(path), &u);
+	osf_setup_kfd_exec_inherit(1);
 	r = HELD(real(path, argv, env));
+	osf_setup_kfd_exec_inherit(0);
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
@@ -517,7 +570,9 @@ OSF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	osf_fdt_settle();
 	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollowable(fd, "", AT_EMPTY_PATH), &u);
+	osf_setup_kfd_exec_inherit(1);
 	r = HELD(REAL(fexecve)(fd, argv, env));
+	osf_setup_kfd_exec_inherit(0);
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
@@ -533,7 +588,9 @@ OSF_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 	osf_fdt_settle();
 	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollowable(dirfd, path, flags), &u);
+	osf_setup_kfd_exec_inherit(1);
 	r = HELD(REAL(execveat)(dirfd, path, argv, env, flags));
+	osf_setup_kfd_exec_inherit(0);
 	unguard(&u);
 	osf_exec_env_free(env, envp);
 	return r;
@@ -628,11 +685,14 @@ static int spawn_held(int (*real)(pid_t *, const char *,
 		      char *const envp[])
 {
 	struct spawn_guard g;
-	int snap, counted, r;
+	int snap, counted, r, foreign;
 	char **env;
 
 	child_image_begins();
-	fa = spawn_guard(HOLDS_CONNS() && unfollow(path), fa, &g);
+	foreign = HOLDS_CONNS() && unfollow(path);
+	if (foreign)
+		osf_kfd_shut_foreign(fa != NULL);
+	fa = spawn_guard(foreign, fa, &g);
 	env = spawn_env(fa, envp, &snap, &counted);
 	r = HELD(real(pid, path, fa, attr, argv, env));
 	spawn_done(env, envp, snap, fa, counted && r != 0);

@@ -54,15 +54,17 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		     int *window);
 
 /* osf_setup_kfd_take finds the hello (OSF_HELLO_F_KFD) of the kernel
- * connection from peer (its address as accept gave it) accepted on
- * listener lfd, whose companion is aux_fd: among the hellos kept, then
+ * connection from peer to local (its addresses as accept and getsockname
+ * gave them) accepted on listener lfd, whose companion is aux_fd, sent
+ * by the owner of its client end (or root): among the hellos kept, then
  * (look: the SYN was marked, or not saved) among those queued on the
  * companion's links (setup_accept.c), never waiting. 0 with cc filled
  * (its fds above the program's limit, names still to set), -1 when there
  * is none, 1 when its client made the connection kernel TCP after its
  * hello (OSF_SIDE_KERNEL). */
 int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		       const uint8_t peer[28], int look, struct osf_core_conn *cc);
+		       const uint8_t peer[28], const uint8_t local[28], int look,
+		       struct osf_core_conn *cc);
 
 /* osf_setup_kfd_shut keeps the hellos companion aux_fd of OSF_SHM_KFD
  * listener lfd queued, as osf_setup_kfd_take would, and shuts it in every
@@ -76,6 +78,20 @@ void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in
  * listener that has none and puts the links this process accepted in it. */
 int osf_setup_kfd_family(int aux_fd);
 void osf_setup_kfd_fork_prepare(void);
+
+/* The store crosses exec. osf_setup_kfd_store, called for each listener
+ * an exec'd or spawned image may share, makes listener lfd's store when
+ * it is an OSF_SHM_KFD listener without one, as a fork would: 1 when it
+ * has one, 0 when it is not such a listener or none could be made.
+ * osf_setup_kfd_exec_inherit (on) makes each store's fds cross the
+ * next exec when its companion does, (off) close-on-exec again (a spawn
+ * makes every hidden fd cross: osf_fdt_spawn_inherit). osf_setup_kfd_adopt,
+ * in an image that adopted an inherited fd table, finds the stores its
+ * table names (OSF_FDF_STORE) and maps their pages; a store whose
+ * listener did not cross is closed. */
+int osf_setup_kfd_store(int lfd);
+void osf_setup_kfd_exec_inherit(int on);
+void osf_setup_kfd_adopt(void);
 
 /* osf_setup_parked_fds puts up to max parked connections of companion
  * aux_fd into p (events POLLIN), for a blocking accept's wait; returns how

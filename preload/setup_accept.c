@@ -459,7 +459,7 @@ static int took_hello(int rc, const char *why, int cfd, const struct osf_core_ac
 		      struct osf_hello_in *hi, struct osf_core_conn *cc, struct ip *kfd);
 
 int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
-		      struct osf_core_conn *cc, struct ip *kfd)
+		      struct osf_core_conn *cc, struct ip *kfd, uid_t *by)
 {
 	struct osf_hello_in hi;
 	char why[160];
@@ -472,6 +472,8 @@ int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
 	osf_fdt_high_end();
 	if (rc == EAGAIN)
 		return rc;
+	if (by)
+		*by = hi.cr.uid; /* its sender's (SO_PEERCRED), when rc is 0 */
 	return took_hello(rc, why, cfd, in, &hi, cc, kfd);
 }
 
@@ -539,6 +541,7 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 {
 	long long now = osf_now_ns(), limit;
 	struct ip kfd;
+	uid_t by = 0;
 	int i;
 
 	limit = (long long)(setup_cfg.rc == OSF_ROUTE_OK ? setup_cfg.c.connect_timeout_ms : 1000) * 1000000LL;
@@ -586,9 +589,9 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			break; /* EMFILE: stays parked */
 		osf_fdt_close_hidden(park.p[i].hfd);
 		park.p[i] = park.p[--park.n];
-		rc = setup_take_hello(nfd, in, cc, &kfd);
+		rc = setup_take_hello(nfd, in, cc, &kfd, &by);
 		if (rc == 0 && kfd.port) {
-			setup_kfd_put_locked(aux_fd, lfd, cc, &kfd);
+			setup_kfd_put_locked(aux_fd, lfd, cc, &kfd, by);
 			REAL(close)(nfd);
 			continue;
 		}
@@ -608,6 +611,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 {
 	int tries, cfd, rc, defer = -1, win;
 	struct ip kfd;
+	uid_t by = 0;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
 	if (*wait_ms < 0)
@@ -642,7 +646,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		}
 		if (win)
 			osf_fdt_high_begin();
-		rc = setup_take_hello(cfd, in, cc, &kfd);
+		rc = setup_take_hello(cfd, in, cc, &kfd, &by);
 		if (rc == EAGAIN && *wait_ms > 0) {
 			/* An honest client sends its hello in the system call
 			 * after its connect, unless preempted in between: give
@@ -658,13 +662,13 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			*wait_ms = 0;
 			if (win)
 				osf_fdt_high_begin();
-			rc = setup_take_hello(cfd, in, cc, &kfd);
+			rc = setup_take_hello(cfd, in, cc, &kfd, &by);
 		}
 		if (rc == 0 && kfd.port) { /* kept for its kernel connection */
 			if (win)
 				osf_fdt_high_end();
 			pthread_mutex_lock(&park.mu);
-			setup_kfd_put_locked(aux_fd, lfd, cc, &kfd);
+			setup_kfd_put_locked(aux_fd, lfd, cc, &kfd, by);
 			pthread_mutex_unlock(&park.mu);
 			REAL(close)(cfd);
 			continue;

@@ -5,11 +5,12 @@
  * fd"). Any process of the family may accept a connection, so the hellos
  * and the links they come on (setup_kfd.c) sit where every process can
  * read them: a SOCK_SEQPACKET socket pair made at the listener's first
- * fork (its ends hidden and inherited, closed at exec), one fixed-size
+ * fork, spawn or exec (its ends hidden and inherited; across exec with
+ * the listener's companion: osf_setup_kfd_adopt), one fixed-size
  * record per message, a hello's two fds or a link's one attached, and the
  * client's credentials and the time it was first read in the record (a
  * re-posted message carries the re-poster's). A process scans it under a
- * robust process-shared mutex on a page only the family maps, and every
+ * robust process-shared mutex on a memfd's page only the family maps, and every
  * record it takes out that is not its own goes back before it lets go: no
  * hello is ever in transit while another process looks. A holder that
  * dies leaves the mutex to the next (EOWNERDEAD; what it held out is
@@ -44,16 +45,19 @@ struct fam_rec {
 	unsigned char msg[sizeof(struct osf_hello) + sizeof(struct osf_hello_pool)];
 };
 
-/* The family's page: MAP_SHARED anonymous, mapped before the fork. */
+/* The family's page: a memfd's, mapped MAP_SHARED before the fork (or
+ * the spawn or exec it crosses: osf_setup_kfd_adopt maps it again). */
 struct fam_page {
 	pthread_mutex_t mu; /* robust, process-shared */
 };
 
 /* This process's stores, one per companion, under the park lock. A fork
- * child inherits the table with the fds and the mapping. */
+ * child inherits the table with the fds and the mapping; an exec'd image
+ * finds them in the fd table (OSF_FDF_STORE, osf_setup_kfd_adopt). */
 static struct fam {
 	int aux_fd; /* the listener's companion */
 	int rd, wr; /* the pair's ends, hidden: records are sent on wr, read on rd */
+	int pgfd;   /* the page's memfd, hidden */
 	struct fam_page *pg;
 } fams[FAM_MAX];
 static int nfam;
@@ -68,25 +72,42 @@ static struct fam *find_locked(int aux_fd)
 	return NULL;
 }
 
+#define PAGE_BYTES 4096
+
+/* tag records f's fds in the fd table as its store's (osf_fdt_tag_store):
+ * 0, or -1. */
+static int tag(const struct fam *f)
+{
+	return osf_fdt_tag_store(f->rd, f->aux_fd, OSF_FDF_STORE_RD) |
+	       osf_fdt_tag_store(f->wr, f->aux_fd, OSF_FDF_STORE_WR) |
+	       osf_fdt_tag_store(f->pgfd, f->aux_fd, OSF_FDF_STORE_PG);
+}
+
 /* make_locked makes listener lfd's store (companion aux_fd): 0, or -1. */
 static struct fam *make_locked(int lfd, int aux_fd)
 {
 	pthread_mutexattr_t a;
 	struct fam_page *pg;
-	int sv[2], big = 4 << 20, rd, wr;
+	int sv[2], big = 4 << 20, rd = -1, wr = -1, pgfd = -1, m;
 
 	if (nfam == FAM_MAX)
 		return NULL;
-	pg = mmap(NULL, sizeof(*pg), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (pg == MAP_FAILED)
+	m = memfd_create("osf-kfd-store", MFD_CLOEXEC);
+	if (m < 0)
 		return NULL;
+	if (ftruncate(m, PAGE_BYTES) < 0 ||
+	    (pg = mmap(NULL, PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, m, 0)) == MAP_FAILED) {
+		REAL(close)(m);
+		return NULL;
+	}
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
 	pthread_mutex_init(&pg->mu, &a);
 	pthread_mutexattr_destroy(&a);
 	if (REAL(socketpair)(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
-		munmap(pg, sizeof(*pg));
+		REAL(close)(m);
+		munmap(pg, PAGE_BYTES);
 		return NULL;
 	}
 	/* The records queued are charged to the sending end (capped by
@@ -94,16 +115,24 @@ static struct fam *make_locked(int lfd, int aux_fd)
 	(void)REAL(setsockopt)(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 	wr = osf_fdt_hide(sv[0], lfd);
 	rd = wr < 0 ? -1 : osf_fdt_hide(sv[1], lfd);
-	if (rd < 0) {
+	pgfd = rd < 0 ? -1 : osf_fdt_hide(m, lfd);
+	fams[nfam] = (struct fam){aux_fd, rd, wr, pgfd, pg};
+	if (pgfd < 0 || tag(&fams[nfam]) < 0) {
 		if (wr >= 0)
 			osf_fdt_close_hidden(wr);
 		else
 			REAL(close)(sv[0]);
-		REAL(close)(sv[1]);
-		munmap(pg, sizeof(*pg));
+		if (rd >= 0)
+			osf_fdt_close_hidden(rd);
+		else
+			REAL(close)(sv[1]);
+		if (pgfd >= 0)
+			osf_fdt_close_hidden(pgfd);
+		else
+			REAL(close)(m);
+		munmap(pg, PAGE_BYTES);
 		return NULL;
 	}
-	fams[nfam] = (struct fam){aux_fd, rd, wr, pg};
 	return &fams[nfam++];
 }
 
@@ -274,8 +303,8 @@ static int take(const struct fam_rec *r, int fds[2], const struct osf_core_accep
  * returns 0 while the link lives, -1 when it ended or carried anything
  * but hellos of OSF_SHM_KFD clients (the caller closes it). */
 static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_in *in,
-		     const struct ip *want, struct osf_core_conn *cc, int *found,
-		     struct gone *gone)
+		     const struct ip *want, struct kfd_owner *o, struct osf_core_conn *cc,
+		     int *found, struct gone *gone)
 {
 	struct fam_rec r;
 	struct ucred cr;
@@ -305,7 +334,7 @@ static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_i
 			close_fds(fds, 2);
 			return -1;
 		}
-		if (same_ip(&key, want)) {
+		if (same_ip(&key, want) && setup_kfd_owner_ok(o, r.cr.uid)) {
 			*found = take(&r, fds, in, cc, gone);
 			if (*found == NONE)
 				continue;
@@ -320,12 +349,12 @@ static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_i
 /* keep_link scans link fd (link_scan) and puts it in f's store while it
  * lives; fd is closed here either way. */
 static void keep_link(const struct fam *f, int fd, const struct osf_core_accept_in *in,
-		      const struct ip *want, struct osf_core_conn *cc, int *found,
-		      struct gone *gone)
+		      const struct ip *want, struct kfd_owner *o, struct osf_core_conn *cc,
+		      int *found, struct gone *gone)
 {
 	struct fam_rec r;
 
-	if (link_scan(f, fd, in, want, cc, found, gone) == 0) {
+	if (link_scan(f, fd, in, want, o, cc, found, gone) == 0) {
 		memset(&r, 0, sizeof(r));
 		r.kind = FAM_LINK;
 		(void)post(f, &r, &fd, 1);
@@ -336,7 +365,7 @@ static void keep_link(const struct fam *f, int fd, const struct osf_core_accept_
 /* scan looks for the hello under want in f's store, then on the links its
  * companion queued: NONE, or take's outcome. The mutex is held. */
 static int scan(const struct fam *f, const struct osf_core_accept_in *in, const struct ip *want,
-		struct osf_core_conn *cc)
+		struct kfd_owner *o, struct osf_core_conn *cc)
 {
 	long long now = osf_now_ns();
 	int found = NONE, queued = 0, i, k, fds[2], cfd;
@@ -357,7 +386,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 			continue;
 		}
 		if (r.kind == FAM_LINK) {
-			keep_link(f, fds[0], in, want, cc, &found, &gone);
+			keep_link(f, fds[0], in, want, o, cc, &found, &gone);
 			continue;
 		}
 		if (!rec_key(&r, &key) || now - r.since > FAM_KEEP_S * 1000000000LL ||
@@ -365,7 +394,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 			close_fds(fds, 2);
 			continue;
 		}
-		if (same_ip(&key, want)) {
+		if (same_ip(&key, want) && setup_kfd_owner_ok(o, r.cr.uid)) {
 			found = take(&r, fds, in, cc, &gone);
 			continue;
 		}
@@ -376,7 +405,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 		cfd = REAL(accept4)(f->aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (cfd < 0)
 			break;
-		keep_link(f, cfd, in, want, cc, &found, &gone);
+		keep_link(f, cfd, in, want, o, cc, &found, &gone);
 	}
 	if (gone.have && found == NONE) { /* its own client closed before the accept */
 		*cc = gone.cc;
@@ -388,7 +417,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 }
 
 int setup_fam_take(int aux_fd, const struct osf_core_accept_in *in, const struct ip *want,
-		   struct osf_core_conn *cc)
+		   struct kfd_owner *o, struct osf_core_conn *cc)
 {
 	struct fam f, *p;
 	int r;
@@ -404,7 +433,7 @@ int setup_fam_take(int aux_fd, const struct osf_core_accept_in *in, const struct
 		return -1;
 	/* The fds may land above the program's limit (setup_take_hello). */
 	osf_fdt_high_begin();
-	r = scan(&f, in, want, cc);
+	r = scan(&f, in, want, o, cc);
 	osf_fdt_high_end();
 	pthread_mutex_unlock(&f.pg->mu);
 	if (r == 0) { /* out of the program's numbers, as kfd_find's */
@@ -456,6 +485,30 @@ static int fork_needs_store(void)
 	return 0;
 }
 
+/* give_links_locked puts the links this process accepted on f's
+ * companion in f's store, for the family to read (nobody else knows the
+ * store yet). */
+static void give_links_locked(struct fam *f)
+{
+	struct fam_rec r;
+	int h;
+
+	memset(&r, 0, sizeof(r));
+	r.kind = FAM_LINK;
+	while ((h = setup_kfd_link_pop_locked(f->aux_fd)) >= 0) {
+		(void)post(f, &r, &h, 1);
+		osf_fdt_close_hidden(h);
+	}
+}
+
+/* store_wanted: listener entry e is OSF_SHM_KFD's, and neither shut nor
+ * shared where no store reaches. */
+static int store_wanted(const struct osf_fdt_entry *e)
+{
+	return e->kind == OSF_FD_LISTEN &&
+	       (e->flags & (OSF_FDF_KFD | OSF_FDF_KFDSHUT | OSF_FDF_EXECSHARED)) == OSF_FDF_KFD;
+}
+
 void osf_setup_kfd_fork_prepare(void)
 {
 	struct {
@@ -463,35 +516,134 @@ void osf_setup_kfd_fork_prepare(void)
 	} l[FAM_MAX];
 	struct osf_fdt_entry *e;
 	struct fam *f;
-	int fd, n = 0, i, h;
+	int fd, n = 0, i;
 
 	if (!osf.shm_kfd || osf_fdt_table_fd() < 0 || !fork_needs_store())
 		return;
 	setup_park_lock();
 	osf_fdt_lock();
 	OSF_FDT_FOREACH(fd, e) {
-		if (e->kind == OSF_FD_LISTEN && n < FAM_MAX &&
-		    (e->flags & (OSF_FDF_KFD | OSF_FDF_KFDSHUT | OSF_FDF_EXECSHARED)) == OSF_FDF_KFD) {
+		if (store_wanted(e) && n < FAM_MAX) {
 			l[n].lfd = fd;
 			l[n++].aux_fd = e->aux_fd;
 		}
 	}
 	osf_fdt_unlock();
 	for (i = 0; i < n; i++) {
-		struct fam_rec r;
 		if (find_locked(l[i].aux_fd))
 			continue;
 		f = make_locked(l[i].lfd, l[i].aux_fd);
-		if (!f)
-			continue; /* shared without a store: shut at its first accept */
-		/* The links this process accepted go to the store, for the
-		 * family to read (nobody else knows the store yet). */
-		memset(&r, 0, sizeof(r));
-		r.kind = FAM_LINK;
-		while ((h = setup_kfd_link_pop_locked(l[i].aux_fd)) >= 0) {
-			(void)post(f, &r, &h, 1);
-			osf_fdt_close_hidden(h);
+		if (f) /* else shared without a store: shut at its first accept */
+			give_links_locked(f);
+	}
+	setup_park_unlock();
+}
+
+int osf_setup_kfd_store(int lfd)
+{
+	struct osf_fdt_entry *e = osf_fdt_lookup(lfd);
+	struct fam *f;
+	int aux;
+
+	if (!e || !store_wanted(e))
+		return 0;
+	aux = e->aux_fd;
+	setup_park_lock();
+	f = find_locked(aux);
+	if (!f && (f = make_locked(lfd, aux)) != NULL)
+		give_links_locked(f);
+	setup_park_unlock();
+	return f != NULL;
+}
+
+void osf_setup_kfd_exec_inherit(int on)
+{
+	int i, fl;
+
+	if (!__atomic_load_n(&nfam, __ATOMIC_RELAXED))
+		return;
+	setup_park_lock();
+	for (i = 0; i < nfam; i++) {
+		fl = on ? REAL(fcntl)(fams[i].aux_fd, F_GETFD, NULL) : FD_CLOEXEC;
+		if (fl < 0)
+			continue;
+		fl &= FD_CLOEXEC; /* the companion's: the store goes where it goes */
+		(void)REAL(fcntl)(fams[i].rd, F_SETFD, (void *)(long)fl);
+		(void)REAL(fcntl)(fams[i].wr, F_SETFD, (void *)(long)fl);
+		(void)REAL(fcntl)(fams[i].pgfd, F_SETFD, (void *)(long)fl);
+	}
+	setup_park_unlock();
+}
+
+/* adopt_one maps the store whose read end rd an exec'd image inherited
+ * (its fd table's entry re, the entries found for its write end and page
+ * we and pe, all of companion aux_fd): 0, or -1. The fds and the page are
+ * the family's, which this image's table names: only their identity and
+ * size are checked. */
+static int adopt_one(int rd, int wr, int pgfd, int aux_fd, const struct osf_fdt_entry *re,
+		     const struct osf_fdt_entry *we, const struct osf_fdt_entry *pe)
+{
+	struct stat s[3];
+	struct fam_page *pg;
+
+	if (nfam == FAM_MAX || fstat(rd, &s[0]) < 0 || fstat(wr, &s[1]) < 0 ||
+	    fstat(pgfd, &s[2]) < 0 || (uint64_t)s[0].st_ino != re->ino ||
+	    (uint64_t)s[1].st_ino != we->ino || (uint64_t)s[2].st_ino != pe->ino ||
+	    !S_ISSOCK(s[0].st_mode) || !S_ISSOCK(s[1].st_mode) || !S_ISREG(s[2].st_mode) ||
+	    s[2].st_size < PAGE_BYTES || s[2].st_uid != geteuid())
+		return -1;
+	pg = mmap(NULL, PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, pgfd, 0);
+	if (pg == MAP_FAILED)
+		return -1;
+	fams[nfam++] = (struct fam){aux_fd, rd, wr, pgfd, pg};
+	return 0;
+}
+
+/* drop forgets store fd fd (entry e) that could not be adopted, closing
+ * it when it is still the file e names (else the number is another's). */
+static void drop(int fd, const struct osf_fdt_entry *e)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_ino == e->ino)
+		osf_fdt_close_hidden(fd);
+	else
+		osf_fdt_clear(fd);
+}
+
+void osf_setup_kfd_adopt(void)
+{
+	struct osf_fdt_entry *e, *c, *we, *pe, *l;
+	int fd, cfd, wr, pgfd, lfd;
+
+	if (osf_fdt_table_fd() < 0)
+		return;
+	setup_park_lock();
+	OSF_FDT_FOREACH(fd, e) {
+		if (e->kind != OSF_FD_HIDDEN || !(e->flags & OSF_FDF_STORE_RD) || find_locked(e->aux_fd))
+			continue;
+		wr = pgfd = -1;
+		we = pe = NULL;
+		OSF_FDT_FOREACH(cfd, c) {
+			if (c->kind != OSF_FD_HIDDEN || c->aux_fd != e->aux_fd)
+				continue;
+			if (c->flags & OSF_FDF_STORE_WR)
+				wr = cfd, we = c;
+			else if (c->flags & OSF_FDF_STORE_PG)
+				pgfd = cfd, pe = c;
 		}
+		/* Of an OSF_SHM_KFD listener that crossed the exec too. */
+		for (lfd = 0; (l = osf_fdt_next(&lfd)) != NULL; lfd++)
+			if (l->kind == OSF_FD_LISTEN && l->aux_fd == e->aux_fd &&
+			    (l->flags & (OSF_FDF_KFD | OSF_FDF_KFDSHUT)) == OSF_FDF_KFD)
+				break;
+		if (l && we && pe && adopt_one(fd, wr, pgfd, e->aux_fd, e, we, pe) == 0)
+			continue;
+		drop(fd, e);
+		if (we)
+			drop(wr, we);
+		if (pe)
+			drop(pgfd, pe);
 	}
 	setup_park_unlock();
 }
@@ -504,7 +656,8 @@ void setup_fam_forget_locked(int aux_fd)
 		return;
 	osf_fdt_close_hidden(f->rd);
 	osf_fdt_close_hidden(f->wr);
-	munmap(f->pg, sizeof(*f->pg));
+	osf_fdt_close_hidden(f->pgfd);
+	munmap(f->pg, PAGE_BYTES);
 	*f = fams[--nfam];
 }
 
@@ -513,8 +666,12 @@ void setup_fam_moved_locked(int old, int nfd)
 	int i;
 
 	for (i = 0; i < nfam; i++) {
-		fams[i].aux_fd = fams[i].aux_fd == old ? nfd : fams[i].aux_fd;
 		fams[i].rd = fams[i].rd == old ? nfd : fams[i].rd;
 		fams[i].wr = fams[i].wr == old ? nfd : fams[i].wr;
+		fams[i].pgfd = fams[i].pgfd == old ? nfd : fams[i].pgfd;
+		if (fams[i].aux_fd == old) { /* the store's entries name it */
+			fams[i].aux_fd = nfd;
+			(void)tag(&fams[i]);
+		}
 	}
 }

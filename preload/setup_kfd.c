@@ -6,6 +6,8 @@
  * clients' links they come on. The park lock of setup_accept.c guards
  * both. */
 #include "setup_priv.h"
+#define OSF_CENSUS_SYS(name) REAL(name)
+#include "../sdp/census.h"
 #include "../sdp/setup.h"
 #include "pool.h"
 
@@ -28,6 +30,7 @@ static struct {
 	struct kfd_hello {
 		int aux_fd;
 		struct ip key; /* the client's address (unmapped) and port */
+		uid_t by;      /* who sent it (its link's SO_PEERCRED) */
 		long long since;
 		struct osf_core_conn cc;
 	} h[KFD_MAX];
@@ -129,11 +132,11 @@ static int kfd_keep_fd(void *seg, uint32_t ring, int fd, int lfd, int efd)
 /* setup_kfd_put_locked keeps the hello taken into cc (from a link of companion
  * aux_fd) under key. */
 void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
-			   const struct ip *key)
+			   const struct ip *key, uid_t by)
 {
 	long long now = osf_now_ns();
 	void *seg = (void *)(uintptr_t)cc->seg_addr;
-	int hw, i, old = 0;
+	int hw, i, old = 0, own = -1, mine = 0;
 
 	cc->seg_fd = kfd_keep_fd(seg, cc->ring_bytes, cc->seg_fd, lfd, 0);
 	if (cc->wake_tx_efd) {
@@ -145,13 +148,23 @@ void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
 	cc->wake_fd = -1;
 	kfd_expire_locked(now);
 	if (kfdq.n == KFD_MAX) {
-		for (i = 1; i < kfdq.n; i++)
+		/* Full: the oldest, unless its sender holds half the table
+		 * or more, then the oldest of its own: a user who floods
+		 * hellos for connections it never makes (hostile.c claim)
+		 * crowds out only its own, never the hellos other users'
+		 * clients sent ahead of their connections. */
+		for (i = 0; i < kfdq.n; i++) {
 			if (kfdq.h[i].since < kfdq.h[old].since)
 				old = i;
-		kfd_forget_locked(old, 1);
+			if (kfdq.h[i].by == by && (own < 0 || kfdq.h[i].since < kfdq.h[own].since))
+				own = i;
+			mine += kfdq.h[i].by == by;
+		}
+		kfd_forget_locked(mine >= KFD_MAX / 2 ? own : old, 1);
 	}
 	kfdq.h[kfdq.n].aux_fd = aux_fd;
 	kfdq.h[kfdq.n].key = *key;
+	kfdq.h[kfdq.n].by = by;
 	kfdq.h[kfdq.n].since = now;
 	kfdq.h[kfdq.n].cc = *cc;
 	kfdq.n++;
@@ -159,11 +172,45 @@ void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
 	cc->wake_fd = cc->seg_fd = cc->wake_tx_fd = -1;
 }
 
-/* kfd_find takes the kept hello of companion aux_fd under key into cc
- * (its fds out of the hidden table, above the program's limit): 0, -1
- * when there is none, or 1 when its client's connection went to kernel
- * TCP (OSF_SIDE_KERNEL: the hello is let go). */
-static int kfd_find(int aux_fd, const struct ip *key, struct osf_core_conn *cc)
+int setup_kfd_owner_ok(struct kfd_owner *o, uid_t by)
+{
+	uint8_t p[16], l[16];
+	int saved = errno;
+
+	if (by == 0)
+		return 1; /* root's: root may bind any port anyway */
+	if (o->state == 0) {
+		o->state = -1;
+		if (o->peer.v4 && o->local.v4 &&
+		    osf_census_conn_uid(AF_INET, o->peer.a, o->peer.port, o->local.a,
+					o->local.port, &o->uid) == 0) {
+			o->state = 1;
+		} else {
+			/* IPv6, or an IPv6 socket's v4-mapped ends */
+			memcpy(p, o->peer.a, 16);
+			memcpy(l, o->local.a, 16);
+			if (o->peer.v4)
+				memcpy(p, osf_name_v4mapped, 12), memcpy(p + 12, o->peer.a, 4);
+			if (o->local.v4)
+				memcpy(l, osf_name_v4mapped, 12), memcpy(l + 12, o->local.a, 4);
+			if (osf_census_conn_uid(AF_INET6, p, o->peer.port, l, o->local.port,
+						&o->uid) == 0)
+				o->state = 1;
+		}
+		errno = saved;
+	}
+	return o->state == 1 && o->uid == by;
+}
+
+/* kfd_find takes the kept hello of companion aux_fd under key, sent by
+ * the owner of the connection's client end (o), into cc (its fds out of
+ * the hidden table, above the program's limit): 0, -1 when there is
+ * none, or 1 when its client's connection went to kernel TCP
+ * (OSF_SIDE_KERNEL: the hello is let go). A hello under key from anyone
+ * else is left alone: a claim on a port another's connection came from,
+ * which expires as any kept hello does. */
+static int kfd_find(int aux_fd, const struct ip *key, struct kfd_owner *o,
+		    struct osf_core_conn *cc)
 {
 	const struct osf_seg_hdr *g;
 	int i, gone;
@@ -176,7 +223,7 @@ static int kfd_find(int aux_fd, const struct ip *key, struct osf_core_conn *cc)
 	for (i = 0, gone = -1; i < kfdq.n; i++) {
 		const struct ip *k = &kfdq.h[i].key;
 		if (kfdq.h[i].aux_fd != aux_fd || k->v4 != key->v4 || k->port != key->port ||
-		    memcmp(k->a, key->a, k->v4 ? 4 : 16))
+		    memcmp(k->a, key->a, k->v4 ? 4 : 16) || !setup_kfd_owner_ok(o, kfdq.h[i].by))
 			continue;
 		if (!setup_kfd_client_gone(&kfdq.h[i].cc))
 			break;
@@ -243,20 +290,21 @@ OSF_FORK_TEXT static void link_forget_locked(int i)
  * of a client without the switch is let go (its client reads a reset:
  * LIMITS.md). */
 static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
-			    const struct ip *want)
+			    const struct ip *want, struct kfd_owner *o)
 {
 	struct osf_core_conn cc;
 	struct ip kfd;
+	uid_t by = 0;
 	int n, rc;
 
 	for (n = 0; n < KFD_MAX && osf_fdt_fds_free(3); n++) {
-		rc = setup_take_hello(links.l[i].fd, in, &cc, &kfd);
+		rc = setup_take_hello(links.l[i].fd, in, &cc, &kfd, &by);
 		if (rc == EAGAIN)
 			return 0;
 		if (rc == 0 && kfd.port) {
-			setup_kfd_put_locked(links.l[i].aux_fd, lfd, &cc, &kfd);
+			setup_kfd_put_locked(links.l[i].aux_fd, lfd, &cc, &kfd, by);
 			if (want && kfd.v4 == want->v4 && kfd.port == want->port &&
-			    !memcmp(kfd.a, want->a, kfd.v4 ? 4 : 16))
+			    !memcmp(kfd.a, want->a, kfd.v4 ? 4 : 16) && setup_kfd_owner_ok(o, by))
 				return 1;
 			continue;
 		}
@@ -301,7 +349,7 @@ static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_a
 		REAL(close)(cfd);
 		return -1;
 	}
-	if (links.n == LINK_MAX && link_read_locked(lfd, 0, in, NULL) >= 0)
+	if (links.n == LINK_MAX && link_read_locked(lfd, 0, in, NULL, NULL) >= 0)
 		link_forget_locked(0);
 	links.l[links.n].aux_fd = aux_fd;
 	links.l[links.n].fd = h;
@@ -380,10 +428,10 @@ static void budget_reopen_locked(int lfd, int aux_fd, const struct osf_core_acce
 		if (s < 0)
 			break;
 		if ((s = link_add_locked(lfd, aux_fd, s, in)) >= 0)
-			(void)link_read_locked(lfd, s, in, NULL);
+			(void)link_read_locked(lfd, s, in, NULL, NULL);
 	}
 	for (i = 0; i < links.n;) /* those of client processes gone end here */
-		i += links.l[i].aux_fd != aux_fd || link_read_locked(lfd, i, in, NULL) >= 0;
+		i += links.l[i].aux_fd != aux_fd || link_read_locked(lfd, i, in, NULL, NULL) >= 0;
 	if (n == LINK_MAX || !osf_fdt_budget_ok(2 * SETUP_CLIENT_FDS))
 		return;
 	for (i = 0; i < bshut.n && bshut.fd[i] != aux_fd; i++)
@@ -439,13 +487,13 @@ static void budget_reopen(int lfd, int aux_fd, const struct osf_core_accept_in *
  * (NULL: all). A client sends its hello before its SYN, so the hello of
  * an accepted connection is queued by then. */
 static void kfd_fill(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		     const struct ip *want)
+		     const struct ip *want, struct kfd_owner *o)
 {
 	int i, n, cfd;
 
 	setup_park_lock();
 	for (i = 0; i < links.n;) {
-		int r = links.l[i].aux_fd == aux_fd ? link_read_locked(lfd, i, in, want) : 0;
+		int r = links.l[i].aux_fd == aux_fd ? link_read_locked(lfd, i, in, want, o) : 0;
 		if (r == 1)
 			goto out;
 		i += r == 0;
@@ -461,7 +509,7 @@ static void kfd_fill(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		if (cfd < 0)
 			break;
 		i = link_add_locked(lfd, aux_fd, cfd, in);
-		if (i >= 0 && link_read_locked(lfd, i, in, want) == 1)
+		if (i >= 0 && link_read_locked(lfd, i, in, want, o) == 1)
 			break;
 	}
 out:
@@ -494,8 +542,10 @@ static void links_shut_locked(int aux_fd)
 }
 
 int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		       const uint8_t peer[28], int look, struct osf_core_conn *cc)
+		       const uint8_t peer[28], const uint8_t local[28], int look,
+		       struct osf_core_conn *cc)
 {
+	struct kfd_owner o = {0};
 	struct ip key;
 	int r;
 
@@ -505,19 +555,21 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	 * took_hello's load within it waited 5 s (CORE_LOAD_TIMEOUT_MS),
 	 * the family's other accepts resetting their connections meanwhile. */
 	setup_debug_core();
-	if (!setup_get_sockaddr(peer, &key))
+	if (!setup_get_sockaddr(peer, &key) || !setup_get_sockaddr(local, &o.local))
 		return -1;
 	key = setup_ip_unmap(key);
+	o.peer = key;
+	o.local = setup_ip_unmap(o.local);
 	budget_reopen(lfd, aux_fd, in);
-	r = kfd_find(aux_fd, &key, cc);
+	r = kfd_find(aux_fd, &key, &o, cc);
 	if (r >= 0 || !look)
 		return r;
 	if (osf_setup_kfd_family(aux_fd)) { /* shared by a fork family: its store */
 		budget_shut(aux_fd, 0);
-		return setup_fam_take(aux_fd, in, &key, cc);
+		return setup_fam_take(aux_fd, in, &key, &o, cc);
 	}
-	kfd_fill(lfd, aux_fd, in, &key);
-	return kfd_find(aux_fd, &key, cc);
+	kfd_fill(lfd, aux_fd, in, &key, &o);
+	return kfd_find(aux_fd, &key, &o, cc);
 }
 
 void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in)
@@ -525,7 +577,7 @@ void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in
 	int saved = errno;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
-	kfd_fill(lfd, aux_fd, in, NULL);
+	kfd_fill(lfd, aux_fd, in, NULL, NULL);
 	/* New connects get ECONNREFUSED (unix_stream_connect), in every
 	 * process, and hellos on the links EPIPE (their clients dial anew and
 	 * are refused: kernel TCP); what came before is read here, each link
@@ -534,7 +586,7 @@ void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in
 	setup_park_lock();
 	links_shut_locked(aux_fd);
 	setup_park_unlock();
-	kfd_fill(lfd, aux_fd, in, NULL);
+	kfd_fill(lfd, aux_fd, in, NULL, NULL);
 	errno = saved;
 }
 

@@ -117,7 +117,7 @@ int setup_syn_hold(int fd, int v6, const char *name);
 void setup_park_lock(void);
 void setup_park_unlock(void);
 int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
-		     struct osf_core_conn *cc, struct ip *kfd);
+		     struct osf_core_conn *cc, struct ip *kfd, uid_t *by);
 int setup_unhide(int hfd, int high);
 
 /* setup_kfd.c: OSF_SHM_KFD hellos kept for their kernel connection and
@@ -126,7 +126,18 @@ int setup_unhide(int hfd, int high);
  * companion aux_fd's; moved renames a hidden fd osf_fdt_relocate_hidden
  * moved; after_fork drops a fork child's copies (its parent keeps them). */
 void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
-			  const struct ip *key);
+			  const struct ip *key, uid_t by);
+/* struct kfd_owner is the client end of a kernel connection an
+ * OSF_SHM_KFD accept looks for the hello of: a hello names it by its
+ * address and port, which anyone can claim, so only one that its
+ * socket's owner sent is its (or root: setup_kfd_owner_ok, by the
+ * hello's sender's uid; the owner looked up once, when first needed). */
+struct kfd_owner {
+	struct ip peer, local; /* the connection's ends, unmapped */
+	int state;             /* 0: not looked up; 1: uid; -1: none */
+	uid_t uid;
+};
+int setup_kfd_owner_ok(struct kfd_owner *o, uid_t by);
 void setup_kfd_forget_locked(int aux_fd);
 void setup_kfd_moved_locked(int old, int nfd);
 /* setup_kfd_let_go lets go of the server's side of hello cc taken but
@@ -150,7 +161,7 @@ int setup_kfd_link_pop_locked(int aux_fd);
  * setup_take_stored is setup_take_hello for a stored hello (msg, n bytes
  * as its client sent them; fds its two; cr its client's). */
 int setup_fam_take(int aux_fd, const struct osf_core_accept_in *in, const struct ip *want,
-		   struct osf_core_conn *cc);
+		   struct kfd_owner *owner, struct osf_core_conn *cc);
 void setup_fam_forget_locked(int aux_fd);
 void setup_fam_moved_locked(int old, int nfd);
 int setup_take_stored(const void *msg, size_t n, int fds[2], const struct ucred *cr,

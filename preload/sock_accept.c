@@ -126,6 +126,22 @@ static void kfd_shut(int lfd, const struct osf_fdt_entry *e)
 	osf_setup_kfd_shut(lfd, e->aux_fd, &in);
 }
 
+void osf_kfd_shut_foreign(int any)
+{
+	struct osf_fdt_entry *e;
+	int fd;
+
+	OSF_FDT_FOREACH(fd, e) {
+		if (e->kind != OSF_FD_LISTEN ||
+		    (e->flags & (OSF_FDF_KFD | OSF_FDF_KFDSHUT)) != OSF_FDF_KFD ||
+		    (!any && (e->flags & OSF_FDF_CLOEXEC)))
+			continue;
+		__atomic_or_fetch(&e->flags, OSF_FDF_SHARED | OSF_FDF_EXECSHARED | OSF_FDF_KFDSHUT,
+				  __ATOMIC_RELAXED);
+		kfd_shut(fd, e);
+	}
+}
+
 /* kfd_reset ends accepted connection nfd with a reset (SO_LINGER {1, 0}):
  * its SYN was marked, so its client writes into a slot's ring, and this
  * process has no hello for it (another process of the listener's read it,
@@ -149,21 +165,24 @@ static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 {
 	struct osf_core_accept_in in;
 	struct osf_core_conn cc;
-	struct sockaddr_storage peer;
-	socklen_t pl = sizeof(peer);
-	uint8_t p28[28];
+	struct sockaddr_storage peer, local;
+	socklen_t pl = sizeof(peer), ll = sizeof(local);
+	uint8_t p28[28], l28[28];
 	struct carried opts;
 	int saved = errno, marked, r;
 
-	if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0)
+	if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
+	    REAL(getsockname)(nfd, (struct sockaddr *)&local, &ll) < 0)
 		return 0;
 	memset(p28, 0, sizeof(p28));
 	memcpy(p28, &peer, pl < sizeof(p28) ? pl : sizeof(p28));
+	memset(l28, 0, sizeof(l28));
+	memcpy(l28, &local, ll < sizeof(l28) ? ll : sizeof(l28));
 	marked = osf_kfd_marked(nfd);
 	kfd_in(e, &in);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
-	r = osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, marked != 0, &cc);
+	r = osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, l28, marked != 0, &cc);
 	if (r != 0) {
 		errno = saved;
 		if (marked != 1 || r > 0) /* r > 0: its client's is kernel TCP */
@@ -172,6 +191,7 @@ static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
 		return -1;
 	}
 	memcpy(cc.peer, p28, sizeof(cc.peer));
+	memcpy(cc.local, l28, sizeof(cc.local));
 	cc.rule = e->rule;
 	sock_carry_read(lfd, &opts);
 	if (osf_kfd_accepted(nfd, &cc, flags) < 0) {
@@ -365,8 +385,8 @@ static int accept_offload(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		if ((e->flags & (OSF_FDF_SHARED | OSF_FDF_KFDSHUT)) == OSF_FDF_SHARED &&
 		    ((e->flags & OSF_FDF_EXECSHARED) || !osf_setup_kfd_family(e->aux_fd))) {
 			/* Another process may accept a connection whose hello
-			 * this one read, and no store of a fork family's
-			 * reaches it (an exec'd image, or none was made:
+			 * this one read, and no hello store reaches it (none
+			 * could be made, or it was passed over a socket:
 			 * LIMITS.md): the hellos queued are kept here, and
 			 * new clients find no companion and stay on kernel
 			 * TCP. */

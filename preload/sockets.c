@@ -226,7 +226,7 @@ static int listen_offload(int fd, struct osf_fdt_entry *e, int backlog, int may_
 	struct sockaddr_storage ss;
 	struct stat st;
 	socklen_t sl = sizeof(ss);
-	int v6only = 0, reuseport = 0, rc, hfd, ctl = -1, early;
+	int v6only = 0, reuseport = 0, rc, hfd, ctl = -1, early, kfd = 0;
 	socklen_t vl = sizeof(v6only), rl = sizeof(reuseport);
 
 	osf_sandbox_check();
@@ -265,8 +265,14 @@ static int listen_offload(int fd, struct osf_fdt_entry *e, int backlog, int may_
 		sock_record_kernel(fd, OSF_ROLE_LISTENER, OSF_R_DISABLED, -1, 0, NULL, 0);
 		return 0;
 	}
+	/* OSF_SHM_KFD: a listener the C set-up made (its SOCK_SEQPACKET
+	 * companion keeps its clients' links). One the core made may take
+	 * RDMA connections, which the core hands over on its SOCK_STREAM
+	 * companion and no kernel accept would ever return: it stays the
+	 * two-queue listener of the switch's absence (ARCHITECTURE.md,
+	 * "The kernel TCP socket as the connection's fd"). */
 	if (osf_setup_listen(&in, reuseport, &out))
-		rc = 0;
+		rc = 0, kfd = osf.shm_kfd;
 	else if ((rc = listen_kernel(fd, backlog, &early, in.port)) != 0) /* the core's: kernel first */
 		return rc < 0 ? -1 : listen_offload(fd, e, backlog, 0);
 	else
@@ -300,7 +306,7 @@ static int listen_offload(int fd, struct osf_fdt_entry *e, int backlog, int may_
 		return 0;
 	}
 	osf_setup_syn_filter(fd);
-	if (osf.shm_kfd && ctl < 0)
+	if (kfd)
 		osf_kfd_listen(fd);
 	rc = listen_kernel(fd, backlog, &early, in.port);
 	if (rc != 0) { /* no companion for the port named */
@@ -325,7 +331,7 @@ static int listen_offload(int fd, struct osf_fdt_entry *e, int backlog, int may_
 	ent.ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	if (v6only)
 		ent.flags |= OSF_FDF_V6ONLY;
-	if (osf.shm_kfd && ctl < 0)
+	if (kfd)
 		ent.flags |= OSF_FDF_KFD;
 	memset(ent.local, 0, sizeof(ent.local));
 	memcpy(ent.local, &ss, sl < sizeof(ent.local) ? sl : sizeof(ent.local));

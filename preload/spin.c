@@ -61,9 +61,12 @@ static int runnable(void)
 	return p ? atoi(p) : -1;
 }
 
-static int host_busy(void)
+/* host_busy_at is host_busy with the clock the caller read (now, µs):
+ * where CLOCK_MONOTONIC has no vDSO path (an HPET clocksource, as in the
+ * emulated RDMA guests) each read is a system call. */
+static int host_busy_at(long now)
 {
-	long now = osf_mono_us(), at = __atomic_load_n(&busy_at_us, __ATOMIC_RELAXED);
+	long at = __atomic_load_n(&busy_at_us, __ATOMIC_RELAXED);
 	int r;
 
 	if (now - at < BUSY_CHECK_US && at)
@@ -84,7 +87,14 @@ static int host_busy(void)
 	return r > ncpu;
 }
 
-unsigned osf_spin_budget(unsigned max_us, unsigned busy_div)
+static int host_busy(void)
+{
+	return host_busy_at(osf_mono_us());
+}
+
+/* spin_budget_at is osf_spin_budget with the caller's clock (now, µs;
+ * 0: read it if needed). */
+static unsigned spin_budget_at(unsigned max_us, unsigned busy_div, long now)
 {
 	if (!max_us)
 		return 0;
@@ -92,9 +102,14 @@ unsigned osf_spin_budget(unsigned max_us, unsigned busy_div)
 		tls_skip--;
 		return 0;
 	}
-	if (host_busy())
+	if (now ? host_busy_at(now) : host_busy())
 		return max_us / busy_div ? max_us / busy_div : 1;
 	return max_us;
+}
+
+unsigned osf_spin_budget(unsigned max_us, unsigned busy_div)
+{
+	return spin_budget_at(max_us, busy_div, 0);
 }
 
 void osf_spin_paid(int paid)
@@ -149,18 +164,18 @@ void osf_spin_woke(long begun)
 	tls_poll_us = nb < cap ? nb : cap;
 }
 
-long osf_spin_until(long timeout_ms)
+long osf_spin_until(long now, long timeout_ms)
 {
 	long us;
 
 	if (timeout_ms == 0)
 		return 0;
-	us = osf_spin_budget(poll_spin_us(), 1);
+	us = spin_budget_at(poll_spin_us(), 1, now);
 	if (!us)
 		return 0;
 	if (timeout_ms > 0 && timeout_ms * 1000 < us)
 		us = timeout_ms * 1000;
-	return osf_mono_us() + us;
+	return now + us;
 }
 
 int osf_spinning(long end)
@@ -168,9 +183,17 @@ int osf_spinning(long end)
 	return end && osf_mono_us() < end;
 }
 
+int osf_spinning_at(long end, long *now)
+{
+	if (!end)
+		return 0;
+	*now = osf_mono_us();
+	return *now < end;
+}
+
 int osf_spin_poll(struct pollfd *p, unsigned long n, int timeout_ms)
 {
-	long end = osf_spin_until(timeout_ms);
+	long end = timeout_ms ? osf_spin_until(osf_mono_us(), timeout_ms) : 0;
 	unsigned intr = osf_intr_count();
 	int r;
 

@@ -148,6 +148,62 @@ static inline int osf_census_owns(const struct osf_census *c, uid_t uid, const u
 	return 0;
 }
 
+/* osf_census_conn_uid finds, in this thread's network namespace, the
+ * TCP socket whose own address is src:sport (family fam: 4 or 16 bytes)
+ * and whose peer is dst:dport, and reads its owner into *uid (the uid
+ * that made it, as ss -e shows it): 0, or -1 when there is none (closed,
+ * reset) or the kernel cannot tell (no sock_diag). An OSF_SHM_KFD server
+ * asks it of the client end of a connection it accepted: only a hello
+ * sent by its owner may name it (preload/setup_kfd.c). */
+static inline int osf_census_conn_uid(int fam, const uint8_t *src, uint16_t sport,
+				      const uint8_t *dst, uint16_t dport, uid_t *uid)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 r;
+	} req;
+	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
+	union {
+		struct nlmsghdr h;
+		char b[1024];
+	} buf;
+	size_t al = fam == AF_INET ? 4 : 16;
+	struct nlmsghdr *h = &buf.h;
+	struct inet_diag_msg *m;
+	ssize_t n;
+	int s, r = -1;
+
+	memset(&req, 0, sizeof(req));
+	req.nlh.nlmsg_len = sizeof(req);
+	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST;
+	req.r.sdiag_family = (uint8_t)fam;
+	req.r.sdiag_protocol = IPPROTO_TCP;
+	req.r.idiag_states = ~0u;
+	req.r.id.idiag_sport = htons(sport);
+	req.r.id.idiag_dport = htons(dport);
+	memcpy(req.r.id.idiag_src, src, al);
+	memcpy(req.r.id.idiag_dst, dst, al);
+	req.r.id.idiag_cookie[0] = req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	s = OSF_CENSUS_SYS(socket)(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (s < 0)
+		return -1;
+	if (OSF_CENSUS_SYS(sendto)(s, &req, sizeof(req), 0, (struct sockaddr *)&nl, sizeof(nl)) ==
+		    (ssize_t)sizeof(req) &&
+	    (n = OSF_CENSUS_SYS(recv)(s, &buf, sizeof(buf), 0)) > 0 &&
+	    NLMSG_OK(h, (size_t)n) && h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+	    h->nlmsg_len >= NLMSG_LENGTH(sizeof(*m))) {
+		m = NLMSG_DATA(h);
+		if (ntohs(m->id.idiag_sport) == sport && ntohs(m->id.idiag_dport) == dport &&
+		    !memcmp(m->id.idiag_src, src, al) && !memcmp(m->id.idiag_dst, dst, al)) {
+			*uid = m->idiag_uid;
+			r = 0;
+		}
+	}
+	OSF_CENSUS_SYS(close)(s);
+	return r;
+}
+
 /* osf_companion_owner reads who called listen on the companion at the
  * other end of the connected AF_UNIX socket s; -1 when it cannot tell. */
 static inline int osf_companion_owner(int s, struct ucred *cr)

@@ -232,11 +232,21 @@ static int reg_wsock(struct ep *ep, struct epi *it, struct osf_fdt_entry *e)
  * owed from the sockets that fired (woken). Its channel, when it slept on
  * one, is taken from first (what it announced: woken for input shares
  * the item's key) and left: the token that take sent this thread is
- * then on the socket, and taken as owed. */
+ * then on the socket, and taken as owed. When the tokens' count says
+ * none waits there (ready.h: FIRED is 1), the socket is left alone: its
+ * recv and the look for its end found nothing once per message. An end
+ * that came meanwhile is seen all the same: the engine bumps close_seq
+ * before it closes its end (sdp/rdma stream.go endLocal), which the
+ * woken item's next look checks (osf_side_peer_closing). */
 void ep_disarm_item(struct epi *it, struct osf_fdt_entry *e, int woken)
 {
-	if (it->ch.h && (woken & OSF_ARM_RX) && rd_chan_fired(&it->ch) > 0)
+	int took;
+
+	if (it->ch.h && (woken & OSF_ARM_RX) && (took = rd_chan_fired(&it->ch)) > 0) {
 		woken |= (it->armed & OSF_ARM_RX);
+		if (took == 1)
+			woken &= ~OSF_ARM_RX;
+	}
 	if (it->armed || woken) {
 		rd_disarm(it->at, e, it->armed, woken);
 		it->armed = 0;

@@ -394,7 +394,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 {
 	/* One clock read for the timeout (ms) and the spin's growth (µs). */
 	long begun = osf_spin_clock(), start = begun / 1000,
-	     spin_end = osf_spin_until(timeout);
+	     spin_end = osf_spin_until(begun, timeout);
 	int spun = 0, slept = 0;
 	int saved = errno; /* a successful wait leaves errno alone */
 	unsigned intr = osf_intr_count();

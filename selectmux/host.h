@@ -55,15 +55,20 @@ OSF_MUX_SYS_FUNCS(OSF_MUX_SYS_DECL)
 #undef OSF_MUX_SYS_DECL
 
 /* The spin before a wait sleeps in the kernel (libosf.so: preload/spin.c).
- * osf_spin_until returns when a poll-like wait that begins now with
- * timeout_ms (-1: none) may stop spinning, in microseconds of
- * CLOCK_MONOTONIC: OSF_POLL_SPIN_US under the adaptive policy, at most the
- * timeout; 0: no spin. osf_spinning reports whether a spin ending at end
- * is still on. osf_spin_paid tells how a spin of a nonzero budget ended:
+ * osf_spin_until returns when a poll-like wait that begins at now
+ * (osf_spin_clock) with timeout_ms (-1: none) may stop spinning, in
+ * microseconds of CLOCK_MONOTONIC: OSF_POLL_SPIN_US under the adaptive
+ * policy, at most the timeout; 0: no spin. osf_spinning reports whether a
+ * spin ending at end is still on; osf_spinning_at too, keeping the clock
+ * it read in *now (none when end is 0), so that the wait's timeout
+ * reuses it: where CLOCK_MONOTONIC has no vDSO path (an HPET
+ * clocksource, as in the emulated RDMA guests) every read is a system
+ * call. osf_spin_paid tells how a spin of a nonzero budget ended:
  * paid when the awaited event came while spinning, else the wait went to
  * sleep. */
-long osf_spin_until(long timeout_ms);
+long osf_spin_until(long now, long timeout_ms);
 int osf_spinning(long end);
+int osf_spinning_at(long end, long *now);
 void osf_spin_paid(int paid);
 /* osf_spin_clock is CLOCK_MONOTONIC in microseconds (divided by 1000,
  * mono_ms's milliseconds). osf_spin_woke tells

@@ -72,7 +72,10 @@ struct chans {
  * its sockets were found readable (only after a sleep: a wait that did not
  * sleep takes no token, it would be someone else's). A channel that fired
  * is taken from first: a token the take sent this thread waits on the
- * slot's socket then, and is taken as woken. */
+ * slot's socket then, and is taken as woken; when the tokens' count says
+ * none was sent (the take lowered the readers' flag first, conn_rdma.c),
+ * the socket is left alone: a recv and a poll of it per message found
+ * nothing. */
 static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
 		       const int *wx, unsigned char *arm, int slept,
 		       struct chans *ch)
@@ -84,8 +87,10 @@ static void disarm_all(struct pollfd *fds, nfds_t n, const struct pollfd *k,
 		ch->fired[i] = 0;
 		if (left && slept && k[ch->cx[i]].revents) {
 			ch->fired[i] = 1;
-			if (rd_chan_fired(&ch->c[i]) > 0) {
-				woken |= OSF_ARM_RX;
+			int took = rd_chan_fired(&ch->c[i]);
+			if (took > 0) {
+				if (took > 1) /* a token its take sent */
+					woken |= OSF_ARM_RX;
 				ch->idle[i] = 0;
 			} else if (ch->idle[i] <= CHAN_IDLE_MAX) {
 				ch->idle[i]++;
@@ -142,6 +147,16 @@ static void efd_drain(int wep)
 	errno = saved;
 }
 
+/* spin_on reports whether the spin ending at end (0: none) is still on,
+ * keeping the clock it read in *now (then *fresh). */
+static int spin_on(long end, long *now, int *fresh)
+{
+	if (!end)
+		return 0;
+	*fresh = 1;
+	return osf_spinning_at(end, now);
+}
+
 /* mux_poll implements poll and ppoll when offloaded fds are involved. An
  * offloaded connection's fd stands for itself in the kernel's array (its
  * readers' tokens and the end arrive there); one waiting for POLLOUT adds
@@ -164,10 +179,11 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	int *wx = stack_wx;
 	struct chans ch = {stack_c, stack_cx, stack_fired, stack_idle};
 	nfds_t i, m = n, m0, extra = 0;
-	/* One clock read for the timeout (ms) and the spin's growth (µs). */
-	long begun = osf_spin_clock(), start = begun / 1000,
-	     spin_end = osf_spin_until(timeout);
-	int result = -1, spun = 0, wep = -1, efd_late = 0, slept = 0;
+	/* One clock read for the timeout (ms), the spin and its growth (µs);
+	 * now is the latest, fresh while no sleep came after it. */
+	long begun = osf_spin_clock(), start = begun / 1000, now = begun,
+	     spin_end = osf_spin_until(begun, timeout);
+	int result = -1, spun = 0, wep = -1, efd_late = 0, slept = 0, fresh = 1, kern = 0;
 
 	for (i = 0; i < n; i++) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
@@ -224,6 +240,15 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	}
 	efd_drain(wep); /* what came before: every later write is an edge */
 	m0 = m; /* then the channels of the connections armed */
+	/* Only with fds besides RDMA connections has a spin round anything
+	 * to ask the kernel. An RDMA connection's rings say what its sockets
+	 * would (tokens follow data or room there, and the engine bumps
+	 * close_seq, which rd_poll reads, before it closes its end); shm's
+	 * end (a peer's death) and a kernel TCP fd's events (OSF_SHM_KFD)
+	 * show on the socket only. */
+	for (i = 0; i < n; i++)
+		kern |= fds[i].fd >= 0 &&
+			(kind[i] != SLOT_CONN || !rd_has_chan(osf_fdt_lookup(fds[i].fd)));
 	for (;;) {
 		int ready = 0, armed = 0, due = 0, r, to, err;
 		m = m0;
@@ -240,7 +265,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		}
 		/* Spin first (rings and a zero-timeout look at the kernel),
 		 * then arm the connections and sleep. */
-		if (!ready && timeout != 0 && !osf_spinning(spin_end)) {
+		if (!ready && timeout != 0 && !spin_on(spin_end, &now, &fresh)) {
 			if (spin_end)
 				osf_spin_paid(0); /* it spun in vain */
 			spin_end = 0;
@@ -271,7 +296,9 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 				armed = 0;
 			}
 		}
-		to = (ready || spin_end) ? 0 : remaining(timeout, start);
+		to = (ready || spin_end) ? 0
+		     : fresh	       ? remaining_at(timeout, start, now / 1000)
+				       : remaining(timeout, start);
 		/* Connections with ring pages to give back: first sleep
 		 * OSF_TRIM_IDLE_MS; if nothing came, they are idle. */
 		due = armed && due && (to < 0 || to > OSF_TRIM_IDLE_MS);
@@ -288,7 +315,16 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			goto out;
 		}
 		slept |= to != 0;
-		r = mask ? REAL(ppoll)(k, m,
+		if (to)
+			fresh = 0;
+		/* A spin round over RDMA connections alone asks the kernel
+		 * nothing (a poll system call per round was most of the
+		 * spin's cost), but the last before the timeout does. */
+		if (!to && !ready && spin_end && !kern && !mask &&
+		    remaining_at(timeout, start, now / 1000) != 0)
+			r = 0;
+		else
+			r = mask ? REAL(ppoll)(k, m,
 				       to < 0 ? NULL
 					      : &(struct timespec){to / 1000,
 								   (to % 1000) *
@@ -357,7 +393,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			result = OSF_FAIL(EINTR);
 			goto out;
 		}
-		if (result > 0 || remaining(timeout, start) == 0)
+		if (result > 0 ||
+		    (fresh ? remaining_at(timeout, start, now / 1000) : remaining(timeout, start)) == 0)
 			goto out;
 		spun = spin_end != 0;
 	}

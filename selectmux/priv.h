@@ -47,15 +47,23 @@ static inline long mono_ms(void)
 	return t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* remaining returns what is left of a timeout begun at start (-1: none). */
-static inline int remaining(long timeout, long start)
+/* remaining_at returns what is left of a timeout begun at start (ms; -1:
+ * none) at now_ms, a clock the caller read (the spin's last look,
+ * osf_spinning_at: an older clock only makes the wait longer, never
+ * shorter); remaining at the clock read now. */
+static inline int remaining_at(long timeout, long start, long now_ms)
 {
 	long left;
 
 	if (timeout < 0)
 		return -1;
-	left = timeout - (mono_ms() - start);
+	left = timeout - (now_ms - start);
 	return left < 0 ? 0 : (int)left;
+}
+
+static inline int remaining(long timeout, long start)
+{
+	return timeout < 0 ? -1 : remaining_at(timeout, start, mono_ms());
 }
 
 /* ---- readiness through an fd's table (ready.h) ----------------------------
@@ -189,7 +197,8 @@ static inline int rd_chan_enter(int fd, struct osf_fdt_entry *e, struct rd_chan 
 	return c->w.fd;
 }
 
-/* rd_chan_fired takes what c's channel announced (> 0: took any). */
+/* rd_chan_fired takes what c's channel announced (> 0: took any; 2: a
+ * token may wait on the fd, ready.h). */
 static inline int rd_chan_fired(struct rd_chan *c)
 {
 	return c->h ? c->chan(c->h, OSF_CHAN_FIRED, &c->w) : 0;

@@ -82,8 +82,10 @@ static inline void osf_reap_kick(void)
  * (EPOLLIN | EPOLLET, data w->key) while the channel is surely the
  * state's. What arrived before it is taken already. OSF_CHAN_FIRED (the
  * kernel reported w->fd, before disarm) takes what the channel announced:
- * > 0 when it took anything (then a token may wait on fd: disarm as
- * woken). OSF_CHAN_LEAVE (after every ENTER that set w->fd) ends it,
+ * > 0 when it took anything, 2 when a token of the kind may then wait on
+ * fd (disarm as woken), 1 when none can (the tokens' count is 0: a disarm
+ * as woken would only make a recv and a poll that find nothing).
+ * OSF_CHAN_LEAVE (after every ENTER that set w->fd) ends it,
  * taking the channel out of w->ep if it is still the state's.
  *
  * hold returns fd's state with a reference held, or NULL (none to hold):

@@ -279,7 +279,13 @@ func TestForkFairAgainstLockHolders(t *testing.T) {
 // the fork path writes nothing else a fork shares. The children's counts
 // vary with the address layout by a fault or two, so they get a looser
 // bound (osf's child: its first run of the library's fork text and, with
-// a table, the copy's header and the spare kit's page).
+// a table, the copy's header and the spare kit's page). The layout moves
+// with the library's size even without randomisation: a code page
+// faulted in maps its 64 KiB-aligned neighbours too (fault-around), and
+// libc lies below libosf.so; one page more of libosf.so's read-only data
+// made the child with connections take 23 faults where it took 22, on
+// other pages (libc's fork and libosf.so's after-fork code among them:
+// perf record -e minor-faults), the fork path unchanged.
 func TestForkPageFaults(t *testing.T) {
 	t.Parallel()
 	setarch := testutil.Tool(t, "setarch")
@@ -304,7 +310,7 @@ func TestForkPageFaults(t *testing.T) {
 	for _, c := range []struct {
 		conns string
 		child float64 // osf's children: at most this many more faults
-	}{{"0", 3}, {"4", 6}} {
+	}{{"0", 3}, {"4", 7}} {
 		t.Run(c.conns, func(t *testing.T) {
 			bp, bc := faults(t, bare, c.conns)
 			op, oc := faults(t, underOsf, c.conns)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,11 +54,7 @@ func sanitized(t testing.TB, extra ...string) []string {
 	if err != nil || !filepath.IsAbs(asan) {
 		t.Skipf("no libasan from gcc: %v %q", err, asan)
 	}
-	var env []string
-	if !testutil.PoolRun() {
-		env = append(env, "OSF_SHM_POOL=0")
-	}
-	return append(append(env, extra...),
+	return append(append(testutil.RunSwitches(), extra...),
 		"LD_PRELOAD="+asan+":"+lib,
 		"ASAN_OPTIONS=detect_leaks=0:exitcode=99:abort_on_error=0",
 		"UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=99")
@@ -77,13 +74,24 @@ func noSanitizerReport(t *testing.T, who, stderr string) {
 
 // hostilePeer prepares the hostile program with args, as user nobody when
 // the test runs as root (setpriv), so that the attacker is another user.
+// Under OSF_TEST_SHM_KFD=1 it speaks as a client with the switch.
 func hostilePeer(t *testing.T, args ...string) *testutil.Command {
+	t.Helper()
+	var env []string
+	if testutil.KfdRun() {
+		env = append(env, "OSF_SHM_KFD=1")
+	}
+	return hostilePeerEnv(t, env, args...)
+}
+
+// hostilePeerEnv is hostilePeer with the environment env.
+func hostilePeerEnv(t *testing.T, env []string, args ...string) *testutil.Command {
 	t.Helper()
 	hostile := testutil.Prog(t, "hostile")
 	if os.Geteuid() != 0 {
-		return testutil.Cmd(t, nil, hostile, args...)
+		return testutil.Cmd(t, env, hostile, args...)
 	}
-	return testutil.Cmd(t, nil, testutil.Tool(t, "setpriv"),
+	return testutil.Cmd(t, env, testutil.Tool(t, "setpriv"),
 		append(append(append([]string(nil), asNobody...), hostile), args...)...)
 }
 
@@ -93,7 +101,9 @@ func hostilePeer(t *testing.T, args ...string) *testutil.Command {
 // sends junk on the wake socket. The client, exercising blocking and
 // non-blocking reads and writes, poll and epoll, must neither crash nor
 // hang (it is killed after 30 s); connections may only fail with
-// ECONNRESET or EPIPE. Several seeds.
+// ECONNRESET or EPIPE. Several seeds. Under OSF_TEST_SHM_KFD=1 both have
+// the switch: the peer reads the hellos from its links and scribbles on
+// the wake socket that is the kernel connection.
 func TestHostileServer(t *testing.T) {
 	t.Parallel()
 	victim := testutil.Prog(t, "victim")
@@ -130,7 +140,9 @@ func TestHostileServer(t *testing.T) {
 // too), an epoll, comes without a region, then a truthful one written
 // without pause (to its maximum too) for a second.
 // The server must reject each, survive (it is one process), and serve a
-// good client afterwards with its bytes intact. The rejections are logged
+// good client afterwards with its bytes intact. Under OSF_TEST_SHM_KFD=1
+// both the server and the attacker have the switch: the hellos come on
+// links, each followed by its kernel connection. The rejections are logged
 // at debug level only (here into a file): a peer's fault never writes on
 // the server's stderr.
 func TestHostileClient(t *testing.T) {
@@ -143,18 +155,19 @@ func TestHostileClient(t *testing.T) {
 	srv.WaitOutput("listening\n", shortRun)
 	h := hostilePeer(t, "client", strconv.Itoa(port), "5").Start()
 	// Good clients under osf while the attack runs and after it, each
-	// checking its bytes come back.
+	// checking its bytes come back, offloaded.
 	good := func(msg string) {
-		r := underOsf.cmd(t, nil, python(t), "-c", fmt.Sprintf(`import socket
+		r := underOsf.cmd(t, nil, python(t), "-c", pyFamily+fmt.Sprintf(`
+import socket
 c = socket.create_connection(("127.0.0.1", %d)); c.sendall(%q.encode()); c.shutdown(socket.SHUT_WR)
 b = b""
 while True:
     d = c.recv(100)
     if not d: break
     b += d
-print(b.decode())`, port, msg)).Run(shortRun)
-		if !r.OK() || strings.TrimSpace(r.Stdout) != msg {
-			t.Errorf("good client %q: %s", msg, r)
+print(family(c.fileno()), b.decode())`, port, msg)).Run(shortRun)
+		if !r.OK() || strings.TrimSpace(r.Stdout) != "osf "+msg {
+			t.Errorf("good client %q (want it offloaded, \"osf\"): %s", msg, r)
 		}
 	}
 	for i := 0; i < 3; i++ {
@@ -228,4 +241,137 @@ func TestHostileLockFreeze(t *testing.T) {
 		t.Fatalf("the server died: %s", srv.Wait(shortRun))
 	}
 	noSanitizerReport(t, "soak server", srv.Stderr())
+}
+
+// TestHostilePortClaim: under OSF_SHM_KFD=1 a hello names its kernel
+// connection by the client's address and port, which anyone can claim
+// ahead of its connection. Another user's hellos for a port (progs/
+// hostile.c claim, each ring holding "HIJACK") sent before a good
+// client's connection from that port must not become that connection's:
+// only a hello sent by the owner of the connection's client socket (or
+// root) is taken (preload/setup_kfd.c setup_kfd_owner_ok, the owner read
+// with NETLINK_SOCK_DIAG). Before, the server read the claim's ring as
+// the good client's bytes, and the good client waited for an answer that
+// never came. A client of another user than the server's is served as
+// before (its owner looked up and matched). The switch is set here, so
+// it runs in every leg.
+func TestHostilePortClaim(t *testing.T) {
+	t.Parallel()
+	testutil.NeedRoot(t, "to claim ports as another user (nobody)")
+	port := testutil.FreePort(t)
+	srv := testutil.Cmd(t, testutil.Preload(t, "OSF_SHM_KFD=1"), testutil.Prog(t, "victim"),
+		"server", strconv.Itoa(port), "60").Start()
+	srv.WaitOutput("listening\n", shortRun)
+	cport := testutil.FreePort(t)
+	h := hostilePeerEnv(t, []string{"OSF_SHM_KFD=1"}, "claim", strconv.Itoa(port), "30",
+		strconv.Itoa(cport), strconv.Itoa(cport)).Start()
+	h.WaitOutput("claimed 1, own connection reset\n", shortRun)
+	// A client from port from (0: the kernel's choice), as root or as
+	// nobody (prefix): its bytes echoed, offloaded.
+	good := func(prefix []string, from int, msg string) {
+		args := append(append(append([]string(nil), prefix...), python(t)), "-c", pyFamily+fmt.Sprintf(`
+import socket
+c = socket.socket()
+c.bind(("127.0.0.1", %d))
+c.settimeout(10)
+c.connect(("127.0.0.1", %d))
+c.sendall(%q.encode())
+print(family(c.fileno()), c.recv(100).decode(), flush=True)`, from, port, msg))
+		r := testutil.Cmd(t, testutil.Preload(t, "OSF_SHM_KFD=1"), args[0], args[1:]...).Run(longRun)
+		if !r.OK() || strings.TrimSpace(r.Stdout) != "osf "+msg {
+			t.Errorf("good client %v from port %d: %s (want its bytes echoed, offloaded)", prefix, from, r)
+		}
+	}
+	msg := "the good client's bytes"
+	good(nil, cport, msg)
+	// The owner looked up and matched: a client of another user than
+	// the server's (nobody, as the claim is) is served as before.
+	nobody := "nobody's bytes"
+	good(append([]string{testutil.Tool(t, "setpriv")}, asNobody...), 0, nobody)
+	if err := unix.Kill(srv.Pid, unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sr := srv.Wait(longRun)
+	checkSurvived(t, "victim server", sr)
+	if want := fmt.Sprintf("served %d bytes", len(msg)+len(nobody)); !strings.Contains(sr.Stdout, want) {
+		t.Errorf("victim server: %q, want %q (the claim's ring read as the good client's?)", sr.Stdout, want)
+	}
+}
+
+// aheadClient (OSF_SHM_KFD, as rawOsf speaks it) sends two hellos on its
+// link, for its sockets from ports a and b, connects b only (so that the
+// server, looking for b's hello, reads a's ahead of its connection and
+// keeps it), prints "ahead A B", and connects a once stdin says so.
+var aheadClient = rawOsf + `
+port = int(sys.argv[1])
+s = dial("osf1/4/127.0.0.1/%d" % port)
+ta, tb = kfd_socket(), kfd_socket()
+keep = [hello(s, 4096, t.getsockname(), ("127.0.0.1", port)) for t in (ta, tb)]
+tb.connect(("127.0.0.1", port))
+print("ahead %d %d" % (ta.getsockname()[1], tb.getsockname()[1]), flush=True)
+sys.stdin.readline()
+ta.connect(("127.0.0.1", port))
+print("connected", flush=True)
+time.sleep(30)
+`
+
+// acceptPrinter accepts forever and prints each connection's peer port.
+const acceptPrinter = `
+import socket, sys
+l = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(64)
+print("listening", flush=True)
+held = []
+while True:
+    c, a = l.accept()
+    held.append(c)
+    print("peer %d" % a[1], flush=True)
+`
+
+// TestHostileHelloFlood: under OSF_SHM_KFD=1 a server keeps, up to 256,
+// the hellos it read ahead of their connections (a client's link carries
+// the hellos of all its connections). Another user's flood of hellos for
+// connections it never makes (hostile.c claim, 300 of them, then a
+// connection without a hello, whose accept reads every link) must not
+// crowd out a hello a good client sent ahead of its connection: when the
+// table is full, a sender holding half of it or more loses its own
+// oldest (preload/setup_kfd.c setup_kfd_put_locked). Before, the good
+// client's hello, the oldest, went, and its connection was reset at its
+// accept.
+func TestHostileHelloFlood(t *testing.T) {
+	t.Parallel()
+	if !testutil.KfdRun() {
+		t.Skip("OSF_SHM_KFD's kept hellos: OSF_TEST_SHM_KFD=1 (make test's KFD leg)")
+	}
+	testutil.NeedRoot(t, "to flood as another user (nobody)")
+	port := strconv.Itoa(testutil.FreePort(t))
+	srv := underOsf.cmd(t, nil, python(t), "-c", acceptPrinter, port).Start()
+	srv.WaitOutput("listening\n", shortRun)
+	cc := testutil.Cmd(t, nil, python(t), "-c", aheadClient, port)
+	cin, err := cc.Cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := cc.Start()
+	defer cin.Close()
+	var a, b int
+	if _, err := fmt.Sscanf(cl.WaitOutput("\n", shortRun), "ahead %d %d", &a, &b); err != nil {
+		t.Fatalf("client: %v: %s", err, cl.Stdout())
+	}
+	srv.WaitOutput(fmt.Sprintf("peer %d\n", b), shortRun)
+	h := hostilePeer(t, "claim", port, "20", "2000", "2299").Start()
+	// Its connection reset: the server has read the flood.
+	h.WaitOutput("claimed 300, own connection reset\n", longRun)
+	if _, err := io.WriteString(cin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	cl.WaitOutput("connected\n", shortRun)
+	deadline := time.Now().Add(shortRun)
+	for !strings.Contains(srv.Stdout(), fmt.Sprintf("peer %d\n", a)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection whose hello the server had read ahead was not accepted (reset?): server %q", srv.Stdout())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -107,7 +107,8 @@ func semanticsNormalize(t *testing.T, name, mode, out, transport string) (string
 var rdmaCallerScenarios = []string{"rcvtimeo", "eintr", "eintr_restart", "timeo_eintr",
 	"peerclose", "reset_seen", "blocked_shutdown", "waitall", "rcvlowat", "recv0",
 	"pollmasks", "selectpoll", "poll_eintr", "peerclose_nb", "duplex_pollers",
-	"epoll_lt", "epoll_et", "epoll_et_out", "epoll_oneshot", "epoll_rdhup", "epoll_et_end", "epoll_readd"}
+	"epoll_lt", "epoll_et", "epoll_et_out", "epoll_oneshot", "epoll_rdhup", "epoll_et_end", "epoll_readd",
+	"sndtimeo", "partial", "peer_killed"}
 
 // TestSemanticsRDMACaller runs rdmaCallerScenarios over the RDMA
 // stand-in with OSF_RDMA_RX=caller, where a reader that found nothing

@@ -76,8 +76,9 @@ func TestServerRedisBgsave(t *testing.T) {
 	}
 }
 
-// asyncioEchoScript is an asyncio stream echo: "server PORT" echoes every
-// connection until its end, then closes; "client PORT N GATE" sends N
+// asyncioEchoScript is the client of an asyncio stream echo (the server:
+// progs/asyncio_echo.py, which echoes every connection until its end, then
+// closes): "PORT N GATE" sends N
 // random bytes and, once the file GATE exists (the test has seen both
 // ends' sockets: an echo that ended first left the server no connection
 // for osfstat to show, which failed the test once at load 16), its end
@@ -87,20 +88,6 @@ func TestServerRedisBgsave(t *testing.T) {
 // once it sees the end.
 const asyncioEchoScript = `
 import asyncio, hashlib, os, sys
-
-async def handle(r, w):
-    while True:
-        d = await r.read(1 << 16)
-        if not d:
-            break
-        w.write(d)
-        await w.drain()
-    w.close()
-
-async def server(port):
-    s = await asyncio.start_server(handle, '127.0.0.1', port)
-    async with s:
-        await s.serve_forever()
 
 async def client(port, n, gate):
     r, w = await asyncio.open_connection('127.0.0.1', port)
@@ -126,10 +113,7 @@ async def client(port, n, gate):
     await t
     print(got, hashlib.sha256(data).hexdigest(), h.hexdigest(), flush=True)
 
-if sys.argv[1] == 'server':
-    asyncio.run(server(int(sys.argv[2])))
-else:
-    asyncio.run(client(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
+asyncio.run(client(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]))
 `
 
 // TestServerAsyncioEcho sends 20 MB through an asyncio echo server to an
@@ -143,10 +127,10 @@ func TestServerAsyncioEcho(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			port := strconv.Itoa(testutil.FreePort(t))
-			srv := m.cmd(t, nil, python(t), "-c", asyncioEchoScript, "server", port).Start()
+			srv := m.cmd(t, nil, python(t), "progs/asyncio_echo.py", "server", port).Start()
 			testutil.WaitListening(t, "127.0.0.1:"+port, shortRun)
 			gate := filepath.Join(t.TempDir(), "gate")
-			cli := m.cmd(t, nil, python(t), "-c", asyncioEchoScript, "client", port, strconv.Itoa(n), gate).Start()
+			cli := m.cmd(t, nil, python(t), "-c", asyncioEchoScript, port, strconv.Itoa(n), gate).Start()
 			assertConns(t, m, cli.Pid, srv.Pid, 1, "asyncio client")
 			if err := os.WriteFile(gate, nil, 0o600); err != nil {
 				t.Fatal(err)
@@ -184,7 +168,7 @@ func TestSandboxedConnection(t *testing.T) {
 			}
 			tp := "tcp"
 			if m.osf {
-				tp = "unix"
+				tp = testutil.ShmTransport()
 			}
 			want := fmt.Sprintf("transport %[1]s %[1]s\nreceived %d bytes pattern ok\n", tp, 8<<20)
 			if r.Stdout != want {
@@ -783,7 +767,7 @@ func TestPythonSocketAPIs(t *testing.T) {
 			}
 			want := "tcp"
 			if m.osf {
-				want = "unix"
+				want = testutil.ShmTransport()
 			}
 			checks := 0
 			for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {

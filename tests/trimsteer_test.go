@@ -2,7 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,7 +27,7 @@ import (
 // before it looked at them).
 func TestTrimNeverPunchesOutsideRing(t *testing.T) {
 	t.Parallel()
-	hostile, victim := testutil.Prog(t, "hostile"), testutil.Prog(t, "punchvictim")
+	victim := testutil.Prog(t, "punchvictim")
 	for _, wait := range []string{"poll", "epoll"} {
 		t.Run(wait, func(t *testing.T) {
 			t.Parallel()
@@ -38,12 +37,8 @@ func TestTrimNeverPunchesOutsideRing(t *testing.T) {
 			if _, err := fmt.Sscanf(srv.WaitOutput("listening\n", shortRun), "region %v %d", &addr, &size); err != nil {
 				t.Fatalf("punchvictim: %v: %s", err, srv.Stdout())
 			}
-			args := []string{hostile, "trimsteer", strconv.Itoa(port), fmt.Sprintf("%#x", addr), strconv.FormatUint(size, 10), "3"}
-			h := testutil.Cmd(t, nil, args[0], args[1:]...)
-			if os.Geteuid() == 0 {
-				h = testutil.Cmd(t, nil, testutil.Tool(t, "setpriv"), append(asNobody, args...)...)
-			}
-			p := h.Start()
+			args := []string{"trimsteer", strconv.Itoa(port), fmt.Sprintf("%#x", addr), strconv.FormatUint(size, 10), "3"}
+			p := hostilePeer(t, args...).Start()
 			p.WaitOutput("steering\n", shortRun)
 			testutil.AssertTransport(t, srv.Pid, testutil.ByRole("server"), testutil.TransportShm)
 			if r := p.Wait(longRun); !r.OK() || !strings.Contains(r.Stdout, "steered:") {

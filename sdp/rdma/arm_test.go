@@ -83,7 +83,7 @@ func TestSolicitedArm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(kick)
-	tx.setKick(kick)
+	tx.setKick(kick, looksWord{})
 	tx.publish(0, 0x5eed)
 	kicked := func() bool {
 		var b [8]byte

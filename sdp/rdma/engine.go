@@ -75,6 +75,7 @@ type Engine struct {
 	sleptAt  time.Time              // the last sleep's start (watch.go)
 	sleptFor time.Duration          // and length
 	woke     wakeCounts             // what ended its sleeps (logged at each release)
+	looks    looksWord              // 1 while a sleep is bounded by heldLook (rx.h eng_looks)
 
 	// At exit (exit.go): the process's exit(3) waits for the streams.
 	exitArmed bool
@@ -107,6 +108,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		closing:  map[*stream]time.Time{},
 		wc:       make([]verbs.WC, 32),
 		hotGap:   hotGap,
+		looks:    newLooksWord(),
 	}
 	var err error
 	if e.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
@@ -298,7 +300,7 @@ func (e *Engine) register(s *stream) error {
 		e.byWake[fd] = s
 	}
 	s.closeFD = e.closeWake
-	s.tx.setKick(e.kick)
+	s.tx.setKick(e.kick, e.looks)
 	e.streams[s.id] = s
 	s.enableCallers()
 	return nil
@@ -391,7 +393,11 @@ func (e *Engine) loop() {
 			e.onSleep(ms, hot)
 		}
 		e.sleptAt = time.Now()
+		// Writers about to sleep for room kick it only while it might
+		// not look within heldLook (conn_rdma.c osf_conn_rdma_blocked).
+		e.looks.set(ms >= 0 && ms <= int(heldLook/time.Millisecond))
 		woke = e.dispatch(events, ms)
+		e.looks.set(false)
 		e.sleptFor = time.Since(e.sleptAt)
 		if woke {
 			gap = time.Since(lastActive)

@@ -219,17 +219,20 @@ static int osf_rdma_verbs_arm(struct osf_rdma_rx *rx)
 }
 
 // osf_rdma_verbs_drain is rx->chan_drain (under ep_lock): it reads
-// (non-blocking: the channel's fd is) and acknowledges every event
-// waiting on the channel; one read disarmed the CQ.
+// (non-blocking: the channel's fd is) and acknowledges the event waiting
+// on the channel, which disarmed the CQ. One read: the channel is this
+// CQ's alone and every arm goes through chan_arm, once per event
+// (cq_armed), so at most one event waits; a read until EAGAIN was a
+// second system call per message that found nothing. Were another left,
+// the channel would stay readable (the engine's and a poller's waits are
+// level-triggered) and the next drain would take it.
 static int osf_rdma_verbs_drain(struct osf_rdma_rx *rx)
 {
 	struct ibv_cq *cq;
 	void *ctx;
-	int i, saved = errno;
+	int saved = errno;
 
-	for (i = 0; rx->chan && i < 64; i++) {
-		if (ibv_get_cq_event((struct ibv_comp_channel *)rx->chan, &cq, &ctx) != 0)
-			break;
+	if (rx->chan && ibv_get_cq_event((struct ibv_comp_channel *)rx->chan, &cq, &ctx) == 0) {
 		ibv_ack_cq_events(cq, 1);
 		rx->cq_armed = OSF_RDMA_ARMED_NONE;
 	}

@@ -109,8 +109,8 @@ typedef int (*osf_rdma_recv_fn)(struct osf_rdma_rx *rx, uint64_t wr_id);
  * thread may not (another process, a retired or closing connection). */
 typedef int (*osf_rdma_take_fn)(struct osf_rdma_tx *tx, uint32_t gen, int32_t pid);
 /* A channel operation (rx.c), under ep_lock: arm the CQ for its next
- * completion event, or read and acknowledge the channel's events without
- * blocking; 0 or an errno. */
+ * completion event, or read and acknowledge the channel's event (at most
+ * one waits: rx.c) without blocking; 0 or an errno. */
 typedef int (*osf_rdma_chan_fn)(struct osf_rdma_rx *rx);
 
 struct osf_rdma_rx {
@@ -125,6 +125,11 @@ struct osf_rdma_rx {
 	int32_t wake;    /* the engine's end of the application's wake socket, or -1 */
 	int32_t wake_tx; /* of the writers' wake socket, or -1 */
 	int32_t kick;    /* the engine's eventfd: an event waits */
+	/* The engine's word (C memory of its own, never freed): 1 while it
+	 * sleeps at most heldLook (sleep.go), so that it will look at every
+	 * stream within about a second without being kicked; 0 while it is
+	 * awake or sleeps without such a bound. NULL: no engine (fakes). */
+	const uint32_t *eng_looks;
 	/* Under lock. */
 	uint64_t head;     /* the peer's producer position of ring 1 - side */
 	uint64_t credited; /* our consumer position last reported (tx.h's lock

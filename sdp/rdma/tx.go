@@ -2,6 +2,7 @@ package rdma
 
 /*
 #include "rx.h"
+#include <stdlib.h>
 
 struct osf_rdma_tx *osf_rdma_tx_new(void);
 void osf_rdma_tx_publish(struct osf_rdma_tx *tx, uint64_t dev, uint64_t ino);
@@ -606,8 +607,32 @@ func wakeTake(sock int, tokens *uint32) bool {
 func (t *txState) live() bool { return t.p != deadTx }
 
 // setKick gives the application's threads the engine's eventfd, which
-// they write when they leave it an event.
-func (t *txState) setKick(fd int) { t.p.rx.kick = C.int32_t(fd) }
+// they write when they leave it an event, and its looks word.
+func (t *txState) setKick(fd int, looks looksWord) {
+	t.p.rx.kick = C.int32_t(fd)
+	t.p.rx.eng_looks = looks.p
+}
+
+// looksWord is the engine's word that tells the application's threads it
+// will look at every stream within about a second (rx.h eng_looks): a
+// writer about to sleep for room then need not kick it. C memory, never
+// freed (a retired struct may still point to it); nil-safe.
+type looksWord struct{ p *C.uint32_t }
+
+func newLooksWord() looksWord { return looksWord{(*C.uint32_t)(C.calloc(1, 4))} }
+
+// set publishes whether the engine's coming sleep is bounded by heldLook
+// (at most), or false when it wakes.
+func (w looksWord) set(bounded bool) {
+	if w.p == nil {
+		return
+	}
+	v := uint32(0)
+	if bounded {
+		v = 1
+	}
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(w.p)), v)
+}
 
 // rxLock takes rx_lock, spinning (an application's thread holds it for
 // one batch of completions), rxTryLock only if free.

@@ -156,7 +156,7 @@ func TestTxHandOffWakesEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(kick)
-	tx.setKick(kick)
+	tx.setKick(kick, looksWord{})
 	tx.commitPlan(100, false) // request 0 posted, signaled
 	if !tx.tryLock() {
 		t.Fatal("lock busy")

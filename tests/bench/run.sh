@@ -350,6 +350,36 @@ bench_iperf3() {
 	done
 }
 
+# bench_asyncio: python asyncio streams, an echo server and a client
+# sending 20 MB on one connection while it reads the echo back
+# (tests/bench/asyncio_echo.py, every byte checked), unpinned.
+# ASYNCIO_ROUNDS alternating rounds; the row gives the medians and the
+# median of the rounds' ratios.
+ASYNCIO_ROUNDS="${BENCH_ASYNCIO_ROUNDS:-5}"
+bench_asyncio() {
+	local SRV_PIN=() side i out b=() o=() r=() prog="$ROOT/tests/progs/asyncio_echo.py"
+	for ((i = 0; i < ASYNCIO_ROUNDS; i++)); do
+		for side in bare osf; do
+			serve "$side" "$PY" "$prog" server $PORT
+			if [[ $side == osf ]]; then
+				out=$(timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 "$PY" "$prog" client $PORT 20000000)
+			else
+				out=$(timeout 120 "$PY" "$prog" client $PORT 20000000)
+			fi
+			unserve
+			out=${out#MB/s }
+			[[ -n "$out" ]] || { echo "bench: asyncio echo ($side) failed" >&2; return 1; }
+			[[ $side == bare ]] && b+=("$out") || o+=("$out")
+		done
+		r+=("$(calc "${o[i]} / ${b[i]}")")
+	done
+	raw "python asyncio echo 20 MB, MB/s bare: ${b[*]}"
+	raw "python asyncio echo 20 MB, MB/s osf:  ${o[*]}"
+	row "python asyncio streams echo, 20 MB on one connection, unpinned (MB/s, median of $ASYNCIO_ROUNDS alternating rounds; ratio: median of the rounds' ratios)" \
+		"$(calc "'%.1f' % $(stats median "${b[@]}")")" "$(calc "'%.1f' % $(stats median "${o[@]}")")" \
+		"$(calc "'%.2fx' % $(stats median "${r[@]}")") (rounds $(calc "'%.2f' % $(stats min "${r[@]}")")–$(calc "'%.2fx' % $(stats max "${r[@]}")"))" "≥ 1x"
+}
+
 # bench_redis: redis-benchmark against redis-server, 50 clients.
 bench_redis() {
 	local side t csv
@@ -1154,7 +1184,7 @@ bench_gateway() {
 main() {
 	# Arguments select benchmarks by name (e.g. `run.sh redis iperf3`);
 	# none runs them all.
-	local rc all=(syscall_loop startup core_load churn churn_unpinned short_client http_nginx http_apache http_haproxy http_node go static fork idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
+	local rc all=(syscall_loop startup core_load churn churn_unpinned short_client http_nginx http_apache http_haproxy http_node asyncio go static fork idle_memory shm_pingpong busy_pingpong shm_stream iperf3 redis gateway) b
 	(($#)) || set -- "${all[@]}"
 	echo "osf benchmarks on $(hostname), $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)" >&2
 	echo "build: $BUILD" >&2

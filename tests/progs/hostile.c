@@ -21,6 +21,20 @@
  *       give the server pages to read and trim (none in the last second),
  *       and write ADDR and LEN where layout 3's trim slots were, for
  *       SECONDS (issue 24, item 1).
+ *   hostile claim PORT SECONDS LO HI   OSF_SHM_KFD's hellos on one link
+ *       for client ports LO to HI, each ring holding "HIJACK", for
+ *       connections it never makes, then one marked connection without a
+ *       hello (its accept reads every link), waited for until the server
+ *       resets it; held for SECONDS.
+ *
+ * With OSF_SHM_KFD=1 in its environment it speaks as a peer with that
+ * switch does (preload/kfd.c): as a client, each hello, flagged
+ * OSF_HELLO_F_KFD and naming a TCP socket bound to 127.0.0.1 and marked
+ * (DSCP 38), goes on a link of its own to the SOCK_SEQPACKET companion,
+ * then that socket connects to the server's kernel listener and is the
+ * connection's wake socket; as a server, its companion is a
+ * SOCK_SEQPACKET one whose links carry the hellos, and each connection's
+ * wake socket is the kernel connection from the port its hello names.
  *
  * The layout comes from sdp/segment.h, the names from shm/names.go. */
 #ifndef _GNU_SOURCE
@@ -29,6 +43,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +60,7 @@
 #include "../../sdp/segment.h"
 
 static uint64_t rng;
+static int kfd; /* OSF_SHM_KFD=1: hellos as a client with the switch sends them */
 
 static uint64_t rnd(void)
 {
@@ -188,11 +204,84 @@ static void scribble(uint8_t *seg, uint32_t ring, int wake)
 	}
 }
 
+/* A hello as a link carries it: one message, a pooled one's second part
+ * included. */
+struct kfd_msg {
+	struct osf_hello h;
+	struct osf_hello_pool p;
+};
+
+/* kfd_accept takes the next connection as a server with OSF_SHM_KFD does:
+ * a link from companion l (replacing *link), a hello from the link, then
+ * the kernel connection from the port the hello names, accepted from t
+ * (others accepted meanwhile are closed). Returns that connection with m
+ * and *segfd filled, or -1 when none came this time (within about 1 s). */
+static int kfd_accept(int l, int t, int *link, struct kfd_msg *m, int *segfd)
+{
+	char cbuf[CMSG_SPACE(2 * sizeof(int))];
+	struct iovec iov = {m, sizeof(*m)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	struct pollfd p[2] = {{l, POLLIN, 0}, {*link, POLLIN, 0}};
+	struct sockaddr_in cl, peer;
+	struct cmsghdr *cm;
+	int fds[2] = {-1, -1}, c;
+	double until;
+	ssize_t n;
+
+	if (poll(p, 2, 100) <= 0)
+		return -1;
+	if (p[0].revents & POLLIN) {
+		c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+		if (c >= 0) {
+			if (*link >= 0)
+				close(*link);
+			*link = c;
+		}
+		return -1;
+	}
+	memset(m, 0, sizeof(*m));
+	n = recvmsg(*link, &mh, 0);
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_type == SCM_RIGHTS)
+			memcpy(fds, CMSG_DATA(cm),
+			       cm->cmsg_len - CMSG_LEN(0) < sizeof(fds) ? cm->cmsg_len - CMSG_LEN(0)
+									: sizeof(fds));
+	if (fds[1] >= 0)
+		close(fds[1]);
+	if (n <= 0) {
+		close(*link);
+		*link = -1;
+	}
+	if (n < (ssize_t)sizeof(m->h) || !(m->h.flags & OSF_HELLO_F_KFD)) {
+		if (fds[0] >= 0)
+			close(fds[0]);
+		return -1;
+	}
+	memcpy(&cl, m->h.client, sizeof(cl));
+	for (until = now() + 1.0; now() < until;) {
+		struct pollfd q = {t, POLLIN, 0};
+		socklen_t pl = sizeof(peer);
+		if (poll(&q, 1, 100) <= 0)
+			continue;
+		c = accept4(t, (struct sockaddr *)&peer, &pl, SOCK_CLOEXEC);
+		if (c >= 0 && peer.sin_port == cl.sin_port) {
+			*segfd = fds[0];
+			return c;
+		}
+		if (c >= 0)
+			close(c);
+	}
+	if (fds[0] >= 0)
+		close(fds[0]);
+	return -1;
+}
+
 static int serve(int port, double secs)
 {
 	struct sockaddr_un sun;
 	char name[64];
-	int l, c;
+	int l, c, link = -1;
 	double end = now() + secs;
 
 	/* The kernel TCP listener an osf client checks the companion's owner
@@ -207,7 +296,7 @@ static int serve(int port, double secs)
 		return 1;
 	}
 	snprintf(name, sizeof(name), "osf1/4/127.0.0.1/%d", port);
-	l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	l = socket(AF_UNIX, (kfd ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC, 0);
 	if (l < 0 || bind(l, (struct sockaddr *)&sun, abstract(&sun, name)) < 0 ||
 	    listen(l, 16) < 0) {
 		perror("hostile: companion");
@@ -217,12 +306,13 @@ static int serve(int port, double secs)
 	fflush(stdout);
 	while (now() < end) {
 		struct pollfd p = {l, POLLIN, 0};
-		char buf[sizeof(struct osf_hello)], cbuf[CMSG_SPACE(sizeof(int))];
-		struct iovec iov = {buf, sizeof(buf)};
+		struct kfd_msg msg;
+		char cbuf[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = {&msg.h, sizeof(msg.h)};
 		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
 				    .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
 		struct cmsghdr *cm;
-		struct osf_hello *hello = (void *)buf;
+		struct osf_hello *hello = &msg.h;
 		struct osf_hello_pool pool;
 		struct stat st;
 		int segfd = -1;
@@ -231,26 +321,37 @@ static int serve(int port, double secs)
 		uint64_t sb;
 		double until;
 
-		if (poll(&p, 1, 100) <= 0)
-			continue;
-		c = accept(l, NULL, NULL);
-		if (c < 0)
-			continue;
-		if (recvmsg(c, &mh, 0) != (ssize_t)sizeof(*hello)) {
-			close(c);
-			continue;
+		if (kfd) {
+			/* The wake socket is the kernel connection. */
+			c = kfd_accept(l, t, &link, &msg, &segfd);
+			if (c < 0)
+				continue;
+		} else {
+			if (poll(&p, 1, 100) <= 0)
+				continue;
+			c = accept(l, NULL, NULL);
+			if (c < 0)
+				continue;
+			if (recvmsg(c, &mh, 0) != (ssize_t)sizeof(*hello)) {
+				close(c);
+				continue;
+			}
+			for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+				if (cm->cmsg_type == SCM_RIGHTS)
+					memcpy(&segfd, CMSG_DATA(cm), sizeof(int));
 		}
-		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-			if (cm->cmsg_type == SCM_RIGHTS)
-				memcpy(&segfd, CMSG_DATA(cm), sizeof(int));
 		/* A pooled hello (OSF_SHM_POOL client): the whole region is
 		 * ours to scribble on, its every slot_done forged "free" too. */
 		sb = osf_seg_bytes(hello->ring_bytes);
 		bytes = (size_t)sb;
 		memset(&pool, 0, sizeof(pool));
+		if (kfd)
+			pool = msg.p;
 		if ((hello->flags & OSF_HELLO_F_POOL) &&
-		    (recv(c, &pool, sizeof(pool), MSG_WAITALL) != (ssize_t)sizeof(pool) ||
+		    ((!kfd && recv(c, &pool, sizeof(pool), MSG_WAITALL) != (ssize_t)sizeof(pool)) ||
 		     fstat(segfd, &st) < 0 || (bytes = (size_t)st.st_size) < sb)) {
+			if (segfd >= 0)
+				close(segfd);
 			close(c);
 			continue;
 		}
@@ -282,20 +383,85 @@ static int serve(int port, double secs)
 	return 0;
 }
 
+/* kfd_socket makes the TCP socket an OSF_SHM_KFD hello names: bound to
+ * 127.0.0.1 (its port in *cport), TCP_NODELAY, its SYN marked as an osf
+ * client's (DSCP 38, preload/kfd.c). */
+static int kfd_socket(uint16_t *cport)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, tos = 0x98;
+
+	if (t < 0 || bind(t, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(t, (struct sockaddr *)&a, &al) < 0 ||
+	    setsockopt(t, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
+	    setsockopt(t, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) < 0) {
+		if (t >= 0)
+			close(t);
+		return -1;
+	}
+	*cport = ntohs(a.sin_port);
+	return t;
+}
+
+/* kfd_connect connects t, whose hello went on a link, to the server's
+ * kernel listener of name (osf1/4/ADDR/PORT; a wildcard one's on
+ * 127.0.0.1); returns t, or -1. */
+static int kfd_connect(int t, const char *name)
+{
+	struct sockaddr_in sv = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	const char *p = strrchr(name, '/');
+
+	sv.sin_port = htons((uint16_t)atoi(p ? p + 1 : "0"));
+	if (connect(t, (struct sockaddr *)&sv, sizeof(sv)) < 0) {
+		int e = errno;
+		close(t);
+		errno = e;
+		return -1;
+	}
+	return t;
+}
+
 /* send_hello sends a hello over a fresh companion connection with up to
- * three fds (a negative one is left out); returns the connection. */
+ * three fds (a negative one is left out); returns the connection. With
+ * OSF_SHM_KFD (kfd) the connection is a kernel one: the hello (when it is
+ * one, at least its fixed part) gets OSF_HELLO_F_KFD and the address of
+ * a fresh marked TCP socket, goes on a link of its own (closed once
+ * sent: the server reads what it carried), and that socket, connected
+ * after it, is returned; an empty message only dials the link. */
 static int send_hello(const char *name, const void *msg, size_t len, int fd1,
 		      int fd2, int fd3)
 {
 	struct sockaddr_un sun;
 	char cbuf[CMSG_SPACE(3 * sizeof(int))];
+	struct {
+		struct osf_hello h;
+		struct osf_hello_pool p;
+	} kh; /* the hello, and a pooled one's second part */
 	struct iovec iov = {(void *)msg, len};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), n = 0, fds[3];
+	int c = socket(AF_UNIX, (kfd ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC, 0), n = 0,
+	    fds[3], t = -1;
 
 	if (connect(c, (struct sockaddr *)&sun, abstract(&sun, name)) < 0) {
 		close(c);
 		return -1;
+	}
+	if (kfd && len == 0)
+		return c;
+	if (kfd && len >= sizeof(kh.h) && len <= sizeof(kh)) {
+		struct sockaddr_in cl;
+		uint16_t cport;
+		if ((t = kfd_socket(&cport)) < 0) {
+			close(c);
+			return -1;
+		}
+		memcpy(&kh, msg, len);
+		kh.h.flags |= OSF_HELLO_F_KFD;
+		memcpy(&cl, kh.h.client, sizeof(cl));
+		cl.sin_port = htons(cport);
+		memcpy(kh.h.client, &cl, sizeof(cl));
+		iov.iov_base = &kh;
 	}
 	if (fd1 >= 0)
 		fds[n++] = fd1;
@@ -314,6 +480,10 @@ static int send_hello(const char *name, const void *msg, size_t len, int fd1,
 		memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
 	}
 	(void)!sendmsg(c, &mh, MSG_NOSIGNAL);
+	if (t >= 0) {
+		close(c);
+		return kfd_connect(t, name);
+	}
 	return c;
 }
 
@@ -738,13 +908,110 @@ static int trimsteer(int port, uint64_t addr, uint64_t len, double secs)
 	return 0;
 }
 
+/* poke connects a marked socket without a hello to the server of link
+ * name (OSF_SHM_KFD): its accept reads every link, then resets it. It
+ * waits for that (at most 10 s) and returns how it ended: "reset", else
+ * what came instead. */
+static const char *poke(const char *name)
+{
+	struct timeval tv = {10, 0};
+	const char *how = "none";
+	uint16_t cp;
+	ssize_t r;
+	char b;
+	int t = kfd_socket(&cp);
+
+	if (t >= 0)
+		t = kfd_connect(t, name);
+	if (t >= 0 && setsockopt(t, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0) {
+		r = recv(t, &b, 1, 0);
+		how = r == 0 ? "end" : r > 0 ? "data" : errno == ECONNRESET ? "reset" : "waited";
+	}
+	if (t >= 0)
+		close(t);
+	return how;
+}
+
+/* claim sends, on one link (OSF_SHM_KFD), a truthful hello for each
+ * client port from LO to HI, each segment's ring holding "HIJACK\n" for
+ * the server to read, for connections it never makes: hellos that claim
+ * the ports other clients' connections will come from, and that crowd
+ * the hellos the server keeps; a full link is poked (poke) for the server
+ * to read it, and so is the link at the end. It prints "claimed N, own
+ * connection HOW" (the last poke's: reset) and holds them for SECONDS. */
+static int claim(int port, double secs, int lo, int hi)
+{
+	uint32_t ring = 1 << 16;
+	struct sockaddr_un sun;
+	char name[64];
+	int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), n = 0;
+
+	snprintf(name, sizeof(name), "osf1/4/127.0.0.1/%d", port);
+	if (connect(c, (struct sockaddr *)&sun, abstract(&sun, name)) < 0) {
+		perror("hostile: link");
+		return 1;
+	}
+	for (int p = lo; p <= hi; p++) {
+		struct osf_hello h;
+		char cbuf[CMSG_SPACE(2 * sizeof(int))];
+		struct iovec iov = {&h, sizeof(h)};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+				    .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+		struct cmsghdr *cm;
+		int w[2], fd = make_segment(ring, 1, (off_t)osf_seg_bytes(ring)), fds[2];
+		uint8_t *seg;
+
+		if (fd < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w) < 0)
+			return 1;
+		seg = mmap(NULL, (size_t)osf_seg_bytes(ring), PROT_READ | PROT_WRITE,
+			   MAP_SHARED, fd, 0);
+		if (seg != MAP_FAILED) {
+			static const char m[] = "HIJACK\n";
+			struct osf_seg_hdr *sh = osf_seg_hdr(seg, ring);
+			uint8_t *d = seg + osf_seg_ring_off(ring, 0);
+			for (uint64_t i = 0; i < sizeof(m) - 1; i++)
+				d[(osf_seg_ring_bias(ring, 0) + i) & (ring - 1)] = (uint8_t)m[i];
+			__atomic_store_n(&sh->ring[0].head, sizeof(m) - 1, __ATOMIC_SEQ_CST);
+		}
+		truthful_hello(&h, port, ring, (uint16_t)p);
+		h.flags = OSF_HELLO_F_KFD;
+		fds[0] = fd;
+		fds[1] = w[1];
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(fds));
+		memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+		/* A full link: a poke makes the server read it. */
+		for (int k = 0; k < 3; k++) {
+			if (sendmsg(c, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(h)) {
+				n++;
+				break;
+			}
+			if (errno != EAGAIN)
+				break;
+			(void)poke(name);
+		}
+		close(w[1]);
+	}
+	printf("claimed %d, own connection %s\n", n, poke(name)); /* the rest read */
+	fflush(stdout);
+	usleep((useconds_t)(secs * 1e6));
+	close(c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
 		fprintf(stderr, "usage: hostile server PORT SECONDS SEED | hostile client PORT SEED | "
-				"hostile lockflip PORT SECONDS | hostile trimsteer PORT ADDR LEN SECONDS\n");
+				"hostile lockflip PORT SECONDS | hostile trimsteer PORT ADDR LEN SECONDS | "
+				"hostile claim PORT SECONDS LO HI\n");
 		return 2;
 	}
+	kfd = getenv("OSF_SHM_KFD") && strcmp(getenv("OSF_SHM_KFD"), "1") == 0;
+	if (strcmp(argv[1], "claim") == 0 && argc >= 6)
+		return claim(atoi(argv[2]), atof(argv[3]), atoi(argv[4]), atoi(argv[5]));
 	if (strcmp(argv[1], "lockflip") == 0)
 		return lockflip(atoi(argv[2]), atof(argv[3]));
 	if (strcmp(argv[1], "trimsteer") == 0 && argc >= 6)

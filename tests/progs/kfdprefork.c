@@ -17,6 +17,23 @@
  * write after it with EPIPE). Then the stopped worker is killed ("killed
  * holder"): the mutex is the next taker's (EOWNERDEAD).
  *
+ * exec (under osf): the hello store crosses exec. Of the workers, one in
+ * three is a fork child, one a fork child that execs this program again
+ * ("kfdprefork worker LFD REPFD") and one a posix_spawn'd image of it; the
+ * parent closes its listener once they run (a graceful restart's order),
+ * and every worker must go on accepting offloaded connections. After the
+ * clients the fork children are killed and one more client process
+ * ("client PROCS ...") makes PER connections, which only the exec'd and
+ * spawned workers can accept.
+ *
+ * foreign PROG (under osf): worker 0 is a fork child that execs PROG, a
+ * set-user-ID copy of this program, which runs without osf; the other
+ * workers are killed and the parent closes its listener before the
+ * clients start (after that exec), so that worker accepts every
+ * connection: osf shut the
+ * companion before that exec (no image without osf reads a hello), and
+ * every connection must be kernel TCP and echo its bytes.
+ *
  * t2's hello stays in the store, unread, after its connection's reset:
  * the first client connection binds t2's port again, so the kernel's new
  * connection has the 4-tuple that hello names (as a port the kernel hands
@@ -32,6 +49,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -199,15 +217,84 @@ static void stall(const char *file, pid_t *workers, int *nw)
 	printf("killed holder\n");
 }
 
+extern char **environ;
+
+/* reports reads up to want of the workers' reports on fd (they report
+ * after their close: a bounded wait for each) into counts[offloaded]:
+ * how many came. */
+static int reports(int fd, int want, int counts[2])
+{
+	int n = 0;
+
+	while (n < want) {
+		struct pollfd p = {fd, POLLIN, 0};
+		char c;
+		if (poll(&p, 1, 10000) != 1 || read(fd, &c, 1) != 1)
+			break;
+		n++;
+		counts[c == 'k']++;
+	}
+	return n;
+}
+
+/* start_worker starts worker i on listener l, reporting on rep[1]: a fork
+ * child, or (exec) one in three a fork child that execs this program
+ * again and one a posix_spawn'd image of it. */
+static pid_t start_worker(int i, int l, const int rep[2], int exec, const char *foreign)
+{
+	char lfd[16], rfd[16];
+	char *args[] = {"kfdprefork", "worker", lfd, rfd, NULL};
+	pid_t pid;
+
+	if (foreign && i == 0) {
+		int ex[2];
+		char c;
+		snprintf(lfd, sizeof lfd, "%d", l);
+		snprintf(rfd, sizeof rfd, "%d", rep[1]);
+		if (pipe2(ex, O_CLOEXEC) < 0)
+			return -1;
+		pid = fork();
+		if (pid == 0) {
+			close(rep[0]);
+			execv(foreign, args);
+			_exit(1);
+		}
+		/* Returns once the child has exec'd (its copy of ex[1] gone):
+		 * the clients' connections come after that exec. */
+		close(ex[1]);
+		while (read(ex[0], &c, 1) < 0 && errno == EINTR)
+			;
+		close(ex[0]);
+		return pid;
+	}
+
+	snprintf(lfd, sizeof lfd, "%d", l);
+	snprintf(rfd, sizeof rfd, "%d", rep[1]);
+	if (exec && i % 3 == 2)
+		return posix_spawn(&pid, "/proc/self/exe", NULL, NULL, args, environ) == 0 ? pid : -1;
+	pid = fork();
+	if (pid == 0) {
+		close(rep[0]);
+		if (exec && i % 3 == 1) {
+			execve("/proc/self/exe", args, environ);
+			_exit(1);
+		}
+		worker(l, rep[1]);
+	}
+	return pid;
+}
+
 int main(int argc, char **argv)
 {
 	pid_t workers[MAXW], kids[64];
-	int l, one = 1, nw, procs, per, i, rep[2], n = 0, counts[2] = {0, 0};
+	int l, one = 1, nw, procs, per, i, rep[2], n = 0, counts[2] = {0, 0}, exec;
 	char file[64];
 	uint64_t seed;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
-	if (argc != 7)
+	if (argc == 4 && strcmp(argv[1], "worker") == 0)
+		worker(atoi(argv[2]), atoi(argv[3]));
+	if (argc != 7 && !(argc == 8 && strcmp(argv[6], "foreign") == 0))
 		return 2;
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	addr.sin_port = htons((uint16_t)atoi(argv[1]));
@@ -232,14 +319,25 @@ int main(int argc, char **argv)
 		close(f);
 		setenv("OSF_DEBUG_KFD_STALL", file, 1);
 	}
+	exec = strcmp(argv[6], "exec") == 0;
 	for (i = 0; i < nw; i++) {
-		workers[i] = fork();
-		if (workers[i] == 0) {
-			close(rep[0]);
-			worker(l, rep[1]);
+		workers[i] = start_worker(i, l, rep, exec, argc == 8 ? argv[7] : NULL);
+		if (workers[i] < 0) {
+			perror("worker");
+			return 1;
 		}
 	}
 	close(rep[1]);
+	if (exec)
+		close(l);
+	if (argc == 8) { /* the foreign worker alone accepts */
+		for (i = 1; i < nw; i++) {
+			kill(workers[i], SIGKILL);
+			waitpid(workers[i], NULL, 0);
+		}
+		nw = 1;
+		close(l);
+	}
 	unsetenv("OSF_DEBUG_KFD_STALL");
 	if (strcmp(argv[6], "stall") == 0)
 		stall(file, workers, &nw);
@@ -251,17 +349,28 @@ int main(int argc, char **argv)
 	}
 	for (i = 0; i < procs; i++)
 		waitpid(kids[i], NULL, 0);
-	/* The workers report after their close: bounded wait for all. */
-	while (n < procs * per) {
-		struct pollfd p = {rep[0], POLLIN, 0};
-		char c;
-		if (poll(&p, 1, 10000) != 1 || read(rep[0], &c, 1) != 1)
-			break;
-		n++;
-		counts[c == 'k']++;
+	n = reports(rep[0], procs * per, counts);
+	if (exec) {
+		/* Only the exec'd and spawned workers are left to accept. */
+		for (i = 0; i < nw;) {
+			if (i % 3 == 0 && workers[i] > 0) {
+				kill(workers[i], SIGKILL);
+				waitpid(workers[i], NULL, 0);
+				workers[i] = 0;
+			}
+			i++;
+		}
+		kids[0] = fork();
+		if (kids[0] == 0)
+			client(procs, per, seed);
+		waitpid(kids[0], NULL, 0);
+		n += reports(rep[0], per, counts);
 	}
+	(void)n;
 	printf("server kfd %d tcp %d\n", counts[1], counts[0]);
 	for (i = 0; i < nw; i++) {
+		if (workers[i] <= 0)
+			continue;
 		kill(workers[i], SIGKILL);
 		waitpid(workers[i], NULL, 0);
 	}

@@ -4,8 +4,18 @@
 # selectors class (epoll, poll, select) with 20 clients. Every transfer is
 # checked byte for byte; one line "NAME ok True|False" per check, then
 # "transports T..." naming where the kernel lists the sockets: unix
-# (offloaded by osf) or tcp.
-import asyncio, hashlib, os, selectors, socket, sys, threading, tempfile, time
+# (offloaded by osf), kfd (a TCP socket osf offloads, OSF_SHM_KFD=1: its
+# qsock_readable sets a cookie) or tcp.
+import asyncio, ctypes, hashlib, os, selectors, socket, sys, threading, tempfile, time
+
+_qsock = getattr(ctypes.CDLL(None), "qsock_readable", None)
+
+def offloaded(s):
+    if _qsock is None:
+        return False
+    cookie = ctypes.c_void_p()
+    _qsock(s.fileno(), ctypes.byref(cookie))
+    return bool(cookie.value)
 
 def transport(s):
     ino = os.readlink(f"/proc/self/fd/{s.fileno()}")[8:-1]
@@ -15,7 +25,9 @@ def transport(s):
             for l in fh:
                 p = l.split()
                 if len(p) > f and p[f] == ino:
-                    return "unix" if "unix" in path else "tcp"
+                    if "unix" in path:
+                        return "unix"
+                    return "kfd" if offloaded(s) else "tcp"
     return "none"
 
 seen = set()

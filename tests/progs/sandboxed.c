@@ -9,7 +9,8 @@
  * shuts its side down, and the main thread reads it with poll(2) and
  * read(2) until the end, then prints
  *
- *   transport CLIENT SERVER     ("unix": offloaded by osf, "tcp": kernel)
+ *   transport CLIENT SERVER     ("unix": offloaded by osf, "kfd": a TCP socket
+ *                               osf offloads (OSF_SHM_KFD=1), "tcp": kernel)
  *   received N bytes pattern ok|BAD
  *
  * Any other system call kills the process (SIGSYS), as such filters do.
@@ -32,6 +33,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "progs.h"
 
 #define TOTAL (8u << 20)
 
@@ -57,7 +60,7 @@ static const char *transport(int fd)
 			char *p = strstr(line, ino);
 			if (p && (p[strlen(ino)] == ' ' || p[strlen(ino)] == '\n')) {
 				fclose(f);
-				return tabs[t][1];
+				return t == 1 && osf_offloaded(fd) ? "kfd" : tabs[t][1];
 			}
 		}
 		fclose(f);
