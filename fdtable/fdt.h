@@ -361,6 +361,32 @@ int osf_fdt_dup_high(int fd, int cloexec);
  * above is surely not full); else it reads it. */
 int osf_fdt_affordable(void);
 
+/* osf_fdt_tight_limit returns the program's soft RLIMIT_NOFILE when osf's
+ * fds can only take numbers the program may need (no room above it, soft
+ * at most OSF_FDT_TIGHT_MAX: soft = hard), else 0; the window's saved
+ * limit in an open window, else one read. Under OSF_SHM_KFD connections
+ * are offloaded there all the same while osf holds few fds
+ * (osf_fdt_budget_ok); otherwise osf_fdt_affordable sends them to kernel
+ * TCP. */
+int osf_fdt_tight_limit(void);
+
+/* osf_fdt_tight_seen reports whether the limit the last window read was
+ * such a one, without a system call or a lock (0 when none was read, or
+ * the program changed its limit through the hooks since): a hint. */
+int osf_fdt_tight_seen(void);
+
+/* OSF_FDT_TIGHT_CAP is how many fds osf may hold in a tight limit's
+ * budget (osf_fdt_tight_limit) under OSF_SHM_KFD: its table, a listener's
+ * companion, a client process's link to a listener and wide region's
+ * memfd and eventfd; the program reaches EMFILE at most this many
+ * connections before it would under kernel TCP. */
+#define OSF_FDT_TIGHT_CAP 8
+
+/* osf_fdt_budget_ok reports whether osf may make need more fds of its
+ * own (hidden) and stay within OSF_FDT_TIGHT_CAP: it counts the hidden
+ * entries of the table (a walk: for a set-up that would add fds only). */
+int osf_fdt_budget_ok(int need);
+
 /* osf_fdt_fds_free reports whether n fd numbers are free for fds osf is
  * about to take (an accepted connection's and its hello's, which the
  * kernel would otherwise drop: MSG_CTRUNC): 1 at once when the hard limit

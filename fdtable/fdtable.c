@@ -436,7 +436,8 @@ int osf_fdt_set(int fd, const struct osf_fdt_entry *src)
 	__atomic_store_n(&e->kind, OSF_FD_NONE, __ATOMIC_RELEASE);
 	memcpy((char *)e + 1, (const char *)src + 1,
 	       offsetof(struct osf_fdt_entry, ops) - 1);
-	memcpy(&e->pad, &src->pad, sizeof(*e) - offsetof(struct osf_fdt_entry, pad));
+	memcpy(&e->slot1_hi, &src->slot1_hi,
+	       sizeof(*e) - offsetof(struct osf_fdt_entry, slot1_hi));
 	__atomic_store_n(&e->kind, src->kind, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->ops, src->ops, __ATOMIC_RELEASE);
 	if (mine) {

@@ -237,8 +237,22 @@ struct osf_fdt_entry {
 				fork and exec with the entry. osf_fdt_set
 				publishes it after kind, osf_fdt_clear takes
 				it away first. */
-	uint8_t pad[1];
+	uint8_t slot1_hi;    /* SHM: slot1's high byte (a wide region's
+				slots: OSF_REGION_SLOTS_MAX); osf_fdt_slot1 */
 };
+
+/* osf_fdt_slot1 returns e's 1 + slot (0: a segment of its own), and
+ * osf_fdt_set_slot1 sets it (below 65536). */
+static inline uint32_t osf_fdt_slot1(const struct osf_fdt_entry *e)
+{
+	return (uint32_t)e->slot1 | (uint32_t)e->slot1_hi << 8;
+}
+
+static inline void osf_fdt_set_slot1(struct osf_fdt_entry *e, uint32_t slot1)
+{
+	e->slot1 = (uint8_t)slot1;
+	e->slot1_hi = (uint8_t)(slot1 >> 8);
+}
 
 /* OSF_FDT_OPS_MAX bounds the entry's ops (a power of two: readers mask). */
 #define OSF_FDT_OPS_MAX 8u

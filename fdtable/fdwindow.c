@@ -254,6 +254,52 @@ int osf_fdt_fds_free(int n)
 	return r;
 }
 
+/* limit_now sets *rl to the program's limit: the window's saved one in
+ * an open window, else one read. 0, or -1. */
+static int limit_now(struct rlimit *rl)
+{
+	int r;
+
+	if (fdt_tls_win > 0 || (high_mine() && osf_fork.high_open)) {
+		*rl = osf_fork.high_saved;
+		return 0;
+	}
+	osf_fdt_limit_lock(); /* not a window's raised value */
+	r = sys_prlimit(NULL, rl);
+	osf_fdt_limit_unlock();
+	return r;
+}
+
+int osf_fdt_tight_limit(void)
+{
+	struct rlimit rl;
+	int saved = errno, r;
+
+	/* Outside a window: room above at the last look (or a change
+	 * through the hooks since) is not tight, without a read. */
+	if (!in_window() && __atomic_load_n(&seen_room, __ATOMIC_RELAXED) == 1)
+		return 0;
+	r = limit_now(&rl) == 0 && tight(&rl) ? (int)rl.rlim_cur : 0;
+	errno = saved;
+	return r;
+}
+
+int osf_fdt_tight_seen(void)
+{
+	return __atomic_load_n(&seen_at, __ATOMIC_RELAXED) && tight(&seen_rl);
+}
+
+int osf_fdt_budget_ok(int need)
+{
+	struct osf_fdt_entry *e;
+	int fd, n = 0;
+
+	OSF_FDT_FOREACH(fd, e)
+		if (__atomic_load_n(&e->kind, __ATOMIC_RELAXED) == OSF_FD_HIDDEN && ++n + need > OSF_FDT_TIGHT_CAP)
+			return 0;
+	return n + need <= OSF_FDT_TIGHT_CAP;
+}
+
 /* OSF_FDT_ROOM_NEED is what a connection may place in the room above:
  * a client's segment, writers' wake socket and port holder, and one
  * more. */
@@ -264,16 +310,9 @@ int osf_fdt_affordable(void)
 	struct rlimit rl;
 	int saved = errno, r;
 
-	if (fdt_tls_win > 0 || (high_mine() && osf_fork.high_open)) {
-		rl = osf_fork.high_saved;
-	} else {
-		osf_fdt_limit_lock(); /* not a window's raised value */
-		r = sys_prlimit(NULL, &rl);
-		osf_fdt_limit_unlock();
-		if (r < 0) {
-			errno = saved;
-			return 1;
-		}
+	if (limit_now(&rl) < 0) {
+		errno = saved;
+		return 1;
 	}
 	/* With room above it must not be full: the rest would land below
 	 * the limit, in the program's budget. */

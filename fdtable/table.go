@@ -406,7 +406,7 @@ func decode(fd int, r *RawEntry) Entry {
 		Ino:         uint64(r.ino),
 		OwnerFD:     int(r.owner_fd),
 		RingBytes:   uint32(r.ring_bytes),
-		Slot:        int(r.slot1) - 1,
+		Slot:        (int(r.slot1) | int(r.slot1_hi)<<8) - 1,
 		Ops:         Ops(r.ops),
 	}
 }

@@ -472,7 +472,7 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	ent.ring_bytes = cc->ring_bytes;
 	slot = osf_pool_slot(c->base, cc->ring_bytes);
 	if (slot >= 0) { /* whoever adopts this side must hold this socket */
-		ent.slot1 = (uint8_t)(slot + 1);
+		osf_fdt_set_slot1(&ent, (uint32_t)slot + 1);
 		__atomic_store_n(&osf_seg_hdr(c->base, cc->ring_bytes)->slot_ino[c->s.side],
 				 ent.ino, __ATOMIC_RELEASE);
 	}
@@ -556,7 +556,7 @@ static int rebuild_lock;
 static int same_conn(const struct osf_fdt_entry *d, const struct osf_fdt_entry *e)
 {
 	return osf_kind_is_conn(d->kind) && d->aux_fd == e->aux_fd &&
-	       d->slot1 == e->slot1 && d->role == e->role;
+	       osf_fdt_slot1(d) == osf_fdt_slot1(e) && d->role == e->role;
 }
 
 /* adopt_dups gives the new struct c of entry e to every other inherited
@@ -604,10 +604,10 @@ int osf_conn_rebuild(int fd, struct osf_fdt_entry *e)
 		osf_fdt_unlock();
 	if (!c) {
 		int side = e->role == OSF_ROLE_SERVER ? OSF_SIDE_SERVER : OSF_SIDE_CLIENT;
-		if (e->slot1) {
+		if (osf_fdt_slot1(e)) {
 			/* A slot: refused when it is no longer this
 			 * connection's (recycled: another socket's now). */
-			base = osf_pool_adopt(e->aux_fd, e->ring_bytes, e->slot1 - 1u, side,
+			base = osf_pool_adopt(e->aux_fd, e->ring_bytes, osf_fdt_slot1(e) - 1u, side,
 					      e->ino, (e->flags & OSF_FDF_REGIONFD) != 0);
 			if (!base)
 				goto fail;

@@ -45,7 +45,7 @@
 #include <unistd.h>
 
 #define HANDOFF_MAGIC 0x31464f444e414846ULL /* "FHANDOF1" */
-#define HANDOFF_VERSION 1
+#define HANDOFF_VERSION 2 /* 2: slot1 of 32 bits (wide regions) */
 #define HANDOFF_MAX 64 /* offloaded fds in one message */
 
 struct handoff_item {
@@ -53,7 +53,8 @@ struct handoff_item {
 	uint8_t kind;   /* OSF_FD_SHM (2 extra fds) or OSF_FD_LISTEN (1) */
 	uint8_t transport;
 	uint8_t role;
-	uint8_t slot1; /* the fd table's: 1 + the slot of the region passed */
+	uint8_t pad;
+	uint32_t slot1; /* the fd table's: 1 + the slot of the region passed */
 	uint32_t ring_bytes;
 	uint32_t flags; /* OSF_FDF_V6, V6ONLY, NODELAY, REGIONEFD; KFD (a
 			   listener) */
@@ -328,7 +329,7 @@ static int describe(int fd, uint32_t i, struct handoff_item *it, int *extra,
 	it->transport = e->transport;
 	it->role = e->role;
 	it->ring_bytes = e->ring_bytes;
-	it->slot1 = e->kind == OSF_FD_SHM ? e->slot1 : 0;
+	it->slot1 = e->kind == OSF_FD_SHM ? osf_fdt_slot1(e) : 0;
 	it->flags = e->flags & (OSF_FDF_V6 | OSF_FDF_V6ONLY | OSF_FDF_NODELAY | OSF_FDF_REGIONEFD |
 				(e->kind == OSF_FD_LISTEN ? OSF_FDF_KFD : 0));
 	/* An OSF_SHM_KFD listener that another process may accept on is a

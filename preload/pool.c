@@ -40,6 +40,12 @@
 #define OWN_IDLE_MAX 8              /* owner regions with every slot free */
 #define TRIM_MAX 4                  /* of those, dropped at one time */
 #define REGION_VIRT (1ull << 30)   /* a region's size, at most (and 1 slot) */
+/* A wide region's (osf_pool_take's wide: RLIMIT_NOFILE soft = hard under
+ * OSF_SHM_KFD, one region for all of a client's connections to one
+ * listener) address space, at most: about 16384 slots of 1 MiB rings. */
+#define REGION_VIRT_WIDE OSF_REGION_BYTES_MAX
+#define NARROW OSF_REGION_SLOTS /* slots whose words live in the entry */
+#define WORDS(n) (((n) + 63u) / 64u)
 
 struct region {
 	uint8_t *base; /* NULL: free entry */
@@ -59,10 +65,18 @@ struct region {
 	uid_t kuid;    /* owner regions: the companion's owner and name */
 	pid_t kpid;
 	char kname[108];
-	uint64_t live[2]; /* slots side s's connections of this process hold */
-	uint64_t used;    /* owner: slots handed out at least once */
-	uint64_t clean;   /* owner: free slots whose rings went back since */
-	uint32_t gen[OSF_REGION_SLOTS_MAX]; /* owner: the generation given */
+	/* Bitmaps of n bits and gen of n words: in the entry's own words
+	 * (in_bits, in_gen) up to NARROW slots, else in a private anonymous
+	 * mapping of meta_bytes (meta; a fork child's copy is its own). */
+	uint64_t *live[2]; /* slots side s's connections of this process hold */
+	uint64_t *used;    /* owner: slots handed out at least once */
+	uint64_t *clean;   /* owner: free slots whose rings went back since */
+	uint32_t *gen;     /* owner: the generation given */
+	uint32_t nlive;    /* bits set in live[0] and live[1] */
+	void *meta;
+	size_t meta_bytes;
+	uint64_t in_bits[4 * WORDS(NARROW)];
+	uint32_t in_gen[NARROW];
 	long long idle_since;
 	int by_hello;  /* a hello brought it (else only entries inherited
 			  across exec, or a hand-off): it may be kept */
@@ -87,6 +101,61 @@ static void lock(void)
 }
 
 static void unlock(void) { __atomic_store_n(&lk, 0, __ATOMIC_RELEASE); }
+
+static int bit(const uint64_t *b, uint32_t i) { return (int)(b[i / 64] >> (i % 64) & 1); }
+static void bit_set(uint64_t *b, uint32_t i) { b[i / 64] |= 1ull << (i % 64); }
+static void bit_clr(uint64_t *b, uint32_t i) { b[i / 64] &= ~(1ull << (i % 64)); }
+
+/* region_words points r's bitmaps and generations for n slots at its own
+ * words, or (more than NARROW) at a private mapping: 0, or -1 (r as it
+ * was). */
+static int region_words(struct region *r, uint32_t n)
+{
+	uint64_t *b = r->in_bits;
+	uint32_t w = WORDS(n);
+
+	r->meta = NULL;
+	r->meta_bytes = 0;
+	if (n > NARROW) {
+		size_t bytes = (size_t)w * 4 * sizeof(uint64_t) + (size_t)n * sizeof(uint32_t);
+		void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return -1;
+		r->meta = m;
+		r->meta_bytes = bytes;
+		b = m;
+	}
+	r->live[0] = b;
+	r->live[1] = b + w;
+	r->used = b + 2 * w;
+	r->clean = b + 3 * w;
+	r->gen = n > NARROW ? (uint32_t *)(b + 4 * w) : r->in_gen;
+	return 0;
+}
+
+/* region_clear empties entry r (its words' mapping let go). */
+OSF_FORK_TEXT static void region_clear(struct region *r)
+{
+	if (r->meta)
+		(void)osf_rawsys(SYS_munmap, (long)r->meta, (long)r->meta_bytes, 0, 0, 0, 0);
+	memset(r, 0, sizeof(*r));
+}
+
+/* live_set and live_clr change side's bit for slot i, counted in nlive. */
+static void live_set(struct region *r, int side, uint32_t i)
+{
+	if (!bit(r->live[side], i))
+		r->nlive++;
+	bit_set(r->live[side], i);
+}
+
+static void live_clr(struct region *r, int side, uint32_t i)
+{
+	if (bit(r->live[side], i))
+		r->nlive--;
+	bit_clr(r->live[side], i);
+}
 
 /* unlock_drop unlocks, then closes drop[0..1], the memfd and eventfd of a
  * region entry() let go (-1: none): the fd table's lock is never taken
@@ -174,7 +243,7 @@ static struct region *entry(int drop[2])
 				free_e = r;
 			continue;
 		}
-		if (r->owner || r->live[0] || r->live[1])
+		if (r->owner || r->nlive)
 			continue;
 		idle++;
 		if (!old || r->idle_since < old->idle_since)
@@ -186,7 +255,7 @@ static struct region *entry(int drop[2])
 		munmap(old->base, old->bytes);
 		drop[0] = old->fd;
 		drop[1] = old->efd;
-		memset(old, 0, sizeof(*old));
+		region_clear(old);
 		if (!free_e)
 			free_e = old;
 	}
@@ -206,19 +275,27 @@ struct made {
 	int fd, efd;
 };
 
-/* make_region makes an owner region's memfd and mapping for ring; the
- * caller's fd window is open, the lock not held. 0, or -1. */
-static int make_region(uint32_t ring, struct made *md)
+/* make_region makes an owner region's memfd and mapping for ring, of
+ * wide slots (0: as many as REGION_VIRT holds, at most OSF_REGION_SLOTS);
+ * the caller's fd window is open, the lock not held. 0, or -1. */
+static int make_region(uint32_t ring, uint32_t wide, struct made *md)
 {
 	uint64_t sb = osf_seg_bytes(ring), n = REGION_VIRT / sb;
 	struct stat st;
 	void *m;
 	int fd, h, e;
 
+	if (wide) {
+		n = REGION_VIRT_WIDE / sb;
+		if (n > wide)
+			n = wide;
+		if (n > OSF_REGION_SLOTS_MAX)
+			n = OSF_REGION_SLOTS_MAX;
+	} else if (n > OSF_REGION_SLOTS) {
+		n = OSF_REGION_SLOTS;
+	}
 	if (n < 1)
 		n = 1;
-	if (n > OSF_REGION_SLOTS_MAX)
-		n = OSF_REGION_SLOTS_MAX;
 	fd = memfd_create(OSF_REGION_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -1;
@@ -260,6 +337,8 @@ static struct region *enter_region(const struct made *md, uint32_t ring,
 	if (!r)
 		return NULL;
 	memset(r, 0, sizeof(*r));
+	if (region_words(r, md->n) < 0)
+		return NULL; /* a free entry still (base NULL) */
 	r->base = md->base;
 	r->bytes = md->bytes;
 	r->ring = ring;
@@ -281,15 +360,19 @@ static struct region *enter_region(const struct made *md, uint32_t ring,
  * (its own knowledge), never handed out, or let go by both sides. */
 static int free_slot(struct region *r)
 {
-	uint64_t busy = r->live[0] | r->live[1];
-	uint32_t i;
+	uint32_t i, w;
 
-	for (i = 0; i < r->n; i++) {
-		if (busy >> i & 1)
+	for (w = 0; w < WORDS(r->n); w++) {
+		uint64_t busy = r->live[0][w] | r->live[1][w];
+		if (busy == ~0ull)
 			continue;
-		if (!(r->used >> i & 1) ||
-		    __atomic_load_n(&slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) == 3)
-			return (int)i;
+		for (i = w * 64; i < r->n && i < w * 64 + 64; i++) {
+			if (busy >> (i % 64) & 1)
+				continue;
+			if (!bit(r->used, i) ||
+			    __atomic_load_n(&slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) == 3)
+				return (int)i;
+		}
 	}
 	return -1;
 }
@@ -300,21 +383,21 @@ static int all_free(const struct region *r)
 {
 	uint32_t i;
 
-	if (r->live[0] | r->live[1])
+	if (r->nlive)
 		return 0;
 	for (i = 0; i < r->n; i++)
-		if ((r->used >> i & 1) &&
+		if (bit(r->used, i) &&
 		    __atomic_load_n(&slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) != 3)
 			return 0;
 	return 1;
 }
 
 /* trim_owned takes out of the table the owner regions of this process
- * that have every slot free beyond the OWN_IDLE_MAX used last (a client
- * that met many listeners, each with a region, keeps few), at most max
+ * that have every slot free beyond the keep used last (a client that met
+ * many listeners, each with a region, keeps few), at most max
  * of them, into gone, for drop_gone once the lock is released; the lock
  * is held. Returns how many. */
-static int trim_owned(struct made *gone, int max)
+static int trim_owned(struct made *gone, int max, int keep)
 {
 	pid_t me = osf_pid();
 	int i, idle, k = 0;
@@ -329,15 +412,25 @@ static int trim_owned(struct made *gone, int max)
 			if (!old || r->idle_since < old->idle_since)
 				old = r;
 		}
-		if (idle <= OWN_IDLE_MAX)
+		if (idle <= keep)
 			break;
 		gone[k].base = old->base;
 		gone[k].bytes = old->bytes;
 		gone[k].efd = old->efd;
 		gone[k++].fd = old->fd;
-		memset(old, 0, sizeof(*old));
+		region_clear(old);
 	}
 	return k;
+}
+
+/* own_idle_max is how many owner regions with every slot free
+ * trim_owned keeps: OWN_IDLE_MAX, or 1 when the limit the last fd window
+ * read was soft = hard, where their fds are the program's
+ * (osf_fdt_budget_ok counts them: a process whose tests each make a
+ * listener kept one region per listener met). */
+static int own_idle_max(void)
+{
+	return osf_fdt_tight_seen() ? 1 : OWN_IDLE_MAX;
 }
 
 /* drop_gone unmaps and closes what trim_owned took out; the lock is not
@@ -352,7 +445,7 @@ static void drop_gone(const struct made *gone, int k)
 }
 
 void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
-		    int *fdp, int *efdp, struct osf_hello_pool *hp)
+		    int make, uint32_t wide, int *fdp, int *efdp, struct osf_hello_pool *hp)
 {
 	struct made md = {0}, drop[TRIM_MAX];
 	struct region *r = NULL;
@@ -373,14 +466,17 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 			made = 0; /* the table's now */
 			s = 0;
 		}
-		if (s >= 0 || made)
+		if (s >= 0 || made || make == OSF_POOL_NOMAKE)
 			break;
 		/* None free: make a region, outside the lock (the fd table's
 		 * lock is never taken under this one). */
-		k = trim_owned(drop, TRIM_MAX);
+		k = trim_owned(drop, TRIM_MAX, make == OSF_POOL_CAPPED ? 0 : own_idle_max());
 		unlock();
 		drop_gone(drop, k);
-		if (make_region(ring, &md) < 0) {
+		/* Capped: the program's budget holds osf's fds (soft =
+		 * hard), a region's two among them. */
+		if ((make == OSF_POOL_CAPPED && !osf_fdt_budget_ok(2)) ||
+		    make_region(ring, wide, &md) < 0) {
 			errno = saved;
 			return NULL;
 		}
@@ -389,9 +485,9 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 	if (s >= 0)
 		fd = r->fd; /* the region's: every connection names it */
 	if (fd >= 0) {
-		r->live[OSF_SIDE_CLIENT] |= 1ull << s;
-		r->used |= 1ull << s;
-		r->clean &= ~(1ull << s);
+		live_set(r, OSF_SIDE_CLIENT, (uint32_t)s);
+		bit_set(r->used, (uint32_t)s);
+		bit_clr(r->clean, (uint32_t)s);
 		r->gen[s]++;
 		h = slot_hdr(r, (uint32_t)s);
 		memset(h, 0, sizeof(*h)); /* no one else's any more: both let go */
@@ -465,21 +561,28 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 			return NULL;
 		}
 		memset(r, 0, sizeof(*r));
+		r->n = (uint32_t)(bytes / osf_seg_bytes(ring));
+		if (region_words(r, r->n) < 0) {
+			munmap(m, bytes);
+			r->n = 0;
+			unlock_drop(drop);
+			snprintf(why, wn, "region: no memory for its slots' words");
+			return NULL;
+		}
 		r->base = m;
 		r->bytes = bytes;
 		r->ring = ring;
-		r->n = (uint32_t)(bytes / osf_seg_bytes(ring));
 		r->dev = (uint64_t)st->st_dev;
 		r->ino = (uint64_t)st->st_ino;
 		r->fd = r->efd = -1;
 		r->idle_since = osf_now_ns();
 	}
-	if (slot >= r->n || (r->live[side] >> slot & 1)) {
+	if (slot >= r->n || bit(r->live[side], slot)) {
 		unlock_drop(drop);
 		snprintf(why, wn, "region: slot %u held here already (or beyond %u)", slot, r->n);
 		return NULL;
 	}
-	r->live[side] |= 1ull << slot;
+	live_set(r, side, slot);
 	if (keep && r->fd < 0) {
 		r->fd = fd;
 		__atomic_store_n(&adopted, 1, __ATOMIC_RELAXED);
@@ -506,21 +609,29 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
  * lock is held. */
 static void give_back(struct region *r)
 {
-	uint64_t busy = r->live[0] | r->live[1], rb = r->ring;
+	uint64_t rb = r->ring;
 	struct osf_seg_hdr *h;
 	uint32_t i;
 
 	for (i = 0; i < r->n; i++) {
-		uint8_t *seg = slot_seg(r, i);
+		uint8_t *seg;
+		uint64_t w = r->used[i / 64] & ~(r->live[0][i / 64] | r->live[1][i / 64] |
+						 r->clean[i / 64]);
+		if (!(w >> (i % 64))) {
+			i |= 63; /* none further in this word */
+			continue;
+		}
+		if (!(w >> (i % 64) & 1))
+			continue;
+		seg = slot_seg(r, i);
 		h = slot_hdr(r, i);
-		if (!(r->used >> i & 1) || ((busy | r->clean) >> i & 1) ||
-		    __atomic_load_n(&h->slot_done, __ATOMIC_ACQUIRE) != 3)
+		if (__atomic_load_n(&h->slot_done, __ATOMIC_ACQUIRE) != 3)
 			continue;
 		if (__atomic_load_n(&h->ring[0].head, __ATOMIC_ACQUIRE) > OSF_SEG_RING0_SHARED)
 			(void)madvise(seg, rb, MADV_REMOVE); /* ring 0's */
 		if (__atomic_load_n(&h->ring[1].head, __ATOMIC_ACQUIRE) > OSF_SEG_RING1_SHARED)
 			(void)madvise(seg + rb + OSF_SEG_PAGE, rb, MADV_REMOVE); /* ring 1's */
-		r->clean |= 1ull << i;
+		bit_set(r->clean, i);
 	}
 }
 
@@ -535,21 +646,25 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 	struct region *r;
 	uint32_t slot;
 	int k = 0, dropfd[2] = {-1, -1};
+	/* Soft = hard: no idle region keeps its fds, which are the
+	 * program's (osf_fdt_budget_ok counts them): a server would shut
+	 * its companion for a client process that is gone. */
+	int keep = !osf_fdt_tight_seen();
 
 	lock();
 	r = find_addr(seg, ring, &slot);
 	if (r) {
 		if (done)
 			__atomic_or_fetch(&slot_hdr(r, slot)->slot_done, done, __ATOMIC_ACQ_REL);
-		r->live[side] &= ~(1ull << slot);
+		live_clr(r, side, slot);
 		if (r->owner == osf_pid())
 			give_back(r);
-		if (!(r->live[0] | r->live[1])) {
+		if (!r->nlive) {
 			r->idle_since = osf_now_ns();
 			if (r->owner == osf_pid())
-				k = trim_owned(drop, TRIM_MAX);
+				k = trim_owned(drop, TRIM_MAX, own_idle_max());
 			else if ((r->fd >= 0 || r->efd >= 0) && !named(r->fd) &&
-				 !named(r->efd) && !r->by_hello) {
+				 !named(r->efd) && (!r->by_hello || !keep)) {
 				dropfd[0] = r->fd; /* a mapper's: until its next connection */
 				dropfd[1] = r->efd;
 				r->fd = r->efd = -1;
@@ -558,7 +673,7 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 				struct region *o = kept; /* a mapper's: kept (kept) */
 				kept = r;
 				if (o && o != r && o->base && !o->owner &&
-				    !(o->live[0] | o->live[1]) && (o->fd >= 0 || o->efd >= 0) &&
+				    !o->nlive && (o->fd >= 0 || o->efd >= 0) &&
 				    !named(o->fd) && !named(o->efd)) {
 					dropfd[0] = o->fd;
 					dropfd[1] = o->efd;
@@ -750,15 +865,15 @@ OSF_FORK_TEXT static void pool_after_fork(void)
 		if (!r->base)
 			continue;
 		r->owner = 0;
-		if ((r->fd >= 0 || r->efd >= 0) && !(r->live[0] | r->live[1]) &&
+		if ((r->fd >= 0 || r->efd >= 0) && !r->nlive &&
 		    !named(r->fd) && !named(r->efd)) {
 			osf_fdt_close_hidden(r->fd);
 			osf_fdt_close_hidden(r->efd);
 			r->fd = r->efd = -1;
 		}
-		if (!(r->live[0] | r->live[1]) && r->fd < 0 && r->efd < 0) {
+		if (!r->nlive && r->fd < 0 && r->efd < 0) {
 			(void)osf_rawsys(SYS_munmap, (long)r->base, (long)r->bytes, 0, 0, 0, 0);
-			memset(r, 0, sizeof(*r));
+			region_clear(r);
 		}
 	}
 }

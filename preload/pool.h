@@ -1,7 +1,8 @@
 /* pool.h: shm segments as slots of a region (pool.c; the default,
  * OSF_SHM_POOL=0 turns it off).
  *
- * A region is one memfd of up to OSF_REGION_SLOTS_MAX slots, each laid out
+ * A region is one memfd of OSF_REGION_SLOTS slots (a wide one, up to
+ * OSF_REGION_SLOTS_MAX: osf_pool_take), each laid out
  * as a segment (sdp/segment.h) of the connection's ring size. A client
  * process takes slots of a region of its own per (ring size, companion
  * name, companion owner): the trust domain of one listener. The hello
@@ -28,11 +29,19 @@
  * (hidden, the region's: the connection's entry names it, nobody closes
  * it but pool.c; osf_pool_is_region_fd), *efdp its writers' eventfd
  * (OSF_SHM_EFD, made with the region; -1 without: the connection makes a
- * writers' socket pair), *hp the hello's pool part. The
- * caller's fd window is open. NULL (errno kept) when no slot can be had:
- * the caller makes a segment of its own. */
+ * writers' socket pair), *hp the hello's pool part. make: whether a
+ * region may be made (OSF_POOL_NOMAKE: a free slot of one made already,
+ * or NULL; OSF_POOL_CAPPED: only while osf's fds may grow by its two,
+ * osf_fdt_budget_ok, the program's RLIMIT_NOFILE being soft = hard);
+ * wide: 0, or a region made is a wide one of that many slots (at most
+ * OSF_REGION_SLOTS_MAX). The caller's fd window is open. NULL (errno
+ * kept) when no slot can be had: the caller makes a segment of its own,
+ * or (soft = hard) connects by kernel TCP. */
+#define OSF_POOL_NOMAKE 0
+#define OSF_POOL_MAKE 1
+#define OSF_POOL_CAPPED 2
 void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
-		    int *fdp, int *efdp, struct osf_hello_pool *hp);
+		    int make, uint32_t wide, int *fdp, int *efdp, struct osf_hello_pool *hp);
 
 /* osf_pool_map is the server's osf_region_map_fn (sdp/setup.h). */
 void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,

@@ -372,7 +372,7 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	char base[128], name[144], a[80];
 	socklen_t sl;
 	unsigned slot;
-	int fd, r;
+	int fd, r, tight;
 
 	if (!setup_begin(OSF_ROUTE_SERVER, in->family, in->addr, in->port, &ip, &d))
 		return 0;
@@ -388,13 +388,19 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	}
 	listen_name(ip, in->v6only, base, sizeof(base));
 	osf_fdt_high_begin(); /* the companion needs none of the program's fds */
-	if (!osf_fdt_affordable()) {
+	/* Under OSF_SHM_KFD a tight limit takes a companion while osf may
+	 * hold it and a client process's link and region (OSF_FDT_TIGHT_CAP):
+	 * its connections hold no fd of their own. */
+	tight = osf.shm_kfd && osf.shm_efd ? osf_fdt_tight_limit() : 0;
+	if (tight ? !osf_fdt_budget_ok(1 + SETUP_CLIENT_FDS) &&
+		    (setup_link_prune(), !osf_fdt_budget_ok(1 + SETUP_CLIENT_FDS))
+		  : !osf_fdt_affordable()) {
 		/* soft = hard, a limit a program may fill: no companion, so
 		 * clients connect by kernel TCP, whose accepts cost the
 		 * program one fd each, as without osf (fdtable/fdwindow.c). */
 		osf_fdt_high_end();
 		out->reason = OSF_R_RESOURCE;
-		setup_set_detail(out->detail, FD_ROOM_DETAIL);
+		setup_set_detail(out->detail, tight ? FD_CAP_DETAIL : FD_ROOM_DETAIL);
 		if (setup_logs(OSF_LOGL_DEBUG))
 			setup_slog(OSF_LOGL_DEBUG, OSF_R_RESOURCE, d.rule, out->detail,
 				   "listen %s: kernel: ", setup_fmt_ap(&ip, a, sizeof(a)));

@@ -345,9 +345,10 @@ static int kfd_bind(int app_fd, int family, struct ip *client)
 	return 0;
 }
 
-/* OSF_R_NO_PORT: dial's own reason, reported as OSF_R_RESOURCE with a
- * detail (not an osf_reason: never recorded). */
+/* OSF_R_NO_PORT, OSF_R_FD_CAP: dial's own reasons, reported as
+ * OSF_R_RESOURCE with a detail (not osf_reasons: never recorded). */
 #define OSF_R_NO_PORT 1000
+#define OSF_R_FD_CAP 1001
 
 /* dial tries each companion that could serve dst (osf_dial_companion,
  * sdp/setup.c). A companion is trusted only when its owner holds the
@@ -364,7 +365,7 @@ static int kfd_bind(int app_fd, int family, struct ip *client)
  * filled, or -1 with *why (an osf_reason) and errno. */
 static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in *in,
 		int need_port, int *port_fd, struct parts *p, int *why,
-		char full_name[108])
+		char full_name[108], int tight)
 {
 	struct osf_census c;
 	struct osf_dial d;
@@ -383,6 +384,11 @@ again:
 		link = setup_link_get(&a, &d.owner, d.name);
 	if (!link && (census_take(a.port, &c) < 0 || c.n == 0))
 		return -1; /* nothing a companion could stand for */
+	if (!link && tight && !osf_fdt_budget_ok(1) &&
+	    (setup_link_prune(), !osf_fdt_budget_ok(1))) { /* closed servers' links count */
+		*why = OSF_R_FD_CAP; /* no fd for a link: before the SYN */
+		return -1;
+	}
 	if (parts_make(p, client, &a) < 0) {
 		*why = OSF_R_RESOURCE;
 		return -1;
@@ -406,9 +412,23 @@ again:
 		}
 	}
 	if (p->pool) { /* a slot of this listener's region, else a segment */
-		p->seg = osf_pool_take(setup_cfg.c.ring_size, &d.owner, d.name, &p->segfd,
-				       &p->efd, &p->hp);
+		p->seg = osf_pool_take(setup_cfg.c.ring_size, &d.owner, d.name, OSF_POOL_NOMAKE,
+				       0, &p->segfd, &p->efd, &p->hp);
+		if (!p->seg) /* a region: wide when the program's limit or the server's is tight */
+			p->seg = osf_pool_take(setup_cfg.c.ring_size, &d.owner, d.name,
+					       tight ? OSF_POOL_CAPPED : OSF_POOL_MAKE,
+					       tight ? (uint32_t)tight
+					       : link ? setup_link_wide(&a, link) : 0,
+					       &p->segfd, &p->efd, &p->hp);
 		p->slot = p->seg != NULL;
+		if (!p->seg && tight) { /* a segment's memfd would cost the program */
+			if (!link)
+				REAL(close)(s);
+			parts_drop(p);
+			*why = OSF_R_FD_CAP;
+			errno = 0;
+			return -1;
+		}
 		if (!p->seg)
 			p->seg = osf_seg_new(setup_cfg.c.ring_size, &p->segfd);
 		if (!p->slot)
@@ -495,7 +515,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	struct ip dst, real, local, bound, src, hello_client;
 	struct parts p;
 	char full_name[108] = "";
-	int s, why, have_bound;
+	int s, why, have_bound, tight;
 
 	if (!setup_begin(OSF_ROUTE_CLIENT, in->family, in->addr, in->port, &dst, &d))
 		return 0;
@@ -509,7 +529,12 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	/* The set-up's fds (census, segment, wake sockets) may lie above the
 	 * program's RLIMIT_NOFILE: they cost it none, as TCP's connect. */
 	osf_fdt_high_begin();
-	if (!osf_fdt_affordable()) { /* soft = hard, a limit a program may fill */
+	/* Soft = hard, a limit a program may fill: OSF_SHM_KFD's
+	 * connections hold no fd of their own (the writers' wake-ups on
+	 * the region's eventfd), and its wide regions make osf's few per
+	 * listener (OSF_FDT_TIGHT_CAP, checked where a set-up adds one). */
+	tight = osf.shm_kfd && osf.shm_efd ? osf_fdt_tight_limit() : 0;
+	if (!tight && !osf_fdt_affordable()) {
 		osf_fdt_high_end();
 		return kernel(out, &dst, OSF_R_RESOURCE, 0, FD_ROOM_DETAIL);
 	}
@@ -526,7 +551,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	hello_client = setup_as_family(local, !real.v4);
 	*port_fd = -1;
 	s = dial(real, &hello_client, in, !(have_bound && bound.port), port_fd, &p, &why,
-		 full_name);
+		 full_name, tight);
 	/* An offloaded connection's install takes this window over (one
 	 * RLIMIT_NOFILE read per connect). */
 	*window = s >= 0;
@@ -535,6 +560,8 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	if (s < 0) {
 		if (why == OSF_R_NO_PORT)
 			kernel(out, &dst, OSF_R_RESOURCE, 0, "cannot hold a local port");
+		else if (why == OSF_R_FD_CAP)
+			kernel(out, &dst, OSF_R_RESOURCE, 0, FD_CAP_DETAIL);
 		else
 			kernel(out, &dst, why, errno, NULL);
 		/* A full companion: the SYN waits, as TCP's would. */

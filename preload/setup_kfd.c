@@ -100,19 +100,52 @@ static void kfd_expire_locked(long long now)
 			i++;
 }
 
+/* kfd_keep_fd keeps fd, a hello's region memfd (efd 0) or writers'
+ * eventfd (efd 1) for a slot seg of ring: a region holds one of each for
+ * all of its connections here, so fd is closed when it has one, else
+ * hidden and given to it (-1: the region's); a segment's own is kept
+ * hidden (returned). A kept hello then holds no fd of its own (a client
+ * that connects many times before the accepts come costs none per
+ * connection: RLIMIT_NOFILE soft = hard, LIMITS "Descriptors"). */
+static int kfd_keep_fd(void *seg, uint32_t ring, int fd, int lfd, int efd)
+{
+	int h, r;
+
+	if (fd < 0)
+		return fd;
+	r = efd ? osf_pool_name_efd(seg, ring, -1) : osf_pool_name_fd(seg, ring, -1);
+	if (r >= 0 && r != fd) {
+		REAL(close)(fd);
+		return -1;
+	}
+	h = osf_fdt_hide(fd, lfd);
+	if (h < 0)
+		return fd;
+	r = efd ? osf_pool_name_efd(seg, ring, h) : osf_pool_name_fd(seg, ring, h);
+	if (r < 0)
+		return h; /* no slot */
+	if (r != h)
+		osf_fdt_close_hidden(h); /* another thread's came first */
+	return -1;
+}
+
 /* setup_kfd_put_locked keeps the hello taken into cc (from a link of companion
  * aux_fd) under key. */
 void setup_kfd_put_locked(int aux_fd, int lfd, struct osf_core_conn *cc,
 			   const struct ip *key, uid_t by)
 {
 	long long now = osf_now_ns();
-	int hs, hw, i, old = 0, own = -1, mine = 0;
+	void *seg = (void *)(uintptr_t)cc->seg_addr;
+	int hw, i, old = 0, own = -1, mine = 0;
 
-	hs = osf_fdt_hide(cc->seg_fd, lfd);
-	hw = osf_fdt_hide(cc->wake_tx_fd, lfd);
+	cc->seg_fd = kfd_keep_fd(seg, cc->ring_bytes, cc->seg_fd, lfd, 0);
+	if (cc->wake_tx_efd) {
+		cc->wake_tx_fd = kfd_keep_fd(seg, cc->ring_bytes, cc->wake_tx_fd, lfd, 1);
+	} else {
+		hw = osf_fdt_hide(cc->wake_tx_fd, lfd);
+		cc->wake_tx_fd = hw < 0 ? cc->wake_tx_fd : hw;
+	}
 	cc->wake_fd = -1;
-	cc->seg_fd = hs < 0 ? cc->seg_fd : hs;
-	cc->wake_tx_fd = hw < 0 ? cc->wake_tx_fd : hw;
 	kfd_expire_locked(now);
 	if (kfdq.n == KFD_MAX) {
 		/* Full: the oldest, unless its sender holds half the table
@@ -287,6 +320,21 @@ static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
 	return 0;
 }
 
+/* tight_note asks the client of link fd for a wide region
+ * (setup_link_note) when this program's RLIMIT_NOFILE has no room above
+ * it: each region of the client's costs this process two fds of the
+ * program's budget, and a client process with room makes one per
+ * OSF_REGION_SLOTS connections. Best effort: a full link, or a client
+ * that never reads it, costs nothing but its regions. */
+static void tight_note(int fd)
+{
+	struct setup_link_note m = {SETUP_LINK_NOTE_MAGIC, 0};
+
+	if (!osf.shm_efd || !(m.slots = (uint32_t)osf_fdt_tight_limit()))
+		return;
+	(void)REAL(send)(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* link_add_locked keeps cfd, just accepted from companion aux_fd, as a
  * link (hidden): its index, or -1 (cfd closed). With the table full the
  * oldest link is read out and closed. */
@@ -305,7 +353,133 @@ static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_a
 		link_forget_locked(0);
 	links.l[links.n].aux_fd = aux_fd;
 	links.l[links.n].fd = h;
+	tight_note(h);
 	return links.n++;
+}
+
+/* budget_shut shuts companion aux_fd when the program's RLIMIT_NOFILE
+ * has no room above it (soft = hard) and osf could not hold one more
+ * client process's fds (a link and a region's two: SETUP_CLIENT_FDS)
+ * after the next one's within OSF_FDT_TIGHT_CAP: new client processes
+ * then find no companion and connect by kernel TCP, deciding before
+ * their SYN, while the links queued already (their clients committed)
+ * are still accepted and served, at most the companion's backlog beyond
+ * the cap. record (the park lock held, a listener of this process
+ * alone): budget_reopen opens it again once osf holds few enough. */
+#define BSHUT_MAX 8
+static struct {
+	int n;
+	pid_t pid;        /* the process that shut them: a fork child's
+			     listener is its parent's too, never opened
+			     again there (no write at the fork: a page
+			     fault of every child) */
+	long long looked; /* budget_reopen's last look (osf_now_ns) */
+	int fd[BSHUT_MAX];
+} bshut;
+
+static void budget_shut(int aux_fd, int record)
+{
+	int i;
+
+	/* The limit the last window read (accepts open windows): no
+	 * system call per accept where it has room or is large. */
+	if (!osf.shm_efd || !osf_fdt_tight_seen() || osf_fdt_budget_ok(2 * SETUP_CLIENT_FDS))
+		return;
+	(void)REAL(shutdown)(aux_fd, SHUT_RDWR);
+	if (record && bshut.pid != osf_pid()) {
+		bshut.n = 0;
+		bshut.pid = osf_pid();
+	}
+	for (i = 0; record && i < bshut.n && bshut.fd[i] != aux_fd; i++)
+		;
+	if (record && i == bshut.n && bshut.n < BSHUT_MAX)
+		bshut.fd[bshut.n++] = aux_fd;
+}
+
+/* budget_reopen_locked opens companion aux_fd of listener lfd, which
+ * budget_shut shut, again when osf holds few enough fds for two client
+ * processes, looking at most every 1 ms: the links still queued on it
+ * are taken first (none can queue since it was shut; their hellos kept)
+ * and those of client processes gone are closed,
+ * then a socket of the same kind takes its number (dup3, so that the
+ * number is never free for another thread) with its close-on-exec flag,
+ * then its name (the shut one, its last holder gone, freed it) and
+ * listens. A bind that fails (another process holds the shut one) leaves
+ * an unbound socket: still refused, as shut. The park lock is held. */
+static void budget_reopen_locked(int lfd, int aux_fd, const struct osf_core_accept_in *in)
+{
+	struct sockaddr_un sun;
+	socklen_t sl = sizeof(sun);
+	struct osf_fdt_entry *e;
+	long long now = osf_now_ns();
+	int i, s, fl, owner, n;
+
+	for (i = 0; i < bshut.n && bshut.fd[i] != aux_fd; i++)
+		;
+	if (i == bshut.n || now - bshut.looked < 1000000LL)
+		return;
+	bshut.looked = now;
+	for (n = 0; n < LINK_MAX; n++) {
+		osf_fdt_high_begin();
+		s = REAL(accept4)(aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		osf_fdt_high_end();
+		if (s < 0 && errno != EAGAIN && errno != EINVAL)
+			return; /* EMFILE: not drained, look again later */
+		if (s < 0)
+			break;
+		if ((s = link_add_locked(lfd, aux_fd, s, in)) >= 0)
+			(void)link_read_locked(lfd, s, in, NULL, NULL);
+	}
+	for (i = 0; i < links.n;) /* those of client processes gone end here */
+		i += links.l[i].aux_fd != aux_fd || link_read_locked(lfd, i, in, NULL, NULL) >= 0;
+	if (n == LINK_MAX || !osf_fdt_budget_ok(2 * SETUP_CLIENT_FDS))
+		return;
+	for (i = 0; i < bshut.n && bshut.fd[i] != aux_fd; i++)
+		;
+	bshut.fd[i] = bshut.fd[--bshut.n];
+	e = osf_fdt_lookup(aux_fd);
+	owner = e && e->kind == OSF_FD_HIDDEN ? e->owner_fd : lfd;
+	if (REAL(getsockname)(aux_fd, (struct sockaddr *)&sun, &sl) < 0 ||
+	    sl <= offsetof(struct sockaddr_un, sun_path) + 1 ||
+	    (fl = REAL(fcntl)(aux_fd, F_GETFD, NULL)) < 0)
+		return;
+	osf_fdt_high_begin();
+	s = REAL(socket)(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	osf_fdt_high_end();
+	if (s < 0)
+		return;
+	if (REAL(dup3)(s, aux_fd, (fl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+		REAL(close)(s);
+		return;
+	}
+	REAL(close)(s);
+	(void)osf_fdt_keep_hidden(aux_fd, owner); /* its inode now */
+	if (REAL(bind)(aux_fd, (struct sockaddr *)&sun, sl) == 0)
+		(void)REAL(listen)(aux_fd, SOMAXCONN);
+}
+
+/* budget_reopen opens companion aux_fd again when budget_shut shut it and
+ * osf holds few enough fds now (budget_reopen_locked); one load when
+ * none is shut. */
+static void budget_reopen(int lfd, int aux_fd, const struct osf_core_accept_in *in)
+{
+	int saved = errno;
+	struct osf_fdt_entry *e;
+
+	if (!__atomic_load_n(&bshut.n, __ATOMIC_RELAXED) || bshut.pid != osf_pid())
+		return;
+	/* Shared with another process (forked, spawned, passed): it may
+	 * hold the shut one, or accept a connection whose hello this one
+	 * would read. */
+	e = osf_fdt_lookup(lfd);
+	if (!e || (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) &
+		   (OSF_FDF_SHARED | OSF_FDF_KFDSHUT | OSF_FDF_EXECSHARED)) ||
+	    osf_setup_kfd_family(aux_fd))
+		return;
+	setup_park_lock();
+	budget_reopen_locked(lfd, aux_fd, in);
+	setup_park_unlock();
+	errno = saved;
 }
 
 /* kfd_fill reads, never waiting, the hellos queued on companion aux_fd's
@@ -324,6 +498,7 @@ static void kfd_fill(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			goto out;
 		i += r == 0;
 	}
+	budget_shut(aux_fd, 1);
 	for (n = 0; n < LINK_MAX && osf_fdt_fds_free(3); n++) {
 		/* In a window: the program's last free number below its
 		 * limit may be its connection's (link_add_locked hides the
@@ -385,11 +560,14 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	key = setup_ip_unmap(key);
 	o.peer = key;
 	o.local = setup_ip_unmap(o.local);
+	budget_reopen(lfd, aux_fd, in);
 	r = kfd_find(aux_fd, &key, &o, cc);
 	if (r >= 0 || !look)
 		return r;
-	if (osf_setup_kfd_family(aux_fd)) /* shared by a fork family: its store */
+	if (osf_setup_kfd_family(aux_fd)) { /* shared by a fork family: its store */
+		budget_shut(aux_fd, 0);
 		return setup_fam_take(aux_fd, in, &key, &o, cc);
+	}
 	kfd_fill(lfd, aux_fd, in, &key, &o);
 	return kfd_find(aux_fd, &key, &o, cc);
 }
@@ -417,6 +595,11 @@ void setup_kfd_forget_locked(int aux_fd)
 {
 	int i;
 
+	for (i = 0; i < bshut.n;)
+		if (bshut.fd[i] == aux_fd)
+			bshut.fd[i] = bshut.fd[--bshut.n];
+		else
+			i++;
 	setup_fam_forget_locked(aux_fd);
 	for (i = 0; i < kfdq.n;)
 		if (kfdq.h[i].aux_fd == aux_fd)
@@ -435,6 +618,8 @@ void setup_kfd_moved_locked(int old, int nfd)
 	int i;
 
 	setup_fam_moved_locked(old, nfd);
+	for (i = 0; i < bshut.n; i++)
+		bshut.fd[i] = bshut.fd[i] == old ? nfd : bshut.fd[i];
 	for (i = 0; i < links.n; i++) {
 		links.l[i].aux_fd = links.l[i].aux_fd == old ? nfd : links.l[i].aux_fd;
 		links.l[i].fd = links.l[i].fd == old ? nfd : links.l[i].fd;

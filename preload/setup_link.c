@@ -32,6 +32,7 @@ static struct {
 		struct ucred owner;
 		char name[108];
 		long long used;
+		uint32_t wide; /* the server's note (setup_link_wide) */
 	} *l; /* LINKS of them, or NULL */
 } links = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -130,7 +131,7 @@ static void prune_locked(void)
 	for (i = 0; links.l && i < LINKS; i++)
 		if (links.l[i].gen) {
 			p[n].fd = links.l[i].fd;
-			p[n].events = POLLIN | POLLRDHUP; /* a server writes nothing */
+			p[n].events = POLLRDHUP; /* not POLLIN: its note (setup_link_wide) */
 			p[n++].revents = 0;
 		}
 	if (n == 0 || REAL(poll)(p, (nfds_t)n, 0) <= 0)
@@ -174,6 +175,37 @@ void setup_link_keep(const struct ip *dst, int s, const struct ucred *owner,
 	k->name[107] = 0;
 	k->used = osf_now_ns();
 	pthread_mutex_unlock(&links.mu);
+}
+
+void setup_link_prune(void)
+{
+	pthread_mutex_lock(&links.mu);
+	own_locked();
+	prune_locked();
+	pthread_mutex_unlock(&links.mu);
+}
+
+uint32_t setup_link_wide(const struct ip *dst, unsigned gen)
+{
+	struct setup_link_note m;
+	struct link *k;
+	uint32_t w = 0;
+	int i, saved = errno;
+
+	pthread_mutex_lock(&links.mu);
+	own_locked();
+	k = find_locked(dst);
+	for (i = 0; k && k->gen == gen && i < 4; i++) {
+		if (REAL(recv)(k->fd, &m, sizeof(m), MSG_DONTWAIT) != (ssize_t)sizeof(m))
+			break;
+		if (m.magic == SETUP_LINK_NOTE_MAGIC && m.slots)
+			k->wide = m.slots < OSF_REGION_SLOTS_MAX ? m.slots : OSF_REGION_SLOTS_MAX;
+	}
+	if (k && k->gen == gen)
+		w = k->wide;
+	pthread_mutex_unlock(&links.mu);
+	errno = saved;
+	return w;
 }
 
 void setup_link_moved(int old, int nfd)

@@ -90,6 +90,12 @@ void setup_set_detail(char out[96], const char *s);
 /* FD_ROOM_DETAIL is the detail of a connection or listener left to kernel
  * TCP because osf's fds would cost the program (osf_fdt_affordable). */
 #define FD_ROOM_DETAIL "RLIMIT_NOFILE soft = hard: no room for osf's fds"
+/* SETUP_CLIENT_FDS: what a client process costs a server under
+ * OSF_SHM_KFD, its link and its region's memfd and eventfd. */
+#define SETUP_CLIENT_FDS 3
+/* FD_CAP_DETAIL: under OSF_SHM_KFD, osf holds as many fds as it may in
+ * such a limit (OSF_FDT_TIGHT_CAP) and this set-up would add some. */
+#define FD_CAP_DETAIL "RLIMIT_NOFILE soft = hard: osf holds the fds it may"
 const char *setup_fmt_ap(const struct ip *ip, char *out, size_t n);
 int setup_logs(int level);
 __attribute__((format(printf, 5, 6))) void
@@ -186,5 +192,25 @@ void setup_link_unlock(const struct ip *dst, int err);
 void setup_link_keep(const struct ip *dst, int s, const struct ucred *owner,
 		     const char name[108]);
 void setup_link_moved(int old, int nfd);
+
+/* The one message a server writes on a link (setup_kfd.c), when its
+ * program's RLIMIT_NOFILE has no room above it (soft = hard): make the
+ * next region for this listener a wide one of slots slots (at most
+ * OSF_REGION_SLOTS_MAX), so that the server maps one more region of this
+ * client process at most, not one per OSF_REGION_SLOTS connections.
+ * setup_link_wide returns what dst's link (generation gen) was asked, 0
+ * for none: the server's word, clamped (it only sizes this process's
+ * region). */
+#define SETUP_LINK_NOTE_MAGIC 0x57465351u /* "QSFW" */
+struct setup_link_note {
+	uint32_t magic;
+	uint32_t slots;
+};
+uint32_t setup_link_wide(const struct ip *dst, unsigned gen);
+
+/* setup_link_prune closes the links whose server closed its end (its
+ * listener closed): at soft = hard under OSF_SHM_KFD they count in osf's
+ * fds (osf_fdt_budget_ok) until a new link would prune them. */
+void setup_link_prune(void);
 
 #endif

@@ -384,7 +384,7 @@ struct osf_seg_hdr {
 #define OSF_HELLO_F_RDMA 0x1u /* the sender is an RDMA progress engine */
 #define OSF_HELLO_F_POOL 0x2u /* the segment is a slot of a region: struct
 				 osf_hello_pool follows, and the memfd is the
-				 region (OSF_REGION_SLOTS_MAX slots of
+				 region (up to OSF_REGION_SLOTS_MAX slots of
 				 osf_seg_bytes(ring_bytes) each, slot i at
 				 i * osf_seg_bytes(ring_bytes)) */
 #define OSF_HELLO_F_KFD 0x4u  /* OSF_SHM_KFD: the connection is the kernel
@@ -407,8 +407,14 @@ struct osf_hello {
 	uint8_t server[28];  /* the address the client connected to */
 };
 
-/* The pooled hello's second part. */
-#define OSF_REGION_SLOTS_MAX 64u
+/* The pooled hello's second part. A region has OSF_REGION_SLOTS slots
+ * (fewer for large rings); a wide one (RLIMIT_NOFILE soft = hard under
+ * OSF_SHM_KFD: one region for all of a client process's connections to a
+ * listener, preload/pool.c) up to OSF_REGION_SLOTS_MAX, and at most
+ * OSF_REGION_BYTES_MAX, which is what a server maps. */
+#define OSF_REGION_SLOTS 64u
+#define OSF_REGION_SLOTS_MAX 16384u
+#define OSF_REGION_BYTES_MAX (1ull << 35)
 #define OSF_REGION_NAME "osf-region"
 struct osf_hello_pool {
 	uint32_t slot;         /* < region_bytes / osf_seg_bytes(ring_bytes) */
@@ -594,12 +600,14 @@ static inline int osf_seg_hdr_check(const struct osf_seg_hdr *h, uint32_t ring)
 
 /* osf_region_slots returns the slots of a region of bytes with rings of
  * ring_bytes, or 0 when that is not a whole number of slots between 1 and
- * OSF_REGION_SLOTS_MAX (ring_bytes is a usable ring size). */
+ * OSF_REGION_SLOTS_MAX, or more than OSF_REGION_BYTES_MAX (ring_bytes is a
+ * usable ring size). */
 static inline uint32_t osf_region_slots(uint64_t bytes, uint32_t ring_bytes)
 {
 	uint64_t sb = osf_seg_bytes(ring_bytes);
 
-	if (bytes == 0 || bytes % sb || bytes / sb > OSF_REGION_SLOTS_MAX)
+	if (bytes == 0 || bytes > OSF_REGION_BYTES_MAX || bytes % sb ||
+	    bytes / sb > OSF_REGION_SLOTS_MAX)
 		return 0;
 	return (uint32_t)(bytes / sb);
 }

@@ -695,10 +695,10 @@ static int attack(int port)
 		case 4: /* the flag without the second part */
 			len = sizeof(ph.h);
 			break;
-		case 5: /* more slots than a region has */
+		case 5: /* more slots than a region has (a wide one too) */
 			close(fd);
-			fd = make_region(ring, 65, 1, 7, (off_t)(65 * sb));
-			ph.p.region_bytes = 65 * sb;
+			fd = make_region(ring, 2, 1, 7, (off_t)((OSF_REGION_SLOTS_MAX + 1) * sb));
+			ph.p.region_bytes = (OSF_REGION_SLOTS_MAX + 1) * sb;
 			break;
 		case 6: /* the same slot named by two connections at once */
 			if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w2) < 0)
