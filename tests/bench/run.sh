@@ -352,20 +352,18 @@ bench_iperf3() {
 
 # bench_asyncio: python asyncio streams, an echo server and a client
 # sending 20 MB on one connection while it reads the echo back
-# (tests/bench/asyncio_echo.py, every byte checked), unpinned.
+# (tests/progs/asyncio_echo.py, every byte checked), unpinned.
 # ASYNCIO_ROUNDS alternating rounds; the row gives the medians and the
 # median of the rounds' ratios.
 ASYNCIO_ROUNDS="${BENCH_ASYNCIO_ROUNDS:-5}"
 bench_asyncio() {
-	local SRV_PIN=() side i out b=() o=() r=() prog="$ROOT/tests/progs/asyncio_echo.py"
+	local SRV_PIN=() side i out pre b=() o=() r=() prog="$ROOT/tests/progs/asyncio_echo.py"
 	for ((i = 0; i < ASYNCIO_ROUNDS; i++)); do
 		for side in bare osf; do
+			pre=()
+			[[ $side == osf ]] && pre=(env LD_PRELOAD="$LIB" OSF_STRICT=1)
 			serve "$side" "$PY" "$prog" server $PORT
-			if [[ $side == osf ]]; then
-				out=$(timeout 120 env LD_PRELOAD="$LIB" OSF_STRICT=1 "$PY" "$prog" client $PORT 20000000)
-			else
-				out=$(timeout 120 "$PY" "$prog" client $PORT 20000000)
-			fi
+			out=$(timeout 120 "${pre[@]}" "$PY" "$prog" client $PORT 20000000)
 			unserve
 			out=${out#MB/s }
 			[[ -n "$out" ]] || { echo "bench: asyncio echo ($side) failed" >&2; return 1; }
