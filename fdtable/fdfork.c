@@ -125,7 +125,7 @@ OSF_FORK_TEXT int snapshot(void)
 	if (ftruncate(w->fd, fdt_size) < 0 || snap_put(w, h, head, 0) < 0 ||
 	    snap_put(w, (const char *)fdt_hdr + head, OSF_FDT_HDR_BYTES - head, (off_t)head) < 0)
 		goto fail;
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+	FDT_FOREACH_CHUNK(i, 0) {
 		uint32_t pages = __atomic_load_n(&osf_fdt_pages[i], __ATOMIC_ACQUIRE);
 		off_t at = OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES;
 		const char *c = (const char *)osf_fdt_chunks[i];
@@ -207,15 +207,17 @@ OSF_FORK_TEXT static int switch_to(int nfd)
 		/* The header and the near chunks in one go: up to the last
 		 * near chunk present (those absent in between are mapped
 		 * too, unpublished, and mapped again if ever created). */
-		for (i = 0; i < NEAR_CHUNKS; i++)
-			if (osf_fdt_chunks[i])
-				near = i + 1;
+		FDT_FOREACH_CHUNK(i, 0) {
+			if (i >= NEAR_CHUNKS)
+				break;
+			near = i + 1;
+		}
 		if (remap(fdt_base, OSF_FDT_HDR_BYTES + (size_t)near * OSF_FDT_CHUNK_BYTES, nfd, 0) < 0)
 			goto fail;
 	} else if (remap(fdt_hdr, OSF_FDT_HDR_BYTES, nfd, 0) < 0) {
 		goto fail;
 	}
-	for (i = near; i < OSF_FDT_MAX_CHUNKS; i++) {
+	FDT_FOREACH_CHUNK(i, near) {
 		struct osf_fdt_entry *oc = osf_fdt_chunks[i];
 		if (oc && remap(oc, OSF_FDT_CHUNK_BYTES, nfd,
 				OSF_FDT_HDR_BYTES + (off_t)i * OSF_FDT_CHUNK_BYTES) < 0)
@@ -434,7 +436,7 @@ static void recount_pages(void)
 {
 	unsigned i, p, k;
 
-	for (i = 0; i < OSF_FDT_MAX_CHUNKS; i++) {
+	FDT_FOREACH_CHUNK(i, 0) {
 		const uint64_t *c = (const uint64_t *)osf_fdt_chunks[i];
 		uint32_t used = 0;
 		if (!c)
@@ -545,6 +547,8 @@ int osf_fdt_adopt(int fd, uint64_t image)
 			    fdt_size)
 			continue;
 		osf_fdt_chunks[i] = map_chunk(fd, i);
+		if (osf_fdt_chunks[i])
+			fdt_chunk_mark(i);
 		/* Unknown use: every page, until recount_pages. */
 		osf_fdt_pages[i] = osf_fdt_chunks[i] ? ~0u : 0;
 	}

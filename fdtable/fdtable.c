@@ -14,6 +14,7 @@
 
 struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
 uint32_t osf_fdt_pages[OSF_FDT_MAX_CHUNKS];
+uint64_t fdt_chunk_map[OSF_FDT_MAX_CHUNKS / 64];
 
 struct osf_fdt_header *fdt_hdr; /* NULL until the first tracked fd */
 int fdt_fd = -1;               /* the table's memfd */
@@ -178,6 +179,7 @@ OSF_FORK_TEXT static struct osf_fdt_entry *chunk_create(unsigned i)
 	if (!c)
 		return NULL;
 	fdt_hdr->chunk_present[i] = 1;
+	fdt_chunk_mark(i);
 	__atomic_store_n(&osf_fdt_chunks[i], c, __ATOMIC_RELEASE);
 	return c;
 }
