@@ -186,12 +186,16 @@ void osf_fdt_limit_changed(void)
 	__atomic_store_n(&seen_room, -1, __ATOMIC_RELAXED);
 }
 
-/* FREE_LOOK is how many fd numbers one poll looks at. */
+/* FREE_LOOK is how many fd numbers one poll looks at; FREE_FIRST the
+ * first poll of a look, from where free numbers were last seen: it
+ * usually finds them there, and each number costs the poll a file look-up
+ * (and an open one its poll method). */
 #define FREE_LOOK 32
+#define FREE_FIRST 8
 
 /* free_in reports whether n numbers in [lo, hi) are free: ppoll marks a
- * number that names no open file POLLNVAL; one call looks at FREE_LOOK
- * numbers, from *hint (where free ones were last seen), round the range
+ * number that names no open file POLLNVAL; one call looks at FREE_FIRST
+ * numbers, the next ones FREE_LOOK, from *hint (where free ones were last seen), round the range
  * at most once. No telling (the call failed) counts as free. */
 static int free_in(int lo, int hi, int n, int *hint)
 {
@@ -200,7 +204,8 @@ static int free_in(int lo, int hi, int n, int *hint)
 	int from = *hint >= lo && *hint < hi ? *hint : lo, done, got = 0, k, i;
 
 	for (done = 0; done < hi - lo && got < n; done += k) {
-		k = hi - from < FREE_LOOK ? hi - from : FREE_LOOK;
+		int look = done ? FREE_LOOK : (n < FREE_FIRST ? FREE_FIRST : FREE_LOOK);
+		k = hi - from < look ? hi - from : look;
 		for (i = 0; i < k; i++) {
 			p[i].fd = from + i;
 			p[i].events = 0;
