@@ -161,13 +161,22 @@ int osf_dial_companion(struct osf_dial *d)
 		order[j] = u;
 		osf_slot_name(names[i], u, slot, sizeof(slot));
 		sl = abstract(&sun, slot);
-		s = osf_sys_socket(AF_UNIX, (d->seqpacket ? SOCK_SEQPACKET : SOCK_STREAM) |
+		d->stream = !d->seqpacket;
+	retype:
+		s = osf_sys_socket(AF_UNIX, (d->stream ? SOCK_STREAM : SOCK_SEQPACKET) |
 						    SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (s < 0) {
 			d->why = full ? OSF_DIAL_BACKLOG : OSF_DIAL_RESOURCE;
 			return -1;
 		}
 		if (osf_sys_connect(s, (struct sockaddr *)&sun, sl) < 0) {
+			/* An abstract name is found with its socket type: a
+			 * companion of the other kind refuses. */
+			if (errno == ECONNREFUSED && d->seqpacket == OSF_DIAL_EITHER && !d->stream) {
+				osf_sys_close(s);
+				d->stream = 1;
+				goto retype;
+			}
 			if (errno == EAGAIN) {
 				/* A full member of a group is full for this
 				 * connection (the kernel does not try another

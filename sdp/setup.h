@@ -62,6 +62,9 @@ void *osf_seg_parts(uint32_t ring, const uint8_t client[28], const uint8_t serve
 #define OSF_DIAL_BACKLOG 1     /* a companion's backlog was full */
 #define OSF_DIAL_RESOURCE 2    /* no socket for the attempt (errno) */
 
+/* struct osf_dial's seqpacket: either kind of companion. */
+#define OSF_DIAL_EITHER 2
+
 /* A connect to a companion: what to dial, whom to trust, what was found. */
 struct osf_dial {
 	uint8_t addr[16]; /* the destination, IPv6 form */
@@ -79,10 +82,14 @@ struct osf_dial {
 	void *arg;
 	/* seqpacket: dial an OSF_SHM_KFD listener's companion, a
 	 * SOCK_SEQPACKET one (its clients' links); 0: a SOCK_STREAM one.
-	 * Either connect fails on the other's (EPROTOTYPE), so a client and
-	 * a server that differ in the switch meet over kernel TCP. */
+	 * Either connect is refused by the other's (ECONNREFUSED: an
+	 * abstract name is found with its socket type). With
+	 * OSF_DIAL_EITHER a SOCK_SEQPACKET one first, then, refused, a
+	 * SOCK_STREAM one at the same name (a listener of the switch's
+	 * absence: the Go core's, a server without the switch; stream). */
 	int seqpacket;
 	/* out */
+	int stream;          /* OSF_DIAL_EITHER: the socket is a SOCK_STREAM one */
 	int why;             /* OSF_DIAL_*, when it returns -1 */
 	char full_name[108]; /* the first full companion's name, "" if none */
 	struct ucred owner;  /* the trusted companion's owner (SO_PEERCRED) */

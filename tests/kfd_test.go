@@ -400,8 +400,10 @@ while len(got) < 64:
 print(family(c.fileno()), "echoed" if got == b"k" * 64 else "lost %d" % len(got), flush=True)
 `
 
-// TestKfdMixed: a client and a server that differ in OSF_SHM_KFD meet
-// over kernel TCP, bytes intact, in both directions; alike, they meet
+// TestKfdMixed: a client without OSF_SHM_KFD and a server with it meet
+// over kernel TCP, bytes intact; a client with it and a server without it
+// meet offloaded (the hello of the switch's absence, on the server's
+// SOCK_STREAM companion: sdp/setup.h OSF_DIAL_EITHER); alike, they meet
 // offloaded. A server with the switch has a SOCK_SEQPACKET companion,
 // which only its clients' links dial (sdp/setup.h struct osf_dial): a
 // client without it used to connect to it, send its hello and wait
@@ -411,7 +413,7 @@ func TestKfdMixed(t *testing.T) {
 	churn := testutil.Prog(t, "churn")
 	for _, c := range []struct {
 		srv, cli, want string
-	}{{"1", "0", "tcp"}, {"0", "1", "tcp"}, {"1", "1", "osf"}, {"0", "0", "osf"}} {
+	}{{"1", "0", "tcp"}, {"0", "1", "osf"}, {"1", "1", "osf"}, {"0", "0", "osf"}} {
 		t.Run("server"+c.srv+"/client"+c.cli, func(t *testing.T) {
 			t.Parallel()
 			port := strconv.Itoa(testutil.FreePort(t))
@@ -433,8 +435,9 @@ func TestKfdMixed(t *testing.T) {
 // socket as the connection's fd"): an RDMA client with the switch is
 // accepted over RDMA (its accept used to wait for a kernel connection
 // that never came), a local client without the switch over shm, and one
-// with it, refused by that companion, over kernel TCP; bytes intact in
-// each.
+// with it over shm too (its hello of the switch's absence on that
+// SOCK_STREAM companion: it used to be refused there and use kernel TCP);
+// bytes intact in each, and each shm client's log says shm.
 func TestKfdRDMAListener(t *testing.T) {
 	t.Parallel()
 	sim := []string{"OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1"}
@@ -450,11 +453,16 @@ func TestKfdRDMAListener(t *testing.T) {
 	}{
 		{"rdma", append([]string{"OSF_SHM_KFD=1", "OSF_STRICT=1"}, sim...), "osf"},
 		{"shm", []string{"OSF_SHM_KFD=0", "OSF_STRICT=1"}, "osf"},
-		{"kfd", []string{"OSF_SHM_KFD=1"}, "tcp"},
+		{"kfd", []string{"OSF_SHM_KFD=1", "OSF_STRICT=1"}, "osf"},
 	} {
-		r := testutil.Cmd(t, testutil.Preload(t, c.env...), python(t), "-c", kfdEchoClient, port).Run(longRun)
+		clog := filepath.Join(t.TempDir(), c.name+".log")
+		env := append([]string{"OSF_LOG_LEVEL=debug", "OSF_LOG_FILE=" + clog}, c.env...)
+		r := testutil.Cmd(t, testutil.Preload(t, env...), python(t), "-c", kfdEchoClient, port).Run(longRun)
 		if !r.OK() || strings.TrimSpace(r.Stdout) != c.want+" echoed" {
 			t.Errorf("%s client: %s (want %q)", c.name, r, c.want+" echoed")
+		}
+		if c.name != "rdma" {
+			assertLog(t, readLog(t, clog), "connect 127.0.0.1:"+port+": shm")
 		}
 	}
 	log := readLog(t, logPath)
