@@ -304,8 +304,8 @@ int osf_wake_efd_ok(int fd, uint64_t *ino)
  * seals and the writers' eventfd efd); NULL with why set when it is
  * unusable. */
 static void *open_segment(int fd, uint32_t ring, const struct osf_hello_pool *p,
-			  osf_region_map_fn map, int efd, uint64_t *efd_ino, char *why,
-			  size_t wn)
+			  osf_region_map_fn map, int efd, uint64_t *efd_ino,
+			  const struct ucred *cr, char *why, size_t wn)
 {
 	struct stat st;
 	void *m;
@@ -326,7 +326,7 @@ static void *open_segment(int fd, uint32_t ring, const struct osf_hello_pool *p,
 		return NULL;
 	}
 	if (p)
-		return map(fd, &st, ring, p, efd, efd_ino, why, wn);
+		return map(fd, &st, ring, p, efd, efd_ino, cr, why, wn);
 	seals = osf_sys_fcntl(fd, F_GET_SEALS, 0);
 	if (seals < 0 || (seals & need) != need) {
 		snprintf(why, wn, "invalid segment: seals 0x%x, want 0x%x",
@@ -392,7 +392,7 @@ static int hello_verdict(int cfd, const struct ucred *cr, ssize_t n, int ctrunc,
 		seg = open_segment(fds[0], h->ring_bytes,
 				   (h->flags & OSF_HELLO_F_POOL) ? &in->pool : NULL, map,
 				   (h->flags & OSF_HELLO_F_EFD) ? fds[1] : -1, &in->wake_tx_ino,
-				   why, wn);
+				   &in->cr, why, wn);
 	}
 	if (!seg) {
 		while (nfds-- > 0)

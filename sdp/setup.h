@@ -140,13 +140,15 @@ int osf_wake_efd_ok(int fd, uint64_t *ino);
  * had them). efd is the hello's writers' eventfd (OSF_HELLO_F_EFD), else
  * -1: unless the region has one here already (which the connection then
  * uses, closing the hello's), it must pass osf_wake_efd_ok (its inode in
- * *efd_ino). It returns the slot's segment (the region mapped once per
- * process, known by its inode) or NULL with why set: seals missing, a
+ * *efd_ino). cr is the client's credentials (its hello's sender:
+ * SO_PEERCRED, or a store's record). It returns the slot's segment (the
+ * region mapped once per process, known by its inode) or NULL with why
+ * set: seals missing, a
  * slot this process holds already, a header that does not match, a
  * generation that is not the slot's, an eventfd that is none. */
 typedef void *(*osf_region_map_fn)(int fd, const struct stat *st, uint32_t ring,
 				    const struct osf_hello_pool *p, int efd, uint64_t *efd_ino,
-				    char *why, size_t wn);
+				    const struct ucred *cr, char *why, size_t wn);
 
 /* A hello taken by osf_hello_take, with what came with it. */
 struct osf_hello_in {

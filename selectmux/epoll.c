@@ -36,6 +36,7 @@ static struct ep *ep_create_locked(int epfd)
 	ep->epfd = epfd;
 	ep->inner = -1;
 	ep->kick = -1;
+	ep->links = -1;
 	ep->rec_fd = -1;
 	ep->mark = (uint64_t)(uintptr_t)ep + 1;
 	ep->head.prev = ep->head.next = &ep->head;
@@ -596,6 +597,24 @@ void ep_listener_ctl(struct ep *ep, int op, int fd, int aux, const struct epoll_
  * process (osf_mux_closed says why the registrations stay). */
 void ep_listener_closed(struct ep *ep, int fd) { lsn_forget(ep, fd); }
 
+/* ep_links_watch puts lf, the server's links' epoll (host.h
+ * osf_links_fd), in ep's inner epoll, once: an OSF_SHM_KFD listener is
+ * registered in ep, whose waits then close the links of client processes
+ * that ended (absorb). Edge-triggered: a link its end left unread (no
+ * fds for its hellos) wakes a wait once, never makes it spin. ep locked. */
+void ep_links_watch(struct ep *ep, int lf)
+{
+	struct epoll_event iev;
+	int saved = errno;
+
+	iev.events = EPOLLIN | EPOLLET;
+	iev.data.u64 = LINKS_KEY;
+	if (lf >= 0 && ep->links != lf && ep_inner(ep) == 0 &&
+	    (REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, lf, &iev) == 0 || errno == EEXIST))
+		ep->links = lf;
+	errno = saved;
+}
+
 /* ep_note_pending remembers (or forgets) how an undecided TCP socket is
  * registered: if it becomes offloaded, its wake socket replaces it and
  * the kernel silently drops the registration, which osf then redoes. */
@@ -720,8 +739,20 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		}
 		return r;
 	}
-	if (t->kind == OSF_FD_LISTEN && (t->flags & OSF_FDF_KFD))
-		return REAL(epoll_ctl)(epfd, op, fd, ev); /* the kernel's */
+	if (t->kind == OSF_FD_LISTEN && (t->flags & OSF_FDF_KFD)) {
+		r = REAL(epoll_ctl)(epfd, op, fd, ev); /* the kernel's */
+		if (r == 0 && op == EPOLL_CTL_ADD) {
+			int lf, saved = errno;
+			lf = osf_links_fd(1); /* before any mux lock */
+			if (lf >= 0 && (ep = ep_create(epfd)) != NULL) {
+				mu_lock(&ep->lock);
+				ep_links_watch(ep, lf);
+				mu_unlock(&ep->lock);
+			}
+			errno = saved;
+		}
+		return r;
+	}
 	if (t->kind == OSF_FD_LISTEN) {
 		/* The companion joins with the application's own data. */
 		r = REAL(epoll_ctl)(epfd, op, fd, ev);

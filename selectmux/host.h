@@ -79,6 +79,16 @@ void osf_spin_paid(int paid);
 long osf_spin_clock(void);
 void osf_spin_woke(long begun);
 
+/* A server's links (libosf.so: preload/setup_kfd.c, OSF_SHM_KFD): the
+ * companion connections of its client processes, which it closes when
+ * they end (the client process exited), with what only they hold.
+ * osf_links_fd returns the epoll of this process's links, readable while
+ * one of them ended (make: made now when there is none), or -1; a wait on
+ * an OSF_SHM_KFD listener watches it, and osf_links_ended, called with no
+ * mux lock held, closes the links that ended. */
+int osf_links_fd(int make);
+void osf_links_ended(void);
+
 /* Signals (libosf.so: preload/signals.c). osf_intr_count is the number of
  * handlers that have run on this thread through osf's trampoline: a wait
  * that sleeps in the kernel more than once (poll, epoll_wait) ends with

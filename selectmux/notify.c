@@ -13,10 +13,12 @@ void osf_mux_offloaded(int fd)
 {
 	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
 	struct ep *ep;
-	int i;
+	int i, lf = -1;
 
 	if (!ep_all || !t)
 		return;
+	if (t->kind == OSF_FD_LISTEN && (t->flags & OSF_FDF_KFD))
+		lf = osf_links_fd(1); /* before any mux lock */
 	mu_lock(&ep_all_lock);
 	for (ep = ep_all; ep; ep = ep->next_ep) {
 		mu_lock(&ep->lock);
@@ -41,6 +43,8 @@ void osf_mux_offloaded(int fd)
 							  __ATOMIC_RELEASE);
 			} else if (t->kind == OSF_FD_LISTEN && !(t->flags & OSF_FDF_KFD)) {
 				ep_listener_ctl(ep, EPOLL_CTL_ADD, fd, t->aux_fd, &ev);
+			} else if (t->kind == OSF_FD_LISTEN) {
+				ep_links_watch(ep, lf); /* registered before its listen */
 			}
 			ep_note_pending(ep, EPOLL_CTL_DEL, fd, NULL);
 			break;
@@ -169,6 +173,8 @@ void osf_mux_hidden_moved(int old, int nfd)
 			__atomic_store_n(&ep->inner, nfd, __ATOMIC_RELEASE);
 		if (ep->kick == old)
 			ep->kick = nfd;
+		if (ep->links == old)
+			ep->links = nfd;
 		if (ep->rec_fd == old)
 			ep->rec_fd = nfd;
 		for (i = 0; i < ep->cap; i++)

@@ -184,6 +184,10 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	long begun = osf_spin_clock(), start = begun / 1000, now = begun,
 	     spin_end = osf_spin_until(begun, timeout);
 	int result = -1, spun = 0, wep = -1, efd_late = 0, slept = 0, fresh = 1, kern = 0;
+	/* The server's links' epoll (host.h osf_links_fd) when an OSF_SHM_KFD
+	 * listener is polled: a link's end (its client process exited) wakes
+	 * the wait, which closes it and sleeps on (lx: its slot). */
+	int lf = -1, lx = -1;
 
 	for (i = 0; i < n; i++) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
@@ -191,6 +195,9 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			  ((fds[i].events & (POLLOUT | POLLWRNORM)) && osf_ready_of(e))))
 			extra++;
 		if (e && rd_has_chan(e))
+			extra++;
+		if (e && e->kind == OSF_FD_LISTEN && (e->flags & OSF_FDF_KFD) && lf < 0 &&
+		    (lf = osf_links_fd(0)) >= 0)
 			extra++;
 	}
 	if (n + extra > 64) {
@@ -237,6 +244,10 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		k[m].events = POLLIN;
 		k[m].revents = 0;
 		wx[i] = (int)m++;
+	}
+	if (lf >= 0) {
+		lx = (int)m;
+		k[m++] = (struct pollfd){lf, POLLIN, 0};
 	}
 	efd_drain(wep); /* what came before: every later write is an edge */
 	m0 = m; /* then the channels of the connections armed */
@@ -334,6 +345,13 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		err = errno;
 		if (r > 0)
 			efd_drain(wep);
+		if (r > 0 && lx >= 0 && k[lx].revents) {
+			/* Off for the rest of this call: a link it could not
+			 * close (no fds for its hellos) wakes it once. */
+			k[lx].fd = -1;
+			osf_links_ended();
+			r--;
+		}
 		/* Before disarm_all, which clears arm[]. */
 		for (i = 0; due && r == 0 && i < n; i++)
 			if ((arm[i] & OSF_ARM_RX) && kind[i] == SLOT_CONN && fds[i].fd >= 0)
