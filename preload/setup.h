@@ -72,19 +72,18 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in);
 
 /* A server's links (OSF_SHM_KFD: one per client process and listener)
- * are in an epoll of their own, readable while one of them ended (its
- * client process closed it: it exited): osf_setup_kfd_links_fd returns it
- * (make: made now when there is none), or -1; osf_setup_kfd_links_ended
- * reads each link that ended to its end, keeping the hellos still on it
- * for their accepts, closes it, and lets the regions its client brought
- * go once no connection of theirs lives here (pool.h
- * osf_pool_peer_gone). listener finds a link's listener by its companion:
- * its fd with in filled, or -1 (a link it cannot read is left to the
- * next accept, and out of the epoll). The selectmux waits on an
- * OSF_SHM_KFD listener watch the epoll (selectmux/host.h
- * osf_links_fd), so that a server that takes no more connections still
- * closes what its ended clients left. */
-int osf_setup_kfd_links_fd(int make);
+ * end when their client process closes them (it exited).
+ * osf_setup_kfd_links_copy puts up to max of this process's links' fds
+ * in fds (how many), for selectmux's waits on an OSF_SHM_KFD listener to
+ * watch (selectmux/host.h osf_links_copy; new ones osf_mux_link_added);
+ * osf_setup_kfd_links_ended reads each link that ended to its end,
+ * keeping the hellos still on it for their accepts, closes it, and lets
+ * the regions its client brought go once no connection of theirs lives
+ * here (pool.h osf_pool_peer_gone). listener finds a link's listener by
+ * its companion: its fd with in filled, or -1 (that link is left to the
+ * next accept). So a server that takes no more connections still closes
+ * what its ended clients left. */
+int osf_setup_kfd_links_copy(int *fds, int max);
 void osf_setup_kfd_links_ended(int (*listener)(int aux_fd, struct osf_core_accept_in *in));
 
 /* osf_setup_kfd_family reports whether companion aux_fd's listener has a

@@ -11,8 +11,8 @@
 #include "../sdp/setup.h"
 #include "pool.h"
 
+#include <poll.h>
 #include <stdlib.h>
-#include <sys/epoll.h>
 
 /* ---- OSF_SHM_KFD: hellos waiting for their kernel connection ---------- */
 
@@ -268,10 +268,9 @@ static int kfd_find(int aux_fd, const struct ip *key, struct kfd_owner *o,
  * its client process brought let go of their fds and mapping once no
  * connection of theirs lives here (osf_pool_peer_gone). Besides at an
  * accept, a link's end is seen where the program waits on its listener:
- * the links are in an epoll of their own (lep, EPOLLRDHUP), which
- * selectmux's waits on an OSF_SHM_KFD listener watch (host.h
- * osf_links_fd), so that a server that takes no more connections closes
- * them (osf_setup_kfd_links_ended). */
+ * selectmux's waits on an OSF_SHM_KFD listener watch the links too
+ * (host.h osf_links_copy, osf_mux_link_added), so that a server that
+ * takes no more connections closes them (osf_setup_kfd_links_ended). */
 #define LINK_MAX 256
 
 static struct {
@@ -283,57 +282,18 @@ static struct {
 		 switch, and its fork children, touch no page of them) */
 } links;
 
-/* lep: the epoll of this process's links (hidden), or -1; a fork child's
- * copy is its parent's (lep_pid), closed at its first use there. */
-static int lep = -1;
-static pid_t lep_pid;
-
-/* lep_get_locked returns this process's links' epoll, made now holding
- * every link when make and there is none; -1 when there is none. */
-static int lep_get_locked(int make)
+int osf_setup_kfd_links_copy(int *fds, int max)
 {
-	struct epoll_event ev;
-	int e, h, i;
+	int i, n = 0, saved = errno;
 
-	if (lep >= 0 && lep_pid != osf_pid()) {
-		osf_fdt_close_hidden(lep); /* the parent's: its links */
-		__atomic_store_n(&lep, -1, __ATOMIC_RELEASE);
-	}
-	if (lep >= 0 || !make)
-		return lep;
-	osf_fdt_high_begin(); /* none of the program's numbers */
-	e = REAL(epoll_create1)(EPOLL_CLOEXEC);
-	h = e < 0 ? -1 : osf_fdt_hide(e, 0);
-	osf_fdt_high_end();
-	if (h < 0) {
-		if (e >= 0)
-			REAL(close)(e);
-		return -1;
-	}
-	for (i = 0; i < links.n; i++) {
-		ev.events = EPOLLRDHUP;
-		ev.data.u64 = 0;
-		ev.data.fd = links.l[i].fd;
-		(void)REAL(epoll_ctl)(h, EPOLL_CTL_ADD, links.l[i].fd, &ev);
-	}
-	lep_pid = osf_pid();
-	__atomic_store_n(&lep, h, __ATOMIC_RELEASE);
-	return h;
-}
-
-int osf_setup_kfd_links_fd(int make)
-{
-	int fd, saved = errno;
-
-	if (!make) /* a poll's look: no lock */
-		return __atomic_load_n(&lep_pid, __ATOMIC_RELAXED) == osf_pid()
-			       ? __atomic_load_n(&lep, __ATOMIC_ACQUIRE)
-			       : -1;
+	if (!__atomic_load_n(&links.n, __ATOMIC_RELAXED))
+		return 0; /* a poll's look: no lock when there is none */
 	setup_park_lock();
-	fd = lep_get_locked(1);
+	for (i = 0; i < links.n && n < max; i++)
+		fds[n++] = links.l[i].fd;
 	setup_park_unlock();
 	errno = saved;
-	return fd;
+	return n;
 }
 
 /* link_forget_locked closes link i (its client's next hello fails with
@@ -341,8 +301,6 @@ int osf_setup_kfd_links_fd(int make)
  * connections are reset at accept). */
 OSF_FORK_TEXT static void link_forget_locked(int i)
 {
-	if (lep >= 0 && lep_pid == osf_pid()) /* the file may live on in a spawned child */
-		(void)REAL(epoll_ctl)(lep, EPOLL_CTL_DEL, links.l[i].fd, NULL);
 	osf_fdt_close_hidden(links.l[i].fd);
 	links.l[i] = links.l[--links.n];
 }
@@ -410,8 +368,7 @@ static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_a
 {
 	struct ucred cr = {0, 0, 0};
 	socklen_t crl = sizeof(cr);
-	struct epoll_event ev;
-	int h, l;
+	int h;
 
 	if (!links.l)
 		links.l = calloc(LINK_MAX, sizeof(*links.l));
@@ -428,12 +385,7 @@ static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_a
 	links.l[links.n].fd = h;
 	links.l[links.n].pid = cr.pid;
 	tight_note(h);
-	if ((l = lep_get_locked(1)) >= 0) {
-		ev.events = EPOLLRDHUP; /* its end: hellos are read at accepts */
-		ev.data.u64 = 0;
-		ev.data.fd = h;
-		(void)REAL(epoll_ctl)(l, EPOLL_CTL_ADD, h, &ev);
-	}
+	osf_mux_link_added(h); /* the epolls watching links (park, then mux locks) */
 	return links.n++;
 }
 
@@ -700,16 +652,8 @@ void setup_kfd_moved_locked(int old, int nfd)
 	setup_fam_moved_locked(old, nfd);
 	for (i = 0; i < bshut.n; i++)
 		bshut.fd[i] = bshut.fd[i] == old ? nfd : bshut.fd[i];
-	if (lep == old)
-		__atomic_store_n(&lep, nfd, __ATOMIC_RELEASE);
-	for (i = 0; i < links.n; i++) {
+	for (i = 0; i < links.n; i++) { /* selectmux rekeys its registrations */
 		links.l[i].aux_fd = links.l[i].aux_fd == old ? nfd : links.l[i].aux_fd;
-		if (links.l[i].fd == old && lep >= 0 && lep_pid == osf_pid()) {
-			struct epoll_event ev = {EPOLLRDHUP, {.u64 = 0}};
-			ev.data.fd = nfd; /* both numbers hold the file now */
-			if (REAL(epoll_ctl)(lep, EPOLL_CTL_ADD, nfd, &ev) == 0)
-				(void)REAL(epoll_ctl)(lep, EPOLL_CTL_DEL, old, NULL);
-		}
 		links.l[i].fd = links.l[i].fd == old ? nfd : links.l[i].fd;
 	}
 	for (i = 0; i < kfdq.n; i++) {
@@ -723,23 +667,28 @@ void setup_kfd_moved_locked(int old, int nfd)
 void osf_setup_kfd_links_ended(int (*listener)(int aux_fd, struct osf_core_accept_in *in))
 {
 	struct osf_core_accept_in in;
-	struct epoll_event ev[16];
+	struct pollfd p[LINK_MAX];
 	int i, j, n, lfd, saved = errno;
 
-	if (__atomic_load_n(&lep, __ATOMIC_ACQUIRE) < 0 ||
-	    __atomic_load_n(&lep_pid, __ATOMIC_RELAXED) != osf_pid())
+	if (!__atomic_load_n(&links.n, __ATOMIC_RELAXED))
 		return;
 	setup_park_lock();
-	n = lep >= 0 && lep_pid == osf_pid() ? REAL(epoll_wait)(lep, ev, 16, 0) : 0;
+	for (i = 0; i < links.n; i++)
+		p[i] = (struct pollfd){links.l[i].fd, POLLRDHUP, 0};
+	n = links.n;
+	if (REAL(poll)(p, (nfds_t)n, 0) <= 0)
+		n = 0;
+	/* Each ended one read to its end: hellos of connections still
+	 * queued in the kernel's backlog are kept for their accept. One not
+	 * read (no listener here, no fds for its hellos) waits for an
+	 * accept. Links move in the table as others go: found by fd. */
 	for (i = 0; i < n; i++) {
-		for (j = 0; j < links.n && links.l[j].fd != ev[i].data.fd; j++)
+		if (!p[i].revents)
+			continue;
+		for (j = 0; j < links.n && links.l[j].fd != p[i].fd; j++)
 			;
-		/* Read to its end: hellos of connections still queued in the
-		 * kernel's backlog are kept for their accept. Not read (no
-		 * listener here, no fds for its hellos): an accept reads it. */
-		lfd = j < links.n ? listener(links.l[j].aux_fd, &in) : -1;
-		if (lfd < 0 || link_read_locked(lfd, j, &in, NULL, NULL) >= 0)
-			(void)REAL(epoll_ctl)(lep, EPOLL_CTL_DEL, ev[i].data.fd, NULL);
+		if (j < links.n && (lfd = listener(links.l[j].aux_fd, &in)) >= 0)
+			(void)link_read_locked(lfd, j, &in, NULL, NULL);
 	}
 	setup_park_unlock();
 	errno = saved;

@@ -131,9 +131,9 @@ static int kfd_listener(int aux_fd, struct osf_core_accept_in *in)
 	return -1;
 }
 
-/* selectmux's links (host.h): the server's links' epoll and their end
- * (setup.h osf_setup_kfd_links_fd). */
-int osf_links_fd(int make) { return osf_setup_kfd_links_fd(make); }
+/* selectmux's links (host.h): the server's links and their end
+ * (setup.h osf_setup_kfd_links_copy). */
+int osf_links_copy(int *fds, int max) { return osf_setup_kfd_links_copy(fds, max); }
 
 void osf_links_ended(void) { osf_setup_kfd_links_ended(kfd_listener); }
 

@@ -13,12 +13,10 @@ void osf_mux_offloaded(int fd)
 {
 	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
 	struct ep *ep;
-	int i, lf = -1;
+	int i, watch[8], nw = 0;
 
 	if (!ep_all || !t)
 		return;
-	if (t->kind == OSF_FD_LISTEN && (t->flags & OSF_FDF_KFD))
-		lf = osf_links_fd(1); /* before any mux lock */
 	mu_lock(&ep_all_lock);
 	for (ep = ep_all; ep; ep = ep->next_ep) {
 		mu_lock(&ep->lock);
@@ -43,8 +41,8 @@ void osf_mux_offloaded(int fd)
 							  __ATOMIC_RELEASE);
 			} else if (t->kind == OSF_FD_LISTEN && !(t->flags & OSF_FDF_KFD)) {
 				ep_listener_ctl(ep, EPOLL_CTL_ADD, fd, t->aux_fd, &ev);
-			} else if (t->kind == OSF_FD_LISTEN) {
-				ep_links_watch(ep, lf); /* registered before its listen */
+			} else if (t->kind == OSF_FD_LISTEN && nw < 8) {
+				watch[nw++] = ep->epfd; /* registered before its listen */
 			}
 			ep_note_pending(ep, EPOLL_CTL_DEL, fd, NULL);
 			break;
@@ -52,6 +50,8 @@ void osf_mux_offloaded(int fd)
 		mu_unlock(&ep->lock);
 	}
 	mu_unlock(&ep_all_lock);
+	for (i = 0; i < nw; i++) /* no mux lock held (ep_links_watch) */
+		ep_links_watch(watch[i], 0);
 }
 
 /* recheck puts it back on the may-be-ready list when it waits for any of
@@ -173,8 +173,6 @@ void osf_mux_hidden_moved(int old, int nfd)
 			__atomic_store_n(&ep->inner, nfd, __ATOMIC_RELEASE);
 		if (ep->kick == old)
 			ep->kick = nfd;
-		if (ep->links == old)
-			ep->links = nfd;
 		if (ep->rec_fd == old)
 			ep->rec_fd = nfd;
 		for (i = 0; i < ep->cap; i++)

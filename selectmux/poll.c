@@ -184,10 +184,11 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	long begun = osf_spin_clock(), start = begun / 1000, now = begun,
 	     spin_end = osf_spin_until(begun, timeout);
 	int result = -1, spun = 0, wep = -1, efd_late = 0, slept = 0, fresh = 1, kern = 0;
-	/* The server's links' epoll (host.h osf_links_fd) when an OSF_SHM_KFD
-	 * listener is polled: a link's end (its client process exited) wakes
-	 * the wait, which closes it and sleeps on (lx: its slot). */
-	int lf = -1, lx = -1;
+	/* The server's links (host.h osf_links_copy) when an OSF_SHM_KFD
+	 * listener is polled, for their end only (POLLRDHUP): one that ends
+	 * (its client process exited) wakes the wait, which closes it and
+	 * sleeps on (nl of them, from slot lx). */
+	int lfds[OSF_LINKS_MAX], nl = -1, lx = -1;
 
 	for (i = 0; i < n; i++) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
@@ -196,9 +197,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			extra++;
 		if (e && rd_has_chan(e))
 			extra++;
-		if (e && e->kind == OSF_FD_LISTEN && (e->flags & OSF_FDF_KFD) && lf < 0 &&
-		    (lf = osf_links_fd(0)) >= 0)
-			extra++;
+		if (e && e->kind == OSF_FD_LISTEN && (e->flags & OSF_FDF_KFD) && nl < 0)
+			extra += (nl = osf_links_copy(lfds, OSF_LINKS_MAX));
 	}
 	if (n + extra > 64) {
 		k = malloc((n + extra) * sizeof(*k) +
@@ -245,10 +245,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		k[m].revents = 0;
 		wx[i] = (int)m++;
 	}
-	if (lf >= 0) {
-		lx = (int)m;
-		k[m++] = (struct pollfd){lf, POLLIN, 0};
-	}
+	for (i = 0, lx = (int)m; nl > 0 && i < (nfds_t)nl; i++)
+		k[m++] = (struct pollfd){lfds[i], POLLRDHUP, 0};
 	efd_drain(wep); /* what came before: every later write is an edge */
 	m0 = m; /* then the channels of the connections armed */
 	/* Only with fds besides RDMA connections has a spin round anything
@@ -261,7 +259,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		kern |= fds[i].fd >= 0 &&
 			(kind[i] != SLOT_CONN || !rd_has_chan(osf_fdt_lookup(fds[i].fd)));
 	for (;;) {
-		int ready = 0, armed = 0, due = 0, r, to, err;
+		int ready = 0, armed = 0, due = 0, r, to, err, ended;
 		m = m0;
 		/* What the rings say now. */
 		for (i = 0; i < n; i++) {
@@ -345,12 +343,17 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		err = errno;
 		if (r > 0)
 			efd_drain(wep);
-		if (r > 0 && lx >= 0 && k[lx].revents) {
-			/* Off for the rest of this call: a link it could not
-			 * close (no fds for its hellos) wakes it once. */
-			k[lx].fd = -1;
+		for (i = 0, ended = 0; r > 0 && nl > 0 && i < (nfds_t)nl; i++)
+			if (k[lx + (int)i].revents) {
+				/* Off for the rest of this call: one it could
+				 * not close (no fds for its hellos) wakes it
+				 * once. */
+				k[lx + (int)i].fd = -1;
+				ended++;
+			}
+		if (ended) {
 			osf_links_ended();
-			r--;
+			r -= ended;
 		}
 		/* Before disarm_all, which clears arm[]. */
 		for (i = 0; due && r == 0 && i < n; i++)
