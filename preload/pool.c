@@ -80,6 +80,11 @@ struct region {
 	long long idle_since;
 	int by_hello;  /* a hello brought it (else only entries inherited
 			  across exec, or a hand-off): it may be kept */
+	pid_t peer;    /* a mapper's: the client process its hellos came
+			  from (their SO_PEERCRED), else 0 */
+	int peer_gone; /* that process ended (osf_pool_peer_gone), or, an
+			  owner's, its server's link (osf_pool_owner_gone):
+			  unmapped once no connection of it lives here */
 };
 
 static struct region regions[REGIONS];
@@ -635,6 +640,68 @@ static void give_back(struct region *r)
 	}
 }
 
+/* take_gone takes region r, idle, out of the table into g, for drop_gone
+ * once the lock is released: its client process ended (a mapper's
+ * peer_gone), or its server's link did (an owner's: the companion's
+ * owner or listener is gone, so no connection of it is coming; the slots
+ * that server never let go of would never come free). An entry inherited
+ * across exec and not rebuilt yet that names its fds keeps it (0). The
+ * lock is held. */
+static int take_gone(struct region *r, struct made *g)
+{
+	if ((r->fd >= 0 && named(r->fd)) || (r->efd >= 0 && named(r->efd)))
+		return 0;
+	g->base = r->base;
+	g->bytes = r->bytes;
+	g->fd = r->fd;
+	g->efd = r->efd;
+	if (kept == r)
+		kept = NULL;
+	region_clear(r);
+	return 1;
+}
+
+/* mark_gone marks gone the mapper regions of client process peer
+ * (owner NULL), or this process's own regions for owner's companion
+ * name, and takes out those no connection of this process holds. */
+static void mark_gone(pid_t peer, const struct ucred *owner, const char *name)
+{
+	struct made gone[TRIM_MAX];
+	pid_t me = osf_pid();
+	int i, k, more = 1;
+
+	while (more) {
+		more = k = 0;
+		lock();
+		for (i = 0; i < nregions; i++) {
+			struct region *r = &regions[i];
+			if (!r->base ||
+			    (owner ? r->owner != me || r->kuid != owner->uid || r->kpid != owner->pid ||
+					     strncmp(r->kname, name, sizeof(r->kname))
+				   : r->owner == me || r->peer != peer))
+				continue;
+			r->peer_gone = 1;
+			if (r->nlive)
+				continue;
+			if (k == TRIM_MAX) {
+				more = 1;
+				break;
+			}
+			k += take_gone(r, &gone[k]);
+		}
+		unlock();
+		drop_gone(gone, k);
+		more &= k > 0;
+	}
+}
+
+void osf_pool_peer_gone(pid_t pid) { mark_gone(pid, NULL, NULL); }
+
+void osf_pool_owner_gone(const struct ucred *owner, const char *name)
+{
+	mark_gone(0, owner, name);
+}
+
 /* unhold lets go of side's hold on seg, setting done in its slot_done
  * first (0: none), under the lock: a thread of this process that takes
  * the lock for a hello naming the slot again (the owner handed it out
@@ -661,7 +728,9 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 			give_back(r);
 		if (!r->nlive) {
 			r->idle_since = osf_now_ns();
-			if (r->owner == osf_pid())
+			if (r->peer_gone) /* its client (its server) ended */
+				k = take_gone(r, &drop[0]);
+			else if (r->owner == osf_pid())
 				k = trim_owned(drop, TRIM_MAX, own_idle_max());
 			else if ((r->fd >= 0 || r->efd >= 0) && !named(r->fd) &&
 				 !named(r->efd) && (!r->by_hello || !keep)) {
@@ -687,8 +756,8 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 }
 
 void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
-		   const struct osf_hello_pool *p, int efd, uint64_t *efd_ino, char *why,
-		   size_t wn)
+		   const struct osf_hello_pool *p, int efd, uint64_t *efd_ino,
+		   const struct ucred *cr, char *why, size_t wn)
 {
 	uint8_t *seg = hold(fd, st, ring, p->region_bytes, p->slot, OSF_SIDE_SERVER, 0,
 			    OSF_REGION_SEALS, why, wn);
@@ -716,8 +785,13 @@ void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
 	}
 	lock();
 	r = find_addr(seg, ring, &slot);
-	if (r)
+	if (r) {
 		r->by_hello = 1;
+		if (cr) { /* its client lives: a link's end comes after its hellos */
+			r->peer = cr->pid;
+			r->peer_gone = 0;
+		}
+	}
 	unlock();
 	return seg;
 }

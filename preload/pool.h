@@ -43,10 +43,23 @@
 void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		    int make, uint32_t wide, int *fdp, int *efdp, struct osf_hello_pool *hp);
 
-/* osf_pool_map is the server's osf_region_map_fn (sdp/setup.h). */
+/* osf_pool_map is the server's osf_region_map_fn (sdp/setup.h); the
+ * region remembers its client process (cr's pid: osf_pool_peer_gone). */
 void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
-		   const struct osf_hello_pool *p, int efd, uint64_t *efd_ino, char *why,
-		   size_t wn);
+		   const struct osf_hello_pool *p, int efd, uint64_t *efd_ino,
+		   const struct ucred *cr, char *why, size_t wn);
+
+/* osf_pool_peer_gone tells that client process pid ended (its link to
+ * this server closed: OSF_SHM_KFD, setup_kfd.c): the regions it brought
+ * here let go of their memfd and eventfd and are unmapped once no
+ * connection of theirs lives here, at once when none does (a region kept
+ * for its client's next connection has none coming). */
+void osf_pool_peer_gone(pid_t pid);
+
+/* osf_pool_owner_gone is osf_pool_peer_gone for a client's own regions
+ * for the companion name of owner (its server's link ended: the listener
+ * or its process is gone). */
+void osf_pool_owner_gone(const struct ucred *owner, const char *name);
 
 /* osf_pool_adopt maps the slot of an inherited or passed connection: fd
  * the region's memfd, slot the slot the fd table (or the hand-off record)

@@ -71,6 +71,21 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
  * process sharing it: new clients find no companion. */
 void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in);
 
+/* A server's links (OSF_SHM_KFD: one per client process and listener)
+ * end when their client process closes them (it exited).
+ * osf_setup_kfd_links_copy puts up to max of this process's links' fds
+ * in fds (how many), for selectmux's waits on an OSF_SHM_KFD listener to
+ * watch (selectmux/host.h osf_links_copy; new ones osf_mux_link_added);
+ * osf_setup_kfd_links_ended reads each link that ended to its end,
+ * keeping the hellos still on it for their accepts, closes it, and lets
+ * the regions its client brought go once no connection of theirs lives
+ * here (pool.h osf_pool_peer_gone). listener finds a link's listener by
+ * its companion: its fd with in filled, or -1 (that link is left to the
+ * next accept). So a server that takes no more connections still closes
+ * what its ended clients left. */
+int osf_setup_kfd_links_copy(int *fds, int max);
+void osf_setup_kfd_links_ended(int (*listener)(int aux_fd, struct osf_core_accept_in *in));
+
 /* osf_setup_kfd_family reports whether companion aux_fd's listener has a
  * fork family's hello store (setup_fam.c): its accepts then find hellos
  * read by any process of the family. osf_setup_kfd_fork_prepare, called

@@ -360,12 +360,14 @@ static int kfd_bind(int app_fd, int family, struct ip *client)
  * OSF_SHM_KFD: the hello goes on the process's link to dst's companion
  * when it has one (setup_link.c: no census, no dial), else on a fresh
  * companion connection kept as the link; a link found broken is
- * forgotten and one fresh dial tried. Returns the socket the hello went
- * on (under OSF_SHM_KFD the link's, not the caller's to close) with p
+ * forgotten and one fresh dial tried; a listener whose companion is a
+ * SOCK_STREAM one (OSF_DIAL_EITHER) gets the hello of the switch's
+ * absence, on a companion connection of its own. Returns the socket the
+ * hello went on (*kfdp set: the link's, not the caller's to close) with p
  * filled, or -1 with *why (an osf_reason) and errno. */
 static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in *in,
 		int need_port, int *port_fd, struct parts *p, int *why,
-		char full_name[108], int tight)
+		char full_name[108], int tight, int *kfdp)
 {
 	struct osf_census c;
 	struct osf_dial d;
@@ -373,9 +375,10 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 	uint8_t cl[28], sv[28];
 	uint32_t hf;
 	unsigned link = 0;
-	int s = -1, e, r, retried = 0, bound = 0;
+	int s = -1, e, r, retried = 0, bound = 0, kfd;
 
 again:
+	kfd = osf.shm_kfd; /* a link is a SOCK_SEQPACKET companion's */
 	p->seg = NULL;
 	*why = OSF_R_NO_LISTENER;
 	errno = 0;
@@ -400,8 +403,15 @@ again:
 		d.census = &c;
 		d.untrusted = untrusted;
 		d.arg = &a;
-		d.seqpacket = osf.shm_kfd;
+		/* OSF_SHM_KFD: a listener of the switch's absence (the Go
+		 * core's, whose route may take RDMA connections; a server
+		 * without the switch) has a SOCK_STREAM companion: its
+		 * hello as without the switch, the connection not its
+		 * kernel socket. Not at a tight limit, where such a
+		 * connection's hidden fds would be the program's. */
+		d.seqpacket = !osf.shm_kfd ? 0 : tight ? 1 : OSF_DIAL_EITHER;
 		s = osf_dial_companion(&d);
+		kfd = osf.shm_kfd && !d.stream;
 		if (s < 0) {
 			parts_drop(p);
 			*why = d.why == OSF_DIAL_BACKLOG ? OSF_R_BACKLOG
@@ -443,7 +453,7 @@ again:
 		}
 		fill_header(p->seg, setup_cfg.c.ring_size, client, &a);
 	}
-	if (need_port && osf.shm_kfd) { /* the application's socket takes the port */
+	if (need_port && kfd) { /* the application's socket takes the port */
 		if (!bound && kfd_bind(in->app_fd, in->family, client) < 0) {
 			if (!link)
 				REAL(close)(s);
@@ -472,7 +482,7 @@ again:
 	osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->connect_ns = osf_now_ns();
 	setup_put_sockaddr(cl, client);
 	setup_put_sockaddr(sv, &a);
-	hf = (osf.shm_kfd ? OSF_HELLO_F_KFD : 0) | (p->efd >= 0 ? OSF_HELLO_F_EFD : 0);
+	hf = (kfd ? OSF_HELLO_F_KFD : 0) | (p->efd >= 0 ? OSF_HELLO_F_EFD : 0);
 	if (link && (s = setup_link_lock(&a, link)) < 0) {
 		r = -1; /* another thread dropped it */
 		e = EPIPE;
@@ -503,8 +513,9 @@ again:
 	if (p->wtx[1] >= 0)
 		REAL(close)(p->wtx[1]);
 	p->wtx[1] = -1;
-	if (osf.shm_kfd && !link)
+	if (kfd && !link)
 		setup_link_keep(&a, s, &d.owner, d.name);
+	*kfdp = kfd;
 	return s;
 }
 
@@ -515,7 +526,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	struct ip dst, real, local, bound, src, hello_client;
 	struct parts p;
 	char full_name[108] = "";
-	int s, why, have_bound, tight;
+	int s, why, have_bound, tight, kfd = 0;
 
 	if (!setup_begin(OSF_ROUTE_CLIENT, in->family, in->addr, in->port, &dst, &d))
 		return 0;
@@ -551,7 +562,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	hello_client = setup_as_family(local, !real.v4);
 	*port_fd = -1;
 	s = dial(real, &hello_client, in, !(have_bound && bound.port), port_fd, &p, &why,
-		 full_name, tight);
+		 full_name, tight, &kfd);
 	/* An offloaded connection's install takes this window over (one
 	 * RLIMIT_NOFILE read per connect). */
 	*window = s >= 0;
@@ -573,7 +584,7 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	*placed = p.placed;
 	out->status = OSF_CORE_OFFLOADED;
 	out->wake_fd = s;
-	if (osf.shm_kfd) /* the hello waits on the link (setup_link.c) */
+	if (kfd) /* the hello waits on the link (setup_link.c) */
 		out->wake_fd = -1;
 	out->seg_fd = p.segfd;
 	out->wake_tx_fd = p.efd >= 0 ? p.efd : p.wtx[0];

@@ -11,6 +11,7 @@
 #include "../sdp/setup.h"
 #include "pool.h"
 
+#include <poll.h>
 #include <stdlib.h>
 
 /* ---- OSF_SHM_KFD: hellos waiting for their kernel connection ---------- */
@@ -263,16 +264,37 @@ static int kfd_find(int aux_fd, const struct ip *key, struct kfd_owner *o,
  * companion's owner accepted are kept here (under the park lock, setup_park_lock), their fds
  * hidden, and read when an accept looks for a hello. A link that ends
  * (its client closed it: after the hellos it carried) or carries
- * anything but hellos of OSF_SHM_KFD clients is closed. */
+ * anything but hellos of OSF_SHM_KFD clients is closed, and the regions
+ * its client process brought let go of their fds and mapping once no
+ * connection of theirs lives here (osf_pool_peer_gone). Besides at an
+ * accept, a link's end is seen where the program waits on its listener:
+ * selectmux's waits on an OSF_SHM_KFD listener watch the links too
+ * (host.h osf_links_copy, osf_mux_link_added), so that a server that
+ * takes no more connections closes them (osf_setup_kfd_links_ended). */
 #define LINK_MAX 256
 
 static struct {
 	int n;
 	struct {
 		int aux_fd, fd;
+		pid_t pid; /* its client process (SO_PEERCRED), or 0 */
 	} *l; /* LINK_MAX of them, made at the first (a process without the
 		 switch, and its fork children, touch no page of them) */
 } links;
+
+int osf_setup_kfd_links_copy(int *fds, int max)
+{
+	int i, n = 0, saved = errno;
+
+	if (!__atomic_load_n(&links.n, __ATOMIC_RELAXED))
+		return 0; /* a poll's look: no lock when there is none */
+	setup_park_lock();
+	for (i = 0; i < links.n && n < max; i++)
+		fds[n++] = links.l[i].fd;
+	setup_park_unlock();
+	errno = saved;
+	return n;
+}
 
 /* link_forget_locked closes link i (its client's next hello fails with
  * EPIPE and it dials a new one; hellos left unread on it are lost: their
@@ -314,6 +336,10 @@ static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
 			REAL(close)(cc.seg_fd);
 			REAL(close)(cc.wake_tx_fd);
 		}
+		/* Its client closed it (it ended), or it was bad: what its
+		 * regions keep goes once no connection of theirs lives. */
+		if (links.l[i].pid)
+			osf_pool_peer_gone(links.l[i].pid);
 		link_forget_locked(i);
 		return -1;
 	}
@@ -340,6 +366,8 @@ static void tight_note(int fd)
  * oldest link is read out and closed. */
 static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_accept_in *in)
 {
+	struct ucred cr = {0, 0, 0};
+	socklen_t crl = sizeof(cr);
 	int h;
 
 	if (!links.l)
@@ -351,9 +379,13 @@ static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_a
 	}
 	if (links.n == LINK_MAX && link_read_locked(lfd, 0, in, NULL, NULL) >= 0)
 		link_forget_locked(0);
+	if (REAL(getsockopt)(h, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0)
+		cr.pid = 0;
 	links.l[links.n].aux_fd = aux_fd;
 	links.l[links.n].fd = h;
+	links.l[links.n].pid = cr.pid;
 	tight_note(h);
+	osf_mux_link_added(h); /* the epolls watching links (park, then mux locks) */
 	return links.n++;
 }
 
@@ -620,7 +652,7 @@ void setup_kfd_moved_locked(int old, int nfd)
 	setup_fam_moved_locked(old, nfd);
 	for (i = 0; i < bshut.n; i++)
 		bshut.fd[i] = bshut.fd[i] == old ? nfd : bshut.fd[i];
-	for (i = 0; i < links.n; i++) {
+	for (i = 0; i < links.n; i++) { /* selectmux rekeys its registrations */
 		links.l[i].aux_fd = links.l[i].aux_fd == old ? nfd : links.l[i].aux_fd;
 		links.l[i].fd = links.l[i].fd == old ? nfd : links.l[i].fd;
 	}
@@ -630,6 +662,36 @@ void setup_kfd_moved_locked(int old, int nfd)
 		h->cc.seg_fd = h->cc.seg_fd == old ? nfd : h->cc.seg_fd;
 		h->cc.wake_tx_fd = h->cc.wake_tx_fd == old ? nfd : h->cc.wake_tx_fd;
 	}
+}
+
+void osf_setup_kfd_links_ended(int (*listener)(int aux_fd, struct osf_core_accept_in *in))
+{
+	struct osf_core_accept_in in;
+	struct pollfd p[LINK_MAX];
+	int i, j, n, lfd, saved = errno;
+
+	if (!__atomic_load_n(&links.n, __ATOMIC_RELAXED))
+		return;
+	setup_park_lock();
+	for (i = 0; i < links.n; i++)
+		p[i] = (struct pollfd){links.l[i].fd, POLLRDHUP, 0};
+	n = links.n;
+	if (REAL(poll)(p, (nfds_t)n, 0) <= 0)
+		n = 0;
+	/* Each ended one read to its end: hellos of connections still
+	 * queued in the kernel's backlog are kept for their accept. One not
+	 * read (no listener here, no fds for its hellos) waits for an
+	 * accept. Links move in the table as others go: found by fd. */
+	for (i = 0; i < n; i++) {
+		if (!p[i].revents)
+			continue;
+		for (j = 0; j < links.n && links.l[j].fd != p[i].fd; j++)
+			;
+		if (j < links.n && (lfd = listener(links.l[j].aux_fd, &in)) >= 0)
+			(void)link_read_locked(lfd, j, &in, NULL, NULL);
+	}
+	setup_park_unlock();
+	errno = saved;
 }
 
 /* kfd_after_fork lets go of a fork child's copies of the kept hellos and

@@ -13,6 +13,7 @@
  * processes never share a link,
  * and the server's SO_PEERCRED of a link is its one writer. */
 #include "setup_priv.h"
+#include "pool.h"
 
 #include <poll.h>
 #include <stdlib.h>
@@ -71,10 +72,14 @@ static struct link *find_locked(const struct ip *dst)
 }
 
 /* drop_locked closes link k: its server reads the hellos queued on it,
- * then the end. */
-static void drop_locked(struct link *k)
+ * then the end. gone: its server closed it (its listener or process
+ * ended), so this process's regions for it go once idle
+ * (osf_pool_owner_gone). */
+static void drop_locked(struct link *k, int gone)
 {
 	osf_fdt_close_hidden(k->fd);
+	if (gone)
+		osf_pool_owner_gone(&k->owner, k->name);
 	memset(k, 0, sizeof(*k));
 	k->fd = -1;
 }
@@ -116,7 +121,7 @@ void setup_link_unlock(const struct ip *dst, int err)
 	if (k) {
 		k->used = osf_now_ns();
 		if (err && err != EAGAIN) /* broken: the next connection dials anew */
-			drop_locked(k);
+			drop_locked(k, 1);
 	}
 	pthread_mutex_unlock(&links.mu);
 }
@@ -138,7 +143,7 @@ static void prune_locked(void)
 		return;
 	for (i = 0, n = 0; i < LINKS; i++)
 		if (links.l[i].gen && p[n++].revents)
-			drop_locked(&links.l[i]);
+			drop_locked(&links.l[i], 1);
 }
 
 void setup_link_keep(const struct ip *dst, int s, const struct ucred *owner,
@@ -166,7 +171,7 @@ void setup_link_keep(const struct ip *dst, int s, const struct ucred *owner,
 			old = i;
 	k = &links.l[i < LINKS ? i : old];
 	if (k->gen)
-		drop_locked(k); /* the least recently used */
+		drop_locked(k, 0); /* the least recently used */
 	k->fd = h;
 	k->gen = ++links.gen ? links.gen : ++links.gen;
 	k->dst = *dst;

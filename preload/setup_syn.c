@@ -151,14 +151,16 @@ static int companion_try(const struct sockaddr_un *sun, socklen_t sl, int type)
 
 /* companion_state connects to the companion name and closes at once:
  * 1 when it has room, 0 when it is full, -1 when it is gone. An
- * OSF_SHM_KFD listener's companion is a SOCK_SEQPACKET one. */
+ * OSF_SHM_KFD listener's companion is a SOCK_SEQPACKET one, which refuses
+ * a SOCK_STREAM connect as an absent one does (ECONNREFUSED: an abstract
+ * name is found with its socket type). */
 static int companion_state(const char *name)
 {
 	struct sockaddr_un sun;
 	socklen_t sl = setup_abstract(&sun, name);
 	int r = companion_try(&sun, sl, SOCK_STREAM);
 
-	if (r < 0 && errno == EPROTOTYPE)
+	if (r < 0 && (errno == ECONNREFUSED || errno == EPROTOTYPE))
 		r = companion_try(&sun, sl, SOCK_SEQPACKET);
 	return r;
 }

@@ -116,6 +116,27 @@ static void kfd_in(const struct osf_fdt_entry *e, struct osf_core_accept_in *in)
 			    &in->port);
 }
 
+/* kfd_listener finds the OSF_SHM_KFD listener of companion aux_fd: its
+ * fd, with in its address (osf_setup_kfd_links_ended), or -1. */
+static int kfd_listener(int aux_fd, struct osf_core_accept_in *in)
+{
+	struct osf_fdt_entry *e;
+	int fd;
+
+	OSF_FDT_FOREACH(fd, e)
+		if (e->kind == OSF_FD_LISTEN && (e->flags & OSF_FDF_KFD) && e->aux_fd == aux_fd) {
+			kfd_in(e, in);
+			return fd;
+		}
+	return -1;
+}
+
+/* selectmux's links (host.h): the server's links and their end
+ * (setup.h osf_setup_kfd_links_copy). */
+int osf_links_copy(int *fds, int max) { return osf_setup_kfd_links_copy(fds, max); }
+
+void osf_links_ended(void) { osf_setup_kfd_links_ended(kfd_listener); }
+
 /* kfd_shut keeps the hellos companion of OSF_SHM_KFD listener lfd queued
  * and shuts it, in every process (osf_setup_kfd_shut). */
 static void kfd_shut(int lfd, const struct osf_fdt_entry *e)

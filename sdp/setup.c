@@ -161,13 +161,22 @@ int osf_dial_companion(struct osf_dial *d)
 		order[j] = u;
 		osf_slot_name(names[i], u, slot, sizeof(slot));
 		sl = abstract(&sun, slot);
-		s = osf_sys_socket(AF_UNIX, (d->seqpacket ? SOCK_SEQPACKET : SOCK_STREAM) |
+		d->stream = !d->seqpacket;
+	retype:
+		s = osf_sys_socket(AF_UNIX, (d->stream ? SOCK_STREAM : SOCK_SEQPACKET) |
 						    SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (s < 0) {
 			d->why = full ? OSF_DIAL_BACKLOG : OSF_DIAL_RESOURCE;
 			return -1;
 		}
 		if (osf_sys_connect(s, (struct sockaddr *)&sun, sl) < 0) {
+			/* An abstract name is found with its socket type: a
+			 * companion of the other kind refuses. */
+			if (errno == ECONNREFUSED && d->seqpacket == OSF_DIAL_EITHER && !d->stream) {
+				osf_sys_close(s);
+				d->stream = 1;
+				goto retype;
+			}
 			if (errno == EAGAIN) {
 				/* A full member of a group is full for this
 				 * connection (the kernel does not try another
@@ -295,8 +304,8 @@ int osf_wake_efd_ok(int fd, uint64_t *ino)
  * seals and the writers' eventfd efd); NULL with why set when it is
  * unusable. */
 static void *open_segment(int fd, uint32_t ring, const struct osf_hello_pool *p,
-			  osf_region_map_fn map, int efd, uint64_t *efd_ino, char *why,
-			  size_t wn)
+			  osf_region_map_fn map, int efd, uint64_t *efd_ino,
+			  const struct ucred *cr, char *why, size_t wn)
 {
 	struct stat st;
 	void *m;
@@ -317,7 +326,7 @@ static void *open_segment(int fd, uint32_t ring, const struct osf_hello_pool *p,
 		return NULL;
 	}
 	if (p)
-		return map(fd, &st, ring, p, efd, efd_ino, why, wn);
+		return map(fd, &st, ring, p, efd, efd_ino, cr, why, wn);
 	seals = osf_sys_fcntl(fd, F_GET_SEALS, 0);
 	if (seals < 0 || (seals & need) != need) {
 		snprintf(why, wn, "invalid segment: seals 0x%x, want 0x%x",
@@ -383,7 +392,7 @@ static int hello_verdict(int cfd, const struct ucred *cr, ssize_t n, int ctrunc,
 		seg = open_segment(fds[0], h->ring_bytes,
 				   (h->flags & OSF_HELLO_F_POOL) ? &in->pool : NULL, map,
 				   (h->flags & OSF_HELLO_F_EFD) ? fds[1] : -1, &in->wake_tx_ino,
-				   why, wn);
+				   &in->cr, why, wn);
 	}
 	if (!seg) {
 		while (nfds-- > 0)

@@ -62,6 +62,9 @@ void *osf_seg_parts(uint32_t ring, const uint8_t client[28], const uint8_t serve
 #define OSF_DIAL_BACKLOG 1     /* a companion's backlog was full */
 #define OSF_DIAL_RESOURCE 2    /* no socket for the attempt (errno) */
 
+/* struct osf_dial's seqpacket: either kind of companion. */
+#define OSF_DIAL_EITHER 2
+
 /* A connect to a companion: what to dial, whom to trust, what was found. */
 struct osf_dial {
 	uint8_t addr[16]; /* the destination, IPv6 form */
@@ -79,10 +82,14 @@ struct osf_dial {
 	void *arg;
 	/* seqpacket: dial an OSF_SHM_KFD listener's companion, a
 	 * SOCK_SEQPACKET one (its clients' links); 0: a SOCK_STREAM one.
-	 * Either connect fails on the other's (EPROTOTYPE), so a client and
-	 * a server that differ in the switch meet over kernel TCP. */
+	 * Either connect is refused by the other's (ECONNREFUSED: an
+	 * abstract name is found with its socket type). With
+	 * OSF_DIAL_EITHER a SOCK_SEQPACKET one first, then, refused, a
+	 * SOCK_STREAM one at the same name (a listener of the switch's
+	 * absence: the Go core's, a server without the switch; stream). */
 	int seqpacket;
 	/* out */
+	int stream;          /* OSF_DIAL_EITHER: the socket is a SOCK_STREAM one */
 	int why;             /* OSF_DIAL_*, when it returns -1 */
 	char full_name[108]; /* the first full companion's name, "" if none */
 	struct ucred owner;  /* the trusted companion's owner (SO_PEERCRED) */
@@ -133,13 +140,15 @@ int osf_wake_efd_ok(int fd, uint64_t *ino);
  * had them). efd is the hello's writers' eventfd (OSF_HELLO_F_EFD), else
  * -1: unless the region has one here already (which the connection then
  * uses, closing the hello's), it must pass osf_wake_efd_ok (its inode in
- * *efd_ino). It returns the slot's segment (the region mapped once per
- * process, known by its inode) or NULL with why set: seals missing, a
+ * *efd_ino). cr is the client's credentials (its hello's sender:
+ * SO_PEERCRED, or a store's record). It returns the slot's segment (the
+ * region mapped once per process, known by its inode) or NULL with why
+ * set: seals missing, a
  * slot this process holds already, a header that does not match, a
  * generation that is not the slot's, an eventfd that is none. */
 typedef void *(*osf_region_map_fn)(int fd, const struct stat *st, uint32_t ring,
 				    const struct osf_hello_pool *p, int efd, uint64_t *efd_ino,
-				    char *why, size_t wn);
+				    const struct ucred *cr, char *why, size_t wn);
 
 /* A hello taken by osf_hello_take, with what came with it. */
 struct osf_hello_in {

@@ -596,6 +596,64 @@ void ep_listener_ctl(struct ep *ep, int op, int fd, int aux, const struct epoll_
  * process (osf_mux_closed says why the registrations stay). */
 void ep_listener_closed(struct ep *ep, int fd) { lsn_forget(ep, fd); }
 
+/* link_reg registers link fd in ep's inner epoll (ep locked). */
+static void link_reg(struct ep *ep, int fd)
+{
+	struct epoll_event iev;
+
+	iev.events = EPOLLRDHUP | EPOLLET; /* its end only: hellos are an accept's */
+	iev.data.u64 = LINKS_KEY;
+	(void)REAL(epoll_ctl)(ep->inner, EPOLL_CTL_ADD, fd, &iev);
+}
+
+/* ep_links_watch makes epoll epfd (its state made when make), where an
+ * OSF_SHM_KFD listener was just registered, watch the server's links
+ * (host.h osf_links_copy):
+ * each in its inner epoll, edge-triggered (a link its end left unread,
+ * with no fds for its hellos, wakes a wait once, never makes it spin),
+ * and each new one as it comes (osf_mux_link_added); its waits then
+ * close the links of client processes that ended (absorb). No mux lock
+ * is held: the links are copied under the set-up's lock, which is taken
+ * before a mux lock, never under one. */
+void ep_links_watch(int epfd, int make)
+{
+	int fds[OSF_LINKS_MAX], i, n, saved = errno;
+	struct ep *ep = make ? ep_create(epfd) : ep_find(epfd);
+
+	if (!ep)
+		return;
+	mu_lock(&ep->lock);
+	if (ep->links || ep_inner(ep) < 0) {
+		mu_unlock(&ep->lock);
+		errno = saved;
+		return;
+	}
+	ep->links = 1; /* from now on osf_mux_link_added registers new ones */
+	mu_unlock(&ep->lock);
+	n = osf_links_copy(fds, OSF_LINKS_MAX);
+	mu_lock(&ep->lock);
+	for (i = 0; i < n; i++) /* one closed meanwhile: EBADF, or another's file, which wakes once */
+		link_reg(ep, fds[i]);
+	mu_unlock(&ep->lock);
+	errno = saved;
+}
+
+void osf_mux_link_added(int fd)
+{
+	struct ep *ep;
+
+	if (!ep_all)
+		return;
+	mu_lock(&ep_all_lock);
+	for (ep = ep_all; ep; ep = ep->next_ep) {
+		mu_lock(&ep->lock);
+		if (ep->links && ep->inner >= 0)
+			link_reg(ep, fd);
+		mu_unlock(&ep->lock);
+	}
+	mu_unlock(&ep_all_lock);
+}
+
 /* ep_note_pending remembers (or forgets) how an undecided TCP socket is
  * registered: if it becomes offloaded, its wake socket replaces it and
  * the kernel silently drops the registration, which osf then redoes. */
@@ -720,8 +778,12 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		}
 		return r;
 	}
-	if (t->kind == OSF_FD_LISTEN && (t->flags & OSF_FDF_KFD))
-		return REAL(epoll_ctl)(epfd, op, fd, ev); /* the kernel's */
+	if (t->kind == OSF_FD_LISTEN && (t->flags & OSF_FDF_KFD)) {
+		r = REAL(epoll_ctl)(epfd, op, fd, ev); /* the kernel's */
+		if (r == 0 && op == EPOLL_CTL_ADD)
+			ep_links_watch(epfd, 1);
+		return r;
+	}
 	if (t->kind == OSF_FD_LISTEN) {
 		/* The companion joins with the application's own data. */
 		r = REAL(epoll_ctl)(epfd, op, fd, ev);

@@ -83,6 +83,9 @@ struct epi {
 #define EFD_KEY_MARK (0xefdULL << 52)
 #define EFD_KEY_MASK (~0ULL << 32)
 #define EFD_KEY(fd) (EFD_KEY_MARK | (uint64_t)(uint32_t)(fd) << 1 | WSOCK_TAG)
+/* A server's link (host.h osf_links_copy, ep.links): no item's identity
+ * (no fd number is 0x7fffffff). */
+#define LINKS_KEY (UINT64_MAX - 1)
 
 #define IDLE_MAX 256 /* idle items checked while spinning; more are armed */
 
@@ -112,6 +115,10 @@ struct ep {
 	int *pendfd;
 	int npend, cappend;
 	int kick;     /* eventfd in the inner epoll waking sleepers, or -1 */
+	int links;    /* an OSF_SHM_KFD listener joined: the server's links
+		       * (host.h osf_links_copy) are in the inner epoll
+		       * (LINKS_KEY, EPOLLRDHUP, edge-triggered), and its
+		       * waits close those of client processes that ended */
 	int sleepers; /* waits asleep (or about to be) in the kernel */
 	int young;    /* a wait that went straight to the kernel (begun
 		       * before the inner epoll existed) may be asleep there
@@ -251,6 +258,7 @@ int ep_ctl_conn(struct ep *ep, int op, int fd, struct epoll_event *ev);
 void ep_listener_ctl(struct ep *ep, int op, int fd, int aux, const struct epoll_event *ev);
 void ep_listener_closed(struct ep *ep, int fd);
 void ep_note_pending(struct ep *ep, int op, int fd, struct epoll_event *ev);
+void ep_links_watch(int epfd, int make);
 
 /* epoll_exec.c: the record for an exec'd image, and finding an epoll's
  * state (adopting what crossed exec). */

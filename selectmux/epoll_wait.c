@@ -331,14 +331,16 @@ static void efd_woken(struct ep *ep)
 
 /* absorb takes the inner epoll's events: woken items join the list.
  * Events that name no item of this process (a kick, a registration of a
- * closed fd or of another process's item) only wake. */
-static void absorb(struct ep *ep)
+ * closed fd or of another process's item) only wake. Returns 1 when the
+ * server's links' epoll fired (LINKS_KEY): the caller, its lock let go,
+ * closes the links that ended (host.h osf_links_ended). */
+static int absorb(struct ep *ep)
 {
 	struct epoll_event tmp[64];
-	int n, i, efd = 0;
+	int n, i, efd = 0, links = 0;
 
 	if (ep->inner < 0)
-		return;
+		return 0;
 	do {
 		n = REAL(epoll_wait)(ep->inner, tmp, 64, 0);
 		for (i = 0; i < n; i++) {
@@ -347,6 +349,10 @@ static void absorb(struct ep *ep)
 			if (u == KICK_KEY) {
 				uint64_t v;
 				(void)!REAL(read)(ep->kick, &v, sizeof(v));
+				continue;
+			}
+			if (u == LINKS_KEY) {
+				links = 1;
 				continue;
 			}
 			/* An item first: its key's high word is its inode's
@@ -362,13 +368,14 @@ static void absorb(struct ep *ep)
 		/* Then each woken item once. */
 		for (i = 0; i < n; i++) {
 			uint64_t u = tmp[i].data.u64;
-			struct epi *it = u == KICK_KEY ? NULL : ep_item_of(ep, u);
+			struct epi *it = u == KICK_KEY || u == LINKS_KEY ? NULL : ep_item_of(ep, u);
 			if (it && it->woken)
 				take_woken(ep, it);
 		}
 	} while (n == 64);
 	if (efd)
 		efd_woken(ep);
+	return links;
 }
 
 /* strip removes osf's marker from kernel results; 1 when it was there. */
@@ -395,7 +402,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 	/* One clock read for the timeout (ms) and the spin's growth (µs). */
 	long begun = osf_spin_clock(), start = begun / 1000,
 	     spin_end = osf_spin_until(begun, timeout);
-	int spun = 0, slept = 0;
+	int spun = 0, slept = 0, links;
 	int saved = errno; /* a successful wait leaves errno alone */
 	unsigned intr = osf_intr_count();
 
@@ -481,8 +488,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		}
 		if (trim && k == 0)
 			trim_idle(ep);
-		if (strip(ep, ev + n, &k))
-			absorb(ep);
+		links = strip(ep, ev + n, &k) && absorb(ep);
 		n += k;
 		if (n < max)
 			n += collect(ep, ev + n, max - n);
@@ -490,6 +496,8 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 			ep->quiet_since = 0;
 		leave(ep);
 		mu_unlock(&ep->lock);
+		if (links)
+			osf_links_ended();
 		if (n > 0 && spin_end && spun)
 			osf_spin_paid(1);
 		if (n > 0 && slept)
@@ -512,6 +520,7 @@ static int passed(int epfd, struct epoll_event *ev, int max, int r,
 		  long timeout, const sigset_t *mask)
 {
 	struct ep *ep;
+	int links;
 
 	if (likely(r <= 0))
 		return r;
@@ -520,12 +529,13 @@ static int passed(int epfd, struct epoll_event *ev, int max, int r,
 		return r;
 	mu_lock(&ep->lock);
 	ep->wait++;
-	if (strip(ep, ev, &r))
-		absorb(ep);
+	links = strip(ep, ev, &r) && absorb(ep);
 	if (r < max)
 		r += collect(ep, ev + r, max - r);
 	leave(ep);
 	mu_unlock(&ep->lock);
+	if (links)
+		osf_links_ended();
 	if (r > 0)
 		return r;
 	return mux_epoll(ep, ev, max, timeout, mask);

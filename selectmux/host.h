@@ -79,6 +79,18 @@ void osf_spin_paid(int paid);
 long osf_spin_clock(void);
 void osf_spin_woke(long begun);
 
+/* A server's links (libosf.so: preload/setup_kfd.c, OSF_SHM_KFD): the
+ * companion connections of its client processes, which it closes when
+ * they end (the client process exited), with what only they hold.
+ * osf_links_copy puts up to max of this process's links' fds in fds (how
+ * many; OSF_LINKS_MAX at most); a wait on an OSF_SHM_KFD listener
+ * watches them for their end (mux.h osf_mux_link_added tells of new
+ * ones), and osf_links_ended, called with no mux lock held, closes the
+ * links that ended. */
+#define OSF_LINKS_MAX 256
+int osf_links_copy(int *fds, int max);
+void osf_links_ended(void);
+
 /* Signals (libosf.so: preload/signals.c). osf_intr_count is the number of
  * handlers that have run on this thread through osf's trampoline: a wait
  * that sleeps in the kernel more than once (poll, epoll_wait) ends with

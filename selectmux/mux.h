@@ -40,6 +40,11 @@ void osf_mux_changed(int fd, int dups, uint32_t events);
  * file). */
 void osf_mux_hidden_moved(int old, int nfd);
 
+/* osf_mux_link_added tells of fd, a link a server just accepted (host.h
+ * osf_links_copy): the epolls that watch links register it. Called
+ * under the set-up's lock, never with a mux lock held. */
+void osf_mux_link_added(int fd);
+
 /* osf_mux_busy reports whether this thread holds or awaits a mux lock
  * (signals.c defers an asynchronous signal's handler then, host.h). */
 int osf_mux_busy(void);

@@ -13,7 +13,7 @@ void osf_mux_offloaded(int fd)
 {
 	struct osf_fdt_entry *t = osf_fdt_lookup(fd);
 	struct ep *ep;
-	int i;
+	int i, watch[8], nw = 0;
 
 	if (!ep_all || !t)
 		return;
@@ -41,6 +41,8 @@ void osf_mux_offloaded(int fd)
 							  __ATOMIC_RELEASE);
 			} else if (t->kind == OSF_FD_LISTEN && !(t->flags & OSF_FDF_KFD)) {
 				ep_listener_ctl(ep, EPOLL_CTL_ADD, fd, t->aux_fd, &ev);
+			} else if (t->kind == OSF_FD_LISTEN && nw < 8) {
+				watch[nw++] = ep->epfd; /* registered before its listen */
 			}
 			ep_note_pending(ep, EPOLL_CTL_DEL, fd, NULL);
 			break;
@@ -48,6 +50,8 @@ void osf_mux_offloaded(int fd)
 		mu_unlock(&ep->lock);
 	}
 	mu_unlock(&ep_all_lock);
+	for (i = 0; i < nw; i++) /* no mux lock held (ep_links_watch) */
+		ep_links_watch(watch[i], 0);
 }
 
 /* recheck puts it back on the may-be-ready list when it waits for any of

@@ -184,6 +184,11 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 	long begun = osf_spin_clock(), start = begun / 1000, now = begun,
 	     spin_end = osf_spin_until(begun, timeout);
 	int result = -1, spun = 0, wep = -1, efd_late = 0, slept = 0, fresh = 1, kern = 0;
+	/* The server's links (host.h osf_links_copy) when an OSF_SHM_KFD
+	 * listener is polled, for their end only (POLLRDHUP): one that ends
+	 * (its client process exited) wakes the wait, which closes it and
+	 * sleeps on (nl of them, from slot lx). */
+	int lfds[OSF_LINKS_MAX], nl = -1, lx = -1;
 
 	for (i = 0; i < n; i++) {
 		struct osf_fdt_entry *e = osf_fdt_lookup(fds[i].fd);
@@ -192,6 +197,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 			extra++;
 		if (e && rd_has_chan(e))
 			extra++;
+		if (e && e->kind == OSF_FD_LISTEN && (e->flags & OSF_FDF_KFD) && nl < 0)
+			extra += (nl = osf_links_copy(lfds, OSF_LINKS_MAX));
 	}
 	if (n + extra > 64) {
 		k = malloc((n + extra) * sizeof(*k) +
@@ -238,6 +245,8 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		k[m].revents = 0;
 		wx[i] = (int)m++;
 	}
+	for (i = 0, lx = (int)m; nl > 0 && i < (nfds_t)nl; i++)
+		k[m++] = (struct pollfd){lfds[i], POLLRDHUP, 0};
 	efd_drain(wep); /* what came before: every later write is an edge */
 	m0 = m; /* then the channels of the connections armed */
 	/* Only with fds besides RDMA connections has a spin round anything
@@ -250,7 +259,7 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		kern |= fds[i].fd >= 0 &&
 			(kind[i] != SLOT_CONN || !rd_has_chan(osf_fdt_lookup(fds[i].fd)));
 	for (;;) {
-		int ready = 0, armed = 0, due = 0, r, to, err;
+		int ready = 0, armed = 0, due = 0, r, to, err, ended;
 		m = m0;
 		/* What the rings say now. */
 		for (i = 0; i < n; i++) {
@@ -334,6 +343,18 @@ static int mux_poll(struct pollfd *fds, nfds_t n, long timeout,
 		err = errno;
 		if (r > 0)
 			efd_drain(wep);
+		for (i = 0, ended = 0; r > 0 && nl > 0 && i < (nfds_t)nl; i++)
+			if (k[lx + (int)i].revents) {
+				/* Off for the rest of this call: one it could
+				 * not close (no fds for its hellos) wakes it
+				 * once. */
+				k[lx + (int)i].fd = -1;
+				ended++;
+			}
+		if (ended) {
+			osf_links_ended();
+			r -= ended;
+		}
 		/* Before disarm_all, which clears arm[]. */
 		for (i = 0; due && r == 0 && i < n; i++)
 			if ((arm[i] & OSF_ARM_RX) && kind[i] == SLOT_CONN && fds[i].fd >= 0)

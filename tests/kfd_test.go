@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -400,8 +401,10 @@ while len(got) < 64:
 print(family(c.fileno()), "echoed" if got == b"k" * 64 else "lost %d" % len(got), flush=True)
 `
 
-// TestKfdMixed: a client and a server that differ in OSF_SHM_KFD meet
-// over kernel TCP, bytes intact, in both directions; alike, they meet
+// TestKfdMixed: a client without OSF_SHM_KFD and a server with it meet
+// over kernel TCP, bytes intact; a client with it and a server without it
+// meet offloaded (the hello of the switch's absence, on the server's
+// SOCK_STREAM companion: sdp/setup.h OSF_DIAL_EITHER); alike, they meet
 // offloaded. A server with the switch has a SOCK_SEQPACKET companion,
 // which only its clients' links dial (sdp/setup.h struct osf_dial): a
 // client without it used to connect to it, send its hello and wait
@@ -411,7 +414,7 @@ func TestKfdMixed(t *testing.T) {
 	churn := testutil.Prog(t, "churn")
 	for _, c := range []struct {
 		srv, cli, want string
-	}{{"1", "0", "tcp"}, {"0", "1", "tcp"}, {"1", "1", "osf"}, {"0", "0", "osf"}} {
+	}{{"1", "0", "tcp"}, {"0", "1", "osf"}, {"1", "1", "osf"}, {"0", "0", "osf"}} {
 		t.Run("server"+c.srv+"/client"+c.cli, func(t *testing.T) {
 			t.Parallel()
 			port := strconv.Itoa(testutil.FreePort(t))
@@ -433,8 +436,9 @@ func TestKfdMixed(t *testing.T) {
 // socket as the connection's fd"): an RDMA client with the switch is
 // accepted over RDMA (its accept used to wait for a kernel connection
 // that never came), a local client without the switch over shm, and one
-// with it, refused by that companion, over kernel TCP; bytes intact in
-// each.
+// with it over shm too (its hello of the switch's absence on that
+// SOCK_STREAM companion: it used to be refused there and use kernel TCP);
+// bytes intact in each, and each shm client's log says shm.
 func TestKfdRDMAListener(t *testing.T) {
 	t.Parallel()
 	sim := []string{"OSF_TRANSPORT=rdma", "OSF_DEBUG_RDMA_SIM=1"}
@@ -450,15 +454,167 @@ func TestKfdRDMAListener(t *testing.T) {
 	}{
 		{"rdma", append([]string{"OSF_SHM_KFD=1", "OSF_STRICT=1"}, sim...), "osf"},
 		{"shm", []string{"OSF_SHM_KFD=0", "OSF_STRICT=1"}, "osf"},
-		{"kfd", []string{"OSF_SHM_KFD=1"}, "tcp"},
+		{"kfd", []string{"OSF_SHM_KFD=1", "OSF_STRICT=1"}, "osf"},
 	} {
-		r := testutil.Cmd(t, testutil.Preload(t, c.env...), python(t), "-c", kfdEchoClient, port).Run(longRun)
+		clog := filepath.Join(t.TempDir(), c.name+".log")
+		env := append([]string{"OSF_LOG_LEVEL=debug", "OSF_LOG_FILE=" + clog}, c.env...)
+		r := testutil.Cmd(t, testutil.Preload(t, env...), python(t), "-c", kfdEchoClient, port).Run(longRun)
 		if !r.OK() || strings.TrimSpace(r.Stdout) != c.want+" echoed" {
 			t.Errorf("%s client: %s (want %q)", c.name, r, c.want+" echoed")
+		}
+		if c.name != "rdma" {
+			assertLog(t, readLog(t, clog), "connect 127.0.0.1:"+port+": shm")
 		}
 	}
 	log := readLog(t, logPath)
 	for _, want := range []string{"rdma: accepted ", "listen 127.0.0.1:" + port + ": rdma"} {
 		assertLog(t, log, want)
+	}
+}
+
+// kfdSelectServer is an echo server on 127.0.0.1:PORT that waits in
+// Python's selector MODE (epoll, poll, select) on its listener and its
+// connections, and closes each connection at its end: a server that
+// takes no more connections once its clients are gone.
+const kfdSelectServer = `
+import selectors, socket, sys
+mode, port = sys.argv[1], int(sys.argv[2])
+sel = {"epoll": selectors.EpollSelector, "poll": selectors.PollSelector,
+       "select": selectors.SelectSelector}[mode]()
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", port))
+l.listen(64)
+l.setblocking(False)
+sel.register(l, selectors.EVENT_READ)
+print("listening", flush=True)
+while True:
+    for key, _ in sel.select():
+        s = key.fileobj
+        if s is l:
+            try:
+                c, _ = l.accept()
+            except BlockingIOError:
+                continue
+            sel.register(c, selectors.EVENT_READ)
+            continue
+        try:
+            d = s.recv(65536)
+        except BlockingIOError:
+            continue
+        except ConnectionError:
+            d = b""
+        if d:
+            s.sendall(d)
+        else:
+            sel.unregister(s)
+            s.close()
+`
+
+// kfdGoneClient opens N connections to 127.0.0.1:PORT, has 100 bytes
+// echoed on each, prints "ready", waits (at most 60 s) for the file GO,
+// then exits: with its connections open (HOW "exit"), or after closing
+// them and waiting 300 ms ("close": its server closes them before the
+// process ends).
+const kfdGoneClient = `
+import os, socket, sys, time
+port, n, how, go = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+cs = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(n)]
+for c in cs:
+    c.sendall(b"g" * 100)
+for c in cs:
+    got = b""
+    while len(got) < 100:
+        d = c.recv(100 - len(got))
+        if not d:
+            sys.exit("closed early")
+        got += d
+print("ready", flush=True)
+for _ in range(600):
+    if os.path.exists(go):
+        break
+    time.sleep(0.1)
+if how == "close":
+    for c in cs:
+        c.close()
+    time.sleep(0.3)
+os._exit(0)
+`
+
+// TestKfdServerClientsGone: under OSF_SHM_KFD=1 a server that waits in
+// epoll, poll or select on its listener and takes no more connections
+// holds, once its client processes ended, no fd of theirs: no link (the
+// client's companion connection), no region memfd or eventfd, the same
+// fds after the second round as after the first; osf's own stay (an
+// epoll's inner epoll and kick eventfd). A client process
+// ends with its connections open, or after its server closed them (then
+// only the link's end tells). Two rounds each, every connection shm at
+// both ends (ARCHITECTURE.md, "The kernel TCP socket as the connection's
+// fd", Links). Before, the server held each client's link, and its
+// region's memfd and eventfd, until its next accept.
+func TestKfdServerClientsGone(t *testing.T) {
+	t.Parallel()
+	const (
+		n           = 8
+		region      = "osf-region"
+		epollKind   = "anon_inode:[eventpoll]"
+		eventfdKind = "anon_inode:[eventfd]"
+	)
+	for _, srvMode := range []string{"epoll", "poll", "select"} {
+		for _, how := range []string{"exit", "close"} {
+			t.Run(srvMode+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				port := strconv.Itoa(testutil.FreePort(t))
+				srv := testutil.Cmd(t, testutil.Preload(t, kfdOn...), python(t), "-c",
+					kfdSelectServer, srvMode, port).Start()
+				srv.WaitOutput("listening", shortRun)
+				waitRole(t, srv.Pid, "listener", 1)
+				base := fdKinds(t, srv.Pid)
+				var total []int
+				for round := 0; round < 2; round++ {
+					goFile := filepath.Join(dir, fmt.Sprintf("go%d", round))
+					c := testutil.Cmd(t, testutil.Preload(t, kfdOn...), python(t), "-c",
+						kfdGoneClient, port, strconv.Itoa(n), how, goFile).Start()
+					c.WaitOutput("ready", shortRun)
+					testutil.AssertSocketsTransport(t, fmt.Sprintf("round %d: server %d", round, srv.Pid),
+						waitRole(t, srv.Pid, "server", n), testutil.TransportShm)
+					testutil.AssertSocketsTransport(t, fmt.Sprintf("round %d: client %d", round, c.Pid),
+						waitRole(t, c.Pid, "client", n), testutil.TransportShm)
+					if err := os.WriteFile(goFile, nil, 0o600); err != nil {
+						t.Fatal(err)
+					}
+					if r := c.Wait(shortRun); !r.OK() {
+						t.Fatalf("round %d: client: %s", round, r)
+					}
+					var now map[string]int
+					testutil.WaitFor(t, shortRun, fmt.Sprintf("round %d: the server holding what it held before its clients", round), func() bool {
+						now = fdKinds(t, srv.Pid)
+						return now["socket"] == base["socket"] && now["memfd:"+region] == 0 &&
+							len(testutil.OsfStat(t, srv.Pid).Select(testutil.ByRole("server"))) == 0
+					})
+					// Besides: an epoll selector's inner epoll and its
+					// kick eventfd (selectmux/epoll.h).
+					for k, v := range now {
+						if (k == epollKind && v > base[k]+1) || (k == eventfdKind && v > base[k]+1) ||
+							(k != epollKind && k != eventfdKind && v != base[k]) {
+							t.Errorf("round %d: server fds %v, before its clients %v", round, now, base)
+						}
+					}
+					n := 0
+					for _, v := range now {
+						n += v
+					}
+					total = append(total, n)
+				}
+				if total[1] != total[0] {
+					t.Errorf("server holds %d fds after the second round, %d after the first", total[1], total[0])
+				}
+				if srv.Exited() {
+					t.Errorf("server died: %s", srv.Wait(0))
+				}
+				noOsfMessages(t, "server", srv.Stderr())
+			})
+		}
 	}
 }
