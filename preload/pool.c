@@ -22,7 +22,7 @@
  * closed when its last connection here lets go (unhold; the mapping stays
  * for the next), unless an entry inherited across exec and not rebuilt
  * yet still names it (named). */
-#include "pool.h"
+#include "pool_priv.h"
 #include "osf.h"
 
 #include <errno.h>
@@ -39,11 +39,6 @@
 #define IDLE_MAX 16                 /* mapped regions with no slot held here */
 #define OWN_IDLE_MAX 8              /* owner regions with every slot free */
 #define TRIM_MAX 4                  /* of those, dropped at one time */
-#define REGION_VIRT (1ull << 30)   /* a region's size, at most (and 1 slot) */
-/* A wide region's (osf_pool_take's wide: RLIMIT_NOFILE soft = hard under
- * OSF_SHM_KFD, one region for all of a client's connections to one
- * listener) address space, at most: about 16384 slots of 1 MiB rings. */
-#define REGION_VIRT_WIDE OSF_REGION_BYTES_MAX
 #define NARROW OSF_REGION_SLOTS /* slots whose words live in the entry */
 #define WORDS(n) (((n) + 63u) / 64u)
 
@@ -271,67 +266,6 @@ static struct region *entry(int drop[2])
 	return free_e;
 }
 
-/* A region made outside the lock (its memfd hidden: the fd table's lock
- * is never taken under this one), then entered. */
-struct made {
-	uint8_t *base;
-	uint64_t bytes, dev, ino;
-	uint32_t n;
-	int fd, efd;
-};
-
-/* make_region makes an owner region's memfd and mapping for ring, of
- * wide slots (0: as many as REGION_VIRT holds, at most OSF_REGION_SLOTS);
- * the caller's fd window is open, the lock not held. 0, or -1. */
-static int make_region(uint32_t ring, uint32_t wide, struct made *md)
-{
-	uint64_t sb = osf_seg_bytes(ring), n = REGION_VIRT / sb;
-	struct stat st;
-	void *m;
-	int fd, h, e;
-
-	if (wide) {
-		n = REGION_VIRT_WIDE / sb;
-		if (n > wide)
-			n = wide;
-		if (n > OSF_REGION_SLOTS_MAX)
-			n = OSF_REGION_SLOTS_MAX;
-	} else if (n > OSF_REGION_SLOTS) {
-		n = OSF_REGION_SLOTS;
-	}
-	if (n < 1)
-		n = 1;
-	fd = memfd_create(OSF_REGION_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return -1;
-	if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)(n * sb)) < 0 ||
-	    REAL(fcntl)(fd, F_ADD_SEALS, (void *)(long)(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) < 0 ||
-	    fstat(fd, &st) < 0)
-		goto fail;
-	m = mmap(NULL, n * sb, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (m == MAP_FAILED)
-		goto fail;
-	h = osf_fdt_hide(fd, 0); /* owner 0: the process's (osf_pool_moved) */
-	if (h < 0) {
-		munmap(m, n * sb);
-		goto fail;
-	}
-	md->efd = -1;
-	if (osf.shm_efd && (e = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0 &&
-	    (md->efd = osf_fdt_hide(e, 0)) < 0)
-		REAL(close)(e); /* the slots' writers wake on socket pairs */
-	md->base = m;
-	md->bytes = n * sb;
-	md->n = (uint32_t)n;
-	md->dev = (uint64_t)st.st_dev;
-	md->ino = (uint64_t)st.st_ino;
-	md->fd = h;
-	return 0;
-fail:
-	REAL(close)(fd);
-	return -1;
-}
-
 /* enter_region enters made region md as an owner region; the lock is
  * held. NULL when the table is full. drop: entry()'s. */
 static struct region *enter_region(const struct made *md, uint32_t ring,
@@ -481,7 +415,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		/* Capped: the program's budget holds osf's fds (soft =
 		 * hard), a region's two among them. */
 		if ((make == OSF_POOL_CAPPED && !osf_fdt_budget_ok(2)) ||
-		    make_region(ring, wide, &md) < 0) {
+		    pool_make_region(ring, wide, &md) < 0) {
 			errno = saved;
 			return NULL;
 		}
