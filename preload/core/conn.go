@@ -136,11 +136,11 @@ func clientAddr(in *C.struct_osf_core_connect_in, dst netip.AddrPort) (netip.Add
 		raw[i] = byte(in.bound[i])
 	}
 	bound, ok := sdp.Sockaddr(raw[:])
-	src, err := shm.SourceFor(netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()))
+	a, err := sources.get(dst.Addr().Unmap())
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
-	a, port := src.Addr(), src.Port()
+	port := shm.ClientPort()
 	if ok && !bound.Addr().IsUnspecified() {
 		a = bound.Addr()
 	}
@@ -148,6 +148,45 @@ func clientAddr(in *C.struct_osf_core_connect_in, dst netip.AddrPort) (netip.Add
 		port = bound.Port()
 	}
 	return shm.AsFamily(netip.AddrPortFrom(a, port), dst.Addr()), nil
+}
+
+// sources caches the kernel's source address per destination for
+// sourceTTL: a connect asked it each time (a UDP socket connected and
+// named: 1-4 ms of each RDMA connect's core work in an emulated guest,
+// with the route decision), as routes' devices are cached
+// (rdma.Transport.DeviceFor). Core's thread only (its calls are served
+// one at a time).
+var sources sourceCache
+
+// sourceTTL is how long a source address is trusted: as a device's
+// answer for a route.
+const sourceTTL = 2 * time.Second
+
+type sourceCache struct {
+	m map[netip.Addr]sourceAnswer
+}
+
+type sourceAnswer struct {
+	src netip.Addr
+	at  time.Time
+}
+
+// get returns the kernel's source address for dst (shm.SourceFor's),
+// asking the kernel when it has none younger than sourceTTL.
+func (c *sourceCache) get(dst netip.Addr) (netip.Addr, error) {
+	now := time.Now()
+	if r, ok := c.m[dst]; ok && now.Sub(r.at) < sourceTTL {
+		return r.src, nil
+	}
+	src, err := shm.SourceFor(netip.AddrPortFrom(dst, 0))
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if c.m == nil || len(c.m) >= 256 {
+		c.m = map[netip.Addr]sourceAnswer{} // a bound, not an LRU: start over
+	}
+	c.m[dst] = sourceAnswer{src: src.Addr(), at: now}
+	return src.Addr(), nil
 }
 
 // fill hands an endpoint's fds and mapping to C.

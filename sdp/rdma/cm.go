@@ -180,7 +180,7 @@ func (d *dialer) wait(timeout time.Duration) (answered bool, err error) {
 }
 
 // waitReady is dialer.wait for an answer on res whose sender writes the
-// eventfd ready first.
+// eventfd ready first. The poll gives the goroutine's P up (pollBlock).
 func waitReady(ready int, res chan error, timeout time.Duration) (answered bool, err error) {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -194,7 +194,7 @@ func waitReady(ready int, res chan error, timeout time.Duration) (answered bool,
 			return false, nil
 		}
 		fds := []unix.PollFd{{Fd: int32(ready), Events: unix.POLLIN}}
-		_, perr := unix.Poll(fds, int((left+time.Millisecond-1)/time.Millisecond))
+		_, perr := pollBlock(fds, int((left+time.Millisecond-1)/time.Millisecond))
 		if perr != nil && perr != unix.EINTR {
 			// Cannot sleep on the eventfd: wait on the channel.
 			select {

@@ -50,6 +50,7 @@ type Engine struct {
 
 	mu      sync.Mutex
 	cmds    []func()
+	hotCmds int // of cmds, those that keep the engine hot (post, not postCool)
 	stopped bool
 	done    chan struct{}
 
@@ -174,14 +175,26 @@ func (e *Engine) Do(f func()) error {
 	}
 }
 
-// post queues f for the engine goroutine without waiting.
-func (e *Engine) post(f func()) error {
+// post queues f for the engine goroutine without waiting: a step of
+// set-up or teardown, which keeps the engine hot for setUpHot.
+func (e *Engine) post(f func()) error { return e.queue(f, true) }
+
+// postCool is post for a command that leaves the engine's pace alone: a
+// stream-open on a link, whose answer is a message on the link's channel
+// (an engine hot for setUpHot after each dial of a steady client woke
+// every yieldBound for as long as it dialed, and kept sysmon polling).
+func (e *Engine) postCool(f func()) error { return e.queue(f, false) }
+
+func (e *Engine) queue(f func(), hot bool) error {
 	e.mu.Lock()
 	if e.stopped {
 		e.mu.Unlock()
 		return ErrStopped
 	}
 	e.cmds = append(e.cmds, f)
+	if hot {
+		e.hotCmds++
+	}
 	e.mu.Unlock()
 	var one = [8]byte{1}
 	_, _ = unix.Write(e.kick, one[:])
@@ -479,15 +492,20 @@ func (e *Engine) background(f func()) {
 	}
 }
 
+// hotForSetUp keeps the engine hot for setUpHot from now: a step of set-up
+// or teardown. Engine goroutine only.
+func (e *Engine) hotForSetUp() { e.setUpTo = time.Now().Add(setUpHot) }
+
 // runCommands runs queued commands (set-up: hot for setUpHot from now,
-// unless a command says otherwise); it reports whether the engine stops.
+// unless each says otherwise: postCool); it reports whether the engine
+// stops.
 func (e *Engine) runCommands() bool {
 	e.mu.Lock()
-	cmds := e.cmds
-	e.cmds = nil
+	cmds, hot := e.cmds, e.hotCmds
+	e.cmds, e.hotCmds = nil, 0
 	stopped := e.stopped
 	e.mu.Unlock()
-	if len(cmds) > 0 {
+	if hot > 0 {
 		e.setUpTo = time.Now().Add(setUpHot)
 	}
 	for _, f := range cmds {

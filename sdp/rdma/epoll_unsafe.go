@@ -58,3 +58,28 @@ func epollWaitBlock(epfd int, events []unix.EpollEvent, ms int) (int, error) {
 	}
 	return int(n), nil
 }
+
+// pollBlock is poll(2) of fds for up to ms (-1: no bound) for a
+// goroutine that waits for the engine (a dial's answer): it gives its P
+// up as it goes to sleep, as epollWaitBlock does. A plain system call
+// keeps the P until sysmon takes it (after 10 ms, at once while the
+// other P is busy), and each take sets sysmon polling every 20 µs
+// again; a dial waits tens of ms.
+//
+//go:nosplit
+//go:norace
+func pollBlock(fds []unix.PollFd, ms int) (int, error) {
+	var ts unix.Timespec
+	tp := unsafe.Pointer(nil)
+	if ms >= 0 {
+		ts.Sec, ts.Nsec = int64(ms/1000), int64(ms%1000)*1e6
+		tp = unsafe.Pointer(&ts)
+	}
+	entersyscallblock()
+	n, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(tp), 0, 0, 0)
+	exitsyscall()
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}

@@ -79,31 +79,32 @@ func (t *Transport) dialStream(dst, local netip.AddrPort, ringBytes uint32, time
 		return nil, err
 	}
 	lw := linkWaiter{cd: ConnectData{RingBytes: ringBytes, Client: local, Server: dst}, o: o, deadline: deadline}
-	// On a link with a segment of its pool ready, one call of the engine
-	// opens the stream: no segment made, nothing registered.
+	// One command of the engine opens the stream, and the dial sleeps on
+	// the eventfd until it is answered: on a link with a segment of its
+	// pool ready, no segment made and nothing registered. A dial that
+	// also waited for the command (Engine.Do: a goroutine locked to the
+	// core's thread, woken through the Go scheduler) paid another
+	// hand-off of the Go runtime per connection.
 	key := netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
-	derr := t.eng.Do(func() {
-		ql := t.qlinks[key]
-		if ql == nil || ql.broken || ql.retired {
-			return
+	derr := t.eng.postCool(func() { // hot only to make a link (openOnLink)
+		if ql := t.qlinks[key]; ql != nil && !ql.broken && !ql.retired {
+			lw.ps = ql.pool.take(ringBytes)
 		}
-		if lw.ps = ql.pool.take(ringBytes); lw.ps == nil {
-			return
+		if lw.ps != nil {
+			seg, mirror, lw.seg = lw.ps.app, lw.ps.mirror, lw.ps.mirror
+			lw.ps.app = nil
+			seg.InitHeader(local, dst, t.cfg.PID)
+			seg.SetFlags(sdp.SegRDMA | sdp.SegLink)
+		} else {
+			var serr error
+			if seg, mirror, serr = newLinkSegment(ringBytes, local, dst, t.cfg.PID); serr != nil {
+				o.finish(serr)
+				return
+			}
+			lw.seg = mirror
 		}
-		seg, mirror, lw.seg = lw.ps.app, lw.ps.mirror, lw.ps.mirror
-		lw.ps.app = nil
-		seg.InitHeader(local, dst, t.cfg.PID)
-		seg.SetFlags(sdp.SegRDMA | sdp.SegLink)
 		t.openOnLink(dst, local, lw)
 	})
-	if derr == nil && lw.ps == nil {
-		if seg, mirror, err = newLinkSegment(ringBytes, local, dst, t.cfg.PID); err != nil {
-			unix.Close(o.ready)
-			return fail(err)
-		}
-		lw.seg = mirror
-		derr = t.eng.Do(func() { t.openOnLink(dst, local, lw) })
-	}
 	if derr != nil {
 		unix.Close(o.ready)
 		return fail(derr)
@@ -153,6 +154,7 @@ func (t *Transport) openOnLink(dst, local netip.AddrPort, w linkWaiter) {
 		return
 	}
 	ld := &linkDial{dst: dst, local: local, src: dialSource(local, dst), deadline: w.deadline, waiting: []linkWaiter{w}, step: "resolving the address"}
+	t.eng.hotForSetUp() // rdma_cm's steps, as a connection's
 	id, err := t.ch.CreateID()
 	if err == nil {
 		ld.id = id

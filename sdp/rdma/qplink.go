@@ -144,8 +144,10 @@ type qpWire interface {
 	// recvBuf is receive buffer i, as its completion left it.
 	recvBuf(i int) []byte
 	poll(wc []verbs.WC) (int, error)
-	// notify arms the CQ for the next completion.
-	notify() error
+	// notify arms the CQ for the next completion (all), or for the next
+	// solicited or failed one (the peer's messages and immediates, and
+	// the flushes of a broken queue pair; not our sends' completions).
+	notify(all bool) error
 	// disconnect moves the QP to the error state and tells the peer.
 	disconnect() error
 	// close destroys the QP, the CQ and the receive buffers (the
@@ -190,10 +192,22 @@ type qpLink struct {
 	msgSeq   uint32
 	wc       []verbs.WC
 
+	// armed is how the CQ is armed since the link last took its
+	// completions: armNone, armSolicited or armAll (arm).
+	armed   uint8
+	wantAll int // ends whose stream waits for its own sends (qpEnd.setArmAll)
+
 	broken  bool
 	retired bool // takes no more streams; taken down once idle
 	logf    func(string, ...any)
 }
+
+// How a link's CQ is armed (qpLink.arm).
+const (
+	armNone uint8 = iota
+	armSolicited
+	armAll
+)
 
 // newQPLink makes a link over w, posts its receives and arms its CQ.
 func newQPLink(eng *Engine, w qpWire, name string, client bool, logf func(string, ...any)) (*qpLink, error) {
@@ -211,10 +225,62 @@ func newQPLink(eng *Engine, w qpWire, name string, client bool, logf func(string
 			return nil, fmt.Errorf("rdma: link receive: %w", err)
 		}
 	}
-	if err := w.notify(); err != nil {
+	if err := ql.arm(); err != nil {
 		return nil, fmt.Errorf("rdma: link arm: %w", err)
 	}
 	return ql, nil
+}
+
+// arm arms the link's CQ as the link needs it now (waitsForSends).
+// The peer's messages and immediates are solicited; our own sends'
+// completions wake the engine only while it waits for one of them, so
+// that a message sent costs the sender no wake-up (as a connection's
+// sends: docs/ARCHITECTURE.md, "Engine wake-ups"); those it did not wait
+// for are taken at its next look. Poll again after arming.
+func (ql *qpLink) arm() error {
+	want := armSolicited
+	if ql.waitsForSends() {
+		want = armAll
+	}
+	if err := ql.wire.notify(want == armAll); err != nil {
+		return err
+	}
+	ql.armed = want
+	return nil
+}
+
+// upgrade arms the CQ for every completion once the link waits for one
+// of its sends (waitsForSends) while it is armed for solicited ones only:
+// a completion that came before is taken by a look of the wire on the
+// engine's next pass (a device keeps the stronger arm until it fires).
+// Engine goroutine; never within ready.
+func (ql *qpLink) upgrade() error {
+	if ql.broken || ql.armed != armSolicited || !ql.waitsForSends() {
+		return nil
+	}
+	if err := ql.wire.notify(true); err != nil {
+		return err
+	}
+	ql.armed = armAll
+	ql.eng.after(0, ql.ready)
+	return nil
+}
+
+// waitsForSends reports whether the engine waits for a completion of the
+// link's sends: work requests wait for room in the send queue, a stream
+// waits for its own (qpEnd.setArmAll), a stream that ended or let go
+// waits for its last ones before it settles, or a retired link for its
+// last ones before it goes down.
+func (ql *qpLink) waitsForSends() bool {
+	if len(ql.waiting) > 0 || ql.wantAll > 0 || ql.retired && len(ql.inflight) > 0 {
+		return true
+	}
+	for _, p := range ql.inflight {
+		if e := p.end; e != nil && (e.ended || e.closed) {
+			return true
+		}
+	}
+	return false
 }
 
 // ready takes the wire's completions and hands each to its stream, or
@@ -222,6 +288,7 @@ func newQPLink(eng *Engine, w qpWire, name string, client bool, logf func(string
 // empty it arms it (and looks once more), whether or not a stream is open:
 // a stream-open may come to an idle link.
 func (ql *qpLink) ready() {
+	ql.armed = armNone // an event fired, or the link is failing
 	for armed := false; !ql.broken; {
 		n, err := ql.wire.poll(ql.wc)
 		if err != nil {
@@ -232,7 +299,7 @@ func (ql *qpLink) ready() {
 			if armed {
 				return
 			}
-			if err := ql.wire.notify(); err != nil {
+			if err := ql.arm(); err != nil {
 				ql.fail(fmt.Errorf("arm: %w", err))
 				return
 			}
@@ -510,7 +577,9 @@ func (ql *qpLink) post(p qpPost) {
 	ql.waiting = append(ql.waiting, p)
 	if err := ql.postWaiting(); err != nil {
 		ql.fail(err)
+		return
 	}
+	ql.upgradeOrFail() // what waits for room waits for a completion
 }
 
 // postWaiting posts waiting work requests while the send queue has room.
@@ -606,6 +675,7 @@ func (ql *qpLink) retire(why string) {
 		ql.onRetire(ql)
 	}
 	ql.downIfIdle()
+	ql.upgradeOrFail() // going down once its last work requests completed
 }
 
 // downIfIdle takes a retired link down once it carries no stream but
@@ -640,6 +710,7 @@ type qpEnd struct {
 
 	linkRecvs
 	inflight         int  // work requests on the wire
+	armAll           bool // the stream waits for its own sends (setArmAll)
 	ended, peerEnded bool // END sent, received
 	closed           bool // the stream let go: its completions are dropped
 
@@ -665,6 +736,7 @@ func (e *qpEnd) end() {
 	ql.waiting = keep
 	e.flushRecvs()
 	ql.send(qpLinkMessage(qpLinkEnd, e.slot, nil))
+	ql.upgradeOrFail() // its writes on the wire: settle waits for them
 }
 
 // settle frees the slot once both ends said END, and the registration
@@ -737,6 +809,7 @@ func (e *qpEnd) unmap() {
 func (e *qpEnd) drop() {
 	e.end()
 	e.closed = true
+	e.setArmAll(false) // its stream waits for nothing any more
 	e.settle()
 }
 
@@ -785,13 +858,33 @@ func (e *qpEnd) PostRecv(wrid verbs.WRID) error {
 	return nil
 }
 
-// Notify arms the link's CQ: the engine polls every stream after the
-// link's completions were handed out.
-func (e *qpEnd) Notify() error {
-	if e.ql.broken {
-		return nil
+// Notify makes sure the link's CQ is armed as the link needs it
+// (qpLink.upgrade): ready arms it each time it took the completions, and
+// the engine polls every stream after the link's completions were handed
+// out.
+func (e *qpEnd) Notify() error { return e.ql.upgrade() }
+
+// setArmAll says whether the stream waits for a completion of its own
+// sends (stream.waitsForSends): the link's CQ is then armed for every
+// completion.
+func (e *qpEnd) setArmAll(all bool) {
+	if all == e.armAll {
+		return
 	}
-	return e.ql.wire.notify()
+	e.armAll = all
+	if all {
+		e.ql.wantAll++
+	} else {
+		e.ql.wantAll--
+	}
+	e.ql.upgradeOrFail()
+}
+
+// upgradeOrFail is upgrade, breaking the link when the CQ cannot be armed.
+func (ql *qpLink) upgradeOrFail() {
+	if err := ql.upgrade(); err != nil {
+		ql.fail(fmt.Errorf("arm: %w", err))
+	}
 }
 
 // Disconnect takes this stream's end down; the link and its other

@@ -58,8 +58,8 @@ type fakeWire struct {
 	sq     []fakeSend   // waiting for a receive of the peer
 	cq     []verbs.WC
 	efd    int
-	armed  bool
-	muted  bool // completion events are lost (mute)
+	armed  uint8 // armNone, armSolicited (the next receive's completion), armAll
+	muted  bool  // completion events are lost (mute)
 	closed bool
 }
 
@@ -105,12 +105,15 @@ func (w *fakeWire) registered() int {
 	return len(w.regs)
 }
 
-// complete queues a completion, waking the engine when the CQ is armed;
-// mu held.
+// complete queues a completion, waking the engine when the CQ is armed
+// for it: a receive's completion (the link's messages and immediates are
+// solicited; a flush too, as rxe's) when armed for solicited ones, any
+// when armed for all; mu held.
 func (w *fakeWire) complete(wc verbs.WC) {
 	w.cq = append(w.cq, wc)
-	if w.armed && !w.muted {
-		w.armed = false
+	recv := wc.Opcode == verbs.WCRecv || wc.Opcode == verbs.WCRecvRDMAWithImm
+	if (w.armed == armAll || w.armed == armSolicited && recv) && !w.muted {
+		w.armed = armNone
 		var one = [8]byte{1}
 		_, _ = unix.Write(w.efd, one[:])
 	}
@@ -231,10 +234,14 @@ func (w *fakeWire) poll(wc []verbs.WC) (int, error) {
 // notify arms the CQ: the next completion wakes the engine. As a
 // device's (ibv_req_notify_cq without IBV_CQ_REPORT_MISSED_EVENTS), not
 // those already there: whoever arms must poll again after arming.
-func (w *fakeWire) notify() error {
+func (w *fakeWire) notify(all bool) error {
 	w.qp.mu.Lock()
 	defer w.qp.mu.Unlock()
-	w.armed = true
+	if all {
+		w.armed = armAll
+	} else if w.armed == armNone { // a device keeps the stronger arm
+		w.armed = armSolicited
+	}
 	return nil
 }
 
@@ -245,7 +252,7 @@ func (w *fakeWire) mute(on bool) {
 	defer w.qp.mu.Unlock()
 	w.muted = on
 	if !on {
-		w.armed = false
+		w.armed = armNone
 		var one = [8]byte{1}
 		_, _ = unix.Write(w.efd, one[:])
 	}
@@ -724,8 +731,13 @@ func TestQPLinkHostile(t *testing.T) {
 		{"immediate of a stream not open", func(_ *qpPair, w *fakeWire, _ qpReg) error {
 			return w.postWrite(verbs.MakeWRID(wrData, 1, 1), 0, 0, 0, 0, 0, MakeLinkImm(77, MakeImm(ImmData, 1)), true)
 		}},
-		{"write to a ring it does not write", func(_ *qpPair, w *fakeWire, reg qpReg) error {
-			return w.postWrite(verbs.MakeWRID(wrWrite, 1, 1), 0, 0, 0, reg.laddr, reg.lkey, 0, false)
+		{"write to a ring it does not write", func(p *qpPair, w *fakeWire, reg qpReg) error {
+			// 16 bytes of its own stream's ring into the client's send
+			// ring: the client's device refuses it (a remote access
+			// error), and the queue pair breaks at both ends.
+			var own qpReg
+			_ = p.eng[1].Do(func() { own = p.link[1].ends[1].reg })
+			return w.postWrite(verbs.MakeWRID(wrWrite, 1, 1), own.lkey, own.laddr, 16, reg.laddr, reg.lkey, 0, false)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

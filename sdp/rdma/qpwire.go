@@ -182,7 +182,7 @@ func (w *verbsWire) recvBuf(i int) []byte {
 
 func (w *verbsWire) poll(wc []verbs.WC) (int, error) { return w.cq.Poll(wc) }
 
-func (w *verbsWire) notify() error { return w.cq.ReqNotify(false) }
+func (w *verbsWire) notify(all bool) error { return w.cq.ReqNotify(!all) }
 
 func (w *verbsWire) disconnect() error {
 	if w.disconnected || w.closed {

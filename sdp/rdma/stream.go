@@ -767,6 +767,9 @@ func (s *stream) armFor() {
 	if all := s.waitsForSends(); all != s.armAll {
 		s.armAll = all
 		s.tx.setArmAll(all)
+		if l, ok := s.link.(interface{ setArmAll(bool) }); ok {
+			l.setArmAll(all) // a stream on a link (qpEnd)
+		}
 	}
 	if !s.state.dead() && !s.linkDown && s.tx.chanLent() && s.tx.sent() != s.seg.Head(s.side) {
 		s.tx.chanReclaim()
