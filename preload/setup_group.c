@@ -8,7 +8,7 @@
  * one companion (its name's slot 0) and one store (setup_fam.c), made with
  * its first member's listen. A member made by a process that holds a
  * member already shares that member's companion, as a dup would
- * (sockets.c reuseport_member); a member made by another process finds the
+ * (sock_listen.c reuseport_member); a member made by another process finds the
  * name bound and, before its kernel listen (no SYN reaches it before it
  * can read every hello), takes copies of the companion and the store from
  * the process that made the companion (its SO_PEERCRED pid; when that one
