@@ -131,7 +131,7 @@ $(BIN)/osfperf: $(wildcard cmd/osfperf/*.c) cmd/osfperf/osfperf.h
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $(wildcard cmd/osfperf/*.c) -lm
 
-$(BUILD)/tests/%: tests/progs/%.c tests/progs/pair.h tests/progs/segmaps.h tests/progs/progs.h include/osf/qsock.h \
+$(BUILD)/tests/%: tests/progs/%.c tests/progs/pair.h tests/progs/segmaps.h tests/progs/progs.h tests/progs/reuseport.h include/osf/qsock.h \
 		$(wildcard sdp/*.h) $(wildcard fdtable/*.h)
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) -Iinclude -o $@ $< -lm -ldl
@@ -171,7 +171,7 @@ POOL_TESTS := TestShm|TestHostile|TestSmallExchange|TestFork|TestHandoff|TestChu
 # leg's time, they pass with the switch by hand: TestSemanticsRDMACaller
 # (35 s), TestIdleRingsGiveMemoryBack, TestForkExecDuplex,
 # TestRDMASimLinks, TestHostileServer.
-KFD_TESTS := TestKfd|TestListenCompanionFirst|TestPythonSocketAPIs|TestQsock$$|TestSandboxedConnection|TestSemantics$$|TestForkExec(Inetd|Pipeline|EnvReplaced|CloseRange|System|Vfork|Activate|Hold|Daemon|BlockedReader|Prefork|PosixSpawn)$$|TestGoExecPassListener|TestValgrindSuppressions|TestHandoffSCMRights|TestSpawnedChildReadsAfterParentAndClientClosed|TestAcceptNonblockingEmptyOrFull|TestGoExecPassConn|TestGoServerCClient|TestStaticGoC$$|TestShmNginxWrk|TestAcceptEMFILEKeepsConnection|TestAcceptSpins|TestForkPageFaults|TestSoak|TestForkExecSharedWriters|TestFirstConnectSystemCalls|TestCurlConnectCarriesOnlySetOptions|TestNodelayAfterConnectMakesNoSocket|TestConnectWindowsShared|TestServerBoundsRingSize|TestSpoofedPeerAddress|TestConformance$$|TestRDMACallerPollerTakes|TestWakeTokensBounded|TestHostile(Client|LockFreeze|PortClaim|HelloFlood)$$|TestTrimNeverPunchesOutsideRing|TestFdBudgetSoftEqualsHard|TestFdBudgetClientProcesses|TestServerNodeClientGone
+KFD_TESTS := TestKfd|TestListenCompanionFirst|TestPythonSocketAPIs|TestQsock$$|TestSandboxedConnection|TestSemantics$$|TestForkExec(Inetd|Pipeline|EnvReplaced|CloseRange|System|Vfork|Activate|Hold|Daemon|BlockedReader|Prefork|PosixSpawn)$$|TestGoExecPassListener|TestValgrindSuppressions|TestHandoffSCMRights|TestSpawnedChildReadsAfterParentAndClientClosed|TestAcceptNonblockingEmptyOrFull|TestGoExecPassConn|TestGoServerCClient|TestStaticGoC$$|TestShmNginxWrk|TestAcceptEMFILEKeepsConnection|TestAcceptSpins|TestForkPageFaults|TestSoak|TestForkExecSharedWriters|TestFirstConnectSystemCalls|TestCurlConnectCarriesOnlySetOptions|TestNodelayAfterConnectMakesNoSocket|TestConnectWindowsShared|TestServerBoundsRingSize|TestSpoofedPeerAddress|TestConformance$$|TestRDMACallerPollerTakes|TestWakeTokensBounded|TestHostile(Client|LockFreeze|PortClaim|HelloFlood)$$|TestTrimNeverPunchesOutsideRing|TestFdBudgetSoftEqualsHard|TestFdBudgetClientProcesses|TestServerNodeClientGone|TestReuseportSpread|TestReuseportJoin|TestShmNginxReuseport|TestServerHaproxyNginx
 
 test: test-deps build
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './build/*')); \

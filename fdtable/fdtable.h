@@ -198,6 +198,11 @@ enum osf_role {
 #define OSF_FDF_STORE_WR 0x10000000u /* the write end */
 #define OSF_FDF_STORE_PG 0x20000000u /* the memfd of its mutex's page */
 #define OSF_FDF_STORE (OSF_FDF_STORE_RD | OSF_FDF_STORE_WR | OSF_FDF_STORE_PG)
+#define OSF_FDF_GROUP 0x40000000u /* LISTEN (OSF_SHM_KFD): a member of a
+				      SO_REUSEPORT group, whose companion
+				      and hello store are the group's
+				      (preload/setup_group.c); members of
+				      one process share its hidden fd */
 
 struct osf_fdt_entry {
 	uint8_t kind;      /* enum osf_fd_kind */

@@ -66,27 +66,65 @@ void osf_fd_closed(int fd)
 	errno = saved;
 }
 
+/* unlisten_entry makes listener entry c (fd cfd) an undecided TCP
+ * socket's again. */
+static void unlisten_entry(int cfd, struct osf_fdt_entry *c)
+{
+	struct osf_fdt_entry ent;
+
+	osf_mux_closed(cfd, c, 1);
+	ent = *c;
+	ent.kind = OSF_FD_INET;
+	ent.transport = 0;
+	ent.role = 0;
+	ent.aux_fd = -1;
+	(void)osf_fdt_set(cfd, &ent);
+}
+
+/* group_unlisten is osf_fd_unlisten for a SO_REUSEPORT group's member
+ * (entry e): the socket left the group, whose companion and store stay
+ * the other members' (preload/setup_group.c); this process lets go of
+ * them with its last member. */
+static void group_unlisten(const struct osf_fdt_entry *e)
+{
+	struct osf_fdt_entry *c;
+	uint64_t ino = e->ino;
+	int aux = e->aux_fd, cfd, kept = 0;
+
+	OSF_FDT_FOREACH(cfd, c) {
+		if (c->kind != OSF_FD_LISTEN || c->aux_fd != aux)
+			continue;
+		if (c->ino == ino)
+			unlisten_entry(cfd, c);
+		else
+			kept = 1;
+	}
+	if (kept)
+		return;
+	osf_setup_forget_companion(aux);
+	osf_fdt_close_hidden(aux);
+}
+
 void osf_fd_unlisten(int fd)
 {
-	struct osf_fdt_entry *e = osf_fdt_lookup(fd), *c, ent;
+	struct osf_fdt_entry *e = osf_fdt_lookup(fd), *c;
 	int aux, cfd, saved = errno;
 
 	if (!e || e->kind != OSF_FD_LISTEN)
 		return;
 	aux = e->aux_fd;
+	if (e->flags & OSF_FDF_GROUP) {
+		group_unlisten(e);
+		errno = saved;
+		return;
+	}
 	if (osf_fdt_has_aux2(e) && e->aux2_fd >= 0)
 		osf_fdt_close_hidden(e->aux2_fd); /* the gateway stops too */
 	osf_setup_reset_companion(aux);
 	OSF_FDT_FOREACH(cfd, c) {
 		if (c->kind != OSF_FD_LISTEN || c->aux_fd != aux)
 			continue;
-		osf_mux_closed(cfd, c, 1);
-		ent = *c;
-		ent.kind = OSF_FD_INET;
-		ent.transport = 0;
-		ent.role = 0;
-		ent.aux_fd = -1;
-		(void)osf_fdt_set(cfd, &ent);
+		unlisten_entry(cfd, c);
 	}
 	osf_fdt_close_hidden(aux);
 	errno = saved;

@@ -363,8 +363,12 @@ setup_slog(int level, int reason, int rule, const char *detail, const char *fmt,
 
 /* ---- listen ---------------------------------------------------------- */
 
+/* GROUP_KERNEL_DETAIL: a SO_REUSEPORT group under OSF_SHM_KFD whose
+ * first members osf does not serve (no companion): kernel TCP. */
+#define GROUP_KERNEL_DETAIL "SO_REUSEPORT group with listeners osf does not serve"
+
 int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
-		     struct osf_core_listen_out *out)
+		     struct osf_core_listen_out *out, int group[3], int listening)
 {
 	struct osf_route_decision d;
 	struct sockaddr_un sun;
@@ -412,22 +416,51 @@ int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
 	 * over kernel TCP, as one with it to a server without it. */
 	fd = REAL(socket)(AF_UNIX, (osf.shm_kfd ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC |
 					   SOCK_NONBLOCK, 0);
+	/* OSF_SHM_KFD: a SO_REUSEPORT group's one companion, at slot 0, and
+	 * its store, made or taken from another member's process
+	 * (setup_group.c), listening (r 0 or 1); r 2: none to take, fd is a
+	 * companion no client dials; 3: kernel TCP. */
+	name[0] = 0;
+	r = -1;
+	if (group)
+		group[0] = group[1] = group[2] = -1;
+	if (group && fd >= 0) {
+		osf_slot_name(base, 0, name, sizeof(name));
+		r = setup_group_bind(&fd, name, in, listening, group);
+	}
 	osf_fdt_high_end();
+	if (group && r == 3) {
+		REAL(close)(fd);
+		out->reason = OSF_R_DISABLED;
+		setup_set_detail(out->detail, GROUP_KERNEL_DETAIL);
+		if (setup_logs(OSF_LOGL_DEBUG))
+			setup_slog(OSF_LOGL_DEBUG, OSF_R_DISABLED, d.rule, out->detail,
+				   "listen %s: kernel: ", setup_fmt_ap(&ip, a, sizeof(a)));
+		return 1;
+	}
 	/* A SO_REUSEPORT listener takes the first free slot of its group
 	 * (clients spread over the slots, setup_connect.c). */
-	for (slot = 0, r = -1; fd >= 0 && slot < (reuseport ? OSF_SLOT_MAX : 1u); slot++) {
+	for (slot = 0; !group && fd >= 0 && slot < (reuseport ? OSF_SLOT_MAX : 1u);
+	     slot++) {
 		osf_slot_name(base, slot, name, sizeof(name));
 		sl = setup_abstract(&sun, name);
 		r = REAL(bind)(fd, (struct sockaddr *)&sun, sl);
 		if (r == 0 || errno != EADDRINUSE)
 			break;
 	}
-	if (fd < 0 || r < 0 || REAL(listen)(fd, in->backlog) < 0) {
+	if (group && r == 2 && setup_logs(OSF_LOGL_DEBUG))
+		setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL,
+			   "listen %s: SO_REUSEPORT group of another process whose hello store "
+			   "could not be had: its companion shut, connections whose hello it "
+			   "has reset", setup_fmt_ap(&ip, a, sizeof(a)));
+	if (fd < 0 || r < 0 || (!group && REAL(listen)(fd, in->backlog) < 0)) {
 		out->reason = OSF_R_RESOURCE;
 		out->reason_errno = errno;
 		setup_set_detail(out->detail, strerror(errno));
 		if (fd >= 0)
 			REAL(close)(fd);
+		if (group)
+			osf_setup_group_drop(group);
 		setup_slog(OSF_LOGL_ERROR, -1, 0, NULL,
 		     "listen %s: no offload listener: companion %s: %s",
 		     setup_fmt_ap(&ip, a, sizeof(a)), name, out->detail);

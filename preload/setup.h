@@ -12,9 +12,22 @@
 /* osf_setup_listen decides a listener and binds its companion: 1 when done
  * in C (out filled as osf_core_listen would), 0 when the core must. The
  * companion of a SO_REUSEPORT listener (reuseport) takes a free slot of its
- * group's names, so that several share the offloaded connections. */
+ * group's names, so that several share the offloaded connections; under
+ * OSF_SHM_KFD (group, not NULL) the group has one companion and one hello
+ * store, which group receives (setup_group_bind: its pair's ends and page,
+ * for osf_setup_group_store; -1 each when it has none) and out->fd may be
+ * listening already; listening: the kernel listener listens already (its
+ * port was bound by listen: a new group). */
 int osf_setup_listen(const struct osf_core_listen_in *in, int reuseport,
-		     struct osf_core_listen_out *out);
+		     struct osf_core_listen_out *out, int group[3], int listening);
+
+/* osf_setup_group_store keeps store st of osf_setup_listen as the store of
+ * listener lfd's companion aux_fd (hidden): 1, or 0 when it has none (its
+ * fds closed; the companion is then shut down, in every process holding
+ * it, so that clients use kernel TCP). */
+int osf_setup_group_store(int lfd, int aux_fd, const int st[3]);
+/* osf_setup_group_drop closes the fds of st that are open (-1 each then). */
+void osf_setup_group_drop(int st[3]);
 
 /* osf_setup_port_listened: 1 when a kernel TCP listener holds port (or
  * the kernel does not say), 0 when none does (the census, uncached). */

@@ -46,8 +46,11 @@ struct fam_rec {
 };
 
 /* The family's page: a memfd's, mapped MAP_SHARED before the fork (or
- * the spawn or exec it crosses: osf_setup_kfd_adopt maps it again). */
+ * the spawn or exec it crosses: osf_setup_kfd_adopt maps it again). Its
+ * head names the store to a SO_REUSEPORT group's member of another
+ * process (setup_group.c). */
 struct fam_page {
+	struct setup_fam_head h;
 	pthread_mutex_t mu; /* robust, process-shared */
 };
 
@@ -72,7 +75,7 @@ static struct fam *find_locked(int aux_fd)
 	return NULL;
 }
 
-#define PAGE_BYTES 4096
+#define PAGE_BYTES SETUP_FAM_PAGE
 
 /* tag records f's fds in the fd table as its store's (osf_fdt_tag_store):
  * 0, or -1. */
@@ -83,57 +86,106 @@ static int tag(const struct fam *f)
 	       osf_fdt_tag_store(f->pgfd, f->aux_fd, OSF_FDF_STORE_PG);
 }
 
-/* make_locked makes listener lfd's store (companion aux_fd): 0, or -1. */
-static struct fam *make_locked(int lfd, int aux_fd)
+int setup_fam_new(int comp, int st[3])
 {
 	pthread_mutexattr_t a;
 	struct fam_page *pg;
-	int sv[2], big = 4 << 20, rd = -1, wr = -1, pgfd = -1, m;
+	struct stat sb[3];
+	int sv[2], big = 4 << 20, m;
 
-	if (nfam == FAM_MAX)
-		return NULL;
+	st[0] = st[1] = st[2] = -1;
 	m = memfd_create("osf-kfd-store", MFD_CLOEXEC);
 	if (m < 0)
-		return NULL;
+		return -1;
 	if (ftruncate(m, PAGE_BYTES) < 0 ||
 	    (pg = mmap(NULL, PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, m, 0)) == MAP_FAILED) {
 		REAL(close)(m);
-		return NULL;
+		return -1;
 	}
+	if (REAL(socketpair)(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
+		REAL(close)(m);
+		munmap(pg, PAGE_BYTES);
+		return -1;
+	}
+	/* The records queued are charged to the sending end (capped by
+	 * wmem_max): room for FAM_RECS of them. */
+	(void)REAL(setsockopt)(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
 	pthread_mutex_init(&pg->mu, &a);
 	pthread_mutexattr_destroy(&a);
-	if (REAL(socketpair)(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
-		REAL(close)(m);
-		munmap(pg, PAGE_BYTES);
+	if (fstat(comp, &sb[0]) == 0 && fstat(sv[1], &sb[1]) == 0 && fstat(sv[0], &sb[2]) == 0) {
+		pg->h.ino[0] = (uint64_t)sb[0].st_ino;
+		pg->h.ino[1] = (uint64_t)sb[1].st_ino;
+		pg->h.ino[2] = (uint64_t)sb[2].st_ino;
+		__atomic_store_n(&pg->h.magic, SETUP_FAM_MAGIC, __ATOMIC_RELEASE);
+	}
+	munmap(pg, PAGE_BYTES);
+	st[0] = sv[1];
+	st[1] = sv[0];
+	st[2] = m;
+	return 0;
+}
+
+/* adopt_locked keeps store st (setup_fam_new's, or another process's
+ * copies) as listener lfd's store of companion aux_fd, its fds hidden:
+ * the store, or NULL (st closed). */
+static struct fam *adopt_locked(int lfd, int aux_fd, const int st[3])
+{
+	struct fam_page *pg = MAP_FAILED;
+	int rd = -1, wr = -1, pgfd = -1;
+
+	if (nfam < FAM_MAX)
+		pg = mmap(NULL, PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, st[2], 0);
+	if (pg == MAP_FAILED) {
+		osf_setup_group_drop((int[3]){st[0], st[1], st[2]});
 		return NULL;
 	}
-	/* The records queued are charged to the sending end (capped by
-	 * wmem_max): room for FAM_RECS of them. */
-	(void)REAL(setsockopt)(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
-	wr = osf_fdt_hide(sv[0], lfd);
-	rd = wr < 0 ? -1 : osf_fdt_hide(sv[1], lfd);
-	pgfd = rd < 0 ? -1 : osf_fdt_hide(m, lfd);
+	wr = osf_fdt_hide(st[1], lfd);
+	rd = wr < 0 ? -1 : osf_fdt_hide(st[0], lfd);
+	pgfd = rd < 0 ? -1 : osf_fdt_hide(st[2], lfd);
 	fams[nfam] = (struct fam){aux_fd, rd, wr, pgfd, pg};
 	if (pgfd < 0 || tag(&fams[nfam]) < 0) {
 		if (wr >= 0)
 			osf_fdt_close_hidden(wr);
 		else
-			REAL(close)(sv[0]);
+			REAL(close)(st[1]);
 		if (rd >= 0)
 			osf_fdt_close_hidden(rd);
 		else
-			REAL(close)(sv[1]);
+			REAL(close)(st[0]);
 		if (pgfd >= 0)
 			osf_fdt_close_hidden(pgfd);
 		else
-			REAL(close)(m);
+			REAL(close)(st[2]);
 		munmap(pg, PAGE_BYTES);
 		return NULL;
 	}
 	return &fams[nfam++];
+}
+
+/* make_locked makes listener lfd's store (companion aux_fd), or NULL. */
+static struct fam *make_locked(int lfd, int aux_fd)
+{
+	int st[3];
+
+	if (nfam == FAM_MAX || setup_fam_new(aux_fd, st) < 0)
+		return NULL;
+	return adopt_locked(lfd, aux_fd, st);
+}
+
+int setup_fam_adopt(int lfd, int aux_fd, const int st[3])
+{
+	struct fam *f = NULL;
+
+	setup_park_lock();
+	if (!find_locked(aux_fd))
+		f = adopt_locked(lfd, aux_fd, st);
+	else
+		osf_setup_group_drop((int[3]){st[0], st[1], st[2]});
+	setup_park_unlock();
+	return f ? 0 : -1;
 }
 
 /* fam_lock takes the family's mutex, waiting at most HELLO_WAIT_MS: 0, or
@@ -298,6 +350,52 @@ static int take(const struct fam_rec *r, int fds[2], const struct osf_core_accep
 	return NONE;
 }
 
+/* group_shut acts on message m (struct setup_group_shut) that a member
+ * of f's SO_REUSEPORT group sent on link fd: one that could not take the
+ * store (setup_group.c) would reset the connections whose hello it cannot
+ * read, so the group's companion is shut down, in every process (new
+ * dials refused), and so is every link, stored or queued (their clients'
+ * next hellos fail and they dial anew: kernel TCP; the hellos queued on
+ * them are still read), before the member is told (its message back), and
+ * listens. The mutex is held. */
+static void group_shut(const struct fam *f, int fd, const unsigned char *m)
+{
+	struct setup_group_shut g;
+	struct fam_rec r;
+	int fds[2], k, n = 0, i, c;
+
+	memcpy(&g, m, sizeof(g));
+	if (g.magic != SETUP_GROUP_SHUT_MAGIC)
+		return;
+	__atomic_store_n(&f->pg->h.shut, 1, __ATOMIC_RELEASE);
+	(void)REAL(shutdown)(f->aux_fd, SHUT_RDWR);
+	if (REAL(ioctl)(f->rd, SIOCINQ, &n) < 0)
+		n = 0;
+	n /= (int)sizeof(r);
+	for (i = 0; i < n && osf_fdt_fds_free(3); i++) {
+		if (recv_fds(f->rd, &r, sizeof(r), fds, &k) < 0)
+			break;
+		if (k == 3)
+			continue;
+		if (r.kind == FAM_LINK && k == 1)
+			(void)REAL(shutdown)(fds[0], SHUT_RDWR);
+		if (k > 0)
+			(void)post(f, &r, fds, k);
+		close_fds(fds, k);
+	}
+	memset(&r, 0, sizeof(r));
+	r.kind = FAM_LINK;
+	for (i = 0; i < FAM_RECS && osf_fdt_fds_free(3); i++) {
+		c = REAL(accept4)(f->aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c < 0)
+			break;
+		(void)REAL(shutdown)(c, SHUT_RDWR);
+		(void)post(f, &r, &c, 1);
+		REAL(close)(c);
+	}
+	(void)REAL(send)(fd, &g, sizeof(g), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* link_scan reads the hellos queued on link fd without waiting: the one
  * under want taken into cc (*found), the others posted to f's store. It
  * returns 0 while the link lives, -1 when it ended or carried anything
@@ -320,6 +418,8 @@ static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_i
 		len = recv_fds(fd, buf, sizeof(buf), fds, &k);
 		if (len < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		if (k == 0 && len == (ssize_t)sizeof(struct setup_group_shut) && cr.uid == geteuid())
+			group_shut(f, fd, buf);
 		if (len == 0 || k != 2 || (size_t)len > sizeof(r.msg)) {
 			close_fds(fds, k < 3 ? k : 0);
 			return -1;
@@ -354,6 +454,10 @@ static void keep_link(const struct fam *f, int fd, const struct osf_core_accept_
 {
 	struct fam_rec r;
 
+	/* A shut group's links: their clients' next hellos fail (EPIPE),
+	 * their dials are refused; the hellos queued are still read. */
+	if (__atomic_load_n(&f->pg->h.shut, __ATOMIC_ACQUIRE))
+		(void)REAL(shutdown)(fd, SHUT_RDWR);
 	if (link_scan(f, fd, in, want, o, cc, found, gone) == 0) {
 		memset(&r, 0, sizeof(r));
 		r.kind = FAM_LINK;

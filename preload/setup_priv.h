@@ -168,6 +168,43 @@ int setup_take_stored(const void *msg, size_t n, int fds[2], const struct ucred 
 		      const struct osf_core_accept_in *in, struct osf_core_conn *cc,
 		      struct ip *kfd);
 
+/* The head of a store's page (setup_fam.c): what a SO_REUSEPORT group's
+ * member of another process reads to find the store's fds in the
+ * owner's /proc/PID/fd (setup_group.c), and the group's shut word. */
+#define SETUP_FAM_MAGIC 0x6f736667u /* "gfso" */
+#define SETUP_FAM_PAGE 4096
+struct setup_fam_head {
+	uint32_t magic;
+	uint32_t shut;   /* a member could not join: links shut as read */
+	uint64_t ino[3]; /* the companion's, the pair's read and write ends' */
+};
+/* setup_fam_new makes a store for companion comp, not hidden yet: its
+ * pair's read and write ends and its page's memfd in st (close-on-exec),
+ * the page's head and mutex written: 0, or -1. setup_fam_adopt keeps
+ * store st (new, or another process's copies) as the store of listener
+ * lfd's companion aux_fd (hidden): 0, or -1 with st closed. */
+int setup_fam_new(int comp, int st[3]);
+int setup_fam_adopt(int lfd, int aux_fd, const int st[3]);
+
+/* setup_group.c: a SO_REUSEPORT group's one companion under OSF_SHM_KFD.
+ * setup_group_bind binds companion *fd at name and listens (in->backlog)
+ * with a new store (st), or, when another process holds the name, takes
+ * copies of that companion (*fd, its own closed) and store from a holder:
+ * 0 new, 1 joined (either listening), 2 not joined (*fd stays unbound: no
+ * client dials it; the group's holders shut the companion), 3 none
+ * (kernel listeners on the port came before any companion: members osf
+ * does not serve; not looked at when listening, a port the kernel chose),
+ * -1 with errno. A member that could not join sends struct
+ * setup_group_shut on a link (its uid the holders' own), and the holder
+ * that shut the group sends it back. */
+int setup_group_bind(int *fd, const char *name, const struct osf_core_listen_in *in,
+		     int listening, int st[3]);
+#define SETUP_GROUP_SHUT_MAGIC 0x6f736773u /* "sgso" */
+struct setup_group_shut {
+	uint32_t magic;
+	uint32_t pad;
+};
+
 /* setup_spare.c: a client's segments made ahead of need.
  * setup_spare_take returns a fresh segment of ring bytes per direction,
  * mapped, sized and sealed, its fd in *segfd and a fresh writers' socket

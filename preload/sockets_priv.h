@@ -14,6 +14,7 @@
 
 /* sockets.c */
 int sock_on(void);
+int sock_core_reason(int rc);
 void sock_record_kernel(int fd, int role, int reason, int rule, int reason_errno,
 			const struct sockaddr *peer, socklen_t peerlen);
 int sock_sa_split(const struct sockaddr *sa, socklen_t len, int32_t *family,

@@ -147,6 +147,10 @@ int osf_dial_companion(struct osf_dial *d)
 	 * gap or not. A census that counted more listeners than a group
 	 * has companions tries them all. */
 	k = cn > 1 ? (cn < (int)OSF_SLOT_MAX ? cn : (int)OSF_SLOT_MAX - 1) : 0;
+	/* OSF_SHM_KFD (seqpacket): the kernel spreads the connections, and a
+	 * group has one companion, slot 0 (preload/setup_group.c). */
+	if (d->seqpacket)
+		k = 0;
 	for (i = 0, j = 0; i < n; j = (j + 1) % (k + 1), i += j == 0) {
 		struct sockaddr_un sun;
 		char slot[OSF_NAME_MAX + 16];

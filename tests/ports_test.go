@@ -17,7 +17,7 @@ import (
 // (progs/reuseport.c): 3 servers, and 20 (more than 16, where the port's
 // census once stopped counting and every connection went to one server).
 // Bare, the kernel spreads the connections over the group; under osf every
-// connection must be offloaded (the client's socket is an AF_UNIX one) and
+// connection must be offloaded (osf carries the client's socket) and
 // spread too: each live server gets at least a quarter of its even share,
 // in both rounds.
 func TestReuseportSpread(t *testing.T) {
@@ -148,5 +148,62 @@ func TestShmNginxReuseport(t *testing.T) {
 			}
 			noOsfMessages(t, "nginx", srv.Stderr())
 		})
+	}
+}
+
+// TestReuseportJoin starts a second server process in a SO_REUSEPORT group
+// while a client makes connections to it, one after the other
+// (progs/reuseport_join.c), as an instance started beside a running one of
+// the same user: no connection may fail, bare or under osf. Under osf every
+// connection begun before the new member started or after it listened is
+// offloaded (those while it starts may be either), and the new member
+// serves some of them: under OSF_SHM_KFD=1 it takes copies of the group's
+// companion and hello store from the first (pidfd_getfd), before it listens;
+// without the switch it takes a companion slot of its own. "nodump": the
+// first server is not dumpable and both run as nobody, so that under the
+// switch the new member cannot take them; it has the group's companion shut
+// before it listens, and the connections begun after it listens are kernel
+// TCP, again without a failure (without the switch: offloaded, as above).
+func TestReuseportJoin(t *testing.T) {
+	t.Parallel()
+	setpriv := testutil.Tool(t, "setpriv")
+	for _, nodump := range []bool{false, true} {
+		for _, m := range []mode{bare, underOsf} {
+			name, args := m.name, []string{testutil.Prog(t, "reuseport_join"), "400"}
+			if nodump {
+				name, args = "nodump/"+name, append(args, "nodump")
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				r := m.cmd(t, nil, setpriv, append(append([]string(nil), asNobody...), args...)...).Run(longRun)
+				noOsfMessages(t, "reuseport_join", r.Stderr)
+				if !r.OK() || !strings.Contains(r.Stdout, "done") {
+					t.Fatalf("reuseport_join: %s", r)
+				}
+				var before, offBefore, during, offDuring, after, offAfter, by1, failed int
+				if _, err := fmt.Sscanf(r.Stdout, "before %d offloaded %d\nduring %d offloaded %d\nafter %d offloaded %d server1 %d\nfailed %d\n",
+					&before, &offBefore, &during, &offDuring, &after, &offAfter, &by1, &failed); err != nil {
+					t.Fatalf("reuseport_join output %q: %v", r.Stdout, err)
+				}
+				t.Logf("before the join %d (%d offloaded), during it %d (%d), after %d (%d offloaded, %d served by the new member)",
+					before, offBefore, during, offDuring, after, offAfter, by1)
+				// Without the switch a client spreads over the
+				// members it counted (its census, cached 1 s).
+				if after < 200 || (by1 == 0 && (!m.osf || testutil.KfdRun())) {
+					t.Errorf("%d connections after the join, %d served by the new member: want 200, some by it", after, by1)
+				}
+				wantBefore, wantAfter := 0, 0
+				if m.osf {
+					wantBefore, wantAfter = before, after
+					if nodump && testutil.KfdRun() {
+						wantAfter = 0
+					}
+				}
+				if offBefore != wantBefore || offAfter != wantAfter {
+					t.Errorf("offloaded %d of %d before the join and %d of %d after, want %d and %d",
+						offBefore, before, offAfter, after, wantBefore, wantAfter)
+				}
+			})
+		}
 	}
 }

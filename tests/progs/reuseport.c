@@ -10,9 +10,12 @@
  * makes CONNS connections one after the other (sends 4 bytes, reads the
  * index back, checks the bytes), then kills server 0 and makes CONNS more.
  * It prints, per round, one line per server, "roundR server I: COUNT",
- * and "roundR offloaded K" (connections whose socket the kernel lists in
- * /proc/net/unix, i.e. offloaded by osf), then "done". Exit status 0 when
+ * and "roundR offloaded K" (connections osf carries: progs.h
+ * osf_offloaded), then "done". Exit status 0 when
  * every connection worked, 1 otherwise, 2 for a failed set-up step. */
+#include "progs.h"
+#include "reuseport.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -24,61 +27,6 @@
 #include <unistd.h>
 
 #define NMAX 32
-
-static void die(const char *what)
-{
-	perror(what);
-	exit(2);
-}
-
-static int rp_socket(int port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0 ||
-	    bind(fd, (struct sockaddr *)&a, sizeof a) < 0)
-		die("bind");
-	return fd;
-}
-
-static void serve(int l, int idx)
-{
-	for (;;) {
-		int c = accept(l, NULL, NULL);
-		unsigned char b[4];
-		if (c < 0)
-			continue;
-		if (recv(c, b, 4, MSG_WAITALL) == 4) {
-			b[0] = (unsigned char)idx;
-			(void)!write(c, b, 4);
-		}
-		close(c);
-	}
-}
-
-/* offloaded reports whether fd's socket is in /proc/net/unix. */
-static int offloaded(int fd)
-{
-	char p[64], l[64], line[512];
-	unsigned long ino = 0, i;
-	ssize_t n;
-	FILE *f;
-	int found = 0;
-
-	snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
-	n = readlink(p, l, sizeof l - 1);
-	if (n <= 0)
-		return 0;
-	l[n] = 0;
-	if (sscanf(l, "socket:[%lu]", &ino) != 1 || !(f = fopen("/proc/net/unix", "r")))
-		return 0;
-	while (!found && fgets(line, sizeof line, f))
-		found = sscanf(line, "%*s %*s %*s %*s %*s %*s %lu", &i) == 1 && i == ino;
-	fclose(f);
-	return found;
-}
 
 static int round_of(int r, int port, int n, int conns)
 {
@@ -95,7 +43,7 @@ static int round_of(int r, int port, int n, int conns)
 			bad++;
 		} else {
 			count[b[0]]++;
-			off += offloaded(c);
+			off += osf_offloaded(c);
 		}
 		close(c);
 	}
@@ -123,23 +71,23 @@ int main(int argc, char **argv)
 	}
 	first = rp_socket(0); /* bound, never listening: picks the port */
 	if (getsockname(first, (struct sockaddr *)&a, &al) < 0 || pipe(ready) < 0)
-		die("getsockname");
+		rp_die("getsockname");
 	port = ntohs(a.sin_port);
 	for (i = 0; i < n; i++) {
 		pid[i] = fork();
 		if (pid[i] < 0)
-			die("fork");
+			rp_die("fork");
 		if (pid[i] == 0) {
 			int l = rp_socket(port);
 			if (listen(l, 64) < 0)
-				die("listen");
+				rp_die("listen");
 			(void)!write(ready[1], "x", 1);
-			serve(l, i);
+			rp_serve(l, i);
 		}
 	}
 	for (i = 0; i < n; i++)
 		if (read(ready[0], &ch, 1) != 1)
-			die("ready");
+			rp_die("ready");
 	close(first);
 	bad = round_of(1, port, n, conns);
 	kill(pid[0], SIGKILL);
