@@ -199,6 +199,7 @@ static int chan_enter(struct osf_rdma_tx *tx, uint32_t gen, int ep, uint64_t key
 static void chan_leave(struct osf_rdma_tx *tx, uint32_t gen, int fd, int ep)
 {
 	struct osf_rdma_rx *rx = tx->rx;
+	const uint32_t *lent;
 
 	osf_rdma_ep_lock(rx);
 	if (__atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) == gen && rx->chan_fd == fd &&
@@ -206,18 +207,30 @@ static void chan_leave(struct osf_rdma_tx *tx, uint32_t gen, int fd, int ep)
 		if (ep >= 0)
 			(void)REAL(epoll_ctl)(ep, EPOLL_CTL_DEL, fd, NULL);
 		if (--rx->sleepers == 0) {
-			if (rx->chan_arm)
-				(void)rx->chan_arm(rx);
 			if (osf.rdma_lend)
 				osf_rdma_chan_lend_locked(rx);
+			/* Lent, it waits for the next enter, which arms
+			 * the CQ and then takes (rsocket arms before it
+			 * sleeps, not after it woke); back in the engine's
+			 * epoll it must announce what comes. */
+			lent = osf_rdma_chan_lent(rx);
+			if (rx->chan_arm && !(lent && __atomic_load_n(lent, __ATOMIC_SEQ_CST)))
+				(void)rx->chan_arm(rx);
 		}
 		osf_rdma_chan_apply_locked(rx);
 	}
 	osf_rdma_ep_unlock(rx);
 }
 
-/* chan_rearm reads the channel's events and arms the CQ again. */
-static void chan_rearm(struct osf_rdma_tx *tx, uint32_t gen, int fd)
+/* chan_drain_fired reads the event of the channel that fired for this
+ * thread, its sleeper. The CQ stays unarmed while this thread was its
+ * only sleeper: the arm (a system call on soft-RoCE) would sit between
+ * the peer's message and the reply the program is about to send, and
+ * this thread's next sleep arms it anyway, then takes what came
+ * meanwhile (chan_enter, chan_arm_again), as rsocket arms only before
+ * it sleeps. Another sleeper still waits on the channel's next event:
+ * then it arms at once. */
+static void chan_drain_fired(struct osf_rdma_tx *tx, uint32_t gen, int fd)
 {
 	struct osf_rdma_rx *rx = tx->rx;
 
@@ -225,9 +238,31 @@ static void chan_rearm(struct osf_rdma_tx *tx, uint32_t gen, int fd)
 	if (__atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) == gen && rx->chan_fd == fd &&
 	    rx->chan_drain) {
 		(void)rx->chan_drain(rx);
-		(void)rx->chan_arm(rx);
+		if (rx->sleepers > 1)
+			(void)rx->chan_arm(rx);
 	}
 	osf_rdma_ep_unlock(rx);
+}
+
+/* chan_arm_again arms the CQ before this thread, a sleeper that drained
+ * it, sleeps on the channel once more: 1 when it armed it now (what came
+ * before must then be taken), 0 when it was armed as much already (or
+ * cannot be). */
+static int chan_arm_again(struct osf_rdma_tx *tx, uint32_t gen, int fd)
+{
+	struct osf_rdma_rx *rx = tx->rx;
+	uint64_t arms;
+	int armed = 0;
+
+	osf_rdma_ep_lock(rx);
+	if (__atomic_load_n(&tx->gen, __ATOMIC_ACQUIRE) == gen && rx->chan_fd == fd &&
+	    rx->chan_arm) {
+		arms = __atomic_load_n(&rx->cq_arms, __ATOMIC_RELAXED);
+		armed = rx->chan_arm(rx) == 0 &&
+			__atomic_load_n(&rx->cq_arms, __ATOMIC_RELAXED) != arms;
+	}
+	osf_rdma_ep_unlock(rx);
+	return armed;
 }
 
 /* own_take_quiet lowers c's want flag of a kind (want and waiters: its
@@ -386,7 +421,7 @@ int osf_conn_rdma_chan(struct osf_conn *c, int how, struct osf_chan_wait *w)
 	case OSF_CHAN_FIRED: { /* disarm follows: no sleep before the next arm */
 		int took;
 
-		chan_rearm(tx, gen, w->fd);
+		chan_drain_fired(tx, gen, w->fd);
 		/* Not a wait for room alone: the readers' flag is theirs,
 		 * and lowered here their data would send them no token. */
 		if (w->reader)
@@ -489,6 +524,13 @@ static int chan_sleep(struct osf_conn *c, int fd, int kind, int64_t have)
 			if (sleep_done(&c->s, kind, have))
 				break;
 		}
+		/* Drained when it fired: armed before this sleep, then what
+		 * came meanwhile taken (a completion queued before the arm
+		 * raises no event). */
+		if (cfd >= 0 && chan_arm_again(tx, gen, cfd)) {
+			took = take_sure(tx, gen);
+			continue;
+		}
 		ms = -1;
 		if (deadline >= 0) {
 			long left = osf_wait_ms(deadline);
@@ -524,7 +566,7 @@ static int chan_sleep(struct osf_conn *c, int fd, int kind, int64_t have)
 			took = 0;
 			continue;
 		}
-		chan_rearm(tx, gen, cfd);
+		chan_drain_fired(tx, gen, cfd);
 		quiet = own_take_quiet(want, waiters);
 		took = take_sure(tx, gen);
 		/* The stand-in's socket stays readable while what it holds

@@ -46,6 +46,11 @@ static int ncpu;          /* the host's online CPUs (not the affinity's:
 			   CPU as contention) */
 static __thread unsigned tls_misses, tls_skip;
 static __thread unsigned tls_poll_us; /* this thread's poll spin, when grown */
+/* osf_spin_woke: waits in a row (up to WOKE_LONG) that took longer than
+ * the spin may grow to, and wakes since the last look at the clock. */
+#define WOKE_LONG 8
+#define WOKE_EVERY 16
+static __thread unsigned tls_long, tls_unread;
 
 /* runnable reads the number of runnable threads on the host (the fourth
  * field of /proc/loadavg, "R/T"), -1 when unknown. */
@@ -148,11 +153,29 @@ long osf_spin_clock(void)
 void osf_spin_woke(long begun)
 {
 	unsigned base = osf.poll_spin_us, cap = base * OSF_SPIN_GROW, b = poll_spin_us(), nb;
-	long took = osf_mono_us() - begun;
+	long now, took;
 
-	if (!base || took < 0)
+	if (!base)
 		return;
-	if (took > (long)cap || host_busy()) {
+	/* A thread whose waits are long looks at the clock after one wake
+	 * in WOKE_EVERY: the read sits between the wake and what the
+	 * program does with it, and where CLOCK_MONOTONIC has no vDSO path
+	 * (the emulated RDMA guests' HPET) it is a system call of a few µs;
+	 * its spin stays at the base meanwhile. */
+	if (tls_long >= WOKE_LONG && ++tls_unread % WOKE_EVERY)
+		return;
+	now = osf_mono_us();
+	took = now - begun;
+	if (took < 0)
+		return;
+	if (took > (long)cap) {
+		tls_poll_us = 0;
+		if (tls_long < WOKE_LONG)
+			tls_long++;
+		return;
+	}
+	tls_long = tls_unread = 0;
+	if (host_busy_at(now)) {
 		tls_poll_us = 0;
 		return;
 	}

@@ -399,10 +399,13 @@ static int strip(struct ep *ep, struct epoll_event *ev, int *n)
 static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		     long timeout, const sigset_t *mask)
 {
-	/* One clock read for the timeout (ms) and the spin's growth (µs). */
-	long begun = osf_spin_clock(), start = begun / 1000,
+	/* One clock read for the timeout (ms), the spin and its growth (µs);
+	 * now is the latest, fresh while no sleep came after it (as
+	 * mux_poll's: where CLOCK_MONOTONIC has no vDSO path, the emulated
+	 * RDMA guests' HPET, each read is a system call). */
+	long begun = osf_spin_clock(), start = begun / 1000, now = begun,
 	     spin_end = osf_spin_until(begun, timeout);
-	int spun = 0, slept = 0, links;
+	int spun = 0, slept = 0, fresh = 1, links;
 	int saved = errno; /* a successful wait leaves errno alone */
 	unsigned intr = osf_intr_count();
 
@@ -419,7 +422,7 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		 * first on the others (fairness when both keep coming). */
 		if (!(ep->turn++ & 1))
 			n = collect(ep, ev, max);
-		if (spin_end && !osf_spinning(spin_end)) {
+		if (spin_end && !osf_spinning_at(spin_end, &now)) {
 			osf_spin_paid(0); /* it spun in vain */
 			spin_end = 0;
 		}
@@ -441,7 +444,9 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 			errno = saved;
 			return n;
 		}
-		to = sleep_ok ? remaining(timeout, start) : 0;
+		to = !sleep_ok ? 0
+		     : fresh   ? remaining_at(timeout, start, now / 1000)
+			       : remaining(timeout, start);
 		if (sleep_ok && ep->blind && (to < 0 || to > OSF_BLIND_MS))
 			to = OSF_BLIND_MS;
 		/* Armed connections with ring pages to give back: they are idle
@@ -450,10 +455,10 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		 * wait shorter); sleep no longer than that, then trim. */
 		trim = 0;
 		if (sleep_ok && ep->trim_due) {
-			long now = mono_ms(), left;
+			long ms = fresh ? now / 1000 : mono_ms(), left;
 			if (!ep->quiet_since)
-				ep->quiet_since = now;
-			left = ep->quiet_since + OSF_TRIM_IDLE_MS - now;
+				ep->quiet_since = ms;
+			left = ep->quiet_since + OSF_TRIM_IDLE_MS - ms;
 			if (left < 0)
 				left = 0;
 			if (to < 0 || to >= left) {
@@ -471,6 +476,8 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 		if (to)
 			ep->sleepers++;
 		slept |= to != 0;
+		if (to)
+			fresh = 0;
 		mu_unlock(&ep->lock);
 		k = REAL(epoll_pwait)(ep->epfd, ev + n, max - n, to, mask);
 		mu_lock(&ep->lock);
@@ -502,7 +509,8 @@ static int mux_epoll(struct ep *ep, struct epoll_event *ev, int max,
 			osf_spin_paid(1);
 		if (n > 0 && slept)
 			osf_spin_woke(begun);
-		if (n > 0 || remaining(timeout, start) == 0) {
+		if (n > 0 ||
+		    (fresh ? remaining_at(timeout, start, now / 1000) : remaining(timeout, start)) == 0) {
 			errno = saved;
 			return n;
 		}

@@ -537,7 +537,8 @@ static inline void osf_rdma_chan_unlend_locked(struct osf_rdma_rx *rx)
 }
 
 /* osf_rdma_chan_lend_locked, by the last sleeper to leave the channel
- * (under ep_lock, the CQ armed), lends it to the application's waiters
+ * (under ep_lock; the CQ unarmed when its channel fired for that sleeper:
+ * the next enter arms it and takes), lends it to the application's waiters
  * (docs/ARCHITECTURE.md, "The lent channel"): it stays out of the engine's
  * epoll, so that a completion landing before the next wait's enter waits
  * for that enter (which takes it at once) instead of waking the engine,
