@@ -605,33 +605,46 @@ static int connect_kfd(int fd, const struct sockaddr *sa, socklen_t len,
 		       struct osf_core_conn *cc, const struct carried *opts, int fl,
 		       int fdfl, int window)
 {
-	int r, err, v6 = sa->sa_family == AF_INET6;
+	int r, err, v6 = sa->sa_family == AF_INET6, old[2], poke;
 	struct osf_fdt_entry *e;
 
 	if (window)
 		osf_fdt_high_end();
-	r = fl < 0 || fdfl < 0 ? -1 : osf_kfd_connect(fd, sa, len, v6);
+	r = fl < 0 || fdfl < 0 ? -1 : osf_kfd_connect(fd, sa, len, v6, old);
 	err = errno;
 	if (r == -2) { /* the kernel's, in progress: the hello says so */
 		__atomic_or_fetch(&osf_seg_hdr((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes)
 					   ->side[OSF_SIDE_CLIENT].flags,
 				  OSF_SIDE_KERNEL, __ATOMIC_RELEASE);
-		sock_abandon(cc);
+		if (osf_setup_kfd_announce(fd, cc, &poke) == 0)
+			sock_abandon(cc);
 		sock_record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_BACKLOG, cc->rule, 0, sa, len);
 		kernel_connected(fd);
 		errno = err;
 		return -1;
 	}
 	if (r < 0 && err != EINPROGRESS) {
-		/* The hello waits at the server until its time is up. */
-		sock_abandon(cc);
+		/* The hello, sent before, waits at the server until its
+		 * time is up; one not sent yet is let go. */
+		if (!osf_setup_kfd_unannounced())
+			sock_abandon(cc);
 		if (fl >= 0 && fdfl >= 0)
 			kernel_connected(fd);
 		errno = err;
 		return -1;
 	}
+	if (osf_setup_kfd_announce(fd, cc, &poke) < 0) {
+		/* No hello: the connection is made over again, kernel TCP. */
+		r = osf_kfd_again(fd, sa, len, v6, old);
+		err = errno;
+		sock_record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_HANDSHAKE, cc->rule, 0, sa, len);
+		kernel_connected(fd);
+		errno = err;
+		return r;
+	}
 	if (osf_conn_install(fd, cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC, (fl & O_NONBLOCK) != 0,
-			     OSF_INSTALL_AS_ASKED | OSF_INSTALL_KFD) < 0) {
+			     OSF_INSTALL_AS_ASKED | OSF_INSTALL_KFD |
+				     (poke ? 0 : OSF_INSTALL_NOPOKE)) < 0) {
 		/* The connection is the kernel's (its peer waits for
 		 * bytes that stay in the ring: a limit, LIMITS.md). */
 		sock_record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc->rule, errno, sa, len);
@@ -867,6 +880,9 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			sock_carry_changed();
 			errno = saved;
 		}
+		if (r == 0 && level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT &&
+		    e->kind == OSF_FD_LISTEN && (e->flags & OSF_FDF_KFD) && e->aux_fd >= 0)
+			osf_setup_kfd_renote(e->aux_fd); /* its links' notes say otherwise */
 		return r;
 	}
 	return osf_conn_setsockopt(fd, e, level, name, val, len);
