@@ -598,6 +598,7 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 {
 	struct kfd_owner o = {0};
 	struct pollfd p[1 + KFD_POLL_FDS];
+	struct timespec ts = {0, 0};
 	long long end = 0, now;
 	struct ip key;
 	int r, i, n, fam, hup, wait_ms;
@@ -667,9 +668,12 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			sched_yield();
 			continue;
 		}
+		/* A family's links are in its store, where nothing wakes a
+		 * sleeper: it looks again every 100 µs, then every 1 ms. */
 		n = 1 + kfd_poll_fds(aux_fd, fam, p + 1, KFD_POLL_FDS);
 		p[0].revents = 0;
-		(void)REAL(poll)(p, (nfds_t)n, 1);
+		ts.tv_nsec = i < KFD_YIELDS + 10 ? 100000 : 1000000;
+		(void)REAL(ppoll)(p, (nfds_t)n, &ts, NULL);
 	}
 }
 
