@@ -345,8 +345,10 @@ void setup_kfd_link_note(int fd, int lfd)
 		m.flags |= SETUP_LINK_NOTE_DEFER;
 	defer = 0;
 	l = sizeof(defer);
-	if (lfd >= 0 && REAL(getsockopt)(lfd, IPPROTO_TCP, TCP_SAVE_SYN, &defer, &l) == 0 &&
-	    defer == 1)
+	/* A tight server takes its hellos before the SYN, as it was
+	 * measured at its limit (TestFdBudgetSoftEqualsHard). */
+	if (!m.slots && lfd >= 0 &&
+	    REAL(getsockopt)(lfd, IPPROTO_TCP, TCP_SAVE_SYN, &defer, &l) == 0 && defer == 1)
 		m.flags |= SETUP_LINK_NOTE_SYN;
 	/* Best effort: a full link, or a client that never reads it,
 	 * costs nothing but its regions and tokens. */
@@ -567,11 +569,11 @@ static void links_shut_locked(int aux_fd)
 /* kfd_poll_fds puts into p (at most max) what a hello for companion
  * aux_fd's listener may come on next: the companion (a new link) and,
  * without a family's store, the links this process keeps. */
-static int kfd_poll_fds(int aux_fd, int fam, struct pollfd *p, int max)
+static int kfd_poll_fds(int aux_fd, int fam, int comp, struct pollfd *p, int max)
 {
 	int i, n = 0;
 
-	p[n++] = (struct pollfd){aux_fd, POLLIN, 0};
+	p[n++] = (struct pollfd){comp ? aux_fd : -1, POLLIN, 0};
 	if (fam)
 		return n;
 	setup_park_lock();
@@ -601,7 +603,7 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	struct timespec ts = {0, 0};
 	long long end = 0, now;
 	struct ip key;
-	int r, i, n, fam, hup, wait_ms;
+	int r, i, n, fam, hup, wait_ms, comp = 1;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
 	/* Before the park lock, the family's mutex and the fd window: the
@@ -659,6 +661,10 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			return r;
 		if (hup)
 			return 2;
+		/* A hello is read only with 3 numbers free (its fds): short
+		 * of them, one that came could never be taken. */
+		if (!osf_fdt_fds_free(3))
+			return -1;
 		now = osf_now_ns();
 		if (!end)
 			end = now + wait_ms * 1000000LL;
@@ -670,10 +676,13 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		}
 		/* A family's links are in its store, where nothing wakes a
 		 * sleeper: it looks again every 100 µs, then every 1 ms. */
-		n = 1 + kfd_poll_fds(aux_fd, fam, p + 1, KFD_POLL_FDS);
+		n = 1 + kfd_poll_fds(aux_fd, fam, comp, p + 1, KFD_POLL_FDS);
 		p[0].revents = 0;
 		ts.tv_nsec = i < KFD_YIELDS + 10 ? 100000 : 1000000;
 		(void)REAL(ppoll)(p, (nfds_t)n, &ts, NULL);
+		/* A companion shut (budget_shut, a foreign image's) is
+		 * always "ready": not slept on again. */
+		comp = comp && !(p[1].revents & (POLLHUP | POLLERR | POLLNVAL));
 	}
 }
 
