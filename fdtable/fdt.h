@@ -127,6 +127,29 @@ static inline pid_t osf_pid(void)
 
 extern struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
 
+/* osf_fdt_chunk_map: bit i set once chunk i is mapped (osf_fdt_chunks[i];
+ * chunks are never unmapped while the image lives), so that a walk over
+ * the table (osf_fdt_next, and a fork's snapshot and switch, where the
+ * pointers' cache lines are cold) visits the few chunks present, not all
+ * OSF_FDT_MAX_CHUNKS pointers (8 KiB). osf_fdt_chunk_next returns the
+ * first chunk present at or after i, or OSF_FDT_MAX_CHUNKS. */
+extern uint64_t osf_fdt_chunk_map[OSF_FDT_MAX_CHUNKS / 64];
+static inline unsigned osf_fdt_chunk_next(unsigned i)
+{
+	uint64_t w;
+
+	if (i >= OSF_FDT_MAX_CHUNKS)
+		return OSF_FDT_MAX_CHUNKS;
+	w = __atomic_load_n(&osf_fdt_chunk_map[i / 64], __ATOMIC_RELAXED) & (~0ull << (i % 64));
+	while (!w) {
+		i = (i & ~63u) + 64;
+		if (i >= OSF_FDT_MAX_CHUNKS)
+			return OSF_FDT_MAX_CHUNKS;
+		w = __atomic_load_n(&osf_fdt_chunk_map[i / 64], __ATOMIC_RELAXED);
+	}
+	return (i & ~63u) + (unsigned)__builtin_ctzll(w);
+}
+
 /* Pages in use: bit p of osf_fdt_pages[i] is set once an entry in page p
  * (OSF_FDT_PAGE_ENTRIES entries, 4 KiB) of chunk i has been handed out
  * for writing (osf_fdt_get, osf_fdt_set, and fdtable.c's own writers);
@@ -162,11 +185,12 @@ static inline struct osf_fdt_entry *osf_fdt_lookup(int fd)
 
 /* osf_fdt_next is the one walk over the table: it returns the entry of the
  * first fd >= *fd that a page in use covers (osf_fdt_pages), and sets *fd
- * to that fd, skipping whole chunks that do not exist and pages never
- * used (their entries are all zero, kind OSF_FD_NONE); NULL when there is
- * none (also for a negative *fd). Every entry of a page in use is visited,
- * in fd order, whatever its kind; it takes no lock (callers that need the
- * table stable hold osf_fdt_lock, as before). Use it through
+ * to that fd, skipping whole chunks that do not exist (osf_fdt_chunk_map)
+ * and pages never used (their entries are all zero, kind OSF_FD_NONE);
+ * NULL when there is none (also for a negative *fd). Every entry of a
+ * page in use is visited, in fd order, whatever its kind; it takes no lock
+ * (callers that need the table stable hold osf_fdt_lock, as before); a
+ * chunk made meanwhile may be missed, as one made just after. Use it through
  * OSF_FDT_FOREACH, or from a chosen start:
  * for (fd = from; (e = osf_fdt_next(&fd)); fd++). */
 static inline struct osf_fdt_entry *osf_fdt_next(int *fd)
@@ -182,8 +206,8 @@ static inline struct osf_fdt_entry *osf_fdt_next(int *fd)
 					    __ATOMIC_ACQUIRE) >>
 				    ((u & (OSF_FDT_CHUNK_ENTRIES - 1)) >> OSF_FDT_PAGE_SHIFT)
 			  : 0;
-		if (!pages) {
-			u = (u | (OSF_FDT_CHUNK_ENTRIES - 1)) + 1;
+		if (!pages) { /* to the next chunk present, at its start */
+			u = osf_fdt_chunk_next((u >> OSF_FDT_CHUNK_SHIFT) + 1) << OSF_FDT_CHUNK_SHIFT;
 			continue;
 		}
 		if (!(pages & 1)) /* to the next page in use, at its start */

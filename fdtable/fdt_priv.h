@@ -48,36 +48,15 @@ extern int fdt_offload_count; /* offloaded entries */
 #define NEAR_BYTES (OSF_FDT_HDR_BYTES + (size_t)NEAR_CHUNKS * OSF_FDT_CHUNK_BYTES)
 extern char *fdt_base;
 
-/* fdt_chunk_map: bit i set while chunk i is mapped (osf_fdt_chunks[i]), so
- * that the walks a fork makes (the snapshot in the parent, the switch in
- * the child, where the array's cache lines are cold) visit the few chunks
- * present, not all OSF_FDT_MAX_CHUNKS pointers: 8 KiB read per fork. The
- * lock is held to change it. */
-extern uint64_t fdt_chunk_map[OSF_FDT_MAX_CHUNKS / 64];
+/* fdt_chunk_mark records chunk i as mapped (osf_fdt_chunk_map), before
+ * its pointer is published; the lock is held. */
 static inline void fdt_chunk_mark(unsigned i)
 {
-	fdt_chunk_map[i / 64] |= 1ull << (i % 64);
-}
-/* fdt_chunk_next returns the first chunk present at or after i, or
- * OSF_FDT_MAX_CHUNKS. */
-static inline unsigned fdt_chunk_next(unsigned i)
-{
-	uint64_t w;
-
-	if (i >= OSF_FDT_MAX_CHUNKS)
-		return OSF_FDT_MAX_CHUNKS;
-	w = fdt_chunk_map[i / 64] & (~0ull << (i % 64));
-	for (;;) {
-		if (w)
-			return (i & ~63u) + (unsigned)__builtin_ctzll(w);
-		i = (i & ~63u) + 64;
-		if (i >= OSF_FDT_MAX_CHUNKS)
-			return OSF_FDT_MAX_CHUNKS;
-		w = fdt_chunk_map[i / 64];
-	}
+	__atomic_or_fetch(&osf_fdt_chunk_map[i / 64], 1ull << (i % 64), __ATOMIC_RELAXED);
 }
 #define FDT_FOREACH_CHUNK(i, from) \
-	for ((i) = fdt_chunk_next(from); (i) < OSF_FDT_MAX_CHUNKS; (i) = fdt_chunk_next((i) + 1))
+	for ((i) = osf_fdt_chunk_next(from); (i) < OSF_FDT_MAX_CHUNKS; \
+	     (i) = osf_fdt_chunk_next((i) + 1))
 
 /* sys_ret turns osf_rawsys's result into the C library's convention. */
 static inline int sys_ret(long r)

@@ -14,7 +14,7 @@
 
 struct osf_fdt_entry *osf_fdt_chunks[OSF_FDT_MAX_CHUNKS];
 uint32_t osf_fdt_pages[OSF_FDT_MAX_CHUNKS];
-uint64_t fdt_chunk_map[OSF_FDT_MAX_CHUNKS / 64];
+uint64_t osf_fdt_chunk_map[OSF_FDT_MAX_CHUNKS / 64];
 
 struct osf_fdt_header *fdt_hdr; /* NULL until the first tracked fd */
 int fdt_fd = -1;               /* the table's memfd */
