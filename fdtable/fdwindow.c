@@ -194,8 +194,9 @@ void osf_fdt_limit_changed(void)
 #define FREE_FIRST 8
 
 /* free_in reports whether n numbers in [lo, hi) are free: ppoll marks a
- * number that names no open file POLLNVAL; one call looks at FREE_FIRST
- * numbers, the next ones FREE_LOOK, from *hint (where free ones were last seen), round the range
+ * number that names no open file POLLNVAL; the first call looks at
+ * FREE_FIRST numbers (FREE_LOOK when n is more), the next ones at
+ * FREE_LOOK, from *hint (where free ones were last seen), round the range
  * at most once. No telling (the call failed) counts as free. */
 static int free_in(int lo, int hi, int n, int *hint)
 {
@@ -204,7 +205,7 @@ static int free_in(int lo, int hi, int n, int *hint)
 	int from = *hint >= lo && *hint < hi ? *hint : lo, done, got = 0, k, i;
 
 	for (done = 0; done < hi - lo && got < n; done += k) {
-		int look = done ? FREE_LOOK : (n < FREE_FIRST ? FREE_FIRST : FREE_LOOK);
+		int look = done || n >= FREE_FIRST ? FREE_LOOK : FREE_FIRST;
 		k = hi - from < look ? hi - from : look;
 		for (i = 0; i < k; i++) {
 			p[i].fd = from + i;
