@@ -261,6 +261,8 @@ static ssize_t recv_fds(int fd, void *buf, size_t n, int fds[2], int *nfds)
 	mh.msg_control = u.buf;
 	mh.msg_controllen = sizeof(u.buf);
 	r = REAL(recvmsg)(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (r < 0 && errno == ECONNRESET) /* ahead of what is queued (sdp/setup.c) */
+		r = REAL(recvmsg)(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	*nfds = 0;
 	if (r < 0)
 		return r;

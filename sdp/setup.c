@@ -434,6 +434,12 @@ int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *wh
 	mh.msg_controllen = sizeof(u.buf);
 	why[0] = 0;
 	n = osf_sys_recvmsg(cfd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	/* A client that closed its link with the server's note unread
+	 * leaves ECONNRESET, reported once and ahead of the hellos it
+	 * sent, which are still queued: read on (a link read to its end
+	 * on this error lost them). */
+	if (n < 0 && errno == ECONNRESET)
+		n = osf_sys_recvmsg(cfd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? EAGAIN : errno;
 	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
