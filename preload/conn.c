@@ -451,7 +451,9 @@ int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 	cc->seg_addr = 0; /* the connection owns them now */
 	cc->seg_fd = cc->wake_tx_fd = -1;
 	c->nonblock = nonblock;
-	c->kfd = !(how & OSF_INSTALL_KFD) ? 0 : role == OSF_ROLE_CLIENT ? OSF_KFD_CLIENT : 1;
+	c->kfd = !(how & OSF_INSTALL_KFD)                                      ? 0
+		 : role == OSF_ROLE_CLIENT && !(how & OSF_INSTALL_NOPOKE) ? OSF_KFD_CLIENT
+									  : 1;
 	c->s.kfd = c->kfd != 0;
 	__atomic_add_fetch(&c->s.me->holders, 1, __ATOMIC_RELAXED);
 

@@ -130,6 +130,10 @@ int osf_conn_gw_notice(int fd, struct osf_fdt_entry *e, uint8_t b[48],
 /* OSF_INSTALL_KFD: fd is the application's kernel TCP socket, connected
  * by the kernel, and is the wake socket (OSF_SHM_KFD, kfd.c). */
 #define OSF_INSTALL_KFD 0x10
+/* OSF_INSTALL_NOPOKE: a client's OSF_SHM_KFD connection whose server's
+ * listener has no TCP_DEFER_ACCEPT (its link's note): no token at its
+ * first publish (kfd.c osf_kfd_poke). */
+#define OSF_INSTALL_NOPOKE 0x20
 int osf_conn_install(int fd, struct osf_core_conn *cc, int role, int cloexec,
 		     int nonblock, int how);
 

@@ -30,19 +30,26 @@
  * backlog's SYN-drop filter (setup_syn.c) drops DSCP 39. */
 #define OSF_KFD_TOS 0x98
 
-/* mark sets (on 1) or puts back (on 0, old) the TOS of fd's packets. */
+/* mark sets (on 1) or puts back (on 0, old) the TOS of fd's packets. A
+ * socket no IP option was ever set on (the entry says) has the kernel's
+ * default, 0: nothing to read. */
 static void mark(int fd, int v6, int on, int old[2])
 {
+	struct osf_fdt_entry *e;
 	socklen_t l = sizeof(int);
 	int v = OSF_KFD_TOS;
 
 	if (on) {
-		old[0] = old[1] = -1;
-		if (REAL(getsockopt)(fd, IPPROTO_IP, IP_TOS, &old[0], &l) < 0)
-			old[0] = -1;
-		l = sizeof(int);
-		if (v6 && REAL(getsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &old[1], &l) < 0)
-			old[1] = -1;
+		old[0] = old[1] = 0;
+		e = osf_fdt_lookup(fd);
+		if (!e || (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) &
+			   (OSF_FDF_KOPTS | OSF_FDF_OPTSET))) {
+			if (REAL(getsockopt)(fd, IPPROTO_IP, IP_TOS, &old[0], &l) < 0)
+				old[0] = -1;
+			l = sizeof(int);
+			if (v6 && REAL(getsockopt)(fd, IPPROTO_IPV6, IPV6_TCLASS, &old[1], &l) < 0)
+				old[1] = -1;
+		}
 	}
 	if (old[0] >= 0)
 		(void)REAL(setsockopt)(fd, IPPROTO_IP, IP_TOS, on ? &v : &old[0], sizeof(int));
@@ -61,10 +68,10 @@ static void nodelay(int fd)
 	(void)REAL(setsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-int osf_kfd_connect(int fd, const struct sockaddr *sa, socklen_t len, int v6)
+int osf_kfd_connect(int fd, const struct sockaddr *sa, socklen_t len, int v6, int old[2])
 {
 	struct pollfd p = {fd, POLLOUT, 0};
-	int old[2], r, err;
+	int r, err;
 
 	nodelay(fd);
 	mark(fd, v6, 1, old);
@@ -82,6 +89,17 @@ int osf_kfd_connect(int fd, const struct sockaddr *sa, socklen_t len, int v6)
 		mark(fd, v6, 0, old);
 	errno = err;
 	return r;
+}
+
+int osf_kfd_again(int fd, const struct sockaddr *sa, socklen_t len, int v6, int old[2])
+{
+	struct sockaddr un = {.sa_family = AF_UNSPEC};
+	int saved = errno;
+
+	(void)REAL(connect)(fd, &un, sizeof(un));
+	mark(fd, v6, 0, old);
+	errno = saved;
+	return REAL(connect)(fd, sa, len);
 }
 
 void osf_kfd_listen(int lfd)

@@ -13,8 +13,16 @@ struct osf_conn;
  * socket) with its SYN marked and TCP_NODELAY set: the connect's result
  * and errno, or -2 (errno EINPROGRESS, the mark taken off) when a non-
  * blocking connect's SYN was not answered at once (the listener's
- * backlog full): the connection must stay the kernel's. */
-int osf_kfd_connect(int fd, const struct sockaddr *sa, socklen_t len, int v6);
+ * backlog full): the connection must stay the kernel's. old: the
+ * program's TOS, for osf_kfd_again. */
+int osf_kfd_connect(int fd, const struct sockaddr *sa, socklen_t len, int v6, int old[2]);
+
+/* osf_kfd_again makes fd's connection, marked and made by
+ * osf_kfd_connect but whose hello could not be sent, a kernel TCP one:
+ * the kernel's disconnect (connect to AF_UNSPEC: a reset, which its
+ * server's accept passes over, setup_kfd.c), the program's TOS (old) put
+ * back, and the kernel's connect again: its result and errno. */
+int osf_kfd_again(int fd, const struct sockaddr *sa, socklen_t len, int v6, int old[2]);
 
 /* osf_kfd_listen asks the kernel to keep the SYN of the connections
  * listener lfd accepts (TCP_SAVE_SYN), where the mark is read. */

@@ -48,6 +48,20 @@ int osf_setup_port_listened(uint16_t port);
 int osf_setup_connect(const struct osf_core_connect_in *in,
 		      struct osf_core_conn *out, int *port_fd, int *placed, int *window);
 
+/* osf_setup_kfd_announce sends the hello of the OSF_SHM_KFD connection
+ * osf_setup_connect just made on this thread from a socket without a
+ * port (its hello names the port the kernel's connect picked), once the
+ * kernel's connect of fd has run: 0 (nothing was waiting, or sent: cc's
+ * local port set, and its segment and fds those of a fresh dial's when
+ * the link had broken), or -1 when it could not be sent (the slot and
+ * cc's fds let go: the connection must be kernel TCP). *poke: whether
+ * the connection's first publish must send a token (its link's note,
+ * setup_link_note_flags; OSF_INSTALL_NOPOKE). A connect that
+ * failed calls osf_setup_kfd_unannounced instead: 1 when it let such a
+ * hello's slot and fds go (the caller must not), else 0. */
+int osf_setup_kfd_announce(int fd, struct osf_core_conn *cc, int *poke);
+int osf_setup_kfd_unannounced(void);
+
 /* osf_setup_accept takes one offloaded connection from the companion
  * aux_fd of the listener lfd (listening on family/addr/port of in), never
  * waiting: a connection whose hello has not arrived stays parked and is
@@ -67,16 +81,21 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		     int *window);
 
 /* osf_setup_kfd_take finds the hello (OSF_HELLO_F_KFD) of the kernel
- * connection from peer to local (its addresses as accept and getsockname
- * gave them) accepted on listener lfd, whose companion is aux_fd, sent
- * by the owner of its client end (or root): among the hellos kept, then
- * (look: the SYN was marked, or not saved) among those queued on the
- * companion's links (setup_accept.c), never waiting. 0 with cc filled
- * (its fds above the program's limit, names still to set), -1 when there
- * is none, 1 when its client made the connection kernel TCP after its
- * hello (OSF_SIDE_KERNEL). */
+ * connection nfd from peer to local (its addresses) accepted on listener
+ * lfd, whose companion is aux_fd, sent by the owner of its client end
+ * (or root): among the hellos kept and those queued on this process's
+ * links of the companion, then, when its SYN carried the mark (*marked:
+ * 1, 0 unmarked, -1 the kernel kept no SYN; -2 not read yet, read here
+ * when needed: osf_kfd_marked), in the family's store, waiting for one
+ * that comes after the connection (its client's port was the connect's:
+ * setup_connect.c) up to the handshake bound (2 ms when no SYN was
+ * kept). 0 with cc filled (its fds above the program's limit, names
+ * still to set), -1 when there is none, 1 when its client made the
+ * connection kernel TCP after its hello (OSF_SIDE_KERNEL), 2 when a
+ * marked connection's client closed or reset it before any hello came
+ * (to be passed over). */
 int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		       const uint8_t peer[28], const uint8_t local[28], int look,
+		       const uint8_t peer[28], const uint8_t local[28], int *marked, int nfd,
 		       struct osf_core_conn *cc);
 
 /* osf_setup_kfd_shut keeps the hellos companion aux_fd of OSF_SHM_KFD
@@ -98,6 +117,12 @@ void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in
  * what its ended clients left. */
 int osf_setup_kfd_links_copy(int *fds, int max);
 void osf_setup_kfd_links_ended(int (*listener)(int aux_fd, struct osf_core_accept_in *in));
+
+/* osf_setup_kfd_renote shuts this process's links of companion aux_fd,
+ * whose listener's TCP_DEFER_ACCEPT was just set: their notes said what
+ * it was (setup_link_note_flags), and their clients dial anew and read the
+ * new one. A fork family's store keeps its links (LIMITS.md). */
+void osf_setup_kfd_renote(int aux_fd);
 
 /* osf_setup_kfd_family reports whether companion aux_fd's listener has a
  * fork family's hello store (setup_fam.c): its accepts then find hellos

@@ -458,7 +458,7 @@ static void derive_names(const struct osf_core_accept_in *in, const struct osf_h
 static int took_hello(int rc, const char *why, int cfd, const struct osf_core_accept_in *in,
 		      struct osf_hello_in *hi, struct osf_core_conn *cc, struct ip *kfd);
 
-int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
+int setup_take_hello(int cfd, const struct ucred *cr, const struct osf_core_accept_in *in,
 		      struct osf_core_conn *cc, struct ip *kfd, uid_t *by)
 {
 	struct osf_hello_in hi;
@@ -468,7 +468,7 @@ int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
 	/* The fds may land above the program's limit: they are osf's
 	 * (osf_conn_install hides them), not the program's to count. */
 	osf_fdt_high_begin();
-	rc = osf_hello_take_pool(cfd, server_ring_cap(), &hi, why, sizeof(why), osf_pool_map);
+	rc = osf_hello_take_cred(cfd, cr, server_ring_cap(), &hi, why, sizeof(why), osf_pool_map);
 	osf_fdt_high_end();
 	if (rc == EAGAIN)
 		return rc;
@@ -589,7 +589,7 @@ static int unpark(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			break; /* EMFILE: stays parked */
 		osf_fdt_close_hidden(park.p[i].hfd);
 		park.p[i] = park.p[--park.n];
-		rc = setup_take_hello(nfd, in, cc, &kfd, &by);
+		rc = setup_take_hello(nfd, NULL, in, cc, &kfd, &by);
 		if (rc == 0 && kfd.port) {
 			setup_kfd_put_locked(aux_fd, lfd, cc, &kfd, by);
 			REAL(close)(nfd);
@@ -646,7 +646,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		}
 		if (win)
 			osf_fdt_high_begin();
-		rc = setup_take_hello(cfd, in, cc, &kfd, &by);
+		rc = setup_take_hello(cfd, NULL, in, cc, &kfd, &by);
 		if (rc == EAGAIN && *wait_ms > 0) {
 			/* An honest client sends its hello in the system call
 			 * after its connect, unless preempted in between: give
@@ -662,7 +662,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			*wait_ms = 0;
 			if (win)
 				osf_fdt_high_begin();
-			rc = setup_take_hello(cfd, in, cc, &kfd, &by);
+			rc = setup_take_hello(cfd, NULL, in, cc, &kfd, &by);
 		}
 		if (rc == 0 && kfd.port) { /* kept for its kernel connection */
 			if (win)

@@ -308,11 +308,66 @@ static int reserve_port(int app_fd, int family, struct ip *client)
 	return pl;
 }
 
+/* ---- OSF_SHM_KFD: the hello after the kernel's connect ------------- */
+
+/* A connection from a socket the program did not bind to a port takes
+ * the port the kernel's connect picks, as TCP's does: the kernel reuses
+ * a TIME_WAIT port there (tcp_tw_reuse), shares a port across
+ * destinations and keeps IP_BIND_ADDRESS_NO_PORT, where a bind to port 0
+ * takes only a port nothing holds (a client making many short
+ * connections ran out of ports after the namespace's range). The hello
+ * names the connection by that port, so it goes after the connect: dial
+ * leaves it here, ready, for osf_setup_kfd_announce, the same thread's
+ * next step (sockets.c connect_kfd; a connect made meanwhile on this
+ * thread, by a signal handler, is kernel TCP). The server waits for it,
+ * bounded (setup_kfd.c osf_setup_kfd_take). */
+static __thread struct announce {
+	int on;
+	unsigned link; /* the link's generation (setup_link_get) */
+	uint32_t hf;
+	struct ip dst, client; /* the hello's, the client's port still 0 */
+	struct parts p;
+	struct osf_core_connect_in in;
+	int tight;
+} tls_an __attribute__((tls_model("initial-exec")));
+
+/* tls_nopoke: the link of the connection dial just made says its
+ * listener has no TCP_DEFER_ACCEPT (setup_link_note_flags), for
+ * osf_setup_kfd_announce to report. */
+static __thread int tls_nopoke __attribute__((tls_model("initial-exec")));
+
+/* hello_send sends p's hello (flags hf, from client) on s, or with link
+ * on the link of that generation to a (another thread dropped it:
+ * EPIPE): 0, or -1 with errno. */
+static int hello_send(const struct ip *a, unsigned link, int s, const struct parts *p,
+		      uint32_t hf, const struct ip *client)
+{
+	uint8_t cl[28], sv[28];
+	int r, e;
+
+	setup_put_sockaddr(cl, client);
+	setup_put_sockaddr(sv, a);
+	if (link && (s = setup_link_lock(a, link)) < 0) {
+		errno = EPIPE;
+		return -1;
+	}
+	r = p->slot ? osf_hello_send_pool(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd,
+					  p->efd >= 0 ? p->efd : p->wtx[1], &p->hp)
+		    : osf_hello_send(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd, p->wtx[1]);
+	e = errno;
+	if (link)
+		setup_link_unlock(a, r < 0 ? e : 0);
+	errno = e;
+	return r;
+}
+
 /* kfd_bind binds the application's unbound TCP socket app_fd to the
- * client address with port 0 (OSF_SHM_KFD): the kernel picks a free
- * ephemeral port, put in *client, which the socket holds as TCP's own;
- * the server finds the hello by it. -1 when no port is free or the socket
- * cannot be bound (IP_BIND_ADDRESS_NO_PORT, bound already): kernel TCP. */
+ * client address with port 0 (OSF_SHM_KFD, a connection whose hello goes
+ * before its SYN: its link's first, or its listener keeps no SYN): the
+ * kernel picks a free ephemeral port, put in *client, which the socket
+ * holds as TCP's own; the server finds the hello by it. -1 when no port
+ * is free or the socket cannot be bound (IP_BIND_ADDRESS_NO_PORT, bound
+ * already): kernel TCP. */
 static int kfd_bind(int app_fd, int family, struct ip *client)
 {
 	struct ip a = setup_as_family(*client, family == AF_INET6);
@@ -362,9 +417,11 @@ static int kfd_bind(int app_fd, int family, struct ip *client)
  * companion connection kept as the link; a link found broken is
  * forgotten and one fresh dial tried; a listener whose companion is a
  * SOCK_STREAM one (OSF_DIAL_EITHER) gets the hello of the switch's
- * absence, on a companion connection of its own. Returns the socket the
- * hello went on (*kfdp set: the link's, not the caller's to close) with p
- * filled, or -1 with *why (an osf_reason) and errno. */
+ * absence, on a companion connection of its own (*kfdp 0, else 1); with
+ * need_port the hello is left for osf_setup_kfd_announce (returns 0).
+ * Returns the socket the hello went on (under OSF_SHM_KFD the link's,
+ * not the caller's to close) with p filled, or -1 with *why (an
+ * osf_reason) and errno. */
 static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in *in,
 		int need_port, int *port_fd, struct parts *p, int *why,
 		char full_name[108], int tight, int *kfdp)
@@ -372,10 +429,9 @@ static int dial(struct ip a, struct ip *client, const struct osf_core_connect_in
 	struct osf_census c;
 	struct osf_dial d;
 	struct ip w = setup_as_family(a, 1);
-	uint8_t cl[28], sv[28];
 	uint32_t hf;
-	unsigned link = 0;
-	int s = -1, e, r, retried = 0, bound = 0, kfd;
+	unsigned link = 0, note;
+	int s = -1, e, r, retried = 0, kfd;
 
 again:
 	kfd = osf.shm_kfd; /* a link is a SOCK_SEQPACKET companion's */
@@ -453,8 +509,27 @@ again:
 		}
 		fill_header(p->seg, setup_cfg.c.ring_size, client, &a);
 	}
-	if (need_port && kfd) { /* the application's socket takes the port */
-		if (!bound && kfd_bind(in->app_fd, in->family, client) < 0) {
+	hf = (kfd ? OSF_HELLO_F_KFD : 0) | (p->efd >= 0 ? OSF_HELLO_F_EFD : 0);
+	note = kfd && link ? setup_link_note_flags(&a, link) : 0;
+	tls_nopoke = (note & SETUP_LINK_NOTED) && !(note & SETUP_LINK_NOTE_DEFER);
+	if (need_port && (note & SETUP_LINK_NOTED) && (note & SETUP_LINK_NOTE_SYN) && !tls_an.on) {
+		/* The kernel's connect picks the port: the hello goes after
+		 * it, on the link, osf_setup_kfd_announce; its server looks
+		 * for a late one only for a SYN it kept, so only when the
+		 * link's note says its listener keeps them. */
+		osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->connect_ns = osf_now_ns();
+		tls_an.on = 1;
+		tls_an.link = link;
+		tls_an.hf = hf;
+		tls_an.dst = a;
+		tls_an.client = *client;
+		tls_an.p = *p;
+		tls_an.in = *in;
+		tls_an.tight = tight;
+		*kfdp = 1;
+		return 0;
+	} else if (need_port && kfd) { /* the application's socket takes the port */
+		if (kfd_bind(in->app_fd, in->family, client) < 0) {
 			if (!link)
 				REAL(close)(s);
 			parts_drop(p);
@@ -462,7 +537,6 @@ again:
 			errno = 0;
 			return -1;
 		}
-		bound = 1;
 		setup_put_sockaddr(osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->client_addr, client);
 	} else if (need_port) {
 		*port_fd = reserve_port(in->app_fd, in->family, client);
@@ -480,20 +554,8 @@ again:
 		setup_put_sockaddr(osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->client_addr, client);
 	}
 	osf_seg_hdr(p->seg, setup_cfg.c.ring_size)->connect_ns = osf_now_ns();
-	setup_put_sockaddr(cl, client);
-	setup_put_sockaddr(sv, &a);
-	hf = (kfd ? OSF_HELLO_F_KFD : 0) | (p->efd >= 0 ? OSF_HELLO_F_EFD : 0);
-	if (link && (s = setup_link_lock(&a, link)) < 0) {
-		r = -1; /* another thread dropped it */
-		e = EPIPE;
-	} else {
-		r = p->slot ? osf_hello_send_pool(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd,
-						  p->efd >= 0 ? p->efd : p->wtx[1], &p->hp)
-			    : osf_hello_send(s, setup_cfg.c.ring_size, hf, cl, sv, p->segfd, p->wtx[1]);
-		e = errno;
-		if (link)
-			setup_link_unlock(&a, r < 0 ? e : 0);
-	}
+	r = hello_send(&a, link, s, p, hf, client);
+	e = errno;
 	if (r < 0) {
 		if (!link)
 			REAL(close)(s);
@@ -516,7 +578,7 @@ again:
 	if (kfd && !link)
 		setup_link_keep(&a, s, &d.owner, d.name);
 	*kfdp = kfd;
-	return s;
+	return kfd && link ? 0 : s; /* the link's is not the caller's */
 }
 
 int osf_setup_connect(const struct osf_core_connect_in *in,
@@ -603,3 +665,74 @@ int osf_setup_connect(const struct osf_core_connect_in *in,
 	return 1;
 }
 
+int osf_setup_kfd_announce(int fd, struct osf_core_conn *cc, int *poke)
+{
+	struct announce an;
+	char full_name[108];
+	struct parts p;
+	uint16_t port, np;
+	int s, why, pfd = -1, saved = errno, kfd = 0;
+
+	*poke = !tls_nopoke;
+	tls_nopoke = 0;
+	if (!tls_an.on)
+		return 0;
+	an = tls_an;
+	tls_an.on = 0;
+	port = port_of(fd);
+	if (port == 0) {
+		parts_drop(&an.p);
+		errno = saved;
+		return -1;
+	}
+	an.client.port = port;
+	np = htons(port);
+	memcpy(cc->local + 2, &np, 2); /* sin_port and sin6_port alike */
+	setup_put_sockaddr(osf_seg_hdr(an.p.seg, setup_cfg.c.ring_size)->client_addr, &an.client);
+	if (hello_send(&an.dst, an.link, -1, &an.p, an.hf, &an.client) == 0) {
+		if (an.p.wtx[1] >= 0)
+			REAL(close)(an.p.wtx[1]);
+		errno = saved;
+		return 0;
+	}
+	/* A full link: kernel TCP. A broken one (its server restarted:
+	 * setup_link_unlock dropped it): a fresh dial, with the port known
+	 * now, and a slot of the new companion's region. */
+	parts_drop(&an.p);
+	if (errno == EAGAIN) {
+		errno = saved;
+		return -1;
+	}
+	osf_fdt_high_begin();
+	s = dial(an.dst, &an.client, &an.in, 0, &pfd, &p, &why, full_name, an.tight, &kfd);
+	osf_fdt_high_end();
+	*poke = !tls_nopoke;
+	tls_nopoke = 0;
+	if (s >= 0 && !kfd) {
+		/* The server restarted without the switch: this socket is
+		 * connected by the kernel already, so kernel TCP. */
+		REAL(close)(s);
+		parts_drop(&p);
+		s = -1;
+	}
+	if (s < 0) {
+		errno = saved;
+		return -1;
+	}
+	cc->seg_fd = p.segfd;
+	cc->wake_tx_fd = p.efd >= 0 ? p.efd : p.wtx[0];
+	cc->wake_tx_efd = p.efd >= 0;
+	cc->seg_addr = (uint64_t)(uintptr_t)p.seg;
+	errno = saved;
+	return 0;
+}
+
+int osf_setup_kfd_unannounced(void)
+{
+	tls_nopoke = 0;
+	if (!tls_an.on)
+		return 0;
+	tls_an.on = 0;
+	parts_drop(&tls_an.p);
+	return 1;
+}

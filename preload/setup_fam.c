@@ -38,9 +38,9 @@ enum { FAM_HELLO = 0x6f736668, FAM_LINK = 0x6f73666c };
  * kind, length and fd count. */
 struct fam_rec {
 	uint32_t kind; /* FAM_HELLO (2 fds: segment, wake socket), FAM_LINK (1) */
-	uint32_t len;  /* FAM_HELLO: bytes of msg */
+	uint32_t len;  /* FAM_HELLO: bytes of msg; FAM_LINK: 1 when cr is set */
 	int64_t since; /* FAM_HELLO: osf_now_ns when first read off its link */
-	struct ucred cr; /* FAM_HELLO: the link's SO_PEERCRED, its client's */
+	struct ucred cr; /* the link's SO_PEERCRED, its client's */
 	uint32_t pad;
 	unsigned char msg[sizeof(struct osf_hello) + sizeof(struct osf_hello_pool)];
 };
@@ -402,25 +402,24 @@ static void group_shut(const struct fam *f, int fd, const unsigned char *m)
  * under want taken into cc (*found), the others posted to f's store. It
  * returns 0 while the link lives, -1 when it ended or carried anything
  * but hellos of OSF_SHM_KFD clients (the caller closes it). */
-static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_in *in,
-		     const struct ip *want, struct kfd_owner *o, struct osf_core_conn *cc,
-		     int *found, struct gone *gone)
+static int link_scan(const struct fam *f, int fd, struct ucred *cr, int known,
+		     const struct osf_core_accept_in *in, const struct ip *want,
+		     struct kfd_owner *o, struct osf_core_conn *cc, int *found, struct gone *gone)
 {
 	struct fam_rec r;
-	struct ucred cr;
-	socklen_t crl = sizeof(cr);
+	socklen_t crl = sizeof(*cr);
 	struct ip key;
 	int fds[2], k, n;
 	ssize_t len;
 
-	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0)
+	if (!known && REAL(getsockopt)(fd, SOL_SOCKET, SO_PEERCRED, cr, &crl) < 0)
 		return -1;
 	for (n = 0; n < FAM_RECS && *found == NONE && osf_fdt_fds_free(3); n++) {
 		unsigned char buf[sizeof(r.msg) + 1];
 		len = recv_fds(fd, buf, sizeof(buf), fds, &k);
 		if (len < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
-		if (k == 0 && len == (ssize_t)sizeof(struct setup_group_shut) && cr.uid == geteuid())
+		if (k == 0 && len == (ssize_t)sizeof(struct setup_group_shut) && cr->uid == geteuid())
 			group_shut(f, fd, buf);
 		if (len == 0 || k != 2 || (size_t)len > sizeof(r.msg)) {
 			close_fds(fds, k < 3 ? k : 0);
@@ -430,7 +429,7 @@ static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_i
 		r.kind = FAM_HELLO;
 		r.len = (uint32_t)len;
 		r.since = osf_now_ns();
-		r.cr = cr;
+		r.cr = *cr;
 		memcpy(r.msg, buf, (size_t)len);
 		if (!rec_key(&r, &key)) {
 			close_fds(fds, 2);
@@ -449,20 +448,25 @@ static int link_scan(const struct fam *f, int fd, const struct osf_core_accept_i
 }
 
 /* keep_link scans link fd (link_scan) and puts it in f's store while it
- * lives; fd is closed here either way. */
-static void keep_link(const struct fam *f, int fd, const struct osf_core_accept_in *in,
-		      const struct ip *want, struct kfd_owner *o, struct osf_core_conn *cc,
-		      int *found, struct gone *gone)
+ * lives, with its client's credentials: cr when not NULL (the record's,
+ * SO_PEERCRED read once), else read now; fd is closed here either way. A
+ * link record's len 1 says its cr holds them. */
+static void keep_link(const struct fam *f, int fd, const struct ucred *cr,
+		      const struct osf_core_accept_in *in, const struct ip *want,
+		      struct kfd_owner *o, struct osf_core_conn *cc, int *found, struct gone *gone)
 {
 	struct fam_rec r;
+	struct ucred c = cr ? *cr : (struct ucred){0, 0, 0};
 
 	/* A shut group's links: their clients' next hellos fail (EPIPE),
 	 * their dials are refused; the hellos queued are still read. */
 	if (__atomic_load_n(&f->pg->h.shut, __ATOMIC_ACQUIRE))
 		(void)REAL(shutdown)(fd, SHUT_RDWR);
-	if (link_scan(f, fd, in, want, o, cc, found, gone) == 0) {
+	if (link_scan(f, fd, &c, cr != NULL, in, want, o, cc, found, gone) == 0) {
 		memset(&r, 0, sizeof(r));
 		r.kind = FAM_LINK;
+		r.len = 1;
+		r.cr = c;
 		(void)post(f, &r, &fd, 1);
 	}
 	REAL(close)(fd);
@@ -474,7 +478,7 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 		struct kfd_owner *o, struct osf_core_conn *cc)
 {
 	long long now = osf_now_ns();
-	int found = NONE, queued = 0, i, k, fds[2], cfd;
+	int found = NONE, queued = 0, i, k, fds[2], cfd, lfd = -1, noted = 0;
 	struct gone gone = {0};
 	struct fam_rec r;
 	struct ip key;
@@ -492,7 +496,8 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 			continue;
 		}
 		if (r.kind == FAM_LINK) {
-			keep_link(f, fds[0], in, want, o, cc, &found, &gone);
+			keep_link(f, fds[0], r.len == 1 ? &r.cr : NULL, in, want, o, cc, &found,
+				  &gone);
 			continue;
 		}
 		if (!rec_key(&r, &key) || now - r.since > FAM_KEEP_S * 1000000000LL ||
@@ -511,7 +516,13 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 		cfd = REAL(accept4)(f->aux_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (cfd < 0)
 			break;
-		keep_link(f, cfd, in, want, o, cc, &found, &gone);
+		if (!noted) {
+			const struct osf_fdt_entry *e = osf_fdt_lookup(f->aux_fd);
+			lfd = e && e->kind == OSF_FD_HIDDEN ? e->owner_fd : -1;
+			noted = 1;
+		}
+		setup_kfd_link_note(cfd, lfd);
+		keep_link(f, cfd, NULL, in, want, o, cc, &found, &gone);
 	}
 	if (gone.have && found == NONE) { /* its own client closed before the accept */
 		*cc = gone.cc;
@@ -536,7 +547,7 @@ int setup_fam_take(int aux_fd, const struct osf_core_accept_in *in, const struct
 	if (!p)
 		return NONE;
 	if (fam_lock(f.pg) < 0)
-		return -1;
+		return -2;
 	/* The fds may land above the program's limit (setup_take_hello). */
 	osf_fdt_high_begin();
 	r = scan(&f, in, want, o, cc);

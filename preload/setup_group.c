@@ -229,7 +229,7 @@ static int poke(const struct osf_core_listen_in *in)
 	struct sockaddr_storage ss;
 	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-	int v6 = in->family == AF_INET6, s;
+	int v6 = in->family == AF_INET6, s, old[2];
 
 	memset(&ss, 0, sizeof(ss));
 	if (v6) {
@@ -247,7 +247,7 @@ static int poke(const struct osf_core_listen_in *in)
 	}
 	s = REAL(socket)(in->family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s >= 0 && osf_kfd_connect(s, (struct sockaddr *)&ss,
-				      v6 ? sizeof(*s6) : sizeof(*s4), v6) < 0 &&
+				      v6 ? sizeof(*s6) : sizeof(*s4), v6, old) < 0 &&
 	    errno != EINPROGRESS) {
 		REAL(close)(s);
 		s = -1;

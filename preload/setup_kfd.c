@@ -9,9 +9,12 @@
 #define OSF_CENSUS_SYS(name) REAL(name)
 #include "../sdp/census.h"
 #include "../sdp/setup.h"
+#include "kfd.h"
 #include "pool.h"
 
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 
 /* ---- OSF_SHM_KFD: hellos waiting for their kernel connection ---------- */
@@ -252,8 +255,11 @@ static int kfd_find(int aux_fd, const struct ip *key, struct kfd_owner *o,
 	*cc = kfdq.h[i].cc;
 	kfdq.h[i] = kfdq.h[--kfdq.n];
 	setup_park_unlock();
-	cc->seg_fd = setup_unhide(cc->seg_fd, 1);
-	cc->wake_tx_fd = setup_unhide(cc->wake_tx_fd, 1);
+	/* A slot's fds are its region's (kfd_keep_fd): none to move. */
+	if (cc->seg_fd >= 0)
+		cc->seg_fd = setup_unhide(cc->seg_fd, 1);
+	if (cc->wake_tx_fd >= 0)
+		cc->wake_tx_fd = setup_unhide(cc->wake_tx_fd, 1);
 	return 0;
 }
 
@@ -277,7 +283,7 @@ static struct {
 	int n;
 	struct {
 		int aux_fd, fd;
-		pid_t pid; /* its client process (SO_PEERCRED), or 0 */
+		struct ucred cr; /* its client's (SO_PEERCRED, read once) */
 	} *l; /* LINK_MAX of them, made at the first (a process without the
 		 switch, and its fork children, touch no page of them) */
 } links;
@@ -320,7 +326,7 @@ static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
 	int n, rc;
 
 	for (n = 0; n < KFD_MAX && osf_fdt_fds_free(3); n++) {
-		rc = setup_take_hello(links.l[i].fd, in, &cc, &kfd, &by);
+		rc = setup_take_hello(links.l[i].fd, &links.l[i].cr, in, &cc, &kfd, &by);
 		if (rc == EAGAIN)
 			return 0;
 		if (rc == 0 && kfd.port) {
@@ -338,27 +344,40 @@ static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
 		}
 		/* Its client closed it (it ended), or it was bad: what its
 		 * regions keep goes once no connection of theirs lives. */
-		if (links.l[i].pid)
-			osf_pool_peer_gone(links.l[i].pid);
+		if (links.l[i].cr.pid)
+			osf_pool_peer_gone(links.l[i].cr.pid);
 		link_forget_locked(i);
 		return -1;
 	}
 	return 0;
 }
 
-/* tight_note asks the client of link fd for a wide region
- * (setup_link_note) when this program's RLIMIT_NOFILE has no room above
- * it: each region of the client's costs this process two fds of the
- * program's budget, and a client process with room makes one per
- * OSF_REGION_SLOTS connections. Best effort: a full link, or a client
- * that never reads it, costs nothing but its regions. */
-static void tight_note(int fd)
+void setup_kfd_link_note(int fd, int lfd)
 {
-	struct setup_link_note m = {SETUP_LINK_NOTE_MAGIC, 0};
+	struct setup_link_note m = {SETUP_LINK_NOTE_MAGIC, 0, 0};
+	int defer = 0, saved = errno;
+	socklen_t l = sizeof(defer);
 
-	if (!osf.shm_efd || !(m.slots = (uint32_t)osf_fdt_tight_limit()))
-		return;
+	/* Each region of the client's costs this process two fds of the
+	 * program's budget when its RLIMIT_NOFILE has no room above it,
+	 * and a client process with room makes one per OSF_REGION_SLOTS
+	 * connections: ask for a wide one. */
+	if (osf.shm_efd)
+		m.slots = (uint32_t)osf_fdt_tight_limit();
+	if (lfd < 0 || REAL(getsockopt)(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, &l) < 0 ||
+	    defer)
+		m.flags |= SETUP_LINK_NOTE_DEFER;
+	defer = 0;
+	l = sizeof(defer);
+	/* A tight server takes its hellos before the SYN, as it was
+	 * measured at its limit (TestFdBudgetSoftEqualsHard). */
+	if (!m.slots && lfd >= 0 &&
+	    REAL(getsockopt)(lfd, IPPROTO_TCP, TCP_SAVE_SYN, &defer, &l) == 0 && defer == 1)
+		m.flags |= SETUP_LINK_NOTE_SYN;
+	/* Best effort: a full link, or a client that never reads it,
+	 * costs nothing but its regions and tokens. */
 	(void)REAL(send)(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
+	errno = saved;
 }
 
 /* link_add_locked keeps cfd, just accepted from companion aux_fd, as a
@@ -366,25 +385,24 @@ static void tight_note(int fd)
  * oldest link is read out and closed. */
 static int link_add_locked(int lfd, int aux_fd, int cfd, const struct osf_core_accept_in *in)
 {
-	struct ucred cr = {0, 0, 0};
+	struct ucred cr;
 	socklen_t crl = sizeof(cr);
 	int h;
 
 	if (!links.l)
 		links.l = calloc(LINK_MAX, sizeof(*links.l));
-	h = links.l ? osf_fdt_hide(cfd, lfd) : -1;
+	h = links.l && REAL(getsockopt)(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0
+		    ? osf_fdt_hide(cfd, lfd) : -1;
 	if (h < 0) {
 		REAL(close)(cfd);
 		return -1;
 	}
 	if (links.n == LINK_MAX && link_read_locked(lfd, 0, in, NULL, NULL) >= 0)
 		link_forget_locked(0);
-	if (REAL(getsockopt)(h, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0)
-		cr.pid = 0;
 	links.l[links.n].aux_fd = aux_fd;
 	links.l[links.n].fd = h;
-	links.l[links.n].pid = cr.pid;
-	tight_note(h);
+	links.l[links.n].cr = cr;
+	setup_kfd_link_note(h, lfd);
 	osf_mux_link_added(h); /* the epolls watching links (park, then mux locks) */
 	return links.n++;
 }
@@ -573,13 +591,44 @@ static void links_shut_locked(int aux_fd)
 			(void)REAL(shutdown)(links.l[i].fd, SHUT_RDWR);
 }
 
+/* kfd_poll_fds puts into p (at most max) what a hello for companion
+ * aux_fd's listener may come on next: the companion (a new link) and,
+ * without a family's store, the links this process keeps. */
+static int kfd_poll_fds(int aux_fd, int fam, int comp, struct pollfd *p, int max)
+{
+	int i, n = 0;
+
+	p[n++] = (struct pollfd){comp ? aux_fd : -1, POLLIN, 0};
+	if (fam)
+		return n;
+	setup_park_lock();
+	for (i = 0; i < links.n && n < max; i++)
+		if (links.l[i].aux_fd == aux_fd)
+			p[n++] = (struct pollfd){links.l[i].fd, POLLIN, 0};
+	setup_park_unlock();
+	return n;
+}
+
+/* KFD_YIELDS: the looks a wait for a late hello makes between yields of
+ * the CPU before it sleeps: its client, on this CPU or another, sends
+ * the hello right after its connect returned. KFD_POLL_FDS bounds the
+ * links it sleeps on. KFD_UNSAVED_MS bounds the wait when the kernel
+ * kept no SYN (SYN cookies): the client may be one without the switch,
+ * which sends no hello. */
+#define KFD_YIELDS 8
+#define KFD_POLL_FDS 32
+#define KFD_UNSAVED_MS 2
+
 int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
-		       const uint8_t peer[28], const uint8_t local[28], int look,
+		       const uint8_t peer[28], const uint8_t local[28], int *marked, int nfd,
 		       struct osf_core_conn *cc)
 {
 	struct kfd_owner o = {0};
+	struct pollfd p[1 + KFD_POLL_FDS];
+	struct timespec ts = {0, 0};
+	long long end = 0, now;
 	struct ip key;
-	int r;
+	int r, i, n, fam, hup, wait_ms, comp = 1;
 
 	pthread_once(&setup_cfg.once, setup_cfg_load);
 	/* Before the park lock, the family's mutex and the fd window: the
@@ -594,14 +643,72 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	o.local = setup_ip_unmap(o.local);
 	budget_reopen(lfd, aux_fd, in);
 	r = kfd_find(aux_fd, &key, &o, cc);
-	if (r >= 0 || !look)
+	if (r >= 0)
 		return r;
-	if (osf_setup_kfd_family(aux_fd)) { /* shared by a fork family: its store */
-		budget_shut(aux_fd, 0);
-		return setup_fam_take(aux_fd, in, &key, &o, cc);
+	/* The mark is asked for only when the hello is not here: a
+	 * process's own links are read first (no more than asking, when
+	 * it has none); a family's store only for a marked connection. */
+	fam = osf_setup_kfd_family(aux_fd);
+	if (!fam) {
+		kfd_fill(lfd, aux_fd, in, &key, &o);
+		r = kfd_find(aux_fd, &key, &o, cc);
+		if (r >= 0)
+			return r;
 	}
-	kfd_fill(lfd, aux_fd, in, &key, &o);
-	return kfd_find(aux_fd, &key, &o, cc);
+	if (*marked == -2)
+		*marked = osf_kfd_marked(nfd);
+	if (!*marked)
+		return -1;
+	if (fam)
+		budget_shut(aux_fd, 0);
+	/* A client that did not bind its port sends its hello right after
+	 * its connect (setup_connect.c osf_setup_kfd_announce), so it may
+	 * come after the connection can be accepted: looked for again,
+	 * yielding the CPU, then asleep on where it comes, up to the
+	 * handshake bound; a marked connection whose client closed or reset
+	 * it before any hello came (it died, or could not send one and
+	 * connected again without the mark) is passed over. */
+	wait_ms = *marked == 1 ? HELLO_WAIT_MS : KFD_UNSAVED_MS;
+	p[0] = (struct pollfd){nfd, POLLRDHUP, 0};
+	for (i = 0;; i++) {
+		hup = *marked == 1 && (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR));
+		if (!fam && i == 0) {
+			r = -1; /* looked just now */
+		} else if (fam) {
+			r = setup_fam_take(aux_fd, in, &key, &o, cc);
+			if (r == -2)
+				return -1; /* its mutex not had within the bound */
+		} else {
+			kfd_fill(lfd, aux_fd, in, &key, &o);
+			r = kfd_find(aux_fd, &key, &o, cc);
+		}
+		if (r >= 0)
+			return r;
+		if (hup)
+			return 2;
+		/* A hello is read only with 3 numbers free (its fds): short
+		 * of them, one that came could never be taken. */
+		if (!osf_fdt_fds_free(3))
+			return -1;
+		now = osf_now_ns();
+		if (!end)
+			end = now + wait_ms * 1000000LL;
+		if (now >= end)
+			return -1;
+		if (i < KFD_YIELDS) {
+			sched_yield();
+			continue;
+		}
+		/* A family's links are in its store, where nothing wakes a
+		 * sleeper: it looks again every 100 µs, then every 1 ms. */
+		n = 1 + kfd_poll_fds(aux_fd, fam, comp, p + 1, KFD_POLL_FDS);
+		p[0].revents = 0;
+		ts.tv_nsec = i < KFD_YIELDS + 10 ? 100000 : 1000000;
+		(void)REAL(ppoll)(p, (nfds_t)n, &ts, NULL);
+		/* A companion shut (budget_shut, a foreign image's) is
+		 * always "ready": not slept on again. */
+		comp = comp && !(p[1].revents & (POLLHUP | POLLERR | POLLNVAL));
+	}
 }
 
 void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in)
@@ -622,6 +729,16 @@ void osf_setup_kfd_shut(int lfd, int aux_fd, const struct osf_core_accept_in *in
 	errno = saved;
 }
 
+
+void osf_setup_kfd_renote(int aux_fd)
+{
+	int saved = errno;
+
+	setup_park_lock();
+	links_shut_locked(aux_fd);
+	setup_park_unlock();
+	errno = saved;
+}
 
 void setup_kfd_forget_locked(int aux_fd)
 {

@@ -34,6 +34,7 @@ static struct {
 		char name[108];
 		long long used;
 		uint32_t wide; /* the server's note (setup_link_wide) */
+		uint32_t note; /* SETUP_LINK_NOTED | the note's flags, once it came */
 	} *l; /* LINKS of them, or NULL */
 } links = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -190,27 +191,58 @@ void setup_link_prune(void)
 	pthread_mutex_unlock(&links.mu);
 }
 
-uint32_t setup_link_wide(const struct ip *dst, unsigned gen)
+/* notes_locked reads link k's notes (setup_link_note), never waiting. */
+static void notes_locked(struct link *k)
 {
 	struct setup_link_note m;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		if (REAL(recv)(k->fd, &m, sizeof(m), MSG_DONTWAIT) != (ssize_t)sizeof(m))
+			break;
+		if (m.magic != SETUP_LINK_NOTE_MAGIC)
+			continue;
+		if (m.slots)
+			k->wide = m.slots < OSF_REGION_SLOTS_MAX ? m.slots : OSF_REGION_SLOTS_MAX;
+		k->note = SETUP_LINK_NOTED | (m.flags & (SETUP_LINK_NOTE_DEFER | SETUP_LINK_NOTE_SYN));
+	}
+}
+
+/* link_notes reads the notes of dst's link of generation gen (again:
+ * even once one came) and returns its note word, and its wide when
+ * asked (0 without a link). */
+static unsigned link_notes(const struct ip *dst, unsigned gen, int again, uint32_t *wide)
+{
 	struct link *k;
-	uint32_t w = 0;
-	int i, saved = errno;
+	unsigned note = 0;
+	int saved = errno;
 
 	pthread_mutex_lock(&links.mu);
 	own_locked();
 	k = find_locked(dst);
-	for (i = 0; k && k->gen == gen && i < 4; i++) {
-		if (REAL(recv)(k->fd, &m, sizeof(m), MSG_DONTWAIT) != (ssize_t)sizeof(m))
-			break;
-		if (m.magic == SETUP_LINK_NOTE_MAGIC && m.slots)
-			k->wide = m.slots < OSF_REGION_SLOTS_MAX ? m.slots : OSF_REGION_SLOTS_MAX;
+	if (k && k->gen == gen) {
+		if (again || !k->note)
+			notes_locked(k);
+		if (wide)
+			*wide = k->wide;
+		note = k->note;
 	}
-	if (k && k->gen == gen)
-		w = k->wide;
 	pthread_mutex_unlock(&links.mu);
 	errno = saved;
+	return note;
+}
+
+uint32_t setup_link_wide(const struct ip *dst, unsigned gen)
+{
+	uint32_t w = 0;
+
+	(void)link_notes(dst, gen, 1, &w);
 	return w;
+}
+
+unsigned setup_link_note_flags(const struct ip *dst, unsigned gen)
+{
+	return link_notes(dst, gen, 0, NULL);
 }
 
 void setup_link_moved(int old, int nfd)

@@ -110,13 +110,14 @@ int setup_syn_hold(int fd, int v6, const char *name);
 
 /* setup_accept.c's park lock (its parked connections, and setup_kfd.c's
  * kept hellos and links); setup_take_hello reads and checks the hello on
- * companion connection cfd into cc (0, EAGAIN when it has not come, else
- * an error: cfd is bad); setup_unhide moves a hidden fd to the program's
+ * companion connection cfd (its client's credentials cr, or NULL to ask)
+ * into cc (0, EAGAIN when it has not come, else an error: cfd is bad);
+ * setup_unhide moves a hidden fd to the program's
  * lowest free number, or (high) above its limit (-1: EMFILE, or hfd when
  * high). */
 void setup_park_lock(void);
 void setup_park_unlock(void);
-int setup_take_hello(int cfd, const struct osf_core_accept_in *in,
+int setup_take_hello(int cfd, const struct ucred *cr, const struct osf_core_accept_in *in,
 		     struct osf_core_conn *cc, struct ip *kfd, uid_t *by);
 int setup_unhide(int hfd, int high);
 
@@ -155,7 +156,7 @@ int setup_kfd_link_pop_locked(int aux_fd);
  * fork family. setup_fam_take looks for the hello under want in companion
  * aux_fd's store, and on the links queued on the companion, the store's
  * mutex held: 0 (cc filled), 1 (its client's connection is kernel TCP),
- * -1 (not found, or the mutex not had within its bound). forget drops
+ * -1 (not found), -2 (the mutex not had within its bound). forget drops
  * companion aux_fd's store (this process's listener closed), moved
  * renames a hidden fd osf_fdt_relocate_hidden moved (park lock held).
  * setup_take_stored is setup_take_hello for a stored hello (msg, n bytes
@@ -230,20 +231,39 @@ void setup_link_keep(const struct ip *dst, int s, const struct ucred *owner,
 		     const char name[108]);
 void setup_link_moved(int old, int nfd);
 
-/* The one message a server writes on a link (setup_kfd.c), when its
- * program's RLIMIT_NOFILE has no room above it (soft = hard): make the
- * next region for this listener a wide one of slots slots (at most
+/* The one message a server writes on a link (setup_kfd.c
+ * setup_kfd_link_note) when it accepts it: flags SETUP_LINK_NOTE_DEFER
+ * when the listener has TCP_DEFER_ACCEPT (its clients' first publish
+ * then sends a token, which ends the kernel's wait: kfd.c osf_kfd_poke;
+ * without it the token only costs both ends system calls), and when its
+ * program's RLIMIT_NOFILE has no room above it (soft = hard) slots: make
+ * the next region for this listener a wide one of slots slots (at most
  * OSF_REGION_SLOTS_MAX), so that the server maps one more region of this
  * client process at most, not one per OSF_REGION_SLOTS connections.
  * setup_link_wide returns what dst's link (generation gen) was asked, 0
  * for none: the server's word, clamped (it only sizes this process's
- * region). */
+ * region). SETUP_LINK_NOTE_SYN: the listener keeps its connections'
+ * SYNs (TCP_SAVE_SYN; an MPTCP listener, Go's default, cannot), so its
+ * accept of a marked connection waits for a hello that comes after the
+ * SYN: a client whose link's note says so leaves its port to the
+ * kernel's connect and sends its hello after it (setup_connect.c),
+ * else it binds first and sends its hello before the SYN.
+ * setup_link_note_flags returns SETUP_LINK_NOTED and the note's flags
+ * once dst's link (generation gen) has its note, reading it the first
+ * times, else 0. A hostile server's note only costs or saves its own
+ * clients a token, or a bind. */
 #define SETUP_LINK_NOTE_MAGIC 0x57465351u /* "QSFW" */
+#define SETUP_LINK_NOTE_DEFER 0x1u
+#define SETUP_LINK_NOTE_SYN 0x2u
+#define SETUP_LINK_NOTED 0x80000000u
 struct setup_link_note {
 	uint32_t magic;
 	uint32_t slots;
+	uint32_t flags;
 };
 uint32_t setup_link_wide(const struct ip *dst, unsigned gen);
+unsigned setup_link_note_flags(const struct ip *dst, unsigned gen);
+void setup_kfd_link_note(int fd, int lfd);
 
 /* setup_link_prune closes the links whose server closed its end (its
  * listener closed): at soft = hard under OSF_SHM_KFD they count in osf's

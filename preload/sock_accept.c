@@ -177,36 +177,61 @@ static void kfd_reset(int nfd)
 	REAL(close)(nfd);
 }
 
+/* kfd_local_known reports whether listener e's address (e->local) is a
+ * connection's it accepts: one not a wildcard. */
+static int kfd_local_known(const struct osf_fdt_entry *e)
+{
+	struct sockaddr_in a4;
+	struct sockaddr_in6 a6;
+	sa_family_t fam;
+
+	memcpy(&fam, e->local, sizeof(fam));
+	if (fam == AF_INET) {
+		memcpy(&a4, e->local, sizeof(a4));
+		return a4.sin_addr.s_addr != 0 && a4.sin_port != 0;
+	}
+	if (fam != AF_INET6)
+		return 0;
+	memcpy(&a6, e->local, sizeof(a6));
+	return !IN6_IS_ADDR_UNSPECIFIED(&a6.sin6_addr) && a6.sin6_port != 0;
+}
+
 /* accept_kfd makes kernel connection nfd, just accepted from listener lfd
- * (OSF_SHM_KFD), an offloaded one when its client's hello is found: 1, or
- * 0 (errno kept) for a kernel TCP connection (its client has not the
- * switch, or its SYN could not be read back), or -1 when nfd was reset
+ * (OSF_SHM_KFD; peer: its peer's address, pl bytes, as accept4 gave
+ * it), an offloaded one when its client's hello is found: 1, or 0 (errno
+ * kept) for a kernel TCP connection (its client has not the switch, or
+ * its SYN could not be read back), or -1 when nfd was reset
  * (kfd_reset). */
-static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags)
+static int accept_kfd(int lfd, struct osf_fdt_entry *e, int nfd, int flags,
+		      const struct sockaddr_storage *peer, socklen_t pl)
 {
 	struct osf_core_accept_in in;
 	struct osf_core_conn cc;
-	struct sockaddr_storage peer, local;
-	socklen_t pl = sizeof(peer), ll = sizeof(local);
+	struct sockaddr_storage local;
+	socklen_t ll = sizeof(local);
 	uint8_t p28[28], l28[28];
 	struct carried opts;
-	int saved = errno, marked, r;
+	int saved = errno, marked = -2, r;
 
-	if (REAL(getpeername)(nfd, (struct sockaddr *)&peer, &pl) < 0 ||
-	    REAL(getsockname)(nfd, (struct sockaddr *)&local, &ll) < 0)
-		return 0;
 	memset(p28, 0, sizeof(p28));
-	memcpy(p28, &peer, pl < sizeof(p28) ? pl : sizeof(p28));
-	memset(l28, 0, sizeof(l28));
-	memcpy(l28, &local, ll < sizeof(l28) ? ll : sizeof(l28));
-	marked = osf_kfd_marked(nfd);
+	memcpy(p28, peer, pl < sizeof(p28) ? pl : sizeof(p28));
+	/* The connection's own address is the listener's, unless that is
+	 * a wildcard. */
+	if (kfd_local_known(e)) {
+		memcpy(l28, e->local, sizeof(l28));
+	} else {
+		if (REAL(getsockname)(nfd, (struct sockaddr *)&local, &ll) < 0)
+			return 0;
+		memset(l28, 0, sizeof(l28));
+		memcpy(l28, &local, ll < sizeof(l28) ? ll : sizeof(l28));
+	}
 	kfd_in(e, &in);
 	memset(&cc, 0, sizeof(cc));
 	cc.wake_fd = cc.seg_fd = cc.wake_tx_fd = -1;
-	r = osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, l28, marked != 0, &cc);
+	r = osf_setup_kfd_take(lfd, e->aux_fd, &in, p28, l28, &marked, nfd, &cc);
 	if (r != 0) {
 		errno = saved;
-		if (marked != 1 || r > 0) /* r > 0: its client's is kernel TCP */
+		if (r != 2 && (marked != 1 || r == 1)) /* 1: its client's is kernel TCP */
 			return 0;
 		kfd_reset(nfd);
 		return -1;
@@ -302,20 +327,26 @@ static int kfd_spin(int fd, const struct osf_fdt_entry *e)
 static int accept_kfd_next(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 			   socklen_t *len, int flags)
 {
-	socklen_t asked = len ? *len : 0;
+	struct sockaddr_storage peer;
+	socklen_t pl;
 	int nfd, r;
 
+	if (sa && !len) /* the kernel's EFAULT */
+		return REAL(accept4)(fd, sa, len, flags);
 	do {
 		if (kfd_fds_short(fd, e) < 0 || kfd_spin(fd, e) < 0)
 			return -1;
-		if (len)
-			*len = asked;
-		nfd = REAL(accept4)(fd, sa, len, flags);
+		pl = sizeof(peer);
+		nfd = REAL(accept4)(fd, (struct sockaddr *)&peer, &pl, flags);
 		if (nfd < 0)
 			return nfd;
-	} while ((r = accept_kfd(fd, e, nfd, flags)) < 0);
+	} while ((r = accept_kfd(fd, e, nfd, flags, &peer, pl)) < 0);
+	if (sa) { /* as the kernel's: truncated to *len, which says the size */
+		memcpy(sa, &peer, *len < pl ? *len : pl);
+		*len = pl;
+	}
 	if (r == 0)
-		accepted(fd, nfd, flags, sa, len);
+		accepted(fd, nfd, flags, (struct sockaddr *)&peer, &pl);
 	return nfd;
 }
 

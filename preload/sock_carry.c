@@ -312,8 +312,8 @@ void sock_abandon(const struct osf_core_conn *cc)
 		osf_seg_release((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes, cc->side, 1);
 	if (cc->seg_fd >= 0 && !osf_pool_is_region_fd(cc->seg_fd))
 		REAL(close)(cc->seg_fd);
-	if (cc->wake_tx_fd >= 0)
-		REAL(close)(cc->wake_tx_fd);
+	if (cc->wake_tx_fd >= 0 && !osf_pool_is_region_fd(cc->wake_tx_fd))
+		REAL(close)(cc->wake_tx_fd); /* a region's eventfd is pool.c's */
 	if (cc->wake_fd >= 0)
 		REAL(close)(cc->wake_fd);
 }

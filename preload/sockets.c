@@ -104,9 +104,9 @@ void sock_record_kernel(int fd, int role, int reason, int rule,
 	errno = saved;
 }
 
-/* kernel_connected records the local address of a kernel TCP client once
- * connect has bound it. */
-static void kernel_connected(int fd)
+/* sock_kernel_connected records the local address of a kernel TCP client
+ * once connect has bound it. */
+void sock_kernel_connected(int fd)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(fd);
 	struct sockaddr_storage ss;
@@ -127,7 +127,7 @@ static int kernel_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	int r = REAL(connect)(fd, sa, len);
 
 	if (r == 0 || errno == EINPROGRESS)
-		kernel_connected(fd);
+		sock_kernel_connected(fd);
 	return r;
 }
 
@@ -401,60 +401,6 @@ static int tuple_taken(const struct osf_core_connect_in *in)
 	return 0;
 }
 
-/* connect_kfd connects fd, whose hello osf_setup_connect sent
- * (OSF_SHM_KFD), by the kernel's connect, and installs the connection on
- * it (kfd.c): fl and fdfl are its file status and descriptor flags,
- * window the set-up's fd window, still open. */
-static int connect_kfd(int fd, const struct sockaddr *sa, socklen_t len,
-		       struct osf_core_conn *cc, const struct carried *opts, int fl,
-		       int fdfl, int window)
-{
-	int r, err, v6 = sa->sa_family == AF_INET6;
-	struct osf_fdt_entry *e;
-
-	if (window)
-		osf_fdt_high_end();
-	r = fl < 0 || fdfl < 0 ? -1 : osf_kfd_connect(fd, sa, len, v6);
-	err = errno;
-	if (r == -2) { /* the kernel's, in progress: the hello says so */
-		__atomic_or_fetch(&osf_seg_hdr((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes)
-					   ->side[OSF_SIDE_CLIENT].flags,
-				  OSF_SIDE_KERNEL, __ATOMIC_RELEASE);
-		sock_abandon(cc);
-		sock_record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_BACKLOG, cc->rule, 0, sa, len);
-		kernel_connected(fd);
-		errno = err;
-		return -1;
-	}
-	if (r < 0 && err != EINPROGRESS) {
-		/* The hello waits at the server until its time is up. */
-		sock_abandon(cc);
-		if (fl >= 0 && fdfl >= 0)
-			kernel_connected(fd);
-		errno = err;
-		return -1;
-	}
-	if (osf_conn_install(fd, cc, OSF_ROLE_CLIENT, fdfl & FD_CLOEXEC, (fl & O_NONBLOCK) != 0,
-			     OSF_INSTALL_AS_ASKED | OSF_INSTALL_KFD) < 0) {
-		/* The connection is the kernel's (its peer waits for
-		 * bytes that stay in the ring: a limit, LIMITS.md). */
-		sock_record_kernel(fd, OSF_ROLE_CLIENT, OSF_R_RESOURCE, cc->rule, errno, sa, len);
-		kernel_connected(fd);
-		errno = err;
-		return r;
-	}
-	sock_carry_apply(fd, opts);
-	if (opts->rcvlowat > 1) /* osf keeps it (conn_tcp.c), not the token socket */
-		osf_kfd_lowat(fd);
-	osf_mux_offloaded(fd);
-	if (r < 0 && (e = osf_fdt_lookup(fd)) != NULL) { /* as loopback TCP: in progress */
-		e->flags |= OSF_FDF_INPROGRESS;
-		errno = EINPROGRESS;
-		return -1;
-	}
-	return r;
-}
-
 static int connect_offload(int fd, struct osf_fdt_entry *e,
 			   const struct sockaddr *sa, socklen_t len)
 {
@@ -526,7 +472,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 	fdfl = (__atomic_load_n(&e->flags, __ATOMIC_RELAXED) & OSF_FDF_CLOEXEC) ? FD_CLOEXEC : 0;
 	sock_carry_read(fd, &opts);
 	if (by_c && cc.status == OSF_CORE_OFFLOADED && cc.wake_fd < 0) /* OSF_SHM_KFD */
-		return connect_kfd(fd, sa, len, &cc, &opts, fl, fdfl, window);
+		return sock_connect_kfd(fd, sa, len, &cc, &opts, fl, fdfl, window);
 	/* A socket bound to a port before connect keeps holding it: osf keeps
 	 * it alive behind the wake socket (a hidden dup), unless it has dups
 	 * or epoll registrations (OSF_FDF_NOKEEP); then a socket of osf's
@@ -671,6 +617,9 @@ OSF_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			sock_carry_changed();
 			errno = saved;
 		}
+		if (r == 0 && level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT &&
+		    e->kind == OSF_FD_LISTEN && (e->flags & OSF_FDF_KFD) && e->aux_fd >= 0)
+			osf_setup_kfd_renote(e->aux_fd); /* its links' notes say otherwise */
 		return r;
 	}
 	return osf_conn_setsockopt(fd, e, level, name, val, len);

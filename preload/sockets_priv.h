@@ -1,7 +1,8 @@
 /* sockets_priv.h: what the socket hooks' files share: sockets.c
  * (socket, bind, listen, connect, options, shutdown, names),
  * sock_accept.c (accept), sock_carry.c (options carried from a TCP socket
- * to an offloaded one) and sock_ports.c (ports held for closed listeners
+ * to an offloaded one), sock_kfd.c (connect under OSF_SHM_KFD) and
+ * sock_ports.c (ports held for closed listeners
  * and passed on by connections). Each function's comment is at its
  * definition.
  */
@@ -23,6 +24,7 @@ int sock_split16(const void *b, size_t len, uint8_t a16[16], uint16_t *port);
 int sock_port_read(int fd, struct osf_bound_port *bp);
 int sock_port_hold(const struct osf_bound_port *bp);
 void sock_bp_set_addr(struct osf_bound_port *bp, const uint8_t local[28]);
+void sock_kernel_connected(int fd);
 
 /* sock_carry.c */
 struct carried {
@@ -41,6 +43,10 @@ void sock_carry_read(int fd, struct carried *o);
 void sock_carry_changed(void);
 void sock_carry_apply(int fd, const struct carried *o);
 void sock_abandon(const struct osf_core_conn *cc);
+
+/* sock_kfd.c */
+int sock_connect_kfd(int fd, const struct sockaddr *sa, socklen_t len, struct osf_core_conn *cc,
+		     const struct carried *opts, int fl, int fdfl, int window);
 
 /* sock_ports.c */
 void sock_hold_listener_port(int fd, const uint8_t local[28]);

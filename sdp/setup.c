@@ -412,6 +412,12 @@ static int hello_verdict(int cfd, const struct ucred *cr, ssize_t n, int ctrunc,
 int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *why,
 			size_t wn, osf_region_map_fn map)
 {
+	return osf_hello_take_cred(cfd, NULL, cap, in, why, wn, map);
+}
+
+int osf_hello_take_cred(int cfd, const struct ucred *cr, uint32_t cap, struct osf_hello_in *in,
+			char *why, size_t wn, osf_region_map_fn map)
+{
 	union {
 		char buf[CMSG_SPACE(4 * sizeof(int))];
 		struct cmsghdr align;
@@ -449,7 +455,7 @@ int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *wh
 				memcpy(&fds[nfds++], CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
 		}
 	}
-	return hello_verdict(cfd, NULL, n, (mh.msg_flags & MSG_CTRUNC) != 0, fds, nfds, &tail.p,
+	return hello_verdict(cfd, cr, n, (mh.msg_flags & MSG_CTRUNC) != 0, fds, nfds, &tail.p,
 			     cap, in, why, wn, map);
 }
 

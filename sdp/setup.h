@@ -180,6 +180,12 @@ int osf_hello_take(int cfd, uint32_t cap, struct osf_hello_in *in, char *why, si
 int osf_hello_take_pool(int cfd, uint32_t cap, struct osf_hello_in *in, char *why,
 			size_t wn, osf_region_map_fn map);
 
+/* osf_hello_take_cred is osf_hello_take_pool on a connection whose
+ * client's credentials (SO_PEERCRED, fixed at its connect) the caller
+ * read once already: cr, or NULL to ask. */
+int osf_hello_take_cred(int cfd, const struct ucred *cr, uint32_t cap, struct osf_hello_in *in,
+			char *why, size_t wn, osf_region_map_fn map);
+
 /* osf_hello_take_stored is osf_hello_take_pool for a hello read earlier
  * (n bytes at msg, as its client sent them, kept with its two fds and its
  * client's credentials cr where a re-posted message would carry the

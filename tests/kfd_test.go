@@ -138,10 +138,7 @@ func TestKfdTimeWait(t *testing.T) {
 	t.Parallel()
 	ss := testutil.OptionalTool(t, "ss", "list the kernel's TIME_WAIT sockets")
 	const n = 20
-	for _, m := range []struct {
-		name string
-		env  []string
-	}{{"bare", nil}, {"kfd", testutil.Preload(t, kfdOn...)}} {
+	for _, m := range bareAndKfd(t) {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			churn := testutil.Prog(t, "churn")
@@ -181,6 +178,52 @@ func TestKfdTimeWait(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKfdPortReuse: under OSF_SHM_KFD=1 a client socket takes the port
+// the kernel's connect picks, as TCP's does (setup_connect.c
+// osf_setup_kfd_announce): a port in TIME_WAIT is taken again (loopback's
+// tcp_tw_reuse), where a bind to port 0 before the connect took only
+// ports nothing held and ran out. In a network namespace of its own whose
+// ephemeral range is 8 ports, churn makes 24 connections whose client
+// closes first (TIME_WAIT at the client: CHURN_CLIENT_CLOSES), each
+// connect tried again while every port is in TIME_WAIT for less than the
+// second the kernel's reuse waits (CHURN_RETRY), bare and with the switch
+// (OSF_STRICT=1: a connection not offloaded fails): all 24 made.
+func TestKfdPortReuse(t *testing.T) {
+	t.Parallel()
+	churn := testutil.Prog(t, "churn")
+	unshare := testutil.Tool(t, "unshare")
+	const n = "24"
+	script := `ip link set lo up && echo "40000 40007" > /proc/sys/net/ipv4/ip_local_port_range || exit 3
+CHURN_CLIENT_CLOSES=1 "$0" server 5000 ` + n + ` > "$1" &
+i=0
+until grep -q listening "$1"; do i=$((i+1)); [ $i -lt 1000 ] || exit 4; sleep 0.01; done
+CHURN_RETRY=1 "$0" loop 5000 ` + n + ` || exit 5
+wait $!`
+	for _, m := range bareAndKfd(t) {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			out := filepath.Join(t.TempDir(), "server.out")
+			r := testutil.Cmd(t, m.env, unshare, "-n", "--", "sh", "-c", script, churn, out).Run(longRun)
+			if !r.OK() || !strings.Contains(r.Stdout, "conns="+n+" ") {
+				t.Fatalf("churn in a namespace of 8 ports: %s", r)
+			}
+			t.Logf("%s", strings.TrimSpace(r.Stdout))
+		})
+	}
+}
+
+// bareAndKfd: a program's environment without osf, and under it with
+// OSF_SHM_KFD=1 (and OSF_STRICT=1: a fallback fails the connect).
+func bareAndKfd(t *testing.T) []struct {
+	name string
+	env  []string
+} {
+	return []struct {
+		name string
+		env  []string
+	}{{"bare", nil}, {"kfd", testutil.Preload(t, kfdOn...)}}
 }
 
 // bindNoReuse binds a fresh TCP socket to 127.0.0.1:port without

@@ -25,6 +25,14 @@
  *                               how many memfds it inherited ("system
  *                               memfds=K", "exec memfds=K").
  *
+ * CHURN_CLIENT_CLOSES=1 (server): after its answer the server waits for
+ * its client's close before its own, so that the client's end goes to
+ * TIME_WAIT. CHURN_RETRY=1 (loop, once): a connect that finds no free
+ * local port (EADDRNOTAVAIL: every port of the range in TIME_WAIT for
+ * less than the second the kernel's reuse needs) is tried again on a
+ * fresh socket every 10 ms, at most 1,000 times; loop prints
+ * "retries=K" too.
+ *
  * Runs bare or under osf alike; both ends of a measurement must be. */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,7 +85,7 @@ static int listener(int port)
 
 static void serve(int port, long max)
 {
-	int l = listener(port);
+	int l = listener(port), client_closes = getenv("CHURN_CLIENT_CLOSES") != NULL;
 	char buf[4096];
 
 	signal(SIGPIPE, SIG_IGN);
@@ -88,11 +96,15 @@ static void serve(int port, long max)
 				continue;
 			die("accept");
 		}
-		if (read(c, buf, sizeof(buf)) > 0)
-			(void)!write(c, answer, sizeof(answer));
+		if (read(c, buf, sizeof(buf)) > 0 && write(c, answer, sizeof(answer)) > 0 &&
+		    client_closes)
+			while (read(c, buf, sizeof(buf)) > 0)
+				;
 		close(c);
 	}
 }
+
+static long retries; /* CHURN_RETRY's */
 
 /* one makes one connection: connect, 64 bytes out, 64 back, close. */
 static void one(int port)
@@ -100,12 +112,20 @@ static void one(int port)
 	struct sockaddr_in a = addr(port);
 	char req[64], buf[64];
 	size_t got = 0;
-	int c = socket(AF_INET, SOCK_STREAM, 0);
+	int c = socket(AF_INET, SOCK_STREAM, 0), tries = 0;
 
 	memset(req, 'q', sizeof(req));
 	memcpy(req, "GET / HTTP/1.0\r\n\r\n", 18);
-	if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof(a)) < 0)
-		die("connect");
+	while (c >= 0 && connect(c, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		if (errno != EADDRNOTAVAIL || !getenv("CHURN_RETRY") || ++tries > 1000)
+			die("connect");
+		close(c);
+		retries++;
+		usleep(10000);
+		c = socket(AF_INET, SOCK_STREAM, 0);
+	}
+	if (c < 0)
+		die("socket");
 	if (write(c, req, sizeof(req)) != (ssize_t)sizeof(req))
 		die("write");
 	while (got < sizeof(buf)) {
@@ -271,6 +291,8 @@ int main(int argc, char **argv)
 			one(port);
 		t = now() - t0;
 		printf("conns=%d secs=%.4f conn_per_s=%.0f\n", n, t, n / t);
+		if (getenv("CHURN_RETRY"))
+			printf("retries=%ld\n", retries);
 		return 0;
 	}
 	if (argc >= 4 && strcmp(argv[1], "execafter") == 0)
