@@ -526,7 +526,7 @@ again:
 		tls_an.p = *p;
 		tls_an.in = *in;
 		tls_an.tight = tight;
-		*kfdp = 1;
+		*kfdp = kfd;
 		return 0;
 	} else if (need_port && kfd) { /* the application's socket takes the port */
 		if (kfd_bind(in->app_fd, in->family, client) < 0) {
@@ -578,7 +578,7 @@ again:
 	if (kfd && !link)
 		setup_link_keep(&a, s, &d.owner, d.name);
 	*kfdp = kfd;
-	return kfd && link ? 0 : s; /* the link's is not the caller's */
+	return link ? 0 : s; /* the link's is not the caller's */
 }
 
 int osf_setup_connect(const struct osf_core_connect_in *in,
