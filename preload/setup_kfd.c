@@ -311,6 +311,18 @@ OSF_FORK_TEXT static void link_forget_locked(int i)
 	links.l[i] = links.l[--links.n];
 }
 
+/* pid_linked_locked reports whether a link other than link i came from
+ * process pid. */
+static int pid_linked_locked(pid_t pid, int i)
+{
+	int j;
+
+	for (j = 0; j < links.n; j++)
+		if (j != i && links.l[j].cr.pid == pid)
+			return 1;
+	return 0;
+}
+
 /* link_read_locked takes the hellos queued on link i into the kept ones,
  * never waiting, up to the one under want (NULL: all): 1 when that one
  * was taken, 0 when the link has nothing more now, -1 when it ended or
@@ -343,8 +355,10 @@ static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
 			REAL(close)(cc.wake_tx_fd);
 		}
 		/* Its client closed it (it ended), or it was bad: what its
-		 * regions keep goes once no connection of theirs lives. */
-		if (links.l[i].cr.pid)
+		 * regions keep goes once no connection of theirs lives,
+		 * unless another link of its process is here (a thread's
+		 * second link, closed after its hello: setup_link.c). */
+		if (links.l[i].cr.pid && !pid_linked_locked(links.l[i].cr.pid, i))
 			osf_pool_peer_gone(links.l[i].cr.pid);
 		link_forget_locked(i);
 		return -1;
