@@ -533,6 +533,23 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 	return found;
 }
 
+/* own_fd puts *fd, one of a hello's fds just taken, out of the program's
+ * numbers, as kfd_find's are: closed (-1) when its region names its own
+ * here already (named >= 0: a connection of it accepted before; the
+ * install takes the region's), else moved above them. */
+static void own_fd(int *fd, int named)
+{
+	int h;
+
+	if (named >= 0 && named != *fd) {
+		REAL(close)(*fd);
+		*fd = -1;
+	} else if ((h = osf_fdt_dup_high(*fd, 1)) >= 0) {
+		REAL(close)(*fd);
+		*fd = h;
+	}
+}
+
 int setup_fam_take(int aux_fd, const struct osf_core_accept_in *in, const struct ip *want,
 		   struct kfd_owner *o, struct osf_core_conn *cc)
 {
@@ -553,16 +570,11 @@ int setup_fam_take(int aux_fd, const struct osf_core_accept_in *in, const struct
 	r = scan(&f, in, want, o, cc);
 	osf_fdt_high_end();
 	pthread_mutex_unlock(&f.pg->mu);
-	if (r == 0) { /* out of the program's numbers, as kfd_find's */
-		int s = osf_fdt_dup_high(cc->seg_fd, 1), w = osf_fdt_dup_high(cc->wake_tx_fd, 1);
-		if (s >= 0) {
-			REAL(close)(cc->seg_fd);
-			cc->seg_fd = s;
-		}
-		if (w >= 0) {
-			REAL(close)(cc->wake_tx_fd);
-			cc->wake_tx_fd = w;
-		}
+	if (r == 0) {
+		const void *seg = (const void *)(uintptr_t)cc->seg_addr;
+		own_fd(&cc->seg_fd, osf_pool_name_fd(seg, cc->ring_bytes, -1));
+		own_fd(&cc->wake_tx_fd,
+		       cc->wake_tx_efd ? osf_pool_name_efd(seg, cc->ring_bytes, -1) : -1);
 	}
 	return r == NONE ? -1 : r;
 }
