@@ -533,18 +533,18 @@ static int scan(const struct fam *f, const struct osf_core_accept_in *in, const 
 	return found;
 }
 
-/* own_fd puts *fd, one of a hello's fds just taken, out of the program's
- * numbers, as kfd_find's are: closed (-1) when its region names its own
- * here already (named >= 0: a connection of it accepted before; the
+/* own_fd puts *fd, one of a hello's fds just taken for slot seg of ring
+ * (efd 0: the region's memfd, 1: its writers' eventfd, -1: a writers'
+ * socket, no region's), out of the program's numbers, as kfd_find's
+ * are: closed (-1) when its region names its own here already (the
  * install takes the region's), else moved above them. */
-static void own_fd(int *fd, int named)
+static void own_fd(const void *seg, uint32_t ring, int *fd, int efd)
 {
 	int h;
 
-	if (named >= 0 && named != *fd) {
-		REAL(close)(*fd);
-		*fd = -1;
-	} else if ((h = osf_fdt_dup_high(*fd, 1)) >= 0) {
+	if (efd >= 0 && setup_kfd_fd_named(seg, ring, fd, efd))
+		return;
+	if ((h = osf_fdt_dup_high(*fd, 1)) >= 0) {
 		REAL(close)(*fd);
 		*fd = h;
 	}
@@ -572,9 +572,8 @@ int setup_fam_take(int aux_fd, const struct osf_core_accept_in *in, const struct
 	pthread_mutex_unlock(&f.pg->mu);
 	if (r == 0) {
 		const void *seg = (const void *)(uintptr_t)cc->seg_addr;
-		own_fd(&cc->seg_fd, osf_pool_name_fd(seg, cc->ring_bytes, -1));
-		own_fd(&cc->wake_tx_fd,
-		       cc->wake_tx_efd ? osf_pool_name_efd(seg, cc->ring_bytes, -1) : -1);
+		own_fd(seg, cc->ring_bytes, &cc->seg_fd, 0);
+		own_fd(seg, cc->ring_bytes, &cc->wake_tx_fd, cc->wake_tx_efd ? 1 : -1);
 	}
 	return r == NONE ? -1 : r;
 }

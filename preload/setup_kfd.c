@@ -104,6 +104,20 @@ static void kfd_expire_locked(long long now)
 			i++;
 }
 
+int setup_kfd_fd_named(const void *seg, uint32_t ring, int *fd, int efd)
+{
+	int r;
+
+	if (*fd < 0)
+		return 0;
+	r = efd ? osf_pool_name_efd(seg, ring, -1) : osf_pool_name_fd(seg, ring, -1);
+	if (r < 0 || r == *fd)
+		return 0;
+	REAL(close)(*fd);
+	*fd = -1;
+	return 1;
+}
+
 /* kfd_keep_fd keeps fd, a hello's region memfd (efd 0) or writers'
  * eventfd (efd 1) for a slot seg of ring: a region holds one of each for
  * all of its connections here, so fd is closed when it has one, else
@@ -115,13 +129,8 @@ static int kfd_keep_fd(void *seg, uint32_t ring, int fd, int lfd, int efd)
 {
 	int h, r;
 
-	if (fd < 0)
+	if (fd < 0 || setup_kfd_fd_named(seg, ring, &fd, efd))
 		return fd;
-	r = efd ? osf_pool_name_efd(seg, ring, -1) : osf_pool_name_fd(seg, ring, -1);
-	if (r >= 0 && r != fd) {
-		REAL(close)(fd);
-		return -1;
-	}
 	h = osf_fdt_hide(fd, lfd);
 	if (h < 0)
 		return fd;

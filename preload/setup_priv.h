@@ -150,6 +150,11 @@ void setup_kfd_let_go(struct osf_core_conn *cc, int gone);
  * let go of its side (its connect failed, or it closed): its port may be
  * a new connection's now, so the hello is no accepted connection's. */
 int setup_kfd_client_gone(const struct osf_core_conn *cc);
+/* setup_kfd_fd_named closes *fd, a hello's region memfd (efd 0) or
+ * writers' eventfd (efd 1) for slot seg of ring, when its region names
+ * its own here already (a connection of it came before): 1 (*fd -1),
+ * else 0. */
+int setup_kfd_fd_named(const void *seg, uint32_t ring, int *fd, int efd);
 int setup_kfd_link_pop_locked(int aux_fd);
 
 /* setup_fam.c: the hello store of an OSF_SHM_KFD listener shared by a
