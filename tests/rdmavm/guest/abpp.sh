@@ -53,11 +53,7 @@ export RSP PERF OUT GUEST ROUTES
 port=7600
 for r in $(seq "$rounds"); do
 	for v in "$@"; do
-		name=${v%%=*}
-		spec=${v#*=}
-		t=${spec%%,*}
-		vars=
-		[ "$spec" != "$t" ] && vars=${spec#*,}
+		side_spec "$v"
 		port=$((port + 1))
 		tag=$name-$r
 		sw=$OUT/.sw-$tag-$GUEST

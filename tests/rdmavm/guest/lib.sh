@@ -5,6 +5,9 @@
 #   pass/fail/skip MSG       record a result; finish prints the summary
 #   expect_rdma TAG PROG [N] osfstat: PROG's sockets connected here (at
 #                            least N, default 1) are all rdma, bytes moved
+#   side_spec NAME=TREE[,VAR=V...]  a benchmark side: sets name, t (a build
+#                            tree, kernel or rsocket) and vars (the VAR=V
+#                            list, comma-separated, or empty)
 OSF=$OSF_ROOT
 BIN=$OSF/build/bin
 TPROG=$OSF/build/tests
@@ -87,6 +90,14 @@ stop() {
 	pkill -TERM -P "$1" 2>/dev/null
 	kill "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
+}
+
+side_spec() {
+	name=${1%%=*}
+	local spec=${1#*=}
+	t=${spec%%,*}
+	vars=
+	[ "$spec" = "$t" ] || vars=${spec#*,}
 }
 
 pass() { echo "PASS [$GUEST] $*"; echo "PASS $*" >>"$RESULTS"; }

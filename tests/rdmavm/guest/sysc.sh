@@ -98,11 +98,7 @@ one() { # TAG NAME T VARS N STRACE-ARGS...
 }
 
 for v in "${vs[@]}"; do
-	name=${v%%=*}
-	spec=${v#*=}
-	t=${spec%%,*}
-	vars=
-	[ "$spec" != "$t" ] && vars=${spec#*,}
+	side_spec "$v"
 	[ "$count" = 1 ] && one "$name-s" "$name" "$t" "$vars" "$short" -f -c
 	[ "$count" = 1 ] && one "$name-l" "$name" "$t" "$vars" "$long" -f -c
 	barrier "$name-counted" 60
