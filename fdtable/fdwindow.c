@@ -6,6 +6,7 @@
  * closing them, and the low numbers a set-up keeps from them.
  */
 #include "fdt_priv.h"
+#include "fdscan.h"
 
 /* ---- osf's fds and the program's RLIMIT_NOFILE -------------------------
  *
@@ -197,7 +198,8 @@ void osf_fdt_limit_changed(void)
  * number that names no open file POLLNVAL; the first call looks at
  * FREE_FIRST numbers (FREE_LOOK when n is more), the next ones at
  * FREE_LOOK, from *hint (where free ones were last seen), round the range
- * at most once. No telling (the call failed) counts as free. */
+ * at most once, each number once (fdscan.h). No telling (the call
+ * failed) counts as free. */
 static int free_in(int lo, int hi, int n, int *hint)
 {
 	struct pollfd p[FREE_LOOK];
@@ -206,7 +208,7 @@ static int free_in(int lo, int hi, int n, int *hint)
 
 	for (done = 0; done < hi - lo && got < n; done += k) {
 		int look = done || n >= FREE_FIRST ? FREE_LOOK : FREE_FIRST;
-		k = hi - from < look ? hi - from : look;
+		k = fdt_scan_len(lo, hi, from, done, look);
 		for (i = 0; i < k; i++) {
 			p[i].fd = from + i;
 			p[i].events = 0;
@@ -218,7 +220,7 @@ static int free_in(int lo, int hi, int n, int *hint)
 			if (p[i].revents & POLLNVAL)
 				got++;
 		if (got < n)
-			from = from + k >= hi ? lo : from + k;
+			from = fdt_scan_next(lo, hi, from, k);
 	}
 	*hint = from;
 	return got >= n;
