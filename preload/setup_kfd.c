@@ -332,12 +332,34 @@ static int pid_linked_locked(pid_t pid, int i)
 	return 0;
 }
 
+/* conn_marked reports whether the SYN of o's connection carried the mark
+ * of a client that sent a hello, or did not say (no SYN saved). */
+static int conn_marked(struct kfd_owner *o)
+{
+	if (!o || !o->marked)
+		return 1;
+	if (*o->marked == -2)
+		*o->marked = osf_kfd_marked(o->nfd);
+	return *o->marked != 0;
+}
+
 /* link_read_locked takes the hellos queued on link i into the kept ones,
- * never waiting, up to the one under want (NULL: all): 1 when that one
- * was taken, 0 when the link has nothing more now, -1 when it ended or
- * was bad (closed and forgotten: slot i holds another link now). A hello
- * of a client without the switch is let go (its client reads a reset:
- * LIMITS.md). */
+ * never waiting, up to the one under want (NULL: all that fit): 1 when
+ * that one was taken, 0 when the link has nothing more now, or when the
+ * read is for no hello sure to come (want NULL, or o's connection's SYN
+ * unmarked) and the kept ones are KFD_MAX or (want NULL, a tight limit)
+ * osf could not afford a new region's two fds; -1 when it ended or was
+ * bad (closed and forgotten: slot i holds another link now). A hello of
+ * a client without the switch is let go (its client reads a reset:
+ * LIMITS.md). Only the accept of a connection whose hello may come lets
+ * a new one push the oldest out (setup_kfd_put_locked, against floods).
+ * A client far ahead of its server's accepts, its link full at times
+ * (those connections kernel TCP, unmarked), had the accept of such a
+ * connection read the whole link for it: the oldest kept hellos, of the
+ * connections next in the kernel's backlog, were pushed out, and each of
+ * those accepts waited for its hello, reset it, and read on
+ * (TestFdBudgetSoftEqualsHard under OSF_TEST_SHM_KFD=1 with CPU hogs: the
+ * server hung about one run in 75). */
 static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
 			    const struct ip *want, struct kfd_owner *o)
 {
@@ -347,6 +369,9 @@ static int link_read_locked(int lfd, int i, const struct osf_core_accept_in *in,
 	int n, rc;
 
 	for (n = 0; n < KFD_MAX && osf_fdt_fds_free(3); n++) {
+		if (kfdq.n == KFD_MAX ? !want || !conn_marked(o)
+				      : !want && osf_fdt_tight_seen() && !osf_fdt_budget_ok(2))
+			return 0;
 		rc = setup_take_hello(links.l[i].fd, &links.l[i].cr, in, &cc, &kfd, &by);
 		if (rc == EAGAIN)
 			return 0;
@@ -664,6 +689,8 @@ int osf_setup_kfd_take(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 	key = setup_ip_unmap(key);
 	o.peer = key;
 	o.local = setup_ip_unmap(o.local);
+	o.nfd = nfd;
+	o.marked = marked;
 	budget_reopen(lfd, aux_fd, in);
 	r = kfd_find(aux_fd, &key, &o, cc);
 	if (r >= 0)

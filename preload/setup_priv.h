@@ -137,6 +137,8 @@ struct kfd_owner {
 	struct ip peer, local; /* the connection's ends, unmapped */
 	int state;             /* 0: not looked up; 1: uid; -1: none */
 	uid_t uid;
+	int nfd;     /* the connection's kernel socket */
+	int *marked; /* its SYN's mark (osf_kfd_marked), -2 until read */
 };
 int setup_kfd_owner_ok(struct kfd_owner *o, uid_t by);
 void setup_kfd_forget_locked(int aux_fd);

@@ -80,8 +80,11 @@ func TestFdBudgetSoftEqualsHard(t *testing.T) {
 				tp, tol, stol = "mostly shm", tightCap, tightCap+3
 				if l.csoft != l.soft {
 					// a client with room: its first region narrow, the
-					// next wide (1,008-1,010 of 1,020 measured)
-					tp, stol = "shm to a full link", tightCap+5
+					// next wide (1,010 of 1,020 measured, 1,008 with a
+					// third region of the client's mapped); with CPU hogs,
+					// about one run in 40, 1,006: a fourth (their fds
+					// seen), hellos read ahead of the server's accepts
+					tp, stol = "shm to a full link", tightCap+7
 				}
 			}
 			got := fdBudget(t, underOsf, l.soft, l.hard, tp, l.csoft, l.chard)
