@@ -50,6 +50,41 @@ static void accepted(int lfd, int nfd, int flags, const struct sockaddr *sa,
 	errno = saved;
 }
 
+/* peer_out writes peer address p (pl bytes) to the program's sa and len
+ * as the kernel's accept does: truncated to *len, which then says pl; sa
+ * NULL asks for nothing. A bad pointer is EFAULT and a negative length
+ * EINVAL, never a crash (fault.c): 0, or -1 with errno, and the caller
+ * drops the connection it took, as the kernel's accept does. */
+static int peer_out(struct sockaddr *sa, socklen_t *len, const void *p, socklen_t pl)
+{
+	socklen_t n;
+
+	if (!sa)
+		return 0;
+	osf_fault_arm();
+	if (!len || osf_probe_wr(len, sizeof(*len)) < 0)
+		return OSF_FAIL(EFAULT);
+	if ((int)*len < 0)
+		return OSF_FAIL(EINVAL);
+	n = *len < pl ? *len : pl;
+	if (n && osf_probe_wr(sa, n) < 0)
+		return OSF_FAIL(EFAULT);
+	memcpy(sa, p, n);
+	*len = pl;
+	return 0;
+}
+
+/* drop closes connection nfd, just taken by an accept that then failed
+ * (peer_out), as the kernel's accept drops it. */
+static void drop(int nfd)
+{
+	int saved = errno;
+
+	osf_fd_closed(nfd);
+	REAL(close)(nfd);
+	errno = saved;
+}
+
 /* accept_companion takes one offloaded connection from the companion
  * (preload/setup.c, which never waits for a hello): its fd, or -2 when
  * there was none after all (another process took it, its hello is not
@@ -97,12 +132,11 @@ static int accept_companion(int lfd, struct osf_fdt_entry *e,
 		if (ce)
 			memcpy(cc.peer, ce->peer, sizeof(cc.peer));
 	}
-	if (sa && len) {
-		memcpy(&fam, cc.peer, sizeof(fam));
-		sl = fam == AF_INET6 ? sizeof(struct sockaddr_in6)
-				     : sizeof(struct sockaddr_in);
-		memcpy(sa, cc.peer, *len < sl ? *len : sl);
-		*len = sl;
+	memcpy(&fam, cc.peer, sizeof(fam));
+	sl = fam == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	if (peer_out(sa, len, cc.peer, sl) < 0) {
+		drop(cfd);
+		return -1;
 	}
 	errno = saved;
 	return cfd;
@@ -331,8 +365,6 @@ static int accept_kfd_next(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 	socklen_t pl;
 	int nfd, r;
 
-	if (sa && !len) /* the kernel's EFAULT */
-		return REAL(accept4)(fd, sa, len, flags);
 	do {
 		if (kfd_fds_short(fd, e) < 0 || kfd_spin(fd, e) < 0)
 			return -1;
@@ -341,12 +373,12 @@ static int accept_kfd_next(int fd, struct osf_fdt_entry *e, struct sockaddr *sa,
 		if (nfd < 0)
 			return nfd;
 	} while ((r = accept_kfd(fd, e, nfd, flags, &peer, pl)) < 0);
-	if (sa) { /* as the kernel's: truncated to *len, which says the size */
-		memcpy(sa, &peer, *len < pl ? *len : pl);
-		*len = pl;
-	}
 	if (r == 0)
 		accepted(fd, nfd, flags, (struct sockaddr *)&peer, &pl);
+	if (peer_out(sa, len, &peer, pl) < 0) {
+		drop(nfd);
+		return -1;
+	}
 	return nfd;
 }
 

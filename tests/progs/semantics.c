@@ -2827,6 +2827,44 @@ static void s_badbuf(void)
 	close(s);
 }
 
+/* s_accept_badaddr: accept with a bad address buffer (or length pointer)
+ * fails with EFAULT, never a crash: the kernel takes the connection and
+ * drops it (its client's unread-by-the-server bytes make that a reset),
+ * and the listener serves the next one. */
+static void s_accept_badaddr(void)
+{
+	struct sockaddr_storage ss, peer;
+	socklen_t pl = sizeof peer;
+	char b[4];
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), c, s, r;
+
+	c = connect_to(AF_INET, &ss);
+	send(c, "abc", 3, 0);
+	wait_ev(l, POLLIN, 1000);
+	say("accept into (void*)8 %s", R(DO(accept(l, bad_low, &pl))));
+	say("its client: readable %s", YN(wait_ev(c, POLLIN, 2000)));
+	r = DO(recv(c, b, sizeof b, 0));
+	say("its client's recv %s", R(r));
+	close(c);
+	c = connect_to(AF_INET, &ss);
+	wait_ev(l, POLLIN, 1000);
+	say("accept with length at (void*)8 %s", R(DO(accept(l, (struct sockaddr *)&peer, bad_low))));
+	close(c);
+	c = connect_to(AF_INET, &ss);
+	wait_ev(l, POLLIN, 1000);
+	pl = sizeof peer;
+	s = DO(accept(l, (struct sockaddr *)&peer, &pl));
+	say("then accept %s peer len %u", s >= 0 ? "ok" : R(s), (unsigned)pl);
+	if (s >= 0) {
+		transports(c, s);
+		send(c, "x", 1, 0);
+		say("and its bytes %s", R(DO(recv(s, b, sizeof b, 0))));
+		close(s);
+	}
+	close(c);
+	close(l);
+}
+
 /* s_mmsg_max: sendmmsg takes at most UIO_MAXIOV messages. */
 static void s_mmsg_max(void)
 {
@@ -6404,6 +6442,7 @@ static const struct {
 	{"epoll_et_end", s_epoll_et_end},
 	{"sendfile_closed", s_sendfile_closed},
 	{"badbuf", s_badbuf},
+	{"accept_badaddr", s_accept_badaddr},
 	{"mmsg_max", s_mmsg_max},
 	{"sockopt_kernel", s_sockopt_kernel},
 	{"bufsize", s_bufsize},
