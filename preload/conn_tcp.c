@@ -264,7 +264,14 @@ int osf_conn_getsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 
 	if (!c)
 		return OSF_FAIL(EBADF);
-	if (!len) {
+	/* A bad pointer is EFAULT, never a crash: the length, and the
+	 * value's first int (every option writes that much, unless the
+	 * length is shorter; a longer one's tail is not probed, where the
+	 * option may write less than the length says). */
+	osf_fault_arm();
+	if (!len || osf_probe_wr(len, sizeof(*len)) < 0 ||
+	    ((int)*len > 0 &&
+	     osf_probe_wr(val, *len < sizeof(int) ? *len : sizeof(int)) < 0)) {
 		conn_put(c);
 		return OSF_FAIL(EFAULT);
 	}
@@ -657,6 +664,11 @@ int osf_conn_setsockopt(int fd, struct osf_fdt_entry *e, int level, int name,
 
 	if (!c)
 		return OSF_FAIL(EBADF);
+	osf_fault_arm(); /* as getsockopt's: the value's first int */
+	if ((int)len > 0 && osf_probe_rd(val, len < sizeof(int) ? len : sizeof(int)) < 0) {
+		conn_put(c);
+		return OSF_FAIL(EFAULT);
+	}
 	switch (level) {
 	case SOL_SOCKET:
 		r = set_socket(fd, e, c, name, val, len);
@@ -774,8 +786,6 @@ int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,
 	socklen_t full;
 	sa_family_t fam;
 
-	if (!len)
-		return OSF_FAIL(EFAULT);
 	if (peer) { /* a closed TCP socket has no peer */
 		struct osf_conn *c = conn_get(fd, e);
 		int closed = 0;
@@ -790,10 +800,7 @@ int osf_conn_getname(int fd, struct osf_fdt_entry *e, int peer,
 	memcpy(&fam, src, sizeof(fam));
 	full = fam == AF_INET6 ? sizeof(struct sockaddr_in6)
 			       : sizeof(struct sockaddr_in);
-	if (sa)
-		memcpy(sa, src, *len < full ? *len : full);
-	*len = full;
-	return 0;
+	return osf_addr_out(sa, len, src, full);
 }
 
 int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,

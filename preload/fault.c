@@ -19,6 +19,7 @@
  * a program racing munmap against its own recv. */
 #include "osf.h"
 
+#include <string.h>
 #include <ucontext.h>
 
 #if defined(__x86_64__)
@@ -122,5 +123,23 @@ int osf_probe_iov(const struct iovec *iov, int cnt, int i, size_t off,
 			return -1;
 		n -= k;
 	}
+	return 0;
+}
+
+int osf_addr_out(void *sa, socklen_t *len, const void *p, socklen_t pl)
+{
+	socklen_t n;
+
+	osf_fault_arm();
+	if (!len || osf_probe_wr(len, sizeof(*len)) < 0)
+		return OSF_FAIL(EFAULT);
+	if ((int)*len < 0)
+		return OSF_FAIL(EINVAL);
+	n = *len < pl ? *len : pl;
+	if (n && (!sa || osf_probe_wr(sa, n) < 0))
+		return OSF_FAIL(EFAULT);
+	if (n)
+		memcpy(sa, p, n);
+	*len = pl;
 	return 0;
 }

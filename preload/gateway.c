@@ -473,12 +473,8 @@ int osf_gateway_getname(int fd, struct osf_fdt_entry *e, int peer,
 
 	if (!peer && e->role != OSF_ROLE_SERVER)
 		return REAL(getsockname)(fd, sa, len);
-	if (!sa || !len)
-		return OSF_FAIL(EFAULT);
 	n = sa_len(b);
-	memcpy(sa, b, *len < n ? *len : n);
-	*len = n;
-	return 0;
+	return osf_addr_out(sa, len, b, n);
 }
 
 void osf_gateway_listen(int fd, const struct osf_core_listen_out *out,

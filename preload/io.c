@@ -100,6 +100,17 @@ static OSF_SLOW ssize_t send1(int fd, struct osf_fdt_entry *e, const void *buf,
 	return io_send(fd, e, &v, 1, flags);
 }
 
+/* iov_array_bad answers an iovec array the kernel could not copy in
+ * (import_iovec): EFAULT, never a crash (fault.c); a count out of range is
+ * left to the call's own check. -1 with errno, else 0. */
+static OSF_SLOW int iov_array_bad(const struct iovec *iov, long cnt)
+{
+	osf_fault_arm();
+	if (cnt > 0 && cnt <= UIO_MAXIOV && osf_probe_rd(iov, (size_t)cnt * sizeof(*iov)) < 0)
+		return OSF_FAIL(EFAULT);
+	return 0;
+}
+
 /* read1 and readv1: read(2) of 0 bytes returns 0 at once, where
  * recv(2) of 0 bytes waits for data. */
 static OSF_SLOW ssize_t read1(int fd, struct osf_fdt_entry *e, void *buf,
@@ -113,6 +124,8 @@ static OSF_SLOW ssize_t readv1(int fd, struct osf_fdt_entry *e,
 {
 	int i;
 
+	if (iov_array_bad(iov, iovcnt))
+		return -1;
 	for (i = 0; i < iovcnt && iov && !iov[i].iov_len; i++)
 		;
 	if (iovcnt >= 0 && iovcnt <= IOV_MAX && i == iovcnt)
@@ -174,16 +187,19 @@ OSF_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
 	return recv1_chk(fd, e, buf, n, buflen, flags);
 }
 
-/* TCP reports no source address: an address buffer gets length 0. */
+/* TCP reports no source address: an address buffer gets length 0, as
+ * the kernel's move_addr_to_user writes it after the data was taken (a
+ * bad length pointer is EFAULT then, a negative length EINVAL); without
+ * an address buffer the length is not touched. */
 static OSF_SLOW ssize_t recvfrom_conn(int fd, struct osf_fdt_entry *e,
 				       void *buf, size_t n, int flags,
-				       socklen_t *alen)
+				       struct sockaddr *sa, socklen_t *alen)
 {
 	ssize_t r = recv1(fd, e, buf, n, flags);
 
-	if (r >= 0 && alen)
-		*alen = 0;
-	return r;
+	if (r < 0 || !sa)
+		return r;
+	return osf_addr_out(sa, alen, NULL, 0) ?: r;
 }
 
 OSF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags,
@@ -193,7 +209,7 @@ OSF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags,
 
 	if (likely(!e))
 		return REAL(recvfrom)(fd, buf, n, flags, sa, alen);
-	return recvfrom_conn(fd, e, buf, n, flags, alen);
+	return recvfrom_conn(fd, e, buf, n, flags, sa, alen);
 }
 
 OSF_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen,
@@ -207,7 +223,7 @@ OSF_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen,
 					    alen);
 	if (n > buflen)
 		__chk_fail();
-	return recvfrom_conn(fd, e, buf, n, flags, alen);
+	return recvfrom_conn(fd, e, buf, n, flags, sa, alen);
 }
 
 /* msg_iovlen_bad: a message with more than UIO_MAXIOV iovecs is EMSGSIZE
@@ -218,6 +234,36 @@ static int msg_iovlen_bad(const struct msghdr *msg)
 	return msg->msg_iovlen > UIO_MAXIOV ? OSF_FAIL(EMSGSIZE) : 0;
 }
 
+/* msg_bad answers a message the kernel could not copy in before it moves
+ * a byte (copy_msghdr_from_user; a send's address, move_addr_to_kernel,
+ * and control): the header (a receive writes it back), then its iovec
+ * array, a send's name (longer than a sockaddr_storage is cut to it, as
+ * the kernel does) and control. EFAULT, never a crash: -1 with errno,
+ * else 0 (then msg_iovlen_bad). */
+static OSF_SLOW int msg_bad(const struct msghdr *msg, int send)
+{
+	size_t nl;
+
+	osf_fault_arm();
+	if ((send ? osf_probe_rd(msg, sizeof(*msg)) : osf_probe_wr((void *)msg, sizeof(*msg))) < 0)
+		return OSF_FAIL(EFAULT);
+	if (msg_iovlen_bad(msg) || iov_array_bad(msg->msg_iov, (long)msg->msg_iovlen))
+		return -1;
+	if (!send)
+		return 0;
+	if ((int)msg->msg_namelen < 0)
+		return OSF_FAIL(EINVAL);
+	nl = msg->msg_namelen < sizeof(struct sockaddr_storage) ? msg->msg_namelen
+								 : sizeof(struct sockaddr_storage);
+	if (msg->msg_name && nl && osf_probe_rd(msg->msg_name, nl) < 0)
+		return OSF_FAIL(EFAULT);
+	if (msg->msg_controllen > INT_MAX)
+		return OSF_FAIL(ENOBUFS);
+	if (msg->msg_controllen && osf_probe_rd(msg->msg_control, msg->msg_controllen) < 0)
+		return OSF_FAIL(EFAULT);
+	return 0;
+}
+
 static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 			    struct msghdr *msg, int flags)
 {
@@ -225,8 +271,7 @@ static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 
 	if (unlikely(flags & MSG_ERRQUEUE) && osf_kind_is_conn(e->kind))
 		return msg_iovlen_bad(msg) ?: osf_conn_errqueue(fd, e, msg, flags);
-	r = msg_iovlen_bad(msg) ?: io_recv(fd, e, msg->msg_iov,
-					    (int)msg->msg_iovlen, flags);
+	r = msg_bad(msg, 0) ?: io_recv(fd, e, msg->msg_iov, (int)msg->msg_iovlen, flags);
 
 	if (r >= 0 && osf_kind_is_conn(e->kind)) {
 		msg->msg_namelen = 0;
@@ -329,7 +374,7 @@ OSF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 	if (likely(!e))
 		return REAL(writev)(fd, iov, iovcnt);
-	return io_send(fd, e, iov, iovcnt, 0);
+	return iov_array_bad(iov, iovcnt) ?: io_send(fd, e, iov, iovcnt, 0);
 }
 
 OSF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -341,7 +386,24 @@ OSF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	return send1(fd, e, buf, n, flags);
 }
 
-/* TCP ignores a destination address on a connected socket. */
+/* sendto_addr_bad checks a sendto's address as the kernel's
+ * move_addr_to_kernel does before TCP ignores it on a connected socket:
+ * a length beyond a sockaddr_storage or negative is EINVAL, an address
+ * that cannot be read EFAULT (1, errno set), else 0. */
+static OSF_SLOW int sendto_addr_bad(const struct sockaddr *sa, socklen_t alen)
+{
+	if ((int)alen < 0 || alen > sizeof(struct sockaddr_storage)) {
+		errno = EINVAL;
+		return 1;
+	}
+	osf_fault_arm();
+	if (alen && osf_probe_rd(sa, alen) < 0) {
+		errno = EFAULT;
+		return 1;
+	}
+	return 0;
+}
+
 OSF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 			  const struct sockaddr *sa, socklen_t alen)
 {
@@ -349,14 +411,15 @@ OSF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 
 	if (likely(!e))
 		return REAL(sendto)(fd, buf, n, flags, sa, alen);
+	if (unlikely(sa != NULL) && sendto_addr_bad(sa, alen))
+		return -1;
 	return send1(fd, e, buf, n, flags);
 }
 
 static OSF_SLOW ssize_t sendmsg_conn(int fd, struct osf_fdt_entry *e,
 				     const struct msghdr *msg, int flags)
 {
-	return msg_iovlen_bad(msg)
-		       ?: io_send(fd, e, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	return msg_bad(msg, 1) ?: io_send(fd, e, msg->msg_iov, (int)msg->msg_iovlen, flags);
 }
 
 OSF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -364,8 +427,10 @@ OSF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	struct osf_fdt_entry *e = io_entry(fd);
 
 	if (likely(!e)) {
-		if (unlikely(msg && msg->msg_control && msg->msg_controllen &&
-			     osf_fdt_offloaded()))
+		/* osf_fdt_offloaded first: the fault handler is armed then,
+		 * and a bad msg is the kernel's EFAULT, never a crash. */
+		if (unlikely(osf_fdt_offloaded() && osf_probe_rd(msg, sizeof(*msg)) == 0 &&
+			     msg->msg_control && msg->msg_controllen))
 			return osf_handoff_sendmsg(fd, msg, flags);
 		return REAL(sendmsg)(fd, msg, flags);
 	}

@@ -80,6 +80,12 @@ int osf_probe_iov(const struct iovec *iov, int cnt, int i, size_t off,
 		  size_t n, int write);
 int osf_fault_fixup(void *uc);
 void osf_fault_arm(void);
+/* osf_addr_out writes address p (pl bytes) to the program's sa and len as
+ * the kernel's move_addr_to_user does (accept, getpeername, getsockname,
+ * recvfrom): the length read, the address truncated to it, then the
+ * length set to pl; a bad pointer is EFAULT and a negative length EINVAL,
+ * never a crash: 0, or -1 with errno. */
+int osf_addr_out(void *sa, socklen_t *len, const void *p, socklen_t pl);
 
 /* Socket options as kernel TCP has them, preload/kopt.c. A connection
  * records the options set on it (struct osf_kopt, as the program passed

@@ -51,27 +51,12 @@ static void accepted(int lfd, int nfd, int flags, const struct sockaddr *sa,
 }
 
 /* peer_out writes peer address p (pl bytes) to the program's sa and len
- * as the kernel's accept does: truncated to *len, which then says pl; sa
- * NULL asks for nothing. A bad pointer is EFAULT and a negative length
- * EINVAL, never a crash (fault.c): 0, or -1 with errno, and the caller
- * drops the connection it took, as the kernel's accept does. */
+ * as the kernel's accept does (osf_addr_out; sa NULL asks for nothing): 0,
+ * or -1 with errno, and the caller drops the connection it took, as the
+ * kernel's accept does. */
 static int peer_out(struct sockaddr *sa, socklen_t *len, const void *p, socklen_t pl)
 {
-	socklen_t n;
-
-	if (!sa)
-		return 0;
-	osf_fault_arm();
-	if (!len || osf_probe_wr(len, sizeof(*len)) < 0)
-		return OSF_FAIL(EFAULT);
-	if ((int)*len < 0)
-		return OSF_FAIL(EINVAL);
-	n = *len < pl ? *len : pl;
-	if (n && osf_probe_wr(sa, n) < 0)
-		return OSF_FAIL(EFAULT);
-	memcpy(sa, p, n);
-	*len = pl;
-	return 0;
+	return sa ? osf_addr_out(sa, len, p, pl) : 0;
 }
 
 /* drop closes connection nfd, just taken by an accept that then failed

@@ -2865,6 +2865,53 @@ static void s_accept_badaddr(void)
 	close(l);
 }
 
+/* s_badaddr: bad address, length, message, iovec array and option
+ * pointers on a connection are EFAULT, never a crash, as the kernel's
+ * (move_addr_to_user, copy_msghdr_from_user, import_iovec); a recvfrom
+ * whose length pointer is bad takes its byte first. */
+static void s_badaddr(void)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	struct msghdr m;
+	char b[8];
+	int c, s, r;
+
+	mkpair(AF_INET, &c, &s);
+	send(c, "abc", 3, 0);
+	wait_bytes(s, 3, 1000);
+	r = DO(recvfrom(s, b, 1, 0, bad_low, &sl));
+	say("recvfrom into (void*)8 %s length %u", R(r), (unsigned)sl);
+	say("recvfrom, length at (void*)8 %s", R(DO(recvfrom(s, b, 1, 0, (struct sockaddr *)&ss,
+							      bad_low))));
+	sl = sizeof ss;
+	say("getpeername into (void*)8 %s", R(DO(getpeername(s, bad_low, &sl))));
+	say("getsockname into (void*)8 %s", R(DO(getsockname(c, bad_low, &sl))));
+	say("getpeername, length at (void*)8 %s", R(DO(getpeername(s, (struct sockaddr *)&ss,
+								    bad_low))));
+	say("getsockopt into (void*)8 %s", R(DO(getsockopt(s, SOL_SOCKET, SO_ERROR, bad_low, &sl))));
+	say("setsockopt from (void*)8 %s", R(DO(setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, bad_low, 4))));
+	say("sendto (void*)8 %s", R(DO(sendto(c, "x", 1, 0, bad_low, 16))));
+	say("sendmsg (void*)8 %s", R(DO(sendmsg(c, bad_low, 0))));
+	say("recvmsg (void*)8 %s", R(DO(recvmsg(s, bad_low, MSG_DONTWAIT))));
+	m = (struct msghdr){.msg_name = bad_low, .msg_namelen = 16,
+			    .msg_iov = &(struct iovec){"y", 1}, .msg_iovlen = 1};
+	say("sendmsg, name at (void*)8 %s", R(DO(sendmsg(c, &m, 0))));
+	m = (struct msghdr){.msg_iov = bad_low, .msg_iovlen = 1};
+	say("sendmsg, iovecs at (void*)8 %s", R(DO(sendmsg(c, &m, 0))));
+	say("recvmsg, iovecs at (void*)8 %s", R(DO(recvmsg(s, &m, MSG_DONTWAIT))));
+	say("writev, iovecs at (void*)8 %s", R(DO(writev(c, bad_low, 2))));
+	say("readv, iovecs at (void*)8 %s", R(DO(readv(s, bad_low, 2))));
+	m = (struct msghdr){.msg_iov = &(struct iovec){"z", 1}, .msg_iovlen = 1,
+			    .msg_control = bad_low, .msg_controllen = 64};
+	say("sendmsg, control at (void*)8 %s", R(DO(sendmsg(c, &m, 0))));
+	send(c, "q", 1, 0);
+	wait_bytes(s, 2, 1000);
+	say("then %s", R(DO(recv(s, b, sizeof b, 0))));
+	close(c);
+	close(s);
+}
+
 /* s_mmsg_max: sendmmsg takes at most UIO_MAXIOV messages. */
 static void s_mmsg_max(void)
 {
@@ -6443,6 +6490,7 @@ static const struct {
 	{"sendfile_closed", s_sendfile_closed},
 	{"badbuf", s_badbuf},
 	{"accept_badaddr", s_accept_badaddr},
+	{"badaddr", s_badaddr},
 	{"mmsg_max", s_mmsg_max},
 	{"sockopt_kernel", s_sockopt_kernel},
 	{"bufsize", s_bufsize},
