@@ -198,6 +198,8 @@ static void hash_add(struct hash *x, const unsigned char *b, size_t n)
 			x->nt = 0;
 		}
 	}
+	if (x->nt)
+		return; /* b ended inside the word: the tail keeps it */
 	while (n >= 8) {
 		uint64_t w;
 		memcpy(&w, b, 8);
