@@ -812,6 +812,14 @@ int osf_conn_ioctl(int fd, struct osf_fdt_entry *e, unsigned long req,
 
 	if (!c)
 		return OSF_FAIL(EBADF);
+	/* The int osf writes: a bad pointer is EFAULT, as the kernel's
+	 * put_user (FIONBIO and FIOASYNC: the kernel read it first). */
+	osf_fault_arm();
+	if ((req == FIONREAD || req == SIOCOUTQ || req == SIOCOUTQNSD || req == SIOCATMARK) &&
+	    osf_probe_wr(arg, sizeof(int)) < 0) {
+		conn_put(c);
+		return OSF_FAIL(EFAULT);
+	}
 	switch (req) {
 	case FIONREAD: /* SIOCINQ */
 		v = osf_side_rx_used(&c->s);

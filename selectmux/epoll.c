@@ -764,8 +764,14 @@ OSF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 				  !(__atomic_load_n(&t->flags, __ATOMIC_ACQUIRE) &
 				    OSF_FDF_MUXITEMS))))
 			return REAL(epoll_ctl)(epfd, op, fd, ev);
-		return ctl_kernel(epfd, op, fd, ev, t);
 	}
+	/* An event the kernel could not read is its EFAULT, before
+	 * anything else (ep_op_has_event), never a crash here. */
+	osf_fault_arm();
+	if (op != EPOLL_CTL_DEL && osf_probe_rd(ev, sizeof(*ev)) < 0)
+		return OSF_FAIL(EFAULT);
+	if (!osf_kind_may_offload(t->kind))
+		return ctl_kernel(epfd, op, fd, ev, t);
 	if (t->kind == OSF_FD_INET) {
 		/* The registration is the kernel socket's: connect must not
 		 * keep it alive behind the wake socket (OSF_FDF_NOKEEP). */

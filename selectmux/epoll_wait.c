@@ -550,6 +550,7 @@ static int passed(int epfd, struct epoll_event *ev, int max, int r,
 }
 
 enum { WAIT, PWAIT, PWAIT2 };
+#define WAIT_PROBE 64
 #define WAIT_MS(call, timeout, ts)                                             \
 	((call) == PWAIT2 ? ts_ms(ts) : (timeout) < 0 ? -1 : (long)(timeout))
 
@@ -577,6 +578,14 @@ wait_hook(int call, int epfd, struct epoll_event *ev, int max, int timeout,
 	if (call == PWAIT2 && ts &&
 	    (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
 		return OSF_FAIL(EINVAL);
+	/* osf writes events itself: a buffer the kernel could not write is
+	 * its EFAULT (here at once, the kernel's at its first event), never
+	 * a crash; its first WAIT_PROBE events are probed (a bad pointer,
+	 * not a buffer that ends in an unmapped page). */
+	osf_fault_arm();
+	if (max > 0 && osf_probe_wr(ev, (size_t)(max < WAIT_PROBE ? max : WAIT_PROBE) *
+					    sizeof(*ev)) < 0)
+		return OSF_FAIL(EFAULT);
 	return mux_epoll(ep, ev, max, WAIT_MS(call, timeout, ts), mask);
 }
 

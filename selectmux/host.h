@@ -115,4 +115,14 @@ static inline unsigned osf_intr_count(void)
 	return n;
 }
 
+/* The program's buffers (preload/fault.c): osf_fault_arm installs the
+ * handler that turns a faulting probe into -1 (idempotent); osf_probe_rd
+ * reads each page of [p, p+n), osf_probe_wr reads and writes back a byte
+ * of each, 0 or -1. selectmux probes the arrays it reads or writes before
+ * the kernel would (a poll array, fd_sets, an epoll event, the events of
+ * a wait), so that a bad one is the kernel's EFAULT, never a crash. */
+void osf_fault_arm(void);
+int osf_probe_rd(const void *p, size_t n);
+int osf_probe_wr(void *p, size_t n);
+
 #endif

@@ -436,6 +436,11 @@ static int needs_mux(const struct pollfd *fds, nfds_t n)
 
 	if (likely(osf_fdt_table_fd() < 0))
 		return 0;
+	/* An array the kernel could not read is its EFAULT (an n beyond the
+	 * limit its EINVAL), never a crash here. */
+	osf_fault_arm();
+	if (n > (nfds_t)INT_MAX / sizeof(*fds) || osf_probe_rd(fds, n * sizeof(*fds)) < 0)
+		return 0;
 	for (i = 0; i < n; i++)
 		if (involved(fds[i].fd))
 			return 1;
@@ -499,11 +504,23 @@ static int fd_isset(const fd_set *s, int fd)
 	return s && ((const unsigned long *)s)[fd / BITS] & (1UL << (fd % BITS));
 }
 
+/* set_bytes is what the kernel copies of an fd_set for n fds (whole
+ * longs, FDS_BYTES). */
+static size_t set_bytes(int n)
+{
+	return ((size_t)n + BITS - 1) / BITS * sizeof(unsigned long);
+}
+
 static int select_needs_mux(int n, fd_set *r, fd_set *w, fd_set *x)
 {
 	int fd;
 
 	if (likely(osf_fdt_table_fd() < 0) || n <= 0)
+		return 0;
+	/* Sets the kernel could not read are its EFAULT, never a crash. */
+	osf_fault_arm();
+	if (n > FD_SETSIZE * 64 || (r && osf_probe_rd(r, set_bytes(n)) < 0) ||
+	    (w && osf_probe_rd(w, set_bytes(n)) < 0) || (x && osf_probe_rd(x, set_bytes(n)) < 0))
 		return 0;
 	for (fd = 0; fd < n; fd++) {
 		unsigned long word = 0;

@@ -2865,17 +2865,18 @@ static void s_accept_badaddr(void)
 	close(l);
 }
 
-/* s_badaddr: bad address, length, message, iovec array and option
- * pointers on a connection are EFAULT, never a crash, as the kernel's
- * (move_addr_to_user, copy_msghdr_from_user, import_iovec); a recvfrom
- * whose length pointer is bad takes its byte first. */
+/* s_badaddr: bad address, length, message, iovec array, option, ioctl,
+ * poll array, fd_set and epoll event pointers on a connection are EFAULT,
+ * never a crash, as the kernel's (move_addr_to_user,
+ * copy_msghdr_from_user, import_iovec); a recvfrom whose length pointer
+ * is bad takes its byte first. */
 static void s_badaddr(void)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof ss;
 	struct msghdr m;
 	char b[8];
-	int c, s, r;
+	int c, s, r, ep;
 
 	mkpair(AF_INET, &c, &s);
 	send(c, "abc", 3, 0);
@@ -2907,6 +2908,17 @@ static void s_badaddr(void)
 	say("sendmsg, control at (void*)8 %s", R(DO(sendmsg(c, &m, 0))));
 	send(c, "q", 1, 0);
 	wait_bytes(s, 2, 1000);
+	say("ioctl FIONREAD into (void*)8 %s", R(DO(ioctl(s, FIONREAD, bad_low))));
+	say("poll of (void*)8 %s", R(DO(poll(bad_low, 1, 0))));
+	say("ppoll of (void*)8 %s", R(DO(ppoll(bad_low, 1, &(struct timespec){0, 0}, NULL))));
+	say("select of (void*)8 %s", R(DO(select(s + 1, bad_low, NULL, NULL,
+						      &(struct timeval){0, 0}))));
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	say("epoll_ctl ADD from (void*)8 %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s, bad_low))));
+	say("epoll_ctl ADD %s", R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, s,
+						&(struct epoll_event){.events = EPOLLIN}))));
+	say("epoll_wait into (void*)8 %s", R(DO(epoll_wait(ep, bad_low, 4, 0))));
+	close(ep);
 	say("then %s", R(DO(recv(s, b, sizeof b, 0))));
 	close(c);
 	close(s);
