@@ -269,9 +269,11 @@ static OSF_SLOW ssize_t recvmsg_conn(int fd, struct osf_fdt_entry *e,
 {
 	ssize_t r;
 
+	if (msg_bad(msg, 0))
+		return -1;
 	if (unlikely(flags & MSG_ERRQUEUE) && osf_kind_is_conn(e->kind))
-		return msg_iovlen_bad(msg) ?: osf_conn_errqueue(fd, e, msg, flags);
-	r = msg_bad(msg, 0) ?: io_recv(fd, e, msg->msg_iov, (int)msg->msg_iovlen, flags);
+		return osf_conn_errqueue(fd, e, msg, flags);
+	r = io_recv(fd, e, msg->msg_iov, (int)msg->msg_iovlen, flags);
 
 	if (r >= 0 && osf_kind_is_conn(e->kind)) {
 		msg->msg_namelen = 0;
