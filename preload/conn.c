@@ -524,6 +524,7 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e)
 			__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_RESET,
 					  __ATOMIC_ACQ_REL);
 		c->gone = __atomic_sub_fetch(&c->s.me->holders, 1, __ATOMIC_RELAXED) == 0;
+		osf_debug_pause_us(osf_conn_debug_close_us);
 		__atomic_add_fetch(&c->s.me->close_seq, 1, __ATOMIC_ACQ_REL);
 		if (c->kfd && c->gone)
 			osf_kfd_close(c, fd, (e->flags & OSF_FDF_LINGER) && e->linger_secs == 0);
@@ -679,6 +680,7 @@ OSF_FORK_TEXT static int fork_seen(uintptr_t *set, unsigned cap, struct osf_conn
 }
 
 unsigned osf_conn_debug_fork_us;
+unsigned osf_conn_debug_close_us;
 
 OSF_FORK_TEXT void osf_conn_fork_holders(int delta)
 {

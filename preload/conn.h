@@ -175,6 +175,12 @@ void osf_conn_fork_holders(int delta);
  * preempted there would; 0 in production. */
 extern unsigned osf_conn_debug_fork_us;
 
+/* osf_conn_debug_close_us (tests: OSF_DEBUG_CLOSE_US, libosf.so's init):
+ * a process's last close of a connection sleeps that long between
+ * letting go of its holder count and bumping close_seq, as a closer
+ * preempted there would; 0 in production. */
+extern unsigned osf_conn_debug_close_us;
+
 /* osf_conn_spawn_holders counts one more (delta 1) or one fewer (-1)
  * process holding each connection a posix_spawn (or os/exec) child may
  * inherit: those without close-on-exec, fds[0..nfds) (its file actions'

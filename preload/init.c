@@ -238,6 +238,10 @@ static void load_config(void)
 	 * (preload/conn.h osf_conn_debug_fork_us; TestForkWhileClosing). */
 	if (osf_parse_uint(osf_env("OSF_DEBUG_FORK_WALK_US"), 0, 100000, &osf_conn_debug_fork_us) < 0)
 		osf_conn_debug_fork_us = 0;
+	/* Tests: a last close as a preempted closer's (preload/conn.h
+	 * osf_conn_debug_close_us; TestKfdShutdownClose). */
+	if (osf_parse_uint(osf_env("OSF_DEBUG_CLOSE_US"), 0, 100000, &osf_conn_debug_close_us) < 0)
+		osf_conn_debug_close_us = 0;
 	dbg = osf_env("OSF_SHM_EFD"); /* on unless 0 */
 	osf.shm_efd = !dbg || strcmp(dbg, "0") != 0;
 	rx = osf_env("OSF_RDMA_RX"); /* the core rejects other values */

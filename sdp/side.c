@@ -107,7 +107,7 @@ void osf_side_broken(struct osf_side *s)
 void osf_side_mark_gone(struct osf_side *s)
 {
 	uint64_t head, tail;
-	uint32_t cork, held;
+	uint32_t cork, held, pf;
 
 	if (osf_side_state(s) & OSF_CS_GONE)
 		return;
@@ -130,13 +130,16 @@ void osf_side_mark_gone(struct osf_side *s)
 	}
 	head = __atomic_load_n(&s->tx->head, __ATOMIC_ACQUIRE);
 	tail = __atomic_load_n(&s->tx->tail, __ATOMIC_ACQUIRE);
+	pf = osf_side_peer_flags(s);
 	/* A peer that never held its side was never accepted: its listener
 	 * closed (or its process died) with the connection in its queue,
-	 * which TCP resets. */
-	if (osf_end_is_reset(osf_side_peer_flags(s), head != tail) ||
-	    (!__atomic_load_n(&s->peer->holders, __ATOMIC_ACQUIRE) &&
+	 * which TCP resets. Nobody wrote the flags of such a side: one
+	 * with its FIN was held, by a last holder now between letting go
+	 * of its count and bumping close_seq (osf_conn_close), whose FIN a
+	 * TCP wake socket (OSF_SHM_KFD) showed at its shutdown(SHUT_WR). */
+	if (osf_end_is_reset(pf, head != tail) ||
+	    (!(pf & OSF_SIDE_FIN) && !__atomic_load_n(&s->peer->holders, __ATOMIC_ACQUIRE) &&
 	     !__atomic_load_n(&s->peer->close_seq, __ATOMIC_ACQUIRE))) {
-		uint32_t pf = osf_side_peer_flags(s);
 		/* A reset in CLOSE_WAIT (the peer's FIN came, this side's
 		 * did not go) is EPIPE to TCP (tcp_reset): a peer killed
 		 * after its shutdown(SHUT_WR). */

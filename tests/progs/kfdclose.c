@@ -15,7 +15,18 @@
  * reads its Tcp OutRsts). The client is forked before the listener is
  * made (no fork family shares it). Prints "client ok X kfd K" (X: the
  * byte, then end-of-file) and "server ok X resets Y other Z kfd K";
- * every wait is bounded (10 s). */
+ * every wait is bounded (10 s).
+ *
+ * kfdclose PORT N first: the server closes first (TestKfdShutdownClose):
+ * 1 ms after each accept, when the client sleeps in poll for it, it
+ * writes the byte, shuts down writing and closes at once; the client
+ * polls before each read and counts the polls that said POLLERR ("client
+ * ok X pollerr P kfd K"). With the server's last close slowed between
+ * letting go of its holder count and bumping close_seq
+ * (OSF_DEBUG_CLOSE_US), the client's wake-up, which finds the FIN on its
+ * kernel socket, comes in between: a side whose FIN came was held, so
+ * the end is TCP's orderly one, never the reset of a connection nobody
+ * accepted (sdp/side.c osf_side_mark_gone). */
 #include "progs.h"
 
 #include <fcntl.h>
@@ -105,9 +116,34 @@ static int reader(int c)
 	return r == 0 && got == 1;
 }
 
-static void client(int n)
+/* poll_reader is reader for mode first: it sleeps in poll before each
+ * read and counts in *perr the polls that said POLLERR. */
+static int poll_reader(int c, int *perr)
 {
-	int i, ok = 0, kfd = 0;
+	long end = now_ms() + 10000;
+	struct pollfd p = {c, POLLIN | POLLRDHUP, 0};
+	char b[64];
+	ssize_t r = -1;
+	int got = 0;
+
+	fcntl(c, F_SETFL, O_NONBLOCK);
+	while (now_ms() < end) {
+		if (poll(&p, 1, 10000) <= 0)
+			break;
+		if (p.revents & POLLERR)
+			(*perr)++;
+		r = recv(c, b, sizeof b, 0);
+		if (r > 0)
+			got += (int)r;
+		else if (r == 0 || errno != EAGAIN)
+			break;
+	}
+	return r == 0 && got == 1;
+}
+
+static void client(int n, int first)
+{
+	int i, ok = 0, kfd = 0, perr = 0;
 
 	for (i = 0; i < n; i++) {
 		int c = socket(AF_INET, SOCK_STREAM, 0);
@@ -116,18 +152,22 @@ static void client(int n)
 			_exit(1);
 		}
 		kfd += osf_offloaded(c);
-		ok += reader(c);
+		ok += first ? poll_reader(c, &perr) : reader(c);
 		close(c);
 	}
-	printf("client ok %d kfd %d\n", ok, kfd);
+	if (first)
+		printf("client ok %d pollerr %d kfd %d\n", ok, perr, kfd);
+	else
+		printf("client ok %d kfd %d\n", ok, kfd);
 	_exit(0);
 }
 
 /* server sends each connection one byte and its shutdown(SHUT_WR), reads
  * to the end and looks at its kernel socket's own end. */
-static void server(int l, int n, char *line, size_t len)
+static void server(int l, int n, int first, char *line, size_t len)
 {
 	int i, ok = 0, reset, other = 0, kfd = 0;
+	struct timespec ms = {0, 1000000};
 	long rsts0 = out_rsts();
 
 	for (i = 0; i < n; i++) {
@@ -144,8 +184,15 @@ static void server(int l, int n, char *line, size_t len)
 		}
 		timeouts(a);
 		kfd += osf_offloaded(a);
+		if (first)
+			nanosleep(&ms, NULL); /* the client asleep in poll */
 		if (write(a, "a", 1) != 1 || shutdown(a, SHUT_WR) < 0) {
 			other++;
+			close(a);
+			continue;
+		}
+		if (first) { /* close at once: the client reads the end */
+			ok++;
 			close(a);
 			continue;
 		}
@@ -166,12 +213,13 @@ static void server(int l, int n, char *line, size_t len)
 
 int main(int argc, char **argv)
 {
-	int l, one = 1, n, go[2], st;
+	int l, one = 1, n, go[2], st, first;
 	char b, line[128];
 	pid_t pid;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
-	if (argc != 3 || pipe(go) < 0)
+	first = argc == 4 && strcmp(argv[3], "first") == 0;
+	if ((argc != 3 && !first) || pipe(go) < 0)
 		return 2;
 	if (own_net() < 0) {
 		perror("network namespace");
@@ -188,7 +236,7 @@ int main(int argc, char **argv)
 		close(go[1]);
 		if (read(go[0], &b, 1) != 1)
 			_exit(1);
-		client(n);
+		client(n, first);
 	}
 	close(go[0]);
 	l = socket(AF_INET, SOCK_STREAM, 0);
@@ -200,7 +248,7 @@ int main(int argc, char **argv)
 	}
 	if (write(go[1], "g", 1) != 1)
 		return 1;
-	server(l, n, line, sizeof line);
+	server(l, n, first, line, sizeof line);
 	waitpid(pid, &st, 0);
 	printf("%s", line); /* after the client's line */
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
