@@ -593,13 +593,19 @@ static void kopt_took(int fd, struct osf_fdt_entry *e, struct osf_conn *c,
 
 /* kfd_kernel_kopt reports whether an option set on a connection whose fd
  * is its kernel TCP socket (OSF_SHM_KFD) goes to that socket too: those
- * of the connection's life (TCP_LINGER2, keepalive, user timeout, ...),
- * not those that would hold or mark its wake tokens (TCP_NODELAY,
- * TCP_CORK, the TOS that marks its SYN). */
+ * of the connection's life (TCP_LINGER2, user timeout, ...), not those
+ * that would hold or mark its wake tokens (TCP_NODELAY, TCP_CORK, the
+ * TOS that marks its SYN), nor keepalive's timing: a loopback
+ * connection's probes are answered by the kernel whatever its processes
+ * do, so they change nothing a program sees (getsockopt answers from
+ * what was set, as without the switch), and Go and redis set three per
+ * connection (the kernel uses its default idle time; SO_KEEPALIVE
+ * itself stays on the socket, which keeps it for getsockopt). */
 static int kfd_kernel_kopt(int level, int name)
 {
 	if (level == IPPROTO_TCP)
-		return name != TCP_NODELAY && name != TCP_CORK && name != TCP_INQ;
+		return name != TCP_NODELAY && name != TCP_CORK && name != TCP_INQ &&
+		       name != TCP_KEEPIDLE && name != TCP_KEEPINTVL && name != TCP_KEEPCNT;
 	if (level == IPPROTO_IP)
 		return name != IP_TOS;
 	return level == IPPROTO_IPV6 && name != IPV6_TCLASS;
