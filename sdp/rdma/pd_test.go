@@ -98,3 +98,37 @@ func TestDeviceCrossWrite(t *testing.T) {
 	}
 	exchangeBoth(t, b, 256<<10, 81, 30*time.Second)
 }
+
+// TestDeviceWireFailReleases: a link's QP that cannot be made (here on a
+// CM id bound to no device) fails newVerbsWire with an error, having
+// released the domain, CQ and buffers it made; it used to release through
+// the nil result of its error return and panic the engine (the guests'
+// unit run hit it when a link's accept met a resource error, which a
+// remote peer can cause).
+func TestDeviceWireFailReleases(t *testing.T) {
+	tr, _ := startDevice(t)
+	ch, err := verbs.NewEventChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	id, err := ch.CreateID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer id.Close()
+	var w *verbsWire
+	var werr error
+	if err := tr.eng.Do(func() {
+		for _, d := range tr.devs {
+			w, werr = newVerbsWire(tr.eng, id, d, tr.cfg.HiddenBase)
+			return
+		}
+		werr = errors.New("no device opened")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if werr == nil || w != nil {
+		t.Fatalf("newVerbsWire on an unbound id: %v, %v; want an error", w, werr)
+	}
+}

@@ -42,9 +42,10 @@ type verbsWire struct {
 
 // newVerbsWire makes a link's QP on id (bound to dev's device) with its
 // domain, CQ and buffers; on error everything made so far is released
-// and id is left alone.
-func newVerbsWire(eng *Engine, id *verbs.CMID, dev *device, hiddenBase int) (w *verbsWire, err error) {
-	w = &verbsWire{eng: eng, id: id, dev: dev}
+// and id is left alone. (The cleanup holds the wire in a variable of its
+// own: each error return sets the result to nil first.)
+func newVerbsWire(eng *Engine, id *verbs.CMID, dev *device, hiddenBase int) (_ *verbsWire, err error) {
+	w := &verbsWire{eng: eng, id: id, dev: dev}
 	defer func() {
 		if err != nil {
 			w.release()
