@@ -24,8 +24,9 @@
 # the default slots of regions), alternating in the
 # same rounds, with rows of its own. OSF_SHM_POOL=0 in run.sh's own
 # environment runs every osf side with a segment per connection.
-# BENCH_KFD=1 adds to the churn rows the side "kfd": osf with
-# OSF_SHM_KFD=1 (the connection's fd its kernel TCP socket);
+# BENCH_KFD=1 adds to the churn and HTTP rows the side "kfd": osf with
+# OSF_SHM_KFD=1 (the connection's fd its kernel TCP socket; in the HTTP
+# rows the servers and the load generator, a server of its own);
 # BENCH_KFD_BASE=PATH another, "kfdbase": the same with the libosf.so at
 # PATH (another build: before and after a change, in the same rounds).
 # BENCH_EFD=1 adds to the churn rows the side "efd0": osf with
@@ -723,6 +724,8 @@ http_bg() {
 	shift 2
 	if [[ $side == osf ]]; then
 		env LD_PRELOAD="$LIB" OSF_STRICT=1 "$@" >>"$HTTP_DIR/servers.out" 2>&1 &
+	elif [[ $side == kfd ]]; then
+		env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_KFD=1 "$@" >>"$HTTP_DIR/servers.out" 2>&1 &
 	else
 		"$@" >>"$HTTP_DIR/servers.out" 2>&1 &
 	fi
@@ -825,6 +828,7 @@ node_start() {
 http_load() {
 	local side=$1 tool=$2 url=$3 pre=(timeout 60) out rps
 	[[ $side == osf ]] && pre+=(env LD_PRELOAD="$LIB" OSF_STRICT=1)
+	[[ $side == kfd ]] && pre+=(env LD_PRELOAD="$LIB" OSF_STRICT=1 OSF_SHM_KFD=1)
 	case $tool in
 	wrk) out=$("${pre[@]}" wrk -t2 -c16 -d"${HTTP_SECS}s" "$url" 2>&1) || true ;;
 	wrk-close) out=$("${pre[@]}" wrk -t2 -c16 -d"${HTTP_SECS}s" -H 'Connection: close' "$url" 2>&1) || true ;;
@@ -850,43 +854,62 @@ http_load() {
 # http_rows WHAT TOOL BARE_URL OSF_URL: HTTP_ROUNDS alternating rounds
 # against the running servers, one row.
 http_rows() {
-	local what=$1 tool=$2 r side sides v failed=""
-	declare -A url=([bare]=$3 [osf]=$4) got
-	local bare_v=() osf_v=() ratio_v=()
+	local what=$1 tool=$2 r side sides v failed="" kfailed=""
+	declare -A url=([bare]=$3 [osf]=$4 [kfd]=${5:-}) got
+	local bare_v=() osf_v=() ratio_v=() kfd_v=() kratio_v=()
 	for ((r = 0; r < HTTP_ROUNDS; r++)); do
 		sides="bare osf"
 		((r % 2 == 0)) || sides="osf bare"
+		[[ -n ${url[kfd]} ]] && sides+=" kfd"
 		for side in $sides; do
 			v=$(http_load "$side" "$tool" "${url[$side]}")
 			got[$side]=$v
-			[[ $v == errors ]] && failed+=" $side"
+			[[ $v == errors && $side == kfd ]] && kfailed+=" kfd"
+			[[ $v == errors && $side != kfd ]] && failed+=" $side"
 		done
-		raw "$what, round $r: bare ${got[bare]}, osf ${got[osf]} req/s"
-		[[ ${got[bare]} == errors || ${got[osf]} == errors ]] && continue
+		raw "$what, round $r: bare ${got[bare]}, osf ${got[osf]}${url[kfd]:+, kfd ${got[kfd]}} req/s"
+		[[ ${got[bare]} == errors ]] && continue
+		if [[ -n ${url[kfd]} && ${got[kfd]} != errors ]]; then
+			kfd_v+=("${got[kfd]}")
+			kratio_v+=("$(calc "${got[kfd]} / ${got[bare]}")")
+		fi
+		[[ ${got[osf]} == errors ]] && continue
 		bare_v+=("${got[bare]}")
 		osf_v+=("${got[osf]}")
 		ratio_v+=("$(calc "${got[osf]} / ${got[bare]}")")
 	done
 	if [[ -n "$failed" ]]; then
 		row "$what (req/s)" "errors in a run:$failed" "see the raw numbers" "—" "≥ 1x"
+	else
+		row "$what (req/s, median of $HTTP_ROUNDS alternating ${HTTP_SECS} s runs; ratio: median of the rounds' ratios)" \
+			"$(calc "'%.0f' % $(stats median "${bare_v[@]}")")" "$(calc "'%.0f' % $(stats median "${osf_v[@]}")")" \
+			"$(calc "'%.2fx' % $(stats median "${ratio_v[@]}")")" "≥ 1x"
+	fi
+	[[ -n ${url[kfd]} ]] || return 0
+	if [[ -n "$kfailed" || ${#bare_v[@]} -eq 0 ]]; then
+		row "$what, OSF_SHM_KFD=1 (req/s)" "errors in a run:$kfailed" "see the raw numbers" "—" "≥ 1x"
 		return
 	fi
-	row "$what (req/s, median of $HTTP_ROUNDS alternating ${HTTP_SECS} s runs; ratio: median of the rounds' ratios)" \
-		"$(calc "'%.0f' % $(stats median "${bare_v[@]}")")" "$(calc "'%.0f' % $(stats median "${osf_v[@]}")")" \
-		"$(calc "'%.2fx' % $(stats median "${ratio_v[@]}")")" "≥ 1x"
+	row "$what, OSF_SHM_KFD=1 (the same rounds)" \
+		"$(calc "'%.0f' % $(stats median "${bare_v[@]}")")" "$(calc "'%.0f' % $(stats median "${kfd_v[@]}")")" \
+		"$(calc "'%.2fx' % $(stats median "${kratio_v[@]}")")" "≥ 1x"
 }
 
 # http_bench START PATH [WHAT TOOL]...: a bare and an osf server (START
 # SIDE PORT), then a row for each WHAT, TOOL pair against PATH on them.
 http_bench() {
-	local start=$1 path=$2 b=$PORT o=$((PORT + 1))
+	local start=$1 path=$2 b=$PORT o=$((PORT + 1)) k=$((PORT + 2)) kurl=""
 	shift 2
-	PORT=$((PORT + 2))
+	PORT=$((PORT + 3))
 	http_setup
 	"$start" bare $b
 	"$start" osf $o
+	if [[ "${BENCH_KFD:-0}" == 1 ]]; then
+		"$start" kfd $k
+		kurl="http://127.0.0.1:$k$path"
+	fi
 	while (($# >= 2)); do
-		http_rows "$1" "$2" "http://127.0.0.1:$b$path" "http://127.0.0.1:$o$path"
+		http_rows "$1" "$2" "http://127.0.0.1:$b$path" "http://127.0.0.1:$o$path" "$kurl"
 		shift 2
 	done
 	http_stop
