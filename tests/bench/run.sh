@@ -24,9 +24,10 @@
 # the default slots of regions), alternating in the
 # same rounds, with rows of its own. OSF_SHM_POOL=0 in run.sh's own
 # environment runs every osf side with a segment per connection.
-# BENCH_KFD=1 adds to the churn and HTTP rows the side "kfd": osf with
-# OSF_SHM_KFD=1 (the connection's fd its kernel TCP socket; in the HTTP
-# rows the servers and the load generator, a server of its own);
+# BENCH_KFD=1 adds to the churn rows the side "kfd": osf with
+# OSF_SHM_KFD=1 (the connection's fd its kernel TCP socket), and to each
+# HTTP row a row of its own against bare rounds of its own, with servers
+# of its own started after the others stopped (http_bench);
 # BENCH_KFD_BASE=PATH another, "kfdbase": the same with the libosf.so at
 # PATH (another build: before and after a change, in the same rounds).
 # BENCH_EFD=1 adds to the churn rows the side "efd0": osf with
@@ -854,65 +855,62 @@ http_load() {
 # http_rows WHAT TOOL BARE_URL OSF_URL: HTTP_ROUNDS alternating rounds
 # against the running servers, one row.
 http_rows() {
-	local what=$1 tool=$2 r side sides v failed="" kfailed=""
-	declare -A url=([bare]=$3 [osf]=$4 [kfd]=${5:-}) got
-	local bare_v=() osf_v=() ratio_v=() kfd_v=() kratio_v=()
+	local what=$1 tool=$2 r side sides v failed="" o=${HTTP_OSF_SIDE:-osf}
+	declare -A url=([bare]=$3 [$o]=$4) got
+	local bare_v=() osf_v=() ratio_v=()
 	for ((r = 0; r < HTTP_ROUNDS; r++)); do
-		sides="bare osf"
-		((r % 2 == 0)) || sides="osf bare"
-		[[ -n ${url[kfd]} ]] && sides+=" kfd"
+		sides="bare $o"
+		((r % 2 == 0)) || sides="$o bare"
 		for side in $sides; do
 			v=$(http_load "$side" "$tool" "${url[$side]}")
 			got[$side]=$v
-			[[ $v == errors && $side == kfd ]] && kfailed+=" kfd"
-			[[ $v == errors && $side != kfd ]] && failed+=" $side"
+			[[ $v == errors ]] && failed+=" $side"
 		done
-		raw "$what, round $r: bare ${got[bare]}, osf ${got[osf]}${url[kfd]:+, kfd ${got[kfd]}} req/s"
-		[[ ${got[bare]} == errors ]] && continue
-		if [[ -n ${url[kfd]} && ${got[kfd]} != errors ]]; then
-			kfd_v+=("${got[kfd]}")
-			kratio_v+=("$(calc "${got[kfd]} / ${got[bare]}")")
-		fi
-		[[ ${got[osf]} == errors ]] && continue
+		raw "$what, round $r: bare ${got[bare]}, $o ${got[$o]} req/s"
+		[[ ${got[bare]} == errors || ${got[$o]} == errors ]] && continue
 		bare_v+=("${got[bare]}")
-		osf_v+=("${got[osf]}")
-		ratio_v+=("$(calc "${got[osf]} / ${got[bare]}")")
+		osf_v+=("${got[$o]}")
+		ratio_v+=("$(calc "${got[$o]} / ${got[bare]}")")
 	done
 	if [[ -n "$failed" ]]; then
 		row "$what (req/s)" "errors in a run:$failed" "see the raw numbers" "—" "≥ 1x"
-	else
-		row "$what (req/s, median of $HTTP_ROUNDS alternating ${HTTP_SECS} s runs; ratio: median of the rounds' ratios)" \
-			"$(calc "'%.0f' % $(stats median "${bare_v[@]}")")" "$(calc "'%.0f' % $(stats median "${osf_v[@]}")")" \
-			"$(calc "'%.2fx' % $(stats median "${ratio_v[@]}")")" "≥ 1x"
-	fi
-	[[ -n ${url[kfd]} ]] || return 0
-	if [[ -n "$kfailed" || ${#bare_v[@]} -eq 0 ]]; then
-		row "$what, OSF_SHM_KFD=1 (req/s)" "errors in a run:$kfailed" "see the raw numbers" "—" "≥ 1x"
 		return
 	fi
-	row "$what, OSF_SHM_KFD=1 (the same rounds)" \
-		"$(calc "'%.0f' % $(stats median "${bare_v[@]}")")" "$(calc "'%.0f' % $(stats median "${kfd_v[@]}")")" \
-		"$(calc "'%.2fx' % $(stats median "${kratio_v[@]}")")" "≥ 1x"
+	row "$what (req/s, median of $HTTP_ROUNDS alternating ${HTTP_SECS} s runs; ratio: median of the rounds' ratios)" \
+		"$(calc "'%.0f' % $(stats median "${bare_v[@]}")")" "$(calc "'%.0f' % $(stats median "${osf_v[@]}")")" \
+		"$(calc "'%.2fx' % $(stats median "${ratio_v[@]}")")" "≥ 1x"
 }
 
 # http_bench START PATH [WHAT TOOL]...: a bare and an osf server (START
 # SIDE PORT), then a row for each WHAT, TOOL pair against PATH on them.
+# With BENCH_KFD=1 then a bare and a kfd server, and a row for each pair
+# again: the switch's servers run only after the others stopped, since
+# their stores keep unix sockets in flight (SCM_RIGHTS), while which
+# every close of a unix socket on the host queues the kernel's unix
+# garbage collector's work, the osf side's wake sockets' too (nginx
+# close under osf measured at half its rate after a kfd run, in another
+# network namespace even).
 http_bench() {
-	local start=$1 path=$2 b=$PORT o=$((PORT + 1)) k=$((PORT + 2)) kurl=""
+	local start=$1 path=$2 b=$PORT o=$((PORT + 1)) args=("${@:3}") k label=""
 	shift 2
-	PORT=$((PORT + 3))
+	PORT=$((PORT + 2))
 	http_setup
-	"$start" bare $b
-	"$start" osf $o
-	if [[ "${BENCH_KFD:-0}" == 1 ]]; then
-		"$start" kfd $k
-		kurl="http://127.0.0.1:$k$path"
-	fi
-	while (($# >= 2)); do
-		http_rows "$1" "$2" "http://127.0.0.1:$b$path" "http://127.0.0.1:$o$path" "$kurl"
-		shift 2
+	for k in osf kfd; do
+		[[ $k == kfd && "${BENCH_KFD:-0}" != 1 ]] && break
+		if [[ $k == kfd ]]; then
+			b=$PORT o=$((PORT + 1)) label=", OSF_SHM_KFD=1"
+			PORT=$((PORT + 2))
+		fi
+		"$start" bare $b
+		"$start" $k $o
+		set -- "${args[@]}"
+		while (($# >= 2)); do
+			HTTP_OSF_SIDE=$k http_rows "$1$label" "$2" \
+				"http://127.0.0.1:$b$path" "http://127.0.0.1:$o$path"
+			shift 2
+		done
+		http_stop
 	done
-	http_stop
 }
 
 # haproxy_nginx_start SIDE PORT: haproxy on PORT relaying to an nginx of
