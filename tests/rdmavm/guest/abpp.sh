@@ -17,9 +17,6 @@ RSP=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
 PINGS=${AB_PINGS:-1000}
 barrier up 300 || exit 1
 
-# cpu: the guest's busy ticks (all CPUs, user+nice+system+irq+softirq)
-cpu() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
-
 # switches PROG: context switches of PROG's threads so far (latest sample)
 switches_loop() {
 	local pid t n

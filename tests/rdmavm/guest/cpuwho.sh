@@ -7,7 +7,6 @@ RSP=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
 PINGS=${AB_PINGS:-1000}
 barrier up 300 || exit 1
 snap() { local q; for q in /proc/[0-9]*/task/[0-9]*; do awk -v t="${q##*/}" '{c=$0; sub(/^[^)]*\) /,"",c); split(c,f," "); n=$2; print t, n, f[12]+f[13]}' "$q/stat" 2>/dev/null; done; }
-cpu() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 # runp NAME T VARS ROLE ARGS...: osfperf ROLE over T; its rusage (CPU
 # ms of all its threads, context switches) in $OUT/.ru-NAME-GUEST
 runp() { local name=$1 t=$2 vars=$3 role=$4; shift 4

@@ -25,6 +25,9 @@ RESULTS=$OUT/results-$GUEST.txt
 rm -f "/tmp/.nap-$$" && mkfifo "/tmp/.nap-$$" && exec {napfd}<>"/tmp/.nap-$$" && rm -f "/tmp/.nap-$$"
 nap() { read -r -t "$1" -u "$napfd" || :; }
 
+# cpu: the guest's busy ticks (all CPUs, user+nice+system+irq+softirq)
+cpu() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+
 barrier() {
 	local n=$1 t=${2:-300} i=0
 	touch "$OUT/.bar-$n-$GUEST"
