@@ -853,7 +853,8 @@ http_load() {
 }
 
 # http_rows WHAT TOOL BARE_URL OSF_URL: HTTP_ROUNDS alternating rounds
-# against the running servers, one row.
+# against the running servers, one row; OSF_URL is the server of the side
+# HTTP_OSF_SIDE names (osf, or kfd: http_bench).
 http_rows() {
 	local what=$1 tool=$2 r side sides v failed="" o=${HTTP_OSF_SIDE:-osf}
 	declare -A url=([bare]=$3 [$o]=$4) got
