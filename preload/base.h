@@ -190,6 +190,9 @@ struct osf_state {
 	int debug_load_core;
 	int debug_core_at_setup; /* OSF_DEBUG_CORE_AT_SETUP=1 (setup.c) */
 	int shm_pool; /* OSF_SHM_POOL (not 0): shm rings from regions (pool.c) */
+	int shm_defer; /* OSF_SHM_DEFER (not 0): a connection to a listener
+			  that defers sends its hello with its first byte
+			  (setup_connect.c) */
 	int shm_kfd;  /* OSF_SHM_KFD=1: the application's fd stays the kernel
 			 TCP socket, data in a slot's rings (kfd.c) */
 	int shm_efd;  /* OSF_SHM_EFD (not 0): a slot's writers wake on its region's

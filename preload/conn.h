@@ -144,6 +144,14 @@ void osf_conn_dup(struct osf_fdt_entry *e);
  * fd (the fd itself is closed by the caller). */
 void osf_conn_close(int fd, struct osf_fdt_entry *e);
 
+/* osf_conn_hello_attach gives fd's connection, just installed, the hello
+ * that waits for its first byte which osf_setup_connect left on this
+ * thread (setup.h osf_setup_hello_take), if any. osf_conn_hello_flush
+ * sends every such hello of this process: before fork, exec, spawn and a
+ * hand-off, after which another process may write the connection. */
+void osf_conn_hello_attach(int fd, struct osf_fdt_entry *e);
+void osf_conn_hello_flush(void);
+
 /* osf_conn_hold_port gives the connection of entry e the hidden fd pfd,
  * a TCP socket bound to the connection's local port: it holds that port
  * in the kernel (bind() elsewhere gets EADDRINUSE, as with TCP) until the

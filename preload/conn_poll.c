@@ -76,6 +76,8 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 	c = conn_get(fd, e);
 	if (!c)
 		return POLLNVAL;
+	if (kinds & OSF_ARM_RX) /* a poller that waits to read wants its server */
+		conn_hello(c, fd);
 	osf_side_peer_closing(&c->s, fd);
 	r = lowat(c, osf_side_arm(&c->s, fd, kinds, already));
 	/* A poller for room sleeps as a blocked writer does. */

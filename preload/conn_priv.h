@@ -85,6 +85,10 @@ struct osf_conn {
 	/* RDMA: the peer's credit (+ 1) when a writer of this process last
 	 * blocked for room and told the engine (osf_conn_rdma_blocked). */
 	uint64_t blocked_at;
+	/* The companion connection and hello that wait for the connection's
+	 * first byte (its listener defers: setup.h osf_setup_hello_take),
+	 * made by conn_hello; NULL once made or when there was none. */
+	struct osf_hello_wait *hello;
 	uint64_t reap; /* the reaper's slot naming it (reaper.c), 0: none, or
 			  OSF_REAP_NEVER: its rings are never trimmed */
 	uint64_t reap_at; /* the rx tail from which a read (re)lists it:
@@ -188,8 +192,20 @@ void osf_conn_rdma_unhold(struct osf_conn *c, int last);
  * TCP_DEFER_ACCEPT's wait, as the first byte of data would. */
 void osf_kfd_poke(struct osf_conn *c, int fd);
 
+/* conn_hello connects c and sends its hello if they wait (conn.c
+ * osf_conn_hello_go; fd: c's, its wake socket): its first publish (data,
+ * FIN), its close, a wait to read. */
+void osf_conn_hello_go(struct osf_conn *c, int fd);
+void osf_conn_hello_drop(struct osf_conn *c);
+static inline void conn_hello(struct osf_conn *c, int fd)
+{
+	if (__builtin_expect(__atomic_load_n(&c->hello, __ATOMIC_RELAXED) != NULL, 0))
+		osf_conn_hello_go(c, fd);
+}
+
 static inline void conn_wake_reader(struct osf_conn *c, int fd)
 {
+	conn_hello(c, fd);
 	if (conn_rdma(c) && osf_conn_rdma_push(c))
 		return;
 	if (__builtin_expect(c->kfd == OSF_KFD_CLIENT, 0))

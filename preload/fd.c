@@ -213,8 +213,10 @@ OSF_EXPORT long osf_syscall_hook(long n, long a, long b, long c, long d, long e,
 	struct osf_fdt_entry *t;
 
 	if (likely(n != SYS_close && n != SYS_close_range)) {
-		if (unlikely(n == SYS_execve || n == SYS_execveat))
-			osf_fdt_settle(); /* as the exec hooks do (process.c) */
+		if (unlikely(n == SYS_execve || n == SYS_execveat)) {
+			osf_conn_hello_flush(); /* as the exec hooks do (process.c) */
+			osf_fdt_settle();
+		}
 		return REAL(syscall)(n, a, b, c, d, e, f);
 	}
 	if (n == SYS_close_range)

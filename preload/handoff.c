@@ -376,6 +376,7 @@ ssize_t osf_handoff_sendmsg(int fd, const struct msghdr *msg, int flags)
 	ssize_t r;
 	pid_t pid;
 
+	osf_conn_hello_flush(); /* the receiver may write them */
 	for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR((struct msghdr *)msg, c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 			int *fds = (int *)CMSG_DATA(c);

@@ -227,6 +227,8 @@ static void load_config(void)
 	osf.debug_core_at_setup = dbg && strcmp(dbg, "1") == 0;
 	dbg = osf_env("OSF_SHM_POOL"); /* on unless 0 */
 	osf.shm_pool = !dbg || strcmp(dbg, "0") != 0;
+	dbg = osf_env("OSF_SHM_DEFER"); /* on unless 0 */
+	osf.shm_defer = !dbg || strcmp(dbg, "0") != 0;
 	dbg = osf_env("OSF_SHM_KFD");
 	osf.shm_kfd = dbg && strcmp(dbg, "1") == 0;
 	osf.shm_pool |= osf.shm_kfd; /* its rings are slots of a region */

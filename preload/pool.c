@@ -80,6 +80,9 @@ struct region {
 	int peer_gone; /* that process ended (osf_pool_peer_gone), or, an
 			  owner's, its server's link (osf_pool_owner_gone):
 			  unmapped once no connection of it lives here */
+	uint32_t last1; /* owner: 1 + the slot handed out last, 0: none */
+	uint32_t defer; /* owner: the listener's TCP_DEFER_ACCEPT as its
+			   server last noted it (osf_pool_deferring) */
 };
 
 static struct region regions[REGIONS];
@@ -383,6 +386,45 @@ static void drop_gone(const struct made *gone, int k)
 	}
 }
 
+/* note_last takes owner region r's server's note from the slot handed
+ * out last, if its server took that connection's hello (a peer's word:
+ * it decides only whether this process's own connections defer their
+ * hellos). The lock is held. */
+static void note_last(struct region *r)
+{
+	struct osf_seg_hdr *h;
+
+	if (!r->last1)
+		return;
+	h = slot_hdr(r, r->last1 - 1);
+	if (__atomic_load_n(&h->server_pid, __ATOMIC_ACQUIRE) != 0)
+		r->defer = __atomic_load_n(&h->srv_defer, __ATOMIC_RELAXED);
+}
+
+uint32_t osf_pool_deferring(uint32_t ring, const char *name, struct ucred *owner)
+{
+	pid_t me = osf_pid();
+	uint32_t found = 0;
+	int i;
+
+	lock();
+	for (i = 0; i < nregions && !found; i++) {
+		struct region *r = &regions[i];
+		if (!r->base || r->owner != me || r->ring != ring || r->peer_gone ||
+		    strncmp(r->kname, name, sizeof(r->kname)) != 0)
+			continue;
+		note_last(r);
+		if (r->defer) {
+			owner->pid = r->kpid;
+			owner->uid = r->kuid;
+			owner->gid = 0;
+			found = r->defer;
+		}
+	}
+	unlock();
+	return found;
+}
+
 void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		    int make, uint32_t wide, int *fdp, int *efdp, struct osf_hello_pool *hp)
 {
@@ -428,6 +470,8 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		bit_set(r->used, (uint32_t)s);
 		bit_clr(r->clean, (uint32_t)s);
 		r->gen[s]++;
+		note_last(r);
+		r->last1 = (uint32_t)s + 1;
 		h = slot_hdr(r, (uint32_t)s);
 		memset(h, 0, sizeof(*h)); /* no one else's any more: both let go */
 		h->slot_gen = r->gen[s];

@@ -43,6 +43,12 @@
 void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		    int make, uint32_t wide, int *fdp, int *efdp, struct osf_hello_pool *hp);
 
+/* osf_pool_deferring returns the TCP_DEFER_ACCEPT (seconds) of the
+ * listener this process's region for (ring, companion name) is for, as
+ * its server noted it in the slot handed out last once it took its hello,
+ * with the companion's owner (pid and uid as the region's dial found
+ * them); 0 when none defers. */
+uint32_t osf_pool_deferring(uint32_t ring, const char *name, struct ucred *owner);
 /* osf_pool_map is the server's osf_region_map_fn (sdp/setup.h); the
  * region remembers its client process (cr's pid: osf_pool_peer_gone). */
 void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,

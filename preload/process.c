@@ -163,6 +163,7 @@ OSF_FORK_TEXT OSF_EXPORT pid_t fork(void)
 	 * before the table lock (osf_fdt_high_begin, then osf_fdt_hide):
 	 * the other order deadlocks a fork against a connect in another
 	 * thread. */
+	osf_conn_hello_flush(); /* a child may write them: their servers first */
 	osf_setup_kfd_fork_prepare(); /* before the locks: it takes the table's */
 	osf_fdt_limit_lock(); /* no child inherits a raised RLIMIT_NOFILE */
 	osf_fdt_lock(); /* the snapshot is the table at fork */
@@ -377,6 +378,7 @@ static char **spawn_env(const posix_spawn_file_actions_t *fa,
  * (osf.fl_shared: connect asks the kernel for them). */
 static void child_image_begins(void)
 {
+	osf_conn_hello_flush(); /* it may write them: their servers first */
 	osf_fdt_settle();
 	osf.fl_shared = 1;
 }
@@ -529,6 +531,7 @@ static int exec_held(int (*real)(const char *, char *const[], char *const[]),
 	char **env;
 	int r;
 
+	osf_conn_hello_flush();
 	osf_fdt_settle();
 	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollow(path), &u);
@@ -567,6 +570,7 @@ OSF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	char **env;
 	int r;
 
+	osf_conn_hello_flush();
 	osf_fdt_settle();
 	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollowable(fd, "", AT_EMPTY_PATH), &u);
@@ -585,6 +589,7 @@ OSF_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 	char **env;
 	int r;
 
+	osf_conn_hello_flush();
 	osf_fdt_settle();
 	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollowable(dirfd, path, flags), &u);

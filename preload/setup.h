@@ -48,6 +48,32 @@ int osf_setup_port_listened(uint16_t port);
 int osf_setup_connect(const struct osf_core_connect_in *in,
 		      struct osf_core_conn *out, int *port_fd, int *placed, int *window);
 
+/* A connection whose companion connection waits for its first byte:
+ * its listener defers (TCP_DEFER_ACCEPT, as its server noted in the
+ * region: osf_seg_hdr.srv_defer), so its wake socket, a unix socket not
+ * yet connected, connects to the companion and sends the hello when the
+ * connection first publishes (data, FIN), closes, shuts down, waits to
+ * read, crosses fork, exec or SCM_RIGHTS, or its defer time is over
+ * (conn.c): the server accepts it with its first bytes, or without any
+ * after that time, as TCP's accept would.
+ * osf_setup_hello_take returns what the calling thread's last
+ * osf_setup_connect left for the install of fd, or NULL (a hidden dup of
+ * the socket kept in it, and when it is due: *due, CLOCK_MONOTONIC ns).
+ * osf_setup_hello_go connects the socket and sends the hello (seg: the
+ * connection's segment): 0, or -1 when the companion is gone, full past
+ * the handshake bound, or no longer the one the region's listener had
+ * (the socket is then shut: the connection reads as reset).
+ * osf_setup_hello_drop lets it go unsent (the server never saw it);
+ * osf_setup_hello_forget is a fork child's (its parent sends it);
+ * osf_setup_hello_abandon drops the one left on this thread for a
+ * connection whose install failed (seg its slot). All free w. */
+struct osf_hello_wait;
+struct osf_hello_wait *osf_setup_hello_take(int fd, long long *due);
+int osf_setup_hello_go(struct osf_hello_wait *w, void *seg);
+void osf_setup_hello_drop(struct osf_hello_wait *w, void *seg);
+void osf_setup_hello_forget(struct osf_hello_wait *w);
+void osf_setup_hello_abandon(void *seg);
+
 /* osf_setup_kfd_announce sends the hello of the OSF_SHM_KFD connection
  * osf_setup_connect just made on this thread from a socket without a
  * port (its hello names the port the kernel's connect picked), once the

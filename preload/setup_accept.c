@@ -210,17 +210,20 @@ static void park_add(int aux_fd, int lfd, int cfd, int flags)
  * reports it (seconds, rounded to its SYN-ACK retransmissions), 0 when
  * off; only a listener the program set TCP options on pays the call. The
  * option stays on the kernel listener, so connections that fall back to
- * kernel TCP are deferred by the kernel itself. A listener shared with
- * other processes defers nothing here: a parked connection could only be
- * taken by this process, which may have stopped accepting (apache's
- * event MPM), where TCP's queue serves every process. */
-static int defer_secs(int lfd)
+ * kernel TCP are deferred by the kernel itself. *shared: other processes
+ * may accept from the listener. Such a listener parks nothing here: a
+ * parked connection could only be taken by this process, which may have
+ * stopped accepting (apache's event MPM), where TCP's queue serves every
+ * process; its clients defer instead (osf_seg_hdr.srv_defer: their next
+ * connections come with their first byte). */
+static int defer_secs(int lfd, int *shared)
 {
 	struct osf_fdt_entry *e = osf_fdt_lookup(lfd);
 	int v = 0;
 	socklen_t l = sizeof(v);
 
-	if (!e || (e->flags & (OSF_FDF_KOPTS | OSF_FDF_SHARED)) != OSF_FDF_KOPTS ||
+	*shared = e && (e->flags & OSF_FDF_SHARED);
+	if (!e || !(e->flags & OSF_FDF_KOPTS) ||
 	    REAL(getsockopt)(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &l) < 0)
 		return 0;
 	return v;
@@ -610,6 +613,7 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 		     int *window)
 {
 	int tries, cfd, rc, defer = -1, win;
+	uint32_t note = 0; /* the listener's TCP_DEFER_ACCEPT, for its clients */
 	struct ip kfd;
 	uid_t by = 0;
 
@@ -674,8 +678,16 @@ int osf_setup_accept(int lfd, int aux_fd, const struct osf_core_accept_in *in,
 			continue;
 		}
 		if (rc == 0) {
-			if (defer < 0)
-				defer = defer_secs(lfd);
+			if (defer < 0) {
+				int shared;
+				defer = defer_secs(lfd, &shared);
+				note = defer > 0 ? (uint32_t)defer : 0;
+				if (shared)
+					defer = 0;
+			}
+			/* The client's next connections to this listener reach
+			 * its companion with their first byte (setup.h). */
+			osf_seg_hdr((void *)(uintptr_t)cc->seg_addr, cc->ring_bytes)->srv_defer = note;
 			if (defer > 0 && win)
 				osf_fdt_high_end();
 			if (defer <= 0 || !defer_park(aux_fd, lfd, cfd, cc, defer, flags)) {

@@ -490,6 +490,7 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 				     (placed ? OSF_INSTALL_PLACED : 0)) < 0) {
 		if (window)
 			osf_fdt_high_end();
+		osf_setup_hello_abandon((void *)(uintptr_t)cc.seg_addr);
 		sock_abandon(&cc);
 		if (pfd >= 0)
 			REAL(close)(pfd);
@@ -510,6 +511,8 @@ static int connect_offload(int fd, struct osf_fdt_entry *e,
 		port_give(fd, pfd >= 0 ? pfd : kept, 1);
 	else if (bound)
 		port_give(fd, sock_port_hold(&bp), 0);
+	if (by_c)
+		osf_conn_hello_attach(fd, osf_fdt_lookup(fd));
 	if (window)
 		osf_fdt_high_end();
 	sock_carry_apply(fd, &opts);

@@ -370,7 +370,14 @@ struct osf_seg_hdr {
 	uint64_t slot_ino[2]; /* st_ino of side s's wake socket: an adopter
 				 (exec, a passed fd) takes the slot only if
 				 its own socket is this one */
-	uint8_t pad[8]; /* the sides and rings on whole cache lines */
+	uint32_t srv_defer; /* the listener's TCP_DEFER_ACCEPT (seconds, 0:
+			       none), written by the server as it takes the
+			       hello, read by the client: its next
+			       connections to that listener reach the
+			       companion with their first byte
+			       (preload/setup.h; a peer's word, which only
+			       the client's own connections depend on) */
+	uint8_t pad[4]; /* the sides and rings on whole cache lines */
 	struct osf_seg_side side[2];
 	struct osf_seg_ring ring[2];
 };

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -207,6 +208,23 @@ int osf_dial_companion(struct osf_dial *d)
 		d->why = OSF_DIAL_BACKLOG;
 	errno = 0;
 	return -1;
+}
+
+int osf_dial_on(int s, const char *name, int wait_ms, struct ucred *owner)
+{
+	struct sockaddr_un sun;
+	socklen_t sl = abstract(&sun, name);
+	struct timespec ms = {0, 1000000};
+	int waited = 0;
+
+	/* A full companion: retried every millisecond, as a SYN that waits
+	 * (s's file status flags are its program's: none changed). */
+	while (osf_sys_connect(s, (struct sockaddr *)&sun, sl) < 0) {
+		if (errno != EAGAIN || waited++ >= wait_ms)
+			return -1;
+		nanosleep(&ms, NULL);
+	}
+	return osf_companion_owner(s, owner);
 }
 
 /* ---- the hello -------------------------------------------------------- */

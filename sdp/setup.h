@@ -106,6 +106,12 @@ struct osf_dial {
  * nothing. */
 int osf_dial_companion(struct osf_dial *d);
 
+/* osf_dial_on connects unix stream socket s to companion name alone (a
+ * connection that waited for its first byte, preload/setup_connect.c),
+ * retrying a full one for up to wait_ms, and reads its owner
+ * (SO_PEERCRED, which the caller checks): 0, or -1 with errno. */
+int osf_dial_on(int s, const char *name, int wait_ms, struct ucred *owner);
+
 /* osf_hello_send sends, on the connected companion socket s, the hello
  * with the segment segfd and wtx, the server's end of the writers' wake
  * socket: 0, or -1 with errno. Never waits (MSG_DONTWAIT) and never raises

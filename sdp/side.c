@@ -173,6 +173,8 @@ static int end_seen(const struct osf_side *s, int sock, short revents)
 {
 	uint32_t shut = sock == s->wfd ? OSF_SIDE_WRSOCK : OSF_SIDE_RDSOCK;
 
+	if (__builtin_expect(__atomic_load_n(&s->unborn, __ATOMIC_ACQUIRE), 0) && sock != s->wfd)
+		return 0; /* not connected yet: its POLLHUP says nothing */
 	if (__builtin_expect(!(osf_side_my_flags(s) & shut), 1)) {
 		if (revents & (POLLHUP | POLLERR))
 			return 1;
@@ -193,6 +195,10 @@ void osf_side_check_end(struct osf_side *s, int fd)
 	struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
 	int saved = errno;
 
+	/* Seen already (the end is for good): a token's end-of-file, a
+	 * disarm after it and the next readiness look each asked. */
+	if (osf_side_state(s) & OSF_CS_GONE)
+		return;
 	if (osf_sys_poll(&p, 1, 0) > 0 && end_seen(s, fd, p.revents))
 		osf_side_mark_gone(s);
 	errno = saved;

@@ -64,6 +64,9 @@ struct osf_side {
 		       the side's to close */
 	int kfd;    /* 1: the application's wake socket is the connection's
 		       kernel TCP socket (OSF_SHM_KFD; osf_side_probe_peer) */
+	int unborn; /* 1: the wake socket is not connected yet (a client's
+		       connection that waits for its first byte to reach its
+		       companion: preload/setup.h): its hang-up is no end */
 	struct osf_seg_side *me, *peer;
 	struct osf_seg_ring *tx, *rx;
 	uint8_t *txd, *rxd; /* the rings' regions; positions map into them

@@ -5224,6 +5224,109 @@ static void s_defer_accept(void)
 	close(l);
 }
 
+/* defer_round connects to deferring listener l and shows what its
+ * server sees before and after the client's first byte: the client's
+ * socket is writable (epoll), accept and poll on the listener see nothing
+ * until the request, and the connection comes with it. */
+static void defer_round(int l, const struct sockaddr_storage *ss, int round)
+{
+	int c = connect_to(AF_INET, ss), ep = epoll_create1(0), a;
+	struct epoll_event ev = {EPOLLOUT, {.u64 = 7}};
+	struct pollfd p = {l, POLLIN, 0};
+	char b[8];
+	long r;
+
+	say("%d epoll add %s", round, R(DO(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev))));
+	memset(&ev, 0, sizeof ev);
+	r = DO(epoll_wait(ep, &ev, 1, 100));
+	say("%d epoll wait %s events 0x%x", round, R(r), r > 0 ? ev.events : 0);
+	say("%d accept before the request %s", round, R(DO(accept(l, NULL, NULL))));
+	say("%d poll before %s", round, R(DO(poll(&p, 1, 100))));
+	say("%d write %s", round, R(DO(write(c, "GET", 3))));
+	p = (struct pollfd){l, POLLIN, 0};
+	r = DO(poll(&p, 1, 5000));
+	say("%d poll after %s revents 0x%x", round, R(r), p.revents);
+	a = DO(accept(l, NULL, NULL));
+	say("%d accept after ok %s", round, YN(a >= 0));
+	if (a >= 0) {
+		transports(c, a);
+		say("%d recv at once %s", round, R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
+		say("%d answer %s", round, R(DO(write(a, "200", 3))));
+		p = (struct pollfd){c, POLLIN, 0};
+		say("%d client poll %s", round, R(DO(poll(&p, 1, 5000))));
+		say("%d client recv %s", round, R(DO(recv(c, b, sizeof b, 0))));
+		close(a);
+		say("%d client then %s", round, R(DO(recv(c, b, sizeof b, 0))));
+	}
+	close(ep);
+	close(c);
+}
+
+/* defer_shared: TCP_DEFER_ACCEPT on a listener a fork child holds too
+ * (apache2's children, its AcceptFilter): a connection reaches the accept
+ * queue, which every holder shares, with its first byte or FIN; a client
+ * that stays silent is accepted without data later (not shown: the time
+ * differs, docs/LIMITS.md). */
+static void s_defer_shared(void)
+{
+	struct sockaddr_storage ss;
+	struct pollfd p;
+	int l = listener(AF_INET, "127.0.0.1", -1, &ss), v = 10, c, a, round, hold[2];
+	pid_t pid;
+	char b[8];
+
+	say("set %s", R(DO(setsockopt(l, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, sizeof v))));
+	set_nonblock(l, 1);
+	defer_round(l, &ss, 0); /* before the fork: this process's alone */
+	if (pipe(hold) < 0)
+		setup_failed("pipe");
+	pid = fork();
+	if (pid == 0) { /* holds the listener until the pipe closes */
+		close(hold[1]);
+		(void)!read(hold[0], b, 1);
+		_exit(0);
+	}
+	close(hold[0]);
+	for (round = 1; round <= 3; round++)
+		defer_round(l, &ss, round);
+	/* a FIN ends the deferral too */
+	c = connect_to(AF_INET, &ss);
+	say("accept before the FIN %s", R(DO(accept(l, NULL, NULL))));
+	say("shutdown %s", R(DO(shutdown(c, SHUT_WR))));
+	p = (struct pollfd){l, POLLIN, 0};
+	say("poll after the FIN %s", R(DO(poll(&p, 1, 5000))));
+	a = DO(accept(l, NULL, NULL));
+	say("accept after the FIN ok %s", YN(a >= 0));
+	if (a >= 0) {
+		say("recv the FIN %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
+		close(a);
+	}
+	close(c);
+	/* a close, too: the server accepts a connection that ends */
+	c = connect_to(AF_INET, &ss);
+	close(c);
+	p = (struct pollfd){l, POLLIN, 0};
+	say("poll after a close %s", R(DO(poll(&p, 1, 5000))));
+	a = DO(accept(l, NULL, NULL));
+	say("accept after a close ok %s", YN(a >= 0));
+	if (a >= 0) {
+		say("recv after a close %s", R(DO(recv(a, b, sizeof b, MSG_DONTWAIT))));
+		close(a);
+	}
+	/* the listener gone before the first byte: TCP resets the
+	 * connection its queue dropped */
+	c = connect_to(AF_INET, &ss);
+	close(l);
+	close(hold[1]);
+	waitpid(pid, NULL, 0);
+	say("write to a listener gone %s", R(DO(write(c, "x", 1))));
+	p = (struct pollfd){c, POLLIN, 0};
+	say("poll %s", R(DO(poll(&p, 1, 5000))));
+	say("recv %s", R(DO(recv(c, b, sizeof b, 0))));
+	say("write then %s", R(DO(send(c, "x", 1, MSG_NOSIGNAL))));
+	close(c);
+}
+
 /* cork: TCP_CORK holds a partial segment back until the cork comes out, a
  * whole segment is there (TCP_MAXSEG), TCP_NODELAY is set, 200 ms pass,
  * or the socket shuts down or closes; SIOCOUTQ counts what is held. */
@@ -6529,6 +6632,7 @@ static const struct {
 	{"epoll_del_fin", s_epoll_del_fin},
 	{"ip_options", s_ip_options},
 	{"defer_accept", s_defer_accept},
+	{"defer_shared", s_defer_shared},
 	{"cork", s_cork},
 	{"cork_idle", s_cork_idle},
 	{"dup2_hidden", s_dup2_hidden},
