@@ -197,6 +197,12 @@ void osf_kfd_poke(struct osf_conn *c, int fd);
  * FIN), its close, a wait to read. */
 void osf_conn_hello_go(struct osf_conn *c, int fd);
 void osf_conn_hello_drop(struct osf_conn *c);
+/* conn_defer.c's state a fork child resets (conn.c child_after_fork,
+ * fork text): its lock, whether osf-defer runs, how many wait; with any,
+ * osf_conn_hello_after_fork lets the child's copies go (its parent
+ * connects them). */
+extern int osf_hello_n, osf_hello_lk, osf_hello_thread;
+void osf_conn_hello_after_fork(void);
 static inline void conn_hello(struct osf_conn *c, int fd)
 {
 	if (__builtin_expect(__atomic_load_n(&c->hello, __ATOMIC_RELAXED) != NULL, 0))

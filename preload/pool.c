@@ -35,58 +35,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define REGIONS 256
 #define IDLE_MAX 16                 /* mapped regions with no slot held here */
 #define OWN_IDLE_MAX 8              /* owner regions with every slot free */
 #define TRIM_MAX 4                  /* of those, dropped at one time */
-#define NARROW OSF_REGION_SLOTS /* slots whose words live in the entry */
-#define WORDS(n) (((n) + 63u) / 64u)
 
-struct region {
-	uint8_t *base; /* NULL: free entry */
-	uint64_t bytes;
-	uint32_t ring, n;
-	uint64_t dev, ino;
-	int fd;        /* the hidden memfd this process's connections of the
-			  region name (OSF_FDF_REGIONFD): the owner's, a
-			  mapper's first, one inherited across exec or
-			  fork; else -1 */
-	int efd;       /* OSF_SHM_EFD: the region's writers' eventfd, hidden,
-			  which its connections' entries name
-			  (OSF_FDF_REGIONEFD): the owner's, made with the
-			  memfd, or the first a hello or an entry brought;
-			  goes with fd; else -1 */
-	pid_t owner;   /* the process that hands slots out (osf_pid()), else 0 */
-	uid_t kuid;    /* owner regions: the companion's owner and name */
-	pid_t kpid;
-	char kname[108];
-	/* Bitmaps of n bits and gen of n words: in the entry's own words
-	 * (in_bits, in_gen) up to NARROW slots, else in a private anonymous
-	 * mapping of meta_bytes (meta; a fork child's copy is its own). */
-	uint64_t *live[2]; /* slots side s's connections of this process hold */
-	uint64_t *used;    /* owner: slots handed out at least once */
-	uint64_t *clean;   /* owner: free slots whose rings went back since */
-	uint32_t *gen;     /* owner: the generation given */
-	uint32_t nlive;    /* bits set in live[0] and live[1] */
-	void *meta;
-	size_t meta_bytes;
-	uint64_t in_bits[4 * WORDS(NARROW)];
-	uint32_t in_gen[NARROW];
-	long long idle_since;
-	int by_hello;  /* a hello brought it (else only entries inherited
-			  across exec, or a hand-off): it may be kept */
-	pid_t peer;    /* a mapper's: the client process its hellos came
-			  from (their SO_PEERCRED), else 0 */
-	int peer_gone; /* that process ended (osf_pool_peer_gone), or, an
-			  owner's, its server's link (osf_pool_owner_gone):
-			  unmapped once no connection of it lives here */
-	uint32_t last1; /* owner: 1 + the slot handed out last, 0: none */
-	uint32_t defer; /* owner: the listener's TCP_DEFER_ACCEPT as its
-			   server last noted it (osf_pool_deferring) */
-};
 
-static struct region regions[REGIONS];
-static int nregions; /* entries in use or freed below this */
+/* On a page boundary: a fork child's reset (pool_after_fork) writes the
+ * owner word of the regions in use, the first few entries, so it copies
+ * one page for them, wherever the other variables move. */
+struct region osf_pool_regions[REGIONS] __attribute__((aligned(4096)));
+int osf_pool_nregions; /* entries in use or freed below this */
 /* kept: the mapper's region that went idle last, which keeps its memfd and
  * eventfd for its next connection (a client's next one, one region per
  * client process and listener), if hellos brought its connections (one
@@ -97,13 +55,13 @@ static int nregions; /* entries in use or freed below this */
 static struct region *kept;
 static int lk;
 
-static void lock(void)
+void pool_lock(void)
 {
 	while (__atomic_exchange_n(&lk, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
 }
 
-static void unlock(void) { __atomic_store_n(&lk, 0, __ATOMIC_RELEASE); }
+void pool_unlock(void) { __atomic_store_n(&lk, 0, __ATOMIC_RELEASE); }
 
 static int bit(const uint64_t *b, uint32_t i) { return (int)(b[i / 64] >> (i % 64) & 1); }
 static void bit_set(uint64_t *b, uint32_t i) { b[i / 64] |= 1ull << (i % 64); }
@@ -165,7 +123,7 @@ static void live_clr(struct region *r, int side, uint32_t i)
  * under this one. */
 static void unlock_drop(const int drop[2])
 {
-	unlock();
+	pool_unlock();
 	osf_fdt_close_hidden(drop[0]); /* -1: nothing */
 	osf_fdt_close_hidden(drop[1]);
 }
@@ -175,7 +133,7 @@ static uint8_t *slot_seg(const struct region *r, uint32_t i)
 	return r->base + (uint64_t)i * osf_seg_bytes(r->ring);
 }
 
-static struct osf_seg_hdr *slot_hdr(const struct region *r, uint32_t i)
+struct osf_seg_hdr *pool_slot_hdr(const struct region *r, uint32_t i)
 {
 	return osf_seg_hdr(slot_seg(r, i), r->ring);
 }
@@ -186,8 +144,8 @@ static struct region *find_addr(const void *seg, uint32_t ring, uint32_t *slot)
 {
 	int i;
 
-	for (i = 0; i < nregions; i++) {
-		struct region *r = &regions[i];
+	for (i = 0; i < osf_pool_nregions; i++) {
+		struct region *r = &osf_pool_regions[i];
 		uint64_t off;
 		if (!r->base || r->ring != ring || (const uint8_t *)seg < r->base ||
 		    (const uint8_t *)seg >= r->base + r->bytes)
@@ -239,8 +197,8 @@ static struct region *entry(int drop[2])
 	int i, idle = 0;
 
 	drop[0] = drop[1] = -1;
-	for (i = 0; i < nregions; i++) {
-		struct region *r = &regions[i];
+	for (i = 0; i < osf_pool_nregions; i++) {
+		struct region *r = &osf_pool_regions[i];
 		if (!r->base) {
 			if (!free_e)
 				free_e = r;
@@ -254,7 +212,7 @@ static struct region *entry(int drop[2])
 	}
 	if (old && ((old->fd >= 0 && named(old->fd)) || (old->efd >= 0 && named(old->efd))))
 		old = NULL; /* one look per call: the table can be long */
-	if (old && (idle >= IDLE_MAX || (!free_e && nregions == REGIONS))) {
+	if (old && (idle >= IDLE_MAX || (!free_e && osf_pool_nregions == REGIONS))) {
 		munmap(old->base, old->bytes);
 		drop[0] = old->fd;
 		drop[1] = old->efd;
@@ -262,8 +220,8 @@ static struct region *entry(int drop[2])
 		if (!free_e)
 			free_e = old;
 	}
-	if (!free_e && nregions < REGIONS)
-		free_e = &regions[nregions++];
+	if (!free_e && osf_pool_nregions < REGIONS)
+		free_e = &osf_pool_regions[osf_pool_nregions++];
 	if (free_e)
 		free_e->fd = free_e->efd = -1;
 	return free_e;
@@ -312,7 +270,7 @@ static int free_slot(struct region *r)
 			if (busy >> (i % 64) & 1)
 				continue;
 			if (!bit(r->used, i) ||
-			    __atomic_load_n(&slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) == 3)
+			    __atomic_load_n(&pool_slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) == 3)
 				return (int)i;
 		}
 	}
@@ -329,7 +287,7 @@ static int all_free(const struct region *r)
 		return 0;
 	for (i = 0; i < r->n; i++)
 		if (bit(r->used, i) &&
-		    __atomic_load_n(&slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) != 3)
+		    __atomic_load_n(&pool_slot_hdr(r, i)->slot_done, __ATOMIC_ACQUIRE) != 3)
 			return 0;
 	return 1;
 }
@@ -346,8 +304,8 @@ static int trim_owned(struct made *gone, int max, int keep)
 
 	while (k < max) {
 		struct region *old = NULL;
-		for (i = 0, idle = 0; i < nregions; i++) {
-			struct region *r = &regions[i];
+		for (i = 0, idle = 0; i < osf_pool_nregions; i++) {
+			struct region *r = &osf_pool_regions[i];
 			if (!r->base || r->owner != me || !all_free(r))
 				continue;
 			idle++;
@@ -386,45 +344,6 @@ static void drop_gone(const struct made *gone, int k)
 	}
 }
 
-/* note_last takes owner region r's server's note from the slot handed
- * out last, if its server took that connection's hello (a peer's word:
- * it decides only whether this process's own connections defer their
- * hellos). The lock is held. */
-static void note_last(struct region *r)
-{
-	struct osf_seg_hdr *h;
-
-	if (!r->last1)
-		return;
-	h = slot_hdr(r, r->last1 - 1);
-	if (__atomic_load_n(&h->server_pid, __ATOMIC_ACQUIRE) != 0)
-		r->defer = __atomic_load_n(&h->srv_defer, __ATOMIC_RELAXED);
-}
-
-uint32_t osf_pool_deferring(uint32_t ring, const char *name, struct ucred *owner)
-{
-	pid_t me = osf_pid();
-	uint32_t found = 0;
-	int i;
-
-	lock();
-	for (i = 0; i < nregions && !found; i++) {
-		struct region *r = &regions[i];
-		if (!r->base || r->owner != me || r->ring != ring || r->peer_gone ||
-		    strncmp(r->kname, name, sizeof(r->kname)) != 0)
-			continue;
-		note_last(r);
-		if (r->defer) {
-			owner->pid = r->kpid;
-			owner->uid = r->kuid;
-			owner->gid = 0;
-			found = r->defer;
-		}
-	}
-	unlock();
-	return found;
-}
-
 void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		    int make, uint32_t wide, int *fdp, int *efdp, struct osf_hello_pool *hp)
 {
@@ -435,9 +354,9 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 	int i, s = -1, saved = errno, fd = -1, made = 0, k, round, dropfd[2] = {-1, -1};
 
 	for (round = 0; round < 2; round++) {
-		lock();
-		for (i = 0; i < nregions && s < 0; i++) {
-			r = &regions[i];
+		pool_lock();
+		for (i = 0; i < osf_pool_nregions && s < 0; i++) {
+			r = &osf_pool_regions[i];
 			if (r->base && r->owner == me && r->ring == ring &&
 			    r->kuid == owner->uid && r->kpid == owner->pid &&
 			    strncmp(r->kname, name, sizeof(r->kname)) == 0)
@@ -452,7 +371,7 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		/* None free: make a region, outside the lock (the fd table's
 		 * lock is never taken under this one). */
 		k = trim_owned(drop, TRIM_MAX, make == OSF_POOL_CAPPED ? 0 : own_idle_max());
-		unlock();
+		pool_unlock();
 		drop_gone(drop, k);
 		/* Capped: the program's budget holds osf's fds (soft =
 		 * hard), a region's two among them. */
@@ -470,9 +389,9 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
 		bit_set(r->used, (uint32_t)s);
 		bit_clr(r->clean, (uint32_t)s);
 		r->gen[s]++;
-		note_last(r);
+		pool_note_last(r);
 		r->last1 = (uint32_t)s + 1;
-		h = slot_hdr(r, (uint32_t)s);
+		h = pool_slot_hdr(r, (uint32_t)s);
 		memset(h, 0, sizeof(*h)); /* no one else's any more: both let go */
 		h->slot_gen = r->gen[s];
 		hp->slot = (uint32_t)s;
@@ -510,15 +429,15 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 			 (unsigned long long)bytes);
 		return NULL;
 	}
-	lock();
-	for (i = 0; i < nregions; i++)
-		if (regions[i].base && regions[i].dev == (uint64_t)st->st_dev &&
-		    regions[i].ino == (uint64_t)st->st_ino) {
-			r = &regions[i];
+	pool_lock();
+	for (i = 0; i < osf_pool_nregions; i++)
+		if (osf_pool_regions[i].base && osf_pool_regions[i].dev == (uint64_t)st->st_dev &&
+		    osf_pool_regions[i].ino == (uint64_t)st->st_ino) {
+			r = &osf_pool_regions[i];
 			break;
 		}
 	if (r && (r->bytes != bytes || r->ring != ring)) {
-		unlock();
+		pool_unlock();
 		snprintf(why, wn, "region: mapped here with another size or ring");
 		return NULL;
 	}
@@ -526,7 +445,7 @@ static void *hold(int fd, const struct stat *st, uint32_t ring, uint64_t bytes,
 		void *m;
 		seals = REAL(fcntl)(fd, F_GET_SEALS, NULL);
 		if (seals < 0 || (seals & need) != need) {
-			unlock();
+			pool_unlock();
 			snprintf(why, wn, "invalid segment: seals 0x%x, want 0x%x",
 				 seals < 0 ? 0 : seals, need);
 			return NULL;
@@ -607,7 +526,7 @@ static void give_back(struct region *r)
 		if (!(w >> (i % 64) & 1))
 			continue;
 		seg = slot_seg(r, i);
-		h = slot_hdr(r, i);
+		h = pool_slot_hdr(r, i);
 		if (__atomic_load_n(&h->slot_done, __ATOMIC_ACQUIRE) != 3)
 			continue;
 		if (__atomic_load_n(&h->ring[0].head, __ATOMIC_ACQUIRE) > OSF_SEG_RING0_SHARED)
@@ -650,9 +569,9 @@ static void mark_gone(pid_t peer, const struct ucred *owner, const char *name)
 
 	while (more) {
 		more = k = 0;
-		lock();
-		for (i = 0; i < nregions; i++) {
-			struct region *r = &regions[i];
+		pool_lock();
+		for (i = 0; i < osf_pool_nregions; i++) {
+			struct region *r = &osf_pool_regions[i];
 			if (!r->base ||
 			    (owner ? r->owner != me || r->kuid != owner->uid || r->kpid != owner->pid ||
 					     strncmp(r->kname, name, sizeof(r->kname))
@@ -667,7 +586,7 @@ static void mark_gone(pid_t peer, const struct ucred *owner, const char *name)
 			}
 			k += take_gone(r, &gone[k]);
 		}
-		unlock();
+		pool_unlock();
 		drop_gone(gone, k);
 		more &= k > 0;
 	}
@@ -696,11 +615,11 @@ static void unhold(void *seg, uint32_t ring, int side, uint32_t done)
 	 * its companion for a client process that is gone. */
 	int keep = !osf_fdt_tight_seen();
 
-	lock();
+	pool_lock();
 	r = find_addr(seg, ring, &slot);
 	if (r) {
 		if (done)
-			__atomic_or_fetch(&slot_hdr(r, slot)->slot_done, done, __ATOMIC_ACQ_REL);
+			__atomic_or_fetch(&pool_slot_hdr(r, slot)->slot_done, done, __ATOMIC_ACQ_REL);
 		live_clr(r, side, slot);
 		if (r->owner == osf_pid())
 			give_back(r);
@@ -761,7 +680,7 @@ void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
 		snprintf(why, wn, "writers' wake eventfd: not an eventfd");
 		return NULL;
 	}
-	lock();
+	pool_lock();
 	r = find_addr(seg, ring, &slot);
 	if (r) {
 		r->by_hello = 1;
@@ -770,7 +689,7 @@ void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,
 			r->peer_gone = 0;
 		}
 	}
-	unlock();
+	pool_unlock();
 	return seg;
 }
 
@@ -804,13 +723,13 @@ uint64_t osf_pool_ino(const void *seg, uint32_t ring)
 	uint32_t slot;
 	uint64_t ino = 0;
 
-	if (!__atomic_load_n(&nregions, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&osf_pool_nregions, __ATOMIC_RELAXED))
 		return 0;
-	lock();
+	pool_lock();
 	r = find_addr(seg, ring, &slot);
 	if (r)
 		ino = r->ino;
-	unlock();
+	pool_unlock();
 	return ino;
 }
 
@@ -819,11 +738,11 @@ int osf_pool_slot(const void *seg, uint32_t ring)
 	uint32_t slot;
 	int r;
 
-	if (!__atomic_load_n(&nregions, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&osf_pool_nregions, __ATOMIC_RELAXED))
 		return -1;
-	lock();
+	pool_lock();
 	r = find_addr(seg, ring, &slot) ? (int)slot : -1;
-	unlock();
+	pool_unlock();
 	return r;
 }
 
@@ -853,7 +772,7 @@ static int name_in(const void *seg, uint32_t ring, int fd, int efd)
 	uint32_t slot;
 	int rfd = -1, *f;
 
-	lock();
+	pool_lock();
 	r = find_addr(seg, ring, &slot);
 	if (r) {
 		f = efd ? &r->efd : &r->fd;
@@ -861,7 +780,7 @@ static int name_in(const void *seg, uint32_t ring, int fd, int efd)
 			*f = fd;
 		rfd = *f;
 	}
-	unlock();
+	pool_unlock();
 	return rfd;
 }
 
@@ -879,12 +798,12 @@ int osf_pool_is_region_fd(int fd)
 {
 	int i, r = 0;
 
-	if (fd < 0 || !__atomic_load_n(&nregions, __ATOMIC_RELAXED))
+	if (fd < 0 || !__atomic_load_n(&osf_pool_nregions, __ATOMIC_RELAXED))
 		return 0;
-	lock();
-	for (i = 0; i < nregions && !r; i++)
-		r = regions[i].base && (regions[i].fd == fd || regions[i].efd == fd);
-	unlock();
+	pool_lock();
+	for (i = 0; i < osf_pool_nregions && !r; i++)
+		r = osf_pool_regions[i].base && (osf_pool_regions[i].fd == fd || osf_pool_regions[i].efd == fd);
+	pool_unlock();
 	return r;
 }
 
@@ -892,13 +811,13 @@ void osf_pool_moved(int old, int nfd)
 {
 	int i;
 
-	lock();
-	for (i = 0; i < nregions; i++)
-		if (regions[i].base && regions[i].fd == old)
-			regions[i].fd = nfd;
-		else if (regions[i].base && regions[i].efd == old)
-			regions[i].efd = nfd;
-	unlock();
+	pool_lock();
+	for (i = 0; i < osf_pool_nregions; i++)
+		if (osf_pool_regions[i].base && osf_pool_regions[i].fd == old)
+			osf_pool_regions[i].fd = nfd;
+		else if (osf_pool_regions[i].base && osf_pool_regions[i].efd == old)
+			osf_pool_regions[i].efd = nfd;
+	pool_unlock();
 }
 
 /* pool_after_fork: a fork child hands no slot of its parent's regions out
@@ -912,11 +831,11 @@ OSF_FORK_TEXT static void pool_after_fork(void)
 {
 	int i;
 
-	for (i = 0; i < nregions; i++) {
-		struct region *r = &regions[i];
+	for (i = 0; i < osf_pool_nregions; i++) {
+		struct region *r = &osf_pool_regions[i];
 		if (!r->base)
 			continue;
-		r->owner = 0;
+		OSF_RESET(r->owner, 0); /* a mapper's is 0: no page copied for it */
 		if ((r->fd >= 0 || r->efd >= 0) && !r->nlive &&
 		    !named(r->fd) && !named(r->efd)) {
 			osf_fdt_close_hidden(r->fd);

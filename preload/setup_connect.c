@@ -410,58 +410,6 @@ static int kfd_bind(int app_fd, int family, struct ip *client)
 
 /* ---- a hello that waits for the first byte (TCP_DEFER_ACCEPT) ------- */
 
-struct osf_hello_wait {
-	char name[108];      /* the companion (the region's) */
-	struct ucred owner;  /* its owner, as the region's dial found it */
-	uint32_t ring, hf;
-	uint8_t client[28], server[28];
-	int regionfd;        /* the region's memfd (pool.c's) */
-	int wtx, wtx_own;    /* the writers': the region's eventfd, or the
-				server's end of a pair, hidden (wtx_own) */
-	int sock;            /* the wake socket, hidden (a dup: the
-				program's fd may close meanwhile) */
-	long long due;       /* when the defer time is over */
-	struct osf_hello_pool hp;
-};
-
-/* A waiting connection reaches its companion at most this many seconds
- * after its connect, whatever its listener's defer time. */
-#define DEFER_DUE_S 1LL
-
-/* tls_wait: the hello wait dial just made, for the install that follows
- * on this thread (osf_setup_hello_take). */
-static __thread struct osf_hello_wait *tls_wait __attribute__((tls_model("initial-exec")));
-
-/* defer_find looks for this process's region of a listener that defers
- * (osf_pool_deferring) among the companions that could serve a: the one
- * census listener's (one: a SO_REUSEPORT group spreads its connections
- * over slots), of an owner the census still trusts and that still runs.
- * Its defer time (seconds) with d's owner and name set, or 0. */
-static uint32_t defer_find(const struct ip *a, const struct osf_census *c, struct osf_dial *d)
-{
-	char names[3][OSF_NAME_MAX], slot[OSF_NAME_MAX + 16];
-	struct ip w = setup_as_family(*a, 1);
-	int wild[3], n, i;
-	uint32_t secs;
-
-	if (c->n != 1)
-		return 0;
-	n = osf_dial_names(w.a, a->port, setup_is_local(*a), names, wild);
-	for (i = 0; i < n; i++) {
-		osf_slot_name(names[i], 0, slot, sizeof(slot));
-		secs = osf_pool_deferring(setup_cfg.c.ring_size, slot, &d->owner);
-		if (!secs)
-			continue;
-		if (!osf_census_owns(c, d->owner.uid, w.a, wild[i]) ||
-		    (kill(d->owner.pid, 0) < 0 && errno != EPERM))
-			return 0;
-		memcpy(d->name, slot, sizeof(d->name) - 1);
-		d->name[sizeof(d->name) - 1] = 0;
-		return secs;
-	}
-	return 0;
-}
-
 /* defer_dial makes the connection to a whose companion connection waits
  * for its first byte (a slot of the region d names; p's writers' pair
  * made if it needs one): its wake socket, a unix stream socket not yet
@@ -519,94 +467,11 @@ static int defer_dial(const struct ip *a, struct ip *client, const struct osf_co
 	w->hp = p->hp;
 	w->sock = -1;
 	/* Then the server accepts it without data, as TCP's does after the
-	 * defer time; at most a second after the connect, as the note may be
-	 * stale (the listener's option changed since its server wrote it):
-	 * only a client that stays silent sees the difference. */
-	w->due = osf_now_ns() + (secs < DEFER_DUE_S ? (long long)secs : DEFER_DUE_S) * 1000000000LL;
-	tls_wait = w;
+	 * defer time (SETUP_DEFER_DUE_S at most). */
+	w->due = osf_now_ns() + (secs < SETUP_DEFER_DUE_S ? (long long)secs : SETUP_DEFER_DUE_S) *
+					1000000000LL;
+	setup_hello_leave(w);
 	return s;
-}
-
-struct osf_hello_wait *osf_setup_hello_take(int fd, long long *due)
-{
-	struct osf_hello_wait *w = tls_wait;
-	int h;
-
-	if (!w)
-		return NULL;
-	tls_wait = NULL;
-	/* Out of the program's numbers, for fd (the window is open). */
-	if (w->wtx_own && (h = osf_fdt_hide(w->wtx, fd)) >= 0)
-		w->wtx = h;
-	w->sock = osf_fdt_dup_high(fd, 1);
-	if (w->sock >= 0 && osf_fdt_keep_hidden(w->sock, fd) < 0)
-		w->sock = -1;
-	*due = w->due;
-	return w;
-}
-
-/* hello_free closes w's fd and frees it; unsent: the server's bit of the
- * slot's slot_done is set (the server never saw it). */
-static void hello_free(struct osf_hello_wait *w, void *seg, int unsent)
-{
-	osf_fdt_close_hidden(w->sock);
-	if (w->wtx_own)
-		osf_fdt_close_hidden(w->wtx);
-	if (unsent && seg)
-		__atomic_or_fetch(&osf_seg_hdr(seg, w->ring)->slot_done, 1u << OSF_SIDE_SERVER,
-				  __ATOMIC_ACQ_REL);
-	free(w);
-}
-
-void osf_setup_hello_abandon(void *seg)
-{
-	struct osf_hello_wait *w = tls_wait;
-
-	tls_wait = NULL;
-	if (w)
-		osf_setup_hello_drop(w, seg);
-}
-
-void osf_setup_hello_forget(struct osf_hello_wait *w)
-{
-	hello_free(w, NULL, 0);
-}
-
-void osf_setup_hello_drop(struct osf_hello_wait *w, void *seg)
-{
-	int saved = errno;
-
-	if (w)
-		hello_free(w, seg, 1);
-	errno = saved;
-}
-
-int osf_setup_hello_go(struct osf_hello_wait *w, void *seg)
-{
-	struct ucred cr;
-	int saved = errno, r = -1, how = 0, fd = w->sock;
-
-	if (fd >= 0 && osf_dial_on(fd, w->name, HELLO_WAIT_MS, &cr) == 0) {
-		how = 1;
-		if (cr.pid == w->owner.pid && cr.uid == w->owner.uid) {
-			osf_seg_hdr(seg, w->ring)->connect_ns = osf_now_ns();
-			r = osf_hello_send_pool(fd, w->ring, w->hf, w->client, w->server,
-						w->regionfd, w->wtx, &w->hp);
-		}
-	}
-	if (r < 0) {
-		/* A reset, as TCP's for a connection its listener dropped:
-		 * the socket hangs up (connected, the companion drops a
-		 * connection without its hello). */
-		(void)REAL(shutdown)(fd, SHUT_RDWR);
-		if (setup_logs(OSF_LOGL_DEBUG))
-			setup_slog(OSF_LOGL_DEBUG, -1, 0, NULL,
-				   "connection to %s at its first byte: %s", w->name,
-				   how ? "another owner, or the hello refused" : "no companion");
-	}
-	hello_free(w, seg, r < 0);
-	errno = saved;
-	return r;
 }
 
 /* dial tries each companion that could serve dst (osf_dial_companion,
@@ -660,7 +525,7 @@ again:
 	 * the connection's first byte (osf_setup_hello_go). Not under the
 	 * switch (its kernel connection defers as TCP's). */
 	if (!link && !osf.shm_kfd && p->pool && !tight && osf.shm_defer &&
-	    (secs = defer_find(&a, &c, &d)) != 0) {
+	    (secs = setup_defer_find(&a, &c, &d)) != 0) {
 		s = defer_dial(&a, client, in, need_port, port_fd, p, &d, secs, why);
 		if (s != -2) {
 			*kfdp = 0;

@@ -277,4 +277,33 @@ void setup_kfd_link_note(int fd, int lfd);
  * fds (osf_fdt_budget_ok) until a new link would prune them. */
 void setup_link_prune(void);
 
+/* A connection whose companion connection waits for its first byte
+ * (setup.h; setup_defer.c): what its hello needs, made by setup_connect.c's
+ * defer_dial and left for the install on this thread (setup_hello_leave).
+ * It reaches the companion at most SETUP_DEFER_DUE_S seconds after its
+ * connect, whatever the defer time: the note may be stale (the listener's
+ * option changed since its server wrote it), and only a client that stays
+ * silent sees the difference. */
+struct osf_hello_wait {
+	char name[108];      /* the companion (the region's) */
+	struct ucred owner;  /* its owner, as the region's dial found it */
+	uint32_t ring, hf;
+	uint8_t client[28], server[28];
+	int regionfd;        /* the region's memfd (pool.c's) */
+	int wtx, wtx_own;    /* the writers': the region's eventfd, or the
+				server's end of a pair, hidden (wtx_own) */
+	int sock;            /* the wake socket, hidden (a dup: the
+				program's fd may close meanwhile) */
+	long long due;       /* when the defer time is over */
+	struct osf_hello_pool hp;
+};
+#define SETUP_DEFER_DUE_S 1LL
+void setup_hello_leave(struct osf_hello_wait *w);
+/* setup_defer_find looks for this process's region of a listener that
+ * defers among the companions that could serve a (setup_defer.c): its
+ * defer time (seconds) with d's owner and name set, or 0. */
+struct osf_census;
+struct osf_dial;
+uint32_t setup_defer_find(const struct ip *a, const struct osf_census *c, struct osf_dial *d);
+
 #endif
