@@ -208,6 +208,7 @@ var variables = []variable{
 	{Var{"OSF_GATEWAY_TIMEOUT_MS", "20000", "milliseconds a gateway may take to connect to a destination, 1-600000"}, parseGatewayTimeout},
 	{Var{"OSF_GO", "0", "1 offloads the sockets of Go programs (Go 1.26, amd64, dynamically linked): their system calls reach osf's hooks"}, nil},
 	{Var{"OSF_SHM_POOL", "1", "1 carves shm connections' rings from a region per client process and listener: no memfd, map or unmap per connection after the first; 0 gives each connection a segment of its own"}, nil},
+	{Var{"OSF_SHM_DEFER", "1", "1: a client's connections to a listener with TCP_DEFER_ACCEPT (apache2's default) reach the server with their first byte, as TCP's (after the first, whose server tells the client that its listener defers); 0: at their connect"}, nil},
 	{Var{"OSF_SHM_KFD", "0", "1 keeps an shm connection's fd the kernel's own TCP socket (set-up, FIN, ports, TIME_WAIT, ss are the kernel's) with the data in the rings of a region's slot; implies OSF_SHM_POOL=1 (off by default while it is new)"}, nil},
 	{Var{"OSF_SHM_EFD", "1", "1 wakes the writers of a region's slots on the region's one eventfd instead of a writers' socket pair per connection: one hidden fd less per connection on each end (with OSF_SHM_KFD=1 too); 0 gives each connection its writers' socket pair"}, nil},
 	{Var{"OSF_REAP_BLOCKING", "1", "0 starts no osf-reaper thread: only connections that a poll, select or epoll wait watches give their idle pages back"}, nil},
