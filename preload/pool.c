@@ -755,6 +755,11 @@ void osf_seg_release(void *seg, uint32_t ring, int side, int gone)
 		errno = saved;
 		return;
 	}
+	/* A client's connection to a listener that defers: its next ones
+	 * look for the note (setup_defer.c). */
+	if (side == OSF_SIDE_CLIENT && !osf_pool_defer_seen &&
+	    __atomic_load_n(&osf_seg_hdr(seg, ring)->srv_defer, __ATOMIC_RELAXED))
+		__atomic_store_n(&osf_pool_defer_seen, 1, __ATOMIC_RELAXED);
 	/* gone: after every use of the slot here, the owner may reuse it */
 	unhold(seg, ring, side, gone ? 1u << side : 0);
 	errno = saved;

@@ -49,6 +49,10 @@ void *osf_pool_take(uint32_t ring, const struct ucred *owner, const char *name,
  * with the companion's owner (pid and uid as the region's dial found
  * them); 0 when none defers. */
 uint32_t osf_pool_deferring(uint32_t ring, const char *name, struct ucred *owner);
+/* osf_pool_defer_seen is set once a server's defer time was seen in a
+ * slot of this process (a take's look at the slot handed out before, a
+ * client's release): until then no connect looks for one. */
+extern int osf_pool_defer_seen;
 /* osf_pool_map is the server's osf_region_map_fn (sdp/setup.h); the
  * region remembers its client process (cr's pid: osf_pool_peer_gone). */
 void *osf_pool_map(int fd, const struct stat *st, uint32_t ring,

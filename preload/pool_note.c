@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+int osf_pool_defer_seen;
+
 void pool_note_last(struct region *r)
 {
 	struct osf_seg_hdr *h;
@@ -21,6 +23,8 @@ void pool_note_last(struct region *r)
 		return;
 	d = __atomic_load_n(&h->srv_defer, __ATOMIC_RELAXED);
 	r->defer = (uint16_t)(d > 65535 ? 65535 : d);
+	if (d && !__atomic_load_n(&osf_pool_defer_seen, __ATOMIC_RELAXED))
+		__atomic_store_n(&osf_pool_defer_seen, 1, __ATOMIC_RELAXED);
 }
 
 uint32_t osf_pool_deferring(uint32_t ring, const char *name, struct ucred *owner)

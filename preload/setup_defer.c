@@ -33,7 +33,7 @@ uint32_t setup_defer_find(const struct ip *a, const struct osf_census *c, struct
 	int wild[3], n, i;
 	uint32_t secs;
 
-	if (c->n != 1)
+	if (c->n != 1 || !__atomic_load_n(&osf_pool_defer_seen, __ATOMIC_RELAXED))
 		return 0;
 	n = osf_dial_names(w.a, a->port, setup_is_local(*a), names, wild);
 	for (i = 0; i < n; i++) {
