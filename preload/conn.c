@@ -525,7 +525,7 @@ void osf_conn_close(int fd, struct osf_fdt_entry *e)
 		/* This process drops its last descriptor for this side: a
 		 * server that defers accepts a connection that closes (TCP's
 		 * FIN ends the deferral too). */
-		conn_hello(c, fd);
+		conn_hello(c);
 		osf_conn_cork_closed(c, fd);
 		if ((e->flags & OSF_FDF_LINGER) && e->linger_secs == 0)
 			__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_RESET,

@@ -161,11 +161,10 @@ void osf_conn_hello_attach(int fd, struct osf_fdt_entry *e)
 	conn_put(c);
 }
 
-void osf_conn_hello_go(struct osf_conn *c, int fd)
+void osf_conn_hello_go(struct osf_conn *c)
 {
 	struct osf_hello_wait *w = hello_take(c);
 
-	(void)fd;
 	if (w)
 		hello_send(c, w);
 }

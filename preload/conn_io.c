@@ -96,7 +96,7 @@ static int recv_end(int fd, struct osf_conn *c, int nonblock)
 	uint32_t st;
 	int err;
 
-	conn_hello(c, fd); /* a reader that waits wants its server */
+	conn_hello(c); /* a reader that waits wants its server */
 	st = osf_side_state(&c->s);
 	if (st & OSF_CS_BROKEN) {
 		err = osf_side_take_recv_error(&c->s);
@@ -799,7 +799,7 @@ int osf_conn_shutdown(int fd, struct osf_fdt_entry *e, int how)
 	c = conn_get(fd, e);
 	if (!c)
 		return OSF_FAIL(EBADF);
-	conn_hello(c, fd); /* its FIN ends a deferral too; the socket is shut below */
+	conn_hello(c); /* its FIN ends a deferral too; the socket is shut below */
 	closed = osf_side_tcp_closed(&c->s); /* TCP still records the shutdown */
 	if (how != SHUT_WR)
 		__atomic_or_fetch(&c->s.me->flags, OSF_SIDE_RDSHUT,

@@ -77,7 +77,7 @@ short osf_conn_arm(int fd, struct osf_fdt_entry *e, int kinds, int already,
 	if (!c)
 		return POLLNVAL;
 	if (kinds & OSF_ARM_RX) /* a poller that waits to read wants its server */
-		conn_hello(c, fd);
+		conn_hello(c);
 	osf_side_peer_closing(&c->s, fd);
 	r = lowat(c, osf_side_arm(&c->s, fd, kinds, already));
 	/* A poller for room sleeps as a blocked writer does. */

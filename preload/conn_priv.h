@@ -192,10 +192,10 @@ void osf_conn_rdma_unhold(struct osf_conn *c, int last);
  * TCP_DEFER_ACCEPT's wait, as the first byte of data would. */
 void osf_kfd_poke(struct osf_conn *c, int fd);
 
-/* conn_hello connects c and sends its hello if they wait (conn.c
- * osf_conn_hello_go; fd: c's, its wake socket): its first publish (data,
- * FIN), its close, a wait to read. */
-void osf_conn_hello_go(struct osf_conn *c, int fd);
+/* conn_hello connects c and sends its hello if they wait (conn_defer.c
+ * osf_conn_hello_go, through its own hidden copy of c's wake socket): its
+ * first publish (data, FIN), its close, a wait to read. */
+void osf_conn_hello_go(struct osf_conn *c);
 void osf_conn_hello_drop(struct osf_conn *c);
 /* conn_defer.c's state a fork child resets (conn.c child_after_fork,
  * fork text): its lock, whether osf-defer runs, how many wait; with any,
@@ -203,15 +203,15 @@ void osf_conn_hello_drop(struct osf_conn *c);
  * connects them). */
 extern int osf_hello_n, osf_hello_lk, osf_hello_thread;
 void osf_conn_hello_after_fork(void);
-static inline void conn_hello(struct osf_conn *c, int fd)
+static inline void conn_hello(struct osf_conn *c)
 {
 	if (__builtin_expect(__atomic_load_n(&c->hello, __ATOMIC_RELAXED) != NULL, 0))
-		osf_conn_hello_go(c, fd);
+		osf_conn_hello_go(c);
 }
 
 static inline void conn_wake_reader(struct osf_conn *c, int fd)
 {
-	conn_hello(c, fd);
+	conn_hello(c);
 	if (conn_rdma(c) && osf_conn_rdma_push(c))
 		return;
 	if (__builtin_expect(c->kfd == OSF_KFD_CLIENT, 0))

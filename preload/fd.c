@@ -213,10 +213,8 @@ OSF_EXPORT long osf_syscall_hook(long n, long a, long b, long c, long d, long e,
 	struct osf_fdt_entry *t;
 
 	if (likely(n != SYS_close && n != SYS_close_range)) {
-		if (unlikely(n == SYS_execve || n == SYS_execveat)) {
-			osf_conn_hello_flush(); /* as the exec hooks do (process.c) */
-			osf_fdt_settle();
-		}
+		if (unlikely(n == SYS_execve || n == SYS_execveat))
+			osf_exec_settle(); /* as the exec hooks do (process.c) */
 		return REAL(syscall)(n, a, b, c, d, e, f);
 	}
 	if (n == SYS_close_range)

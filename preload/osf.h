@@ -195,6 +195,12 @@ void osf_sandbox_check(void);
  * preload/process.c. */
 int osf_thread_start(void *(*fn)(void *), const char *name);
 
+/* osf_exec_settle is what every exec and spawn osf sees does first
+ * (process.c; fd.c's syscall(SYS_execve)): connections that wait for
+ * their first byte reach their servers (conn.h osf_conn_hello_flush),
+ * then the fd table settles (fdtable osf_fdt_settle). */
+void osf_exec_settle(void);
+
 /* Exec environment, preload/process.c. */
 
 /* osf_exec_env returns the environment to exec with: envp itself, or a

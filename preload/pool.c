@@ -39,7 +39,6 @@
 #define OWN_IDLE_MAX 8              /* owner regions with every slot free */
 #define TRIM_MAX 4                  /* of those, dropped at one time */
 
-
 /* On a page boundary: a fork child's reset (pool_after_fork) writes the
  * owner word of the regions in use, the first few entries, so it copies
  * one page for them, wherever the other variables move. */

@@ -378,9 +378,14 @@ static char **spawn_env(const posix_spawn_file_actions_t *fa,
  * (osf.fl_shared: connect asks the kernel for them). */
 static void child_image_begins(void)
 {
-	osf_conn_hello_flush(); /* it may write them: their servers first */
-	osf_fdt_settle();
+	osf_exec_settle();
 	osf.fl_shared = 1;
+}
+
+void osf_exec_settle(void)
+{
+	osf_conn_hello_flush(); /* the new image may write them: their servers first */
+	osf_fdt_settle();
 }
 
 int osf_spawn_begin(void)
@@ -531,8 +536,7 @@ static int exec_held(int (*real)(const char *, char *const[], char *const[]),
 	char **env;
 	int r;
 
-	osf_conn_hello_flush();
-	osf_fdt_settle();
+	osf_exec_settle();
 	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollow(path), &u);
 	osf_setup_kfd_exec_inherit(1);
@@ -570,8 +574,7 @@ OSF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	char **env;
 	int r;
 
-	osf_conn_hello_flush();
-	osf_fdt_settle();
+	osf_exec_settle();
 	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollowable(fd, "", AT_EMPTY_PATH), &u);
 	osf_setup_kfd_exec_inherit(1);
@@ -589,8 +592,7 @@ OSF_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 	char **env;
 	int r;
 
-	osf_conn_hello_flush();
-	osf_fdt_settle();
+	osf_exec_settle();
 	env = osf_exec_env(envp);
 	guard(HOLDS_CONNS() && unfollowable(dirfd, path, flags), &u);
 	osf_setup_kfd_exec_inherit(1);

@@ -11,7 +11,6 @@
 #include "../sdp/setup.h"
 #include "pool.h"
 
-#include <signal.h>
 #include <stdlib.h>
 
 /* ---- the companion's owner ------------------------------------------ */

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
